@@ -1,0 +1,1 @@
+"""The ``inferensics`` command line."""

@@ -1,0 +1,21 @@
+"""The ``inferensics`` command: one typer app; each part registers its subcommands in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from inferensics.cli import store_commands
+
+app = typer.Typer(
+    name="inferensics",
+    help="Observability and incident forensics for torch.compile'd inference.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+store_commands.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

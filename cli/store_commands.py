@@ -1,0 +1,65 @@
+"""``inferensics init`` and ``inferensics status``: create or migrate the store, and report on it."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from inferensics.cli.errors import fail
+from inferensics.cli.options import DsnOption
+from inferensics.schema.migrations import LATEST_VERSION
+from inferensics.schema.store import Store, StoreError
+
+console = Console(highlight=False)
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def init(dsn: DsnOption = None) -> None:
+    """Create the store, or migrate it to the latest schema, and print the schema version."""
+    try:
+        with Store.open(dsn) as store:
+            before = store.schema_version()
+            version = store.migrate()
+    except StoreError as exc:
+        fail(str(exc))
+    action = "created" if before == 0 else ("migrated" if version != before else "up to date")
+    console.print(f"store {store.dsn}: {action}, schema version {version}")
+
+
+def status(dsn: DsnOption = None) -> None:
+    """Show the store, its schema version, row counts per table and the data directory size."""
+    try:
+        with Store.open(dsn) as store:
+            version = store.schema_version()
+            counts = store.row_counts() if version else {}
+            disk = store.disk_bytes() if version else {}
+            size = store.data_dir_bytes()
+    except StoreError as exc:
+        fail(str(exc))
+    console.print(f"store        {store.dsn}")
+    state = "not initialised: run `inferensics init`" if version == 0 else (
+        "current" if version == LATEST_VERSION else f"behind (latest {LATEST_VERSION}): run `inferensics init`"
+    )
+    console.print(f"schema       version {version} ({state})")
+    if size is not None:
+        console.print(f"data dir     {store.dsn.path} ({_human(size)})")
+    if counts:
+        table = Table("table", "rows", "on disk", title="rows per table")
+        for name, n in counts.items():
+            table.add_row(name, f"{n:,}", _human(disk.get(name, 0)))
+        console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the store commands to the app."""
+    app.command("init")(init)
+    app.command("status")(status)

@@ -1,0 +1,1 @@
+"""Reserved for a later issue; nothing here yet."""

@@ -1,0 +1,116 @@
+"""Store DSNs: ``chdb:///<data dir>`` (embedded, the default) or ``http(s)://user:password@host:port/db``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+from urllib.parse import unquote, urlsplit
+
+DSN_ENV: Final = "INFERENSICS_DSN"
+"""Environment variable naming the store when ``--dsn`` is not given."""
+DATA_DIR_ENV: Final = "INFERENSICS_DATA_DIR"
+"""Environment variable overriding the default embedded data directory."""
+
+
+class DsnError(ValueError):
+    """A DSN that cannot be parsed; the message names it and says what form is expected."""
+
+
+def default_data_dir() -> Path:
+    """Where the embedded store lives by default.
+
+    ``$INFERENSICS_DATA_DIR`` if set, else ``$XDG_DATA_HOME/inferensics/store``, else
+    ``~/.local/share/inferensics/store``.
+    """
+    if env := os.environ.get(DATA_DIR_ENV):
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "inferensics" / "store"
+
+
+@dataclass(frozen=True, slots=True)
+class Dsn:
+    """A parsed store address. ``str(dsn)`` never shows the password."""
+
+    kind: Literal["chdb", "http", "https"]
+    path: Path | None = None
+    host: str = ""
+    port: int = 0
+    user: str = "default"
+    password: str = ""
+    database: str = "inferensics"
+
+    def __str__(self) -> str:
+        if self.kind == "chdb":
+            suffix = "" if self.database == "inferensics" else f"?database={self.database}"
+            return f"chdb://{self.path}{suffix}"
+        auth = f"{self.user}:***@" if self.password else f"{self.user}@"
+        return f"{self.kind}://{auth}{self.host}:{self.port}/{self.database}"
+
+
+def parse_dsn(text: str) -> Dsn:
+    """Parse a DSN string.
+
+    >>> parse_dsn("chdb:///var/lib/inferensics").path
+    PosixPath('/var/lib/inferensics')
+    >>> str(parse_dsn("https://reader:s3cret@ch.example:8443/obs"))
+    'https://reader:***@ch.example:8443/obs'
+    """
+    hint = "expected chdb:///<data dir> or http(s)://user:password@host:port/database"
+    raw = text.strip()
+    if not raw:
+        raise DsnError(f"empty store DSN; {hint}")
+    parts = urlsplit(raw)
+    if parts.scheme == "chdb":
+        path = unquote(parts.netloc + parts.path)
+        if not path or path == "/":
+            raise DsnError(f"store DSN {raw!r} names no data directory; {hint}")
+        if path == ":memory:" or path == "memory":
+            raise DsnError(f"store DSN {raw!r}: an in-memory store loses everything on exit; give a directory")
+        database = _query_database(raw, parts.query) or "inferensics"
+        return Dsn("chdb", path=Path(path).expanduser().absolute(), database=database)
+    if parts.scheme in ("http", "https"):
+        if not parts.hostname:
+            raise DsnError(f"store DSN {raw!r} names no host; {hint}")
+        try:
+            port = parts.port or (8443 if parts.scheme == "https" else 8123)
+        except ValueError as exc:
+            raise DsnError(f"store DSN {raw!r} has a bad port ({exc}); {hint}") from None
+        database = _check_database(raw, parts.path.strip("/") or "inferensics")
+        return Dsn(
+            "https" if parts.scheme == "https" else "http",
+            host=parts.hostname,
+            port=port,
+            user=unquote(parts.username or "default"),
+            password=unquote(parts.password or ""),
+            database=database,
+        )
+    raise DsnError(f"store DSN {raw!r} has unknown scheme {parts.scheme!r}; {hint}")
+
+
+def _check_database(raw: str, database: str) -> str:
+    if "/" in database or not database.replace("_", "").isalnum():
+        raise DsnError(f"store DSN {raw!r}: database name {database!r} must be letters, digits and _")
+    return database
+
+
+def _query_database(raw: str, query: str) -> str:
+    # chdb:///dir?database=name selects a database inside one embedded directory (tests use this:
+    # one process can open only one chDB directory).
+    for item in filter(None, query.split("&")):
+        key, _, value = item.partition("=")
+        if key != "database":
+            raise DsnError(f"store DSN {raw!r}: unknown option {key!r}; only ?database=<name> is accepted")
+        return _check_database(raw, value)
+    return ""
+
+
+def resolve_dsn(explicit: str | None) -> Dsn:
+    """``--dsn`` if given, else ``$INFERENSICS_DSN``, else the embedded default directory."""
+    if explicit:
+        return parse_dsn(explicit)
+    if env := os.environ.get(DSN_ENV):
+        return parse_dsn(env)
+    return Dsn("chdb", path=default_data_dir().absolute())

@@ -1,0 +1,600 @@
+"""The event models: one frozen pydantic model per record kind, one ClickHouse table each.
+
+Identity rules (ARCHITECTURE.md decision 3): joins across hosts use content hashes and stable names, never
+Dynamo's process-local compile ids. ``graph_key`` is the FX-graph-cache key joined with the code location
+(``sha256(fx_cache_key + "@" + code_location)`` when the cache key is known, else a digest of the Dynamo
+graph); ``artifact_id`` is the sha256 of the generated output code; ``bundle_id`` the digest of a bundle
+manifest. ``compile_id`` is kept for reading a host's own logs, not for joining.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from inferensics.schema import columns as col
+from inferensics.schema.table import Event, Index, TableSpec
+from inferensics.schema.types import (
+    F32,
+    F64,
+    U8,
+    U16,
+    U32,
+    U64,
+    Attrs,
+    Bytes,
+    Digest,
+    Dim,
+    DimList,
+    F32List,
+    Flag,
+    Text,
+    TextList,
+    Timestamp,
+    U32List,
+)
+
+# Request outcomes: how the compiled program served a request (decision 4).
+Outcome = Literal["hit", "compile", "recompile", "fallback", "eager", "error"]
+OUTCOMES: tuple[str, ...] = ("hit", "compile", "recompile", "fallback", "eager", "error")
+GUARD_OUTCOMES: tuple[str, ...] = ("hit", "miss", "first", "none", "mixed")
+CACHE_STATUSES: tuple[str, ...] = ("none", "hit", "miss", "bypass", "mixed")
+CACHES: tuple[str, ...] = ("fx_graph", "aot_autograd", "triton", "autotune", "dynamo")
+CACHE_RESULTS: tuple[str, ...] = ("hit", "miss", "bypass")
+
+
+class RequestEvent(Event):
+    """One served request: which compiled graphs and artifacts served it and how dispatch went."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="requests",
+        order_by=(col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS, col.TS),
+        ttl_days=30,
+        shard_key=f"cityHash64({col.REQUEST_ID})",
+        indexes=(Index("idx_request_id", col.REQUEST_ID, "bloom_filter(0.001)", 4),),
+    )
+
+    request_id: Text
+    """Caller-given request id, unique per request; the drill-down and replay key."""
+    ts: Timestamp
+    """When the request started (UTC)."""
+    host: Dim
+    """Serving host name."""
+    model: Dim
+    """Model name as the serving process labels it."""
+    hw_pool: Dim
+    """Hardware pool label of the serving worker (for example ``h200-a``)."""
+    traffic_class: Dim
+    """Traffic class (for example ``interactive``, ``batch``, ``shadow``)."""
+    tenant: Dim = ""
+    """Tenant the request belongs to; empty when the service is single-tenant."""
+    bundle_id: Dim = ""
+    """Digest of the release bundle manifest that served it; empty when no bundle is registered."""
+    shape: Text = ""
+    """Input shape signature, e.g. ``2x128`` (batch × sequence) or ``decode:8x1@512``."""
+    shape_bucket: Dim = ""
+    """Bucket of ``shape`` under the host's bucketing policy, e.g. ``b<=4,s<=256``."""
+    latency_ms: F32 = 0.0
+    """Wall time of the request in milliseconds, compile time included."""
+    status: Dim = "ok"
+    """``ok`` or ``error``."""
+    error: Text = ""
+    """Exception type and message when ``status`` is ``error``."""
+    outcome: Dim = "hit"
+    """How it was served: ``hit`` (existing graphs), ``compile`` (first compile), ``recompile``,
+    ``fallback`` (ran eagerly after a graph break, the recompile limit or an error), ``eager``
+    (never compiled by policy) or ``error``."""
+    guard_outcome: Dim = "hit"
+    """Guard evaluation over the request's frame entries: ``hit``, ``miss``, ``first`` (no entry yet),
+    ``mixed`` (hits and misses) or ``none`` (no compiled frame was entered)."""
+    cache_status: Dim = "none"
+    """Compile-cache status of compiles this request triggered: ``none`` (no compile), ``hit``, ``miss``,
+    ``bypass`` or ``mixed``."""
+    fallback_reason: Dim = ""
+    """Why it ran eagerly (``graph_break:GB0170``, ``recompile_limit``, ``compile_error``, ``policy``)."""
+    compile_ms: F32 = 0.0
+    """Compile time spent inside this request, in milliseconds."""
+    recompiles: U8 = 0
+    """Number of recompiles this request triggered."""
+    graph_keys: DimList = ()
+    """Stable keys of the compiled graphs executed, in first-call order."""
+    graph_artifacts: TextList = ()
+    """Artifact id (sha256 of output code) of each executed graph, parallel to ``graph_keys``."""
+    graph_calls: U32List = ()
+    """Number of calls of each executed graph, parallel to ``graph_keys``."""
+    graph_us: U32List = ()
+    """Host-side wall time in microseconds spent in each executed graph, parallel to ``graph_keys``."""
+    input_digest: Digest = ""
+    """Digest of the request's inputs; equal digests across bundles allow output comparison."""
+    fp_argmax_digest: Digest = ""
+    """Digest of the argmax token ids of the output (canary agreement)."""
+    fp_argmax_head: U32List = ()
+    """The first argmax token ids of the output (at most 16), for partial agreement."""
+    fp_nan: U32 = 0
+    """Number of NaN values in the output."""
+    fp_inf: U32 = 0
+    """Number of ±inf values in the output."""
+    fp_mean: F32 = 0.0
+    """Mean of the finite output values."""
+    fp_std: F32 = 0.0
+    """Standard deviation of the finite output values."""
+    fp_absmax: F32 = 0.0
+    """Largest absolute finite output value."""
+    sampled: Flag = False
+    """Whether kernel timings were sampled for this request (rows in ``kernel_timings``)."""
+    capture_blob: Digest = ""
+    """sha256 of the captured inputs blob, empty when inputs were not captured."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+    @model_validator(mode="after")
+    def _parallel_graph_arrays(self) -> RequestEvent:
+        n = len(self.graph_keys)
+        if not (len(self.graph_artifacts) == len(self.graph_calls) == len(self.graph_us) == n):
+            raise ValueError(
+                "graph_keys, graph_artifacts, graph_calls and graph_us must have the same length "
+                f"(got {n}, {len(self.graph_artifacts)}, {len(self.graph_calls)}, {len(self.graph_us)})"
+            )
+        return self
+
+
+class CompileEvent(Event):
+    """One compile of one frame (a Dynamo compile id and attempt), with its metrics and outcome."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="compiles",
+        order_by=(col.MODEL, col.HW_POOL, col.TS),
+        ttl_days=180,
+        shard_key=f"cityHash64({col.GRAPH_KEY})",
+    )
+
+    ts: Timestamp
+    """When the compile started (UTC)."""
+    host: Dim
+    """Host that compiled."""
+    model: Dim = ""
+    """Model label of the process that compiled."""
+    hw_pool: Dim = ""
+    """Hardware pool of the host."""
+    bundle_id: Dim = ""
+    """Bundle the compile belongs to, when known."""
+    request_id: Text = ""
+    """Request that triggered the compile (from the recompile user context), if any."""
+    graph_key: Text = ""
+    """Stable graph identity (see module docstring); empty when the compile failed before a graph existed."""
+    code_location: Text = ""
+    """``co_filename:co_firstlineno:co_name`` of the compiled frame."""
+    compile_id: Dim = ""
+    """Process-local Dynamo compile id such as ``0/1``: for reading the host's logs only, never a join key."""
+    attempt: U8 = 0
+    """Restart attempt of the analysis (``0/1_2`` has attempt 2)."""
+    trigger: Dim = ""
+    """What started it: ``first`` (new frame), ``recompile``, ``import`` (from a trace log)."""
+    entire_frame_s: F32 = 0.0
+    """Whole-frame compile time in seconds (Dynamo + backend)."""
+    backend_s: F32 = 0.0
+    """Backend (AOTAutograd + Inductor) compile time in seconds."""
+    inductor_s: F32 = 0.0
+    """Inductor compile time in seconds."""
+    codegen_s: F32 = 0.0
+    """Inductor code generation time in seconds."""
+    outcome: Dim = "ok"
+    """``ok``, ``failed`` or ``recompile_limit``."""
+    fail_type: Dim = ""
+    """Exception type of a failed compile (``BackendCompilerFailed``, ``Unsupported``...)."""
+    fail_reason: Text = ""
+    """Failure message of a failed compile."""
+    recompile_reason: Text = ""
+    """First recompile reason when the compile was a recompile."""
+    guard_count: U32 = 0
+    """Number of guards installed."""
+    graph_op_count: U32 = 0
+    """Number of ops in the captured graph."""
+    graph_node_count: U32 = 0
+    """Number of FX nodes in the captured graph."""
+    graph_break_count: U16 = 0
+    """Graph breaks met while compiling this frame."""
+    artifact_id: Digest = ""
+    """sha256 of the generated output code (its blob's key)."""
+    fx_cache_key: Text = ""
+    """Inductor FX-graph-cache key of the compiled graph."""
+    cache_status: Dim = "none"
+    """FX-graph-cache status of this compile: ``hit``, ``miss``, ``bypass`` or ``none``."""
+    guard_tree_digest: Digest = ""
+    """sha256 of the C++ guard tree text."""
+    dynamo_config_digest: Digest = ""
+    """sha256 of the Dynamo config snapshot."""
+    inductor_config_digest: Digest = ""
+    """sha256 of the Inductor config snapshot."""
+    torch_version: Dim = ""
+    """torch version string."""
+    triton_version: Dim = ""
+    """triton version string (empty without triton)."""
+    cuda_version: Dim = ""
+    """CUDA runtime version (empty on CPU)."""
+    source: Dim = "live"
+    """``live`` (host SDK) or ``trace`` (imported TORCH_TRACE log; ``attrs['file']`` names it)."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class RecompileEvent(Event):
+    """A recompile of a frame whose cached entries all failed their guards."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="recompiles",
+        order_by=(col.MODEL, col.HW_POOL, col.TS),
+        ttl_days=180,
+        shard_key=f"cityHash64({col.REQUEST_ID})",
+    )
+
+    ts: Timestamp
+    """When the recompile started (UTC)."""
+    host: Dim
+    """Host that recompiled."""
+    model: Dim = ""
+    """Model label."""
+    hw_pool: Dim = ""
+    """Hardware pool."""
+    traffic_class: Dim = ""
+    """Traffic class of the triggering request."""
+    request_id: Text = ""
+    """Request that triggered it."""
+    code_location: Text = ""
+    """Frame that recompiled (``file:line:name``)."""
+    compile_id: Dim = ""
+    """Process-local compile id of the new entry."""
+    reason: Text = ""
+    """First (primary) guard failure reason, e.g. ``tensor 'x' size mismatch at index 0``."""
+    reasons: TextList = ()
+    """All failing reasons, one per failing cache entry."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class GuardFailureEvent(Event):
+    """A guard that failed at frame entry (one per failing guard reason)."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="guard_failures",
+        order_by=(col.MODEL, col.HW_POOL, col.TS),
+        ttl_days=90,
+        shard_key=f"cityHash64({col.REQUEST_ID})",
+    )
+
+    ts: Timestamp
+    """When the guard failed (UTC)."""
+    host: Dim
+    """Host."""
+    model: Dim = ""
+    """Model label."""
+    hw_pool: Dim = ""
+    """Hardware pool."""
+    request_id: Text = ""
+    """Request whose frame entry failed the guard."""
+    code_location: Text = ""
+    """Frame whose guard failed."""
+    compile_id: Dim = ""
+    """Compile id of the cache entry whose guard failed."""
+    reason: Text = ""
+    """The guard failure text."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class GraphBreakEvent(Event):
+    """A graph break met while compiling a frame."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="graph_breaks",
+        order_by=(col.MODEL, col.REGISTRY_ID, col.TS),
+        ttl_days=180,
+    )
+
+    ts: Timestamp
+    """When it was recorded (UTC)."""
+    host: Dim
+    """Host."""
+    model: Dim = ""
+    """Model label."""
+    hw_pool: Dim = ""
+    """Hardware pool."""
+    request_id: Text = ""
+    """Request during which the break was compiled, if any."""
+    compile_id: Dim = ""
+    """Process-local compile id of the frame being compiled."""
+    code_location: Text = ""
+    """Frame being compiled."""
+    registry_id: Dim = ""
+    """Graph-break registry id such as ``GB0170``; empty when the message names none."""
+    break_type: Dim = ""
+    """Graph-break type (the registry's ``Gb_type``), e.g. ``Data-dependent branching``."""
+    reason: Text = ""
+    """The break's explanation."""
+    user_frame: Text = ""
+    """Innermost user frame at the break: ``file:line in function``."""
+    source: Dim = "live"
+    """``live`` or ``trace``."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class CacheEvent(Event):
+    """One compile-cache lookup: FX graph, AOTAutograd, Triton, autotune or Dynamo cache."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="cache_events",
+        order_by=(col.MODEL, col.HW_POOL, col.CACHE, col.TS),
+        ttl_days=180,
+    )
+
+    ts: Timestamp
+    """When the lookup happened (UTC)."""
+    host: Dim
+    """Host."""
+    model: Dim = ""
+    """Model label."""
+    hw_pool: Dim = ""
+    """Hardware pool."""
+    bundle_id: Dim = ""
+    """Bundle, when known."""
+    request_id: Text = ""
+    """Request whose compile looked up the cache, if any."""
+    compile_id: Dim = ""
+    """Process-local compile id."""
+    cache: Dim
+    """``fx_graph``, ``aot_autograd``, ``triton``, ``autotune`` or ``dynamo``."""
+    result: Dim
+    """``hit``, ``miss`` or ``bypass``."""
+    cache_key: Text = ""
+    """The cache key looked up."""
+    reason: Text = ""
+    """Bypass or miss reason when known."""
+    time_saved_ms: F32 = 0.0
+    """Compile time the hit saved, in milliseconds (0 for misses)."""
+    entry_bytes: U64 = 0
+    """Size of the cache entry written or read, when known."""
+    source: Dim = "live"
+    """``live`` or ``trace``."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class KernelInventoryEvent(Event):
+    """One kernel of a compiled artifact with its provenance: post-grad nodes and user source lines."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="kernels",
+        order_by=(col.ARTIFACT_ID, col.KERNEL_NAME),
+        ttl_days=0,
+        engine="ReplacingMergeTree",
+        shard_key=f"cityHash64({col.ARTIFACT_ID})",
+    )
+
+    ts: Timestamp
+    """When the artifact was first seen (UTC)."""
+    artifact_id: Digest
+    """sha256 of the output code holding the kernel."""
+    kernel_name: Text
+    """Kernel name (``triton_poi_fused_add_0``, ``cpp_fused_mul_0``, ``extern_kernels.mm``)."""
+    kernel_backend: Dim = ""
+    """``triton``, ``cpp`` or ``extern``."""
+    graph_key: Text = ""
+    """Graph the artifact was compiled from."""
+    post_grad_nodes: TextList = ()
+    """Post-grad FX nodes fused into this kernel."""
+    source_lines: TextList = ()
+    """User source lines the nodes came from (``file:line``)."""
+    host: Dim = ""
+    """Host that first reported it."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class KernelTimingEvent(Event):
+    """Profiler-measured time of one kernel over one sampled request."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="kernel_timings",
+        order_by=(col.MODEL, col.ARTIFACT_ID, col.TS),
+        ttl_days=30,
+        shard_key=f"cityHash64({col.REQUEST_ID})",
+    )
+
+    ts: Timestamp
+    """Start of the sampled request (UTC)."""
+    request_id: Text
+    """Sampled request."""
+    host: Dim
+    """Host."""
+    model: Dim = ""
+    """Model label."""
+    hw_pool: Dim = ""
+    """Hardware pool."""
+    artifact_id: Digest = ""
+    """Artifact the kernel belongs to (empty when the profiler event could not be tied to one)."""
+    kernel_name: Text
+    """Kernel name as the profiler reports it."""
+    device: Dim = ""
+    """``cpu`` or ``cuda:N``."""
+    calls: U32 = 0
+    """Launches during the request."""
+    total_us: F64 = 0.0
+    """Total kernel time in microseconds."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class BundleEvent(Event):
+    """Registration of a release bundle (compiled artifacts + manifest) on a host."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="bundles",
+        order_by=(col.BUNDLE_ID, col.HOST),
+        ttl_days=0,
+        engine="ReplacingMergeTree",
+        shard_key=f"cityHash64({col.BUNDLE_ID})",
+    )
+
+    ts: Timestamp
+    """When the host registered the bundle (UTC)."""
+    bundle_id: Dim
+    """Digest of the manifest."""
+    bundle_name: Dim = ""
+    """Human label (``baseline``, ``canary-2026-11-30``)."""
+    model: Dim = ""
+    """Model the bundle serves."""
+    host: Dim = ""
+    """Host that registered it."""
+    hw_pool: Dim = ""
+    """Hardware pool of the host."""
+    manifest_digest: Digest = ""
+    """sha256 of the manifest blob."""
+    compiler_config: Attrs = Field(default_factory=dict)
+    """Compiler options that distinguish this bundle (mode, Inductor options)."""
+    torch_version: Dim = ""
+    """torch version."""
+    triton_version: Dim = ""
+    """triton version."""
+    cuda_version: Dim = ""
+    """CUDA version (empty on CPU)."""
+    device_name: Dim = ""
+    """Device name (``NVIDIA H200``, ``cpu``)."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class BlobIndexEvent(Event):
+    """A content-addressed blob: output code, guard tree, captured inputs, manifest."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="blobs",
+        order_by=(col.SHA256,),
+        ttl_days=0,
+        engine="ReplacingMergeTree",
+        shard_key=f"cityHash64({col.SHA256})",
+        partition="tuple()",
+    )
+
+    ts: Timestamp
+    """When the blob was first stored (UTC)."""
+    sha256: Digest
+    """Hex sha256 of the blob's bytes: its only key."""
+    size_bytes: U64
+    """Size of the blob in bytes."""
+    kind: Dim
+    """``output_code``, ``guard_tree``, ``inputs``, ``manifest``, ``graph``, ``config``."""
+    media_type: Dim = "application/octet-stream"
+    """Media type of the content."""
+    host: Dim = ""
+    """Host that stored it first."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own (e.g. ``artifact_id``)."""
+
+
+class BlobContentEvent(Event):
+    """The bytes of a blob, stored once under their sha256 (ARCHITECTURE decision 5)."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="blob_contents",
+        order_by=(col.SHA256,),
+        ttl_days=0,
+        engine="ReplacingMergeTree",
+        shard_key=f"cityHash64({col.SHA256})",
+        partition="tuple()",
+    )
+
+    ts: Timestamp
+    """When the content was stored (UTC)."""
+    sha256: Digest
+    """Hex sha256 of ``data``."""
+    data: Bytes
+    """The content."""
+
+
+class ReplayResultEvent(Event):
+    """The outcome of re-executing a recorded request against its bundle and the eager path."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="replay_results",
+        order_by=(col.REQUEST_ID, col.TS),
+        ttl_days=365,
+        shard_key=f"cityHash64({col.REQUEST_ID})",
+    )
+
+    ts: Timestamp
+    """When the replay ran (UTC)."""
+    replay_id: Text
+    """Id of this replay run."""
+    request_id: Text
+    """Request replayed."""
+    bundle_id: Dim = ""
+    """Bundle replayed against."""
+    host: Dim = ""
+    """Host the replay ran on."""
+    device_name: Dim = ""
+    """Device the replay ran on."""
+    reproduced: Flag = False
+    """Whether the recorded fault reproduced."""
+    attribution: Dim = ""
+    """``source_op``, ``decomposition``, ``schedule``, ``lowering``, ``none`` or ``unknown``."""
+    error_ratio: F64 = 0.0
+    """fp64-anchored error ratio of the compiled output against eager (≤ 10 passes)."""
+    detail: Text = ""
+    """What decided the attribution (op, decomposition or config that flipped the result)."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class CanaryVerdictEvent(Event):
+    """A recorded canary verdict comparing a candidate bundle against a baseline."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="canary_verdicts",
+        order_by=(col.MODEL, col.TS),
+        ttl_days=365,
+    )
+
+    ts: Timestamp
+    """When the verdict was made (UTC)."""
+    model: Dim
+    """Model compared."""
+    traffic_class: Dim = ""
+    """Traffic class compared (empty for all)."""
+    baseline: Dim
+    """Baseline bundle id (or window label)."""
+    candidate: Dim
+    """Candidate bundle id (or window label)."""
+    window_start: Timestamp
+    """Start of the compared window (UTC)."""
+    window_end: Timestamp
+    """End of the compared window (UTC)."""
+    verdict: Dim
+    """``pass``, ``fail`` or ``inconclusive``."""
+    rule: Text = ""
+    """The rule that decided the verdict."""
+    evidence: Text = ""
+    """JSON evidence table (metric, baseline, candidate, interval, p-value)."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+EVENT_MODELS: tuple[type[Event], ...] = (
+    RequestEvent,
+    CompileEvent,
+    RecompileEvent,
+    GuardFailureEvent,
+    GraphBreakEvent,
+    CacheEvent,
+    KernelInventoryEvent,
+    KernelTimingEvent,
+    BundleEvent,
+    BlobIndexEvent,
+    BlobContentEvent,
+    ReplayResultEvent,
+    CanaryVerdictEvent,
+)
+"""Every stored event model, in table-creation order."""
+
+MODELS_BY_TABLE: dict[str, type[Event]] = {m.TABLE.name: m for m in EVENT_MODELS}

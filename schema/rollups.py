@@ -1,0 +1,153 @@
+"""Rollup tables fed by materialized views: what the dashboard and the weekly report read.
+
+Latency quantiles are kept as ``quantilesTiming`` states over a log-scaled code of the latency, so that
+merging hundreds of thousands of states stays fast (measured: 0.1 s for 720k states, against 0.7 s for
+t-digest and 1.7 s for DDSketch on this 2-core machine). The code is
+``round((ln(latency_ms) - ln(0.01)) / 0.018)`` clamped to 0..1023, a range ``quantileTiming`` holds
+exactly; decoding gives the bucket's centre.
+
+**Stated error:** for latencies between 10 µs and about 1000 s, a quantile read from a rollup is within
+±0.9 % (relative) of the exact quantile over the same rows (bucket ratio e^0.018 ≈ 1.018, rounded to the
+nearest bucket). Latencies outside the range clamp to its ends.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from inferensics.schema import columns as col
+
+LATENCY_CODE_MIN_MS: Final = 0.01
+LATENCY_CODE_STEP: Final = 0.018
+LATENCY_CODE_MAX: Final = 1023
+LATENCY_RELATIVE_ERROR: Final = math.exp(LATENCY_CODE_STEP / 2) - 1
+"""Largest relative error of a rollup latency quantile against the exact one (≈ 0.9 %)."""
+QUANTILES: Final = (0.5, 0.95, 0.99)
+"""The quantiles every latency state answers, in this order."""
+
+
+def latency_code_sql(expr: str) -> str:
+    """SQL turning a latency in milliseconds into its rollup code (UInt16, 0..1023)."""
+    return (
+        f"toUInt16(greatest(0, least({LATENCY_CODE_MAX}, "
+        f"round((ln(greatest({expr}, 1e-9)) - ln({LATENCY_CODE_MIN_MS})) / {LATENCY_CODE_STEP}))))"
+    )
+
+
+def latency_decode_sql(expr: str) -> str:
+    """SQL turning a latency code (or a quantile over codes) back into milliseconds."""
+    return f"exp({expr} * {LATENCY_CODE_STEP} + ln({LATENCY_CODE_MIN_MS}))"
+
+
+def latency_code(latency_ms: float) -> int:
+    """Python twin of :func:`latency_code_sql` (used by tests and by Polars-side checks)."""
+    raw = (math.log(max(latency_ms, 1e-9)) - math.log(LATENCY_CODE_MIN_MS)) / LATENCY_CODE_STEP
+    return int(max(0, min(LATENCY_CODE_MAX, round(raw))))
+
+
+def latency_decode(code: float) -> float:
+    """Python twin of :func:`latency_decode_sql`."""
+    return math.exp(code * LATENCY_CODE_STEP + math.log(LATENCY_CODE_MIN_MS))
+
+
+QUANTILE_STATE_TYPE: Final = f"AggregateFunction(quantilesTiming({', '.join(map(str, QUANTILES))}), UInt16)"
+QUANTILE_STATE_FN: Final = f"quantilesTimingState({', '.join(map(str, QUANTILES))})"
+QUANTILE_MERGE_FN: Final = f"quantilesTimingMerge({', '.join(map(str, QUANTILES))})"
+
+
+@dataclass(frozen=True, slots=True)
+class RollupColumn:
+    """One column of a rollup table and the aggregate that fills it from the source rows."""
+
+    name: str
+    type: str
+    select: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rollup:
+    """A rollup table, the view that feeds it, and how long its rows live."""
+
+    name: str
+    source: str
+    bucket_fn: str
+    keys: tuple[str, ...]
+    values: tuple[RollupColumn, ...]
+    ttl_days: int
+
+    @property
+    def view_name(self) -> str:
+        """Name of the materialized view feeding the rollup."""
+        return f"{self.name}_mv"
+
+
+def _sum(name: str, expr: str, type_: str = "UInt64") -> RollupColumn:
+    return RollupColumn(name, f"SimpleAggregateFunction(sum, {type_})", f"sum({expr})")
+
+
+_REQUEST_VALUES: tuple[RollupColumn, ...] = (
+    _sum(col.REQUESTS, "toUInt64(1)"),
+    _sum(col.ERRORS, f"toUInt64({col.STATUS} = 'error')"),
+    _sum(col.FALLBACKS, f"toUInt64({col.OUTCOME} = 'fallback')"),
+    _sum(col.RECOMPILES, f"toUInt64({col.RECOMPILES})"),
+    _sum(col.COMPILES, f"toUInt64({col.OUTCOME} IN ('compile', 'recompile'))"),
+    _sum(col.COMPILE_SECONDS, f"toFloat64({col.COMPILE_MS}) / 1000", "Float64"),
+    _sum(col.CACHE_HITS, f"toUInt64({col.CACHE_STATUS} = 'hit')"),
+    _sum(col.CACHE_MISSES, f"toUInt64({col.CACHE_STATUS} IN ('miss', 'mixed'))"),
+    _sum(col.NONFINITE, f"toUInt64(({col.FP_NAN} + {col.FP_INF}) > 0)"),
+    _sum(col.LATENCY_SUM_MS, f"toFloat64({col.LATENCY_MS})", "Float64"),
+    RollupColumn(col.LATENCY_STATE, QUANTILE_STATE_TYPE, f"{QUANTILE_STATE_FN}({latency_code_sql(col.LATENCY_MS)})"),
+)
+
+_REQUEST_KEYS = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS, col.BUNDLE_ID)
+
+REQUESTS_1M = Rollup(
+    name="requests_1m",
+    source="requests",
+    bucket_fn="toStartOfMinute",
+    keys=_REQUEST_KEYS,
+    values=_REQUEST_VALUES,
+    ttl_days=7,
+)
+"""Per-minute request slices by model × hardware pool × traffic class × bundle (on-call views)."""
+
+REQUESTS_1H = Rollup(
+    name="requests_1h",
+    source="requests",
+    bucket_fn="toStartOfHour",
+    keys=_REQUEST_KEYS,
+    values=_REQUEST_VALUES,
+    ttl_days=400,
+)
+"""Per-hour request slices (weekly report, canary, long ranges)."""
+
+COMPILES_1H = Rollup(
+    name="compiles_1h",
+    source="compiles",
+    bucket_fn="toStartOfHour",
+    keys=(col.MODEL, col.HW_POOL, col.OUTCOME, col.TRIGGER),
+    values=(
+        _sum(col.COMPILES, "toUInt64(1)"),
+        _sum(col.COMPILE_SECONDS, f"toFloat64({col.ENTIRE_FRAME_S})", "Float64"),
+    ),
+    ttl_days=400,
+)
+"""Per-hour compiles by outcome and trigger."""
+
+CACHE_EVENTS_1H = Rollup(
+    name="cache_events_1h",
+    source="cache_events",
+    bucket_fn="toStartOfHour",
+    keys=(col.MODEL, col.HW_POOL, col.BUNDLE_ID, col.CACHE, col.RESULT),
+    values=(
+        _sum(col.REQUESTS, "toUInt64(1)"),
+        _sum(col.TIME_SAVED_MS, f"toFloat64({col.TIME_SAVED_MS})", "Float64"),
+        _sum(col.ENTRY_BYTES, f"toUInt64({col.ENTRY_BYTES})"),
+    ),
+    ttl_days=400,
+)
+"""Per-hour cache lookups by cache and result (``requests`` counts lookups here)."""
+
+ROLLUPS: tuple[Rollup, ...] = (REQUESTS_1M, REQUESTS_1H, COMPILES_1H, CACHE_EVENTS_1H)

@@ -1,0 +1,303 @@
+"""The store: one clickhouse-connect client over chDB (embedded) or a ClickHouse server.
+
+Everything that reads or writes ClickHouse goes through :class:`Store`: typed batch inserts from Arrow,
+Polars or validated events, and parameterized queries only (values travel as ``{name:Type}`` parameters,
+never formatted into SQL).
+
+>>> import tempfile
+>>> with Store.open(f"chdb://{tempfile.mkdtemp()}") as store:   # doctest: +SKIP
+...     store.migrate()
+1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+import pyarrow as pa
+
+from inferensics.schema.arrow import arrow_to_events, conform, events_to_arrow
+from inferensics.schema.ddl import Target
+from inferensics.schema.dsn import Dsn, DsnError, resolve_dsn
+from inferensics.schema.events import EVENT_MODELS
+from inferensics.schema.migrations import MIGRATIONS, migrations_table_sql
+from inferensics.schema.rollups import ROLLUPS
+from inferensics.schema.table import Event
+
+if TYPE_CHECKING:
+    import polars as pl
+    from clickhouse_connect.driver.client import Client
+
+E = TypeVar("E", bound=Event)
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or used; the message is one line that says what to do."""
+
+
+# chDB initialises one embedded server per process: all clients of a process share it.
+_CHDB_LOCK = threading.Lock()
+
+
+def _open_client(dsn: Dsn) -> Client:
+    import clickhouse_connect
+
+    if dsn.kind == "chdb":
+        assert dsn.path is not None
+        path = dsn.path
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot open store {dsn}: cannot create data directory ({exc.strerror})") from None
+        with _CHDB_LOCK:
+            try:
+                boot = clickhouse_connect.get_client(dsn=f"chdb://{path}")
+                boot.command(f"CREATE DATABASE IF NOT EXISTS {dsn.database}")
+                return clickhouse_connect.get_client(dsn=f"chdb://{path}", database=dsn.database)
+            except Exception as exc:  # clickhouse-connect wraps chDB's errors in several types
+                raise StoreError(_chdb_error(dsn, exc)) from None
+    try:
+        client = clickhouse_connect.get_client(
+            host=dsn.host,
+            port=dsn.port,
+            username=dsn.user,
+            password=dsn.password,
+            secure=dsn.kind == "https",
+            connect_timeout=10,
+        )
+        client.command(f"CREATE DATABASE IF NOT EXISTS {dsn.database}")
+        client.database = dsn.database
+        return client
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StoreError(
+            f"cannot open store {dsn}: {first[:300]}; check host, port and credentials, or pass --dsn"
+        ) from None
+
+
+def _chdb_error(dsn: Dsn, exc: Exception) -> str:
+    text = str(exc)
+    if "Cannot lock file" in text or "Another server instance" in text:
+        return (
+            f"cannot open store {dsn}: another process holds the data directory {dsn.path} "
+            "(chDB allows one process per directory); stop that process, or reach the store through "
+            "its `inferensics serve` API (--service URL)"
+        )
+    if "already initialized with path" in text:
+        return (
+            f"cannot open store {dsn}: this process already opened a different chDB directory; "
+            "one process can hold one embedded store"
+        )
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return f"cannot open store {dsn}: {first[:300]}"
+
+
+class Store:
+    """A connection to the inferensics database on one ClickHouse backend."""
+
+    def __init__(self, dsn: Dsn, client: Client) -> None:
+        self.dsn = dsn
+        self.client = client
+        self.database = dsn.database
+        self.target = Target("chdb" if dsn.kind == "chdb" else "server", database=dsn.database)
+
+    @classmethod
+    def open(cls, dsn: str | Dsn | None = None) -> Store:
+        """Open the store named by ``dsn`` (``--dsn``), else ``$INFERENSICS_DSN``, else the default directory.
+
+        Raises:
+            StoreError: one line naming the DSN and the cause (a held chDB directory says so).
+        """
+        try:
+            parsed = dsn if isinstance(dsn, Dsn) else resolve_dsn(dsn)
+        except DsnError as exc:
+            raise StoreError(str(exc)) from None
+        return cls(parsed, _open_client(parsed))
+
+    def close(self) -> None:
+        """Release the client (the embedded engine stays up until the process exits)."""
+        with contextlib.suppress(Exception):
+            self.client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object | TracebackType) -> None:
+        self.close()
+
+    # --- schema -------------------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        """The highest applied migration version, 0 for an empty store."""
+        exists = self.client.query(
+            "SELECT count() FROM system.tables WHERE database = {db:String} AND name = 'schema_migrations'",
+            parameters={"db": self.database},
+        ).result_rows[0][0]
+        if not exists:
+            return 0
+        rows = self.client.query(f"SELECT max(version) FROM {self.database}.schema_migrations").result_rows
+        return int(rows[0][0] or 0)
+
+    def migrate(self) -> int:
+        """Apply every migration not yet recorded; return the schema version. Idempotent."""
+        self.client.command(migrations_table_sql(self.target))
+        current = self.schema_version()
+        for m in MIGRATIONS:
+            if m.version <= current:
+                continue
+            for stmt in m.statements(self.target):
+                self.client.command(stmt)
+            self.client.insert(
+                f"{self.database}.schema_migrations",
+                [[m.version, m.name, m.checksum(self.target), datetime.now(UTC)]],
+                column_names=["version", "name", "checksum", "applied_at"],
+            )
+            current = m.version
+        return current
+
+    def table_names(self) -> list[str]:
+        """Names of the event and rollup tables, in creation order."""
+        return [m.TABLE.name for m in EVENT_MODELS] + [r.name for r in ROLLUPS]
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows per table (rollups count their merged-or-not rows) from ``system.parts``."""
+        rows = self.client.query(
+            "SELECT table, sum(rows) FROM system.parts WHERE database = {db:String} AND active GROUP BY table",
+            parameters={"db": self.database},
+        ).result_rows
+        counts = {str(t): int(n) for t, n in rows}
+        return {name: counts.get(name, 0) for name in self.table_names()}
+
+    def disk_bytes(self) -> dict[str, int]:
+        """Compressed bytes on disk per table."""
+        rows = self.client.query(
+            "SELECT table, sum(bytes_on_disk) FROM system.parts WHERE database = {db:String} AND active "
+            "GROUP BY table",
+            parameters={"db": self.database},
+        ).result_rows
+        return {str(t): int(n) for t, n in rows}
+
+    def data_dir_bytes(self) -> int | None:
+        """Size of the embedded data directory in bytes (``None`` for a server store)."""
+        if self.dsn.path is None:
+            return None
+        return sum(p.stat().st_size for p in Path(self.dsn.path).rglob("*") if p.is_file())
+
+    # --- inserts ------------------------------------------------------------------------------------
+
+    def insert_arrow(self, model: type[Event], table: pa.Table, *, dedup_token: str | None = None) -> int:
+        """Insert an Arrow table into ``model``'s table after conforming it to the model's schema.
+
+        ``dedup_token`` makes the insert idempotent: the same token and data inserted again is dropped by
+        the engine (the collector's spool replays rely on this). Returns the number of rows sent.
+        """
+        data = conform(model, table)
+        if data.num_rows == 0:
+            return 0
+        settings: dict[str, Any] = {}
+        if dedup_token:
+            settings["insert_deduplication_token"] = dedup_token
+            settings["insert_deduplicate"] = 1
+            settings["deduplicate_blocks_in_dependent_materialized_views"] = 1
+        self.client.insert_arrow(f"{self.database}.{model.TABLE.name}", data, settings=settings)
+        return data.num_rows
+
+    def insert_frame(self, model: type[Event], frame: pl.DataFrame, *, dedup_token: str | None = None) -> int:
+        """Insert a Polars frame (columns named as the model's fields)."""
+        return self.insert_arrow(model, frame.to_arrow(), dedup_token=dedup_token)
+
+    def insert_events(self, events: Sequence[E], *, dedup_token: str | None = None) -> int:
+        """Insert validated events of one kind."""
+        if not events:
+            return 0
+        model = type(events[0])
+        if any(type(e) is not model for e in events):
+            raise TypeError("insert_events takes events of one kind; group them with events_by_model first")
+        return self.insert_arrow(model, events_to_arrow(model, events), dedup_token=dedup_token)
+
+    # --- queries ------------------------------------------------------------------------------------
+
+    def query_arrow(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pa.Table:
+        """Run a parameterized query and return Arrow (``{name:Type}`` placeholders for every value)."""
+        return self.client.query_arrow(sql, parameters=dict(parameters or {}), use_strings=True)
+
+    def query_frame(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pl.DataFrame:
+        """Run a parameterized query and return a Polars frame."""
+        import polars as pl
+
+        frame = pl.from_arrow(self.query_arrow(sql, parameters))
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def query_rows(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run a parameterized query and return plain rows."""
+        return [tuple(r) for r in self.client.query(sql, parameters=dict(parameters or {})).result_rows]
+
+    def select_events(
+        self,
+        model: type[E],
+        where: str = "1",
+        parameters: Mapping[str, Any] | None = None,
+        order_by: str = "",
+    ) -> list[E]:
+        """Read rows of ``model``'s table back as events (``where`` uses ``{name:Type}`` parameters)."""
+        names = ", ".join(f"`{n}`" for n in model.model_fields)
+        order = f" ORDER BY {order_by}" if order_by else ""
+        table = self.query_arrow(
+            f"SELECT {names} FROM {self.database}.{model.TABLE.name} WHERE {where}{order}", parameters
+        )
+        return arrow_to_events(model, table)
+
+    # --- blobs --------------------------------------------------------------------------------------
+
+    def put_blob(self, data: bytes, kind: str, *, host: str = "", media_type: str = "application/octet-stream",
+                 attrs: Mapping[str, str] | None = None) -> str:
+        """Store ``data`` once under its sha256 and index it; return the hex digest."""
+        from inferensics.schema.events import BlobContentEvent, BlobIndexEvent
+
+        digest = hashlib.sha256(data).hexdigest()
+        if self.has_blob(digest):
+            return digest
+        now = datetime.now(UTC)
+        self.insert_events([BlobContentEvent(ts=now, sha256=digest, data=data)], dedup_token=f"blob:{digest}")
+        index = BlobIndexEvent(
+            ts=now, sha256=digest, size_bytes=len(data), kind=kind, media_type=media_type, host=host,
+            attrs=dict(attrs or {}),
+        )
+        self.insert_events([index], dedup_token=f"blobidx:{digest}")
+        return digest
+
+    def has_blob(self, sha256: str) -> bool:
+        """Whether a blob with this digest is stored."""
+        rows = self.query_rows(
+            f"SELECT count() FROM {self.database}.blob_contents WHERE sha256 = {{h:String}}", {"h": sha256}
+        )
+        return bool(rows[0][0])
+
+    def get_blob(self, sha256: str) -> bytes | None:
+        """The blob's bytes, verified against its digest; ``None`` when absent.
+
+        Raises:
+            StoreError: the stored bytes do not hash to ``sha256`` (corruption).
+        """
+        table = self.query_arrow(
+            f"SELECT data FROM {self.database}.blob_contents WHERE sha256 = {{h:String}} LIMIT 1", {"h": sha256}
+        )
+        if table.num_rows == 0:
+            return None
+        data: bytes = table.column("data").cast(pa.binary())[0].as_py()
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise StoreError(f"blob {sha256} is corrupt: its bytes hash to {hashlib.sha256(data).hexdigest()}")
+        return data
+
+    def iter_tables(self) -> Iterator[str]:
+        """Qualified names of the event tables."""
+        for m in EVENT_MODELS:
+            yield f"{self.database}.{m.TABLE.name}"

@@ -1,0 +1,39 @@
+"""Shared fixtures: a real embedded chDB store per test, isolated by database name.
+
+One process can open only one chDB directory, so every test of a pytest process shares one directory
+(created per session) and gets its own database inside it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from inferensics.schema.store import Store
+
+
+@pytest.fixture(scope="session")
+def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one chDB directory this test process opens."""
+    return tmp_path_factory.mktemp("chdb")
+
+
+@pytest.fixture
+def store_dsn(chdb_dir: Path) -> str:
+    """A DSN naming a fresh, empty database in the session's chDB directory."""
+    return f"chdb://{chdb_dir}?database=t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def store(store_dsn: str) -> Iterator[Store]:
+    """A migrated store in its own database, dropped afterwards."""
+    s = Store.open(store_dsn)
+    s.migrate()
+    try:
+        yield s
+    finally:
+        s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
+        s.close()
