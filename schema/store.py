@@ -292,7 +292,7 @@ class Store:
         )
         if table.num_rows == 0:
             return None
-        data: bytes = table.column("data").cast(pa.binary())[0].as_py()
+        data = bytes(table.column("data").cast(pa.binary())[0].as_py())
         if hashlib.sha256(data).hexdigest() != sha256:
             raise StoreError(f"blob {sha256} is corrupt: its bytes hash to {hashlib.sha256(data).hexdigest()}")
         return data

@@ -1,0 +1,46 @@
+# Targets that CI (.ci/run) and people both call. `make setup` is idempotent.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PARTS := schema collector analytics dashboard replay kernels demo cli
+
+.PHONY: setup test lint format typecheck check demo bench-store clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+# torch first and pinned to the CPU wheel, so nothing below can pull a multi-GB CUDA build.
+setup: $(BIN)/python
+	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	bash deploy/install-browser.sh
+
+test:
+	$(BIN)/python -m pytest tests
+
+lint:
+	$(BIN)/ruff check $(PARTS) tests benchmarks
+	$(BIN)/ruff format --check $(PARTS) tests benchmarks
+
+format:
+	$(BIN)/ruff format $(PARTS) tests benchmarks
+	$(BIN)/ruff check --fix $(PARTS) tests benchmarks
+
+# mypy cannot follow setuptools' editable import hook, so it checks a link tree that spells the
+# inferensics.* namespace out on disk.
+typecheck:
+	rm -rf build/typecheck && mkdir -p build/typecheck/inferensics
+	for p in $(PARTS); do ln -s ../../../$$p build/typecheck/inferensics/$$p; done
+	ln -s ../../tests build/typecheck/tests
+	cd build/typecheck && MYPYPATH=. ../../$(BIN)/mypy --config-file ../../pyproject.toml -p inferensics tests
+
+check: lint typecheck test
+
+demo:
+	$(BIN)/inferensics demo
+
+bench-store:
+	$(BIN)/python benchmarks/bench_store_insert.py
+
+clean:
+	rm -rf build .mypy_cache .ruff_cache
