@@ -32,7 +32,7 @@ typecheck:
 	rm -rf build/typecheck && mkdir -p build/typecheck/inferensics
 	for p in $(PARTS); do ln -s ../../../$$p build/typecheck/inferensics/$$p; done
 	ln -s ../../tests build/typecheck/tests
-	cd build/typecheck && MYPYPATH=. ../../$(BIN)/mypy --config-file ../../pyproject.toml -p inferensics tests
+	cd build/typecheck && MYPYPATH=. ../../$(BIN)/mypy --config-file ../../pyproject.toml inferensics tests
 
 check: lint typecheck test
 

@@ -207,7 +207,7 @@ class Store:
             settings["insert_deduplicate"] = 1
             settings["deduplicate_blocks_in_dependent_materialized_views"] = 1
         self.client.insert_arrow(f"{self.database}.{model.TABLE.name}", data, settings=settings)
-        return data.num_rows
+        return int(data.num_rows)
 
     def insert_frame(self, model: type[Event], frame: pl.DataFrame, *, dedup_token: str | None = None) -> int:
         """Insert a Polars frame (columns named as the model's fields)."""
