@@ -74,6 +74,7 @@ SOURCE: Final = "source"
 
 # --- recompile / guard failure / graph break -------------------------------------------------------------
 REASON: Final = "reason"
+RECOMPILE_REASON: Final = "recompile_reason"
 REASONS: Final = "reasons"
 REGISTRY_ID: Final = "registry_id"
 BREAK_TYPE: Final = "break_type"

@@ -313,7 +313,7 @@ COMMENT 'A recorded canary verdict comparing a candidate bundle against a baseli
 
 CREATE TABLE IF NOT EXISTS inferensics.requests_1m
 (
-    `bucket` DateTime('UTC') CODEC(Delta(4), ZSTD(1)),
+    `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),
     `model` LowCardinality(String),
     `hw_pool` LowCardinality(String),
     `traffic_class` LowCardinality(String),
@@ -360,7 +360,7 @@ GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
 
 CREATE TABLE IF NOT EXISTS inferensics.requests_1h
 (
-    `bucket` DateTime('UTC') CODEC(Delta(4), ZSTD(1)),
+    `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),
     `model` LowCardinality(String),
     `hw_pool` LowCardinality(String),
     `traffic_class` LowCardinality(String),
@@ -407,7 +407,7 @@ GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
 
 CREATE TABLE IF NOT EXISTS inferensics.compiles_1h
 (
-    `bucket` DateTime('UTC') CODEC(Delta(4), ZSTD(1)),
+    `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),
     `model` LowCardinality(String),
     `hw_pool` LowCardinality(String),
     `outcome` LowCardinality(String),
@@ -436,7 +436,7 @@ GROUP BY bucket, model, hw_pool, outcome, trigger;
 
 CREATE TABLE IF NOT EXISTS inferensics.cache_events_1h
 (
-    `bucket` DateTime('UTC') CODEC(Delta(4), ZSTD(1)),
+    `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),
     `model` LowCardinality(String),
     `hw_pool` LowCardinality(String),
     `bundle_id` LowCardinality(String),

@@ -352,7 +352,7 @@ ENGINE = Distributed('{cluster}', inferensics, canary_verdicts_local, rand());
 
 CREATE TABLE IF NOT EXISTS inferensics.requests_1m_local ON CLUSTER '{cluster}'
 (
-    `bucket` DateTime('UTC') CODEC(Delta(4), ZSTD(1)),
+    `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),
     `model` LowCardinality(String),
     `hw_pool` LowCardinality(String),
     `traffic_class` LowCardinality(String),
@@ -402,7 +402,7 @@ ENGINE = Distributed('{cluster}', inferensics, requests_1m_local, rand());
 
 CREATE TABLE IF NOT EXISTS inferensics.requests_1h_local ON CLUSTER '{cluster}'
 (
-    `bucket` DateTime('UTC') CODEC(Delta(4), ZSTD(1)),
+    `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),
     `model` LowCardinality(String),
     `hw_pool` LowCardinality(String),
     `traffic_class` LowCardinality(String),
@@ -452,7 +452,7 @@ ENGINE = Distributed('{cluster}', inferensics, requests_1h_local, rand());
 
 CREATE TABLE IF NOT EXISTS inferensics.compiles_1h_local ON CLUSTER '{cluster}'
 (
-    `bucket` DateTime('UTC') CODEC(Delta(4), ZSTD(1)),
+    `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),
     `model` LowCardinality(String),
     `hw_pool` LowCardinality(String),
     `outcome` LowCardinality(String),
@@ -484,7 +484,7 @@ ENGINE = Distributed('{cluster}', inferensics, compiles_1h_local, rand());
 
 CREATE TABLE IF NOT EXISTS inferensics.cache_events_1h_local ON CLUSTER '{cluster}'
 (
-    `bucket` DateTime('UTC') CODEC(Delta(4), ZSTD(1)),
+    `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),
     `model` LowCardinality(String),
     `hw_pool` LowCardinality(String),
     `bundle_id` LowCardinality(String),
