@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PARTS := schema collector analytics dashboard replay kernels demo cli
 
-.PHONY: setup test lint format typecheck check demo bench-store clean
+.PHONY: setup test lint format typecheck check run demo bench-store clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -15,7 +15,8 @@ setup: $(BIN)/python
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	bash deploy/install-browser.sh
 
-test:
+# The README's two commands: `make run` (set up, then the main job) and `make check` (set up, then tests).
+test: setup
 	$(BIN)/python -m pytest tests
 
 lint:
@@ -34,9 +35,13 @@ typecheck:
 	ln -s ../../tests build/typecheck/tests
 	cd build/typecheck && MYPYPATH=. ../../$(BIN)/mypy --config-file ../../pyproject.toml inferensics tests
 
-check: lint typecheck test
+check: setup lint typecheck test
 
-demo:
+run: setup
+	$(BIN)/inferensics init
+	$(BIN)/inferensics status
+
+demo: setup
 	$(BIN)/inferensics demo
 
 bench-store:

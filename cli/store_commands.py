@@ -11,7 +11,7 @@ from inferensics.cli.options import DsnOption
 from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import Store, StoreError
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)
 
 
 def _human(n: int) -> str:
@@ -46,8 +46,10 @@ def status(dsn: DsnOption = None) -> None:
     except StoreError as exc:
         fail(str(exc))
     console.print(f"store        {store.dsn}")
-    state = "not initialised: run `inferensics init`" if version == 0 else (
-        "current" if version == LATEST_VERSION else f"behind (latest {LATEST_VERSION}): run `inferensics init`"
+    state = (
+        "not initialised: run `inferensics init`"
+        if version == 0
+        else ("current" if version == LATEST_VERSION else f"behind (latest {LATEST_VERSION}): run `inferensics init`")
     )
     console.print(f"schema       version {version} ({state})")
     if size is not None:

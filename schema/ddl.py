@@ -114,9 +114,7 @@ def render_event_table(model: type[Event], target: Target) -> list[str]:
     db = target.database
     local = target.local(spec.name)
     cols = ",\n".join(_column_sql(c) for c in columns_of(model))
-    indexes = "".join(
-        f",\n    INDEX {i.name} {i.expr} TYPE {i.type} GRANULARITY {i.granularity}" for i in spec.indexes
-    )
+    indexes = "".join(f",\n    INDEX {i.name} {i.expr} TYPE {i.type} GRANULARITY {i.granularity}" for i in spec.indexes)
     stmt = (
         f"CREATE TABLE IF NOT EXISTS {db}.{local}{target.on_cluster}\n(\n{cols}{indexes}\n)\n"
         f"ENGINE = {target.engine(spec.engine, local)}\n"
@@ -155,14 +153,17 @@ def render_rollup(rollup: Rollup, target: Target) -> list[str]:
         f"{_ttl('bucket', rollup.ttl_days)}\n"
         f"SETTINGS ttl_only_drop_parts = 1"
     )
+    parent = rollup.parent
+    time_expr = "bucket" if parent else "ts"
     selects = ",\n".join(
-        [f"    {rollup.bucket_fn}(ts) AS bucket", *[f"    {k}" for k in rollup.keys]]
-        + [f"    {v.select} AS {v.name}" for v in rollup.values]
+        [f"    {rollup.bucket_fn}({time_expr}) AS bucket", *[f"    {k}" for k in rollup.keys]]
+        + [f"    {v.merge if parent else v.select} AS {v.name}" for v in rollup.values]
     )
+    source = target.local(parent.name if parent else rollup.source)
     view = (
         f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{rollup.view_name}{target.on_cluster}\n"
         f"TO {db}.{local}\nAS SELECT\n{selects}\n"
-        f"FROM {db}.{target.local(rollup.source)}\n"
+        f"FROM {db}.{source}\n"
         f"GROUP BY bucket, {', '.join(rollup.keys)}"
     )
     out = [table, view]

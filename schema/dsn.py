@@ -67,7 +67,7 @@ def parse_dsn(text: str) -> Dsn:
         path = unquote(parts.netloc + parts.path)
         if not path or path == "/":
             raise DsnError(f"store DSN {raw!r} names no data directory; {hint}")
-        if path == ":memory:" or path == "memory":
+        if path in {":memory:", "memory"}:
             raise DsnError(f"store DSN {raw!r}: an in-memory store loses everything on exit; give a directory")
         database = _query_database(raw, parts.query) or "inferensics"
         return Dsn("chdb", path=Path(path).expanduser().absolute(), database=database)

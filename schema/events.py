@@ -27,7 +27,6 @@ from inferensics.schema.types import (
     Digest,
     Dim,
     DimList,
-    F32List,
     Flag,
     Text,
     TextList,

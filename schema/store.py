@@ -13,7 +13,11 @@ never formatted into SQL).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
+import os
+import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -56,13 +60,14 @@ def _open_client(dsn: Dsn) -> Client:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot open store {dsn}: cannot create data directory ({exc.strerror})") from None
-        with _CHDB_LOCK:
+        with _CHDB_LOCK, _native_stderr_captured() as captured:
             try:
                 boot = clickhouse_connect.get_client(dsn=f"chdb://{path}")
                 boot.command(f"CREATE DATABASE IF NOT EXISTS {dsn.database}")
                 return clickhouse_connect.get_client(dsn=f"chdb://{path}", database=dsn.database)
             except Exception as exc:  # clickhouse-connect wraps chDB's errors in several types
-                raise StoreError(_chdb_error(dsn, exc)) from None
+                failure, native = exc, captured.read_text(errors="replace")
+        raise StoreError(_chdb_error(dsn, failure, native)) from None
     try:
         client = clickhouse_connect.get_client(
             host=dsn.host,
@@ -82,9 +87,44 @@ def _open_client(dsn: Dsn) -> Client:
         ) from None
 
 
-def _chdb_error(dsn: Dsn, exc: Exception) -> str:
-    text = str(exc)
-    if "Cannot lock file" in text or "Another server instance" in text:
+@contextlib.contextmanager
+def _native_stderr_captured() -> Iterator[Path]:
+    """Capture what the engine's C++ side writes to fd 2 while opening, so a failure is one line.
+
+    chDB reports the real cause (e.g. ``Cannot lock file <dir>/status``) on stderr and raises a generic
+    ``Error initializing EmbeddedServer``; the captured text lets the error name the cause.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "stderr"
+        sys.stderr.flush()
+        saved = os.dup(2)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.dup2(fd, 2)
+            yield out
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(fd)
+
+
+def _held_by_another_process(path: Path) -> bool:
+    status = path / "status"
+    if not status.exists():
+        return False
+    with status.open("rb") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
+
+
+def _chdb_error(dsn: Dsn, exc: Exception, native: str = "") -> str:
+    text = f"{exc}\n{native}"
+    assert dsn.path is not None
+    if "Cannot lock file" in text or "Another server instance" in text or _held_by_another_process(dsn.path):
         return (
             f"cannot open store {dsn}: another process holds the data directory {dsn.path} "
             "(chDB allows one process per directory); stop that process, or reach the store through "
@@ -178,8 +218,7 @@ class Store:
     def disk_bytes(self) -> dict[str, int]:
         """Compressed bytes on disk per table."""
         rows = self.client.query(
-            "SELECT table, sum(bytes_on_disk) FROM system.parts WHERE database = {db:String} AND active "
-            "GROUP BY table",
+            "SELECT table, sum(bytes_on_disk) FROM system.parts WHERE database = {db:String} AND active GROUP BY table",
             parameters={"db": self.database},
         ).result_rows
         return {str(t): int(n) for t, n in rows}
@@ -201,7 +240,8 @@ class Store:
         data = conform(model, table)
         if data.num_rows == 0:
             return 0
-        settings: dict[str, Any] = {}
+        # One synchronous insert per batch (the callers batch); the rollup views run in parallel.
+        settings: dict[str, Any] = {"async_insert": 0, "parallel_view_processing": 1}
         if dedup_token:
             settings["insert_deduplication_token"] = dedup_token
             settings["insert_deduplicate"] = 1
@@ -257,8 +297,15 @@ class Store:
 
     # --- blobs --------------------------------------------------------------------------------------
 
-    def put_blob(self, data: bytes, kind: str, *, host: str = "", media_type: str = "application/octet-stream",
-                 attrs: Mapping[str, str] | None = None) -> str:
+    def put_blob(
+        self,
+        data: bytes,
+        kind: str,
+        *,
+        host: str = "",
+        media_type: str = "application/octet-stream",
+        attrs: Mapping[str, str] | None = None,
+    ) -> str:
         """Store ``data`` once under its sha256 and index it; return the hex digest."""
         from inferensics.schema.events import BlobContentEvent, BlobIndexEvent
 
@@ -268,7 +315,12 @@ class Store:
         now = datetime.now(UTC)
         self.insert_events([BlobContentEvent(ts=now, sha256=digest, data=data)], dedup_token=f"blob:{digest}")
         index = BlobIndexEvent(
-            ts=now, sha256=digest, size_bytes=len(data), kind=kind, media_type=media_type, host=host,
+            ts=now,
+            sha256=digest,
+            size_bytes=len(data),
+            kind=kind,
+            media_type=media_type,
+            host=host,
             attrs=dict(attrs or {}),
         )
         self.insert_events([index], dedup_token=f"blobidx:{digest}")

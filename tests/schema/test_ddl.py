@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from inferensics.schema.ddl import BACKENDS, SQL_DIR, Backend, iter_statements, render_sql_file
+from inferensics.schema.ddl import BACKENDS, SQL_DIR, Backend, Target, iter_statements, render_sql_file
 from inferensics.schema.migrations import MIGRATIONS, migrations_table_sql
-from inferensics.schema.ddl import Target
 from inferensics.schema.store import Store
 
 

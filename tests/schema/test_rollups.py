@@ -90,7 +90,16 @@ def test_request_rollup_equals_polars(store: Store, rollup: Rollup, every: str) 
     keys = [c.BUCKET, *rollup.keys]
     joined = want.join(got.with_columns(pl.col(c.BUCKET).cast(pl.Datetime("us", "UTC"))), on=keys, how="full")
     assert joined.height == want.height == got.height
-    for name in (c.REQUESTS, c.ERRORS, c.FALLBACKS, c.RECOMPILES, c.COMPILES, c.CACHE_HITS, c.CACHE_MISSES, c.NONFINITE):
+    for name in (
+        c.REQUESTS,
+        c.ERRORS,
+        c.FALLBACKS,
+        c.RECOMPILES,
+        c.COMPILES,
+        c.CACHE_HITS,
+        c.CACHE_MISSES,
+        c.NONFINITE,
+    ):
         assert (joined[name] == joined[f"{name}_right"]).all(), name
     for name in (c.COMPILE_SECONDS, c.LATENCY_SUM_MS):
         diff = (joined[name] - joined[f"{name}_right"]).abs() / joined[name].abs().clip(lower_bound=1e-9)
@@ -101,7 +110,8 @@ def test_request_rollup_equals_polars(store: Store, rollup: Rollup, every: str) 
         for q, got_q in zip(QUANTILES, qs, strict=True):
             lo = s.quantile(q, interpolation="lower")
             hi = s.quantile(q, interpolation="higher")
-            assert lo is not None and hi is not None
+            assert lo is not None
+            assert hi is not None
             assert lo * (1 - tol) <= got_q <= hi * (1 + tol), (q, lo, hi, got_q)
 
 

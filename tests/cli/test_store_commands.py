@@ -1,0 +1,44 @@
+"""``inferensics init`` and ``status`` on a real embedded store (through typer's runner, in-process)."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from inferensics.cli.app import app
+from inferensics.schema import RequestEvent
+from inferensics.schema.store import Store
+from tests.schema.samples import sample
+
+runner = CliRunner()
+
+
+def test_init_creates_then_reports_up_to_date(store_dsn: str) -> None:
+    first = runner.invoke(app, ["init", "--dsn", store_dsn])
+    assert first.exit_code == 0, first.output
+    assert "created, schema version 1" in first.output
+    again = runner.invoke(app, ["init", "--dsn", store_dsn])
+    assert again.exit_code == 0
+    assert "up to date, schema version 1" in again.output
+
+
+def test_status_counts_rows(store: Store) -> None:
+    store.insert_events([sample(RequestEvent, "typical")])
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    res = runner.invoke(app, ["status", "--dsn", dsn], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "version 1 (current)" in res.output
+    line = next(ln for ln in res.output.splitlines() if "│ requests " in ln)
+    assert line.split("│")[2].strip() == "1"
+    assert "data dir" in res.output
+
+
+def test_status_of_uninitialised_store_says_what_to_run(store_dsn: str) -> None:
+    res = runner.invoke(app, ["status", "--dsn", store_dsn])
+    assert res.exit_code == 0
+    assert "not initialised: run `inferensics init`" in res.output
+
+
+def test_bad_dsn_is_one_line_and_exit_2() -> None:
+    res = runner.invoke(app, ["status", "--dsn", "mysql://nope"])
+    assert res.exit_code == 2
+    assert "unknown scheme 'mysql'" in res.output

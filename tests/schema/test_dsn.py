@@ -1,0 +1,121 @@
+"""DSN parsing, and the one-line errors for a store that cannot be opened."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from inferensics.schema.dsn import DATA_DIR_ENV, DSN_ENV, DsnError, parse_dsn, resolve_dsn
+from inferensics.schema.store import Store, StoreError
+
+CLI = [sys.executable, "-m", "inferensics.cli"]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("", "empty store DSN"),
+        ("chdb://", "names no data directory"),
+        ("postgres://x@y/z", "unknown scheme 'postgres'"),
+        ("http://", "names no host"),
+        ("http://h:notaport/db", "bad port"),
+        ("http://h:8123/bad-name!", "database name"),
+        ("chdb:///tmp/x?foo=1", "unknown option 'foo'"),
+    ],
+)
+def test_bad_dsns_say_what_is_wrong(text: str, needle: str) -> None:
+    with pytest.raises(DsnError, match=r"expected|must be|only|unknown") as exc:
+        parse_dsn(text)
+    assert needle in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_password_never_printed() -> None:
+    dsn = parse_dsn("https://u:hunter2@example.org:8443/obs")
+    assert "hunter2" not in str(dsn)
+    assert (dsn.host, dsn.port, dsn.user, dsn.password, dsn.database) == ("example.org", 8443, "u", "hunter2", "obs")
+
+
+def test_precedence_flag_then_env_then_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(DSN_ENV, f"chdb://{tmp_path}/env")
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "default"))
+    assert resolve_dsn(f"chdb://{tmp_path}/flag").path == tmp_path / "flag"
+    assert resolve_dsn(None).path == tmp_path / "env"
+    monkeypatch.delenv(DSN_ENV)
+    assert resolve_dsn(None).path == tmp_path / "default"
+
+
+@given(st.text(max_size=200) | st.from_regex(r"(chdb|https?)://[^\s]{0,60}", fullmatch=True))
+def test_parser_fuzz_only_raises_dsn_error(text: str) -> None:
+    message = ""
+    try:
+        parse_dsn(text)
+    except DsnError as exc:
+        message = str(exc)
+        ok = bool(message)
+    else:
+        ok = True
+    assert ok, message
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_server_is_one_line_naming_the_dsn() -> None:
+    port = _free_port()
+    with pytest.raises(StoreError) as exc:
+        Store.open(f"http://reader:pw@127.0.0.1:{port}/obs")
+    msg = str(exc.value)
+    assert msg.startswith(f"cannot open store http://reader:***@127.0.0.1:{port}/obs:")
+    assert "\n" not in msg
+    assert "pw@" not in msg
+
+
+@pytest.mark.slow
+def test_held_chdb_directory_is_named_as_held(tmp_path: Path) -> None:
+    data = tmp_path / "held"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys,time; from inferensics.schema.store import Store; s = Store.open(sys.argv[1]); s.migrate(); "
+            "print('ready', flush=True); time.sleep(120)",
+            f"chdb://{data}",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "ready"
+        env = {**os.environ, "COLUMNS": "300"}
+        t0 = time.monotonic()
+        res = subprocess.run(
+            [*CLI, "status", "--dsn", f"chdb://{data}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert res.returncode == 2, res.stderr
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1, res.stderr
+        assert f"cannot open store chdb://{data}: another process holds the data directory" in lines[0]
+        assert time.monotonic() - t0 < 120
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
