@@ -1,0 +1,22 @@
+"""The collector service: OTLP/HTTP in, typed rows through a durable spool into the store, query API out.
+
+Run it with ``inferensics serve`` (or ``python -m inferensics.collector.service``); talk to it with
+:class:`inferensics.collector.client.ServiceClient`.
+"""
+
+from inferensics.collector.service.app import create_app
+from inferensics.collector.service.config import SETTINGS, ConfigError, ServiceConfig, Setting, load_config
+from inferensics.collector.service.server import serve
+from inferensics.collector.service.state import ServiceState, build_state
+
+__all__ = [
+    "SETTINGS",
+    "ConfigError",
+    "ServiceConfig",
+    "ServiceState",
+    "Setting",
+    "build_state",
+    "create_app",
+    "load_config",
+    "serve",
+]

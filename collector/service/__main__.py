@@ -1,0 +1,34 @@
+"""``python -m inferensics.collector.service [--host H] [--port P] [--dsn DSN] [--config F] [--spool-dir D]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from inferensics.collector.service.config import ConfigError, load_config
+from inferensics.collector.service.server import serve
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the few arguments, resolve the configuration and serve."""
+    parser = argparse.ArgumentParser(prog="python -m inferensics.collector.service")
+    parser.add_argument("--host")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--dsn")
+    parser.add_argument("--config")
+    parser.add_argument("--spool-dir", dest="spool_dir")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(
+            {"host": args.host, "port": args.port, "dsn": args.dsn, "spool_dir": args.spool_dir},
+            config_file=args.config,
+        )
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    serve(config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

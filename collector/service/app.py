@@ -1,0 +1,216 @@
+"""The HTTP application: routes, authentication and error mapping (Starlette, served by uvicorn)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from inferensics.collector.service import queries
+from inferensics.collector.service.auth import AuthError
+from inferensics.collector.service.openapi import openapi_document
+from inferensics.collector.service.state import ServiceState
+from inferensics.schema.migrations import LATEST_VERSION
+from inferensics.schema.store import StoreError
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+class TooLarge(Exception):
+    """The body is over the configured limit."""
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise TooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(f"request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(state: ServiceState) -> Starlette:
+    """Build the Starlette app over a running :class:`ServiceState`."""
+    cfg = state.config
+
+    def guarded(role: str, handler: Handler) -> Handler:
+        async def wrapped(request: Request) -> Response:
+            try:
+                state.auth.check(request.headers.get("authorization"), role)
+            except AuthError as exc:
+                state.metrics.inc("unauthorized")
+                state.metrics.inc("rejected", label="unauthorized" if exc.status == 401 else "forbidden")
+                headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+                return _error(exc.status, exc.message, headers)
+            try:
+                return await handler(request)
+            except TooLarge as exc:
+                state.metrics.inc("rejected", label="too_large")
+                return _error(413, str(exc))
+
+        return wrapped
+
+    async def traces(request: Request) -> Response:
+        raw = await _body(request, cfg.max_body_bytes)
+        result = await run_in_threadpool(
+            state.ingest.handle,
+            raw,
+            request.headers.get("content-type"),
+            request.headers.get("content-encoding"),
+        )
+        return Response(result.body, status_code=result.status, media_type=result.media_type, headers=result.headers)
+
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_: Request) -> Response:
+        ok = state.writer.store is not None and state.writer.store_ok
+        body = {"ready": ok, "store_ok": state.writer.store_ok, "last_error": state.writer.last_error}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    async def metrics(_: Request) -> Response:
+        return PlainTextResponse(state.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    async def status(_: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(_status, state))
+
+    async def openapi(_: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    async def list_queries(_: Request) -> Response:
+        try:
+            return JSONResponse(queries.describe(state))
+        except queries.QueryError as exc:
+            return _error(exc.status, exc.message)
+
+    async def run_query(request: Request) -> Response:
+        raw = await _body(request, 1 << 20)
+        try:
+            params: Any = json.loads(raw or b"{}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _error(400, f"parameters must be a JSON object: {exc}")
+        try:
+            data = await run_in_threadpool(queries.run_named, state, request.path_params["name"], params)
+        except queries.QueryError as exc:
+            return _error(exc.status, exc.message)
+        return Response(data, media_type=ARROW_STREAM)
+
+    async def sql(request: Request) -> Response:
+        raw = await _body(request, 1 << 20)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return _error(400, "SQL must be UTF-8 text")
+        try:
+            data = await run_in_threadpool(queries.run_sql, state, text)
+        except queries.QueryError as exc:
+            return _error(exc.status, exc.message)
+        return Response(data, media_type=ARROW_STREAM)
+
+    async def put_blob(request: Request) -> Response:
+        digest = request.path_params["sha256"].lower()
+        data = await _body(request, cfg.max_body_bytes)
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != digest:
+            state.metrics.inc("rejected", label="blob_digest")
+            return _error(400, f"body hashes to sha256 {actual}, not the {digest} named in the path")
+        kind = request.query_params.get("kind", "")
+        media = request.query_params.get("media_type", "application/octet-stream")
+        try:
+            await run_in_threadpool(_put_blob, state, data, kind, media)
+        except StoreError as exc:
+            return _error(503, str(exc), {"Retry-After": str(cfg.retry_after_s)})
+        return JSONResponse({"sha256": digest, "size_bytes": len(data)}, status_code=201)
+
+    async def get_blob(request: Request) -> Response:
+        digest = request.path_params["sha256"].lower()
+        try:
+            data = await run_in_threadpool(_get_blob, state, digest)
+        except StoreError as exc:
+            return _error(500, str(exc))
+        if data is None:
+            return _error(404, f"no blob with sha256 {digest}")
+        return Response(data, media_type="application/octet-stream")
+
+    async def faults(request: Request) -> Response:
+        if not cfg.fault_control:
+            return _error(404, "not found")
+        body = json.loads(await _body(request, 4096) or b"{}")
+        state.faults.store_down = bool(body.get("store_down", state.faults.store_down))
+        return JSONResponse({"store_down": state.faults.store_down})
+
+    routes = [
+        Route("/v1/traces", guarded("ingest", traces), methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/metrics", guarded("read", metrics), methods=["GET"]),
+        Route("/api/v1/status", guarded("read", status), methods=["GET"]),
+        Route("/api/v1/queries", guarded("read", list_queries), methods=["GET"]),
+        Route("/api/v1/query/{name}", guarded("read", run_query), methods=["POST"]),
+        Route("/api/v1/sql", guarded("admin", sql), methods=["POST"]),
+        Route("/api/v1/blobs/{sha256:str}", guarded("ingest", put_blob), methods=["PUT"]),
+        Route("/api/v1/blobs/{sha256:str}", guarded("read", get_blob), methods=["GET"]),
+        Route("/api/v1/_faults", guarded("admin", faults), methods=["POST"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def _put_blob(state: ServiceState, data: bytes, kind: str, media_type: str) -> None:
+    with state.query_lock:
+        state.query_store().put_blob(data, kind, media_type=media_type)
+
+
+def _get_blob(state: ServiceState, digest: str) -> bytes | None:
+    with state.query_lock:
+        return state.query_store().get_blob(digest)
+
+
+def _status(state: ServiceState) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "service": "inferensics-collector",
+        "uptime_s": round(time.monotonic() - state.started, 3),
+        "store": {"ok": state.writer.store_ok, "last_error": state.writer.last_error},
+        "spool": {
+            "dir": str(state.spool.directory),
+            "bytes": state.spool.bytes,
+            "files": state.spool.files(),
+            "max_bytes": state.config.spool_max_bytes,
+        },
+        "counters": {
+            name: state.metrics.total(name)
+            for name in ("received_spans", "spooled_rows", "written_rows", "deduplicated_rows", "rejected")
+        },
+    }
+    try:
+        with state.query_lock:
+            store = state.query_store()
+            version = store.schema_version()
+            out["store"].update(
+                dsn=str(store.dsn),
+                schema_version=version,
+                latest_version=LATEST_VERSION,
+                row_counts=store.row_counts() if version else {},
+                disk_bytes=store.disk_bytes() if version else {},
+            )
+    except StoreError as exc:
+        out["store"]["error"] = str(exc)
+    return out

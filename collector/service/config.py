@@ -1,0 +1,202 @@
+"""The service's settings, declared once: name, environment variable, default, type and meaning.
+
+Precedence is fixed: argument > environment variable > config file (TOML) > default. The config file has
+one table per concern only in the reader's mind: keys are the setting names at top level, plus a
+``[tokens]`` table mapping a bearer token to its roles::
+
+    port = 4318
+    spool_dir = "/var/lib/inferensics/spool"
+    [tokens]
+    "s3cret-ingest" = ["ingest"]
+    "s3cret-admin" = ["admin"]
+
+Tokens also come from ``$INFERENSICS_TOKENS`` as ``token=role+role,token=role``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from inferensics.schema.dsn import DSN_ENV, DsnError, default_data_dir, resolve_dsn
+
+ROLES: Final = ("ingest", "read", "replay", "admin")
+"""Roles a token can hold; ``admin`` implies every other role."""
+TOKENS_ENV: Final = "INFERENSICS_TOKENS"
+CONFIG_ENV: Final = "INFERENSICS_CONFIG"
+
+
+class ConfigError(ValueError):
+    """A setting has a bad value; the message names the setting and where the value came from."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One declared setting."""
+
+    name: str
+    env: str
+    default: object
+    type: type
+    meaning: str
+
+
+SETTINGS: Final[tuple[Setting, ...]] = (
+    Setting("host", "INFERENSICS_HOST", "127.0.0.1", str, "Address to listen on."),
+    Setting("port", "INFERENSICS_PORT", 4318, int, "TCP port to listen on (4318 is the OTLP/HTTP port)."),
+    Setting("dsn", DSN_ENV, "", str, "Store DSN; empty means the embedded default directory."),
+    Setting("spool_dir", "INFERENSICS_SPOOL_DIR", "", str, "Spool directory; empty means <data dir>/../spool."),
+    Setting("spool_max_bytes", "INFERENSICS_SPOOL_MAX_BYTES", 1 << 30, int,
+            "Spool cap; above it ingest answers 429 (backlog) or 503 (store down) with Retry-After."),
+    Setting("batch_max_rows", "INFERENSICS_BATCH_MAX_ROWS", 50_000, int, "Rows that seal a batch (spool segment)."),
+    Setting("batch_max_bytes", "INFERENSICS_BATCH_MAX_BYTES", 64 << 20, int, "Bytes that seal a batch."),
+    Setting("batch_max_age_s", "INFERENSICS_BATCH_MAX_AGE_S", 1.0, float, "Seconds after which a batch is sealed."),
+    Setting("max_body_bytes", "INFERENSICS_MAX_BODY_BYTES", 32 << 20, int,
+            "Largest request body, after gunzip; larger bodies get 413."),
+    Setting("retry_after_s", "INFERENSICS_RETRY_AFTER_S", 5, int, "Retry-After seconds sent with 429/503."),
+    Setting("auth", "INFERENSICS_AUTH", True, bool,
+            "Require bearer tokens; false opens every endpoint (loopback development only)."),
+    Setting("tls_cert", "INFERENSICS_TLS_CERT", "", str, "PEM certificate path; with tls_key, serve HTTPS."),
+    Setting("tls_key", "INFERENSICS_TLS_KEY", "", str, "PEM private key path."),
+    Setting("sql_max_rows", "INFERENSICS_SQL_MAX_ROWS", 100_000, int, "Admin SQL: max_result_rows."),
+    Setting("sql_max_seconds", "INFERENSICS_SQL_MAX_SECONDS", 30, int, "Admin SQL: max_execution_time."),
+    Setting("sql_max_memory", "INFERENSICS_SQL_MAX_MEMORY", 2 << 30, int, "Admin SQL: max_memory_usage bytes."),
+    Setting("fault_control", "INFERENSICS_FAULT_CONTROL", False, bool,
+            "Test-only: enable POST /api/v1/_faults to make the store writer fail (never in production)."),
+)
+BY_NAME: Final = {s.name: s for s in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """The resolved configuration, built once and passed down."""
+
+    host: str = "127.0.0.1"
+    port: int = 4318
+    dsn: str = ""
+    spool_dir: str = ""
+    spool_max_bytes: int = 1 << 30
+    batch_max_rows: int = 50_000
+    batch_max_bytes: int = 64 << 20
+    batch_max_age_s: float = 1.0
+    max_body_bytes: int = 32 << 20
+    retry_after_s: int = 5
+    auth: bool = True
+    tls_cert: str = ""
+    tls_key: str = ""
+    sql_max_rows: int = 100_000
+    sql_max_seconds: int = 30
+    sql_max_memory: int = 2 << 30
+    fault_control: bool = False
+    tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def resolved_spool_dir(self) -> Path:
+        """The spool directory: the setting, else a ``spool`` folder beside the embedded data directory."""
+        if self.spool_dir:
+            return Path(self.spool_dir).expanduser().absolute()
+        dsn = resolve_dsn(self.dsn or None)
+        base = dsn.path if dsn.path is not None else default_data_dir()
+        return base.parent / f"{base.name}-spool"
+
+
+def _convert(setting: Setting, raw: object, origin: str) -> object:
+    try:
+        if setting.type is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        if setting.type is int and isinstance(raw, bool):
+            raise ValueError(raw)
+        value = setting.type(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"setting {setting.name} ({origin}): {raw!r} is not a valid {setting.type.__name__}; {setting.meaning}"
+        ) from None
+    if setting.type in (int, float) and value < 0:  # type: ignore[operator]
+        raise ConfigError(f"setting {setting.name} ({origin}): must not be negative, got {raw!r}")
+    return value
+
+
+def parse_tokens(text: str, origin: str) -> dict[str, frozenset[str]]:
+    """Parse ``token=role+role,token=role`` into a token → roles map."""
+    out: dict[str, frozenset[str]] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        token, sep, roles = item.partition("=")
+        if not sep or not token:
+            raise ConfigError(f"tokens ({origin}): expected token=role+role, got an item without '='")
+        out[token] = _roles(roles.split("+"), origin)
+    return out
+
+
+def _roles(roles: object, origin: str) -> frozenset[str]:
+    if isinstance(roles, str):
+        roles = [roles]
+    if not isinstance(roles, list | tuple) or not roles:
+        raise ConfigError(f"tokens ({origin}): each token needs a list of roles from {list(ROLES)}")
+    bad = [r for r in roles if r not in ROLES]
+    if bad:
+        raise ConfigError(f"tokens ({origin}): unknown roles {bad}; known: {list(ROLES)}")
+    return frozenset(str(r) for r in roles)
+
+
+def load_config(
+    arguments: Mapping[str, object | None] | None = None,
+    *,
+    config_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ServiceConfig:
+    """Resolve every setting: argument > environment variable > config file > default.
+
+    ``arguments`` values of ``None`` count as not given. ``config_file`` defaults to ``$INFERENSICS_CONFIG``.
+
+    Raises:
+        ConfigError: a bad value, an unknown file key, or an unreadable file, naming the setting.
+    """
+    env = os.environ if environ is None else environ
+    args = {k: v for k, v in (arguments or {}).items() if v is not None}
+    file_values: dict[str, Any] = {}
+    path = config_file or env.get(CONFIG_ENV)
+    if path:
+        try:
+            file_values = tomllib.loads(Path(path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"config file {path}: {exc}") from None
+    unknown = sorted(set(file_values) - set(BY_NAME) - {"tokens"})
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown settings {unknown}; known: {sorted(BY_NAME)}")
+    values: dict[str, object] = {}
+    for s in SETTINGS:
+        if s.name in args:
+            values[s.name] = _convert(s, args[s.name], "argument")
+        elif s.env in env:
+            values[s.name] = _convert(s, env[s.env], f"${s.env}")
+        elif s.name in file_values:
+            values[s.name] = _convert(s, file_values[s.name], f"config file {path}")
+    tokens: dict[str, frozenset[str]] = {}
+    file_tokens = file_values.get("tokens", {})
+    if not isinstance(file_tokens, dict):
+        raise ConfigError(f"config file {path}: [tokens] must be a table of token = [roles]")
+    for token, roles in file_tokens.items():
+        tokens[str(token)] = _roles(roles, f"config file {path}")
+    if TOKENS_ENV in env:
+        tokens.update(parse_tokens(env[TOKENS_ENV], f"${TOKENS_ENV}"))
+    if "tokens" in args:
+        raw = args["tokens"]
+        tokens.update(parse_tokens(raw, "argument") if isinstance(raw, str) else dict(raw))  # type: ignore[call-overload]
+    config = ServiceConfig(**values, tokens=tokens)  # type: ignore[arg-type]
+    if bool(config.tls_cert) != bool(config.tls_key):
+        raise ConfigError("settings tls_cert and tls_key: give both paths for TLS, or neither")
+    try:
+        resolve_dsn(config.dsn or None)
+    except DsnError as exc:
+        raise ConfigError(f"setting dsn: {exc}") from None
+    return config

@@ -1,0 +1,101 @@
+"""The service's own metrics, exposed in the Prometheus text format at ``/metrics``.
+
+Hand-rolled (counters, gauges and one histogram) so the service needs no metrics library; names follow
+Prometheus conventions with the ``inferensics_collector_`` prefix.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Final
+
+PREFIX: Final = "inferensics_collector_"
+LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """Thread-safe counters by name and label, gauges read on scrape, and the batch-latency histogram."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counters: dict[tuple[str, str], float] = {}
+        self._help: dict[str, str] = {}
+        self._gauges: dict[str, tuple[str, Callable[[], float]]] = {}
+        self._buckets = [0] * (len(LATENCY_BUCKETS) + 1)
+        self._latency_sum = 0.0
+        self._latency_count = 0
+        for name, text in _COUNTERS.items():
+            self._help[name] = text
+
+    def inc(self, name: str, value: float = 1, label: str = "") -> None:
+        """Add ``value`` to counter ``name`` (``label`` is the ``reason`` label where the counter has one)."""
+        with self._lock:
+            key = (name, label)
+            self._counters[key] = self._counters.get(key, 0) + value
+
+    def get(self, name: str, label: str = "") -> float:
+        """A counter's current value."""
+        with self._lock:
+            return self._counters.get((name, label), 0)
+
+    def total(self, name: str) -> float:
+        """A counter summed over its labels."""
+        with self._lock:
+            return sum(v for (n, _), v in self._counters.items() if n == name)
+
+    def gauge(self, name: str, help_text: str, read: Callable[[], float]) -> None:
+        """Register a gauge read at scrape time."""
+        self._gauges[name] = (help_text, read)
+
+    def observe_batch(self, seconds: float) -> None:
+        """Record one batch insert's latency."""
+        with self._lock:
+            for i, bound in enumerate(LATENCY_BUCKETS):
+                if seconds <= bound:
+                    self._buckets[i] += 1
+                    break
+            else:
+                self._buckets[-1] += 1
+            self._latency_sum += seconds
+            self._latency_count += 1
+
+    def render(self) -> str:
+        """The Prometheus text exposition (format 0.0.4)."""
+        lines: list[str] = []
+        with self._lock:
+            counters = dict(self._counters)
+            buckets, total, count = list(self._buckets), self._latency_sum, self._latency_count
+        for name, text in self._help.items():
+            full = PREFIX + name + "_total"
+            lines += [f"# HELP {full} {text}", f"# TYPE {full} counter"]
+            labelled = sorted((label, v) for (n, label), v in counters.items() if n == name)
+            if not labelled:
+                lines.append(f"{full} 0")
+            for label, v in labelled:
+                lines.append(f'{full}{{reason="{label}"}} {v:g}' if label else f"{full} {v:g}")
+        for name, (text, read) in self._gauges.items():
+            full = PREFIX + name
+            lines += [f"# HELP {full} {text}", f"# TYPE {full} gauge", f"{full} {read():g}"]
+        full = PREFIX + "batch_latency_seconds"
+        lines += [f"# HELP {full} Time to insert one batch into the store.", f"# TYPE {full} histogram"]
+        cumulative = 0
+        for bound, n in zip((*LATENCY_BUCKETS, float("inf")), buckets, strict=True):
+            cumulative += n
+            le = "+Inf" if bound == float("inf") else f"{bound:g}"
+            lines.append(f'{full}_bucket{{le="{le}"}} {cumulative}')
+        lines += [f"{full}_sum {total:g}", f"{full}_count {count}"]
+        return "\n".join(lines) + "\n"
+
+
+_COUNTERS: Final = {
+    "received_spans": "Spans received in accepted OTLP requests.",
+    "received_rows": "Rows decoded from accepted OTLP requests.",
+    "spooled_rows": "Rows fsynced into the spool (acknowledged).",
+    "written_rows": "Rows inserted into the store.",
+    "deduplicated_rows": "Rows of replayed batches that the store already had (dropped by the dedup token).",
+    "dropped_rows": "Rows dropped without being stored (foreign spans carry no rows; this counts losses).",
+    "rejected": "Rejected requests, spans and rows, by reason.",
+    "unauthorized": "Requests refused with 401 (missing or unknown token) or 403 (role).",
+    "store_errors": "Failed batch inserts (retried from the spool).",
+}

@@ -1,0 +1,94 @@
+"""Named analytics queries and admin SQL, answered as Arrow IPC streams.
+
+Named queries come from ``inferensics.analytics.registry.NAMED_QUERIES`` (imported on first use, so the
+service starts without the analytics package): each has a pydantic parameter model and a ``run`` that takes
+a query client (the store) and the validated parameters and returns a Polars frame.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from inferensics.collector.service.state import ServiceState
+
+
+class QueryError(Exception):
+    """A query request that cannot be answered: ``status`` 400, 404 or 500 with a message for the caller."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def registry(state: ServiceState) -> Mapping[str, Any]:
+    """The named queries: the ones given to the service, else the analytics library's registry."""
+    if state.named_queries is not None:
+        return state.named_queries
+    try:
+        from inferensics.analytics.registry import NAMED_QUERIES  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise QueryError(500, f"named queries unavailable: the analytics registry cannot be imported ({exc})") from None
+    queries: Mapping[str, Any] = NAMED_QUERIES
+    return queries
+
+
+def describe(state: ServiceState) -> dict[str, Any]:
+    """Names, descriptions and JSON schemas of the parameters of every named query."""
+    out = {}
+    for name, q in sorted(registry(state).items()):
+        params: type[BaseModel] = q.params
+        out[name] = {"description": q.description, "parameters": params.model_json_schema()}
+    return {"queries": out}
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    """An Arrow table as IPC stream bytes."""
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def run_named(state: ServiceState, name: str, params: object) -> bytes:
+    """Validate ``params`` against the query's model, run it on the store, return Arrow IPC."""
+    queries = registry(state)
+    query = queries.get(name)
+    if query is None:
+        raise QueryError(404, f"unknown query {name!r}; known: {sorted(queries)}")
+    if not isinstance(params, dict):
+        raise QueryError(400, "parameters must be a JSON object")
+    try:
+        parsed = query.params.model_validate(params)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'parameters'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise QueryError(400, f"bad parameters for {name}: {problems}") from None
+    try:
+        with state.query_lock:
+            frame = query.run(state.query_store(), parsed)
+    except ValueError as exc:  # AnalyticsError subclasses ValueError: a bad filter value
+        raise QueryError(400, f"{name}: {exc}") from None
+    except Exception as exc:
+        raise QueryError(500, f"{name} failed: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}") from None
+    return to_ipc(frame.to_arrow())
+
+
+def run_sql(state: ServiceState, text: str) -> bytes:
+    """Run admin SQL on the read-only, limited session; engine errors become 400 with their message."""
+    if not text.strip():
+        raise QueryError(400, "empty SQL")
+    try:
+        with state.sql_lock:
+            table = state.sql_store().client.query_arrow(text, use_strings=True)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise QueryError(400, f"query failed: {first[:500]}") from None
+    return to_ipc(table)

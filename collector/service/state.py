@@ -1,0 +1,119 @@
+"""The running service's parts, built once from the configuration and shared by the handlers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferensics.collector.service.auth import TokenAuth
+from inferensics.collector.service.config import ServiceConfig
+from inferensics.collector.service.ingest import Ingest
+from inferensics.collector.service.metrics import Metrics
+from inferensics.collector.service.spool import Spool
+from inferensics.collector.service.writer import Faults, StoreWriter
+from inferensics.schema.store import Store
+
+
+@dataclass
+class ServiceState:
+    """Spool, writer, query stores, auth and metrics of one service process."""
+
+    config: ServiceConfig
+    spool: Spool
+    writer: StoreWriter
+    metrics: Metrics
+    auth: TokenAuth
+    ingest: Ingest
+    faults: Faults
+    open_store: Callable[[], Store]
+    named_queries: Mapping[str, Any] | None = None
+    started: float = field(default_factory=time.monotonic)
+    _query_store: Store | None = None
+    _sql_store: Store | None = None
+    query_lock: threading.Lock = field(default_factory=threading.Lock)
+    sql_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def query_store(self) -> Store:
+        """The store client the query and blob API use (its own client: one session per purpose)."""
+        if self._query_store is None:
+            store = self.open_store()
+            self._query_store = store
+        return self._query_store
+
+    def sql_store(self) -> Store:
+        """A client whose session is read-only with row, time and memory limits (admin SQL only).
+
+        chDB keeps ``SET`` per client session, so the limits are set first and ``readonly = 1`` last:
+        after it no query can change a setting or write.
+        """
+        if self._sql_store is None:
+            store = self.open_store()
+            c = self.config
+            for name, value in (
+                ("max_result_rows", c.sql_max_rows),
+                ("result_overflow_mode", "'throw'"),
+                ("max_execution_time", c.sql_max_seconds),
+                ("max_memory_usage", c.sql_max_memory),
+                ("readonly", 1),
+            ):
+                store.client.command(f"SET {name} = {value}")
+            self._sql_store = store
+        return self._sql_store
+
+    def store_ok(self) -> bool:
+        """Whether the writer's last contact with the store succeeded."""
+        return self.writer.store_ok
+
+    def close(self) -> None:
+        """Stop the writer and seal the open segment (it is replayed on the next start)."""
+        self.writer.stop()
+        self.spool.close()
+        for s in (self._query_store, self._sql_store, self.writer.store):
+            if s is not None:
+                s.close()
+
+
+def build_state(
+    config: ServiceConfig,
+    *,
+    open_store: Callable[[], Store] | None = None,
+    named_queries: Mapping[str, Any] | None = None,
+    start_writer: bool = True,
+) -> ServiceState:
+    """Create the spool (recovering what a previous run left), the writer thread and the handlers."""
+    metrics = Metrics()
+    spool = Spool(
+        config.resolved_spool_dir(),
+        max_bytes=config.spool_max_bytes,
+        seal_rows=config.batch_max_rows,
+        seal_bytes=config.batch_max_bytes,
+        seal_age_s=config.batch_max_age_s,
+    )
+    opener = open_store or (lambda: Store.open(config.dsn or None))
+    faults = Faults()
+    writer = StoreWriter(spool, opener, metrics, faults)
+    state_ref: list[ServiceState] = []
+    ingest = Ingest(config, spool, metrics, lambda: state_ref[0].store_ok())
+    state = ServiceState(
+        config=config,
+        spool=spool,
+        writer=writer,
+        metrics=metrics,
+        auth=TokenAuth(config.tokens, enabled=config.auth),
+        ingest=ingest,
+        faults=faults,
+        open_store=opener,
+        named_queries=named_queries,
+    )
+    state_ref.append(state)
+    metrics.gauge("spool_bytes", "Bytes in spool segment files.", lambda: float(spool.bytes))
+    metrics.gauge("spool_files", "Spool segment files (open and sealed).", lambda: float(spool.files()))
+    metrics.gauge("store_up", "1 when the last insert or connect succeeded.", lambda: float(writer.store_ok))
+    if start_writer:
+        writer.connect()
+        writer.start()
+    return state
+

@@ -1,0 +1,146 @@
+"""The store writer: one thread that moves sealed spool segments into the store, oldest first.
+
+A segment is inserted one table at a time with the token ``<segment>:<table>`` and deleted from the spool
+only when all its tables are in. When an insert fails the segment stays, the writer marks the store
+unavailable and retries with backoff; ingest keeps acknowledging into the spool until its cap.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from inferensics.collector.service.metrics import Metrics
+from inferensics.collector.service.spool import Segment, Spool, read_segment
+from inferensics.schema.events import MODELS_BY_TABLE
+from inferensics.schema.store import Store, StoreError
+
+log = logging.getLogger("inferensics.collector.service")
+
+
+@dataclass
+class Faults:
+    """Test-only fault injection: while ``store_down`` is set every insert fails before reaching the engine.
+
+    The embedded engine cannot be stopped like a server, so the fault tests make the writer's insert
+    call fail instead; everything around it (retry, spool growth, cap, replay) runs as in production.
+    """
+
+    store_down: bool = False
+
+
+class StoreWriter(threading.Thread):
+    """Drains the spool into the store; owns the store connection."""
+
+    def __init__(
+        self,
+        spool: Spool,
+        open_store: Callable[[], Store],
+        metrics: Metrics,
+        faults: Faults,
+        *,
+        max_backoff_s: float = 2.0,
+    ) -> None:
+        super().__init__(name="inferensics-store-writer", daemon=True)
+        self.spool = spool
+        self._open_store = open_store
+        self.metrics = metrics
+        self.faults = faults
+        self.max_backoff_s = max_backoff_s
+        self.store: Store | None = None
+        self.store_ok = False
+        self.last_error = ""
+        self._stop = threading.Event()
+        self.store_lock = threading.Lock()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask the thread to finish its current segment and exit."""
+        self._stop.set()
+        self.join(timeout)
+
+    def connect(self) -> Store | None:
+        """Open and migrate the store once; on failure remember why and return ``None``."""
+        if self.store is not None:
+            return self.store
+        try:
+            store = self._open_store()
+            store.migrate()
+        except StoreError as exc:
+            self._failed(str(exc))
+            return None
+        self.store = store
+        self.store_ok = True
+        return store
+
+    def run(self) -> None:
+        """Loop until stopped: seal segments that are due, insert the oldest sealed one."""
+        backoff = 0.05
+        while not self._stop.is_set():
+            self.spool.seal_if_due()
+            seg = self.spool.next_sealed(timeout=0.05)
+            if seg is None:
+                continue
+            if self._write(seg):
+                backoff = 0.05
+            else:
+                seg.attempts += 1
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, self.max_backoff_s)
+
+    def _write(self, seg: Segment) -> bool:
+        store = self.connect()
+        if store is None:
+            return False
+        tables, torn = read_segment(seg.path)
+        if torn:
+            log.warning("spool segment %s had a torn tail (an unacknowledged append); replaying the rest", seg.name)
+        possibly_seen = seg.recovered or seg.attempts > 0
+        started = time.perf_counter()
+        written = dedup = 0
+        try:
+            for name, table in tables.items():
+                model = MODELS_BY_TABLE.get(name)
+                if model is None:
+                    self.metrics.inc("dropped_rows", table.num_rows)
+                    continue
+                if self.faults.store_down:
+                    raise StoreError("store unavailable (fault injected by the test-only control)")
+                with self.store_lock:
+                    before = _count(store, name) if possibly_seen else 0
+                    sent = store.insert_arrow(model, table, dedup_token=f"{seg.name}:{name}")
+                    landed = _count(store, name) - before if possibly_seen else sent
+                written += landed
+                dedup += sent - landed
+        except Exception as exc:  # the engine raises several types; all mean "retry from the spool"
+            self.metrics.inc("store_errors")
+            self._failed(f"insert of spool segment {seg.name} failed: {str(exc).splitlines()[0][:300]}")
+            return False
+        self.metrics.observe_batch(time.perf_counter() - started)
+        self.metrics.inc("written_rows", written)
+        self.metrics.inc("deduplicated_rows", dedup)
+        self.spool.remove(seg)
+        self.store_ok = True
+        self.last_error = ""
+        return True
+
+    def _failed(self, message: str) -> None:
+        if self.store_ok or message != self.last_error:
+            log.warning("%s", message)
+        self.store_ok = False
+        self.last_error = message
+
+    def drain(self, timeout: float) -> bool:
+        """Seal the open segment and wait until the spool is empty (shutdown, tests)."""
+        self.spool.seal_now()
+        deadline = time.monotonic() + timeout
+        while self.spool.files() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.spool.files() == 0
+
+
+def _count(store: Store, table: str) -> int:
+    rows = store.query_rows(f"SELECT count() FROM {store.database}.{table}")
+    return int(rows[0][0])
