@@ -1,0 +1,164 @@
+"""The Python client of the collector service, used by the dashboard, the reports and the CLI.
+
+>>> client = ServiceClient("http://127.0.0.1:4318", token="s3cret")   # doctest: +SKIP
+>>> client.query("fleet_overview", model="llama").head()               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import quote
+
+import httpx
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    import polars as pl
+
+SERVICE_URL_ENV: Final = "INFERENSICS_SERVICE_URL"
+"""Environment variable naming the service when no URL is given."""
+TOKEN_ENV: Final = "INFERENSICS_TOKEN"
+"""Environment variable holding the bearer token when none is given."""
+DEFAULT_URL: Final = "http://127.0.0.1:4318"
+
+
+class ServiceError(RuntimeError):
+    """A failed call to the service, with one line that says what went wrong.
+
+    Attributes:
+        status: The HTTP status, or ``None`` when the service could not be reached.
+        message: The server's message (or the connection failure).
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class ServiceClient:
+    """Talks to one collector service over HTTP(S).
+
+    Args:
+        url: Base URL; defaults to ``$INFERENSICS_SERVICE_URL``, then ``http://127.0.0.1:4318``.
+        token: Bearer token; defaults to ``$INFERENSICS_TOKEN``.
+        timeout: Seconds per request.
+        verify: TLS verification (``False`` or a CA bundle path for self-signed certificates).
+    """
+
+    def __init__(
+        self, url: str | None = None, token: str | None = None, *, timeout: float = 60.0, verify: bool | str = True
+    ) -> None:
+        self.url = (url or os.environ.get(SERVICE_URL_ENV) or DEFAULT_URL).rstrip("/")
+        token = token if token is not None else os.environ.get(TOKEN_ENV)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, verify=verify)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"cannot reach the inferensics service at {self.url}: {exc}") from None
+        if response.status_code == 401:
+            raise ServiceError(
+                f"the service at {self.url} refused the token ({_message(response)}); "
+                f"pass the right token or set ${TOKEN_ENV}",
+                401,
+            )
+        if response.status_code >= 400:
+            raise ServiceError(f"{method} {path}: {response.status_code} {_message(response)}", response.status_code)
+        return response
+
+    def health(self) -> dict[str, Any]:
+        """Liveness and readiness: ``{"alive": True, "ready": bool, ...}``; raises when unreachable."""
+        self._call("GET", "/healthz")
+        try:
+            ready = self._http.get("/readyz")
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"cannot reach the inferensics service at {self.url}: {exc}") from None
+        body: dict[str, Any] = ready.json()
+        return {"alive": True, **body}
+
+    def status(self) -> dict[str, Any]:
+        """Store DSN, schema version, row counts, spool bytes and files, uptime and counters."""
+        result: dict[str, Any] = self._call("GET", "/api/v1/status").json()
+        return result
+
+    def queries(self) -> dict[str, Any]:
+        """Named queries with their descriptions and parameter schemas."""
+        result: dict[str, Any] = self._call("GET", "/api/v1/queries").json()["queries"]
+        return result
+
+    def query(self, name: str, **params: Any) -> pl.DataFrame:
+        """Run a named query with typed parameters and return its rows."""
+        body = json.dumps(params, default=str)
+        response = self._call(
+            "POST", f"/api/v1/query/{quote(name, safe='')}", content=body, headers={"Content-Type": "application/json"}
+        )
+        return _frame(response.content)
+
+    def sql(self, text: str) -> pl.DataFrame:
+        """Run read-only SQL (admin token) and return its rows."""
+        response = self._call("POST", "/api/v1/sql", content=text.encode(), headers={"Content-Type": "text/plain"})
+        return _frame(response.content)
+
+    def put_blob(self, data: bytes, kind: str, media_type: str = "application/octet-stream") -> str:
+        """Store ``data`` under its sha256 and return the hex digest."""
+        digest = hashlib.sha256(data).hexdigest()
+        self._call(
+            "PUT",
+            f"/api/v1/blobs/{digest}",
+            params={"kind": kind, "media_type": media_type},
+            content=data,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        return digest
+
+    def get_blob(self, sha256: str) -> bytes:
+        """The blob's bytes, verified against the digest here as well as on the server."""
+        data = self._call("GET", f"/api/v1/blobs/{quote(sha256, safe='')}").content
+        if hashlib.sha256(data).hexdigest() != sha256.lower():
+            raise ServiceError(f"blob {sha256} arrived corrupt: its bytes hash to {hashlib.sha256(data).hexdigest()}")
+        return data
+
+    def metrics(self) -> dict[str, float]:
+        """The service's Prometheus samples: ``{"name{labels}": value}``."""
+        out: dict[str, float] = {}
+        for line in self._call("GET", "/metrics").text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+        return out
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300] or response.reason_phrase
+    if isinstance(body, dict) and "error" in body:
+        return str(body["error"])
+    return response.text[:300]
+
+
+def _frame(data: bytes) -> pl.DataFrame:
+    import polars as pl
+
+    table = pa.ipc.open_stream(data).read_all()
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
