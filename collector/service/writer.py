@@ -53,12 +53,12 @@ class StoreWriter(threading.Thread):
         self.store: Store | None = None
         self.store_ok = False
         self.last_error = ""
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.store_lock = threading.Lock()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Ask the thread to finish its current segment and exit."""
-        self._stop.set()
+        self._halt.set()
         self.join(timeout)
 
     def connect(self) -> Store | None:
@@ -78,7 +78,7 @@ class StoreWriter(threading.Thread):
     def run(self) -> None:
         """Loop until stopped: seal segments that are due, insert the oldest sealed one."""
         backoff = 0.05
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self.spool.seal_if_due()
             seg = self.spool.next_sealed(timeout=0.05)
             if seg is None:
@@ -87,7 +87,7 @@ class StoreWriter(threading.Thread):
                 backoff = 0.05
             else:
                 seg.attempts += 1
-                self._stop.wait(backoff)
+                self._halt.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
 
     def _write(self, seg: Segment) -> bool:

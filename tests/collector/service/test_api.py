@@ -1,0 +1,172 @@
+"""The HTTP API in this process (Starlette's test client): queries, admin SQL, blobs, bad input, auth."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import time
+
+import pyarrow as pa
+import pytest
+from google.protobuf import json_format
+from starlette.testclient import TestClient
+
+from inferensics.collector.service import ServiceState
+from inferensics.collector.service.testing import build_request, encode_request
+from tests.collector.service.harness import ADMIN, INGEST, READ
+from tests.collector.service.otel import request
+
+PROTO = "application/x-protobuf"
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def arrow(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(io.BytesIO(data)).read_all()
+
+
+def ingest(api: TestClient, body: bytes, **headers: str) -> tuple[int, bytes]:
+    r = api.post("/v1/traces", content=body, headers={"Content-Type": PROTO, **auth(INGEST), **headers})
+    return r.status_code, r.content
+
+
+def wait_count(state: ServiceState, n: int, timeout: float = 20) -> int:
+    deadline = time.monotonic() + timeout
+    got = -1
+    while time.monotonic() < deadline:
+        got = int(state.query_store().query_rows(f"SELECT count() FROM {state.query_store().database}.requests")[0][0])
+        if got >= n:
+            return got
+        time.sleep(0.05)
+    return got
+
+
+def test_named_query_arrow_and_errors(api: TestClient, app_state: ServiceState) -> None:
+    status, _ = ingest(api, encode_request([request(i, model="m1") for i in range(7)]))
+    assert status == 200
+    assert wait_count(app_state, 7) == 7
+    r = api.post("/api/v1/query/request_count", json={"model": "m1"}, headers=auth(READ))
+    assert r.status_code == 200 and r.headers["content-type"] == "application/vnd.apache.arrow.stream"
+    assert arrow(r.content).to_pylist() == [{"model": "m1", "n": 7}]
+    r = api.post("/api/v1/query/request_count", json={"model": "m1", "limit": "many"}, headers=auth(READ))
+    assert r.status_code == 400 and "limit" in r.json()["error"]
+    r = api.post("/api/v1/query/request_count", json={"modle": "m1"}, headers=auth(READ))
+    assert r.status_code == 400 and "model" in r.json()["error"]
+    r = api.post("/api/v1/query/request_count", json={"model": "no-such-model"}, headers=auth(READ))
+    assert r.status_code == 400 and "unknown model" in r.json()["error"]
+    r = api.post("/api/v1/query/request_count", content=b"[1,2", headers=auth(READ))
+    assert r.status_code == 400
+    r = api.post("/api/v1/query/nope", json={}, headers=auth(READ))
+    assert r.status_code == 404 and "request_count" in r.json()["error"]
+    listing = api.get("/api/v1/queries", headers=auth(READ)).json()["queries"]
+    assert listing["request_count"]["parameters"]["required"] == ["model"]
+
+
+def test_admin_sql_is_read_only_and_limited(api: TestClient, app_state: ServiceState) -> None:
+    db = app_state.query_store().database
+    r = api.post("/api/v1/sql", content=b"SELECT number FROM numbers(5)", headers=auth(ADMIN))
+    assert r.status_code == 200 and arrow(r.content).column("number").to_pylist() == [0, 1, 2, 3, 4]
+    assert api.post("/api/v1/sql", content=b"SELECT 1", headers=auth(READ)).status_code == 403
+    for text in (
+        f"INSERT INTO {db}.requests (request_id) VALUES ('x')",
+        f"DROP TABLE {db}.requests",
+        f"CREATE TABLE {db}.evil (a UInt8) ENGINE = Memory",
+        "SELECT 1 SETTINGS readonly = 0",
+    ):
+        r = api.post("/api/v1/sql", content=text.encode(), headers=auth(ADMIN))
+        assert r.status_code == 400, text
+        assert "readonly" in r.json()["error"].lower() or "READONLY" in r.json()["error"], r.json()
+    assert api.post("/api/v1/sql", content=b"SET readonly = 0", headers=auth(ADMIN)).status_code == 400
+    r = api.post("/api/v1/sql", content=f"DROP TABLE {db}.requests".encode(), headers=auth(ADMIN))
+    assert r.status_code == 400 and "READONLY" in r.json()["error"]
+    r = api.post("/api/v1/sql", content=b"SELECT number FROM numbers(1000000)", headers=auth(ADMIN))
+    assert r.status_code == 400 and "Limit for result exceeded" in r.json()["error"]
+    assert api.post("/api/v1/sql", content=b"SELEKT", headers=auth(ADMIN)).status_code == 400
+    assert app_state.query_store().row_counts()["requests"] == 0
+
+
+def test_blobs_put_get_verify(api: TestClient) -> None:
+    data = b"def kernel(): pass\n" * 100
+    digest = hashlib.sha256(data).hexdigest()
+    r = api.put(f"/api/v1/blobs/{digest}?kind=output_code&media_type=text/x-python", content=data,
+                headers=auth(INGEST))  # fmt: skip
+    assert r.status_code == 201 and r.json() == {"sha256": digest, "size_bytes": len(data)}
+    assert api.get(f"/api/v1/blobs/{digest}", headers=auth(READ)).content == data
+    wrong = hashlib.sha256(b"other").hexdigest()
+    r = api.put(f"/api/v1/blobs/{wrong}", content=data, headers=auth(INGEST))
+    assert r.status_code == 400 and digest in r.json()["error"]
+    assert api.get(f"/api/v1/blobs/{wrong}", headers=auth(READ)).status_code == 404
+    assert api.get(f"/api/v1/blobs/{digest}").status_code == 401
+
+
+def test_bad_bodies(api: TestClient, app_state: ServiceState) -> None:
+    assert ingest(api, b"\xff\xff\xff garbage")[0] == 400
+    assert ingest(api, b"{not json", **{"Content-Type": "application/json"})[0] == 400
+    assert ingest(api, b"x", **{"Content-Type": "text/plain"})[0] == 415
+    assert ingest(api, b"x", **{"Content-Encoding": "br"})[0] == 415
+    assert ingest(api, b"not gzip", **{"Content-Encoding": "gzip"})[0] == 400
+    bomb = gzip.compress(b"\0" * (app_state.config.max_body_bytes + 10))
+    assert ingest(api, bomb, **{"Content-Encoding": "gzip"})[0] == 413
+    big = b"\0" * (app_state.config.max_body_bytes + 1)
+    assert ingest(api, big)[0] == 413
+    rejected = app_state.metrics.render()
+    assert 'rejected_total{reason="too_large"} 2' in rejected
+    assert 'rejected_total{reason="malformed"} 3' in rejected
+
+
+def test_json_gzip_and_partial_success(api: TestClient, app_state: ServiceState) -> None:
+    message = build_request([request(0, run="j"), request(1, run="j")])
+    bad = message.resource_spans[0].scope_spans[0].spans.add()
+    bad.name = "inferensics.requests"  # no required attributes: this row is rejected
+    bad.attributes.add(key="inferensics.latency_ms").value.string_value = "fast"
+    foreign = message.resource_spans[0].scope_spans[0].spans.add()
+    foreign.name = "GET /health"  # not ours: kept out of the tables, not an error
+    unknown = message.resource_spans[0].scope_spans[0].spans.add()
+    unknown.name = "inferensics.no_such_table"
+    body = gzip.compress(json_format.MessageToJson(message).encode())
+    r = api.post("/v1/traces", content=body,
+                 headers={"Content-Type": "application/json", "Content-Encoding": "gzip", **auth(INGEST)})  # fmt: skip
+    assert r.status_code == 200
+    partial = r.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "2"
+    assert "request_id" in partial["errorMessage"] and "no_such_table" in partial["errorMessage"]
+    assert wait_count(app_state, 2) == 2
+    text = app_state.metrics.render()
+    assert 'rejected_total{reason="invalid_row"} 1' in text and 'rejected_total{reason="unknown_table"} 1' in text
+
+
+def test_unknown_attributes_go_to_attrs(api: TestClient, app_state: ServiceState) -> None:
+    message = build_request([request(0, run="u")])
+    span = message.resource_spans[0].scope_spans[0].spans[0]
+    span.attributes.add(key="http.route").value.string_value = "/generate"
+    span.attributes.add(key="inferensics.future_column").value.int_value = 42
+    assert ingest(api, message.SerializeToString())[0] == 200
+    assert wait_count(app_state, 1) == 1
+    store = app_state.query_store()
+    attrs = dict(store.query_rows(f"SELECT attrs FROM {store.database}.requests")[0][0])
+    assert attrs == {"note": "n0", "http.route": "/generate", "inferensics.future_column": "42"}
+
+
+def test_health_metrics_openapi(api: TestClient) -> None:
+    assert api.get("/healthz").json() == {"status": "ok"}
+    assert api.get("/readyz").status_code == 200
+    assert api.get("/metrics").status_code == 401
+    text = api.get("/metrics", headers=auth(READ)).text
+    for name in ("received_spans", "written_rows", "spooled_rows", "deduplicated_rows", "dropped_rows", "rejected"):
+        assert f"inferensics_collector_{name}_total" in text
+    assert "inferensics_collector_batch_latency_seconds_bucket" in text
+    assert "inferensics_collector_spool_bytes" in text
+    doc = api.get("/openapi.json").json()
+    assert {"/v1/traces", "/api/v1/sql", "/api/v1/blobs/{sha256}", "/api/v1/query/{name}"} <= set(doc["paths"])
+    assert api.post("/api/v1/_faults", json={"store_down": True}, headers=auth(ADMIN)).status_code == 404
+
+
+@pytest.mark.parametrize("token", [None, "nope"])
+def test_every_protected_route_wants_a_token(api: TestClient, token: str | None) -> None:
+    headers = auth(token) if token else {}
+    for method, path in (("GET", "/api/v1/status"), ("GET", "/api/v1/queries"), ("POST", "/api/v1/sql"),
+                         ("POST", "/api/v1/query/request_count"), ("POST", "/v1/traces"), ("GET", "/metrics")):  # fmt: skip
+        assert api.request(method, path, headers=headers).status_code == 401, path
