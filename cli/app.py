@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from inferensics.cli import store_commands
+from inferensics.cli import service_commands, store_commands
 
 app = typer.Typer(
     name="inferensics",
@@ -14,6 +14,7 @@ app = typer.Typer(
     add_completion=False,
 )
 store_commands.register(app)
+service_commands.register(app)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from inferensics.cli.errors import fail
 from inferensics.cli.options import DsnOption
+from inferensics.cli.service_commands import ServiceOption, TokenOption, print_service_status
 from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import Store, StoreError
 
@@ -35,8 +36,15 @@ def init(dsn: DsnOption = None) -> None:
     console.print(f"store {store.dsn}: {action}, schema version {version}")
 
 
-def status(dsn: DsnOption = None) -> None:
-    """Show the store, its schema version, row counts per table and the data directory size."""
+def status(dsn: DsnOption = None, service: ServiceOption = None, token: TokenOption = None) -> None:
+    """Show the store, its schema version, row counts per table and the data directory size.
+
+    With ``--service URL`` (or $INFERENSICS_SERVICE_URL) it asks that running service, which also reports
+    its spool; a store held by a running service is reached through it.
+    """
+    if service:
+        print_service_status(service, token)
+        return
     try:
         with Store.open(dsn) as store:
             version = store.schema_version()

@@ -36,6 +36,7 @@ class RunningService:
     port: int
     env: dict[str, str]
     proc: subprocess.Popen[bytes] | None = None
+    via_cli: bool = False
     log: Path = field(init=False)
     clients: list[ServiceClient] = field(default_factory=list)
 
@@ -59,8 +60,9 @@ class RunningService:
 
     def start(self, timeout: float = 90.0) -> RunningService:
         """Start the process and wait until ``/readyz`` answers 200."""
+        entry = ["inferensics.cli", "serve"] if self.via_cli else ["inferensics.collector.service"]
         cmd = [
-            sys.executable, "-m", "inferensics.collector.service",
+            sys.executable, "-m", *entry,
             "--port", str(self.port), "--dsn", self.dsn, "--spool-dir", str(self.spool_dir),
         ]  # fmt: skip
         with self.log.open("ab") as log:
@@ -104,9 +106,9 @@ class RunningService:
                 self.proc.wait(30)
 
 
-def new_service(root: Path, **settings: str) -> RunningService:
+def new_service(root: Path, *, via_cli: bool = False, **settings: str) -> RunningService:
     """A service (not started) in ``root`` with the test tokens and the given ``INFERENSICS_*`` settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     env.update({"INFERENSICS_TOKENS": TOKENS, "INFERENSICS_BATCH_MAX_AGE_S": "0.2"})
     env.update({f"INFERENSICS_{k.upper()}": v for k, v in settings.items()})
-    return RunningService(root=root, port=free_port(), env=env)
+    return RunningService(root=root, port=free_port(), env=env, via_cli=via_cli)

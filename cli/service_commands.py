@@ -1,0 +1,99 @@
+"""``inferensics serve``: run the collector service; and the service half of ``inferensics status``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from inferensics.cli.errors import fail
+from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV, ServiceClient, ServiceError
+
+console = Console(highlight=False, soft_wrap=True)
+
+ServiceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--service",
+        envvar=SERVICE_URL_ENV,
+        help=f"URL of a running `inferensics serve` (falls back to ${SERVICE_URL_ENV}); "
+        "while a service owns an embedded store, status goes through its API.",
+        show_default=False,
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option("--token", envvar=TOKEN_ENV, help=f"Bearer token for the service (or ${TOKEN_ENV}).",
+                 show_default=False),  # fmt: skip
+]
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")] = None,
+    port: Annotated[int | None, typer.Option(help="TCP port [default: 4318].")] = None,
+    dsn: Annotated[str | None, typer.Option(help="Store DSN (chdb:///dir or http(s)://...).")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="TOML config file (settings and [tokens]).")] = None,
+    spool_dir: Annotated[str | None, typer.Option(help="Spool directory.")] = None,
+) -> None:
+    """Run the collector service: OTLP/HTTP in, the store, the query and blob API.
+
+    Settings resolve as argument > INFERENSICS_* environment variable > config file > default; tokens come
+    from the config file's [tokens] table and $INFERENSICS_TOKENS (token=role+role,...).
+    """
+    from inferensics.collector.service import ConfigError, load_config, serve as run_service
+
+    try:
+        settings = load_config(
+            {"host": host, "port": port, "dsn": dsn, "spool_dir": spool_dir}, config_file=config
+        )
+    except ConfigError as exc:
+        fail(str(exc))
+    if settings.auth and not settings.tokens:
+        fail("no tokens configured: set $INFERENSICS_TOKENS=token=admin or a [tokens] table in --config "
+             "(or INFERENSICS_AUTH=false for an open loopback service)")  # fmt: skip
+    run_service(settings)
+
+
+def _human(n: float) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def print_service_status(url: str, token: str | None) -> None:
+    """Print a running service's store, schema, spool and counters (``inferensics status --service``)."""
+    try:
+        with ServiceClient(url, token=token, timeout=30) as client:
+            status: dict[str, Any] = client.status()
+    except ServiceError as exc:
+        fail(exc.message)
+    store, spool = status["store"], status["spool"]
+    console.print(f"service      {url} (up {status['uptime_s']:.0f} s)")
+    console.print(f"store        {store.get('dsn', '?')} ({'ok' if store['ok'] else 'UNAVAILABLE'})")
+    if not store["ok"] and store.get("last_error"):
+        console.print(f"last error   {store['last_error']}")
+    if "schema_version" in store:
+        console.print(f"schema       version {store['schema_version']} (latest {store['latest_version']})")
+    console.print(
+        f"spool        {spool['dir']}: {spool['files']} files, {_human(spool['bytes'])} "
+        f"of {_human(spool['max_bytes'])}"
+    )
+    counters = status.get("counters", {})
+    console.print("counters     " + ", ".join(f"{k} {v:,.0f}" for k, v in counters.items()))
+    counts = store.get("row_counts") or {}
+    if counts:
+        disk = store.get("disk_bytes") or {}
+        table = Table("table", "rows", "on disk", title="rows per table")
+        for name, n in counts.items():
+            table.add_row(name, f"{n:,}", _human(disk.get(name, 0)))
+        console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to the app."""
+    app.command("serve")(serve)

@@ -1,0 +1,59 @@
+"""``inferensics serve`` as a real process, and ``inferensics status --service`` against it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from inferensics.cli.app import app
+from inferensics.collector.service.testing import encode_request
+from inferensics.schema.events import RequestEvent
+from tests.collector.service.harness import ADMIN, INGEST, new_service
+from tests.collector.service.otel import request
+
+runner = CliRunner()
+
+
+@pytest.mark.slow
+def test_serve_then_status_through_the_service(tmp_path: Path) -> None:
+    svc = new_service(tmp_path, via_cli=True).start()
+    try:
+        body = encode_request([request(i, run="cli") for i in range(12)])
+        r = httpx.post(f"{svc.url}/v1/traces", content=body,
+                       headers={"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {INGEST}"})  # fmt: skip
+        assert r.status_code == 200
+        client = svc.client()
+        for _ in range(100):
+            if client.status()["store"]["row_counts"][RequestEvent.TABLE.name] == 12:
+                break
+            httpx.get(f"{svc.url}/healthz")
+        res = runner.invoke(app, ["status", "--service", svc.url, "--token", ADMIN], env={"COLUMNS": "200"})
+        assert res.exit_code == 0, res.output
+        assert f"service      {svc.url}" in res.output
+        assert f"store        {svc.dsn} (ok)" in res.output
+        assert f"spool        {svc.spool_dir}:" in res.output
+        line = next(ln for ln in res.output.splitlines() if "│ requests " in ln)
+        assert line.split("│")[2].strip() == "12"
+        env = {"INFERENSICS_SERVICE_URL": svc.url, "INFERENSICS_TOKEN": "wrong", "COLUMNS": "200"}
+        bad = runner.invoke(app, ["status"], env=env)
+        assert bad.exit_code == 2 and "refused the token" in bad.output
+    finally:
+        svc.stop()
+
+
+def test_status_of_an_unreachable_service_says_so() -> None:
+    res = runner.invoke(app, ["status", "--service", "http://127.0.0.1:9", "--token", "x"])
+    assert res.exit_code == 2
+    assert "cannot reach the inferensics service at http://127.0.0.1:9" in res.output
+
+
+def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('port = "many"\n')
+    res = runner.invoke(app, ["serve", "--config", str(cfg)], env={"INFERENSICS_TOKENS": "t=admin"})
+    assert res.exit_code == 2 and "setting port" in res.output
+    res = runner.invoke(app, ["serve", "--port", "0"], env={"INFERENSICS_TOKENS": ""})
+    assert res.exit_code == 2 and "no tokens configured" in res.output

@@ -1,0 +1,64 @@
+"""Service settings: precedence argument > env > file > default, tokens, and errors that name the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inferensics.collector.service.auth import AuthError, TokenAuth
+from inferensics.collector.service.config import SETTINGS, ConfigError, ServiceConfig, load_config
+
+
+def test_precedence(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('port = 1001\nhost = "0.0.0.0"\nretry_after_s = 9\n[tokens]\nabc = ["read", "ingest"]\n')
+    env = {"INFERENSICS_PORT": "1002", "INFERENSICS_HOST": "10.0.0.1", "INFERENSICS_TOKENS": "def=admin"}
+    c = load_config({"port": 1003, "host": None}, config_file=cfg, environ=env)
+    assert c.port == 1003 and c.host == "10.0.0.1" and c.retry_after_s == 9 and c.batch_max_rows == 50_000
+    assert c.tokens == {"abc": frozenset({"read", "ingest"}), "def": frozenset({"admin"})}
+    assert load_config(environ={}) == ServiceConfig()
+
+
+def test_every_setting_is_declared_once_with_a_meaning() -> None:
+    assert len({s.name for s in SETTINGS}) == len({s.env for s in SETTINGS}) == len(SETTINGS)
+    assert all(s.meaning and s.env.startswith("INFERENSICS_") for s in SETTINGS)
+    assert {s.name for s in SETTINGS} == set(ServiceConfig.__dataclass_fields__) - {"tokens"}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"INFERENSICS_PORT": "http"}, "setting port ($INFERENSICS_PORT)"),
+        ({"INFERENSICS_AUTH": "maybe"}, "setting auth"),
+        ({"INFERENSICS_SPOOL_MAX_BYTES": "-1"}, "must not be negative"),
+        ({"INFERENSICS_TOKENS": "abc=root"}, "unknown roles ['root']"),
+        ({"INFERENSICS_TOKENS": "abc"}, "expected token=role"),
+        ({"INFERENSICS_TLS_CERT": "/c.pem"}, "tls_cert and tls_key"),
+        ({"INFERENSICS_DSN": "mysql://x"}, "setting dsn"),
+    ],
+)
+def test_bad_values_name_the_setting(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=None) as info:
+        load_config(environ=env)
+    assert message in str(info.value)
+
+
+def test_unknown_file_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("prot = 1\n")
+    with pytest.raises(ConfigError, match=r"unknown settings \['prot'\]"):
+        load_config(config_file=cfg, environ={})
+
+
+def test_roles() -> None:
+    auth = TokenAuth({"i": frozenset({"ingest"}), "a": frozenset({"admin"})})
+    auth.check("Bearer i", "ingest")
+    auth.check("Bearer a", "read")  # admin holds every role
+    for header, role, status in (
+        (None, "read", 401), ("Bearer x", "read", 401), ("Basic i", "ingest", 401), ("Bearer i", "read", 403),
+    ):  # fmt: skip
+        with pytest.raises(AuthError) as info:
+            auth.check(header, role)
+        assert info.value.status == status
+    TokenAuth({}, enabled=False).check(None, "admin")
