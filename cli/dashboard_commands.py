@@ -1,0 +1,53 @@
+"""``inferensics dashboard``: the on-call dashboard (Streamlit) over a running collector service."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from typing import Annotated
+
+import typer
+
+from inferensics.cli.errors import fail
+from inferensics.collector.client import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
+
+
+def dashboard(
+    port: Annotated[int, typer.Option(help="Port the dashboard listens on.")] = 8501,
+    address: Annotated[str, typer.Option(help="Address the dashboard listens on.")] = "127.0.0.1",
+    service: Annotated[
+        str,
+        typer.Option(envvar=SERVICE_URL_ENV, help=f"URL of the collector service (or ${SERVICE_URL_ENV})."),
+    ] = DEFAULT_URL,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar=TOKEN_ENV, help=f"Bearer token with the read role (or ${TOKEN_ENV}).", show_default=False),
+    ] = None,
+) -> None:
+    """Run the on-call dashboard against a collector service (`inferensics serve`), headless.
+
+    Open http://ADDRESS:PORT in a browser. The dashboard reads everything through the service's API
+    and never opens the store itself.
+    """
+    try:
+        from inferensics.dashboard.launcher import start_dashboard
+    except ImportError as exc:
+        fail(f"the dashboard needs the ui extra ({exc}): pip install 'inferensics[ui]'")
+    typer.echo(f"inferensics dashboard on http://{address}:{port} (service {service})")
+    proc = start_dashboard(port=port, address=address, service_url=service, token=token)
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+    if code not in (0, -signal.SIGINT, -signal.SIGTERM):
+        raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``dashboard`` to the app."""
+    app.command("dashboard")(dashboard)

@@ -1,0 +1,1 @@
+"""Implementation of the dashboard: settings, service access, filters, charts and panels."""

@@ -1,0 +1,117 @@
+"""The sidebar filters shared by the slice pages: time range, model, hardware pool, traffic class, bundle.
+
+Widgets live in the app's entry script, so their values persist when the user moves between pages. The
+end of every range is the current minute, so cached answers are reused within a minute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+import streamlit as st
+
+ALL: Final = "All"
+"""The option meaning "no filter"."""
+
+TIME_RANGES: Final[dict[str, timedelta]] = {
+    "Last 15 minutes": timedelta(minutes=15),
+    "Last hour": timedelta(hours=1),
+    "Last 6 hours": timedelta(hours=6),
+    "Last 24 hours": timedelta(hours=24),
+    "Last 7 days": timedelta(days=7),
+    "Last 30 days": timedelta(days=30),
+}
+DEFAULT_TIME_RANGE: Final = "Last hour"
+
+RANGE_KEY: Final = "filter.range"
+MODEL_KEY: Final = "filter.model"
+POOL_KEY: Final = "filter.hw_pool"
+TRAFFIC_KEY: Final = "filter.traffic_class"
+BUNDLE_KEY: Final = "filter.bundle_id"
+NOW_KEY: Final = "filter.now"
+"""Session State key that pins "now" (tests and the benchmark pin it to their data)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """The selected slice. ``None`` means all values of a dimension."""
+
+    start: datetime
+    end: datetime
+    model: str | None = None
+    hw_pool: str | None = None
+    traffic_class: str | None = None
+    bundle_id: str | None = None
+
+    def dimensions(self) -> dict[str, str]:
+        """The dimension filters that are set, by their parameter names."""
+        dims = {
+            "model": self.model,
+            "hw_pool": self.hw_pool,
+            "traffic_class": self.traffic_class,
+            "bundle_id": self.bundle_id,
+        }
+        return {k: v for k, v in dims.items() if v is not None}
+
+    def without_dimensions(self) -> Filters:
+        """The same time range with every dimension filter cleared."""
+        return replace(self, model=None, hw_pool=None, traffic_class=None, bundle_id=None)
+
+
+def now() -> datetime:
+    """The current minute (UTC), or the pinned "now" of this session."""
+    pinned = st.session_state.get(NOW_KEY)
+    if isinstance(pinned, datetime):
+        return pinned
+    return datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+
+
+def time_range() -> tuple[datetime, datetime]:
+    """The selected time range (``Last hour`` unless the user chose another)."""
+    label = st.session_state.get(RANGE_KEY, DEFAULT_TIME_RANGE)
+    end = now()
+    return end - TIME_RANGES.get(label, TIME_RANGES[DEFAULT_TIME_RANGE]), end
+
+
+def _choice(key: str) -> str | None:
+    value = st.session_state.get(key, ALL)
+    return None if value in (ALL, None) else str(value)
+
+
+def current_filters() -> Filters:
+    """The filters as the sidebar holds them now."""
+    start, end = time_range()
+    return Filters(
+        start=start,
+        end=end,
+        model=_choice(MODEL_KEY),
+        hw_pool=_choice(POOL_KEY),
+        traffic_class=_choice(TRAFFIC_KEY),
+        bundle_id=_choice(BUNDLE_KEY),
+    )
+
+
+def _select(label: str, key: str, values: Sequence[str], **kwargs: Any) -> None:
+    options = [ALL, *sorted({v for v in values if v})]
+    if st.session_state.get(key, ALL) not in options:
+        # A value from another time range stays selectable, so the filter never silently drops.
+        options.append(str(st.session_state[key]))
+    st.selectbox(label, options, key=key, **kwargs)
+
+
+def filter_sidebar(
+    models: Sequence[str], pools: Sequence[str], traffic_classes: Sequence[str], bundles: Sequence[str]
+) -> None:
+    """Draw the filter widgets in the sidebar with the values seen in the selected time range."""
+    with st.sidebar:
+        st.subheader("Filters")
+        if RANGE_KEY not in st.session_state:
+            st.session_state[RANGE_KEY] = DEFAULT_TIME_RANGE
+        st.selectbox("Time range", list(TIME_RANGES), key=RANGE_KEY)
+        _select("Model", MODEL_KEY, models)
+        _select("Hardware pool", POOL_KEY, pools)
+        _select("Traffic class", TRAFFIC_KEY, traffic_classes)
+        _select("Bundle", BUNDLE_KEY, bundles)

@@ -1,0 +1,121 @@
+"""Everything the pages ask of the collector service: cached named queries, blobs, health, error panel.
+
+The dashboard never opens the store (ARCHITECTURE decision 1): every number comes from a named query of the
+service, answered as Arrow and read into Polars here. Answers are cached per session settings and
+parameters for a short time, so moving between pages does not repeat slow queries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from typing import Any, Final
+
+import polars as pl
+import streamlit as st
+
+from inferensics.collector.client import TOKEN_ENV, ServiceClient, ServiceError
+from inferensics.dashboard._internal.settings import CACHE_TTL_ENV, DEFAULT_CACHE_TTL_S, current_settings
+
+_TTL: Final = int(os.environ.get(CACHE_TTL_ENV, "") or DEFAULT_CACHE_TTL_S)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _client(url: str, token: str | None) -> ServiceClient:
+    return ServiceClient(url, token=token or "", timeout=120)
+
+
+def client() -> ServiceClient:
+    """The service client for this session's settings (shared across reruns)."""
+    settings = current_settings()
+    return _client(settings.service_url, settings.token)
+
+
+@st.cache_data(ttl=_TTL, show_spinner=False, max_entries=256)
+def _query(url: str, token: str | None, name: str, params_json: str) -> pl.DataFrame:
+    return _client(url, token).query(name, **json.loads(params_json))
+
+
+def run_query(name: str, what: str, **params: Any) -> pl.DataFrame:
+    """Run the named query ``name`` with a spinner saying ``what`` is loading.
+
+    Raises:
+        ServiceError: the service is unreachable, refused the token, or rejected the parameters;
+            :func:`service_errors` turns it into an error panel.
+    """
+    settings = current_settings()
+    body = json.dumps({k: v for k, v in params.items() if v is not None}, sort_keys=True, default=str)
+    with st.spinner(f"Loading {what}…"):
+        return _query(settings.service_url, settings.token, name, body)
+
+
+@st.cache_data(ttl=3600, show_spinner=False, max_entries=64)
+def _blob(url: str, token: str | None, sha256: str) -> bytes:
+    return _client(url, token).get_blob(sha256)
+
+
+def fetch_blob(sha256: str, what: str) -> bytes:
+    """A blob's bytes (verified against its digest by the client), cached: blobs never change."""
+    settings = current_settings()
+    with st.spinner(f"Loading {what}…"):
+        return _blob(settings.service_url, settings.token, sha256)
+
+
+@st.cache_data(ttl=10, show_spinner=False, max_entries=8)
+def _health(url: str, token: str | None) -> dict[str, Any]:
+    health = _client(url, token).health()
+    # /healthz and /readyz take no token; ask for the query list too so a wrong token shows at once.
+    queries = _client(url, token).queries()
+    return {**health, "queries": sorted(queries)}
+
+
+def check_service() -> dict[str, Any]:
+    """Liveness, readiness and the named queries the service offers; raises :class:`ServiceError`."""
+    settings = current_settings()
+    return _health(settings.service_url, settings.token)
+
+
+def error_panel(exc: ServiceError) -> None:
+    """Show one clear panel for a failed service call: what is wrong and what to do, never a traceback."""
+    settings = current_settings()
+    if exc.status is None:
+        st.error(
+            f"**Cannot reach the inferensics service** at `{settings.service_url}`.\n\n"
+            "Start it with `inferensics serve` (or `inferensics serve --with-dashboard`), or point the "
+            "dashboard at the right address with `inferensics dashboard --service URL`.",
+            icon="🔌",
+        )
+    elif exc.status in (401, 403):
+        verb = "refused the token" if exc.status == 401 else "does not allow this token to read"
+        st.error(
+            f"**The service {verb}** at `{settings.service_url}`.\n\n"
+            f"Pass a token with the `read` role: `inferensics dashboard --token T` or `${TOKEN_ENV}`.",
+            icon="🔒",
+        )
+    elif exc.status < 500:
+        st.warning(f"**The service rejected the request:** {exc.message}", icon="⚠️")
+        return
+    else:
+        st.error(f"**The service failed to answer:** {exc.message}", icon="🛑")
+    with st.expander("Details"):
+        st.code(exc.message, language=None)
+
+
+@contextlib.contextmanager
+def service_errors() -> Iterator[None]:
+    """Run a page body; a :class:`ServiceError` becomes :func:`error_panel` and stops the page."""
+    try:
+        yield
+    except ServiceError as exc:
+        error_panel(exc)
+        st.stop()
+
+
+def token_fingerprint(token: str | None) -> str:
+    """A short, non-reversible label of the token for the sidebar (never the token itself)."""
+    if not token:
+        return "none"
+    return hashlib.sha256(token.encode()).hexdigest()[:8]

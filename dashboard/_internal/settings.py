@@ -1,0 +1,42 @@
+"""The dashboard's settings, declared once: name, environment variable, default and meaning.
+
+The dashboard process is started by ``inferensics dashboard`` (or ``inferensics serve --with-dashboard``),
+which passes the service URL and token through these environment variables, so the token never shows in a
+process listing. Precedence inside the app: Session State (set by tests) > environment variable > default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Final
+
+import streamlit as st
+
+from inferensics.collector.client import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
+
+CACHE_TTL_ENV: Final = "INFERENSICS_DASHBOARD_CACHE_TTL_S"
+"""Seconds a query answer is reused before the service is asked again."""
+DEFAULT_CACHE_TTL_S: Final = 30
+URL_STATE_KEY: Final = "inferensics.service_url"
+"""Session State key that overrides the service URL (tests, a future connection form)."""
+TOKEN_STATE_KEY: Final = "inferensics.token"
+"""Session State key that overrides the token."""
+
+
+@dataclass(frozen=True, slots=True)
+class DashboardSettings:
+    """Where the service is and how to authenticate to it."""
+
+    service_url: str
+    token: str | None
+    cache_ttl_s: int
+
+
+def current_settings() -> DashboardSettings:
+    """The settings for this session."""
+    url = st.session_state.get(URL_STATE_KEY) or os.environ.get(SERVICE_URL_ENV) or DEFAULT_URL
+    token = st.session_state.get(TOKEN_STATE_KEY) or os.environ.get(TOKEN_ENV) or None
+    raw_ttl = os.environ.get(CACHE_TTL_ENV, "")
+    ttl = int(raw_ttl) if raw_ttl.isdigit() else DEFAULT_CACHE_TTL_S
+    return DashboardSettings(service_url=str(url).rstrip("/"), token=token, cache_ttl_s=ttl)
