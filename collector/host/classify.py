@@ -1,0 +1,87 @@
+"""Turning what the hooks saw during a request into its outcome, guard outcome, cache status and
+fallback reason (the vocabulary of :class:`~inferensics.schema.events.RequestEvent`).
+
+Rules, in order:
+
+* the request raised → ``error`` (``fallback_reason`` ``compile_error`` when a compile failed in it);
+* a compile in the request hit the recompile limit → ``fallback`` / ``recompile_limit``;
+* a compile failed and Dynamo ran the frame eagerly → ``fallback`` / ``compile_error``;
+* it compiled → ``recompile`` when any compile was a recompile, else ``compile``;
+* it ran compiled graphs only → ``hit``;
+* no graph ran: guards missed on a frame that hit the recompile limit earlier → ``fallback`` /
+  ``recompile_limit``; a graph break left nothing to compile → ``fallback`` / ``graph_break:<id>``;
+  otherwise ``eager``.
+
+A request served partly eagerly because its frames have graph breaks keeps its dispatch outcome (``hit``,
+``compile``...) and carries ``fallback_reason`` ``graph_break:<registry id>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from inferensics.collector.trace.assembler import CompileSummary
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """The dispatch fields of one request record."""
+
+    outcome: str
+    guard_outcome: str
+    cache_status: str
+    fallback_reason: str
+    compile_ms: float
+    recompiles: int
+
+
+def classify(
+    *,
+    errored: bool,
+    guard_hits: int,
+    guard_misses: int,
+    compiles: Sequence[CompileSummary],
+    graph_compile_ids: Sequence[str],
+    summaries: Mapping[str, CompileSummary],
+    limit_hit_before: bool,
+    backend_compile_ms: float,
+) -> Classification:
+    """Classify one request (pure; see the module docstring for the rules)."""
+    if guard_hits and guard_misses:
+        guard = "mixed"
+    elif guard_hits:
+        guard = "hit"
+    elif guard_misses:
+        guard = "miss"
+    else:
+        guard = "first" if compiles else "none"
+    statuses = {c.cache_status for c in compiles if c.cache_status != "none"}
+    cache = "none" if not statuses else (statuses.pop() if len(statuses) == 1 else "mixed")
+    compile_ms = sum(c.entire_frame_s for c in compiles) * 1000.0 or backend_compile_ms
+    recompiles = sum(1 for c in compiles if c.recompile and c.outcome == "ok")
+    breaks = [b for cid in graph_compile_ids for b in (summaries[cid].break_ids if cid in summaries else ())]
+    breaks += [b for c in compiles for b in c.break_ids]
+    break_reason = f"graph_break:{breaks[0] or 'unknown'}" if breaks else ""
+    limit = any(c.outcome == "recompile_limit" for c in compiles)
+    failed = any(c.outcome == "failed" for c in compiles)
+    ok = [c for c in compiles if c.outcome == "ok"]
+
+    if errored:
+        outcome, reason = "error", ("compile_error" if failed else "")
+    elif limit and not graph_compile_ids:
+        outcome, reason = "fallback", "recompile_limit"
+    elif failed and not graph_compile_ids:
+        outcome, reason = "fallback", "compile_error"
+    elif ok:
+        outcome = "recompile" if recompiles else "compile"
+        reason = "recompile_limit" if limit else ("compile_error" if failed else break_reason)
+    elif graph_compile_ids:
+        outcome, reason = "hit", break_reason
+    elif guard_misses and limit_hit_before:
+        outcome, reason = "fallback", "recompile_limit"
+    elif break_reason:
+        outcome, reason = "fallback", break_reason
+    else:
+        outcome, reason = "eager", ""
+    return Classification(outcome, guard, cache, reason, compile_ms, min(recompiles, 255))

@@ -1,0 +1,104 @@
+"""SDK settings, declared once: name, environment variable, default, meaning.
+
+Precedence: constructor argument > environment variable > default. A bad value raises
+:class:`ConfigError` naming the setting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+SERVICE_URL_ENV: Final = "INFERENSICS_SERVICE_URL"
+"""Collector service base URL (``http://127.0.0.1:4318``) when ``instrument(service_url=None)``."""
+TOKEN_ENV: Final = "INFERENSICS_TOKEN"
+"""Bearer token for the service when none is given."""
+SAMPLE_RATE_ENV: Final = "INFERENSICS_SAMPLE_RATE"
+"""Fraction of requests profiled for kernel timings (0 disables the profiler)."""
+QUEUE_CAPACITY_ENV: Final = "INFERENSICS_QUEUE_CAPACITY"
+"""Items the hand-off queue holds before it drops (and counts) new ones."""
+
+
+class ConfigError(ValueError):
+    """A setting has a bad value; the message names the setting and how to fix it."""
+
+
+Redactor = Callable[[dict[str, Any]], dict[str, Any]]
+"""Gets the named input tensors of a request about to be captured; returns what may be stored."""
+
+
+@dataclass(frozen=True)
+class CaptureRules:
+    """When to store a request's inputs for replay (off unless ``enabled``).
+
+    Attributes:
+        enabled: Master switch; off by default (inputs are tenant data).
+        on_error: Capture requests that raised.
+        on_nonfinite: Capture requests whose output fingerprint has NaN or inf.
+        rate: Fraction of all other requests to capture (deterministic on the request id).
+        models: Only these models (empty: all).
+        traffic_classes: Only these traffic classes (empty: all).
+        max_bytes: Larger captures are skipped and counted.
+        redact: Optional hook that drops or masks inputs before they are stored.
+    """
+
+    enabled: bool = False
+    on_error: bool = True
+    on_nonfinite: bool = True
+    rate: float = 0.0
+    models: tuple[str, ...] = ()
+    traffic_classes: tuple[str, ...] = ()
+    max_bytes: int = 64 * 1024 * 1024
+    redact: Redactor | None = None
+
+
+@dataclass(frozen=True)
+class SdkConfig:
+    """Settings of the host SDK.
+
+    Attributes:
+        sample_rate: Fraction of requests profiled for kernel timings.
+        queue_capacity: Hand-off queue size; beyond it records are dropped and counted.
+        flush_interval_s: How often the background thread drains the queue.
+        batch_rows: Rows buffered per table before a store insert (direct-to-store exporter).
+        provenance_level: Inductor provenance tracking level for compiles through ``tracker.compile``.
+        fingerprint_head: Leading argmax ids kept in the output fingerprint.
+        shape_buckets: Upper edges for the shape bucketing policy (per dimension, powers of two default).
+        capture: Input-capture rules.
+        trace_compiles: Attach the ``torch.__trace`` sink (compile records, cache events, output code).
+    """
+
+    sample_rate: float = 0.0
+    queue_capacity: int = 65_536
+    flush_interval_s: float = 0.05
+    batch_rows: int = 10_000
+    provenance_level: int = 0
+    fingerprint_head: int = 16
+    shape_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+    capture: CaptureRules = field(default_factory=CaptureRules)
+    trace_compiles: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.sample_rate <= 1.0:
+            raise ConfigError(f"sample_rate must be within [0, 1], got {self.sample_rate} (${SAMPLE_RATE_ENV})")
+        if self.queue_capacity < 1:
+            raise ConfigError(f"queue_capacity must be positive, got {self.queue_capacity} (${QUEUE_CAPACITY_ENV})")
+        if not 0.0 <= self.capture.rate <= 1.0:
+            raise ConfigError(f"capture.rate must be within [0, 1], got {self.capture.rate}")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> SdkConfig:
+        """Defaults, then environment variables, then explicit ``overrides``."""
+        source = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        try:
+            if SAMPLE_RATE_ENV in source:
+                values["sample_rate"] = float(source[SAMPLE_RATE_ENV])
+            if QUEUE_CAPACITY_ENV in source:
+                values["queue_capacity"] = int(source[QUEUE_CAPACITY_ENV])
+        except ValueError as exc:
+            raise ConfigError(f"bad SDK environment setting: {exc}") from None
+        values.update(overrides)
+        return cls(**values)

@@ -1,0 +1,230 @@
+"""The SDK's background thread: drains the hand-off queue, assembles compile records, classifies
+requests and hands finished records to the exporter. Every failure here is caught and counted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, OrderedDict
+from datetime import UTC, datetime
+from typing import Any
+
+from inferensics.collector.host import capture, profiling
+from inferensics.collector.host.classify import classify
+from inferensics.collector.host.config import SdkConfig
+from inferensics.collector.host.exporter import Exporter
+from inferensics.collector.host.fingerprint import Fingerprint, PendingFingerprint, digest_inputs
+from inferensics.collector.host.queueing import BoundedQueue
+from inferensics.collector.host.records import RawRequest
+from inferensics.collector.host.shape_policy import ShapePolicy
+from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
+from inferensics.collector.trace.envelope import decode_record
+from inferensics.schema.events import (
+    CacheEvent,
+    CompileEvent,
+    GraphBreakEvent,
+    KernelInventoryEvent,
+    RecompileEvent,
+    RequestEvent,
+)
+from inferensics.schema.table import Event
+
+PENDING_CAPACITY = 10_000
+
+
+class Pipeline:
+    """Consumes ``("trace", ...)`` and ``("request", RawRequest)`` items in order."""
+
+    def __init__(
+        self,
+        queue: BoundedQueue,
+        exporter: Exporter,
+        context: AssemblyContext,
+        config: SdkConfig,
+        *,
+        traffic_class: str = "",
+    ) -> None:
+        self.queue = queue
+        self.exporter = exporter
+        self.context = context
+        self.config = config
+        self.default_traffic_class = traffic_class
+        self.shapes = ShapePolicy(config.shape_buckets)
+        self.assembler = CompileAssembler(context, self._on_record, exporter.put_blob)
+        self.pending: OrderedDict[str, list[Event]] = OrderedDict()
+        self.limit_hit = False
+        self.kernel_artifacts: dict[str, str] = {}
+        self.counters: Counter[str] = Counter()
+        self.last_error = ""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="inferensics-sdk", daemon=True)
+        self._thread.start()
+
+    # --- thread --------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if len(self.queue):
+                self.drain()
+            else:
+                self._stop.wait(self.config.flush_interval_s)
+
+    def drain(self) -> None:
+        """Process everything queued (also called by ``flush`` on the caller's thread)."""
+        with self._lock:
+            while True:
+                items = self.queue.drain()
+                if not items:
+                    return
+                for kind, item in items:
+                    try:
+                        if kind == "trace":
+                            self._trace(*item)
+                        else:
+                            self._request(item)
+                    except Exception as exc:  # never let one bad record stop the thread
+                        self.counters["process_errors"] += 1
+                        self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def flush(self) -> None:
+        """Drain, export orphan sub-records and flush the exporter."""
+        self.drain()
+        with self._lock:
+            try:
+                orphans = [e for children in self.pending.values() for e in children]
+                self.pending.clear()
+                if orphans:
+                    self.exporter.export_records(orphans)
+                self.exporter.flush()
+            except Exception as exc:
+                self.counters["export_errors"] += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def stop(self) -> None:
+        """Flush, stop the thread and shut the exporter down."""
+        self.flush()
+        self._stop.set()
+        self._thread.join(timeout=5)
+        with self._lock:
+            self.assembler.finish()
+            try:
+                self.exporter.shutdown()
+            except Exception as exc:
+                self.counters["export_errors"] += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+
+    # --- records -------------------------------------------------------------------------------------
+
+    def _trace(self, metadata: dict[str, Any], payload: str | None, request_id: str, t: float) -> None:
+        env = decode_record(metadata, payload, ts=datetime.fromtimestamp(t, UTC))
+        self.assembler.feed(env, request_id)
+
+    def _on_record(self, record: Event) -> None:
+        if isinstance(record, CompileEvent) and record.outcome == "recompile_limit":
+            self.limit_hit = True
+        if isinstance(record, KernelInventoryEvent):
+            self.kernel_artifacts[record.kernel_name] = record.artifact_id
+        self.counters[type(record).TABLE.name] += 1
+        rid = getattr(record, "request_id", "")
+        if isinstance(record, GraphBreakEvent | CacheEvent | RecompileEvent) and rid:
+            self.pending.setdefault(rid, []).append(record)
+            while len(self.pending) > PENDING_CAPACITY:
+                _, orphans = self.pending.popitem(last=False)
+                self.exporter.export_records(orphans)
+            return
+        self.exporter.export_records([record])
+
+    def _request(self, raw: RawRequest) -> None:
+        summaries = self.assembler.summaries
+        compiles = [summaries[c] for c in dict.fromkeys(raw.compile_ids) if c in summaries]
+        slots = list(raw.graphs)
+        cls = classify(
+            errored=bool(raw.error),
+            guard_hits=raw.guard_hits,
+            guard_misses=raw.guard_misses,
+            compiles=compiles,
+            graph_compile_ids=[s.compile_id for s in slots],
+            summaries=summaries,
+            limit_hit_before=self.limit_hit,
+            backend_compile_ms=raw.compile_ns / 1e6,
+        )
+        fp: Fingerprint | None = raw.fingerprint.result() if isinstance(raw.fingerprint, PendingFingerprint) else None
+        keys, artifacts = [], []
+        for s in slots:
+            summary = summaries.get(s.compile_id)
+            keys.append(summary.graph_key if summary else "")
+            artifacts.append(summary.artifact_id if summary else "")
+        ts = datetime.fromtimestamp(raw.ts, UTC)
+        children = self.pending.pop(raw.request_id, [])
+        if raw.profile is not None:
+            children.extend(profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts))
+        input_digest = digest_inputs(raw.inputs) if raw.inputs else ""
+        capture_blob = self._capture(raw, fp)
+        attrs = {"compile_ids": ",".join(s.compile_id for s in slots)} if slots else {}
+        event = RequestEvent(
+            request_id=raw.request_id,
+            ts=ts,
+            host=self.context.host,
+            model=raw.model or self.context.model,
+            hw_pool=self.context.hw_pool,
+            traffic_class=raw.traffic_class or self.default_traffic_class,
+            tenant=raw.tenant,
+            bundle_id=self.context.bundle_id,
+            shape=raw.shape,
+            shape_bucket=self.shapes.bucket(raw.shape),
+            latency_ms=raw.latency_ns / 1e6,
+            status="error" if raw.error else "ok",
+            error=raw.error[:2000],
+            outcome=cls.outcome,
+            guard_outcome=cls.guard_outcome,
+            cache_status=cls.cache_status,
+            fallback_reason=cls.fallback_reason,
+            compile_ms=cls.compile_ms,
+            recompiles=cls.recompiles,
+            graph_keys=tuple(keys),
+            graph_artifacts=tuple(artifacts),
+            graph_calls=tuple(min(v[0], 2**32 - 1) for v in raw.graphs.values()),
+            graph_us=tuple(min(v[1] // 1000, 2**32 - 1) for v in raw.graphs.values()),
+            input_digest=input_digest,
+            fp_argmax_digest=fp.argmax_digest if fp else "",
+            fp_argmax_head=fp.argmax_head if fp else (),
+            fp_nan=fp.nan if fp else 0,
+            fp_inf=fp.inf if fp else 0,
+            fp_mean=fp.mean if fp else 0.0,
+            fp_std=fp.std if fp else 0.0,
+            fp_absmax=fp.absmax if fp else 0.0,
+            sampled=raw.sampled,
+            capture_blob=capture_blob,
+            attrs=attrs,
+        )
+        self.counters["requests"] += 1
+        self.exporter.export_request(event, children)
+
+    def _capture(self, raw: RawRequest, fp: Fingerprint | None) -> str:
+        rules = self.config.capture
+        if not rules.enabled or not raw.inputs:
+            return ""
+        decision = capture.decide(
+            rules,
+            request_id=raw.request_id,
+            model=raw.model,
+            traffic_class=raw.traffic_class,
+            error=bool(raw.error),
+            nonfinite=bool(fp and (fp.nan or fp.inf)),
+        )
+        if not decision.capture:
+            return ""
+        data = capture.serialize_inputs(rules, raw.inputs)
+        if data is None:
+            self.counters["capture_over_cap"] += 1
+            return ""
+        self.counters["captures"] += 1
+        return self.exporter.put_blob(data, "inputs", {"request_id": raw.request_id, "why": decision.why})
+
+    def wait_idle(self, timeout_s: float = 10.0) -> None:
+        """Block until the queue is empty (tests and ``flush``)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.queue) and time.monotonic() < deadline:
+            time.sleep(0.005)

@@ -1,0 +1,74 @@
+"""Kernel timings for sampled requests through ``torch.profiler``, each kernel tied to its artifact.
+
+The profiler runs only around sampled requests (``SdkConfig.sample_rate``); its events are aggregated on
+the background thread. A kernel is tied to an artifact by name through the kernel inventory (Triton and
+C++ kernels) or, for whole-graph calls, by the ``## Call CompiledFxGraph <key> ##`` marker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from inferensics.schema.events import KernelTimingEvent
+
+if TYPE_CHECKING:
+    from inferensics.collector.host.records import RawRequest
+    from inferensics.collector.trace.assembler import AssemblyContext
+
+
+def is_sampled(request_id: str, rate: float) -> bool:
+    """Deterministic sampling on the request id (the same id is sampled on every host)."""
+    if rate <= 0:
+        return False
+    if rate >= 1:
+        return True
+    return int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest(), "big") / 2**64 < rate
+
+
+def start_profiler() -> Any:
+    """Start a profiler for one request (CPU, plus CUDA when available)."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    prof = torch.profiler.profile(activities=activities)
+    prof.__enter__()
+    return prof
+
+
+def stop_profiler(prof: Any) -> None:
+    """Stop the profiler (event collection happens here, on the serving thread, for sampled requests only)."""
+    prof.__exit__(None, None, None)
+
+
+def kernel_timings(
+    raw: RawRequest, context: AssemblyContext, kernel_artifacts: Mapping[str, str], ts: datetime
+) -> list[KernelTimingEvent]:
+    """Aggregate the request's profile into one record per kernel that belongs to a compiled artifact."""
+    out: list[KernelTimingEvent] = []
+    for avg in raw.profile.key_averages():
+        name = str(avg.key)
+        artifact = kernel_artifacts.get(name, "")
+        device_us = float(getattr(avg, "device_time_total", 0.0) or 0.0)
+        is_device = device_us > 0 and not artifact
+        if not artifact and not name.startswith("## Call CompiledFxGraph") and not is_device:
+            continue
+        out.append(
+            KernelTimingEvent(
+                ts=ts,
+                request_id=raw.request_id,
+                host=context.host,
+                model=raw.model or context.model,
+                hw_pool=context.hw_pool,
+                artifact_id=artifact,
+                kernel_name=name[:500],
+                device="cuda" if device_us > 0 else "cpu",
+                calls=int(avg.count),
+                total_us=device_us if device_us > 0 else float(avg.cpu_time_total),
+            )
+        )
+    return out

@@ -1,0 +1,79 @@
+"""Hot-path state: the in-flight request record and the compiled-graph slots.
+
+Import-light on purpose (stdlib only): the per-call hooks touch nothing else, so the serving path on a
+bare GPU host needs neither pydantic nor OpenTelemetry. Everything heavier happens on the SDK's
+background thread.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+
+class GraphSlot:
+    """One compiled graph handed back to Dynamo by the backend (process-local, indexed)."""
+
+    __slots__ = ("compile_id", "index")
+
+    def __init__(self, index: int, compile_id: str) -> None:
+        self.index = index
+        self.compile_id = compile_id
+
+
+class RawRequest:
+    """What the hooks learn about one request while it runs; converted to a record in the background."""
+
+    __slots__ = (
+        "compile_ids",
+        "compile_ns",
+        "error",
+        "fingerprint",
+        "graphs",
+        "guard_hits",
+        "guard_misses",
+        "input_digest",
+        "inputs",
+        "latency_ns",
+        "model",
+        "profile",
+        "request_id",
+        "sampled",
+        "shape",
+        "tenant",
+        "traffic_class",
+        "ts",
+    )
+
+    def __init__(self, request_id: str, model: str, traffic_class: str, tenant: str, shape: str, ts: float) -> None:
+        self.request_id = request_id
+        self.model = model
+        self.traffic_class = traffic_class
+        self.tenant = tenant
+        self.shape = shape
+        self.ts = ts
+        self.latency_ns = 0
+        self.graphs: dict[GraphSlot, list[int]] = {}
+        self.guard_hits = 0
+        self.guard_misses = 0
+        self.compile_ids: list[str] = []
+        self.compile_ns = 0
+        self.error = ""
+        self.fingerprint: Any = None
+        self.input_digest: Any = None
+        self.inputs: Any = None
+        self.sampled = False
+        self.profile: Any = None
+
+    def note_graph(self, slot: GraphSlot, ns: int) -> None:
+        """Count one call of ``slot`` taking ``ns`` nanoseconds of host wall time."""
+        entry = self.graphs.get(slot)
+        if entry is None:
+            self.graphs[slot] = [1, ns]
+        else:
+            entry[0] += 1
+            entry[1] += ns
+
+
+CURRENT: ContextVar[RawRequest | None] = ContextVar("inferensics_request", default=None)
+"""The request the running code serves (``None`` outside ``tracker.request(...)``)."""

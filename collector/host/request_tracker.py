@@ -1,0 +1,239 @@
+"""The tracker: installs the hooks, compiles through the instrumented backend and scopes requests.
+
+>>> tracker = instrument(store=store, host="h1", hw_pool="cpu", model="tiny")     # doctest: +SKIP
+>>> compiled = tracker.compile(model, mode="max-autotune-no-cudagraphs")         # doctest: +SKIP
+>>> with tracker.request("req-1", traffic_class="interactive", shape=(2, 128)) as req:  # doctest: +SKIP
+...     req.set_output(compiled(x))
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+import torch
+
+from inferensics.collector.host import profiling, torch_adapter
+from inferensics.collector.host.backend import InductorBackend
+from inferensics.collector.host.config import SdkConfig
+from inferensics.collector.host.exporter import Exporter
+from inferensics.collector.host.fingerprint import start_fingerprint
+from inferensics.collector.host.pipeline import Pipeline
+from inferensics.collector.host.queueing import BoundedQueue
+from inferensics.collector.host.records import CURRENT, RawRequest
+from inferensics.collector.host.shape_policy import shape_signature
+from inferensics.collector.host.trace_sink import TraceSink
+from inferensics.collector.trace.assembler import AssemblyContext
+
+log = logging.getLogger("inferensics.collector.host")
+
+
+class RequestScope:
+    """The context manager returned by :meth:`Tracker.request`; ``set_output`` records the fingerprint."""
+
+    __slots__ = ("_profile", "_t0", "_token", "_tracker", "raw")
+
+    def __init__(self, tracker: Tracker, raw: RawRequest) -> None:
+        self._tracker = tracker
+        self.raw = raw
+        self._token: Any = None
+        self._t0 = 0
+        self._profile: Any = None
+
+    def __enter__(self) -> RequestScope:
+        if self.raw.sampled:
+            try:
+                self._profile = profiling.start_profiler()
+            except Exception:
+                self._tracker.counters_local["profiler_errors"] += 1
+                self.raw.sampled = False
+        self._token = CURRENT.set(self.raw)
+        self._t0 = time.perf_counter_ns()
+        return self
+
+    def set_output(self, output: Any) -> None:
+        """Record the output fingerprint (argmax ids, NaN/inf counts, statistics) without a device sync."""
+        try:
+            tensor = getattr(output, "logits", output)
+            if isinstance(tensor, torch.Tensor):
+                self.raw.fingerprint = start_fingerprint(tensor, self._tracker.config.fingerprint_head)
+        except Exception:
+            self._tracker.counters_local["fingerprint_errors"] += 1
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        raw = self.raw
+        raw.latency_ns = time.perf_counter_ns() - self._t0
+        CURRENT.reset(self._token)
+        if exc is not None:
+            raw.error = f"{type(exc).__name__}: {exc}"
+        if self._profile is not None:
+            try:
+                profiling.stop_profiler(self._profile)
+                raw.profile = self._profile
+            except Exception:
+                self._tracker.counters_local["profiler_errors"] += 1
+        self._tracker.queue.put("request", raw)
+
+
+class Tracker:
+    """One per serving process. Create with :func:`instrument`; see the module docstring."""
+
+    def __init__(
+        self,
+        exporter: Exporter,
+        *,
+        host: str,
+        hw_pool: str = "",
+        model: str = "",
+        bundle_id: str = "",
+        traffic_class: str = "",
+        config: SdkConfig | None = None,
+    ) -> None:
+        from collections import Counter
+
+        self.config = config or SdkConfig()
+        self.host, self.hw_pool, self.model, self.bundle_id = host, hw_pool, model, bundle_id
+        self.queue = BoundedQueue(self.config.queue_capacity)
+        self.counters_local: Counter[str] = Counter()
+        self.capabilities = torch_adapter.probe_capabilities()
+        context = AssemblyContext(host=host, model=model, hw_pool=hw_pool, bundle_id=bundle_id, source="live")
+        self.pipeline = Pipeline(self.queue, exporter, context, self.config, traffic_class=traffic_class)
+        self.exporter = exporter
+        self._sink: TraceSink | None = None
+        self._previous_guard_hook: Any = None
+        self._guard_installed = False
+        self._unregister_context: Callable[[], None] | None = None
+        self._closed = False
+        self._install()
+
+    # --- hooks ---------------------------------------------------------------------------------------
+
+    def _install(self) -> None:
+        caps = self.capabilities
+        if self.config.trace_compiles and caps["trace_logger"].available:
+            self._sink = TraceSink(self.queue)
+            torch_adapter.add_trace_handler(self._sink)
+        if caps["guard_complete_hook"].available:
+            try:
+                self._previous_guard_hook = torch_adapter.set_guard_hook(self._guard_hook)
+                self._guard_installed = True
+            except Exception as exc:
+                self.degrade("guard_complete_hook", exc)
+        if caps["recompile_user_context"].available:
+            try:
+                self._unregister_context = torch_adapter.register_recompile_context(_user_context)
+            except Exception as exc:
+                self.degrade("recompile_user_context", exc)
+
+    def degrade(self, name: str, exc: BaseException) -> None:
+        """Mark a capability unusable at run time and log it once."""
+        self.capabilities[name] = torch_adapter.Capability(name, False, f"{type(exc).__name__}: {exc}")
+        log.warning("inferensics: %s unavailable (%s); degrading", name, exc)
+
+    def _guard_hook(self, cache_hit: bool) -> bool:
+        request = CURRENT.get()
+        if request is not None:
+            if cache_hit:
+                request.guard_hits += 1
+            else:
+                request.guard_misses += 1
+        previous = self._previous_guard_hook
+        return bool(previous(cache_hit)) if previous is not None else cache_hit
+
+    # --- public API ----------------------------------------------------------------------------------
+
+    def compile(
+        self,
+        model_or_fn: Any,
+        *,
+        mode: str | None = None,
+        options: dict[str, Any] | None = None,
+        dynamic: bool | None = None,
+        fullgraph: bool = False,
+    ) -> Any:
+        """``torch.compile`` through the instrumented Inductor backend, keeping ``mode`` and ``options``."""
+        backend = InductorBackend(mode=mode, options=options, provenance_level=self.config.provenance_level)
+        return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
+
+    def request(
+        self,
+        request_id: str,
+        *,
+        model: str = "",
+        traffic_class: str = "",
+        tenant: str = "",
+        shape: str | Sequence[int] | None = None,
+        inputs: dict[str, torch.Tensor] | None = None,
+    ) -> RequestScope:
+        """Scope one request: graphs, guards, compiles and fallbacks inside are attributed to it."""
+        raw = RawRequest(request_id, model or self.model, traffic_class, tenant, shape_signature(shape), time.time())
+        if inputs is not None:
+            raw.inputs = inputs
+        if self.config.sample_rate > 0:
+            raw.sampled = profiling.is_sampled(request_id, self.config.sample_rate)
+        return RequestScope(self, raw)
+
+    def flush(self) -> None:
+        """Process and export everything recorded so far (blocks the caller, not the serving path)."""
+        self.pipeline.flush()
+
+    def shutdown(self) -> None:
+        """Flush, remove every hook and stop the background thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._sink is not None:
+            torch_adapter.remove_trace_handler(self._sink)
+        if self._guard_installed:
+            try:
+                torch_adapter.set_guard_hook(self._previous_guard_hook)
+            except Exception as exc:
+                self.degrade("guard_complete_hook", exc)
+        if self._unregister_context is not None:
+            self._unregister_context()
+        self.pipeline.stop()
+        global _ACTIVE
+        if _ACTIVE is self:
+            _ACTIVE = None
+
+    def stats(self) -> dict[str, int]:
+        """Drop and activity counters: queue drops by kind, processed records, errors."""
+        out: dict[str, int] = {"queued": self.queue.accepted, "queue_len": len(self.queue)}
+        out.update({f"dropped_{k}": v for k, v in self.queue.dropped.items()})
+        out["dropped"] = sum(self.queue.dropped.values())
+        out.update(self.pipeline.counters)
+        out.update(self.counters_local)
+        out["trace_sink_errors"] = self._sink.errors if self._sink is not None else 0
+        return out
+
+    def capability_report(self) -> dict[str, str]:
+        """``name → "ok"`` or the reason a hook is degraded."""
+        return {n: ("ok" if c.available else c.reason) for n, c in self.capabilities.items()}
+
+
+_ACTIVE: Tracker | None = None
+
+
+def _user_context() -> str:
+    request = CURRENT.get()
+    return f"request_id={request.request_id}"[:256] if request is not None else ""
+
+
+def active_tracker() -> Tracker | None:
+    """The process's tracker, if one is installed."""
+    return _ACTIVE
+
+
+def replace_active(factory: Callable[[], Tracker]) -> Tracker:
+    """Shut down the active tracker (hooks are process-global), then build and activate a new one."""
+    global _ACTIVE
+    if _ACTIVE is not None:
+        log.warning("inferensics: a second instrument() call replaces the active tracker")
+        _ACTIVE.shutdown()
+    _ACTIVE = factory()
+    return _ACTIVE

@@ -1,0 +1,90 @@
+"""The live trace sink: a ``logging.Handler`` on ``torch.__trace`` that queues compile records.
+
+It runs inside Dynamo's and Inductor's compile critical sections, so it only filters by record kind,
+notes which request was active, and enqueues; decoding and assembly happen on the background thread
+with the same decoder the log importer uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Final
+
+from inferensics.collector.host.queueing import BoundedQueue
+from inferensics.collector.host.records import CURRENT
+from inferensics.collector.trace.envelope import RESERVED
+
+SKIPPED: Final = frozenset(
+    {
+        "chromium_event",
+        "str",
+        "describe_tensor",
+        "describe_storage",
+        "describe_source",
+        "create_symbol",
+        "guard_added_fast",
+        "aot_inference_graph",
+        "aot_forward_graph",
+        "aot_backward_graph",
+        "aot_joint_graph",
+        "inductor_post_grad_graph",
+        "graph_dump",
+    }
+)
+"""Kinds never forwarded (high-volume timing and fake-tensor detail, intermediate graphs)."""
+KEPT_ARTIFACTS: Final = frozenset(
+    {
+        "recompile_reasons",
+        "dynamo_graph_break_reason",
+        "dynamo_error",
+        "fx_graph_cache_hit",
+        "fx_graph_cache_miss",
+        "fx_graph_cache_bypass",
+        "aotautograd_cache_hit",
+        "aotautograd_cache_miss",
+        "aotautograd_cache_bypass",
+        "inductor_provenance_tracking_node_mappings",
+        "inductor_provenance_tracking_kernel_stack_traces",
+        "inductor_triton_kernel_to_post_grad_nodes",
+    }
+)
+"""Artifacts the assembler reads; others are dropped at the sink."""
+
+
+class TraceSink(logging.Handler):
+    """Forwards structured compile records to the SDK queue as ``("trace", (metadata, payload, request, t))``."""
+
+    def __init__(self, queue: BoundedQueue) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.queue = queue
+        self.errors = 0
+
+    def handle(self, record: logging.LogRecord) -> bool:  # no handler lock: emit is reentrant-safe
+        self.emit(record)
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Filter and enqueue one record; never raises."""
+        try:
+            metadata = getattr(record, "metadata", None)
+            if not isinstance(metadata, dict):
+                return
+            kind = next((k for k in metadata if k not in RESERVED), None)
+            if kind is None or kind in SKIPPED:
+                return
+            if kind == "artifact":
+                body = metadata.get("artifact")
+                name = body.get("name", "") if isinstance(body, dict) else ""
+                if name not in KEPT_ARTIFACTS:
+                    return
+            request = CURRENT.get()
+            if request is not None and kind in ("dynamo_start", "compilation_metrics"):
+                cid = f"{metadata.get('frame_id')}/{metadata.get('frame_compile_id')}"
+                if cid not in request.compile_ids:
+                    request.compile_ids.append(cid)
+            payload = getattr(record, "payload", None)
+            rid = request.request_id if request is not None else ""
+            self.queue.put("trace", (metadata, payload if isinstance(payload, str) else None, rid, time.time()))
+        except Exception:
+            self.errors += 1

@@ -1,0 +1,152 @@
+"""Reading the payloads of individual trace artifacts: graph-break reports, cache lookups, output code.
+
+Pure functions over strings and dicts, shared by the live sink and the log importer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+CACHE_ARTIFACTS: Final = {
+    "fx_graph_cache_hit": ("fx_graph", "hit"),
+    "fx_graph_cache_miss": ("fx_graph", "miss"),
+    "fx_graph_cache_bypass": ("fx_graph", "bypass"),
+    "aotautograd_cache_hit": ("aot_autograd", "hit"),
+    "aotautograd_cache_miss": ("aot_autograd", "miss"),
+    "aotautograd_cache_bypass": ("aot_autograd", "bypass"),
+}
+"""Artifact name → (cache, result) for the compile-cache lookups a trace records."""
+
+_GB_ID: Final = re.compile(r"\bgb(\d{4})\b", re.IGNORECASE)
+_GB_ID_UPPER: Final = re.compile(r"\b(GB\d{4})\b")
+_GB_TYPE: Final = re.compile(r"Graph Break Reason:\s*(.+)")
+_GB_AT: Final = re.compile(r"Graph break in user code at\s*(\S+)")
+_GB_EXPL: Final = re.compile(r"Explanation:\s*(.+)")
+_KERNEL_DEF: Final = re.compile(r"^(\w+) = async_compile\.(\w+)\(", re.MULTILINE)
+_EXTERN: Final = re.compile(r"\b(extern_kernels\.\w+)\(")
+
+
+@dataclass(frozen=True, slots=True)
+class GraphBreakInfo:
+    """What a ``dynamo_graph_break_reason`` report says."""
+
+    registry_id: str
+    break_type: str
+    reason: str
+    user_frame: str
+
+
+def parse_graph_break(text: str) -> GraphBreakInfo:
+    """Read the registry id (``GB0170``), type, explanation and user frame out of a graph-break report."""
+    gb = _GB_ID_UPPER.search(text)
+    registry_id = gb.group(1) if gb else ""
+    if not registry_id:
+        link = _GB_ID.search(text)
+        registry_id = f"GB{link.group(1)}" if link else ""
+    kind = _GB_TYPE.search(text)
+    expl = _GB_EXPL.search(text)
+    at = _GB_AT.search(text)
+    first_line = text.strip().splitlines()[0] if text.strip() else ""
+    return GraphBreakInfo(
+        registry_id=registry_id,
+        break_type=kind.group(1).strip() if kind else "",
+        reason=(expl.group(1).strip() if expl else first_line)[:2000],
+        user_frame=at.group(1).strip() if at else "",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLookup:
+    """One compile-cache lookup read from a cache artifact."""
+
+    cache: str
+    result: str
+    key: str
+    reason: str
+    time_saved_ms: float
+
+
+def parse_cache_artifact(name: str, payload: Any) -> CacheLookup | None:
+    """Decode a ``fx_graph_cache_*`` / ``aotautograd_cache_*`` artifact; ``None`` for other names."""
+    kind = CACHE_ARTIFACTS.get(name)
+    if kind is None:
+        return None
+    body: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {}
+    key = body.get("key")
+    reason = body.get("cache_bypass_reason") or body.get("reason") or ""
+    if not reason and kind[1] == "miss":
+        reason = str(body.get("cache_status_detailed") or "")
+    saved = body.get("time_saved_ms")
+    return CacheLookup(
+        cache=kind[0],
+        result=kind[1],
+        key=str(key) if key else "",
+        reason=str(reason)[:2000],
+        time_saved_ms=float(saved) if isinstance(saved, int | float) and not isinstance(saved, bool) else 0.0,
+    )
+
+
+def kernels_in_output_code(code: str) -> list[tuple[str, str]]:
+    """(kernel name, backend) for each kernel an Inductor output module defines or calls, in order."""
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for m in _KERNEL_DEF.finditer(code):
+        name, how = m.group(1), m.group(2)
+        backend = "triton" if how == "triton" else ("cpp" if how.startswith("cpp") else how)
+        if name not in seen:
+            seen.add(name)
+            out.append((name, backend))
+    for m in _EXTERN.finditer(code):
+        if m.group(1) not in seen:
+            seen.add(m.group(1))
+            out.append((m.group(1), "extern"))
+    return out
+
+
+def kernel_nodes(mappings: Any) -> dict[str, list[str]]:
+    """Kernel → post-grad nodes from a provenance mapping artifact (``cppCodeToPost`` or a flat dict)."""
+    if not isinstance(mappings, Mapping):
+        return {}
+    table = mappings.get("cppCodeToPost", mappings)
+    out: dict[str, list[str]] = {}
+    if not isinstance(table, Mapping):
+        return out
+    for kernel, nodes in table.items():
+        if not isinstance(nodes, list):
+            continue
+        name = str(kernel).split(":", 1)[0]
+        out.setdefault(name, []).extend(str(n) for n in nodes if str(n) not in out.get(name, []))
+    return out
+
+
+def kernel_source_lines(stack_traces: Any) -> dict[str, list[str]]:
+    """Kernel → user source lines (``file:line``) from ``inductor_provenance_tracking_kernel_stack_traces``."""
+    if not isinstance(stack_traces, Mapping):
+        return {}
+    out: dict[str, list[str]] = {}
+    loc = re.compile(r'File "?([^",]+)"?, line (\d+)')
+    for kernel, traces in stack_traces.items():
+        lines: list[str] = []
+        items = traces if isinstance(traces, list) else [traces]
+        for t in items:
+            for m in loc.finditer(str(t)):
+                ref = f"{m.group(1)}:{m.group(2)}"
+                if ref not in lines:
+                    lines.append(ref)
+        out[str(kernel).split(":", 1)[0]] = lines
+    return out
+
+
+def parse_user_context(contexts: Any) -> str:
+    """The request id inside ``recompile_user_contexts`` (``request_id=<id>``), or ``""``."""
+    items = contexts if isinstance(contexts, list | tuple | set) else [contexts] if contexts else []
+    for item in items:
+        text = str(item)
+        for part in text.split(";"):
+            k, _, v = part.partition("=")
+            if k.strip() == "request_id" and v:
+                return v.strip()
+    return ""

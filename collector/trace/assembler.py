@@ -1,0 +1,410 @@
+"""Envelopes → records: one compile record per compile, with its cache lookups, graph breaks, failures,
+recompile reasons, output-code blob and kernel inventory.
+
+The live trace sink and the log importer feed the same :class:`CompileAssembler`; only the context
+(``source="live"`` or ``"trace"``) and the request attribution differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from inferensics.collector.trace.artifacts import (
+    kernel_nodes,
+    kernel_source_lines,
+    kernels_in_output_code,
+    parse_cache_artifact,
+    parse_graph_break,
+    parse_user_context,
+)
+from inferensics.collector.trace.envelope import Envelope
+from inferensics.schema.events import (
+    CacheEvent,
+    CompileEvent,
+    GraphBreakEvent,
+    KernelInventoryEvent,
+    RecompileEvent,
+)
+from inferensics.schema.table import Event
+
+EmitFn = Callable[[Event], None]
+BlobFn = Callable[[bytes, str, Mapping[str, str]], str]
+"""``put_blob(data, kind, attrs) -> sha256``."""
+
+NOISE: Final = frozenset(
+    {
+        "chromium_event",
+        "str",
+        "describe_tensor",
+        "describe_storage",
+        "describe_source",
+        "create_symbol",
+        "create_unbacked_symbol",
+        "guard_added_fast",
+        "symbolic_shape_specialization",
+        "compilation_metrics_runtime",
+        "bwd_compilation_metrics_runtime",
+        "propagate_real_tensors",
+    }
+)
+"""Record kinds that never open or change a compile record (timing, interning, fake-tensor detail)."""
+LIMIT_MARKERS: Final = ("recompile limit", "recompile_limit", "cache_size_limit", "cache size limit")
+SUMMARY_CAPACITY: Final = 4096
+
+
+def _sha(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def graph_key_for(fx_cache_key: str, code_location: str, graph_text: str = "") -> str:
+    """The stable graph identity (ARCHITECTURE decision 3)."""
+    base = fx_cache_key or (_sha(graph_text) if graph_text else "")
+    return _sha(f"{base}@{code_location}") if base else ""
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyContext:
+    """Labels stamped on every record an assembler emits."""
+
+    host: str
+    model: str = ""
+    hw_pool: str = ""
+    bundle_id: str = ""
+    source: str = "live"
+    attrs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CompileSummary:
+    """What request classification needs to know about a finished compile."""
+
+    compile_id: str
+    outcome: str
+    cache_status: str
+    entire_frame_s: float
+    graph_key: str
+    artifact_id: str
+    recompile: bool
+    fail_type: str = ""
+    break_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AssemblyStats:
+    """What an assembler saw; the importer reports it and tests compare it with the log."""
+
+    compiles: int = 0
+    failures: int = 0
+    recompile_limit: int = 0
+    recompiles: int = 0
+    graph_breaks: int = 0
+    cache: Counter[str] = field(default_factory=Counter)
+    damaged_payloads: int = 0
+    blobs: int = 0
+    kernels: int = 0
+
+
+@dataclass
+class _Compile:
+    compile_id: str
+    frame_compile_id: int
+    ts: datetime
+    request_id: str = ""
+    attempt: int = 0
+    fx_cache_key: str = ""
+    cache_status: str = "none"
+    output_code: str = ""
+    graph_text: str = ""
+    guard_digest: str = ""
+    recompile_reasons: list[str] = field(default_factory=list)
+    break_ids: list[str] = field(default_factory=list)
+    nodes: dict[str, list[str]] = field(default_factory=dict)
+    lines: dict[str, list[str]] = field(default_factory=dict)
+    error_text: str = ""
+    started: bool = False
+
+
+class CompileAssembler:
+    """Stateful envelope consumer; call :meth:`feed` per envelope and :meth:`finish` at the end."""
+
+    def __init__(self, context: AssemblyContext, emit: EmitFn, put_blob: BlobFn | None = None) -> None:
+        self.context = context
+        self._emit = emit
+        self._put_blob = put_blob
+        self._open: dict[str, _Compile] = {}
+        self._blobs: set[str] = set()
+        self.summaries: OrderedDict[str, CompileSummary] = OrderedDict()
+        self.stats = AssemblyStats()
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    def _labels(self) -> dict[str, Any]:
+        c = self.context
+        return {"host": c.host, "model": c.model, "hw_pool": c.hw_pool}
+
+    def _blob(self, text: str, kind: str, attrs: Mapping[str, str] | None = None) -> str:
+        data = text.encode("utf-8")
+        digest = _sha(data)
+        if self._put_blob is not None and digest not in self._blobs:
+            self._blobs.add(digest)
+            self._put_blob(data, kind, dict(attrs or {}))
+            self.stats.blobs += 1
+        return digest
+
+    def _state(self, env: Envelope, request_id: str) -> _Compile | None:
+        cid = env.compile_id
+        if not cid:
+            return None
+        state = self._open.get(cid)
+        if state is None:
+            state = _Compile(cid, env.frame_compile_id or 0, env.ts or datetime.now(UTC), request_id=request_id)
+            self._open[cid] = state
+        if request_id and not state.request_id:
+            state.request_id = request_id
+        state.attempt = max(state.attempt, env.attempt)
+        return state
+
+    # --- feeding -----------------------------------------------------------------------------------
+
+    def feed(self, env: Envelope, request_id: str = "") -> None:
+        """Consume one envelope (``request_id``: the request active when a live record was emitted)."""
+        if not env.payload_ok:
+            self.stats.damaged_payloads += 1
+            return
+        name = env.name
+        if name in NOISE:
+            return
+        if name == "dynamo_start":
+            old = self._open.get(env.compile_id)
+            if old is not None and old.started:
+                self._finalize(self._open.pop(env.compile_id), None)  # a reset reuses ids: close the old one
+        state = self._state(env, request_id)
+        if state is None:
+            return
+        if name == "dynamo_start":
+            state.started = True
+        if name == "compilation_metrics":
+            self._finalize(self._open.pop(state.compile_id), env.body if isinstance(env.body, Mapping) else {})
+        elif name == "dynamo_output_graph":
+            state.graph_text = env.payload or ""
+        elif name == "inductor_output_code":
+            state.output_code = env.payload or ""
+        elif name == "dynamo_cpp_guards_str":
+            state.guard_digest = self._blob(env.payload or "", "guard_tree", {"compile_id": state.compile_id})
+        elif name == "recompile_reasons":
+            state.recompile_reasons.extend(_reasons(env.payload or ""))
+        elif name == "dynamo_graph_break_reason":
+            self._graph_break(state, env.payload or "")
+        elif name in ("dynamo_error",):
+            state.error_text = (env.payload or "")[-2000:]
+        elif name in ("inductor_provenance_tracking_node_mappings", "inductor_triton_kernel_to_post_grad_nodes"):
+            for k, v in kernel_nodes(_json(env)).items():
+                state.nodes.setdefault(k, v)
+        elif name == "inductor_provenance_tracking_kernel_stack_traces":
+            state.lines.update(kernel_source_lines(_json(env)))
+        else:
+            lookup = parse_cache_artifact(name, _json(env)) if name.endswith(("_hit", "_miss", "_bypass")) else None
+            if lookup is not None:
+                self._cache(state, lookup.cache, lookup.result, lookup.key, lookup.reason, lookup.time_saved_ms)
+
+    def finish(self) -> None:
+        """Emit the compiles that never got their metrics (truncated logs, process exit)."""
+        for state in list(self._open.values()):
+            self._finalize(state, None)
+        self._open.clear()
+
+    def _graph_break(self, state: _Compile, text: str) -> None:
+        info = parse_graph_break(text)
+        state.break_ids.append(info.registry_id)
+        self.stats.graph_breaks += 1
+        self._emit(
+            GraphBreakEvent(
+                ts=datetime.now(UTC) if self.context.source == "live" else state.ts,
+                **self._labels(),
+                request_id=state.request_id,
+                compile_id=state.compile_id,
+                registry_id=info.registry_id,
+                break_type=info.break_type,
+                reason=info.reason,
+                user_frame=info.user_frame,
+                source=self.context.source,
+                attrs=dict(self.context.attrs),
+            )
+        )
+
+    def _cache(self, state: _Compile, cache: str, result: str, key: str, reason: str, saved: float) -> None:
+        self.stats.cache[f"{cache}_{result}"] += 1
+        if cache == "fx_graph":
+            state.fx_cache_key = key or state.fx_cache_key
+            state.cache_status = result if state.cache_status in ("none", result) else "mixed"
+        self._emit(
+            CacheEvent(
+                ts=datetime.now(UTC) if self.context.source == "live" else state.ts,
+                **self._labels(),
+                bundle_id=self.context.bundle_id,
+                request_id=state.request_id,
+                compile_id=state.compile_id,
+                cache=cache,
+                result=result,
+                cache_key=key,
+                reason=reason,
+                time_saved_ms=saved,
+                source=self.context.source,
+                attrs=dict(self.context.attrs),
+            )
+        )
+
+    def _finalize(self, state: _Compile, metrics: Mapping[str, Any] | None) -> None:
+        m: Mapping[str, Any] = metrics or {}
+        location = ":".join(str(m.get(k) or "") for k in ("co_filename", "co_firstlineno", "co_name"))
+        location = "" if location == "::" else location
+        fail_type = str(m.get("fail_type") or "")
+        fail_reason = str(m.get("fail_reason") or "")
+        if fail_type and any(s in fail_reason.lower() for s in LIMIT_MARKERS):
+            outcome = "recompile_limit"
+            self.stats.recompile_limit += 1
+        elif fail_type:
+            outcome = "failed"
+        else:
+            outcome = "ok" if metrics is not None else "incomplete"
+        self.stats.failures += outcome in ("failed", "recompile_limit")
+        if not state.break_ids:
+            for r in m.get("restart_reasons") or []:
+                if "graph_break" in str(r) or "graph break" in str(r).lower():
+                    self._graph_break(state, str(r))
+        artifact_id = self._blob(state.output_code, "output_code") if state.output_code else ""
+        graph_key = graph_key_for(state.fx_cache_key, location, state.graph_text) if artifact_id else ""
+        request_id = parse_user_context(m.get("recompile_user_contexts")) or state.request_id
+        reasons = state.recompile_reasons or ([str(m["recompile_reason"])] if m.get("recompile_reason") else [])
+        is_recompile = state.frame_compile_id > 0
+        start_us = m.get("start_time_us")
+        ts = datetime.fromtimestamp(start_us / 1e6, UTC) if isinstance(start_us, int | float) else state.ts
+        attrs = dict(self.context.attrs)
+        if m.get("recompile_user_contexts"):
+            attrs["recompile_user_context"] = ";".join(sorted(str(x) for x in m["recompile_user_contexts"]))
+        if state.error_text:
+            attrs["error_tail"] = state.error_text[-500:]
+        if self.context.source != "live":
+            attrs["frame_compile_id"] = str(state.frame_compile_id)
+        self.stats.compiles += 1
+        self._emit(
+            CompileEvent(
+                ts=ts,
+                **self._labels(),
+                bundle_id=self.context.bundle_id,
+                request_id=request_id,
+                graph_key=graph_key,
+                code_location=location,
+                compile_id=state.compile_id,
+                attempt=min(state.attempt, 255),
+                trigger="import" if self.context.source != "live" else ("recompile" if is_recompile else "first"),
+                entire_frame_s=_f(m.get("entire_frame_compile_time_s")),
+                backend_s=_f(m.get("backend_compile_time_s")),
+                inductor_s=_f(m.get("inductor_compile_time_s")),
+                codegen_s=_f(m.get("code_gen_time_s")),
+                outcome=outcome,
+                fail_type=fail_type,
+                fail_reason=fail_reason[:4000],
+                recompile_reason=reasons[0] if reasons else "",
+                guard_count=_u(m.get("guard_count")),
+                graph_op_count=_u(m.get("graph_op_count")),
+                graph_node_count=_u(m.get("graph_node_count")),
+                graph_break_count=min(len(state.break_ids), 65535),
+                artifact_id=artifact_id,
+                fx_cache_key=state.fx_cache_key,
+                cache_status=state.cache_status,
+                guard_tree_digest=state.guard_digest,
+                dynamo_config_digest=self._config(m.get("dynamo_config"), "dynamo"),
+                inductor_config_digest=self._config(m.get("inductor_config"), "inductor"),
+                torch_version=str(m.get("pytorch_version") or ""),
+                triton_version=str(m.get("triton_version") or ""),
+                cuda_version=str(m.get("cuda_version") or ""),
+                source="live" if self.context.source == "live" else "trace",
+                attrs=attrs,
+            )
+        )
+        if is_recompile and (reasons or outcome == "recompile_limit"):
+            self.stats.recompiles += 1
+            self._emit(
+                RecompileEvent(
+                    ts=ts,
+                    **self._labels(),
+                    request_id=request_id,
+                    code_location=location,
+                    compile_id=state.compile_id,
+                    reason=_strip_id(reasons[0]) if reasons else "",
+                    reasons=tuple(reasons),
+                    attrs={**dict(self.context.attrs), "outcome": outcome},
+                )
+            )
+        if artifact_id:
+            for name, backend in kernels_in_output_code(state.output_code):
+                self.stats.kernels += 1
+                self._emit(
+                    KernelInventoryEvent(
+                        ts=ts,
+                        artifact_id=artifact_id,
+                        kernel_name=name,
+                        kernel_backend=backend,
+                        graph_key=graph_key,
+                        post_grad_nodes=tuple(state.nodes.get(name, ())),
+                        source_lines=tuple(state.lines.get(name, ())),
+                        host=self.context.host,
+                    )
+                )
+        self.summaries[state.compile_id] = CompileSummary(
+            compile_id=state.compile_id,
+            outcome=outcome,
+            cache_status=state.cache_status,
+            entire_frame_s=_f(m.get("entire_frame_compile_time_s")),
+            graph_key=graph_key,
+            artifact_id=artifact_id,
+            recompile=is_recompile,
+            fail_type=fail_type,
+            break_ids=list(state.break_ids),
+        )
+        while len(self.summaries) > SUMMARY_CAPACITY:
+            self.summaries.popitem(last=False)
+
+    def _config(self, value: Any, which: str) -> str:
+        if not value:
+            return ""
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        return self._blob(text, "config", {"config": which})
+
+
+def _json(env: Envelope) -> Any:
+    try:
+        return env.payload_json()
+    except ValueError:
+        return None
+
+
+def _reasons(payload: str) -> list[str]:
+    text = payload.strip()
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+            return [str(x) for x in items] if isinstance(items, list) else [text]
+        except ValueError:
+            pass
+    return [text] if text else []
+
+
+def _strip_id(reason: str) -> str:
+    head, sep, tail = reason.partition(": ")
+    return tail if sep and "/" in head and " " not in head else reason
+
+
+def _f(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _u(value: Any) -> int:
+    return max(0, min(int(value), 2**32 - 1)) if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,208 @@
+"""The TORCH_TRACE envelope: one structured compile-trace record, whatever transport carried it.
+
+PyTorch's ``trace_structured`` emits ``{<kind>: <body>, frame_id, frame_compile_id, attempt, ...}`` plus an
+optional string payload. In-process the host SDK receives that dict as ``LogRecord.metadata`` and the
+payload as ``LogRecord.payload``; in a ``TORCH_TRACE`` file each record is a glog-prefixed JSON line with
+the payload on TAB-indented lines after it. :func:`decode_record` turns the dict form into an
+:class:`Envelope`; :func:`iter_file_envelopes` turns a file's lines into envelopes, reporting damaged
+lines as :class:`Damaged` instead of raising. This module imports only the standard library, so the live
+sink on a bare GPU host can use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+RESERVED: Final = frozenset(
+    {
+        "rank",
+        "compiled_autograd_id",
+        "frame_id",
+        "frame_compile_id",
+        "attempt",
+        "severity",
+        "timestamp",
+        "pathname",
+        "thread",
+        "subgraph_name",
+        "has_payload",
+        "stack",
+    }
+)
+"""Envelope keys that describe the record rather than name its kind."""
+
+_GLOG: Final = re.compile(r"^([VIWEC])(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})\s+(\d+) ([^\]]*)\] (.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One structured trace record.
+
+    Attributes:
+        kind: The record's name (``compilation_metrics``, ``artifact``, ``dynamo_start``...).
+        body: The value under ``kind`` (a dict for most kinds).
+        frame_id: Dynamo frame id, ``None`` outside a compile.
+        frame_compile_id: Recompile counter of the frame, ``None`` outside a compile.
+        attempt: Restart attempt of the analysis.
+        compiled_autograd_id: Compiled-autograd id, ``None`` for ordinary frames.
+        rank: Distributed rank when the log carries one.
+        payload: The payload text, ``None`` when the record has none.
+        payload_ok: ``False`` when the payload does not match the envelope's ``has_payload`` digest.
+        ts: Wall-clock time of the record when the transport knows it.
+        lineno: First line of the record in its file (0 in-process).
+    """
+
+    kind: str
+    body: Any
+    frame_id: int | None = None
+    frame_compile_id: int | None = None
+    attempt: int = 0
+    compiled_autograd_id: int | None = None
+    rank: int | None = None
+    payload: str | None = None
+    payload_ok: bool = True
+    ts: datetime | None = None
+    lineno: int = 0
+
+    @property
+    def compile_id(self) -> str:
+        """Dynamo's compile id (``0/1``, ``!0/1/2``), or ``""`` outside a compile."""
+        if self.frame_id is None or self.frame_compile_id is None:
+            return ""
+        base = f"{self.frame_id}/{self.frame_compile_id}"
+        return f"!{self.compiled_autograd_id}/{base}" if self.compiled_autograd_id is not None else base
+
+    @property
+    def artifact_name(self) -> str:
+        """For ``artifact`` records the artifact's name, else ``""``."""
+        if self.kind == "artifact" and isinstance(self.body, Mapping):
+            return str(self.body.get("name", ""))
+        return ""
+
+    @property
+    def name(self) -> str:
+        """The artifact name for artifacts, else the kind: the key most consumers dispatch on."""
+        return self.artifact_name or self.kind
+
+    def payload_json(self) -> Any:
+        """The payload parsed as JSON.
+
+        Raises:
+            ValueError: the payload is missing, damaged or not JSON.
+        """
+        if self.payload is None or not self.payload_ok:
+            raise ValueError("payload missing or damaged")
+        return json.loads(self.payload)
+
+
+@dataclass(frozen=True, slots=True)
+class Damaged:
+    """A line of a trace file that could not be decoded; importers count and skip it."""
+
+    lineno: int
+    reason: str
+
+
+def _opt_int(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def decode_record(
+    metadata: Mapping[str, Any], payload: str | None, *, ts: datetime | None = None, lineno: int = 0
+) -> Envelope:
+    """Build an :class:`Envelope` from the dict ``trace_structured`` emits (shared by file and live sinks).
+
+    Raises:
+        ValueError: the dict names no record kind.
+    """
+    kind = next((k for k in metadata if k not in RESERVED), None)
+    if kind is None:
+        raise ValueError("record names no kind")
+    expected = metadata.get("has_payload")
+    ok = True
+    if isinstance(expected, str) and payload is not None:
+        ok = hashlib.md5(payload.encode("utf-8"), usedforsecurity=False).hexdigest() == expected
+    elif isinstance(expected, str) and payload is None:
+        ok = False
+    attempt = _opt_int(metadata.get("attempt"))
+    return Envelope(
+        kind=kind,
+        body=metadata[kind],
+        frame_id=_opt_int(metadata.get("frame_id")),
+        frame_compile_id=_opt_int(metadata.get("frame_compile_id")),
+        attempt=attempt if attempt is not None else 0,
+        compiled_autograd_id=_opt_int(metadata.get("compiled_autograd_id")),
+        rank=_opt_int(metadata.get("rank")),
+        payload=payload,
+        payload_ok=ok,
+        ts=ts,
+        lineno=lineno,
+    )
+
+
+def _glog_time(m: re.Match[str], year: int) -> datetime | None:
+    try:
+        month, day, hh, mm, ss = (int(m.group(i)) for i in range(2, 7))
+        micros = int(m.group(7).ljust(6, "0"))
+        return datetime(year, month, day, hh, mm, ss, micros, tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _decode_header(lineno: int, line: str, payload: list[str] | None, year: int) -> Envelope | Damaged:
+    m = _GLOG.match(line)
+    if m is None:
+        return Damaged(lineno, "not a glog-prefixed record")
+    try:
+        metadata = json.loads(m.group(10))
+    except ValueError as exc:
+        return Damaged(lineno, f"envelope is not JSON: {exc}")
+    if not isinstance(metadata, dict):
+        return Damaged(lineno, "envelope is not a JSON object")
+    try:
+        return decode_record(
+            metadata, "\n".join(payload) if payload is not None else None, ts=_glog_time(m, year), lineno=lineno
+        )
+    except ValueError as exc:
+        return Damaged(lineno, str(exc))
+
+
+def iter_file_envelopes(lines: Iterable[str], *, year: int | None = None) -> Iterator[Envelope | Damaged]:
+    """Decode the lines of a TORCH_TRACE file; never raises on content.
+
+    Args:
+        lines: The file's lines (with or without trailing newlines).
+        year: Year for the glog timestamps, which carry none (default: the current year).
+
+    Yields:
+        One :class:`Envelope` per record, or one :class:`Damaged` per undecodable header or stray line.
+    """
+    yr = year if year is not None else datetime.now(UTC).year
+    header: tuple[int, str] | None = None
+    payload: list[str] | None = None
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r\n")
+        if line.startswith("\t"):
+            if header is None:
+                yield Damaged(lineno, "payload line without a record")
+                continue
+            if payload is None:
+                payload = []
+            payload.append(line[1:])
+            continue
+        if header is not None:
+            yield _decode_header(header[0], header[1], payload, yr)
+            header, payload = None, None
+        if not line.strip():
+            continue
+        header = (lineno, line)
+    if header is not None:
+        yield _decode_header(header[0], header[1], payload, yr)

@@ -1,0 +1,111 @@
+"""``import-trace``: TORCH_TRACE log files → compile, cache, graph-break, recompile and kernel records.
+
+The importer reads each file with the shared envelope decoder, assembles records with the shared
+:class:`~inferensics.collector.trace.assembler.CompileAssembler` and writes them to a store in batches.
+Damaged lines and payloads are counted and skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from inferensics.collector.trace.assembler import AssemblyContext, AssemblyStats, CompileAssembler
+from inferensics.collector.trace.envelope import Damaged, iter_file_envelopes
+from inferensics.schema.arrow import events_by_model
+from inferensics.schema.table import Event
+
+if TYPE_CHECKING:
+    from inferensics.schema.store import Store
+
+
+@dataclass
+class FileReport:
+    """What one file held."""
+
+    path: str
+    envelopes: int = 0
+    damaged_lines: int = 0
+    stats: AssemblyStats = field(default_factory=AssemblyStats)
+    rows: Counter[str] = field(default_factory=Counter)
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The trace files under ``path`` (itself when a file), sorted; hidden files are skipped."""
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".") and _looks_like_trace(p))
+
+
+def _looks_like_trace(p: Path) -> bool:
+    if p.suffix in (".log", ".txt", ".trace"):
+        return True
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    return head[:1] in (b"V", b"I", b"W", b"E") and head[1:5].isdigit()
+
+
+def _lines(path: Path) -> Iterator[str]:
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        yield from fh
+
+
+def read_trace_file(
+    path: Path,
+    *,
+    host: str = "",
+    model: str = "",
+    hw_pool: str = "",
+    store: Store | None = None,
+) -> tuple[FileReport, list[Event]]:
+    """Decode and assemble one file; blobs go to ``store`` when given. Returns the report and the records."""
+    events: list[Event] = []
+    report = FileReport(str(path))
+    put_blob = None
+    if store is not None:
+        target = store
+
+        def put_blob(data: bytes, kind: str, attrs: Mapping[str, str]) -> str:
+            return target.put_blob(data, kind, host=host, attrs=attrs)
+
+    ctx = AssemblyContext(
+        host=host or socket.gethostname(), model=model, hw_pool=hw_pool, source="trace", attrs={"file": path.name}
+    )
+    assembler = CompileAssembler(ctx, events.append, put_blob)
+    year = datetime.fromtimestamp(path.stat().st_mtime, UTC).year
+    for item in iter_file_envelopes(_lines(path), year=year):
+        if isinstance(item, Damaged):
+            report.damaged_lines += 1
+            continue
+        report.envelopes += 1
+        assembler.feed(item)
+    assembler.finish()
+    report.stats = assembler.stats
+    for e in events:
+        report.rows[type(e).TABLE.name] += 1
+    return report, events
+
+
+def import_trace(path: Path, store: Store, *, host: str = "", model: str = "", hw_pool: str = "") -> list[FileReport]:
+    """Import every trace file under ``path`` into ``store``; one report per file.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    reports: list[FileReport] = []
+    for file in trace_files(path):
+        report, events = read_trace_file(file, host=host, model=model, hw_pool=hw_pool, store=store)
+        for group in events_by_model(events).values():
+            store.insert_events(group)
+        reports.append(report)
+    return reports
