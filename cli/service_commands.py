@@ -25,8 +25,9 @@ ServiceOption = Annotated[
 ]
 TokenOption = Annotated[
     str | None,
-    typer.Option("--token", envvar=TOKEN_ENV, help=f"Bearer token for the service (or ${TOKEN_ENV}).",
-                 show_default=False),  # fmt: skip
+    typer.Option(
+        "--token", envvar=TOKEN_ENV, help=f"Bearer token for the service (or ${TOKEN_ENV}).", show_default=False
+    ),
 ]
 
 
@@ -42,12 +43,11 @@ def serve(
     Settings resolve as argument > INFERENSICS_* environment variable > config file > default; tokens come
     from the config file's [tokens] table and $INFERENSICS_TOKENS (token=role+role,...).
     """
-    from inferensics.collector.service import ConfigError, load_config, serve as run_service
+    from inferensics.collector.service import ConfigError, load_config
+    from inferensics.collector.service import serve as run_service
 
     try:
-        settings = load_config(
-            {"host": host, "port": port, "dsn": dsn, "spool_dir": spool_dir}, config_file=config
-        )
+        settings = load_config({"host": host, "port": port, "dsn": dsn, "spool_dir": spool_dir}, config_file=config)
     except ConfigError as exc:
         fail(str(exc))
     if settings.auth and not settings.tokens:
@@ -80,8 +80,7 @@ def print_service_status(url: str, token: str | None) -> None:
     if "schema_version" in store:
         console.print(f"schema       version {store['schema_version']} (latest {store['latest_version']})")
     console.print(
-        f"spool        {spool['dir']}: {spool['files']} files, {_human(spool['bytes'])} "
-        f"of {_human(spool['max_bytes'])}"
+        f"spool        {spool['dir']}: {spool['files']} files, {_human(spool['bytes'])} of {_human(spool['max_bytes'])}"
     )
     counters = status.get("counters", {})
     console.print("counters     " + ", ".join(f"{k} {v:,.0f}" for k, v in counters.items()))

@@ -29,20 +29,20 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-class TooLarge(Exception):
+class BodyTooLargeError(Exception):
     """The body is over the configured limit."""
 
 
 async def _body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
-        raise TooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
+        raise BodyTooLargeError(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise TooLarge(f"request body exceeds the limit of {limit} bytes")
+            raise BodyTooLargeError(f"request body exceeds the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -62,7 +62,7 @@ def create_app(state: ServiceState) -> Starlette:
                 return _error(exc.status, exc.message, headers)
             try:
                 return await handler(request)
-            except TooLarge as exc:
+            except BodyTooLargeError as exc:
                 state.metrics.inc("rejected", label="too_large")
                 return _error(413, str(exc))
 

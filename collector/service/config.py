@@ -50,23 +50,43 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("port", "INFERENSICS_PORT", 4318, int, "TCP port to listen on (4318 is the OTLP/HTTP port)."),
     Setting("dsn", DSN_ENV, "", str, "Store DSN; empty means the embedded default directory."),
     Setting("spool_dir", "INFERENSICS_SPOOL_DIR", "", str, "Spool directory; empty means <data dir>/../spool."),
-    Setting("spool_max_bytes", "INFERENSICS_SPOOL_MAX_BYTES", 1 << 30, int,
-            "Spool cap; above it ingest answers 429 (backlog) or 503 (store down) with Retry-After."),
+    Setting(
+        "spool_max_bytes",
+        "INFERENSICS_SPOOL_MAX_BYTES",
+        1 << 30,
+        int,
+        "Spool cap; above it ingest answers 429 (backlog) or 503 (store down) with Retry-After.",
+    ),
     Setting("batch_max_rows", "INFERENSICS_BATCH_MAX_ROWS", 50_000, int, "Rows that seal a batch (spool segment)."),
     Setting("batch_max_bytes", "INFERENSICS_BATCH_MAX_BYTES", 64 << 20, int, "Bytes that seal a batch."),
     Setting("batch_max_age_s", "INFERENSICS_BATCH_MAX_AGE_S", 1.0, float, "Seconds after which a batch is sealed."),
-    Setting("max_body_bytes", "INFERENSICS_MAX_BODY_BYTES", 32 << 20, int,
-            "Largest request body, after gunzip; larger bodies get 413."),
+    Setting(
+        "max_body_bytes",
+        "INFERENSICS_MAX_BODY_BYTES",
+        32 << 20,
+        int,
+        "Largest request body, after gunzip; larger bodies get 413.",
+    ),
     Setting("retry_after_s", "INFERENSICS_RETRY_AFTER_S", 5, int, "Retry-After seconds sent with 429/503."),
-    Setting("auth", "INFERENSICS_AUTH", True, bool,
-            "Require bearer tokens; false opens every endpoint (loopback development only)."),
+    Setting(
+        "auth",
+        "INFERENSICS_AUTH",
+        True,
+        bool,
+        "Require bearer tokens; false opens every endpoint (loopback development only).",
+    ),
     Setting("tls_cert", "INFERENSICS_TLS_CERT", "", str, "PEM certificate path; with tls_key, serve HTTPS."),
     Setting("tls_key", "INFERENSICS_TLS_KEY", "", str, "PEM private key path."),
     Setting("sql_max_rows", "INFERENSICS_SQL_MAX_ROWS", 100_000, int, "Admin SQL: max_result_rows."),
     Setting("sql_max_seconds", "INFERENSICS_SQL_MAX_SECONDS", 30, int, "Admin SQL: max_execution_time."),
     Setting("sql_max_memory", "INFERENSICS_SQL_MAX_MEMORY", 2 << 30, int, "Admin SQL: max_memory_usage bytes."),
-    Setting("fault_control", "INFERENSICS_FAULT_CONTROL", False, bool,
-            "Test-only: enable POST /api/v1/_faults to make the store writer fail (never in production)."),
+    Setting(
+        "fault_control",
+        "INFERENSICS_FAULT_CONTROL",
+        False,
+        bool,
+        "Test-only: enable POST /api/v1/_faults to make the store writer fail (never in production).",
+    ),
 )
 BY_NAME: Final = {s.name: s for s in SETTINGS}
 
@@ -121,7 +141,7 @@ def _convert(setting: Setting, raw: object, origin: str) -> object:
         raise ConfigError(
             f"setting {setting.name} ({origin}): {raw!r} is not a valid {setting.type.__name__}; {setting.meaning}"
         ) from None
-    if setting.type in (int, float) and value < 0:  # type: ignore[operator]
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
         raise ConfigError(f"setting {setting.name} ({origin}): must not be negative, got {raw!r}")
     return value
 

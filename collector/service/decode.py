@@ -29,7 +29,7 @@ JSON: Final = "application/json"
 MAX_ERRORS: Final = 5
 
 
-class BadRequest(ValueError):
+class BadRequestError(ValueError):
     """The body cannot be decoded; ``status`` is 400 (malformed), 413 (too large) or 415 (media type)."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -70,19 +70,19 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     enc = (encoding or "identity").strip().lower()
     if enc in ("", "identity"):
         if len(body) > limit:
-            raise BadRequest(413, f"request body of {len(body)} bytes exceeds the limit of {limit} bytes")
+            raise BadRequestError(413, f"request body of {len(body)} bytes exceeds the limit of {limit} bytes")
         return body
     if enc != "gzip":
-        raise BadRequest(415, f"unsupported Content-Encoding {encoding!r}; use gzip or identity")
+        raise BadRequestError(415, f"unsupported Content-Encoding {encoding!r}; use gzip or identity")
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
         out = inflater.decompress(body, limit + 1)
     except zlib.error as exc:
-        raise BadRequest(400, f"malformed gzip body: {exc}") from None
+        raise BadRequestError(400, f"malformed gzip body: {exc}") from None
     if len(out) > limit:
-        raise BadRequest(413, f"request body exceeds the limit of {limit} bytes after gunzip")
+        raise BadRequestError(413, f"request body exceeds the limit of {limit} bytes after gunzip")
     if not inflater.eof:
-        raise BadRequest(400, "malformed gzip body: truncated stream")
+        raise BadRequestError(400, "malformed gzip body: truncated stream")
     return out
 
 
@@ -94,15 +94,15 @@ def parse_request(body: bytes, content_type: str | None) -> ExportTraceServiceRe
         try:
             message.ParseFromString(body)
         except (DecodeError, RuntimeError, ValueError) as exc:
-            raise BadRequest(400, f"malformed OTLP protobuf: {exc or 'cannot parse'}") from None
+            raise BadRequestError(400, f"malformed OTLP protobuf: {exc or 'cannot parse'}") from None
         return message
     if media == JSON:
         try:
             json_format.Parse(body.decode("utf-8"), message, ignore_unknown_fields=True)
         except (json_format.ParseError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-            raise BadRequest(400, f"malformed OTLP JSON: {str(exc)[:300]}") from None
+            raise BadRequestError(400, f"malformed OTLP JSON: {str(exc)[:300]}") from None
         return message
-    raise BadRequest(415, f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}")
+    raise BadRequestError(415, f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}")
 
 
 def _value(v: Any) -> object:
@@ -213,6 +213,5 @@ def rows_to_arrow(model: type[Event], rows: list[Event]) -> pa.Table:
 def read_body(raw: bytes, content_type: str | None, content_encoding: str | None, limit: int) -> Decoded:
     """Decompress, parse and decode one request body."""
     if len(raw) > limit:
-        raise BadRequest(413, f"request body of {len(raw)} bytes exceeds the limit of {limit} bytes")
+        raise BadRequestError(413, f"request body of {len(raw)} bytes exceeds the limit of {limit} bytes")
     return decode_request(parse_request(decompress(raw, content_encoding, limit), content_type))
-

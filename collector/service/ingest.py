@@ -10,9 +10,9 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from inferensics.collector.service.config import ServiceConfig
-from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequest, read_body
+from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, read_body
 from inferensics.collector.service.metrics import Metrics
-from inferensics.collector.service.spool import Spool, SpoolFull, encode_record
+from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ class Ingest:
         answer_json = media == JSON
         try:
             decoded = read_body(raw, content_type, content_encoding, self.config.max_body_bytes)
-        except BadRequest as exc:
+        except BadRequestError as exc:
             reason = {413: "too_large", 415: "unsupported_media"}.get(exc.status, "malformed")
             self.metrics.inc("rejected", label=reason)
             return error(exc.status, exc.message)
@@ -53,7 +53,7 @@ class Ingest:
             tables = {m.TABLE.name: t for m, t in decoded.tables().items()}
             try:
                 self.spool.append(encode_record(tables), rows)
-            except SpoolFull as exc:
+            except SpoolFullError as exc:
                 self.metrics.inc("rejected", label="spool_full")
                 down = not self._store_ok()
                 status = 503 if down else 429

@@ -133,9 +133,7 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {"200": _r("200", "text exposition", {"text/plain": {"schema": {"type": "string"}}})},
                 }
             },
-            "/healthz": {
-                "get": {"summary": "Liveness", "security": [], "responses": {"200": _r("200", "alive")}}
-            },
+            "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": _r("200", "alive")}}},
             "/readyz": {
                 "get": {
                     "summary": "Readiness: the store is reachable",

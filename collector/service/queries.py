@@ -77,7 +77,9 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
     except ValueError as exc:  # AnalyticsError subclasses ValueError: a bad filter value
         raise QueryError(400, f"{name}: {exc}") from None
     except Exception as exc:
-        raise QueryError(500, f"{name} failed: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}") from None
+        raise QueryError(
+            500, f"{name} failed: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}"
+        ) from None
     return to_ipc(frame.to_arrow())
 
 

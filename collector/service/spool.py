@@ -36,7 +36,7 @@ _LEN: Final = struct.Struct("<I")
 SUFFIX: Final = ".seg"
 
 
-class SpoolFull(RuntimeError):
+class SpoolFullError(RuntimeError):
     """The spool is at its cap; the sender should retry later."""
 
 
@@ -106,7 +106,7 @@ class Spool:
 
     Args:
         directory: Where segment files live (created if missing).
-        max_bytes: Cap on all segment bytes; :meth:`append` raises :class:`SpoolFull` beyond it.
+        max_bytes: Cap on all segment bytes; :meth:`append` raises :class:`SpoolFullError` beyond it.
         seal_rows: Rows that seal the open segment.
         seal_bytes: Bytes that seal the open segment.
         seal_age_s: Age in seconds that seals the open segment (checked by :meth:`seal_if_due`).
@@ -156,11 +156,11 @@ class Spool:
         """Append one framed record and return once it is fsynced (the acknowledgement point).
 
         Raises:
-            SpoolFull: the record would take the spool past its cap.
+            SpoolFullError: the record would take the spool past its cap.
         """
         with self._lock:
             if self._bytes + len(record) > self.max_bytes:
-                raise SpoolFull(f"spool at its cap ({self._bytes} of {self.max_bytes} bytes)")
+                raise SpoolFullError(f"spool at its cap ({self._bytes} of {self.max_bytes} bytes)")
             seg = self._current or self._open_segment()
             view = memoryview(record)
             while view:

@@ -95,8 +95,7 @@ def build_state(
     opener = open_store or (lambda: Store.open(config.dsn or None))
     faults = Faults()
     writer = StoreWriter(spool, opener, metrics, faults)
-    state_ref: list[ServiceState] = []
-    ingest = Ingest(config, spool, metrics, lambda: state_ref[0].store_ok())
+    ingest = Ingest(config, spool, metrics, lambda: writer.store_ok)
     state = ServiceState(
         config=config,
         spool=spool,
@@ -108,7 +107,6 @@ def build_state(
         open_store=opener,
         named_queries=named_queries,
     )
-    state_ref.append(state)
     metrics.gauge("spool_bytes", "Bytes in spool segment files.", lambda: float(spool.bytes))
     metrics.gauge("spool_files", "Spool segment files (open and sealed).", lambda: float(spool.files()))
     metrics.gauge("store_up", "1 when the last insert or connect succeeded.", lambda: float(writer.store_ok))
@@ -116,4 +114,3 @@ def build_state(
         writer.connect()
         writer.start()
     return state
-

@@ -75,6 +75,12 @@ def build_request(
     return request
 
 
-def encode_request(records: Sequence[Event], **kwargs: object) -> bytes:
+def encode_request(
+    records: Sequence[Event],
+    *,
+    resource: Mapping[str, object] | None = None,
+    events: Mapping[int, Sequence[Event]] | None = None,
+) -> bytes:
     """:func:`build_request` serialized as protobuf."""
-    return build_request(records, **kwargs).SerializeToString()  # type: ignore[arg-type]
+    data: bytes = build_request(records, resource=resource, events=events).SerializeToString()
+    return data

@@ -22,8 +22,8 @@ def test_serve_then_status_through_the_service(tmp_path: Path) -> None:
     svc = new_service(tmp_path, via_cli=True).start()
     try:
         body = encode_request([request(i, run="cli") for i in range(12)])
-        r = httpx.post(f"{svc.url}/v1/traces", content=body,
-                       headers={"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {INGEST}"})  # fmt: skip
+        headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {INGEST}"}
+        r = httpx.post(f"{svc.url}/v1/traces", content=body, headers=headers)
         assert r.status_code == 200
         client = svc.client()
         for _ in range(100):
@@ -39,7 +39,8 @@ def test_serve_then_status_through_the_service(tmp_path: Path) -> None:
         assert line.split("│")[2].strip() == "12"
         env = {"INFERENSICS_SERVICE_URL": svc.url, "INFERENSICS_TOKEN": "wrong", "COLUMNS": "200"}
         bad = runner.invoke(app, ["status"], env=env)
-        assert bad.exit_code == 2 and "refused the token" in bad.output
+        assert bad.exit_code == 2
+        assert "refused the token" in bad.output
     finally:
         svc.stop()
 
@@ -54,6 +55,8 @@ def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text('port = "many"\n')
     res = runner.invoke(app, ["serve", "--config", str(cfg)], env={"INFERENSICS_TOKENS": "t=admin"})
-    assert res.exit_code == 2 and "setting port" in res.output
+    assert res.exit_code == 2
+    assert "setting port" in res.output
     res = runner.invoke(app, ["serve", "--port", "0"], env={"INFERENSICS_TOKENS": ""})
-    assert res.exit_code == 2 and "no tokens configured" in res.output
+    assert res.exit_code == 2
+    assert "no tokens configured" in res.output

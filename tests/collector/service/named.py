@@ -9,7 +9,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 
-class UnknownFilterValue(ValueError):
+class UnknownFilterValue(ValueError):  # noqa: N818 (the analytics name)
     """Stands in for analytics' AnalyticsError subclasses (ValueError → 400)."""
 
 

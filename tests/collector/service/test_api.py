@@ -49,18 +49,23 @@ def test_named_query_arrow_and_errors(api: TestClient, app_state: ServiceState) 
     assert status == 200
     assert wait_count(app_state, 7) == 7
     r = api.post("/api/v1/query/request_count", json={"model": "m1"}, headers=auth(READ))
-    assert r.status_code == 200 and r.headers["content-type"] == "application/vnd.apache.arrow.stream"
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/vnd.apache.arrow.stream"
     assert arrow(r.content).to_pylist() == [{"model": "m1", "n": 7}]
     r = api.post("/api/v1/query/request_count", json={"model": "m1", "limit": "many"}, headers=auth(READ))
-    assert r.status_code == 400 and "limit" in r.json()["error"]
+    assert r.status_code == 400
+    assert "limit" in r.json()["error"]
     r = api.post("/api/v1/query/request_count", json={"modle": "m1"}, headers=auth(READ))
-    assert r.status_code == 400 and "model" in r.json()["error"]
+    assert r.status_code == 400
+    assert "model" in r.json()["error"]
     r = api.post("/api/v1/query/request_count", json={"model": "no-such-model"}, headers=auth(READ))
-    assert r.status_code == 400 and "unknown model" in r.json()["error"]
+    assert r.status_code == 400
+    assert "unknown model" in r.json()["error"]
     r = api.post("/api/v1/query/request_count", content=b"[1,2", headers=auth(READ))
     assert r.status_code == 400
     r = api.post("/api/v1/query/nope", json={}, headers=auth(READ))
-    assert r.status_code == 404 and "request_count" in r.json()["error"]
+    assert r.status_code == 404
+    assert "request_count" in r.json()["error"]
     listing = api.get("/api/v1/queries", headers=auth(READ)).json()["queries"]
     assert listing["request_count"]["parameters"]["required"] == ["model"]
 
@@ -68,7 +73,8 @@ def test_named_query_arrow_and_errors(api: TestClient, app_state: ServiceState) 
 def test_admin_sql_is_read_only_and_limited(api: TestClient, app_state: ServiceState) -> None:
     db = app_state.query_store().database
     r = api.post("/api/v1/sql", content=b"SELECT number FROM numbers(5)", headers=auth(ADMIN))
-    assert r.status_code == 200 and arrow(r.content).column("number").to_pylist() == [0, 1, 2, 3, 4]
+    assert r.status_code == 200
+    assert arrow(r.content).column("number").to_pylist() == [0, 1, 2, 3, 4]
     assert api.post("/api/v1/sql", content=b"SELECT 1", headers=auth(READ)).status_code == 403
     for text in (
         f"INSERT INTO {db}.requests (request_id) VALUES ('x')",
@@ -81,9 +87,11 @@ def test_admin_sql_is_read_only_and_limited(api: TestClient, app_state: ServiceS
         assert "readonly" in r.json()["error"].lower() or "READONLY" in r.json()["error"], r.json()
     assert api.post("/api/v1/sql", content=b"SET readonly = 0", headers=auth(ADMIN)).status_code == 400
     r = api.post("/api/v1/sql", content=f"DROP TABLE {db}.requests".encode(), headers=auth(ADMIN))
-    assert r.status_code == 400 and "READONLY" in r.json()["error"]
+    assert r.status_code == 400
+    assert "READONLY" in r.json()["error"]
     r = api.post("/api/v1/sql", content=b"SELECT number FROM numbers(1000000)", headers=auth(ADMIN))
-    assert r.status_code == 400 and "Limit for result exceeded" in r.json()["error"]
+    assert r.status_code == 400
+    assert "Limit for result exceeded" in r.json()["error"]
     assert api.post("/api/v1/sql", content=b"SELEKT", headers=auth(ADMIN)).status_code == 400
     assert app_state.query_store().row_counts()["requests"] == 0
 
@@ -93,11 +101,13 @@ def test_blobs_put_get_verify(api: TestClient) -> None:
     digest = hashlib.sha256(data).hexdigest()
     r = api.put(f"/api/v1/blobs/{digest}?kind=output_code&media_type=text/x-python", content=data,
                 headers=auth(INGEST))  # fmt: skip
-    assert r.status_code == 201 and r.json() == {"sha256": digest, "size_bytes": len(data)}
+    assert r.status_code == 201
+    assert r.json() == {"sha256": digest, "size_bytes": len(data)}
     assert api.get(f"/api/v1/blobs/{digest}", headers=auth(READ)).content == data
     wrong = hashlib.sha256(b"other").hexdigest()
     r = api.put(f"/api/v1/blobs/{wrong}", content=data, headers=auth(INGEST))
-    assert r.status_code == 400 and digest in r.json()["error"]
+    assert r.status_code == 400
+    assert digest in r.json()["error"]
     assert api.get(f"/api/v1/blobs/{wrong}", headers=auth(READ)).status_code == 404
     assert api.get(f"/api/v1/blobs/{digest}").status_code == 401
 
@@ -132,10 +142,12 @@ def test_json_gzip_and_partial_success(api: TestClient, app_state: ServiceState)
     assert r.status_code == 200
     partial = r.json()["partialSuccess"]
     assert partial["rejectedSpans"] == "2"
-    assert "request_id" in partial["errorMessage"] and "no_such_table" in partial["errorMessage"]
+    assert "request_id" in partial["errorMessage"]
+    assert "no_such_table" in partial["errorMessage"]
     assert wait_count(app_state, 2) == 2
     text = app_state.metrics.render()
-    assert 'rejected_total{reason="invalid_row"} 1' in text and 'rejected_total{reason="unknown_table"} 1' in text
+    assert 'rejected_total{reason="invalid_row"} 1' in text
+    assert 'rejected_total{reason="unknown_table"} 1' in text
 
 
 def test_unknown_attributes_go_to_attrs(api: TestClient, app_state: ServiceState) -> None:
@@ -167,6 +179,13 @@ def test_health_metrics_openapi(api: TestClient) -> None:
 @pytest.mark.parametrize("token", [None, "nope"])
 def test_every_protected_route_wants_a_token(api: TestClient, token: str | None) -> None:
     headers = auth(token) if token else {}
-    for method, path in (("GET", "/api/v1/status"), ("GET", "/api/v1/queries"), ("POST", "/api/v1/sql"),
-                         ("POST", "/api/v1/query/request_count"), ("POST", "/v1/traces"), ("GET", "/metrics")):  # fmt: skip
+    routes = [
+        ("GET", "/api/v1/status"),
+        ("GET", "/api/v1/queries"),
+        ("POST", "/api/v1/sql"),
+        ("POST", "/api/v1/query/request_count"),
+        ("POST", "/v1/traces"),
+        ("GET", "/metrics"),
+    ]
+    for method, path in routes:
         assert api.request(method, path, headers=headers).status_code == 401, path

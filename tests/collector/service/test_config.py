@@ -15,7 +15,10 @@ def test_precedence(tmp_path: Path) -> None:
     cfg.write_text('port = 1001\nhost = "0.0.0.0"\nretry_after_s = 9\n[tokens]\nabc = ["read", "ingest"]\n')
     env = {"INFERENSICS_PORT": "1002", "INFERENSICS_HOST": "10.0.0.1", "INFERENSICS_TOKENS": "def=admin"}
     c = load_config({"port": 1003, "host": None}, config_file=cfg, environ=env)
-    assert c.port == 1003 and c.host == "10.0.0.1" and c.retry_after_s == 9 and c.batch_max_rows == 50_000
+    assert c.port == 1003
+    assert c.host == "10.0.0.1"
+    assert c.retry_after_s == 9
+    assert c.batch_max_rows == 50_000
     assert c.tokens == {"abc": frozenset({"read", "ingest"}), "def": frozenset({"admin"})}
     assert load_config(environ={}) == ServiceConfig()
 

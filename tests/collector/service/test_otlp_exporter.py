@@ -53,11 +53,11 @@ def test_exporter_spans_land_once_with_inherited_dimensions(service: RunningServ
     assert row["graph_us"] == list(first.graph_us)
     assert dict(row["attrs"]) == {"note": "n0"}
     assert got["request_id"].n_unique() == 500
-    rec = client.sql(
-        "SELECT request_id, host, model, hw_pool, reason FROM inferensics.recompiles ORDER BY request_id"
-    )
+    rec = client.sql("SELECT request_id, host, model, hw_pool, reason FROM inferensics.recompiles ORDER BY request_id")
     assert rec["request_id"].to_list() == [e.request_id for e in events[::10]]
-    assert set(rec["host"]) == {"host-a"} and set(rec["model"]) == {"llama"} and set(rec["hw_pool"]) == {"h200-a"}
+    assert set(rec["host"]) == {"host-a"}
+    assert set(rec["model"]) == {"llama"}
+    assert set(rec["hw_pool"]) == {"h200-a"}
     metrics = client.metrics()
     assert metrics["inferensics_collector_written_rows_total"] == 550
     assert metrics["inferensics_collector_received_spans_total"] == 500

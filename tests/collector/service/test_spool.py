@@ -8,7 +8,7 @@ import pytest
 
 from inferensics.collector.service.decode import rows_to_arrow
 from inferensics.collector.service.metrics import Metrics
-from inferensics.collector.service.spool import Spool, SpoolFull, encode_record, read_segment
+from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record, read_segment
 from inferensics.collector.service.writer import Faults, StoreWriter
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.store import Store
@@ -31,13 +31,16 @@ def test_records_round_trip_and_a_torn_tail_is_cut(tmp_path: Path) -> None:
     s.append(record("b", 2), 2)
     s.seal_now()
     seg = s.next_sealed(0)
-    assert seg is not None and seg.rows == 5
+    assert seg is not None
+    assert seg.rows == 5
     tables, torn = read_segment(seg.path)
-    assert not torn and tables["requests"].column("request_id").to_pylist()[-1] == "b-000001"
+    assert not torn
+    assert tables["requests"].column("request_id").to_pylist()[-1] == "b-000001"
     with seg.path.open("ab") as fh:  # a crash mid-append leaves a partial record
         fh.write(record("c", 4)[:-7])
     tables, torn = read_segment(seg.path)
-    assert torn and tables["requests"].num_rows == 5
+    assert torn
+    assert tables["requests"].num_rows == 5
 
 
 def test_cap_refuses_and_recovery_finds_segments(tmp_path: Path) -> None:
@@ -45,11 +48,13 @@ def test_cap_refuses_and_recovery_finds_segments(tmp_path: Path) -> None:
     s = spool(tmp_path, max_bytes=len(one) * 2 + 10, seal_rows=10)
     s.append(one, 10)
     s.append(one, 10)
-    with pytest.raises(SpoolFull, match="cap"):
+    with pytest.raises(SpoolFullError, match="cap"):
         s.append(one, 10)
-    assert s.files() == 2 and s.bytes == len(one) * 2
+    assert s.files() == 2
+    assert s.bytes == len(one) * 2
     again = spool(tmp_path)  # a restart
-    assert again.files() == 2 and again.bytes == len(one) * 2
+    assert again.files() == 2
+    assert again.bytes == len(one) * 2
 
 
 def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_dsn: str, store: Store) -> None:
@@ -60,15 +65,18 @@ def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_d
     assert seg is not None
     first = StoreWriter(s, lambda: Store.open(store_dsn), Metrics(), Faults())
     # simulate a crash after the insert and before the segment was deleted
-    s.remove = lambda _seg: None  # type: ignore[method-assign]
+    s.remove = lambda seg: None  # type: ignore[method-assign]
     assert first._write(seg)
     assert store.row_counts()["requests"] == 25
     after_restart = spool(tmp_path)
     replay = after_restart.next_sealed(0)
-    assert replay is not None and replay.recovered
+    assert replay is not None
+    assert replay.recovered
     metrics = Metrics()
     second = StoreWriter(after_restart, lambda: Store.open(store_dsn), metrics, Faults())
     assert second._write(replay)
     assert store.row_counts()["requests"] == 25
-    assert metrics.get("deduplicated_rows") == 25 and metrics.get("written_rows") == 0
-    assert after_restart.files() == 0 and not list(tmp_path.glob("*.seg"))
+    assert metrics.get("deduplicated_rows") == 25
+    assert metrics.get("written_rows") == 0
+    assert after_restart.files() == 0
+    assert not list(tmp_path.glob("*.seg"))
