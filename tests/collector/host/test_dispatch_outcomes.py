@@ -1,0 +1,110 @@
+"""Requests classified through real compiles: dynamic-shape recompiles, recompile-limit overflow, and a
+compile failure (raised, and suppressed into an eager fallback)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+
+from inferensics.collector.host import Tracker
+from inferensics.schema import CompileEvent, RecompileEvent, RequestEvent
+from inferensics.schema import columns as col
+from inferensics.schema.store import Store
+
+
+def _scale(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) * 3 + 1
+
+
+def _by_id(store: Store) -> dict[str, RequestEvent]:
+    return {r.request_id: r for r in store.select_events(RequestEvent)}
+
+
+def test_dynamic_shapes_recompile_carries_request_id(tracker: Tracker, store: Store) -> None:
+    compiled = tracker.compile(_scale)  # dynamic=None: static first, automatic dynamic on the recompile
+    sizes = [4, 4, 7, 9, 4]
+    for i, n in enumerate(sizes):
+        with tracker.request(f"dyn-{i}", shape=(n,)) as req:
+            req.set_output(compiled(torch.ones(n)))
+    tracker.shutdown()
+
+    r = _by_id(store)
+    assert r["dyn-0"].outcome == "compile" and r["dyn-0"].guard_outcome == "first"
+    assert r["dyn-1"].outcome == "hit" and r["dyn-1"].guard_outcome == "hit"
+    assert r["dyn-2"].outcome == "recompile" and r["dyn-2"].guard_outcome == "miss"
+    assert r["dyn-2"].recompiles == 1
+    assert r["dyn-3"].outcome == "hit"  # the recompile made the size dynamic
+    assert r["dyn-4"].outcome == "hit"
+    assert r["dyn-3"].graph_keys == r["dyn-2"].graph_keys != r["dyn-0"].graph_keys
+    assert r["dyn-2"].shape_bucket == "b<=8"
+
+    recompiles = store.select_events(RecompileEvent)
+    assert len(recompiles) == 1
+    assert recompiles[0].request_id == "dyn-2"
+    assert "size mismatch" in recompiles[0].reason
+    compiles = {c.compile_id: c for c in store.select_events(CompileEvent)}
+    assert compiles["0/1"].request_id == "dyn-2"
+    assert compiles["0/1"].attrs["recompile_user_context"] == "request_id=dyn-2"  # via the PyTorch hook
+    assert compiles["0/1"].trigger == "recompile"
+    assert compiles["0/0"].trigger == "first"
+
+
+def test_recompile_limit_overflow_falls_back_to_eager(tracker: Tracker, store: Store) -> None:
+    compiled = tracker.compile(_scale, dynamic=False)
+    sizes = [3, 5, 6, 7, 3]
+    outputs = {}
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for i, n in enumerate(sizes):
+            x = torch.full((n,), 0.5)
+            with tracker.request(f"lim-{i}", shape=(n,)) as req:
+                outputs[i] = compiled(x)
+                req.set_output(outputs[i])
+            torch.testing.assert_close(outputs[i], _scale(x))
+    tracker.shutdown()
+
+    r = _by_id(store)
+    assert [r[f"lim-{i}"].outcome for i in range(5)] == ["compile", "recompile", "fallback", "fallback", "hit"]
+    assert r["lim-2"].fallback_reason == "recompile_limit"
+    assert r["lim-3"].fallback_reason == "recompile_limit"
+    assert r["lim-2"].graph_keys == () and r["lim-3"].graph_keys == ()
+    assert r["lim-3"].guard_outcome == "miss"
+    limit = [c for c in store.select_events(CompileEvent) if c.outcome == "recompile_limit"]
+    assert len(limit) == 1 and limit[0].request_id == "lim-2"
+    assert "recompile limit" in limit[0].fail_reason.lower()
+
+
+def _cosine(x: torch.Tensor) -> torch.Tensor:
+    return torch.cos(x) + 2
+
+
+BROKEN_TOOLCHAIN = {"cpp.cxx": ("/nonexistent/c++",)}
+
+
+def test_compile_failure_raised_is_an_error(tracker: Tracker, store: Store) -> None:
+    compiled = tracker.compile(_cosine, options=BROKEN_TOOLCHAIN)
+    with pytest.raises(Exception, match="InvalidCxxCompiler"), tracker.request("fail-0"):
+        compiled(torch.ones(5))
+    tracker.shutdown()
+
+    r = _by_id(store)["fail-0"]
+    assert r.status == "error" and r.outcome == "error"
+    assert r.fallback_reason == "compile_error"
+    assert "InvalidCxxCompiler" in r.error
+    (c,) = store.select_events(CompileEvent, order_by=col.TS)
+    assert c.outcome == "failed" and c.fail_type == "InductorError" and c.request_id == "fail-0"
+
+
+def test_compile_failure_suppressed_falls_back(tracker: Tracker, store: Store) -> None:
+    compiled = tracker.compile(_cosine, options=BROKEN_TOOLCHAIN)
+    x = torch.ones(6)
+    with torch._dynamo.config.patch(suppress_errors=True), tracker.request("supp-0") as req:
+        out = compiled(x)
+        req.set_output(out)
+    torch.testing.assert_close(out, _cosine(x))
+    tracker.shutdown()
+
+    r = _by_id(store)["supp-0"]
+    assert r.status == "ok"
+    assert r.outcome == "fallback" and r.fallback_reason == "compile_error"
+    assert r.graph_keys == ()
