@@ -1,0 +1,51 @@
+"""``inferensics import-trace``: TORCH_TRACE logs into the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from inferensics.cli.errors import fail
+from inferensics.cli.options import DsnOption
+from inferensics.schema.store import Store, StoreError
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def import_trace_command(
+    path: Annotated[Path, typer.Argument(help="A TORCH_TRACE log file or a directory of them.")],
+    dsn: DsnOption = None,
+    host: Annotated[str, typer.Option(help="Host label for the imported records (default: this host).")] = "",
+    model: Annotated[str, typer.Option(help="Model label for the imported records.")] = "",
+    hw_pool: Annotated[str, typer.Option(help="Hardware pool label for the imported records.")] = "",
+) -> None:
+    """Import TORCH_TRACE logs: one compile record per compile, with cache events, graph breaks and blobs."""
+    from inferensics.collector.trace.importer import import_trace
+
+    if not path.exists():
+        fail(f"{path} does not exist: pass a TORCH_TRACE log file or a directory of them")
+    try:
+        with Store.open(dsn) as store:
+            if store.schema_version() == 0:
+                store.migrate()
+            reports = import_trace(path, store, host=host, model=model, hw_pool=hw_pool)
+    except StoreError as exc:
+        fail(str(exc))
+    if not reports:
+        fail(f"no trace files under {path}")
+    for r in reports:
+        s = r.stats
+        cache = ", ".join(f"{k}={v}" for k, v in sorted(s.cache.items())) or "none"
+        console.print(
+            f"{r.path}: {s.compiles} compiles, {s.failures} failed, {s.graph_breaks} graph breaks, "
+            f"cache {cache}, {s.kernels} kernels, {s.blobs} blobs, "
+            f"{r.damaged_lines + s.damaged_payloads} damaged records skipped"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``import-trace`` to the app."""
+    app.command("import-trace")(import_trace_command)
