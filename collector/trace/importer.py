@@ -11,7 +11,7 @@ import socket
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,8 +80,8 @@ def read_trace_file(
         host=host or socket.gethostname(), model=model, hw_pool=hw_pool, source="trace", attrs={"file": path.name}
     )
     assembler = CompileAssembler(ctx, events.append, put_blob)
-    year = datetime.fromtimestamp(path.stat().st_mtime, UTC).year
-    for item in iter_file_envelopes(_lines(path), year=year):
+    mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    for item in iter_file_envelopes(_lines(path), year=_log_year(path, mtime)):
         if isinstance(item, Damaged):
             report.damaged_lines += 1
             continue
@@ -89,9 +89,30 @@ def read_trace_file(
         assembler.feed(item)
     assembler.finish()
     report.stats = assembler.stats
+    events = [_within_ttl(e) for e in events]
     for e in events:
         report.rows[type(e).TABLE.name] += 1
     return report, events
+
+
+def _log_year(path: Path, mtime: datetime) -> int:
+    """glog stamps carry no year: take the latest year that puts the first record no later than the file's mtime."""
+    for item in iter_file_envelopes(_lines(path), year=mtime.year):
+        if not isinstance(item, Damaged) and item.ts is not None:
+            return mtime.year - 1 if item.ts > mtime else mtime.year
+    return mtime.year
+
+
+def _within_ttl(event: Event) -> Event:
+    """Records older than their table's TTL would vanish on insert: stamp them now, keep the log time in attrs."""
+    ttl = type(event).TABLE.ttl_days
+    ts = getattr(event, "ts", None)
+    if not ttl or not isinstance(ts, datetime) or ts > datetime.now(UTC) - timedelta(days=ttl - 1):
+        return event
+    update: dict[str, object] = {"ts": datetime.now(UTC)}
+    if "attrs" in type(event).model_fields:
+        update["attrs"] = {**getattr(event, "attrs"), "log_ts": ts.isoformat()}
+    return event.model_copy(update=update)
 
 
 def import_trace(path: Path, store: Store, *, host: str = "", model: str = "", hw_pool: str = "") -> list[FileReport]:

@@ -1,0 +1,113 @@
+"""``inferensics import-trace`` over every file of the shared corpus: the imported counts equal what the
+logs contain, counted here independently with regular expressions over the raw text."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from inferensics.cli.app import app
+from inferensics.collector.trace import read_trace_file, trace_files
+from inferensics.schema import CacheEvent, CompileEvent, GraphBreakEvent
+from inferensics.schema import columns as col
+from inferensics.schema.store import Store
+
+CORPUS = Path("/work/shared/corpus/torch-trace")
+FILES = sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.name not in ("README.md", "LICENSE.tlparse"))
+HEADER = re.compile(r"^[VIWEC]\d{4} [\d:.]+\s+\d+ [^\]]*\] (\{.*)$")
+CACHE = re.compile(r'"artifact": \{"name": "(fx_graph|aotautograd)_cache_(hit|miss|bypass)"')
+
+
+def _expected(path: Path) -> dict[str, int]:
+    """Counts read straight off the text, without the decoder under test."""
+    text = path.read_text(encoding="utf-8")
+    counts: Counter[str] = Counter()
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = HEADER.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        payload: list[str] = []
+        while i < len(lines) and lines[i].startswith("\t"):
+            payload.append(lines[i][1:])
+            i += 1
+        head = m.group(1)
+        if head.startswith('{"compilation_metrics": '):
+            counts["compiles"] += 1
+            if re.search(r'"fail_type": "\w', head):
+                counts["failures"] += 1
+            reasons = re.search(r'"restart_reasons": (\[[^\]]*\])', head)
+            if reasons:
+                counts["graph_breaks"] += sum("graph_break" in r for r in json.loads(reasons.group(1)))
+        if '"name": "dynamo_graph_break_reason"' in head:
+            counts["graph_breaks"] += 1
+        c = CACHE.search(head)
+        if c:
+            counts[f"{'fx_graph' if c.group(1) == 'fx_graph' else 'aot_autograd'}_{c.group(2)}"] += 1
+        json_payload = head.startswith('{"chromium_event"') or '"encoding": "json"' in head
+        if json_payload and payload:
+            try:
+                json.loads("\n".join(payload))
+            except ValueError:
+                counts["damaged"] += 1
+    return counts
+
+
+def test_corpus_is_present() -> None:
+    assert len(FILES) == 10
+    assert sorted(p.name for p in trace_files(CORPUS)) == sorted(p.name for p in FILES)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_counts_equal_the_log(path: Path) -> None:
+    want = _expected(path)
+    report, _ = read_trace_file(path, host="h")
+    s = report.stats
+    assert s.compiles == want["compiles"]
+    assert s.failures == want["failures"]
+    assert s.graph_breaks == want["graph_breaks"]
+    for kind in ("fx_graph", "aot_autograd"):
+        for result in ("hit", "miss", "bypass"):
+            assert s.cache[f"{kind}_{result}"] == want[f"{kind}_{result}"], (kind, result)
+    assert report.damaged_lines + s.damaged_payloads == want["damaged"]
+
+
+def test_corrupted_file_is_counted_not_fatal() -> None:
+    report, _ = read_trace_file(CORPUS / "simple_corrupted_json.log", host="h")
+    clean, _ = read_trace_file(CORPUS / "simple.log", host="h")
+    assert report.stats.damaged_payloads == 1
+    assert report.stats.compiles == clean.stats.compiles == 1
+
+
+def test_cli_imports_whole_corpus(store: Store) -> None:
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    res = CliRunner().invoke(app, ["import-trace", str(CORPUS), "--dsn", dsn, "--host", "imp"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    want: Counter[str] = Counter()
+    for f in FILES:
+        want.update(_expected(f))
+    compiles = store.select_events(CompileEvent)
+    assert len(compiles) == want["compiles"]
+    assert sum(c.outcome == "failed" for c in compiles) == want["failures"]
+    assert all(c.source == "trace" and c.host == "imp" for c in compiles)
+    cache = Counter(f"{e.cache}_{e.result}" for e in store.select_events(CacheEvent))
+    assert cache == Counter({k: v for k, v in want.items() if k.startswith(("fx_graph_", "aot_autograd_"))})
+    assert len(store.select_events(GraphBreakEvent)) == want["graph_breaks"]
+    with_code = [c for c in compiles if c.artifact_id]
+    assert with_code, "the corpus has output code"
+    for c in with_code:
+        code = store.get_blob(c.artifact_id)
+        assert code is not None and b"async_compile" in code
+    rows = store.query_rows(
+        f"SELECT count() FROM {store.database}.kernels WHERE {col.ARTIFACT_ID} IN {{ids:Array(String)}}",
+        {"ids": [c.artifact_id for c in with_code]},
+    )
+    assert rows[0][0] > 0
+    assert "1 damaged records skipped" in res.output
