@@ -1,0 +1,85 @@
+"""Graph breaks, guard failures and recompile reasons: what breaks or invalidates graphs, where, how often.
+
+"Requests touched" counts distinct non-empty request ids recorded with the events (a break met while
+compiling for a request, a guard that failed on a request's frame entry). Events recorded outside a
+request (for example imported from a trace log) count as events but touch no request.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from inferensics.analytics.client import QueryClient
+from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
+from inferensics.schema import columns as col
+
+
+def _touched() -> str:
+    return f"toUInt64(uniqExactIf({col.REQUEST_ID}, {col.REQUEST_ID} != ''))"
+
+
+def graph_breaks(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """Graph breaks by registry id and break type, most frequent first.
+
+    Columns: registry_id (empty when the message names none), break_type, events, requests (touched),
+    models (sorted list), example_reason (the latest reason text), top_user_frames (up to 3 most frequent
+    ``file:line in function`` frames).
+    """
+    check_filter_values(client, params, ("graph_breaks",))
+    where = slice_where(params, "graph_breaks", what="graph breaks")
+    return client.query_frame(
+        f"SELECT {col.REGISTRY_ID}, {col.BREAK_TYPE}, toUInt64(count()) AS events, {_touched()} AS requests, "
+        f"arraySort(groupUniqArray(toString({col.MODEL}))) AS models, argMax({col.REASON}, {col.TS}) AS example_reason, "
+        f"topK(3)({col.USER_FRAME}) AS top_user_frames "
+        f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.BREAK_TYPE} "
+        f"ORDER BY events DESC, requests DESC, {col.REGISTRY_ID}, {col.BREAK_TYPE}",
+        where.params,
+    )
+
+
+def graph_break_sites(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """Where in user code graph breaks happen: one row per registry id × user frame, most frequent first.
+
+    Columns: registry_id, user_frame, code_location (the compiled frame, most frequent), events, requests.
+    """
+    check_filter_values(client, params, ("graph_breaks",))
+    where = slice_where(params, "graph_breaks", what="graph breaks")
+    return client.query_frame(
+        f"SELECT {col.REGISTRY_ID}, {col.USER_FRAME}, topK(1)({col.CODE_LOCATION})[1] AS {col.CODE_LOCATION}, "
+        f"toUInt64(count()) AS events, {_touched()} AS requests "
+        f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.USER_FRAME} "
+        f"ORDER BY events DESC, requests DESC, {col.REGISTRY_ID}, {col.USER_FRAME}",
+        where.params,
+    )
+
+
+def guard_failures(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """Guard failures by reason and frame, most frequent first.
+
+    Columns: reason, code_location, failures, requests (touched), hosts (distinct), models (sorted list).
+    """
+    check_filter_values(client, params, ("guard_failures",))
+    where = slice_where(params, "guard_failures", what="guard failures")
+    return client.query_frame(
+        f"SELECT {col.REASON}, {col.CODE_LOCATION}, toUInt64(count()) AS failures, {_touched()} AS requests, "
+        f"toUInt64(uniqExact({col.HOST})) AS hosts, arraySort(groupUniqArray(toString({col.MODEL}))) AS models "
+        f"FROM {client.database}.guard_failures WHERE {where.sql} GROUP BY {col.REASON}, {col.CODE_LOCATION} "
+        f"ORDER BY failures DESC, requests DESC, {col.REASON}, {col.CODE_LOCATION}",
+        where.params,
+    )
+
+
+def recompile_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """Recompiles by model, hardware pool and primary reason, most frequent first.
+
+    Columns: model, hw_pool, reason, recompiles, requests (touched), code_locations (distinct frames).
+    """
+    check_filter_values(client, params, ("recompiles",))
+    where = slice_where(params, "recompiles", what="recompile reasons")
+    return client.query_frame(
+        f"SELECT {col.MODEL}, {col.HW_POOL}, {col.REASON}, toUInt64(count()) AS recompiles, {_touched()} AS requests, "
+        f"toUInt64(uniqExact({col.CODE_LOCATION})) AS code_locations "
+        f"FROM {client.database}.recompiles WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}, {col.REASON} "
+        f"ORDER BY recompiles DESC, {col.MODEL}, {col.HW_POOL}, {col.REASON}",
+        where.params,
+    )

@@ -1,0 +1,271 @@
+"""Canary comparison of two bundles (or two time windows) on one model and traffic class.
+
+**Verdict rule** (applied in this order):
+
+1. *inconclusive* when either side served fewer than ``min_requests`` requests;
+2. *fail* when any check fails;
+3. *inconclusive* when any check is inconclusive;
+4. *pass* otherwise.
+
+**Checks.**
+
+* Latency p50/p95/p99: the ratio candidate / baseline with a 95 % bootstrap interval (1,000 resamples on
+  the ±0.9 % latency code). Fail when the interval's low end exceeds ``1 + latency_tolerance``; pass when
+  its high end does not; inconclusive between.
+* Rates (error, eager fallback, requests that recompiled, requests whose compile missed the cache,
+  requests with NaN/inf outputs): one-sided pooled two-proportion z-test that the candidate's rate is
+  higher. Fail when ``p < alpha`` and the increase is at least ``min_rate_increase`` (0 for non-finite
+  outputs: any significant increase fails); else pass.
+* Argmax agreement over requests with equal ``input_digest`` on both sides (earliest request per digest
+  and side): fail below ``min_agreement``, pass at or above it, skipped with fewer than ``min_pairs`` pairs.
+* Output-statistic drift: two-sample Kolmogorov–Smirnov on ``fp_mean`` and on ``fp_std``. Fail when
+  ``D > max_ks_distance`` and ``p < alpha``; else pass.
+
+Per-request facts live only in raw rows, so the comparison reads ``requests`` narrowed by model (and
+traffic class and bundle), which the table's primary key serves directly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+from pydantic import Field, field_validator, model_validator
+
+from inferensics.analytics import stats
+from inferensics.analytics.client import QueryClient
+from inferensics.analytics.filters import _utc, check_filter_values
+from inferensics.analytics.filters import Filters as _Filters
+from inferensics.schema import columns as col
+
+Outcome = Literal["pass", "fail", "inconclusive", "skipped"]
+EVIDENCE_SCHEMA: dict[str, Any] = {
+    "check": pl.String, "metric": pl.String, "baseline": pl.Float64, "candidate": pl.Float64,
+    "ci_low": pl.Float64, "ci_high": pl.Float64, "p_value": pl.Float64, "threshold": pl.Float64,
+    "outcome": pl.String, "rule": pl.String,
+}  # fmt: skip
+_FIELDS = (col.TS, col.LATENCY_MS, col.STATUS, col.OUTCOME, col.RECOMPILES, col.CACHE_STATUS, col.INPUT_DIGEST,
+           col.FP_ARGMAX_DIGEST, col.FP_NAN, col.FP_INF, col.FP_MEAN, col.FP_STD)  # fmt: skip
+
+
+class CanaryParams(_Filters):
+    """What to compare: a model (and traffic class), two bundles, and the window(s).
+
+    ``baseline``/``candidate`` are bundle ids; ``None`` means any bundle (to compare two windows of the
+    same fleet). The candidate is read over ``[start, end)``; the baseline over ``[baseline_start,
+    baseline_end)`` when given, else the same window.
+    """
+
+    model: str  # type: ignore[assignment]
+    """Model compared (required)."""
+    baseline: str | None = None
+    """Baseline bundle id (``None``: any)."""
+    candidate: str | None = None
+    """Candidate bundle id (``None``: any)."""
+    start: datetime
+    """Candidate window start (and baseline's unless ``baseline_start`` is given)."""
+    end: datetime
+    """Candidate window end, exclusive."""
+    baseline_start: datetime | None = None
+    """Baseline window start when comparing two windows."""
+    baseline_end: datetime | None = None
+    """Baseline window end when comparing two windows."""
+    latency_tolerance: float = Field(0.10, ge=0)
+    """Relative latency regression tolerated (0.10: 10 %)."""
+    alpha: float = Field(0.01, gt=0, lt=1)
+    """Significance level of the proportion and KS tests."""
+    min_rate_increase: float = Field(0.005, ge=0)
+    """Smallest absolute rate increase that can fail a rate check (0.005: half a percentage point)."""
+    min_agreement: float = Field(0.99, ge=0, le=1)
+    """Argmax agreement below which the candidate fails."""
+    min_pairs: int = Field(30, ge=1)
+    """Input-matched pairs needed for the agreement check."""
+    max_ks_distance: float = Field(0.1, gt=0, le=1)
+    """KS distance above which (when significant) output statistics have drifted."""
+    min_requests: int = Field(100, ge=1)
+    """Requests each side needs for any verdict but inconclusive."""
+    max_rows: int = Field(500_000, ge=1)
+    """Requests read per side at most (the latest beyond that are dropped; ``truncated`` says so)."""
+    seed: int = 0
+    """Bootstrap seed."""
+
+    @field_validator("start", "end", "baseline_start", "baseline_end")
+    @classmethod
+    def _as_utc(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else _utc(value)
+
+    @model_validator(mode="after")
+    def _sides_differ(self) -> CanaryParams:
+        if (self.baseline_start is None) != (self.baseline_end is None):
+            raise ValueError("give both baseline_start and baseline_end, or neither")
+        if self.bundle is not None:
+            raise ValueError("use baseline and candidate to pick bundles, not bundle")
+        same_window = self.baseline_start in (None, self.start) and self.baseline_end in (None, self.end)
+        if same_window and self.baseline == self.candidate:
+            raise ValueError("baseline and candidate select the same requests: name two bundles or two windows")
+        return self
+
+    def window(self, side: str) -> tuple[datetime, datetime]:
+        """The time window of ``side`` (``baseline`` or ``candidate``)."""
+        if side == "baseline" and self.baseline_start is not None and self.baseline_end is not None:
+            return self.baseline_start, self.baseline_end
+        return self.start, self.end
+
+
+@dataclass(frozen=True)
+class CanaryResult:
+    """A canary verdict, the rule that decided it, and the evidence table (columns: ``EVIDENCE_SCHEMA``)."""
+
+    verdict: Literal["pass", "fail", "inconclusive"]
+    rule: str
+    evidence: pl.DataFrame
+    baseline_requests: int
+    candidate_requests: int
+    truncated: bool
+
+    def to_frame(self) -> pl.DataFrame:
+        """The evidence with a final ``verdict`` row (what the ``canary_compare`` named query returns)."""
+        row = {k: None for k in EVIDENCE_SCHEMA} | {
+            "check": "verdict", "metric": "requests", "baseline": float(self.baseline_requests),
+            "candidate": float(self.candidate_requests), "outcome": self.verdict,
+            "rule": self.rule + (" (rows truncated at max_rows)" if self.truncated else ""),
+        }  # fmt: skip
+        return pl.concat([self.evidence, pl.DataFrame([row], schema=EVIDENCE_SCHEMA)])
+
+
+def _side(client: QueryClient, params: CanaryParams, side: str) -> pl.DataFrame:
+    lo, hi = params.window(side)
+    bundle = params.baseline if side == "baseline" else params.candidate
+    where = [f"{col.MODEL} = {{m:String}}", f"{col.TS} >= {{lo:DateTime64(6, 'UTC')}}",
+             f"{col.TS} < {{hi:DateTime64(6, 'UTC')}}"]  # fmt: skip
+    values: dict[str, Any] = {"m": params.model, "lo": lo, "hi": hi, "n": params.max_rows}
+    for name, column, value in (("tc", col.TRAFFIC_CLASS, params.traffic_class), ("hp", col.HW_POOL, params.hw_pool),
+                                ("h", col.HOST, params.host), ("b", col.BUNDLE_ID, bundle)):  # fmt: skip
+        if value is not None:
+            where.append(f"{column} = {{{name}:String}}")
+            values[name] = value
+    return client.query_frame(
+        f"SELECT {', '.join(f'`{f}`' for f in _FIELDS)} FROM {client.database}.requests "
+        f"WHERE {' AND '.join(where)} ORDER BY {col.TS}, {col.REQUEST_ID} LIMIT {{n:UInt64}}",
+        values,
+    )
+
+
+def _row(check: str, metric: str, b: float, c: float, lo: float, hi: float, p: float, threshold: float,
+         outcome: Outcome, rule: str) -> dict[str, Any]:  # fmt: skip
+    def f(x: float) -> float | None:
+        return None if x is None or math.isnan(x) else float(x)
+
+    return {"check": check, "metric": metric, "baseline": f(b), "candidate": f(c), "ci_low": f(lo),
+            "ci_high": f(hi), "p_value": f(p), "threshold": threshold, "outcome": outcome, "rule": rule}  # fmt: skip
+
+
+def _latency_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> list[dict[str, Any]]:
+    hb = stats.histogram(base.get_column(col.LATENCY_MS).cast(pl.Float64).to_numpy())
+    hc = stats.histogram(cand.get_column(col.LATENCY_MS).cast(pl.Float64).to_numpy())
+    limit = 1 + params.latency_tolerance
+    rows = []
+    for i, q in enumerate((0.5, 0.95, 0.99)):
+        r = stats.bootstrap_quantile_ratio(hb, hc, q, seed=params.seed + i)
+        outcome: Outcome = "fail" if r.low > limit else ("pass" if r.high <= limit else "inconclusive")
+        if math.isnan(r.ratio):
+            outcome = "inconclusive"
+        rule = f"ratio CI low > {limit:g} fails; CI high <= {limit:g} passes"
+        rows.append(_row("latency", f"p{round(q * 100)}_ms", r.baseline, r.candidate, r.low * r.baseline,
+                         r.high * r.baseline, math.nan, limit, outcome, rule))  # fmt: skip
+    return rows
+
+
+_RATES: tuple[tuple[str, pl.Expr, bool], ...] = (
+    ("error_rate", pl.col(col.STATUS) == "error", False),
+    ("fallback_rate", pl.col(col.OUTCOME) == "fallback", False),
+    ("recompile_rate", pl.col(col.RECOMPILES) > 0, False),
+    ("cache_miss_rate", pl.col(col.CACHE_STATUS).is_in(["miss", "mixed"]), False),
+    ("nonfinite_rate", (pl.col(col.FP_NAN) + pl.col(col.FP_INF)) > 0, True),
+)
+
+
+def _rate_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> list[dict[str, Any]]:
+    rows = []
+    for metric, expr, strict in _RATES:
+        xb, xc = int(base.select(expr.sum()).item() or 0), int(cand.select(expr.sum()).item() or 0)
+        nb, nc = base.height, cand.height
+        p = stats.proportion_test(xb, nb, xc, nc)
+        rb, rc = (xb / nb if nb else math.nan), (xc / nc if nc else math.nan)
+        lo, hi = stats.wilson_interval(xc, nc)
+        min_inc = 0.0 if strict else params.min_rate_increase
+        failed = p < params.alpha and (rc - rb) > 0 and (rc - rb) >= min_inc
+        rule = f"one-sided z-test p < {params.alpha:g} and increase >= {min_inc:g} fails"
+        rows.append(_row("rate", metric, rb, rc, lo, hi, p, params.alpha, "fail" if failed else "pass", rule))
+    return rows
+
+
+def _agreement_row(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> dict[str, Any]:
+    def first(frame: pl.DataFrame) -> pl.DataFrame:
+        return (
+            frame.filter((pl.col(col.INPUT_DIGEST) != "") & (pl.col(col.FP_ARGMAX_DIGEST) != ""))
+            .sort([col.TS, col.FP_ARGMAX_DIGEST])
+            .group_by(col.INPUT_DIGEST).agg(pl.col(col.FP_ARGMAX_DIGEST).first())
+        )  # fmt: skip
+
+    pairs = first(base).join(first(cand), on=col.INPUT_DIGEST, suffix="_c")
+    n = pairs.height
+    agree = int(pairs.select((pl.col(col.FP_ARGMAX_DIGEST) == pl.col(f"{col.FP_ARGMAX_DIGEST}_c")).sum()).item() or 0)
+    lo, hi = stats.wilson_interval(agree, n)
+    rule = f"agreement < {params.min_agreement:g} over >= {params.min_pairs} input-matched pairs fails"
+    outcome: Outcome = "skipped" if n < params.min_pairs else ("fail" if agree / n < params.min_agreement else "pass")
+    return _row("output", "argmax_agreement", float(n), agree / n if n else math.nan, lo, hi, math.nan,
+                params.min_agreement, outcome, rule)  # fmt: skip
+
+
+def _drift_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> list[dict[str, Any]]:
+    rows = []
+    for column in (col.FP_MEAN, col.FP_STD):
+        a = base.get_column(column).cast(pl.Float64).to_numpy()
+        b = cand.get_column(column).cast(pl.Float64).to_numpy()
+        d, p = stats.ks_test(a, b)
+        failed = not math.isnan(d) and d > params.max_ks_distance and p < params.alpha
+        rule = f"KS D > {params.max_ks_distance:g} with p < {params.alpha:g} fails"
+        mb, mc = (float(np.nanmedian(a)) if a.size else math.nan), (float(np.nanmedian(b)) if b.size else math.nan)
+        rows.append(_row("output", f"{column}_ks", mb, mc, d, d, p, params.max_ks_distance,
+                         "fail" if failed else ("inconclusive" if math.isnan(d) else "pass"), rule))  # fmt: skip
+    return rows
+
+
+def compare_canary(client: QueryClient, params: CanaryParams) -> CanaryResult:
+    """Compare the candidate with the baseline and decide (rules in the module docstring).
+
+    ``baseline``/``candidate`` values of the evidence are the two sides' values (for latency the quantile
+    in ms and the interval of the candidate's quantile implied by the ratio interval; for argmax agreement
+    ``baseline`` holds the number of pairs).
+    """
+    check_filter_values(client, params, ("requests_1h", "requests"))
+    for bundle in (params.baseline, params.candidate):
+        if bundle is not None:
+            check_filter_values(client, _Filters(bundle=bundle), ("requests_1h",))
+    base, cand = _side(client, params, "baseline"), _side(client, params, "candidate")
+    truncated = max(base.height, cand.height) >= params.max_rows
+    rows = [*_latency_rows(base, cand, params), *_rate_rows(base, cand, params),
+            _agreement_row(base, cand, params), *_drift_rows(base, cand, params)]  # fmt: skip
+    evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
+    outcomes = evidence.get_column("outcome").to_list()
+    if min(base.height, cand.height) < params.min_requests:
+        verdict, rule = "inconclusive", f"fewer than {params.min_requests} requests on a side"
+    elif "fail" in outcomes:
+        failed = evidence.filter(pl.col("outcome") == "fail").get_column("metric").to_list()
+        verdict, rule = "fail", "failed: " + ", ".join(failed)
+    elif "inconclusive" in outcomes:
+        open_ = evidence.filter(pl.col("outcome") == "inconclusive").get_column("metric").to_list()
+        verdict, rule = "inconclusive", "undecided: " + ", ".join(open_)
+    else:
+        verdict, rule = "pass", "every check passed"
+    return CanaryResult(verdict, rule, evidence, base.height, cand.height, truncated)  # type: ignore[arg-type]
+
+
+def canary_compare(client: QueryClient, params: CanaryParams) -> pl.DataFrame:
+    """:func:`compare_canary` as one frame: the evidence rows and a final ``verdict`` row."""
+    return compare_canary(client, params).to_frame()

@@ -1,0 +1,169 @@
+"""Request drill-down: everything the store knows about one request id.
+
+Reads raw tables (the only place per-request facts live), always narrowed by the request's model so the
+primary keys and the request-id bloom filter keep each read small.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field
+
+from inferensics.analytics.client import QueryClient
+from inferensics.analytics.errors import NotFound
+from inferensics.schema import columns as col
+from inferensics.schema.events import RequestEvent
+
+
+class RequestParams(BaseModel):
+    """Parameters of the drill-down queries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: str = Field(min_length=1)
+    """The request id to look up."""
+
+
+@dataclass(frozen=True)
+class RequestDrillDown:
+    """The three frames of a drill-down (see :func:`request_detail`, :func:`request_graphs`,
+    :func:`request_kernels`)."""
+
+    detail: pl.DataFrame
+    graphs: pl.DataFrame
+    kernels: pl.DataFrame
+
+
+def _request(client: QueryClient, request_id: str) -> pl.DataFrame:
+    names = ", ".join(f"`{n}`" for n in RequestEvent.model_fields if n != col.ATTRS)
+    row = client.query_frame(
+        f"SELECT {names} FROM {client.database}.requests WHERE {col.REQUEST_ID} = {{rid:String}} "
+        f"ORDER BY {col.TS} LIMIT 1",
+        {"rid": request_id},
+    )
+    if row.is_empty():
+        raise NotFound(f"no request {request_id!r} in the store (requests are kept 30 days); check the id")
+    return row
+
+
+def request_detail(client: QueryClient, params: RequestParams) -> pl.DataFrame:
+    """One row: every request column (but ``attrs``) plus what other tables add.
+
+    Added columns: guard_failure_reasons (list, in time order), recompile_reasons (list), bundle_name,
+    bundle_torch_version, bundle_device_name (empty when the bundle is not registered), inputs_captured
+    (bool), capture_bytes (null when not captured or the blob is missing), kernel_timings_sampled (rows in
+    ``kernel_timings``).
+    """
+    row = _request(client, params.request_id)
+    model = row.item(0, col.MODEL)
+    rid = {"rid": params.request_id, "m": model}
+    db = client.database
+    extra = client.query_frame(
+        f"SELECT (SELECT groupArray({col.REASON}) FROM (SELECT {col.REASON} FROM {db}.guard_failures "
+        f"WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS})) AS guard_failure_reasons, "
+        f"(SELECT groupArray({col.REASON}) FROM (SELECT {col.REASON} FROM {db}.recompiles "
+        f"WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS})) AS recompile_reasons, "
+        f"(SELECT toUInt64(count()) FROM {db}.kernel_timings WHERE {col.MODEL} = {{m:String}} "
+        f"AND {col.REQUEST_ID} = {{rid:String}}) AS kernel_timings_sampled",
+        rid,
+    )
+    bundle = client.query_frame(
+        f"SELECT {col.BUNDLE_NAME}, {col.TORCH_VERSION}, {col.DEVICE_NAME} FROM {db}.bundles "
+        f"WHERE {col.BUNDLE_ID} = {{b:String}} ORDER BY {col.TS} DESC LIMIT 1",
+        {"b": row.item(0, col.BUNDLE_ID)},
+    )
+    capture = row.item(0, col.CAPTURE_BLOB)
+    size = client.query_frame(
+        f"SELECT toUInt64(any({col.SIZE_BYTES})) AS s, count() AS n FROM {db}.blobs WHERE {col.SHA256} = {{h:String}}",
+        {"h": capture},
+    )
+    return row.hstack(extra).with_columns(
+        pl.lit(str(bundle.item(0, 0)) if bundle.height else "").alias("bundle_name"),
+        pl.lit(str(bundle.item(0, 1)) if bundle.height else "").alias("bundle_torch_version"),
+        pl.lit(str(bundle.item(0, 2)) if bundle.height else "").alias("bundle_device_name"),
+        pl.lit(bool(capture)).alias("inputs_captured"),
+        pl.lit(int(size.item(0, "s")) if capture and size.item(0, "n") else None, pl.UInt64).alias("capture_bytes"),
+    )
+
+
+def request_graphs(client: QueryClient, params: RequestParams) -> pl.DataFrame:
+    """The compiled graphs that served the request, in first-call order, with their compiles.
+
+    Columns: position, graph_key, artifact_id, calls, graph_us, code_location, compile_host, compile_ts,
+    compile_seconds (entire frame), compile_cache_status, compile_id (the latest compile of that artifact
+    for the request's model; nulls when none was recorded).
+    """
+    row = _request(client, params.request_id)
+    graphs = pl.DataFrame(
+        {
+            "position": pl.Series(range(len(row.item(0, col.GRAPH_KEYS))), dtype=pl.UInt32),
+            col.GRAPH_KEY: pl.Series(row.item(0, col.GRAPH_KEYS), dtype=pl.String),
+            col.ARTIFACT_ID: pl.Series(row.item(0, col.GRAPH_ARTIFACTS), dtype=pl.String),
+            "calls": pl.Series(row.item(0, col.GRAPH_CALLS), dtype=pl.UInt32),
+            "graph_us": pl.Series(row.item(0, col.GRAPH_US), dtype=pl.UInt32),
+        }
+    )
+    compiles = client.query_frame(
+        f"SELECT {col.ARTIFACT_ID}, argMax({col.CODE_LOCATION}, {col.TS}) AS {col.CODE_LOCATION}, "
+        f"argMax(toString({col.HOST}), {col.TS}) AS compile_host, max({col.TS}) AS compile_ts, "
+        f"toFloat64(argMax({col.ENTIRE_FRAME_S}, {col.TS})) AS compile_seconds, "
+        f"argMax(toString({col.CACHE_STATUS}), {col.TS}) AS compile_cache_status, "
+        f"argMax(toString({col.COMPILE_ID}), {col.TS}) AS {col.COMPILE_ID} "
+        f"FROM {client.database}.compiles WHERE {col.MODEL} = {{m:String}} "
+        f"AND {col.ARTIFACT_ID} IN {{ids:Array(String)}} GROUP BY {col.ARTIFACT_ID}",
+        {"m": row.item(0, col.MODEL), "ids": graphs.get_column(col.ARTIFACT_ID).to_list()},
+    )
+    return graphs.join(compiles, on=col.ARTIFACT_ID, how="left").sort("position")
+
+
+def request_kernels(client: QueryClient, params: RequestParams) -> pl.DataFrame:
+    """The kernels of the request's artifacts with their source lines, and its sampled timings.
+
+    One row per artifact × kernel from the kernel inventory, joined with the request's profiler timings
+    (``calls``/``total_us`` null when not sampled). Timings of kernels the inventory does not hold (or not
+    tied to an artifact) are kept with empty provenance. Columns: artifact_id, graph_key, kernel_name,
+    kernel_backend, post_grad_nodes, source_lines, device, calls, total_us. Sorted by total_us descending
+    (unsampled last), then artifact and kernel name.
+    """
+    row = _request(client, params.request_id)
+    db = client.database
+    artifacts = [a for a in row.item(0, col.GRAPH_ARTIFACTS) if a]
+    inventory = client.query_frame(
+        f"SELECT {col.ARTIFACT_ID}, {col.GRAPH_KEY}, {col.KERNEL_NAME}, toString({col.KERNEL_BACKEND}) AS "
+        f"{col.KERNEL_BACKEND}, {col.POST_GRAD_NODES}, {col.SOURCE_LINES} FROM {db}.kernels "
+        f"WHERE {col.ARTIFACT_ID} IN {{ids:Array(String)}} ORDER BY {col.TS} DESC "
+        f"LIMIT 1 BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
+        {"ids": artifacts},
+    )
+    timings = client.query_frame(
+        f"SELECT {col.ARTIFACT_ID}, {col.KERNEL_NAME}, toString(any({col.DEVICE})) AS {col.DEVICE}, "
+        f"toUInt64(sum({col.CALLS})) AS {col.CALLS}, sum({col.TOTAL_US}) AS {col.TOTAL_US} "
+        f"FROM {db}.kernel_timings WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} "
+        f"GROUP BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
+        {"m": row.item(0, col.MODEL), "rid": params.request_id},
+    )
+    keys = [col.ARTIFACT_ID, col.KERNEL_NAME]
+    out = inventory.join(timings, on=keys, how="full", coalesce=True).with_columns(
+        pl.col(col.GRAPH_KEY).fill_null(""),
+        pl.col(col.KERNEL_BACKEND).fill_null(""),
+        pl.col(col.POST_GRAD_NODES).fill_null(pl.lit([], pl.List(pl.String))),
+        pl.col(col.SOURCE_LINES).fill_null(pl.lit([], pl.List(pl.String))),
+    )
+    return out.select(
+        col.ARTIFACT_ID, col.GRAPH_KEY, col.KERNEL_NAME, col.KERNEL_BACKEND, col.POST_GRAD_NODES,
+        col.SOURCE_LINES, col.DEVICE, col.CALLS, col.TOTAL_US,
+    ).sort([col.TOTAL_US, col.ARTIFACT_ID, col.KERNEL_NAME], descending=[True, False, False], nulls_last=True)  # fmt: skip
+
+
+def drill_down(client: QueryClient, request_id: str) -> RequestDrillDown:
+    """All three drill-down frames for ``request_id``.
+
+    Raises:
+        NotFound: no such request in the store.
+    """
+    params = RequestParams(request_id=request_id)
+    return RequestDrillDown(
+        request_detail(client, params), request_graphs(client, params), request_kernels(client, params)
+    )

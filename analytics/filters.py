@@ -1,0 +1,172 @@
+"""Time ranges and slice filters shared by every analytics query, and the SQL they turn into.
+
+A slice is a half-open UTC time range ``[start, end)`` plus optional equality filters on the fleet
+dimensions. Filter values travel as query parameters, never formatted into SQL. A filter value that exists
+nowhere in the store raises :class:`~inferensics.analytics.errors.UnknownFilterValue` (a typo must not look
+like a quiet fleet); a known value with no rows in the range gives an empty frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from inferensics.analytics.client import QueryClient
+from inferensics.analytics.errors import UnknownFilterValue, UnsupportedFilter
+from inferensics.schema import columns as col
+from inferensics.schema.events import MODELS_BY_TABLE
+from inferensics.schema.rollups import ROLLUPS
+
+FILTER_COLUMNS: Final[Mapping[str, str]] = {
+    "model": col.MODEL,
+    "hw_pool": col.HW_POOL,
+    "traffic_class": col.TRAFFIC_CLASS,
+    "host": col.HOST,
+    "bundle": col.BUNDLE_ID,
+}
+"""Filter name → column it compares."""
+
+TIME_TYPE: Final = "DateTime64(6, 'UTC')"
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Filters(BaseModel):
+    """Equality filters on the fleet dimensions; ``None`` means all."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = None
+    """Model name."""
+    hw_pool: str | None = None
+    """Hardware pool."""
+    traffic_class: str | None = None
+    """Traffic class."""
+    host: str | None = None
+    """Serving host (forces raw-table reads: the rollups are not keyed by host)."""
+    bundle: str | None = None
+    """Bundle id."""
+
+    def active(self) -> dict[str, str]:
+        """The filters that are set, by filter name."""
+        return {name: v for name in FILTER_COLUMNS if (v := getattr(self, name)) is not None}
+
+
+class SliceParams(Filters):
+    """A half-open UTC time range ``[start, end)`` and filters: the parameters of most named queries.
+
+    Naive datetimes are read as UTC.
+    """
+
+    start: datetime
+    """Start of the range (inclusive, UTC)."""
+    end: datetime
+    """End of the range (exclusive, UTC)."""
+
+    @field_validator("start", "end")
+    @classmethod
+    def _as_utc(cls, value: datetime) -> datetime:
+        return _utc(value)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SliceParams:
+        if self.end < self.start:
+            raise ValueError(f"end {self.end.isoformat()} is before start {self.start.isoformat()}")
+        return self
+
+    @property
+    def seconds(self) -> float:
+        """Length of the range in seconds."""
+        return (self.end - self.start).total_seconds()
+
+
+def table_columns(table: str) -> frozenset[str]:
+    """Column names of a raw or rollup table."""
+    if table in MODELS_BY_TABLE:
+        return frozenset(MODELS_BY_TABLE[table].model_fields)
+    for rollup in ROLLUPS:
+        if rollup.name == table:
+            return frozenset((col.BUCKET, *rollup.keys, *(v.name for v in rollup.values)))
+    raise KeyError(table)
+
+
+@dataclass(frozen=True)
+class Where:
+    """A SQL condition and its parameters."""
+
+    sql: str
+    params: dict[str, Any]
+
+    def __and__(self, other: Where) -> Where:
+        return Where(f"({self.sql}) AND ({other.sql})", {**self.params, **other.params})
+
+
+def slice_where(
+    params: Filters, table: str, *, time_column: str | None = col.TS, start: datetime | None = None,
+    end: datetime | None = None, what: str = "",
+) -> Where:  # fmt: skip
+    """The WHERE condition selecting ``params``' slice of ``table``.
+
+    ``time_column`` (``ts`` for raw tables, ``bucket`` for rollups) is compared with the range of
+    ``params`` (or ``start``/``end`` when given); ``None`` skips the time condition.
+
+    Raises:
+        UnsupportedFilter: a filter is set that ``table`` has no column for.
+    """
+    columns = table_columns(table)
+    parts: list[str] = []
+    values: dict[str, Any] = {}
+    for name, value in params.active().items():
+        column = FILTER_COLUMNS[name]
+        if column not in columns:
+            raise UnsupportedFilter(
+                f"the {name} filter does not apply to {what or table}: those events carry no {column}; "
+                "drop the filter for this view"
+            )
+        parts.append(f"{column} = {{f_{name}:String}}")
+        values[f"f_{name}"] = value
+    lo = start if start is not None else getattr(params, "start", None)
+    hi = end if end is not None else getattr(params, "end", None)
+    if time_column is not None and lo is not None and hi is not None:
+        parts.append(f"{time_column} >= {{t_start:{TIME_TYPE}}} AND {time_column} < {{t_end:{TIME_TYPE}}}")
+        values["t_start"] = lo
+        values["t_end"] = hi
+    return Where(" AND ".join(parts) or "1", values)
+
+
+def check_filter_values(client: QueryClient, params: Filters, tables: Iterable[str]) -> None:
+    """Raise :class:`UnknownFilterValue` for a set filter whose value no row of ``tables`` carries.
+
+    Existence is checked over all time (a known value with no rows in the range is an empty slice, not an
+    error). Rollups answer it cheaply; ``host`` is checked on the raw tables.
+    """
+    tables = list(tables)
+    for name, value in params.active().items():
+        column = FILTER_COLUMNS[name]
+        holders = [t for t in tables if column in table_columns(t)]
+        if not holders:
+            continue
+        exists = " + ".join(
+            f"(SELECT count() FROM (SELECT 1 FROM {client.database}.{t} WHERE {column} = {{v:String}} LIMIT 1))"
+            for t in holders
+        )
+        found = client.query_frame(f"SELECT {exists} AS n", {"v": value})
+        if int(found.item(0, 0)) > 0:
+            continue
+        known_sql = " UNION DISTINCT ".join(
+            f"SELECT DISTINCT toString({column}) AS v FROM {client.database}.{t}" for t in holders
+        )
+        known = client.query_frame(f"SELECT v FROM ({known_sql}) ORDER BY v LIMIT 100")
+        raise UnknownFilterValue(name, value, [str(v) for v in known.get_column("v").to_list()])
+
+
+def prefer_rollup(params: Filters, rollup: str) -> bool:
+    """Whether every set filter is a key of ``rollup`` (else the raw table must answer)."""
+    columns = table_columns(rollup)
+    return all(FILTER_COLUMNS[name] in columns for name in params.active())

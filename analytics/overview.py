@@ -1,0 +1,124 @@
+"""Fleet overview: request rate, latency quantiles, error/fallback/recompile rates, compile time, cache use.
+
+Every rate is a ratio of sums over the slice: ``error_rate = errors / requests``, ``fallback_rate =
+fallbacks / requests`` (requests served eagerly), ``recompile_rate = recompiles / requests`` (recompiles
+per request, can exceed 1), ``cache_hit_ratio = cache_hits / (cache_hits + cache_misses)`` over requests
+that compiled (null when none did), ``request_rate_per_s = requests / range seconds``. Latency quantiles
+come from the rollups' ``quantilesTiming`` states (±0.9 %, see ``inferensics.schema.rollups``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import polars as pl
+
+from inferensics.analytics._requests import SUM_COLUMNS, quantile_columns, slice_source
+from inferensics.analytics.client import QueryClient
+from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
+from inferensics.schema import columns as col
+
+GroupBy = Literal["model", "hw_pool", "traffic_class", "bundle", "none"]
+BucketUnit = Literal["minute", "hour", "day"]
+_DIMS = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
+_GROUP_COLUMNS = {
+    "model": col.MODEL,
+    "hw_pool": col.HW_POOL,
+    "traffic_class": col.TRAFFIC_CLASS,
+    "bundle": col.BUNDLE_ID,
+}
+_REQUEST_TABLES = ("requests_1h", "requests")
+
+
+def _rates(frame: pl.DataFrame, seconds: float) -> pl.DataFrame:
+    requests = pl.col(col.REQUESTS)
+    lookups = pl.col(col.CACHE_HITS) + pl.col(col.CACHE_MISSES)
+    return frame.with_columns(
+        (requests / seconds if seconds > 0 else pl.lit(None, pl.Float64)).alias("request_rate_per_s"),
+        (pl.col(col.LATENCY_SUM_MS) / requests).alias("mean_ms"),
+        (pl.col(col.ERRORS) / requests).alias("error_rate"),
+        (pl.col(col.FALLBACKS) / requests).alias("fallback_rate"),
+        (pl.col(col.RECOMPILES) / requests).alias("recompile_rate"),
+        (pl.col(col.NONFINITE) / requests).alias("nonfinite_rate"),
+        pl.when(lookups > 0).then(pl.col(col.CACHE_HITS) / lookups).otherwise(None).alias("cache_hit_ratio"),
+    )
+
+
+def fleet_overview(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """One row per model × hardware pool × traffic class with traffic in the slice.
+
+    Columns: model, hw_pool, traffic_class, the sums (requests, errors, fallbacks, recompiles, compiles,
+    compile_seconds, cache_hits, cache_misses, nonfinite, latency_sum_ms), p50_ms, p95_ms, p99_ms,
+    request_rate_per_s, mean_ms, error_rate, fallback_rate, recompile_rate, nonfinite_rate,
+    cache_hit_ratio (rules in the module docstring). Sorted by requests descending.
+    """
+    check_filter_values(client, params, _REQUEST_TABLES)
+    source = slice_source(params)
+    where = slice_where(params, source.table, time_column=source.time_column)
+    dims = ", ".join(_DIMS)
+    frame = client.query_frame(
+        f"SELECT {dims}, {', '.join(SUM_COLUMNS)}, {', '.join(quantile_columns())} FROM ("
+        f"SELECT {dims}, {', '.join(source.sums())}, {source.quantiles()} "
+        f"FROM {client.database}.{source.table} WHERE {where.sql} GROUP BY {dims}"
+        f") ORDER BY {col.REQUESTS} DESC, {dims}",
+        where.params,
+    )
+    return _rates(_typed(frame), params.seconds)
+
+
+def fleet_timeseries(
+    client: QueryClient, params: SliceParams, *, unit: BucketUnit = "hour", by: GroupBy = "none"
+) -> pl.DataFrame:
+    """Request aggregates per time bucket (and per value of ``by``), for trend charts.
+
+    Columns: bucket, group (the ``by`` value; ``all`` when ``by`` is ``none``), the sums, p50_ms, p95_ms,
+    p99_ms and the rates of :func:`fleet_overview` (``request_rate_per_s`` over the bucket length).
+    Buckets with no requests are absent.
+    """
+    check_filter_values(client, params, _REQUEST_TABLES)
+    source = slice_source(params)
+    if source.table == "requests_1h" and unit == "minute":
+        unit = "hour"
+    where = slice_where(params, source.table, time_column=source.time_column)
+    group = _GROUP_COLUMNS[by] if by != "none" else "'all'"
+    frame = client.query_frame(
+        f"SELECT bucket, group, {', '.join(SUM_COLUMNS)}, {', '.join(quantile_columns())} FROM ("
+        f"SELECT {source.bucket(unit)} AS bucket, toString({group}) AS group, {', '.join(source.sums())}, "
+        f"{source.quantiles()} FROM {client.database}.{source.table} WHERE {where.sql} "
+        f"GROUP BY bucket, group) ORDER BY bucket, group",
+        where.params,
+    )
+    seconds = {"minute": 60.0, "hour": 3600.0, "day": 86400.0}[unit]
+    return _rates(_typed(frame), seconds)
+
+
+def _typed(frame: pl.DataFrame) -> pl.DataFrame:
+    casts = {
+        name: pl.Float64 if name in (col.COMPILE_SECONDS, col.LATENCY_SUM_MS) else pl.UInt64 for name in SUM_COLUMNS
+    }
+    casts.update({"p50_ms": pl.Float64, "p95_ms": pl.Float64, "p99_ms": pl.Float64})
+    return frame.with_columns(*(pl.col(n).cast(t) for n, t in casts.items()))
+
+
+def fallback_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """Eager fallbacks by reason per model × hardware pool × traffic class.
+
+    Columns: model, hw_pool, traffic_class, fallback_reason, fallbacks, requests (all requests of that
+    slice), fallback_rate (``fallbacks / requests``). Read from raw rows with ``outcome = 'fallback'``
+    (the rollups carry no reason); requests come from the rollup. Sorted by fallbacks descending.
+    """
+    check_filter_values(client, params, _REQUEST_TABLES)
+    where = slice_where(params, "requests")
+    dims = ", ".join(_DIMS)
+    reasons = client.query_frame(
+        f"SELECT {dims}, {col.FALLBACK_REASON}, count() AS fallbacks FROM {client.database}.requests "
+        f"PREWHERE {col.OUTCOME} = 'fallback' WHERE {where.sql} "
+        f"GROUP BY {dims}, {col.FALLBACK_REASON}",
+        where.params,
+    ).with_columns(pl.col("fallbacks").cast(pl.UInt64))
+    totals = fleet_overview(client, params).select(*_DIMS, col.REQUESTS)
+    return (
+        reasons.join(totals, on=list(_DIMS), how="left")
+        .with_columns((pl.col("fallbacks") / pl.col(col.REQUESTS)).alias("fallback_rate"))
+        .sort(["fallbacks", *_DIMS, col.FALLBACK_REASON], descending=[True, False, False, False, False])
+    )

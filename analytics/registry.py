@@ -1,0 +1,89 @@
+"""The named queries the collector service exposes (``POST /api/v1/query/<name>``).
+
+Each :class:`NamedQuery` pairs a pydantic parameter model (``extra`` keys are rejected) with a ``run`` that
+takes a :class:`~inferensics.analytics.client.QueryClient` and the validated parameters and returns a
+Polars frame. Errors a caller can fix raise :class:`~inferensics.analytics.errors.AnalyticsError`
+(a ``ValueError``; the service answers 400).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import polars as pl
+from pydantic import BaseModel
+
+from inferensics.analytics import breaks, cache, canary, drilldown, overview, storms
+from inferensics.analytics.client import QueryClient
+from inferensics.analytics.filters import SliceParams
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    """A query the service runs by name."""
+
+    name: str
+    params: type[BaseModel]
+    run: Callable[[QueryClient, BaseModel], pl.DataFrame]
+    description: str
+
+
+class TimeseriesParams(SliceParams):
+    """A slice, the bucket length and the dimension to split series by."""
+
+    unit: Literal["minute", "hour", "day"] = "hour"
+    """Bucket length (minute buckets need a range on whole minutes within 7 days, else raw rows)."""
+    by: Literal["model", "hw_pool", "traffic_class", "bundle", "none"] = "none"
+    """Dimension whose values become separate series."""
+
+
+def _timeseries(client: QueryClient, params: BaseModel) -> pl.DataFrame:
+    p = cast(TimeseriesParams, params)
+    return overview.fleet_timeseries(client, p, unit=p.unit, by=p.by)
+
+
+def _q(name: str, params: type[BaseModel], fn: Callable[[QueryClient, Any], pl.DataFrame], what: str) -> NamedQuery:
+    doc = (fn.__doc__ or "").strip()
+    return NamedQuery(name, params, fn, f"{what} {doc}".strip())
+
+
+_ALL = "Filters: model, hw_pool, traffic_class, host, bundle."
+_NO_TC = "Filters: model, hw_pool, host, bundle (no traffic_class)."
+_POOL = "Filters: model, hw_pool, host (no traffic_class, no bundle)."
+
+NAMED_QUERIES: Mapping[str, NamedQuery] = {
+    q.name: q
+    for q in (
+        _q("fleet_overview", SliceParams, overview.fleet_overview, _ALL),
+        _q("fleet_timeseries", TimeseriesParams, _timeseries, _ALL),
+        _q("fallback_reasons", SliceParams, overview.fallback_reasons, _ALL),
+        _q(
+            "recompile_storms",
+            storms.StormParams,
+            storms.recompile_storms,
+            "Filters: model, hw_pool, traffic_class, host.",
+        ),
+        _q("new_graph_keys", SliceParams, storms.new_graph_keys, _NO_TC),
+        _q("specializations", SliceParams, storms.specializations, _NO_TC),
+        _q("graph_breaks", SliceParams, breaks.graph_breaks, _POOL),
+        _q("graph_break_sites", SliceParams, breaks.graph_break_sites, _POOL),
+        _q("guard_failures", SliceParams, breaks.guard_failures, _POOL),
+        _q("recompile_reasons", SliceParams, breaks.recompile_reasons, "Filters: model, hw_pool, traffic_class, host."),
+        _q("cache_health", SliceParams, cache.cache_health, _NO_TC),
+        _q("cache_trend", SliceParams, cache.cache_trend, _NO_TC),
+        _q("cache_reasons", SliceParams, cache.cache_reasons, _NO_TC),
+        _q("cache_growth", SliceParams, cache.cache_growth, _NO_TC),
+        _q("request_detail", drilldown.RequestParams, drilldown.request_detail, "Drill-down, one request id."),
+        _q("request_graphs", drilldown.RequestParams, drilldown.request_graphs, "Drill-down, one request id."),
+        _q("request_kernels", drilldown.RequestParams, drilldown.request_kernels, "Drill-down, one request id."),
+        _q(
+            "canary_compare",
+            canary.CanaryParams,
+            canary.canary_compare,
+            canary.__doc__.split("\n\n")[1].strip() if canary.__doc__ else "",
+        ),  # fmt: skip
+    )
+}
+"""Every named query by name."""

@@ -1,0 +1,125 @@
+"""The statistics behind canary verdicts: histogram bootstrap, proportion test, Kolmogorov–Smirnov.
+
+Latency quantiles are bootstrapped on the rollups' log-scaled latency code (1024 bins, ±0.9 % relative):
+resampling ``n`` requests with replacement is a multinomial draw over the bins, so 1,000 resamples of a
+million requests cost a 1000 × 1024 array, not a billion numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from inferensics.schema.rollups import LATENCY_CODE_MAX, LATENCY_CODE_MIN_MS, LATENCY_CODE_STEP
+
+Floats = npt.NDArray[np.float64]
+
+
+def latency_codes(latency_ms: Floats) -> npt.NDArray[np.int64]:
+    """Vectorised :func:`inferensics.schema.rollups.latency_code`."""
+    raw = (np.log(np.maximum(latency_ms, 1e-9)) - math.log(LATENCY_CODE_MIN_MS)) / LATENCY_CODE_STEP
+    return np.clip(np.round(raw), 0, LATENCY_CODE_MAX).astype(np.int64)
+
+
+def decode(codes: Floats) -> Floats:
+    """Latency in milliseconds at the centre of each code's bin."""
+    return np.exp(codes * LATENCY_CODE_STEP + math.log(LATENCY_CODE_MIN_MS))
+
+
+def histogram(latency_ms: Floats) -> npt.NDArray[np.int64]:
+    """Counts per latency code (length ``LATENCY_CODE_MAX + 1``)."""
+    return np.bincount(latency_codes(latency_ms), minlength=LATENCY_CODE_MAX + 1)
+
+
+def _quantile_codes(cum: npt.NDArray[np.int64], q: float) -> npt.NDArray[np.int64]:
+    """Lowest code whose cumulative count reaches ``ceil(q × n)`` (the nearest-rank quantile), per row."""
+    n = cum[..., -1]
+    rank = np.maximum(np.ceil(q * n), 1)
+    return np.argmax(cum >= rank[..., None], axis=-1)
+
+
+def quantile_ms(hist: npt.NDArray[np.int64], q: float) -> float:
+    """Nearest-rank ``q`` quantile of a code histogram, in milliseconds (NaN when empty)."""
+    if hist.sum() == 0:
+        return math.nan
+    return float(decode(np.asarray(_quantile_codes(np.cumsum(hist), q), dtype=np.float64)))
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """A quantile on each side, their ratio (candidate / baseline) and its bootstrap interval."""
+
+    baseline: float
+    candidate: float
+    ratio: float
+    low: float
+    high: float
+
+
+def bootstrap_quantile_ratio(
+    baseline: npt.NDArray[np.int64], candidate: npt.NDArray[np.int64], q: float, *,
+    resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
+) -> RatioInterval:  # fmt: skip
+    """Percentile-bootstrap interval of ``quantile(candidate) / quantile(baseline)``.
+
+    Each side is resampled independently (multinomial over its histogram); the interval is the
+    ``(1 ± confidence) / 2`` percentiles of the resampled ratios. Deterministic for a given ``seed``.
+    """
+    rng = np.random.default_rng(seed)
+    b_n, c_n = int(baseline.sum()), int(candidate.sum())
+    b_q, c_q = quantile_ms(baseline, q), quantile_ms(candidate, q)
+    if b_n == 0 or c_n == 0:
+        return RatioInterval(b_q, c_q, math.nan, math.nan, math.nan)
+    b_draw = rng.multinomial(b_n, baseline / b_n, size=resamples)
+    c_draw = rng.multinomial(c_n, candidate / c_n, size=resamples)
+    b_codes = _quantile_codes(np.cumsum(b_draw, axis=1), q).astype(np.float64)
+    c_codes = _quantile_codes(np.cumsum(c_draw, axis=1), q).astype(np.float64)
+    ratios = np.exp((c_codes - b_codes) * LATENCY_CODE_STEP)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(ratios, [alpha, 1 - alpha])
+    return RatioInterval(b_q, c_q, c_q / b_q, float(low), float(high))
+
+
+def proportion_test(x_base: int, n_base: int, x_cand: int, n_cand: int) -> float:
+    """One-sided p-value of the pooled two-proportion z-test that the candidate's rate is higher.
+
+    1.0 when either side is empty or both rates are 0 or 1 (no variance: nothing to reject).
+    """
+    if n_base == 0 or n_cand == 0:
+        return 1.0
+    pooled = (x_base + x_cand) / (n_base + n_cand)
+    var = pooled * (1 - pooled) * (1 / n_base + 1 / n_cand)
+    if var <= 0:
+        return 1.0
+    z = (x_cand / n_cand - x_base / n_base) / math.sqrt(var)
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def wilson_interval(x: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval of a proportion (NaNs when ``n`` is 0)."""
+    if n == 0:
+        return math.nan, math.nan
+    p = x / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def ks_test(a: Floats, b: Floats) -> tuple[float, float]:
+    """Two-sample Kolmogorov–Smirnov statistic ``D`` and its asymptotic p-value (NaNs when a side is empty)."""
+    a, b = np.sort(a[np.isfinite(a)]), np.sort(b[np.isfinite(b)])
+    if a.size == 0 or b.size == 0:
+        return math.nan, math.nan
+    grid = np.concatenate([a, b])
+    cdf_a = np.searchsorted(a, grid, side="right") / a.size
+    cdf_b = np.searchsorted(b, grid, side="right") / b.size
+    d = float(np.max(np.abs(cdf_a - cdf_b)))
+    ne = a.size * b.size / (a.size + b.size)
+    lam = (math.sqrt(ne) + 0.12 + 0.11 / math.sqrt(ne)) * d
+    if lam < 1e-3:
+        return d, 1.0
+    p = 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
+    return d, float(min(1.0, max(0.0, p)))

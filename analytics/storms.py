@@ -1,0 +1,199 @@
+"""Recompile storms and novelty: hours where recompiles or compile time jump, and graph keys new to a pool.
+
+**Storm rule.** Per model × hardware pool, hourly sums of recompiles and compile seconds (from the
+``requests_1h`` rollup, raw rows when filtered by host) are compared with a baseline: the median of the
+preceding ``baseline_hours`` hours, hours without requests counting as zero. An hour is a storm when
+
+* ``recompiles >= max(min_recompiles, factor × baseline_recompiles)``, or
+* ``compile_seconds >= max(min_compile_seconds, factor × baseline_compile_seconds)``.
+
+Defaults: 24 hours, factor 3, at least 10 recompiles or 60 compile seconds. The median ignores a short
+earlier storm; the floors stop a quiet pool's single recompile from counting. Each storm lists its top
+recompile reasons and the requests that triggered them (from the ``recompiles`` table).
+
+**Novelty rule.** A graph key is new in a pool when its first compile in that pool (over all history up to
+the range end) falls inside the range.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+from pydantic import Field
+
+from inferensics.analytics._requests import request_source
+from inferensics.analytics.client import QueryClient
+from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
+from inferensics.schema import columns as col
+
+_KEYS = [col.MODEL, col.HW_POOL]
+
+
+class StormParams(SliceParams):
+    """A slice and the storm rule's knobs (see the module docstring)."""
+
+    baseline_hours: int = Field(24, ge=1, le=24 * 14)
+    """Hours before each bucket whose median is the baseline."""
+    factor: float = Field(3.0, gt=0)
+    """How many times the baseline a storm must reach."""
+    min_recompiles: int = Field(10, ge=1)
+    """Recompiles an hour needs at least to be a storm."""
+    min_compile_seconds: float = Field(60.0, gt=0)
+    """Compile seconds an hour needs at least to be a storm."""
+
+
+def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
+    """Storm hours in the slice, newest first.
+
+    Columns: bucket, model, hw_pool, requests, recompiles, compile_seconds, baseline_recompiles,
+    baseline_compile_seconds, trigger (``recompiles``, ``compile_seconds`` or ``both``), top_reasons
+    (up to 3 recompile reasons, most frequent first), top_reason_counts, request_ids (up to 10 triggering
+    requests, sorted).
+    """
+    check_filter_values(client, params, ("requests_1h", "requests"))
+    start = params.start.replace(minute=0, second=0, microsecond=0)
+    end = params.end if params.end == params.end.replace(minute=0, second=0, microsecond=0) else (
+        params.end.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))  # fmt: skip
+    lo = start - timedelta(hours=params.baseline_hours)
+    source = request_source(params, lo, end)
+    where = slice_where(params, source.table, time_column=source.time_column, start=lo, end=end)
+    hourly = client.query_frame(
+        f"SELECT {source.bucket('hour')} AS bucket, {col.MODEL}, {col.HW_POOL}, {', '.join(source.sums()[:1])}, "
+        f"{next(s for s in source.sums() if s.endswith(f' AS {col.RECOMPILES}'))}, "
+        f"{next(s for s in source.sums() if s.endswith(f' AS {col.COMPILE_SECONDS}'))} "
+        f"FROM {client.database}.{source.table} WHERE {where.sql} GROUP BY bucket, {col.MODEL}, {col.HW_POOL}",
+        where.params,
+    )
+    empty = _empty()
+    if hourly.is_empty():
+        return empty
+    hours = pl.datetime_range(lo, end, interval="1h", closed="left", time_zone="UTC", eager=True).alias("bucket")
+    grid = (
+        hourly.select(_KEYS)
+        .unique()
+        .join(pl.DataFrame(hours).with_columns(pl.col("bucket").dt.cast_time_unit("ms")), how="cross")
+    )
+    filled = (
+        grid.join(hourly.with_columns(pl.col("bucket").dt.cast_time_unit("ms")), on=[*_KEYS, "bucket"], how="left")
+        .with_columns(
+            pl.col(col.REQUESTS).cast(pl.UInt64).fill_null(0),
+            pl.col(col.RECOMPILES).cast(pl.UInt64).fill_null(0),
+            pl.col(col.COMPILE_SECONDS).cast(pl.Float64).fill_null(0.0),
+        )
+        .sort([*_KEYS, "bucket"])
+    )
+    n = params.baseline_hours
+    base = filled.with_columns(
+        pl.col(col.RECOMPILES).cast(pl.Float64).shift(1).rolling_median(n, min_samples=n).over(_KEYS)
+        .alias("baseline_recompiles"),
+        pl.col(col.COMPILE_SECONDS).shift(1).rolling_median(n, min_samples=n).over(_KEYS)
+        .alias("baseline_compile_seconds"),
+    ).filter((pl.col("bucket") >= start) & (pl.col("bucket") < end))  # fmt: skip
+    by_recompiles = pl.col(col.RECOMPILES) >= pl.max_horizontal(
+        pl.lit(float(params.min_recompiles)), params.factor * pl.col("baseline_recompiles")
+    )
+    by_seconds = pl.col(col.COMPILE_SECONDS) >= pl.max_horizontal(
+        pl.lit(params.min_compile_seconds), params.factor * pl.col("baseline_compile_seconds")
+    )
+    storms = base.filter(by_recompiles | by_seconds).with_columns(
+        pl.when(by_recompiles & by_seconds).then(pl.lit("both"))
+        .when(by_recompiles).then(pl.lit("recompiles")).otherwise(pl.lit("compile_seconds")).alias("trigger")
+    )  # fmt: skip
+    if storms.is_empty():
+        return empty
+    reasons = _storm_reasons(client, params, start, end)
+    out = storms.join(reasons, on=[*_KEYS, "bucket"], how="left").with_columns(
+        pl.col("top_reasons").fill_null(pl.lit([], pl.List(pl.String))),
+        pl.col("top_reason_counts").fill_null(pl.lit([], pl.List(pl.UInt64))),
+        pl.col("request_ids").fill_null(pl.lit([], pl.List(pl.String))),
+    )
+    return out.select(empty.columns).sort(["bucket", *_KEYS], descending=[True, False, False])
+
+
+def _storm_reasons(client: QueryClient, params: StormParams, start: object, end: object) -> pl.DataFrame:
+    where = slice_where(params, "recompiles", start=start, end=end, what="recompile reasons")  # type: ignore[arg-type]
+    rows = client.query_frame(
+        f"SELECT toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') AS bucket, {col.MODEL}, {col.HW_POOL}, "
+        f"{col.REASON}, {col.REQUEST_ID} FROM {client.database}.recompiles WHERE {where.sql}",
+        where.params,
+    ).with_columns(pl.col("bucket").dt.cast_time_unit("ms"))
+    keys = [*_KEYS, "bucket"]
+    top = (
+        rows.group_by([*keys, col.REASON]).agg(pl.len().cast(pl.UInt64).alias("n"))
+        .sort([*keys, "n", col.REASON], descending=[False, False, False, True, False])
+        .group_by(keys, maintain_order=True)
+        .agg(pl.col(col.REASON).head(3).alias("top_reasons"), pl.col("n").head(3).alias("top_reason_counts"))
+    )  # fmt: skip
+    ids = (
+        rows.filter(pl.col(col.REQUEST_ID) != "").select([*keys, col.REQUEST_ID]).unique().sort([*keys, col.REQUEST_ID])
+        .group_by(keys, maintain_order=True).agg(pl.col(col.REQUEST_ID).head(10).alias("request_ids"))
+    )  # fmt: skip
+    return top.join(ids, on=keys, how="left")
+
+
+def _empty() -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={
+            "bucket": pl.Datetime("ms", "UTC"),
+            col.MODEL: pl.String,
+            col.HW_POOL: pl.String,
+            col.REQUESTS: pl.UInt64,
+            col.RECOMPILES: pl.UInt64,
+            col.COMPILE_SECONDS: pl.Float64,
+            "baseline_recompiles": pl.Float64,
+            "baseline_compile_seconds": pl.Float64,
+            "trigger": pl.String,
+            "top_reasons": pl.List(pl.String),
+            "top_reason_counts": pl.List(pl.UInt64),
+            "request_ids": pl.List(pl.String),
+        }
+    )
+
+
+def _first_seen(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    where = slice_where(params, "compiles", time_column=None, what="specializations")
+    return client.query_frame(
+        f"SELECT {col.MODEL}, {col.HW_POOL}, {col.GRAPH_KEY}, min({col.TS}) AS first_seen, "
+        f"argMin({col.CODE_LOCATION}, {col.TS}) AS {col.CODE_LOCATION}, argMin({col.HOST}, {col.TS}) AS first_host, "
+        f"argMin({col.REQUEST_ID}, {col.TS}) AS first_request_id, "
+        f"countIf({col.TS} >= {{t_start:DateTime64(6, 'UTC')}}) AS compiles_in_range "
+        f"FROM {client.database}.compiles WHERE {where.sql} AND {col.GRAPH_KEY} != '' "
+        f"AND {col.TS} < {{t_end:DateTime64(6, 'UTC')}} GROUP BY {col.MODEL}, {col.HW_POOL}, {col.GRAPH_KEY}",
+        {**where.params, "t_start": params.start, "t_end": params.end},
+    ).with_columns(pl.col("compiles_in_range").cast(pl.UInt64))
+
+
+def new_graph_keys(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """Graph keys first compiled in their pool inside the range (novelty rule above), newest first.
+
+    Columns: model, hw_pool, graph_key, first_seen, code_location, first_host, first_request_id,
+    compiles_in_range.
+    """
+    check_filter_values(client, params, ("compiles",))
+    seen = _first_seen(client, params)
+    return seen.filter(pl.col("first_seen") >= params.start).sort(
+        ["first_seen", *_KEYS, col.GRAPH_KEY], descending=[True, False, False, False]
+    )
+
+
+def specializations(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """Distinct specializations (graph keys) per model × hardware pool and their growth.
+
+    Columns: model, hw_pool, active_graph_keys (compiled at least once in the range), new_graph_keys
+    (first compiled in the range), total_graph_keys (ever compiled up to the range end), growth
+    (``new_graph_keys / (total_graph_keys - new_graph_keys)``; null when the pool had none before).
+    """
+    check_filter_values(client, params, ("compiles",))
+    seen = _first_seen(client, params)
+    out = seen.group_by(_KEYS).agg(
+        (pl.col("compiles_in_range") > 0).sum().cast(pl.UInt64).alias("active_graph_keys"),
+        (pl.col("first_seen") >= params.start).sum().cast(pl.UInt64).alias("new_graph_keys"),
+        pl.len().cast(pl.UInt64).alias("total_graph_keys"),
+    )
+    before = pl.col("total_graph_keys").cast(pl.Int64) - pl.col("new_graph_keys").cast(pl.Int64)
+    return (
+        out.with_columns(pl.when(before > 0).then(pl.col("new_graph_keys") / before).otherwise(None).alias("growth"))
+        .filter(pl.col("active_graph_keys") > 0)
+        .sort(_KEYS)
+    )
