@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import inferensics.schema as schema
+from inferensics import schema
 
 
 def test_all_is_pinned() -> None:
@@ -49,8 +49,10 @@ def test_schema_imports_nothing_else_of_ours() -> None:
 
     code = (
         "import sys, inferensics.schema, inferensics.schema.otlp, inferensics.schema.ddl;"
-        "bad = sorted(m for m in sys.modules if m.startswith('inferensics.') and not m.startswith('inferensics.schema'));"
-        "heavy = sorted(m for m in ('clickhouse_connect', 'chdb', 'torch', 'streamlit', 'opentelemetry') if m in sys.modules);"
+        "bad = sorted(m for m in sys.modules"
+        " if m.startswith('inferensics.') and not m.startswith('inferensics.schema'));"
+        "heavy = sorted(m for m in ('clickhouse_connect', 'chdb', 'torch', 'streamlit', 'opentelemetry')"
+        " if m in sys.modules);"
         "print(bad, heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
