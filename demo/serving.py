@@ -1,0 +1,174 @@
+"""Serving one request of the workload: inputs, padding under the policy, compiled calls, the output.
+
+:class:`ModelServer` is independent of the SDK: it takes a ``compile_fn`` (plain ``torch.compile`` in the
+incident tests, ``tracker.compile`` in the demo's workers). :class:`DispatchModel` predicts, from the policy
+alone, how Dynamo will dispatch each request (``hit``, ``compile``, ``recompile``, ``fallback``, ``eager``,
+``error``): the ground truth the demo's test holds the SDK's classification to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import torch
+from torch.nn import functional as F  # noqa: N812 - the conventional alias
+
+from inferensics.demo import incidents
+from inferensics.demo.models.decoder import TinyDecoder, pad_cache
+from inferensics.demo.workload import (
+    DECODER_MODEL,
+    HF_MODEL,
+    RECOMPILE_LIMIT,
+    RequestSpec,
+    bypasses_compile,
+    padded_batch,
+    padded_capacity,
+    padded_seq,
+)
+
+CompileFn = Callable[[Callable[..., Any]], Callable[..., Any]]
+"""Turns a function or module into its compiled version."""
+
+_PRECEDENCE = ("error", "fallback", "recompile", "compile", "hit", "eager")
+
+
+class DispatchModel:
+    """Predicts Dynamo's dispatch for each frame call under the policy (one instance per process).
+
+    A frame's cache entries are keyed by the values of its static dimensions; a call with a new key adds an
+    entry (``compile`` for the frame's first, ``recompile`` after) until the frame holds ``limit`` entries,
+    after which new keys run eagerly (``fallback``).
+    """
+
+    def __init__(self, limit: int = RECOMPILE_LIMIT) -> None:
+        self.limit = limit
+        self.entries: dict[str, list[Hashable]] = {}
+
+    def call(self, frame: str, key: Hashable = ()) -> str:
+        """The dispatch of one call of ``frame`` with static key ``key``."""
+        entries = self.entries.setdefault(frame, [])
+        if key in entries:
+            return "hit"
+        if len(entries) >= self.limit:
+            return "fallback"
+        entries.append(key)
+        return "compile" if len(entries) == 1 else "recompile"
+
+    def expect(self, spec: RequestSpec) -> str:
+        """The outcome of a whole request: the most severe of its calls (``error`` > ``fallback`` > ...)."""
+        if spec.incident == "invalid":
+            return "error"
+        if bypasses_compile(spec):
+            return "eager"
+        if spec.model == HF_MODEL:
+            calls = [self.call("hf")]
+        else:
+            calls = [self.call("prefill"), self.call("decode", spec.spec_tokens + 1)]
+        return min(calls, key=_PRECEDENCE.index)
+
+
+def request_tokens(spec: RequestSpec, vocab_size: int) -> torch.Tensor:
+    """The request's token ids (``batch × prompt_len``), a pure function of ``spec.input_seed``."""
+    generator = torch.Generator().manual_seed(spec.input_seed)
+    tokens = torch.randint(0, vocab_size, (spec.batch, spec.prompt_len), generator=generator)
+    return incidents.make_invalid(tokens, vocab_size) if spec.incident == "invalid" else tokens
+
+
+def _mark_dynamic(tensor: torch.Tensor, *dims: int) -> torch.Tensor:
+    for d in dims:
+        torch._dynamo.mark_dynamic(tensor, d)
+    return tensor
+
+
+class ModelServer:
+    """Both demo models, compiled with ``compile_fn``, served request by request.
+
+    Args:
+        compile_fn: Compiles a callable (applied to the decoder's prefill and decode step and to the HF
+            scorer).
+        models: Which models this worker serves.
+        device: Where the models run (``cuda`` when available, else ``cpu``).
+        seed: Weight seed (the same in every worker, so bundles are compared on the same weights).
+    """
+
+    def __init__(
+        self,
+        compile_fn: CompileFn,
+        models: tuple[str, ...] = (DECODER_MODEL, HF_MODEL),
+        device: torch.device | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.models = models
+        self.dispatch = DispatchModel()
+        self.decoder = TinyDecoder(seed=seed).to(self.device)
+        self.vocab_size = self.decoder.cfg.vocab_size
+        self.prefill = compile_fn(self.decoder.prefill)
+        self.decode = compile_fn(self.decoder.decode_step)
+        self.scorer: torch.nn.Module | None = None
+        self.score: Callable[..., Any] | None = None
+        if HF_MODEL in models:
+            from inferensics.demo.models.hf import build_hf_model
+
+            self.scorer = build_hf_model(seed).to(self.device)
+            self.score = compile_fn(self.scorer)
+
+    def serve(self, spec: RequestSpec, tokens: torch.Tensor) -> torch.Tensor:
+        """Run one request; returns the logits its output fingerprint is taken from.
+
+        Raises:
+            InvalidRequestError: a token id is outside the vocabulary.
+        """
+        incidents.validate_tokens(tokens, self.vocab_size)
+        tokens = tokens.to(self.device)
+        with torch.inference_mode():
+            if spec.model == HF_MODEL:
+                return self._score(spec, tokens)
+            return self._generate(spec, tokens)
+
+    def _pad(self, tokens: torch.Tensor) -> torch.Tensor:
+        b, s = tokens.shape
+        return F.pad(tokens, (0, padded_seq(s) - s, 0, padded_batch(b) - b))
+
+    def _score(self, spec: RequestSpec, tokens: torch.Tensor) -> torch.Tensor:
+        if self.scorer is None or self.score is None:
+            raise ValueError(f"this worker does not serve {HF_MODEL}")
+        b, s = tokens.shape
+        padded = self._pad(tokens)
+        eager = bypasses_compile(spec)
+        logits: torch.Tensor = self.scorer(padded) if eager else self.score(_mark_dynamic(padded, 0, 1))
+        return logits[:b, :s]
+
+    def _generate(self, spec: RequestSpec, tokens: torch.Tensor) -> torch.Tensor:
+        """Greedy generation: prefill, then decode steps of ``q = spec_tokens + 1`` tokens each.
+
+        With speculative decoding the step verifies the next token plus ``spec_tokens`` draft tokens (the
+        drafts are synthetic; every draft is accepted, which keeps the step count fixed).
+        """
+        eager = bypasses_compile(spec)
+        prefill = self.decoder.prefill if eager else self.prefill
+        decode = self.decoder.decode_step if eager else self.decode
+        b, s = tokens.shape
+        padded = self._pad(tokens)
+        logits, k, v = prefill(padded if eager else _mark_dynamic(padded, 0, 1))
+        q = spec.spec_tokens + 1
+        steps = math.ceil(spec.new_tokens / q)
+        capacity = padded_capacity(max(padded.shape[1], s + steps * q))
+        k, v = pad_cache(k, capacity), pad_cache(v, capacity)
+        if spec.incident == "nan":
+            k = incidents.poison_cache(k)
+        outputs = [logits[:, s - 1 : s]]
+        next_token = logits[:, s - 1].argmax(-1)
+        offsets = torch.arange(q, device=self.device)
+        pos = s
+        for _ in range(steps):
+            step = (next_token.view(-1, 1) + offsets) % self.vocab_size
+            if not eager:
+                step, k, v = _mark_dynamic(step, 0), _mark_dynamic(k, 1, 3), _mark_dynamic(v, 1, 3)
+            out, k, v = decode(step, k, v, torch.tensor(pos, device=self.device))
+            outputs.append(out)
+            next_token = out[:, -1].argmax(-1)
+            pos += q
+        return torch.cat(outputs, dim=1)[:b]
