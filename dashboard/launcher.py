@@ -40,9 +40,7 @@ def streamlit_argv(port: int = DEFAULT_PORT, address: str = "127.0.0.1") -> list
     ]  # fmt: skip
 
 
-def dashboard_env(
-    service_url: str | None, token: str | None, base: Mapping[str, str] | None = None
-) -> dict[str, str]:
+def dashboard_env(service_url: str | None, token: str | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The child's environment: ``base`` (default: this process's) plus the service URL and token."""
     env = dict(os.environ if base is None else base)
     if service_url:

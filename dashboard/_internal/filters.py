@@ -32,7 +32,10 @@ POOL_KEY: Final = "filter.hw_pool"
 TRAFFIC_KEY: Final = "filter.traffic_class"
 BUNDLE_KEY: Final = "filter.bundle_id"
 NOW_KEY: Final = "filter.now"
-"""Session State key that pins "now" (tests and the benchmark pin it to their data)."""
+"""Session State key that pins "now" (tests pin it to their data)."""
+END_PARAM: Final = "end"
+"""URL query parameter that pins the end of the range (``?end=2026-11-30T19:00Z``): a shareable link to
+an incident's hour, also used by the browser tests and the benchmark."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,22 +50,37 @@ class Filters:
     bundle_id: str | None = None
 
     def dimensions(self) -> dict[str, str]:
-        """The dimension filters that are set, by their parameter names."""
+        """The dimension filters that are set, by the analytics parameter names."""
         dims = {
             "model": self.model,
             "hw_pool": self.hw_pool,
             "traffic_class": self.traffic_class,
-            "bundle_id": self.bundle_id,
+            "bundle": self.bundle_id,
         }
         return {k: v for k, v in dims.items() if v is not None}
+
+    def params(self) -> dict[str, object]:
+        """The parameters of a slice query (``SliceParams`` of analytics): range and set filters."""
+        return {"start": self.start, "end": self.end, **self.dimensions()}
 
     def without_dimensions(self) -> Filters:
         """The same time range with every dimension filter cleared."""
         return replace(self, model=None, hw_pool=None, traffic_class=None, bundle_id=None)
 
 
+def _parse_end(text: str) -> datetime | None:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "+"))
+    except ValueError:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def now() -> datetime:
-    """The current minute (UTC), or the pinned "now" of this session."""
+    """The end of every range: ``?end=`` of the URL, else the session's pinned "now", else the next minute."""
+    raw = st.query_params.get(END_PARAM)
+    if raw and (pinned_end := _parse_end(raw)) is not None:
+        return pinned_end
     pinned = st.session_state.get(NOW_KEY)
     if isinstance(pinned, datetime):
         return pinned
@@ -94,8 +112,44 @@ def current_filters() -> Filters:
     )
 
 
+PENDING_KEY: Final = "filter.pending"
+_KEYS_BY_DIMENSION: Final = {
+    "model": MODEL_KEY,
+    "hw_pool": POOL_KEY,
+    "traffic_class": TRAFFIC_KEY,
+    "bundle": BUNDLE_KEY,
+}
+
+
+def request_filters(**dimensions: str | None) -> None:
+    """Ask for these filter values on the next run (a widget's value cannot change after it is drawn).
+
+    Keys are ``model``, ``hw_pool``, ``traffic_class``, ``bundle``; ``None`` means all.
+    """
+    st.session_state[PENDING_KEY] = {k: v for k, v in dimensions.items() if k in _KEYS_BY_DIMENSION}
+
+
+def apply_pending_filters() -> None:
+    """Move filter values asked for by :func:`request_filters` into the widgets, before they are drawn."""
+    pending = st.session_state.pop(PENDING_KEY, None)
+    if not pending:
+        return
+    for name, value in pending.items():
+        st.session_state[_KEYS_BY_DIMENSION[name]] = value if value is not None else ALL
+
+
+def describe(filters: Filters) -> str:
+    """One line naming the range and the set filters, for page captions."""
+    span = f"{filters.start:%Y-%m-%d %H:%M} – {filters.end:%H:%M} UTC"
+    if filters.end - filters.start >= timedelta(days=1):
+        span = f"{filters.start:%Y-%m-%d %H:%M} – {filters.end:%Y-%m-%d %H:%M} UTC"
+    dims = filters.dimensions()
+    shown = " · ".join(f"{k.replace('_', ' ')} **{v}**" for k, v in dims.items()) or "all models, pools and traffic"
+    return f"{span} · {shown}"
+
+
 def _select(label: str, key: str, values: Sequence[str], **kwargs: Any) -> None:
-    options = [ALL, *sorted({v for v in values if v})]
+    options = [ALL, *dict.fromkeys(v for v in values if v)]
     if st.session_state.get(key, ALL) not in options:
         # A value from another time range stays selectable, so the filter never silently drops.
         options.append(str(st.session_state[key]))

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from datetime import date, datetime
 from typing import Any, Final
 
 import polars as pl
@@ -47,9 +48,27 @@ def run_query(name: str, what: str, **params: Any) -> pl.DataFrame:
             :func:`service_errors` turns it into an error panel.
     """
     settings = current_settings()
-    body = json.dumps({k: v for k, v in params.items() if v is not None}, sort_keys=True, default=str)
+    body = json.dumps({k: v for k, v in params.items() if v is not None}, sort_keys=True, default=_json_value)
     with st.spinner(f"Loading {what}…"):
         return _query(settings.service_url, settings.token, name, body)
+
+
+def _json_value(value: object) -> str:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
+
+
+def section_query(name: str, what: str, **params: Any) -> pl.DataFrame | None:
+    """:func:`run_query` for one section of a page: a rejected request (400/404: a filter that does not
+    apply, an unknown value) becomes a warning in that section and ``None``; other failures propagate."""
+    try:
+        return run_query(name, what, **params)
+    except ServiceError as exc:
+        if exc.status in (400, 404, 422):
+            st.warning(f"**{what.capitalize()}:** {exc.message.split(': ', 1)[-1]}", icon="⚠️")
+            return None
+        raise
 
 
 @st.cache_data(ttl=3600, show_spinner=False, max_entries=64)

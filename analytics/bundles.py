@@ -1,0 +1,78 @@
+"""Bundles seen by the fleet: where each is registered (hosts, pools) and the traffic it served.
+
+Added by the dashboard (issue 6) for its Bundles page; registered as the ``bundles`` named query.
+
+A bundle is *seen* in a range when a host registered it before the range end or it served requests in the
+range. Registrations come from the ``bundles`` table (one row per bundle × host); traffic from the request
+rollup (``requests_1h``/``requests_1m``, raw rows when the range is not whole minutes), keyed by bundle.
+The ``traffic_class`` filter narrows the traffic only (registrations carry no traffic class).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from inferensics.analytics._requests import slice_source
+from inferensics.analytics.client import QueryClient
+from inferensics.analytics.filters import Filters, SliceParams, check_filter_values, slice_where
+from inferensics.schema import columns as col
+
+_LIST = pl.List(pl.String)
+
+
+def bundles_seen(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """One row per bundle seen in the slice, most requests first.
+
+    Columns: bundle_id, bundle_name, models, hosts (registered), hw_pools (registered), first_registered,
+    last_registered (null when never registered), torch_version, device_name, requests, errors, fallbacks,
+    recompiles, error_rate, fallback_rate, traffic_classes (with requests in the range), serving_pools
+    (pools with requests in the range).
+    """
+    check_filter_values(client, params, ("requests_1h", "bundles"))
+    db = client.database
+    registry_filters = Filters(**{k: v for k, v in params.active().items() if k != "traffic_class"})
+    reg_where = slice_where(registry_filters, "bundles", time_column=None)
+    registered = client.query_frame(
+        f"SELECT toString({col.BUNDLE_ID}) AS {col.BUNDLE_ID}, toString(argMax({col.BUNDLE_NAME}, {col.TS})) AS "
+        f"{col.BUNDLE_NAME}, arraySort(groupUniqArray(toString({col.MODEL}))) AS models, "
+        f"arraySort(groupUniqArray(toString({col.HOST}))) AS hosts, "
+        f"arraySort(groupUniqArray(toString({col.HW_POOL}))) AS hw_pools, min({col.TS}) AS first_registered, "
+        f"max({col.TS}) AS last_registered, toString(argMax({col.TORCH_VERSION}, {col.TS})) AS {col.TORCH_VERSION}, "
+        f"toString(argMax({col.DEVICE_NAME}, {col.TS})) AS {col.DEVICE_NAME} "
+        f"FROM {db}.bundles FINAL WHERE {reg_where.sql} AND {col.TS} < {{t_end:DateTime64(6, 'UTC')}} "
+        f"GROUP BY {col.BUNDLE_ID}",
+        {**reg_where.params, "t_end": params.end},
+    )
+    source = slice_source(params)
+    where = slice_where(params, source.table, time_column=source.time_column)
+    counts = (col.REQUESTS, col.ERRORS, col.FALLBACKS, col.RECOMPILES)
+    exprs = {alias: expr for expr, _, alias in (s.rpartition(" AS ") for s in source.sums()) if alias in counts}
+    inner = ", ".join(f"{exprs[c]} AS n_{c}" for c in counts)
+    outer = ", ".join(f"sum(n_{c}) AS {c}" for c in counts)
+    traffic = client.query_frame(
+        f"SELECT toString({col.BUNDLE_ID}) AS {col.BUNDLE_ID}, {outer}, "
+        f"arraySort(groupUniqArrayIf(toString({col.TRAFFIC_CLASS}), n_{col.REQUESTS} > 0)) AS traffic_classes, "
+        f"arraySort(groupUniqArrayIf(toString({col.HW_POOL}), n_{col.REQUESTS} > 0)) AS serving_pools "
+        f"FROM (SELECT {col.BUNDLE_ID}, {col.TRAFFIC_CLASS}, {col.HW_POOL}, {inner} "
+        f"FROM {db}.{source.table} WHERE {where.sql} GROUP BY {col.BUNDLE_ID}, {col.TRAFFIC_CLASS}, {col.HW_POOL}) "
+        f"WHERE {col.BUNDLE_ID} != '' GROUP BY {col.BUNDLE_ID}",
+        where.params,
+    )
+    traffic = traffic.with_columns(*(pl.col(c).cast(pl.UInt64) for c in counts))
+    out = registered.join(traffic, on=col.BUNDLE_ID, how="full", coalesce=True)
+    if "traffic_class" in params.active():
+        out = out.filter(pl.col(col.REQUESTS).fill_null(0) > 0)
+    requests = pl.col(col.REQUESTS)
+    out = out.with_columns(
+        pl.col(col.BUNDLE_NAME, col.TORCH_VERSION, col.DEVICE_NAME).fill_null(""),
+        pl.col("models", "hosts", "hw_pools", "traffic_classes", "serving_pools").fill_null(pl.lit([], _LIST)),
+        *(pl.col(c).fill_null(0) for c in counts),
+    ).with_columns(
+        pl.when(requests > 0).then(pl.col(col.ERRORS) / requests).otherwise(None).alias("error_rate"),
+        pl.when(requests > 0).then(pl.col(col.FALLBACKS) / requests).otherwise(None).alias("fallback_rate"),
+    )
+    return out.select(
+        col.BUNDLE_ID, col.BUNDLE_NAME, "models", "hosts", "hw_pools", "first_registered", "last_registered",
+        col.TORCH_VERSION, col.DEVICE_NAME, *counts, "error_rate", "fallback_rate", "traffic_classes",
+        "serving_pools",
+    ).sort([col.REQUESTS, col.BUNDLE_ID], descending=[True, False])  # fmt: skip

@@ -1,0 +1,99 @@
+"""Altair chart builders: a Polars frame in, a chart out; pages draw them, analytics never does.
+
+Every builder is a pure function of its frame, so a test can snapshot ``chart.to_dict()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import altair as alt
+import polars as pl
+
+HEIGHT: Final = 240
+"""Chart height in pixels: two charts side by side fit a laptop screen."""
+
+
+def _data(frame: pl.DataFrame) -> alt.Data:
+    # Plain records keep the spec independent of the frame library and snapshot-stable.
+    return alt.Data(values=frame.to_dicts())
+
+
+def time_series(frame: pl.DataFrame, x: str, values: Sequence[str], title: str, y_title: str = "") -> alt.Chart:
+    """One line per column of ``values`` over the time column ``x``."""
+    present = [v for v in values if v in frame.columns]
+    long = frame.select(x, *present).unpivot(index=x, on=present, variable_name="series", value_name="value")
+    long = long.with_columns(pl.col(x).cast(pl.String))
+    return (
+        alt.Chart(_data(long), title=title, height=HEIGHT)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(f"{x}:T", title=None),
+            y=alt.Y("value:Q", title=y_title or None),
+            color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=[alt.Tooltip(f"{x}:T", format="%H:%M"), "series:N", alt.Tooltip("value:Q", format=",.3~f")],
+        )
+    )
+
+
+def stacked_bars_over_time(frame: pl.DataFrame, x: str, value: str, color: str, title: str) -> alt.Chart:
+    """Stacked bars of ``value`` per ``color`` category over the time column ``x``."""
+    data = frame.select(x, value, color).with_columns(pl.col(x).cast(pl.String), pl.col(color).cast(pl.String))
+    return (
+        alt.Chart(_data(data), title=title, height=HEIGHT)
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{x}:T", title=None),
+            y=alt.Y(f"sum({value}):Q", title=None),
+            color=alt.Color(f"{color}:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=300)),
+            tooltip=[alt.Tooltip(f"{x}:T", format="%Y-%m-%d %H:%M"), f"{color}:N", f"sum({value}):Q"],
+        )
+    )
+
+
+def ranked_bars(frame: pl.DataFrame, category: str, value: str, title: str, top: int = 10) -> alt.Chart:
+    """Horizontal bars of the ``top`` categories by ``value``, largest first."""
+    data = frame.select(pl.col(category).cast(pl.String), value).sort(value, descending=True).head(top)
+    return (
+        alt.Chart(_data(data), title=title, height=max(80, 26 * data.height))
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{value}:Q", title=None),
+            y=alt.Y(f"{category}:N", sort="-x", title=None, axis=alt.Axis(labelLimit=360)),
+            tooltip=[f"{category}:N", alt.Tooltip(f"{value}:Q", format=",.3~f")],
+        )
+    )
+
+
+def grouped_bars(frame: pl.DataFrame, category: str, value: str, group: str, title: str) -> alt.Chart:
+    """Bars of ``value`` per ``category``, side by side per ``group`` (e.g. baseline vs candidate)."""
+    data = frame.select(pl.col(category).cast(pl.String), value, pl.col(group).cast(pl.String))
+    return (
+        alt.Chart(_data(data), title=title, height=HEIGHT)
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{category}:N", title=None, axis=alt.Axis(labelAngle=0)),
+            xOffset=alt.XOffset(f"{group}:N"),
+            y=alt.Y(f"{value}:Q", title=None),
+            color=alt.Color(f"{group}:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=[f"{category}:N", f"{group}:N", alt.Tooltip(f"{value}:Q", format=",.4~f")],
+        )
+    )
+
+
+def intervals(
+    frame: pl.DataFrame, *, category: str, value: str, low: str, high: str, group: str, title: str
+) -> alt.LayerChart:
+    """Points with confidence-interval whiskers per ``category`` and ``group``."""
+    data = frame.select(pl.col(category).cast(pl.String), value, low, high, pl.col(group).cast(pl.String))
+    base = alt.Chart(_data(data), title=title, height=HEIGHT).encode(
+        y=alt.Y(f"{category}:N", title=None),
+        yOffset=alt.YOffset(f"{group}:N"),
+        color=alt.Color(f"{group}:N", title=None, legend=alt.Legend(orient="bottom")),
+    )
+    rule = base.mark_rule(strokeWidth=2).encode(x=alt.X(f"{low}:Q", title=None), x2=f"{high}:Q")
+    point = base.mark_point(filled=True, size=60).encode(
+        x=f"{value}:Q", tooltip=[f"{category}:N", f"{group}:N", f"{value}:Q", f"{low}:Q", f"{high}:Q"]
+    )
+    return alt.layer(rule, point)

@@ -1,0 +1,31 @@
+"""The pages of the app: file, title, URL path and whether the sidebar filters apply to them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, slots=True)
+class PageSpec:
+    """One page of the dashboard."""
+
+    file: str
+    """Script path relative to the app file."""
+    title: str
+    url_path: str
+    icon: str
+    section: str
+    filtered: bool
+    """Whether the sidebar slice filters (model, pool, traffic class, bundle) apply."""
+
+
+PAGES: Final[tuple[PageSpec, ...]] = (
+    PageSpec("views/overview.py", "On-call overview", "overview", ":material/monitor_heart:", "On call", True),
+    PageSpec("views/request.py", "Request drill-down", "request", ":material/search:", "On call", False),
+    PageSpec("views/canary.py", "Canary comparison", "canary", ":material/compare_arrows:", "Releases", False),
+    PageSpec("views/bundles.py", "Bundles", "bundles", ":material/inventory_2:", "Releases", True),
+    PageSpec("views/compile_health.py", "Compile & cache health", "compile", ":material/build:", "Compilation", True),
+    PageSpec("views/weekly_report.py", "Weekly report", "report", ":material/summarize:", "Compilation", False),
+)
+BY_URL: Final = {p.url_path: p for p in PAGES}

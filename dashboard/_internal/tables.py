@@ -1,0 +1,81 @@
+"""Tables and headline numbers as the pages show them: formatted columns, short empty notes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+import streamlit as st
+
+_PERCENT_SUFFIXES = ("_rate", "_ratio", "agreement")
+_MS_SUFFIXES = ("_ms",)
+_SECONDS_SUFFIXES = ("_seconds", "_s")
+
+
+def column_config(frame: pl.DataFrame, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Formats by naming convention: ``*_rate``/``*_ratio`` as percent, ``*_ms`` in ms, ``*_s`` in s."""
+    config: dict[str, Any] = {}
+    for name, dtype in frame.schema.items():
+        if not dtype.is_numeric():
+            continue
+        if name.endswith(_PERCENT_SUFFIXES):
+            config[name] = st.column_config.NumberColumn(name, format="percent")
+        elif name.endswith(_MS_SUFFIXES):
+            config[name] = st.column_config.NumberColumn(name, format="%.1f ms")
+        elif name.endswith(_SECONDS_SUFFIXES):
+            config[name] = st.column_config.NumberColumn(name, format="%.2f s")
+        elif dtype.is_float():
+            config[name] = st.column_config.NumberColumn(name, format="%.3g")
+    config.update(overrides or {})
+    return config
+
+
+def show_table(
+    frame: pl.DataFrame,
+    *,
+    columns: Sequence[str] | None = None,
+    empty: str = "Nothing in this range.",
+    overrides: Mapping[str, Any] | None = None,
+    key: str | None = None,
+    selectable: bool = False,
+    height: int | None = None,
+) -> list[int]:
+    """Show ``frame`` (optionally only ``columns`` that exist); return the selected row indexes."""
+    if frame.is_empty():
+        st.info(empty, icon="ℹ️")
+        return []
+    if columns is not None:
+        frame = frame.select([c for c in columns if c in frame.columns])
+    kwargs: dict[str, Any] = {"height": height} if height else {}
+    config = column_config(frame, overrides)
+    if selectable:
+        event = st.dataframe(
+            frame, hide_index=True, column_config=config, key=key, on_select="rerun", selection_mode="single-row",
+            width="stretch", **kwargs,
+        )  # fmt: skip
+        return list(event.selection.rows)
+    st.dataframe(frame, hide_index=True, column_config=config, key=key, width="stretch", **kwargs)
+    return []
+
+
+def total(frame: pl.DataFrame, column: str) -> float:
+    """Sum of a column, 0 when the frame lacks it or is empty."""
+    if column not in frame.columns or frame.is_empty():
+        return 0.0
+    return float(frame.get_column(column).sum() or 0)
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    """``numerator / denominator``, ``None`` when the denominator is 0."""
+    return numerator / denominator if denominator else None
+
+
+def percent(value: float | None) -> str:
+    """A ratio as a percent string, ``–`` for none."""
+    return "–" if value is None else f"{100 * value:.2f} %"
+
+
+def count(value: float) -> str:
+    """An integer count with thousands separators."""
+    return f"{int(value):,}"

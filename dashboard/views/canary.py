@@ -1,0 +1,5 @@
+"""Stub."""
+
+import streamlit as st
+
+st.title("canary")

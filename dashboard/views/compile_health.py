@@ -1,0 +1,152 @@
+"""Compile & cache health: recompile reasons, graph breaks, guard failures, caches, specializations."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+import streamlit as st
+
+from inferensics.dashboard._internal import charts, queries
+from inferensics.dashboard._internal.filters import Filters, current_filters, describe
+from inferensics.dashboard._internal.service import section_query, service_errors
+from inferensics.dashboard._internal.tables import show_table
+from inferensics.schema import columns as col
+
+
+def compile_params(filters: Filters) -> dict[str, object]:
+    """The slice parameters without traffic class, which compile-side events do not carry."""
+    params = filters.params()
+    params.pop("traffic_class", None)
+    return params
+
+
+def bucket_unit(filters: Filters) -> str:
+    """Minute buckets up to 6 hours, hours up to 7 days, days beyond."""
+    span = filters.end - filters.start
+    return "minute" if span <= timedelta(hours=6) else ("hour" if span <= timedelta(days=7) else "day")
+
+
+def recompiles_tab(filters: Filters) -> None:
+    """Recompiles and compile time over time, and the reasons behind them."""
+    series = section_query(
+        queries.FLEET_TIMESERIES, "compiles over time", unit=bucket_unit(filters), by="model", **filters.params()
+    )
+    if series is not None and series.height:
+        left, right = st.columns(2)
+        by_model = series.rename({"group": col.MODEL})
+        left.altair_chart(
+            charts.stacked_bars_over_time(by_model, col.BUCKET, col.RECOMPILES, col.MODEL, "Recompiles by model"),
+            width="stretch",
+        )
+        right.altair_chart(
+            charts.stacked_bars_over_time(by_model, col.BUCKET, col.COMPILE_SECONDS, col.MODEL,
+                                          "Compile seconds in the serving path"),
+            width="stretch",
+        )  # fmt: skip
+    reasons = section_query(queries.RECOMPILE_REASONS, "recompile reasons", **compile_params(filters))
+    if reasons is not None:
+        st.markdown("**Recompile reasons**")
+        show_table(reasons, empty="No recompiles in this range.", key="recompile_reasons")
+        if reasons.height:
+            st.altair_chart(
+                charts.ranked_bars(reasons, col.REASON, col.RECOMPILES, "Top recompile reasons"), width="stretch"
+            )
+
+
+def breaks_tab(filters: Filters) -> None:
+    """Graph breaks by registry id and site, and guard failures."""
+    params = compile_params(filters)
+    params.pop("bundle", None)  # graph breaks and guard failures carry no bundle
+    breaks = section_query(queries.GRAPH_BREAKS, "graph breaks", **params)
+    if breaks is not None:
+        st.markdown("**Graph breaks**")
+        show_table(breaks, empty="No graph breaks in this range.", key="graph_breaks")
+    sites = section_query(queries.GRAPH_BREAK_SITES, "graph break sites", **params)
+    if sites is not None and sites.height:
+        st.markdown("**Where in user code**")
+        show_table(sites, key="graph_break_sites")
+    guards = section_query(queries.GUARD_FAILURES, "guard failures", **params)
+    if guards is not None:
+        st.markdown("**Guard failures**")
+        show_table(guards, empty="No guard failures in this range.", key="guard_failures")
+
+
+def caches_tab(filters: Filters) -> None:
+    """Hit ratios, reasons for misses and bypasses, cold-miss cost and growth per cache."""
+    params = compile_params(filters)
+    health = section_query(queries.CACHE_HEALTH, "cache health", **params)
+    if health is not None:
+        show_table(health, empty="No cache lookups in this range.", key="cache_health")
+        if health.height:
+            per_cache = (
+                health.group_by(col.CACHE)
+                .agg(pl.col("hits", "lookups").sum())
+                .with_columns((pl.col("hits") / pl.col("lookups")).alias("hit_ratio"))
+            )
+            left, right = st.columns(2)
+            left.altair_chart(
+                charts.ranked_bars(per_cache, col.CACHE, "hit_ratio", "Hit ratio per cache"), width="stretch"
+            )
+            right.altair_chart(
+                charts.ranked_bars(health.with_columns(
+                    pl.concat_str(col.MODEL, col.HW_POOL, col.CACHE, separator=" / ").alias("slice")
+                ).fill_null(0), "slice", "cold_miss_cost_s", "Cold-miss cost (compile s a warm cache would save)"),
+                width="stretch",
+            )  # fmt: skip
+    trend = section_query(queries.CACHE_TREND, "cache trend", **params)
+    if trend is not None and trend.height:
+        wide = trend.pivot(col.CACHE, index=col.BUCKET, values="hit_ratio")
+        caches = sorted(set(trend.get_column(col.CACHE).to_list()))
+        st.altair_chart(charts.time_series(wide, col.BUCKET, caches, "Daily hit ratio per cache"), width="stretch")
+    reasons = section_query(queries.CACHE_REASONS, "miss and bypass reasons", **params)
+    if reasons is not None:
+        st.markdown("**Misses and bypasses by reason**")
+        show_table(reasons, empty="No misses or bypasses in this range.", key="cache_reasons")
+    growth = section_query(queries.CACHE_GROWTH, "cache growth", **params)
+    if growth is not None:
+        st.markdown("**Cache growth per bundle and pool**")
+        show_table(growth, empty="No cache entries written in this range.", key="cache_growth")
+
+
+def specializations_tab(filters: Filters) -> None:
+    """Distinct graph keys per pool, and the ones first seen in the range."""
+    params = compile_params(filters)
+    specs = section_query(queries.SPECIALIZATIONS, "specializations", **params)
+    if specs is not None:
+        show_table(specs, empty="No compiles in this range.", key="specializations")
+    new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
+    if new is not None and new.height:
+        cumulative = (
+            new.sort("first_seen")
+            .with_columns(pl.int_range(1, pl.len() + 1).over(col.HW_POOL).alias("new_graph_keys"))
+            .rename({"first_seen": col.BUCKET})
+        )
+        st.altair_chart(
+            charts.stacked_bars_over_time(cumulative.with_columns(pl.lit(1).alias("n")), col.BUCKET, "n", col.HW_POOL,
+                                          "New specializations (graph keys first seen) over time"),
+            width="stretch",
+        )  # fmt: skip
+        st.markdown("**Graph keys first seen in this range**")
+        show_table(new, key="new_graph_keys")
+
+
+def render() -> None:
+    """Draw the page."""
+    st.title("Compile & cache health")
+    filters = current_filters()
+    st.caption(describe(filters) + " · compile-side events carry no traffic class")
+    with service_errors():
+        tabs = st.tabs(["Recompiles", "Graph breaks & guards", "Caches", "Specializations"])
+        with tabs[0]:
+            recompiles_tab(filters)
+        with tabs[1]:
+            breaks_tab(filters)
+        with tabs[2]:
+            caches_tab(filters)
+        with tabs[3]:
+            specializations_tab(filters)
+
+
+if __name__ == "__main__":
+    render()

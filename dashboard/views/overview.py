@@ -1,0 +1,161 @@
+"""On-call overview: the fleet slices of the selected range, what is on fire, and where to look next."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from inferensics.dashboard._internal import charts, highlights, queries
+from inferensics.dashboard._internal.filters import Filters, current_filters, describe, request_filters
+from inferensics.dashboard._internal.service import run_query, service_errors
+from inferensics.dashboard._internal.tables import count, percent, ratio, show_table, total
+from inferensics.schema import columns as col
+
+SLICE = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
+FLEET_COLUMNS = (
+    *SLICE, col.REQUESTS, "request_rate_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "fallback_rate",
+    "recompile_rate", col.COMPILE_SECONDS, "cache_hit_ratio",
+)  # fmt: skip
+
+
+def headline(fleet: pl.DataFrame) -> None:
+    """The range's totals as metrics."""
+    requests = total(fleet, col.REQUESTS)
+    cells = st.columns(6)
+    cells[0].metric("Requests", count(requests))
+    cells[1].metric("Error rate", percent(ratio(total(fleet, col.ERRORS), requests)))
+    cells[2].metric("Eager fallback rate", percent(ratio(total(fleet, col.FALLBACKS), requests)))
+    cells[3].metric("Recompiles", count(total(fleet, col.RECOMPILES)))
+    worst = fleet.get_column("p95_ms").max() if "p95_ms" in fleet.columns and fleet.height else None
+    cells[4].metric("Worst slice p95", "–" if worst is None else f"{float(worst):,.1f} ms")  # type: ignore[arg-type]
+    cells[5].metric("Compile time in serving", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s")
+
+
+def storm_alerts(storms: pl.DataFrame) -> int:
+    """One alert per storm hour; returns how many."""
+    for row in storms.iter_rows(named=True):
+        reasons = row.get("top_reasons") or []
+        top = f" Top reason: `{reasons[0]}`." if reasons else ""
+        st.error(
+            f"**Recompile storm** · {row[col.MODEL]} / {row[col.HW_POOL]} · "
+            f"hour of {row['bucket']:%Y-%m-%d %H:%M} UTC: "
+            f"{row[col.RECOMPILES]:,} recompiles, {row[col.COMPILE_SECONDS]:,.1f} compile s "
+            f"(baseline {row['baseline_recompiles'] or 0:,.0f} recompiles).{top}",
+            icon="🌀",
+        )
+    return storms.height
+
+
+def spike_alerts(spikes: pl.DataFrame, kind: highlights.SpikeKind, icon: str) -> int:
+    """One alert per spike window; returns how many."""
+    for row in spikes.iter_rows(named=True):
+        end = row["window_start"] + highlights.WINDOW
+        st.warning(
+            f"**{kind.label.capitalize()} spike** · {row[col.MODEL]} · {row['window_start']:%H:%M}–{end:%H:%M} UTC: "
+            f"{row[kind.column]:,} {kind.label}s in {row[col.REQUESTS]:,} requests ({percent(row['rate'])}, "
+            f"against {percent(row['model_rate'])} over the range).",
+            icon=icon,
+        )
+    return spikes.height
+
+
+def storm_requests(storms: pl.DataFrame) -> pl.DataFrame:
+    """The requests that triggered each storm, one row each, with a link to their drill-down."""
+    if storms.is_empty():
+        return pl.DataFrame(
+            schema={"bucket": pl.Datetime("ms", "UTC"), col.MODEL: pl.String, col.REQUEST_ID: pl.String}
+        )
+    rows = storms.select("bucket", col.MODEL, col.HW_POOL, pl.col("request_ids").alias(col.REQUEST_ID)).explode(
+        col.REQUEST_ID
+    )
+    return rows.drop_nulls(col.REQUEST_ID).with_columns(
+        ("request?request_id=" + pl.col(col.REQUEST_ID)).alias("drill_down")
+    )
+
+
+def highlight_section(filters: Filters, minutes: pl.DataFrame) -> None:
+    """Storms, error spikes and fallback spikes, with the rules that find them."""
+    st.subheader("Highlights")
+    storms = run_query(queries.STORMS, "recompile storms", **filters.params())
+    errors = highlights.find_spikes(minutes, highlights.ERRORS)
+    fallbacks = highlights.find_spikes(minutes, highlights.FALLBACKS)
+    found = storm_alerts(storms) + spike_alerts(errors, highlights.ERRORS, "🔥")
+    found += spike_alerts(fallbacks, highlights.FALLBACKS, "🐢")
+    if not found:
+        st.success("No recompile storms, error spikes or fallback spikes in this range.", icon="✅")
+    with st.expander("How highlights are found"):
+        st.markdown(
+            "**Recompile storm:** an hour of one model and pool whose recompiles reach max(10, 3 × the median "
+            "of the 24 hours before), or whose compile seconds reach max(60 s, 3 × that median) "
+            "(analytics `recompile_storms`).\n\n"
+            f"**Error / fallback spike:** {highlights.RULE}."
+        )
+    triggered = storm_requests(storms)
+    if triggered.height:
+        st.markdown("**Requests that triggered the storms** — open one to see its graphs and kernels:")
+        show_table(
+            triggered,
+            key="storm_requests",
+            overrides={"drill_down": st.column_config.LinkColumn("drill-down", display_text="open ›")},
+            height=min(300, 38 + 35 * triggered.height),
+        )
+
+
+def trend_section(minutes: pl.DataFrame) -> None:
+    """Per-minute traffic and trouble, side by side."""
+    if minutes.is_empty():
+        return
+    by_minute = (
+        minutes.group_by(col.BUCKET)
+        .agg(pl.col(col.REQUESTS, col.ERRORS, col.FALLBACKS, col.RECOMPILES).sum())
+        .sort(col.BUCKET)
+    )
+    left, right = st.columns(2)
+    left.altair_chart(
+        charts.stacked_bars_over_time(minutes.rename({"group": col.MODEL}), col.BUCKET, col.REQUESTS, col.MODEL,
+                                      "Requests per minute by model"),
+        width="stretch",
+    )  # fmt: skip
+    right.altair_chart(
+        charts.time_series(by_minute, col.BUCKET, (col.ERRORS, col.FALLBACKS, col.RECOMPILES), "Trouble per minute"),
+        width="stretch",
+    )
+
+
+def fleet_section(fleet: pl.DataFrame) -> None:
+    """The slice table; selecting a row offers the next pages for that slice."""
+    st.subheader("Fleet slices")
+    st.caption("Select a row to narrow the dashboard to that slice or open its compile and cache health.")
+    selected = show_table(fleet, columns=FLEET_COLUMNS, key="fleet_table", selectable=True)
+    if not selected:
+        return
+    row = fleet.row(selected[0], named=True)
+    label = " / ".join(str(row[c]) for c in SLICE)
+    one, two, _ = st.columns([1, 1, 2])
+    if one.button(f"Filter to {label}", key="filter_slice"):
+        request_filters(**{c: row[c] for c in SLICE})
+        st.rerun()
+    if two.button(f"Compile & cache health of {row[col.MODEL]} / {row[col.HW_POOL]}", key="open_compile"):
+        request_filters(model=row[col.MODEL], hw_pool=row[col.HW_POOL], traffic_class=None)
+        st.switch_page("views/compile_health.py")
+
+
+def render() -> None:
+    """Draw the page."""
+    st.title("On-call overview")
+    filters = current_filters()
+    st.caption(describe(filters))
+    with service_errors():
+        fleet = run_query(queries.FLEET, "fleet slices", **filters.params())
+        minutes = run_query(queries.FLEET_TIMESERIES, "per-minute trend", unit="minute", by="model", **filters.params())
+        headline(fleet)
+        highlight_section(filters, minutes)
+        trend_section(minutes)
+        fleet_section(fleet)
+        reasons = run_query(queries.FALLBACK_REASONS, "fallback reasons", **filters.params())
+        st.subheader("Eager fallbacks by reason")
+        show_table(reasons, empty="No eager fallbacks in this range.", key="fallback_reasons")
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,142 @@
+"""Request drill-down: one request id → how it was served, its graphs, kernels, generated code, inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import streamlit as st
+
+from inferensics.collector.client import ServiceError
+from inferensics.dashboard._internal import charts, queries
+from inferensics.dashboard._internal.codemap import kernel_lines
+from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, service_errors
+from inferensics.dashboard._internal.tables import show_table
+from inferensics.schema import columns as col
+
+ID_KEY = "drill.request_id"
+ID_PARAM = "request_id"
+
+
+def request_id_input() -> str:
+    """The request id box, prefilled from ``?request_id=`` (links from the overview)."""
+    linked = st.query_params.get(ID_PARAM)
+    if linked and st.session_state.get("drill.linked") != linked:
+        st.session_state[ID_KEY] = linked
+        st.session_state["drill.linked"] = linked
+    value = st.text_input("Request id", key=ID_KEY, placeholder="paste a request id, e.g. req-7f3a…")
+    return value.strip()
+
+
+def summary(d: dict[str, Any]) -> None:
+    """How the request was served, in headline numbers and one line of context."""
+    cells = st.columns(6)
+    cells[0].metric("Outcome", str(d[col.OUTCOME]))
+    cells[1].metric("Status", str(d[col.STATUS]))
+    cells[2].metric("Latency", f"{d[col.LATENCY_MS]:,.1f} ms")
+    cells[3].metric("Compile in request", f"{d[col.COMPILE_MS]:,.0f} ms")
+    cells[4].metric("Guards", str(d[col.GUARD_OUTCOME]))
+    cells[5].metric("Compile cache", str(d[col.CACHE_STATUS]))
+    bundle = d.get("bundle_name") or "unregistered"
+    st.markdown(
+        f"**{d[col.MODEL]}** on `{d[col.HOST]}` · pool **{d[col.HW_POOL]}** · traffic **{d[col.TRAFFIC_CLASS]}** · "
+        f"bundle **{bundle}** `{d[col.BUNDLE_ID] or '–'}` · {d[col.TS]:%Y-%m-%d %H:%M:%S} UTC · shape `{d[col.SHAPE]}`"
+    )
+    if d[col.STATUS] == "error" and d[col.ERROR]:
+        st.error(f"**Error:** {d[col.ERROR]}", icon="🛑")
+    if d[col.FALLBACK_REASON]:
+        st.warning(f"**Ran eagerly:** {d[col.FALLBACK_REASON]}", icon="🐢")
+    for label, key in (("Guard failures", "guard_failure_reasons"), ("Recompile reasons", "recompile_reasons")):
+        reasons = d.get(key) or []
+        if reasons:
+            st.markdown(f"**{label}:**\n" + "\n".join(f"- `{r}`" for r in reasons))
+
+
+def inputs_panel(d: dict[str, Any]) -> None:
+    """Whether the inputs were captured (what replay needs)."""
+    if d.get("inputs_captured"):
+        size = d.get("capture_bytes")
+        stored = f"{size:,} bytes stored" if size is not None else "blob not found in the store"
+        st.success(
+            f"**Inputs captured** · blob `{d[col.CAPTURE_BLOB]}` ({stored}). "
+            f"This request can be replayed: `inferensics replay {d[col.REQUEST_ID]}`",
+            icon="📦",
+        )
+    else:
+        st.info("**Inputs not captured** for this request (capture is on for failing or sampled requests).", icon="📭")
+
+
+def kernels_section(kernels: pl.DataFrame) -> None:
+    """Kernels of the serving artifacts with their source lines and sampled timings."""
+    st.subheader("Kernels → source lines")
+    show_table(
+        kernels,
+        columns=(col.KERNEL_NAME, col.KERNEL_BACKEND, col.SOURCE_LINES, col.POST_GRAD_NODES, col.CALLS, col.TOTAL_US,
+                 col.DEVICE, col.ARTIFACT_ID),
+        empty="No kernels recorded for this request's artifacts.",
+        key="kernels",
+    )  # fmt: skip
+    timed = kernels.filter(pl.col(col.TOTAL_US).is_not_null()) if col.TOTAL_US in kernels.columns else kernels.clear()
+    if timed.height:
+        st.altair_chart(
+            charts.ranked_bars(timed, col.KERNEL_NAME, col.TOTAL_US, "Sampled kernel time (µs)"), width="stretch"
+        )
+
+
+def code_section(graphs: pl.DataFrame, kernels: pl.DataFrame) -> None:
+    """The generated code of a serving artifact, with where each of its kernels sits in it."""
+    st.subheader("Generated code")
+    artifacts = [a for a in graphs.get_column(col.ARTIFACT_ID).to_list() if a] if graphs.height else []
+    if not artifacts:
+        st.info("No artifact recorded for this request (it ran eagerly or before compilation).")
+        return
+    artifact = st.selectbox("Artifact", artifacts, key="drill.artifact") if len(artifacts) > 1 else artifacts[0]
+    try:
+        code = fetch_blob(artifact, "generated code").decode("utf-8", errors="replace")
+    except ServiceError as exc:
+        if exc.status == 404:
+            st.info(f"The output code of artifact `{artifact}` was not uploaded to the service.")
+            return
+        error_panel(exc)
+        return
+    own = kernels.filter(pl.col(col.ARTIFACT_ID) == artifact) if kernels.height else kernels
+    names = own.get_column(col.KERNEL_NAME).to_list() if own.height else []
+    mapping = kernel_lines(code, names)
+    if own.height:
+        mapping = mapping.join(own.select(col.KERNEL_NAME, col.SOURCE_LINES), on=col.KERNEL_NAME, how="left")
+    st.caption(f"artifact `{artifact}` · {len(code.splitlines()):,} lines")
+    show_table(mapping, key="code_map", empty="No kernels to locate in this code.")
+    st.code(code, language="python", line_numbers=True)
+
+
+def render() -> None:
+    """Draw the page."""
+    st.title("Request drill-down")
+    request_id = request_id_input()
+    if not request_id:
+        st.info("Paste a request id to see how it was served: graphs, guards, kernels, generated code, inputs.")
+        return
+    with service_errors():
+        try:
+            detail = run_query(queries.REQUEST_DETAIL, "request", request_id=request_id)
+        except ServiceError as exc:
+            if exc.status in (400, 404):
+                st.warning(exc.message.split(": ", 1)[-1], icon="🔎")
+                return
+            raise
+        d = detail.row(0, named=True)
+        summary(d)
+        inputs_panel(d)
+        graphs = run_query(queries.REQUEST_GRAPHS, "graphs", request_id=request_id)
+        st.subheader("Compiled graphs that served it")
+        show_table(graphs, key="graphs", empty="No compiled graph served this request.")
+        kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id)
+        kernels_section(kernels)
+        code_section(graphs, kernels)
+        with st.expander("Every recorded field"):
+            fields = pl.DataFrame({"field": list(d), "value": [str(v) for v in d.values()]})
+            st.dataframe(fields, hide_index=True, width="stretch")
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,78 @@
+"""The request drill-down page against the seeded service."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.dashboard.apptest import assert_clean, metric, open_page, texts
+from tests.dashboard.conftest import SeededService
+from tests.dashboard.seed import ARTIFACT, DRILL_ID, INPUTS_BLOB, INPUTS_SHA, KERNELS, OUTPUT_CODE
+
+PAGE = "views/request.py"
+pytestmark = pytest.mark.slow
+
+
+def test_drilldown_shows_the_request_its_kernels_code_and_inputs(seeded: SeededService) -> None:
+    at = open_page(seeded, PAGE, **{"drill.request_id": DRILL_ID})
+    assert_clean(at)
+    drill = next(r for r in seeded.facts.requests if r.request_id == DRILL_ID)
+    assert metric(at, "Outcome") == drill.outcome == "hit"
+    assert metric(at, "Latency") == f"{drill.latency_ms:,.1f} ms"
+    assert metric(at, "Guards") == drill.guard_outcome
+    shown = texts(at)
+    assert "Inputs captured" in shown
+    assert INPUTS_SHA in shown
+    assert f"{len(INPUTS_BLOB):,} bytes" in shown
+    assert f"inferensics replay {DRILL_ID}" in shown
+    assert "baseline" in shown  # the bundle's name, from the bundles table
+
+    graphs = next(d.value for d in at.dataframe if "graph_key" in d.value.columns)
+    assert graphs["artifact_id"].tolist() == [ARTIFACT]
+    kernels = next(d.value for d in at.dataframe if "post_grad_nodes" in d.value.columns)
+    by_name = {row["kernel_name"]: row for _, row in kernels.iterrows()}
+    assert set(by_name) == {k[0] for k in KERNELS}
+    for name, _, _, lines in KERNELS:
+        assert list(by_name[name]["source_lines"]) == list(lines)
+    # Sampled timings: the seed gives kernel n a total of 100 × (n + 1) µs.
+    assert [by_name[k[0]]["total_us"] for k in KERNELS] == [100.0, 200.0, 300.0]
+
+    assert [c.value for c in at.code if c.language == "python"] == [OUTPUT_CODE]
+    code_map = next(d.value for d in at.dataframe if "defined_at" in d.value.columns)
+    lines = OUTPUT_CODE.splitlines()
+    located = {row["kernel_name"]: row for _, row in code_map.iterrows()}
+    assert set(located) == {k[0] for k in KERNELS}
+    for name, row in located.items():
+        launched = list(row["launched_at"])
+        assert launched, name
+        assert all(name in lines[n - 1] for n in launched)
+    # Triton kernels are defined in the file; the extern matmul is only launched.
+    for name in ("triton_poi_fused_addmm_gelu_0", "triton_red_fused_softmax_1"):
+        assert lines[int(located[name]["defined_at"]) - 1].startswith(f"{name} = async_compile")
+    assert math.isnan(located["extern_kernels.mm"]["defined_at"])
+
+
+def test_drilldown_of_a_failed_request_shows_its_error(seeded: SeededService) -> None:
+    failed = next(r for r in seeded.facts.requests if r.status == "error")
+    at = open_page(seeded, PAGE, **{"drill.request_id": failed.request_id})
+    assert_clean(at)
+    assert metric(at, "Status") == "error"
+    assert any(failed.error in str(e.value) for e in at.error)
+    assert "Inputs not captured" in texts(at)
+
+
+def test_drilldown_of_an_unknown_id_says_so(seeded: SeededService) -> None:
+    at = open_page(seeded, PAGE, **{"drill.request_id": "no-such-request"})
+    assert_clean(at)
+    assert any("no-such-request" in str(w.value) for w in at.warning)
+    assert not at.error
+
+
+def test_drilldown_reads_the_request_id_from_the_link(seeded: SeededService) -> None:
+    at = open_page(seeded)
+    at.query_params["request_id"] = DRILL_ID
+    at.switch_page(PAGE).run()
+    assert_clean(at)
+    assert at.text_input(key="drill.request_id").value == DRILL_ID
+    assert metric(at, "Outcome") == "hit"
