@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from inferensics.schema import columns as col
+from inferensics.schema.arrow import conform
 from inferensics.schema.events import (
     BlobIndexEvent,
     BundleEvent,
@@ -215,14 +216,20 @@ def make_fleet(seed: int = 7, n_requests: int = 6000) -> Fleet:
 
 
 def _complete(model: type[Event], frame: pl.DataFrame) -> pl.DataFrame:
-    """Fill nulls (from concatenating frames of different columns) with the model's field defaults."""
+    """The frame as stored: nulls (from concatenating frames of different columns) and absent columns
+    filled with the model's defaults, dictionary columns read back as strings."""
     fills = []
     for name in frame.columns:
         default = model.model_fields[name].get_default(call_default_factory=True)
         if frame.get_column(name).null_count():
             value = list(default) if isinstance(default, tuple) else default
             fills.append(pl.col(name).fill_null(pl.lit(value, frame.schema[name])))
-    return frame.with_columns(fills) if fills else frame
+    filled = frame.with_columns(fills) if fills else frame
+    stored = pl.from_arrow(conform(model, filled.to_arrow()))
+    assert isinstance(stored, pl.DataFrame)
+    return stored.with_columns(
+        pl.col(pl.Categorical).cast(pl.String), pl.col(pl.List(pl.Categorical)).cast(pl.List(pl.String))
+    )
 
 
 def load_fleet(store: Store, fleet: Fleet) -> None:

@@ -1,0 +1,55 @@
+"""What exists in the store: dimension values for filter pickers, and the registered bundles."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict
+
+from inferensics.analytics.client import QueryClient
+from inferensics.analytics.filters import TIME_TYPE, _utc
+from inferensics.schema import columns as col
+from inferensics.schema.rollups import REQUESTS_1H
+
+_DIMENSIONS = {"model": col.MODEL, "hw_pool": col.HW_POOL, "traffic_class": col.TRAFFIC_CLASS, "bundle": col.BUNDLE_ID}
+
+
+class CatalogParams(BaseModel):
+    """An optional time range (``None``: all time)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    start: datetime | None = None
+    """Start of the range (inclusive, UTC)."""
+    end: datetime | None = None
+    """End of the range (exclusive, UTC)."""
+
+
+def dimension_values(client: QueryClient, params: CatalogParams) -> pl.DataFrame:
+    """Values of each filter dimension with their request counts, from the hourly rollup.
+
+    Columns: dimension (``model``, ``hw_pool``, ``traffic_class``, ``bundle``), value, requests. Sorted by
+    dimension, then requests descending. Hosts are not listed (the rollups are not keyed by host).
+    """
+    where, values = "1", {}
+    if params.start is not None and params.end is not None:
+        where = f"{col.BUCKET} >= {{s:{TIME_TYPE}}} AND {col.BUCKET} < {{e:{TIME_TYPE}}}"
+        values = {"s": _utc(params.start), "e": _utc(params.end)}
+    union = " UNION ALL ".join(
+        f"SELECT '{name}' AS dimension, toString({column}) AS value, toUInt64(sum({col.REQUESTS})) AS requests "
+        f"FROM {client.database}.{REQUESTS_1H.name} WHERE {where} GROUP BY value"
+        for name, column in _DIMENSIONS.items()
+    )
+    return client.query_frame(f"SELECT * FROM ({union}) ORDER BY dimension, requests DESC, value", values)
+
+
+def bundles(client: QueryClient, params: CatalogParams) -> pl.DataFrame:
+    """Registered bundles: bundle_id, bundle_name, model, first_seen, hosts, torch_version, device_name."""
+    return client.query_frame(
+        f"SELECT {col.BUNDLE_ID}, argMin({col.BUNDLE_NAME}, {col.TS}) AS {col.BUNDLE_NAME}, "
+        f"argMin({col.MODEL}, {col.TS}) AS {col.MODEL}, min({col.TS}) AS first_seen, "
+        f"toUInt64(uniqExact({col.HOST})) AS hosts, argMax({col.TORCH_VERSION}, {col.TS}) AS {col.TORCH_VERSION}, "
+        f"argMax({col.DEVICE_NAME}, {col.TS}) AS {col.DEVICE_NAME} FROM {client.database}.bundles "
+        f"GROUP BY {col.BUNDLE_ID} ORDER BY first_seen DESC, {col.BUNDLE_ID}"
+    )

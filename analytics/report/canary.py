@@ -1,0 +1,71 @@
+"""Rendering a canary verdict: a plain-text table for the terminal, Markdown, and an HTML page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import polars as pl
+
+from inferensics.analytics import canary as canary_rules
+from inferensics.analytics.report import charts
+from inferensics.analytics.report.page import Section, render_page
+from inferensics.analytics.report.tables import cell, markdown_table
+
+COLUMNS = ["check", "metric", "baseline", "candidate", "ci_low", "ci_high", "p_value", "outcome"]
+
+
+def verdict_of(frame: pl.DataFrame) -> tuple[str, str]:
+    """The verdict and its rule from a ``canary_compare`` frame (its last row)."""
+    row = frame.filter(pl.col("check") == "verdict").row(0, named=True)
+    return str(row["outcome"]), str(row["rule"])
+
+
+def canary_title(label: str) -> str:
+    """The page title."""
+    return f"Canary comparison: {label}"
+
+
+def render_canary_text(frame: pl.DataFrame) -> str:
+    """A fixed-width verdict table for the terminal (what ``inferensics canary compare`` prints)."""
+    rows = [COLUMNS] + [[cell(r[c]) for c in COLUMNS] for r in frame.iter_rows(named=True)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    verdict, rule = verdict_of(frame)
+    return "\n".join([*lines, "", f"verdict: {verdict.upper()} ({rule})"]) + "\n"
+
+
+def canary_sections(frame: pl.DataFrame) -> list[Section]:
+    """The page's sections."""
+    verdict, rule = verdict_of(frame)
+    evidence = frame.filter(pl.col("check") != "verdict")
+    rules = (canary_rules.__doc__ or "").split("\n\n")[1:4]
+    return [
+        Section("Verdict", [f"{verdict.upper()}: {rule}", *(" ".join(r.split()) for r in rules)]),
+        Section("Latency", [], [charts.canary_latency(evidence)]),
+        Section("Rates", [], [charts.canary_rates(evidence)]),
+        Section("Evidence", [], [], [(frame, [*COLUMNS, "rule"])]),
+    ]
+
+
+def canary_charts(frame: pl.DataFrame) -> list[alt.TopLevelMixin]:
+    """The page's charts in order."""
+    return [c for s in canary_sections(frame) for c in s.charts]
+
+
+def render_canary_markdown(frame: pl.DataFrame, label: str) -> str:
+    """The verdict, its rule and the evidence table in Markdown."""
+    verdict, rule = verdict_of(frame)
+    return (
+        f"# {canary_title(label)}\n\n**Verdict: {verdict.upper()}** ({rule})\n\n"
+        + markdown_table(frame, [*COLUMNS, "rule"], limit=100)
+    )
+
+
+def write_canary_report(frame: pl.DataFrame, label: str, out_dir: Path, stem: str) -> tuple[Path, Path]:
+    """Write ``<stem>.md`` and ``<stem>.html`` into ``out_dir``; return their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md, page = out_dir / f"{stem}.md", out_dir / f"{stem}.html"
+    md.write_text(render_canary_markdown(frame, label), encoding="utf-8")
+    page.write_text(render_page(canary_title(label), canary_sections(frame)), encoding="utf-8")
+    return md, page

@@ -1,0 +1,147 @@
+"""Altair chart specs for the weekly report and the canary page, built from analytics frames.
+
+Data goes inline as plain values (datetimes as ISO strings, floats rounded to 6 significant digits) so a
+spec is byte-stable for a given frame and can be snapshot-tested with ``chart.to_dict()``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from inferensics.schema import columns as col
+
+WIDTH = 560
+
+
+def values(frame: pl.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
+    """Rows of ``frame``'s ``columns`` as JSON-ready dicts (ISO datetimes, rounded floats, no NaN)."""
+    out = frame.select(columns).with_columns(
+        pl.col(pl.Datetime).dt.strftime("%Y-%m-%dT%H:%M:%SZ"), pl.col(pl.List(pl.String)).list.join(", ")
+    )
+    rows = out.to_dicts()
+    for row in rows:
+        for k, v in row.items():
+            if isinstance(v, float):
+                row[k] = None if math.isnan(v) or math.isinf(v) else float(f"{v:.6g}")
+    return rows
+
+
+def _data(frame: pl.DataFrame, columns: list[str]) -> alt.Data:
+    return alt.Data(values=values(frame, columns))
+
+
+def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
+    """Compiles and recompiles per model × hardware pool (grouped bars)."""
+    return (
+        alt.Chart(_data(frame, [col.MODEL, col.HW_POOL, col.COMPILES, col.RECOMPILES]), title="Compiles and recompiles")
+        .transform_fold([col.COMPILES, col.RECOMPILES], as_=["kind", "count"])
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{col.MODEL}:N", title="model"),
+            xOffset=alt.XOffset("kind:N"),
+            y=alt.Y("count:Q", title="count"),
+            color=alt.Color("kind:N", title=""),
+            column=alt.Column(f"{col.HW_POOL}:N", title="hardware pool"),
+            tooltip=[f"{col.MODEL}:N", f"{col.HW_POOL}:N", "kind:N", "count:Q"],
+        )
+        .properties(width=WIDTH // 3, height=220)
+    )
+
+
+def daily_by_model(frame: pl.DataFrame, metric: str, title: str) -> alt.Chart:
+    """One line per model of ``metric`` per day (from ``fleet_timeseries`` with ``by=model``)."""
+    return (
+        alt.Chart(_data(frame, ["bucket", "group", metric]), title=title)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("bucket:T", title="day (UTC)"),
+            y=alt.Y(f"{metric}:Q", title=metric.replace("_", " ")),
+            color=alt.Color("group:N", title="model"),
+            tooltip=["bucket:T", "group:N", f"{metric}:Q"],
+        )
+        .properties(width=WIDTH, height=220)
+    )
+
+
+def top_bars(frame: pl.DataFrame, label: str, value: str, title: str) -> alt.Chart:
+    """Horizontal bars of ``value`` by ``label``, largest first."""
+    return (
+        alt.Chart(_data(frame, [label, value]), title=title)
+        .mark_bar()
+        .encode(
+            y=alt.Y(f"{label}:N", sort="-x", title=label.replace("_", " ")),
+            x=alt.X(f"{value}:Q", title=value.replace("_", " ")),
+            tooltip=[f"{label}:N", f"{value}:Q"],
+        )
+        .properties(width=WIDTH, height=alt.Step(18))
+    )
+
+
+def cache_hit_trend(frame: pl.DataFrame) -> alt.Chart:
+    """Daily hit ratio per cache (from ``cache_trend``)."""
+    return (
+        alt.Chart(_data(frame, ["bucket", col.CACHE, "hit_ratio", "lookups"]), title="Cache hit ratio per day")
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("bucket:T", title="day (UTC)"),
+            y=alt.Y("hit_ratio:Q", title="hit ratio", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color(f"{col.CACHE}:N", title="cache"),
+            tooltip=["bucket:T", f"{col.CACHE}:N", "hit_ratio:Q", "lookups:Q"],
+        )
+        .properties(width=WIDTH, height=220)
+    )
+
+
+def cache_growth(frame: pl.DataFrame) -> alt.Chart:
+    """Cumulative bytes written per bundle × pool (from ``cache_growth``)."""
+    data = frame.with_columns(
+        pl.concat_str(pl.col(col.BUNDLE_ID).replace("", "(none)"), pl.lit(" @ "), pl.col(col.HW_POOL)).alias("series")
+    )
+    return (
+        alt.Chart(_data(data, ["bucket", "series", "cumulative_bytes", "cumulative_entries"]), title="Cache growth")
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("bucket:T", title="day (UTC)"),
+            y=alt.Y("cumulative_bytes:Q", title="bytes written (cumulative)"),
+            color=alt.Color("series:N", title="bundle @ pool"),
+            tooltip=["bucket:T", "series:N", "cumulative_bytes:Q", "cumulative_entries:Q"],
+        )
+        .properties(width=WIDTH, height=220)
+    )
+
+
+def canary_latency(evidence: pl.DataFrame) -> alt.Chart:
+    """Baseline and candidate latency quantiles, with the candidate's bootstrap interval as an error bar."""
+    lat = evidence.filter(pl.col("check") == "latency")
+    data = _data(lat, ["metric", "baseline", "candidate", "ci_low", "ci_high", "outcome"])
+    base = alt.Chart(data, title="Latency quantiles (candidate with 95% bootstrap interval)")
+    points = base.transform_fold(["baseline", "candidate"], as_=["side", "ms"]).mark_point(filled=True, size=80).encode(
+        y=alt.Y("metric:N", title="quantile"), x=alt.X("ms:Q", title="latency (ms)"), color=alt.Color("side:N"),
+        tooltip=["metric:N", "side:N", "ms:Q"],
+    )  # fmt: skip
+    bars = base.mark_rule(strokeWidth=2).encode(
+        y="metric:N", x="ci_low:Q", x2="ci_high:Q", tooltip=["metric:N", "ci_low:Q", "ci_high:Q", "outcome:N"]
+    )
+    return alt.layer(bars, points).properties(width=WIDTH, height=120)
+
+
+def canary_rates(evidence: pl.DataFrame) -> alt.Chart:
+    """Baseline and candidate rates side by side."""
+    rates = evidence.filter(pl.col("check") == "rate")
+    return (
+        alt.Chart(_data(rates, ["metric", "baseline", "candidate", "p_value", "outcome"]), title="Rates")
+        .transform_fold(["baseline", "candidate"], as_=["side", "rate"])
+        .mark_bar()
+        .encode(
+            y=alt.Y("metric:N", title=""),
+            yOffset="side:N",
+            x=alt.X("rate:Q", title="share of requests", axis=alt.Axis(format="%")),
+            color=alt.Color("side:N"),
+            tooltip=["metric:N", "side:N", alt.Tooltip("rate:Q", format=".3%"), "p_value:Q", "outcome:N"],
+        )
+        .properties(width=WIDTH, height=alt.Step(14))
+    )

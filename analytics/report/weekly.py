@@ -1,0 +1,164 @@
+"""Rendering the weekly recompilation and cache report: Markdown summary, HTML page with charts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import polars as pl
+
+from inferensics.analytics.report import charts
+from inferensics.analytics.report.page import Section, render_page
+from inferensics.analytics.report.tables import markdown_table
+from inferensics.analytics.weekly import WeeklyReport
+from inferensics.schema import columns as col
+
+_ADDITIVE = (col.REQUESTS, col.COMPILES, col.RECOMPILES, col.COMPILE_SECONDS)
+
+
+def _change(this: float, last: float) -> str:
+    if last == 0:
+        return "new" if this else "no change"
+    return f"{(this / last - 1) * 100:+.1f}% vs last week"
+
+
+def summary_lines(report: WeeklyReport) -> list[str]:
+    """The headline figures, one sentence each (the same in Markdown and HTML)."""
+    wow = report.week_over_week
+    lines = []
+    for metric in _ADDITIVE:
+        rows = wow.filter(pl.col("metric") == metric)
+        this = float(rows.get_column("this_week").fill_null(0).sum())
+        last = float(rows.get_column("last_week").fill_null(0).sum())
+        shown = f"{this:,.1f}" if metric == col.COMPILE_SECONDS else f"{this:,.0f}"
+        lines.append(f"{metric.replace('_', ' ').capitalize()}: {shown} ({_change(this, last)}).")
+    health = report.cache_health
+    lookups = int(health.get_column("lookups").sum() or 0)
+    hits = int(health.get_column("hits").sum() or 0)
+    ratio = f"{hits / lookups:.1%}" if lookups else "no lookups"
+    cost = health.get_column("cold_miss_cost_s").drop_nulls().sum()
+    lines.append(f"Compile-cache hit ratio: {ratio} over {lookups:,} lookups; cold misses cost about {cost:,.1f} s.")
+    lines.append(f"Recompile storms: {report.storms.height}; new specializations: {report.new_graph_keys.height}.")
+    if report.recompile_reasons.height:
+        top = report.recompile_reasons.row(0, named=True)
+        lines.append(f"Top recompile reason: {top[col.REASON]!r} ({top['recompiles']:,} in {top[col.MODEL]} @ {top[col.HW_POOL]}).")
+    if report.graph_breaks.height:
+        top = report.graph_breaks.row(0, named=True)
+        lines.append(f"Top graph break: {top[col.REGISTRY_ID] or '(no id)'} {top[col.BREAK_TYPE]} ({top['events']:,} events).")
+    return lines
+
+
+def _growth_totals(report: WeeklyReport) -> pl.DataFrame:
+    return (
+        report.cache_growth.group_by([col.BUNDLE_ID, col.HW_POOL])
+        .agg(pl.col("entries").sum(), pl.col("bytes").sum())
+        .sort(["bytes", col.BUNDLE_ID, col.HW_POOL], descending=[True, False, False])
+    )
+
+
+def sections(report: WeeklyReport) -> list[Section]:
+    """The report's sections, charts included."""
+    per = report.by_model_pool
+    storms = report.storms.select(
+        "bucket", col.MODEL, col.HW_POOL, col.RECOMPILES, "baseline_recompiles", col.COMPILE_SECONDS, "trigger",
+        "top_reasons",
+    )  # fmt: skip
+    reasons = report.recompile_reasons.with_columns(
+        pl.concat_str(pl.col(col.MODEL), pl.lit(": "), pl.col(col.REASON).str.slice(0, 60)).alias("label")
+    )
+    breaks = report.graph_breaks.with_columns(
+        pl.concat_str(pl.col(col.REGISTRY_ID).replace("", "(no id)"), pl.lit(" "), pl.col(col.BREAK_TYPE)).alias("label")
+    )
+    return [
+        Section("Summary", summary_lines(report)),
+        Section(
+            "Compiles and recompiles per model and pool",
+            [],
+            [charts.recompiles_by_model_pool(per), charts.daily_by_model(report.daily, col.RECOMPILES, "Recompiles per day")],
+            [(per, [col.MODEL, col.HW_POOL, col.REQUESTS, col.COMPILES, col.RECOMPILES, "recompile_rate",
+                    col.COMPILE_SECONDS, "cache_hit_ratio"])],
+        ),  # fmt: skip
+        Section(
+            "Week over week",
+            ["change = this week / last week - 1 (empty when last week was 0)."],
+            [],
+            [(report.week_over_week, [col.MODEL, "metric", "this_week", "last_week", "change"])],
+        ),
+        Section("Top recompile reasons", [], [charts.top_bars(reasons, "label", "recompiles", "Recompiles by reason")],
+                [(report.recompile_reasons, [col.MODEL, col.HW_POOL, col.REASON, "recompiles", "requests"])]),  # fmt: skip
+        Section("Graph breaks", [], [charts.top_bars(breaks, "label", "events", "Graph breaks by registry id")],
+                [(report.graph_breaks, [col.REGISTRY_ID, col.BREAK_TYPE, "events", "requests", "top_user_frames"])]),  # fmt: skip
+        Section(
+            "Recompile storms",
+            ["An hour is a storm when its recompiles reach max(10, 3 × the median of the 24 hours before) or its "
+             "compile seconds reach max(60, 3 × their median)."],
+            [],
+            [(storms, list(storms.columns))],
+        ),  # fmt: skip
+        Section(
+            "Cache health",
+            ["hit ratio = hits / lookups; cold-miss cost charges each miss the mean saving of a hit of the same "
+             "model and cache."],
+            [charts.cache_hit_trend(report.cache_trend)],
+            [(report.cache_health, [col.MODEL, col.HW_POOL, col.CACHE, "hits", "misses", "bypasses", "hit_ratio",
+                                    "cold_miss_cost_s"])],
+        ),  # fmt: skip
+        Section("Cache growth", ["A miss writes one entry; hits and bypasses write nothing."],
+                [charts.cache_growth(report.cache_growth)],
+                [(_growth_totals(report), [col.BUNDLE_ID, col.HW_POOL, "entries", "bytes"])]),  # fmt: skip
+        Section(
+            "Compile seconds in the serving path",
+            ["Compile time spent inside requests (the requests rollup's compile_seconds)."],
+            [charts.daily_by_model(report.daily, col.COMPILE_SECONDS, "Compile seconds per day")],
+            [(per.sort(col.COMPILE_SECONDS, descending=True), [col.MODEL, col.HW_POOL, col.COMPILE_SECONDS])],
+        ),
+        Section(
+            "New specializations",
+            ["A graph key is new when its first compile in the pool falls in the week."],
+            [],
+            [(report.specializations, [col.MODEL, col.HW_POOL, "active_graph_keys", "new_graph_keys",
+                                       "total_graph_keys", "growth"]),
+             (report.new_graph_keys, [col.MODEL, col.HW_POOL, col.GRAPH_KEY, "first_seen", col.CODE_LOCATION])],
+        ),  # fmt: skip
+    ]
+
+
+def title(report: WeeklyReport) -> str:
+    """The report's title line."""
+    return (
+        f"Weekly recompilation and cache report {report.week} "
+        f"({report.start:%Y-%m-%d} to {report.end:%Y-%m-%d} UTC)"
+    )
+
+
+def weekly_charts(report: WeeklyReport) -> list[alt.TopLevelMixin]:
+    """Every chart of the report, in page order."""
+    return [c for s in sections(report) for c in s.charts]
+
+
+def render_weekly_markdown(report: WeeklyReport) -> str:
+    """The Markdown summary: headline figures and every table (charts are in the HTML page)."""
+    out = [f"# {title(report)}\n"]
+    for section in sections(report):
+        out.append(f"## {section.title}\n")
+        if section.title == "Summary":
+            out.extend(f"- {line}" for line in section.paragraphs)
+            out.append("")
+            continue
+        out.extend(f"{p}\n" for p in section.paragraphs)
+        out.extend(markdown_table(frame, columns) for frame, columns in section.tables)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_weekly_html(report: WeeklyReport) -> str:
+    """The self-contained HTML page."""
+    return render_page(title(report), sections(report))
+
+
+def write_weekly_report(report: WeeklyReport, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``weekly-<week>.md`` and ``weekly-<week>.html`` into ``out_dir``; return their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md, page = out_dir / f"weekly-{report.week}.md", out_dir / f"weekly-{report.week}.html"
+    md.write_text(render_weekly_markdown(report), encoding="utf-8")
+    page.write_text(render_weekly_html(report), encoding="utf-8")
+    return md, page

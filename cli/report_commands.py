@@ -1,0 +1,137 @@
+"""``inferensics report weekly`` and ``inferensics canary compare``: reports from a store or a service.
+
+Both commands build their output from named queries through a runner: a local store (``--dsn``) or a
+running collector service (``--service``, required while the service owns an embedded store).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from inferensics.cli.errors import fail
+from inferensics.cli.options import DsnOption
+from inferensics.cli.service_commands import ServiceOption, TokenOption
+
+report_app = typer.Typer(help="Weekly recompilation and cache reports.", no_args_is_help=True)
+canary_app = typer.Typer(help="Canary comparisons of two bundles or two windows.", no_args_is_help=True)
+
+OutOption = Annotated[Path, typer.Option("--out", help="Directory to write the Markdown and HTML into.")]
+EXIT_FAIL, EXIT_INCONCLUSIVE = 1, 3
+
+
+@contextlib.contextmanager
+def _runner(dsn: str | None, service: str | None, token: str | None) -> Iterator[object]:
+    """A named-query runner over the service (``--service``) or the store (``--dsn``); errors become one line."""
+    from inferensics.analytics.client import LocalRunner
+    from inferensics.analytics.errors import AnalyticsError
+    from inferensics.collector.client import ServiceClient, ServiceError
+    from inferensics.schema.store import Store, StoreError
+
+    try:
+        if service:
+            with ServiceClient(service, token=token, timeout=300) as client:
+                yield client
+        else:
+            with Store.open(dsn) as store:
+                if store.schema_version() == 0:
+                    fail(f"store {store.dsn} is not initialised: run `inferensics init`")
+                yield LocalRunner(store)
+    except (StoreError, AnalyticsError) as exc:
+        fail(str(exc))
+    except ServiceError as exc:
+        fail(exc.message)
+    except ValidationError as exc:
+        fail("; ".join(f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg']}" for e in exc.errors()[:3]))
+
+
+@report_app.command("weekly")
+def weekly(
+    week: Annotated[str | None, typer.Option(help="ISO week YYYY-Www [default: the last full week].")] = None,
+    out: OutOption = Path("reports"),
+    dsn: DsnOption = None,
+    service: ServiceOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Write the weekly recompilation/cache report: weekly-<week>.md and a self-contained weekly-<week>.html."""
+    from inferensics.analytics.report.weekly import summary_lines, write_weekly_report
+    from inferensics.analytics.weekly import build_weekly_report, last_full_week, parse_week
+
+    from inferensics.analytics.errors import AnalyticsError
+
+    try:
+        chosen = week or last_full_week(datetime.now(UTC))
+        parse_week(chosen)
+    except AnalyticsError as exc:
+        fail(str(exc))
+    with _runner(dsn, service, token) as runner:
+        report = build_weekly_report(runner, chosen)  # type: ignore[arg-type]
+    md, page = write_weekly_report(report, out)
+    for line in summary_lines(report):
+        typer.echo(line)
+    typer.echo(f"wrote {md} and {page}")
+
+
+def _hour(value: datetime) -> datetime:
+    return value.replace(minute=0, second=0, microsecond=0)
+
+
+@canary_app.command("compare")
+def compare(
+    baseline: Annotated[str, typer.Option(help="Baseline bundle id ('any' for all bundles, with --baseline-start).")],
+    candidate: Annotated[str, typer.Option(help="Candidate bundle id ('any' for all bundles).")],
+    model: Annotated[str | None, typer.Option(help="Model [default: the candidate bundle's model].")] = None,
+    traffic_class: Annotated[str | None, typer.Option(help="Traffic class [default: all].")] = None,
+    hw_pool: Annotated[str | None, typer.Option(help="Hardware pool [default: all].")] = None,
+    start: Annotated[datetime | None, typer.Option(help="Window start, UTC [default: end - 24 h].")] = None,
+    end: Annotated[datetime | None, typer.Option(help="Window end, UTC [default: this hour].")] = None,
+    baseline_start: Annotated[datetime | None, typer.Option(help="Baseline window start (two-window mode).")] = None,
+    baseline_end: Annotated[datetime | None, typer.Option(help="Baseline window end (two-window mode).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Also write canary-*.md/.html here.")] = None,
+    dsn: DsnOption = None,
+    service: ServiceOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Compare a candidate with a baseline and print the verdict table.
+
+    Exit status: 0 pass, 1 fail, 3 inconclusive, 2 usage or connection error. The rule is printed with
+    the verdict (see `inferensics.analytics.canary`).
+    """
+    from inferensics.analytics.report.canary import render_canary_text, verdict_of, write_canary_report
+
+    hi = (end.replace(tzinfo=UTC) if end and end.tzinfo is None else end) or _hour(datetime.now(UTC))
+    lo = (start.replace(tzinfo=UTC) if start and start.tzinfo is None else start) or hi - timedelta(hours=24)
+    base = None if baseline == "any" else baseline
+    cand = None if candidate == "any" else candidate
+    with _runner(dsn, service, token) as runner:
+        if model is None:
+            known = runner.query("bundles")  # type: ignore[attr-defined]
+            match = known.filter(known["bundle_id"] == (cand or base or ""))
+            if match.is_empty():
+                fail("cannot tell the model: pass --model (the candidate bundle is not registered)")
+            model = str(match.item(0, "model"))
+        params = {"model": model, "baseline": base, "candidate": cand, "start": lo, "end": hi,
+                  "traffic_class": traffic_class, "hw_pool": hw_pool, "baseline_start": baseline_start,
+                  "baseline_end": baseline_end}  # fmt: skip
+        frame = runner.query("canary_compare", **{k: v for k, v in params.items() if v is not None})  # type: ignore[attr-defined]
+    label = f"{model}: {baseline} → {candidate} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
+    typer.echo(f"canary {label}")
+    typer.echo(render_canary_text(frame), nl=False)
+    if out is not None:
+        md, page = write_canary_report(frame, label, out, f"canary-{model}-{lo:%Y%m%dT%H%M}")
+        typer.echo(f"wrote {md} and {page}")
+    verdict, _ = verdict_of(frame)
+    if verdict != "pass":
+        raise typer.Exit(EXIT_FAIL if verdict == "fail" else EXIT_INCONCLUSIVE)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``report`` and ``canary`` to the app."""
+    app.add_typer(report_app, name="report")
+    app.add_typer(canary_app, name="canary")

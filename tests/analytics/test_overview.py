@@ -1,0 +1,183 @@
+"""Fleet overview, time series and fallback reasons against Polars over the same rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from inferensics.analytics import (
+    SliceParams,
+    UnknownFilterValue,
+    UnsupportedFilter,
+    fallback_reasons,
+    fleet_overview,
+    fleet_timeseries,
+    graph_breaks,
+)
+from inferensics.schema import columns as col
+from inferensics.schema.events import RequestEvent
+from inferensics.schema.rollups import latency_code, latency_decode
+from inferensics.schema.store import Store
+from tests.analytics.fleet import W10, Fleet
+
+DIMS = [col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS]
+WEEK = SliceParams(start=W10, end=W10 + timedelta(days=7))
+
+
+def _in(frame: pl.DataFrame, start: datetime, end: datetime) -> pl.DataFrame:
+    return frame.filter((pl.col(col.TS) >= start) & (pl.col(col.TS) < end))
+
+
+def expected_overview(requests: pl.DataFrame, seconds: float) -> pl.DataFrame:
+    """The overview's sums and rates computed directly from request rows."""
+    compiled = pl.col(col.OUTCOME).is_in(["compile", "recompile"])
+    return (
+        requests.group_by(DIMS)
+        .agg(
+            pl.len().cast(pl.UInt64).alias(col.REQUESTS),
+            (pl.col(col.STATUS) == "error").sum().cast(pl.UInt64).alias(col.ERRORS),
+            (pl.col(col.OUTCOME) == "fallback").sum().cast(pl.UInt64).alias(col.FALLBACKS),
+            pl.col(col.RECOMPILES).cast(pl.UInt64).sum().alias(col.RECOMPILES),
+            compiled.sum().cast(pl.UInt64).alias(col.COMPILES),
+            (pl.col(col.COMPILE_MS).cast(pl.Float64) / 1000).sum().alias(col.COMPILE_SECONDS),
+            (pl.col(col.CACHE_STATUS) == "hit").sum().cast(pl.UInt64).alias(col.CACHE_HITS),
+            pl.col(col.CACHE_STATUS).is_in(["miss", "mixed"]).sum().cast(pl.UInt64).alias(col.CACHE_MISSES),
+            ((pl.col(col.FP_NAN) + pl.col(col.FP_INF)) > 0).sum().cast(pl.UInt64).alias(col.NONFINITE),
+            pl.col(col.LATENCY_MS).cast(pl.Float64).sum().alias(col.LATENCY_SUM_MS),
+        )
+        .with_columns(
+            (pl.col(col.REQUESTS) / seconds).alias("request_rate_per_s"),
+            (pl.col(col.ERRORS) / pl.col(col.REQUESTS)).alias("error_rate"),
+            (pl.col(col.FALLBACKS) / pl.col(col.REQUESTS)).alias("fallback_rate"),
+            (pl.col(col.RECOMPILES) / pl.col(col.REQUESTS)).alias("recompile_rate"),
+            pl.when(pl.col(col.CACHE_HITS) + pl.col(col.CACHE_MISSES) > 0)
+            .then(pl.col(col.CACHE_HITS) / (pl.col(col.CACHE_HITS) + pl.col(col.CACHE_MISSES)))
+            .alias("cache_hit_ratio"),
+        )
+        .sort(DIMS)
+    )
+
+
+def assert_quantiles_bracketed(got: pl.DataFrame, rows: pl.DataFrame, keys: list[str]) -> None:
+    """Each p50/p95/p99 decodes a latency code between the lower and the upper order statistic of the
+    exact codes (``quantileTiming`` is exact on the 0..1023 codes; only its rank convention may differ)."""
+    codes = rows.with_columns(
+        pl.col(col.LATENCY_MS).map_elements(latency_code, return_dtype=pl.Int64).alias("code")
+    )
+    for row in got.iter_rows(named=True):
+        mine = codes.filter(pl.all_horizontal(pl.col(k) == row[k] for k in keys)).get_column("code").sort()
+        for q, name in ((0.5, "p50_ms"), (0.95, "p95_ms"), (0.99, "p99_ms")):
+            lo = latency_decode(mine.quantile(q, "lower"))
+            hi = latency_decode(mine[min(int(q * mine.len()), mine.len() - 1)])
+            assert lo * (1 - 1e-6) <= row[name] <= hi * (1 + 1e-6), (row, name, lo, hi)
+
+
+def test_fleet_overview_matches_polars(fleet_store: Store, fleet: Fleet) -> None:
+    got = fleet_overview(fleet_store, WEEK)
+    rows = _in(fleet.requests, WEEK.start, WEEK.end)
+    want = expected_overview(rows, WEEK.seconds)
+    assert_frame_equal(got.select(want.columns).sort(DIMS), want, check_exact=False, rel_tol=1e-9)
+    assert got.get_column(col.REQUESTS).is_sorted(descending=True)
+    assert_quantiles_bracketed(got, rows, DIMS)
+
+
+def test_unaligned_range_reads_raw_rows_and_agrees(fleet_store: Store, fleet: Fleet) -> None:
+    params = SliceParams(start=W10 + timedelta(minutes=17, seconds=3), end=W10 + timedelta(days=2, seconds=11))
+    got = fleet_overview(fleet_store, params)
+    rows = _in(fleet.requests, params.start, params.end)
+    want = expected_overview(rows, params.seconds)
+    assert_frame_equal(got.select(want.columns).sort(DIMS), want, check_exact=False, rel_tol=1e-9)
+    assert_quantiles_bracketed(got, rows, DIMS)
+
+
+def test_host_filter_uses_raw_rows(fleet_store: Store, fleet: Fleet) -> None:
+    params = SliceParams(start=WEEK.start, end=WEEK.end, host="host-a1", model="llama")
+    got = fleet_overview(fleet_store, params)
+    rows = _in(fleet.requests, params.start, params.end).filter(
+        (pl.col(col.HOST) == "host-a1") & (pl.col(col.MODEL) == "llama")
+    )
+    want = expected_overview(rows, params.seconds)
+    assert_frame_equal(got.select(want.columns).sort(DIMS), want, check_exact=False, rel_tol=1e-9)
+
+
+def test_timeseries_by_model_daily(fleet_store: Store, fleet: Fleet) -> None:
+    got = fleet_timeseries(fleet_store, WEEK, unit="day", by="model")
+    want = (
+        _in(fleet.requests, WEEK.start, WEEK.end)
+        .group_by(pl.col(col.TS).dt.truncate("1d").dt.cast_time_unit("ms").alias("bucket"), pl.col(col.MODEL).alias("group"))
+        .agg(pl.len().cast(pl.UInt64).alias(col.REQUESTS), pl.col(col.RECOMPILES).cast(pl.UInt64).sum())
+        .sort("bucket", "group")
+    )
+    assert_frame_equal(got.select(want.columns), want)
+    assert got.get_column("request_rate_per_s").to_list() == pytest.approx((want[col.REQUESTS] / 86400).to_list())
+
+
+def test_fallback_reasons(fleet_store: Store, fleet: Fleet) -> None:
+    got = fallback_reasons(fleet_store, WEEK)
+    rows = _in(fleet.requests, WEEK.start, WEEK.end)
+    totals = rows.group_by(DIMS).agg(pl.len().cast(pl.UInt64).alias(col.REQUESTS))
+    want = (
+        rows.filter(pl.col(col.OUTCOME) == "fallback")
+        .group_by([*DIMS, col.FALLBACK_REASON])
+        .agg(pl.len().cast(pl.UInt64).alias("fallbacks"))
+        .join(totals, on=DIMS)
+        .with_columns((pl.col("fallbacks") / pl.col(col.REQUESTS)).alias("fallback_rate"))
+    )
+    keys = [*DIMS, col.FALLBACK_REASON]
+    assert_frame_equal(got.sort(keys), want.select(got.columns).sort(keys))
+    assert "" in got.get_column(col.FALLBACK_REASON).to_list()  # missing reasons are kept, not dropped
+
+
+def test_empty_range_gives_empty_frames_with_columns(fleet_store: Store) -> None:
+    params = SliceParams(start=datetime(2025, 1, 6, tzinfo=UTC), end=datetime(2025, 1, 13, tzinfo=UTC))
+    got = fleet_overview(fleet_store, params)
+    assert got.is_empty()
+    assert {"p95_ms", "error_rate", "cache_hit_ratio", col.MODEL}.issubset(got.columns)
+    assert fallback_reasons(fleet_store, params).is_empty()
+    assert fleet_timeseries(fleet_store, params).is_empty()
+
+
+def test_zero_length_range_is_empty(fleet_store: Store) -> None:
+    assert fleet_overview(fleet_store, SliceParams(start=W10, end=W10)).is_empty()
+
+
+def test_unknown_filter_value_is_an_error(fleet_store: Store) -> None:
+    with pytest.raises(UnknownFilterValue, match=r"unknown model 'lama'.*'llama'") as info:
+        fleet_overview(fleet_store, WEEK.model_copy(update={"model": "lama"}))
+    assert info.value.known[:3] == ["llama", "mistral", "qwen"]
+    with pytest.raises(UnknownFilterValue, match="unknown host"):
+        fleet_overview(fleet_store, WEEK.model_copy(update={"host": "no-such-host"}))
+    assert isinstance(info.value, ValueError)
+
+
+def test_known_value_without_rows_in_range_is_empty_not_error(fleet_store: Store) -> None:
+    params = SliceParams(start=datetime(2025, 1, 6, tzinfo=UTC), end=datetime(2025, 1, 13, tzinfo=UTC), model="qwen")
+    assert fleet_overview(fleet_store, params).is_empty()
+
+
+def test_filter_without_column_is_refused(fleet_store: Store) -> None:
+    with pytest.raises(UnsupportedFilter, match="traffic_class filter does not apply to graph breaks"):
+        graph_breaks(fleet_store, WEEK.model_copy(update={"traffic_class": "batch"}))
+
+
+def test_end_before_start_is_rejected() -> None:
+    with pytest.raises(ValueError, match="before start"):
+        SliceParams(start=W10, end=W10 - timedelta(hours=1))
+
+
+def test_single_row_with_missing_values(store: Store) -> None:
+    ts = datetime(2026, 3, 3, 10, 30, tzinfo=UTC)
+    store.insert_events(
+        [RequestEvent(request_id="only", ts=ts, host="h", model="m", hw_pool="p", traffic_class="t", latency_ms=12.5)]
+    )
+    got = fleet_overview(store, SliceParams(start=ts.replace(minute=0), end=ts.replace(minute=0) + timedelta(hours=1)))
+    assert got.height == 1
+    row = got.row(0, named=True)
+    assert (row[col.REQUESTS], row[col.ERRORS], row["error_rate"]) == (1, 0, 0.0)
+    assert row["cache_hit_ratio"] is None  # no compile: no lookups, no ratio
+    for name in ("p50_ms", "p95_ms", "p99_ms"):
+        assert row[name] == pytest.approx(latency_decode(latency_code(12.5)), rel=1e-6)
+        assert row[name] == pytest.approx(12.5, rel=0.009)
