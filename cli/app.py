@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from inferensics.cli import dashboard_commands, service_commands, store_commands
+from inferensics.cli import dashboard_commands, report_commands, service_commands, store_commands
 
 app = typer.Typer(
     name="inferensics",
@@ -16,6 +16,7 @@ app = typer.Typer(
 store_commands.register(app)
 service_commands.register(app)
 dashboard_commands.register(app)
+report_commands.register(app)
 
 
 def main() -> None:
