@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import zlib
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -20,8 +19,15 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import ValidationError
 
-from inferensics.schema.arrow import arrow_schema
-from inferensics.schema.otlp import INHERITED, PREFIX, attributes_to_record, model_for_name, nanos_to_datetime
+from inferensics.collector.service.columns import ColumnBuffer, event_row, fast_row, plan_for
+from inferensics.schema.otlp import (
+    INHERITED,
+    PREFIX,
+    RESOURCE_HOST,
+    attributes_to_record,
+    model_for_name,
+    nanos_to_datetime,
+)
 from inferensics.schema.table import Event
 
 PROTOBUF: Final = "application/x-protobuf"
@@ -40,9 +46,9 @@ class BadRequestError(ValueError):
 
 @dataclass
 class Decoded:
-    """The rows of one request, grouped by model, with what was rejected."""
+    """The rows of one request, column by column per model, with what was rejected."""
 
-    rows: dict[type[Event], list[Event]] = field(default_factory=dict)
+    buffers: dict[type[Event], ColumnBuffer] = field(default_factory=dict)
     spans: int = 0
     rejected_spans: int = 0
     rejected_rows: Counter[str] = field(default_factory=Counter)
@@ -51,11 +57,18 @@ class Decoded:
     @property
     def row_count(self) -> int:
         """Rows accepted."""
-        return sum(len(v) for v in self.rows.values())
+        return sum(b.rows for b in self.buffers.values())
+
+    def add(self, model: type[Event], row: list[Any]) -> None:
+        """Accept one row of ``model`` (values in the model's column order)."""
+        buffer = self.buffers.get(model)
+        if buffer is None:
+            buffer = self.buffers[model] = ColumnBuffer(plan_for(model))
+        buffer.append(row)
 
     def tables(self) -> dict[type[Event], pa.Table]:
         """The accepted rows as one Arrow table per model."""
-        return {m: rows_to_arrow(m, rows) for m, rows in self.rows.items() if rows}
+        return {m: b.to_arrow() for m, b in self.buffers.items() if b.rows}
 
     def error_message(self) -> str:
         """A short summary of the rejections for ``partial_success.error_message``."""
@@ -128,35 +141,52 @@ def _attributes(kvs: Any) -> dict[str, object]:
     return {kv.key: _value(kv.value) for kv in kvs}
 
 
-def decode_request(message: ExportTraceServiceRequest) -> Decoded:
-    """Map every ``inferensics.*`` span and span event to a validated row; count and keep the rest."""
+def decode_request(message: ExportTraceServiceRequest, *, fast: bool = True) -> Decoded:
+    """Map every ``inferensics.*`` span and span event to a validated row; count and keep the rest.
+
+    ``fast=False`` sends every row through the slow path (attributes_to_record + pydantic); the fuzz
+    tests compare both.
+    """
     out = Decoded()
     for rs in message.resource_spans:
         resource = _attributes(rs.resource.attributes)
+        host = resource.get(RESOURCE_HOST)
         for ss in rs.scope_spans:
             for span in ss.spans:
                 out.spans += 1
-                if not _decode_span(span, resource, out):
+                if not _decode_span(span, resource, host, out, fast):
                     out.rejected_spans += 1
     return out
 
 
-def _decode_span(span: Any, resource: Mapping[str, object], out: Decoded) -> bool:
+def _decode_span(span: Any, resource: dict[str, object], host: object, out: Decoded, fast: bool) -> bool:
     ok = True
     name = span.name
     model = model_for_name(name)
     inherited: dict[str, object] = {}
-    attributes: dict[str, object] | None = None
     if model is not None:
-        attributes = _attributes(span.attributes)
-        record = attributes_to_record(
-            model, attributes, time=nanos_to_datetime(span.start_time_unix_nano), resource=resource
-        )
-        ok = _accept(model, record, out, name)
-        inherited = {c: record[c] for c in INHERITED if c in record}
+        start = span.start_time_unix_nano
+        plan = plan_for(model)
+        fast_result = fast_row(plan, span.attributes, start // 1000, None, host) if fast else None
+        if fast_result is not None:
+            row, seen = fast_result
+            out.add(model, row)
+            inherited = {n: row[i] for i, n in plan.inherited if i in seen}
+        else:
+            record = attributes_to_record(
+                model, _attributes(span.attributes), time=nanos_to_datetime(start), resource=resource
+            )
+            ok = _accept(model, record, out, name)
+            inherited = {c: record[c] for c in INHERITED if c in record}
     elif name.startswith(PREFIX):
         _reject(out, "unknown_table", f"span {name!r}: no table of that name")
         ok = False
+    if not span.events:
+        return ok
+    if model is None:
+        # A foreign span (e.g. an HTTP server span) carrying inferensics events: inherit from its attributes.
+        attributes = _attributes(span.attributes)
+        inherited = {k[len(PREFIX) :]: v for k, v in attributes.items() if k[len(PREFIX) :] in INHERITED}
     for event in span.events:
         ev_model = model_for_name(event.name)
         if ev_model is None:
@@ -164,14 +194,15 @@ def _decode_span(span: Any, resource: Mapping[str, object], out: Decoded) -> boo
                 _reject(out, "unknown_table", f"span event {event.name!r}: no table of that name")
                 ok = False
             continue
-        if not inherited and attributes is None:
-            # A foreign span (e.g. an HTTP server span) carrying inferensics events: inherit from its attrs.
-            attributes = _attributes(span.attributes)
-            inherited = {k[len(PREFIX) :]: v for k, v in attributes.items() if k[len(PREFIX) :] in INHERITED}
+        nanos = event.time_unix_nano or span.start_time_unix_nano
+        ev_result = fast_row(plan_for(ev_model), event.attributes, nanos // 1000, inherited, host) if fast else None
+        if ev_result is not None:
+            out.add(ev_model, ev_result[0])
+            continue
         record = attributes_to_record(
             ev_model,
             _attributes(event.attributes),
-            time=nanos_to_datetime(event.time_unix_nano or span.start_time_unix_nano),
+            time=nanos_to_datetime(nanos),
             inherited=inherited,
             resource=resource,
         )
@@ -181,13 +212,17 @@ def _decode_span(span: Any, resource: Mapping[str, object], out: Decoded) -> boo
 
 def _accept(model: type[Event], record: dict[str, object], out: Decoded, where: str) -> bool:
     try:
-        row = model.model_validate(record)
+        event = model.model_validate(record)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "row"
         _reject(out, "invalid_row", f"{where}: {loc}: {first['msg']}")
         return False
-    out.rows.setdefault(model, []).append(row)
+    row = event_row(plan_for(model), event)
+    if isinstance(row, str):
+        _reject(out, "invalid_row", f"{where}: {row}")
+        return False
+    out.add(model, row)
     return True
 
 
@@ -195,19 +230,6 @@ def _reject(out: Decoded, reason: str, message: str) -> None:
     out.rejected_rows[reason] += 1
     if len(out.errors) < MAX_ERRORS:
         out.errors.append(message)
-
-
-def rows_to_arrow(model: type[Event], rows: list[Event]) -> pa.Table:
-    """Validated rows → an Arrow table in the model's schema (columns built straight from field values)."""
-    schema = arrow_schema(model)
-    arrays = []
-    for f in schema:
-        name = f.name
-        values = [r.__dict__[name] for r in rows]
-        if pa.types.is_map(f.type):
-            values = [list(m.items()) for m in values]
-        arrays.append(pa.array(values, type=f.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def read_body(raw: bytes, content_type: str | None, content_encoding: str | None, limit: int) -> Decoded:

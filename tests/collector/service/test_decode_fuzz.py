@@ -5,15 +5,19 @@ from __future__ import annotations
 import gzip
 from datetime import UTC, datetime
 
+import pyarrow as pa
 from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, read_body
+from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, decode_request, read_body
 from inferensics.collector.service.testing import any_value, build_request
+from inferensics.schema.arrow import events_to_arrow
 from inferensics.schema.events import RecompileEvent, RequestEvent
 from inferensics.schema.otlp import PREFIX
+from inferensics.schema.table import Event
+from tests.collector.service.otel import request
 
 LIMIT = 1 << 20
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -83,11 +87,48 @@ def test_structured_requests_never_crash_and_every_row_is_kept_or_counted(messag
     )
     assert decoded.row_count + sum(decoded.rejected_rows.values()) == ours
     assert decoded.rejected_spans <= len(spans)
-    for model, rows in decoded.rows.items():
-        assert all(type(r) is model for r in rows)
-        assert decoded.tables()[model].num_rows == len(rows)
+    tables = decoded.tables()
+    assert sum(t.num_rows for t in tables.values()) == decoded.row_count
     as_json = read_body(json_format.MessageToJson(message).encode(), JSON, None, LIMIT)
     assert as_json.row_count == decoded.row_count
+
+
+def same_tables(a: dict[type[Event], pa.Table], b: dict[type[Event], pa.Table]) -> None:
+    assert set(a) == set(b)
+    for model, table in a.items():
+        # NaN != NaN: compare through a NaN-safe representation
+        assert repr(table.to_pylist()) == repr(b[model].to_pylist()), model
+
+
+@FUZZ
+@given(message=requests())
+def test_fast_path_and_pydantic_path_give_the_same_rows(message: ExportTraceServiceRequest) -> None:
+    fast = decode_request(message, fast=True)
+    slow = decode_request(message, fast=False)
+    same_tables(fast.tables(), slow.tables())
+    assert fast.rejected_rows == slow.rejected_rows
+    assert fast.rejected_spans == slow.rejected_spans
+
+
+@FUZZ
+@given(
+    latency=st.one_of(st.floats(), st.integers(-(2**63), 2**63 - 1)),
+    recompiles=st.one_of(st.integers(-(2**63), 2**63 - 1), st.booleans(), st.floats(), st.text(max_size=3)),
+    graph_calls=st.lists(st.one_of(st.integers(-5, 2**33), st.booleans()), max_size=3),
+    host=st.one_of(st.text(max_size=3), st.integers(-(2**63), 2**63 - 1)),
+)
+def test_fast_and_slow_agree_on_typed_values(
+    latency: object, recompiles: object, graph_calls: object, host: object
+) -> None:
+    message = build_request([request(0, run="t")])
+    span = message.resource_spans[0].scope_spans[0].spans[0]
+    for key, value in (("latency_ms", latency), ("recompiles", recompiles), ("graph_calls", graph_calls),
+                       ("host", host)):  # fmt: skip
+        span.attributes.add(key=PREFIX + key).value.CopyFrom(any_value(value))
+    fast = decode_request(message, fast=True)
+    slow = decode_request(message, fast=False)
+    same_tables(fast.tables(), slow.tables())
+    assert fast.rejected_rows == slow.rejected_rows
 
 
 @FUZZ
@@ -114,5 +155,5 @@ def test_valid_records_round_trip_exactly(ids: list[str], latency: float, shape:
         for i in ids
     ]
     decoded = read_body(build_request(sent).SerializeToString(), PROTOBUF, None, LIMIT)
-    assert decoded.rows[RequestEvent] == sent
+    assert decoded.tables()[RequestEvent].to_pylist() == events_to_arrow(RequestEvent, sent).to_pylist()
     assert decoded.rejected_spans == 0

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from inferensics.collector.service.decode import rows_to_arrow
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record, read_segment
 from inferensics.collector.service.writer import Faults, StoreWriter
+from inferensics.schema.arrow import events_to_arrow
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.store import Store
 from tests.collector.service.otel import request
@@ -22,7 +22,7 @@ def spool(directory: Path, **kw: int) -> Spool:
 
 def record(run: str, n: int) -> bytes:
     rows = [request(i, run=run) for i in range(n)]
-    return encode_record({"requests": rows_to_arrow(RequestEvent, list(rows))})
+    return encode_record({"requests": events_to_arrow(RequestEvent, rows)})
 
 
 def test_records_round_trip_and_a_torn_tail_is_cut(tmp_path: Path) -> None:

@@ -1,0 +1,192 @@
+"""Load the collector service with pre-encoded OTLP request spans over loopback; print throughput and latency.
+
+Usage: python benchmarks/bench_collector_load.py [--seconds 20] [--concurrency 4] [--spans 2000]
+
+Starts ``python -m inferensics.collector.service`` on a free loopback port with an embedded store in a
+temporary directory, pre-encodes a pool of ExportTraceServiceRequest bodies (protobuf; one span per
+request record, attributes exactly as schema/otlp.py's ``event_to_attributes`` writes them, so ~33
+attributes per span like the host SDK sends), and sends them from ``--concurrency`` keep-alive connections
+for ``--seconds``. Then it waits until the store has every acknowledged row.
+
+Prints: acknowledged spans/s while sending, sustained spans/s (rows in the store over the time from the
+first send until the last acknowledged row is in the store), p50/p99/max time to acknowledgement, and the
+service's RSS (current and peak). Target on the 2-core machine: >= 50k spans/s sustained, p99 <= 250 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+from inferensics.collector.service.testing import encode_request
+from inferensics.schema.events import RequestEvent
+
+TOKEN = "bench-token"
+
+
+def make_bodies(pool: int, spans: int, seed: int = 7) -> list[bytes]:
+    """``pool`` request bodies of ``spans`` realistic request records each."""
+    rng = random.Random(seed)
+    t0 = datetime.now(UTC)
+    models = [f"model-{i:02d}" for i in range(20)]
+    pools = [f"pool-{i}" for i in range(10)]
+    classes = ["interactive", "batch", "shadow", "eval", "bulk"]
+    bodies = []
+    n = 0
+    for _ in range(pool):
+        records = []
+        for _ in range(spans):
+            n += 1
+            g = rng.randrange(40)
+            records.append(
+                RequestEvent(
+                    request_id=f"{rng.getrandbits(128):032x}",
+                    ts=t0 + timedelta(microseconds=n),
+                    host=f"host-{n % 50}",
+                    model=rng.choice(models),
+                    hw_pool=rng.choice(pools),
+                    traffic_class=rng.choice(classes),
+                    shape=f"{rng.randrange(1, 9)}x{rng.choice([128, 256, 512])}",
+                    latency_ms=rng.lognormvariate(3, 0.5),
+                    outcome="hit" if rng.random() < 0.97 else "recompile",
+                    graph_keys=(f"g{g:03d}",),
+                    graph_artifacts=(f"{g:064x}",),
+                    graph_calls=(1,),
+                    graph_us=(rng.randrange(100, 5000),),
+                    attrs={"route": "/generate"},
+                )
+            )
+        bodies.append(encode_request(records, resource={"service.name": "bench", "host.name": "host-x"}))
+    return bodies
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rss_kib(pid: int) -> tuple[int, int]:
+    """Current and peak resident set size of ``pid`` in KiB."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--spans", type=int, default=2000, help="spans per export request")
+    ap.add_argument("--pool", type=int, default=16, help="distinct pre-encoded bodies (cycled)")
+    ap.add_argument("--dir", default="", help="data directory (default: a temporary one, removed)")
+    args = ap.parse_args()
+
+    root = Path(args.dir or tempfile.mkdtemp(prefix="inferensics-bench-"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
+    env["INFERENSICS_TOKENS"] = f"{TOKEN}=admin"
+    cmd = [sys.executable, "-m", "inferensics.collector.service", "--port", str(port),
+           "--dsn", f"chdb://{root / 'db'}", "--spool-dir", str(root / "spool")]  # fmt: skip
+    print(f"encoding {args.pool} bodies of {args.spans} spans ...", flush=True)
+    bodies = make_bodies(args.pool, args.spans)
+    print(f"body size {sum(map(len, bodies)) / len(bodies) / 1024:.0f} KiB ({len(bodies[0]) / args.spans:.0f} B/span)")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        latencies: list[float] = []
+        acked = [0]
+        refused = [0]
+        lock = threading.Lock()
+        stop_at = time.monotonic() + args.seconds
+
+        def sender(k: int) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            i = k
+            while time.monotonic() < stop_at:
+                body = bodies[i % len(bodies)]
+                i += args.concurrency
+                t = time.perf_counter()
+                conn.request("POST", "/v1/traces", body=body,
+                             headers={"Content-Type": "application/x-protobuf", **headers})  # fmt: skip
+                resp = conn.getresponse()
+                resp.read()
+                dt = time.perf_counter() - t
+                with lock:
+                    if resp.status == 200:
+                        latencies.append(dt)
+                        acked[0] += args.spans
+                    else:
+                        refused[0] += 1
+            conn.close()
+
+        threads = [threading.Thread(target=sender, args=(k,)) for k in range(args.concurrency)]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        peak_during = 0
+        while any(t.is_alive() for t in threads):
+            peak_during = max(peak_during, rss_kib(proc.pid)[0])
+            time.sleep(0.5)
+        send_s = time.monotonic() - start
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+            while True:
+                text = client.get("/metrics").text
+                written = next(
+                    float(line.split()[-1])
+                    for line in text.splitlines()
+                    if line.startswith("inferensics_collector_written_rows_total")
+                )
+                if written >= acked[0]:
+                    break
+                time.sleep(0.05)
+            total_s = time.monotonic() - start
+            counts = client.get("/api/v1/status").json()["store"]["row_counts"]
+        rss, hwm = rss_kib(proc.pid)
+        lat = sorted(latencies)
+        q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [lat[0]] * 99
+        print(f"sent for {send_s:.1f} s with {args.concurrency} connections, {args.spans} spans/request")
+        print(f"acknowledged      {acked[0]:,} spans ({acked[0] / send_s:,.0f} spans/s while sending); "
+              f"refused requests {refused[0]}")  # fmt: skip
+        print(f"sustained         {written:,.0f} rows in the store after {total_s:.1f} s: "
+              f"{written / total_s:,.0f} spans/s")  # fmt: skip
+        print(f"time to ack       p50 {q[49] * 1000:.0f} ms, p99 {q[98] * 1000:.0f} ms, max {lat[-1] * 1000:.0f} ms "
+              f"({len(lat)} requests)")  # fmt: skip
+        print(f"service RSS       {rss / 1024:.0f} MiB now, {max(hwm, peak_during) / 1024:.0f} MiB peak")
+        print(f"store requests    {counts['requests']:,} rows")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
