@@ -62,7 +62,10 @@ def parse_dsn(text: str) -> Dsn:
     raw = text.strip()
     if not raw:
         raise DsnError(f"empty store DSN; {hint}")
-    parts = urlsplit(raw)
+    try:
+        parts = urlsplit(raw)
+    except ValueError as exc:  # e.g. an unbalanced '[' reads as a broken IPv6 literal
+        raise DsnError(f"store DSN {raw!r} is not a valid URL ({exc}); {hint}") from None
     if parts.scheme == "chdb":
         path = unquote(parts.netloc + parts.path)
         if not path or path == "/":

@@ -29,10 +29,11 @@ CLI = [sys.executable, "-m", "inferensics.cli"]
         ("http://h:notaport/db", "bad port"),
         ("http://h:8123/bad-name!", "database name"),
         ("chdb:///tmp/x?foo=1", "unknown option 'foo'"),
+        ("http://[::1/db", "not a valid URL"),
     ],
 )
 def test_bad_dsns_say_what_is_wrong(text: str, needle: str) -> None:
-    with pytest.raises(DsnError, match=r"expected|must be|only|unknown") as exc:
+    with pytest.raises(DsnError, match=r"expected|must be|only|unknown|valid") as exc:
         parse_dsn(text)
     assert needle in str(exc.value)
     assert "\n" not in str(exc.value)
