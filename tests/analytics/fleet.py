@@ -232,12 +232,14 @@ def _complete(model: type[Event], frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def stop_ttl(store: Store) -> None:
+    """Stop TTL merges on every table: test events lie in the past and would expire."""
+    for name in store.table_names():
+        store.client.command(f"SYSTEM STOP TTL MERGES {store.database}.{name}")
+
+
 def load_fleet(store: Store, fleet: Fleet) -> None:
     """Insert every frame of ``fleet``; TTL merges are stopped first (the fleet lies in the past)."""
-    for f in fields(fleet):
-        model = MODELS_BY_FIELD[f.name]
-        store.client.command(f"SYSTEM STOP TTL MERGES {store.database}.{model.TABLE.name}")
-    for name in ("requests_1m", "requests_1h", "compiles_1h", "cache_events_1h"):
-        store.client.command(f"SYSTEM STOP TTL MERGES {store.database}.{name}")
+    stop_ttl(store)
     for f in fields(fleet):
         store.insert_frame(MODELS_BY_FIELD[f.name], getattr(fleet, f.name))

@@ -21,7 +21,7 @@ from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
 from inferensics.schema.store import Store
-from tests.analytics.fleet import W10, Fleet
+from tests.analytics.fleet import stop_ttl, W10, Fleet
 
 DIMS = [col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS]
 WEEK = SliceParams(start=W10, end=W10 + timedelta(days=7))
@@ -170,6 +170,7 @@ def test_end_before_start_is_rejected() -> None:
 
 def test_single_row_with_missing_values(store: Store) -> None:
     ts = datetime(2026, 3, 3, 10, 30, tzinfo=UTC)
+    stop_ttl(store)
     store.insert_events(
         [RequestEvent(request_id="only", ts=ts, host="h", model="m", hw_pool="p", traffic_class="t", latency_ms=12.5)]
     )

@@ -1,0 +1,130 @@
+"""Canary statistics and verdicts, checked against direct computations on the same rows."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from inferensics.analytics import CanaryParams, UnknownFilterValue, compare_canary
+from inferensics.analytics import stats
+from inferensics.schema import columns as col
+from inferensics.schema.rollups import latency_code, latency_decode
+from inferensics.schema.store import Store
+from tests.analytics.fleet import BASELINE, CANDIDATE, T0, W10, Fleet, _complete, stop_ttl
+from inferensics.schema.events import RequestEvent
+
+WEEK = dict(start=W10, end=W10 + timedelta(days=7))
+
+
+def test_proportion_test_known_value() -> None:
+    # z = 0.1 / sqrt(0.15 × 0.85 × 0.02) = 1.9803; one-sided p = 0.02384
+    assert stats.proportion_test(10, 100, 20, 100) == pytest.approx(0.02384, abs=1e-4)
+    assert stats.proportion_test(0, 100, 0, 100) == 1.0
+    assert stats.proportion_test(0, 0, 5, 10) == 1.0
+
+
+def test_ks_matches_brute_force() -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(0, 1, 300), rng.normal(0.3, 1, 200)
+    d, p = stats.ks_test(a, b)
+    brute = max(abs((a <= x).mean() - (b <= x).mean()) for x in np.concatenate([a, b]))
+    assert d == pytest.approx(brute)
+    assert 0 < p < 0.05
+    assert stats.ks_test(a, a) == (0.0, 1.0)
+
+
+def test_bootstrap_is_seeded_and_brackets_the_ratio() -> None:
+    rng = np.random.default_rng(2)
+    hb, hc = stats.histogram(rng.lognormal(3, 0.4, 4000)), stats.histogram(rng.lognormal(3, 0.4, 4000) * 1.2)
+    r1 = stats.bootstrap_quantile_ratio(hb, hc, 0.5, seed=5)
+    assert r1 == stats.bootstrap_quantile_ratio(hb, hc, 0.5, seed=5)
+    assert r1.low <= r1.ratio <= r1.high
+    assert r1.low < 1.2 < r1.high * 1.02
+
+
+def _side(fleet: Fleet, bundle: str) -> pl.DataFrame:
+    return fleet.requests.filter(
+        (pl.col(col.MODEL) == "llama") & (pl.col(col.BUNDLE_ID) == bundle)
+        & (pl.col(col.TS) >= WEEK["start"]) & (pl.col(col.TS) < WEEK["end"])
+    )  # fmt: skip
+
+
+def test_failing_candidate_evidence_matches_polars(fleet_store: Store, fleet: Fleet) -> None:
+    result = compare_canary(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, **WEEK))
+    base, cand = _side(fleet, BASELINE), _side(fleet, CANDIDATE)
+    assert (result.baseline_requests, result.candidate_requests) == (base.height, cand.height)
+    ev = {r["metric"]: r for r in result.evidence.iter_rows(named=True)}
+    for metric, expr in (("error_rate", pl.col(col.STATUS) == "error"), ("fallback_rate", pl.col(col.OUTCOME) == "fallback"),
+                         ("nonfinite_rate", (pl.col(col.FP_NAN) + pl.col(col.FP_INF)) > 0)):  # fmt: skip
+        assert ev[metric]["baseline"] == pytest.approx(base.select(expr.mean()).item())
+        assert ev[metric]["candidate"] == pytest.approx(cand.select(expr.mean()).item())
+    for q, metric in ((0.5, "p50_ms"), (0.95, "p95_ms"), (0.99, "p99_ms")):
+        codes = sorted(latency_code(x) for x in cand.get_column(col.LATENCY_MS).to_list())
+        assert ev[metric]["candidate"] == pytest.approx(latency_decode(codes[math.ceil(q * len(codes)) - 1]))
+    # argmax agreement over the earliest request per input digest on each side
+    def first(f: pl.DataFrame) -> dict[str, str]:
+        f = f.filter((pl.col(col.INPUT_DIGEST) != "") & (pl.col(col.FP_ARGMAX_DIGEST) != "")).sort(col.TS)
+        return {d: a for d, a in f.group_by(col.INPUT_DIGEST, maintain_order=True).agg(pl.col(col.FP_ARGMAX_DIGEST).first()).iter_rows()}
+    fb, fc = first(base), first(cand)
+    pairs = [d for d in fb if d in fc]
+    assert ev["argmax_agreement"]["baseline"] == len(pairs)
+    assert ev["argmax_agreement"]["candidate"] == pytest.approx(sum(fb[d] == fc[d] for d in pairs) / len(pairs))
+    d, _ = stats.ks_test(base.get_column(col.FP_MEAN).cast(pl.Float64).to_numpy(), cand.get_column(col.FP_MEAN).cast(pl.Float64).to_numpy())
+    assert ev["fp_mean_ks"]["ci_low"] == pytest.approx(d)
+    assert result.verdict == "fail"
+    failed = set(result.evidence.filter(pl.col("outcome") == "fail").get_column("metric"))
+    assert {"error_rate", "nonfinite_rate", "fp_mean_ks", "argmax_agreement", "p50_ms"} <= failed
+    assert "fallback_rate" not in failed
+    assert result.rule.startswith("failed: ")
+    frame = result.to_frame()
+    assert frame.row(-1, named=True)["check"] == "verdict" and frame.row(-1, named=True)["outcome"] == "fail"
+
+
+def test_too_few_requests_is_inconclusive(fleet_store: Store) -> None:
+    result = compare_canary(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, min_requests=5000, **WEEK))
+    assert (result.verdict, result.rule) == ("inconclusive", "fewer than 5000 requests on a side")
+
+
+def test_empty_window_is_inconclusive(fleet_store: Store) -> None:
+    result = compare_canary(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE,
+                                                      start=T0 - timedelta(days=30), end=T0 - timedelta(days=29)))  # fmt: skip
+    assert result.verdict == "inconclusive"
+    assert result.baseline_requests == result.candidate_requests == 0
+
+
+def test_unknown_bundle_and_same_sides(fleet_store: Store) -> None:
+    with pytest.raises(UnknownFilterValue, match="unknown bundle 'bundle-typo'"):
+        compare_canary(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate="bundle-typo", **WEEK))
+    with pytest.raises(ValueError, match="same requests"):
+        CanaryParams(model="llama", baseline=BASELINE, candidate=BASELINE, **WEEK)
+
+
+def test_equal_bundles_pass_and_two_windows(store: Store) -> None:
+    rng = np.random.default_rng(11)
+    n = 4000
+    t = datetime(2026, 3, 2, tzinfo=UTC)
+    lat = rng.lognormal(np.log(20), 0.3, n).astype(np.float32)
+    digests = [f"d{i}" for i in range(n)]
+    frames = []
+    for bundle, offset in (("b1", timedelta(0)), ("b2", timedelta(hours=1))):
+        frames.append(pl.DataFrame({
+            col.REQUEST_ID: [f"{bundle}-{i}" for i in range(n)], col.TS: [t + offset + timedelta(seconds=i) for i in range(n)],
+            col.HOST: "h", col.MODEL: "m", col.HW_POOL: "p", col.TRAFFIC_CLASS: "t", col.BUNDLE_ID: bundle,
+            col.LATENCY_MS: lat, col.INPUT_DIGEST: digests, col.FP_ARGMAX_DIGEST: digests,
+            col.FP_MEAN: rng.normal(0, 1, n).astype(np.float32),
+        }))  # fmt: skip
+    stop_ttl(store)
+    store.insert_frame(RequestEvent, _complete(RequestEvent, pl.concat(frames)))
+    window = dict(start=t, end=t + timedelta(days=1))
+    result = compare_canary(store, CanaryParams(model="m", traffic_class="t", baseline="b1", candidate="b2", **window))
+    assert result.verdict == "pass", result.evidence
+    assert result.rule == "every check passed"
+    # two windows of the same fleet: the first 2 h against the rest of the day
+    split = compare_canary(store, CanaryParams(model="m", start=t + timedelta(hours=2), end=t + timedelta(days=1),
+                                               baseline_start=t, baseline_end=t + timedelta(hours=2)))  # fmt: skip
+    in_first_two_hours = n + 3600  # all of b1 (0 .. 4000 s) and b2's first hour (3600 .. 7200 s)
+    assert (split.baseline_requests, split.candidate_requests) == (in_first_two_hours, 2 * n - in_first_two_hours)

@@ -1,0 +1,82 @@
+"""Request drill-down: every table's facts about one request id."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import polars as pl
+import pytest
+
+from inferensics.analytics import NotFound, RequestParams, drill_down, request_detail
+from inferensics.schema import columns as col
+from inferensics.schema.events import RequestEvent
+from inferensics.schema.store import Store
+from tests.analytics.fleet import stop_ttl, Fleet
+
+
+def _sampled(fleet: Fleet) -> dict[str, object]:
+    rid = fleet.kernel_timings.get_column(col.REQUEST_ID)[0]
+    return fleet.requests.filter(pl.col(col.REQUEST_ID) == rid).row(0, named=True)
+
+
+def test_drill_down_of_a_sampled_request(fleet_store: Store, fleet: Fleet) -> None:
+    req = _sampled(fleet)
+    got = drill_down(fleet_store, str(req[col.REQUEST_ID]))
+    detail = got.detail.row(0, named=True)
+    for name in (col.MODEL, col.HW_POOL, col.BUNDLE_ID, col.OUTCOME, col.GUARD_OUTCOME, col.FALLBACK_REASON, col.TS):
+        assert detail[name] == req[name]
+    assert detail["kernel_timings_sampled"] == 3
+    bundle = fleet.bundles.filter(pl.col(col.BUNDLE_ID) == req[col.BUNDLE_ID])
+    assert detail["bundle_name"] == (bundle.get_column(col.BUNDLE_NAME)[0] if bundle.height else "")
+    guards = fleet.guard_failures.filter(pl.col(col.REQUEST_ID) == req[col.REQUEST_ID]).sort(col.TS)
+    assert detail["guard_failure_reasons"] == guards.get_column(col.REASON).to_list()
+    # graphs: the request's parallel arrays, with the latest compile of each artifact for this model
+    assert got.graphs.get_column(col.GRAPH_KEY).to_list() == req[col.GRAPH_KEYS]
+    assert got.graphs.get_column(col.ARTIFACT_ID).to_list() == req[col.GRAPH_ARTIFACTS]
+    latest = (
+        fleet.compiles.filter((pl.col(col.MODEL) == req[col.MODEL]) & pl.col(col.ARTIFACT_ID).is_in(req[col.GRAPH_ARTIFACTS]))
+        .sort(col.TS).group_by(col.ARTIFACT_ID).agg(pl.col(col.TS).last(), pl.col(col.HOST).last())
+    )  # fmt: skip
+    assert got.graphs.get_column("compile_ts").to_list() == latest.get_column(col.TS).to_list()
+    # kernels: inventory of the artifact joined with the summed timings; an unattributed timing is kept
+    kernels = {r[col.KERNEL_NAME]: r for r in got.kernels.iter_rows(named=True)}
+    assert set(kernels) == {"triton_poi_fused_add_0", "triton_red_fused_sum_1", "aten::copy_"}
+    assert (kernels["triton_poi_fused_add_0"][col.CALLS], kernels["triton_poi_fused_add_0"][col.TOTAL_US]) == (3, 14.5)
+    assert kernels["triton_poi_fused_add_0"][col.SOURCE_LINES] == ["model.py:20"]
+    assert kernels["triton_red_fused_sum_1"][col.CALLS] is None  # in the artifact, not launched in the sample
+    assert kernels["aten::copy_"][col.ARTIFACT_ID] == "" and kernels["aten::copy_"][col.SOURCE_LINES] == []
+    assert got.kernels.get_column(col.TOTAL_US).to_list()[:2] == [14.5, 7.0]
+
+
+def test_captured_inputs_and_missing_bundle(fleet_store: Store, fleet: Fleet) -> None:
+    detail = request_detail(fleet_store, RequestParams(request_id="req-00000")).row(0, named=True)
+    assert (detail["inputs_captured"], detail["capture_bytes"]) == (True, 4096)
+    other = fleet.requests.filter((pl.col(col.BUNDLE_ID) == "") & (pl.col(col.CAPTURE_BLOB) == "")).row(0, named=True)
+    detail = request_detail(fleet_store, RequestParams(request_id=other[col.REQUEST_ID])).row(0, named=True)
+    assert (detail["inputs_captured"], detail["capture_bytes"], detail["bundle_name"]) == (False, None, "")
+
+
+def test_eager_request_has_no_graphs_or_kernels(fleet_store: Store, fleet: Fleet) -> None:
+    eager = fleet.requests.filter(pl.col(col.OUTCOME) == "eager").get_column(col.REQUEST_ID)[0]
+    got = drill_down(fleet_store, eager)
+    assert got.graphs.is_empty() and got.kernels.is_empty()
+    assert got.detail.height == 1
+
+
+def test_unknown_request_id(fleet_store: Store) -> None:
+    with pytest.raises(NotFound, match="no request 'req-nope'"):
+        drill_down(fleet_store, "req-nope")
+    with pytest.raises(ValueError, match="at least 1 character"):
+        RequestParams(request_id="")
+
+
+def test_single_request_store(store: Store) -> None:
+    stop_ttl(store)
+    store.insert_events([RequestEvent(request_id="r1", ts=datetime(2026, 3, 3, tzinfo=UTC), host="h", model="m",
+                                      hw_pool="p", traffic_class="t", graph_keys=("g",), graph_artifacts=("a",),
+                                      graph_calls=(1,), graph_us=(5,))])  # fmt: skip
+    got = drill_down(store, "r1")
+    assert got.detail.get_column("guard_failure_reasons").to_list() == [[]]
+    row = got.graphs.row(0, named=True)
+    assert (row[col.GRAPH_KEY], row[col.ARTIFACT_ID], row["calls"], row["compile_ts"]) == ("g", "a", 1, None)
+    assert got.kernels.is_empty()
