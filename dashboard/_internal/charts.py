@@ -17,7 +17,7 @@ HEIGHT: Final = 240
 
 def _data(frame: pl.DataFrame) -> alt.Data:
     # Plain records keep the spec independent of the frame library and snapshot-stable.
-    return alt.Data(values=frame.to_dicts())
+    return alt.Data(values=frame.to_dicts())  # type: ignore[no-untyped-call]
 
 
 def time_series(frame: pl.DataFrame, x: str, values: Sequence[str], title: str, y_title: str = "") -> alt.Chart:
@@ -25,7 +25,7 @@ def time_series(frame: pl.DataFrame, x: str, values: Sequence[str], title: str, 
     present = [v for v in values if v in frame.columns]
     long = frame.select(x, *present).unpivot(index=x, on=present, variable_name="series", value_name="value")
     long = long.with_columns(pl.col(x).cast(pl.String))
-    return (
+    chart: alt.Chart = (
         alt.Chart(_data(long), title=title, height=HEIGHT)
         .mark_line(point=True)
         .encode(
@@ -35,12 +35,13 @@ def time_series(frame: pl.DataFrame, x: str, values: Sequence[str], title: str, 
             tooltip=[alt.Tooltip(f"{x}:T", format="%H:%M"), "series:N", alt.Tooltip("value:Q", format=",.3~f")],
         )
     )
+    return chart
 
 
 def stacked_bars_over_time(frame: pl.DataFrame, x: str, value: str, color: str, title: str) -> alt.Chart:
     """Stacked bars of ``value`` per ``color`` category over the time column ``x``."""
     data = frame.select(x, value, color).with_columns(pl.col(x).cast(pl.String), pl.col(color).cast(pl.String))
-    return (
+    chart: alt.Chart = (
         alt.Chart(_data(data), title=title, height=HEIGHT)
         .mark_bar()
         .encode(
@@ -50,12 +51,13 @@ def stacked_bars_over_time(frame: pl.DataFrame, x: str, value: str, color: str, 
             tooltip=[alt.Tooltip(f"{x}:T", format="%Y-%m-%d %H:%M"), f"{color}:N", f"sum({value}):Q"],
         )
     )
+    return chart
 
 
 def ranked_bars(frame: pl.DataFrame, category: str, value: str, title: str, top: int = 10) -> alt.Chart:
     """Horizontal bars of the ``top`` categories by ``value``, largest first."""
     data = frame.select(pl.col(category).cast(pl.String), value).sort(value, descending=True).head(top)
-    return (
+    chart: alt.Chart = (
         alt.Chart(_data(data), title=title, height=max(80, 26 * data.height))
         .mark_bar()
         .encode(
@@ -64,36 +66,4 @@ def ranked_bars(frame: pl.DataFrame, category: str, value: str, title: str, top:
             tooltip=[f"{category}:N", alt.Tooltip(f"{value}:Q", format=",.3~f")],
         )
     )
-
-
-def grouped_bars(frame: pl.DataFrame, category: str, value: str, group: str, title: str) -> alt.Chart:
-    """Bars of ``value`` per ``category``, side by side per ``group`` (e.g. baseline vs candidate)."""
-    data = frame.select(pl.col(category).cast(pl.String), value, pl.col(group).cast(pl.String))
-    return (
-        alt.Chart(_data(data), title=title, height=HEIGHT)
-        .mark_bar()
-        .encode(
-            x=alt.X(f"{category}:N", title=None, axis=alt.Axis(labelAngle=0)),
-            xOffset=alt.XOffset(f"{group}:N"),
-            y=alt.Y(f"{value}:Q", title=None),
-            color=alt.Color(f"{group}:N", title=None, legend=alt.Legend(orient="bottom")),
-            tooltip=[f"{category}:N", f"{group}:N", alt.Tooltip(f"{value}:Q", format=",.4~f")],
-        )
-    )
-
-
-def intervals(
-    frame: pl.DataFrame, *, category: str, value: str, low: str, high: str, group: str, title: str
-) -> alt.LayerChart:
-    """Points with confidence-interval whiskers per ``category`` and ``group``."""
-    data = frame.select(pl.col(category).cast(pl.String), value, low, high, pl.col(group).cast(pl.String))
-    base = alt.Chart(_data(data), title=title, height=HEIGHT).encode(
-        y=alt.Y(f"{category}:N", title=None),
-        yOffset=alt.YOffset(f"{group}:N"),
-        color=alt.Color(f"{group}:N", title=None, legend=alt.Legend(orient="bottom")),
-    )
-    rule = base.mark_rule(strokeWidth=2).encode(x=alt.X(f"{low}:Q", title=None), x2=f"{high}:Q")
-    point = base.mark_point(filled=True, size=60).encode(
-        x=f"{value}:Q", tooltip=[f"{category}:N", f"{group}:N", f"{value}:Q", f"{low}:Q", f"{high}:Q"]
-    )
-    return alt.layer(rule, point)
+    return chart

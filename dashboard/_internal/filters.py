@@ -76,6 +76,12 @@ def _parse_end(text: str) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def bucket_unit(filters: Filters) -> str:
+    """Chart buckets for the range: minutes up to 6 hours, hours up to 7 days, days beyond."""
+    span = filters.end - filters.start
+    return "minute" if span <= timedelta(hours=6) else ("hour" if span <= timedelta(days=7) else "day")
+
+
 def now() -> datetime:
     """The end of every range: ``?end=`` of the URL, else the session's pinned "now", else the next minute."""
     raw = st.query_params.get(END_PARAM)

@@ -44,14 +44,16 @@ def find_spikes(series: pl.DataFrame, kind: SpikeKind) -> pl.DataFrame:
 
     Columns: window_start, model, requests, <count column>, rate, model_rate; newest first.
     """
-    schema = {
-        "window_start": pl.Datetime("us", "UTC"),
-        col.MODEL: pl.String,
-        col.REQUESTS: pl.UInt64,
-        kind.column: pl.UInt64,
-        "rate": pl.Float64,
-        "model_rate": pl.Float64,
-    }
+    schema = pl.Schema(
+        {
+            "window_start": pl.Datetime("us", "UTC"),
+            col.MODEL: pl.String(),
+            col.REQUESTS: pl.UInt64(),
+            kind.column: pl.UInt64(),
+            "rate": pl.Float64(),
+            "model_rate": pl.Float64(),
+        }
+    )
     if series.is_empty() or kind.column not in series.columns:
         return pl.DataFrame(schema=schema)
     frame = series.select(
@@ -74,4 +76,4 @@ def find_spikes(series: pl.DataFrame, kind: SpikeKind) -> pl.DataFrame:
     )
     threshold = pl.max_horizontal(pl.lit(FLOOR_RATE), FACTOR * pl.col("model_rate"))
     spikes = windows.filter((pl.col(kind.column) >= MIN_EVENTS) & (pl.col("rate") >= threshold))
-    return spikes.select(list(schema)).cast(schema).sort(["window_start", col.MODEL], descending=[True, False])  # type: ignore[arg-type]
+    return spikes.select(list(schema)).cast(schema).sort(["window_start", col.MODEL], descending=[True, False])

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 import streamlit as st
 
 from inferensics.collector.client import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.schema.dsn import default_data_dir
 
 CACHE_TTL_ENV: Final = "INFERENSICS_DASHBOARD_CACHE_TTL_S"
 """Seconds a query answer is reused before the service is asked again."""
 DEFAULT_CACHE_TTL_S: Final = 30
+REPORT_DIR_ENV: Final = "INFERENSICS_REPORT_DIR"
+"""Folder where the dashboard keeps the weekly reports it produces (default: beside the embedded store)."""
+REPORT_DIR_STATE_KEY: Final = "inferensics.report_dir"
 URL_STATE_KEY: Final = "inferensics.service_url"
 """Session State key that overrides the service URL (tests, a future connection form)."""
 TOKEN_STATE_KEY: Final = "inferensics.token"
@@ -31,6 +36,7 @@ class DashboardSettings:
     service_url: str
     token: str | None
     cache_ttl_s: int
+    report_dir: Path
 
 
 def current_settings() -> DashboardSettings:
@@ -39,4 +45,6 @@ def current_settings() -> DashboardSettings:
     token = st.session_state.get(TOKEN_STATE_KEY) or os.environ.get(TOKEN_ENV) or None
     raw_ttl = os.environ.get(CACHE_TTL_ENV, "")
     ttl = int(raw_ttl) if raw_ttl.isdigit() else DEFAULT_CACHE_TTL_S
-    return DashboardSettings(service_url=str(url).rstrip("/"), token=token, cache_ttl_s=ttl)
+    reports = st.session_state.get(REPORT_DIR_STATE_KEY) or os.environ.get(REPORT_DIR_ENV) or ""
+    report_dir = Path(reports).expanduser() if reports else default_data_dir().parent / "reports"
+    return DashboardSettings(service_url=str(url).rstrip("/"), token=token, cache_ttl_s=ttl, report_dir=report_dir)

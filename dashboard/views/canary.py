@@ -1,5 +1,108 @@
-"""Stub."""
+"""Canary comparison: pick a model, a baseline and a candidate bundle; see the verdict, evidence, charts."""
 
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
 import streamlit as st
 
-st.title("canary")
+from inferensics.analytics import canary as canary_rules
+from inferensics.analytics.report import charts as report_charts
+from inferensics.analytics.report.canary import render_canary_markdown, verdict_of
+from inferensics.dashboard._internal import queries
+from inferensics.dashboard._internal.filters import ALL, TIME_RANGES, now
+from inferensics.dashboard._internal.options import filter_options
+from inferensics.dashboard._internal.service import run_query, section_query, service_errors
+from inferensics.dashboard._internal.tables import show_table
+from inferensics.schema import columns as col
+
+DEFAULT_WINDOW = "Last 6 hours"
+VERDICT_STYLE = {"pass": (st.success, "✅"), "fail": (st.error, "❌"), "inconclusive": (st.warning, "❔")}
+
+
+def bundle_label(bundles: pl.DataFrame) -> dict[str, str]:
+    """Bundle id → ``name (id prefix)`` for the pickers."""
+    return {
+        str(r[col.BUNDLE_ID]): f"{r[col.BUNDLE_NAME] or 'unnamed'} ({str(r[col.BUNDLE_ID])[:12]})"
+        for r in bundles.iter_rows(named=True)
+    }
+
+
+def pickers(models: list[str], traffic: list[str], bundles: pl.DataFrame) -> dict[str, Any] | None:
+    """The model picker and the comparison form; the parameters to compare (defaults until submitted)."""
+    if not models:
+        st.info("No model has served requests yet, so there is nothing to compare.")
+        return None
+    model = st.selectbox("Model", models, key="canary.model")
+    own = bundles.filter(pl.col(col.MODEL) == model) if bundles.height else bundles
+    labels = bundle_label(own)
+    ids = list(labels)  # newest registration first: the candidate defaults to the newest bundle
+    if len(ids) < 2:
+        st.info(f"{model} has {len(ids)} registered bundle(s); a comparison needs two.")
+        return None
+    with st.form("canary.form"):
+        one, two = st.columns(2)
+        candidate = one.selectbox("Candidate", ids, index=0, format_func=labels.__getitem__, key="canary.candidate")
+        baseline = two.selectbox("Baseline", ids, index=1, format_func=labels.__getitem__, key="canary.baseline")
+        three, four, five = st.columns(3)
+        traffic_class = three.selectbox("Traffic class", [ALL, *traffic], key="canary.traffic_class")
+        windows = list(TIME_RANGES)
+        window = four.selectbox("Window", windows, index=windows.index(DEFAULT_WINDOW), key="canary.window")
+        tolerance = five.number_input("Latency tolerance", 0.0, 2.0, 0.10, 0.05, format="%.2f", key="canary.tolerance")
+        st.form_submit_button("Compare", type="primary")
+    end = now()
+    return {
+        "model": model, "baseline": baseline, "candidate": candidate,
+        "traffic_class": None if traffic_class == ALL else traffic_class,
+        "start": end - TIME_RANGES[window], "end": end, "latency_tolerance": tolerance,
+    }  # fmt: skip
+
+
+def verdict_banner(frame: pl.DataFrame) -> None:
+    """The verdict, the rule that decided it, and the two sides' sizes."""
+    verdict, rule = verdict_of(frame)
+    show, icon = VERDICT_STYLE.get(verdict, (st.info, "ℹ️"))
+    show(f"**Verdict: {verdict.upper()}** — {rule}", icon=icon)
+    row = frame.filter(pl.col("check") == "verdict").row(0, named=True)
+    evidence = frame.filter(pl.col("check") != "verdict")
+    outcomes = evidence.get_column("outcome").to_list()
+    cells = st.columns(4)
+    cells[0].metric("Baseline requests", f"{int(row['baseline'] or 0):,}")
+    cells[1].metric("Candidate requests", f"{int(row['candidate'] or 0):,}")
+    cells[2].metric("Checks failed", str(outcomes.count("fail")))
+    cells[3].metric("Checks passed", str(outcomes.count("pass")))
+
+
+def render() -> None:
+    """Draw the page."""
+    st.title("Canary comparison")
+    with service_errors():
+        options = filter_options()
+        bundles = run_query(queries.BUNDLES, "bundles")
+        params = pickers(options.models, options.traffic_classes, bundles)
+        if params is None:
+            return
+        frame = section_query(queries.CANARY, "canary comparison", **params)
+        if frame is None:
+            return
+        st.caption(
+            f"{params['model']} · candidate `{params['candidate'][:12]}` vs baseline `{params['baseline'][:12]}` · "
+            f"{params['start']:%Y-%m-%d %H:%M} – {params['end']:%H:%M} UTC"
+        )
+        verdict_banner(frame)
+        evidence = frame.filter(pl.col("check") != "verdict")
+        left, right = st.columns(2)
+        left.altair_chart(report_charts.canary_latency(evidence), width="stretch")
+        right.altair_chart(report_charts.canary_rates(evidence), width="stretch")
+        st.subheader("Evidence")
+        show_table(frame, key="canary_evidence")
+        with st.expander("How the verdict is decided"):
+            st.markdown("\n\n".join((canary_rules.__doc__ or "").split("\n\n")[1:4]))
+        label = f"{params['model']}: {params['candidate'][:12]} vs {params['baseline'][:12]}"
+        st.download_button("Download Markdown", render_canary_markdown(frame, label), file_name="canary.md",
+                           mime="text/markdown")  # fmt: skip
+
+
+if __name__ == "__main__":
+    render()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import polars as pl
 import streamlit as st
 
 from inferensics.dashboard._internal import charts, queries
-from inferensics.dashboard._internal.filters import Filters, current_filters, describe
+from inferensics.dashboard._internal.filters import Filters, bucket_unit, current_filters, describe
 from inferensics.dashboard._internal.service import section_query, service_errors
 from inferensics.dashboard._internal.tables import show_table
 from inferensics.schema import columns as col
@@ -19,12 +17,6 @@ def compile_params(filters: Filters) -> dict[str, object]:
     params = filters.params()
     params.pop("traffic_class", None)
     return params
-
-
-def bucket_unit(filters: Filters) -> str:
-    """Minute buckets up to 6 hours, hours up to 7 days, days beyond."""
-    span = filters.end - filters.start
-    return "minute" if span <= timedelta(hours=6) else ("hour" if span <= timedelta(days=7) else "day")
 
 
 def recompiles_tab(filters: Filters) -> None:

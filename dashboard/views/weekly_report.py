@@ -1,5 +1,97 @@
-"""Stub."""
+"""Weekly report: the latest weekly recompilation and cache report, and a button that produces a new one.
+
+Reports are built through the service (the analytics report takes any named-query runner, and the
+service client is one) and written as ``weekly-<week>.md`` and ``.html`` into the dashboard's report folder
+(``$INFERENSICS_REPORT_DIR``), the same files ``inferensics report weekly`` writes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import streamlit as st
 
-st.title("weekly_report")
+from inferensics.analytics.report import write_weekly_report
+from inferensics.analytics.weekly import build_weekly_report, last_full_week
+from inferensics.dashboard._internal.filters import now
+from inferensics.dashboard._internal.service import client, service_errors
+from inferensics.dashboard._internal.settings import current_settings
+
+SHOWN_KEY = "weekly.shown"
+WEEK_KEY = "weekly.week"
+REPORT_KEY = "weekly.report"
+WEEKS_OFFERED = 9
+
+
+def reports(folder: Path) -> list[Path]:
+    """The HTML reports in ``folder``, newest first."""
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob("weekly-*.html"), key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
+
+
+def weeks(at: datetime) -> list[str]:
+    """The current ISO week (so far) and the weeks before it, newest first."""
+    out = []
+    for back in range(WEEKS_OFFERED):
+        year, week, _ = (at - timedelta(days=7 * back)).isocalendar()
+        out.append(f"{year}-W{week:02d}")
+    return out
+
+
+def produce(week: str, folder: Path) -> Path:
+    """Build the report for ``week`` through the service and write it; return the HTML path."""
+    report = build_weekly_report(client(), week)
+    _, html = write_weekly_report(report, folder)
+    return html
+
+
+def show(html: Path) -> None:
+    """The report: its page with charts, its Markdown summary, and downloads."""
+    markdown = html.with_suffix(".md")
+    produced = datetime.fromtimestamp(html.stat().st_mtime, UTC)
+    st.caption(f"`{html}` · produced {produced:%Y-%m-%d %H:%M} UTC")
+    page, summary = st.tabs(["Report", "Markdown summary"])
+    with page:
+        st.iframe(html, height=1100)
+    with summary:
+        if markdown.exists():
+            st.markdown(markdown.read_text(encoding="utf-8"))
+    one, two, _ = st.columns([1, 1, 3])
+    one.download_button("Download HTML", html.read_bytes(), file_name=html.name, mime="text/html")
+    if markdown.exists():
+        two.download_button("Download Markdown", markdown.read_bytes(), file_name=markdown.name, mime="text/markdown")
+
+
+def render() -> None:
+    """Draw the page."""
+    st.title("Weekly report")
+    folder = current_settings().report_dir
+    offered = weeks(now())
+    default = last_full_week(now())
+    left, right = st.columns([2, 1], vertical_alignment="bottom")
+    week = left.selectbox(
+        "Week (ISO, Monday to Monday UTC; the current week so far is first)",
+        offered, index=offered.index(default) if default in offered else 0, key=WEEK_KEY,
+    )  # fmt: skip
+    if right.button("Produce report", type="primary", key="weekly.produce"):
+        with service_errors(), st.spinner(f"Building the weekly report for {week} through the service…"):
+            st.session_state[SHOWN_KEY] = produce(week, folder).name
+        st.toast(f"Weekly report {week} written to {folder}")
+    existing = reports(folder)
+    if not existing:
+        st.info(f"No weekly report in `{folder}` yet: pick a week and press **Produce report**.")
+        return
+    names = [p.name for p in existing]
+    produced = st.session_state.pop(SHOWN_KEY, None)
+    if produced in names:
+        st.session_state[REPORT_KEY] = produced
+    elif st.session_state.get(REPORT_KEY) not in names:
+        st.session_state[REPORT_KEY] = names[0]  # the latest
+    choice = st.selectbox("Report", names, key=REPORT_KEY)
+    show(folder / choice)
+
+
+if __name__ == "__main__":
+    render()

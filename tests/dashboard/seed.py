@@ -148,8 +148,8 @@ def build(now: datetime) -> SeedFacts:
         host = "host-1" if i % 2 else "host-2"
         err = {"status": "error", "error": "RuntimeError: CUDA error", "outcome": "error"} if i in (7, 90) else {}
         facts.requests.append(req(i, host, INTERACTIVE, i * 50 / 160, **err))
-    # Candidate llama: slower, 8 scattered errors out of 80, argmax drift on a fifth of the inputs.
-    for i in range(80):
+    # Candidate llama: slower, 12 scattered errors out of 120, argmax drift on a fifth of the inputs.
+    for i in range(120):
         err = (
             {"status": "error", "error": "RuntimeError: illegal memory access", "outcome": "error"}
             if i % 10 == 3
@@ -157,7 +157,7 @@ def build(now: datetime) -> SeedFacts:
         )
         drift = {"fp_argmax_digest": f"drift{i}"} if i % 5 == 0 else {}
         facts.requests.append(
-            req(i, "host-3", INTERACTIVE, i * 50 / 80, latency_ms=rng.uniform(45, 70), **err, **drift)
+            req(i, "host-3", INTERACTIVE, i * 50 / 120, latency_ms=rng.uniform(45, 70), **err, **drift)
         )
     # An error burst on the candidate: 12 failing requests within minute 20 (an error spike).
     for i in range(ERROR_SPIKE):
@@ -227,8 +227,10 @@ def build(now: datetime) -> SeedFacts:
                 ts=start, host=host, model=model, hw_pool=pool, bundle_id=bundle, cache=cache, result="hit",
                 time_saved_ms=8000.0, entry_bytes=120_000,
             ))  # fmt: skip
+        # The baseline was registered the day before the candidate.
+        registered = start - (timedelta(days=1) if bundle == BASELINE else timedelta(0))
         facts.others.append(BundleEvent(
-            ts=start, bundle_id=bundle, bundle_name="baseline" if bundle == BASELINE else "canary-2026-11-30",
+            ts=registered, bundle_id=bundle, bundle_name="baseline" if bundle == BASELINE else "canary-2026-11-30",
             model=model, host=host, hw_pool=pool, torch_version="2.11.0", device_name="NVIDIA H200",
         ))  # fmt: skip
     for name, backend, nodes, lines in KERNELS:

@@ -40,16 +40,16 @@ def test_drilldown_shows_the_request_its_kernels_code_and_inputs(seeded: SeededS
 
     assert [c.value for c in at.code if c.language == "python"] == [OUTPUT_CODE]
     code_map = next(d.value for d in at.dataframe if "defined_at" in d.value.columns)
-    lines = OUTPUT_CODE.splitlines()
+    code_lines = OUTPUT_CODE.splitlines()
     located = {row["kernel_name"]: row for _, row in code_map.iterrows()}
     assert set(located) == {k[0] for k in KERNELS}
     for name, row in located.items():
         launched = list(row["launched_at"])
         assert launched, name
-        assert all(name in lines[n - 1] for n in launched)
+        assert all(name in code_lines[n - 1] for n in launched)
     # Triton kernels are defined in the file; the extern matmul is only launched.
     for name in ("triton_poi_fused_addmm_gelu_0", "triton_red_fused_softmax_1"):
-        assert lines[int(located[name]["defined_at"]) - 1].startswith(f"{name} = async_compile")
+        assert code_lines[int(located[name]["defined_at"]) - 1].startswith(f"{name} = async_compile")
     assert math.isnan(located["extern_kernels.mm"]["defined_at"])
 
 
