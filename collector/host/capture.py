@@ -22,7 +22,9 @@ class CaptureDecision:
     why: str = ""
 
 
-def decide(rules: CaptureRules, *, request_id: str, model: str, traffic_class: str, error: bool, nonfinite: bool) -> CaptureDecision:
+def decide(
+    rules: CaptureRules, *, request_id: str, model: str, traffic_class: str, error: bool, nonfinite: bool
+) -> CaptureDecision:
     """Apply the rules to one finished request."""
     if not rules.enabled:
         return CaptureDecision(False)

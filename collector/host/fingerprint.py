@@ -46,7 +46,7 @@ class PendingFingerprint:
         nan, inf, n, s, ss, amax = (float(v) for v in self._stats.tolist())
         mean = s / n if n else 0.0
         var = max(ss / n - mean * mean, 0.0) if n else 0.0
-        digest, head = "", ()
+        digest, head = "", tuple[int, ...]()
         if self._argmax is not None:
             ids = self._argmax.to(torch.int64)
             digest = hashlib.sha256(ids.numpy().tobytes()).hexdigest()
@@ -83,7 +83,7 @@ def start_fingerprint(output: torch.Tensor, head: int = 16) -> PendingFingerprin
             if argmax is not None:
                 argmax_host = torch.empty(argmax.shape, dtype=argmax.dtype, pin_memory=True)
                 argmax_host.copy_(argmax, non_blocking=True)
-            event = torch.cuda.Event()
+            event = torch.cuda.Event()  # type: ignore[no-untyped-call]
             event.record()
             return PendingFingerprint(stats_host, argmax_host, event, head)
         return PendingFingerprint(stats, argmax, None, head)

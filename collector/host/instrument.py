@@ -47,7 +47,8 @@ def instrument(
             url = service_url or os.environ.get(SERVICE_URL_ENV)
             if not url:
                 raise ConfigError(
-                    f"instrument() needs a destination: pass service_url=, store= or exporter=, or set ${SERVICE_URL_ENV}"
+                    "instrument() needs a destination: pass service_url=, store= or exporter=, "
+                    f"or set ${SERVICE_URL_ENV}"
                 )
             from inferensics.collector.host.otlp_exporter import OtlpExporter
 

@@ -41,7 +41,9 @@ class OtlpExporter:
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self._span_exporter = OTLPSpanExporter(endpoint=f"{service_url.rstrip('/')}/v1/traces", headers=headers)
-        self.provider = TracerProvider(resource=Resource.create({RESOURCE_HOST: host, "service.name": "inferensics-host"}))
+        self.provider = TracerProvider(
+            resource=Resource.create({RESOURCE_HOST: host, "service.name": "inferensics-host"})
+        )
         self.processor = BatchSpanProcessor(
             self._span_exporter, max_queue_size=max_queue_size, schedule_delay_millis=schedule_delay_ms
         )
@@ -53,7 +55,9 @@ class OtlpExporter:
         """One span for the request; each child is a span event named after its table."""
         start = _nanos(request.ts)
         end = start + int(request.latency_ms * 1_000_000)
-        span = self.tracer.start_span(span_name(RequestEvent), start_time=start, attributes=event_to_attributes(request))
+        span = self.tracer.start_span(
+            span_name(RequestEvent), start_time=start, attributes=event_to_attributes(request)
+        )
         for child in children:
             ts = getattr(child, col.TS, None)
             span.add_event(

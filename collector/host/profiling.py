@@ -36,7 +36,7 @@ def start_profiler() -> Any:
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     prof = torch.profiler.profile(activities=activities)
-    prof.__enter__()
+    prof.__enter__()  # type: ignore[no-untyped-call]
     return prof
 
 

@@ -45,7 +45,7 @@ class RawRequest:
         "ts",
     )
 
-    def __init__(self, request_id: str, model: str, traffic_class: str, tenant: str, shape: str, ts: float) -> None:
+    def __init__(self, request_id: str, *, model: str, traffic_class: str, tenant: str, shape: str, ts: float) -> None:
         self.request_id = request_id
         self.model = model
         self.traffic_class = traffic_class

@@ -171,7 +171,14 @@ class Tracker:
         inputs: dict[str, torch.Tensor] | None = None,
     ) -> RequestScope:
         """Scope one request: graphs, guards, compiles and fallbacks inside are attributed to it."""
-        raw = RawRequest(request_id, model or self.model, traffic_class, tenant, shape_signature(shape), time.time())
+        raw = RawRequest(
+            request_id,
+            model=model or self.model,
+            traffic_class=traffic_class,
+            tenant=tenant,
+            shape=shape_signature(shape),
+            ts=time.time(),
+        )
         if inputs is not None:
             raw.inputs = inputs
         if self.config.sample_rate > 0:
@@ -197,9 +204,8 @@ class Tracker:
         if self._unregister_context is not None:
             self._unregister_context()
         self.pipeline.stop()
-        global _ACTIVE
-        if _ACTIVE is self:
-            _ACTIVE = None
+        if _REGISTRY.active is self:
+            _REGISTRY.active = None
 
     def stats(self) -> dict[str, int]:
         """Drop and activity counters: queue drops by kind, processed records, errors."""
@@ -216,7 +222,13 @@ class Tracker:
         return {n: ("ok" if c.available else c.reason) for n, c in self.capabilities.items()}
 
 
-_ACTIVE: Tracker | None = None
+class _Registry:
+    """The process's one tracker (the guard hook and the trace logger are process-global)."""
+
+    active: Tracker | None = None
+
+
+_REGISTRY = _Registry()
 
 
 def _user_context() -> str:
@@ -226,14 +238,14 @@ def _user_context() -> str:
 
 def active_tracker() -> Tracker | None:
     """The process's tracker, if one is installed."""
-    return _ACTIVE
+    return _REGISTRY.active
 
 
 def replace_active(factory: Callable[[], Tracker]) -> Tracker:
     """Shut down the active tracker (hooks are process-global), then build and activate a new one."""
-    global _ACTIVE
-    if _ACTIVE is not None:
+    if _REGISTRY.active is not None:
         log.warning("inferensics: a second instrument() call replaces the active tracker")
-        _ACTIVE.shutdown()
-    _ACTIVE = factory()
-    return _ACTIVE
+        _REGISTRY.active.shutdown()
+    tracker = factory()
+    _REGISTRY.active = tracker
+    return tracker

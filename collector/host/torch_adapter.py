@@ -129,7 +129,7 @@ def set_guard_hook(hook: GuardHook | None) -> GuardHook | None:
     """Install the global guard-complete hook; returns the previous one (one slot per process)."""
     from torch._C._dynamo import eval_frame
 
-    previous: GuardHook | None = eval_frame.set_guard_complete_hook(hook)
+    previous: GuardHook | None = eval_frame.set_guard_complete_hook(hook)  # type: ignore[arg-type]
     return previous
 
 
@@ -138,10 +138,9 @@ def set_guard_hook(hook: GuardHook | None) -> GuardHook | None:
 
 def register_recompile_context(fn: Callable[[], str]) -> Callable[[], None]:
     """Register ``fn`` as a recompile user-context hook; returns a function that unregisters it."""
-    import torch._dynamo
     from torch._dynamo import utils as dynamo_utils
 
-    torch._dynamo.register_hook_for_recompile_user_context(fn)
+    dynamo_utils.register_hook_for_recompile_user_context(fn)
 
     def unregister() -> None:
         # The registry is a module-level list in torch._dynamo.utils with no public remove.

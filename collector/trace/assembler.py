@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from inferensics.collector.trace.artifacts import (
+    CacheLookup,
     kernel_nodes,
     kernel_source_lines,
     kernels_in_output_code,
@@ -24,6 +25,7 @@ from inferensics.collector.trace.artifacts import (
     parse_user_context,
 )
 from inferensics.collector.trace.envelope import Envelope
+from inferensics.schema import columns as col
 from inferensics.schema.events import (
     CacheEvent,
     CompileEvent,
@@ -146,7 +148,7 @@ class CompileAssembler:
 
     def _labels(self) -> dict[str, Any]:
         c = self.context
-        return {"host": c.host, "model": c.model, "hw_pool": c.hw_pool}
+        return {col.HOST: c.host, col.MODEL: c.model, col.HW_POOL: c.hw_pool}
 
     def _blob(self, text: str, kind: str, attrs: Mapping[str, str] | None = None) -> str:
         data = text.encode("utf-8")
@@ -211,7 +213,7 @@ class CompileAssembler:
         else:
             lookup = parse_cache_artifact(name, _json(env)) if name.endswith(("_hit", "_miss", "_bypass")) else None
             if lookup is not None:
-                self._cache(state, lookup.cache, lookup.result, lookup.key, lookup.reason, lookup.time_saved_ms)
+                self._cache(state, lookup)
 
     def finish(self) -> None:
         """Emit the compiles that never got their metrics (truncated logs, process exit)."""
@@ -238,7 +240,8 @@ class CompileAssembler:
             )
         )
 
-    def _cache(self, state: _Compile, cache: str, result: str, key: str, reason: str, saved: float) -> None:
+    def _cache(self, state: _Compile, lookup: CacheLookup) -> None:
+        cache, result, key = lookup.cache, lookup.result, lookup.key
         self.stats.cache[f"{cache}_{result}"] += 1
         if cache == "fx_graph":
             state.fx_cache_key = key or state.fx_cache_key
@@ -253,8 +256,8 @@ class CompileAssembler:
                 cache=cache,
                 result=result,
                 cache_key=key,
-                reason=reason,
-                time_saved_ms=saved,
+                reason=lookup.reason,
+                time_saved_ms=lookup.time_saved_ms,
                 source=self.context.source,
                 attrs=dict(self.context.attrs),
             )

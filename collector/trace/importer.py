@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from inferensics.collector.trace.assembler import AssemblyContext, AssemblyStats, CompileAssembler
 from inferensics.collector.trace.envelope import Damaged, iter_file_envelopes
+from inferensics.schema import columns as col
 from inferensics.schema.arrow import events_by_model
 from inferensics.schema.table import Event
 
@@ -106,12 +107,12 @@ def _log_year(path: Path, mtime: datetime) -> int:
 def _within_ttl(event: Event) -> Event:
     """Records older than their table's TTL would vanish on insert: stamp them now, keep the log time in attrs."""
     ttl = type(event).TABLE.ttl_days
-    ts = getattr(event, "ts", None)
+    ts = getattr(event, col.TS, None)
     if not ttl or not isinstance(ts, datetime) or ts > datetime.now(UTC) - timedelta(days=ttl - 1):
         return event
-    update: dict[str, object] = {"ts": datetime.now(UTC)}
-    if "attrs" in type(event).model_fields:
-        update["attrs"] = {**getattr(event, "attrs"), "log_ts": ts.isoformat()}
+    update: dict[str, object] = {col.TS: datetime.now(UTC)}
+    if col.ATTRS in type(event).model_fields:
+        update[col.ATTRS] = {**dict(getattr(event, col.ATTRS, {})), "log_ts": ts.isoformat()}
     return event.model_copy(update=update)
 
 

@@ -30,9 +30,12 @@ def test_dynamic_shapes_recompile_carries_request_id(tracker: Tracker, store: St
     tracker.shutdown()
 
     r = _by_id(store)
-    assert r["dyn-0"].outcome == "compile" and r["dyn-0"].guard_outcome == "first"
-    assert r["dyn-1"].outcome == "hit" and r["dyn-1"].guard_outcome == "hit"
-    assert r["dyn-2"].outcome == "recompile" and r["dyn-2"].guard_outcome == "miss"
+    assert r["dyn-0"].outcome == "compile"
+    assert r["dyn-0"].guard_outcome == "first"
+    assert r["dyn-1"].outcome == "hit"
+    assert r["dyn-1"].guard_outcome == "hit"
+    assert r["dyn-2"].outcome == "recompile"
+    assert r["dyn-2"].guard_outcome == "miss"
     assert r["dyn-2"].recompiles == 1
     assert r["dyn-3"].outcome == "hit"  # the recompile made the size dynamic
     assert r["dyn-4"].outcome == "hit"
@@ -67,10 +70,12 @@ def test_recompile_limit_overflow_falls_back_to_eager(tracker: Tracker, store: S
     assert [r[f"lim-{i}"].outcome for i in range(5)] == ["compile", "recompile", "fallback", "fallback", "hit"]
     assert r["lim-2"].fallback_reason == "recompile_limit"
     assert r["lim-3"].fallback_reason == "recompile_limit"
-    assert r["lim-2"].graph_keys == () and r["lim-3"].graph_keys == ()
+    assert r["lim-2"].graph_keys == ()
+    assert r["lim-3"].graph_keys == ()
     assert r["lim-3"].guard_outcome == "miss"
     limit = [c for c in store.select_events(CompileEvent) if c.outcome == "recompile_limit"]
-    assert len(limit) == 1 and limit[0].request_id == "lim-2"
+    assert len(limit) == 1
+    assert limit[0].request_id == "lim-2"
     assert "recompile limit" in limit[0].fail_reason.lower()
 
 
@@ -88,11 +93,14 @@ def test_compile_failure_raised_is_an_error(tracker: Tracker, store: Store) -> N
     tracker.shutdown()
 
     r = _by_id(store)["fail-0"]
-    assert r.status == "error" and r.outcome == "error"
+    assert r.status == "error"
+    assert r.outcome == "error"
     assert r.fallback_reason == "compile_error"
     assert "InvalidCxxCompiler" in r.error
     (c,) = store.select_events(CompileEvent, order_by=col.TS)
-    assert c.outcome == "failed" and c.fail_type == "InductorError" and c.request_id == "fail-0"
+    assert c.outcome == "failed"
+    assert c.fail_type == "InductorError"
+    assert c.request_id == "fail-0"
 
 
 def test_compile_failure_suppressed_falls_back(tracker: Tracker, store: Store) -> None:
@@ -106,5 +114,6 @@ def test_compile_failure_suppressed_falls_back(tracker: Tracker, store: Store) -
 
     r = _by_id(store)["supp-0"]
     assert r.status == "ok"
-    assert r.outcome == "fallback" and r.fallback_reason == "compile_error"
+    assert r.outcome == "fallback"
+    assert r.fallback_reason == "compile_error"
     assert r.graph_keys == ()

@@ -31,7 +31,9 @@ def test_graph_break_requests(tracker: Tracker, store: Store) -> None:
     assert first.outcome == "compile"
     assert first.guard_outcome == "first"
     assert first.fallback_reason == "graph_break:GB0170"
-    assert len(first.graph_keys) == 2 and all(first.graph_keys) and all(first.graph_artifacts)
+    assert len(first.graph_keys) == 2
+    assert all(first.graph_keys)
+    assert all(first.graph_artifacts)
     assert first.compile_ms > 0
     for r in rest:
         assert r.outcome == "hit"

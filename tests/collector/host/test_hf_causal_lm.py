@@ -37,7 +37,9 @@ def test_llama_served_through_sdk(tracker: Tracker, store: Store) -> None:
             rid = f"hf-{i:02d}"
             ids.append(rid)
             input_ids = torch.randint(0, config.vocab_size, (b, s), generator=torch.Generator().manual_seed(i))
-            with tracker.request(rid, traffic_class="batch", tenant="t1", shape=(b, s), inputs={"input_ids": input_ids}) as req:
+            with tracker.request(
+                rid, traffic_class="batch", tenant="t1", shape=(b, s), inputs={"input_ids": input_ids}
+            ) as req:
                 out = compiled(input_ids=input_ids, use_cache=False)
                 req.set_output(out.logits)
             if i == 0:
@@ -55,9 +57,15 @@ def test_llama_served_through_sdk(tracker: Tracker, store: Store) -> None:
     assert "recompile" in outcomes
     for rid, (b, s) in zip(ids, shapes, strict=True):
         r = rows[rid]
-        assert r.shape == f"{b}x{s}" and r.tenant == "t1" and r.traffic_class == "batch"
-        assert r.graph_keys and all(r.graph_keys) and all(r.graph_artifacts)
-        assert len(r.fp_argmax_head) == min(16, b * s) and r.fp_nan == 0 and r.fp_argmax_digest
+        assert r.shape == f"{b}x{s}"
+        assert r.tenant == "t1"
+        assert r.traffic_class == "batch"
+        assert r.graph_keys
+        assert all(r.graph_keys)
+        assert all(r.graph_artifacts)
+        assert len(r.fp_argmax_head) == min(16, b * s)
+        assert r.fp_nan == 0
+        assert r.fp_argmax_digest
         assert r.input_digest
     recompiled = [r for r in rows.values() if r.outcome == "recompile"]
     compiles = {c.request_id for c in store.select_events(CompileEvent) if c.trigger == "recompile"}

@@ -22,7 +22,8 @@ SCRIPT = textwrap.dedent(
             super().__init__()
             self.rows = []
         def export_request(self, request, children):
-            self.rows.append({**request.model_dump(mode="json"), "children": [type(c).__name__ + ":" + getattr(c, "result", "") for c in children]})
+            kids = [type(c).__name__ + ":" + getattr(c, "result", "") for c in children]
+            self.rows.append({**request.model_dump(mode="json"), "children": kids})
 
     def model(x):
         return torch.nn.functional.gelu(x @ x.T) * 0.5

@@ -50,15 +50,20 @@ kinds = st.sampled_from(["compilation_metrics", "dynamo_start", "artifact", "ind
     json_values,
     st.integers(0, 50),
     st.integers(0, 9),
-    st.one_of(st.none(), st.text(alphabet=st.characters(blacklist_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"), max_size=60)),
+    st.one_of(
+        st.none(),
+        st.text(alphabet=st.characters(blacklist_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"), max_size=60),
+    ),
 )
 def test_well_formed_records_round_trip(kind: str, body: object, frame: int, fcid: int, payload: str | None) -> None:
     lines = _record({kind: body, "frame_id": frame, "frame_compile_id": fcid, "attempt": 0}, payload)
     (env,) = list(iter_file_envelopes(lines))
     assert isinstance(env, Envelope)
-    assert env.kind == kind and env.body == body
+    assert env.kind == kind
+    assert env.body == body
     assert env.compile_id == f"{frame}/{fcid}"
-    assert env.payload == payload and env.payload_ok
+    assert env.payload == payload
+    assert env.payload_ok
 
 
 @settings(max_examples=200, deadline=None)
@@ -68,9 +73,11 @@ def test_damaged_payload_is_flagged(payload: str, cut: int) -> None:
     lines = _record({"chromium_event": {}, "frame_id": 0, "frame_compile_id": 0}, payload)
     lines[-1] = lines[-1][: max(1, len(lines[-1]) - 1 - cut)] + "\u2603"
     (env,) = list(iter_file_envelopes(lines))
-    assert isinstance(env, Envelope) and not env.payload_ok
+    assert isinstance(env, Envelope)
+    assert not env.payload_ok
 
 
 def test_truncated_header_is_damaged() -> None:
     out = list(iter_file_envelopes([PREFIX + '{"compilation_metrics": {"co_name": "f"', "\tstray"]))
-    assert len(out) == 1 and isinstance(out[0], Damaged)
+    assert len(out) == 1
+    assert isinstance(out[0], Damaged)

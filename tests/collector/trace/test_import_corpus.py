@@ -104,7 +104,8 @@ def test_cli_imports_whole_corpus(store: Store) -> None:
     assert with_code, "the corpus has output code"
     for c in with_code:
         code = store.get_blob(c.artifact_id)
-        assert code is not None and b"async_compile" in code
+        assert code is not None
+        assert b"async_compile" in code
     rows = store.query_rows(
         f"SELECT count() FROM {store.database}.kernels WHERE {col.ARTIFACT_ID} IN {{ids:Array(String)}}",
         {"ids": [c.artifact_id for c in with_code]},

@@ -1,0 +1,122 @@
+"""Host-SDK overhead: per compiled-graph call and per request, instrumented vs plain on the same model in
+one run, against torch.profiler enabled, and process memory over many requests.
+
+    .venv/bin/python benchmarks/bench_sdk_overhead.py                  # CPU, small MLP
+    python benchmarks/bench_sdk_overhead.py --device cuda --hidden 4096 --layers 4 --tokens 8   # decode-sized
+
+Prints figures; asserts nothing. The exporter is the null exporter so the figures are the SDK's own cost
+(hooks on the serving thread plus the background thread's record building competing for the GIL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from inferensics.collector.host import InductorBackend, NullExporter, SdkConfig, instrument
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _rss_mib() -> float:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _time_per(fn: Callable[[], Any], n: int, device: str) -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    _sync(device)
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=4)
+    ap.add_argument("--calls", type=int, default=2000, help="calls per timing round")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--memory-requests", type=int, default=100_000)
+    args = ap.parse_args()
+    dev = args.device
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for _ in range(args.layers):
+        layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.GELU()]
+    model = torch.nn.Sequential(*layers).to(dev).eval()
+    x = torch.randn(args.tokens, args.hidden, device=dev)
+    plain = torch.compile(model)
+    instrumented = torch.compile(model, backend=InductorBackend())
+    with torch.no_grad():
+        for _ in range(3):
+            plain(x)
+            instrumented(x)
+    print(f"torch {torch.__version__}, device {dev}, model {args.layers}x Linear({args.hidden})+GELU, input {tuple(x.shape)}")
+
+    rows: dict[str, list[float]] = {k: [] for k in ("call_plain", "call_instr", "req_plain", "req_instr", "req_prof")}
+    n = args.calls
+    counter = iter(range(10**9))
+    with torch.no_grad():
+        for _ in range(args.rounds):
+            rows["call_plain"].append(_time_per(lambda: plain(x), n, dev))
+            rows["req_plain"].append(_time_per(lambda: plain(x), n, dev))
+            tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
+
+            def one_request() -> None:
+                with tracker.request(f"r{next(counter)}", shape=tuple(x.shape)):
+                    instrumented(x)
+
+            with tracker.request("calls"):
+                rows["call_instr"].append(_time_per(lambda: instrumented(x), n, dev))
+            rows["req_instr"].append(_time_per(one_request, n, dev))
+            tracker.shutdown()
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+                rows["req_prof"].append(_time_per(lambda: plain(x), max(n // 4, 50), dev))
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"per compiled-graph call: plain {med['call_plain']:.2f} us, instrumented {med['call_instr']:.2f} us, "
+          f"added {med['call_instr'] - med['call_plain']:+.2f} us")
+    print(f"per request (1 call):    plain {med['req_plain']:.2f} us, instrumented {med['req_instr']:.2f} us, "
+          f"added {med['req_instr'] - med['req_plain']:+.2f} us "
+          f"({(med['req_instr'] / med['req_plain'] - 1) * 100:+.1f} %)")
+    print(f"torch.profiler enabled:  {med['req_prof']:.2f} us per call "
+          f"(added {med['req_prof'] - med['req_plain']:+.2f} us)")
+
+    # Memory: requests through the instrumented path with output fingerprints, background export.
+    tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
+    marks = {args.memory_requests // 10, args.memory_requests // 2, args.memory_requests}
+    gc.collect()
+    base = _rss_mib()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for i in range(1, args.memory_requests + 1):
+            with tracker.request(f"m{i}", shape=tuple(x.shape)) as req:
+                req.set_output(instrumented(x))
+            if i in marks:
+                tracker.flush()
+                gc.collect()
+                print(f"after {i:>7} requests: RSS {_rss_mib():8.1f} MiB (start {base:.1f} MiB), "
+                      f"{(time.perf_counter() - t0) / i * 1e6:.1f} us/request incl. fingerprint")
+    tracker.shutdown()
+    print("stats:", {k: v for k, v in tracker.stats().items() if v})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""The real OTLPSpanExporter over a socket: one ``inferensics.requests`` span per request whose attributes
+decode (with the shared contract) into a valid RequestEvent; output code arrives through the blob API."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import torch
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from inferensics.collector.host import instrument
+from inferensics.schema import RequestEvent
+from inferensics.schema.otlp import attributes_to_record, span_name
+
+
+class _Sink(BaseHTTPRequestHandler):
+    spans: list[Any] = []
+    blobs: dict[str, tuple[bytes, str, str]] = {}
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length", "0")))
+
+    def do_POST(self) -> None:
+        req = ExportTraceServiceRequest()
+        req.ParseFromString(self._body())
+        for rs in req.resource_spans:
+            for ss in rs.scope_spans:
+                _Sink.spans.extend(ss.spans)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def do_PUT(self) -> None:
+        digest = self.path.split("/")[-1].split("?")[0]
+        _Sink.blobs[digest] = (self._body(), self.path, self.headers.get("Authorization", ""))
+        self.send_response(201)
+        self.end_headers()
+
+
+@pytest.fixture
+def service() -> Iterator[str]:
+    _Sink.spans, _Sink.blobs = [], {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _value(v: Any) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    return getattr(v, kind)
+
+
+def test_requests_travel_as_spans(service: str) -> None:
+    tracker = instrument(service_url=service, token="s3cret", host="otlp-host", model="otlp-m")
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) + 0.25
+
+    compiled = tracker.compile(fn)
+    for i in range(3):
+        with tracker.request(f"otlp-{i}", traffic_class="interactive", shape=(5,)) as req:
+            req.set_output(compiled(torch.ones(5)))
+    tracker.shutdown()
+
+    names = [s.name for s in _Sink.spans]
+    assert names.count(span_name(RequestEvent)) == 3  # one span per request
+    assert "inferensics.compiles" in names
+    rows = []
+    for s in _Sink.spans:
+        if s.name != span_name(RequestEvent):
+            continue
+        attrs = {kv.key: _value(kv.value) for kv in s.attributes}
+        record = attributes_to_record(RequestEvent, attrs, time=datetime.fromtimestamp(s.start_time_unix_nano / 1e9, UTC))
+        rows.append(RequestEvent.model_validate(record))
+    by_id = {r.request_id: r for r in rows}
+    assert by_id["otlp-0"].outcome == "compile" and by_id["otlp-1"].outcome == "hit"
+    assert by_id["otlp-2"].host == "otlp-host" and by_id["otlp-2"].traffic_class == "interactive"
+    artifact = by_id["otlp-0"].graph_artifacts[0]
+    data, path, auth = _Sink.blobs[artifact]
+    assert hashlib.sha256(data).hexdigest() == artifact
+    assert path.endswith(f"/api/v1/blobs/{artifact}?kind=output_code")
+    assert auth == "Bearer s3cret"
