@@ -18,38 +18,62 @@ def _touched() -> str:
     return f"toUInt64(uniqExactIf({col.REQUEST_ID}, {col.REQUEST_ID} != ''))"
 
 
+def _top(client: QueryClient, where_sql: str, params: dict[str, object], keys: list[str], value: str, k: int) -> pl.DataFrame:
+    """The ``k`` most frequent ``value``s per ``keys`` (ties broken by value), as a list column ``value``."""
+    counts = client.query_frame(
+        f"SELECT {', '.join(keys)}, {value}, count() AS n FROM {client.database}.graph_breaks "
+        f"WHERE {where_sql} GROUP BY {', '.join(keys)}, {value}",
+        params,
+    )
+    return (
+        counts.sort([*keys, "n", value], descending=[*([False] * len(keys)), True, False])
+        .group_by(keys, maintain_order=True)
+        .agg(pl.col(value).head(k))
+    )
+
+
 def graph_breaks(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """Graph breaks by registry id and break type, most frequent first.
 
     Columns: registry_id (empty when the message names none), break_type, events, requests (touched),
     models (sorted list), example_reason (the latest reason text), top_user_frames (up to 3 most frequent
-    ``file:line in function`` frames).
+    ``file:line in function`` frames; ties in name order).
     """
     check_filter_values(client, params, ("graph_breaks",))
     where = slice_where(params, "graph_breaks", what="graph breaks")
-    return client.query_frame(
+    keys = [col.REGISTRY_ID, col.BREAK_TYPE]
+    frame = client.query_frame(
         f"SELECT {col.REGISTRY_ID}, {col.BREAK_TYPE}, toUInt64(count()) AS events, {_touched()} AS requests, "
-        f"arraySort(groupUniqArray(toString({col.MODEL}))) AS models, argMax({col.REASON}, {col.TS}) AS example_reason, "
-        f"topK(3)({col.USER_FRAME}) AS top_user_frames "
-        f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.BREAK_TYPE} "
-        f"ORDER BY events DESC, requests DESC, {col.REGISTRY_ID}, {col.BREAK_TYPE}",
+        f"arraySort(groupUniqArray(toString({col.MODEL}))) AS models, "
+        f"argMax({col.REASON}, ({col.TS}, {col.REASON})) AS example_reason "
+        f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.BREAK_TYPE}",
         where.params,
+    )
+    top = _top(client, where.sql, where.params, keys, col.USER_FRAME, 3).rename({col.USER_FRAME: "top_user_frames"})
+    return frame.join(top, on=keys, how="left").sort(
+        ["events", "requests", *keys], descending=[True, True, False, False]
     )
 
 
 def graph_break_sites(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """Where in user code graph breaks happen: one row per registry id × user frame, most frequent first.
 
-    Columns: registry_id, user_frame, code_location (the compiled frame, most frequent), events, requests.
+    Columns: registry_id, user_frame, code_location (the most frequent compiled frame; ties: the first by
+    name), events, requests.
     """
     check_filter_values(client, params, ("graph_breaks",))
     where = slice_where(params, "graph_breaks", what="graph breaks")
-    return client.query_frame(
-        f"SELECT {col.REGISTRY_ID}, {col.USER_FRAME}, topK(1)({col.CODE_LOCATION})[1] AS {col.CODE_LOCATION}, "
-        f"toUInt64(count()) AS events, {_touched()} AS requests "
-        f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.USER_FRAME} "
-        f"ORDER BY events DESC, requests DESC, {col.REGISTRY_ID}, {col.USER_FRAME}",
+    keys = [col.REGISTRY_ID, col.USER_FRAME]
+    frame = client.query_frame(
+        f"SELECT {col.REGISTRY_ID}, {col.USER_FRAME}, toUInt64(count()) AS events, {_touched()} AS requests "
+        f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.USER_FRAME}",
         where.params,
+    )
+    top = _top(client, where.sql, where.params, keys, col.CODE_LOCATION, 1).with_columns(
+        pl.col(col.CODE_LOCATION).list.first()
+    )
+    return frame.join(top, on=keys, how="left").select(*keys, col.CODE_LOCATION, "events", "requests").sort(
+        ["events", "requests", *keys], descending=[True, True, False, False]
     )
 
 

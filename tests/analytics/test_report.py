@@ -1,0 +1,137 @@
+"""Weekly report and canary page: snapshot-tested text and chart specs, the CLI, and a real browser."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from inferensics.analytics import CanaryParams, LocalRunner, build_weekly_report, canary_compare
+from inferensics.analytics.report import (
+    canary_charts,
+    render_canary_markdown,
+    render_canary_text,
+    render_weekly_markdown,
+    weekly_charts,
+    write_canary_report,
+    write_weekly_report,
+)
+from inferensics.analytics.weekly import WeeklyReport, last_full_week, parse_week
+from inferensics.cli.app import app
+from inferensics.schema.store import Store
+from tests.analytics.fleet import BASELINE, CANDIDATE, W10
+from tests.analytics.snapshot import assert_json_snapshot, assert_snapshot
+
+CHROMIUM = "/usr/bin/chromium"
+BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def weekly(fleet_store: Store) -> WeeklyReport:
+    return build_weekly_report(LocalRunner(fleet_store), "2026-W10")
+
+
+@pytest.fixture(scope="module")
+def canary_frame(fleet_store: Store) -> pl.DataFrame:
+    return canary_compare(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE,
+                                                    start=W10, end=W10 + timedelta(days=7)))  # fmt: skip
+
+
+def test_weeks() -> None:
+    assert parse_week("2026-W01").isoformat() == "2025-12-29T00:00:00+00:00"
+    assert last_full_week(W10 + timedelta(days=3)) == "2026-W09"
+    with pytest.raises(ValueError, match="YYYY-Www"):
+        parse_week("2026-10")
+
+
+def test_weekly_markdown_snapshot(weekly: WeeklyReport) -> None:
+    assert_snapshot("weekly-2026-W10.md", render_weekly_markdown(weekly))
+
+
+def test_weekly_chart_specs_snapshot(weekly: WeeklyReport) -> None:
+    assert_json_snapshot("weekly-2026-W10.charts.json", [c.to_dict() for c in weekly_charts(weekly)])
+
+
+def test_weekly_report_frames_agree_with_queries(weekly: WeeklyReport, fleet_store: Store) -> None:
+    runner = LocalRunner(fleet_store)
+    overview = runner.query("fleet_overview", start=weekly.start, end=weekly.end)
+    assert int(weekly.by_model_pool.get_column("requests").sum()) == int(overview.get_column("requests").sum())
+    requests = weekly.week_over_week.filter(pl.col("metric") == "requests")
+    last = runner.query("fleet_overview", start=weekly.start - timedelta(days=7), end=weekly.start)
+    assert requests.get_column("last_week").sum() == last.get_column("requests").sum()
+
+
+def test_canary_text_and_markdown_snapshots(canary_frame: pl.DataFrame) -> None:
+    assert_snapshot("canary-llama.txt", render_canary_text(canary_frame))
+    assert_snapshot("canary-llama.md", render_canary_markdown(canary_frame, "llama: bundle-base → bundle-cand"))
+    assert_json_snapshot("canary-llama.charts.json", [c.to_dict() for c in canary_charts(canary_frame)])
+
+
+def _dsn(chdb_dir: Path, store: Store) -> str:
+    return f"chdb://{chdb_dir}?database={store.database}"
+
+
+def test_cli_report_weekly(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["report", "weekly", "--week", "2026-W10", "--out", str(tmp_path), "--dsn", _dsn(chdb_dir, fleet_store)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Recompile storms: 1; new specializations: 3." in result.output
+    md = (tmp_path / "weekly-2026-W10.md").read_text()
+    assert md.startswith("# Weekly recompilation and cache report 2026-W10")
+    assert (tmp_path / "weekly-2026-W10.html").stat().st_size > 500_000  # the Vega libraries are inlined
+    bad = CliRunner().invoke(app, ["report", "weekly", "--week", "2026-W60", "--dsn", _dsn(chdb_dir, fleet_store)])
+    assert bad.exit_code == 2 and "has no week 60" in bad.output
+
+
+def test_cli_canary_compare(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> None:
+    dsn = _dsn(chdb_dir, fleet_store)
+    window = ["--start", "2026-03-02T00:00:00", "--end", "2026-03-09T00:00:00"]
+    result = CliRunner().invoke(app, ["canary", "compare", "--baseline", BASELINE, "--candidate", CANDIDATE, *window,
+                                      "--dsn", dsn, "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 1, result.output  # model taken from the candidate bundle; verdict fail → 1
+    assert "verdict: FAIL (failed: p50_ms, p95_ms, error_rate, nonfinite_rate" in result.output
+    assert len(list(tmp_path.glob("canary-llama-*.html"))) == 1
+    few = CliRunner().invoke(app, ["canary", "compare", "--baseline", BASELINE, "--candidate", CANDIDATE, "--model", "llama",
+                                   "--traffic-class", "batch", "--start", "2026-03-02T00:00:00",
+                                   "--end", "2026-03-02T06:00:00", "--dsn", dsn])  # fmt: skip
+    assert few.exit_code == 3 and "verdict: INCONCLUSIVE (fewer than 100 requests on a side)" in few.output
+    typo = CliRunner().invoke(app, ["canary", "compare", "--baseline", BASELINE, "--candidate", "bundle-x", "--model",
+                                    "llama", *window, "--dsn", dsn])  # fmt: skip
+    assert typo.exit_code == 2 and "unknown bundle 'bundle-x'" in typo.output
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_pages_render_in_headless_chromium(weekly: WeeklyReport, canary_frame: pl.DataFrame, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    assert shutil.which(CHROMIUM), f"{CHROMIUM} is missing: run deploy/install-browser.sh"
+    _, weekly_page = write_weekly_report(weekly, tmp_path)
+    _, canary_page = write_canary_report(canary_frame, "llama", tmp_path, "canary")
+    expected = {weekly_page: len(weekly_charts(weekly)), canary_page: len(canary_charts(canary_frame))}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            for path, charts in expected.items():
+                page = browser.new_page()
+                problems: list[str] = []
+                page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+                page.on("pageerror", lambda e: problems.append(str(e)))
+                requested: list[str] = []
+                page.on("request", lambda r: requested.append(r.url))
+                page.goto(path.as_uri())
+                page.wait_for_function(f"window.__chartsRendered + window.__chartErrors.length >= {charts}", timeout=60_000)
+                assert page.evaluate("window.__chartErrors") == []
+                assert page.evaluate("window.__chartsRendered") == charts
+                assert page.locator("div.chart svg.marks").count() == charts  # every chart drew its SVG
+                assert problems == []
+                assert all(u.startswith("file:") for u in requested), requested  # works offline
+                page.close()
+        finally:
+            browser.close()
