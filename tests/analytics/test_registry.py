@@ -1,0 +1,100 @@
+"""The named-query interface the collector service and the dashboard code against, and the service path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from pydantic import BaseModel, ValidationError
+from starlette.testclient import TestClient
+
+import inferensics.analytics as analytics
+from inferensics.analytics import AnalyticsError, LocalRunner, build_weekly_report
+from inferensics.analytics.registry import NAMED_QUERIES, NamedQuery
+from inferensics.analytics.report import render_weekly_markdown
+from inferensics.collector.client import ServiceClient, ServiceError
+from inferensics.collector.service import build_state, create_app, load_config
+from inferensics.collector.service.queries import to_ipc
+from inferensics.schema.store import Store
+from tests.analytics.fleet import BASELINE, CANDIDATE, W10
+from tests.collector.service.harness import READ, TOKENS
+
+WEEK = {"start": W10.isoformat(), "end": (W10 + timedelta(days=7)).isoformat()}
+PARAMS: dict[str, dict[str, Any]] = {
+    "dimension_values": {},
+    "bundles": {},
+    "request_detail": {"request_id": "req-00000"},
+    "request_graphs": {"request_id": "req-00000"},
+    "request_kernels": {"request_id": "req-00000"},
+    "canary_compare": {**WEEK, "model": "llama", "baseline": BASELINE, "candidate": CANDIDATE},
+    "fleet_timeseries": {**WEEK, "unit": "day", "by": "model"},
+}
+
+
+def test_named_query_names_are_pinned() -> None:
+    assert sorted(NAMED_QUERIES) == sorted([
+        "bundles", "bundles_seen", "cache_growth", "cache_health", "cache_reasons", "cache_trend", "canary_compare",
+        "dimension_values", "fallback_reasons", "fleet_overview", "fleet_timeseries", "graph_break_sites",
+        "graph_breaks", "guard_failures", "new_graph_keys", "recompile_reasons", "recompile_storms",
+        "request_detail", "request_graphs", "request_kernels", "specializations",
+    ])  # fmt: skip
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(analytics.__all__) == sorted(n for n in analytics.__all__ if hasattr(analytics, n))
+    assert {"fleet_overview", "compare_canary", "drill_down", "build_weekly_report", "UnknownFilterValue"} <= set(
+        analytics.__all__
+    )
+
+
+@pytest.mark.parametrize("name", sorted(NAMED_QUERIES))
+def test_each_named_query_runs_from_json_params(fleet_store: Store, name: str) -> None:
+    query = NAMED_QUERIES[name]
+    assert isinstance(query, NamedQuery) and query.name == name and query.description
+    assert issubclass(query.params, BaseModel)
+    query.params.model_json_schema()
+    params = query.params.model_validate(PARAMS.get(name, WEEK))
+    frame = query.run(fleet_store, params)
+    assert isinstance(frame, pl.DataFrame) and frame.width > 0
+    assert to_ipc(frame.to_arrow())  # what the service sends must serialise
+    with pytest.raises(ValidationError):
+        query.params.model_validate({**PARAMS.get(name, WEEK), "no_such_param": 1})
+
+
+def test_local_runner_errors_are_value_errors(fleet_store: Store) -> None:
+    runner = LocalRunner(fleet_store)
+    with pytest.raises(AnalyticsError, match="unknown query 'nope'"):
+        runner.query("nope")
+    with pytest.raises(ValueError, match="unknown traffic_class 'bulk'"):
+        runner.query("fleet_overview", **WEEK, traffic_class="bulk")
+
+
+@pytest.fixture
+def service_client(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> Iterator[ServiceClient]:
+    """A ServiceClient talking to the real service app in this process, over the fleet's store."""
+    dsn = f"chdb://{chdb_dir}?database={fleet_store.database}"
+    config = load_config({"dsn": dsn, "spool_dir": str(tmp_path / "spool"), "tokens": TOKENS}, environ={})
+    state = build_state(config, open_store=lambda: Store.open(dsn))
+    client = ServiceClient("http://testserver", token=READ)
+    try:
+        with TestClient(create_app(state), headers={"Authorization": f"Bearer {READ}"}) as http:
+            client._http = http  # the real client code over the in-process app
+            yield client
+    finally:
+        state.close()
+
+
+def test_weekly_report_through_the_service_equals_local(fleet_store: Store, service_client: ServiceClient) -> None:
+    remote = build_weekly_report(service_client, "2026-W10")
+    local = build_weekly_report(LocalRunner(fleet_store), "2026-W10")
+    assert render_weekly_markdown(remote) == render_weekly_markdown(local)
+
+
+def test_service_reports_unknown_filter_as_400(service_client: ServiceClient) -> None:
+    with pytest.raises(ServiceError, match="unknown model 'lama'") as info:
+        service_client.query("fleet_overview", **WEEK, model="lama")
+    assert info.value.status == 400
