@@ -1,0 +1,54 @@
+"""The compile & cache health page against the seeded service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.dashboard.apptest import assert_clean, open_page
+from tests.dashboard.conftest import SeededService
+from tests.dashboard.expected import cache_lookups, graph_keys_per_pool
+from tests.dashboard.seed import GB_ID, STORM_REASON, STORM_RECOMPILES
+
+PAGE = "views/compile_health.py"
+pytestmark = pytest.mark.slow
+
+
+def frame_with(at: AppTest, column: str) -> Any:
+    """The one table on the page that has ``column`` (a pandas frame, as AppTest gives it)."""
+    found = [d.value for d in at.dataframe if column in d.value.columns]
+    assert len(found) == 1, f"{len(found)} tables with {column}"
+    return found[0]
+
+
+def test_compile_health_tabs_match_the_seed(seeded: SeededService) -> None:
+    at = open_page(seeded, PAGE)
+    assert_clean(at)
+    assert not at.warning, [w.value for w in at.warning]
+    assert [t.label for t in at.tabs] == ["Recompiles", "Graph breaks & guards", "Caches", "Specializations"]
+
+    reasons = frame_with(at, "code_locations")
+    assert reasons["reason"].tolist() == [STORM_REASON]
+    assert reasons["recompiles"].tolist() == [STORM_RECOMPILES]
+
+    breaks = frame_with(at, "break_type")
+    assert breaks["registry_id"].tolist() == [GB_ID]
+    assert breaks["events"].tolist() == [sum(r.outcome == "fallback" for r in seeded.facts.requests)]
+
+    guards = frame_with(at, "failures")
+    assert guards["reason"].tolist() == [STORM_REASON]
+    assert guards["failures"].tolist() == [STORM_RECOMPILES]
+
+    health = frame_with(at, "cold_miss_cost_s")
+    lookups = cache_lookups(seeded.facts)
+    assert int(health["lookups"].sum()) == sum(lookups.values())
+    assert int(health["hits"].sum()) == lookups["hit"]
+    assert int(health["misses"].sum()) == lookups["miss"]
+
+    specs = frame_with(at, "total_graph_keys")
+    got = {(r.model, r.hw_pool): r.active_graph_keys for r in specs.itertuples()}
+    assert got == graph_keys_per_pool(seeded.facts)
+    # Charts drawn: recompiles and compile seconds over time, top reasons, hit ratio, cold-miss cost, new keys.
+    assert len(at.get("vega_lite_chart")) >= 6

@@ -1,0 +1,84 @@
+"""The on-call overview page against the seeded service."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from inferensics.dashboard._internal.filters import MODEL_KEY, PENDING_KEY
+from tests.dashboard.apptest import assert_clean, metric, open_page
+from tests.dashboard.conftest import SeededService
+from tests.dashboard.expected import spikes
+from tests.dashboard.seed import GB_ID, MISTRAL, POOL_B, STORM_REASON, STORM_RECOMPILES
+
+pytestmark = pytest.mark.slow
+
+
+def test_overview_headline_matches_the_seed(seeded: SeededService) -> None:
+    at = open_page(seeded)
+    assert_clean(at)
+    requests = seeded.facts.requests
+    n = len(requests)
+    assert metric(at, "Requests") == f"{n:,}"
+    assert metric(at, "Error rate") == f"{100 * sum(r.status == 'error' for r in requests) / n:.2f} %"
+    assert metric(at, "Eager fallback rate") == f"{100 * sum(r.outcome == 'fallback' for r in requests) / n:.2f} %"
+    assert metric(at, "Recompiles") == f"{sum(r.recompiles for r in requests):,}" == f"{STORM_RECOMPILES}"
+    assert metric(at, "Compile time in serving") == f"{sum(r.compile_ms for r in requests) / 1000:,.1f} s"
+
+
+def test_overview_highlights_the_storm_and_the_spikes(seeded: SeededService) -> None:
+    at = open_page(seeded)
+    storms = [e.value for e in at.error if "Recompile storm" in e.value]
+    assert storms, [e.value for e in at.error]
+    assert all(f"{MISTRAL} / {POOL_B}" in s and STORM_REASON in s for s in storms)
+    # The storm lies in one hour or straddles two; either way every storm recompile is accounted for.
+    counts = [re.search(r"(\d+) recompiles,", s) for s in storms]
+    assert sum(int(m.group(1)) for m in counts if m is not None) == STORM_RECOMPILES
+    alerts = [w.value for w in at.warning]
+    for kind, counted in (("Error spike", "errors"), ("Fallback spike", "fallbacks")):
+        shown = [a for a in alerts if a.startswith(f"**{kind}**")]
+        expected = spikes(seeded.facts.requests, counted)
+        assert len(shown) == len(expected) >= 1
+        for model, window, events, total in expected:
+            line = f"**{kind}** · {model} · {window:%H:%M}–"
+            match = next(a for a in shown if a.startswith(line))
+            assert f"{events:,} {kind.split()[0].lower()}s in {total:,} requests" in match
+
+
+def test_overview_tables(seeded: SeededService) -> None:
+    at = open_page(seeded)
+    frames = {tuple(d.value.columns): d.value for d in at.dataframe}
+    fleet = next(v for cols, v in frames.items() if "recompile_rate" in cols)
+    got = {(r.model, r.hw_pool, r.traffic_class): r.requests for r in fleet.itertuples()}
+    want: dict[tuple[str, str, str], int] = {}
+    for r in seeded.facts.requests:
+        key = (r.model, r.hw_pool, r.traffic_class)
+        want[key] = want.get(key, 0) + 1
+    assert got == want
+    reasons = next(v for cols, v in frames.items() if "fallback_reason" in cols)
+    assert reasons["fallback_reason"].tolist() == [f"graph_break:{GB_ID}"]
+    assert reasons["fallbacks"].tolist() == [sum(r.outcome == "fallback" for r in seeded.facts.requests)]
+    triggered = next(v for cols, v in frames.items() if "drill_down" in cols)
+    storm_ids = sorted(r.request_id for r in seeded.facts.requests if r.outcome == "recompile")
+    assert set(triggered["request_id"]) <= set(storm_ids)
+    assert all(
+        link == f"request?request_id={rid}"
+        for rid, link in zip(triggered["request_id"], triggered["drill_down"], strict=True)
+    )
+
+
+def test_overview_filter_narrows_every_number(seeded: SeededService) -> None:
+    at = open_page(seeded)
+    at.selectbox(key=MODEL_KEY).select(MISTRAL).run()
+    assert_clean(at)
+    mistral = [r for r in seeded.facts.requests if r.model == MISTRAL]
+    assert metric(at, "Requests") == f"{len(mistral):,}"
+    assert not [w.value for w in at.warning if w.value.startswith("**Error spike**")]
+
+
+def test_click_through_sets_the_filters_on_the_next_run(seeded: SeededService) -> None:
+    at = open_page(seeded, None, **{PENDING_KEY: {"model": MISTRAL, "hw_pool": POOL_B}})
+    assert_clean(at)
+    assert at.selectbox(key=MODEL_KEY).value == MISTRAL
+    assert metric(at, "Requests") == f"{sum(r.model == MISTRAL for r in seeded.facts.requests):,}"

@@ -1,0 +1,64 @@
+"""The canary comparison and bundles pages against the seeded service."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from inferensics.schema import BundleEvent
+from tests.dashboard.apptest import assert_clean, metric, open_page
+from tests.dashboard.conftest import SeededService
+from tests.dashboard.seed import BASELINE, CANDIDATE, LLAMA
+
+pytestmark = pytest.mark.slow
+
+
+def test_canary_defaults_to_newest_against_previous_bundle_and_fails(seeded: SeededService) -> None:
+    at = open_page(seeded, "views/canary.py")
+    assert_clean(at)
+    assert at.selectbox(key="canary.model").value == LLAMA
+    assert at.selectbox(key="canary.candidate").value == CANDIDATE  # registered last
+    assert at.selectbox(key="canary.baseline").value == BASELINE
+    end = seeded.facts.now + timedelta(minutes=1)
+    window = [r for r in seeded.facts.requests if r.model == LLAMA and end - timedelta(hours=6) <= r.ts < end]
+    assert metric(at, "Baseline requests") == f"{sum(r.bundle_id == BASELINE for r in window):,}"
+    assert metric(at, "Candidate requests") == f"{sum(r.bundle_id == CANDIDATE for r in window):,}"
+    banner = at.error[0].value
+    assert banner.startswith("**Verdict: FAIL**")
+    # The candidate fails on its error rate (24/132 vs 2/161) and on argmax agreement (a fifth drifted).
+    assert "error_rate" in banner
+    assert "argmax_agreement" in banner
+    evidence = next(d.value for d in at.dataframe if "p_value" in d.value.columns)
+    assert evidence["outcome"].iloc[-1] == "fail"
+    assert set(evidence["check"]) >= {"latency", "rate", "verdict"}
+    assert len(at.get("vega_lite_chart")) == 2
+
+
+def test_canary_form_swaps_the_sides(seeded: SeededService) -> None:
+    at = open_page(seeded, "views/canary.py")
+    at.selectbox(key="canary.candidate").select(BASELINE)
+    at.selectbox(key="canary.baseline").select(CANDIDATE)
+    at.button[0].click().run()  # the form's Compare button
+    assert_clean(at)
+    llama = [r for r in seeded.facts.requests if r.model == LLAMA]
+    assert metric(at, "Candidate requests") == f"{sum(r.bundle_id == BASELINE for r in llama):,}"
+    # The old bundle is faster and fails less, so only the symmetric check still fails: argmax agreement.
+    assert at.error[0].value == "**Verdict: FAIL** — failed: argmax_agreement"
+
+
+def test_bundles_page_lists_hosts_pools_and_traffic(seeded: SeededService) -> None:
+    at = open_page(seeded, "views/bundles.py")
+    assert_clean(at)
+    registrations = [e for e in seeded.facts.others if isinstance(e, BundleEvent)]
+    assert metric(at, "Bundles seen") == "2"
+    assert metric(at, "Hosts registered") == str(len({e.host for e in registrations}))
+    assert metric(at, "Pools") == str(len({e.hw_pool for e in registrations}))
+    assert metric(at, "Requests served") == f"{len(seeded.facts.requests):,}"
+    table = next(d.value for d in at.dataframe if "hosts" in d.value.columns)
+    assert table["bundle_id"].tolist() == [BASELINE, CANDIDATE]
+    for row in table.itertuples():
+        assert sorted(row.hosts) == sorted({e.host for e in registrations if e.bundle_id == row.bundle_id})
+        assert row.requests == sum(r.bundle_id == row.bundle_id for r in seeded.facts.requests)
+    assert table["bundle_name"].tolist() == ["baseline", "canary-2026-11-30"]
+    assert len(at.get("vega_lite_chart")) == 1
