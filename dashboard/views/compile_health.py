@@ -8,7 +8,7 @@ import streamlit as st
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import Filters, bucket_unit, current_filters, describe
 from inferensics.dashboard._internal.service import section_query, service_errors
-from inferensics.dashboard._internal.tables import show_table
+from inferensics.dashboard._internal.tables import count, percent, ratio, show_table, total
 from inferensics.schema import columns as col
 
 
@@ -123,12 +123,29 @@ def specializations_tab(filters: Filters) -> None:
         show_table(new, key="new_graph_keys")
 
 
+def headline(filters: Filters) -> None:
+    """The range's compile-side totals as metrics (each from the same queries as the tabs, cached)."""
+    params = compile_params(filters)
+    fleet = section_query(queries.FLEET, "fleet totals", **filters.params())
+    breaks = section_query(queries.GRAPH_BREAKS, "graph breaks", **{k: v for k, v in params.items() if k != "bundle"})
+    health = section_query(queries.CACHE_HEALTH, "cache health", **params)
+    new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
+    cells = st.columns(5)
+    cells[0].metric("Recompiles", count(total(fleet, col.RECOMPILES)) if fleet is not None else "–")
+    cells[1].metric("Compile seconds", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s" if fleet is not None else "–")
+    cells[2].metric("Graph breaks", count(total(breaks, "events")) if breaks is not None else "–")
+    hit_ratio = ratio(total(health, "hits"), total(health, "lookups")) if health is not None else None
+    cells[3].metric("Cache hit ratio", percent(hit_ratio))
+    cells[4].metric("New graph keys", count(new.height) if new is not None else "–")
+
+
 def render() -> None:
     """Draw the page."""
     st.title("Compile & cache health")
     filters = current_filters()
     st.caption(describe(filters) + " · compile-side events carry no traffic class")
     with service_errors():
+        headline(filters)
         tabs = st.tabs(["Recompiles", "Graph breaks & guards", "Caches", "Specializations"])
         with tabs[0]:
             recompiles_tab(filters)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.dashboard.apptest import assert_clean, open_page
+from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.expected import cache_lookups, graph_keys_per_pool
 from tests.dashboard.seed import GB_ID, STORM_REASON, STORM_RECOMPILES
@@ -46,6 +46,11 @@ def test_compile_health_tabs_match_the_seed(seeded: SeededService) -> None:
     assert int(health["lookups"].sum()) == sum(lookups.values())
     assert int(health["hits"].sum()) == lookups["hit"]
     assert int(health["misses"].sum()) == lookups["miss"]
+
+    assert metric(at, "Recompiles") == str(STORM_RECOMPILES)
+    assert metric(at, "Compile seconds") == f"{sum(r.compile_ms for r in seeded.facts.requests) / 1000:,.1f} s"
+    assert metric(at, "Graph breaks") == str(breaks["events"].sum())
+    assert metric(at, "Cache hit ratio") == f"{100 * lookups['hit'] / sum(lookups.values()):.2f} %"
 
     specs = frame_with(at, "total_graph_keys")
     got = {(r.model, r.hw_pool): r.active_graph_keys for r in specs.itertuples()}
