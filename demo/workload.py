@@ -13,9 +13,9 @@ Traffic classes (tenants in brackets):
   :mod:`inferensics.demo.incidents`).
 
 Hardware pools are labels of serving workers: ``cpu-a`` runs the decoder, ``cpu-b`` runs the decoder and
-the Hugging Face model. Two bundles: ``baseline`` serves both pools; the ``candidate`` bundle (a canary on
-pool ``cpu-b``) receives a mirrored copy of a sample of pool ``cpu-b``'s traffic, so the two bundles can be
-compared on identical inputs.
+the Hugging Face model. Two bundles: ``baseline`` serves both pools; the ``candidate`` bundle (a shadow
+canary on pool ``cpu-b``) receives a mirrored copy of pool ``cpu-b``'s traffic (incidents aside), so the two
+bundles can be compared on identical inputs.
 
 Dynamic-shape policy (:data:`POLICY_TEXT`, printed by ``inferensics demo``):
 
@@ -285,11 +285,11 @@ def _scripted(duration_s: float, storm_onset_s: float) -> list[RequestSpec]:
     return specs
 
 
-def build_workload(seed: int = 0, duration_s: float = 120.0, rate: float = 2.0) -> Workload:
+def build_workload(seed: int = 0, duration_s: float = 120.0, rate: float = 3.0) -> Workload:
     """Draw a request stream: Poisson arrivals at ``rate`` per second for ``duration_s``, plus incidents.
 
-    At least 8 requests of pool ``cpu-b`` are mirrored to the canary (about a third on long runs), so that
-    even a short run gives the canary comparison matched inputs.
+    Every request of pool ``cpu-b`` that carries no incident is mirrored to the canary (shadow traffic), so
+    the canary comparison has input-matched pairs even on a short run.
     """
     if duration_s <= 0 or rate <= 0:
         raise ValueError(f"duration ({duration_s}) and rate ({rate}) must be positive")
@@ -303,10 +303,13 @@ def build_workload(seed: int = 0, duration_s: float = 120.0, rate: float = 2.0) 
     specs = [replace(s, incident="storm") if s.spec_tokens else s for s in specs]
     specs += _scripted(duration_s, storm_onset_s)
     specs.sort(key=lambda s: s.at_s)
-    candidates = [i for i, s in enumerate(specs) if s.pool == POOL_B and not s.incident]
-    mirrored = set(rng.sample(candidates, min(len(candidates), max(8, round(0.35 * len(candidates))))))
     final = [
-        replace(s, request_id=f"req-{seed:02d}-{i:05d}", input_seed=seed * 1_000_003 + i, mirror=i in mirrored)
+        replace(
+            s,
+            request_id=f"req-{seed:02d}-{i:05d}",
+            input_seed=seed * 1_000_003 + i,
+            mirror=s.pool == POOL_B and not s.incident,
+        )
         for i, s in enumerate(specs)
     ]
     return Workload(seed=seed, duration_s=duration_s, requests=tuple(final), storm_onset_s=storm_onset_s)

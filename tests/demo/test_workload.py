@@ -29,12 +29,13 @@ def test_same_seed_same_stream_other_seed_other_stream() -> None:
 
 
 def test_short_run_still_carries_every_incident_and_enough_mirrors() -> None:
-    """Even 20 s at 2 requests/s has the storm burst, two invalid and one NaN request, and 8 mirrors."""
+    """Even 20 s at 2 requests/s has the storm burst, two invalid and one NaN request, and mirrors."""
     w = build_workload(0, 20, 2)
     incidents = Counter(r.incident for r in w.requests)
     assert incidents["storm"] >= len(STORM_BURST)
     assert (incidents["invalid"], incidents["nan"]) == (2, 1)
     assert sum(r.mirror for r in w.requests) >= 8
+    assert len(w.for_canary()) == sum(r.pool == POOL_B and not r.incident for r in w.requests)
     assert all(r.pool == POOL_B and not r.incident for r in w.requests if r.mirror)
     assert all(r.pool == POOL_A for r in w.requests if r.incident == "storm")
     assert len({r.request_id for r in w.requests}) == len(w.requests)

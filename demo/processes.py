@@ -1,0 +1,157 @@
+"""The demo's child processes: the embedded collector service, the dashboard and the serving workers.
+
+Each is started with the interpreter running the demo (``python -m inferensics.cli ...``), logs to a file in
+the demo's data directory, and is stopped with SIGINT, then SIGTERM, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from inferensics.collector.client import ServiceClient, ServiceError
+
+SERVICE_READY_TIMEOUT_S = 90.0
+"""How long the service may take to open its store and answer ``/readyz``."""
+
+
+def free_port(preferred: int, host: str = "127.0.0.1") -> int:
+    """``preferred`` when it is free on ``host``, else the next free port above it (within 50)."""
+    for port in range(preferred, preferred + 50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free TCP port in {preferred}..{preferred + 49} on {host}; pass --port")
+
+
+@dataclass
+class Child:
+    """A started child process and its log file."""
+
+    name: str
+    proc: subprocess.Popen[str]
+    log_path: Path
+    _log: IO[str] | None = field(default=None, repr=False)
+
+    def alive(self) -> bool:
+        """Whether the process is still running."""
+        return self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGINT, then SIGTERM, then SIGKILL, waiting ``timeout_s`` between them."""
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            if not self.alive():
+                break
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                continue
+        if self._log is not None:
+            self._log.close()
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines of the child's log, for error messages."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _start(name: str, args: list[str], log_path: Path, env: dict[str, str], stdout_pipe: bool = False) -> Child:
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        stdout=subprocess.PIPE if stdout_pipe else log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        text=True,
+        start_new_session=True,  # Ctrl-C in the terminal reaches the demo only; it stops the children in order
+    )
+    return Child(name, proc, log_path, log)
+
+
+def start_service(data_dir: Path, port: int) -> tuple[Child, str]:
+    """Start ``inferensics serve`` on loopback with an embedded store in ``data_dir``; wait until ready.
+
+    Authentication is off: the service listens on 127.0.0.1 only (the service's loopback development
+    mode). Returns the child and the service URL.
+
+    Raises:
+        RuntimeError: the service exited or did not become ready in time; the message carries its log.
+    """
+    env = dict(os.environ, INFERENSICS_AUTH="false")
+    args = ["-m", "inferensics.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--dsn", f"chdb://{data_dir / 'store'}", "--spool-dir", str(data_dir / "spool")]
+    child = _start("service", args, data_dir / "service.log", env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + SERVICE_READY_TIMEOUT_S
+    with ServiceClient(url, timeout=5) as client:
+        while time.monotonic() < deadline:
+            if not child.alive():
+                raise RuntimeError(f"the collector service exited (code {child.proc.returncode}):\n{child.log_tail()}")
+            try:
+                if client.health().get("ready"):
+                    return child, url
+            except ServiceError:
+                pass
+            time.sleep(0.5)
+    child.stop()
+    raise RuntimeError(
+        f"the collector service was not ready after {SERVICE_READY_TIMEOUT_S:.0f} s:\n{child.log_tail()}"
+    )
+
+
+def dashboard_available() -> str:
+    """``""`` when ``inferensics dashboard`` can start here, else why not."""
+    try:
+        import streamlit  # noqa: F401
+
+        from inferensics.dashboard import launcher  # noqa: F401
+    except ImportError as exc:
+        return f"the dashboard is not available ({exc}); install the ui extra: pip install 'inferensics[ui]'"
+    return ""
+
+
+def start_dashboard(data_dir: Path, service_url: str, port: int, token: str | None) -> Child:
+    """Start ``inferensics dashboard --service URL`` on loopback."""
+    args = ["-m", "inferensics.cli", "dashboard", "--service", service_url, "--port", str(port)]
+    if token:
+        args += ["--token", token]
+    return _start("dashboard", args, data_dir / "dashboard.log", dict(os.environ))
+
+
+WorkerMessage = tuple[str, dict[str, Any]]
+"""``(worker name, one JSON line it printed)``."""
+
+
+def start_worker(name: str, data_dir: Path, args: list[str], messages: queue.Queue[WorkerMessage]) -> Child:
+    """Start ``python -m inferensics.demo.worker ARGS``; its JSON stdout lines go to ``messages``."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    child = _start(name, ["-m", "inferensics.demo.worker", *args], data_dir / f"{name}.log", env, stdout_pipe=True)
+
+    def pump() -> None:
+        assert child.proc.stdout is not None
+        for line in child.proc.stdout:
+            try:
+                messages.put((name, json.loads(line)))
+            except ValueError:
+                continue
+        messages.put((name, {"event": "exit", "code": child.proc.wait()}))
+
+    threading.Thread(target=pump, name=f"demo-{name}", daemon=True).start()
+    return child

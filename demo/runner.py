@@ -1,0 +1,240 @@
+"""``inferensics demo``: the whole pipeline on one machine, with real compiled models and real incidents.
+
+1. starts the collector service (``inferensics serve``, embedded store in the data directory), unless
+   ``--service`` names a running one, and the dashboard unless ``--no-dashboard``;
+2. starts three serving workers (pool ``cpu-a`` baseline, pool ``cpu-b`` baseline, pool ``cpu-b``
+   candidate) that serve the seeded workload through the host SDK, exporting OTLP to the service;
+3. shows progress per worker, waits until the service has stored every request, prints what happened,
+   the dashboard URL, request ids to drill into and commands to try;
+4. stays up for browsing until Ctrl-C (or exits at once with ``--exit-when-done``).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from inferensics.collector.client import ServiceClient, ServiceError
+from inferensics.demo import processes, summary
+from inferensics.demo.bundles import BUNDLES
+from inferensics.demo.worker import host_name, worker_requests
+from inferensics.demo.workload import BASELINE, CANDIDATE, POLICY_TEXT, POOL_A, POOL_B, Workload, build_workload
+
+WORKERS: tuple[tuple[str, str], ...] = ((POOL_A, BASELINE), (POOL_B, BASELINE), (POOL_B, CANDIDATE))
+"""(pool, bundle) of each serving worker."""
+INGEST_TIMEOUT_S = 120.0
+"""How long to wait for the service to store every request after the workers finish."""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """The options of ``inferensics demo`` (see the command's help)."""
+
+    duration_s: float = 120.0
+    rate: float = 3.0
+    seed: int = 0
+    dashboard: bool = True
+    port: int = 4318
+    dashboard_port: int = 8501
+    data_dir: Path | None = None
+    service_url: str | None = None
+    token: str | None = None
+    exit_when_done: bool = False
+    summary_json: Path | None = None
+    sample_rate: float = 0.05
+
+
+class DemoError(RuntimeError):
+    """The demo could not run; the message says why and what to do."""
+
+
+def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRecord:
+    """Run the demo (see the module docstring); returns what the workers reported."""
+    console = console or Console(highlight=False)
+    data_dir = opts.data_dir or Path(tempfile.mkdtemp(prefix="inferensics-demo-"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    workload = build_workload(opts.seed, opts.duration_s, opts.rate)
+    console.print(f"[bold]inferensics demo[/] seed {opts.seed}, {opts.duration_s:g} s at {opts.rate:g} requests/s")
+    console.print(POLICY_TEXT)
+    children: list[processes.Child] = []
+    record = summary.RunRecord(bundle_ids={name: b.bundle_id for name, b in BUNDLES.items()})
+    try:
+        if opts.service_url:
+            url = opts.service_url.rstrip("/")
+        else:
+            port = processes.free_port(opts.port)
+            console.print(f"starting the collector service (store in {data_dir / 'store'}) ...")
+            service, url = processes.start_service(data_dir, port)
+            children.append(service)
+        console.print(f"collector service  {url}")
+        dashboard_url = ""
+        if opts.dashboard:
+            why_not = processes.dashboard_available()
+            if why_not:
+                console.print(f"[yellow]skipping the dashboard:[/] {why_not}")
+            else:
+                dport = processes.free_port(opts.dashboard_port)
+                children.append(processes.start_dashboard(data_dir, url, dport, opts.token))
+                dashboard_url = f"http://127.0.0.1:{dport}"
+                console.print(f"dashboard          {dashboard_url}")
+        with ServiceClient(url, token=opts.token, timeout=60) as client:
+            before = _stored_requests(client)
+            record.started = datetime.now(UTC)
+            _serve(opts, url, workload=workload, data_dir=data_dir, record=record, children=children, console=console)
+            _wait_for_ingest(client, before + len(record.served), console)
+            _report(client, url, dashboard_url, record, console)
+        if opts.summary_json:
+            opts.summary_json.write_text(json.dumps(_summary_json(url, record), indent=2))
+        console.print(f"logs in {data_dir}")
+        if not opts.exit_when_done:
+            console.print("[bold]serving the dashboard until Ctrl-C[/]")
+            while all(c.alive() for c in children):
+                time.sleep(1)
+    except KeyboardInterrupt:
+        console.print("stopping ...")
+    finally:
+        for child in reversed(children):
+            child.stop()
+    return record
+
+
+def _serve(
+    opts: DemoOptions,
+    url: str,
+    *,
+    workload: Workload,
+    data_dir: Path,
+    record: summary.RunRecord,
+    children: list[processes.Child],
+    console: Console,
+) -> None:
+    """Start the workers and follow them with one progress bar each until all are done."""
+    messages: queue.Queue[processes.WorkerMessage] = queue.Queue()
+    start_at = time.time() + 2.0
+    tasks: dict[str, TaskID] = {}
+    outcomes: dict[str, Counter[str]] = {}
+    done: set[str] = set()
+    with Progress(
+        TextColumn("{task.fields[worker]:<22}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+    ) as progress:
+        for pool, bundle in WORKERS:
+            name = host_name(pool, bundle)
+            total = len(worker_requests(workload, pool, bundle))
+            args = ["--pool", pool, "--bundle", bundle, "--service", url]
+            args += ["--seed", str(opts.seed), "--duration", str(opts.duration_s), "--rate", str(opts.rate)]
+            args += ["--start-at", str(start_at), "--sample-rate", str(opts.sample_rate)]
+            if opts.token:
+                args += ["--token", opts.token]
+            children.append(processes.start_worker(name, data_dir, args, messages))
+            tasks[name] = progress.add_task(name, total=total, worker=name, status="starting (loading torch)")
+            outcomes[name] = Counter()
+        while len(done) < len(tasks):
+            try:
+                name, msg = messages.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            event = msg.get("event")
+            if event == "start":
+                progress.update(tasks[name], status="compiling and serving")
+            elif event == "served":
+                record.served[msg["request_id"]] = {**msg, "worker": name}
+                outcomes[name][msg["expected"]] += 1
+                status = " ".join(f"{k} {v}" for k, v in sorted(outcomes[name].items()))
+                progress.update(tasks[name], advance=1, status=status)
+                if note := _notable(msg):
+                    progress.console.print(f"{name:<20} {msg['request_id']}  {note}")
+            elif event == "done":
+                record.worker_stats[name] = msg.get("stats", {})
+                status = " ".join(f"{k} {v}" for k, v in sorted(outcomes[name].items()))
+                progress.update(tasks[name], status=f"done: {status}")
+            elif event == "exit":
+                done.add(name)
+                if msg.get("code"):
+                    child = next(c for c in children if c.name == name)
+                    raise DemoError(f"worker {name} failed (exit {msg['code']}):\n{child.log_tail()}")
+
+
+def _notable(msg: dict[str, Any]) -> str:
+    """A one-line account of a request worth a line above the bars (compiles and incidents), else ``""``."""
+    seconds = f"{msg['ms'] / 1000:.1f} s"
+    if msg["error"]:
+        return f"[red]failed[/] ({msg['error']}); inputs captured"
+    if msg["nan"]:
+        return f"[red]{msg['nan']} NaN logits[/] ({msg['traffic_class']}); inputs captured"
+    if msg["expected"] == "fallback":
+        return f"[yellow]eager fallback[/] after the recompile limit ({msg['incident'] or 'organic'}, {seconds})"
+    if msg["expected"] in ("compile", "recompile"):
+        return f"{msg['expected']} of {msg['model']} ({msg['incident'] or msg['traffic_class']}, {seconds})"
+    return ""
+
+
+def _stored_requests(client: ServiceClient) -> int:
+    counts = client.status().get("store", {}).get("row_counts") or {}
+    return int(counts.get("requests", 0))
+
+
+def _wait_for_ingest(client: ServiceClient, expected: int, console: Console) -> None:
+    deadline = time.monotonic() + INGEST_TIMEOUT_S
+    with console.status("waiting for the service to store every request ..."):
+        while time.monotonic() < deadline:
+            if _stored_requests(client) >= expected:
+                return
+            time.sleep(1.0)
+    console.print(f"[yellow]the service holds {_stored_requests(client)} of {expected} requests so far[/]")
+
+
+def _report(client: ServiceClient, url: str, dashboard_url: str, record: summary.RunRecord, console: Console) -> None:
+    """Print the incidents (expected vs stored), the canary verdict, ids to drill into and commands."""
+    table = Table("incident", "count", title="what happened")
+    for name, n in record.incident_counts().items():
+        table.add_row(name, str(n))
+    console.print(table)
+    try:
+        rows = summary.observed_requests(client, record.started)
+        observed = Counter(rows.get_column("outcome").to_list())
+        console.print("request outcomes (stored) " + ", ".join(f"{k} {v}" for k, v in sorted(observed.items())))
+        evidence, note = summary.canary_verdict(client, record)
+        verdict = evidence.filter(evidence.get_column("check") == "verdict").row(0, named=True)
+        console.print(f"canary verdict for {record.bundle_ids[CANDIDATE]}: [bold]{verdict['outcome']}[/] "
+                      f"({verdict['rule']}){'; ' + note if note else ''}")  # fmt: skip
+    except ServiceError as exc:
+        console.print(f"[yellow]could not read the results back:[/] {exc.message}")
+    console.print(
+        "expected outcomes        " + ", ".join(f"{k} {v}" for k, v in sorted(record.expected_outcomes().items()))
+    )
+    for why, ids in summary.drill_ids(record).items():
+        console.print(f"drill into ({why}): " + " ".join(ids))
+    if dashboard_url:
+        console.print(f"dashboard: {dashboard_url}")
+    console.print("try:")
+    for command in summary.commands(url, record, dashboard_url):
+        console.print(f"  {command}")
+
+
+def _summary_json(url: str, record: summary.RunRecord) -> dict[str, object]:
+    return {
+        "service_url": url,
+        "started": record.started.isoformat(),
+        "bundle_ids": record.bundle_ids,
+        "incidents": record.incident_counts(),
+        "expected_outcomes": dict(record.expected_outcomes()),
+        "served": record.served,
+        "worker_stats": record.worker_stats,
+        "drill_ids": summary.drill_ids(record),
+    }

@@ -1,0 +1,121 @@
+"""What the demo prints at the end: the incidents as the workers saw them and as the service reports them.
+
+Expected counts come from the workers' own account (each request's outcome as predicted by
+:class:`~inferensics.demo.serving.DispatchModel`, its error, its NaN count); observed counts come from the
+collector service: the ``requests`` rows (read-only SQL) and the analytics named queries
+``fallback_reasons``, ``recompile_storms`` and ``canary_compare``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from inferensics.collector.client import ServiceClient
+from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, POOL_B
+
+CANARY_MIN_REQUESTS = 100
+"""The analytics default of ``min_requests``; lowered to what a short run served (and said so)."""
+CANARY_MIN_PAIRS = 30
+"""The analytics default of ``min_pairs``; lowered likewise."""
+
+
+@dataclass
+class RunRecord:
+    """Everything the workers reported, keyed by request id."""
+
+    served: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each worker's ``served`` line (with ``worker``, ``expected``, ``error``, ``nan``)."""
+    worker_stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The SDK counters each worker reported when done."""
+    bundle_ids: dict[str, str] = field(default_factory=dict)
+    """Bundle name → bundle id."""
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    """When the run started (UTC)."""
+
+    def expected_outcomes(self) -> Counter[str]:
+        """Expected outcome → requests."""
+        return Counter(r["expected"] for r in self.served.values())
+
+    def incident_counts(self) -> dict[str, int]:
+        """Counts per incident as the workers saw them."""
+        s = list(self.served.values())
+        storm = [r for r in s if r["incident"] == "storm"]
+        return {
+            "storm recompiles": sum(r["expected"] == "recompile" for r in storm),
+            "fallbacks after the recompile limit": sum(r["expected"] == "fallback" for r in s),
+            "failed requests (invalid token ids)": sum(r["incident"] == "invalid" for r in s),
+            "requests with NaN logits": sum(r["nan"] > 0 for r in s),
+            "canary requests (candidate bundle)": sum(r["worker"].endswith(CANDIDATE) for r in s),
+        }
+
+    def ids(self, predicate: Any) -> list[str]:
+        """Request ids (in id order) whose served line satisfies ``predicate``."""
+        return sorted(rid for rid, r in self.served.items() if predicate(r))
+
+
+def observed_requests(client: ServiceClient, since: datetime) -> pl.DataFrame:
+    """The ``requests`` rows of this run (admin SQL; the demo's own service runs without authentication)."""
+    ts = since.strftime("%Y-%m-%d %H:%M:%S")
+    return client.sql(
+        "SELECT request_id, bundle_id, hw_pool, model, outcome, fallback_reason, recompiles, status, fp_nan, "
+        f"capture_blob != '' AS captured FROM requests WHERE ts >= toDateTime64('{ts}', 6, 'UTC')"
+    )
+
+
+def canary_verdict(client: ServiceClient, record: RunRecord, model: str = DECODER_MODEL) -> tuple[pl.DataFrame, str]:
+    """Run ``canary_compare`` on pool ``cpu-b`` for ``model``; returns the evidence and a note on thresholds.
+
+    On a short run fewer requests than the analytics defaults need are served; the thresholds are then
+    lowered to what was served, and the note says so.
+    """
+    served = [r for r in record.served.values() if r["model"] == model and r["worker"].endswith(CANDIDATE)]
+    min_requests = max(1, min(CANARY_MIN_REQUESTS, len(served)))
+    min_pairs = max(1, min(CANARY_MIN_PAIRS, len(served)))
+    note = ""
+    if min_requests < CANARY_MIN_REQUESTS:
+        note = f"short run: min_requests={min_requests}, min_pairs={min_pairs} (defaults 100 and 30)"
+    frame = client.query(
+        "canary_compare",
+        model=model,
+        hw_pool=POOL_B,
+        baseline=record.bundle_ids["baseline"],
+        candidate=record.bundle_ids[CANDIDATE],
+        start=record.started - timedelta(minutes=1),
+        end=datetime.now(UTC) + timedelta(minutes=1),
+        min_requests=min_requests,
+        min_pairs=min_pairs,
+    )
+    return frame, note
+
+
+def drill_ids(record: RunRecord) -> dict[str, list[str]]:
+    """Request ids worth opening in the dashboard's drill-down, by why."""
+    picks = {
+        "first compile": record.ids(lambda r: r["expected"] == "compile")[:1],
+        "storm recompiles": record.ids(lambda r: r["expected"] == "recompile" and r["incident"] == "storm")[:3],
+        "fallbacks (recompile limit)": record.ids(lambda r: r["expected"] == "fallback")[:3],
+        "failed, inputs captured": record.ids(lambda r: bool(r["error"])),
+        "NaN logits, inputs captured": record.ids(lambda r: r["nan"] > 0),
+    }
+    pairs = record.ids(lambda r: r["worker"].endswith(CANDIDATE) and r["model"] == DECODER_MODEL)[:1]
+    picks["canary pair (baseline / candidate)"] = [p.removesuffix("-c") for p in pairs] + pairs
+    return {k: v for k, v in picks.items() if v}
+
+
+def commands(service_url: str, record: RunRecord, dashboard_url: str) -> list[str]:
+    """The commands to try next."""
+    out = [
+        f"inferensics report weekly --service {service_url}",
+        f"inferensics canary compare --baseline {record.bundle_ids.get('baseline', '?')} "
+        f"--candidate {record.bundle_ids.get(CANDIDATE, '?')} --model {DECODER_MODEL} --hw-pool {POOL_B} "
+        f"--service {service_url}",
+        f"inferensics status --service {service_url}",
+    ]
+    if not dashboard_url:
+        out.append(f"inferensics dashboard --service {service_url}")
+    return out

@@ -1,0 +1,145 @@
+"""A short ``inferensics demo`` end to end, checked through the service client and the analytics queries.
+
+The test starts a collector service, runs the real command against it (``--service``, three worker
+processes compiling real models), then reads everything back over HTTP: every request's outcome against
+what the workers expected, each incident's count through the named queries, and the canary verdict.
+
+A 20-second run serves far fewer requests than the canary defaults ask for (100 per side, 30 pairs), so the
+comparison here lowers ``min_requests`` and ``min_pairs`` to what the run served; every other threshold is
+the analytics default.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import polars as pl
+import pytest
+
+from inferensics.collector.client import ServiceClient
+from inferensics.demo import processes
+from inferensics.demo.workload import DECODER_MODEL, HF_MODEL, POOL_A, POOL_B
+
+pytestmark = pytest.mark.slow
+
+DEMO_TIMEOUT_S = 900
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A collector service of the test's own, on loopback, with an embedded store."""
+    data_dir = tmp_path_factory.mktemp("demo-service")
+    child, url = processes.start_service(data_dir, processes.free_port(4460))
+    try:
+        yield url
+    finally:
+        child.stop()
+
+
+@pytest.fixture(scope="module")
+def run(service: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Run ``inferensics demo`` for 20 s against the service; returns its summary JSON."""
+    out = tmp_path_factory.mktemp("demo-run")
+    summary = out / "summary.json"
+    command = [sys.executable, "-m", "inferensics.cli", "demo", "--service", service, "--duration", "20"]
+    command += ["--rate", "3", "--seed", "0", "--no-dashboard", "--exit-when-done"]
+    command += ["--data-dir", str(out), "--summary-json", str(summary)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=DEMO_TIMEOUT_S, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    data: dict[str, Any] = json.loads(summary.read_text())
+    data["stdout"] = result.stdout
+    return data
+
+
+@pytest.fixture(scope="module")
+def client(service: str) -> Iterator[ServiceClient]:
+    """A client of the test's service."""
+    with ServiceClient(service) as c:
+        yield c
+
+
+def _window(run: dict[str, Any]) -> dict[str, datetime]:
+    started = datetime.fromisoformat(run["started"])
+    return {"start": started - timedelta(minutes=5), "end": datetime.now(UTC) + timedelta(minutes=5)}
+
+
+def _rows(client: ServiceClient) -> pl.DataFrame:
+    return client.sql(
+        "SELECT request_id, hw_pool, bundle_id, model, outcome, fallback_reason, recompiles, status, fp_nan, "
+        "capture_blob != '' AS captured FROM requests ORDER BY request_id"
+    )
+
+
+def test_every_request_is_stored_and_classified_as_dispatch_predicts(
+    run: dict[str, Any], client: ServiceClient
+) -> None:
+    """One row per served request; each outcome equals the dispatch model's; fallbacks name their reason."""
+    rows = _rows(client)
+    served = run["served"]
+    assert sorted(rows.get_column("request_id").to_list()) == sorted(served)
+    got = {r["request_id"]: r for r in rows.iter_rows(named=True)}
+    mismatched = {
+        rid: (s["expected"], got[rid]["outcome"]) for rid, s in served.items() if s["expected"] != got[rid]["outcome"]
+    }
+    assert not mismatched, f"expected vs stored outcome: {mismatched}"
+    outcomes = Counter(r["outcome"] for r in got.values())
+    assert {"hit", "compile", "recompile", "fallback", "eager", "error"} <= set(outcomes)
+    assert all(r["fallback_reason"] == "recompile_limit" for r in got.values() if r["outcome"] == "fallback")
+
+
+def test_incidents_are_visible_through_the_analytics_queries(run: dict[str, Any], client: ServiceClient) -> None:
+    """Storm, fallbacks, failed and NaN requests: counts from named queries equal what the workers saw."""
+    window = _window(run)
+    incidents = run["incidents"]
+    storms = client.query("recompile_storms", model=DECODER_MODEL, hw_pool=POOL_A, min_recompiles=3, **window)
+    assert storms.height >= 1
+    assert int(storms.get_column("recompiles").sum()) == incidents["storm recompiles"]
+    reasons = client.query("fallback_reasons", **window)
+    limit = reasons.filter(pl.col("fallback_reason") == "recompile_limit")
+    assert int(limit.get_column("fallbacks").sum()) == incidents["fallbacks after the recompile limit"]
+    rows = _rows(client)
+    failed = rows.filter(pl.col("status") == "error")
+    assert failed.height == incidents["failed requests (invalid token ids)"] == 2
+    nan = rows.filter(pl.col("fp_nan") > 0)
+    assert nan.height == incidents["requests with NaN logits"] == 1
+    assert all(failed.get_column("captured"))
+    assert all(nan.get_column("captured"))
+    detail = client.query("request_detail", request_id=failed.get_column("request_id")[0])
+    assert detail.height >= 1
+
+
+@pytest.mark.parametrize("model", [DECODER_MODEL, HF_MODEL])
+def test_canary_verdict_for_the_faulty_candidate_is_fail(
+    run: dict[str, Any], client: ServiceClient, model: str
+) -> None:
+    """On pool cpu-b, input-matched pairs disagree: the candidate with the faulty decomposition fails."""
+    served = sum(1 for s in run["served"].values() if s["model"] == model and s["worker"].endswith("candidate-0"))
+    frame = client.query(
+        "canary_compare",
+        model=model,
+        hw_pool=POOL_B,
+        baseline=run["bundle_ids"]["baseline"],
+        candidate=run["bundle_ids"]["candidate"],
+        min_requests=served,
+        min_pairs=min(served, 30),
+        **_window(run),
+    )
+    verdict = frame.filter(pl.col("check") == "verdict").row(0, named=True)
+    agreement = frame.filter(pl.col("metric") == "argmax_agreement").row(0, named=True)
+    assert verdict["outcome"] == "fail", frame
+    assert agreement["outcome"] == "fail"
+    assert agreement["baseline"] == served  # every mirrored request found its baseline twin
+
+
+def test_summary_names_what_to_try(run: dict[str, Any]) -> None:
+    """The printed summary carries the incident table, drill-down ids and the report and canary commands."""
+    out = run["stdout"]
+    for text in ("what happened", "drill into", "inferensics report weekly --service", "inferensics canary compare"):
+        assert text in out
+    assert run["drill_ids"]["fallbacks (recompile limit)"]
