@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import ssl
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
@@ -55,7 +56,8 @@ class ServiceClient:
         self.url = (url or os.environ.get(SERVICE_URL_ENV) or DEFAULT_URL).rstrip("/")
         token = token if token is not None else os.environ.get(TOKEN_ENV)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, verify=verify)
+        tls: bool | ssl.SSLContext = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, verify=tls)
 
     def close(self) -> None:
         """Close the connection pool."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -37,6 +38,7 @@ class RunningService:
     env: dict[str, str]
     proc: subprocess.Popen[bytes] | None = None
     via_cli: bool = False
+    ca: str = ""
     log: Path = field(init=False)
     clients: list[ServiceClient] = field(default_factory=list)
 
@@ -46,7 +48,7 @@ class RunningService:
     @property
     def url(self) -> str:
         """The base URL."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ca else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def dsn(self) -> str:
@@ -67,22 +69,31 @@ class RunningService:
         ]  # fmt: skip
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        assert self.proc is not None
+        verify: bool | ssl.SSLContext = ssl.create_default_context(cafile=self.ca) if self.ca else True
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"service exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return self
+                if httpx.get(f"{self.url}/readyz", timeout=1, verify=verify).status_code == 200:
+                    return
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        self.stop()
         raise RuntimeError(f"service not ready after {timeout} s:\n{self.log.read_text()[-3000:]}")
 
     def client(self, token: str | None = ADMIN) -> ServiceClient:
         """A client with the given token (admin by default); closed by :meth:`stop`."""
-        client = ServiceClient(self.url, token=token, timeout=30)
+        client = ServiceClient(self.url, token=token, timeout=30, verify=self.ca or True)
         self.clients.append(client)
         return client
 
@@ -106,9 +117,9 @@ class RunningService:
                 self.proc.wait(30)
 
 
-def new_service(root: Path, *, via_cli: bool = False, **settings: str) -> RunningService:
+def new_service(root: Path, *, via_cli: bool = False, ca: str = "", **settings: str) -> RunningService:
     """A service (not started) in ``root`` with the test tokens and the given ``INFERENSICS_*`` settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     env.update({"INFERENSICS_TOKENS": TOKENS, "INFERENSICS_BATCH_MAX_AGE_S": "0.2"})
     env.update({f"INFERENSICS_{k.upper()}": v for k, v in settings.items()})
-    return RunningService(root=root, port=free_port(), env=env, via_cli=via_cli)
+    return RunningService(root=root, port=free_port(), env=env, via_cli=via_cli, ca=ca)

@@ -43,7 +43,9 @@ def nanos(ts: datetime) -> int:
 
 
 @contextmanager
-def tracer(url: str, token: str | None, *, gzip: bool = False, timeout: float = 30) -> Iterator[Tracer]:
+def tracer(
+    url: str, token: str | None, *, gzip: bool = False, timeout: float = 30, certificate: str | None = None
+) -> Iterator[Tracer]:
     """A tracer whose spans go to ``url`` through the real OTLP/HTTP protobuf exporter; flushed on exit."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     exporter = OTLPSpanExporter(
@@ -51,6 +53,7 @@ def tracer(url: str, token: str | None, *, gzip: bool = False, timeout: float = 
         headers=headers,
         timeout=timeout,
         compression=Compression.Gzip if gzip else Compression.NoCompression,
+        certificate_file=certificate,
     )
     provider = TracerProvider(resource=Resource.create({"service.name": "test-host", "host.name": "host-a"}))
     provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=256, schedule_delay_millis=50))
