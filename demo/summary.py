@@ -29,7 +29,7 @@ class RunRecord:
     """Everything the workers reported, keyed by request id."""
 
     served: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Each worker's ``served`` line (with ``worker``, ``expected``, ``error``, ``nan``)."""
+    """Each worker's ``served`` line (with ``worker``, ``bundle``, ``expected``, ``error``, ``nan``)."""
     worker_stats: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The SDK counters each worker reported when done."""
     bundle_ids: dict[str, str] = field(default_factory=dict)
@@ -50,7 +50,7 @@ class RunRecord:
             "fallbacks after the recompile limit": sum(r["expected"] == "fallback" for r in s),
             "failed requests (invalid token ids)": sum(r["incident"] == "invalid" for r in s),
             "requests with NaN logits": sum(r["nan"] > 0 for r in s),
-            "canary requests (candidate bundle)": sum(r["worker"].endswith(CANDIDATE) for r in s),
+            "canary requests (candidate bundle)": sum(r["bundle"] == CANDIDATE for r in s),
         }
 
     def ids(self, predicate: Any) -> list[str]:
@@ -73,7 +73,7 @@ def canary_verdict(client: ServiceClient, record: RunRecord, model: str = DECODE
     On a short run fewer requests than the analytics defaults need are served; the thresholds are then
     lowered to what was served, and the note says so.
     """
-    served = [r for r in record.served.values() if r["model"] == model and r["worker"].endswith(CANDIDATE)]
+    served = [r for r in record.served.values() if r["model"] == model and r["bundle"] == CANDIDATE]
     min_requests = max(1, min(CANARY_MIN_REQUESTS, len(served)))
     min_pairs = max(1, min(CANARY_MIN_PAIRS, len(served)))
     note = ""
@@ -102,7 +102,7 @@ def drill_ids(record: RunRecord) -> dict[str, list[str]]:
         "failed, inputs captured": record.ids(lambda r: bool(r["error"])),
         "NaN logits, inputs captured": record.ids(lambda r: r["nan"] > 0),
     }
-    pairs = record.ids(lambda r: r["worker"].endswith(CANDIDATE) and r["model"] == DECODER_MODEL)[:1]
+    pairs = record.ids(lambda r: r["bundle"] == CANDIDATE and r["model"] == DECODER_MODEL)[:1]
     picks["canary pair (baseline / candidate)"] = [p.removesuffix("-c") for p in pairs] + pairs
     return {k: v for k, v in picks.items() if v}
 

@@ -104,6 +104,8 @@ def serve(args: argparse.Namespace) -> None:
         _emit(
             "served",
             request_id=spec.request_id,
+            pool=args.pool,
+            bundle=args.bundle,
             model=spec.model,
             traffic_class=spec.traffic_class,
             incident=spec.incident,

@@ -119,7 +119,7 @@ def test_canary_verdict_for_the_faulty_candidate_is_fail(
     run: dict[str, Any], client: ServiceClient, model: str
 ) -> None:
     """On pool cpu-b, input-matched pairs disagree: the candidate with the faulty decomposition fails."""
-    served = sum(1 for s in run["served"].values() if s["model"] == model and s["worker"].endswith("candidate-0"))
+    served = sum(1 for s in run["served"].values() if s["model"] == model and s["bundle"] == "candidate")
     frame = client.query(
         "canary_compare",
         model=model,
