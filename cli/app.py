@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from inferensics.cli import dashboard_commands, report_commands, service_commands, store_commands
+from inferensics.cli import (
+    dashboard_commands,
+    demo_commands,
+    report_commands,
+    service_commands,
+    store_commands,
+    trace_commands,
+)
 
 app = typer.Typer(
     name="inferensics",
@@ -14,9 +21,11 @@ app = typer.Typer(
     add_completion=False,
 )
 store_commands.register(app)
+trace_commands.register(app)
 service_commands.register(app)
 dashboard_commands.register(app)
 report_commands.register(app)
+demo_commands.register(app)
 
 
 def main() -> None:
