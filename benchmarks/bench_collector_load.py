@@ -83,10 +83,36 @@ def free_port() -> int:
 
 def rss_kib(pid: int) -> tuple[int, int]:
     """Current and peak resident set size of ``pid`` in KiB."""
-    fields = dict(
-        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
-    )
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def decode_costs(bodies: list[bytes], spans: int) -> None:
+    """CPU time per span of each stage of the ingest hot path, in this process (robust to a loaded machine)."""
+    from inferensics.collector.service.decode import decode_request, parse_request
+    from inferensics.collector.service.spool import encode_record
+
+    decode_request(parse_request(bodies[0], None)).tables()  # warm up (plans, first Arrow conversions)
+    for fast in (True, False):
+        totals = [0.0, 0.0, 0.0, 0.0]
+        for body in bodies:
+            t0 = time.process_time()
+            message = parse_request(body, None)
+            t1 = time.process_time()
+            decoded = decode_request(message, fast=fast)
+            t2 = time.process_time()
+            tables = {m.TABLE.name: t for m, t in decoded.tables().items()}
+            t3 = time.process_time()
+            encode_record(tables)
+            t4 = time.process_time()
+            for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                totals[i] += dt
+        n = spans * len(bodies)
+        parse, rows, arrow, ipc = (x / n * 1e6 for x in totals)
+        path = "fast path" if fast else "pydantic path"
+        total = parse + rows + arrow + ipc
+        print(f"{path:14s} CPU us/span: parse {parse:.1f}, rows {rows:.1f}, arrow {arrow:.1f}, spool record {ipc:.1f}")
+        print(f"{'':14s} total {total:.1f} us/span: one core decodes {1e6 / total:,.0f} spans/s")
 
 
 def main() -> None:
@@ -96,7 +122,11 @@ def main() -> None:
     ap.add_argument("--spans", type=int, default=2000, help="spans per export request")
     ap.add_argument("--pool", type=int, default=16, help="distinct pre-encoded bodies (cycled)")
     ap.add_argument("--dir", default="", help="data directory (default: a temporary one, removed)")
+    ap.add_argument("--decode-only", action="store_true", help="only print the CPU cost per span of each stage")
     args = ap.parse_args()
+    if args.decode_only:
+        decode_costs(make_bodies(args.pool, args.spans), args.spans)
+        return
 
     root = Path(args.dir or tempfile.mkdtemp(prefix="inferensics-bench-"))
     port = free_port()
@@ -168,7 +198,7 @@ def main() -> None:
             counts = client.get("/api/v1/status").json()["store"]["row_counts"]
         rss, hwm = rss_kib(proc.pid)
         lat = sorted(latencies)
-        q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [lat[0]] * 99
+        q = statistics.quantiles(lat, n=100, method="inclusive") if len(lat) >= 2 else [lat[0]] * 99
         print(f"sent for {send_s:.1f} s with {args.concurrency} connections, {args.spans} spans/request")
         print(f"acknowledged      {acked[0]:,} spans ({acked[0] / send_s:,.0f} spans/s while sending); "
               f"refused requests {refused[0]}")  # fmt: skip
