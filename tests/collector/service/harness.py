@@ -39,6 +39,7 @@ class RunningService:
     proc: subprocess.Popen[bytes] | None = None
     via_cli: bool = False
     ca: str = ""
+    dsn_override: str = ""
     log: Path = field(init=False)
     clients: list[ServiceClient] = field(default_factory=list)
 
@@ -53,15 +54,15 @@ class RunningService:
     @property
     def dsn(self) -> str:
         """The store DSN the service owns."""
-        return f"chdb://{self.root / 'db'}"
+        return self.dsn_override or f"chdb://{self.root / 'db'}"
 
     @property
     def spool_dir(self) -> Path:
         """The spool directory."""
         return self.root / "spool"
 
-    def start(self, timeout: float = 90.0) -> RunningService:
-        """Start the process and wait until ``/readyz`` answers 200."""
+    def start(self, timeout: float = 90.0, *, ready: str = "/readyz") -> RunningService:
+        """Start the process and wait until ``ready`` (``/readyz``, or ``/healthz``) answers 200."""
         entry = ["inferensics.cli", "serve"] if self.via_cli else ["inferensics.collector.service"]
         cmd = [
             sys.executable, "-m", *entry,
@@ -70,13 +71,13 @@ class RunningService:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            self._wait_ready(timeout)
+            self._wait_ready(timeout, ready)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _wait_ready(self, timeout: float, path: str) -> None:
         assert self.proc is not None
         verify: bool | ssl.SSLContext = ssl.create_default_context(cafile=self.ca) if self.ca else True
         deadline = time.monotonic() + timeout
@@ -84,7 +85,7 @@ class RunningService:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"service exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1, verify=verify).status_code == 200:
+                if httpx.get(f"{self.url}{path}", timeout=1, verify=verify).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

@@ -198,3 +198,25 @@ def test_wrong_token_is_401_counted_and_writes_nothing(service: RunningService) 
             bad.status()
     finally:
         bad.close()
+
+
+def test_server_dsn_with_nothing_listening_spools_and_says_so(tmp_path: Path) -> None:
+    """A ClickHouse server DSN whose port has nothing listening: the service starts, is alive but not
+    ready, acknowledges into the spool, and reports why the store is unavailable. (No real server exists
+    on this machine to bring up afterwards; the recovery half is covered by the fault-control test.)"""
+    from tests.collector.service.harness import free_port
+
+    svc = new_service(tmp_path)
+    svc.dsn_override = f"http://default@127.0.0.1:{free_port()}/inferensics"
+    svc.start(ready="/healthz")
+    try:
+        assert httpx.get(f"{svc.url}/readyz").status_code == 503
+        with httpx.Client(timeout=30) as http:
+            assert post(http, svc.url, batch("nodb", 0, 30)[1]).status_code == 200
+        status = svc.client().status()
+        assert status["store"]["ok"] is False
+        assert "cannot open store" in status["store"]["last_error"]
+        assert status["spool"]["bytes"] > 0
+        assert "error" in status["store"]
+    finally:
+        svc.stop()
