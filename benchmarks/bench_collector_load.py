@@ -1,6 +1,7 @@
 """Load the collector service with pre-encoded OTLP request spans over loopback; print throughput and latency.
 
 Usage: python benchmarks/bench_collector_load.py [--seconds 20] [--concurrency 4] [--spans 2000]
+       [--decode-workers 2] [--decode-only]
 
 Starts ``python -m inferensics.collector.service`` on a free loopback port with an embedded store in a
 temporary directory, pre-encodes a pool of ExportTraceServiceRequest bodies (protobuf; one span per
@@ -122,6 +123,7 @@ def main() -> None:
     ap.add_argument("--spans", type=int, default=2000, help="spans per export request")
     ap.add_argument("--pool", type=int, default=16, help="distinct pre-encoded bodies (cycled)")
     ap.add_argument("--dir", default="", help="data directory (default: a temporary one, removed)")
+    ap.add_argument("--decode-workers", type=int, default=0, help="service setting decode_workers")
     ap.add_argument("--decode-only", action="store_true", help="only print the CPU cost per span of each stage")
     args = ap.parse_args()
     if args.decode_only:
@@ -133,6 +135,7 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     env["INFERENSICS_TOKENS"] = f"{TOKEN}=admin"
+    env["INFERENSICS_DECODE_WORKERS"] = str(args.decode_workers)
     cmd = [sys.executable, "-m", "inferensics.collector.service", "--port", str(port),
            "--dsn", f"chdb://{root / 'db'}", "--spool-dir", str(root / "spool")]  # fmt: skip
     print(f"encoding {args.pool} bodies of {args.spans} spans ...", flush=True)
@@ -199,7 +202,8 @@ def main() -> None:
         rss, hwm = rss_kib(proc.pid)
         lat = sorted(latencies)
         q = statistics.quantiles(lat, n=100, method="inclusive") if len(lat) >= 2 else [lat[0]] * 99
-        print(f"sent for {send_s:.1f} s with {args.concurrency} connections, {args.spans} spans/request")
+        print(f"sent for {send_s:.1f} s with {args.concurrency} connections, {args.spans} spans/request, "
+              f"decode_workers={args.decode_workers}, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
         print(f"acknowledged      {acked[0]:,} spans ({acked[0] / send_s:,.0f} spans/s while sending); "
               f"refused requests {refused[0]}")  # fmt: skip
         print(f"sustained         {written:,.0f} rows in the store after {total_s:.1f} s: "

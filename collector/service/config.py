@@ -67,6 +67,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         int,
         "Largest request body, after gunzip; larger bodies get 413.",
     ),
+    Setting(
+        "decode_workers",
+        "INFERENSICS_DECODE_WORKERS",
+        0,
+        int,
+        "Processes that decode OTLP bodies (0: decode in the service process; the GIL keeps that on one core).",
+    ),
     Setting("retry_after_s", "INFERENSICS_RETRY_AFTER_S", 5, int, "Retry-After seconds sent with 429/503."),
     Setting(
         "auth",
@@ -104,6 +111,7 @@ class ServiceConfig:
     batch_max_bytes: int = 64 << 20
     batch_max_age_s: float = 1.0
     max_body_bytes: int = 32 << 20
+    decode_workers: int = 0
     retry_after_s: int = 5
     auth: bool = True
     tls_cert: str = ""

@@ -43,6 +43,10 @@ class BadRequestError(ValueError):
         self.status = status
         self.message = message
 
+    def __reduce__(self) -> tuple[type[BadRequestError], tuple[int, str]]:
+        # keeps both fields when it crosses from a decode process
+        return (type(self), (self.status, self.message))
+
 
 @dataclass
 class Decoded:

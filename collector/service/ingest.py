@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from google.protobuf import json_format
@@ -25,34 +27,74 @@ class IngestResult:
     headers: dict[str, str]
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One body decoded into a spool record (picklable: it may come back from a decode process)."""
+
+    spans: int
+    rows: int
+    record: bytes
+    rejected_spans: int
+    rejected_rows: dict[str, int]
+    error_message: str
+
+
+def prepare(raw: bytes, content_type: str | None, content_encoding: str | None, limit: int) -> Prepared:
+    """Decompress, parse and decode a body and frame its rows as a spool record.
+
+    Raises:
+        BadRequestError: the body is malformed, too large or of an unsupported type.
+    """
+    decoded = read_body(raw, content_type, content_encoding, limit)
+    rows = decoded.row_count
+    record = encode_record({m.TABLE.name: t for m, t in decoded.tables().items()}) if rows else b""
+    return Prepared(
+        decoded.spans, rows, record, decoded.rejected_spans, dict(decoded.rejected_rows), decoded.error_message()
+    )
+
+
 class Ingest:
-    """Decode, validate, spool (fsync), then answer; runs in a worker thread per request."""
+    """Decode, validate, spool (fsync), then answer; runs in a worker thread per request.
+
+    With ``decode_workers`` > 0 the decoding runs in that many processes (the GIL otherwise keeps it on one
+    core); appending to the spool and answering stay here.
+    """
 
     def __init__(self, config: ServiceConfig, spool: Spool, metrics: Metrics, store_ok: Callable[[], bool]) -> None:
         self.config = config
         self.spool = spool
         self.metrics = metrics
         self._store_ok = store_ok
+        self._pool: ProcessPoolExecutor | None = None
+        if config.decode_workers:
+            self._pool = ProcessPoolExecutor(config.decode_workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def close(self) -> None:
+        """Stop the decode processes."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def handle(self, raw: bytes, content_type: str | None, content_encoding: str | None) -> IngestResult:
         """Handle one export request body."""
         media = (content_type or PROTOBUF).split(";")[0].strip().lower()
         answer_json = media == JSON
+        limit = self.config.max_body_bytes
         try:
-            decoded = read_body(raw, content_type, content_encoding, self.config.max_body_bytes)
+            if self._pool is not None:
+                prepared = self._pool.submit(prepare, raw, content_type, content_encoding, limit).result()
+            else:
+                prepared = prepare(raw, content_type, content_encoding, limit)
         except BadRequestError as exc:
             reason = {413: "too_large", 415: "unsupported_media"}.get(exc.status, "malformed")
             self.metrics.inc("rejected", label=reason)
             return error(exc.status, exc.message)
-        self.metrics.inc("received_spans", decoded.spans)
-        self.metrics.inc("received_rows", decoded.row_count)
-        for reason, n in decoded.rejected_rows.items():
+        self.metrics.inc("received_spans", prepared.spans)
+        self.metrics.inc("received_rows", prepared.rows)
+        for reason, n in prepared.rejected_rows.items():
             self.metrics.inc("rejected", n, label=reason)
-        rows = decoded.row_count
-        if rows:
-            tables = {m.TABLE.name: t for m, t in decoded.tables().items()}
+        if prepared.rows:
             try:
-                self.spool.append(encode_record(tables), rows)
+                self.spool.append(prepared.record, prepared.rows)
             except SpoolFullError as exc:
                 self.metrics.inc("rejected", label="spool_full")
                 down = not self._store_ok()
@@ -63,11 +105,11 @@ class Ingest:
                     f"{why}{exc}; retry after {self.config.retry_after_s} s",
                     {"Retry-After": str(self.config.retry_after_s)},
                 )
-            self.metrics.inc("spooled_rows", rows)
+            self.metrics.inc("spooled_rows", prepared.rows)
         response = ExportTraceServiceResponse()
-        if decoded.rejected_spans:
-            response.partial_success.rejected_spans = decoded.rejected_spans
-            response.partial_success.error_message = decoded.error_message()
+        if prepared.rejected_spans:
+            response.partial_success.rejected_spans = prepared.rejected_spans
+            response.partial_success.error_message = prepared.error_message
         if answer_json:
             return IngestResult(200, json_format.MessageToJson(response).encode(), JSON, {})
         return IngestResult(200, response.SerializeToString(), PROTOBUF, {})

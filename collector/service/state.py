@@ -70,6 +70,7 @@ class ServiceState:
     def close(self) -> None:
         """Stop the writer and seal the open segment (it is replayed on the next start)."""
         self.writer.stop()
+        self.ingest.close()
         self.spool.close()
         for s in (self._query_store, self._sql_store, self.writer.store):
             if s is not None:

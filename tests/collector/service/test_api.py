@@ -6,15 +6,18 @@ import gzip
 import hashlib
 import io
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.testclient import TestClient
 
-from inferensics.collector.service import ServiceState
+from inferensics.collector.service import ServiceState, build_state, create_app, load_config
 from inferensics.collector.service.testing import build_request, encode_request
-from tests.collector.service.harness import ADMIN, INGEST, READ
+from inferensics.schema.store import Store
+from tests.collector.service.harness import ADMIN, INGEST, READ, TOKENS
 from tests.collector.service.otel import request
 
 PROTO = "application/x-protobuf"
@@ -189,3 +192,25 @@ def test_every_protected_route_wants_a_token(api: TestClient, token: str | None)
     ]
     for method, path in routes:
         assert api.request(method, path, headers=headers).status_code == 401, path
+
+
+def test_decode_workers_give_the_same_answers(store_dsn: str, tmp_path: Path) -> None:
+    config = load_config(
+        {"dsn": store_dsn, "spool_dir": str(tmp_path / "spool"), "batch_max_age_s": 0.05, "tokens": TOKENS,
+         "decode_workers": 1},
+        environ={},
+    )  # fmt: skip
+    state = build_state(config, open_store=lambda: Store.open(store_dsn))
+    try:
+        with TestClient(create_app(state)) as api:
+            assert ingest(api, b"\xff\xff garbage")[0] == 400
+            message = build_request([request(i, run="w") for i in range(3)])
+            message.resource_spans[0].scope_spans[0].spans.add().name = "inferensics.requests"
+            status, body = ingest(api, message.SerializeToString())
+            assert status == 200
+            response = ExportTraceServiceResponse.FromString(body)
+            assert response.partial_success.rejected_spans == 1
+            assert wait_count(state, 3) == 3
+            assert 'rejected_total{reason="malformed"} 1' in state.metrics.render()
+    finally:
+        state.close()
