@@ -19,7 +19,9 @@ from inferensics.dashboard._internal.settings import current_settings
 
 HERE = Path(__file__).resolve().parent
 
-st.set_page_config(page_title="inferensics", page_icon="🔎", layout="wide", initial_sidebar_state="expanded")
+st.set_page_config(
+    page_title="inferensics", page_icon=":material/search:", layout="wide", initial_sidebar_state="expanded"
+)
 
 sections: dict[str, list[st.Page]] = {}
 for spec in PAGES:
@@ -46,7 +48,7 @@ if not health.get("ready", False):
     st.warning(
         f"The service is up but its store is not ready ({health.get('last_error') or 'starting'}); "
         "numbers may be missing until it recovers.",
-        icon="⏳",
+        icon=":material/hourglass_top:",
     )
 
 apply_pending_filters()

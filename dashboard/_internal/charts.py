@@ -20,7 +20,18 @@ def _data(frame: pl.DataFrame) -> alt.Data:
     return alt.Data(values=frame.to_dicts())  # type: ignore[no-untyped-call]
 
 
-def time_series(frame: pl.DataFrame, x: str, values: Sequence[str], title: str, y_title: str = "") -> alt.Chart:
+def _time_axis(x: str, time_format: str) -> alt.X:
+    # Times are UTC everywhere in the product; the browser's zone must not shift the axis. (A labelExpr,
+    # because Vega-Lite's axis ``formatType: utc`` was ignored by the renderer here.)
+    return alt.X(
+        f"{x}:T", title=None, scale=alt.Scale(type="utc"),
+        axis=alt.Axis(labelExpr=f"utcFormat(datum.value, '{time_format}')", labelOverlap=True),
+    )  # fmt: skip
+
+
+def time_series(
+    frame: pl.DataFrame, x: str, values: Sequence[str], title: str, *, y_title: str = "", time_format: str = "%H:%M"
+) -> alt.Chart:
     """One line per column of ``values`` over the time column ``x``."""
     present = [v for v in values if v in frame.columns]
     long = frame.select(x, *present).unpivot(index=x, on=present, variable_name="series", value_name="value")
@@ -29,26 +40,32 @@ def time_series(frame: pl.DataFrame, x: str, values: Sequence[str], title: str, 
         alt.Chart(_data(long), title=title, height=HEIGHT)
         .mark_line(point=True)
         .encode(
-            x=alt.X(f"{x}:T", title=None),
+            x=_time_axis(x, time_format),
             y=alt.Y("value:Q", title=y_title or None),
             color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")),
-            tooltip=[alt.Tooltip(f"{x}:T", format="%H:%M"), "series:N", alt.Tooltip("value:Q", format=",.3~f")],
+            tooltip=[
+                alt.Tooltip(f"{x}:T", format="%Y-%m-%d %H:%M", formatType="utc"),
+                "series:N",
+                alt.Tooltip("value:Q", format=",.3~f"),
+            ],
         )
     )
     return chart
 
 
-def stacked_bars_over_time(frame: pl.DataFrame, x: str, value: str, color: str, title: str) -> alt.Chart:
+def stacked_bars_over_time(
+    frame: pl.DataFrame, x: str, value: str, color: str, title: str, *, time_format: str = "%H:%M"
+) -> alt.Chart:
     """Stacked bars of ``value`` per ``color`` category over the time column ``x``."""
     data = frame.select(x, value, color).with_columns(pl.col(x).cast(pl.String), pl.col(color).cast(pl.String))
     chart: alt.Chart = (
         alt.Chart(_data(data), title=title, height=HEIGHT)
         .mark_bar()
         .encode(
-            x=alt.X(f"{x}:T", title=None),
+            x=_time_axis(x, time_format),
             y=alt.Y(f"sum({value}):Q", title=None),
             color=alt.Color(f"{color}:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=300)),
-            tooltip=[alt.Tooltip(f"{x}:T", format="%Y-%m-%d %H:%M"), f"{color}:N", f"sum({value}):Q"],
+            tooltip=[alt.Tooltip(f"{x}:T", format="%Y-%m-%d %H:%M", formatType="utc"), f"{color}:N", f"sum({value}):Q"],
         )
     )
     return chart
@@ -58,7 +75,7 @@ def ranked_bars(frame: pl.DataFrame, category: str, value: str, title: str, top:
     """Horizontal bars of the ``top`` categories by ``value``, largest first."""
     data = frame.select(pl.col(category).cast(pl.String), value).sort(value, descending=True).head(top)
     chart: alt.Chart = (
-        alt.Chart(_data(data), title=title, height=max(80, 26 * data.height))
+        alt.Chart(_data(data), title=title, height=alt.Step(28))
         .mark_bar()
         .encode(
             x=alt.X(f"{value}:Q", title=None),
@@ -67,3 +84,28 @@ def ranked_bars(frame: pl.DataFrame, category: str, value: str, title: str, top:
         )
     )
     return chart
+
+
+def latency_quantiles(evidence: pl.DataFrame) -> alt.LayerChart:
+    """Canary latency: baseline and candidate quantiles, the candidate's 95 % interval as a whisker.
+
+    ``evidence`` holds the ``latency`` rows of ``canary_compare`` (metric, baseline, candidate, ci_low,
+    ci_high in ms).
+    """
+    rows = evidence.filter(pl.col("check") == "latency").select("metric", "baseline", "candidate", "ci_low", "ci_high")
+    sides = rows.unpivot(index="metric", on=["baseline", "candidate"], variable_name="side", value_name="ms")
+    y = alt.Y("metric:N", title=None, sort=None)
+    whisker = (
+        alt.Chart(_data(rows), height=alt.Step(36))
+        .mark_rule(strokeWidth=3, opacity=0.5)
+        .encode(y=y, x=alt.X("ci_low:Q", title="latency (ms)"), x2="ci_high:Q",
+                tooltip=["metric:N", alt.Tooltip("ci_low:Q", format=",.1f"), alt.Tooltip("ci_high:Q", format=",.1f")])
+    )  # fmt: skip
+    points = (
+        alt.Chart(_data(sides))
+        .mark_point(filled=True, size=90)
+        .encode(y=y, x="ms:Q", color=alt.Color("side:N", title=None, legend=alt.Legend(orient="bottom")),
+                tooltip=["metric:N", "side:N", alt.Tooltip("ms:Q", format=",.1f")])
+    )  # fmt: skip
+    layered: alt.LayerChart = alt.layer(whisker, points, title="Latency quantiles (candidate with 95 % interval)")
+    return layered

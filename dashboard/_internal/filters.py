@@ -82,6 +82,11 @@ def bucket_unit(filters: Filters) -> str:
     return "minute" if span <= timedelta(hours=6) else ("hour" if span <= timedelta(days=7) else "day")
 
 
+def time_format(unit: str) -> str:
+    """Axis label format for buckets of ``unit``."""
+    return {"minute": "%H:%M", "hour": "%m-%d %H:%M"}.get(unit, "%Y-%m-%d")
+
+
 def now() -> datetime:
     """The end of every range: ``?end=`` of the URL, else the session's pinned "now", else the next minute."""
     raw = st.query_params.get(END_PARAM)

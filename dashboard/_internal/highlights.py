@@ -1,9 +1,10 @@
-"""Error and fallback spikes, found in the per-minute series the service returns.
+"""Error and fallback spikes, found in the per-bucket series the service returns (``fleet_timeseries``).
 
-**Spike rule.** Per model, the per-minute request series is summed into 5-minute windows. A window is an
-error spike when it has at least ``MIN_EVENTS`` errors and its error rate is at least
-``max(FLOOR_RATE, FACTOR × the model's error rate over the whole range)``; the same for fallbacks.
-Recompile storms come from the analytics library's hourly storm rule (``recompile_storms``).
+**Spike rule.** Per model, the series is summed into windows: 5 minutes when the series is per minute
+(ranges up to 6 hours), else one bucket (an hour or a day). A window is an error spike when it has at least
+``MIN_EVENTS`` errors and its error rate is at least ``max(FLOOR_RATE, FACTOR × the model's error rate over
+the whole range)``; the same for fallbacks. Recompile storms come from the analytics library's hourly storm
+rule (``recompile_storms``).
 """
 
 from __future__ import annotations
@@ -17,14 +18,21 @@ import polars as pl
 from inferensics.schema import columns as col
 
 WINDOW: Final = timedelta(minutes=5)
+"""The window of a per-minute series."""
+WINDOWS: Final = {"minute": WINDOW, "hour": timedelta(hours=1), "day": timedelta(days=1)}
 MIN_EVENTS: Final = 5
 FLOOR_RATE: Final = 0.05
 FACTOR: Final = 3.0
-RULE: Final = (
-    f"a {int(WINDOW.total_seconds() // 60)}-minute window of one model with at least {MIN_EVENTS} events and a "
-    f"rate of at least max({FLOOR_RATE:.0%}, {FACTOR:g} × the model's rate over the range)"
-)
-"""The spike rule in words, shown on the page."""
+
+
+def rule(window: timedelta) -> str:
+    """The spike rule in words, shown on the page."""
+    minutes = int(window.total_seconds() // 60)
+    span = f"{minutes}-minute" if minutes < 60 else (f"{minutes // 60}-hour" if minutes < 1440 else "1-day")
+    return (
+        f"a {span} window of one model with at least {MIN_EVENTS} events and a rate of at least "
+        f"max({FLOOR_RATE:.0%}, {FACTOR:g} × the model's rate over the range)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +47,8 @@ ERRORS: Final = SpikeKind(col.ERRORS, "error")
 FALLBACKS: Final = SpikeKind(col.FALLBACKS, "fallback")
 
 
-def find_spikes(series: pl.DataFrame, kind: SpikeKind) -> pl.DataFrame:
-    """Spike windows in a per-minute series grouped by model (``fleet_timeseries(unit=minute, by=model)``).
+def find_spikes(series: pl.DataFrame, kind: SpikeKind, window: timedelta = WINDOW) -> pl.DataFrame:
+    """Spike windows of ``window`` in a series grouped by model (``fleet_timeseries(by=model)``).
 
     Columns: window_start, model, requests, <count column>, rate, model_rate; newest first.
     """
@@ -67,7 +75,7 @@ def find_spikes(series: pl.DataFrame, kind: SpikeKind) -> pl.DataFrame:
     )
     windows = (
         frame.with_columns(
-            pl.col(col.BUCKET).dt.truncate(f"{int(WINDOW.total_seconds() // 60)}m").alias("window_start")
+            pl.col(col.BUCKET).dt.truncate(f"{int(window.total_seconds() // 60)}m").alias("window_start")
         )
         .group_by("window_start", col.MODEL)
         .agg(pl.col(col.REQUESTS).sum(), pl.col(kind.column).sum())

@@ -66,7 +66,7 @@ def section_query(name: str, what: str, **params: Any) -> pl.DataFrame | None:
         return run_query(name, what, **params)
     except ServiceError as exc:
         if exc.status in (400, 404, 422):
-            st.warning(f"**{what.capitalize()}:** {exc.message.split(': ', 1)[-1]}", icon="⚠️")
+            st.warning(f"**{what.capitalize()}:** {exc.message.split(': ', 1)[-1]}", icon=":material/warning:")
             return None
         raise
 
@@ -105,20 +105,20 @@ def error_panel(exc: ServiceError) -> None:
             f"**Cannot reach the inferensics service** at `{settings.service_url}`.\n\n"
             "Start it with `inferensics serve` (or `inferensics serve --with-dashboard`), or point the "
             "dashboard at the right address with `inferensics dashboard --service URL`.",
-            icon="🔌",
+            icon=":material/cloud_off:",
         )
     elif exc.status in (401, 403):
         verb = "refused the token" if exc.status == 401 else "does not allow this token to read"
         st.error(
             f"**The service {verb}** at `{settings.service_url}`.\n\n"
             f"Pass a token with the `read` role: `inferensics dashboard --token T` or `${TOKEN_ENV}`.",
-            icon="🔒",
+            icon=":material/lock:",
         )
     elif exc.status < 500:
-        st.warning(f"**The service rejected the request:** {exc.message}", icon="⚠️")
+        st.warning(f"**The service rejected the request:** {exc.message}", icon=":material/warning:")
         return
     else:
-        st.error(f"**The service failed to answer:** {exc.message}", icon="🛑")
+        st.error(f"**The service failed to answer:** {exc.message}", icon=":material/error:")
     with st.expander("Details"):
         st.code(exc.message, language=None)
 

@@ -43,7 +43,7 @@ def show_table(
 ) -> list[int]:
     """Show ``frame`` (optionally only ``columns`` that exist); return the selected row indexes."""
     if frame.is_empty():
-        st.info(empty, icon="ℹ️")
+        st.info(empty, icon=":material/info:")
         return []
     if columns is not None:
         frame = frame.select([c for c in columns if c in frame.columns])
@@ -74,6 +74,13 @@ def ratio(numerator: float, denominator: float) -> float | None:
 def percent(value: float | None) -> str:
     """A ratio as a percent string, ``–`` for none."""
     return "–" if value is None else f"{100 * value:.2f} %"
+
+
+def duration_ms(value: float | None) -> str:
+    """A duration in milliseconds, shown in ms below a second and in seconds above."""
+    if value is None:
+        return "–"
+    return f"{value:,.1f} ms" if value < 1000 else f"{value / 1000:,.2f} s"
 
 
 def count(value: float) -> str:

@@ -6,7 +6,13 @@ import polars as pl
 import streamlit as st
 
 from inferensics.dashboard._internal import charts, queries
-from inferensics.dashboard._internal.filters import bucket_unit, current_filters, describe, request_filters
+from inferensics.dashboard._internal.filters import (
+    bucket_unit,
+    current_filters,
+    describe,
+    request_filters,
+    time_format,
+)
 from inferensics.dashboard._internal.service import run_query, section_query, service_errors
 from inferensics.dashboard._internal.tables import count, show_table, total
 from inferensics.schema import columns as col
@@ -29,7 +35,7 @@ def headline(bundles: pl.DataFrame) -> None:
     cells[3].metric("Requests served", count(total(bundles, col.REQUESTS)))
 
 
-def traffic_chart(series: pl.DataFrame, names: dict[str, str]) -> None:
+def traffic_chart(series: pl.DataFrame, names: dict[str, str], unit: str) -> None:
     """Requests per bundle over time."""
     if series.is_empty():
         return
@@ -37,7 +43,9 @@ def traffic_chart(series: pl.DataFrame, names: dict[str, str]) -> None:
         pl.col("group").replace_strict(names, default=pl.col("group")).alias(col.BUNDLE_NAME)
     )
     st.altair_chart(
-        charts.stacked_bars_over_time(labelled, col.BUCKET, col.REQUESTS, col.BUNDLE_NAME, "Requests per bundle"),
+        charts.stacked_bars_over_time(
+            labelled, col.BUCKET, col.REQUESTS, col.BUNDLE_NAME, "Requests per bundle", time_format=time_format(unit)
+        ),
         width="stretch",
     )
 
@@ -64,7 +72,7 @@ def render() -> None:
         series = section_query(queries.FLEET_TIMESERIES, "traffic per bundle", unit=bucket_unit(filters), by="bundle",
                                **filters.params())  # fmt: skip
         if series is not None:
-            traffic_chart(series.filter(pl.col("group") != ""), names)
+            traffic_chart(series.filter(pl.col("group") != ""), names, bucket_unit(filters))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import streamlit as st
 from inferensics.analytics import canary as canary_rules
 from inferensics.analytics.report import charts as report_charts
 from inferensics.analytics.report.canary import render_canary_markdown, verdict_of
-from inferensics.dashboard._internal import queries
+from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import ALL, TIME_RANGES, now
 from inferensics.dashboard._internal.options import filter_options
 from inferensics.dashboard._internal.service import run_query, section_query, service_errors
@@ -18,7 +18,11 @@ from inferensics.dashboard._internal.tables import show_table
 from inferensics.schema import columns as col
 
 DEFAULT_WINDOW = "Last 6 hours"
-VERDICT_STYLE = {"pass": (st.success, "✅"), "fail": (st.error, "❌"), "inconclusive": (st.warning, "❔")}
+VERDICT_STYLE = {
+    "pass": (st.success, ":material/check_circle:"),
+    "fail": (st.error, ":material/cancel:"),
+    "inconclusive": (st.warning, ":material/help:"),
+}
 
 
 def bundle_label(bundles: pl.DataFrame) -> dict[str, str]:
@@ -62,7 +66,7 @@ def pickers(models: list[str], traffic: list[str], bundles: pl.DataFrame) -> dic
 def verdict_banner(frame: pl.DataFrame) -> None:
     """The verdict, the rule that decided it, and the two sides' sizes."""
     verdict, rule = verdict_of(frame)
-    show, icon = VERDICT_STYLE.get(verdict, (st.info, "ℹ️"))
+    show, icon = VERDICT_STYLE.get(verdict, (st.info, ":material/info:"))
     show(f"**Verdict: {verdict.upper()}** — {rule}", icon=icon)
     row = frame.filter(pl.col("check") == "verdict").row(0, named=True)
     evidence = frame.filter(pl.col("check") != "verdict")
@@ -93,7 +97,7 @@ def render() -> None:
         verdict_banner(frame)
         evidence = frame.filter(pl.col("check") != "verdict")
         left, right = st.columns(2)
-        left.altair_chart(report_charts.canary_latency(evidence), width="stretch")
+        left.altair_chart(charts.latency_quantiles(evidence), width="stretch")
         right.altair_chart(report_charts.canary_rates(evidence), width="stretch")
         st.subheader("Evidence")
         show_table(frame, key="canary_evidence")

@@ -6,7 +6,7 @@ import polars as pl
 import streamlit as st
 
 from inferensics.dashboard._internal import charts, queries
-from inferensics.dashboard._internal.filters import Filters, bucket_unit, current_filters, describe
+from inferensics.dashboard._internal.filters import Filters, bucket_unit, current_filters, describe, time_format
 from inferensics.dashboard._internal.service import section_query, service_errors
 from inferensics.dashboard._internal.tables import count, percent, ratio, show_table, total
 from inferensics.schema import columns as col
@@ -21,19 +21,20 @@ def compile_params(filters: Filters) -> dict[str, object]:
 
 def recompiles_tab(filters: Filters) -> None:
     """Recompiles and compile time over time, and the reasons behind them."""
-    series = section_query(
-        queries.FLEET_TIMESERIES, "compiles over time", unit=bucket_unit(filters), by="model", **filters.params()
-    )
+    unit = bucket_unit(filters)
+    series = section_query(queries.FLEET_TIMESERIES, "compiles over time", unit=unit, by="model", **filters.params())
     if series is not None and series.height:
         left, right = st.columns(2)
         by_model = series.rename({"group": col.MODEL})
         left.altair_chart(
-            charts.stacked_bars_over_time(by_model, col.BUCKET, col.RECOMPILES, col.MODEL, "Recompiles by model"),
+            charts.stacked_bars_over_time(
+                by_model, col.BUCKET, col.RECOMPILES, col.MODEL, "Recompiles by model", time_format=time_format(unit)
+            ),
             width="stretch",
         )
         right.altair_chart(
             charts.stacked_bars_over_time(by_model, col.BUCKET, col.COMPILE_SECONDS, col.MODEL,
-                                          "Compile seconds in the serving path"),
+                                          "Compile seconds in the serving path", time_format=time_format(unit)),
             width="stretch",
         )  # fmt: skip
     reasons = section_query(queries.RECOMPILE_REASONS, "recompile reasons", **compile_params(filters))
@@ -90,7 +91,10 @@ def caches_tab(filters: Filters) -> None:
     if trend is not None and trend.height:
         wide = trend.pivot(col.CACHE, index=col.BUCKET, values="hit_ratio")
         caches = sorted(set(trend.get_column(col.CACHE).to_list()))
-        st.altair_chart(charts.time_series(wide, col.BUCKET, caches, "Daily hit ratio per cache"), width="stretch")
+        st.altair_chart(
+            charts.time_series(wide, col.BUCKET, caches, "Daily hit ratio per cache", time_format="%Y-%m-%d"),
+            width="stretch",
+        )
     reasons = section_query(queries.CACHE_REASONS, "miss and bypass reasons", **params)
     if reasons is not None:
         st.markdown("**Misses and bypasses by reason**")
@@ -109,14 +113,15 @@ def specializations_tab(filters: Filters) -> None:
         show_table(specs, empty="No compiles in this range.", key="specializations")
     new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
     if new is not None and new.height:
-        cumulative = (
-            new.sort("first_seen")
-            .with_columns(pl.int_range(1, pl.len() + 1).over(col.HW_POOL).alias("new_graph_keys"))
-            .rename({"first_seen": col.BUCKET})
+        unit = bucket_unit(filters)
+        per_bucket = new.select(
+            pl.col("first_seen").dt.truncate({"minute": "1m", "hour": "1h"}.get(unit, "1d")).alias(col.BUCKET),
+            col.HW_POOL,
+            pl.lit(1).alias("new_graph_keys"),
         )
         st.altair_chart(
-            charts.stacked_bars_over_time(cumulative.with_columns(pl.lit(1).alias("n")), col.BUCKET, "n", col.HW_POOL,
-                                          "New specializations (graph keys first seen) over time"),
+            charts.stacked_bars_over_time(per_bucket, col.BUCKET, "new_graph_keys", col.HW_POOL,
+                                          "New specializations (graph keys first seen)", time_format=time_format(unit)),
             width="stretch",
         )  # fmt: skip
         st.markdown("**Graph keys first seen in this range**")

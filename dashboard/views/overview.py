@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import polars as pl
 import streamlit as st
 
 from inferensics.dashboard._internal import charts, highlights, queries
-from inferensics.dashboard._internal.filters import Filters, current_filters, describe, request_filters
+from inferensics.dashboard._internal.filters import (
+    Filters,
+    bucket_unit,
+    current_filters,
+    describe,
+    request_filters,
+    time_format,
+)
 from inferensics.dashboard._internal.service import run_query, service_errors
-from inferensics.dashboard._internal.tables import count, percent, ratio, show_table, total
+from inferensics.dashboard._internal.tables import count, duration_ms, percent, ratio, show_table, total
 from inferensics.schema import columns as col
 
 SLICE = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
@@ -27,7 +36,7 @@ def headline(fleet: pl.DataFrame) -> None:
     cells[2].metric("Eager fallback rate", percent(ratio(total(fleet, col.FALLBACKS), requests)))
     cells[3].metric("Recompiles", count(total(fleet, col.RECOMPILES)))
     worst = fleet.get_column("p95_ms").max() if "p95_ms" in fleet.columns and fleet.height else None
-    cells[4].metric("Worst slice p95", "–" if worst is None else f"{float(worst):,.1f} ms")  # type: ignore[arg-type]
+    cells[4].metric("Worst slice p95", duration_ms(None if worst is None else float(worst)))  # type: ignore[arg-type]
     cells[5].metric("Compile time in serving", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s")
 
 
@@ -41,17 +50,18 @@ def storm_alerts(storms: pl.DataFrame) -> int:
             f"hour of {row['bucket']:%Y-%m-%d %H:%M} UTC: "
             f"{row[col.RECOMPILES]:,} recompiles, {row[col.COMPILE_SECONDS]:,.1f} compile s "
             f"(baseline {row['baseline_recompiles'] or 0:,.0f} recompiles).{top}",
-            icon="🌀",
+            icon=":material/cyclone:",
         )
     return storms.height
 
 
-def spike_alerts(spikes: pl.DataFrame, kind: highlights.SpikeKind, icon: str) -> int:
+def spike_alerts(spikes: pl.DataFrame, kind: highlights.SpikeKind, window: timedelta, icon: str) -> int:
     """One alert per spike window; returns how many."""
     for row in spikes.iter_rows(named=True):
-        end = row["window_start"] + highlights.WINDOW
+        start, end = row["window_start"], row["window_start"] + window
+        span = f"{start:%H:%M}–{end:%H:%M}" if window < timedelta(hours=1) else f"{start:%Y-%m-%d %H:%M}–{end:%H:%M}"
         st.warning(
-            f"**{kind.label.capitalize()} spike** · {row[col.MODEL]} · {row['window_start']:%H:%M}–{end:%H:%M} UTC: "
+            f"**{kind.label.capitalize()} spike** · {row[col.MODEL]} · {span} UTC: "
             f"{row[kind.column]:,} {kind.label}s in {row[col.REQUESTS]:,} requests ({percent(row['rate'])}, "
             f"against {percent(row['model_rate'])} over the range).",
             icon=icon,
@@ -73,22 +83,25 @@ def storm_requests(storms: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def highlight_section(filters: Filters, minutes: pl.DataFrame) -> None:
+def highlight_section(filters: Filters, series: pl.DataFrame, unit: str) -> None:
     """Storms, error spikes and fallback spikes, with the rules that find them."""
     st.subheader("Highlights")
     storms = run_query(queries.STORMS, "recompile storms", **filters.params())
-    errors = highlights.find_spikes(minutes, highlights.ERRORS)
-    fallbacks = highlights.find_spikes(minutes, highlights.FALLBACKS)
-    found = storm_alerts(storms) + spike_alerts(errors, highlights.ERRORS, "🔥")
-    found += spike_alerts(fallbacks, highlights.FALLBACKS, "🐢")
+    window = highlights.WINDOWS[unit]
+    errors = highlights.find_spikes(series, highlights.ERRORS, window)
+    fallbacks = highlights.find_spikes(series, highlights.FALLBACKS, window)
+    found = storm_alerts(storms) + spike_alerts(errors, highlights.ERRORS, window, ":material/local_fire_department:")
+    found += spike_alerts(fallbacks, highlights.FALLBACKS, window, ":material/slow_motion_video:")
     if not found:
-        st.success("No recompile storms, error spikes or fallback spikes in this range.", icon="✅")
+        st.success(
+            "No recompile storms, error spikes or fallback spikes in this range.", icon=":material/check_circle:"
+        )
     with st.expander("How highlights are found"):
         st.markdown(
             "**Recompile storm:** an hour of one model and pool whose recompiles reach max(10, 3 × the median "
             "of the 24 hours before), or whose compile seconds reach max(60 s, 3 × that median) "
             "(analytics `recompile_storms`).\n\n"
-            f"**Error / fallback spike:** {highlights.RULE}."
+            f"**Error / fallback spike:** {highlights.rule(window)}."
         )
     triggered = storm_requests(storms)
     if triggered.height:
@@ -101,25 +114,27 @@ def highlight_section(filters: Filters, minutes: pl.DataFrame) -> None:
         )
 
 
-def trend_section(minutes: pl.DataFrame) -> None:
-    """Per-minute traffic and trouble, side by side."""
-    if minutes.is_empty():
+def trend_section(series: pl.DataFrame, unit: str) -> None:
+    """Traffic and trouble per bucket, side by side."""
+    if series.is_empty():
         return
-    by_minute = (
-        minutes.group_by(col.BUCKET)
+    totals = (
+        series.group_by(col.BUCKET)
         .agg(pl.col(col.REQUESTS, col.ERRORS, col.FALLBACKS, col.RECOMPILES).sum())
         .sort(col.BUCKET)
     )
     left, right = st.columns(2)
+    fmt = time_format(unit)
     left.altair_chart(
-        charts.stacked_bars_over_time(minutes.rename({"group": col.MODEL}), col.BUCKET, col.REQUESTS, col.MODEL,
-                                      "Requests per minute by model"),
+        charts.stacked_bars_over_time(series.rename({"group": col.MODEL}), col.BUCKET, col.REQUESTS, col.MODEL,
+                                      f"Requests per {unit} by model", time_format=fmt),
         width="stretch",
     )  # fmt: skip
     right.altair_chart(
-        charts.time_series(by_minute, col.BUCKET, (col.ERRORS, col.FALLBACKS, col.RECOMPILES), "Trouble per minute"),
+        charts.time_series(totals, col.BUCKET, (col.ERRORS, col.FALLBACKS, col.RECOMPILES), f"Trouble per {unit}",
+                           time_format=fmt),
         width="stretch",
-    )
+    )  # fmt: skip
 
 
 def fleet_section(fleet: pl.DataFrame) -> None:
@@ -147,10 +162,11 @@ def render() -> None:
     st.caption(describe(filters))
     with service_errors():
         fleet = run_query(queries.FLEET, "fleet slices", **filters.params())
-        minutes = run_query(queries.FLEET_TIMESERIES, "per-minute trend", unit="minute", by="model", **filters.params())
+        unit = bucket_unit(filters)
+        series = run_query(queries.FLEET_TIMESERIES, f"trend per {unit}", unit=unit, by="model", **filters.params())
         headline(fleet)
-        highlight_section(filters, minutes)
-        trend_section(minutes)
+        highlight_section(filters, series, unit)
+        trend_section(series, unit)
         fleet_section(fleet)
         reasons = run_query(queries.FALLBACK_REASONS, "fallback reasons", **filters.params())
         st.subheader("Eager fallbacks by reason")

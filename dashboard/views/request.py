@@ -43,9 +43,9 @@ def summary(d: dict[str, Any]) -> None:
         f"bundle **{bundle}** `{d[col.BUNDLE_ID] or '–'}` · {d[col.TS]:%Y-%m-%d %H:%M:%S} UTC · shape `{d[col.SHAPE]}`"
     )
     if d[col.STATUS] == "error" and d[col.ERROR]:
-        st.error(f"**Error:** {d[col.ERROR]}", icon="🛑")
+        st.error(f"**Error:** {d[col.ERROR]}", icon=":material/error:")
     if d[col.FALLBACK_REASON]:
-        st.warning(f"**Ran eagerly:** {d[col.FALLBACK_REASON]}", icon="🐢")
+        st.warning(f"**Ran eagerly:** {d[col.FALLBACK_REASON]}", icon=":material/slow_motion_video:")
     for label, key in (("Guard failures", "guard_failure_reasons"), ("Recompile reasons", "recompile_reasons")):
         reasons = d.get(key) or []
         if reasons:
@@ -60,10 +60,13 @@ def inputs_panel(d: dict[str, Any]) -> None:
         st.success(
             f"**Inputs captured** · blob `{d[col.CAPTURE_BLOB]}` ({stored}). "
             f"This request can be replayed: `inferensics replay {d[col.REQUEST_ID]}`",
-            icon="📦",
+            icon=":material/inventory_2:",
         )
     else:
-        st.info("**Inputs not captured** for this request (capture is on for failing or sampled requests).", icon="📭")
+        st.info(
+            "**Inputs not captured** for this request (capture is on for failing or sampled requests).",
+            icon=":material/inbox:",
+        )
 
 
 def kernels_section(kernels: pl.DataFrame) -> None:
@@ -121,7 +124,7 @@ def render() -> None:
             detail = run_query(queries.REQUEST_DETAIL, "request", request_id=request_id)
         except ServiceError as exc:
             if exc.status in (400, 404):
-                st.warning(exc.message.split(": ", 1)[-1], icon="🔎")
+                st.warning(exc.message.split(": ", 1)[-1], icon=":material/search:")
                 return
             raise
         d = detail.row(0, named=True)

@@ -34,6 +34,16 @@ def spikes(requests: list[RequestEvent], counted: str) -> list[tuple[str, dateti
     return sorted(out)
 
 
+def storm_hours(requests: list[RequestEvent], floor: int = 10) -> dict[tuple[str, str, datetime], int]:
+    """Recompiles per (model, pool, hour) that reach the storm floor (the 24 hours before hold none)."""
+    per_hour = Counter(
+        (r.model, r.hw_pool, r.ts.replace(minute=0, second=0, microsecond=0))
+        for r in requests
+        for _ in range(r.recompiles)
+    )
+    return {k: n for k, n in per_hour.items() if n >= floor}
+
+
 def graph_keys_per_pool(facts: SeedFacts) -> dict[tuple[str, str], int]:
     """Distinct compiled graph keys per (model, pool)."""
     keys: dict[tuple[str, str], set[str]] = defaultdict(set)

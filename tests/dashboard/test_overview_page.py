@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from inferensics.dashboard._internal.filters import MODEL_KEY, PENDING_KEY
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
-from tests.dashboard.expected import spikes
+from tests.dashboard.expected import spikes, storm_hours
 from tests.dashboard.seed import GB_ID, MISTRAL, POOL_B, STORM_REASON, STORM_RECOMPILES
 
 pytestmark = pytest.mark.slow
@@ -31,10 +29,12 @@ def test_overview_highlights_the_storm_and_the_spikes(seeded: SeededService) -> 
     at = open_page(seeded)
     storms = [e.value for e in at.error if "Recompile storm" in e.value]
     assert storms, [e.value for e in at.error]
-    assert all(f"{MISTRAL} / {POOL_B}" in s and STORM_REASON in s for s in storms)
-    # The storm lies in one hour or straddles two; either way every storm recompile is accounted for.
-    counts = [re.search(r"(\d+) recompiles,", s) for s in storms]
-    assert sum(int(m.group(1)) for m in counts if m is not None) == STORM_RECOMPILES
+    # The storm lies in one hour or straddles two; each hour reaching the floor is one storm.
+    expected = storm_hours(seeded.facts.requests)
+    assert len(storms) == len(expected)
+    for (model, pool, hour), n in expected.items():
+        line = f"**Recompile storm** · {model} / {pool} · hour of {hour:%Y-%m-%d %H:%M} UTC: {n:,} recompiles,"
+        assert any(s.startswith(line) and STORM_REASON in s for s in storms), (line, storms)
     alerts = [w.value for w in at.warning]
     for kind, counted in (("Error spike", "errors"), ("Fallback spike", "fallbacks")):
         shown = [a for a in alerts if a.startswith(f"**{kind}**")]

@@ -1,0 +1,144 @@
+"""End to end in a real browser: the service, the dashboard (``streamlit run`` headless) and Chromium.
+
+Each page is opened at its URL with the range pinned to the seed's hour (``?end=``), its key numbers are
+read from the page as a person sees them and compared with the seeded events, and a screenshot is saved
+(and copied to /tmp/inferensics-screens/).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from inferensics.dashboard._internal.settings import REPORT_DIR_ENV
+from inferensics.dashboard.launcher import start_dashboard, wait_until_up
+from inferensics.schema import BundleEvent
+from tests.collector.service.harness import free_port
+from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP, PAGE_TIMEOUT_MS, metric, screenshot, settle
+from tests.dashboard.conftest import SeededService
+from tests.dashboard.seed import DRILL_ID, GB_ID, LLAMA, OUTPUT_CODE, STORM_RECOMPILES
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def dashboard(seeded: SeededService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The dashboard process, pointed at the seeded service; its base URL."""
+    root = tmp_path_factory.mktemp("dashboard")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
+    env[REPORT_DIR_ENV] = str(root / "reports")
+    proc = start_dashboard(port=port, service_url=seeded.url, token=seeded.token, env=env, log=root / "dashboard.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(url, proc, timeout=120)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Headless Chromium (Debian's package; Playwright never downloads a browser here)."""
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh laptop-sized tab."""
+    tab = browser.new_page(viewport=LAPTOP)
+    tab.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        yield tab
+    finally:
+        tab.close()
+
+
+def open_page(page: Page, base: str, seeded: SeededService, path: str, query: str = "") -> None:
+    """Open ``path`` with the range ending just after the seed's clock."""
+    end = (seeded.facts.now + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%MZ")
+    page.goto(f"{base}/{path}?end={end}{'&' + query if query else ''}")
+
+
+def test_overview_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
+    open_page(page, dashboard, seeded, "")
+    settle(page, charts=2)
+    requests = seeded.facts.requests
+    assert metric(page, "Requests") == f"{len(requests):,}"
+    assert metric(page, "Recompiles") == str(STORM_RECOMPILES)
+    assert metric(page, "Error rate") == f"{100 * sum(r.status == 'error' for r in requests) / len(requests):.2f} %"
+    alerts = page.locator('[data-testid="stAlert"]')
+    assert alerts.filter(has_text="Recompile storm").count() >= 1
+    assert alerts.filter(has_text="Error spike").count() == 1
+    assert alerts.filter(has_text="Fallback spike").count() == 1
+    screenshot(page, tmp_path, "1-overview")
+
+
+def test_request_drilldown_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
+    open_page(page, dashboard, seeded, "request", f"request_id={DRILL_ID}")
+    settle(page, charts=1)
+    assert metric(page, "Latency") == "33.0 ms"
+    assert metric(page, "Outcome") == "hit"
+    assert page.get_by_text("Inputs captured").count() == 1
+    code = page.locator('[data-testid="stCode"] code').first.inner_text()
+    assert "triton_poi_fused_addmm_gelu_0 = async_compile.triton" in code
+    assert code.count("\n") >= OUTPUT_CODE.count("\n") - 1
+    screenshot(page, tmp_path, "2-request")
+
+
+def test_canary_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
+    open_page(page, dashboard, seeded, "canary")
+    settle(page, charts=2)
+    assert page.get_by_text("Verdict: FAIL").count() == 1
+    llama = [r for r in seeded.facts.requests if r.model == LLAMA]
+    assert metric(page, "Candidate requests") == str(sum(r.bundle_id.startswith("c") for r in llama))
+    assert metric(page, "Baseline requests") == str(sum(r.bundle_id.startswith("b") for r in llama))
+    screenshot(page, tmp_path, "3-canary")
+
+
+def test_compile_health_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
+    open_page(page, dashboard, seeded, "compile")
+    settle(page, charts=2)
+    assert metric(page, "Recompiles") == str(STORM_RECOMPILES)
+    assert metric(page, "Graph breaks") == str(
+        sum(r.fallback_reason == f"graph_break:{GB_ID}" for r in seeded.facts.requests)
+    )
+    screenshot(page, tmp_path, "4-compile-health")
+
+
+def test_bundles_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
+    open_page(page, dashboard, seeded, "bundles")
+    settle(page, charts=1)
+    hosts = {e.host for e in seeded.facts.others if isinstance(e, BundleEvent)}
+    assert metric(page, "Bundles seen") == "2"
+    assert metric(page, "Hosts registered") == str(len(hosts))
+    assert metric(page, "Requests served") == f"{len(seeded.facts.requests):,}"
+    screenshot(page, tmp_path, "5-bundles")
+
+
+def test_weekly_report_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
+    open_page(page, dashboard, seeded, "report")
+    settle(page)
+    year, number, weekday = seeded.facts.now.isocalendar()
+    week = f"{year}-W{number:02d}"
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Week").first.click()
+    page.get_by_role("option", name=week).click()
+    page.get_by_role("button", name="Produce report").click()
+    report = page.frame_locator('[data-testid="stIFrame"], iframe').first
+    report.get_by_text("Weekly recompilation and cache report").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    monday = (seeded.facts.now - timedelta(days=weekday - 1)).replace(hour=0, minute=0)
+    in_week = [r for r in seeded.facts.requests if monday <= r.ts < monday + timedelta(days=7)]
+    assert report.get_by_text(f"Requests: {len(in_week):,}").count() >= 1
+    settle(page)
+    screenshot(page, tmp_path, "6-weekly-report")
