@@ -68,6 +68,10 @@ class Ingest:
         self._pool: ProcessPoolExecutor | None = None
         if config.decode_workers:
             self._pool = ProcessPoolExecutor(config.decode_workers, mp_context=multiprocessing.get_context("spawn"))
+            # start every worker now (spawn + imports take seconds), not on the first requests
+            warm = [self._pool.submit(prepare, b"", PROTOBUF, None, 1) for _ in range(config.decode_workers)]
+            for future in warm:
+                future.result()
 
     def close(self) -> None:
         """Stop the decode processes."""
