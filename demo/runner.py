@@ -67,7 +67,8 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
     workload = build_workload(opts.seed, opts.duration_s, opts.rate)
     console.print(f"[bold]inferensics demo[/] seed {opts.seed}, {opts.duration_s:g} s at {opts.rate:g} requests/s")
     console.print(POLICY_TEXT)
-    children: list[processes.Child] = []
+    children: list[processes.Child] = []  # the service and the dashboard
+    workers: list[processes.Child] = []
     record = summary.RunRecord(bundle_ids={name: b.bundle_id for name, b in BUNDLES.items()})
     try:
         if opts.service_url:
@@ -91,20 +92,25 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
         with ServiceClient(url, token=opts.token, timeout=60) as client:
             before = _stored_requests(client)
             record.started = datetime.now(UTC)
-            _serve(opts, url, workload=workload, data_dir=data_dir, record=record, children=children, console=console)
+            _serve(opts, url, workload=workload, data_dir=data_dir, record=record, workers=workers, console=console)
             _wait_for_ingest(client, before + len(record.served), console)
             _report(client, url, dashboard_url, record, console)
         if opts.summary_json:
             opts.summary_json.write_text(json.dumps(_summary_json(url, record), indent=2))
         console.print(f"logs in {data_dir}")
-        if not opts.exit_when_done:
-            console.print("[bold]serving the dashboard until Ctrl-C[/]")
+        if not opts.exit_when_done and children:
+            console.print(f"[bold]{' and '.join(c.name for c in children)} stay up for browsing until Ctrl-C[/]")
             while all(c.alive() for c in children):
                 time.sleep(1)
+            for child in children:
+                if not child.alive():
+                    console.print(
+                        f"[yellow]{child.name} exited (code {child.proc.returncode}); see {child.log_path}[/]"
+                    )
     except KeyboardInterrupt:
         console.print("stopping ...")
     finally:
-        for child in reversed(children):
+        for child in [*workers, *reversed(children)]:
             child.stop()
     return record
 
@@ -116,7 +122,7 @@ def _serve(
     workload: Workload,
     data_dir: Path,
     record: summary.RunRecord,
-    children: list[processes.Child],
+    workers: list[processes.Child],
     console: Console,
 ) -> None:
     """Start the workers and follow them with one progress bar each until all are done."""
@@ -141,7 +147,7 @@ def _serve(
             args += ["--start-at", str(start_at), "--sample-rate", str(opts.sample_rate)]
             if opts.token:
                 args += ["--token", opts.token]
-            children.append(processes.start_worker(name, data_dir, args, messages))
+            workers.append(processes.start_worker(name, data_dir, args, messages))
             tasks[name] = progress.add_task(name, total=total, worker=name, status="starting (loading torch)")
             outcomes[name] = Counter()
         while len(done) < len(tasks):
@@ -166,7 +172,7 @@ def _serve(
             elif event == "exit":
                 done.add(name)
                 if msg.get("code"):
-                    child = next(c for c in children if c.name == name)
+                    child = next(c for c in workers if c.name == name)
                     raise DemoError(f"worker {name} failed (exit {msg['code']}):\n{child.log_tail()}")
 
 
@@ -209,6 +215,13 @@ def _report(client: ServiceClient, url: str, dashboard_url: str, record: summary
         rows = summary.observed_requests(client, record.started)
         observed = Counter(rows.get_column("outcome").to_list())
         console.print("request outcomes (stored) " + ", ".join(f"{k} {v}" for k, v in sorted(observed.items())))
+        stored = dict(zip(rows.get_column("request_id").to_list(), rows.get_column("outcome").to_list(), strict=True))
+        differ = sorted(rid for rid, r in record.served.items() if stored.get(rid, r["expected"]) != r["expected"])
+        if differ:
+            console.print(
+                f"[yellow]{len(differ)} stored outcomes differ from the dispatch the policy predicts:[/] "
+                + " ".join(f"{rid} ({record.served[rid]['expected']}→{stored[rid]})" for rid in differ[:8])
+            )
         evidence, note = summary.canary_verdict(client, record)
         verdict = evidence.filter(evidence.get_column("check") == "verdict").row(0, named=True)
         console.print(f"canary verdict for {record.bundle_ids[CANDIDATE]}: [bold]{verdict['outcome']}[/] "

@@ -73,3 +73,10 @@ def test_bundle_ids_are_content_addressed() -> None:
     assert BASELINE_BUNDLE.bundle_id.startswith("baseline-")
     assert CANDIDATE_BUNDLE.bundle_id.startswith("candidate-")
     assert BASELINE_BUNDLE.bundle_id != CANDIDATE_BUNDLE.bundle_id
+
+
+def test_public_api_is_pinned() -> None:
+    """The package root exports the workload only (the runner and models are imported from their modules)."""
+    import inferensics.demo
+
+    assert inferensics.demo.__all__ == ["POLICY_TEXT", "RequestSpec", "Workload", "build_workload"]
