@@ -18,7 +18,9 @@ def _touched() -> str:
     return f"toUInt64(uniqExactIf({col.REQUEST_ID}, {col.REQUEST_ID} != ''))"
 
 
-def _top(client: QueryClient, where_sql: str, params: dict[str, object], keys: list[str], value: str, k: int) -> pl.DataFrame:
+def _top(
+    client: QueryClient, where_sql: str, params: dict[str, object], keys: list[str], *, value: str, k: int
+) -> pl.DataFrame:
     """The ``k`` most frequent ``value``s per ``keys`` (ties broken by value), as a list column ``value``."""
     counts = client.query_frame(
         f"SELECT {', '.join(keys)}, {value}, count() AS n FROM {client.database}.graph_breaks "
@@ -49,7 +51,9 @@ def graph_breaks(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.BREAK_TYPE}",
         where.params,
     )
-    top = _top(client, where.sql, where.params, keys, col.USER_FRAME, 3).rename({col.USER_FRAME: "top_user_frames"})
+    top = _top(client, where.sql, where.params, keys, value=col.USER_FRAME, k=3).rename(
+        {col.USER_FRAME: "top_user_frames"}
+    )
     return frame.join(top, on=keys, how="left").sort(
         ["events", "requests", *keys], descending=[True, True, False, False]
     )
@@ -69,11 +73,13 @@ def graph_break_sites(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.USER_FRAME}",
         where.params,
     )
-    top = _top(client, where.sql, where.params, keys, col.CODE_LOCATION, 1).with_columns(
+    top = _top(client, where.sql, where.params, keys, value=col.CODE_LOCATION, k=1).with_columns(
         pl.col(col.CODE_LOCATION).list.first()
     )
-    return frame.join(top, on=keys, how="left").select(*keys, col.CODE_LOCATION, "events", "requests").sort(
-        ["events", "requests", *keys], descending=[True, True, False, False]
+    return (
+        frame.join(top, on=keys, how="left")
+        .select(*keys, col.CODE_LOCATION, "events", "requests")
+        .sort(["events", "requests", *keys], descending=[True, True, False, False])
     )
 
 

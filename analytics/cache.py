@@ -98,7 +98,7 @@ def cache_health(client: QueryClient, params: SliceParams) -> pl.DataFrame:
             "hit_ratio",
             "time_saved_s",
             "cold_miss_cost_s",
-        )  # fmt: skip
+        )
         .sort([col.MODEL, col.HW_POOL, col.CACHE])
     )
 
@@ -117,7 +117,7 @@ def cache_trend(client: QueryClient, params: SliceParams) -> pl.DataFrame:
             _count("miss").alias("misses"),
             _count("bypass").alias("bypasses"),
             pl.col("lookups").sum().cast(pl.UInt64).alias("lookups"),
-        )  # fmt: skip
+        )
         .with_columns((pl.col("hits") / pl.col("lookups")).alias("hit_ratio"))
         .sort(["bucket", col.CACHE])
     )
@@ -134,7 +134,8 @@ def cache_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         f"SELECT toString({col.CACHE}) AS {col.CACHE}, toString({col.RESULT}) AS {col.RESULT}, {col.REASON}, "
         f"toUInt64(count()) AS lookups, toUInt64(uniqExactIf({col.REQUEST_ID}, {col.REQUEST_ID} != '')) AS requests "
         f"FROM {client.database}.cache_events WHERE {where.sql} AND {col.RESULT} != 'hit' "
-        f"GROUP BY {col.CACHE}, {col.RESULT}, {col.REASON} ORDER BY lookups DESC, {col.CACHE}, {col.RESULT}, {col.REASON}",
+        f"GROUP BY {col.CACHE}, {col.RESULT}, {col.REASON} "
+        f"ORDER BY lookups DESC, {col.CACHE}, {col.RESULT}, {col.REASON}",
         where.params,
     )
 
@@ -154,7 +155,7 @@ def cache_growth(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         .agg(
             pl.col("lookups").sum().cast(pl.UInt64).alias("entries"),
             pl.col(col.ENTRY_BYTES).sum().cast(pl.UInt64).alias("bytes"),
-        )  # fmt: skip
+        )
         .sort([*keys, "bucket"])
         .with_columns(
             pl.col("entries").cum_sum().over(keys).alias("cumulative_entries"),

@@ -38,18 +38,37 @@ from pydantic import Field, field_validator, model_validator
 
 from inferensics.analytics import stats
 from inferensics.analytics.client import QueryClient
-from inferensics.analytics.filters import _utc, check_filter_values
 from inferensics.analytics.filters import Filters as _Filters
+from inferensics.analytics.filters import _utc, check_filter_values
 from inferensics.schema import columns as col
 
 Outcome = Literal["pass", "fail", "inconclusive", "skipped"]
 EVIDENCE_SCHEMA: dict[str, Any] = {
-    "check": pl.String, "metric": pl.String, "baseline": pl.Float64, "candidate": pl.Float64,
-    "ci_low": pl.Float64, "ci_high": pl.Float64, "p_value": pl.Float64, "threshold": pl.Float64,
-    "outcome": pl.String, "rule": pl.String,
-}  # fmt: skip
-_FIELDS = (col.TS, col.LATENCY_MS, col.STATUS, col.OUTCOME, col.RECOMPILES, col.CACHE_STATUS, col.INPUT_DIGEST,
-           col.FP_ARGMAX_DIGEST, col.FP_NAN, col.FP_INF, col.FP_MEAN, col.FP_STD)  # fmt: skip
+    "check": pl.String,
+    "metric": pl.String,
+    "baseline": pl.Float64,
+    "candidate": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "p_value": pl.Float64,
+    "threshold": pl.Float64,
+    "outcome": pl.String,
+    "rule": pl.String,
+}
+_FIELDS = (
+    col.TS,
+    col.LATENCY_MS,
+    col.STATUS,
+    col.OUTCOME,
+    col.RECOMPILES,
+    col.CACHE_STATUS,
+    col.INPUT_DIGEST,
+    col.FP_ARGMAX_DIGEST,
+    col.FP_NAN,
+    col.FP_INF,
+    col.FP_MEAN,
+    col.FP_STD,
+)
 
 
 class CanaryParams(_Filters):
@@ -60,7 +79,7 @@ class CanaryParams(_Filters):
     baseline_end)`` when given, else the same window.
     """
 
-    model: str  # type: ignore[assignment]
+    model: str
     """Model compared (required)."""
     baseline: str | None = None
     """Baseline bundle id (``None``: any)."""
@@ -130,21 +149,31 @@ class CanaryResult:
     def to_frame(self) -> pl.DataFrame:
         """The evidence with a final ``verdict`` row (what the ``canary_compare`` named query returns)."""
         row = {k: None for k in EVIDENCE_SCHEMA} | {
-            "check": "verdict", "metric": "requests", "baseline": float(self.baseline_requests),
-            "candidate": float(self.candidate_requests), "outcome": self.verdict,
+            "check": "verdict",
+            "metric": "requests",
+            "baseline": float(self.baseline_requests),
+            "candidate": float(self.candidate_requests),
+            "outcome": self.verdict,
             "rule": self.rule + (" (rows truncated at max_rows)" if self.truncated else ""),
-        }  # fmt: skip
+        }
         return pl.concat([self.evidence, pl.DataFrame([row], schema=EVIDENCE_SCHEMA)])
 
 
 def _side(client: QueryClient, params: CanaryParams, side: str) -> pl.DataFrame:
     lo, hi = params.window(side)
     bundle = params.baseline if side == "baseline" else params.candidate
-    where = [f"{col.MODEL} = {{m:String}}", f"{col.TS} >= {{lo:DateTime64(6, 'UTC')}}",
-             f"{col.TS} < {{hi:DateTime64(6, 'UTC')}}"]  # fmt: skip
+    where = [
+        f"{col.MODEL} = {{m:String}}",
+        f"{col.TS} >= {{lo:DateTime64(6, 'UTC')}}",
+        f"{col.TS} < {{hi:DateTime64(6, 'UTC')}}",
+    ]
     values: dict[str, Any] = {"m": params.model, "lo": lo, "hi": hi, "n": params.max_rows}
-    for name, column, value in (("tc", col.TRAFFIC_CLASS, params.traffic_class), ("hp", col.HW_POOL, params.hw_pool),
-                                ("h", col.HOST, params.host), ("b", col.BUNDLE_ID, bundle)):  # fmt: skip
+    for name, column, value in (
+        ("tc", col.TRAFFIC_CLASS, params.traffic_class),
+        ("hp", col.HW_POOL, params.hw_pool),
+        ("h", col.HOST, params.host),
+        ("b", col.BUNDLE_ID, bundle),
+    ):
         if value is not None:
             where.append(f"{column} = {{{name}:String}}")
             values[name] = value
@@ -155,13 +184,33 @@ def _side(client: QueryClient, params: CanaryParams, side: str) -> pl.DataFrame:
     )
 
 
-def _row(check: str, metric: str, b: float, c: float, lo: float, hi: float, p: float, threshold: float,
-         outcome: Outcome, rule: str) -> dict[str, Any]:  # fmt: skip
+def _row(  # noqa: PLR0917 (one evidence row: positional in table order)
+    check: str,
+    metric: str,
+    b: float,
+    c: float,
+    lo: float,
+    hi: float,
+    p: float,
+    threshold: float,
+    outcome: Outcome,
+    rule: str,
+) -> dict[str, Any]:
     def f(x: float) -> float | None:
         return None if x is None or math.isnan(x) else float(x)
 
-    return {"check": check, "metric": metric, "baseline": f(b), "candidate": f(c), "ci_low": f(lo),
-            "ci_high": f(hi), "p_value": f(p), "threshold": threshold, "outcome": outcome, "rule": rule}  # fmt: skip
+    return {
+        "check": check,
+        "metric": metric,
+        "baseline": f(b),
+        "candidate": f(c),
+        "ci_low": f(lo),
+        "ci_high": f(hi),
+        "p_value": f(p),
+        "threshold": threshold,
+        "outcome": outcome,
+        "rule": rule,
+    }
 
 
 def _latency_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> list[dict[str, Any]]:
@@ -175,8 +224,20 @@ def _latency_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) 
         if math.isnan(r.ratio):
             outcome = "inconclusive"
         rule = f"ratio CI low > {limit:g} fails; CI high <= {limit:g} passes"
-        rows.append(_row("latency", f"p{round(q * 100)}_ms", r.baseline, r.candidate, r.low * r.baseline,
-                         r.high * r.baseline, math.nan, limit, outcome, rule))  # fmt: skip
+        rows.append(
+            _row(
+                "latency",
+                f"p{round(q * 100)}_ms",
+                r.baseline,
+                r.candidate,
+                r.low * r.baseline,
+                r.high * r.baseline,
+                math.nan,
+                limit,
+                outcome,
+                rule,
+            )
+        )
     return rows
 
 
@@ -209,8 +270,9 @@ def _agreement_row(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams)
         return (
             frame.filter((pl.col(col.INPUT_DIGEST) != "") & (pl.col(col.FP_ARGMAX_DIGEST) != ""))
             .sort([col.TS, col.FP_ARGMAX_DIGEST])
-            .group_by(col.INPUT_DIGEST).agg(pl.col(col.FP_ARGMAX_DIGEST).first())
-        )  # fmt: skip
+            .group_by(col.INPUT_DIGEST)
+            .agg(pl.col(col.FP_ARGMAX_DIGEST).first())
+        )
 
     pairs = first(base).join(first(cand), on=col.INPUT_DIGEST, suffix="_c")
     n = pairs.height
@@ -218,8 +280,18 @@ def _agreement_row(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams)
     lo, hi = stats.wilson_interval(agree, n)
     rule = f"agreement < {params.min_agreement:g} over >= {params.min_pairs} input-matched pairs fails"
     outcome: Outcome = "skipped" if n < params.min_pairs else ("fail" if agree / n < params.min_agreement else "pass")
-    return _row("output", "argmax_agreement", float(n), agree / n if n else math.nan, lo, hi, math.nan,
-                params.min_agreement, outcome, rule)  # fmt: skip
+    return _row(
+        "output",
+        "argmax_agreement",
+        float(n),
+        agree / n if n else math.nan,
+        lo,
+        hi,
+        math.nan,
+        params.min_agreement,
+        outcome,
+        rule,
+    )
 
 
 def _drift_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> list[dict[str, Any]]:
@@ -231,8 +303,20 @@ def _drift_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) ->
         failed = not math.isnan(d) and d > params.max_ks_distance and p < params.alpha
         rule = f"KS D > {params.max_ks_distance:g} with p < {params.alpha:g} fails"
         mb, mc = (float(np.nanmedian(a)) if a.size else math.nan), (float(np.nanmedian(b)) if b.size else math.nan)
-        rows.append(_row("output", f"{column}_ks", mb, mc, d, d, p, params.max_ks_distance,
-                         "fail" if failed else ("inconclusive" if math.isnan(d) else "pass"), rule))  # fmt: skip
+        rows.append(
+            _row(
+                "output",
+                f"{column}_ks",
+                mb,
+                mc,
+                d,
+                d,
+                p,
+                params.max_ks_distance,
+                "fail" if failed else ("inconclusive" if math.isnan(d) else "pass"),
+                rule,
+            )
+        )
     return rows
 
 
@@ -249,8 +333,12 @@ def compare_canary(client: QueryClient, params: CanaryParams) -> CanaryResult:
             check_filter_values(client, _Filters(bundle=bundle), ("requests_1h",))
     base, cand = _side(client, params, "baseline"), _side(client, params, "candidate")
     truncated = max(base.height, cand.height) >= params.max_rows
-    rows = [*_latency_rows(base, cand, params), *_rate_rows(base, cand, params),
-            _agreement_row(base, cand, params), *_drift_rows(base, cand, params)]  # fmt: skip
+    rows = [
+        *_latency_rows(base, cand, params),
+        *_rate_rows(base, cand, params),
+        _agreement_row(base, cand, params),
+        *_drift_rows(base, cand, params),
+    ]
     evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
     outcomes = evidence.get_column("outcome").to_list()
     if min(base.height, cand.height) < params.min_requests:

@@ -62,9 +62,11 @@ def request_detail(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     db = client.database
     extra = client.query_frame(
         f"SELECT (SELECT groupArray({col.REASON}) FROM (SELECT {col.REASON} FROM {db}.guard_failures "
-        f"WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS})) AS guard_failure_reasons, "
+        f"WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS})) "
+        f"AS guard_failure_reasons, "
         f"(SELECT groupArray({col.REASON}) FROM (SELECT {col.REASON} FROM {db}.recompiles "
-        f"WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS})) AS recompile_reasons, "
+        f"WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS})) "
+        f"AS recompile_reasons, "
         f"(SELECT toUInt64(count()) FROM {db}.kernel_timings WHERE {col.MODEL} = {{m:String}} "
         f"AND {col.REQUEST_ID} = {{rid:String}}) AS kernel_timings_sampled",
         rid,
@@ -152,9 +154,16 @@ def request_kernels(client: QueryClient, params: RequestParams) -> pl.DataFrame:
         pl.col(col.SOURCE_LINES).fill_null(pl.lit([], pl.List(pl.String))),
     )
     return out.select(
-        col.ARTIFACT_ID, col.GRAPH_KEY, col.KERNEL_NAME, col.KERNEL_BACKEND, col.POST_GRAD_NODES,
-        col.SOURCE_LINES, col.DEVICE, col.CALLS, col.TOTAL_US,
-    ).sort([col.TOTAL_US, col.ARTIFACT_ID, col.KERNEL_NAME], descending=[True, False, False], nulls_last=True)  # fmt: skip
+        col.ARTIFACT_ID,
+        col.GRAPH_KEY,
+        col.KERNEL_NAME,
+        col.KERNEL_BACKEND,
+        col.POST_GRAD_NODES,
+        col.SOURCE_LINES,
+        col.DEVICE,
+        col.CALLS,
+        col.TOTAL_US,
+    ).sort([col.TOTAL_US, col.ARTIFACT_ID, col.KERNEL_NAME], descending=[True, False, False], nulls_last=True)
 
 
 def drill_down(client: QueryClient, request_id: str) -> RequestDrillDown:

@@ -108,9 +108,14 @@ class Where:
 
 
 def slice_where(
-    params: Filters, table: str, *, time_column: str | None = col.TS, start: datetime | None = None,
-    end: datetime | None = None, what: str = "",
-) -> Where:  # fmt: skip
+    params: Filters,
+    table: str,
+    *,
+    time_column: str | None = col.TS,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    what: str = "",
+) -> Where:
     """The WHERE condition selecting ``params``' slice of ``table``.
 
     ``time_column`` (``ts`` for raw tables, ``bucket`` for rollups) is compared with the range of

@@ -86,7 +86,7 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
             canary.CanaryParams,
             canary.canary_compare,
             canary.__doc__.split("\n\n")[1].strip() if canary.__doc__ else "",
-        ),  # fmt: skip
+        ),
     )
 }
 """Every named query by name."""

@@ -38,7 +38,8 @@ def _quantile_codes(cum: npt.NDArray[np.int64], q: float) -> npt.NDArray[np.int6
     """Lowest code whose cumulative count reaches ``ceil(q × n)`` (the nearest-rank quantile), per row."""
     n = cum[..., -1]
     rank = np.maximum(np.ceil(q * n), 1)
-    return np.argmax(cum >= rank[..., None], axis=-1)
+    codes: npt.NDArray[np.int64] = np.argmax(cum >= rank[..., None], axis=-1)
+    return codes
 
 
 def quantile_ms(hist: npt.NDArray[np.int64], q: float) -> float:
@@ -60,9 +61,14 @@ class RatioInterval:
 
 
 def bootstrap_quantile_ratio(
-    baseline: npt.NDArray[np.int64], candidate: npt.NDArray[np.int64], q: float, *,
-    resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
-) -> RatioInterval:  # fmt: skip
+    baseline: npt.NDArray[np.int64],
+    candidate: npt.NDArray[np.int64],
+    q: float,
+    *,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> RatioInterval:
     """Percentile-bootstrap interval of ``quantile(candidate) / quantile(baseline)``.
 
     Each side is resampled independently (multinomial over its histogram); the interval is the

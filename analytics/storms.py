@@ -53,8 +53,11 @@ def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
     """
     check_filter_values(client, params, ("requests_1h", "requests"))
     start = params.start.replace(minute=0, second=0, microsecond=0)
-    end = params.end if params.end == params.end.replace(minute=0, second=0, microsecond=0) else (
-        params.end.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))  # fmt: skip
+    end = (
+        params.end
+        if params.end == params.end.replace(minute=0, second=0, microsecond=0)
+        else (params.end.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))
+    )
     lo = start - timedelta(hours=params.baseline_hours)
     source = request_source(params, lo, end)
     where = slice_where(params, source.table, time_column=source.time_column, start=lo, end=end)
@@ -85,11 +88,18 @@ def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
     )
     n = params.baseline_hours
     base = filled.with_columns(
-        pl.col(col.RECOMPILES).cast(pl.Float64).shift(1).rolling_median(n, min_samples=n).over(_KEYS)
+        pl.col(col.RECOMPILES)
+        .cast(pl.Float64)
+        .shift(1)
+        .rolling_median(n, min_samples=n)
+        .over(_KEYS)
         .alias("baseline_recompiles"),
-        pl.col(col.COMPILE_SECONDS).shift(1).rolling_median(n, min_samples=n).over(_KEYS)
+        pl.col(col.COMPILE_SECONDS)
+        .shift(1)
+        .rolling_median(n, min_samples=n)
+        .over(_KEYS)
         .alias("baseline_compile_seconds"),
-    ).filter((pl.col("bucket") >= start) & (pl.col("bucket") < end))  # fmt: skip
+    ).filter((pl.col("bucket") >= start) & (pl.col("bucket") < end))
     by_recompiles = pl.col(col.RECOMPILES) >= pl.max_horizontal(
         pl.lit(float(params.min_recompiles)), params.factor * pl.col("baseline_recompiles")
     )
@@ -97,9 +107,13 @@ def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
         pl.lit(params.min_compile_seconds), params.factor * pl.col("baseline_compile_seconds")
     )
     storms = base.filter(by_recompiles | by_seconds).with_columns(
-        pl.when(by_recompiles & by_seconds).then(pl.lit("both"))
-        .when(by_recompiles).then(pl.lit("recompiles")).otherwise(pl.lit("compile_seconds")).alias("trigger")
-    )  # fmt: skip
+        pl.when(by_recompiles & by_seconds)
+        .then(pl.lit("both"))
+        .when(by_recompiles)
+        .then(pl.lit("recompiles"))
+        .otherwise(pl.lit("compile_seconds"))
+        .alias("trigger")
+    )
     if storms.is_empty():
         return empty
     reasons = _storm_reasons(client, params, start, end)
@@ -120,15 +134,20 @@ def _storm_reasons(client: QueryClient, params: StormParams, start: object, end:
     ).with_columns(pl.col("bucket").dt.cast_time_unit("ms"))
     keys = [*_KEYS, "bucket"]
     top = (
-        rows.group_by([*keys, col.REASON]).agg(pl.len().cast(pl.UInt64).alias("n"))
+        rows.group_by([*keys, col.REASON])
+        .agg(pl.len().cast(pl.UInt64).alias("n"))
         .sort([*keys, "n", col.REASON], descending=[False, False, False, True, False])
         .group_by(keys, maintain_order=True)
         .agg(pl.col(col.REASON).head(3).alias("top_reasons"), pl.col("n").head(3).alias("top_reason_counts"))
-    )  # fmt: skip
+    )
     ids = (
-        rows.filter(pl.col(col.REQUEST_ID) != "").select([*keys, col.REQUEST_ID]).unique().sort([*keys, col.REQUEST_ID])
-        .group_by(keys, maintain_order=True).agg(pl.col(col.REQUEST_ID).head(10).alias("request_ids"))
-    )  # fmt: skip
+        rows.filter(pl.col(col.REQUEST_ID) != "")
+        .select([*keys, col.REQUEST_ID])
+        .unique()
+        .sort([*keys, col.REQUEST_ID])
+        .group_by(keys, maintain_order=True)
+        .agg(pl.col(col.REQUEST_ID).head(10).alias("request_ids"))
+    )
     return top.join(ids, on=keys, how="left")
 
 

@@ -18,8 +18,16 @@ from inferensics.analytics.errors import AnalyticsError
 from inferensics.schema import columns as col
 
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
-_SUMS = [col.REQUESTS, col.ERRORS, col.FALLBACKS, col.RECOMPILES, col.COMPILES, col.COMPILE_SECONDS,
-         col.CACHE_HITS, col.CACHE_MISSES]  # fmt: skip
+_SUMS = [
+    col.REQUESTS,
+    col.ERRORS,
+    col.FALLBACKS,
+    col.RECOMPILES,
+    col.COMPILES,
+    col.COMPILE_SECONDS,
+    col.CACHE_HITS,
+    col.CACHE_MISSES,
+]
 TOP_N = 10
 
 

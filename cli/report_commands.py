@@ -60,10 +60,9 @@ def weekly(
     token: TokenOption = None,
 ) -> None:
     """Write the weekly recompilation/cache report: weekly-<week>.md and a self-contained weekly-<week>.html."""
+    from inferensics.analytics.errors import AnalyticsError
     from inferensics.analytics.report.weekly import summary_lines, write_weekly_report
     from inferensics.analytics.weekly import build_weekly_report, last_full_week, parse_week
-
-    from inferensics.analytics.errors import AnalyticsError
 
     try:
         chosen = week or last_full_week(datetime.now(UTC))
@@ -83,7 +82,7 @@ def _hour(value: datetime) -> datetime:
 
 
 @canary_app.command("compare")
-def compare(
+def compare(  # noqa: PLR0917 (typer options)
     baseline: Annotated[str, typer.Option(help="Baseline bundle id ('any' for all bundles, with --baseline-start).")],
     candidate: Annotated[str, typer.Option(help="Candidate bundle id ('any' for all bundles).")],
     model: Annotated[str | None, typer.Option(help="Model [default: the candidate bundle's model].")] = None,
@@ -116,9 +115,17 @@ def compare(
             if match.is_empty():
                 fail("cannot tell the model: pass --model (the candidate bundle is not registered)")
             model = str(match.item(0, "model"))
-        params = {"model": model, "baseline": base, "candidate": cand, "start": lo, "end": hi,
-                  "traffic_class": traffic_class, "hw_pool": hw_pool, "baseline_start": baseline_start,
-                  "baseline_end": baseline_end}  # fmt: skip
+        params = {
+            "model": model,
+            "baseline": base,
+            "candidate": cand,
+            "start": lo,
+            "end": hi,
+            "traffic_class": traffic_class,
+            "hw_pool": hw_pool,
+            "baseline_start": baseline_start,
+            "baseline_end": baseline_end,
+        }
         frame = runner.query("canary_compare", **{k: v for k, v in params.items() if v is not None})  # type: ignore[attr-defined]
     label = f"{model}: {baseline} → {candidate} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
     typer.echo(f"canary {label}")

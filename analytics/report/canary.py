@@ -56,9 +56,8 @@ def canary_charts(frame: pl.DataFrame) -> list[alt.TopLevelMixin]:
 def render_canary_markdown(frame: pl.DataFrame, label: str) -> str:
     """The verdict, its rule and the evidence table in Markdown."""
     verdict, rule = verdict_of(frame)
-    return (
-        f"# {canary_title(label)}\n\n**Verdict: {verdict.upper()}** ({rule})\n\n"
-        + markdown_table(frame, [*COLUMNS, "rule"], limit=100)
+    return f"# {canary_title(label)}\n\n**Verdict: {verdict.upper()}** ({rule})\n\n" + markdown_table(
+        frame, [*COLUMNS, "rule"], limit=100
     )
 
 

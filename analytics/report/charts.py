@@ -31,12 +31,17 @@ def values(frame: pl.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
 
 
 def _data(frame: pl.DataFrame, columns: list[str]) -> alt.Data:
-    return alt.Data(values=values(frame, columns))
+    return alt.Data(values=values(frame, columns))  # type: ignore[no-untyped-call]
+
+
+def _top(chart: object) -> alt.Chart:
+    assert isinstance(chart, alt.Chart)
+    return chart
 
 
 def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
     """Compiles and recompiles per model × hardware pool (grouped bars)."""
-    return (
+    return _top(
         alt.Chart(_data(frame, [col.MODEL, col.HW_POOL, col.COMPILES, col.RECOMPILES]), title="Compiles and recompiles")
         .transform_fold([col.COMPILES, col.RECOMPILES], as_=["kind", "count"])
         .mark_bar()
@@ -54,7 +59,7 @@ def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
 
 def daily_by_model(frame: pl.DataFrame, metric: str, title: str) -> alt.Chart:
     """One line per model of ``metric`` per day (from ``fleet_timeseries`` with ``by=model``)."""
-    return (
+    return _top(
         alt.Chart(_data(frame, ["bucket", "group", metric]), title=title)
         .mark_line(point=True)
         .encode(
@@ -69,7 +74,7 @@ def daily_by_model(frame: pl.DataFrame, metric: str, title: str) -> alt.Chart:
 
 def top_bars(frame: pl.DataFrame, label: str, value: str, title: str) -> alt.Chart:
     """Horizontal bars of ``value`` by ``label``, largest first."""
-    return (
+    return _top(
         alt.Chart(_data(frame, [label, value]), title=title)
         .mark_bar()
         .encode(
@@ -83,7 +88,7 @@ def top_bars(frame: pl.DataFrame, label: str, value: str, title: str) -> alt.Cha
 
 def cache_hit_trend(frame: pl.DataFrame) -> alt.Chart:
     """Daily hit ratio per cache (from ``cache_trend``)."""
-    return (
+    return _top(
         alt.Chart(_data(frame, ["bucket", col.CACHE, "hit_ratio", "lookups"]), title="Cache hit ratio per day")
         .mark_line(point=True)
         .encode(
@@ -101,7 +106,7 @@ def cache_growth(frame: pl.DataFrame) -> alt.Chart:
     data = frame.with_columns(
         pl.concat_str(pl.col(col.BUNDLE_ID).replace("", "(none)"), pl.lit(" @ "), pl.col(col.HW_POOL)).alias("series")
     )
-    return (
+    return _top(
         alt.Chart(_data(data, ["bucket", "series", "cumulative_bytes", "cumulative_entries"]), title="Cache growth")
         .mark_line(point=True)
         .encode(
@@ -114,25 +119,33 @@ def cache_growth(frame: pl.DataFrame) -> alt.Chart:
     )
 
 
-def canary_latency(evidence: pl.DataFrame) -> alt.Chart:
+def canary_latency(evidence: pl.DataFrame) -> alt.LayerChart:
     """Baseline and candidate latency quantiles, with the candidate's bootstrap interval as an error bar."""
     lat = evidence.filter(pl.col("check") == "latency")
     data = _data(lat, ["metric", "baseline", "candidate", "ci_low", "ci_high", "outcome"])
     base = alt.Chart(data, title="Latency quantiles (candidate with 95% bootstrap interval)")
-    points = base.transform_fold(["baseline", "candidate"], as_=["side", "ms"]).mark_point(filled=True, size=80).encode(
-        y=alt.Y("metric:N", title="quantile"), x=alt.X("ms:Q", title="latency (ms)"), color=alt.Color("side:N"),
-        tooltip=["metric:N", "side:N", "ms:Q"],
-    )  # fmt: skip
+    points = (
+        base.transform_fold(["baseline", "candidate"], as_=["side", "ms"])
+        .mark_point(filled=True, size=80)
+        .encode(
+            y=alt.Y("metric:N", title="quantile"),
+            x=alt.X("ms:Q", title="latency (ms)"),
+            color=alt.Color("side:N"),
+            tooltip=["metric:N", "side:N", "ms:Q"],
+        )
+    )
     bars = base.mark_rule(strokeWidth=2).encode(
         y="metric:N", x="ci_low:Q", x2="ci_high:Q", tooltip=["metric:N", "ci_low:Q", "ci_high:Q", "outcome:N"]
     )
-    return alt.layer(bars, points).properties(width=WIDTH, height=120)
+    layered = alt.layer(bars, points).properties(width=WIDTH, height=120)
+    assert isinstance(layered, alt.LayerChart)
+    return layered
 
 
 def canary_rates(evidence: pl.DataFrame) -> alt.Chart:
     """Baseline and candidate rates side by side."""
     rates = evidence.filter(pl.col("check") == "rate")
-    return (
+    return _top(
         alt.Chart(_data(rates, ["metric", "baseline", "candidate", "p_value", "outcome"]), title="Rates")
         .transform_fold(["baseline", "candidate"], as_=["side", "rate"])
         .mark_bar()

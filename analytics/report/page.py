@@ -7,10 +7,13 @@ what the headless-browser test reads.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import altair as alt
 import polars as pl
@@ -25,12 +28,30 @@ th{background:#f4f4f4}.none,.more{color:#777;font-style:italic}.verdict{font-siz
 """
 
 
+_GLOBALS = "window.vegaEmbed=vegaEmbed;window.vega=vega;window.vegaLite=vegaLite;"
+
+
 @functools.cache
 def vega_bundle() -> str:
-    """The Vega + Vega-Lite + vega-embed JavaScript bundle from vl-convert (cached per process)."""
+    """The Vega + Vega-Lite + vega-embed JavaScript bundle from vl-convert.
+
+    Bundling takes about 10 s, so the result is kept per process and on disk under the user's cache
+    directory (``$XDG_CACHE_HOME/inferensics``), keyed by the vl-convert version.
+    """
     import vl_convert
 
-    return str(vl_convert.javascript_bundle()).replace("</script", "<\\/script")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inferensics"
+    version = getattr(vl_convert, "__version__", "unknown")
+    path = cache / f"vega-bundle-{version}.js"
+    with contextlib.suppress(OSError):
+        return path.read_text(encoding="utf-8")
+    bundle = str(vl_convert.javascript_bundle(_GLOBALS)).replace("</script", "<\\/script")
+    with contextlib.suppress(OSError):
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(bundle, encoding="utf-8")
+        tmp.replace(path)
+    return bundle
 
 
 @dataclass

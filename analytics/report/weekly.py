@@ -41,10 +41,15 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     lines.append(f"Recompile storms: {report.storms.height}; new specializations: {report.new_graph_keys.height}.")
     if report.recompile_reasons.height:
         top = report.recompile_reasons.row(0, named=True)
-        lines.append(f"Top recompile reason: {top[col.REASON]!r} ({top['recompiles']:,} in {top[col.MODEL]} @ {top[col.HW_POOL]}).")
+        lines.append(
+            f"Top recompile reason: {top[col.REASON]!r} "
+            f"({top['recompiles']:,} in {top[col.MODEL]} @ {top[col.HW_POOL]})."
+        )
     if report.graph_breaks.height:
         top = report.graph_breaks.row(0, named=True)
-        lines.append(f"Top graph break: {top[col.REGISTRY_ID] or '(no id)'} {top[col.BREAK_TYPE]} ({top['events']:,} events).")
+        lines.append(
+            f"Top graph break: {top[col.REGISTRY_ID] or '(no id)'} {top[col.BREAK_TYPE]} ({top['events']:,} events)."
+        )
     return lines
 
 
@@ -60,52 +65,95 @@ def sections(report: WeeklyReport) -> list[Section]:
     """The report's sections, charts included."""
     per = report.by_model_pool
     storms = report.storms.select(
-        "bucket", col.MODEL, col.HW_POOL, col.RECOMPILES, "baseline_recompiles", col.COMPILE_SECONDS, "trigger",
+        "bucket",
+        col.MODEL,
+        col.HW_POOL,
+        col.RECOMPILES,
+        "baseline_recompiles",
+        col.COMPILE_SECONDS,
+        "trigger",
         "top_reasons",
-    )  # fmt: skip
+    )
     reasons = report.recompile_reasons.with_columns(
         pl.concat_str(pl.col(col.MODEL), pl.lit(": "), pl.col(col.REASON).str.slice(0, 60)).alias("label")
     )
     breaks = report.graph_breaks.with_columns(
-        pl.concat_str(pl.col(col.REGISTRY_ID).replace("", "(no id)"), pl.lit(" "), pl.col(col.BREAK_TYPE)).alias("label")
+        pl.concat_str(pl.col(col.REGISTRY_ID).replace("", "(no id)"), pl.lit(" "), pl.col(col.BREAK_TYPE)).alias(
+            "label"
+        )
     )
     return [
         Section("Summary", summary_lines(report)),
         Section(
             "Compiles and recompiles per model and pool",
             [],
-            [charts.recompiles_by_model_pool(per), charts.daily_by_model(report.daily, col.RECOMPILES, "Recompiles per day")],
-            [(per, [col.MODEL, col.HW_POOL, col.REQUESTS, col.COMPILES, col.RECOMPILES, "recompile_rate",
-                    col.COMPILE_SECONDS, "cache_hit_ratio"])],
-        ),  # fmt: skip
+            [
+                charts.recompiles_by_model_pool(per),
+                charts.daily_by_model(report.daily, col.RECOMPILES, "Recompiles per day"),
+            ],
+            [
+                (
+                    per,
+                    [
+                        col.MODEL,
+                        col.HW_POOL,
+                        col.REQUESTS,
+                        col.COMPILES,
+                        col.RECOMPILES,
+                        "recompile_rate",
+                        col.COMPILE_SECONDS,
+                        "cache_hit_ratio",
+                    ],
+                )
+            ],
+        ),
         Section(
             "Week over week",
             ["change = this week / last week - 1 (empty when last week was 0)."],
             [],
             [(report.week_over_week, [col.MODEL, "metric", "this_week", "last_week", "change"])],
         ),
-        Section("Top recompile reasons", [], [charts.top_bars(reasons, "label", "recompiles", "Recompiles by reason")],
-                [(report.recompile_reasons, [col.MODEL, col.HW_POOL, col.REASON, "recompiles", "requests"])]),  # fmt: skip
-        Section("Graph breaks", [], [charts.top_bars(breaks, "label", "events", "Graph breaks by registry id")],
-                [(report.graph_breaks, [col.REGISTRY_ID, col.BREAK_TYPE, "events", "requests", "top_user_frames"])]),  # fmt: skip
+        Section(
+            "Top recompile reasons",
+            [],
+            [charts.top_bars(reasons, "label", "recompiles", "Recompiles by reason")],
+            [(report.recompile_reasons, [col.MODEL, col.HW_POOL, col.REASON, "recompiles", "requests"])],
+        ),
+        Section(
+            "Graph breaks",
+            [],
+            [charts.top_bars(breaks, "label", "events", "Graph breaks by registry id")],
+            [(report.graph_breaks, [col.REGISTRY_ID, col.BREAK_TYPE, "events", "requests", "top_user_frames"])],
+        ),
         Section(
             "Recompile storms",
-            ["An hour is a storm when its recompiles reach max(10, 3 × the median of the 24 hours before) or its "
-             "compile seconds reach max(60, 3 × their median)."],
+            [
+                "An hour is a storm when its recompiles reach max(10, 3 × the median of the 24 hours before) or its "
+                "compile seconds reach max(60, 3 × their median)."
+            ],
             [],
             [(storms, list(storms.columns))],
-        ),  # fmt: skip
+        ),
         Section(
             "Cache health",
-            ["hit ratio = hits / lookups; cold-miss cost charges each miss the mean saving of a hit of the same "
-             "model and cache."],
+            [
+                "hit ratio = hits / lookups; cold-miss cost charges each miss the mean saving of a hit of the same "
+                "model and cache."
+            ],
             [charts.cache_hit_trend(report.cache_trend)],
-            [(report.cache_health, [col.MODEL, col.HW_POOL, col.CACHE, "hits", "misses", "bypasses", "hit_ratio",
-                                    "cold_miss_cost_s"])],
-        ),  # fmt: skip
-        Section("Cache growth", ["A miss writes one entry; hits and bypasses write nothing."],
-                [charts.cache_growth(report.cache_growth)],
-                [(_growth_totals(report), [col.BUNDLE_ID, col.HW_POOL, "entries", "bytes"])]),  # fmt: skip
+            [
+                (
+                    report.cache_health,
+                    [col.MODEL, col.HW_POOL, col.CACHE, "hits", "misses", "bypasses", "hit_ratio", "cold_miss_cost_s"],
+                )
+            ],
+        ),
+        Section(
+            "Cache growth",
+            ["A miss writes one entry; hits and bypasses write nothing."],
+            [charts.cache_growth(report.cache_growth)],
+            [(_growth_totals(report), [col.BUNDLE_ID, col.HW_POOL, "entries", "bytes"])],
+        ),
         Section(
             "Compile seconds in the serving path",
             ["Compile time spent inside requests (the requests rollup's compile_seconds)."],
@@ -116,19 +164,20 @@ def sections(report: WeeklyReport) -> list[Section]:
             "New specializations",
             ["A graph key is new when its first compile in the pool falls in the week."],
             [],
-            [(report.specializations, [col.MODEL, col.HW_POOL, "active_graph_keys", "new_graph_keys",
-                                       "total_graph_keys", "growth"]),
-             (report.new_graph_keys, [col.MODEL, col.HW_POOL, col.GRAPH_KEY, "first_seen", col.CODE_LOCATION])],
-        ),  # fmt: skip
+            [
+                (
+                    report.specializations,
+                    [col.MODEL, col.HW_POOL, "active_graph_keys", "new_graph_keys", "total_graph_keys", "growth"],
+                ),
+                (report.new_graph_keys, [col.MODEL, col.HW_POOL, col.GRAPH_KEY, "first_seen", col.CODE_LOCATION]),
+            ],
+        ),
     ]
 
 
 def title(report: WeeklyReport) -> str:
     """The report's title line."""
-    return (
-        f"Weekly recompilation and cache report {report.week} "
-        f"({report.start:%Y-%m-%d} to {report.end:%Y-%m-%d} UTC)"
-    )
+    return f"Weekly recompilation and cache report {report.week} ({report.start:%Y-%m-%d} to {report.end:%Y-%m-%d} UTC)"
 
 
 def weekly_charts(report: WeeklyReport) -> list[alt.TopLevelMixin]:

@@ -45,7 +45,9 @@ def test_graph_breaks(fleet_store: Store, fleet: Fleet, params: SliceParams) -> 
     assert got.get_column("events").is_sorted(descending=True)
     assert "" in got.get_column(col.REGISTRY_ID).to_list() or params.model  # breaks without a registry id are kept
     sites = graph_break_sites(fleet_store, params)
-    want_sites = rows.group_by(col.REGISTRY_ID, col.USER_FRAME).agg(pl.len().cast(pl.UInt64).alias("events"), _touched())
+    want_sites = rows.group_by(col.REGISTRY_ID, col.USER_FRAME).agg(
+        pl.len().cast(pl.UInt64).alias("events"), _touched()
+    )
     keys = [col.REGISTRY_ID, col.USER_FRAME]
     assert sites.select(want_sites.columns).sort(keys).to_dicts() == want_sites.sort(keys).to_dicts()
 
@@ -53,7 +55,9 @@ def test_graph_breaks(fleet_store: Store, fleet: Fleet, params: SliceParams) -> 
 def test_guard_failures(fleet_store: Store, fleet: Fleet) -> None:
     rows = _in(fleet.guard_failures, WEEK)
     want = rows.group_by(col.REASON, col.CODE_LOCATION).agg(
-        pl.len().cast(pl.UInt64).alias("failures"), _touched(), pl.col(col.HOST).n_unique().cast(pl.UInt64).alias("hosts")
+        pl.len().cast(pl.UInt64).alias("failures"),
+        _touched(),
+        pl.col(col.HOST).n_unique().cast(pl.UInt64).alias("hosts"),
     )
     got = guard_failures(fleet_store, WEEK)
     assert got.select(want.columns).sort(col.REASON).to_dicts() == want.sort(col.REASON).to_dicts()
@@ -62,7 +66,9 @@ def test_guard_failures(fleet_store: Store, fleet: Fleet) -> None:
 def test_recompile_reasons_with_traffic_class(fleet_store: Store, fleet: Fleet) -> None:
     params = WEEK.model_copy(update={"traffic_class": "batch"})
     rows = _in(fleet.recompiles, params).filter(pl.col(col.TRAFFIC_CLASS) == "batch")
-    want = rows.group_by(col.MODEL, col.HW_POOL, col.REASON).agg(pl.len().cast(pl.UInt64).alias("recompiles"), _touched())
+    want = rows.group_by(col.MODEL, col.HW_POOL, col.REASON).agg(
+        pl.len().cast(pl.UInt64).alias("recompiles"), _touched()
+    )
     got = recompile_reasons(fleet_store, params)
     keys = [col.MODEL, col.HW_POOL, col.REASON]
     assert got.select(want.columns).sort(keys).to_dicts() == want.sort(keys).to_dicts()

@@ -39,24 +39,38 @@ def test_cache_health(fleet_store: Store, fleet: Fleet, params: SliceParams) -> 
     rows = _in(fleet.cache_events, params)
     keys = [col.MODEL, col.HW_POOL, col.CACHE]
     per = rows.group_by(keys).agg(
-        _n("hit").alias("hits"), _n("miss").alias("misses"), _n("bypass").alias("bypasses"),
+        _n("hit").alias("hits"),
+        _n("miss").alias("misses"),
+        _n("bypass").alias("bypasses"),
         pl.len().cast(pl.UInt64).alias("lookups"),
-        (pl.col(col.TIME_SAVED_MS).cast(pl.Float64).filter(pl.col(col.RESULT) == "hit").sum() / 1000).alias("time_saved_s"),
-    )  # fmt: skip
+        (pl.col(col.TIME_SAVED_MS).cast(pl.Float64).filter(pl.col(col.RESULT) == "hit").sum() / 1000).alias(
+            "time_saved_s"
+        ),
+    )
     # Saving per hit learned per model × cache over all pools; no hit → unknown (null) cost.
     saving = {
         (m, c): (s / h if h else None)
-        for m, c, s, h in per.group_by(col.MODEL, col.CACHE).agg(pl.col("time_saved_s").sum(), pl.col("hits").sum()).iter_rows()
+        for m, c, s, h in per.group_by(col.MODEL, col.CACHE)
+        .agg(pl.col("time_saved_s").sum(), pl.col("hits").sum())
+        .iter_rows()
     }
     want = per.with_columns(
         (pl.col("hits") / pl.col("lookups")).alias("hit_ratio"),
         pl.struct(col.MODEL, col.CACHE, "misses")
         .map_elements(
-            lambda r: 0.0 if r["misses"] == 0 else (None if saving[(r[col.MODEL], r[col.CACHE])] is None else r["misses"] * saving[(r[col.MODEL], r[col.CACHE])]),
+            lambda r: (
+                0.0
+                if r["misses"] == 0
+                else (
+                    None
+                    if saving[(r[col.MODEL], r[col.CACHE])] is None
+                    else r["misses"] * saving[(r[col.MODEL], r[col.CACHE])]
+                )
+            ),
             return_dtype=pl.Float64,
         )
         .alias("cold_miss_cost_s"),
-    ).sort(keys)  # fmt: skip
+    ).sort(keys)
     got = cache_health(fleet_store, params)
     assert_frame_equal(got, want.select(got.columns), check_exact=False, rel_tol=1e-6)
     if params.host is None:

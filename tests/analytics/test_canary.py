@@ -9,13 +9,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from inferensics.analytics import CanaryParams, UnknownFilterValue, compare_canary
-from inferensics.analytics import stats
+from inferensics.analytics import CanaryParams, UnknownFilterValue, compare_canary, stats
 from inferensics.schema import columns as col
+from inferensics.schema.events import RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
 from inferensics.schema.store import Store
 from tests.analytics.fleet import BASELINE, CANDIDATE, T0, W10, Fleet, _complete, stop_ttl
-from inferensics.schema.events import RequestEvent
 
 WEEK = dict(start=W10, end=W10 + timedelta(days=7))
 
@@ -48,9 +47,11 @@ def test_bootstrap_is_seeded_and_brackets_the_ratio() -> None:
 
 def _side(fleet: Fleet, bundle: str) -> pl.DataFrame:
     return fleet.requests.filter(
-        (pl.col(col.MODEL) == "llama") & (pl.col(col.BUNDLE_ID) == bundle)
-        & (pl.col(col.TS) >= WEEK["start"]) & (pl.col(col.TS) < WEEK["end"])
-    )  # fmt: skip
+        (pl.col(col.MODEL) == "llama")
+        & (pl.col(col.BUNDLE_ID) == bundle)
+        & (pl.col(col.TS) >= WEEK["start"])
+        & (pl.col(col.TS) < WEEK["end"])
+    )
 
 
 def test_failing_candidate_evidence_matches_polars(fleet_store: Store, fleet: Fleet) -> None:
@@ -58,22 +59,35 @@ def test_failing_candidate_evidence_matches_polars(fleet_store: Store, fleet: Fl
     base, cand = _side(fleet, BASELINE), _side(fleet, CANDIDATE)
     assert (result.baseline_requests, result.candidate_requests) == (base.height, cand.height)
     ev = {r["metric"]: r for r in result.evidence.iter_rows(named=True)}
-    for metric, expr in (("error_rate", pl.col(col.STATUS) == "error"), ("fallback_rate", pl.col(col.OUTCOME) == "fallback"),
-                         ("nonfinite_rate", (pl.col(col.FP_NAN) + pl.col(col.FP_INF)) > 0)):  # fmt: skip
+    for metric, expr in (
+        ("error_rate", pl.col(col.STATUS) == "error"),
+        ("fallback_rate", pl.col(col.OUTCOME) == "fallback"),
+        ("nonfinite_rate", (pl.col(col.FP_NAN) + pl.col(col.FP_INF)) > 0),
+    ):
         assert ev[metric]["baseline"] == pytest.approx(base.select(expr.mean()).item())
         assert ev[metric]["candidate"] == pytest.approx(cand.select(expr.mean()).item())
     for q, metric in ((0.5, "p50_ms"), (0.95, "p95_ms"), (0.99, "p99_ms")):
         codes = sorted(latency_code(x) for x in cand.get_column(col.LATENCY_MS).to_list())
         assert ev[metric]["candidate"] == pytest.approx(latency_decode(codes[math.ceil(q * len(codes)) - 1]))
+
     # argmax agreement over the earliest request per input digest on each side
     def first(f: pl.DataFrame) -> dict[str, str]:
         f = f.filter((pl.col(col.INPUT_DIGEST) != "") & (pl.col(col.FP_ARGMAX_DIGEST) != "")).sort(col.TS)
-        return {d: a for d, a in f.group_by(col.INPUT_DIGEST, maintain_order=True).agg(pl.col(col.FP_ARGMAX_DIGEST).first()).iter_rows()}
+        return {
+            d: a
+            for d, a in f.group_by(col.INPUT_DIGEST, maintain_order=True)
+            .agg(pl.col(col.FP_ARGMAX_DIGEST).first())
+            .iter_rows()
+        }
+
     fb, fc = first(base), first(cand)
     pairs = [d for d in fb if d in fc]
     assert ev["argmax_agreement"]["baseline"] == len(pairs)
     assert ev["argmax_agreement"]["candidate"] == pytest.approx(sum(fb[d] == fc[d] for d in pairs) / len(pairs))
-    d, _ = stats.ks_test(base.get_column(col.FP_MEAN).cast(pl.Float64).to_numpy(), cand.get_column(col.FP_MEAN).cast(pl.Float64).to_numpy())
+    d, _ = stats.ks_test(
+        base.get_column(col.FP_MEAN).cast(pl.Float64).to_numpy(),
+        cand.get_column(col.FP_MEAN).cast(pl.Float64).to_numpy(),
+    )
     assert ev["fp_mean_ks"]["ci_low"] == pytest.approx(d)
     assert result.verdict == "fail"
     failed = set(result.evidence.filter(pl.col("outcome") == "fail").get_column("metric"))
@@ -81,17 +95,28 @@ def test_failing_candidate_evidence_matches_polars(fleet_store: Store, fleet: Fl
     assert "fallback_rate" not in failed
     assert result.rule.startswith("failed: ")
     frame = result.to_frame()
-    assert frame.row(-1, named=True)["check"] == "verdict" and frame.row(-1, named=True)["outcome"] == "fail"
+    last = frame.row(-1, named=True)
+    assert (last["check"], last["outcome"]) == ("verdict", "fail")
 
 
 def test_too_few_requests_is_inconclusive(fleet_store: Store) -> None:
-    result = compare_canary(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, min_requests=5000, **WEEK))
+    result = compare_canary(
+        fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, min_requests=5000, **WEEK)
+    )
     assert (result.verdict, result.rule) == ("inconclusive", "fewer than 5000 requests on a side")
 
 
 def test_empty_window_is_inconclusive(fleet_store: Store) -> None:
-    result = compare_canary(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE,
-                                                      start=T0 - timedelta(days=30), end=T0 - timedelta(days=29)))  # fmt: skip
+    result = compare_canary(
+        fleet_store,
+        CanaryParams(
+            model="llama",
+            baseline=BASELINE,
+            candidate=CANDIDATE,
+            start=T0 - timedelta(days=30),
+            end=T0 - timedelta(days=29),
+        ),
+    )
     assert result.verdict == "inconclusive"
     assert result.baseline_requests == result.candidate_requests == 0
 
@@ -111,12 +136,23 @@ def test_equal_bundles_pass_and_two_windows(store: Store) -> None:
     digests = [f"d{i}" for i in range(n)]
     frames = []
     for bundle, offset in (("b1", timedelta(0)), ("b2", timedelta(hours=1))):
-        frames.append(pl.DataFrame({
-            col.REQUEST_ID: [f"{bundle}-{i}" for i in range(n)], col.TS: [t + offset + timedelta(seconds=i) for i in range(n)],
-            col.HOST: "h", col.MODEL: "m", col.HW_POOL: "p", col.TRAFFIC_CLASS: "t", col.BUNDLE_ID: bundle,
-            col.LATENCY_MS: lat, col.INPUT_DIGEST: digests, col.FP_ARGMAX_DIGEST: digests,
-            col.FP_MEAN: rng.normal(0, 1, n).astype(np.float32),
-        }))  # fmt: skip
+        frames.append(
+            pl.DataFrame(
+                {
+                    col.REQUEST_ID: [f"{bundle}-{i}" for i in range(n)],
+                    col.TS: [t + offset + timedelta(seconds=i) for i in range(n)],
+                    col.HOST: "h",
+                    col.MODEL: "m",
+                    col.HW_POOL: "p",
+                    col.TRAFFIC_CLASS: "t",
+                    col.BUNDLE_ID: bundle,
+                    col.LATENCY_MS: lat,
+                    col.INPUT_DIGEST: digests,
+                    col.FP_ARGMAX_DIGEST: digests,
+                    col.FP_MEAN: rng.normal(0, 1, n).astype(np.float32),
+                }
+            )
+        )
     stop_ttl(store)
     store.insert_frame(RequestEvent, _complete(RequestEvent, pl.concat(frames)))
     window = dict(start=t, end=t + timedelta(days=1))
@@ -124,7 +160,15 @@ def test_equal_bundles_pass_and_two_windows(store: Store) -> None:
     assert result.verdict == "pass", result.evidence
     assert result.rule == "every check passed"
     # two windows of the same fleet: the first 2 h against the rest of the day
-    split = compare_canary(store, CanaryParams(model="m", start=t + timedelta(hours=2), end=t + timedelta(days=1),
-                                               baseline_start=t, baseline_end=t + timedelta(hours=2)))  # fmt: skip
+    split = compare_canary(
+        store,
+        CanaryParams(
+            model="m",
+            start=t + timedelta(hours=2),
+            end=t + timedelta(days=1),
+            baseline_start=t,
+            baseline_end=t + timedelta(hours=2),
+        ),
+    )
     in_first_two_hours = n + 3600  # all of b1 (0 .. 4000 s) and b2's first hour (3600 .. 7200 s)
     assert (split.baseline_requests, split.candidate_requests) == (in_first_two_hours, 2 * n - in_first_two_hours)

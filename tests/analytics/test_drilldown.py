@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import polars as pl
 import pytest
@@ -11,10 +12,10 @@ from inferensics.analytics import NotFound, RequestParams, drill_down, request_d
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.store import Store
-from tests.analytics.fleet import stop_ttl, Fleet
+from tests.analytics.fleet import Fleet, stop_ttl
 
 
-def _sampled(fleet: Fleet) -> dict[str, object]:
+def _sampled(fleet: Fleet) -> dict[str, Any]:
     rid = fleet.kernel_timings.get_column(col.REQUEST_ID)[0]
     return fleet.requests.filter(pl.col(col.REQUEST_ID) == rid).row(0, named=True)
 
@@ -34,9 +35,13 @@ def test_drill_down_of_a_sampled_request(fleet_store: Store, fleet: Fleet) -> No
     assert got.graphs.get_column(col.GRAPH_KEY).to_list() == req[col.GRAPH_KEYS]
     assert got.graphs.get_column(col.ARTIFACT_ID).to_list() == req[col.GRAPH_ARTIFACTS]
     latest = (
-        fleet.compiles.filter((pl.col(col.MODEL) == req[col.MODEL]) & pl.col(col.ARTIFACT_ID).is_in(req[col.GRAPH_ARTIFACTS]))
-        .sort(col.TS).group_by(col.ARTIFACT_ID).agg(pl.col(col.TS).last(), pl.col(col.HOST).last())
-    )  # fmt: skip
+        fleet.compiles.filter(
+            (pl.col(col.MODEL) == req[col.MODEL]) & pl.col(col.ARTIFACT_ID).is_in(req[col.GRAPH_ARTIFACTS])
+        )
+        .sort(col.TS)
+        .group_by(col.ARTIFACT_ID)
+        .agg(pl.col(col.TS).last(), pl.col(col.HOST).last())
+    )
     assert got.graphs.get_column("compile_ts").to_list() == latest.get_column(col.TS).to_list()
     # kernels: inventory of the artifact joined with the summed timings; an unattributed timing is kept
     kernels = {r[col.KERNEL_NAME]: r for r in got.kernels.iter_rows(named=True)}
@@ -44,7 +49,7 @@ def test_drill_down_of_a_sampled_request(fleet_store: Store, fleet: Fleet) -> No
     assert (kernels["triton_poi_fused_add_0"][col.CALLS], kernels["triton_poi_fused_add_0"][col.TOTAL_US]) == (3, 14.5)
     assert kernels["triton_poi_fused_add_0"][col.SOURCE_LINES] == ["model.py:20"]
     assert kernels["triton_red_fused_sum_1"][col.CALLS] is None  # in the artifact, not launched in the sample
-    assert kernels["aten::copy_"][col.ARTIFACT_ID] == "" and kernels["aten::copy_"][col.SOURCE_LINES] == []
+    assert (kernels["aten::copy_"][col.ARTIFACT_ID], kernels["aten::copy_"][col.SOURCE_LINES]) == ("", [])
     assert got.kernels.get_column(col.TOTAL_US).to_list()[:2] == [14.5, 7.0]
 
 
@@ -59,7 +64,8 @@ def test_captured_inputs_and_missing_bundle(fleet_store: Store, fleet: Fleet) ->
 def test_eager_request_has_no_graphs_or_kernels(fleet_store: Store, fleet: Fleet) -> None:
     eager = fleet.requests.filter(pl.col(col.OUTCOME) == "eager").get_column(col.REQUEST_ID)[0]
     got = drill_down(fleet_store, eager)
-    assert got.graphs.is_empty() and got.kernels.is_empty()
+    assert got.graphs.is_empty()
+    assert got.kernels.is_empty()
     assert got.detail.height == 1
 
 
@@ -72,9 +78,22 @@ def test_unknown_request_id(fleet_store: Store) -> None:
 
 def test_single_request_store(store: Store) -> None:
     stop_ttl(store)
-    store.insert_events([RequestEvent(request_id="r1", ts=datetime(2026, 3, 3, tzinfo=UTC), host="h", model="m",
-                                      hw_pool="p", traffic_class="t", graph_keys=("g",), graph_artifacts=("a",),
-                                      graph_calls=(1,), graph_us=(5,))])  # fmt: skip
+    store.insert_events(
+        [
+            RequestEvent(
+                request_id="r1",
+                ts=datetime(2026, 3, 3, tzinfo=UTC),
+                host="h",
+                model="m",
+                hw_pool="p",
+                traffic_class="t",
+                graph_keys=("g",),
+                graph_artifacts=("a",),
+                graph_calls=(1,),
+                graph_us=(5,),
+            )
+        ]
+    )
     got = drill_down(store, "r1")
     assert got.detail.get_column("guard_failure_reasons").to_list() == [[]]
     row = got.graphs.row(0, named=True)

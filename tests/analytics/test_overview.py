@@ -21,7 +21,7 @@ from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
 from inferensics.schema.store import Store
-from tests.analytics.fleet import stop_ttl, W10, Fleet
+from tests.analytics.fleet import W10, Fleet, stop_ttl
 
 DIMS = [col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS]
 WEEK = SliceParams(start=W10, end=W10 + timedelta(days=7))
@@ -64,13 +64,13 @@ def expected_overview(requests: pl.DataFrame, seconds: float) -> pl.DataFrame:
 def assert_quantiles_bracketed(got: pl.DataFrame, rows: pl.DataFrame, keys: list[str]) -> None:
     """Each p50/p95/p99 decodes a latency code between the lower and the upper order statistic of the
     exact codes (``quantileTiming`` is exact on the 0..1023 codes; only its rank convention may differ)."""
-    codes = rows.with_columns(
-        pl.col(col.LATENCY_MS).map_elements(latency_code, return_dtype=pl.Int64).alias("code")
-    )
+    codes = rows.with_columns(pl.col(col.LATENCY_MS).map_elements(latency_code, return_dtype=pl.Int64).alias("code"))
     for row in got.iter_rows(named=True):
         mine = codes.filter(pl.all_horizontal(pl.col(k) == row[k] for k in keys)).get_column("code").sort()
         for q, name in ((0.5, "p50_ms"), (0.95, "p95_ms"), (0.99, "p99_ms")):
-            lo = latency_decode(mine.quantile(q, "lower"))
+            lower = mine.quantile(q, "lower")
+            assert lower is not None
+            lo = latency_decode(lower)
             hi = latency_decode(mine[min(int(q * mine.len()), mine.len() - 1)])
             assert lo * (1 - 1e-6) <= row[name] <= hi * (1 + 1e-6), (row, name, lo, hi)
 
@@ -107,7 +107,9 @@ def test_timeseries_by_model_daily(fleet_store: Store, fleet: Fleet) -> None:
     got = fleet_timeseries(fleet_store, WEEK, unit="day", by="model")
     want = (
         _in(fleet.requests, WEEK.start, WEEK.end)
-        .group_by(pl.col(col.TS).dt.truncate("1d").dt.cast_time_unit("ms").alias("bucket"), pl.col(col.MODEL).alias("group"))
+        .group_by(
+            pl.col(col.TS).dt.truncate("1d").dt.cast_time_unit("ms").alias("bucket"), pl.col(col.MODEL).alias("group")
+        )
         .agg(pl.len().cast(pl.UInt64).alias(col.REQUESTS), pl.col(col.RECOMPILES).cast(pl.UInt64).sum())
         .sort("bucket", "group")
     )

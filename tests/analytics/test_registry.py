@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 from starlette.testclient import TestClient
 
-import inferensics.analytics as analytics
+from inferensics import analytics
 from inferensics.analytics import AnalyticsError, LocalRunner, build_weekly_report
 from inferensics.analytics.registry import NAMED_QUERIES, NamedQuery
 from inferensics.analytics.report import render_weekly_markdown
@@ -36,12 +36,31 @@ PARAMS: dict[str, dict[str, Any]] = {
 
 
 def test_named_query_names_are_pinned() -> None:
-    assert sorted(NAMED_QUERIES) == sorted([
-        "bundles", "bundles_seen", "cache_growth", "cache_health", "cache_reasons", "cache_trend", "canary_compare",
-        "dimension_values", "fallback_reasons", "fleet_overview", "fleet_timeseries", "graph_break_sites",
-        "graph_breaks", "guard_failures", "new_graph_keys", "recompile_reasons", "recompile_storms",
-        "request_detail", "request_graphs", "request_kernels", "specializations",
-    ])  # fmt: skip
+    assert sorted(NAMED_QUERIES) == sorted(
+        [
+            "bundles",
+            "bundles_seen",
+            "cache_growth",
+            "cache_health",
+            "cache_reasons",
+            "cache_trend",
+            "canary_compare",
+            "dimension_values",
+            "fallback_reasons",
+            "fleet_overview",
+            "fleet_timeseries",
+            "graph_break_sites",
+            "graph_breaks",
+            "guard_failures",
+            "new_graph_keys",
+            "recompile_reasons",
+            "recompile_storms",
+            "request_detail",
+            "request_graphs",
+            "request_kernels",
+            "specializations",
+        ]
+    )
 
 
 def test_public_api_is_pinned() -> None:
@@ -54,12 +73,15 @@ def test_public_api_is_pinned() -> None:
 @pytest.mark.parametrize("name", sorted(NAMED_QUERIES))
 def test_each_named_query_runs_from_json_params(fleet_store: Store, name: str) -> None:
     query = NAMED_QUERIES[name]
-    assert isinstance(query, NamedQuery) and query.name == name and query.description
+    assert isinstance(query, NamedQuery)
+    assert query.name == name
+    assert query.description
     assert issubclass(query.params, BaseModel)
     query.params.model_json_schema()
     params = query.params.model_validate(PARAMS.get(name, WEEK))
     frame = query.run(fleet_store, params)
-    assert isinstance(frame, pl.DataFrame) and frame.width > 0
+    assert isinstance(frame, pl.DataFrame)
+    assert frame.width > 0
     assert to_ipc(frame.to_arrow())  # what the service sends must serialise
     with pytest.raises(ValidationError):
         query.params.model_validate({**PARAMS.get(name, WEEK), "no_such_param": 1})
@@ -82,7 +104,7 @@ def service_client(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> Iterat
     client = ServiceClient("http://testserver", token=READ)
     try:
         with TestClient(create_app(state), headers={"Authorization": f"Bearer {READ}"}) as http:
-            client._http = http  # the real client code over the in-process app
+            client._http = http  # type: ignore[assignment]  # the real client code over the in-process app
             yield client
     finally:
         state.close()

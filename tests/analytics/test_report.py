@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
+from playwright.sync_api import ConsoleMessage, Request
+from playwright.sync_api import Error as PlaywrightError
 from typer.testing import CliRunner
 
 from inferensics.analytics import CanaryParams, LocalRunner, build_weekly_report, canary_compare
@@ -27,8 +30,15 @@ from tests.analytics.fleet import BASELINE, CANDIDATE, W10
 from tests.analytics.snapshot import assert_json_snapshot, assert_snapshot
 
 CHROMIUM = "/usr/bin/chromium"
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+BROWSER_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +48,10 @@ def weekly(fleet_store: Store) -> WeeklyReport:
 
 @pytest.fixture(scope="module")
 def canary_frame(fleet_store: Store) -> pl.DataFrame:
-    return canary_compare(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE,
-                                                    start=W10, end=W10 + timedelta(days=7)))  # fmt: skip
+    return canary_compare(
+        fleet_store,
+        CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, start=W10, end=W10 + timedelta(days=7)),
+    )
 
 
 def test_weeks() -> None:
@@ -86,24 +98,86 @@ def test_cli_report_weekly(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -
     assert md.startswith("# Weekly recompilation and cache report 2026-W10")
     assert (tmp_path / "weekly-2026-W10.html").stat().st_size > 500_000  # the Vega libraries are inlined
     bad = CliRunner().invoke(app, ["report", "weekly", "--week", "2026-W60", "--dsn", _dsn(chdb_dir, fleet_store)])
-    assert bad.exit_code == 2 and "has no week 60" in bad.output
+    assert bad.exit_code == 2
+    assert "has no week 60" in bad.output
 
 
 def test_cli_canary_compare(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> None:
     dsn = _dsn(chdb_dir, fleet_store)
     window = ["--start", "2026-03-02T00:00:00", "--end", "2026-03-09T00:00:00"]
-    result = CliRunner().invoke(app, ["canary", "compare", "--baseline", BASELINE, "--candidate", CANDIDATE, *window,
-                                      "--dsn", dsn, "--out", str(tmp_path)])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "canary",
+            "compare",
+            "--baseline",
+            BASELINE,
+            "--candidate",
+            CANDIDATE,
+            *window,
+            "--dsn",
+            dsn,
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert result.exit_code == 1, result.output  # model taken from the candidate bundle; verdict fail → 1
     assert "verdict: FAIL (failed: p50_ms, p95_ms, error_rate, nonfinite_rate" in result.output
     assert len(list(tmp_path.glob("canary-llama-*.html"))) == 1
-    few = CliRunner().invoke(app, ["canary", "compare", "--baseline", BASELINE, "--candidate", CANDIDATE, "--model", "llama",
-                                   "--traffic-class", "batch", "--start", "2026-03-02T00:00:00",
-                                   "--end", "2026-03-02T06:00:00", "--dsn", dsn])  # fmt: skip
-    assert few.exit_code == 3 and "verdict: INCONCLUSIVE (fewer than 100 requests on a side)" in few.output
-    typo = CliRunner().invoke(app, ["canary", "compare", "--baseline", BASELINE, "--candidate", "bundle-x", "--model",
-                                    "llama", *window, "--dsn", dsn])  # fmt: skip
-    assert typo.exit_code == 2 and "unknown bundle 'bundle-x'" in typo.output
+    few = CliRunner().invoke(
+        app,
+        [
+            "canary",
+            "compare",
+            "--baseline",
+            BASELINE,
+            "--candidate",
+            CANDIDATE,
+            "--model",
+            "llama",
+            "--traffic-class",
+            "batch",
+            "--start",
+            "2026-03-02T00:00:00",
+            "--end",
+            "2026-03-02T06:00:00",
+            "--dsn",
+            dsn,
+        ],
+    )
+    assert few.exit_code == 3
+    assert "verdict: INCONCLUSIVE (fewer than 100 requests on a side)" in few.output
+    typo = CliRunner().invoke(
+        app,
+        [
+            "canary",
+            "compare",
+            "--baseline",
+            BASELINE,
+            "--candidate",
+            "bundle-x",
+            "--model",
+            "llama",
+            *window,
+            "--dsn",
+            dsn,
+        ],
+    )
+    assert typo.exit_code == 2
+    assert "unknown bundle 'bundle-x'" in typo.output
+
+
+def _on_console(out: list[str], message: ConsoleMessage) -> None:
+    if message.type in ("error", "warning"):
+        out.append(message.text)
+
+
+def _on_page_error(out: list[str], error: PlaywrightError) -> None:
+    out.append(str(error))
+
+
+def _on_request(out: list[str], request: Request) -> None:
+    out.append(request.url)
 
 
 @pytest.mark.browser
@@ -121,12 +195,14 @@ def test_pages_render_in_headless_chromium(weekly: WeeklyReport, canary_frame: p
             for path, charts in expected.items():
                 page = browser.new_page()
                 problems: list[str] = []
-                page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
-                page.on("pageerror", lambda e: problems.append(str(e)))
                 requested: list[str] = []
-                page.on("request", lambda r: requested.append(r.url))
+                page.on("console", functools.partial(_on_console, problems))
+                page.on("pageerror", functools.partial(_on_page_error, problems))
+                page.on("request", functools.partial(_on_request, requested))
                 page.goto(path.as_uri())
-                page.wait_for_function(f"window.__chartsRendered + window.__chartErrors.length >= {charts}", timeout=60_000)
+                page.wait_for_function(
+                    f"window.__chartsRendered + window.__chartErrors.length >= {charts}", timeout=60_000
+                )
                 assert page.evaluate("window.__chartErrors") == []
                 assert page.evaluate("window.__chartsRendered") == charts
                 assert page.locator("div.chart svg.marks").count() == charts  # every chart drew its SVG

@@ -26,7 +26,8 @@ WEEK = dict(start=W10, end=W10 + timedelta(days=7))
 def expected_storms(requests: pl.DataFrame, p: StormParams) -> set[tuple[datetime, str, str]]:
     """The storm rule written out plainly: per model × pool and hour, median of the preceding hours."""
     hourly = requests.group_by(col.MODEL, col.HW_POOL, pl.col(col.TS).dt.truncate("1h").alias("h")).agg(
-        pl.col(col.RECOMPILES).cast(pl.Int64).sum().alias("r"), (pl.col(col.COMPILE_MS).cast(pl.Float64) / 1000).sum().alias("s")
+        pl.col(col.RECOMPILES).cast(pl.Int64).sum().alias("r"),
+        (pl.col(col.COMPILE_MS).cast(pl.Float64) / 1000).sum().alias("s"),
     )
     table = {(m, hp, h): (r, s) for m, hp, h, r, s in hourly.iter_rows()}
     pairs = {(m, hp) for m, hp, _ in table}
@@ -63,7 +64,9 @@ def test_storm_lists_reasons_and_requests(fleet_store: Store, fleet: Fleet) -> N
     assert (row["bucket"], row[col.MODEL], row[col.HW_POOL], row["trigger"]) == (STORM_HOUR, "qwen", "h200-a", "both")
     assert row["baseline_recompiles"] == 0.0
     rec = fleet.recompiles.filter(
-        (pl.col(col.TS).dt.truncate("1h") == STORM_HOUR) & (pl.col(col.MODEL) == "qwen") & (pl.col(col.HW_POOL) == "h200-a")
+        (pl.col(col.TS).dt.truncate("1h") == STORM_HOUR)
+        & (pl.col(col.MODEL) == "qwen")
+        & (pl.col(col.HW_POOL) == "h200-a")
     )
     counts = rec.group_by(col.REASON).len().sort(["len", col.REASON], descending=[True, False])
     assert row["top_reasons"] == counts.get_column(col.REASON).head(3).to_list()
@@ -72,7 +75,9 @@ def test_storm_lists_reasons_and_requests(fleet_store: Store, fleet: Fleet) -> N
 
 
 def test_storms_empty_range_and_unknown_pool(fleet_store: Store) -> None:
-    assert recompile_storms(fleet_store, StormParams(start=datetime(2025, 1, 1, tzinfo=UTC), end=datetime(2025, 1, 2, tzinfo=UTC))).is_empty()
+    assert recompile_storms(
+        fleet_store, StormParams(start=datetime(2025, 1, 1, tzinfo=UTC), end=datetime(2025, 1, 2, tzinfo=UTC))
+    ).is_empty()
     with pytest.raises(UnknownFilterValue, match="unknown hw_pool 'h100'"):
         recompile_storms(fleet_store, StormParams(**WEEK, hw_pool="h100"))
 
@@ -88,7 +93,9 @@ def _first_seen(fleet: Fleet) -> pl.DataFrame:
 def test_new_graph_keys(fleet_store: Store, fleet: Fleet) -> None:
     got = new_graph_keys(fleet_store, SliceParams(**WEEK))
     want = _first_seen(fleet).filter(pl.col("first_seen") >= WEEK["start"])
-    assert sorted(got.select(col.HW_POOL, col.GRAPH_KEY).iter_rows()) == sorted(want.select(col.HW_POOL, col.GRAPH_KEY).iter_rows())
+    assert sorted(got.select(col.HW_POOL, col.GRAPH_KEY).iter_rows()) == sorted(
+        want.select(col.HW_POOL, col.GRAPH_KEY).iter_rows()
+    )
     assert {"gk-mistral-new-0", "gk-mistral-new-1", "gk-mistral-new-2"} <= set(got.get_column(col.GRAPH_KEY))
     assert got.get_column("first_seen").is_sorted(descending=True)
 
@@ -108,4 +115,6 @@ def test_specializations(fleet_store: Store, fleet: Fleet) -> None:
     )
     assert got.drop("growth").to_dicts() == want.to_dicts()
     mistral_b = got.filter((pl.col(col.MODEL) == "mistral") & (pl.col(col.HW_POOL) == "h200-b")).row(0, named=True)
-    assert mistral_b["growth"] == pytest.approx(mistral_b["new_graph_keys"] / (mistral_b["total_graph_keys"] - mistral_b["new_graph_keys"]))
+    assert mistral_b["growth"] == pytest.approx(
+        mistral_b["new_graph_keys"] / (mistral_b["total_graph_keys"] - mistral_b["new_graph_keys"])
+    )
