@@ -124,6 +124,8 @@ class Pipeline:
     def _on_record(self, record: Event) -> None:
         if isinstance(record, CompileEvent) and record.outcome == "recompile_limit":
             self.limit_hit = True
+        if isinstance(record, CompileEvent) and record.fx_cache_key and record.artifact_id:
+            self.kernel_artifacts[f"## Call CompiledFxGraph {record.fx_cache_key} ##"] = record.artifact_id
         if isinstance(record, KernelInventoryEvent):
             self.kernel_artifacts[record.kernel_name] = record.artifact_id
         self.counters[type(record).TABLE.name] += 1

@@ -8,6 +8,7 @@ C++ kernels) or, for whole-graph calls, by the ``## Call CompiledFxGraph <key> #
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from inferensics.schema.events import KernelTimingEvent
+
+_GRAPH_PREFIX = re.compile(r"^graph_\d+_")
+"""C++ kernel profile events are named ``graph_<n>_<kernel>``; the inventory knows ``<kernel>``."""
 
 if TYPE_CHECKING:
     from inferensics.collector.host.records import RawRequest
@@ -52,7 +56,7 @@ def kernel_timings(
     out: list[KernelTimingEvent] = []
     for avg in raw.profile.key_averages():
         name = str(avg.key)
-        artifact = kernel_artifacts.get(name, "")
+        artifact = kernel_artifacts.get(name) or kernel_artifacts.get(_GRAPH_PREFIX.sub("", name), "")
         device_us = float(getattr(avg, "device_time_total", 0.0) or 0.0)
         is_device = device_us > 0 and not artifact
         if not artifact and not name.startswith("## Call CompiledFxGraph") and not is_device:

@@ -95,6 +95,7 @@ class CompileSummary:
     recompile: bool
     fail_type: str = ""
     break_ids: list[str] = field(default_factory=list)
+    fx_cache_key: str = ""
 
 
 @dataclass
@@ -371,6 +372,7 @@ class CompileAssembler:
             recompile=is_recompile,
             fail_type=fail_type,
             break_ids=list(state.break_ids),
+            fx_cache_key=state.fx_cache_key,
         )
         while len(self.summaries) > SUMMARY_CAPACITY:
             self.summaries.popitem(last=False)

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -20,8 +20,8 @@ from inferensics.schema.otlp import attributes_to_record, span_name
 
 
 class _Sink(BaseHTTPRequestHandler):
-    spans: list[Any] = []
-    blobs: dict[str, tuple[bytes, str, str]] = {}
+    spans: ClassVar[list[Any]] = []
+    blobs: ClassVar[dict[str, tuple[bytes, str, str]]] = {}
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -48,7 +48,8 @@ class _Sink(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def service() -> Iterator[str]:
-    _Sink.spans, _Sink.blobs = [], {}
+    _Sink.spans.clear()
+    _Sink.blobs.clear()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -86,11 +87,15 @@ def test_requests_travel_as_spans(service: str) -> None:
         if s.name != span_name(RequestEvent):
             continue
         attrs = {kv.key: _value(kv.value) for kv in s.attributes}
-        record = attributes_to_record(RequestEvent, attrs, time=datetime.fromtimestamp(s.start_time_unix_nano / 1e9, UTC))
+        record = attributes_to_record(
+            RequestEvent, attrs, time=datetime.fromtimestamp(s.start_time_unix_nano / 1e9, UTC)
+        )
         rows.append(RequestEvent.model_validate(record))
     by_id = {r.request_id: r for r in rows}
-    assert by_id["otlp-0"].outcome == "compile" and by_id["otlp-1"].outcome == "hit"
-    assert by_id["otlp-2"].host == "otlp-host" and by_id["otlp-2"].traffic_class == "interactive"
+    assert by_id["otlp-0"].outcome == "compile"
+    assert by_id["otlp-1"].outcome == "hit"
+    assert by_id["otlp-2"].host == "otlp-host"
+    assert by_id["otlp-2"].traffic_class == "interactive"
     artifact = by_id["otlp-0"].graph_artifacts[0]
     data, path, auth = _Sink.blobs[artifact]
     assert hashlib.sha256(data).hexdigest() == artifact
