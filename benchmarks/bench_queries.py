@@ -17,6 +17,7 @@ request id, the weekly report in <= 30 s.
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import statistics
 import tempfile
@@ -179,7 +180,7 @@ def main() -> None:
         print(f"\n{'query':40} {'p50 ms':>9} {'p95 ms':>9} rows")
         for label, (name, params) in cases.items():
             rows = runner.query(name, **params).height
-            p50, p95 = timed(lambda n=name, p=params: runner.query(n, **p), args.repeats)
+            p50, p95 = timed(functools.partial(runner.query, name, **params), args.repeats)
             print(f"{label:40} {p50:9.1f} {p95:9.1f} {rows}", flush=True)
         t = time.perf_counter()
         report = build_weekly_report(runner, last_full_week(end))
