@@ -20,7 +20,7 @@ from tests.collector.service.otel import emit, request, tracer
 pytestmark = pytest.mark.slow
 
 
-def wait_rows(client: ServiceClient, sql: str, expected: int, timeout: float = 30) -> int:
+def wait_rows(client: ServiceClient, sql: str, expected: int, timeout: float = 60) -> int:
     """Poll an admin SQL count until it reaches ``expected`` (or time out) and return the last value."""
     deadline = time.monotonic() + timeout
     n = -1
