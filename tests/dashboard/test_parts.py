@@ -1,0 +1,145 @@
+"""The dashboard's pure parts: spike rule, kernel lines in generated code, range pinning, charts, launcher."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from inferensics import dashboard
+from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.dashboard._internal import charts, highlights
+from inferensics.dashboard._internal.codemap import kernel_lines
+from inferensics.dashboard._internal.filters import Filters, _parse_end, bucket_unit, describe
+from inferensics.schema import columns as col
+from tests.dashboard.seed import KERNELS, OUTPUT_CODE
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+T0 = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+
+
+def assert_snapshot(name: str, text: str) -> None:
+    """``text`` equals the committed snapshot (``INFERENSICS_UPDATE_SNAPSHOTS=1`` rewrites it)."""
+    path = SNAPSHOTS / name
+    if os.environ.get("INFERENSICS_UPDATE_SNAPSHOTS") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"missing snapshot {path}: run with INFERENSICS_UPDATE_SNAPSHOTS=1 and review it"
+    assert text == path.read_text(encoding="utf-8"), f"{name} differs from its snapshot"
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(dashboard.__all__) == [
+        "APP_FILE", "DEFAULT_PORT", "dashboard_env", "start_dashboard", "streamlit_argv", "wait_until_up",
+    ]  # fmt: skip
+    assert dashboard.APP_FILE.is_file()
+
+
+def series(rows: list[tuple[int, str, int, int]]) -> pl.DataFrame:
+    """A per-minute ``fleet_timeseries(by=model)`` frame from (minute, model, requests, errors)."""
+    return pl.DataFrame(
+        {
+            col.BUCKET: [T0 + timedelta(minutes=m) for m, *_ in rows],
+            "group": [g for _, g, _, _ in rows],
+            col.REQUESTS: [r for *_, r, _ in rows],
+            col.ERRORS: [e for *_, e in rows],
+            col.FALLBACKS: [0 for _ in rows],
+        }
+    )
+
+
+def test_spike_needs_enough_events_and_a_rate_above_the_model_rate() -> None:
+    quiet = [(m, "a", 10, 0) for m in range(30)]
+    spike = series([*quiet, (12, "a", 10, 6)])  # 6 errors in the 10:00 window of a model erring rarely
+    found = highlights.find_spikes(spike, highlights.ERRORS)
+    assert found.select("window_start", col.MODEL, col.ERRORS).rows() == [(T0 + timedelta(minutes=10), "a", 6)]
+    assert found.item(0, col.REQUESTS) == 60  # the five minutes 10..14 of model a
+    too_few = series([*quiet, (12, "a", 10, 4)])
+    assert highlights.find_spikes(too_few, highlights.ERRORS).is_empty()
+    everywhere = series([(m, "b", 10, 3) for m in range(30)])  # a steady 30 % is the model's normal
+    assert highlights.find_spikes(everywhere, highlights.ERRORS).is_empty()
+
+
+def test_spike_of_an_empty_series_is_an_empty_frame() -> None:
+    empty = highlights.find_spikes(pl.DataFrame(), highlights.FALLBACKS)
+    assert empty.is_empty()
+    assert empty.columns == ["window_start", col.MODEL, col.REQUESTS, col.FALLBACKS, "rate", "model_rate"]
+    assert "5-minute window" in highlights.rule(highlights.WINDOW)
+    assert "1-hour window" in highlights.rule(timedelta(hours=1))
+
+
+def test_kernel_lines_find_definitions_and_launches() -> None:
+    names = [k[0] for k in KERNELS]
+    found = {r[col.KERNEL_NAME]: r for r in kernel_lines(OUTPUT_CODE, names).iter_rows(named=True)}
+    lines = OUTPUT_CODE.splitlines()
+    assert found["extern_kernels.mm"]["defined_at"] is None
+    assert [lines[n - 1].strip() for n in found["extern_kernels.mm"]["launched_at"]] == [
+        "extern_kernels.mm(arg0_1, arg1_1, out=buf0)"
+    ]
+    gelu = found["triton_poi_fused_addmm_gelu_0"]
+    assert lines[gelu["defined_at"] - 1].startswith("triton_poi_fused_addmm_gelu_0 = async_compile.triton(")
+    assert len(gelu["launched_at"]) == 1
+    missing = kernel_lines(OUTPUT_CODE, ["not_in_this_file"]).row(0, named=True)
+    assert missing["defined_at"] is None
+    assert missing["launched_at"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-11-30T19:00Z", datetime(2026, 11, 30, 19, 0, tzinfo=UTC)),
+        ("2026-11-30T19:00:00 00:00", datetime(2026, 11, 30, 19, 0, tzinfo=UTC)),  # "+" arrives as a space
+        ("2026-11-30T20:00+01:00", datetime(2026, 11, 30, 19, 0, tzinfo=UTC)),
+        ("2026-11-30T19:00", datetime(2026, 11, 30, 19, 0, tzinfo=UTC)),
+        ("yesterday", None),
+    ],
+)
+def test_end_pin_of_the_url(text: str, expected: datetime | None) -> None:
+    assert _parse_end(text) == expected
+
+
+def test_range_description_and_bucket_unit() -> None:
+    hour = Filters(start=T0, end=T0 + timedelta(hours=1), model="llama")
+    assert describe(hour) == "2026-11-30 18:00 – 19:00 UTC · model **llama**"
+    assert bucket_unit(hour) == "minute"
+    assert bucket_unit(Filters(start=T0, end=T0 + timedelta(days=1))) == "hour"
+    assert bucket_unit(Filters(start=T0, end=T0 + timedelta(days=30))) == "day"
+    assert Filters(start=T0, end=T0, bundle_id="b1").params() == {"start": T0, "end": T0, "bundle": "b1"}
+
+
+def test_chart_specs_match_their_snapshots() -> None:
+    frame = pl.DataFrame(
+        {
+            col.BUCKET: [T0, T0, T0 + timedelta(minutes=1)],
+            col.MODEL: ["a", "b", "a"],
+            col.REQUESTS: [3, 4, 5],
+            col.ERRORS: [0, 1, 2],
+        }
+    )
+    specs = {
+        "time_series": charts.time_series(frame, col.BUCKET, (col.REQUESTS, col.ERRORS), "Trend").to_dict(),
+        "stacked": charts.stacked_bars_over_time(frame, col.BUCKET, col.REQUESTS, col.MODEL, "By model").to_dict(),
+        "ranked": charts.ranked_bars(frame, col.MODEL, col.REQUESTS, "Top").to_dict(),
+    }
+    for spec in specs.values():
+        spec.pop("$schema", None)
+    assert_snapshot("charts.json", json.dumps(specs, indent=1, sort_keys=True) + "\n")
+
+
+def test_launcher_runs_streamlit_headless_and_passes_the_token_by_environment() -> None:
+    argv = dashboard.streamlit_argv(port=9999, address="0.0.0.0")
+    assert argv[1:4] == ["-m", "streamlit", "run"]
+    assert argv[4] == str(dashboard.APP_FILE)
+    flags = dict(zip(argv[5::2], argv[6::2], strict=True))
+    assert flags["--server.headless"] == "true"
+    assert flags["--server.port"] == "9999"
+    assert flags["--browser.gatherUsageStats"] == "false"
+    assert "secret" not in " ".join(argv)
+    env = dashboard.dashboard_env("http://svc:4318", "secret", base={"PATH": "/bin"})
+    assert env == {
+        "PATH": "/bin", SERVICE_URL_ENV: "http://svc:4318", TOKEN_ENV: "secret",
+        "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
+    }  # fmt: skip
