@@ -55,6 +55,21 @@ def _one_request(tracker: Tracker, fn: Callable[[torch.Tensor], Any], x: torch.T
         fn(x)
 
 
+def _decode_plain(fn: Callable[[torch.Tensor], Any], x: torch.Tensor, steps: int) -> None:
+    for _ in range(steps):
+        y = fn(x)
+    del y
+
+
+def _decode_instr(
+    tracker: Tracker, fn: Callable[[torch.Tensor], Any], x: torch.Tensor, steps: int, ids: Iterator[int]
+) -> None:
+    with tracker.request(f"d{next(ids)}", shape=tuple(x.shape)) as req:
+        for _ in range(steps):
+            y = fn(x)
+        req.set_output(y)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -64,6 +79,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=2000, help="calls per timing round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--memory-requests", type=int, default=100_000)
+    ap.add_argument("--decode-steps", type=int, default=64, help="compiled calls per request in the decode-like run")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads on CPU (shared CI machines)")
     args = ap.parse_args()
     dev = args.device
@@ -127,6 +143,27 @@ def main() -> None:
     print(
         f"torch.profiler enabled:  {best['req_prof']:.2f} us per call "
         f"(added {best['req_prof'] - best['req_plain']:+.2f} us, {_pct(best['req_prof'], best['req_plain'])})"
+    )
+
+    # Decode-like requests: many compiled calls (tokens) per request, with an output fingerprint.
+    k = args.decode_steps
+    reqs = max(n // k, 5)
+    dec: dict[str, list[float]] = {"plain": [], "instr": [], "fp_only": []}
+    with torch.no_grad():
+        for _ in range(args.rounds):
+            dec["plain"].append(_time_per(partial(_decode_plain, plain, x, k), reqs, dev))
+            tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
+            dec["instr"].append(_time_per(partial(_decode_instr, tracker, instrumented, x, k, counter), reqs, dev))
+            with tracker.request("fp") as req:
+                y = instrumented(x)
+                dec["fp_only"].append(_time_per(partial(req.set_output, y), n, dev))
+            tracker.shutdown()
+    bd = {key: min(v) for key, v in dec.items()}
+    print(
+        f"decode-like request ({k} calls + fingerprint): plain {bd['plain']:.1f} us, "
+        f"instrumented {bd['instr']:.1f} us, "
+        f"added {bd['instr'] - bd['plain']:+.1f} us ({_pct(bd['instr'], bd['plain'])}); "
+        f"set_output fingerprint alone {bd['fp_only']:.1f} us"
     )
 
     # Memory: requests through the instrumented path with output fingerprints, background export.
