@@ -8,14 +8,15 @@ added when the SDK lands.
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import polars as pl
 import pytest
 
-from inferensics.collector.client import ServiceClient
+from inferensics.collector.client import ServiceClient, ServiceError
 from inferensics.schema.events import RequestEvent
 from tests.collector.service.harness import INGEST, RunningService
-from tests.collector.service.otel import emit, request, tracer
+from tests.collector.service.otel import BASE, emit, request, tracer
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +78,18 @@ def test_status_reports_store_and_spool(service: RunningService) -> None:
     assert status["uptime_s"] > 0
     assert client.health()["ready"] is True
     assert isinstance(client.sql("SELECT 1 AS one"), pl.DataFrame)
+    # the analytics library's real named queries, through the service
+    assert {"fleet_overview", "request_detail"} <= set(client.queries())
+    detail = client.query("request_detail", request_id="st-000003")
+    assert detail.height >= 1
+    overview = client.query("fleet_overview", start=BASE - timedelta(hours=1), end=BASE + timedelta(hours=1))
+    assert overview.height >= 1
+    with pytest.raises(ServiceError, match="400") as bad:
+        client.query("fleet_overview", start=BASE, end=BASE - timedelta(hours=1))
+    assert bad.value.status == 400
+    with pytest.raises(ServiceError) as unknown:
+        client.query("no_such_query")
+    assert unknown.value.status == 404
 
 
 def test_request_model_unchanged_by_the_trip(service: RunningService) -> None:
