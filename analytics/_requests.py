@@ -1,6 +1,8 @@
 """Where request aggregates come from: the hourly or per-minute rollup when the slice allows, else raw rows.
 
-Rule: a range whose ends both fall on whole hours reads ``requests_1h``; on whole minutes (and within the
+Rule: an aggregate with no time buckets finer than a day, over a range whose ends both fall on whole UTC
+days, reads ``requests_1d``; a range whose ends both fall on whole hours reads ``requests_1h``; on whole
+minutes (and within the
 per-minute rollup's 7-day retention) ``requests_1m``; anything else, or a ``host`` filter (the rollups are
 not keyed by host), reads the raw ``requests`` table with the same aggregate expressions, so the answers
 agree to the rollup's stated latency error (±0.9 %).
@@ -15,6 +17,7 @@ from inferensics.analytics.filters import Filters, SliceParams, prefer_rollup
 from inferensics.schema import columns as col
 from inferensics.schema.rollups import (
     QUANTILE_MERGE_FN,
+    REQUESTS_1D,
     REQUESTS_1H,
     REQUESTS_1M,
     Rollup,
@@ -63,9 +66,17 @@ def _aligned(value: datetime, step: timedelta) -> bool:
     return (value - datetime(2000, 1, 1, tzinfo=UTC)) % step == timedelta(0)
 
 
-def request_source(params: Filters, start: datetime, end: datetime, *, now: datetime | None = None) -> RequestSource:
-    """Pick the rollup (or raw table) that answers a request aggregate over ``[start, end)`` exactly."""
+def request_source(
+    params: Filters, start: datetime, end: datetime, *, now: datetime | None = None, unit: str | None = None
+) -> RequestSource:
+    """Pick the rollup (or raw table) that answers a request aggregate over ``[start, end)`` exactly.
+
+    ``unit`` is the finest time bucket the caller groups by (``None`` for no buckets).
+    """
     if prefer_rollup(params, REQUESTS_1H.name):
+        day = timedelta(days=1)
+        if unit in (None, "day") and _aligned(start, day) and _aligned(end, day):
+            return RequestSource(REQUESTS_1D.name, col.BUCKET, REQUESTS_1D)
         if _aligned(start, timedelta(hours=1)) and _aligned(end, timedelta(hours=1)):
             return RequestSource(REQUESTS_1H.name, col.BUCKET, REQUESTS_1H)
         horizon = (now or datetime.now(UTC)) - timedelta(days=REQUESTS_1M.ttl_days - 1)
@@ -74,6 +85,6 @@ def request_source(params: Filters, start: datetime, end: datetime, *, now: date
     return RequestSource("requests", col.TS, None)
 
 
-def slice_source(params: SliceParams) -> RequestSource:
+def slice_source(params: SliceParams, unit: str | None = None) -> RequestSource:
     """:func:`request_source` for a slice's own range."""
-    return request_source(params, params.start, params.end)
+    return request_source(params, params.start, params.end, unit=unit)

@@ -76,7 +76,7 @@ def fleet_timeseries(
     Buckets with no requests are absent.
     """
     check_filter_values(client, params, _REQUEST_TABLES)
-    source = slice_source(params)
+    source = slice_source(params, unit)
     if source.table == "requests_1h" and unit == "minute":
         unit = "hour"
     where = slice_where(params, source.table, time_column=source.time_column)

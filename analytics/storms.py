@@ -59,7 +59,7 @@ def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
         else (params.end.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))
     )
     lo = start - timedelta(hours=params.baseline_hours)
-    source = request_source(params, lo, end)
+    source = request_source(params, lo, end, unit="hour")
     where = slice_where(params, source.table, time_column=source.time_column, start=lo, end=end)
     hourly = client.query_frame(
         f"SELECT {source.bucket('hour')} AS bucket, {col.MODEL}, {col.HW_POOL}, {', '.join(source.sums()[:1])}, "

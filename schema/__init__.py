@@ -28,7 +28,15 @@ from inferensics.schema.events import (
     ReplayResultEvent,
     RequestEvent,
 )
-from inferensics.schema.rollups import CACHE_EVENTS_1H, COMPILES_1H, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
+from inferensics.schema.rollups import (
+    CACHE_EVENTS_1H,
+    COMPILES_1H,
+    REQUESTS_1D,
+    REQUESTS_1H,
+    REQUESTS_1M,
+    ROLLUPS,
+    Rollup,
+)
 from inferensics.schema.table import Event, TableSpec
 
 __all__ = [
@@ -41,6 +49,7 @@ __all__ = [
     "GUARD_OUTCOMES",
     "MODELS_BY_TABLE",
     "OUTCOMES",
+    "REQUESTS_1D",
     "REQUESTS_1H",
     "REQUESTS_1M",
     "ROLLUPS",

@@ -140,6 +140,17 @@ REQUESTS_1H = Rollup(
 )
 """Per-hour request slices (weekly report, canary, long ranges), fed from the per-minute rollup."""
 
+REQUESTS_1D = Rollup(
+    name="requests_1d",
+    source="requests",
+    bucket_fn="toStartOfDay",
+    keys=_REQUEST_KEYS,
+    values=_REQUEST_VALUES,
+    ttl_days=800,
+    parent=REQUESTS_1H,
+)
+"""Per-day request slices, fed from the hourly rollup: a 30-day fleet overview merges 24× fewer states."""
+
 COMPILES_1H = Rollup(
     name="compiles_1h",
     source="compiles",
@@ -167,4 +178,4 @@ CACHE_EVENTS_1H = Rollup(
 )
 """Per-hour cache lookups by cache and result (``requests`` counts lookups here)."""
 
-ROLLUPS: tuple[Rollup, ...] = (REQUESTS_1M, REQUESTS_1H, COMPILES_1H, CACHE_EVENTS_1H)
+ROLLUPS: tuple[Rollup, ...] = (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D, COMPILES_1H, CACHE_EVENTS_1H)

@@ -450,6 +450,56 @@ GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
 CREATE TABLE IF NOT EXISTS inferensics.requests_1h ON CLUSTER '{cluster}' AS inferensics.requests_1h_local
 ENGINE = Distributed('{cluster}', inferensics, requests_1h_local, rand());
 
+CREATE TABLE IF NOT EXISTS inferensics.requests_1d_local ON CLUSTER '{cluster}'
+(
+    `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),
+    `model` LowCardinality(String),
+    `hw_pool` LowCardinality(String),
+    `traffic_class` LowCardinality(String),
+    `bundle_id` LowCardinality(String),
+    `requests` SimpleAggregateFunction(sum, UInt64),
+    `errors` SimpleAggregateFunction(sum, UInt64),
+    `fallbacks` SimpleAggregateFunction(sum, UInt64),
+    `recompiles` SimpleAggregateFunction(sum, UInt64),
+    `compiles` SimpleAggregateFunction(sum, UInt64),
+    `compile_seconds` SimpleAggregateFunction(sum, Float64),
+    `cache_hits` SimpleAggregateFunction(sum, UInt64),
+    `cache_misses` SimpleAggregateFunction(sum, UInt64),
+    `nonfinite` SimpleAggregateFunction(sum, UInt64),
+    `latency_sum_ms` SimpleAggregateFunction(sum, Float64),
+    `latency_state` AggregateFunction(quantilesTiming(0.5, 0.95, 0.99), UInt16)
+)
+ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/requests_1d_local', '{replica}')
+PARTITION BY toYYYYMM(bucket)
+ORDER BY (model, hw_pool, traffic_class, bundle_id, bucket)
+TTL toDateTime(bucket) + toIntervalDay(800)
+SETTINGS ttl_only_drop_parts = 1;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1d_mv ON CLUSTER '{cluster}'
+TO inferensics.requests_1d_local
+AS SELECT
+    toStartOfDay(bucket) AS bucket,
+    model,
+    hw_pool,
+    traffic_class,
+    bundle_id,
+    sum(requests) AS requests,
+    sum(errors) AS errors,
+    sum(fallbacks) AS fallbacks,
+    sum(recompiles) AS recompiles,
+    sum(compiles) AS compiles,
+    sum(compile_seconds) AS compile_seconds,
+    sum(cache_hits) AS cache_hits,
+    sum(cache_misses) AS cache_misses,
+    sum(nonfinite) AS nonfinite,
+    sum(latency_sum_ms) AS latency_sum_ms,
+    quantilesTimingMergeState(0.5, 0.95, 0.99)(latency_state) AS latency_state
+FROM inferensics.requests_1h_local
+GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
+
+CREATE TABLE IF NOT EXISTS inferensics.requests_1d ON CLUSTER '{cluster}' AS inferensics.requests_1d_local
+ENGINE = Distributed('{cluster}', inferensics, requests_1d_local, rand());
+
 CREATE TABLE IF NOT EXISTS inferensics.compiles_1h_local ON CLUSTER '{cluster}'
 (
     `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),

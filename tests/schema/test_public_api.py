@@ -17,6 +17,7 @@ def test_all_is_pinned() -> None:
             "GUARD_OUTCOMES",
             "MODELS_BY_TABLE",
             "OUTCOMES",
+            "REQUESTS_1D",
             "REQUESTS_1H",
             "REQUESTS_1M",
             "ROLLUPS",

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from inferensics.schema import REQUESTS_1H, REQUESTS_1M, RequestEvent, Rollup
+from inferensics.schema import REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, RequestEvent, Rollup
 from inferensics.schema import columns as c
 from inferensics.schema.rollups import (
     LATENCY_RELATIVE_ERROR,
@@ -80,7 +80,9 @@ def _read(store: Store, rollup: Rollup) -> pl.DataFrame:
     )
 
 
-@pytest.mark.parametrize(("rollup", "every"), [(REQUESTS_1M, "1m"), (REQUESTS_1H, "1h")], ids=["1m", "1h"])
+@pytest.mark.parametrize(
+    ("rollup", "every"), [(REQUESTS_1M, "1m"), (REQUESTS_1H, "1h"), (REQUESTS_1D, "1d")], ids=["1m", "1h", "1d"]
+)
 def test_request_rollup_equals_polars(store: Store, rollup: Rollup, every: str) -> None:
     events = _events(3000, seed=7)
     for k in range(3):  # three inserts: the rollup must merge partial states across blocks
