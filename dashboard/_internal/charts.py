@@ -107,5 +107,4 @@ def latency_quantiles(evidence: pl.DataFrame) -> alt.LayerChart:
         .encode(y=y, x="ms:Q", color=alt.Color("side:N", title=None, legend=alt.Legend(orient="bottom")),
                 tooltip=["metric:N", "side:N", alt.Tooltip("ms:Q", format=",.1f")])
     )  # fmt: skip
-    layered: alt.LayerChart = alt.layer(whisker, points, title="Latency quantiles (candidate with 95 % interval)")
-    return layered
+    return alt.LayerChart(layer=[whisker, points], title="Latency quantiles (candidate with 95 % interval)")

@@ -168,9 +168,12 @@ def render() -> None:
         highlight_section(filters, series, unit)
         trend_section(series, unit)
         fleet_section(fleet)
-        reasons = run_query(queries.FALLBACK_REASONS, "fallback reasons", **filters.params())
         st.subheader("Eager fallbacks by reason")
-        show_table(reasons, empty="No eager fallbacks in this range.", key="fallback_reasons")
+        if total(fleet, col.FALLBACKS) == 0:
+            st.info("No eager fallbacks in this range.", icon=":material/info:")
+        else:
+            reasons = run_query(queries.FALLBACK_REASONS, "fallback reasons", **filters.params())
+            show_table(reasons, empty="No eager fallbacks in this range.", key="fallback_reasons")
 
 
 if __name__ == "__main__":

@@ -6,14 +6,14 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from playwright.sync_api import Page
+from playwright.sync_api import Page, ViewportSize
 
 CHROMIUM: Final = "/usr/bin/chromium"
 CHROMIUM_ARGS: Final = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
-LAPTOP: Final = {"width": 1440, "height": 900}
+LAPTOP: Final[ViewportSize] = {"width": 1440, "height": 900}
 SCREENS: Final = Path("/tmp/inferensics-screens")
 """Where the screenshots are copied for people to look at."""
 PAGE_TIMEOUT_MS: Final = 120_000

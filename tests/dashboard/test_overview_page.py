@@ -38,9 +38,9 @@ def test_overview_highlights_the_storm_and_the_spikes(seeded: SeededService) -> 
     alerts = [w.value for w in at.warning]
     for kind, counted in (("Error spike", "errors"), ("Fallback spike", "fallbacks")):
         shown = [a for a in alerts if a.startswith(f"**{kind}**")]
-        expected = spikes(seeded.facts.requests, counted)
-        assert len(shown) == len(expected) >= 1
-        for model, window, events, total in expected:
+        windows = spikes(seeded.facts.requests, counted)
+        assert len(shown) == len(windows) >= 1
+        for model, window, events, total in windows:
             line = f"**{kind}** · {model} · {window:%H:%M}–"
             match = next(a for a in shown if a.startswith(line))
             assert f"{events:,} {kind.split()[0].lower()}s in {total:,} requests" in match
