@@ -38,8 +38,7 @@ typecheck:
 check: setup lint typecheck test
 
 run: setup
-	$(BIN)/inferensics init
-	$(BIN)/inferensics status
+	$(BIN)/inferensics demo
 
 demo: setup
 	$(BIN)/inferensics demo
