@@ -7,12 +7,11 @@ Arrow schema are derived from the models and never written by hand.
 from __future__ import annotations
 
 import math
-import warnings
+import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated
 
-import numpy as np
 from pydantic import AfterValidator, BeforeValidator
 
 
@@ -39,13 +38,26 @@ def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+# Magnitudes at or above the midpoint between float32's largest value and 2**128 round to infinity.
+_F32_OVERFLOW = (2 - 2**-24) * 2.0**127
+_PACK_F32 = struct.Struct("<f")
+
+
 def to_float32(value: float) -> float:
-    """Round ``value`` to the nearest float32, as a Float32 column stores it (overflow becomes ±inf)."""
-    if math.isnan(value) or math.isinf(value):
-        return float(value)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(np.float32(value))
+    """Round ``value`` to the nearest float32, as a Float32 column stores it (overflow becomes ±inf).
+
+    >>> to_float32(0.1)
+    0.10000000149011612
+    >>> to_float32(1e39)
+    inf
+    """
+    value = float(value)
+    if not math.isfinite(value):
+        return value
+    if abs(value) >= _F32_OVERFLOW:
+        return math.copysign(math.inf, value)
+    result: float = _PACK_F32.unpack(_PACK_F32.pack(value))[0]
+    return result
 
 
 def _f32_tuple(values: tuple[float, ...]) -> tuple[float, ...]:
