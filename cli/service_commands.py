@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import signal
+import subprocess
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -10,6 +12,9 @@ from rich.table import Table
 
 from inferensics.cli.errors import fail
 from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV, ServiceClient, ServiceError
+
+if TYPE_CHECKING:
+    from inferensics.collector.service.config import ServiceConfig
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -37,6 +42,11 @@ def serve(
     dsn: Annotated[str | None, typer.Option(help="Store DSN (chdb:///dir or http(s)://...).")] = None,
     config: Annotated[str | None, typer.Option("--config", help="TOML config file (settings and [tokens]).")] = None,
     spool_dir: Annotated[str | None, typer.Option(help="Spool directory.")] = None,
+    *,
+    with_dashboard: Annotated[
+        bool, typer.Option("--with-dashboard", help="Also run the on-call dashboard against this service.")
+    ] = False,
+    dashboard_port: Annotated[int, typer.Option(help="Port of the dashboard that --with-dashboard starts.")] = 8501,
 ) -> None:
     """Run the collector service: OTLP/HTTP in, the store, the query and blob API.
 
@@ -53,7 +63,35 @@ def serve(
     if settings.auth and not settings.tokens:
         fail("no tokens configured: set $INFERENSICS_TOKENS=token=admin or a [tokens] table in --config "
              "(or INFERENSICS_AUTH=false for an open loopback service)")  # fmt: skip
-    run_service(settings)
+    dashboard = _start_dashboard(settings, dashboard_port) if with_dashboard else None
+    if dashboard is not None:
+        # uvicorn re-raises SIGTERM after its graceful shutdown; the default action would end this process
+        # before the dashboard child is stopped, so turn it into an exit that runs the finally below.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        run_service(settings)
+    finally:
+        if dashboard is not None:
+            dashboard.terminate()
+            dashboard.wait(30)
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _start_dashboard(settings: ServiceConfig, port: int) -> subprocess.Popen[bytes]:
+    """Start ``inferensics dashboard`` as a child pointed at this service, with a token that may read."""
+    from inferensics.dashboard.launcher import start_dashboard
+
+    readers = sorted(t for t, roles in settings.tokens.items() if "read" in roles)
+    readers = readers or sorted(t for t, roles in settings.tokens.items() if "admin" in roles)
+    if settings.auth and not readers:
+        fail("--with-dashboard needs a token with the read role: add one to $INFERENSICS_TOKENS or [tokens]")
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    url = f"{'https' if settings.tls_cert else 'http'}://{host}:{settings.port}"
+    console.print(f"dashboard on http://127.0.0.1:{port} (reading {url})")
+    return start_dashboard(port=port, service_url=url, token=readers[0] if settings.auth else None)
 
 
 def _human(n: float) -> str:

@@ -1,0 +1,63 @@
+"""``inferensics dashboard`` and ``inferensics serve --with-dashboard`` as a person runs them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from inferensics.cli.app import app
+from tests.collector.service.harness import TOKENS, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def wait_for(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    """Until ``url`` answers 200 (or the process died)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"exited with {proc.returncode}"
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer in {timeout} s")
+
+
+def test_dashboard_help_names_its_options() -> None:
+    result = CliRunner().invoke(app, ["dashboard", "--help"])
+    assert result.exit_code == 0
+    for option in ("--port", "--service", "--token", "INFERENSICS_SERVICE_URL", "INFERENSICS_TOKEN"):
+        assert option in result.output
+
+
+def test_serve_with_dashboard_starts_both_and_stops_both(tmp_path: Path) -> None:
+    service_port, dashboard_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
+    env["INFERENSICS_TOKENS"] = TOKENS
+    cmd = [
+        sys.executable, "-m", "inferensics.cli", "serve", "--port", str(service_port),
+        "--dsn", f"chdb://{tmp_path / 'db'}", "--spool-dir", str(tmp_path / "spool"),
+        "--with-dashboard", "--dashboard-port", str(dashboard_port),
+    ]  # fmt: skip
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(f"http://127.0.0.1:{service_port}/readyz", proc)
+        wait_for(f"http://127.0.0.1:{dashboard_port}/_stcore/health", proc)
+        assert f"dashboard on http://127.0.0.1:{dashboard_port}" in log.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(90)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{dashboard_port}/_stcore/health", timeout=2)
