@@ -166,10 +166,15 @@ def time_browser(url: str, end: datetime, runs: int, work: Path) -> list[float]:
                 t = time.perf_counter()
                 page.goto(f"{base}/?end={end:%Y-%m-%dT%H:%MZ}")
                 page.get_by_text("Fleet slices").wait_for(timeout=300_000)
-                page.wait_for_function(
-                    "() => document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] canvas').length >= 2",
-                    timeout=300_000,
-                )
+                try:
+                    page.wait_for_function(
+                        '() => document.querySelectorAll(\'[data-testid="stVegaLiteChart"] canvas, '
+                        '[data-testid="stVegaLiteChart"] svg.marks\').length >= 2',
+                        timeout=120_000,
+                    )
+                except Exception:
+                    page.screenshot(path=str(work.parent / "bench-dashboard-timeout.png"))
+                    raise
                 out.append(time.perf_counter() - t)
                 page.close()
             browser.close()
