@@ -4,12 +4,14 @@ fallback reason (the vocabulary of :class:`~inferensics.schema.events.RequestEve
 Rules, in order:
 
 * the request raised → ``error`` (``fallback_reason`` ``compile_error`` when a compile failed in it);
-* a compile in the request hit the recompile limit → ``fallback`` / ``recompile_limit``;
+* some frame of the request ran eagerly because of the recompile limit → ``fallback`` /
+  ``recompile_limit``, even when other frames of it ran compiled graphs (e.g. prefill hit, decode over the
+  limit). That is: a compile in the request hit the limit, or the limit was hit earlier and the request
+  had more guard misses than compiles those misses triggered (a miss that compiled nothing ran eagerly);
 * a compile failed and Dynamo ran the frame eagerly → ``fallback`` / ``compile_error``;
 * it compiled → ``recompile`` when any compile was a recompile, else ``compile``;
 * it ran compiled graphs only → ``hit``;
-* no graph ran: guards missed on a frame that hit the recompile limit earlier → ``fallback`` /
-  ``recompile_limit``; a graph break left nothing to compile → ``fallback`` / ``graph_break:<id>``;
+* no graph ran: a graph break left nothing to compile → ``fallback`` / ``graph_break:<id>``;
   otherwise ``eager``.
 
 A request served partly eagerly because its frames have graph breaks keeps its dispatch outcome (``hit``,
@@ -67,19 +69,22 @@ def classify(
     failed = any(c.outcome == "failed" for c in compiles)
     ok = [c for c in compiles if c.outcome == "ok"]
 
+    # Every guard miss either triggers a compile (a recompile, successful or not) or, past the limit,
+    # an eager run of that frame.
+    eager_misses = guard_misses - sum(1 for c in compiles if c.recompile)
+    over_limit = limit or (limit_hit_before and eager_misses > 0)
+
     if errored:
         outcome, reason = "error", ("compile_error" if failed else "")
-    elif limit and not graph_compile_ids:
+    elif over_limit:
         outcome, reason = "fallback", "recompile_limit"
     elif failed and not graph_compile_ids:
         outcome, reason = "fallback", "compile_error"
     elif ok:
         outcome = "recompile" if recompiles else "compile"
-        reason = "recompile_limit" if limit else ("compile_error" if failed else break_reason)
+        reason = "compile_error" if failed else break_reason
     elif graph_compile_ids:
         outcome, reason = "hit", break_reason
-    elif guard_misses and limit_hit_before:
-        outcome, reason = "fallback", "recompile_limit"
     elif break_reason:
         outcome, reason = "fallback", break_reason
     else:
