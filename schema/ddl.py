@@ -96,11 +96,10 @@ class Target:
         return f"Replicated{kind}({args})"
 
 
-def _settings(spec_ttl: int, target: Target) -> str:
+def _settings(target: Target) -> str:
     parts = ["index_granularity = 8192", "ttl_only_drop_parts = 1"]
     if target.backend != "cluster":
         parts.append(f"non_replicated_deduplication_window = {_DEDUP_WINDOW}")
-    del spec_ttl
     return "SETTINGS " + ", ".join(parts)
 
 
@@ -121,7 +120,7 @@ def render_event_table(model: type[Event], target: Target) -> list[str]:
         f"PARTITION BY {spec.partition_expr}\n"
         f"ORDER BY ({', '.join(spec.order_by)})"
         f"{_ttl(spec.time_column, spec.ttl_days)}\n"
-        f"{_settings(spec.ttl_days, target)}\n"
+        f"{_settings(target)}\n"
         f"COMMENT {_quote((model.__doc__ or '').strip().splitlines()[0])}"
     )
     out = [stmt]

@@ -348,8 +348,3 @@ class Store:
         if hashlib.sha256(data).hexdigest() != sha256:
             raise StoreError(f"blob {sha256} is corrupt: its bytes hash to {hashlib.sha256(data).hexdigest()}")
         return data
-
-    def iter_tables(self) -> Iterator[str]:
-        """Qualified names of the event tables."""
-        for m in EVENT_MODELS:
-            yield f"{self.database}.{m.TABLE.name}"
