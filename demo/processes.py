@@ -1,11 +1,14 @@
 """The demo's child processes: the embedded collector service, the dashboard and the serving workers.
 
 Each is started with the interpreter running the demo (``python -m inferensics.cli ...``), logs to a file in
-the demo's data directory, and is stopped with SIGINT, then SIGTERM, then SIGKILL.
+the demo's data directory, and is stopped with SIGINT, then SIGTERM, then SIGKILL. :func:`stop_all` stops
+several at once and cannot be cut short: a Ctrl-C while it waits sends SIGKILL to what is left instead of
+leaving children running (they run in their own sessions, so the terminal's Ctrl-C never reaches them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -50,18 +53,21 @@ class Child:
         """Whether the process is still running."""
         return self.proc.poll() is None
 
+    def signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` unless the process has already exited."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):  # it exited between the check and the signal
+                self.proc.send_signal(sig)
+
     def stop(self, timeout_s: float = 15.0) -> None:
-        """SIGINT, then SIGTERM, then SIGKILL, waiting ``timeout_s`` between them."""
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-            if not self.alive():
-                break
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                continue
+        """SIGINT, then SIGTERM, then SIGKILL, waiting ``timeout_s`` between them (see :func:`stop_all`)."""
+        stop_all([self], timeout_s)
+
+    def close_log(self) -> None:
+        """Close the parent's handle on the log file."""
         if self._log is not None:
             self._log.close()
+            self._log = None
 
     def log_tail(self, lines: int = 15) -> str:
         """The last lines of the child's log, for error messages."""
@@ -69,6 +75,37 @@ class Child:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+
+
+def stop_all(children: list[Child], timeout_s: float = 15.0) -> None:
+    """Stop every child, all at once: SIGINT, then SIGTERM, then SIGKILL, ``timeout_s`` between them.
+
+    A ``KeyboardInterrupt`` (a second Ctrl-C) while waiting kills the children still alive with SIGKILL,
+    waits for them, and is then raised again; no child outlives this call either way.
+    """
+    try:
+        for sig in STOP_SIGNALS:
+            alive = [c for c in children if c.alive()]
+            if not alive:
+                break
+            for child in alive:
+                child.signal(sig)
+            deadline = time.monotonic() + timeout_s
+            while any(c.alive() for c in alive) and time.monotonic() < deadline:
+                time.sleep(0.05)
+    except KeyboardInterrupt:
+        for child in children:
+            if child.alive():
+                child.signal(signal.SIGKILL)
+        for child in children:
+            child.proc.wait()
+        raise
+    finally:
+        for child in children:
+            child.close_log()
 
 
 def _start(name: str, args: list[str], log_path: Path, env: dict[str, str], stdout_pipe: bool = False) -> Child:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import queue
+import signal
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -71,6 +73,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
     children: list[processes.Child] = []  # the service and the dashboard
     workers: list[processes.Child] = []
     record = summary.RunRecord(bundle_ids={name: b.bundle_id for name, b in BUNDLES.items()})
+    previous = _sigterm_as_interrupt()
     try:
         if opts.service_url:
             url = opts.service_url.rstrip("/")
@@ -109,11 +112,32 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
                         f"[yellow]{child.name} exited (code {child.proc.returncode}); see {child.log_path}[/]"
                     )
     except KeyboardInterrupt:
-        console.print("stopping ...")
+        console.print("stopping ... (Ctrl-C again to kill at once)")
     finally:
-        for child in [*workers, *reversed(children)]:
-            child.stop()
+        try:
+            processes.stop_all(workers)  # first, so their last exports reach the service
+        finally:
+            try:
+                processes.stop_all(list(reversed(children)))
+            finally:
+                _restore_sigterm(previous)
     return record
+
+
+def _sigterm_as_interrupt() -> Any:
+    """Make SIGTERM stop the demo like Ctrl-C (children stopped, not orphaned); returns the old handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _serve(

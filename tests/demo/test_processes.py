@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import threading
+import time
 from pathlib import Path
+
+import pytest
 
 from inferensics.collector.client import ServiceClient
 from inferensics.demo import processes
@@ -29,3 +35,46 @@ def test_embedded_service_starts_ready_and_stops(tmp_path: Path) -> None:
     assert not child.alive()
     assert (tmp_path / "store").is_dir()
     assert (tmp_path / "service.log").is_file()
+
+
+_STUBBORN = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def _stubborn_children(tmp_path: Path, n: int) -> list[processes.Child]:
+    """Real child processes that ignore SIGINT and SIGTERM (only SIGKILL ends them)."""
+    children = [
+        processes._start(f"stubborn-{i}", ["-c", _STUBBORN], tmp_path / f"{i}.log", {}, stdout_pipe=True)
+        for i in range(n)
+    ]
+    for child in children:
+        assert child.proc.stdout is not None
+        assert child.proc.stdout.readline().strip() == "ready"  # handlers installed before we signal
+        child.proc.stdout.close()
+    return children
+
+
+def test_stop_all_escalates_to_sigkill(tmp_path: Path) -> None:
+    """Children that ignore SIGINT and SIGTERM are killed once both grace periods pass."""
+    children = _stubborn_children(tmp_path, 2)
+    processes.stop_all(children, timeout_s=0.3)
+    assert [c.alive() for c in children] == [False, False]
+    assert [c.proc.returncode for c in children] == [-signal.SIGKILL, -signal.SIGKILL]
+
+
+def test_second_ctrl_c_kills_what_is_left(tmp_path: Path) -> None:
+    """A Ctrl-C while waiting for the children kills them at once and is raised again: no orphans."""
+    children = _stubborn_children(tmp_path, 2)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        processes.stop_all(children, timeout_s=60)
+    timer.join()
+    assert time.monotonic() - started < 30  # far less than the 2 x 60 s grace it would otherwise wait
+    assert [c.proc.returncode for c in children] == [-signal.SIGKILL, -signal.SIGKILL]
