@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from inferensics.analytics._requests import slice_source
+from inferensics.analytics._requests import aggregate_sql
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import Filters, SliceParams, check_filter_values, slice_where
 from inferensics.schema import columns as col
@@ -43,22 +43,22 @@ def bundles_seen(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         f"GROUP BY {col.BUNDLE_ID}",
         {**reg_where.params, "t_end": params.end},
     )
-    source = slice_source(params)
-    where = slice_where(params, source.table, time_column=source.time_column)
     counts = (col.REQUESTS, col.ERRORS, col.FALLBACKS, col.RECOMPILES)
-    exprs = {alias: expr for expr, _, alias in (s.rpartition(" AS ") for s in source.sums()) if alias in counts}
-    inner = ", ".join(f"{exprs[c]} AS n_{c}" for c in counts)
-    outer = ", ".join(f"sum(n_{c}) AS {c}" for c in counts)
+    dims = (col.BUNDLE_ID, col.TRAFFIC_CLASS, col.HW_POOL)
+    inner, values = aggregate_sql(
+        db, params, params.start, params.end, keys={d: d for d in dims}, sums=counts, quantiles=False
+    )
+    outer = ", ".join(f"sum({c}) AS total_{c}" for c in counts)
     traffic = client.query_frame(
         f"SELECT toString({col.BUNDLE_ID}) AS {col.BUNDLE_ID}, {outer}, "
-        f"arraySort(groupUniqArrayIf(toString({col.TRAFFIC_CLASS}), n_{col.REQUESTS} > 0)) AS traffic_classes, "
-        f"arraySort(groupUniqArrayIf(toString({col.HW_POOL}), n_{col.REQUESTS} > 0)) AS serving_pools "
-        f"FROM (SELECT {col.BUNDLE_ID}, {col.TRAFFIC_CLASS}, {col.HW_POOL}, {inner} "
-        f"FROM {db}.{source.table} WHERE {where.sql} GROUP BY {col.BUNDLE_ID}, {col.TRAFFIC_CLASS}, {col.HW_POOL}) "
-        f"WHERE {col.BUNDLE_ID} != '' GROUP BY {col.BUNDLE_ID}",
-        where.params,
+        f"arraySort(groupUniqArrayIf(toString({col.TRAFFIC_CLASS}), {col.REQUESTS} > 0)) AS traffic_classes, "
+        f"arraySort(groupUniqArrayIf(toString({col.HW_POOL}), {col.REQUESTS} > 0)) AS serving_pools "
+        f"FROM ({inner}) WHERE {col.BUNDLE_ID} != '' GROUP BY {col.BUNDLE_ID}",
+        values,
     )
-    traffic = traffic.with_columns(*(pl.col(c).cast(pl.UInt64) for c in counts))
+    traffic = traffic.with_columns(*(pl.col(f"total_{c}").cast(pl.UInt64).alias(c) for c in counts)).drop(
+        *(f"total_{c}" for c in counts)
+    )
     out = registered.join(traffic, on=col.BUNDLE_ID, how="full", coalesce=True)
     if "traffic_class" in params.active():
         out = out.filter(pl.col(col.REQUESTS).fill_null(0) > 0)

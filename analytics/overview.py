@@ -9,12 +9,14 @@ come from the rollups' ``quantilesTiming`` states (±0.9 %, see ``inferensics.sc
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import timedelta
+from typing import Final, Literal
 
 import polars as pl
 
-from inferensics.analytics._requests import SUM_COLUMNS, quantile_columns, slice_source
+from inferensics.analytics._requests import SUM_COLUMNS, aggregate_sql, quantile_columns
 from inferensics.analytics.client import QueryClient
+from inferensics.analytics.errors import AnalyticsError
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
 from inferensics.schema import columns as col
 
@@ -28,6 +30,8 @@ _GROUP_COLUMNS = {
     "bundle": col.BUNDLE_ID,
 }
 _REQUEST_TABLES = ("requests_1h", "requests")
+MAX_MINUTE_RANGE: Final = timedelta(days=7)
+"""The longest range :func:`fleet_timeseries` splits into minute buckets (the per-minute rollup's reach)."""
 
 
 def _rates(frame: pl.DataFrame, seconds: float) -> pl.DataFrame:
@@ -53,15 +57,12 @@ def fleet_overview(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     cache_hit_ratio (rules in the module docstring). Sorted by requests descending.
     """
     check_filter_values(client, params, _REQUEST_TABLES)
-    source = slice_source(params)
-    where = slice_where(params, source.table, time_column=source.time_column)
     dims = ", ".join(_DIMS)
+    inner, values = aggregate_sql(client.database, params, params.start, params.end, keys={d: d for d in _DIMS})
     frame = client.query_frame(
-        f"SELECT {dims}, {', '.join(SUM_COLUMNS)}, {', '.join(quantile_columns())} FROM ("
-        f"SELECT {dims}, {', '.join(source.sums())}, {source.quantiles()} "
-        f"FROM {client.database}.{source.table} WHERE {where.sql} GROUP BY {dims}"
-        f") ORDER BY {col.REQUESTS} DESC, {dims}",
-        where.params,
+        f"SELECT {dims}, {', '.join(SUM_COLUMNS)}, {', '.join(quantile_columns())} FROM ({inner}) "
+        f"ORDER BY {col.REQUESTS} DESC, {dims}",
+        values,
     )
     return _rates(_typed(frame), params.seconds)
 
@@ -73,20 +74,26 @@ def fleet_timeseries(
 
     Columns: bucket, group (the ``by`` value; ``all`` when ``by`` is ``none``), the sums, p50_ms, p95_ms,
     p99_ms and the rates of :func:`fleet_overview` (``request_rate_per_s`` over the bucket length).
-    Buckets with no requests are absent.
+    Buckets with no requests are absent. Buckets are always of ``unit``: a range whose ends are not on
+    whole buckets gives partial first and last buckets (labelled by their start), never coarser ones.
+
+    Raises:
+        AnalyticsError: minute buckets over a range longer than ``MAX_MINUTE_RANGE``.
     """
+    if unit == "minute" and params.end - params.start > MAX_MINUTE_RANGE:
+        raise AnalyticsError(
+            f"minute buckets over {params.end - params.start} would be {params.seconds / 60:,.0f} buckets per "
+            f"series; ask for unit='hour' or 'day', or a range of at most {MAX_MINUTE_RANGE.days} days"
+        )
     check_filter_values(client, params, _REQUEST_TABLES)
-    source = slice_source(params, unit)
-    if source.table == "requests_1h" and unit == "minute":
-        unit = "hour"
-    where = slice_where(params, source.table, time_column=source.time_column)
     group = _GROUP_COLUMNS[by] if by != "none" else "'all'"
+    inner, values = aggregate_sql(
+        client.database, params, params.start, params.end, keys={"group": f"toString({group})"}, unit=unit
+    )
     frame = client.query_frame(
-        f"SELECT bucket, group, {', '.join(SUM_COLUMNS)}, {', '.join(quantile_columns())} FROM ("
-        f"SELECT {source.bucket(unit)} AS bucket, toString({group}) AS group, {', '.join(source.sums())}, "
-        f"{source.quantiles()} FROM {client.database}.{source.table} WHERE {where.sql} "
-        f"GROUP BY bucket, group) ORDER BY bucket, group",
-        where.params,
+        f"SELECT bucket, group, {', '.join(SUM_COLUMNS)}, {', '.join(quantile_columns())} FROM ({inner}) "
+        "ORDER BY bucket, group",
+        values,
     )
     seconds = {"minute": 60.0, "hour": 3600.0, "day": 86400.0}[unit]
     return _rates(_typed(frame), seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
@@ -9,6 +10,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from inferensics.analytics import (
+    AnalyticsError,
     SliceParams,
     UnknownFilterValue,
     UnsupportedFilter,
@@ -17,6 +19,8 @@ from inferensics.analytics import (
     fleet_timeseries,
     graph_breaks,
 )
+from inferensics.analytics._requests import Piece, plan_pieces
+from inferensics.analytics.filters import Filters
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
@@ -84,7 +88,7 @@ def test_fleet_overview_matches_polars(fleet_store: Store, fleet: Fleet) -> None
     assert_quantiles_bracketed(got, rows, DIMS)
 
 
-def test_unaligned_range_reads_raw_rows_and_agrees(fleet_store: Store, fleet: Fleet) -> None:
+def test_unaligned_range_read_in_pieces_agrees(fleet_store: Store, fleet: Fleet) -> None:
     params = SliceParams(start=W10 + timedelta(minutes=17, seconds=3), end=W10 + timedelta(days=2, seconds=11))
     got = fleet_overview(fleet_store, params)
     rows = _in(fleet.requests, params.start, params.end)
@@ -115,6 +119,57 @@ def test_timeseries_by_model_daily(fleet_store: Store, fleet: Fleet) -> None:
     )
     assert_frame_equal(got.select(want.columns), want)
     assert got.get_column("request_rate_per_s").to_list() == pytest.approx((want[col.REQUESTS] / 86400).to_list())
+
+
+def test_timeseries_gives_the_buckets_asked_for_on_an_hour_aligned_range(fleet_store: Store, fleet: Fleet) -> None:
+    params = SliceParams(start=W10 + timedelta(days=2), end=W10 + timedelta(days=2, hours=3))
+    got = fleet_timeseries(fleet_store, params, unit="minute")
+    rows = _in(fleet.requests, params.start, params.end)
+    want = (
+        rows.group_by(pl.col(col.TS).dt.truncate("1m").dt.cast_time_unit("ms").alias("bucket"))
+        .agg(pl.len().cast(pl.UInt64).alias(col.REQUESTS))
+        .sort("bucket")
+    )
+    assert want.height > 3  # more buckets than hours: minutes, not hours
+    assert_frame_equal(got.select(want.columns), want)
+    assert got.get_column("request_rate_per_s").to_list() == pytest.approx((want[col.REQUESTS] / 60).to_list())
+
+
+def test_minute_buckets_over_more_than_a_week_are_refused(fleet_store: Store) -> None:
+    with pytest.raises(AnalyticsError, match=r"minute buckets over 8 days.*unit='hour'"):
+        fleet_timeseries(fleet_store, SliceParams(start=W10, end=W10 + timedelta(days=8)), unit="minute")
+
+
+def test_plan_reads_each_part_of_a_range_from_the_coarsest_exact_source() -> None:
+    now = datetime(2026, 11, 30, 14, 38, tzinfo=UTC)
+    start, end = now - timedelta(days=30), now
+    got = [(p.source.table, p.start, p.end) for p in plan_pieces(Filters(), start, end, now=now)]
+    day, hour = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 10, 31, 15, tzinfo=UTC)
+    assert got == [
+        ("requests", start, hour),  # 22 minutes before the first whole hour: older than the per-minute rollup
+        ("requests_1h", hour, day),
+        ("requests_1d", day, datetime(2026, 11, 30, tzinfo=UTC)),
+        ("requests_1h", datetime(2026, 11, 30, tzinfo=UTC), datetime(2026, 11, 30, 14, tzinfo=UTC)),
+        ("requests_1m", datetime(2026, 11, 30, 14, tzinfo=UTC), now),
+    ]
+    seconds = now + timedelta(seconds=7)
+    assert [(p.source.table, p.start, p.end) for p in plan_pieces(Filters(), now, seconds, now=now)] == [
+        ("requests", now, seconds)
+    ]
+    # hour buckets never read the daily rollup; minute buckets read only the per-minute rollup and raw rows
+    hourly = plan_pieces(Filters(), start, end, unit="hour", now=now)
+    assert {p.source.table for p in hourly} == {"requests", "requests_1h", "requests_1m"}
+    week = plan_pieces(Filters(), now - timedelta(hours=6, seconds=30), now, unit="minute", now=now)
+    assert [p.source.table for p in week] == ["requests", "requests_1m"]
+    # a host filter: the rollups carry no host
+    assert plan_pieces(Filters(host="h1"), start, end, now=now) == [
+        Piece(plan_pieces(Filters(), now, now)[0].source, start, end)
+    ]
+    # the pieces tile the range
+    pieces = plan_pieces(Filters(), start + timedelta(seconds=1), end, now=now)
+    assert pieces[0].start == start + timedelta(seconds=1)
+    assert pieces[-1].end == end
+    assert all(a.end == b.start for a, b in itertools.pairwise(pieces))
 
 
 def test_fallback_reasons(fleet_store: Store, fleet: Fleet) -> None:
