@@ -41,6 +41,7 @@ from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import Filters as _Filters
 from inferensics.analytics.filters import _utc, check_filter_values
 from inferensics.schema import columns as col
+from inferensics.schema.events import CanaryVerdictEvent
 
 Outcome = Literal["pass", "fail", "inconclusive", "skipped"]
 EVIDENCE_SCHEMA: dict[str, Any] = {
@@ -357,3 +358,33 @@ def compare_canary(client: QueryClient, params: CanaryParams) -> CanaryResult:
 def canary_compare(client: QueryClient, params: CanaryParams) -> pl.DataFrame:
     """:func:`compare_canary` as one frame: the evidence rows and a final ``verdict`` row."""
     return compare_canary(client, params).to_frame()
+
+
+def verdict_event(frame: pl.DataFrame, params: CanaryParams, *, now: datetime) -> CanaryVerdictEvent:
+    """The verdict of a :func:`canary_compare` frame as the row ``canary_verdicts`` stores.
+
+    ``baseline``/``candidate`` are the bundle ids (``any`` when a side is not narrowed to a bundle); in
+    two-window mode ``attrs`` holds the baseline window. ``evidence`` is the evidence rows as JSON.
+    """
+    verdicts = frame.filter(pl.col("check") == "verdict")
+    if verdicts.height != 1:
+        raise ValueError(f"a canary_compare frame has one verdict row; this one has {verdicts.height}")
+    row = verdicts.row(0, named=True)
+    attrs = {}
+    if params.baseline_start is not None and params.baseline_end is not None:
+        attrs["baseline_window"] = f"{params.baseline_start.isoformat()}/{params.baseline_end.isoformat()}"
+    if params.hw_pool is not None:
+        attrs["hw_pool"] = params.hw_pool
+    return CanaryVerdictEvent(
+        ts=now,
+        model=params.model,
+        traffic_class=params.traffic_class or "",
+        baseline=params.baseline or "any",
+        candidate=params.candidate or "any",
+        window_start=params.start,
+        window_end=params.end,
+        verdict=str(row["outcome"]),
+        rule=str(row["rule"]),
+        evidence=frame.filter(pl.col("check") != "verdict").write_json(),
+        attrs=attrs,
+    )

@@ -102,7 +102,10 @@ def compare(  # noqa: PLR0917 (typer options)
     Exit status: 0 pass, 1 fail, 3 inconclusive, 2 usage or connection error. The rule is printed with
     the verdict (see `inferensics.analytics.canary`).
     """
+    from inferensics.analytics.canary import CanaryParams, verdict_event
+    from inferensics.analytics.client import LocalRunner
     from inferensics.analytics.report.canary import render_canary_text, verdict_of, write_canary_report
+    from inferensics.schema.store import Store
 
     hi = (end.replace(tzinfo=UTC) if end and end.tzinfo is None else end) or _hour(datetime.now(UTC))
     lo = (start.replace(tzinfo=UTC) if start and start.tzinfo is None else start) or hi - timedelta(hours=24)
@@ -126,13 +129,21 @@ def compare(  # noqa: PLR0917 (typer options)
             "baseline_start": baseline_start,
             "baseline_end": baseline_end,
         }
-        frame = runner.query("canary_compare", **{k: v for k, v in params.items() if v is not None})  # type: ignore[attr-defined]
+        given = {k: v for k, v in params.items() if v is not None}
+        frame = runner.query("canary_compare", **given)  # type: ignore[attr-defined]
+        store = runner.client if isinstance(runner, LocalRunner) else None
+        if isinstance(store, Store):
+            store.insert_events([verdict_event(frame, CanaryParams(**given), now=datetime.now(UTC))])
+            recorded = f"verdict recorded in {store.database}.canary_verdicts"
+        else:
+            recorded = "verdict not recorded: the collector service has no endpoint that stores verdicts"
     label = f"{model}: {baseline} → {candidate} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
     typer.echo(f"canary {label}")
     typer.echo(render_canary_text(frame), nl=False)
     if out is not None:
         md, page = write_canary_report(frame, label, out, f"canary-{model}-{lo:%Y%m%dT%H%M}")
         typer.echo(f"wrote {md} and {page}")
+    typer.echo(recorded)
     verdict, _ = verdict_of(frame)
     if verdict != "pass":
         raise typer.Exit(EXIT_FAIL if verdict == "fail" else EXIT_INCONCLUSIVE)

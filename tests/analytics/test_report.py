@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import io
 import shutil
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -25,6 +26,7 @@ from inferensics.analytics.report import (
 )
 from inferensics.analytics.weekly import WeeklyReport, last_full_week, parse_week
 from inferensics.cli.app import app
+from inferensics.schema import columns as col
 from inferensics.schema.store import Store
 from tests.analytics.fleet import BASELINE, CANDIDATE, W10
 from tests.analytics.snapshot import assert_json_snapshot, assert_snapshot
@@ -124,6 +126,26 @@ def test_cli_canary_compare(fleet_store: Store, chdb_dir: Path, tmp_path: Path) 
     assert result.exit_code == 1, result.output  # model taken from the candidate bundle; verdict fail → 1
     assert "verdict: FAIL (failed: p50_ms, p95_ms, error_rate, nonfinite_rate" in result.output
     assert len(list(tmp_path.glob("canary-llama-*.html"))) == 1
+    assert f"verdict recorded in {fleet_store.database}.canary_verdicts" in result.output
+    recorded = fleet_store.query_frame(
+        f"SELECT {col.MODEL}, {col.TRAFFIC_CLASS}, {col.BASELINE}, {col.CANDIDATE}, {col.WINDOW_START}, "
+        f"{col.WINDOW_END}, {col.VERDICT}, {col.RULE}, {col.EVIDENCE} FROM {fleet_store.database}.canary_verdicts "
+        f"WHERE {col.CANDIDATE} = {{c:String}} AND {col.WINDOW_END} = {{e:DateTime64(6, 'UTC')}}",
+        {"c": CANDIDATE, "e": datetime(2026, 3, 9, tzinfo=UTC)},
+    )
+    assert recorded.height == 1
+    row = recorded.row(0, named=True)
+    assert (row[col.MODEL], row[col.TRAFFIC_CLASS], row[col.BASELINE], row[col.VERDICT]) == (
+        "llama",
+        "",
+        BASELINE,
+        "fail",
+    )
+    assert row[col.RULE].startswith("failed: p50_ms, p95_ms, error_rate, nonfinite_rate")
+    assert row[col.WINDOW_START] == datetime(2026, 3, 2, tzinfo=UTC)
+    evidence = pl.read_json(io.StringIO(row[col.EVIDENCE]))
+    assert "verdict" not in evidence.get_column("check").to_list()
+    assert evidence.filter(pl.col("metric") == "error_rate").item(0, "outcome") == "fail"
     few = CliRunner().invoke(
         app,
         [
