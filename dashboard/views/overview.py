@@ -7,7 +7,8 @@ from datetime import timedelta
 import polars as pl
 import streamlit as st
 
-from inferensics.dashboard._internal import charts, highlights, queries
+from inferensics.analytics import spikes
+from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import (
     Filters,
     bucket_unit,
@@ -55,7 +56,7 @@ def storm_alerts(storms: pl.DataFrame) -> int:
     return storms.height
 
 
-def spike_alerts(spikes: pl.DataFrame, kind: highlights.SpikeKind, window: timedelta, icon: str) -> int:
+def spike_alerts(spikes: pl.DataFrame, kind: spikes.SpikeKind, window: timedelta, icon: str) -> int:
     """One alert per spike window; returns how many."""
     for row in spikes.iter_rows(named=True):
         start, end = row["window_start"], row["window_start"] + window
@@ -87,11 +88,11 @@ def highlight_section(filters: Filters, series: pl.DataFrame, unit: str) -> None
     """Storms, error spikes and fallback spikes, with the rules that find them."""
     st.subheader("Highlights")
     storms = run_query(queries.STORMS, "recompile storms", **filters.params())
-    window = highlights.WINDOWS[unit]
-    errors = highlights.find_spikes(series, highlights.ERRORS, window)
-    fallbacks = highlights.find_spikes(series, highlights.FALLBACKS, window)
-    found = storm_alerts(storms) + spike_alerts(errors, highlights.ERRORS, window, ":material/local_fire_department:")
-    found += spike_alerts(fallbacks, highlights.FALLBACKS, window, ":material/slow_motion_video:")
+    window = spikes.WINDOWS[unit]
+    errors = spikes.find_spikes(series, spikes.ERRORS, window)
+    fallbacks = spikes.find_spikes(series, spikes.FALLBACKS, window)
+    found = storm_alerts(storms) + spike_alerts(errors, spikes.ERRORS, window, ":material/local_fire_department:")
+    found += spike_alerts(fallbacks, spikes.FALLBACKS, window, ":material/slow_motion_video:")
     if not found:
         st.success(
             "No recompile storms, error spikes or fallback spikes in this range.", icon=":material/check_circle:"
@@ -101,7 +102,7 @@ def highlight_section(filters: Filters, series: pl.DataFrame, unit: str) -> None
             "**Recompile storm:** an hour of one model and pool whose recompiles reach max(10, 3 × the median "
             "of the 24 hours before), or whose compile seconds reach max(60 s, 3 × that median) "
             "(analytics `recompile_storms`).\n\n"
-            f"**Error / fallback spike:** {highlights.rule(window)}."
+            f"**Error / fallback spike:** {spikes.rule(window)}."
         )
     triggered = storm_requests(storms)
     if triggered.height:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from datetime import datetime
 
-from inferensics.dashboard._internal import highlights
+from inferensics.analytics import spikes as highlights
 from inferensics.schema import CacheEvent, CompileEvent, RequestEvent
 from tests.dashboard.seed import SeedFacts
 

@@ -1,4 +1,4 @@
-"""The dashboard's pure parts: spike rule, kernel lines in generated code, range pinning, charts, launcher."""
+"""The dashboard's pure parts: kernel lines in generated code, range pinning, charts, launcher."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from inferensics import dashboard
 from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV
-from inferensics.dashboard._internal import charts, highlights
+from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import Filters, _parse_end, bucket_unit, describe
 from inferensics.schema import columns as col
@@ -36,39 +36,6 @@ def test_public_api_is_pinned() -> None:
         "APP_FILE", "DEFAULT_PORT", "dashboard_env", "start_dashboard", "streamlit_argv", "wait_until_up",
     ]  # fmt: skip
     assert dashboard.APP_FILE.is_file()
-
-
-def series(rows: list[tuple[int, str, int, int]]) -> pl.DataFrame:
-    """A per-minute ``fleet_timeseries(by=model)`` frame from (minute, model, requests, errors)."""
-    return pl.DataFrame(
-        {
-            col.BUCKET: [T0 + timedelta(minutes=m) for m, *_ in rows],
-            "group": [g for _, g, _, _ in rows],
-            col.REQUESTS: [r for *_, r, _ in rows],
-            col.ERRORS: [e for *_, e in rows],
-            col.FALLBACKS: [0 for _ in rows],
-        }
-    )
-
-
-def test_spike_needs_enough_events_and_a_rate_above_the_model_rate() -> None:
-    quiet = [(m, "a", 10, 0) for m in range(30)]
-    spike = series([*quiet, (12, "a", 10, 6)])  # 6 errors in the 10:00 window of a model erring rarely
-    found = highlights.find_spikes(spike, highlights.ERRORS)
-    assert found.select("window_start", col.MODEL, col.ERRORS).rows() == [(T0 + timedelta(minutes=10), "a", 6)]
-    assert found.item(0, col.REQUESTS) == 60  # the five minutes 10..14 of model a
-    too_few = series([*quiet, (12, "a", 10, 4)])
-    assert highlights.find_spikes(too_few, highlights.ERRORS).is_empty()
-    everywhere = series([(m, "b", 10, 3) for m in range(30)])  # a steady 30 % is the model's normal
-    assert highlights.find_spikes(everywhere, highlights.ERRORS).is_empty()
-
-
-def test_spike_of_an_empty_series_is_an_empty_frame() -> None:
-    empty = highlights.find_spikes(pl.DataFrame(), highlights.FALLBACKS)
-    assert empty.is_empty()
-    assert empty.columns == ["window_start", col.MODEL, col.REQUESTS, col.FALLBACKS, "rate", "model_rate"]
-    assert "5-minute window" in highlights.rule(highlights.WINDOW)
-    assert "1-hour window" in highlights.rule(timedelta(hours=1))
 
 
 def test_kernel_lines_find_definitions_and_launches() -> None:

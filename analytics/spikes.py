@@ -1,10 +1,10 @@
-"""Error and fallback spikes, found in the per-bucket series the service returns (``fleet_timeseries``).
+"""Error and fallback spikes, found in a per-bucket series of :func:`~inferensics.analytics.fleet_timeseries`.
 
 **Spike rule.** Per model, the series is summed into windows: 5 minutes when the series is per minute
 (ranges up to 6 hours), else one bucket (an hour or a day). A window is an error spike when it has at least
 ``MIN_EVENTS`` errors and its error rate is at least ``max(FLOOR_RATE, FACTOR × the model's error rate over
-the whole range)``; the same for fallbacks. Recompile storms come from the analytics library's hourly storm
-rule (``recompile_storms``).
+the whole range)``; the same for fallbacks. Recompile storms follow the hourly storm rule of
+:mod:`inferensics.analytics.storms`. The dashboard's overview page shows both.
 """
 
 from __future__ import annotations
