@@ -3,6 +3,13 @@ one run, against torch.profiler enabled, and process memory over many requests.
 
     .venv/bin/python benchmarks/bench_sdk_overhead.py                  # CPU, small MLP
     python benchmarks/bench_sdk_overhead.py --device cuda --hidden 4096 --layers 4 --tokens 8   # decode-sized
+    python benchmarks/bench_sdk_overhead.py --device cuda --hidden 4096 --layers 4 --tokens 8 --vocab 32000 \
+        --profile                                                       # + LM head, + where the time goes
+
+Sections: per compiled-graph call; per request with one call; the output fingerprint alone (fused Triton
+kernel vs the torch ops vs the previous twelve-op version, serving-thread time and time to completion);
+decode-like requests (``--decode-steps`` calls per request) plain vs instrumented without and with the
+fingerprint; RSS over ``--memory-requests`` requests. Every figure line ends with the load average.
 
 Prints figures; asserts nothing. The exporter is the null exporter so the figures are the SDK's own cost
 (hooks on the serving thread plus the background thread's record building competing for the GIL).
@@ -22,6 +29,7 @@ from typing import Any
 import torch
 
 from inferensics.collector.host import InductorBackend, NullExporter, SdkConfig, Tracker, instrument
+from inferensics.collector.host import fingerprint as fpmod
 
 
 def _sync(device: str) -> None:
@@ -47,7 +55,82 @@ def _time_per(fn: Callable[[], Any], n: int, device: str) -> float:
 
 
 def _pct(a: float, b: float) -> str:
-    return f"{(a / b - 1) * 100:+.1f} %"
+    return f"{(a / b - 1) * 100:+.2f} %"
+
+
+def _load() -> str:
+    return "load avg " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def _legacy_fingerprint(output: torch.Tensor) -> Any:
+    """The previous fingerprint (commit d04d24d): twelve small ops, two pinned copies, one event; the peer."""
+    x = output.detach()
+    xf = x.float()
+    finite = torch.isfinite(xf)
+    z = torch.where(finite, xf, torch.zeros((), dtype=xf.dtype, device=xf.device))
+    stats = torch.stack(
+        [
+            torch.isnan(xf).sum().to(torch.float64),
+            torch.isinf(xf).sum().to(torch.float64),
+            finite.sum().to(torch.float64),
+            z.sum(dtype=torch.float64),
+            (z.double() * z.double()).sum(),
+            z.abs().max().to(torch.float64),
+        ]
+    )
+    argmax = x.argmax(dim=-1).flatten()
+    if x.device.type != "cuda":
+        return stats, argmax
+    hs = torch.empty(stats.numel(), dtype=stats.dtype, pin_memory=True)
+    ha = torch.empty(argmax.numel(), dtype=argmax.dtype, pin_memory=True)
+    hs.copy_(stats, non_blocking=True)
+    ha.copy_(argmax, non_blocking=True)
+    event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+    event.record()
+    return hs, ha, event
+
+
+def _fingerprint_variants(y: torch.Tensor, dev: str, n: int, rounds: int) -> None:
+    """Serving-thread time (host loop, no sync) and time to completion (synced) of each fingerprint path."""
+    x2 = y.reshape(-1, y.shape[-1])
+    variants: dict[str, Callable[[], Any]] = {
+        "previous 12-op": partial(_legacy_fingerprint, y),
+        "torch ops (rows)": partial(fpmod.row_stats_torch, x2),
+    }
+    if dev == "cuda":
+        t0 = time.perf_counter()
+        fpmod.start_fingerprint(y).result()
+        while y.dtype not in fpmod.KERNELS.ready and not fpmod.KERNELS.failed and time.perf_counter() - t0 < 120:
+            time.sleep(0.05)
+        state = "ready" if y.dtype in fpmod.KERNELS.ready else f"NOT ready ({fpmod.KERNELS.failed or 'timeout'})"
+        print(f"fused Triton kernel for {y.dtype}: {state} after {time.perf_counter() - t0:.1f} s (background compile)")
+        if y.dtype in fpmod.KERNELS.ready:
+            variants["fused Triton kernel"] = partial(fpmod.launch_kernel, fpmod.KERNELS.kernel, x2)
+            ref = fpmod.row_stats_torch(x2).cpu()
+            got = fpmod.launch_kernel(fpmod.KERNELS.kernel, x2).cpu()
+            same = torch.equal(ref[:, [0, 1, 4, 5]], got[:, [0, 1, 4, 5]])
+            print(
+                f"fused kernel vs torch ops on this output: counts/absmax/argmax equal {same}, "
+                f"max |sum diff| {(ref[:, 2:4] - got[:, 2:4]).abs().max().item():.3g}"
+            )
+    variants["start_fingerprint (SDK path)"] = partial(fpmod.start_fingerprint, y)
+    print(f"fingerprint of {tuple(y.shape)} {y.dtype}, {rounds} rounds x {n}, best round:")
+    for name, fn in variants.items():
+        host, total = [], []
+        for _ in range(rounds):
+            _sync(dev)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            t1 = time.perf_counter()
+            _sync(dev)
+            t2 = time.perf_counter()
+            host.append((t1 - t0) / n * 1e6)
+            total.append((t2 - t0) / n * 1e6)
+        print(
+            f"  {name:30s} serving thread {min(host):8.2f} us/call, to completion {min(total):8.2f} us/call  "
+            f"({_load()})"
+        )
 
 
 def _one_request(tracker: Tracker, fn: Callable[[torch.Tensor], Any], x: torch.Tensor, ids: Iterator[int]) -> None:
@@ -62,12 +145,37 @@ def _decode_plain(fn: Callable[[torch.Tensor], Any], x: torch.Tensor, steps: int
 
 
 def _decode_instr(
-    tracker: Tracker, fn: Callable[[torch.Tensor], Any], x: torch.Tensor, steps: int, ids: Iterator[int]
+    tracker: Tracker,
+    fn: Callable[[torch.Tensor], Any],
+    x: torch.Tensor,
+    steps: int,
+    ids: Iterator[int],
+    *,
+    fingerprint: bool = True,
 ) -> None:
     with tracker.request(f"d{next(ids)}", shape=tuple(x.shape)) as req:
         for _ in range(steps):
             y = fn(x)
-        req.set_output(y)
+        if fingerprint:
+            req.set_output(y)
+
+
+def _profile(tracker: Tracker, fn: Callable[[torch.Tensor], Any], x: torch.Tensor, steps: int, dev: str) -> None:
+    """torch.profiler over a few instrumented decode-like requests: where serving-thread and GPU time go."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if dev == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    ids = iter(range(10**9))
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(5):
+            _decode_instr(tracker, fn, x, steps, ids)
+        _sync(dev)
+    tracker.flush()
+    print("profile of 5 instrumented decode-like requests, top ops by self CPU time:")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14, max_name_column_width=48))
+    if dev == "cuda":
+        print("top ops by device time:")
+        print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=10, max_name_column_width=48))
 
 
 def main() -> None:
@@ -81,6 +189,9 @@ def main() -> None:
     ap.add_argument("--memory-requests", type=int, default=100_000)
     ap.add_argument("--decode-steps", type=int, default=64, help="compiled calls per request in the decode-like run")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads on CPU (shared CI machines)")
+    ap.add_argument("--vocab", type=int, default=0, help="append an LM head Linear(hidden, vocab): logits output")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of decode-like requests")
     args = ap.parse_args()
     dev = args.device
     if dev == "cpu":
@@ -89,15 +200,22 @@ def main() -> None:
     layers: list[torch.nn.Module] = []
     for _ in range(args.layers):
         layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.GELU()]
-    model = torch.nn.Sequential(*layers).to(dev).eval()
-    x = torch.randn(args.tokens, args.hidden, device=dev)
+    if args.vocab:
+        layers.append(torch.nn.Linear(args.hidden, args.vocab))
+    dtype = getattr(torch, args.dtype)
+    model = torch.nn.Sequential(*layers).to(dev, dtype).eval()
+    x = torch.randn(args.tokens, args.hidden, device=dev, dtype=dtype)
     plain = torch.compile(model)
     instrumented = torch.compile(model, backend=InductorBackend())
     with torch.no_grad():
         for _ in range(3):
             plain(x)
             instrumented(x)
-    print(f"torch {torch.__version__}, device {dev}, {args.layers}x Linear({args.hidden})+GELU, input {tuple(x.shape)}")
+    head = f" + Linear({args.hidden}, {args.vocab})" if args.vocab else ""
+    print(
+        f"torch {torch.__version__}, device {dev} ({torch.cuda.get_device_name() if dev == 'cuda' else 'cpu'}), "
+        f"{args.layers}x Linear({args.hidden})+GELU{head}, {args.dtype}, input {tuple(x.shape)}; {_load()}"
+    )
 
     # Interleaved rounds, minimum per variant: robust against other load on a shared machine. Wall time
     # measures the serving thread; process CPU time adds the SDK's background thread (GIL contention).
@@ -130,29 +248,38 @@ def main() -> None:
     added_call = best["call_instr"] - best["call_plain"]
     print(
         f"per compiled-graph call: plain {best['call_plain']:.2f} us, instrumented {best['call_instr']:.2f} us, "
-        f"added {added_call:+.2f} us"
+        f"added {added_call:+.2f} us; {_load()}"
     )
     print(
         f"per request (1 call):    plain {best['req_plain']:.2f} us, instrumented {best['req_instr']:.2f} us, "
-        f"added {best['req_instr'] - best['req_plain']:+.2f} us ({_pct(best['req_instr'], best['req_plain'])})"
+        f"added {best['req_instr'] - best['req_plain']:+.2f} us ({_pct(best['req_instr'], best['req_plain'])}); "
+        f"{_load()}"
     )
     print(
         f"process CPU per request: plain {best_cpu['req_plain']:.2f} us, instrumented {best_cpu['req_instr']:.2f} us "
-        f"(includes the background thread building and exporting the record)"
+        f"(includes the background thread building and exporting the record); {_load()}"
     )
     print(
         f"torch.profiler enabled:  {best['req_prof']:.2f} us per call "
-        f"(added {best['req_prof'] - best['req_plain']:+.2f} us, {_pct(best['req_prof'], best['req_plain'])})"
+        f"(added {best['req_prof'] - best['req_plain']:+.2f} us, {_pct(best['req_prof'], best['req_plain'])}); "
+        f"{_load()}"
     )
 
-    # Decode-like requests: many compiled calls (tokens) per request, with an output fingerprint.
+    # The fingerprint alone, each implementation, on the model's real output.
+    with torch.no_grad():
+        _fingerprint_variants(plain(x), dev, n, args.rounds)
+
+    # Decode-like requests: many compiled calls (tokens) per request, without and with the fingerprint.
     k = args.decode_steps
     reqs = max(n // k, 5)
-    dec: dict[str, list[float]] = {"plain": [], "instr": [], "fp_only": []}
+    dec: dict[str, list[float]] = {"plain": [], "instr_nofp": [], "instr": [], "fp_only": []}
     with torch.no_grad():
         for _ in range(args.rounds):
             dec["plain"].append(_time_per(partial(_decode_plain, plain, x, k), reqs, dev))
             tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
+            dec["instr_nofp"].append(
+                _time_per(partial(_decode_instr, tracker, instrumented, x, k, counter, fingerprint=False), reqs, dev)
+            )
             dec["instr"].append(_time_per(partial(_decode_instr, tracker, instrumented, x, k, counter), reqs, dev))
             with tracker.request("fp") as req:
                 y = instrumented(x)
@@ -160,11 +287,22 @@ def main() -> None:
             tracker.shutdown()
     bd = {key: min(v) for key, v in dec.items()}
     print(
-        f"decode-like request ({k} calls + fingerprint): plain {bd['plain']:.1f} us, "
-        f"instrumented {bd['instr']:.1f} us, "
-        f"added {bd['instr'] - bd['plain']:+.1f} us ({_pct(bd['instr'], bd['plain'])}); "
-        f"set_output fingerprint alone {bd['fp_only']:.1f} us"
+        f"decode-like request ({k} calls, {reqs} requests x {args.rounds} rounds, best round): "
+        f"plain {bd['plain']:.1f} us; {_load()}"
     )
+    print(
+        f"  instrumented, no fingerprint:   {bd['instr_nofp']:.1f} us, added {bd['instr_nofp'] - bd['plain']:+.1f} us "
+        f"({_pct(bd['instr_nofp'], bd['plain'])} throughput cost)"
+    )
+    print(
+        f"  instrumented + fingerprint:     {bd['instr']:.1f} us, added {bd['instr'] - bd['plain']:+.1f} us "
+        f"({_pct(bd['instr'], bd['plain'])} throughput cost); set_output alone {bd['fp_only']:.1f} us/call"
+    )
+    if args.profile:
+        tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
+        with torch.no_grad():
+            _profile(tracker, instrumented, x, k, dev)
+        tracker.shutdown()
 
     # Memory: requests through the instrumented path with output fingerprints, background export.
     tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
@@ -181,7 +319,7 @@ def main() -> None:
                 gc.collect()
                 print(
                     f"after {i:>7} requests: RSS {_rss_mib():8.1f} MiB (start {base:.1f} MiB), "
-                    f"{(time.perf_counter() - t0) / i * 1e6:.1f} us/request incl. fingerprint"
+                    f"{(time.perf_counter() - t0) / i * 1e6:.1f} us/request incl. fingerprint; {_load()}"
                 )
     tracker.shutdown()
     print("stats:", {k: v for k, v in tracker.stats().items() if v})

@@ -1,8 +1,17 @@
 """A cheap output fingerprint for canary comparison, computed without a device synchronization.
 
-On the serving thread only small reductions are launched (NaN/inf counts, finite sum, sum of squares,
-abs-max, argmax ids) and copied to pinned host memory with ``non_blocking=True`` behind a CUDA event; the
-background thread waits on that event and reads the numbers. On CPU the same reductions run inline.
+The output is seen as rows over its last dimension (``x.reshape(-1, x.shape[-1])``, logits: one row per
+token). For every row the serving thread produces six numbers in one small float64 buffer: NaN count,
+±inf count, sum and sum of squares of the finite values, abs-max of the finite values and the row's
+argmax (first index of the largest value; a NaN counts as the largest, as in ``torch.argmax``). The
+background thread sums the rows into the request's fingerprint.
+
+On a CUDA device the six numbers come from one fused Triton kernel (one read of the output, one launch),
+copied to pinned host memory with ``non_blocking=True`` behind one CUDA event that the background thread
+waits on. Until the kernel for a dtype is compiled (in a background thread, on first sight of that
+dtype) and for dtypes the kernel does not take, the same numbers come from torch ops
+(:func:`row_stats_torch`, the reference semantics). On CPU the serving thread only copies the output;
+the torch ops run on the background thread.
 """
 
 from __future__ import annotations
@@ -11,9 +20,17 @@ import hashlib
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+import numpy as np
 import torch
+
+STATS: Final = 6
+"""Columns of the per-row buffer: nan, inf, finite sum, finite sum of squares, finite abs-max, argmax."""
+BLOCK: Final = 1024
+"""Elements per Triton loop step (one program per row)."""
+TRITON_DTYPES: Final = (torch.float16, torch.bfloat16, torch.float32)
+"""Dtypes the fused kernel reads; others use the torch ops (float64 would lose argmax ties in float32)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +50,8 @@ class _PinnedPool:
     """Reusable pinned host buffers, so a request never pays for a pinned allocation.
 
     A buffer is taken on the serving thread and given back by the background thread after it has read
-    it; when none is free a new one is allocated (at most ``limit`` per shape, beyond which the
-    fingerprint falls back to a pageable copy).
+    it; when none is free a new one is allocated (at most ``limit`` per shape are kept; beyond that a
+    buffer is used once and left to torch's caching host allocator, still without a synchronization).
     """
 
     def __init__(self, limit: int = 256) -> None:
@@ -43,16 +60,17 @@ class _PinnedPool:
         self._count: dict[tuple[int, torch.dtype], int] = {}
         self._lock = threading.Lock()
 
-    def take(self, numel: int, dtype: torch.dtype) -> torch.Tensor | None:
+    def take(self, numel: int, dtype: torch.dtype) -> tuple[torch.Tensor, bool]:
+        """A pinned buffer and whether it belongs to the pool (give it back after reading)."""
         key = (numel, dtype)
         with self._lock:
             free = self._free.get(key)
             if free:
-                return free.pop()
-            if self._count.get(key, 0) >= self.limit:
-                return None
-            self._count[key] = self._count.get(key, 0) + 1
-        return torch.empty(numel, dtype=dtype, pin_memory=True)
+                return free.pop(), True
+            pooled = self._count.get(key, 0) < self.limit
+            if pooled:
+                self._count[key] = self._count.get(key, 0) + 1
+        return torch.empty(numel, dtype=dtype, pin_memory=True), pooled
 
     def give(self, buf: torch.Tensor) -> None:
         with self._lock:
@@ -62,93 +80,179 @@ class _PinnedPool:
 _POOL = _PinnedPool()
 
 
-def _to_host(t: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    flat = t.reshape(-1)
-    buf = _POOL.take(flat.numel(), flat.dtype)
-    if buf is None:
-        return flat.to("cpu", non_blocking=False), False
-    buf.copy_(flat, non_blocking=True)
-    return buf, True
-
-
 class PendingFingerprint:
-    """Reductions launched on the device; :meth:`result` reads them (on the background thread)."""
+    """Per-row numbers launched on the device; :meth:`result` reads them (on the background thread)."""
 
-    __slots__ = ("_argmax", "_event", "_head", "_pooled", "_stats")
+    __slots__ = ("_argmax", "_event", "_head", "_numel", "_pooled", "_rows", "_source")
 
     def __init__(
-        self,
-        stats: torch.Tensor,
-        argmax: torch.Tensor | None,
-        event: Any,
-        head: int,
-        pooled: tuple[torch.Tensor, ...] = (),
+        self, rows: torch.Tensor, numel: int, argmax: bool, *, event: Any, head: int, pooled: bool = False
     ) -> None:
-        self._stats = stats
+        self._rows = rows
+        self._numel = numel
         self._argmax = argmax
         self._event = event
         self._head = head
         self._pooled = pooled
+        self._source: torch.Tensor | None = None
+
+    @classmethod
+    def deferred(cls, x2: torch.Tensor, argmax: bool, head: int) -> PendingFingerprint:
+        """A CPU output: keep a private copy; the torch ops run on the background thread."""
+        pending = cls(x2, x2.numel(), argmax, event=None, head=head)
+        pending._source = x2.clone()
+        return pending
 
     def result(self) -> Fingerprint:
-        """Wait for the copies (CUDA event, not a device sync) and compute the fields."""
+        """Wait for the copy (CUDA event, not a device sync) and compute the fields."""
         if self._event is not None:
             self._event.synchronize()
+        if self._source is not None:
+            with torch.no_grad():
+                self._rows = row_stats_torch(self._source)
+            self._source = None
         try:
-            return self._compute()
+            return finish(self._rows.numpy().reshape(-1, STATS), self._numel, self._argmax, self._head)
         finally:
-            for buf in self._pooled:
-                _POOL.give(buf)
-            self._pooled = ()
+            if self._pooled:
+                _POOL.give(self._rows)
+                self._pooled = False
 
-    def _compute(self) -> Fingerprint:
-        nan, inf, n, s, ss, amax = (float(v) for v in self._stats.tolist())
-        mean = s / n if n else 0.0
-        var = max(ss / n - mean * mean, 0.0) if n else 0.0
-        digest, head = "", tuple[int, ...]()
-        if self._argmax is not None:
-            ids = self._argmax.to(torch.int64).clone()
-            digest = hashlib.sha256(ids.numpy().tobytes()).hexdigest()
-            head = tuple(int(v) for v in ids[: self._head].tolist())
-        return Fingerprint(digest, head, int(nan), int(inf), _finite(mean), _finite(math.sqrt(var)), _finite(amax))
+
+def finish(rows: np.ndarray[Any, Any], numel: int, argmax: bool, head: int) -> Fingerprint:
+    """Fold per-row numbers (``[rows, 6]`` float64 over ``numel`` output values) into a fingerprint."""
+    nan = int(rows[:, 0].sum())
+    inf = int(rows[:, 1].sum())
+    n = numel - nan - inf
+    s = float(rows[:, 2].sum())
+    ss = float(rows[:, 3].sum())
+    amax = float(rows[:, 4].max()) if rows.shape[0] else 0.0
+    mean = s / n if n else 0.0
+    var = max(ss / n - mean * mean, 0.0) if n else 0.0
+    digest, ids_head = "", tuple[int, ...]()
+    if argmax:
+        ids = rows[:, 5].astype(np.int64)
+        digest = hashlib.sha256(ids.tobytes()).hexdigest()
+        ids_head = tuple(int(v) for v in ids[:head].tolist())
+    return Fingerprint(digest, ids_head, nan, inf, _finite(mean), _finite(math.sqrt(var)), _finite(amax))
 
 
 def _finite(x: float) -> float:
     return x if math.isfinite(x) else 0.0
 
 
+def _rows_view(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """``x`` as ``[rows, last dim]`` and whether an argmax over the last dim is defined (as before)."""
+    argmax = x.dim() >= 1 and x.numel() > 0 and x.shape[-1] > 1
+    if x.dim() == 0:
+        return x.reshape(1, 1), False
+    return x.reshape(-1, x.shape[-1]) if x.shape[-1] else x.reshape(-1, 1), argmax
+
+
+def row_stats_torch(x2: torch.Tensor) -> torch.Tensor:
+    """The reference per-row numbers with torch ops: ``[rows, 6]`` float64 on ``x2``'s device."""
+    xf = x2.float()
+    isnan = torch.isnan(xf)
+    isinf = torch.isinf(xf)
+    z = torch.where(isnan | isinf, torch.zeros((), dtype=xf.dtype, device=xf.device), xf).double()
+    rows = xf.shape[0]
+    arg = (
+        x2.argmax(dim=1).to(torch.float64)
+        if x2.shape[1] > 0 and rows > 0
+        else torch.zeros(rows, dtype=torch.float64, device=x2.device)
+    )
+    amax = z.abs().amax(dim=1) if x2.shape[1] > 0 else torch.zeros(rows, dtype=torch.float64, device=x2.device)
+    return torch.stack(
+        [isnan.sum(dim=1).double(), isinf.sum(dim=1).double(), z.sum(dim=1), (z * z).sum(dim=1), amax, arg], dim=1
+    )
+
+
+# --- fused Triton kernel (CUDA) ----------------------------------------------------------------------
+
+
+def build_kernel() -> Any:
+    """The fused kernel (imports Triton; decorated per call so ``TRITON_INTERPRET=1`` set by a test applies)."""
+    from inferensics.collector.host.fingerprint_kernel import define_kernel
+
+    return define_kernel()
+
+
+def launch_kernel(kernel: Any, x2: torch.Tensor, *, warmup: bool = False) -> torch.Tensor:
+    """Run (or with ``warmup`` only compile) ``kernel`` over ``x2``; returns the ``[rows, 6]`` buffer."""
+    if x2.shape[1] > 1 and x2.stride(1) != 1:
+        x2 = x2.contiguous()
+    out = torch.empty((x2.shape[0], STATS), dtype=torch.float64, device=x2.device)
+    if warmup:
+        kernel.warmup(x2, out, x2.shape[1], x2.stride(0), block=BLOCK, grid=(x2.shape[0],))
+    else:
+        kernel[(x2.shape[0],)](x2, out, x2.shape[1], x2.stride(0), block=BLOCK)
+    return out
+
+
+class _KernelCache:
+    """Compiles the kernel once per dtype in a background thread; ``None`` until it is ready or if it failed."""
+
+    def __init__(self) -> None:
+        self.kernel: Any = None
+        self.ready: set[torch.dtype] = set()
+        self.started: set[torch.dtype] = set()
+        self.failed = ""
+        self._lock = threading.Lock()
+
+    def get(self, x2: torch.Tensor) -> Any:
+        dtype = x2.dtype
+        if dtype in self.ready:
+            return self.kernel
+        if self.failed or dtype not in TRITON_DTYPES:
+            return None
+        with self._lock:
+            if dtype in self.started:
+                return None
+            self.started.add(dtype)
+        sample = torch.empty((1, max(x2.shape[1], 2)), dtype=dtype, device=x2.device)
+        threading.Thread(target=self._compile, args=(sample,), name="inferensics-fp-compile", daemon=True).start()
+        return None
+
+    def _compile(self, sample: torch.Tensor) -> None:
+        try:
+            with torch.cuda.device(sample.device):
+                if self.kernel is None:
+                    self.kernel = build_kernel()
+                launch_kernel(self.kernel, sample, warmup=True)
+            self.ready.add(sample.dtype)
+        except Exception as exc:  # no Triton, no compiler: the torch ops stay in use
+            self.failed = f"{type(exc).__name__}: {exc}"
+
+
+KERNELS = _KernelCache()
+"""The process's fused kernel, per dtype (``KERNELS.failed`` says why it is not used, if so)."""
+
+
 def start_fingerprint(output: torch.Tensor, head: int = 16) -> PendingFingerprint:
-    """Launch the fingerprint reductions for ``output`` (a logits-like tensor; last dim = classes)."""
+    """Launch the fingerprint of ``output`` (a logits-like tensor; last dim = classes)."""
     with torch.no_grad():
-        x = output.detach()
-        xf = x.float()
-        finite = torch.isfinite(xf)
-        z = torch.where(finite, xf, torch.zeros((), dtype=xf.dtype, device=xf.device))
-        stats = torch.stack(
-            [
-                torch.isnan(xf).sum().to(torch.float64),
-                torch.isinf(xf).sum().to(torch.float64),
-                finite.sum().to(torch.float64),
-                z.sum(dtype=torch.float64),
-                (z.double() * z.double()).sum(),
-                z.abs().max().to(torch.float64) if z.numel() else torch.zeros((), dtype=torch.float64, device=z.device),
-            ]
-        )
-        argmax = x.argmax(dim=-1).flatten() if x.dim() >= 1 and x.numel() and x.shape[-1] > 1 else None
-        if x.device.type == "cuda":
-            pooled: list[torch.Tensor] = []
-            stats_host, ok = _to_host(stats)
-            if ok:
-                pooled.append(stats_host)
-            argmax_host = None
-            if argmax is not None:
-                argmax_host, ok = _to_host(argmax)
-                if ok:
-                    pooled.append(argmax_host)
-            event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-            event.record()
-            return PendingFingerprint(stats_host, argmax_host, event, head, tuple(pooled))
-        return PendingFingerprint(stats, argmax, None, head)
+        x2, argmax = _rows_view(output.detach())
+        numel = x2.numel()
+        if x2.device.type != "cuda":
+            return PendingFingerprint.deferred(x2, argmax, head)
+        kernel = KERNELS.get(x2) if numel and _kernel_fits(x2) else None
+        rows = launch_kernel(kernel, x2) if kernel is not None else row_stats_torch(x2)
+        host, pooled = _POOL.take(rows.numel(), torch.float64)
+        host.copy_(rows.reshape(-1), non_blocking=True)
+        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        event.record()
+        return PendingFingerprint(host, numel, argmax, event=event, head=head, pooled=pooled)
+
+
+def _kernel_fits(x2: torch.Tensor) -> bool:
+    # The kernel is compiled for 16-byte aligned rows on the current device; anything else (a sliced
+    # view, another device) takes the torch ops rather than a compile on the serving thread.
+    return x2.data_ptr() % 16 == 0 and x2.device.index == torch.cuda.current_device() and x2.shape[1] < 2**31 - BLOCK
+
+
+def fingerprint_now(output: torch.Tensor, head: int = 16) -> Fingerprint:
+    """The fingerprint computed at once (tests and tools; synchronizes on CUDA)."""
+    return start_fingerprint(output, head).result()
 
 
 def digest_inputs(inputs: dict[str, torch.Tensor]) -> str:

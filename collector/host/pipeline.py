@@ -18,6 +18,7 @@ from inferensics.collector.host.fingerprint import Fingerprint, PendingFingerpri
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy
+from inferensics.collector.host.trusted_records import f32, trusted_request, u8, u32
 from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
 from inferensics.collector.trace.envelope import decode_record
 from inferensics.schema.events import (
@@ -26,7 +27,6 @@ from inferensics.schema.events import (
     GraphBreakEvent,
     KernelInventoryEvent,
     RecompileEvent,
-    RequestEvent,
 )
 from inferensics.schema.table import Event
 
@@ -164,42 +164,46 @@ class Pipeline:
             children.extend(profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts))
         input_digest = digest_inputs(raw.inputs) if raw.inputs else ""
         capture_blob = self._capture(raw, fp)
-        attrs = {"compile_ids": ",".join(s.compile_id for s in slots)} if slots else {}
-        event = RequestEvent(
-            request_id=raw.request_id,
-            ts=ts,
-            host=self.context.host,
-            model=raw.model or self.context.model,
-            hw_pool=self.context.hw_pool,
-            traffic_class=raw.traffic_class or self.default_traffic_class,
-            tenant=raw.tenant,
-            bundle_id=self.context.bundle_id,
-            shape=raw.shape,
-            shape_bucket=self.shapes.bucket(raw.shape),
-            latency_ms=raw.latency_ns / 1e6,
-            status="error" if raw.error else "ok",
-            error=raw.error[:2000],
-            outcome=cls.outcome,
-            guard_outcome=cls.guard_outcome,
-            cache_status=cls.cache_status,
-            fallback_reason=cls.fallback_reason,
-            compile_ms=cls.compile_ms,
-            recompiles=cls.recompiles,
-            graph_keys=tuple(keys),
-            graph_artifacts=tuple(artifacts),
-            graph_calls=tuple(min(v[0], 2**32 - 1) for v in raw.graphs.values()),
-            graph_us=tuple(min(v[1] // 1000, 2**32 - 1) for v in raw.graphs.values()),
-            input_digest=input_digest,
-            fp_argmax_digest=fp.argmax_digest if fp else "",
-            fp_argmax_head=fp.argmax_head if fp else (),
-            fp_nan=fp.nan if fp else 0,
-            fp_inf=fp.inf if fp else 0,
-            fp_mean=fp.mean if fp else 0.0,
-            fp_std=fp.std if fp else 0.0,
-            fp_absmax=fp.absmax if fp else 0.0,
-            sampled=raw.sampled,
-            capture_blob=capture_blob,
-            attrs=attrs,
+        ctx = self.context
+        counts = raw.graphs.values()
+        # Field order as in RequestEvent; values already canonical (see trusted_records).
+        event = trusted_request(
+            {
+                "request_id": raw.request_id,
+                "ts": ts,
+                "host": ctx.host,
+                "model": raw.model or ctx.model,
+                "hw_pool": ctx.hw_pool,
+                "traffic_class": raw.traffic_class or self.default_traffic_class,
+                "tenant": raw.tenant,
+                "bundle_id": ctx.bundle_id,
+                "shape": raw.shape,
+                "shape_bucket": self.shapes.bucket(raw.shape),
+                "latency_ms": f32(raw.latency_ns / 1e6),
+                "status": "error" if raw.error else "ok",
+                "error": raw.error[:2000],
+                "outcome": cls.outcome,
+                "guard_outcome": cls.guard_outcome,
+                "cache_status": cls.cache_status,
+                "fallback_reason": cls.fallback_reason,
+                "compile_ms": f32(cls.compile_ms),
+                "recompiles": u8(cls.recompiles),
+                "graph_keys": tuple(keys),
+                "graph_artifacts": tuple(artifacts),
+                "graph_calls": tuple(u32(v[0]) for v in counts),
+                "graph_us": tuple(u32(v[1] // 1000) for v in counts),
+                "input_digest": input_digest,
+                "fp_argmax_digest": fp.argmax_digest if fp else "",
+                "fp_argmax_head": tuple(u32(v) for v in fp.argmax_head) if fp else (),
+                "fp_nan": u32(fp.nan) if fp else 0,
+                "fp_inf": u32(fp.inf) if fp else 0,
+                "fp_mean": f32(fp.mean) if fp else 0.0,
+                "fp_std": f32(fp.std) if fp else 0.0,
+                "fp_absmax": f32(fp.absmax) if fp else 0.0,
+                "sampled": raw.sampled,
+                "capture_blob": capture_blob,
+                "attrs": {"compile_ids": ",".join(s.compile_id for s in slots)} if slots else {},
+            }
         )
         self.counters["requests"] += 1
         self.exporter.export_request(event, children)

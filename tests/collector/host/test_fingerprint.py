@@ -1,0 +1,229 @@
+"""The output fingerprint: the torch path and the fused Triton kernel against a plain reference, no device
+synchronization on the serving thread (GPU), and request records built without validation that equal their
+validated round trip."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from inferensics.collector.host import NullExporter, SdkConfig, instrument
+from inferensics.collector.host import fingerprint as fp
+from inferensics.collector.host.trusted_records import REQUEST_FIELDS, trusted_request
+from inferensics.schema.events import RequestEvent
+from inferensics.schema.table import Event
+
+
+def _reference(x: torch.Tensor, head: int = 16) -> fp.Fingerprint:
+    """The fingerprint from its definition, element by element in float64 (no torch reductions)."""
+    a = x.detach().to(torch.float64).cpu().numpy()
+    last = a.shape[-1] if a.ndim else 1
+    rows = a.reshape(-1, last) if a.size else np.zeros((0, max(last, 1)))
+    nan = inf = n = 0
+    s = ss = amax = 0.0
+    ids: list[int] = []
+    for row in rows:
+        best, best_i, first_nan = -math.inf, -1, -1
+        for i, v in enumerate(row.tolist()):
+            if math.isnan(v):
+                nan += 1
+                first_nan = i if first_nan < 0 else first_nan
+                continue
+            if math.isinf(v):
+                inf += 1
+            else:
+                n += 1
+                s += v
+                ss += v * v
+                amax = max(amax, abs(v))
+            if best_i < 0 or v > best:
+                best, best_i = v, i
+        ids.append(first_nan if first_nan >= 0 else best_i)
+    argmax = a.ndim >= 1 and a.size > 0 and last > 1
+    mean = s / n if n else 0.0
+    std = math.sqrt(max(ss / n - mean * mean, 0.0)) if n else 0.0
+    digest = hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest() if argmax else ""
+    return fp.Fingerprint(digest, tuple(ids[:head]) if argmax else (), nan, inf, mean, std, amax)
+
+
+def _cases() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(6, 2500, generator=g)
+    x[1, 7] = x[1, 2000] = float("nan")
+    x[2, 5], x[2, 9] = float("inf"), float("-inf")
+    x[3] = float("-inf")
+    x[4, 100] = x[4, 2000] = 50.0  # a tie: the first index wins
+    x[5] = float("nan")
+    wide = torch.randn(4, 3, 40, generator=g)
+    return [
+        x,
+        wide,
+        wide[:, :, 5:30],  # non-contiguous rows
+        torch.randn(17, generator=g),
+        torch.tensor(3.5),
+        torch.zeros(0, 8),
+        torch.randn(5, 1, generator=g),
+        (torch.randn(3, 64, generator=g) * 1e3).to(torch.bfloat16),
+        torch.randn(3, 64, generator=g).to(torch.float16),
+        torch.randn(3, 64, generator=g).to(torch.float64),
+    ]
+
+
+def _assert_same(got: fp.Fingerprint, want: fp.Fingerprint) -> None:
+    assert (got.argmax_digest, got.argmax_head, got.nan, got.inf) == (
+        want.argmax_digest,
+        want.argmax_head,
+        want.nan,
+        want.inf,
+    )
+    assert got.absmax == want.absmax
+    assert got.mean == pytest.approx(want.mean, rel=1e-9, abs=1e-9)
+    assert got.std == pytest.approx(want.std, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("case", range(len(_cases())))
+def test_cpu_path_matches_the_plain_reference(case: int) -> None:
+    x = _cases()[case]
+    _assert_same(fp.fingerprint_now(x), _reference(x))
+
+
+def test_cpu_path_reads_a_copy_of_the_output() -> None:
+    x = torch.randn(3, 10)
+    want = _reference(x)
+    pending = fp.start_fingerprint(x)
+    x.fill_(float("nan"))  # the caller reuses its buffer before the background thread reads
+    _assert_same(pending.result(), want)
+
+
+_INTERPRETED = """
+import sys, torch
+from inferensics.collector.host import fingerprint as fp
+cases = torch.load(sys.argv[1])
+kernel = fp.build_kernel()
+torch.save([fp.launch_kernel(kernel, x2) for x2 in cases], sys.argv[2])
+"""
+
+
+@pytest.mark.slow
+def test_triton_kernel_matches_torch_ops_under_the_interpreter(tmp_path: Path) -> None:
+    pytest.importorskip("triton", reason="Triton comes with torch on Linux x86-64")
+    inputs = [
+        x.to(dtype).reshape(-1, x.shape[-1])
+        for dtype in fp.TRITON_DTYPES
+        for x in _cases()
+        if x.dtype in fp.TRITON_DTYPES and x.dim() > 0 and x.numel() > 0
+    ]
+    torch.save(inputs, tmp_path / "in.pt")
+    # The interpreter must be chosen before Triton is first imported, so the kernel runs in a fresh process.
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERPRETED, str(tmp_path / "in.pt"), str(tmp_path / "out.pt")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outputs: list[torch.Tensor] = torch.load(tmp_path / "out.pt")
+    assert len(outputs) == len(inputs)
+    for x2, got in zip(inputs, outputs, strict=True):
+        want = fp.row_stats_torch(x2)
+        # Counts, abs-max and argmax exactly; sums up to float64 summation order.
+        assert torch.equal(got[:, [0, 1, 4, 5]], want[:, [0, 1, 4, 5]]), (x2.dtype, x2.shape, got, want)
+        torch.testing.assert_close(got[:, 2:4], want[:, 2:4], rtol=1e-12, atol=1e-9)
+        _assert_same(fp.finish(got.numpy(), x2.numel(), x2.shape[1] > 1, 16), _reference(x2))
+
+
+class _ListExporter(NullExporter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[RequestEvent] = []
+
+    def export_request(self, request: RequestEvent, children: Sequence[Event]) -> None:
+        self.events.append(request)
+
+
+def test_request_records_equal_their_validated_round_trip() -> None:
+    exporter = _ListExporter()
+    tracker = instrument(exporter=exporter, host="h", model="m", config=SdkConfig(trace_compiles=False))
+    try:
+        compiled = tracker.compile(lambda x: torch.log(x) * 3)
+        for i, x in enumerate([torch.rand(4, 5) + 0.1, torch.tensor([[-1.0, 2.0, 0.0]]), torch.rand(2, 5)]):
+            with tracker.request(f"r{i}", traffic_class="batch", tenant="t", shape=tuple(x.shape)) as req:
+                req.set_output(compiled(x))
+        with pytest.raises(RuntimeError, match="bad"), tracker.request("err"):
+            raise RuntimeError("bad")
+        tracker.flush()
+    finally:
+        tracker.shutdown()
+    assert [e.request_id for e in exporter.events] == ["r0", "r1", "r2", "err"]
+    for event in exporter.events:
+        assert RequestEvent.model_validate(event.model_dump()) == event
+    nan_row = exporter.events[1]
+    assert (nan_row.fp_nan, nan_row.fp_inf, nan_row.fp_argmax_head) == (1, 1, (0,))
+    assert exporter.events[0].graph_calls == (1,)
+
+
+def test_trusted_request_names_missing_and_unknown_fields() -> None:
+    values: Mapping[str, object] = dict.fromkeys(REQUEST_FIELDS - {"host"}, "") | {"hostname": ""}
+    with pytest.raises(ValueError, match=r"missing \['host'\], unknown \['hostname'\]"):
+        trusted_request(dict(values))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_fingerprint_adds_no_device_synchronization() -> None:
+    y = torch.randn(8, 4096, device="cuda")
+    y[0, 3] = float("nan")
+    want = _reference(y.cpu())
+    fp.fingerprint_now(y)  # first sight of the dtype: starts the background compile
+    deadline = time.monotonic() + 300
+    while torch.float32 not in fp.KERNELS.ready and not fp.KERNELS.failed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert torch.float32 in fp.KERNELS.ready, fp.KERNELS.failed or "kernel not compiled within 300 s"
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fused = fp.start_fingerprint(y)
+        rows = fp.row_stats_torch(y)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    _assert_same(fused.result(), want)
+    _assert_same(fp.finish(rows.cpu().numpy(), y.numel(), True, 16), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_instrumented_request_adds_no_device_synchronization() -> None:
+    tracker = instrument(exporter=NullExporter(), host="h", model="m")
+    try:
+        model = torch.nn.Linear(64, 512).cuda()
+        compiled = tracker.compile(model)
+        x = torch.randn(4, 64, device="cuda")
+        with torch.no_grad():
+            compiled(x)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                for i in range(20):
+                    with tracker.request(f"g{i}") as req:
+                        req.set_output(compiled(x))
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        tracker.flush()
+        stats = tracker.stats()
+    finally:
+        tracker.shutdown()
+    assert stats.get("fingerprint_errors", 0) == 0
+    assert stats.get("process_errors", 0) == 0
+    assert stats["requests"] == 20
