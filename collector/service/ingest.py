@@ -1,4 +1,11 @@
-"""``POST /v1/traces``: OTLP/HTTP in, rows fsynced to the spool before the sender is answered."""
+"""``POST /v1/traces``: OTLP/HTTP in, the request fsynced to the spool before the sender is answered.
+
+Ingest only checks and counts: it decompresses, parses the body with opentelemetry-proto (malformed → 400),
+counts the spans and spools the request's protobuf bytes (OTLP/JSON is converted to protobuf first). The
+engine maps spans to rows later, when the writer inserts a sealed segment (``writer.py``); rows that fail
+validation there are counted in ``rejected{reason=...}`` and logged, the rest of the batch is kept. The
+OTLP response therefore carries no row-level ``partial_success`` (a MAY in the OTLP specification).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from inferensics.collector.service.config import ServiceConfig
-from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, read_body
+from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, decompress, parse_request
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record
 
@@ -29,34 +36,33 @@ class IngestResult:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """One body decoded into a spool record (picklable: it may come back from a decode process)."""
+    """One body checked and framed as a spool record (picklable: it may come back from a decode process)."""
 
     spans: int
-    rows: int
     record: bytes
-    rejected_spans: int
-    rejected_rows: dict[str, int]
-    error_message: str
 
 
 def prepare(raw: bytes, content_type: str | None, content_encoding: str | None, limit: int) -> Prepared:
-    """Decompress, parse and decode a body and frame its rows as a spool record.
+    """Decompress and parse a body, count its spans and frame its protobuf bytes as a spool record.
 
     Raises:
         BadRequestError: the body is malformed, too large or of an unsupported type.
     """
-    decoded = read_body(raw, content_type, content_encoding, limit)
-    rows = decoded.row_count
-    record = encode_record({m.TABLE.name: t for m, t in decoded.tables().items()}) if rows else b""
-    return Prepared(
-        decoded.spans, rows, record, decoded.rejected_spans, dict(decoded.rejected_rows), decoded.error_message()
-    )
+    if len(raw) > limit:
+        raise BadRequestError(413, f"request body of {len(raw)} bytes exceeds the limit of {limit} bytes")
+    body = decompress(raw, content_encoding, limit)
+    message = parse_request(body, content_type)
+    spans = sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
+    if not spans:
+        return Prepared(0, b"")
+    # Re-encoding gives the engine the canonical bytes the parser accepted (and turns JSON into protobuf).
+    return Prepared(spans, encode_record(message.SerializeToString()))
 
 
 class Ingest:
-    """Decode, validate, spool (fsync), then answer; runs in a worker thread per request.
+    """Parse, count, spool (fsync), then answer; runs in a worker thread per request.
 
-    With ``decode_workers`` > 0 the decoding runs in that many processes (the GIL otherwise keeps it on one
+    With ``decode_workers`` > 0 the parsing runs in that many processes (the GIL otherwise keeps it on one
     core); appending to the spool and answering stay here.
     """
 
@@ -93,12 +99,9 @@ class Ingest:
             self.metrics.inc("rejected", label=reason)
             return error(exc.status, exc.message)
         self.metrics.inc("received_spans", prepared.spans)
-        self.metrics.inc("received_rows", prepared.rows)
-        for reason, n in prepared.rejected_rows.items():
-            self.metrics.inc("rejected", n, label=reason)
-        if prepared.rows:
+        if prepared.spans:
             try:
-                self.spool.append(prepared.record, prepared.rows)
+                self.spool.append(prepared.record, prepared.spans)
             except SpoolFullError as exc:
                 self.metrics.inc("rejected", label="spool_full")
                 down = not self._store_ok()
@@ -109,11 +112,8 @@ class Ingest:
                     f"{why}{exc}; retry after {self.config.retry_after_s} s",
                     {"Retry-After": str(self.config.retry_after_s)},
                 )
-            self.metrics.inc("spooled_rows", prepared.rows)
+            self.metrics.inc("spooled_spans", prepared.spans)
         response = ExportTraceServiceResponse()
-        if prepared.rejected_spans:
-            response.partial_success.rejected_spans = prepared.rejected_spans
-            response.partial_success.error_message = prepared.error_message
         if answer_json:
             return IngestResult(200, json_format.MessageToJson(response).encode(), JSON, {})
         return IngestResult(200, response.SerializeToString(), PROTOBUF, {})

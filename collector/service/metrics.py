@@ -90,11 +90,12 @@ class Metrics:
 
 _COUNTERS: Final = {
     "received_spans": "Spans received in accepted OTLP requests.",
-    "received_rows": "Rows decoded from accepted OTLP requests.",
-    "spooled_rows": "Rows fsynced into the spool (acknowledged).",
+    "spooled_spans": "Spans fsynced into the spool (acknowledged).",
+    "decoded_rows": "Rows the engine decoded from spooled spans and span events (written, duplicate or rejected).",
     "written_rows": "Rows inserted into the store.",
     "deduplicated_rows": "Rows of replayed batches that the store already had (dropped by the dedup token).",
-    "dropped_rows": "Rows dropped without being stored (foreign spans carry no rows; this counts losses).",
+    "dropped": "Items dropped without being stored, by reason (sdk_attributes, sdk_events: what senders' SDKs "
+    "reported dropping through OTLP's dropped_*_count fields).",
     "rejected": "Rejected requests, spans and rows, by reason.",
     "unauthorized": "Requests refused with 401 (missing or unknown token) or 403 (role).",
     "store_errors": "Failed batch inserts (retried from the spool).",

@@ -1,20 +1,19 @@
-"""The durable spool: decoded rows are fsynced here before a sender is acknowledged.
+"""The durable spool: raw OTLP requests are fsynced here before a sender is acknowledged.
 
-Rows arrive as Arrow tables per event table. Each accepted request becomes one framed record appended to
-the open *segment* file; concurrent requests share an fsync (group commit). A segment is sealed when it
-reaches the row, byte or age limit, and a sealed segment is exactly one insert batch per table, its
-deduplication token ``<segment name>:<table>``. The writer deletes a segment only after every table of
-it is in the store. On restart every segment file left is replayed with the same tokens, so a batch that
-reached the store before a crash is dropped by the engine instead of counted twice.
+Each accepted request becomes one framed record (its ``ExportTraceServiceRequest`` protobuf bytes)
+appended to the open *segment* file; concurrent requests share an fsync (group commit). A segment is
+sealed when it reaches the span, byte or age limit, and a sealed segment is decoded by the engine and
+inserted as exactly one batch per table, its deduplication token ``<segment name>:<table>``. The writer
+deletes a segment only after every table of it is in the store. On restart every segment file left is
+replayed with the same tokens, so a batch that reached the store before a crash is dropped by the engine
+instead of counted twice.
 
-Record frame: ``b"INFS"``, payload length (u32), CRC-32 of the payload (u32), payload. The payload is a
-sequence of (u16 name length, name, u32 IPC length, Arrow IPC stream). A torn record at a segment's tail
-(a crash mid-append, never acknowledged) ends the read of that segment.
+Record frame: ``b"INFS"``, payload length (u32), CRC-32 of the payload (u32), payload (the protobuf). A
+torn record at a segment's tail (a crash mid-append, never acknowledged) ends the read of that segment.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import struct
 import threading
@@ -22,17 +21,13 @@ import time
 import uuid
 import zlib
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-import pyarrow as pa
-
 MAGIC: Final = b"INFS"
 _HEADER: Final = struct.Struct("<4sII")
-_NAME: Final = struct.Struct("<H")
-_LEN: Final = struct.Struct("<I")
 SUFFIX: Final = ".seg"
 
 
@@ -60,24 +55,15 @@ class Segment:
         return self.path.stem
 
 
-def encode_record(tables: Mapping[str, pa.Table]) -> bytes:
-    """Frame one request's tables as a spool record."""
-    parts: list[bytes] = []
-    for name, table in tables.items():
-        sink = io.BytesIO()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        ipc = sink.getvalue()
-        raw = name.encode()
-        parts += [_NAME.pack(len(raw)), raw, _LEN.pack(len(ipc)), ipc]
-    payload = b"".join(parts)
+def encode_record(payload: bytes) -> bytes:
+    """Frame one request's protobuf bytes as a spool record."""
     return _HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
 
 
-def read_segment(path: Path) -> tuple[dict[str, pa.Table], bool]:
-    """Every complete record of a segment, concatenated per table; the flag says the tail was torn."""
+def read_segment(path: Path) -> tuple[list[bytes], bool]:
+    """Every complete record's payload of a segment, in order; the flag says the tail was torn."""
     data = path.read_bytes()
-    pieces: dict[str, list[pa.Table]] = {}
+    payloads: list[bytes] = []
     pos, torn = 0, False
     while pos < len(data):
         if pos + _HEADER.size > len(data):
@@ -88,17 +74,9 @@ def read_segment(path: Path) -> tuple[dict[str, pa.Table], bool]:
         if magic != MAGIC or end > len(data) or zlib.crc32(data[start:end]) != crc:
             torn = True
             break
-        p = start
-        while p < end:
-            (n,) = _NAME.unpack_from(data, p)
-            name = data[p + 2 : p + 2 + n].decode()
-            p += 2 + n
-            (m,) = _LEN.unpack_from(data, p)
-            p += 4
-            pieces.setdefault(name, []).append(pa.ipc.open_stream(data[p : p + m]).read_all())
-            p += m
+        payloads.append(data[start:end])
         pos = end
-    return {name: pa.concat_tables(ts) for name, ts in pieces.items()}, torn
+    return payloads, torn
 
 
 class Spool:
@@ -107,7 +85,7 @@ class Spool:
     Args:
         directory: Where segment files live (created if missing).
         max_bytes: Cap on all segment bytes; :meth:`append` raises :class:`SpoolFullError` beyond it.
-        seal_rows: Rows that seal the open segment.
+        seal_rows: Spans that seal the open segment.
         seal_bytes: Bytes that seal the open segment.
         seal_age_s: Age in seconds that seals the open segment (checked by :meth:`seal_if_due`).
         clock: Monotonic clock (tests inject one).
@@ -153,7 +131,9 @@ class Spool:
     # --- the ingest side ------------------------------------------------------------------------------
 
     def append(self, record: bytes, rows: int) -> None:
-        """Append one framed record and return once it is fsynced (the acknowledgement point).
+        """Append one framed record of ``rows`` spans and return once it is fsynced (the acknowledgement point).
+
+        Spans, not rows, size a segment: the rows they decode into are known only when the engine reads them.
 
         Raises:
             SpoolFullError: the record would take the spool past its cap.

@@ -95,7 +95,7 @@ def build_state(
     )
     opener = open_store or (lambda: Store.open(config.dsn or None))
     faults = Faults()
-    writer = StoreWriter(spool, opener, metrics, faults)
+    writer = StoreWriter(spool, opener, metrics, faults, work_dir=config.resolved_spool_dir() / "engine")
     ingest = Ingest(config, spool, metrics, lambda: writer.store_ok)
     state = ServiceState(
         config=config,

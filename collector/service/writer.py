@@ -1,7 +1,8 @@
 """The store writer: one thread that moves sealed spool segments into the store, oldest first.
 
-A segment is inserted one table at a time with the token ``<segment>:<table>`` and deleted from the spool
-only when all its tables are in. When an insert fails the segment stays, the writer marks the store
+The engine decodes a segment's OTLP requests (``engine_decoder.py``); each table is inserted with the token
+``<segment>:<table>`` and the segment is deleted from the spool only when all its tables are in. Rows
+rejected by validation are counted by reason and a few of their messages logged, once per segment. When an insert fails the segment stays, the writer marks the store
 unavailable and retries with backoff; ingest keeps acknowledging into the spool until its cap.
 """
 
@@ -13,9 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pathlib import Path
+
+from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Segment, Spool, read_segment
-from inferensics.schema.events import MODELS_BY_TABLE
 from inferensics.schema.store import Store, StoreError
 
 log = logging.getLogger("inferensics.collector.service")
@@ -42,6 +45,7 @@ class StoreWriter(threading.Thread):
         metrics: Metrics,
         faults: Faults,
         *,
+        work_dir: Path,
         max_backoff_s: float = 2.0,
     ) -> None:
         super().__init__(name="inferensics-store-writer", daemon=True)
@@ -50,6 +54,7 @@ class StoreWriter(threading.Thread):
         self.metrics = metrics
         self.faults = faults
         self.max_backoff_s = max_backoff_s
+        self.decoder = EngineDecoder(work_dir)
         self.store: Store | None = None
         self.store_ok = False
         self.last_error = ""
@@ -94,37 +99,37 @@ class StoreWriter(threading.Thread):
         store = self.connect()
         if store is None:
             return False
-        tables, torn = read_segment(seg.path)
+        payloads, torn = read_segment(seg.path)
         if torn:
             log.warning("spool segment %s had a torn tail (an unacknowledged append); replaying the rest", seg.name)
         possibly_seen = seg.recovered or seg.attempts > 0
         started = time.perf_counter()
-        written = dedup = 0
         try:
-            for name, table in tables.items():
-                model = MODELS_BY_TABLE.get(name)
-                if model is None:
-                    self.metrics.inc("dropped_rows", table.num_rows)
-                    continue
-                if self.faults.store_down:
-                    raise StoreError("store unavailable (fault injected by the test-only control)")
-                with self.store_lock:
-                    before = _count(store, name) if possibly_seen else 0
-                    sent = store.insert_arrow(model, table, dedup_token=f"{seg.name}:{name}")
-                    landed = _count(store, name) - before if possibly_seen else sent
-                written += landed
-                dedup += sent - landed
+            self._check_faults()
+            with self.store_lock:
+                result = self.decoder.insert(
+                    store, seg.name, payloads, possibly_seen=possibly_seen, before_insert=self._check_faults
+                )
         except Exception as exc:  # the engine raises several types; all mean "retry from the spool"
             self.metrics.inc("store_errors")
             self._failed(f"insert of spool segment {seg.name} failed: {str(exc).splitlines()[0][:300]}")
             return False
         self.metrics.observe_batch(time.perf_counter() - started)
-        self.metrics.inc("written_rows", written)
-        self.metrics.inc("deduplicated_rows", dedup)
+        self.metrics.inc("decoded_rows", result.sent + result.rejected["invalid_row"])
+        self.metrics.inc("written_rows", result.landed)
+        self.metrics.inc("deduplicated_rows", result.sent - result.landed)
+        for reason, n in result.rejected.items():
+            self.metrics.inc("rejected", n, label=reason)
+        if result.messages:
+            log.warning("spool segment %s: rejected %s; %s", seg.name, dict(result.rejected), "; ".join(result.messages))
         self.spool.remove(seg)
         self.store_ok = True
         self.last_error = ""
         return True
+
+    def _check_faults(self) -> None:
+        if self.faults.store_down:
+            raise StoreError("store unavailable (fault injected by the test-only control)")
 
     def _failed(self, message: str) -> None:
         if self.store_ok or message != self.last_error:
@@ -140,7 +145,3 @@ class StoreWriter(threading.Thread):
             time.sleep(0.02)
         return self.spool.files() == 0
 
-
-def _count(store: Store, table: str) -> int:
-    rows = store.query_rows(f"SELECT count() FROM {store.database}.{table}")
-    return int(rows[0][0])

@@ -130,7 +130,14 @@ def test_bad_bodies(api: TestClient, app_state: ServiceState) -> None:
     assert 'rejected_total{reason="malformed"} 3' in rejected
 
 
-def test_json_gzip_and_partial_success(api: TestClient, app_state: ServiceState) -> None:
+def wait_metric(state: ServiceState, name: str, value: float, label: str = "", timeout: float = 20) -> float:
+    deadline = time.monotonic() + timeout
+    while state.metrics.get(name, label) < value and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return state.metrics.get(name, label)
+
+
+def test_json_gzip_and_rejections_counted_after_the_engine_decodes(api: TestClient, app_state: ServiceState) -> None:
     message = build_request([request(0, run="j"), request(1, run="j")])
     bad = message.resource_spans[0].scope_spans[0].spans.add()
     bad.name = "inferensics.requests"  # no required attributes: this row is rejected
@@ -143,14 +150,13 @@ def test_json_gzip_and_partial_success(api: TestClient, app_state: ServiceState)
     r = api.post("/v1/traces", content=body,
                  headers={"Content-Type": "application/json", "Content-Encoding": "gzip", **auth(INGEST)})  # fmt: skip
     assert r.status_code == 200
-    partial = r.json()["partialSuccess"]
-    assert partial["rejectedSpans"] == "2"
-    assert "request_id" in partial["errorMessage"]
-    assert "no_such_table" in partial["errorMessage"]
+    # rows are validated when the engine decodes the spooled batch: the answer reports no row rejections
+    assert "partialSuccess" not in r.json()
     assert wait_count(app_state, 2) == 2
-    text = app_state.metrics.render()
-    assert 'rejected_total{reason="invalid_row"} 1' in text
-    assert 'rejected_total{reason="unknown_table"} 1' in text
+    assert wait_metric(app_state, "rejected", 1, "unknown_table") == 1
+    assert wait_metric(app_state, "rejected", 1, "invalid_row") == 1
+    assert app_state.metrics.get("decoded_rows") == 3
+    assert app_state.metrics.get("received_spans") == app_state.metrics.get("spooled_spans") == 5
 
 
 def test_unknown_attributes_go_to_attrs(api: TestClient, app_state: ServiceState) -> None:
@@ -170,7 +176,8 @@ def test_health_metrics_openapi(api: TestClient) -> None:
     assert api.get("/readyz").status_code == 200
     assert api.get("/metrics").status_code == 401
     text = api.get("/metrics", headers=auth(READ)).text
-    for name in ("received_spans", "written_rows", "spooled_rows", "deduplicated_rows", "dropped_rows", "rejected"):
+    for name in ("received_spans", "spooled_spans", "decoded_rows", "written_rows", "deduplicated_rows", "dropped",
+                 "rejected"):  # fmt: skip
         assert f"inferensics_collector_{name}_total" in text
     assert "inferensics_collector_batch_latency_seconds_bucket" in text
     assert "inferensics_collector_spool_bytes" in text
@@ -209,8 +216,9 @@ def test_decode_workers_give_the_same_answers(store_dsn: str, tmp_path: Path) ->
             status, body = ingest(api, message.SerializeToString())
             assert status == 200
             response = ExportTraceServiceResponse.FromString(body)
-            assert response.partial_success.rejected_spans == 1
+            assert not response.HasField("partial_success")
             assert wait_count(state, 3) == 3
+            assert wait_metric(state, "rejected", 1, "invalid_row") == 1
             assert 'rejected_total{reason="malformed"} 1' in state.metrics.render()
     finally:
         state.close()

@@ -40,9 +40,13 @@ def test_compiled_model_requests_reach_the_store_through_the_service(
         torch._dynamo.reset()
     client = service.client()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # the SDK has flushed: wait until every spooled row is written
+    while time.monotonic() < deadline:  # the SDK has flushed: wait until every spooled span is decoded and written
         m = client.metrics()
-        if m["inferensics_collector_written_rows_total"] == m["inferensics_collector_spooled_rows_total"] > 0:
+        if (
+            m["inferensics_collector_spooled_spans_total"] > 0
+            and m["inferensics_collector_spool_files"] == 0
+            and m["inferensics_collector_written_rows_total"] == m["inferensics_collector_decoded_rows_total"] > 0
+        ):
             break
         time.sleep(0.1)
     requests = client.sql(

@@ -1,0 +1,198 @@
+"""Spooled OTLP requests → typed rows in the store, decoded by the engine rather than by Python.
+
+Per sealed segment the writer hands the records' protobuf bytes here. They are written as one
+length-delimited file that the engine reads with its ``Protobuf`` format and the schema rendered from
+opentelemetry-proto (:mod:`inferensics.schema.otlp_proto`); the SQL of :mod:`inferensics.schema.otlp_sql`
+flattens spans and span events into records, pivots each table's records into columns with a reject reason
+per row, and the good rows are inserted with the token ``<segment>:<table>``. Two in-memory staging tables
+(``_ingest_records`` and ``_ingest_rows``, in the store's database, dropped after each segment) keep the
+parse and the pivot to one pass each.
+
+The embedded store reads the file with ``file()``. A ClickHouse server cannot read our disk, so the bytes
+are sent as the data of ``INSERT ... SELECT ... FROM input(...) FORMAT Protobuf`` and the server must have
+the rendered ``.proto`` in its ``format_schema_path`` (``python -m inferensics.schema.otlp_proto DIR``);
+that path has not been run against a server here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from inferensics.schema.events import MODELS_BY_TABLE
+from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
+from inferensics.schema.otlp_sql import NAME, REJECT, known_names, records_sql, rows_sql
+from inferensics.schema.store import Store, StoreError
+
+log = logging.getLogger("inferensics.collector.service")
+
+RECORDS: Final = "_ingest_records"
+ROWS: Final = "_ingest_rows"
+MAX_MESSAGES: Final = 5
+
+
+@dataclass
+class SegmentResult:
+    """What one segment gave: rows sent and landed per table, rejections by reason, sample messages."""
+
+    sent: int = 0
+    landed: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    messages: list[str] = field(default_factory=list)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def delimited(payloads: list[bytes]) -> bytes:
+    """Messages as the engine's ``Protobuf`` format reads them: each preceded by its varint length."""
+    return b"".join(_varint(len(p)) + p for p in payloads)
+
+
+class EngineDecoder:
+    """Inserts spooled segments through the engine's Protobuf decoder.
+
+    Args:
+        work_dir: Where the schema and the per-segment input files live (the embedded engine reads them).
+        insert_settings: Extra engine settings for the decode and insert queries (tuning).
+    """
+
+    def __init__(self, work_dir: Path, insert_settings: dict[str, Any] | None = None) -> None:
+        self.work_dir = work_dir
+        self.proto = write_proto(work_dir)
+        self.insert_settings = dict(insert_settings or {})
+        self._known = set(known_names())
+
+    def _settings(self, store: Store) -> dict[str, Any]:
+        schema = format_schema(self.proto if store.dsn.kind == "chdb" else PROTO_FILE)
+        return {"format_schema": schema, "input_format_protobuf_oneof_presence": 1, **self.insert_settings}
+
+    def stage(self, store: Store, name: str, payloads: list[bytes]) -> None:
+        """Parse a segment's requests into the records staging table."""
+        db = store.database
+        settings = self._settings(store)
+        client = store.client
+        if store.dsn.kind == "chdb":
+            path = self.work_dir / f"{name}.pb"
+            path.write_bytes(delimited(payloads))
+            try:
+                source = f"file('{_escape(str(path))}', 'Protobuf', '{_escape(structure())}')"
+                client.command(f"CREATE OR REPLACE TABLE {db}.{RECORDS} ENGINE = Memory AS {records_sql(source)}",
+                               settings=settings)  # fmt: skip
+            finally:
+                path.unlink(missing_ok=True)
+            return
+        source = f"input('{_escape(structure())}')"
+        client.command(f"CREATE OR REPLACE TABLE {db}.{RECORDS} ENGINE = Memory EMPTY AS "
+                       f"{records_sql(_empty_source())}", settings=settings)  # fmt: skip
+        client.command(f"INSERT INTO {db}.{RECORDS} {records_sql(source)} FORMAT Protobuf",
+                       data=delimited(payloads), settings=settings)  # fmt: skip
+
+    def insert(
+        self,
+        store: Store,
+        name: str,
+        payloads: list[bytes],
+        *,
+        possibly_seen: bool,
+        before_insert: Any = None,
+    ) -> SegmentResult:
+        """Decode and insert one segment's requests; every table with the token ``<name>:<table>``.
+
+        ``possibly_seen`` (a replayed or retried segment) counts the table before and after each insert so
+        that rows the engine dropped as duplicates are told apart. ``before_insert`` is called before each
+        insert (the test-only fault hook raises there).
+
+        Raises:
+            StoreError, clickhouse_connect errors: the engine failed; the caller retries the segment.
+        """
+        out = SegmentResult()
+        db = store.database
+        client = store.client
+        settings = self._settings(store)
+        self.stage(store, name, payloads)
+        try:
+            names = client.query(f"SELECT {NAME}, count() FROM {db}.{RECORDS} GROUP BY {NAME}").result_rows
+            for span, n in sorted(names):
+                if span not in self._known:
+                    out.rejected["unknown_table"] += int(n)
+                    _note(out, f"{int(n)} span(s) or event(s) named {span!r}: no table of that name")
+                    continue
+                model = MODELS_BY_TABLE[span.split(".", 1)[1]]
+                table = model.TABLE.name
+                client.command(f"CREATE OR REPLACE TABLE {db}.{ROWS} ENGINE = Memory AS "
+                               f"{rows_sql(model, f'{db}.{RECORDS}')}", settings=settings)  # fmt: skip
+                good, bad, samples = client.query(
+                    f"SELECT countIf({REJECT} = ''), countIf({REJECT} != ''), groupArrayIf(3)({REJECT}, {REJECT} != '') "
+                    f"FROM {db}.{ROWS}"
+                ).result_rows[0]
+                if bad:
+                    out.rejected["invalid_row"] += int(bad)
+                    for s in samples:
+                        _note(out, f"{span}: {s}")
+                if not good:
+                    continue
+                if before_insert is not None:
+                    before_insert()
+                columns = ", ".join(model.model_fields)
+                before = _count(store, table) if possibly_seen else 0
+                client.command(
+                    f"INSERT INTO {db}.{table} ({columns}) SELECT {columns} FROM {db}.{ROWS} WHERE {REJECT} = ''",
+                    settings={
+                        **self.insert_settings,
+                        "async_insert": 0,
+                        "parallel_view_processing": 1,
+                        "insert_deduplicate": 1,
+                        "insert_deduplication_token": f"{name}:{table}",
+                        "deduplicate_blocks_in_dependent_materialized_views": 1,
+                        # one block per table and segment, so a replay forms the same deduplicated block
+                        "min_insert_block_size_rows": 1 << 40,
+                        "min_insert_block_size_bytes": 1 << 40,
+                        "max_insert_threads": 1,
+                        "max_block_size": 1 << 30,
+                    },
+                )
+                landed = _count(store, table) - before if possibly_seen else int(good)
+                out.sent += int(good)
+                out.landed += landed
+        finally:
+            for t in (ROWS, RECORDS):
+                try:
+                    client.command(f"DROP TABLE IF EXISTS {db}.{t}")
+                except Exception as exc:  # the store may be gone; the next segment replaces the tables
+                    log.debug("dropping %s failed: %s", t, exc)
+        return out
+
+
+def _note(out: SegmentResult, message: str) -> None:
+    if len(out.messages) < MAX_MESSAGES:
+        out.messages.append(message)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _empty_source() -> str:
+    # a source with the request structure and no rows, to create the staging table on a server
+    return f"(SELECT * FROM format(Protobuf, '{_escape(structure())}', '') LIMIT 0)"
+
+
+def _count(store: Store, table: str) -> int:
+    rows = store.query_rows(f"SELECT count() FROM {store.database}.{table}")
+    return int(rows[0][0])
+
+
+__all__ = ["EngineDecoder", "SegmentResult", "StoreError", "delimited"]
