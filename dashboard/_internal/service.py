@@ -11,13 +11,15 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from datetime import date, datetime
 from typing import Any, Final
 
 import httpx
 import polars as pl
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from inferensics.collector.client import TOKEN_ENV, ServiceClient, ServiceError
 from inferensics.dashboard._internal.settings import CACHE_TTL_ENV, DEFAULT_CACHE_TTL_S, current_settings
@@ -41,6 +43,32 @@ def _query(url: str, token: str | None, name: str, params_json: str) -> pl.DataF
     return _client(url, token).query(name, **json.loads(params_json))
 
 
+def _body(params: Mapping[str, Any]) -> str:
+    return json.dumps({k: v for k, v in params.items() if v is not None}, sort_keys=True, default=_json_value)
+
+
+def prefetch(*calls: tuple[str, Mapping[str, Any]]) -> None:
+    """Ask the service for several named queries at once, so that the page's :func:`run_query` calls that
+    follow find their answers cached instead of waiting for each in turn.
+
+    Failures are left for those calls to raise (an exception is not cached, so the page's own call repeats
+    the request and shows the error panel).
+    """
+    settings = current_settings()
+    ctx = get_script_run_ctx()
+
+    def one(name: str, body: str) -> None:
+        with contextlib.suppress(Exception):
+            _query(settings.service_url, settings.token, name, body)
+
+    threads = [threading.Thread(target=one, args=(name, _body(params)), daemon=True) for name, params in calls]
+    for thread in threads:
+        add_script_run_ctx(thread, ctx)
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def run_query(name: str, what: str, **params: Any) -> pl.DataFrame:
     """Run the named query ``name`` with a spinner saying ``what`` is loading.
 
@@ -49,7 +77,7 @@ def run_query(name: str, what: str, **params: Any) -> pl.DataFrame:
             :func:`service_errors` turns it into an error panel.
     """
     settings = current_settings()
-    body = json.dumps({k: v for k, v in params.items() if v is not None}, sort_keys=True, default=_json_value)
+    body = _body(params)
     with st.spinner(f"Loading {what}…"):
         return _query(settings.service_url, settings.token, name, body)
 

@@ -42,11 +42,11 @@ def traffic_chart(series: pl.DataFrame, names: dict[str, str], unit: str) -> Non
     labelled = series.with_columns(
         pl.col("group").replace_strict(names, default=pl.col("group")).alias(col.BUNDLE_NAME)
     )
-    st.altair_chart(
+    charts.draw(
+        st,
         charts.stacked_bars_over_time(
             labelled, col.BUCKET, col.REQUESTS, col.BUNDLE_NAME, "Requests per bundle", time_format=time_format(unit)
         ),
-        width="stretch",
     )
 
 
@@ -58,8 +58,13 @@ def render() -> None:
     with service_errors():
         bundles = run_query(queries.BUNDLES_SEEN, "bundles", **filters.params())
         headline(bundles)
-        selected = show_table(bundles, columns=COLUMNS, key="bundles_table", selectable=True,
-                              empty="No bundle registered or serving in this range.")  # fmt: skip
+        selected = show_table(
+            bundles,
+            columns=COLUMNS,
+            key="bundles_table",
+            selectable=True,
+            empty="No bundle registered or serving in this range.",
+        )
         if selected:
             row = bundles.row(selected[0], named=True)
             if st.button(f"Filter the dashboard to {row[col.BUNDLE_NAME] or row[col.BUNDLE_ID]}", key="filter_bundle"):

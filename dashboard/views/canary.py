@@ -97,15 +97,16 @@ def render() -> None:
         verdict_banner(frame)
         evidence = frame.filter(pl.col("check") != "verdict")
         left, right = st.columns(2)
-        left.altair_chart(charts.latency_quantiles(evidence), width="stretch")
-        right.altair_chart(report_charts.canary_rates(evidence), width="stretch")
+        charts.draw(left, charts.latency_quantiles(evidence))
+        charts.draw(right, report_charts.canary_rates(evidence))
         st.subheader("Evidence")
         show_table(frame, key="canary_evidence")
         with st.expander("How the verdict is decided"):
             st.markdown("\n\n".join((canary_rules.__doc__ or "").split("\n\n")[1:4]))
         label = f"{params['model']}: {params['candidate'][:12]} vs {params['baseline'][:12]}"
-        st.download_button("Download Markdown", render_canary_markdown(frame, label), file_name="canary.md",
-                           mime="text/markdown")  # fmt: skip
+        st.download_button(
+            "Download Markdown", render_canary_markdown(frame, label), file_name="canary.md", mime="text/markdown"
+        )
 
 
 if __name__ == "__main__":

@@ -26,25 +26,29 @@ def recompiles_tab(filters: Filters) -> None:
     if series is not None and series.height:
         left, right = st.columns(2)
         by_model = series.rename({"group": col.MODEL})
-        left.altair_chart(
+        charts.draw(
+            left,
             charts.stacked_bars_over_time(
                 by_model, col.BUCKET, col.RECOMPILES, col.MODEL, "Recompiles by model", time_format=time_format(unit)
             ),
-            width="stretch",
         )
-        right.altair_chart(
-            charts.stacked_bars_over_time(by_model, col.BUCKET, col.COMPILE_SECONDS, col.MODEL,
-                                          "Compile seconds in the serving path", time_format=time_format(unit)),
-            width="stretch",
-        )  # fmt: skip
+        charts.draw(
+            right,
+            charts.stacked_bars_over_time(
+                by_model,
+                col.BUCKET,
+                col.COMPILE_SECONDS,
+                col.MODEL,
+                "Compile seconds in the serving path",
+                time_format=time_format(unit),
+            ),
+        )
     reasons = section_query(queries.RECOMPILE_REASONS, "recompile reasons", **compile_params(filters))
     if reasons is not None:
         st.markdown("**Recompile reasons**")
         show_table(reasons, empty="No recompiles in this range.", key="recompile_reasons")
         if reasons.height:
-            st.altair_chart(
-                charts.ranked_bars(reasons, col.REASON, col.RECOMPILES, "Top recompile reasons"), width="stretch"
-            )
+            charts.draw(st, charts.ranked_bars(reasons, col.REASON, col.RECOMPILES, "Top recompile reasons"))
 
 
 def breaks_tab(filters: Filters) -> None:
@@ -78,22 +82,24 @@ def caches_tab(filters: Filters) -> None:
                 .with_columns((pl.col("hits") / pl.col("lookups")).alias("hit_ratio"))
             )
             left, right = st.columns(2)
-            left.altair_chart(
-                charts.ranked_bars(per_cache, col.CACHE, "hit_ratio", "Hit ratio per cache"), width="stretch"
+            charts.draw(left, charts.ranked_bars(per_cache, col.CACHE, "hit_ratio", "Hit ratio per cache"))
+            charts.draw(
+                right,
+                charts.ranked_bars(
+                    health.with_columns(
+                        pl.concat_str(col.MODEL, col.HW_POOL, col.CACHE, separator=" / ").alias("slice")
+                    ).fill_null(0),
+                    "slice",
+                    "cold_miss_cost_s",
+                    "Cold-miss cost (compile s a warm cache would save)",
+                ),
             )
-            right.altair_chart(
-                charts.ranked_bars(health.with_columns(
-                    pl.concat_str(col.MODEL, col.HW_POOL, col.CACHE, separator=" / ").alias("slice")
-                ).fill_null(0), "slice", "cold_miss_cost_s", "Cold-miss cost (compile s a warm cache would save)"),
-                width="stretch",
-            )  # fmt: skip
     trend = section_query(queries.CACHE_TREND, "cache trend", **params)
     if trend is not None and trend.height:
         wide = trend.pivot(col.CACHE, index=col.BUCKET, values="hit_ratio")
         caches = sorted(set(trend.get_column(col.CACHE).to_list()))
-        st.altair_chart(
-            charts.time_series(wide, col.BUCKET, caches, "Daily hit ratio per cache", time_format="%Y-%m-%d"),
-            width="stretch",
+        charts.draw(
+            st, charts.time_series(wide, col.BUCKET, caches, "Daily hit ratio per cache", time_format="%Y-%m-%d")
         )
     reasons = section_query(queries.CACHE_REASONS, "miss and bypass reasons", **params)
     if reasons is not None:
@@ -119,11 +125,17 @@ def specializations_tab(filters: Filters) -> None:
             col.HW_POOL,
             pl.lit(1).alias("new_graph_keys"),
         )
-        st.altair_chart(
-            charts.stacked_bars_over_time(per_bucket, col.BUCKET, "new_graph_keys", col.HW_POOL,
-                                          "New specializations (graph keys first seen)", time_format=time_format(unit)),
-            width="stretch",
-        )  # fmt: skip
+        charts.draw(
+            st,
+            charts.stacked_bars_over_time(
+                per_bucket,
+                col.BUCKET,
+                "new_graph_keys",
+                col.HW_POOL,
+                "New specializations (graph keys first seen)",
+                time_format=time_format(unit),
+            ),
+        )
         st.markdown("**Graph keys first seen in this range**")
         show_table(new, key="new_graph_keys")
 

@@ -17,7 +17,7 @@ from inferensics.dashboard._internal.filters import (
     request_filters,
     time_format,
 )
-from inferensics.dashboard._internal.service import run_query, service_errors
+from inferensics.dashboard._internal.service import prefetch, run_query, service_errors
 from inferensics.dashboard._internal.tables import count, duration_ms, percent, ratio, show_table, total
 from inferensics.schema import columns as col
 
@@ -126,16 +126,23 @@ def trend_section(series: pl.DataFrame, unit: str) -> None:
     )
     left, right = st.columns(2)
     fmt = time_format(unit)
-    left.altair_chart(
-        charts.stacked_bars_over_time(series.rename({"group": col.MODEL}), col.BUCKET, col.REQUESTS, col.MODEL,
-                                      f"Requests per {unit} by model", time_format=fmt),
-        width="stretch",
-    )  # fmt: skip
-    right.altair_chart(
-        charts.time_series(totals, col.BUCKET, (col.ERRORS, col.FALLBACKS, col.RECOMPILES), f"Trouble per {unit}",
-                           time_format=fmt),
-        width="stretch",
-    )  # fmt: skip
+    charts.draw(
+        left,
+        charts.stacked_bars_over_time(
+            series.rename({"group": col.MODEL}),
+            col.BUCKET,
+            col.REQUESTS,
+            col.MODEL,
+            f"Requests per {unit} by model",
+            time_format=fmt,
+        ),
+    )
+    charts.draw(
+        right,
+        charts.time_series(
+            totals, col.BUCKET, (col.ERRORS, col.FALLBACKS, col.RECOMPILES), f"Trouble per {unit}", time_format=fmt
+        ),
+    )
 
 
 def fleet_section(fleet: pl.DataFrame) -> None:
@@ -161,9 +168,18 @@ def render() -> None:
     st.title("On-call overview")
     filters = current_filters()
     st.caption(describe(filters))
+    unit = bucket_unit(filters)
+    with st.spinner("Loading the fleet…"):
+        # One round trip for the page's queries instead of four in a row (fallback reasons are asked for
+        # at once too: a fleet without fallbacks is rare, and the answer is small).
+        prefetch(
+            (queries.FLEET, filters.params()),
+            (queries.FLEET_TIMESERIES, {"unit": unit, "by": "model", **filters.params()}),
+            (queries.STORMS, filters.params()),
+            (queries.FALLBACK_REASONS, filters.params()),
+        )
     with service_errors():
         fleet = run_query(queries.FLEET, "fleet slices", **filters.params())
-        unit = bucket_unit(filters)
         series = run_query(queries.FLEET_TIMESERIES, f"trend per {unit}", unit=unit, by="model", **filters.params())
         headline(fleet)
         highlight_section(filters, series, unit)
