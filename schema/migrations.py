@@ -13,7 +13,9 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from inferensics.schema.ddl import Target, render_schema
+from inferensics.schema.ddl import DEDUP_WINDOW, WIDE_PART_MIN_BYTES, Target, render_schema
+from inferensics.schema.events import EVENT_MODELS
+from inferensics.schema.rollups import ROLLUPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +47,33 @@ def migrations_table_sql(target: Target) -> str:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", render_schema),)
+def _compact_insert_parts(target: Target) -> list[str]:
+    # Stores created before version 2 write every insert-sized part wide; the setting is idempotent.
+    names = [m.TABLE.name for m in EVENT_MODELS] + [r.name for r in ROLLUPS]
+    return [
+        f"ALTER TABLE {target.database}.{target.local(name)}{target.on_cluster} "
+        f"MODIFY SETTING min_bytes_for_wide_part = {WIDE_PART_MIN_BYTES}"
+        for name in names
+    ]
+
+
+def _rollups_skip_replayed_batches(target: Target) -> list[str]:
+    # Before version 3 a batch replayed with the same token was dropped from the event table but still
+    # added to the rollups: a non-replicated rollup kept no block tokens to recognise the view's block by.
+    # Replicated rollups (the cluster) always keep them.
+    if target.backend == "cluster":
+        return []
+    return [
+        f"ALTER TABLE {target.database}.{r.name} MODIFY SETTING non_replicated_deduplication_window = {DEDUP_WINDOW}"
+        for r in ROLLUPS
+    ]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", render_schema),
+    Migration(2, "insert-sized parts compact", _compact_insert_parts),
+    Migration(3, "rollups skip replayed batches", _rollups_skip_replayed_batches),
+)
 """Every migration, in version order."""
 
 LATEST_VERSION: int = MIGRATIONS[-1].version

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 import pyarrow as pa
 
@@ -40,6 +40,14 @@ if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
 
 E = TypeVar("E", bound=Event)
+
+
+def _arrow_file(table: pa.Table) -> pa.Buffer:
+    """``table`` as one Arrow IPC file in memory (the ``Arrow`` input format)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
 
 
 class StoreError(RuntimeError):
@@ -235,19 +243,48 @@ class Store:
         """Insert an Arrow table into ``model``'s table after conforming it to the model's schema.
 
         ``dedup_token`` makes the insert idempotent: the same token and data inserted again is dropped by
-        the engine (the collector's spool replays rely on this). Returns the number of rows sent.
+        the engine (the collector's spool replays rely on this). Without a token nothing is deduplicated:
+        two equal batches are two batches. Returns the number of rows sent.
         """
-        data = conform(model, table)
+        data = conform(model, table, omit_type_defaults=True)
         if data.num_rows == 0:
             return 0
-        # One synchronous insert per batch (the callers batch); the rollup views run in parallel.
+        settings = self._insert_settings(model, dedup_token)
+        name = f"{self.database}.{model.TABLE.name}"
+        if self.dsn.kind == "chdb":
+            # clickhouse-connect's chDB backend writes the payload to a file the engine reads with
+            # INSERT ... FROM INFILE; a memoryview of the IPC buffer is written as is, where the Arrow
+            # buffer that ``client.insert_arrow`` passes is first copied into Python bytes (the stub
+            # types the payload as bytes; the backend takes any bytes-like object).
+            payload = cast("bytes", memoryview(_arrow_file(data)))
+            self.client.raw_insert(name, data.column_names, payload, settings, "Arrow")
+        else:
+            self.client.insert_arrow(name, data, settings=settings)
+        return int(data.num_rows)
+
+    def _insert_settings(self, model: type[Event], dedup_token: str | None) -> dict[str, Any]:
+        """Per-insert settings: one synchronous insert per batch (the callers batch), views in parallel.
+
+        Measured on the request table (benchmarks/bench_store_insert.py): hashing every token-less block
+        for the deduplication window, and merging each rollup block on insert (``optimize_on_insert``),
+        together cost more engine time than writing the request rows. A token-less insert skips the hash;
+        rollup reads aggregate across parts anyway, so their blocks are merged in the background only.
+        """
+        known = self.client.server_settings
         settings: dict[str, Any] = {"async_insert": 0, "parallel_view_processing": 1}
+        if model.TABLE.engine == "MergeTree" and "optimize_on_insert" in known:
+            settings["optimize_on_insert"] = 0
         if dedup_token:
             settings["insert_deduplication_token"] = dedup_token
             settings["insert_deduplicate"] = 1
             settings["deduplicate_blocks_in_dependent_materialized_views"] = 1
-        self.client.insert_arrow(f"{self.database}.{model.TABLE.name}", data, settings=settings)
-        return int(data.num_rows)
+            if "deduplicate_insert" in known:  # supersedes insert_deduplicate where the engine has it
+                settings["deduplicate_insert"] = "enable"
+        elif "deduplicate_insert" in known:
+            settings["deduplicate_insert"] = "disable"
+        else:
+            settings["insert_deduplicate"] = 0
+        return settings
 
     def insert_frame(self, model: type[Event], frame: pl.DataFrame, *, dedup_token: str | None = None) -> int:
         """Insert a Polars frame (columns named as the model's fields)."""

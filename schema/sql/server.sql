@@ -45,7 +45,7 @@ ENGINE = MergeTree()
 PARTITION BY toDate(ts)
 ORDER BY (model, hw_pool, traffic_class, ts)
 TTL toDateTime(ts) + toIntervalDay(30)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'One served request: which compiled graphs and artifacts served it and how dispatch went.';
 
 CREATE TABLE IF NOT EXISTS inferensics.compiles
@@ -89,7 +89,7 @@ ENGINE = MergeTree()
 PARTITION BY toDate(ts)
 ORDER BY (model, hw_pool, ts)
 TTL toDateTime(ts) + toIntervalDay(180)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'One compile of one frame (a Dynamo compile id and attempt), with its metrics and outcome.';
 
 CREATE TABLE IF NOT EXISTS inferensics.recompiles
@@ -110,7 +110,7 @@ ENGINE = MergeTree()
 PARTITION BY toDate(ts)
 ORDER BY (model, hw_pool, ts)
 TTL toDateTime(ts) + toIntervalDay(180)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'A recompile of a frame whose cached entries all failed their guards.';
 
 CREATE TABLE IF NOT EXISTS inferensics.guard_failures
@@ -129,7 +129,7 @@ ENGINE = MergeTree()
 PARTITION BY toDate(ts)
 ORDER BY (model, hw_pool, ts)
 TTL toDateTime(ts) + toIntervalDay(90)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'A guard that failed at frame entry (one per failing guard reason).';
 
 CREATE TABLE IF NOT EXISTS inferensics.graph_breaks
@@ -152,7 +152,7 @@ ENGINE = MergeTree()
 PARTITION BY toDate(ts)
 ORDER BY (model, registry_id, ts)
 TTL toDateTime(ts) + toIntervalDay(180)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'A graph break met while compiling a frame.';
 
 CREATE TABLE IF NOT EXISTS inferensics.cache_events
@@ -177,7 +177,7 @@ ENGINE = MergeTree()
 PARTITION BY toDate(ts)
 ORDER BY (model, hw_pool, cache, ts)
 TTL toDateTime(ts) + toIntervalDay(180)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'One compile-cache lookup: FX graph, AOTAutograd, Triton, autotune or Dynamo cache.';
 
 CREATE TABLE IF NOT EXISTS inferensics.kernels
@@ -195,7 +195,7 @@ CREATE TABLE IF NOT EXISTS inferensics.kernels
 ENGINE = ReplacingMergeTree(ts)
 PARTITION BY toDate(ts)
 ORDER BY (artifact_id, kernel_name)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'One kernel of a compiled artifact with its provenance: post-grad nodes and user source lines.';
 
 CREATE TABLE IF NOT EXISTS inferensics.kernel_timings
@@ -216,7 +216,7 @@ ENGINE = MergeTree()
 PARTITION BY toDate(ts)
 ORDER BY (model, artifact_id, ts)
 TTL toDateTime(ts) + toIntervalDay(30)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'Profiler-measured time of one kernel over one sampled request.';
 
 CREATE TABLE IF NOT EXISTS inferensics.bundles
@@ -238,7 +238,7 @@ CREATE TABLE IF NOT EXISTS inferensics.bundles
 ENGINE = ReplacingMergeTree(ts)
 PARTITION BY toDate(ts)
 ORDER BY (bundle_id, host)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'Registration of a release bundle (compiled artifacts + manifest) on a host.';
 
 CREATE TABLE IF NOT EXISTS inferensics.blobs
@@ -254,7 +254,7 @@ CREATE TABLE IF NOT EXISTS inferensics.blobs
 ENGINE = ReplacingMergeTree(ts)
 PARTITION BY tuple()
 ORDER BY (sha256)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'A content-addressed blob: output code, guard tree, captured inputs, manifest.';
 
 CREATE TABLE IF NOT EXISTS inferensics.blob_contents
@@ -266,7 +266,7 @@ CREATE TABLE IF NOT EXISTS inferensics.blob_contents
 ENGINE = ReplacingMergeTree(ts)
 PARTITION BY tuple()
 ORDER BY (sha256)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'The bytes of a blob, stored once under their sha256 (ARCHITECTURE decision 5).';
 
 CREATE TABLE IF NOT EXISTS inferensics.replay_results
@@ -287,7 +287,7 @@ ENGINE = MergeTree()
 PARTITION BY toDate(ts)
 ORDER BY (request_id, ts)
 TTL toDateTime(ts) + toIntervalDay(365)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'The outcome of re-executing a recorded request against its bundle and the eager path.';
 
 CREATE TABLE IF NOT EXISTS inferensics.canary_verdicts
@@ -308,7 +308,7 @@ ENGINE = MergeTree()
 PARTITION BY toDate(ts)
 ORDER BY (model, ts)
 TTL toDateTime(ts) + toIntervalDay(365)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'A recorded canary verdict comparing a candidate bundle against a baseline.';
 
 CREATE TABLE IF NOT EXISTS inferensics.requests_1m
@@ -334,7 +334,7 @@ ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (model, hw_pool, traffic_class, bundle_id, bucket)
 TTL toDateTime(bucket) + toIntervalDay(7)
-SETTINGS ttl_only_drop_parts = 1;
+SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1m_mv
 TO inferensics.requests_1m
@@ -381,7 +381,7 @@ ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (model, hw_pool, traffic_class, bundle_id, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
-SETTINGS ttl_only_drop_parts = 1;
+SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1h_mv
 TO inferensics.requests_1h
@@ -428,7 +428,7 @@ ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (model, hw_pool, traffic_class, bundle_id, bucket)
 TTL toDateTime(bucket) + toIntervalDay(800)
-SETTINGS ttl_only_drop_parts = 1;
+SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1d_mv
 TO inferensics.requests_1d
@@ -466,7 +466,7 @@ ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (model, hw_pool, outcome, trigger, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
-SETTINGS ttl_only_drop_parts = 1;
+SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.compiles_1h_mv
 TO inferensics.compiles_1h
@@ -497,7 +497,7 @@ ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (model, hw_pool, bundle_id, cache, result, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
-SETTINGS ttl_only_drop_parts = 1;
+SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.cache_events_1h_mv
 TO inferensics.cache_events_1h

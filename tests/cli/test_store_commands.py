@@ -6,6 +6,7 @@ from typer.testing import CliRunner
 
 from inferensics.cli.app import app
 from inferensics.schema import RequestEvent
+from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import Store
 from tests.schema.samples import sample
 
@@ -15,10 +16,10 @@ runner = CliRunner()
 def test_init_creates_then_reports_up_to_date(store_dsn: str) -> None:
     first = runner.invoke(app, ["init", "--dsn", store_dsn])
     assert first.exit_code == 0, first.output
-    assert "created, schema version 1" in first.output
+    assert f"created, schema version {LATEST_VERSION}" in first.output
     again = runner.invoke(app, ["init", "--dsn", store_dsn])
     assert again.exit_code == 0
-    assert "up to date, schema version 1" in again.output
+    assert f"up to date, schema version {LATEST_VERSION}" in again.output
 
 
 def test_status_counts_rows(store: Store) -> None:
@@ -26,7 +27,7 @@ def test_status_counts_rows(store: Store) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     res = runner.invoke(app, ["status", "--dsn", dsn], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
-    assert "version 1 (current)" in res.output
+    assert f"version {LATEST_VERSION} (current)" in res.output
     line = next(ln for ln in res.output.splitlines() if "│ requests " in ln)
     assert line.split("│")[2].strip() == "1"
     assert "data dir" in res.output
