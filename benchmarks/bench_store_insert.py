@@ -1,29 +1,50 @@
-"""Insert N request events through the store API and print rows/s and bytes on disk per row.
+"""Insert N request events through the store API and print rows/s and bytes on disk per row, with peers.
 
 Usage: python benchmarks/bench_store_insert.py [--rows 1000000] [--batch 100000] [--dir DIR]
 
 The events are realistic request rows (random 32-hex request ids, 20 models × 10 pools × 5 classes,
-log-normal latencies, 1 % errors, a few recompiles and fallbacks, one graph per request), built as Arrow
-columns up front so that the timing covers the store API (Arrow conform + clickhouse-connect + chDB insert,
-the materialized views included) and not the generator. Bytes per row are read from system.parts after
-OPTIMIZE FINAL for the requests table alone; the rollups' bytes are printed beside them.
-Targets on the 2-core machine: >= 500k rows/s, <= 64 bytes per request row.
+log-normal latencies, 1 % errors, a few recompiles and fallbacks, one graph per request) over the hour
+before the current one, built as Arrow columns up front so that the timing covers the store API (Arrow
+conform + clickhouse-connect + chDB insert, the rollup views included) and not the generator. Every batch
+spans the whole hour, so each 100k-row batch feeds about 56k per-minute rollup groups (2,000 series × 60
+minutes): a heavy case for the views.
+
+The same batches then go, in the same process and run, to peers that each leave one cost out, so the
+reader sees where the time goes:
+
+* store API, no rollups: the same table and insert path with the rollup views dropped;
+* bare table: a copy of the table with no views and no index, through ``client.insert_arrow`` with
+  clickhouse-connect's default settings (the peer measured in earlier sessions);
+* 3-column table: request id, time and model only (what a narrow table costs);
+* Null engine: the store API into a table that discards rows (shipping + parsing, no writing).
+
+Each peer has its own database, dropped after its run so that its merges stop. Every line gives wall
+time, rows/s, the process CPU time (engine threads included; above the wall time when both cores work)
+and the 1-minute load average before and after: on a shared machine, read the figures with the load.
+Bytes per row are read from system.parts after OPTIMIZE FINAL for the requests table alone; the rollups'
+bytes are printed beside them. Targets on the 2-core machine: >= 500k rows/s, <= 64 bytes per request row.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
 
 from inferensics.schema import RequestEvent
 from inferensics.schema import columns as c
+from inferensics.schema.rollups import ROLLUPS
 from inferensics.schema.store import Store
+
+TARGET_ROWS_PER_S = 500_000
+TARGET_BYTES_PER_ROW = 64
 
 
 def make_batch(rng: np.random.Generator, start: int, n: int, t0: float) -> pa.Table:
@@ -59,6 +80,26 @@ def make_batch(rng: np.random.Generator, start: int, n: int, t0: float) -> pa.Ta
     )
 
 
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def timed(label: str, rows: int, insert: Callable[[], object]) -> float:
+    """Run ``insert``, print one line of figures, return rows/s."""
+    load0 = _load()
+    cpu0 = time.process_time()
+    start = time.perf_counter()
+    insert()
+    wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu0
+    rate = rows / wall
+    print(
+        f"{label:<34} {wall:6.2f} s  {rate:>9,.0f} rows/s   CPU {cpu:6.2f} s   load {load0:.2f} -> {_load():.2f}",
+        flush=True,
+    )
+    return rate
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -67,47 +108,95 @@ def main() -> None:
     args = ap.parse_args()
     tmp = args.dir or tempfile.mkdtemp(prefix="inferensics-bench-")
     rng = np.random.default_rng(42)
-    t0 = datetime(2026, 11, 30, 10, tzinfo=UTC).timestamp() * 1e6
+    # The hour before the current one: inside the requests table's 30-day TTL whenever the script runs.
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    t0 = hour.timestamp() * 1e6
     batches = [make_batch(rng, i, min(args.batch, args.rows - i), t0) for i in range(0, args.rows, args.batch)]
-    store = Store.open(f"chdb://{tmp}")
-    store.migrate()
-    # The peer in the same run: the same batches into a copy of the table with no views and no index,
-    # inserted by clickhouse-connect directly (what the engine costs before our schema adds to it).
+    rows = sum(b.num_rows for b in batches)
+    print(
+        f"{rows:,} request rows in {len(batches)} batches of {args.batch:,}; {os.cpu_count()} cores; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; chDB directory {tmp}"
+    )
+
+    def open_store(database: str) -> Store:
+        store = Store.open(f"chdb://{tmp}?database={database}")
+        store.migrate()
+        return store
+
+    def drop(store: Store) -> None:
+        store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
+        store.close()
+
+    # Warm-up: the engine's first insert of a process pays for expression compilation and page faults.
+    warm = open_store("bench_warmup")
+    warm.insert_arrow(RequestEvent, batches[0].slice(0, min(10_000, batches[0].num_rows)))
+    drop(warm)
+
+    store = open_store("bench_store")
+    rate = timed("store API (rollups included)", rows, lambda: [store.insert_arrow(RequestEvent, b) for b in batches])
     db = store.database
-    store.client.command(f"CREATE TABLE {db}.requests_bare AS {db}.requests")
-    store.client.command(f"ALTER TABLE {db}.requests_bare DROP INDEX idx_request_id")
-    start = time.perf_counter()
-    for b in batches:
-        store.client.insert_arrow(f"{db}.requests_bare", b, settings={"async_insert": 0})
-    bare = time.perf_counter() - start
-    store.client.command(f"DROP TABLE {db}.requests_bare")
-    start = time.perf_counter()
-    cpu0 = time.process_time()
-    for b in batches:
-        store.insert_arrow(RequestEvent, b)
-    wall = time.perf_counter() - start
-    cpu = time.process_time() - cpu0
-    store.client.command(f"OPTIMIZE TABLE {store.database}.requests FINAL")
-    n = store.query_rows(f"SELECT count() FROM {store.database}.requests")[0][0]
+    store.client.command(f"OPTIMIZE TABLE {db}.requests FINAL")
+    n = store.query_rows(f"SELECT count() FROM {db}.requests")[0][0]
+    assert n == rows, f"{n} rows stored, {rows} inserted"
     disk = store.disk_bytes()
     raw = store.query_rows(
         "SELECT sum(data_uncompressed_bytes) FROM system.parts WHERE database = {db:String} AND table = 'requests' "
         "AND active",
-        {"db": store.database},
+        {"db": db},
     )[0][0]
-    print(f"rows inserted        {n:,} in {len(batches)} batches of {args.batch:,}")
-    print(
-        f"wall                 {wall:.2f} s  ->  {n / wall:,.0f} rows/s (process CPU {cpu:.2f} s, engine threads incl.)"
+    drop(store)
+
+    peer = open_store("bench_no_rollups")
+    for r in ROLLUPS:
+        peer.client.command(f"DROP VIEW {peer.database}.{r.view_name}")
+    no_rollups = timed(
+        "store API, no rollup views", rows, lambda: [peer.insert_arrow(RequestEvent, b) for b in batches]
     )
-    print(f"peer (bare table)    {bare:.2f} s  ->  {n / bare:,.0f} rows/s: no rollup views, no index, no conform")
-    print(f"store API / peer     {bare / wall:.2f}x the peer's throughput")
-    print(
-        f"requests on disk     {disk.get('requests', 0):,} B  ->  {disk.get('requests', 0) / n:.1f} bytes/row "
-        f"(uncompressed {raw / n:.1f} bytes/row)"
+    drop(peer)
+
+    peer = open_store("bench_bare")
+    pdb = peer.database
+    peer.client.command(f"CREATE TABLE {pdb}.requests_bare AS {pdb}.requests")
+    peer.client.command(f"ALTER TABLE {pdb}.requests_bare DROP INDEX idx_request_id")
+    timed(
+        "bare table, client.insert_arrow",
+        rows,
+        lambda: [peer.client.insert_arrow(f"{pdb}.requests_bare", b, settings={"async_insert": 0}) for b in batches],
     )
-    for name in ("requests_1m", "requests_1h"):
-        print(f"{name:<20} {disk.get(name, 0):,} B")
-    store.close()
+    peer.client.command(
+        f"CREATE TABLE {pdb}.narrow ({c.REQUEST_ID} String, {c.TS} DateTime64(6, 'UTC'), "
+        f"{c.MODEL} LowCardinality(String)) ENGINE = MergeTree ORDER BY ({c.MODEL}, {c.TS})"
+    )
+    narrow = [b.select([c.REQUEST_ID, c.TS, c.MODEL]) for b in batches]
+    timed(
+        "3-column table, client.insert_arrow",
+        rows,
+        lambda: [peer.client.insert_arrow(f"{pdb}.narrow", b, settings={"async_insert": 0}) for b in narrow],
+    )
+    drop(peer)
+
+    peer = open_store("bench_null")
+    ndb = peer.database
+    for r in ROLLUPS:
+        peer.client.command(f"DROP VIEW {ndb}.{r.view_name}")
+    peer.client.command(f"RENAME TABLE {ndb}.requests TO {ndb}.requests_src")
+    peer.client.command(f"CREATE TABLE {ndb}.requests AS {ndb}.requests_src ENGINE = Null")
+    timed("Null engine (ship + parse only)", rows, lambda: [peer.insert_arrow(RequestEvent, b) for b in batches])
+    drop(peer)
+
+    per_row = disk.get("requests", 0) / rows
+    print(
+        f"requests on disk     {disk.get('requests', 0):,} B  ->  {per_row:.1f} bytes/row "
+        f"(uncompressed {raw / rows:.1f} bytes/row)"
+    )
+    for r in ROLLUPS[:3]:
+        print(f"{r.name:<20} {disk.get(r.name, 0):,} B")
+    verdict = "met" if rate >= TARGET_ROWS_PER_S else f"missed by {1 - rate / TARGET_ROWS_PER_S:.0%}"
+    print(
+        f"target >= {TARGET_ROWS_PER_S:,} rows/s through the store API: {verdict} ({rate:,.0f}; "
+        f"{no_rollups:,.0f} without the rollups); target <= {TARGET_BYTES_PER_ROW} bytes/row: "
+        f"{'met' if per_row <= TARGET_BYTES_PER_ROW else 'missed'} ({per_row:.1f})"
+    )
     if not args.dir:
         shutil.rmtree(tmp, ignore_errors=True)
 
