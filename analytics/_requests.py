@@ -177,15 +177,24 @@ def aggregate_sql(
     """
     pieces = plan_pieces(params, start, end, unit=unit, now=now)
     groups = (["bucket"] if unit is not None else []) + list(keys)
+    # One scan per table: the pieces a table serves (a few minutes at each end of a range, say) are one
+    # condition, not one subquery each.
+    by_table: dict[str, list[tuple[int, Piece]]] = {}
+    for i, piece in enumerate(pieces):
+        by_table.setdefault(piece.source.table, []).append((i, piece))
     values: dict[str, Any] = {}
     selects = []
-    final = len(pieces) == 1
-    for i, piece in enumerate(pieces):
-        source = piece.source
+    final = len(by_table) == 1
+    for served in by_table.values():
+        source = served[0][1].source
         where = slice_where(params, source.table, time_column=None)
         values.update(where.params)
-        values[f"p{i}_lo"], values[f"p{i}_hi"] = piece.start, piece.end
-        span = f"{source.time_column} >= {{p{i}_lo:{TIME_TYPE}}} AND {source.time_column} < {{p{i}_hi:{TIME_TYPE}}}"
+        spans = []
+        for i, piece in served:
+            values[f"p{i}_lo"], values[f"p{i}_hi"] = piece.start, piece.end
+            spans.append(
+                f"({source.time_column} >= {{p{i}_lo:{TIME_TYPE}}} AND {source.time_column} < {{p{i}_hi:{TIME_TYPE}}})"
+            )
         by_name = {name: expr for expr, _, name in (s.rpartition(" AS ") for s in source.sums())}
         exprs = [f"{source.bucket(unit)} AS bucket"] if unit is not None else []
         exprs += [f"{expr} AS {alias}" for alias, expr in keys.items()]
@@ -199,7 +208,8 @@ def aggregate_sql(
                 exprs.append(f"{QUANTILE_STATE_FN}({latency_code_sql(col.LATENCY_MS)}) AS {col.LATENCY_STATE}")
         group_by = f" GROUP BY {', '.join(groups)}" if groups else ""
         selects.append(
-            f"SELECT {', '.join(exprs)} FROM {database}.{source.table} WHERE ({where.sql}) AND {span}{group_by}"
+            f"SELECT {', '.join(exprs)} FROM {database}.{source.table} "
+            f"WHERE ({where.sql}) AND ({' OR '.join(spans)}){group_by}"
         )
     if final:
         return selects[0], values
