@@ -21,6 +21,7 @@ import argparse
 import gc
 import os
 import resource
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -45,11 +46,15 @@ def _rss_mib() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _time_per(fn: Callable[[], Any], n: int, device: str) -> float:
+def _time_per(fn: Callable[[], Any], n: int, device: str, after: Callable[[], Any] | None = None) -> float:
+    """Wall time per ``fn`` call; ``after`` (the tracker's flush) runs inside the timed region, so the
+    background work left over at the end of a round is counted too."""
     _sync(device)
     t0 = time.perf_counter()
     for _ in range(n):
         fn()
+    if after is not None:
+        after()
     _sync(device)
     return (time.perf_counter() - t0) / n * 1e6
 
@@ -88,6 +93,16 @@ def _legacy_fingerprint(output: torch.Tensor) -> Any:
     event = torch.cuda.Event()  # type: ignore[no-untyped-call]
     event.record()
     return hs, ha, event
+
+
+def _fp_path(dtype: torch.dtype, dev: str) -> str:
+    if dev != "cuda":
+        return "torch ops on the background thread (CPU)"
+    if dtype in fpmod.KERNELS.zero_copy:
+        return "fused Triton kernel writing pinned host memory (zero-copy)"
+    if dtype in fpmod.KERNELS.ready:
+        return "fused Triton kernel + one device-to-host copy"
+    return f"torch ops ({fpmod.KERNELS.failed or 'kernel not ready'})"
 
 
 def _fingerprint_variants(y: torch.Tensor, dev: str, n: int, rounds: int) -> None:
@@ -219,7 +234,8 @@ def main() -> None:
 
     # Interleaved rounds, minimum per variant: robust against other load on a shared machine. Wall time
     # measures the serving thread; process CPU time adds the SDK's background thread (GIL contention).
-    rows: dict[str, list[float]] = {k: [] for k in ("call_plain", "call_instr", "req_plain", "req_instr", "req_prof")}
+    keys = ("call_plain", "call_plain_hooked", "call_instr", "req_plain", "req_instr", "req_prof")
+    rows: dict[str, list[float]] = {k: [] for k in keys}
     cpu: dict[str, list[float]] = {"req_plain": [], "req_instr": []}
     n = args.calls
     counter = iter(range(10**9))
@@ -228,10 +244,11 @@ def main() -> None:
             rows["call_plain"].append(_time_per(lambda: plain(x), n, dev))
             tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
             with tracker.request("calls"):
+                rows["call_plain_hooked"].append(_time_per(lambda: plain(x), n, dev))
                 rows["call_instr"].append(_time_per(lambda: instrumented(x), n, dev))
             c0 = time.process_time()
-            rows["req_instr"].append(_time_per(partial(_one_request, tracker, instrumented, x, counter), n, dev))
-            tracker.flush()
+            one = partial(_one_request, tracker, instrumented, x, counter)
+            rows["req_instr"].append(_time_per(one, n, dev, after=tracker.flush))
             cpu["req_instr"].append((time.process_time() - c0) / n * 1e6)
             tracker.shutdown()
             c0 = time.process_time()
@@ -249,6 +266,10 @@ def main() -> None:
     print(
         f"per compiled-graph call: plain {best['call_plain']:.2f} us, instrumented {best['call_instr']:.2f} us, "
         f"added {added_call:+.2f} us; {_load()}"
+    )
+    print(
+        "  of which the guard hook (plain graph called inside a request): "
+        f"{best['call_plain_hooked'] - best['call_plain']:+.2f} us"
     )
     print(
         f"per request (1 call):    plain {best['req_plain']:.2f} us, instrumented {best['req_instr']:.2f} us, "
@@ -272,31 +293,42 @@ def main() -> None:
     # Decode-like requests: many compiled calls (tokens) per request, without and with the fingerprint.
     k = args.decode_steps
     reqs = max(n // k, 5)
-    dec: dict[str, list[float]] = {"plain": [], "instr_nofp": [], "instr": [], "fp_only": []}
+    dec: dict[str, list[float]] = {"plain": [], "instr_nofp": [], "instr": [], "fp_only": [], "bg_cpu": []}
     with torch.no_grad():
         for _ in range(args.rounds):
             dec["plain"].append(_time_per(partial(_decode_plain, plain, x, k), reqs, dev))
             tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
-            dec["instr_nofp"].append(
-                _time_per(partial(_decode_instr, tracker, instrumented, x, k, counter, fingerprint=False), reqs, dev)
-            )
-            dec["instr"].append(_time_per(partial(_decode_instr, tracker, instrumented, x, k, counter), reqs, dev))
+            nofp = partial(_decode_instr, tracker, instrumented, x, k, counter, fingerprint=False)
+            dec["instr_nofp"].append(_time_per(nofp, reqs, dev, after=tracker.flush))
+            # CPU of the process minus CPU of this (serving) thread: the SDK's background threads.
+            p0, t0 = time.process_time(), time.thread_time()
+            with_fp = partial(_decode_instr, tracker, instrumented, x, k, counter)
+            dec["instr"].append(_time_per(with_fp, reqs, dev, after=tracker.flush))
+            dec["bg_cpu"].append(((time.process_time() - p0) - (time.thread_time() - t0)) / reqs * 1e6)
             with tracker.request("fp") as req:
                 y = instrumented(x)
                 dec["fp_only"].append(_time_per(partial(req.set_output, y), n, dev))
             tracker.shutdown()
     bd = {key: min(v) for key, v in dec.items()}
+    md = {key: statistics.median(v) for key, v in dec.items()}
     print(
         f"decode-like request ({k} calls, {reqs} requests x {args.rounds} rounds, best round): "
         f"plain {bd['plain']:.1f} us; {_load()}"
     )
     print(
         f"  instrumented, no fingerprint:   {bd['instr_nofp']:.1f} us, added {bd['instr_nofp'] - bd['plain']:+.1f} us "
-        f"({_pct(bd['instr_nofp'], bd['plain'])} throughput cost)"
+        f"({_pct(bd['instr_nofp'], bd['plain'])} throughput cost); medians: plain {md['plain']:.1f}, "
+        f"instrumented {md['instr_nofp']:.1f} ({_pct(md['instr_nofp'], md['plain'])})"
     )
     print(
         f"  instrumented + fingerprint:     {bd['instr']:.1f} us, added {bd['instr'] - bd['plain']:+.1f} us "
-        f"({_pct(bd['instr'], bd['plain'])} throughput cost); set_output alone {bd['fp_only']:.1f} us/call"
+        f"({_pct(bd['instr'], bd['plain'])} throughput cost); medians: {md['instr']:.1f} "
+        f"({_pct(md['instr'], md['plain'])}); set_output alone {bd['fp_only']:.1f} us/call"
+    )
+    print(
+        f"  background thread CPU per request (process minus serving thread; the final flush runs on the "
+        f"serving thread and is not in it), best round: {bd['bg_cpu']:.1f} us; "
+        f"fingerprint path: {_fp_path(x.dtype, dev)}"
     )
     if args.profile:
         tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())

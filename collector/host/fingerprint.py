@@ -28,6 +28,7 @@ import torch
 STATS: Final = 6
 """Columns of the per-row buffer: nan, inf, finite sum, finite sum of squares, finite abs-max, argmax."""
 BLOCK: Final = 1024
+_SMALL: Final = 64
 """Elements per Triton loop step (one program per row)."""
 TRITON_DTYPES: Final = (torch.float16, torch.bfloat16, torch.float32)
 """Dtypes the fused kernel reads; others use the torch ops (float64 would lose argmax ties in float32)."""
@@ -103,9 +104,15 @@ class PendingFingerprint:
         pending._source = x2.clone()
         return pending
 
+    def ready(self) -> bool:
+        """Whether :meth:`result` would not wait (the CUDA event has completed; always on CPU)."""
+        return self._event is None or bool(self._event.query())
+
     def result(self) -> Fingerprint:
         """Wait for the copy (CUDA event, not a device sync) and compute the fields."""
-        if self._event is not None:
+        # query() first: synchronize() hands the GIL to the serving thread and back, a thread switch that
+        # costs the serving thread more than the wait itself when the event has long completed.
+        if self._event is not None and not self._event.query():
             self._event.synchronize()
         if self._source is not None:
             with torch.no_grad():
@@ -121,19 +128,23 @@ class PendingFingerprint:
 
 def finish(rows: np.ndarray[Any, Any], numel: int, argmax: bool, head: int) -> Fingerprint:
     """Fold per-row numbers (``[rows, 6]`` float64 over ``numel`` output values) into a fingerprint."""
-    nan = int(rows[:, 0].sum())
-    inf = int(rows[:, 1].sum())
+    if rows.shape[0] <= _SMALL:
+        # A decode step has a handful of rows: plain Python beats six numpy reductions.
+        cols = list(zip(*rows.tolist(), strict=True)) or [()] * STATS
+        nan, inf, s, ss = int(sum(cols[0])), int(sum(cols[1])), math.fsum(cols[2]), math.fsum(cols[3])
+        amax = max(cols[4], default=0.0)
+    else:
+        total = rows.sum(axis=0)
+        nan, inf, s, ss = int(total[0]), int(total[1]), float(total[2]), float(total[3])
+        amax = float(rows[:, 4].max())
     n = numel - nan - inf
-    s = float(rows[:, 2].sum())
-    ss = float(rows[:, 3].sum())
-    amax = float(rows[:, 4].max()) if rows.shape[0] else 0.0
     mean = s / n if n else 0.0
     var = max(ss / n - mean * mean, 0.0) if n else 0.0
     digest, ids_head = "", tuple[int, ...]()
     if argmax:
         ids = rows[:, 5].astype(np.int64)
         digest = hashlib.sha256(ids.tobytes()).hexdigest()
-        ids_head = tuple(int(v) for v in ids[:head].tolist())
+        ids_head = tuple(ids[:head].tolist())
     return Fingerprint(digest, ids_head, nan, inf, _finite(mean), _finite(math.sqrt(var)), _finite(amax))
 
 
@@ -177,11 +188,15 @@ def build_kernel() -> Any:
     return define_kernel()
 
 
-def launch_kernel(kernel: Any, x2: torch.Tensor, *, warmup: bool = False) -> torch.Tensor:
-    """Run (or with ``warmup`` only compile) ``kernel`` over ``x2``; returns the ``[rows, 6]`` buffer."""
+def launch_kernel(
+    kernel: Any, x2: torch.Tensor, *, out: torch.Tensor | None = None, warmup: bool = False
+) -> torch.Tensor:
+    """Run (or with ``warmup`` only compile) ``kernel`` over ``x2`` into ``out`` (``rows * 6`` float64,
+    on the device or pinned host memory the device can write); returns ``out``."""
     if x2.shape[1] > 1 and x2.stride(1) != 1:
         x2 = x2.contiguous()
-    out = torch.empty((x2.shape[0], STATS), dtype=torch.float64, device=x2.device)
+    if out is None:
+        out = torch.empty((x2.shape[0], STATS), dtype=torch.float64, device=x2.device)
     if warmup:
         kernel.warmup(x2, out, x2.shape[1], x2.stride(0), block=BLOCK, grid=(x2.shape[0],))
     else:
@@ -189,12 +204,27 @@ def launch_kernel(kernel: Any, x2: torch.Tensor, *, warmup: bool = False) -> tor
     return out
 
 
+def _probe_input(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 3 * BLOCK + 5, generator=g)
+    x[1, 17], x[2, 5], x[2, 9], x[3, 40] = float("nan"), float("inf"), float("-inf"), 1e4
+    return x.to(dtype).to(device)
+
+
 class _KernelCache:
-    """Compiles the kernel once per dtype in a background thread; ``None`` until it is ready or if it failed."""
+    """Compiles and checks the kernel once per dtype in a background thread.
+
+    ``get`` answers ``None`` (use the torch ops) until the kernel for that dtype is compiled and has
+    matched the torch ops on a probe tensor with NaN, ±inf and several blocks per row; ``zero_copy``
+    says whether it also wrote correctly straight into pinned host memory, which saves the device buffer
+    and the copy on the serving thread. The check runs on a private stream and waits on its own event, so
+    it never synchronizes the serving streams.
+    """
 
     def __init__(self) -> None:
         self.kernel: Any = None
         self.ready: set[torch.dtype] = set()
+        self.zero_copy: set[torch.dtype] = set()
         self.started: set[torch.dtype] = set()
         self.failed = ""
         self._lock = threading.Lock()
@@ -209,19 +239,42 @@ class _KernelCache:
             if dtype in self.started:
                 return None
             self.started.add(dtype)
-        sample = torch.empty((1, max(x2.shape[1], 2)), dtype=dtype, device=x2.device)
-        threading.Thread(target=self._compile, args=(sample,), name="inferensics-fp-compile", daemon=True).start()
+        thread = threading.Thread(
+            target=self._compile, args=(dtype, x2.device), name="inferensics-fp-compile", daemon=True
+        )
+        thread.start()
         return None
 
-    def _compile(self, sample: torch.Tensor) -> None:
+    def _compile(self, dtype: torch.dtype, device: torch.device) -> None:
         try:
-            with torch.cuda.device(sample.device):
+            with torch.cuda.device(device), torch.no_grad():
                 if self.kernel is None:
                     self.kernel = build_kernel()
-                launch_kernel(self.kernel, sample, warmup=True)
-            self.ready.add(sample.dtype)
+                stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+                with torch.cuda.stream(stream):
+                    x = _probe_input(dtype, device)
+                    launch_kernel(self.kernel, x, warmup=True)
+                    on_device = launch_kernel(self.kernel, x).to("cpu", non_blocking=True)
+                    pinned = torch.full((x.shape[0] * STATS,), -1.0, dtype=torch.float64, pin_memory=True)
+                    launch_kernel(self.kernel, x, out=pinned)
+                    x_host = x.to("cpu", non_blocking=True)
+                    done = torch.cuda.Event()  # type: ignore[no-untyped-call]
+                    done.record(stream)
+                done.synchronize()
+            want = row_stats_torch(x_host)
+            if not _same_rows(on_device, want):
+                self.failed = f"fused kernel disagrees with the torch ops for {dtype}"
+                return
+            if _same_rows(pinned.view(-1, STATS), want):
+                self.zero_copy.add(dtype)
+            self.ready.add(dtype)
         except Exception as exc:  # no Triton, no compiler: the torch ops stay in use
             self.failed = f"{type(exc).__name__}: {exc}"
+
+
+def _same_rows(got: torch.Tensor, want: torch.Tensor) -> bool:
+    exact = torch.equal(got[:, [0, 1, 4, 5]], want[:, [0, 1, 4, 5]])
+    return exact and bool(torch.allclose(got[:, 2:4], want[:, 2:4], rtol=1e-9, atol=1e-6))
 
 
 KERNELS = _KernelCache()
@@ -236,9 +289,12 @@ def start_fingerprint(output: torch.Tensor, head: int = 16) -> PendingFingerprin
         if x2.device.type != "cuda":
             return PendingFingerprint.deferred(x2, argmax, head)
         kernel = KERNELS.get(x2) if numel and _kernel_fits(x2) else None
-        rows = launch_kernel(kernel, x2) if kernel is not None else row_stats_torch(x2)
-        host, pooled = _POOL.take(rows.numel(), torch.float64)
-        host.copy_(rows.reshape(-1), non_blocking=True)
+        host, pooled = _POOL.take(x2.shape[0] * STATS, torch.float64)
+        if kernel is not None and x2.dtype in KERNELS.zero_copy:
+            launch_kernel(kernel, x2, out=host)  # the kernel writes the pinned buffer itself
+        else:
+            rows = launch_kernel(kernel, x2) if kernel is not None else row_stats_torch(x2)
+            host.copy_(rows.reshape(-1), non_blocking=True)
         event = torch.cuda.Event()  # type: ignore[no-untyped-call]
         event.record()
         return PendingFingerprint(host, numel, argmax, event=event, head=head, pooled=pooled)

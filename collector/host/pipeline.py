@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from inferensics.collector.host import capture, profiling
-from inferensics.collector.host.classify import classify
+from inferensics.collector.host.classify import Classification, classify
 from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
 from inferensics.collector.host.fingerprint import Fingerprint, PendingFingerprint, digest_inputs
@@ -31,6 +31,16 @@ from inferensics.schema.events import (
 from inferensics.schema.table import Event
 
 PENDING_CAPACITY = 10_000
+
+
+class _Prepared(NamedTuple):
+    """The order-dependent part of a request record, computed when the request is drained."""
+
+    cls: Classification
+    keys: tuple[str, ...]
+    artifacts: tuple[str, ...]
+    ts: datetime
+    children: list[Event]
 
 
 class Pipeline:
@@ -53,6 +63,7 @@ class Pipeline:
         self.shapes = ShapePolicy(config.shape_buckets)
         self.assembler = CompileAssembler(context, self._on_record, exporter.put_blob)
         self.pending: OrderedDict[str, list[Event]] = OrderedDict()
+        self.waiting: deque[tuple[RawRequest, _Prepared]] = deque()
         self.limit_hit = False
         self.kernel_artifacts: dict[str, str] = {}
         self.counters: Counter[str] = Counter()
@@ -66,18 +77,25 @@ class Pipeline:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if len(self.queue):
+            if len(self.queue) or self.waiting:
                 self.drain()
-            else:
+            if not len(self.queue):
                 self._stop.wait(self.config.flush_interval_s)
 
-    def drain(self) -> None:
-        """Process everything queued (also called by ``flush`` on the caller's thread)."""
+    def drain(self, *, block: bool = False) -> None:
+        """Process everything queued (also called by ``flush`` on the caller's thread).
+
+        A request whose output fingerprint is still on its way from the device waits in ``waiting``
+        (classified already, in arrival order) until its CUDA event has completed; ``block`` waits for
+        them instead. Polling the event rather than waiting on it keeps this thread from spinning on the
+        device and from trading the GIL with the serving thread once per request.
+        """
         with self._lock:
+            self._finish_waiting(block)
             while True:
                 items = self.queue.drain()
                 if not items:
-                    return
+                    break
                 for kind, item in items:
                     try:
                         if kind == "trace":
@@ -87,10 +105,26 @@ class Pipeline:
                     except Exception as exc:  # never let one bad record stop the thread
                         self.counters["process_errors"] += 1
                         self.last_error = f"{type(exc).__name__}: {exc}"
+                self._finish_waiting(block)
+
+    def _finish_waiting(self, block: bool) -> None:
+        waiting = self.waiting
+        while waiting:
+            raw, prepared = waiting[0]
+            fp = raw.fingerprint
+            pending_fp = isinstance(fp, PendingFingerprint) and not fp.ready()
+            if pending_fp and not block and len(waiting) <= PENDING_CAPACITY:
+                return
+            waiting.popleft()
+            try:
+                self._finish(raw, prepared)
+            except Exception as exc:
+                self.counters["process_errors"] += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
 
     def flush(self) -> None:
-        """Drain, export orphan sub-records and flush the exporter."""
-        self.drain()
+        """Drain (waiting for fingerprints still on the device), export orphan sub-records, flush."""
+        self.drain(block=True)
         with self._lock:
             try:
                 orphans = [e for children in self.pending.values() for e in children]
@@ -152,7 +186,6 @@ class Pipeline:
             limit_hit_before=self.limit_hit,
             backend_compile_ms=raw.compile_ns / 1e6,
         )
-        fp: Fingerprint | None = raw.fingerprint.result() if isinstance(raw.fingerprint, PendingFingerprint) else None
         keys, artifacts = [], []
         for s in slots:
             summary = summaries.get(s.compile_id)
@@ -162,6 +195,19 @@ class Pipeline:
         children = self.pending.pop(raw.request_id, [])
         if raw.profile is not None:
             children.extend(profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts))
+        # Everything order-dependent (classification against the compile state, sub-records) is done;
+        # the rest needs the fingerprint.
+        prepared = _Prepared(cls, tuple(keys), tuple(artifacts), ts, children)
+        fp = raw.fingerprint
+        if self.waiting or (isinstance(fp, PendingFingerprint) and not fp.ready()):
+            self.waiting.append((raw, prepared))
+        else:
+            self._finish(raw, prepared)
+
+    def _finish(self, raw: RawRequest, prepared: _Prepared) -> None:
+        cls, keys, artifacts, ts, children = prepared
+        fp: Fingerprint | None = raw.fingerprint.result() if isinstance(raw.fingerprint, PendingFingerprint) else None
+        slots = list(raw.graphs)
         input_digest = digest_inputs(raw.inputs) if raw.inputs else ""
         capture_blob = self._capture(raw, fp)
         ctx = self.context
@@ -188,8 +234,8 @@ class Pipeline:
                 "fallback_reason": cls.fallback_reason,
                 "compile_ms": f32(cls.compile_ms),
                 "recompiles": u8(cls.recompiles),
-                "graph_keys": tuple(keys),
-                "graph_artifacts": tuple(artifacts),
+                "graph_keys": keys,
+                "graph_artifacts": artifacts,
                 "graph_calls": tuple(u32(v[0]) for v in counts),
                 "graph_us": tuple(u32(v[1] // 1000) for v in counts),
                 "input_digest": input_digest,

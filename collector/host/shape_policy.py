@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 
 _DIMS = re.compile(r"\d+")
+_CACHE_SIZE = 4096
 
 
 def shape_signature(shape: str | Sequence[int] | None) -> str:
@@ -29,9 +30,18 @@ class ShapePolicy:
     def __init__(self, edges: Sequence[int], names: Sequence[str] = ("b", "s")) -> None:
         self.edges = sorted(edges)
         self.names = tuple(names)
+        self._seen: dict[str, str] = {}
 
     def bucket(self, shape: str) -> str:
         """The bucket label of a shape signature (``""`` for an empty signature)."""
+        label = self._seen.get(shape)
+        if label is None:
+            label = self._label(shape)
+            if len(self._seen) < _CACHE_SIZE:  # serving shapes repeat; a flood of new ones is not cached
+                self._seen[shape] = label
+        return label
+
+    def _label(self, shape: str) -> str:
         if not shape:
             return ""
         parts: list[str] = []

@@ -205,19 +205,23 @@ def test_fingerprint_adds_no_device_synchronization() -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_instrumented_request_adds_no_device_synchronization() -> None:
-    tracker = instrument(exporter=NullExporter(), host="h", model="m")
+    exporter = _ListExporter()
+    tracker = instrument(exporter=exporter, host="h", model="m")
+    outputs: list[torch.Tensor] = []
     try:
         model = torch.nn.Linear(64, 512).cuda()
         compiled = tracker.compile(model)
-        x = torch.randn(4, 64, device="cuda")
+        xs = [torch.randn(4, 64, device="cuda") for _ in range(20)]
         with torch.no_grad():
-            compiled(x)
+            compiled(xs[0])
             torch.cuda.synchronize()
             torch.cuda.set_sync_debug_mode("error")
             try:
-                for i in range(20):
+                for i, x in enumerate(xs):
                     with tracker.request(f"g{i}") as req:
-                        req.set_output(compiled(x))
+                        y = compiled(x)
+                        req.set_output(y)
+                    outputs.append(y)
             finally:
                 torch.cuda.set_sync_debug_mode("default")
         tracker.flush()
@@ -226,4 +230,12 @@ def test_instrumented_request_adds_no_device_synchronization() -> None:
         tracker.shutdown()
     assert stats.get("fingerprint_errors", 0) == 0
     assert stats.get("process_errors", 0) == 0
-    assert stats["requests"] == 20
+    # Records leave in request order, each with its own output's fingerprint (some waited for their event).
+    assert [e.request_id for e in exporter.events] == [f"g{i}" for i in range(20)]
+    for event, y in zip(exporter.events, outputs, strict=True):
+        want = _reference(y.cpu())
+        assert (event.fp_argmax_digest, event.fp_argmax_head, event.fp_nan) == (
+            want.argmax_digest,
+            want.argmax_head,
+            want.nan,
+        )
