@@ -5,10 +5,12 @@
 * A span *event* named ``inferensics.<table>`` inside such a span carries one more row of ``<table>``
   (recompiles, guard failures, graph breaks, cache lookups and kernel timings of that request). An event's
   row inherits the span's shared dimensions (:data:`INHERITED`) when it does not set them.
-* Column ``c`` travels as attribute ``inferensics.c``. Lists travel as OTLP array values; the ``attrs`` map
-  and the ``compiler_config`` map travel flattened as ``inferensics.attrs.<key>`` /
-  ``inferensics.compiler_config.<key>``; bytes as hex strings. Timestamps travel as the span's (or
-  event's) time unless the record sets ``inferensics.<column>`` itself as an ISO-8601 string.
+* Column ``c`` travels as attribute ``inferensics.c``, with the exact OTLP kind of the column (string,
+  int, double, bool; an int is also taken for a float column). Lists travel as OTLP array values; the
+  ``attrs`` map and the ``compiler_config`` map travel flattened as ``inferensics.attrs.<key>`` /
+  ``inferensics.compiler_config.<key>`` (values stringified); bytes as hex strings. Timestamps travel as
+  the span's (or event's) time unless the record sets ``inferensics.<column>`` itself as an ISO-8601
+  string.
 * Resource attribute ``host.name`` fills ``host`` when the record leaves it unset. Attributes outside the
   ``inferensics.`` namespace are kept in the row's ``attrs`` map, never dropped.
 
@@ -17,6 +19,7 @@ This module is pure (no OpenTelemetry import) so both sides and the tests share 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Final
@@ -94,14 +97,12 @@ def attributes_to_record(
             name = key[len(PREFIX) :]
             head, _, tail = name.partition(".")
             if tail and head in MAP_COLUMNS and head in fields:
-                maps.setdefault(head, {})[tail] = str(value)
+                maps.setdefault(head, {})[tail] = _stringify(value)
                 continue
             if name in fields:
                 if fields[name].annotation is bytes and isinstance(value, str):
-                    try:
-                        record[name] = bytes.fromhex(value)
-                    except ValueError:
-                        record[name] = value  # validation rejects it with the column named
+                    # strict hex (no spaces, as the engine decoder checks); else validation names the column
+                    record[name] = bytes.fromhex(value) if _HEX.fullmatch(value) else value
                 else:
                     record[name] = value
                 continue
@@ -118,7 +119,7 @@ def attributes_to_record(
         if name in fields and name not in record and inherited and name in inherited:
             record[name] = inherited[name]
     if col.HOST in fields and not record.get(col.HOST) and resource and RESOURCE_HOST in resource:
-        record[col.HOST] = str(resource[RESOURCE_HOST])
+        record[col.HOST] = _stringify(resource[RESOURCE_HOST])
     if col.TS in fields and col.TS not in record:
         record[col.TS] = time
     return record
@@ -136,3 +137,4 @@ def nanos_to_datetime(nanos: int) -> datetime:
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_HEX: Final = re.compile(r"(?:[0-9a-fA-F]{2})*")

@@ -60,7 +60,7 @@ _CH: Final = {
 
 def message_name(descriptor: Descriptor) -> str:
     """The flattened name a message has in the rendered file."""
-    return descriptor.full_name.replace(".", "_")
+    return str(descriptor.full_name).replace(".", "_")
 
 
 REQUEST_MESSAGE: Final = message_name(_REQUEST)
@@ -100,7 +100,7 @@ def render_proto() -> str:
                 walk(f.message_type)
 
     walk(_REQUEST)
-    header = f'// Rendered by inferensics.schema.otlp_proto from opentelemetry-proto; do not edit.\nsyntax = "proto3";\n'
+    header = '// Rendered by inferensics.schema.otlp_proto from opentelemetry-proto; do not edit.\nsyntax = "proto3";\n'
     return header + "\n" + "\n\n".join(rendered.values()) + "\n"
 
 

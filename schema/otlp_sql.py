@@ -5,21 +5,28 @@ format (:mod:`inferensics.schema.otlp_proto`) and these queries map spans and sp
 the contract of :mod:`inferensics.schema.otlp`, with the same validation as the Python reference decoder:
 
 * a column's attribute must carry the exact OTLP kind of the column (string, int, double, bool, array of
-  strings or ints); a float column also takes an int; unsigned ints must fit their width;
-  bytes travel as hex strings, timestamps other than the span's time as ISO-8601 strings;
+  strings or ints); a float column also takes an int; unsigned ints must fit their width; OTLP bytes
+  count as their hex string; a bytes column takes bytes or a hex string; timestamps other than the
+  span's time travel as ISO-8601 strings (:data:`ISO_PATTERN`, years :data:`YEARS`);
 * a required column that is missing, a whole map set as one attribute, parallel graph arrays of different
   lengths: the row is rejected, with a message in ``_reject`` (empty for good rows);
 * unknown keys go into ``attrs`` as strings, ``inferensics.attrs.<k>`` entries override them;
 * an event row inherits :data:`~inferensics.schema.otlp.INHERITED` columns from its span; ``host`` falls
   back to the resource's ``host.name`` when empty.
 
-Two steps per spool segment: :func:`records_sql` flattens every ``inferensics.*`` span and span event
-into one row (name, time, attributes, inheritable parent attributes, resource attributes), and
-:func:`rows_sql` pivots the records of one table into its columns plus ``_reject``.
+Two steps per spool segment: :func:`records_sql` parses the requests once into the spans that carry rows
+(``inferensics.*`` spans and spans with ``inferensics.*`` events), and :func:`rows_sql` pivots one
+table's span and event rows into its columns plus ``_reject``.
+
+Known differences from the Python reference: a float stringified into ``attrs`` uses the engine's
+shortest form (``1e+20`` in Python is ``100000000000000000000`` here, ``5.0`` is ``5``); a ``kvlist``
+value, which the reference renders as JSON, is an empty string in ``attrs`` and rejected in a column;
+with duplicate attribute keys (which OTLP forbids) the first wins here and the last in Python.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 import pyarrow as pa
@@ -28,6 +35,7 @@ from inferensics.schema import columns as col
 from inferensics.schema.arrow import arrow_schema
 from inferensics.schema.events import EVENT_MODELS
 from inferensics.schema.otlp import INHERITED, MAP_COLUMNS, PREFIX, RESOURCE_HOST, span_name
+from inferensics.schema.otlp_proto import KIND
 from inferensics.schema.table import Event
 
 REJECT: Final = "_reject"
@@ -50,39 +58,60 @@ def _q(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _array(items: list[str]) -> str:
-    return "CAST([" + ", ".join(_q(i) for i in items) + "] AS Array(String))"
-
-
 def _set(items: list[str]) -> str:
     return "(" + ", ".join(_q(i) for i in items) + ")" if items else "('')"
 
 
-def _falsy(v: str) -> str:
+Field = Callable[[str], str]
+"""An AnyValue as SQL: the expression of one of its fields (``value`` is the kind, see otlp_proto.KIND)."""
+
+
+def tuple_value(expr: str) -> Field:
+    """The fields of an AnyValue tuple expression (``kv.value`` inside a lambda)."""
+    return lambda name: f"{expr}.{name}"
+
+
+def indexed_value(array: str, index: str) -> Field:
+    """The fields of element ``index`` of an attribute array, read through subcolumns (no tuple copies)."""
+    return lambda name: f"{array}.value.{name}[{index}]"
+
+
+def _stringlike(v: Field) -> str:
+    """OTLP bytes travel as hex strings (schema/otlp.py), so a string column takes a bytes value too."""
+    return f"{v(KIND)} IN ('string_value', 'bytes_value')"
+
+
+def _string(v: Field) -> str:
+    return f"if({v(KIND)} = 'bytes_value', lower(hex({v('bytes_value')})), {v('string_value')})"
+
+
+def _falsy(v: Field) -> str:
     """Python truthiness of a decoded AnyValue (what ``not record.get('host')`` tests)."""
+    k = v(KIND)
     return (
-        f"multiIf({v}.value = 'string_value', {v}.string_value = '', {v}.value = 'int_value', {v}.int_value = 0, "
-        f"{v}.value = 'double_value', {v}.double_value = 0, {v}.value = 'bool_value', NOT {v}.bool_value, "
-        f"{v}.value = 'array_value', empty({v}.array_value.values), {v}.value = 'bytes_value', "
-        f"{v}.bytes_value = '', {v}.value = 'kvlist_value', 0, 1)"
+        f"multiIf({k} = 'string_value', {v('string_value')} = '', {k} = 'int_value', {v('int_value')} = 0, "
+        f"{k} = 'double_value', {v('double_value')} = 0, {k} = 'bool_value', NOT {v('bool_value')}, "
+        f"{k} = 'array_value', empty({v('array_value')}.values), {k} = 'bytes_value', "
+        f"{v('bytes_value')} = '', {k} = 'kvlist_value', 0, 1)"
     )
 
 
-def _scalar_text(v: str) -> str:
+def _scalar_text(v: Field) -> str:
     """A scalar AnyValue as the reference decoder stringifies it (floats: the engine's shortest form)."""
+    k = v(KIND)
     return (
-        f"multiIf({v}.value = 'string_value', {v}.string_value, {v}.value = 'int_value', toString({v}.int_value), "
-        f"{v}.value = 'double_value', toString({v}.double_value), {v}.value = 'bool_value', "
-        f"if({v}.bool_value, 'True', 'False'), {v}.value = 'bytes_value', lower(hex({v}.bytes_value)), "
-        f"{v}.value IN ('array_value', 'kvlist_value'), '', 'None')"
+        f"multiIf({k} = 'string_value', {v('string_value')}, {k} = 'int_value', toString({v('int_value')}), "
+        f"{k} = 'double_value', toString({v('double_value')}), {k} = 'bool_value', "
+        f"if({v('bool_value')}, 'True', 'False'), {k} = 'bytes_value', lower(hex({v('bytes_value')})), "
+        f"{k} IN ('array_value', 'kvlist_value'), '', 'None')"
     )
 
 
-def _text(v: str) -> str:
+def _text(v: Field) -> str:
     """Any AnyValue as a string for ``attrs``: arrays joined with commas, as the reference does."""
     return (
-        f"if({v}.value = 'array_value', arrayStringConcat(arrayMap(x -> {_scalar_text('x')}, "
-        f"{v}.array_value.values), ','), {_scalar_text(v)})"
+        f"if({v(KIND)} = 'array_value', arrayStringConcat(arrayMap(x -> {_scalar_text(tuple_value('x'))}, "
+        f"{v('array_value')}.values), ','), {_scalar_text(v)})"
     )
 
 
@@ -130,50 +159,50 @@ _CH_OF_KIND: Final = {
 }
 
 
-def _check(kind: str, v: str, bits: int) -> tuple[str, str]:
+def _check(kind: str, v: Field, bits: int) -> tuple[str, str]:
     """(condition that the AnyValue ``v`` is acceptable, the column value taken from it)."""
     bound = 2**bits - 1
+    k, i = v(KIND), v("int_value")
     if kind == "str":
-        return f"{v}.value = 'string_value'", f"{v}.string_value"
+        return _stringlike(v), _string(v)
     if kind == "int":
-        upper = "" if bits == 64 else f" AND {v}.int_value <= {bound}"
-        return f"({v}.value = 'int_value' AND {v}.int_value >= 0{upper})", f"toUInt{bits}({v}.int_value)"
+        upper = "" if bits == 64 else f" AND {i} <= {bound}"
+        return f"({k} = 'int_value' AND {i} >= 0{upper})", f"toUInt{bits}({i})"
     if kind == "float":
-        return (
-            f"{v}.value IN ('int_value', 'double_value')",
-            f"if({v}.value = 'int_value', toFloat64({v}.int_value), {v}.double_value)",
-        )
+        return f"{k} IN ('int_value', 'double_value')", f"if({k} = 'int_value', toFloat64({i}), {v('double_value')})"
     if kind == "bool":
-        return f"{v}.value = 'bool_value'", f"{v}.bool_value"
+        return f"{k} = 'bool_value'", v("bool_value")
+    values = f"{v('array_value')}.values"
     if kind == "strlist":
+        x = tuple_value("x")
         return (
-            f"({v}.value = 'array_value' AND arrayAll(x -> x.value = 'string_value', {v}.array_value.values))",
-            f"arrayMap(x -> x.string_value, {v}.array_value.values)",
+            f"({k} = 'array_value' AND arrayAll(x -> {_stringlike(x)}, {values}))",
+            f"arrayMap(x -> {_string(x)}, {values})",
         )
     if kind == "intlist":
         upper = "" if bits == 64 else f" AND x.int_value <= {bound}"
         return (
-            f"({v}.value = 'array_value' AND arrayAll(x -> x.value = 'int_value' AND x.int_value >= 0{upper}, "
-            f"{v}.array_value.values))",
-            f"arrayMap(x -> toUInt{bits}(x.int_value), {v}.array_value.values)",
+            f"({k} = 'array_value' AND arrayAll(x -> x.{KIND} = 'int_value' AND x.int_value >= 0{upper}, {values}))",
+            f"arrayMap(x -> toUInt{bits}(x.int_value), {values})",
         )
+    text = v("string_value")
     if kind == "bytes":
         return (
-            f"({v}.value = 'string_value' AND match({v}.string_value, {_q(HEX_PATTERN)}))",
-            f"unhex({v}.string_value)",
+            f"({k} = 'bytes_value' OR ({k} = 'string_value' AND match({text}, {_q(HEX_PATTERN)})))",
+            f"if({k} = 'bytes_value', {v('bytes_value')}, unhex({text}))",
         )
     if kind == "ts":
-        parsed = f"parseDateTime64BestEffortOrNull({v}.string_value, 6, 'UTC')"
-        year = f"toInt32OrZero(substring({v}.string_value, 1, 4))"
+        parsed = f"parseDateTime64BestEffortOrNull({text}, 6, 'UTC')"
+        year = f"toInt32OrZero(substring({text}, 1, 4))"
         return (
-            f"({v}.value = 'string_value' AND match({v}.string_value, {_q(ISO_PATTERN)}) "
+            f"({k} = 'string_value' AND match({text}, {_q(ISO_PATTERN)}) "
             f"AND {year} BETWEEN {YEARS[0]} AND {YEARS[1]} AND isNotNull({parsed}))",
             f"assumeNotNull({parsed})",
         )
     raise ValueError(f"no SQL check for column kind {kind!r}")
 
 
-def _validators(model: type[Event], present: set[str]) -> list[tuple[str, str]]:
+def _validators(model: type[Event]) -> list[tuple[str, str]]:
     """SQL for the model's own validators: (condition that the row is bad, message)."""
     out: list[tuple[str, str]] = []
     for name in model.__pydantic_decorators__.model_validators:
@@ -190,27 +219,29 @@ def _validators(model: type[Event], present: set[str]) -> list[tuple[str, str]]:
 
 
 def records_sql(source: str) -> str:
-    """One row per ``inferensics.*`` span or span event of the requests in ``source``.
+    """The spans of the requests in ``source`` that carry rows: ``inferensics.*`` spans and spans with events.
 
     ``source`` is a FROM item that yields ``ExportTraceServiceRequest`` messages with the structure of
     :func:`inferensics.schema.otlp_proto.structure` (``file(...)``, ``input(...)``). Columns: ``_name``,
-    ``_t`` (nanoseconds: the event's time, else its span's start), ``_a`` (its attributes), ``_p`` (the
-    parent span's attributes that an event inherits; empty for spans) and ``_r`` (resource attributes).
+    ``_t`` (start, nanoseconds), ``_a`` (attributes), ``_ev`` (events) and ``_r`` (resource attributes).
+    The engine parses the protobuf once, into a staging table of these; :func:`rows_sql` reads it per table.
     """
-    known = {span_name(m): [PREFIX + c for c in INHERITED if c in m.model_fields] for m in EVENT_MODELS}
-    branches = ", ".join(f"sp.name = {_q(n)}, {_array(keys)}" for n, keys in known.items())
-    allowed = f"multiIf({branches}, {_array([PREFIX + c for c in INHERITED])})"
     prefix = _q(PREFIX)
     return (
-        f"SELECT rec.1 AS {NAME}, rec.2 AS _t, rec.3 AS _a, rec.4 AS _p, rs.resource.attributes AS _r "
+        f"SELECT sp.name AS {NAME}, sp.start_time_unix_nano AS _t, sp.attributes AS _a, "
+        f"arrayFilter(e -> startsWith(e.name, {prefix}), sp.events) AS _ev, rs.resource.attributes AS _r "
         f"FROM {source} "
         "ARRAY JOIN resource_spans AS rs ARRAY JOIN rs.scope_spans AS ss ARRAY JOIN ss.spans AS sp "
-        "ARRAY JOIN arrayConcat("
-        f"if(startsWith(sp.name, {prefix}), "
-        "[(sp.name, sp.start_time_unix_nano, sp.attributes, arrayFilter(kv -> 0, sp.attributes))], []), "
-        "arrayMap(e -> (e.name, if(e.time_unix_nano = 0, sp.start_time_unix_nano, e.time_unix_nano), e.attributes, "
-        f"arrayFilter(kv -> has({allowed}, kv.key), sp.attributes)), "
-        f"arrayFilter(e -> startsWith(e.name, {prefix}), sp.events))) AS rec"
+        f"WHERE startsWith(sp.name, {prefix}) OR arrayExists(e -> startsWith(e.name, {prefix}), sp.events)"
+    )
+
+
+def names_sql(records: str) -> str:
+    """Span and event names in ``records`` with how many of each: which tables a segment has rows for."""
+    prefix = _q(PREFIX)
+    return (
+        f"SELECT name, count() FROM (SELECT {NAME} AS name FROM {records} WHERE startsWith({NAME}, {prefix}) "
+        f"UNION ALL SELECT e.name AS name FROM {records} ARRAY JOIN _ev AS e) GROUP BY name"
     )
 
 
@@ -219,70 +250,83 @@ def known_names() -> list[str]:
     return [span_name(m) for m in EVENT_MODELS]
 
 
+def _candidates(model: type[Event], records: str) -> str:
+    """The model's span rows and event rows as (_t, _a, _own, _r): ``_a`` is the row's own attributes
+    followed by those it may inherit from its span; ``_own`` how many are its own."""
+    name = _q(span_name(model))
+    mine = [c for c in INHERITED if c in model.model_fields]
+    branches = []
+    for parent in EVENT_MODELS:
+        keys = [PREFIX + c for c in mine if c in parent.model_fields]
+        branches.append(f"{NAME} = {_q(span_name(parent))}, kv.key IN {_set(keys)}")
+    # a foreign span (or one of an unknown table) passes every inheritable attribute it has
+    allowed = f"multiIf({', '.join(branches)}, kv.key IN {_set([PREFIX + c for c in mine])})"
+    return (
+        f"SELECT _t, _a, length(_a) AS _own, _r FROM {records} WHERE {NAME} = {name} "
+        f"UNION ALL SELECT if(e.time_unix_nano = 0, _t, e.time_unix_nano) AS _t, "
+        f"arrayConcat(e.attributes, arrayFilter(kv -> {allowed}, _a)) AS _a, length(e.attributes) AS _own, _r "
+        f"FROM {records} ARRAY JOIN _ev AS e WHERE e.name = {name}"
+    )
+
+
 def rows_sql(model: type[Event], records: str) -> str:
-    """``model``'s rows from the records in ``records`` (a table or subquery of :func:`records_sql`).
+    """``model``'s rows from the spans in ``records`` (a table or subquery of :func:`records_sql`).
 
     Columns: the model's fields in order, then ``_reject``.
     """
     schema = arrow_schema(model)
     fields = model.model_fields
-    has_attrs = col.ATTRS in fields
     column_keys = [PREFIX + n for n in fields]
     map_heads = [h for h in MAP_COLUMNS if h in fields]
-    entry = {h: f"startsWith(kv.key, {_q(PREFIX + h + '.')}) AND length(kv.key) > {len(PREFIX + h + '.')}" for h in map_heads}
+    entry = {h: f"startsWith(kv.key, {_q(PREFIX + h + '.')}) AND length(kv.key) > {len(PREFIX + h) + 1}"
+             for h in map_heads}  # fmt: skip
     is_extra = f"kv.key NOT IN {_set(column_keys)}" + "".join(f" AND NOT ({e})" for e in entry.values())
     select: list[str] = [
-        # own attributes first: a map lookup returns the first match, so an event's own value wins
-        "arrayConcat(_a, _p) AS _ap",
-        "mapFromArrays(arrayMap(kv -> kv.key, _ap), arrayMap(kv -> kv.value, _ap)) AS _m",
-        f"arrayFilter(kv -> {is_extra}, _a) AS _extra",
+        "arraySlice(_a, 1, _own) AS _mine",
+        f"arrayFilter(kv -> {is_extra}, _mine) AS _extra",
     ]
+    value = tuple_value("kv.value")
     for h in map_heads:
-        n = len(PREFIX + h + ".")
+        n = len(PREFIX + h) + 1
         select.append(
-            f"mapFromArrays(arrayMap(kv -> substring(kv.key, {n + 1}), arrayFilter(kv -> {entry[h]}, _a)), "
-            f"arrayMap(kv -> {_text('kv.value')}, arrayFilter(kv -> {entry[h]}, _a))) AS _e_{h}"
+            f"mapFromArrays(arrayMap(kv -> substring(kv.key, {n + 1}), arrayFilter(kv -> {entry[h]}, _mine)), "
+            f"arrayMap(kv -> {_text(value)}, arrayFilter(kv -> {entry[h]}, _mine))) AS _e_{h}"
         )
     bad: list[tuple[str, str]] = []
     outputs: list[str] = []
-    present: set[str] = set()
     for f in schema:
         name, kind = f.name, _kind(f.type)
         key = _q(PREFIX + name)
-        info = fields[name]
-        required = info.is_required()
+        required = fields[name].is_required()
         bits = _INT_BITS.get(str(f.type.value_type if pa.types.is_list(f.type) else f.type), 0)
         ch_type = _CH_OF_KIND.get(kind, "")
         if kind == "map":
             entries = f"_e_{name}"
+            whole = f"has(_a.key, {key})"
             if name == col.ATTRS:
-                extra = "mapFromArrays(arrayMap(kv -> kv.key, _extra), arrayMap(kv -> " + _text("kv.value") + ", _extra))"
+                extra = f"mapFromArrays(arrayMap(kv -> kv.key, _extra), arrayMap(kv -> {_text(value)}, _extra))"
                 outputs.append(f"mapUpdate({extra}, {entries}) AS {name}")
                 whole_ok = f"(NOT empty({entries}) OR NOT empty(_extra))"
             else:
                 outputs.append(f"{entries} AS {name}")
                 whole_ok = f"NOT empty({entries})"
-            bad.append((f"mapContains(_m, {key}) AND NOT {whole_ok}", f"{name}: a map travels as {PREFIX}{name}.<key>"))
+            bad.append((f"{whole} AND NOT {whole_ok}", f"{name}: a map travels as {PREFIX}{name}.<key>"))
             continue
-        value = f"_m[{key}]"
-        given = f"mapContains(_m, {key})"
-        select.append(f"{value} AS _v_{name}")
-        select.append(f"{given} AS _g_{name}")
-        v, g = f"_v_{name}", f"_g_{name}"
+        # own attributes come first in _a, so the first match is the row's own value, else its span's
+        select.append(f"indexOf(_a.key, {key}) AS _x_{name}")
+        g = f"(_x_{name} > 0)"
+        v = indexed_value("_a", f"_x_{name}")
         ok, taken = _check(kind, v, bits)
         if name == col.HOST:
-            host = _q(RESOURCE_HOST)
-            resource = f"mapFromArrays(arrayMap(kv -> kv.key, _r), arrayMap(kv -> kv.value, _r))"
-            select.append(f"{resource} AS _rm")
-            use_resource = f"((NOT {g} OR {_falsy(v)}) AND mapContains(_rm, {host}))"
+            select.append(f"indexOf(_r.key, {_q(RESOURCE_HOST)}) AS _x_resource_host")
+            use_resource = f"((NOT {g} OR {_falsy(v)}) AND _x_resource_host > 0)"
             select.append(f"{use_resource} AS _res_host")
-            resource_text = _text(f"_rm[{host}]")
+            resource_text = _text(indexed_value("_r", "_x_resource_host"))
             default = "''" if required else _default(model, name, kind, ch_type, bits)
             outputs.append(f"multiIf(_res_host, {resource_text}, {g}, {taken}, {default}) AS {name}")
             bad.append((f"NOT _res_host AND {g} AND NOT {ok}", f"{name}: expected an OTLP string"))
             if required:
                 bad.append((f"NOT _res_host AND NOT {g}", f"{name}: field required"))
-            present.add(name)
             continue
         if kind == "ts" and name == col.TS:
             outputs.append(f"if({g}, {taken}, fromUnixTimestamp64Micro(toInt64(intDiv(_t, 1000)), 'UTC')) AS {name}")
@@ -293,12 +337,13 @@ def rows_sql(model: type[Event], records: str) -> str:
             bad.append((f"NOT {g}", f"{name}: field required"))
         else:
             outputs.append(f"if({g}, {taken}, {_default(model, name, kind, ch_type, bits)}) AS {name}")
-        bad.append((f"{g} AND NOT {ok}", f"{name}: expected {_EXPECTED[kind]}" + (f" in 0..{2**bits - 1}" if bits else "")))
-    bad += _validators(model, present)
+        expected = _EXPECTED[kind] + (f" in 0..{2**bits - 1}" if bits else "")
+        bad.append((f"{g} AND NOT {ok}", f"{name}: expected {expected}"))
+    bad += _validators(model)
     reject = "multiIf(" + ", ".join(f"{cond}, {_q(msg)}" for cond, msg in bad) + ", '') AS " + REJECT
     names = ", ".join(schema.names)
     inner = ", ".join(select + outputs + [reject])
-    return f"SELECT {names}, {REJECT} FROM (SELECT {inner} FROM {records} WHERE {NAME} = {_q(span_name(model))})"
+    return f"SELECT {names}, {REJECT} FROM (SELECT {inner} FROM ({_candidates(model, records)}))"
 
 
 _EXPECTED: Final = {

@@ -197,7 +197,14 @@ def _status(state: ServiceState) -> dict[str, Any]:
         },
         "counters": {
             name: state.metrics.total(name)
-            for name in ("received_spans", "spooled_spans", "decoded_rows", "written_rows", "deduplicated_rows", "rejected")
+            for name in (
+                "received_spans",
+                "spooled_spans",
+                "decoded_rows",
+                "written_rows",
+                "deduplicated_rows",
+                "rejected",
+            )
         },
     }
     try:

@@ -57,7 +57,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         int,
         "Spool cap; above it ingest answers 429 (backlog) or 503 (store down) with Retry-After.",
     ),
-    Setting("batch_max_rows", "INFERENSICS_BATCH_MAX_ROWS", 50_000, int, "Rows that seal a batch (spool segment)."),
+    Setting(
+        "batch_max_rows",
+        "INFERENSICS_BATCH_MAX_ROWS",
+        50_000,
+        int,
+        "Spans that seal a batch (spool segment; the engine decodes and inserts one segment at a time).",
+    ),
     Setting("batch_max_bytes", "INFERENSICS_BATCH_MAX_BYTES", 64 << 20, int, "Bytes that seal a batch."),
     Setting("batch_max_age_s", "INFERENSICS_BATCH_MAX_AGE_S", 1.0, float, "Seconds after which a batch is sealed."),
     Setting(
@@ -72,8 +78,22 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "INFERENSICS_DECODE_WORKERS",
         0,
         int,
-        "Processes that decode OTLP bodies (0: in the service process, on one core because of the GIL). "
-        "Experimental: on the loaded 2-core dev VM 2 workers measured slower than 0.",
+        "Processes that parse OTLP bodies at ingest (0: in the service process). Experimental: ingest only "
+        "parses and spools (the engine maps spans to rows), so workers mostly add pickling.",
+    ),
+    Setting(
+        "engine_parse_files",
+        "INFERENSICS_ENGINE_PARSE_FILES",
+        2,
+        int,
+        "Files a spool segment is split into for the engine's Protobuf parser (one parsing thread each).",
+    ),
+    Setting(
+        "engine_max_threads",
+        "INFERENSICS_ENGINE_MAX_THREADS",
+        0,
+        int,
+        "max_threads of the engine's decode and insert queries (0: the engine's default, one per core).",
     ),
     Setting("retry_after_s", "INFERENSICS_RETRY_AFTER_S", 5, int, "Retry-After seconds sent with 429/503."),
     Setting(
@@ -113,6 +133,8 @@ class ServiceConfig:
     batch_max_age_s: float = 1.0
     max_body_bytes: int = 32 << 20
     decode_workers: int = 0
+    engine_parse_files: int = 2
+    engine_max_threads: int = 0
     retry_after_s: int = 5
     auth: bool = True
     tls_cert: str = ""

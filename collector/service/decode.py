@@ -1,4 +1,9 @@
-"""OTLP/HTTP trace requests → typed rows, following the contract in :mod:`inferensics.schema.otlp`.
+"""OTLP/HTTP trace requests → typed rows in Python: body checks for ingest, and the reference decoder.
+
+The service's ingest uses :func:`decompress` and :func:`parse_request` (malformed → 400); the engine maps
+spans to rows (``engine_decoder.py``). :func:`decode_request` is the *reference* decoder of the contract
+in :mod:`inferensics.schema.otlp`: the differential fuzz test sends the same requests through both and
+requires the same rows and the same rejection counts. It is not on the service's hot path.
 
 Decoding uses opentelemetry-proto's generated messages (the upb C implementation when installed) and
 ``google.protobuf.json_format`` for OTLP/JSON. Each row is validated by its pydantic model; a row that
@@ -8,9 +13,11 @@ fails is rejected and counted, and the rest of the request is kept.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 import pyarrow as pa
@@ -28,7 +35,10 @@ from inferensics.schema.otlp import (
     model_for_name,
     nanos_to_datetime,
 )
+from inferensics.schema.otlp_sql import ISO_PATTERN, YEARS
 from inferensics.schema.table import Event
+
+ISO: Final = re.compile(ISO_PATTERN, re.ASCII)
 
 PROTOBUF: Final = "application/x-protobuf"
 JSON: Final = "application/json"
@@ -214,7 +224,51 @@ def _decode_span(span: Any, resource: dict[str, object], host: object, out: Deco
     return ok
 
 
+def exact_kind_error(model: type[Event], record: dict[str, object]) -> str | None:
+    """Why a record's values are not of their columns' exact OTLP kinds, or ``None`` when they are.
+
+    The contract (schema/otlp.py) types every column by its OTLP kind; pydantic's lax coercions (``"5"``
+    for an int, ``1`` for a bool, a number for a time) are not part of it, and the engine decoder
+    (schema/otlp_sql.py) applies the same rules.
+    """
+    plan = plan_for(model)
+    for i, name in enumerate(plan.names):
+        if name not in record:
+            continue
+        value, kind, bound = record[name], plan.kinds[i], plan.bounds.get(i, 0)
+        t = type(value)
+        if kind == "ts":
+            ok = t is datetime or (t is str and _iso_ok(value))  # type: ignore[arg-type]
+        elif kind == "map":
+            ok = t is dict
+        elif kind == "bytes":
+            ok = t is bytes
+        elif kind == "strlist":
+            ok = t is list and all(type(x) is str for x in value)  # type: ignore[attr-defined]
+        elif kind == "intlist":
+            ok = t is list and all(type(x) is int and 0 <= x <= bound for x in value)  # type: ignore[attr-defined]
+        elif kind == "int":
+            ok = t is int and 0 <= value <= bound  # type: ignore[operator]
+        elif kind == "float":
+            ok = t is float or t is int
+        elif kind == "bool":
+            ok = t is bool
+        else:
+            ok = t is str
+        if not ok:
+            return f"{name}: {value!r} is not of the column's OTLP kind ({kind})"
+    return None
+
+
+def _iso_ok(text: str) -> bool:
+    return ISO.fullmatch(text) is not None and YEARS[0] <= int(text[:4]) <= YEARS[1]
+
+
 def _accept(model: type[Event], record: dict[str, object], out: Decoded, where: str) -> bool:
+    wrong = exact_kind_error(model, record)
+    if wrong is not None:
+        _reject(out, "invalid_row", f"{where}: {wrong}")
+        return False
     try:
         event = model.model_validate(record)
     except ValidationError as exc:

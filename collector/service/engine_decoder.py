@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from inferensics.schema.events import MODELS_BY_TABLE
 from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
-from inferensics.schema.otlp_sql import NAME, REJECT, known_names, records_sql, rows_sql
+from inferensics.schema.otlp_sql import REJECT, known_names, names_sql, records_sql, rows_sql
 from inferensics.schema.store import Store, StoreError
 
 log = logging.getLogger("inferensics.collector.service")
@@ -67,17 +67,25 @@ class EngineDecoder:
     Args:
         work_dir: Where the schema and the per-segment input files live (the embedded engine reads them).
         insert_settings: Extra engine settings for the decode and insert queries (tuning).
+        parse_files: Files a segment is split into so that the engine parses them in parallel.
     """
 
-    def __init__(self, work_dir: Path, insert_settings: dict[str, Any] | None = None) -> None:
+    def __init__(self, work_dir: Path, insert_settings: dict[str, Any] | None = None, parse_files: int = 2) -> None:
         self.work_dir = work_dir
+        self.parse_files = parse_files
         self.proto = write_proto(work_dir)
         self.insert_settings = dict(insert_settings or {})
         self._known = set(known_names())
 
     def _settings(self, store: Store) -> dict[str, Any]:
         schema = format_schema(self.proto if store.dsn.kind == "chdb" else PROTO_FILE)
-        return {"format_schema": schema, "input_format_protobuf_oneof_presence": 1, **self.insert_settings}
+        return {
+            "format_schema": schema,
+            "input_format_protobuf_oneof_presence": 1,
+            # the reject reason is one multiIf over every check: evaluating all of them is cheaper
+            "short_circuit_function_evaluation": "disable",
+            **self.insert_settings,
+        }
 
     def stage(self, store: Store, name: str, payloads: list[bytes]) -> None:
         """Parse a segment's requests into the records staging table."""
@@ -85,14 +93,19 @@ class EngineDecoder:
         settings = self._settings(store)
         client = store.client
         if store.dsn.kind == "chdb":
-            path = self.work_dir / f"{name}.pb"
-            path.write_bytes(delimited(payloads))
+            # one file per parsing thread: the engine parses the files of a glob in parallel
+            parts = max(1, min(self.parse_files, len(payloads)))
+            paths = [self.work_dir / f"{name}.{i}.pb" for i in range(parts)]
+            for i, path in enumerate(paths):
+                path.write_bytes(delimited(payloads[i::parts]))
             try:
-                source = f"file('{_escape(str(path))}', 'Protobuf', '{_escape(structure())}')"
+                glob = _escape(str(self.work_dir / f"{name}.*.pb"))
+                source = f"file('{glob}', 'Protobuf', '{_escape(structure())}')"
                 client.command(f"CREATE OR REPLACE TABLE {db}.{RECORDS} ENGINE = Memory AS {records_sql(source)}",
                                settings=settings)  # fmt: skip
             finally:
-                path.unlink(missing_ok=True)
+                for path in paths:
+                    path.unlink(missing_ok=True)
             return
         source = f"input('{_escape(structure())}')"
         client.command(f"CREATE OR REPLACE TABLE {db}.{RECORDS} ENGINE = Memory EMPTY AS "
@@ -124,8 +137,8 @@ class EngineDecoder:
         settings = self._settings(store)
         self.stage(store, name, payloads)
         try:
-            names = client.query(f"SELECT {NAME}, count() FROM {db}.{RECORDS} GROUP BY {NAME}").result_rows
-            for span, n in sorted(names):
+            names = client.query(names_sql(f"{db}.{RECORDS}")).result_rows
+            for span, n in sorted((str(a), int(b)) for a, b in names):
                 if span not in self._known:
                     out.rejected["unknown_table"] += int(n)
                     _note(out, f"{int(n)} span(s) or event(s) named {span!r}: no table of that name")
@@ -134,10 +147,8 @@ class EngineDecoder:
                 table = model.TABLE.name
                 client.command(f"CREATE OR REPLACE TABLE {db}.{ROWS} ENGINE = Memory AS "
                                f"{rows_sql(model, f'{db}.{RECORDS}')}", settings=settings)  # fmt: skip
-                good, bad, samples = client.query(
-                    f"SELECT countIf({REJECT} = ''), countIf({REJECT} != ''), groupArrayIf(3)({REJECT}, {REJECT} != '') "
-                    f"FROM {db}.{ROWS}"
-                ).result_rows[0]
+                counts = f"countIf({REJECT} = ''), countIf({REJECT} != ''), groupArrayIf(3)({REJECT}, {REJECT} != '')"
+                good, bad, samples = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
                 if bad:
                     out.rejected["invalid_row"] += int(bad)
                     for s in samples:

@@ -55,8 +55,11 @@ def prepare(raw: bytes, content_type: str | None, content_encoding: str | None, 
     spans = sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
     if not spans:
         return Prepared(0, b"")
-    # Re-encoding gives the engine the canonical bytes the parser accepted (and turns JSON into protobuf).
-    return Prepared(spans, encode_record(message.SerializeToString()))
+    # Protobuf is spooled as received (re-encoding would cost more than the parse); JSON is converted.
+    payload = (
+        body if (content_type or PROTOBUF).split(";")[0].strip().lower() == PROTOBUF else message.SerializeToString()
+    )
+    return Prepared(spans, encode_record(payload))
 
 
 class Ingest:

@@ -10,6 +10,7 @@ from typing import Any
 
 from inferensics.collector.service.auth import TokenAuth
 from inferensics.collector.service.config import ServiceConfig
+from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.ingest import Ingest
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Spool
@@ -95,7 +96,12 @@ def build_state(
     )
     opener = open_store or (lambda: Store.open(config.dsn or None))
     faults = Faults()
-    writer = StoreWriter(spool, opener, metrics, faults, work_dir=config.resolved_spool_dir() / "engine")
+    decoder = EngineDecoder(
+        config.resolved_spool_dir() / "engine",
+        {"max_threads": config.engine_max_threads} if config.engine_max_threads else None,
+        parse_files=config.engine_parse_files,
+    )
+    writer = StoreWriter(spool, opener, metrics, faults, decoder=decoder)
     ingest = Ingest(config, spool, metrics, lambda: writer.store_ok)
     state = ServiceState(
         config=config,

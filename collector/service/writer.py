@@ -2,8 +2,9 @@
 
 The engine decodes a segment's OTLP requests (``engine_decoder.py``); each table is inserted with the token
 ``<segment>:<table>`` and the segment is deleted from the spool only when all its tables are in. Rows
-rejected by validation are counted by reason and a few of their messages logged, once per segment. When an insert fails the segment stays, the writer marks the store
-unavailable and retries with backoff; ingest keeps acknowledging into the spool until its cap.
+rejected by validation are counted by reason and a few of their messages logged, once per segment. When
+an insert fails the segment stays, the writer marks the store unavailable and retries with backoff;
+ingest keeps acknowledging into the spool until its cap.
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from pathlib import Path
-
 from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Segment, Spool, read_segment
@@ -45,7 +43,7 @@ class StoreWriter(threading.Thread):
         metrics: Metrics,
         faults: Faults,
         *,
-        work_dir: Path,
+        decoder: EngineDecoder,
         max_backoff_s: float = 2.0,
     ) -> None:
         super().__init__(name="inferensics-store-writer", daemon=True)
@@ -54,7 +52,7 @@ class StoreWriter(threading.Thread):
         self.metrics = metrics
         self.faults = faults
         self.max_backoff_s = max_backoff_s
-        self.decoder = EngineDecoder(work_dir)
+        self.decoder = decoder
         self.store: Store | None = None
         self.store_ok = False
         self.last_error = ""
@@ -121,7 +119,9 @@ class StoreWriter(threading.Thread):
         for reason, n in result.rejected.items():
             self.metrics.inc("rejected", n, label=reason)
         if result.messages:
-            log.warning("spool segment %s: rejected %s; %s", seg.name, dict(result.rejected), "; ".join(result.messages))
+            log.warning(
+                "spool segment %s: rejected %s; %s", seg.name, dict(result.rejected), "; ".join(result.messages)
+            )
         self.spool.remove(seg)
         self.store_ok = True
         self.last_error = ""
@@ -144,4 +144,3 @@ class StoreWriter(threading.Thread):
         while self.spool.files() and time.monotonic() < deadline:
             time.sleep(0.02)
         return self.spool.files() == 0
-

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record, read_segment
 from inferensics.collector.service.testing import encode_request
@@ -72,7 +72,9 @@ def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_d
     s.seal_now()
     seg = s.next_sealed(0)
     assert seg is not None
-    first = StoreWriter(s, lambda: Store.open(store_dsn), Metrics(), Faults(), work_dir=tmp_path / "engine")
+    first = StoreWriter(
+        s, lambda: Store.open(store_dsn), Metrics(), Faults(), decoder=EngineDecoder(tmp_path / "engine")
+    )
     # simulate a crash after the insert and before the segment was deleted
     s.remove = lambda seg: None  # type: ignore[method-assign]
     assert first._write(seg)
@@ -82,7 +84,9 @@ def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_d
     assert replay is not None
     assert replay.recovered
     metrics = Metrics()
-    second = StoreWriter(after_restart, lambda: Store.open(store_dsn), metrics, Faults(), work_dir=tmp_path / "engine")
+    second = StoreWriter(
+        after_restart, lambda: Store.open(store_dsn), metrics, Faults(), decoder=EngineDecoder(tmp_path / "engine")
+    )
     assert second._write(replay)
     assert store.row_counts()["requests"] == 25
     assert metrics.get("deduplicated_rows") == 25
