@@ -10,8 +10,9 @@ On a CUDA device the six numbers come from one fused Triton kernel (one read of 
 that writes them straight into a pooled pinned host buffer (or, where the device cannot write host
 memory, into a device buffer copied with ``non_blocking=True``), behind one CUDA event that the background
 thread polls. Measured on an H200 (8x32000 bf16 logits): about 47 us of serving-thread time per
-``set_output``, against about 450 us for the previous twelve-op version. Until the kernel for a dtype is compiled (in a background thread, on first sight of that
-dtype) and for dtypes the kernel does not take, the same numbers come from torch ops
+``set_output``, against about 450 us for the previous twelve-op version. Until the kernel for a dtype
+is compiled and checked (in a background thread, on first sight of that dtype) and for dtypes the
+kernel does not take, the same numbers come from torch ops
 (:func:`row_stats_torch`, the reference semantics). On CPU the serving thread only copies the output;
 the torch ops run on the background thread.
 """
