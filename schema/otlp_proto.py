@@ -55,6 +55,7 @@ _CH: Final = {
     FieldDescriptor.TYPE_INT64: "Int64",
     FieldDescriptor.TYPE_DOUBLE: "Float64",
     FieldDescriptor.TYPE_FIXED64: "UInt64",
+    FieldDescriptor.TYPE_UINT32: "UInt32",
 }
 
 
@@ -155,10 +156,14 @@ def structure() -> str:
     ss = _field(rs, "scope_spans").message_type
     span = _field(ss, "spans").message_type
     event = _field(span, "events").message_type
-    events = f"events Array(Tuple({_scalar(event, 'time_unix_nano')}, {_scalar(event, 'name')}, attributes {kvs}))"
+    events = (
+        f"events Array(Tuple({_scalar(event, 'time_unix_nano')}, {_scalar(event, 'name')}, attributes {kvs}, "
+        f"{_scalar(event, 'dropped_attributes_count')}))"
+    )
     spans = (
         f"spans Array(Tuple({_scalar(span, 'name')}, {_scalar(span, 'start_time_unix_nano')}, "
-        f"attributes {kvs}, {events}))"
+        f"attributes {kvs}, {events}, {_scalar(span, 'dropped_attributes_count')}, "
+        f"{_scalar(span, 'dropped_events_count')}))"
     )
     return f"resource_spans Array(Tuple(resource Tuple(attributes {kvs}), scope_spans Array(Tuple({spans}))))"
 

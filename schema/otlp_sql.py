@@ -42,6 +42,8 @@ REJECT: Final = "_reject"
 """The column of :func:`rows_sql` that holds why a row is rejected (empty when it is kept)."""
 NAME: Final = "_name"
 """The column of :func:`records_sql` that holds the span or event name."""
+DROPPED_ATTRIBUTES: Final = "_dropped_attributes"
+DROPPED_EVENTS: Final = "_dropped_events"
 
 ISO_PATTERN: Final = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?$"
 """Timestamps set as attributes must match this (ISO-8601, at most microseconds, optional offset)."""
@@ -223,17 +225,26 @@ def records_sql(source: str) -> str:
 
     ``source`` is a FROM item that yields ``ExportTraceServiceRequest`` messages with the structure of
     :func:`inferensics.schema.otlp_proto.structure` (``file(...)``, ``input(...)``). Columns: ``_name``,
-    ``_t`` (start, nanoseconds), ``_a`` (attributes), ``_ev`` (events) and ``_r`` (resource attributes).
+    ``_t`` (start, nanoseconds), ``_a`` (attributes), ``_ev`` (events), ``_r`` (resource attributes) and
+    the counts the sender's SDK dropped (spans that carry no rows are kept when they report drops).
     The engine parses the protobuf once, into a staging table of these; :func:`rows_sql` reads it per table.
     """
     prefix = _q(PREFIX)
+    dropped_attributes = "sp.dropped_attributes_count + arraySum(e -> e.dropped_attributes_count, sp.events)"
     return (
         f"SELECT sp.name AS {NAME}, sp.start_time_unix_nano AS _t, sp.attributes AS _a, "
-        f"arrayFilter(e -> startsWith(e.name, {prefix}), sp.events) AS _ev, rs.resource.attributes AS _r "
+        f"arrayFilter(e -> startsWith(e.name, {prefix}), sp.events) AS _ev, rs.resource.attributes AS _r, "
+        f"{dropped_attributes} AS {DROPPED_ATTRIBUTES}, sp.dropped_events_count AS {DROPPED_EVENTS} "
         f"FROM {source} "
         "ARRAY JOIN resource_spans AS rs ARRAY JOIN rs.scope_spans AS ss ARRAY JOIN ss.spans AS sp "
-        f"WHERE startsWith(sp.name, {prefix}) OR arrayExists(e -> startsWith(e.name, {prefix}), sp.events)"
+        f"WHERE startsWith(sp.name, {prefix}) OR arrayExists(e -> startsWith(e.name, {prefix}), sp.events) "
+        f"OR {DROPPED_ATTRIBUTES} > 0 OR {DROPPED_EVENTS} > 0"
     )
+
+
+def dropped_sql(records: str) -> str:
+    """What senders' SDKs reported dropping (OTLP ``dropped_*_count``): attributes and events."""
+    return f"SELECT sum({DROPPED_ATTRIBUTES}), sum({DROPPED_EVENTS}) FROM {records}"
 
 
 def names_sql(records: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from inferensics.schema.events import MODELS_BY_TABLE
 from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
-from inferensics.schema.otlp_sql import REJECT, known_names, names_sql, records_sql, rows_sql
+from inferensics.schema.otlp_sql import REJECT, dropped_sql, known_names, names_sql, records_sql, rows_sql
 from inferensics.schema.store import Store, StoreError
 
 log = logging.getLogger("inferensics.collector.service")
@@ -36,11 +36,12 @@ MAX_MESSAGES: Final = 5
 
 @dataclass
 class SegmentResult:
-    """What one segment gave: rows sent and landed per table, rejections by reason, sample messages."""
+    """What one segment gave: rows sent and landed, rejections by reason, what senders' SDKs dropped, messages."""
 
     sent: int = 0
     landed: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[str] = field(default_factory=Counter)
     messages: list[str] = field(default_factory=list)
 
 
@@ -137,6 +138,9 @@ class EngineDecoder:
         settings = self._settings(store)
         self.stage(store, name, payloads)
         try:
+            attributes, events = client.query(dropped_sql(f"{db}.{RECORDS}")).result_rows[0]
+            out.dropped["sdk_attributes"] += int(attributes or 0)
+            out.dropped["sdk_events"] += int(events or 0)
             names = client.query(names_sql(f"{db}.{RECORDS}")).result_rows
             for span, n in sorted((str(a), int(b)) for a, b in names):
                 if span not in self._known:

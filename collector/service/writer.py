@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
 from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Segment, Spool, read_segment
@@ -118,6 +119,9 @@ class StoreWriter(threading.Thread):
         self.metrics.inc("deduplicated_rows", result.sent - result.landed)
         for reason, n in result.rejected.items():
             self.metrics.inc("rejected", n, label=reason)
+        for reason, n in result.dropped.items():
+            if n:
+                self.metrics.inc("dropped", n, label=reason)
         if result.messages:
             log.warning(
                 "spool segment %s: rejected %s; %s", seg.name, dict(result.rejected), "; ".join(result.messages)

@@ -32,7 +32,6 @@ from inferensics.schema.events import (
     CompileEvent,
     GuardFailureEvent,
     RecompileEvent,
-    RequestEvent,
 )
 from inferensics.schema.otlp import PREFIX
 from inferensics.schema.store import Store
@@ -211,11 +210,32 @@ def test_a_valid_request_round_trips_exactly(pair: Pair) -> None:
     assert pair.engine.row_counts()["requests"] == 0  # compare() truncates after checking
 
 
-def test_engine_sql_exists_for_every_model_and_rejects_unknown_validators() -> None:
+def test_engine_sql_exists_for_every_model_and_refuses_a_validator_it_does_not_know() -> None:
+    from pydantic import model_validator
+
     from inferensics.schema.events import EVENT_MODELS
     from inferensics.schema.otlp_sql import REJECT, rows_sql
 
     for model in EVENT_MODELS:
-        sql = rows_sql(model, "records")
-        assert sql.startswith("SELECT " + ", ".join(model.model_fields) + f", {REJECT} ")
-    assert isinstance(RequestEvent.model_fields["graph_keys"].default, tuple)
+        assert rows_sql(model, "records").startswith("SELECT " + ", ".join(model.model_fields) + f", {REJECT} ")
+
+    class Checked(RecompileEvent):
+        @model_validator(mode="after")
+        def _reason_given(self) -> Checked:
+            return self
+
+    with pytest.raises(NotImplementedError, match="_reason_given"):
+        rows_sql(Checked, "records")
+
+
+def test_sdk_drop_counts_are_summed(pair: Pair) -> None:
+    message = build_request([request(0, run="d")])
+    span = message.resource_spans[0].scope_spans[0].spans[0]
+    span.dropped_attributes_count = 3
+    span.dropped_events_count = 2
+    span.events.add(name="exception", dropped_attributes_count=4)
+    foreign = message.resource_spans[0].scope_spans[0].spans.add(name="GET /", dropped_attributes_count=5)
+    assert foreign.name == "GET /"
+    result = pair.decoder.insert(pair.engine, uuid.uuid4().hex, [message.SerializeToString()], possibly_seen=False)
+    assert result.dropped == Counter({"sdk_attributes": 12, "sdk_events": 2})
+    assert result.landed == 1
