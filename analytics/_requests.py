@@ -3,12 +3,13 @@
 Rule: a range ``[start, end)`` is cut into pieces, each read from the coarsest source that holds it
 exactly: whole UTC days from ``requests_1d`` (only when the caller's time buckets are days or none), whole
 hours from ``requests_1h`` (buckets of hours, days or none), whole minutes within the per-minute rollup's
-retention from ``requests_1m``, and what is left at the ends from raw ``requests`` rows. A range the
-dashboard asks for (ending on the next whole minute) thus reads a few minutes of raw rows, an hour or two
-of per-minute rows, a day or two of hourly rows and whole days: a 30-day overview merges about 60k
-latency states instead of scanning 10^8 rows. Each piece aggregates to the caller's groups with
-mergeable states and one outer query merges them, so the answers agree with one raw scan to the rollups'
-stated latency error (±0.9 %). A ``host`` filter (the rollups are not keyed by host) reads raw rows only.
+retention from ``requests_1m`` (when :data:`READ_MINUTE_ROLLUP`; today raw rows serve them, see there),
+and what is left at the ends from raw ``requests`` rows. A range the dashboard asks for (ending on the
+next whole minute) thus reads under two hours of raw rows at its ends, a day or two of hourly rows and
+whole days: a 30-day overview merges about 60k latency states instead of scanning 10^8 rows. Each piece
+aggregates to the caller's groups with mergeable states and one outer query merges them, so the answers
+agree with one raw scan to the rollups' stated latency error (±0.9 %). A ``host`` filter (the rollups are
+not keyed by host) reads raw rows only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from inferensics.analytics.filters import TIME_TYPE, Filters, SliceParams, prefer_rollup, slice_where
 from inferensics.schema import columns as col
@@ -101,6 +102,13 @@ UNITS: tuple[str, ...] = ("minute", "hour", "day")
 _STEPS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 _RAW = RequestSource("requests", col.TS, None)
+READ_MINUTE_ROLLUP: Final = False
+"""Whether minute-aligned parts are read from ``requests_1m``. Off: that rollup is partitioned by month and
+ordered by its keys before the bucket, so any minute range reads the bucket column of the whole month
+(10.8M rows at 10^8 requests), while raw rows are partitioned by day. Measured on the 10^8-row store
+(``bench_queries.py --only "overview dash"``, load 5): the dashboard's last-hour overview took 267 ms p50
+through ``requests_1m`` and 100 ms through raw rows; its last-24-hours overview 548 and 339 ms. Turn it on
+once ``requests_1m`` is partitioned by day (or ordered by time first)."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +147,8 @@ def plan_pieces(
         levels.append((RequestSource(REQUESTS_1D.name, col.BUCKET, REQUESTS_1D), _STEPS["day"]))
     if unit in (None, "day", "hour"):
         levels.append((RequestSource(REQUESTS_1H.name, col.BUCKET, REQUESTS_1H), _STEPS["hour"]))
-    levels.append((RequestSource(REQUESTS_1M.name, col.BUCKET, REQUESTS_1M), _STEPS["minute"]))
+    if READ_MINUTE_ROLLUP:
+        levels.append((RequestSource(REQUESTS_1M.name, col.BUCKET, REQUESTS_1M), _STEPS["minute"]))
 
     def cut(lo: datetime, hi: datetime, depth: int) -> list[Piece]:
         if hi <= lo:

@@ -22,6 +22,9 @@ from inferensics.dashboard._internal.tables import count, duration_ms, percent, 
 from inferensics.schema import columns as col
 
 SLICE = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
+TREND_MODELS = 8
+"""Models with their own colour in the requests chart (the busiest); the others are drawn as one."""
+OTHER = "other models"
 FLEET_COLUMNS = (
     *SLICE, col.REQUESTS, "request_rate_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "fallback_rate",
     "recompile_rate", col.COMPILE_SECONDS, "cache_hit_ratio",
@@ -126,6 +129,20 @@ def trend_section(series: pl.DataFrame, unit: str) -> None:
     )
     left, right = st.columns(2)
     fmt = time_format(unit)
+    # The browser draws every bar: twenty models stacked per minute is 1,200 marks and twenty colours
+    # nobody tells apart. The busiest models keep their own colour; the rest are one "other" layer.
+    busiest = (
+        series.group_by("group").agg(pl.col(col.REQUESTS).sum()).sort([col.REQUESTS, "group"], descending=[True, False])
+    )
+    shown = set(busiest.get_column("group").head(TREND_MODELS).to_list())
+    series = (
+        series.with_columns(
+            pl.when(pl.col("group").is_in(list(shown))).then(pl.col("group")).otherwise(pl.lit(OTHER)).alias("group")
+        )
+        .group_by(col.BUCKET, "group")
+        .agg(pl.col(col.REQUESTS).sum())
+        .sort(col.BUCKET, "group")
+    )
     charts.draw(
         left,
         charts.stacked_bars_over_time(
