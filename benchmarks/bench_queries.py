@@ -399,6 +399,10 @@ def _time_queries(store: Store, rows: int, end: datetime, days: int, repeats: in
         "cache_growth 7d": ("cache_growth", week),
         "bundles_seen 24h": ("bundles_seen", day),
         "dimension_values": ("dimension_values", {}),
+        "canary_compare dash 6h model×class (page default)": (
+            "canary_compare",
+            {"start": dash_end - timedelta(hours=6), "end": dash_end, **canary},
+        ),
         "canary_compare 24h model×class": ("canary_compare", {**day, **canary}),
         "canary_compare dash 24h model×class": (
             "canary_compare",
@@ -410,13 +414,13 @@ def _time_queries(store: Store, rows: int, end: datetime, days: int, repeats: in
         "request_kernels": ("request_kernels", {"request_id": rid}),
     }
     print(f"\n{rows:,} requests; each query {repeats} times after one warm-up")
-    print(f"{'query':40} {'p50 ms':>9} {'p95 ms':>9} {'rows':>6}  load average (1, 5, 15 min)")
+    print(f"{'query':50} {'p50 ms':>9} {'p95 ms':>9} {'rows':>6}  load average (1, 5, 15 min)")
     for label, (name, params) in cases.items():
         if only and only not in label:
             continue
         height = runner.query(name, **params).height
         p50, p95 = timed(functools.partial(runner.query, name, **params), repeats)
-        print(f"{label:40} {p50:9.1f} {p95:9.1f} {height:6}  {_load()}", flush=True)
+        print(f"{label:50} {p50:9.1f} {p95:9.1f} {height:6}  {_load()}", flush=True)
     if only:
         return
     t = time.perf_counter()
