@@ -97,7 +97,7 @@ def _legacy_fingerprint(output: torch.Tensor) -> Any:
 
 def _fp_path(dtype: torch.dtype, dev: str) -> str:
     if dev != "cuda":
-        return "torch ops on the background thread (CPU)"
+        return "torch ops inline on the serving thread (CPU)"
     if dtype in fpmod.KERNELS.zero_copy:
         return "fused Triton kernel writing pinned host memory (zero-copy)"
     if dtype in fpmod.KERNELS.ready:
