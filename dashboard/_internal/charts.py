@@ -28,8 +28,8 @@ def draw(container: Any, chart: alt.Chart | alt.LayerChart) -> None:
     for 1,200 records here); this sends the spec without its data, unvalidated, and the data as a frame.
     """
     data = chart.data if isinstance(chart, alt.Chart) else None
-    values = getattr(data, "values", alt.Undefined) if isinstance(data, alt.Data) else alt.Undefined
-    if values is alt.Undefined or not values:
+    values = getattr(data, "values", None) if isinstance(data, alt.Data) else None
+    if not isinstance(values, list) or not values:
         container.vega_lite_chart(spec=chart.to_dict(validate=False), width="stretch")
         return
     bare = chart.copy(deep=False)
