@@ -126,11 +126,12 @@ def decode_costs(bodies: list[bytes], spans: int, parse_files: int, max_threads:
             try:
                 return command(sql, *args, **kwargs)
             finally:
-                stage = (
-                    sql.split(" AS ", maxsplit=1)[0][:34]
-                    if sql.startswith("CREATE")
-                    else sql.split("(", maxsplit=1)[0][:34]
-                )
+                words = sql.split()
+                stage = words[0]
+                if stage == "CREATE":
+                    stage = ("pivot into " if words[4].endswith("_ingest_rows") else "parse into ") + words[4]
+                elif stage == "INSERT":
+                    stage = "insert into " + words[2]
                 acc = timings.setdefault(stage.strip(), [0.0, 0.0])
                 acc[0] += time.process_time() - c
                 acc[1] += time.perf_counter() - w

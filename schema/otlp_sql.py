@@ -9,7 +9,7 @@ the contract of :mod:`inferensics.schema.otlp`, with the same validation as the 
   count as their hex string; a bytes column takes bytes or a hex string; timestamps other than the
   span's time travel as ISO-8601 strings (:data:`ISO_PATTERN`, years :data:`YEARS`);
 * a required column that is missing, a whole map set as one attribute, parallel graph arrays of different
-  lengths: the row is rejected, with a message in ``_reject`` (empty for good rows);
+  lengths: the row is rejected, with the code of its reason in ``_reject`` (0 for good rows);
 * unknown keys go into ``attrs`` as strings, ``inferensics.attrs.<k>`` entries override them;
 * an event row inherits :data:`~inferensics.schema.otlp.INHERITED` columns from its span; ``host`` falls
   back to the resource's ``host.name`` when empty.
@@ -39,7 +39,8 @@ from inferensics.schema.otlp_proto import KIND
 from inferensics.schema.table import Event
 
 REJECT: Final = "_reject"
-"""The column of :func:`rows_sql` that holds why a row is rejected (empty when it is kept)."""
+"""The column of :func:`rows_sql` that says why a row is rejected: 0 when it is kept, else the 1-based
+index of the message in :func:`reject_messages` (a number: a message string per row costs a copy per check)."""
 NAME: Final = "_name"
 """The column of :func:`records_sql` that holds the span or event name."""
 DROPPED_ATTRIBUTES: Final = "_dropped_attributes"
@@ -283,8 +284,17 @@ def _candidates(model: type[Event], records: str) -> str:
 def rows_sql(model: type[Event], records: str) -> str:
     """``model``'s rows from the spans in ``records`` (a table or subquery of :func:`records_sql`).
 
-    Columns: the model's fields in order, then ``_reject``.
+    Columns: the model's fields in order, then ``_reject`` (see :data:`REJECT`).
     """
+    return _pivot(model, records)[0]
+
+
+def reject_messages(model: type[Event]) -> list[str]:
+    """The messages that :data:`REJECT` codes of ``model``'s rows stand for (code ``i`` is item ``i - 1``)."""
+    return _pivot(model, "records")[1]
+
+
+def _pivot(model: type[Event], records: str) -> tuple[str, list[str]]:
     schema = arrow_schema(model)
     fields = model.model_fields
     column_keys = [PREFIX + n for n in fields]
@@ -351,10 +361,12 @@ def rows_sql(model: type[Event], records: str) -> str:
         expected = _EXPECTED[kind] + (f" in 0..{2**bits - 1}" if bits else "")
         bad.append((f"{g} AND NOT {ok}", f"{name}: expected {expected}"))
     bad += _validators(model)
-    reject = "multiIf(" + ", ".join(f"{cond}, {_q(msg)}" for cond, msg in bad) + ", '') AS " + REJECT
+    codes = ", ".join(f"{cond}, {i + 1}" for i, (cond, _) in enumerate(bad))
+    reject = f"toUInt16(multiIf({codes}, 0)) AS {REJECT}"
     names = ", ".join(schema.names)
     inner = ", ".join(select + outputs + [reject])
-    return f"SELECT {names}, {REJECT} FROM (SELECT {inner} FROM ({_candidates(model, records)}))"
+    sql = f"SELECT {names}, {REJECT} FROM (SELECT {inner} FROM ({_candidates(model, records)}))"
+    return sql, [message for _, message in bad]
 
 
 _EXPECTED: Final = {

@@ -24,7 +24,15 @@ from typing import Any, Final
 
 from inferensics.schema.events import MODELS_BY_TABLE
 from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
-from inferensics.schema.otlp_sql import REJECT, dropped_sql, known_names, names_sql, records_sql, rows_sql
+from inferensics.schema.otlp_sql import (
+    REJECT,
+    dropped_sql,
+    known_names,
+    names_sql,
+    records_sql,
+    reject_messages,
+    rows_sql,
+)
 from inferensics.schema.store import Store, StoreError
 
 log = logging.getLogger("inferensics.collector.service")
@@ -151,12 +159,13 @@ class EngineDecoder:
                 table = model.TABLE.name
                 client.command(f"CREATE OR REPLACE TABLE {db}.{ROWS} ENGINE = Memory AS "
                                f"{rows_sql(model, f'{db}.{RECORDS}')}", settings=settings)  # fmt: skip
-                counts = f"countIf({REJECT} = ''), countIf({REJECT} != ''), groupArrayIf(3)({REJECT}, {REJECT} != '')"
+                counts = f"countIf({REJECT} = 0), countIf({REJECT} != 0), groupUniqArrayIf(3)({REJECT}, {REJECT} != 0)"
                 good, bad, samples = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
                 if bad:
                     out.rejected["invalid_row"] += int(bad)
-                    for s in samples:
-                        _note(out, f"{span}: {s}")
+                    messages = reject_messages(model)
+                    for code in sorted(samples):
+                        _note(out, f"{span}: {messages[int(code) - 1]}")
                 if not good:
                     continue
                 if before_insert is not None:
@@ -164,7 +173,7 @@ class EngineDecoder:
                 columns = ", ".join(model.model_fields)
                 before = _count(store, table) if possibly_seen else 0
                 client.command(
-                    f"INSERT INTO {db}.{table} ({columns}) SELECT {columns} FROM {db}.{ROWS} WHERE {REJECT} = ''",
+                    f"INSERT INTO {db}.{table} ({columns}) SELECT {columns} FROM {db}.{ROWS} WHERE {REJECT} = 0",
                     settings={
                         **self.insert_settings,
                         "async_insert": 0,

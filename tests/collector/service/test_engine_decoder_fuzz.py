@@ -28,6 +28,7 @@ from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.testing import any_value, build_request
 from inferensics.schema.arrow import arrow_schema
 from inferensics.schema.events import (
+    EVENT_MODELS,
     CacheEvent,
     CompileEvent,
     GuardFailureEvent,
@@ -57,7 +58,8 @@ class Pair:
         for s in (self.engine, self.reference):
             s.migrate()
             # generated times are anywhere in 1970..2554: keep TTL merges from dropping rows under the test
-            s.client.command(f"SYSTEM STOP TTL MERGES {s.database}")
+            for model in EVENT_MODELS:
+                s.client.command(f"SYSTEM STOP TTL MERGES {s.database}.{model.TABLE.name}")
         self.decoder = EngineDecoder(work)
 
     def close(self) -> None:
@@ -83,8 +85,6 @@ class Pair:
 
 
 def _models_with_rows(store: Store) -> list[type[Event]]:
-    from inferensics.schema.events import EVENT_MODELS
-
     counts = store.row_counts()
     return [m for m in EVENT_MODELS if counts.get(m.TABLE.name)]
 
@@ -213,7 +213,6 @@ def test_a_valid_request_round_trips_exactly(pair: Pair) -> None:
 def test_engine_sql_exists_for_every_model_and_refuses_a_validator_it_does_not_know() -> None:
     from pydantic import model_validator
 
-    from inferensics.schema.events import EVENT_MODELS
     from inferensics.schema.otlp_sql import REJECT, rows_sql
 
     for model in EVENT_MODELS:
