@@ -85,7 +85,7 @@ class Decoded:
         return {m: b.to_arrow() for m, b in self.buffers.items() if b.rows}
 
     def error_message(self) -> str:
-        """A short summary of the rejections for ``partial_success.error_message``."""
+        """A short summary of the rejections (the reference decoder's messages)."""
         if not self.errors:
             return ""
         more = sum(self.rejected_rows.values()) - len(self.errors)

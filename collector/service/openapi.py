@@ -52,7 +52,11 @@ def openapi_document() -> dict[str, Any]:
                         },
                     },
                     "responses": {
-                        "200": _r("200", "ExportTraceServiceResponse (partial_success counts rejected spans)"),
+                        "200": _r(
+                            "200",
+                            "ExportTraceServiceResponse (rows are validated later, when the engine decodes the "
+                            "spooled batch: rejections are counted in /metrics, not reported here)",
+                        ),
                         "400": _r("400", "malformed body", _ERROR),
                         "413": _r("413", "body too large", _ERROR),
                         "415": _r("415", "unsupported media type or encoding", _ERROR),
