@@ -93,6 +93,9 @@ class EngineDecoder:
             "input_format_protobuf_oneof_presence": 1,
             # the reject reason is one multiIf over every check: evaluating all of them is cheaper
             "short_circuit_function_evaluation": "disable",
+            # the staging tables are filled by as many streams as the segment has files (parse and pivot
+            # then run on that many threads); the final insert overrides this with one stream
+            "max_insert_threads": self.parse_files,
             **self.insert_settings,
         }
 
