@@ -131,7 +131,7 @@ def decode_costs(bodies: list[bytes], spans: int, parse_files: int, max_threads:
                 if stage == "CREATE":
                     stage = ("pivot into " if words[4].endswith("_ingest_rows") else "parse into ") + words[4]
                 elif stage == "INSERT":
-                    stage = "insert into " + words[2]
+                    stage = ("pivot into " if words[2].endswith("_ingest_rows") else "insert into ") + words[2]
                 acc = timings.setdefault(stage.strip(), [0.0, 0.0])
                 acc[0] += time.process_time() - c
                 acc[1] += time.perf_counter() - w
