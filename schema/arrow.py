@@ -33,6 +33,27 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
 }
 
 
+def column_kind(t: pa.DataType) -> str:
+    """How a column's values travel and are checked: ``ts``, ``map``, ``strlist``, ``intlist``, ``floatlist``,
+    ``str``, ``bytes``, ``bool``, ``int`` or ``float`` (shared by the collector's decoders)."""
+    if pa.types.is_timestamp(t):
+        return "ts"
+    if pa.types.is_map(t):
+        return "map"
+    if pa.types.is_list(t):
+        inner = t.value_type
+        return "strlist" if pa.types.is_string(inner) else ("intlist" if pa.types.is_integer(inner) else "floatlist")
+    if pa.types.is_string(t) or pa.types.is_dictionary(t):
+        return "str"
+    if pa.types.is_binary(t):
+        return "bytes"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t):
+        return "int"
+    return "float"
+
+
 def arrow_schema(model: type[Event]) -> pa.Schema:
     """The Arrow schema of ``model``'s table (non-nullable, as the ClickHouse columns are)."""
     fields = [

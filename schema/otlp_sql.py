@@ -32,7 +32,7 @@ from typing import Final
 import pyarrow as pa
 
 from inferensics.schema import columns as col
-from inferensics.schema.arrow import arrow_schema
+from inferensics.schema.arrow import arrow_schema, column_kind
 from inferensics.schema.events import EVENT_MODELS
 from inferensics.schema.otlp import INHERITED, MAP_COLUMNS, PREFIX, RESOURCE_HOST, span_name
 from inferensics.schema.otlp_proto import KIND
@@ -116,24 +116,6 @@ def _text(v: Field) -> str:
         f"if({v(KIND)} = 'array_value', arrayStringConcat(arrayMap(x -> {_scalar_text(tuple_value('x'))}, "
         f"{v('array_value')}.values), ','), {_scalar_text(v)})"
     )
-
-
-def _kind(t: pa.DataType) -> str:
-    if pa.types.is_timestamp(t):
-        return "ts"
-    if pa.types.is_map(t):
-        return "map"
-    if pa.types.is_list(t):
-        return "strlist" if pa.types.is_string(t.value_type) else "intlist"
-    if pa.types.is_binary(t):
-        return "bytes"
-    if pa.types.is_string(t) or pa.types.is_dictionary(t):
-        return "str"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_integer(t):
-        return "int"
-    return "float"
 
 
 def _default(model: type[Event], name: str, kind: str, ch_type: str, bits: int) -> str:
@@ -316,7 +298,9 @@ def _pivot(model: type[Event], records: str) -> tuple[str, list[str]]:
     bad: list[tuple[str, str]] = []
     outputs: list[str] = []
     for f in schema:
-        name, kind = f.name, _kind(f.type)
+        name, kind = f.name, column_kind(f.type)
+        if kind == "floatlist":
+            raise NotImplementedError(f"{model.__name__}.{name}: no SQL decoding for lists of floats yet")
         key = _q(PREFIX + name)
         required = fields[name].is_required()
         bits = _INT_BITS.get(str(f.type.value_type if pa.types.is_list(f.type) else f.type), 0)

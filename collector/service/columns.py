@@ -22,7 +22,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from inferensics.schema import columns as col
-from inferensics.schema.arrow import arrow_schema
+from inferensics.schema.arrow import arrow_schema, column_kind
 from inferensics.schema.otlp import INHERITED, MAP_COLUMNS, PREFIX
 from inferensics.schema.table import Event
 
@@ -30,25 +30,6 @@ _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _INT_BITS: Final = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 _FAST_VALIDATORS: Final = frozenset({"_parallel_graph_arrays"})
 _PARALLEL: Final = (col.GRAPH_KEYS, col.GRAPH_ARTIFACTS, col.GRAPH_CALLS, col.GRAPH_US)
-
-
-def _kind(t: pa.DataType) -> str:
-    if pa.types.is_timestamp(t):
-        return "ts"
-    if pa.types.is_map(t):
-        return "map"
-    if pa.types.is_list(t):
-        inner = t.value_type
-        return "strlist" if pa.types.is_string(inner) else ("intlist" if pa.types.is_integer(inner) else "floatlist")
-    if pa.types.is_string(t) or pa.types.is_dictionary(t):
-        return "str"
-    if pa.types.is_binary(t):
-        return "bytes"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_integer(t):
-        return "int"
-    return "float"
 
 
 @dataclass
@@ -75,7 +56,7 @@ class Plan:
         """Build the plan for ``model``."""
         schema = arrow_schema(model)
         names = schema.names
-        kinds = [_kind(f.type) for f in schema]
+        kinds = [column_kind(f.type) for f in schema]
         defaults: list[Any] = []
         required: set[int] = set()
         for i, name in enumerate(names):
