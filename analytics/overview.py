@@ -4,7 +4,7 @@ Every rate is a ratio of sums over the slice: ``error_rate = errors / requests``
 fallbacks / requests`` (requests served eagerly), ``recompile_rate = recompiles / requests`` (recompiles
 per request, can exceed 1), ``cache_hit_ratio = cache_hits / (cache_hits + cache_misses)`` over requests
 that compiled (null when none did), ``request_rate_per_s = requests / range seconds``. Latency quantiles
-come from the rollups' ``quantilesTiming`` states (±0.9 %, see ``inferensics.schema.rollups``).
+come from the rollups' latency histograms (±0.9 %, see ``inferensics.schema.rollups``).
 """
 
 from __future__ import annotations

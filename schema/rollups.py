@@ -1,14 +1,18 @@
 """Rollup tables fed by materialized views: what the dashboard and the weekly report read.
 
-Latency quantiles are kept as ``quantilesTiming`` states over a log-scaled code of the latency, so that
-merging hundreds of thousands of states stays fast (measured: 0.1 s for 720k states, against 0.7 s for
-t-digest and 1.7 s for DDSketch on this 2-core machine). The code is
-``round((ln(latency_ms) - ln(0.01)) / 0.018)`` clamped to 0..1023, a range ``quantileTiming`` holds
-exactly; decoding gives the bucket's centre.
+Latency is kept as a histogram: ``latency_hist`` maps a log-scaled code of the latency to the number of
+requests with that code (``Map(UInt16, UInt64)``, merged with ``sumMap``). The code is
+``round((ln(latency_ms) - ln(0.01)) / 0.018)`` clamped to 0..1023. A quantile ``p`` of a merged histogram
+is the smallest code whose cumulative count reaches ``p × requests`` (the lower order statistic over the
+codes), decoded to the code's centre. Merging histograms is a vectorised sum: measured on this 2-core
+machine, 30k daily rows of ~1.7k requests each merge into 1k groups in 0.11–0.18 s, against 0.92 s for the
+``quantilesTiming`` states the rollups kept before schema version 4 (6.4 KB per row uncompressed, against
+~1.4 KB for the histogram).
 
 **Stated error:** for latencies between 10 µs and about 1000 s, a quantile read from a rollup is within
-±0.9 % (relative) of the exact quantile over the same rows (bucket ratio e^0.018 ≈ 1.018, rounded to the
-nearest bucket). Latencies outside the range clamp to its ends.
+±0.9 % (relative) of an order statistic of the same rows between the lower and the upper one at that
+level (bucket ratio e^0.018 ≈ 1.018, rounded to the nearest bucket). Latencies outside the range clamp to
+its ends.
 """
 
 from __future__ import annotations
@@ -52,10 +56,39 @@ def latency_decode(code: float) -> float:
     return math.exp(code * LATENCY_CODE_STEP + math.log(LATENCY_CODE_MIN_MS))
 
 
-QUANTILE_STATE_TYPE: Final = f"AggregateFunction(quantilesTiming({', '.join(map(str, QUANTILES))}), UInt16)"
-QUANTILE_STATE_FN: Final = f"quantilesTimingState({', '.join(map(str, QUANTILES))})"
-QUANTILE_MERGE_FN: Final = f"quantilesTimingMerge({', '.join(map(str, QUANTILES))})"
-QUANTILE_MERGE_STATE_FN: Final = f"quantilesTimingMergeState({', '.join(map(str, QUANTILES))})"
+HIST_TYPE: Final = "SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))"
+"""Type of a latency histogram column: request count per latency code."""
+HIST_CODE: Final = "latency_code"
+"""Alias of the latency code when raw rows are first counted per code (then gathered into histograms)."""
+HIST_COUNT: Final = "latency_count"
+"""Alias of the per-code row count in that first step."""
+
+
+def latency_hist_sql(latency_ms: str) -> str:
+    """SQL aggregating raw latencies (milliseconds) into a histogram: ``sumMap`` of one-request maps.
+
+    Correct anywhere but ~10× slower than counting rows per code first (see :func:`hist_gather_sql`), which
+    is what the views and the analytics do."""
+    return f"sumMap(map({latency_code_sql(latency_ms)}, toUInt64(1)))"
+
+
+def hist_gather_sql() -> str:
+    """SQL gathering rows already counted per code (``HIST_CODE``, ``HIST_COUNT``) into one histogram."""
+    return f"sumMap(map({HIST_CODE}, {HIST_COUNT}))"
+
+
+def hist_merge_sql(hist: str) -> str:
+    """SQL merging histogram column (or expression) ``hist`` across rows."""
+    return f"sumMap({hist})"
+
+
+def hist_quantiles_sql(hist: str, quantiles: tuple[float, ...] = QUANTILES) -> str:
+    """SQL giving the latency codes at ``quantiles`` of one merged histogram ``hist`` (sorted by code, as
+    ``sumMap`` returns it): for each level ``p`` the smallest code whose cumulative count reaches
+    ``p × total``. An empty histogram gives codes of 0; callers only read groups that have requests."""
+    levels = ", ".join(map(str, quantiles))
+    cum = f"arrayCumSum(mapValues({hist}))"
+    return f"arrayMap(p -> mapKeys({hist})[greatest(1, arrayFirstIndex(c -> c >= p * {cum}[-1], {cum}))], [{levels}])"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +96,16 @@ class RollupColumn:
     """One column of a rollup table and the aggregates that fill it.
 
     ``select`` aggregates raw source rows; ``merge`` re-aggregates rows of a finer rollup of the same shape
-    (so the hourly rollup is fed from the per-minute one, not from the raw rows again).
+    (so the hourly rollup is fed from the per-minute one, not from the raw rows again). ``code`` is set on a
+    histogram column: the expression over raw rows it counts; a view from raw rows then counts rows per
+    code first and gathers them (``merge`` re-aggregates the other columns of that first step).
     """
 
     name: str
     type: str
     select: str
     merge: str
+    code: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +146,11 @@ _REQUEST_VALUES: tuple[RollupColumn, ...] = (
     _sum(col.NONFINITE, f"toUInt64(({col.FP_NAN} + {col.FP_INF}) > 0)"),
     _sum(col.LATENCY_SUM_MS, f"toFloat64({col.LATENCY_MS})", "Float64"),
     RollupColumn(
-        col.LATENCY_STATE,
-        QUANTILE_STATE_TYPE,
-        f"{QUANTILE_STATE_FN}({latency_code_sql(col.LATENCY_MS)})",
-        f"{QUANTILE_MERGE_STATE_FN}({col.LATENCY_STATE})",
+        col.LATENCY_HIST,
+        HIST_TYPE,
+        latency_hist_sql(col.LATENCY_MS),
+        hist_merge_sql(col.LATENCY_HIST),
+        code=latency_code_sql(col.LATENCY_MS),
     ),
 )
 

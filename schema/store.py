@@ -31,7 +31,7 @@ from inferensics.schema.arrow import arrow_to_events, conform, events_to_arrow
 from inferensics.schema.ddl import Target
 from inferensics.schema.dsn import Dsn, DsnError, resolve_dsn
 from inferensics.schema.events import EVENT_MODELS
-from inferensics.schema.migrations import MIGRATIONS, migrations_table_sql
+from inferensics.schema.migrations import MIGRATIONS, Step, migrations_table_sql
 from inferensics.schema.rollups import ROLLUPS
 from inferensics.schema.table import Event
 
@@ -201,7 +201,9 @@ class Store:
             if m.version <= current:
                 continue
             for stmt in m.statements(self.target):
-                self.client.command(stmt)
+                if isinstance(stmt, Step) and not self._has_column(stmt.table, stmt.column):
+                    continue
+                self.client.command(str(stmt))
             self.client.insert(
                 f"{self.database}.schema_migrations",
                 [[m.version, m.name, m.checksum(self.target), datetime.now(UTC)]],
@@ -209,6 +211,15 @@ class Store:
             )
             current = m.version
         return current
+
+    def _has_column(self, table: str, column: str) -> bool:
+        return bool(
+            self.client.query(
+                "SELECT count() FROM system.columns WHERE database = {db:String} AND table = {t:String} "
+                "AND name = {c:String}",
+                parameters={"db": self.database, "t": table, "c": column},
+            ).result_rows[0][0]
+        )
 
     def table_names(self) -> list[str]:
         """Names of the event and rollup tables, in creation order."""

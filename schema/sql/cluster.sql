@@ -367,7 +367,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1m_local ON CLUSTER '{cluster}'
     `cache_misses` SimpleAggregateFunction(sum, UInt64),
     `nonfinite` SimpleAggregateFunction(sum, UInt64),
     `latency_sum_ms` SimpleAggregateFunction(sum, Float64),
-    `latency_state` AggregateFunction(quantilesTiming(0.5, 0.95, 0.99), UInt16)
+    `latency_hist` SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))
 )
 ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/requests_1m_local', '{replica}')
 PARTITION BY toYYYYMM(bucket)
@@ -378,23 +378,27 @@ SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1m_mv ON CLUSTER '{cluster}'
 TO inferensics.requests_1m_local
 AS SELECT
-    toStartOfMinute(ts) AS bucket,
+    bucket,
     model,
     hw_pool,
     traffic_class,
     bundle_id,
-    sum(toUInt64(1)) AS requests,
-    sum(toUInt64(status = 'error')) AS errors,
-    sum(toUInt64(outcome = 'fallback')) AS fallbacks,
-    sum(toUInt64(recompiles)) AS recompiles,
-    sum(toUInt64(outcome IN ('compile', 'recompile'))) AS compiles,
-    sum(toFloat64(compile_ms) / 1000) AS compile_seconds,
-    sum(toUInt64(cache_status = 'hit')) AS cache_hits,
-    sum(toUInt64(cache_status IN ('miss', 'mixed'))) AS cache_misses,
-    sum(toUInt64((fp_nan + fp_inf) > 0)) AS nonfinite,
-    sum(toFloat64(latency_ms)) AS latency_sum_ms,
-    quantilesTimingState(0.5, 0.95, 0.99)(toUInt16(greatest(0, least(1023, round((ln(greatest(latency_ms, 1e-9)) - ln(0.01)) / 0.018))))) AS latency_state
-FROM inferensics.requests_local
+    sum(requests) AS requests,
+    sum(errors) AS errors,
+    sum(fallbacks) AS fallbacks,
+    sum(recompiles) AS recompiles,
+    sum(compiles) AS compiles,
+    sum(compile_seconds) AS compile_seconds,
+    sum(cache_hits) AS cache_hits,
+    sum(cache_misses) AS cache_misses,
+    sum(nonfinite) AS nonfinite,
+    sum(latency_sum_ms) AS latency_sum_ms,
+    sumMap(map(latency_code, latency_count)) AS latency_hist
+FROM (
+    SELECT toStartOfMinute(ts) AS bucket, model, hw_pool, traffic_class, bundle_id, sum(toUInt64(1)) AS requests, sum(toUInt64(status = 'error')) AS errors, sum(toUInt64(outcome = 'fallback')) AS fallbacks, sum(toUInt64(recompiles)) AS recompiles, sum(toUInt64(outcome IN ('compile', 'recompile'))) AS compiles, sum(toFloat64(compile_ms) / 1000) AS compile_seconds, sum(toUInt64(cache_status = 'hit')) AS cache_hits, sum(toUInt64(cache_status IN ('miss', 'mixed'))) AS cache_misses, sum(toUInt64((fp_nan + fp_inf) > 0)) AS nonfinite, sum(toFloat64(latency_ms)) AS latency_sum_ms, toUInt16(greatest(0, least(1023, round((ln(greatest(latency_ms, 1e-9)) - ln(0.01)) / 0.018)))) AS latency_code, count() AS latency_count
+    FROM inferensics.requests_local
+    GROUP BY bucket, model, hw_pool, traffic_class, bundle_id, latency_code
+)
 GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
 
 CREATE TABLE IF NOT EXISTS inferensics.requests_1m ON CLUSTER '{cluster}' AS inferensics.requests_1m_local
@@ -417,7 +421,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1h_local ON CLUSTER '{cluster}'
     `cache_misses` SimpleAggregateFunction(sum, UInt64),
     `nonfinite` SimpleAggregateFunction(sum, UInt64),
     `latency_sum_ms` SimpleAggregateFunction(sum, Float64),
-    `latency_state` AggregateFunction(quantilesTiming(0.5, 0.95, 0.99), UInt16)
+    `latency_hist` SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))
 )
 ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/requests_1h_local', '{replica}')
 PARTITION BY toYYYYMM(bucket)
@@ -443,7 +447,7 @@ AS SELECT
     sum(cache_misses) AS cache_misses,
     sum(nonfinite) AS nonfinite,
     sum(latency_sum_ms) AS latency_sum_ms,
-    quantilesTimingMergeState(0.5, 0.95, 0.99)(latency_state) AS latency_state
+    sumMap(latency_hist) AS latency_hist
 FROM inferensics.requests_1m_local
 GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
 
@@ -467,7 +471,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1d_local ON CLUSTER '{cluster}'
     `cache_misses` SimpleAggregateFunction(sum, UInt64),
     `nonfinite` SimpleAggregateFunction(sum, UInt64),
     `latency_sum_ms` SimpleAggregateFunction(sum, Float64),
-    `latency_state` AggregateFunction(quantilesTiming(0.5, 0.95, 0.99), UInt16)
+    `latency_hist` SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))
 )
 ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/requests_1d_local', '{replica}')
 PARTITION BY toYYYYMM(bucket)
@@ -493,7 +497,7 @@ AS SELECT
     sum(cache_misses) AS cache_misses,
     sum(nonfinite) AS nonfinite,
     sum(latency_sum_ms) AS latency_sum_ms,
-    quantilesTimingMergeState(0.5, 0.95, 0.99)(latency_state) AS latency_state
+    sumMap(latency_hist) AS latency_hist
 FROM inferensics.requests_1h_local
 GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
 

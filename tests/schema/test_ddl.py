@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import dataclasses
+from datetime import UTC, datetime, timedelta
 
+import polars as pl
 import pyarrow as pa
 import pytest
 
@@ -17,10 +19,20 @@ from inferensics.schema.ddl import (
     Backend,
     Target,
     iter_statements,
+    render_rollup,
     render_schema,
     render_sql_file,
 )
-from inferensics.schema.migrations import MIGRATIONS, migrations_table_sql
+from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, migrations_table_sql
+from inferensics.schema.rollups import (
+    REQUESTS_1D,
+    REQUESTS_1H,
+    REQUESTS_1M,
+    Rollup,
+    RollupColumn,
+    hist_quantiles_sql,
+    latency_code_sql,
+)
 from inferensics.schema.store import Store
 
 
@@ -79,10 +91,44 @@ def test_fresh_store_reports_version_zero_then_latest(store_dsn: str) -> None:
         s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
 
 
+_STATE = "AggregateFunction(quantilesTiming(0.5, 0.95, 0.99), UInt16)"
+_OLD_LATENCY = RollupColumn(
+    c.LATENCY_STATE,
+    _STATE,
+    f"quantilesTimingState(0.5, 0.95, 0.99)({latency_code_sql(c.LATENCY_MS)})",
+    f"quantilesTimingMergeState(0.5, 0.95, 0.99)({c.LATENCY_STATE})",
+)
+
+
+def _before_version_4(rollup: Rollup) -> Rollup:
+    """A request rollup as versions 1-3 defined it: a quantilesTiming state where the histogram is now."""
+    values = tuple(_OLD_LATENCY if v.name == c.LATENCY_HIST else v for v in rollup.values)
+    parent = _before_version_4(rollup.parent) if rollup.parent else None
+    return dataclasses.replace(rollup, values=values, parent=parent)
+
+
+_OLD_ROLLUPS = {r.name: _before_version_4(r) for r in (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D)}
+
+
+def _version_3_statements(target: Target) -> list[str]:
+    """The schema as versions 1-3 left it (request rollups with quantilesTiming states)."""
+    out = []
+    for stmt in render_schema(target):
+        first = stmt.split("\n", 1)[0]
+        name = next((n for n in _OLD_ROLLUPS if first.endswith((f".{n}", f".{n}_mv"))), None)
+        if name is None:
+            out.append(stmt)
+        elif stmt.startswith("CREATE TABLE"):
+            out.extend(s for s in render_rollup(_OLD_ROLLUPS[name], target) if s.startswith("CREATE TABLE"))
+        else:
+            out.extend(s for s in render_rollup(_OLD_ROLLUPS[name], target) if s.startswith("CREATE MATERIALIZED"))
+    return out
+
+
 def _version_1_statements(target: Target) -> list[str]:
     """The schema as version 1 created it: wide parts from 10 MiB, rollups without a token window."""
     out = []
-    for stmt in render_schema(target):
+    for stmt in _version_3_statements(target):
         old = stmt.replace(f", min_bytes_for_wide_part = {WIDE_PART_MIN_BYTES}", "")
         if "AggregatingMergeTree" in old:
             old = old.replace(f", non_replicated_deduplication_window = {DEDUP_WINDOW}", "")
@@ -90,7 +136,17 @@ def _version_1_statements(target: Target) -> list[str]:
     return out
 
 
-def test_migrations_2_and_3_bring_a_version_1_store_up_to_date(store_dsn: str) -> None:
+def _tables(s: Store) -> dict[str, str]:
+    return dict(
+        s.query_rows(
+            "SELECT name, create_table_query FROM system.tables WHERE database = {db:String} "
+            "AND name != 'schema_migrations'",
+            {"db": s.database},
+        )
+    )
+
+
+def test_migrations_bring_a_version_1_store_up_to_date(store_dsn: str) -> None:
     s = Store.open(store_dsn)
     try:
         s.client.command(migrations_table_sql(s.target))
@@ -102,8 +158,8 @@ def test_migrations_2_and_3_bring_a_version_1_store_up_to_date(store_dsn: str) -
             column_names=["version", "name", "checksum", "applied_at"],
         )
         assert s.schema_version() == 1
-        assert s.migrate() == 3
-        assert s.migrate() == 3
+        assert s.migrate() == LATEST_VERSION
+        assert s.migrate() == LATEST_VERSION
         tables = dict(
             s.query_rows(
                 "SELECT name, create_table_query FROM system.tables WHERE database = {db:String} "
@@ -153,5 +209,72 @@ def test_migrations_2_and_3_bring_a_version_1_store_up_to_date(store_dsn: str) -
 def test_migration_statements_parse_in_the_engine(store: Store, backend: Backend) -> None:
     for m in MIGRATIONS[1:]:
         for stmt in m.statements(Target(backend)):
-            formatted = store.query_rows("SELECT formatQuery({q:String})", {"q": stmt})[0][0]
-            assert formatted.startswith("ALTER TABLE"), formatted
+            formatted = store.query_rows("SELECT formatQuery({q:String})", {"q": str(stmt)})[0][0]
+            assert formatted.startswith(("ALTER TABLE", "DROP VIEW", "CREATE MATERIALIZED VIEW")), formatted
+
+
+def test_migration_4_turns_latency_states_into_histograms(store_dsn: str) -> None:
+    """A version-3 store with traffic: after migration 4 its schema equals a fresh store's, each old rollup
+    row answers its own p50/p95/p99 exactly as its state did, the request counts are unchanged, and new
+    traffic lands in the histograms. Re-applying after an interruption (state column already gone, version
+    not recorded) completes it."""
+    s = Store.open(store_dsn)
+    fresh = Store.open(store_dsn.replace("database=", "database=fresh_"))
+    try:
+        s.client.command(migrations_table_sql(s.target))
+        for stmt in _version_3_statements(s.target):
+            s.client.command(stmt)
+        s.client.insert(
+            f"{s.database}.schema_migrations",
+            [[m.version, m.name, m.checksum(s.target), datetime.now(UTC)] for m in MIGRATIONS[:3]],
+            column_names=["version", "name", "checksum", "applied_at"],
+        )
+        now = datetime.now(UTC).replace(minute=30, second=0, microsecond=0)
+        n = 600
+        batch = pa.table(
+            {
+                c.REQUEST_ID: [f"r{i}" for i in range(n)],
+                c.TS: pa.array([now - timedelta(hours=i % 3) for i in range(n)], pa.timestamp("us", tz="UTC")),
+                c.LATENCY_MS: pa.array([1.0 + (i * 37 % 200) for i in range(n)], pa.float32()),
+                **{name: pa.array([f"{name}-{i % 2}" for i in range(n)]) for name in (c.HOST, c.MODEL)},
+                **{name: pa.array(["x"] * n) for name in (c.HW_POOL, c.TRAFFIC_CLASS)},
+            }
+        )
+        s.insert_arrow(RequestEvent, batch)
+        keys = f"{c.BUCKET}, {c.MODEL}"
+        before = {
+            name: s.query_frame(
+                f"SELECT {keys}, sum({c.REQUESTS}) AS n, quantilesTimingMerge(0.5, 0.95, 0.99)({c.LATENCY_STATE}) "
+                f"AS q FROM {s.database}.{name} GROUP BY {keys} ORDER BY {keys}"
+            ).with_columns(pl.col("q").cast(pl.List(pl.UInt16)))
+            for name in _OLD_ROLLUPS
+        }
+        assert all(f.height > 0 for f in before.values())
+        # Interrupted after the first table lost its state column, before the version was recorded.
+        steps = [str(stmt) for stmt in MIGRATIONS[3].statements(s.target)]
+        cut = steps.index(f"ALTER TABLE {s.database}.requests_1m DROP COLUMN IF EXISTS `{c.LATENCY_STATE}`")
+        for stmt in steps[: cut + 1]:
+            s.client.command(stmt)
+        assert s.schema_version() == 3
+        assert s.migrate() == LATEST_VERSION
+        assert s.migrate() == LATEST_VERSION
+        fresh.migrate()
+        got_tables = {k: v.replace(s.database, "DB") for k, v in _tables(s).items()}
+        want_tables = {k: v.replace(fresh.database, "DB") for k, v in _tables(fresh).items()}
+        assert got_tables == want_tables
+        for name, want in before.items():
+            got = s.query_frame(
+                f"SELECT {keys}, sum({c.REQUESTS}) AS n, {hist_quantiles_sql(f'sumMap({c.LATENCY_HIST})')} AS q "
+                f"FROM {s.database}.{name} GROUP BY {keys} ORDER BY {keys}"
+            ).with_columns(pl.col("q").cast(pl.List(pl.UInt16)))
+            assert got.get_column("n").to_list() == want.get_column("n").to_list(), name
+            assert got.get_column("q").to_list() == want.get_column("q").to_list(), name
+        s.insert_arrow(RequestEvent, batch.set_column(0, c.REQUEST_ID, pa.array([f"s{i}" for i in range(n)])))
+        for name in _OLD_ROLLUPS:
+            total = s.query_rows(
+                f"SELECT sum({c.REQUESTS}), sum(arraySum(mapValues({c.LATENCY_HIST}))) FROM {s.database}.{name}"
+            )
+            assert total == [(2 * n, 2 * n)], name
+    finally:
+        for st in (s, fresh):
+            st.client.command(f"DROP DATABASE IF EXISTS {st.database} SYNC")

@@ -12,8 +12,8 @@ from inferensics.schema import REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, RequestEve
 from inferensics.schema import columns as c
 from inferensics.schema.rollups import (
     LATENCY_RELATIVE_ERROR,
-    QUANTILE_MERGE_FN,
     QUANTILES,
+    hist_quantiles_sql,
     latency_code,
     latency_decode,
     latency_decode_sql,
@@ -71,11 +71,11 @@ def _expected(events: list[RequestEvent], every: str) -> pl.DataFrame:
 
 
 def _read(store: Store, rollup: Rollup) -> pl.DataFrame:
-    sums = ", ".join(f"sum({v.name}) AS {v.name}" for v in rollup.values if v.name != c.LATENCY_STATE)
+    sums = ", ".join(f"sum({v.name}) AS {v.name}" for v in rollup.values if v.name != c.LATENCY_HIST)
     keys = ", ".join(rollup.keys)
     return store.query_frame(
         f"SELECT {c.BUCKET}, {keys}, {sums}, "
-        f"arrayMap(q -> {latency_decode_sql('q')}, {QUANTILE_MERGE_FN}({c.LATENCY_STATE})) AS quantiles "
+        f"arrayMap(q -> {latency_decode_sql('q')}, {hist_quantiles_sql(f'sumMap({c.LATENCY_HIST})')}) AS quantiles "
         f"FROM {store.database}.{rollup.name} GROUP BY {c.BUCKET}, {keys}"
     )
 
