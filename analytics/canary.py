@@ -22,7 +22,10 @@
   ``D > max_ks_distance`` and ``p < alpha``; else pass.
 
 Per-request facts live only in raw rows, so the comparison reads ``requests`` narrowed by model (and
-traffic class and bundle), which the table's primary key serves directly.
+traffic class and bundle), which the table's primary key serves directly. The engine does the counting:
+per side, requests and rate numerators per latency code (the histogram the bootstrap resamples) and the
+two output statistics the KS tests compare; across sides, the input-matched argmax pairs. Only those small
+results reach Python.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 from pydantic import Field, field_validator, model_validator
 
@@ -42,6 +46,7 @@ from inferensics.analytics.filters import Filters as _Filters
 from inferensics.analytics.filters import _utc, check_filter_values
 from inferensics.schema import columns as col
 from inferensics.schema.events import CanaryVerdictEvent
+from inferensics.schema.rollups import LATENCY_CODE_MAX, latency_code_sql
 
 Outcome = Literal["pass", "fail", "inconclusive", "skipped"]
 EVIDENCE_SCHEMA: dict[str, Any] = {
@@ -56,20 +61,15 @@ EVIDENCE_SCHEMA: dict[str, Any] = {
     "outcome": pl.String,
     "rule": pl.String,
 }
-_FIELDS = (
-    col.TS,
-    col.LATENCY_MS,
-    col.STATUS,
-    col.OUTCOME,
-    col.RECOMPILES,
-    col.CACHE_STATUS,
-    col.INPUT_DIGEST,
-    col.FP_ARGMAX_DIGEST,
-    col.FP_NAN,
-    col.FP_INF,
-    col.FP_MEAN,
-    col.FP_STD,
+_RATE_SQL: tuple[tuple[str, str, bool], ...] = (
+    ("error_rate", f"{col.STATUS} = 'error'", False),
+    ("fallback_rate", f"{col.OUTCOME} = 'fallback'", False),
+    ("recompile_rate", f"{col.RECOMPILES} > 0", False),
+    ("cache_miss_rate", f"{col.CACHE_STATUS} IN ('miss', 'mixed')", False),
+    ("nonfinite_rate", f"({col.FP_NAN} + {col.FP_INF}) > 0", True),
 )
+"""Rate checks: metric, the SQL condition a request counts towards, and whether any increase fails."""
+_DRIFT_COLUMNS = (col.FP_MEAN, col.FP_STD)
 
 
 class CanaryParams(_Filters):
@@ -160,15 +160,36 @@ class CanaryResult:
         return pl.concat([self.evidence, pl.DataFrame([row], schema=EVIDENCE_SCHEMA)])
 
 
-def _side(client: QueryClient, params: CanaryParams, side: str) -> pl.DataFrame:
+@dataclass(frozen=True)
+class _Side:
+    """What the checks need of one side, computed by the engine."""
+
+    requests: int
+    """Requests compared (at most ``max_rows``)."""
+    truncated: bool
+    hist: npt.NDArray[np.int64]
+    """Requests per latency code."""
+    rates: dict[str, int]
+    """Requests counting towards each rate metric."""
+    drift: dict[str, npt.NDArray[np.float64]]
+    """The output statistics (``fp_mean``, ``fp_std``) of every compared request."""
+    rows_sql: str
+    """SQL of the side's compared requests (every column), for the cross-side agreement query."""
+    values: dict[str, Any]
+    """Parameters of ``rows_sql`` (named apart from the other side's)."""
+
+
+def _side_rows(client: QueryClient, params: CanaryParams, side: str, values: dict[str, Any]) -> tuple[str, int, bool]:
+    """SQL of the side's requests (the earliest ``max_rows``), how many there are, and whether it was cut."""
     lo, hi = params.window(side)
     bundle = params.baseline if side == "baseline" else params.candidate
+    k = side[0]
     where = [
-        f"{col.MODEL} = {{m:String}}",
-        f"{col.TS} >= {{lo:DateTime64(6, 'UTC')}}",
-        f"{col.TS} < {{hi:DateTime64(6, 'UTC')}}",
+        f"{col.MODEL} = {{{k}_m:String}}",
+        f"{col.TS} >= {{{k}_lo:DateTime64(6, 'UTC')}}",
+        f"{col.TS} < {{{k}_hi:DateTime64(6, 'UTC')}}",
     ]
-    values: dict[str, Any] = {"m": params.model, "lo": lo, "hi": hi, "n": params.max_rows}
+    values.update({f"{k}_m": params.model, f"{k}_lo": lo, f"{k}_hi": hi, f"{k}_n": params.max_rows})
     for name, column, value in (
         ("tc", col.TRAFFIC_CLASS, params.traffic_class),
         ("hp", col.HW_POOL, params.hw_pool),
@@ -176,13 +197,30 @@ def _side(client: QueryClient, params: CanaryParams, side: str) -> pl.DataFrame:
         ("b", col.BUNDLE_ID, bundle),
     ):
         if value is not None:
-            where.append(f"{column} = {{{name}:String}}")
-            values[name] = value
-    return client.query_frame(
-        f"SELECT {', '.join(f'`{f}`' for f in _FIELDS)} FROM {client.database}.requests "
-        f"WHERE {' AND '.join(where)} ORDER BY {col.TS}, {col.REQUEST_ID} LIMIT {{n:UInt64}}",
+            where.append(f"{column} = {{{k}_{name}:String}}")
+            values[f"{k}_{name}"] = value
+    rows = f"SELECT * FROM {client.database}.requests WHERE {' AND '.join(where)}"
+    total = int(client.query_frame(f"SELECT count() AS n FROM ({rows})", values).item())
+    if total <= params.max_rows:
+        return rows, total, False
+    return f"{rows} ORDER BY {col.TS}, {col.REQUEST_ID} LIMIT {{{k}_n:UInt64}}", params.max_rows, True
+
+
+def _side(client: QueryClient, params: CanaryParams, side: str) -> _Side:
+    values: dict[str, Any] = {}
+    rows, n, truncated = _side_rows(client, params, side, values)
+    counts = ", ".join(f"countIf({cond}) AS r{i}" for i, (_, cond, _) in enumerate(_RATE_SQL))
+    per_code = client.query_frame(
+        f"SELECT {latency_code_sql(col.LATENCY_MS)} AS code, count() AS n, {counts} FROM ({rows}) GROUP BY code",
         values,
     )
+    hist = np.zeros(LATENCY_CODE_MAX + 1, dtype=np.int64)
+    if per_code.height:
+        hist[per_code.get_column("code").to_numpy().astype(np.int64)] = per_code.get_column("n").to_numpy()
+    rates = {m: int(per_code.get_column(f"r{i}").sum() or 0) for i, (m, _, _) in enumerate(_RATE_SQL)}
+    outputs = client.query_frame(f"SELECT {', '.join(_DRIFT_COLUMNS)} FROM ({rows})", values)
+    drift = {c: outputs.get_column(c).cast(pl.Float64).to_numpy() for c in _DRIFT_COLUMNS}
+    return _Side(n, truncated, hist, rates, drift, rows, values)
 
 
 def _row(  # noqa: PLR0917 (one evidence row: positional in table order)
@@ -214,9 +252,8 @@ def _row(  # noqa: PLR0917 (one evidence row: positional in table order)
     }
 
 
-def _latency_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> list[dict[str, Any]]:
-    hb = stats.histogram(base.get_column(col.LATENCY_MS).cast(pl.Float64).to_numpy())
-    hc = stats.histogram(cand.get_column(col.LATENCY_MS).cast(pl.Float64).to_numpy())
+def _latency_rows(base: _Side, cand: _Side, params: CanaryParams) -> list[dict[str, Any]]:
+    hb, hc = base.hist, cand.hist
     limit = 1 + params.latency_tolerance
     rows = []
     quantiles = (0.5, 0.95, 0.99)
@@ -242,20 +279,11 @@ def _latency_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) 
     return rows
 
 
-_RATES: tuple[tuple[str, pl.Expr, bool], ...] = (
-    ("error_rate", pl.col(col.STATUS) == "error", False),
-    ("fallback_rate", pl.col(col.OUTCOME) == "fallback", False),
-    ("recompile_rate", pl.col(col.RECOMPILES) > 0, False),
-    ("cache_miss_rate", pl.col(col.CACHE_STATUS).is_in(["miss", "mixed"]), False),
-    ("nonfinite_rate", (pl.col(col.FP_NAN) + pl.col(col.FP_INF)) > 0, True),
-)
-
-
-def _rate_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> list[dict[str, Any]]:
+def _rate_rows(base: _Side, cand: _Side, params: CanaryParams) -> list[dict[str, Any]]:
     rows = []
-    for metric, expr, strict in _RATES:
-        xb, xc = int(base.select(expr.sum()).item() or 0), int(cand.select(expr.sum()).item() or 0)
-        nb, nc = base.height, cand.height
+    for metric, _, strict in _RATE_SQL:
+        xb, xc = base.rates[metric], cand.rates[metric]
+        nb, nc = base.requests, cand.requests
         p = stats.proportion_test(xb, nb, xc, nc)
         rb, rc = (xb / nb if nb else math.nan), (xc / nc if nc else math.nan)
         lo, hi = stats.wilson_interval(xc, nc)
@@ -266,18 +294,20 @@ def _rate_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> 
     return rows
 
 
-def _agreement_row(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> dict[str, Any]:
-    def first(frame: pl.DataFrame) -> pl.DataFrame:
+def _agreement_row(client: QueryClient, base: _Side, cand: _Side, params: CanaryParams) -> dict[str, Any]:
+    def first(rows: str) -> str:
+        # The earliest request per input digest (ties: the smallest argmax digest).
         return (
-            frame.filter((pl.col(col.INPUT_DIGEST) != "") & (pl.col(col.FP_ARGMAX_DIGEST) != ""))
-            .sort([col.TS, col.FP_ARGMAX_DIGEST])
-            .group_by(col.INPUT_DIGEST)
-            .agg(pl.col(col.FP_ARGMAX_DIGEST).first())
+            f"SELECT {col.INPUT_DIGEST}, argMin({col.FP_ARGMAX_DIGEST}, ({col.TS}, {col.FP_ARGMAX_DIGEST})) AS a "
+            f"FROM ({rows}) WHERE {col.INPUT_DIGEST} != '' AND {col.FP_ARGMAX_DIGEST} != '' GROUP BY {col.INPUT_DIGEST}"
         )
 
-    pairs = first(base).join(first(cand), on=col.INPUT_DIGEST, suffix="_c")
-    n = pairs.height
-    agree = int(pairs.select((pl.col(col.FP_ARGMAX_DIGEST) == pl.col(f"{col.FP_ARGMAX_DIGEST}_c")).sum()).item() or 0)
+    pairs = client.query_frame(
+        f"SELECT count() AS n, countIf(b.a = c.a) AS agree FROM ({first(base.rows_sql)}) AS b "
+        f"INNER JOIN ({first(cand.rows_sql)}) AS c ON b.{col.INPUT_DIGEST} = c.{col.INPUT_DIGEST}",
+        base.values | cand.values,
+    )
+    n, agree = int(pairs.item(0, "n")), int(pairs.item(0, "agree"))
     lo, hi = stats.wilson_interval(agree, n)
     rule = f"agreement < {params.min_agreement:g} over >= {params.min_pairs} input-matched pairs fails"
     outcome: Outcome = "skipped" if n < params.min_pairs else ("fail" if agree / n < params.min_agreement else "pass")
@@ -295,11 +325,10 @@ def _agreement_row(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams)
     )
 
 
-def _drift_rows(base: pl.DataFrame, cand: pl.DataFrame, params: CanaryParams) -> list[dict[str, Any]]:
+def _drift_rows(base: _Side, cand: _Side, params: CanaryParams) -> list[dict[str, Any]]:
     rows = []
-    for column in (col.FP_MEAN, col.FP_STD):
-        a = base.get_column(column).cast(pl.Float64).to_numpy()
-        b = cand.get_column(column).cast(pl.Float64).to_numpy()
+    for column in _DRIFT_COLUMNS:
+        a, b = base.drift[column], cand.drift[column]
         d, p = stats.ks_test(a, b)
         failed = not math.isnan(d) and d > params.max_ks_distance and p < params.alpha
         rule = f"KS D > {params.max_ks_distance:g} with p < {params.alpha:g} fails"
@@ -333,16 +362,16 @@ def compare_canary(client: QueryClient, params: CanaryParams) -> CanaryResult:
         if bundle is not None:
             check_filter_values(client, _Filters(bundle=bundle), ("requests_1h",))
     base, cand = _side(client, params, "baseline"), _side(client, params, "candidate")
-    truncated = max(base.height, cand.height) >= params.max_rows
+    truncated = base.truncated or cand.truncated
     rows = [
         *_latency_rows(base, cand, params),
         *_rate_rows(base, cand, params),
-        _agreement_row(base, cand, params),
+        _agreement_row(client, base, cand, params),
         *_drift_rows(base, cand, params),
     ]
     evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
     outcomes = evidence.get_column("outcome").to_list()
-    if min(base.height, cand.height) < params.min_requests:
+    if min(base.requests, cand.requests) < params.min_requests:
         verdict, rule = "inconclusive", f"fewer than {params.min_requests} requests on a side"
     elif "fail" in outcomes:
         failed = evidence.filter(pl.col("outcome") == "fail").get_column("metric").to_list()
@@ -352,7 +381,7 @@ def compare_canary(client: QueryClient, params: CanaryParams) -> CanaryResult:
         verdict, rule = "inconclusive", "undecided: " + ", ".join(open_)
     else:
         verdict, rule = "pass", "every check passed"
-    return CanaryResult(verdict, rule, evidence, base.height, cand.height, truncated)  # type: ignore[arg-type]
+    return CanaryResult(verdict, rule, evidence, base.requests, cand.requests, truncated)  # type: ignore[arg-type]
 
 
 def canary_compare(client: QueryClient, params: CanaryParams) -> pl.DataFrame:

@@ -172,3 +172,18 @@ def test_equal_bundles_pass_and_two_windows(store: Store) -> None:
     )
     in_first_two_hours = n + 3600  # all of b1 (0 .. 4000 s) and b2's first hour (3600 .. 7200 s)
     assert (split.baseline_requests, split.candidate_requests) == (in_first_two_hours, 2 * n - in_first_two_hours)
+
+
+def test_max_rows_keeps_the_earliest_requests(fleet_store: Store, fleet: Fleet) -> None:
+    params = CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, max_rows=120, min_requests=10, **WEEK)
+    result = compare_canary(fleet_store, params)
+    assert result.truncated
+    assert (result.baseline_requests, result.candidate_requests) == (120, 120)
+    ev = {r["metric"]: r for r in result.evidence.iter_rows(named=True)}
+    for bundle, side in ((BASELINE, "baseline"), (CANDIDATE, "candidate")):
+        kept = _side(fleet, bundle).sort([col.TS, col.REQUEST_ID]).head(120)
+        assert ev["error_rate"][side] == pytest.approx(kept.select((pl.col(col.STATUS) == "error").mean()).item())
+        codes = sorted(latency_code(x) for x in kept.get_column(col.LATENCY_MS).to_list())
+        assert ev["p95_ms"][side] == pytest.approx(latency_decode(codes[math.ceil(0.95 * len(codes)) - 1]))
+    assert compare_canary(fleet_store, params.model_copy(update={"max_rows": 10**6})).truncated is False
+    assert "rows truncated at max_rows" in result.to_frame().row(-1, named=True)["rule"]
