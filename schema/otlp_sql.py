@@ -16,7 +16,10 @@ the contract of :mod:`inferensics.schema.otlp`, with the same validation as the 
 
 Two steps per spool segment: :func:`records_sql` parses the requests once into the spans that carry rows
 (``inferensics.*`` spans and spans with ``inferensics.*`` events), and :func:`rows_sql` pivots one
-table's span and event rows into its columns plus ``_reject``.
+table's span and event rows into its columns plus ``_reject``. The pivot looks each attribute key up once
+(``_c``, a column code per attribute) and finds a column's attribute with an integer ``indexOf``; the
+engine's analysis of the generated query is a fixed cost per segment of the same order as the work on
+20k rows, so the query is kept as small as the checks allow (see benchmarks/bench_collector_load.py).
 
 Known differences from the Python reference: a float stringified into ``attrs`` uses the engine's
 shortest form (``1e+20`` in Python is ``100000000000000000000`` here, ``5.0`` is ``5``); a ``kvlist``
@@ -231,11 +234,13 @@ def dropped_sql(records: str) -> str:
 
 
 def names_sql(records: str) -> str:
-    """Span and event names in ``records`` with how many of each: which tables a segment has rows for."""
+    """Span and event names in ``records`` with how many spans and how many events carry each: which tables a
+    segment has rows for, and whether they come from spans, span events or both (see :func:`rows_sql`)."""
     prefix = _q(PREFIX)
     return (
-        f"SELECT name, count() FROM (SELECT {NAME} AS name FROM {records} WHERE startsWith({NAME}, {prefix}) "
-        f"UNION ALL SELECT e.name AS name FROM {records} ARRAY JOIN _ev AS e) GROUP BY name"
+        f"SELECT name, sum(s), sum(e) FROM (SELECT {NAME} AS name, 1 AS s, 0 AS e FROM {records} "
+        f"WHERE startsWith({NAME}, {prefix}) UNION ALL SELECT ev.name AS name, 0 AS s, 1 AS e FROM {records} "
+        "ARRAY JOIN _ev AS ev) GROUP BY name"
     )
 
 
@@ -244,73 +249,96 @@ def known_names() -> list[str]:
     return [span_name(m) for m in EVENT_MODELS]
 
 
-def _candidates(model: type[Event], records: str) -> str:
-    """The model's span rows and event rows as (_t, _a, _own, _r): ``_a`` is the row's own attributes
-    followed by those it may inherit from its span; ``_own`` how many are its own."""
+def _candidates(model: type[Event], records: str, *, spans: bool, events: bool) -> str:
+    """The model's span rows and/or event rows as (_t, _a, _r): ``_a`` is the row's own attributes followed
+    by those it may inherit from its span (only inheritable column keys, so every unknown key is its own)."""
     name = _q(span_name(model))
     mine = [c for c in INHERITED if c in model.model_fields]
     branches = []
-    for parent in EVENT_MODELS:
-        keys = [PREFIX + c for c in mine if c in parent.model_fields]
-        branches.append(f"{NAME} = {_q(span_name(parent))}, kv.key IN {_set(keys)}")
-    # a foreign span (or one of an unknown table) passes every inheritable attribute it has
-    allowed = f"multiIf({', '.join(branches)}, kv.key IN {_set([PREFIX + c for c in mine])})"
-    return (
-        f"SELECT _t, _a, length(_a) AS _own, _r FROM {records} WHERE {NAME} = {name} "
-        f"UNION ALL SELECT if(e.time_unix_nano = 0, _t, e.time_unix_nano) AS _t, "
-        f"arrayConcat(e.attributes, arrayFilter(kv -> {allowed}, _a)) AS _a, length(e.attributes) AS _own, _r "
-        f"FROM {records} ARRAY JOIN _ev AS e WHERE e.name = {name}"
-    )
+    if spans:
+        branches.append(f"SELECT _t, _a, _r FROM {records} WHERE {NAME} = {name}")
+    if events:
+        inherit = []
+        for parent in EVENT_MODELS:
+            keys = [PREFIX + c for c in mine if c in parent.model_fields]
+            inherit.append(f"{NAME} = {_q(span_name(parent))}, kv.key IN {_set(keys)}")
+        # a foreign span (or one of an unknown table) passes every inheritable attribute it has
+        allowed = f"multiIf({', '.join(inherit)}, kv.key IN {_set([PREFIX + c for c in mine])})"
+        branches.append(
+            f"SELECT if(e.time_unix_nano = 0, _t, e.time_unix_nano) AS _t, "
+            f"arrayConcat(e.attributes, arrayFilter(kv -> {allowed}, _a)) AS _a, _r "
+            f"FROM {records} ARRAY JOIN _ev AS e WHERE e.name = {name}"
+        )
+    if not branches:
+        raise ValueError("rows_sql needs span rows, event rows or both")
+    return " UNION ALL ".join(branches)
 
 
-def rows_sql(model: type[Event], records: str) -> str:
+def rows_sql(model: type[Event], records: str, *, spans: bool = True, events: bool = True) -> str:
     """``model``'s rows from the spans in ``records`` (a table or subquery of :func:`records_sql`).
 
-    Columns: the model's fields in order, then ``_reject`` (see :data:`REJECT`).
+    Columns: the model's fields in order, then ``_reject`` (see :data:`REJECT`). ``spans`` / ``events``
+    choose where rows come from (spans named after the table, span events named after it): leaving out a
+    source that has no rows in ``records`` saves a pass over it.
     """
-    return _pivot(model, records)[0]
+    return _pivot(model, records, spans=spans, events=events)[0]
 
 
 def reject_messages(model: type[Event]) -> list[str]:
     """The messages that :data:`REJECT` codes of ``model``'s rows stand for (code ``i`` is item ``i - 1``)."""
-    return _pivot(model, "records")[1]
+    return _pivot(model, "records", spans=True, events=True)[1]
 
 
-def _pivot(model: type[Event], records: str) -> tuple[str, list[str]]:
+def _codes(model: type[Event]) -> tuple[str, dict[str, int], dict[str, int]]:
+    """SQL for ``_c``, the code of every attribute in ``_a``: the 1-based index of the column whose key it is,
+    a code past the columns for an entry of a map column (``inferensics.attrs.<k>``), 0 for an unknown key.
+    One hashed lookup per attribute; each column then finds its attribute with an integer ``indexOf``."""
+    names = list(model.model_fields)
+    column = {n: i + 1 for i, n in enumerate(names)}
+    entry: dict[str, int] = {h: len(names) + 1 + i for i, h in enumerate(h for h in MAP_COLUMNS if h in column)}
+    if len(names) + len(entry) > 255:
+        raise ValueError(f"{model.__name__}: more than 255 columns and map columns do not fit UInt8 codes")
+    keys = "[" + ", ".join(_q(PREFIX + n) for n in names) + "]"
+    codes = "[" + ", ".join(str(column[n]) for n in names) + "]::Array(UInt8)"
+    expr = f"transform(k, {keys}, {codes}, 0::UInt8)"
+    for h, code in entry.items():
+        head = PREFIX + h + "."
+        expr = f"if(startsWith(k, {_q(head)}) AND length(k) > {len(head)}, {code}::UInt8, {expr})"
+    return f"arrayMap(k -> {expr}, _a.key)", column, entry
+
+
+def _pivot(model: type[Event], records: str, *, spans: bool, events: bool) -> tuple[str, list[str]]:
     schema = arrow_schema(model)
     fields = model.model_fields
-    column_keys = [PREFIX + n for n in fields]
-    map_heads = [h for h in MAP_COLUMNS if h in fields]
-    entry = {h: f"startsWith(kv.key, {_q(PREFIX + h + '.')}) AND length(kv.key) > {len(PREFIX + h) + 1}"
-             for h in map_heads}  # fmt: skip
-    is_extra = f"kv.key NOT IN {_set(column_keys)}" + "".join(f" AND NOT ({e})" for e in entry.values())
-    select: list[str] = [
-        "arraySlice(_a, 1, _own) AS _mine",
-        f"arrayFilter(kv -> {is_extra}, _mine) AS _extra",
-    ]
-    value = tuple_value("kv.value")
-    for h in map_heads:
+    codes, column, entry = _codes(model)
+    select: list[str] = [f"{codes} AS _c"]
+    value = tuple_value("v")
+
+    def picked(code: int) -> tuple[str, str]:
+        keys = f"arrayFilter((k, c) -> c = {code}, _a.key, _c)"
+        texts = f"arrayMap(v -> {_text(value)}, arrayFilter((v, c) -> c = {code}, _a.value, _c))"
+        return keys, texts
+
+    for h, code in entry.items():
+        keys, texts = picked(code)
         n = len(PREFIX + h) + 1
-        select.append(
-            f"mapFromArrays(arrayMap(kv -> substring(kv.key, {n + 1}), arrayFilter(kv -> {entry[h]}, _mine)), "
-            f"arrayMap(kv -> {_text(value)}, arrayFilter(kv -> {entry[h]}, _mine))) AS _e_{h}"
-        )
+        select.append(f"mapFromArrays(arrayMap(k -> substring(k, {n + 1}), {keys}), {texts}) AS _e_{h}")
     bad: list[tuple[str, str]] = []
     outputs: list[str] = []
     for f in schema:
         name, kind = f.name, column_kind(f.type)
         if kind == "floatlist":
             raise NotImplementedError(f"{model.__name__}.{name}: no SQL decoding for lists of floats yet")
-        key = _q(PREFIX + name)
         required = fields[name].is_required()
         bits = _INT_BITS.get(str(f.type.value_type if pa.types.is_list(f.type) else f.type), 0)
         ch_type = _CH_OF_KIND.get(kind, "")
         if kind == "map":
             entries = f"_e_{name}"
-            whole = f"has(_a.key, {key})"
+            whole = f"has(_c, {column[name]})"
             if name == col.ATTRS:
-                extra = f"mapFromArrays(arrayMap(kv -> kv.key, _extra), arrayMap(kv -> {_text(value)}, _extra))"
-                outputs.append(f"mapUpdate({extra}, {entries}) AS {name}")
+                extra_keys, extra_texts = picked(0)
+                select.append(f"{extra_keys} AS _extra")
+                outputs.append(f"mapUpdate(mapFromArrays(_extra, {extra_texts}), {entries}) AS {name}")
                 whole_ok = f"(NOT empty({entries}) OR NOT empty(_extra))"
             else:
                 outputs.append(f"{entries} AS {name}")
@@ -318,7 +346,7 @@ def _pivot(model: type[Event], records: str) -> tuple[str, list[str]]:
             bad.append((f"{whole} AND NOT {whole_ok}", f"{name}: a map travels as {PREFIX}{name}.<key>"))
             continue
         # own attributes come first in _a, so the first match is the row's own value, else its span's
-        select.append(f"indexOf(_a.key, {key}) AS _x_{name}")
+        select.append(f"indexOf(_c, {column[name]}) AS _x_{name}")
         g = f"(_x_{name} > 0)"
         v = indexed_value("_a", f"_x_{name}")
         ok, taken = _check(kind, v, bits)
@@ -345,11 +373,12 @@ def _pivot(model: type[Event], records: str) -> tuple[str, list[str]]:
         expected = _EXPECTED[kind] + (f" in 0..{2**bits - 1}" if bits else "")
         bad.append((f"{g} AND NOT {ok}", f"{name}: expected {expected}"))
     bad += _validators(model)
-    codes = ", ".join(f"{cond}, {i + 1}" for i, (cond, _) in enumerate(bad))
-    reject = f"toUInt16(multiIf({codes}, 0)) AS {REJECT}"
+    codes_sql = ", ".join(f"{cond}, {i + 1}" for i, (cond, _) in enumerate(bad))
+    reject = f"toUInt16(multiIf({codes_sql}, 0)) AS {REJECT}"
     names = ", ".join(schema.names)
     inner = ", ".join(select + outputs + [reject])
-    sql = f"SELECT {names}, {REJECT} FROM (SELECT {inner} FROM ({_candidates(model, records)}))"
+    source = _candidates(model, records, spans=spans, events=events)
+    sql = f"SELECT {names}, {REJECT} FROM (SELECT {inner} FROM ({source}))"
     return sql, [message for _, message in bad]
 
 

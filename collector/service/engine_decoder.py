@@ -153,15 +153,17 @@ class EngineDecoder:
             out.dropped["sdk_attributes"] += int(attributes or 0)
             out.dropped["sdk_events"] += int(events or 0)
             names = client.query(names_sql(f"{db}.{RECORDS}")).result_rows
-            for span, n in sorted((str(a), int(b)) for a, b in names):
+            for span, spans, events in sorted((str(a), int(b), int(c)) for a, b, c in names):
+                n = spans + events
                 if span not in self._known:
-                    out.rejected["unknown_table"] += int(n)
-                    _note(out, f"{int(n)} span(s) or event(s) named {span!r}: no table of that name")
+                    out.rejected["unknown_table"] += n
+                    _note(out, f"{n} span(s) or event(s) named {span!r}: no table of that name")
                     continue
                 model = MODELS_BY_TABLE[span.split(".", 1)[1]]
                 table = model.TABLE.name
-                client.command(f"CREATE OR REPLACE TABLE {db}.{ROWS} ENGINE = Memory AS "
-                               f"{rows_sql(model, f'{db}.{RECORDS}')}", settings=settings)  # fmt: skip
+                pivot = rows_sql(model, f"{db}.{RECORDS}", spans=spans > 0, events=events > 0)
+                # settings inline: the client applies per-call settings with a query per SET and per restore
+                client.command(f"CREATE OR REPLACE TABLE {db}.{ROWS} ENGINE = Memory AS {pivot}{_inline(settings)}")
                 counts = f"countIf({REJECT} = 0), countIf({REJECT} != 0), groupUniqArrayIf(3)({REJECT}, {REJECT} != 0)"
                 good, bad, samples = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
                 if bad:
@@ -175,22 +177,21 @@ class EngineDecoder:
                     before_insert()
                 columns = ", ".join(model.model_fields)
                 before = _count(store, table) if possibly_seen else 0
-                client.command(
-                    f"INSERT INTO {db}.{table} ({columns}) SELECT {columns} FROM {db}.{ROWS} WHERE {REJECT} = 0",
-                    settings={
-                        **self.insert_settings,
-                        "async_insert": 0,
-                        "parallel_view_processing": 1,
-                        "insert_deduplicate": 1,
-                        "insert_deduplication_token": f"{name}:{table}",
-                        "deduplicate_blocks_in_dependent_materialized_views": 1,
-                        # one block per table and segment, so a replay forms the same deduplicated block
-                        "min_insert_block_size_rows": 1 << 40,
-                        "min_insert_block_size_bytes": 1 << 40,
-                        "max_insert_threads": 1,
-                        "max_block_size": 1 << 30,
-                    },
-                )
+                insert = {
+                    **self.insert_settings,
+                    "async_insert": 0,
+                    "parallel_view_processing": 1,
+                    "insert_deduplicate": 1,
+                    "insert_deduplication_token": f"{name}:{table}",
+                    "deduplicate_blocks_in_dependent_materialized_views": 1,
+                    # one block per table and segment, so a replay forms the same deduplicated block
+                    "min_insert_block_size_rows": 1 << 40,
+                    "min_insert_block_size_bytes": 1 << 40,
+                    "max_insert_threads": 1,
+                    "max_block_size": 1 << 30,
+                }
+                client.command(f"INSERT INTO {db}.{table} ({columns}){_inline(insert)} "
+                               f"SELECT {columns} FROM {db}.{ROWS} WHERE {REJECT} = 0")  # fmt: skip
                 landed = _count(store, table) - before if possibly_seen else int(good)
                 out.sent += int(good)
                 out.landed += landed
@@ -206,6 +207,15 @@ class EngineDecoder:
 def _note(out: SegmentResult, message: str) -> None:
     if len(out.messages) < MAX_MESSAGES:
         out.messages.append(message)
+
+
+def _inline(settings: dict[str, Any]) -> str:
+    """A ``SETTINGS`` clause (one query instead of the client's SET and restore per setting)."""
+
+    def literal(v: Any) -> str:
+        return str(int(v)) if isinstance(v, bool | int) else f"'{_escape(str(v))}'"
+
+    return " SETTINGS " + ", ".join(f"{k} = {literal(v)}" for k, v in settings.items()) if settings else ""
 
 
 def _escape(text: str) -> str:
