@@ -11,10 +11,18 @@ from pathlib import Path
 import streamlit as st
 
 from inferensics.collector.client import ServiceError
-from inferensics.dashboard._internal.filters import apply_pending_filters, filter_sidebar
+from inferensics.dashboard._internal import queries
+from inferensics.dashboard._internal.filters import apply_pending_filters, current_filters, filter_sidebar
 from inferensics.dashboard._internal.navigation import PAGES
 from inferensics.dashboard._internal.options import filter_options
-from inferensics.dashboard._internal.service import check_service, error_panel, service_errors, token_fingerprint
+from inferensics.dashboard._internal.service import (
+    QueryCall,
+    check_service,
+    error_panel,
+    prefetch,
+    service_errors,
+    token_fingerprint,
+)
 from inferensics.dashboard._internal.settings import current_settings
 
 HERE = Path(__file__).resolve().parent
@@ -38,6 +46,15 @@ navigation = st.navigation(sections)
 settings = current_settings()
 with st.sidebar:
     st.caption(f"Service `{settings.service_url}` · token {token_fingerprint(settings.token)}")
+apply_pending_filters()
+current = next((p for p in PAGES if p.url_path == navigation.url_path), PAGES[0])
+# Everything the run will ask the service goes out now, at once: the service check, the filter values and
+# the page's own queries (the calls below wait for the answers in flight instead of asking one after the
+# other, and the page draws its title meanwhile).
+calls: list[QueryCall] = [(queries.DIMENSION_VALUES, {})] if current.filtered else []
+if current.queries is not None:
+    calls.extend(current.queries(current_filters()).values())
+prefetch(*calls, health=True, wait=False)
 try:
     health = check_service()
 except ServiceError as exc:
@@ -51,8 +68,6 @@ if not health.get("ready", False):
         icon=":material/hourglass_top:",
     )
 
-apply_pending_filters()
-current = next((p for p in PAGES if p.url_path == navigation.url_path), PAGES[0])
 if current.filtered:
     with service_errors():
         options = filter_options()

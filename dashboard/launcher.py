@@ -25,7 +25,8 @@ DEFAULT_PORT: Final = 8501
 
 
 def streamlit_argv(port: int = DEFAULT_PORT, address: str = "127.0.0.1") -> list[str]:
-    """The ``streamlit run`` command line: headless, no usage statistics, no file watcher."""
+    """The ``streamlit run`` command line: headless, no usage statistics, no file watcher, no "magic" (a bare
+    string in a page script is never drawn)."""
     return [
         sys.executable, "-m", "streamlit", "run", str(APP_FILE),
         "--server.headless", "true",
@@ -33,6 +34,7 @@ def streamlit_argv(port: int = DEFAULT_PORT, address: str = "127.0.0.1") -> list
         "--server.address", address,
         "--server.fileWatcherType", "none",
         "--server.runOnSave", "false",
+        "--runner.magicEnabled", "false",
         "--browser.gatherUsageStats", "false",
         "--global.developmentMode", "false",
         "--client.toolbarMode", "minimal",

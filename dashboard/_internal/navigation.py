@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
+
+from inferensics.dashboard._internal.filters import Filters
+from inferensics.dashboard._internal.service import QueryCall
+from inferensics.dashboard.views import overview
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,10 +23,21 @@ class PageSpec:
     section: str
     filtered: bool
     """Whether the sidebar slice filters (model, pool, traffic class, bundle) apply."""
+    queries: Callable[[Filters], Mapping[str, QueryCall]] | None = None
+    """The page's named queries for the selected filters, when they are known before it runs: the app asks
+    for them together with the service check and the filter values, in one round."""
 
 
 PAGES: Final[tuple[PageSpec, ...]] = (
-    PageSpec("views/overview.py", "On-call overview", "overview", ":material/monitor_heart:", "On call", True),
+    PageSpec(
+        "views/overview.py",
+        "On-call overview",
+        "overview",
+        ":material/monitor_heart:",
+        "On call",
+        True,
+        overview.page_queries,
+    ),
     PageSpec("views/request.py", "Request drill-down", "request", ":material/search:", "On call", False),
     PageSpec("views/canary.py", "Canary comparison", "canary", ":material/compare_arrows:", "Releases", False),
     PageSpec("views/bundles.py", "Bundles", "bundles", ":material/inventory_2:", "Releases", True),

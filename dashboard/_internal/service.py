@@ -8,13 +8,14 @@ parameters for a short time, so moving between pages does not repeat slow querie
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import httpx
 import polars as pl
@@ -22,7 +23,12 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from inferensics.collector.client import TOKEN_ENV, ServiceClient, ServiceError
-from inferensics.dashboard._internal.settings import CACHE_TTL_ENV, DEFAULT_CACHE_TTL_S, current_settings
+from inferensics.dashboard._internal.settings import (
+    CACHE_TTL_ENV,
+    DEFAULT_CACHE_TTL_S,
+    DashboardSettings,
+    current_settings,
+)
 
 _TTL: Final = int(os.environ.get(CACHE_TTL_ENV, "") or DEFAULT_CACHE_TTL_S)
 
@@ -47,26 +53,69 @@ def _body(params: Mapping[str, Any]) -> str:
     return json.dumps({k: v for k, v in params.items() if v is not None}, sort_keys=True, default=_json_value)
 
 
-def prefetch(*calls: tuple[str, Mapping[str, Any]]) -> None:
-    """Ask the service for several named queries at once, so that the page's :func:`run_query` calls that
-    follow find their answers cached instead of waiting for each in turn.
+QueryCall = tuple[str, Mapping[str, Any]]
+"""A named query of the service and its parameters."""
 
-    Failures are left for those calls to raise (an exception is not cached, so the page's own call repeats
-    the request and shows the error panel).
-    """
-    settings = current_settings()
+
+def _start(settings: DashboardSettings, calls: Sequence[QueryCall], *, health: bool) -> Callable[[], list[object]]:
+    """Start ``calls`` (and the health check) at once, each in its own thread; returns a function that waits
+    for them and gives per call its answer or its error."""
     ctx = get_script_run_ctx()
+    jobs: list[Callable[[], object]] = [
+        functools.partial(_query, settings.service_url, settings.token, name, _body(params)) for name, params in calls
+    ]
+    if health:
+        jobs.append(functools.partial(_health, settings.service_url, settings.token))
+    results: list[object] = [None] * len(jobs)
 
-    def one(name: str, body: str) -> None:
-        with contextlib.suppress(Exception):
-            _query(settings.service_url, settings.token, name, body)
+    def one(i: int) -> None:
+        try:
+            results[i] = jobs[i]()
+        except Exception as exc:  # handed back: fetch_queries raises it, prefetch leaves it to the next call
+            results[i] = exc
 
-    threads = [threading.Thread(target=one, args=(name, _body(params)), daemon=True) for name, params in calls]
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(jobs))]
     for thread in threads:
         add_script_run_ctx(thread, ctx)
         thread.start()
-    for thread in threads:
-        thread.join()
+
+    def wait() -> list[object]:
+        for thread in threads:
+            thread.join()
+        return results
+
+    return wait
+
+
+def prefetch(*calls: QueryCall, health: bool = False, wait: bool = True) -> None:
+    """Ask the service for several named queries (and, with ``health``, its health) at once, so that the
+    calls that follow find their answers cached instead of waiting for each in turn.
+
+    With ``wait=False`` it returns at once: a later call with the same arguments waits for the answer in
+    flight (Streamlit's cache holds one lock per key) instead of asking again, so the run can draw what needs
+    no answer meanwhile. Failures are left for the later calls to raise (an exception is not cached, so such
+    a call repeats the request and shows the error panel).
+    """
+    waiting = _start(current_settings(), calls, health=health)
+    if wait:
+        waiting()
+
+
+def fetch_queries(what: str, calls: Mapping[str, QueryCall]) -> dict[str, pl.DataFrame]:
+    """Several named queries at once under one spinner saying ``what`` is loading; answers by the keys of
+    ``calls``.
+
+    Raises:
+        ServiceError: the first failed call in the order of ``calls`` (see :func:`run_query`).
+    """
+    with st.spinner(f"Loading {what}…"):
+        results = _start(current_settings(), list(calls.values()), health=False)()
+    answers: dict[str, pl.DataFrame] = {}
+    for key, result in zip(calls, results, strict=True):
+        if isinstance(result, Exception):
+            raise result
+        answers[key] = cast(pl.DataFrame, result)
+    return answers
 
 
 def run_query(name: str, what: str, **params: Any) -> pl.DataFrame:

@@ -17,13 +17,14 @@ from inferensics.dashboard._internal.filters import (
     request_filters,
     time_format,
 )
-from inferensics.dashboard._internal.service import prefetch, run_query, service_errors
+from inferensics.dashboard._internal.service import QueryCall, fetch_queries, service_errors
 from inferensics.dashboard._internal.tables import count, duration_ms, percent, ratio, show_table, total
 from inferensics.schema import columns as col
 
 SLICE = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
+# Models with their own colour in the requests chart (the busiest); the others are drawn as one. (A comment,
+# not a docstring: Streamlit runs this file as a page script and would draw a bare string on the page.)
 TREND_MODELS = 8
-"""Models with their own colour in the requests chart (the busiest); the others are drawn as one."""
 OTHER = "other models"
 FLEET_COLUMNS = (
     *SLICE, col.REQUESTS, "request_rate_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "fallback_rate",
@@ -87,10 +88,9 @@ def storm_requests(storms: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def highlight_section(filters: Filters, series: pl.DataFrame, unit: str) -> None:
+def highlight_section(storms: pl.DataFrame, series: pl.DataFrame, unit: str) -> None:
     """Storms, error spikes and fallback spikes, with the rules that find them."""
     st.subheader("Highlights")
-    storms = run_query(queries.STORMS, "recompile storms", **filters.params())
     window = spikes.WINDOWS[unit]
     errors = spikes.find_spikes(series, spikes.ERRORS, window)
     fallbacks = spikes.find_spikes(series, spikes.FALLBACKS, window)
@@ -180,34 +180,37 @@ def fleet_section(fleet: pl.DataFrame) -> None:
         st.switch_page("views/compile_health.py")
 
 
+def page_queries(filters: Filters) -> dict[str, QueryCall]:
+    """The page's named queries for ``filters``, asked for at once (the app starts them before it draws the
+    sidebar, so they overlap the service check; fallback reasons too: a fleet without fallbacks is rare, and
+    the answer is small)."""
+    params = filters.params()
+    return {
+        "fleet": (queries.FLEET, params),
+        "series": (queries.FLEET_TIMESERIES, {"unit": bucket_unit(filters), "by": "model", **params}),
+        "storms": (queries.STORMS, params),
+        "reasons": (queries.FALLBACK_REASONS, params),
+    }
+
+
 def render() -> None:
     """Draw the page."""
     st.title("On-call overview")
     filters = current_filters()
     st.caption(describe(filters))
     unit = bucket_unit(filters)
-    with st.spinner("Loading the fleet…"):
-        # One round trip for the page's queries instead of four in a row (fallback reasons are asked for
-        # at once too: a fleet without fallbacks is rare, and the answer is small).
-        prefetch(
-            (queries.FLEET, filters.params()),
-            (queries.FLEET_TIMESERIES, {"unit": unit, "by": "model", **filters.params()}),
-            (queries.STORMS, filters.params()),
-            (queries.FALLBACK_REASONS, filters.params()),
-        )
     with service_errors():
-        fleet = run_query(queries.FLEET, "fleet slices", **filters.params())
-        series = run_query(queries.FLEET_TIMESERIES, f"trend per {unit}", unit=unit, by="model", **filters.params())
+        answers = fetch_queries("the fleet", page_queries(filters))
+        fleet = answers["fleet"]
         headline(fleet)
-        highlight_section(filters, series, unit)
-        trend_section(series, unit)
+        highlight_section(answers["storms"], answers["series"], unit)
+        trend_section(answers["series"], unit)
         fleet_section(fleet)
         st.subheader("Eager fallbacks by reason")
         if total(fleet, col.FALLBACKS) == 0:
             st.info("No eager fallbacks in this range.", icon=":material/info:")
         else:
-            reasons = run_query(queries.FALLBACK_REASONS, "fallback reasons", **filters.params())
-            show_table(reasons, empty="No eager fallbacks in this range.", key="fallback_reasons")
+            show_table(answers["reasons"], empty="No eager fallbacks in this range.", key="fallback_reasons")
 
 
 if __name__ == "__main__":

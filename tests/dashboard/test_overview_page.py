@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from streamlit.testing.v1.element_tree import Title
+
+from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.filters import MODEL_KEY, PENDING_KEY
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
@@ -23,6 +27,21 @@ def test_overview_headline_matches_the_seed(seeded: SeededService) -> None:
     assert metric(at, "Eager fallback rate") == f"{100 * sum(r.outcome == 'fallback' for r in requests) / n:.2f} %"
     assert metric(at, "Recompiles") == f"{sum(r.recompiles for r in requests):,}" == f"{STORM_RECOMPILES}"
     assert metric(at, "Compile time in serving") == f"{sum(r.compile_ms for r in requests) / 1000:,.1f} s"
+
+
+def test_overview_draws_its_title_first_and_charts_with_named_records(seeded: SeededService) -> None:
+    at = open_page(seeded)
+    first = next(iter(at.main.children.values()))
+    assert isinstance(first, Title), first
+    assert first.value == "On-call overview"
+    drawn = at.get("vega_lite_chart")
+    assert len(drawn) == 2
+    for chart in drawn:
+        # Records as a named Arrow dataset: Streamlit's unnamed chart data gave the legend an "undefined" entry.
+        assert not chart.proto.data.data
+        assert json.loads(chart.proto.spec)["data"] == {"name": charts.DATASET}
+        assert [d.name for d in chart.proto.datasets] == [charts.DATASET]
+        assert len(chart.proto.datasets[0].data.data) > 0
 
 
 def test_overview_highlights_the_storm_and_the_spikes(seeded: SeededService) -> None:

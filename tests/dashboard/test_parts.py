@@ -104,6 +104,7 @@ def test_launcher_runs_streamlit_headless_and_passes_the_token_by_environment() 
     assert flags["--server.headless"] == "true"
     assert flags["--server.port"] == "9999"
     assert flags["--browser.gatherUsageStats"] == "false"
+    assert flags["--runner.magicEnabled"] == "false"
     assert "secret" not in " ".join(argv)
     env = dashboard.dashboard_env("http://svc:4318", "secret", base={"PATH": "/bin"})
     assert env == {
