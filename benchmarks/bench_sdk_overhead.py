@@ -9,7 +9,9 @@ one run, against torch.profiler enabled, and process memory over many requests.
 Sections: per compiled-graph call; per request with one call; the output fingerprint alone (fused Triton
 kernel vs the torch ops vs the previous twelve-op version, serving-thread time and time to completion);
 decode-like requests (``--decode-steps`` calls per request) plain vs instrumented without and with the
-fingerprint; RSS over ``--memory-requests`` requests. Every figure line ends with the load average.
+fingerprint; in both timed sections an A/A control (the model compiled a second time, plainly) whose
+difference from plain is the noise floor the instrumented figures must be read against; RSS over
+``--memory-requests`` requests. Every figure line ends with the load average.
 
 Prints figures; asserts nothing. The exporter is the null exporter so the figures are the SDK's own cost
 (hooks on the serving thread plus the background thread's record building competing for the GIL).
@@ -18,6 +20,7 @@ Prints figures; asserts nothing. The exporter is the null exporter so the figure
 from __future__ import annotations
 
 import argparse
+import copy
 import gc
 import os
 import resource
@@ -221,10 +224,15 @@ def main() -> None:
     model = torch.nn.Sequential(*layers).to(dev, dtype).eval()
     x = torch.randn(args.tokens, args.hidden, device=dev, dtype=dtype)
     plain = torch.compile(model)
+    # The A/A control: the same model compiled again, plainly (a copy, so Dynamo compiles it anew). Its
+    # difference from ``plain`` is the noise floor of this machine and of recompiling (kernel choices,
+    # memory placement); an instrumented figure inside that band is not distinguishable from plain.
+    control = torch.compile(copy.deepcopy(model))
     instrumented = torch.compile(model, backend=InductorBackend())
     with torch.no_grad():
         for _ in range(3):
             plain(x)
+            control(x)
             instrumented(x)
     head = f" + Linear({args.hidden}, {args.vocab})" if args.vocab else ""
     print(
@@ -234,7 +242,7 @@ def main() -> None:
 
     # Interleaved rounds, minimum per variant: robust against other load on a shared machine. Wall time
     # measures the serving thread; process CPU time adds the SDK's background thread (GIL contention).
-    keys = ("call_plain", "call_plain_hooked", "call_instr", "req_plain", "req_instr", "req_prof")
+    keys = ("call_plain", "call_control", "call_plain_hooked", "call_instr", "req_plain", "req_instr", "req_prof")
     rows: dict[str, list[float]] = {k: [] for k in keys}
     cpu: dict[str, list[float]] = {"req_plain": [], "req_instr": []}
     n = args.calls
@@ -242,6 +250,7 @@ def main() -> None:
     with torch.no_grad():
         for _ in range(args.rounds):
             rows["call_plain"].append(_time_per(lambda: plain(x), n, dev))
+            rows["call_control"].append(_time_per(lambda: control(x), n, dev))
             tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
             with tracker.request("calls"):
                 rows["call_plain_hooked"].append(_time_per(lambda: plain(x), n, dev))
@@ -265,7 +274,8 @@ def main() -> None:
     added_call = best["call_instr"] - best["call_plain"]
     print(
         f"per compiled-graph call: plain {best['call_plain']:.2f} us, instrumented {best['call_instr']:.2f} us, "
-        f"added {added_call:+.2f} us; {_load()}"
+        f"added {added_call:+.2f} us; A/A control (plain compiled again) {best['call_control']:.2f} us "
+        f"({best['call_control'] - best['call_plain']:+.2f} us); {_load()}"
     )
     print(
         "  of which the guard hook (plain graph called inside a request): "
@@ -293,10 +303,18 @@ def main() -> None:
     # Decode-like requests: many compiled calls (tokens) per request, without and with the fingerprint.
     k = args.decode_steps
     reqs = max(n // k, 5)
-    dec: dict[str, list[float]] = {"plain": [], "instr_nofp": [], "instr": [], "fp_only": [], "bg_cpu": []}
+    dec: dict[str, list[float]] = {
+        "plain": [],
+        "control": [],
+        "instr_nofp": [],
+        "instr": [],
+        "fp_only": [],
+        "bg_cpu": [],
+    }
     with torch.no_grad():
         for _ in range(args.rounds):
             dec["plain"].append(_time_per(partial(_decode_plain, plain, x, k), reqs, dev))
+            dec["control"].append(_time_per(partial(_decode_plain, control, x, k), reqs, dev))
             tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
             nofp = partial(_decode_instr, tracker, instrumented, x, k, counter, fingerprint=False)
             dec["instr_nofp"].append(_time_per(nofp, reqs, dev, after=tracker.flush))
@@ -314,6 +332,10 @@ def main() -> None:
     print(
         f"decode-like request ({k} calls, {reqs} requests x {args.rounds} rounds, best round): "
         f"plain {bd['plain']:.1f} us; {_load()}"
+    )
+    print(
+        f"  A/A control (plain compiled again): {bd['control']:.1f} us ({_pct(bd['control'], bd['plain'])}); "
+        f"medians: plain {md['plain']:.1f}, control {md['control']:.1f} ({_pct(md['control'], md['plain'])})"
     )
     print(
         f"  instrumented, no fingerprint:   {bd['instr_nofp']:.1f} us, added {bd['instr_nofp'] - bd['plain']:+.1f} us "
