@@ -150,6 +150,7 @@ def decode_costs(bodies: list[bytes], spans: int, parse_files: int, max_threads:
               f"{2e6 / total:,.0f} spans/s if 2 cores were all ours   "
               f"[parse_files={parse_files}, max_threads={max_threads or 'default'}, "
               f"load average {os.getloadavg()[0]:.1f}]")  # fmt: skip
+        fixed_costs(store, decoder)
         store.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -179,6 +180,30 @@ def decode_costs(bodies: list[bytes], spans: int, parse_files: int, max_threads:
     print(f"peer: Python reference decoder CPU us/span: parse {parse:.1f}, rows {rows:.1f}, arrow {arrow:.1f}, "
           f"spool record {ipc:.1f}; total {total:.1f} us/span (before the insert)   "
           f"[load average {os.getloadavg()[0]:.1f}]")  # fmt: skip
+
+
+def fixed_costs(store: Any, decoder: Any) -> None:
+    """What a segment costs whatever its size: the engine's analysis of the pivot query (run on no rows) and
+    a trivial query; per span they shrink as segments grow (batch_max_rows, or a backlog when load is high)."""
+    from inferensics.collector.service.engine_decoder import RECORDS
+    from inferensics.schema.otlp_proto import structure
+    from inferensics.schema.otlp_sql import records_sql, rows_sql
+
+    db = store.database
+    quoted = structure().replace("'", "\\'")
+    empty = f"(SELECT * FROM format(Protobuf, '{quoted}', '') LIMIT 0)"
+    store.client.command(f"CREATE OR REPLACE TABLE {db}.{RECORDS} ENGINE = Memory EMPTY AS {records_sql(empty)}",
+                         settings=decoder._settings(store))  # fmt: skip
+    for label, sql in (("pivot query on no rows (analysis)", rows_sql(RequestEvent, f"{db}.{RECORDS}", events=False)),
+                       ("trivial query (SELECT 1)", "SELECT 1")):  # fmt: skip
+        best = float("inf")
+        for _ in range(3):
+            c = time.process_time()
+            store.client.command(f"{sql} FORMAT Null")
+            best = min(best, time.process_time() - c)
+        print(f"engine path   fixed per segment: {label:34s} CPU {best * 1000:6.1f} ms   "
+              f"[load average {os.getloadavg()[0]:.1f}]")  # fmt: skip
+    store.client.command(f"DROP TABLE {db}.{RECORDS}")
 
 
 def main() -> None:
