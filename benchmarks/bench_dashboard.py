@@ -11,15 +11,21 @@ fallbacks and errors, ending at the current hour. The service runs as its own pr
 (the dashboard's default range is the last hour).
 
 Figures:
-* **AppTest render**: one script run of the overview page (every query through the service + page logic),
-  with Streamlit's query cache cleared before each run (so each run asks the service), and warm (cache
-  kept, what a person sees when moving between pages). Target: ≤ 2 s.
-* with ``--browser``: headless Chromium, seconds from navigation to each phase (page loaded, title drawn,
-  fleet table drawn, both chart elements in the page, both trend charts drawn by Vega), for (1) a first
-  visit: a fresh browser profile per visit, Streamlit's static files fetched and compiled again; (2) a
-  returning visitor: one profile, a new tab per visit, the same range (the dashboard's query cache
-  warm); (3) a returning visitor asking for a range none of whose answers is cached (every query goes to
-  the service and the store).
+* **AppTest render** (server side): one script run of the overview page (every query through the service +
+  page logic), with Streamlit's query cache cleared before each run (so each run asks the service), and
+  warm (cache kept, what a person sees when moving between pages).
+* with ``--browser``, **the render target**: headless Chromium at 1440 × 900, seconds from the start of the
+  navigation until the *first screen is drawn* (headline, both trend charts drawn by Vega, the sidebar
+  filters, the script run finished, no loading skeleton in view, every table in view drawn; ``PHASES``
+  below defines each phase), measured on the page's own clock. Three settings: (1) a first visit: a fresh
+  browser profile per visit, Streamlit's static files fetched and compiled again; (2) a returning visitor:
+  one profile, a new tab per visit, the same range (the dashboard's query cache warm); (3) a returning
+  visitor asking for a range none of whose answers is cached (every query goes to the service and the
+  store). Target: first screen drawn <= 2 s (p50).
+* with ``--browser``, **the peer** measured in the same run and browser: a bare Streamlit page with the same
+  first-screen elements and data shapes (sidebar filters, headline metrics, the two charts from the same
+  builders, a 1,000-row table) and no service behind it: the floor that Streamlit, Vega and the table grid
+  set on this machine, whatever the dashboard does.
 
 The load average is printed with the figures: the machine is shared, so judge them against it.
 """
@@ -152,80 +158,181 @@ def time_apptest(url: str, end: datetime, runs: int) -> tuple[list[float], list[
     return cold, warm
 
 
-CHARTS_DRAWN = (
-    '() => document.querySelectorAll(\'[data-testid="stVegaLiteChart"] canvas, '
-    '[data-testid="stVegaLiteChart"] svg.marks\').length >= 2'
-)
-CHART_ELEMENTS = "() => document.querySelectorAll('[data-testid=\"stVegaLiteChart\"]').length >= 2"
-PHASES = ("page loaded", "title drawn", "fleet table", "chart elements", "charts drawn")
+# Installed in every tab before the page's own scripts: records, on the page's clock (milliseconds since the
+# navigation started, so no polling delay or Playwright round trip is counted), when each phase first holds.
+# Checked on every DOM change and every animation frame.
+PHASE_RECORDER = r"""
+(() => {
+  const marks = {};
+  window.__phases = marks;
+  const all = s => [...document.querySelectorAll(s)];
+  const inView = e => { const r = e.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && r.bottom > 0 && r.top < innerHeight && r.left < innerWidth; };
+  const drawnCharts = () => all('[data-testid="stVegaLiteChart"]').filter(
+    c => c.querySelector('canvas, svg.marks')).length;
+  const tablesDrawn = tables => tables.every(t => t.querySelector('canvas'));
+  const running = () => !!document.querySelector('[data-testid="stStatusWidget"]');
+  const phases = {
+    'title drawn': () => !!document.querySelector('[data-testid="stMainBlockContainer"] h1'),
+    'headline drawn': () => all('[data-testid="stMetricValue"]').length >= 6,
+    'charts drawn': () => drawnCharts() >= 2,
+    'first screen drawn': () => phases['headline drawn']() && phases['charts drawn']()
+      && all('[data-testid="stSelectbox"]').length >= 5 && !running()
+      && !all('[data-testid="stSkeleton"]').some(inView)
+      && tablesDrawn(all('[data-testid="stDataFrame"]').filter(inView)),
+    'whole page drawn': () => phases['first screen drawn']()
+      && tablesDrawn(all('[data-testid="stDataFrame"]'))
+      && drawnCharts() === all('[data-testid="stVegaLiteChart"]').length,
+  };
+  const check = () => {
+    const now = performance.now();
+    for (const [name, holds] of Object.entries(phases)) if (!(name in marks) && holds()) marks[name] = now;
+    if (!('whole page drawn' in marks)) requestAnimationFrame(check);
+  };
+  new MutationObserver(check).observe(document, {subtree: true, childList: true, attributes: true});
+  requestAnimationFrame(check);
+})();
+"""
+PHASES = ("title drawn", "headline drawn", "charts drawn", "first screen drawn", "whole page drawn")
+"""What each visit times, from the start of the navigation (the page's own clock):
+
+* title drawn: the page's ``h1``;
+* headline drawn: the six headline metrics;
+* charts drawn: both trend charts drawn by Vega (a canvas or SVG marks inside each chart element);
+* first screen drawn — *the* render figure: everything of the laptop-sized first screen (1440 × 900) is
+  drawn: headline, both charts, the five sidebar filters, the script run finished (every element sent), no
+  loading skeleton left in the viewport, and every table that reaches into the viewport drawn;
+* whole page drawn: the same for the whole page, below the fold included (every table and chart)."""
 
 
 def _visit(page: Any, url: str, work: Path) -> list[float]:
-    """Seconds from navigation to each of ``PHASES`` on one visit of the overview."""
-    t = time.perf_counter()
-    page.goto(url, wait_until="load")
-    marks = [time.perf_counter() - t]
-    page.get_by_text("On-call overview").first.wait_for(timeout=300_000)
-    marks.append(time.perf_counter() - t)
-    page.get_by_text("Fleet slices").wait_for(timeout=300_000)
-    marks.append(time.perf_counter() - t)
-    page.wait_for_function(CHART_ELEMENTS, timeout=120_000, polling=20)
-    marks.append(time.perf_counter() - t)
+    """Seconds from navigation to each of ``PHASES`` on one visit (measured in the page)."""
+    page.goto(url, wait_until="commit")
     try:
-        page.wait_for_function(CHARTS_DRAWN, timeout=120_000, polling=20)
+        page.wait_for_function("() => window.__phases && 'whole page drawn' in window.__phases", timeout=120_000)
     except Exception:
         page.screenshot(path=str(work.parent / "bench-dashboard-timeout.png"))
         raise
-    marks.append(time.perf_counter() - t)
-    return marks
+    marks: dict[str, float] = page.evaluate("() => window.__phases")
+    return [marks[phase] / 1000 for phase in PHASES]
 
 
-def time_browser(url: str, end: datetime, runs: int, work: Path) -> dict[str, list[list[float]]]:
-    """Per visit, seconds from navigation to each of ``PHASES`` in headless Chromium, in three settings.
+FLOOR_PAGE = r"""
+# The peer: the overview's first-screen elements with the same shapes of data, drawn by the same builders,
+# with no service, no queries and no page logic: what Streamlit, Vega and the table grid cost on their own.
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import streamlit as st
+
+from inferensics.dashboard._internal import charts
+from inferensics.dashboard.views.overview import FLEET_COLUMNS
+
+st.set_page_config(page_title="floor", layout="wide", initial_sidebar_state="expanded")
+with st.sidebar:
+    st.caption("Service `http://127.0.0.1` · token none")
+    st.subheader("Filters")
+    for label in ("Time range", "Model", "Hardware pool", "Traffic class", "Bundle"):
+        st.selectbox(label, ["All", "a", "b"])
+st.title("On-call overview")
+st.caption("2026-12-01 02:00 – 03:00 UTC · all models, pools and traffic")
+labels = ["Requests", "Error rate", "Eager fallback rate", "Recompiles", "Worst slice p95", "Compile time"]
+for cell, label in zip(st.columns(6), labels):
+    cell.metric(label, "13,908")
+st.subheader("Highlights")
+st.warning("**Fallback spike** · model-12 · 02:55–03:00 UTC: 6 fallbacks in 67 requests.")
+with st.expander("How highlights are found"):
+    st.markdown("**Recompile storm:** ...")
+t0 = datetime(2026, 12, 1, 2, tzinfo=UTC)
+buckets = [t0 + timedelta(minutes=i) for i in range(60)]
+bars = pl.DataFrame({"bucket": [b for b in buckets for _ in range(9)],
+                     "model": [f"model-{g}" for _ in buckets for g in range(9)], "requests": [20] * 540})
+lines = pl.DataFrame({"bucket": buckets, "errors": [1] * 60, "fallbacks": [2] * 60, "recompiles": [3] * 60})
+left, right = st.columns(2)
+charts.draw(left, charts.stacked_bars_over_time(bars, "bucket", "requests", "model", "Requests per minute"))
+charts.draw(right, charts.time_series(lines, "bucket", ("errors", "fallbacks", "recompiles"), "Trouble per minute"))
+st.subheader("Fleet slices")
+st.caption("Select a row to narrow the dashboard to that slice or open its compile and cache health.")
+fleet = pl.DataFrame({c: [f"v{i % 20}" for i in range(1000)] if i < 3 else [float(i)] * 1000
+                      for i, c in enumerate(FLEET_COLUMNS)})
+st.dataframe(fleet, hide_index=True, on_select="rerun", selection_mode="single-row", key="fleet")
+st.subheader("Eager fallbacks by reason")
+st.dataframe(pl.DataFrame({"fallback_reason": ["graph_break:GB0170"], "fallbacks": [189]}), hide_index=True)
+"""
+
+
+def _visits(browser: Any, target: str, fresh: Any, runs: int, work: Path) -> dict[str, list[list[float]]]:
+    """``runs`` visits of ``target`` per setting (see :func:`time_browser`); ``fresh(i)`` an uncached URL."""
+    viewport = {"width": 1440, "height": 900}
+    out: dict[str, list[list[float]]] = {"first visit": [], "returning": [], "returning, range not cached": []}
+
+    def context() -> Any:
+        ctx = browser.new_context(viewport=viewport)
+        ctx.add_init_script(PHASE_RECORDER)
+        return ctx
+
+    warm = context()
+    _visit(warm.new_page(), target, work)  # warms the service, the query cache and the page's imports
+    warm.close()
+    for _ in range(runs):
+        ctx = context()
+        out["first visit"].append(_visit(ctx.new_page(), target, work))
+        ctx.close()
+    ctx = context()
+    _visit(ctx.new_page(), target, work)  # fills this profile's HTTP cache
+    for _ in range(runs):
+        page = ctx.new_page()
+        out["returning"].append(_visit(page, target, work))
+        page.close()
+    for i in range(runs if fresh else 0):
+        page = ctx.new_page()
+        out["returning, range not cached"].append(_visit(page, fresh(i), work))
+        page.close()
+    ctx.close()
+    return {k: v for k, v in out.items() if v}
+
+
+def time_browser(url: str, end: datetime, runs: int, work: Path) -> dict[str, dict[str, list[list[float]]]]:
+    """Per visit, seconds from navigation to each of ``PHASES`` in headless Chromium, for the overview and
+    for its peer (``FLOOR_PAGE``: the same elements with no service behind them), in three settings.
 
     ``first visit``: a fresh browser profile per visit (Streamlit's static files downloaded and compiled
-    again), query cache warm after the first visit; ``returning``: one profile, a new tab per visit (the
-    static files cached, as for an on-call engineer who has opened the dashboard before); ``returning, range
-    not cached``: the same with a range ending a few minutes earlier per visit, so that none of the page's
-    queries is answered from the dashboard's cache (each goes to the service and the store).
+    again), query cache warm; ``returning``: one profile, a new tab per visit (the static files cached, as for
+    an on-call engineer who has opened the dashboard before), the same range (query cache warm); ``returning,
+    range not cached``: the same with a range ending a few minutes earlier per visit, so that none of the
+    page's queries is answered from the dashboard's cache (each goes to the service and the store).
     """
     from playwright.sync_api import sync_playwright
 
-    from inferensics.dashboard.launcher import start_dashboard, wait_until_up
+    from inferensics.dashboard.launcher import APP_FILE, dashboard_env, start_dashboard, streamlit_argv, wait_until_up
 
-    port = free_port()
+    port, floor_port = free_port(), free_port()
     proc = start_dashboard(port=port, service_url=url, token=READ, log=work / "dashboard.log")
+    floor_file = work / "floor_page.py"
+    floor_file.write_text(FLOOR_PAGE)
+    floor_argv = [str(floor_file) if a == str(APP_FILE) else a for a in streamlit_argv(floor_port)]
+    with (work / "floor.log").open("ab") as log:
+        floor = subprocess.Popen(floor_argv, env=dashboard_env(None, None), stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    target = f"{base}/?end={end:%Y-%m-%dT%H:%MZ}"
-    out: dict[str, list[list[float]]] = {"first visit": [], "returning": [], "returning, range not cached": []}
+    results: dict[str, dict[str, list[list[float]]]] = {}
     try:
         wait_until_up(base, proc, timeout=120)
+        wait_until_up(f"http://127.0.0.1:{floor_port}", floor, timeout=120)
         args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=args)
-            viewport = {"width": 1440, "height": 900}
-            _visit(browser.new_page(viewport=viewport), target, work)  # warms the service and the query cache
-            for _ in range(runs):
-                context = browser.new_context(viewport=viewport)
-                out["first visit"].append(_visit(context.new_page(), target, work))
-                context.close()
-            context = browser.new_context(viewport=viewport)
-            _visit(context.new_page(), target, work)  # fills this profile's HTTP cache
-            for _ in range(runs):
-                page = context.new_page()
-                out["returning"].append(_visit(page, target, work))
-                page.close()
-            for i in range(runs):
-                page = context.new_page()  # a range ending a few minutes earlier: none of its answers cached
-                fresh = f"{base}/?end={end - timedelta(minutes=3 * (i + 1)):%Y-%m-%dT%H:%MZ}"
-                out["returning, range not cached"].append(_visit(page, fresh, work))
-                page.close()
+            results["overview"] = _visits(
+                browser, f"{base}/?end={end:%Y-%m-%dT%H:%MZ}",
+                lambda i: f"{base}/?end={end - timedelta(minutes=3 * (i + 1)):%Y-%m-%dT%H:%MZ}", runs, work,
+            )  # fmt: skip
+            results["peer: bare Streamlit page"] = _visits(browser, f"http://127.0.0.1:{floor_port}/", None, runs, work)
             browser.close()
     finally:
-        proc.terminate()
-        proc.wait(30)
-    return out
+        for child in (proc, floor):
+            child.terminate()
+            child.wait(30)
+    return results
 
 
 def free_port() -> int:
@@ -249,7 +356,11 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, help="existing embedded store (e.g. bench_queries.py's)")
     parser.add_argument("--rows", type=int, default=2_000_000, help="request events to generate without --data-dir")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--browser", action="store_true", help="also time headless Chromium to rendered charts")
+    parser.add_argument(
+        "--browser",
+        action="store_true",
+        help="also time headless Chromium until the first screen is drawn, and the bare-Streamlit peer",
+    )
     parser.add_argument("--generate-into", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--end", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -276,13 +387,19 @@ def main() -> None:
             cold, warm = time_apptest(url, end, args.runs)
             print(summary("overview, AppTest run, query cache cleared", cold))
             print(summary("overview, AppTest run, warm cache", warm))
-            if args.browser:
-                for setting, visits in time_browser(url, end, args.runs, work).items():
-                    for i, phase in enumerate(PHASES):
-                        print(summary(f"Chromium, {setting}: {phase}", [v[i] for v in visits]))
-                print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} after the browser runs")
             verdict = "meets" if statistics.median(cold) <= 2.0 else "MISSES"
-            print(f"target: overview render <= 2 s (AppTest script run, cache cleared, p50): {verdict}")
+            print(f"target (server side): overview script run <= 2 s (AppTest, cache cleared, p50): {verdict}")
+            if args.browser:
+                print(f"browser phases ({', '.join(PHASES)}): see this script's PHASES for their definitions")
+                for page_name, settings in time_browser(url, end, args.runs, work).items():
+                    for setting, visits in settings.items():
+                        for i, phase in enumerate(PHASES):
+                            print(summary(f"{page_name}, {setting}: {phase}", [v[i] for v in visits]))
+                        if page_name == "overview":
+                            p50 = statistics.median(v[PHASES.index("first screen drawn")] for v in visits)
+                            verdict = "meets" if p50 <= 2.0 else f"MISSES by {p50 - 2.0:.2f} s"
+                            print(f"target: overview first screen drawn <= 2 s ({setting}, p50 {p50:.2f} s): {verdict}")
+                    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} after {page_name}")
         finally:
             service.terminate()
             service.wait(60)
