@@ -40,6 +40,7 @@ log = logging.getLogger("inferensics.collector.service")
 RECORDS: Final = "_ingest_records"
 ROWS: Final = "_ingest_rows"
 MAX_MESSAGES: Final = 5
+STAGING_BLOCK_ROWS: Final = 4096
 
 
 @dataclass
@@ -96,6 +97,11 @@ class EngineDecoder:
             # the staging tables are filled by as many streams as the segment has files (parse and pivot
             # then run on that many threads); the final insert overrides this with one stream
             "max_insert_threads": self.parse_files,
+            # staging blocks of a few thousand rows, so that the pivot reads the records table in as many
+            # streams as there are threads (one block of the whole segment was read by one thread)
+            "max_block_size": STAGING_BLOCK_ROWS,
+            "min_insert_block_size_rows": STAGING_BLOCK_ROWS,
+            "min_insert_block_size_bytes": 0,
             **self.insert_settings,
         }
 
