@@ -71,7 +71,10 @@ def _start(settings: DashboardSettings, calls: Sequence[QueryCall], *, health: b
     def one(i: int) -> None:
         try:
             results[i] = jobs[i]()
-        except Exception as exc:  # handed back: fetch_queries raises it, prefetch leaves it to the next call
+        # Handed back: fetch_queries raises it, prefetch leaves it to the next call. BaseException too: a
+        # thread that outlives its script run (prefetch without waiting, then st.stop) gets Streamlit's
+        # stop signal, which must not surface as an unhandled thread exception.
+        except BaseException as exc:
             results[i] = exc
 
     threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(jobs))]
@@ -112,7 +115,7 @@ def fetch_queries(what: str, calls: Mapping[str, QueryCall]) -> dict[str, pl.Dat
         results = _start(current_settings(), list(calls.values()), health=False)()
     answers: dict[str, pl.DataFrame] = {}
     for key, result in zip(calls, results, strict=True):
-        if isinstance(result, Exception):
+        if isinstance(result, BaseException):
             raise result
         answers[key] = cast(pl.DataFrame, result)
     return answers
