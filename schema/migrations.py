@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from inferensics.schema import columns as col
@@ -39,7 +39,7 @@ class Migration:
 
     version: int
     name: str
-    statements: Callable[[Target], list[str | Step]]
+    statements: Callable[[Target], Sequence[str | Step]]
 
     def checksum(self, target: Target) -> str:
         """sha256 of the statements for ``target``: a recorded version whose checksum differs is reported."""
