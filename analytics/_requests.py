@@ -1,7 +1,8 @@
 """Where request aggregates come from: the coarsest rollup that answers each part of a range exactly.
 
 Rule: a range ``[start, end)`` is cut into pieces, each read from the coarsest source that holds it
-exactly: whole UTC days from ``requests_1d`` (only when the caller's time buckets are days or none), whole
+exactly: whole UTC days from ``requests_1d`` (only when the caller's time buckets are days or none and
+nothing asks for the bundle, which that rollup does not keep), whole
 hours from ``requests_1h`` (buckets of hours, days or none), whole minutes within the per-minute rollup's
 retention from ``requests_1m`` (when :data:`READ_MINUTE_ROLLUP`; today raw rows serve them, see there),
 and what is left at the ends from raw ``requests`` rows. A range the dashboard asks for (ending on the
@@ -79,7 +80,8 @@ def request_source(
     """
     if prefer_rollup(params, REQUESTS_1H.name):
         day = timedelta(days=1)
-        if unit in (None, "day") and _aligned(start, day) and _aligned(end, day):
+        daily = prefer_rollup(params, REQUESTS_1D.name)
+        if daily and unit in (None, "day") and _aligned(start, day) and _aligned(end, day):
             return RequestSource(REQUESTS_1D.name, col.BUCKET, REQUESTS_1D)
         if _aligned(start, timedelta(hours=1)) and _aligned(end, timedelta(hours=1)):
             return RequestSource(REQUESTS_1H.name, col.BUCKET, REQUESTS_1H)
@@ -126,12 +128,20 @@ def _ceil(value: datetime, step: timedelta) -> datetime:
 
 
 def plan_pieces(
-    params: Filters, start: datetime, end: datetime, *, unit: str | None = None, now: datetime | None = None
+    params: Filters,
+    start: datetime,
+    end: datetime,
+    *,
+    unit: str | None = None,
+    now: datetime | None = None,
+    columns: tuple[str, ...] = (),
 ) -> list[Piece]:
     """Cut ``[start, end)`` into pieces, each served by the coarsest source that answers it exactly.
 
     ``unit`` is the finest time bucket the caller groups by (``None`` for no buckets): a rollup coarser
-    than it is never used. Rules in the module docstring. An empty range gives one empty raw piece.
+    than it is never used. ``columns`` are the dimension columns the caller groups by: a rollup without
+    one of them (or without a filtered one) is skipped. Rules in the module docstring. An empty range
+    gives one empty raw piece.
     """
     if unit is not None and unit not in _STEPS:
         raise ValueError(f"unknown time bucket {unit!r}: use one of {', '.join(UNITS)}")
@@ -139,7 +149,7 @@ def plan_pieces(
         return [Piece(_RAW, start, end)]
     horizon = _ceil((now or datetime.now(UTC)) - timedelta(days=REQUESTS_1M.ttl_days - 1), _STEPS["minute"])
     levels: list[tuple[RequestSource, timedelta]] = []
-    if unit in (None, "day"):
+    if unit in (None, "day") and prefer_rollup(params, REQUESTS_1D.name) and set(columns) <= set(REQUESTS_1D.keys):
         levels.append((RequestSource(REQUESTS_1D.name, col.BUCKET, REQUESTS_1D), _STEPS["day"]))
     if unit in (None, "day", "hour"):
         levels.append((RequestSource(REQUESTS_1H.name, col.BUCKET, REQUESTS_1H), _STEPS["hour"]))
@@ -180,7 +190,9 @@ def aggregate_sql(
     of ``sums`` and, when ``quantiles``, ``q``: the latency code quantiles (decode with
     :func:`quantile_columns`). Returns the SQL and its parameters.
     """
-    pieces = plan_pieces(params, start, end, unit=unit, now=now)
+    dims = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS, col.BUNDLE_ID, col.HOST)
+    used = tuple(d for d in dims if any(d in expr for expr in keys.values()))
+    pieces = plan_pieces(params, start, end, unit=unit, now=now, columns=used)
     groups = (["bucket"] if unit is not None else []) + list(keys)
     # One scan per table: the pieces a table serves (a few minutes at each end of a range, say) are one
     # condition, not one subquery each.

@@ -140,11 +140,11 @@ def render_event_table(model: type[Event], target: Target) -> list[str]:
     )
     out = [stmt]
     if target.backend == "cluster":
-        out.append(_distributed(spec.name, local, spec.shard_key, target))
+        out.append(distributed_sql(spec.name, local, spec.shard_key, target))
     return out
 
 
-def _distributed(name: str, local: str, shard_key: str, target: Target) -> str:
+def distributed_sql(name: str, local: str, shard_key: str, target: Target) -> str:
     db = target.database
     return (
         f"CREATE TABLE IF NOT EXISTS {db}.{name}{target.on_cluster} AS {db}.{local}\n"
@@ -163,7 +163,7 @@ def render_rollup(rollup: Rollup, target: Target) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {db}.{local}{target.on_cluster}\n(\n{cols}\n)\n"
         f"ENGINE = {target.engine('AggregatingMergeTree', local)}\n"
         f"PARTITION BY toYYYYMM(bucket)\n"
-        f"ORDER BY ({', '.join(rollup.keys)}, bucket)"
+        f"ORDER BY ({', '.join(rollup.sorting_key)})"
         f"{_ttl('bucket', rollup.ttl_days)}\n"
         f"{_rollup_settings(target)}"
     )
@@ -198,7 +198,7 @@ def render_rollup(rollup: Rollup, target: Target) -> list[str]:
     )
     out = [table, view]
     if target.backend == "cluster":
-        out.append(_distributed(rollup.name, local, "rand()", target))
+        out.append(distributed_sql(rollup.name, local, "rand()", target))
     return out
 
 

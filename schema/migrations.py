@@ -16,21 +16,38 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from inferensics.schema import columns as col
-from inferensics.schema.ddl import DEDUP_WINDOW, WIDE_PART_MIN_BYTES, Target, render_rollup, render_schema
+from inferensics.schema.ddl import (
+    DEDUP_WINDOW,
+    WIDE_PART_MIN_BYTES,
+    Target,
+    distributed_sql,
+    render_rollup,
+    render_schema,
+)
 from inferensics.schema.events import EVENT_MODELS
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """A statement that runs only while ``table`` (its physical name) has ``column``."""
+    """A statement that runs only while the query ``when`` (one number) answers more than zero."""
 
     sql: str
-    table: str
-    column: str
+    when: str
 
     def __str__(self) -> str:
         return self.sql
+
+
+def _has_column(db: str, table: str, column: str) -> str:
+    return f"SELECT count() FROM system.columns WHERE database = '{db}' AND table = '{table}' AND name = '{column}'"
+
+
+def _sorted_otherwise(db: str, table: str, sorting_key: tuple[str, ...]) -> str:
+    return (
+        f"SELECT count() FROM system.tables WHERE database = '{db}' AND name = '{table}' "
+        f"AND sorting_key != '{', '.join(sorting_key)}'"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +134,59 @@ def _request_rollups_keep_histograms(target: Target) -> list[str | Step]:
             Step(
                 f"ALTER TABLE {db}.{local}{on} UPDATE `{col.LATENCY_HIST}` = "
                 f"{_quantile_point_hist(col.LATENCY_STATE)} WHERE 1 SETTINGS mutations_sync = 2",
-                local,
-                col.LATENCY_STATE,
+                _has_column(db, local, col.LATENCY_STATE),
             )
         )
         out.extend(f"ALTER TABLE {db}.{t}{on} DROP COLUMN IF EXISTS `{col.LATENCY_STATE}`" for t in tables)
     for r in rollups:
+        out.extend(stmt for stmt in render_rollup(r, target) if stmt.startswith("CREATE MATERIALIZED VIEW"))
+    return out
+
+
+V5_SUFFIX = "__v5"
+"""Suffix of the tables migration 5 fills before exchanging them with the old ones."""
+
+
+def _rollups_ordered_by_time(target: Target) -> list[str | Step]:
+    # Before version 5 every rollup was ordered by its keys, then the bucket: each granule held a few
+    # series' whole history, so any time range read the whole table (the hourly request rollup's 27 edge
+    # hours of a 7-day overview read all 1.4M rows, 0.67 s). From 5 on a coarser time bucket leads the key,
+    # and the daily request rollup drops the bundle (half the rows a long overview merges). A sorting key
+    # cannot be altered: each rollup whose key differs is copied into a new table (re-aggregated to its
+    # keys), the two are exchanged and the old one dropped. Each step is idempotent: a rerun after an
+    # interruption empties the copy before filling it, and a rollup already in its new order is skipped.
+    db, on = target.database, target.on_cluster
+    out: list[str | Step] = [f"DROP VIEW IF EXISTS {db}.{r.view_name}{on}" for r in ROLLUPS]
+    cluster = target.backend == "cluster"
+    for r in ROLLUPS:
+        local, new_local = target.local(r.name), target.local(r.name + V5_SUFFIX)
+        old = _sorted_otherwise(db, local, r.sorting_key)
+        table, *distributed = [s for s in render_rollup(r, target) if s.startswith("CREATE TABLE")]
+        table = table.replace(f"{db}.{local}", f"{db}.{new_local}", 1).replace(f"/{local}'", f"/{new_local}'")
+        out.append(Step(table, old))
+        if cluster:
+            out.append(Step(distributed_sql(r.name + V5_SUFFIX, new_local, "rand()", target), old))
+        keys = ", ".join(r.keys)
+        values = ", ".join(f"{v.merge} AS {v.name}" for v in r.values)
+        # On a cluster the copy goes through the Distributed tables: rollups are sharded at random and
+        # merged at read time, so a row may land on any shard.
+        source, dest = (r.name, r.name + V5_SUFFIX) if cluster else (local, new_local)
+        out.append(Step(f"TRUNCATE TABLE IF EXISTS {db}.{new_local}{on}", old))
+        out.append(
+            Step(
+                f"INSERT INTO {db}.{dest} SELECT {col.BUCKET}, {keys}, {values} FROM {db}.{source} "
+                f"GROUP BY {col.BUCKET}, {keys} SETTINGS insert_deduplicate = 0",
+                old,
+            )
+        )
+        out.append(Step(f"EXCHANGE TABLES {db}.{local} AND {db}.{new_local}{on}", old))
+        if cluster:
+            # The Distributed table names its local table; it is recreated for the new columns.
+            out.append(f"DROP TABLE IF EXISTS {db}.{r.name + V5_SUFFIX}{on} SYNC")
+            out.append(f"DROP TABLE IF EXISTS {db}.{r.name}{on} SYNC")
+            out.extend(distributed)
+        out.append(f"DROP TABLE IF EXISTS {db}.{new_local}{on} SYNC")
+    for r in ROLLUPS:
         out.extend(stmt for stmt in render_rollup(r, target) if stmt.startswith("CREATE MATERIALIZED VIEW"))
     return out
 
@@ -132,6 +196,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
     Migration(3, "rollups skip replayed batches", _rollups_skip_replayed_batches),
     Migration(4, "request rollups keep latency histograms", _request_rollups_keep_histograms),
+    Migration(5, "rollups ordered by time first, daily request rollup without bundle", _rollups_ordered_by_time),
 )
 """Every migration, in version order."""
 

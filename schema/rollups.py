@@ -113,7 +113,10 @@ class Rollup:
     """A rollup table, the view that feeds it, and how long its rows live.
 
     ``source`` is the raw table the rows come from; when ``parent`` is set the view reads the parent
-    rollup's inserts instead (same keys, coarser bucket), which costs a fraction of a second raw pass.
+    rollup's inserts instead (its keys or a subset, coarser bucket), which costs a fraction of a second raw
+    pass. ``order_prefix`` leads the sorting key: a time bucket coarser than the rollup's own, so that a
+    time range reads only its own granules (keys first would spread every key's whole history over each
+    granule and make any range read the whole table).
     """
 
     name: str
@@ -123,6 +126,12 @@ class Rollup:
     values: tuple[RollupColumn, ...]
     ttl_days: int
     parent: Rollup | None = None
+    order_prefix: str | None = None
+
+    @property
+    def sorting_key(self) -> tuple[str, ...]:
+        """The table's ORDER BY expressions."""
+        return (*((self.order_prefix,) if self.order_prefix else ()), *self.keys, col.BUCKET)
 
     @property
     def view_name(self) -> str:
@@ -163,6 +172,7 @@ REQUESTS_1M = Rollup(
     keys=_REQUEST_KEYS,
     values=_REQUEST_VALUES,
     ttl_days=7,
+    order_prefix=f"toStartOfHour({col.BUCKET})",
 )
 """Per-minute request slices by model × hardware pool × traffic class × bundle (on-call views)."""
 
@@ -174,6 +184,7 @@ REQUESTS_1H = Rollup(
     values=_REQUEST_VALUES,
     ttl_days=400,
     parent=REQUESTS_1M,
+    order_prefix=f"toStartOfDay({col.BUCKET})",
 )
 """Per-hour request slices (weekly report, canary, long ranges), fed from the per-minute rollup."""
 
@@ -181,12 +192,13 @@ REQUESTS_1D = Rollup(
     name="requests_1d",
     source="requests",
     bucket_fn="toStartOfDay",
-    keys=_REQUEST_KEYS,
+    keys=(col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS),
     values=_REQUEST_VALUES,
     ttl_days=800,
     parent=REQUESTS_1H,
 )
-"""Per-day request slices, fed from the hourly rollup: a 30-day fleet overview merges 24× fewer states."""
+"""Per-day request slices by model × hardware pool × traffic class (no bundle: half the rows a 30-day
+overview merges; a bundle filter or grouping reads the hourly rollup), fed from the hourly rollup."""
 
 COMPILES_1H = Rollup(
     name="compiles_1h",
@@ -198,6 +210,7 @@ COMPILES_1H = Rollup(
         _sum(col.COMPILE_SECONDS, f"toFloat64({col.ENTIRE_FRAME_S})", "Float64"),
     ),
     ttl_days=400,
+    order_prefix=f"toStartOfDay({col.BUCKET})",
 )
 """Per-hour compiles by outcome and trigger."""
 
@@ -212,6 +225,7 @@ CACHE_EVENTS_1H = Rollup(
         _sum(col.ENTRY_BYTES, f"toUInt64({col.ENTRY_BYTES})"),
     ),
     ttl_days=400,
+    order_prefix=f"toStartOfDay({col.BUCKET})",
 )
 """Per-hour cache lookups by cache and result (``requests`` counts lookups here)."""
 

@@ -201,7 +201,7 @@ class Store:
             if m.version <= current:
                 continue
             for stmt in m.statements(self.target):
-                if isinstance(stmt, Step) and not self._has_column(stmt.table, stmt.column):
+                if isinstance(stmt, Step) and not self.client.query(stmt.when).result_rows[0][0]:
                     continue
                 self.client.command(str(stmt))
             self.client.insert(
@@ -211,15 +211,6 @@ class Store:
             )
             current = m.version
         return current
-
-    def _has_column(self, table: str, column: str) -> bool:
-        return bool(
-            self.client.query(
-                "SELECT count() FROM system.columns WHERE database = {db:String} AND table = {t:String} "
-                "AND name = {c:String}",
-                parameters={"db": self.database, "t": table, "c": column},
-            ).result_rows[0][0]
-        )
 
     def table_names(self) -> list[str]:
         """Names of the event and rollup tables, in creation order."""

@@ -332,7 +332,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1m
 )
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
-ORDER BY (model, hw_pool, traffic_class, bundle_id, bucket)
+ORDER BY (toStartOfHour(bucket), model, hw_pool, traffic_class, bundle_id, bucket)
 TTL toDateTime(bucket) + toIntervalDay(7)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 
@@ -383,7 +383,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1h
 )
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
-ORDER BY (model, hw_pool, traffic_class, bundle_id, bucket)
+ORDER BY (toStartOfDay(bucket), model, hw_pool, traffic_class, bundle_id, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 
@@ -415,7 +415,6 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1d
     `model` LowCardinality(String),
     `hw_pool` LowCardinality(String),
     `traffic_class` LowCardinality(String),
-    `bundle_id` LowCardinality(String),
     `requests` SimpleAggregateFunction(sum, UInt64),
     `errors` SimpleAggregateFunction(sum, UInt64),
     `fallbacks` SimpleAggregateFunction(sum, UInt64),
@@ -430,7 +429,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1d
 )
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
-ORDER BY (model, hw_pool, traffic_class, bundle_id, bucket)
+ORDER BY (model, hw_pool, traffic_class, bucket)
 TTL toDateTime(bucket) + toIntervalDay(800)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 
@@ -441,7 +440,6 @@ AS SELECT
     model,
     hw_pool,
     traffic_class,
-    bundle_id,
     sum(requests) AS requests,
     sum(errors) AS errors,
     sum(fallbacks) AS fallbacks,
@@ -454,7 +452,7 @@ AS SELECT
     sum(latency_sum_ms) AS latency_sum_ms,
     sumMap(latency_hist) AS latency_hist
 FROM inferensics.requests_1h
-GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
+GROUP BY bucket, model, hw_pool, traffic_class;
 
 CREATE TABLE IF NOT EXISTS inferensics.compiles_1h
 (
@@ -468,7 +466,7 @@ CREATE TABLE IF NOT EXISTS inferensics.compiles_1h
 )
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
-ORDER BY (model, hw_pool, outcome, trigger, bucket)
+ORDER BY (toStartOfDay(bucket), model, hw_pool, outcome, trigger, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 
@@ -499,7 +497,7 @@ CREATE TABLE IF NOT EXISTS inferensics.cache_events_1h
 )
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
-ORDER BY (model, hw_pool, bundle_id, cache, result, bucket)
+ORDER BY (toStartOfDay(bucket), model, hw_pool, bundle_id, cache, result, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 

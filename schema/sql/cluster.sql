@@ -371,7 +371,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1m_local ON CLUSTER '{cluster}'
 )
 ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/requests_1m_local', '{replica}')
 PARTITION BY toYYYYMM(bucket)
-ORDER BY (model, hw_pool, traffic_class, bundle_id, bucket)
+ORDER BY (toStartOfHour(bucket), model, hw_pool, traffic_class, bundle_id, bucket)
 TTL toDateTime(bucket) + toIntervalDay(7)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
 
@@ -425,7 +425,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1h_local ON CLUSTER '{cluster}'
 )
 ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/requests_1h_local', '{replica}')
 PARTITION BY toYYYYMM(bucket)
-ORDER BY (model, hw_pool, traffic_class, bundle_id, bucket)
+ORDER BY (toStartOfDay(bucket), model, hw_pool, traffic_class, bundle_id, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
 
@@ -460,7 +460,6 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1d_local ON CLUSTER '{cluster}'
     `model` LowCardinality(String),
     `hw_pool` LowCardinality(String),
     `traffic_class` LowCardinality(String),
-    `bundle_id` LowCardinality(String),
     `requests` SimpleAggregateFunction(sum, UInt64),
     `errors` SimpleAggregateFunction(sum, UInt64),
     `fallbacks` SimpleAggregateFunction(sum, UInt64),
@@ -475,7 +474,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1d_local ON CLUSTER '{cluster}'
 )
 ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/requests_1d_local', '{replica}')
 PARTITION BY toYYYYMM(bucket)
-ORDER BY (model, hw_pool, traffic_class, bundle_id, bucket)
+ORDER BY (model, hw_pool, traffic_class, bucket)
 TTL toDateTime(bucket) + toIntervalDay(800)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
 
@@ -486,7 +485,6 @@ AS SELECT
     model,
     hw_pool,
     traffic_class,
-    bundle_id,
     sum(requests) AS requests,
     sum(errors) AS errors,
     sum(fallbacks) AS fallbacks,
@@ -499,7 +497,7 @@ AS SELECT
     sum(latency_sum_ms) AS latency_sum_ms,
     sumMap(latency_hist) AS latency_hist
 FROM inferensics.requests_1h_local
-GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
+GROUP BY bucket, model, hw_pool, traffic_class;
 
 CREATE TABLE IF NOT EXISTS inferensics.requests_1d ON CLUSTER '{cluster}' AS inferensics.requests_1d_local
 ENGINE = Distributed('{cluster}', inferensics, requests_1d_local, rand());
@@ -516,7 +514,7 @@ CREATE TABLE IF NOT EXISTS inferensics.compiles_1h_local ON CLUSTER '{cluster}'
 )
 ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/compiles_1h_local', '{replica}')
 PARTITION BY toYYYYMM(bucket)
-ORDER BY (model, hw_pool, outcome, trigger, bucket)
+ORDER BY (toStartOfDay(bucket), model, hw_pool, outcome, trigger, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
 
@@ -550,7 +548,7 @@ CREATE TABLE IF NOT EXISTS inferensics.cache_events_1h_local ON CLUSTER '{cluste
 )
 ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/cache_events_1h_local', '{replica}')
 PARTITION BY toYYYYMM(bucket)
-ORDER BY (model, hw_pool, bundle_id, cache, result, bucket)
+ORDER BY (toStartOfDay(bucket), model, hw_pool, bundle_id, cache, result, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
 

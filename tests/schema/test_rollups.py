@@ -49,11 +49,11 @@ def _events(n: int, seed: int) -> list[RequestEvent]:
     return out
 
 
-def _expected(events: list[RequestEvent], every: str) -> pl.DataFrame:
+def _expected(events: list[RequestEvent], every: str, keys: tuple[str, ...]) -> pl.DataFrame:
     rows = pl.DataFrame([e.model_dump() for e in events])
     return (
         rows.with_columns(pl.col(c.TS).dt.truncate(every).alias(c.BUCKET))
-        .group_by(c.BUCKET, c.MODEL, c.HW_POOL, c.TRAFFIC_CLASS, c.BUNDLE_ID)
+        .group_by(c.BUCKET, *keys)
         .agg(
             pl.len().cast(pl.UInt64).alias(c.REQUESTS),
             (pl.col(c.STATUS) == "error").sum().cast(pl.UInt64).alias(c.ERRORS),
@@ -88,7 +88,7 @@ def test_request_rollup_equals_polars(store: Store, rollup: Rollup, every: str) 
     for k in range(3):  # three inserts: the rollup must merge partial states across blocks
         store.insert_events(events[k::3])
     got = _read(store, rollup)
-    want = _expected(events, every)
+    want = _expected(events, every, rollup.keys)
     keys = [c.BUCKET, *rollup.keys]
     joined = want.join(got.with_columns(pl.col(c.BUCKET).cast(pl.Datetime("us", "UTC"))), on=keys, how="full")
     assert joined.height == want.height == got.height
