@@ -23,8 +23,7 @@ from inferensics.schema.ddl import (
     render_schema,
     render_sql_file,
 )
-from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, migrations_table_sql
-from inferensics.schema.migrations import Step
+from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, Step, migrations_table_sql
 from inferensics.schema.rollups import (
     REQUESTS_1D,
     ROLLUPS,
