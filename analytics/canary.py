@@ -179,8 +179,8 @@ class _Side:
     """Parameters of ``rows_sql`` (named apart from the other side's)."""
 
 
-def _side_rows(client: QueryClient, params: CanaryParams, side: str, values: dict[str, Any]) -> tuple[str, int, bool]:
-    """SQL of the side's requests (the earliest ``max_rows``), how many there are, and whether it was cut."""
+def _side_rows(client: QueryClient, params: CanaryParams, side: str, values: dict[str, Any]) -> str:
+    """SQL of all the side's requests (``values`` receives its parameters)."""
     lo, hi = params.window(side)
     bundle = params.baseline if side == "baseline" else params.candidate
     k = side[0]
@@ -199,21 +199,25 @@ def _side_rows(client: QueryClient, params: CanaryParams, side: str, values: dic
         if value is not None:
             where.append(f"{column} = {{{k}_{name}:String}}")
             values[f"{k}_{name}"] = value
-    rows = f"SELECT * FROM {client.database}.requests WHERE {' AND '.join(where)}"
-    total = int(client.query_frame(f"SELECT count() AS n FROM ({rows})", values).item())
-    if total <= params.max_rows:
-        return rows, total, False
-    return f"{rows} ORDER BY {col.TS}, {col.REQUEST_ID} LIMIT {{{k}_n:UInt64}}", params.max_rows, True
+    return f"SELECT * FROM {client.database}.requests WHERE {' AND '.join(where)}"
 
 
 def _side(client: QueryClient, params: CanaryParams, side: str) -> _Side:
     values: dict[str, Any] = {}
-    rows, n, truncated = _side_rows(client, params, side, values)
+    rows = _side_rows(client, params, side, values)
     counts = ", ".join(f"countIf({cond}) AS r{i}" for i, (_, cond, _) in enumerate(_RATE_SQL))
-    per_code = client.query_frame(
-        f"SELECT {latency_code_sql(col.LATENCY_MS)} AS code, count() AS n, {counts} FROM ({rows}) GROUP BY code",
-        values,
-    )
+
+    def per_code_of(rows: str) -> pl.DataFrame:
+        code = latency_code_sql(col.LATENCY_MS)
+        return client.query_frame(f"SELECT {code} AS code, count() AS n, {counts} FROM ({rows}) GROUP BY code", values)
+
+    per_code = per_code_of(rows)
+    n = int(per_code.get_column("n").sum() or 0)
+    truncated = n > params.max_rows
+    if truncated:  # only the earliest max_rows requests are compared
+        rows = f"{rows} ORDER BY {col.TS}, {col.REQUEST_ID} LIMIT {{{side[0]}_n:UInt64}}"
+        per_code = per_code_of(rows)
+        n = params.max_rows
     hist = np.zeros(LATENCY_CODE_MAX + 1, dtype=np.int64)
     if per_code.height:
         hist[per_code.get_column("code").to_numpy().astype(np.int64)] = per_code.get_column("n").to_numpy()
@@ -295,15 +299,19 @@ def _rate_rows(base: _Side, cand: _Side, params: CanaryParams) -> list[dict[str,
 
 
 def _agreement_row(client: QueryClient, base: _Side, cand: _Side, params: CanaryParams) -> dict[str, Any]:
-    def first(rows: str) -> str:
+    def first(rows: str, also: str = "") -> str:
         # The earliest request per input digest (ties: the smallest argmax digest).
         return (
             f"SELECT {col.INPUT_DIGEST}, argMin({col.FP_ARGMAX_DIGEST}, ({col.TS}, {col.FP_ARGMAX_DIGEST})) AS a "
-            f"FROM ({rows}) WHERE {col.INPUT_DIGEST} != '' AND {col.FP_ARGMAX_DIGEST} != '' GROUP BY {col.INPUT_DIGEST}"
+            f"FROM ({rows}) WHERE {col.INPUT_DIGEST} != '' AND {col.FP_ARGMAX_DIGEST} != '' {also}"
+            f"GROUP BY {col.INPUT_DIGEST}"
         )
 
+    narrowed = f"AND {col.INPUT_DIGEST} IN (SELECT {col.INPUT_DIGEST} FROM ({cand.rows_sql})) "
     pairs = client.query_frame(
-        f"SELECT count() AS n, countIf(b.a = c.a) AS agree FROM ({first(base.rows_sql)}) AS b "
+        # The baseline side is narrowed to the candidate's digests first (the candidate is usually the
+        # smaller side): only rows that can pair are grouped.
+        f"SELECT count() AS n, countIf(b.a = c.a) AS agree FROM ({first(base.rows_sql, also=narrowed)}) AS b "
         f"INNER JOIN ({first(cand.rows_sql)}) AS c ON b.{col.INPUT_DIGEST} = c.{col.INPUT_DIGEST}",
         base.values | cand.values,
     )
