@@ -21,7 +21,7 @@ from typing import Literal, get_args
 from pydantic.fields import FieldInfo
 
 from inferensics.schema.events import EVENT_MODELS
-from inferensics.schema.rollups import HIST_CODE, HIST_COUNT, ROLLUPS, Rollup, hist_gather_sql
+from inferensics.schema.rollups import ROLLUPS, Rollup
 from inferensics.schema.table import Event, TableSpec
 from inferensics.schema.types import ChType
 
@@ -168,28 +168,12 @@ def render_rollup(rollup: Rollup, target: Target) -> list[str]:
         f"{_rollup_settings(target)}"
     )
     parent = rollup.parent
-    db_source = f"{db}.{target.local(parent.name if parent else rollup.source)}"
+    selects = ",\n".join(
+        [f"    {rollup.bucket_fn}({'bucket' if parent else 'ts'}) AS bucket", *[f"    {k}" for k in rollup.keys]]
+        + [f"    {v.merge if parent else v.select} AS {v.name}" for v in rollup.values]
+    )
+    source = f"{db}.{target.local(parent.name if parent else rollup.source)}"
     keys = ", ".join(rollup.keys)
-    coded = [v for v in rollup.values if v.code is not None]
-    if parent is not None or not coded:
-        selects = ",\n".join(
-            [f"    {rollup.bucket_fn}({'bucket' if parent else 'ts'}) AS bucket", *[f"    {k}" for k in rollup.keys]]
-            + [f"    {v.merge if parent else v.select} AS {v.name}" for v in rollup.values]
-        )
-        source = db_source
-    else:
-        # A histogram from raw rows: count rows per code first, then gather the codes of each group.
-        (hist,) = coded
-        inner = ", ".join(
-            [f"{rollup.bucket_fn}(ts) AS bucket", keys]
-            + [f"{v.select} AS {v.name}" for v in rollup.values if v is not hist]
-            + [f"{hist.code} AS {HIST_CODE}", f"count() AS {HIST_COUNT}"]
-        )
-        selects = ",\n".join(
-            ["    bucket", *[f"    {k}" for k in rollup.keys]]
-            + [f"    {hist_gather_sql() if v is hist else v.merge} AS {v.name}" for v in rollup.values]
-        )
-        source = f"(\n    SELECT {inner}\n    FROM {db_source}\n    GROUP BY bucket, {keys}, {HIST_CODE}\n)"
     view = (
         f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{rollup.view_name}{target.on_cluster}\n"
         f"TO {db}.{local}\nAS SELECT\n{selects}\n"

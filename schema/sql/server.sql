@@ -339,27 +339,23 @@ SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_repli
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1m_mv
 TO inferensics.requests_1m
 AS SELECT
-    bucket,
+    toStartOfMinute(ts) AS bucket,
     model,
     hw_pool,
     traffic_class,
     bundle_id,
-    sum(requests) AS requests,
-    sum(errors) AS errors,
-    sum(fallbacks) AS fallbacks,
-    sum(recompiles) AS recompiles,
-    sum(compiles) AS compiles,
-    sum(compile_seconds) AS compile_seconds,
-    sum(cache_hits) AS cache_hits,
-    sum(cache_misses) AS cache_misses,
-    sum(nonfinite) AS nonfinite,
-    sum(latency_sum_ms) AS latency_sum_ms,
-    sumMap(map(latency_code, latency_count)) AS latency_hist
-FROM (
-    SELECT toStartOfMinute(ts) AS bucket, model, hw_pool, traffic_class, bundle_id, sum(toUInt64(1)) AS requests, sum(toUInt64(status = 'error')) AS errors, sum(toUInt64(outcome = 'fallback')) AS fallbacks, sum(toUInt64(recompiles)) AS recompiles, sum(toUInt64(outcome IN ('compile', 'recompile'))) AS compiles, sum(toFloat64(compile_ms) / 1000) AS compile_seconds, sum(toUInt64(cache_status = 'hit')) AS cache_hits, sum(toUInt64(cache_status IN ('miss', 'mixed'))) AS cache_misses, sum(toUInt64((fp_nan + fp_inf) > 0)) AS nonfinite, sum(toFloat64(latency_ms)) AS latency_sum_ms, toUInt16(greatest(0, least(1023, round((ln(greatest(latency_ms, 1e-9)) - ln(0.01)) / 0.018)))) AS latency_code, count() AS latency_count
-    FROM inferensics.requests
-    GROUP BY bucket, model, hw_pool, traffic_class, bundle_id, latency_code
-)
+    sum(toUInt64(1)) AS requests,
+    sum(toUInt64(status = 'error')) AS errors,
+    sum(toUInt64(outcome = 'fallback')) AS fallbacks,
+    sum(toUInt64(recompiles)) AS recompiles,
+    sum(toUInt64(outcome IN ('compile', 'recompile'))) AS compiles,
+    sum(toFloat64(compile_ms) / 1000) AS compile_seconds,
+    sum(toUInt64(cache_status = 'hit')) AS cache_hits,
+    sum(toUInt64(cache_status IN ('miss', 'mixed'))) AS cache_misses,
+    sum(toUInt64((fp_nan + fp_inf) > 0)) AS nonfinite,
+    sum(toFloat64(latency_ms)) AS latency_sum_ms,
+    CAST((groupArray(toUInt16(greatest(0, least(1023, round((ln(greatest(latency_ms, 1e-9)) - ln(0.01)) / 0.018))))), groupArray(toUInt64(1))), 'Map(UInt16, UInt64)') AS latency_hist
+FROM inferensics.requests
 GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
 
 CREATE TABLE IF NOT EXISTS inferensics.requests_1h
