@@ -152,17 +152,27 @@ def check_filter_values(client: QueryClient, params: Filters, tables: Iterable[s
     error). Rollups answer it cheaply; ``host`` is checked on the raw tables.
     """
     tables = list(tables)
+    checks: list[tuple[str, str, str, list[str]]] = []  # (filter, value, column, tables holding it)
     for name, value in params.active().items():
         column = FILTER_COLUMNS[name]
         holders = [t for t in tables if column in table_columns(t)]
-        if not holders:
-            continue
-        exists = " + ".join(
-            f"(SELECT count() FROM (SELECT 1 FROM {client.database}.{t} WHERE {column} = {{v:String}} LIMIT 1))"
+        if holders:
+            checks.append((name, value, column, holders))
+    if not checks:
+        return
+    # Every filter in one round trip: one existence count per filter.
+    exists = ", ".join(
+        "("
+        + " + ".join(
+            f"(SELECT count() FROM (SELECT 1 FROM {client.database}.{t} WHERE {column} = {{v{i}:String}} LIMIT 1))"
             for t in holders
         )
-        found = client.query_frame(f"SELECT {exists} AS n", {"v": value})
-        if int(found.item(0, 0)) > 0:
+        + f") AS f{i}"
+        for i, (_, _, column, holders) in enumerate(checks)
+    )
+    found = client.query_frame(f"SELECT {exists}", {f"v{i}": value for i, (_, value, _, _) in enumerate(checks)})
+    for i, (name, value, column, holders) in enumerate(checks):
+        if int(found.item(0, i)) > 0:
             continue
         known_sql = " UNION DISTINCT ".join(
             f"SELECT DISTINCT toString({column}) AS v FROM {client.database}.{t}" for t in holders
