@@ -271,9 +271,9 @@ def test_migrations_4_and_5_convert_a_version_3_store(store_dsn: str) -> None:
         want_tables = {k: v.replace(fresh.database, "DB") for k, v in _tables(fresh).items()}
         assert got_tables == want_tables
         for m in MIGRATIONS:  # nothing conditional is left to do
-            for stmt in m.statements(s.target):
-                if isinstance(stmt, Step):
-                    assert s.query_rows(stmt.when) == [(0,)], stmt.sql[:80]
+            for step in m.statements(s.target):
+                if isinstance(step, Step):
+                    assert s.query_rows(step.when) == [(0,)], step.sql[:80]
         keys_of = dict(s.query_rows(f"SELECT name, sorting_key FROM system.tables WHERE database = '{s.database}'"))
         assert {r.name: keys_of[r.name] for r in ROLLUPS} == {r.name: ", ".join(r.sorting_key) for r in ROLLUPS}
         for name, want in before.items():
