@@ -68,13 +68,20 @@ def test_stop_all_escalates_to_sigkill(tmp_path: Path) -> None:
 
 
 def test_second_ctrl_c_kills_what_is_left(tmp_path: Path) -> None:
-    """A Ctrl-C while waiting for the children kills them at once and is raised again: no orphans."""
+    """A Ctrl-C while waiting for the children kills them at once and is raised again: no orphans.
+
+    Python's own Ctrl-C handler is put in place for the test: a shell starting the test run in the
+    background without job control starts it with SIGINT ignored, and a Ctrl-C then never arrives."""
     children = _stubborn_children(tmp_path, 2)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        processes.stop_all(children, timeout_s=60)
-    timer.join()
+    try:
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            processes.stop_all(children, timeout_s=60)
+        timer.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - started < 30  # far less than the 2 x 60 s grace it would otherwise wait
     assert [c.proc.returncode for c in children] == [-signal.SIGKILL, -signal.SIGKILL]
