@@ -7,9 +7,9 @@ of hours, days or none), whole minutes within the per-minute rollup's retention 
 (when :data:`READ_MINUTE_ROLLUP`), and what is left at the ends (seconds) from raw ``requests`` rows. A
 range the dashboard asks for (ending on the next whole minute) thus reads under two hours of minute rows
 at its ends, a day or two of hourly rows and whole days: a 30-day overview merges about 30k daily
-latency histograms instead of scanning 10^8 rows. Each
-piece aggregates to the caller's groups with mergeable histograms (raw rows are first counted per latency
-code, then gathered into one histogram per group) and one outer query merges them, so the answers
+latency histograms instead of scanning 10^8 rows. Each piece aggregates to the caller's groups with
+mergeable histograms (raw rows are first counted per latency code, then gathered into one histogram per
+group) and one outer query merges them, so the answers
 agree with one raw scan to the rollups' stated latency error (±0.9 %). A ``host`` filter (the rollups are
 not keyed by host) reads raw rows only.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from inferensics.analytics.filters import TIME_TYPE, Filters, SliceParams, prefer_rollup, slice_where
+from inferensics.analytics.filters import FILTER_COLUMNS, TIME_TYPE, Filters, SliceParams, prefer_rollup, slice_where
 from inferensics.schema import columns as col
 from inferensics.schema.rollups import (
     HIST_CODE,
@@ -188,8 +188,7 @@ def aggregate_sql(
     of ``sums`` and, when ``quantiles``, ``q``: the latency code quantiles (decode with
     :func:`quantile_columns`). Returns the SQL and its parameters.
     """
-    dims = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS, col.BUNDLE_ID, col.HOST)
-    used = tuple(d for d in dims if any(d in expr for expr in keys.values()))
+    used = tuple(d for d in FILTER_COLUMNS.values() if any(d in expr for expr in keys.values()))
     pieces = plan_pieces(params, start, end, unit=unit, now=now, columns=used)
     groups = (["bucket"] if unit is not None else []) + list(keys)
     # One scan per table: the pieces a table serves (a few minutes at each end of a range, say) are one

@@ -168,17 +168,17 @@ def render_rollup(rollup: Rollup, target: Target) -> list[str]:
         f"{_rollup_settings(target)}"
     )
     parent = rollup.parent
+    time_expr = "bucket" if parent else "ts"
     selects = ",\n".join(
-        [f"    {rollup.bucket_fn}({'bucket' if parent else 'ts'}) AS bucket", *[f"    {k}" for k in rollup.keys]]
+        [f"    {rollup.bucket_fn}({time_expr}) AS bucket", *[f"    {k}" for k in rollup.keys]]
         + [f"    {v.merge if parent else v.select} AS {v.name}" for v in rollup.values]
     )
-    source = f"{db}.{target.local(parent.name if parent else rollup.source)}"
-    keys = ", ".join(rollup.keys)
+    source = target.local(parent.name if parent else rollup.source)
     view = (
         f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{rollup.view_name}{target.on_cluster}\n"
         f"TO {db}.{local}\nAS SELECT\n{selects}\n"
-        f"FROM {source}\n"
-        f"GROUP BY bucket, {keys}"
+        f"FROM {db}.{source}\n"
+        f"GROUP BY bucket, {', '.join(rollup.keys)}"
     )
     out = [table, view]
     if target.backend == "cluster":

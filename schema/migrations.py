@@ -4,8 +4,8 @@ Version 1 creates the schema rendered from the models (every statement ``IF NOT 
 to the models adds a migration of ``ALTER TABLE … ADD COLUMN IF NOT EXISTS`` statements and regenerates the
 committed DDL; version 1 is never edited by hand, it is the rendering of the models that shipped with it.
 Applying the migrations twice changes nothing: versions already recorded in ``schema_migrations`` are
-skipped, and every statement is idempotent on its own (a :class:`Step` that reads a column runs only while
-that column exists, so a migration interrupted half-way completes when applied again).
+skipped, and every statement is idempotent on its own (a :class:`Step` runs only while its ``when`` query
+says there is still work, so a migration interrupted half-way completes when applied again).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from inferensics.schema.ddl import (
     render_schema,
 )
 from inferensics.schema.events import EVENT_MODELS
-from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS
+from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +101,14 @@ def _rollups_skip_replayed_batches(target: Target) -> list[str]:
     ]
 
 
+def _drop_views(rollups: Sequence[Rollup], target: Target) -> list[str | Step]:
+    return [f"DROP VIEW IF EXISTS {target.database}.{r.view_name}{target.on_cluster}" for r in rollups]
+
+
+def _create_views(rollups: Sequence[Rollup], target: Target) -> list[str | Step]:
+    return [s for r in rollups for s in render_rollup(r, target) if s.startswith("CREATE MATERIALIZED VIEW")]
+
+
 def _quantile_point_hist(state: str) -> str:
     # A quantilesTiming state cannot be read back as a histogram; its quantile codes (p50, p95, p99) can.
     # The row's requests are spread over those codes (up to 50 % at p50, up to 95 % at p95, the rest at
@@ -121,7 +129,7 @@ def _request_rollups_keep_histograms(target: Target) -> list[str | Step]:
     # return in their current form.
     db, on = target.database, target.on_cluster
     rollups = (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D)
-    out: list[str | Step] = [f"DROP VIEW IF EXISTS {db}.{r.view_name}{on}" for r in rollups]
+    out = _drop_views(rollups, target)
     for r in rollups:
         local = target.local(r.name)
         tables = [local, r.name] if target.backend == "cluster" else [local]
@@ -138,9 +146,7 @@ def _request_rollups_keep_histograms(target: Target) -> list[str | Step]:
             )
         )
         out.extend(f"ALTER TABLE {db}.{t}{on} DROP COLUMN IF EXISTS `{col.LATENCY_STATE}`" for t in tables)
-    for r in rollups:
-        out.extend(stmt for stmt in render_rollup(r, target) if stmt.startswith("CREATE MATERIALIZED VIEW"))
-    return out
+    return out + _create_views(rollups, target)
 
 
 V5_SUFFIX = "__v5"
@@ -156,7 +162,7 @@ def _rollups_ordered_by_time(target: Target) -> list[str | Step]:
     # keys), the two are exchanged and the old one dropped. Each step is idempotent: a rerun after an
     # interruption empties the copy before filling it, and a rollup already in its new order is skipped.
     db, on = target.database, target.on_cluster
-    out: list[str | Step] = [f"DROP VIEW IF EXISTS {db}.{r.view_name}{on}" for r in ROLLUPS]
+    out = _drop_views(ROLLUPS, target)
     cluster = target.backend == "cluster"
     for r in ROLLUPS:
         local, new_local = target.local(r.name), target.local(r.name + V5_SUFFIX)
@@ -186,9 +192,7 @@ def _rollups_ordered_by_time(target: Target) -> list[str | Step]:
             out.append(f"DROP TABLE IF EXISTS {db}.{r.name}{on} SYNC")
             out.extend(distributed)
         out.append(f"DROP TABLE IF EXISTS {db}.{new_local}{on} SYNC")
-    for r in ROLLUPS:
-        out.extend(stmt for stmt in render_rollup(r, target) if stmt.startswith("CREATE MATERIALIZED VIEW"))
-    return out
+    return out + _create_views(ROLLUPS, target)
 
 
 MIGRATIONS: tuple[Migration, ...] = (

@@ -153,17 +153,22 @@ def _tables(s: Store) -> dict[str, str]:
     )
 
 
+def _old_store(s: Store, statements: list[str], version: int) -> None:
+    """Make ``s`` a store as schema version ``version`` left it: ``statements`` run, versions recorded."""
+    s.client.command(migrations_table_sql(s.target))
+    for stmt in statements:
+        s.client.command(stmt)
+    s.client.insert(
+        f"{s.database}.schema_migrations",
+        [[m.version, m.name, m.checksum(s.target), datetime.now(UTC)] for m in MIGRATIONS[:version]],
+        column_names=["version", "name", "checksum", "applied_at"],
+    )
+
+
 def test_migrations_bring_a_version_1_store_up_to_date(store_dsn: str) -> None:
     s = Store.open(store_dsn)
     try:
-        s.client.command(migrations_table_sql(s.target))
-        for stmt in _version_1_statements(s.target):
-            s.client.command(stmt)
-        s.client.insert(
-            f"{s.database}.schema_migrations",
-            [[1, MIGRATIONS[0].name, MIGRATIONS[0].checksum(s.target), datetime.now(UTC)]],
-            column_names=["version", "name", "checksum", "applied_at"],
-        )
+        _old_store(s, _version_1_statements(s.target), 1)
         assert s.schema_version() == 1
         assert s.migrate() == LATEST_VERSION
         assert s.migrate() == LATEST_VERSION
@@ -229,14 +234,7 @@ def test_migrations_4_and_5_convert_a_version_3_store(store_dsn: str) -> None:
     s = Store.open(store_dsn)
     fresh = Store.open(store_dsn.replace("database=", "database=fresh_"))
     try:
-        s.client.command(migrations_table_sql(s.target))
-        for stmt in _version_3_statements(s.target):
-            s.client.command(stmt)
-        s.client.insert(
-            f"{s.database}.schema_migrations",
-            [[m.version, m.name, m.checksum(s.target), datetime.now(UTC)] for m in MIGRATIONS[:3]],
-            column_names=["version", "name", "checksum", "applied_at"],
-        )
+        _old_store(s, _version_3_statements(s.target), 3)
         now = datetime.now(UTC).replace(minute=30, second=0, microsecond=0)
         n = 600
         batch = pa.table(
