@@ -22,10 +22,11 @@
   ``D > max_ks_distance`` and ``p < alpha``; else pass.
 
 Per-request facts live only in raw rows, so the comparison reads ``requests`` narrowed by model (and
-traffic class and bundle), which the table's primary key serves directly. The engine does the counting:
-per side, requests and rate numerators per latency code (the histogram the bootstrap resamples) and the
-two output statistics the KS tests compare; across sides, the input-matched argmax pairs. Only those small
-results reach Python.
+traffic class), which the table's primary key serves directly, in two scans that cover both sides at once
+(each row tagged with its side): one counts, per side, the requests, the rate numerators and the latency
+codes (the histogram the bootstrap resamples) and gathers the two output statistics the KS tests compare;
+the other groups both sides' rows by input digest for the argmax pairs. Only those small results reach
+Python. A side over ``max_rows`` is read again, ordered and limited, and then paired with a join.
 """
 
 from __future__ import annotations
@@ -179,52 +180,116 @@ class _Side:
     """Parameters of ``rows_sql`` (named apart from the other side's)."""
 
 
-def _side_rows(client: QueryClient, params: CanaryParams, side: str, values: dict[str, Any]) -> str:
-    """SQL of all the side's requests (``values`` receives its parameters)."""
-    lo, hi = params.window(side)
-    bundle = params.baseline if side == "baseline" else params.candidate
-    k = side[0]
-    where = [
-        f"{col.MODEL} = {{{k}_m:String}}",
-        f"{col.TS} >= {{{k}_lo:DateTime64(6, 'UTC')}}",
-        f"{col.TS} < {{{k}_hi:DateTime64(6, 'UTC')}}",
-    ]
-    values.update({f"{k}_m": params.model, f"{k}_lo": lo, f"{k}_hi": hi, f"{k}_n": params.max_rows})
-    for name, column, value in (
+def _common_where(params: CanaryParams, values: dict[str, Any]) -> str:
+    """What both sides share: the model and the optional traffic class, pool and host."""
+    where = [f"{col.MODEL} = {{m:String}}"]
+    values["m"] = params.model
+    for key, column, value in (
         ("tc", col.TRAFFIC_CLASS, params.traffic_class),
         ("hp", col.HW_POOL, params.hw_pool),
         ("h", col.HOST, params.host),
-        ("b", col.BUNDLE_ID, bundle),
     ):
         if value is not None:
-            where.append(f"{column} = {{{k}_{name}:String}}")
-            values[f"{k}_{name}"] = value
-    return f"SELECT * FROM {client.database}.requests WHERE {' AND '.join(where)}"
+            where.append(f"{column} = {{{key}:String}}")
+            values[key] = value
+    return " AND ".join(where)
 
 
-def _side(client: QueryClient, params: CanaryParams, side: str) -> _Side:
+def _own_where(params: CanaryParams, side: str, values: dict[str, Any]) -> str:
+    """What sets ``side`` apart: its window and its bundle."""
+    lo, hi = params.window(side)
+    bundle = params.baseline if side == "baseline" else params.candidate
+    k = side[0]
+    where = [f"{col.TS} >= {{{k}_lo:DateTime64(6, 'UTC')}}", f"{col.TS} < {{{k}_hi:DateTime64(6, 'UTC')}}"]
+    values.update({f"{k}_lo": lo, f"{k}_hi": hi, f"{k}_n": params.max_rows})
+    if bundle is not None:
+        where.append(f"{col.BUNDLE_ID} = {{{k}_b:String}}")
+        values[f"{k}_b"] = bundle
+    return " AND ".join(where)
+
+
+def _side_rows(client: QueryClient, params: CanaryParams, side: str, values: dict[str, Any]) -> str:
+    """SQL of all the side's requests (``values`` receives its parameters)."""
+    own = _own_where(params, side, values)
+    return f"SELECT * FROM {client.database}.requests WHERE {_common_where(params, values)} AND {own}"
+
+
+def _disjoint(params: CanaryParams) -> bool:
+    """Whether no request can be on both sides (two different bundles, or two windows that do not meet)."""
+    if params.baseline is not None and params.candidate is not None and params.baseline != params.candidate:
+        return True
+    (b_lo, b_hi), (c_lo, c_hi) = params.window("baseline"), params.window("candidate")
+    return b_hi <= c_lo or c_hi <= b_lo
+
+
+def _both_rows(client: QueryClient, params: CanaryParams, values: dict[str, Any]) -> str:
+    """SQL of both sides' requests in one scan, each row with ``side`` ``'b'`` or ``'c'`` (a request on
+    both sides, possible only when the windows overlap and a bundle is shared, appears once per side)."""
+    b, c = _own_where(params, "baseline", values), _own_where(params, "candidate", values)
+    side = (
+        f"if({b}, 'b', 'c')"
+        if _disjoint(params)
+        else f"arrayJoin(arrayFilter(s -> s != '', [if({b}, 'b', ''), if({c}, 'c', '')]))"
+    )
+    return (
+        f"SELECT *, {side} AS side FROM {client.database}.requests "
+        f"WHERE {_common_where(params, values)} AND (({b}) OR ({c}))"
+    )
+
+
+_COUNTS = ", ".join(f"countIf({cond}) AS r{i}" for i, (_, cond, _) in enumerate(_RATE_SQL))
+
+
+def _sides(client: QueryClient, params: CanaryParams) -> tuple[_Side, _Side, str, dict[str, Any]]:
+    """Both sides from one scan of the raw rows: per side the request count, the rate numerators, and (at
+    most ``max_rows`` + 1 of each) the latency codes and the output statistics. A side with more than
+    ``max_rows`` requests is read again by :func:`_truncated_side`. Also returns the both-sides SQL and its
+    parameters (for the agreement check)."""
     values: dict[str, Any] = {}
-    rows = _side_rows(client, params, side, values)
-    counts = ", ".join(f"countIf({cond}) AS r{i}" for i, (_, cond, _) in enumerate(_RATE_SQL))
+    both = _both_rows(client, params, values)
+    cap = params.max_rows + 1
+    code = latency_code_sql(col.LATENCY_MS)
+    arrays = ", ".join(f"groupArray({cap})({c}) AS {c}" for c in _DRIFT_COLUMNS)
+    frame = client.query_frame(
+        f"SELECT side, count() AS n, {_COUNTS}, groupArray({cap})({code}) AS codes, {arrays} "
+        f"FROM ({both}) GROUP BY side",
+        values,
+    )
+    found = {str(r["side"]): r for r in frame.iter_rows(named=True)}
+    sides = []
+    for side in ("baseline", "candidate"):
+        row = found.get(side[0])
+        n = int(row["n"]) if row is not None else 0
+        if n > params.max_rows:
+            sides.append(_truncated_side(client, params, side))
+            continue
+        hist = np.zeros(LATENCY_CODE_MAX + 1, dtype=np.int64)
+        drift = {c: np.zeros(0, dtype=np.float64) for c in _DRIFT_COLUMNS}
+        rates = dict.fromkeys((m for m, _, _ in _RATE_SQL), 0)
+        if row is not None:
+            hist += np.bincount(np.asarray(row["codes"], dtype=np.int64), minlength=LATENCY_CODE_MAX + 1)
+            drift = {c: np.asarray(row[c], dtype=np.float64) for c in _DRIFT_COLUMNS}
+            rates = {m: int(row[f"r{i}"]) for i, (m, _, _) in enumerate(_RATE_SQL)}
+        own: dict[str, Any] = {}
+        sides.append(_Side(n, False, hist, rates, drift, _side_rows(client, params, side, own), own))
+    return sides[0], sides[1], both, values
 
-    def per_code_of(rows: str) -> pl.DataFrame:
-        code = latency_code_sql(col.LATENCY_MS)
-        return client.query_frame(f"SELECT {code} AS code, count() AS n, {counts} FROM ({rows}) GROUP BY code", values)
 
-    per_code = per_code_of(rows)
-    n = int(per_code.get_column("n").sum() or 0)
-    truncated = n > params.max_rows
-    if truncated:  # only the earliest max_rows requests are compared
-        rows = f"{rows} ORDER BY {col.TS}, {col.REQUEST_ID} LIMIT {{{side[0]}_n:UInt64}}"
-        per_code = per_code_of(rows)
-        n = params.max_rows
+def _truncated_side(client: QueryClient, params: CanaryParams, side: str) -> _Side:
+    """A side with more than ``max_rows`` requests: only its earliest ``max_rows`` are compared."""
+    values: dict[str, Any] = {}
+    rows = (
+        f"{_side_rows(client, params, side, values)} ORDER BY {col.TS}, {col.REQUEST_ID} LIMIT {{{side[0]}_n:UInt64}}"
+    )
+    code = latency_code_sql(col.LATENCY_MS)
+    per_code = client.query_frame(f"SELECT {code} AS code, count() AS n, {_COUNTS} FROM ({rows}) GROUP BY code", values)
     hist = np.zeros(LATENCY_CODE_MAX + 1, dtype=np.int64)
     if per_code.height:
         hist[per_code.get_column("code").to_numpy().astype(np.int64)] = per_code.get_column("n").to_numpy()
     rates = {m: int(per_code.get_column(f"r{i}").sum() or 0) for i, (m, _, _) in enumerate(_RATE_SQL)}
     outputs = client.query_frame(f"SELECT {', '.join(_DRIFT_COLUMNS)} FROM ({rows})", values)
     drift = {c: outputs.get_column(c).cast(pl.Float64).to_numpy() for c in _DRIFT_COLUMNS}
-    return _Side(n, truncated, hist, rates, drift, rows, values)
+    return _Side(params.max_rows, True, hist, rates, drift, rows, values)
 
 
 def _row(  # noqa: PLR0917 (one evidence row: positional in table order)
@@ -298,24 +363,44 @@ def _rate_rows(base: _Side, cand: _Side, params: CanaryParams) -> list[dict[str,
     return rows
 
 
-def _agreement_row(client: QueryClient, base: _Side, cand: _Side, params: CanaryParams) -> dict[str, Any]:
-    def first(rows: str, also: str = "") -> str:
-        # The earliest request per input digest (ties: the smallest argmax digest).
-        return (
-            f"SELECT {col.INPUT_DIGEST}, argMin({col.FP_ARGMAX_DIGEST}, ({col.TS}, {col.FP_ARGMAX_DIGEST})) AS a "
-            f"FROM ({rows}) WHERE {col.INPUT_DIGEST} != '' AND {col.FP_ARGMAX_DIGEST} != '' {also}"
-            f"GROUP BY {col.INPUT_DIGEST}"
-        )
+def _first_argmax(side: str = "") -> str:
+    """The argmax digest of the earliest request per input digest (ties: the smallest argmax digest),
+    of the rows whose ``side`` is ``side`` when given."""
+    if_ = "If" if side else ""
+    cond = f", side = '{side}'" if side else ""
+    return f"argMin{if_}({col.FP_ARGMAX_DIGEST}, ({col.TS}, {col.FP_ARGMAX_DIGEST}){cond})"
 
-    narrowed = f"AND {col.INPUT_DIGEST} IN (SELECT {col.INPUT_DIGEST} FROM ({cand.rows_sql})) "
-    pairs = client.query_frame(
-        # The baseline side is narrowed to the candidate's digests first (the candidate is usually the
-        # smaller side): only rows that can pair are grouped.
-        f"SELECT count() AS n, countIf(b.a = c.a) AS agree FROM ({first(base.rows_sql, also=narrowed)}) AS b "
-        f"INNER JOIN ({first(cand.rows_sql)}) AS c ON b.{col.INPUT_DIGEST} = c.{col.INPUT_DIGEST}",
-        base.values | cand.values,
-    )
-    n, agree = int(pairs.item(0, "n")), int(pairs.item(0, "agree"))
+
+def _pairs(client: QueryClient, base: _Side, cand: _Side, both: str, values: dict[str, Any]) -> tuple[int, int]:
+    """Input-matched pairs and how many of them agree on the argmax digest."""
+    matched = f"WHERE {col.INPUT_DIGEST} != '' AND {col.FP_ARGMAX_DIGEST} != '' "
+    if not (base.truncated or cand.truncated):
+        # One scan of both sides, one GROUP BY over the input digests of either.
+        pairs = client.query_frame(
+            f"SELECT count() AS n, countIf(ab = ac) AS agree FROM ("
+            f"SELECT {_first_argmax('b')} AS ab, {_first_argmax('c')} AS ac FROM ({both}) {matched}"
+            f"GROUP BY {col.INPUT_DIGEST} HAVING countIf(side = 'b') > 0 AND countIf(side = 'c') > 0)",
+            values,
+        )
+    else:
+
+        def first(rows: str, also: str = "") -> str:
+            return (
+                f"SELECT {col.INPUT_DIGEST}, {_first_argmax()} AS a FROM ({rows}) {matched}{also}"
+                f"GROUP BY {col.INPUT_DIGEST}"
+            )
+
+        narrowed = f"AND {col.INPUT_DIGEST} IN (SELECT {col.INPUT_DIGEST} FROM ({cand.rows_sql})) "
+        pairs = client.query_frame(
+            # The baseline side is narrowed to the candidate's digests first: only rows that can pair are grouped.
+            f"SELECT count() AS n, countIf(b.a = c.a) AS agree FROM ({first(base.rows_sql, also=narrowed)}) AS b "
+            f"INNER JOIN ({first(cand.rows_sql)}) AS c ON b.{col.INPUT_DIGEST} = c.{col.INPUT_DIGEST}",
+            base.values | cand.values,
+        )
+    return int(pairs.item(0, "n")), int(pairs.item(0, "agree"))
+
+
+def _agreement_row(n: int, agree: int, params: CanaryParams) -> dict[str, Any]:
     lo, hi = stats.wilson_interval(agree, n)
     rule = f"agreement < {params.min_agreement:g} over >= {params.min_pairs} input-matched pairs fails"
     outcome: Outcome = "skipped" if n < params.min_pairs else ("fail" if agree / n < params.min_agreement else "pass")
@@ -365,16 +450,14 @@ def compare_canary(client: QueryClient, params: CanaryParams) -> CanaryResult:
     in ms and the interval of the candidate's quantile implied by the ratio interval; for argmax agreement
     ``baseline`` holds the number of pairs).
     """
-    check_filter_values(client, params, ("requests_1h", "requests"))
-    for bundle in (params.baseline, params.candidate):
-        if bundle is not None:
-            check_filter_values(client, _Filters(bundle=bundle), ("requests_1h",))
-    base, cand = _side(client, params, "baseline"), _side(client, params, "candidate")
+    bundles = [("bundle", b) for b in (params.baseline, params.candidate) if b is not None]
+    check_filter_values(client, params, ("requests_1h", "requests"), also=bundles)
+    base, cand, both, values = _sides(client, params)
     truncated = base.truncated or cand.truncated
     rows = [
         *_latency_rows(base, cand, params),
         *_rate_rows(base, cand, params),
-        _agreement_row(client, base, cand, params),
+        _agreement_row(*_pairs(client, base, cand, both, values), params),
         *_drift_rows(base, cand, params),
     ]
     evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)

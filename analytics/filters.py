@@ -145,40 +145,56 @@ def slice_where(
     return Where(" AND ".join(parts) or "1", values)
 
 
-def check_filter_values(client: QueryClient, params: Filters, tables: Iterable[str]) -> None:
+def check_filter_values(
+    client: QueryClient,
+    params: Filters,
+    tables: Iterable[str],
+    *,
+    also: Iterable[tuple[str, str]] = (),
+) -> None:
     """Raise :class:`UnknownFilterValue` for a set filter whose value no row of ``tables`` carries.
 
+    ``also`` adds (filter name, value) pairs to check beside ``params``' own (the canary's two bundles).
     Existence is checked over all time (a known value with no rows in the range is an empty slice, not an
-    error). Rollups answer it cheaply; ``host`` is checked on the raw tables.
+    error). ``tables`` come cheapest first: every value is looked up in the first of them that has its
+    column, all in one round trip (a rollup answers in milliseconds); only a value missing there is looked
+    up in the others before it is reported. ``host`` is checked on the raw tables.
     """
     tables = list(tables)
     checks: list[tuple[str, str, str, list[str]]] = []  # (filter, value, column, tables holding it)
-    for name, value in params.active().items():
+    for name, value in [*params.active().items(), *also]:
         column = FILTER_COLUMNS[name]
         holders = [t for t in tables if column in table_columns(t)]
         if holders:
             checks.append((name, value, column, holders))
-    if not checks:
-        return
-    # Every filter in one round trip: one existence count per filter.
-    exists = ", ".join(
-        "("
-        + " + ".join(
-            f"(SELECT count() FROM (SELECT 1 FROM {client.database}.{t} WHERE {column} = {{v{i}:String}} LIMIT 1))"
-            for t in holders
-        )
-        + f") AS f{i}"
-        for i, (_, _, column, holders) in enumerate(checks)
-    )
-    found = client.query_frame(f"SELECT {exists}", {f"v{i}": value for i, (_, value, _, _) in enumerate(checks)})
-    for i, (name, value, column, holders) in enumerate(checks):
-        if int(found.item(0, i)) > 0:
+    found = _found(client, [(value, column, holders[:1]) for _, value, column, holders in checks])
+    unseen = [c for c, hit in zip(checks, found, strict=True) if not hit and len(c[3]) > 1]
+    found_later = iter(_found(client, [(value, column, holders[1:]) for _, value, column, holders in unseen]))
+    for (name, value, column, holders), hit in zip(checks, found, strict=True):
+        if hit or (len(holders) > 1 and next(found_later)):
             continue
         known_sql = " UNION DISTINCT ".join(
             f"SELECT DISTINCT toString({column}) AS v FROM {client.database}.{t}" for t in holders
         )
         known = client.query_frame(f"SELECT v FROM ({known_sql}) ORDER BY v LIMIT 100")
         raise UnknownFilterValue(name, value, [str(v) for v in known.get_column("v").to_list()])
+
+
+def _found(client: QueryClient, lookups: list[tuple[str, str, list[str]]]) -> list[bool]:
+    """For each (value, column, tables): whether a row of those tables carries the value (one round trip)."""
+    if not lookups:
+        return []
+    exists = ", ".join(
+        "("
+        + " + ".join(
+            f"(SELECT count() FROM (SELECT 1 FROM {client.database}.{t} WHERE {column} = {{v{i}:String}} LIMIT 1))"
+            for t in tables
+        )
+        + f") AS f{i}"
+        for i, (_, column, tables) in enumerate(lookups)
+    )
+    found = client.query_frame(f"SELECT {exists}", {f"v{i}": value for i, (value, _, _) in enumerate(lookups)})
+    return [int(found.item(0, i)) > 0 for i in range(len(lookups))]
 
 
 def prefer_rollup(params: Filters, rollup: str) -> bool:

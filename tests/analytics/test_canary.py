@@ -54,6 +54,27 @@ def _side(fleet: Fleet, bundle: str) -> pl.DataFrame:
     )
 
 
+def _first_argmax(f: pl.DataFrame) -> dict[str, str]:
+    """The argmax digest of the earliest request per input digest (ties: the smallest argmax digest)."""
+    f = f.filter((pl.col(col.INPUT_DIGEST) != "") & (pl.col(col.FP_ARGMAX_DIGEST) != ""))
+    f = f.sort([col.TS, col.FP_ARGMAX_DIGEST])
+    return {
+        d: a
+        for d, a in f.group_by(col.INPUT_DIGEST, maintain_order=True)
+        .agg(pl.col(col.FP_ARGMAX_DIGEST).first())
+        .iter_rows()
+    }
+
+
+def _assert_agreement(ev: dict[str, dict[str, object]], base: pl.DataFrame, cand: pl.DataFrame) -> None:
+    """Argmax agreement over the earliest request per input digest on each side, as Polars counts it."""
+    fb, fc = _first_argmax(base), _first_argmax(cand)
+    pairs = [d for d in fb if d in fc]
+    assert pairs, "the fixture must give input-matched pairs"
+    assert ev["argmax_agreement"]["baseline"] == len(pairs)
+    assert ev["argmax_agreement"]["candidate"] == pytest.approx(sum(fb[d] == fc[d] for d in pairs) / len(pairs))
+
+
 def test_failing_candidate_evidence_matches_polars(fleet_store: Store, fleet: Fleet) -> None:
     result = compare_canary(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, **WEEK))
     base, cand = _side(fleet, BASELINE), _side(fleet, CANDIDATE)
@@ -70,20 +91,7 @@ def test_failing_candidate_evidence_matches_polars(fleet_store: Store, fleet: Fl
         codes = sorted(latency_code(x) for x in cand.get_column(col.LATENCY_MS).to_list())
         assert ev[metric]["candidate"] == pytest.approx(latency_decode(codes[math.ceil(q * len(codes)) - 1]))
 
-    # argmax agreement over the earliest request per input digest on each side
-    def first(f: pl.DataFrame) -> dict[str, str]:
-        f = f.filter((pl.col(col.INPUT_DIGEST) != "") & (pl.col(col.FP_ARGMAX_DIGEST) != "")).sort(col.TS)
-        return {
-            d: a
-            for d, a in f.group_by(col.INPUT_DIGEST, maintain_order=True)
-            .agg(pl.col(col.FP_ARGMAX_DIGEST).first())
-            .iter_rows()
-        }
-
-    fb, fc = first(base), first(cand)
-    pairs = [d for d in fb if d in fc]
-    assert ev["argmax_agreement"]["baseline"] == len(pairs)
-    assert ev["argmax_agreement"]["candidate"] == pytest.approx(sum(fb[d] == fc[d] for d in pairs) / len(pairs))
+    _assert_agreement(ev, base, cand)
     d, _ = stats.ks_test(
         base.get_column(col.FP_MEAN).cast(pl.Float64).to_numpy(),
         cand.get_column(col.FP_MEAN).cast(pl.Float64).to_numpy(),
@@ -187,3 +195,35 @@ def test_max_rows_keeps_the_earliest_requests(fleet_store: Store, fleet: Fleet) 
         assert ev["p95_ms"][side] == pytest.approx(latency_decode(codes[math.ceil(0.95 * len(codes)) - 1]))
     assert compare_canary(fleet_store, params.model_copy(update={"max_rows": 10**6})).truncated is False
     assert "rows truncated at max_rows" in result.to_frame().row(-1, named=True)["rule"]
+
+
+def test_overlapping_windows_put_shared_requests_on_both_sides(fleet_store: Store, fleet: Fleet) -> None:
+    # Two windows of any bundle that overlap by a day: a request in the overlap is on both sides.
+    b_lo, b_hi = W10, W10 + timedelta(days=4)
+    c_lo, c_hi = W10 + timedelta(days=3), W10 + timedelta(days=7)
+    params = CanaryParams(model="llama", start=c_lo, end=c_hi, baseline_start=b_lo, baseline_end=b_hi, min_requests=10)
+    result = compare_canary(fleet_store, params)
+    llama = fleet.requests.filter(pl.col(col.MODEL) == "llama")
+    base = llama.filter((pl.col(col.TS) >= b_lo) & (pl.col(col.TS) < b_hi))
+    cand = llama.filter((pl.col(col.TS) >= c_lo) & (pl.col(col.TS) < c_hi))
+    shared = llama.filter((pl.col(col.TS) >= c_lo) & (pl.col(col.TS) < b_hi)).height
+    assert shared > 0
+    assert (result.baseline_requests, result.candidate_requests) == (base.height, cand.height)
+    ev = {r["metric"]: r for r in result.evidence.iter_rows(named=True)}
+    for side, rows in (("baseline", base), ("candidate", cand)):
+        assert ev["error_rate"][side] == pytest.approx(rows.select((pl.col(col.STATUS) == "error").mean()).item())
+    _assert_agreement(ev, base, cand)
+
+
+def test_one_truncated_side_pairs_with_the_whole_other(fleet_store: Store, fleet: Fleet) -> None:
+    base, cand = _side(fleet, BASELINE), _side(fleet, CANDIDATE)
+    small, large = sorted((base.height, cand.height))
+    assert small < large
+    cap = (small + large) // 2
+    params = CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, max_rows=cap, min_requests=10, **WEEK)
+    result = compare_canary(fleet_store, params)
+    assert result.truncated
+    kept = {side: rows.sort([col.TS, col.REQUEST_ID]).head(cap) for side, rows in (("b", base), ("c", cand))}
+    assert (result.baseline_requests, result.candidate_requests) == (kept["b"].height, kept["c"].height)
+    ev = {r["metric"]: r for r in result.evidence.iter_rows(named=True)}
+    _assert_agreement(ev, kept["b"], kept["c"])
