@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_local ON CLUSTER '{cluster}'
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/requests_local', '{replica}')
 PARTITION BY toDate(ts)
-ORDER BY (model, hw_pool, traffic_class, ts)
+ORDER BY (model, traffic_class, hw_pool, ts)
 TTL toDateTime(ts) + toIntervalDay(30)
 SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
 COMMENT 'One served request: which compiled graphs and artifacts served it and how dispatch went.';

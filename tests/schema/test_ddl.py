@@ -117,10 +117,24 @@ _OLD_ROLLUPS = {r.name: _before_version_4(r) for r in ROLLUPS}
 _REQUEST_ROLLUPS = ("requests_1m", "requests_1h", "requests_1d")
 
 
+_V6_ORDER = f"ORDER BY ({', '.join(RequestEvent.TABLE.order_by)})"
+_OLD_REQUEST_ORDER = f"ORDER BY ({c.MODEL}, {c.HW_POOL}, {c.TRAFFIC_CLASS}, {c.TS})"
+
+
+def _version_5_statements(target: Target) -> list[str]:
+    """The schema as versions 1-5 left it: raw requests ordered by model, pool, traffic class, time."""
+    out = []
+    for stmt in render_schema(target):
+        raw_requests = stmt.split("\n", 1)[0].split(" ON CLUSTER")[0].endswith(f".{target.local('requests')}")
+        assert _V6_ORDER in stmt or not raw_requests
+        out.append(stmt.replace(_V6_ORDER, _OLD_REQUEST_ORDER) if raw_requests else stmt)
+    return out
+
+
 def _version_3_statements(target: Target) -> list[str]:
     """The schema as versions 1-3 left it (request rollups with quantilesTiming states, keys first)."""
     out = []
-    for stmt in render_schema(target):
+    for stmt in _version_5_statements(target):
         first = stmt.split("\n", 1)[0]
         name = next((n for n in _OLD_ROLLUPS if first.endswith((f".{n}", f".{n}_mv"))), None)
         if name is None:
@@ -225,9 +239,10 @@ def test_migration_statements_parse_in_the_engine(store: Store, backend: Backend
             assert formatted.split()[:2] == str(stmt).split()[:2], formatted
 
 
-def test_migrations_4_and_5_convert_a_version_3_store(store_dsn: str) -> None:
-    """A version-3 store with traffic: after migrations 4 (latency states into histograms) and 5 (rollups
-    ordered by time, daily rollup without bundle) its schema equals a fresh store's, each old rollup row
+def test_migrations_4_to_6_convert_a_version_3_store(store_dsn: str) -> None:
+    """A version-3 store with traffic: after migrations 4 (latency states into histograms), 5 (rollups
+    ordered by time, daily rollup without bundle) and 6 (requests ordered by model, traffic class, pool)
+    its schema equals a fresh store's, every request row is still there, each old rollup row
     answers its own p50/p95/p99 exactly as its state did, the request counts are unchanged, nothing
     conditional is left to do, and new traffic lands in the histograms. Re-applying after an interruption
     (state column already gone, version not recorded) completes it."""
@@ -281,6 +296,7 @@ def test_migrations_4_and_5_convert_a_version_3_store(store_dsn: str) -> None:
             ).with_columns(pl.col("q").cast(pl.List(pl.UInt16)))
             assert got.get_column("n").to_list() == want.get_column("n").to_list(), name
             assert got.get_column("q").to_list() == want.get_column("q").to_list(), name
+        assert s.query_rows(f"SELECT count(), uniqExact({c.REQUEST_ID}) FROM {s.database}.requests") == [(n, n)]
         s.insert_arrow(RequestEvent, batch.set_column(0, c.REQUEST_ID, pa.array([f"s{i}" for i in range(n)])))
         for name in _REQUEST_ROLLUPS:
             total = s.query_rows(
@@ -290,3 +306,44 @@ def test_migrations_4_and_5_convert_a_version_3_store(store_dsn: str) -> None:
     finally:
         for st in (s, fresh):
             st.client.command(f"DROP DATABASE IF EXISTS {st.database} SYNC")
+
+
+def test_migration_6_interrupted_after_the_copy_completes_once(store_dsn: str) -> None:
+    """Migration 6 cut after its copy was filled, before the exchange: applied again, it empties and refills
+    the copy, so every request is there once, in the new order, and the view feeds the rollups again."""
+    s = Store.open(store_dsn)
+    try:
+        _old_store(s, _version_5_statements(s.target), 5)
+        now = datetime.now(UTC).replace(second=0, microsecond=0)
+        n = 500
+        batch = pa.table(
+            {
+                c.REQUEST_ID: [f"r{i}" for i in range(n)],
+                c.TS: pa.array([now - timedelta(minutes=i % 50) for i in range(n)], pa.timestamp("us", tz="UTC")),
+                c.LATENCY_MS: pa.array([1.0 + i % 90 for i in range(n)], pa.float32()),
+                **{name: pa.array([f"{name}-{i % 3}" for i in range(n)]) for name in (c.HOST, c.MODEL, c.HW_POOL)},
+                c.TRAFFIC_CLASS: pa.array([f"tc-{i % 2}" for i in range(n)]),
+            }
+        )
+        s.insert_arrow(RequestEvent, batch)
+        key = "SELECT sorting_key FROM system.tables WHERE database = {db:String} AND name = 'requests'"
+        assert s.query_rows(key, {"db": s.database}) == [(_OLD_REQUEST_ORDER[10:-1],)]
+        steps = [str(stmt) for stmt in MIGRATIONS[5].statements(s.target)]
+        cut = next(i for i, stmt in enumerate(steps) if stmt.startswith("INSERT INTO"))
+        for stmt in steps[: cut + 1]:
+            s.client.command(stmt)
+        assert s.schema_version() == 5
+        assert s.migrate() == LATEST_VERSION
+        assert s.query_rows(key, {"db": s.database}) == [(", ".join(RequestEvent.TABLE.order_by),)]
+        assert s.query_rows(f"SELECT count(), uniqExact({c.REQUEST_ID}) FROM {s.database}.requests") == [(n, n)]
+        s.insert_arrow(RequestEvent, batch.set_column(0, c.REQUEST_ID, pa.array([f"s{i}" for i in range(n)])))
+        assert s.query_rows(f"SELECT count() FROM {s.database}.requests") == [(2 * n,)]
+        for name in _REQUEST_ROLLUPS:
+            assert s.query_rows(f"SELECT sum({c.REQUESTS}) FROM {s.database}.{name}") == [(2 * n,)], name
+        left = s.query_rows(
+            "SELECT count() FROM system.tables WHERE database = {db:String} AND name LIKE '%\\_\\_v6'",
+            {"db": s.database},
+        )
+        assert left == [(0,)]
+    finally:
+        s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
