@@ -1,0 +1,575 @@
+"""Host-SDK overhead as a randomised multi-process study: the SDK's cost separated from compile order and
+callable placement.
+
+    .venv/bin/python benchmarks/bench_sdk_study.py --device cpu --hidden 64 --procs 4 --rounds 5   # quick
+    python benchmarks/bench_sdk_study.py --device cuda --hidden 4096 --layers 4 --tokens 8 --dtype bfloat16 \
+        --vocab 32000 --procs 12 --budget-s 480 --jsonl study_bf16.jsonl       # decode-sized, H200
+    python benchmarks/bench_sdk_study.py --from-jsonl study_bf16.jsonl        # aggregate saved lines again
+
+Why: in one process, the plain and the instrumented callables are two compiled artifacts, and which one
+was compiled first (and where its weights and buffers landed) moved throughput by more than the 1 % the
+SDK is allowed, so a single-process comparison confounds the SDK with compile order. Here each of
+``--procs`` fresh Python processes (seeded by its index) builds the same model, gives each variant its own
+copy of it and compiles plain, an A/A control (plain again) and instrumented in a random order, warms up,
+then runs ``--rounds`` interleaved rounds (variant order shuffled every round) of decode-like requests
+(``--decode-steps`` compiled calls per request, as bench_sdk_overhead.py's decode section):
+
+- ``plain``, ``control``: the plain callables, no tracker installed;
+- ``instr_bare``: the instrumented callable with no tracker and outside any request (its wrapper then
+  only reads a context variable): the same machine code and weights as the next two, so the two
+  same-artifact ratios below cannot be confounded by compile order or placement;
+- ``instr_nofp``, ``instr``: tracker installed (null exporter), every request scoped, without and with
+  the output fingerprint; the tracker's flush runs inside the timed region.
+
+Each process also times serving-thread µs per compiled-graph call (bursts of ``--burst`` calls, host
+clock only, device synchronised outside the timing) for plain, control, instr_bare and ``instr_in`` (the
+instrumented callable inside a request, tracker installed), and prints one JSON line. The parent runs the
+processes one after another (one device), and reports per-process ratios (best round over best round, and
+the median over rounds of the ratio within a round), their median across processes with a bootstrap 95 %
+CI and min/max, the added µs per call, and whether a variant's position in the compile order predicts its
+speed. Figure lines end with the load average. Prints figures; asserts nothing.
+
+``--fresh-cache`` gives every process empty Inductor and Triton cache folders (a cold start each time);
+without it the processes share the machine's caches, so after the first one the compiles load cached
+code. Keep the device side free of chDB, clickhouse-connect and streamlit: the SDK with the null
+exporter needs only torch, pydantic and OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+
+PREFIX = "STUDY_JSON "
+DECODE = ("plain", "control", "instr_bare", "instr_nofp", "instr")
+# --diagnose: where the same-artifact cost goes (all on the instrumented artifact).
+DIAG = ("hook_only", "instr_noguard", "instr_lazy")
+TRACKED = ("instr_nofp", "instr", "hook_only", "instr_noguard", "instr_lazy")
+CALL = ("plain", "control", "instr_bare", "instr_in")
+COMPILED = ("plain", "control", "instr")
+# (numerator, denominator, what it says) for the decode-like requests.
+COMPARISONS = (
+    ("control", "plain", "A/A control vs plain (two plain artifacts: the noise floor)"),
+    ("instr_bare", "plain", "instr. artifact, no request, vs plain (artifact/placement + contextvar read)"),
+    ("instr_nofp", "plain", "instrumented, no fingerprint, vs plain"),
+    ("instr", "plain", "instrumented + fingerprint vs plain (the 1 % target)"),
+    ("instr_nofp", "instr_bare", "SAME ARTIFACT: in requests, no fingerprint, vs outside"),
+    ("instr", "instr_bare", "SAME ARTIFACT: in requests + fingerprint vs outside"),
+    ("hook_only", "instr_bare", "diagnose: tracker installed, calls outside requests (guard hook, no records)"),
+    ("instr_noguard", "instr_bare", "diagnose: in requests, no fingerprint, guard hook removed"),
+    ("instr_lazy", "instr_bare", "diagnose: in requests + fingerprint, background thread idle (all work in flush)"),
+    ("instr_lazy", "instr", "diagnose: background thread idle vs draining every 50 ms"),
+)
+CALL_DIFFS = (
+    ("control", "plain", "A/A control - plain"),
+    ("instr_bare", "plain", "instr. artifact outside a request - plain"),
+    ("instr_in", "plain", "instrumented in a request - plain (the 5 us target)"),
+    ("instr_in", "instr_bare", "SAME ARTIFACT: in a request - outside"),
+)
+
+
+def _load() -> str:
+    return "load avg " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+# --- worker ------------------------------------------------------------------------------------------
+
+
+def _decode_plain(fn: Callable[[Any], Any], x: Any, steps: int) -> None:
+    for _ in range(steps):
+        y = fn(x)
+    del y
+
+
+def _decode_instr(
+    tracker: Any, fn: Callable[[Any], Any], x: Any, steps: int, ids: Iterator[int], *, fingerprint: bool
+) -> None:
+    with tracker.request(f"d{next(ids)}", shape=tuple(x.shape)) as req:
+        for _ in range(steps):
+            y = fn(x)
+        if fingerprint:
+            req.set_output(y)
+
+
+def _worker(args: argparse.Namespace) -> None:
+    import torch
+    from torch._dynamo.utils import counters
+
+    from inferensics.collector.host import InductorBackend, NullExporter, SdkConfig, instrument, torch_adapter
+    from inferensics.collector.host import fingerprint as fpmod
+
+    dev = args.device
+    cuda = dev == "cuda"
+    if not cuda:
+        torch.set_num_threads(args.threads)
+    rng = random.Random(args.seed * 1_000_003 + args.worker)
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    def tracker_on(config: SdkConfig | None = None) -> Any:
+        return instrument(exporter=NullExporter(), host="study", model="study", config=config or SdkConfig())
+
+    torch.manual_seed(0)  # the same weights in every process: only order and placement vary
+    layers: list[torch.nn.Module] = []
+    for _ in range(args.layers):
+        layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.GELU()]
+    if args.vocab:
+        layers.append(torch.nn.Linear(args.hidden, args.vocab))
+    dtype = getattr(torch, args.dtype)
+    base = torch.nn.Sequential(*layers).to(dev, dtype).eval()
+    x = torch.randn(args.tokens, args.hidden, device=dev, dtype=dtype)
+
+    # Each variant gets its own copy (weights allocated in compile order) and is compiled on first call.
+    # The control goes through Inductor's compile_fx under a backend of its own, as the instrumented one
+    # does, minus the counting wrapper: Dynamo keys its cache on the backend, so it is a second graph and
+    # a second compile (a second torch.compile(copy) with the default backend would reuse plain's graph).
+    def _plain_compile_fx(gm: Any, example_inputs: list[Any]) -> Any:
+        return torch_adapter.compile_fx(gm, example_inputs, {})
+
+    order = rng.sample(COMPILED, len(COMPILED))
+    fns: dict[str, Callable[[Any], Any]] = {}
+    compile_s: dict[str, float] = {}
+    compiles: dict[str, dict[str, int]] = {}  # cumulative counters after each variant's first calls
+    with torch.no_grad():
+        for name in order:
+            module = copy.deepcopy(base)
+            t0 = time.perf_counter()
+            if name == "instr":
+                fn = torch.compile(module, backend=InductorBackend())
+            elif name == "control":
+                fn = torch.compile(module, backend=_plain_compile_fx)
+            else:
+                fn = torch.compile(module)
+            for _ in range(3):
+                y = fn(x)
+            sync()
+            compile_s[name] = round(time.perf_counter() - t0, 2)
+            compiles[name] = {
+                "dynamo_graphs": int(counters["stats"]["unique_graphs"]),
+                "fx_cache_hit": int(counters["inductor"]["fxgraph_cache_hit"]),
+                "fx_cache_miss": int(counters["inductor"]["fxgraph_cache_miss"]),
+            }
+            fns[name] = fn
+    del base
+
+    fp_ready_s = 0.0
+    if cuda:  # the fused fingerprint kernel compiles in the background: wait, so every round uses it
+        t0 = time.perf_counter()
+        fpmod.start_fingerprint(y).result()
+        while y.dtype not in fpmod.KERNELS.ready and not fpmod.KERNELS.failed and time.perf_counter() - t0 < 120:
+            time.sleep(0.05)
+        fp_ready_s = round(time.perf_counter() - t0, 2)
+    fp_path = (
+        "torch ops inline (CPU)"
+        if not cuda
+        else "fused kernel, zero-copy"
+        if dtype in fpmod.KERNELS.zero_copy
+        else "fused kernel + D2H copy"
+        if dtype in fpmod.KERNELS.ready
+        else f"torch ops ({fpmod.KERNELS.failed or 'kernel not ready'})"
+    )
+
+    k, reqs, burst = args.decode_steps, args.reqs, args.burst
+    ids = iter(range(10**12))
+
+    def time_decode(variant: str) -> tuple[float, float, float]:
+        """Wall µs per decode-like request over ``reqs`` requests, device synchronised at both ends; CPU µs
+        per request of the serving thread and of the other threads (the SDK's background thread)."""
+        instr = fns["instr"]
+        tracker = None
+        if variant in TRACKED:
+            tracker = tracker_on(SdkConfig(flush_interval_s=1e6) if variant == "instr_lazy" else None)
+            if variant == "instr_noguard":
+                # diagnosis only: put back the hook that was there before the tracker (none, here)
+                torch_adapter.set_guard_hook(tracker._previous_guard_hook)
+        if variant in ("plain", "control", "instr_bare", "hook_only"):
+            one = partial(_decode_plain, fns[variant if variant in ("plain", "control") else "instr"], x, k)
+        else:
+            fp = variant in ("instr", "instr_lazy")
+            one = partial(_decode_instr, tracker, instr, x, k, ids, fingerprint=fp)
+        sync()
+        p0, c0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
+        for _ in range(reqs):
+            one()
+        if tracker is not None:
+            tracker.flush()
+        sync()
+        us = (time.perf_counter() - t0) / int(reqs) * 1e6
+        serving = (time.thread_time() - c0) / int(reqs) * 1e6
+        other = (time.process_time() - p0) / int(reqs) * 1e6 - serving
+        if tracker is not None:
+            tracker.shutdown()
+        return us, serving, other
+
+    def time_fp() -> float:
+        """Serving-thread µs per ``start_fingerprint`` of the model's output (bursts, host clock only)."""
+        total = 0.0
+        for _ in range(args.bursts):
+            sync()
+            t0 = time.perf_counter()
+            pending = [fpmod.start_fingerprint(y) for _ in range(burst)]
+            total += time.perf_counter() - t0
+            for p in pending:  # hand the pinned buffers back to the pool, untimed
+                p.result()
+        return total / (int(args.bursts) * int(burst)) * 1e6
+
+    def time_empty_requests() -> float:
+        """Wall µs per request scope with no call in it, the flush (record building) included."""
+        tracker = tracker_on()
+        n = int(args.bursts) * int(burst)
+        t0 = time.perf_counter()
+        for i in range(n):
+            with tracker.request(f"e{i}", shape=tuple(x.shape)):
+                pass
+        tracker.flush()
+        us = (time.perf_counter() - t0) / n * 1e6
+        tracker.shutdown()
+        return us
+
+    def time_calls(variant: str) -> float:
+        """Serving-thread µs per compiled-graph call: bursts of ``burst`` calls, host clock only."""
+        fn = fns["instr" if variant in ("instr_bare", "instr_in") else variant]
+        tracker = tracker_on() if variant == "instr_in" else None
+        total = 0.0
+        scope = tracker.request("calls") if tracker is not None else None
+        if scope is not None:
+            scope.__enter__()
+        try:
+            for _ in range(args.bursts):
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(burst):
+                    fn(x)
+                total += time.perf_counter() - t0
+            sync()
+        finally:
+            if scope is not None:
+                scope.__exit__(None, None, None)
+            if tracker is not None:
+                tracker.shutdown()
+        return total / (int(args.bursts) * int(burst)) * 1e6
+
+    variants = DECODE + (DIAG if args.diagnose else ())
+    decode: dict[str, list[float]] = {v: [] for v in variants}
+    cpu: dict[str, list[list[float]]] = {v: [] for v in variants}  # per round: [serving, other threads]
+    call: dict[str, list[float]] = {v: [] for v in CALL}
+    extra: dict[str, list[float]] = {"fp_host": [], "req_empty": []}
+    with torch.no_grad():
+        for _ in range(args.warmup_rounds):  # untimed: trackers, fingerprint pool, allocator, clocks
+            for v in rng.sample(variants, len(variants)):
+                time_decode(v)
+            for v in rng.sample(CALL, len(CALL)):
+                time_calls(v)
+        for _ in range(args.rounds):
+            for v in rng.sample(variants, len(variants)):
+                us, serving, other = time_decode(v)
+                decode[v].append(round(us, 3))
+                cpu[v].append([round(serving, 2), round(other, 2)])
+            for v in rng.sample(CALL, len(CALL)):
+                call[v].append(round(time_calls(v), 4))
+            if args.diagnose:
+                extra["fp_host"].append(round(time_fp(), 3))
+                extra["req_empty"].append(round(time_empty_requests(), 3))
+    if args.profile:
+        with torch.no_grad():
+            _profile_requests(torch, fns["instr"], tracker_on, x, k, cuda=cuda)
+    out = {
+        "index": args.worker,
+        "seed": args.seed,
+        "order": order,
+        "compile_s": compile_s,
+        "compiles": compiles,
+        "fp_ready_s": fp_ready_s,
+        "fp_path": fp_path,
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "decode": decode,
+        "call": call,
+        "cpu": cpu,
+        "extra": extra,
+        "load": [round(v, 2) for v in os.getloadavg()],
+    }
+    print(PREFIX + json.dumps(out), flush=True)
+
+
+def _profile_requests(
+    torch: Any, instr: Callable[[Any], Any], tracker_on: Callable[[], Any], x: Any, k: int, *, cuda: bool
+) -> None:
+    """torch.profiler over 5 decode-like requests of the instrumented artifact, outside requests and in
+    them with the fingerprint: device time, kernel launches, synchronising calls, top host ops."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    ids = iter(range(10**9))
+    for variant in ("instr_bare", "instr"):
+        tracker = tracker_on() if variant == "instr" else None
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(5):
+                if tracker is None:
+                    _decode_plain(instr, x, k)
+                else:
+                    _decode_instr(tracker, instr, x, k, ids, fingerprint=True)
+            if tracker is not None:
+                tracker.flush()
+            if cuda:
+                torch.cuda.synchronize()
+        if tracker is not None:
+            tracker.shutdown()
+        events = prof.key_averages()
+        syncs = {e.key: e.count for e in events if "ynchronize" in e.key or e.key in ("cudaMemcpy", "cudaMemcpyAsync")}
+        launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx"))
+        device_us = sum(getattr(e, "self_device_time_total", 0) for e in events)
+        print(
+            f"profile {variant}, 5 requests x {k} calls: device time {device_us / 5:.1f} us/request, "
+            f"kernel launches {launches / 5:.1f}/request, synchronising/copy calls {syncs}"
+        )
+        print(events.table(sort_by="self_cpu_time_total", row_limit=10, max_name_column_width=44))
+
+
+# --- parent ------------------------------------------------------------------------------------------
+
+
+def _ratios(runs: list[dict[str, Any]], num: str, den: str) -> tuple[list[float], list[float]]:
+    """Per process: best-round ratio, and the median over rounds of the within-round ratio."""
+    best, paired = [], []
+    for r in runs:
+        a, b = r["decode"][num], r["decode"][den]
+        best.append(min(a) / min(b))
+        paired.append(statistics.median(x / y for x, y in zip(a, b, strict=True)))
+    return best, paired
+
+
+def _boot_ci(values: list[float], n: int, rng: random.Random) -> tuple[float, float]:
+    """Bootstrap 95 % CI of the median (processes resampled with replacement)."""
+    if len(values) < 2:
+        return values[0], values[0]
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(n))
+    return meds[int(0.025 * (n - 1))], meds[int(0.975 * (n - 1))]
+
+
+def _pct(r: float) -> str:
+    return f"{(r - 1) * 100:+.2f} %"
+
+
+def _summary(values: list[float], boot: int, rng: random.Random, fmt: Callable[[float], str]) -> str:
+    lo, hi = _boot_ci(values, boot, rng)
+    return (
+        f"median {fmt(statistics.median(values))}, 95 % CI [{fmt(lo)}, {fmt(hi)}], "
+        f"min/max [{fmt(min(values))}, {fmt(max(values))}]"
+    )
+
+
+def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
+    rng = random.Random(20261201)
+    n = len(runs)
+    rounds = len(runs[0]["decode"]["plain"])
+    print(f"\n=== study: {n} processes; {header}; {rounds} rounds each; {runs[0]['torch']}, {runs[0]['device']}")
+    print(f"fingerprint path: {sorted({r['fp_path'] for r in runs})}")
+    last = [r["compiles"][r["order"][-1]] for r in runs]
+    graphs = sorted({c["dynamo_graphs"] for c in last})
+    hits, misses = sorted({c["fx_cache_hit"] for c in last}), sorted({c["fx_cache_miss"] for c in last})
+    print(
+        f"compiles per process: Dynamo graphs {graphs}, FX-graph cache hits {hits}, misses {misses} "
+        "(3 graphs: plain, control and instr compiled apart)"
+    )
+    print("per process, decode-like request, best round in us (compile order; ratios vs plain, same-artifact):")
+    for r in runs:
+        b = {v: min(r["decode"][v]) for v in DECODE}
+        comp = " ".join(f"{v}:{r['compile_s'][v]:.0f}s" for v in r["order"])
+        print(
+            f"  p{r['index']:<2} [{comp}] plain {b['plain']:.1f} control {_pct(b['control'] / b['plain'])} "
+            f"bare {_pct(b['instr_bare'] / b['plain'])} nofp {_pct(b['instr_nofp'] / b['plain'])} "
+            f"instr {_pct(b['instr'] / b['plain'])} | same-artifact nofp {_pct(b['instr_nofp'] / b['instr_bare'])} "
+            f"instr {_pct(b['instr'] / b['instr_bare'])}; load {r['load'][0]:.2f}"
+        )
+    print(f"decode-like request throughput cost across {n} processes (bootstrap CI of the median, {boot} resamples):")
+    for num, den, what in COMPARISONS:
+        if num not in runs[0]["decode"]:
+            continue
+        best, paired = _ratios(runs, num, den)
+        print(f"  {what}:")
+        print(f"    best-round ratio     {_summary(best, boot, rng, _pct)}; {_load()}")
+        print(f"    within-round median  {_summary(paired, boot, rng, _pct)}; {_load()}")
+    # Does the position in the compile order predict speed? Plain artifacts only (no SDK activity):
+    # each one's best round over the mean of the three, grouped by the position it was compiled in.
+    pos: dict[int, list[float]] = {0: [], 1: [], 2: []}
+    for r in runs:
+        b = {"plain": min(r["decode"]["plain"]), "control": min(r["decode"]["control"])}
+        b["instr"] = min(r["decode"]["instr_bare"])
+        mean = sum(b.values()) / 3
+        for i, name in enumerate(r["order"]):
+            pos[i].append(b[name] / mean)
+    print(
+        "compile-order effect (plain, control, instr_bare best rounds over their mean, by compile position): "
+        + ", ".join(f"{i + 1}. {_pct(statistics.mean(v))} (n={len(v)})" for i, v in pos.items())
+        + f"; {_load()}"
+    )
+
+    def us(v: float) -> str:
+        return f"{v:+.2f} us"
+
+    if "cpu" not in runs[0]:  # lines written before the CPU and --diagnose figures existed
+        runs = [{**r, "cpu": {}, "extra": {}} for r in runs]
+    if runs[0]["cpu"]:
+        print(
+            "CPU us per decode-like request (median over processes of the median round): serving thread / other threads"
+        )
+        print(
+            "  "
+            + "; ".join(
+                f"{v} {statistics.median(statistics.median(c[0] for c in r['cpu'][v]) for r in runs):.0f}"
+                f" / {statistics.median(statistics.median(c[1] for c in r['cpu'][v]) for r in runs):.0f}"
+                for v in runs[0]["cpu"]
+            )
+            + f"; {_load()}"
+        )
+    for name, what in (
+        ("fp_host", "serving-thread us per start_fingerprint (the fingerprint launch)"),
+        ("req_empty", "wall us per empty request scope incl. record building (flush)"),
+    ):
+        vals = [min(r["extra"][name]) for r in runs if r["extra"].get(name)]
+        meds = [statistics.median(r["extra"][name]) for r in runs if r["extra"].get(name)]
+        if vals:
+            print(
+                f"{what}: best round median {statistics.median(vals):.2f} (min/max {min(vals):.2f}/{max(vals):.2f}), "
+                f"median round median {statistics.median(meds):.2f}; {_load()}"
+            )
+
+    plain_call = [min(r["call"]["plain"]) for r in runs]
+    print(
+        f"serving-thread us per compiled-graph call (best round): plain median {statistics.median(plain_call):.2f} "
+        f"us (min/max {min(plain_call):.2f}/{max(plain_call):.2f}); added:"
+    )
+    for num, den, what in CALL_DIFFS:
+        best = [min(r["call"][num]) - min(r["call"][den]) for r in runs]
+        paired = [statistics.median(a - b for a, b in zip(r["call"][num], r["call"][den], strict=True)) for r in runs]
+        print(f"  {what}:")
+        print(f"    best round           {_summary(best, boot, rng, us)}; {_load()}")
+        print(f"    within-round median  {_summary(paired, boot, rng, us)}; {_load()}")
+
+
+def _worker_cmd(args: argparse.Namespace, index: int) -> list[str]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", str(index)]
+    for name in (
+        "device",
+        "hidden",
+        "layers",
+        "tokens",
+        "dtype",
+        "vocab",
+        "decode_steps",
+        "reqs",
+        "rounds",
+        "warmup_rounds",
+        "burst",
+        "bursts",
+        "threads",
+        "seed",
+    ):
+        cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    return cmd
+
+
+def _parent(args: argparse.Namespace) -> None:
+    header = (
+        f"{args.layers}x Linear({args.hidden})+GELU{f' + Linear({args.hidden}, {args.vocab})' if args.vocab else ''}, "
+        f"{args.dtype}, {args.tokens} tokens, {args.device}; {args.decode_steps} calls/request, {args.reqs} "
+        f"requests per variant per round"
+    )
+    runs: list[dict[str, Any]] = []
+    if args.from_jsonl:
+        with open(args.from_jsonl) as fh:
+            runs = [json.loads(line.removeprefix(PREFIX)) for line in fh if line.strip()]
+        _aggregate(runs, args.boot, f"from {args.from_jsonl}")
+        return
+    print(f"study: up to {args.procs} processes, {header}; budget {args.budget_s} s; {_load()}", flush=True)
+    sink = open(args.jsonl, "a") if args.jsonl else None  # noqa: SIM115 - appended to as workers finish
+    start = time.perf_counter()
+    took: list[float] = []
+    for i in range(args.procs):
+        elapsed = time.perf_counter() - start
+        if took and args.budget_s and elapsed + max(took) > args.budget_s:
+            print(f"budget: stopping after {len(runs)} processes ({elapsed:.0f} s elapsed)", flush=True)
+            break
+        env = dict(os.environ)
+        cache = tempfile.mkdtemp(prefix=f"study{i}_") if args.fresh_cache else ""
+        if cache:
+            env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
+            env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+        t0 = time.perf_counter()
+        cmd = _worker_cmd(args, i) + (["--profile"] if args.profile and i == 0 else [])
+        cmd += ["--diagnose"] if args.diagnose else []
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        if args.profile and i == 0:
+            print("\n".join(ln for ln in proc.stdout.splitlines() if not ln.startswith(PREFIX)), flush=True)
+        took.append(time.perf_counter() - t0)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(PREFIX)]
+        if proc.returncode != 0 or not lines:
+            print(f"p{i}: FAILED rc={proc.returncode}\n{proc.stderr[-3000:]}", flush=True)
+            continue
+        run = json.loads(lines[-1].removeprefix(PREFIX))
+        runs.append(run)
+        if sink is not None:
+            sink.write(lines[-1] + "\n")
+            sink.flush()
+        b = {v: min(run["decode"][v]) for v in DECODE}
+        print(
+            f"p{i} done in {took[-1]:.0f} s, order {run['order']}, compile {run['compile_s']}, best us/request "
+            + " ".join(f"{v} {b[v]:.1f}" for v in DECODE)
+            + f"; {_load()}",
+            flush=True,
+        )
+    if sink is not None:
+        sink.close()
+    if runs:
+        _aggregate(runs, args.boot, header)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--device", default="cuda" if shutil.which("nvidia-smi") else "cpu")
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=4)
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    ap.add_argument("--vocab", type=int, default=0, help="append an LM head Linear(hidden, vocab): logits output")
+    ap.add_argument("--decode-steps", type=int, default=64, help="compiled calls per decode-like request")
+    ap.add_argument("--reqs", type=int, default=20, help="requests per variant per round")
+    ap.add_argument("--rounds", type=int, default=15, help="timed rounds per process")
+    ap.add_argument("--warmup-rounds", type=int, default=2)
+    ap.add_argument("--burst", type=int, default=32, help="calls per burst in the per-call timing")
+    ap.add_argument("--bursts", type=int, default=10, help="bursts per variant per round")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads on CPU")
+    ap.add_argument("--seed", type=int, default=0, help="process i draws its orders from seed and i")
+    ap.add_argument("--procs", type=int, default=8, help="fresh processes, run one after another")
+    ap.add_argument("--budget-s", type=float, default=0.0, help="launch no process that may end past this")
+    ap.add_argument("--fresh-cache", action="store_true", help="empty Inductor/Triton caches per process")
+    ap.add_argument("--jsonl", default="", help="append each process's JSON line to this file")
+    ap.add_argument("--from-jsonl", default="", help="aggregate saved JSON lines; run nothing")
+    ap.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples")
+    ap.add_argument("--profile", action="store_true", help="the first process also prints torch.profiler tables")
+    ap.add_argument("--diagnose", action="store_true", help="add variants and timings that split the SDK's cost")
+    ap.add_argument("--worker", type=int, default=-1, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker >= 0:
+        _worker(args)
+    else:
+        _parent(args)
+
+
+if __name__ == "__main__":
+    main()
