@@ -1,38 +1,57 @@
 """Host-SDK overhead as a randomised multi-process study: the SDK's cost separated from compile order and
 callable placement.
 
-    .venv/bin/python benchmarks/bench_sdk_study.py --device cpu --hidden 64 --procs 4 --rounds 5   # quick
-    python benchmarks/bench_sdk_study.py --device cuda --hidden 4096 --layers 4 --tokens 8 --dtype bfloat16 \
-        --vocab 32000 --procs 12 --budget-s 480 --jsonl study_bf16.jsonl       # decode-sized, H200
-    python benchmarks/bench_sdk_study.py --from-jsonl study_bf16.jsonl        # aggregate saved lines again
+    .venv/bin/python benchmarks/bench_sdk_study.py --device cpu --hidden 64 --procs 3 --rounds 4 --reqs 5 \
+        --decode-steps 16 --bursts 4                                           # CPU smoke run, about a minute
+    python3 benchmarks/bench_sdk_study.py --device cuda --hidden 4096 --layers 4 --tokens 8 \
+        --dtype bfloat16 --vocab 32000 --procs 16 --rounds 12 --reqs 30 --budget-s 490 --profile \
+        --jsonl study_bf16.jsonl                                               # decode-sized, H200
+    python3 benchmarks/bench_sdk_study.py --device cuda --hidden 4096 --layers 4 --tokens 8 \
+        --dtype bfloat16 --vocab 32000 --procs 8 --rounds 10 --reqs 30 --diagnose --fresh-cache \
+        --budget-s 280 --seed 3 --jsonl fresh_bf16.jsonl                       # + where the cost goes, cold
+    python benchmarks/bench_sdk_study.py --from-jsonl study_bf16.jsonl fresh_bf16.jsonl   # pool saved lines
 
 Why: in one process, the plain and the instrumented callables are two compiled artifacts, and which one
-was compiled first (and where its weights and buffers landed) moved throughput by more than the 1 % the
-SDK is allowed, so a single-process comparison confounds the SDK with compile order. Here each of
-``--procs`` fresh Python processes (seeded by its index) builds the same model, gives each variant its own
-copy of it and compiles plain, an A/A control (plain again) and instrumented in a random order, warms up,
-then runs ``--rounds`` interleaved rounds (variant order shuffled every round) of decode-like requests
-(``--decode-steps`` compiled calls per request, as bench_sdk_overhead.py's decode section):
+was compiled first (and where its weights and buffers landed) was seen to move throughput by more than
+the 1 % the SDK is allowed, so a single-process comparison confounds the SDK with compile order. Here each
+of ``--procs`` fresh Python processes (seeded by ``--seed`` and its index) builds the same model, gives
+each variant its own copy of it (weights allocated in compile order) and compiles plain, an A/A control
+and instrumented in a random order, warms up, then runs ``--rounds`` interleaved rounds (variant order
+shuffled every round) of decode-like requests (``--decode-steps`` compiled calls per request, the shape
+of bench_sdk_overhead.py's decode section), ``--reqs`` requests per variant per round:
 
-- ``plain``, ``control``: the plain callables, no tracker installed;
+- ``plain``: ``torch.compile(copy)``; ``control``: the same through a backend of its own that calls
+  Inductor's ``compile_fx`` as the instrumented backend does, minus the counting wrapper (a second
+  ``torch.compile(copy)`` with the default backend would reuse plain's Dynamo graph: no second compile);
+  no tracker installed for either;
 - ``instr_bare``: the instrumented callable with no tracker and outside any request (its wrapper then
-  only reads a context variable): the same machine code and weights as the next two, so the two
-  same-artifact ratios below cannot be confounded by compile order or placement;
+  only reads a context variable): the same machine code and weights as the next two, so the
+  same-artifact ratios cannot be confounded by compile order or placement;
 - ``instr_nofp``, ``instr``: tracker installed (null exporter), every request scoped, without and with
-  the output fingerprint; the tracker's flush runs inside the timed region.
+  the output fingerprint; the tracker's flush runs inside the timed region;
+- with ``--diagnose``, on the same artifact: ``hook_only`` (tracker installed, calls outside requests),
+  ``instr_noguard`` (in requests, guard-complete hook taken out again), ``instr_lazy`` (in requests with
+  the fingerprint, background thread idle so that all record building happens in the timed flush); and
+  per round the serving-thread µs of one ``start_fingerprint`` and the µs of an empty request scope.
 
-Each process also times serving-thread µs per compiled-graph call (bursts of ``--burst`` calls, host
-clock only, device synchronised outside the timing) for plain, control, instr_bare and ``instr_in`` (the
-instrumented callable inside a request, tracker installed), and prints one JSON line. The parent runs the
-processes one after another (one device), and reports per-process ratios (best round over best round, and
-the median over rounds of the ratio within a round), their median across processes with a bootstrap 95 %
-CI and min/max, the added µs per call, and whether a variant's position in the compile order predicts its
-speed. Figure lines end with the load average. Prints figures; asserts nothing.
+Every decode variant also records CPU µs per request of the serving thread and of the other threads (the
+SDK's background thread). Each process also times serving-thread µs per compiled-graph call (bursts of
+``--burst`` calls, host clock only, device synchronised outside the timing) for plain, control,
+instr_bare and ``instr_in`` (the instrumented callable inside a request, tracker installed), and prints
+one JSON line. The parent runs the processes one after another (one device; ``--budget-s`` launches no
+process that may end past it), and reports per-process ratios (best round over best round, and the
+median over rounds of the ratio within a round), their median across processes with a bootstrap 95 % CI
+and min/max, the added µs per call, CPU per request, and whether a variant's position in the compile
+order predicts its speed. Figure lines end with the load average of the machine that aggregates (the
+per-process lines carry the measuring machine's). ``--profile``: the first process also prints
+torch.profiler tables of the instrumented artifact outside and inside requests (device time, kernel
+launches, synchronising calls). Prints figures; asserts nothing.
 
-``--fresh-cache`` gives every process empty Inductor and Triton cache folders (a cold start each time);
-without it the processes share the machine's caches, so after the first one the compiles load cached
-code. Keep the device side free of chDB, clickhouse-connect and streamlit: the SDK with the null
-exporter needs only torch, pydantic and OpenTelemetry.
+``--fresh-cache`` gives every process empty Inductor and Triton cache folders (a cold first compile in
+each); without it the processes share the machine's caches. Within a process the second and third
+compiles hit the FX-graph cache either way (the JSON line counts Dynamo graphs and cache hits). Keep the
+device side free of chDB, clickhouse-connect and streamlit: the SDK with the null exporter needs only
+torch, pydantic and OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -391,17 +410,18 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
         b = {v: min(r["decode"][v]) for v in DECODE}
         comp = " ".join(f"{v}:{r['compile_s'][v]:.0f}s" for v in r["order"])
         print(
-            f"  p{r['index']:<2} [{comp}] plain {b['plain']:.1f} control {_pct(b['control'] / b['plain'])} "
+            f"  s{r['seed']}p{r['index']:<2} [{comp}] plain {b['plain']:.1f} control {_pct(b['control'] / b['plain'])} "
             f"bare {_pct(b['instr_bare'] / b['plain'])} nofp {_pct(b['instr_nofp'] / b['plain'])} "
             f"instr {_pct(b['instr'] / b['plain'])} | same-artifact nofp {_pct(b['instr_nofp'] / b['instr_bare'])} "
             f"instr {_pct(b['instr'] / b['instr_bare'])}; load {r['load'][0]:.2f}"
         )
     print(f"decode-like request throughput cost across {n} processes (bootstrap CI of the median, {boot} resamples):")
     for num, den, what in COMPARISONS:
-        if num not in runs[0]["decode"]:
+        sub = [r for r in runs if num in r["decode"] and den in r["decode"]]
+        if not sub:
             continue
-        best, paired = _ratios(runs, num, den)
-        print(f"  {what}:")
+        best, paired = _ratios(sub, num, den)
+        print(f"  {what}{'' if len(sub) == n else f' ({len(sub)} processes)'}:")
         print(f"    best-round ratio     {_summary(best, boot, rng, _pct)}; {_load()}")
         print(f"    within-round median  {_summary(paired, boot, rng, _pct)}; {_load()}")
     # Does the position in the compile order predict speed? Plain artifacts only (no SDK activity):
@@ -422,18 +442,21 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
     def us(v: float) -> str:
         return f"{v:+.2f} us"
 
-    if "cpu" not in runs[0]:  # lines written before the CPU and --diagnose figures existed
-        runs = [{**r, "cpu": {}, "extra": {}} for r in runs]
-    if runs[0]["cpu"]:
+    # Lines written before the CPU and --diagnose figures existed have neither.
+    runs = [{**r, "cpu": r.get("cpu", {}), "extra": r.get("extra", {})} for r in runs]
+    with_cpu = [v for v in DECODE + DIAG if any(v in r["cpu"] for r in runs)]
+    if with_cpu:
         print(
             "CPU us per decode-like request (median over processes of the median round): serving thread / other threads"
         )
+        med: dict[str, list[float]] = {}
+        for v in with_cpu:
+            for i in (0, 1):
+                med[f"{v}{i}"] = [statistics.median(c[i] for c in r["cpu"][v]) for r in runs if v in r["cpu"]]
         print(
             "  "
             + "; ".join(
-                f"{v} {statistics.median(statistics.median(c[0] for c in r['cpu'][v]) for r in runs):.0f}"
-                f" / {statistics.median(statistics.median(c[1] for c in r['cpu'][v]) for r in runs):.0f}"
-                for v in runs[0]["cpu"]
+                f"{v} {statistics.median(med[f'{v}0']):.0f} / {statistics.median(med[f'{v}1']):.0f}" for v in with_cpu
             )
             + f"; {_load()}"
         )
@@ -492,9 +515,10 @@ def _parent(args: argparse.Namespace) -> None:
     )
     runs: list[dict[str, Any]] = []
     if args.from_jsonl:
-        with open(args.from_jsonl) as fh:
-            runs = [json.loads(line.removeprefix(PREFIX)) for line in fh if line.strip()]
-        _aggregate(runs, args.boot, f"from {args.from_jsonl}")
+        for path in args.from_jsonl:
+            with open(path) as fh:
+                runs += [json.loads(line.removeprefix(PREFIX)) for line in fh if line.strip()]
+        _aggregate(runs, args.boot, f"from {' '.join(args.from_jsonl)}")
         return
     print(f"study: up to {args.procs} processes, {header}; budget {args.budget_s} s; {_load()}", flush=True)
     sink = open(args.jsonl, "a") if args.jsonl else None  # noqa: SIM115 - appended to as workers finish
@@ -559,7 +583,7 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=0.0, help="launch no process that may end past this")
     ap.add_argument("--fresh-cache", action="store_true", help="empty Inductor/Triton caches per process")
     ap.add_argument("--jsonl", default="", help="append each process's JSON line to this file")
-    ap.add_argument("--from-jsonl", default="", help="aggregate saved JSON lines; run nothing")
+    ap.add_argument("--from-jsonl", nargs="+", default=[], help="aggregate saved JSON lines (files); run nothing")
     ap.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples")
     ap.add_argument("--profile", action="store_true", help="the first process also prints torch.profiler tables")
     ap.add_argument("--diagnose", action="store_true", help="add variants and timings that split the SDK's cost")
