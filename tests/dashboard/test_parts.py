@@ -6,6 +6,7 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -94,6 +95,39 @@ def test_chart_specs_match_their_snapshots() -> None:
     for spec in specs.values():
         spec.pop("$schema", None)
     assert_snapshot("charts.json", json.dumps(specs, indent=1, sort_keys=True) + "\n")
+
+
+class _Container:
+    """Stands in for ``st`` or a column: keeps what ``vega_lite_chart`` was given."""
+
+    def __init__(self) -> None:
+        self.specs: list[dict[str, Any]] = []
+
+    def vega_lite_chart(self, *, spec: dict[str, Any], width: str) -> None:
+        self.specs.append(spec)
+
+
+def test_drawn_charts_send_times_as_timestamps_on_a_canvas() -> None:
+    frame = pl.DataFrame({col.BUCKET: [T0, T0 + timedelta(minutes=1)], col.REQUESTS: [3, 5], col.ERRORS: [0, 1]})
+    box = _Container()
+    charts.draw(box, charts.time_series(frame, col.BUCKET, (col.REQUESTS, col.ERRORS), "Trend"))
+    (spec,) = box.specs
+    assert spec["data"] == {"name": charts.DATASET, "format": {"parse": None}}
+    assert spec["usermeta"] == {"embedOptions": {"renderer": "canvas"}}
+    sent = spec["datasets"][charts.DATASET]
+    assert sent.schema[col.BUCKET] == pl.Datetime("ms", "UTC")
+    t1 = T0 + timedelta(minutes=1)
+    assert sorted(sent.get_column(col.BUCKET).to_list()) == [T0, T0, t1, t1]
+    assert spec["mark"]["aria"] is False
+
+
+def test_drawn_charts_keep_parsing_when_a_time_is_not_one() -> None:
+    frame = pl.DataFrame({col.BUCKET: ["2026-11-30 18:00", "later"], col.MODEL: ["a", "b"], col.REQUESTS: [3, 5]})
+    box = _Container()
+    charts.draw(box, charts.stacked_bars_over_time(frame, col.BUCKET, col.REQUESTS, col.MODEL, "By model"))
+    (spec,) = box.specs
+    assert spec["data"] == {"name": charts.DATASET}
+    assert spec["datasets"][charts.DATASET].schema[col.BUCKET] == pl.String
 
 
 def test_launcher_runs_streamlit_headless_and_passes_the_token_by_environment() -> None:
