@@ -255,21 +255,23 @@ def _sides(client: QueryClient, params: CanaryParams) -> tuple[_Side, _Side, str
         f"FROM ({both}) GROUP BY side",
         values,
     )
-    found = {str(r["side"]): r for r in frame.iter_rows(named=True)}
+    at = {str(side): i for i, side in enumerate(frame.get_column("side").to_list())}
     sides = []
     for side in ("baseline", "candidate"):
-        row = found.get(side[0])
-        n = int(row["n"]) if row is not None else 0
+        i = at.get(side[0])
+        n = int(frame.item(i, "n")) if i is not None else 0
         if n > params.max_rows:
             sides.append(_truncated_side(client, params, side))
             continue
         hist = np.zeros(LATENCY_CODE_MAX + 1, dtype=np.int64)
         drift = {c: np.zeros(0, dtype=np.float64) for c in _DRIFT_COLUMNS}
         rates = dict.fromkeys((m for m, _, _ in _RATE_SQL), 0)
-        if row is not None:
-            hist += np.bincount(np.asarray(row["codes"], dtype=np.int64), minlength=LATENCY_CODE_MAX + 1)
-            drift = {c: np.asarray(row[c], dtype=np.float64) for c in _DRIFT_COLUMNS}
-            rates = {m: int(row[f"r{i}"]) for i, (m, _, _) in enumerate(_RATE_SQL)}
+        if i is not None:
+            # The gathered arrays go to NumPy straight from Arrow (no Python lists).
+            codes = frame.get_column("codes")[i].to_numpy().astype(np.int64)
+            hist += np.bincount(codes, minlength=LATENCY_CODE_MAX + 1)
+            drift = {c: frame.get_column(c)[i].cast(pl.Float64).to_numpy() for c in _DRIFT_COLUMNS}
+            rates = {m: int(frame.item(i, f"r{j}")) for j, (m, _, _) in enumerate(_RATE_SQL)}
         own: dict[str, Any] = {}
         sides.append(_Side(n, False, hist, rates, drift, _side_rows(client, params, side, own), own))
     return sides[0], sides[1], both, values
