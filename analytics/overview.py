@@ -31,7 +31,7 @@ _GROUP_COLUMNS = {
 }
 _REQUEST_TABLES = ("requests_1h", "requests")
 MAX_MINUTE_RANGE: Final = timedelta(days=7)
-"""The longest range :func:`fleet_timeseries` splits into minute buckets (the per-minute rollup's reach)."""
+"""The longest range :func:`fleet_timeseries` splits into minute buckets (10,080 buckets per series)."""
 
 
 def _rates(frame: pl.DataFrame, seconds: float) -> pl.DataFrame:

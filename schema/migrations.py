@@ -241,6 +241,58 @@ def _requests_ordered_by_class_then_pool(target: Target) -> list[str | Step]:
     return out + _create_views(views, target)
 
 
+V7_SUFFIX = "__v7"
+"""Suffix of the table migration 7 fills before exchanging it with ``requests_1m``."""
+REBUILD_DAYS = 32
+"""Days of raw requests (counted back from the newest) migration 7 rebuilds the per-minute rollup from."""
+
+
+def _minute_rollup_covers_raw_retention(target: Target) -> list[str | Step]:
+    # Before version 7 the per-minute request rollup kept 7 days, so a dashboard range of 7 or 30 days
+    # (ending on a whole minute) read its first minutes from raw rows: 17 minutes of every model's
+    # requests read a whole day's partition (raw rows are not ordered by time), 140-210 ms of the 10^8-row
+    # store's 7-day overview against 50-60 ms through the rollup. From 7 on it keeps 31 days (the raw
+    # table's 30 and one), rebuilt from the raw rows, since the planner trusts its retention
+    # (``plan_pieces``). The rebuild fills a new table one day at a time (days counted back from the newest
+    # raw row, so one day's groups are in memory at once) with the view's own query, then exchanges the two.
+    # Every step is unconditional and the sequence idempotent: an interrupted run starts again from an
+    # empty copy, and the tables exchanged are always a complete rebuild. The request views are dropped
+    # for the duration (nothing is fed twice) and recreated.
+    db, on = target.database, target.on_cluster
+    r = REQUESTS_1M
+    views = [REQUESTS_1M, REQUESTS_1H, REQUESTS_1D]
+    cluster = target.backend == "cluster"
+    local, new_local = target.local(r.name), target.local(r.name + V7_SUFFIX)
+    table, view, *distributed = render_rollup(r, target)
+    table = table.replace(f"{db}.{local}", f"{db}.{new_local}", 1).replace(f"/{local}'", f"/{new_local}'")
+    out = _drop_views(views, target)
+    if cluster:
+        out.append(f"DROP TABLE IF EXISTS {db}.{r.name + V7_SUFFIX}{on} SYNC")
+    out.append(f"DROP TABLE IF EXISTS {db}.{new_local}{on} SYNC")
+    out.append(table)
+    if cluster:
+        out.append(distributed_sql(r.name + V7_SUFFIX, new_local, "rand()", target))
+    # The view's query over raw rows; on a cluster through the Distributed tables (rows of a minute may
+    # sit on every shard; the rollup is sharded at random and merged at read time).
+    select = view[view.index("AS SELECT") + 3 :]
+    source = f"FROM {db}.{target.local(r.source)}\n"
+    if cluster:
+        select = select.replace(source, f"FROM {db}.{r.source}\n")
+        source = f"FROM {db}.{r.source}\n"
+    dest = r.name + V7_SUFFIX if cluster else new_local
+    newest = f"(SELECT max(toDate({col.TS})) FROM {db}.{r.source})"
+    for back in range(REBUILD_DAYS):
+        day = select.replace(source, f"{source.rstrip()} WHERE toDate({col.TS}) = {newest} - {back}\n")
+        out.append(f"INSERT INTO {db}.{dest} {day} SETTINGS insert_deduplicate = 0, max_insert_threads = 2")
+    out.append(f"EXCHANGE TABLES {db}.{local} AND {db}.{new_local}{on}")
+    if cluster:
+        out.append(f"DROP TABLE IF EXISTS {db}.{r.name + V7_SUFFIX}{on} SYNC")
+        out.append(f"DROP TABLE IF EXISTS {db}.{r.name}{on} SYNC")
+        out.extend(distributed)
+    out.append(f"DROP TABLE IF EXISTS {db}.{new_local}{on} SYNC")
+    return out + _create_views(views, target)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -248,6 +300,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "request rollups keep latency histograms", _request_rollups_keep_histograms),
     Migration(5, "rollups ordered by time first, daily request rollup without bundle", _rollups_ordered_by_time),
     Migration(6, "requests ordered by model, traffic class, pool", _requests_ordered_by_class_then_pool),
+    Migration(7, "per-minute request rollup kept 31 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
 )
 """Every migration, in version order."""
 

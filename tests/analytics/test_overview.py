@@ -147,19 +147,23 @@ def test_plan_reads_each_part_of_a_range_from_the_coarsest_exact_source() -> Non
     day, hour = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 10, 31, 15, tzinfo=UTC)
     minutes = "requests_1m" if READ_MINUTE_ROLLUP else "requests"
     assert got == [
-        ("requests", start, hour),  # 22 minutes before the first whole hour: older than the per-minute rollup
+        (minutes, start, hour),  # 22 minutes before the first whole hour: within the per-minute rollup's reach
         ("requests_1h", hour, day),
         ("requests_1d", day, datetime(2026, 11, 30, tzinfo=UTC)),
         ("requests_1h", datetime(2026, 11, 30, tzinfo=UTC), datetime(2026, 11, 30, 14, tzinfo=UTC)),
         (minutes, datetime(2026, 11, 30, 14, tzinfo=UTC), now),
     ]
+    # A range starting before the per-minute rollup's horizon (its retention less a day) reads raw rows there.
+    old = now - timedelta(days=40)
+    first = plan_pieces(Filters(), old, end, now=now)[0]
+    assert (first.source.table, first.start, first.end) == ("requests", old, old.replace(minute=0) + timedelta(hours=1))
     seconds = now + timedelta(seconds=7)
     assert [(p.source.table, p.start, p.end) for p in plan_pieces(Filters(), now, seconds, now=now)] == [
         ("requests", now, seconds)
     ]
     # hour buckets never read the daily rollup; minute buckets no hourly or daily one
     hourly = plan_pieces(Filters(), start, end, unit="hour", now=now)
-    assert {p.source.table for p in hourly} == {"requests", "requests_1h", minutes}
+    assert {p.source.table for p in hourly} == {"requests_1h", minutes}
     six_hours = plan_pieces(Filters(), now - timedelta(hours=6, seconds=30), now, unit="minute", now=now)
     assert {p.source.table for p in six_hours} == {"requests", minutes}
     # a host filter: the rollups carry no host

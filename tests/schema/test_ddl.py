@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
@@ -26,10 +27,12 @@ from inferensics.schema.ddl import (
 from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, Step, migrations_table_sql
 from inferensics.schema.rollups import (
     REQUESTS_1D,
+    REQUESTS_1M,
     ROLLUPS,
     Rollup,
     RollupColumn,
     hist_quantiles_sql,
+    latency_code,
     latency_code_sql,
 )
 from inferensics.schema.store import Store
@@ -99,11 +102,18 @@ _OLD_LATENCY = RollupColumn(
 )
 
 
+def _before_version_7(rollup: Rollup) -> Rollup:
+    """A rollup as versions 1-6 defined it: the per-minute request rollup kept 7 days."""
+    if rollup is REQUESTS_1M:
+        return dataclasses.replace(rollup, ttl_days=_MINUTE_TTL_BEFORE_7)
+    return rollup
+
+
 def _before_version_5(rollup: Rollup) -> Rollup:
     """A rollup as versions 1-4 defined it: ordered by its keys, the daily request rollup keyed by bundle."""
     keys = (*rollup.keys, c.BUNDLE_ID) if rollup is REQUESTS_1D else rollup.keys
     parent = _before_version_5(rollup.parent) if rollup.parent else None
-    return dataclasses.replace(rollup, keys=keys, order_prefix=None, parent=parent)
+    return dataclasses.replace(_before_version_7(rollup), keys=keys, order_prefix=None, parent=parent)
 
 
 def _before_version_4(rollup: Rollup) -> Rollup:
@@ -119,12 +129,24 @@ _REQUEST_ROLLUPS = ("requests_1m", "requests_1h", "requests_1d")
 
 _V6_ORDER = f"ORDER BY ({', '.join(RequestEvent.TABLE.order_by)})"
 _OLD_REQUEST_ORDER = f"ORDER BY ({c.MODEL}, {c.HW_POOL}, {c.TRAFFIC_CLASS}, {c.TS})"
+_MINUTE_TTL_BEFORE_7 = 7
+
+
+def _version_6_statements(target: Target) -> list[str]:
+    """The schema as versions 1-6 left it: the per-minute request rollup kept 7 days."""
+    old = _before_version_7(REQUESTS_1M)
+    out = []
+    for stmt in render_schema(target):
+        first = stmt.split("\n", 1)[0].split(" ON CLUSTER")[0]
+        minute_table = first.endswith(f".{target.local(REQUESTS_1M.name)}") and stmt.startswith("CREATE TABLE")
+        out.append(render_rollup(old, target)[0] if minute_table else stmt)
+    return out
 
 
 def _version_5_statements(target: Target) -> list[str]:
     """The schema as versions 1-5 left it: raw requests ordered by model, pool, traffic class, time."""
     out = []
-    for stmt in render_schema(target):
+    for stmt in _version_6_statements(target):
         raw_requests = stmt.split("\n", 1)[0].split(" ON CLUSTER")[0].endswith(f".{target.local('requests')}")
         assert _V6_ORDER in stmt or not raw_requests
         out.append(stmt.replace(_V6_ORDER, _OLD_REQUEST_ORDER) if raw_requests else stmt)
@@ -239,7 +261,25 @@ def test_migration_statements_parse_in_the_engine(store: Store, backend: Backend
             assert formatted.split()[:2] == str(stmt).split()[:2], formatted
 
 
-def test_migrations_4_to_6_convert_a_version_3_store(store_dsn: str) -> None:
+def _raw_quantile_codes(batch: pa.Table, keys: str) -> pl.DataFrame:
+    """Nearest-rank p50/p95/p99 latency codes of raw request rows per minute and ``keys``' other columns."""
+    frame = pl.from_arrow(batch)
+    assert isinstance(frame, pl.DataFrame)
+    by = [k.strip() for k in keys.split(",") if k.strip() != c.BUCKET]
+    frame = frame.with_columns(
+        pl.col(c.TS).dt.truncate("1m").alias(c.BUCKET),
+        pl.col(c.LATENCY_MS).map_elements(latency_code, return_dtype=pl.Int64).alias("code"),
+    )
+    rows = []
+    for key, group in frame.group_by([c.BUCKET, *by], maintain_order=False):
+        codes = sorted(group.get_column("code").to_list())
+        q = [codes[math.ceil(p * len(codes)) - 1] for p in (0.5, 0.95, 0.99)]
+        rows.append({"key": key, "q": q})
+    rows.sort(key=lambda r: r["key"])
+    return pl.DataFrame({"q": [r["q"] for r in rows]}, schema={"q": pl.List(pl.UInt16)})
+
+
+def test_migrations_4_to_7_convert_a_version_3_store(store_dsn: str) -> None:
     """A version-3 store with traffic: after migrations 4 (latency states into histograms), 5 (rollups
     ordered by time, daily rollup without bundle) and 6 (requests ordered by model, traffic class, pool)
     its schema equals a fresh store's, every request row is still there, each old rollup row
@@ -295,7 +335,9 @@ def test_migrations_4_to_6_convert_a_version_3_store(store_dsn: str) -> None:
                 f"FROM {s.database}.{name} GROUP BY {keys} ORDER BY {keys}"
             ).with_columns(pl.col("q").cast(pl.List(pl.UInt16)))
             assert got.get_column("n").to_list() == want.get_column("n").to_list(), name
-            assert got.get_column("q").to_list() == want.get_column("q").to_list(), name
+            # requests_1m is rebuilt from the raw rows by migration 7: it holds their exact histograms.
+            quantiles = _raw_quantile_codes(batch, keys) if name == "requests_1m" else want
+            assert got.get_column("q").to_list() == quantiles.get_column("q").to_list(), name
         assert s.query_rows(f"SELECT count(), uniqExact({c.REQUEST_ID}) FROM {s.database}.requests") == [(n, n)]
         s.insert_arrow(RequestEvent, batch.set_column(0, c.REQUEST_ID, pa.array([f"s{i}" for i in range(n)])))
         for name in _REQUEST_ROLLUPS:
@@ -345,5 +387,72 @@ def test_migration_6_interrupted_after_the_copy_completes_once(store_dsn: str) -
             {"db": s.database},
         )
         assert left == [(0,)]
+    finally:
+        s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
+
+
+def test_migration_7_rebuilds_the_minute_rollup_from_raw_rows(store_dsn: str) -> None:
+    """A version-6 store whose per-minute rollup kept only its last 7 days: after migration 7 (cut once
+    after its first day's insert and applied again) that rollup holds every minute of the raw rows, equal
+    to Polars' per-minute sums of them, the hourly and daily rollups are untouched, and new traffic reaches
+    all three once."""
+    s = Store.open(store_dsn)
+    try:
+        _old_store(s, _version_6_statements(s.target), 6)
+        now = datetime.now(UTC).replace(second=0, microsecond=0)
+        n = 1200
+        ts = [now - timedelta(days=i % 20, minutes=i % 7) for i in range(n)]
+        batch = pa.table(
+            {
+                c.REQUEST_ID: [f"r{i}" for i in range(n)],
+                c.TS: pa.array(ts, pa.timestamp("us", tz="UTC")),
+                c.LATENCY_MS: pa.array([1.0 + i % 90 for i in range(n)], pa.float32()),
+                c.STATUS: pa.array(["error" if i % 9 == 0 else "ok" for i in range(n)]),
+                **{name: pa.array([f"{name}-{i % 3}" for i in range(n)]) for name in (c.HOST, c.MODEL, c.HW_POOL)},
+                **{name: pa.array(["x"] * n) for name in (c.TRAFFIC_CLASS, c.BUNDLE_ID)},
+            }
+        )
+        s.insert_arrow(RequestEvent, batch)
+        db = s.database
+        s.client.command(
+            f"ALTER TABLE {db}.requests_1m DELETE WHERE bucket < now() - INTERVAL 7 DAY SETTINGS mutations_sync = 2"
+        )
+        coarse = {
+            name: s.query_rows(f"SELECT sum({c.REQUESTS}), sum({c.ERRORS}) FROM {db}.{name}")
+            for name in ("requests_1h", "requests_1d")
+        }
+        assert s.query_rows(f"SELECT sum({c.REQUESTS}) FROM {db}.requests_1m")[0][0] < n
+        steps = [str(stmt) for stmt in MIGRATIONS[6].statements(s.target)]
+        cut = next(i for i, stmt in enumerate(steps) if stmt.startswith("INSERT INTO"))
+        for stmt in steps[: cut + 1]:
+            s.client.command(stmt)
+        assert s.migrate() == LATEST_VERSION
+        keys = f"{c.BUCKET}, {c.MODEL}, {c.HW_POOL}"
+        got = s.query_frame(
+            f"SELECT {keys}, sum({c.REQUESTS}) AS n, sum({c.ERRORS}) AS e, "
+            f"sum(arraySum(mapValues({c.LATENCY_HIST}))) AS h FROM {db}.requests_1m GROUP BY {keys} ORDER BY {keys}"
+        )
+        frame = pl.from_arrow(batch)
+        assert isinstance(frame, pl.DataFrame)
+        want = (
+            frame.with_columns(pl.col(c.TS).dt.truncate("1m").alias(c.BUCKET))
+            .group_by(c.BUCKET, c.MODEL, c.HW_POOL)
+            .agg(pl.len().alias("n"), (pl.col(c.STATUS) == "error").sum().alias("e"))
+            .sort(c.BUCKET, c.MODEL, c.HW_POOL)
+        )
+        assert got.get_column("n").to_list() == want.get_column("n").to_list()
+        assert got.get_column("e").to_list() == want.get_column("e").to_list()
+        assert got.get_column("h").to_list() == want.get_column("n").to_list()
+        assert got.get_column(c.BUCKET).dt.replace_time_zone(None).to_list() == (
+            want.get_column(c.BUCKET).dt.replace_time_zone(None).to_list()
+        )
+        for name, before in coarse.items():
+            assert s.query_rows(f"SELECT sum({c.REQUESTS}), sum({c.ERRORS}) FROM {db}.{name}") == before, name
+        ttl = "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = 'requests_1m'"
+        assert f"toIntervalDay({REQUESTS_1M.ttl_days})" in s.query_rows(ttl, {"db": db})[0][0]
+        s.insert_arrow(RequestEvent, batch.set_column(0, c.REQUEST_ID, pa.array([f"s{i}" for i in range(n)])))
+        for name in _REQUEST_ROLLUPS:
+            total = s.query_rows(f"SELECT sum({c.REQUESTS}) FROM {db}.{name}")[0][0]
+            assert total == (2 * n if name == "requests_1m" else coarse[name][0][0] + n), name
     finally:
         s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
