@@ -9,6 +9,9 @@ callable placement.
     python3 benchmarks/bench_sdk_study.py --device cuda --hidden 4096 --layers 4 --tokens 8 \
         --dtype bfloat16 --vocab 32000 --procs 8 --rounds 10 --reqs 30 --diagnose --fresh-cache \
         --budget-s 280 --seed 3 --jsonl fresh_bf16.jsonl                       # + where the cost goes, cold
+    python3 benchmarks/bench_sdk_study.py --device cuda --hidden 4096 --layers 32 --tokens 8 \
+        --dtype bfloat16 --vocab 32000 --procs 6 --rounds 8 --reqs 20 --budget-s 200 --seed 5 --profile \
+        --jsonl study_deep_bf16.jsonl                                          # 32 layers: ~140 s/process
     python benchmarks/bench_sdk_study.py --from-jsonl study_bf16.jsonl fresh_bf16.jsonl   # pool saved lines
 
 Why: in one process, the plain and the instrumented callables are two compiled artifacts, and which one
