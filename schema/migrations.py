@@ -251,8 +251,9 @@ def _minute_rollup_covers_raw_retention(target: Target) -> list[str | Step]:
     # Before version 7 the per-minute request rollup kept 7 days, so a dashboard range of 7 or 30 days
     # (ending on a whole minute) read its first minutes from raw rows: 17 minutes of every model's
     # requests read a whole day's partition (raw rows are not ordered by time), 140-210 ms of the 10^8-row
-    # store's 7-day overview against 50-60 ms through the rollup. From 7 on it keeps 31 days (the raw
-    # table's 30 and one), rebuilt from the raw rows, since the planner trusts its retention
+    # store's 7-day overview against 50-60 ms through the rollup. From 7 on it keeps 32 days (the planner
+    # trusts a rollup back to its retention less a day, and a 30-day range ending on a whole minute starts
+    # more than 30 days back), rebuilt from the raw rows, since the planner trusts its retention
     # (``plan_pieces``). The rebuild fills a new table one day at a time (days counted back from the newest
     # raw row, so one day's groups are in memory at once) with the view's own query, then exchanges the two.
     # Every step is unconditional and the sequence idempotent: an interrupted run starts again from an
@@ -300,7 +301,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "request rollups keep latency histograms", _request_rollups_keep_histograms),
     Migration(5, "rollups ordered by time first, daily request rollup without bundle", _rollups_ordered_by_time),
     Migration(6, "requests ordered by model, traffic class, pool", _requests_ordered_by_class_then_pool),
-    Migration(7, "per-minute request rollup kept 31 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
+    Migration(7, "per-minute request rollup kept 32 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
 )
 """Every migration, in version order."""
 

@@ -166,12 +166,13 @@ REQUESTS_1M = Rollup(
     bucket_fn="toStartOfMinute",
     keys=_REQUEST_KEYS,
     values=_REQUEST_VALUES,
-    ttl_days=31,
+    ttl_days=32,
     order_prefix=f"toStartOfHour({col.BUCKET})",
 )
-"""Per-minute request slices by model × hardware pool × traffic class × bundle (on-call views). Kept as
-long as raw requests (30 days) and one day more, so a range ending on a whole minute, as the dashboard
-asks, never reads raw rows for its minute edges (migration 7)."""
+"""Per-minute request slices by model × hardware pool × traffic class × bundle (on-call views). Kept two
+days longer than raw requests (30 days): the planner trusts it back to its retention less a day, so a range
+of up to 30 days ending on a whole minute, as the dashboard asks, never reads raw rows for its minute edges
+(migration 7)."""
 
 REQUESTS_1H = Rollup(
     name="requests_1h",

@@ -333,7 +333,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1m
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (toStartOfHour(bucket), model, hw_pool, traffic_class, bundle_id, bucket)
-TTL toDateTime(bucket) + toIntervalDay(31)
+TTL toDateTime(bucket) + toIntervalDay(32)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1m_mv

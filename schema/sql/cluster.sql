@@ -372,7 +372,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1m_local ON CLUSTER '{cluster}'
 ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/requests_1m_local', '{replica}')
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (toStartOfHour(bucket), model, hw_pool, traffic_class, bundle_id, bucket)
-TTL toDateTime(bucket) + toIntervalDay(31)
+TTL toDateTime(bucket) + toIntervalDay(32)
 SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1m_mv ON CLUSTER '{cluster}'
