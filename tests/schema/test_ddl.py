@@ -270,13 +270,12 @@ def _raw_quantile_codes(batch: pa.Table, keys: str) -> pl.DataFrame:
         pl.col(c.TS).dt.truncate("1m").alias(c.BUCKET),
         pl.col(c.LATENCY_MS).map_elements(latency_code, return_dtype=pl.Int64).alias("code"),
     )
-    rows = []
+    rows: list[tuple[tuple[object, ...], list[int]]] = []
     for key, group in frame.group_by([c.BUCKET, *by], maintain_order=False):
         codes = sorted(group.get_column("code").to_list())
-        q = [codes[math.ceil(p * len(codes)) - 1] for p in (0.5, 0.95, 0.99)]
-        rows.append({"key": key, "q": q})
-    rows.sort(key=lambda r: r["key"])
-    return pl.DataFrame({"q": [r["q"] for r in rows]}, schema={"q": pl.List(pl.UInt16)})
+        rows.append((key, [codes[math.ceil(p * len(codes)) - 1] for p in (0.5, 0.95, 0.99)]))
+    rows.sort(key=lambda r: tuple(map(str, r[0])))
+    return pl.DataFrame({"q": [q for _, q in rows]}, schema={"q": pl.List(pl.UInt16)})
 
 
 def test_migrations_4_to_7_convert_a_version_3_store(store_dsn: str) -> None:
