@@ -32,6 +32,7 @@ Python. A side over ``max_rows`` is read again, ordered and limited, and then pa
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -456,12 +457,16 @@ def compare_canary(client: QueryClient, params: CanaryParams) -> CanaryResult:
     check_filter_values(client, params, ("requests_1h", "requests"), also=bundles)
     base, cand, both, values = _sides(client, params)
     truncated = base.truncated or cand.truncated
-    rows = [
-        *_latency_rows(base, cand, params),
-        *_rate_rows(base, cand, params),
-        _agreement_row(*_pairs(client, base, cand, both, values), params),
-        *_drift_rows(base, cand, params),
-    ]
+    # The engine pairs the sides while this thread resamples and runs the KS tests (the engine releases
+    # the GIL; only one query is in flight at a time, so the client is never used concurrently).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="canary-pairs") as pool:
+        pairs = pool.submit(_pairs, client, base, cand, both, values)
+        latency, rates, drift = (
+            _latency_rows(base, cand, params),
+            _rate_rows(base, cand, params),
+            _drift_rows(base, cand, params),
+        )
+        rows = [*latency, *rates, _agreement_row(*pairs.result(), params), *drift]
     evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
     outcomes = evidence.get_column("outcome").to_list()
     if min(base.requests, cand.requests) < params.min_requests:
