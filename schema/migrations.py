@@ -150,6 +150,56 @@ def _request_rollups_keep_histograms(target: Target) -> list[str | Step]:
     return out + _create_views(rollups, target)
 
 
+def _copy_and_exchange(
+    target: Target,
+    name: str,
+    *,
+    suffix: str,
+    table: str,
+    distributed: Sequence[str],
+    shard_key: str,
+    fill: Callable[[str], Sequence[str]],
+    when: str | None,
+) -> list[str | Step]:
+    """Give table ``name`` a form ``ALTER`` cannot reach (a sorting key, a rebuilt content): fill a copy
+    ``name + suffix`` in that form, exchange the two, drop the old one.
+
+    ``table`` is the new form's ``CREATE TABLE`` of ``name`` (the shard-local one on a cluster) and
+    ``distributed`` its Distributed table's statements; ``fill(dest)`` gives the inserts that fill the
+    copy ``dest`` (on a cluster the copy's Distributed table, so rows land on their shards). With ``when``
+    every step up to the exchange runs only while ``when`` says there is work, and a rerun empties the copy
+    before filling it; without, the copy is dropped and created anew, so an interrupted run starts again
+    from nothing (a copy left from one is never reused, whatever its form).
+    """
+    db, on = target.database, target.on_cluster
+    cluster = target.backend == "cluster"
+    local, copy, copy_local = target.local(name), name + suffix, target.local(name + suffix)
+    create = table.replace(f"{db}.{local}", f"{db}.{copy_local}", 1).replace(f"/{local}'", f"/{copy_local}'")
+
+    def step(sql: str) -> str | Step:
+        return sql if when is None else Step(sql, when)
+
+    out: list[str | Step] = []
+    if when is None:
+        if cluster:
+            out.append(f"DROP TABLE IF EXISTS {db}.{copy}{on} SYNC")
+        out.append(f"DROP TABLE IF EXISTS {db}.{copy_local}{on} SYNC")
+    out.append(step(create))
+    if cluster:
+        out.append(step(distributed_sql(copy, copy_local, shard_key, target)))
+    if when is not None:
+        out.append(step(f"TRUNCATE TABLE IF EXISTS {db}.{copy_local}{on}"))
+    out.extend(step(sql) for sql in fill(copy if cluster else copy_local))
+    out.append(step(f"EXCHANGE TABLES {db}.{local} AND {db}.{copy_local}{on}"))
+    if cluster:
+        # The Distributed table names its local table; it is recreated over the exchanged one.
+        out.append(f"DROP TABLE IF EXISTS {db}.{copy}{on} SYNC")
+        out.append(f"DROP TABLE IF EXISTS {db}.{name}{on} SYNC")
+        out.extend(distributed)
+    out.append(f"DROP TABLE IF EXISTS {db}.{copy_local}{on} SYNC")
+    return out
+
+
 V5_SUFFIX = "__v5"
 """Suffix of the tables migration 5 fills before exchanging them with the old ones."""
 
@@ -162,37 +212,34 @@ def _rollups_ordered_by_time(target: Target) -> list[str | Step]:
     # cannot be altered: each rollup whose key differs is copied into a new table (re-aggregated to its
     # keys), the two are exchanged and the old one dropped. Each step is idempotent: a rerun after an
     # interruption empties the copy before filling it, and a rollup already in its new order is skipped.
-    db, on = target.database, target.on_cluster
+    db = target.database
     out = _drop_views(ROLLUPS, target)
     cluster = target.backend == "cluster"
     for r in ROLLUPS:
-        local, new_local = target.local(r.name), target.local(r.name + V5_SUFFIX)
-        old = _sorted_otherwise(db, local, r.sorting_key)
         table, *distributed = [s for s in render_rollup(r, target) if s.startswith("CREATE TABLE")]
-        table = table.replace(f"{db}.{local}", f"{db}.{new_local}", 1).replace(f"/{local}'", f"/{new_local}'")
-        out.append(Step(table, old))
-        if cluster:
-            out.append(Step(distributed_sql(r.name + V5_SUFFIX, new_local, "rand()", target), old))
         keys = ", ".join(r.keys)
         values = ", ".join(f"{v.merge} AS {v.name}" for v in r.values)
         # On a cluster the copy goes through the Distributed tables: rollups are sharded at random and
         # merged at read time, so a row may land on any shard.
-        source, dest = (r.name, r.name + V5_SUFFIX) if cluster else (local, new_local)
-        out.append(Step(f"TRUNCATE TABLE IF EXISTS {db}.{new_local}{on}", old))
-        out.append(
-            Step(
+        source = r.name if cluster else target.local(r.name)
+
+        def fill(dest: str, keys: str = keys, values: str = values, source: str = source) -> list[str]:
+            return [
                 f"INSERT INTO {db}.{dest} SELECT {col.BUCKET}, {keys}, {values} FROM {db}.{source} "
-                f"GROUP BY {col.BUCKET}, {keys} SETTINGS insert_deduplicate = 0",
-                old,
-            )
+                f"GROUP BY {col.BUCKET}, {keys} SETTINGS insert_deduplicate = 0"
+            ]
+
+        old = _sorted_otherwise(db, target.local(r.name), r.sorting_key)
+        out += _copy_and_exchange(
+            target,
+            r.name,
+            suffix=V5_SUFFIX,
+            table=table,
+            distributed=distributed,
+            shard_key="rand()",
+            fill=fill,
+            when=old,
         )
-        out.append(Step(f"EXCHANGE TABLES {db}.{local} AND {db}.{new_local}{on}", old))
-        if cluster:
-            # The Distributed table names its local table; it is recreated for the new columns.
-            out.append(f"DROP TABLE IF EXISTS {db}.{r.name + V5_SUFFIX}{on} SYNC")
-            out.append(f"DROP TABLE IF EXISTS {db}.{r.name}{on} SYNC")
-            out.extend(distributed)
-        out.append(f"DROP TABLE IF EXISTS {db}.{new_local}{on} SYNC")
     return out + _create_views(ROLLUPS, target)
 
 
@@ -210,35 +257,34 @@ def _requests_ordered_by_class_then_pool(target: Target) -> list[str | Step]:
     # reads ``requests`` dropped before and recreated after. As in migration 5 every step is idempotent.
     # The copy does not carry the old table's insert-token log: a batch inserted just before the upgrade
     # and replayed just after it (a crash between the insert and the spool's commit) would be kept twice.
-    db, on = target.database, target.on_cluster
+    db = target.database
     spec = RequestEvent.TABLE
     views = [r for r in ROLLUPS if r.parent is None and r.source == spec.name]
-    cluster = target.backend == "cluster"
-    local, new_local = target.local(spec.name), target.local(spec.name + V6_SUFFIX)
-    old = _sorted_otherwise(db, local, spec.order_by)
-    table, *distributed = render_event_table(RequestEvent, target)
-    table = table.replace(f"{db}.{local}", f"{db}.{new_local}", 1).replace(f"/{local}'", f"/{new_local}'")
-    out = _drop_views(views, target)
-    out.append(Step(table, old))
-    if cluster:
-        out.append(Step(distributed_sql(spec.name + V6_SUFFIX, new_local, spec.shard_key, target), old))
-    # On a cluster the copy goes through the Distributed tables (same shard key, so rows stay on their shard).
-    source, dest = (spec.name, spec.name + V6_SUFFIX) if cluster else (local, new_local)
-    out.append(Step(f"TRUNCATE TABLE IF EXISTS {db}.{new_local}{on}", old))
-    out.append(
-        Step(
+    # On a cluster the copy goes through the Distributed tables (same shard key: rows stay on their shard).
+    source = spec.name if target.backend == "cluster" else target.local(spec.name)
+
+    def fill(dest: str) -> list[str]:
+        return [
             f"INSERT INTO {db}.{dest} SELECT * FROM {db}.{source} "
-            "SETTINGS insert_deduplicate = 0, max_insert_threads = 2",
-            old,
-        )
-    )
-    out.append(Step(f"EXCHANGE TABLES {db}.{local} AND {db}.{new_local}{on}", old))
-    if cluster:
-        out.append(f"DROP TABLE IF EXISTS {db}.{spec.name + V6_SUFFIX}{on} SYNC")
-        out.append(f"DROP TABLE IF EXISTS {db}.{spec.name}{on} SYNC")
-        out.extend(distributed)
-    out.append(f"DROP TABLE IF EXISTS {db}.{new_local}{on} SYNC")
-    return out + _create_views(views, target)
+            "SETTINGS insert_deduplicate = 0, max_insert_threads = 2"
+        ]
+
+    table, *distributed = render_event_table(RequestEvent, target)
+    old = _sorted_otherwise(db, target.local(spec.name), spec.order_by)
+    return [
+        *_drop_views(views, target),
+        *_copy_and_exchange(
+            target,
+            spec.name,
+            suffix=V6_SUFFIX,
+            table=table,
+            distributed=distributed,
+            shard_key=spec.shard_key,
+            fill=fill,
+            when=old,
+        ),
+        *_create_views(views, target),
+    ]
 
 
 V7_SUFFIX = "__v7"
@@ -253,45 +299,48 @@ def _minute_rollup_covers_raw_retention(target: Target) -> list[str | Step]:
     # requests read a whole day's partition (raw rows are not ordered by time), 140-210 ms of the 10^8-row
     # store's 7-day overview against 50-60 ms through the rollup. From 7 on it keeps 32 days (the planner
     # trusts a rollup back to its retention less a day, and a 30-day range ending on a whole minute starts
-    # more than 30 days back), rebuilt from the raw rows, since the planner trusts its retention
-    # (``plan_pieces``). The rebuild fills a new table one day at a time (days counted back from the newest
+    # more than 30 days back: ``plan_pieces``), rebuilt from the raw rows so that what it holds matches
+    # that retention. The rebuild fills a new table one day at a time (days counted back from the newest
     # raw row, so one day's groups are in memory at once) with the view's own query, then exchanges the two.
     # Every step is unconditional and the sequence idempotent: an interrupted run starts again from an
     # empty copy, and the tables exchanged are always a complete rebuild. The request views are dropped
     # for the duration (nothing is fed twice) and recreated.
-    db, on = target.database, target.on_cluster
+    db = target.database
     r = REQUESTS_1M
     views = [REQUESTS_1M, REQUESTS_1H, REQUESTS_1D]
-    cluster = target.backend == "cluster"
-    local, new_local = target.local(r.name), target.local(r.name + V7_SUFFIX)
     table, view, *distributed = render_rollup(r, target)
-    table = table.replace(f"{db}.{local}", f"{db}.{new_local}", 1).replace(f"/{local}'", f"/{new_local}'")
-    out = _drop_views(views, target)
-    if cluster:
-        out.append(f"DROP TABLE IF EXISTS {db}.{r.name + V7_SUFFIX}{on} SYNC")
-    out.append(f"DROP TABLE IF EXISTS {db}.{new_local}{on} SYNC")
-    out.append(table)
-    if cluster:
-        out.append(distributed_sql(r.name + V7_SUFFIX, new_local, "rand()", target))
     # The view's query over raw rows; on a cluster through the Distributed tables (rows of a minute may
     # sit on every shard; the rollup is sharded at random and merged at read time).
     select = view[view.index("AS SELECT") + 3 :]
     source = f"FROM {db}.{target.local(r.source)}\n"
-    if cluster:
+    if target.backend == "cluster":
         select = select.replace(source, f"FROM {db}.{r.source}\n")
         source = f"FROM {db}.{r.source}\n"
-    dest = r.name + V7_SUFFIX if cluster else new_local
     newest = f"(SELECT max(toDate({col.TS})) FROM {db}.{r.source})"
-    for back in range(REBUILD_DAYS):
-        day = select.replace(source, f"{source.rstrip()} WHERE toDate({col.TS}) = {newest} - {back}\n")
-        out.append(f"INSERT INTO {db}.{dest} {day} SETTINGS insert_deduplicate = 0, max_insert_threads = 2")
-    out.append(f"EXCHANGE TABLES {db}.{local} AND {db}.{new_local}{on}")
-    if cluster:
-        out.append(f"DROP TABLE IF EXISTS {db}.{r.name + V7_SUFFIX}{on} SYNC")
-        out.append(f"DROP TABLE IF EXISTS {db}.{r.name}{on} SYNC")
-        out.extend(distributed)
-    out.append(f"DROP TABLE IF EXISTS {db}.{new_local}{on} SYNC")
-    return out + _create_views(views, target)
+    days = [
+        select.replace(source, f"{source.rstrip()} WHERE toDate({col.TS}) = {newest} - {back}\n")
+        for back in range(REBUILD_DAYS)
+    ]
+
+    def fill(dest: str) -> list[str]:
+        return [
+            f"INSERT INTO {db}.{dest} {day} SETTINGS insert_deduplicate = 0, max_insert_threads = 2" for day in days
+        ]
+
+    return [
+        *_drop_views(views, target),
+        *_copy_and_exchange(
+            target,
+            r.name,
+            suffix=V7_SUFFIX,
+            table=table,
+            distributed=distributed,
+            shard_key="rand()",
+            fill=fill,
+            when=None,
+        ),
+        *_create_views(views, target),
+    ]
 
 
 MIGRATIONS: tuple[Migration, ...] = (
