@@ -157,18 +157,32 @@ def _fingerprint_variants(y: torch.Tensor, dev: str, n: int, rounds: int) -> Non
         )
 
 
+def decode_model(args: argparse.Namespace) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The benchmark model (``--layers`` × Linear(``--hidden``)+GELU, an optional LM head of ``--vocab``)
+    in ``--dtype`` on ``--device`` with weights seeded 0, and an input of ``--tokens`` rows."""
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for _ in range(args.layers):
+        layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.GELU()]
+    if args.vocab:
+        layers.append(torch.nn.Linear(args.hidden, args.vocab))
+    dtype = getattr(torch, args.dtype)
+    model = torch.nn.Sequential(*layers).to(args.device, dtype).eval()
+    return model, torch.randn(args.tokens, args.hidden, device=args.device, dtype=dtype)
+
+
 def _one_request(tracker: Tracker, fn: Callable[[torch.Tensor], Any], x: torch.Tensor, ids: Iterator[int]) -> None:
     with tracker.request(f"r{next(ids)}", shape=tuple(x.shape)):
         fn(x)
 
 
-def _decode_plain(fn: Callable[[torch.Tensor], Any], x: torch.Tensor, steps: int) -> None:
+def decode_plain(fn: Callable[[torch.Tensor], Any], x: torch.Tensor, steps: int) -> None:
     for _ in range(steps):
         y = fn(x)
     del y
 
 
-def _decode_instr(
+def decode_instr(
     tracker: Tracker,
     fn: Callable[[torch.Tensor], Any],
     x: torch.Tensor,
@@ -192,7 +206,7 @@ def _profile(tracker: Tracker, fn: Callable[[torch.Tensor], Any], x: torch.Tenso
     ids = iter(range(10**9))
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(5):
-            _decode_instr(tracker, fn, x, steps, ids)
+            decode_instr(tracker, fn, x, steps, ids)
         _sync(dev)
     tracker.flush()
     print("profile of 5 instrumented decode-like requests, top ops by self CPU time:")
@@ -220,15 +234,7 @@ def main() -> None:
     dev = args.device
     if dev == "cpu":
         torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    layers: list[torch.nn.Module] = []
-    for _ in range(args.layers):
-        layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.GELU()]
-    if args.vocab:
-        layers.append(torch.nn.Linear(args.hidden, args.vocab))
-    dtype = getattr(torch, args.dtype)
-    model = torch.nn.Sequential(*layers).to(dev, dtype).eval()
-    x = torch.randn(args.tokens, args.hidden, device=dev, dtype=dtype)
+    model, x = decode_model(args)
     plain = torch.compile(model)
     # The A/A control: a copy of the model under torch.compile again. Dynamo reuses plain's graph for it
     # (seen on torch 2.13: no second compile), so its difference from ``plain`` is the noise floor of this
@@ -319,14 +325,14 @@ def main() -> None:
     }
     with torch.no_grad():
         for _ in range(args.rounds):
-            dec["plain"].append(_time_per(partial(_decode_plain, plain, x, k), reqs, dev))
-            dec["control"].append(_time_per(partial(_decode_plain, control, x, k), reqs, dev))
+            dec["plain"].append(_time_per(partial(decode_plain, plain, x, k), reqs, dev))
+            dec["control"].append(_time_per(partial(decode_plain, control, x, k), reqs, dev))
             tracker = instrument(exporter=NullExporter(), host="bench", model="bench", config=SdkConfig())
-            nofp = partial(_decode_instr, tracker, instrumented, x, k, counter, fingerprint=False)
+            nofp = partial(decode_instr, tracker, instrumented, x, k, counter, fingerprint=False)
             dec["instr_nofp"].append(_time_per(nofp, reqs, dev, after=tracker.flush))
             # CPU of the process minus CPU of this (serving) thread: the SDK's background threads.
             p0, t0 = time.process_time(), time.thread_time()
-            with_fp = partial(_decode_instr, tracker, instrumented, x, k, counter)
+            with_fp = partial(decode_instr, tracker, instrumented, x, k, counter)
             dec["instr"].append(_time_per(with_fp, reqs, dev, after=tracker.flush))
             dec["bg_cpu"].append(((time.process_time() - p0) - (time.thread_time() - t0)) / reqs * 1e6)
             with tracker.request("fp") as req:

@@ -70,7 +70,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -109,24 +109,11 @@ def _load() -> str:
 # --- worker ------------------------------------------------------------------------------------------
 
 
-def _decode_plain(fn: Callable[[Any], Any], x: Any, steps: int) -> None:
-    for _ in range(steps):
-        y = fn(x)
-    del y
-
-
-def _decode_instr(
-    tracker: Any, fn: Callable[[Any], Any], x: Any, steps: int, ids: Iterator[int], *, fingerprint: bool
-) -> None:
-    with tracker.request(f"d{next(ids)}", shape=tuple(x.shape)) as req:
-        for _ in range(steps):
-            y = fn(x)
-        if fingerprint:
-            req.set_output(y)
-
-
 def _worker(args: argparse.Namespace) -> None:
     import torch
+
+    # The model and the decode-like request loops are bench_sdk_overhead.py's (this script's sibling).
+    from bench_sdk_overhead import decode_instr, decode_model, decode_plain
     from torch._dynamo.utils import counters
 
     from inferensics.collector.host import InductorBackend, NullExporter, SdkConfig, instrument, torch_adapter
@@ -145,15 +132,8 @@ def _worker(args: argparse.Namespace) -> None:
     def tracker_on(config: SdkConfig | None = None) -> Any:
         return instrument(exporter=NullExporter(), host="study", model="study", config=config or SdkConfig())
 
-    torch.manual_seed(0)  # the same weights in every process: only order and placement vary
-    layers: list[torch.nn.Module] = []
-    for _ in range(args.layers):
-        layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.GELU()]
-    if args.vocab:
-        layers.append(torch.nn.Linear(args.hidden, args.vocab))
-    dtype = getattr(torch, args.dtype)
-    base = torch.nn.Sequential(*layers).to(dev, dtype).eval()
-    x = torch.randn(args.tokens, args.hidden, device=dev, dtype=dtype)
+    base, x = decode_model(args)  # the same weights in every process: only order and placement vary
+    dtype = x.dtype
 
     # Each variant gets its own copy (weights allocated in compile order) and is compiled on first call.
     # The control goes through Inductor's compile_fx under a backend of its own, as the instrumented one
@@ -219,10 +199,10 @@ def _worker(args: argparse.Namespace) -> None:
                 # diagnosis only: put back the hook that was there before the tracker (none, here)
                 torch_adapter.set_guard_hook(tracker._previous_guard_hook)
         if variant in ("plain", "control", "instr_bare", "hook_only"):
-            one = partial(_decode_plain, fns[variant if variant in ("plain", "control") else "instr"], x, k)
+            one = partial(decode_plain, fns[variant if variant in ("plain", "control") else "instr"], x, k)
         else:
             fp = variant in ("instr", "instr_lazy")
-            one = partial(_decode_instr, tracker, instr, x, k, ids, fingerprint=fp)
+            one = partial(decode_instr, tracker, instr, x, k, ids, fingerprint=fp)
         sync()
         p0, c0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
         for _ in range(reqs):
@@ -333,6 +313,8 @@ def _profile_requests(
 ) -> None:
     """torch.profiler over 5 decode-like requests of the instrumented artifact, outside requests and in
     them with the fingerprint: device time, kernel launches, synchronising calls, top host ops."""
+    from bench_sdk_overhead import decode_instr, decode_plain
+
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -342,9 +324,9 @@ def _profile_requests(
         with torch.profiler.profile(activities=activities) as prof:
             for _ in range(5):
                 if tracker is None:
-                    _decode_plain(instr, x, k)
+                    decode_plain(instr, x, k)
                 else:
-                    _decode_instr(tracker, instr, x, k, ids, fingerprint=True)
+                    decode_instr(tracker, instr, x, k, ids, fingerprint=True)
             if tracker is not None:
                 tracker.flush()
             if cuda:
