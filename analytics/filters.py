@@ -167,11 +167,12 @@ def check_filter_values(
         holders = [t for t in tables if column in table_columns(t)]
         if holders:
             checks.append((name, value, column, holders))
-    found = _found(client, [(value, column, holders[:1]) for _, value, column, holders in checks])
-    unseen = [c for c, hit in zip(checks, found, strict=True) if not hit and len(c[3]) > 1]
-    found_later = iter(_found(client, [(value, column, holders[1:]) for _, value, column, holders in unseen]))
-    for (name, value, column, holders), hit in zip(checks, found, strict=True):
-        if hit or (len(holders) > 1 and next(found_later)):
+    first = _found(client, [(value, column, holders[:1]) for _, value, column, holders in checks])
+    retry = [i for i, hit in enumerate(first) if not hit and len(checks[i][3]) > 1]
+    rest = _found(client, [(checks[i][1], checks[i][2], checks[i][3][1:]) for i in retry])
+    later = dict(zip(retry, rest, strict=True))
+    for i, (name, value, column, holders) in enumerate(checks):
+        if first[i] or later.get(i, False):
             continue
         known_sql = " UNION DISTINCT ".join(
             f"SELECT DISTINCT toString({column}) AS v FROM {client.database}.{t}" for t in holders

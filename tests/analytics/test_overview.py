@@ -20,7 +20,7 @@ from inferensics.analytics import (
     graph_breaks,
 )
 from inferensics.analytics._requests import READ_MINUTE_ROLLUP, Piece, plan_pieces
-from inferensics.analytics.filters import Filters
+from inferensics.analytics.filters import Filters, check_filter_values
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
@@ -243,3 +243,22 @@ def test_single_row_with_missing_values(store: Store) -> None:
     for name in ("p50_ms", "p95_ms", "p99_ms"):
         assert row[name] == pytest.approx(latency_decode(latency_code(12.5)), rel=1e-6)
         assert row[name] == pytest.approx(12.5, rel=0.009)
+
+
+def test_filter_value_missing_from_the_rollup_is_looked_up_in_raw_rows(store: Store) -> None:
+    # The value is checked in the rollup first; a row the rollup never received (its view dropped here)
+    # is still found in the raw table, and a value in neither is an error naming the known ones.
+    ts = datetime(2026, 3, 3, 10, 30, tzinfo=UTC)
+    stop_ttl(store)
+    store.insert_events(
+        [RequestEvent(request_id="a", ts=ts, host="h", model="in-both", hw_pool="p", traffic_class="t")]
+    )
+    store.client.command(f"DROP VIEW {store.database}.requests_1m_mv")
+    store.insert_events(
+        [RequestEvent(request_id="b", ts=ts, host="h", model="raw-only", hw_pool="p", traffic_class="t")]
+    )
+    tables = ("requests_1h", "requests")
+    assert store.query_rows(f"SELECT DISTINCT model FROM {store.database}.requests_1h") == [("in-both",)]
+    check_filter_values(store, Filters(model="raw-only", traffic_class="t"), tables)
+    with pytest.raises(UnknownFilterValue, match=r"unknown model 'nowhere'.*'in-both', 'raw-only'"):
+        check_filter_values(store, Filters(model="nowhere", traffic_class="t"), tables)
