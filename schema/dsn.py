@@ -73,7 +73,11 @@ def parse_dsn(text: str) -> Dsn:
         if path in {":memory:", "memory"}:
             raise DsnError(f"store DSN {raw!r}: an in-memory store loses everything on exit; give a directory")
         database = _query_database(raw, parts.query) or "inferensics"
-        return Dsn("chdb", path=Path(path).expanduser().absolute(), database=database)
+        try:
+            where = Path(path).expanduser()
+        except RuntimeError as exc:  # '~name' of a user this machine does not know
+            raise DsnError(f"store DSN {raw!r}: cannot expand {path!r} ({exc}); give an absolute directory") from None
+        return Dsn("chdb", path=where.absolute(), database=database)
     if parts.scheme in ("http", "https"):
         if not parts.hostname:
             raise DsnError(f"store DSN {raw!r} names no host; {hint}")

@@ -67,7 +67,7 @@ def expected_overview(requests: pl.DataFrame, seconds: float) -> pl.DataFrame:
 
 def assert_quantiles_bracketed(got: pl.DataFrame, rows: pl.DataFrame, keys: list[str]) -> None:
     """Each p50/p95/p99 decodes a latency code between the lower and the upper order statistic of the
-    exact codes (``quantileTiming`` is exact on the 0..1023 codes; only its rank convention may differ)."""
+    exact codes."""
     codes = rows.with_columns(pl.col(col.LATENCY_MS).map_elements(latency_code, return_dtype=pl.Int64).alias("code"))
     for row in got.iter_rows(named=True):
         mine = codes.filter(pl.all_horizontal(pl.col(k) == row[k] for k in keys)).get_column("code").sort()

@@ -330,7 +330,8 @@ def test_migrations_4_to_7_convert_a_version_3_store(store_dsn: str) -> None:
         assert {r.name: keys_of[r.name] for r in ROLLUPS} == {r.name: ", ".join(r.sorting_key) for r in ROLLUPS}
         for name, want in before.items():
             got = s.query_frame(
-                f"SELECT {keys}, sum({c.REQUESTS}) AS n, {hist_quantiles_sql(f'sumMap({c.LATENCY_HIST})')} AS q "
+                f"SELECT {keys}, sum({c.REQUESTS}) AS n, "
+                f"{hist_quantiles_sql(f'mapKeys({c.LATENCY_HIST})', f'mapValues({c.LATENCY_HIST})')} AS q "
                 f"FROM {s.database}.{name} GROUP BY {keys} ORDER BY {keys}"
             ).with_columns(pl.col("q").cast(pl.List(pl.UInt16)))
             assert got.get_column("n").to_list() == want.get_column("n").to_list(), name

@@ -54,6 +54,11 @@ def test_precedence_flag_then_env_then_default(monkeypatch: pytest.MonkeyPatch, 
     assert resolve_dsn(None).path == tmp_path / "default"
 
 
+def test_home_of_an_unknown_user_is_a_dsn_error() -> None:
+    with pytest.raises(DsnError, match=r"cannot expand '~no-such-user-here/data'.*absolute directory"):
+        parse_dsn("chdb://~no-such-user-here/data")
+
+
 @given(st.text(max_size=200) | st.from_regex(r"(chdb|https?)://[^\s]{0,60}", fullmatch=True))
 def test_parser_fuzz_only_raises_dsn_error(text: str) -> None:
     message = ""

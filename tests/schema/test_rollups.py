@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -75,7 +76,8 @@ def _read(store: Store, rollup: Rollup) -> pl.DataFrame:
     keys = ", ".join(rollup.keys)
     return store.query_frame(
         f"SELECT {c.BUCKET}, {keys}, {sums}, "
-        f"arrayMap(q -> {latency_decode_sql('q')}, {hist_quantiles_sql(f'sumMap({c.LATENCY_HIST})')}) AS quantiles "
+        f"arrayMap(q -> {latency_decode_sql('q')}, "
+        f"{hist_quantiles_sql(f'mapKeys({c.LATENCY_HIST})', f'mapValues({c.LATENCY_HIST})')}) AS quantiles "
         f"FROM {store.database}.{rollup.name} GROUP BY {c.BUCKET}, {keys}"
     )
 
@@ -115,6 +117,39 @@ def test_request_rollup_equals_polars(store: Store, rollup: Rollup, every: str) 
             assert lo is not None
             assert hi is not None
             assert lo * (1 - tol) <= got_q <= hi * (1 + tol), (q, lo, hi, got_q)
+
+
+def _nearest_rank(hist: dict[int, int], q: float) -> int:
+    total, cum = sum(hist.values()), 0
+    for code in sorted(hist):
+        cum += hist[code]
+        if cum >= q * total:
+            return code
+    raise AssertionError("empty histogram")
+
+
+def test_histogram_quantile_is_the_smallest_code_reaching_the_level(store: Store) -> None:
+    # Histograms split over rows (repeated codes too), from one request to past quantileTiming's
+    # small-count modes: every level answers the smallest code whose cumulative count reaches p × total.
+    rng = random.Random(11)
+    cases: list[list[tuple[list[int], list[int]]]] = [[([3, 7], [1, 1])], [([7], [1]), ([3], [1])], [([5], [1])]]
+    cases.append([([3, 7], [5000, 5000])])  # p × total whole in the counter-array mode
+    for size in (2, 4, 10, 20, 31, 32, 100, 5000, 6000, 40000):
+        codes = [rng.randrange(1024) for _ in range(rng.randint(1, 300))]
+        counts = [rng.randint(1, max(1, size // len(codes) + 1)) for _ in codes]
+        cut = sorted(rng.sample(range(1, len(codes)), min(5, len(codes) - 1))) if len(codes) > 1 else []
+        bounds = [0, *cut, len(codes)]
+        cases.append([(codes[a:b], counts[a:b]) for a, b in itertools.pairwise(bounds)])
+    for rows in cases:
+        union = " UNION ALL ".join(
+            f"SELECT CAST({k}, 'Array(UInt16)') AS k, CAST({v}, 'Array(UInt64)') AS v" for k, v in rows
+        )
+        got = store.query_rows(f"SELECT {hist_quantiles_sql('k', 'v')} FROM ({union})")[0][0]
+        hist: dict[int, int] = {}
+        for k, v in rows:
+            for code, n in zip(k, v, strict=True):
+                hist[code] = hist.get(code, 0) + n
+        assert [int(x) for x in got] == [_nearest_rank(hist, q) for q in QUANTILES], rows
 
 
 def test_latency_code_round_trip_is_within_stated_error() -> None:
