@@ -175,11 +175,13 @@ def _worker(args: argparse.Namespace) -> None:
         while y.dtype not in fpmod.KERNELS.ready and not fpmod.KERNELS.failed and time.perf_counter() - t0 < 120:
             time.sleep(0.05)
         fp_ready_s = round(time.perf_counter() - t0, 2)
+    launcher = fpmod.KERNELS.launchers.get(dtype)
     fp_path = (
         "torch ops inline (CPU)"
         if not cuda
-        else "fused kernel, zero-copy"
-        if dtype in fpmod.KERNELS.zero_copy
+        else f"fused kernel, zero-copy, {launcher[2]} launch"
+        + (f" (static launcher: {fpmod.KERNELS.static_failed})" if fpmod.KERNELS.static_failed else "")
+        if dtype in fpmod.KERNELS.zero_copy and launcher is not None
         else "fused kernel + D2H copy"
         if dtype in fpmod.KERNELS.ready
         else f"torch ops ({fpmod.KERNELS.failed or 'kernel not ready'})"

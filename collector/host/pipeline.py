@@ -8,13 +8,13 @@ import threading
 import time
 from collections import Counter, OrderedDict, deque
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from inferensics.collector.host import capture, profiling
-from inferensics.collector.host.classify import Classification, classify
+from inferensics.collector.host.classify import classify
 from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
-from inferensics.collector.host.fingerprint import Fingerprint, PendingFingerprint, digest_inputs
+from inferensics.collector.host.fingerprint import Fingerprint, PendingFingerprint, digest_inputs, mark
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy
@@ -36,11 +36,13 @@ PENDING_CAPACITY = 10_000
 class _Prepared(NamedTuple):
     """The order-dependent part of a request record, computed when the request is drained."""
 
-    cls: Classification
-    keys: tuple[str, ...]
-    artifacts: tuple[str, ...]
+    dispatch: dict[str, Any]
     ts: datetime
     children: list[Event]
+
+
+TEMPLATE_LIMIT: Final = 1024
+"""Dispatch templates kept (one per set of graphs and guard outcome; cleared by every compile record)."""
 
 
 class Pipeline:
@@ -66,6 +68,11 @@ class Pipeline:
         self.waiting: deque[tuple[RawRequest, _Prepared]] = deque()
         self.limit_hit = False
         self.kernel_artifacts: dict[str, str] = {}
+        # Request fields that follow from the dispatch (classification, graph keys and artifacts), per
+        # (graphs called, any guard hit, any guard miss, recompile limit hit before) of requests that
+        # compiled nothing, raised nothing and have no sub-records: in steady serving nearly all of them.
+        self.templates: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.unmarked: list[PendingFingerprint] = []
         self.counters: Counter[str] = Counter()
         self.last_error = ""
         self._lock = threading.Lock()
@@ -105,7 +112,18 @@ class Pipeline:
                     except Exception as exc:  # never let one bad record stop the thread
                         self.counters["process_errors"] += 1
                         self.last_error = f"{type(exc).__name__}: {exc}"
+                self._mark()
                 self._finish_waiting(block)
+
+    def _mark(self) -> None:
+        """One CUDA event per stream behind the fingerprints of the requests just taken off the queue."""
+        if self.unmarked:
+            try:
+                mark(self.unmarked)
+            except Exception as exc:  # result() marks (or waits) on its own
+                self.counters["process_errors"] += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            self.unmarked = []
 
     def _finish_waiting(self, block: bool) -> None:
         waiting = self.waiting
@@ -152,6 +170,7 @@ class Pipeline:
     # --- records -------------------------------------------------------------------------------------
 
     def _trace(self, metadata: dict[str, Any], payload: str | None, request_id: str, t: float) -> None:
+        self.templates.clear()  # compile state changes: summaries, limit, kernel artifacts
         env = decode_record(metadata, payload, ts=datetime.fromtimestamp(t, UTC))
         self.assembler.feed(env, request_id)
 
@@ -173,6 +192,32 @@ class Pipeline:
         self.exporter.export_records([record])
 
     def _request(self, raw: RawRequest) -> None:
+        plain = not (raw.compile_ids or raw.error or raw.compile_ns or raw.profile is not None)
+        plain = plain and raw.request_id not in self.pending
+        key = (*raw.graphs, raw.guard_hits > 0, raw.guard_misses > 0, self.limit_hit) if plain else None
+        dispatch = self.templates.get(key) if key is not None else None
+        if dispatch is None:
+            dispatch = self._dispatch(raw)
+            if key is not None and len(self.templates) < TEMPLATE_LIMIT:
+                self.templates[key] = dispatch
+        ts = datetime.fromtimestamp(raw.ts, UTC)
+        children = self.pending.pop(raw.request_id, []) if self.pending else []
+        if raw.profile is not None:
+            children.extend(profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts))
+        # Everything order-dependent (classification against the compile state, sub-records) is done;
+        # the rest needs the fingerprint.
+        prepared = _Prepared(dispatch, ts, children)
+        fp = raw.fingerprint
+        if isinstance(fp, PendingFingerprint) and fp.unmarked():
+            self.unmarked.append(fp)
+            self.waiting.append((raw, prepared))
+        elif self.waiting or (isinstance(fp, PendingFingerprint) and not fp.ready()):
+            self.waiting.append((raw, prepared))
+        else:
+            self._finish(raw, prepared)
+
+    def _dispatch(self, raw: RawRequest) -> dict[str, Any]:
+        """The request fields that follow from its dispatch: classification, graph keys and artifacts."""
         summaries = self.assembler.summaries
         compiles = [summaries[c] for c in dict.fromkeys(raw.compile_ids) if c in summaries]
         slots = list(raw.graphs)
@@ -191,27 +236,25 @@ class Pipeline:
             summary = summaries.get(s.compile_id)
             keys.append(summary.graph_key if summary else "")
             artifacts.append(summary.artifact_id if summary else "")
-        ts = datetime.fromtimestamp(raw.ts, UTC)
-        children = self.pending.pop(raw.request_id, [])
-        if raw.profile is not None:
-            children.extend(profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts))
-        # Everything order-dependent (classification against the compile state, sub-records) is done;
-        # the rest needs the fingerprint.
-        prepared = _Prepared(cls, tuple(keys), tuple(artifacts), ts, children)
-        fp = raw.fingerprint
-        if self.waiting or (isinstance(fp, PendingFingerprint) and not fp.ready()):
-            self.waiting.append((raw, prepared))
-        else:
-            self._finish(raw, prepared)
+        return {
+            "outcome": cls.outcome,
+            "guard_outcome": cls.guard_outcome,
+            "cache_status": cls.cache_status,
+            "fallback_reason": cls.fallback_reason,
+            "compile_ms": f32(cls.compile_ms),
+            "recompiles": u8(cls.recompiles),
+            "graph_keys": tuple(keys),
+            "graph_artifacts": tuple(artifacts),
+            "attrs": {"compile_ids": ",".join(s.compile_id for s in slots)} if slots else {},
+        }
 
     def _finish(self, raw: RawRequest, prepared: _Prepared) -> None:
-        cls, keys, artifacts, ts, children = prepared
-        fp: Fingerprint | None = raw.fingerprint.result() if isinstance(raw.fingerprint, PendingFingerprint) else None
-        slots = list(raw.graphs)
-        input_digest = digest_inputs(raw.inputs) if raw.inputs else ""
-        capture_blob = self._capture(raw, fp)
+        dispatch, ts, children = prepared
+        pending = raw.fingerprint
+        fp: Fingerprint | None = pending.result() if isinstance(pending, PendingFingerprint) else None
         ctx = self.context
         counts = raw.graphs.values()
+        error = raw.error
         # Field order as in RequestEvent; values already canonical (see trusted_records).
         event = trusted_request(
             {
@@ -226,30 +269,31 @@ class Pipeline:
                 "shape": raw.shape,
                 "shape_bucket": self.shapes.bucket(raw.shape),
                 "latency_ms": f32(raw.latency_ns / 1e6),
-                "status": "error" if raw.error else "ok",
-                "error": raw.error[:2000],
-                "outcome": cls.outcome,
-                "guard_outcome": cls.guard_outcome,
-                "cache_status": cls.cache_status,
-                "fallback_reason": cls.fallback_reason,
-                "compile_ms": f32(cls.compile_ms),
-                "recompiles": u8(cls.recompiles),
-                "graph_keys": keys,
-                "graph_artifacts": artifacts,
-                "graph_calls": tuple(u32(v[0]) for v in counts),
-                "graph_us": tuple(u32(v[1] // 1000) for v in counts),
-                "input_digest": input_digest,
+                "status": "error" if error else "ok",
+                "error": error[:2000],
+                "outcome": dispatch["outcome"],
+                "guard_outcome": dispatch["guard_outcome"],
+                "cache_status": dispatch["cache_status"],
+                "fallback_reason": dispatch["fallback_reason"],
+                "compile_ms": dispatch["compile_ms"],
+                "recompiles": dispatch["recompiles"],
+                "graph_keys": dispatch["graph_keys"],
+                "graph_artifacts": dispatch["graph_artifacts"],
+                "graph_calls": tuple([u32(v[0]) for v in counts]),
+                "graph_us": tuple([u32(v[1] // 1000) for v in counts]),
+                "input_digest": digest_inputs(raw.inputs) if raw.inputs else "",
                 "fp_argmax_digest": fp.argmax_digest if fp else "",
-                "fp_argmax_head": tuple(u32(v) for v in fp.argmax_head) if fp else (),
+                "fp_argmax_head": fp.argmax_head if fp else (),
                 "fp_nan": u32(fp.nan) if fp else 0,
                 "fp_inf": u32(fp.inf) if fp else 0,
                 "fp_mean": f32(fp.mean) if fp else 0.0,
                 "fp_std": f32(fp.std) if fp else 0.0,
                 "fp_absmax": f32(fp.absmax) if fp else 0.0,
                 "sampled": raw.sampled,
-                "capture_blob": capture_blob,
-                "attrs": {"compile_ids": ",".join(s.compile_id for s in slots)} if slots else {},
-            }
+                "capture_blob": self._capture(raw, fp) if raw.inputs else "",
+                "attrs": dict(dispatch["attrs"]),
+            },
+            check=False,
         )
         self.counters["requests"] += 1
         self.exporter.export_request(event, children)

@@ -120,7 +120,10 @@ class Tracker:
             torch_adapter.add_trace_handler(self._sink)
         if caps["guard_complete_hook"].available:
             try:
-                self._previous_guard_hook = torch_adapter.set_guard_hook(self._guard_hook)
+                self._previous_guard_hook = torch_adapter.set_guard_hook(_guard_hook)
+                if self._previous_guard_hook is not None:
+                    # Another tool's hook was there: chain it (the common case has none and stays lean).
+                    torch_adapter.set_guard_hook(_chained_guard_hook(self._previous_guard_hook))
                 self._guard_installed = True
             except Exception as exc:
                 self.degrade("guard_complete_hook", exc)
@@ -134,16 +137,6 @@ class Tracker:
         """Mark a capability unusable at run time and log it once."""
         self.capabilities[name] = torch_adapter.Capability(name, False, f"{type(exc).__name__}: {exc}")
         log.warning("inferensics: %s unavailable (%s); degrading", name, exc)
-
-    def _guard_hook(self, cache_hit: bool) -> bool:
-        request = CURRENT.get()
-        if request is not None:
-            if cache_hit:
-                request.guard_hits += 1
-            else:
-                request.guard_misses += 1
-        previous = self._previous_guard_hook
-        return bool(previous(cache_hit)) if previous is not None else cache_hit
 
     # --- public API ----------------------------------------------------------------------------------
 
@@ -229,6 +222,32 @@ class _Registry:
 
 
 _REGISTRY = _Registry()
+
+
+def _guard_hook(cache_hit: bool) -> bool:
+    """Dynamo's guard-complete hook: count the frame's guard hit or miss into the current request.
+
+    Runs once per compiled-frame call, from C: a plain function (no bound method, no chaining) so the
+    call stays as cheap as a Python call from C can be.
+    """
+    request = _current()
+    if request is not None:
+        if cache_hit:
+            request.guard_hits += 1
+        else:
+            request.guard_misses += 1
+    return cache_hit
+
+
+def _chained_guard_hook(previous: Callable[[bool], bool]) -> Callable[[bool], bool]:
+    def hook(cache_hit: bool) -> bool:
+        _guard_hook(cache_hit)
+        return bool(previous(cache_hit))
+
+    return hook
+
+
+_current = CURRENT.get
 
 
 def _user_context() -> str:

@@ -196,3 +196,80 @@ def dynamo_reset() -> None:
     import torch._dynamo
 
     torch._dynamo.reset()
+
+
+# --- CUDA streams and the static launcher (fingerprint hot path) --------------------------------------
+
+
+def current_device() -> int:
+    """Index of the calling thread's current CUDA device (``torch.cuda.current_device`` without its
+    Python layers: this runs once per fingerprinted request)."""
+    return int(torch._C._cuda_getDevice())
+
+
+def raw_stream(device: int) -> int:
+    """The raw handle of the calling thread's current stream on ``device`` (as Inductor's generated code
+    reads it)."""
+    return int(torch._C._cuda_getCurrentRawStream(device))
+
+
+_SCALAR_ARGS: Final = {"i32": "i", "i64": "l", "u32": "I", "u64": "K", "fp32": "f", "fp64": "d"}
+
+
+StaticLaunch = Callable[[torch.Tensor, int, torch.Tensor, int, tuple[int, int, int, int]], None]
+"""``launch(x, x_ptr, out, out_ptr, (rows, cols, stride_row, stream))`` (the pointers are the tensors')."""
+
+
+def static_cuda_launcher(compiled: Any, device: int) -> StaticLaunch:
+    """A launcher for a compiled Triton kernel through Inductor's static CUDA launcher (one C++ call).
+
+    ``compiled`` is Triton's ``CompiledKernel`` of the fingerprint kernel, whose non-constexpr
+    parameters are ``(x_ptr, out_ptr, n_cols, stride_row)``; the returned
+    ``launch(x, x_ptr, out, out_ptr, (rows, cols, stride_row, stream))`` runs ``rows`` programs on
+    ``stream`` of ``device`` (which must be the calling thread's current device); it reads only the
+    pointers (device pointers, or pinned host memory the device can write under unified addressing).
+    Raises when this torch or Triton lays the kernel out in a way the static launcher does not take
+    (the caller keeps Triton's launch).
+    """
+    import os
+    import tempfile
+
+    from torch._C import _StaticCudaLauncher
+
+    meta = compiled.metadata
+    if getattr(meta, "num_ctas", 1) != 1:
+        raise NotImplementedError("more than one CTA per program")
+    scratch: list[None] = []
+    for name in ("global_scratch_size", "profile_scratch_size"):
+        if hasattr(meta, name):
+            if getattr(meta, name) > 0:
+                raise NotImplementedError(f"kernel needs {name}")
+            scratch.append(None)  # newer Triton: a scratch pointer parameter the kernel never reads
+    src = compiled.src
+    names = list(src.fn.arg_names)
+
+    def index(key: Any) -> int:
+        return names.index(key) if isinstance(key, str) else int(key[0] if isinstance(key, tuple) else key)
+
+    constants = {index(k) for k in getattr(src, "constants", {})}
+    signature = {index(k): v for k, v in src.signature.items()}
+    types = [signature[i] for i in sorted(signature) if signature[i] != "constexpr" and i not in constants]
+    if len(types) != 4 or not types[0].startswith("*") or not types[1].startswith("*"):
+        raise NotImplementedError(f"unexpected kernel signature {types}")
+    arg_tys = "OO" + "".join(_SCALAR_ARGS[t] for t in types[2:]) + "O" * len(scratch)
+    with tempfile.TemporaryDirectory(prefix="inferensics-fp-") as folder:
+        path = os.path.join(folder, "kernel.cubin")
+        with open(path, "wb") as fh:
+            fh.write(compiled.asm["cubin"])
+        loaded = _StaticCudaLauncher._load_kernel(path, meta.name, meta.shared, device)
+    # (function, n_regs, n_spills) up to torch 2.12; (module, function, n_regs, n_spills) since
+    function = loaded[0] if len(loaded) == 3 else loaded[1]
+    num_warps, shared = int(meta.num_warps), int(meta.shared)
+    run = _StaticCudaLauncher._launch_kernel
+    tail = tuple(scratch)
+
+    def launch(x: torch.Tensor, x_ptr: int, out: torch.Tensor, out_ptr: int, grid: tuple[int, int, int, int]) -> None:
+        rows, cols, stride_row, stream = grid
+        run(function, rows, 1, 1, num_warps, shared, arg_tys, (x_ptr, out_ptr, cols, stride_row, *tail), stream)
+
+    return launch
