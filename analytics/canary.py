@@ -366,12 +366,22 @@ def _rate_rows(base: _Side, cand: _Side, params: CanaryParams) -> list[dict[str,
     return rows
 
 
+_TS_OFFSET_US = 1 << 62
+"""Added to a timestamp in microseconds so that every DateTime64 (1900 on) is positive in the sort key."""
+
+
 def _first_argmax(side: str = "") -> str:
-    """The argmax digest of the earliest request per input digest (ties: the smallest argmax digest),
-    of the rows whose ``side`` is ``side`` when given."""
+    """The argmax digest of the earliest request per input digest, of the rows whose ``side`` is ``side``
+    when given. Ties in time go to the argmax digest whose first 8 bytes are smallest.
+
+    The order is one UInt128 (the time in microseconds, then those 8 bytes read big-endian): ``argMin``
+    compares it as a number, where a (time, digest) tuple is compared field by field as generic values
+    (pairs of a 7-day canary on the 10^8-row store: 127 against 217 ms of engine time)."""
     if_ = "If" if side else ""
     cond = f", side = '{side}'" if side else ""
-    return f"argMin{if_}({col.FP_ARGMAX_DIGEST}, ({col.TS}, {col.FP_ARGMAX_DIGEST}){cond})"
+    prefix = f"reinterpretAsUInt64(reverse(substring(rightPad({col.FP_ARGMAX_DIGEST}, 8, '\\0'), 1, 8)))"
+    key = f"bitShiftLeft(toUInt128(toUnixTimestamp64Micro({col.TS}) + {_TS_OFFSET_US}), 64) + {prefix}"
+    return f"argMin{if_}({col.FP_ARGMAX_DIGEST}, {key}{cond})"
 
 
 def _pairs(client: QueryClient, base: _Side, cand: _Side, both: str, values: dict[str, Any]) -> tuple[int, int]:

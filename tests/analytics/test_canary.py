@@ -55,7 +55,8 @@ def _side(fleet: Fleet, bundle: str) -> pl.DataFrame:
 
 
 def _first_argmax(f: pl.DataFrame) -> dict[str, str]:
-    """The argmax digest of the earliest request per input digest (ties: the smallest argmax digest)."""
+    """The argmax digest of the earliest request per input digest (ties: the smallest argmax digest; the
+    engine breaks ties by the first 8 bytes, which decide every tie here)."""
     f = f.filter((pl.col(col.INPUT_DIGEST) != "") & (pl.col(col.FP_ARGMAX_DIGEST) != ""))
     f = f.sort([col.TS, col.FP_ARGMAX_DIGEST])
     return {
