@@ -92,7 +92,7 @@ COMPARISONS = (
     ("hook_only", "instr_bare", "diagnose: tracker installed, calls outside requests (guard hook, no records)"),
     ("instr_noguard", "instr_bare", "diagnose: in requests, no fingerprint, guard hook removed"),
     ("instr_lazy", "instr_bare", "diagnose: in requests + fingerprint, background thread idle (all work in flush)"),
-    ("instr_lazy", "instr", "diagnose: background thread idle vs draining every 50 ms"),
+    ("instr_lazy", "instr", "diagnose: background thread idle vs draining every flush_interval_s"),
 )
 CALL_DIFFS = (
     ("control", "plain", "A/A control - plain"),

@@ -61,7 +61,9 @@ class SdkConfig:
     Attributes:
         sample_rate: Fraction of requests profiled for kernel timings.
         queue_capacity: Hand-off queue size; beyond it records are dropped and counted.
-        flush_interval_s: How often the background thread drains the queue.
+        flush_interval_s: How often the background thread drains the queue. Each drain takes the GIL
+            from the serving thread for the whole batch, and each wake-up costs two thread switches: a
+            host-bound decode loop loses less to few large batches than to many small ones.
         batch_rows: Rows buffered per table before a store insert (direct-to-store exporter).
         provenance_level: Inductor provenance tracking level for compiles through ``tracker.compile``.
         fingerprint_head: Leading argmax ids kept in the output fingerprint.
@@ -72,7 +74,7 @@ class SdkConfig:
 
     sample_rate: float = 0.0
     queue_capacity: int = 65_536
-    flush_interval_s: float = 0.05
+    flush_interval_s: float = 0.25
     batch_rows: int = 10_000
     provenance_level: int = 0
     fingerprint_head: int = 16

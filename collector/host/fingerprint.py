@@ -137,7 +137,7 @@ class PendingFingerprint:
         self._numel = numel
         self._argmax = argmax
         self._head = head
-        self._event: Any = None
+        self._event: _Completion | None = None
         self._done: Fingerprint | None = None
         self.stream = stream
 
@@ -150,7 +150,7 @@ class PendingFingerprint:
         event = self._event
         if event is None:
             return self.stream is None
-        return bool(event.query())
+        return event.query()
 
     def result(self) -> Fingerprint:
         """Wait for the numbers (a CUDA event, not a device sync) and compute the fields."""
@@ -162,7 +162,7 @@ class PendingFingerprint:
         # costs the serving thread more than the wait itself when the event has long completed.
         event = self._event
         if event is not None and not event.query():
-            event.synchronize()
+            event.wait()
         buf = self._buffer
         try:
             rows = buf.array if buf is not None else self._rows.numpy()  # type: ignore[union-attr]
@@ -175,6 +175,26 @@ class PendingFingerprint:
                     _POOL.give(buf)
 
 
+class _Completion:
+    """One CUDA event shared by the fingerprints of a batch, queried until it has completed, then never
+    again (each query is a driver call made with the GIL held)."""
+
+    __slots__ = ("_done", "_event")
+
+    def __init__(self, event: Any) -> None:
+        self._event = event
+        self._done = False
+
+    def query(self) -> bool:
+        if not self._done:
+            self._done = bool(self._event.query())
+        return self._done
+
+    def wait(self) -> None:
+        self._event.synchronize()
+        self._done = True
+
+
 def mark(pending: Iterable[PendingFingerprint]) -> None:
     """Record one CUDA event per stream behind the given (already launched) fingerprints.
 
@@ -182,17 +202,17 @@ def mark(pending: Iterable[PendingFingerprint]) -> None:
     made before its request was queued, so the event, recorded later on the same stream, completes after
     it. Recording is no synchronization.
     """
-    events: dict[StreamKey, Any] = {}
+    marks: dict[StreamKey, _Completion] = {}
     for p in pending:
         key = p.stream
         if key is None or p._event is not None:
             continue
-        event = events.get(key)
-        if event is None:
+        completion = marks.get(key)
+        if completion is None:
             event = torch.cuda.Event()  # type: ignore[no-untyped-call]
             event.record(_stream(key))
-            events[key] = event
-        p._event = event
+            completion = marks[key] = _Completion(event)
+        p._event = completion
 
 
 _STREAMS: dict[StreamKey, Any] = {}
