@@ -36,6 +36,16 @@ class SeededService:
         return self.service.url
 
 
+@pytest.fixture(autouse=True)
+def _keep_main_module() -> Iterator[None]:
+    """Put back ``sys.modules["__main__"]`` after each test: Streamlit's script runner leaves the page
+    script there, and a later test that spawns processes (the collector's decode workers) would make each
+    child run the dashboard's app file as its main module."""
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
+
+
 def seed_store(dsn: str, now: datetime) -> None:
     """Write the seed events into ``dsn`` from a child process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
