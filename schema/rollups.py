@@ -83,6 +83,9 @@ def hist_merge_sql(hist: str) -> str:
     return f"sumMap({hist})"
 
 
+if LATENCY_CODE_MAX >= 1024:  # pragma: no cover - guards an edit of the code range
+    raise RuntimeError("quantileTiming is exact below 1024 only: hist_quantiles_sql needs codes under 1024")
+
 RANK_EPSILON: Final = 1e-12
 """Taken off every level :func:`hist_quantiles_sql` asks ``quantileTiming`` for, so that it answers the
 smallest code whose cumulative count reaches ``p × total`` in all of its modes (its small-count mode picks
