@@ -16,7 +16,11 @@ hook                                            torch 2.11    torch 2.13
 ``compile_fx(config_patches=...)``              yes           yes
 ``config.trace.provenance_tracking_level``      yes           yes
 ``torch.compile(recompile_limit=...)`` kwarg    no            yes
+``torch._C._StaticCudaLauncher`` (fingerprint)  yes (H200)    CUDA builds
 ==============================================  ============  ============
+
+The static launcher is not probed here: the fingerprint checks it on its probe tensor and keeps
+Triton's own launch when it raises or disagrees.
 """
 
 from __future__ import annotations
