@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -239,3 +240,56 @@ def test_instrumented_request_adds_no_device_synchronization() -> None:
             want.argmax_head,
             want.nan,
         )
+
+
+class _FakeEvent:
+    """Stands in for ``torch.cuda.Event``: counts records and queries; completes on its second query."""
+
+    made: ClassVar[list[_FakeEvent]] = []
+
+    def __init__(self) -> None:
+        self.streams: list[object] = []
+        self.queries = 0
+        self.waited = False
+        _FakeEvent.made.append(self)
+
+    def record(self, stream: object) -> None:
+        self.streams.append(stream)
+
+    def query(self) -> bool:
+        self.queries += 1
+        return self.queries >= 2
+
+    def synchronize(self) -> None:
+        self.waited = True
+
+
+def _pending(x: torch.Tensor, stream: tuple[int, int]) -> fp.PendingFingerprint:
+    rows = fp.row_stats_torch(x).reshape(-1).contiguous()
+    return fp.PendingFingerprint(None, x.numel(), True, head=16, buffer=fp._Buffer(rows, False), stream=stream)
+
+
+def test_a_batch_of_fingerprints_shares_one_event_per_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CUDA bookkeeping without a device: the event type and the stream lookup are stand-ins.
+    _FakeEvent.made = []
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(fp, "_stream", lambda key: key)
+    xs = [torch.randn(3, 50, generator=torch.Generator().manual_seed(i)) for i in range(5)]
+    batch = [_pending(x, (0, 7)) for x in xs[:3]] + [_pending(xs[3], (0, 9))]
+    assert all(p.unmarked() and not p.ready() for p in batch)  # launched, no event yet: not ready
+
+    fp.mark(batch)
+    assert [e.streams for e in _FakeEvent.made] == [[(0, 7)], [(0, 9)]]  # one record per stream
+    assert not batch[0].unmarked()
+    assert not batch[0].ready()  # first query of each event: still running
+    assert not batch[3].ready()
+    assert all(p.ready() for p in batch)  # second query completes; later ones ask no driver
+    assert [e.queries for e in _FakeEvent.made] == [2, 2]
+    for p, x in zip(batch, xs[:4], strict=True):
+        _assert_same(p.result(), _reference(x))
+    assert [e.queries for e in _FakeEvent.made] == [2, 2]
+
+    alone = _pending(xs[4], (0, 7))
+    _assert_same(alone.result(), _reference(xs[4]))  # result() records its own event and waits on it
+    assert _FakeEvent.made[-1].streams == [(0, 7)]
+    assert _FakeEvent.made[-1].waited
