@@ -132,13 +132,8 @@ def _storm_reasons(client: QueryClient, params: StormParams, storms: pl.DataFram
     exactly by a join), not every recompile of the range: a 7-day range holds ~230k recompiles on the
     10^8-row store, its storms a few thousand."""
     hours = storms.get_column("bucket").unique().sort()
-    where = slice_where(
-        params,
-        "recompiles",
-        start=hours.min(),  # type: ignore[arg-type]
-        end=hours.max() + timedelta(hours=1),  # type: ignore[operator]
-        what="recompile reasons",
-    )
+    first, last = hours.to_list()[0], hours.to_list()[-1]
+    where = slice_where(params, "recompiles", start=first, end=last + timedelta(hours=1), what="recompile reasons")
     values = {
         **where.params,
         "s_models": storms.get_column(col.MODEL).unique().sort().to_list(),
