@@ -123,7 +123,17 @@ def fallback_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         f"GROUP BY {dims}, {col.FALLBACK_REASON}",
         where.params,
     ).with_columns(pl.col("fallbacks").cast(pl.UInt64))
-    totals = fleet_overview(client, params).select(*_DIMS, col.REQUESTS)
+    # Only the request counts: no latency quantiles (the histograms are the costly part of an overview).
+    inner, values = aggregate_sql(
+        client.database,
+        params,
+        params.start,
+        params.end,
+        keys={d: d for d in _DIMS},
+        sums=(col.REQUESTS,),
+        quantiles=False,
+    )
+    totals = client.query_frame(inner, values).with_columns(pl.col(col.REQUESTS).cast(pl.UInt64))
     return (
         reasons.join(totals, on=list(_DIMS), how="left")
         .with_columns((pl.col("fallbacks") / pl.col(col.REQUESTS)).alias("fallback_rate"))
