@@ -1,7 +1,8 @@
 """Load the collector service with pre-encoded OTLP request spans over loopback; print throughput and latency.
 
 Usage: python benchmarks/bench_collector_load.py [--seconds 20] [--concurrency 4] [--spans 2000]
-       [--batch-spans 50000] [--parse-files 2] [--max-threads 0] [--decode-workers 0] [--decode-only]
+       [--batch-spans 50000] [--batch-mib 64] [--parse-files 2] [--max-threads 0] [--decode-workers 0]
+       [--decode-only]
 
 Starts ``python -m inferensics.collector.service`` on a free loopback port with an embedded store in a
 temporary directory, pre-encodes a pool of ExportTraceServiceRequest bodies (protobuf; one span per
@@ -216,6 +217,7 @@ def main() -> None:
     ap.add_argument("--dir", default="", help="data directory (default: a temporary one, removed)")
     ap.add_argument("--decode-workers", type=int, default=0, help="service setting decode_workers")
     ap.add_argument("--batch-spans", type=int, default=50_000, help="service setting batch_max_rows (spans/segment)")
+    ap.add_argument("--batch-mib", type=int, default=64, help="service setting batch_max_bytes in MiB (bytes/segment)")
     ap.add_argument("--parse-files", type=int, default=2, help="service setting engine_parse_files")
     ap.add_argument("--max-threads", type=int, default=0, help="service setting engine_max_threads (0: default)")
     ap.add_argument("--decode-only", action="store_true", help="only print the CPU cost per span of each stage")
@@ -231,6 +233,7 @@ def main() -> None:
     env["INFERENSICS_TOKENS"] = f"{TOKEN}=admin"
     env["INFERENSICS_DECODE_WORKERS"] = str(args.decode_workers)
     env["INFERENSICS_BATCH_MAX_ROWS"] = str(args.batch_spans)
+    env["INFERENSICS_BATCH_MAX_BYTES"] = str(args.batch_mib << 20)
     env["INFERENSICS_ENGINE_PARSE_FILES"] = str(args.parse_files)
     env["INFERENSICS_ENGINE_MAX_THREADS"] = str(args.max_threads)
     cmd = [sys.executable, "-m", "inferensics.collector.service", "--port", str(port),
@@ -301,7 +304,8 @@ def main() -> None:
         lat = sorted(latencies)
         q = statistics.quantiles(lat, n=100, method="inclusive") if len(lat) >= 2 else [lat[0]] * 99
         print(f"sent for {send_s:.1f} s with {args.concurrency} connections, {args.spans} spans/request, "
-              f"batch_spans={args.batch_spans}, parse_files={args.parse_files}, max_threads={args.max_threads}, "
+              f"batch_spans={args.batch_spans}, batch_mib={args.batch_mib}, parse_files={args.parse_files}, "
+              f"max_threads={args.max_threads}, "
               f"decode_workers={args.decode_workers}, load average {os.getloadavg()[0]:.1f} "
               f"(at start {load_at_start:.1f})")  # fmt: skip
         print(f"acknowledged      {acked[0]:,} spans ({acked[0] / send_s:,.0f} spans/s while sending); "
