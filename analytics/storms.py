@@ -131,14 +131,14 @@ def _storm_reasons(client: QueryClient, params: StormParams, storms: pl.DataFram
     Reads only recompiles of the storms' models, pools and hours (a superset of the storm hours, narrowed
     exactly by a join), not every recompile of the range: a 7-day range holds ~230k recompiles on the
     10^8-row store, its storms a few thousand."""
-    hours = storms.get_column("bucket").unique().sort()
-    first, last = hours.to_list()[0], hours.to_list()[-1]
-    where = slice_where(params, "recompiles", start=first, end=last + timedelta(hours=1), what="recompile reasons")
+    hours = storms.get_column("bucket").unique().sort().to_list()
+    end = hours[-1] + timedelta(hours=1)
+    where = slice_where(params, "recompiles", start=hours[0], end=end, what="recompile reasons")
     values = {
         **where.params,
         "s_models": storms.get_column(col.MODEL).unique().sort().to_list(),
         "s_pools": storms.get_column(col.HW_POOL).unique().sort().to_list(),
-        "s_hours": hours.to_list(),
+        "s_hours": hours,
     }
     rows = (
         client.query_frame(

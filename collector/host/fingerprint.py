@@ -455,11 +455,16 @@ class _Plan:
 _PLANS: dict[tuple[Any, ...], _Plan] = {}
 
 
+def _layout(x: torch.Tensor) -> tuple[Any, ...]:
+    """The key of ``x``'s plan: shape, stride, dtype and device."""
+    return (x.shape, x.stride(), x.dtype, x.get_device())
+
+
 def start_fingerprint(output: torch.Tensor, head: int = 16) -> PendingFingerprint:
     """Launch the fingerprint of ``output`` (a logits-like tensor; last dim = classes)."""
     # The serving thread's hot path: a planned layout costs a dict lookup, a buffer from the pool and
     # one launch (no reshape, no autograd, no event).
-    plan = _PLANS.get((output.shape, output.stride(), output.dtype, output.get_device()))
+    plan = _PLANS.get(_layout(output))
     if plan is not None:
         ptr = output.data_ptr()
         if ptr % 16 == 0 and torch_adapter.current_device() == plan.device:
@@ -477,12 +482,13 @@ def _start(x: torch.Tensor, head: int) -> PendingFingerprint:
         return PendingFingerprint(row_stats_torch(x2), numel, argmax, head=head)
     kernel = KERNELS.get(x2) if numel and _kernel_fits(x2) else None
     device = torch_adapter.current_device()
-    if kernel is not None and x2.dtype in KERNELS.zero_copy:
+    zero_copy = kernel is not None and x2.dtype in KERNELS.zero_copy
+    if zero_copy:
         plan = _plan(x, x2, argmax, device)
         if plan is not None:
             return plan.start(x, x.data_ptr(), head)
     buf = _POOL.take(x2.shape[0] * STATS)
-    if kernel is not None and x2.dtype in KERNELS.zero_copy:
+    if zero_copy:
         launch_kernel(kernel, x2, out=buf.tensor)  # the kernel writes the pinned buffer itself
     else:
         rows = launch_kernel(kernel, x2) if kernel is not None else row_stats_torch(x2)
@@ -500,7 +506,7 @@ def _plan(x: torch.Tensor, x2: torch.Tensor, argmax: bool, device: int) -> _Plan
     if x2.data_ptr() != x.data_ptr() or (x2.shape[1] > 1 and x2.stride(1) != 1) or x2.stride(0) >= 2**31:
         return None
     plan = _Plan(x2, argmax, device, entry[1])
-    _PLANS[(x.shape, x.stride(), x.dtype, x.get_device())] = plan
+    _PLANS[_layout(x)] = plan
     return plan
 
 

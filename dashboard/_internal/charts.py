@@ -47,17 +47,15 @@ def draw(container: Any, chart: alt.Chart | alt.LayerChart) -> None:
     values = getattr(data, "values", None) if isinstance(data, alt.Data) else None
     if not isinstance(values, list) or not values:
         spec = chart.to_dict(validate=False)
-        spec["usermeta"] = {"embedOptions": {"renderer": "canvas"}}
-        container.vega_lite_chart(spec=spec, width="stretch")
-        return
-    bare = chart.copy(deep=False)
-    bare.data = alt.Data(name=DATASET)  # type: ignore[no-untyped-call]
-    spec = bare.to_dict(validate=False)
-    frame, parsed = _timestamps(pl.DataFrame(values), _temporal_fields(spec))
-    if parsed:
-        spec["data"]["format"] = {"parse": None}
+    else:
+        bare = chart.copy(deep=False)
+        bare.data = alt.Data(name=DATASET)  # type: ignore[no-untyped-call]
+        spec = bare.to_dict(validate=False)
+        frame, parsed = _timestamps(pl.DataFrame(values), _temporal_fields(spec))
+        if parsed:
+            spec["data"]["format"] = {"parse": None}
+        spec["datasets"] = {DATASET: frame}
     spec["usermeta"] = {"embedOptions": {"renderer": "canvas"}}
-    spec["datasets"] = {DATASET: frame}
     container.vega_lite_chart(spec=spec, width="stretch")
 
 
