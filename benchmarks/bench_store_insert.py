@@ -1,13 +1,16 @@
 """Insert N request events through the store API and print rows/s and bytes on disk per row, with peers.
 
-Usage: python benchmarks/bench_store_insert.py [--rows 1000000] [--batch 100000] [--dir DIR] [--interleaved]
+Usage: python benchmarks/bench_store_insert.py [--rows 1000000] [--batch 100000] [--batch-seconds S] [--dir DIR]
+                                              [--interleaved]
 
 The events are realistic request rows (random 32-hex request ids, 20 models × 10 pools × 5 classes,
 log-normal latencies, 1 % errors, a few recompiles and fallbacks, one graph per request) over the hour
 before the current one, built as Arrow columns up front so that the timing covers the store API (Arrow
 conform + clickhouse-connect + chDB insert, the rollup views included) and not the generator. Every batch
 spans the whole hour, so each 100k-row batch feeds about 56k per-minute rollup groups (2,000 series × 60
-minutes): a heavy case for the views.
+minutes): a heavy case for the views. With ``--batch-seconds S`` each batch instead covers S seconds of
+traffic and the batches follow each other in time, as the collector seals them (by size or by age): at
+S = 2 a 100k-row batch feeds at most 2 × 2,000 per-minute groups.
 
 The same batches then go, in the same process and run, to peers that each leave one cost out, so the
 reader sees where the time goes:
@@ -50,13 +53,14 @@ TARGET_ROWS_PER_S = 500_000
 TARGET_BYTES_PER_ROW = 64
 
 
-def make_batch(rng: np.random.Generator, start: int, n: int, t0: float) -> pa.Table:
+def make_batch(rng: np.random.Generator, start: int, n: int, t0: float, span_s: float = 3600.0) -> pa.Table:
+    """``n`` request rows with times spread uniformly over ``span_s`` seconds from ``t0`` (µs since the epoch)."""
     models = np.array([f"model-{i:02d}" for i in range(20)])
     pools = np.array([f"pool-{i}" for i in range(10)])
     classes = np.array(["interactive", "batch", "shadow", "eval", "bulk"])
     outcome = rng.choice(np.array(["hit", "compile", "recompile", "fallback"]), n, p=[0.97, 0.005, 0.015, 0.01])
     ids = [f"{x:032x}" for x in rng.integers(0, 2**63, n, dtype=np.int64) * 7919 + np.arange(start, start + n)]
-    ts = (t0 + np.sort(rng.uniform(0, 3600, n)) * 1e6).astype("int64")
+    ts = (t0 + np.sort(rng.uniform(0, span_s, n)) * 1e6).astype("int64")
     graph = rng.integers(0, 40, n)
     keys = [[f"g{g:03d}"] for g in graph]
     arts = [[f"{g:064x}"] for g in graph]
@@ -171,6 +175,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100_000)
     ap.add_argument("--dir", default="")
     ap.add_argument(
+        "--batch-seconds",
+        type=float,
+        default=0.0,
+        help="each batch covers this many seconds of traffic, batches in time order (as the collector seals "
+        "them by age); default 0: every batch spans the whole hour (the heavy case for the rollup views)",
+    )
+    ap.add_argument(
         "--interleaved",
         action="store_true",
         help="send each batch to every target in turn (fairer on a busy machine; merges of all overlap)",
@@ -181,11 +192,20 @@ def main() -> None:
     # The hour before the current one: inside the requests table's 30-day TTL whenever the script runs.
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
     t0 = hour.timestamp() * 1e6
-    batches = [make_batch(rng, i, min(args.batch, args.rows - i), t0) for i in range(0, args.rows, args.batch)]
+    if args.batch_seconds > 0:
+        span = args.batch_seconds
+        batches = [
+            make_batch(rng, i, min(args.batch, args.rows - i), t0 + k * span * 1e6, span)
+            for k, i in enumerate(range(0, args.rows, args.batch))
+        ]
+        shape = f"each batch {span:g} s of traffic, in time order"
+    else:
+        batches = [make_batch(rng, i, min(args.batch, args.rows - i), t0) for i in range(0, args.rows, args.batch)]
+        shape = "each batch spread over the whole hour"
     rows = sum(b.num_rows for b in batches)
     mode = "interleaved: each batch to every target in turn" if args.interleaved else "one target after another"
     print(
-        f"{rows:,} request rows in {len(batches)} batches of {args.batch:,}; {mode}; {os.cpu_count()} cores; "
+        f"{rows:,} request rows in {len(batches)} batches of {args.batch:,} ({shape}); {mode}; {os.cpu_count()} cores; "
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; chDB directory {tmp}"
     )
 

@@ -43,11 +43,19 @@ E = TypeVar("E", bound=Event)
 
 
 def _arrow_file(table: pa.Table) -> pa.Buffer:
-    """``table`` as one Arrow IPC file in memory (the ``Arrow`` input format)."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
+    """``table`` as one Arrow IPC file in memory (the ``Arrow`` input format).
+
+    The file is written twice: once to a counting sink for its size (no copy), then into one buffer of
+    exactly that size. A growing ``BufferOutputStream`` reallocates and copies as it goes: 15–55 ms for a
+    100k-row request batch (25 MB) against 4 ms this way (benchmarks/bench_store_insert.py's batches).
+    """
+    sizing = pa.MockOutputStream()
+    with pa.ipc.new_file(sizing, table.schema) as writer:
         writer.write_table(table)
-    return sink.getvalue()
+    out = pa.allocate_buffer(sizing.size())
+    with pa.ipc.new_file(pa.FixedSizeBufferWriter(out), table.schema) as writer:
+        writer.write_table(table)
+    return out
 
 
 class StoreError(RuntimeError):
