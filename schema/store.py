@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import sys
 import tempfile
@@ -84,6 +85,10 @@ def _open_client(dsn: Dsn) -> Client:
             except Exception as exc:  # clickhouse-connect wraps chDB's errors in several types
                 failure, native = exc, captured.read_text(errors="replace")
         raise StoreError(_chdb_error(dsn, failure, native)) from None
+    # The driver logs a warning of its own before raising; the error below says it in one line.
+    driver_log = logging.getLogger("clickhouse_connect")
+    level = driver_log.level
+    driver_log.setLevel(logging.ERROR)
     try:
         client = clickhouse_connect.get_client(
             host=dsn.host,
@@ -97,10 +102,29 @@ def _open_client(dsn: Dsn) -> Client:
         client.database = dsn.database
         return client
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StoreError(
-            f"cannot open store {dsn}: {first[:300]}; check host, port and credentials, or pass --dsn"
+            f"cannot open store {dsn}: {_root_cause(exc)}; check host, port and credentials, or pass --dsn"
         ) from None
+    finally:
+        driver_log.setLevel(level)
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost reason of a driver error, one line: the socket's own error when there is one
+    (``Connection refused``, ``Name or service not known``, a TLS failure), else the server's message.
+
+    clickhouse-connect wraps urllib3's retry error, which wraps the connection error, which wraps the
+    ``OSError``; each layer repeats the one inside with a pool description and a query id around it.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.strerror:
+            return str(current.strerror)
+        current = current.__cause__ or current.__context__
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
 @contextlib.contextmanager
