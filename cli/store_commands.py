@@ -9,6 +9,7 @@ from rich.table import Table
 from inferensics.cli.errors import fail
 from inferensics.cli.options import DsnOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption, print_service_status
+from inferensics.schema.dsn import DsnError, resolve_dsn
 from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import Store, StoreError
 
@@ -46,7 +47,14 @@ def status(dsn: DsnOption = None, service: ServiceOption = None, token: TokenOpt
         print_service_status(service, token)
         return
     try:
-        with Store.open(dsn) as store:
+        parsed = resolve_dsn(dsn)
+    except DsnError as exc:
+        fail(str(exc))
+    if parsed.kind == "chdb" and parsed.path is not None and not parsed.path.exists():
+        # Opening would create an empty store there: a mistyped path must not look like a store.
+        fail(f"no store at {parsed.path}: the directory does not exist; create it with `inferensics init` (same --dsn)")
+    try:
+        with Store.open(parsed) as store:
             version = store.schema_version()
             counts = store.row_counts() if version else {}
             disk = store.disk_bytes() if version else {}

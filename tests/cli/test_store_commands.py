@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typer.testing import CliRunner
 
 from inferensics.cli.app import app
@@ -37,6 +39,14 @@ def test_status_of_uninitialised_store_says_what_to_run(store_dsn: str) -> None:
     res = runner.invoke(app, ["status", "--dsn", store_dsn])
     assert res.exit_code == 0
     assert "not initialised: run `inferensics init`" in res.output
+
+
+def test_status_of_a_missing_directory_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "typo" / "store"
+    res = runner.invoke(app, ["status", "--dsn", f"chdb://{missing}"])
+    assert res.exit_code == 2
+    assert f"no store at {missing}: the directory does not exist" in res.output
+    assert not (tmp_path / "typo").exists()
 
 
 def test_bad_dsn_is_one_line_and_exit_2() -> None:
