@@ -338,7 +338,9 @@ def _profile_requests(
         events = prof.key_averages()
         syncs = {e.key: e.count for e in events if "ynchronize" in e.key or e.key in ("cudaMemcpy", "cudaMemcpyAsync")}
         launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx"))
-        device_us = sum(getattr(e, "self_device_time_total", 0) for e in events)
+        # Kernels only: an operator's self device time is the time of the kernels it launched, which are
+        # events of their own in the same table (summing both counted every kernel twice).
+        device_us = sum(e.self_device_time_total for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
         print(
             f"profile {variant}, 5 requests x {k} calls: device time {device_us / 5:.1f} us/request, "
             f"kernel launches {launches / 5:.1f}/request, synchronising/copy calls {syncs}"
