@@ -10,11 +10,13 @@ import streamlit as st
 
 _PERCENT_SUFFIXES = ("_rate", "_ratio", "agreement")
 _MS_SUFFIXES = ("_ms",)
+_PER_SECOND_SUFFIXES = ("_per_s",)
 _SECONDS_SUFFIXES = ("_seconds", "_s")
 
 
 def column_config(frame: pl.DataFrame, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Formats by naming convention: ``*_rate``/``*_ratio`` as percent, ``*_ms`` in ms, ``*_s`` in s."""
+    """Formats by naming convention: ``*_rate``/``*_ratio`` as percent, ``*_ms`` in ms, ``*_per_s`` per second
+    (checked before ``*_s``, which it also ends with), ``*_s`` in s."""
     config: dict[str, Any] = {}
     for name, dtype in frame.schema.items():
         if not dtype.is_numeric():
@@ -23,6 +25,8 @@ def column_config(frame: pl.DataFrame, overrides: Mapping[str, Any] | None = Non
             config[name] = st.column_config.NumberColumn(name, format="percent")
         elif name.endswith(_MS_SUFFIXES):
             config[name] = st.column_config.NumberColumn(name, format="%.1f ms")
+        elif name.endswith(_PER_SECOND_SUFFIXES):
+            config[name] = st.column_config.NumberColumn(name, format="%.3g /s")
         elif name.endswith(_SECONDS_SUFFIXES):
             config[name] = st.column_config.NumberColumn(name, format="%.2f s")
         elif dtype.is_float():

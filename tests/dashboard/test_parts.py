@@ -16,6 +16,7 @@ from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import Filters, _parse_end, bucket_unit, describe
+from inferensics.dashboard._internal.tables import column_config
 from inferensics.schema import columns as col
 from tests.dashboard.seed import KERNELS, OUTPUT_CODE
 
@@ -76,6 +77,31 @@ def test_range_description_and_bucket_unit() -> None:
     assert bucket_unit(Filters(start=T0, end=T0 + timedelta(days=1))) == "hour"
     assert bucket_unit(Filters(start=T0, end=T0 + timedelta(days=30))) == "day"
     assert Filters(start=T0, end=T0, bundle_id="b1").params() == {"start": T0, "end": T0, "bundle": "b1"}
+
+
+def test_table_columns_are_formatted_in_their_units() -> None:
+    frame = pl.DataFrame(
+        {
+            "request_rate_per_s": [0.0814],
+            "p95_ms": [65.3],
+            "compile_seconds": [90.0],
+            "cold_miss_cost_s": [240.0],
+            "error_rate": [0.0887],
+            "hit_ratio": [0.5],
+            "growth": [1.5],
+            col.REQUESTS: [293],
+        }
+    )
+    formats = {name: c["type_config"]["format"] for name, c in column_config(frame).items()}
+    assert formats == {
+        "request_rate_per_s": "%.3g /s",  # a rate, not a duration: it ends with "_s" too
+        "p95_ms": "%.1f ms",
+        "compile_seconds": "%.2f s",
+        "cold_miss_cost_s": "%.2f s",
+        "error_rate": "percent",
+        "hit_ratio": "percent",
+        "growth": "%.3g",
+    }
 
 
 def test_chart_specs_match_their_snapshots() -> None:
