@@ -250,8 +250,8 @@ class Pipeline:
 
     def _finish(self, raw: RawRequest, prepared: _Prepared) -> None:
         dispatch, ts, children = prepared
-        pending = raw.fingerprint
-        fp: Fingerprint | None = pending.result() if isinstance(pending, PendingFingerprint) else None
+        fp = self._fingerprint(raw)
+        input_digest, capture_blob = self._inputs(raw, fp) if raw.inputs else ("", "")
         ctx = self.context
         counts = raw.graphs.values()
         error = raw.error
@@ -281,7 +281,7 @@ class Pipeline:
                 "graph_artifacts": dispatch["graph_artifacts"],
                 "graph_calls": tuple([u32(v[0]) for v in counts]),
                 "graph_us": tuple([u32(v[1] // 1000) for v in counts]),
-                "input_digest": digest_inputs(raw.inputs) if raw.inputs else "",
+                "input_digest": input_digest,
                 "fp_argmax_digest": fp.argmax_digest if fp else "",
                 "fp_argmax_head": fp.argmax_head if fp else (),
                 "fp_nan": u32(fp.nan) if fp else 0,
@@ -290,13 +290,42 @@ class Pipeline:
                 "fp_std": f32(fp.std) if fp else 0.0,
                 "fp_absmax": f32(fp.absmax) if fp else 0.0,
                 "sampled": raw.sampled,
-                "capture_blob": self._capture(raw, fp) if raw.inputs else "",
+                "capture_blob": capture_blob,
                 "attrs": dict(dispatch["attrs"]),
             },
             check=False,
         )
         self.counters["requests"] += 1
         self.exporter.export_request(event, children)
+
+    def _fingerprint(self, raw: RawRequest) -> Fingerprint | None:
+        """The output fingerprint, or ``None`` (counted) when the output could not be read back: the
+        request's record is exported either way."""
+        pending = raw.fingerprint
+        if not isinstance(pending, PendingFingerprint):
+            return None
+        try:
+            return pending.result()
+        except Exception as exc:
+            self.counters["fingerprint_errors"] += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return None
+
+    def _inputs(self, raw: RawRequest, fp: Fingerprint | None) -> tuple[str, str]:
+        """``(input digest, capture blob)``; inputs that cannot be read or captured (not tensors, a
+        redaction hook that raises, a failed blob upload) are counted and leave the record without them."""
+        try:
+            digest = digest_inputs(raw.inputs)
+        except Exception as exc:
+            self.counters["capture_errors"] += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return "", ""
+        try:
+            return digest, self._capture(raw, fp)
+        except Exception as exc:
+            self.counters["capture_errors"] += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return digest, ""
 
     def _capture(self, raw: RawRequest, fp: Fingerprint | None) -> str:
         rules = self.config.capture

@@ -66,11 +66,19 @@ class RequestScope:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        latency_ns = time.perf_counter_ns() - self._t0
+        token, self._token = self._token, None
+        if token is None:  # exited twice, or never entered: the record (if any) is already queued
+            self._tracker.counters_local["scope_errors"] += 1
+            return
         raw = self.raw
-        raw.latency_ns = time.perf_counter_ns() - self._t0
-        CURRENT.reset(self._token)
+        raw.latency_ns = latency_ns
+        try:
+            CURRENT.reset(token)
+        except (ValueError, RuntimeError):  # exited in another thread or context than it was entered in
+            self._tracker.counters_local["scope_errors"] += 1
         if exc is not None:
-            raw.error = f"{type(exc).__name__}: {exc}"
+            raw.error = _describe(exc)
         if self._profile is not None:
             try:
                 profiling.stop_profiler(self._profile)
@@ -164,18 +172,24 @@ class Tracker:
         inputs: dict[str, torch.Tensor] | None = None,
     ) -> RequestScope:
         """Scope one request: graphs, guards, compiles and fallbacks inside are attributed to it."""
+        try:
+            signature = shape_signature(shape)
+        except Exception:  # a shape that is not a sequence of integers: the request still counts
+            self.counters_local["shape_errors"] += 1
+            signature = ""
+        # str(): a non-string id or label would fail the export of the whole batch it lands in.
         raw = RawRequest(
-            request_id,
-            model=model or self.model,
-            traffic_class=traffic_class,
-            tenant=tenant,
-            shape=shape_signature(shape),
+            str(request_id),
+            model=str(model or self.model),
+            traffic_class=str(traffic_class or ""),
+            tenant=str(tenant or ""),
+            shape=signature,
             ts=time.time(),
         )
         if inputs is not None:
             raw.inputs = inputs
         if self.config.sample_rate > 0:
-            raw.sampled = profiling.is_sampled(request_id, self.config.sample_rate)
+            raw.sampled = profiling.is_sampled(raw.request_id, self.config.sample_rate)
         return RequestScope(self, raw)
 
     def flush(self) -> None:
@@ -206,7 +220,8 @@ class Tracker:
         out.update({f"dropped_{k}": v for k, v in self.queue.dropped.items()})
         out["dropped"] = sum(self.queue.dropped.values())
         out.update(self.pipeline.counters)
-        out.update(self.counters_local)
+        for name, count in self.counters_local.items():  # both threads count e.g. fingerprint errors
+            out[name] = out.get(name, 0) + count
         out["trace_sink_errors"] = self._sink.errors if self._sink is not None else 0
         return out
 
@@ -248,6 +263,14 @@ def _chained_guard_hook(previous: Callable[[bool], bool]) -> Callable[[bool], bo
 
 
 _current = CURRENT.get
+
+
+def _describe(exc: BaseException) -> str:
+    """``"Type: message"`` of the request's exception; never raises (``__str__`` is user code)."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:
+        return f"{type(exc).__name__}: <unprintable>"
 
 
 def _user_context() -> str:
