@@ -11,11 +11,12 @@ import hashlib
 import json
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from inferensics.collector.trace.artifacts import (
+    CACHE_ARTIFACTS,
     CacheLookup,
     kernel_nodes,
     kernel_source_lines,
@@ -56,6 +57,9 @@ NOISE: Final = frozenset(
     }
 )
 """Record kinds that never open or change a compile record (timing, interning, fake-tensor detail)."""
+HEADER_FACTS: Final = frozenset({*CACHE_ARTIFACTS, "dynamo_graph_break_reason"})
+"""Records whose header alone is the fact (a cache lookup, a graph break): kept, without the payload's
+details, when the payload is damaged, so the counts still equal what the log contains."""
 LIMIT_MARKERS: Final = ("recompile limit", "recompile_limit", "cache_size_limit", "cache size limit")
 SUMMARY_CAPACITY: Final = 4096
 
@@ -177,10 +181,12 @@ class CompileAssembler:
 
     def feed(self, env: Envelope, request_id: str = "") -> None:
         """Consume one envelope (``request_id``: the request active when a live record was emitted)."""
+        name = env.name
         if not env.payload_ok:
             self.stats.damaged_payloads += 1
-            return
-        name = env.name
+            if name not in HEADER_FACTS:
+                return
+            env = replace(env, payload=None, payload_ok=True)  # the header still says what happened
         if name in NOISE:
             return
         if name == "dynamo_start":

@@ -86,6 +86,26 @@ def test_corrupted_file_is_counted_not_fatal() -> None:
     assert report.stats.compiles == clean.stats.compiles == 1
 
 
+def test_damaged_cache_payload_still_counts_the_lookup(tmp_path: Path) -> None:
+    """A damaged payload loses the lookup's key, not the lookup: its header names the cache and result."""
+    lines = (CORPUS / "simple.log").read_text(encoding="utf-8").splitlines(keepends=True)
+    header = next(i for i, ln in enumerate(lines) if '"name": "fx_graph_cache_miss"' in ln and HEADER.match(ln))
+    assert lines[header + 1].startswith('\t{"key": ')
+    lines[header + 1] = lines[header + 1].replace('"key"', "'key'", 1)
+    damaged = tmp_path / "simple_cache_damaged.log"
+    damaged.write_text("".join(lines), encoding="utf-8")
+    want = _expected(damaged)
+    assert (want["fx_graph_miss"], want["damaged"]) == (1, 1)
+
+    report, events = read_trace_file(damaged, host="h")
+    assert report.stats.cache == Counter({"fx_graph_miss": 1})
+    assert report.stats.damaged_payloads == 1
+    (lookup,) = [e for e in events if isinstance(e, CacheEvent)]
+    assert (lookup.cache, lookup.result, lookup.cache_key) == ("fx_graph", "miss", "")
+    (compile_record,) = [e for e in events if isinstance(e, CompileEvent)]
+    assert compile_record.cache_status == "miss"
+
+
 def test_cli_imports_whole_corpus(store: Store) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     res = CliRunner().invoke(app, ["import-trace", str(CORPUS), "--dsn", dsn, "--host", "imp"], env={"COLUMNS": "300"})
