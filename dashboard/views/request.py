@@ -11,7 +11,7 @@ from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, service_errors
-from inferensics.dashboard._internal.tables import show_table
+from inferensics.dashboard._internal.tables import duration_ms, show_table
 from inferensics.schema import columns as col
 
 ID_KEY = "drill.request_id"
@@ -30,11 +30,13 @@ def request_id_input() -> str:
 
 def summary(d: dict[str, Any]) -> None:
     """How the request was served, in headline numbers and one line of context."""
-    cells = st.columns(6)
+    # Outcome gets the widest cell: "recompile" and "fallback" did not fit a sixth of a laptop screen (shown
+    # as "recomp…"), nor did "3,100.0 ms" (durations now switch to seconds above one).
+    cells = st.columns([1.5, 1, 1.2, 1.2, 1, 1])
     cells[0].metric("Outcome", str(d[col.OUTCOME]))
     cells[1].metric("Status", str(d[col.STATUS]))
-    cells[2].metric("Latency", f"{d[col.LATENCY_MS]:,.1f} ms")
-    cells[3].metric("Compile in request", f"{d[col.COMPILE_MS]:,.0f} ms")
+    cells[2].metric("Latency", duration_ms(d[col.LATENCY_MS]))
+    cells[3].metric("Compile in request", duration_ms(d[col.COMPILE_MS]))
     cells[4].metric("Guards", str(d[col.GUARD_OUTCOME]))
     cells[5].metric("Compile cache", str(d[col.CACHE_STATUS]))
     bundle = d.get("bundle_name") or "unregistered"

@@ -8,7 +8,7 @@ import pytest
 
 from tests.dashboard.apptest import assert_clean, metric, open_page, texts
 from tests.dashboard.conftest import SeededService
-from tests.dashboard.seed import ARTIFACT, DRILL_ID, INPUTS_BLOB, INPUTS_SHA, KERNELS, OUTPUT_CODE
+from tests.dashboard.seed import ARTIFACT, DRILL_ID, INPUTS_BLOB, INPUTS_SHA, KERNELS, OUTPUT_CODE, STORM_REASON
 
 PAGE = "views/request.py"
 pytestmark = pytest.mark.slow
@@ -77,3 +77,14 @@ def test_drilldown_reads_the_request_id_from_the_link(seeded: SeededService) -> 
     assert_clean(at)
     assert at.text_input(key="drill.request_id").value == DRILL_ID
     assert metric(at, "Outcome") == "hit"
+
+
+def test_drilldown_of_a_recompiling_request_shows_seconds_and_its_reasons(seeded: SeededService) -> None:
+    storm = next(r for r in seeded.facts.requests if r.outcome == "recompile")
+    at = open_page(seeded, PAGE, **{"drill.request_id": storm.request_id})
+    assert_clean(at)
+    assert metric(at, "Outcome") == "recompile"
+    # Durations above a second are shown in seconds (3,100.0 ms did not fit its cell on a laptop screen).
+    assert metric(at, "Latency") == f"{storm.latency_ms / 1000:,.2f} s" == "3.10 s"
+    assert metric(at, "Compile in request") == f"{storm.compile_ms / 1000:,.2f} s" == "3.00 s"
+    assert STORM_REASON in texts(at)
