@@ -3,30 +3,45 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
+from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Title
 
 from inferensics.dashboard._internal import charts
-from inferensics.dashboard._internal.filters import MODEL_KEY, PENDING_KEY
+from inferensics.dashboard._internal.filters import (
+    BUNDLE_KEY,
+    MODEL_KEY,
+    PENDING_KEY,
+    POOL_KEY,
+    RANGE_KEY,
+    TRAFFIC_KEY,
+)
+from inferensics.schema import RequestEvent
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.expected import spikes, storm_hours
-from tests.dashboard.seed import GB_ID, MISTRAL, POOL_B, STORM_REASON, STORM_RECOMPILES
+from tests.dashboard.seed import BATCH, CANDIDATE, GB_ID, MISTRAL, POOL_A, POOL_B, STORM_REASON, STORM_RECOMPILES
 
 pytestmark = pytest.mark.slow
+
+
+def assert_headline(at: AppTest, requests: list[RequestEvent]) -> None:
+    """The headline metrics are those of ``requests``."""
+    n = len(requests)
+    assert metric(at, "Requests") == f"{n:,}"
+    assert metric(at, "Error rate") == f"{100 * sum(r.status == 'error' for r in requests) / n:.2f} %"
+    assert metric(at, "Eager fallback rate") == f"{100 * sum(r.outcome == 'fallback' for r in requests) / n:.2f} %"
+    assert metric(at, "Recompiles") == f"{sum(r.recompiles for r in requests):,}"
+    assert metric(at, "Compile time in serving") == f"{sum(r.compile_ms for r in requests) / 1000:,.1f} s"
 
 
 def test_overview_headline_matches_the_seed(seeded: SeededService) -> None:
     at = open_page(seeded)
     assert_clean(at)
-    requests = seeded.facts.requests
-    n = len(requests)
-    assert metric(at, "Requests") == f"{n:,}"
-    assert metric(at, "Error rate") == f"{100 * sum(r.status == 'error' for r in requests) / n:.2f} %"
-    assert metric(at, "Eager fallback rate") == f"{100 * sum(r.outcome == 'fallback' for r in requests) / n:.2f} %"
-    assert metric(at, "Recompiles") == f"{sum(r.recompiles for r in requests):,}" == f"{STORM_RECOMPILES}"
-    assert metric(at, "Compile time in serving") == f"{sum(r.compile_ms for r in requests) / 1000:,.1f} s"
+    assert_headline(at, seeded.facts.requests)
+    assert metric(at, "Recompiles") == f"{STORM_RECOMPILES}"
 
 
 def test_overview_draws_its_title_first_and_charts_with_named_records(seeded: SeededService) -> None:
@@ -82,8 +97,17 @@ def test_overview_tables(seeded: SeededService) -> None:
     assert reasons["fallback_reason"].tolist() == [f"graph_break:{GB_ID}"]
     assert reasons["fallbacks"].tolist() == [sum(r.outcome == "fallback" for r in seeded.facts.requests)]
     triggered = next(v for cols, v in frames.items() if "drill_down" in cols)
-    storm_ids = sorted(r.request_id for r in seeded.facts.requests if r.outcome == "recompile")
-    assert set(triggered["request_id"]) <= set(storm_ids)
+    # Each storm hour lists its first ten triggering requests (analytics ``recompile_storms``).
+    want_ids: list[str] = []
+    for model, pool, hour in storm_hours(seeded.facts.requests):
+        ids = sorted(
+            r.request_id
+            for r in seeded.facts.requests
+            if r.recompiles
+            and (r.model, r.hw_pool, r.ts.replace(minute=0, second=0, microsecond=0)) == (model, pool, hour)
+        )
+        want_ids.extend(ids[:10])
+    assert sorted(triggered["request_id"]) == sorted(want_ids)
     assert all(
         link == f"request?request_id={rid}"
         for rid, link in zip(triggered["request_id"], triggered["drill_down"], strict=True)
@@ -95,8 +119,13 @@ def test_overview_filter_narrows_every_number(seeded: SeededService) -> None:
     at.selectbox(key=MODEL_KEY).select(MISTRAL).run()
     assert_clean(at)
     mistral = [r for r in seeded.facts.requests if r.model == MISTRAL]
-    assert metric(at, "Requests") == f"{len(mistral):,}"
+    assert_headline(at, mistral)
+    fleet = next(d.value for d in at.dataframe if "recompile_rate" in d.value.columns)
+    assert set(fleet["model"]) == {MISTRAL}
+    # The error spike is llama's; mistral's storm and fallback spike stay.
     assert not [w.value for w in at.warning if w.value.startswith("**Error spike**")]
+    assert [w.value for w in at.warning if w.value.startswith(f"**Fallback spike** · {MISTRAL}")]
+    assert [e.value for e in at.error if "Recompile storm" in e.value]
 
 
 def test_click_through_sets_the_filters_on_the_next_run(seeded: SeededService) -> None:
@@ -104,3 +133,37 @@ def test_click_through_sets_the_filters_on_the_next_run(seeded: SeededService) -
     assert_clean(at)
     assert at.selectbox(key=MODEL_KEY).value == MISTRAL
     assert metric(at, "Requests") == f"{sum(r.model == MISTRAL for r in seeded.facts.requests):,}"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "dimension"),
+    [
+        (POOL_KEY, POOL_A, "hw_pool"),
+        (TRAFFIC_KEY, BATCH, "traffic_class"),
+        (BUNDLE_KEY, CANDIDATE, "bundle_id"),
+    ],
+)
+def test_each_sidebar_filter_narrows_the_numbers(seeded: SeededService, key: str, value: str, dimension: str) -> None:
+    at = open_page(seeded)
+    at.selectbox(key=key).select(value).run()
+    assert_clean(at)
+    shown = [r for r in seeded.facts.requests if getattr(r, dimension) == value]
+    assert 0 < len(shown) < len(seeded.facts.requests)
+    assert_headline(at, shown)
+    fleet = next(d.value for d in at.dataframe if "recompile_rate" in d.value.columns)
+    assert int(fleet["requests"].sum()) == len(shown)
+
+
+def test_time_range_filter_narrows_the_numbers(seeded: SeededService) -> None:
+    at = open_page(seeded)
+    at.selectbox(key=RANGE_KEY).select("Last 15 minutes").run()
+    assert_clean(at)
+    end = seeded.facts.now + timedelta(minutes=1)
+    shown = [r for r in seeded.facts.requests if end - timedelta(minutes=15) <= r.ts < end]
+    assert 0 < len(shown) < len(seeded.facts.requests)
+    assert_headline(at, shown)
+    # Spikes are judged against the range's own rates: the error burst (minute 20 of the seed's 50) lies
+    # before the last 15 minutes; the fallback burst (minute 40) is inside but is most of mistral's range.
+    for kind, counted in (("Error spike", "errors"), ("Fallback spike", "fallbacks")):
+        shown_spikes = [w.value for w in at.warning if w.value.startswith(f"**{kind}**")]
+        assert len(shown_spikes) == len(spikes(shown, counted)), (kind, shown_spikes)
