@@ -189,7 +189,8 @@ def iter_file_envelopes(lines: Iterable[str], *, year: int | None = None) -> Ite
     header: tuple[int, str] | None = None
     payload: list[str] | None = None
     for lineno, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r\n")
+        # Only the line's own newline: PyTorch splits payloads on "\n" alone, so a "\r" is payload text.
+        line = raw[:-1] if raw.endswith("\n") else raw
         if line.startswith("\t"):
             if header is None:
                 yield Damaged(lineno, "payload line without a record")

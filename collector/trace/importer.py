@@ -55,7 +55,9 @@ def _looks_like_trace(p: Path) -> bool:
 
 
 def _lines(path: Path) -> Iterator[str]:
-    with path.open("r", encoding="utf-8", errors="replace") as fh:
+    # newline="\n": lines end at "\n" only and keep any "\r" (universal newlines would split a payload
+    # line at a "\r" inside it and report a sound record as damaged).
+    with path.open("r", encoding="utf-8", errors="replace", newline="\n") as fh:
         yield from fh
 
 

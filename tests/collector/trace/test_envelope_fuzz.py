@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferensics.collector.trace import CompileAssembler, Damaged, Envelope, iter_file_envelopes
+from inferensics.collector.trace import CompileAssembler, Damaged, Envelope, iter_file_envelopes, read_trace_file
 from inferensics.collector.trace.assembler import AssemblyContext
 
 PREFIX = "V1130 08:11:57.905000 12768 torch/_dynamo/utils.py:2350] "
@@ -81,3 +82,15 @@ def test_truncated_header_is_damaged() -> None:
     out = list(iter_file_envelopes([PREFIX + '{"compilation_metrics": {"co_name": "f"', "\tstray"]))
     assert len(out) == 1
     assert isinstance(out[0], Damaged)
+
+
+def test_carriage_return_in_a_payload_is_payload_text(tmp_path: Path) -> None:
+    payload = 'x = "a\rb"\ny = "c"\r\n'
+    lines = [ln + "\n" for ln in _record({"dynamo_output_graph": {}, "frame_id": 0, "frame_compile_id": 0}, payload)]
+    (env,) = list(iter_file_envelopes(lines))
+    assert isinstance(env, Envelope)
+    assert (env.payload, env.payload_ok) == (payload, True)
+    path = tmp_path / "cr.log"
+    path.write_bytes("".join(lines).encode())
+    report, _ = read_trace_file(path, host="h")
+    assert (report.envelopes, report.damaged_lines, report.stats.damaged_payloads) == (1, 0, 0)
