@@ -140,12 +140,25 @@ def _json_value(value: object) -> str:
     return str(value)
 
 
-def section_query(name: str, what: str, **params: Any) -> pl.DataFrame | None:
+_UNKNOWN_VALUE: Final = "matches nothing in the store"
+"""What the service's 400 says for a filter value no row of the queried events carries (analytics
+``UnknownFilterValue``)."""
+
+
+def section_query(name: str, what: str, *, unrecorded_is_empty: bool = False, **params: Any) -> pl.DataFrame | None:
     """:func:`run_query` for one section of a page: a rejected request (400/404: a filter that does not
-    apply, an unknown value) becomes a warning in that section and ``None``; other failures propagate."""
+    apply, an unknown value) becomes a warning in that section and ``None``; other failures propagate.
+
+    With ``unrecorded_is_empty``, a filter value that the section's events never carried gives an empty frame
+    (no columns) instead: analytics checks a value against the queried events only, so a model that serves
+    requests but never had a graph break is "unknown" to the graph-break query, while the sidebar offers
+    only values the store's requests carry. That is an empty section, not a typo.
+    """
     try:
         return run_query(name, what, **params)
     except ServiceError as exc:
+        if unrecorded_is_empty and exc.status == 400 and _UNKNOWN_VALUE in exc.message:
+            return pl.DataFrame()
         if exc.status in (400, 404, 422):
             st.warning(f"**{what.capitalize()}:** {exc.message.split(': ', 1)[-1]}", icon=":material/warning:")
             return None

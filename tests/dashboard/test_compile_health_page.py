@@ -7,10 +7,12 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from inferensics.dashboard._internal.filters import MODEL_KEY
+from inferensics.schema import CacheEvent
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.expected import cache_lookups, graph_keys_per_pool
-from tests.dashboard.seed import GB_ID, STORM_REASON, STORM_RECOMPILES
+from tests.dashboard.seed import GB_ID, LLAMA, STORM_REASON, STORM_RECOMPILES
 
 PAGE = "views/compile_health.py"
 pytestmark = pytest.mark.slow
@@ -57,3 +59,21 @@ def test_compile_health_tabs_match_the_seed(seeded: SeededService) -> None:
     assert got == graph_keys_per_pool(seeded.facts)
     # Charts drawn: recompiles and compile seconds over time, top reasons, hit ratio, cold-miss cost, new keys.
     assert len(at.get("vega_lite_chart")) >= 6
+
+
+def test_compile_health_of_a_model_without_breaks_or_recompiles_shows_empty_sections(seeded: SeededService) -> None:
+    # llama serves requests and hits its caches but never recompiled or broke a graph: the compile-side
+    # queries call it an unknown model, which is an empty section here, not a warning.
+    at = open_page(seeded, PAGE, **{MODEL_KEY: LLAMA})
+    assert_clean(at)
+    assert not at.warning, [w.value for w in at.warning]
+    assert metric(at, "Recompiles") == "0"
+    assert metric(at, "Graph breaks") == "0"
+    notes = [i.value for i in at.info]
+    for note in ("No recompiles in this range.", "No graph breaks in this range.", "No guard failures in this range."):
+        assert note in notes, notes
+    health = frame_with(at, "cold_miss_cost_s")
+    assert set(health["model"]) == {LLAMA}
+    lookups = [e for e in seeded.facts.others if isinstance(e, CacheEvent) and e.model == LLAMA]
+    assert int(health["lookups"].sum()) == len(lookups)
+    assert metric(at, "Cache hit ratio") == f"{100 * sum(e.result == 'hit' for e in lookups) / len(lookups):.2f} %"
