@@ -145,15 +145,24 @@ _UNKNOWN_VALUE: Final = "matches nothing in the store"
 ``UnknownFilterValue``)."""
 
 
-def section_query(name: str, what: str, *, unrecorded_is_empty: bool = False, **params: Any) -> pl.DataFrame | None:
+def section_query(name: str, what: str, **params: Any) -> pl.DataFrame | None:
     """:func:`run_query` for one section of a page: a rejected request (400/404: a filter that does not
-    apply, an unknown value) becomes a warning in that section and ``None``; other failures propagate.
+    apply, an unknown value) becomes a warning in that section and ``None``; other failures propagate."""
+    return _section(name, what, params, unrecorded_is_empty=False)
 
-    With ``unrecorded_is_empty``, a filter value that the section's events never carried gives an empty frame
-    (no columns) instead: analytics checks a value against the queried events only, so a model that serves
-    requests but never had a graph break is "unknown" to the graph-break query, while the sidebar offers
-    only values the store's requests carry. That is an empty section, not a typo.
+
+def section_query_or_empty(name: str, what: str, **params: Any) -> pl.DataFrame | None:
+    """:func:`section_query` where a filter value that the section's events never carried gives an empty
+    frame (no columns) instead of a warning.
+
+    Analytics checks a value against the queried events only, so a model that serves requests but never had
+    a graph break is "unknown" to the graph-break query, while the sidebar offers only values that the
+    store's requests carry: an empty section, not a typo.
     """
+    return _section(name, what, params, unrecorded_is_empty=True)
+
+
+def _section(name: str, what: str, params: Mapping[str, Any], *, unrecorded_is_empty: bool) -> pl.DataFrame | None:
     try:
         return run_query(name, what, **params)
     except ServiceError as exc:
