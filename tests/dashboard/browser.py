@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from playwright.sync_api import Page, ViewportSize
+from playwright.sync_api import Locator, Page, ViewportSize, expect
 
 CHROMIUM: Final = "/usr/bin/chromium"
 CHROMIUM_ARGS: Final = [
@@ -33,12 +33,23 @@ def settle(page: Page, charts: int = 0) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0
 
 
-def metric(page: Page, label: str) -> str:
-    """The shown value of the metric labelled ``label``."""
+def metric_value(page: Page, label: str) -> Locator:
+    """The value element of the metric labelled ``label``."""
     box = page.locator('[data-testid="stMetric"]').filter(
         has=page.locator('[data-testid="stMetricLabel"]', has_text=label)
     )
-    return box.first.locator('[data-testid="stMetricValue"]').inner_text().strip()
+    return box.first.locator('[data-testid="stMetricValue"]')
+
+
+def metric(page: Page, label: str) -> str:
+    """The shown value of the metric labelled ``label``."""
+    return metric_value(page, label).inner_text().strip()
+
+
+def wait_for_metric(page: Page, label: str, value: str) -> None:
+    """Until the metric labelled ``label`` shows ``value`` (after a click, the old run's values stay on the
+    page until the new run redraws them); fails after the page timeout."""
+    expect(metric_value(page, label)).to_have_text(value, timeout=PAGE_TIMEOUT_MS)
 
 
 def screenshot(page: Page, folder: Path, name: str) -> Path:
@@ -55,3 +66,29 @@ def screenshot(page: Page, folder: Path, name: str) -> Path:
     SCREENS.mkdir(parents=True, exist_ok=True)
     shutil.copy(path, SCREENS / path.name)
     return path
+
+
+ROW_PX: Final = 35
+"""Height of a header or row of an ``st.dataframe`` grid (drawn on a canvas: cells are found by position)."""
+
+
+def click_cell(page: Page, grid: Locator, row: int, x: float) -> None:
+    """Click ``x`` pixels into data row ``row`` (0-based) of the ``st.dataframe`` ``grid``."""
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    assert box is not None
+    at = (box["x"] + x, box["y"] + ROW_PX * (row + 1) + ROW_PX / 2)
+    # The grid acts on a link cell only under the hovering pointer: move there first, then click.
+    page.mouse.move(*at)
+    page.wait_for_timeout(300)
+    page.mouse.click(*at)
+
+
+def truncated_metrics(page: Page) -> list[str]:
+    """Metric values cut short with an ellipsis because they do not fit their cell."""
+    values: list[str] = page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid="stMetricValue"]')]
+            .filter(e => [e, ...e.querySelectorAll('*')].some(x => x.scrollWidth > x.clientWidth))
+            .map(e => e.innerText)"""
+    )
+    return values

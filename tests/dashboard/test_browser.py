@@ -19,9 +19,20 @@ from inferensics.dashboard._internal.settings import REPORT_DIR_ENV
 from inferensics.dashboard.launcher import start_dashboard, wait_until_up
 from inferensics.schema import BundleEvent
 from tests.collector.service.harness import free_port
-from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP, PAGE_TIMEOUT_MS, metric, screenshot, settle
+from tests.dashboard.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    LAPTOP,
+    PAGE_TIMEOUT_MS,
+    click_cell,
+    metric,
+    screenshot,
+    settle,
+    truncated_metrics,
+    wait_for_metric,
+)
 from tests.dashboard.conftest import SeededService
-from tests.dashboard.seed import DRILL_ID, GB_ID, LLAMA, OUTPUT_CODE, STORM_RECOMPILES
+from tests.dashboard.seed import DRILL_ID, GB_ID, LLAMA, OUTPUT_CODE, STORM_REASON, STORM_RECOMPILES
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -82,7 +93,59 @@ def test_overview_in_the_browser(dashboard: str, seeded: SeededService, page: Pa
     assert alerts.filter(has_text="Recompile storm").count() >= 1
     assert alerts.filter(has_text="Error spike").count() == 1
     assert alerts.filter(has_text="Fallback spike").count() == 1
+    assert not truncated_metrics(page)
     screenshot(page, tmp_path, "1-overview")
+
+
+def test_overview_click_through_in_the_browser(
+    dashboard: str, seeded: SeededService, page: Page, tmp_path: Path
+) -> None:
+    open_page(page, dashboard, seeded, "")
+    settle(page, charts=2)
+    # Select the first fleet slice (the checkbox at the row's left), then narrow the dashboard to it.
+    click_cell(page, page.locator('.st-key-fleet_table [data-testid="stDataFrame"]'), 0, 12)
+    button = page.get_by_role("button", name="Filter to ")
+    model, pool, traffic = button.inner_text().removeprefix("Filter to ").split(" / ")
+    button.click()
+    requests = seeded.facts.requests
+    in_slice = [r for r in requests if (r.model, r.hw_pool, r.traffic_class) == (model, pool, traffic)]
+    assert 0 < len(in_slice) < len(requests)
+    wait_for_metric(page, "Requests", f"{len(in_slice):,}")
+    settle(page, charts=2)
+    assert metric(page, "Recompiles") == f"{sum(r.recompiles for r in in_slice):,}"
+    # The slice's compile and cache health (the row stays selected): the page switches with model and pool set.
+    page.get_by_role("button", name=f"Compile & cache health of {model} / {pool}").click()
+    page.get_by_role("heading", name="Compile & cache health").wait_for()
+    of_pool = [r for r in requests if (r.model, r.hw_pool) == (model, pool)]
+    wait_for_metric(page, "Recompiles", f"{sum(r.recompiles for r in of_pool):,}")
+    settle(page)
+    assert page.url.split("?")[0].endswith("/compile")
+    assert page.locator('[data-testid="stCaptionContainer"]').filter(has_text=f"model {model}").count() == 1
+    screenshot(page, tmp_path, "1b-slice-compile-health")
+
+
+def test_storm_request_link_opens_its_drilldown(
+    dashboard: str, seeded: SeededService, page: Page, tmp_path: Path
+) -> None:
+    open_page(page, dashboard, seeded, "")
+    settle(page, charts=2)
+    # The first table is the storms' requests, its link ("open ›") in the first column; it opens a new tab.
+    first = sorted(r.request_id for r in seeded.facts.requests if r.recompiles)[0]
+    with page.context.expect_page() as opened:
+        click_cell(page, page.locator('[data-testid="stDataFrame"]').first, 0, 20)
+    drill = opened.value
+    try:
+        drill.set_default_timeout(PAGE_TIMEOUT_MS)
+        settle(drill)
+        assert drill.url.endswith(f"/request?request_id={first}")
+        storm = next(r for r in seeded.facts.requests if r.request_id == first)
+        assert metric(drill, "Outcome") == "recompile"
+        assert metric(drill, "Latency") == f"{storm.latency_ms / 1000:,.2f} s"
+        assert drill.get_by_text(STORM_REASON).count() >= 1
+        assert not truncated_metrics(drill)
+        screenshot(drill, tmp_path, "2b-storm-request")
+    finally:
+        drill.close()
 
 
 def test_request_drilldown_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
@@ -94,6 +157,7 @@ def test_request_drilldown_in_the_browser(dashboard: str, seeded: SeededService,
     code = page.locator('[data-testid="stCode"] code').first.inner_text()
     assert "triton_poi_fused_addmm_gelu_0 = async_compile.triton" in code
     assert code.count("\n") >= OUTPUT_CODE.count("\n") - 1
+    assert not truncated_metrics(page)
     screenshot(page, tmp_path, "2-request")
 
 
@@ -104,6 +168,7 @@ def test_canary_in_the_browser(dashboard: str, seeded: SeededService, page: Page
     llama = [r for r in seeded.facts.requests if r.model == LLAMA]
     assert metric(page, "Candidate requests") == str(sum(r.bundle_id.startswith("c") for r in llama))
     assert metric(page, "Baseline requests") == str(sum(r.bundle_id.startswith("b") for r in llama))
+    assert not truncated_metrics(page)
     screenshot(page, tmp_path, "3-canary")
 
 
@@ -114,6 +179,7 @@ def test_compile_health_in_the_browser(dashboard: str, seeded: SeededService, pa
     assert metric(page, "Graph breaks") == str(
         sum(r.fallback_reason == f"graph_break:{GB_ID}" for r in seeded.facts.requests)
     )
+    assert not truncated_metrics(page)
     screenshot(page, tmp_path, "4-compile-health")
 
 
@@ -124,6 +190,7 @@ def test_bundles_in_the_browser(dashboard: str, seeded: SeededService, page: Pag
     assert metric(page, "Bundles seen") == "2"
     assert metric(page, "Hosts registered") == str(len(hosts))
     assert metric(page, "Requests served") == f"{len(seeded.facts.requests):,}"
+    assert not truncated_metrics(page)
     screenshot(page, tmp_path, "5-bundles")
 
 
