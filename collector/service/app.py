@@ -153,7 +153,12 @@ def create_app(state: ServiceState) -> Starlette:
     async def faults(request: Request) -> Response:
         if not cfg.fault_control:
             return _error(404, "not found")
-        body = json.loads(await _body(request, 4096) or b"{}")
+        try:
+            body: Any = json.loads(await _body(request, 4096) or b"{}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _error(400, f'send a JSON object such as {{"store_down": true}}: {exc}')
+        if not isinstance(body, dict):
+            return _error(400, 'send a JSON object such as {"store_down": true}')
         state.faults.store_down = bool(body.get("store_down", state.faults.store_down))
         return JSONResponse({"store_down": state.faults.store_down})
 

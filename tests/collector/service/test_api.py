@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import time
 from pathlib import Path
 
@@ -116,15 +117,23 @@ def test_blobs_put_get_verify(api: TestClient) -> None:
 
 
 def test_bad_bodies(api: TestClient, app_state: ServiceState) -> None:
-    assert ingest(api, b"\xff\xff\xff garbage")[0] == 400
-    assert ingest(api, b"{not json", **{"Content-Type": "application/json"})[0] == 400
-    assert ingest(api, b"x", **{"Content-Type": "text/plain"})[0] == 415
-    assert ingest(api, b"x", **{"Content-Encoding": "br"})[0] == 415
-    assert ingest(api, b"not gzip", **{"Content-Encoding": "gzip"})[0] == 400
-    bomb = gzip.compress(b"\0" * (app_state.config.max_body_bytes + 10))
-    assert ingest(api, bomb, **{"Content-Encoding": "gzip"})[0] == 413
-    big = b"\0" * (app_state.config.max_body_bytes + 1)
-    assert ingest(api, big)[0] == 413
+    limit = app_state.config.max_body_bytes
+    cases: list[tuple[bytes, dict[str, str], int, str]] = [
+        (b"\xff\xff\xff garbage", {}, 400, "malformed OTLP protobuf"),
+        (b"{not json", {"Content-Type": "application/json"}, 400, "malformed OTLP JSON"),
+        (b"x", {"Content-Type": "text/plain"}, 415, "use application/x-protobuf or application/json"),
+        (b"x", {"Content-Encoding": "br"}, 415, "use gzip or identity"),
+        (b"not gzip", {"Content-Encoding": "gzip"}, 400, "malformed gzip body"),
+        (gzip.compress(b"\0" * (limit + 10)), {"Content-Encoding": "gzip"}, 413, f"limit of {limit} bytes"),
+        (b"\0" * (limit + 1), {}, 413, f"limit of {limit} bytes"),
+    ]
+    for body, headers, status, words in cases:
+        got, content = ingest(api, body, **headers)
+        assert got == status, words
+        message = json.loads(content)["error"]
+        assert words in message
+        assert "\n" not in message
+    assert app_state.spool.bytes == 0
     rejected = app_state.metrics.render()
     assert 'rejected_total{reason="too_large"} 2' in rejected
     assert 'rejected_total{reason="malformed"} 3' in rejected
@@ -220,5 +229,22 @@ def test_decode_workers_give_the_same_answers(store_dsn: str, tmp_path: Path) ->
             assert wait_count(state, 3) == 3
             assert wait_metric(state, "rejected", 1, "invalid_row") == 1
             assert 'rejected_total{reason="malformed"} 1' in state.metrics.render()
+    finally:
+        state.close()
+
+
+def test_fault_control_refuses_a_body_that_is_not_an_object(store_dsn: str, tmp_path: Path) -> None:
+    config = load_config(
+        {"dsn": store_dsn, "spool_dir": str(tmp_path / "spool"), "tokens": TOKENS, "fault_control": True}, environ={}
+    )
+    state = build_state(config, open_store=lambda: Store.open(store_dsn))
+    try:
+        with TestClient(create_app(state)) as api:
+            for body in (b"{", b"[1]", b"\xff"):
+                r = api.post("/api/v1/_faults", content=body, headers=auth(ADMIN))
+                assert r.status_code == 400, body
+                assert "JSON object" in r.json()["error"]
+            assert api.post("/api/v1/_faults", json={"store_down": True}, headers=auth(ADMIN)).status_code == 200
+            assert state.faults.store_down
     finally:
         state.close()
