@@ -1,8 +1,7 @@
 """End to end over loopback: the real OTLPSpanExporter → a service process → the embedded store.
 
-The host SDK (inferensics.collector.host) does not exist yet, so these tests send plain OpenTelemetry
-spans built by following schema/otlp.py (tests/collector/service/otel.py); the compiled-model path is
-added when the SDK lands.
+These tests send plain OpenTelemetry spans built by following schema/otlp.py (tests/collector/service/otel.py),
+as any OpenTelemetry SDK would; the host SDK's path from a compiled model is test_host_sdk_e2e.py.
 """
 
 from __future__ import annotations

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from inferensics.collector.service.config import ServiceConfig
 from inferensics.collector.service.engine_decoder import EngineDecoder
+from inferensics.collector.service.ingest import Ingest
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record, read_segment
 from inferensics.collector.service.testing import encode_request
@@ -93,3 +96,23 @@ def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_d
     assert metrics.get("written_rows") == 0
     assert after_restart.files() == 0
     assert not list(tmp_path.glob("*.seg"))
+
+
+def test_spool_at_cap_answers_429_while_the_store_is_up_and_503_while_it_is_down(tmp_path: Path) -> None:
+    body = encode_request([request(i, run="c") for i in range(5)])
+    s = spool(tmp_path, max_bytes=len(encode_record(body)) + 10)
+    metrics = Metrics()
+    config = ServiceConfig(retry_after_s=7)
+    proto = "application/x-protobuf"
+    assert Ingest(config, s, metrics, lambda: True).handle(body, proto, None).status == 200
+    for store_up, status in ((True, 429), (False, 503)):
+        answer = Ingest(config, s, metrics, lambda up=store_up: up).handle(body, proto, None)
+        assert answer.status == status
+        assert answer.headers == {"Retry-After": "7"}
+        message = json.loads(answer.body)["error"]
+        assert "cap" in message
+        assert "retry after 7 s" in message
+        assert ("store is unavailable" in message) is (status == 503)
+    assert metrics.get("rejected", "spool_full") == 2
+    assert metrics.get("spooled_spans") == 5
+    assert s.pending_rows() == 5
