@@ -43,9 +43,13 @@ def recompiles_tab(filters: Filters) -> None:
                 time_format=time_format(unit),
             ),
         )
-    reasons = section_query_or_empty(queries.RECOMPILE_REASONS, "recompile reasons", **compile_params(filters))
+    params = compile_params(filters)
+    params.pop("bundle", None)  # recompile events carry no bundle (the service rejects the filter)
+    reasons = section_query_or_empty(queries.RECOMPILE_REASONS, "recompile reasons", **params)
     if reasons is not None:
         st.markdown("**Recompile reasons**")
+        if filters.bundle_id is not None:
+            st.caption("Recompile events carry no bundle: their reasons are shown for every bundle of the slice.")
         show_table(reasons, empty="No recompiles in this range.", key="recompile_reasons")
         if reasons.height:
             charts.draw(st, charts.ranked_bars(reasons, col.REASON, col.RECOMPILES, "Top recompile reasons"))
@@ -55,6 +59,8 @@ def breaks_tab(filters: Filters) -> None:
     """Graph breaks by registry id and site, and guard failures."""
     params = compile_params(filters)
     params.pop("bundle", None)  # graph breaks and guard failures carry no bundle
+    if filters.bundle_id is not None:
+        st.caption("Graph breaks and guard failures carry no bundle: shown for every bundle of the slice.")
     breaks = section_query_or_empty(queries.GRAPH_BREAKS, "graph breaks", **params)
     if breaks is not None:
         st.markdown("**Graph breaks**")
@@ -154,7 +160,11 @@ def headline(filters: Filters) -> None:
     cells = st.columns(5)
     cells[0].metric("Recompiles", count(total(fleet, col.RECOMPILES)) if fleet is not None else "–")
     cells[1].metric("Compile seconds", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s" if fleet is not None else "–")
-    cells[2].metric("Graph breaks", count(total(breaks, "events")) if breaks is not None else "–")
+    cells[2].metric(
+        "Graph breaks",
+        count(total(breaks, "events")) if breaks is not None else "–",
+        help="Every bundle of the slice: graph breaks carry no bundle." if filters.bundle_id is not None else None,
+    )
     hit_ratio = ratio(total(health, "hits"), total(health, "lookups")) if health is not None else None
     cells[3].metric("Cache hit ratio", percent(hit_ratio))
     cells[4].metric("New graph keys", count(new.height) if new is not None else "–")

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from inferensics.dashboard._internal.filters import MODEL_KEY
-from inferensics.schema import CacheEvent
+from inferensics.dashboard._internal.filters import BUNDLE_KEY, MODEL_KEY
+from inferensics.schema import CacheEvent, GraphBreakEvent
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.expected import cache_lookups, graph_keys_per_pool
-from tests.dashboard.seed import GB_ID, LLAMA, STORM_REASON, STORM_RECOMPILES
+from tests.dashboard.seed import CANDIDATE, GB_ID, LLAMA, STORM_REASON, STORM_RECOMPILES
 
 PAGE = "views/compile_health.py"
 pytestmark = pytest.mark.slow
@@ -77,3 +77,15 @@ def test_compile_health_of_a_model_without_breaks_or_recompiles_shows_empty_sect
     lookups = [e for e in seeded.facts.others if isinstance(e, CacheEvent) and e.model == LLAMA]
     assert int(health["lookups"].sum()) == len(lookups)
     assert metric(at, "Cache hit ratio") == f"{100 * sum(e.result == 'hit' for e in lookups) / len(lookups):.2f} %"
+
+
+def test_compile_health_with_a_bundle_filter_says_which_sections_ignore_it(seeded: SeededService) -> None:
+    at = open_page(seeded, PAGE, **{BUNDLE_KEY: CANDIDATE})
+    assert_clean(at)
+    assert not at.warning, [w.value for w in at.warning]
+    candidate = [r for r in seeded.facts.requests if r.bundle_id == CANDIDATE]
+    assert metric(at, "Recompiles") == f"{sum(r.recompiles for r in candidate):,}"
+    # Graph breaks carry no bundle: the page says so where it shows them for every bundle.
+    assert any("carry no bundle" in c.value for c in at.caption)
+    assert metric(at, "Graph breaks") == str(seeded.facts.count(GraphBreakEvent))
+    assert "carry no bundle" in next(m for m in at.metric if m.label == "Graph breaks").help
