@@ -8,6 +8,7 @@ read from the page as a person sees them and compared with the seeded events, an
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -206,6 +207,7 @@ def test_weekly_report_in_the_browser(dashboard: str, seeded: SeededService, pag
     report.get_by_text("Weekly recompilation and cache report").first.wait_for(timeout=PAGE_TIMEOUT_MS)
     monday = (seeded.facts.now - timedelta(days=weekday - 1)).replace(hour=0, minute=0)
     in_week = [r for r in seeded.facts.requests if monday <= r.ts < monday + timedelta(days=7)]
-    assert report.get_by_text(f"Requests: {len(in_week):,}").count() >= 1
+    # The whole number (a plain substring would let "Requests: 4380" pass for 438).
+    assert report.get_by_text(re.compile(rf"Requests: {len(in_week):,}(?![\d,])")).count() >= 1
     settle(page)
     screenshot(page, tmp_path, "6-weekly-report")

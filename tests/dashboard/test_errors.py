@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.collector.service.harness import free_port
+from tests.collector.service.harness import INGEST, free_port
 from tests.dashboard.apptest import assert_clean, open_page
 from tests.dashboard.conftest import SeededService
 
@@ -25,11 +25,16 @@ def test_unreachable_service_shows_the_error_panel(seeded: SeededService, page: 
     assert not at.metric
 
 
-def test_wrong_token_shows_the_error_panel(seeded: SeededService) -> None:
-    at = open_page(seeded, None, **{"inferensics.token": "not-a-token"})
+@pytest.mark.parametrize(
+    ("token", "says"),
+    [("not-a-token", "refused the token"), (INGEST, "does not allow this token to read")],
+)
+@pytest.mark.parametrize("page", [None, "views/bundles.py", "views/compile_health.py"])
+def test_wrong_token_shows_the_error_panel(seeded: SeededService, page: str | None, token: str, says: str) -> None:
+    at = open_page(seeded, page, **{"inferensics.token": token})
     assert_clean(at)
     assert len(at.error) == 1
-    assert "refused the token" in at.error[0].value
+    assert says in at.error[0].value
     assert "--token" in at.error[0].value
     assert not at.dataframe
     assert not at.metric
