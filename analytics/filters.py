@@ -8,7 +8,7 @@ like a quiet fleet); a known value with no rows in the range gives an empty fram
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -29,6 +29,10 @@ FILTER_COLUMNS: Final[Mapping[str, str]] = {
     "bundle": col.BUNDLE_ID,
 }
 """Filter name → column it compares."""
+
+FLEET_TABLES: Final = ("requests_1d", "requests_1h")
+"""The request rollups: a filter value some request carries is a value of the fleet, known to every query
+(:func:`check_filter_values`); the daily rollup holds model, pool and class, the hourly one the bundle too."""
 
 TIME_TYPE: Final = "DateTime64(6, 'UTC')"
 
@@ -152,13 +156,17 @@ def check_filter_values(
     *,
     also: Iterable[tuple[str, str]] = (),
 ) -> None:
-    """Raise :class:`UnknownFilterValue` for a set filter whose value no row of ``tables`` carries.
+    """Raise :class:`UnknownFilterValue` for a set filter whose value no row of ``tables`` carries, nor
+    any request of the fleet.
 
     ``also`` adds (filter name, value) pairs to check beside ``params``' own (the canary's two bundles).
     Existence is checked over all time (a known value with no rows in the range is an empty slice, not an
     error). ``tables`` come cheapest first: every value is looked up in the first of them that has its
     column, all in one round trip (a rollup answers in milliseconds); only a value missing there is looked
-    up in the others before it is reported. ``host`` is checked on the raw tables.
+    up in the others, then in the request rollups (:data:`FLEET_TABLES`), before it is reported. So a model
+    that serves requests but never broke a graph is an empty answer of the graph-break queries, not an
+    unknown model; a typo is still reported, with the values the queried tables know. ``host`` is checked
+    on the raw tables.
     """
     tables = list(tables)
     checks: list[tuple[str, str, str, list[str]]] = []  # (filter, value, column, tables holding it)
@@ -168,17 +176,23 @@ def check_filter_values(
         if holders:
             checks.append((name, value, column, holders))
     first = _found(client, [(value, column, holders[:1]) for _, value, column, holders in checks])
-    retry = [i for i, hit in enumerate(first) if not hit and len(checks[i][3]) > 1]
-    rest = _found(client, [(checks[i][1], checks[i][2], checks[i][3][1:]) for i in retry])
-    later = dict(zip(retry, rest, strict=True))
+    known = {i for i, hit in enumerate(first) if hit}
+    stages: tuple[Callable[[int], list[str]], ...] = (
+        lambda i: checks[i][3][1:],  # the other queried tables
+        lambda i: [t for t in FLEET_TABLES if t not in checks[i][3] and checks[i][2] in table_columns(t)],
+    )
+    for where in stages:
+        ids = [i for i in range(len(checks)) if i not in known and where(i)]
+        hits = _found(client, [(checks[i][1], checks[i][2], where(i)) for i in ids])
+        known.update(i for i, hit in zip(ids, hits, strict=True) if hit)
     for i, (name, value, column, holders) in enumerate(checks):
-        if first[i] or later.get(i, False):
+        if i in known:
             continue
         known_sql = " UNION DISTINCT ".join(
             f"SELECT DISTINCT toString({column}) AS v FROM {client.database}.{t}" for t in holders
         )
-        known = client.query_frame(f"SELECT v FROM ({known_sql}) ORDER BY v LIMIT 100")
-        raise UnknownFilterValue(name, value, [str(v) for v in known.get_column("v").to_list()])
+        values = client.query_frame(f"SELECT v FROM ({known_sql}) ORDER BY v LIMIT 100")
+        raise UnknownFilterValue(name, value, [str(v) for v in values.get_column("v").to_list()])
 
 
 def _found(client: QueryClient, lookups: list[tuple[str, str, list[str]]]) -> list[bool]:

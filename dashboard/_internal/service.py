@@ -140,34 +140,15 @@ def _json_value(value: object) -> str:
     return str(value)
 
 
-_UNKNOWN_VALUE: Final = "matches nothing in the store"
-"""What the service's 400 says for a filter value no row of the queried events carries (analytics
-``UnknownFilterValue``)."""
-
-
 def section_query(name: str, what: str, **params: Any) -> pl.DataFrame | None:
     """:func:`run_query` for one section of a page: a rejected request (400/404: a filter that does not
-    apply, an unknown value) becomes a warning in that section and ``None``; other failures propagate."""
-    return _section(name, what, params, unrecorded_is_empty=False)
+    apply, an unknown value) becomes a warning in that section and ``None``; other failures propagate.
 
-
-def section_query_or_empty(name: str, what: str, **params: Any) -> pl.DataFrame | None:
-    """:func:`section_query` where a filter value that the section's events never carried gives an empty
-    frame (no columns) instead of a warning.
-
-    Analytics checks a value against the queried events only, so a model that serves requests but never had
-    a graph break is "unknown" to the graph-break query, while the sidebar offers only values that the
-    store's requests carry: an empty section, not a typo.
-    """
-    return _section(name, what, params, unrecorded_is_empty=True)
-
-
-def _section(name: str, what: str, params: Mapping[str, Any], *, unrecorded_is_empty: bool) -> pl.DataFrame | None:
+    A value the sidebar offers is a value of the fleet's requests, which analytics accepts in every query
+    (``check_filter_values``): a model that never broke a graph gets an empty graph-break section."""
     try:
         return run_query(name, what, **params)
     except ServiceError as exc:
-        if unrecorded_is_empty and exc.status == 400 and _UNKNOWN_VALUE in exc.message:
-            return pl.DataFrame()
         if exc.status in (400, 404, 422):
             st.warning(f"**{what.capitalize()}:** {exc.message.split(': ', 1)[-1]}", icon=":material/warning:")
             return None

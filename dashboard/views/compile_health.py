@@ -7,7 +7,7 @@ import streamlit as st
 
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import Filters, bucket_unit, current_filters, describe, time_format
-from inferensics.dashboard._internal.service import section_query, section_query_or_empty, service_errors
+from inferensics.dashboard._internal.service import section_query, service_errors
 from inferensics.dashboard._internal.tables import count, percent, ratio, show_table, total
 from inferensics.schema import columns as col
 
@@ -45,7 +45,7 @@ def recompiles_tab(filters: Filters) -> None:
         )
     params = compile_params(filters)
     params.pop("bundle", None)  # recompile events carry no bundle (the service rejects the filter)
-    reasons = section_query_or_empty(queries.RECOMPILE_REASONS, "recompile reasons", **params)
+    reasons = section_query(queries.RECOMPILE_REASONS, "recompile reasons", **params)
     if reasons is not None:
         st.markdown("**Recompile reasons**")
         if filters.bundle_id is not None:
@@ -61,15 +61,15 @@ def breaks_tab(filters: Filters) -> None:
     params.pop("bundle", None)  # graph breaks and guard failures carry no bundle
     if filters.bundle_id is not None:
         st.caption("Graph breaks and guard failures carry no bundle: shown for every bundle of the slice.")
-    breaks = section_query_or_empty(queries.GRAPH_BREAKS, "graph breaks", **params)
+    breaks = section_query(queries.GRAPH_BREAKS, "graph breaks", **params)
     if breaks is not None:
         st.markdown("**Graph breaks**")
         show_table(breaks, empty="No graph breaks in this range.", key="graph_breaks")
-    sites = section_query_or_empty(queries.GRAPH_BREAK_SITES, "graph break sites", **params)
+    sites = section_query(queries.GRAPH_BREAK_SITES, "graph break sites", **params)
     if sites is not None and sites.height:
         st.markdown("**Where in user code**")
         show_table(sites, key="graph_break_sites")
-    guards = section_query_or_empty(queries.GUARD_FAILURES, "guard failures", **params)
+    guards = section_query(queries.GUARD_FAILURES, "guard failures", **params)
     if guards is not None:
         st.markdown("**Guard failures**")
         show_table(guards, empty="No guard failures in this range.", key="guard_failures")
@@ -78,7 +78,7 @@ def breaks_tab(filters: Filters) -> None:
 def caches_tab(filters: Filters) -> None:
     """Hit ratios, reasons for misses and bypasses, cold-miss cost and growth per cache."""
     params = compile_params(filters)
-    health = section_query_or_empty(queries.CACHE_HEALTH, "cache health", **params)
+    health = section_query(queries.CACHE_HEALTH, "cache health", **params)
     if health is not None:
         show_table(health, empty="No cache lookups in this range.", key="cache_health")
         if health.height:
@@ -100,18 +100,18 @@ def caches_tab(filters: Filters) -> None:
                     "Cold-miss cost (compile s a warm cache would save)",
                 ),
             )
-    trend = section_query_or_empty(queries.CACHE_TREND, "cache trend", **params)
+    trend = section_query(queries.CACHE_TREND, "cache trend", **params)
     if trend is not None and trend.height:
         wide = trend.pivot(col.CACHE, index=col.BUCKET, values="hit_ratio")
         caches = sorted(set(trend.get_column(col.CACHE).to_list()))
         charts.draw(
             st, charts.time_series(wide, col.BUCKET, caches, "Daily hit ratio per cache", time_format="%Y-%m-%d")
         )
-    reasons = section_query_or_empty(queries.CACHE_REASONS, "miss and bypass reasons", **params)
+    reasons = section_query(queries.CACHE_REASONS, "miss and bypass reasons", **params)
     if reasons is not None:
         st.markdown("**Misses and bypasses by reason**")
         show_table(reasons, empty="No misses or bypasses in this range.", key="cache_reasons")
-    growth = section_query_or_empty(queries.CACHE_GROWTH, "cache growth", **params)
+    growth = section_query(queries.CACHE_GROWTH, "cache growth", **params)
     if growth is not None:
         st.markdown("**Cache growth per bundle and pool**")
         show_table(growth, empty="No cache entries written in this range.", key="cache_growth")
@@ -120,10 +120,10 @@ def caches_tab(filters: Filters) -> None:
 def specializations_tab(filters: Filters) -> None:
     """Distinct graph keys per pool, and the ones first seen in the range."""
     params = compile_params(filters)
-    specs = section_query_or_empty(queries.SPECIALIZATIONS, "specializations", **params)
+    specs = section_query(queries.SPECIALIZATIONS, "specializations", **params)
     if specs is not None:
         show_table(specs, empty="No compiles in this range.", key="specializations")
-    new = section_query_or_empty(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
+    new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
     if new is not None and new.height:
         unit = bucket_unit(filters)
         per_bucket = new.select(
@@ -150,13 +150,13 @@ def headline(filters: Filters) -> None:
     """The range's compile-side totals as metrics (each from the same queries as the tabs, cached)."""
     params = compile_params(filters)
     fleet = section_query(queries.FLEET, "fleet totals", **filters.params())
-    breaks = section_query_or_empty(
+    breaks = section_query(
         queries.GRAPH_BREAKS,
         "graph breaks",
         **{k: v for k, v in params.items() if k != "bundle"},
     )
-    health = section_query_or_empty(queries.CACHE_HEALTH, "cache health", **params)
-    new = section_query_or_empty(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
+    health = section_query(queries.CACHE_HEALTH, "cache health", **params)
+    new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
     cells = st.columns(5)
     cells[0].metric("Recompiles", count(total(fleet, col.RECOMPILES)) if fleet is not None else "–")
     cells[1].metric("Compile seconds", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s" if fleet is not None else "–")

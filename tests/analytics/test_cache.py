@@ -113,9 +113,14 @@ def test_cache_growth(fleet_store: Store, fleet: Fleet) -> None:
     assert_frame_equal(got.select(want.columns), want)
 
 
-def test_cache_errors_and_empty(fleet_store: Store) -> None:
+def test_cache_errors_and_empty(fleet_store: Store, fleet: Fleet) -> None:
     with pytest.raises(UnknownFilterValue, match="unknown bundle"):
         cache_health(fleet_store, WEEK.model_copy(update={"bundle": "bundle-nope"}))
+    # A bundle that serves requests but never looked a cache up is a value of the fleet: an empty answer.
+    served = set(fleet.requests.get_column(col.BUNDLE_ID).unique()) - set(fleet.cache_events.get_column(col.BUNDLE_ID))
+    assert "bundle-base" in served
+    assert cache_health(fleet_store, WEEK.model_copy(update={"bundle": "bundle-base"})).is_empty()
+    assert cache_reasons(fleet_store, WEEK.model_copy(update={"bundle": "bundle-base"})).is_empty()
     with pytest.raises(UnsupportedFilter):
         cache_health(fleet_store, WEEK.model_copy(update={"traffic_class": "batch"}))
     empty = WEEK.model_copy(update={"start": W10 - timedelta(days=300), "end": W10 - timedelta(days=299)})
