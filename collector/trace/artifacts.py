@@ -23,8 +23,10 @@ CACHE_ARTIFACTS: Final = {
 _GB_ID: Final = re.compile(r"\bgb(\d{4})\b", re.IGNORECASE)
 _GB_ID_UPPER: Final = re.compile(r"\b(GB\d{4})\b")
 _GB_TYPE: Final = re.compile(r"Graph Break Reason:\s*(.+)")
+_GB_TYPE_LINE: Final = re.compile(r"^(.*\S.*)\n[ \t]*Explanation:", re.MULTILINE)
 _GB_AT: Final = re.compile(r"Graph break in user code at\s*(\S+)")
 _GB_EXPL: Final = re.compile(r"Explanation:\s*(.+)")
+_GB_FRAME: Final = re.compile(r'^[ \t]*File "([^"]+)", line (\d+), in (.+)$', re.MULTILINE)
 _KERNEL_DEF: Final = re.compile(r"^(\w+) = async_compile\.(\w+)\(", re.MULTILINE)
 _EXTERN: Final = re.compile(r"\b(extern_kernels\.\w+)\(")
 
@@ -46,16 +48,40 @@ def parse_graph_break(text: str) -> GraphBreakInfo:
     if not registry_id:
         link = _GB_ID.search(text)
         registry_id = f"GB{link.group(1)}" if link else ""
-    kind = _GB_TYPE.search(text)
     expl = _GB_EXPL.search(text)
-    at = _GB_AT.search(text)
     first_line = text.strip().splitlines()[0] if text.strip() else ""
     return GraphBreakInfo(
         registry_id=registry_id,
-        break_type=kind.group(1).strip() if kind else "",
+        break_type=_break_type(text),
         reason=(expl.group(1).strip() if expl else first_line)[:2000],
-        user_frame=at.group(1).strip() if at else "",
+        user_frame=_user_frame(text),
     )
+
+
+def _break_type(text: str) -> str:
+    # PyTorch writes a break as "<Gb_type>\n  Explanation: ..." (torch._dynamo.exc.format_graph_break_message).
+    # The "Graph Break Reason:" line holds the Gb_type only for some breaks; breaks met while tracing an
+    # instruction put "Encountered graph break when attempting to trace CALL: ...:" there and the Gb_type
+    # after a blank line, so the line above "Explanation:" is the one that names the type.
+    above = _GB_TYPE_LINE.search(text)
+    if above:
+        line = above.group(1).strip()
+        return line.removeprefix("Graph Break Reason:").strip() or line
+    kind = _GB_TYPE.search(text)
+    return kind.group(1).strip() if kind else ""
+
+
+def _user_frame(text: str) -> str:
+    """``file:line in function``: the innermost frame of the report's user traceback, else ``file:line``."""
+    at = _GB_AT.search(text)
+    where = at.group(1).strip() if at else ""
+    _, found, tail = text.partition("User code traceback:")
+    frames = _GB_FRAME.findall(tail.split("\n\n", 1)[0]) if found else []
+    if frames:
+        path, line, function = frames[-1]
+        if not where or where == f"{path}:{line}":
+            return f"{path}:{line} in {function.strip()}"
+    return where
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,6 @@ logs contain, counted here independently with regular expressions over the raw t
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -16,48 +14,15 @@ from inferensics.collector.trace import read_trace_file, trace_files
 from inferensics.schema import CacheEvent, CompileEvent, GraphBreakEvent
 from inferensics.schema import columns as col
 from inferensics.schema.store import Store
+from tests.collector.trace.log_counts import HEADER, count_log
 
 CORPUS = Path("/work/shared/corpus/torch-trace")
 FILES = sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.name not in ("README.md", "LICENSE.tlparse"))
-HEADER = re.compile(r"^[VIWEC]\d{4} [\d:.]+\s+\d+ [^\]]*\] (\{.*)$")
-CACHE = re.compile(r'"artifact": \{"name": "(fx_graph|aotautograd)_cache_(hit|miss|bypass)"')
 
 
-def _expected(path: Path) -> dict[str, int]:
+def _expected(path: Path) -> Counter[str]:
     """Counts read straight off the text, without the decoder under test."""
-    text = path.read_text(encoding="utf-8")
-    counts: Counter[str] = Counter()
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        m = HEADER.match(lines[i])
-        i += 1
-        if not m:
-            continue
-        payload: list[str] = []
-        while i < len(lines) and lines[i].startswith("\t"):
-            payload.append(lines[i][1:])
-            i += 1
-        head = m.group(1)
-        if head.startswith('{"compilation_metrics": '):
-            counts["compiles"] += 1
-            if re.search(r'"fail_type": "\w', head):
-                counts["failures"] += 1
-            reasons = re.search(r'"restart_reasons": (\[[^\]]*\])', head)
-            if reasons:
-                counts["graph_breaks"] += sum("graph_break" in r for r in json.loads(reasons.group(1)))
-        if '"name": "dynamo_graph_break_reason"' in head:
-            counts["graph_breaks"] += 1
-        c = CACHE.search(head)
-        if c:
-            counts[f"{'fx_graph' if c.group(1) == 'fx_graph' else 'aot_autograd'}_{c.group(2)}"] += 1
-        json_payload = head.startswith('{"chromium_event"') or '"encoding": "json"' in head
-        if json_payload and payload:
-            try:
-                json.loads("\n".join(payload))
-            except ValueError:
-                counts["damaged"] += 1
-    return counts
+    return count_log(path).counts
 
 
 def test_corpus_is_present() -> None:
@@ -73,6 +38,7 @@ def test_counts_equal_the_log(path: Path) -> None:
     assert s.compiles == want["compiles"]
     assert s.failures == want["failures"]
     assert s.graph_breaks == want["graph_breaks"]
+    assert (s.recompiles, s.recompile_limit) == (want["recompiles"], want["recompile_limit"])
     for kind in ("fx_graph", "aot_autograd"):
         for result in ("hit", "miss", "bypass"):
             assert s.cache[f"{kind}_{result}"] == want[f"{kind}_{result}"], (kind, result)
