@@ -35,7 +35,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -295,6 +295,10 @@ def _truncated_side(client: QueryClient, params: CanaryParams, side: str) -> _Si
     return _Side(params.max_rows, True, hist, rates, drift, rows, values)
 
 
+SNAP_TO_ZERO: Final = 1e-12
+"""Evidence values (not p-values) of smaller magnitude are written as 0."""
+
+
 def _row(  # noqa: PLR0917 (one evidence row: positional in table order)
     check: str,
     metric: str,
@@ -310,13 +314,19 @@ def _row(  # noqa: PLR0917 (one evidence row: positional in table order)
     def f(x: float) -> float | None:
         return None if x is None or math.isnan(x) else float(x)
 
+    def v(x: float) -> float | None:
+        # Values, differences and their bounds (ms, rates, ratios): a magnitude under 1e-12 is summation
+        # noise of an exact zero (a rate difference's bound printed as -1.73e-18). p-values keep theirs.
+        out = f(x)
+        return 0.0 if out is not None and abs(out) < SNAP_TO_ZERO else out
+
     return {
         "check": check,
         "metric": metric,
-        "baseline": f(b),
-        "candidate": f(c),
-        "ci_low": f(lo),
-        "ci_high": f(hi),
+        "baseline": v(b),
+        "candidate": v(c),
+        "ci_low": v(lo),
+        "ci_high": v(hi),
         "p_value": f(p),
         "threshold": threshold,
         "outcome": outcome,

@@ -168,6 +168,9 @@ def test_equal_bundles_pass_and_two_windows(store: Store) -> None:
     result = compare_canary(store, CanaryParams(model="m", traffic_class="t", baseline="b1", candidate="b2", **window))
     assert result.verdict == "pass", result.evidence
     assert result.rule == "every check passed"
+    # Equal sides: exact zeros print as 0, not as summation noise such as -1.73e-18.
+    values = result.evidence.select("baseline", "candidate", "ci_low", "ci_high").to_numpy().ravel()
+    assert not [x for x in values if x is not None and 0 < abs(x) < 1e-12], result.evidence
     # two windows of the same fleet: the first 2 h against the rest of the day
     split = compare_canary(
         store,
