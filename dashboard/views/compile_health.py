@@ -167,7 +167,12 @@ def headline(filters: Filters) -> None:
     )
     hit_ratio = ratio(total(health, "hits"), total(health, "lookups")) if health is not None else None
     cells[3].metric("Cache hit ratio", percent(hit_ratio))
-    cells[4].metric("New graph keys", count(new.height) if new is not None else "–")
+    cells[4].metric(
+        "New graph keys",
+        count(new.height) if new is not None else "–",
+        help="Graph keys first seen in this range, counted per model and hardware pool (a key new to two pools "
+        "counts twice), as in the Specializations tab.",
+    )
 
 
 def render() -> None:
