@@ -1,12 +1,22 @@
-"""Direct-to-store export for single-process use and tests: batched Arrow inserts, blobs via ``put_blob``."""
+"""Direct-to-store export for single-process use and tests: batched Arrow inserts, blobs via ``put_blob``.
+
+A batch that the store refuses because of some of its rows keeps the rest: the rows that cannot be
+written are dropped, counted per table in :attr:`StoreExporter.rejected` and named in
+:attr:`StoreExporter.last_error`; the others are inserted.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from inferensics.schema.arrow import events_to_arrow
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.store import Store
 from inferensics.schema.table import Event
+
+_log = logging.getLogger(__name__)
 
 
 class StoreExporter:
@@ -18,6 +28,10 @@ class StoreExporter:
         self.batch_rows = batch_rows
         self._buffers: dict[type[Event], list[Event]] = {}
         self.inserted = 0
+        self.rejected: Counter[str] = Counter()
+        """Rows dropped because they cannot be written, per table."""
+        self.last_error = ""
+        """Why the last rejected row was dropped: table, row, error."""
 
     def _add(self, record: Event) -> None:
         buf = self._buffers.setdefault(type(record), [])
@@ -27,8 +41,44 @@ class StoreExporter:
 
     def _insert(self, model: type[Event]) -> None:
         rows = self._buffers.pop(model, [])
-        if rows:
+        if not rows:
+            return
+        try:
             self.inserted += self.store.insert_events(rows)
+        except Exception as exc:
+            good = self._drop_unwritable(model, rows)
+            if len(good) == len(rows):
+                raise  # every row converts: the store refused the batch itself (unreachable, not migrated)
+            _log.debug("%s: batch of %d refused (%s); retrying without the bad rows", model.TABLE.name, len(rows), exc)
+            if good:
+                self.inserted += self.store.insert_events(good)
+
+    def _drop_unwritable(self, model: type[Event], rows: list[Event]) -> list[Event]:
+        """The rows that convert to the table's Arrow schema; the others are counted and dropped.
+
+        Pydantic validation does not bound every column (an unsigned column given a negative or too large
+        int, a string holding a lone surrogate), so a validated row can still fail the conversion that
+        every insert starts with. Halves are converted recursively: a few bad rows in a large batch cost
+        about two conversions of the batch, never a store round trip.
+        """
+        try:
+            events_to_arrow(model, rows)
+            return rows
+        except Exception as exc:
+            if len(rows) == 1:
+                self._reject(model, rows[0], exc)
+                return []
+        mid = len(rows) // 2
+        return self._drop_unwritable(model, rows[:mid]) + self._drop_unwritable(model, rows[mid:])
+
+    def _reject(self, model: type[Event], row: Event, exc: Exception) -> None:
+        table = model.TABLE.name
+        if not self.rejected:
+            _log.warning("%s: a row cannot be written and is dropped (%s); see StoreExporter.rejected", table, exc)
+        self.rejected[table] += 1
+        request_id = getattr(row, "request_id", "")
+        which = f" (request {request_id})" if request_id else ""
+        self.last_error = f"{table}: row{which} rejected: {type(exc).__name__}: {exc}"
 
     def export_request(self, request: RequestEvent, children: Sequence[Event]) -> None:
         """Buffer the request row and its sub-records."""
