@@ -18,6 +18,7 @@ from typing import Any, Final
 from inferensics.collector.trace.artifacts import (
     CACHE_ARTIFACTS,
     CacheLookup,
+    GraphBreakInfo,
     kernel_nodes,
     kernel_source_lines,
     kernels_in_output_code,
@@ -131,6 +132,7 @@ class _Compile:
     guard_digest: str = ""
     recompile_reasons: list[str] = field(default_factory=list)
     break_ids: list[str] = field(default_factory=list)
+    breaks: list[tuple[GraphBreakInfo, datetime]] = field(default_factory=list)
     nodes: dict[str, list[str]] = field(default_factory=dict)
     lines: dict[str, list[str]] = field(default_factory=dict)
     error_text: str = ""
@@ -229,23 +231,29 @@ class CompileAssembler:
         self._open.clear()
 
     def _graph_break(self, state: _Compile, text: str) -> None:
+        # Held until the compile's metrics arrive: they name the compiled frame (the break's code location).
         info = parse_graph_break(text)
         state.break_ids.append(info.registry_id)
+        state.breaks.append((info, datetime.now(UTC) if self.context.source == "live" else state.ts))
         self.stats.graph_breaks += 1
-        self._emit(
-            GraphBreakEvent(
-                ts=datetime.now(UTC) if self.context.source == "live" else state.ts,
-                **self._labels(),
-                request_id=state.request_id,
-                compile_id=state.compile_id,
-                registry_id=info.registry_id,
-                break_type=info.break_type,
-                reason=info.reason,
-                user_frame=info.user_frame,
-                source=self.context.source,
-                attrs=dict(self.context.attrs),
+
+    def _emit_breaks(self, state: _Compile, location: str) -> None:
+        for info, ts in state.breaks:
+            self._emit(
+                GraphBreakEvent(
+                    ts=ts,
+                    **self._labels(),
+                    request_id=state.request_id,
+                    compile_id=state.compile_id,
+                    code_location=location,
+                    registry_id=info.registry_id,
+                    break_type=info.break_type,
+                    reason=info.reason,
+                    user_frame=info.user_frame,
+                    source=self.context.source,
+                    attrs=dict(self.context.attrs),
+                )
             )
-        )
 
     def _cache(self, state: _Compile, lookup: CacheLookup) -> None:
         cache, result, key = lookup.cache, lookup.result, lookup.key
@@ -288,6 +296,7 @@ class CompileAssembler:
             for r in m.get("restart_reasons") or []:
                 if "graph_break" in str(r) or "graph break" in str(r).lower():
                     self._graph_break(state, str(r))
+        self._emit_breaks(state, location)
         artifact_id = self._blob(state.output_code, "output_code") if state.output_code else ""
         graph_key = graph_key_for(state.fx_cache_key, location, state.graph_text) if artifact_id else ""
         request_id = parse_user_context(m.get("recompile_user_contexts")) or state.request_id

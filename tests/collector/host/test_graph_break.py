@@ -48,6 +48,7 @@ def test_graph_break_requests(tracker: Tracker, store: Store) -> None:
     assert breaks[0].request_id == "gb-0"
     assert "test_graph_break.py" in breaks[0].user_frame
     compiles = store.select_events(CompileEvent, order_by=col.COMPILE_ID)
+    assert breaks[0].code_location == compiles[0].code_location != ""
     assert [c.compile_id for c in compiles] == ["0/0", "1/0"]
     assert all(c.request_id == "gb-0" and c.outcome == "ok" for c in compiles)
     assert {c.artifact_id for c in compiles} == set(first.graph_artifacts)

@@ -161,6 +161,13 @@ def test_cli_import_equals_the_log(live_trace: Path, store: Store) -> None:
     assert got == sorted((b.compile_id, b.registry_id, b.break_type, b.user_frame) for b in logged.breaks)
     by_compile = Counter(b.compile_id for b in breaks)
     assert {c.compile_id: c.graph_break_count for c in compiles if c.graph_break_count} == dict(by_compile)
+    # A break names the frame its compile compiled (known only from the compile's metrics, which come later;
+    # compile ids repeat after the program's torch._dynamo.reset(), so pairs are compared).
+    compiled = {(c.compile_id, c.code_location) for c in compiles}
+    assert all(b.code_location and (b.compile_id, b.code_location) in compiled for b in breaks), breaks
+    assert {b.code_location.split(":")[-1].startswith(("breaks", "torch_dynamo_resume_in_breaks")) for b in breaks} == {
+        True
+    }
 
     cache = Counter(f"{e.cache}_{e.result}" for e in store.select_events(CacheEvent))
     assert cache == Counter({k: v for k, v in want.items() if k.startswith(("fx_graph_", "aot_autograd_"))})
