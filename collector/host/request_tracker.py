@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -223,6 +223,9 @@ class Tracker:
         for name, count in self.counters_local.items():  # both threads count e.g. fingerprint errors
             out[name] = out.get(name, 0) + count
         out["trace_sink_errors"] = self._sink.errors if self._sink is not None else 0
+        # Rows an exporter could not write and dropped, per table (the store exporter keeps the rest).
+        rejected: Mapping[str, int] = getattr(self.exporter, "rejected", {})
+        out.update({f"export_rejected_{table}": n for table, n in rejected.items()})
         return out
 
     def capability_report(self) -> dict[str, str]:

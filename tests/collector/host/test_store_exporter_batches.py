@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from inferensics.collector.host import SdkConfig, instrument
 from inferensics.collector.host.store_exporter import StoreExporter
 from inferensics.schema import CacheEvent, CompileEvent, RequestEvent
 from inferensics.schema.store import Store
@@ -101,3 +102,16 @@ def test_a_store_that_refuses_every_row_still_raises(store_dsn: str) -> None:
     finally:
         unmigrated.client.command(f"DROP DATABASE IF EXISTS {unmigrated.database} SYNC")
         unmigrated.close()
+
+
+def test_tracker_stats_count_the_rows_the_exporter_dropped(store: Store) -> None:
+    exporter = StoreExporter(store, host="h")
+    tracker = instrument(exporter=exporter, host="h", model="m", config=SdkConfig(trace_compiles=False))
+    try:
+        exporter.export_records([_lookup(i) for i in (1, 7, 8)])
+        exporter.flush()
+        stats = tracker.stats()
+    finally:
+        tracker.shutdown()
+    assert stats["export_rejected_cache_events"] == 2
+    assert _stored_keys(store) == ["k001"]
