@@ -106,7 +106,7 @@ def test_spool_at_cap_answers_429_while_the_store_is_up_and_503_while_it_is_down
     proto = "application/x-protobuf"
     assert Ingest(config, s, metrics, lambda: True).handle(body, proto, None).status == 200
     for store_up, status in ((True, 429), (False, 503)):
-        answer = Ingest(config, s, metrics, lambda up=store_up: up).handle(body, proto, None)
+        answer = Ingest(config, s, metrics, (lambda: True) if store_up else (lambda: False)).handle(body, proto, None)
         assert answer.status == status
         assert answer.headers == {"Retry-After": "7"}
         message = json.loads(answer.body)["error"]
