@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 from inferensics.schema.events import MODELS_BY_TABLE
 from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
 from inferensics.schema.otlp_sql import (
@@ -64,6 +66,21 @@ def _varint(n: int) -> bytes:
         else:
             out.append(low)
             return bytes(out)
+
+
+def canonical(payloads: list[bytes]) -> list[bytes]:
+    """Each request re-encoded as opentelemetry-proto reads it, without the fields it does not know.
+
+    The parser that ingest checks a body with keeps a field of the wrong wire type (or an unknown one) as an
+    unknown field, as protobuf requires; the engine's Protobuf reader refuses some of them and fails the
+    whole file. Re-encoding gives the engine the message every sender's SDK would have written.
+    """
+    out = []
+    for payload in payloads:
+        message = ExportTraceServiceRequest.FromString(payload)
+        message.DiscardUnknownFields()
+        out.append(message.SerializeToString())
+    return out
 
 
 def delimited(payloads: list[bytes]) -> bytes:
@@ -144,7 +161,8 @@ class EngineDecoder:
 
         ``possibly_seen`` (a replayed or retried segment) counts the table before and after each insert so
         that rows the engine dropped as duplicates are told apart. ``before_insert`` is called before each
-        insert (the test-only fault hook raises there).
+        insert (the test-only fault hook raises there). When the engine refuses the requests' Protobuf as sent,
+        they are re-encoded by :func:`canonical` and read once more.
 
         Raises:
             StoreError, clickhouse_connect errors: the engine failed; the caller retries the segment.
@@ -153,7 +171,18 @@ class EngineDecoder:
         db = store.database
         client = store.client
         settings = self._settings(store)
-        self.stage(store, name, payloads)
+        try:
+            self.stage(store, name, payloads)
+        except Exception as exc:
+            # Only a refusal of the Protobuf input is worth a re-encode; anything else (the store) is retried.
+            if "protobuf" not in str(exc).lower():
+                raise
+            fixed = canonical(payloads)
+            if fixed == payloads:
+                raise
+            _note(out, f"the engine could not read the requests as sent ({str(exc).splitlines()[0][:120]}); "
+                       "re-encoded them without unknown fields")  # fmt: skip
+            self.stage(store, name, fixed)
         try:
             attributes, events = client.query(dropped_sql(f"{db}.{RECORDS}")).result_rows[0]
             out.dropped["sdk_attributes"] += int(attributes or 0)

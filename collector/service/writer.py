@@ -123,9 +123,8 @@ class StoreWriter(threading.Thread):
             if n:
                 self.metrics.inc("dropped", n, label=reason)
         if result.messages:
-            log.warning(
-                "spool segment %s: rejected %s; %s", seg.name, dict(result.rejected), "; ".join(result.messages)
-            )
+            counts = f"rejected {dict(result.rejected)}; " if result.rejected else ""
+            log.warning("spool segment %s: %s%s", seg.name, counts, "; ".join(result.messages))
         self.spool.remove(seg)
         self.store_ok = True
         self.last_error = ""
