@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Final
 
@@ -130,6 +131,10 @@ class EngineDecoder:
         if store.dsn.kind == "chdb":
             # one file per parsing thread: the engine parses the files of a glob in parallel
             parts = max(1, min(self.parse_files, len(payloads)))
+            # Files of an earlier staging of this segment (a process killed while staging it) would be
+            # read by the glob with this one's: their rows would land twice if the split changed since.
+            for stale in self.work_dir.glob(f"{glob_escape(name)}.*.pb"):
+                stale.unlink(missing_ok=True)
             paths = [self.work_dir / f"{name}.{i}.pb" for i in range(parts)]
             for i, path in enumerate(paths):
                 path.write_bytes(delimited(payloads[i::parts]))

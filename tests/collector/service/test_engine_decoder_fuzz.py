@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from inferensics.collector.service.decode import decode_request
-from inferensics.collector.service.engine_decoder import EngineDecoder
+from inferensics.collector.service.engine_decoder import EngineDecoder, delimited
 from inferensics.collector.service.testing import any_value, build_request
 from inferensics.schema.arrow import arrow_schema
 from inferensics.schema.events import (
@@ -325,3 +325,17 @@ def test_a_known_field_of_the_wrong_wire_type_lands_the_request(pair: Pair) -> N
         message = _with_event()
         _parts(message)[where].MergeFromString(_field(number, 0, b"\x05"))
         pair.compare(message)
+
+
+def test_files_left_by_a_killed_staging_are_not_read_again(pair: Pair) -> None:
+    """A process killed while staging a segment leaves its input files; staging it again after a restart
+    (with another split into files) must read this staging's files only."""
+    payloads = [build_request([request(i, run="s")]).SerializeToString() for i in range(3)]
+    name = "segment-00000042"
+    pair.decoder.work_dir.mkdir(parents=True, exist_ok=True)
+    # what a staging split into six files left behind (the split is the engine_parse_files setting)
+    (pair.decoder.work_dir / f"{name}.5.pb").write_bytes(delimited(payloads))
+    result = pair.decoder.insert(pair.engine, name, payloads, possibly_seen=True)
+    assert (result.sent, result.landed) == (3, 3)
+    assert pair.engine.row_counts()["requests"] == 3
+    assert not list(pair.decoder.work_dir.glob(f"{name}.*"))
