@@ -20,7 +20,7 @@ def demo(  # noqa: PLR0917 (typer options)
     dashboard_port: Annotated[int, typer.Option("--dashboard-port", help="Port of the dashboard (next free).")] = 8501,
     data_dir: Annotated[
         Path | None,
-        typer.Option("--data-dir", help="Directory for the store, spool and logs [default: a new temporary one]."),
+        typer.Option("--data-dir", help="Directory for the store, spool and logs \\[default: a new temporary one]."),
     ] = None,
     service: Annotated[
         str | None,

@@ -37,10 +37,10 @@ TokenOption = Annotated[
 
 
 def serve(
-    host: Annotated[str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")] = None,
-    port: Annotated[int | None, typer.Option(help="TCP port [default: 4318].")] = None,
+    host: Annotated[str | None, typer.Option(help="Address to listen on \\[default: 127.0.0.1].")] = None,
+    port: Annotated[int | None, typer.Option(help="TCP port \\[default: 4318].")] = None,
     dsn: Annotated[str | None, typer.Option(help="Store DSN (chdb:///dir or http(s)://...).")] = None,
-    config: Annotated[str | None, typer.Option("--config", help="TOML config file (settings and [tokens]).")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="TOML config file (settings and \\[tokens]).")] = None,
     spool_dir: Annotated[str | None, typer.Option(help="Spool directory.")] = None,
     *,
     with_dashboard: Annotated[
@@ -51,7 +51,7 @@ def serve(
     """Run the collector service: OTLP/HTTP in, the store, the query and blob API.
 
     Settings resolve as argument > INFERENSICS_* environment variable > config file > default; tokens come
-    from the config file's [tokens] table and $INFERENSICS_TOKENS (token=role+role,...).
+    from the config file's \\[tokens] table and $INFERENSICS_TOKENS (token=role+role,...).
     """
     from inferensics.collector.service import ConfigError, load_config
     from inferensics.collector.service import serve as run_service

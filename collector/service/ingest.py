@@ -103,6 +103,14 @@ class Ingest:
             return error(exc.status, exc.message)
         self.metrics.inc("received_spans", prepared.spans)
         if prepared.spans:
+            if len(prepared.record) > self.spool.max_bytes:
+                # Would never fit, however long the sender waits: not a 429/503 to retry but a body to split.
+                self.metrics.inc("rejected", label="too_large")
+                return error(
+                    413,
+                    f"request of {len(prepared.record)} bytes is larger than the whole spool "
+                    f"({self.spool.max_bytes} bytes, setting spool_max_bytes): send smaller batches or raise the cap",
+                )
             try:
                 self.spool.append(prepared.record, prepared.spans)
             except SpoolFullError as exc:

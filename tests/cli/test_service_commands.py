@@ -57,6 +57,14 @@ def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
     res = runner.invoke(app, ["serve", "--config", str(cfg)], env={"INFERENSICS_TOKENS": "t=admin"})
     assert res.exit_code == 2
     assert "setting port" in res.output
-    res = runner.invoke(app, ["serve", "--port", "0"], env={"INFERENSICS_TOKENS": ""})
+    res = runner.invoke(app, ["serve", "--port", "0"], env={"INFERENSICS_TOKENS": "", "COLUMNS": "300"})
     assert res.exit_code == 2
     assert "no tokens configured" in res.output
+    assert "a [tokens] table in --config" in res.output  # plain text, not a markup tag that vanishes
+
+
+def test_serve_help_keeps_its_bracketed_text() -> None:
+    res = runner.invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0
+    for text in ("[default: 127.0.0.1]", "[default: 4318]", "(settings and [tokens])", "config file's [tokens] table"):
+        assert text in res.output, text

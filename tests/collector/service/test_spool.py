@@ -116,3 +116,17 @@ def test_spool_at_cap_answers_429_while_the_store_is_up_and_503_while_it_is_down
     assert metrics.get("rejected", "spool_full") == 2
     assert metrics.get("spooled_spans") == 5
     assert s.pending_rows() == 5
+
+
+def test_a_request_larger_than_the_whole_spool_is_413_not_a_retry(tmp_path: Path) -> None:
+    body = encode_request([request(i, run="big") for i in range(5)])
+    s = spool(tmp_path, max_bytes=len(encode_record(body)) - 1)
+    metrics = Metrics()
+    answer = Ingest(ServiceConfig(), s, metrics, lambda: True).handle(body, "application/x-protobuf", None)
+    assert answer.status == 413
+    assert "Retry-After" not in answer.headers
+    message = json.loads(answer.body)["error"]
+    assert "larger than the whole spool" in message
+    assert "spool_max_bytes" in message
+    assert metrics.get("rejected", "too_large") == 1
+    assert s.pending_rows() == 0
