@@ -101,16 +101,25 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
         return body
     if enc != "gzip":
         raise BadRequestError(415, f"unsupported Content-Encoding {encoding!r}; use gzip or identity")
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise BadRequestError(400, f"malformed gzip body: {exc}") from None
-    if len(out) > limit:
-        raise BadRequestError(413, f"request body exceeds the limit of {limit} bytes after gunzip")
-    if not inflater.eof:
-        raise BadRequestError(400, "malformed gzip body: truncated stream")
-    return out
+    # A gzip body may hold several members one after another (RFC 1952; what concatenated .gz files are):
+    # each is inflated in turn, all of them counted against the limit.
+    parts: list[bytes] = []
+    size, rest = 0, body
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out = inflater.decompress(rest, limit + 1 - size)
+        except zlib.error as exc:
+            raise BadRequestError(400, f"malformed gzip body: {exc}") from None
+        size += len(out)
+        if size > limit:
+            raise BadRequestError(413, f"request body exceeds the limit of {limit} bytes after gunzip")
+        if not inflater.eof:
+            raise BadRequestError(400, "malformed gzip body: truncated stream")
+        parts.append(out)
+        rest = inflater.unused_data
+        if not rest:
+            return b"".join(parts)
 
 
 def parse_request(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:

@@ -6,12 +6,13 @@ import gzip
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pytest
 from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, decode_request, read_body
+from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, decode_request, decompress, read_body
 from inferensics.collector.service.testing import any_value, build_request
 from inferensics.schema.arrow import events_to_arrow
 from inferensics.schema.events import RecompileEvent, RequestEvent
@@ -157,3 +158,21 @@ def test_valid_records_round_trip_exactly(ids: list[str], latency: float, shape:
     decoded = read_body(build_request(sent).SerializeToString(), PROTOBUF, None, LIMIT)
     assert decoded.tables()[RequestEvent].to_pylist() == events_to_arrow(RequestEvent, sent).to_pylist()
     assert decoded.rejected_spans == 0
+
+
+@FUZZ
+@given(chunks=st.lists(st.binary(max_size=300), min_size=1, max_size=4), garbage=st.binary(max_size=8))
+def test_a_gzip_body_of_several_members_inflates_whole(chunks: list[bytes], garbage: bytes) -> None:
+    """Concatenated gzip members are one body (RFC 1952), against the limit as a whole; bytes after the
+    last member that are no gzip member are refused, not dropped."""
+    body = b"".join(gzip.compress(c) for c in chunks)
+    whole = b"".join(chunks)
+    assert decompress(body, "gzip", LIMIT) == whole
+    if len(whole) > 0:
+        with pytest.raises(BadRequestError) as info:
+            decompress(body, "gzip", len(whole) - 1)
+        assert info.value.status == 413
+    if garbage:
+        with pytest.raises(BadRequestError) as bad:
+            decompress(body + garbage, "gzip", LIMIT)
+        assert bad.value.status == 400
