@@ -29,6 +29,8 @@ from typing import Final
 MAGIC: Final = b"INFS"
 _HEADER: Final = struct.Struct("<4sII")
 SUFFIX: Final = ".seg"
+QUARANTINE: Final = "quarantine"
+"""Folder (inside the spool directory) of segments the store refused while it answered (see the writer)."""
 
 
 class SpoolFullError(RuntimeError):
@@ -45,6 +47,8 @@ class Segment:
     size: int = 0
     created: float = 0.0
     attempts: int = 0
+    refused: int = 0
+    """Failed inserts in a row while the store answered (the writer quarantines the segment at a limit)."""
     fd: int = -1
     synced: int = 0
     sync_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -215,6 +219,22 @@ class Spool:
                 self._sealed.popleft()
             self._bytes -= seg.size
             self._in_flight = None
+
+    def quarantine(self, seg: Segment) -> Path:
+        """Move a sealed segment the store keeps refusing into :data:`QUARANTINE` beside the spool (kept,
+        never replayed by itself, out of the cap) so that the segments behind it are written; returns its path."""
+        folder = self.directory / QUARANTINE
+        folder.mkdir(exist_ok=True)
+        target = folder / seg.path.name
+        seg.path.rename(target)
+        _fsync_dir(folder)
+        _fsync_dir(self.directory)
+        with self._lock:
+            if self._sealed and self._sealed[0] is seg:
+                self._sealed.popleft()
+            self._bytes -= seg.size
+            self._in_flight = None
+        return target
 
     # --- status -------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.metrics import Metrics
@@ -21,6 +22,10 @@ from inferensics.collector.service.spool import Segment, Spool, read_segment
 from inferensics.schema.store import Store, StoreError
 
 log = logging.getLogger("inferensics.collector.service")
+
+
+QUARANTINE_AFTER: Final = 5
+"""Failures of one segment while the store answers after which it is quarantined (:meth:`StoreWriter._write`)."""
 
 
 @dataclass
@@ -46,6 +51,7 @@ class StoreWriter(threading.Thread):
         *,
         decoder: EngineDecoder,
         max_backoff_s: float = 2.0,
+        quarantine_after: int = QUARANTINE_AFTER,
     ) -> None:
         super().__init__(name="inferensics-store-writer", daemon=True)
         self.spool = spool
@@ -53,6 +59,7 @@ class StoreWriter(threading.Thread):
         self.metrics = metrics
         self.faults = faults
         self.max_backoff_s = max_backoff_s
+        self.quarantine_after = quarantine_after
         self.decoder = decoder
         self.store: Store | None = None
         self.store_ok = False
@@ -111,7 +118,9 @@ class StoreWriter(threading.Thread):
                 )
         except Exception as exc:  # the engine raises several types; all mean "retry from the spool"
             self.metrics.inc("store_errors")
-            self._failed(f"insert of spool segment {seg.name} failed: {str(exc).splitlines()[0][:300]}")
+            reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            self._failed(f"insert of spool segment {seg.name} failed: {reason}")
+            self._refused_while_up(store, seg, reason)
             return False
         self.metrics.observe_batch(time.perf_counter() - started)
         self.metrics.inc("decoded_rows", result.sent + result.rejected["invalid_row"])
@@ -129,6 +138,36 @@ class StoreWriter(threading.Thread):
         self.store_ok = True
         self.last_error = ""
         return True
+
+    def _refused_while_up(self, store: Store, seg: Segment, reason: str) -> None:
+        """Count a failure the store gave while it answered; quarantine the segment at ``quarantine_after``.
+
+        A store that is down fails every segment alike and is waited for (the spool grows, then 429/503); a
+        segment the store refuses while answering a probe would block every segment behind it for ever.
+        """
+        if self.faults.store_down:
+            return
+        try:
+            with self.store_lock:
+                store.client.command("SELECT 1")
+        except Exception:
+            seg.refused = 0  # the store itself is failing: not this segment's fault
+            return
+        seg.refused += 1
+        if seg.refused < self.quarantine_after:
+            return
+        path = self.spool.quarantine(seg)
+        self.metrics.inc("quarantined_segments")
+        self.store_ok = True
+        self.last_error = f"spool segment {seg.name} quarantined at {path}: {reason}"
+        log.error(
+            "spool segment %s refused %d times while the store answered; moved to %s to let the segments "
+            "behind it through. Last error: %s. Replay it by moving it back into the spool directory.",
+            seg.name,
+            seg.refused,
+            path,
+            reason,
+        )
 
     def _check_faults(self) -> None:
         if self.faults.store_down:

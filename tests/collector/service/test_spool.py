@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from inferensics.collector.service.config import ServiceConfig
-from inferensics.collector.service.engine_decoder import EngineDecoder
+from inferensics.collector.service.engine_decoder import EngineDecoder, SegmentResult
 from inferensics.collector.service.ingest import Ingest
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record, read_segment
@@ -130,3 +130,70 @@ def test_a_request_larger_than_the_whole_spool_is_413_not_a_retry(tmp_path: Path
     assert "spool_max_bytes" in message
     assert metrics.get("rejected", "too_large") == 1
     assert s.pending_rows() == 0
+
+
+class _RefusesOne(EngineDecoder):
+    """The engine decoder, except that it raises for one segment as the engine would for input it cannot
+    read (the Protobuf refusals seen so far are re-encoded and read; this stands in for an unknown one)."""
+
+    def __init__(self, work: Path, poison: str) -> None:
+        super().__init__(work)
+        self.poison = poison
+
+    def insert(self, store: Store, name: str, payloads: list[bytes], **kw: object) -> SegmentResult:
+        if name == self.poison:
+            raise RuntimeError("Code: 444. DB::Exception: Protobuf messages are corrupted. (UNKNOWN_PROTOBUF_FORMAT)")
+        return super().insert(store, name, payloads, **kw)  # type: ignore[arg-type]
+
+
+def test_a_segment_the_store_refuses_while_up_is_quarantined_and_the_rest_written(
+    tmp_path: Path, store_dsn: str, store: Store
+) -> None:
+    s = spool(tmp_path)
+    for run in ("a", "b", "c"):
+        s.append(record(run, 4), 4)
+        s.seal_now()
+    names = sorted(p.stem for p in tmp_path.glob("*.seg"))
+    metrics = Metrics()
+    writer = StoreWriter(
+        s,
+        lambda: Store.open(store_dsn),
+        metrics,
+        Faults(),
+        decoder=_RefusesOne(tmp_path / "engine", poison=names[1]),
+        quarantine_after=3,
+    )
+    results = []
+    while s.files():
+        seg = s.next_sealed(0)
+        assert seg is not None
+        results.append((seg.name, writer._write(seg)))
+    assert results == [(names[0], True), *[(names[1], False)] * 3, (names[2], True)]
+    assert store.row_counts()["requests"] == 8
+    kept = tmp_path / "quarantine" / f"{names[1]}.seg"
+    assert request_ids(read_segment(kept)[0]) == [request(i, run="b").request_id for i in range(4)]
+    assert metrics.get("quarantined_segments") == 1
+    assert metrics.get("store_errors") == 3
+    assert s.bytes == 0
+    # a restart does not replay it by itself
+    assert spool(tmp_path).files() == 0
+
+
+def test_a_store_that_is_down_never_quarantines(tmp_path: Path, store_dsn: str) -> None:
+    s = spool(tmp_path)
+    s.append(record("d", 2), 2)
+    s.seal_now()
+    seg = s.next_sealed(0)
+    assert seg is not None
+    faults = Faults(store_down=True)
+    writer = StoreWriter(
+        s,
+        lambda: Store.open(store_dsn),
+        Metrics(),
+        faults,
+        decoder=EngineDecoder(tmp_path / "engine"),
+        quarantine_after=2,
+    )
+    assert not any(writer._write(seg) for _ in range(5))
+    assert seg.path.exists()
+    assert not (tmp_path / "quarantine").exists()
