@@ -7,9 +7,11 @@ a query client (the store) and the validated parameters and returns a Polars fra
 
 from __future__ import annotations
 
+import contextlib
 import io
+import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 from pydantic import BaseModel, ValidationError
@@ -83,14 +85,25 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
     return to_ipc(frame.to_arrow())
 
 
+_OWN_FORMAT: Final = re.compile(r"\bFORMAT\s+[A-Za-z][A-Za-z0-9]*\s*;?\s*$", re.IGNORECASE)
+
+
 def run_sql(state: ServiceState, text: str) -> bytes:
     """Run admin SQL on the read-only, limited session; engine errors become 400 with their message."""
     if not text.strip():
         raise QueryError(400, "empty SQL")
-    try:
-        with state.sql_lock:
-            table = state.sql_store().client.query_arrow(text, use_strings=True)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise QueryError(400, f"query failed: {first[:500]}") from None
+    if _OWN_FORMAT.search(text):
+        # The driver appends FORMAT Arrow; the engine's error would point at that, not at the user's clause.
+        raise QueryError(400, "leave out the FORMAT clause: the SQL endpoint answers in Arrow IPC (stream)")
+    with state.sql_lock:
+        client = state.sql_store().client
+        try:
+            table = client.query_arrow(text, use_strings=True)
+        except Exception as exc:
+            # After a query the engine stopped midway (the result-row limit), chDB's session hands the next
+            # Arrow query a broken answer ("Invalid flatbuffers message"); a plain query in between clears it.
+            with contextlib.suppress(Exception):
+                client.command("SELECT 1")
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise QueryError(400, f"query failed: {first[:500]}") from None
     return to_ipc(table)

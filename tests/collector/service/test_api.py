@@ -97,6 +97,19 @@ def test_admin_sql_is_read_only_and_limited(api: TestClient, app_state: ServiceS
     assert r.status_code == 400
     assert "Limit for result exceeded" in r.json()["error"]
     assert api.post("/api/v1/sql", content=b"SELEKT", headers=auth(ADMIN)).status_code == 400
+    own = api.post("/api/v1/sql", content=b"SELECT 1 FORMAT JSONEachRow;\n", headers=auth(ADMIN))
+    assert (own.status_code, own.json()["error"]) == (
+        400,
+        "leave out the FORMAT clause: the SQL endpoint answers in Arrow IPC (stream)",
+    )
+    quoted = api.post("/api/v1/sql", content=b"SELECT 'FORMAT JSON' AS f;", headers=auth(ADMIN))
+    assert quoted.status_code == 200, quoted.text
+    # The query right after one stopped by the row limit answers (chDB's session broke that one answer).
+    stopped = api.post("/api/v1/sql", content=b"SELECT number FROM numbers(1000000)", headers=auth(ADMIN))
+    assert stopped.status_code == 400
+    after = api.post("/api/v1/sql", content=b"SELECT toString(number) AS s FROM numbers(2)", headers=auth(ADMIN))
+    assert after.status_code == 200, after.text
+    assert pa.ipc.open_stream(after.content).read_all().column("s").to_pylist() == ["0", "1"]
     assert app_state.query_store().row_counts()["requests"] == 0
 
 
