@@ -10,9 +10,12 @@ OTLP response therefore carries no row-level ``partial_success`` (a MAY in the O
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
+import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from google.protobuf import json_format
@@ -22,6 +25,8 @@ from inferensics.collector.service.config import ServiceConfig
 from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, decompress, parse_request
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record
+
+log = logging.getLogger("inferensics.collector.service")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +80,33 @@ class Ingest:
         self.metrics = metrics
         self._store_ok = store_ok
         self._pool: ProcessPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         if config.decode_workers:
-            self._pool = ProcessPoolExecutor(config.decode_workers, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = self._new_pool()
             # start every worker now (spawn + imports take seconds), not on the first requests
             warm = [self._pool.submit(prepare, b"", PROTOBUF, None, 1) for _ in range(config.decode_workers)]
             for future in warm:
                 future.result()
+
+    def _prepare(self, raw: bytes, content_type: str | None, content_encoding: str | None, limit: int) -> Prepared:
+        pool = self._pool
+        if pool is None:
+            return prepare(raw, content_type, content_encoding, limit)
+        try:
+            return pool.submit(prepare, raw, content_type, content_encoding, limit).result()
+        except BrokenProcessPool:
+            # A decode process died (killed, out of memory): the pool refuses all work from then on. This
+            # request is parsed here and the pool started again for the next ones.
+            log.error("a decode process died; restarting the pool of %d", self.config.decode_workers)
+            self.metrics.inc("decode_pool_restarts")
+            with self._pool_lock:
+                if self._pool is pool:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    self._pool = self._new_pool()
+            return prepare(raw, content_type, content_encoding, limit)
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self.config.decode_workers, mp_context=multiprocessing.get_context("spawn"))
 
     def close(self) -> None:
         """Stop the decode processes."""
@@ -93,10 +119,7 @@ class Ingest:
         answer_json = media == JSON
         limit = self.config.max_body_bytes
         try:
-            if self._pool is not None:
-                prepared = self._pool.submit(prepare, raw, content_type, content_encoding, limit).result()
-            else:
-                prepared = prepare(raw, content_type, content_encoding, limit)
+            prepared = self._prepare(raw, content_type, content_encoding, limit)
         except BadRequestError as exc:
             reason = {413: "too_large", 415: "unsupported_media"}.get(exc.status, "malformed")
             self.metrics.inc("rejected", label=reason)

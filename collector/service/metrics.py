@@ -99,6 +99,7 @@ _COUNTERS: Final = {
     "rejected": "Rejected requests, spans and rows, by reason.",
     "unauthorized": "Requests refused with 401 (missing or unknown token) or 403 (role).",
     "store_errors": "Failed batch inserts (retried from the spool).",
+    "decode_pool_restarts": "Times the decode processes (decode_workers > 0) were started again after one died.",
     "quarantined_segments": "Spool segments moved to the spool's quarantine folder after the store refused them "
     "repeatedly while it answered (kept on disk; the segments behind them are written).",
 }

@@ -6,6 +6,8 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -242,6 +244,19 @@ def test_decode_workers_give_the_same_answers(store_dsn: str, tmp_path: Path) ->
             assert wait_count(state, 3) == 3
             assert wait_metric(state, "rejected", 1, "invalid_row") == 1
             assert 'rejected_total{reason="malformed"} 1' in state.metrics.render()
+            # A decode process that dies (killed here) costs no request: the pool starts again.
+            pool = state.ingest._pool
+            assert pool is not None
+            for process in list(pool._processes.values()):
+                assert process.pid is not None
+                os.kill(process.pid, signal.SIGKILL)
+                process.join(10)
+            for run in ("x", "y"):
+                status, _ = ingest(api, build_request([request(i, run=run) for i in range(2)]).SerializeToString())
+                assert status == 200
+            assert wait_count(state, 7) == 7
+            assert state.metrics.get("decode_pool_restarts") == 1
+            assert state.ingest._pool is not pool
     finally:
         state.close()
 
