@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -176,7 +177,20 @@ def create_app(state: ServiceState) -> Starlette:
         Route("/api/v1/blobs/{sha256:str}", guarded("read", get_blob), methods=["GET"]),
         Route("/api/v1/_faults", guarded("admin", faults), methods=["POST"]),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such path, a method the path does not take) as JSON errors like the rest."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        message = f"no such path {request.url.path}; the API is listed at /openapi.json"
+    elif exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        message = f"{request.method} is not allowed on {request.url.path}" + (f"; use {allowed}" if allowed else "")
+    else:
+        message = str(exc.detail)
+    return _error(exc.status_code, message, dict(exc.headers or {}))
 
 
 def _put_blob(state: ServiceState, data: bytes, kind: str, media_type: str) -> None:

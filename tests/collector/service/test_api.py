@@ -208,6 +208,15 @@ def test_health_metrics_openapi(api: TestClient) -> None:
     doc = api.get("/openapi.json").json()
     assert {"/v1/traces", "/api/v1/sql", "/api/v1/blobs/{sha256}", "/api/v1/query/{name}"} <= set(doc["paths"])
     assert api.post("/api/v1/_faults", json={"store_down": True}, headers=auth(ADMIN)).status_code == 404
+    # Paths and methods the API does not have answer like the rest of it: JSON with what to do.
+    nowhere = api.get("/v1/trace")
+    assert (nowhere.status_code, nowhere.json()) == (
+        404,
+        {"error": "no such path /v1/trace; the API is listed at /openapi.json"},
+    )
+    wrong = api.get("/v1/traces", headers=auth(INGEST))
+    assert (wrong.status_code, wrong.json()) == (405, {"error": "GET is not allowed on /v1/traces; use POST"})
+    assert wrong.headers["Allow"] == "POST"
 
 
 @pytest.mark.parametrize("token", [None, "nope"])
