@@ -63,6 +63,12 @@ class StoreError(RuntimeError):
     """The store cannot be opened or used; the message is one line that says what to do."""
 
 
+def error_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an engine or driver error (at most ``limit`` characters), else its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__
+
+
 # chDB initialises one embedded server per process: all clients of a process share it.
 _CHDB_LOCK = threading.Lock()
 
@@ -123,8 +129,7 @@ def _root_cause(exc: BaseException) -> str:
         if isinstance(current, OSError) and current.strerror:
             return str(current.strerror)
         current = current.__cause__ or current.__context__
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
+    return error_line(exc)
 
 
 @contextlib.contextmanager

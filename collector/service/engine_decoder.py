@@ -36,7 +36,7 @@ from inferensics.schema.otlp_sql import (
     reject_messages,
     rows_sql,
 )
-from inferensics.schema.store import Store, StoreError
+from inferensics.schema.store import Store, StoreError, error_line
 
 log = logging.getLogger("inferensics.collector.service")
 
@@ -185,7 +185,7 @@ class EngineDecoder:
             fixed = canonical(payloads)
             if fixed == payloads:
                 raise
-            _note(out, f"the engine could not read the requests as sent ({str(exc).splitlines()[0][:120]}); "
+            _note(out, f"the engine could not read the requests as sent ({error_line(exc, 120)}); "
                        "re-encoded them without unknown fields")  # fmt: skip
             self.stage(store, name, fixed)
         try:

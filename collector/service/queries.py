@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa
 from pydantic import BaseModel, ValidationError
 
+from inferensics.schema.store import error_line
+
 if TYPE_CHECKING:
     from inferensics.collector.service.state import ServiceState
 
@@ -79,9 +81,7 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
     except ValueError as exc:  # AnalyticsError subclasses ValueError: a bad filter value
         raise QueryError(400, f"{name}: {exc}") from None
     except Exception as exc:
-        raise QueryError(
-            500, f"{name} failed: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}"
-        ) from None
+        raise QueryError(500, f"{name} failed: {error_line(exc)}") from None
     return to_ipc(frame.to_arrow())
 
 
@@ -104,6 +104,5 @@ def run_sql(state: ServiceState, text: str) -> bytes:
             # Arrow query a broken answer ("Invalid flatbuffers message"); a plain query in between clears it.
             with contextlib.suppress(Exception):
                 client.command("SELECT 1")
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise QueryError(400, f"query failed: {first[:500]}") from None
+            raise QueryError(400, f"query failed: {error_line(exc, 500)}") from None
     return to_ipc(table)

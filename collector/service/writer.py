@@ -19,7 +19,7 @@ from typing import Final
 from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Segment, Spool, read_segment
-from inferensics.schema.store import Store, StoreError
+from inferensics.schema.store import Store, StoreError, error_line
 
 log = logging.getLogger("inferensics.collector.service")
 
@@ -118,7 +118,7 @@ class StoreWriter(threading.Thread):
                 )
         except Exception as exc:  # the engine raises several types; all mean "retry from the spool"
             self.metrics.inc("store_errors")
-            reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            reason = error_line(exc)
             self._failed(f"insert of spool segment {seg.name} failed: {reason}")
             self._refused_while_up(store, seg, reason)
             return False
