@@ -214,11 +214,7 @@ class Spool:
     def remove(self, seg: Segment) -> None:
         """Delete a segment whose rows are all in the store."""
         seg.path.unlink(missing_ok=True)
-        with self._lock:
-            if self._sealed and self._sealed[0] is seg:
-                self._sealed.popleft()
-            self._bytes -= seg.size
-            self._in_flight = None
+        self._forget(seg)
 
     def quarantine(self, seg: Segment) -> Path:
         """Move a sealed segment the store keeps refusing into :data:`QUARANTINE` beside the spool (kept,
@@ -229,12 +225,16 @@ class Spool:
         seg.path.rename(target)
         _fsync_dir(folder)
         _fsync_dir(self.directory)
+        self._forget(seg)
+        return target
+
+    def _forget(self, seg: Segment) -> None:
+        """Take a segment that left the spool directory out of the queue and the byte count."""
         with self._lock:
             if self._sealed and self._sealed[0] is seg:
                 self._sealed.popleft()
             self._bytes -= seg.size
             self._in_flight = None
-        return target
 
     # --- status -------------------------------------------------------------------------------------
 
