@@ -12,10 +12,14 @@ from inferensics.dashboard._internal.tables import count, percent, ratio, show_t
 from inferensics.schema import columns as col
 
 
-def compile_params(filters: Filters) -> dict[str, object]:
-    """The slice parameters without traffic class, which compile-side events do not carry."""
+def compile_params(filters: Filters, *, bundle: bool = True) -> dict[str, object]:
+    """The slice parameters without traffic class, which compile-side events do not carry; with ``bundle``
+    false also without the bundle (recompiles, graph breaks and guard failures carry none: the service
+    rejects the filter)."""
     params = filters.params()
     params.pop("traffic_class", None)
+    if not bundle:
+        params.pop("bundle", None)
     return params
 
 
@@ -43,9 +47,7 @@ def recompiles_tab(filters: Filters) -> None:
                 time_format=time_format(unit),
             ),
         )
-    params = compile_params(filters)
-    params.pop("bundle", None)  # recompile events carry no bundle (the service rejects the filter)
-    reasons = section_query(queries.RECOMPILE_REASONS, "recompile reasons", **params)
+    reasons = section_query(queries.RECOMPILE_REASONS, "recompile reasons", **compile_params(filters, bundle=False))
     if reasons is not None:
         st.markdown("**Recompile reasons**")
         if filters.bundle_id is not None:
@@ -57,8 +59,7 @@ def recompiles_tab(filters: Filters) -> None:
 
 def breaks_tab(filters: Filters) -> None:
     """Graph breaks by registry id and site, and guard failures."""
-    params = compile_params(filters)
-    params.pop("bundle", None)  # graph breaks and guard failures carry no bundle
+    params = compile_params(filters, bundle=False)
     if filters.bundle_id is not None:
         st.caption("Graph breaks and guard failures carry no bundle: shown for every bundle of the slice.")
     breaks = section_query(queries.GRAPH_BREAKS, "graph breaks", **params)
@@ -150,11 +151,7 @@ def headline(filters: Filters) -> None:
     """The range's compile-side totals as metrics (each from the same queries as the tabs, cached)."""
     params = compile_params(filters)
     fleet = section_query(queries.FLEET, "fleet totals", **filters.params())
-    breaks = section_query(
-        queries.GRAPH_BREAKS,
-        "graph breaks",
-        **{k: v for k, v in params.items() if k != "bundle"},
-    )
+    breaks = section_query(queries.GRAPH_BREAKS, "graph breaks", **compile_params(filters, bundle=False))
     health = section_query(queries.CACHE_HEALTH, "cache health", **params)
     new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
     cells = st.columns(5)
