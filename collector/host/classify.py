@@ -12,7 +12,12 @@ Rules, in order:
 * it compiled → ``recompile`` when any compile was a recompile, else ``compile``;
 * it ran compiled graphs only → ``hit``;
 * no graph ran: a graph break left nothing to compile → ``fallback`` / ``graph_break:<id>``;
-  otherwise ``eager``.
+* no graph ran, nothing compiled, no guard was evaluated, and a compile failed earlier in the process with
+  the error suppressed → ``fallback`` / ``compile_error``: Dynamo marks a frame whose compile failed under
+  ``suppress_errors`` to be skipped, and from then on runs it eagerly on every call without evaluating a
+  guard or calling a backend, so nothing else in such a request says why it ran eagerly (a request that
+  never entered a compiled frame is counted the same way in that process);
+* otherwise ``eager``.
 
 A request served partly eagerly because its frames have graph breaks keeps its dispatch outcome (``hit``,
 ``compile``...) and carries ``fallback_reason`` ``graph_break:<registry id>``.
@@ -48,6 +53,7 @@ def classify(
     summaries: Mapping[str, CompileSummary],
     limit_hit_before: bool,
     backend_compile_ms: float,
+    failed_before: bool = False,
 ) -> Classification:
     """Classify one request (pure; see the module docstring for the rules)."""
     if guard_hits and guard_misses:
@@ -87,6 +93,8 @@ def classify(
         outcome, reason = "hit", break_reason
     elif break_reason:
         outcome, reason = "fallback", break_reason
+    elif failed_before and not (compiles or guard_hits or guard_misses):
+        outcome, reason = "fallback", "compile_error"
     else:
         outcome, reason = "eager", ""
     return Classification(outcome, guard, cache, reason, compile_ms, min(recompiles, 255))

@@ -67,9 +67,13 @@ class Pipeline:
         self.pending: OrderedDict[str, list[Event]] = OrderedDict()
         self.waiting: deque[tuple[RawRequest, _Prepared]] = deque()
         self.limit_hit = False
+        # A compile failed with the error suppressed: Dynamo runs that frame eagerly from then on (classify).
+        self.failed_suppressed = False
+        self._feeding_suppressed = False
         self.kernel_artifacts: dict[str, str] = {}
         # Request fields that follow from the dispatch (classification, graph keys and artifacts), per
-        # (graphs called, any guard hit, any guard miss, recompile limit hit before) of requests that
+        # (graphs called, any guard hit, any guard miss, recompile limit hit before, a suppressed compile
+        # failure before) of requests that
         # compiled nothing, raised nothing and have no sub-records: in steady serving nearly all of them.
         self.templates: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.unmarked: list[PendingFingerprint] = []
@@ -169,14 +173,22 @@ class Pipeline:
 
     # --- records -------------------------------------------------------------------------------------
 
-    def _trace(self, metadata: dict[str, Any], payload: str | None, request_id: str, t: float) -> None:
+    def _trace(
+        self, metadata: dict[str, Any], payload: str | None, request_id: str, t: float, suppressed: bool = False
+    ) -> None:
         self.templates.clear()  # compile state changes: summaries, limit, kernel artifacts
         env = decode_record(metadata, payload, ts=datetime.fromtimestamp(t, UTC))
-        self.assembler.feed(env, request_id)
+        self._feeding_suppressed = suppressed  # read by _on_record for the compile record this may finish
+        try:
+            self.assembler.feed(env, request_id)
+        finally:
+            self._feeding_suppressed = False
 
     def _on_record(self, record: Event) -> None:
         if isinstance(record, CompileEvent) and record.outcome == "recompile_limit":
             self.limit_hit = True
+        if isinstance(record, CompileEvent) and record.outcome == "failed" and self._feeding_suppressed:
+            self.failed_suppressed = True
         if isinstance(record, CompileEvent) and record.fx_cache_key and record.artifact_id:
             self.kernel_artifacts[f"## Call CompiledFxGraph {record.fx_cache_key} ##"] = record.artifact_id
         if isinstance(record, KernelInventoryEvent):
@@ -194,7 +206,8 @@ class Pipeline:
     def _request(self, raw: RawRequest) -> None:
         plain = not (raw.compile_ids or raw.error or raw.compile_ns or raw.profile is not None)
         plain = plain and raw.request_id not in self.pending
-        key = (*raw.graphs, raw.guard_hits > 0, raw.guard_misses > 0, self.limit_hit) if plain else None
+        state = (self.limit_hit, self.failed_suppressed)
+        key = (*raw.graphs, raw.guard_hits > 0, raw.guard_misses > 0, *state) if plain else None
         dispatch = self.templates.get(key) if key is not None else None
         if dispatch is None:
             dispatch = self._dispatch(raw)
@@ -230,6 +243,7 @@ class Pipeline:
             summaries=summaries,
             limit_hit_before=self.limit_hit,
             backend_compile_ms=raw.compile_ns / 1e6,
+            failed_before=self.failed_suppressed,
         )
         keys, artifacts = [], []
         for s in slots:

@@ -16,6 +16,7 @@ hook                                            torch 2.11    torch 2.13
 ``compile_fx(config_patches=...)``              yes           yes
 ``config.trace.provenance_tracking_level``      yes           yes
 ``torch.compile(recompile_limit=...)`` kwarg    no            yes
+``torch._dynamo.config.suppress_errors``        yes           yes
 ``torch._C._StaticCudaLauncher`` (fingerprint)  yes (H200)    CUDA builds
 ==============================================  ============  ============
 
@@ -193,6 +194,17 @@ def provenance_tracking(level: int) -> Iterator[None]:
 
     with config.patch({"trace.provenance_tracking_level": level}):
         yield
+
+
+def errors_suppressed() -> bool:
+    """Whether Dynamo now turns a failed compile into an eager run (``torch._dynamo.config.suppress_errors``);
+    ``False`` when the setting cannot be read. A frame whose compile failed so is skipped from then on."""
+    try:
+        import torch._dynamo.config as dynamo_config
+
+        return bool(getattr(dynamo_config, "suppress_errors", False))
+    except Exception:
+        return False
 
 
 def dynamo_reset() -> None:

@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Final
 
+from inferensics.collector.host import torch_adapter
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT
 from inferensics.collector.trace.envelope import RESERVED
@@ -52,8 +53,14 @@ KEPT_ARTIFACTS: Final = frozenset(
 """Artifacts the assembler reads; others are dropped at the sink."""
 
 
+def _failed(metadata: dict[str, object]) -> bool:
+    metrics = metadata.get("compilation_metrics")
+    return isinstance(metrics, dict) and bool(metrics.get("fail_type"))
+
+
 class TraceSink(logging.Handler):
-    """Forwards structured compile records to the SDK queue as ``("trace", (metadata, payload, request, t))``."""
+    """Forwards structured compile records to the SDK queue as
+    ``("trace", (metadata, payload, request, t, failure suppressed))``."""
 
     def __init__(self, queue: BoundedQueue) -> None:
         super().__init__(level=logging.DEBUG)
@@ -85,6 +92,10 @@ class TraceSink(logging.Handler):
                     request.compile_ids.append(cid)
             payload = getattr(record, "payload", None)
             rid = request.request_id if request is not None else ""
-            self.queue.put("trace", (metadata, payload if isinstance(payload, str) else None, rid, time.time()))
+            # Whether a failed compile was suppressed is known here only (the caller's setting, often a
+            # patch scope): Dynamo then skips the frame for good, and later requests run it eagerly.
+            suppressed = kind == "compilation_metrics" and _failed(metadata) and torch_adapter.errors_suppressed()
+            text = payload if isinstance(payload, str) else None
+            self.queue.put("trace", (metadata, text, rid, time.time(), suppressed))
         except Exception:
             self.errors += 1

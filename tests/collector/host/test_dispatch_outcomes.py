@@ -122,3 +122,52 @@ def test_compile_failure_suppressed_falls_back(tracker: Tracker, store: Store) -
     assert r.status == "ok"
     assert _dispatch(r) == ("fallback", "first", "none", "compile_error", 0, ())
     assert r.graph_keys == ()
+
+
+def test_requests_after_a_suppressed_failure_are_eager_fallbacks(tracker: Tracker, store: Store) -> None:
+    """Dynamo skips a frame whose compile failed under ``suppress_errors`` from then on: later calls run
+    eagerly with no guard, backend or trace event to say so. They are fallbacks with the failure's reason,
+    not ``eager`` (which would hide that all of the traffic left the compiled path)."""
+    compiled = tracker.compile(_cosine, options=BROKEN_TOOLCHAIN)
+    x = torch.ones(6)
+    with tracker.request("before") as req:  # nothing has failed yet: plain eager code is ``eager``
+        req.set_output(_cosine(x))
+    with torch._dynamo.config.patch(suppress_errors=True), tracker.request("supp-0") as req:
+        req.set_output(compiled(x))
+    for i in (1, 2):  # the setting is off again: the frame stays skipped all the same
+        with tracker.request(f"supp-{i}") as req:
+            out = compiled(x)
+            req.set_output(out)
+        torch.testing.assert_close(out, _cosine(x))
+    tracker.shutdown()
+
+    r = _by_id(store)
+    assert _dispatch(r["before"]) == ("eager", "none", "none", "", 0, ())
+    assert _dispatch(r["supp-0"]) == ("fallback", "first", "none", "compile_error", 0, ())
+    for i in (1, 2):
+        assert _dispatch(r[f"supp-{i}"]) == ("fallback", "none", "none", "compile_error", 0, ())
+    assert [c.outcome for c in store.select_events(CompileEvent)] == ["failed"]  # not tried again
+
+
+def test_a_suppressed_failure_outside_requests_marks_later_requests(tracker: Tracker, store: Store) -> None:
+    """A warm-up outside any request whose compile fails under ``suppress_errors``: the requests after it run
+    that frame eagerly and are fallbacks; a raised failure outside requests marks nothing (Dynamo tries
+    that frame again on its next call)."""
+    x = torch.ones(6)
+    raising = tracker.compile(_scale, options=BROKEN_TOOLCHAIN)
+    with pytest.raises(Exception, match="InvalidCxxCompiler"):
+        raising(x)
+    with tracker.request("after-raise") as req:
+        req.set_output(_scale(x))  # eager code only
+    tracker.flush()
+    compiled = tracker.compile(_cosine, options=BROKEN_TOOLCHAIN)
+    with torch._dynamo.config.patch(suppress_errors=True):
+        compiled(x)  # warm-up, no request
+    tracker.flush()
+    with tracker.request("after-warmup") as req:
+        req.set_output(compiled(x))
+    tracker.shutdown()
+
+    r = _by_id(store)
+    assert _dispatch(r["after-raise"]) == ("eager", "none", "none", "", 0, ())
+    assert _dispatch(r["after-warmup"]) == ("fallback", "none", "none", "compile_error", 0, ())
