@@ -207,13 +207,6 @@ def errors_suppressed() -> bool:
         return False
 
 
-def dynamo_reset() -> None:
-    """``torch._dynamo.reset()``: drop every compiled entry of this process."""
-    import torch._dynamo
-
-    torch._dynamo.reset()
-
-
 # --- CUDA streams and the static launcher (fingerprint hot path) --------------------------------------
 
 
