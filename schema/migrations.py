@@ -60,7 +60,9 @@ class Migration:
     statements: Callable[[Target], Sequence[str | Step]]
 
     def checksum(self, target: Target) -> str:
-        """sha256 of the statements for ``target``: a recorded version whose checksum differs is reported."""
+        """sha256 of the statements for ``target`` as applied, recorded with the version (an audit trail of
+        what ran). Not compared on later runs: the migrations render from the current models, so an earlier
+        version's statements change whenever the models do."""
         return hashlib.sha256("\n;\n".join(map(str, self.statements(target))).encode()).hexdigest()
 
 
