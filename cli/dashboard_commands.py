@@ -13,7 +13,7 @@ from inferensics.collector.client import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
 
 
 def dashboard(
-    port: Annotated[int, typer.Option(help="Port the dashboard listens on.")] = 8501,
+    port: Annotated[int, typer.Option(help="Port the dashboard listens on.", min=1, max=65535)] = 8501,
     address: Annotated[str, typer.Option(help="Address the dashboard listens on.")] = "127.0.0.1",
     service: Annotated[
         str,

@@ -16,8 +16,12 @@ def demo(  # noqa: PLR0917 (typer options)
     rate: Annotated[float, typer.Option("--rate", help="Requests per second (Poisson arrivals).")] = 3.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the workload and the incidents.")] = 0,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="Do not start the dashboard.")] = False,
-    port: Annotated[int, typer.Option("--port", help="Port of the embedded collector service (next free).")] = 4318,
-    dashboard_port: Annotated[int, typer.Option("--dashboard-port", help="Port of the dashboard (next free).")] = 8501,
+    port: Annotated[
+        int, typer.Option("--port", help="Port of the embedded collector service (next free).", min=1, max=65535)
+    ] = 4318,
+    dashboard_port: Annotated[
+        int, typer.Option("--dashboard-port", help="Port of the dashboard (next free).", min=1, max=65535)
+    ] = 8501,
     data_dir: Annotated[
         Path | None,
         typer.Option("--data-dir", help="Directory for the store, spool and logs \\[default: a new temporary one]."),

@@ -43,11 +43,12 @@ class Setting:
     default: object
     type: type
     meaning: str
+    maximum: int | None = None
 
 
 SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("host", "INFERENSICS_HOST", "127.0.0.1", str, "Address to listen on."),
-    Setting("port", "INFERENSICS_PORT", 4318, int, "TCP port to listen on (4318 is the OTLP/HTTP port)."),
+    Setting("port", "INFERENSICS_PORT", 4318, int, "TCP port to listen on (4318 is the OTLP/HTTP port).", 65535),
     Setting("dsn", DSN_ENV, "", str, "Store DSN; empty means the embedded default directory."),
     Setting("spool_dir", "INFERENSICS_SPOOL_DIR", "", str, "Spool directory; empty means <data dir>/../spool."),
     Setting(
@@ -174,6 +175,10 @@ def _convert(setting: Setting, raw: object, origin: str) -> object:
         ) from None
     if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
         raise ConfigError(f"setting {setting.name} ({origin}): must not be negative, got {raw!r}")
+    if setting.maximum is not None and isinstance(value, int) and value > setting.maximum:
+        raise ConfigError(
+            f"setting {setting.name} ({origin}): at most {setting.maximum}, got {raw!r}; {setting.meaning}"
+        )
     return value
 
 

@@ -68,3 +68,19 @@ def test_serve_help_keeps_its_bracketed_text() -> None:
     assert res.exit_code == 0
     for text in ("[default: 127.0.0.1]", "[default: 4318]", "(settings and [tokens])", "config file's [tokens] table"):
         assert text in res.output, text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "--port", "99999"], "setting port (argument): at most 65535, got 99999"),
+        (["dashboard", "--port", "70000"], "Invalid value for '--port'"),
+        (["demo", "--port", "65536"], "Invalid value for '--port'"),
+        (["demo", "--dashboard-port", "0"], "Invalid value for '--dashboard-port'"),
+    ],
+)
+def test_a_port_out_of_range_is_a_usage_error(args: list[str], message: str) -> None:
+    """The socket's bind() used to end these in an OverflowError traceback, after the store was opened."""
+    res = runner.invoke(app, args, env={"INFERENSICS_TOKENS": "t=admin", "INFERENSICS_AUTH": "false", "COLUMNS": "300"})
+    assert res.exit_code == 2, res.output
+    assert message in res.output

@@ -33,6 +33,7 @@ def test_every_setting_is_declared_once_with_a_meaning() -> None:
     ("env", "message"),
     [
         ({"INFERENSICS_PORT": "http"}, "setting port ($INFERENSICS_PORT)"),
+        ({"INFERENSICS_PORT": "99999"}, "setting port ($INFERENSICS_PORT): at most 65535, got '99999'"),
         ({"INFERENSICS_AUTH": "maybe"}, "setting auth"),
         ({"INFERENSICS_SPOOL_MAX_BYTES": "-1"}, "must not be negative"),
         ({"INFERENSICS_TOKENS": "abc=root"}, "unknown roles ['root']"),
