@@ -86,6 +86,8 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
 
 
 _OWN_FORMAT: Final = re.compile(r"\bFORMAT\s+[A-Za-z][A-Za-z0-9]*\s*;?\s*$", re.IGNORECASE)
+_APPENDED: Final = re.compile(r"\bFORMAT\b|\(Arrow\)|: Arrow\b")
+"""What of the driver's appended ``FORMAT Arrow`` an engine error quotes when the query read into it."""
 
 
 def run_sql(state: ServiceState, text: str) -> bytes:
@@ -104,5 +106,14 @@ def run_sql(state: ServiceState, text: str) -> bytes:
             # Arrow query a broken answer ("Invalid flatbuffers message"); a plain query in between clears it.
             with contextlib.suppress(Exception):
                 client.command("SELECT 1")
-            raise QueryError(400, f"query failed: {error_line(exc, 500)}") from None
+            line = error_line(exc, 500)
+            if _APPENDED.search(line) and not re.search(r"\bformat\b|\barrow\b", text, re.IGNORECASE):
+                # An unfinished query reads on into the clause the driver appends: say so, or the engine's
+                # message (an unknown FORMAT identifier, a syntax error at "Arrow") points at text never sent.
+                raise QueryError(
+                    400,
+                    "query failed: the SQL ends before the statement does (the engine read on into the "
+                    f"FORMAT Arrow clause this endpoint appends); complete it. Engine: {line}",
+                ) from None
+            raise QueryError(400, f"query failed: {line}") from None
     return to_ipc(table)

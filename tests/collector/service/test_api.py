@@ -104,6 +104,12 @@ def test_admin_sql_is_read_only_and_limited(api: TestClient, app_state: ServiceS
         400,
         "leave out the FORMAT clause: the SQL endpoint answers in Arrow IPC (stream)",
     )
+    for unfinished in (b"SELECT 1 +", b"SELECT * FROM numbers(3) WHERE"):
+        r = api.post("/api/v1/sql", content=unfinished, headers=auth(ADMIN))
+        assert r.status_code == 400
+        assert r.json()["error"].startswith("query failed: the SQL ends before the statement does"), r.json()
+    r = api.post("/api/v1/sql", content=b"SELECT count( FROM numbers(3)", headers=auth(ADMIN))
+    assert r.json()["error"].startswith("query failed: Code: 62"), r.json()  # its own position: left as is
     quoted = api.post("/api/v1/sql", content=b"SELECT 'FORMAT JSON' AS f;", headers=auth(ADMIN))
     assert quoted.status_code == 200, quoted.text
     # The query right after one stopped by the row limit answers (chDB's session broke that one answer).
