@@ -95,11 +95,36 @@ def _time_axis(x: str, time_format: str) -> alt.X:
     )  # fmt: skip
 
 
+def _value_axis(value_format: str | None) -> Any:
+    # Undefined, not None, when there is no format: ``axis=None`` would hide the axis.
+    return alt.Axis(format=value_format) if value_format else alt.Undefined
+
+
+def _tooltip_format(value_format: str | None) -> str:
+    # A tooltip tells the exact value: a ratio axis labelled "3%" gets "3.23%" there.
+    if value_format is None:
+        return ",.3~f"
+    return ".2%" if value_format.endswith("%") else value_format
+
+
 def time_series(
-    frame: pl.DataFrame, x: str, values: Sequence[str], title: str, *, y_title: str = "", time_format: str = "%H:%M"
+    frame: pl.DataFrame,
+    x: str,
+    values: Sequence[str],
+    title: str,
+    *,
+    value_title: str | None = None,
+    value_format: str | None = None,
+    time_format: str = "%H:%M",
 ) -> alt.Chart:
-    """One line per column of ``values`` over the time column ``x``."""
+    """One line per column of ``values`` over the time column ``x``.
+
+    ``value_title`` names what the y axis counts and its unit ("requests", "latency (ms)"; the pages always
+    give one, the column names are the fallback); ``value_format`` is a d3 format for its labels and tooltips
+    ("%" for a ratio).
+    """
     present = [v for v in values if v in frame.columns]
+    value_title = value_title or ", ".join(present)
     long = frame.select(x, *present).unpivot(index=x, on=present, variable_name="series", value_name="value")
     long = long.with_columns(pl.col(x).cast(pl.String))
     chart: alt.Chart = (
@@ -107,12 +132,12 @@ def time_series(
         .mark_line(point=True, aria=False)
         .encode(
             x=_time_axis(x, time_format),
-            y=alt.Y("value:Q", title=y_title or None),
+            y=alt.Y("value:Q", title=value_title, axis=_value_axis(value_format)),
             color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")),
             tooltip=[
                 alt.Tooltip(f"{x}:T", format="%Y-%m-%d %H:%M", formatType="utc"),
                 "series:N",
-                alt.Tooltip("value:Q", format=",.3~f"),
+                alt.Tooltip("value:Q", title=value_title, format=_tooltip_format(value_format)),
             ],
         )
     )
@@ -120,33 +145,65 @@ def time_series(
 
 
 def stacked_bars_over_time(
-    frame: pl.DataFrame, x: str, value: str, color: str, title: str, *, time_format: str = "%H:%M"
+    frame: pl.DataFrame,
+    x: str,
+    value: str,
+    color: str,
+    title: str,
+    *,
+    value_title: str | None = None,
+    time_format: str = "%H:%M",
 ) -> alt.Chart:
-    """Stacked bars of ``value`` per ``color`` category over the time column ``x``."""
+    """Stacked bars of ``value`` per ``color`` category over the time column ``x``; ``value_title`` names
+    what the y axis counts and its unit ("recompiles", "compile time (s)"; the pages always give one, the
+    column name is the fallback)."""
+    value_title = value_title or value
     data = frame.select(x, value, color).with_columns(pl.col(x).cast(pl.String), pl.col(color).cast(pl.String))
     chart: alt.Chart = (
         alt.Chart(_data(data), title=title, height=HEIGHT)
         .mark_bar(aria=False)
         .encode(
             x=_time_axis(x, time_format),
-            y=alt.Y(f"sum({value}):Q", title=None),
+            y=alt.Y(f"sum({value}):Q", title=value_title),
             color=alt.Color(f"{color}:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=300)),
-            tooltip=[alt.Tooltip(f"{x}:T", format="%Y-%m-%d %H:%M", formatType="utc"), f"{color}:N", f"sum({value}):Q"],
+            tooltip=[
+                alt.Tooltip(f"{x}:T", format="%Y-%m-%d %H:%M", formatType="utc"),
+                f"{color}:N",
+                alt.Tooltip(f"sum({value}):Q", title=value_title, format=",.3~f"),
+            ],
         )
     )
     return chart
 
 
-def ranked_bars(frame: pl.DataFrame, category: str, value: str, title: str, top: int = 10) -> alt.Chart:
-    """Horizontal bars of the ``top`` categories by ``value``, largest first."""
+def ranked_bars(
+    frame: pl.DataFrame,
+    category: str,
+    value: str,
+    title: str,
+    *,
+    value_title: str | None = None,
+    value_format: str | None = None,
+    top: int = 10,
+) -> alt.Chart:
+    """Horizontal bars of the ``top`` categories by ``value``, largest first.
+
+    ``value_title`` names what the x axis counts and its unit (the pages always give one, the column name is
+    the fallback); ``value_format`` is a d3 format for its labels and tooltips ("%" for a ratio). The
+    categories' axis stays untitled: its labels say what they are.
+    """
+    value_title = value_title or value
     data = frame.select(pl.col(category).cast(pl.String), value).sort(value, descending=True).head(top)
     chart: alt.Chart = (
         alt.Chart(_data(data), title=title, height=alt.Step(28))
         .mark_bar()
         .encode(
-            x=alt.X(f"{value}:Q", title=None),
+            x=alt.X(f"{value}:Q", title=value_title, axis=_value_axis(value_format)),
             y=alt.Y(f"{category}:N", sort="-x", title=None, axis=alt.Axis(labelLimit=360)),
-            tooltip=[f"{category}:N", alt.Tooltip(f"{value}:Q", format=",.3~f")],
+            tooltip=[
+                f"{category}:N",
+                alt.Tooltip(f"{value}:Q", title=value_title, format=_tooltip_format(value_format)),
+            ],
         )
     )
     return chart
@@ -161,16 +218,18 @@ def latency_quantiles(evidence: pl.DataFrame) -> alt.LayerChart:
     rows = evidence.filter(pl.col("check") == "latency").select("metric", "baseline", "candidate", "ci_low", "ci_high")
     sides = rows.unpivot(index="metric", on=["baseline", "candidate"], variable_name="side", value_name="ms")
     y = alt.Y("metric:N", title=None, sort=None)
+    x_title = "latency (ms)"
     whisker = (
         alt.Chart(_data(rows), height=alt.Step(36))
         .mark_rule(strokeWidth=3, opacity=0.5)
-        .encode(y=y, x=alt.X("ci_low:Q", title="latency (ms)"), x2="ci_high:Q",
+        .encode(y=y, x=alt.X("ci_low:Q", title=x_title), x2="ci_high:Q",
                 tooltip=["metric:N", alt.Tooltip("ci_low:Q", format=",.1f"), alt.Tooltip("ci_high:Q", format=",.1f")])
     )  # fmt: skip
     points = (
         alt.Chart(_data(sides))
         .mark_point(filled=True, size=90)
-        .encode(y=y, x="ms:Q", color=alt.Color("side:N", title=None, legend=alt.Legend(orient="bottom")),
+        .encode(y=y, x=alt.X("ms:Q", title=x_title),
+                color=alt.Color("side:N", title=None, legend=alt.Legend(orient="bottom")),
                 tooltip=["metric:N", "side:N", alt.Tooltip("ms:Q", format=",.1f")])
     )  # fmt: skip
     return alt.LayerChart(layer=[whisker, points], title="Latency quantiles (candidate with 95 % interval)")

@@ -45,7 +45,13 @@ def traffic_chart(series: pl.DataFrame, names: dict[str, str], unit: str) -> Non
     charts.draw(
         st,
         charts.stacked_bars_over_time(
-            labelled, col.BUCKET, col.REQUESTS, col.BUNDLE_NAME, "Requests per bundle", time_format=time_format(unit)
+            labelled,
+            col.BUCKET,
+            col.REQUESTS,
+            col.BUNDLE_NAME,
+            "Requests per bundle",
+            value_title="requests",
+            time_format=time_format(unit),
         ),
     )
 

@@ -33,7 +33,13 @@ def recompiles_tab(filters: Filters) -> None:
         charts.draw(
             left,
             charts.stacked_bars_over_time(
-                by_model, col.BUCKET, col.RECOMPILES, col.MODEL, "Recompiles by model", time_format=time_format(unit)
+                by_model,
+                col.BUCKET,
+                col.RECOMPILES,
+                col.MODEL,
+                "Recompiles by model",
+                value_title="recompiles",
+                time_format=time_format(unit),
             ),
         )
         charts.draw(
@@ -44,6 +50,7 @@ def recompiles_tab(filters: Filters) -> None:
                 col.COMPILE_SECONDS,
                 col.MODEL,
                 "Compile seconds in the serving path",
+                value_title="compile time (s)",
                 time_format=time_format(unit),
             ),
         )
@@ -54,7 +61,12 @@ def recompiles_tab(filters: Filters) -> None:
             st.caption("Recompile events carry no bundle: their reasons are shown for every bundle of the slice.")
         show_table(reasons, empty="No recompiles in this range.", key="recompile_reasons")
         if reasons.height:
-            charts.draw(st, charts.ranked_bars(reasons, col.REASON, col.RECOMPILES, "Top recompile reasons"))
+            charts.draw(
+                st,
+                charts.ranked_bars(
+                    reasons, col.REASON, col.RECOMPILES, "Top recompile reasons", value_title="recompiles"
+                ),
+            )
 
 
 def breaks_tab(filters: Filters) -> None:
@@ -89,7 +101,12 @@ def caches_tab(filters: Filters) -> None:
                 .with_columns((pl.col("hits") / pl.col("lookups")).alias("hit_ratio"))
             )
             left, right = st.columns(2)
-            charts.draw(left, charts.ranked_bars(per_cache, col.CACHE, "hit_ratio", "Hit ratio per cache"))
+            charts.draw(
+                left,
+                charts.ranked_bars(
+                    per_cache, col.CACHE, "hit_ratio", "Hit ratio per cache", value_title="hit ratio", value_format="%"
+                ),
+            )
             charts.draw(
                 right,
                 charts.ranked_bars(
@@ -99,6 +116,7 @@ def caches_tab(filters: Filters) -> None:
                     "slice",
                     "cold_miss_cost_s",
                     "Cold-miss cost (compile s a warm cache would save)",
+                    value_title="compile time (s)",
                 ),
             )
     trend = section_query(queries.CACHE_TREND, "cache trend", **params)
@@ -106,7 +124,16 @@ def caches_tab(filters: Filters) -> None:
         wide = trend.pivot(col.CACHE, index=col.BUCKET, values="hit_ratio")
         caches = sorted(set(trend.get_column(col.CACHE).to_list()))
         charts.draw(
-            st, charts.time_series(wide, col.BUCKET, caches, "Daily hit ratio per cache", time_format="%Y-%m-%d")
+            st,
+            charts.time_series(
+                wide,
+                col.BUCKET,
+                caches,
+                "Daily hit ratio per cache",
+                value_title="hit ratio",
+                value_format="%",
+                time_format="%Y-%m-%d",
+            ),
         )
     reasons = section_query(queries.CACHE_REASONS, "miss and bypass reasons", **params)
     if reasons is not None:
@@ -140,6 +167,7 @@ def specializations_tab(filters: Filters) -> None:
                 "new_graph_keys",
                 col.HW_POOL,
                 "New specializations (graph keys first seen)",
+                value_title="new graph keys",
                 time_format=time_format(unit),
             ),
         )

@@ -156,13 +156,19 @@ def trend_section(series: pl.DataFrame, unit: str) -> None:
             col.REQUESTS,
             col.MODEL,
             f"Requests per {unit} by model",
+            value_title="requests",
             time_format=fmt,
         ),
     )
     charts.draw(
         right,
         charts.time_series(
-            totals, col.BUCKET, (col.ERRORS, col.FALLBACKS, col.RECOMPILES), f"Trouble per {unit}", time_format=fmt
+            totals,
+            col.BUCKET,
+            (col.ERRORS, col.FALLBACKS, col.RECOMPILES),
+            f"Trouble per {unit}",
+            value_title="errors, fallbacks, recompiles",
+            time_format=fmt,
         ),
     )
 

@@ -83,7 +83,12 @@ def kernels_section(kernels: pl.DataFrame) -> None:
     )  # fmt: skip
     timed = kernels.filter(pl.col(col.TOTAL_US).is_not_null()) if col.TOTAL_US in kernels.columns else kernels.clear()
     if timed.height:
-        charts.draw(st, charts.ranked_bars(timed, col.KERNEL_NAME, col.TOTAL_US, "Sampled kernel time (µs)"))
+        charts.draw(
+            st,
+            charts.ranked_bars(
+                timed, col.KERNEL_NAME, col.TOTAL_US, "Sampled kernel time", value_title="kernel time (µs)"
+            ),
+        )
 
 
 def code_section(graphs: pl.DataFrame, kernels: pl.DataFrame) -> None:

@@ -114,9 +114,21 @@ def test_chart_specs_match_their_snapshots() -> None:
         }
     )
     specs = {
-        "time_series": charts.time_series(frame, col.BUCKET, (col.REQUESTS, col.ERRORS), "Trend").to_dict(),
-        "stacked": charts.stacked_bars_over_time(frame, col.BUCKET, col.REQUESTS, col.MODEL, "By model").to_dict(),
-        "ranked": charts.ranked_bars(frame, col.MODEL, col.REQUESTS, "Top").to_dict(),
+        "time_series": charts.time_series(
+            frame, col.BUCKET, (col.REQUESTS, col.ERRORS), "Trend", value_title="requests"
+        ).to_dict(),
+        "stacked": charts.stacked_bars_over_time(
+            frame, col.BUCKET, col.REQUESTS, col.MODEL, "By model", value_title="requests"
+        ).to_dict(),
+        "ranked": charts.ranked_bars(frame, col.MODEL, col.REQUESTS, "Top", value_title="requests").to_dict(),
+        "ranked_ratio": charts.ranked_bars(
+            pl.DataFrame({col.CACHE: ["fx_graph", "triton"], "hit_ratio": [0.25, 1.0]}),
+            col.CACHE,
+            "hit_ratio",
+            "Hit ratio per cache",
+            value_title="hit ratio",
+            value_format="%",
+        ).to_dict(),
     }
     for spec in specs.values():
         spec.pop("$schema", None)
@@ -171,3 +183,13 @@ def test_launcher_runs_streamlit_headless_and_passes_the_token_by_environment() 
         "PATH": "/bin", SERVICE_URL_ENV: "http://svc:4318", TOKEN_ENV: "secret",
         "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
     }  # fmt: skip
+
+
+def test_charts_title_their_value_axis_with_the_column_when_the_caller_gives_none() -> None:
+    frame = pl.DataFrame({col.BUCKET: [T0], col.MODEL: ["a"], col.REQUESTS: [3], col.ERRORS: [1]})
+    series = charts.time_series(frame, col.BUCKET, (col.REQUESTS, col.ERRORS), "Trend").to_dict()
+    stacked = charts.stacked_bars_over_time(frame, col.BUCKET, col.REQUESTS, col.MODEL, "By model").to_dict()
+    ranked = charts.ranked_bars(frame, col.MODEL, col.ERRORS, "Top").to_dict()
+    assert series["encoding"]["y"]["title"] == "requests, errors"
+    assert stacked["encoding"]["y"]["title"] == col.REQUESTS
+    assert ranked["encoding"]["x"]["title"] == col.ERRORS
