@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,11 +13,19 @@ _PERCENT_SUFFIXES = ("_rate", "_ratio", "agreement")
 _MS_SUFFIXES = ("_ms",)
 _PER_SECOND_SUFFIXES = ("_per_s",)
 _SECONDS_SUFFIXES = ("_seconds", "_s")
+_MICROSECONDS_SUFFIXES = ("_us",)
+_BYTES_SUFFIXES = ("bytes",)
+_SIZE_UNITS = ("kB", "MB", "GB", "TB")
 
 
 def column_config(frame: pl.DataFrame, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Formats by naming convention: ``*_rate``/``*_ratio`` as percent, ``*_ms`` in ms, ``*_per_s`` per second
-    (checked before ``*_s``, which it also ends with), ``*_s`` in s."""
+    (checked before ``*_s``, which it also ends with), ``*_s`` in s, ``*_us`` in µs, ``*bytes`` as a size.
+
+    Sizes use Streamlit's ``bytes`` format: the cell shows "1.2MB" while the column stays a number, so it
+    sorts by size. That format counts in powers of 1,000 (kB, MB, GB), as :func:`byte_size` does; Streamlit
+    has no binary (KiB, MiB) number format.
+    """
     config: dict[str, Any] = {}
     for name, dtype in frame.schema.items():
         if not dtype.is_numeric():
@@ -29,6 +38,10 @@ def column_config(frame: pl.DataFrame, overrides: Mapping[str, Any] | None = Non
             config[name] = st.column_config.NumberColumn(name, format="%.3g /s")
         elif name.endswith(_SECONDS_SUFFIXES):
             config[name] = st.column_config.NumberColumn(name, format="%.2f s")
+        elif name.endswith(_MICROSECONDS_SUFFIXES):
+            config[name] = st.column_config.NumberColumn(name, format="%.0f µs")
+        elif name.endswith(_BYTES_SUFFIXES):
+            config[name] = st.column_config.NumberColumn(name, format="bytes")
         elif dtype.is_float():
             config[name] = st.column_config.NumberColumn(name, format="%.3g")
     config.update(overrides or {})
@@ -85,6 +98,17 @@ def duration_ms(value: float | None) -> str:
     if value is None:
         return "–"
     return f"{value:,.1f} ms" if value < 1000 else f"{value / 1000:,.2f} s"
+
+
+def byte_size(value: float | None) -> str:
+    """A size in bytes, readable: exact below 1 kB, else in kB, MB, GB or TB (powers of 1,000, as the tables
+    show sizes; see :func:`column_config`), ``–`` for none."""
+    if value is None:
+        return "–"
+    if abs(value) < 1000:
+        return f"{int(value):,} bytes"
+    power = min(int(math.log10(abs(value))) // 3, len(_SIZE_UNITS))
+    return f"{value / 1000**power:,.1f} {_SIZE_UNITS[power - 1]}"
 
 
 def count(value: float) -> str:

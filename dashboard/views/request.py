@@ -11,7 +11,7 @@ from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, service_errors
-from inferensics.dashboard._internal.tables import duration_ms, show_table
+from inferensics.dashboard._internal.tables import byte_size, duration_ms, show_table
 from inferensics.schema import columns as col
 
 ID_KEY = "drill.request_id"
@@ -58,7 +58,7 @@ def inputs_panel(d: dict[str, Any]) -> None:
     """Whether the inputs were captured (what replay needs)."""
     if d.get("inputs_captured"):
         size = d.get("capture_bytes")
-        stored = f"{size:,} bytes stored" if size is not None else "blob not found in the store"
+        stored = f"{byte_size(size)} stored" if size is not None else "blob not found in the store"
         st.success(
             f"**Inputs captured** · blob `{d[col.CAPTURE_BLOB]}` ({stored}). "
             f"This request can be replayed: `inferensics replay {d[col.REQUEST_ID]}`",
@@ -113,7 +113,13 @@ def code_section(graphs: pl.DataFrame, kernels: pl.DataFrame) -> None:
     if own.height:
         mapping = mapping.join(own.select(col.KERNEL_NAME, col.SOURCE_LINES), on=col.KERNEL_NAME, how="left")
     st.caption(f"artifact `{artifact}` · {len(code.splitlines()):,} lines")
-    show_table(mapping, key="code_map", empty="No kernels to locate in this code.")
+    show_table(
+        mapping,
+        key="code_map",
+        empty="No kernels to locate in this code.",
+        # A line number (a float only because a kernel defined elsewhere has none), never "1.23e+03".
+        overrides={"defined_at": st.column_config.NumberColumn("defined_at", format="%d")},
+    )
     st.code(code, language="python", line_numbers=True)
 
 

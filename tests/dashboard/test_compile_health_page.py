@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -89,3 +90,18 @@ def test_compile_health_with_a_bundle_filter_says_which_sections_ignore_it(seede
     assert any("carry no bundle" in c.value for c in at.caption)
     assert metric(at, "Graph breaks") == str(seeded.facts.count(GraphBreakEvent))
     assert "carry no bundle" in next(m for m in at.metric if m.label == "Graph breaks").help
+
+
+def test_cache_growth_shows_sizes_readable_and_sorts_them_as_numbers(seeded: SeededService) -> None:
+    at = open_page(seeded, PAGE)
+    assert_clean(at)
+    (table,) = [d for d in at.dataframe if "cumulative_bytes" in d.value.columns]
+    written = sum(e.entry_bytes for e in seeded.facts.others if isinstance(e, CacheEvent) and e.result == "miss")
+    growth = table.value
+    # The cells stay integers (the column sorts by size) ...
+    assert growth["bytes"].dtype.kind == "u"
+    assert int(growth["bytes"].sum()) == written
+    # ... and the browser shows them as sizes ("1.2MB"), not as 1200000.
+    config = json.loads(table.proto.columns)
+    for column in ("bytes", "cumulative_bytes"):
+        assert config[column]["type_config"] == {"type": "number", "format": "bytes"}

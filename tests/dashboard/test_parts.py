@@ -16,7 +16,7 @@ from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import Filters, _parse_end, bucket_unit, describe
-from inferensics.dashboard._internal.tables import column_config
+from inferensics.dashboard._internal.tables import byte_size, column_config
 from inferensics.schema import columns as col
 from tests.dashboard.seed import KERNELS, OUTPUT_CODE
 
@@ -90,6 +90,10 @@ def test_table_columns_are_formatted_in_their_units() -> None:
             "hit_ratio": [0.5],
             "growth": [1.5],
             col.REQUESTS: [293],
+            "bytes": [1_200_000],
+            "cumulative_bytes": [3_400_000],
+            col.TOTAL_US: [300.0],
+            col.GRAPH_US: [900],
         }
     )
     formats = {name: c["type_config"]["format"] for name, c in column_config(frame).items()}
@@ -101,7 +105,21 @@ def test_table_columns_are_formatted_in_their_units() -> None:
         "error_rate": "percent",
         "hit_ratio": "percent",
         "growth": "%.3g",
+        # Sizes stay numbers (the column sorts by size) shown as "1.2MB"; microseconds say so.
+        "bytes": "bytes",
+        "cumulative_bytes": "bytes",
+        col.TOTAL_US: "%.0f µs",
+        col.GRAPH_US: "%.0f µs",
     }
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [(None, "–"), (0, "0 bytes"), (80, "80 bytes"), (999, "999 bytes"), (1000, "1.0 kB"), (1_200_000, "1.2 MB"),
+     (5.5e9, "5.5 GB"), (3e12, "3.0 TB"), (7e15, "7,000.0 TB")],
+)  # fmt: skip
+def test_byte_sizes_read_in_powers_of_a_thousand_like_the_tables(size: float | None, shown: str) -> None:
+    assert byte_size(size) == shown
 
 
 def test_chart_specs_match_their_snapshots() -> None:
