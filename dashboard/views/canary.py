@@ -11,6 +11,7 @@ from inferensics.analytics import canary as canary_rules
 from inferensics.analytics.report import charts as report_charts
 from inferensics.analytics.report.canary import render_canary_markdown, verdict_of
 from inferensics.dashboard._internal import charts, queries
+from inferensics.dashboard._internal.evidence import evidence_table
 from inferensics.dashboard._internal.filters import ALL, TIME_RANGES, now
 from inferensics.dashboard._internal.options import filter_options
 from inferensics.dashboard._internal.service import run_query, section_query, service_errors
@@ -100,7 +101,12 @@ def render() -> None:
         charts.draw(left, charts.latency_quantiles(evidence))
         charts.draw(right, report_charts.canary_rates(evidence))
         st.subheader("Evidence")
-        show_table(frame, key="canary_evidence")
+        st.caption(
+            "Each value in its unit: latency in ms, rates and agreement as a share, argmax agreement's baseline "
+            "in input-matched pairs, output drift as medians and the KS distance D. The Markdown download has "
+            "the numbers as computed."
+        )
+        show_table(evidence_table(frame), key="canary_evidence")
         with st.expander("How the verdict is decided"):
             st.markdown("\n\n".join((canary_rules.__doc__ or "").split("\n\n")[1:4]))
         label = f"{params['model']}: {params['candidate'][:12]} vs {params['baseline'][:12]}"

@@ -12,9 +12,11 @@ import polars as pl
 import pytest
 
 from inferensics import dashboard
+from inferensics.analytics import canary as canary_rules
 from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.codemap import kernel_lines
+from inferensics.dashboard._internal.evidence import SHOWN, evidence_kind, evidence_table
 from inferensics.dashboard._internal.filters import Filters, _parse_end, bucket_unit, describe
 from inferensics.dashboard._internal.tables import byte_size, column_config
 from inferensics.schema import columns as col
@@ -211,3 +213,41 @@ def test_charts_title_their_value_axis_with_the_column_when_the_caller_gives_non
     assert series["encoding"]["y"]["title"] == "requests, errors"
     assert stacked["encoding"]["y"]["title"] == col.REQUESTS
     assert ranked["encoding"]["x"]["title"] == col.ERRORS
+
+
+def _evidence(*rows: tuple[Any, ...]) -> pl.DataFrame:
+    """Evidence rows in ``canary_compare``'s own schema (check, metric, baseline, candidate, ci_low, ci_high,
+    p_value, threshold, outcome)."""
+    return pl.DataFrame([(*r, "the rule") for r in rows], schema=canary_rules.EVIDENCE_SCHEMA, orient="row")
+
+
+def test_canary_evidence_shows_every_value_in_its_unit() -> None:
+    nan = float("nan")
+    frame = _evidence(
+        ("latency", "p95_ms", 38.74, 67.68, 65.29, 70.16, nan, 1.1, "fail"),
+        ("rate", "error_rate", 0.0124, 0.1818, 0.1253, 0.2563, 1.95e-7, 0.01, "fail"),
+        ("rate", "fallback_rate", 0.02, 0.0, 0.0, 0.0283, 1.0, 0.01, "pass"),
+        ("output", "argmax_agreement", 50.0, 0.8, 0.6696, 0.8876, nan, 0.99, "fail"),
+        ("output", "fp_mean_ks", 0.01234, 0.01311, 0.052, 0.052, 0.3, 0.1, "pass"),
+        ("verdict", "requests", 161.0, 132.0, None, None, None, None, "fail"),
+    )
+    shown = evidence_table(frame)
+    assert shown.columns == list(SHOWN)
+    assert shown.select("baseline", "candidate", "interval", "threshold").rows() == [
+        ("38.7 ms", "67.7 ms", "65.3 – 70.2 ms", "1.1 × baseline"),
+        ("1.24 %", "18.18 %", "12.53 – 25.63 %", "p < 0.01"),
+        ("2.00 %", "0.00 %", "0.00 – 2.83 %", "p < 0.01"),  # a rate of 0.02 that no one reads as 0.02 ms
+        ("50 pairs", "80.00 %", "66.96 – 88.76 %", "≥ 99.00 %"),
+        ("median 0.01234", "median 0.01311", "D = 0.052", "D ≤ 0.1"),
+        ("161 requests", "132 requests", "", ""),
+    ]
+    assert shown.get_column("p_value").to_list()[1] == pytest.approx(1.95e-7)
+    assert shown.get_column("outcome").to_list() == frame.get_column("outcome").to_list()
+
+
+def test_canary_evidence_of_an_unknown_check_shows_the_metric_name_not_a_guessed_unit() -> None:
+    frame = _evidence(("memory", "peak_gib", 1.5, 2.25, None, None, None, 3.0, "pass"))
+    assert evidence_kind("memory", "peak_gib") is None
+    assert evidence_table(frame).select("baseline", "candidate", "interval", "threshold").row(0) == (
+        "1.5 (peak_gib)", "2.25 (peak_gib)", "– – –", "3 (peak_gib)",
+    )  # fmt: skip

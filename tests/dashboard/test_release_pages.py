@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from inferensics.dashboard._internal.evidence import evidence_kind
 from inferensics.schema import BundleEvent
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
@@ -62,3 +63,29 @@ def test_bundles_page_lists_hosts_pools_and_traffic(seeded: SeededService) -> No
         assert row.requests == sum(r.bundle_id == row.bundle_id for r in seeded.facts.requests)
     assert table["bundle_name"].tolist() == ["baseline", "canary-2026-11-30"]
     assert len(at.get("vega_lite_chart")) == 1
+
+
+def test_canary_evidence_says_the_unit_of_every_value(seeded: SeededService) -> None:
+    at = open_page(seeded, "views/canary.py")
+    assert_clean(at)
+    evidence = next(d.value for d in at.dataframe if "p_value" in d.value.columns)
+    # Every check the analytics emitted (each comparison emits all of them) has a known unit, none the fallback.
+    assert [(r.check, r.metric) for r in evidence.itertuples() if evidence_kind(r.check, r.metric) is None] == []
+    rows = {r.metric: r for r in evidence.itertuples()}
+    end = seeded.facts.now + timedelta(minutes=1)
+    window = [r for r in seeded.facts.requests if r.model == LLAMA and end - timedelta(hours=6) <= r.ts < end]
+    sides = {b: [r for r in window if r.bundle_id == b] for b in (BASELINE, CANDIDATE)}
+    for quantile in ("p50_ms", "p95_ms", "p99_ms"):
+        row = rows[quantile]
+        assert all(v.endswith(" ms") for v in (row.baseline, row.candidate, row.interval)), row
+    errors = {b: 100 * sum(r.status == "error" for r in rs) / len(rs) for b, rs in sides.items()}
+    assert (rows["error_rate"].baseline, rows["error_rate"].candidate) == (
+        f"{errors[BASELINE]:.2f} %", f"{errors[CANDIDATE]:.2f} %",
+    )  # fmt: skip
+    assert rows["fallback_rate"].interval.endswith(" %")
+    assert rows["argmax_agreement"].baseline.endswith(" pairs")
+    assert rows["argmax_agreement"].candidate.endswith(" %")
+    assert rows["fp_mean_ks"].interval.startswith("D = ")
+    assert (rows["requests"].baseline, rows["requests"].candidate) == (
+        f"{len(sides[BASELINE]):,} requests", f"{len(sides[CANDIDATE]):,} requests",
+    )  # fmt: skip
