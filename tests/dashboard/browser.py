@@ -74,13 +74,18 @@ ROW_PX: Final = 35
 
 def click_cell(page: Page, grid: Locator, row: int, x: float) -> None:
     """Click ``x`` pixels into data row ``row`` (0-based) of the ``st.dataframe`` ``grid``."""
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
-    assert box is not None
-    at = (box["x"] + x, box["y"] + ROW_PX * (row + 1) + ROW_PX / 2)
-    # The grid acts on a link cell only under the hovering pointer: move there first, then click.
-    page.mouse.move(*at)
-    page.wait_for_timeout(300)
+    # The grid acts on a link cell only under the hovering pointer: move there first, then click. A chart
+    # above that finishes drawing in between moves the grid down (seen as the click opening a later row), so
+    # the click waits until the grid has stayed where the pointer was aimed.
+    for _ in range(20):
+        grid.scroll_into_view_if_needed()
+        box = grid.bounding_box()
+        assert box is not None
+        at = (box["x"] + x, box["y"] + ROW_PX * (row + 1) + ROW_PX / 2)
+        page.mouse.move(*at)
+        page.wait_for_timeout(300)
+        if grid.bounding_box() == box:
+            break
     page.mouse.click(*at)
 
 
