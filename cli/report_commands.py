@@ -53,7 +53,7 @@ def _runner(dsn: str | None, service: str | None, token: str | None) -> Iterator
 
 @report_app.command("weekly")
 def weekly(
-    week: Annotated[str | None, typer.Option(help="ISO week YYYY-Www [default: the last full week].")] = None,
+    week: Annotated[str | None, typer.Option(help="ISO week YYYY-Www \\[default: the last full week].")] = None,
     out: OutOption = Path("reports"),
     dsn: DsnOption = None,
     service: ServiceOption = None,
@@ -85,11 +85,11 @@ def _hour(value: datetime) -> datetime:
 def compare(  # noqa: PLR0917 (typer options)
     baseline: Annotated[str, typer.Option(help="Baseline bundle id ('any' for all bundles, with --baseline-start).")],
     candidate: Annotated[str, typer.Option(help="Candidate bundle id ('any' for all bundles).")],
-    model: Annotated[str | None, typer.Option(help="Model [default: the candidate bundle's model].")] = None,
-    traffic_class: Annotated[str | None, typer.Option(help="Traffic class [default: all].")] = None,
-    hw_pool: Annotated[str | None, typer.Option(help="Hardware pool [default: all].")] = None,
-    start: Annotated[datetime | None, typer.Option(help="Window start, UTC [default: end - 24 h].")] = None,
-    end: Annotated[datetime | None, typer.Option(help="Window end, UTC [default: this hour].")] = None,
+    model: Annotated[str | None, typer.Option(help="Model \\[default: the candidate bundle's model].")] = None,
+    traffic_class: Annotated[str | None, typer.Option(help="Traffic class \\[default: all].")] = None,
+    hw_pool: Annotated[str | None, typer.Option(help="Hardware pool \\[default: all].")] = None,
+    start: Annotated[datetime | None, typer.Option(help="Window start, UTC \\[default: end - 24 h].")] = None,
+    end: Annotated[datetime | None, typer.Option(help="Window end, UTC \\[default: this hour].")] = None,
     baseline_start: Annotated[datetime | None, typer.Option(help="Baseline window start (two-window mode).")] = None,
     baseline_end: Annotated[datetime | None, typer.Option(help="Baseline window end (two-window mode).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Also write canary-*.md/.html here.")] = None,
