@@ -7,6 +7,7 @@ running collector service (``--service``, required while the service owns an emb
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -51,6 +52,19 @@ def _runner(dsn: str | None, service: str | None, token: str | None) -> Iterator
         fail("; ".join(f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg']}" for e in exc.errors()[:3]))
 
 
+def _out_dir(out: Path) -> Path:
+    """``out`` made and checked writable before any work, or a usage error that names it."""
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out}: that is a file, not a directory; pass a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"--out {out}: cannot make that directory ({exc.strerror or exc}); pass a writable directory")
+    if not os.access(out, os.W_OK | os.X_OK):
+        fail(f"--out {out}: the directory is not writable; pass a writable directory")
+    return out
+
+
 @report_app.command("weekly")
 def weekly(
     week: Annotated[str | None, typer.Option(help="ISO week YYYY-Www \\[default: the last full week].")] = None,
@@ -69,6 +83,7 @@ def weekly(
         parse_week(chosen)
     except AnalyticsError as exc:
         fail(str(exc))
+    _out_dir(out)
     with _runner(dsn, service, token) as runner:
         report = build_weekly_report(runner, chosen)  # type: ignore[arg-type]
     md, page = write_weekly_report(report, out)
@@ -107,6 +122,8 @@ def compare(  # noqa: PLR0917 (typer options)
     from inferensics.analytics.report.canary import render_canary_text, verdict_of, write_canary_report
     from inferensics.schema.store import Store
 
+    if out is not None:
+        _out_dir(out)
     hi = (end.replace(tzinfo=UTC) if end and end.tzinfo is None else end) or _hour(datetime.now(UTC))
     lo = (start.replace(tzinfo=UTC) if start and start.tzinfo is None else start) or hi - timedelta(hours=24)
     base = None if baseline == "any" else baseline
