@@ -6,10 +6,11 @@ import signal
 import subprocess
 from typing import Annotated
 
+import httpx
 import typer
 
 from inferensics.cli.errors import fail
-from inferensics.collector.client import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.collector.client import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV, ServiceClient, ServiceError
 
 
 def dashboard(
@@ -33,6 +34,7 @@ def dashboard(
         from inferensics.dashboard.launcher import start_dashboard
     except ImportError as exc:
         fail(f"the dashboard needs the ui extra ({exc}): pip install 'inferensics[ui]'")
+    _check_service(service, token)
     typer.echo(f"inferensics dashboard on http://{address}:{port} (service {service})")
     proc = start_dashboard(port=port, address=address, service_url=service, token=token)
     try:
@@ -46,6 +48,22 @@ def dashboard(
             code = proc.wait()
     if code not in (0, -signal.SIGINT, -signal.SIGTERM):
         raise typer.Exit(code)
+
+
+def _check_service(service: str, token: str | None) -> None:
+    """A service URL that cannot work is a usage error; a service that does not answer yet only a warning
+    (it may be starting): every page shows the error until it answers."""
+    try:
+        url = httpx.URL(service)
+    except httpx.InvalidURL as exc:
+        fail(f"--service {service!r}: {exc}; expected http(s)://host:port")
+    if url.scheme not in ("http", "https") or not url.host:
+        fail(f"--service {service!r}: expected http(s)://host:port")
+    try:
+        with ServiceClient(service, token, timeout=5) as client:
+            client.status()
+    except ServiceError as exc:
+        typer.echo(f"warning: {exc}; starting the dashboard anyway", err=True)
 
 
 def register(app: typer.Typer) -> None:

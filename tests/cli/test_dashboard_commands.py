@@ -33,6 +33,15 @@ def wait_for(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> N
     raise AssertionError(f"{url} did not answer in {timeout} s")
 
 
+@pytest.mark.parametrize("service", ["notaurl", "ftp://host:1", "http://", "http://[::1"])
+def test_a_service_url_that_cannot_work_is_a_usage_error(service: str) -> None:
+    """It started the dashboard, whose every page then failed; now it stops at once and says why."""
+    result = CliRunner().invoke(app, ["dashboard", "--service", service], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert f"--service {service!r}:" in result.output
+    assert "expected http(s)://host:port" in result.output
+
+
 def test_dashboard_help_names_its_options() -> None:
     result = CliRunner().invoke(app, ["dashboard", "--help"])
     assert result.exit_code == 0
