@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from inferensics.collector.host.config import SERVICE_URL_ENV, TOKEN_ENV, ConfigError, SdkConfig
 from inferensics.collector.host.exporter import Exporter
@@ -12,6 +13,17 @@ from inferensics.collector.host.request_tracker import Tracker, replace_active
 
 if TYPE_CHECKING:
     from inferensics.schema.store import Store
+
+
+def _check_url(url: str, origin: str) -> None:
+    """A collector URL every export would fail on is a start-up error, not a stream of export errors."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number or out of range
+    except ValueError as exc:
+        raise ConfigError(f"{origin} {url!r}: {exc}; expected http(s)://host:port") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{origin} {url!r}: expected http(s)://host:port of the collector service")
 
 
 def instrument(
@@ -34,7 +46,7 @@ def instrument(
     plus the blob API, bearer ``token`` or ``$INFERENSICS_TOKEN``). A second call replaces the first.
 
     Raises:
-        ConfigError: no destination was given.
+        ConfigError: no destination was given, or the service URL is not an http(s) URL with a host.
     """
     cfg = config or SdkConfig.from_env()
     name = host or socket.gethostname()
@@ -50,6 +62,7 @@ def instrument(
                     "instrument() needs a destination: pass service_url=, store= or exporter=, "
                     f"or set ${SERVICE_URL_ENV}"
                 )
+            _check_url(url, "service_url" if service_url else f"${SERVICE_URL_ENV}")
             from inferensics.collector.host.otlp_exporter import OtlpExporter
 
             exporter = OtlpExporter(url, host=name, token=token or os.environ.get(TOKEN_ENV))

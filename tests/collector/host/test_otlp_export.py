@@ -14,7 +14,7 @@ import pytest
 import torch
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from inferensics.collector.host import instrument
+from inferensics.collector.host import ConfigError, instrument
 from inferensics.schema import RequestEvent
 from inferensics.schema.otlp import attributes_to_record, span_name
 
@@ -101,3 +101,25 @@ def test_requests_travel_as_spans(service: str) -> None:
     assert hashlib.sha256(data).hexdigest() == artifact
     assert path.endswith(f"/api/v1/blobs/{artifact}?kind=output_code")
     assert auth == "Bearer s3cret"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("notaurl", "expected http(s)://host:port of the collector service"),
+        ("ftp://host:4318", "expected http(s)://host:port of the collector service"),
+        ("http://", "expected http(s)://host:port of the collector service"),
+        ("http://host:99999", "Port out of range"),
+    ],
+)
+def test_a_service_url_no_export_could_reach_fails_at_start(
+    url: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was accepted, and every request's span then failed to export, counted but never said why."""
+    with pytest.raises(ConfigError) as info:
+        instrument(service_url=url, host="h")
+    assert str(info.value).startswith(f"service_url {url!r}: ")
+    assert message in str(info.value)
+    monkeypatch.setenv("INFERENSICS_SERVICE_URL", url)
+    with pytest.raises(ConfigError, match=r"^\$INFERENSICS_SERVICE_URL "):
+        instrument(host="h")
