@@ -89,18 +89,28 @@ class SdkConfig:
             raise ConfigError(f"queue_capacity must be positive, got {self.queue_capacity} (${QUEUE_CAPACITY_ENV})")
         if not 0.0 <= self.capture.rate <= 1.0:
             raise ConfigError(f"capture.rate must be within [0, 1], got {self.capture.rate}")
+        if not self.flush_interval_s > 0:  # 0 would spin the background thread against the serving one
+            raise ConfigError(f"flush_interval_s must be positive, got {self.flush_interval_s}")
+        if self.batch_rows < 1:
+            raise ConfigError(f"batch_rows must be positive, got {self.batch_rows}")
+        if self.fingerprint_head < 0:
+            raise ConfigError(f"fingerprint_head must not be negative, got {self.fingerprint_head}")
+        if not self.shape_buckets or any(not isinstance(e, int) or e < 1 for e in self.shape_buckets):
+            raise ConfigError(f"shape_buckets must be positive integers, got {self.shape_buckets!r}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> SdkConfig:
         """Defaults, then environment variables, then explicit ``overrides``."""
         source = os.environ if env is None else env
         values: dict[str, Any] = {}
-        try:
-            if SAMPLE_RATE_ENV in source:
-                values["sample_rate"] = float(source[SAMPLE_RATE_ENV])
-            if QUEUE_CAPACITY_ENV in source:
-                values["queue_capacity"] = int(source[QUEUE_CAPACITY_ENV])
-        except ValueError as exc:
-            raise ConfigError(f"bad SDK environment setting: {exc}") from None
+        for name, env_name, kind in (
+            ("sample_rate", SAMPLE_RATE_ENV, float),
+            ("queue_capacity", QUEUE_CAPACITY_ENV, int),
+        ):
+            if env_name in source:
+                try:
+                    values[name] = kind(source[env_name])
+                except ValueError:
+                    raise ConfigError(f"${env_name}: {source[env_name]!r} is not a valid {kind.__name__}") from None
         values.update(overrides)
         return cls(**values)
