@@ -9,10 +9,12 @@ import polars as pl
 
 from inferensics.analytics import canary as canary_rules
 from inferensics.analytics.report import charts
+from inferensics.analytics.report.evidence import SHOWN, evidence_table
 from inferensics.analytics.report.page import Section, render_page
 from inferensics.analytics.report.tables import cell, markdown_table
 
-COLUMNS = ["check", "metric", "baseline", "candidate", "ci_low", "ci_high", "p_value", "outcome"]
+COLUMNS = [c for c in SHOWN if c != "rule"]
+"""The terminal table's columns: the evidence with each value in its unit (:mod:`.evidence`), without the rule."""
 
 
 def verdict_of(frame: pl.DataFrame) -> tuple[str, str]:
@@ -28,7 +30,8 @@ def canary_title(label: str) -> str:
 
 def render_canary_text(frame: pl.DataFrame) -> str:
     """A fixed-width verdict table for the terminal (what ``inferensics canary compare`` prints)."""
-    rows = [COLUMNS] + [[cell(r[c]) for c in COLUMNS] for r in frame.iter_rows(named=True)]
+    shown = evidence_table(frame)
+    rows = [COLUMNS] + [[cell(r[c]) for c in COLUMNS] for r in shown.iter_rows(named=True)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     verdict, rule = verdict_of(frame)
@@ -44,7 +47,7 @@ def canary_sections(frame: pl.DataFrame) -> list[Section]:
         Section("Verdict", [f"{verdict.upper()}: {rule}", *(" ".join(r.split()) for r in rules)]),
         Section("Latency", [], [charts.canary_latency(evidence)]),
         Section("Rates", [], [charts.canary_rates(evidence)]),
-        Section("Evidence", [], [], [(frame, [*COLUMNS, "rule"])]),
+        Section("Evidence", [], [], [(evidence_table(frame), list(SHOWN))]),
     ]
 
 
@@ -57,7 +60,7 @@ def render_canary_markdown(frame: pl.DataFrame, label: str) -> str:
     """The verdict, its rule and the evidence table in Markdown."""
     verdict, rule = verdict_of(frame)
     return f"# {canary_title(label)}\n\n**Verdict: {verdict.upper()}** ({rule})\n\n" + markdown_table(
-        frame, [*COLUMNS, "rule"], limit=100
+        evidence_table(frame), list(SHOWN), limit=100
     )
 
 

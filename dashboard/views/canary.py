@@ -10,8 +10,8 @@ import streamlit as st
 from inferensics.analytics import canary as canary_rules
 from inferensics.analytics.report import charts as report_charts
 from inferensics.analytics.report.canary import render_canary_markdown, verdict_of
+from inferensics.analytics.report.evidence import evidence_table
 from inferensics.dashboard._internal import charts, queries
-from inferensics.dashboard._internal.evidence import evidence_table
 from inferensics.dashboard._internal.filters import ALL, TIME_RANGES, now
 from inferensics.dashboard._internal.options import filter_options
 from inferensics.dashboard._internal.service import run_query, section_query, service_errors

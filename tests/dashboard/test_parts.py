@@ -13,10 +13,10 @@ import pytest
 
 from inferensics import dashboard
 from inferensics.analytics import canary as canary_rules
+from inferensics.analytics.report.evidence import SHOWN, evidence_kind, evidence_table
 from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.codemap import kernel_lines
-from inferensics.dashboard._internal.evidence import SHOWN, evidence_kind, evidence_table
 from inferensics.dashboard._internal.filters import Filters, _parse_end, bucket_unit, describe
 from inferensics.dashboard._internal.tables import byte_size, column_config
 from inferensics.schema import columns as col
@@ -239,7 +239,7 @@ def test_canary_evidence_shows_every_value_in_its_unit() -> None:
         ("2.00 %", "0.00 %", "0.00 – 2.83 %", "p < 0.01"),  # a rate of 0.02 that no one reads as 0.02 ms
         ("50 pairs", "80.00 %", "66.96 – 88.76 %", "≥ 99.00 %"),
         ("median 0.01234", "median 0.01311", "D = 0.052", "D ≤ 0.1"),
-        ("161 requests", "132 requests", "", ""),
+        ("161 requests", "132 requests", "–", "–"),
     ]
     assert shown.get_column("p_value").to_list()[1] == pytest.approx(1.95e-7)
     assert shown.get_column("outcome").to_list() == frame.get_column("outcome").to_list()

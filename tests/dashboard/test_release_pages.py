@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from inferensics.dashboard._internal.evidence import evidence_kind
+from inferensics.analytics.report.evidence import evidence_kind
 from inferensics.schema import BundleEvent
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService

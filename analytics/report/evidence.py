@@ -1,4 +1,5 @@
-"""The canary evidence as the page shows it: every value with its unit, read off what its check measures.
+"""The canary evidence as people read it (the dashboard's canary page, ``inferensics canary compare`` and its
+Markdown and HTML reports): every value with its unit, read off what its check measures.
 
 One evidence row of ``canary_compare`` (``inferensics.analytics.canary``) holds numbers whose unit depends on
 the check, and within a row on the column (see ``compare_canary``):
@@ -86,7 +87,7 @@ def _drift(row: _Row) -> _Cells:
 
 
 def _requests(row: _Row) -> _Cells:
-    return _text(row["baseline"], "{:,.0f} requests"), _text(row["candidate"], "{:,.0f} requests"), "", ""
+    return _text(row["baseline"], "{:,.0f} requests"), _text(row["candidate"], "{:,.0f} requests"), "–", "–"
 
 
 UNITS: Final[Mapping[str, Callable[[_Row], _Cells]]] = {
@@ -130,7 +131,7 @@ def shown_values(row: _Row) -> _Cells:
 
 
 def evidence_table(frame: pl.DataFrame) -> pl.DataFrame:
-    """A ``canary_compare`` frame as the page shows it (columns :data:`SHOWN`): the values as text in their
+    """A ``canary_compare`` frame as it is shown (columns :data:`SHOWN`): the values as text in their
     units, so that a rate of 0.02 reads "2.00 %" and cannot pass for 0.02 ms."""
     cells = [shown_values(r) for r in frame.iter_rows(named=True)]
     values = pl.DataFrame(cells, schema=dict.fromkeys(_TEXT_COLUMNS, pl.String), orient="row")
