@@ -131,7 +131,6 @@ class _Compile:
     graph_text: str = ""
     guard_digest: str = ""
     recompile_reasons: list[str] = field(default_factory=list)
-    break_ids: list[str] = field(default_factory=list)
     breaks: list[tuple[GraphBreakInfo, datetime]] = field(default_factory=list)
     nodes: dict[str, list[str]] = field(default_factory=dict)
     lines: dict[str, list[str]] = field(default_factory=dict)
@@ -233,7 +232,6 @@ class CompileAssembler:
     def _graph_break(self, state: _Compile, text: str) -> None:
         # Held until the compile's metrics arrive: they name the compiled frame (the break's code location).
         info = parse_graph_break(text)
-        state.break_ids.append(info.registry_id)
         state.breaks.append((info, datetime.now(UTC) if self.context.source == "live" else state.ts))
         self.stats.graph_breaks += 1
 
@@ -292,7 +290,7 @@ class CompileAssembler:
         else:
             outcome = "ok" if metrics is not None else "incomplete"
         self.stats.failures += outcome in ("failed", "recompile_limit")
-        if not state.break_ids:
+        if not state.breaks:
             for r in m.get("restart_reasons") or []:
                 if "graph_break" in str(r) or "graph break" in str(r).lower():
                     self._graph_break(state, str(r))
@@ -334,7 +332,7 @@ class CompileAssembler:
                 guard_count=_u(m.get("guard_count")),
                 graph_op_count=_u(m.get("graph_op_count")),
                 graph_node_count=_u(m.get("graph_node_count")),
-                graph_break_count=min(len(state.break_ids), 65535),
+                graph_break_count=min(len(state.breaks), 65535),
                 artifact_id=artifact_id,
                 fx_cache_key=state.fx_cache_key,
                 cache_status=state.cache_status,
@@ -386,7 +384,7 @@ class CompileAssembler:
             artifact_id=artifact_id,
             recompile=is_recompile,
             fail_type=fail_type,
-            break_ids=list(state.break_ids),
+            break_ids=[info.registry_id for info, _ in state.breaks],
             fx_cache_key=state.fx_cache_key,
         )
         while len(self.summaries) > SUMMARY_CAPACITY:
