@@ -6,11 +6,11 @@ import signal
 import subprocess
 from typing import Annotated
 
-import httpx
 import typer
 
 from inferensics.cli.errors import fail
 from inferensics.collector.client import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV, ServiceClient, ServiceError
+from inferensics.collector.service_url import service_url_problem
 
 
 def dashboard(
@@ -53,12 +53,9 @@ def dashboard(
 def _check_service(service: str, token: str | None) -> None:
     """A service URL that cannot work is a usage error; a service that does not answer yet only a warning
     (it may be starting): every page shows the error until it answers."""
-    try:
-        url = httpx.URL(service)
-    except httpx.InvalidURL as exc:
-        fail(f"--service {service!r}: {exc}; expected http(s)://host:port")
-    if url.scheme not in ("http", "https") or not url.host:
-        fail(f"--service {service!r}: expected http(s)://host:port")
+    problem = service_url_problem(service)
+    if problem:
+        fail(f"--service {service!r}: {problem}")
     try:
         with ServiceClient(service, token, timeout=5) as client:
             client.status()

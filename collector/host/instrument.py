@@ -5,25 +5,14 @@ from __future__ import annotations
 import os
 import socket
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from inferensics.collector.host.config import SERVICE_URL_ENV, TOKEN_ENV, ConfigError, SdkConfig
 from inferensics.collector.host.exporter import Exporter
 from inferensics.collector.host.request_tracker import Tracker, replace_active
+from inferensics.collector.service_url import service_url_problem
 
 if TYPE_CHECKING:
     from inferensics.schema.store import Store
-
-
-def _check_url(url: str, origin: str) -> None:
-    """A collector URL every export would fail on is a start-up error, not a stream of export errors."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises on a port that is not a number or out of range
-    except ValueError as exc:
-        raise ConfigError(f"{origin} {url!r}: {exc}; expected http(s)://host:port") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{origin} {url!r}: expected http(s)://host:port of the collector service")
 
 
 def instrument(
@@ -62,7 +51,10 @@ def instrument(
                     "instrument() needs a destination: pass service_url=, store= or exporter=, "
                     f"or set ${SERVICE_URL_ENV}"
                 )
-            _check_url(url, "service_url" if service_url else f"${SERVICE_URL_ENV}")
+            problem = service_url_problem(url)
+            if problem:
+                origin = "service_url" if service_url else f"${SERVICE_URL_ENV}"
+                raise ConfigError(f"{origin} {url!r}: {problem}")
             from inferensics.collector.host.otlp_exporter import OtlpExporter
 
             exporter = OtlpExporter(url, host=name, token=token or os.environ.get(TOKEN_ENV))
