@@ -83,8 +83,11 @@ def click_cell(page: Page, grid: Locator, row: int, x: float) -> None:
         assert box is not None
         at = (box["x"] + x, box["y"] + ROW_PX * (row + 1) + ROW_PX / 2)
         page.mouse.move(*at)
-        page.wait_for_timeout(300)
-        if grid.bounding_box() == box:
+        still = True
+        for _ in range(3):  # about a second without the grid moving
+            page.wait_for_timeout(300)
+            still = still and grid.bounding_box() == box
+        if still:
             break
     page.mouse.click(*at)
 
