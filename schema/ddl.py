@@ -171,7 +171,7 @@ def render_rollup(rollup: Rollup, target: Target) -> list[str]:
     time_expr = "bucket" if parent else "ts"
     selects = ",\n".join(
         [f"    {rollup.bucket_fn}({time_expr}) AS bucket", *[f"    {k}" for k in rollup.keys]]
-        + [f"    {v.merge if parent else v.select} AS {v.name}" for v in rollup.values]
+        + [f"    {v.child_select if parent else v.select} AS {v.name}" for v in rollup.values]
     )
     source = target.local(parent.name if parent else rollup.source)
     view = (

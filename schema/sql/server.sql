@@ -401,7 +401,7 @@ AS SELECT
     sum(cache_misses) AS cache_misses,
     sum(nonfinite) AS nonfinite,
     sum(latency_sum_ms) AS latency_sum_ms,
-    sumMap(latency_hist) AS latency_hist
+    CAST((groupArrayArray(mapKeys(latency_hist)), groupArrayArray(mapValues(latency_hist))), 'Map(UInt16, UInt64)') AS latency_hist
 FROM inferensics.requests_1m
 GROUP BY bucket, model, hw_pool, traffic_class, bundle_id;
 
@@ -446,7 +446,7 @@ AS SELECT
     sum(cache_misses) AS cache_misses,
     sum(nonfinite) AS nonfinite,
     sum(latency_sum_ms) AS latency_sum_ms,
-    sumMap(latency_hist) AS latency_hist
+    CAST((groupArrayArray(mapKeys(latency_hist)), groupArrayArray(mapValues(latency_hist))), 'Map(UInt16, UInt64)') AS latency_hist
 FROM inferensics.requests_1h
 GROUP BY bucket, model, hw_pool, traffic_class;
 

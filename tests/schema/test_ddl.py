@@ -27,6 +27,7 @@ from inferensics.schema.ddl import (
 from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, Step, migrations_table_sql
 from inferensics.schema.rollups import (
     REQUESTS_1D,
+    REQUESTS_1H,
     REQUESTS_1M,
     ROLLUPS,
     Rollup,
@@ -102,11 +103,18 @@ _OLD_LATENCY = RollupColumn(
 )
 
 
+def _before_version_8(rollup: Rollup) -> Rollup:
+    """A rollup as versions 1-7 defined it: views fed from a finer rollup summed its histograms (sumMap)."""
+    values = tuple(dataclasses.replace(v, feed=None) for v in rollup.values)
+    return dataclasses.replace(rollup, values=values)
+
+
 def _before_version_7(rollup: Rollup) -> Rollup:
     """A rollup as versions 1-6 defined it: the per-minute request rollup kept 7 days."""
+    old = _before_version_8(rollup)
     if rollup is REQUESTS_1M:
-        return dataclasses.replace(rollup, ttl_days=_MINUTE_TTL_BEFORE_7)
-    return rollup
+        return dataclasses.replace(old, ttl_days=_MINUTE_TTL_BEFORE_7)
+    return old
 
 
 def _before_version_5(rollup: Rollup) -> Rollup:
@@ -132,11 +140,21 @@ _OLD_REQUEST_ORDER = f"ORDER BY ({c.MODEL}, {c.HW_POOL}, {c.TRAFFIC_CLASS}, {c.T
 _MINUTE_TTL_BEFORE_7 = 7
 
 
+def _version_7_statements(target: Target) -> list[str]:
+    """The schema as versions 1-7 left it: the hourly and daily request views summed histograms."""
+    out = []
+    for stmt in render_schema(target):
+        first = stmt.split("\n", 1)[0].split(" ON CLUSTER")[0]
+        coarse = next((r for r in (REQUESTS_1H, REQUESTS_1D) if first.endswith(f".{r.view_name}")), None)
+        out.append(render_rollup(_before_version_8(coarse), target)[1] if coarse else stmt)
+    return out
+
+
 def _version_6_statements(target: Target) -> list[str]:
     """The schema as versions 1-6 left it: the per-minute request rollup kept 7 days."""
     old = _before_version_7(REQUESTS_1M)
     out = []
-    for stmt in render_schema(target):
+    for stmt in _version_7_statements(target):
         first = stmt.split("\n", 1)[0].split(" ON CLUSTER")[0]
         minute_table = first.endswith(f".{target.local(REQUESTS_1M.name)}") and stmt.startswith("CREATE TABLE")
         out.append(render_rollup(old, target)[0] if minute_table else stmt)
@@ -454,5 +472,66 @@ def test_migration_7_rebuilds_the_minute_rollup_from_raw_rows(store_dsn: str) ->
         for name in _REQUEST_ROLLUPS:
             total = s.query_rows(f"SELECT sum({c.REQUESTS}) FROM {db}.{name}")[0][0]
             assert total == (2 * n if name == "requests_1m" else coarse[name][0][0] + n), name
+    finally:
+        s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
+
+
+def test_migration_8_coarse_request_views_gather_histograms(store_dsn: str) -> None:
+    """A version-7 store whose hourly and daily views summed histograms per code: after migration 8 they
+    gather entries instead, the rows already stored are unchanged, and new traffic reaches every request
+    rollup once, each answering the raw rows' exact quantile codes and counts."""
+    s = Store.open(store_dsn)
+    try:
+        _old_store(s, _version_7_statements(s.target), 7)
+        db = s.database
+        views = {r.name: r.view_name for r in (REQUESTS_1H, REQUESTS_1D)}
+        view_sql = "SELECT create_table_query FROM system.tables WHERE database = {db:String} AND name = {v:String}"
+        for view in views.values():
+            assert "sumMap" in s.query_rows(view_sql, {"db": db, "v": view})[0][0]
+        now = datetime.now(UTC).replace(second=0, microsecond=0)
+        n = 900
+
+        def batch(prefix: str) -> pa.Table:
+            return pa.table(
+                {
+                    c.REQUEST_ID: [f"{prefix}{i}" for i in range(n)],
+                    c.TS: pa.array([now - timedelta(minutes=i % 5) for i in range(n)], pa.timestamp("us", tz="UTC")),
+                    c.LATENCY_MS: pa.array([0.5 + (i * 37) % 400 for i in range(n)], pa.float32()),
+                    c.HOST: pa.array(["h"] * n),
+                    c.MODEL: pa.array([f"m{i % 3}" for i in range(n)]),
+                    **{name: pa.array(["x"] * n) for name in (c.HW_POOL, c.TRAFFIC_CLASS, c.BUNDLE_ID)},
+                }
+            )
+
+        first = batch("a")
+        s.insert_arrow(RequestEvent, first)
+        before = {
+            name: s.query_rows(f"SELECT {c.MODEL}, toString({c.LATENCY_HIST}) FROM {db}.{name} ORDER BY ALL")
+            for name in views
+        }
+        assert s.migrate() == LATEST_VERSION
+        for view in views.values():
+            query = s.query_rows(view_sql, {"db": db, "v": view})[0][0]
+            assert "groupArrayArray" in query, query
+            assert "sumMap" not in query, query
+        for name, rows in before.items():
+            assert s.query_rows(f"SELECT {c.MODEL}, toString({c.LATENCY_HIST}) FROM {db}.{name} ORDER BY ALL") == rows
+        second = batch("b")
+        s.insert_arrow(RequestEvent, second)
+        both = pa.concat_tables([first, second])
+        frame = pl.from_arrow(both)
+        assert isinstance(frame, pl.DataFrame)
+        want: dict[str, list[object]] = {}
+        for model, group in sorted(frame.group_by(c.MODEL), key=lambda kv: str(kv[0][0])):
+            codes = sorted(latency_code(v) for v in group.get_column(c.LATENCY_MS).to_list())
+            want[str(model[0])] = [len(codes), [codes[math.ceil(p * len(codes)) - 1] for p in (0.5, 0.95, 0.99)]]
+        for name in (REQUESTS_1M.name, *views):
+            rows = s.query_rows(
+                f"SELECT {c.MODEL}, sum({c.REQUESTS}), "
+                f"{hist_quantiles_sql(f'mapKeys({c.LATENCY_HIST})', f'mapValues({c.LATENCY_HIST})')} "
+                f"FROM {db}.{name} GROUP BY {c.MODEL} ORDER BY {c.MODEL}"
+            )
+            got = {m: [total, [int(q) for q in qs]] for m, total, qs in rows}
+            assert got == want, name
     finally:
         s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
