@@ -53,7 +53,7 @@ def serve(
     Settings resolve as argument > INFERENSICS_* environment variable > config file > default; tokens come
     from the config file's \\[tokens] table and $INFERENSICS_TOKENS (token=role+role,...).
     """
-    from inferensics.collector.service import ConfigError, load_config
+    from inferensics.collector.service import ConfigError, ListenError, listen, load_config
     from inferensics.collector.service import serve as run_service
 
     try:
@@ -63,13 +63,17 @@ def serve(
     if settings.auth and not settings.tokens:
         fail("no tokens configured: set $INFERENSICS_TOKENS=token=admin or a [tokens] table in --config "
              "(or INFERENSICS_AUTH=false for an open loopback service)")  # fmt: skip
+    try:
+        sock = listen(settings.host, settings.port)  # before the store, the spool and the dashboard
+    except ListenError as exc:
+        fail(str(exc))
     dashboard = _start_dashboard(settings, dashboard_port) if with_dashboard else None
     if dashboard is not None:
         # uvicorn re-raises SIGTERM after its graceful shutdown; the default action would end this process
         # before the dashboard child is stopped, so turn it into an exit that runs the finally below.
         signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
-        run_service(settings)
+        run_service(settings, sock)
     finally:
         if dashboard is not None:
             dashboard.terminate()

@@ -6,17 +6,19 @@ Run it with ``inferensics serve`` (or ``python -m inferensics.collector.service`
 
 from inferensics.collector.service.app import create_app
 from inferensics.collector.service.config import SETTINGS, ConfigError, ServiceConfig, Setting, load_config
-from inferensics.collector.service.server import serve
+from inferensics.collector.service.server import ListenError, listen, serve
 from inferensics.collector.service.state import ServiceState, build_state
 
 __all__ = [
     "SETTINGS",
     "ConfigError",
+    "ListenError",
     "ServiceConfig",
     "ServiceState",
     "Setting",
     "build_state",
     "create_app",
+    "listen",
     "load_config",
     "serve",
 ]

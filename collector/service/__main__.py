@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from inferensics.collector.service.config import ConfigError, load_config
-from inferensics.collector.service.server import serve
+from inferensics.collector.service.server import ListenError, listen, serve
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    serve(config)
+    try:
+        sock = listen(config.host, config.port)
+    except ListenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    serve(config, sock)
     return 0
 
 

@@ -1,8 +1,10 @@
-"""Run the service: build the state, serve the app with uvicorn, drain and seal on shutdown."""
+"""Run the service: listen, build the state, serve the app with uvicorn, drain and seal on shutdown."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 
 import uvicorn
 
@@ -12,11 +14,66 @@ from inferensics.collector.service.state import build_state
 
 log = logging.getLogger("inferensics.collector.service")
 
+BACKLOG = 2048
+"""Pending connections the listening socket queues (uvicorn's default)."""
 
-def serve(config: ServiceConfig) -> None:
-    """Serve until SIGINT/SIGTERM; on the way out, try to drain the spool, then seal what is left."""
+_BIND_ADVICE = {
+    errno.EADDRINUSE: "the port is in use (another collector, or another service): stop it or choose another --port",
+    errno.EACCES: "permission denied (ports below 1024 need privileges): choose a port above 1023",
+    errno.EADDRNOTAVAIL: "the address is not one of this machine's: give one of its addresses with --host",
+}
+
+
+class ListenError(Exception):
+    """The service's address cannot be listened on; the message says why and what to do."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``, bound before the store and the spool are opened.
+
+    Raises:
+        ListenError: the host does not resolve, or the address cannot be bound (in use, privileged, not
+            this machine's), naming the address and what to change.
+    """
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ListenError(
+            f"cannot listen on {where}: the host does not resolve ({exc}); give an address or a name of this "
+            "machine with --host"
+        ) from exc
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
+    except OSError as exc:
+        sock.close()
+        advice = _BIND_ADVICE.get(exc.errno or 0, exc.strerror or str(exc))
+        raise ListenError(f"cannot listen on {where}: {advice}") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(config: ServiceConfig, sock: socket.socket | None = None) -> None:
+    """Serve until SIGINT/SIGTERM; on the way out, try to drain the spool, then seal what is left.
+
+    ``sock`` is a socket :func:`listen` made (the CLI binds before it starts anything else); without one
+    the address is bound here, before the store is opened.
+
+    Raises:
+        ListenError: the address cannot be listened on (nothing was opened).
+    """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    state = build_state(config)
+    sock = sock or listen(config.host, config.port)
+    try:
+        state = build_state(config)
+    except BaseException:
+        sock.close()
+        raise
     app = create_app(state)
     tls = {}
     if config.tls_cert:
@@ -29,8 +86,8 @@ def serve(config: ServiceConfig) -> None:
         config.dsn or "(default)",
         state.spool.directory,
     )
-    try:
-        uvicorn.run(
+    server = uvicorn.Server(
+        uvicorn.Config(
             app,
             host=config.host,
             port=config.port,
@@ -39,7 +96,13 @@ def serve(config: ServiceConfig) -> None:
             timeout_graceful_shutdown=10,
             **tls,  # type: ignore[arg-type]
         )
+    )
+    try:
+        server.run(sockets=[sock])
     finally:
+        sock.close()
         if state.writer.store_ok:
             state.writer.drain(timeout=10)
         state.close()
+    if not server.started:
+        raise SystemExit(3)  # what uvicorn.run exits with when the app did not start

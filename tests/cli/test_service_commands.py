@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -84,3 +88,40 @@ def test_a_port_out_of_range_is_a_usage_error(args: list[str], message: str) -> 
     res = runner.invoke(app, args, env={"INFERENSICS_TOKENS": "t=admin", "INFERENSICS_AUTH": "false", "COLUMNS": "300"})
     assert res.exit_code == 2, res.output
     assert message in res.output
+
+
+def test_serve_on_a_port_in_use_says_so_before_opening_anything(tmp_path: Path) -> None:
+    """A taken port is a one-line usage error, before the store, the spool or a dashboard is started (it
+    used to log 'collector on http://...', open the store and spool, then end in uvicorn's bind error)."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    store = tmp_path / "store"
+    env = {"INFERENSICS_TOKENS": "t=admin+read", "COLUMNS": "300"}
+    try:
+        args = ["serve", "--port", str(port), "--dsn", f"chdb://{store}", "--with-dashboard", "--dashboard-port", "1"]
+        res = runner.invoke(app, args, env=env)
+        assert res.exit_code == 2, res.output
+        assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in res.output
+        assert "choose another --port" in res.output
+        assert "dashboard on" not in res.output
+        assert not store.exists()
+        assert not (tmp_path / "store-spool").exists()
+        module = subprocess.run(
+            [sys.executable, "-m", "inferensics.collector.service", "--port", str(port), "--dsn", f"chdb://{store}"],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert module.returncode == 2, module.stderr
+        assert f"error: cannot listen on 127.0.0.1:{port}: the port is in use" in module.stderr
+        assert not store.exists()
+    finally:
+        taken.close()
+    res = runner.invoke(app, ["serve", "--host", "no-such-host.invalid", "--dsn", f"chdb://{store}"], env=env)
+    assert res.exit_code == 2, res.output
+    assert "cannot listen on no-such-host.invalid:4318: the host does not resolve" in res.output
+    assert not store.exists()
