@@ -508,8 +508,7 @@ def _parent(args: argparse.Namespace) -> None:
     header = (
         f"{args.layers}x Linear({args.hidden})+GELU{f' + Linear({args.hidden}, {args.vocab})' if args.vocab else ''}, "
         f"{args.dtype}, {args.tokens} tokens, {args.device}, mode {args.mode}; {args.decode_steps} calls/request, "
-        f"{args.reqs} "
-        f"requests per variant per round"
+        f"{args.reqs} requests per variant per round"
     )
     runs: list[dict[str, Any]] = []
     if args.from_jsonl:

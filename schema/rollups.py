@@ -91,7 +91,9 @@ def hist_gather_sql(hist: str) -> str:
     and readers add repeated codes up. Summing on insert (``sumMap`` keeps a state per distinct code and
     group) made the two views cost more than the per-minute view itself; gathering took the store API's
     1e6-row insert (benchmarks/bench_store_insert.py, 100k-row batches) from 4.1–5.7 s to 3.6–4.6 s
-    (interleaved runs on the 2-core machine)."""
+    (interleaved runs on the 2-core machine). The folding then happens in merges, but it is not just moved
+    there: with an ``OPTIMIZE ... FINAL`` of the three request rollups after the inserts counted in, the
+    process CPU went from 8.3 to 7.1 s (2-second batches) and from 10.0 to 8.4 s (hour-wide batches)."""
     return f"CAST((groupArrayArray(mapKeys({hist})), groupArrayArray(mapValues({hist}))), 'Map(UInt16, UInt64)')"
 
 
