@@ -12,6 +12,9 @@ callable placement.
     python3 benchmarks/bench_sdk_study.py --device cuda --hidden 4096 --layers 32 --tokens 8 \
         --dtype bfloat16 --vocab 32000 --procs 6 --rounds 8 --reqs 20 --budget-s 200 --seed 5 --profile \
         --jsonl study_deep_bf16.jsonl                                          # 32 layers: ~140 s/process
+    python3 benchmarks/bench_sdk_study.py --device cuda --hidden 4096 --layers 4 --tokens 8 \
+        --dtype bfloat16 --vocab 32000 --procs 12 --rounds 12 --reqs 30 --budget-s 430 --seed 12 \
+        --mode reduce-overhead --jsonl study_ro.jsonl                          # under CUDA graphs, ~40 s/process
     python benchmarks/bench_sdk_study.py --from-jsonl study_bf16.jsonl fresh_bf16.jsonl   # pool saved lines
 
 Why: in one process, the plain and the instrumented callables are two compiled artifacts, and which one
