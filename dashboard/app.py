@@ -12,7 +12,12 @@ import streamlit as st
 
 from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import queries
-from inferensics.dashboard._internal.filters import apply_pending_filters, current_filters, filter_sidebar
+from inferensics.dashboard._internal.filters import (
+    apply_pending_filters,
+    current_filters,
+    end_param_problem,
+    filter_sidebar,
+)
 from inferensics.dashboard._internal.navigation import PAGES
 from inferensics.dashboard._internal.options import filter_options
 from inferensics.dashboard._internal.service import (
@@ -67,6 +72,8 @@ if not health.get("ready", False):
         "numbers may be missing until it recovers.",
         icon=":material/hourglass_top:",
     )
+if (end_problem := end_param_problem()) is not None:
+    st.warning(end_problem, icon=":material/schedule:")
 
 if current.filtered:
     with service_errors():

@@ -87,6 +87,18 @@ def time_format(unit: str) -> str:
     return {"minute": "%H:%M", "hour": "%m-%d %H:%M"}.get(unit, "%Y-%m-%d")
 
 
+def end_param_problem() -> str | None:
+    """What is wrong with the link's ``?end=``, when it is there and is not a time (ranges then end now)."""
+    raw = st.query_params.get(END_PARAM)
+    if not raw or _parse_end(raw) is not None:
+        return None
+    shown = raw.replace("`", "'")[:80]
+    return (
+        f"The link's end time `?{END_PARAM}={shown}` is not an ISO-8601 time such as `2026-11-30T19:00Z`: "
+        "every range ends now instead. Fix the link to see the hour it was meant to pin."
+    )
+
+
 def now() -> datetime:
     """The end of every range: ``?end=`` of the URL, else the session's pinned "now", else the next minute."""
     raw = st.query_params.get(END_PARAM)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from inferensics.dashboard._internal.settings import TOKEN_STATE_KEY, URL_STATE_KEY
+from inferensics.dashboard.launcher import APP_FILE
 from tests.collector.service.harness import INGEST, free_port
-from tests.dashboard.apptest import assert_clean, open_page
+from tests.dashboard.apptest import TIMEOUT_S, assert_clean, open_page
 from tests.dashboard.conftest import SeededService
 
 pytestmark = pytest.mark.slow
@@ -38,3 +43,23 @@ def test_wrong_token_shows_the_error_panel(seeded: SeededService, page: str | No
     assert "--token" in at.error[0].value
     assert not at.dataframe
     assert not at.metric
+
+
+@pytest.mark.parametrize("page", [None, "views/canary.py", "views/weekly_report.py"])
+def test_a_link_whose_end_is_not_a_time_says_so(seeded: SeededService, page: str | None) -> None:
+    """A shared incident link with a mistyped ``?end=`` used to show the last hour before now without a word;
+    the page now says the end was not understood, and still draws."""
+    at = AppTest.from_file(str(APP_FILE), default_timeout=TIMEOUT_S)
+    at.session_state[URL_STATE_KEY] = seeded.url
+    at.session_state[TOKEN_STATE_KEY] = seeded.token
+    at.query_params["end"] = "2026-13-45T99:00Z"
+    at.run()
+    if page is not None:
+        at.switch_page(page).run()
+    assert_clean(at)
+    warnings = [str(w.value) for w in at.warning]
+    assert any("`?end=2026-13-45T99:00Z` is not an ISO-8601 time" in w for w in warnings), warnings
+    at.query_params["end"] = (seeded.facts.now + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%MZ")
+    at.run()
+    assert_clean(at)
+    assert not any("is not an ISO-8601 time" in str(w.value) for w in at.warning)
