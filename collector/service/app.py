@@ -18,7 +18,7 @@ from starlette.routing import Route
 from inferensics.collector.service import queries
 from inferensics.collector.service.auth import AuthError
 from inferensics.collector.service.openapi import openapi_document
-from inferensics.collector.service.state import ServiceState
+from inferensics.collector.service.state import ServiceState, StoreUnavailableError
 from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import StoreError
 
@@ -51,6 +51,10 @@ async def _body(request: Request, limit: int) -> bytes:
 def create_app(state: ServiceState) -> Starlette:
     """Build the Starlette app over a running :class:`ServiceState`."""
     cfg = state.config
+    retry = {"Retry-After": str(cfg.retry_after_s)}
+
+    def query_error(exc: queries.QueryError) -> Response:
+        return _error(exc.status, exc.message, retry if exc.status == 503 else None)
 
     def guarded(role: str, handler: Handler) -> Handler:
         async def wrapped(request: Request) -> Response:
@@ -100,7 +104,7 @@ def create_app(state: ServiceState) -> Starlette:
         try:
             return JSONResponse(queries.describe(state))
         except queries.QueryError as exc:
-            return _error(exc.status, exc.message)
+            return query_error(exc)
 
     async def run_query(request: Request) -> Response:
         raw = await _body(request, 1 << 20)
@@ -111,7 +115,7 @@ def create_app(state: ServiceState) -> Starlette:
         try:
             data = await run_in_threadpool(queries.run_named, state, request.path_params["name"], params)
         except queries.QueryError as exc:
-            return _error(exc.status, exc.message)
+            return query_error(exc)
         return Response(data, media_type=ARROW_STREAM)
 
     async def sql(request: Request) -> Response:
@@ -123,7 +127,7 @@ def create_app(state: ServiceState) -> Starlette:
         try:
             data = await run_in_threadpool(queries.run_sql, state, text)
         except queries.QueryError as exc:
-            return _error(exc.status, exc.message)
+            return query_error(exc)
         return Response(data, media_type=ARROW_STREAM)
 
     async def put_blob(request: Request) -> Response:
@@ -138,14 +142,16 @@ def create_app(state: ServiceState) -> Starlette:
         try:
             await run_in_threadpool(_put_blob, state, data, kind, media)
         except StoreError as exc:
-            return _error(503, str(exc), {"Retry-After": str(cfg.retry_after_s)})
+            return _error(503, queries.unavailable(exc), retry)
         return JSONResponse({"sha256": digest, "size_bytes": len(data)}, status_code=201)
 
     async def get_blob(request: Request) -> Response:
         digest = request.path_params["sha256"].lower()
         try:
             data = await run_in_threadpool(_get_blob, state, digest)
-        except StoreError as exc:
+        except StoreUnavailableError as exc:
+            return _error(503, queries.unavailable(exc), retry)
+        except StoreError as exc:  # the stored bytes do not hash to the digest
             return _error(500, str(exc))
         if data is None:
             return _error(404, f"no blob with sha256 {digest}")

@@ -82,6 +82,7 @@ def openapi_document() -> dict[str, Any]:
                         "201": _r("201", "stored (or already present)"),
                         "400": _r("400", "the body does not hash to the digest", _ERROR),
                         "413": _r("413", "body too large", _ERROR),
+                        "503": _r("503", "the store is unavailable; see Retry-After", _ERROR),
                         **_AUTH_ERRORS,
                     },
                 },
@@ -91,6 +92,7 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": _r("200", "the bytes", {"application/octet-stream": {"schema": {"type": "string"}}}),
                         "404": _r("404", "no such blob", _ERROR),
+                        "503": _r("503", "the store is unavailable; see Retry-After", _ERROR),
                         **_AUTH_ERRORS,
                     },
                 },
@@ -110,6 +112,7 @@ def openapi_document() -> dict[str, Any]:
                         "200": _r("200", "result rows", _ARROW),
                         "400": _r("400", "bad or unknown parameters", _ERROR),
                         "404": _r("404", "unknown query", _ERROR),
+                        "503": _r("503", "the store is unavailable; see Retry-After", _ERROR),
                         **_AUTH_ERRORS,
                     },
                 }
@@ -121,6 +124,7 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": _r("200", "result rows", _ARROW),
                         "400": _r("400", "the engine refused or failed the query", _ERROR),
+                        "503": _r("503", "the store is unavailable; see Retry-After", _ERROR),
                         **_AUTH_ERRORS,
                     },
                 }

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa
 from pydantic import BaseModel, ValidationError
 
+from inferensics.collector.service.state import StoreUnavailableError
 from inferensics.schema.store import error_line
 
 if TYPE_CHECKING:
@@ -23,12 +24,18 @@ if TYPE_CHECKING:
 
 
 class QueryError(Exception):
-    """A query request that cannot be answered: ``status`` 400, 404 or 500 with a message for the caller."""
+    """A query request that cannot be answered: ``status`` 400, 404, 500 or 503 (the store is unavailable)
+    with a message for the caller."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def unavailable(exc: Exception) -> str:
+    """The answer to a query while the store cannot be opened: why, and that the service keeps trying."""
+    return f"the store is unavailable: {exc}; the service keeps retrying, ask again shortly"
 
 
 def registry(state: ServiceState) -> Mapping[str, Any]:
@@ -78,6 +85,8 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
     try:
         with state.query_lock:
             frame = query.run(state.query_store(), parsed)
+    except StoreUnavailableError as exc:
+        raise QueryError(503, unavailable(exc)) from None
     except ValueError as exc:  # AnalyticsError subclasses ValueError: a bad filter value
         raise QueryError(400, f"{name}: {exc}") from None
     except Exception as exc:
@@ -98,7 +107,10 @@ def run_sql(state: ServiceState, text: str) -> bytes:
         # The driver appends FORMAT Arrow; the engine's error would point at that, not at the user's clause.
         raise QueryError(400, "leave out the FORMAT clause: the SQL endpoint answers in Arrow IPC (stream)")
     with state.sql_lock:
-        client = state.sql_store().client
+        try:
+            client = state.sql_store().client
+        except StoreUnavailableError as exc:
+            raise QueryError(503, unavailable(exc)) from None
         try:
             table = client.query_arrow(text, use_strings=True)
         except Exception as exc:

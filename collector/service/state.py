@@ -15,7 +15,11 @@ from inferensics.collector.service.ingest import Ingest
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Spool
 from inferensics.collector.service.writer import Faults, StoreWriter
-from inferensics.schema.store import Store
+from inferensics.schema.store import Store, StoreError
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot be opened or migrated now (the service keeps retrying): the API answers 503."""
 
 
 @dataclass
@@ -38,11 +42,25 @@ class ServiceState:
     sql_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def query_store(self) -> Store:
-        """The store client the query and blob API use (its own client: one session per purpose)."""
+        """The store client the query and blob API use (its own client: one session per purpose).
+
+        Opened only once the writer has opened and migrated the store: a store that was down at start-up
+        and has come back has no tables until then, and every query would fail on a missing table.
+
+        Raises:
+            StoreUnavailableError: the store cannot be opened or migrated (the writer's last error).
+        """
         if self._query_store is None:
-            store = self.open_store()
-            self._query_store = store
+            self._query_store = self._open_migrated()
         return self._query_store
+
+    def _open_migrated(self) -> Store:
+        if self.writer.connect() is None:
+            raise StoreUnavailableError(self.writer.last_error or "the store is not open yet")
+        try:
+            return self.open_store()
+        except StoreError as exc:
+            raise StoreUnavailableError(str(exc)) from exc
 
     def sql_store(self) -> Store:
         """A client whose session is read-only with row, time and memory limits (admin SQL only).
@@ -51,7 +69,7 @@ class ServiceState:
         after it no query can change a setting or write.
         """
         if self._sql_store is None:
-            store = self.open_store()
+            store = self._open_migrated()
             c = self.config
             for name, value in (
                 ("max_result_rows", c.sql_max_rows),

@@ -66,6 +66,7 @@ class StoreWriter(threading.Thread):
         self.last_error = ""
         self._halt = threading.Event()
         self.store_lock = threading.Lock()
+        self._connect_lock = threading.Lock()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Ask the thread to finish its current segment and exit."""
@@ -73,18 +74,22 @@ class StoreWriter(threading.Thread):
         self.join(timeout)
 
     def connect(self) -> Store | None:
-        """Open and migrate the store once; on failure remember why and return ``None``."""
-        if self.store is not None:
+        """Open and migrate the store once; on failure remember why and return ``None``.
+
+        Thread-safe: the query API calls it too (a store that was down at start-up is migrated by
+        whichever comes first, the first batch or the first query, and by nobody twice).
+        """
+        with self._connect_lock:
+            if self.store is None:
+                try:
+                    store = self._open_store()
+                    store.migrate()
+                except StoreError as exc:
+                    self._failed(str(exc))
+                    return None
+                self.store = store
+                self.store_ok = True
             return self.store
-        try:
-            store = self._open_store()
-            store.migrate()
-        except StoreError as exc:
-            self._failed(str(exc))
-            return None
-        self.store = store
-        self.store_ok = True
-        return store
 
     def run(self) -> None:
         """Loop until stopped: seal segments that are due, insert the oldest sealed one."""

@@ -9,7 +9,9 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -19,7 +21,8 @@ from starlette.testclient import TestClient
 
 from inferensics.collector.service import ServiceState, build_state, create_app, load_config
 from inferensics.collector.service.testing import build_request, encode_request
-from inferensics.schema.store import Store
+from inferensics.schema.migrations import LATEST_VERSION
+from inferensics.schema.store import Store, StoreError
 from tests.collector.service.harness import ADMIN, INGEST, READ, TOKENS
 from tests.collector.service.otel import request
 
@@ -289,5 +292,52 @@ def test_fault_control_refuses_a_body_that_is_not_an_object(store_dsn: str, tmp_
                 assert "JSON object" in r.json()["error"]
             assert api.post("/api/v1/_faults", json={"store_down": True}, headers=auth(ADMIN)).status_code == 200
             assert state.faults.store_down
+    finally:
+        state.close()
+
+
+def test_a_store_down_at_start_up_is_migrated_before_the_first_query(store_dsn: str, tmp_path: Path) -> None:
+    """The store cannot be opened when the service starts; while it stays down every query and blob call
+    is a 503 with Retry-After saying so; once it is back, the first query opens and migrates it (no batch
+    has arrived to make the writer do it) and is answered. Before, the query API opened the bare store
+    itself and every query failed on a missing table until the first batch came in."""
+    from tests.collector.service.named import TEST_QUERIES
+
+    down = True
+
+    def opener() -> Store:
+        if down:
+            raise StoreError(f"cannot open store {store_dsn}: it is down (test)")
+        return Store.open(store_dsn)
+
+    config = load_config(
+        {"dsn": store_dsn, "spool_dir": str(tmp_path / "spool"), "tokens": TOKENS, "retry_after_s": 7}, environ={}
+    )
+    state = build_state(config, open_store=opener, named_queries=TEST_QUERIES)
+    try:
+        with TestClient(create_app(state)) as api:
+            assert not state.writer.store_ok
+            calls: list[Callable[[], Any]] = [
+                lambda: api.post("/api/v1/query/request_count", json={"model": "m"}, headers=auth(READ)),
+                lambda: api.post("/api/v1/sql", content=b"SELECT 1", headers=auth(ADMIN)),
+                lambda: api.get(f"/api/v1/blobs/{'0' * 64}", headers=auth(READ)),
+                lambda: api.put(
+                    f"/api/v1/blobs/{hashlib.sha256(b'x').hexdigest()}", content=b"x", headers=auth(INGEST)
+                ),
+            ]
+            for call in calls:
+                r = call()
+                assert r.status_code == 503, r.text
+                assert r.headers["Retry-After"] == "7"
+                assert r.json()["error"].startswith("the store is unavailable: cannot open store")
+                assert "it is down (test)" in r.json()["error"]
+            down = False
+            r = api.post("/api/v1/query/request_count", json={"model": "m"}, headers=auth(READ))
+            assert r.status_code == 200, r.text
+            assert arrow(r.content).num_rows == 0
+            store = state.writer.store
+            assert store is not None
+            assert store.schema_version() == LATEST_VERSION
+            assert api.post("/api/v1/sql", content=b"SELECT 1 AS one", headers=auth(ADMIN)).status_code == 200
     finally:
         state.close()
