@@ -68,7 +68,8 @@ def serve(config: ServiceConfig, sock: socket.socket | None = None) -> None:
         ListenError: the address cannot be listened on (nothing was opened).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sock = sock or listen(config.host, config.port)
+    if sock is None:
+        sock = listen(config.host, config.port)
     try:
         state = build_state(config)
     except BaseException:
