@@ -225,16 +225,17 @@ def raw_stream(device: int) -> int:
 _SCALAR_ARGS: Final = {"i32": "i", "i64": "l", "u32": "I", "u64": "K", "fp32": "f", "fp64": "d"}
 
 
-StaticLaunch = Callable[[torch.Tensor, int, torch.Tensor, int, tuple[int, int, int, int]], None]
-"""``launch(x, x_ptr, out, out_ptr, (rows, cols, stride_row, stream))`` (the pointers are the tensors')."""
+StaticLaunch = Callable[[torch.Tensor, int, torch.Tensor, int, tuple[int, ...]], None]
+"""``launch(x, x_ptr, out, out_ptr, (programs, cols, stride_row, span, stream))`` (the pointers are the
+tensors')."""
 
 
 def static_cuda_launcher(compiled: Any, device: int) -> StaticLaunch:
     """A launcher for a compiled Triton kernel through Inductor's static CUDA launcher (one C++ call).
 
     ``compiled`` is Triton's ``CompiledKernel`` of the fingerprint kernel, whose non-constexpr
-    parameters are ``(x_ptr, out_ptr, n_cols, stride_row)``; the returned
-    ``launch(x, x_ptr, out, out_ptr, (rows, cols, stride_row, stream))`` runs ``rows`` programs on
+    parameters are ``(x_ptr, out_ptr, n_cols, stride_row, span)``; the returned
+    ``launch(x, x_ptr, out, out_ptr, (programs, cols, stride_row, span, stream))`` runs ``programs`` programs on
     ``stream`` of ``device`` (which must be the calling thread's current device); it reads only the
     pointers (device pointers, or pinned host memory the device can write under unified addressing).
     Raises when this torch or Triton lays the kernel out in a way the static launcher does not take
@@ -263,7 +264,7 @@ def static_cuda_launcher(compiled: Any, device: int) -> StaticLaunch:
     constants = {index(k) for k in getattr(src, "constants", {})}
     signature = {index(k): v for k, v in src.signature.items()}
     types = [signature[i] for i in sorted(signature) if signature[i] != "constexpr" and i not in constants]
-    if len(types) != 4 or not types[0].startswith("*") or not types[1].startswith("*"):
+    if len(types) != 5 or not types[0].startswith("*") or not types[1].startswith("*"):
         raise NotImplementedError(f"unexpected kernel signature {types}")
     arg_tys = "OO" + "".join(_SCALAR_ARGS[t] for t in types[2:]) + "O" * len(scratch)
     with tempfile.TemporaryDirectory(prefix="inferensics-fp-") as folder:
@@ -277,8 +278,9 @@ def static_cuda_launcher(compiled: Any, device: int) -> StaticLaunch:
     run = _StaticCudaLauncher._launch_kernel
     tail = tuple(scratch)
 
-    def launch(x: torch.Tensor, x_ptr: int, out: torch.Tensor, out_ptr: int, grid: tuple[int, int, int, int]) -> None:
-        rows, cols, stride_row, stream = grid
-        run(function, rows, 1, 1, num_warps, shared, arg_tys, (x_ptr, out_ptr, cols, stride_row, *tail), stream)
+    def launch(x: torch.Tensor, x_ptr: int, out: torch.Tensor, out_ptr: int, grid: tuple[int, ...]) -> None:
+        programs, cols, stride_row, span, stream = grid
+        args = (x_ptr, out_ptr, cols, stride_row, span, *tail)
+        run(function, programs, 1, 1, num_warps, shared, arg_tys, args, stream)
 
     return launch

@@ -68,8 +68,16 @@ def _cases() -> list[torch.Tensor]:
     x[4, 100] = x[4, 2000] = 50.0  # a tie: the first index wins
     x[5] = float("nan")
     wide = torch.randn(4, 3, 40, generator=g)
+    # Several kernel spans per row (fingerprint.split): the largest value in a later span, a NaN only in a
+    # later span, a tie across spans (the first wins), a row of -inf, a last short span.
+    long = torch.randn(4, 4 * fp.BLOCK + 300, generator=g)
+    long[0, 2 * fp.BLOCK + 11] = 1e4
+    long[1, 4 * fp.BLOCK + 5] = float("nan")
+    long[2, 3] = long[2, fp.BLOCK + 3] = long[2, 3 * fp.BLOCK + 3] = 77.0
+    long[3] = float("-inf")
     return [
         x,
+        long,
         wide,
         wide[:, :, 5:30],  # non-contiguous rows
         torch.randn(17, generator=g),
@@ -128,7 +136,10 @@ def _kernel_inputs() -> list[torch.Tensor]:
 
 def _assert_kernel_rows(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
     assert len(outputs) == len(inputs)
-    for x2, got in zip(inputs, outputs, strict=True):
+    for x2, parts in zip(inputs, outputs, strict=True):
+        chunks = fp.split(*x2.shape)[1]
+        assert parts.shape == (x2.shape[0] * chunks, fp.PARTS)
+        got = torch.from_numpy(fp.fold_parts(parts.numpy(), chunks))
         want = fp.row_stats_torch(x2)
         # Counts, abs-max and argmax exactly; sums up to float64 summation order.
         assert torch.equal(got[:, [0, 1, 4, 5]], want[:, [0, 1, 4, 5]]), (x2.dtype, x2.shape, got, want)
@@ -324,3 +335,14 @@ def test_a_batch_of_fingerprints_shares_one_event_per_stream(monkeypatch: pytest
     _assert_same(alone.result(), _reference(xs[4]))  # result() records its own event and waits on it
     assert _FakeEvent.made[-1].streams == [(0, 7)]
     assert _FakeEvent.made[-1].waited
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "span", "chunks"),
+    [(8, 32000, 1024, 32), (1, 128256, 1024, 126), (64, 32000, 4096, 8), (256, 32000, 16384, 2),
+     (1024, 32000, 32768, 1), (3, 1, 1024, 1), (1, 1025, 1024, 2)],
+)  # fmt: skip
+def test_split_spreads_a_few_rows_and_keeps_many_whole(rows: int, cols: int, span: int, chunks: int) -> None:
+    assert fp.split(rows, cols) == (span, chunks)
+    assert span % fp.BLOCK == 0
+    assert (chunks - 1) * span < cols <= chunks * span
