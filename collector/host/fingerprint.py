@@ -50,6 +50,8 @@ PARTS: Final = 7
 argmax as a column index of the row, and the span's largest non-NaN value (how spans' argmaxes compare)."""
 BLOCK: Final = 1024
 """Elements per Triton loop step; a span is a whole number of blocks."""
+MAX_COLS: Final = 2**30
+"""Rows at least this long take the torch ops (the kernel's int32 column indices; see ``_kernel_fits``)."""
 TARGET_PROGRAMS: Final = 512
 """Programs :func:`split` aims at per launch: a few per SM of an H100/H200 (132), enough to keep the
 device's memory busy; more than that only adds per-program reductions (on an H200, 256x32000 as 4096
@@ -579,8 +581,10 @@ def _plan(x: torch.Tensor, x2: torch.Tensor, argmax: bool, device: int) -> _Plan
 
 def _kernel_fits(x2: torch.Tensor) -> bool:
     # The kernel is compiled for 16-byte aligned rows on the current device; anything else (a sliced
-    # view, another device) takes the torch ops rather than a compile on the serving thread.
-    return x2.data_ptr() % 16 == 0 and x2.device.index == torch.cuda.current_device() and x2.shape[1] < 2**31 - BLOCK
+    # view, another device) takes the torch ops rather than a compile on the serving thread. Its column
+    # indices are int32 and the last span of a row may run up to TARGET_PROGRAMS + 1 blocks past the row's
+    # end (masked): rows of MAX_COLS columns or more take the torch ops too.
+    return x2.data_ptr() % 16 == 0 and x2.device.index == torch.cuda.current_device() and x2.shape[1] < MAX_COLS
 
 
 def fingerprint_now(output: torch.Tensor, head: int = 16) -> Fingerprint:

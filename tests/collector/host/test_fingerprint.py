@@ -346,3 +346,11 @@ def test_split_spreads_a_few_rows_and_keeps_many_whole(rows: int, cols: int, spa
     assert fp.split(rows, cols) == (span, chunks)
     assert span % fp.BLOCK == 0
     assert (chunks - 1) * span < cols <= chunks * span
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 100, 511, 512, 513, 4096])
+def test_split_keeps_the_kernels_int32_column_indices_in_range(rows: int) -> None:
+    """The kernel's largest column index is ``chunks * span - 1``: below 2**31 for every row it takes."""
+    for cols in (fp.MAX_COLS - 1, fp.MAX_COLS // 2 + 1, 3 * fp.BLOCK + 1, 1):
+        span, chunks = fp.split(rows, cols)
+        assert chunks * span - 1 < 2**31, (rows, cols, span, chunks)
