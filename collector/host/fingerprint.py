@@ -10,11 +10,10 @@ On a CUDA device the numbers come from one fused Triton kernel (one read of the 
 programs each read a span of a row (:func:`split`: about :data:`TARGET_PROGRAMS` programs in all, so that
 eight rows of 32k logits are 256 programs, not eight; one program per row left all but eight SMs idle:
 on an H200, 16.7 against 2.6 us of device time for 8x32000 bf16, 61.5 against 2.3 us for 1x128256, 18.3
-against 14.9 us for 256x32000). Each
-program writes :data:`PARTS` numbers, the six of its span plus the span's largest value, which the
-background thread folds into the row's six (:func:`fold_parts`). They go straight into a pooled pinned host
-buffer (or, where the device cannot write host
-memory, into a device buffer copied with ``non_blocking=True``). The serving thread only launches: the
+against 14.9 us for 256x32000). Each program writes :data:`PARTS` numbers, the six of its span plus the
+span's largest value, which the background thread folds into the row's six (:func:`fold_parts`). They go
+straight into a pooled pinned host buffer (or, where the device cannot write host memory, into a device
+buffer copied with ``non_blocking=True``). The serving thread only launches: the
 first output of a given shape, stride and dtype is planned once (row view, buffer size, launcher), and
 later ones go straight to the launch, through Inductor's static CUDA launcher where it takes the kernel
 (one C++ call instead of Triton's Python launch path). No CUDA event is created per request: the
@@ -360,7 +359,7 @@ def launch_kernel(
     if out is None:
         out = torch.empty((programs, PARTS), dtype=torch.float64, device=x2.device)
     if warmup:
-        kernel.warmup(x2, out, x2.shape[1], x2.stride(0), span, block=BLOCK, grid=(programs,))
+        launch_kernel_compiled(kernel, x2, out)
     else:
         kernel[(programs,)](x2, out, x2.shape[1], x2.stride(0), span, block=BLOCK)
     return out
@@ -449,7 +448,7 @@ class _KernelCache:
         device = x.device.index if x.device.index is not None else torch.cuda.current_device()
         kernel = self.kernel
 
-        def triton_launch(x: torch.Tensor, _: int, out: torch.Tensor, __: int, grid: tuple[int, ...]) -> None:
+        def triton_launch(x: torch.Tensor, _: int, out: torch.Tensor, __: int, grid: torch_adapter.LaunchGrid) -> None:
             programs, cols, stride, span, _stream = grid  # Triton reads the current stream itself
             kernel[(programs,)](x, out, cols, stride, span, block=BLOCK)
 

@@ -225,7 +225,9 @@ def raw_stream(device: int) -> int:
 _SCALAR_ARGS: Final = {"i32": "i", "i64": "l", "u32": "I", "u64": "K", "fp32": "f", "fp64": "d"}
 
 
-StaticLaunch = Callable[[torch.Tensor, int, torch.Tensor, int, tuple[int, ...]], None]
+LaunchGrid = tuple[int, int, int, int, int]
+"""``(programs, cols, stride_row, span, stream)`` of one fingerprint launch."""
+StaticLaunch = Callable[[torch.Tensor, int, torch.Tensor, int, LaunchGrid], None]
 """``launch(x, x_ptr, out, out_ptr, (programs, cols, stride_row, span, stream))`` (the pointers are the
 tensors')."""
 
@@ -278,7 +280,7 @@ def static_cuda_launcher(compiled: Any, device: int) -> StaticLaunch:
     run = _StaticCudaLauncher._launch_kernel
     tail = tuple(scratch)
 
-    def launch(x: torch.Tensor, x_ptr: int, out: torch.Tensor, out_ptr: int, grid: tuple[int, ...]) -> None:
+    def launch(x: torch.Tensor, x_ptr: int, out: torch.Tensor, out_ptr: int, grid: LaunchGrid) -> None:
         programs, cols, stride_row, span, stream = grid
         args = (x_ptr, out_ptr, cols, stride_row, span, *tail)
         run(function, programs, 1, 1, num_warps, shared, arg_tys, args, stream)
