@@ -2,13 +2,16 @@
 
 Usage: python benchmarks/bench_collector_load.py [--seconds 20] [--concurrency 4] [--spans 2000]
        [--batch-spans 50000] [--batch-mib 64] [--parse-files 2] [--max-threads 0] [--decode-workers 0]
-       [--decode-only]
+       [--retry {after,immediate}] [--decode-only]
 
 Starts ``python -m inferensics.collector.service`` on a free loopback port with an embedded store in a
 temporary directory, pre-encodes a pool of ExportTraceServiceRequest bodies (protobuf; one span per
 request record, attributes exactly as schema/otlp.py's ``event_to_attributes`` writes them, so ~33
 attributes per span like the host SDK sends), and sends them from ``--concurrency`` keep-alive connections
-for ``--seconds``. Then it waits until the store has every acknowledged row.
+for ``--seconds``. A sender refused with 429/503 waits the answer's Retry-After before it sends again, as
+the OpenTelemetry OTLP/HTTP exporter does (``--retry immediate`` sends again at once: a retry storm, each
+refused 2.4 MB body read over loopback by the service). Then it waits until the store has every
+acknowledged row.
 
 The service spools the raw OTLP and the engine decodes it (collector/service/engine_decoder.py), so the
 figures are: acknowledged spans/s while sending (ingest: parse + fsync), sustained spans/s (rows in the
@@ -220,6 +223,12 @@ def main() -> None:
     ap.add_argument("--batch-mib", type=int, default=64, help="service setting batch_max_bytes in MiB (bytes/segment)")
     ap.add_argument("--parse-files", type=int, default=2, help="service setting engine_parse_files")
     ap.add_argument("--max-threads", type=int, default=0, help="service setting engine_max_threads (0: default)")
+    ap.add_argument(
+        "--retry",
+        choices=("after", "immediate"),
+        default="after",
+        help="after a 429/503: wait its Retry-After as OTLP exporters do (default), or send again at once",
+    )
     ap.add_argument("--decode-only", action="store_true", help="only print the CPU cost per span of each stage")
     args = ap.parse_args()
     if args.decode_only:
@@ -254,6 +263,7 @@ def main() -> None:
         latencies: list[float] = []
         acked = [0]
         refused = [0]
+        waited = [0.0]
         lock = threading.Lock()
         stop_at = time.monotonic() + args.seconds
 
@@ -275,6 +285,12 @@ def main() -> None:
                         acked[0] += args.spans
                     else:
                         refused[0] += 1
+                if resp.status in (429, 503) and args.retry == "after":
+                    # what an OTLP exporter does (opentelemetry-exporter-otlp-proto-http waits Retry-After)
+                    wait = min(float(resp.getheader("Retry-After") or 1), max(0.0, stop_at - time.monotonic()))
+                    with lock:
+                        waited[0] += wait
+                    time.sleep(wait)
             conn.close()
 
         threads = [threading.Thread(target=sender, args=(k,)) for k in range(args.concurrency)]
@@ -306,10 +322,10 @@ def main() -> None:
         print(f"sent for {send_s:.1f} s with {args.concurrency} connections, {args.spans} spans/request, "
               f"batch_spans={args.batch_spans}, batch_mib={args.batch_mib}, parse_files={args.parse_files}, "
               f"max_threads={args.max_threads}, "
-              f"decode_workers={args.decode_workers}, load average {os.getloadavg()[0]:.1f} "
+              f"decode_workers={args.decode_workers}, retry={args.retry}, load average {os.getloadavg()[0]:.1f} "
               f"(at start {load_at_start:.1f})")  # fmt: skip
         print(f"acknowledged      {acked[0]:,} spans ({acked[0] / send_s:,.0f} spans/s while sending); "
-              f"refused requests {refused[0]}")  # fmt: skip
+              f"refused requests {refused[0]} (senders waited {waited[0]:.0f} s in all on Retry-After)")  # fmt: skip
         print(f"sustained         {written:,.0f} rows in the store after {total_s:.1f} s: "
               f"{written / total_s:,.0f} spans/s")  # fmt: skip
         print(f"time to ack       p50 {q[49] * 1000:.0f} ms, p99 {q[98] * 1000:.0f} ms, max {lat[-1] * 1000:.0f} ms "

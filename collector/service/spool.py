@@ -28,6 +28,8 @@ from typing import Final
 
 MAGIC: Final = b"INFS"
 _HEADER: Final = struct.Struct("<4sII")
+RECORD_OVERHEAD: Final = _HEADER.size
+"""Bytes a record's frame adds to its payload."""
 SUFFIX: Final = ".seg"
 QUARANTINE: Final = "quarantine"
 """Folder (inside the spool directory) of segments the store refused while it answered (see the writer)."""
@@ -237,6 +239,10 @@ class Spool:
             self._in_flight = None
 
     # --- status -------------------------------------------------------------------------------------
+
+    def fits(self, record_bytes: int) -> bool:
+        """Whether a record of ``record_bytes`` would fit under the cap now (a hint: :meth:`append` decides)."""
+        return self._bytes + record_bytes <= self.max_bytes
 
     @property
     def bytes(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -115,6 +116,29 @@ def test_spool_at_cap_answers_429_while_the_store_is_up_and_503_while_it_is_down
         assert ("store is unavailable" in message) is (status == 503)
     assert metrics.get("rejected", "spool_full") == 2
     assert metrics.get("spooled_spans") == 5
+    assert s.pending_rows() == 5
+
+
+def test_at_the_cap_a_protobuf_body_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """A sender that retries a refused 2 MB body at once would otherwise have it parsed on every try: the
+    refusal comes from the body's size (gzip: its trailer) while JSON, whose spooled size is known only after
+    the conversion, is still parsed first."""
+    body = encode_request([request(i, run="early") for i in range(5)])
+    s = spool(tmp_path, max_bytes=len(encode_record(body)) + 20)
+    metrics = Metrics()
+    ingest = Ingest(ServiceConfig(retry_after_s=3), s, metrics, lambda: True)
+    proto = "application/x-protobuf"
+    garbage = b"\xff" * len(body)  # not protobuf: a 400 once parsed
+    assert ingest.handle(garbage[:20], proto, None).status == 400  # room left: parsed, refused as malformed
+    assert ingest.handle(body, proto, None).status == 200
+    assert ingest.handle(garbage, proto, None).status == 429  # no room: refused on its size alone
+    big = gzip.compress(body)
+    assert ingest.handle(big, proto, "gzip").status == 429  # trailer says len(body): cannot fit
+    small = gzip.compress(ExportTraceServiceRequest().SerializeToString())
+    assert ingest.handle(small, proto, "gzip").status == 200  # an empty request fits (nothing to spool)
+    assert ingest.handle(b"{not json", "application/json", None).status == 400  # JSON: parsed first
+    assert metrics.get("rejected", "spool_full") == 2
+    assert metrics.get("rejected", "malformed") == 2
     assert s.pending_rows() == 5
 
 
