@@ -264,6 +264,7 @@ def main() -> None:
         acked = [0]
         refused = [0]
         waited = [0.0]
+        reconnects = [0]
         lock = threading.Lock()
         stop_at = time.monotonic() + args.seconds
 
@@ -274,10 +275,21 @@ def main() -> None:
                 body = bodies[i % len(bodies)]
                 i += args.concurrency
                 t = time.perf_counter()
-                conn.request("POST", "/v1/traces", body=body,
-                             headers={"Content-Type": "application/x-protobuf", **headers})  # fmt: skip
-                resp = conn.getresponse()
-                resp.read()
+                try:
+                    conn.request("POST", "/v1/traces", body=body,
+                                 headers={"Content-Type": "application/x-protobuf", **headers})  # fmt: skip
+                    resp = conn.getresponse()
+                    resp.read()
+                except (ConnectionError, http.client.HTTPException):
+                    # The server closes a keep-alive connection idle for 5 s (uvicorn's timeout_keep_alive,
+                    # as long as a Retry-After wait): connect again and send the body again, as HTTP
+                    # clients do on a stale pooled connection. Not acknowledged, so not counted.
+                    conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                    with lock:
+                        reconnects[0] += 1
+                    i -= args.concurrency
+                    continue
                 dt = time.perf_counter() - t
                 with lock:
                     if resp.status == 200:
@@ -325,7 +337,8 @@ def main() -> None:
               f"decode_workers={args.decode_workers}, retry={args.retry}, load average {os.getloadavg()[0]:.1f} "
               f"(at start {load_at_start:.1f})")  # fmt: skip
         print(f"acknowledged      {acked[0]:,} spans ({acked[0] / send_s:,.0f} spans/s while sending); "
-              f"refused requests {refused[0]} (senders waited {waited[0]:.0f} s in all on Retry-After)")  # fmt: skip
+              f"refused requests {refused[0]} (senders waited {waited[0]:.0f} s in all on Retry-After; "
+              f"{reconnects[0]} connections closed by the server and opened again)")  # fmt: skip
         print(f"sustained         {written:,.0f} rows in the store after {total_s:.1f} s: "
               f"{written / total_s:,.0f} spans/s")  # fmt: skip
         print(f"time to ack       p50 {q[49] * 1000:.0f} ms, p99 {q[98] * 1000:.0f} ms, max {lat[-1] * 1000:.0f} ms "
