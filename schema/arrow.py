@@ -5,18 +5,26 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from functools import cache
+from typing import Any, Final, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from inferensics.schema.ddl import ch_type_of
 from inferensics.schema.table import Event
 
 E = TypeVar("E", bound=Event)
 
+DIM_DICTIONARY: Final = pa.dictionary(pa.int32(), pa.string())
+"""How a ``LowCardinality(String)`` column may travel as well as plain strings (see :func:`conform`)."""
+_DIM: Final = "dictionary<values=string, indices=int32>"
+ENCODE_MIN_ROWS: Final = 4096
+"""Batches this long or longer send their plain-string LowCardinality columns dictionary-encoded."""
+
 _ARROW_TYPES: dict[str, pa.DataType] = {
     "timestamp[us, tz=UTC]": pa.timestamp("us", tz="UTC"),
-    "dictionary<values=string, indices=int32>": pa.string(),
+    _DIM: pa.string(),
     "string": pa.string(),
     "binary": pa.binary(),
     "uint8": pa.uint8(),
@@ -85,6 +93,15 @@ def conform(model: type[Event], table: pa.Table, *, omit_type_defaults: bool = F
     names only the columns it carries gets exactly those values from the engine, and the batch is
     smaller to build, ship and parse.
 
+    A ``LowCardinality(String)`` column travels dictionary-encoded (``DIM_DICTIONARY``, one dictionary per
+    column): a dictionary column (a Polars ``Categorical``, a ``pa.DictionaryArray``) as it comes, plain
+    strings encoded here once the batch has ``ENCODE_MIN_ROWS`` rows. The engine then builds the column from
+    the dictionary and its indices instead of hashing every value. Measured with
+    benchmarks/bench_store_insert.py's batches (ten such columns, 1e6 rows, rollup views included, medians
+    of 5 rounds): 1.72 s as plain strings, 1.45 s with the dictionaries made before the call, and
+    encoding here (0.17 s per 1e6 rows) took the store API from 474k to 510k-563k rows/s. Other columns are
+    cast to the model's Arrow type.
+
     Raises:
         ValueError: a column that the model has no field for, or a required column that is missing,
             naming the column and the table.
@@ -95,11 +112,15 @@ def conform(model: type[Event], table: pa.Table, *, omit_type_defaults: bool = F
         raise ValueError(f"{model.TABLE.name}: unknown columns {unknown}; known: {schema.names}")
     fields: list[pa.Field] = []
     arrays: list[pa.Array | pa.ChunkedArray] = []
+    dims = _dim_fields(model)
     for f in schema:
         if f.name in table.column_names:
             column = table.column(f.name)
-            fields.append(f)
-            arrays.append(column if column.type == f.type else column.cast(f.type))
+            if f.name in dims and not pa.types.is_dictionary(column.type) and table.num_rows >= ENCODE_MIN_ROWS:
+                column = pc.dictionary_encode(column if column.type == f.type else column.cast(f.type))
+            field = f.with_type(DIM_DICTIONARY) if f.name in dims and pa.types.is_dictionary(column.type) else f
+            fields.append(field)
+            arrays.append(column if column.type == field.type else column.cast(field.type))
             continue
         info = model.model_fields[f.name]
         if info.is_required():
@@ -107,9 +128,23 @@ def conform(model: type[Event], table: pa.Table, *, omit_type_defaults: bool = F
         default = info.get_default(call_default_factory=True)
         if omit_type_defaults and _is_type_default(default):
             continue
+        if f.name in dims and table.num_rows >= ENCODE_MIN_ROWS:
+            # one value, every index 0: nothing to hash, here or in the engine
+            fields.append(f.with_type(DIM_DICTIONARY))
+            indices = pa.repeat(pa.scalar(0, pa.int32()), table.num_rows)
+            arrays.append(pa.DictionaryArray.from_arrays(indices, pa.array([default], pa.string())))
+            continue
         fields.append(f)
         arrays.append(constant_array(default, f.type, table.num_rows))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    out = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    # An Arrow IPC file holds one dictionary per column: chunks with dictionaries of their own are unified.
+    return out.unify_dictionaries() if any(pa.types.is_dictionary(f.type) for f in fields) else out
+
+
+@cache
+def _dim_fields(model: type[Event]) -> frozenset[str]:
+    """Names of ``model``'s ``LowCardinality(String)`` fields."""
+    return frozenset(name for name, info in model.model_fields.items() if ch_type_of(info).arrow == _DIM)
 
 
 def _is_type_default(value: object) -> bool:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import polars as pl
 import pyarrow as pa
 import pytest
 
 from inferensics.schema import EVENT_MODELS, RequestEvent
 from inferensics.schema import columns as c
-from inferensics.schema.arrow import arrow_schema, conform, constant_array
+from inferensics.schema.arrow import DIM_DICTIONARY, ENCODE_MIN_ROWS, arrow_schema, conform, constant_array
 from inferensics.schema.store import Store
 from inferensics.schema.table import Event
 
@@ -63,6 +64,47 @@ def test_conform_names_the_unknown_and_the_missing_column() -> None:
         conform(RequestEvent, _required_only(1).append_column("latency", pa.array([1.0])))
     with pytest.raises(ValueError, match="requests: required column 'host' is missing"):
         conform(RequestEvent, _required_only(1).drop_columns([c.HOST]))
+
+
+def test_dictionary_encoded_dimensions_travel_as_dictionaries_and_read_back_as_their_values(store: Store) -> None:
+    """A Polars Categorical (uint32 indices, large_string values) and a chunked pa.DictionaryArray whose
+    chunks have dictionaries of their own: the LowCardinality columns stay dictionaries (one per column),
+    a dictionary for a plain String column is decoded, and every value reads back as sent."""
+    n = 6
+    polars_categorical = pl.Series([f"model-{i % 2}" for i in range(n)]).cast(pl.Categorical).to_arrow()
+    pools = pa.chunked_array(
+        [pa.array(["p1", "p2", "p1"]).dictionary_encode(), pa.array(["p3", "p3", "p1"]).dictionary_encode()]
+    )
+    batch = _required_only(n).set_column(3, c.MODEL, polars_categorical).set_column(4, c.HW_POOL, pools)
+    batch = batch.append_column(c.SHAPE, pa.array(["2x8"] * n).dictionary_encode())  # a String column
+    data = conform(RequestEvent, batch)
+    assert data.schema.field(c.MODEL).type == DIM_DICTIONARY
+    assert data.schema.field(c.HW_POOL).type == DIM_DICTIONARY
+    assert data.schema.field(c.SHAPE).type == pa.string()
+    assert data.schema.field(c.HOST).type == pa.string()  # plain strings stay plain
+    assert data.column(c.HW_POOL).chunk(0).dictionary.equals(data.column(c.HW_POOL).chunk(1).dictionary)
+    assert store.insert_arrow(RequestEvent, batch) == n
+    back = store.select_events(RequestEvent, order_by=c.REQUEST_ID)
+    assert [e.model for e in back] == [f"model-{i % 2}" for i in range(n)]
+    assert [e.hw_pool for e in back] == ["p1", "p2", "p1", "p3", "p3", "p1"]
+    assert {e.shape for e in back} == {"2x8"}
+
+
+def test_a_long_batch_sends_its_plain_string_dimensions_and_their_defaults_as_dictionaries(store: Store) -> None:
+    n = ENCODE_MIN_ROWS
+    batch = _required_only(n).set_column(3, c.MODEL, pa.array([f"m{i % 3}" for i in range(n)], pa.large_string()))
+    data = conform(RequestEvent, batch, omit_type_defaults=True)
+    for name in (c.HOST, c.MODEL, c.HW_POOL, c.TRAFFIC_CLASS, c.STATUS, c.CACHE_STATUS):
+        assert data.schema.field(name).type == DIM_DICTIONARY, name
+    assert data.schema.field(c.REQUEST_ID).type == pa.string()
+    assert data.column(c.STATUS).chunk(0).dictionary.to_pylist() == ["ok"]
+    assert conform(RequestEvent, batch.slice(0, n - 1)).schema.field(c.MODEL).type == pa.string()  # short: plain
+    assert store.insert_arrow(RequestEvent, batch) == n
+    got = store.query_rows(
+        f"SELECT {c.MODEL}, {c.STATUS}, {c.CACHE_STATUS}, count() FROM {store.database}.requests GROUP BY ALL "
+        "ORDER BY ALL"
+    )
+    assert got == [(f"m{k}", "ok", "none", len(range(k, n, 3))) for k in range(3)]
 
 
 def test_a_partial_batch_reads_back_as_the_models_defaults(store: Store) -> None:
