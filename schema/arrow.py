@@ -96,11 +96,11 @@ def conform(model: type[Event], table: pa.Table, *, omit_type_defaults: bool = F
     A ``LowCardinality(String)`` column travels dictionary-encoded (``DIM_DICTIONARY``, one dictionary per
     column): a dictionary column (a Polars ``Categorical``, a ``pa.DictionaryArray``) as it comes, plain
     strings encoded here once the batch has ``ENCODE_MIN_ROWS`` rows. The engine then builds the column from
-    the dictionary and its indices instead of hashing every value. Measured with
-    benchmarks/bench_store_insert.py's batches (ten such columns, 1e6 rows, rollup views included, medians
-    of 5 rounds): 1.72 s as plain strings, 1.45 s with the dictionaries made before the call, and
-    encoding here (0.17 s per 1e6 rows) took the store API from 474k to 510k-563k rows/s. Other columns are
-    cast to the model's Arrow type.
+    the dictionary and its indices instead of hashing every value. Measured on the 2-core machine with
+    benchmarks/bench_store_insert.py's 1-s batches (ten such columns, 1e6 rows, rollup views included):
+    dictionaries made before the call took a median 1.45 s against 1.72 s for plain strings (5 rounds
+    each); encoding plain strings here costs 0.17 s per 1e6 rows and still gains a little, 581k against
+    549k rows/s (medians of 8 interleaved rounds). Other columns are cast to the model's Arrow type.
 
     Raises:
         ValueError: a column that the model has no field for, or a required column that is missing,
