@@ -99,6 +99,13 @@ class _PinnedPool:
     it (``deque`` pop and append are atomic: no lock on that path); when none is free a new one is
     allocated (at most ``limit`` per size are kept; beyond that a buffer is used once and left to torch's
     caching host allocator, still without a synchronization).
+
+    The kernel's buffers, one span's numbers per program (about 512 programs a launch: 28 KB for 8 rows of
+    32k logits, against 384 B for the six numbers per row), come only from the pool
+    (:meth:`take_pooled`): with ``limit`` of a size in flight, as when the background thread has fallen
+    behind, a request takes the torch ops into a per-row buffer instead, so the pinned memory a backlog
+    holds stays near the per-row size (the record queue holds up to 65,536 requests; at 28 KB each that
+    would be 1.8 GB of pinned memory, kept by torch's caching host allocator after the backlog).
     """
 
     def __init__(self, limit: int = 256) -> None:
@@ -109,6 +116,11 @@ class _PinnedPool:
 
     def take(self, numel: int) -> _Buffer:
         """A pinned buffer of ``numel`` float64 values (give it back after reading if ``pooled``)."""
+        buf = self.take_pooled(numel)
+        return buf if buf is not None else _Buffer(torch.empty(numel, dtype=torch.float64, pin_memory=True), False)
+
+    def take_pooled(self, numel: int) -> _Buffer | None:
+        """A pooled buffer of ``numel`` values, or ``None`` when ``limit`` of that size are in flight."""
         free = self._free.get(numel)
         if free:
             try:
@@ -116,11 +128,11 @@ class _PinnedPool:
             except IndexError:  # another thread took the last one
                 pass
         with self._lock:
-            pooled = self._count.get(numel, 0) < self.limit
-            if pooled:
-                self._count[numel] = self._count.get(numel, 0) + 1
-                self._free.setdefault(numel, deque())
-        return _Buffer(torch.empty(numel, dtype=torch.float64, pin_memory=True), pooled)
+            if self._count.get(numel, 0) >= self.limit:
+                return None
+            self._count[numel] = self._count.get(numel, 0) + 1
+            self._free.setdefault(numel, deque())
+        return _Buffer(torch.empty(numel, dtype=torch.float64, pin_memory=True), True)
 
     def give(self, buf: _Buffer) -> None:
         self._free[buf.array.size].append(buf)
@@ -511,7 +523,10 @@ class _Plan:
         self.launch = launch
 
     def start(self, x: torch.Tensor, x_ptr: int, head: int) -> PendingFingerprint:
-        buf = _POOL.take(self.size)
+        buf = _POOL.take_pooled(self.size)
+        if buf is None:  # a backlog: the per-row path, whose buffers are a fraction of the size
+            with torch.no_grad():
+                return _start(x.detach(), head, per_row=True)
         stream = torch_adapter.raw_stream(self.device)
         self.launch(x, x_ptr, buf.tensor, buf.ptr, (self.programs, self.cols, self.stride_row, self.span, stream))
         return PendingFingerprint(
@@ -540,14 +555,14 @@ def start_fingerprint(output: torch.Tensor, head: int = 16) -> PendingFingerprin
         return _start(output.detach(), head)
 
 
-def _start(x: torch.Tensor, head: int) -> PendingFingerprint:
+def _start(x: torch.Tensor, head: int, *, per_row: bool = False) -> PendingFingerprint:
     x2, argmax = _rows_view(x)
     numel = x2.numel()
     if x2.device.type != "cuda":
         # Inline on CPU: handing a copy of the output to the background thread was cheaper for the
         # serving thread (about 15 us against 110 us here) but grew RSS by about 0.7 KB per request.
         return PendingFingerprint(row_stats_torch(x2), numel, argmax, head=head)
-    kernel = KERNELS.get(x2) if numel and _kernel_fits(x2) else None
+    kernel = KERNELS.get(x2) if numel and not per_row and _kernel_fits(x2) else None
     device = torch_adapter.current_device()
     zero_copy = kernel is not None and x2.dtype in KERNELS.zero_copy
     if zero_copy:
@@ -555,7 +570,10 @@ def _start(x: torch.Tensor, head: int) -> PendingFingerprint:
         if plan is not None:
             return plan.start(x, x.data_ptr(), head)
     chunks = split(x2.shape[0], x2.shape[1])[1] if kernel is not None else 0
-    buf = _POOL.take(x2.shape[0] * chunks * PARTS if chunks else x2.shape[0] * STATS)
+    buf = _POOL.take_pooled(x2.shape[0] * chunks * PARTS) if chunks else None
+    if buf is None:  # no kernel, or a backlog holds every kernel-sized buffer: six numbers per row
+        kernel, zero_copy, chunks = None, False, 0
+        buf = _POOL.take(x2.shape[0] * STATS)
     if zero_copy:
         launch_kernel(kernel, x2, out=buf.tensor)  # the kernel writes the pinned buffer itself
     else:

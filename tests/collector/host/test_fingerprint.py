@@ -228,22 +228,51 @@ def test_trusted_request_names_missing_and_unknown_fields() -> None:
         trusted_request(dict(values))
 
 
+def _kernel_ready(dtype: torch.dtype, sample: torch.Tensor) -> None:
+    fp.fingerprint_now(sample)  # first sight of the dtype: starts the background compile
+    deadline = time.monotonic() + 300
+    while dtype not in fp.KERNELS.ready and not fp.KERNELS.failed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert dtype in fp.KERNELS.ready, fp.KERNELS.failed or "kernel not compiled within 300 s"
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_fingerprint_adds_no_device_synchronization() -> None:
     y = torch.randn(8, 4096, device="cuda")
     y[0, 3] = float("nan")
     want = _reference(y.cpu())
-    fp.fingerprint_now(y)  # first sight of the dtype: starts the background compile
-    deadline = time.monotonic() + 300
-    while torch.float32 not in fp.KERNELS.ready and not fp.KERNELS.failed and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert torch.float32 in fp.KERNELS.ready, fp.KERNELS.failed or "kernel not compiled within 300 s"
+    _kernel_ready(torch.float32, y)
     with _sync_is_an_error():
         fused = fp.start_fingerprint(y)
         rows = fp.row_stats_torch(y)
     _assert_same(fused.result(), want)
     _assert_same(fp.finish(rows.cpu().numpy(), y.numel(), True, 16), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_backlog_takes_per_row_buffers_rather_than_more_kernel_sized_pinned_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With every pooled kernel-sized buffer of a layout in flight (the background thread behind), a request
+    is fingerprinted with the torch ops into six numbers per row: the same fingerprint, and the pinned
+    memory a backlog holds stays near the per-row size."""
+    monkeypatch.setattr(fp, "_POOL", fp._PinnedPool(limit=3))
+    y = torch.randn(8, 32000, device="cuda")
+    y[2, 5] = float("nan")
+    want = _reference(y.cpu())
+    _kernel_ready(torch.float32, y)
+    with _sync_is_an_error():
+        pending = [fp.start_fingerprint(y) for _ in range(5)]
+    assert [p._chunks > 0 for p in pending] == [True, True, True, False, False]
+    kernel_size = 8 * fp.split(8, 32000)[1] * fp.PARTS
+    assert fp._POOL._count[kernel_size] == 3  # never more kernel-sized buffers than the pool keeps
+    for p in pending:
+        _assert_same(p.result(), want)
+    again = fp.start_fingerprint(y)  # the buffers are back in the pool: the kernel path again
+    assert again._chunks > 0
+    _assert_same(again.result(), want)
 
 
 @pytest.mark.gpu
