@@ -100,12 +100,12 @@ class _PinnedPool:
     allocated (at most ``limit`` per size are kept; beyond that a buffer is used once and left to torch's
     caching host allocator, still without a synchronization).
 
-    The kernel's buffers, one span's numbers per program (about 512 programs a launch: 28 KB for 8 rows of
+    The kernel's buffers, one span's numbers per program (up to about 512 programs a launch: 14 KB for 8 rows of
     32k logits, against 384 B for the six numbers per row), come only from the pool
     (:meth:`take_pooled`): with ``limit`` of a size in flight, as when the background thread has fallen
     behind, a request takes the torch ops into a per-row buffer instead, so the pinned memory a backlog
-    holds stays near the per-row size (the record queue holds up to 65,536 requests; at 28 KB each that
-    would be 1.8 GB of pinned memory, kept by torch's caching host allocator after the backlog).
+    holds stays near the per-row size (the record queue holds up to 65,536 requests; at 14 KB each that
+    would be 0.9 GB of pinned memory, kept by torch's caching host allocator after the backlog).
     """
 
     def __init__(self, limit: int = 256) -> None:
