@@ -148,7 +148,7 @@ class PendingFingerprint:
     when it is done (``ready`` is ``False`` until then).
     """
 
-    __slots__ = ("_argmax", "_buffer", "_chunks", "_done", "_event", "_head", "_numel", "_rows", "stream")
+    __slots__ = ("_argmax", "_buffer", "_chunks", "_done", "_event", "_head", "_numel", "_rows", "backlogged", "stream")
 
     def __init__(
         self,
@@ -170,6 +170,8 @@ class PendingFingerprint:
         self._event: _Completion | None = None
         self._done: Fingerprint | None = None
         self.stream = stream
+        self.backlogged = False
+        """Whether a backlog sent it down the per-row path (every kernel-sized buffer was in flight)."""
 
     def unmarked(self) -> bool:
         """Whether this is a CUDA fingerprint still without its completion event."""
@@ -571,6 +573,7 @@ def _start(x: torch.Tensor, head: int, *, per_row: bool = False) -> PendingFinge
             return plan.start(x, x.data_ptr(), head)
     chunks = split(x2.shape[0], x2.shape[1])[1] if kernel is not None else 0
     buf = _POOL.take_pooled(x2.shape[0] * chunks * PARTS) if chunks else None
+    backlogged = per_row or (chunks > 0 and buf is None)
     if buf is None:  # no kernel, or a backlog holds every kernel-sized buffer: six numbers per row
         kernel, zero_copy, chunks = None, False, 0
         buf = _POOL.take(x2.shape[0] * STATS)
@@ -581,7 +584,9 @@ def _start(x: torch.Tensor, head: int, *, per_row: bool = False) -> PendingFinge
         buf.tensor.copy_(rows.reshape(-1), non_blocking=True)
     index = x2.device.index if x2.device.index is not None else device
     stream = (index, torch_adapter.raw_stream(index))
-    return PendingFingerprint(None, numel, argmax, head=head, buffer=buf, stream=stream, chunks=chunks)
+    pending = PendingFingerprint(None, numel, argmax, head=head, buffer=buf, stream=stream, chunks=chunks)
+    pending.backlogged = backlogged
+    return pending
 
 
 def _plan(x: torch.Tensor, x2: torch.Tensor, argmax: bool, device: int) -> _Plan | None:

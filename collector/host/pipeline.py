@@ -318,6 +318,8 @@ class Pipeline:
         pending = raw.fingerprint
         if not isinstance(pending, PendingFingerprint):
             return None
+        if pending.backlogged:  # the torch ops instead of the fused kernel: more device time, same numbers
+            self.counters["fingerprint_backlogged"] += 1
         try:
             return pending.result()
         except Exception as exc:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from inferensics.collector.host import NullExporter, SdkConfig, instrument
+from inferensics.collector.host import NullExporter, SdkConfig, instrument, request_tracker
 from inferensics.collector.host import fingerprint as fp
 from inferensics.collector.host.trusted_records import REQUEST_FIELDS, trusted_request
 from inferensics.schema.events import RequestEvent
@@ -119,6 +119,7 @@ def test_cpu_path_reads_a_copy_of_the_output() -> None:
 _INTERPRETED = """
 import sys, torch
 from inferensics.collector.host import fingerprint as fp
+from inferensics.collector.host import request_tracker
 cases = torch.load(sys.argv[1])
 kernel = fp.build_kernel()
 torch.save([fp.launch_kernel(kernel, x2) for x2 in cases], sys.argv[2])
@@ -222,6 +223,31 @@ def test_request_records_equal_their_validated_round_trip() -> None:
     assert exporter.events[0].graph_calls == (1,)
 
 
+def test_a_backlogged_fingerprint_is_counted_and_still_exported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tracker counts fingerprints a backlog sent down the per-row path (``fingerprint_backlogged``). On
+    CUDA the pool decides (the GPU test below); here the flag is set on a CPU fingerprint to check the
+    counting and that the record keeps its fingerprint."""
+
+    def backlogged(output: torch.Tensor, head: int = 16) -> fp.PendingFingerprint:
+        pending = fp.start_fingerprint(output, head)
+        pending.backlogged = True
+        return pending
+
+    monkeypatch.setattr(request_tracker, "start_fingerprint", backlogged)
+    exporter = _ListExporter()
+    tracker = instrument(exporter=exporter, host="h", model="m", config=SdkConfig(trace_compiles=False))
+    try:
+        for i in range(3):
+            with tracker.request(f"r{i}") as req:
+                req.set_output(torch.tensor([[0.5, 2.0, -1.0]]))
+        tracker.flush()
+        stats = tracker.stats()
+    finally:
+        tracker.shutdown()
+    assert stats["fingerprint_backlogged"] == 3
+    assert [e.fp_argmax_head for e in exporter.events] == [(1,)] * 3
+
+
 def test_trusted_request_names_missing_and_unknown_fields() -> None:
     values: Mapping[str, object] = dict.fromkeys(REQUEST_FIELDS - {"host"}, "") | {"hostname": ""}
     with pytest.raises(ValueError, match=r"missing \['host'\], unknown \['hostname'\]"):
@@ -266,6 +292,7 @@ def test_a_backlog_takes_per_row_buffers_rather_than_more_kernel_sized_pinned_on
     with _sync_is_an_error():
         pending = [fp.start_fingerprint(y) for _ in range(5)]
     assert [p._chunks > 0 for p in pending] == [True, True, True, False, False]
+    assert [p.backlogged for p in pending] == [False, False, False, True, True]
     kernel_size = 8 * fp.split(8, 32000)[1] * fp.PARTS
     assert fp._POOL._count[kernel_size] == 3  # never more kernel-sized buffers than the pool keeps
     for p in pending:
