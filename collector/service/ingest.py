@@ -144,12 +144,14 @@ class Ingest:
         answer_json = media == JSON
         limit = self.config.max_body_bytes
         hint = record_size_hint(raw, media, content_encoding)
-        if hint is not None and len(raw) <= limit and hint <= self.spool.max_bytes and not self.spool.fits(hint):
-            # The spool cannot take it: refused before the parse. Senders retry a refused body after
+        if hint is not None and len(raw) <= limit and hint <= self.spool.max_bytes:
+            # A body the spool cannot take is refused before the parse. Senders retry a refused body after
             # Retry-After, or at once if they ignore it, and a body parsed only to be refused took CPU from the
             # writer that is draining the spool (2.4 MB bodies at the cap: 3-4 ms of parse each).
-            self.metrics.inc("rejected", label="spool_full")
-            return self._spool_full(f"spool at its cap ({self.spool.bytes} of {self.spool.max_bytes} bytes)")
+            try:
+                self.spool.check_room(hint)
+            except SpoolFullError as exc:
+                return self._spool_full(exc)
         try:
             prepared = self._prepare(raw, content_type, content_encoding, limit)
         except BadRequestError as exc:
@@ -169,22 +171,22 @@ class Ingest:
             try:
                 self.spool.append(prepared.record, prepared.spans)
             except SpoolFullError as exc:
-                self.metrics.inc("rejected", label="spool_full")
-                return self._spool_full(str(exc))
+                return self._spool_full(exc)
             self.metrics.inc("spooled_spans", prepared.spans)
         response = ExportTraceServiceResponse()
         if answer_json:
             return IngestResult(200, json_format.MessageToJson(response).encode(), JSON, {})
         return IngestResult(200, response.SerializeToString(), PROTOBUF, {})
 
-    def _spool_full(self, why_full: str) -> IngestResult:
-        """429 (the store is catching up) or 503 (the store is down), with Retry-After."""
+    def _spool_full(self, exc: SpoolFullError) -> IngestResult:
+        """429 (the store is catching up) or 503 (the store is down), with Retry-After; counted."""
+        self.metrics.inc("rejected", label="spool_full")
         down = not self._store_ok()
         status = 503 if down else 429
         why = "the store is unavailable and " if down else ""
         return error(
             status,
-            f"{why}{why_full}; retry after {self.config.retry_after_s} s",
+            f"{why}{exc}; retry after {self.config.retry_after_s} s",
             {"Retry-After": str(self.config.retry_after_s)},
         )
 

@@ -145,8 +145,7 @@ class Spool:
             SpoolFullError: the record would take the spool past its cap.
         """
         with self._lock:
-            if self._bytes + len(record) > self.max_bytes:
-                raise SpoolFullError(f"spool at its cap ({self._bytes} of {self.max_bytes} bytes)")
+            self.check_room(len(record))
             seg = self._current or self._open_segment()
             view = memoryview(record)
             while view:
@@ -240,9 +239,11 @@ class Spool:
 
     # --- status -------------------------------------------------------------------------------------
 
-    def fits(self, record_bytes: int) -> bool:
-        """Whether a record of ``record_bytes`` would fit under the cap now (a hint: :meth:`append` decides)."""
-        return self._bytes + record_bytes <= self.max_bytes
+    def check_room(self, record_bytes: int) -> None:
+        """Raise :class:`SpoolFullError` when a record of ``record_bytes`` would take the spool past its cap
+        (without the lock a hint: :meth:`append` checks again under it)."""
+        if self._bytes + record_bytes > self.max_bytes:
+            raise SpoolFullError(f"spool at its cap ({self._bytes} of {self.max_bytes} bytes)")
 
     @property
     def bytes(self) -> int:
