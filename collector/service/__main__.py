@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from inferensics.collector.service.config import ConfigError, load_config
-from inferensics.collector.service.server import ListenError, listen, serve
+from inferensics.collector.service.server import ListenError, serve
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,11 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        sock = listen(config.host, config.port)
+        serve(config)  # binds the address before it opens the store or the spool
     except ListenError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    serve(config, sock)
     return 0
 
 
