@@ -58,7 +58,7 @@ import pyarrow.compute as pc
 
 from inferensics.schema import RequestEvent
 from inferensics.schema import columns as c
-from inferensics.schema.ddl import ch_type_of
+from inferensics.schema.arrow import dimension_fields
 from inferensics.schema.rollups import ROLLUPS
 from inferensics.schema.store import Store
 
@@ -137,15 +137,11 @@ def _drop(store: Store) -> None:
 
 def as_dictionaries(batch: pa.Table) -> pa.Table:
     """``batch`` with its LowCardinality columns dictionary-encoded."""
+    dims = dimension_fields(RequestEvent)
     for i, name in enumerate(batch.column_names):
-        if name in DIMENSIONS:
+        if name in dims:
             batch = batch.set_column(i, name, pc.dictionary_encode(batch.column(name)))
     return batch
-
-
-DIMENSIONS = frozenset(
-    name for name, info in RequestEvent.model_fields.items() if ch_type_of(info).sql == "LowCardinality(String)"
-)
 
 
 def _targets(tmp: str, dictionaries: dict[int, pa.Table]) -> list[Target]:

@@ -112,11 +112,12 @@ def conform(model: type[Event], table: pa.Table, *, omit_type_defaults: bool = F
         raise ValueError(f"{model.TABLE.name}: unknown columns {unknown}; known: {schema.names}")
     fields: list[pa.Field] = []
     arrays: list[pa.Array | pa.ChunkedArray] = []
-    dims = _dim_fields(model)
+    dims = dimension_fields(model)
+    encode = table.num_rows >= ENCODE_MIN_ROWS
     for f in schema:
         if f.name in table.column_names:
             column = table.column(f.name)
-            if f.name in dims and not pa.types.is_dictionary(column.type) and table.num_rows >= ENCODE_MIN_ROWS:
+            if f.name in dims and encode and not pa.types.is_dictionary(column.type):
                 column = pc.dictionary_encode(column if column.type == f.type else column.cast(f.type))
             field = f.with_type(DIM_DICTIONARY) if f.name in dims and pa.types.is_dictionary(column.type) else f
             fields.append(field)
@@ -128,7 +129,7 @@ def conform(model: type[Event], table: pa.Table, *, omit_type_defaults: bool = F
         default = info.get_default(call_default_factory=True)
         if omit_type_defaults and _is_type_default(default):
             continue
-        if f.name in dims and table.num_rows >= ENCODE_MIN_ROWS:
+        if f.name in dims and encode:
             # one value, every index 0: nothing to hash, here or in the engine
             fields.append(f.with_type(DIM_DICTIONARY))
             indices = pa.repeat(pa.scalar(0, pa.int32()), table.num_rows)
@@ -142,8 +143,8 @@ def conform(model: type[Event], table: pa.Table, *, omit_type_defaults: bool = F
 
 
 @cache
-def _dim_fields(model: type[Event]) -> frozenset[str]:
-    """Names of ``model``'s ``LowCardinality(String)`` fields."""
+def dimension_fields(model: type[Event]) -> frozenset[str]:
+    """Names of ``model``'s ``LowCardinality(String)`` fields (the ones that may travel as dictionaries)."""
     return frozenset(name for name, info in model.model_fields.items() if ch_type_of(info).arrow == _DIM)
 
 
