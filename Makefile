@@ -2,7 +2,7 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PARTS := schema collector analytics dashboard replay kernels demo cli
+PARTS := schema collector analytics dashboard bundle replay kernels demo cli
 
 .PHONY: setup test lint format typecheck check run demo bench-store clean
 

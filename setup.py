@@ -2,7 +2,7 @@
 
 from setuptools import find_packages, setup
 
-PARTS = ["schema", "collector", "analytics", "dashboard", "replay", "kernels", "demo", "cli"]
+PARTS = ["schema", "collector", "analytics", "dashboard", "bundle", "replay", "kernels", "demo", "cli"]
 
 packages = [f"inferensics.{p}" for p in find_packages(include=[f"{part}*" for part in PARTS])]
 setup(
