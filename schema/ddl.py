@@ -32,9 +32,12 @@ DEFAULT_CLUSTER = "{cluster}"
 SQL_DIR = Path(__file__).parent / "sql"
 
 DEDUP_WINDOW = 10000
-"""Insert blocks whose tokens a non-replicated table remembers. Non-replicated MergeTree keeps none unless
-asked: the collector's deduplication tokens (a replayed spool batch is never counted twice) need it, on
-the event tables and on the rollups, whose view-fed blocks carry tokens derived from the insert's."""
+"""Insert blocks whose tokens a table remembers. Non-replicated MergeTree keeps none unless asked: the
+collector's deduplication tokens (a replayed spool batch is never counted twice) need it, on the event
+tables and on the rollups, whose view-fed blocks carry tokens derived from the insert's. A replicated
+table keeps its block ids in Keeper, per shard, whichever node or collector inserted them; every collector
+of a cluster adds about one block per table, shard and sealed segment, so its window is the same size (the
+engine's default, 1000, covers under two minutes of ten collectors sealing a segment a second)."""
 
 WIDE_PART_MIN_BYTES = 128 * 1024 * 1024
 """Parts below this many uncompressed bytes are written compact (one data file, not two per stream).
@@ -104,18 +107,20 @@ class Target:
         return f"Replicated{kind}({args})"
 
 
+def dedup_window_setting(target: Target) -> str:
+    """The setting that sizes ``target``'s deduplication window (replicated or not) to :data:`DEDUP_WINDOW`."""
+    kind = "replicated" if target.backend == "cluster" else "non_replicated"
+    return f"{kind}_deduplication_window = {DEDUP_WINDOW}"
+
+
 def _settings(target: Target) -> str:
     parts = ["index_granularity = 8192", "ttl_only_drop_parts = 1", f"min_bytes_for_wide_part = {WIDE_PART_MIN_BYTES}"]
-    if target.backend != "cluster":
-        parts.append(f"non_replicated_deduplication_window = {DEDUP_WINDOW}")
-    return "SETTINGS " + ", ".join(parts)
+    return "SETTINGS " + ", ".join([*parts, dedup_window_setting(target)])
 
 
 def _rollup_settings(target: Target) -> str:
     parts = ["ttl_only_drop_parts = 1", f"min_bytes_for_wide_part = {WIDE_PART_MIN_BYTES}"]
-    if target.backend != "cluster":
-        parts.append(f"non_replicated_deduplication_window = {DEDUP_WINDOW}")
-    return "SETTINGS " + ", ".join(parts)
+    return "SETTINGS " + ", ".join([*parts, dedup_window_setting(target)])
 
 
 def _ttl(column: str, days: int) -> str:

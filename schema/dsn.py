@@ -1,4 +1,8 @@
-"""Store DSNs: ``chdb:///<data dir>`` (embedded, the default) or ``http(s)://user:password@host:port/db``."""
+"""Store DSNs: ``chdb:///<data dir>`` (embedded, the default) or ``http(s)://user:password@host:port/db``.
+
+A server DSN may name a ClickHouse cluster, ``http://host:8123/db?cluster=NAME``: the store then renders the
+cluster DDL (``ON CLUSTER``, ``Replicated*`` shard tables, ``Distributed`` tables under the plain names).
+"""
 
 from __future__ import annotations
 
@@ -41,13 +45,16 @@ class Dsn:
     user: str = "default"
     password: str = ""
     database: str = "inferensics"
+    cluster: str = ""
+    """ClickHouse cluster (``remote_servers`` name or ``{cluster}`` macro) of a server DSN; empty: one node."""
 
     def __str__(self) -> str:
         if self.kind == "chdb":
             suffix = "" if self.database == "inferensics" else f"?database={self.database}"
             return f"chdb://{self.path}{suffix}"
         auth = f"{self.user}:***@" if self.password else f"{self.user}@"
-        return f"{self.kind}://{auth}{self.host}:{self.port}/{self.database}"
+        suffix = f"?cluster={self.cluster}" if self.cluster else ""
+        return f"{self.kind}://{auth}{self.host}:{self.port}/{self.database}{suffix}"
 
 
 def parse_dsn(text: str) -> Dsn:
@@ -58,7 +65,7 @@ def parse_dsn(text: str) -> Dsn:
     >>> str(parse_dsn("https://reader:s3cret@ch.example:8443/obs"))
     'https://reader:***@ch.example:8443/obs'
     """
-    hint = "expected chdb:///<data dir> or http(s)://user:password@host:port/database"
+    hint = "expected chdb:///<data dir> or http(s)://user:password@host:port/database[?cluster=NAME]"
     raw = text.strip()
     if not raw:
         raise DsnError(f"empty store DSN; {hint}")
@@ -72,7 +79,7 @@ def parse_dsn(text: str) -> Dsn:
             raise DsnError(f"store DSN {raw!r} names no data directory; {hint}")
         if path in {":memory:", "memory"}:
             raise DsnError(f"store DSN {raw!r}: an in-memory store loses everything on exit; give a directory")
-        database = _query_database(raw, parts.query) or "inferensics"
+        database = _query_option(raw, parts.query, "database") or "inferensics"
         try:
             where = Path(path).expanduser()
         except RuntimeError as exc:  # '~name' of a user this machine does not know
@@ -86,6 +93,7 @@ def parse_dsn(text: str) -> Dsn:
         except ValueError as exc:
             raise DsnError(f"store DSN {raw!r} has a bad port ({exc}); {hint}") from None
         database = _check_database(raw, parts.path.strip("/") or "inferensics")
+        cluster = _query_option(raw, parts.query, "cluster")
         return Dsn(
             "https" if parts.scheme == "https" else "http",
             host=parts.hostname,
@@ -93,6 +101,7 @@ def parse_dsn(text: str) -> Dsn:
             user=unquote(parts.username or "default"),
             password=unquote(parts.password or ""),
             database=database,
+            cluster=cluster,
         )
     raise DsnError(f"store DSN {raw!r} has unknown scheme {parts.scheme!r}; {hint}")
 
@@ -103,15 +112,27 @@ def _check_database(raw: str, database: str) -> str:
     return database
 
 
-def _query_database(raw: str, query: str) -> str:
-    # chdb:///dir?database=name selects a database inside one embedded directory (tests use this:
-    # one process can open only one chDB directory).
+def _query_option(raw: str, query: str, accepted: str) -> str:
+    # chdb:///dir?database=name selects a database inside one embedded directory (tests use this: one
+    # process can open only one chDB directory); http://host/db?cluster=name names a server's cluster.
+    value = ""
     for item in filter(None, query.split("&")):
         key, _, value = item.partition("=")
-        if key != "database":
-            raise DsnError(f"store DSN {raw!r}: unknown option {key!r}; only ?database=<name> is accepted")
-        return _check_database(raw, value)
-    return ""
+        if key != accepted:
+            raise DsnError(f"store DSN {raw!r}: unknown option {key!r}; only ?{accepted}=<name> is accepted here")
+        value = _check_database(raw, value) if accepted == "database" else _check_cluster(raw, value)
+    return value
+
+
+def _check_cluster(raw: str, cluster: str) -> str:
+    name = unquote(cluster)
+    macro = name.startswith("{") and name.endswith("}")
+    if not (name[1:-1] if macro else name).replace("_", "").replace("-", "").isalnum():
+        raise DsnError(
+            f"store DSN {raw!r}: cluster {name!r} must be a remote_servers name (letters, digits, - and _) "
+            "or a macro such as {cluster}"
+        )
+    return name
 
 
 def resolve_dsn(explicit: str | None) -> Dsn:

@@ -20,6 +20,7 @@ from inferensics.schema.ddl import (
     DEDUP_WINDOW,
     WIDE_PART_MIN_BYTES,
     Target,
+    dedup_window_setting,
     distributed_sql,
     render_event_table,
     render_rollup,
@@ -67,10 +68,15 @@ class Migration:
 
 
 def migrations_table_sql(target: Target) -> str:
-    """The bookkeeping table recording applied versions (one row per version)."""
+    """The bookkeeping table recording applied versions (one row per version).
+
+    On a cluster it is one replicated table across every shard (its Keeper path has no ``{shard}``, its
+    replica names are ``<shard>-<replica>``): whichever node a process asks sees the same versions, so
+    migrations applied ``ON CLUSTER`` through one node are not run again through another.
+    """
     db = target.database
     engine = (
-        "ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/" + db + "/schema_migrations', '{replica}')"
+        "ReplicatedReplacingMergeTree('/clickhouse/tables/" + db + "/schema_migrations', '{shard}-{replica}')"
         if target.backend == "cluster"
         else "ReplacingMergeTree"
     )
@@ -354,6 +360,20 @@ def _coarse_request_views_gather_histograms(target: Target) -> list[str | Step]:
     return [*_drop_views(views, target), *_create_views(views, target)]
 
 
+def _replicated_tables_remember_segments(target: Target) -> list[str | Step]:
+    # Before version 9 a cluster's replicated tables kept the engine's default window of insert blocks
+    # (1000 per shard): with several collectors it covered too short a time for a segment retried after a
+    # collector restart to be recognised. The non-replicated stores have kept DEDUP_WINDOW since version 3.
+    if target.backend != "cluster":
+        return []
+    names = [m.TABLE.name for m in EVENT_MODELS] + [r.name for r in ROLLUPS]
+    return [
+        f"ALTER TABLE {target.database}.{target.local(name)}{target.on_cluster} "
+        f"MODIFY SETTING {dedup_window_setting(target)}"
+        for name in names
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -363,6 +383,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "requests ordered by model, traffic class, pool", _requests_ordered_by_class_then_pool),
     Migration(7, "per-minute request rollup kept 32 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
     Migration(8, "hourly and daily request views gather histograms", _coarse_request_views_gather_histograms),
+    Migration(9, "replicated tables remember as many insert blocks as the others", _replicated_tables_remember_segments),
 )
 """Every migration, in version order."""
 

@@ -103,6 +103,10 @@ def _open_client(dsn: Dsn) -> Client:
             password=dsn.password,
             secure=dsn.kind == "https",
             connect_timeout=10,
+            # On a cluster an insert into a Distributed table returns once every shard has its rows: a spool
+            # segment is deleted only after that, and migrations exchange tables only after their copies
+            # are filled (an asynchronous insert would leave them queued on the node it reached).
+            settings={"insert_distributed_sync": 1} if dsn.cluster else None,
         )
         client.command(f"CREATE DATABASE IF NOT EXISTS {dsn.database}")
         client.database = dsn.database
@@ -191,7 +195,10 @@ class Store:
         self.dsn = dsn
         self.client = client
         self.database = dsn.database
-        self.target = Target("chdb" if dsn.kind == "chdb" else "server", database=dsn.database)
+        if dsn.cluster:
+            self.target = Target("cluster", database=dsn.database, cluster=dsn.cluster)
+        else:
+            self.target = Target("chdb" if dsn.kind == "chdb" else "server", database=dsn.database)
 
     @classmethod
     def open(cls, dsn: str | Dsn | None = None) -> Store:
@@ -231,7 +238,28 @@ class Store:
         return int(rows[0][0] or 0)
 
     def migrate(self) -> int:
-        """Apply every migration not yet recorded; return the schema version. Idempotent."""
+        """Apply every migration not yet recorded; return the schema version. Idempotent.
+
+        A store already at the latest version runs no DDL at all, so a user without DDL rights (a cluster's
+        ingest writer) opens a migrated store; one that is behind gets a :class:`StoreError` saying to run
+        ``inferensics init`` as a user that may migrate.
+        """
+        if self.schema_version() >= MIGRATIONS[-1].version:
+            return self.schema_version()
+        try:
+            return self._apply_migrations()
+        except StoreError:
+            raise
+        except Exception as exc:
+            if "ACCESS_DENIED" not in str(exc) and "Not enough privileges" not in str(exc):
+                raise
+            raise StoreError(
+                f"store {self.dsn} is at schema version {self.schema_version()}, behind {MIGRATIONS[-1].version}, "
+                f"and its user may not migrate it ({error_line(exc, 160)}); run `inferensics init --dsn ...` "
+                "as the migrating user (the deployment's schema-migrator job)"
+            ) from None
+
+    def _apply_migrations(self) -> int:
         self.client.command(migrations_table_sql(self.target))
         current = self.schema_version()
         for m in MIGRATIONS:
@@ -253,22 +281,29 @@ class Store:
         """Names of the event and rollup tables, in creation order."""
         return [m.TABLE.name for m in EVENT_MODELS] + [r.name for r in ROLLUPS]
 
-    def row_counts(self) -> dict[str, int]:
-        """Rows per table (rollups count their merged-or-not rows) from ``system.parts``."""
+    def _parts_sum(self, column: str) -> dict[str, int]:
+        """``sum(column)`` of the active parts per table; on a cluster over one replica of every shard, the
+        shard tables counted under their Distributed names."""
+        parts = "system.parts"
+        if self.target.backend == "cluster":
+            cluster = self.target.cluster
+            if cluster.startswith("{"):
+                cluster = str(self.client.query(f"SELECT getMacro('{cluster[1:-1]}')").result_rows[0][0])
+            parts = f"cluster('{cluster}', system.parts)"
         rows = self.client.query(
-            "SELECT table, sum(rows) FROM system.parts WHERE database = {db:String} AND active GROUP BY table",
+            f"SELECT table, sum({column}) FROM {parts} WHERE database = {{db:String}} AND active GROUP BY table",
             parameters={"db": self.database},
         ).result_rows
-        counts = {str(t): int(n) for t, n in rows}
+        return {str(t).removesuffix("_local") if self.target.backend == "cluster" else str(t): int(n) for t, n in rows}
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows per table (rollups count their merged-or-not rows) from ``system.parts``."""
+        counts = self._parts_sum("rows")
         return {name: counts.get(name, 0) for name in self.table_names()}
 
     def disk_bytes(self) -> dict[str, int]:
         """Compressed bytes on disk per table."""
-        rows = self.client.query(
-            "SELECT table, sum(bytes_on_disk) FROM system.parts WHERE database = {db:String} AND active GROUP BY table",
-            parameters={"db": self.database},
-        ).result_rows
-        return {str(t): int(n) for t, n in rows}
+        return self._parts_sum("bytes_on_disk")
 
     def data_dir_bytes(self) -> int | None:
         """Size of the embedded data directory in bytes (``None`` for a server store)."""

@@ -45,7 +45,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/requests_lo
 PARTITION BY toDate(ts)
 ORDER BY (model, traffic_class, hw_pool, ts)
 TTL toDateTime(ts) + toIntervalDay(30)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'One served request: which compiled graphs and artifacts served it and how dispatch went.';
 
 CREATE TABLE IF NOT EXISTS inferensics.requests ON CLUSTER '{cluster}' AS inferensics.requests_local
@@ -92,7 +92,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/compiles_lo
 PARTITION BY toDate(ts)
 ORDER BY (model, hw_pool, ts)
 TTL toDateTime(ts) + toIntervalDay(180)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'One compile of one frame (a Dynamo compile id and attempt), with its metrics and outcome.';
 
 CREATE TABLE IF NOT EXISTS inferensics.compiles ON CLUSTER '{cluster}' AS inferensics.compiles_local
@@ -116,7 +116,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/recompiles_
 PARTITION BY toDate(ts)
 ORDER BY (model, hw_pool, ts)
 TTL toDateTime(ts) + toIntervalDay(180)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'A recompile of a frame whose cached entries all failed their guards.';
 
 CREATE TABLE IF NOT EXISTS inferensics.recompiles ON CLUSTER '{cluster}' AS inferensics.recompiles_local
@@ -138,7 +138,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/guard_failu
 PARTITION BY toDate(ts)
 ORDER BY (model, hw_pool, ts)
 TTL toDateTime(ts) + toIntervalDay(90)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'A guard that failed at frame entry (one per failing guard reason).';
 
 CREATE TABLE IF NOT EXISTS inferensics.guard_failures ON CLUSTER '{cluster}' AS inferensics.guard_failures_local
@@ -164,7 +164,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/graph_break
 PARTITION BY toDate(ts)
 ORDER BY (model, registry_id, ts)
 TTL toDateTime(ts) + toIntervalDay(180)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'A graph break met while compiling a frame.';
 
 CREATE TABLE IF NOT EXISTS inferensics.graph_breaks ON CLUSTER '{cluster}' AS inferensics.graph_breaks_local
@@ -192,7 +192,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/cache_event
 PARTITION BY toDate(ts)
 ORDER BY (model, hw_pool, cache, ts)
 TTL toDateTime(ts) + toIntervalDay(180)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'One compile-cache lookup: FX graph, AOTAutograd, Triton, autotune or Dynamo cache.';
 
 CREATE TABLE IF NOT EXISTS inferensics.cache_events ON CLUSTER '{cluster}' AS inferensics.cache_events_local
@@ -213,7 +213,7 @@ CREATE TABLE IF NOT EXISTS inferensics.kernels_local ON CLUSTER '{cluster}'
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/inferensics/kernels_local', '{replica}', ts)
 PARTITION BY toDate(ts)
 ORDER BY (artifact_id, kernel_name)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'One kernel of a compiled artifact with its provenance: post-grad nodes and user source lines.';
 
 CREATE TABLE IF NOT EXISTS inferensics.kernels ON CLUSTER '{cluster}' AS inferensics.kernels_local
@@ -237,7 +237,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/kernel_timi
 PARTITION BY toDate(ts)
 ORDER BY (model, artifact_id, ts)
 TTL toDateTime(ts) + toIntervalDay(30)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'Profiler-measured time of one kernel over one sampled request.';
 
 CREATE TABLE IF NOT EXISTS inferensics.kernel_timings ON CLUSTER '{cluster}' AS inferensics.kernel_timings_local
@@ -262,7 +262,7 @@ CREATE TABLE IF NOT EXISTS inferensics.bundles_local ON CLUSTER '{cluster}'
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/inferensics/bundles_local', '{replica}', ts)
 PARTITION BY toDate(ts)
 ORDER BY (bundle_id, host)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'Registration of a release bundle (compiled artifacts + manifest) on a host.';
 
 CREATE TABLE IF NOT EXISTS inferensics.bundles ON CLUSTER '{cluster}' AS inferensics.bundles_local
@@ -281,7 +281,7 @@ CREATE TABLE IF NOT EXISTS inferensics.blobs_local ON CLUSTER '{cluster}'
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/inferensics/blobs_local', '{replica}', ts)
 PARTITION BY tuple()
 ORDER BY (sha256)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'A content-addressed blob: output code, guard tree, captured inputs, manifest.';
 
 CREATE TABLE IF NOT EXISTS inferensics.blobs ON CLUSTER '{cluster}' AS inferensics.blobs_local
@@ -296,7 +296,7 @@ CREATE TABLE IF NOT EXISTS inferensics.blob_contents_local ON CLUSTER '{cluster}
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/inferensics/blob_contents_local', '{replica}', ts)
 PARTITION BY tuple()
 ORDER BY (sha256)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'The bytes of a blob, stored once under their sha256 (ARCHITECTURE decision 5).';
 
 CREATE TABLE IF NOT EXISTS inferensics.blob_contents ON CLUSTER '{cluster}' AS inferensics.blob_contents_local
@@ -320,7 +320,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/replay_resu
 PARTITION BY toDate(ts)
 ORDER BY (request_id, ts)
 TTL toDateTime(ts) + toIntervalDay(365)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'The outcome of re-executing a recorded request against its bundle and the eager path.';
 
 CREATE TABLE IF NOT EXISTS inferensics.replay_results ON CLUSTER '{cluster}' AS inferensics.replay_results_local
@@ -344,7 +344,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/canary_verd
 PARTITION BY toDate(ts)
 ORDER BY (model, ts)
 TTL toDateTime(ts) + toIntervalDay(365)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
 COMMENT 'A recorded canary verdict comparing a candidate bundle against a baseline.';
 
 CREATE TABLE IF NOT EXISTS inferensics.canary_verdicts ON CLUSTER '{cluster}' AS inferensics.canary_verdicts_local
@@ -373,7 +373,7 @@ ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (toStartOfHour(bucket), model, hw_pool, traffic_class, bundle_id, bucket)
 TTL toDateTime(bucket) + toIntervalDay(32)
-SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
+SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1m_mv ON CLUSTER '{cluster}'
 TO inferensics.requests_1m_local
@@ -423,7 +423,7 @@ ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (toStartOfDay(bucket), model, hw_pool, traffic_class, bundle_id, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
-SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
+SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1h_mv ON CLUSTER '{cluster}'
 TO inferensics.requests_1h_local
@@ -472,7 +472,7 @@ ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (model, hw_pool, traffic_class, bucket)
 TTL toDateTime(bucket) + toIntervalDay(800)
-SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
+SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.requests_1d_mv ON CLUSTER '{cluster}'
 TO inferensics.requests_1d_local
@@ -512,7 +512,7 @@ ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (toStartOfDay(bucket), model, hw_pool, outcome, trigger, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
-SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
+SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.compiles_1h_mv ON CLUSTER '{cluster}'
 TO inferensics.compiles_1h_local
@@ -546,7 +546,7 @@ ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/inferensics/
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (toStartOfDay(bucket), model, hw_pool, bundle_id, cache, result, bucket)
 TTL toDateTime(bucket) + toIntervalDay(400)
-SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728;
+SETTINGS ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS inferensics.cache_events_1h_mv ON CLUSTER '{cluster}'
 TO inferensics.cache_events_1h_local
