@@ -383,7 +383,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "requests ordered by model, traffic class, pool", _requests_ordered_by_class_then_pool),
     Migration(7, "per-minute request rollup kept 32 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
     Migration(8, "hourly and daily request views gather histograms", _coarse_request_views_gather_histograms),
-    Migration(9, "replicated tables remember as many insert blocks as the others", _replicated_tables_remember_segments),
+    Migration(9, "replicated tables remember as many insert blocks as others", _replicated_tables_remember_segments),
 )
 """Every migration, in version order."""
 
