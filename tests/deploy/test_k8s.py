@@ -1,0 +1,125 @@
+"""Every Kubernetes manifest, and every ConfigMap that deploy/kustomization.yaml generates, validates against
+the Kubernetes API schemas (kubernetes-validate, strict: unknown fields are errors); references between them
+resolve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from inferensics.schema.dsn import parse_dsn
+from tests.deploy.layout import DEPLOY, K8S, cluster_hosts, keeper_hosts, yaml_docs
+
+KUBERNETES_VERSION = "1.30.0"
+"""The oldest Kubernetes the manifests are written for (StatefulSet, Job and probe fields as of 1.30)."""
+
+
+def _kustomization() -> dict[str, Any]:
+    (doc,) = yaml_docs(DEPLOY / "kustomization.yaml")
+    return doc
+
+
+def _generated_config_maps() -> list[dict[str, Any]]:
+    """The ConfigMaps kustomize builds from the ClickHouse files (what `kubectl apply -k deploy/` applies)."""
+    out = []
+    for gen in _kustomization()["configMapGenerator"]:
+        data = {Path(f).name: (DEPLOY / f).read_text(encoding="utf-8") for f in gen["files"]}
+        out.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": gen["name"]}, "data": data})
+    return out
+
+
+def _resources() -> list[dict[str, Any]]:
+    return [doc for f in _kustomization()["resources"] for doc in yaml_docs(DEPLOY / f)]
+
+
+def _named(kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in _resources() if d["kind"] == kind}
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    listed = {DEPLOY / f for f in _kustomization()["resources"]}
+    assert listed == set(K8S.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", sorted(K8S.glob("*.yaml")), ids=lambda p: p.name)
+def test_manifest_validates_against_the_api_schema(path: Path) -> None:
+    docs = yaml_docs(path)
+    assert docs
+    for doc in docs:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        assert doc["metadata"].get("namespace", "inferensics") == "inferensics"
+
+
+def test_generated_config_maps_validate_and_hold_the_files() -> None:
+    for cm in _generated_config_maps():
+        kubernetes_validate.validate(cm, KUBERNETES_VERSION, strict=True)
+        assert all(cm["data"].values()), cm["metadata"]["name"]
+
+
+def test_a_wrong_field_is_refused() -> None:
+    (job,) = yaml_docs(K8S / "schema-migrator.yaml")
+    job["spec"]["template"]["spec"]["containers"][0]["commnd"] = ["typo"]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
+
+
+def _pod_specs() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (d["metadata"]["name"], d["spec"]["template"]["spec"])
+        for d in _resources()
+        if d["kind"] in {"StatefulSet", "Deployment", "Job"}
+    ]
+
+
+def test_config_maps_secrets_and_keys_referenced_exist() -> None:
+    maps = {cm["metadata"]["name"]: cm for cm in _generated_config_maps()}
+    (secret,) = _named("Secret").values()
+    keys = set(secret["stringData"])
+    for name, spec in _pod_specs():
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for container in spec["containers"]:
+            for mount in container.get("volumeMounts", []):
+                volume = volumes.get(mount["name"])
+                if volume is None:
+                    continue  # a volumeClaimTemplate
+                if "configMap" in volume:
+                    cm = maps[volume["configMap"]["name"]]
+                    assert mount.get("subPath", next(iter(cm["data"]))) in cm["data"], (name, mount)
+            for env in container.get("env", []):
+                ref = env.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    assert ref["name"] == secret["metadata"]["name"] and ref["key"] in keys, (name, ref)
+            for source in container.get("envFrom", []):
+                assert source["secretRef"]["name"] == secret["metadata"]["name"]
+
+
+def test_statefulsets_give_the_pod_names_the_cluster_config_expects() -> None:
+    sets = _named("StatefulSet")
+    services = _named("Service")
+    expected = {h.split(".")[0] for hosts in cluster_hosts() for h in hosts} | {h.split(".")[0] for h in keeper_hosts()}
+    pods = set()
+    for name, sts in sets.items():
+        if name == "collector":
+            continue
+        service = services[sts["spec"]["serviceName"]]
+        assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+        pods |= {f"{name}-{i}" for i in range(sts["spec"]["replicas"])}
+        # the host names in cluster.xml are <pod>.<service>
+        assert sts["spec"]["serviceName"] == name
+    assert pods == expected
+
+
+def test_the_migrator_and_collectors_use_their_own_users_on_the_cluster() -> None:
+    (job,) = _named("Job").values()
+    assert job["spec"]["completions"] == 1 and job["spec"]["parallelism"] == 1
+    script = " ".join(job["spec"]["template"]["spec"]["containers"][0]["args"])
+    dsn = parse_dsn(script.split('"')[1].replace("${INFERENSICS_MIGRATOR_PASSWORD}", "pw"))
+    assert (dsn.user, dsn.cluster, dsn.host) == ("inferensics_migrator", "inferensics", cluster_hosts()[0][0])
+    collector = _named("StatefulSet")["collector"]
+    script = " ".join(collector["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert "inferensics_ingest:" in script and "?cluster=inferensics" in script
+    claims = [c["metadata"]["name"] for c in collector["spec"]["volumeClaimTemplates"]]
+    assert claims == ["spool"], "each collector keeps its spool on its own volume across restarts"
