@@ -251,12 +251,16 @@ class Store:
         except StoreError:
             raise
         except Exception as exc:
-            if "ACCESS_DENIED" not in str(exc) and "Not enough privileges" not in str(exc):
+            text = " ".join(str(exc).split())
+            if "ACCESS_DENIED" not in text:
                 raise
+            # the server's own sentence: "<user>: Not enough privileges. ... the grant X ON Y. (ACCESS_DENIED)"
+            reason = text[text.find("DB::Exception: ") + 15 :] if "DB::Exception: " in text else text
+            reason = reason[: reason.find("(ACCESS_DENIED)") + len("(ACCESS_DENIED)")]
             raise StoreError(
                 f"store {self.dsn} is at schema version {self.schema_version()}, behind {MIGRATIONS[-1].version}, "
-                f"and its user may not migrate it ({error_line(exc, 160)}); run `inferensics init --dsn ...` "
-                "as the migrating user (the deployment's schema-migrator job)"
+                f"and its user may not migrate it ({reason}); run `inferensics init --dsn ...` as the migrating "
+                "user (the deployment's schema-migrator job)"
             ) from None
 
     def _apply_migrations(self) -> int:

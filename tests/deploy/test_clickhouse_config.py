@@ -112,7 +112,8 @@ def test_every_grant_parses_and_every_user_has_a_profile_quota_and_password(engi
         assert user.findtext("profile") in profiles, user.tag
         assert user.findtext("quota") in quotas, user.tag
         password = user.find("password")
-        assert password is not None and password.get("from_env"), f"{user.tag}: password must come from the environment"
+        assert password is not None, user.tag
+        assert password.get("from_env"), f"{user.tag}: password must come from the environment"
         for query in user.findall("grants/query"):
             # users.xml grants name no grantee (the server parses them without one): the engine's parser
             # checks them here with the user as the grantee
@@ -128,7 +129,8 @@ def test_the_ingest_user_may_do_what_the_collector_does_and_no_ddl() -> None:
     assert "INSERT ON inferensics.*" in grants.replace("SELECT, INSERT", "INSERT")
     for staging in ("_ingest_records", "_ingest_rows"):  # collector/service/engine_decoder.py's staging tables
         assert f"CREATE TABLE, DROP TABLE ON inferensics.{staging}" in grants
-    assert "ALTER" not in grants and "ALL" not in grants
+    assert "ALTER" not in grants
+    assert "ALL" not in grants
 
 
 def test_engine_decoder_staging_tables_are_the_granted_ones() -> None:
@@ -171,11 +173,16 @@ def test_the_engine_reads_otlp_with_the_committed_schema(engine: Store, tmp_path
     # format schema from its format_schema_path (here the committed file itself, by its absolute path).
     records = [request(i, run="proto") for i in range(3)]
     body = tmp_path / "segment.pb"
-    body.write_bytes(delimited([build_request(records).SerializeToString(), build_request(records[:1]).SerializeToString()]))
+    body.write_bytes(
+        delimited([build_request(records).SerializeToString(), build_request(records[:1]).SerializeToString()])
+    )
     rows = engine.client.query(
         f"SELECT length(resource_spans[1].scope_spans[1].spans), resource_spans[1].scope_spans[1].spans[1].name "
         f"FROM file('{body}', 'Protobuf', '{_quoted(structure())}')",
-        settings={"format_schema": format_schema(FORMAT_SCHEMAS / PROTO_FILE), "input_format_protobuf_oneof_presence": 1},
+        settings={
+            "format_schema": format_schema(FORMAT_SCHEMAS / PROTO_FILE),
+            "input_format_protobuf_oneof_presence": 1,
+        },
     ).result_rows
     assert [(int(n), str(name)) for n, name in rows] == [(3, "inferensics.requests"), (1, "inferensics.requests")]
 

@@ -20,9 +20,7 @@ ENV_EXAMPLE = COMPOSE / ".env.example"
 def _compose(*args: str) -> subprocess.CompletedProcess[str]:
     tool = shutil.which("docker-compose")
     assert tool, "docker-compose is missing: `make setup` installs it (Debian's docker-compose package)"
-    return subprocess.run(
-        [tool, *args], capture_output=True, text=True, timeout=120, check=False, cwd=COMPOSE
-    )
+    return subprocess.run([tool, *args], capture_output=True, text=True, timeout=120, check=False, cwd=COMPOSE)
 
 
 def _resolved(path: Path) -> dict[str, Any]:
@@ -70,7 +68,8 @@ def test_secrets_are_required_not_defaulted(tmp_path: Path) -> None:
     empty.write_text("")
     for path in COMPOSE_FILES:
         done = _compose("-f", str(path), "--env-file", str(empty), "config", "-q")
-        assert done.returncode != 0 and "set it in deploy/compose/.env" in done.stderr, path.name
+        assert done.returncode != 0, path.name
+        assert "set it in deploy/compose/.env" in done.stderr, path.name
 
 
 def _dsn(service: dict[str, Any]) -> str:
@@ -92,7 +91,9 @@ def test_single_node_migrates_before_the_collector_and_collects_as_the_ingest_us
 def test_cluster_services_match_the_cluster_layout() -> None:
     services = _resolved(COMPOSE / "cluster.yml")["services"]
     aliases = {
-        name: s["networks"]["default"]["aliases"] for name, s in services.items() if s.get("networks", {}).get("default")
+        name: s["networks"]["default"]["aliases"]
+        for name, s in services.items()
+        if s.get("networks", {}).get("default")
     }
     for shard, hosts in enumerate(cluster_hosts(), start=1):
         for host in hosts:
@@ -104,23 +105,28 @@ def test_cluster_services_match_the_cluster_layout() -> None:
             assert "/etc/clickhouse-server/config.d/cluster.xml" in targets
     for i, host in enumerate(keeper_hosts()):
         name = host.split(".")[0]
-        assert aliases[name] == [host] and services[name]["environment"]["KEEPER_ID"] == str(i + 1)
+        assert aliases[name] == [host]
+        assert services[name]["environment"]["KEEPER_ID"] == str(i + 1)
     migrate = parse_dsn(_dsn(services["migrate"]))
     collectors = [parse_dsn(_dsn(services[n])) for n in ("collector-1", "collector-2")]
-    assert migrate.cluster == "inferensics" and all(c.cluster == "inferensics" for c in collectors)
-    assert migrate.user == "inferensics_migrator" and {c.user for c in collectors} == {"inferensics_ingest"}
+    assert migrate.cluster == "inferensics"
+    assert all(c.cluster == "inferensics" for c in collectors)
+    assert migrate.user == "inferensics_migrator"
+    assert {c.user for c in collectors} == {"inferensics_ingest"}
     # one ClickHouse node per collector: the engine decoder's staging tables are per node
     assert len({c.host for c in collectors}) == len(collectors)
     assert all(c.host in {h for hosts in cluster_hosts() for h in hosts} for c in [migrate, *collectors])
     nginx = (COMPOSE / "nginx.conf").read_text(encoding="utf-8")
-    assert "server collector-1:4318" in nginx and "server collector-2:4318" in nginx
+    assert "server collector-1:4318" in nginx
+    assert "server collector-2:4318" in nginx
 
 
 def test_an_invalid_file_is_refused(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yml"
     broken.write_text("services:\n  x:\n    image: a\n    ports: 8123\n    restart: sometimes-maybe\n")
     done = _compose("-f", str(broken), "config", "-q")
-    assert done.returncode != 0 and "invalid" in done.stderr
+    assert done.returncode != 0
+    assert "invalid" in done.stderr
 
 
 def test_the_image_context_keeps_out_what_it_must() -> None:

@@ -91,7 +91,8 @@ def test_config_maps_secrets_and_keys_referenced_exist() -> None:
             for env in container.get("env", []):
                 ref = env.get("valueFrom", {}).get("secretKeyRef")
                 if ref:
-                    assert ref["name"] == secret["metadata"]["name"] and ref["key"] in keys, (name, ref)
+                    assert ref["name"] == secret["metadata"]["name"], (name, ref)
+                    assert ref["key"] in keys, (name, ref)
             for source in container.get("envFrom", []):
                 assert source["secretRef"]["name"] == secret["metadata"]["name"]
 
@@ -105,7 +106,8 @@ def test_statefulsets_give_the_pod_names_the_cluster_config_expects() -> None:
         if name == "collector":
             continue
         service = services[sts["spec"]["serviceName"]]
-        assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+        assert service["spec"]["clusterIP"] == "None"
+        assert service["spec"]["publishNotReadyAddresses"] is True
         pods |= {f"{name}-{i}" for i in range(sts["spec"]["replicas"])}
         # the host names in cluster.xml are <pod>.<service>
         assert sts["spec"]["serviceName"] == name
@@ -114,12 +116,14 @@ def test_statefulsets_give_the_pod_names_the_cluster_config_expects() -> None:
 
 def test_the_migrator_and_collectors_use_their_own_users_on_the_cluster() -> None:
     (job,) = _named("Job").values()
-    assert job["spec"]["completions"] == 1 and job["spec"]["parallelism"] == 1
+    assert job["spec"]["completions"] == 1
+    assert job["spec"]["parallelism"] == 1
     script = " ".join(job["spec"]["template"]["spec"]["containers"][0]["args"])
     dsn = parse_dsn(script.split('"')[1].replace("${INFERENSICS_MIGRATOR_PASSWORD}", "pw"))
     assert (dsn.user, dsn.cluster, dsn.host) == ("inferensics_migrator", "inferensics", cluster_hosts()[0][0])
     collector = _named("StatefulSet")["collector"]
     script = " ".join(collector["spec"]["template"]["spec"]["containers"][0]["args"])
-    assert "inferensics_ingest:" in script and "?cluster=inferensics" in script
+    assert "inferensics_ingest:" in script
+    assert "?cluster=inferensics" in script
     claims = [c["metadata"]["name"] for c in collector["spec"]["volumeClaimTemplates"]]
     assert claims == ["spool"], "each collector keeps its spool on its own volume across restarts"

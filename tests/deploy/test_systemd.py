@@ -41,7 +41,8 @@ def test_units_verify_cleanly(tmp_path: Path) -> None:
         "inferensics-dashboard.service",
     }
     done = _verify(_copy(tmp_path))
-    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
+    assert done.returncode == 0, done.stderr
+    assert not done.stderr.strip(), done.stderr
 
 
 def test_a_broken_unit_is_reported(tmp_path: Path) -> None:
@@ -49,7 +50,8 @@ def test_a_broken_unit_is_reported(tmp_path: Path) -> None:
     unit = tmp_path / "inferensics-collector.service"
     unit.write_text(unit.read_text(encoding="utf-8").replace("Restart=always", "Restart=sometimes"))
     done = _verify(tmp_path)
-    assert "inferensics-collector.service:" in done.stderr and "sometimes" in done.stderr
+    assert "inferensics-collector.service:" in done.stderr
+    assert "sometimes" in done.stderr
 
 
 def test_units_read_the_environment_file_the_example_documents() -> None:
