@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PARTS := schema collector analytics dashboard bundle replay kernels demo cli
 
-.PHONY: setup test lint format typecheck check run demo bench-store clean
+.PHONY: setup test lint format typecheck check run demo bench-store cluster-test clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -14,6 +14,7 @@ setup: $(BIN)/python
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	bash deploy/install-browser.sh
+	bash deploy/install-validators.sh
 
 # The README's two commands: `make run` (set up, then the main job) and `make check` (set up, then tests).
 test: setup
@@ -42,6 +43,11 @@ run: setup
 
 demo: setup
 	$(BIN)/inferensics demo
+
+# The live ClickHouse cluster (deploy/compose/cluster.yml) on loopback, tests/deploy/test_live_cluster.py against
+# it, then removed. Needs Docker; nothing here has one, so CI does not run it.
+cluster-test:
+	bash deploy/compose/cluster-test.sh
 
 bench-store:
 	$(BIN)/python benchmarks/bench_store_insert.py

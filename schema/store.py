@@ -108,7 +108,10 @@ def _open_client(dsn: Dsn) -> Client:
             # are filled (an asynchronous insert would leave them queued on the node it reached).
             settings={"insert_distributed_sync": 1} if dsn.cluster else None,
         )
-        client.command(f"CREATE DATABASE IF NOT EXISTS {dsn.database}")
+        # Only when missing: a server's read-only or ingest user may not create databases (CREATE ... IF NOT
+        # EXISTS checks the grant before whether the database exists).
+        if not client.command(f"EXISTS DATABASE {dsn.database}"):
+            client.command(f"CREATE DATABASE IF NOT EXISTS {dsn.database}")
         client.database = dsn.database
         return client
     except Exception as exc:

@@ -33,7 +33,11 @@ def _resolved(path: Path) -> dict[str, Any]:
 
 def _mounts(service: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(source, target, mode) of each volume, as docker-compose prints them (``src:target:mode``)."""
-    return [tuple(v.split(":")) for v in service.get("volumes", [])]  # type: ignore[misc]
+    out = []
+    for volume in service.get("volumes", []):
+        source, target, mode = str(volume).split(":")
+        out.append((source, target, mode))
+    return out
 
 
 @pytest.fixture(scope="module", params=COMPOSE_FILES, ids=lambda p: p.name)
@@ -119,6 +123,20 @@ def test_cluster_services_match_the_cluster_layout() -> None:
     nginx = (COMPOSE / "nginx.conf").read_text(encoding="utf-8")
     assert "server collector-1:4318" in nginx
     assert "server collector-2:4318" in nginx
+
+
+def test_the_live_test_override_publishes_every_node_on_loopback_only() -> None:
+    files = ["-f", str(COMPOSE / "cluster.yml"), "-f", str(COMPOSE / "cluster.test.yml")]
+    done = _compose(*files, "--env-file", str(ENV_EXAMPLE), "config")
+    assert done.returncode == 0, done.stderr
+    services = yaml.safe_load(done.stdout)["services"]
+    published = {name: s["ports"] for name, s in services.items() if s.get("ports")}
+    assert {h.split(".")[0] for hosts in cluster_hosts() for h in hosts} <= set(published)
+    assert {"collector-1", "collector-2", "lb", "dashboard"} <= set(published)
+    assert all(str(p).startswith("127.0.0.1:") for ports in published.values() for p in ports)
+    script = (COMPOSE / "cluster-test.sh").read_text(encoding="utf-8")
+    assert "down -v" in script  # the live test removes what it started
+    assert "INFERENSICS_BIND=127.0.0.1" in script
 
 
 def test_an_invalid_file_is_refused(tmp_path: Path) -> None:
