@@ -125,5 +125,9 @@ def test_the_migrator_and_collectors_use_their_own_users_on_the_cluster() -> Non
     script = " ".join(collector["spec"]["template"]["spec"]["containers"][0]["args"])
     assert "inferensics_ingest:" in script
     assert "?cluster=inferensics" in script
-    claims = [c["metadata"]["name"] for c in collector["spec"]["volumeClaimTemplates"]]
-    assert claims == ["spool"], "each collector keeps its spool on its own volume across restarts"
+    claims = {c["metadata"]["name"]: c for c in collector["spec"]["volumeClaimTemplates"]}
+    assert list(claims) == ["spool"], "each collector keeps its spool on its own volume across restarts"
+    size = claims["spool"]["spec"]["resources"]["requests"]["storage"]
+    assert size.endswith("Gi")
+    env = {e["name"]: e.get("value") for e in collector["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert int(env["INFERENSICS_SPOOL_MAX_BYTES"]) < int(size[:-2]) << 30, "the spool cap must fit its volume"
