@@ -124,6 +124,8 @@ def test_spans_through_the_load_balancer_land_sharded_by_request_id(admin: Store
     )
     assert sorted(int(n) for _, n, _ in per_node) == sorted([int(n) for _, n in shards] * 2)
     assert all(int(wrong) == 0 for _, _, wrong in per_node)
+    # `inferensics status` on a cluster counts parts over one replica of every shard
+    assert admin.row_counts()["requests"] == _count(admin)
 
 
 def test_the_server_decodes_protobuf_and_a_segment_retried_through_another_node_lands_once(tmp_path: Path) -> None:
