@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from inferensics.schema.dsn import parse_dsn
-from tests.deploy.layout import COMPOSE, COMPOSE_FILES, DEPLOY, cluster_hosts, keeper_hosts
+from tests.deploy.layout import COMPOSE, COMPOSE_FILES, cluster_hosts, keeper_hosts
 
 ENV_EXAMPLE = COMPOSE / ".env.example"
 
@@ -145,8 +145,3 @@ def test_an_invalid_file_is_refused(tmp_path: Path) -> None:
     done = _compose("-f", str(broken), "config", "-q")
     assert done.returncode != 0
     assert "invalid" in done.stderr
-
-
-def test_the_image_context_keeps_out_what_it_must() -> None:
-    ignored = (DEPLOY.parent / ".dockerignore").read_text(encoding="utf-8").split()
-    assert {".venv", ".git"} <= set(ignored)

@@ -15,6 +15,8 @@ from tests.deploy.layout import DEPLOY, K8S, cluster_hosts, keeper_hosts, yaml_d
 
 KUBERNETES_VERSION = "1.30.0"
 """The oldest Kubernetes the manifests are written for (StatefulSet, Job and probe fields as of 1.30)."""
+VERSIONS = (KUBERNETES_VERSION, kubernetes_validate.latest_version())
+"""Validated against the oldest supported and the newest schemas the validator ships."""
 
 
 def _kustomization() -> dict[str, Any]:
@@ -44,12 +46,13 @@ def test_kustomization_lists_every_manifest() -> None:
     assert listed == set(K8S.glob("*.yaml"))
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("path", sorted(K8S.glob("*.yaml")), ids=lambda p: p.name)
-def test_manifest_validates_against_the_api_schema(path: Path) -> None:
+def test_manifest_validates_against_the_api_schema(path: Path, version: str) -> None:
     docs = yaml_docs(path)
     assert docs
     for doc in docs:
-        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(doc, version, strict=True)
         assert doc["metadata"].get("namespace", "inferensics") == "inferensics"
 
 
