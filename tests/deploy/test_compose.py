@@ -145,3 +145,37 @@ def test_an_invalid_file_is_refused(tmp_path: Path) -> None:
     done = _compose("-f", str(broken), "config", "-q")
     assert done.returncode != 0
     assert "invalid" in done.stderr
+
+
+def _nginx_test(conf: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    tool = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
+    assert tool, "nginx is missing: `make setup` installs it (Debian's nginx-light package; not started)"
+    # the upstreams are compose service names, resolved when nginx loads its config: loopback stands in
+    text = conf.read_text(encoding="utf-8").replace("collector-1:", "127.0.0.1:").replace("collector-2:", "127.0.0.2:")
+    (tmp_path / "nginx.conf").write_text(text)
+    prefix = f"pid {tmp_path}/nginx.pid; error_log stderr;"
+    return subprocess.run(
+        [tool, "-t", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path), "-g", prefix],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_the_load_balancer_config_passes_nginx_t(tmp_path: Path) -> None:
+    done = _nginx_test(COMPOSE / "nginx.conf", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "test is successful" in done.stderr
+
+
+def test_a_broken_load_balancer_config_is_refused(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.conf"
+    broken.write_text(
+        (COMPOSE / "nginx.conf")
+        .read_text(encoding="utf-8")
+        .replace("proxy_next_upstream_tries 2;", "proxy_next_upstream_tries;")
+    )
+    done = _nginx_test(broken, tmp_path)
+    assert done.returncode != 0
+    assert "proxy_next_upstream_tries" in done.stderr
