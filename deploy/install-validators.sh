@@ -5,7 +5,7 @@ set -euo pipefail
 missing=()
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
-command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 if [ "${#missing[@]}" -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != "0" ]; then
   echo "${missing[*]} missing: run 'sudo apt-get install -y --no-install-recommends ${missing[*]}' (needed by tests/deploy)" >&2

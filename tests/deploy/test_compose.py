@@ -149,7 +149,7 @@ def test_an_invalid_file_is_refused(tmp_path: Path) -> None:
 
 def _nginx_test(conf: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     tool = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
-    assert tool, "nginx is missing: `make setup` installs it (Debian's nginx-light package; not started)"
+    assert tool, "nginx is missing: `make setup` installs it (Debian's nginx package; not started)"
     # the upstreams are compose service names, resolved when nginx loads its config: loopback stands in
     text = conf.read_text(encoding="utf-8").replace("collector-1:", "127.0.0.1:").replace("collector-2:", "127.0.0.2:")
     (tmp_path / "nginx.conf").write_text(text)
