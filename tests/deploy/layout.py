@@ -43,3 +43,8 @@ def cluster_hosts() -> list[list[str]]:
 def keeper_hosts() -> list[str]:
     """The Keeper hosts the servers connect to, from cluster.xml."""
     return [n.findtext("host", "") for n in xml_root(CLUSTER_CONFIG).findall("zookeeper/node")]
+
+
+def env_names(path: Path) -> set[str]:
+    """The environment variables a server config file reads (``from_env`` attributes)."""
+    return {e.get("from_env", "") for e in ET.parse(path).getroot().iter() if e.get("from_env")}

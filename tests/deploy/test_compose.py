@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from inferensics.schema.dsn import parse_dsn
-from tests.deploy.layout import COMPOSE, COMPOSE_FILES, cluster_hosts, keeper_hosts
+from tests.deploy.layout import COMPOSE, COMPOSE_FILES, cluster_hosts, env_names, keeper_hosts
 
 ENV_EXAMPLE = COMPOSE / ".env.example"
 
@@ -179,3 +179,15 @@ def test_a_broken_load_balancer_config_is_refused(tmp_path: Path) -> None:
     done = _nginx_test(broken, tmp_path)
     assert done.returncode != 0
     assert "proxy_next_upstream_tries" in done.stderr
+
+
+def test_every_variable_a_mounted_server_file_reads_is_set(resolved: tuple[Path, dict[str, Any]]) -> None:
+    # A from_env variable the container lacks leaves the setting empty: a password-less user, no macro.
+    path, config = resolved
+    for name, service in config["services"].items():
+        needed: set[str] = set()
+        for source, _, _ in _mounts(service):
+            if source.endswith(".xml"):
+                needed |= env_names(Path(source))
+        missing = needed - set(service.get("environment", {}))
+        assert not missing, f"{path.name}: {name} mounts files reading {sorted(missing)}, which it does not set"

@@ -11,7 +11,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 
 from inferensics.schema.dsn import parse_dsn
-from tests.deploy.layout import DEPLOY, K8S, cluster_hosts, keeper_hosts, yaml_docs
+from tests.deploy.layout import DEPLOY, K8S, cluster_hosts, env_names, keeper_hosts, yaml_docs
 
 KUBERNETES_VERSION = "1.30.0"
 """The oldest Kubernetes the manifests are written for (StatefulSet, Job and probe fields as of 1.30)."""
@@ -134,3 +134,22 @@ def test_the_migrator_and_collectors_use_their_own_users_on_the_cluster() -> Non
     assert size.endswith("Gi")
     env = {e["name"]: e.get("value") for e in collector["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert int(env["INFERENSICS_SPOOL_MAX_BYTES"]) < int(size[:-2]) << 30, "the spool cap must fit its volume"
+
+
+def test_every_variable_a_mounted_server_file_reads_is_set() -> None:
+    files = {gen["name"]: [DEPLOY / f for f in gen["files"]] for gen in _kustomization()["configMapGenerator"]}
+    (secret,) = _named("Secret").values()
+    for name, spec in _pod_specs():
+        maps = {v["name"]: v["configMap"]["name"] for v in spec.get("volumes", []) if "configMap" in v}
+        for container in spec["containers"]:
+            needed: set[str] = set()
+            for mount in container.get("volumeMounts", []):
+                for path in files.get(maps.get(mount["name"], ""), []):
+                    if path.suffix == ".xml" and mount.get("subPath", path.name) == path.name:
+                        needed |= env_names(path)
+            given = {e["name"] for e in container.get("env", [])}
+            if any("secretRef" in source for source in container.get("envFrom", [])):
+                given |= set(secret["stringData"])
+            script = " ".join(container.get("args", []))
+            given |= {n for n in needed if f"export {n}=" in script}
+            assert needed <= given, f"{name} mounts files reading {sorted(needed - given)}, which it does not set"
