@@ -100,7 +100,9 @@ def service_client(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> Iterat
     """A ServiceClient talking to the real service app in this process, over the fleet's store."""
     dsn = f"chdb://{chdb_dir}?database={fleet_store.database}"
     config = load_config({"dsn": dsn, "spool_dir": str(tmp_path / "spool"), "tokens": TOKENS}, environ={})
-    state = build_state(config, open_store=lambda: Store.open(dsn))
+    state = build_state(
+        config, open_store=lambda: Store.open(dsn), named_queries=NAMED_QUERIES
+    )  # as `inferensics serve`
     client = ServiceClient("http://testserver", token=READ)
     try:
         with TestClient(create_app(state), headers={"Authorization": f"Bearer {READ}"}) as http:

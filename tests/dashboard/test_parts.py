@@ -14,7 +14,7 @@ import pytest
 from inferensics import dashboard
 from inferensics.analytics import canary as canary_rules
 from inferensics.analytics.report.evidence import SHOWN, evidence_kind, evidence_table
-from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import Filters, _parse_end, bucket_unit, describe
