@@ -7,7 +7,7 @@ return Polars frames. They never draw; ``inferensics.analytics.report`` renders 
 
 from inferensics.analytics.breaks import graph_break_sites, graph_breaks, guard_failures, recompile_reasons
 from inferensics.analytics.cache import cache_growth, cache_health, cache_reasons, cache_trend
-from inferensics.analytics.canary import CanaryParams, CanaryResult, canary_compare, compare_canary
+from inferensics.analytics.canary import CanaryParams, CanaryResult, canary_compare
 from inferensics.analytics.client import QueryClient, QueryRunner
 from inferensics.analytics.drilldown import (
     RequestDrillDown,
@@ -46,7 +46,6 @@ __all__ = [
     "cache_reasons",
     "cache_trend",
     "canary_compare",
-    "compare_canary",
     "drill_down",
     "fallback_reasons",
     "fleet_overview",

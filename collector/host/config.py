@@ -11,14 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from inferensics.collector.errors import ConfigError
+
 SAMPLE_RATE_ENV: Final = "INFERENSICS_SAMPLE_RATE"
 """Fraction of requests profiled for kernel timings (0 disables the profiler)."""
 QUEUE_CAPACITY_ENV: Final = "INFERENSICS_QUEUE_CAPACITY"
 """Items the hand-off queue holds before it drops (and counts) new ones."""
-
-
-class ConfigError(ValueError):
-    """A setting has a bad value; the message names the setting and how to fix it."""
 
 
 Redactor = Callable[[dict[str, Any]], dict[str, Any]]

@@ -65,7 +65,7 @@ def test_named_query_names_are_pinned() -> None:
 
 def test_public_api_is_pinned() -> None:
     assert sorted(analytics.__all__) == sorted(n for n in analytics.__all__ if hasattr(analytics, n))
-    assert {"fleet_overview", "compare_canary", "drill_down", "build_weekly_report", "UnknownFilterValue"} <= set(
+    assert {"fleet_overview", "canary_compare", "drill_down", "build_weekly_report", "UnknownFilterValue"} <= set(
         analytics.__all__
     )
 

@@ -78,7 +78,7 @@ def test_range_description_and_bucket_unit() -> None:
     assert bucket_unit(hour) == "minute"
     assert bucket_unit(Filters(start=T0, end=T0 + timedelta(days=1))) == "hour"
     assert bucket_unit(Filters(start=T0, end=T0 + timedelta(days=30))) == "day"
-    assert Filters(start=T0, end=T0, bundle_id="b1").params() == {"start": T0, "end": T0, "bundle": "b1"}
+    assert Filters(start=T0, end=T0, bundle="b1").params() == {"start": T0, "end": T0, "bundle": "b1"}
 
 
 def test_table_columns_are_formatted_in_their_units() -> None:
