@@ -188,8 +188,8 @@ class FixedClock:
         shim = _ClockModule(self)
         for name in _CLOCK_READERS:
             module = importlib.import_module(name)
-            self._saved.append((module, module.time))  # type: ignore[attr-defined]
-            module.time = shim  # type: ignore[attr-defined]
+            self._saved.append((module, module.time))
+            setattr(module, "time", shim)  # noqa: B010 - the module's own `time` global
         return self
 
     def __exit__(
@@ -197,4 +197,4 @@ class FixedClock:
     ) -> None:
         while self._saved:
             module, original = self._saved.pop()
-            module.time = original  # type: ignore[attr-defined]
+            setattr(module, "time", original)  # noqa: B010
