@@ -14,7 +14,8 @@ from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
 from inferensics.schema.store import Store
-from tests.analytics.fleet import BASELINE, CANDIDATE, T0, W10, Fleet, _complete, stop_ttl
+from tests.analytics.fleet import BASELINE, CANDIDATE, T0, W10, Fleet, _complete
+from tests.seeding import stop_ttl
 
 WEEK = dict(start=W10, end=W10 + timedelta(days=7))
 
