@@ -4,15 +4,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PARTS := schema collector analytics dashboard bundle replay kernels demo cli
 
-.PHONY: setup test lint format typecheck check run demo bench-store cluster-test clean
+.PHONY: setup test lint imports format typecheck check run demo bench-store cluster-test clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-# torch first and pinned to the CPU wheel, so nothing below can pull a multi-GB CUDA build.
+# torch first and pinned to the CPU wheel, so nothing below can pull a multi-GB CUDA build. Then every
+# extra (the slim base alone is `pip install .`: a serving host's install) and the development tools.
 setup: $(BIN)/python
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[all,dev]'
 	bash deploy/install-browser.sh
 	bash deploy/install-validators.sh
 
@@ -28,6 +29,10 @@ format:
 	$(BIN)/ruff format $(PARTS) tests benchmarks
 	$(BIN)/ruff check --fix $(PARTS) tests benchmarks
 
+# The import rules of ARCHITECTURE.md ([tool.importlinter] in pyproject.toml); lazy imports count too.
+imports:
+	$(BIN)/lint-imports --no-cache
+
 # mypy cannot follow setuptools' editable import hook, so it checks a link tree that spells the
 # inferensics.* namespace out on disk.
 typecheck:
@@ -36,7 +41,7 @@ typecheck:
 	ln -s ../../tests build/typecheck/tests
 	cd build/typecheck && MYPYPATH=. ../../$(BIN)/mypy --config-file ../../pyproject.toml inferensics tests
 
-check: setup lint typecheck test
+check: setup lint imports typecheck test
 
 run: setup
 	$(BIN)/inferensics demo

@@ -7,8 +7,8 @@ return Polars frames. They never draw; ``inferensics.analytics.report`` renders 
 
 from inferensics.analytics.breaks import graph_break_sites, graph_breaks, guard_failures, recompile_reasons
 from inferensics.analytics.cache import cache_growth, cache_health, cache_reasons, cache_trend
-from inferensics.analytics.canary import CanaryParams, CanaryResult, canary_compare, compare_canary
-from inferensics.analytics.client import LocalRunner, QueryClient, QueryRunner
+from inferensics.analytics.canary import CanaryParams, CanaryResult, canary_compare
+from inferensics.analytics.client import QueryClient, QueryRunner
 from inferensics.analytics.drilldown import (
     RequestDrillDown,
     RequestParams,
@@ -19,6 +19,7 @@ from inferensics.analytics.drilldown import (
 )
 from inferensics.analytics.errors import AnalyticsError, NotFound, UnknownFilterValue, UnsupportedFilter
 from inferensics.analytics.filters import Filters, SliceParams
+from inferensics.analytics.local_runner import LocalRunner
 from inferensics.analytics.overview import fallback_reasons, fleet_overview, fleet_timeseries
 from inferensics.analytics.storms import StormParams, new_graph_keys, recompile_storms, specializations
 from inferensics.analytics.weekly import WeeklyReport, build_weekly_report, last_full_week, parse_week
@@ -45,7 +46,6 @@ __all__ = [
     "cache_reasons",
     "cache_trend",
     "canary_compare",
-    "compare_canary",
     "drill_down",
     "fallback_reasons",
     "fleet_overview",

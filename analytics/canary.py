@@ -45,10 +45,11 @@ from pydantic import Field, field_validator, model_validator
 from inferensics.analytics import stats
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import Filters as _Filters
-from inferensics.analytics.filters import _utc, check_filter_values
+from inferensics.analytics.filters import check_filter_values
 from inferensics.schema import columns as col
 from inferensics.schema.events import CanaryVerdictEvent
 from inferensics.schema.rollups import LATENCY_CODE_MAX, latency_code_sql
+from inferensics.schema.types import as_utc
 
 Outcome = Literal["pass", "fail", "inconclusive", "skipped"]
 EVIDENCE_SCHEMA: dict[str, Any] = {
@@ -118,7 +119,7 @@ class CanaryParams(_Filters):
     @field_validator("start", "end", "baseline_start", "baseline_end")
     @classmethod
     def _as_utc(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else _utc(value)
+        return None if value is None else as_utc(value)
 
     @model_validator(mode="after")
     def _sides_differ(self) -> CanaryParams:
@@ -466,7 +467,7 @@ def _drift_rows(base: _Side, cand: _Side, params: CanaryParams) -> list[dict[str
     return rows
 
 
-def compare_canary(client: QueryClient, params: CanaryParams) -> CanaryResult:
+def canary_compare(client: QueryClient, params: CanaryParams) -> CanaryResult:
     """Compare the candidate with the baseline and decide (rules in the module docstring).
 
     ``baseline``/``candidate`` values of the evidence are the two sides' values (for latency the quantile
@@ -500,11 +501,6 @@ def compare_canary(client: QueryClient, params: CanaryParams) -> CanaryResult:
     else:
         verdict, rule = "pass", "every check passed"
     return CanaryResult(verdict, rule, evidence, base.requests, cand.requests, truncated)  # type: ignore[arg-type]
-
-
-def canary_compare(client: QueryClient, params: CanaryParams) -> pl.DataFrame:
-    """:func:`compare_canary` as one frame: the evidence rows and a final ``verdict`` row."""
-    return compare_canary(client, params).to_frame()
 
 
 def verdict_event(frame: pl.DataFrame, params: CanaryParams, *, now: datetime) -> CanaryVerdictEvent:

@@ -8,9 +8,10 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from inferensics.analytics.client import QueryClient
-from inferensics.analytics.filters import TIME_TYPE, _utc
+from inferensics.analytics.filters import TIME_TYPE
 from inferensics.schema import columns as col
 from inferensics.schema.rollups import REQUESTS_1H
+from inferensics.schema.types import as_utc
 
 _DIMENSIONS = {"model": col.MODEL, "hw_pool": col.HW_POOL, "traffic_class": col.TRAFFIC_CLASS, "bundle": col.BUNDLE_ID}
 
@@ -35,7 +36,7 @@ def dimension_values(client: QueryClient, params: CatalogParams) -> pl.DataFrame
     where, values = "1", {}
     if params.start is not None and params.end is not None:
         where = f"{col.BUCKET} >= {{s:{TIME_TYPE}}} AND {col.BUCKET} < {{e:{TIME_TYPE}}}"
-        values = {"s": _utc(params.start), "e": _utc(params.end)}
+        values = {"s": as_utc(params.start), "e": as_utc(params.end)}
     union = " UNION ALL ".join(
         f"SELECT '{name}' AS dimension, toString({column}) AS value, toUInt64(sum({col.REQUESTS})) AS requests "
         f"FROM {client.database}.{REQUESTS_1H.name} WHERE {where} GROUP BY value"

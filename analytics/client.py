@@ -5,9 +5,10 @@ Two narrow interfaces keep the reports independent of where the store lives:
 * :class:`QueryClient` runs parameterized SQL and returns Polars (``inferensics.schema.store.Store``
   satisfies it). Every analytics function takes one.
 * :class:`QueryRunner` runs a *named* query (``runner.query("fleet_overview", start=..., end=...)``).
-  ``inferensics.collector.client.ServiceClient`` satisfies it over HTTP; :class:`LocalRunner` satisfies it
-  over a :class:`QueryClient`. The weekly report and the canary page are built from a runner, so the CLI's
-  ``--service`` path is the same code with a different runner.
+  ``inferensics.collector.client.ServiceClient`` satisfies it over HTTP;
+  :class:`~inferensics.analytics.local_runner.LocalRunner` satisfies it over a :class:`QueryClient`.
+  The weekly report and the canary page are built from a runner, so the CLI's ``--service`` path is the
+  same code with a different runner.
 """
 
 from __future__ import annotations
@@ -35,24 +36,3 @@ class QueryRunner(Protocol):
     def query(self, name: str, **params: Any) -> pl.DataFrame:
         """Validate ``params`` against the query's parameter model, run it, return its frame."""
         ...
-
-
-class LocalRunner:
-    """A :class:`QueryRunner` over a query client in this process (the CLI's ``--dsn`` path).
-
-    >>> runner = LocalRunner(store)                                   # doctest: +SKIP
-    >>> runner.query("fleet_overview", start="2026-03-02", end="2026-03-09")   # doctest: +SKIP
-    """
-
-    def __init__(self, client: QueryClient) -> None:
-        self.client = client
-
-    def query(self, name: str, **params: Any) -> pl.DataFrame:
-        """Run the named query ``name`` on this runner's client."""
-        from inferensics.analytics.errors import AnalyticsError
-        from inferensics.analytics.registry import NAMED_QUERIES
-
-        named = NAMED_QUERIES.get(name)
-        if named is None:
-            raise AnalyticsError(f"unknown query {name!r}; known: {', '.join(sorted(NAMED_QUERIES))}")
-        return named.run(self.client, named.params.model_validate(params))

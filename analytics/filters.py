@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -20,6 +20,7 @@ from inferensics.analytics.errors import UnknownFilterValue, UnsupportedFilter
 from inferensics.schema import columns as col
 from inferensics.schema.events import MODELS_BY_TABLE
 from inferensics.schema.rollups import ROLLUPS
+from inferensics.schema.types import as_utc
 
 FILTER_COLUMNS: Final[Mapping[str, str]] = {
     "model": col.MODEL,
@@ -35,10 +36,6 @@ FLEET_TABLES: Final = ("requests_1d", "requests_1h")
 (:func:`check_filter_values`); the daily rollup holds model, pool and class, the hourly one the bundle too."""
 
 TIME_TYPE: Final = "DateTime64(6, 'UTC')"
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Filters(BaseModel):
@@ -76,7 +73,7 @@ class SliceParams(Filters):
     @field_validator("start", "end")
     @classmethod
     def _as_utc(cls, value: datetime) -> datetime:
-        return _utc(value)
+        return as_utc(value)
 
     @model_validator(mode="after")
     def _ordered(self) -> SliceParams:

@@ -44,6 +44,11 @@ def _timeseries(client: QueryClient, params: BaseModel) -> pl.DataFrame:
     return overview.fleet_timeseries(client, p, unit=p.unit, by=p.by)
 
 
+def _canary_compare(client: QueryClient, params: BaseModel) -> pl.DataFrame:
+    """The evidence rows and a final ``verdict`` row."""
+    return canary.canary_compare(client, cast(canary.CanaryParams, params)).to_frame()
+
+
 def _q(name: str, params: type[BaseModel], fn: Callable[[QueryClient, Any], pl.DataFrame], what: str) -> NamedQuery:
     doc = (fn.__doc__ or "").strip()
     return NamedQuery(name, params, fn, f"{what} {doc}".strip())
@@ -84,7 +89,7 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         _q(
             "canary_compare",
             canary.CanaryParams,
-            canary.canary_compare,
+            _canary_compare,
             canary.__doc__.split("\n\n")[1].strip() if canary.__doc__ else "",
         ),
     )

@@ -98,7 +98,8 @@ def start_service(data_dir: Path, port: int, log: Path) -> subprocess.Popen[byte
     """The collector service over ``data_dir``, with a read and an admin token."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     env["INFERENSICS_TOKENS"] = f"{READ}=read,{ADMIN}=admin"
-    cmd = [sys.executable, "-m", "inferensics.collector.service", "--port", str(port), "--dsn", f"chdb://{data_dir}",
+    # `inferensics serve`: the command that hands the service its named queries.
+    cmd = [sys.executable, "-m", "inferensics.cli", "serve", "--port", str(port), "--dsn", f"chdb://{data_dir}",
            "--spool-dir", str(log.parent / "spool")]  # fmt: skip
     with log.open("ab") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -21,6 +21,13 @@ SDK's 1 %, and the A/A control here is not a second compile: Dynamo reuses plain
 (its guards do not pin the module instance; seen on torch 2.13), so it differs from plain in its weight
 copy only. bench_sdk_study.py repeats the decode-like and per-call comparisons in many fresh processes in
 random orders, with a control compiled apart and a same-artifact comparison.
+
+Recorded results for the output fingerprint (collector/host/fingerprint.py), on an H200 (torch 2.11,
+Triton 3.6): splitting rows over about TARGET_PROGRAMS programs instead of one program per row took the
+kernel from 16.7 to 2.6 us of device time for 8x32000 bf16 logits, from 61.5 to 2.3 us for 1x128256 and
+from 18.3 to 14.9 us for 256x32000; serving-thread time per ``set_output`` for 8x32000 bf16 is about
+7.6 us with the static launcher and no per-request CUDA event, against about 35 us with a per-request
+event and Triton's launch path, and about 450 us for the first twelve-op version.
 """
 
 from __future__ import annotations

@@ -38,6 +38,12 @@ With ``--repeat N`` the whole sequence runs N times (new databases each round) a
 target's median round.
 Bytes per row are read from system.parts after OPTIMIZE FINAL for the requests table alone; the rollups'
 bytes are printed beside them. Targets on the 2-core machine: >= 500k rows/s, <= 64 bytes per request row.
+
+Recorded results (the 2-core machine, 1-s batches, ten LowCardinality columns, 1e6 rows, rollup views
+included), behind schema/arrow.py's ``conform`` sending dimensions dictionary-encoded: dictionaries made
+before the call took a median 1.45 s against 1.72 s for plain strings (5 rounds each); encoding plain
+strings inside ``conform`` costs 0.17 s per 1e6 rows and still gains a little, 581k against 549k rows/s
+(medians of 8 interleaved rounds, ``--interleaved --repeat 8``).
 """
 
 from __future__ import annotations

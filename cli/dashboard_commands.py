@@ -9,10 +9,11 @@ from typing import Annotated
 import typer
 
 from inferensics.cli.errors import fail
-from inferensics.collector.client import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV, ServiceClient, ServiceError
-from inferensics.collector.service_url import service_url_problem
+from inferensics.cli.extras import needs_extra
+from inferensics.collector.service_url import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV, service_url_problem
 
 
+@needs_extra("dashboard", "dashboard")
 def dashboard(
     port: Annotated[int, typer.Option(help="Port the dashboard listens on.", min=1, max=65535)] = 8501,
     address: Annotated[str, typer.Option(help="Address the dashboard listens on.")] = "127.0.0.1",
@@ -30,10 +31,8 @@ def dashboard(
     Open http://ADDRESS:PORT in a browser. The dashboard reads everything through the service's API
     and never opens the store itself.
     """
-    try:
-        from inferensics.dashboard.launcher import start_dashboard
-    except ImportError as exc:
-        fail(f"the dashboard needs the ui extra ({exc}): pip install 'inferensics[ui]'")
+    from inferensics.dashboard.launcher import start_dashboard
+
     _check_service(service, token)
     typer.echo(f"inferensics dashboard on http://{address}:{port} (service {service})")
     proc = start_dashboard(port=port, address=address, service_url=service, token=token)
@@ -53,6 +52,8 @@ def dashboard(
 def _check_service(service: str, token: str | None) -> None:
     """A service URL that cannot work is a usage error; a service that does not answer yet only a warning
     (it may be starting): every page shows the error until it answers."""
+    from inferensics.collector.client import ServiceClient, ServiceError
+
     problem = service_url_problem(service)
     if problem:
         fail(f"--service {service!r}: {problem}")

@@ -8,9 +8,11 @@ from typing import Annotated
 import typer
 
 from inferensics.cli.errors import fail
+from inferensics.cli.extras import needs_extra
 from inferensics.cli.service_commands import TokenOption
 
 
+@needs_extra("demo", "demo")
 def demo(  # noqa: PLR0917 (typer options)
     duration: Annotated[float, typer.Option("--duration", help="Seconds of traffic to replay.")] = 120.0,
     rate: Annotated[float, typer.Option("--rate", help="Requests per second (Poisson arrivals).")] = 3.0,

@@ -17,6 +17,7 @@ import typer
 from pydantic import ValidationError
 
 from inferensics.cli.errors import fail
+from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DsnOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
@@ -30,8 +31,8 @@ EXIT_FAIL, EXIT_INCONCLUSIVE = 1, 3
 @contextlib.contextmanager
 def _runner(dsn: str | None, service: str | None, token: str | None) -> Iterator[object]:
     """A named-query runner over the service (``--service``) or the store (``--dsn``); errors become one line."""
-    from inferensics.analytics.client import LocalRunner
     from inferensics.analytics.errors import AnalyticsError
+    from inferensics.analytics.local_runner import LocalRunner
     from inferensics.collector.client import ServiceClient, ServiceError
     from inferensics.schema.store import Store, StoreError
 
@@ -66,6 +67,7 @@ def _out_dir(out: Path) -> Path:
 
 
 @report_app.command("weekly")
+@needs_extra("dashboard", "report weekly")
 def weekly(
     week: Annotated[str | None, typer.Option(help="ISO week YYYY-Www \\[default: the last full week].")] = None,
     out: OutOption = Path("reports"),
@@ -97,6 +99,7 @@ def _hour(value: datetime) -> datetime:
 
 
 @canary_app.command("compare")
+@needs_extra("dashboard", "canary compare")
 def compare(  # noqa: PLR0917 (typer options)
     baseline: Annotated[str, typer.Option(help="Baseline bundle id ('any' for all bundles, with --baseline-start).")],
     candidate: Annotated[str, typer.Option(help="Candidate bundle id ('any' for all bundles).")],
@@ -118,7 +121,7 @@ def compare(  # noqa: PLR0917 (typer options)
     the verdict (see `inferensics.analytics.canary`).
     """
     from inferensics.analytics.canary import CanaryParams, verdict_event
-    from inferensics.analytics.client import LocalRunner
+    from inferensics.analytics.local_runner import LocalRunner
     from inferensics.analytics.report.canary import render_canary_text, verdict_of, write_canary_report
     from inferensics.schema.store import Store
 

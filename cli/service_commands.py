@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from inferensics.cli.errors import fail
-from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV, ServiceClient, ServiceError
+from inferensics.cli.extras import needs_extra, require_extra
+from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 
 if TYPE_CHECKING:
     from inferensics.collector.service.config import ServiceConfig
@@ -36,6 +37,7 @@ TokenOption = Annotated[
 ]
 
 
+@needs_extra("service", "serve")
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to listen on \\[default: 127.0.0.1].")] = None,
     port: Annotated[int | None, typer.Option(help="TCP port \\[default: 4318].")] = None,
@@ -53,6 +55,9 @@ def serve(
     Settings resolve as argument > INFERENSICS_* environment variable > config file > default; tokens come
     from the config file's \\[tokens] table and $INFERENSICS_TOKENS (token=role+role,...).
     """
+    if with_dashboard:
+        require_extra("dashboard", "serve --with-dashboard")  # before anything is bound or opened
+    from inferensics.analytics.registry import NAMED_QUERIES
     from inferensics.collector.service import ConfigError, ListenError, listen, load_config
     from inferensics.collector.service import serve as run_service
 
@@ -73,7 +78,7 @@ def serve(
         # before the dashboard child is stopped, so turn it into an exit that runs the finally below.
         signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
-        run_service(settings, sock)
+        run_service(settings, sock, named_queries=NAMED_QUERIES)  # the collector never imports analytics
     finally:
         if dashboard is not None:
             dashboard.terminate()
@@ -109,6 +114,8 @@ def _human(n: float) -> str:
 
 def print_service_status(url: str, token: str | None) -> None:
     """Print a running service's store, schema, spool and counters (``inferensics status --service``)."""
+    from inferensics.collector.client import ServiceClient, ServiceError
+
     try:
         with ServiceClient(url, token=token, timeout=30) as client:
             status: dict[str, Any] = client.status()

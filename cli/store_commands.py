@@ -7,11 +7,11 @@ from rich.console import Console
 from rich.table import Table
 
 from inferensics.cli.errors import fail
+from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DsnOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption, print_service_status
 from inferensics.schema.dsn import DsnError, resolve_dsn
 from inferensics.schema.migrations import LATEST_VERSION
-from inferensics.schema.store import Store, StoreError
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -25,8 +25,11 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
+@needs_extra("service", "init")
 def init(dsn: DsnOption = None) -> None:
     """Create the store, or migrate it to the latest schema, and print the schema version."""
+    from inferensics.schema.store import Store, StoreError
+
     try:
         with Store.open(dsn) as store:
             before = store.schema_version()
@@ -37,12 +40,15 @@ def init(dsn: DsnOption = None) -> None:
     console.print(f"store {store.dsn}: {action}, schema version {version}")
 
 
+@needs_extra("service", "status")
 def status(dsn: DsnOption = None, service: ServiceOption = None, token: TokenOption = None) -> None:
     """Show the store, its schema version, row counts per table and the data directory size.
 
     With ``--service URL`` (or $INFERENSICS_SERVICE_URL) it asks that running service, which also reports
     its spool; a store held by a running service is reached through it.
     """
+    from inferensics.schema.store import Store, StoreError
+
     if service:
         print_service_status(service, token)
         return

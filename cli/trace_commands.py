@@ -9,12 +9,13 @@ import typer
 from rich.console import Console
 
 from inferensics.cli.errors import fail
+from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DsnOption
-from inferensics.schema.store import Store, StoreError
 
 console = Console(highlight=False, soft_wrap=True)
 
 
+@needs_extra("service", "import-trace")
 def import_trace_command(
     path: Annotated[Path, typer.Argument(help="A TORCH_TRACE log file or a directory of them.")],
     dsn: DsnOption = None,
@@ -24,6 +25,7 @@ def import_trace_command(
 ) -> None:
     """Import TORCH_TRACE logs: one compile record per compile, with cache events, graph breaks and blobs."""
     from inferensics.collector.trace.importer import import_trace
+    from inferensics.schema.store import Store, StoreError
 
     if not path.exists():
         fail(f"{path} does not exist: pass a TORCH_TRACE log file or a directory of them")

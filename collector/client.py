@@ -10,20 +10,18 @@ import hashlib
 import json
 import os
 import ssl
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 import pyarrow as pa
 
+from inferensics.collector.service_url import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
+
 if TYPE_CHECKING:
     import polars as pl
 
-SERVICE_URL_ENV: Final = "INFERENSICS_SERVICE_URL"
-"""Environment variable naming the service when no URL is given."""
-TOKEN_ENV: Final = "INFERENSICS_TOKEN"
-"""Environment variable holding the bearer token when none is given."""
-DEFAULT_URL: Final = "http://127.0.0.1:4318"
+__all__ = ["DEFAULT_URL", "SERVICE_URL_ENV", "TOKEN_ENV", "ServiceClient", "ServiceError"]
 
 
 class ServiceError(RuntimeError):

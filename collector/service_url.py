@@ -1,10 +1,20 @@
-"""The check every collector-service URL gets where it enters (``instrument``, ``inferensics dashboard``).
+"""Where a collector service is: its environment variables, default URL, and the check every service URL
+gets where it enters (``instrument``, ``inferensics dashboard``).
 
-Standard library only: the host SDK and the CLI both import it without loading the other's dependencies."""
+Standard library only: the host SDK, the service's client and the CLI all import it without loading one
+another's dependencies, and each of these names is defined here only."""
 
 from __future__ import annotations
 
+from typing import Final
 from urllib.parse import urlsplit
+
+SERVICE_URL_ENV: Final = "INFERENSICS_SERVICE_URL"
+"""Environment variable naming the collector service when no URL is given."""
+TOKEN_ENV: Final = "INFERENSICS_TOKEN"
+"""Environment variable holding the bearer token when none is given."""
+DEFAULT_URL: Final = "http://127.0.0.1:4318"
+"""Where the service's client and the dashboard look when neither a URL nor ``$INFERENSICS_SERVICE_URL`` is given."""
 
 
 def service_url_problem(url: str) -> str:

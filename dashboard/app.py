@@ -18,7 +18,6 @@ from inferensics.dashboard._internal.filters import (
     end_param_problem,
     filter_sidebar,
 )
-from inferensics.dashboard._internal.navigation import PAGES
 from inferensics.dashboard._internal.options import filter_options
 from inferensics.dashboard._internal.service import (
     QueryCall,
@@ -29,6 +28,7 @@ from inferensics.dashboard._internal.service import (
     token_fingerprint,
 )
 from inferensics.dashboard._internal.settings import current_settings
+from inferensics.dashboard.navigation import PAGES
 
 HERE = Path(__file__).resolve().parent
 

@@ -17,7 +17,7 @@ from typing import Final
 
 import httpx
 
-from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 
 APP_FILE: Final = Path(__file__).resolve().parent / "app.py"
 """The Streamlit entry script."""

@@ -160,7 +160,7 @@ def dashboard_available() -> str:
 
         from inferensics.dashboard import launcher  # noqa: F401
     except ImportError as exc:
-        return f"the dashboard is not available ({exc}); install the ui extra: pip install 'inferensics[ui]'"
+        return f"the dashboard is not available ({exc}): pip install 'inferensics[dashboard]'"
     return ""
 
 

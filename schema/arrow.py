@@ -8,8 +8,15 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any, Final, TypeVar
 
-import pyarrow as pa
-import pyarrow.compute as pc
+try:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+except ModuleNotFoundError as exc:  # the slim install (a serving host's) has no Arrow
+    raise ModuleNotFoundError(
+        f"inferensics.schema.arrow needs {exc.name}, which comes with the service extra: "
+        "pip install 'inferensics[service]'",
+        name=exc.name,
+    ) from None
 
 from inferensics.schema.ddl import ch_type_of
 from inferensics.schema.table import Event
@@ -96,11 +103,8 @@ def conform(model: type[Event], table: pa.Table, *, omit_type_defaults: bool = F
     A ``LowCardinality(String)`` column travels dictionary-encoded (``DIM_DICTIONARY``, one dictionary per
     column): a dictionary column (a Polars ``Categorical``, a ``pa.DictionaryArray``) as it comes, plain
     strings encoded here once the batch has ``ENCODE_MIN_ROWS`` rows. The engine then builds the column from
-    the dictionary and its indices instead of hashing every value. Measured on the 2-core machine with
-    benchmarks/bench_store_insert.py's 1-s batches (ten such columns, 1e6 rows, rollup views included):
-    dictionaries made before the call took a median 1.45 s against 1.72 s for plain strings (5 rounds
-    each); encoding plain strings here costs 0.17 s per 1e6 rows and still gains a little, 581k against
-    549k rows/s (medians of 8 interleaved rounds). Other columns are cast to the model's Arrow type.
+    the dictionary and its indices instead of hashing every value (benchmarks/bench_store_insert.py measures
+    both against plain strings). Other columns are cast to the model's Arrow type.
 
     Raises:
         ValueError: a column that the model has no field for, or a required column that is missing,

@@ -26,7 +26,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
-import pyarrow as pa
+try:
+    import pyarrow as pa
+except ModuleNotFoundError as exc:  # the slim install (a serving host's) has no store
+    raise ModuleNotFoundError(
+        "inferensics.schema.store needs pyarrow and clickhouse-connect, which come with the service extra: "
+        "pip install 'inferensics[service]'",
+        name=exc.name,
+    ) from None
 
 from inferensics.schema.arrow import arrow_to_events, conform, events_to_arrow
 from inferensics.schema.ddl import Target
@@ -74,7 +81,13 @@ _CHDB_LOCK = threading.Lock()
 
 
 def _open_client(dsn: Dsn) -> Client:
-    import clickhouse_connect
+    try:
+        import clickhouse_connect
+    except ModuleNotFoundError as exc:
+        raise StoreError(
+            f"cannot open store {dsn}: {exc.name} is not installed; it comes with the service extra: "
+            "pip install 'inferensics[service]'"
+        ) from None
 
     if dsn.kind == "chdb":
         assert dsn.path is not None

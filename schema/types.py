@@ -30,9 +30,11 @@ class ChType:
     arrow: str = ""
 
 
-def _utc(value: datetime) -> datetime:
-    # ClickHouse stores DateTime64(6, 'UTC'): naive datetimes are taken as UTC, aware ones converted,
-    # and precision is cut to microseconds, which is what a round-trip returns.
+def as_utc(value: datetime) -> datetime:
+    """``value`` in UTC: a naive datetime is taken as UTC, an aware one converted.
+
+    ClickHouse stores DateTime64(6, 'UTC'); every time that enters a query or a row passes through here.
+    """
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
@@ -75,7 +77,7 @@ _T64_ZSTD = "T64, ZSTD(1)"
 
 Timestamp = Annotated[
     datetime,
-    AfterValidator(_utc),
+    AfterValidator(as_utc),
     ChType("DateTime64(6, 'UTC')", _DELTA_ZSTD, "timestamp[us, tz=UTC]"),
 ]
 """A UTC instant with microsecond precision (1900-01-01 .. 2299-12-31)."""
@@ -138,5 +140,6 @@ __all__ = [
     "TextList",
     "Timestamp",
     "U32List",
+    "as_utc",
     "to_float32",
 ]

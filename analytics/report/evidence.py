@@ -2,7 +2,7 @@
 Markdown and HTML reports): every value with its unit, read off what its check measures.
 
 One evidence row of ``canary_compare`` (``inferensics.analytics.canary``) holds numbers whose unit depends on
-the check, and within a row on the column (see ``compare_canary``):
+the check, and within a row on the column (see ``canary_compare``):
 
 * ``latency`` (metrics ``p50_ms`` …): baseline, candidate and the interval in ms; the threshold is the
   candidate / baseline ratio tolerated;

@@ -15,8 +15,9 @@ The serving path never raises and never blocks: hooks append to a bounded queue 
 assembles records and exports them (OTLP spans to the collector service, or straight into a store).
 """
 
+from inferensics.collector.errors import ConfigError
 from inferensics.collector.host.backend import InductorBackend
-from inferensics.collector.host.config import CaptureRules, ConfigError, SdkConfig
+from inferensics.collector.host.config import CaptureRules, SdkConfig
 from inferensics.collector.host.exporter import Exporter, NullExporter
 from inferensics.collector.host.instrument import instrument
 from inferensics.collector.host.request_tracker import RequestScope, Tracker, active_tracker

@@ -11,18 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-SERVICE_URL_ENV: Final = "INFERENSICS_SERVICE_URL"
-"""Collector service base URL (``http://127.0.0.1:4318``) when ``instrument(service_url=None)``."""
-TOKEN_ENV: Final = "INFERENSICS_TOKEN"
-"""Bearer token for the service when none is given."""
+from inferensics.collector.errors import ConfigError
+
 SAMPLE_RATE_ENV: Final = "INFERENSICS_SAMPLE_RATE"
 """Fraction of requests profiled for kernel timings (0 disables the profiler)."""
 QUEUE_CAPACITY_ENV: Final = "INFERENSICS_QUEUE_CAPACITY"
 """Items the hand-off queue holds before it drops (and counts) new ones."""
-
-
-class ConfigError(ValueError):
-    """A setting has a bad value; the message names the setting and how to fix it."""
 
 
 Redactor = Callable[[dict[str, Any]], dict[str, Any]]

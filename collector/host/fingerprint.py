@@ -8,9 +8,8 @@ background thread sums the rows into the request's fingerprint.
 
 On a CUDA device the numbers come from one fused Triton kernel (one read of the output, one launch) whose
 programs each read a span of a row (:func:`split`: about :data:`TARGET_PROGRAMS` programs in all, so that
-eight rows of 32k logits are 256 programs, not eight; one program per row left all but eight SMs idle:
-on an H200, 16.7 against 2.6 us of device time for 8x32000 bf16, 61.5 against 2.3 us for 1x128256, 18.3
-against 14.9 us for 256x32000). Each program writes :data:`PARTS` numbers, the six of its span plus the
+eight rows of 32k logits are 256 programs, not eight; one program per row left all but eight SMs idle).
+Each program writes :data:`PARTS` numbers, the six of its span plus the
 span's largest value, which the background thread folds into the row's six (:func:`fold_parts`). They go
 straight into a pooled pinned host buffer (or, where the device cannot write host memory, into a device
 buffer copied with ``non_blocking=True``). The serving thread only launches: the
@@ -21,9 +20,8 @@ background thread records one event per stream and batch of requests after it ha
 queue (stream order puts it behind their launches) and polls it. Until the kernel for a dtype is
 compiled and checked (in a background thread, on first sight of that dtype) and for dtypes the kernel
 does not take, the same numbers come from torch ops (:func:`row_stats_torch`, the reference semantics),
-which on CPU run inline. Measured on an H200 (8x32000 bf16 logits, torch 2.11, Triton 3.6): about 7.6 us
-of serving-thread time per ``set_output`` (static launch), against about 35 us with a per-request event
-and Triton's launch path, and about 450 us for the first twelve-op version.
+which on CPU run inline. Its cost on the serving thread and on the device is measured by
+benchmarks/bench_sdk_overhead.py (the figures recorded there).
 """
 
 from __future__ import annotations

@@ -6,10 +6,11 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
-from inferensics.collector.host.config import SERVICE_URL_ENV, TOKEN_ENV, ConfigError, SdkConfig
+from inferensics.collector.errors import ConfigError
+from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
 from inferensics.collector.host.request_tracker import Tracker, replace_active
-from inferensics.collector.service_url import service_url_problem
+from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV, service_url_problem
 
 if TYPE_CHECKING:
     from inferensics.schema.store import Store

@@ -4,8 +4,9 @@ Run it with ``inferensics serve`` (or ``python -m inferensics.collector.service`
 :class:`inferensics.collector.client.ServiceClient`.
 """
 
+from inferensics.collector.errors import ConfigError
 from inferensics.collector.service.app import create_app
-from inferensics.collector.service.config import SETTINGS, ConfigError, ServiceConfig, Setting, load_config
+from inferensics.collector.service.config import SETTINGS, ServiceConfig, Setting, load_config
 from inferensics.collector.service.server import ListenError, listen, serve
 from inferensics.collector.service.state import ServiceState, build_state
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from inferensics.collector.service.config import ConfigError, load_config
+from inferensics.collector.errors import ConfigError
+from inferensics.collector.service.config import load_config
 from inferensics.collector.service.server import ListenError, serve
 
 

@@ -22,16 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from inferensics.collector.errors import ConfigError
 from inferensics.schema.dsn import DSN_ENV, DsnError, default_data_dir, resolve_dsn
 
 ROLES: Final = ("ingest", "read", "replay", "admin")
 """Roles a token can hold; ``admin`` implies every other role."""
 TOKENS_ENV: Final = "INFERENSICS_TOKENS"
 CONFIG_ENV: Final = "INFERENSICS_CONFIG"
-
-
-class ConfigError(ValueError):
-    """A setting has a bad value; the message names the setting and where the value came from."""
 
 
 @dataclass(frozen=True, slots=True)

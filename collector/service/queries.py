@@ -1,8 +1,9 @@
 """Named analytics queries and admin SQL, answered as Arrow IPC streams.
 
-Named queries come from ``inferensics.analytics.registry.NAMED_QUERIES`` (imported on first use, so the
-service starts without the analytics package): each has a pydantic parameter model and a ``run`` that takes
-a query client (the store) and the validated parameters and returns a Polars frame.
+Named queries are handed to the service by the command that starts it (``inferensics serve`` gives it
+``inferensics.analytics.registry.NAMED_QUERIES``; the collector never imports analytics): each has a pydantic
+parameter model and a ``run`` that takes a query client (the store) and the validated parameters and returns
+a Polars frame.
 """
 
 from __future__ import annotations
@@ -38,16 +39,12 @@ def unavailable(exc: Exception) -> str:
     return f"the store is unavailable: {exc}; the service keeps retrying, ask again shortly"
 
 
+NO_QUERIES: Final = "this service was started without named queries: start it with `inferensics serve`"
+
+
 def registry(state: ServiceState) -> Mapping[str, Any]:
-    """The named queries: the ones given to the service, else the analytics library's registry."""
-    if state.named_queries is not None:
-        return state.named_queries
-    try:
-        from inferensics.analytics.registry import NAMED_QUERIES  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as exc:
-        raise QueryError(500, f"named queries unavailable: the analytics registry cannot be imported ({exc})") from None
-    queries: Mapping[str, Any] = NAMED_QUERIES
-    return queries
+    """The named queries the command that started the service handed it (none: an empty mapping)."""
+    return state.named_queries or {}
 
 
 def describe(state: ServiceState) -> dict[str, Any]:
@@ -72,7 +69,8 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
     queries = registry(state)
     query = queries.get(name)
     if query is None:
-        raise QueryError(404, f"unknown query {name!r}; known: {sorted(queries)}")
+        known = f"known: {sorted(queries)}" if queries else NO_QUERIES
+        raise QueryError(404, f"unknown query {name!r}; {known}")
     if not isinstance(params, dict):
         raise QueryError(400, "parameters must be a JSON object")
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+from collections.abc import Mapping
+from typing import Any
 
 import uvicorn
 
@@ -58,11 +60,14 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config: ServiceConfig, sock: socket.socket | None = None) -> None:
+def serve(
+    config: ServiceConfig, sock: socket.socket | None = None, *, named_queries: Mapping[str, Any] | None = None
+) -> None:
     """Serve until SIGINT/SIGTERM; on the way out, try to drain the spool, then seal what is left.
 
     ``sock`` is a socket :func:`listen` made (the CLI binds before it starts anything else); without one
-    the address is bound here, before the store is opened.
+    the address is bound here, before the store is opened. ``named_queries`` are the queries the service
+    answers by name (``inferensics serve`` hands it the analytics registry's).
 
     Raises:
         ListenError: the address cannot be listened on (nothing was opened).
@@ -71,7 +76,7 @@ def serve(config: ServiceConfig, sock: socket.socket | None = None) -> None:
     if sock is None:
         sock = listen(config.host, config.port)
     try:
-        state = build_state(config)
+        state = build_state(config, named_queries=named_queries)
     except BaseException:
         sock.close()
         raise

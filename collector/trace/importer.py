@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from inferensics.collector.trace.assembler import AssemblyContext, AssemblyStats, CompileAssembler
 from inferensics.collector.trace.envelope import Damaged, iter_file_envelopes
 from inferensics.schema import columns as col
-from inferensics.schema.arrow import events_by_model
 from inferensics.schema.table import Event
 
 if TYPE_CHECKING:
@@ -124,6 +123,9 @@ def import_trace(path: Path, store: Store, *, host: str = "", model: str = "", h
     Raises:
         FileNotFoundError: ``path`` does not exist.
     """
+    # Arrow comes with the store (the service extra); the host SDK's trace sink imports this package too.
+    from inferensics.schema.arrow import events_by_model
+
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
     reports: list[FileReport] = []

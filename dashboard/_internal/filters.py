@@ -7,11 +7,13 @@ end of every range is the current minute, so cached answers are reused within a 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import streamlit as st
+
+from inferensics.analytics.filters import SliceParams
+from inferensics.schema.types import as_utc
 
 ALL: Final = "All"
 """The option meaning "no filter"."""
@@ -38,34 +40,21 @@ END_PARAM: Final = "end"
 an incident's hour, also used by the browser tests and the benchmark."""
 
 
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """The selected slice. ``None`` means all values of a dimension."""
-
-    start: datetime
-    end: datetime
-    model: str | None = None
-    hw_pool: str | None = None
-    traffic_class: str | None = None
-    bundle_id: str | None = None
+class Filters(SliceParams):
+    """The selected slice: the analytics' :class:`~inferensics.analytics.filters.SliceParams` (one name per
+    dimension, ``bundle`` included), with what the pages ask of it. ``None`` means all values."""
 
     def dimensions(self) -> dict[str, str]:
         """The dimension filters that are set, by the analytics parameter names."""
-        dims = {
-            "model": self.model,
-            "hw_pool": self.hw_pool,
-            "traffic_class": self.traffic_class,
-            "bundle": self.bundle_id,
-        }
-        return {k: v for k, v in dims.items() if v is not None}
+        return self.active()
 
     def params(self) -> dict[str, object]:
-        """The parameters of a slice query (``SliceParams`` of analytics): range and set filters."""
+        """The parameters of a slice query: range and set filters."""
         return {"start": self.start, "end": self.end, **self.dimensions()}
 
     def without_dimensions(self) -> Filters:
         """The same time range with every dimension filter cleared."""
-        return replace(self, model=None, hw_pool=None, traffic_class=None, bundle_id=None)
+        return Filters(start=self.start, end=self.end)
 
 
 def _parse_end(text: str) -> datetime | None:
@@ -73,7 +62,7 @@ def _parse_end(text: str) -> datetime | None:
         value = datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "+"))
     except ValueError:
         return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return as_utc(value)
 
 
 def bucket_unit(filters: Filters) -> str:
@@ -131,7 +120,7 @@ def current_filters() -> Filters:
         model=_choice(MODEL_KEY),
         hw_pool=_choice(POOL_KEY),
         traffic_class=_choice(TRAFFIC_KEY),
-        bundle_id=_choice(BUNDLE_KEY),
+        bundle=_choice(BUNDLE_KEY),
     )
 
 

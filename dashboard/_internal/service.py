@@ -22,7 +22,8 @@ import polars as pl
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
-from inferensics.collector.client import TOKEN_ENV, ServiceClient, ServiceError
+from inferensics.collector.client import ServiceClient, ServiceError
+from inferensics.collector.service_url import TOKEN_ENV
 from inferensics.dashboard._internal.settings import (
     CACHE_TTL_ENV,
     DEFAULT_CACHE_TTL_S,

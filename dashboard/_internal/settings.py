@@ -14,7 +14,7 @@ from typing import Final
 
 import streamlit as st
 
-from inferensics.collector.client import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.collector.service_url import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.schema.dsn import default_data_dir
 
 CACHE_TTL_ENV: Final = "INFERENSICS_DASHBOARD_CACHE_TTL_S"

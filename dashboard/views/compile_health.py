@@ -57,7 +57,7 @@ def recompiles_tab(filters: Filters) -> None:
     reasons = section_query(queries.RECOMPILE_REASONS, "recompile reasons", **compile_params(filters, bundle=False))
     if reasons is not None:
         st.markdown("**Recompile reasons**")
-        if filters.bundle_id is not None:
+        if filters.bundle is not None:
             st.caption("Recompile events carry no bundle: their reasons are shown for every bundle of the slice.")
         show_table(reasons, empty="No recompiles in this range.", key="recompile_reasons")
         if reasons.height:
@@ -72,7 +72,7 @@ def recompiles_tab(filters: Filters) -> None:
 def breaks_tab(filters: Filters) -> None:
     """Graph breaks by registry id and site, and guard failures."""
     params = compile_params(filters, bundle=False)
-    if filters.bundle_id is not None:
+    if filters.bundle is not None:
         st.caption("Graph breaks and guard failures carry no bundle: shown for every bundle of the slice.")
     breaks = section_query(queries.GRAPH_BREAKS, "graph breaks", **params)
     if breaks is not None:
@@ -188,7 +188,7 @@ def headline(filters: Filters) -> None:
     cells[2].metric(
         "Graph breaks",
         count(total(breaks, "events")) if breaks is not None else "–",
-        help="Every bundle of the slice: graph breaks carry no bundle." if filters.bundle_id is not None else None,
+        help="Every bundle of the slice: graph breaks carry no bundle." if filters.bundle is not None else None,
     )
     hit_ratio = ratio(total(health, "hits"), total(health, "lookups")) if health is not None else None
     cells[3].metric("Cache hit ratio", percent(hit_ratio))

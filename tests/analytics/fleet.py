@@ -30,6 +30,7 @@ from inferensics.schema.events import (
 )
 from inferensics.schema.store import Store
 from inferensics.schema.table import Event
+from tests.seeding import seed
 
 T0 = datetime(2026, 2, 23, tzinfo=UTC)
 """Monday of 2026-W09; the fleet covers T0 .. T0 + 14 days."""
@@ -342,14 +343,6 @@ def _complete(model: type[Event], frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def stop_ttl(store: Store) -> None:
-    """Stop TTL merges on every table: test events lie in the past and would expire."""
-    for name in store.table_names():
-        store.client.command(f"SYSTEM STOP TTL MERGES {store.database}.{name}")
-
-
 def load_fleet(store: Store, fleet: Fleet) -> None:
-    """Insert every frame of ``fleet``; TTL merges are stopped first (the fleet lies in the past)."""
-    stop_ttl(store)
-    for f in fields(fleet):
-        store.insert_frame(MODELS_BY_FIELD[f.name], getattr(fleet, f.name))
+    """Insert every frame of ``fleet`` (TTL merges stopped: the fleet lies in the past)."""
+    seed(store, frames={MODELS_BY_FIELD[f.name]: getattr(fleet, f.name) for f in fields(fleet)})

@@ -9,12 +9,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from inferensics.analytics import CanaryParams, UnknownFilterValue, compare_canary, stats
+from inferensics.analytics import CanaryParams, UnknownFilterValue, canary_compare, stats
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
 from inferensics.schema.store import Store
-from tests.analytics.fleet import BASELINE, CANDIDATE, T0, W10, Fleet, _complete, stop_ttl
+from tests.analytics.fleet import BASELINE, CANDIDATE, T0, W10, Fleet, _complete
+from tests.seeding import stop_ttl
 
 WEEK = dict(start=W10, end=W10 + timedelta(days=7))
 
@@ -77,7 +78,7 @@ def _assert_agreement(ev: dict[str, dict[str, object]], base: pl.DataFrame, cand
 
 
 def test_failing_candidate_evidence_matches_polars(fleet_store: Store, fleet: Fleet) -> None:
-    result = compare_canary(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, **WEEK))
+    result = canary_compare(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, **WEEK))
     base, cand = _side(fleet, BASELINE), _side(fleet, CANDIDATE)
     assert (result.baseline_requests, result.candidate_requests) == (base.height, cand.height)
     ev = {r["metric"]: r for r in result.evidence.iter_rows(named=True)}
@@ -109,14 +110,14 @@ def test_failing_candidate_evidence_matches_polars(fleet_store: Store, fleet: Fl
 
 
 def test_too_few_requests_is_inconclusive(fleet_store: Store) -> None:
-    result = compare_canary(
+    result = canary_compare(
         fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, min_requests=5000, **WEEK)
     )
     assert (result.verdict, result.rule) == ("inconclusive", "fewer than 5000 requests on a side")
 
 
 def test_empty_window_is_inconclusive(fleet_store: Store) -> None:
-    result = compare_canary(
+    result = canary_compare(
         fleet_store,
         CanaryParams(
             model="llama",
@@ -132,7 +133,7 @@ def test_empty_window_is_inconclusive(fleet_store: Store) -> None:
 
 def test_unknown_bundle_and_same_sides(fleet_store: Store) -> None:
     with pytest.raises(UnknownFilterValue, match="unknown bundle 'bundle-typo'"):
-        compare_canary(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate="bundle-typo", **WEEK))
+        canary_compare(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate="bundle-typo", **WEEK))
     with pytest.raises(ValueError, match="same requests"):
         CanaryParams(model="llama", baseline=BASELINE, candidate=BASELINE, **WEEK)
 
@@ -165,14 +166,14 @@ def test_equal_bundles_pass_and_two_windows(store: Store) -> None:
     stop_ttl(store)
     store.insert_frame(RequestEvent, _complete(RequestEvent, pl.concat(frames)))
     window = dict(start=t, end=t + timedelta(days=1))
-    result = compare_canary(store, CanaryParams(model="m", traffic_class="t", baseline="b1", candidate="b2", **window))
+    result = canary_compare(store, CanaryParams(model="m", traffic_class="t", baseline="b1", candidate="b2", **window))
     assert result.verdict == "pass", result.evidence
     assert result.rule == "every check passed"
     # Equal sides: exact zeros print as 0, not as summation noise such as -1.73e-18.
     values = result.evidence.select("baseline", "candidate", "ci_low", "ci_high").to_numpy().ravel()
     assert not [x for x in values if x is not None and 0 < abs(x) < 1e-12], result.evidence
     # two windows of the same fleet: the first 2 h against the rest of the day
-    split = compare_canary(
+    split = canary_compare(
         store,
         CanaryParams(
             model="m",
@@ -188,7 +189,7 @@ def test_equal_bundles_pass_and_two_windows(store: Store) -> None:
 
 def test_max_rows_keeps_the_earliest_requests(fleet_store: Store, fleet: Fleet) -> None:
     params = CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, max_rows=120, min_requests=10, **WEEK)
-    result = compare_canary(fleet_store, params)
+    result = canary_compare(fleet_store, params)
     assert result.truncated
     assert (result.baseline_requests, result.candidate_requests) == (120, 120)
     ev = {r["metric"]: r for r in result.evidence.iter_rows(named=True)}
@@ -197,7 +198,7 @@ def test_max_rows_keeps_the_earliest_requests(fleet_store: Store, fleet: Fleet) 
         assert ev["error_rate"][side] == pytest.approx(kept.select((pl.col(col.STATUS) == "error").mean()).item())
         codes = sorted(latency_code(x) for x in kept.get_column(col.LATENCY_MS).to_list())
         assert ev["p95_ms"][side] == pytest.approx(latency_decode(codes[math.ceil(0.95 * len(codes)) - 1]))
-    assert compare_canary(fleet_store, params.model_copy(update={"max_rows": 10**6})).truncated is False
+    assert canary_compare(fleet_store, params.model_copy(update={"max_rows": 10**6})).truncated is False
     assert "rows truncated at max_rows" in result.to_frame().row(-1, named=True)["rule"]
 
 
@@ -206,7 +207,7 @@ def test_overlapping_windows_put_shared_requests_on_both_sides(fleet_store: Stor
     b_lo, b_hi = W10, W10 + timedelta(days=4)
     c_lo, c_hi = W10 + timedelta(days=3), W10 + timedelta(days=7)
     params = CanaryParams(model="llama", start=c_lo, end=c_hi, baseline_start=b_lo, baseline_end=b_hi, min_requests=10)
-    result = compare_canary(fleet_store, params)
+    result = canary_compare(fleet_store, params)
     llama = fleet.requests.filter(pl.col(col.MODEL) == "llama")
     base = llama.filter((pl.col(col.TS) >= b_lo) & (pl.col(col.TS) < b_hi))
     cand = llama.filter((pl.col(col.TS) >= c_lo) & (pl.col(col.TS) < c_hi))
@@ -225,7 +226,7 @@ def test_one_truncated_side_pairs_with_the_whole_other(fleet_store: Store, fleet
     assert small < large
     cap = (small + large) // 2
     params = CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, max_rows=cap, min_requests=10, **WEEK)
-    result = compare_canary(fleet_store, params)
+    result = canary_compare(fleet_store, params)
     assert result.truncated
     kept = {side: rows.sort([col.TS, col.REQUEST_ID]).head(cap) for side, rows in (("b", base), ("c", cand))}
     assert (result.baseline_requests, result.candidate_requests) == (kept["b"].height, kept["c"].height)

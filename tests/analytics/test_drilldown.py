@@ -12,7 +12,8 @@ from inferensics.analytics import NotFound, RequestParams, drill_down, request_d
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.store import Store
-from tests.analytics.fleet import Fleet, stop_ttl
+from tests.analytics.fleet import Fleet
+from tests.seeding import stop_ttl
 
 
 def _sampled(fleet: Fleet) -> dict[str, Any]:

@@ -25,7 +25,8 @@ from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
 from inferensics.schema.store import Store
-from tests.analytics.fleet import W10, Fleet, stop_ttl
+from tests.analytics.fleet import W10, Fleet
+from tests.seeding import stop_ttl
 
 DIMS = [col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS]
 WEEK = SliceParams(start=W10, end=W10 + timedelta(days=7))

@@ -65,7 +65,7 @@ def test_named_query_names_are_pinned() -> None:
 
 def test_public_api_is_pinned() -> None:
     assert sorted(analytics.__all__) == sorted(n for n in analytics.__all__ if hasattr(analytics, n))
-    assert {"fleet_overview", "compare_canary", "drill_down", "build_weekly_report", "UnknownFilterValue"} <= set(
+    assert {"fleet_overview", "canary_compare", "drill_down", "build_weekly_report", "UnknownFilterValue"} <= set(
         analytics.__all__
     )
 
@@ -100,7 +100,9 @@ def service_client(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> Iterat
     """A ServiceClient talking to the real service app in this process, over the fleet's store."""
     dsn = f"chdb://{chdb_dir}?database={fleet_store.database}"
     config = load_config({"dsn": dsn, "spool_dir": str(tmp_path / "spool"), "tokens": TOKENS}, environ={})
-    state = build_state(config, open_store=lambda: Store.open(dsn))
+    state = build_state(
+        config, open_store=lambda: Store.open(dsn), named_queries=NAMED_QUERIES
+    )  # as `inferensics serve`
     client = ServiceClient("http://testserver", token=READ)
     try:
         with TestClient(create_app(state), headers={"Authorization": f"Bearer {READ}"}) as http:

@@ -53,7 +53,7 @@ def canary_frame(fleet_store: Store) -> pl.DataFrame:
     return canary_compare(
         fleet_store,
         CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, start=W10, end=W10 + timedelta(days=7)),
-    )
+    ).to_frame()
 
 
 def test_weeks() -> None:

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -15,22 +14,22 @@ from typer.testing import CliRunner
 
 from inferensics.cli.app import app
 from tests.collector.service.harness import TOKENS, free_port
+from tests.polling import poll
 
 pytestmark = pytest.mark.slow
 
 
 def wait_for(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
     """Until ``url`` answers 200 (or the process died)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         assert proc.poll() is None, f"exited with {proc.returncode}"
         try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
+            return httpx.get(url, timeout=1).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} did not answer in {timeout} s")
+            return False
+
+    assert poll(answers, bool, timeout=timeout, interval=0.2), f"{url} did not answer in {timeout} s"
 
 
 @pytest.mark.parametrize("service", ["notaurl", "ftp://host:1", "http://", "http://[::1"])

@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,6 +17,7 @@ from inferensics.collector.service.testing import encode_request
 from inferensics.schema.events import RequestEvent
 from tests.collector.service.harness import ADMIN, INGEST, new_service
 from tests.collector.service.otel import request
+from tests.polling import poll
 
 runner = CliRunner()
 
@@ -31,9 +31,8 @@ def test_serve_then_status_through_the_service(tmp_path: Path) -> None:
         r = httpx.post(f"{svc.url}/v1/traces", content=body, headers=headers)
         assert r.status_code == 200
         client = svc.client()
-        deadline = time.monotonic() + 60
-        while client.status()["store"]["row_counts"][RequestEvent.TABLE.name] < 12 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        rows = lambda: client.status()["store"]["row_counts"][RequestEvent.TABLE.name]  # noqa: E731
+        poll(rows, lambda n: n >= 12, timeout=60, interval=0.1)
         res = runner.invoke(app, ["status", "--service", svc.url, "--token", ADMIN], env={"COLUMNS": "200"})
         assert res.exit_code == 0, res.output
         assert f"service      {svc.url}" in res.output

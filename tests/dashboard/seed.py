@@ -29,6 +29,7 @@ from inferensics.schema import (
     RequestEvent,
 )
 from inferensics.schema.table import Event
+from tests.seeding import seed
 
 if TYPE_CHECKING:
     from inferensics.schema.store import Store
@@ -249,15 +250,11 @@ def build(now: datetime) -> SeedFacts:
 
 def write_events(store: Store, facts: SeedFacts) -> None:
     """Migrate ``store`` and insert the facts' events and the blobs."""
-    store.migrate()
-    store.insert_events(facts.requests)
-    by_kind: dict[type[Event], list[Event]] = {}
-    for e in facts.others:
-        by_kind.setdefault(type(e), []).append(e)
-    for events in by_kind.values():
-        store.insert_events(events)
-    store.put_blob(OUTPUT_CODE.encode(), "output_code", media_type="text/x-python")
-    store.put_blob(INPUTS_BLOB, "inputs")
+    blobs = [
+        (OUTPUT_CODE.encode(), "output_code", "text/x-python"),
+        (INPUTS_BLOB, "inputs", "application/octet-stream"),
+    ]
+    seed(store, events=[*facts.requests, *facts.others], blobs=blobs)
 
 
 def write(dsn: str, now: datetime) -> None:

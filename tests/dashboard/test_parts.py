@@ -14,7 +14,7 @@ import pytest
 from inferensics import dashboard
 from inferensics.analytics import canary as canary_rules
 from inferensics.analytics.report.evidence import SHOWN, evidence_kind, evidence_table
-from inferensics.collector.client import SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import Filters, _parse_end, bucket_unit, describe
@@ -78,7 +78,7 @@ def test_range_description_and_bucket_unit() -> None:
     assert bucket_unit(hour) == "minute"
     assert bucket_unit(Filters(start=T0, end=T0 + timedelta(days=1))) == "hour"
     assert bucket_unit(Filters(start=T0, end=T0 + timedelta(days=30))) == "day"
-    assert Filters(start=T0, end=T0, bundle_id="b1").params() == {"start": T0, "end": T0, "bundle": "b1"}
+    assert Filters(start=T0, end=T0, bundle="b1").params() == {"start": T0, "end": T0, "bundle": "b1"}
 
 
 def test_table_columns_are_formatted_in_their_units() -> None:

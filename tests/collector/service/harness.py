@@ -37,7 +37,9 @@ class RunningService:
     port: int
     env: dict[str, str]
     proc: subprocess.Popen[bytes] | None = None
-    via_cli: bool = False
+    via_cli: bool = True
+    """Start ``inferensics serve`` (which hands the service its named queries), else the bare
+    ``python -m inferensics.collector.service`` (ingest, SQL and blobs; no named queries)."""
     ca: str = ""
     dsn_override: str = ""
     log: Path = field(init=False)
@@ -118,7 +120,7 @@ class RunningService:
                 self.proc.wait(30)
 
 
-def new_service(root: Path, *, via_cli: bool = False, ca: str = "", **settings: str) -> RunningService:
+def new_service(root: Path, *, via_cli: bool = True, ca: str = "", **settings: str) -> RunningService:
     """A service (not started) in ``root`` with the test tokens and the given ``INFERENSICS_*`` settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     env.update({"INFERENSICS_TOKENS": TOKENS, "INFERENSICS_BATCH_MAX_AGE_S": "0.2"})

@@ -8,7 +8,6 @@ import io
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import Store, StoreError
 from tests.collector.service.harness import ADMIN, INGEST, READ, TOKENS
 from tests.collector.service.otel import request
+from tests.polling import poll
 
 PROTO = "application/x-protobuf"
 
@@ -43,14 +43,10 @@ def ingest(api: TestClient, body: bytes, **headers: str) -> tuple[int, bytes]:
 
 
 def wait_count(state: ServiceState, n: int, timeout: float = 20) -> int:
-    deadline = time.monotonic() + timeout
-    got = -1
-    while time.monotonic() < deadline:
-        got = int(state.query_store().query_rows(f"SELECT count() FROM {state.query_store().database}.requests")[0][0])
-        if got >= n:
-            return got
-        time.sleep(0.05)
-    return got
+    def count() -> int:
+        return int(state.query_store().query_rows(f"SELECT count() FROM {state.query_store().database}.requests")[0][0])
+
+    return poll(count, lambda got: got >= n, timeout=timeout)
 
 
 def test_named_query_arrow_and_errors(api: TestClient, app_state: ServiceState) -> None:
@@ -164,10 +160,7 @@ def test_bad_bodies(api: TestClient, app_state: ServiceState) -> None:
 
 
 def wait_metric(state: ServiceState, name: str, value: float, label: str = "", timeout: float = 20) -> float:
-    deadline = time.monotonic() + timeout
-    while state.metrics.get(name, label) < value and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return state.metrics.get(name, label)
+    return poll(lambda: state.metrics.get(name, label), lambda got: got >= value, timeout=timeout)
 
 
 def test_json_gzip_and_rejections_counted_after_the_engine_decodes(api: TestClient, app_state: ServiceState) -> None:

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from inferensics.collector.errors import ConfigError
 from inferensics.collector.service.auth import AuthError, TokenAuth
-from inferensics.collector.service.config import SETTINGS, ConfigError, ServiceConfig, load_config
+from inferensics.collector.service.config import SETTINGS, ServiceConfig, load_config
 
 
 def test_precedence(tmp_path: Path) -> None:

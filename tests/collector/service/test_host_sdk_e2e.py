@@ -3,7 +3,6 @@ the real exporter over loopback to a service process, read back through the serv
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import torch._dynamo
 
 from inferensics.collector.host import instrument
 from tests.collector.service.harness import INGEST, RunningService
+from tests.polling import poll
 
 pytestmark = [
     pytest.mark.slow,
@@ -39,16 +39,17 @@ def test_compiled_model_requests_reach_the_store_through_the_service(
         tracker.shutdown()
         torch._dynamo.reset()
     client = service.client()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # the SDK has flushed: wait until every spooled span is decoded and written
-        m = client.metrics()
-        if (
+    # the SDK has flushed: wait until every spooled span is decoded and written
+    poll(
+        client.metrics,
+        lambda m: (
             m["inferensics_collector_spooled_spans_total"] > 0
             and m["inferensics_collector_spool_files"] == 0
             and m["inferensics_collector_written_rows_total"] == m["inferensics_collector_decoded_rows_total"] > 0
-        ):
-            break
-        time.sleep(0.1)
+        ),
+        timeout=30,
+        interval=0.1,
+    )
     requests = client.sql(
         "SELECT request_id, outcome, host, model, hw_pool, traffic_class FROM inferensics.requests ORDER BY request_id"
     )

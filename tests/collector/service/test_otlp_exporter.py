@@ -6,7 +6,6 @@ as any OpenTelemetry SDK would; the host SDK's path from a compiled model is tes
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import polars as pl
@@ -16,20 +15,20 @@ from inferensics.collector.client import ServiceClient, ServiceError
 from inferensics.schema.events import RequestEvent
 from tests.collector.service.harness import INGEST, RunningService
 from tests.collector.service.otel import BASE, emit, request, tracer
+from tests.polling import poll
 
 pytestmark = pytest.mark.slow
 
 
 def wait_rows(client: ServiceClient, sql: str, expected: int, timeout: float = 60) -> int:
     """Poll an admin SQL count until it reaches ``expected`` (or time out) and return the last value."""
-    deadline = time.monotonic() + timeout
-    n = -1
-    while time.monotonic() < deadline:
-        n = int(client.sql(sql)[0, 0])
-        if n >= expected:
-            return n
-        time.sleep(0.1)
-    return n
+    return poll(lambda: int(client.sql(sql)[0, 0]), lambda n: n >= expected, timeout=timeout, interval=0.1)
+
+
+def wait_spool_empty(client: ServiceClient, timeout: float = 60) -> None:
+    """Until every acknowledged span is decoded and in the store (the spool holds no segment)."""
+    spool = poll(lambda: client.status()["spool"], lambda s: s["files"] == 0, timeout=timeout, interval=0.1)
+    assert spool["files"] == 0, spool
 
 
 @pytest.mark.parametrize("gzip", [False, True])
@@ -40,7 +39,7 @@ def test_exporter_spans_land_once_with_inherited_dimensions(service: RunningServ
     client = service.client()
     assert wait_rows(client, "SELECT count() FROM inferensics.requests", 500) == 500
     assert wait_rows(client, "SELECT count() FROM inferensics.recompiles", 50) == 50
-    time.sleep(0.5)  # nothing more arrives late
+    wait_spool_empty(client)  # all acknowledged spans are written: a late duplicate would be in the store now
     got = client.sql(
         "SELECT request_id, model, hw_pool, traffic_class, latency_ms, graph_us, attrs, ts "
         "FROM inferensics.requests ORDER BY request_id"

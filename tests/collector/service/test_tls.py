@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -11,6 +10,7 @@ import pytest
 
 from tests.collector.service.harness import INGEST, new_service
 from tests.collector.service.otel import emit, request, tracer
+from tests.polling import poll
 
 pytestmark = pytest.mark.slow
 
@@ -43,9 +43,7 @@ def test_https_with_configured_certificate(tmp_path: Path, monkeypatch: pytest.M
             httpx.get(f"{svc.url}/healthz", timeout=5)
         with tracer(svc.url, INGEST, certificate=str(cert)) as t:
             emit(t, [request(i, run="tls") for i in range(5)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and client.status()["store"]["row_counts"]["requests"] < 5:
-            time.sleep(0.1)
+        poll(lambda: client.status()["store"]["row_counts"]["requests"], lambda n: n >= 5, timeout=30, interval=0.1)
         assert int(client.sql("SELECT count() FROM inferensics.requests")[0, 0]) == 5
     finally:
         svc.stop()

@@ -1,4 +1,6 @@
-"""The pages of the app: file, title, URL path and whether the sidebar filters apply to them."""
+"""The pages of the app: file, title, URL path and whether the sidebar filters apply to them.
+
+It sits above `_internal` and `views` because it names the views, which build on `_internal`."""
 
 from __future__ import annotations
 
