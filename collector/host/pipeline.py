@@ -174,13 +174,19 @@ class Pipeline:
     # --- records -------------------------------------------------------------------------------------
 
     def _trace(
-        self, metadata: dict[str, Any], payload: str | None, request_id: str, t: float, suppressed: bool = False
+        self,
+        metadata: dict[str, Any],
+        payload: str | None,
+        request_id: str,
+        t: float,
+        suppressed: bool = False,
+        origin: tuple[str, bool, str] | None = None,
     ) -> None:
         self.templates.clear()  # compile state changes: summaries, limit, kernel artifacts
         env = decode_record(metadata, payload, ts=datetime.fromtimestamp(t, UTC))
         self._feeding_suppressed = suppressed  # read by _on_record for the compile record this may finish
         try:
-            self.assembler.feed(env, request_id)
+            self.assembler.feed(env, request_id, origin)
         finally:
             self._feeding_suppressed = False
 

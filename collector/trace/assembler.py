@@ -63,6 +63,11 @@ HEADER_FACTS: Final = frozenset({*CACHE_ARTIFACTS, "dynamo_graph_break_reason"})
 details, when the payload is damaged, so the counts still equal what the log contains."""
 LIMIT_MARKERS: Final = ("recompile limit", "recompile_limit", "cache_size_limit", "cache size limit")
 SUMMARY_CAPACITY: Final = 4096
+ATTRIBUTION_ATTR: Final = "attribution"
+"""Attribute set to ``UNATTRIBUTED`` on the records of a live compile that no ``tracker.compile`` made."""
+UNATTRIBUTED: Final = "unattributed"
+Origin = tuple[str, bool, str]
+"""``(model label, attributed, code location override)`` of a live compile (see the host's trace sink)."""
 
 
 def _sha(data: str | bytes) -> str:
@@ -136,6 +141,7 @@ class _Compile:
     lines: dict[str, list[str]] = field(default_factory=dict)
     error_text: str = ""
     started: bool = False
+    origin: Origin | None = None
 
 
 class CompileAssembler:
@@ -152,9 +158,16 @@ class CompileAssembler:
 
     # --- helpers -----------------------------------------------------------------------------------
 
-    def _labels(self) -> dict[str, Any]:
+    def _labels(self, state: _Compile) -> dict[str, Any]:
         c = self.context
-        return {col.HOST: c.host, col.MODEL: c.model, col.HW_POOL: c.hw_pool}
+        model = state.origin[0] if state.origin is not None else c.model
+        return {col.HOST: c.host, col.MODEL: model, col.HW_POOL: c.hw_pool}
+
+    def _attrs(self, state: _Compile) -> dict[str, str]:
+        attrs = dict(self.context.attrs)
+        if state.origin is not None and not state.origin[1]:
+            attrs[ATTRIBUTION_ATTR] = UNATTRIBUTED
+        return attrs
 
     def _blob(self, text: str, kind: str, attrs: Mapping[str, str] | None = None) -> str:
         data = text.encode("utf-8")
@@ -165,7 +178,7 @@ class CompileAssembler:
             self.stats.blobs += 1
         return digest
 
-    def _state(self, env: Envelope, request_id: str) -> _Compile | None:
+    def _state(self, env: Envelope, request_id: str, origin: Origin | None) -> _Compile | None:
         cid = env.compile_id
         if not cid:
             return None
@@ -173,6 +186,8 @@ class CompileAssembler:
         if state is None:
             state = _Compile(cid, env.frame_compile_id or 0, env.ts or datetime.now(UTC), request_id=request_id)
             self._open[cid] = state
+        if origin is not None and (state.origin is None or env.kind == "dynamo_start"):
+            state.origin = origin
         if request_id and not state.request_id:
             state.request_id = request_id
         state.attempt = max(state.attempt, env.attempt)
@@ -180,8 +195,14 @@ class CompileAssembler:
 
     # --- feeding -----------------------------------------------------------------------------------
 
-    def feed(self, env: Envelope, request_id: str = "") -> None:
-        """Consume one envelope (``request_id``: the request active when a live record was emitted)."""
+    def feed(self, env: Envelope, request_id: str = "", origin: Origin | None = None) -> None:
+        """Consume one envelope.
+
+        Args:
+            env: The record.
+            request_id: The request active when a live record was emitted.
+            origin: Who made the live compile the record belongs to (``None``: the context's model).
+        """
         name = env.name
         if not env.payload_ok:
             self.stats.damaged_payloads += 1
@@ -194,7 +215,7 @@ class CompileAssembler:
             old = self._open.get(env.compile_id)
             if old is not None and old.started:
                 self._finalize(self._open.pop(env.compile_id), None)  # a reset reuses ids: close the old one
-        state = self._state(env, request_id)
+        state = self._state(env, request_id, origin)
         if state is None:
             return
         if name == "dynamo_start":
@@ -240,7 +261,7 @@ class CompileAssembler:
             self._emit(
                 GraphBreakEvent(
                     ts=ts,
-                    **self._labels(),
+                    **self._labels(state),
                     request_id=state.request_id,
                     compile_id=state.compile_id,
                     code_location=location,
@@ -249,7 +270,7 @@ class CompileAssembler:
                     reason=info.reason,
                     user_frame=info.user_frame,
                     source=self.context.source,
-                    attrs=dict(self.context.attrs),
+                    attrs=self._attrs(state),
                 )
             )
 
@@ -262,7 +283,7 @@ class CompileAssembler:
         self._emit(
             CacheEvent(
                 ts=datetime.now(UTC) if self.context.source == "live" else state.ts,
-                **self._labels(),
+                **self._labels(state),
                 bundle_id=self.context.bundle_id,
                 request_id=state.request_id,
                 compile_id=state.compile_id,
@@ -272,7 +293,7 @@ class CompileAssembler:
                 reason=lookup.reason,
                 time_saved_ms=lookup.time_saved_ms,
                 source=self.context.source,
-                attrs=dict(self.context.attrs),
+                attrs=self._attrs(state),
             )
         )
 
@@ -280,6 +301,8 @@ class CompileAssembler:
         m: Mapping[str, Any] = metrics or {}
         location = ":".join(str(m.get(k) or "") for k in ("co_filename", "co_firstlineno", "co_name"))
         location = "" if location == "::" else location
+        if state.origin is not None and state.origin[2]:
+            location = state.origin[2]  # the model's own forward, not the decorator that wraps it
         fail_type = str(m.get("fail_type") or "")
         fail_reason = str(m.get("fail_reason") or "")
         if fail_type and any(s in fail_reason.lower() for s in LIMIT_MARKERS):
@@ -302,7 +325,7 @@ class CompileAssembler:
         is_recompile = state.frame_compile_id > 0
         start_us = m.get("start_time_us")
         ts = datetime.fromtimestamp(start_us / 1e6, UTC) if isinstance(start_us, int | float) else state.ts
-        attrs = dict(self.context.attrs)
+        attrs = self._attrs(state)
         if m.get("recompile_user_contexts"):
             attrs["recompile_user_context"] = ";".join(sorted(str(x) for x in m["recompile_user_contexts"]))
         if state.error_text:
@@ -313,7 +336,7 @@ class CompileAssembler:
         self._emit(
             CompileEvent(
                 ts=ts,
-                **self._labels(),
+                **self._labels(state),
                 bundle_id=self.context.bundle_id,
                 request_id=request_id,
                 graph_key=graph_key,
@@ -351,13 +374,13 @@ class CompileAssembler:
             self._emit(
                 RecompileEvent(
                     ts=ts,
-                    **self._labels(),
+                    **self._labels(state),
                     request_id=request_id,
                     code_location=location,
                     compile_id=state.compile_id,
                     reason=_strip_id(reasons[0]) if reasons else "",
                     reasons=tuple(reasons),
-                    attrs={**dict(self.context.attrs), "outcome": outcome},
+                    attrs={**self._attrs(state), "outcome": outcome},
                 )
             )
         if artifact_id:
