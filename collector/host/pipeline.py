@@ -110,7 +110,7 @@ class Pipeline:
                 for kind, item in items:
                     try:
                         if kind == "trace":
-                            self._trace(*item)
+                            self._trace(item)
                         else:
                             self._request(item)
                     except Exception as exc:  # never let one bad record stop the thread
@@ -173,15 +173,9 @@ class Pipeline:
 
     # --- records -------------------------------------------------------------------------------------
 
-    def _trace(
-        self,
-        metadata: dict[str, Any],
-        payload: str | None,
-        request_id: str,
-        t: float,
-        suppressed: bool = False,
-        origin: tuple[str, bool, str] | None = None,
-    ) -> None:
+    def _trace(self, item: tuple[Any, ...]) -> None:
+        """One sink item: ``(metadata, payload, request id, time, failure suppressed, origin)``."""
+        metadata, payload, request_id, t, suppressed, origin = item
         self.templates.clear()  # compile state changes: summaries, limit, kernel artifacts
         env = decode_record(metadata, payload, ts=datetime.fromtimestamp(t, UTC))
         self._feeding_suppressed = suppressed  # read by _on_record for the compile record this may finish

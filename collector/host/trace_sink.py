@@ -114,9 +114,12 @@ class TraceSink(logging.Handler):
             request = CURRENT.get()
             cid = f"{metadata.get('frame_id')}/{metadata.get('frame_compile_id')}"
             origin = self._origin(cid, kind == "dynamo_start")
-            if request is not None and kind in ("dynamo_start", "compilation_metrics"):
-                if cid not in request.compile_ids:
-                    request.compile_ids.append(cid)
+            if (
+                request is not None
+                and kind in ("dynamo_start", "compilation_metrics")
+                and cid not in request.compile_ids
+            ):
+                request.compile_ids.append(cid)
             payload = getattr(record, "payload", None)
             rid = request.request_id if request is not None else ""
             # Whether a failed compile was suppressed is known here only (the caller's setting, often a

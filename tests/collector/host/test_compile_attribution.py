@@ -57,8 +57,10 @@ def test_labels_follow_the_compiled_model(tracker: Tracker, store: Store) -> Non
     wrapped, other, unrelated = compiles["_Wrapped.forward"], compiles["_other"], compiles["_plain"]
     assert (wrapped.model, other.model) == ("model-a", "model-b")
     assert wrapped.code_location.startswith(__file__.removesuffix("c"))  # not the decorator's wrapper
-    assert ATTRIBUTION_ATTR not in wrapped.attrs and ATTRIBUTION_ATTR not in other.attrs
-    assert unrelated.model == "" and unrelated.attrs[ATTRIBUTION_ATTR] == UNATTRIBUTED
+    assert ATTRIBUTION_ATTR not in wrapped.attrs
+    assert ATTRIBUTION_ATTR not in other.attrs
+    assert unrelated.model == ""
+    assert unrelated.attrs[ATTRIBUTION_ATTR] == UNATTRIBUTED
     cache = store.select_events(CacheEvent)
     assert cache
     by_compile = {c.compile_id: c.model for c in compiles.values()}
