@@ -53,7 +53,8 @@ def import_trace_command(
         console.print(
             f"{r.path}: {s.compiles} compiles, {s.failures} failed, {s.graph_breaks} graph breaks, "
             f"cache {cache}, {s.kernels} kernels, {s.blobs} blobs, "
-            f"{r.damaged_lines + s.damaged_payloads} damaged records skipped"
+            f"{r.damaged_lines + s.damaged_payloads} damaged records skipped, "
+            f"{sum(s.unused.values())} records of kinds no compile record uses"
         )
     if skipped:
         names = ", ".join(Path(r.path).name for r in skipped)

@@ -58,6 +58,26 @@ NOISE: Final = frozenset(
     }
 )
 """Record kinds that never open or change a compile record (timing, interning, fake-tensor detail)."""
+CONSUMED: Final = frozenset(
+    {
+        "dynamo_start",
+        "compilation_metrics",
+        "dynamo_output_graph",
+        "inductor_output_code",
+        "dynamo_cpp_guards_str",
+        "recompile_reasons",
+        "dynamo_graph_break_reason",
+        "dynamo_error",
+        "inductor_provenance_tracking_node_mappings",
+        "inductor_triton_kernel_to_post_grad_nodes",
+        "inductor_provenance_tracking_kernel_stack_traces",
+        "inductor_aot_wrapper_code",
+        *CACHE_ARTIFACTS,
+    }
+)
+"""Record names that feed a compile record; every other sound record is counted in ``AssemblyStats.unused``."""
+AOT_PREFIX: Final = "aot/"
+"""Compile id of a compile that Dynamo did not start (AOTInductor, export): its records carry no frame id."""
 HEADER_FACTS: Final = frozenset({*CACHE_ARTIFACTS, "dynamo_graph_break_reason"})
 """Records whose header alone is the fact (a cache lookup, a graph break): kept, without the payload's
 details, when the payload is damaged, so the counts still equal what the log contains."""
@@ -119,6 +139,8 @@ class AssemblyStats:
     graph_breaks: int = 0
     cache: Counter[str] = field(default_factory=Counter)
     damaged_payloads: int = 0
+    unused: Counter[str] = field(default_factory=Counter)
+    """Sound records of kinds no compile record is built from (export programs, timings, graphs), by name."""
     blobs: int = 0
     kernels: int = 0
 
@@ -152,6 +174,8 @@ class CompileAssembler:
         self._emit = emit
         self._put_blob = put_blob
         self._open: dict[str, _Compile] = {}
+        self._aot: _Compile | None = None  # the compile without a frame id in progress (AOTInductor)
+        self._aot_count = 0
         self._blobs: set[str] = set()
         self.summaries: OrderedDict[str, CompileSummary] = OrderedDict()
         self.stats = AssemblyStats()
@@ -204,12 +228,24 @@ class CompileAssembler:
             origin: Who made the live compile the record belongs to (``None``: the context's model).
         """
         name = env.name
+        if (
+            name == "graph_dump"
+            and isinstance(env.body, Mapping)
+            and env.body.get("name") == "inductor_aot_wrapper_code"
+        ):
+            name = "inductor_aot_wrapper_code"  # AOTInductor's output code (C++), as a graph dump
         if not env.payload_ok:
             self.stats.damaged_payloads += 1
             if name not in HEADER_FACTS:
                 return
             env = replace(env, payload=None, payload_ok=True)  # the header still says what happened
         if name in NOISE:
+            return
+        if name not in CONSUMED:
+            self.stats.unused[name] += 1
+            return
+        if not env.compile_id:
+            self._feed_aot(env, name)
             return
         if name == "dynamo_start":
             old = self._open.get(env.compile_id)
@@ -224,7 +260,7 @@ class CompileAssembler:
             self._finalize(self._open.pop(state.compile_id), env.body if isinstance(env.body, Mapping) else {})
         elif name == "dynamo_output_graph":
             state.graph_text = env.payload or ""
-        elif name == "inductor_output_code":
+        elif name in ("inductor_output_code", "inductor_aot_wrapper_code"):
             state.output_code = env.payload or ""
         elif name == "dynamo_cpp_guards_str":
             state.guard_digest = self._blob(env.payload or "", "guard_tree", {"compile_id": state.compile_id})
@@ -244,11 +280,35 @@ class CompileAssembler:
             if lookup is not None:
                 self._cache(state, lookup)
 
+    def _feed_aot(self, env: Envelope, name: str) -> None:
+        """A record outside any Dynamo frame: part of an AOTInductor (or export) compile, which ends with
+        its ``compilation_metrics`` (compile id ``null``)."""
+        if name not in ("compilation_metrics", "inductor_output_code", "inductor_aot_wrapper_code", *CACHE_ARTIFACTS):
+            self.stats.unused[name] += 1
+            return
+        state = self._aot
+        if state is None:
+            state = _Compile(f"{AOT_PREFIX}{self._aot_count}", 0, env.ts or datetime.now(UTC), started=True)
+            self._aot_count += 1
+            self._aot = state
+        if name == "compilation_metrics":
+            self._aot = None
+            self._finalize(state, env.body if isinstance(env.body, Mapping) else {})
+        elif name in ("inductor_output_code", "inductor_aot_wrapper_code"):
+            state.output_code = env.payload or state.output_code
+        else:
+            lookup = parse_cache_artifact(name, _json(env))
+            if lookup is not None:
+                self._cache(state, lookup)
+
     def finish(self) -> None:
         """Emit the compiles that never got their metrics (truncated logs, process exit)."""
         for state in list(self._open.values()):
             self._finalize(state, None)
         self._open.clear()
+        if self._aot is not None:
+            self._finalize(self._aot, None)
+            self._aot = None
 
     def _graph_break(self, state: _Compile, text: str) -> None:
         # Held until the compile's metrics arrive: they name the compiled frame (the break's code location).

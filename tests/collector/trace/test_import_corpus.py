@@ -132,3 +132,26 @@ def test_directory_lists_what_it_skipped(store: Store) -> None:
     res = CliRunner().invoke(app, ["import-trace", str(CORPUS), "--dsn", dsn], env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
     assert "skipped 2 files that are not TORCH_TRACE logs: LICENSE.tlparse, README.md" in res.output
+
+
+LOGS = Path(__file__).parent / "logs"
+
+
+def test_aot_inductor_compile_is_a_compile() -> None:
+    """An AOTInductor compile's metrics carry a null compile id: still one compile, with its output code."""
+    want = _expected(LOGS / "aoti_compile.log")
+    report, events = read_trace_file(LOGS / "aoti_compile.log", host="h")
+    assert report.stats.compiles == want["compiles"] == 1
+    (compile_record,) = [e for e in events if isinstance(e, CompileEvent)]
+    assert compile_record.outcome == "ok"
+    assert compile_record.compile_id == "aot/0"
+    assert compile_record.artifact_id
+    assert report.damaged_lines + report.stats.damaged_payloads == 0
+
+
+def test_export_records_are_unused_not_damaged() -> None:
+    report, events = read_trace_file(LOGS / "draft_export.log", host="h")
+    assert report.damaged_lines + report.stats.damaged_payloads == 0
+    assert report.stats.unused["exported_program"] == 1
+    assert report.stats.unused["expression_created"] == 1
+    assert not events
