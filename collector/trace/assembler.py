@@ -154,6 +154,7 @@ class _Compile:
     attempt: int = 0
     fx_cache_key: str = ""
     cache_status: str = "none"
+    aot_status: str = "none"
     output_code: str = ""
     graph_text: str = ""
     guard_digest: str = ""
@@ -340,6 +341,8 @@ class CompileAssembler:
         if cache == "fx_graph":
             state.fx_cache_key = key or state.fx_cache_key
             state.cache_status = result if state.cache_status in ("none", result) else "mixed"
+        elif cache == "aot_autograd":
+            state.aot_status = result if state.aot_status in ("none", result) else "mixed"
         self._emit(
             CacheEvent(
                 ts=datetime.now(UTC) if self.context.source == "live" else state.ts,
@@ -379,7 +382,13 @@ class CompileAssembler:
                     self._graph_break(state, str(r))
         self._emit_breaks(state, location)
         artifact_id = self._blob(state.output_code, "output_code") if state.output_code else ""
-        graph_key = graph_key_for(state.fx_cache_key, location, state.graph_text) if artifact_id else ""
+        # A graph Inductor compiled to nothing (no ops after AOTAutograd: views, detach) has no output code
+        # and no FX-graph-cache key, yet it is served: its identity is the digest of the Dynamo graph.
+        served = artifact_id or (outcome == "ok" and state.graph_text)
+        graph_key = graph_key_for(state.fx_cache_key, location, state.graph_text) if served else ""
+        # The FX-graph cache decides whether Inductor ran; without an FX lookup (AOTAutograd's cache hit
+        # or missed first, or the graph had no ops) AOTAutograd's lookups are the compile's cache status.
+        cache_status = state.cache_status if state.cache_status != "none" else state.aot_status
         request_id = parse_user_context(m.get("recompile_user_contexts")) or state.request_id
         reasons = state.recompile_reasons or ([str(m["recompile_reason"])] if m.get("recompile_reason") else [])
         is_recompile = state.frame_compile_id > 0
@@ -418,7 +427,7 @@ class CompileAssembler:
                 graph_break_count=min(len(state.breaks), 65535),
                 artifact_id=artifact_id,
                 fx_cache_key=state.fx_cache_key,
-                cache_status=state.cache_status,
+                cache_status=cache_status,
                 guard_tree_digest=state.guard_digest,
                 dynamo_config_digest=self._config(m.get("dynamo_config"), "dynamo"),
                 inductor_config_digest=self._config(m.get("inductor_config"), "inductor"),
@@ -461,7 +470,7 @@ class CompileAssembler:
         self.summaries[state.compile_id] = CompileSummary(
             compile_id=state.compile_id,
             outcome=outcome,
-            cache_status=state.cache_status,
+            cache_status=cache_status,
             entire_frame_s=_f(m.get("entire_frame_compile_time_s")),
             graph_key=graph_key,
             artifact_id=artifact_id,
