@@ -14,7 +14,13 @@ from inferensics.collector.host import capture, profiling
 from inferensics.collector.host.classify import classify
 from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
-from inferensics.collector.host.fingerprint import Fingerprint, PendingFingerprint, digest_inputs, mark
+from inferensics.collector.host.fingerprint import (
+    Fingerprint,
+    OutputModifiedError,
+    PendingFingerprint,
+    digest_inputs,
+    mark,
+)
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy
@@ -322,6 +328,9 @@ class Pipeline:
             self.counters["fingerprint_backlogged"] += 1
         try:
             return pending.result()
+        except OutputModifiedError:
+            self.counters["fingerprint_output_modified"] += 1
+            return None
         except Exception as exc:
             self.counters["fingerprint_errors"] += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
