@@ -25,7 +25,7 @@ from inferensics.schema.ddl import (
     render_rollup,
     render_schema,
 )
-from inferensics.schema.events import EVENT_MODELS, RequestEvent
+from inferensics.schema.events import EVENT_MODELS, RequestEvent, SdkHealthEvent
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 
 
@@ -354,6 +354,11 @@ def _coarse_request_views_gather_histograms(target: Target) -> list[str | Step]:
     return [*_drop_views(views, target), *_create_views(views, target)]
 
 
+def _sdk_health_table(target: Target) -> list[str]:
+    # The host SDK's own health records (a host gone quiet, exports refused by cause): one new table.
+    return render_event_table(SdkHealthEvent, target)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -363,6 +368,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "requests ordered by model, traffic class, pool", _requests_ordered_by_class_then_pool),
     Migration(7, "per-minute request rollup kept 32 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
     Migration(8, "hourly and daily request views gather histograms", _coarse_request_views_gather_histograms),
+    Migration(9, "host SDK health records", _sdk_health_table),
 )
 """Every migration, in version order."""
 

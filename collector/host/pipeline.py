@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict, deque
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
@@ -33,6 +34,7 @@ from inferensics.schema.events import (
     GraphBreakEvent,
     KernelInventoryEvent,
     RecompileEvent,
+    SdkHealthEvent,
 )
 from inferensics.schema.table import Event
 
@@ -85,6 +87,8 @@ class Pipeline:
         self.unmarked: list[PendingFingerprint] = []
         self.counters: Counter[str] = Counter()
         self.last_error = ""
+        self.health_source: Callable[[], dict[str, int]] | None = None
+        self._next_health = time.monotonic() + config.health_interval_s
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="inferensics-sdk", daemon=True)
@@ -96,8 +100,46 @@ class Pipeline:
         while not self._stop.is_set():
             if len(self.queue) or self.waiting:
                 self.drain()
+            if self.config.health_interval_s and time.monotonic() >= self._next_health:
+                self._next_health = time.monotonic() + self.config.health_interval_s
+                self.export_health()
             if not len(self.queue):
                 self._stop.wait(self.config.flush_interval_s)
+
+    def export_health(self) -> None:
+        """Export one ``sdk_health`` record from the tracker's counters (never raises)."""
+        source = self.health_source
+        if source is None:
+            return
+        try:
+            s = source()
+            refused = {k.removeprefix("export_refused_"): v for k, v in s.items() if k.startswith("export_refused_")}
+            dropped = s.get("dropped", 0) + s.get("export_spans_unaccounted", 0)
+            errors = sum(v for k, v in s.items() if k.endswith("_errors"))
+            health = getattr(self.exporter, "health", None)
+            ctx = self.context
+            record = SdkHealthEvent(
+                ts=datetime.now(UTC),
+                host=ctx.host,
+                model=ctx.model,
+                hw_pool=ctx.hw_pool,
+                requests_seen=s.get("requests", 0),
+                queue_depth=min(s.get("queue_len", 0), 2**32 - 1),
+                records_dropped=dropped,
+                spans_sent=s.get("export_spans_sent", 0),
+                spans_refused=sum(refused.values()),
+                refused_auth=refused.get("auth", 0),
+                refused_down=refused.get("down", 0),
+                refused_back_pressure=refused.get("back_pressure", 0),
+                sdk_errors=errors,
+                last_error=(getattr(health, "last_error", "") or self.last_error)[:500],
+            )
+            with self._lock:
+                self.exporter.export_records([record])
+            self.counters["health_records"] += 1
+        except Exception as exc:
+            self.counters["health_errors"] += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
 
     def drain(self, *, block: bool = False) -> None:
         """Process everything queued (also called by ``flush`` on the caller's thread).
@@ -165,7 +207,10 @@ class Pipeline:
                 self.last_error = f"{type(exc).__name__}: {exc}"
 
     def stop(self) -> None:
-        """Flush, stop the thread and shut the exporter down."""
+        """Export a last health record, flush, stop the thread and shut the exporter down."""
+        if self.config.health_interval_s:
+            self.drain(block=True)  # the last record counts every request
+            self.export_health()
         self.flush()
         self._stop.set()
         self._thread.join(timeout=5)

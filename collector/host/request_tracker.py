@@ -111,6 +111,7 @@ class Tracker:
         self.capabilities = torch_adapter.probe_capabilities()
         context = AssemblyContext(host=host, model=model, hw_pool=hw_pool, bundle_id=bundle_id, source="live")
         self.pipeline = Pipeline(self.queue, exporter, context, self.config, traffic_class=traffic_class)
+        self.pipeline.health_source = self.stats
         self.exporter = exporter
         self._sink: TraceSink | None = None
         self._previous_guard_hook: Any = None
@@ -254,7 +255,21 @@ class Tracker:
         # Rows an exporter could not write and dropped, per table (the store exporter keeps the rest).
         rejected: Mapping[str, int] = getattr(self.exporter, "rejected", {})
         out.update({f"export_rejected_{table}": n for table, n in rejected.items()})
+        # What the service refused, by cause (auth, down, back_pressure, rejected): OTLP exporter only.
+        exporter_stats = getattr(self.exporter, "stats", None)
+        if callable(exporter_stats):
+            try:
+                out.update(exporter_stats())
+            except Exception:
+                out["exporter_stats_errors"] = out.get("exporter_stats_errors", 0) + 1
         return out
+
+    @property
+    def last_error(self) -> str:
+        """The most recent error the SDK caught, or export refusal, as one line (``""``: none)."""
+        health = getattr(self.exporter, "health", None)
+        refused = getattr(health, "last_error", "")
+        return str(refused or self.pipeline.last_error)
 
     def capability_report(self) -> dict[str, str]:
         """``name → "ok"`` or the reason a hook is degraded."""
