@@ -12,8 +12,8 @@ one run, against torch.profiler enabled, and process memory over many requests.
 config (2 layers, width 64, vocabulary 1000, eager attention, no download) or the demo's TinyDecoder, one
 whole-model call per request on a (2, 32) batch, plain ``torch.compile`` against ``tracker.compile`` with the
 fingerprint on at its default, timed request by request in interleaved pairs (which goes first alternates);
-per round the ratio of medians, then the median and range over rounds, the per-pair median ratio, and the
-background thread's CPU per request.
+per round the ratio of medians, then the median and range over rounds, the per-pair median ratio, the
+background thread's CPU per request, and the fingerprint's serving-thread and background costs.
 
 Sections otherwise: per compiled-graph call; per request with one call; the output fingerprint alone (fused Triton
 kernel vs the torch ops vs the previous twelve-op version, serving-thread time and time to completion);
@@ -268,11 +268,58 @@ def run_served(args: argparse.Namespace) -> None:
             req_plain()
             req_instr()
         tracker.flush()
-        out = instrumented(x)
+        out = plain(x)
         logits = out.logits if hasattr(out, "logits") else out
+        rows = logits.reshape(-1, logits.shape[-1])
         fp_us = _time_per(lambda: fpmod.start_fingerprint(logits), 200, "cpu")
-        bg_fp_us = _time_per(lambda: fpmod.row_stats_cpu(logits.reshape(-1, logits.shape[-1])), 200, "cpu")
-        ref_fp_us = _time_per(lambda: fpmod.row_stats_torch(logits.reshape(-1, logits.shape[-1])), 200, "cpu")
+        bg_fp_us = _time_per(lambda: fpmod.row_stats_cpu(rows), 200, "cpu")
+        ref_fp_us = _time_per(lambda: fpmod.row_stats_torch(rows), 200, "cpu")
+        print(
+            f"torch {torch.__version__}, cpu ({torch.get_num_threads()} intra-op threads), served {args.served}, "
+            f"input {tuple(x.shape)}, logits {tuple(logits.shape)}, {args.pairs} pairs x {args.rounds} rounds; "
+            f"{_load()}"
+        )
+        ratios: list[float] = []
+        pair_ratios: list[float] = []
+        bg: list[float] = []
+        for r in range(args.rounds):
+            tp: list[int] = []
+            ti: list[int] = []
+            p0, t0 = time.process_time(), time.thread_time()
+            for i in range(args.pairs):
+                if i % 2:
+                    tp.append(req_plain())
+                    ti.append(req_instr())
+                else:
+                    ti.append(req_instr())
+                    tp.append(req_plain())
+            tracker.flush()
+            bg.append(((time.process_time() - p0) - (time.thread_time() - t0)) / args.pairs * 1e6)
+            mp, mi = statistics.median(tp), statistics.median(ti)
+            ratios.append(mi / mp)
+            pair_ratios.extend(b / a for a, b in zip(tp, ti, strict=True))
+            print(
+                f"  round {r}: plain {mp / 1e3:.1f} us, instrumented {mi / 1e3:.1f} us, "
+                f"added {(mi - mp) / 1e3:+.1f} us ({(mi / mp - 1) * 100:+.2f} %); {_load()}"
+            )
+    med = statistics.median(ratios)
+    print(
+        f"SDK-added time per request (median over rounds of the ratio of medians): {(med - 1) * 100:+.2f} % "
+        f"[{(min(ratios) - 1) * 100:+.2f}, {(max(ratios) - 1) * 100:+.2f}] over {args.rounds} rounds; "
+        f"per-pair median ratio {(statistics.median(pair_ratios) - 1) * 100:+.2f} %; {_load()}"
+    )
+    print(
+        f"  background thread CPU {statistics.median(bg):.1f} us/request (median round); serving-thread "
+        f"start_fingerprint {fp_us:.1f} us; background fingerprint {bg_fp_us:.1f} us (the reference torch ops: "
+        f"{ref_fp_us:.1f} us); fingerprint path: {_fp_path(torch.float32, 'cpu')}"
+    )
+    tracker.shutdown()
+    print("stats:", {k: v for k, v in tracker.stats().items() if v})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=4)
