@@ -82,6 +82,8 @@ class Pipeline:
         self.limit_hit = False
         # A compile failed with the error suppressed: Dynamo runs that frame eagerly from then on (classify).
         self.failed_suppressed = False
+        self.graphless_break = ""  # registry id of the last break before any op of a frame (classify)
+        self._last_break = ("", "")
         self._feeding_suppressed = False
         self.kernel_artifacts: dict[str, str] = {}
         # Request fields that follow from the dispatch (classification, graph keys and artifacts), per
@@ -251,6 +253,16 @@ class Pipeline:
             self.limit_hit = True
         if isinstance(record, CompileEvent) and record.outcome == "failed" and self._feeding_suppressed:
             self.failed_suppressed = True
+        if isinstance(record, GraphBreakEvent):  # emitted before its compile's record
+            self._last_break = (record.compile_id, record.registry_id or "unknown")
+        if (
+            isinstance(record, CompileEvent)
+            and record.outcome == "ok"
+            and not record.graph_key
+            and self._last_break[0] == record.compile_id
+        ):
+            # A frame that broke before any tensor op: its later calls hit guards and run no graph.
+            self.graphless_break = self._last_break[1]
         if isinstance(record, CompileEvent) and record.fx_cache_key and record.artifact_id:
             self.kernel_artifacts[f"## Call CompiledFxGraph {record.fx_cache_key} ##"] = record.artifact_id
         if isinstance(record, KernelInventoryEvent):
@@ -268,7 +280,9 @@ class Pipeline:
     def _request(self, raw: RawRequest) -> None:
         plain = not (raw.compile_ids or raw.error or raw.compile_ns or raw.profile is not None)
         plain = plain and raw.request_id not in self.pending
-        state = (self.limit_hit, self.failed_suppressed)
+        # More guard hits than graph calls: some frame hit its guards and ran no graph of its own.
+        graphless = raw.guard_hits > sum(v[0] for v in raw.graphs.values())
+        state = (self.limit_hit, self.failed_suppressed, graphless and self.graphless_break)
         key = (*raw.graphs, raw.guard_hits > 0, raw.guard_misses > 0, *state) if plain else None
         dispatch = self.templates.get(key) if key is not None else None
         if dispatch is None:
@@ -306,6 +320,7 @@ class Pipeline:
             limit_hit_before=self.limit_hit,
             backend_compile_ms=raw.compile_ns / 1e6,
             failed_before=self.failed_suppressed,
+            graphless_break=self.graphless_break if raw.guard_hits > sum(v[0] for v in raw.graphs.values()) else "",
         )
         keys, artifacts = [], []
         for s in slots:
