@@ -102,10 +102,11 @@ class ObservedSession(requests.Session):
         super().__init__()
         self._last = threading.local()
 
-    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
         """Send as ``requests`` does; note the status, or the connection failure."""
         try:
-            response = super().request(method, url, *args, **kwargs)
+            verb = method if isinstance(method, str) else method.decode()
+            response = super().request(verb, url if isinstance(url, str) else url.decode(), *args, **kwargs)
         except requests.RequestException as exc:
             self._last.outcome = ("down", f"{type(exc).__name__}")
             raise

@@ -45,7 +45,7 @@ class _CountingSpanExporter(SpanExporter):
         return result
 
     def shutdown(self) -> None:
-        self.inner.shutdown()
+        self.inner.shutdown()  # type: ignore[no-untyped-call]
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return bool(self.inner.force_flush(timeout_millis))
