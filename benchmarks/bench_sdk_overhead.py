@@ -2,11 +2,20 @@
 one run, against torch.profiler enabled, and process memory over many requests.
 
     .venv/bin/python benchmarks/bench_sdk_overhead.py                  # CPU, small MLP
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_sdk_overhead.py --served gpt2   # CPU, served model
+    .venv/bin/python benchmarks/bench_sdk_overhead.py --served demo    # CPU, the demo's decoder
     python benchmarks/bench_sdk_overhead.py --device cuda --hidden 4096 --layers 4 --tokens 8   # decode-sized
     python benchmarks/bench_sdk_overhead.py --device cuda --hidden 4096 --layers 4 --tokens 8 --vocab 32000 \
         --profile                                                       # + LM head, + where the time goes
 
-Sections: per compiled-graph call; per request with one call; the output fingerprint alone (fused Triton
+``--served gpt2|demo`` runs only the served-model comparison: a GPT-2-sized Hugging Face model built from a
+config (2 layers, width 64, vocabulary 1000, eager attention, no download) or the demo's TinyDecoder, one
+whole-model call per request on a (2, 32) batch, plain ``torch.compile`` against ``tracker.compile`` with the
+fingerprint on at its default, timed request by request in interleaved pairs (which goes first alternates);
+per round the ratio of medians, then the median and range over rounds, the per-pair median ratio, the
+background thread's CPU per request, and the fingerprint's serving-thread and background costs.
+
+Sections otherwise: per compiled-graph call; per request with one call; the output fingerprint alone (fused Triton
 kernel vs the torch ops vs the previous twelve-op version, serving-thread time and time to completion);
 decode-like requests (``--decode-steps`` calls per request) plain vs instrumented without and with the
 fingerprint; in both timed sections an A/A control (a second plain callable on a copy of the model) whose
@@ -113,7 +122,7 @@ def _legacy_fingerprint(output: torch.Tensor) -> Any:
 
 def _fp_path(dtype: torch.dtype, dev: str) -> str:
     if dev != "cuda":
-        return "torch ops inline on the serving thread (CPU)"
+        return "torch ops on the SDK background thread (CPU: the serving thread keeps a reference)"
     if dtype in fpmod.KERNELS.zero_copy:
         return "fused Triton kernel writing pinned host memory (zero-copy)"
     if dtype in fpmod.KERNELS.ready:
@@ -224,6 +233,97 @@ def _profile(tracker: Tracker, fn: Callable[[torch.Tensor], Any], x: torch.Tenso
         print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=10, max_name_column_width=48))
 
 
+def served_model(name: str, batch: int, seq: int) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The served-model comparison's model and input (built from a config; nothing is downloaded)."""
+    torch.manual_seed(0)
+    if name == "gpt2":
+        import transformers
+
+        cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=128)
+        cfg._attn_implementation = "eager"
+        model: torch.nn.Module = transformers.GPT2LMHeadModel(cfg).eval()
+        vocab = cfg.vocab_size
+    else:
+        from inferensics.demo.models.decoder import DecoderConfig, TinyDecoder
+
+        model = TinyDecoder(DecoderConfig()).eval()
+        vocab = DecoderConfig().vocab_size
+    return model, torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(1))
+
+
+def run_served(args: argparse.Namespace) -> None:
+    """Plain against instrumented requests of a served model, interleaved pair by pair."""
+    model, x = served_model(args.served, 2, 32)
+    plain = torch.compile(model)
+    tracker = instrument(exporter=NullExporter(), host="bench", model=args.served, config=SdkConfig())
+    instrumented = tracker.compile(model, name=args.served)
+    ids = iter(range(10**9))
+
+    def req_plain() -> int:
+        t0 = time.perf_counter_ns()
+        plain(x)
+        return time.perf_counter_ns() - t0
+
+    def req_instr() -> int:
+        t0 = time.perf_counter_ns()
+        with tracker.request(f"r{next(ids)}", shape=tuple(x.shape)) as req:
+            req.set_output(instrumented(x))
+        return time.perf_counter_ns() - t0
+
+    with torch.no_grad():
+        for _ in range(20):
+            req_plain()
+            req_instr()
+        tracker.flush()
+        out = plain(x)
+        logits = out.logits if hasattr(out, "logits") else out
+        rows = logits.reshape(-1, logits.shape[-1])
+        fp_us = _time_per(lambda: fpmod.start_fingerprint(logits), 200, "cpu")
+        bg_fp_us = _time_per(lambda: fpmod.row_stats_cpu(rows), 200, "cpu")
+        ref_fp_us = _time_per(lambda: fpmod.row_stats_torch(rows), 200, "cpu")
+        print(
+            f"torch {torch.__version__}, cpu ({torch.get_num_threads()} intra-op threads), served {args.served}, "
+            f"input {tuple(x.shape)}, logits {tuple(logits.shape)}, {args.pairs} pairs x {args.rounds} rounds; "
+            f"{_load()}"
+        )
+        ratios: list[float] = []
+        pair_ratios: list[float] = []
+        bg: list[float] = []
+        for r in range(args.rounds):
+            tp: list[int] = []
+            ti: list[int] = []
+            p0, t0 = time.process_time(), time.thread_time()
+            for i in range(args.pairs):
+                if i % 2:
+                    tp.append(req_plain())
+                    ti.append(req_instr())
+                else:
+                    ti.append(req_instr())
+                    tp.append(req_plain())
+            tracker.flush()
+            bg.append(((time.process_time() - p0) - (time.thread_time() - t0)) / args.pairs * 1e6)
+            mp, mi = statistics.median(tp), statistics.median(ti)
+            ratios.append(mi / mp)
+            pair_ratios.extend(b / a for a, b in zip(tp, ti, strict=True))
+            print(
+                f"  round {r}: plain {mp / 1e3:.1f} us, instrumented {mi / 1e3:.1f} us, "
+                f"added {(mi - mp) / 1e3:+.1f} us ({(mi / mp - 1) * 100:+.2f} %); {_load()}"
+            )
+    med = statistics.median(ratios)
+    print(
+        f"SDK-added time per request (median over rounds of the ratio of medians): {(med - 1) * 100:+.2f} % "
+        f"[{(min(ratios) - 1) * 100:+.2f}, {(max(ratios) - 1) * 100:+.2f}] over {args.rounds} rounds; "
+        f"per-pair median ratio {(statistics.median(pair_ratios) - 1) * 100:+.2f} %; {_load()}"
+    )
+    print(
+        f"  background thread CPU {statistics.median(bg):.1f} us/request (median round); serving-thread "
+        f"start_fingerprint {fp_us:.1f} us; background fingerprint {bg_fp_us:.1f} us (the reference torch ops: "
+        f"{ref_fp_us:.1f} us); fingerprint path: {_fp_path(torch.float32, 'cpu')}"
+    )
+    tracker.shutdown()
+    print("stats:", {k: v for k, v in tracker.stats().items() if v})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -238,7 +338,13 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=0, help="append an LM head Linear(hidden, vocab): logits output")
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of decode-like requests")
+    ap.add_argument("--served", choices=("gpt2", "demo"), help="only the served-model comparison (CPU)")
+    ap.add_argument("--pairs", type=int, default=400, help="interleaved request pairs per round (--served)")
     args = ap.parse_args()
+    if args.served:
+        torch.set_num_threads(args.threads)
+        run_served(args)
+        return
     dev = args.device
     if dev == "cpu":
         torch.set_num_threads(args.threads)

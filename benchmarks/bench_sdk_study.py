@@ -383,6 +383,12 @@ def _pct(r: float) -> str:
     return f"{(r - 1) * 100:+.2f} %"
 
 
+def _distribution(ratios: list[float], limit: float = 1.02) -> str:
+    """Every process's ratio, sorted, and how many are above ``limit`` (a split into groups shows here)."""
+    above = sum(r > limit for r in ratios)
+    return " ".join(_pct(r) for r in sorted(ratios)) + f"  ({above} of {len(ratios)} above {_pct(limit)})"
+
+
 def _summary(values: list[float], boot: int, rng: random.Random, fmt: Callable[[float], str]) -> str:
     lo, hi = _boot_ci(values, boot, rng)
     return (
@@ -423,6 +429,7 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
         print(f"  {what}{'' if len(sub) == n else f' ({len(sub)} processes)'}:")
         print(f"    best-round ratio     {_summary(best, boot, rng, _pct)}; {_load()}")
         print(f"    within-round median  {_summary(paired, boot, rng, _pct)}; {_load()}")
+        print(f"    per process (within-round, sorted): {_distribution(paired)}")
     # Does the position in the compile order predict speed? Plain artifacts only (no SDK activity):
     # each one's best round over the mean of the three, grouped by the position it was compiled in.
     pos: dict[int, list[float]] = {0: [], 1: [], 2: []}

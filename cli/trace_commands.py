@@ -23,12 +23,18 @@ def import_trace_command(
     model: Annotated[str, typer.Option(help="Model label for the imported records.")] = "",
     hw_pool: Annotated[str, typer.Option(help="Hardware pool label for the imported records.")] = "",
 ) -> None:
-    """Import TORCH_TRACE logs: one compile record per compile, with cache events, graph breaks and blobs."""
-    from inferensics.collector.trace.importer import import_trace
+    """Import TORCH_TRACE logs: one compile record per compile, with cache events, graph breaks and blobs.
+
+    Importing a file again adds nothing (each file content is imported once per store). Files that are not
+    TORCH_TRACE logs are refused: exit 1 when PATH itself is one, skipped and listed inside a directory.
+    """
+    from inferensics.collector.trace.importer import import_trace, not_trace_reason
     from inferensics.schema.store import Store, StoreError
 
     if not path.exists():
         fail(f"{path} does not exist: pass a TORCH_TRACE log file or a directory of them")
+    if path.is_file() and (reason := not_trace_reason(path)):
+        fail(f"{path} is not a TORCH_TRACE log ({reason}): pass a file written under TORCH_TRACE=<dir>")
     try:
         with Store.open(dsn) as store:
             if store.schema_version() == 0:
@@ -36,16 +42,25 @@ def import_trace_command(
             reports = import_trace(path, store, host=host, model=model, hw_pool=hw_pool)
     except StoreError as exc:
         fail(str(exc))
-    if not reports:
-        fail(f"no trace files under {path}")
-    for r in reports:
+    skipped = [r for r in reports if r.not_trace]
+    imported = [r for r in reports if not r.not_trace]
+    if not imported:
+        fail(f"no TORCH_TRACE logs under {path}" + (f" ({len(skipped)} other files skipped)" if skipped else ""))
+    for r in imported:
+        if r.already_imported:
+            console.print(f"{r.path}: already imported (same content, sha256 {r.sha256[:12]}); nothing added")
+            continue
         s = r.stats
         cache = ", ".join(f"{k}={v}" for k, v in sorted(s.cache.items())) or "none"
         console.print(
             f"{r.path}: {s.compiles} compiles, {s.failures} failed, {s.graph_breaks} graph breaks, "
             f"cache {cache}, {s.kernels} kernels, {s.blobs} blobs, "
-            f"{r.damaged_lines + s.damaged_payloads} damaged records skipped"
+            f"{r.damaged_lines + s.damaged_payloads} damaged records skipped, "
+            f"{sum(s.unused.values())} records of kinds no compile record uses"
         )
+    if skipped:
+        names = ", ".join(Path(r.path).name for r in skipped)
+        console.print(f"skipped {len(skipped)} files that are not TORCH_TRACE logs: {names}")
 
 
 def register(app: typer.Typer) -> None:

@@ -27,6 +27,7 @@ from inferensics.schema.events import (
     RecompileEvent,
     ReplayResultEvent,
     RequestEvent,
+    SdkHealthEvent,
 )
 from inferensics.schema.rollups import (
     CACHE_EVENTS_1H,
@@ -68,6 +69,7 @@ __all__ = [
     "ReplayResultEvent",
     "RequestEvent",
     "Rollup",
+    "SdkHealthEvent",
     "TableSpec",
     "columns",
 ]

@@ -126,6 +126,18 @@ NAME: Final = "name"
 CHECKSUM: Final = "checksum"
 APPLIED_AT: Final = "applied_at"
 
+# --- host SDK health ----------------------------------------------------------------------------------
+REQUESTS_SEEN: Final = "requests_seen"
+QUEUE_DEPTH: Final = "queue_depth"
+RECORDS_DROPPED: Final = "records_dropped"
+SPANS_SENT: Final = "spans_sent"
+SPANS_REFUSED: Final = "spans_refused"
+REFUSED_AUTH: Final = "refused_auth"
+REFUSED_DOWN: Final = "refused_down"
+REFUSED_BACK_PRESSURE: Final = "refused_back_pressure"
+SDK_ERRORS: Final = "sdk_errors"
+LAST_ERROR: Final = "last_error"
+
 # --- rollups ------------------------------------------------------------------------------------------
 BUCKET: Final = "bucket"
 REQUESTS: Final = "requests"

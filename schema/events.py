@@ -581,6 +581,50 @@ class CanaryVerdictEvent(Event):
     """Attributes with no column of their own."""
 
 
+class SdkHealthEvent(Event):
+    """The host SDK's own health, exported by each serving process at a fixed interval: a host whose rows
+    stop arriving has gone quiet, and the counters say what it could not deliver. Counters are cumulative
+    since the process started (a restart starts them again)."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="sdk_health",
+        order_by=(col.HOST, col.TS),
+        ttl_days=30,
+        shard_key=f"cityHash64({col.HOST})",
+    )
+
+    ts: Timestamp
+    """When the record was taken (UTC)."""
+    host: Dim
+    """Host of the serving process."""
+    model: Dim = ""
+    """The tracker's default model label."""
+    hw_pool: Dim = ""
+    """Hardware pool."""
+    requests_seen: U64 = 0
+    """Request records built since the process started."""
+    queue_depth: U32 = 0
+    """Items waiting in the SDK's hand-off queue when the record was taken."""
+    records_dropped: U64 = 0
+    """Records dropped before export (hand-off queue full, span queue full)."""
+    spans_sent: U64 = 0
+    """Spans the collector service accepted."""
+    spans_refused: U64 = 0
+    """Spans the export could not deliver, every cause."""
+    refused_auth: U64 = 0
+    """Of those, refused for the token (HTTP 401/403)."""
+    refused_down: U64 = 0
+    """Of those, not delivered because the service could not be reached."""
+    refused_back_pressure: U64 = 0
+    """Of those, refused because the service was shedding load (HTTP 429/503)."""
+    sdk_errors: U64 = 0
+    """Errors the SDK caught and counted (processing, export, fingerprint, capture, trace sink)."""
+    last_error: Text = ""
+    """The most recent of those errors or refusals, as one line."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
 EVENT_MODELS: tuple[type[Event], ...] = (
     RequestEvent,
     CompileEvent,
@@ -595,6 +639,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     BlobContentEvent,
     ReplayResultEvent,
     CanaryVerdictEvent,
+    SdkHealthEvent,
 )
 """Every stored event model, in table-creation order."""
 

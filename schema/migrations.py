@@ -26,7 +26,7 @@ from inferensics.schema.ddl import (
     render_rollup,
     render_schema,
 )
-from inferensics.schema.events import EVENT_MODELS, RequestEvent
+from inferensics.schema.events import EVENT_MODELS, RequestEvent, SdkHealthEvent
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 
 
@@ -374,6 +374,11 @@ def _replicated_tables_remember_segments(target: Target) -> list[str | Step]:
     ]
 
 
+def _sdk_health_table(target: Target) -> list[str]:
+    # The host SDK's own health records (a host gone quiet, exports refused by cause): one new table.
+    return render_event_table(SdkHealthEvent, target)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -384,6 +389,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "per-minute request rollup kept 32 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
     Migration(8, "hourly and daily request views gather histograms", _coarse_request_views_gather_histograms),
     Migration(9, "replicated tables remember as many insert blocks as others", _replicated_tables_remember_segments),
+    Migration(10, "host SDK health records", _sdk_health_table),
 )
 """Every migration, in version order."""
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferensics.collector.host import torch_adapter
-from inferensics.collector.host.records import CURRENT, GraphSlot
+from inferensics.collector.host.records import CURRENT, CompileOrigin, GraphSlot
 
 
 class InductorBackend:
@@ -26,7 +26,11 @@ class InductorBackend:
         mode: str | None = None,
         options: Mapping[str, Any] | None = None,
         provenance_level: int = 0,
+        origin: CompileOrigin | None = None,
     ) -> None:
+        # The trace sink finds this object on Dynamo's stack when a compile starts and labels the
+        # compile's records with it (records.ORIGIN_ATTR): the label follows the compiled model.
+        self.inferensics_origin = origin or CompileOrigin("")
         self.config_patches: dict[str, Any] = {**torch_adapter.mode_options(mode), **dict(options or {})}
         self.provenance_level = provenance_level
         self.slots: list[GraphSlot] = []

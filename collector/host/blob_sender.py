@@ -7,13 +7,20 @@ import urllib.error
 import urllib.request
 from collections import OrderedDict
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
+
+if TYPE_CHECKING:
+    from inferensics.collector.host.export_health import ExportHealth
 
 
 class BlobSender:
     """Uploads content-addressed blobs once each (remembers recent digests); failures are counted."""
 
-    def __init__(self, service_url: str, token: str | None, *, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, service_url: str, token: str | None, *, timeout_s: float = 10.0, health: ExportHealth | None = None
+    ) -> None:
+        self.health = health
         self.base = service_url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
@@ -38,9 +45,21 @@ class BlobSender:
         except (urllib.error.URLError, OSError, ValueError) as exc:
             self.failed += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
+            if self.health is not None:
+                self.health.refuse(_cause(exc), "blobs", 1, self.last_error)
             return digest
         self.sent += 1
+        if self.health is not None:
+            self.health.delivered("blobs", 1)
         self._sent[digest] = None
         while len(self._sent) > 100_000:
             self._sent.popitem(last=False)
         return digest
+
+
+def _cause(exc: BaseException) -> str:
+    from inferensics.collector.host.export_health import cause_of_status
+
+    if isinstance(exc, urllib.error.HTTPError):
+        return cause_of_status(exc.code) or "rejected"
+    return "down" if isinstance(exc, urllib.error.URLError | OSError) else "rejected"

@@ -21,6 +21,11 @@ Rules, in order:
 
 A request served partly eagerly because its frames have graph breaks keeps its dispatch outcome (``hit``,
 ``compile``...) and carries ``fallback_reason`` ``graph_break:<registry id>``.
+
+A frame that breaks before any tensor op compiles no graph of its own: later calls of it hit its guards and
+run no graph (``print(...)`` then the rest). The caller passes ``graphless_break`` (the registry id of such a
+break seen in the process) when the request had more guard hits than graph calls; it is the break reason when
+no graph of the request names one.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ def classify(
     limit_hit_before: bool,
     backend_compile_ms: float,
     failed_before: bool = False,
+    graphless_break: str = "",
 ) -> Classification:
     """Classify one request (pure; see the module docstring for the rules)."""
     if guard_hits and guard_misses:
@@ -70,6 +76,8 @@ def classify(
     recompiles = sum(1 for c in compiles if c.recompile and c.outcome == "ok")
     breaks = [b for cid in graph_compile_ids for b in (summaries[cid].break_ids if cid in summaries else ())]
     breaks += [b for c in compiles for b in c.break_ids]
+    if not breaks and graphless_break:
+        breaks = [graphless_break]
     break_reason = f"graph_break:{breaks[0] or 'unknown'}" if breaks else ""
     limit = any(c.outcome == "recompile_limit" for c in compiles)
     failed = any(c.outcome == "failed" for c in compiles)

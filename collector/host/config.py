@@ -64,6 +64,8 @@ class SdkConfig:
         shape_buckets: Upper edges for the shape bucketing policy (per dimension, powers of two default).
         capture: Input-capture rules.
         trace_compiles: Attach the ``torch.__trace`` sink (compile records, cache events, output code).
+        health_interval_s: How often the SDK exports its own health record (``sdk_health``: queue depth,
+            drops, refused exports by cause); 0 turns it off. A host whose records stop is a host gone quiet.
     """
 
     sample_rate: float = 0.0
@@ -75,6 +77,7 @@ class SdkConfig:
     shape_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
     capture: CaptureRules = field(default_factory=CaptureRules)
     trace_compiles: bool = True
+    health_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.sample_rate <= 1.0:
@@ -85,6 +88,8 @@ class SdkConfig:
             raise ConfigError(f"capture.rate must be within [0, 1], got {self.capture.rate}")
         if not self.flush_interval_s > 0:  # 0 would spin the background thread against the serving one
             raise ConfigError(f"flush_interval_s must be positive, got {self.flush_interval_s}")
+        if self.health_interval_s < 0:
+            raise ConfigError(f"health_interval_s must not be negative, got {self.health_interval_s}")
         if self.batch_rows < 1:
             raise ConfigError(f"batch_rows must be positive, got {self.batch_rows}")
         if self.fingerprint_head < 0:

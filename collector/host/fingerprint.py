@@ -146,7 +146,20 @@ class PendingFingerprint:
     when it is done (``ready`` is ``False`` until then).
     """
 
-    __slots__ = ("_argmax", "_buffer", "_chunks", "_done", "_event", "_head", "_numel", "_rows", "backlogged", "stream")
+    __slots__ = (
+        "_argmax",
+        "_buffer",
+        "_chunks",
+        "_done",
+        "_event",
+        "_head",
+        "_numel",
+        "_rows",
+        "_source",
+        "_version",
+        "backlogged",
+        "stream",
+    )
 
     def __init__(
         self,
@@ -160,6 +173,8 @@ class PendingFingerprint:
         chunks: int = 0,
     ) -> None:
         self._rows = rows
+        self._source: torch.Tensor | None = None
+        self._version = -1
         self._chunks = chunks
         self._buffer = buffer
         self._numel = numel
@@ -193,6 +208,8 @@ class PendingFingerprint:
         event = self._event
         if event is not None and not event.query():
             event.wait()
+        if self._source is not None:
+            self._rows = self._read_source()
         buf = self._buffer
         try:
             rows = buf.array if buf is not None else self._rows.numpy()  # type: ignore[union-attr]
@@ -204,6 +221,34 @@ class PendingFingerprint:
                 self._buffer = None
                 if buf.pooled:
                     _POOL.give(buf)
+
+    @classmethod
+    def deferred(cls, x2: torch.Tensor, numel: int, argmax: bool, head: int) -> PendingFingerprint:
+        """A CPU output read later, on the background thread (see :func:`_start`)."""
+        pending = cls(None, numel, argmax, head=head)
+        try:
+            pending._version = x2._version
+            pending._source = x2
+        except RuntimeError:  # an inference tensor has no version counter: keep a copy instead
+            pending._source = x2.clone()
+        return pending
+
+    def _read_source(self) -> torch.Tensor:
+        source, self._source = self._source, None
+        assert source is not None
+        version = self._version
+        if version >= 0 and source._version != version:
+            raise OutputModifiedError("the output was modified in place after set_output(); no fingerprint")
+        with torch.no_grad():
+            rows = row_stats_cpu(source)
+        if version >= 0 and source._version != version:  # modified while it was being read
+            raise OutputModifiedError("the output was modified in place after set_output(); no fingerprint")
+        return rows
+
+
+class OutputModifiedError(RuntimeError):
+    """A CPU output changed in place between ``set_output`` and its fingerprint (counted, never raised
+    into the serving path)."""
 
 
 class _Completion:
@@ -346,6 +391,32 @@ def row_stats_torch(x2: torch.Tensor) -> torch.Tensor:
     return torch.stack(
         [isnan.sum(dim=1).double(), isinf.sum(dim=1).double(), z.sum(dim=1), (z * z).sum(dim=1), amax, arg], dim=1
     )
+
+
+_FAST_CPU_DTYPES: Final = (torch.float32, torch.float64)
+
+
+def row_stats_cpu(x2: torch.Tensor) -> torch.Tensor:
+    """:func:`row_stats_torch`'s numbers for a CPU output, in four passes and no float64 copy of it.
+
+    A row's float64 sum is finite exactly when the row holds no NaN or infinity (finite float32 values
+    cannot overflow it), so finite outputs (nearly all) take the short path: the sum, the norm (squared),
+    the abs-max and the argmax, with zero NaN and inf counts. Rows with a non-finite value, other dtypes
+    and empty outputs take the reference ops.
+    """
+    if x2.dtype not in _FAST_CPU_DTYPES or x2.numel() == 0:
+        return row_stats_torch(x2)
+    a = x2.numpy()
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the row is non-finite, that is all
+        sums = a.sum(axis=1, dtype=np.float64)
+    if not np.isfinite(sums).all():
+        return row_stats_torch(x2)
+    out = np.zeros((a.shape[0], STATS), dtype=np.float64)
+    out[:, 2] = sums
+    out[:, 3] = np.square(torch.linalg.vector_norm(x2, dim=1, dtype=torch.float64).numpy())
+    out[:, 4] = np.abs(a).max(axis=1)
+    out[:, 5] = a.argmax(axis=1)
+    return torch.from_numpy(out)
 
 
 # --- fused Triton kernel (CUDA) ----------------------------------------------------------------------
@@ -559,9 +630,11 @@ def _start(x: torch.Tensor, head: int, *, per_row: bool = False) -> PendingFinge
     x2, argmax = _rows_view(x)
     numel = x2.numel()
     if x2.device.type != "cuda":
-        # Inline on CPU: handing a copy of the output to the background thread was cheaper for the
-        # serving thread (about 15 us against 110 us here) but grew RSS by about 0.7 KB per request.
-        return PendingFingerprint(row_stats_torch(x2), numel, argmax, head=head)
+        # On CPU the torch ops cost as much as a small model's whole request: the serving thread keeps a
+        # reference and the background thread reads the output later. Its version counter says whether it
+        # was changed in place meanwhile (then the fingerprint is dropped and counted, never wrong); an
+        # inference tensor has no counter and is copied instead (one pass over the output).
+        return PendingFingerprint.deferred(x2, numel, argmax, head)
     kernel = KERNELS.get(x2) if numel and not per_row and _kernel_fits(x2) else None
     device = torch_adapter.current_device()
     zero_copy = kernel is not None and x2.dtype in KERNELS.zero_copy

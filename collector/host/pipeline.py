@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict, deque
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
@@ -14,7 +15,13 @@ from inferensics.collector.host import capture, profiling
 from inferensics.collector.host.classify import classify
 from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
-from inferensics.collector.host.fingerprint import Fingerprint, PendingFingerprint, digest_inputs, mark
+from inferensics.collector.host.fingerprint import (
+    Fingerprint,
+    OutputModifiedError,
+    PendingFingerprint,
+    digest_inputs,
+    mark,
+)
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy
@@ -27,10 +34,16 @@ from inferensics.schema.events import (
     GraphBreakEvent,
     KernelInventoryEvent,
     RecompileEvent,
+    SdkHealthEvent,
 )
 from inferensics.schema.table import Event
 
 PENDING_CAPACITY = 10_000
+
+
+def _yield_gil() -> None:
+    """Release the GIL so that a waiting thread takes it now (about a microsecond when none waits)."""
+    time.sleep(0)
 
 
 class _Prepared(NamedTuple):
@@ -69,6 +82,8 @@ class Pipeline:
         self.limit_hit = False
         # A compile failed with the error suppressed: Dynamo runs that frame eagerly from then on (classify).
         self.failed_suppressed = False
+        self.graphless_break = ""  # registry id of the last break before any op of a frame (classify)
+        self._last_break = ("", "")
         self._feeding_suppressed = False
         self.kernel_artifacts: dict[str, str] = {}
         # Request fields that follow from the dispatch (classification, graph keys and artifacts), per
@@ -79,6 +94,8 @@ class Pipeline:
         self.unmarked: list[PendingFingerprint] = []
         self.counters: Counter[str] = Counter()
         self.last_error = ""
+        self.health_source: Callable[[], dict[str, int]] | None = None
+        self._next_health = time.monotonic() + config.health_interval_s
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="inferensics-sdk", daemon=True)
@@ -90,8 +107,46 @@ class Pipeline:
         while not self._stop.is_set():
             if len(self.queue) or self.waiting:
                 self.drain()
+            if self.config.health_interval_s and time.monotonic() >= self._next_health:
+                self._next_health = time.monotonic() + self.config.health_interval_s
+                self.export_health()
             if not len(self.queue):
                 self._stop.wait(self.config.flush_interval_s)
+
+    def export_health(self) -> None:
+        """Export one ``sdk_health`` record from the tracker's counters (never raises)."""
+        source = self.health_source
+        if source is None:
+            return
+        try:
+            s = source()
+            refused = {k.removeprefix("export_refused_"): v for k, v in s.items() if k.startswith("export_refused_")}
+            dropped = s.get("dropped", 0) + s.get("export_spans_unaccounted", 0)
+            errors = sum(v for k, v in s.items() if k.endswith("_errors"))
+            health = getattr(self.exporter, "health", None)
+            ctx = self.context
+            record = SdkHealthEvent(
+                ts=datetime.now(UTC),
+                host=ctx.host,
+                model=ctx.model,
+                hw_pool=ctx.hw_pool,
+                requests_seen=s.get("requests", 0),
+                queue_depth=min(s.get("queue_len", 0), 2**32 - 1),
+                records_dropped=dropped,
+                spans_sent=s.get("export_spans_sent", 0),
+                spans_refused=sum(refused.values()),
+                refused_auth=refused.get("auth", 0),
+                refused_down=refused.get("down", 0),
+                refused_back_pressure=refused.get("back_pressure", 0),
+                sdk_errors=errors,
+                last_error=(getattr(health, "last_error", "") or self.last_error)[:500],
+            )
+            with self._lock:
+                self.exporter.export_records([record])
+            self.counters["health_records"] += 1
+        except Exception as exc:
+            self.counters["health_errors"] += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
 
     def drain(self, *, block: bool = False) -> None:
         """Process everything queued (also called by ``flush`` on the caller's thread).
@@ -108,9 +163,14 @@ class Pipeline:
                 if not items:
                     break
                 for kind, item in items:
+                    # Hand the GIL over between records. A serving thread that wants it back while this
+                    # thread builds records otherwise waits for the interpreter's switch interval (5 ms)
+                    # or the whole batch: on the H200 in the default mode (launch-bound decode) the thread
+                    # draining while requests ran cost 4-5 % against the same work done idle (in flush).
+                    _yield_gil()
                     try:
                         if kind == "trace":
-                            self._trace(*item)
+                            self._trace(item)
                         else:
                             self._request(item)
                     except Exception as exc:  # never let one bad record stop the thread
@@ -138,6 +198,7 @@ class Pipeline:
             if pending_fp and not block and len(waiting) <= PENDING_CAPACITY:
                 return
             waiting.popleft()
+            _yield_gil()
             try:
                 self._finish(raw, prepared)
             except Exception as exc:
@@ -159,7 +220,10 @@ class Pipeline:
                 self.last_error = f"{type(exc).__name__}: {exc}"
 
     def stop(self) -> None:
-        """Flush, stop the thread and shut the exporter down."""
+        """Export a last health record, flush, stop the thread and shut the exporter down."""
+        if self.config.health_interval_s:
+            self.drain(block=True)  # the last record counts every request
+            self.export_health()
         self.flush()
         self._stop.set()
         self._thread.join(timeout=5)
@@ -173,14 +237,14 @@ class Pipeline:
 
     # --- records -------------------------------------------------------------------------------------
 
-    def _trace(
-        self, metadata: dict[str, Any], payload: str | None, request_id: str, t: float, suppressed: bool = False
-    ) -> None:
+    def _trace(self, item: tuple[Any, ...]) -> None:
+        """One sink item: ``(metadata, payload, request id, time, failure suppressed, origin)``."""
+        metadata, payload, request_id, t, suppressed, origin = item
         self.templates.clear()  # compile state changes: summaries, limit, kernel artifacts
         env = decode_record(metadata, payload, ts=datetime.fromtimestamp(t, UTC))
         self._feeding_suppressed = suppressed  # read by _on_record for the compile record this may finish
         try:
-            self.assembler.feed(env, request_id)
+            self.assembler.feed(env, request_id, origin)
         finally:
             self._feeding_suppressed = False
 
@@ -189,6 +253,16 @@ class Pipeline:
             self.limit_hit = True
         if isinstance(record, CompileEvent) and record.outcome == "failed" and self._feeding_suppressed:
             self.failed_suppressed = True
+        if isinstance(record, GraphBreakEvent):  # emitted before its compile's record
+            self._last_break = (record.compile_id, record.registry_id or "unknown")
+        if (
+            isinstance(record, CompileEvent)
+            and record.outcome == "ok"
+            and not record.graph_key
+            and self._last_break[0] == record.compile_id
+        ):
+            # A frame that broke before any tensor op: its later calls hit guards and run no graph.
+            self.graphless_break = self._last_break[1]
         if isinstance(record, CompileEvent) and record.fx_cache_key and record.artifact_id:
             self.kernel_artifacts[f"## Call CompiledFxGraph {record.fx_cache_key} ##"] = record.artifact_id
         if isinstance(record, KernelInventoryEvent):
@@ -206,7 +280,9 @@ class Pipeline:
     def _request(self, raw: RawRequest) -> None:
         plain = not (raw.compile_ids or raw.error or raw.compile_ns or raw.profile is not None)
         plain = plain and raw.request_id not in self.pending
-        state = (self.limit_hit, self.failed_suppressed)
+        # More guard hits than graph calls: some frame hit its guards and ran no graph of its own.
+        graphless = raw.guard_hits > sum(v[0] for v in raw.graphs.values())
+        state = (self.limit_hit, self.failed_suppressed, graphless and self.graphless_break)
         key = (*raw.graphs, raw.guard_hits > 0, raw.guard_misses > 0, *state) if plain else None
         dispatch = self.templates.get(key) if key is not None else None
         if dispatch is None:
@@ -244,6 +320,7 @@ class Pipeline:
             limit_hit_before=self.limit_hit,
             backend_compile_ms=raw.compile_ns / 1e6,
             failed_before=self.failed_suppressed,
+            graphless_break=self.graphless_break if raw.guard_hits > sum(v[0] for v in raw.graphs.values()) else "",
         )
         keys, artifacts = [], []
         for s in slots:
@@ -322,6 +399,9 @@ class Pipeline:
             self.counters["fingerprint_backlogged"] += 1
         try:
             return pending.result()
+        except OutputModifiedError:
+            self.counters["fingerprint_output_modified"] += 1
+            return None
         except Exception as exc:
             self.counters["fingerprint_errors"] += 1
             self.last_error = f"{type(exc).__name__}: {exc}"

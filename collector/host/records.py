@@ -21,6 +21,27 @@ class GraphSlot:
         self.compile_id = compile_id
 
 
+class CompileOrigin:
+    """Who asked for a compile: the model label given to ``tracker.compile`` and, for a model whose
+    ``forward`` is wrapped by a decorator (Hugging Face's), where its own ``forward`` is.
+
+    Attributes:
+        model: The model label of every compile record made through that ``tracker.compile`` call.
+        root_locations: The decorator's code object → ``file:line:name`` of the model's own ``forward``
+            (the compiled frame is the decorator's wrapper, shared by every model class it decorates).
+    """
+
+    __slots__ = ("model", "root_locations")
+
+    def __init__(self, model: str, root_locations: dict[Any, str] | None = None) -> None:
+        self.model = model
+        self.root_locations = root_locations or {}
+
+
+ORIGIN_ATTR = "inferensics_origin"
+"""The attribute of a compile backend that carries its :class:`CompileOrigin` (looked up by the trace sink)."""
+
+
 class RawRequest:
     """What the hooks learn about one request while it runs; converted to a record in the background."""
 

@@ -18,12 +18,12 @@ import torch
 
 from inferensics.collector.host import profiling, torch_adapter
 from inferensics.collector.host.backend import InductorBackend
-from inferensics.collector.host.config import SdkConfig
+from inferensics.collector.host.config import ConfigError, SdkConfig
 from inferensics.collector.host.exporter import Exporter
 from inferensics.collector.host.fingerprint import start_fingerprint
 from inferensics.collector.host.pipeline import Pipeline
 from inferensics.collector.host.queueing import BoundedQueue
-from inferensics.collector.host.records import CURRENT, RawRequest
+from inferensics.collector.host.records import CURRENT, CompileOrigin, RawRequest
 from inferensics.collector.host.shape_policy import shape_signature
 from inferensics.collector.host.trace_sink import TraceSink
 from inferensics.collector.trace.assembler import AssemblyContext
@@ -111,6 +111,7 @@ class Tracker:
         self.capabilities = torch_adapter.probe_capabilities()
         context = AssemblyContext(host=host, model=model, hw_pool=hw_pool, bundle_id=bundle_id, source="live")
         self.pipeline = Pipeline(self.queue, exporter, context, self.config, traffic_class=traffic_class)
+        self.pipeline.health_source = self.stats
         self.exporter = exporter
         self._sink: TraceSink | None = None
         self._previous_guard_hook: Any = None
@@ -152,14 +153,42 @@ class Tracker:
         self,
         model_or_fn: Any,
         *,
+        name: str = "",
         mode: str | None = None,
         options: dict[str, Any] | None = None,
         dynamic: bool | None = None,
         fullgraph: bool = False,
+        **dynamo_settings: Any,
     ) -> Any:
-        """``torch.compile`` through the instrumented Inductor backend, keeping ``mode`` and ``options``."""
-        backend = InductorBackend(mode=mode, options=options, provenance_level=self.config.provenance_level)
-        return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
+        """``torch.compile`` through the instrumented Inductor backend, keeping ``mode`` and ``options``.
+
+        Args:
+            model_or_fn: The module or function to compile.
+            name: The model label of this model's compile, cache and graph-break records (default: the
+                tracker's ``model``); a process serving two models compiles each with its own name.
+            mode: As ``torch.compile(mode=...)``.
+            options: Inductor options, as ``torch.compile(options=...)``.
+            dynamic: As ``torch.compile(dynamic=...)``.
+            fullgraph: As ``torch.compile(fullgraph=...)``.
+            **dynamo_settings: Per-model Dynamo settings this torch's ``torch.compile`` takes
+                (``recompile_limit=`` since torch 2.13), passed on unchanged.
+
+        Raises:
+            ConfigError: a setting this torch's ``torch.compile`` does not take (the message says where
+                to set it instead).
+        """
+        accepted = torch_adapter.dynamo_compile_kwargs() - {"name"}
+        unknown = sorted(set(dynamo_settings) - accepted)
+        if unknown:
+            raise ConfigError(
+                f"tracker.compile() got {', '.join(unknown)}=, which torch {torch.__version__}'s torch.compile does "
+                f"not take: set it process-wide with torch._dynamo.config.{unknown[0]} = ... before compiling"
+            )
+        origin = CompileOrigin(str(name or self.model), _root_locations(model_or_fn))
+        backend = InductorBackend(
+            mode=mode, options=options, provenance_level=self.config.provenance_level, origin=origin
+        )
+        return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph, **dynamo_settings)
 
     def request(
         self,
@@ -226,7 +255,21 @@ class Tracker:
         # Rows an exporter could not write and dropped, per table (the store exporter keeps the rest).
         rejected: Mapping[str, int] = getattr(self.exporter, "rejected", {})
         out.update({f"export_rejected_{table}": n for table, n in rejected.items()})
+        # What the service refused, by cause (auth, down, back_pressure, rejected): OTLP exporter only.
+        exporter_stats = getattr(self.exporter, "stats", None)
+        if callable(exporter_stats):
+            try:
+                out.update(exporter_stats())
+            except Exception:
+                out["exporter_stats_errors"] = out.get("exporter_stats_errors", 0) + 1
         return out
+
+    @property
+    def last_error(self) -> str:
+        """The most recent error the SDK caught, or export refusal, as one line (``""``: none)."""
+        health = getattr(self.exporter, "health", None)
+        refused = getattr(health, "last_error", "")
+        return str(refused or self.pipeline.last_error)
 
     def capability_report(self) -> dict[str, str]:
         """``name → "ok"`` or the reason a hook is degraded."""
@@ -266,6 +309,22 @@ def _chained_guard_hook(previous: Callable[[bool], bool]) -> Callable[[bool], bo
 
 
 _current = CURRENT.get
+
+
+def _root_locations(model_or_fn: Any) -> dict[Any, str]:
+    """``{wrapper code: location of the model's own forward}`` when the entry point is a decorator's
+    wrapper (Hugging Face decorates every model's ``forward``); empty otherwise."""
+    import inspect
+
+    try:
+        entry = type(model_or_fn).forward if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
+        own = inspect.unwrap(entry)
+        wrapper_code, own_code = getattr(entry, "__code__", None), getattr(own, "__code__", None)
+        if wrapper_code is None or own_code is None or wrapper_code is own_code:
+            return {}
+        return {wrapper_code: f"{own_code.co_filename}:{own_code.co_firstlineno}:{own.__qualname__}"}
+    except Exception:  # a callable inspect cannot read: the compiled frame's own location stays
+        return {}
 
 
 def _describe(exc: BaseException) -> str:

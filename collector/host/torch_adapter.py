@@ -165,6 +165,52 @@ def current_compile_id() -> str:
     return str(cid) if cid is not None else ""
 
 
+def compiling_backend(marker: str, max_depth: int = 64) -> tuple[Any, Any]:
+    """The backend and the code object of the Dynamo compile running on this thread: ``(backend, code)``.
+
+    Called from the trace sink when a compile starts (``dynamo_start``), inside Dynamo's ``_compile``. Dynamo
+    wraps the backend given to ``torch.compile`` (``WrapBackendDebug`` → ``_TorchCompileWrapper`` → the
+    backend); the first object along that chain carrying the attribute ``marker`` is returned. ``(None,
+    code)`` when the compile was made with another backend, ``(None, None)`` when no compile frame is
+    found (an export, an AOT compile, a torch without ``_compile``). Never raises.
+    """
+    import sys
+
+    try:
+        frame: Any = sys._getframe(1)
+        for _ in range(max_depth):
+            if frame is None:
+                break
+            if frame.f_code.co_name == "_compile" and frame.f_code.co_filename.endswith("convert_frame.py"):
+                local = frame.f_locals
+                fn, code = local.get("compiler_fn"), local.get("code")
+                for _ in range(8):
+                    if fn is None or hasattr(fn, marker):
+                        return fn, code
+                    nxt = (
+                        getattr(fn, "_torchdynamo_orig_backend", None)
+                        or getattr(fn, "compiler_fn", None)
+                        or getattr(fn, "__wrapped__", None)
+                    )
+                    fn = None if nxt is fn else nxt
+                return None, code
+            frame = frame.f_back
+    except Exception:
+        pass
+    return None, None
+
+
+def dynamo_compile_kwargs() -> frozenset[str]:
+    """The per-compile Dynamo settings this torch's ``torch.compile`` takes (``recompile_limit`` since 2.13)."""
+    import inspect
+
+    try:
+        params = inspect.signature(torch.compile).parameters
+    except (TypeError, ValueError):
+        return frozenset()
+    return frozenset(params) - {"model", "fullgraph", "dynamic", "backend", "mode", "options"}
+
+
 # --- Inductor ------------------------------------------------------------------------------------------
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from typing import Final
 
 from inferensics.collector.host import torch_adapter
 from inferensics.collector.host.queueing import BoundedQueue
-from inferensics.collector.host.records import CURRENT
+from inferensics.collector.host.records import CURRENT, ORIGIN_ATTR
 from inferensics.collector.trace.envelope import RESERVED
 
 SKIPPED: Final = frozenset(
@@ -51,6 +52,13 @@ KEPT_ARTIFACTS: Final = frozenset(
     }
 )
 """Artifacts the assembler reads; others are dropped at the sink."""
+ORIGIN_CAPACITY: Final = 4096
+"""Compiles whose origin the sink remembers (a compile's records arrive within it; old ones are done)."""
+
+Origin = tuple[str, bool, str]
+"""``(model label, attributed, code location override)`` of one compile, as the assembler takes it."""
+UNATTRIBUTED: Final[Origin] = ("", False, "")
+"""A compile not made through ``tracker.compile`` (a plain ``torch.compile`` elsewhere in the process)."""
 
 
 def _failed(metadata: dict[str, object]) -> bool:
@@ -60,12 +68,30 @@ def _failed(metadata: dict[str, object]) -> bool:
 
 class TraceSink(logging.Handler):
     """Forwards structured compile records to the SDK queue as
-    ``("trace", (metadata, payload, request, t, failure suppressed))``."""
+    ``("trace", (metadata, payload, request, t, failure suppressed, origin))``.
+
+    The trace logger is process-wide: it also sees compiles that no tracker made. Each compile's origin
+    is found once, when it starts (the backend on Dynamo's stack), and every record of it carries that
+    origin, so a compile is labelled with the model that was compiled, or left unattributed."""
 
     def __init__(self, queue: BoundedQueue) -> None:
         super().__init__(level=logging.DEBUG)
         self.queue = queue
         self.errors = 0
+        self.origins: OrderedDict[str, Origin] = OrderedDict()
+
+    def _origin(self, cid: str, start: bool) -> Origin:
+        if not start:
+            return self.origins.get(cid, UNATTRIBUTED)
+        backend, code = torch_adapter.compiling_backend(ORIGIN_ATTR)
+        origin = getattr(backend, ORIGIN_ATTR, None) if backend is not None else None
+        found: Origin = (
+            (origin.model, True, origin.root_locations.get(code, "")) if origin is not None else UNATTRIBUTED
+        )
+        self.origins[cid] = found
+        while len(self.origins) > ORIGIN_CAPACITY:
+            self.origins.popitem(last=False)
+        return found
 
     def handle(self, record: logging.LogRecord) -> bool:  # no handler lock: emit is reentrant-safe
         self.emit(record)
@@ -86,16 +112,20 @@ class TraceSink(logging.Handler):
                 if name not in KEPT_ARTIFACTS:
                     return
             request = CURRENT.get()
-            if request is not None and kind in ("dynamo_start", "compilation_metrics"):
-                cid = f"{metadata.get('frame_id')}/{metadata.get('frame_compile_id')}"
-                if cid not in request.compile_ids:
-                    request.compile_ids.append(cid)
+            cid = f"{metadata.get('frame_id')}/{metadata.get('frame_compile_id')}"
+            origin = self._origin(cid, kind == "dynamo_start")
+            if (
+                request is not None
+                and kind in ("dynamo_start", "compilation_metrics")
+                and cid not in request.compile_ids
+            ):
+                request.compile_ids.append(cid)
             payload = getattr(record, "payload", None)
             rid = request.request_id if request is not None else ""
             # Whether a failed compile was suppressed is known here only (the caller's setting, often a
             # patch scope): Dynamo then skips the frame for good, and later requests run it eagerly.
             suppressed = kind == "compilation_metrics" and _failed(metadata) and torch_adapter.errors_suppressed()
             text = payload if isinstance(payload, str) else None
-            self.queue.put("trace", (metadata, text, rid, time.time(), suppressed))
+            self.queue.put("trace", (metadata, text, rid, time.time(), suppressed, origin))
         except Exception:
             self.errors += 1

@@ -58,11 +58,36 @@ NOISE: Final = frozenset(
     }
 )
 """Record kinds that never open or change a compile record (timing, interning, fake-tensor detail)."""
+CONSUMED: Final = frozenset(
+    {
+        "dynamo_start",
+        "compilation_metrics",
+        "dynamo_output_graph",
+        "inductor_output_code",
+        "dynamo_cpp_guards_str",
+        "recompile_reasons",
+        "dynamo_graph_break_reason",
+        "dynamo_error",
+        "inductor_provenance_tracking_node_mappings",
+        "inductor_triton_kernel_to_post_grad_nodes",
+        "inductor_provenance_tracking_kernel_stack_traces",
+        "inductor_aot_wrapper_code",
+        *CACHE_ARTIFACTS,
+    }
+)
+"""Record names that feed a compile record; every other sound record is counted in ``AssemblyStats.unused``."""
+AOT_PREFIX: Final = "aot/"
+"""Compile id of a compile that Dynamo did not start (AOTInductor, export): its records carry no frame id."""
 HEADER_FACTS: Final = frozenset({*CACHE_ARTIFACTS, "dynamo_graph_break_reason"})
 """Records whose header alone is the fact (a cache lookup, a graph break): kept, without the payload's
 details, when the payload is damaged, so the counts still equal what the log contains."""
 LIMIT_MARKERS: Final = ("recompile limit", "recompile_limit", "cache_size_limit", "cache size limit")
 SUMMARY_CAPACITY: Final = 4096
+ATTRIBUTION_ATTR: Final = "attribution"
+"""Attribute set to ``UNATTRIBUTED`` on the records of a live compile that no ``tracker.compile`` made."""
+UNATTRIBUTED: Final = "unattributed"
+Origin = tuple[str, bool, str]
+"""``(model label, attributed, code location override)`` of a live compile (see the host's trace sink)."""
 
 
 def _sha(data: str | bytes) -> str:
@@ -114,6 +139,8 @@ class AssemblyStats:
     graph_breaks: int = 0
     cache: Counter[str] = field(default_factory=Counter)
     damaged_payloads: int = 0
+    unused: Counter[str] = field(default_factory=Counter)
+    """Sound records of kinds no compile record is built from (export programs, timings, graphs), by name."""
     blobs: int = 0
     kernels: int = 0
 
@@ -127,6 +154,7 @@ class _Compile:
     attempt: int = 0
     fx_cache_key: str = ""
     cache_status: str = "none"
+    aot_status: str = "none"
     output_code: str = ""
     graph_text: str = ""
     guard_digest: str = ""
@@ -136,6 +164,7 @@ class _Compile:
     lines: dict[str, list[str]] = field(default_factory=dict)
     error_text: str = ""
     started: bool = False
+    origin: Origin | None = None
 
 
 class CompileAssembler:
@@ -146,15 +175,24 @@ class CompileAssembler:
         self._emit = emit
         self._put_blob = put_blob
         self._open: dict[str, _Compile] = {}
+        self._aot: _Compile | None = None  # the compile without a frame id in progress (AOTInductor)
+        self._aot_count = 0
         self._blobs: set[str] = set()
         self.summaries: OrderedDict[str, CompileSummary] = OrderedDict()
         self.stats = AssemblyStats()
 
     # --- helpers -----------------------------------------------------------------------------------
 
-    def _labels(self) -> dict[str, Any]:
+    def _labels(self, state: _Compile) -> dict[str, Any]:
         c = self.context
-        return {col.HOST: c.host, col.MODEL: c.model, col.HW_POOL: c.hw_pool}
+        model = state.origin[0] if state.origin is not None else c.model
+        return {col.HOST: c.host, col.MODEL: model, col.HW_POOL: c.hw_pool}
+
+    def _attrs(self, state: _Compile) -> dict[str, str]:
+        attrs = dict(self.context.attrs)
+        if state.origin is not None and not state.origin[1]:
+            attrs[ATTRIBUTION_ATTR] = UNATTRIBUTED
+        return attrs
 
     def _blob(self, text: str, kind: str, attrs: Mapping[str, str] | None = None) -> str:
         data = text.encode("utf-8")
@@ -165,7 +203,7 @@ class CompileAssembler:
             self.stats.blobs += 1
         return digest
 
-    def _state(self, env: Envelope, request_id: str) -> _Compile | None:
+    def _state(self, env: Envelope, request_id: str, origin: Origin | None) -> _Compile | None:
         cid = env.compile_id
         if not cid:
             return None
@@ -173,6 +211,8 @@ class CompileAssembler:
         if state is None:
             state = _Compile(cid, env.frame_compile_id or 0, env.ts or datetime.now(UTC), request_id=request_id)
             self._open[cid] = state
+        if origin is not None and (state.origin is None or env.kind == "dynamo_start"):
+            state.origin = origin
         if request_id and not state.request_id:
             state.request_id = request_id
         state.attempt = max(state.attempt, env.attempt)
@@ -180,9 +220,21 @@ class CompileAssembler:
 
     # --- feeding -----------------------------------------------------------------------------------
 
-    def feed(self, env: Envelope, request_id: str = "") -> None:
-        """Consume one envelope (``request_id``: the request active when a live record was emitted)."""
+    def feed(self, env: Envelope, request_id: str = "", origin: Origin | None = None) -> None:
+        """Consume one envelope.
+
+        Args:
+            env: The record.
+            request_id: The request active when a live record was emitted.
+            origin: Who made the live compile the record belongs to (``None``: the context's model).
+        """
         name = env.name
+        if (
+            name == "graph_dump"
+            and isinstance(env.body, Mapping)
+            and env.body.get("name") == "inductor_aot_wrapper_code"
+        ):
+            name = "inductor_aot_wrapper_code"  # AOTInductor's output code (C++), as a graph dump
         if not env.payload_ok:
             self.stats.damaged_payloads += 1
             if name not in HEADER_FACTS:
@@ -190,11 +242,17 @@ class CompileAssembler:
             env = replace(env, payload=None, payload_ok=True)  # the header still says what happened
         if name in NOISE:
             return
+        if name not in CONSUMED:
+            self.stats.unused[name] += 1
+            return
+        if not env.compile_id:
+            self._feed_aot(env, name)
+            return
         if name == "dynamo_start":
             old = self._open.get(env.compile_id)
             if old is not None and old.started:
                 self._finalize(self._open.pop(env.compile_id), None)  # a reset reuses ids: close the old one
-        state = self._state(env, request_id)
+        state = self._state(env, request_id, origin)
         if state is None:
             return
         if name == "dynamo_start":
@@ -203,7 +261,7 @@ class CompileAssembler:
             self._finalize(self._open.pop(state.compile_id), env.body if isinstance(env.body, Mapping) else {})
         elif name == "dynamo_output_graph":
             state.graph_text = env.payload or ""
-        elif name == "inductor_output_code":
+        elif name in ("inductor_output_code", "inductor_aot_wrapper_code"):
             state.output_code = env.payload or ""
         elif name == "dynamo_cpp_guards_str":
             state.guard_digest = self._blob(env.payload or "", "guard_tree", {"compile_id": state.compile_id})
@@ -223,11 +281,35 @@ class CompileAssembler:
             if lookup is not None:
                 self._cache(state, lookup)
 
+    def _feed_aot(self, env: Envelope, name: str) -> None:
+        """A record outside any Dynamo frame: part of an AOTInductor (or export) compile, which ends with
+        its ``compilation_metrics`` (compile id ``null``)."""
+        if name not in ("compilation_metrics", "inductor_output_code", "inductor_aot_wrapper_code", *CACHE_ARTIFACTS):
+            self.stats.unused[name] += 1
+            return
+        state = self._aot
+        if state is None:
+            state = _Compile(f"{AOT_PREFIX}{self._aot_count}", 0, env.ts or datetime.now(UTC), started=True)
+            self._aot_count += 1
+            self._aot = state
+        if name == "compilation_metrics":
+            self._aot = None
+            self._finalize(state, env.body if isinstance(env.body, Mapping) else {})
+        elif name in ("inductor_output_code", "inductor_aot_wrapper_code"):
+            state.output_code = env.payload or state.output_code
+        else:
+            lookup = parse_cache_artifact(name, _json(env))
+            if lookup is not None:
+                self._cache(state, lookup)
+
     def finish(self) -> None:
         """Emit the compiles that never got their metrics (truncated logs, process exit)."""
         for state in list(self._open.values()):
             self._finalize(state, None)
         self._open.clear()
+        if self._aot is not None:
+            self._finalize(self._aot, None)
+            self._aot = None
 
     def _graph_break(self, state: _Compile, text: str) -> None:
         # Held until the compile's metrics arrive: they name the compiled frame (the break's code location).
@@ -240,7 +322,7 @@ class CompileAssembler:
             self._emit(
                 GraphBreakEvent(
                     ts=ts,
-                    **self._labels(),
+                    **self._labels(state),
                     request_id=state.request_id,
                     compile_id=state.compile_id,
                     code_location=location,
@@ -249,7 +331,7 @@ class CompileAssembler:
                     reason=info.reason,
                     user_frame=info.user_frame,
                     source=self.context.source,
-                    attrs=dict(self.context.attrs),
+                    attrs=self._attrs(state),
                 )
             )
 
@@ -259,10 +341,12 @@ class CompileAssembler:
         if cache == "fx_graph":
             state.fx_cache_key = key or state.fx_cache_key
             state.cache_status = result if state.cache_status in ("none", result) else "mixed"
+        elif cache == "aot_autograd":
+            state.aot_status = result if state.aot_status in ("none", result) else "mixed"
         self._emit(
             CacheEvent(
                 ts=datetime.now(UTC) if self.context.source == "live" else state.ts,
-                **self._labels(),
+                **self._labels(state),
                 bundle_id=self.context.bundle_id,
                 request_id=state.request_id,
                 compile_id=state.compile_id,
@@ -272,7 +356,7 @@ class CompileAssembler:
                 reason=lookup.reason,
                 time_saved_ms=lookup.time_saved_ms,
                 source=self.context.source,
-                attrs=dict(self.context.attrs),
+                attrs=self._attrs(state),
             )
         )
 
@@ -280,6 +364,8 @@ class CompileAssembler:
         m: Mapping[str, Any] = metrics or {}
         location = ":".join(str(m.get(k) or "") for k in ("co_filename", "co_firstlineno", "co_name"))
         location = "" if location == "::" else location
+        if state.origin is not None and state.origin[2]:
+            location = state.origin[2]  # the model's own forward, not the decorator that wraps it
         fail_type = str(m.get("fail_type") or "")
         fail_reason = str(m.get("fail_reason") or "")
         if fail_type and any(s in fail_reason.lower() for s in LIMIT_MARKERS):
@@ -296,13 +382,19 @@ class CompileAssembler:
                     self._graph_break(state, str(r))
         self._emit_breaks(state, location)
         artifact_id = self._blob(state.output_code, "output_code") if state.output_code else ""
-        graph_key = graph_key_for(state.fx_cache_key, location, state.graph_text) if artifact_id else ""
+        # A graph Inductor compiled to nothing (no ops after AOTAutograd: views, detach) has no output code
+        # and no FX-graph-cache key, yet it is served: its identity is the digest of the Dynamo graph.
+        served = artifact_id or (outcome == "ok" and state.graph_text)
+        graph_key = graph_key_for(state.fx_cache_key, location, state.graph_text) if served else ""
+        # The FX-graph cache decides whether Inductor ran; without an FX lookup (AOTAutograd's cache hit
+        # or missed first, or the graph had no ops) AOTAutograd's lookups are the compile's cache status.
+        cache_status = state.cache_status if state.cache_status != "none" else state.aot_status
         request_id = parse_user_context(m.get("recompile_user_contexts")) or state.request_id
         reasons = state.recompile_reasons or ([str(m["recompile_reason"])] if m.get("recompile_reason") else [])
         is_recompile = state.frame_compile_id > 0
         start_us = m.get("start_time_us")
         ts = datetime.fromtimestamp(start_us / 1e6, UTC) if isinstance(start_us, int | float) else state.ts
-        attrs = dict(self.context.attrs)
+        attrs = self._attrs(state)
         if m.get("recompile_user_contexts"):
             attrs["recompile_user_context"] = ";".join(sorted(str(x) for x in m["recompile_user_contexts"]))
         if state.error_text:
@@ -313,7 +405,7 @@ class CompileAssembler:
         self._emit(
             CompileEvent(
                 ts=ts,
-                **self._labels(),
+                **self._labels(state),
                 bundle_id=self.context.bundle_id,
                 request_id=request_id,
                 graph_key=graph_key,
@@ -335,7 +427,7 @@ class CompileAssembler:
                 graph_break_count=min(len(state.breaks), 65535),
                 artifact_id=artifact_id,
                 fx_cache_key=state.fx_cache_key,
-                cache_status=state.cache_status,
+                cache_status=cache_status,
                 guard_tree_digest=state.guard_digest,
                 dynamo_config_digest=self._config(m.get("dynamo_config"), "dynamo"),
                 inductor_config_digest=self._config(m.get("inductor_config"), "inductor"),
@@ -351,13 +443,13 @@ class CompileAssembler:
             self._emit(
                 RecompileEvent(
                     ts=ts,
-                    **self._labels(),
+                    **self._labels(state),
                     request_id=request_id,
                     code_location=location,
                     compile_id=state.compile_id,
                     reason=_strip_id(reasons[0]) if reasons else "",
                     reasons=tuple(reasons),
-                    attrs={**dict(self.context.attrs), "outcome": outcome},
+                    attrs={**self._attrs(state), "outcome": outcome},
                 )
             )
         if artifact_id:
@@ -378,7 +470,7 @@ class CompileAssembler:
         self.summaries[state.compile_id] = CompileSummary(
             compile_id=state.compile_id,
             outcome=outcome,
-            cache_status=state.cache_status,
+            cache_status=cache_status,
             entire_frame_s=_f(m.get("entire_frame_compile_time_s")),
             graph_key=graph_key,
             artifact_id=artifact_id,

@@ -148,6 +148,12 @@ def decode_record(
     )
 
 
+def is_record_header(line: str) -> bool:
+    """Whether ``line`` reads as a TORCH_TRACE record: a glog prefix followed by a JSON object."""
+    m = _GLOG.match(line.rstrip("\r\n"))
+    return m is not None and m.group(10).lstrip().startswith("{")
+
+
 def _glog_time(m: re.Match[str], year: int) -> datetime | None:
     try:
         month, day, hh, mm, ss = (int(m.group(i)) for i in range(2, 7))

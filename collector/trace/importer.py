@@ -2,11 +2,14 @@
 
 The importer reads each file with the shared envelope decoder, assembles records with the shared
 :class:`~inferensics.collector.trace.assembler.CompileAssembler` and writes them to a store in batches.
-Damaged lines and payloads are counted and skipped, never fatal.
+Damaged lines and payloads are counted and skipped, never fatal. A file that is not a TORCH_TRACE log is
+refused (its first record line is not a glog-prefixed JSON record), and a file imported before (same
+content) is not imported again: a marker blob named by the file's sha256 records each import.
 """
 
 from __future__ import annotations
 
+import hashlib
 import socket
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -16,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inferensics.collector.trace.assembler import AssemblyContext, AssemblyStats, CompileAssembler
-from inferensics.collector.trace.envelope import Damaged, iter_file_envelopes
+from inferensics.collector.trace.envelope import Damaged, is_record_header, iter_file_envelopes
 from inferensics.schema import columns as col
 from inferensics.schema.table import Event
 
@@ -33,24 +36,54 @@ class FileReport:
     damaged_lines: int = 0
     stats: AssemblyStats = field(default_factory=AssemblyStats)
     rows: Counter[str] = field(default_factory=Counter)
+    not_trace: str = ""
+    """Why the file was refused as not a TORCH_TRACE log (``""``: it is one)."""
+    already_imported: bool = False
+    """The same content was imported into this store before; nothing was added."""
+    sha256: str = ""
+
+
+IMPORT_MARKER_KIND = "trace_import"
+"""Blob kind of the marker that records one imported file content."""
+_HEAD_LINES = 50
 
 
 def trace_files(path: Path) -> list[Path]:
-    """The trace files under ``path`` (itself when a file), sorted; hidden files are skipped."""
+    """The TORCH_TRACE logs under ``path`` (itself when it is one), sorted; hidden files are skipped."""
+    return [p for p in _candidates(path) if not not_trace_reason(p)]
+
+
+def _candidates(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".") and _looks_like_trace(p))
+    return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
 
 
-def _looks_like_trace(p: Path) -> bool:
-    if p.suffix in (".log", ".txt", ".trace"):
-        return True
+def not_trace_reason(path: Path) -> str:
+    """``""`` when ``path`` reads as a TORCH_TRACE log, else why not (its first record line is checked)."""
     try:
-        with p.open("rb") as fh:
-            head = fh.read(64)
-    except OSError:
-        return False
-    return head[:1] in (b"V", b"I", b"W", b"E") and head[1:5].isdigit()
+        with path.open("r", encoding="utf-8", errors="replace", newline="\n") as fh:
+            for _, line in zip(range(_HEAD_LINES), fh, strict=False):
+                if not line.strip():
+                    continue
+                if is_record_header(line):
+                    return ""
+                return f"its first line is not a glog-prefixed JSON record: {line.strip()[:60]!r}"
+    except OSError as exc:
+        return f"it cannot be read: {exc.strerror or exc}"
+    return "it holds no records"
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _marker(content_sha256: str) -> bytes:
+    return f"inferensics import-trace of sha256:{content_sha256}".encode()
 
 
 def _lines(path: Path) -> Iterator[str]:
@@ -118,7 +151,11 @@ def _within_ttl(event: Event) -> Event:
 
 
 def import_trace(path: Path, store: Store, *, host: str = "", model: str = "", hw_pool: str = "") -> list[FileReport]:
-    """Import every trace file under ``path`` into ``store``; one report per file.
+    """Import every trace file under ``path`` into ``store``; one report per file looked at.
+
+    Idempotent: a file whose content was imported into ``store`` before is reported
+    ``already_imported`` and adds nothing. Files that are not TORCH_TRACE logs are reported with
+    ``not_trace`` and add nothing.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -129,9 +166,21 @@ def import_trace(path: Path, store: Store, *, host: str = "", model: str = "", h
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
     reports: list[FileReport] = []
-    for file in trace_files(path):
+    for file in _candidates(path):
+        reason = not_trace_reason(file)
+        if reason:
+            reports.append(FileReport(str(file), not_trace=reason))
+            continue
+        digest = _file_sha256(file)
+        marker = _marker(digest)
+        if store.has_blob(hashlib.sha256(marker).hexdigest()):
+            reports.append(FileReport(str(file), already_imported=True, sha256=digest))
+            continue
         report, events = read_trace_file(file, host=host, model=model, hw_pool=hw_pool, store=store)
         for group in events_by_model(events).values():
             store.insert_events(group)
+        # Written after the rows: an import that failed part-way is not marked, and can be run again.
+        store.put_blob(marker, IMPORT_MARKER_KIND, host=host, attrs={"file": file.name, "sha256": digest})
+        report.sha256 = digest
         reports.append(report)
     return reports

@@ -311,6 +311,31 @@ TTL toDateTime(ts) + toIntervalDay(365)
 SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'A recorded canary verdict comparing a candidate bundle against a baseline.';
 
+CREATE TABLE IF NOT EXISTS inferensics.sdk_health
+(
+    `ts` DateTime64(6, 'UTC') CODEC(Delta(8), ZSTD(1)) COMMENT 'When the record was taken (UTC).',
+    `host` LowCardinality(String) COMMENT 'Host of the serving process.',
+    `model` LowCardinality(String) COMMENT 'The tracker\'s default model label.',
+    `hw_pool` LowCardinality(String) COMMENT 'Hardware pool.',
+    `requests_seen` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Request records built since the process started.',
+    `queue_depth` UInt32 CODEC(T64, ZSTD(1)) COMMENT 'Items waiting in the SDK\'s hand-off queue when the record was taken.',
+    `records_dropped` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Records dropped before export (hand-off queue full, span queue full).',
+    `spans_sent` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Spans the collector service accepted.',
+    `spans_refused` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Spans the export could not deliver, every cause.',
+    `refused_auth` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Of those, refused for the token (HTTP 401/403).',
+    `refused_down` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Of those, not delivered because the service could not be reached.',
+    `refused_back_pressure` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Of those, refused because the service was shedding load (HTTP 429/503).',
+    `sdk_errors` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Errors the SDK caught and counted (processing, export, fingerprint, capture, trace sink).',
+    `last_error` String CODEC(ZSTD(1)) COMMENT 'The most recent of those errors or refusals, as one line.',
+    `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.'
+)
+ENGINE = MergeTree()
+PARTITION BY toDate(ts)
+ORDER BY (host, ts)
+TTL toDateTime(ts) + toIntervalDay(30)
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
+COMMENT 'The host SDK\'s own health, exported by each serving process at a fixed interval: a host whose rows';
+
 CREATE TABLE IF NOT EXISTS inferensics.requests_1m
 (
     `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),

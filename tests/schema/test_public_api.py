@@ -35,6 +35,7 @@ def test_all_is_pinned() -> None:
             "RecompileEvent",
             "ReplayResultEvent",
             "RequestEvent",
+            "SdkHealthEvent",
             "Rollup",
             "TableSpec",
             "columns",

@@ -101,7 +101,7 @@ def test_compile_failure_raised_is_an_error(tracker: Tracker, store: Store) -> N
 
     r = _by_id(store)["fail-0"]
     assert r.status == "error"
-    assert _dispatch(r) == ("error", "first", "none", "compile_error", 0, ())
+    assert _dispatch(r) == ("error", "first", "miss", "compile_error", 0, ())
     assert "InvalidCxxCompiler" in r.error
     (c,) = store.select_events(CompileEvent, order_by=col.TS)
     assert c.outcome == "failed"
@@ -120,7 +120,7 @@ def test_compile_failure_suppressed_falls_back(tracker: Tracker, store: Store) -
 
     r = _by_id(store)["supp-0"]
     assert r.status == "ok"
-    assert _dispatch(r) == ("fallback", "first", "none", "compile_error", 0, ())
+    assert _dispatch(r) == ("fallback", "first", "miss", "compile_error", 0, ())
     assert r.graph_keys == ()
 
 
@@ -143,7 +143,7 @@ def test_requests_after_a_suppressed_failure_are_eager_fallbacks(tracker: Tracke
 
     r = _by_id(store)
     assert _dispatch(r["before"]) == ("eager", "none", "none", "", 0, ())
-    assert _dispatch(r["supp-0"]) == ("fallback", "first", "none", "compile_error", 0, ())
+    assert _dispatch(r["supp-0"]) == ("fallback", "first", "miss", "compile_error", 0, ())
     for i in (1, 2):
         assert _dispatch(r[f"supp-{i}"]) == ("fallback", "none", "none", "compile_error", 0, ())
     assert [c.outcome for c in store.select_events(CompileEvent)] == ["failed"]  # not tried again

@@ -24,6 +24,7 @@ from inferensics.collector.host import NullExporter, SdkConfig, instrument, requ
 from inferensics.collector.host import fingerprint as fp
 from inferensics.collector.host.trusted_records import REQUEST_FIELDS, trusted_request
 from inferensics.schema.events import RequestEvent
+from inferensics.schema.store import Store
 from inferensics.schema.table import Event
 
 
@@ -108,12 +109,50 @@ def test_cpu_path_matches_the_plain_reference(case: int) -> None:
     _assert_same(fp.fingerprint_now(x), _reference(x))
 
 
-def test_cpu_path_reads_a_copy_of_the_output() -> None:
+def test_cpu_path_never_reads_an_output_modified_after_set_output() -> None:
+    """On CPU the background thread reads the output itself: one changed in place meanwhile (the caller
+    reuses its buffer) gives no fingerprint rather than a wrong one."""
     x = torch.randn(3, 10)
-    want = _reference(x)
     pending = fp.start_fingerprint(x)
-    x.fill_(float("nan"))  # the caller reuses its buffer before the background thread reads
+    x.fill_(float("nan"))
+    with pytest.raises(fp.OutputModifiedError):
+        pending.result()
+
+
+def test_cpu_inference_tensor_is_read_from_a_copy() -> None:
+    """An inference tensor tracks no in-place changes: the serving thread copies it."""
+    with torch.inference_mode():
+        x = torch.randn(3, 10)
+        want = _reference(x)
+        pending = fp.start_fingerprint(x)
+        x.fill_(float("nan"))
     _assert_same(pending.result(), want)
+
+
+def test_cpu_fingerprint_runs_off_the_serving_thread() -> None:
+    """set_output on CPU only keeps a reference: no per-row numbers exist until the background reads."""
+    x = torch.randn(4, 1000)
+    pending = fp.start_fingerprint(x)
+    assert pending.ready()
+    assert pending._rows is None
+    _assert_same(pending.result(), _reference(x))
+
+
+def test_tracker_counts_an_output_modified_in_place(store: Store) -> None:
+    # The background thread does not wake before flush(): the change lands before it reads the output.
+    tracker = instrument(store=store, host="h", model="m", config=SdkConfig(flush_interval_s=60.0))
+    try:
+        x = torch.randn(2, 8)
+        with tracker.request("reused") as req:
+            req.set_output(x)
+        x.add_(1.0)
+        tracker.flush()
+        assert tracker.stats()["fingerprint_output_modified"] == 1
+    finally:
+        tracker.shutdown()
+    (row,) = store.select_events(RequestEvent)
+    assert row.request_id == "reused"
+    assert row.fp_argmax_digest == ""
 
 
 _INTERPRETED = """

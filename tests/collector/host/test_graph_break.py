@@ -54,3 +54,43 @@ def test_graph_break_requests(tracker: Tracker, store: Store) -> None:
     assert {c.artifact_id for c in compiles} == set(first.graph_artifacts)
     for c in compiles:
         assert store.get_blob(c.artifact_id) is not None
+
+
+def _prints_only(x: torch.Tensor) -> torch.Tensor:
+    print("serving")  # graph break GB0… before any tensor op: the frame compiles no graph
+    return x
+
+
+def _prints_then_computes(x: torch.Tensor) -> torch.Tensor:
+    print("serving")
+    return torch.sin(x) + 1  # compiled in the resume function
+
+
+def test_break_before_any_op_keeps_its_reason(tracker: Tracker, store: Store) -> None:
+    """Later calls of a frame that breaks before any tensor op hit its guards and run no graph of their own:
+    they still run the break eagerly every time, and say so."""
+    only = tracker.compile(_prints_only)
+    then = tracker.compile(_prints_then_computes)
+    x = torch.ones(4)
+    for i in range(3):
+        with tracker.request(f"only-{i}") as req:
+            req.set_output(only(x))
+    for i in range(3):
+        with tracker.request(f"then-{i}") as req:
+            req.set_output(then(x))
+    tracker.shutdown()
+
+    reqs = {r.request_id: r for r in store.select_events(RequestEvent)}
+    breaks = store.select_events(GraphBreakEvent)
+    assert breaks
+    reason = f"graph_break:{breaks[0].registry_id}"
+    assert breaks[0].registry_id
+    assert reqs["only-0"].outcome == "compile"
+    for i in range(3):
+        assert reqs[f"only-{i}"].fallback_reason == reason, i
+    for i in (1, 2):
+        assert reqs[f"only-{i}"].outcome == "fallback", i
+    assert reqs["then-0"].outcome == "compile"
+    for i in (1, 2):
+        assert reqs[f"then-{i}"].outcome == "hit"
+        assert reqs[f"then-{i}"].fallback_reason == reason

@@ -3,6 +3,7 @@ logs contain, counted here independently with regular expressions over the raw t
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from pathlib import Path
 
@@ -77,8 +78,10 @@ def test_cli_imports_whole_corpus(store: Store) -> None:
     res = CliRunner().invoke(app, ["import-trace", str(CORPUS), "--dsn", dsn, "--host", "imp"], env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
     want: Counter[str] = Counter()
-    for f in FILES:
+    unique = {hashlib.sha256(f.read_bytes()).hexdigest(): f for f in reversed(FILES)}
+    for f in unique.values():  # the corpus holds one log under three names: it is imported once
         want.update(_expected(f))
+    assert res.output.count("already imported (same content") == len(FILES) - len(unique) == 2
     compiles = store.select_events(CompileEvent)
     assert len(compiles) == want["compiles"]
     assert sum(c.outcome == "failed" for c in compiles) == want["failures"]
@@ -98,3 +101,57 @@ def test_cli_imports_whole_corpus(store: Store) -> None:
     )
     assert rows[0][0] > 0
     assert "1 damaged records skipped" in res.output
+
+
+def test_reimport_adds_nothing(store: Store) -> None:
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    log = CORPUS / "cache_hit_miss.log"
+    args = ["import-trace", str(log), "--dsn", dsn, "--host", "imp"]
+    first = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert first.exit_code == 0, first.output
+    counts = store.row_counts()
+    assert counts["compiles"] == _expected(log)["compiles"] > 0
+    again = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert again.exit_code == 0, again.output
+    assert "already imported" in again.output
+    assert store.row_counts() == counts
+
+
+def test_not_a_trace_is_refused(store: Store) -> None:
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    readme = CORPUS / "README.md"
+    res = CliRunner().invoke(app, ["import-trace", str(readme), "--dsn", dsn], env={"COLUMNS": "300"})
+    assert res.exit_code != 0
+    assert "is not a TORCH_TRACE log" in res.output
+    assert "damaged" not in res.output
+    assert store.row_counts().get("compiles", 0) == 0
+
+
+def test_directory_lists_what_it_skipped(store: Store) -> None:
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    res = CliRunner().invoke(app, ["import-trace", str(CORPUS), "--dsn", dsn], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert "skipped 2 files that are not TORCH_TRACE logs: LICENSE.tlparse, README.md" in res.output
+
+
+LOGS = Path(__file__).parent / "logs"
+
+
+def test_aot_inductor_compile_is_a_compile() -> None:
+    """An AOTInductor compile's metrics carry a null compile id: still one compile, with its output code."""
+    want = _expected(LOGS / "aoti_compile.log")
+    report, events = read_trace_file(LOGS / "aoti_compile.log", host="h")
+    assert report.stats.compiles == want["compiles"] == 1
+    (compile_record,) = [e for e in events if isinstance(e, CompileEvent)]
+    assert compile_record.outcome == "ok"
+    assert compile_record.compile_id == "aot/0"
+    assert compile_record.artifact_id
+    assert report.damaged_lines + report.stats.damaged_payloads == 0
+
+
+def test_export_records_are_unused_not_damaged() -> None:
+    report, events = read_trace_file(LOGS / "draft_export.log", host="h")
+    assert report.damaged_lines + report.stats.damaged_payloads == 0
+    assert report.stats.unused["exported_program"] == 1
+    assert report.stats.unused["expression_created"] == 1
+    assert not events

@@ -1,0 +1,77 @@
+"""Compile-side records carry the model that was compiled: ``tracker.compile(model, name=...)`` labels
+them, a plain ``torch.compile`` elsewhere in the process stays unattributed, and a model whose ``forward``
+is wrapped by a decorator (as Hugging Face wraps every model's) is located at its own ``forward``."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from inferensics.collector.host import ConfigError, Tracker
+from inferensics.collector.trace.assembler import ATTRIBUTION_ATTR, UNATTRIBUTED
+from inferensics.schema import CacheEvent, CompileEvent
+from inferensics.schema.store import Store
+
+
+def _decorated(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class _Wrapped(torch.nn.Module):
+    @_decorated
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x) + 1
+
+
+def _other(x: torch.Tensor) -> torch.Tensor:
+    return torch.cos(x) * 2
+
+
+def _plain(x: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(x) - 1
+
+
+def test_labels_follow_the_compiled_model(tracker: Tracker, store: Store) -> None:
+    a = tracker.compile(_Wrapped(), name="model-a")
+    b = tracker.compile(_other, name="model-b")
+    plain = torch.compile(_plain, backend="eager")  # another library's compile in the same process
+    x = torch.ones(4)
+    with tracker.request("r-a", model="model-a") as req:
+        req.set_output(a(x))
+    with tracker.request("r-b", model="model-b") as req:
+        req.set_output(b(x))
+    with tracker.request("r-p") as req:  # even inside a request of the tracker's default model
+        req.set_output(plain(x))
+    tracker.shutdown()
+
+    compiles = {c.code_location.rsplit(":", 1)[-1]: c for c in store.select_events(CompileEvent)}
+    assert set(compiles) == {"_Wrapped.forward", "_other", "_plain"}
+    wrapped, other, unrelated = compiles["_Wrapped.forward"], compiles["_other"], compiles["_plain"]
+    assert (wrapped.model, other.model) == ("model-a", "model-b")
+    assert wrapped.code_location.startswith(__file__.removesuffix("c"))  # not the decorator's wrapper
+    assert ATTRIBUTION_ATTR not in wrapped.attrs
+    assert ATTRIBUTION_ATTR not in other.attrs
+    assert unrelated.model == ""
+    assert unrelated.attrs[ATTRIBUTION_ATTR] == UNATTRIBUTED
+    cache = store.select_events(CacheEvent)
+    assert cache
+    by_compile = {c.compile_id: c.model for c in compiles.values()}
+    assert all(e.model == by_compile[e.compile_id] for e in cache)
+    assert {e.model for e in cache} == {"model-a", "model-b"}
+
+
+def test_compile_takes_per_model_dynamo_settings(tracker: Tracker) -> None:
+    accepted = "recompile_limit" in __import__("inspect").signature(torch.compile).parameters
+    if accepted:
+        compiled = tracker.compile(_other, recompile_limit=2)
+        assert compiled(torch.ones(2)).shape == (2,)
+    with pytest.raises(ConfigError, match=r"not_a_setting=.*torch\._dynamo\.config\.not_a_setting"):
+        tracker.compile(_other, not_a_setting=1)

@@ -1,0 +1,123 @@
+"""Exports the service refuses are counted by cause, logged once per cause with what to do, and never
+silent; ``flush`` stays bounded with the service down; the SDK's own health record reaches the store.
+
+The real collector service (its own process) answers the token cases; a closed port is the service down;
+a loopback stub answering 503 stands in for a service shedding load (the real one needs a full spool)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import torch
+
+from inferensics.collector.host import Tracker, instrument
+from inferensics.schema import SdkHealthEvent
+from tests.collector.service.harness import INGEST, READ, RunningService, free_port, new_service
+
+pytestmark = pytest.mark.slow
+
+
+def _serve(tracker: Tracker, n: int = 3) -> None:
+    for i in range(n):
+        with tracker.request(f"r-{i}") as req:
+            req.set_output(torch.randn(2, 5))
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    svc = new_service(tmp_path_factory.mktemp("svc")).start()
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.mark.parametrize(("token", "status"), [(None, "401"), (READ, "403")], ids=["no-token", "read-token"])
+def test_a_refused_token_is_counted_and_logged_once(
+    service: RunningService, token: str | None, status: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tracker = instrument(service_url=service.url, token=token, host="h-auth", model="m")
+    try:
+        with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
+            _serve(tracker)
+            tracker.flush()
+            _serve(tracker)
+            tracker.flush()
+        stats = tracker.stats()
+        assert stats["export_refused_auth"] >= 6
+        assert stats["export_spans_sent"] == 0
+        assert status in tracker.last_error
+        ours = [r for r in caplog.records if r.name == "inferensics.collector.host"]
+        assert len(ours) == 1
+        assert "INFERENSICS_TOKEN" in ours[0].getMessage()
+    finally:
+        tracker.shutdown()
+
+
+def test_service_down_is_counted_and_flush_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    tracker = instrument(service_url=f"http://127.0.0.1:{free_port()}", token=INGEST, host="h-down", model="m")
+    try:
+        with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
+            _serve(tracker)
+            t0 = time.monotonic()
+            tracker.flush()
+            took = time.monotonic() - t0
+        assert took < 4.0  # export_timeout_s 2 s, flush_timeout_s 3 s (it blocked 7 s)
+        stats = tracker.stats()
+        assert stats["export_refused_down"] + stats["export_spans_unaccounted"] >= 3
+        assert any("cannot reach the collector service" in r.getMessage() for r in caplog.records)
+    finally:
+        tracker.shutdown()
+    assert tracker.stats()["export_refused_down"] >= 3
+
+
+class _Busy(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def test_back_pressure_is_its_own_cause() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    tracker = instrument(service_url=f"http://127.0.0.1:{server.server_address[1]}", host="h-busy", model="m")
+    try:
+        _serve(tracker)
+        tracker.flush()
+        stats = tracker.stats()
+        assert stats["export_refused_back_pressure"] + stats["export_spans_unaccounted"] >= 3
+        assert stats["export_refused_auth"] == stats["export_refused_down"] == 0
+    finally:
+        tracker.shutdown()
+        server.shutdown()
+        server.server_close()
+    assert tracker.stats()["export_refused_back_pressure"] >= 3
+
+
+def test_health_record_reaches_the_store(service: RunningService) -> None:
+    tracker = instrument(service_url=service.url, token=INGEST, host="h-health", hw_pool="cpu", model="m")
+    _serve(tracker, 4)
+    tracker.shutdown()  # exports a last health record
+    client = service.client()
+    deadline = time.monotonic() + 30
+    sql = f"SELECT requests_seen, spans_refused, queue_depth FROM inferensics.{SdkHealthEvent.TABLE.name} "
+    frame = client.sql(sql + "WHERE host = 'h-health'")
+    while time.monotonic() < deadline and frame.is_empty():
+        time.sleep(0.2)
+        frame = client.sql(sql + "WHERE host = 'h-health'")
+    assert frame.height >= 1
+    last = frame.sort("requests_seen").row(-1, named=True)
+    assert last["requests_seen"] == 4
+    assert last["spans_refused"] == 0
