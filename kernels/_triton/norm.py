@@ -1,0 +1,102 @@
+"""RMSNorm and fused residual-add + RMSNorm: one program per row, the row held in registers.
+
+Semantics are the reference's (``inferensics.kernels.ops.norm``): statistics in float32, the normalised row
+rounded to the input dtype before the weight multiplies it, and for the fused form the residual sum kept in
+float32 for the statistics and rounded once for the residual output.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch.library import triton_op, wrap_triton
+
+from inferensics.kernels._triton.rounding import interpreting, round_to
+
+MAX_HIDDEN = 32768
+"""Widest row one program holds in registers; wider rows are declined (the requirement says so)."""
+
+
+def _launch_params(n: int) -> tuple[int, int]:
+    block = triton.next_power_of_2(max(n, 1))
+    # 16-byte accesses per thread for 16-bit data: 8 elements a thread, 32 threads a warp.
+    warps = max(1, min(16, block // 256))
+    return block, warps
+
+
+@triton.jit
+def _rms_norm_kernel(
+    x_ptr, w_ptr, out_ptr, res_ptr, res_out_ptr,
+    x_stride, res_stride, n_cols, eps,
+    BLOCK: tl.constexpr, HAS_RESIDUAL: tl.constexpr, EMULATE_RNE: tl.constexpr,
+):  # fmt: skip
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    if HAS_RESIDUAL:
+        r = tl.load(res_ptr + row * res_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        x = x + r
+        tl.store(res_out_ptr + row * n_cols + cols, round_to(x, res_out_ptr.dtype.element_ty, EMULATE_RNE), mask=mask)
+    mean_sq = tl.sum(x * x, axis=0) / n_cols
+    rstd = tl.rsqrt(mean_sq + eps)
+    normed = round_to(x * rstd, x_ptr.dtype.element_ty, EMULATE_RNE).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row * n_cols + cols, round_to(normed * w, out_ptr.dtype.element_ty, EMULATE_RNE), mask=mask)
+
+
+def row_stride(x: torch.Tensor) -> int | None:
+    """The stride between rows when ``x``'s leading dimensions collapse into one and its last dimension is
+    contiguous; ``None`` otherwise."""
+    if x.dim() == 0 or (x.shape[-1] > 1 and x.stride(-1) != 1):
+        return None
+    dims = [(s, st) for s, st in zip(x.shape[:-1], x.stride()[:-1], strict=True) if s != 1]
+    if not dims:
+        return x.shape[-1]
+    for (_, outer), (size, inner) in zip(dims, dims[1:], strict=False):
+        if outer != inner * size:
+            return None
+    return dims[-1][1]
+
+
+def _rows(x: torch.Tensor) -> tuple[int, int, int]:
+    stride = row_stride(x)
+    if stride is None:
+        raise ValueError("rms_norm (triton): the leading dimensions must collapse into rows of contiguous columns")
+    n = x.shape[-1]
+    return (x.numel() // n if n else 0), n, stride
+
+
+@triton_op("inferensics::rms_norm_triton", mutates_args=())
+def rms_norm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm of the last dimension of ``x`` by our Triton kernel."""
+    out = torch.empty(x.shape, dtype=torch.result_type(x, weight), device=x.device)
+    m, n, stride = _rows(x)
+    if m == 0 or n == 0:
+        return out
+    block, warps = _launch_params(n)
+    wrap_triton(_rms_norm_kernel)[(m,)](
+        x, weight, out, x, out, stride, stride, n, eps,
+        BLOCK=block, HAS_RESIDUAL=False, EMULATE_RNE=interpreting(), num_warps=warps,
+    )  # fmt: skip
+    return out
+
+
+@triton_op("inferensics::fused_add_rms_norm_triton", mutates_args=())
+def fused_add_rms_norm_triton(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``residual + x`` (returned as the new residual) and its RMSNorm, in one pass."""
+    out = torch.empty(x.shape, dtype=torch.result_type(x, weight), device=x.device)
+    res_out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    m, n, stride = _rows(x)
+    _, _, res_stride = _rows(residual)
+    if m == 0 or n == 0:
+        return out, res_out
+    block, warps = _launch_params(n)
+    wrap_triton(_rms_norm_kernel)[(m,)](
+        x, weight, out, residual, res_out, stride, res_stride, n, eps,
+        BLOCK=block, HAS_RESIDUAL=True, EMULATE_RNE=interpreting(), num_warps=warps,
+    )  # fmt: skip
+    return out, res_out
