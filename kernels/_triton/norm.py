@@ -25,25 +25,48 @@ def _launch_params(n: int) -> tuple[int, int]:
     return block, warps
 
 
+def rows_key(rows: int) -> int:
+    """Power-of-two bucket of a row count: the autotuner's key, so serving shapes share tunings."""
+    return 1 << max(0, (rows - 1).bit_length())
+
+
 @triton.jit
 def _rms_norm_kernel(
     x_ptr, w_ptr, out_ptr, res_ptr, res_out_ptr,
-    x_stride, res_stride, n_cols, eps,
+    x_stride, res_stride, n_cols, eps, rows_bucket,
     BLOCK: tl.constexpr, HAS_RESIDUAL: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    # Rows are read once (evict first); the weight is shared by every row (evict last).
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
     if HAS_RESIDUAL:
-        r = tl.load(res_ptr + row * res_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        r = tl.load(res_ptr + row * res_stride + cols, mask=mask, other=0.0, eviction_policy="evict_first")
+        r = r.to(tl.float32)
         x = x + r
         tl.store(res_out_ptr + row * n_cols + cols, round_to(x, res_out_ptr.dtype.element_ty, EMULATE_RNE), mask=mask)
     mean_sq = tl.sum(x * x, axis=0) / n_cols
     rstd = tl.rsqrt(mean_sq + eps)
     normed = round_to(x * rstd, x_ptr.dtype.element_ty, EMULATE_RNE).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
     tl.store(out_ptr + row * n_cols + cols, round_to(normed * w, out_ptr.dtype.element_ty, EMULATE_RNE), mask=mask)
+
+
+_rms_norm_tuned = triton.autotune(
+    configs=[triton.Config({}, num_warps=w) for w in (2, 4, 8, 16)],
+    key=["n_cols", "rows_bucket", "HAS_RESIDUAL"],
+)(_rms_norm_kernel)
+
+
+def _launch(m: int, n: int, args: tuple[object, ...], has_residual: bool) -> None:
+    block, warps = _launch_params(n)
+    if interpreting():
+        wrap_triton(_rms_norm_kernel)[(m,)](
+            *args, rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EMULATE_RNE=True, num_warps=warps
+        )
+    else:
+        wrap_triton(_rms_norm_tuned)[(m,)](*args, rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EMULATE_RNE=False)
 
 
 def row_stride(x: torch.Tensor) -> int | None:
@@ -75,11 +98,7 @@ def rms_norm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
     m, n, stride = _rows(x)
     if m == 0 or n == 0:
         return out
-    block, warps = _launch_params(n)
-    wrap_triton(_rms_norm_kernel)[(m,)](
-        x, weight, out, x, out, stride, stride, n, eps,
-        BLOCK=block, HAS_RESIDUAL=False, EMULATE_RNE=interpreting(), num_warps=warps,
-    )  # fmt: skip
+    _launch(m, n, (x, weight, out, x, out, stride, stride, n, eps), has_residual=False)
     return out
 
 
@@ -94,9 +113,5 @@ def fused_add_rms_norm_triton(
     _, _, res_stride = _rows(residual)
     if m == 0 or n == 0:
         return out, res_out
-    block, warps = _launch_params(n)
-    wrap_triton(_rms_norm_kernel)[(m,)](
-        x, weight, out, residual, res_out, stride, res_stride, n, eps,
-        BLOCK=block, HAS_RESIDUAL=True, EMULATE_RNE=interpreting(), num_warps=warps,
-    )  # fmt: skip
+    _launch(m, n, (x, weight, out, residual, res_out, stride, res_stride, n, eps), has_residual=True)
     return out, res_out

@@ -20,8 +20,10 @@ from torch.library import triton_op, wrap_triton
 from inferensics.kernels._triton.rounding import interpreting, round_to
 
 BLOCK_N = 64
-"""Context tokens per inner step."""
-MIN_SPLIT_TOKENS = 256
+"""Context tokens per inner step in the interpreter (on a GPU the autotuner picks 32, 64 or 128)."""
+CHUNK_ALIGN = 128
+"""Split lengths are multiples of this (the largest tuned ``BLOCK_N``)."""
+MIN_SPLIT_TOKENS = 128
 """Fewest context tokens a split is given (shorter splits cost more in the merge than they save)."""
 WAVES = 4
 """Programs per multiprocessor the split count aims for."""
@@ -44,7 +46,7 @@ def split_plan(batch: int, kv_heads: int, max_tokens: int, sms: int) -> tuple[in
     by_length = max(1, triton.cdiv(max_tokens, MIN_SPLIT_TOKENS))
     by_occupancy = max(1, triton.cdiv(WAVES * sms, max(1, batch * kv_heads)))
     splits = min(by_length, by_occupancy)
-    chunk = triton.cdiv(triton.cdiv(max(max_tokens, 1), splits), BLOCK_N) * BLOCK_N
+    chunk = triton.cdiv(triton.cdiv(max(max_tokens, 1), splits), CHUNK_ALIGN) * CHUNK_ALIGN
     return triton.cdiv(max(max_tokens, 1), chunk), chunk
 
 
@@ -73,7 +75,10 @@ def _split_kernel(
     for n in range(start, end, BLOCK_N):
         t = n + tl.arange(0, BLOCK_N)
         tmask = t < end
-        page = tl.load(table_ptr + b * t_sb + t // PAGE, mask=tmask, other=0).to(tl.int64)
+        # One table entry per page of the step, broadcast to its tokens (not one load per token).
+        pidx = n // PAGE + tl.arange(0, BLOCK_N // PAGE)
+        pages = tl.load(table_ptr + b * t_sb + pidx, mask=pidx * PAGE < end, other=0).to(tl.int64)
+        page = tl.reshape(tl.broadcast_to(pages[:, None], (BLOCK_N // PAGE, PAGE)), (BLOCK_N,))
         slot = t % PAGE
         k = tl.load(k_ptr + page[:, None] * k_sp + slot[:, None] * k_st + kvh * k_sh + d[None, :],
                     mask=tmask[:, None], other=0.0)  # fmt: skip
@@ -103,6 +108,15 @@ def _split_kernel(
         tl.store(acc_ptr + row[:, None] * HEAD_DIM + d[None, :], acc, mask=gmask[:, None])
         tl.store(ml_ptr + row * 2, m, mask=gmask)
         tl.store(ml_ptr + row * 2 + 1, s, mask=gmask)
+
+
+_split_tuned = triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st)
+        for n, w, st in ((32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 4, 4), (64, 8, 3), (128, 4, 3), (128, 8, 3), (128, 8, 4))
+    ],
+    key=["chunk", "GROUP", "HEAD_DIM", "SPLITS"],
+)(_split_kernel)
 
 
 @triton.jit
@@ -153,14 +167,18 @@ def paged_decode_attention_triton(
     # float32 inputs, and every dtype in the interpreter (whose 16-bit dots are not trustworthy), take
     # float32 dots at full precision.
     ieee = q.dtype == torch.float32 or interpreting()
-    wrap_triton(_split_kernel)[(batch, kv_heads, splits)](
+    args = (
         q, k_cache, v_cache, block_table, seq_lens, out, acc, ml,
         scale * 1.4426950408889634, chunk,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0), out.stride(0), out.stride(1),
-        GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, PAGE=page,
-        BLOCK_N=BLOCK_N, SPLITS=splits, IEEE=ieee, EMULATE_RNE=interpreting(), num_warps=4, num_stages=3,
     )  # fmt: skip
+    meta = {"GROUP": group, "BLOCK_G": max(16, triton.next_power_of_2(group)), "HEAD_DIM": head_dim, "PAGE": page,
+            "SPLITS": splits, "IEEE": ieee}  # fmt: skip
+    if interpreting():
+        wrap_triton(_split_kernel)[(batch, kv_heads, splits)](*args, **meta, BLOCK_N=BLOCK_N, EMULATE_RNE=True)
+    else:
+        wrap_triton(_split_tuned)[(batch, kv_heads, splits)](*args, **meta, EMULATE_RNE=False)
     if splits > 1:
         wrap_triton(_merge_kernel)[(batch, n_heads)](
             acc, ml, out, n_heads, out.stride(0), out.stride(1),

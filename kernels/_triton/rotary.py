@@ -11,13 +11,14 @@ import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
+from inferensics.kernels._triton.norm import rows_key
 from inferensics.kernels._triton.rounding import interpreting, round_to
 
 
 @triton.jit
 def _rotary_kernel(
     x_ptr, cos_ptr, sin_ptr, out_ptr,
-    n_pos, n_heads, s_outer, s_pos, s_head, o_outer, o_pos, o_head, cs_stride,
+    n_pos, n_heads, rows_bucket, s_outer, s_pos, s_head, o_outer, o_pos, o_head, cs_stride,
     HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0).to(tl.int64)
@@ -30,12 +31,18 @@ def _rotary_kernel(
     s = tl.load(sin_ptr + pos * cs_stride + cols, mask=cmask, other=0.0).to(tl.float32)
     mask = (heads[:, None] < n_heads) & cmask[None, :]
     src = x_ptr + outer * s_outer + pos * s_pos + heads[:, None] * s_head + cols[None, :]
-    x1 = tl.load(src, mask=mask, other=0.0).to(tl.float32)
-    x2 = tl.load(src + HALF, mask=mask, other=0.0).to(tl.float32)
+    x1 = tl.load(src, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    x2 = tl.load(src + HALF, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
     dst = out_ptr + outer * o_outer + pos * o_pos + heads[:, None] * o_head + cols[None, :]
     dtype = out_ptr.dtype.element_ty
     tl.store(dst, round_to(x1 * c[None, :] - x2 * s[None, :], dtype, EMULATE_RNE), mask=mask)
     tl.store(dst + HALF, round_to(x2 * c[None, :] + x1 * s[None, :], dtype, EMULATE_RNE), mask=mask)
+
+
+_rotary_tuned = triton.autotune(
+    configs=[triton.Config({"BLOCK_H": h}, num_warps=w) for h, w in ((1, 1), (2, 2), (4, 4), (8, 4), (16, 8), (32, 8))],
+    key=["n_heads", "HALF", "rows_bucket"],
+)(_rotary_kernel)
 
 
 def layout(x: torch.Tensor, cos: torch.Tensor) -> tuple[int, int, int, tuple[int, int, int]] | None:
@@ -67,10 +74,15 @@ def rotary_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
     assert o is not None
     half = x.shape[-1] // 2
     block_d = triton.next_power_of_2(half)
-    block_h = min(triton.next_power_of_2(n_heads), max(1, 4096 // (2 * block_d)))
-    grid = (outer * n_pos, triton.cdiv(n_heads, block_h))
-    wrap_triton(_rotary_kernel)[grid](
-        x, cos, sin, out, n_pos, n_heads, *strides, *o[3], cos.stride(0),
-        HALF=half, BLOCK_H=block_h, BLOCK_D=block_d, EMULATE_RNE=interpreting(), num_warps=4,
-    )  # fmt: skip
+    args = (x, cos, sin, out, n_pos, n_heads, rows_key(outer * n_pos), *strides, *o[3], cos.stride(0))
+    if interpreting():
+        block_h = min(triton.next_power_of_2(n_heads), max(1, 4096 // (2 * block_d)))
+        grid = (outer * n_pos, triton.cdiv(n_heads, block_h))
+        wrap_triton(_rotary_kernel)[grid](*args, HALF=half, BLOCK_H=block_h, BLOCK_D=block_d, EMULATE_RNE=True)
+        return out
+
+    def tuned_grid(meta: dict[str, int]) -> tuple[int, int]:
+        return outer * n_pos, triton.cdiv(n_heads, meta["BLOCK_H"])
+
+    wrap_triton(_rotary_tuned)[tuned_grid](*args, HALF=half, BLOCK_D=block_d, EMULATE_RNE=False)
     return out

@@ -103,8 +103,8 @@ def _paged_layout(args: Sequence[Any]) -> str | None:
     d = q.shape[-1]
     if d not in (64, 128, 256) or k_cache.shape[-1] != d:
         return f"head_dim {d} not in (64, 128, 256)"
-    if k_cache.shape[1] not in (8, 16, 32, 64):
-        return f"page size {k_cache.shape[1]} not in (8, 16, 32, 64)"
+    if k_cache.shape[1] not in (8, 16, 32):
+        return f"page size {k_cache.shape[1]} not in (8, 16, 32)"
     if q.shape[1] % k_cache.shape[2]:
         return "query heads are not a multiple of KV heads"
     if q.stride(-1) != 1 or k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
@@ -145,7 +145,7 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             dtypes=frozenset({torch.float16, torch.bfloat16, torch.float32}),
             accuracy="tolerant",
             checks=(_paged_layout,),
-            notes=("head_dim 64/128/256, page 8-64, GQA", "contiguous head_dim"),
+            notes=("head_dim 64/128/256, page 8/16/32, GQA", "contiguous head_dim"),
         )
         op.register(
             Provider("triton", "triton", tp.paged_decode_attention_triton, req, "split-K flash-decoding"),
