@@ -28,6 +28,9 @@ from inferensics.kernels.registry import Registry, canonical_digest, default_reg
 from inferensics.kernels.requirements import CallContext, Requirements
 from inferensics.kernels.tolerance import Rule, ToleranceSpec, Verdict, compare
 
+_REGISTRY = default_registry()  # defines the torch.ops.inferensics operators the functions below call
+_OPS = torch.ops.inferensics
+
 
 def registry() -> Registry:
     """The process's kernel registry."""
@@ -41,7 +44,7 @@ def registry_state() -> dict[str, object]:
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm of the last dimension of ``x`` (see ``ops.norm.rms_norm_reference``)."""
-    out: torch.Tensor = default_registry().op("rms_norm")(x, weight, eps)
+    out: torch.Tensor = _OPS.rms_norm.default(x, weight, eps)
     return out
 
 
@@ -49,19 +52,19 @@ def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(rms_norm(x + residual), x + residual)``."""
-    out, res = default_registry().op("fused_add_rms_norm")(x, residual, weight, eps)
+    out, res = _OPS.fused_add_rms_norm.default(x, residual, weight, eps)
     return out, res
 
 
 def silu_mul(x: torch.Tensor) -> torch.Tensor:
     """``silu(x[..., :d]) * x[..., d:]``."""
-    out: torch.Tensor = default_registry().op("silu_mul")(x)
+    out: torch.Tensor = _OPS.silu_mul.default(x)
     return out
 
 
 def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """NeoX rotary embedding of ``x`` (``[T, H, D]`` or ``[B, H, S, D]``) by per-position ``cos``/``sin``."""
-    out: torch.Tensor = default_registry().op("rotary_embedding")(x, cos, sin)
+    out: torch.Tensor = _OPS.rotary_embedding.default(x, cos, sin)
     return out
 
 
@@ -74,7 +77,7 @@ def paged_decode_attention(
     scale: float,
 ) -> torch.Tensor:
     """Decode attention of ``q`` (``[B, Hq, D]``) over paged caches through ``block_table``."""
-    out: torch.Tensor = default_registry().op("paged_decode_attention")(q, k_cache, v_cache, block_table, seq_lens, scale)
+    out: torch.Tensor = _OPS.paged_decode_attention.default(q, k_cache, v_cache, block_table, seq_lens, scale)
     return out
 
 

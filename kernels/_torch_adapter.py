@@ -15,8 +15,7 @@ from typing import Any
 
 import torch
 
-DECISIONS_ARTIFACT = "inferensics_kernel_providers"
-"""Name of the structured-trace artifact holding a compile's provider decisions (JSON list)."""
+from inferensics.schema.events import KERNEL_DECISIONS_ARTIFACT as DECISIONS_ARTIFACT
 
 
 def tracing(args: Iterable[Any]) -> bool:

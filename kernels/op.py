@@ -219,6 +219,8 @@ class SemanticOp:
         key = (decision.compile_id, decision.signature)
         if key in self._emitted:
             return
+        if len(self._emitted) >= MAX_SIGNATURES:
+            self._emitted.clear()
         self._emitted.add(key)
         _torch_adapter.emit_decisions(lambda: [decision.to_json()])
 

@@ -20,11 +20,13 @@ from inferensics.schema.ddl import (
     DEDUP_WINDOW,
     WIDE_PART_MIN_BYTES,
     Target,
+    columns_of,
     distributed_sql,
     render_event_table,
     render_rollup,
     render_schema,
 )
+from inferensics.schema.ddl import _column_sql as column_sql
 from inferensics.schema.events import EVENT_MODELS, RequestEvent
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 
@@ -354,6 +356,28 @@ def _coarse_request_views_gather_histograms(target: Target) -> list[str | Step]:
     return [*_drop_views(views, target), *_create_views(views, target)]
 
 
+def _kernel_registry_records(target: Target) -> list[str | Step]:
+    # The kernel registry's records: a compile's provider decisions (a column of ``compiles`` and a table
+    # of their reasons) and qualification evidence. Tables and the column are created only where missing.
+    from inferensics.schema.events import CompileEvent, KernelDecisionEvent, KernelQualificationEvent
+
+    db = target.database
+    column = next(c for c in columns_of(CompileEvent) if c.name == col.KERNEL_PROVIDERS)
+    statements: list[str | Step] = [
+        *render_event_table(KernelDecisionEvent, target),
+        *render_event_table(KernelQualificationEvent, target),
+    ]
+    tables = [target.local(CompileEvent.TABLE.name)] + (
+        [CompileEvent.TABLE.name] if target.backend == "cluster" else []
+    )
+    for t in tables:
+        statements.append(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column_sql(column).strip()} "
+            f"AFTER `{col.SOURCE}`"
+        )
+    return statements
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -363,6 +387,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "requests ordered by model, traffic class, pool", _requests_ordered_by_class_then_pool),
     Migration(7, "per-minute request rollup kept 32 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
     Migration(8, "hourly and daily request views gather histograms", _coarse_request_views_gather_histograms),
+    Migration(9, "kernel registry decisions and qualification evidence", _kernel_registry_records),
 )
 """Every migration, in version order."""
 

@@ -12,8 +12,9 @@ import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
-from inferensics.kernels._triton.norm import row_stride, rows_key
+from inferensics.kernels._triton.norm import rows_key
 from inferensics.kernels._triton.rounding import exp_f32, interpreting, round_to
+from inferensics.kernels.layout import row_stride
 
 BLOCK = 1024
 """Columns of the output one program writes."""

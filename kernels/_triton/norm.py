@@ -13,9 +13,7 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 from inferensics.kernels._triton.rounding import interpreting, round_to
-
-MAX_HIDDEN = 32768
-"""Widest row one program holds in registers; wider rows are declined (the requirement says so)."""
+from inferensics.kernels.layout import row_stride
 
 
 def _launch_params(n: int) -> tuple[int, int]:
@@ -67,20 +65,6 @@ def _launch(m: int, n: int, args: tuple[object, ...], has_residual: bool) -> Non
         )
     else:
         wrap_triton(_rms_norm_tuned)[(m,)](*args, rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EMULATE_RNE=False)
-
-
-def row_stride(x: torch.Tensor) -> int | None:
-    """The stride between rows when ``x``'s leading dimensions collapse into one and its last dimension is
-    contiguous; ``None`` otherwise."""
-    if x.dim() == 0 or (x.shape[-1] > 1 and x.stride(-1) != 1):
-        return None
-    dims = [(s, st) for s, st in zip(x.shape[:-1], x.stride()[:-1], strict=True) if s != 1]
-    if not dims:
-        return x.shape[-1]
-    for (_, outer), (size, inner) in zip(dims, dims[1:], strict=False):
-        if outer != inner * size:
-            return None
-    return dims[-1][1]
 
 
 def _rows(x: torch.Tensor) -> tuple[int, int, int]:

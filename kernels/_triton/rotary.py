@@ -13,6 +13,7 @@ from torch.library import triton_op, wrap_triton
 
 from inferensics.kernels._triton.norm import rows_key
 from inferensics.kernels._triton.rounding import interpreting, round_to
+from inferensics.kernels.layout import rotary_layout as layout
 
 
 @triton.jit
@@ -43,21 +44,6 @@ _rotary_tuned = triton.autotune(
     configs=[triton.Config({"BLOCK_H": h}, num_warps=w) for h, w in ((1, 1), (2, 2), (4, 4), (8, 4), (16, 8), (32, 8))],
     key=["n_heads", "HALF", "rows_bucket"],
 )(_rotary_kernel)
-
-
-def layout(x: torch.Tensor, cos: torch.Tensor) -> tuple[int, int, int, tuple[int, int, int]] | None:
-    """``(outer, positions, heads, (outer, position, head) strides)`` of ``x`` for the kernel, or ``None``.
-
-    Accepted: ``[T, H, D]`` with ``cos`` ``[T, D/2]``, and ``[B, H, S, D]`` with ``cos`` ``[S, D/2]``; the last
-    dimension of ``x`` contiguous, ``cos`` and ``sin`` with contiguous rows.
-    """
-    if x.stride(-1) != 1 and x.shape[-1] > 1:
-        return None
-    if x.dim() == 3 and cos.shape[0] == x.shape[0]:
-        return 1, x.shape[0], x.shape[1], (0, x.stride(0), x.stride(1))
-    if x.dim() == 4 and cos.shape[0] == x.shape[2]:
-        return x.shape[0], x.shape[2], x.shape[1], (x.stride(0), x.stride(2), x.stride(1))
-    return None
 
 
 @triton_op("inferensics::rotary_triton", mutates_args=())

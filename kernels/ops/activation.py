@@ -9,8 +9,16 @@ import torch
 from torch.nn import functional as F  # noqa: N812 - the conventional alias
 
 from inferensics.kernels.decisions import DecisionLog
+from inferensics.kernels.layout import row_stride
 from inferensics.kernels.op import SemanticOp
-from inferensics.kernels.ops.common import FLOATS, TRITON_PLATFORMS, inductor_provider, rows_bucket, triton_available
+from inferensics.kernels.ops.common import (
+    FLOATS,
+    TRITON_PLATFORMS,
+    inductor_provider,
+    rows_bucket,
+    triton_available,
+    triton_fn,
+)
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.requirements import Requirements
 from inferensics.kernels.tolerance import ToleranceSpec
@@ -25,8 +33,6 @@ def silu_mul_reference(x: torch.Tensor) -> torch.Tensor:
 
 
 def _layout(args: Sequence[Any]) -> str | None:
-    from inferensics.kernels._triton.norm import row_stride
-
     x = args[0]
     if x.dim() == 0 or x.shape[-1] % 2:
         return "needs an even last dimension"
@@ -48,8 +54,6 @@ def register(log: DecisionLog) -> list[SemanticOp]:
     )
     op.register(inductor_provider(op.reference), enabled=False)
     if triton_available():
-        from inferensics.kernels._triton import activation as ta
-
         req = Requirements(
             platforms=TRITON_PLATFORMS,
             min_capability=(8, 0),
@@ -58,5 +62,5 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             checks=(_layout,),
             notes=("even last dim", "rows of contiguous columns"),
         )
-        op.register(Provider("triton", "triton", ta.silu_mul_triton, req, "libdevice expf, IEEE division"))
+        op.register(Provider("triton", "triton", triton_fn("activation", "silu_mul_triton"), req, "libdevice expf, IEEE division"))
     return [op]

@@ -10,7 +10,7 @@ from torch.nn import functional as F  # noqa: N812 - the conventional alias
 
 from inferensics.kernels.decisions import DecisionLog
 from inferensics.kernels.op import SemanticOp
-from inferensics.kernels.ops.common import pow2_bucket, same_device, triton_available
+from inferensics.kernels.ops.common import pow2_bucket, same_device, triton_available, triton_fn
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.requirements import Requirements
 from inferensics.kernels.tolerance import NORM_TOLERANCES, ToleranceSpec
@@ -137,8 +137,6 @@ def register(log: DecisionLog) -> list[SemanticOp]:
     )
     op.register(Provider("sdpa", "vendor", sdpa_dense, dense, "dense copy + scaled_dot_product_attention"))
     if triton_available():
-        from inferensics.kernels._triton import paged_attention as tp
-
         req = Requirements(
             platforms=frozenset({"cuda", "interpreter"}),
             min_capability=(8, 0),
@@ -148,7 +146,7 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             notes=("head_dim 64/128/256, page 8/16/32, GQA", "contiguous head_dim"),
         )
         op.register(
-            Provider("triton", "triton", tp.paged_decode_attention_triton, req, "split-K flash-decoding"),
+            Provider("triton", "triton", triton_fn("paged_attention", "paged_decode_attention_triton"), req, "split-K flash-decoding"),
             before="sdpa",
         )
     return [op]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,3 +63,21 @@ def same_device(args: Sequence[Any]) -> str | None:
     """Reason when the tensor arguments are not all on one device."""
     devices = {a.device for a in args if isinstance(a, torch.Tensor)}
     return None if len(devices) <= 1 else f"tensors on several devices {sorted(map(str, devices))}"
+
+
+def triton_fn(module: str, name: str) -> Callable[..., Any]:
+    """A provider function that imports ``inferensics.kernels._triton.<module>`` on first call.
+
+    Importing late keeps Triton out of processes that never run a Triton provider, and lets
+    ``TRITON_INTERPRET=1`` set by a test before the first call take effect (Triton reads it when a kernel is
+    defined).
+    """
+    resolved: list[Callable[..., Any]] = []
+
+    def run(*args: Any) -> Any:
+        if not resolved:
+            resolved.append(getattr(importlib.import_module(f"inferensics.kernels._triton.{module}"), name))
+        return resolved[0](*args)
+
+    run.__name__ = run.__qualname__ = name
+    return run

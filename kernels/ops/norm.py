@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from inferensics.kernels.decisions import DecisionLog
+from inferensics.kernels.layout import MAX_HIDDEN, row_stride
 from inferensics.kernels.op import SemanticOp
 from inferensics.kernels.ops.common import (
     FLOATS,
@@ -16,6 +17,7 @@ from inferensics.kernels.ops.common import (
     rows_bucket,
     same_device,
     triton_available,
+    triton_fn,
 )
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.requirements import Requirements
@@ -41,8 +43,6 @@ def fused_add_rms_norm_reference(
 
 
 def _rows_layout(args: Sequence[Any]) -> str | None:
-    from inferensics.kernels._triton.norm import MAX_HIDDEN, row_stride
-
     x, weight = args[0], args[-2]
     if x.dim() == 0:
         return "0-dim input (no row to normalise)"
@@ -82,8 +82,6 @@ def register(log: DecisionLog) -> list[SemanticOp]:
     for op in (rms, fused):
         op.register(inductor_provider(op.reference), enabled=False)
     if triton_available():
-        from inferensics.kernels._triton import norm as tn
-
         req = Requirements(
             platforms=TRITON_PLATFORMS,
             min_capability=(8, 0),
@@ -92,6 +90,6 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             checks=(_rows_layout,),
             notes=("rows of contiguous columns, last dim <= 32768", "weight a contiguous vector"),
         )
-        rms.register(Provider("triton", "triton", tn.rms_norm_triton, req, "one program per row"))
-        fused.register(Provider("triton", "triton", tn.fused_add_rms_norm_triton, req, "one program per row"))
+        rms.register(Provider("triton", "triton", triton_fn("norm", "rms_norm_triton"), req, "one program per row"))
+        fused.register(Provider("triton", "triton", triton_fn("norm", "fused_add_rms_norm_triton"), req, "one program per row"))
     return [rms, fused]

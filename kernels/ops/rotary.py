@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from inferensics.kernels.decisions import DecisionLog
+from inferensics.kernels.layout import rotary_layout as layout
 from inferensics.kernels.op import SemanticOp
 from inferensics.kernels.ops.common import (
     FLOATS,
@@ -16,6 +17,7 @@ from inferensics.kernels.ops.common import (
     pow2_bucket,
     same_device,
     triton_available,
+    triton_fn,
 )
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.requirements import Requirements
@@ -47,8 +49,6 @@ def rotary_bucket(args: Sequence[Any]) -> str:
 
 
 def _layout(args: Sequence[Any]) -> str | None:
-    from inferensics.kernels._triton.rotary import layout
-
     x, cos, sin = args
     if x.dim() not in (3, 4) or x.shape[-1] % 2:
         return "x must be [T, H, D] or [B, H, S, D] with an even head_dim"
@@ -76,8 +76,6 @@ def register(log: DecisionLog) -> list[SemanticOp]:
     )
     op.register(inductor_provider(op.reference), enabled=False)
     if triton_available():
-        from inferensics.kernels._triton import rotary as tr
-
         req = Requirements(
             platforms=TRITON_PLATFORMS,
             min_capability=(8, 0),
@@ -86,5 +84,5 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             checks=(_layout,),
             notes=("x [T,H,D] or [B,H,S,D], last dim contiguous", "cos/sin [positions, D/2], rows contiguous"),
         )
-        op.register(Provider("triton", "triton", tr.rotary_triton, req, "one program per position"))
+        op.register(Provider("triton", "triton", triton_fn("rotary", "rotary_triton"), req, "one program per position"))
     return [op]
