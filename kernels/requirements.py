@@ -11,6 +11,10 @@ import torch
 
 from inferensics.kernels import _torch_adapter
 
+INTERPRETER_ENV = "INFERENSICS_KERNELS_INTERPRET"
+"""Set to ``1`` (with ``TRITON_INTERPRET=1``) to let Triton providers serve CPU tensors through Triton's
+interpreter: the differential suite does, so CI runs the kernels; serving processes never should."""
+
 Platform = Literal["cuda", "cpu", "interpreter"]
 AccuracyMode = Literal["exact", "tolerant", "batch_invariant"]
 CompiledMode = Literal["any", "eager", "compiled"]
@@ -36,7 +40,7 @@ class CallContext:
         tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
         compiling = _torch_adapter.tracing(args)
         if tensor is None or tensor.device.type != "cuda":
-            interp = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+            interp = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") and os.environ.get(INTERPRETER_ENV) == "1"
             device = tensor.device.type if tensor is not None else "cpu"
             return CallContext("interpreter" if interp and device == "cpu" else "cpu", None, compiling, device)
         index = tensor.device.index if tensor.device.index is not None else torch.cuda.current_device()
@@ -49,8 +53,8 @@ class Requirements:
     """What a provider needs of the call, checked before it runs.
 
     Attributes:
-        platforms: Platforms it runs on; ``interpreter`` is a CPU tensor with ``TRITON_INTERPRET=1``
-            (Triton kernels on NumPy), and the ``cpu`` platform also accepts the interpreter.
+        platforms: Platforms it runs on; ``interpreter`` is a CPU tensor with ``TRITON_INTERPRET=1`` and
+            ``INFERENSICS_KERNELS_INTERPRET=1`` (Triton kernels on NumPy); ``cpu`` also accepts it.
         min_capability: Least CUDA compute capability, e.g. ``(8, 0)``.
         dtypes: Accepted dtypes of the tensor arguments (all of them); ``None`` accepts any.
         compiled: ``eager`` (never inside a compiled graph), ``compiled`` (only there) or ``any``.

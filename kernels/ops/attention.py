@@ -59,6 +59,7 @@ def paged_decode_attention_reference(
     qg = q.to(acc).reshape(b, hkv, hq // max(hkv, 1), d)
     scores = torch.einsum("bhgd,bthd->bhgt", qg, k) * scale
     scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+    v = v.masked_fill(~valid[:, :, None, None], 0.0)  # tokens past a sequence's end contribute nothing, NaN or not
     probs = torch.softmax(scores, dim=-1)
     probs = torch.where(valid.any(-1)[:, None, None, None], probs, torch.zeros((), dtype=acc, device=q.device))
     out = torch.einsum("bhgt,bthd->bhgd", probs, v)
@@ -75,9 +76,9 @@ def sdpa_dense(
 ) -> torch.Tensor:
     """The vendor path: gather the pages into a dense ``[B, Hkv, T, D]`` copy and call SDPA with a length mask."""
     b, hq, d = q.shape
-    k = _gather(k_cache, block_table).transpose(1, 2)
-    v = _gather(v_cache, block_table).transpose(1, 2)
     valid = _valid(block_table, seq_lens, k_cache.shape[1])
+    k = _gather(k_cache, block_table).transpose(1, 2)
+    v = _gather(v_cache, block_table).masked_fill(~valid[:, :, None, None], 0.0).transpose(1, 2)
     out = F.scaled_dot_product_attention(
         q.unsqueeze(2), k, v, attn_mask=valid[:, None, None, :], scale=scale, enable_gqa=True
     )

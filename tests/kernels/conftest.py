@@ -1,9 +1,8 @@
 """Kernel tests run our Triton kernels on a GPU when there is one, else in Triton's interpreter.
 
-``TRITON_INTERPRET=1`` is set for these tests only (and restored after): Triton reads it when a kernel is
-defined, and the registry imports its Triton modules on first use, so kernels first used here run in the
-interpreter. Later tests see the variable unset, so the registry declines the Triton providers for CPU
-tensors there and the demo and replay keep the reference.
+``tests/conftest.py`` sets ``TRITON_INTERPRET=1`` without a GPU (Triton reads it at import). The registry
+lets Triton providers serve CPU tensors only with ``INFERENSICS_KERNELS_INTERPRET=1`` as well, set here for
+these tests alone and restored after, so other tests (the demo, replay) keep the reference on CPU.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ HAS_CUDA = torch.cuda.is_available()
 def _triton_interpreter() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         if not HAS_CUDA:
-            mp.setenv("TRITON_INTERPRET", "1")
+            mp.setenv("INFERENSICS_KERNELS_INTERPRET", "1")
         yield
 
 

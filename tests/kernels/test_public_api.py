@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -30,8 +31,6 @@ def test_imports_only_torch_triton_and_schema() -> None:
         " 'opentelemetry') or m.startswith(('inferensics.collector', 'inferensics.analytics', 'inferensics.dashboard'))]\n"
         "print(bad)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"TRITON_INTERPRET": "1",
-        **__import__("os").environ}  # fmt: skip
-    )
+    env = {**os.environ, "TRITON_INTERPRET": "1", "INFERENSICS_KERNELS_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip().splitlines()[-1] == "[]"
