@@ -112,6 +112,17 @@ class SemanticOp:
             self.priority.insert(self.priority.index(before), provider.name)
         self._invalidate()
 
+    def unregister(self, name: str) -> None:
+        """Remove a provider (not the reference) from the op, its priority lists, refusals and quarantines."""
+        if name == REFERENCE or name not in self.providers:
+            raise ValueError(f"{self.name}: cannot unregister {name!r}")
+        del self.providers[name]
+        self.priority = [p for p in self.priority if p != name]
+        self.bucket_priority = {b: [p for p in v if p != name] for b, v in self.bucket_priority.items()}
+        self.refused = {k: v for k, v in self.refused.items() if k[1] != name}
+        self.quarantined = {k: v for k, v in self.quarantined.items() if k[1] != name}
+        self._invalidate()
+
     def set_priority(self, order: Sequence[str], bucket: str | None = None) -> None:
         """Set the priority list (of one shape ``bucket``, or the default); the reference is appended last."""
         unknown = [p for p in order if p not in self.providers]

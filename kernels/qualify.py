@@ -27,6 +27,7 @@ from inferensics.kernels.registry import Registry, canonical_digest, environment
 from inferensics.kernels.requirements import CallContext
 from inferensics.kernels.samples import bytes_moved, default_shapes, make_args, shape_label
 from inferensics.kernels.tolerance import compare
+from inferensics.schema.events import KernelQualificationEvent
 
 BATCH_INVARIANT_OPS = frozenset({"rms_norm", "fused_add_rms_norm"})
 """Ops whose rows are independent, so a batch-invariant provider must give row 0 the same bits alone."""
@@ -85,7 +86,9 @@ class Evidence:
     bytes: int = 0
     tb_s: float = 0.0
     decision: str = ""
-    """``incumbent``, ``promoted``, ``kept`` (not clearly faster), ``refused`` or empty."""
+    """``incumbent`` (served the bucket and still does), ``promoted`` (its interval cleared the incumbent's by
+    the margin), ``demoted`` (the incumbent a promoted provider overtook), ``kept`` (not clearly faster),
+    ``refused`` (accuracy gate) or empty (not measured)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,43 @@ class QualifyResult:
     environment: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
+
+    def digest(self) -> str:
+        """Digest of the evidence (what ``to_json()['digest']`` holds)."""
+        return str(self.to_json()["digest"])
+
+    def events(self, host: str) -> list[KernelQualificationEvent]:
+        """One store record per provider and shape, stamped with the environment and the evidence digest."""
+        digest = self.digest()
+        env = self.environment
+        return [
+            KernelQualificationEvent(
+                ts=self.ts,
+                host=host,
+                device_name=env.get("device", ""),
+                op=r.op,
+                provider=r.provider,
+                bucket=r.bucket,
+                shape=r.shape,
+                dtype=r.dtype,
+                status=r.status,
+                accuracy_passed=r.accuracy_passed,
+                rule=r.rule,
+                max_abs_err=r.max_abs_err if r.max_abs_err == r.max_abs_err and r.max_abs_err != float("inf") else -1.0,
+                detail=r.detail,
+                median_us=r.median_us,
+                ci_low_us=r.ci_low_us,
+                ci_high_us=r.ci_high_us,
+                trials=r.trials,
+                tb_s=r.tb_s,
+                decision=r.decision,
+                evidence_digest=digest,
+                torch_version=env.get("torch", ""),
+                triton_version=env.get("triton", ""),
+                cuda_version=env.get("cuda", ""),
+            )
+            for r in self.records
+        ]
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready evidence (``digest`` covers records, changes, environment and options)."""
@@ -239,6 +279,8 @@ def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: Qua
     refused = [n for n, r in records.items() if r.status == "refused" and n != REFERENCE]
     measured = {n: r for n, r in records.items() if r.status == "measured"}
     current = [n for n in before if n not in refused]
+    if current[-1:] != [REFERENCE]:
+        current.append(REFERENCE)
     incumbent = next((n for n in current if n in measured), None)
     reason = ""
     after = list(current)
@@ -249,28 +291,35 @@ def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: Qua
         ]
         if challengers:
             best = min(challengers, key=lambda r: r.median_us)
-            after = [best.provider, *[n for n in current if n != best.provider]]
+            # The reference stays last: when it is the clear winner the incumbent leaves the bucket's list.
+            if best.provider == REFERENCE:
+                after = [n for n in current if n != incumbent]
+            else:
+                after = [best.provider, *[n for n in current if n != best.provider]]
             reason = (
                 f"{best.provider} {best.median_us:.2f} us [{best.ci_low_us:.2f}, {best.ci_high_us:.2f}] beats "
                 f"{incumbent} {inc.median_us:.2f} us [{inc.ci_low_us:.2f}, {inc.ci_high_us:.2f}] by > {opts.margin:.0%}"
             )
+        after = [n for n in after if n != REFERENCE] + [REFERENCE]
         for n, r in measured.items():
             decision = "incumbent" if n == incumbent else "kept"
-            if after and n == after[0] and n != incumbent:
+            if challengers and n == best.provider:
                 decision = "promoted"
+            elif challengers and n == incumbent:
+                decision = "demoted"
             records[n] = Evidence(**{**asdict(r), "decision": decision})
     if refused:
         reason = "; ".join(
             [*(f"{n} refused by the accuracy gate: {records[n].detail}" for n in refused), *([reason] if reason else [])]
         )
     if opts.apply:
-        for n in refused:
+        for n in refused:  # refused providers stay listed, so each decision says why they were skipped
             op.refuse(bucket, n, records[n].detail)
-        if after != before and after != [n for n in before if n not in refused]:
-            op.set_priority(after, bucket)
+        if after != current:
+            op.set_priority([*after[:-1], *refused], bucket)
     if after == before and not refused:
         return None
-    return PriorityChange(op.name, bucket, list(before), [n for n in after if n != REFERENCE] + [REFERENCE], reason)
+    return PriorityChange(op.name, bucket, list(before), after, reason)
 
 
 def qualify(registry: Registry, opts: QualifyOptions | None = None) -> QualifyResult:
