@@ -19,6 +19,7 @@ Needs a CUDA device. Every kernel is checked against the reference before it is 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -65,7 +66,9 @@ def graphed(fn: Fn, calls: int) -> tuple[Fn, str]:
         return loop, f"no graph ({type(exc).__name__})"
 
 
-def measure(fns: dict[str, Fn], rounds: int, calls: int, rng: random.Random) -> tuple[dict[str, list[float]], dict[str, str]]:
+def measure(
+    fns: dict[str, Fn], rounds: int, calls: int, rng: random.Random
+) -> tuple[dict[str, list[float]], dict[str, str]]:
     """µs per call of each provider per round (interleaved, shuffled each round)."""
     runners, modes = {}, {}
     for name, fn in fns.items():
@@ -118,7 +121,9 @@ def header() -> None:
     print(f"{'op':<24} {'shape':<34} {'provider':<18} {'us':>10} {'TB/s':>7} {'peer/ours [min-max]':>20}  timing")
 
 
-def report(table: Table, op: str, label: str, samples: dict[str, list[float]], modes: dict[str, str], moved: int) -> None:
+def report(
+    table: Table, op: str, label: str, samples: dict[str, list[float]], modes: dict[str, str], moved: int
+) -> None:
     ours = samples.get("ours")
     for name, s in samples.items():
         med = statistics.median(s)
@@ -137,7 +142,9 @@ def check(op: str, out: Any, args: tuple[Any, ...]) -> str:
     ref = reg.reference(*args)
     ref64 = None
     if rule.kind == "rmse":
-        ref64 = reg.reference(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
+        ref64 = reg.reference(
+            *[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        )
     outs, refs = (out if isinstance(out, tuple) else (out,)), (ref if isinstance(ref, tuple) else (ref,))
     verdicts = [compare(o, r, rule, ref64) for o, r in zip(outs, refs, strict=True)]
     ok = all(v.passed for v in verdicts)
@@ -163,11 +170,11 @@ def elementwise(table: Table, rounds: int, tokens: list[int], rng: random.Random
             # The copy peer moves the same bytes (half read, half written) in the same rounds.
             src = torch.empty(moved // 4, dtype=torch.bfloat16, device="cuda").normal_()
             dst = torch.empty_like(src)
-            fns = {
-                "ours": lambda: ours(*args),
-                "inductor": lambda: compiled(*args),
-                "eager": lambda: reg.reference(*args),
-                "copy": lambda: dst.copy_(src),
+            fns: dict[str, Fn] = {
+                "ours": functools.partial(ours, *args),
+                "inductor": functools.partial(compiled, *args),
+                "eager": functools.partial(reg.reference, *args),
+                "copy": functools.partial(dst.copy_, src),
             }
             samples, modes = measure(fns, rounds, 20, rng)
             report(table, op, ",".join(f"{k}={v}" for k, v in shape.items()), samples, modes, moved)
@@ -178,7 +185,7 @@ def flex_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, ta
     from torch.nn.attention.experimental._paged_attention import PagedAttention
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-    b, hq, d = q.shape
+    b, _, d = q.shape
     n_pages, page, hkv, _ = k_cache.shape
     per_seq = table.shape[1]
     pa = PagedAttention(n_pages, page, b, device="cuda")
@@ -200,8 +207,17 @@ def flex_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, ta
     return lambda: flex(q4, k_phys, v_phys, block_mask=mask, scale=scale, enable_gqa=True)
 
 
-def attention(table: Table, rounds: int, grid: list[tuple[int, int]], rng: random.Random) -> None:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+def _sdpa(backend: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    from torch.nn.attention import sdpa_kernel
+
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=True)
+
+
+def attention(
+    table: Table, rounds: int, grid: list[tuple[int, int]], rng: random.Random, *, with_flex: bool = True
+) -> None:
+    from torch.nn.attention import SDPBackend
 
     reg = kernels.registry().op("paged_decode_attention")
     ours = reg.providers["triton"].fn
@@ -215,11 +231,9 @@ def attention(table: Table, rounds: int, grid: list[tuple[int, int]], rng: rando
         k_dense = k_cache[block_table.long()].reshape(b, -1, 8, 128)[:, :ctx].transpose(1, 2).contiguous()
         v_dense = v_cache[block_table.long()].reshape(b, -1, 8, 128)[:, :ctx].transpose(1, 2).contiguous()
         q4 = q.unsqueeze(2)
-        fns: dict[str, Fn] = {"ours": lambda: ours(*args)}
+        fns: dict[str, Fn] = {"ours": functools.partial(ours, *args)}
         for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
-            def sdpa(backend: Any = backend) -> Any:
-                with sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(q4, k_dense, v_dense, scale=scale, enable_gqa=True)
+            sdpa = functools.partial(_sdpa, backend, q4, k_dense, v_dense, scale)
             try:
                 sdpa()
                 torch.cuda.synchronize()
@@ -227,6 +241,8 @@ def attention(table: Table, rounds: int, grid: list[tuple[int, int]], rng: rando
             except Exception as exc:
                 print(f"# sdpa {backend.name} b={b} ctx={ctx}: unavailable ({type(exc).__name__}: {str(exc)[:80]})")
         try:
+            if not with_flex:
+                raise RuntimeError("skipped (--no-flex)")
             flex = flex_paged(q, k_cache, v_cache, block_table, scale)
             flex()
             torch.cuda.synchronize()
@@ -236,7 +252,7 @@ def attention(table: Table, rounds: int, grid: list[tuple[int, int]], rng: rando
         samples, modes = measure(fns, rounds, 10, rng)
         moved = bytes_moved("paged_decode_attention", args, q)
         report(table, "paged_decode_attention", f"batch={b},context={ctx}", samples, modes, moved)
-        del k_dense, v_dense, fns
+        fns.clear()
         torch.cuda.empty_cache()
 
 
@@ -286,6 +302,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer attention shapes")
     ap.add_argument("--only", choices=("elementwise", "attention"), default=None)
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument(
+        "--no-flex", action="store_true", help="leave FlexAttention's paged path out (it compiles per shape)"
+    )
     ns = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_kernels needs a CUDA device", file=sys.stderr)
@@ -305,7 +324,7 @@ def main() -> None:
         grid = [(1, 1024), (8, 4096), (64, 32768)] if ns.quick else [
             (b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)
         ]  # fmt: skip
-        attention(table, ns.rounds, grid, rng)
+        attention(table, ns.rounds, grid, rng, with_flex=not ns.no_flex)
     verdicts(table, copy_tb_s)
     tuned_configs()
     if ns.json:

@@ -50,7 +50,9 @@ def list_ops(
         console.print(f"  {'provider':<10} {'kind':<10} {'accuracy':<16} {'status':<12} requirements")
         for p in op["providers"]:
             req = _requirements(p["requirements"])
-            console.print(f"  {p['name']:<10} {p['kind']:<10} {p['requirements']['accuracy']:<16} {p['status']:<12} {req}")
+            console.print(
+                f"  {p['name']:<10} {p['kind']:<10} {p['requirements']['accuracy']:<16} {p['status']:<12} {req}"
+            )
         tol = op["tolerance"]
         rule = "exact for exact providers" if tol["exact_when_exact"] else "dtype table"
         rule += f", fp64-anchored RMSE ratio k={tol['rmse_k']} for tolerant ones" if tol["rmse_k"] else ""
@@ -69,7 +71,7 @@ def _load_shapes(path: Path, known: list[str]) -> dict[str, list[dict[str, int]]
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        fail(f"--shapes {path}: cannot read it as JSON ({exc}); expected {{\"op\": [{{\"tokens\": 8, ...}}]}}")
+        fail(f'--shapes {path}: cannot read it as JSON ({exc}); expected {{"op": [{{"tokens": 8, ...}}]}}')
     if not isinstance(data, dict):
         fail(f"--shapes {path}: expected an object mapping op names to lists of shapes")
     shapes: dict[str, list[dict[str, int]]] = {}
@@ -134,9 +136,13 @@ def qualify(  # noqa: PLR0917 (typer options)
         if r.trials:
             ci = f"[{r.ci_low_us:.2f}, {r.ci_high_us:.2f}]"
             verdict = f"{r.decision} · {r.rule}, max err {r.max_abs_err:.3g}"
-            console.print(f"{r.op:<24} {r.shape:<34} {r.provider:<10} {r.median_us:>11.2f} {ci:>24} {r.tb_s:>6.2f}  {verdict}")
+            console.print(
+                f"{r.op:<24} {r.shape:<34} {r.provider:<10} {r.median_us:>11.2f} {ci:>24} {r.tb_s:>6.2f}  {verdict}"
+            )
         else:
-            console.print(f"{r.op:<24} {r.shape:<34} {r.provider:<10} {'':>11} {'':>24} {'':>6}  {r.status}: {r.detail}")
+            console.print(
+                f"{r.op:<24} {r.shape:<34} {r.provider:<10} {'':>11} {'':>24} {'':>6}  {r.status}: {r.detail}"
+            )
     for c in result.changes:
         verb = "would change" if dry_run else "changed"
         console.print(f"{c.op} {c.bucket}: {verb} {' > '.join(c.before)} -> {' > '.join(c.after)} ({c.reason})")

@@ -39,13 +39,18 @@ BucketFn = Callable[[Sequence[Any]], str]
 
 
 def signature(args: Sequence[Any]) -> str:
-    """A call's argument signature: dtype, shape, strides (when not contiguous) and device of each tensor."""
+    """A call's argument signature: dtype, shape, strides (when not contiguous) and device of each tensor.
+
+    Symbolic sizes (dynamic shapes under ``torch.compile``) are written as their symbols and never compared,
+    so building a signature adds no guard and specialises no dimension.
+    """
     parts = []
     for a in args:
         if isinstance(a, torch.Tensor):
             dt = str(a.dtype).removeprefix("torch.")
             shape = ",".join(map(str, a.shape))
-            layout = "" if a.is_contiguous() else "/s" + ",".join(map(str, a.stride()))
+            concrete = all(isinstance(d, int) for d in (*a.shape, *a.stride()))
+            layout = "" if concrete and a.is_contiguous() else "/s" + ",".join(map(str, a.stride()))
             parts.append(f"{dt}[{shape}]{layout}@{a.device.type}")
     return " ".join(parts)
 

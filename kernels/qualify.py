@@ -218,7 +218,12 @@ def _check_accuracy(
             alone_t = alone if isinstance(alone, tuple) else (alone,)
             for a, o in zip(alone_t, outs_t, strict=True):
                 if not torch.equal(a, o[:1]):
-                    return False, rule.describe(), worst, f"seed {seed}: row 0 differs computed alone (not batch-invariant)"
+                    return (
+                        False,
+                        rule.describe(),
+                        worst,
+                        f"seed {seed}: row 0 differs computed alone (not batch-invariant)",
+                    )
     return True, rule.describe(), worst, ""
 
 
@@ -247,7 +252,9 @@ def _qualify_shape(
                 provider=name, status="refused", rule=rule, max_abs_err=err, detail=detail, decision="refused", **base
             )
             continue
-        records[name] = Evidence(provider=name, status="measured", accuracy_passed=True, rule=rule, max_abs_err=err, **base)
+        records[name] = Evidence(
+            provider=name, status="measured", accuracy_passed=True, rule=rule, max_abs_err=err, **base
+        )
         runnable.append(name)
     samples: dict[str, list[float]] = {n: [] for n in runnable}
     calls = {n: (lambda fn=op.providers[n].fn: fn(*args)) for n in runnable}
@@ -310,7 +317,10 @@ def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: Qua
             records[n] = Evidence(**{**asdict(r), "decision": decision})
     if refused:
         reason = "; ".join(
-            [*(f"{n} refused by the accuracy gate: {records[n].detail}" for n in refused), *([reason] if reason else [])]
+            [
+                *(f"{n} refused by the accuracy gate: {records[n].detail}" for n in refused),
+                *([reason] if reason else []),
+            ]
         )
     if opts.apply:
         for n in refused:  # refused providers stay listed, so each decision says why they were skipped

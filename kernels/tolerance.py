@@ -133,6 +133,4 @@ def compare(out: torch.Tensor, ref: torch.Tensor, rule: Rule, ref64: torch.Tenso
     err_ref = float(((r - a)[ok] ** 2).mean().sqrt()) if ok.any() else 0.0
     limit = rule.k * err_ref + rule.atol
     passed = nonfinite == 0 and err_out <= limit
-    return Verdict(
-        passed, max_abs, nonfinite, f"rmse {err_out:.3g} vs limit {limit:.3g} (reference's {err_ref:.3g})"
-    )
+    return Verdict(passed, max_abs, nonfinite, f"rmse {err_out:.3g} vs limit {limit:.3g} (reference's {err_ref:.3g})")

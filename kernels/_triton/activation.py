@@ -5,6 +5,9 @@ libdevice's ``expf`` and an IEEE division, rounded to the input dtype, then the 
 once more.
 """
 
+# Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments.
+# ruff: noqa: N803, PLR0917
+
 from __future__ import annotations
 
 import torch
@@ -13,7 +16,7 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 from inferensics.kernels._triton.norm import rows_key
-from inferensics.kernels._triton.rounding import exp_f32, interpreting, round_to
+from inferensics.kernels._triton.rounding import exp_f32, fixed_config, interpreting, round_to
 from inferensics.kernels.layout import row_stride
 
 BLOCK = 1024
@@ -40,7 +43,8 @@ def _silu_mul_kernel(
 
 _silu_mul_tuned = triton.autotune(
     configs=[
-        triton.Config({"BLOCK": b}, num_warps=w) for b, w in ((256, 2), (512, 4), (1024, 4), (1024, 8), (2048, 8), (4096, 8))
+        triton.Config({"BLOCK": b}, num_warps=w)
+        for b, w in ((256, 2), (512, 4), (1024, 4), (1024, 8), (2048, 8), (4096, 8))
     ],
     key=["d", "rows_bucket"],
 )(_silu_mul_kernel)
@@ -57,10 +61,11 @@ def silu_mul_triton(x: torch.Tensor) -> torch.Tensor:
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
     if rows == 0 or d == 0:
         return out
-    if interpreting():
+    interp = interpreting()
+    if fixed_config():
         block = min(BLOCK, triton.next_power_of_2(d))
         wrap_triton(_silu_mul_kernel)[(rows, triton.cdiv(d, block))](
-            x, out, stride, d, rows_key(rows), BLOCK=block, ACCURATE_EXP=False, EMULATE_RNE=True, num_warps=4
+            x, out, stride, d, rows_key(rows), BLOCK=block, ACCURATE_EXP=not interp, EMULATE_RNE=interp, num_warps=4
         )
         return out
 

@@ -5,6 +5,9 @@ rounded to the input dtype before the weight multiplies it, and for the fused fo
 float32 for the statistics and rounded once for the residual output.
 """
 
+# Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments.
+# ruff: noqa: N803, PLR0917
+
 from __future__ import annotations
 
 import torch
@@ -12,7 +15,7 @@ import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
-from inferensics.kernels._triton.rounding import interpreting, round_to
+from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
 from inferensics.kernels.layout import row_stride
 
 
@@ -59,12 +62,14 @@ _rms_norm_tuned = triton.autotune(
 
 def _launch(m: int, n: int, args: tuple[object, ...], has_residual: bool) -> None:
     block, warps = _launch_params(n)
-    if interpreting():
+    if fixed_config():
         wrap_triton(_rms_norm_kernel)[(m,)](
-            *args, rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EMULATE_RNE=True, num_warps=warps
+            *args, rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EMULATE_RNE=interpreting(), num_warps=warps
         )
     else:
-        wrap_triton(_rms_norm_tuned)[(m,)](*args, rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EMULATE_RNE=False)
+        wrap_triton(_rms_norm_tuned)[(m,)](
+            *args, rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EMULATE_RNE=False
+        )
 
 
 def _rows(x: torch.Tensor) -> tuple[int, int, int]:

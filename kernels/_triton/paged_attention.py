@@ -8,6 +8,9 @@ float32 scratch that kernel 2 merges. The split count is chosen from the block t
 bound of the context, known without a device sync) and the multiprocessor count.
 """
 
+# Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments.
+# ruff: noqa: N803, PLR0917
+
 from __future__ import annotations
 
 import functools
@@ -17,7 +20,7 @@ import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
-from inferensics.kernels._triton.rounding import interpreting, round_to
+from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
 
 BLOCK_N = 64
 """Context tokens per inner step in the interpreter (on a GPU the autotuner picks 32, 64 or 128)."""
@@ -113,7 +116,16 @@ def _split_kernel(
 _split_tuned = triton.autotune(
     configs=[
         triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st)
-        for n, w, st in ((32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 4, 4), (64, 8, 3), (128, 4, 3), (128, 8, 3), (128, 8, 4))
+        for n, w, st in (
+            (32, 4, 3),
+            (64, 4, 2),
+            (64, 4, 3),
+            (64, 4, 4),
+            (64, 8, 3),
+            (128, 4, 3),
+            (128, 8, 3),
+            (128, 8, 4),
+        )
     ],
     key=["chunk", "GROUP", "HEAD_DIM", "SPLITS"],
 )(_split_kernel)
@@ -175,8 +187,10 @@ def paged_decode_attention_triton(
     )  # fmt: skip
     meta = {"GROUP": group, "BLOCK_G": max(16, triton.next_power_of_2(group)), "HEAD_DIM": head_dim, "PAGE": page,
             "SPLITS": splits, "IEEE": ieee}  # fmt: skip
-    if interpreting():
-        wrap_triton(_split_kernel)[(batch, kv_heads, splits)](*args, **meta, BLOCK_N=BLOCK_N, EMULATE_RNE=True)
+    if fixed_config():
+        wrap_triton(_split_kernel)[(batch, kv_heads, splits)](
+            *args, **meta, BLOCK_N=BLOCK_N, EMULATE_RNE=interpreting()
+        )
     else:
         wrap_triton(_split_tuned)[(batch, kv_heads, splits)](*args, **meta, EMULATE_RNE=False)
     if splits > 1:

@@ -4,6 +4,9 @@ One program rotates every head of one position (a block of heads at a time), loa
 cosine and sine once. Arithmetic in float32, one rounding to the input dtype.
 """
 
+# Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments.
+# ruff: noqa: N803, PLR0917
+
 from __future__ import annotations
 
 import torch
@@ -12,7 +15,7 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 from inferensics.kernels._triton.norm import rows_key
-from inferensics.kernels._triton.rounding import interpreting, round_to
+from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
 from inferensics.kernels.layout import rotary_layout as layout
 
 
@@ -61,10 +64,12 @@ def rotary_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
     half = x.shape[-1] // 2
     block_d = triton.next_power_of_2(half)
     args = (x, cos, sin, out, n_pos, n_heads, rows_key(outer * n_pos), *strides, *o[3], cos.stride(0))
-    if interpreting():
+    if fixed_config():
         block_h = min(triton.next_power_of_2(n_heads), max(1, 4096 // (2 * block_d)))
         grid = (outer * n_pos, triton.cdiv(n_heads, block_h))
-        wrap_triton(_rotary_kernel)[grid](*args, HALF=half, BLOCK_H=block_h, BLOCK_D=block_d, EMULATE_RNE=True)
+        wrap_triton(_rotary_kernel)[grid](
+            *args, HALF=half, BLOCK_H=block_h, BLOCK_D=block_d, EMULATE_RNE=interpreting()
+        )
         return out
 
     def tuned_grid(meta: dict[str, int]) -> tuple[int, int]:

@@ -6,6 +6,9 @@ bit for bit round by hand there: the ``EMULATE_RNE`` constexpr is true only in t
 path keeps the hardware conversion.
 """
 
+# Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments.
+# ruff: noqa: N803, PLR0917
+
 from __future__ import annotations
 
 import os
@@ -14,9 +17,19 @@ import triton
 import triton.language as tl
 
 
+FIXED_CONFIG_ENV = "INFERENSICS_KERNELS_FIXED_CONFIG"
+"""Set to ``1`` to launch every kernel with its fixed default configuration instead of autotuning (memcheck
+runs, where each tuning launch costs seconds under the sanitizer)."""
+
+
 def interpreting() -> bool:
     """Whether Triton kernels run in the interpreter (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def fixed_config() -> bool:
+    """Whether to skip the autotuner: in the interpreter, or when :data:`FIXED_CONFIG_ENV` asks."""
+    return interpreting() or os.environ.get(FIXED_CONFIG_ENV) == "1"
 
 
 @triton.jit

@@ -62,5 +62,9 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             checks=(_layout,),
             notes=("even last dim", "rows of contiguous columns"),
         )
-        op.register(Provider("triton", "triton", triton_fn("activation", "silu_mul_triton"), req, "libdevice expf, IEEE division"))
+        op.register(
+            Provider(
+                "triton", "triton", triton_fn("activation", "silu_mul_triton"), req, "libdevice expf, IEEE division"
+            )
+        )
     return [op]

@@ -147,7 +147,13 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             notes=("head_dim 64/128/256, page 8/16/32, GQA", "contiguous head_dim"),
         )
         op.register(
-            Provider("triton", "triton", triton_fn("paged_attention", "paged_decode_attention_triton"), req, "split-K flash-decoding"),
+            Provider(
+                "triton",
+                "triton",
+                triton_fn("paged_attention", "paged_decode_attention_triton"),
+                req,
+                "split-K flash-decoding",
+            ),
             before="sdpa",
         )
     return [op]

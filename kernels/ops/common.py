@@ -18,16 +18,19 @@ TRITON_PLATFORMS = frozenset({"cuda", "interpreter"})
 """Where our Triton kernels run: a CUDA device, or CPU tensors under ``TRITON_INTERPRET=1``."""
 
 
-def pow2_bucket(n: int) -> int:
-    """The smallest power of two at or above ``n`` (0 for 0)."""
-    return 0 if n <= 0 else 1 << (n - 1).bit_length()
+def pow2_bucket(n: Any) -> str:
+    """The smallest power of two at or above ``n`` (0 for 0); ``*`` for a symbolic size (dynamic shapes under
+    ``torch.compile``: comparing it would add a guard and specialise the dimension)."""
+    if not isinstance(n, int):
+        return "*"
+    return "0" if n <= 0 else str(1 << (n - 1).bit_length())
 
 
 def rows_bucket(args: Sequence[Any]) -> str:
     """``dtype/n<last dim>/t<rows rounded up to a power of two>`` of the first argument."""
     x = args[0]
     n = x.shape[-1] if x.dim() else 1
-    rows = x.numel() // n if n else 0
+    rows = x.numel() // n if isinstance(n, int) and n else (0 if isinstance(n, int) else x.numel())
     return f"{str(x.dtype).removeprefix('torch.')}/n{n}/t{pow2_bucket(rows)}"
 
 

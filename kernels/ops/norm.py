@@ -91,5 +91,7 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             notes=("rows of contiguous columns, last dim <= 32768", "weight a contiguous vector"),
         )
         rms.register(Provider("triton", "triton", triton_fn("norm", "rms_norm_triton"), req, "one program per row"))
-        fused.register(Provider("triton", "triton", triton_fn("norm", "fused_add_rms_norm_triton"), req, "one program per row"))
+        fused.register(
+            Provider("triton", "triton", triton_fn("norm", "fused_add_rms_norm_triton"), req, "one program per row")
+        )
     return [rms, fused]

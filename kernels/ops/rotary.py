@@ -44,7 +44,8 @@ def rotary_bucket(args: Sequence[Any]) -> str:
     if x.dim() < 3:
         return f"{str(x.dtype).removeprefix('torch.')}/other"
     heads = x.shape[1]
-    rows = x.numel() // max(1, heads * x.shape[-1])
+    per_row = heads * x.shape[-1]
+    rows = x.numel() // per_row if isinstance(per_row, int) and per_row > 0 else x.numel()
     return f"{str(x.dtype).removeprefix('torch.')}/h{heads}/d{x.shape[-1]}/t{pow2_bucket(rows)}"
 
 

@@ -37,7 +37,12 @@ def test_first_supported_provider_in_priority_order_serves_and_the_decision_says
     x = torch.ones(3, 4)
     assert torch.equal(op(x), x * 2)
     (d,) = op.log.snapshot()
-    assert (d.provider, d.skipped, d.fallback, d.compiled) == ("any", (("f64", "dtype float32 not supported"),), False, False)
+    assert (d.provider, d.skipped, d.fallback, d.compiled) == (
+        "any",
+        (("f64", "dtype float32 not supported"),),
+        False,
+        False,
+    )
     assert d.signature == "float32[3,4]@cpu"
     assert op.log.stats()["calls"] == {f"{op.name}/any": 1}
 
@@ -117,7 +122,13 @@ def test_registry_state_is_json_data_with_a_digest_that_follows_the_policy() -> 
     state = kernels.registry_state()
     json.dumps(state)  # JSON-ready
     assert set(state) == {"version", "ops", "policy", "evidence", "environment", "digest"}
-    assert set(state["ops"]) == {"rms_norm", "fused_add_rms_norm", "silu_mul", "rotary_embedding", "paged_decode_attention"}
+    assert set(state["ops"]) == {
+        "rms_norm",
+        "fused_add_rms_norm",
+        "silu_mul",
+        "rotary_embedding",
+        "paged_decode_attention",
+    }
     assert state["policy"]["paged_decode_attention"]["priority"][-1] == "reference"
     assert kernels.registry_state()["digest"] == state["digest"]  # stable
     op = reg.op("rms_norm")
