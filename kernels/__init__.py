@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from inferensics.kernels.decisions import Decision, DecisionLog
@@ -37,7 +39,7 @@ def registry() -> Registry:
     return default_registry()
 
 
-def registry_state() -> dict[str, object]:
+def registry_state() -> dict[str, Any]:
     """Registry state and selection policy as JSON-ready data with a digest (what a bundle records)."""
     return default_registry().state()
 

@@ -43,7 +43,7 @@ def emit_decisions(payload: Callable[[], list[dict[str, Any]]]) -> None:
     """Write provider decisions into the structured trace of the compile in progress (lazily: the payload is
     built only when a trace handler listens)."""
     try:
-        from torch._logging import trace_structured
+        from torch._logging import trace_structured  # type: ignore[attr-defined]
 
         trace_structured(
             "artifact",

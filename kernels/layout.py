@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 MAX_HIDDEN = 32768
@@ -16,7 +18,7 @@ def row_stride(x: torch.Tensor) -> int | None:
     dims = [(s, st) for s, st in zip(x.shape[:-1], x.stride()[:-1], strict=True) if s != 1]
     if not dims:
         return x.shape[-1]
-    for (_, outer), (size, inner) in zip(dims, dims[1:], strict=False):
+    for (_, outer), (size, inner) in itertools.pairwise(dims):
         if outer != inner * size:
             return None
     return dims[-1][1]

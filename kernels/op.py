@@ -34,7 +34,7 @@ REFERENCE = "reference"
 NAMESPACE = "inferensics"
 """``torch.library`` namespace of the semantic ops."""
 
-_LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")
+_LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")  # type: ignore[no-untyped-call]
 BucketFn = Callable[[Sequence[Any]], str]
 
 
@@ -102,8 +102,8 @@ class SemanticOp:
         self._cache: dict[tuple[str, bool], Decision] = {}
         self._lock = threading.Lock()
         self._emitted: set[tuple[str, str]] = set()
-        _LIBRARY.define(f"{name}{schema}")
-        _LIBRARY.impl(name, self._dispatch, "CompositeImplicitAutograd")
+        _LIBRARY.define(f"{name}{schema}")  # type: ignore[no-untyped-call]
+        _LIBRARY.impl(name, self._dispatch, "CompositeImplicitAutograd")  # type: ignore[no-untyped-call]
         self.overload: Any = getattr(getattr(torch.ops, NAMESPACE), name).default
 
     # --- registration and policy ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -173,7 +173,8 @@ def _bootstrap_ci(values: Sequence[float], rng: random.Random, rounds: int = 100
 
 def _time_calls(fn: Callable[[], Any], iters: int, device: torch.device) -> float:
     if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         for _ in range(iters):
             fn()
@@ -234,26 +235,26 @@ def _qualify_shape(
     ctx = CallContext.of(args)
     bucket = op.bucket(args)
     label, dt = shape_label(shape), str(opts.dtype).removeprefix("torch.")
-    base = {"op": op.name, "bucket": bucket, "shape": label, "dtype": dt}
+    base = Evidence(op=op.name, provider="", bucket=bucket, shape=label, dtype=dt, status="")
     records: dict[str, Evidence] = {}
     runnable: list[str] = []
     for name, p in op.providers.items():
         ok, why = p.supports(args, ctx)
         if not ok:
-            records[name] = Evidence(provider=name, status="unsupported", detail=why, **base)
+            records[name] = replace(base, provider=name, status="unsupported", detail=why)
             continue
         try:
             passed, rule, err, detail = _check_accuracy(op, name, shape, opts, device)
         except Exception as exc:
-            records[name] = Evidence(provider=name, status="error", detail=f"{type(exc).__name__}: {exc}", **base)
+            records[name] = replace(base, provider=name, status="error", detail=f"{type(exc).__name__}: {exc}")
             continue
         if not passed:
-            records[name] = Evidence(
-                provider=name, status="refused", rule=rule, max_abs_err=err, detail=detail, decision="refused", **base
+            records[name] = replace(
+                base, provider=name, status="refused", rule=rule, max_abs_err=err, detail=detail, decision="refused"
             )
             continue
-        records[name] = Evidence(
-            provider=name, status="measured", accuracy_passed=True, rule=rule, max_abs_err=err, **base
+        records[name] = replace(
+            base, provider=name, status="measured", accuracy_passed=True, rule=rule, max_abs_err=err
         )
         runnable.append(name)
     samples: dict[str, list[float]] = {n: [] for n in runnable}
@@ -273,9 +274,9 @@ def _qualify_shape(
         med = statistics.median(samples[n])
         lo, hi = _bootstrap_ci(samples[n], rng)
         r = records[n]
-        records[n] = Evidence(
-            **{**asdict(r), "median_us": med, "ci_low_us": lo, "ci_high_us": hi, "trials": len(samples[n]),
-               "bytes": moved, "tb_s": moved / med / 1e6 if med > 0 else 0.0}
+        records[n] = replace(
+            r, median_us=med, ci_low_us=lo, ci_high_us=hi, trials=len(samples[n]), bytes=moved,
+            tb_s=moved / med / 1e6 if med > 0 else 0.0,
         )  # fmt: skip
     change = _decide(op, bucket, records, opts)
     return list(records.values()), change
@@ -314,7 +315,7 @@ def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: Qua
                 decision = "promoted"
             elif challengers and n == incumbent:
                 decision = "demoted"
-            records[n] = Evidence(**{**asdict(r), "decision": decision})
+            records[n] = replace(r, decision=decision)
     if refused:
         reason = "; ".join(
             [

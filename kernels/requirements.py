@@ -79,9 +79,9 @@ class Requirements:
             return False, f"platform {ctx.platform} not in {sorted(self.platforms)}"
         if ctx.platform == "interpreter" and "cpu" not in self.platforms and ctx.compiling:
             return False, "Triton's interpreter cannot run inside a compiled graph"
-        if self.min_capability is not None and ctx.platform == "cuda":
-            if ctx.capability is None or ctx.capability < self.min_capability:
-                return False, f"compute capability {ctx.capability} below {self.min_capability}"
+        too_old = ctx.capability is None or ctx.capability < (self.min_capability or (0, 0))
+        if self.min_capability is not None and ctx.platform == "cuda" and too_old:
+            return False, f"compute capability {ctx.capability} below {self.min_capability}"
         if self.compiled == "eager" and ctx.compiling:
             return False, "eager only, and a compiler is tracing this call"
         if self.compiled == "compiled" and not ctx.compiling:

@@ -107,6 +107,6 @@ def bytes_moved(op: str, args: tuple[Any, ...], out: Any) -> int:
         q, k_cache, _, _, lens, _ = args
         hkv, d = k_cache.shape[2], k_cache.shape[3]
         kv = int(lens.long().sum()) * hkv * d * k_cache.element_size() * 2
-        return q.numel() * q.element_size() + kv + written
+        return int(q.numel() * q.element_size() + kv + written)
     read = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
-    return read + written
+    return int(read + written)

@@ -222,8 +222,9 @@ class CompileAssembler:
         elif name == "inductor_provenance_tracking_kernel_stack_traces":
             state.lines.update(kernel_source_lines(_json(env)))
         elif name == KERNEL_DECISIONS_ARTIFACT:
-            decisions = _json(env)
-            for d in decisions if isinstance(decisions, list) else []:
+            payload = _json(env)
+            items: list[Any] = payload if isinstance(payload, list) else []
+            for d in items:
                 if isinstance(d, Mapping) and d.get("op") and d.get("provider"):
                     state.providers[(str(d["op"]), str(d.get("signature", "")))] = d
         else:
@@ -233,7 +234,8 @@ class CompileAssembler:
 
     def _kernel_decisions(self, state: _Compile, ts: datetime, request_id: str, graph_key: str) -> None:
         for (op, signature), d in sorted(state.providers.items()):
-            skipped = d.get("skipped") if isinstance(d.get("skipped"), list) else []
+            raw = d.get("skipped")
+            skipped: list[Any] = raw if isinstance(raw, list) else []
             self._emit(
                 KernelDecisionEvent(
                     ts=ts,

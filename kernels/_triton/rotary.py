@@ -4,7 +4,9 @@ One program rotates every head of one position (a block of heads at a time), loa
 cosine and sine once. Arithmetic in float32, one rounding to the input dtype.
 """
 
-# Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments.
+# Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments;
+# kernel parameters stay unannotated (Triton resolves annotations itself, and only constexpr ones may be).
+# mypy: disable-error-code="no-untyped-def,untyped-decorator,misc"
 # ruff: noqa: N803, PLR0917
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ def _rotary_kernel(
     s = tl.load(sin_ptr + pos * cs_stride + cols, mask=cmask, other=0.0).to(tl.float32)
     mask = (heads[:, None] < n_heads) & cmask[None, :]
     src = x_ptr + outer * s_outer + pos * s_pos + heads[:, None] * s_head + cols[None, :]
-    x1 = tl.load(src, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    x2 = tl.load(src + HALF, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    x1 = tl.load(src, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(src + HALF, mask=mask, other=0.0).to(tl.float32)
     dst = out_ptr + outer * o_outer + pos * o_pos + heads[:, None] * o_head + cols[None, :]
     dtype = out_ptr.dtype.element_ty
     tl.store(dst, round_to(x1 * c[None, :] - x2 * s[None, :], dtype, EMULATE_RNE), mask=mask)

@@ -6,8 +6,10 @@ bit for bit round by hand there: the ``EMULATE_RNE`` constexpr is true only in t
 path keeps the hardware conversion.
 """
 
-# Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments.
-# ruff: noqa: N803, PLR0917
+# Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments;
+# kernel parameters stay unannotated (Triton resolves annotations itself, and only constexpr ones may be).
+# mypy: disable-error-code="no-untyped-def,untyped-decorator,misc"
+# ruff: noqa: N803
 
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ import os
 
 import triton
 import triton.language as tl
-
 
 FIXED_CONFIG_ENV = "INFERENSICS_KERNELS_FIXED_CONFIG"
 """Set to ``1`` to launch every kernel with its fixed default configuration instead of autotuning (memcheck
@@ -39,7 +40,7 @@ def _bf16_rne(x):
     bias = ((bits >> 16) & 1) + 0x7FFF
     rounded = ((bits + bias) >> 16).to(tl.uint16)
     out = rounded.to(tl.bfloat16, bitcast=True)
-    return tl.where(x != x, x.to(tl.bfloat16), out)
+    return tl.where(x != x, x.to(tl.bfloat16), out)  # noqa: PLR0124 (x != x: NaN)
 
 
 @triton.jit

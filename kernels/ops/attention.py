@@ -10,7 +10,7 @@ from torch.nn import functional as F  # noqa: N812 - the conventional alias
 
 from inferensics.kernels.decisions import DecisionLog
 from inferensics.kernels.op import SemanticOp
-from inferensics.kernels.ops.common import pow2_bucket, same_device, triton_available, triton_fn
+from inferensics.kernels.ops.common import TRITON_PLATFORMS, pow2_bucket, same_device, triton_available, triton_fn
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.requirements import Requirements
 from inferensics.kernels.tolerance import NORM_TOLERANCES, ToleranceSpec
@@ -27,7 +27,7 @@ def _valid(block_table: torch.Tensor, seq_lens: torch.Tensor, page: int) -> torc
     return positions[None, :] < seq_lens[:, None].long()
 
 
-def paged_decode_attention_reference(
+def paged_decode_attention_reference(  # noqa: PLR0917 (the op's schema)
     q: torch.Tensor,
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
@@ -66,7 +66,7 @@ def paged_decode_attention_reference(
     return out.reshape(b, hq, d).to(q.dtype)
 
 
-def sdpa_dense(
+def sdpa_dense(  # noqa: PLR0917 (the op's schema)
     q: torch.Tensor,
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
@@ -75,7 +75,6 @@ def sdpa_dense(
     scale: float,
 ) -> torch.Tensor:
     """The vendor path: gather the pages into a dense ``[B, Hkv, T, D]`` copy and call SDPA with a length mask."""
-    b, hq, d = q.shape
     valid = _valid(block_table, seq_lens, k_cache.shape[1])
     k = _gather(k_cache, block_table).transpose(1, 2)
     v = _gather(v_cache, block_table).masked_fill(~valid[:, :, None, None], 0.0).transpose(1, 2)
@@ -139,7 +138,7 @@ def register(log: DecisionLog) -> list[SemanticOp]:
     op.register(Provider("sdpa", "vendor", sdpa_dense, dense, "dense copy + scaled_dot_product_attention"))
     if triton_available():
         req = Requirements(
-            platforms=frozenset({"cuda", "interpreter"}),
+            platforms=TRITON_PLATFORMS,
             min_capability=(8, 0),
             dtypes=frozenset({torch.float16, torch.bfloat16, torch.float32}),
             accuracy="tolerant",

@@ -10,11 +10,11 @@ import torch
 
 from inferensics.kernels import _torch_adapter
 from inferensics.kernels.provider import Provider
-from inferensics.kernels.requirements import Requirements
+from inferensics.kernels.requirements import Platform, Requirements
 
 FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32})
 """Dtypes our Triton kernels accept."""
-TRITON_PLATFORMS = frozenset({"cuda", "interpreter"})
+TRITON_PLATFORMS: frozenset[Platform] = frozenset({"cuda", "interpreter"})
 """Where our Triton kernels run: a CUDA device, or CPU tensors under ``TRITON_INTERPRET=1``."""
 
 

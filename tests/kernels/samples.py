@@ -54,7 +54,9 @@ def rows_samples(op: str, dtype: torch.dtype, device: torch.device) -> Iterator[
             return x, _randn(*x.shape, dtype=dtype, device=device, seed=seed + 1), w, 1e-6
         return (x,)
 
-    r = lambda *s, seed=0, scale=1.0: _randn(*s, dtype=dtype, device=device, seed=seed, scale=scale)  # noqa: E731
+    def r(*s: int, seed: int = 0, scale: float = 1.0) -> torch.Tensor:
+        return _randn(*s, dtype=dtype, device=device, seed=seed, scale=scale)
+
     yield Sample("basic", args(r(4, 64)), basic=True)
     yield Sample("odd", args(r(7, 38, seed=2)))
     yield Sample("unaligned_wide", args(r(3, 1030, seed=3)))
@@ -80,7 +82,9 @@ def rotary_samples(dtype: torch.dtype, device: torch.device) -> Iterator[Sample]
         angles = torch.outer(torch.arange(positions, dtype=torch.float32) * 3.0, freqs)
         return angles.cos().to(device), angles.sin().to(device)
 
-    r = lambda *s, seed=0: _randn(*s, dtype=dtype, device=device, seed=seed)  # noqa: E731
+    def r(*s: int, seed: int = 0) -> torch.Tensor:
+        return _randn(*s, dtype=dtype, device=device, seed=seed)
+
     yield Sample("basic_thd", (r(6, 4, 32), *tables(6, 16)), basic=True)
     yield Sample("bhsd", (r(2, 3, 5, 32, seed=1), *tables(5, 16)))
     yield Sample("odd_half", (r(3, 5, 34, seed=2), *tables(3, 17)))
@@ -94,7 +98,7 @@ def rotary_samples(dtype: torch.dtype, device: torch.device) -> Iterator[Sample]
 def paged_samples(dtype: torch.dtype, device: torch.device) -> Iterator[Sample]:
     """Samples of ``paged_decode_attention`` (pages scattered through the cache, ragged lengths)."""
 
-    def make(
+    def make(  # noqa: PLR0917
         lens: list[int], hq: int, hkv: int, d: int = 64, page: int = 16, seed: int = 0, table_dtype: Any = torch.int32
     ) -> tuple[Any, ...]:
         per_seq = max(1, max(-(-n // page) for n in lens) if lens else 1)

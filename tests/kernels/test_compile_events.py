@@ -54,7 +54,9 @@ def test_compile_events_name_each_ops_provider_and_why_the_others_were_skipped(t
     decisions = {e.op: e for e in events if isinstance(e, KernelDecisionEvent)}
     assert set(decisions) == {"rms_norm", "silu_mul"}
     for d in decisions.values():
-        assert d.compiled and d.fallback and d.graph_key == compile_event.graph_key
+        assert d.compiled
+        assert d.fallback
+        assert d.graph_key == compile_event.graph_key
         assert d.compile_id == compile_event.compile_id
         # On this CPU the Triton provider declines (no GPU, no interpreter opt-in) and says so.
         assert d.skipped == ("triton: platform cpu not in ['cuda', 'interpreter']",)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
@@ -16,7 +17,13 @@ from inferensics.kernels import Provider, QualifyOptions, Requirements
 from inferensics.kernels.qualify import Evidence, _decide
 from inferensics.schema.events import KernelQualificationEvent
 
-QUICK = {"warmup": 1, "trials": 3, "iters": 1, "accuracy_seeds": 2}
+pytestmark = [
+    # Raised inside Inductor's own imports (torch 2.11 and 2.13); fatal under filterwarnings=error.
+    pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
+]
+
+QUICK: dict[str, Any] = {"warmup": 1, "trials": 3, "iters": 1, "accuracy_seeds": 2}
 SHAPES = {"silu_mul": [{"tokens": 3, "hidden": 64}]}
 
 
@@ -38,15 +45,19 @@ def silu_mul() -> Iterator[kernels.SemanticOp]:
 def test_qualify_records_evidence_with_the_environment_and_a_digest(silu_mul: kernels.SemanticOp) -> None:
     result = kernels.qualify(kernels.registry(), QualifyOptions(ops=("silu_mul",), shapes=SHAPES, **QUICK))
     by = {r.provider: r for r in result.records}
-    assert by["triton"].status == "measured" and by["triton"].accuracy_passed and by["triton"].trials == 3
+    assert by["triton"].status == "measured"
+    assert by["triton"].accuracy_passed
+    assert by["triton"].trials == 3
     assert by["triton"].ci_low_us <= by["triton"].median_us <= by["triton"].ci_high_us
     assert by["reference"].rule == "exact"
     assert by["inductor"].status == "unsupported" or by["inductor"].accuracy_passed
     doc = result.to_json()
     json.dumps(doc)
     assert doc["environment"]["torch"] == torch.__version__
-    assert doc["options"]["trials"] == 3 and doc["options"]["dtype"] == "bfloat16"
-    assert len(doc["digest"]) == 64 and doc["registry"]["digest"] == kernels.registry_state()["digest"]
+    assert doc["options"]["trials"] == 3
+    assert doc["options"]["dtype"] == "bfloat16"
+    assert len(doc["digest"]) == 64
+    assert doc["registry"]["digest"] == kernels.registry_state()["digest"]
     events = result.events("host-a")
     assert all(isinstance(e, KernelQualificationEvent) for e in events)
     assert {e.evidence_digest for e in events} == {doc["digest"]}
@@ -66,7 +77,9 @@ def test_the_accuracy_gate_refuses_a_planted_wrong_provider(silu_mul: kernels.Se
     assert silu_mul.select(args).provider == "planted_wrong"  # first in the list and supported: it would serve
     result = kernels.qualify(kernels.registry(), QualifyOptions(ops=("silu_mul",), shapes=SHAPES, **QUICK))
     planted = next(r for r in result.records if r.provider == "planted_wrong")
-    assert planted.status == "refused" and planted.decision == "refused" and not planted.accuracy_passed
+    assert planted.status == "refused"
+    assert planted.decision == "refused"
+    assert not planted.accuracy_passed
     assert "elements differ" in planted.detail
     assert (bucket, "planted_wrong") in silu_mul.refused
     decision = silu_mul.select(args)
@@ -99,15 +112,18 @@ def test_promotion_needs_the_interval_to_clear_the_margin(silu_mul: kernels.Sema
     # Overlapping intervals (9.6-9.9 against 9.8-10.2): no change.
     records = {**base, "planted_fast": _ev("planted_fast", 9.7, 9.6, 9.9)}
     assert _decide(silu_mul, "b", records, opts) is None
-    assert records["planted_fast"].decision == "kept" and records["triton"].decision == "incumbent"
+    assert records["planted_fast"].decision == "kept"
+    assert records["triton"].decision == "incumbent"
     # Clear of the incumbent's lower bound by less than the margin (9.3 > 9.8 * 0.95 = 9.31): no change.
     records = {**base, "planted_fast": _ev("planted_fast", 9.2, 9.1, 9.32)}
     assert _decide(silu_mul, "b", records, opts) is None
     # Clear by more than the margin: promoted for this bucket only, the default list untouched.
     records = {**base, "planted_fast": _ev("planted_fast", 8.0, 7.9, 8.1)}
     change = _decide(silu_mul, "b", records, opts)
-    assert change is not None and change.after == ["planted_fast", "triton", "reference"]
-    assert records["planted_fast"].decision == "promoted" and records["triton"].decision == "demoted"
+    assert change is not None
+    assert change.after == ["planted_fast", "triton", "reference"]
+    assert records["planted_fast"].decision == "promoted"
+    assert records["triton"].decision == "demoted"
     assert silu_mul.priority_for("b") == ["planted_fast", "triton", "reference"]
     assert silu_mul.priority == ["triton", "reference"]
     assert silu_mul.status("planted_fast") == "promoted"
@@ -116,5 +132,6 @@ def test_promotion_needs_the_interval_to_clear_the_margin(silu_mul: kernels.Sema
 def test_the_reference_winning_demotes_the_incumbent_and_stays_last(silu_mul: kernels.SemanticOp) -> None:
     records = {"triton": _ev("triton", 50.0, 48.0, 52.0), "reference": _ev("reference", 20.0, 19.0, 21.0)}
     change = _decide(silu_mul, "b2", records, QualifyOptions())
-    assert change is not None and change.after == ["reference"]
+    assert change is not None
+    assert change.after == ["reference"]
     assert replace(records["reference"]).decision == "promoted"
