@@ -94,8 +94,9 @@ def request_graphs(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     """The compiled graphs that served the request, in first-call order, with their compiles.
 
     Columns: position, graph_key, artifact_id, calls, graph_us, code_location, compile_host, compile_ts,
-    compile_seconds (entire frame), compile_cache_status, compile_id (the latest compile of that artifact
-    for the request's model; nulls when none was recorded).
+    compile_seconds (entire frame), compile_cache_status, compile_id, kernel_providers (the kernel
+    registry's ``op=provider`` decisions traced into the graph) -- the latest compile of that artifact for
+    the request's model; nulls when none was recorded.
     """
     row = _request(client, params.request_id)
     graphs = pl.DataFrame(
@@ -112,7 +113,8 @@ def request_graphs(client: QueryClient, params: RequestParams) -> pl.DataFrame:
         f"argMax(toString({col.HOST}), {col.TS}) AS compile_host, max({col.TS}) AS compile_ts, "
         f"toFloat64(argMax({col.ENTIRE_FRAME_S}, {col.TS})) AS compile_seconds, "
         f"argMax(toString({col.CACHE_STATUS}), {col.TS}) AS compile_cache_status, "
-        f"argMax(toString({col.COMPILE_ID}), {col.TS}) AS {col.COMPILE_ID} "
+        f"argMax(toString({col.COMPILE_ID}), {col.TS}) AS {col.COMPILE_ID}, "
+        f"argMax({col.KERNEL_PROVIDERS}, {col.TS}) AS {col.KERNEL_PROVIDERS} "
         f"FROM {client.database}.compiles WHERE {col.MODEL} = {{m:String}} "
         f"AND {col.ARTIFACT_ID} IN {{ids:Array(String)}} GROUP BY {col.ARTIFACT_ID}",
         {"m": row.item(0, col.MODEL), "ids": graphs.get_column(col.ARTIFACT_ID).to_list()},

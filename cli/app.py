@@ -7,6 +7,7 @@ import typer
 from inferensics.cli import (
     dashboard_commands,
     demo_commands,
+    kernels_commands,
     report_commands,
     service_commands,
     store_commands,
@@ -26,6 +27,7 @@ service_commands.register(app)
 dashboard_commands.register(app)
 report_commands.register(app)
 demo_commands.register(app)
+kernels_commands.register(app)
 
 
 def main() -> None:

@@ -1,1 +1,112 @@
-"""Reserved for a later issue; nothing here yet."""
+"""The kernel registry: one semantic contract per op, many providers, dispatch on evidence.
+
+Each op (``rms_norm``, ``fused_add_rms_norm``, ``silu_mul``, ``rotary_embedding``,
+``paged_decode_attention``) is defined by its reference implementation and served by the first provider in
+its priority list whose requirements the call meets: our Triton kernels, a vendor path, Inductor's code or
+the reference itself, always last. Every decision is recorded; qualification changes priorities only on
+measured evidence. Imports only torch, triton and ``inferensics.schema``: it runs on a bare GPU host.
+
+Example:
+    >>> import torch
+    >>> from inferensics import kernels
+    >>> x = torch.ones(2, 8)
+    >>> kernels.rms_norm(x, torch.ones(8), 1e-6).shape
+    torch.Size([2, 8])
+    >>> kernels.registry().decisions()[-1].op
+    'rms_norm'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from inferensics.kernels.decisions import Decision, DecisionLog
+from inferensics.kernels.op import REFERENCE, SemanticOp, signature
+from inferensics.kernels.provider import Provider
+from inferensics.kernels.qualify import QualifyOptions, QualifyResult, qualify
+from inferensics.kernels.registry import Registry, canonical_digest, default_registry, environment
+from inferensics.kernels.requirements import CallContext, Requirements
+from inferensics.kernels.tolerance import Rule, ToleranceSpec, Verdict, compare
+
+_REGISTRY = default_registry()  # defines the torch.ops.inferensics operators the functions below call
+_OPS = torch.ops.inferensics
+
+
+def registry() -> Registry:
+    """The process's kernel registry."""
+    return default_registry()
+
+
+def registry_state() -> dict[str, Any]:
+    """Registry state and selection policy as JSON-ready data with a digest (what a bundle records)."""
+    return default_registry().state()
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm of the last dimension of ``x`` (see ``ops.norm.rms_norm_reference``)."""
+    out: torch.Tensor = _OPS.rms_norm.default(x, weight, eps)
+    return out
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rms_norm(x + residual), x + residual)``."""
+    out, res = _OPS.fused_add_rms_norm.default(x, residual, weight, eps)
+    return out, res
+
+
+def silu_mul(x: torch.Tensor) -> torch.Tensor:
+    """``silu(x[..., :d]) * x[..., d:]``."""
+    out: torch.Tensor = _OPS.silu_mul.default(x)
+    return out
+
+
+def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """NeoX rotary embedding of ``x`` (``[T, H, D]`` or ``[B, H, S, D]``) by per-position ``cos``/``sin``."""
+    out: torch.Tensor = _OPS.rotary_embedding.default(x, cos, sin)
+    return out
+
+
+def paged_decode_attention(  # noqa: PLR0917 (the op's schema)
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Decode attention of ``q`` (``[B, Hq, D]``) over paged caches through ``block_table``."""
+    out: torch.Tensor = _OPS.paged_decode_attention.default(q, k_cache, v_cache, block_table, seq_lens, scale)
+    return out
+
+
+__all__ = [
+    "REFERENCE",
+    "CallContext",
+    "Decision",
+    "DecisionLog",
+    "Provider",
+    "QualifyOptions",
+    "QualifyResult",
+    "Registry",
+    "Requirements",
+    "Rule",
+    "SemanticOp",
+    "ToleranceSpec",
+    "Verdict",
+    "canonical_digest",
+    "compare",
+    "environment",
+    "fused_add_rms_norm",
+    "paged_decode_attention",
+    "qualify",
+    "registry",
+    "registry_state",
+    "rms_norm",
+    "rotary_embedding",
+    "signature",
+    "silu_mul",
+]

@@ -41,6 +41,10 @@ GUARD_OUTCOMES: tuple[str, ...] = ("hit", "miss", "first", "none", "mixed")
 CACHE_STATUSES: tuple[str, ...] = ("none", "hit", "miss", "bypass", "mixed")
 CACHES: tuple[str, ...] = ("fx_graph", "aot_autograd", "triton", "autotune", "dynamo")
 CACHE_RESULTS: tuple[str, ...] = ("hit", "miss", "bypass")
+KERNEL_DECISIONS_ARTIFACT = "inferensics_kernel_providers"
+"""Structured-trace artifact in which the kernel registry writes a compile's provider decisions (a JSON list
+of ``{op, provider, signature, bucket, skipped: [{provider, reason}], compiled, fallback, compile_id}``); the
+compile assembler turns it into ``CompileEvent.kernel_providers`` and ``KernelDecisionEvent`` rows."""
 
 
 class RequestEvent(Event):
@@ -216,6 +220,9 @@ class CompileEvent(Event):
     """CUDA runtime version (empty on CPU)."""
     source: Dim = "live"
     """``live`` (host SDK) or ``trace`` (imported TORCH_TRACE log; ``attrs['file']`` names it)."""
+    kernel_providers: TextList = ()
+    """Kernel-registry decisions of this graph, one ``op=provider`` per op signature traced into it (rows
+    in ``kernel_decisions`` say why the other providers were skipped)."""
     attrs: Attrs = Field(default_factory=dict)
     """Attributes with no column of their own."""
 
@@ -621,6 +628,104 @@ class SdkHealthEvent(Event):
     """Errors the SDK caught and counted (processing, export, fingerprint, capture, trace sink)."""
     last_error: Text = ""
     """The most recent of those errors or refusals, as one line."""
+
+class KernelDecisionEvent(Event):
+    """A kernel-registry decision: which provider serves one op signature, and why the others were skipped."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="kernel_decisions",
+        order_by=(col.MODEL, col.OP, col.TS),
+        ttl_days=180,
+        shard_key=f"cityHash64({col.GRAPH_KEY})",
+    )
+
+    ts: Timestamp
+    """When the decision was made (UTC)."""
+    host: Dim
+    """Host that made it."""
+    model: Dim = ""
+    """Model label of the process."""
+    hw_pool: Dim = ""
+    """Hardware pool of the host."""
+    request_id: Text = ""
+    """Request whose compile made it, if any."""
+    graph_key: Text = ""
+    """Compiled graph the op was traced into; empty for an eager decision."""
+    compile_id: Dim = ""
+    """Process-local compile id (for reading the host's logs only)."""
+    op: Dim
+    """Semantic op (``rms_norm``, ``paged_decode_attention`` ...)."""
+    provider: Dim
+    """Provider chosen (``triton``, ``inductor``, ``sdpa``, ``reference`` ...)."""
+    signature: Text = ""
+    """Argument signature: dtype, shape, strides and device of each tensor."""
+    bucket: Dim = ""
+    """Shape bucket whose priority list applied."""
+    skipped: TextList = ()
+    """Providers tried before it, each ``provider: reason``, in priority order."""
+    compiled: Flag = False
+    """Whether the decision was made while compiling a graph."""
+    fallback: Flag = False
+    """Whether no provider but the reference (or, compiled, Inductor) could serve the call."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class KernelQualificationEvent(Event):
+    """One provider measured at one shape by ``inferensics kernels qualify``: accuracy, speed, verdict."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="kernel_qualifications",
+        order_by=(col.OP, col.BUCKET, col.TS),
+        ttl_days=0,
+    )
+
+    ts: Timestamp
+    """When the qualification ran (UTC)."""
+    host: Dim
+    """Host it ran on."""
+    device_name: Dim = ""
+    """Device, with its compute capability."""
+    op: Dim
+    """Semantic op."""
+    provider: Dim
+    """Provider measured."""
+    bucket: Dim = ""
+    """Shape bucket the evidence is for."""
+    shape: Text = ""
+    """The shape measured (``tokens=8192,hidden=4096``)."""
+    dtype: Dim = ""
+    """Dtype of the floating arguments."""
+    status: Dim = ""
+    """``measured``, ``unsupported``, ``refused`` (accuracy gate) or ``error``."""
+    accuracy_passed: Flag = False
+    """Whether the provider met the op's tolerance rule on every checked input."""
+    rule: Text = ""
+    """The tolerance rule applied (``exact``, ``close atol=.. rtol=..``, ``rmse <= k x ...``)."""
+    max_abs_err: F64 = 0.0
+    """Largest absolute difference from the reference over the checked inputs."""
+    detail: Text = ""
+    """Why unsupported, refused or failed."""
+    median_us: F64 = 0.0
+    """Median device time per call in microseconds."""
+    ci_low_us: F64 = 0.0
+    """Lower end of the bootstrap 95 % interval of the median."""
+    ci_high_us: F64 = 0.0
+    """Upper end of that interval."""
+    trials: U32 = 0
+    """Timed rounds (random order each)."""
+    tb_s: F64 = 0.0
+    """Bandwidth over the bytes the op must move, TB/s."""
+    decision: Dim = ""
+    """``incumbent``, ``promoted``, ``kept`` or ``refused``."""
+    evidence_digest: Digest = ""
+    """Digest of the whole qualification run's evidence file."""
+    torch_version: Dim = ""
+    """torch version."""
+    triton_version: Dim = ""
+    """triton version."""
+    cuda_version: Dim = ""
+    """CUDA version (empty on CPU)."""
     attrs: Attrs = Field(default_factory=dict)
     """Attributes with no column of their own."""
 
@@ -640,6 +745,8 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     ReplayResultEvent,
     CanaryVerdictEvent,
     SdkHealthEvent,
+    KernelDecisionEvent,
+    KernelQualificationEvent,
 )
 """Every stored event model, in table-creation order."""
 

@@ -21,12 +21,15 @@ from inferensics.schema.ddl import (
     WIDE_PART_MIN_BYTES,
     Target,
     dedup_window_setting,
+    columns_of,
     distributed_sql,
     render_event_table,
     render_rollup,
     render_schema,
 )
 from inferensics.schema.events import EVENT_MODELS, RequestEvent, SdkHealthEvent
+from inferensics.schema.ddl import _column_sql as column_sql
+from inferensics.schema.events import EVENT_MODELS, RequestEvent
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 
 
@@ -378,6 +381,27 @@ def _sdk_health_table(target: Target) -> list[str]:
     # The host SDK's own health records (a host gone quiet, exports refused by cause): one new table.
     return render_event_table(SdkHealthEvent, target)
 
+def _kernel_registry_records(target: Target) -> list[str | Step]:
+    # The kernel registry's records: a compile's provider decisions (a column of ``compiles`` and a table
+    # of their reasons) and qualification evidence. Tables and the column are created only where missing.
+    from inferensics.schema.events import CompileEvent, KernelDecisionEvent, KernelQualificationEvent
+
+    db = target.database
+    column = next(c for c in columns_of(CompileEvent) if c.name == col.KERNEL_PROVIDERS)
+    statements: list[str | Step] = [
+        *render_event_table(KernelDecisionEvent, target),
+        *render_event_table(KernelQualificationEvent, target),
+    ]
+    tables = [target.local(CompileEvent.TABLE.name)] + (
+        [CompileEvent.TABLE.name] if target.backend == "cluster" else []
+    )
+    for t in tables:
+        statements.append(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column_sql(column).strip()} "
+            f"AFTER `{col.SOURCE}`"
+        )
+    return statements
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
@@ -390,6 +414,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "hourly and daily request views gather histograms", _coarse_request_views_gather_histograms),
     Migration(9, "replicated tables remember as many insert blocks as others", _replicated_tables_remember_segments),
     Migration(10, "host SDK health records", _sdk_health_table),
+    Migration(11, "kernel registry decisions and qualification evidence", _kernel_registry_records),
 )
 """Every migration, in version order."""
 

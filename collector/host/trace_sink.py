@@ -16,6 +16,7 @@ from inferensics.collector.host import torch_adapter
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, ORIGIN_ATTR
 from inferensics.collector.trace.envelope import RESERVED
+from inferensics.schema.events import KERNEL_DECISIONS_ARTIFACT
 
 SKIPPED: Final = frozenset(
     {
@@ -49,6 +50,7 @@ KEPT_ARTIFACTS: Final = frozenset(
         "inductor_provenance_tracking_node_mappings",
         "inductor_provenance_tracking_kernel_stack_traces",
         "inductor_triton_kernel_to_post_grad_nodes",
+        KERNEL_DECISIONS_ARTIFACT,
     }
 )
 """Artifacts the assembler reads; others are dropped at the sink."""

@@ -29,9 +29,11 @@ from inferensics.collector.trace.artifacts import (
 from inferensics.collector.trace.envelope import Envelope
 from inferensics.schema import columns as col
 from inferensics.schema.events import (
+    KERNEL_DECISIONS_ARTIFACT,
     CacheEvent,
     CompileEvent,
     GraphBreakEvent,
+    KernelDecisionEvent,
     KernelInventoryEvent,
     RecompileEvent,
 )
@@ -165,6 +167,7 @@ class _Compile:
     error_text: str = ""
     started: bool = False
     origin: Origin | None = None
+    providers: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
 
 
 class CompileAssembler:
@@ -276,6 +279,12 @@ class CompileAssembler:
                 state.nodes.setdefault(k, v)
         elif name == "inductor_provenance_tracking_kernel_stack_traces":
             state.lines.update(kernel_source_lines(_json(env)))
+        elif name == KERNEL_DECISIONS_ARTIFACT:
+            payload = _json(env)
+            items: list[Any] = payload if isinstance(payload, list) else []
+            for d in items:
+                if isinstance(d, Mapping) and d.get("op") and d.get("provider"):
+                    state.providers[(str(d["op"]), str(d.get("signature", "")))] = d
         else:
             lookup = parse_cache_artifact(name, _json(env)) if name.endswith(("_hit", "_miss", "_bypass")) else None
             if lookup is not None:
@@ -301,6 +310,27 @@ class CompileAssembler:
             lookup = parse_cache_artifact(name, _json(env))
             if lookup is not None:
                 self._cache(state, lookup)
+
+    def _kernel_decisions(self, state: _Compile, ts: datetime, request_id: str, graph_key: str) -> None:
+        for (op, signature), d in sorted(state.providers.items()):
+            raw = d.get("skipped")
+            skipped: list[Any] = raw if isinstance(raw, list) else []
+            self._emit(
+                KernelDecisionEvent(
+                    ts=ts,
+                    **self._labels(),
+                    request_id=request_id,
+                    graph_key=graph_key,
+                    compile_id=state.compile_id,
+                    op=op,
+                    provider=str(d["provider"]),
+                    signature=signature,
+                    bucket=str(d.get("bucket", "")),
+                    skipped=tuple(f"{s.get('provider')}: {s.get('reason')}" for s in skipped if isinstance(s, Mapping)),
+                    compiled=bool(d.get("compiled", True)),
+                    fallback=bool(d.get("fallback", False)),
+                )
+            )
 
     def finish(self) -> None:
         """Emit the compiles that never got their metrics (truncated logs, process exit)."""
@@ -435,9 +465,11 @@ class CompileAssembler:
                 triton_version=str(m.get("triton_version") or ""),
                 cuda_version=str(m.get("cuda_version") or ""),
                 source="live" if self.context.source == "live" else "trace",
+                kernel_providers=tuple(f"{op}={d['provider']}" for (op, _), d in sorted(state.providers.items())),
                 attrs=attrs,
             )
         )
+        self._kernel_decisions(state, ts, request_id, graph_key)
         if is_recompile and (reasons or outcome == "recompile_limit"):
             self.stats.recompiles += 1
             self._emit(

@@ -71,6 +71,19 @@ def inputs_panel(d: dict[str, Any]) -> None:
         )
 
 
+def providers_section(graphs: pl.DataFrame) -> None:
+    """Which kernel provider computed each registry op of each serving graph (the compile's decisions)."""
+    if col.KERNEL_PROVIDERS not in graphs.columns:
+        return
+    lines = [
+        f"- graph {g['position']}: " + ", ".join(f"`{p}`" for p in g[col.KERNEL_PROVIDERS])
+        for g in graphs.iter_rows(named=True)
+        if g[col.KERNEL_PROVIDERS]
+    ]
+    if lines:
+        st.markdown("**Kernel providers** (registry op = provider that computed it):\n" + "\n".join(lines))
+
+
 def kernels_section(kernels: pl.DataFrame) -> None:
     """Kernels of the serving artifacts with their source lines and sampled timings."""
     st.subheader("Kernels → source lines")
@@ -144,6 +157,7 @@ def render() -> None:
         graphs = run_query(queries.REQUEST_GRAPHS, "graphs", request_id=request_id)
         st.subheader("Compiled graphs that served it")
         show_table(graphs, key="graphs", empty="No compiled graph served this request.")
+        providers_section(graphs)
         kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id)
         kernels_section(kernels)
         code_section(graphs, kernels)

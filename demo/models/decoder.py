@@ -1,7 +1,9 @@
 """The project's own small decoder-only language model, in plain PyTorch.
 
 A Llama-shaped stack small enough that ``torch.compile`` on a CPU takes seconds per graph: RMSNorm, rotary
-position embedding, SwiGLU MLP and multi-head attention with a preallocated KV cache. Two entry points serve
+position embedding, SwiGLU MLP and multi-head attention with a preallocated KV cache. RMSNorm, rotary and
+SiLU·mul go through the kernel registry (``inferensics.kernels``): its reference on CPU, our Triton kernels
+on a GPU, the choice recorded in the compile events. Two entry points serve
 the two phases of generation:
 
 - :meth:`TinyDecoder.prefill` runs a whole prompt (``tokens`` of shape ``batch × seq``) and returns the
@@ -28,6 +30,8 @@ from typing import cast
 import torch
 from torch import nn
 from torch.nn import functional as F  # noqa: N812 - the conventional alias
+
+from inferensics import kernels
 
 
 @dataclass(frozen=True)
@@ -66,10 +70,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Normalise the last dimension of ``x``."""
-        xf = x.float()
-        normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return normed.type_as(x) * self.weight
+        """Normalise the last dimension of ``x`` (through the kernel registry)."""
+        return kernels.rms_norm(x, self.weight, self.eps)
 
 
 def rotary_tables(cfg: DecoderConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,10 +83,9 @@ def rotary_tables(cfg: DecoderConfig) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs of ``x`` (``batch × heads × seq × head_dim``) by per-position angles (``seq × half``)."""
-    x1, x2 = x.float().chunk(2, dim=-1)
-    rotated = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-    return rotated.type_as(x)
+    """Rotate pairs of ``x`` (``batch × heads × seq × head_dim``) by per-position angles (``seq × half``),
+    through the kernel registry."""
+    return kernels.rotary_embedding(x, cos, sin)
 
 
 class Attention(nn.Module):
@@ -150,8 +151,8 @@ class SwiGLU(nn.Module):
         self.down = nn.Linear(cfg.hidden_dim, cfg.dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Apply the MLP to the last dimension."""
-        out: torch.Tensor = self.down(F.silu(self.gate(x)) * self.up(x))
+        """Apply the MLP to the last dimension (the gate through the kernel registry's SiLU·mul)."""
+        out: torch.Tensor = self.down(kernels.silu_mul(torch.cat((self.gate(x), self.up(x)), dim=-1)))
         return out
 
 

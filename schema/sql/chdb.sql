@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS inferensics.compiles
     `triton_version` LowCardinality(String) COMMENT 'triton version string (empty without triton).',
     `cuda_version` LowCardinality(String) COMMENT 'CUDA runtime version (empty on CPU).',
     `source` LowCardinality(String) COMMENT '``live`` (host SDK) or ``trace`` (imported TORCH_TRACE log; ``attrs[\'file\']`` names it).',
+    `kernel_providers` Array(String) CODEC(ZSTD(1)) COMMENT 'Kernel-registry decisions of this graph, one ``op=provider`` per op signature traced into it (rows in ``kernel_decisions`` say why the other providers were skipped).',
     `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.'
 )
 ENGINE = MergeTree()
@@ -326,8 +327,7 @@ CREATE TABLE IF NOT EXISTS inferensics.sdk_health
     `refused_down` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Of those, not delivered because the service could not be reached.',
     `refused_back_pressure` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Of those, refused because the service was shedding load (HTTP 429/503).',
     `sdk_errors` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Errors the SDK caught and counted (processing, export, fingerprint, capture, trace sink).',
-    `last_error` String CODEC(ZSTD(1)) COMMENT 'The most recent of those errors or refusals, as one line.',
-    `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.'
+    `last_error` String CODEC(ZSTD(1)) COMMENT 'The most recent of those errors or refusals, as one line.'
 )
 ENGINE = MergeTree()
 PARTITION BY toDate(ts)
@@ -335,6 +335,64 @@ ORDER BY (host, ts)
 TTL toDateTime(ts) + toIntervalDay(30)
 SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'The host SDK\'s own health, exported by each serving process at a fixed interval: a host whose rows';
+
+CREATE TABLE IF NOT EXISTS inferensics.kernel_decisions
+(
+    `ts` DateTime64(6, 'UTC') CODEC(Delta(8), ZSTD(1)) COMMENT 'When the decision was made (UTC).',
+    `host` LowCardinality(String) COMMENT 'Host that made it.',
+    `model` LowCardinality(String) COMMENT 'Model label of the process.',
+    `hw_pool` LowCardinality(String) COMMENT 'Hardware pool of the host.',
+    `request_id` String CODEC(ZSTD(1)) COMMENT 'Request whose compile made it, if any.',
+    `graph_key` String CODEC(ZSTD(1)) COMMENT 'Compiled graph the op was traced into; empty for an eager decision.',
+    `compile_id` LowCardinality(String) COMMENT 'Process-local compile id (for reading the host\'s logs only).',
+    `op` LowCardinality(String) COMMENT 'Semantic op (``rms_norm``, ``paged_decode_attention`` ...).',
+    `provider` LowCardinality(String) COMMENT 'Provider chosen (``triton``, ``inductor``, ``sdpa``, ``reference`` ...).',
+    `signature` String CODEC(ZSTD(1)) COMMENT 'Argument signature: dtype, shape, strides and device of each tensor.',
+    `bucket` LowCardinality(String) COMMENT 'Shape bucket whose priority list applied.',
+    `skipped` Array(String) CODEC(ZSTD(1)) COMMENT 'Providers tried before it, each ``provider: reason``, in priority order.',
+    `compiled` Bool COMMENT 'Whether the decision was made while compiling a graph.',
+    `fallback` Bool COMMENT 'Whether no provider but the reference (or, compiled, Inductor) could serve the call.',
+    `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.'
+)
+ENGINE = MergeTree()
+PARTITION BY toDate(ts)
+ORDER BY (model, op, ts)
+TTL toDateTime(ts) + toIntervalDay(180)
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
+COMMENT 'A kernel-registry decision: which provider serves one op signature, and why the others were skipped.';
+
+CREATE TABLE IF NOT EXISTS inferensics.kernel_qualifications
+(
+    `ts` DateTime64(6, 'UTC') CODEC(Delta(8), ZSTD(1)) COMMENT 'When the qualification ran (UTC).',
+    `host` LowCardinality(String) COMMENT 'Host it ran on.',
+    `device_name` LowCardinality(String) COMMENT 'Device, with its compute capability.',
+    `op` LowCardinality(String) COMMENT 'Semantic op.',
+    `provider` LowCardinality(String) COMMENT 'Provider measured.',
+    `bucket` LowCardinality(String) COMMENT 'Shape bucket the evidence is for.',
+    `shape` String CODEC(ZSTD(1)) COMMENT 'The shape measured (``tokens=8192,hidden=4096``).',
+    `dtype` LowCardinality(String) COMMENT 'Dtype of the floating arguments.',
+    `status` LowCardinality(String) COMMENT '``measured``, ``unsupported``, ``refused`` (accuracy gate) or ``error``.',
+    `accuracy_passed` Bool COMMENT 'Whether the provider met the op\'s tolerance rule on every checked input.',
+    `rule` String CODEC(ZSTD(1)) COMMENT 'The tolerance rule applied (``exact``, ``close atol=.. rtol=..``, ``rmse <= k x ...``).',
+    `max_abs_err` Float64 CODEC(ZSTD(1)) COMMENT 'Largest absolute difference from the reference over the checked inputs.',
+    `detail` String CODEC(ZSTD(1)) COMMENT 'Why unsupported, refused or failed.',
+    `median_us` Float64 CODEC(ZSTD(1)) COMMENT 'Median device time per call in microseconds.',
+    `ci_low_us` Float64 CODEC(ZSTD(1)) COMMENT 'Lower end of the bootstrap 95 % interval of the median.',
+    `ci_high_us` Float64 CODEC(ZSTD(1)) COMMENT 'Upper end of that interval.',
+    `trials` UInt32 CODEC(T64, ZSTD(1)) COMMENT 'Timed rounds (random order each).',
+    `tb_s` Float64 CODEC(ZSTD(1)) COMMENT 'Bandwidth over the bytes the op must move, TB/s.',
+    `decision` LowCardinality(String) COMMENT '``incumbent``, ``promoted``, ``kept`` or ``refused``.',
+    `evidence_digest` String CODEC(ZSTD(1)) COMMENT 'Digest of the whole qualification run\'s evidence file.',
+    `torch_version` LowCardinality(String) COMMENT 'torch version.',
+    `triton_version` LowCardinality(String) COMMENT 'triton version.',
+    `cuda_version` LowCardinality(String) COMMENT 'CUDA version (empty on CPU).',
+    `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.'
+)
+ENGINE = MergeTree()
+PARTITION BY toDate(ts)
+ORDER BY (op, bucket, ts)
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
+COMMENT 'One provider measured at one shape by ``inferensics kernels qualify``: accuracy, speed, verdict.';
 
 CREATE TABLE IF NOT EXISTS inferensics.requests_1m
 (

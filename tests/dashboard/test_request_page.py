@@ -8,7 +8,16 @@ import pytest
 
 from tests.dashboard.apptest import assert_clean, metric, open_page, texts
 from tests.dashboard.conftest import SeededService
-from tests.dashboard.seed import ARTIFACT, DRILL_ID, INPUTS_BLOB, INPUTS_SHA, KERNELS, OUTPUT_CODE, STORM_REASON
+from tests.dashboard.seed import (
+    ARTIFACT,
+    DRILL_ID,
+    INPUTS_BLOB,
+    INPUTS_SHA,
+    KERNELS,
+    OUTPUT_CODE,
+    PROVIDERS,
+    STORM_REASON,
+)
 
 PAGE = "views/request.py"
 pytestmark = pytest.mark.slow
@@ -30,6 +39,9 @@ def test_drilldown_shows_the_request_its_kernels_code_and_inputs(seeded: SeededS
 
     graphs = next(d.value for d in at.dataframe if "graph_key" in d.value.columns)
     assert graphs["artifact_id"].tolist() == [ARTIFACT]
+    # Which kernel provider computed each registry op of the graph (its compile's decisions).
+    assert "Kernel providers" in shown
+    assert all(f"`{p}`" in shown for p in PROVIDERS)
     kernels = next(d.value for d in at.dataframe if "post_grad_nodes" in d.value.columns)
     by_name = {row["kernel_name"]: row for _, row in kernels.iterrows()}
     assert set(by_name) == {k[0] for k in KERNELS}

@@ -1,0 +1,336 @@
+"""Kernel benchmark: our Triton kernels against Inductor's code for the same op, SDPA and FlexAttention.
+
+One call measures everything and prints one table: per op and shape, each provider's device time per call
+(µs, median over rounds), the bandwidth it reaches (TB/s over the bytes the op must move), and its ratio
+to our kernel (peer time / our time, so > 1 means ours is faster) with the spread over rounds. Each
+provider's calls are captured in a CUDA graph (so launch overhead on the host is not measured) and the
+rounds replay the graphs in a fresh random order each time, so clock or load drift falls on every
+provider alike. Copy bandwidth (a device-to-device copy of 1 GiB) is measured in the same run.
+
+Targets (issue 23): the four elementwise/norm kernels at >= 1.0x Inductor at every shape and >= 90 % of
+copy bandwidth at 8192 tokens; paged decode attention >= 1.0x the fastest SDPA backend on the same KV stored
+dense and >= 3x FlexAttention's paged path.
+
+    python benchmarks/bench_kernels.py [--rounds 15] [--quick] [--json out.json]
+
+Needs a CUDA device. Every kernel is checked against the reference before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.nn import functional as F  # noqa: N812
+
+from inferensics import kernels
+from inferensics.kernels.samples import bytes_moved, make_args
+from inferensics.kernels.tolerance import compare
+
+Fn = Callable[[], Any]
+
+
+def graphed(fn: Fn, calls: int) -> tuple[Fn, str]:
+    """A callable replaying ``calls`` calls of ``fn`` from a CUDA graph (plain calls when capture fails)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                fn()
+        torch.cuda.synchronize()
+        return graph.replay, "graph"
+    except Exception as exc:  # some peers cannot be captured; say so and time plain launches
+        torch.cuda.synchronize()
+
+        def loop() -> None:
+            for _ in range(calls):
+                fn()
+
+        return loop, f"no graph ({type(exc).__name__})"
+
+
+def measure(
+    fns: dict[str, Fn], rounds: int, calls: int, rng: random.Random
+) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """µs per call of each provider per round (interleaved, shuffled each round)."""
+    runners, modes = {}, {}
+    for name, fn in fns.items():
+        runners[name], modes[name] = graphed(fn, calls)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for run in runners.values():
+        run()
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {n: [] for n in fns}
+    for _ in range(rounds):
+        order = list(runners)
+        rng.shuffle(order)
+        for name in order:
+            start.record()
+            runners[name]()
+            end.record()
+            end.synchronize()
+            samples[name].append(start.elapsed_time(end) * 1000.0 / calls)
+    return samples, modes
+
+
+def copy_bandwidth(rounds: int, rng: random.Random) -> float:
+    """TB/s of a 1 GiB device-to-device copy (bytes read + written)."""
+    src = torch.empty(2**29, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    for _ in range(50):  # bring the clocks up from idle before timing
+        dst.copy_(src)
+    s, _ = measure({"copy": lambda: dst.copy_(src)}, rounds, 5, rng)
+    return 2 * src.numel() * 2 / statistics.median(s["copy"]) / 1e6
+
+
+class Table:
+    """Collects rows and prints them aligned."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, **row: Any) -> None:
+        self.rows.append(row)
+        r = row
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}x [{r['ratio_lo']:.2f}-{r['ratio_hi']:.2f}]"
+        print(
+            f"{r['op']:<24} {r['shape']:<34} {r['provider']:<18} {r['us']:>10.2f} {r['tb_s']:>7.2f} {ratio:>20}  "
+            f"{r['mode']}",
+            flush=True,
+        )
+
+
+def header() -> None:
+    print(f"{'op':<24} {'shape':<34} {'provider':<18} {'us':>10} {'TB/s':>7} {'peer/ours [min-max]':>20}  timing")
+
+
+def report(  # noqa: PLR0917
+    table: Table, op: str, label: str, samples: dict[str, list[float]], modes: dict[str, str], moved: int
+) -> None:
+    ours = samples.get("ours")
+    for name, s in samples.items():
+        med = statistics.median(s)
+        ratios = [p / o for p, o in zip(s, ours, strict=True)] if ours and name != "ours" else None
+        table.add(
+            op=op, shape=label, provider=name, us=med, tb_s=moved / med / 1e6, mode=modes[name],
+            ratio=statistics.median(ratios) if ratios else None,
+            ratio_lo=min(ratios) if ratios else None, ratio_hi=max(ratios) if ratios else None,
+        )  # fmt: skip
+
+
+def check(op: str, out: Any, args: tuple[Any, ...]) -> str:
+    """Verdict of our output against the reference (the op's rule for our provider's accuracy mode)."""
+    reg = kernels.registry().op(op)
+    rule = reg.tolerance.rule(args[0].dtype, reg.providers["triton"].requirements.accuracy)
+    ref = reg.reference(*args)
+    ref64 = None
+    if rule.kind == "rmse":
+        ref64 = reg.reference(
+            *[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        )
+    outs, refs = (out if isinstance(out, tuple) else (out,)), (ref if isinstance(ref, tuple) else (ref,))
+    verdicts = [compare(o, r, rule, ref64) for o, r in zip(outs, refs, strict=True)]
+    ok = all(v.passed for v in verdicts)
+    return ("ok " if ok else "FAIL ") + rule.describe() + " · " + "; ".join(v.detail for v in verdicts)
+
+
+def elementwise(table: Table, rounds: int, tokens: list[int], rng: random.Random) -> None:
+    shapes = {
+        "rms_norm": {"hidden": 4096},
+        "fused_add_rms_norm": {"hidden": 4096},
+        "silu_mul": {"hidden": 14336},
+        "rotary_embedding": {"heads": 32, "head_dim": 128},
+    }
+    for op, extra in shapes.items():
+        reg = kernels.registry().op(op)
+        compiled = torch.compile(reg.reference, fullgraph=True, dynamic=False)
+        for t in tokens:
+            shape = {"tokens": t, **extra}
+            args = make_args(op, shape, torch.bfloat16, torch.device("cuda"))
+            ours = reg.providers["triton"].fn
+            print(f"# {op} tokens={t}: {check(op, ours(*args), args)}", flush=True)
+            moved = bytes_moved(op, args, reg.reference(*args))
+            # The copy peer moves the same bytes (half read, half written) in the same rounds.
+            src = torch.empty(moved // 4, dtype=torch.bfloat16, device="cuda").normal_()
+            dst = torch.empty_like(src)
+            fns: dict[str, Fn] = {
+                "ours": functools.partial(ours, *args),
+                "inductor": functools.partial(compiled, *args),
+                "eager": functools.partial(reg.reference, *args),
+                "copy": functools.partial(dst.copy_, src),
+            }
+            samples, modes = measure(fns, rounds, 20, rng)
+            report(table, op, ",".join(f"{k}={v}" for k, v in shape.items()), samples, modes, moved)
+
+
+def flex_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor, scale: float) -> Fn:
+    """FlexAttention's paged path (``torch.nn.attention.experimental._paged_attention``) over the same pages."""
+    from torch.nn.attention.experimental._paged_attention import PagedAttention
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    b, _, d = q.shape
+    n_pages, page, hkv, _ = k_cache.shape
+    per_seq = table.shape[1]
+    pa = PagedAttention(n_pages, page, b, device="cuda")
+    pa.page_table[:, :per_seq] = table.long()
+    pa.physical_to_logical.scatter_(
+        1, table.long(), torch.arange(per_seq, device="cuda").expand(b, per_seq).contiguous()
+    )
+    pa.capacity[:] = per_seq * page
+
+    def full(b_: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+        return kv_idx >= 0
+
+    logical = create_block_mask(full, b, None, 1, per_seq * page, device="cuda", BLOCK_SIZE=page)
+    mask = pa.convert_logical_block_mask(logical)
+    k_phys = k_cache.view(1, n_pages * page, hkv, d).transpose(1, 2)
+    v_phys = v_cache.view(1, n_pages * page, hkv, d).transpose(1, 2)
+    q4 = q.unsqueeze(2)
+    flex = torch.compile(flex_attention, dynamic=False)
+    return lambda: flex(q4, k_phys, v_phys, block_mask=mask, scale=scale, enable_gqa=True)
+
+
+def _sdpa(backend: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    from torch.nn.attention import sdpa_kernel
+
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=True)
+
+
+def attention(
+    table: Table, rounds: int, grid: list[tuple[int, int]], rng: random.Random, *, with_flex: bool = True
+) -> None:
+    from torch.nn.attention import SDPBackend
+
+    reg = kernels.registry().op("paged_decode_attention")
+    ours = reg.providers["triton"].fn
+    for b, ctx in grid:
+        shape = {"batch": b, "context": ctx, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "page": 16}
+        args = make_args("paged_decode_attention", shape, torch.bfloat16, torch.device("cuda"), seed=b + ctx)
+        q, k_cache, v_cache, block_table, lens, scale = args
+        lens.fill_(ctx)  # every sequence full: the dense peers attend to all of it
+        if b * ctx <= 8 * 8192:
+            print(f"# paged b={b} ctx={ctx}: {check('paged_decode_attention', ours(*args), args)}", flush=True)
+        k_dense = k_cache[block_table.long()].reshape(b, -1, 8, 128)[:, :ctx].transpose(1, 2).contiguous()
+        v_dense = v_cache[block_table.long()].reshape(b, -1, 8, 128)[:, :ctx].transpose(1, 2).contiguous()
+        q4 = q.unsqueeze(2)
+        fns: dict[str, Fn] = {"ours": functools.partial(ours, *args)}
+        for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+            sdpa = functools.partial(_sdpa, backend, q4, k_dense, v_dense, scale)
+            try:
+                sdpa()
+                torch.cuda.synchronize()
+                fns[f"sdpa-{backend.name.split('_')[0].lower()}"] = sdpa
+            except Exception as exc:
+                print(f"# sdpa {backend.name} b={b} ctx={ctx}: unavailable ({type(exc).__name__}: {str(exc)[:80]})")
+        try:
+            if not with_flex:
+                raise RuntimeError("skipped (--no-flex)")
+            flex = flex_paged(q, k_cache, v_cache, block_table, scale)
+            flex()
+            torch.cuda.synchronize()
+            fns["flex-paged"] = flex
+        except Exception as exc:
+            print(f"# flex paged b={b} ctx={ctx}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:100]})")
+        samples, modes = measure(fns, rounds, 10, rng)
+        moved = bytes_moved("paged_decode_attention", args, q)
+        report(table, "paged_decode_attention", f"batch={b},context={ctx}", samples, modes, moved)
+        fns.clear()
+        torch.cuda.empty_cache()
+
+
+def verdicts(table: Table, copy_tb_s: float) -> None:
+    print("\n# targets")
+    rows = table.rows
+    for op in ("rms_norm", "fused_add_rms_norm", "silu_mul", "rotary_embedding"):
+        vs = [r for r in rows if r["op"] == op and r["provider"] == "inductor"]
+        worst = min((r["ratio"] for r in vs), default=float("nan"))
+        big = [r for r in rows if r["op"] == op and r["provider"] == "copy" and "tokens=8192" in r["shape"]]
+        # The copy row's ratio is copy time / our time over the same bytes: our fraction of copy bandwidth.
+        frac = big[0]["ratio"] if big else float("nan")
+        print(f"{op:<24} vs inductor worst {worst:.2f}x ({'ok' if worst >= 1.0 else 'MISS'}); "
+              f"8192 tokens {frac:.0%} of same-bytes copy ({'ok' if frac >= 0.9 else 'MISS'}; "
+              f"1 GiB copy {copy_tb_s:.2f} TB/s)")  # fmt: skip
+    att = {}
+    for r in rows:
+        if r["op"] == "paged_decode_attention":
+            att.setdefault(r["shape"], {})[r["provider"]] = r
+    for shape, rs in att.items():
+        sdpa = [r["ratio"] for n, r in rs.items() if n.startswith("sdpa")]
+        flex = rs.get("flex-paged")
+        best = min(sdpa) if sdpa else float("nan")
+        fr = flex["ratio"] if flex else float("nan")
+        print(f"paged {shape:<26} vs fastest SDPA {best:.2f}x ({'ok' if best >= 1.0 else 'MISS'}); "
+              f"vs flex paged {fr:.2f}x ({'ok' if fr >= 3.0 else 'MISS' if flex else 'n/a'})")  # fmt: skip
+
+
+def tuned_configs() -> None:
+    """The configurations Triton's autotuner chose for our kernels in this run (key -> config)."""
+    from inferensics.kernels._triton import activation, norm, paged_attention, rotary
+
+    print("\n# autotuned configurations")
+    for name, tuner in (
+        ("rms_norm", norm._rms_norm_tuned),
+        ("silu_mul", activation._silu_mul_tuned),
+        ("rotary", rotary._rotary_tuned),
+        ("paged_split", paged_attention._split_tuned),
+    ):
+        for key, config in getattr(tuner, "cache", {}).items():
+            print(f"{name:<12} {key} -> {config}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--quick", action="store_true", help="fewer attention shapes")
+    ap.add_argument("--only", choices=("elementwise", "attention"), default=None)
+    ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument(
+        "--no-flex", action="store_true", help="leave FlexAttention's paged path out (it compiles per shape)"
+    )
+    ns = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_kernels needs a CUDA device", file=sys.stderr)
+        raise SystemExit(2)
+    import triton
+
+    print(f"# {torch.cuda.get_device_name()} · torch {torch.__version__} · triton {triton.__version__} · "
+          f"load {os.getloadavg()[0]:.2f} · {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")  # fmt: skip
+    rng = random.Random(0)
+    copy_tb_s = copy_bandwidth(ns.rounds, rng)
+    print(f"# copy bandwidth: {copy_tb_s:.2f} TB/s (1 GiB device-to-device, read + write)\n")
+    table = Table()
+    header()
+    if ns.only in (None, "elementwise"):
+        elementwise(table, ns.rounds, [8, 512, 8192], rng)
+    if ns.only in (None, "attention"):
+        grid = [(1, 1024), (8, 4096), (64, 32768)] if ns.quick else [
+            (b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)
+        ]  # fmt: skip
+        attention(table, ns.rounds, grid, rng, with_flex=not ns.no_flex)
+    verdicts(table, copy_tb_s)
+    tuned_configs()
+    if ns.json:
+        with open(ns.json, "w") as f:
+            json.dump({"copy_tb_s": copy_tb_s, "rows": table.rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Rotary position embedding (NeoX half-split form) over ``[..., positions, heads, head_dim]`` layouts.
+
+One program rotates every head of one position (a block of heads at a time), loading that position's
+cosine and sine once. Arithmetic in float32, one rounding to the input dtype.
+"""
+
+# Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments;
+# kernel parameters stay unannotated (Triton resolves annotations itself, and only constexpr ones may be).
+# mypy: disable-error-code="no-untyped-def,untyped-decorator,misc"
+# ruff: noqa: N803, PLR0917
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch.library import triton_op, wrap_triton
+
+from inferensics.kernels._triton.norm import rows_key
+from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
+from inferensics.kernels.layout import rotary_layout as layout
+
+
+@triton.jit
+def _rotary_kernel(
+    x_ptr, cos_ptr, sin_ptr, out_ptr,
+    n_pos, n_heads, rows_bucket, s_outer, s_pos, s_head, o_outer, o_pos, o_head, cs_stride,
+    HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, EMULATE_RNE: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0).to(tl.int64)
+    outer = pid // n_pos
+    pos = pid % n_pos
+    heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    cols = tl.arange(0, BLOCK_D)
+    cmask = cols < HALF
+    c = tl.load(cos_ptr + pos * cs_stride + cols, mask=cmask, other=0.0).to(tl.float32)
+    s = tl.load(sin_ptr + pos * cs_stride + cols, mask=cmask, other=0.0).to(tl.float32)
+    mask = (heads[:, None] < n_heads) & cmask[None, :]
+    src = x_ptr + outer * s_outer + pos * s_pos + heads[:, None] * s_head + cols[None, :]
+    x1 = tl.load(src, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(src + HALF, mask=mask, other=0.0).to(tl.float32)
+    dst = out_ptr + outer * o_outer + pos * o_pos + heads[:, None] * o_head + cols[None, :]
+    dtype = out_ptr.dtype.element_ty
+    tl.store(dst, round_to(x1 * c[None, :] - x2 * s[None, :], dtype, EMULATE_RNE), mask=mask)
+    tl.store(dst + HALF, round_to(x2 * c[None, :] + x1 * s[None, :], dtype, EMULATE_RNE), mask=mask)
+
+
+_rotary_tuned = triton.autotune(
+    configs=[triton.Config({"BLOCK_H": h}, num_warps=w) for h, w in ((1, 1), (2, 2), (4, 4), (8, 4), (16, 8), (32, 8))],
+    key=["n_heads", "HALF", "rows_bucket"],
+)(_rotary_kernel)
+
+
+@triton_op("inferensics::rotary_triton", mutates_args=())
+def rotary_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` by per-position angles (``cos``/``sin`` of ``head_dim / 2`` columns) by our Triton kernel."""
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    shape = layout(x, cos)
+    if shape is None:
+        raise ValueError("rotary (triton): x must be [T, H, D] (cos [T, D/2]) or [B, H, S, D] (cos [S, D/2])")
+    outer, n_pos, n_heads, strides = shape
+    if x.numel() == 0:
+        return out
+    o = layout(out, cos)
+    assert o is not None
+    half = x.shape[-1] // 2
+    block_d = triton.next_power_of_2(half)
+    args = (x, cos, sin, out, n_pos, n_heads, rows_key(outer * n_pos), *strides, *o[3], cos.stride(0))
+    if fixed_config():
+        block_h = min(triton.next_power_of_2(n_heads), max(1, 4096 // (2 * block_d)))
+        grid = (outer * n_pos, triton.cdiv(n_heads, block_h))
+        wrap_triton(_rotary_kernel)[grid](
+            *args, HALF=half, BLOCK_H=block_h, BLOCK_D=block_d, EMULATE_RNE=interpreting()
+        )
+        return out
+
+    def tuned_grid(meta: dict[str, int]) -> tuple[int, int]:
+        return outer * n_pos, triton.cdiv(n_heads, meta["BLOCK_H"])
+
+    wrap_triton(_rotary_tuned)[tuned_grid](*args, HALF=half, BLOCK_D=block_d, EMULATE_RNE=False)
+    return out

@@ -1,0 +1,112 @@
+"""Which provider served each call signature, why the others were skipped, and what went wrong.
+
+Dispatch decides once per signature (dtypes, shapes, strides, device, whether compiling) and reuses the
+decision, so the log holds one :class:`Decision` per signature with a call count, not one per call. It is
+bounded: past :data:`MAX_SIGNATURES` signatures new ones are counted, not kept.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+MAX_SIGNATURES = 4096
+"""Signatures the log keeps per op before it only counts."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The provider chosen for one call signature of one op.
+
+    Attributes:
+        op: Semantic op name.
+        provider: Provider that serves the signature.
+        signature: Argument signature (``bfloat16[8,4096]@cuda, ...``).
+        bucket: Shape bucket the priority list was taken from.
+        skipped: ``(provider, reason)`` for each provider tried before it, in priority order.
+        compiled: Whether the decision was made while a compiler traced the op into a graph.
+        fallback: Whether it fell through to the reference because no other provider could serve it.
+        compile_id: The compile (Dynamo's ``0/1``) that made it; empty for eager decisions.
+    """
+
+    op: str
+    provider: str
+    signature: str
+    bucket: str
+    skipped: tuple[tuple[str, str], ...] = ()
+    compiled: bool = False
+    fallback: bool = False
+    compile_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (``skipped`` as a list of ``{provider, reason}``)."""
+        d = asdict(self)
+        d["skipped"] = [{"provider": p, "reason": r} for p, r in self.skipped]
+        return d
+
+    def summary(self) -> str:
+        """``op=provider`` with the skipped providers and reasons, one line."""
+        why = "; ".join(f"{p}: {r}" for p, r in self.skipped)
+        return f"{self.op}={self.provider}" + (f" ({why})" if why else "")
+
+
+class DecisionLog:
+    """Thread-safe record of decisions, call counts, provider failures and quarantines."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.decisions: dict[tuple[str, str, bool], Decision] = {}
+        self.calls: Counter[tuple[str, str]] = Counter()
+        """Calls per ``(op, provider)``."""
+        self.failures: Counter[tuple[str, str]] = Counter()
+        """Exceptions raised per ``(op, provider)``; each took the provider out for that signature."""
+        self.fallbacks: Counter[str] = Counter()
+        """Decisions per op that fell through to the reference."""
+        self.unrecorded: Counter[str] = Counter()
+        """Decisions per op not kept because the log was full."""
+
+    def record(self, decision: Decision) -> None:
+        """Keep ``decision`` (the latest for its signature)."""
+        key = (decision.op, decision.signature, decision.compiled)
+        with self._lock:
+            if key not in self.decisions and len(self.decisions) >= MAX_SIGNATURES:
+                self.unrecorded[decision.op] += 1
+                return
+            if key not in self.decisions and decision.fallback:
+                self.fallbacks[decision.op] += 1
+            self.decisions[key] = decision
+
+    def count_call(self, op: str, provider: str) -> None:
+        """Count one call served (unlocked: a lost increment under a race is harmless for a counter)."""
+        self.calls[(op, provider)] += 1
+
+    def count_failure(self, op: str, provider: str) -> None:
+        """Count one exception raised by a provider."""
+        with self._lock:
+            self.failures[(op, provider)] += 1
+
+    def snapshot(self) -> list[Decision]:
+        """Every kept decision, ordered by op and signature."""
+        with self._lock:
+            return sorted(self.decisions.values(), key=lambda d: (d.op, d.signature, d.compiled))
+
+    def stats(self) -> dict[str, Any]:
+        """Counters as plain data."""
+        with self._lock:
+            return {
+                "calls": {f"{o}/{p}": n for (o, p), n in sorted(self.calls.items())},
+                "failures": {f"{o}/{p}": n for (o, p), n in sorted(self.failures.items())},
+                "fallbacks": dict(sorted(self.fallbacks.items())),
+                "unrecorded": dict(sorted(self.unrecorded.items())),
+            }
+
+    def clear(self) -> None:
+        """Forget everything (tests, and a registry reset)."""
+        with self._lock:
+            self.decisions.clear()
+            self.calls.clear()
+            self.failures.clear()
+            self.fallbacks.clear()
+            self.unrecorded.clear()

@@ -1,0 +1,272 @@
+"""A semantic op: its reference implementation fixes the signature and the semantics; providers compete.
+
+Dispatch (vLLM IR's model, with FlashInfer-style requirement checks): take the priority list of the call's
+shape bucket, skip providers whose requirements the call does not meet and providers quarantined for this
+signature, run the first that remains. The reference is always last and supports every call, so a call
+never goes unserved; when it lands there because nothing else could serve it, the decision says so
+(``fallback``) and why each other provider was skipped. A provider that raises is quarantined for that
+signature, counted, and the call moves on down the list: the serving call never sees the exception.
+
+Every op is a ``torch.library`` operator (``torch.ops.inferensics.<name>``) whose implementation is the
+dispatcher itself, registered as ``CompositeImplicitAutograd``: in eager it runs on real tensors; under
+``torch.compile`` Dynamo records the op and AOTAutograd traces through the dispatcher with fake tensors,
+so the chosen provider's code (the reference's aten ops, which Inductor then fuses, or a ``triton_op``
+kernel) is what lands in the graph. Eager and compiled calls take the same decision for the same
+arguments; compiled decisions are also written into the compile's structured trace.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from inferensics.kernels import _torch_adapter
+from inferensics.kernels.decisions import MAX_SIGNATURES, Decision, DecisionLog
+from inferensics.kernels.provider import Provider
+from inferensics.kernels.requirements import CallContext
+from inferensics.kernels.tolerance import ToleranceSpec
+
+REFERENCE = "reference"
+"""Name of every op's reference provider."""
+NAMESPACE = "inferensics"
+"""``torch.library`` namespace of the semantic ops."""
+
+_LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")  # type: ignore[no-untyped-call]
+BucketFn = Callable[[Sequence[Any]], str]
+
+
+def signature(args: Sequence[Any]) -> str:
+    """A call's argument signature: dtype, shape, strides (when not contiguous) and device of each tensor.
+
+    Symbolic sizes (dynamic shapes under ``torch.compile``) are written as their symbols and never compared,
+    so building a signature adds no guard and specialises no dimension.
+    """
+    parts = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            dt = str(a.dtype).removeprefix("torch.")
+            shape = ",".join(map(str, a.shape))
+            concrete = all(isinstance(d, int) for d in (*a.shape, *a.stride()))
+            layout = "" if concrete and a.is_contiguous() else "/s" + ",".join(map(str, a.stride()))
+            parts.append(f"{dt}[{shape}]{layout}@{a.device.type}")
+    return " ".join(parts)
+
+
+class SemanticOp:
+    """One operation, defined by its reference, served by the best provider the call allows.
+
+    Args:
+        name: Op name; the operator is ``torch.ops.inferensics.<name>``.
+        schema: Its ``torch.library`` schema after the name, e.g. ``(Tensor x, Tensor w, float eps) -> Tensor``.
+        reference: The portable reference implementation (plain torch ops).
+        tolerance: Accuracy rules against the reference.
+        bucket: Maps call arguments to a shape bucket (priority lists and evidence are per bucket).
+        doc: One line on what the op computes.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        schema: str,
+        reference: Callable[..., Any],
+        *,
+        tolerance: ToleranceSpec,
+        bucket: BucketFn,
+        doc: str,
+        log: DecisionLog,
+    ) -> None:
+        from inferensics.kernels.requirements import Requirements
+
+        self.name = name
+        self.schema = schema
+        self.reference = reference
+        self.tolerance = tolerance
+        self.bucket = bucket
+        self.doc = doc
+        self.log = log
+        self.providers: dict[str, Provider] = {
+            REFERENCE: Provider(
+                REFERENCE, "reference", reference, Requirements(accuracy="exact"), "the op's definition"
+            )
+        }
+        self.priority: list[str] = [REFERENCE]
+        self.bucket_priority: dict[str, list[str]] = {}
+        """Priority lists set on evidence for particular shape buckets (the default list elsewhere)."""
+        self.quarantined: dict[tuple[str, str], str] = {}
+        """``(signature, provider) -> reason`` for providers taken out after raising."""
+        self.refused: dict[tuple[str, str], str] = {}
+        """``(bucket, provider) -> reason`` for providers the accuracy gate refused during qualification."""
+        self._cache: dict[tuple[str, bool], Decision] = {}
+        self._lock = threading.Lock()
+        self._emitted: set[tuple[str, str]] = set()
+        _LIBRARY.define(f"{name}{schema}")  # type: ignore[no-untyped-call]
+        _LIBRARY.impl(name, self._dispatch, "CompositeImplicitAutograd")  # type: ignore[no-untyped-call]
+        self.overload: Any = getattr(getattr(torch.ops, NAMESPACE), name).default
+
+    # --- registration and policy ---------------------------------------------------------------------------
+
+    def register(self, provider: Provider, *, before: str = REFERENCE, enabled: bool = True) -> None:
+        """Add ``provider``; when ``enabled`` it enters the default priority list just before ``before``."""
+        if provider.name in self.providers:
+            raise ValueError(f"{self.name}: provider {provider.name!r} is already registered")
+        self.providers[provider.name] = provider
+        if enabled:
+            self.priority.insert(self.priority.index(before), provider.name)
+        self._invalidate()
+
+    def unregister(self, name: str) -> None:
+        """Remove a provider (not the reference) from the op, its priority lists, refusals and quarantines."""
+        if name == REFERENCE or name not in self.providers:
+            raise ValueError(f"{self.name}: cannot unregister {name!r}")
+        del self.providers[name]
+        self.priority = [p for p in self.priority if p != name]
+        self.bucket_priority = {b: [p for p in v if p != name] for b, v in self.bucket_priority.items()}
+        self.refused = {k: v for k, v in self.refused.items() if k[1] != name}
+        self.quarantined = {k: v for k, v in self.quarantined.items() if k[1] != name}
+        self._invalidate()
+
+    def set_priority(self, order: Sequence[str], bucket: str | None = None) -> None:
+        """Set the priority list (of one shape ``bucket``, or the default); the reference is appended last."""
+        unknown = [p for p in order if p not in self.providers]
+        if unknown:
+            raise ValueError(f"{self.name}: unknown providers {unknown}; registered: {sorted(self.providers)}")
+        names = [p for p in dict.fromkeys(order) if p != REFERENCE] + [REFERENCE]
+        if bucket is None:
+            self.priority = names
+        else:
+            self.bucket_priority[bucket] = names
+        self._invalidate()
+
+    def priority_for(self, bucket: str) -> list[str]:
+        """The priority list calls in ``bucket`` follow."""
+        return self.bucket_priority.get(bucket, self.priority)
+
+    def refuse(self, bucket: str, provider: str, reason: str) -> None:
+        """Take ``provider`` out of ``bucket`` (the accuracy gate's verdict)."""
+        self.refused[(bucket, provider)] = reason
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    # --- dispatch ------------------------------------------------------------------------------------------
+
+    def __call__(self, *args: Any) -> Any:
+        """Run the op through ``torch.ops.inferensics.<name>`` (the same path eager and compiled)."""
+        return self.overload(*args)
+
+    def select(self, args: Sequence[Any], ctx: CallContext | None = None) -> Decision:
+        """The provider a call with ``args`` would get, with the reasons the others were skipped (no side effect
+        besides caching)."""
+        ctx = ctx or CallContext.of(args)
+        sig = signature(args)
+        key = (sig, ctx.compiling)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        bucket = self.bucket(args)
+        skipped: list[tuple[str, str]] = []
+        chosen = REFERENCE
+        for name in self.priority_for(bucket):
+            if name == REFERENCE:
+                break
+            if ctx.compiling and self.providers[name].kind == "inductor":
+                chosen = name  # while compiling, leaving the op to the compiler is always possible
+                break
+            reason = self.quarantined.get((sig, name)) or self.refused.get((bucket, name))
+            if reason is None:
+                ok, why = self.providers[name].supports(args, ctx)
+                reason = None if ok else why
+            if reason is None:
+                chosen = name
+                break
+            skipped.append((name, reason))
+        fallback = chosen in (REFERENCE, "inductor") and bool(skipped)
+        if chosen == REFERENCE and ctx.compiling and "inductor" in self.providers:
+            chosen = "inductor"  # traced in, the reference is what Inductor compiles: name it for what runs
+        decision = Decision(
+            op=self.name,
+            provider=chosen,
+            signature=sig,
+            bucket=bucket,
+            skipped=tuple(skipped),
+            compiled=ctx.compiling,
+            fallback=fallback,
+            compile_id=_torch_adapter.compile_id() if ctx.compiling else "",
+        )
+        with self._lock:
+            if len(self._cache) >= MAX_SIGNATURES:
+                self._cache.clear()
+            self._cache[key] = decision
+        return decision
+
+    def _dispatch(self, *args: Any) -> Any:
+        ctx = CallContext.of(args)
+        while True:
+            decision = self.select(args, ctx)
+            provider = self.providers[decision.provider]
+            fn = self.reference if provider.kind == "inductor" and ctx.compiling else provider.fn
+            try:
+                out = fn(*args)
+            except Exception as exc:
+                if provider.name == REFERENCE:
+                    raise  # the definition itself rejects the arguments: that is the caller's error
+                self._quarantine(decision, exc)
+                continue
+            self.log.record(decision)
+            self.log.count_call(self.name, decision.provider)
+            if ctx.compiling:
+                self._emit(decision)
+            return out
+
+    def _quarantine(self, decision: Decision, exc: Exception) -> None:
+        reason = f"raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        self.log.count_failure(self.name, decision.provider)
+        with self._lock:
+            self.quarantined[(decision.signature, decision.provider)] = reason
+            self._cache.pop((decision.signature, decision.compiled), None)
+
+    def _emit(self, decision: Decision) -> None:
+        # Dynamo's fake propagation and AOTAutograd's trace both pass through here: one artifact per compile.
+        key = (decision.compile_id, decision.signature)
+        if key in self._emitted:
+            return
+        if len(self._emitted) >= MAX_SIGNATURES:
+            self._emitted.clear()
+        self._emitted.add(key)
+        _torch_adapter.emit_decisions(lambda: [decision.to_json()])
+
+    # --- description ---------------------------------------------------------------------------------------
+
+    def status(self, provider: str) -> str:
+        """``default`` (in the default list), ``promoted`` (in a bucket list only), ``available``,
+        ``refused`` (by the accuracy gate in some bucket) or ``quarantined`` (raised for some signature)."""
+        if any(p == provider for _, p in self.quarantined):
+            return "quarantined"
+        if any(p == provider for _, p in self.refused):
+            return "refused"
+        if provider in self.priority:
+            return "default"
+        if any(provider in order for order in self.bucket_priority.values()):
+            return "promoted"
+        return "available"
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready state of this op (providers, priorities, quarantines, refusals)."""
+        return {
+            "name": self.name,
+            "doc": self.doc,
+            "schema": f"{NAMESPACE}::{self.name}{self.schema}",
+            "tolerance": self.tolerance.describe(),
+            "providers": [{**p.describe(), "status": self.status(p.name)} for p in self.providers.values()],
+            "priority": list(self.priority),
+            "bucket_priority": {b: list(v) for b, v in sorted(self.bucket_priority.items())},
+            "refused": [{"bucket": b, "provider": p, "reason": r} for (b, p), r in sorted(self.refused.items())],
+            "quarantined": [
+                {"signature": s, "provider": p, "reason": r} for (s, p), r in sorted(self.quarantined.items())
+            ],
+        }

@@ -1,0 +1,86 @@
+"""Pieces the op modules share: shape buckets, layout checks and the Inductor provider."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from inferensics.kernels import _torch_adapter
+from inferensics.kernels.provider import Provider
+from inferensics.kernels.requirements import Platform, Requirements
+
+FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32})
+"""Dtypes our Triton kernels accept."""
+TRITON_PLATFORMS: frozenset[Platform] = frozenset({"cuda", "interpreter"})
+"""Where our Triton kernels run: a CUDA device, or CPU tensors under ``TRITON_INTERPRET=1``."""
+
+
+def pow2_bucket(n: Any) -> str:
+    """The smallest power of two at or above ``n`` (0 for 0); ``*`` for a symbolic size (dynamic shapes under
+    ``torch.compile``: comparing it would add a guard and specialise the dimension)."""
+    if not isinstance(n, int):
+        return "*"
+    return "0" if n <= 0 else str(1 << (n - 1).bit_length())
+
+
+def rows_bucket(args: Sequence[Any]) -> str:
+    """``dtype/n<last dim>/t<rows rounded up to a power of two>`` of the first argument."""
+    x = args[0]
+    n = x.shape[-1] if x.dim() else 1
+    rows = x.numel() // n if isinstance(n, int) and n else (0 if isinstance(n, int) else x.numel())
+    return f"{str(x.dtype).removeprefix('torch.')}/n{n}/t{pow2_bucket(rows)}"
+
+
+def triton_available() -> bool:
+    """Whether Triton imports here (the Triton providers are registered only then)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def inductor_provider(reference: Callable[..., Any], *, accuracy: Any = "tolerant") -> Provider:
+    """The op left to the compiler: in a compiled graph the reference is traced in and Inductor generates
+    its kernel; called eagerly (on CUDA) the reference is compiled on its own, one graph per shape."""
+    compiled: list[Callable[..., Any]] = []
+
+    def run(*args: Any) -> Any:
+        if not compiled:
+            compiled.append(_torch_adapter.compile_reference(reference))
+        return compiled[0](*args)
+
+    return Provider(
+        "inductor",
+        "inductor",
+        run,
+        Requirements(platforms=frozenset({"cuda"}), accuracy=accuracy, notes=("eager calls compile per shape",)),
+        "the reference compiled by Inductor (in a compiled graph: the reference traced in)",
+    )
+
+
+def same_device(args: Sequence[Any]) -> str | None:
+    """Reason when the tensor arguments are not all on one device."""
+    devices = {a.device for a in args if isinstance(a, torch.Tensor)}
+    return None if len(devices) <= 1 else f"tensors on several devices {sorted(map(str, devices))}"
+
+
+def triton_fn(module: str, name: str) -> Callable[..., Any]:
+    """A provider function that imports ``inferensics.kernels._triton.<module>`` on first call.
+
+    Importing late keeps Triton out of processes that never run a Triton provider, and lets
+    ``TRITON_INTERPRET=1`` set by a test before the first call take effect (Triton reads it when a kernel is
+    defined).
+    """
+    resolved: list[Callable[..., Any]] = []
+
+    def run(*args: Any) -> Any:
+        if not resolved:
+            resolved.append(getattr(importlib.import_module(f"inferensics.kernels._triton.{module}"), name))
+        return resolved[0](*args)
+
+    run.__name__ = run.__qualname__ = name
+    return run

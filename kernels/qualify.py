@@ -1,0 +1,359 @@
+"""Qualification: measure every provider per shape bucket, gate it on accuracy, promote only on evidence.
+
+For each op and shape: every provider the arguments allow is checked against the reference on several
+seeded inputs (the op's tolerance rule for the provider's accuracy mode; batch-invariant providers also
+give a row the same bits alone as in the batch). A provider that fails is refused for the bucket, whatever
+its speed. Providers that pass are timed: warm-ups, then ``trials`` rounds, each round running every
+provider once in a freshly shuffled order (``iters`` calls timed together), so drift in clocks or load
+falls on all of them alike. Each provider's median gets a bootstrap 95 % confidence interval. The
+bucket's priority changes only when a challenger's interval lies wholly below the incumbent's, by the
+margin: ``ci_high(challenger) < ci_low(incumbent) * (1 - margin)``.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import torch
+
+from inferensics.kernels.op import REFERENCE, SemanticOp
+from inferensics.kernels.registry import Registry, canonical_digest, environment
+from inferensics.kernels.requirements import CallContext
+from inferensics.kernels.samples import bytes_moved, default_shapes, make_args, shape_label
+from inferensics.kernels.tolerance import compare
+from inferensics.schema.events import KernelQualificationEvent
+
+BATCH_INVARIANT_OPS = frozenset({"rms_norm", "fused_add_rms_norm"})
+"""Ops whose rows are independent, so a batch-invariant provider must give row 0 the same bits alone."""
+
+
+@dataclass(frozen=True, slots=True)
+class QualifyOptions:
+    """What to qualify and how hard to measure.
+
+    Attributes:
+        ops: Op names (all when ``None``).
+        shapes: ``{op: [shape, ...]}`` (the defaults for the device when ``None`` or missing an op).
+        dtype: Dtype of the floating arguments.
+        device: Device to run on (CUDA when available, else CPU).
+        warmup: Untimed calls per provider before timing.
+        trials: Timed rounds (each a fresh random order of the providers).
+        iters: Calls per provider per round, timed together.
+        accuracy_seeds: Seeded inputs each provider is checked on.
+        margin: Fraction by which a challenger's interval must clear the incumbent's to be promoted.
+        seed: Seed of the shuffles and the bootstrap.
+        apply: Change the registry's priorities (otherwise only report what would change).
+    """
+
+    ops: tuple[str, ...] | None = None
+    shapes: dict[str, list[dict[str, int]]] | None = None
+    dtype: torch.dtype = torch.bfloat16
+    device: str | None = None
+    warmup: int = 3
+    trials: int = 15
+    iters: int = 10
+    accuracy_seeds: int = 3
+    margin: float = 0.05
+    seed: int = 0
+    apply: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One provider at one shape: support, accuracy and timing (µs per call)."""
+
+    op: str
+    provider: str
+    bucket: str
+    shape: str
+    dtype: str
+    status: str
+    """``measured``, ``unsupported`` (reason in ``detail``), ``refused`` (accuracy gate) or ``error``."""
+    accuracy_passed: bool = False
+    rule: str = ""
+    max_abs_err: float = 0.0
+    detail: str = ""
+    median_us: float = 0.0
+    ci_low_us: float = 0.0
+    ci_high_us: float = 0.0
+    trials: int = 0
+    bytes: int = 0
+    tb_s: float = 0.0
+    decision: str = ""
+    """``incumbent`` (served the bucket and still does), ``promoted`` (its interval cleared the incumbent's by
+    the margin), ``demoted`` (the incumbent a promoted provider overtook), ``kept`` (not clearly faster),
+    ``refused`` (accuracy gate) or empty (not measured)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityChange:
+    """A bucket's priority list before and after qualification, and why."""
+
+    op: str
+    bucket: str
+    before: list[str]
+    after: list[str]
+    reason: str
+
+
+@dataclass
+class QualifyResult:
+    """Everything one qualification run found, with its environment and the registry state after it."""
+
+    ts: datetime
+    records: list[Evidence] = field(default_factory=list)
+    changes: list[PriorityChange] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def digest(self) -> str:
+        """Digest of the evidence (what ``to_json()['digest']`` holds)."""
+        return str(self.to_json()["digest"])
+
+    def events(self, host: str) -> list[KernelQualificationEvent]:
+        """One store record per provider and shape, stamped with the environment and the evidence digest."""
+        digest = self.digest()
+        env = self.environment
+        return [
+            KernelQualificationEvent(
+                ts=self.ts,
+                host=host,
+                device_name=env.get("device", ""),
+                op=r.op,
+                provider=r.provider,
+                bucket=r.bucket,
+                shape=r.shape,
+                dtype=r.dtype,
+                status=r.status,
+                accuracy_passed=r.accuracy_passed,
+                rule=r.rule,
+                max_abs_err=r.max_abs_err if r.max_abs_err == r.max_abs_err and r.max_abs_err != float("inf") else -1.0,
+                detail=r.detail,
+                median_us=r.median_us,
+                ci_low_us=r.ci_low_us,
+                ci_high_us=r.ci_high_us,
+                trials=r.trials,
+                tb_s=r.tb_s,
+                decision=r.decision,
+                evidence_digest=digest,
+                torch_version=env.get("torch", ""),
+                triton_version=env.get("triton", ""),
+                cuda_version=env.get("cuda", ""),
+            )
+            for r in self.records
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready evidence (``digest`` covers records, changes, environment and options)."""
+        body = {
+            "kind": "inferensics.kernels.qualification",
+            "ts": self.ts.isoformat(),
+            "environment": self.environment,
+            "options": self.options,
+            "records": [asdict(r) for r in self.records],
+            "changes": [asdict(c) for c in self.changes],
+        }
+        return {**body, "digest": canonical_digest(body), "registry": self.state}
+
+
+def _bootstrap_ci(values: Sequence[float], rng: random.Random, rounds: int = 1000) -> tuple[float, float]:
+    if len(values) < 2:
+        v = values[0] if values else 0.0
+        return v, v
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(rounds))
+    return meds[int(0.025 * rounds)], meds[int(0.975 * rounds) - 1]
+
+
+def _time_calls(fn: Callable[[], Any], iters: int, device: torch.device) -> float:
+    if device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end)) * 1000.0 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t0) * 1e6 / iters
+
+
+def _to64(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
+
+
+def _first_row(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    rows = args[0].shape[0]
+    return tuple(a[:1] if isinstance(a, torch.Tensor) and a.dim() > 1 and a.shape[0] == rows else a for a in args)
+
+
+def _check_accuracy(
+    op: SemanticOp, provider: str, shape: dict[str, int], opts: QualifyOptions, device: torch.device
+) -> tuple[bool, str, float, str]:
+    p = op.providers[provider]
+    rule = op.tolerance.rule(opts.dtype, p.requirements.accuracy)
+    worst = 0.0
+    for seed in range(opts.accuracy_seeds):
+        args = make_args(op.name, shape, opts.dtype, device, seed=1000 + seed)
+        outs, refs = p.fn(*args), op.reference(*args)
+        ref64s = op.reference(*_to64(args)) if rule.kind == "rmse" else None
+        outs_t = outs if isinstance(outs, tuple) else (outs,)
+        refs_t = refs if isinstance(refs, tuple) else (refs,)
+        r64_t = ref64s if isinstance(ref64s, tuple) else (ref64s,) * len(refs_t)
+        for o, r, r64 in zip(outs_t, refs_t, r64_t, strict=True):
+            verdict = compare(o, r, rule, r64)
+            worst = max(worst, verdict.max_abs_err)
+            if not verdict.passed:
+                return False, rule.describe(), worst, f"seed {seed}: {verdict.detail}"
+        if p.requirements.accuracy == "batch_invariant" and op.name in BATCH_INVARIANT_OPS:
+            alone = p.fn(*_first_row(args))
+            alone_t = alone if isinstance(alone, tuple) else (alone,)
+            for a, o in zip(alone_t, outs_t, strict=True):
+                if not torch.equal(a, o[:1]):
+                    return (
+                        False,
+                        rule.describe(),
+                        worst,
+                        f"seed {seed}: row 0 differs computed alone (not batch-invariant)",
+                    )
+    return True, rule.describe(), worst, ""
+
+
+def _qualify_shape(
+    op: SemanticOp, shape: dict[str, int], opts: QualifyOptions, device: torch.device, rng: random.Random
+) -> tuple[list[Evidence], PriorityChange | None]:
+    args = make_args(op.name, shape, opts.dtype, device, seed=opts.seed)
+    ctx = CallContext.of(args)
+    bucket = op.bucket(args)
+    label, dt = shape_label(shape), str(opts.dtype).removeprefix("torch.")
+    base = Evidence(op=op.name, provider="", bucket=bucket, shape=label, dtype=dt, status="")
+    records: dict[str, Evidence] = {}
+    runnable: list[str] = []
+    for name, p in op.providers.items():
+        ok, why = p.supports(args, ctx)
+        if not ok:
+            records[name] = replace(base, provider=name, status="unsupported", detail=why)
+            continue
+        try:
+            passed, rule, err, detail = _check_accuracy(op, name, shape, opts, device)
+        except Exception as exc:
+            records[name] = replace(base, provider=name, status="error", detail=f"{type(exc).__name__}: {exc}")
+            continue
+        if not passed:
+            records[name] = replace(
+                base, provider=name, status="refused", rule=rule, max_abs_err=err, detail=detail, decision="refused"
+            )
+            continue
+        records[name] = replace(
+            base, provider=name, status="measured", accuracy_passed=True, rule=rule, max_abs_err=err
+        )
+        runnable.append(name)
+    samples: dict[str, list[float]] = {n: [] for n in runnable}
+    calls = {n: (lambda fn=op.providers[n].fn: fn(*args)) for n in runnable}
+    for n in runnable:
+        for _ in range(opts.warmup):
+            calls[n]()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    for _ in range(opts.trials):
+        order = list(runnable)
+        rng.shuffle(order)
+        for n in order:
+            samples[n].append(_time_calls(calls[n], opts.iters, device))
+    moved = bytes_moved(op.name, args, op.reference(*args)) if runnable else 0
+    for n in runnable:
+        med = statistics.median(samples[n])
+        lo, hi = _bootstrap_ci(samples[n], rng)
+        r = records[n]
+        records[n] = replace(
+            r, median_us=med, ci_low_us=lo, ci_high_us=hi, trials=len(samples[n]), bytes=moved,
+            tb_s=moved / med / 1e6 if med > 0 else 0.0,
+        )  # fmt: skip
+    change = _decide(op, bucket, records, opts)
+    return list(records.values()), change
+
+
+def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: QualifyOptions) -> PriorityChange | None:
+    before = op.priority_for(bucket)
+    refused = [n for n, r in records.items() if r.status == "refused" and n != REFERENCE]
+    measured = {n: r for n, r in records.items() if r.status == "measured"}
+    current = [n for n in before if n not in refused]
+    if current[-1:] != [REFERENCE]:
+        current.append(REFERENCE)
+    incumbent = next((n for n in current if n in measured), None)
+    reason = ""
+    after = list(current)
+    if incumbent is not None:
+        inc = measured[incumbent]
+        challengers = [
+            r for n, r in measured.items() if n != incumbent and r.ci_high_us < inc.ci_low_us * (1 - opts.margin)
+        ]
+        if challengers:
+            best = min(challengers, key=lambda r: r.median_us)
+            # The reference stays last: when it is the clear winner the incumbent leaves the bucket's list.
+            if best.provider == REFERENCE:
+                after = [n for n in current if n != incumbent]
+            else:
+                after = [best.provider, *[n for n in current if n != best.provider]]
+            reason = (
+                f"{best.provider} {best.median_us:.2f} us [{best.ci_low_us:.2f}, {best.ci_high_us:.2f}] beats "
+                f"{incumbent} {inc.median_us:.2f} us [{inc.ci_low_us:.2f}, {inc.ci_high_us:.2f}] by > {opts.margin:.0%}"
+            )
+        after = [n for n in after if n != REFERENCE] + [REFERENCE]
+        for n, r in measured.items():
+            decision = "incumbent" if n == incumbent else "kept"
+            if challengers and n == best.provider:
+                decision = "promoted"
+            elif challengers and n == incumbent:
+                decision = "demoted"
+            records[n] = replace(r, decision=decision)
+    if refused:
+        reason = "; ".join(
+            [
+                *(f"{n} refused by the accuracy gate: {records[n].detail}" for n in refused),
+                *([reason] if reason else []),
+            ]
+        )
+    if opts.apply:
+        for n in refused:  # refused providers stay listed, so each decision says why they were skipped
+            op.refuse(bucket, n, records[n].detail)
+        if after != current:
+            op.set_priority([*after[:-1], *refused], bucket)
+    if after == before and not refused:
+        return None
+    return PriorityChange(op.name, bucket, list(before), after, reason)
+
+
+def qualify(registry: Registry, opts: QualifyOptions | None = None) -> QualifyResult:
+    """Qualify the registry's providers on this machine; apply the changes the evidence supports."""
+    opts = opts or QualifyOptions()
+    device = torch.device(opts.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    rng = random.Random(opts.seed)
+    names = list(opts.ops) if opts.ops else sorted(registry.ops)
+    result = QualifyResult(ts=datetime.now(UTC), environment=environment())
+    result.options = {
+        k: (str(v).removeprefix("torch.") if isinstance(v, torch.dtype) else v) for k, v in asdict(opts).items()
+    }
+    result.options["device"] = str(device)
+    for name in names:
+        op = registry.op(name)
+        shapes = (opts.shapes or {}).get(name) or default_shapes(name, device)
+        for shape in shapes:
+            records, change = _qualify_shape(op, shape, opts, device, rng)
+            result.records.extend(records)
+            if change is not None:
+                result.changes.append(change)
+    digest = canonical_digest([asdict(r) for r in result.records])
+    if opts.apply and result.changes:
+        registry.evidence.append(digest)
+    result.state = registry.state()
+    return result

@@ -1,0 +1,128 @@
+"""The registry: every semantic op, the decision log, and the selection policy as data.
+
+The policy (each op's default and per-bucket priority lists, the accuracy gate's refusals, the promotion
+margin) is what a release bundle records: :meth:`Registry.state` returns it as JSON-ready data with a
+digest, and :meth:`Registry.apply_policy` sets it from such data on another host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from typing import Any
+
+import torch
+
+from inferensics.kernels.decisions import Decision, DecisionLog
+from inferensics.kernels.op import SemanticOp
+
+STATE_VERSION = 1
+"""Version of the :meth:`Registry.state` layout."""
+
+
+def canonical_digest(data: Any) -> str:
+    """sha256 of ``data`` as canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Registry:
+    """The semantic ops of one process."""
+
+    def __init__(self, ops: list[SemanticOp], log: DecisionLog) -> None:
+        self.ops: dict[str, SemanticOp] = {op.name: op for op in ops}
+        self.log = log
+        self.evidence: list[str] = []
+        """Digests of the qualification evidence that changed the policy, in order."""
+
+    def op(self, name: str) -> SemanticOp:
+        """The op called ``name``; ``KeyError`` names the known ones."""
+        try:
+            return self.ops[name]
+        except KeyError:
+            raise KeyError(f"no kernel op {name!r}; known: {', '.join(sorted(self.ops))}") from None
+
+    def decisions(self) -> list[Decision]:
+        """Every recorded decision."""
+        return self.log.snapshot()
+
+    def policy(self) -> dict[str, Any]:
+        """The selection policy: priorities and refusals per op (what a bundle pins)."""
+        return {
+            name: {
+                "priority": list(op.priority),
+                "bucket_priority": {b: list(v) for b, v in sorted(op.bucket_priority.items())},
+                "refused": [{"bucket": b, "provider": p, "reason": r} for (b, p), r in sorted(op.refused.items())],
+            }
+            for name, op in sorted(self.ops.items())
+        }
+
+    def apply_policy(self, policy: dict[str, Any]) -> list[str]:
+        """Set priorities and refusals from :meth:`policy` data; returns one line per entry it could not apply
+        (unknown op or provider), applying the rest."""
+        problems: list[str] = []
+        for name, entry in policy.items():
+            if name not in self.ops:
+                problems.append(f"unknown op {name!r}")
+                continue
+            op = self.ops[name]
+            try:
+                op.set_priority(entry.get("priority", op.priority))
+                for bucket, order in entry.get("bucket_priority", {}).items():
+                    op.set_priority(order, bucket)
+            except ValueError as exc:
+                problems.append(str(exc))
+            for r in entry.get("refused", []):
+                op.refuse(str(r["bucket"]), str(r["provider"]), str(r["reason"]))
+        return problems
+
+    def state(self) -> dict[str, Any]:
+        """Registry state and selection policy as JSON-ready data, with ``digest`` over the rest.
+
+        The digest covers the ops, their providers and requirements, tolerances, priorities, refusals and
+        evidence digests; the environment (torch and Triton versions) is recorded beside it.
+        """
+        body: dict[str, Any] = {
+            "version": STATE_VERSION,
+            "ops": {name: op.describe() for name, op in sorted(self.ops.items())},
+            "policy": self.policy(),
+            "evidence": list(self.evidence),
+        }
+        for op in body["ops"].values():
+            op.pop("quarantined")  # runtime state of this process, not policy
+        digest = canonical_digest(body)
+        return {**body, "environment": environment(), "digest": digest}
+
+
+def environment() -> dict[str, str]:
+    """Versions and device that evidence is valid for."""
+    env = {"torch": torch.__version__, "triton": "", "cuda": str(torch.version.cuda or ""), "device": "cpu"}
+    try:
+        import triton
+
+        env["triton"] = str(triton.__version__)
+    except ImportError:
+        pass
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        env["device"] = f"{torch.cuda.get_device_name()} (sm_{major}{minor})"
+    return env
+
+
+_DEFAULT: list[Registry] = []
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_registry() -> Registry:
+    """The process's registry, built on first use (defines the ``torch.ops.inferensics`` operators)."""
+    if _DEFAULT:
+        return _DEFAULT[0]
+    with _DEFAULT_LOCK:
+        if not _DEFAULT:
+            from inferensics.kernels.ops import activation, attention, norm, rotary
+
+            log = DecisionLog()
+            ops = [*norm.register(log), *activation.register(log), *rotary.register(log), *attention.register(log)]
+            _DEFAULT.append(Registry(ops, log))
+    return _DEFAULT[0]

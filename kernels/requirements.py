@@ -1,0 +1,108 @@
+"""Declarative requirements of a provider and the call context they are checked against."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from inferensics.kernels import _torch_adapter
+
+INTERPRETER_ENV = "INFERENSICS_KERNELS_INTERPRET"
+"""Set to ``1`` (with ``TRITON_INTERPRET=1``) to let Triton providers serve CPU tensors through Triton's
+interpreter: the differential suite does, so CI runs the kernels; serving processes never should."""
+
+Platform = Literal["cuda", "cpu", "interpreter"]
+AccuracyMode = Literal["exact", "tolerant", "batch_invariant"]
+CompiledMode = Literal["any", "eager", "compiled"]
+ShapeCheck = Callable[[Sequence[Any]], str | None]
+"""Returns why the arguments are not supported, or ``None`` when they are."""
+
+PLATFORMS: tuple[Platform, ...] = ("cuda", "cpu", "interpreter")
+ACCURACY_MODES: tuple[AccuracyMode, ...] = ("exact", "tolerant", "batch_invariant")
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """Where a call runs: platform, compute capability and whether a compiler is tracing it."""
+
+    platform: Platform
+    capability: tuple[int, int] | None
+    compiling: bool
+    device: str
+
+    @staticmethod
+    def of(args: Sequence[Any]) -> CallContext:
+        """The context of a call with ``args`` (the first tensor decides the device)."""
+        tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        compiling = _torch_adapter.tracing(args)
+        if tensor is None or tensor.device.type != "cuda":
+            interp = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") and os.environ.get(INTERPRETER_ENV) == "1"
+            device = tensor.device.type if tensor is not None else "cpu"
+            return CallContext("interpreter" if interp and device == "cpu" else "cpu", None, compiling, device)
+        index = tensor.device.index if tensor.device.index is not None else torch.cuda.current_device()
+        cap = torch.cuda.get_device_capability(index) if torch.cuda.is_available() else None
+        return CallContext("cuda", cap, compiling, f"cuda:{index}")
+
+
+@dataclass(frozen=True, slots=True)
+class Requirements:
+    """What a provider needs of the call, checked before it runs.
+
+    Attributes:
+        platforms: Platforms it runs on; ``interpreter`` is a CPU tensor with ``TRITON_INTERPRET=1`` and
+            ``INFERENSICS_KERNELS_INTERPRET=1`` (Triton kernels on NumPy); ``cpu`` also accepts it.
+        min_capability: Least CUDA compute capability, e.g. ``(8, 0)``.
+        dtypes: Accepted dtypes of the tensor arguments (all of them); ``None`` accepts any.
+        compiled: ``eager`` (never inside a compiled graph), ``compiled`` (only there) or ``any``.
+        accuracy: ``exact`` (bit-identical to the reference), ``tolerant`` (within the op's dtype
+            tolerance) or ``batch_invariant`` (tolerant, and a row's result does not depend on the batch).
+        checks: Shape, layout and stride checks, each returning a reason or ``None``.
+        notes: What the checks demand, in words (shown by ``inferensics kernels list``).
+    """
+
+    platforms: frozenset[Platform] = frozenset(PLATFORMS)
+    min_capability: tuple[int, int] | None = None
+    dtypes: frozenset[torch.dtype] | None = None
+    compiled: CompiledMode = "any"
+    accuracy: AccuracyMode = "tolerant"
+    checks: tuple[ShapeCheck, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def supports(self, args: Sequence[Any], ctx: CallContext) -> tuple[bool, str]:
+        """``(True, "")`` when a call with ``args`` in ``ctx`` meets every requirement, else ``(False, why)``."""
+        platform_ok = ctx.platform in self.platforms or (ctx.platform == "interpreter" and "cpu" in self.platforms)
+        if not platform_ok:
+            return False, f"platform {ctx.platform} not in {sorted(self.platforms)}"
+        if ctx.platform == "interpreter" and "cpu" not in self.platforms and ctx.compiling:
+            return False, "Triton's interpreter cannot run inside a compiled graph"
+        too_old = ctx.capability is None or ctx.capability < (self.min_capability or (0, 0))
+        if self.min_capability is not None and ctx.platform == "cuda" and too_old:
+            return False, f"compute capability {ctx.capability} below {self.min_capability}"
+        if self.compiled == "eager" and ctx.compiling:
+            return False, "eager only, and a compiler is tracing this call"
+        if self.compiled == "compiled" and not ctx.compiling:
+            return False, "only inside a compiled graph"
+        if self.dtypes is not None:
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.is_floating_point() and a.dtype not in self.dtypes:
+                    return False, f"dtype {str(a.dtype).removeprefix('torch.')} not supported"
+        for check in self.checks:
+            reason = check(args)
+            if reason is not None:
+                return False, reason
+        return True, ""
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready description (for ``kernels list`` and the registry state)."""
+        return {
+            "platforms": sorted(self.platforms),
+            "min_capability": list(self.min_capability) if self.min_capability else None,
+            "dtypes": sorted(str(d).removeprefix("torch.") for d in self.dtypes) if self.dtypes else None,
+            "compiled": self.compiled,
+            "accuracy": self.accuracy,
+            "checks": list(self.notes),
+        }

@@ -1,0 +1,112 @@
+"""Arguments for each op at a named shape, and the bytes a call must move (for bandwidth figures).
+
+Shared by qualification, the benchmark and the differential tests, so all three measure the same thing.
+A shape is a small dict: ``{"tokens": 8, "hidden": 4096}`` for the row ops, ``{"tokens", "heads",
+"head_dim"}`` for rotary, ``{"batch", "context", "q_heads", "kv_heads", "head_dim", "page"}`` for paged
+attention.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+PAGE = 16
+"""Tokens per KV page in the default shapes."""
+
+GPU_SHAPES: dict[str, list[dict[str, int]]] = {
+    "rms_norm": [{"tokens": t, "hidden": 4096} for t in (8, 512, 8192)],
+    "fused_add_rms_norm": [{"tokens": t, "hidden": 4096} for t in (8, 512, 8192)],
+    "silu_mul": [{"tokens": t, "hidden": 14336} for t in (8, 512, 8192)],
+    "rotary_embedding": [{"tokens": t, "heads": 32, "head_dim": 128} for t in (8, 512, 8192)],
+    "paged_decode_attention": [
+        {"batch": b, "context": c, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "page": PAGE}
+        for b, c in ((1, 1024), (8, 4096), (32, 8192), (64, 32768))
+    ],
+}
+"""LLM shapes (hidden 4096, intermediate 14336, GQA 32/8, head_dim 128) qualified on a GPU by default."""
+
+CPU_SHAPES: dict[str, list[dict[str, int]]] = {
+    "rms_norm": [{"tokens": 3, "hidden": 64}, {"tokens": 33, "hidden": 96}],
+    "fused_add_rms_norm": [{"tokens": 3, "hidden": 64}, {"tokens": 33, "hidden": 96}],
+    "silu_mul": [{"tokens": 3, "hidden": 80}, {"tokens": 33, "hidden": 128}],
+    "rotary_embedding": [{"tokens": 5, "heads": 4, "head_dim": 32}],
+    "paged_decode_attention": [
+        {"batch": 2, "context": 100, "q_heads": 4, "kv_heads": 2, "head_dim": 64, "page": PAGE},
+    ],
+}
+"""Small shapes for CPU and Triton's interpreter."""
+
+
+def default_shapes(op: str, device: torch.device) -> list[dict[str, int]]:
+    """The shapes qualification uses for ``op`` on ``device`` when none are given."""
+    return (GPU_SHAPES if device.type == "cuda" else CPU_SHAPES).get(op, [])
+
+
+def shape_label(shape: dict[str, int]) -> str:
+    """``tokens=8,hidden=4096``."""
+    return ",".join(f"{k}={v}" for k, v in shape.items())
+
+
+def _need(shape: dict[str, int], *keys: str) -> list[int]:
+    missing = [k for k in keys if k not in shape]
+    if missing:
+        raise ValueError(f"shape {shape_label(shape)} lacks {', '.join(missing)}")
+    return [int(shape[k]) for k in keys]
+
+
+def make_args(
+    op: str, shape: dict[str, int], dtype: torch.dtype, device: torch.device, seed: int = 0
+) -> tuple[Any, ...]:
+    """Random arguments of ``op`` at ``shape`` (normal values; reproducible from ``seed``)."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+
+    def randn(*size: int, scale: float = 1.0) -> torch.Tensor:
+        return (torch.randn(size, generator=g) * scale).to(device=device, dtype=dtype)
+
+    if op in ("rms_norm", "fused_add_rms_norm"):
+        t, h = _need(shape, "tokens", "hidden")
+        weight = 1.0 + randn(h, scale=0.1)
+        if op == "rms_norm":
+            return randn(t, h), weight, 1e-6
+        return randn(t, h), randn(t, h), weight, 1e-6
+    if op == "silu_mul":
+        t, h = _need(shape, "tokens", "hidden")
+        return (randn(t, 2 * h, scale=2.0),)
+    if op == "rotary_embedding":
+        t, heads, d = _need(shape, "tokens", "heads", "head_dim")
+        freqs = 1.0 / (10000.0 ** (torch.arange(d // 2, dtype=torch.float32) / (d // 2)))
+        angles = torch.outer(torch.arange(t, dtype=torch.float32) * 7 % 4096, freqs)
+        return randn(t, heads, d), angles.cos().to(device), angles.sin().to(device)
+    if op == "paged_decode_attention":
+        b, ctx, hq, hkv, d, page = _need(shape, "batch", "context", "q_heads", "kv_heads", "head_dim", "page")
+        per_seq = -(-ctx // page)
+        pages = b * per_seq
+        # Pages of each sequence scattered over the cache (a random permutation), as an allocator leaves them.
+        table = torch.randperm(pages, generator=g).reshape(b, per_seq).to(torch.int32)
+        lens = torch.full((b,), ctx, dtype=torch.int32)
+        if b > 1:  # ragged: the last sequence is shorter, ending inside a page
+            lens[-1] = max(1, ctx - page - 3)
+        return (
+            randn(b, hq, d),
+            randn(pages, page, hkv, d),
+            randn(pages, page, hkv, d),
+            table.to(device),
+            lens.to(device),
+            d**-0.5,
+        )
+    raise ValueError(f"no sample arguments for op {op!r}")
+
+
+def bytes_moved(op: str, args: tuple[Any, ...], out: Any) -> int:
+    """Bytes a call must read and write at least (inputs it reads once, outputs it writes once)."""
+    outs = out if isinstance(out, tuple) else (out,)
+    written = sum(t.numel() * t.element_size() for t in outs if isinstance(t, torch.Tensor))
+    if op == "paged_decode_attention":
+        q, k_cache, _, _, lens, _ = args
+        hkv, d = k_cache.shape[2], k_cache.shape[3]
+        kv = int(lens.long().sum()) * hkv * d * k_cache.element_size() * 2
+        return int(q.numel() * q.element_size() + kv + written)
+    read = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+    return int(read + written)

@@ -1,0 +1,29 @@
+"""Kernel tests run our Triton kernels on a GPU when there is one, else in Triton's interpreter.
+
+``tests/conftest.py`` sets ``TRITON_INTERPRET=1`` without a GPU (Triton reads it at import). The registry
+lets Triton providers serve CPU tensors only with ``INFERENSICS_KERNELS_INTERPRET=1`` as well, set here for
+these tests alone and restored after, so other tests (the demo, replay) keep the reference on CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+@pytest.fixture(autouse=True, scope="package")
+def _triton_interpreter() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        if not HAS_CUDA:
+            mp.setenv("INFERENSICS_KERNELS_INTERPRET", "1")
+        yield
+
+
+@pytest.fixture(scope="package")
+def device() -> torch.device:
+    """The device the differential suite runs on."""
+    return torch.device("cuda" if HAS_CUDA else "cpu")
