@@ -73,13 +73,14 @@ def daily_by_model(frame: pl.DataFrame, metric: str, title: str) -> alt.Chart:
 
 
 def top_bars(frame: pl.DataFrame, label: str, value: str, title: str) -> alt.Chart:
-    """Horizontal bars of ``value`` by ``label``, largest first."""
+    """Horizontal bars of ``value`` (a count) by ``label``, largest first; one bar per row, labels in full
+    (rows whose labels would be equal once cut short are not merged into one bar)."""
     return _top(
         alt.Chart(_data(frame, [label, value]), title=title)
         .mark_bar()
         .encode(
-            y=alt.Y(f"{label}:N", sort="-x", title=label.replace("_", " ")),
-            x=alt.X(f"{value}:Q", title=value.replace("_", " ")),
+            y=alt.Y(f"{label}:N", sort="-x", title=None, axis=alt.Axis(labelLimit=0)),
+            x=alt.X(f"{value}:Q", title=value.replace("_", " "), axis=alt.Axis(tickMinStep=1, format="d")),
             tooltip=[f"{label}:N", f"{value}:Q"],
         )
         .properties(width=WIDTH, height=alt.Step(18))
@@ -129,7 +130,8 @@ def canary_latency(evidence: pl.DataFrame) -> alt.LayerChart:
         .mark_point(filled=True, size=80)
         .encode(
             y=alt.Y("metric:N", title="quantile"),
-            x=alt.X("ms:Q", title="latency (ms)"),
+            # Log scale: a short window's tail holds compiles (tens of seconds), pinning the rest at 0.
+            x=alt.X("ms:Q", title="latency (ms, log scale)", scale=alt.Scale(type="symlog")),
             color=alt.Color("side:N"),
             tooltip=["metric:N", "side:N", "ms:Q"],
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import polars as pl
@@ -10,22 +11,52 @@ import streamlit as st
 from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
-from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, service_errors
+from inferensics.dashboard._internal.filters import now
+from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, said, service_errors
 from inferensics.dashboard._internal.tables import byte_size, duration_ms, show_table
 from inferensics.schema import columns as col
 
+CACHE_SHOWN = {"none": "no compile"}
 ID_KEY = "drill.request_id"
 ID_PARAM = "request_id"
 
 
+PICK_KEY = "drill.pick"
+
+
 def request_id_input() -> str:
-    """The request id box, prefilled from ``?request_id=`` (links from the overview)."""
+    """The request id box, prefilled from ``?request_id=`` (links from the overview) or from the recent
+    requests worth opening (:func:`recent_picker`)."""
     linked = st.query_params.get(ID_PARAM)
     if linked and st.session_state.get("drill.linked") != linked:
         st.session_state[ID_KEY] = linked
         st.session_state["drill.linked"] = linked
-    value = st.text_input("Request id", key=ID_KEY, placeholder="paste a request id, e.g. req-7f3a…")
+    value = st.text_input("Request id", key=ID_KEY, placeholder="paste a request id, or pick one below")
     return value.strip()
+
+
+def _pick() -> None:
+    picked = st.session_state.get(PICK_KEY)
+    if picked:
+        st.session_state[ID_KEY] = str(picked).split(" ", 1)[0]
+
+
+def recent_picker() -> None:
+    """A picker of the last hour's requests worth opening: failed, non-finite, fallbacks, recompiles and first
+    compiles (analytics ``notable_requests``); choosing one fills the id box."""
+    end = now()
+    notable = run_query(queries.NOTABLE_REQUESTS, "recent requests", start=end - timedelta(hours=1), end=end)
+    if notable.is_empty():
+        st.caption("No failed, non-finite, fallback, recompiling or compiling request in the last hour.")
+        return
+    options = [
+        f"{r[col.REQUEST_ID]} · {r['why']} · {r[col.MODEL]} / {r[col.HW_POOL]} · {r[col.TS]:%H:%M:%S} UTC"
+        for r in notable.iter_rows(named=True)
+    ]
+    st.selectbox(
+        "Or pick a recent request worth opening (last hour, newest first)",
+        options, index=None, key=PICK_KEY, on_change=_pick, placeholder=f"{len(options)} requests",
+    )  # fmt: skip
 
 
 def summary(d: dict[str, Any]) -> None:
@@ -33,17 +64,29 @@ def summary(d: dict[str, Any]) -> None:
     # Outcome gets the widest cell: "recompile" and "fallback" did not fit a sixth of a laptop screen (shown
     # as "recomp…"), nor did "3,100.0 ms" (durations now switch to seconds above one).
     cells = st.columns([1.5, 1, 1.2, 1.2, 1, 1])
+    nonfinite = int(d.get(col.FP_NAN) or 0) + int(d.get(col.FP_INF) or 0)
     cells[0].metric("Outcome", str(d[col.OUTCOME]))
-    cells[1].metric("Status", str(d[col.STATUS]))
+    cells[1].metric("Status", "non-finite" if nonfinite and d[col.STATUS] == "ok" else str(d[col.STATUS]))
     cells[2].metric("Latency", duration_ms(d[col.LATENCY_MS]))
     cells[3].metric("Compile in request", duration_ms(d[col.COMPILE_MS]))
     cells[4].metric("Guards", str(d[col.GUARD_OUTCOME]))
-    cells[5].metric("Compile cache", str(d[col.CACHE_STATUS]))
+    cells[5].metric(
+        "Graph cache",
+        CACHE_SHOWN.get(str(d[col.CACHE_STATUS]), str(d[col.CACHE_STATUS])),
+        help="FX-graph-cache result of the compiles this request triggered: a hit still runs Dynamo and loads "
+        "the cached kernels, so its compile time is the time in the request column beside it.",
+    )
     bundle = d.get("bundle_name") or "unregistered"
     st.markdown(
         f"**{d[col.MODEL]}** on `{d[col.HOST]}` · pool **{d[col.HW_POOL]}** · traffic **{d[col.TRAFFIC_CLASS]}** · "
         f"bundle **{bundle}** `{d[col.BUNDLE_ID] or '–'}` · {d[col.TS]:%Y-%m-%d %H:%M:%S} UTC · shape `{d[col.SHAPE]}`"
     )
+    if nonfinite:
+        st.error(
+            f"**Non-finite output:** {int(d.get(col.FP_NAN) or 0):,} NaN and {int(d.get(col.FP_INF) or 0):,} inf "
+            "values in its logits.",
+            icon=":material/error:",
+        )
     if d[col.STATUS] == "error" and d[col.ERROR]:
         st.error(f"**Error:** {d[col.ERROR]}", icon=":material/error:")
     if d[col.FALLBACK_REASON]:
@@ -60,8 +103,7 @@ def inputs_panel(d: dict[str, Any]) -> None:
         size = d.get("capture_bytes")
         stored = f"{byte_size(size)} stored" if size is not None else "blob not found in the store"
         st.success(
-            f"**Inputs captured** · blob `{d[col.CAPTURE_BLOB]}` ({stored}). "
-            f"This request can be replayed: `inferensics replay {d[col.REQUEST_ID]}`",
+            f"**Inputs captured** · blob `{d[col.CAPTURE_BLOB]}` ({stored}).",
             icon=":material/inventory_2:",
         )
     else:
@@ -112,7 +154,8 @@ def code_section(graphs: pl.DataFrame, kernels: pl.DataFrame) -> None:
     mapping = kernel_lines(code, names)
     if own.height:
         mapping = mapping.join(own.select(col.KERNEL_NAME, col.SOURCE_LINES), on=col.KERNEL_NAME, how="left")
-    st.caption(f"artifact `{artifact}` · {len(code.splitlines()):,} lines")
+    lines = len(code.splitlines())
+    st.caption(f"artifact `{artifact}` · {lines:,} lines")
     show_table(
         mapping,
         key="code_map",
@@ -120,22 +163,25 @@ def code_section(graphs: pl.DataFrame, kernels: pl.DataFrame) -> None:
         # A line number (a float only because a kernel defined elsewhere has none), never "1.23e+03".
         overrides={"defined_at": st.column_config.NumberColumn("defined_at", format="%d")},
     )
-    st.code(code, language="python", line_numbers=True)
+    with st.expander(f"The generated code ({lines:,} lines)"):
+        st.code(code, language="python", line_numbers=True, height=600)
 
 
 def render() -> None:
     """Draw the page."""
     st.title("Request drill-down")
     request_id = request_id_input()
+    with service_errors():
+        recent_picker()
     if not request_id:
-        st.info("Paste a request id to see how it was served: graphs, guards, kernels, generated code, inputs.")
+        st.info("Paste or pick a request id to see how it was served: graphs, guards, kernels, generated code, inputs.")
         return
     with service_errors():
         try:
             detail = run_query(queries.REQUEST_DETAIL, "request", request_id=request_id)
         except ServiceError as exc:
             if exc.status in (400, 404):
-                st.warning(exc.message.split(": ", 1)[-1], icon=":material/search:")
+                st.warning(said(exc), icon=":material/search:")
                 return
             raise
         d = detail.row(0, named=True)
