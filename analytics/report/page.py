@@ -99,8 +99,8 @@ def render_page(title: str, sections: list[Section], *, subtitle: str = "") -> s
         for chart in section.charts:
             spec = chart.to_dict()
             if not _has_data(spec):
-                title = spec.get("title")
-                named = f"{title}: " if isinstance(title, str) else ""
+                chart_title = spec.get("title")
+                named = f"{chart_title}: " if isinstance(chart_title, str) else ""
                 parts.append(f"<p class='none'>{html.escape(named)}no data in this period</p>")
                 continue
             parts.append(f"<div class='chart' id='chart-{len(specs)}'></div>")

@@ -86,22 +86,22 @@ def _data(frame: pl.DataFrame) -> alt.Data:
     return alt.Data(values=frame.to_dicts())  # type: ignore[no-untyped-call]
 
 
-TICK_INTERVALS: Final = {"%H:%M": "minute", "%m-%d %H:%M": "hour"}
-"""Label format → the bucket unit it shows; ticks fall on whole units (other formats: days)."""
+WHOLE_UNIT: Final = {
+    "%H:%M": "utcseconds(datum.value) == 0",
+    "%m-%d %H:%M": "utcminutes(datum.value) == 0 && utcseconds(datum.value) == 0",
+}
+"""Label format → the Vega condition that a tick falls on a whole unit of it (other formats: whole days)."""
 
 
 def _time_axis(x: str, time_format: str) -> alt.X:
     # Times are UTC everywhere in the product; the browser's zone must not shift the axis. (A labelExpr,
-    # because Vega-Lite's axis ``formatType: utc`` was ignored by the renderer here.) Ticks fall on whole
-    # buckets: Vega's own ticks for a few minutes come every 15 s, which a minute format labels twice or
-    # four times ("03:40 03:40 03:40").
-    interval = TICK_INTERVALS.get(time_format, "day")
+    # because Vega-Lite's axis ``formatType: utc`` was ignored by the renderer here.) Only ticks on a whole
+    # unit of the format get a label: Vega's own ticks over a few minutes come every 15 s, which a minute
+    # format labelled two to four times ("03:40 03:40 03:40").
+    whole = WHOLE_UNIT.get(time_format, "utchours(datum.value) == 0 && utcminutes(datum.value) == 0")
     return alt.X(
         f"{x}:T", title=None, scale=alt.Scale(type="utc"),
-        axis=alt.Axis(
-            labelExpr=f"utcFormat(datum.value, '{time_format}')", labelOverlap=True,
-            tickCount={"interval": f"utc{interval}", "step": 1},
-        ),
+        axis=alt.Axis(labelExpr=f"{whole} ? utcFormat(datum.value, '{time_format}') : ''", labelOverlap=True),
     )  # fmt: skip
 
 

@@ -72,12 +72,17 @@ def pickers(models: list[str], traffic: list[str], bundles: pl.DataFrame, served
         windows = list(TIME_RANGES)
         window = four.selectbox("Window", windows, index=windows.index(DEFAULT_WINDOW), key="canary.window")
         tolerance = five.number_input("Latency tolerance", 0.0, 2.0, 0.10, 0.05, format="%.2f", key="canary.tolerance")
+        six, seven, _ = st.columns(3)
+        # The analytics defaults; a short run (the demo's) serves fewer, and its summary names what it used.
+        min_requests = six.number_input("Min requests per side", 1, None, 100, key="canary.min_requests")
+        min_pairs = seven.number_input("Min input-matched pairs", 1, None, 30, key="canary.min_pairs")
         st.form_submit_button("Compare", type="primary")
     end = now()
     return {
         "model": model, "baseline": baseline, "candidate": candidate,
         "traffic_class": None if traffic_class == ALL else traffic_class,
         "start": end - TIME_RANGES[window], "end": end, "latency_tolerance": tolerance,
+        "min_requests": int(min_requests), "min_pairs": int(min_pairs),
     }  # fmt: skip
 
 

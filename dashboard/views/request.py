@@ -113,17 +113,39 @@ def inputs_panel(d: dict[str, Any]) -> None:
         )
 
 
-def kernels_section(kernels: pl.DataFrame) -> None:
-    """Kernels of the serving artifacts with their source lines and sampled timings."""
+def kernels_section(kernels: pl.DataFrame, sampled: bool) -> None:
+    """Kernels of the serving artifacts with their FX nodes and source lines (Inductor provenance), and the
+    sampled timings when this request was profiled."""
     st.subheader("Kernels → source lines")
+    timed = kernels.filter(pl.col(col.TOTAL_US).is_not_null()) if col.TOTAL_US in kernels.columns else kernels.clear()
+    columns = [col.KERNEL_NAME, col.KERNEL_BACKEND, col.SOURCE_LINES, col.POST_GRAD_NODES]
+    if timed.height:
+        columns += [col.CALLS, col.TOTAL_US, col.DEVICE]
+    elif kernels.height:
+        st.caption(
+            "Kernel timings: none, this request was not profiled"
+            if not sampled
+            else "Kernel timings: this request was profiled, but no kernel timing was stored for its artifacts."
+        )
+    mapped = int((kernels.get_column(col.SOURCE_LINES).list.len() > 0).sum()) if kernels.height else 0
+    if mapped:
+        st.caption(
+            f"{mapped} of {kernels.height} kernels map to user source lines (Inductor provenance tracking, on by "
+            "default in the host SDK)."
+        )
+    elif kernels.height:
+        st.warning(
+            "No kernel carries its FX nodes and source lines: the artifacts were compiled without Inductor "
+            "provenance tracking. The host SDK turns it on by default (`SdkConfig(provenance_level=1)`); "
+            "compiles made with `provenance_level=0` or outside `tracker.compile` have none.",
+            icon=":material/link_off:",
+        )
     show_table(
         kernels,
-        columns=(col.KERNEL_NAME, col.KERNEL_BACKEND, col.SOURCE_LINES, col.POST_GRAD_NODES, col.CALLS, col.TOTAL_US,
-                 col.DEVICE, col.ARTIFACT_ID),
+        columns=(*columns, col.ARTIFACT_ID),
         empty="No kernels recorded for this request's artifacts.",
         key="kernels",
-    )  # fmt: skip
-    timed = kernels.filter(pl.col(col.TOTAL_US).is_not_null()) if col.TOTAL_US in kernels.columns else kernels.clear()
+    )
     if timed.height:
         charts.draw(
             st,
@@ -191,7 +213,7 @@ def render() -> None:
         st.subheader("Compiled graphs that served it")
         show_table(graphs, key="graphs", empty="No compiled graph served this request.")
         kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id)
-        kernels_section(kernels)
+        kernels_section(kernels, bool(d.get(col.SAMPLED)))
         code_section(graphs, kernels)
         with st.expander("Every recorded field"):
             fields = pl.DataFrame({"field": list(d), "value": [str(v) for v in d.values()]})
