@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
+from typer._click.core import Context
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 
@@ -25,11 +25,11 @@ def _tidy(params: list[Any]) -> list[Any]:
 class HelpCommand(TyperCommand):
     """A command whose help shows flags without a type and arguments as ``PATH``."""
 
-    def get_params(self, ctx: typer.Context) -> list[Any]:
+    def get_params(self, ctx: Context) -> list[Any]:
         """The parameters, tidied for help (see the module docstring)."""
         return _tidy(super().get_params(ctx))
 
-    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
         """``[OPTIONS] PATH``: required arguments bare, optional ones in brackets."""
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
@@ -42,11 +42,11 @@ class HelpCommand(TyperCommand):
 class HelpGroup(TyperGroup):
     """The app's group: its own flags tidied, and every subcommand or subgroup handed out tidied too."""
 
-    def get_params(self, ctx: typer.Context) -> list[Any]:
+    def get_params(self, ctx: Context) -> list[Any]:
         """The parameters, tidied for help."""
         return _tidy(super().get_params(ctx))
 
-    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+    def get_command(self, ctx: Context, cmd_name: str) -> Any:
         """The subcommand, as a :class:`HelpGroup` or :class:`HelpCommand`."""
         command = super().get_command(ctx, cmd_name)
         if type(command) is TyperGroup:

@@ -38,7 +38,8 @@ def count_axis(frame: pl.DataFrame, columns: list[str], title: str) -> alt.Axis:
     """An axis for counts: whole-number ticks only (Vega's own ticks for a maximum of 1 are 0, 0.5, 1, which
     a whole-number format labels "0 1 1")."""
     present = [c for c in columns if c in frame.columns]
-    top = max((int(frame.get_column(c).max() or 0) for c in present), default=0)  # type: ignore[call-overload]
+    tops = [frame.get_column(c).cast(pl.Float64).max() for c in present]
+    top = int(max((t for t in tops if isinstance(t, float)), default=0.0))
     step = max(1, math.ceil(top / 8))
     return alt.Axis(values=list(range(0, top + step, step)), format="d", title=title)
 

@@ -78,7 +78,8 @@ def _week_over_week_shown(frame: pl.DataFrame) -> pl.DataFrame:
         {**r, "this_week": shown(r["this_week"], r["metric"]), "last_week": shown(r["last_week"], r["metric"])}
         for r in frame.iter_rows(named=True)
     ]
-    schema = {**frame.schema, "this_week": pl.String, "last_week": pl.String}
+    schema = frame.schema
+    schema.update({"this_week": pl.String(), "last_week": pl.String()})
     return pl.DataFrame(rows, schema=schema)
 
 

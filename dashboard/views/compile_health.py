@@ -92,7 +92,7 @@ def breaks_tab(filters: Filters) -> None:
         st.markdown("**Guard failures**")
         reasons = section_query(queries.RECOMPILE_REASONS, "recompile reasons", **params) if guards.is_empty() else None
         failed = (
-            int(reasons.get_column("recompiles").sum() + reasons.get_column("limit_hits").sum())
+            int(reasons.get_column("recompiles").sum()) + int(reasons.get_column("limit_hits").sum())
             if reasons is not None and reasons.height
             else 0
         )

@@ -32,7 +32,7 @@ HOST = "h-0"
 
 
 def _request(rid: str, model: str, at: datetime, **fields: object) -> RequestEvent:
-    return RequestEvent(request_id=rid, ts=at, host=HOST, model=model, hw_pool="p", traffic_class="c", **fields)  # type: ignore[arg-type]
+    return RequestEvent(request_id=rid, ts=at, host=HOST, model=model, hw_pool="p", traffic_class="c", **fields)
 
 
 @pytest.fixture
@@ -43,7 +43,10 @@ def story(store: Store) -> Store:
     store.insert_events(
         [
             _request("r-slow", "slow", t, outcome="compile", compile_ms=90_000.0, cache_status="miss"),
-            *(_request(f"r-re{i}", "storm", t, outcome="recompile", recompiles=1, compile_ms=30_000.0) for i in range(3)),
+            *(
+                _request(f"r-re{i}", "storm", t, outcome="recompile", recompiles=1, compile_ms=30_000.0)
+                for i in range(3)
+            ),
             _request("r-fb", "storm", t, outcome="fallback", fallback_reason="recompile_limit"),
             _request("r-nan", "storm", t, fp_nan=768),
             *(_request(f"r-hit{i}", "slow", t) for i in range(4)),
@@ -99,7 +102,7 @@ def test_the_weekly_report_of_the_current_week_ends_now_with_one_cache_ratio(sto
     assert report.end == NOW
     row = report.by_model_pool.filter(pl.col(col.MODEL) == "slow").row(0, named=True)
     health = cache_health(story, _slice()).filter(pl.col(col.MODEL) == "slow")
-    assert row["cache_hit_ratio"] == pytest.approx(health["hits"].sum() / health["lookups"].sum()) == 0.25
+    assert row["cache_hit_ratio"] == pytest.approx(int(health["hits"].sum()) / int(health["lookups"].sum())) == 0.25
     assert row[col.REQUESTS] == 5
 
 

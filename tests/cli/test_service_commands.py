@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from inferensics.cli.app import app
 from inferensics.collector.service.testing import encode_request
 from inferensics.schema.events import RequestEvent
-from tests.collector.service.harness import ADMIN, INGEST, new_service
 from inferensics.schema.migrations import LATEST_VERSION
+from tests.collector.service.harness import ADMIN, INGEST, new_service
 from tests.collector.service.otel import request
 
 runner = CliRunner()

@@ -62,7 +62,7 @@ def test_report_weekly_writes_the_current_week_so_far(served_now: str, tmp_path:
 class _WebPage(BaseHTTPRequestHandler):
     """What a dashboard (Streamlit) answers: its page for any GET, 405 for a POST."""
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         body = b"<!doctype html><html><body>a dashboard</body></html>"
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -70,7 +70,7 @@ class _WebPage(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.send_response(405)
         self.send_header("Content-Length", "0")
         self.end_headers()

@@ -353,12 +353,12 @@ def test_the_compile_page_counts_agree(dashboard: str, demo_run: dict[str, Any],
         health = client.query("cache_health", start=end - timedelta(hours=1), end=end)
         reasons = client.query("recompile_reasons", start=end - timedelta(hours=1), end=end)
     assert int(reasons.get_column("recompiles").sum()) == recompiles
-    ratio = health.get_column("hits").sum() / health.get_column("lookups").sum()
+    ratio = int(health.get_column("hits").sum()) / int(health.get_column("lookups").sum())
     assert metric(page, "Cache hit ratio") == f"{100 * ratio:.2f} %"
     assert truncated_metrics(page) == []
     shoot(page, "compile-health")
     page.get_by_role("tab", name="Graph breaks & guards").click()
-    failed = int(reasons.get_column("recompiles").sum() + reasons.get_column("limit_hits").sum())
+    failed = int(reasons.get_column("recompiles").sum()) + int(reasons.get_column("limit_hits").sum())
     expect(page.get_by_text(f"No guard failures recorded besides the {failed:,}")).to_be_visible()
 
 
