@@ -50,7 +50,9 @@ def bundle_choices(model: str, bundles: pl.DataFrame, served: list[str]) -> tupl
     return labels, len(labels) - 1, 0
 
 
-def pickers(models: list[str], traffic: list[str], bundles: pl.DataFrame, served: list[str]) -> dict[str, Any] | None:
+def pickers(
+    models: list[str], traffic: list[str], bundles: pl.DataFrame, served: list[str], pools: list[str]
+) -> dict[str, Any] | None:
     """The model picker and the comparison form; the parameters to compare (defaults until submitted)."""
     if not models:
         st.info("No model has served requests yet, so there is nothing to compare.")
@@ -72,15 +74,17 @@ def pickers(models: list[str], traffic: list[str], bundles: pl.DataFrame, served
         windows = list(TIME_RANGES)
         window = four.selectbox("Window", windows, index=windows.index(DEFAULT_WINDOW), key="canary.window")
         tolerance = five.number_input("Latency tolerance", 0.0, 2.0, 0.10, 0.05, format="%.2f", key="canary.tolerance")
-        six, seven, _ = st.columns(3)
+        six, seven, eight = st.columns(3)
         # The analytics defaults; a short run (the demo's) serves fewer, and its summary names what it used.
         min_requests = six.number_input("Min requests per side", 1, None, 100, key="canary.min_requests")
         min_pairs = seven.number_input("Min input-matched pairs", 1, None, 30, key="canary.min_pairs")
+        hw_pool = eight.selectbox("Hardware pool", [ALL, *pools], key="canary.hw_pool")
         st.form_submit_button("Compare", type="primary")
     end = now()
     return {
         "model": model, "baseline": baseline, "candidate": candidate,
         "traffic_class": None if traffic_class == ALL else traffic_class,
+        "hw_pool": None if hw_pool == ALL else hw_pool,
         "start": end - TIME_RANGES[window], "end": end, "latency_tolerance": tolerance,
         "min_requests": int(min_requests), "min_pairs": int(min_pairs),
     }  # fmt: skip
@@ -107,7 +111,7 @@ def render() -> None:
     with service_errors():
         options = filter_options()
         bundles = run_query(queries.BUNDLES, "bundles")
-        params = pickers(options.models, options.traffic_classes, bundles, options.bundles)
+        params = pickers(options.models, options.traffic_classes, bundles, options.bundles, options.pools)
         if params is None:
             return
         frame = section_query(queries.CANARY, "canary comparison", **params)
@@ -115,7 +119,7 @@ def render() -> None:
             return
         st.caption(
             f"{params['model']} · candidate `{params['candidate'][:12]}` vs baseline `{params['baseline'][:12]}` · "
-            f"{params['start']:%Y-%m-%d %H:%M} – {params['end']:%H:%M} UTC"
+            f"{params['start']:%Y-%m-%d %H:%M} – {params['end']:%H:%M} UTC · pool {params['hw_pool'] or 'all'}"
         )
         verdict_banner(frame)
         evidence = frame.filter(pl.col("check") != "verdict")

@@ -27,7 +27,7 @@ from inferensics.analytics.weekly import current_week
 from inferensics.collector.client import ServiceClient
 from inferensics.dashboard._internal.settings import REPORT_DIR_ENV
 from inferensics.dashboard.launcher import wait_until_up
-from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, HF_MODEL
+from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, HF_MODEL, POOL_B
 from tests.dashboard.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -179,9 +179,18 @@ def test_the_printed_canary_command_gives_the_demos_verdict(
     assert "verdict: FAIL" in res.stdout
     agreement = next(line for line in res.stdout.splitlines() if "argmax_agreement" in line)
     assert agreement.split()[-1] == "fail"
-    served = sum(1 for r in demo_run["served"].values() if r["bundle"] == CANDIDATE and r["model"] == DECODER_MODEL)
     verdict = next(line for line in res.stdout.splitlines() if line.startswith("verdict  requests"))
-    assert verdict.split()[4] == str(served)
+    assert verdict.split()[2] == str(_served(demo_run, "baseline"))
+    assert verdict.split()[4] == str(_served(demo_run, CANDIDATE))
+
+
+def _served(run: dict[str, Any], bundle: str) -> int:
+    """Requests of the decoder on pool cpu-b served with ``bundle`` (the printed canary command's slice)."""
+    return sum(
+        1
+        for r in run["served"].values()
+        if r["bundle"] == bundle and r["model"] == DECODER_MODEL and r["pool"] == POOL_B
+    )
 
 
 def _rendered(page: Page) -> None:
@@ -364,7 +373,7 @@ def test_the_compile_page_counts_agree(dashboard: str, demo_run: dict[str, Any],
 
 def _pick(page: Page, label: str, text: str) -> None:
     """Choose the option containing ``text`` in the select box labelled ``label``."""
-    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text=label).first.click()
     page.locator('[role="option"]').filter(has_text=text).first.click()
 
 
@@ -379,11 +388,17 @@ def test_the_canary_page_gives_the_demos_verdict(dashboard: str, demo_run: dict[
     assert note is not None
     page.get_by_label("Min requests per side").fill(note.group(1))
     page.get_by_label("Min input-matched pairs").fill(note.group(2))
+    _pick(page, "Hardware pool", POOL_B)
     page.get_by_role("button", name="Compare").click()
     verdict = page.locator('[data-testid="stAlert"]').filter(has_text="Verdict:")
     expect(verdict).to_contain_text("Verdict: FAIL")
-    served = sum(1 for r in demo_run["served"].values() if r["bundle"] == CANDIDATE and r["model"] == DECODER_MODEL)
-    expect(page.locator('[data-testid="stMetric"]').filter(has_text="Candidate requests")).to_contain_text(str(served))
+    # The same slice as the printed command: the same sizes as the command printed.
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="Baseline requests")).to_contain_text(
+        f"{_served(demo_run, 'baseline'):,}"
+    )
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="Candidate requests")).to_contain_text(
+        f"{_served(demo_run, CANDIDATE):,}"
+    )
     settle(page, charts=2)
     shoot(page, "canary")
 
