@@ -255,7 +255,9 @@ def test_an_empty_weekly_report_stays_a_page(commands: dict[str, str], tmp_path:
     _rendered(page)
     assert page.evaluate("() => document.body.scrollHeight") < 4000
     assert "no data in this period" in page.inner_text("body")
-    expect(page.locator("h1")).to_contain_text("Weekly recompilation and cache report 2020-W02")
+    expect(page.locator("h1")).to_contain_text(
+        "Weekly recompilation and cache report 2020-W02", timeout=PAGE_TIMEOUT_MS
+    )
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "weekly-report-empty.png"), full_page=True)
 
@@ -288,7 +290,7 @@ def test_the_overview_tells_the_runs_story(dashboard: str, demo_run: dict[str, A
 def _request(page: Page, dashboard: str, request_id: str) -> None:
     page.goto(f"{dashboard}/request?request_id={request_id}")
     settle(page)
-    expect(page.locator('[data-testid="stMetricLabel"]', has_text="Outcome")).to_be_visible()
+    expect(page.locator('[data-testid="stMetricLabel"]', has_text="Outcome")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
 
 
 def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
@@ -298,7 +300,7 @@ def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], page: Page)
     first = drill["first compile"][0]
     _request(page, dashboard, first)
     mapped = page.get_by_text(re.compile(r"\d+ of \d+ kernels map to user source lines"))
-    expect(mapped).to_be_visible()
+    expect(mapped).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     got = re.search(r"(\d+) of (\d+) kernels", mapped.inner_text())
     assert got is not None
     assert int(got.group(1)) > 0
@@ -324,7 +326,7 @@ def test_a_wrong_request_id_says_so_in_plain_words(dashboard: str, page: Page) -
     page.goto(f"{dashboard}/request?request_id=req-nope")
     settle(page)
     box = page.locator('[data-testid="stAlert"]').filter(has_text="req-nope")
-    expect(box).to_be_visible()
+    expect(box).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     said = [box.inner_text()]
     assert "no request 'req-nope' in the store" in said[0], said
     assert "400" not in said[0]
@@ -340,12 +342,12 @@ def test_the_drill_down_offers_recent_requests_worth_opening(
     picker = page.locator('[data-testid="stSelectbox"]').filter(has_text="Or pick a recent request")
     picker.click()
     options = page.locator('[role="option"]')
-    expect(options.first).to_be_visible()
+    expect(options.first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     texts = options.all_inner_texts()
     nan = demo_run["drill_ids"]["NaN logits, inputs captured"][0]
     assert any(t.startswith(f"{nan} · non-finite output") for t in texts), texts
     options.filter(has_text=nan).first.click()
-    expect(page.locator('[data-testid="stMetricLabel"]', has_text="Outcome")).to_be_visible()
+    expect(page.locator('[data-testid="stMetricLabel"]', has_text="Outcome")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     assert metric(page, "Status") == "non-finite"
     shoot(page, "request-picker")
 
@@ -368,7 +370,9 @@ def test_the_compile_page_counts_agree(dashboard: str, demo_run: dict[str, Any],
     shoot(page, "compile-health")
     page.get_by_role("tab", name="Graph breaks & guards").click()
     failed = int(reasons.get_column("recompiles").sum()) + int(reasons.get_column("limit_hits").sum())
-    expect(page.get_by_text(f"No guard failures recorded besides the {failed:,}")).to_be_visible()
+    expect(page.get_by_text(f"No guard failures recorded besides the {failed:,}")).to_be_visible(
+        timeout=PAGE_TIMEOUT_MS
+    )
 
 
 def _pick(page: Page, label: str, text: str) -> None:
@@ -391,13 +395,13 @@ def test_the_canary_page_gives_the_demos_verdict(dashboard: str, demo_run: dict[
     _pick(page, "Hardware pool", POOL_B)
     page.get_by_role("button", name="Compare").click()
     verdict = page.locator('[data-testid="stAlert"]').filter(has_text="Verdict:")
-    expect(verdict).to_contain_text("Verdict: FAIL")
+    expect(verdict).to_contain_text("Verdict: FAIL", timeout=PAGE_TIMEOUT_MS)
     # The same slice as the printed command: the same sizes as the command printed.
     expect(page.locator('[data-testid="stMetric"]').filter(has_text="Baseline requests")).to_contain_text(
-        f"{_served(demo_run, 'baseline'):,}"
+        f"{_served(demo_run, 'baseline'):,}", timeout=PAGE_TIMEOUT_MS
     )
     expect(page.locator('[data-testid="stMetric"]').filter(has_text="Candidate requests")).to_contain_text(
-        f"{_served(demo_run, CANDIDATE):,}"
+        f"{_served(demo_run, CANDIDATE):,}", timeout=PAGE_TIMEOUT_MS
     )
     settle(page, charts=2)
     shoot(page, "canary")
@@ -414,11 +418,11 @@ def test_the_weekly_report_page_defaults_to_this_week(dashboard: str, demo_run: 
     page.goto(f"{dashboard}/report")
     settle(page)
     week = current_week(datetime.now(UTC))
-    expect(page.get_by_role("combobox", name=re.compile(r"^Week \(ISO"))).to_have_value(week)
+    expect(page.get_by_role("combobox", name=re.compile(r"^Week \(ISO"))).to_have_value(week, timeout=PAGE_TIMEOUT_MS)
     page.get_by_role("button", name="Produce report").click()
     frame = page.frame_locator("iframe").first
-    expect(frame.locator("h1")).to_contain_text(week)
-    expect(frame.locator("body")).to_contain_text(f"Requests: {len(demo_run['served']):,}")
+    expect(frame.locator("h1")).to_contain_text(week, timeout=PAGE_TIMEOUT_MS)
+    expect(frame.locator("body")).to_contain_text(f"Requests: {len(demo_run['served']):,}", timeout=PAGE_TIMEOUT_MS)
     settle(page)
     shoot(page, "weekly-report")
 
