@@ -16,7 +16,7 @@ from inferensics.dashboard._internal.service import error_panel, fetch_blob, run
 from inferensics.dashboard._internal.tables import byte_size, duration_ms, show_table
 from inferensics.schema import columns as col
 
-CACHE_SHOWN = {"none": "no compile"}
+CACHE_SHOWN = {"none": "–"}  # the request compiled nothing (a longer word does not fit the cell)
 ID_KEY = "drill.request_id"
 ID_PARAM = "request_id"
 
@@ -63,7 +63,7 @@ def summary(d: dict[str, Any]) -> None:
     """How the request was served, in headline numbers and one line of context."""
     # Outcome gets the widest cell: "recompile" and "fallback" did not fit a sixth of a laptop screen (shown
     # as "recomp…"), nor did "3,100.0 ms" (durations now switch to seconds above one).
-    cells = st.columns([1.5, 1, 1.2, 1.2, 1, 1])
+    cells = st.columns([1.5, 1.5, 1.2, 1.2, 0.9, 1])  # "non-finite" needs the wider status cell
     nonfinite = int(d.get(col.FP_NAN) or 0) + int(d.get(col.FP_INF) or 0)
     cells[0].metric("Outcome", str(d[col.OUTCOME]))
     cells[1].metric("Status", "non-finite" if nonfinite and d[col.STATUS] == "ok" else str(d[col.STATUS]))
@@ -73,7 +73,8 @@ def summary(d: dict[str, Any]) -> None:
     cells[5].metric(
         "Graph cache",
         CACHE_SHOWN.get(str(d[col.CACHE_STATUS]), str(d[col.CACHE_STATUS])),
-        help="FX-graph-cache result of the compiles this request triggered: a hit still runs Dynamo and loads "
+        help="FX-graph-cache result of the compiles this request triggered (– when it compiled nothing): a hit "
+        "still runs Dynamo and loads "
         "the cached kernels, so its compile time is the time in the request column beside it.",
     )
     bundle = d.get("bundle_name") or "unregistered"

@@ -311,6 +311,7 @@ def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], page: Page)
     nan = drill["NaN logits, inputs captured"][0]
     _request(page, dashboard, nan)
     assert metric(page, "Status") == "non-finite"
+    assert truncated_metrics(page) == []
     assert any("Non-finite output:" in t for t in alerts(page))
     assert "inferensics replay" not in page.inner_text("body")
     shoot(page, "request-nan")
