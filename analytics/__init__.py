@@ -13,6 +13,7 @@ from inferensics.analytics.drilldown import (
     RequestDrillDown,
     RequestParams,
     drill_down,
+    notable_requests,
     request_detail,
     request_graphs,
     request_kernels,
@@ -21,8 +22,14 @@ from inferensics.analytics.errors import AnalyticsError, NotFound, UnknownFilter
 from inferensics.analytics.filters import Filters, SliceParams
 from inferensics.analytics.local_runner import LocalRunner
 from inferensics.analytics.overview import fallback_reasons, fleet_overview, fleet_timeseries
-from inferensics.analytics.storms import StormParams, new_graph_keys, recompile_storms, specializations
-from inferensics.analytics.weekly import WeeklyReport, build_weekly_report, last_full_week, parse_week
+from inferensics.analytics.storms import (
+    StormParams,
+    new_graph_keys,
+    recompile_storms,
+    slow_compiles,
+    specializations,
+)
+from inferensics.analytics.weekly import WeeklyReport, build_weekly_report, current_week, last_full_week, parse_week
 
 __all__ = [
     "AnalyticsError",
@@ -46,6 +53,7 @@ __all__ = [
     "cache_reasons",
     "cache_trend",
     "canary_compare",
+    "current_week",
     "drill_down",
     "fallback_reasons",
     "fleet_overview",
@@ -55,11 +63,13 @@ __all__ = [
     "guard_failures",
     "last_full_week",
     "new_graph_keys",
+    "notable_requests",
     "parse_week",
     "recompile_reasons",
     "recompile_storms",
     "request_detail",
     "request_graphs",
     "request_kernels",
+    "slow_compiles",
     "specializations",
 ]

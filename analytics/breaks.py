@@ -13,6 +13,9 @@ from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
 from inferensics.schema import columns as col
 
+RECOMPILE_LIMIT = "recompile_limit"
+"""The ``outcome`` attribute of a recompile event whose frame hit the recompile limit (and ran eagerly)."""
+
 
 def _touched() -> str:
     return f"toUInt64(uniqExactIf({col.REQUEST_ID}, {col.REQUEST_ID} != ''))"
@@ -102,14 +105,21 @@ def guard_failures(client: QueryClient, params: SliceParams) -> pl.DataFrame:
 def recompile_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """Recompiles by model, hardware pool and primary reason, most frequent first.
 
-    Columns: model, hw_pool, reason, recompiles, requests (touched), code_locations (distinct frames).
+    A guard failure that found the recompile limit reached compiled nothing (the frame ran eagerly): it is
+    counted in ``limit_hits``, not in ``recompiles``, so the recompiles here add up to the requests'
+    recompile count everywhere else.
+
+    Columns: model, hw_pool, reason, recompiles, limit_hits (fell back to eager at the recompile limit),
+    requests (touched), code_locations (distinct frames).
     """
     check_filter_values(client, params, ("recompiles",))
     where = slice_where(params, "recompiles", what="recompile reasons")
+    limit = f"{col.ATTRS}['{col.OUTCOME}'] = '{RECOMPILE_LIMIT}'"
     return client.query_frame(
-        f"SELECT {col.MODEL}, {col.HW_POOL}, {col.REASON}, toUInt64(count()) AS recompiles, {_touched()} AS requests, "
+        f"SELECT {col.MODEL}, {col.HW_POOL}, {col.REASON}, toUInt64(countIf(NOT ({limit}))) AS recompiles, "
+        f"toUInt64(countIf({limit})) AS limit_hits, {_touched()} AS requests, "
         f"toUInt64(uniqExact({col.CODE_LOCATION})) AS code_locations "
         f"FROM {client.database}.recompiles WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}, {col.REASON} "
-        f"ORDER BY recompiles DESC, {col.MODEL}, {col.HW_POOL}, {col.REASON}",
+        f"ORDER BY recompiles + limit_hits DESC, {col.MODEL}, {col.HW_POOL}, {col.REASON}",
         where.params,
     )

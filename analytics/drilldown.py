@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.errors import NotFound
+from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 
@@ -177,4 +178,31 @@ def drill_down(client: QueryClient, request_id: str) -> RequestDrillDown:
     params = RequestParams(request_id=request_id)
     return RequestDrillDown(
         request_detail(client, params), request_graphs(client, params), request_kernels(client, params)
+    )
+
+
+NOTABLE_LIMIT = 50
+"""Requests :func:`notable_requests` returns at most."""
+
+
+def notable_requests(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """The slice's requests worth opening, newest first (at most 50): failed, non-finite outputs (NaN or
+    inf), eager fallbacks, recompiles and first compiles.
+
+    Columns: ts, request_id, model, hw_pool, traffic_class, why (``failed``, ``non-finite output``,
+    ``eager fallback``, ``recompile``, ``first compile``: the first that applies, in that order), outcome,
+    status, latency_ms.
+    """
+    check_filter_values(client, params, ("requests_1h", "requests"))
+    where = slice_where(params, "requests", what="notable requests")
+    why = (
+        f"multiIf({col.STATUS} = 'error', 'failed', ({col.FP_NAN} + {col.FP_INF}) > 0, 'non-finite output', "
+        f"{col.OUTCOME} = 'fallback', 'eager fallback', {col.OUTCOME} = 'recompile', 'recompile', "
+        f"{col.OUTCOME} = 'compile', 'first compile', '')"
+    )
+    return client.query_frame(
+        f"SELECT {col.TS}, {col.REQUEST_ID}, {col.MODEL}, {col.HW_POOL}, {col.TRAFFIC_CLASS}, {why} AS why, "
+        f"{col.OUTCOME}, {col.STATUS}, {col.LATENCY_MS} FROM {client.database}.requests "
+        f"WHERE {where.sql} AND why != '' ORDER BY {col.TS} DESC, {col.REQUEST_ID} LIMIT {NOTABLE_LIMIT}",
+        where.params,
     )

@@ -73,6 +73,7 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
             storms.recompile_storms,
             "Filters: model, hw_pool, traffic_class, host.",
         ),
+        _q("slow_compiles", storms.StormParams, storms.slow_compiles, "Filters: model, hw_pool, traffic_class, host."),
         _q("new_graph_keys", SliceParams, storms.new_graph_keys, _NO_TC),
         _q("specializations", SliceParams, storms.specializations, _NO_TC),
         _q("graph_breaks", SliceParams, breaks.graph_breaks, _POOL),
@@ -86,6 +87,7 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         _q("request_detail", drilldown.RequestParams, drilldown.request_detail, "Drill-down, one request id."),
         _q("request_graphs", drilldown.RequestParams, drilldown.request_graphs, "Drill-down, one request id."),
         _q("request_kernels", drilldown.RequestParams, drilldown.request_kernels, "Drill-down, one request id."),
+        _q("notable_requests", SliceParams, drilldown.notable_requests, _ALL + " For the drill-down's picker."),
         _q(
             "canary_compare",
             canary.CanaryParams,

@@ -44,13 +44,67 @@ class StormParams(SliceParams):
 
 
 def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
-    """Storm hours in the slice, newest first.
+    """Storm hours in the slice, newest first. A storm is recompiles: an hour without any is never one (a
+    slow first compile is :func:`slow_compiles`).
 
     Columns: bucket, model, hw_pool, requests, recompiles, compile_seconds, baseline_recompiles,
     baseline_compile_seconds, trigger (``recompiles``, ``compile_seconds`` or ``both``), top_reasons
     (up to 3 recompile reasons, most frequent first), top_reason_counts, request_ids (up to 10 triggering
     requests, sorted).
     """
+    empty = _empty()
+    base = _hours(client, params)
+    if base is None:
+        return empty
+    by_recompiles, by_seconds = _rules(params)
+    storms = base.filter((by_recompiles | by_seconds) & (pl.col(col.RECOMPILES) > 0)).with_columns(
+        pl.when(by_recompiles & by_seconds)
+        .then(pl.lit("both"))
+        .when(by_recompiles)
+        .then(pl.lit("recompiles"))
+        .otherwise(pl.lit("compile_seconds"))
+        .alias("trigger")
+    )
+    if storms.is_empty():
+        return empty
+    reasons = _storm_reasons(client, params, storms.select(*_KEYS, "bucket"))
+    out = storms.join(reasons, on=[*_KEYS, "bucket"], how="left").with_columns(
+        pl.col("top_reasons").fill_null(pl.lit([], pl.List(pl.String))),
+        pl.col("top_reason_counts").fill_null(pl.lit([], pl.List(pl.UInt64))),
+        pl.col("request_ids").fill_null(pl.lit([], pl.List(pl.String))),
+    )
+    return out.select(empty.columns).sort(["bucket", *_KEYS], descending=[True, False, False])
+
+
+def slow_compiles(client: QueryClient, params: StormParams) -> pl.DataFrame:
+    """Hours whose compile seconds reach the storm rule's compile-time threshold without a single recompile
+    (first compiles of a model, cold caches), newest first: a finding of its own, never a storm.
+
+    Columns: bucket, model, hw_pool, requests, compile_seconds, baseline_compile_seconds.
+    """
+    columns = ["bucket", *_KEYS, col.REQUESTS, col.COMPILE_SECONDS, "baseline_compile_seconds"]
+    base = _hours(client, params)
+    if base is None:
+        return _empty().select(columns)
+    _, by_seconds = _rules(params)
+    slow = base.filter(by_seconds & (pl.col(col.RECOMPILES) == 0))
+    return slow.select(columns).sort(["bucket", *_KEYS], descending=[True, False, False])
+
+
+def _rules(params: StormParams) -> tuple[pl.Expr, pl.Expr]:
+    """The storm rule's two conditions (recompiles, compile seconds) over :func:`_hours`' frame."""
+    by_recompiles = pl.col(col.RECOMPILES) >= pl.max_horizontal(
+        pl.lit(float(params.min_recompiles)), params.factor * pl.col("baseline_recompiles")
+    )
+    by_seconds = pl.col(col.COMPILE_SECONDS) >= pl.max_horizontal(
+        pl.lit(params.min_compile_seconds), params.factor * pl.col("baseline_compile_seconds")
+    )
+    return by_recompiles, by_seconds
+
+
+def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
+    """Per model × pool × hour of the slice: requests, recompiles, compile seconds and their baselines (the
+    medians of the ``baseline_hours`` before); ``None`` when the slice has no traffic."""
     check_filter_values(client, params, ("requests_1h", "requests"))
     start = params.start.replace(minute=0, second=0, microsecond=0)
     end = (
@@ -68,9 +122,8 @@ def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
         f"FROM {client.database}.{source.table} WHERE {where.sql} GROUP BY bucket, {col.MODEL}, {col.HW_POOL}",
         where.params,
     )
-    empty = _empty()
     if hourly.is_empty():
-        return empty
+        return None
     hours = pl.datetime_range(lo, end, interval="1h", closed="left", time_zone="UTC", eager=True).alias("bucket")
     grid = (
         hourly.select(_KEYS)
@@ -100,29 +153,7 @@ def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
         .over(_KEYS)
         .alias("baseline_compile_seconds"),
     ).filter((pl.col("bucket") >= start) & (pl.col("bucket") < end))
-    by_recompiles = pl.col(col.RECOMPILES) >= pl.max_horizontal(
-        pl.lit(float(params.min_recompiles)), params.factor * pl.col("baseline_recompiles")
-    )
-    by_seconds = pl.col(col.COMPILE_SECONDS) >= pl.max_horizontal(
-        pl.lit(params.min_compile_seconds), params.factor * pl.col("baseline_compile_seconds")
-    )
-    storms = base.filter(by_recompiles | by_seconds).with_columns(
-        pl.when(by_recompiles & by_seconds)
-        .then(pl.lit("both"))
-        .when(by_recompiles)
-        .then(pl.lit("recompiles"))
-        .otherwise(pl.lit("compile_seconds"))
-        .alias("trigger")
-    )
-    if storms.is_empty():
-        return empty
-    reasons = _storm_reasons(client, params, storms.select(*_KEYS, "bucket"))
-    out = storms.join(reasons, on=[*_KEYS, "bucket"], how="left").with_columns(
-        pl.col("top_reasons").fill_null(pl.lit([], pl.List(pl.String))),
-        pl.col("top_reason_counts").fill_null(pl.lit([], pl.List(pl.UInt64))),
-        pl.col("request_ids").fill_null(pl.lit([], pl.List(pl.String))),
-    )
-    return out.select(empty.columns).sort(["bucket", *_KEYS], descending=[True, False, False])
+    return base
 
 
 def _storm_reasons(client: QueryClient, params: StormParams, storms: pl.DataFrame) -> pl.DataFrame:

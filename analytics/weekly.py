@@ -2,7 +2,9 @@
 
 The report is built from a :class:`~inferensics.analytics.client.QueryRunner`, so it is the same whether
 the queries run on a local store (``--dsn``) or through a collector service (``--service``). A week is an
-ISO week (Monday 00:00 UTC to the next Monday); week-over-week figures compare it with the week before.
+ISO week (Monday 00:00 UTC to the next Monday); the current week ends now (the week so far).
+Week-over-week figures compare it with the same span of the week before (the week so far against the same
+days and hours of last week), so a week in progress is not measured against a whole one.
 """
 
 from __future__ import annotations
@@ -47,6 +49,16 @@ def parse_week(text: str) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
+def current_week(now: datetime) -> str:
+    """The ISO week containing ``now`` (the default week of every report: the week so far).
+
+    >>> current_week(datetime(2026, 3, 4, 12, tzinfo=UTC))
+    '2026-W10'
+    """
+    year, week, _ = now.astimezone(UTC).isocalendar()
+    return f"{year}-W{week:02d}"
+
+
 def last_full_week(now: datetime) -> str:
     """The ISO week before the one containing ``now``."""
     year, week, _ = (now.astimezone(UTC) - timedelta(days=7)).isocalendar()
@@ -61,7 +73,8 @@ class WeeklyReport:
     start: datetime
     end: datetime
     by_model_pool: pl.DataFrame
-    """Per model × hardware pool this week: the request sums, recompile_rate, cache_hit_ratio."""
+    """Per model × hardware pool this week: the request sums, recompile_rate, cache_hit_ratio (compile-cache
+    hits / lookups, as ``cache_health``)."""
     week_over_week: pl.DataFrame
     """Per model: metric, this_week, last_week, change (relative; null when last week was 0)."""
     daily: pl.DataFrame
@@ -80,26 +93,41 @@ class WeeklyReport:
         return {f.name: v for f in fields(self) if isinstance(v := getattr(self, f.name), pl.DataFrame)}
 
 
-def _by_model_pool(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+def _by_model_pool(frame: pl.DataFrame, health: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """The request sums per ``keys``, their recompile rate, and the compile-cache hit ratio as
+    ``cache_health`` defines it (hits / lookups over every compile cache's lookups), the one definition the
+    report's summary and the dashboard use too."""
     out = frame.group_by(keys).agg(*(pl.col(c).sum() for c in _SUMS))
-    lookups = pl.col(col.CACHE_HITS) + pl.col(col.CACHE_MISSES)
-    return out.with_columns(
-        (pl.col(col.RECOMPILES) / pl.col(col.REQUESTS)).alias("recompile_rate"),
-        pl.when(lookups > 0).then(pl.col(col.CACHE_HITS) / lookups).otherwise(None).alias("cache_hit_ratio"),
-    ).sort(keys)
+    cache = health.group_by(keys).agg(pl.col("hits").sum().alias("_hits"), pl.col("lookups").sum().alias("_lookups"))
+    return (
+        out.join(cache, on=keys, how="left")
+        .with_columns(
+            (pl.col(col.RECOMPILES) / pl.col(col.REQUESTS)).alias("recompile_rate"),
+            pl.when(pl.col("_lookups") > 0)
+            .then(pl.col("_hits") / pl.col("_lookups"))
+            .otherwise(None)
+            .alias("cache_hit_ratio"),
+        )
+        .drop("_hits", "_lookups")
+        .sort(keys)
+    )
 
 
-def _week_over_week(this: pl.DataFrame, last: pl.DataFrame) -> pl.DataFrame:
+def _week_over_week(
+    this: pl.DataFrame, last: pl.DataFrame, health: pl.DataFrame, last_health: pl.DataFrame
+) -> pl.DataFrame:
     metrics = [col.REQUESTS, col.COMPILES, col.RECOMPILES, col.COMPILE_SECONDS, "recompile_rate", "cache_hit_ratio"]
 
-    def long(frame: pl.DataFrame, name: str) -> pl.DataFrame:
+    def long(frame: pl.DataFrame, cache: pl.DataFrame, name: str) -> pl.DataFrame:
         return (
-            _by_model_pool(frame, [col.MODEL])
+            _by_model_pool(frame, cache, [col.MODEL])
             .select(col.MODEL, *(pl.col(m).cast(pl.Float64) for m in metrics))
             .unpivot(index=col.MODEL, variable_name="metric", value_name=name)
         )
 
-    joined = long(this, "this_week").join(long(last, "last_week"), on=[col.MODEL, "metric"], how="full", coalesce=True)
+    joined = long(this, health, "this_week").join(
+        long(last, last_health, "last_week"), on=[col.MODEL, "metric"], how="full", coalesce=True
+    )
     return joined.with_columns(
         pl.when(pl.col("last_week").fill_null(0) != 0)
         .then(pl.col("this_week").fill_null(0) / pl.col("last_week") - 1)
@@ -108,23 +136,31 @@ def _week_over_week(this: pl.DataFrame, last: pl.DataFrame) -> pl.DataFrame:
     ).sort([col.MODEL, "metric"])
 
 
-def build_weekly_report(runner: QueryRunner, week: str) -> WeeklyReport:
-    """Run the report's named queries for ISO ``week`` (``YYYY-Www``) and assemble the report."""
+def build_weekly_report(runner: QueryRunner, week: str, now: datetime | None = None) -> WeeklyReport:
+    """Run the report's named queries for ISO ``week`` (``YYYY-Www``) and assemble the report.
+
+    The week ends at ``now`` (default: the current time) when ``now`` falls inside it: the current week is
+    the week so far, and week over week compares it with the same span of the week before.
+    """
     start = parse_week(week)
-    end, prev = start + timedelta(days=7), start - timedelta(days=7)
+    at = (now or datetime.now(UTC)).astimezone(UTC)
+    end = min(start + timedelta(days=7), max(at, start))
+    prev = start - timedelta(days=7)
     rng = {"start": start.isoformat(), "end": end.isoformat()}
+    last_rng = {"start": prev.isoformat(), "end": (prev + (end - start)).isoformat()}
     this = runner.query("fleet_overview", **rng)
-    last = runner.query("fleet_overview", start=prev.isoformat(), end=start.isoformat())
+    last = runner.query("fleet_overview", **last_rng)
+    health = runner.query("cache_health", **rng)
     return WeeklyReport(
         week=week,
         start=start,
         end=end,
-        by_model_pool=_by_model_pool(this, [col.MODEL, col.HW_POOL]),
-        week_over_week=_week_over_week(this, last),
+        by_model_pool=_by_model_pool(this, health, [col.MODEL, col.HW_POOL]),
+        week_over_week=_week_over_week(this, last, health, runner.query("cache_health", **last_rng)),
         daily=runner.query("fleet_timeseries", **rng, unit="day", by="model"),
         recompile_reasons=runner.query("recompile_reasons", **rng).head(TOP_N),
         graph_breaks=runner.query("graph_breaks", **rng).head(TOP_N),
-        cache_health=runner.query("cache_health", **rng),
+        cache_health=health,
         cache_trend=runner.query("cache_trend", **rng),
         cache_growth=runner.query("cache_growth", **rng),
         specializations=runner.query("specializations", **rng),

@@ -13,6 +13,7 @@ from inferensics.cli import (
     store_commands,
     trace_commands,
 )
+from inferensics.cli.help_format import HelpGroup
 
 app = typer.Typer(
     name="inferensics",
@@ -20,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=HelpGroup,
 )
 store_commands.register(app)
 trace_commands.register(app)

@@ -53,23 +53,34 @@ def _runner(dsn: str | None, service: str | None, token: str | None) -> Iterator
         fail("; ".join(f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg']}" for e in exc.errors()[:3]))
 
 
-def _out_dir(out: Path) -> Path:
-    """``out`` made and checked writable before any work, or a usage error that names it."""
+def _check_out(out: Path) -> Path:
+    """``out`` checked before any work (without creating it: a failed connection leaves nothing behind), or a
+    usage error that names it."""
     if out.exists() and not out.is_dir():
         fail(f"--out {out}: that is a file, not a directory; pass a directory")
+    existing = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        fail(f"--out {out}: cannot make that directory ({existing} is a file); pass a writable directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        fail(f"--out {out}: {existing} is not writable; pass a writable directory")
+    return out
+
+
+def _make_out(out: Path) -> Path:
+    """``out`` created once there is something to write into it."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         fail(f"--out {out}: cannot make that directory ({exc.strerror or exc}); pass a writable directory")
-    if not os.access(out, os.W_OK | os.X_OK):
-        fail(f"--out {out}: the directory is not writable; pass a writable directory")
     return out
 
 
 @report_app.command("weekly")
 @needs_extra("dashboard", "report weekly")
 def weekly(
-    week: Annotated[str | None, typer.Option(help="ISO week YYYY-Www \\[default: the last full week].")] = None,
+    week: Annotated[
+        str | None, typer.Option(help="ISO week YYYY-Www \\[default: the current week, up to now].")
+    ] = None,
     out: OutOption = Path("reports"),
     dsn: DsnOption = None,
     service: ServiceOption = None,
@@ -78,24 +89,22 @@ def weekly(
     """Write the weekly recompilation/cache report: weekly-<week>.md and a self-contained weekly-<week>.html."""
     from inferensics.analytics.errors import AnalyticsError
     from inferensics.analytics.report.weekly import summary_lines, write_weekly_report
-    from inferensics.analytics.weekly import build_weekly_report, last_full_week, parse_week
+    from inferensics.analytics.weekly import build_weekly_report, current_week, parse_week
 
+    now = datetime.now(UTC)
     try:
-        chosen = week or last_full_week(datetime.now(UTC))
+        chosen = week or current_week(now)
         parse_week(chosen)
     except AnalyticsError as exc:
         fail(str(exc))
-    _out_dir(out)
+    _check_out(out)
     with _runner(dsn, service, token) as runner:
-        report = build_weekly_report(runner, chosen)  # type: ignore[arg-type]
+        report = build_weekly_report(runner, chosen, now)  # type: ignore[arg-type]
+    _make_out(out)
     md, page = write_weekly_report(report, out)
     for line in summary_lines(report):
         typer.echo(line)
     typer.echo(f"wrote {md} and {page}")
-
-
-def _hour(value: datetime) -> datetime:
-    return value.replace(minute=0, second=0, microsecond=0)
 
 
 @canary_app.command("compare")
@@ -107,9 +116,17 @@ def compare(  # noqa: PLR0917 (typer options)
     traffic_class: Annotated[str | None, typer.Option(help="Traffic class \\[default: all].")] = None,
     hw_pool: Annotated[str | None, typer.Option(help="Hardware pool \\[default: all].")] = None,
     start: Annotated[datetime | None, typer.Option(help="Window start, UTC \\[default: end - 24 h].")] = None,
-    end: Annotated[datetime | None, typer.Option(help="Window end, UTC \\[default: this hour].")] = None,
+    end: Annotated[datetime | None, typer.Option(help="Window end, UTC \\[default: now].")] = None,
     baseline_start: Annotated[datetime | None, typer.Option(help="Baseline window start (two-window mode).")] = None,
     baseline_end: Annotated[datetime | None, typer.Option(help="Baseline window end (two-window mode).")] = None,
+    min_requests: Annotated[
+        int | None,
+        typer.Option(min=1, help="Requests each side needs for a verdict \\[default: the analytics default, 100]."),
+    ] = None,
+    min_pairs: Annotated[
+        int | None,
+        typer.Option(min=1, help="Input-matched pairs argmax agreement needs \\[default: the analytics default, 30]."),
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Also write canary-*.md/.html here.")] = None,
     dsn: DsnOption = None,
     service: ServiceOption = None,
@@ -126,8 +143,8 @@ def compare(  # noqa: PLR0917 (typer options)
     from inferensics.schema.store import Store
 
     if out is not None:
-        _out_dir(out)
-    hi = (end.replace(tzinfo=UTC) if end and end.tzinfo is None else end) or _hour(datetime.now(UTC))
+        _check_out(out)
+    hi = (end.replace(tzinfo=UTC) if end and end.tzinfo is None else end) or datetime.now(UTC)
     lo = (start.replace(tzinfo=UTC) if start and start.tzinfo is None else start) or hi - timedelta(hours=24)
     base = None if baseline == "any" else baseline
     cand = None if candidate == "any" else candidate
@@ -148,6 +165,8 @@ def compare(  # noqa: PLR0917 (typer options)
             "hw_pool": hw_pool,
             "baseline_start": baseline_start,
             "baseline_end": baseline_end,
+            "min_requests": min_requests,
+            "min_pairs": min_pairs,
         }
         given = {k: v for k, v in params.items() if v is not None}
         frame = runner.query("canary_compare", **given)  # type: ignore[attr-defined]
@@ -161,7 +180,7 @@ def compare(  # noqa: PLR0917 (typer options)
     typer.echo(f"canary {label}")
     typer.echo(render_canary_text(frame), nl=False)
     if out is not None:
-        md, page = write_canary_report(frame, label, out, f"canary-{model}-{lo:%Y%m%dT%H%M}")
+        md, page = write_canary_report(frame, label, _make_out(out), f"canary-{model}-{lo:%Y%m%dT%H%M}")
         typer.echo(f"wrote {md} and {page}")
     typer.echo(recorded)
     verdict, _ = verdict_of(frame)

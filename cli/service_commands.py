@@ -24,8 +24,8 @@ ServiceOption = Annotated[
     typer.Option(
         "--service",
         envvar=SERVICE_URL_ENV,
-        help=f"URL of a running `inferensics serve` (falls back to ${SERVICE_URL_ENV}); "
-        "while a service owns an embedded store, status goes through its API.",
+        help=f"URL of the collector service, `inferensics serve` (e.g. http://127.0.0.1:4318; falls back to "
+        f"${SERVICE_URL_ENV}); needed while that service owns an embedded store.",
         show_default=False,
     ),
 ]
@@ -41,7 +41,13 @@ TokenOption = Annotated[
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to listen on \\[default: 127.0.0.1].")] = None,
     port: Annotated[int | None, typer.Option(help="TCP port \\[default: 4318].")] = None,
-    dsn: Annotated[str | None, typer.Option(help="Store DSN (chdb:///dir or http(s)://...).")] = None,
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            help="Store DSN: chdb:///<data dir> (embedded) or http(s)://user:password@host:port/database "
+            "\\[default: $INFERENSICS_DSN, then the config file, then the embedded default directory]."
+        ),
+    ] = None,
     config: Annotated[str | None, typer.Option("--config", help="TOML config file (settings and \\[tokens]).")] = None,
     spool_dir: Annotated[str | None, typer.Option(help="Spool directory.")] = None,
     *,
@@ -127,7 +133,9 @@ def print_service_status(url: str, token: str | None) -> None:
     if not store["ok"] and store.get("last_error"):
         console.print(f"last error   {store['last_error']}")
     if "schema_version" in store:
-        console.print(f"schema       version {store['schema_version']} (latest {store['latest_version']})")
+        latest = store["latest_version"]
+        state = "current" if store["schema_version"] == latest else "behind, run `inferensics init`"
+        console.print(f"schema       version {store['schema_version']} (latest {latest}: {state})")
     console.print(
         f"spool        {spool['dir']}: {spool['files']} files, {_human(spool['bytes'])} of {_human(spool['max_bytes'])}"
     )

@@ -44,7 +44,7 @@ def init(dsn: DsnOption = None) -> None:
 def status(dsn: DsnOption = None, service: ServiceOption = None, token: TokenOption = None) -> None:
     """Show the store, its schema version, row counts per table and the data directory size.
 
-    With ``--service URL`` (or $INFERENSICS_SERVICE_URL) it asks that running service, which also reports
+    With --service URL (or $INFERENSICS_SERVICE_URL) it asks that running service, which also reports
     its spool; a store held by a running service is reached through it.
     """
     from inferensics.schema.store import Store, StoreError
@@ -71,7 +71,11 @@ def status(dsn: DsnOption = None, service: ServiceOption = None, token: TokenOpt
     state = (
         "not initialised: run `inferensics init`"
         if version == 0
-        else ("current" if version == LATEST_VERSION else f"behind (latest {LATEST_VERSION}): run `inferensics init`")
+        else (
+            f"latest {LATEST_VERSION}: current"
+            if version == LATEST_VERSION
+            else f"latest {LATEST_VERSION}: behind, run `inferensics init`"
+        )
     )
     console.print(f"schema       version {version} ({state})")
     if size is not None:

@@ -30,12 +30,14 @@ class ServiceError(RuntimeError):
     Attributes:
         status: The HTTP status, or ``None`` when the service could not be reached.
         message: The server's message (or the connection failure).
+        detail: The server's own words without the method, path and status (``message`` when none).
     """
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, detail: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.detail = detail if detail is not None else message
 
 
 class ServiceClient:
@@ -72,6 +74,13 @@ class ServiceClient:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise ServiceError(f"cannot reach the inferensics service at {self.url}: {exc}") from None
+        if path.startswith("/api/") and _not_the_service(response):
+            raise ServiceError(
+                f"{self.url} is not an inferensics collector service (it answered {path} with "
+                f"{response.status_code} {response.headers.get('content-type') or 'no content type'}; a dashboard's "
+                f"URL?): pass the URL `inferensics serve` listens on, e.g. {DEFAULT_URL}",
+                response.status_code,
+            )
         if response.status_code == 401:
             raise ServiceError(
                 f"the service at {self.url} refused the token ({_message(response)}); "
@@ -79,7 +88,8 @@ class ServiceClient:
                 401,
             )
         if response.status_code >= 400:
-            raise ServiceError(f"{method} {path}: {response.status_code} {_message(response)}", response.status_code)
+            said = _message(response)
+            raise ServiceError(f"{method} {path}: {response.status_code} {said}", response.status_code, said)
         return response
 
     def health(self) -> dict[str, Any]:
@@ -143,6 +153,13 @@ class ServiceClient:
             name, _, value = line.rpartition(" ")
             out[name] = float(value)
         return out
+
+
+def _not_the_service(response: httpx.Response) -> bool:
+    """Whether an answer under ``/api/`` comes from some other web server (the service answers Arrow or JSON,
+    and knows the methods of its routes)."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    return response.status_code == 405 or kind.startswith("text/html")
 
 
 def _message(response: httpx.Response) -> str:

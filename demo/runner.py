@@ -38,6 +38,11 @@ WORKERS: tuple[tuple[str, str], ...] = ((POOL_A, BASELINE), (POOL_B, BASELINE), 
 """(pool, bundle) of each serving worker."""
 INGEST_TIMEOUT_S = 120.0
 """How long to wait for the service to store every request after the workers finish."""
+LONG_REQUEST_S = 3.0
+"""A request running longer than this shows its elapsed time in its worker's progress line (compiles)."""
+HEARTBEAT_S = 30.0
+"""Without a terminal (a log, CI) the progress bars are not drawn: a line per this many seconds of a
+request still running says what is being waited for instead."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,7 @@ class DemoError(RuntimeError):
 
 def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRecord:
     """Run the demo (see the module docstring); returns what the workers reported."""
-    console = console or Console(highlight=False)
+    console = console or Console(highlight=False, soft_wrap=True)  # printed ids and commands stay whole
     data_dir = opts.data_dir or Path(tempfile.mkdtemp(prefix="inferensics-demo-"))
     data_dir.mkdir(parents=True, exist_ok=True)
     workload = build_workload(opts.seed, opts.duration_s, opts.rate)
@@ -156,6 +161,8 @@ def _serve(
     tasks: dict[str, TaskID] = {}
     outcomes: dict[str, Counter[str]] = {}
     done: set[str] = set()
+    running: dict[str, tuple[dict[str, Any], float]] = {}  # worker → (its "begin" line, when it came)
+    told: dict[str, float] = {}  # worker → seconds of its running request already reported (no terminal)
     with Progress(
         TextColumn("{task.fields[worker]:<22}"),
         BarColumn(),
@@ -190,11 +197,16 @@ def _serve(
             try:
                 name, msg = messages.get(timeout=0.5)
             except queue.Empty:
+                _show_running(progress, tasks, running, told, console.is_terminal)
                 continue
             event = msg.get("event")
             if event == "start":
                 progress.update(tasks[name], status="compiling and serving")
+            elif event == "begin":
+                running[name] = (msg, time.monotonic())
+                told.pop(name, None)
             elif event == "served":
+                running.pop(name, None)
                 if pending:
                     launch(len(pending))
                 record.served[msg["request_id"]] = {**msg, "worker": name}
@@ -202,7 +214,7 @@ def _serve(
                 status = " ".join(f"{k} {v}" for k, v in sorted(outcomes[name].items()))
                 progress.update(tasks[name], advance=1, status=status)
                 if note := _notable(msg):
-                    progress.console.print(f"{name:<20} {msg['request_id']}  {note}")
+                    progress.console.print(f"{name:<20} {msg['request_id']}  {note}", soft_wrap=True)
             elif event == "done":
                 record.worker_stats[name] = msg.get("stats", {})
                 status = " ".join(f"{k} {v}" for k, v in sorted(outcomes[name].items()))
@@ -213,6 +225,27 @@ def _serve(
                 if msg.get("code"):
                     child = next(c for c in workers if c.name == name)
                     raise DemoError(f"worker {name} failed (exit {msg['code']}):\n{child.log_tail()}")
+
+
+def _show_running(
+    progress: Progress,
+    tasks: dict[str, TaskID],
+    running: dict[str, tuple[dict[str, Any], float]],
+    told: dict[str, float],
+    terminal: bool,
+) -> None:
+    """Show each worker's request that has run longer than :data:`LONG_REQUEST_S` (a compile, mostly): in
+    its progress line, and without a terminal as a line every :data:`HEARTBEAT_S` seconds."""
+    for name, (msg, since) in running.items():
+        elapsed = time.monotonic() - since
+        if elapsed < LONG_REQUEST_S:
+            continue
+        what = msg["expected"] if msg["expected"] in ("compile", "recompile") else "request"
+        doing = f"{what} of {msg['model']} ({msg['request_id']}) running {elapsed:.0f} s"
+        progress.update(tasks[name], status=doing)
+        if not terminal and elapsed - told.get(name, 0.0) >= HEARTBEAT_S:
+            told[name] = elapsed
+            progress.console.print(f"{name:<20} {doing}", soft_wrap=True)
 
 
 def _notable(msg: dict[str, Any]) -> str:
@@ -276,7 +309,7 @@ def _report(client: ServiceClient, url: str, dashboard_url: str, record: summary
         console.print(f"dashboard: {dashboard_url}")
     console.print("try:")
     for command in summary.commands(url, record, dashboard_url):
-        console.print(f"  {command}")
+        console.print(f"  {command}", soft_wrap=True)  # one line each, so a copy runs as printed
 
 
 def _summary_json(url: str, record: summary.RunRecord) -> dict[str, object]:

@@ -67,17 +67,29 @@ def observed_requests(client: ServiceClient, since: datetime) -> pl.DataFrame:
     )
 
 
-def canary_verdict(client: ServiceClient, record: RunRecord, model: str = DECODER_MODEL) -> tuple[pl.DataFrame, str]:
-    """Run ``canary_compare`` on pool ``cpu-b`` for ``model``; returns the evidence and a note on thresholds.
-
-    On a short run fewer requests than the analytics defaults need are served; the thresholds are then
-    lowered to what was served, and the note says so.
-    """
+def canary_thresholds(record: RunRecord, model: str = DECODER_MODEL) -> dict[str, int]:
+    """``min_requests`` and ``min_pairs`` lowered to what the candidate served of ``model`` when a short run
+    served fewer than the analytics defaults; empty when the defaults hold."""
     served = [r for r in record.served.values() if r["model"] == model and r["bundle"] == CANDIDATE]
     min_requests = max(1, min(CANARY_MIN_REQUESTS, len(served)))
     min_pairs = max(1, min(CANARY_MIN_PAIRS, len(served)))
+    if min_requests == CANARY_MIN_REQUESTS and min_pairs == CANARY_MIN_PAIRS:
+        return {}
+    return {"min_requests": min_requests, "min_pairs": min_pairs}
+
+
+def canary_verdict(client: ServiceClient, record: RunRecord, model: str = DECODER_MODEL) -> tuple[pl.DataFrame, str]:
+    """Run ``canary_compare`` on pool ``cpu-b`` for ``model``, over the run's start to now; returns the
+    evidence and a note on thresholds.
+
+    On a short run fewer requests than the analytics defaults need are served; the thresholds are then
+    lowered to what was served (:func:`canary_thresholds`), and the note says so.
+    """
+    lowered = canary_thresholds(record, model)
+    min_requests = lowered.get("min_requests", CANARY_MIN_REQUESTS)
+    min_pairs = lowered.get("min_pairs", CANARY_MIN_PAIRS)
     note = ""
-    if min_requests < CANARY_MIN_REQUESTS:
+    if lowered:
         note = f"short run: min_requests={min_requests}, min_pairs={min_pairs} (defaults 100 and 30)"
     frame = client.query(
         "canary_compare",
@@ -108,12 +120,15 @@ def drill_ids(record: RunRecord) -> dict[str, list[str]]:
 
 
 def commands(service_url: str, record: RunRecord, dashboard_url: str) -> list[str]:
-    """The commands to try next."""
+    """The commands to try next, each runnable as printed: the weekly report of the current week, the canary
+    comparison over the last 24 hours up to now (with the thresholds the summary's verdict used), status."""
+    lowered = canary_thresholds(record)
+    thresholds = "".join(f" --{k.replace('_', '-')} {v}" for k, v in lowered.items())
     out = [
         f"inferensics report weekly --service {service_url}",
         f"inferensics canary compare --baseline {record.bundle_ids.get('baseline', '?')} "
-        f"--candidate {record.bundle_ids.get(CANDIDATE, '?')} --model {DECODER_MODEL} --hw-pool {POOL_B} "
-        f"--service {service_url}",
+        f"--candidate {record.bundle_ids.get(CANDIDATE, '?')} --model {DECODER_MODEL} --hw-pool {POOL_B}"
+        f"{thresholds} --service {service_url}",
         f"inferensics status --service {service_url}",
     ]
     if not dashboard_url:

@@ -9,7 +9,8 @@ decomposition table for the whole process, so every (pool, bundle) pair is a pro
 
 It reports on stdout, one JSON object per line: ``{"event": "start", ...}`` once, ``{"event": "served",
 ...}`` per request (with the outcome :class:`~inferensics.demo.serving.DispatchModel` expects), and
-``{"event": "done", ...}`` with the SDK's counters once everything is exported.
+``{"event": "begin", ...}`` as each request starts (so the runner can show a long compile as it happens),
+and ``{"event": "done", ...}`` with the SDK's counters once everything is exported.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def serve(args: argparse.Namespace) -> None:
         if delay > 0:
             time.sleep(delay)
         expected = server.dispatch.expect(spec)
+        _emit("begin", request_id=spec.request_id, model=spec.model, expected=expected)
         tokens = request_tokens(spec, server.vocab_size)
         t0, error, nan = time.perf_counter(), "", 0
         try:

@@ -34,6 +34,16 @@ def _data(frame: pl.DataFrame, columns: list[str]) -> alt.Data:
     return alt.Data(values=values(frame, columns))  # type: ignore[no-untyped-call]
 
 
+def count_axis(frame: pl.DataFrame, columns: list[str], title: str) -> alt.Axis:
+    """An axis for counts: whole-number ticks only (Vega's own ticks for a maximum of 1 are 0, 0.5, 1, which
+    a whole-number format labels "0 1 1")."""
+    present = [c for c in columns if c in frame.columns]
+    tops = [frame.get_column(c).cast(pl.Float64).max() for c in present]
+    top = int(max((t for t in tops if isinstance(t, float)), default=0.0))
+    step = max(1, math.ceil(top / 8))
+    return alt.Axis(values=list(range(0, top + step, step)), format="d", title=title)
+
+
 def _top(chart: object) -> alt.Chart:
     assert isinstance(chart, alt.Chart)
     return chart
@@ -48,7 +58,7 @@ def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X(f"{col.MODEL}:N", title="model"),
             xOffset=alt.XOffset("kind:N"),
-            y=alt.Y("count:Q", title="count"),
+            y=alt.Y("count:Q", axis=count_axis(frame, [col.COMPILES, col.RECOMPILES], "count")),
             color=alt.Color("kind:N", title=""),
             column=alt.Column(f"{col.HW_POOL}:N", title="hardware pool"),
             tooltip=[f"{col.MODEL}:N", f"{col.HW_POOL}:N", "kind:N", "count:Q"],
@@ -59,12 +69,16 @@ def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
 
 def daily_by_model(frame: pl.DataFrame, metric: str, title: str) -> alt.Chart:
     """One line per model of ``metric`` per day (from ``fleet_timeseries`` with ``by=model``)."""
+    counted = metric in frame.columns and frame.schema[metric].is_integer()
+    axis = (
+        count_axis(frame, [metric], metric.replace("_", " ")) if counted else alt.Axis(title=metric.replace("_", " "))
+    )
     return _top(
         alt.Chart(_data(frame, ["bucket", "group", metric]), title=title)
         .mark_line(point=True)
         .encode(
             x=alt.X("bucket:T", title="day (UTC)"),
-            y=alt.Y(f"{metric}:Q", title=metric.replace("_", " ")),
+            y=alt.Y(f"{metric}:Q", axis=axis),
             color=alt.Color("group:N", title="model"),
             tooltip=["bucket:T", "group:N", f"{metric}:Q"],
         )
@@ -73,13 +87,14 @@ def daily_by_model(frame: pl.DataFrame, metric: str, title: str) -> alt.Chart:
 
 
 def top_bars(frame: pl.DataFrame, label: str, value: str, title: str) -> alt.Chart:
-    """Horizontal bars of ``value`` by ``label``, largest first."""
+    """Horizontal bars of ``value`` (a count) by ``label``, largest first; one bar per row, labels in full
+    (rows whose labels would be equal once cut short are not merged into one bar)."""
     return _top(
         alt.Chart(_data(frame, [label, value]), title=title)
         .mark_bar()
         .encode(
-            y=alt.Y(f"{label}:N", sort="-x", title=label.replace("_", " ")),
-            x=alt.X(f"{value}:Q", title=value.replace("_", " ")),
+            y=alt.Y(f"{label}:N", sort="-x", title=None, axis=alt.Axis(labelLimit=0)),
+            x=alt.X(f"{value}:Q", axis=count_axis(frame, [value], value.replace("_", " "))),
             tooltip=[f"{label}:N", f"{value}:Q"],
         )
         .properties(width=WIDTH, height=alt.Step(18))
@@ -129,7 +144,8 @@ def canary_latency(evidence: pl.DataFrame) -> alt.LayerChart:
         .mark_point(filled=True, size=80)
         .encode(
             y=alt.Y("metric:N", title="quantile"),
-            x=alt.X("ms:Q", title="latency (ms)"),
+            # Log scale: a short window's tail holds compiles (tens of seconds), pinning the rest at 0.
+            x=alt.X("ms:Q", title="latency (ms, log scale)", scale=alt.Scale(type="symlog")),
             color=alt.Color("side:N"),
             tooltip=["metric:N", "side:N", "ms:Q"],
         )

@@ -12,6 +12,7 @@ import functools
 import html
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +26,30 @@ body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#2
 h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}td,th{border:1px solid #ddd;padding:2px 6px}
 th{background:#f4f4f4}.none,.more{color:#777;font-style:italic}.verdict{font-size:1.3rem;font-weight:bold}
+code{background:#f4f4f4;padding:0 2px}.chart{max-width:100%;overflow-x:auto}
 """
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+_CODE = re.compile(r"``(.+?)``|`([^`]+)`")
+
+
+def inline_markdown(text: str) -> str:
+    """``text`` HTML-escaped, with Markdown's inline ``**bold**`` and backquoted code turned into tags (the
+    paragraphs come from docstrings and Markdown summaries, whose markers must not show as characters)."""
+    escaped = html.escape(text)
+    escaped = _STRONG.sub(r"<strong>\1</strong>", escaped)
+    return _CODE.sub(lambda m: f"<code>{m.group(1) or m.group(2)}</code>", escaped)
+
+
+def _has_data(spec: dict[str, object]) -> bool:
+    """Whether a chart spec holds at least one row: an empty one draws nothing useful, and Vega sizes a
+    step-height or faceted chart without rows to an unbounded height."""
+    datasets = spec.get("datasets")
+    if isinstance(datasets, dict):
+        return any(bool(rows) for rows in datasets.values())
+    data = spec.get("data")
+    if isinstance(data, dict) and "values" in data:
+        return bool(data["values"])
+    return True
 
 
 _GLOBALS = "window.vegaEmbed=vegaEmbed;window.vega=vega;window.vegaLite=vegaLite;"
@@ -65,15 +89,22 @@ class Section:
 
 
 def render_page(title: str, sections: list[Section], *, subtitle: str = "") -> str:
-    """The page's HTML. Paragraphs are HTML-escaped; charts are embedded from their specs."""
+    """The page's HTML. Paragraphs are HTML-escaped (inline Markdown becomes tags); charts are embedded from
+    their specs, and a chart without data is a line saying so."""
     parts: list[str] = []
     specs: list[dict[str, object]] = []
     for section in sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>")
-        parts.extend(f"<p>{html.escape(p)}</p>" for p in section.paragraphs)
+        parts.extend(f"<p>{inline_markdown(p)}</p>" for p in section.paragraphs)
         for chart in section.charts:
+            spec = chart.to_dict()
+            if not _has_data(spec):
+                chart_title = spec.get("title")
+                named = f"{chart_title}: " if isinstance(chart_title, str) else ""
+                parts.append(f"<p class='none'>{html.escape(named)}no data in this period</p>")
+                continue
             parts.append(f"<div class='chart' id='chart-{len(specs)}'></div>")
-            specs.append(chart.to_dict())
+            specs.append(spec)
         parts.extend(html_table(frame, columns) for frame, columns in section.tables)
     specs_json = json.dumps(specs, sort_keys=True).replace("</", "<\\/")
     script = (

@@ -9,15 +9,21 @@ from datetime import datetime
 import polars as pl
 
 MAX_ROWS = 20
+RATIO_COLUMNS = frozenset(
+    {"recompile_rate", "cache_hit_ratio", "hit_ratio", "error_rate", "fallback_rate", "change", "growth"}
+)
+"""Columns that hold a share (0.0182): shown as a percentage (1.8 %), never as the raw ratio."""
 
 
-def cell(value: object) -> str:
-    """One cell's text: rates as percentages are the caller's job; floats get 4 significant digits."""
+def cell(value: object, *, ratio: bool = False) -> str:
+    """One cell's text: a ``ratio`` as a percentage with one decimal; other floats get 4 significant digits."""
     if value is None:
         return "–"
     if isinstance(value, float):
         if math.isnan(value):
             return "–"
+        if ratio:
+            return f"{value * 100:+.1f} %" if value < 0 else f"{value * 100:.1f} %"
         return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
@@ -29,7 +35,9 @@ def cell(value: object) -> str:
 
 
 def _rows(frame: pl.DataFrame, columns: list[str], limit: int) -> list[list[str]]:
-    return [[cell(row[c]) for c in columns] for row in frame.head(limit).iter_rows(named=True)]
+    return [
+        [cell(row[c], ratio=c in RATIO_COLUMNS) for c in columns] for row in frame.head(limit).iter_rows(named=True)
+    ]
 
 
 def markdown_table(frame: pl.DataFrame, columns: list[str], limit: int = MAX_ROWS) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import altair as alt
@@ -9,7 +10,7 @@ import polars as pl
 
 from inferensics.analytics.report import charts
 from inferensics.analytics.report.page import Section, render_page
-from inferensics.analytics.report.tables import markdown_table
+from inferensics.analytics.report.tables import cell, markdown_table
 from inferensics.analytics.weekly import WeeklyReport
 from inferensics.schema import columns as col
 
@@ -61,6 +62,27 @@ def _growth_totals(report: WeeklyReport) -> pl.DataFrame:
     )
 
 
+_RATIO_METRICS = ("recompile_rate", "cache_hit_ratio")
+
+
+def _week_over_week_shown(frame: pl.DataFrame) -> pl.DataFrame:
+    """The week-over-week rows with each week's value as text: a ratio metric as a percentage, a count as a
+    whole number, compile seconds with 4 significant digits (one column holds all three)."""
+
+    def shown(value: float | None, metric: str) -> str:
+        if value is None or metric in _RATIO_METRICS:
+            return cell(value, ratio=True)
+        return cell(value if metric == col.COMPILE_SECONDS else round(value))
+
+    rows = [
+        {**r, "this_week": shown(r["this_week"], r["metric"]), "last_week": shown(r["last_week"], r["metric"])}
+        for r in frame.iter_rows(named=True)
+    ]
+    schema = frame.schema
+    schema.update({"this_week": pl.String(), "last_week": pl.String()})
+    return pl.DataFrame(rows, schema=schema)
+
+
 def sections(report: WeeklyReport) -> list[Section]:
     """The report's sections, charts included."""
     per = report.by_model_pool
@@ -75,7 +97,9 @@ def sections(report: WeeklyReport) -> list[Section]:
         "top_reasons",
     )
     reasons = report.recompile_reasons.with_columns(
-        pl.concat_str(pl.col(col.MODEL), pl.lit(": "), pl.col(col.REASON).str.slice(0, 60)).alias("label")
+        pl.concat_str(pl.col(col.MODEL), pl.lit(" @ "), pl.col(col.HW_POOL), pl.lit(": "), pl.col(col.REASON)).alias(
+            "label"
+        )
     )
     breaks = report.graph_breaks.with_columns(
         pl.concat_str(pl.col(col.REGISTRY_ID).replace("", "(no id)"), pl.lit(" "), pl.col(col.BREAK_TYPE)).alias(
@@ -109,9 +133,12 @@ def sections(report: WeeklyReport) -> list[Section]:
         ),
         Section(
             "Week over week",
-            ["change = this week / last week - 1 (empty when last week was 0)."],
+            [
+                "change = this week / last week - 1 (empty when last week was 0). While the week is in progress, "
+                "last week is the same span of it (Monday 00:00 to the same weekday and time)."
+            ],
             [],
-            [(report.week_over_week, [col.MODEL, "metric", "this_week", "last_week", "change"])],
+            [(_week_over_week_shown(report.week_over_week), [col.MODEL, "metric", "this_week", "last_week", "change"])],
         ),
         Section(
             "Top recompile reasons",
@@ -176,8 +203,12 @@ def sections(report: WeeklyReport) -> list[Section]:
 
 
 def title(report: WeeklyReport) -> str:
-    """The report's title line."""
-    return f"Weekly recompilation and cache report {report.week} ({report.start:%Y-%m-%d} to {report.end:%Y-%m-%d} UTC)"
+    """The report's title line (a week in progress says up to when)."""
+    if report.end - report.start < timedelta(days=7):
+        span = f"{report.start:%Y-%m-%d} to {report.end:%Y-%m-%d %H:%M} UTC, the week so far"
+    else:
+        span = f"{report.start:%Y-%m-%d} to {report.end:%Y-%m-%d} UTC"
+    return f"Weekly recompilation and cache report {report.week} ({span})"
 
 
 def weekly_charts(report: WeeklyReport) -> list[alt.TopLevelMixin]:

@@ -59,7 +59,10 @@ class SdkConfig:
             from the serving thread for the whole batch, and each wake-up costs two thread switches: a
             host-bound decode loop loses less to few large batches than to many small ones.
         batch_rows: Rows buffered per table before a store insert (direct-to-store exporter).
-        provenance_level: Inductor provenance tracking level for compiles through ``tracker.compile``.
+        provenance_level: Inductor provenance tracking level for compiles through ``tracker.compile``: 1
+            (default) records which FX nodes and user source lines each generated kernel comes from, the
+            request page's kernel → source-line map; 0 turns it off (benchmarks/bench_provenance_cost.py
+            measures what it costs).
         fingerprint_head: Leading argmax ids kept in the output fingerprint.
         shape_buckets: Upper edges for the shape bucketing policy (per dimension, powers of two default).
         capture: Input-capture rules.
@@ -72,7 +75,7 @@ class SdkConfig:
     queue_capacity: int = 65_536
     flush_interval_s: float = 0.25
     batch_rows: int = 10_000
-    provenance_level: int = 0
+    provenance_level: int = 1
     fingerprint_head: int = 16
     shape_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
     capture: CaptureRules = field(default_factory=CaptureRules)

@@ -86,12 +86,22 @@ def _data(frame: pl.DataFrame) -> alt.Data:
     return alt.Data(values=frame.to_dicts())  # type: ignore[no-untyped-call]
 
 
+WHOLE_UNIT: Final = {
+    "%H:%M": "utcseconds(datum.value) == 0",
+    "%m-%d %H:%M": "utcminutes(datum.value) == 0 && utcseconds(datum.value) == 0",
+}
+"""Label format → the Vega condition that a tick falls on a whole unit of it (other formats: whole days)."""
+
+
 def _time_axis(x: str, time_format: str) -> alt.X:
     # Times are UTC everywhere in the product; the browser's zone must not shift the axis. (A labelExpr,
-    # because Vega-Lite's axis ``formatType: utc`` was ignored by the renderer here.)
+    # because Vega-Lite's axis ``formatType: utc`` was ignored by the renderer here.) Only ticks on a whole
+    # unit of the format get a label: Vega's own ticks over a few minutes come every 15 s, which a minute
+    # format labelled two to four times ("03:40 03:40 03:40").
+    whole = WHOLE_UNIT.get(time_format, "utchours(datum.value) == 0 && utcminutes(datum.value) == 0")
     return alt.X(
         f"{x}:T", title=None, scale=alt.Scale(type="utc"),
-        axis=alt.Axis(labelExpr=f"utcFormat(datum.value, '{time_format}')", labelOverlap=True),
+        axis=alt.Axis(labelExpr=f"{whole} ? utcFormat(datum.value, '{time_format}') : ''", labelOverlap=True),
     )  # fmt: skip
 
 
@@ -194,11 +204,13 @@ def ranked_bars(
     """
     value_title = value_title or value
     data = frame.select(pl.col(category).cast(pl.String), value).sort(value, descending=True).head(top)
+    # A count gets whole-number ticks: "0.00 0.10 ... 1.00" for one recompile reads as a fraction of one.
+    axis = alt.Axis(tickMinStep=1, format="d") if data.schema[value].is_integer() else _value_axis(value_format)
     chart: alt.Chart = (
         alt.Chart(_data(data), title=title, height=alt.Step(28))
         .mark_bar()
         .encode(
-            x=alt.X(f"{value}:Q", title=value_title, axis=_value_axis(value_format)),
+            x=alt.X(f"{value}:Q", title=value_title, axis=axis),
             y=alt.Y(f"{category}:N", sort="-x", title=None, axis=alt.Axis(labelLimit=360)),
             tooltip=[
                 f"{category}:N",
@@ -218,17 +230,19 @@ def latency_quantiles(evidence: pl.DataFrame) -> alt.LayerChart:
     rows = evidence.filter(pl.col("check") == "latency").select("metric", "baseline", "candidate", "ci_low", "ci_high")
     sides = rows.unpivot(index="metric", on=["baseline", "candidate"], variable_name="side", value_name="ms")
     y = alt.Y("metric:N", title=None, sort=None)
-    x_title = "latency (ms)"
+    x_title = "latency (ms, log scale)"
+    # Log scale: a short run's tail holds compiles (tens of seconds), which would pin every other point at 0.
+    x_scale = alt.Scale(type="symlog")
     whisker = (
         alt.Chart(_data(rows), height=alt.Step(36))
         .mark_rule(strokeWidth=3, opacity=0.5)
-        .encode(y=y, x=alt.X("ci_low:Q", title=x_title), x2="ci_high:Q",
+        .encode(y=y, x=alt.X("ci_low:Q", title=x_title, scale=x_scale), x2="ci_high:Q",
                 tooltip=["metric:N", alt.Tooltip("ci_low:Q", format=",.1f"), alt.Tooltip("ci_high:Q", format=",.1f")])
     )  # fmt: skip
     points = (
         alt.Chart(_data(sides))
         .mark_point(filled=True, size=90)
-        .encode(y=y, x=alt.X("ms:Q", title=x_title),
+        .encode(y=y, x=alt.X("ms:Q", title=x_title, scale=x_scale),
                 color=alt.Color("side:N", title=None, legend=alt.Legend(orient="bottom")),
                 tooltip=["metric:N", "side:N", alt.Tooltip("ms:Q", format=",.1f")])
     )  # fmt: skip

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime
@@ -141,6 +142,11 @@ def _json_value(value: object) -> str:
     return str(value)
 
 
+def said(exc: ServiceError) -> str:
+    """What the service said, in its own words: no method, path, HTTP status or query name in front."""
+    return re.sub(r"^[a-z][a-z0-9_]*: ", "", exc.detail, count=1)
+
+
 def section_query(name: str, what: str, **params: Any) -> pl.DataFrame | None:
     """:func:`run_query` for one section of a page: a rejected request (400/404: a filter that does not
     apply, an unknown value) becomes a warning in that section and ``None``; other failures propagate.
@@ -151,7 +157,7 @@ def section_query(name: str, what: str, **params: Any) -> pl.DataFrame | None:
         return run_query(name, what, **params)
     except ServiceError as exc:
         if exc.status in (400, 404, 422):
-            st.warning(f"**{what.capitalize()}:** {exc.message.split(': ', 1)[-1]}", icon=":material/warning:")
+            st.warning(f"**{what.capitalize()}:** {said(exc)}", icon=":material/warning:")
             return None
         raise
 
@@ -205,7 +211,7 @@ def error_panel(exc: ServiceError) -> None:
             icon=":material/lock:",
         )
     elif exc.status < 500:
-        st.warning(f"**The service rejected the request:** {exc.message}", icon=":material/warning:")
+        st.warning(f"**The service rejected the request:** {said(exc)}", icon=":material/warning:")
         return
     else:
         st.error(f"**The service failed to answer:** {exc.message}", icon=":material/error:")

@@ -34,33 +34,59 @@ def bundle_label(bundles: pl.DataFrame) -> dict[str, str]:
     }
 
 
-def pickers(models: list[str], traffic: list[str], bundles: pl.DataFrame) -> dict[str, Any] | None:
+def bundle_choices(model: str, bundles: pl.DataFrame, served: list[str]) -> tuple[dict[str, str], int, int]:
+    """The bundles to offer for ``model``: its registered ones, newest registration first, then the bundle
+    ids requests were served with that no registration names (``served``, busiest first), each labelled
+    ``unregistered``. Returns the labels and the default candidate and baseline positions: the newest
+    registration against the next bundle offered; among unregistered bundles only, the least busy (a
+    canary serves a share of the traffic) against the busiest."""
+    own = bundles.filter(pl.col(col.MODEL) == model) if bundles.height else bundles
+    labels = bundle_label(own)
+    known = set(bundles.get_column(col.BUNDLE_ID).to_list()) if bundles.height else set()
+    extra = [b for b in served if b and b not in known]
+    labels.update({b: f"unregistered ({b[:24]})" for b in extra})
+    if own.height or len(labels) < 2:
+        return labels, 0, 1
+    return labels, len(labels) - 1, 0
+
+
+def pickers(
+    models: list[str], traffic: list[str], bundles: pl.DataFrame, served: list[str], pools: list[str]
+) -> dict[str, Any] | None:
     """The model picker and the comparison form; the parameters to compare (defaults until submitted)."""
     if not models:
         st.info("No model has served requests yet, so there is nothing to compare.")
         return None
     model = st.selectbox("Model", models, key="canary.model")
-    own = bundles.filter(pl.col(col.MODEL) == model) if bundles.height else bundles
-    labels = bundle_label(own)
-    ids = list(labels)  # newest registration first: the candidate defaults to the newest bundle
+    labels, cand_at, base_at = bundle_choices(model, bundles, served)
+    ids = list(labels)
     if len(ids) < 2:
-        st.info(f"{model} has {len(ids)} registered bundle(s); a comparison needs two.")
+        st.info(f"{model} has {len(ids)} bundle(s), registered or seen in requests; a comparison needs two.")
         return None
     with st.form("canary.form"):
         one, two = st.columns(2)
-        candidate = one.selectbox("Candidate", ids, index=0, format_func=labels.__getitem__, key="canary.candidate")
-        baseline = two.selectbox("Baseline", ids, index=1, format_func=labels.__getitem__, key="canary.baseline")
+        candidate = one.selectbox(
+            "Candidate", ids, index=cand_at, format_func=labels.__getitem__, key="canary.candidate"
+        )
+        baseline = two.selectbox("Baseline", ids, index=base_at, format_func=labels.__getitem__, key="canary.baseline")
         three, four, five = st.columns(3)
         traffic_class = three.selectbox("Traffic class", [ALL, *traffic], key="canary.traffic_class")
         windows = list(TIME_RANGES)
         window = four.selectbox("Window", windows, index=windows.index(DEFAULT_WINDOW), key="canary.window")
         tolerance = five.number_input("Latency tolerance", 0.0, 2.0, 0.10, 0.05, format="%.2f", key="canary.tolerance")
+        six, seven, eight = st.columns(3)
+        # The analytics defaults; a short run (the demo's) serves fewer, and its summary names what it used.
+        min_requests = six.number_input("Min requests per side", 1, None, 100, key="canary.min_requests")
+        min_pairs = seven.number_input("Min input-matched pairs", 1, None, 30, key="canary.min_pairs")
+        hw_pool = eight.selectbox("Hardware pool", [ALL, *pools], key="canary.hw_pool")
         st.form_submit_button("Compare", type="primary")
     end = now()
     return {
         "model": model, "baseline": baseline, "candidate": candidate,
         "traffic_class": None if traffic_class == ALL else traffic_class,
+        "hw_pool": None if hw_pool == ALL else hw_pool,
         "start": end - TIME_RANGES[window], "end": end, "latency_tolerance": tolerance,
+        "min_requests": int(min_requests), "min_pairs": int(min_pairs),
     }  # fmt: skip
 
 
@@ -85,7 +111,7 @@ def render() -> None:
     with service_errors():
         options = filter_options()
         bundles = run_query(queries.BUNDLES, "bundles")
-        params = pickers(options.models, options.traffic_classes, bundles)
+        params = pickers(options.models, options.traffic_classes, bundles, options.bundles, options.pools)
         if params is None:
             return
         frame = section_query(queries.CANARY, "canary comparison", **params)
@@ -93,7 +119,7 @@ def render() -> None:
             return
         st.caption(
             f"{params['model']} · candidate `{params['candidate'][:12]}` vs baseline `{params['baseline'][:12]}` · "
-            f"{params['start']:%Y-%m-%d %H:%M} – {params['end']:%H:%M} UTC"
+            f"{params['start']:%Y-%m-%d %H:%M} – {params['end']:%H:%M} UTC · pool {params['hw_pool'] or 'all'}"
         )
         verdict_banner(frame)
         evidence = frame.filter(pl.col("check") != "verdict")

@@ -59,6 +59,11 @@ def recompiles_tab(filters: Filters) -> None:
         st.markdown("**Recompile reasons**")
         if filters.bundle is not None:
             st.caption("Recompile events carry no bundle: their reasons are shown for every bundle of the slice.")
+        if reasons.height and int(reasons.get_column("limit_hits").sum()):
+            st.caption(
+                "limit_hits: guard failures that found the recompile limit reached; those frames ran eagerly "
+                "instead of recompiling, so they are not counted as recompiles."
+            )
         show_table(reasons, empty="No recompiles in this range.", key="recompile_reasons")
         if reasons.height:
             charts.draw(
@@ -85,7 +90,19 @@ def breaks_tab(filters: Filters) -> None:
     guards = section_query(queries.GUARD_FAILURES, "guard failures", **params)
     if guards is not None:
         st.markdown("**Guard failures**")
-        show_table(guards, empty="No guard failures in this range.", key="guard_failures")
+        reasons = section_query(queries.RECOMPILE_REASONS, "recompile reasons", **params) if guards.is_empty() else None
+        failed = (
+            int(reasons.get_column("recompiles").sum()) + int(reasons.get_column("limit_hits").sum())
+            if reasons is not None and reasons.height
+            else 0
+        )
+        empty = (
+            f"No guard failures recorded besides the {failed:,} that made a frame recompile or hit the recompile "
+            "limit: their reasons are on the Recompiles tab."
+            if failed
+            else "No guard failures in this range."
+        )
+        show_table(guards, empty=empty, key="guard_failures")
 
 
 def caches_tab(filters: Filters) -> None:

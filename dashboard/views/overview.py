@@ -25,24 +25,29 @@ SLICE = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
 # Models with their own colour in the requests chart (the busiest); the others are drawn as one. (A comment,
 # not a docstring: Streamlit runs this file as a page script and would draw a bare string on the page.)
 TREND_MODELS = 8
+NONFINITE_WHY = "non-finite output"  # notable_requests' reason for a NaN/inf output
 OTHER = "other models"
 FLEET_COLUMNS = (
     *SLICE, col.REQUESTS, "request_rate_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "fallback_rate",
-    "recompile_rate", col.COMPILE_SECONDS, "cache_hit_ratio",
+    "recompile_rate", col.COMPILE_SECONDS,
 )  # fmt: skip
+# No cache hit ratio here: fleet_overview's counts requests whose compiles hit, while the Compile & cache
+# health page and the weekly report count cache lookups; one figure under one name (issue 20).
 
 
 def headline(fleet: pl.DataFrame) -> None:
     """The range's totals as metrics."""
     requests = total(fleet, col.REQUESTS)
-    cells = st.columns(6)
+    cells = st.columns(7)
     cells[0].metric("Requests", count(requests))
     cells[1].metric("Error rate", percent(ratio(total(fleet, col.ERRORS), requests)))
     cells[2].metric("Eager fallback rate", percent(ratio(total(fleet, col.FALLBACKS), requests)))
     cells[3].metric("Recompiles", count(total(fleet, col.RECOMPILES)))
     worst = fleet.get_column("p95_ms").max() if "p95_ms" in fleet.columns and fleet.height else None
     cells[4].metric("Worst slice p95", duration_ms(None if worst is None else float(worst)))  # type: ignore[arg-type]
-    cells[5].metric("Compile time in serving", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s")
+    # Short labels: seven metrics share the row, and a longer label is cut ("Compile time in se…").
+    cells[5].metric("Compile time", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s", help="In the serving path.")
+    cells[6].metric("Non-finite", count(total(fleet, col.NONFINITE)), help="Requests whose output held NaN or inf.")
 
 
 def storm_alerts(storms: pl.DataFrame) -> int:
@@ -58,6 +63,31 @@ def storm_alerts(storms: pl.DataFrame) -> int:
             icon=":material/cyclone:",
         )
     return storms.height
+
+
+def slow_compile_alerts(slow: pl.DataFrame) -> int:
+    """One note per hour of slow compiles without a recompile (not a storm: first compiles, cold caches)."""
+    for row in slow.iter_rows(named=True):
+        st.warning(
+            f"**Slow compiles** · {row[col.MODEL]} / {row[col.HW_POOL]} · hour of {row['bucket']:%Y-%m-%d %H:%M} UTC: "
+            f"{row[col.COMPILE_SECONDS]:,.1f} compile s in the serving path without a recompile (first compiles "
+            "or a cold compile cache).",
+            icon=":material/hourglass_top:",
+        )
+    return slow.height
+
+
+def nonfinite_alert(notable: pl.DataFrame) -> int:
+    """One alert naming the requests whose outputs held NaN or inf; returns how many there are."""
+    bad = notable.filter(pl.col("why") == NONFINITE_WHY) if notable.height else notable
+    if bad.height:
+        ids = ", ".join(f"[`{r}`](request?request_id={r})" for r in bad.get_column(col.REQUEST_ID).to_list()[:5])
+        more = f" and {bad.height - 5} more" if bad.height > 5 else ""
+        st.error(
+            f"**Non-finite outputs** · {bad.height:,} request(s) returned NaN or inf: {ids}{more}.",
+            icon=":material/error:",
+        )
+    return bad.height
 
 
 def spike_alerts(spikes: pl.DataFrame, kind: spikes.SpikeKind, window: timedelta, icon: str) -> int:
@@ -90,23 +120,32 @@ def storm_requests(storms: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def highlight_section(storms: pl.DataFrame, series: pl.DataFrame, unit: str) -> None:
-    """Storms, error spikes and fallback spikes, with the rules that find them."""
+def highlight_section(
+    storms: pl.DataFrame, slow: pl.DataFrame, notable: pl.DataFrame, series: pl.DataFrame, unit: str
+) -> None:
+    """Non-finite outputs, storms, slow compiles, error spikes and fallback spikes, with the rules that find
+    them."""
     st.subheader("Highlights")
     window = spikes.WINDOWS[unit]
     errors = spikes.find_spikes(series, spikes.ERRORS, window)
     fallbacks = spikes.find_spikes(series, spikes.FALLBACKS, window)
-    found = storm_alerts(storms) + spike_alerts(errors, spikes.ERRORS, window, ":material/local_fire_department:")
+    found = nonfinite_alert(notable) + storm_alerts(storms) + slow_compile_alerts(slow)
+    found += spike_alerts(errors, spikes.ERRORS, window, ":material/local_fire_department:")
     found += spike_alerts(fallbacks, spikes.FALLBACKS, window, ":material/slow_motion_video:")
     if not found:
         st.success(
-            "No recompile storms, error spikes or fallback spikes in this range.", icon=":material/check_circle:"
+            "No non-finite outputs, recompile storms, slow compiles, error spikes or fallback spikes in this range.",
+            icon=":material/check_circle:",
         )
     with st.expander("How highlights are found"):
         st.markdown(
-            "**Recompile storm:** an hour of one model and pool whose recompiles reach max(10, 3 × the median "
-            "of the 24 hours before), or whose compile seconds reach max(60 s, 3 × that median) "
+            "**Non-finite outputs:** requests whose output fingerprint counted a NaN or inf "
+            "(analytics `notable_requests`).\n\n"
+            "**Recompile storm:** an hour of one model and pool with recompiles, whose recompiles reach max(10, "
+            "3 × the median of the 24 hours before), or whose compile seconds reach max(60 s, 3 × that median) "
             "(analytics `recompile_storms`).\n\n"
+            "**Slow compiles:** an hour whose compile seconds reach that threshold without any recompile: first "
+            "compiles or a cold cache, not a storm (analytics `slow_compiles`).\n\n"
             f"**Error / fallback spike:** {spikes.rule(window)}."
         )
     triggered = storm_requests(storms)
@@ -182,11 +221,13 @@ def fleet_section(fleet: pl.DataFrame) -> None:
         return
     row = fleet.row(selected[0], named=True)
     label = " / ".join(str(row[c]) for c in SLICE)
-    one, two, _ = st.columns([1, 1, 2])
-    if one.button(f"Filter to {label}", key="filter_slice"):
+    # One row sized to the labels: in fixed columns a quarter of the page wide, they were cut or wrapped.
+    buttons = st.container(horizontal=True)
+    if buttons.button(f"Filter to {label}", key="filter_slice", width="content"):
         request_filters(**{c: row[c] for c in SLICE})
         st.rerun()
-    if two.button(f"Compile & cache health of {row[col.MODEL]} / {row[col.HW_POOL]}", key="open_compile"):
+    health = f"Compile & cache health of {row[col.MODEL]} / {row[col.HW_POOL]}"
+    if buttons.button(health, key="open_compile", width="content"):
         request_filters(model=row[col.MODEL], hw_pool=row[col.HW_POOL], traffic_class=None)
         st.switch_page("views/compile_health.py")
 
@@ -200,6 +241,8 @@ def page_queries(filters: Filters) -> dict[str, QueryCall]:
         "fleet": (queries.FLEET, params),
         "series": (queries.FLEET_TIMESERIES, {"unit": bucket_unit(filters), "by": "model", **params}),
         "storms": (queries.STORMS, params),
+        "slow": (queries.SLOW_COMPILES, params),
+        "notable": (queries.NOTABLE_REQUESTS, params),
         "reasons": (queries.FALLBACK_REASONS, params),
     }
 
@@ -214,7 +257,7 @@ def render() -> None:
         answers = fetch_queries("the fleet", page_queries(filters))
         fleet = answers["fleet"]
         headline(fleet)
-        highlight_section(answers["storms"], answers["series"], unit)
+        highlight_section(answers["storms"], answers["slow"], answers["notable"], answers["series"], unit)
         trend_section(answers["series"], unit)
         fleet_section(fleet)
         st.subheader("Eager fallbacks by reason")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import polars as pl
@@ -10,40 +11,83 @@ import streamlit as st
 from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
-from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, service_errors
+from inferensics.dashboard._internal.filters import now
+from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, said, service_errors
 from inferensics.dashboard._internal.tables import byte_size, duration_ms, show_table
 from inferensics.schema import columns as col
 
+CACHE_SHOWN = {"none": "–"}  # the request compiled nothing (a longer word does not fit the cell)
 ID_KEY = "drill.request_id"
 ID_PARAM = "request_id"
 
 
+PICK_KEY = "drill.pick"
+
+
 def request_id_input() -> str:
-    """The request id box, prefilled from ``?request_id=`` (links from the overview)."""
+    """The request id box, prefilled from ``?request_id=`` (links from the overview) or from the recent
+    requests worth opening (:func:`recent_picker`)."""
     linked = st.query_params.get(ID_PARAM)
     if linked and st.session_state.get("drill.linked") != linked:
         st.session_state[ID_KEY] = linked
         st.session_state["drill.linked"] = linked
-    value = st.text_input("Request id", key=ID_KEY, placeholder="paste a request id, e.g. req-7f3a…")
+    value = st.text_input("Request id", key=ID_KEY, placeholder="paste a request id, or pick one below")
     return value.strip()
+
+
+def _pick() -> None:
+    picked = st.session_state.get(PICK_KEY)
+    if picked:
+        st.session_state[ID_KEY] = str(picked).split(" ", 1)[0]
+
+
+def recent_picker() -> None:
+    """A picker of the last hour's requests worth opening: failed, non-finite, fallbacks, recompiles and first
+    compiles (analytics ``notable_requests``); choosing one fills the id box."""
+    end = now()
+    notable = run_query(queries.NOTABLE_REQUESTS, "recent requests", start=end - timedelta(hours=1), end=end)
+    if notable.is_empty():
+        st.caption("No failed, non-finite, fallback, recompiling or compiling request in the last hour.")
+        return
+    options = [
+        f"{r[col.REQUEST_ID]} · {r['why']} · {r[col.MODEL]} / {r[col.HW_POOL]} · {r[col.TS]:%H:%M:%S} UTC"
+        for r in notable.iter_rows(named=True)
+    ]
+    st.selectbox(
+        "Or pick a recent request worth opening (last hour, newest first)",
+        options, index=None, key=PICK_KEY, on_change=_pick, placeholder=f"{len(options)} requests",
+    )  # fmt: skip
 
 
 def summary(d: dict[str, Any]) -> None:
     """How the request was served, in headline numbers and one line of context."""
     # Outcome gets the widest cell: "recompile" and "fallback" did not fit a sixth of a laptop screen (shown
     # as "recomp…"), nor did "3,100.0 ms" (durations now switch to seconds above one).
-    cells = st.columns([1.5, 1, 1.2, 1.2, 1, 1])
+    cells = st.columns([1.5, 1.5, 1.2, 1.2, 0.9, 1])  # "non-finite" needs the wider status cell
+    nonfinite = int(d.get(col.FP_NAN) or 0) + int(d.get(col.FP_INF) or 0)
     cells[0].metric("Outcome", str(d[col.OUTCOME]))
-    cells[1].metric("Status", str(d[col.STATUS]))
+    cells[1].metric("Status", "non-finite" if nonfinite and d[col.STATUS] == "ok" else str(d[col.STATUS]))
     cells[2].metric("Latency", duration_ms(d[col.LATENCY_MS]))
     cells[3].metric("Compile in request", duration_ms(d[col.COMPILE_MS]))
     cells[4].metric("Guards", str(d[col.GUARD_OUTCOME]))
-    cells[5].metric("Compile cache", str(d[col.CACHE_STATUS]))
+    cells[5].metric(
+        "Graph cache",
+        CACHE_SHOWN.get(str(d[col.CACHE_STATUS]), str(d[col.CACHE_STATUS])),
+        help="FX-graph-cache result of the compiles this request triggered (– when it compiled nothing): a hit "
+        "still runs Dynamo and loads "
+        "the cached kernels, so its compile time is the time in the request column beside it.",
+    )
     bundle = d.get("bundle_name") or "unregistered"
     st.markdown(
         f"**{d[col.MODEL]}** on `{d[col.HOST]}` · pool **{d[col.HW_POOL]}** · traffic **{d[col.TRAFFIC_CLASS]}** · "
         f"bundle **{bundle}** `{d[col.BUNDLE_ID] or '–'}` · {d[col.TS]:%Y-%m-%d %H:%M:%S} UTC · shape `{d[col.SHAPE]}`"
     )
+    if nonfinite:
+        st.error(
+            f"**Non-finite output:** {int(d.get(col.FP_NAN) or 0):,} NaN and {int(d.get(col.FP_INF) or 0):,} inf "
+            "values in its logits.",
+            icon=":material/error:",
+        )
     if d[col.STATUS] == "error" and d[col.ERROR]:
         st.error(f"**Error:** {d[col.ERROR]}", icon=":material/error:")
     if d[col.FALLBACK_REASON]:
@@ -60,8 +104,7 @@ def inputs_panel(d: dict[str, Any]) -> None:
         size = d.get("capture_bytes")
         stored = f"{byte_size(size)} stored" if size is not None else "blob not found in the store"
         st.success(
-            f"**Inputs captured** · blob `{d[col.CAPTURE_BLOB]}` ({stored}). "
-            f"This request can be replayed: `inferensics replay {d[col.REQUEST_ID]}`",
+            f"**Inputs captured** · blob `{d[col.CAPTURE_BLOB]}` ({stored}).",
             icon=":material/inventory_2:",
         )
     else:
@@ -84,17 +127,39 @@ def providers_section(graphs: pl.DataFrame) -> None:
         st.markdown("**Kernel providers** (registry op = provider that computed it):\n" + "\n".join(lines))
 
 
-def kernels_section(kernels: pl.DataFrame) -> None:
-    """Kernels of the serving artifacts with their source lines and sampled timings."""
+def kernels_section(kernels: pl.DataFrame, sampled: bool) -> None:
+    """Kernels of the serving artifacts with their FX nodes and source lines (Inductor provenance), and the
+    sampled timings when this request was profiled."""
     st.subheader("Kernels → source lines")
+    timed = kernels.filter(pl.col(col.TOTAL_US).is_not_null()) if col.TOTAL_US in kernels.columns else kernels.clear()
+    columns = [col.KERNEL_NAME, col.KERNEL_BACKEND, col.SOURCE_LINES, col.POST_GRAD_NODES]
+    if timed.height:
+        columns += [col.CALLS, col.TOTAL_US, col.DEVICE]
+    elif kernels.height:
+        st.caption(
+            "Kernel timings: none, this request was not profiled"
+            if not sampled
+            else "Kernel timings: this request was profiled, but no kernel timing was stored for its artifacts."
+        )
+    mapped = int((kernels.get_column(col.SOURCE_LINES).list.len() > 0).sum()) if kernels.height else 0
+    if mapped:
+        st.caption(
+            f"{mapped} of {kernels.height} kernels map to user source lines (Inductor provenance tracking, on by "
+            "default in the host SDK)."
+        )
+    elif kernels.height:
+        st.warning(
+            "No kernel carries its FX nodes and source lines: the artifacts were compiled without Inductor "
+            "provenance tracking. The host SDK turns it on by default (`SdkConfig(provenance_level=1)`); "
+            "compiles made with `provenance_level=0` or outside `tracker.compile` have none.",
+            icon=":material/link_off:",
+        )
     show_table(
         kernels,
-        columns=(col.KERNEL_NAME, col.KERNEL_BACKEND, col.SOURCE_LINES, col.POST_GRAD_NODES, col.CALLS, col.TOTAL_US,
-                 col.DEVICE, col.ARTIFACT_ID),
+        columns=(*columns, col.ARTIFACT_ID),
         empty="No kernels recorded for this request's artifacts.",
         key="kernels",
-    )  # fmt: skip
-    timed = kernels.filter(pl.col(col.TOTAL_US).is_not_null()) if col.TOTAL_US in kernels.columns else kernels.clear()
+    )
     if timed.height:
         charts.draw(
             st,
@@ -125,7 +190,8 @@ def code_section(graphs: pl.DataFrame, kernels: pl.DataFrame) -> None:
     mapping = kernel_lines(code, names)
     if own.height:
         mapping = mapping.join(own.select(col.KERNEL_NAME, col.SOURCE_LINES), on=col.KERNEL_NAME, how="left")
-    st.caption(f"artifact `{artifact}` · {len(code.splitlines()):,} lines")
+    lines = len(code.splitlines())
+    st.caption(f"artifact `{artifact}` · {lines:,} lines")
     show_table(
         mapping,
         key="code_map",
@@ -133,22 +199,25 @@ def code_section(graphs: pl.DataFrame, kernels: pl.DataFrame) -> None:
         # A line number (a float only because a kernel defined elsewhere has none), never "1.23e+03".
         overrides={"defined_at": st.column_config.NumberColumn("defined_at", format="%d")},
     )
-    st.code(code, language="python", line_numbers=True)
+    with st.expander(f"The generated code ({lines:,} lines)"):
+        st.code(code, language="python", line_numbers=True, height=600)
 
 
 def render() -> None:
     """Draw the page."""
     st.title("Request drill-down")
     request_id = request_id_input()
+    with service_errors():
+        recent_picker()
     if not request_id:
-        st.info("Paste a request id to see how it was served: graphs, guards, kernels, generated code, inputs.")
+        st.info("Paste or pick a request id to see how it was served: graphs, guards, kernels, generated code, inputs.")
         return
     with service_errors():
         try:
             detail = run_query(queries.REQUEST_DETAIL, "request", request_id=request_id)
         except ServiceError as exc:
             if exc.status in (400, 404):
-                st.warning(exc.message.split(": ", 1)[-1], icon=":material/search:")
+                st.warning(said(exc), icon=":material/search:")
                 return
             raise
         d = detail.row(0, named=True)
@@ -159,7 +228,7 @@ def render() -> None:
         show_table(graphs, key="graphs", empty="No compiled graph served this request.")
         providers_section(graphs)
         kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id)
-        kernels_section(kernels)
+        kernels_section(kernels, bool(d.get(col.SAMPLED)))
         code_section(graphs, kernels)
         with st.expander("Every recorded field"):
             fields = pl.DataFrame({"field": list(d), "value": [str(v) for v in d.values()]})

@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from inferensics.analytics.report import write_weekly_report
-from inferensics.analytics.weekly import build_weekly_report, last_full_week
+from inferensics.analytics.weekly import build_weekly_report
 from inferensics.dashboard._internal.filters import now
 from inferensics.dashboard._internal.service import client, service_errors
 from inferensics.dashboard._internal.settings import current_settings
@@ -41,8 +41,9 @@ def weeks(at: datetime) -> list[str]:
 
 
 def produce(week: str, folder: Path) -> Path:
-    """Build the report for ``week`` through the service and write it; return the HTML path."""
-    report = build_weekly_report(client(), week)
+    """Build the report for ``week`` through the service and write it; return the HTML path (the current
+    week ends at the dashboard's "now": the week so far)."""
+    report = build_weekly_report(client(), week, now())
     _, html = write_weekly_report(report, folder)
     return html
 
@@ -58,10 +59,10 @@ def show(html: Path) -> None:
     with summary:
         if markdown.exists():
             st.markdown(markdown.read_text(encoding="utf-8"))
-    one, two, _ = st.columns([1, 1, 3])
-    one.download_button("Download HTML", html.read_bytes(), file_name=html.name, mime="text/html")
+    row = st.container(horizontal=True)
+    row.download_button("Download HTML", html.read_bytes(), file_name=html.name, mime="text/html")
     if markdown.exists():
-        two.download_button("Download Markdown", markdown.read_bytes(), file_name=markdown.name, mime="text/markdown")
+        row.download_button("Download Markdown", markdown.read_bytes(), file_name=markdown.name, mime="text/markdown")
 
 
 def render() -> None:
@@ -69,12 +70,10 @@ def render() -> None:
     st.title("Weekly report")
     folder = current_settings().report_dir
     offered = weeks(now())
-    default = last_full_week(now())
     left, right = st.columns([2, 1], vertical_alignment="bottom")
     week = left.selectbox(
-        "Week (ISO, Monday to Monday UTC; the current week so far is first)",
-        offered, index=offered.index(default) if default in offered else 0, key=WEEK_KEY,
-    )  # fmt: skip
+        "Week (ISO, Monday to Monday UTC; the current week so far is first)", offered, index=0, key=WEEK_KEY
+    )
     if right.button("Produce report", type="primary", key="weekly.produce"):
         with service_errors(), st.spinner(f"Building the weekly report for {week} through the service…"):
             st.session_state[SHOWN_KEY] = produce(week, folder).name

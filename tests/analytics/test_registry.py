@@ -53,11 +53,13 @@ def test_named_query_names_are_pinned() -> None:
             "graph_breaks",
             "guard_failures",
             "new_graph_keys",
+            "notable_requests",
             "recompile_reasons",
             "recompile_storms",
             "request_detail",
             "request_graphs",
             "request_kernels",
+            "slow_compiles",
             "specializations",
         ]
     )

@@ -230,6 +230,9 @@ def test_pages_render_in_headless_chromium(weekly: WeeklyReport, canary_frame: p
                 assert page.locator("div.chart svg.marks").count() == charts  # every chart drew its SVG
                 assert problems == []
                 assert all(u.startswith("file:") for u in requested), requested  # works offline
+                shown = page.inner_text("body")  # Markdown of the rules is rendered, never shown literally
+                assert "**" not in shown
+                assert "``" not in shown
                 page.close()
         finally:
             browser.close()

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from inferensics.cli.app import app
 from inferensics.collector.service.testing import encode_request
 from inferensics.schema.events import RequestEvent
+from inferensics.schema.migrations import LATEST_VERSION
 from tests.collector.service.harness import ADMIN, INGEST, new_service
 from tests.collector.service.otel import request
 from tests.polling import poll
@@ -38,6 +39,7 @@ def test_serve_then_status_through_the_service(tmp_path: Path) -> None:
         assert f"service      {svc.url}" in res.output
         assert f"store        {svc.dsn} (ok)" in res.output
         assert f"spool        {svc.spool_dir}:" in res.output
+        assert f"schema       version {LATEST_VERSION} (latest {LATEST_VERSION}: current)" in res.output
         line = next(ln for ln in res.output.splitlines() if "│ requests " in ln)
         assert line.split("│")[2].strip() == "12"
         env = {"INFERENSICS_SERVICE_URL": svc.url, "INFERENSICS_TOKEN": "wrong", "COLUMNS": "200"}

@@ -29,7 +29,8 @@ def test_status_counts_rows(store: Store) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     res = runner.invoke(app, ["status", "--dsn", dsn], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
-    assert f"version {LATEST_VERSION} (current)" in res.output
+    # The same words as `status --service` (issue 20: "(current)" here, "(latest 8)" there).
+    assert f"schema       version {LATEST_VERSION} (latest {LATEST_VERSION}: current)" in res.output
     line = next(ln for ln in res.output.splitlines() if "│ requests " in ln)
     assert line.split("│")[2].strip() == "1"
     assert "data dir" in res.output

@@ -53,7 +53,7 @@ def drawn(at: AppTest) -> dict[str, list[str | None]]:
             "New specializations (graph keys first seen)": ["new graph keys"],
         }),
         ("views/canary.py", {}, {
-            "Latency quantiles (candidate with 95 % interval)": ["latency (ms)", "latency (ms)"],
+            "Latency quantiles (candidate with 95 % interval)": ["latency (ms, log scale)", "latency (ms, log scale)"],
             "Rates": ["share of requests"],
         }),
         ("views/request.py", {ID_KEY: DRILL_ID}, {"Sampled kernel time": ["kernel time (µs)"]}),

@@ -1,19 +1,17 @@
 """A short ``inferensics demo`` end to end, checked through the service client and the analytics queries.
 
-The test starts a collector service, runs the real command against it (``--service``, three worker
-processes compiling real models), then reads everything back over HTTP: every request's outcome against
-what the workers expected, each incident's count through the named queries, and the canary verdict.
+The session's demo run (tests/demo/conftest.py: a collector service, the real command against it with
+``--service``, three worker processes compiling real models) is read back over HTTP: every request's
+outcome against what the workers expected, each incident's count through the named queries, and the
+canary verdict.
 
-A 20-second run serves far fewer requests than the canary defaults ask for (100 per side, 30 pairs), so the
+A 60-second run serves far fewer requests than the canary defaults ask for (100 per side, 30 pairs), so the
 comparison here lowers ``min_requests`` and ``min_pairs`` to what the run served; every other threshold is
 the analytics default.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -23,7 +21,6 @@ import polars as pl
 import pytest
 
 from inferensics.collector.client import ServiceClient
-from inferensics.demo import processes
 from inferensics.demo.workload import DECODER_MODEL, HF_MODEL, POOL_A, POOL_B
 
 pytestmark = pytest.mark.slow
@@ -32,35 +29,15 @@ DEMO_TIMEOUT_S = 900
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A collector service of the test's own, on loopback, with an embedded store."""
-    data_dir = tmp_path_factory.mktemp("demo-service")
-    child, url = processes.start_service(data_dir, processes.free_port(4460))
-    try:
-        yield url
-    finally:
-        child.stop()
+def run(demo_run: dict[str, Any]) -> dict[str, Any]:
+    """The session's short demo run (tests/demo/conftest.py)."""
+    return demo_run
 
 
 @pytest.fixture(scope="module")
-def run(service: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Run ``inferensics demo`` for 20 s against the service; returns its summary JSON."""
-    out = tmp_path_factory.mktemp("demo-run")
-    summary = out / "summary.json"
-    command = [sys.executable, "-m", "inferensics.cli", "demo", "--service", service, "--duration", "20"]
-    command += ["--rate", "3", "--seed", "0", "--no-dashboard", "--exit-when-done"]
-    command += ["--data-dir", str(out), "--summary-json", str(summary)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=DEMO_TIMEOUT_S, check=False)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    data: dict[str, Any] = json.loads(summary.read_text())
-    data["stdout"] = result.stdout
-    return data
-
-
-@pytest.fixture(scope="module")
-def client(service: str) -> Iterator[ServiceClient]:
-    """A client of the test's service."""
-    with ServiceClient(service) as c:
+def client(demo_service: str) -> Iterator[ServiceClient]:
+    """A client of the session's demo service."""
+    with ServiceClient(demo_service) as c:
         yield c
 
 

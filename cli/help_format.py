@@ -1,0 +1,56 @@
+"""How ``--help`` shows options and arguments: flags without a type, arguments by their upper-case name.
+
+Typer labels every option with its Python type, so a flag reads ``--help <bool>`` as if it took a value, and
+writes a required argument as ``{path}`` in the usage line. The app's group class turns every command it
+hands out into these classes, so each command module registers its commands as usual.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typer._click.core import Context
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+
+def _tidy(params: list[Any]) -> list[Any]:
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""  # a flag takes no value: no type column
+        elif isinstance(param, TyperArgument) and param.metavar is None:
+            param.metavar = (param.name or "").upper()
+    return params
+
+
+class HelpCommand(TyperCommand):
+    """A command whose help shows flags without a type and arguments as ``PATH``."""
+
+    def get_params(self, ctx: Context) -> list[Any]:
+        """The parameters, tidied for help (see the module docstring)."""
+        return _tidy(super().get_params(ctx))
+
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
+        """``[OPTIONS] PATH``: required arguments bare, optional ones in brackets."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = param.metavar or (param.name or "").upper()
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+
+class HelpGroup(TyperGroup):
+    """The app's group: its own flags tidied, and every subcommand or subgroup handed out tidied too."""
+
+    def get_params(self, ctx: Context) -> list[Any]:
+        """The parameters, tidied for help."""
+        return _tidy(super().get_params(ctx))
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Any:
+        """The subcommand, as a :class:`HelpGroup` or :class:`HelpCommand`."""
+        command = super().get_command(ctx, cmd_name)
+        if type(command) is TyperGroup:
+            command.__class__ = HelpGroup  # same layout, only the help methods differ
+        elif type(command) is TyperCommand:
+            command.__class__ = HelpCommand
+        return command

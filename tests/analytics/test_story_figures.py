@@ -1,0 +1,115 @@
+"""Figures the demo's story showed wrong, each with one definition (issue 20): a storm is recompiles and a
+slow first compile is a finding of its own; recompiles that hit the limit are counted apart; the weekly
+report's current week ends now and its per-model cache hit ratio is the cache-events ratio the summary
+uses; non-finite outputs are notable requests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+
+from inferensics.analytics import (
+    LocalRunner,
+    SliceParams,
+    StormParams,
+    build_weekly_report,
+    cache_health,
+    current_week,
+    notable_requests,
+    parse_week,
+    recompile_reasons,
+    recompile_storms,
+    slow_compiles,
+)
+from inferensics.schema import columns as col
+from inferensics.schema.events import CacheEvent, RecompileEvent, RequestEvent
+from inferensics.schema.store import Store
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+HOST = "h-0"
+
+
+def _request(rid: str, model: str, at: datetime, **fields: object) -> RequestEvent:
+    return RequestEvent(request_id=rid, ts=at, host=HOST, model=model, hw_pool="p", traffic_class="c", **fields)
+
+
+@pytest.fixture
+def story(store: Store) -> Store:
+    """A first compile of 90 s (model ``slow``), three recompiles and one limit hit (model ``storm``), cache
+    lookups 1 hit of 4, one request with NaN logits, a few plain hits; all in the last minutes."""
+    t = max(NOW - timedelta(minutes=5), parse_week(current_week(NOW)))  # inside this week and this hour's range
+    store.insert_events(
+        [
+            _request("r-slow", "slow", t, outcome="compile", compile_ms=90_000.0, cache_status="miss"),
+            *(
+                _request(f"r-re{i}", "storm", t, outcome="recompile", recompiles=1, compile_ms=30_000.0)
+                for i in range(3)
+            ),
+            _request("r-fb", "storm", t, outcome="fallback", fallback_reason="recompile_limit"),
+            _request("r-nan", "storm", t, fp_nan=768),
+            *(_request(f"r-hit{i}", "slow", t) for i in range(4)),
+        ]
+    )
+    store.insert_events(
+        [
+            *(
+                RecompileEvent(ts=t, host=HOST, model="storm", hw_pool="p", request_id=f"r-re{i}", reason=f"size {i}")
+                for i in range(3)
+            ),
+            RecompileEvent(
+                ts=t, host=HOST, model="storm", hw_pool="p", request_id="r-fb", reason="size 3",
+                attrs={col.OUTCOME: "recompile_limit"},
+            ),
+        ]
+    )  # fmt: skip
+    store.insert_events(
+        [
+            CacheEvent(ts=t, host=HOST, model="slow", hw_pool="p", cache="fx_graph", result=result)
+            for result in ("hit", "miss", "miss", "miss")
+        ]
+    )
+    return store
+
+
+def _slice() -> SliceParams:
+    return SliceParams(start=NOW - timedelta(hours=1), end=NOW + timedelta(minutes=1))
+
+
+def test_a_slow_first_compile_is_not_a_storm(story: Store) -> None:
+    """On main, 90 compile seconds without a recompile made a 'Recompile storm' of model ``slow``."""
+    params = StormParams(**_slice().model_dump())
+    storms = recompile_storms(story, params)
+    assert "slow" not in storms.get_column(col.MODEL).to_list()
+    assert (storms.get_column(col.RECOMPILES) > 0).all()
+    slow = slow_compiles(story, params)
+    assert slow.select(col.MODEL, col.COMPILE_SECONDS).to_dicts() == [{col.MODEL: "slow", col.COMPILE_SECONDS: 90.0}]
+
+
+def test_recompiles_that_hit_the_limit_are_counted_apart(story: Store) -> None:
+    """On main, the reasons table counted 4 recompiles where the requests (and the KPI) count 3."""
+    reasons = recompile_reasons(story, _slice())
+    requests = story.client.query_df(f"SELECT sum(recompiles) AS n FROM {story.database}.requests")
+    assert int(reasons.get_column("recompiles").sum()) == int(requests["n"].iloc[0]) == 3
+    assert reasons.filter(pl.col("limit_hits") > 0).get_column(col.REASON).to_list() == ["size 3"]
+
+
+def test_the_weekly_report_of_the_current_week_ends_now_with_one_cache_ratio(story: Store) -> None:
+    """On main, the report's per-model cache ratio counted requests (1.0) while its summary counted lookups
+    (25 %), and a week in progress was compared with a whole one."""
+    report = build_weekly_report(LocalRunner(story), current_week(NOW), NOW)
+    assert report.end == NOW
+    row = report.by_model_pool.filter(pl.col(col.MODEL) == "slow").row(0, named=True)
+    health = cache_health(story, _slice()).filter(pl.col(col.MODEL) == "slow")
+    assert row["cache_hit_ratio"] == pytest.approx(int(health["hits"].sum()) / int(health["lookups"].sum())) == 0.25
+    assert row[col.REQUESTS] == 5
+
+
+def test_non_finite_outputs_are_notable_requests(story: Store) -> None:
+    notable = notable_requests(story, _slice())
+    why = dict(zip(notable.get_column(col.REQUEST_ID).to_list(), notable.get_column("why").to_list(), strict=True))
+    assert why["r-nan"] == "non-finite output"
+    assert why["r-fb"] == "eager fallback"
+    assert why["r-slow"] == "first compile"
+    assert not any(rid.startswith("r-hit") for rid in why)

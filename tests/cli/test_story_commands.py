@@ -1,0 +1,141 @@
+"""The commands a new user types after the demo (issue 20): windows that end now, the current week by
+default, one clear line for a URL that is not the collector service, and help texts that read right."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from inferensics.analytics.weekly import current_week
+from inferensics.cli.app import app
+from inferensics.schema.events import RequestEvent
+from inferensics.schema.store import Store
+
+runner = CliRunner()
+ENV = {"COLUMNS": "300"}
+
+
+@pytest.fixture
+def served_now(store: Store) -> str:
+    """A store with 3 baseline and 3 candidate requests of model ``m`` served a minute ago; its DSN."""
+    at = datetime.now(UTC) - timedelta(minutes=1)
+    store.insert_events(
+        [
+            RequestEvent(
+                request_id=f"r-{bundle}-{i}", ts=at, host="h", model="m", hw_pool="p", traffic_class="c",
+                bundle_id=bundle, latency_ms=10.0,
+            )
+            for bundle in ("base", "cand")
+            for i in range(3)
+        ]
+    )  # fmt: skip
+    return f"chdb://{store.dsn.path}?database={store.database}"
+
+
+def test_canary_compare_counts_requests_up_to_now(served_now: str) -> None:
+    """On main the window ended at the start of the hour: 0 requests a side, INCONCLUSIVE."""
+    args = ["canary", "compare", "--baseline", "base", "--candidate", "cand", "--model", "m"]
+    res = runner.invoke(app, [*args, "--min-requests", "3", "--min-pairs", "1", "--dsn", served_now], env=ENV)
+    verdict = next(line for line in res.output.splitlines() if line.startswith("verdict  requests"))
+    assert verdict.split()[2:6] == ["3", "requests", "3", "requests"], res.output
+    assert "fewer than" not in res.output
+
+
+def test_report_weekly_writes_the_current_week_so_far(served_now: str, tmp_path: Path) -> None:
+    """On main the default was last week (an empty report)."""
+    res = runner.invoke(app, ["report", "weekly", "--out", str(tmp_path), "--dsn", served_now], env=ENV)
+    assert res.exit_code == 0, res.output
+    week = current_week(datetime.now(UTC))
+    assert (tmp_path / f"weekly-{week}.html").exists()
+    assert "Requests: 6 " in res.output
+    assert "the week so far" in (tmp_path / f"weekly-{week}.md").read_text()
+
+
+class _WebPage(BaseHTTPRequestHandler):
+    """What a dashboard (Streamlit) answers: its page for any GET, 405 for a POST."""
+
+    def do_GET(self) -> None:
+        body = b"<!doctype html><html><body>a dashboard</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def web_page() -> Iterator[str]:
+    """The URL of a web server that is not the collector service."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _WebPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["report", "weekly"],
+        ["canary", "compare", "--baseline", "a", "--candidate", "b", "--model", "m"],
+    ],
+)
+def test_a_url_that_is_not_the_service_says_so(command: list[str], web_page: str, tmp_path: Path) -> None:
+    """On main: a JSONDecodeError traceback (status) and "405 Method Not Allowed" (reports); the report's
+    --out directory was made before the connection failed."""
+    out = tmp_path / "reports"
+    extra = ["--out", str(out)] if command[0] != "status" else []
+    res = runner.invoke(app, [*command, *extra, "--service", web_page], env=ENV)
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert f"{web_page} is not an inferensics collector service" in res.output
+    assert "inferensics serve" in res.output
+    assert not out.exists()
+
+
+def _helps() -> dict[tuple[str, ...], str]:
+    def walk(command: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+        out = [path]
+        for name, sub in getattr(command, "commands", {}).items():
+            out += walk(sub, (*path, name))
+        return out
+
+    paths = walk(typer.main.get_command(app))
+    return {p: runner.invoke(app, [*p, "--help"], env={"COLUMNS": "200"}).output for p in paths}
+
+
+def test_help_texts_read_right() -> None:
+    """On main: ``--help <bool>`` (a flag shown as taking a value), ``{path}`` as an argument name, raw reST
+    backquotes, a --service help that speaks of status under every command, a --dsn help cut short."""
+    helps = _helps()
+    assert len(helps) > 10
+    for path, text in helps.items():
+        assert "<bool>" not in text, path
+        assert not re.search(r"\{\w+\}", text), path
+        assert "``" not in text, path
+        if path != ("status",):
+            assert "status goes through" not in text, path
+        assert "http(s)://..." not in text, path
+    assert "import-trace [OPTIONS] PATH" in helps[("import-trace",)]
+    assert "[default: now]" in helps[("canary", "compare")]
+    assert "[default: the current week, up to now]" in helps[("report", "weekly")]

@@ -1,0 +1,433 @@
+"""The demo's story as a new user follows it (issue 20), after the session's short demo run.
+
+Every command the demo printed under "try:" is run as printed and must agree with the demo's own figures;
+the dashboard is started with the printed ``inferensics dashboard`` command and each page is opened in
+headless Chromium, its figures read as a person sees them and compared with the run's, and a screenshot of
+each page saved under ``out/demo-story/`` (git-ignored; also copied to /tmp/inferensics-screens/).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from inferensics.analytics.weekly import current_week
+from inferensics.collector.client import ServiceClient
+from inferensics.dashboard._internal.settings import REPORT_DIR_ENV
+from inferensics.dashboard.launcher import wait_until_up
+from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, HF_MODEL, POOL_B
+from tests.dashboard.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    LAPTOP,
+    PAGE_TIMEOUT_MS,
+    metric,
+    screenshot,
+    settle,
+    truncated_metrics,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+REPO = Path(__file__).resolve().parents[2]
+SHOTS = REPO / "out" / "demo-story"
+"""Where the screenshots go (``/out/`` is git-ignored)."""
+MAX_PAGE_PX = 8000
+"""A page taller than this has stopped being read (the request page expanded 16,000 px of code; an empty
+weekly report was 33,554,432 px tall)."""
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
+
+
+def printed_commands(run: dict[str, Any]) -> dict[str, str]:
+    """The commands under the summary's "try:", by subcommand (``report``, ``canary``, ``status``, ...)."""
+    lines = run["stdout"].splitlines()
+    after = lines[lines.index("try:") + 1 :]
+    commands = [line.strip() for line in after if line.startswith("  inferensics ")]
+    return {shlex.split(c)[1]: c for c in commands}
+
+
+def run_printed(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a printed ``inferensics ...`` command as printed (this checkout's ``inferensics``)."""
+    argv = shlex.split(command)
+    assert argv[0] == "inferensics"
+    return subprocess.run(
+        [sys.executable, "-m", "inferensics.cli", *argv[1:]],
+        cwd=cwd, env={**_env(), "COLUMNS": "250"}, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def commands(demo_run: dict[str, Any]) -> dict[str, str]:
+    """The printed commands; the demo ran without a dashboard, so it printed the one that starts it."""
+    found = printed_commands(demo_run)
+    assert set(found) == {"report", "canary", "status", "dashboard"}, demo_run["stdout"][-2000:]
+    return found
+
+
+@pytest.fixture(scope="module")
+def dashboard(commands: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The dashboard started with the printed command; its URL.
+
+    When the printed (default) port is taken on this machine (others share it), the same command gets a
+    free ``--port`` instead; everything else runs as printed.
+    """
+    root = tmp_path_factory.mktemp("story-dashboard")
+    argv = shlex.split(commands["dashboard"])
+    port = 8501
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            probe.close()
+            with socket.socket() as free:
+                free.bind(("127.0.0.1", 0))
+                port = free.getsockname()[1]
+            argv += ["--port", str(port)]
+    env = {**_env(), REPORT_DIR_ENV: str(root / "reports")}
+    with (root / "dashboard.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "inferensics.cli", *argv[1:]], cwd=root, env=env, stdout=log, stderr=log
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(url, None, timeout=120)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)  # the command stops its Streamlit child on Ctrl-C
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Headless Chromium (Debian's package; Playwright never downloads a browser here)."""
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh laptop-sized tab."""
+    tab = browser.new_page(viewport=LAPTOP)
+    tab.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        yield tab
+    finally:
+        tab.close()
+
+
+def shoot(page: Page, name: str) -> None:
+    """Save the page's screenshot under :data:`SHOTS`."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    screenshot(page, SHOTS, name)
+
+
+def main_height(page: Page) -> int:
+    """The height of the page's main area in pixels."""
+    height: int = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    return height
+
+
+def alerts(page: Page) -> list[str]:
+    """The texts of the page's alert boxes."""
+    return [a.inner_text() for a in page.locator('[data-testid="stAlert"]').all()]
+
+
+# ---- the printed commands -------------------------------------------------------------------------------
+
+
+def test_the_printed_status_counts_every_request(
+    commands: dict[str, str], demo_run: dict[str, Any], tmp_path: Path
+) -> None:
+    res = run_printed(commands["status"], tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    row = next(line for line in res.stdout.splitlines() if "│ requests " in line)
+    assert row.split("│")[2].strip() == f"{len(demo_run['served']):,}"
+    assert "(latest " in res.stdout
+    assert ": current)" in res.stdout
+
+
+def test_the_printed_canary_command_gives_the_demos_verdict(
+    commands: dict[str, str], demo_run: dict[str, Any], tmp_path: Path
+) -> None:
+    """On main it answered INCONCLUSIVE with 0 requests a side (its window ended at the start of the hour)."""
+    said = re.search(r"canary verdict for \S+: (\w+)", demo_run["stdout"])
+    assert said is not None
+    assert said.group(1) == "fail"
+    res = run_printed(commands["canary"], tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr  # 1: fail (the command's documented exit status)
+    assert "verdict: FAIL" in res.stdout
+    agreement = next(line for line in res.stdout.splitlines() if "argmax_agreement" in line)
+    assert agreement.split()[-1] == "fail"
+    verdict = next(line for line in res.stdout.splitlines() if line.startswith("verdict  requests"))
+    assert verdict.split()[2] == str(_served(demo_run, "baseline"))
+    assert verdict.split()[4] == str(_served(demo_run, CANDIDATE))
+
+
+def _served(run: dict[str, Any], bundle: str) -> int:
+    """Requests of the decoder on pool cpu-b served with ``bundle`` (the printed canary command's slice)."""
+    return sum(
+        1
+        for r in run["served"].values()
+        if r["bundle"] == bundle and r["model"] == DECODER_MODEL and r["pool"] == POOL_B
+    )
+
+
+def _rendered(page: Page) -> None:
+    """Wait until every chart of a report page has drawn; no chart failed."""
+    page.wait_for_function(
+        "() => window.__chartsRendered === Number(document.querySelector('script[data-charts]').dataset.charts)",
+        timeout=PAGE_TIMEOUT_MS,
+    )
+    assert page.evaluate("() => window.__chartErrors") == []
+
+
+def _axis_labels(page: Page) -> list[list[str]]:
+    """The labels of every axis of every chart on a report page (Vega's SVG)."""
+    labels: list[list[str]] = page.evaluate(
+        """() => [...document.querySelectorAll('.chart svg g.role-axis')].map(
+            axis => [...axis.querySelectorAll('g.role-axis-label text')].map(t => t.textContent))"""
+    )
+    return labels
+
+
+def test_the_printed_weekly_report_is_this_week_and_reads_right(
+    commands: dict[str, str], demo_run: dict[str, Any], tmp_path: Path, page: Page
+) -> None:
+    """On main: last week's (empty) report; raw ratios (0.01818); the reasons chart with 2 bars whose cut
+    labels were equal for a 4-row table; repeated axis labels."""
+    res = run_printed(commands["report"], tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"Requests: {len(demo_run['served']):,} " in res.stdout
+    html = tmp_path / "reports" / f"weekly-{current_week(datetime.now(UTC))}.html"
+    assert html.exists(), res.stdout
+    page.goto(html.as_uri())
+    _rendered(page)
+    assert page.evaluate("() => document.body.scrollHeight") < MAX_PAGE_PX * 2
+    text = page.inner_text("body")
+    assert "the week so far" in text
+    assert not re.search(r"\b0\.\d{4,}\b", text), "a ratio is shown raw"
+    for labels in _axis_labels(page):
+        assert len(labels) == len(set(labels)), f"an axis repeats its labels: {labels}"
+    reasons = page.evaluate(
+        """() => [...document.querySelectorAll('.chart')].filter(c => c.innerText.includes('Recompiles by reason'))
+            .map(c => [...c.querySelectorAll('g.role-axis-label text')].map(t => t.textContent)
+            .filter(t => t.includes(': ')))"""
+    )
+    rows = page.evaluate(
+        """() => { const h = [...document.querySelectorAll('h2')].find(e => e.textContent === 'Top recompile reasons');
+            let e = h.nextElementSibling; while (e && e.tagName !== 'TABLE') e = e.nextElementSibling;
+            return e ? e.querySelectorAll('tbody tr').length : 0; }"""
+    )
+    assert rows >= 1
+    assert len(reasons) == 1
+    assert len(set(reasons[0])) == rows
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "weekly-report-file.png"), full_page=True)
+
+
+def test_an_empty_weekly_report_stays_a_page(commands: dict[str, str], tmp_path: Path, page: Page) -> None:
+    """On main a week without data rendered 33,554,432 px tall (an SVG viewBox of 1.797e308)."""
+    command = commands["report"] + f" --week 2020-W02 --out {tmp_path}"
+    res = run_printed(command, tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    page.goto((tmp_path / "weekly-2020-W02.html").as_uri())
+    _rendered(page)
+    assert page.evaluate("() => document.body.scrollHeight") < 4000
+    assert "no data in this period" in page.inner_text("body")
+    expect(page.locator("h1")).to_contain_text(
+        "Weekly recompilation and cache report 2020-W02", timeout=PAGE_TIMEOUT_MS
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "weekly-report-empty.png"), full_page=True)
+
+
+# ---- the dashboard's pages ------------------------------------------------------------------------------
+
+
+def test_the_overview_tells_the_runs_story(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
+    """On main: no sign of the NaN request; a "Recompile storm" for a model with 0 recompiles."""
+    page.goto(f"{dashboard}/")
+    settle(page, charts=2)
+    served = demo_run["served"]
+    expected = demo_run["expected_outcomes"]
+    assert metric(page, "Requests") == f"{len(served):,}"
+    assert metric(page, "Recompiles") == f"{expected.get('recompile', 0):,}"
+    nan_ids = demo_run["drill_ids"]["NaN logits, inputs captured"]
+    assert metric(page, "Non-finite") == f"{len(nan_ids):,}"
+    assert truncated_metrics(page) == []
+    texts = alerts(page)
+    nonfinite = [t for t in texts if "Non-finite outputs" in t]
+    assert len(nonfinite) == 1
+    assert all(rid in nonfinite[0] for rid in nan_ids)
+    for storm in (t for t in texts if "Recompile storm" in t):
+        got = re.search(r"(\d+) recompiles,", storm)
+        assert got is not None, storm
+        assert int(got.group(1)) > 0, storm
+    shoot(page, "overview")
+
+
+def _request(page: Page, dashboard: str, request_id: str) -> None:
+    page.goto(f"{dashboard}/request?request_id={request_id}")
+    settle(page)
+    expect(page.locator('[data-testid="stMetricLabel"]', has_text="Outcome")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+
+
+def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
+    """On main: the kernel → source-line map was empty (provenance off), a NaN request read "ok", 798 lines
+    of code made a 16,000-px page, and the page advertised an ``inferensics replay`` that does not exist."""
+    drill = demo_run["drill_ids"]
+    first = drill["first compile"][0]
+    _request(page, dashboard, first)
+    mapped = page.get_by_text(re.compile(r"\d+ of \d+ kernels map to user source lines"))
+    expect(mapped).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    got = re.search(r"(\d+) of (\d+) kernels", mapped.inner_text())
+    assert got is not None
+    assert int(got.group(1)) > 0
+    assert main_height(page) < MAX_PAGE_PX
+    assert "inferensics replay" not in page.inner_text("body")
+    shoot(page, "request-first-compile")
+
+    nan = drill["NaN logits, inputs captured"][0]
+    _request(page, dashboard, nan)
+    assert metric(page, "Status") == "non-finite"
+    assert truncated_metrics(page) == []
+    assert any("Non-finite output:" in t for t in alerts(page))
+    assert "inferensics replay" not in page.inner_text("body")
+    shoot(page, "request-nan")
+
+    failed = drill["failed, inputs captured"][0]
+    _request(page, dashboard, failed)
+    assert metric(page, "Status") == "error"
+    shoot(page, "request-failed")
+
+
+def test_a_wrong_request_id_says_so_in_plain_words(dashboard: str, page: Page) -> None:
+    """On main: "400 request_detail: no request ..."."""
+    page.goto(f"{dashboard}/request?request_id=req-nope")
+    settle(page)
+    box = page.locator('[data-testid="stAlert"]').filter(has_text="req-nope")
+    expect(box).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    said = [box.inner_text()]
+    assert "no request 'req-nope' in the store" in said[0], said
+    assert "400" not in said[0]
+    assert "request_detail" not in said[0]
+
+
+def test_the_drill_down_offers_recent_requests_worth_opening(
+    dashboard: str, demo_run: dict[str, Any], page: Page
+) -> None:
+    """On main the only way in was pasting an id."""
+    page.goto(f"{dashboard}/request")
+    settle(page)
+    picker = page.locator('[data-testid="stSelectbox"]').filter(has_text="Or pick a recent request")
+    picker.click()
+    options = page.locator('[role="option"]')
+    expect(options.first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    texts = options.all_inner_texts()
+    nan = demo_run["drill_ids"]["NaN logits, inputs captured"][0]
+    assert any(t.startswith(f"{nan} · non-finite output") for t in texts), texts
+    options.filter(has_text=nan).first.click()
+    expect(page.locator('[data-testid="stMetricLabel"]', has_text="Outcome")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    assert metric(page, "Status") == "non-finite"
+    shoot(page, "request-picker")
+
+
+def test_the_compile_page_counts_agree(dashboard: str, demo_run: dict[str, Any], demo_service: str, page: Page) -> None:
+    """On main: Recompiles 3 beside a 4-row reason table, and "No guard failures" beside guard-mismatch
+    recompile reasons."""
+    page.goto(f"{dashboard}/compile")
+    settle(page, charts=2)
+    recompiles = demo_run["expected_outcomes"].get("recompile", 0)
+    assert metric(page, "Recompiles") == f"{recompiles:,}"
+    end = datetime.now(UTC) + timedelta(minutes=1)
+    with ServiceClient(demo_service) as client:
+        health = client.query("cache_health", start=end - timedelta(hours=1), end=end)
+        reasons = client.query("recompile_reasons", start=end - timedelta(hours=1), end=end)
+    assert int(reasons.get_column("recompiles").sum()) == recompiles
+    ratio = int(health.get_column("hits").sum()) / int(health.get_column("lookups").sum())
+    assert metric(page, "Cache hit ratio") == f"{100 * ratio:.2f} %"
+    assert truncated_metrics(page) == []
+    shoot(page, "compile-health")
+    page.get_by_role("tab", name="Graph breaks & guards").click()
+    failed = int(reasons.get_column("recompiles").sum()) + int(reasons.get_column("limit_hits").sum())
+    expect(page.get_by_text(f"No guard failures recorded besides the {failed:,}")).to_be_visible(
+        timeout=PAGE_TIMEOUT_MS
+    )
+
+
+def _pick(page: Page, label: str, text: str) -> None:
+    """Choose the option containing ``text`` in the select box labelled ``label``."""
+    page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    page.locator('[role="option"]').filter(has_text=text).first.click()
+
+
+def test_the_canary_page_gives_the_demos_verdict(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
+    """On main: "0 registered bundle(s)" and no way to compare what the demo ran."""
+    page.goto(f"{dashboard}/canary")
+    settle(page)
+    ids = demo_run["bundle_ids"]
+    _pick(page, "Candidate", ids[CANDIDATE][:12])
+    _pick(page, "Baseline", ids["baseline"][:12])
+    note = re.search(r"min_requests=(\d+), min_pairs=(\d+)", demo_run["stdout"])
+    assert note is not None
+    page.get_by_label("Min requests per side").fill(note.group(1))
+    page.get_by_label("Min input-matched pairs").fill(note.group(2))
+    _pick(page, "Hardware pool", POOL_B)
+    page.get_by_role("button", name="Compare").click()
+    verdict = page.locator('[data-testid="stAlert"]').filter(has_text="Verdict:")
+    expect(verdict).to_contain_text("Verdict: FAIL", timeout=PAGE_TIMEOUT_MS)
+    # The same slice as the printed command: the same sizes as the command printed.
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="Baseline requests")).to_contain_text(
+        f"{_served(demo_run, 'baseline'):,}", timeout=PAGE_TIMEOUT_MS
+    )
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="Candidate requests")).to_contain_text(
+        f"{_served(demo_run, CANDIDATE):,}", timeout=PAGE_TIMEOUT_MS
+    )
+    settle(page, charts=2)
+    shoot(page, "canary")
+
+
+def test_the_bundles_page_draws(dashboard: str, page: Page) -> None:
+    page.goto(f"{dashboard}/bundles")
+    settle(page)
+    shoot(page, "bundles")
+
+
+def test_the_weekly_report_page_defaults_to_this_week(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
+    """On main the week picker defaulted to last week though its label says the current week comes first."""
+    page.goto(f"{dashboard}/report")
+    settle(page)
+    week = current_week(datetime.now(UTC))
+    expect(page.get_by_role("combobox", name=re.compile(r"^Week \(ISO"))).to_have_value(week, timeout=PAGE_TIMEOUT_MS)
+    page.get_by_role("button", name="Produce report").click()
+    frame = page.frame_locator("iframe").first
+    expect(frame.locator("h1")).to_contain_text(week, timeout=PAGE_TIMEOUT_MS)
+    expect(frame.locator("body")).to_contain_text(f"Requests: {len(demo_run['served']):,}", timeout=PAGE_TIMEOUT_MS)
+    settle(page)
+    shoot(page, "weekly-report")
+
+
+def test_hf_model_is_served(demo_run: dict[str, Any]) -> None:
+    """The run served both models (the pages above show both)."""
+    assert {r["model"] for r in demo_run["served"].values()} == {DECODER_MODEL, HF_MODEL}
