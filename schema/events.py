@@ -629,6 +629,7 @@ class SdkHealthEvent(Event):
     last_error: Text = ""
     """The most recent of those errors or refusals, as one line."""
 
+
 class KernelDecisionEvent(Event):
     """A kernel-registry decision: which provider serves one op signature, and why the others were skipped."""
 

@@ -20,16 +20,15 @@ from inferensics.schema.ddl import (
     DEDUP_WINDOW,
     WIDE_PART_MIN_BYTES,
     Target,
-    dedup_window_setting,
     columns_of,
+    dedup_window_setting,
     distributed_sql,
     render_event_table,
     render_rollup,
     render_schema,
 )
-from inferensics.schema.events import EVENT_MODELS, RequestEvent, SdkHealthEvent
 from inferensics.schema.ddl import _column_sql as column_sql
-from inferensics.schema.events import EVENT_MODELS, RequestEvent
+from inferensics.schema.events import EVENT_MODELS, RequestEvent, SdkHealthEvent
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 
 
@@ -380,6 +379,7 @@ def _replicated_tables_remember_segments(target: Target) -> list[str | Step]:
 def _sdk_health_table(target: Target) -> list[str]:
     # The host SDK's own health records (a host gone quiet, exports refused by cause): one new table.
     return render_event_table(SdkHealthEvent, target)
+
 
 def _kernel_registry_records(target: Target) -> list[str | Step]:
     # The kernel registry's records: a compile's provider decisions (a column of ``compiles`` and a table
