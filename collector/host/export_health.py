@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import requests
 
-from inferensics.collector.host.config import SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 
 log = logging.getLogger("inferensics.collector.host")
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import torch
 
+from inferensics.collector.errors import ConfigError
 from inferensics.collector.host import profiling, torch_adapter
 from inferensics.collector.host.backend import InductorBackend
-from inferensics.collector.host.config import ConfigError, SdkConfig
+from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
 from inferensics.collector.host.fingerprint import start_fingerprint
 from inferensics.collector.host.pipeline import Pipeline

@@ -318,7 +318,7 @@ class CompileAssembler:
             self._emit(
                 KernelDecisionEvent(
                     ts=ts,
-                    **self._labels(),
+                    **self._labels(state),
                     request_id=request_id,
                     graph_key=graph_key,
                     compile_id=state.compile_id,
