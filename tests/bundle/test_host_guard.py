@@ -46,7 +46,7 @@ def test_requests_carry_the_bundle_and_misses_are_recorded(built: b.BuildResult,
         store.query_rows(
             f"SELECT request_id, attrs['bundle_status'] FROM {db}.requests WHERE bundle_id = %(b)s",
             {"b": built.bundle_id},
-        )  # fmt: skip
+        )
     )
     assert rows == {"r-hit": "hit", "r-miss": "miss", "r-budget": "miss", "r-hit2": "hit"}
     misses = store.query_rows(f"SELECT request_id, action, reason, factors FROM {db}.bundle_misses ORDER BY request_id")
