@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from inferensics.cli import (
+    bundle_commands,
     dashboard_commands,
     demo_commands,
     report_commands,
@@ -26,6 +27,7 @@ service_commands.register(app)
 dashboard_commands.register(app)
 report_commands.register(app)
 demo_commands.register(app)
+bundle_commands.register(app)
 
 
 def main() -> None:
