@@ -6,6 +6,7 @@ Layout of a bundle directory (pack-friendly: plain files, relative names)::
     artifacts/megacache.bin             torch.compiler.save_cache_artifacts() blob (FX, AOTAutograd, Triton, autotune)
     artifacts/graphs/<fx_key>/output_code.py   generated code of each graph (cache paths normalised)
     artifacts/graphs/<fx_key>/guards.txt       Dynamo's guard tree for it
+    artifacts/cpu_kernels/<2ch>/c<hash>.so     compiled C++ kernels (CPU bundles; Inductor's cache layout)
     artifacts/aoti/<name>.pt2           optional AOTInductor package (each member hashed in the identity)
     report/qualification.{md,html,json} the qualification report
 """
@@ -37,6 +38,8 @@ from inferensics.bundle.qualify import PolicyRun, run_policy
 from inferensics.bundle.shapes import ShapeDistribution
 
 MEGACACHE = "artifacts/megacache.bin"
+CPU_KERNELS = "artifacts/cpu_kernels"
+"""Compiled C++ kernel libraries of a CPU bundle, laid out as in Inductor's cache (``<2 chars>/c<hash>.so``)."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,10 @@ def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None =
         graphs: list[GraphRecord] = []
         (tmp / "artifacts").mkdir()
         (tmp / MEGACACHE).write_bytes(main.blob)
+        for lib in sorted(Path(main.cache_dir).glob("*/c*.so")):  # CPU kernels: not in the Mega-Cache
+            dst = tmp / CPU_KERNELS / lib.parent.name / lib.name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(lib, dst)
         for g in main.graphs:
             if not g.fx_key:
                 continue

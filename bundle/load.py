@@ -1,8 +1,9 @@
 """``load``: verify, then install the recorded compiler and the bundle's compile-cache artifacts.
 
 Nothing of the bundle is loaded before :func:`~inferensics.bundle.verify.verify` has passed. Then, in order:
-the recorded customisations are installed, the recorded non-default compiler settings are applied, and
-the Mega-Cache blob is installed into the local caches (and an AOTInductor package is loaded, if any).
+the recorded customisations are installed, the recorded non-default compiler settings are applied, the
+compiled CPU kernels and the Mega-Cache blob are installed into the local caches, and an AOTInductor
+package is loaded, if the bundle has one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 
 from inferensics.bundle import customisations as custom
 from inferensics.bundle import torch_adapter
-from inferensics.bundle.build import MEGACACHE
+from inferensics.bundle.build import CPU_KERNELS, MEGACACHE
 from inferensics.bundle.keys import Keyring
 from inferensics.bundle.manifest import Manifest
 from inferensics.bundle.session import BundleSession, CompileBudget, MissPolicy
@@ -90,6 +91,7 @@ def load(
     if apply_settings:
         changed: Mapping[str, Any] = manifest.identity.get("settings", {}).get("changed", {})
         skipped = torch_adapter.apply_settings(changed)
+    torch_adapter.install_cache_files(verified.directory / CPU_KERNELS)
     blob = (verified.directory / MEGACACHE).read_bytes()
     keys = torch_adapter.load_cache_artifacts(blob) if blob else {}
     aoti = None

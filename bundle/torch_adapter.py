@@ -15,6 +15,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import torch
@@ -168,6 +169,26 @@ def temporary_cache_dir(directory: str) -> Iterator[None]:
             os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
         else:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+
+
+def install_cache_files(source: Path) -> int:
+    """Copy files laid out as Inductor's cache (``<2 chars>/<name>``) into the cache in use; returns how many
+    were copied (files already there are kept)."""
+    import shutil
+
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    if not source.is_dir():
+        return 0
+    root = Path(cache_dir())
+    copied = 0
+    for f in sorted(source.glob("*/*")):
+        dst = root / f.parent.name / f.name
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dst)
+            copied += 1
+    return copied
 
 
 def clear_cache_artifact_record() -> None:

@@ -82,7 +82,14 @@ def load_spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(torch_adapter, "load_cache_artifacts", load)
     monkeypatch.setattr(torch_adapter, "install_decomposition", install)
+    real_files = torch_adapter.install_cache_files
+
+    def files(source: Path) -> int:
+        calls.append("cpu_kernels")
+        return real_files(source)
+
     monkeypatch.setattr(torch_adapter, "aoti_load_package", aoti)
+    monkeypatch.setattr(torch_adapter, "install_cache_files", files)
     return calls
 
 

@@ -31,7 +31,8 @@ def test_a_good_bundle_verifies_and_loads(built: b.BuildResult, keys: Keys, load
     assert v.builder_keyid == keys.key.keyid
     assert load_spy == []  # verify alone loads nothing
     loaded = b.load(built.directory, keys.keyring)
-    assert load_spy == ["megacache"]
+    assert load_spy == ["cpu_kernels", "megacache"]
+    assert any(r.name.startswith("artifacts/cpu_kernels/") for r in loaded.manifest.resources)
     assert set(loaded.cache_keys) >= {"inductor"}
     assert {g.fx_key for g in loaded.manifest.graphs} <= set(loaded.cache_keys["inductor"])
 
