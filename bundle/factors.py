@@ -82,7 +82,8 @@ def compiler_versions() -> dict[str, Any]:
         triton_version = str(triton.__version__)
     except ImportError:
         triton_version = ""
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    cudnn_mod: Any = torch.backends.cudnn
+    cudnn = cudnn_mod.version() if cudnn_mod.is_available() else None
     return {
         "torch": torch.__version__,
         "torch_git": str(getattr(torch.version, "git_version", "")),

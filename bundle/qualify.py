@@ -102,7 +102,7 @@ def run_policy(
         if blob is not None:
             torch_adapter.load_cache_artifacts(blob)
         backend = RecordingBackend(config_patches=config_patches, cache_dir=cache_dir)
-        compiled = torch.compile(
+        compiled: Callable[..., Any] = torch.compile(  # type: ignore[assignment]
             model, backend=backend, dynamic=compile_args.get("dynamic"), fullgraph=bool(compile_args.get("fullgraph"))
         )
         runs: list[ShapeRun] = []

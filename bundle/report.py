@@ -32,7 +32,7 @@ def qualification(
     """The report's data."""
     shares = spec.shapes.shares
     warm_by_shape = {r.shape: r for r in warm.shapes}
-    shapes = []
+    shapes: list[dict[str, Any]] = []
     for r in main.shapes:
         w = warm_by_shape.get(r.shape)
         shapes.append(

@@ -54,13 +54,14 @@ class ShapeDistribution:
         merged: dict[tuple[int, ...], float] = {}
         for i, item in enumerate(items):
             shape, weight = (item.get("shape"), item.get("weight", 1.0)) if isinstance(item, dict) else (item, 1.0)
-            ok = isinstance(shape, list) and shape and all(isinstance(d, int) and d > 0 for d in shape)
+            dims = shape if isinstance(shape, list) else []
+            ok = bool(dims) and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)
             if not ok or not isinstance(weight, int | float) or weight <= 0:
                 raise BundleError(
                     "bad_input",
                     f"{source}: entry {i} needs a list of positive ints and a positive weight, got {item!r}",
                 )
-            key = tuple(shape)
+            key = tuple(int(d) for d in dims)
             merged[key] = merged.get(key, 0.0) + float(weight)
         return cls(tuple(WeightedShape(s, w) for s, w in merged.items()))
 

@@ -105,7 +105,7 @@ def release_spec(name: str, *, device: str = "cpu", advise: bool = False) -> Any
     decomposition by import path and code digest, so a fresh process, and replay, reinstalls it)."""
     from inferensics import bundle
 
-    customs = ()
+    customs: tuple[Any, ...] = ()
     if name == CANDIDATE:
         customs = (bundle.describe_customisation("decomposition", "aten.silu.default", incidents.fast_silu),)
     return bundle.BuildSpec(

@@ -19,7 +19,8 @@ class TinyMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The model."""
-        return self.fc2(torch.nn.functional.gelu(self.fc1(x)))
+        out: torch.Tensor = self.fc2(torch.nn.functional.gelu(self.fc1(x)))
+        return out
 
 
 def tiny_mlp(width: int = WIDTH, seed: int = 0) -> TinyMLP:

@@ -92,7 +92,7 @@ def test_subject_not_matching_identity_is_refused(
 
 @pytest.mark.parametrize("state", ["revoked", "quarantined"])
 def test_revoked_or_quarantined_is_refused(built: b.BuildResult, keys: Keys, load_spy: list[str], state: str) -> None:
-    states = b.BundleStates(**{state: frozenset({built.bundle_id})})  # type: ignore[arg-type]
+    states = b.BundleStates(**{state: frozenset({built.bundle_id})})
     assert state in _refused(built.directory, keys.keyring, load_spy, state, states=states)
 
 
