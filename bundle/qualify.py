@@ -8,6 +8,7 @@ With ``blob`` it starts from that blob instead (the bundle's warm start) and rec
 
 from __future__ import annotations
 
+import functools
 import statistics
 import tempfile
 import time
@@ -102,7 +103,7 @@ def run_policy(
         if blob is not None:
             torch_adapter.load_cache_artifacts(blob)
         backend = RecordingBackend(config_patches=config_patches, cache_dir=cache_dir)
-        compiled: Callable[..., Any] = torch.compile(  # type: ignore[assignment]
+        compiled: Callable[..., Any] = torch.compile(
             model, backend=backend, dynamic=compile_args.get("dynamic"), fullgraph=bool(compile_args.get("fullgraph"))
         )
         runs: list[ShapeRun] = []
@@ -122,7 +123,7 @@ def run_policy(
                     for g in backend.graphs
                     if g.calls > (calls_before[g.index] if g.index < len(calls_before) else 0)
                 ]
-                latency = _median_latency(lambda inputs=inputs: compiled(*inputs), repeats)
+                latency = _median_latency(functools.partial(compiled, *inputs), repeats)
                 runs.append(
                     ShapeRun(
                         shape=shape,
