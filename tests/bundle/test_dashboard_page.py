@@ -28,6 +28,7 @@ def dashboard(built: b.BuildResult, tmp_path: Path) -> Iterator[tuple[str, datet
     """A service seeded with release states and the packed bundle, and a dashboard on it."""
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     packed = b.pack(built.directory, tmp_path / "tiny.bundle")
+    (tmp_path / "service").mkdir()
     service = new_service(tmp_path / "service")
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     subprocess.run(

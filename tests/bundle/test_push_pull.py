@@ -19,6 +19,7 @@ runner = CliRunner()
 
 
 def test_push_pull_promote_through_the_service(built: b.BuildResult, keys: Keys, tmp_path: Path) -> None:
+    (tmp_path / "service").mkdir()
     service = new_service(tmp_path / "service").start()
     try:
         args = ["--service", service.url, "--token", ADMIN]
