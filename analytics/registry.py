@@ -15,7 +15,7 @@ from typing import Any, Literal, cast
 import polars as pl
 from pydantic import BaseModel
 
-from inferensics.analytics import breaks, bundles, cache, canary, catalog, drilldown, overview, storms
+from inferensics.analytics import breaks, bundle_release, bundles, cache, canary, catalog, drilldown, overview, storms
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams
 
@@ -64,6 +64,7 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         _q("dimension_values", catalog.CatalogParams, catalog.dimension_values, "For filter pickers."),
         _q("bundles", catalog.CatalogParams, catalog.bundles, "Bundle pickers."),
         _q("bundles_seen", SliceParams, bundles.bundles_seen, _ALL + " For the dashboard's Bundles page."),
+        _q("bundle_release", SliceParams, bundle_release.bundle_release, "No filters (the range only)."),
         _q("fleet_overview", SliceParams, overview.fleet_overview, _ALL),
         _q("fleet_timeseries", TimeseriesParams, _timeseries, _ALL),
         _q("fallback_reasons", SliceParams, overview.fallback_reasons, _ALL),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from inferensics.cli import (
+    bundle_commands,
     dashboard_commands,
     demo_commands,
     kernels_commands,
@@ -30,6 +31,7 @@ dashboard_commands.register(app)
 report_commands.register(app)
 demo_commands.register(app)
 kernels_commands.register(app)
+bundle_commands.register(app)
 
 
 def main() -> None:

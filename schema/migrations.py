@@ -403,6 +403,29 @@ def _kernel_registry_records(target: Target) -> list[str | Step]:
     return statements
 
 
+def _bundle_states_and_misses(target: Target) -> list[str | Step]:
+    # Release bundles (issue 21): who signed a registered bundle and whether the host verified it, the
+    # state changes (promote, revoke, quarantine) and the compiles outside a bundle.
+    from inferensics.schema.events import BundleEvent, BundleMissEvent, BundleStateEvent
+
+    db = target.database
+    added = ("builder_keyid", "signature_state", "graph_keys")
+    types = {"builder_keyid": "LowCardinality(String)", "signature_state": "LowCardinality(String)",
+             "graph_keys": "Array(LowCardinality(String))"}  # fmt: skip
+    tables = [target.local(BundleEvent.TABLE.name)]
+    if target.backend == "cluster":
+        tables.append(BundleEvent.TABLE.name)
+    alters: list[str | Step] = [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS `{c}` {types[c]}",
+            when=f"SELECT 1 - ({_has_column(db, t, c)})",
+        )
+        for t in tables
+        for c in added
+    ]
+    return [*render_event_table(BundleStateEvent, target), *render_event_table(BundleMissEvent, target), *alters]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -415,6 +438,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "replicated tables remember as many insert blocks as others", _replicated_tables_remember_segments),
     Migration(10, "host SDK health records", _sdk_health_table),
     Migration(11, "kernel registry decisions and qualification evidence", _kernel_registry_records),
+    Migration(12, "bundle states, bundle misses, signer of a registered bundle", _bundle_states_and_misses),
 )
 """Every migration, in version order."""
 

@@ -27,12 +27,14 @@ class InductorBackend:
         options: Mapping[str, Any] | None = None,
         provenance_level: int = 0,
         origin: CompileOrigin | None = None,
+        gate: Callable[[Any, list[Any], Callable[[], Any]], Callable[..., Any]] | None = None,
     ) -> None:
         # The trace sink finds this object on Dynamo's stack when a compile starts and labels the
         # compile's records with it (records.ORIGIN_ATTR): the label follows the compiled model.
         self.inferensics_origin = origin or CompileOrigin("")
         self.config_patches: dict[str, Any] = {**torch_adapter.mode_options(mode), **dict(options or {})}
         self.provenance_level = provenance_level
+        self.gate = gate  # a release bundle's gate (bundle_guard): decides, then compiles through the callback
         self.slots: list[GraphSlot] = []
         self._lock = threading.Lock()
 
@@ -46,7 +48,13 @@ class InductorBackend:
         t0 = time.perf_counter_ns()
         try:
             with torch_adapter.provenance_tracking(self.provenance_level):
-                compiled = torch_adapter.compile_fx(gm, example_inputs, self.config_patches)
+                if self.gate is None:
+                    compiled = torch_adapter.compile_fx(gm, example_inputs, self.config_patches)
+                else:
+                    patches = self.config_patches
+                    compiled = self.gate(
+                        gm, example_inputs, lambda: torch_adapter.compile_fx(gm, example_inputs, patches)
+                    )
         finally:
             if request is not None:
                 request.compile_ns += time.perf_counter_ns() - t0

@@ -159,6 +159,10 @@ class Tracker:
         options: dict[str, Any] | None = None,
         dynamic: bool | None = None,
         fullgraph: bool = False,
+        bundle: Any = None,
+        keyring: Any = None,
+        on_bundle_miss: str = "compile",
+        compile_budget: Any = None,
         **dynamo_settings: Any,
     ) -> Any:
         """``torch.compile`` through the instrumented Inductor backend, keeping ``mode`` and ``options``.
@@ -171,12 +175,20 @@ class Tracker:
             options: Inductor options, as ``torch.compile(options=...)``.
             dynamic: As ``torch.compile(dynamic=...)``.
             fullgraph: As ``torch.compile(fullgraph=...)``.
+            bundle: A release bundle (directory or loaded bundle). It is verified before anything of it
+                loads; its recorded compile arguments replace ``mode``/``options``/``dynamic``/``fullgraph``,
+                and every compile is a recorded bundle hit or miss (see
+                :mod:`inferensics.collector.host.bundle_guard`).
+            keyring: The trusted builders' keys (default ``$INFERENSICS_BUNDLE_KEYRING``).
+            on_bundle_miss: ``compile`` (within ``compile_budget``), ``eager`` or ``refuse``.
+            compile_budget: Compiles / compile-seconds allowed per window outside the bundle.
             **dynamo_settings: Per-model Dynamo settings this torch's ``torch.compile`` takes
                 (``recompile_limit=`` since torch 2.13), passed on unchanged.
 
         Raises:
             ConfigError: a setting this torch's ``torch.compile`` does not take (the message says where
                 to set it instead).
+            inferensics.bundle.BundleError: the bundle was refused (one line naming the cause).
         """
         accepted = torch_adapter.dynamo_compile_kwargs() - {"name"}
         unknown = sorted(set(dynamo_settings) - accepted)
@@ -185,9 +197,18 @@ class Tracker:
                 f"tracker.compile() got {', '.join(unknown)}=, which torch {torch.__version__}'s torch.compile does "
                 f"not take: set it process-wide with torch._dynamo.config.{unknown[0]} = ... before compiling"
             )
+        gate = None
+        if bundle is not None:
+            from inferensics.collector.host.bundle_guard import install_bundle
+
+            guard = install_bundle(self, bundle, keyring=keyring, on_bundle_miss=on_bundle_miss,  # type: ignore[arg-type]
+                                   budget=compile_budget)  # fmt: skip
+            args = guard.loaded.compile_args
+            mode, options = args.get("mode"), dict(args.get("options") or {})
+            dynamic, fullgraph, gate = args.get("dynamic"), bool(args.get("fullgraph")), guard.gate
         origin = CompileOrigin(str(name or self.model), _root_locations(model_or_fn))
         backend = InductorBackend(
-            mode=mode, options=options, provenance_level=self.config.provenance_level, origin=origin
+            mode=mode, options=options, provenance_level=self.config.provenance_level, origin=origin, gate=gate
         )
         return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph, **dynamo_settings)
 

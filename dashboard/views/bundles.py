@@ -1,6 +1,13 @@
-"""Bundles: every bundle the fleet has seen, where it is registered, and the traffic it served."""
+"""Bundles: every bundle the fleet has seen, where it is registered, and the traffic it served; its release
+state (signature state, promotion, revocation, quarantine, bundle misses) with revoked or quarantined
+bundles still serving lit up; and, for a pushed bundle, its manifest and qualification report."""
 
 from __future__ import annotations
+
+import base64
+import io
+import json
+import tarfile
 
 import polars as pl
 import streamlit as st
@@ -13,7 +20,7 @@ from inferensics.dashboard._internal.filters import (
     request_filters,
     time_format,
 )
-from inferensics.dashboard._internal.service import run_query, section_query, service_errors
+from inferensics.dashboard._internal.service import fetch_blob, run_query, section_query, service_errors
 from inferensics.dashboard._internal.tables import count, show_table, total
 from inferensics.schema import columns as col
 
@@ -56,6 +63,77 @@ def traffic_chart(series: pl.DataFrame, names: dict[str, str], unit: str) -> Non
     )
 
 
+RELEASE_COLUMNS = (
+    col.BUNDLE_ID, col.SIGNATURE_STATE, col.BUILDER_KEYID, col.STATE, col.CHANNEL, col.REQUESTS,
+    "requests_after_refusal", "misses", "misses_eager", "misses_refused", "miss_hosts", "refused_at",
+)  # fmt: skip
+RELEASE_QUERY = "bundle_release"
+
+
+def release_state(release: pl.DataFrame) -> None:
+    """Revoked or quarantined bundles still serving (one red banner each), then every bundle's release state."""
+    st.subheader("Release state")
+    for row in release.filter(pl.col("revoked_serving")).iter_rows(named=True):
+        st.error(
+            f"**{row[col.STATE].capitalize()} bundle still serving:** {row[col.BUNDLE_ID][:12]} served "
+            f"{row['requests_after_refusal']:,} requests since it was {row[col.STATE]} ({row['refused_at']}).",
+            icon=":material/block:",
+        )
+    show_table(release, columns=RELEASE_COLUMNS, key="bundle_release_table",
+               empty="No bundle registered, pushed or changed state before the range end.")  # fmt: skip
+
+
+def manifest_and_report(release: pl.DataFrame) -> None:
+    """The manifest (identity factors, signer, files) and the qualification report of a pushed bundle."""
+    pushed = release.filter(pl.col("pack_blob") != "")
+    if pushed.is_empty():
+        st.caption("No bundle was pushed (`inferensics bundle push`): manifests and reports appear once one is.")
+        return
+    st.subheader("Manifest and qualification report")
+    ids = pushed.get_column(col.BUNDLE_ID).to_list()
+    chosen = st.selectbox("Pushed bundle", ids, format_func=lambda i: str(i)[:16], key="bundles.pushed")
+    row = pushed.filter(pl.col(col.BUNDLE_ID) == chosen).row(0, named=True)
+    data = fetch_blob(row["pack_blob"], "the pushed bundle")
+    try:
+        members = read_packed(data)
+        predicate = json.loads(base64.b64decode(json.loads(members["manifest.json"])["payload"]))["predicate"]
+    except (KeyError, ValueError, TypeError, tarfile.TarError):
+        st.error("The pushed bundle cannot be read: it is not a packed bundle (push it again).")
+        return
+    signature = row[col.SIGNATURE_STATE] or "not registered by any host yet"
+    st.markdown(
+        f"**{predicate['name']}** `{chosen}` · signed by `{predicate['build'].get('builder_keyid', '')[:16]}` · "
+        f"signature state on hosts: **{signature}** · state: **{row[col.STATE] or 'none'}**"
+        + (f" on {row[col.CHANNEL]}" if row[col.CHANNEL] else "")
+    )
+    with st.expander("Manifest: identity factors"):
+        st.json(predicate["identity"], expanded=1)
+    with st.expander(f"Files ({len(predicate['resources'])})"):
+        st.dataframe(pl.DataFrame(predicate["resources"]), hide_index=True)
+    report = members.get("report/qualification.md")
+    if report is not None:
+        st.markdown(report.decode())
+        html = members.get("report/qualification.html", b"")
+        st.download_button("Download the report (HTML)", html, file_name=f"{predicate['name']}.html",
+                           mime="text/html", key="bundles.report_html")  # fmt: skip
+
+
+def read_packed(data: bytes) -> dict[str, bytes]:
+    """The manifest and report members of a packed bundle (``inferensics bundle pack``), read in memory.
+
+    The page only shows them: verification is the hosts' (and ``inferensics bundle verify``'s) job.
+    """
+    wanted = {"manifest.json", "report/qualification.md", "report/qualification.html"}
+    out: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+        for member in tar.getmembers():
+            if member.name in wanted and member.isfile():
+                f = tar.extractfile(member)
+                if f is not None:
+                    out[member.name] = f.read()
+    return out
+
+
 def render() -> None:
     """Draw the page."""
     st.title("Bundles")
@@ -84,6 +162,10 @@ def render() -> None:
                                **filters.params())  # fmt: skip
         if series is not None:
             traffic_chart(series.filter(pl.col("group") != ""), names, bucket_unit(filters))
+        release = section_query(RELEASE_QUERY, "bundle release state", **filters.params())
+        if release is not None:
+            release_state(release)
+            manifest_and_report(release)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 def test_named_query_names_are_pinned() -> None:
     assert sorted(NAMED_QUERIES) == sorted(
         [
+            "bundle_release",
             "bundles",
             "bundles_seen",
             "cache_growth",
