@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from inferensics.analytics.client import LocalRunner
+from inferensics.analytics.local_runner import LocalRunner
 from inferensics.schema.events import BundleEvent, BundleMissEvent, BundleStateEvent, RequestEvent
 from inferensics.schema.store import Store
 
