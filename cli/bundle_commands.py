@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 
 from inferensics.cli.errors import fail
+from inferensics.cli.extras import needs_extra, require_extra
 from inferensics.cli.options import DsnOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
@@ -86,6 +87,7 @@ def keygen(
 
 
 def _shapes_from_service(service: str, token: str | None, model: str, since: str) -> Any:
+    require_extra("service", "bundle build --shapes-from-service")
     from inferensics import bundle as b
     from inferensics.collector.client import ServiceClient, ServiceError
 
@@ -352,6 +354,7 @@ ActorOption = Annotated[str, typer.Option("--actor", help="Who (recorded with th
 
 
 @bundle_app.command()
+@needs_extra("service", "bundle promote")
 def promote(  # noqa: PLR0917 - one option each
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
     channel: Annotated[str, typer.Option("--channel", help="Release channel (production, canary).")],
@@ -364,6 +367,7 @@ def promote(  # noqa: PLR0917 - one option each
 
 
 @bundle_app.command()
+@needs_extra("service", "bundle revoke")
 def revoke(  # noqa: PLR0917 - one option each
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
     service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
@@ -374,6 +378,7 @@ def revoke(  # noqa: PLR0917 - one option each
 
 
 @bundle_app.command()
+@needs_extra("service", "bundle quarantine")
 def quarantine(  # noqa: PLR0917 - one option each
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
     service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
@@ -384,6 +389,7 @@ def quarantine(  # noqa: PLR0917 - one option each
 
 
 @bundle_app.command()
+@needs_extra("service", "bundle release")
 def release(  # noqa: PLR0917 - one option each
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
     service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
@@ -394,6 +400,7 @@ def release(  # noqa: PLR0917 - one option each
 
 
 @bundle_app.command()
+@needs_extra("service", "bundle states")
 def states(
     out: Annotated[Path, typer.Option("--out", help="States file for hosts ($INFERENSICS_BUNDLE_STATES).")],
     service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
@@ -412,6 +419,7 @@ def states(
 
 
 @bundle_app.command()
+@needs_extra("service", "bundle push")
 def push(
     bundle: Annotated[Path, typer.Argument(help="Bundle directory.")],
     service: ServiceOption = None, token: TokenOption = None,
@@ -444,6 +452,7 @@ def push(
 
 
 @bundle_app.command()
+@needs_extra("service", "bundle pull")
 def pull(
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
     out: Annotated[Path, typer.Option("--out", help="Directory to create.")],

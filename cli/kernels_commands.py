@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from inferensics.cli.errors import fail
+from inferensics.cli.extras import require_extra
 from inferensics.cli.options import DsnOption
 
 console = Console(highlight=False, soft_wrap=True)
@@ -151,6 +152,7 @@ def qualify(  # noqa: PLR0917 (typer options)
     out.write_text(json.dumps(result.to_json(), indent=1, sort_keys=True))
     console.print(f"evidence {result.digest()} written to {out}")
     if store_events:
+        require_extra("service", "kernels qualify --store")
         from inferensics.schema.store import Store, StoreError
 
         try:

@@ -28,9 +28,24 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "report weekly": (["report", "weekly"], "dashboard"),
     "canary compare": (["canary", "compare", "--baseline", "a", "--candidate", "b"], "dashboard"),
     "demo": (["demo"], "demo"),
+    **{
+        f"bundle {name}": (["bundle", name, *args], "service")
+        for name, args in {
+            "promote": ["0abc", "--channel", "prod"],
+            "revoke": ["0abc"],
+            "quarantine": ["0abc"],
+            "release": ["0abc"],
+            "states": ["--out", "states.json"],
+            "push": ["some-bundle"],
+            "pull": ["0abc", "--out", "some-dir"],
+        }.items()
+    },
 }
 """Each command of the app, a valid command line for it, and the extra it needs."""
-BASE_COMMANDS: frozenset[str] = frozenset()
+BASE_COMMANDS: frozenset[str] = frozenset(
+    {f"bundle {c}" for c in ("keygen", "build", "verify", "show", "diff", "pack", "unpack")}
+    | {"kernels list", "kernels qualify"}
+)
 """Commands that need only the slim install (tests/test_slim_install.py runs them there)."""
 
 
