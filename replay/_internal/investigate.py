@@ -161,6 +161,7 @@ class _Investigation:
             return self._none(served)
 
         fresh_cmp, fresh_run = self._rung(Variation(label="inductor (fresh compile, same history)"))
+        self._fresh_trace = fresh_run.trace
         if fresh_cmp.passed:
             return self._artifact_mismatch(served, fresh_run)
 
@@ -327,10 +328,14 @@ class _Investigation:
         differing = oc.differing_kernels(served_code, fresh_code) if served_code and fresh_code else []
         node_name = ""
         for kernel in differing:
-            nodes = oc.nodes_of_kernel(fresh.trace.node_mappings, kernel)
-            ordered = self._in_graph_order(nodes)
-            if ordered:
-                node_name = ordered[0]
+            ordered = self._in_graph_order(oc.nodes_of_kernel(fresh.trace.node_mappings, kernel))
+            tokens = oc.changed_tokens(oc.kernels(served_code).get(kernel, ""), oc.kernels(fresh_code).get(kernel, ""))
+            # Op names on the changed lines point at the node (exact first, then as part of a
+            # longer name: Inductor's C++ writes rsqrt as ``1 / std::sqrt``).
+            exact = [n for n in ordered if self._op_words(n) & tokens]
+            partial = [n for n in ordered if any(w in t or t in w for w in self._op_words(n) for t in tokens if len(t) >= 3)]
+            if exact or partial or ordered:
+                node_name = (exact or partial or ordered)[0]
                 break
         verdict = self._located("artifact_mismatch", node_name, fresh.trace, culprit="served artifact",
                                 summary="the served artifact diverges while the same compiler, compiling now, is right: "
@@ -382,12 +387,13 @@ class _Investigation:
         if cmp.passed:
             return "pattern_matcher (built-in pattern passes)", [], "graph_pass"
         fusion = {k: v for k, v in FUSION_OFF.items() if _has_config(k)}
-        cmp, _ = self._rung(Variation(config=fusion, label="inductor max_fusion_size=1 (fusion off)"), provenance=False)
+        cmp, _ = self._rung(Variation(config=fusion, no_fusion=True, label="inductor fusion off (max_fusion_size=1, no scheduler fusion)"), provenance=False)
         if cmp.passed:
             return "fusion", [], "schedule"
-        cmp, _ = self._rung(Variation(config={"emulate_precision_casts": True}, label="inductor emulate_precision_casts=True"), provenance=False)
-        if cmp.passed:
-            return "precision casts elided by codegen (emulate_precision_casts fixes it)", [], "lowering"
+        if torch.finfo(self.case.dtype).bits < 32:
+            cmp, _ = self._rung(Variation(config={"emulate_precision_casts": True}, label="inductor emulate_precision_casts=True"), provenance=False)
+            if cmp.passed:
+                return "precision casts elided by codegen (emulate_precision_casts fixes it)", [], "lowering"
         lowered = [op for op in self._graph_ops(None, decomposed=True) if ta.has_lowering(op)]
         if lowered:
             cmp, _ = self._rung(Variation(fallbacks=tuple(lowered), label=f"inductor with {len(lowered)} lowerings as fallbacks"), provenance=False)
@@ -449,11 +455,7 @@ class _Investigation:
         run = run_rung(self.case, failing, wrap=lambda inner: gp.exposing_backend(inner, None, sink), before_request=sink.clear)
         self.compiles += 1
         first = self._first_bad(order, sink)
-        trace = run.trace
-        plain = run_rung(self.case, failing)
-        self.compiles += 1
-        if plain.trace.node_mappings:
-            trace = plain.trace
+        trace = getattr(self, "_fresh_trace", None) or run.trace
         if first:
             return first, trace
         # Exposing every node hid the fault (a pass no longer matched): bisect on one exposed node at a time.
@@ -535,6 +537,13 @@ class _Investigation:
                                        and value.data_ptr() == tensor.data_ptr() and value.shape == tensor.shape):
                     out[node.name] = name
         return out
+
+    def _op_words(self, name: str) -> set[str]:
+        node = self._node(name)
+        if node is None or self.graph is None or self.ref_nodes is None:
+            return set()
+        ops = gp.aten_ops_of(self.graph.gm, node, self.ref_nodes.values | self._placeholder_values(fp64=True))
+        return {ta.op_name(op).split(".")[-1].split("::")[-1] for op in ops[:1]}
 
     def _node(self, name: str) -> torch.fx.Node | None:
         if self.graph is None or not name:

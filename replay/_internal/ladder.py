@@ -90,6 +90,8 @@ class Variation:
     """A decomposition table to use instead of Inductor's."""
     fallbacks: tuple[Any, ...] = ()
     """Ops whose lowering becomes an ATen fallback."""
+    no_fusion: bool = False
+    """Refuse every fusion in the scheduler."""
     history: bool = True
     """Run the warm-up calls first (the serving history); off compiles at the request's shape only."""
     dynamic: bool | None | str = "as_served"
@@ -155,6 +157,8 @@ def _compiler_state(variation: Variation, patches: dict[str, Any], fresh: bool) 
             stack.enter_context(ta.inductor_config(merged))
         if variation.fallbacks:
             stack.enter_context(ta.lowerings_as_fallbacks(variation.fallbacks))
+        if variation.no_fusion:
+            stack.enter_context(ta.fusion_disabled())
         yield
 
 

@@ -31,6 +31,17 @@ def differing_kernels(served: str, fresh: str) -> list[str]:
     return [name for name in list(a) + [n for n in b if n not in a] if a.get(name) != b.get(name)]
 
 
+def changed_tokens(served: str, fresh: str) -> set[str]:
+    """Identifiers on the lines that differ between two versions of a kernel."""
+    import difflib
+
+    words: set[str] = set()
+    for line in difflib.unified_diff(served.splitlines(), fresh.splitlines(), lineterm="", n=0):
+        if line.startswith(("+", "-")) and not line.startswith(("+++", "---")):
+            words.update(re.findall(r"[A-Za-z_]\w*", line))
+    return words
+
+
 def code_digest(code: str) -> str:
     """sha256 of a wrapper module (the artifact id of ARCHITECTURE decision 3)."""
     return hashlib.sha256(code.encode()).hexdigest()

@@ -152,6 +152,20 @@ def lowerings_as_fallbacks(ops: Sequence[Any]) -> Iterator[None]:
         lowering.needs_realized_inputs.update(realized)
 
 
+@contextlib.contextmanager
+def fusion_disabled() -> Iterator[None]:
+    """Refuse every fusion in Inductor's scheduler (``max_fusion_size=1`` alone leaves some on CPU)."""
+    from torch._inductor import scheduler
+
+    saved = scheduler.Scheduler.can_fuse, scheduler.Scheduler.fuse_nodes
+    scheduler.Scheduler.can_fuse = lambda self, *args, **kwargs: False  # type: ignore[method-assign]
+    scheduler.Scheduler.fuse_nodes = lambda self, nodes: nodes  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        scheduler.Scheduler.can_fuse, scheduler.Scheduler.fuse_nodes = saved  # type: ignore[method-assign]
+
+
 @dataclass
 class CompileTrace:
     """What Inductor reported about the compiles inside :func:`capture_compile_trace`."""
