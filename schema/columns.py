@@ -120,6 +120,19 @@ EVIDENCE: Final = "evidence"
 WINDOW_START: Final = "window_start"
 WINDOW_END: Final = "window_end"
 
+# --- release bundles (states, misses, signer) ---------------------------------------------------------
+ACTION: Final = "action"
+ACTOR: Final = "actor"
+BUILDER_KEYID: Final = "builder_keyid"
+CHANNEL: Final = "channel"
+COMPILE_S: Final = "compile_s"
+FACTORS: Final = "factors"
+GRAPH_SIGNATURE: Final = "graph_signature"
+INPUTS: Final = "inputs"
+PREVIOUS_BUNDLE_ID: Final = "previous_bundle_id"
+SIGNATURE_STATE: Final = "signature_state"
+STATE: Final = "state"
+
 # --- schema bookkeeping -------------------------------------------------------------------------------
 VERSION: Final = "version"
 NAME: Final = "name"

@@ -464,6 +464,84 @@ class BundleEvent(Event):
     """Device name (``NVIDIA H200``, ``cpu``)."""
     attrs: Attrs = Field(default_factory=dict)
     """Attributes with no column of their own."""
+    builder_keyid: Dim = ""
+    """Key id of the builder that signed the manifest (sha256 of its ed25519 public key)."""
+    signature_state: Dim = ""
+    """``verified`` (signature, keyring, hashes and compatibility checked on the host), ``unverified``, or
+    the refusal cause (``tampered``, ``signature``, ``untrusted_builder``, ``revoked``, ...)."""
+    graph_keys: DimList = ()
+    """FX-graph-cache keys of the graphs the bundle holds."""
+
+
+class BundleStateEvent(Event):
+    """A change of a bundle's release state: promoted to a channel, demoted, revoked, quarantined, released."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="bundle_states",
+        order_by=(col.BUNDLE_ID, col.TS),
+        ttl_days=0,
+        shard_key=f"cityHash64({col.BUNDLE_ID})",
+        partition="tuple()",
+    )
+
+    ts: Timestamp
+    """When the state changed (UTC)."""
+    bundle_id: Dim
+    """The bundle."""
+    state: Dim
+    """``promoted``, ``demoted``, ``revoked``, ``quarantined`` or ``released``."""
+    channel: Dim = ""
+    """Release channel of a promotion (``production``, ``canary``)."""
+    previous_bundle_id: Dim = ""
+    """The bundle the promotion replaced on the channel (kept for rollback)."""
+    model: Dim = ""
+    """Model the bundle serves."""
+    actor: Dim = ""
+    """Who changed it."""
+    reason: Text = ""
+    """Why."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
+
+
+class BundleMissEvent(Event):
+    """A compile on a host outside its bundle: a graph the bundle does not hold, and what the host did."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="bundle_misses",
+        order_by=(col.BUNDLE_ID, col.TS),
+        ttl_days=90,
+        shard_key=f"cityHash64({col.BUNDLE_ID})",
+    )
+
+    ts: Timestamp
+    """When the miss happened (UTC)."""
+    bundle_id: Dim
+    """The bundle the host serves."""
+    host: Dim = ""
+    """Host."""
+    hw_pool: Dim = ""
+    """Hardware pool of the host."""
+    model: Dim = ""
+    """Model served."""
+    request_id: Text = ""
+    """Request that triggered the compile (empty outside a request)."""
+    graph_signature: Digest = ""
+    """sha256 of the traced graph's code and input metadata."""
+    graph_key: Dim = ""
+    """FX-graph-cache key, when it compiled."""
+    inputs: Text = ""
+    """The graph's input metadata (dtypes, shapes, strides)."""
+    action: Dim = ""
+    """``compiled``, ``eager`` or ``refused``."""
+    factors: TextList = ()
+    """The factors that differ from the bundle (``accepted_shapes: ...``, ``settings.inductor.x: a → b``)."""
+    reason: Text = ""
+    """Why the action (``on_bundle_miss=eager``, ``compile budget spent: 4 of 4 compiles in 600 s``)."""
+    compile_s: F64 = 0.0
+    """Compile seconds spent (0 unless it compiled)."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own."""
 
 
 class BlobIndexEvent(Event):
@@ -591,6 +669,8 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     KernelInventoryEvent,
     KernelTimingEvent,
     BundleEvent,
+    BundleStateEvent,
+    BundleMissEvent,
     BlobIndexEvent,
     BlobContentEvent,
     ReplayResultEvent,

@@ -354,6 +354,29 @@ def _coarse_request_views_gather_histograms(target: Target) -> list[str | Step]:
     return [*_drop_views(views, target), *_create_views(views, target)]
 
 
+def _bundle_states_and_misses(target: Target) -> list[str | Step]:
+    # Release bundles (issue 21): who signed a registered bundle and whether the host verified it, the
+    # state changes (promote, revoke, quarantine) and the compiles outside a bundle.
+    from inferensics.schema.events import BundleEvent, BundleMissEvent, BundleStateEvent
+
+    db = target.database
+    added = ("builder_keyid", "signature_state", "graph_keys")
+    types = {"builder_keyid": "LowCardinality(String)", "signature_state": "LowCardinality(String)",
+             "graph_keys": "Array(LowCardinality(String))"}  # fmt: skip
+    tables = [target.local(BundleEvent.TABLE.name)]
+    if target.backend == "cluster":
+        tables.append(BundleEvent.TABLE.name)
+    alters: list[str | Step] = [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS `{c}` {types[c]}",
+            when=f"SELECT 1 - ({_has_column(db, t, c)})",
+        )
+        for t in tables
+        for c in added
+    ]
+    return [*render_event_table(BundleStateEvent, target), *render_event_table(BundleMissEvent, target), *alters]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -363,6 +386,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "requests ordered by model, traffic class, pool", _requests_ordered_by_class_then_pool),
     Migration(7, "per-minute request rollup kept 32 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
     Migration(8, "hourly and daily request views gather histograms", _coarse_request_views_gather_histograms),
+    Migration(9, "bundle states, bundle misses, signer of a registered bundle", _bundle_states_and_misses),
 )
 """Every migration, in version order."""
 

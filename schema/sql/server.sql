@@ -233,13 +233,58 @@ CREATE TABLE IF NOT EXISTS inferensics.bundles
     `triton_version` LowCardinality(String) COMMENT 'triton version.',
     `cuda_version` LowCardinality(String) COMMENT 'CUDA version (empty on CPU).',
     `device_name` LowCardinality(String) COMMENT 'Device name (``NVIDIA H200``, ``cpu``).',
-    `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.'
+    `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.',
+    `builder_keyid` LowCardinality(String) COMMENT 'Key id of the builder that signed the manifest (sha256 of its ed25519 public key).',
+    `signature_state` LowCardinality(String) COMMENT '``verified`` (signature, keyring, hashes and compatibility checked on the host), ``unverified``, or the refusal cause (``tampered``, ``signature``, ``untrusted_builder``, ``revoked``, ...).',
+    `graph_keys` Array(LowCardinality(String)) COMMENT 'FX-graph-cache keys of the graphs the bundle holds.'
 )
 ENGINE = ReplacingMergeTree(ts)
 PARTITION BY toDate(ts)
 ORDER BY (bundle_id, host)
 SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
 COMMENT 'Registration of a release bundle (compiled artifacts + manifest) on a host.';
+
+CREATE TABLE IF NOT EXISTS inferensics.bundle_states
+(
+    `ts` DateTime64(6, 'UTC') CODEC(Delta(8), ZSTD(1)) COMMENT 'When the state changed (UTC).',
+    `bundle_id` LowCardinality(String) COMMENT 'The bundle.',
+    `state` LowCardinality(String) COMMENT '``promoted``, ``demoted``, ``revoked``, ``quarantined`` or ``released``.',
+    `channel` LowCardinality(String) COMMENT 'Release channel of a promotion (``production``, ``canary``).',
+    `previous_bundle_id` LowCardinality(String) COMMENT 'The bundle the promotion replaced on the channel (kept for rollback).',
+    `model` LowCardinality(String) COMMENT 'Model the bundle serves.',
+    `actor` LowCardinality(String) COMMENT 'Who changed it.',
+    `reason` String CODEC(ZSTD(1)) COMMENT 'Why.',
+    `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.'
+)
+ENGINE = MergeTree()
+PARTITION BY tuple()
+ORDER BY (bundle_id, ts)
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
+COMMENT 'A change of a bundle\'s release state: promoted to a channel, demoted, revoked, quarantined, released.';
+
+CREATE TABLE IF NOT EXISTS inferensics.bundle_misses
+(
+    `ts` DateTime64(6, 'UTC') CODEC(Delta(8), ZSTD(1)) COMMENT 'When the miss happened (UTC).',
+    `bundle_id` LowCardinality(String) COMMENT 'The bundle the host serves.',
+    `host` LowCardinality(String) COMMENT 'Host.',
+    `hw_pool` LowCardinality(String) COMMENT 'Hardware pool of the host.',
+    `model` LowCardinality(String) COMMENT 'Model served.',
+    `request_id` String CODEC(ZSTD(1)) COMMENT 'Request that triggered the compile (empty outside a request).',
+    `graph_signature` String CODEC(ZSTD(1)) COMMENT 'sha256 of the traced graph\'s code and input metadata.',
+    `graph_key` LowCardinality(String) COMMENT 'FX-graph-cache key, when it compiled.',
+    `inputs` String CODEC(ZSTD(1)) COMMENT 'The graph\'s input metadata (dtypes, shapes, strides).',
+    `action` LowCardinality(String) COMMENT '``compiled``, ``eager`` or ``refused``.',
+    `factors` Array(String) CODEC(ZSTD(1)) COMMENT 'The factors that differ from the bundle (``accepted_shapes: ...``, ``settings.inductor.x: a → b``).',
+    `reason` String CODEC(ZSTD(1)) COMMENT 'Why the action (``on_bundle_miss=eager``, ``compile budget spent: 4 of 4 compiles in 600 s``).',
+    `compile_s` Float64 CODEC(ZSTD(1)) COMMENT 'Compile seconds spent (0 unless it compiled).',
+    `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.'
+)
+ENGINE = MergeTree()
+PARTITION BY toDate(ts)
+ORDER BY (bundle_id, ts)
+TTL toDateTime(ts) + toIntervalDay(90)
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
+COMMENT 'A compile on a host outside its bundle: a graph the bundle does not hold, and what the host did.';
 
 CREATE TABLE IF NOT EXISTS inferensics.blobs
 (

@@ -24,6 +24,8 @@ def test_all_is_pinned() -> None:
             "BlobContentEvent",
             "BlobIndexEvent",
             "BundleEvent",
+            "BundleMissEvent",
+            "BundleStateEvent",
             "CacheEvent",
             "CanaryVerdictEvent",
             "CompileEvent",

@@ -1,0 +1,272 @@
+"""``build``: compile a model against a shape distribution, qualify it, collect the artifacts, sign.
+
+Layout of a bundle directory (pack-friendly: plain files, relative names)::
+
+    manifest.json                       DSSE envelope of the in-toto statement (the only unlisted file)
+    artifacts/megacache.bin             torch.compiler.save_cache_artifacts() blob (FX, AOTAutograd, Triton, autotune)
+    artifacts/graphs/<fx_key>/output_code.py   generated code of each graph (cache paths normalised)
+    artifacts/graphs/<fx_key>/guards.txt       Dynamo's guard tree for it
+    artifacts/aoti/<name>.pt2           optional AOTInductor package (each member hashed in the identity)
+    report/qualification.{md,html,json} the qualification report
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import shutil
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from inferensics.bundle import customisations as custom
+from inferensics.bundle import factors, torch_adapter
+from inferensics.bundle.canonical import canonical_json, sha256_file, sha256_hex
+from inferensics.bundle.errors import BundleError
+from inferensics.bundle.keys import SigningKey
+from inferensics.bundle.manifest import MANIFEST_FILE, GraphRecord, Manifest, Resource, group_digests
+from inferensics.bundle.qualify import PolicyRun, run_policy
+from inferensics.bundle.shapes import ShapeDistribution
+
+MEGACACHE = "artifacts/megacache.bin"
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """What to build.
+
+    Args:
+        model: ``module:function`` returning the model (an ``nn.Module`` or a callable).
+        shapes: The shape distribution to compile and qualify on.
+        model_args: Keyword arguments of the factory (recorded in the identity).
+        inputs: ``module:function(shape) -> tuple of inputs``; default: the model's ``example_inputs(shape)``
+            method, else one ``torch.randn(shape)``.
+        device: ``cpu`` or ``cuda``.
+        mode: ``torch.compile`` mode.
+        options: Inductor options.
+        dynamic: ``torch.compile(dynamic=...)``.
+        fullgraph: ``torch.compile(fullgraph=...)``.
+        customisations: Compiler customisations to record and install before compiling.
+        name: Human label of the bundle.
+        advise: Also compare static, dynamic and bucketed shape policies for the report.
+        aoti_package: An AOTInductor ``.pt2`` to carry as an artifact.
+        registry: Kernel-registry state and selection policy (default: the registry's own).
+        repeats: Timed runs per shape for steady latency.
+    """
+
+    model: str
+    shapes: ShapeDistribution
+    model_args: Mapping[str, Any] = field(default_factory=dict)
+    inputs: str | None = None
+    device: str = "cpu"
+    mode: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    dynamic: bool | None = False
+    fullgraph: bool = False
+    customisations: Sequence[custom.Customisation] = ()
+    name: str = "bundle"
+    advise: bool = True
+    aoti_package: Path | None = None
+    registry: Mapping[str, Any] | None = None
+    repeats: int = 3
+
+    def compile_args(self) -> dict[str, Any]:
+        """The torch.compile arguments (identity: ``settings.compile``)."""
+        return {
+            "mode": self.mode,
+            "options": dict(sorted(self.options.items())),
+            "dynamic": self.dynamic,
+            "fullgraph": self.fullgraph,
+        }
+
+
+def resolve(target: str, what: str) -> Callable[..., Any]:
+    """Import ``module:function``.
+
+    Raises:
+        BundleError: ``bad_input`` when it is not of that form or cannot be imported.
+    """
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise BundleError("bad_input", f"{what} {target!r} must be module:function (e.g. mypkg.models:build)")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except ImportError as exc:
+        raise BundleError("bad_input", f"{what} {target!r}: cannot import {module_name} ({exc})") from None
+    except AttributeError:
+        raise BundleError("bad_input", f"{what} {target!r}: {module_name} has no {attr}") from None
+    if not callable(obj):
+        raise BundleError("bad_input", f"{what} {target!r} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def make_model(spec: BuildSpec) -> tuple[Any, Callable[[tuple[int, ...]], tuple[Any, ...]]]:
+    """Build the model on its device and the inputs function."""
+    model = resolve(spec.model, "--model")(**spec.model_args)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(spec.device).eval()
+    device = spec.device
+    if spec.inputs:
+        fn = resolve(spec.inputs, "--inputs")
+
+        def make(shape: tuple[int, ...]) -> tuple[Any, ...]:
+            out = fn(shape)
+            out = out if isinstance(out, tuple) else (out,)
+            return tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in out)
+
+        return model, make
+    method = getattr(model, "example_inputs", None)
+    if callable(method):
+        return model, lambda shape: tuple(method(shape))
+    gen = torch.Generator().manual_seed(0)
+    return model, lambda shape: (torch.randn(shape, generator=gen).to(device),)
+
+
+def _aoti_members(path: Path) -> dict[str, str]:
+    try:
+        with zipfile.ZipFile(path) as z:
+            return {i.filename: sha256_hex(z.read(i)) for i in sorted(z.infolist(), key=lambda i: i.filename)}
+    except (OSError, zipfile.BadZipFile):
+        raise BundleError("bad_input", f"{path} is not an AOTInductor .pt2 package (a zip file)") from None
+
+
+def resources_of(directory: Path) -> list[Resource]:
+    """Every file under ``directory`` but the manifest, with its sha256, in name order."""
+    out = []
+    for p in sorted(directory.rglob("*")):
+        if p.is_file() and p != directory / MANIFEST_FILE:
+            name = p.relative_to(directory).as_posix()
+            out.append(Resource(name=name, digest=sha256_file(p), size=p.stat().st_size))
+    return out
+
+
+@dataclass
+class BuildResult:
+    """What :func:`build` made."""
+
+    directory: Path
+    manifest: Manifest
+    main: PolicyRun
+    warm: PolicyRun
+    policies: list[PolicyRun]
+
+    @property
+    def bundle_id(self) -> str:
+        """The bundle id."""
+        return self.manifest.bundle_id
+
+
+def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None = None) -> BuildResult:
+    """Build, qualify and sign a bundle into ``out`` (which must not exist or be empty).
+
+    Raises:
+        BundleError: bad input (factory, inputs, output folder, AOTI package).
+    """
+    from inferensics.bundle import advice, report
+
+    if out.exists() and any(out.iterdir()):
+        raise BundleError("bad_input", f"{out} exists and is not empty: choose a new --out")
+    if spec.device.startswith("cuda") and not torch.cuda.is_available():
+        raise BundleError("incompatible", "--device cuda but no CUDA device is visible here")
+    t_start = time.perf_counter()
+    custom.install(spec.customisations)
+    model, make_inputs = make_model(spec)
+    patches = {**torch_adapter.mode_options(spec.mode), **dict(spec.options)}
+    compile_args = spec.compile_args()
+    shapes = [(s.shape, s.shape) for s in spec.shapes.shapes]
+    main = run_policy(
+        "as built", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches, repeats=spec.repeats
+    )
+    warm = run_policy(
+        "with bundle", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches,
+        repeats=1, blob=main.blob,
+    )  # fmt: skip
+    policies = (
+        advice.compare_policies(model, make_inputs, spec.shapes, compile_args, patches, main, spec.repeats)
+        if spec.advise
+        else [main]
+    )
+    identity, extra = factors.collect(
+        model,
+        factory=spec.model,
+        factory_args=spec.model_args,
+        device=spec.device,
+        compile_args=compile_args,
+        customisations=spec.customisations,
+        registry=spec.registry,
+    )
+    if spec.inputs:
+        identity["model"]["inputs"] = spec.inputs
+    tmp = Path(tempfile.mkdtemp(prefix=".bundle-", dir=out.parent if out.parent.exists() else None))
+    try:
+        graphs: list[GraphRecord] = []
+        (tmp / "artifacts").mkdir()
+        (tmp / MEGACACHE).write_bytes(main.blob)
+        for g in main.graphs:
+            if not g.fx_key:
+                continue
+            gdir = tmp / "artifacts" / "graphs" / g.fx_key
+            gdir.mkdir(parents=True, exist_ok=True)
+            (gdir / "output_code.py").write_text(g.output_code)
+            (gdir / "guards.txt").write_text(g.guards)
+            graphs.append(
+                GraphRecord(
+                    signature=g.signature,
+                    fx_key=g.fx_key,
+                    aot_key=g.aot_key,
+                    output_code_sha256=sha256_hex(g.output_code.encode()),
+                    inputs=g.inputs,
+                )
+            )
+        artifacts: dict[str, Any] = {"graphs": [g.model_dump() for g in sorted(graphs, key=lambda g: g.fx_key)]}
+        if spec.aoti_package is not None:
+            members = _aoti_members(spec.aoti_package)
+            (tmp / "artifacts" / "aoti").mkdir()
+            shutil.copyfile(spec.aoti_package, tmp / "artifacts" / "aoti" / spec.aoti_package.name)
+            artifacts["aoti"] = {"package": f"artifacts/aoti/{spec.aoti_package.name}", "members": members}
+        qualified = [list(r.shape) for r in main.shapes if r.graphs]
+        identity["artifacts"] = artifacts
+        identity["accepted_shapes"] = {"shapes": sorted(qualified), "dynamic": spec.dynamic}
+        when = (now or datetime.now(UTC)).isoformat(timespec="seconds")
+        qual = report.qualification(spec, main, warm, policies, identity, name=spec.name)
+        report.write(qual, tmp / "report")
+        manifest = Manifest(
+            name=spec.name,
+            identity=identity,
+            factor_digests={**group_digests(identity), **extra},
+            resources=resources_of(tmp),
+            build={
+                "built_at": when,
+                "builder_keyid": key.keyid,
+                "builder_host": platform.node(),
+                "build_seconds": round(time.perf_counter() - t_start, 3),
+                "torch": torch.__version__,
+            },
+        )
+        (tmp / MANIFEST_FILE).write_bytes(manifest.sign(key))
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        for run in [main, warm, *policies]:
+            if run.cache_dir:
+                shutil.rmtree(run.cache_dir, ignore_errors=True)
+    return BuildResult(out, manifest, main, warm, policies)
+
+
+def canonical_identity(manifest: Manifest) -> bytes:
+    """The identity's canonical bytes (what the bundle id digests)."""
+    return canonical_json(manifest.identity)

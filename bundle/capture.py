@@ -1,0 +1,129 @@
+"""The recording backend: Inductor's ``compile_fx`` wrapped to record each graph's signature, cache keys,
+output code and compile time, and to count which graph served which call.
+
+The **graph signature** is computed before compiling, from the Dynamo graph's code (comments, which hold
+file paths, stripped) and its input metadata: a host matches it against the bundle before deciding whether
+it may compile. The FX-graph-cache key, learned during the compile, proves which code served.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from inferensics.bundle import torch_adapter
+from inferensics.bundle.canonical import sha256_hex
+
+
+def _render_input(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        shape = ",".join(str(d) for d in x.shape)
+        stride = ",".join(str(d) for d in x.stride()) if x.layout == torch.strided else ""
+        return f"{str(x.dtype).removeprefix('torch.')}[{shape}]/{stride}@{x.device.type}"
+    if isinstance(x, torch.SymInt):
+        return f"sym:{x.node.expr}" if hasattr(x, "node") else "sym"
+    if isinstance(x, bool | int | float):
+        return repr(x)
+    return type(x).__name__
+
+
+def graph_inputs(example_inputs: list[Any]) -> str:
+    """The graph's input metadata as one line (dtype[shape]/stride@device per input)."""
+    return ";".join(_render_input(x) for x in example_inputs)
+
+
+def graph_signature(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> str:
+    """sha256 of the graph's code without comments, plus its input metadata."""
+    code = "\n".join(line for line in gm.code.splitlines() if line.strip() and not line.strip().startswith("#"))
+    return sha256_hex(f"{code}\n--\n{graph_inputs(example_inputs)}".encode())
+
+
+_AOT_ID = re.compile(r"^# AOT ID: .*$", re.MULTILINE)
+
+
+def normalise_output_code(code: str, cache_dir: str = "") -> str:
+    """Output code with the cache directory replaced by ``$CACHE`` and the process-local AOT id dropped (both
+    differ per process, not per program)."""
+    code = _AOT_ID.sub("# AOT ID: -", code)
+    if cache_dir:
+        code = code.replace(cache_dir, "$CACHE")
+    return code
+
+
+@dataclass
+class GraphCapture:
+    """What one compile of one graph produced."""
+
+    index: int
+    signature: str
+    inputs: str
+    compile_id: str
+    fx_key: str = ""
+    aot_key: str = ""
+    fx_status: str = ""
+    """``hit``, ``miss`` or ``bypass`` of the FX-graph cache."""
+    output_code: str = ""
+    compile_s: float = 0.0
+    calls: int = 0
+    guards: str = ""
+
+
+@dataclass
+class RecordingBackend:
+    """A Dynamo backend: ``torch.compile(model, backend=RecordingBackend(patches))``.
+
+    Args:
+        config_patches: Inductor options (a mode's options merged with explicit ones).
+        cache_dir: The Inductor cache directory in use (normalised out of output code).
+    """
+
+    config_patches: Mapping[str, Any] = field(default_factory=dict)
+    cache_dir: str = ""
+    graphs: list[GraphCapture] = field(default_factory=list)
+    gate: Callable[[GraphCapture, Any], Callable[..., Any] | None] | None = None
+    """Called with the graph and its ``GraphModule`` before compiling; a callable it returns serves the graph
+    instead (eager, refusal)."""
+    on_compiled: Callable[[GraphCapture], None] | None = None
+    """Called after each compile with its keys and time filled in."""
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        """Compile ``gm`` (or let the gate serve it) and return the counting callable."""
+        g = GraphCapture(
+            index=len(self.graphs),
+            signature=graph_signature(gm, example_inputs),
+            inputs=graph_inputs(example_inputs),
+            compile_id=torch_adapter.current_compile_id(),
+        )
+        self.graphs.append(g)
+        if self.gate is not None:
+            replacement = self.gate(g, gm)
+            if replacement is not None:
+                return replacement
+        t0 = time.perf_counter()
+        with torch_adapter.capture_compiles() as cap:
+            compiled = torch_adapter.compile_fx(gm, example_inputs, self.config_patches)
+        g.compile_s = time.perf_counter() - t0
+        for name, _md, payload in cap.events:
+            if name.startswith("fx_graph_cache_"):
+                g.fx_key = str(torch_adapter.payload_json(payload).get("key", g.fx_key))
+                g.fx_status = name.removeprefix("fx_graph_cache_")
+            elif name.startswith("aotautograd_cache_"):
+                g.aot_key = str(torch_adapter.payload_json(payload).get("key", g.aot_key))
+            elif name == "inductor_output_code":
+                g.output_code = normalise_output_code(payload, self.cache_dir)
+        if self.on_compiled is not None:
+            self.on_compiled(g)
+        return _counting(compiled, g)
+
+
+def _counting(compiled: Callable[..., Any], g: GraphCapture) -> Callable[..., Any]:
+    def run(*args: Any) -> Any:
+        g.calls += 1
+        return compiled(*args)
+
+    return run

@@ -1,0 +1,106 @@
+"""Compiler customisations the serving code installs, recorded by import path and code digest.
+
+A fresh process reinstalls exactly the recorded compiler: it imports each customisation by its import
+path, refuses it when the code's digest differs from the manifest's, and installs it (a decomposition into
+Inductor's table, an FX pass into its config slot, a custom op by importing the module that registers it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from inferensics.bundle import torch_adapter
+from inferensics.bundle.canonical import sha256_hex
+from inferensics.bundle.errors import BundleError
+
+Kind = Literal["decomposition", "fx_pass", "custom_op"]
+KINDS: Final = ("decomposition", "fx_pass", "custom_op")
+
+
+class Customisation(BaseModel):
+    """One compiler customisation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Kind
+    """``decomposition``, ``fx_pass`` or ``custom_op``."""
+    target: str
+    """The op it decomposes or registers (``aten.silu.default``), or the FX pass slot."""
+    import_path: str
+    """``module:qualname`` of the function (for a custom op, ``module:`` of the registering module)."""
+    code_digest: str
+    """sha256 of the function's source (for a custom op, of the module's source)."""
+
+
+def _resolve(import_path: str) -> Any:
+    module_name, _, qualname = import_path.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in filter(None, qualname.split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
+def code_digest(obj: Any) -> str:
+    """sha256 of an object's source code (a function, class or module)."""
+    try:
+        return sha256_hex(inspect.getsource(obj).encode())
+    except (OSError, TypeError):  # no source (a builtin, code built at run time): digest the bytecode
+        code = getattr(obj, "__code__", None)
+        return sha256_hex(code.co_code if code is not None else repr(obj).encode())
+
+
+def describe(kind: Kind, target: str, obj: Callable[..., Any] | Any) -> Customisation:
+    """Record a customisation from the object the serving code installs.
+
+    Args:
+        kind: ``decomposition``, ``fx_pass`` or ``custom_op``.
+        target: Op name (``aten.silu.default``) or FX pass slot (``post_grad_custom_post_pass``).
+        obj: The function (decomposition, pass) or the module that registers a custom op.
+    """
+    path = f"{obj.__name__}:" if inspect.ismodule(obj) else f"{obj.__module__}:{obj.__qualname__}"
+    if "<locals>" in path or "<lambda>" in path:
+        raise BundleError("bad_input", f"customisation {path} is not importable: define it at module level")
+    return Customisation(kind=kind, target=target, import_path=path, code_digest=code_digest(obj))
+
+
+def resolve_checked(c: Customisation) -> Any:
+    """Import a recorded customisation and check its code digest.
+
+    Raises:
+        BundleError: ``customisation`` when it cannot be imported or its code changed.
+    """
+    try:
+        obj = _resolve(c.import_path)
+    except (ImportError, AttributeError) as exc:
+        raise BundleError("customisation", f"customisation {c.import_path} cannot be imported here: {exc}") from None
+    digest = code_digest(obj)
+    if digest != c.code_digest:
+        raise BundleError(
+            "customisation",
+            f"customisation {c.import_path} changed since the bundle was built "
+            f"(code digest {digest[:12]}, manifest {c.code_digest[:12]}): rebuild the bundle",
+        )
+    return obj
+
+
+def install(customisations: Iterable[Customisation]) -> list[str]:
+    """Check every customisation first, then install them all; returns their import paths.
+
+    Raises:
+        BundleError: ``customisation`` when one is missing or changed (nothing is installed then).
+    """
+    resolved = [(c, resolve_checked(c)) for c in customisations]
+    for c, obj in resolved:
+        if c.kind == "decomposition":
+            torch_adapter.install_decomposition(c.target, obj)
+        elif c.kind == "fx_pass":
+            torch_adapter.install_fx_pass(c.target, obj)
+        # custom_op: importing its module registered it
+    if resolved:
+        torch_adapter.reset_compiler()
+    return [c.import_path for c, _ in resolved]

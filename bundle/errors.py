@@ -1,0 +1,39 @@
+"""The one error type of the bundle part: a refusal or bad input, said in one line with its cause."""
+
+from __future__ import annotations
+
+from typing import Final
+
+CAUSES: Final = (
+    "missing",
+    "damaged",
+    "tampered",
+    "signature",
+    "untrusted_builder",
+    "revoked",
+    "quarantined",
+    "incompatible",
+    "customisation",
+    "bad_key",
+    "bad_input",
+    "unknown_id",
+)
+"""Every refusal cause, in the order verification meets them."""
+
+
+class BundleError(ValueError):
+    """A bundle was refused or an input was bad.
+
+    ``str(error)`` is one line saying what is wrong and what to do; ``cause`` is one of :data:`CAUSES`
+    so callers (the host SDK, the CLI, tests) can count refusals by kind.
+
+    Args:
+        cause: One of :data:`CAUSES`.
+        message: What is wrong and what to do, in one line.
+    """
+
+    def __init__(self, cause: str, message: str) -> None:
+        if cause not in CAUSES:
+            raise ValueError(f"unknown bundle error cause {cause!r}")
+        super().__init__(message.replace("\n", " "))
+        self.cause = cause

@@ -1,0 +1,177 @@
+"""The identity factors of a bundle, raw (``bundle diff`` reads them) and grouped.
+
+Groups: ``model`` (factory and arguments, model classes), ``code`` (digest of each source file the model's
+classes come from), ``weights`` (digest over the state dict), ``compiler_versions`` (torch with its
+source-tree key, triton with its key, Python, CUDA runtime, cuDNN, cuBLAS), ``settings`` (torch.compile
+arguments, Dynamo/Inductor/functorch/compiler settings that differ from defaults), ``customisations``,
+``compatibility`` (device, compute capability, driver, CPU ISA, runtime ABI) and ``kernel_registry``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import inspect
+import platform
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from inferensics.bundle import torch_adapter
+from inferensics.bundle.canonical import digest_json, sha256_hex
+from inferensics.bundle.customisations import Customisation
+
+
+def model_code(model: Any, extra: Iterable[Any] = ()) -> dict[str, str]:
+    """``module name → sha256`` of each non-torch source file the model's classes (and ``extra``) come from."""
+    classes: set[type] = set()
+    modules = model.modules() if isinstance(model, torch.nn.Module) else [model]
+    for m in modules:
+        for cls in type(m).__mro__:
+            classes.add(cls)
+    out: dict[str, str] = {}
+    for obj in [*classes, *extra]:
+        name = getattr(obj, "__module__", None) or ""
+        if not name or name.split(".")[0] in {"torch", "builtins", "typing", "abc"}:
+            continue
+        module = sys.modules.get(name)
+        try:
+            path = inspect.getsourcefile(module) if module is not None else None
+        except TypeError:
+            path = None
+        if path:
+            out[name] = sha256_hex(Path(path).read_bytes())
+    return dict(sorted(out.items()))
+
+
+def weights(model: Any) -> dict[str, Any]:
+    """Digest over the state dict (names, dtypes, shapes, bytes in name order), with counts."""
+    if not isinstance(model, torch.nn.Module):
+        return {"digest": "", "tensors": 0, "parameters": 0, "dtypes": []}
+    h = hashlib.sha256()
+    state = model.state_dict()
+    dtypes: set[str] = set()
+    numel = 0
+    for name in sorted(state):
+        t = state[name].detach().to("cpu").contiguous()
+        dtypes.add(str(t.dtype))
+        numel += t.numel()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        if t.numel():
+            h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
+    return {"digest": h.hexdigest(), "tensors": len(state), "parameters": numel, "dtypes": sorted(dtypes)}
+
+
+def _package_version(*names: str) -> str:
+    for n in names:
+        try:
+            return importlib.metadata.version(n)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ""
+
+
+def compiler_versions() -> dict[str, Any]:
+    """torch (and its source-tree key), triton (and its key), Python, CUDA runtime, cuDNN, cuBLAS."""
+    try:
+        import triton
+
+        triton_version = str(triton.__version__)
+    except ImportError:
+        triton_version = ""
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "torch": torch.__version__,
+        "torch_git": str(getattr(torch.version, "git_version", "")),
+        "torch_key": torch_adapter.torch_key(),
+        "triton": triton_version,
+        "triton_key": sha256_hex(torch_adapter.triton_key().encode()) if torch_adapter.triton_key() else "",
+        "python": platform.python_version(),
+        "cuda_runtime": str(torch.version.cuda or ""),
+        "cudnn": str(cudnn or ""),
+        "cublas": _package_version("nvidia-cublas-cu13", "nvidia-cublas-cu12", "nvidia-cublas"),
+    }
+
+
+def _driver_version() -> str:
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return ""
+    for word in text.split():
+        if word[:1].isdigit() and "." in word:
+            return word
+    return ""
+
+
+def compatibility(device: str) -> dict[str, Any]:
+    """The compatibility key of ``device`` (``cpu`` or ``cuda[:N]``) on this host, matched all-or-nothing."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(index)
+        name, capability, driver = torch.cuda.get_device_name(index), f"{major}.{minor}", _driver_version()
+    else:
+        name, capability, driver = "cpu", "", ""
+    return {
+        "device_type": dev.type,
+        "device_name": name,
+        "compute_capability": capability,
+        "driver": driver,
+        "cpu_isa": torch.backends.cpu.get_cpu_capability(),
+        "machine": platform.machine(),
+        "runtime_abi": f"{sys.implementation.cache_tag}-cxx11abi{int(torch.compiled_with_cxx11_abi())}",
+    }
+
+
+def settings(compile_args: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """(the settings group, digest of every compiler setting including defaults)."""
+    changed, everything = torch_adapter.compiler_settings()
+    return {"compile": dict(compile_args), "changed": changed}, digest_json(everything)
+
+
+def kernel_registry() -> dict[str, Any]:
+    """The kernel registry's state and selection policy (``{"state": "none"}`` until the registry exists)."""
+    try:
+        from inferensics import kernels
+
+        state = getattr(kernels, "registry_state", None)
+        if callable(state):
+            return dict(state())
+    except Exception:
+        pass
+    return {"state": "none"}
+
+
+def collect(
+    model: Any,
+    *,
+    factory: str,
+    factory_args: Mapping[str, Any],
+    device: str,
+    compile_args: Mapping[str, Any],
+    customisations: Iterable[Customisation] = (),
+    registry: Mapping[str, Any] | None = None,
+    extra_code: Iterable[Any] = (),
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every identity group but ``artifacts`` and ``accepted_shapes``, and extra digests (``settings_all``)."""
+    group, settings_all = settings(compile_args)
+    classes = (
+        sorted({f"{type(m).__module__}.{type(m).__qualname__}" for m in model.modules()})
+        if isinstance(model, torch.nn.Module)
+        else [f"{getattr(model, '__module__', '?')}.{getattr(model, '__qualname__', type(model).__qualname__)}"]
+    )
+    identity = {
+        "model": {"factory": factory, "args": dict(factory_args), "classes": classes},
+        "code": model_code(model, extra_code),
+        "weights": weights(model),
+        "compiler_versions": compiler_versions(),
+        "settings": group,
+        "customisations": [c.model_dump() for c in customisations],
+        "compatibility": compatibility(device),
+        "kernel_registry": dict(registry) if registry is not None else kernel_registry(),
+    }
+    return identity, {"settings_all": settings_all}

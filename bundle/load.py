@@ -1,0 +1,99 @@
+"""``load``: verify, then install the recorded compiler and the bundle's compile-cache artifacts.
+
+Nothing of the bundle is loaded before :func:`~inferensics.bundle.verify.verify` has passed. Then, in order:
+the recorded customisations are installed, the recorded non-default compiler settings are applied, and
+the Mega-Cache blob is installed into the local caches (and an AOTInductor package is loaded, if any).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from inferensics.bundle import customisations as custom
+from inferensics.bundle import torch_adapter
+from inferensics.bundle.build import MEGACACHE
+from inferensics.bundle.keys import Keyring
+from inferensics.bundle.manifest import Manifest
+from inferensics.bundle.session import BundleSession, CompileBudget, MissPolicy
+from inferensics.bundle.states import BundleStates
+from inferensics.bundle.verify import verify
+
+
+@dataclass
+class LoadedBundle:
+    """A verified bundle whose artifacts are installed in this process."""
+
+    directory: Path
+    manifest: Manifest
+    builder_keyid: str
+    cache_keys: dict[str, list[str]] = field(default_factory=dict)
+    """Cache kind → keys the Mega-Cache blob installed."""
+    skipped_settings: list[str] = field(default_factory=list)
+    """Recorded settings that could not be applied here (not plain values)."""
+    aoti: Any = None
+    """The loaded AOTInductor package, when the bundle carries one."""
+
+    @property
+    def bundle_id(self) -> str:
+        """The bundle id."""
+        return self.manifest.bundle_id
+
+    @property
+    def compile_args(self) -> dict[str, Any]:
+        """The recorded torch.compile arguments (mode, options, dynamic, fullgraph)."""
+        return dict(self.manifest.identity.get("settings", {}).get("compile", {}))
+
+    @property
+    def config_patches(self) -> dict[str, Any]:
+        """Inductor options the bundle compiled with (its mode's options merged with explicit ones)."""
+        args = self.compile_args
+        return {**torch_adapter.mode_options(args.get("mode")), **dict(args.get("options") or {})}
+
+    def session(
+        self, *, on_bundle_miss: MissPolicy = "compile", budget: CompileBudget | None = None, listener: Any = None
+    ) -> BundleSession:
+        """A :class:`BundleSession` gating compiles through this bundle."""
+        return BundleSession(self, on_bundle_miss=on_bundle_miss, budget=budget, listener=listener)
+
+    def compile(self, model: Any, session: BundleSession | None = None) -> Any:
+        """``torch.compile`` the model the way the bundle was built, gated by ``session`` (default: compile
+        misses within the default budget)."""
+        s = session or self.session()
+        args = self.compile_args
+        return torch.compile(
+            model, backend=s.backend(), dynamic=args.get("dynamic"), fullgraph=bool(args.get("fullgraph"))
+        )
+
+
+def load(
+    directory: Path | str,
+    keyring: Keyring,
+    *,
+    states: BundleStates | None = None,
+    device: str | None = None,
+    apply_settings: bool = True,
+) -> LoadedBundle:
+    """Verify a bundle and install it in this process.
+
+    Raises:
+        BundleError: any verification failure (nothing is loaded then).
+    """
+    verified = verify(directory, keyring, states=states, device=device)
+    manifest = verified.manifest
+    custom.install(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
+    skipped: list[str] = []
+    if apply_settings:
+        changed: Mapping[str, Any] = manifest.identity.get("settings", {}).get("changed", {})
+        skipped = torch_adapter.apply_settings(changed)
+    blob = (verified.directory / MEGACACHE).read_bytes()
+    keys = torch_adapter.load_cache_artifacts(blob) if blob else {}
+    aoti = None
+    aoti_rec = manifest.identity.get("artifacts", {}).get("aoti")
+    if aoti_rec:
+        aoti = torch_adapter.aoti_load_package(str(verified.directory / aoti_rec["package"]))
+    return LoadedBundle(verified.directory, manifest, verified.builder_keyid, keys, skipped, aoti)

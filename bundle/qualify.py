@@ -1,0 +1,150 @@
+"""Qualification: compile a model under one shape policy, serve every shape of the distribution, measure.
+
+One :func:`run_policy` call starts from an empty compile cache (its own cache directory, Dynamo reset), so
+its figures are cold-start figures: time to first served request per shape, compile seconds, steady
+latency, the graphs that served, graph breaks, guard failures, and the Mega-Cache blob it leaves.
+With ``blob`` it starts from that blob instead (the bundle's warm start) and records each graph's cache hit.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from inferensics.bundle import torch_adapter
+from inferensics.bundle.capture import GraphCapture, RecordingBackend
+
+MakeInputs = Callable[[tuple[int, ...]], tuple[Any, ...]]
+
+
+@dataclass
+class ShapeRun:
+    """One shape served under a policy."""
+
+    shape: tuple[int, ...]
+    """The request's shape."""
+    served_as: tuple[int, ...]
+    """The shape it was served at (padded to its bucket under a bucketed policy)."""
+    first_s: float = 0.0
+    """Time to the first served request of this shape (compile included, if any)."""
+    compile_s: float = 0.0
+    """Compile seconds spent during that first request."""
+    latency_s: float = 0.0
+    """Median steady-state latency."""
+    graphs: list[int] = field(default_factory=list)
+    """Indices of the graphs that served it (empty: it ran eagerly)."""
+    new_graphs: int = 0
+    """Graphs compiled for it (specializations it added)."""
+
+
+@dataclass
+class PolicyRun:
+    """A whole policy run."""
+
+    name: str
+    shapes: list[ShapeRun]
+    graphs: list[GraphCapture]
+    blob: bytes
+    graph_breaks: list[dict[str, str]]
+    guard_failures: list[str]
+    cache_dir: str
+
+    @property
+    def compile_s(self) -> float:
+        """Total compile seconds."""
+        return sum(g.compile_s for g in self.graphs)
+
+
+def _median_latency(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) if times else 0.0
+
+
+def _break_record(payload: str) -> dict[str, str]:
+    """(file:line, reason) of a ``dynamo_graph_break_reason`` payload."""
+    lines = [ln for ln in payload.splitlines() if ln.strip()]
+    reason = lines[0].strip() if lines else ""
+    where = ""
+    for ln in lines:
+        s = ln.strip()
+        if s.startswith('File "'):
+            path, _, rest = s[6:].partition('", line ')
+            where = f"{path.rsplit('/', 1)[-1]}:{rest.split(',')[0]}"
+    return {"where": where, "reason": reason[:300]}
+
+
+def run_policy(
+    name: str,
+    model: Any,
+    make_inputs: MakeInputs,
+    shapes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
+    *,
+    compile_args: Mapping[str, Any],
+    config_patches: Mapping[str, Any],
+    repeats: int = 3,
+    blob: bytes | None = None,
+) -> PolicyRun:
+    """Compile ``model`` from an empty cache (or from ``blob``) and serve each ``(shape, served_as)``."""
+    cache_dir = tempfile.mkdtemp(prefix="inferensics-bundle-cache-")
+    with torch_adapter.temporary_cache_dir(cache_dir):
+        torch_adapter.reset_compiler()
+        torch_adapter.clear_cache_artifact_record()
+        if blob is not None:
+            torch_adapter.load_cache_artifacts(blob)
+        backend = RecordingBackend(config_patches=config_patches, cache_dir=cache_dir)
+        compiled = torch.compile(
+            model, backend=backend, dynamic=compile_args.get("dynamic"), fullgraph=bool(compile_args.get("fullgraph"))
+        )
+        runs: list[ShapeRun] = []
+        breaks: list[dict[str, str]] = []
+        failures: list[str] = []
+        with torch_adapter.capture_compiles() as cap, torch.inference_mode():
+            for shape, served in shapes:
+                inputs = make_inputs(served)
+                calls_before = [g.calls for g in backend.graphs]
+                n_before = len(backend.graphs)
+                t0 = time.perf_counter()
+                compiled(*inputs)
+                first = time.perf_counter() - t0
+                new = backend.graphs[n_before:]
+                used = [
+                    g.index
+                    for g in backend.graphs
+                    if g.calls > (calls_before[g.index] if g.index < len(calls_before) else 0)
+                ]
+                latency = _median_latency(lambda inputs=inputs: compiled(*inputs), repeats)
+                runs.append(
+                    ShapeRun(
+                        shape=shape,
+                        served_as=served,
+                        first_s=first,
+                        compile_s=sum(g.compile_s for g in new),
+                        latency_s=latency,
+                        graphs=used,
+                        new_graphs=len(new),
+                    )
+                )
+            saved = torch_adapter.save_cache_artifacts()
+        for event, md, payload in cap.events:
+            if event == "dynamo_graph_break_reason":
+                breaks.append(_break_record(payload))
+            elif event == "recompile_reasons":
+                failures.extend(str(r) for r in (torch_adapter.payload_json(payload) or {}).get("reasons", []) or [])
+                if not torch_adapter.payload_json(payload):
+                    failures.append(payload.strip()[:300])
+            elif event == "dynamo_cpp_guards_str":
+                cid = torch_adapter.frame_compile_id(md)
+                for g in backend.graphs:
+                    if g.compile_id == cid and not g.guards:
+                        g.guards = payload
+    return PolicyRun(name, runs, backend.graphs, saved, breaks, failures, cache_dir)

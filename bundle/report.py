@@ -1,0 +1,176 @@
+"""The qualification report: what the bundle accepts and what it costs, as JSON, Markdown and offline HTML.
+
+Traffic-weighted over the shape distribution: accepted shapes, graph coverage (share of traffic served by
+compiled graphs), graph-break locations, guard failures, specialization count, cache size per artifact and
+in total, compile time per shape, eager fallbacks, the cold-miss cost (time to first served request from an
+empty cache against with the bundle), and the shape-policy advice.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from inferensics.bundle import advice
+from inferensics.bundle.qualify import PolicyRun
+
+if TYPE_CHECKING:
+    from inferensics.bundle.build import BuildSpec
+
+
+def qualification(
+    spec: BuildSpec,
+    main: PolicyRun,
+    warm: PolicyRun,
+    policies: list[PolicyRun],
+    identity: dict[str, Any],
+    *,
+    name: str,
+) -> dict[str, Any]:
+    """The report's data."""
+    shares = spec.shapes.shares
+    warm_by_shape = {r.shape: r for r in warm.shapes}
+    shapes = []
+    for r in main.shapes:
+        w = warm_by_shape.get(r.shape)
+        shapes.append(
+            {
+                "shape": list(r.shape),
+                "share": round(shares[r.shape], 6),
+                "compiled": bool(r.graphs),
+                "graphs": len(r.graphs),
+                "new_graphs": r.new_graphs,
+                "compile_s": round(r.compile_s, 4),
+                "first_request_cold_s": round(r.first_s, 4),
+                "first_request_bundle_s": round(w.first_s, 4) if w else None,
+                "latency_ms": round(r.latency_s * 1e3, 4),
+            }
+        )
+    coverage = sum(s["share"] for s in shapes if s["compiled"])
+    graph_hits = {g.fx_key: g.fx_status for g in warm.graphs if g.fx_key}
+    artifacts = [
+        {"artifact": f"graphs/{g.fx_key}/output_code.py", "bytes": len(g.output_code.encode())}
+        for g in main.graphs
+        if g.fx_key
+    ]
+    artifacts.append({"artifact": "megacache.bin", "bytes": len(main.blob)})
+    summaries = [advice.summarise(p, spec.shapes) for p in policies]
+    best = advice.recommend(summaries) if summaries else None
+    return {
+        "bundle": name,
+        "model": spec.model,
+        "device": spec.device,
+        "compile": spec.compile_args(),
+        "shapes": shapes,
+        "graph_coverage": round(coverage, 6),
+        "specializations": len(main.graphs),
+        "graph_breaks": main.graph_breaks,
+        "guard_failures": main.guard_failures,
+        "eager_fallbacks": [s["shape"] for s in shapes if not s["compiled"]],
+        "cache_bytes": {"artifacts": artifacts, "total": sum(a["bytes"] for a in artifacts)},
+        "compile_s_total": round(main.compile_s, 4),
+        "warm_start": {
+            "graphs": len(graph_hits),
+            "cache_hits": sum(1 for s in graph_hits.values() if s == "hit"),
+            "status": graph_hits,
+        },
+        "customisations": identity.get("customisations", []),
+        "policies": [s.__dict__ for s in summaries],
+        "bucket_edges": advice.bucket_edges(spec.shapes),
+        "recommendation": best.name if best else "",
+        "recommendation_rule": (
+            f"lowest compile seconds + {advice.REQUESTS_PER_WINDOW:,} requests × traffic-weighted latency"
+        ),
+    }
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, list | tuple):
+        return "x".join(map(str, v)) if all(isinstance(x, int) for x in v) else ", ".join(map(str, v))
+    return str(v)
+
+
+def _tables(q: dict[str, Any]) -> list[tuple[str, list[str], list[list[Any]]]]:
+    shape_cols = ["shape", "share", "compiled", "graphs", "compile_s", "first_request_cold_s", "first_request_bundle_s",
+                  "latency_ms"]  # fmt: skip
+    policy_cols = ["name", "specializations", "compile_s", "cache_bytes", "latency_ms", "padding_waste", "cost_s"]
+    return [
+        ("Accepted shapes, compile time and cold-miss cost", shape_cols,
+         [[s[c] for c in shape_cols] for s in q["shapes"]]),
+        ("Graph breaks", ["where", "reason"], [[b["where"], b["reason"]] for b in q["graph_breaks"]]),
+        ("Guard failures", ["reason"], [[r] for r in q["guard_failures"]]),
+        ("Cache size", ["artifact", "bytes"],
+         [[a["artifact"], a["bytes"]] for a in q["cache_bytes"]["artifacts"]] + [["total", q["cache_bytes"]["total"]]]),
+        ("Shape-policy advice", policy_cols, [[p[c] for c in policy_cols] for p in q["policies"]]),
+    ]  # fmt: skip
+
+
+def _summary_lines(q: dict[str, Any]) -> list[str]:
+    warm = q["warm_start"]
+    return [
+        f"Model `{q['model']}` on `{q['device']}`, compile {json.dumps(q['compile'], sort_keys=True)}.",
+        f"Graph coverage: {q['graph_coverage']:.1%} of traffic served by compiled graphs; "
+        f"{q['specializations']} specialization(s); {q['compile_s_total']:.3g} s compiling.",
+        f"Eager fallbacks: {', '.join(_fmt(s) for s in q['eager_fallbacks']) or 'none'}.",
+        f"Warm start from the bundle: {warm['cache_hits']} of {warm['graphs']} graph keys were cache hits.",
+        f"Customisations: {', '.join(c['import_path'] for c in q['customisations']) or 'none'}.",
+    ]
+
+
+def to_markdown(q: dict[str, Any]) -> str:
+    """The report as Markdown."""
+    lines = [f"# Qualification report: {q['bundle']}", "", *_summary_lines(q), ""]
+    for title, cols, rows in _tables(q):
+        lines += [f"## {title}", ""]
+        if not rows:
+            lines += ["None.", ""]
+            continue
+        lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        lines += ["| " + " | ".join(_fmt(v).replace("|", "\\|") for v in row) + " |" for row in rows]
+        lines.append("")
+    lines += [
+        f"**Recommended shape policy: {q['recommendation']}** ({q['recommendation_rule']}). "
+        f"Proposed bucket edges per dimension: {q['bucket_edges']}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def to_html(q: dict[str, Any]) -> str:
+    """The report as one offline HTML page (no scripts, no external resources)."""
+    e = html.escape
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>Qualification report: {e(q['bundle'])}</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:70em}"
+        "table{border-collapse:collapse;margin:.5em 0 1.5em}"
+        "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}th{background:#f3f3f3}"
+        ".rec{background:#e8f5e9;padding:.6em;border-left:4px solid #2e7d32}</style></head><body>",
+        f"<h1>Qualification report: {e(q['bundle'])}</h1>",
+        *[f"<p>{e(line).replace('`', '')}</p>" for line in _summary_lines(q)],
+    ]
+    for title, cols, rows in _tables(q):
+        parts.append(f"<h2>{e(title)}</h2>")
+        if not rows:
+            parts.append("<p>None.</p>")
+            continue
+        head = "".join(f"<th>{e(c)}</th>" for c in cols)
+        body = "".join("<tr>" + "".join(f"<td>{e(_fmt(v))}</td>" for v in row) + "</tr>" for row in rows)
+        parts.append(f"<table><tr>{head}</tr>{body}</table>")
+    parts.append(
+        f"<p class='rec'><b>Recommended shape policy: {e(q['recommendation'])}</b> ({e(q['recommendation_rule'])}). "
+        f"Proposed bucket edges per dimension: {e(str(q['bucket_edges']))}.</p></body></html>"
+    )
+    return "".join(parts)
+
+
+def write(q: dict[str, Any], directory: Path) -> None:
+    """Write ``qualification.json``, ``.md`` and ``.html`` into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "qualification.json").write_text(json.dumps(q, indent=1, sort_keys=True))
+    (directory / "qualification.md").write_text(to_markdown(q))
+    (directory / "qualification.html").write_text(to_html(q))

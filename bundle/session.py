@@ -1,0 +1,236 @@
+"""A loaded bundle at work: match every compile against the bundle's graphs, apply the miss policy and the
+compile budget, and keep the hits and misses.
+
+A compile whose graph signature the bundle holds goes ahead and must hit the FX-graph cache the bundle
+filled (a **bundle hit**; a cache miss there is still a bundle miss). A graph the bundle does not hold is a
+**bundle miss**, named with the factors that differ from the bundle (the input shapes, settings, compiler
+versions, customisations), and handled by ``on_bundle_miss``: ``compile`` (within the compile budget; past
+it the graph runs eagerly and the miss says why), ``eager``, or ``refuse`` (calls raise
+:class:`BundleMissRefusedError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from inferensics.bundle import factors, torch_adapter
+from inferensics.bundle.capture import GraphCapture, RecordingBackend
+
+if TYPE_CHECKING:
+    from inferensics.bundle.load import LoadedBundle
+
+MissPolicy = Literal["compile", "eager", "refuse"]
+MISS_POLICIES: Final = ("compile", "eager", "refuse")
+
+
+class BundleMissRefusedError(RuntimeError):
+    """A call reached a graph the bundle does not hold, under ``on_bundle_miss="refuse"``."""
+
+
+@dataclass
+class CompileBudget:
+    """At most ``max_compiles`` compiles and ``max_seconds`` compile seconds per ``window_s`` seconds.
+
+    ``clock`` is injectable (tests).
+    """
+
+    max_compiles: int = 4
+    max_seconds: float = 60.0
+    window_s: float = 600.0
+    clock: Callable[[], float] = time.monotonic
+    spent: deque[tuple[float, float]] = field(default_factory=deque)
+
+    def _trim(self) -> None:
+        now = self.clock()
+        while self.spent and now - self.spent[0][0] >= self.window_s:
+            self.spent.popleft()
+
+    def refusal(self) -> str:
+        """Why another compile is not allowed now (``""`` when it is)."""
+        self._trim()
+        n, secs = len(self.spent), sum(s for _, s in self.spent)
+        if n >= self.max_compiles:
+            return f"compile budget spent: {n} of {self.max_compiles} compiles in {self.window_s:g} s"
+        if secs >= self.max_seconds:
+            return f"compile budget spent: {secs:.1f} of {self.max_seconds:g} compile-seconds in {self.window_s:g} s"
+        return ""
+
+    def charge(self, seconds: float) -> None:
+        """Count one compile of ``seconds``."""
+        self.spent.append((self.clock(), seconds))
+
+
+@dataclass(frozen=True)
+class BundleMatch:
+    """What happened to one graph under the bundle."""
+
+    status: Literal["hit", "miss"]
+    action: Literal["compiled", "eager", "refused"]
+    signature: str
+    fx_key: str
+    inputs: str
+    factors: tuple[str, ...] = ()
+    """``group.factor: bundle → here`` for each differing factor (misses)."""
+    reason: str = ""
+    compile_s: float = 0.0
+
+
+class BundleSession:
+    """Gate compiles through a loaded bundle.
+
+    Args:
+        bundle: The loaded bundle.
+        on_bundle_miss: ``compile``, ``eager`` or ``refuse``.
+        budget: Compile budget for misses under ``compile``.
+        listener: Called with each :class:`BundleMatch` (the host SDK records them).
+    """
+
+    def __init__(
+        self,
+        bundle: LoadedBundle,
+        *,
+        on_bundle_miss: MissPolicy = "compile",
+        budget: CompileBudget | None = None,
+        listener: Callable[[BundleMatch], None] | None = None,
+    ) -> None:
+        if on_bundle_miss not in MISS_POLICIES:
+            raise ValueError(f"on_bundle_miss must be one of {MISS_POLICIES}, not {on_bundle_miss!r}")
+        self.bundle = bundle
+        self.on_bundle_miss = on_bundle_miss
+        self.budget = budget or CompileBudget()
+        self.listener = listener
+        self.matches: list[BundleMatch] = []
+        self._lock = threading.Lock()
+        self._by_signature = {g.signature: g for g in bundle.manifest.graphs}
+        self._keys = {g.fx_key for g in bundle.manifest.graphs}
+        self._differing: list[str] | None = None
+
+    # --- the gate ------------------------------------------------------------------------------------
+
+    def decide(self, g: GraphCapture, gm: Any) -> tuple[Callable[..., Any] | None, BundleMatch | None]:
+        """Before compiling: ``(None, None)`` to compile (a hit, or a miss allowed to compile), or the callable
+        that serves the graph instead and the miss it records."""
+        if g.signature in self._by_signature:
+            return None, None
+        factors_ = self.miss_factors(g)
+        if self.on_bundle_miss == "refuse":
+            match = BundleMatch("miss", "refused", g.signature, "", g.inputs, factors_, "on_bundle_miss=refuse")
+            return _refusing(match), match
+        if self.on_bundle_miss == "eager":
+            return gm, BundleMatch("miss", "eager", g.signature, "", g.inputs, factors_, "on_bundle_miss=eager")
+        refusal = self.budget.refusal()
+        if refusal:
+            return gm, BundleMatch("miss", "eager", g.signature, "", g.inputs, factors_, refusal)
+        return None, None
+
+    def compiled(self, g: GraphCapture) -> BundleMatch:
+        """After a compile the gate allowed: the hit, or the miss it was."""
+        if g.signature in self._by_signature:
+            expected = self._by_signature[g.signature].fx_key
+            if g.fx_key == expected and g.fx_status == "hit":
+                return BundleMatch("hit", "compiled", g.signature, g.fx_key, g.inputs, compile_s=g.compile_s)
+            why = (
+                f"artifacts.fx_key: {expected[:16]} → {g.fx_key[:16]}"
+                if g.fx_key != expected
+                else f"artifacts.cache: FX-graph cache {g.fx_status or 'not consulted'} for {expected[:16]}"
+            )
+            return BundleMatch("miss", "compiled", g.signature, g.fx_key, g.inputs, (why, *self.miss_factors(g)),
+                               "the bundle's graph did not come from its cache", g.compile_s)  # fmt: skip
+        self.budget.charge(g.compile_s)
+        return BundleMatch("miss", "compiled", g.signature, g.fx_key, g.inputs, self.miss_factors(g),
+                           "on_bundle_miss=compile", g.compile_s)  # fmt: skip
+
+    def record(self, match: BundleMatch) -> None:
+        """Keep a match and tell the listener (never raises into the compile)."""
+        with self._lock:
+            self.matches.append(match)
+        if self.listener is not None:
+            with contextlib.suppress(Exception):
+                self.listener(match)
+
+    # --- the factors of a miss -----------------------------------------------------------------------
+
+    def miss_factors(self, g: GraphCapture) -> tuple[str, ...]:
+        """The factors that differ between the bundle and this graph: its inputs against the qualified
+        graphs', and this process's settings, compiler versions, customisations and target."""
+        out: list[str] = []
+        qualified = sorted({r.inputs for r in self._by_signature.values()})
+        if g.inputs not in qualified:
+            shown = " | ".join(qualified[:3]) + (" …" if len(qualified) > 3 else "")
+            out.append(f"accepted_shapes: inputs {g.inputs} not qualified (bundle: {shown or 'none'})")
+        else:
+            out.append("code: the traced graph differs from the bundle's graph for these inputs")
+        out.extend(self.process_factors())
+        return tuple(out)
+
+    def process_factors(self) -> list[str]:
+        """Settings, compiler versions, customisations and compatibility that differ here (computed once)."""
+        if self._differing is None:
+            ident = self.bundle.manifest.identity
+            diffs: list[str] = []
+            changed_here, _ = torch_adapter.compiler_settings()
+            built = ident.get("settings", {}).get("changed", {})
+            for k in sorted(set(built) | set(changed_here)):
+                if built.get(k) != changed_here.get(k):
+                    diffs.append(f"settings.{k}: {built.get(k)!r} → {changed_here.get(k)!r}")
+            versions = factors.compiler_versions()
+            for k, v in ident.get("compiler_versions", {}).items():
+                if versions.get(k) != v:
+                    diffs.append(f"compiler_versions.{k}: {str(v)[:16]!r} → {str(versions.get(k))[:16]!r}")
+            here = factors.compatibility(str(ident.get("compatibility", {}).get("device_type", "cpu")))
+            for k, v in ident.get("compatibility", {}).items():
+                if here.get(k) != v:
+                    diffs.append(f"compatibility.{k}: {v!r} → {here.get(k)!r}")
+            installed = torch_adapter.inductor_decompositions()
+            for c in ident.get("customisations", []):
+                if c["kind"] == "decomposition":
+                    fn = installed.get(c["target"])
+                    path = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', '')}" if fn else "none"
+                    if path != c["import_path"]:
+                        diffs.append(f"customisations.{c['target']}: {c['import_path']} → {path}")
+            self._differing = diffs
+        return list(self._differing)
+
+    # --- compile ---------------------------------------------------------------------------------------
+
+    def backend(self) -> RecordingBackend:
+        """A Dynamo backend that compiles with the bundle's options through this session's gate."""
+        backend = RecordingBackend(config_patches=self.bundle.config_patches)
+        session = self
+
+        def gate(g: GraphCapture, gm: Any) -> Callable[..., Any] | None:
+            replacement, match = session.decide(g, gm)
+            if match is not None:
+                session.record(match)
+            return replacement
+
+        backend.gate = gate
+        backend.on_compiled = lambda g: session.record(session.compiled(g))
+        return backend
+
+    @property
+    def hits(self) -> int:
+        """Bundle hits so far."""
+        return sum(m.status == "hit" for m in self.matches)
+
+    @property
+    def misses(self) -> int:
+        """Bundle misses so far."""
+        return sum(m.status == "miss" for m in self.matches)
+
+
+def _refusing(match: BundleMatch) -> Callable[..., Any]:
+    message = f"bundle miss refused (on_bundle_miss=refuse): inputs {match.inputs}; differing: " + "; ".join(
+        match.factors[:3]
+    )
+
+    def refuse(*args: Any) -> Any:
+        raise BundleMissRefusedError(message)
+
+    return refuse

@@ -1,0 +1,301 @@
+"""The one module of the bundle part that touches PyTorch's private APIs (ARCHITECTURE decision 8).
+
+Used here: Inductor's ``compile_fx`` (with ``config_patches``), ``torch_key``/``triton_key``, the config
+modules' entries and defaults, the ``torch.__trace`` logger (FX-graph-cache keys, output code, guards, graph
+breaks as they are emitted), ``temporary_cache_dir``, ``CacheArtifactManager.clear``, the decomposition
+tables, and ``aoti_load_package``. All exist in torch 2.11 and 2.13 (see the hook table in
+shared/research/torch-compile-internals.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import torch
+
+TRACE_LOGGER: Final = "torch.__trace"
+_CAPTURED: Final = frozenset(
+    {
+        "fx_graph_cache_hit",
+        "fx_graph_cache_miss",
+        "fx_graph_cache_bypass",
+        "aotautograd_cache_hit",
+        "aotautograd_cache_miss",
+        "aotautograd_cache_bypass",
+        "dynamo_graph_break_reason",
+        "recompile_reasons",
+    }
+)
+
+
+def torch_key() -> str:
+    """Hex of Inductor's ``torch_key()`` (version plus a hash of the whole torch source tree)."""
+    from torch._inductor.codecache import torch_key as key
+
+    return key().hex()
+
+
+def triton_key() -> str:
+    """Triton's cache key of its own source (empty when Triton is not importable)."""
+    try:
+        from torch._inductor.codecache import triton_key as key
+
+        return str(key() or "")
+    except Exception:
+        return ""
+
+
+def _render(value: Any) -> Any:
+    """A config value as deterministic JSON (callables by import path, sets sorted, the rest repr)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_render(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((_render(v) for v in value), key=repr)
+    if isinstance(value, dict):
+        return {str(k): _render(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if callable(value):
+        uuid = getattr(value, "uuid", None)
+        if callable(uuid):  # Inductor's CustomGraphPass: its uuid is its cache identity
+            with contextlib.suppress(Exception):
+                return f"pass:{uuid()}"
+        name = getattr(value, "__qualname__", type(value).__qualname__)
+        return f"{getattr(value, '__module__', '?')}:{name}"
+    return repr(value)
+
+
+def _config_modules() -> dict[str, Any]:
+    import torch._dynamo.config as dynamo
+    import torch._functorch.config as functorch
+    import torch._inductor.config as inductor
+    import torch.compiler.config as compiler
+
+    return {"dynamo": dynamo, "inductor": inductor, "functorch": functorch, "compiler": compiler}
+
+
+# Settings that say where things live on this machine, not what is computed.
+_LOCAL_ONLY: Final = frozenset({"inductor.cpp.cxx", "dynamo.debug_dir_root", "inductor.compile_threads"})
+
+
+def compiler_settings() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(settings that differ from their defaults, every setting), ``section.name → value``."""
+    changed: dict[str, Any] = {}
+    everything: dict[str, Any] = {}
+    for section, module in _config_modules().items():
+        entries: Mapping[str, Any] = getattr(module, "_config", {})
+        for name, entry in sorted(entries.items()):
+            key = f"{section}.{name}"
+            if key in _LOCAL_ONLY:
+                continue
+            try:
+                value = _render(getattr(module, name))
+                default = _render(entry.default)
+            except Exception:
+                continue
+            everything[key] = value
+            if value != default:
+                changed[key] = value
+    return changed, everything
+
+
+def apply_settings(settings: Mapping[str, Any]) -> list[str]:
+    """Set recorded ``section.name`` settings whose value is plain JSON; returns the keys it could not set."""
+    modules = _config_modules()
+    skipped: list[str] = []
+    for key, value in settings.items():
+        section, _, name = key.partition(".")
+        module = modules.get(section)
+        if module is None or (isinstance(value, str) and value.startswith(("pass:", "<"))) or ":" in str(value):
+            skipped.append(key)
+            continue
+        try:
+            setattr(module, name, tuple(value) if isinstance(getattr(module, name), tuple) else value)
+        except Exception:
+            skipped.append(key)
+    return skipped
+
+
+def mode_options(mode: str | None) -> dict[str, Any]:
+    """Inductor options a ``torch.compile`` mode stands for."""
+    if mode in (None, "default"):
+        return {}
+    from torch._inductor import list_mode_options
+
+    return dict(list_mode_options(mode))
+
+
+def compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], config_patches: Mapping[str, Any]) -> Any:
+    """Inductor's ``compile_fx`` with ``config_patches``."""
+    from torch._inductor.compile_fx import compile_fx as _compile_fx
+
+    return _compile_fx(gm, example_inputs, config_patches=dict(config_patches) or None)
+
+
+def current_compile_id() -> str:
+    """Dynamo's compile id of the frame being compiled (``"0/1"``), or ``""``."""
+    try:
+        from torch._guards import CompileContext
+
+        return str(CompileContext.current_compile_id() or "")
+    except Exception:
+        return ""
+
+
+@contextlib.contextmanager
+def temporary_cache_dir(directory: str) -> Iterator[None]:
+    """Point Inductor's (and Triton's) caches at ``directory`` for the block."""
+    from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir as tcd
+
+    with tcd(directory):
+        yield
+
+
+def clear_cache_artifact_record() -> None:
+    """Forget the cache artifacts recorded so far, so the next save holds only what follows."""
+    from torch.compiler._cache import CacheArtifactManager
+
+    CacheArtifactManager.clear()
+
+
+def save_cache_artifacts() -> bytes:
+    """The Mega-Cache blob of every compile-cache artifact recorded since the last clear."""
+    saved = torch.compiler.save_cache_artifacts()
+    return saved[0] if saved is not None else b""
+
+
+def load_cache_artifacts(blob: bytes) -> dict[str, list[str]]:
+    """Install a Mega-Cache blob into the local caches; returns cache kind → keys."""
+    info = torch.compiler.load_cache_artifacts(blob)
+    return {str(k): list(v) for k, v in (info.artifacts.items() if info is not None else [])}
+
+
+def reset_compiler() -> None:
+    """Drop Dynamo's compiled frames and Inductor's in-memory caches (a fresh start in this process)."""
+    torch._dynamo.reset()
+    from torch._inductor import decomposition
+
+    with contextlib.suppress(AttributeError):
+        decomposition.fast_random_decomps.cache_clear()
+
+
+def install_decomposition(op_name: str, fn: Callable[..., Any]) -> None:
+    """Register ``fn`` as Inductor's decomposition of ``op_name`` (``aten.silu.default``) in this process."""
+    from torch._inductor import decomposition
+
+    decomposition.decompositions[resolve_op(op_name)] = fn
+    with contextlib.suppress(AttributeError):
+        decomposition.fast_random_decomps.cache_clear()
+
+
+def inductor_decompositions() -> dict[str, Callable[..., Any]]:
+    """Inductor's decomposition table by op name (``aten.silu.default``)."""
+    from torch._inductor import decomposition
+
+    return {str(op): fn for op, fn in decomposition.decompositions.items()}
+
+
+def resolve_op(op_name: str) -> Any:
+    """``aten.silu.default`` → ``torch.ops.aten.silu.default``."""
+    target: Any = torch.ops
+    for part in op_name.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def install_fx_pass(slot: str, fn: Any) -> None:
+    """Set Inductor's custom FX pass ``slot`` (``post_grad_custom_post_pass`` …) to ``fn``."""
+    import torch._inductor.config as inductor
+
+    setattr(inductor, slot, fn)
+
+
+def aoti_load_package(path: str) -> Any:
+    """Load an AOTInductor ``.pt2`` package."""
+    from torch._inductor import aoti_load_package as load
+
+    return load(path)
+
+
+@dataclass
+class CompileCapture:
+    """Trace artifacts collected for compiles on this thread: cache keys, output code, guards, breaks."""
+
+    events: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+    """(artifact or event name, metadata, payload)."""
+
+
+class _TraceCapture(logging.Handler):
+    """A ``torch.__trace`` handler that keeps the artifacts the bundle needs, per thread."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.local = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        capture: CompileCapture | None = getattr(self.local, "capture", None)
+        if capture is None:
+            return
+        try:
+            md: dict[str, Any] = getattr(record, "metadata", {}) or {}
+            payload = getattr(record, "payload", None) or ""
+            if "artifact" in md:
+                name = str(md["artifact"].get("name", ""))
+                if name not in _CAPTURED:
+                    return
+            elif "inductor_output_code" in md:
+                name = "inductor_output_code"
+            elif "dynamo_cpp_guards_str" in md:
+                name = "dynamo_cpp_guards_str"
+            else:
+                return
+            capture.events.append((name, md, payload))
+        except Exception:  # never fail a compile
+            return
+
+
+_HANDLER = _TraceCapture()
+_HANDLER_LOCK = threading.Lock()
+_HANDLER_USERS = [0]
+
+
+@contextlib.contextmanager
+def capture_compiles() -> Iterator[CompileCapture]:
+    """Collect this thread's compile artifacts for the block (trace handler attached while anyone uses it)."""
+    logger = logging.getLogger(TRACE_LOGGER)
+    with _HANDLER_LOCK:
+        if _HANDLER_USERS[0] == 0:
+            logger.addHandler(_HANDLER)
+            logger.setLevel(logging.DEBUG)
+        _HANDLER_USERS[0] += 1
+    previous = getattr(_HANDLER.local, "capture", None)
+    capture = CompileCapture()
+    _HANDLER.local.capture = capture
+    try:
+        yield capture
+    finally:
+        _HANDLER.local.capture = previous
+        with _HANDLER_LOCK:
+            _HANDLER_USERS[0] -= 1
+            if _HANDLER_USERS[0] == 0:
+                logger.removeHandler(_HANDLER)
+
+
+def payload_json(payload: str) -> dict[str, Any]:
+    """A JSON artifact payload as a dict (empty when it is not JSON)."""
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def frame_compile_id(md: Mapping[str, Any]) -> str:
+    """``"frame/compile"`` of a trace record's metadata."""
+    return f"{md.get('frame_id', '')}/{md.get('frame_compile_id', '')}"

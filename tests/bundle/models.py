@@ -1,0 +1,37 @@
+"""Tiny models the bundle tests build (importable by ``module:function``, so a fresh process can too)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+WIDTH = 8
+
+
+class TinyMLP(nn.Module):
+    """Linear → GELU → Linear over the last dimension."""
+
+    def __init__(self, width: int = WIDTH, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.fc1 = nn.Linear(width, 16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The model."""
+        return self.fc2(torch.nn.functional.gelu(self.fc1(x)))
+
+
+def tiny_mlp(width: int = WIDTH, seed: int = 0) -> TinyMLP:
+    """The factory the tests name as ``tests.bundle.models:tiny_mlp``."""
+    return TinyMLP(width, seed)
+
+
+def inputs(shape: tuple[int, ...]) -> tuple[torch.Tensor]:
+    """Deterministic inputs for a ``(batch, WIDTH)`` shape."""
+    return (torch.randn(shape, generator=torch.Generator().manual_seed(1)),)
+
+
+def fast_gelu(x: torch.Tensor) -> torch.Tensor:
+    """A custom decomposition for ``aten.gelu.default`` (tanh approximation)."""
+    return 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
