@@ -7,6 +7,7 @@ import typer
 from inferensics.cli import (
     dashboard_commands,
     demo_commands,
+    replay_commands,
     report_commands,
     service_commands,
     store_commands,
@@ -25,6 +26,7 @@ trace_commands.register(app)
 service_commands.register(app)
 dashboard_commands.register(app)
 report_commands.register(app)
+replay_commands.register(app)
 demo_commands.register(app)
 
 

@@ -377,6 +377,26 @@ def _bundle_states_and_misses(target: Target) -> list[str | Step]:
     return [*render_event_table(BundleStateEvent, target), *render_event_table(BundleMissEvent, target), *alters]
 
 
+def _replay_verdict_columns(target: Target) -> list[str | Step]:
+    # Replay (issue 22): the verdict's op, node, kernel and user source line get columns of their own.
+    from inferensics.schema.events import ReplayResultEvent
+
+    db = target.database
+    types = {"op": "LowCardinality(String)", "fx_node": "String", "kernel": "String", "source_file": "String",
+             "source_line": "UInt32", "source_text": "String", "verdict_json": "String"}  # fmt: skip
+    tables = [target.local(ReplayResultEvent.TABLE.name)]
+    if target.backend == "cluster":
+        tables.append(ReplayResultEvent.TABLE.name)
+    return [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS `{c}` {ty}",
+            when=f"SELECT 1 - ({_has_column(db, t, c)})",
+        )
+        for t in tables
+        for c, ty in types.items()
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -387,6 +407,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "per-minute request rollup kept 32 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
     Migration(8, "hourly and daily request views gather histograms", _coarse_request_views_gather_histograms),
     Migration(9, "bundle states, bundle misses, signer of a registered bundle", _bundle_states_and_misses),
+    Migration(10, "replay verdict columns", _replay_verdict_columns),
 )
 """Every migration, in version order."""
 

@@ -74,16 +74,34 @@ def investigate(
     Returns:
         The verdict.
     """
+    verdict, _ = investigate_keeping_graph(
+        model, inputs, compile_kwargs=compile_kwargs, warmup_inputs=warmup_inputs, device=device,
+        served_output=served_output, served_code=served_code,
+    )
+    return verdict
+
+
+def investigate_keeping_graph(
+    model: Any,
+    inputs: Any,
+    *,
+    compile_kwargs: dict[str, Any] | None = None,
+    warmup_inputs: Sequence[Any] = (),
+    device: str = "cpu",
+    served_output: Any = None,
+    served_code: str | None = None,
+) -> tuple[Verdict, gp.GraphCall | None]:
+    """:func:`investigate`, also returning the request's Dynamo graph and its arguments (for the repro)."""
     start = time.perf_counter()
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
     request = to_device(as_call(inputs), device)
     history = [to_device(as_call(w), device) for w in warmup_inputs]
     case = Case(model, request, history, dict(compile_kwargs or {}), serving_dtype(model, request))
-    inv = _Investigation(case, served_output, served_code)
+    inv = _Investigation(case, to_device(served_output, device) if served_output is not None else None, served_code)
     verdict = inv.run()
     verdict.evidence["seconds"] = round(time.perf_counter() - start, 3)
-    return verdict
+    return verdict, inv.graph
 
 
 class _Investigation:
