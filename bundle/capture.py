@@ -73,6 +73,28 @@ class GraphCapture:
     guards: str = ""
 
 
+def new_capture(gm: torch.fx.GraphModule, example_inputs: list[Any], index: int = -1) -> GraphCapture:
+    """The record of a graph about to be compiled: its signature and input metadata."""
+    return GraphCapture(
+        index=index,
+        signature=graph_signature(gm, example_inputs),
+        inputs=graph_inputs(example_inputs),
+        compile_id=torch_adapter.current_compile_id(),
+    )
+
+
+def fill_from_trace(g: GraphCapture, events: list[tuple[str, dict[str, Any], str]], cache_dir: str = "") -> None:
+    """Set the FX and AOTAutograd cache keys, FX-cache status and output code from a compile's trace events."""
+    for name, _md, payload in events:
+        if name.startswith("fx_graph_cache_"):
+            g.fx_key = str(torch_adapter.payload_json(payload).get("key", g.fx_key))
+            g.fx_status = name.removeprefix("fx_graph_cache_")
+        elif name.startswith("aotautograd_cache_"):
+            g.aot_key = str(torch_adapter.payload_json(payload).get("key", g.aot_key))
+        elif name == "inductor_output_code":
+            g.output_code = normalise_output_code(payload, cache_dir)
+
+
 @dataclass
 class RecordingBackend:
     """A Dynamo backend: ``torch.compile(model, backend=RecordingBackend(patches))``.
@@ -93,12 +115,7 @@ class RecordingBackend:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         """Compile ``gm`` (or let the gate serve it) and return the counting callable."""
-        g = GraphCapture(
-            index=len(self.graphs),
-            signature=graph_signature(gm, example_inputs),
-            inputs=graph_inputs(example_inputs),
-            compile_id=torch_adapter.current_compile_id(),
-        )
+        g = new_capture(gm, example_inputs, len(self.graphs))
         self.graphs.append(g)
         if self.gate is not None:
             replacement = self.gate(g, gm)
@@ -108,14 +125,7 @@ class RecordingBackend:
         with torch_adapter.capture_compiles() as cap:
             compiled = torch_adapter.compile_fx(gm, example_inputs, self.config_patches)
         g.compile_s = time.perf_counter() - t0
-        for name, _md, payload in cap.events:
-            if name.startswith("fx_graph_cache_"):
-                g.fx_key = str(torch_adapter.payload_json(payload).get("key", g.fx_key))
-                g.fx_status = name.removeprefix("fx_graph_cache_")
-            elif name.startswith("aotautograd_cache_"):
-                g.aot_key = str(torch_adapter.payload_json(payload).get("key", g.aot_key))
-            elif name == "inductor_output_code":
-                g.output_code = normalise_output_code(payload, self.cache_dir)
+        fill_from_trace(g, cap.events, self.cache_dir)
         if self.on_compiled is not None:
             self.on_compiled(g)
         return _counting(compiled, g)

@@ -102,5 +102,9 @@ def install(customisations: Iterable[Customisation]) -> list[str]:
             torch_adapter.install_fx_pass(c.target, obj)
         # custom_op: importing its module registered it
     if resolved:
+        # The FX-graph-cache key does not cover decompositions or passes: salt it with the customisations'
+        # digests, so graphs compiled with them never share cache entries with graphs compiled without.
+        salt = sha256_hex("".join(sorted(c.code_digest + c.target for c, _ in resolved)).encode())[:16]
+        torch_adapter.salt_cache_key(f"customisations-{salt}")
         torch_adapter.reset_compiler()
     return [c.import_path for c, _ in resolved]

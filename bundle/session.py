@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from inferensics.bundle import factors, torch_adapter
-from inferensics.bundle.capture import GraphCapture, RecordingBackend
+from inferensics.bundle.capture import GraphCapture, RecordingBackend, fill_from_trace, new_capture
 
 if TYPE_CHECKING:
     from inferensics.bundle.load import LoadedBundle
@@ -153,6 +153,25 @@ class BundleSession:
         if self.listener is not None:
             with contextlib.suppress(Exception):
                 self.listener(match)
+
+    def serve_graph(
+        self, gm: Any, example_inputs: list[Any], compile_graph: Callable[[], Callable[..., Any]]
+    ) -> tuple[Callable[..., Any], BundleMatch]:
+        """For a backend of its own (the host SDK's): decide, compile through ``compile_graph`` when allowed,
+        record the match, and return what serves the graph with the match."""
+        g = new_capture(gm, example_inputs)
+        replacement, match = self.decide(g, gm)
+        if replacement is not None and match is not None:
+            self.record(match)
+            return replacement, match
+        t0 = time.perf_counter()
+        with torch_adapter.capture_compiles() as cap:
+            compiled = compile_graph()
+        g.compile_s = time.perf_counter() - t0
+        fill_from_trace(g, cap.events)
+        match = self.compiled(g)
+        self.record(match)
+        return compiled, match
 
     # --- the factors of a miss -----------------------------------------------------------------------
 

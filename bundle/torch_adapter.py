@@ -2,7 +2,7 @@
 
 Used here: Inductor's ``compile_fx`` (with ``config_patches``), ``torch_key``/``triton_key``, the config
 modules' entries and defaults, the ``torch.__trace`` logger (FX-graph-cache keys, output code, guards, graph
-breaks as they are emitted), ``temporary_cache_dir``, ``CacheArtifactManager.clear``, the decomposition
+breaks as they are emitted), ``CacheArtifactManager.clear``, the decomposition
 tables, and ``aoti_load_package``. All exist in torch 2.11 and 2.13 (see the hook table in
 shared/research/torch-compile-internals.md).
 """
@@ -86,22 +86,26 @@ _LOCAL_ONLY: Final = frozenset({"inductor.cpp.cxx", "dynamo.debug_dir_root", "in
 
 def compiler_settings() -> tuple[dict[str, Any], dict[str, Any]]:
     """(settings that differ from their defaults, every setting), ``section.name → value``."""
+    import warnings
+
     changed: dict[str, Any] = {}
     everything: dict[str, Any] = {}
-    for section, module in _config_modules().items():
-        entries: Mapping[str, Any] = getattr(module, "_config", {})
-        for name, entry in sorted(entries.items()):
-            key = f"{section}.{name}"
-            if key in _LOCAL_ONLY:
-                continue
-            try:
-                value = _render(getattr(module, name))
-                default = _render(entry.default)
-            except Exception:
-                continue
-            everything[key] = value
-            if value != default:
-                changed[key] = value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reading a deprecated entry warns; deprecated entries are skipped
+        for section, module in _config_modules().items():
+            entries: Mapping[str, Any] = getattr(module, "_config", {})
+            for name, entry in sorted(entries.items()):
+                key = f"{section}.{name}"
+                if key in _LOCAL_ONLY or getattr(entry, "deprecated", False) or getattr(entry, "alias", None):
+                    continue
+                try:
+                    value = _render(getattr(module, name))
+                    default = _render(entry.default)
+                except Exception:
+                    continue
+                everything[key] = value
+                if value != default:
+                    changed[key] = value
     return changed, everything
 
 
@@ -150,11 +154,20 @@ def current_compile_id() -> str:
 
 @contextlib.contextmanager
 def temporary_cache_dir(directory: str) -> Iterator[None]:
-    """Point Inductor's (and Triton's) caches at ``directory`` for the block."""
-    from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir as tcd
+    """Point Inductor's (and Triton's) caches at ``directory`` for the block (``TORCHINDUCTOR_CACHE_DIR``, which
+    Inductor reads on each use; set here rather than through its private helper, which moved between
+    releases)."""
+    import os
 
-    with tcd(directory):
+    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = directory
+    try:
         yield
+    finally:
+        if saved is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
 
 
 def clear_cache_artifact_record() -> None:
@@ -192,6 +205,17 @@ def install_decomposition(op_name: str, fn: Callable[..., Any]) -> None:
     decomposition.decompositions[resolve_op(op_name)] = fn
     with contextlib.suppress(AttributeError):
         decomposition.fast_random_decomps.cache_clear()
+
+
+_SALT_SEP: Final = "|inferensics:"
+
+
+def salt_cache_key(salt: str) -> None:
+    """Set ``torch.compiler.config.cache_key_tag`` to the user's own tag plus ``salt`` (replacing an earlier salt)."""
+    import torch.compiler.config as compiler
+
+    base = str(compiler.cache_key_tag or "").split(_SALT_SEP)[0]
+    compiler.cache_key_tag = f"{base}{_SALT_SEP}{salt}"
 
 
 def inductor_decompositions() -> dict[str, Callable[..., Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from inferensics.cli import (
+    bundle_commands,
     dashboard_commands,
     demo_commands,
     replay_commands,
@@ -28,6 +29,7 @@ dashboard_commands.register(app)
 report_commands.register(app)
 replay_commands.register(app)
 demo_commands.register(app)
+bundle_commands.register(app)
 
 
 def main() -> None:

@@ -77,3 +77,90 @@ CANDIDATE_BUNDLE = Bundle(
 
 BUNDLES: dict[str, Bundle] = {b.name: b for b in (BASELINE_BUNDLE, CANDIDATE_BUNDLE)}
 """Bundles by name."""
+
+
+def decoder(seed: int = 0) -> torch.nn.Module:
+    """The demo decoder as a plain ``tokens → logits`` module: the factory release bundles name."""
+    from inferensics.demo.models.decoder import TinyDecoder
+
+    return TinyDecoder(seed=seed)
+
+
+def decoder_inputs(shape: tuple[int, ...]) -> tuple[torch.Tensor]:
+    """Token ids of ``shape`` (batch × sequence), the same for every process."""
+    from inferensics.demo.models.decoder import DecoderConfig
+
+    generator = torch.Generator().manual_seed(sum(shape))
+    return (torch.randint(0, DecoderConfig().vocab_size, shape, generator=generator),)
+
+
+DEMO_SHAPES: tuple[tuple[int, int], ...] = ((1, 16), (2, 32))
+"""Prompt shapes (batch × padded sequence) the demo's release bundles are qualified on."""
+DEMO_WEIGHTS: tuple[float, ...] = (3.0, 1.0)
+"""Traffic weights of :data:`DEMO_SHAPES`."""
+
+
+def release_spec(name: str, *, device: str = "cpu", advise: bool = False) -> Any:
+    """The release-bundle build spec of ``baseline`` or ``candidate`` (the candidate records its faulty SiLU
+    decomposition by import path and code digest, so a fresh process, and replay, reinstalls it)."""
+    from inferensics import bundle
+
+    customs = ()
+    if name == CANDIDATE:
+        customs = (bundle.describe_customisation("decomposition", "aten.silu.default", incidents.fast_silu),)
+    return bundle.BuildSpec(
+        model="inferensics.demo.bundles:decoder",
+        inputs="inferensics.demo.bundles:decoder_inputs",
+        shapes=bundle.ShapeDistribution.of(DEMO_SHAPES, DEMO_WEIGHTS),
+        device=device,
+        customisations=customs,
+        name=name,
+        advise=advise,
+        repeats=1,
+    )
+
+
+def build_release_bundles(out: Any, key: Any, *, device: str = "cpu", advise: bool = False) -> dict[str, Any]:
+    """Build and sign the demo's two release bundles into ``out/baseline`` and ``out/candidate``.
+
+    The baseline is built first: building the candidate installs its decomposition in this process for good.
+
+    Returns:
+        Bundle name → :class:`inferensics.bundle.BuildResult`.
+    """
+    from pathlib import Path
+
+    from inferensics import bundle
+
+    root = Path(out)
+    return {
+        name: bundle.build(release_spec(name, device=device, advise=advise), key, root / name)
+        for name in (BASELINE, CANDIDATE)
+    }
+
+
+def main() -> None:
+    """``python -m inferensics.demo.bundles --out DIR [--key KEY]``: build the two release bundles."""
+    import argparse
+    from pathlib import Path
+
+    from inferensics import bundle
+
+    p = argparse.ArgumentParser(description="Build the demo's baseline and candidate release bundles.")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--key", type=Path, help="builder's private key (a new one is made under --out if omitted)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--advise", action="store_true", help="compare shape policies in the reports")
+    args = p.parse_args()
+    try:
+        key_path = args.key or bundle.generate_key(args.out / "builder-key")[0]
+        built = build_release_bundles(args.out, bundle.load_signing_key(key_path), device=args.device,
+                                      advise=args.advise)  # fmt: skip
+    except bundle.BundleError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    for name, result in built.items():
+        print(f"{name}: {result.bundle_id} in {result.directory}")
+
+
+if __name__ == "__main__":
+    main()

@@ -26,9 +26,11 @@ class InductorBackend:
         mode: str | None = None,
         options: Mapping[str, Any] | None = None,
         provenance_level: int = 0,
+        gate: Callable[[Any, list[Any], Callable[[], Any]], Callable[..., Any]] | None = None,
     ) -> None:
         self.config_patches: dict[str, Any] = {**torch_adapter.mode_options(mode), **dict(options or {})}
         self.provenance_level = provenance_level
+        self.gate = gate  # a release bundle's gate (bundle_guard): decides, then compiles through the callback
         self.slots: list[GraphSlot] = []
         self._lock = threading.Lock()
 
@@ -42,7 +44,13 @@ class InductorBackend:
         t0 = time.perf_counter_ns()
         try:
             with torch_adapter.provenance_tracking(self.provenance_level):
-                compiled = torch_adapter.compile_fx(gm, example_inputs, self.config_patches)
+                if self.gate is None:
+                    compiled = torch_adapter.compile_fx(gm, example_inputs, self.config_patches)
+                else:
+                    patches = self.config_patches
+                    compiled = self.gate(
+                        gm, example_inputs, lambda: torch_adapter.compile_fx(gm, example_inputs, patches)
+                    )
         finally:
             if request is not None:
                 request.compile_ns += time.perf_counter_ns() - t0

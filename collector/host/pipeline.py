@@ -111,6 +111,8 @@ class Pipeline:
                     try:
                         if kind == "trace":
                             self._trace(*item)
+                        elif kind == "record":  # a finished event (bundle registration or miss)
+                            self._on_record(item)
                         else:
                             self._request(item)
                     except Exception as exc:  # never let one bad record stop the thread
@@ -305,7 +307,9 @@ class Pipeline:
                 "fp_absmax": f32(fp.absmax) if fp else 0.0,
                 "sampled": raw.sampled,
                 "capture_blob": capture_blob,
-                "attrs": dict(dispatch["attrs"]),
+                "attrs": {**dispatch["attrs"], "bundle_status": raw.bundle_status}
+                if raw.bundle_status
+                else dict(dispatch["attrs"]),
             },
             check=False,
         )

@@ -25,6 +25,7 @@ class RawRequest:
     """What the hooks learn about one request while it runs; converted to a record in the background."""
 
     __slots__ = (
+        "bundle_status",
         "compile_ids",
         "compile_ns",
         "error",
@@ -64,6 +65,7 @@ class RawRequest:
         self.inputs: Any = None
         self.sampled = False
         self.profile: Any = None
+        self.bundle_status = ""  # "hit" / "miss" under a release bundle (bundle_guard)
 
     def note_graph(self, slot: GraphSlot, ns: int) -> None:
         """Count one call of ``slot`` taking ``ns`` nanoseconds of host wall time."""

@@ -156,9 +156,32 @@ class Tracker:
         options: dict[str, Any] | None = None,
         dynamic: bool | None = None,
         fullgraph: bool = False,
+        bundle: Any = None,
+        keyring: Any = None,
+        on_bundle_miss: str = "compile",
+        compile_budget: Any = None,
     ) -> Any:
-        """``torch.compile`` through the instrumented Inductor backend, keeping ``mode`` and ``options``."""
-        backend = InductorBackend(mode=mode, options=options, provenance_level=self.config.provenance_level)
+        """``torch.compile`` through the instrumented Inductor backend, keeping ``mode`` and ``options``.
+
+        With ``bundle`` (a bundle directory or a loaded bundle) the bundle is verified before anything of it
+        loads (``keyring``: the trusted builders, default ``$INFERENSICS_BUNDLE_KEYRING``), its recorded
+        compile arguments replace ``mode``/``options``/``dynamic``/``fullgraph``, and every compile is a
+        recorded bundle hit or miss (``on_bundle_miss``: ``compile`` within ``compile_budget``, ``eager``,
+        ``refuse``); see :mod:`inferensics.collector.host.bundle_guard`.
+
+        Raises:
+            inferensics.bundle.BundleError: the bundle was refused (one line naming the cause).
+        """
+        gate = None
+        if bundle is not None:
+            from inferensics.collector.host.bundle_guard import install_bundle
+
+            guard = install_bundle(self, bundle, keyring=keyring, on_bundle_miss=on_bundle_miss,  # type: ignore[arg-type]
+                                   budget=compile_budget)  # fmt: skip
+            args = guard.loaded.compile_args
+            mode, options = args.get("mode"), dict(args.get("options") or {})
+            dynamic, fullgraph, gate = args.get("dynamic"), bool(args.get("fullgraph")), guard.gate
+        backend = InductorBackend(mode=mode, options=options, provenance_level=self.config.provenance_level, gate=gate)
         return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
 
     def request(

@@ -1,0 +1,478 @@
+"""``inferensics bundle ...``: keys, build, verify, show, diff, pack, push/pull, and release states.
+
+Build, verify, show and diff run on the bundle part alone (torch, triton, pydantic, cryptography). Push,
+pull, promote, revoke, quarantine, release and states talk to the store: through a running service
+(``--service``: blobs through its blob API, state changes as OTLP records, reads through its SQL API) or
+a store DSN (``--dsn``). Every refusal and bad input is one line on stderr and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from inferensics.cli.errors import fail
+from inferensics.cli.options import DsnOption
+from inferensics.cli.service_commands import ServiceOption, TokenOption
+
+bundle_app = typer.Typer(help="Release bundles: build, sign, verify, compare and release.", no_args_is_help=True)
+console = Console(highlight=False, soft_wrap=True)
+
+KeyringOption = Annotated[
+    Path | None,
+    typer.Option("--keyring", help="Trusted builders' public keys: a .pub file or a folder of them "
+                 "(or $INFERENSICS_BUNDLE_KEYRING).", show_default=False),
+]  # fmt: skip
+StatesOption = Annotated[
+    Path | None,
+    typer.Option("--states", help="Revoked/quarantined list (from `bundle states`; or $INFERENSICS_BUNDLE_STATES).",
+                 show_default=False),
+]  # fmt: skip
+STATES = ("promoted", "demoted", "revoked", "quarantined", "released", "pushed")
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    """Bundle errors, store and service errors as one line."""
+    from inferensics.bundle import BundleError
+
+    try:
+        yield
+    except BundleError as exc:
+        fail(f"{exc} [{exc.cause}]")
+
+
+def _manifest_of(path: Path) -> Any:
+    """A bundle directory's or packed file's manifest (unverified)."""
+    from inferensics import bundle as b
+
+    if path.is_file():
+        tmp = Path(tempfile.mkdtemp(prefix="inferensics-bundle-"))
+        return b.read_manifest(b.unpack(path, tmp / "bundle"))
+    return b.read_manifest(path)
+
+
+def _pairs(values: list[str], what: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for v in values:
+        key, sep, raw = v.partition("=")
+        if not sep or not key:
+            fail(f"{what} {v!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+@bundle_app.command()
+def keygen(
+    out: Annotated[Path, typer.Option("--out", help="Private key path; the public key goes to OUT.pub.")],
+) -> None:
+    """Make a builder's ed25519 key pair (the .pub goes into the hosts' keyring)."""
+    from inferensics import bundle as b
+
+    with _errors():
+        priv, pub, keyid = b.generate_key(out)
+    console.print(f"private key {priv} (keep secret)\npublic key  {pub} (add to the hosts' keyring)\nkey id {keyid}")
+
+
+def _shapes_from_service(service: str, token: str | None, model: str, since: str) -> Any:
+    from inferensics import bundle as b
+    from inferensics.collector.client import ServiceClient, ServiceError
+
+    units = {"d": 86400, "h": 3600, "m": 60}
+    if not since or since[-1] not in units or not since[:-1].isdigit():
+        fail(f"--since {since!r}: expected a number and d, h or m (7d)")
+    start = datetime.now(UTC) - timedelta(seconds=int(since[:-1]) * units[since[-1]])
+    sql = (
+        "SELECT shape, count() AS n FROM requests WHERE model = '{m}' AND ts >= toDateTime64('{t}', 6, 'UTC') "
+        "AND shape != '' GROUP BY shape ORDER BY n DESC LIMIT 64"
+    ).format(m=model.replace("'", ""), t=start.strftime("%Y-%m-%d %H:%M:%S"))
+    try:
+        with ServiceClient(service, token=token) as client:
+            frame = client.sql(sql)
+    except ServiceError as exc:
+        fail(exc.message)
+    shapes, weights = [], []
+    for shape, n in frame.iter_rows():
+        dims = str(shape).split("x")
+        if all(d.isdigit() and int(d) > 0 for d in dims):
+            shapes.append([int(d) for d in dims])
+            weights.append(float(n))
+    if not shapes:
+        fail(f"the service has no request shapes for model {model!r} since {since}: pass --shapes FILE")
+    return b.ShapeDistribution.of(shapes, weights)
+
+
+@bundle_app.command()
+def build(  # noqa: PLR0917 - one option each
+    model: Annotated[str, typer.Option("--model", help="Factory module:function returning the model.")],
+    key: Annotated[Path, typer.Option("--key", help="Builder's private key (from `bundle keygen`).")],
+    out: Annotated[Path, typer.Option("--out", help="Bundle directory to create.")],
+    shapes: Annotated[Path | None, typer.Option("--shapes", help="Shape distribution JSON.")] = None,
+    shapes_from_service: Annotated[str | None, typer.Option("--shapes-from-service",
+                                   help="Service URL: take the shapes real traffic had.")] = None,
+    traffic_model: Annotated[str | None, typer.Option("--traffic-model",
+                             help="Model name in the store (with --shapes-from-service).")] = None,
+    since: Annotated[str, typer.Option("--since", help="Traffic window (with --shapes-from-service).")] = "7d",
+    token: TokenOption = None,
+    model_arg: Annotated[list[str] | None, typer.Option("--model-arg", help="Factory argument KEY=VALUE.")] = None,
+    inputs: Annotated[str | None, typer.Option("--inputs", help="module:function(shape) -> inputs.")] = None,
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    name: Annotated[str, typer.Option("--name", help="Human label of the bundle.")] = "bundle",
+    mode: Annotated[str | None, typer.Option("--mode", help="torch.compile mode.")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", help="Inductor option KEY=VALUE.")] = None,
+    dynamic: Annotated[bool, typer.Option("--dynamic/--static", help="torch.compile dynamic shapes.")] = False,
+    fullgraph: Annotated[bool, typer.Option("--fullgraph", help="torch.compile fullgraph.")] = False,
+    decomposition: Annotated[list[str] | None, typer.Option("--decomposition",
+                             help="Custom decomposition OP=module:function (aten.silu.default=pkg.mod:fn).")] = None,
+    advise: Annotated[bool, typer.Option("--advise/--no-advise", help="Compare shape policies in the report.")] = True,
+    aoti_package: Annotated[Path | None, typer.Option("--aoti-package", help="An AOTInductor .pt2 to carry.")] = None,
+) -> None:  # fmt: skip
+    """Compile against a shape distribution, qualify, collect the artifacts, write and sign the manifest."""
+    from inferensics import bundle as b
+    from inferensics.bundle.build import resolve
+
+    if (shapes is None) == (shapes_from_service is None):
+        fail("pass exactly one of --shapes FILE and --shapes-from-service URL")
+    if device not in {"cpu", "cuda"}:
+        fail(f"--device {device!r}: expected cpu or cuda")
+    with _errors():
+        signing = b.load_signing_key(key)
+        if shapes is not None:
+            dist = b.ShapeDistribution.load(shapes)
+        else:
+            if not traffic_model:
+                fail("--shapes-from-service needs --traffic-model NAME (the model's name in the store)")
+            dist = _shapes_from_service(str(shapes_from_service), token, traffic_model, since)
+        customs = []
+        for d in decomposition or []:
+            op, sep, target = d.partition("=")
+            if not sep:
+                fail(f"--decomposition {d!r}: expected OP=module:function")
+            customs.append(b.describe_customisation("decomposition", op, resolve(target, "--decomposition")))
+        spec = b.BuildSpec(
+            model=model, shapes=dist, model_args=_pairs(model_arg or [], "--model-arg"), inputs=inputs,
+            device=device, mode=mode, options=_pairs(option or [], "--option"), dynamic=dynamic,
+            fullgraph=fullgraph, customisations=tuple(customs), name=name, advise=advise, aoti_package=aoti_package,
+        )  # fmt: skip
+        result = b.build(spec, signing, out)
+    console.print(f"built {result.directory}\nbundle id {result.bundle_id}\nsigned by {signing.keyid}")
+    console.print(f"report {result.directory / 'report' / 'qualification.html'}")
+
+
+@bundle_app.command()
+def verify(
+    bundle: Annotated[Path, typer.Argument(help="Bundle directory.")],
+    keyring: KeyringOption = None,
+    states: StatesOption = None,
+    device: Annotated[str | None, typer.Option("--device", help="Check against this device (cpu, cuda).")] = None,
+) -> None:
+    """Check signature, trusted builder, file hashes, state and compatibility (loads nothing)."""
+    from inferensics import bundle as b
+
+    with _errors():
+        v = b.verify(bundle, b.Keyring.load(keyring), states=b.BundleStates.load(states), device=device)
+    console.print(f"verified {v.manifest.name} {v.bundle_id}: signed by {v.builder_keyid[:16]}, "
+                  f"{len(v.manifest.resources)} files match, compatible with this host")  # fmt: skip
+
+
+@bundle_app.command()
+def show(
+    bundle: Annotated[Path, typer.Argument(help="Bundle directory or packed file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="The whole statement predicate as JSON.")] = False,
+) -> None:
+    """Print a bundle's manifest: identity factors, graphs, files and build record (not verified)."""
+    with _errors():
+        m = _manifest_of(bundle)
+    if as_json:
+        console.print_json(json.dumps(m.statement()))
+        return
+    console.print(f"[bold]{m.name}[/] {m.bundle_id}")
+    for k, v in m.build.items():
+        console.print(f"  build.{k}: {v}")
+    for group in ("model", "compiler_versions", "settings", "compatibility", "kernel_registry"):
+        console.print(f"  {group}: {json.dumps(m.identity.get(group), sort_keys=True)[:300]}")
+    console.print(f"  customisations: {[c['import_path'] for c in m.identity.get('customisations', [])]}")
+    console.print(f"  accepted shapes: {m.accepted_shapes}")
+    for g in m.graphs:
+        console.print(f"  graph {g.fx_key[:16]} code {g.output_code_sha256[:12]} inputs {g.inputs}")
+    console.print(f"  {len(m.resources)} files, {sum(r.size for r in m.resources):,} bytes")
+
+
+@bundle_app.command()
+def diff(
+    a: Annotated[Path, typer.Argument(help="First bundle (directory or packed file).")],
+    b_: Annotated[Path, typer.Argument(metavar="B", help="Second bundle.")],
+) -> None:
+    """Which identity factors differ, grouped (exit 1 when any differ)."""
+    from inferensics import bundle as b
+
+    with _errors():
+        ma, mb = _manifest_of(a), _manifest_of(b_)
+    changes = b.diff(ma, mb)
+    console.print(b.render_diff(ma, mb, changes), markup=False)
+    if changes:
+        raise typer.Exit(1)
+
+
+@bundle_app.command()
+def pack(
+    bundle: Annotated[Path, typer.Argument(help="Bundle directory.")],
+    out: Annotated[Path, typer.Option("--out", help="File to write.")],
+) -> None:
+    """Pack a bundle directory into one file."""
+    from inferensics import bundle as b
+
+    with _errors():
+        b.pack(bundle, out)
+    console.print(f"packed {out}")
+
+
+@bundle_app.command()
+def unpack(
+    archive: Annotated[Path, typer.Argument(help="Packed bundle.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to create.")],
+) -> None:
+    """Unpack a packed bundle (verify it afterwards)."""
+    from inferensics import bundle as b
+
+    with _errors():
+        b.unpack(archive, out)
+    console.print(f"unpacked {out}")
+
+
+# --- the store: push, pull, states -----------------------------------------------------------------------
+
+
+class _Store:
+    """Events and reads through a service or a store DSN."""
+
+    def __init__(self, service: str | None, token: str | None, dsn: str | None) -> None:
+        self.service, self.token, self.dsn = service, token, dsn
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        from inferensics.collector.client import ServiceClient, ServiceError
+        from inferensics.schema.store import Store, StoreError
+
+        try:
+            if self.service:
+                with ServiceClient(self.service, token=self.token) as client:
+                    return list(client.sql(sql).iter_rows())
+            with Store.open(self.dsn) as store:
+                return store.query_rows(sql.replace("FROM ", f"FROM {store.database}.", 1))
+        except ServiceError as exc:
+            fail(exc.message)
+        except StoreError as exc:
+            fail(str(exc))
+
+    def record(self, event: Any) -> None:
+        from inferensics.schema.store import Store, StoreError
+
+        if self.service:
+            from inferensics.collector.host.otlp_exporter import OtlpExporter
+
+            exporter = OtlpExporter(self.service, host="inferensics-cli", token=self.token)
+            exporter.export_records([event])
+            exporter.shutdown()
+            return
+        try:
+            with Store.open(self.dsn) as store:
+                store.insert_events([event])
+        except StoreError as exc:
+            fail(str(exc))
+
+
+def _resolve_id(store: _Store, prefix: str) -> tuple[str, str]:
+    """(full bundle id, model) of a known bundle id or unique prefix."""
+    p = prefix.strip().lower()
+    if not p or any(c not in "0123456789abcdef" for c in p):
+        fail(f"{prefix!r} is not a bundle id (hex digits of `bundle show`)")
+    found = {
+        (str(r[0]), str(r[1]))
+        for r in store.rows(
+            f"SELECT bundle_id, any(model) FROM bundles WHERE startsWith(bundle_id, '{p}') GROUP BY bundle_id "
+            f"UNION ALL SELECT bundle_id, any(model) FROM bundle_states WHERE startsWith(bundle_id, '{p}') "
+            "GROUP BY bundle_id"
+        )
+    }
+    ids = {i for i, _ in found}
+    if not ids:
+        fail(f"unknown bundle id {prefix}: push it (`inferensics bundle push`) or register it on a host first")
+    if len(ids) > 1:
+        fail(f"bundle id prefix {prefix} matches {len(ids)} bundles: give more digits")
+    full = ids.pop()
+    return full, next((m for i, m in found if i == full and m), "")
+
+
+def _state(state: str, bundle_id: str, service: str | None, token: str | None, dsn: str | None, *,
+           channel: str = "", reason: str = "", actor: str = "") -> None:  # fmt: skip
+    from inferensics.schema.events import BundleStateEvent
+
+    store = _Store(service, token, dsn)
+    full, model = _resolve_id(store, bundle_id)
+    previous = ""
+    if state == "promoted":
+        rows = store.rows(
+            f"SELECT argMax(bundle_id, ts) FROM bundle_states WHERE channel = '{channel.replace(chr(39), '')}' "
+            "AND state = 'promoted'"
+        )
+        previous = str(rows[0][0]) if rows and rows[0][0] and rows[0][0] != full else ""
+    store.record(
+        BundleStateEvent(
+            ts=datetime.now(UTC),
+            bundle_id=full,
+            state=state,
+            channel=channel,
+            model=model,
+            previous_bundle_id=previous,
+            actor=actor,
+            reason=reason,
+        )
+    )
+    extra = (
+        f" on {channel} (previous {previous[:12]} kept for rollback)"
+        if previous
+        else (f" on {channel}" if channel else "")
+    )
+    console.print(f"{state} {full[:16]}{extra}")
+
+
+ReasonOption = Annotated[str, typer.Option("--reason", help="Why (recorded with the state).")]
+ActorOption = Annotated[str, typer.Option("--actor", help="Who (recorded with the state).")]
+
+
+@bundle_app.command()
+def promote(  # noqa: PLR0917 - one option each
+    bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
+    channel: Annotated[str, typer.Option("--channel", help="Release channel (production, canary).")],
+    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
+    reason: ReasonOption = "", actor: ActorOption = "",
+) -> None:  # fmt: skip
+    """Promote a bundle on a channel: its whole artifact set replaces the channel's (the previous stays for
+    rollback: promote it again to roll back)."""
+    _state("promoted", bundle_id, service, token, dsn, channel=channel, reason=reason, actor=actor)
+
+
+@bundle_app.command()
+def revoke(  # noqa: PLR0917 - one option each
+    bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
+    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
+    reason: ReasonOption = "", actor: ActorOption = "",
+) -> None:  # fmt: skip
+    """Revoke a bundle: hosts refuse to load it (after their states file is refreshed)."""
+    _state("revoked", bundle_id, service, token, dsn, reason=reason, actor=actor)
+
+
+@bundle_app.command()
+def quarantine(  # noqa: PLR0917 - one option each
+    bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
+    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
+    reason: ReasonOption = "", actor: ActorOption = "",
+) -> None:  # fmt: skip
+    """Quarantine a bundle until it is released."""
+    _state("quarantined", bundle_id, service, token, dsn, reason=reason, actor=actor)
+
+
+@bundle_app.command()
+def release(  # noqa: PLR0917 - one option each
+    bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
+    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
+    reason: ReasonOption = "", actor: ActorOption = "",
+) -> None:  # fmt: skip
+    """Lift a quarantine."""
+    _state("released", bundle_id, service, token, dsn, reason=reason, actor=actor)
+
+
+@bundle_app.command()
+def states(
+    out: Annotated[Path, typer.Option("--out", help="States file for hosts ($INFERENSICS_BUNDLE_STATES).")],
+    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
+) -> None:  # fmt: skip
+    """Write the revoked and quarantined bundle ids hosts must refuse."""
+    from inferensics.bundle import BundleStates
+
+    rows = _Store(service, token, dsn).rows(
+        "SELECT bundle_id, argMax(state, ts) FROM bundle_states WHERE state IN "
+        "('revoked', 'quarantined', 'released') GROUP BY bundle_id"
+    )
+    revoked = frozenset(str(i) for i, s in rows if s == "revoked")
+    quarantined = frozenset(str(i) for i, s in rows if s == "quarantined")
+    BundleStates(revoked, quarantined).write(out)
+    console.print(f"wrote {out}: {len(revoked)} revoked, {len(quarantined)} quarantined")
+
+
+@bundle_app.command()
+def push(
+    bundle: Annotated[Path, typer.Argument(help="Bundle directory.")],
+    service: ServiceOption = None, token: TokenOption = None,
+) -> None:  # fmt: skip
+    """Upload a bundle (packed) through the service's blob API and record it."""
+    from inferensics import bundle as b
+    from inferensics.collector.client import ServiceClient, ServiceError
+    from inferensics.schema.events import BundleStateEvent
+
+    if not service:
+        fail("push needs --service URL (or $INFERENSICS_SERVICE_URL)")
+    with _errors():
+        m = b.read_manifest(bundle)
+        packed = b.pack(bundle, Path(tempfile.mkdtemp(prefix="inferensics-push-")) / "bundle.tar")
+    try:
+        with ServiceClient(service, token=token) as client:
+            sha = client.put_blob(packed.read_bytes(), "bundle", "application/x-tar")
+    except ServiceError as exc:
+        fail(exc.message)
+    _Store(service, token, None).record(
+        BundleStateEvent(
+            ts=datetime.now(UTC),
+            bundle_id=m.bundle_id,
+            state="pushed",
+            attrs={"pack_blob": sha},
+            model=str(m.identity.get("model", {}).get("factory", "")),
+        )
+    )
+    console.print(f"pushed {m.name} {m.bundle_id} as blob {sha}")
+
+
+@bundle_app.command()
+def pull(
+    bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to create.")],
+    service: ServiceOption = None, token: TokenOption = None,
+) -> None:  # fmt: skip
+    """Download a pushed bundle and unpack it (verify it before loading)."""
+    from inferensics import bundle as b
+    from inferensics.collector.client import ServiceClient, ServiceError
+
+    if not service:
+        fail("pull needs --service URL (or $INFERENSICS_SERVICE_URL)")
+    store = _Store(service, token, None)
+    full, _ = _resolve_id(store, bundle_id)
+    rows = store.rows(f"SELECT argMax(attrs['pack_blob'], ts) FROM bundle_states WHERE bundle_id = '{full}' "
+                      "AND state = 'pushed'")  # fmt: skip
+    if not rows or not rows[0][0]:
+        fail(f"bundle {full[:16]} was never pushed: push it first")
+    try:
+        with ServiceClient(service, token=token) as client:
+            data = client.get_blob(str(rows[0][0]))
+    except ServiceError as exc:
+        fail(exc.message)
+    archive = Path(tempfile.mkdtemp(prefix="inferensics-pull-")) / "bundle.tar"
+    archive.write_bytes(data)
+    with _errors():
+        b.unpack(archive, out)
+    console.print(f"pulled {full} into {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``inferensics bundle ...``."""
+    app.add_typer(bundle_app, name="bundle")

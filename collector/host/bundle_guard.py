@@ -1,0 +1,165 @@
+"""Release bundles on a serving host: load (verify first), gate every compile, record hits and misses.
+
+``tracker.compile(model, bundle=DIR)`` verifies the bundle (signature, trusted builder, per-file hashes,
+revoked or quarantined, compatibility key, customisations) before anything of it loads, installs it, and
+compiles with the bundle's recorded options through a gate: a graph the bundle holds must come from its
+cache (a bundle hit); any other graph is a bundle miss, recorded as a ``bundle_misses`` row naming the
+differing factors, and handled by ``on_bundle_miss`` (``compile`` within the compile budget, ``eager``,
+``refuse``). Each request's ``attrs['bundle_status']`` says ``hit`` (every graph that served it came from
+the bundle) or ``miss``. The registration (``bundles`` row) records the signer and ``signature_state``;
+a refused bundle is registered with the refusal cause, then the refusal is raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from inferensics.bundle import BundleError, BundleMatch, BundleStates, CompileBudget, Keyring, LoadedBundle, load
+from inferensics.bundle.canonical import sha256_file
+from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
+from inferensics.bundle.session import BundleSession, MissPolicy
+from inferensics.collector.host.records import CURRENT
+from inferensics.schema.events import BundleEvent, BundleMissEvent
+
+if TYPE_CHECKING:
+    from inferensics.collector.host.request_tracker import Tracker
+
+BUNDLE_STATUS: Final = "bundle_status"
+"""Request attribute: ``hit`` or ``miss``."""
+
+
+class BundleGuard:
+    """One loaded bundle gating one tracker's compiles."""
+
+    def __init__(
+        self,
+        tracker: Tracker,
+        loaded: LoadedBundle,
+        *,
+        on_bundle_miss: MissPolicy = "compile",
+        budget: CompileBudget | None = None,
+    ) -> None:
+        self.tracker = tracker
+        self.loaded = loaded
+        self.session: BundleSession = loaded.session(on_bundle_miss=on_bundle_miss, budget=budget, listener=self._on)
+
+    def gate(self, gm: Any, example_inputs: list[Any], compile_graph: Callable[[], Any]) -> Callable[..., Any]:
+        """The backend's compile step under the bundle."""
+        served, match = self.session.serve_graph(gm, example_inputs, compile_graph)
+        return _marking(served, match.status)
+
+    def _on(self, match: BundleMatch) -> None:
+        t = self.tracker
+        t.counters_local["bundle_miss_graphs" if match.status == "miss" else "bundle_hit_graphs"] += 1
+        if match.status == "hit":
+            return
+        t.counters_local[f"bundle_miss_{match.action}"] += 1
+        request = CURRENT.get()
+        event = BundleMissEvent(
+            ts=datetime.now(UTC),
+            bundle_id=self.loaded.bundle_id,
+            host=t.host,
+            hw_pool=t.hw_pool,
+            model=(request.model if request is not None else "") or t.model,
+            request_id=request.request_id if request is not None else "",
+            graph_signature=match.signature,
+            graph_key=match.fx_key,
+            inputs=match.inputs,
+            action=match.action,
+            factors=match.factors,
+            reason=match.reason,
+            compile_s=match.compile_s,
+        )
+        t.queue.put("record", event)
+
+
+def _marking(fn: Callable[..., Any], status: str) -> Callable[..., Any]:
+    get = CURRENT.get
+
+    def run(*args: Any) -> Any:
+        request = get()
+        if request is not None and request.bundle_status != "miss":
+            request.bundle_status = status
+        return fn(*args)
+
+    return run
+
+
+def _registration(
+    tracker: Tracker, directory: Path, state: str, loaded: LoadedBundle | None, keyid: str = ""
+) -> BundleEvent | None:
+    try:
+        manifest = loaded.manifest if loaded is not None else read_manifest_unverified(directory)[0]
+    except BundleError:
+        return None
+    ident = manifest.identity
+    versions, compat = ident.get("compiler_versions", {}), ident.get("compatibility", {})
+    compile_args = ident.get("settings", {}).get("compile", {})
+    try:
+        digest = sha256_file(directory / MANIFEST_FILE)
+    except OSError:
+        digest = ""
+    return BundleEvent(
+        ts=datetime.now(UTC),
+        bundle_id=manifest.bundle_id,
+        bundle_name=manifest.name,
+        model=tracker.model or str(ident.get("model", {}).get("factory", "")),
+        host=tracker.host,
+        hw_pool=tracker.hw_pool,
+        manifest_digest=digest,
+        compiler_config={k: str(v) for k, v in compile_args.items()},
+        torch_version=str(versions.get("torch", "")),
+        triton_version=str(versions.get("triton", "")),
+        cuda_version=str(versions.get("cuda_runtime", "")),
+        device_name=str(compat.get("device_name", "")),
+        builder_keyid=keyid or str(manifest.build.get("builder_keyid", "")),
+        signature_state=state,
+        graph_keys=tuple(g.fx_key for g in manifest.graphs),
+    )
+
+
+def install_bundle(
+    tracker: Tracker,
+    bundle: str | Path | LoadedBundle,
+    *,
+    keyring: Keyring | str | Path | None = None,
+    states: BundleStates | None = None,
+    on_bundle_miss: MissPolicy = "compile",
+    budget: CompileBudget | None = None,
+) -> BundleGuard:
+    """Verify and load ``bundle`` (a directory or an already loaded bundle), stamp the tracker's records with
+    its id, register it, and return the guard for the backend.
+
+    Raises:
+        BundleError: the bundle is refused (registered with the cause first) or an input is bad.
+    """
+    if isinstance(bundle, LoadedBundle):
+        loaded = bundle
+    else:
+        directory = Path(bundle)
+        try:
+            ring = keyring if isinstance(keyring, Keyring) else Keyring.load(keyring)
+            t0 = time.perf_counter()
+            loaded = load(directory, ring, states=states)
+            tracker.counters_local["bundle_load_ms"] += int((time.perf_counter() - t0) * 1e3)
+        except BundleError as exc:
+            tracker.counters_local[f"bundle_refused_{exc.cause}"] += 1
+            event = _registration(tracker, directory, exc.cause, None)
+            if event is not None:
+                tracker.queue.put("record", event)
+            raise
+    tracker.bundle_id = loaded.bundle_id
+    pipeline = tracker.pipeline
+    pipeline.context = dataclasses.replace(pipeline.context, bundle_id=loaded.bundle_id)
+    assembler = getattr(pipeline, "assembler", None)
+    if assembler is not None and hasattr(assembler, "context"):
+        assembler.context = dataclasses.replace(assembler.context, bundle_id=loaded.bundle_id)
+    event = _registration(tracker, loaded.directory, "verified", loaded, loaded.builder_keyid)
+    if event is not None:
+        tracker.queue.put("record", event)
+    return BundleGuard(tracker, loaded, on_bundle_miss=on_bundle_miss, budget=budget)

@@ -1,0 +1,112 @@
+"""``inferensics bundle ...`` end to end through typer's runner: bad input is one line and a non-zero exit;
+verify, show, diff, promote/revoke/states against a real embedded store."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from inferensics import bundle as b
+from inferensics.bundle.manifest import MANIFEST_FILE
+from inferensics.cli.app import app
+from inferensics.schema.store import Store
+from tests.bundle.conftest import Keys, copy_bundle
+from tests.bundle.resign import resign
+
+runner = CliRunner()
+
+
+def _one_line_error(args: list[str], needle: str) -> None:
+    res = runner.invoke(app, args)
+    assert res.exit_code != 0, res.output
+    text = res.output.strip()
+    assert "Traceback" not in text
+    assert len(text.splitlines()) == 1, text
+    assert text.startswith("error:"), text
+    assert needle in text, text
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    priv, pub, _ = b.generate_key(tmp_path / "k")
+    _one_line_error(["bundle", "verify", str(tmp_path / "none"), "--keyring", str(pub)], "[missing]")
+    _one_line_error(["bundle", "show", str(tmp_path / "none")], "[missing]")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / MANIFEST_FILE).write_text("{oops")
+    _one_line_error(["bundle", "show", str(broken)], "[damaged]")
+    _one_line_error(["bundle", "diff", str(broken), str(broken)], "[damaged]")
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text('{"shapes": [{"shape": [2, 8]}]}')
+    wrong_key = ["bundle", "build", "--model", "tests.bundle.models:tiny_mlp", "--shapes", str(shapes),
+                 "--key", str(pub), "--out", str(tmp_path / "o")]  # fmt: skip
+    _one_line_error(wrong_key, "not the .pub")
+    missing_shapes = ["bundle", "build", "--model", "tests.bundle.models:tiny_mlp", "--shapes", str(tmp_path / "x"),
+                      "--key", str(priv), "--out", str(tmp_path / "o")]  # fmt: skip
+    _one_line_error(missing_shapes, "cannot read shapes file")
+    bad_model = ["bundle", "build", "--model", "nomodule", "--shapes", str(shapes), "--key", str(priv),
+                 "--out", str(tmp_path / "o")]  # fmt: skip
+    _one_line_error(bad_model, "must be module:function")
+    _one_line_error(["bundle", "keygen", "--out", str(tmp_path / "k")], "already exists")
+
+
+def test_unknown_id_is_one_line(store: Store) -> None:
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    _one_line_error(["bundle", "revoke", "abc123", "--dsn", dsn], "unknown bundle id abc123")
+    _one_line_error(["bundle", "promote", "not-hex", "--channel", "prod", "--dsn", dsn], "is not a bundle id")
+
+
+@pytest.mark.slow
+def test_verify_show_diff(built: b.BuildResult, keys: Keys, tmp_path: Path) -> None:
+    ok = runner.invoke(app, ["bundle", "verify", str(built.directory), "--keyring", str(keys.public)])
+    assert ok.exit_code == 0, ok.output
+    assert f"verified tiny {built.bundle_id}" in ok.output
+    shown = runner.invoke(app, ["bundle", "show", str(built.directory)])
+    assert shown.exit_code == 0
+    assert built.bundle_id in shown.output
+    same = runner.invoke(app, ["bundle", "diff", str(built.directory), str(built.directory)])
+    assert same.exit_code == 0
+    assert "same identity" in same.output
+    other = copy_bundle(built, tmp_path)
+    resign(other, keys.key, lambda i: i["compatibility"].__setitem__("compute_capability", "9.0"))
+    changed = runner.invoke(app, ["bundle", "diff", str(built.directory), str(other)])
+    assert changed.exit_code == 1
+    assert "[compatibility]" in changed.output
+    assert "compatibility.compute_capability: '' → '9.0'" in changed.output
+    refused = runner.invoke(app, ["bundle", "verify", str(other), "--keyring", str(keys.public)])
+    assert refused.exit_code != 0
+    assert "[incompatible]" in refused.output
+    shutil.rmtree(other)
+
+
+@pytest.mark.slow
+def test_promote_revoke_and_states(built: b.BuildResult, store: Store, tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from inferensics.schema.events import BundleEvent
+
+    store.insert_events([
+        BundleEvent(ts=datetime.now(UTC), bundle_id=built.bundle_id, model="tiny", host="h"),
+        BundleEvent(ts=datetime.now(UTC), bundle_id="ab" * 32, model="tiny", host="h"),
+    ])  # fmt: skip
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    first = runner.invoke(app, ["bundle", "promote", "abab", "--channel", "prod", "--dsn", dsn])
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(app, ["bundle", "promote", built.bundle_id[:10], "--channel", "prod", "--dsn", dsn])
+    assert second.exit_code == 0, second.output
+    assert "previous abababababab kept for rollback" in second.output
+    assert runner.invoke(app, ["bundle", "revoke", "abab", "--dsn", dsn, "--reason", "bad"]).exit_code == 0
+    assert runner.invoke(app, ["bundle", "quarantine", built.bundle_id[:8], "--dsn", dsn]).exit_code == 0
+    out = tmp_path / "states.json"
+    res = runner.invoke(app, ["bundle", "states", "--out", str(out), "--dsn", dsn])
+    assert res.exit_code == 0, res.output
+    states = b.BundleStates.load(out)
+    assert states.revoked == {"ab" * 32}
+    assert states.quarantined == {built.bundle_id}
+    assert runner.invoke(app, ["bundle", "release", built.bundle_id[:8], "--dsn", dsn]).exit_code == 0
+    runner.invoke(app, ["bundle", "states", "--out", str(out), "--dsn", dsn])
+    assert b.BundleStates.load(out).quarantined == frozenset()
+    rows = store.query_rows(f"SELECT state, previous_bundle_id FROM {store.database}.bundle_states ORDER BY ts")
+    assert rows[1] == ("promoted", "ab" * 32)
