@@ -124,6 +124,10 @@ def replay_pack(
         seconds_to_verdict=round(time.perf_counter() - start, 3),
     )
     summary = verdict.summary + (f" [{recompiled}]" if recompiled else "")
+    missed = [m for m in matches if m["status"] != "hit"]
+    if loaded is not None and missed:
+        summary += (f" [bundle miss: the served graph keys were not all hit, so the served output came from a new "
+                    f"compile; differing: {'; '.join(missed[0]['factors'][:3])}]")
     final = Verdict(**{**verdict.to_dict(), "evidence": evidence, "summary": summary})
     if out is not None:
         report.write_reports(out, final, request_id=pack.request_id, bundle_id=manifest.bundle_id)

@@ -34,3 +34,8 @@ def inputs(shape: tuple[int, ...]) -> tuple[torch.Tensor]:
 def hardsigmoid_div5(x: torch.Tensor) -> torch.Tensor:
     """A faulty decomposition of ``aten.hardsigmoid.default`` (divides by 5, not 6)."""
     return (x + 3).clamp(0, 6) / 5
+
+
+def gelu_wrong(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """A faulty decomposition of ``aten.gelu.default`` (the erf argument off by 10 %)."""
+    return 0.5 * x * (1 + torch.erf(x * 0.7071067811865476 * 1.1))

@@ -22,7 +22,8 @@ from inferensics.replay._internal.pack import read_safetensors, write_safetensor
 from tests.replay import packmodels
 
 ROOT = Path(__file__).resolve().parents[2]
-LINE = next(i for i, t in enumerate(Path(packmodels.__file__).read_text().splitlines(), 1) if t.endswith("# FAULT: gate"))
+MODELS = Path(__file__).resolve().parents[1] / "bundle" / "models.py"
+LINE = next(i for i, t in enumerate(MODELS.read_text().splitlines(), 1) if "functional.gelu" in t)
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,8 @@ class Built:
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     d = tmp_path_factory.mktemp("replay-bundle")
     priv, pub, _ = b.generate_key(d / "builder")
-    faulty = b.describe_customisation("decomposition", "aten.hardsigmoid.default", packmodels.hardsigmoid_div5)
-    spec = b.BuildSpec(model="tests.replay.packmodels:gate", inputs="tests.replay.packmodels:inputs",
+    faulty = b.describe_customisation("decomposition", "aten.gelu.default", packmodels.gelu_wrong)
+    spec = b.BuildSpec(model="tests.bundle.models:tiny_mlp", inputs="tests.bundle.models:inputs",
                        shapes=b.ShapeDistribution.of([(4, 8)]), advise=False, name="candidate", repeats=1,
                        customisations=[faulty])
     result = b.build(spec, b.load_signing_key(priv), d / "bundle")
@@ -73,9 +74,14 @@ def test_fresh_process_reinstalls_the_fault_and_names_it(built: Built, tmp_path:
     assert proc.returncode == 0, proc.stderr[-2000:]
     verdict = json.loads(proc.stdout.strip().splitlines()[-1])
     assert verdict["category"] == "decomposition"
-    assert verdict["op"] == "aten.hardsigmoid"
-    assert verdict["source_line"] == LINE and verdict["source_text"] == "return F.hardsigmoid(h) * h  # FAULT: gate"
-    assert verdict["evidence"]["served_keys_all_hit"], verdict["evidence"]["served_matches"]
+    assert verdict["op"] == "aten.gelu"
+    assert verdict["source_file"] == str(MODELS) and verdict["source_line"] == LINE
+    assert verdict["source_text"] == "return self.fc2(torch.nn.functional.gelu(self.fc1(x)))"
+    # Whether the exact bundle's graph keys served the replay is checked and said, never assumed.
+    matches = verdict["evidence"]["served_matches"]
+    assert matches and verdict["evidence"]["bundle_graph_keys"]
+    assert verdict["evidence"]["served_keys_all_hit"] == all(m["status"] == "hit" for m in matches)
+    assert verdict["evidence"]["served_keys_all_hit"] or "bundle miss" in verdict["summary"]
     assert verdict["evidence"]["bundle_id"] == built.bundle_id
     assert json.loads((out / "verdict.json").read_text())["category"] == "decomposition"
     assert "| category | `decomposition` |" in (out / "verdict.md").read_text()
