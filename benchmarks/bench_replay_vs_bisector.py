@@ -46,6 +46,20 @@ _SUBSYSTEM_CATEGORY = {
 }
 
 
+def on_device(fault: PlantedFault, device: str) -> PlantedFault:
+    """The fault with its model, inputs and warm-up moved to ``device``."""
+    import dataclasses
+
+    from inferensics.replay._internal.ladder import to_device
+
+    return dataclasses.replace(
+        fault,
+        model=fault.model.to(device),
+        inputs=to_device(fault.inputs, device),
+        warmup=[to_device(w, device) for w in fault.warmup],
+    )
+
+
 def bisect(fault: PlantedFault) -> tuple[str, str, str, float]:
     """CompilerBisector with replay's oracle: (category, op, detail, seconds)."""
     from torch._inductor.compiler_bisector import CompilerBisector
@@ -88,7 +102,8 @@ def replay(fault: PlantedFault) -> tuple[str, str, int, float]:
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        verdict = investigate(fault.model, fault.inputs, compile_kwargs=fault.compile_kwargs, warmup_inputs=fault.warmup)
+        verdict = investigate(fault.model, fault.inputs, compile_kwargs=fault.compile_kwargs, warmup_inputs=fault.warmup,
+                              device=str(next((t.device for t in fault.inputs if isinstance(t, torch.Tensor)), "cpu")))
     return verdict.category, verdict.op, verdict.source_line, time.perf_counter() - start
 
 
@@ -96,12 +111,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[], help="run faults whose name contains one of these")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (Triton kernels)")
     args = parser.parse_args()
-    print(f"torch {torch.__version__}  device cpu  load average {os.getloadavg()}")
+    name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+    print(f"torch {torch.__version__}  device {name}  load average {os.getloadavg()}")
     inductor_config.fx_graph_cache = False
     functorch_config.enable_autograd_cache = False
     rows: list[dict[str, Any]] = []
-    faults = [f for f in build_suite() if not args.only or any(o in f.name for o in args.only)]
+    faults = [on_device(f, args.device) for f in build_suite() if not args.only or any(o in f.name for o in args.only)]
     header = f"{'fault':44s} {'expected':34s} | {'replay':38s} {'s':>6s} | {'bisector':38s} {'s':>6s}"
     print(header)
     print("-" * len(header))

@@ -5,6 +5,7 @@ Shared by ``test_demo_requests.py`` and the H200 timing run.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import torch
@@ -12,7 +13,7 @@ from torch import nn
 
 from inferensics.demo.models.decoder import TinyDecoder, pad_cache
 
-DECODER_FILE = Path(__file__).resolve().parents[2] / "demo" / "models" / "decoder.py"
+DECODER_FILE = Path(inspect.getsourcefile(TinyDecoder) or "")
 SILU_LINE = next(i for i, t in enumerate(DECODER_FILE.read_text().splitlines(), 1) if "F.silu(self.gate(x))" in t)
 
 
