@@ -191,4 +191,3 @@ def request_replays(client: QueryClient, params: RequestParams) -> pl.DataFrame:
         f"WHERE {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS} DESC LIMIT 20",
         {"rid": params.request_id},
     )
-

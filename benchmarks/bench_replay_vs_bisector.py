@@ -22,14 +22,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import torch._functorch.config as functorch_config  # noqa: E402
-import torch._inductor.config as inductor_config  # noqa: E402
+import torch
+import torch._functorch.config as functorch_config
+import torch._inductor.config as inductor_config
 
-from inferensics.replay import investigate  # noqa: E402
-from inferensics.replay._internal.ladder import as_call, call_model, fp64_model, to_fp64  # noqa: E402
-from inferensics.replay._internal.tolerance import compare  # noqa: E402
-from tests.replay.faults import PlantedFault, build_suite  # noqa: E402
+from inferensics.replay import investigate
+from inferensics.replay._internal.ladder import as_call, call_model, fp64_model, to_fp64
+from inferensics.replay._internal.tolerance import compare
+from tests.replay.faults import PlantedFault, build_suite
 
 _BISECT_CATEGORY = {
     "eager": "source_op",
@@ -91,7 +91,7 @@ def bisect(fault: PlantedFault) -> tuple[str, str, str, float]:
         category = f"{result.backend}/{result.subsystem or '-'}"
     op = str(result.debug_info or "")
     if "OpOverload" in op:
-        op = "aten." + op.split("op='aten.")[1].split("'")[0] if "op='aten." in op else op
+        op = "aten." + op.split("op='aten.")[1].split("'", maxsplit=1)[0] if "op='aten." in op else op
     elif op and category == "lowering":
         op = f"aten.{op}"
     return category, op, f"{result.backend}/{result.subsystem}/{result.debug_info}", seconds
@@ -102,8 +102,13 @@ def replay(fault: PlantedFault) -> tuple[str, str, int, float]:
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        verdict = investigate(fault.model, fault.inputs, compile_kwargs=fault.compile_kwargs, warmup_inputs=fault.warmup,
-                              device=str(next((t.device for t in fault.inputs if isinstance(t, torch.Tensor)), "cpu")))
+        verdict = investigate(
+            fault.model,
+            fault.inputs,
+            compile_kwargs=fault.compile_kwargs,
+            warmup_inputs=fault.warmup,
+            device=str(next((t.device for t in fault.inputs if isinstance(t, torch.Tensor)), "cpu")),
+        )
     return verdict.category, verdict.op, verdict.source_line, time.perf_counter() - start
 
 
@@ -134,21 +139,36 @@ def main() -> None:
             expected = f"{fault.category} {fault.op} :{fault.line}"
             r_ok = r_cat == fault.category and r_op == fault.op and r_line == fault.line
             b_ok = b_cat == fault.category and b_op == fault.op
+            r_text = ("ok " if r_ok else "NO ") + f"{r_cat} {r_op} :{r_line}"[:35]
+            b_text = ("ok " if b_ok else "NO ") + f"{b_cat} {b_op} :-"[:35]
             print(
-                f"{fault.name[:44]:44s} {expected[:34]:34s} | {('ok ' if r_ok else 'NO ') + f'{r_cat} {r_op} :{r_line}'[:35]:38s} {r_s:6.1f} | "
-                f"{('ok ' if b_ok else 'NO ') + f'{b_cat} {b_op} :-'[:35]:38s} {b_s:6.1f}",
+                f"{fault.name[:44]:44s} {expected[:34]:34s} | {r_text:38s} {r_s:6.1f} | {b_text:38s} {b_s:6.1f}",
                 flush=True,
             )
-            rows.append({"fault": fault.name, "replay_ok": r_ok, "replay_s": r_s, "bisect_ok": b_ok, "bisect_s": b_s,
-                         "bisect_category_ok": b_cat == fault.category, "bisect_op_ok": b_op == fault.op, "bisect": b_detail})
+            rows.append(
+                {
+                    "fault": fault.name,
+                    "replay_ok": r_ok,
+                    "replay_s": r_s,
+                    "bisect_ok": b_ok,
+                    "bisect_s": b_s,
+                    "bisect_category_ok": b_cat == fault.category,
+                    "bisect_op_ok": b_op == fault.op,
+                    "bisect": b_detail,
+                }
+            )
     n = len(rows)
     ratios = [r["replay_s"] / r["bisect_s"] for r in rows if r["bisect_s"] > 0]
     print()
-    print(f"replay:   {sum(r['replay_ok'] for r in rows)}/{n} right on category+op+line; total {sum(r['replay_s'] for r in rows):.1f} s")
-    print(f"bisector: {sum(r['bisect_category_ok'] for r in rows)}/{n} right category, {sum(r['bisect_op_ok'] for r in rows)}/{n} right op, 0/{n} lines; total {sum(r['bisect_s'] for r in rows):.1f} s")
+    r_right, r_total = sum(r["replay_ok"] for r in rows), sum(r["replay_s"] for r in rows)
+    b_cat = sum(r["bisect_category_ok"] for r in rows)
+    b_op, b_total = sum(r["bisect_op_ok"] for r in rows), sum(r["bisect_s"] for r in rows)
+    print(f"replay:   {r_right}/{n} right on category+op+line; total {r_total:.1f} s")
+    print(f"bisector: {b_cat}/{n} right category, {b_op}/{n} right op, 0/{n} lines; total {b_total:.1f} s")
     if ratios:
         q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
-        print(f"replay/bisector seconds per fault: median {statistics.median(ratios):.2f} (quartiles {q[0]:.2f}-{q[2]:.2f}, n={len(ratios)})")
+        med = statistics.median(ratios)
+        print(f"replay/bisector seconds per fault: median {med:.2f} (quartiles {q[0]:.2f}-{q[2]:.2f}, n={len(ratios)})")
     print(f"load average at end {os.getloadavg()}")
 
 

@@ -19,7 +19,8 @@ from inferensics.cli.errors import fail
 
 CAPTURE_HINT = (
     "capture is off by default: enable it on the serving host with "
-    "HostConfig(capture=CaptureRules(enabled=True, on_error=True, on_nonfinite=True)) so failing requests keep their inputs"
+    "HostConfig(capture=CaptureRules(enabled=True, on_error=True, on_nonfinite=True)) "
+    "so failing requests keep their inputs"
 )
 BUNDLES_ENV = "INFERENSICS_BUNDLES"
 """A folder of bundles (``<bundle_id>/`` or ``<bundle_id>.tar``) replay may take a request's bundle from."""
@@ -30,18 +31,34 @@ def register(app: typer.Typer) -> None:
     app.command("replay")(replay)
 
 
-def replay(
+def replay(  # noqa: PLR0917 - typer maps each parameter to an option
     request_id: Annotated[str | None, typer.Argument(help="The failing request's id.", show_default=False)] = None,
     pack: Annotated[Path | None, typer.Option("--pack", help="Replay an exported pack folder instead.")] = None,
-    service: Annotated[str | None, typer.Option("--service", help="Service URL (default $INFERENSICS_SERVICE_URL).")] = None,
+    service: Annotated[
+        str | None, typer.Option("--service", help="Service URL (default $INFERENSICS_SERVICE_URL).")
+    ] = None,
     token: Annotated[str | None, typer.Option("--token", envvar="INFERENSICS_TOKEN", help="Bearer token.")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
     out: Annotated[Path | None, typer.Option("--out", help="Folder for verdict.json, verdict.md, repro.py.")] = None,
-    export: Annotated[Path | None, typer.Option("--export", help="Write the pack here and stop (replay it with --pack).")] = None,
-    bundle: Annotated[Path | None, typer.Option("--bundle", help=f"The bundle folder or .tar (default: ${BUNDLES_ENV}/<bundle id>).")] = None,
-    keyring: Annotated[str | None, typer.Option("--keyring", help="Trusted builders' keys (default $INFERENSICS_BUNDLE_KEYRING).")] = None,
-    allow_incompatible: Annotated[bool, typer.Option("--allow-incompatible", help="Recompile from the recorded configuration when the bundle was built for another device.")] = False,
-    record: Annotated[bool, typer.Option("--record/--no-record", help="Write a replay_results row through the service.")] = True,
+    export: Annotated[
+        Path | None, typer.Option("--export", help="Write the pack here and stop (replay it with --pack).")
+    ] = None,
+    bundle: Annotated[
+        Path | None, typer.Option("--bundle", help=f"The bundle folder or .tar (default: ${BUNDLES_ENV}/<bundle id>).")
+    ] = None,
+    keyring: Annotated[
+        str | None, typer.Option("--keyring", help="Trusted builders' keys (default $INFERENSICS_BUNDLE_KEYRING).")
+    ] = None,
+    allow_incompatible: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incompatible",
+            help="Recompile from the recorded configuration when the bundle was built for another device.",
+        ),
+    ] = False,
+    record: Annotated[
+        bool, typer.Option("--record/--no-record", help="Write a replay_results row through the service.")
+    ] = True,
 ) -> None:
     """Re-execute a failing request against its exact bundle, eager and fp64, and name the fault."""
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
@@ -49,26 +66,33 @@ def replay(
     if (request_id is None) == (pack is None):
         fail("give a REQUEST_ID or --pack DIR (one of them)")
     client = None
-    if pack is None:
-        assert request_id is not None
-        from inferensics.collector.client import ServiceClient
+    try:
+        if pack is None:
+            assert request_id is not None
+            from inferensics.collector.client import ServiceClient
 
-        client = ServiceClient(service, token)
-        target = export or Path(tempfile.mkdtemp(prefix="inferensics-pack-"))
-        pack = _assemble(client, request_id, target, bundle)
-        if export is not None:
-            typer.echo(f"wrote pack {export}: replay it with `inferensics replay --pack {export}` (needs torch and pydantic only)")
-            return
-    verdict = _run_fresh(pack, device=device, out=out, keyring=keyring, allow_incompatible=allow_incompatible)
-    from inferensics.replay import Verdict
-    from inferensics.replay._internal.report import render_text
+            client = ServiceClient(service, token)
+            target = export or Path(tempfile.mkdtemp(prefix="inferensics-pack-"))
+            pack = _assemble(client, request_id, target, bundle)
+            if export is not None:
+                typer.echo(
+                    f"wrote pack {export}: replay it with `inferensics replay --pack {export}` "
+                    "(needs torch and pydantic only)"
+                )
+                return
+        verdict = _run_fresh(pack, device=device, out=out, keyring=keyring, allow_incompatible=allow_incompatible)
+        from inferensics.replay import Verdict
+        from inferensics.replay._internal.report import render_text
 
-    v = Verdict.from_dict(verdict)
-    typer.echo(render_text(v))
-    if out is not None:
-        typer.echo(f"reports: {out / 'verdict.json'}, {out / 'verdict.md'}, {out / 'repro.py'}")
-    if record and client is not None:
-        _record(client, v, token)
+        v = Verdict.from_dict(verdict)
+        typer.echo(render_text(v))
+        if out is not None:
+            typer.echo(f"reports: {out / 'verdict.json'}, {out / 'verdict.md'}, {out / 'repro.py'}")
+        if record and client is not None:
+            _record(client, v, token)
+    finally:
+        if client is not None:
+            client.close()
 
 
 def _assemble(client: Any, request_id: str, target: Path, bundle: Path | None) -> Path:
@@ -89,11 +113,36 @@ def _assemble(client: Any, request_id: str, target: Path, bundle: Path | None) -
         inputs = client.get_blob(row["capture_blob"])
     except ServiceError as exc:
         fail(f"the captured inputs of {request_id} cannot be fetched ({exc.message}): they may have expired")
-    bundle_dir = _bundle_dir(str(row.get("bundle_id", "")), bundle, target.parent)
+    bundle_dir = _bundle_dir(str(row.get("bundle_id", "")), bundle, target.parent, client)
     return write_pack(target, request=row, inputs=inputs, bundle_dir=bundle_dir)
 
 
-def _bundle_dir(bundle_id: str, given: Path | None, scratch: Path) -> Path:
+def _pulled(client: Any, bundle_id: str, scratch: Path) -> Path | None:
+    """The bundle as pushed through the service (``inferensics bundle push``), or ``None``."""
+    from inferensics import bundle as b
+    from inferensics.collector.client import ServiceError
+
+    if not bundle_id or not all(c in "0123456789abcdef" for c in bundle_id):
+        return None
+    try:
+        rows = client.sql(
+            "SELECT argMax(attrs['pack_blob'], ts) AS blob FROM bundle_states "
+            f"WHERE bundle_id = '{bundle_id}' AND state = 'pushed'"
+        )
+        sha = str(rows.item(0, 0)) if rows.height else ""
+        if not sha:
+            return None
+        archive = Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch)) / "bundle.tar"
+        archive.write_bytes(client.get_blob(sha))
+    except ServiceError:
+        return None
+    try:
+        return b.unpack(archive, archive.parent / "bundle")
+    except b.BundleError as exc:
+        fail(str(exc))
+
+
+def _bundle_dir(bundle_id: str, given: Path | None, scratch: Path, client: Any) -> Path:
     from inferensics import bundle as b
 
     candidates = [given] if given is not None else []
@@ -108,12 +157,23 @@ def _bundle_dir(bundle_id: str, given: Path | None, scratch: Path) -> Path:
                 return b.unpack(c, Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch)))
             except b.BundleError as exc:
                 fail(str(exc))
+    if given is None:
+        pulled = _pulled(client, bundle_id, scratch)
+        if pulled is not None:
+            return pulled
     if not bundle_id:
-        fail("the request names no bundle (it was served without one): replay needs the served bundle; pass --bundle DIR")
-    fail(f"bundle {bundle_id[:16]} is not available here: pass --bundle DIR or set ${BUNDLES_ENV} to the folder holding it")
+        fail(
+            "the request names no bundle (it was served without one): replay needs the served bundle; pass --bundle DIR"
+        )
+    fail(
+        f"bundle {bundle_id[:16]} is not available here (not pushed to the service): "
+        f"pass --bundle DIR or set ${BUNDLES_ENV}"
+    )
 
 
-def _run_fresh(pack: Path, *, device: str, out: Path | None, keyring: str | None, allow_incompatible: bool) -> dict[str, Any]:
+def _run_fresh(
+    pack: Path, *, device: str, out: Path | None, keyring: str | None, allow_incompatible: bool
+) -> dict[str, Any]:
     """Run the executor in a fresh interpreter and return the verdict dict."""
     cmd = [sys.executable, "-m", "inferensics.replay", "--pack", str(pack), "--device", device, "--json"]
     if out is not None:
@@ -125,7 +185,11 @@ def _run_fresh(pack: Path, *, device: str, out: Path | None, keyring: str | None
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         line = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.startswith("error: ")), "")
-        fail(line.removeprefix("error: ") if line else f"replay failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+        fail(
+            line.removeprefix("error: ")
+            if line
+            else f"replay failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}"
+        )
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 

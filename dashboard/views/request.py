@@ -78,7 +78,11 @@ def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
         st.info(f"**Not replayed yet.** Name the fault: {how}.", icon=":material/history:")
         return
     r = replays.row(0, named=True)
-    where = f"`{r[col.SOURCE_FILE]}:{r[col.SOURCE_LINE]}` `{r[col.SOURCE_TEXT]}`" if r[col.SOURCE_FILE] else "no source line"
+    where = (
+        f"`{r[col.SOURCE_FILE]}:{r[col.SOURCE_LINE]}` `{r[col.SOURCE_TEXT]}`"
+        if r[col.SOURCE_FILE]
+        else "no source line"
+    )
     st.markdown(
         f"**Replay verdict: {r[col.ATTRIBUTION]}** · op `{r[col.OP] or '–'}` · node `{r[col.FX_NODE] or '–'}` · "
         f"{where} · kernel `{r[col.KERNEL] or '–'}` · {r[col.DETAIL]} · on {r[col.DEVICE_NAME] or '–'} "

@@ -57,7 +57,9 @@ def replay_pack(
 
     start = time.perf_counter()
     if pack.bundle_dir is None:
-        raise ReplayError(f"pack {pack.directory} carries no bundle: the request names none; replay needs the bundle that served it")
+        raise ReplayError(
+            f"pack {pack.directory} carries no bundle: the request names none; replay needs the bundle that served it"
+        )
     try:
         ring = b.Keyring.load(keyring)
     except b.BundleError as exc:
@@ -69,7 +71,11 @@ def replay_pack(
         manifest = loaded.manifest
     except b.BundleError as exc:
         if exc.cause != "incompatible" or not allow_incompatible:
-            hint = " (or pass --allow-incompatible to recompile from the recorded configuration)" if exc.cause == "incompatible" else ""
+            hint = (
+                " (or pass --allow-incompatible to recompile from the recorded configuration)"
+                if exc.cause == "incompatible"
+                else ""
+            )
             raise ReplayError(f"{exc}{hint}") from None
         verified = b.verify(pack.bundle_dir, ring, device=None)
         manifest = verified.manifest
@@ -82,7 +88,10 @@ def replay_pack(
     inputs = {k: v.to(device) for k, v in pack.inputs().items()}
     call = _model_call(model, inputs)
     compile_args = dict(manifest.identity.get("settings", {}).get("compile", {}))
-    compile_kwargs: dict[str, Any] = {"dynamic": compile_args.get("dynamic"), "fullgraph": bool(compile_args.get("fullgraph"))}
+    compile_kwargs: dict[str, Any] = {
+        "dynamic": compile_args.get("dynamic"),
+        "fullgraph": bool(compile_args.get("fullgraph")),
+    }
     if compile_args.get("mode"):
         compile_kwargs["mode"] = compile_args["mode"]
     if compile_args.get("options"):
@@ -96,7 +105,9 @@ def replay_pack(
         compiled = loaded.compile(model, session)
         with torch.inference_mode():  # as the bundle was built and hosts serve
             served_output = compiled(*call)
-        served_output = torch.utils._pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, served_output)
+        served_output = torch.utils._pytree.tree_map(
+            lambda t: t.clone() if isinstance(t, torch.Tensor) else t, served_output
+        )
         hits = sorted({m.fx_key for m in session.matches if m.status == "hit"})
         matches = [{"status": m.status, "fx_key": m.fx_key, "factors": list(m.factors)[:4]} for m in session.matches]
         for g in manifest.graphs:
@@ -126,13 +137,21 @@ def replay_pack(
     summary = verdict.summary + (f" [{recompiled}]" if recompiled else "")
     missed = [m for m in matches if m["status"] != "hit"]
     if loaded is not None and missed:
-        summary += (f" [bundle miss: the served graph keys were not all hit, so the served output came from a new "
-                    f"compile; differing: {'; '.join(missed[0]['factors'][:3])}]")
+        summary += (
+            f" [bundle miss: the served graph keys were not all hit, so the served output came from a new "
+            f"compile; differing: {'; '.join(missed[0]['factors'][:3])}]"
+        )
     final = Verdict(**{**verdict.to_dict(), "evidence": evidence, "summary": summary})
     if out is not None:
         report.write_reports(out, final, request_id=pack.request_id, bundle_id=manifest.bundle_id)
-        report.write_repro(out, final, graph, request_id=pack.request_id, pack_digest=report.digest_of(pack.meta),
-                           compile_kwargs=compile_kwargs)
+        report.write_repro(
+            out,
+            final,
+            graph,
+            request_id=pack.request_id,
+            pack_digest=report.digest_of(pack.meta),
+            compile_kwargs=compile_kwargs,
+        )
     return final
 
 
@@ -153,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         pack = read_pack(args.pack)
         quiet = io.StringIO()
         with contextlib.redirect_stdout(quiet):
-            verdict = replay_pack(pack, device=args.device, keyring=args.keyring,
-                                  allow_incompatible=args.allow_incompatible, out=args.out)
+            verdict = replay_pack(
+                pack, device=args.device, keyring=args.keyring, allow_incompatible=args.allow_incompatible, out=args.out
+            )
     except ReplayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -122,7 +122,9 @@ def interpret(gm: torch.fx.GraphModule, args: Sequence[Any], *, fp64: bool) -> N
     return sink
 
 
-def run_node_alone(gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[str, Any], cast: Callable[[str, Any], Any]) -> Any:
+def run_node_alone(
+    gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[str, Any], cast: Callable[[str, Any], Any]
+) -> Any:
     """Run one node with its arguments taken from ``env`` (by node name) through ``cast``."""
 
     def arg(a: Any) -> Any:
@@ -141,9 +143,9 @@ def run_node_alone(gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[str,
         return gm.get_submodule(str(node.target))(*args, **kwargs)
 
 
-class _OpRecorder(TorchDispatchMode):
+class _OpRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.ops: list[Any] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -151,7 +153,27 @@ class _OpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-_TRIVIAL = {"detach", "alias", "view", "_unsafe_view", "t", "expand", "clone", "_to_copy", "lift_fresh", "empty", "empty_strided", "copy_", "unsqueeze", "squeeze", "permute", "transpose", "reshape", "slice", "select"}
+_TRIVIAL = {
+    "detach",
+    "alias",
+    "view",
+    "_unsafe_view",
+    "t",
+    "expand",
+    "clone",
+    "_to_copy",
+    "lift_fresh",
+    "empty",
+    "empty_strided",
+    "copy_",
+    "unsqueeze",
+    "squeeze",
+    "permute",
+    "transpose",
+    "reshape",
+    "slice",
+    "select",
+}
 
 
 def aten_ops_of(gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[str, Any]) -> list[Any]:

@@ -11,9 +11,10 @@ provenance, the kernel.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -22,7 +23,6 @@ from inferensics.replay._internal import graph_probe as gp
 from inferensics.replay._internal import output_code as oc
 from inferensics.replay._internal import torch_adapter as ta
 from inferensics.replay._internal.ladder import (
-    Call,
     Case,
     RungRun,
     Variation,
@@ -75,8 +75,13 @@ def investigate(
         The verdict.
     """
     verdict, _ = investigate_keeping_graph(
-        model, inputs, compile_kwargs=compile_kwargs, warmup_inputs=warmup_inputs, device=device,
-        served_output=served_output, served_code=served_code,
+        model,
+        inputs,
+        compile_kwargs=compile_kwargs,
+        warmup_inputs=warmup_inputs,
+        device=device,
+        served_output=served_output,
+        served_code=served_code,
     )
     return verdict
 
@@ -165,9 +170,14 @@ class _Investigation:
         self.eager = call_model(case.model, case.request)
         eager_check = check_eager(self.eager, self.ref)
         self.rungs.append(
-            {"rung": "eager", "dtype": str(case.dtype).removeprefix("torch."), "rounding_units": _num(eager_check.ratio),
-             "nonfinite_new": eager_check.nonfinite_new, "passed": not eager_check.wrong,
-             "seconds": round(time.perf_counter() - t0, 3)}
+            {
+                "rung": "eager",
+                "dtype": str(case.dtype).removeprefix("torch."),
+                "rounding_units": _num(eager_check.ratio),
+                "nonfinite_new": eager_check.nonfinite_new,
+                "passed": not eager_check.wrong,
+                "seconds": round(time.perf_counter() - t0, 3),
+            }
         )
         if bad and _has_nonfinite(self.ref):
             return self._inputs_nonfinite(bad)
@@ -186,13 +196,19 @@ class _Investigation:
         shape_fault = False
         failing = Variation(label="inductor")
         if case.history or case.compile_kwargs.get("dynamic"):
-            here_cmp, _ = self._rung(Variation(history=False, dynamic=False, label="inductor (compiled at this shape only)"))
+            here_cmp, _ = self._rung(
+                Variation(history=False, dynamic=False, label="inductor (compiled at this shape only)")
+            )
             shape_fault = here_cmp.passed
 
         aot_cmp, _ = self._rung(Variation(backend="aot_eager", label="aot_eager"))
         if not aot_cmp.passed:
-            return self._finish("graph_pass", failing, culprit="Dynamo/AOTAutograd tracing (aot_eager)",
-                                summary="aot_eager already diverges: the traced graph differs from eager")
+            return self._finish(
+                "graph_pass",
+                failing,
+                culprit="Dynamo/AOTAutograd tracing (aot_eager)",
+                summary="aot_eager already diverges: the traced graph differs from eager",
+            )
         decomp_cmp, _ = self._rung(Variation(backend="aot_eager_decomp_partition", label="aot_eager_decomp_partition"))
         if not decomp_cmp.passed and not shape_fault:
             return self._decomposition()
@@ -200,8 +216,12 @@ class _Investigation:
         culprit, ops, category = self._bisect_inductor(failing)
         if shape_fault:
             return self._finish(
-                "shape_specialization", failing, culprit=culprit, ops=ops,
-                summary="the artifact compiled for the serving history diverges at this shape; a compile at this shape is right",
+                "shape_specialization",
+                failing,
+                culprit=culprit,
+                ops=ops,
+                summary="the artifact compiled for the serving history diverges at this shape; "
+                "a compile at this shape is right",
             )
         return self._finish(category, failing, culprit=culprit, ops=ops)
 
@@ -234,10 +254,8 @@ class _Investigation:
             except Exception:
                 pass
             calls.clear()
-            try:
+            with contextlib.suppress(Exception):
                 call_model(compiled, case.request)
-            except Exception:
-                pass
         ta.reset()
         if calls:
             self.graph = calls[0]
@@ -272,8 +290,12 @@ class _Investigation:
 
     def _inputs_from_exception(self, error: str) -> Verdict:
         if self.graph is None or self.ref_nodes is None or not self.ref_nodes.failed_node:
-            return Verdict("inputs", culprit="fp64 eager raised", summary=f"fp64 eager raised on this request: {error}",
-                           evidence=self._evidence(error=error))
+            return Verdict(
+                "inputs",
+                culprit="fp64 eager raised",
+                summary=f"fp64 eager raised on this request: {error}",
+                evidence=self._evidence(error=error),
+            )
         gm = self.graph.gm
         node = next(n for n in gm.graph.nodes if n.name == self.ref_nodes.failed_node)
         placeholders = {n.name: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
@@ -287,16 +309,26 @@ class _Investigation:
             value = self.graph.args[placeholders[a.name]]
             if not isinstance(value, torch.Tensor) or value.is_floating_point():
                 continue
-            others = [self.ref_nodes.values.get(o.name, None) if o.name not in placeholders else self.graph.args[placeholders[o.name]]
-                      for o in tensors if o is not a]
+            others = [
+                self.ref_nodes.values.get(o.name, None)
+                if o.name not in placeholders
+                else self.graph.args[placeholders[o.name]]
+                for o in tensors
+                if o is not a
+            ]
             bound = next((int(t.shape[0]) for t in others if isinstance(t, torch.Tensor) and t.dim() > 0), None)
             if bound is None:
                 continue
             mask = (value >= bound) | (value < -bound)
             if bool(mask.any()):
                 culprit = names.get(a.name, a.name)
-                detail = {"tensor": culprit, "count": int(mask.sum()), "positions": _positions(mask),
-                          "values": [int(v) for v in value[mask][:POSITIONS_KEPT]], "valid_range": [0, bound - 1]}
+                detail = {
+                    "tensor": culprit,
+                    "count": int(mask.sum()),
+                    "positions": _positions(mask),
+                    "values": [int(v) for v in value[mask][:POSITIONS_KEPT]],
+                    "valid_range": [0, bound - 1],
+                }
                 break
         src = gp.source_of(node)
         ops = gp.aten_ops_of(gm, node, self.ref_nodes.values | self._placeholder_values(fp64=True))
@@ -308,8 +340,12 @@ class _Investigation:
             source_line=src.line,
             source_text=src.text,
             culprit=f"input {culprit}" if culprit else "inputs",
-            summary=(f"input {culprit} holds {detail['count']} values outside {detail['valid_range']} at {detail['positions']}"
-                     if detail else f"every path raises on this request: {error}"),
+            summary=(
+                f"input {culprit} holds {detail['count']} values outside {detail['valid_range']} "
+                f"at {detail['positions']}"
+                if detail
+                else f"every path raises on this request: {error}"
+            ),
             evidence=self._evidence(bad_inputs=[detail] if detail else [], error=error),
         )
 
@@ -336,7 +372,8 @@ class _Investigation:
         return Verdict(
             "none",
             summary=f"the served output is within tolerance of fp64 (ratio {_num(served.ratio)} against eager's own "
-            f"error, limit {RATIO_LIMIT}); compared: eager fp64, eager {str(self.case.dtype).removeprefix('torch.')}, served",
+            f"error, limit {RATIO_LIMIT}); compared: eager fp64, "
+            f"eager {str(self.case.dtype).removeprefix('torch.')}, served",
             evidence=self._evidence(),
         )
 
@@ -351,13 +388,20 @@ class _Investigation:
             # Op names on the changed lines point at the node (exact first, then as part of a
             # longer name: Inductor's C++ writes rsqrt as ``1 / std::sqrt``).
             exact = [n for n in ordered if self._op_words(n) & tokens]
-            partial = [n for n in ordered if any(w in t or t in w for w in self._op_words(n) for t in tokens if len(t) >= 3)]
+            partial = [
+                n for n in ordered if any(w in t or t in w for w in self._op_words(n) for t in tokens if len(t) >= 3)
+            ]
             if exact or partial or ordered:
                 node_name = (exact or partial or ordered)[0]
                 break
-        verdict = self._located("artifact_mismatch", node_name, fresh.trace, culprit="served artifact",
-                                summary="the served artifact diverges while the same compiler, compiling now, is right: "
-                                "a stale or poisoned cache entry")
+        verdict = self._located(
+            "artifact_mismatch",
+            node_name,
+            fresh.trace,
+            culprit="served artifact",
+            summary="the served artifact diverges while the same compiler, compiling now, is right: "
+            "a stale or poisoned cache entry",
+        )
         evidence = dict(verdict.evidence)
         evidence.update(
             served_code_sha256=oc.code_digest(served_code) if served_code else "",
@@ -374,8 +418,14 @@ class _Investigation:
         culprit_op = None
         for op in candidates:
             trial = {k: v for k, v in table.items() if k != op}
-            cmp, _ = self._rung(Variation(backend="aot_eager_decomp_partition", decompositions=trial,
-                                          label=f"aot_eager_decomp_partition without {ta.op_name(op)}"), provenance=False)
+            cmp, _ = self._rung(
+                Variation(
+                    backend="aot_eager_decomp_partition",
+                    decompositions=trial,
+                    label=f"aot_eager_decomp_partition without {ta.op_name(op)}",
+                ),
+                provenance=False,
+            )
             if cmp.passed:
                 culprit_op = op
                 break
@@ -383,15 +433,26 @@ class _Investigation:
             culprit_op = self._bisect_table(table)
         variation = Variation(backend="aot_eager_decomp_partition", label="aot_eager_decomp_partition")
         ops = [culprit_op] if culprit_op is not None else []
-        return self._finish("decomposition", variation, culprit=f"decomposition of {ta.op_name(culprit_op)}" if culprit_op else "a decomposition", ops=ops)
+        return self._finish(
+            "decomposition",
+            variation,
+            culprit=f"decomposition of {ta.op_name(culprit_op)}" if culprit_op else "a decomposition",
+            ops=ops,
+        )
 
     def _bisect_table(self, table: dict[Any, Any]) -> Any:
         keys = list(table)
         while len(keys) > 1:
             half = keys[: len(keys) // 2]
             trial = {k: v for k, v in table.items() if k not in set(half)}
-            cmp, _ = self._rung(Variation(backend="aot_eager_decomp_partition", decompositions=trial,
-                                          label=f"aot_eager_decomp_partition without {len(half)} decompositions"), provenance=False)
+            cmp, _ = self._rung(
+                Variation(
+                    backend="aot_eager_decomp_partition",
+                    decompositions=trial,
+                    label=f"aot_eager_decomp_partition without {len(half)} decompositions",
+                ),
+                provenance=False,
+            )
             keys = half if cmp.passed else keys[len(keys) // 2 :]
         return keys[0] if keys else None
 
@@ -401,20 +462,33 @@ class _Investigation:
             cmp, _ = self._rung(Variation(config={slot: None}, label=f"inductor without {name}"), provenance=False)
             if cmp.passed:
                 return name, self._ops_changed_by_pass(slot), "graph_pass"
-        cmp, _ = self._rung(Variation(config={"pattern_matcher": False}, label="inductor pattern_matcher=False"), provenance=False)
+        cmp, _ = self._rung(
+            Variation(config={"pattern_matcher": False}, label="inductor pattern_matcher=False"), provenance=False
+        )
         if cmp.passed:
             return "pattern_matcher (built-in pattern passes)", [], "graph_pass"
         fusion = {k: v for k, v in FUSION_OFF.items() if _has_config(k)}
-        cmp, _ = self._rung(Variation(config=fusion, no_fusion=True, label="inductor fusion off (max_fusion_size=1, no scheduler fusion)"), provenance=False)
+        cmp, _ = self._rung(
+            Variation(
+                config=fusion, no_fusion=True, label="inductor fusion off (max_fusion_size=1, no scheduler fusion)"
+            ),
+            provenance=False,
+        )
         if cmp.passed:
             return "fusion", [], "schedule"
         if torch.finfo(self.case.dtype).bits < 32:
-            cmp, _ = self._rung(Variation(config={"emulate_precision_casts": True}, label="inductor emulate_precision_casts=True"), provenance=False)
+            cmp, _ = self._rung(
+                Variation(config={"emulate_precision_casts": True}, label="inductor emulate_precision_casts=True"),
+                provenance=False,
+            )
             if cmp.passed:
                 return "precision casts elided by codegen (emulate_precision_casts fixes it)", [], "lowering"
         lowered = [op for op in self._graph_ops(None, decomposed=True) if ta.has_lowering(op)]
         if lowered:
-            cmp, _ = self._rung(Variation(fallbacks=tuple(lowered), label=f"inductor with {len(lowered)} lowerings as fallbacks"), provenance=False)
+            cmp, _ = self._rung(
+                Variation(fallbacks=tuple(lowered), label=f"inductor with {len(lowered)} lowerings as fallbacks"),
+                provenance=False,
+            )
             if cmp.passed:
                 found = self._bisect_lowerings(lowered)
                 if found is not None:
@@ -424,7 +498,12 @@ class _Investigation:
     def _bisect_lowerings(self, ops: list[Any]) -> Any:
         while len(ops) > 1:
             half = ops[: len(ops) // 2]
-            cmp, _ = self._rung(Variation(fallbacks=tuple(half), label=f"inductor with {', '.join(ta.op_name(o) for o in half)} as fallbacks"), provenance=False)
+            cmp, _ = self._rung(
+                Variation(
+                    fallbacks=tuple(half), label=f"inductor with {', '.join(ta.op_name(o) for o in half)} as fallbacks"
+                ),
+                provenance=False,
+            )
             ops = half if cmp.passed else ops[len(ops) // 2 :]
         return ops[0] if ops else None
 
@@ -435,11 +514,22 @@ class _Investigation:
         return [op for op in without if op not in with_pass] + [op for op in with_pass if op not in without]
 
     # -- localisation --------------------------------------------------------------------
-    def _finish(self, category: str, failing: Variation, *, culprit: str, ops: Sequence[Any] = (), summary: str = "") -> Verdict:
+    def _finish(
+        self, category: str, failing: Variation, *, culprit: str, ops: Sequence[Any] = (), summary: str = ""
+    ) -> Verdict:
         node_name, trace = self._first_diverging_node(failing)
         return self._located(category, node_name, trace, culprit=culprit, ops=ops, summary=summary)
 
-    def _located(self, category: str, node_name: str, trace: ta.CompileTrace, *, culprit: str, ops: Sequence[Any] = (), summary: str = "") -> Verdict:
+    def _located(
+        self,
+        category: str,
+        node_name: str,
+        trace: ta.CompileTrace,
+        *,
+        culprit: str,
+        ops: Sequence[Any] = (),
+        summary: str = "",
+    ) -> Verdict:
         node = self._node(node_name)
         src = gp.source_of(node) if node is not None else gp.SourceLine()
         node_ops: list[Any] = []
@@ -461,7 +551,8 @@ class _Investigation:
             source_line=src.line,
             source_text=src.text,
             culprit=culprit,
-            summary=summary or f"{category}: {culprit}" + (f", first diverging node {node_name} ({op})" if node_name else ""),
+            summary=summary
+            or f"{category}: {culprit}" + (f", first diverging node {node_name} ({op})" if node_name else ""),
             evidence=self._evidence(kernels=kernels, output_code_line=line),
         )
 
@@ -470,7 +561,9 @@ class _Investigation:
             return "", ta.CompileTrace()
         order = [n.name for n in gp.compute_nodes(self.graph.gm)]
         sink: dict[str, Any] = {}
-        run = run_rung(self.case, failing, wrap=lambda inner: gp.exposing_backend(inner, None, sink), before_request=sink.clear)
+        run = run_rung(
+            self.case, failing, wrap=lambda inner: gp.exposing_backend(inner, None, sink), before_request=sink.clear
+        )
         self.compiles += 1
         first = self._first_bad(order, sink)
         trace = getattr(self, "_fresh_trace", None) or run.trace
@@ -482,8 +575,13 @@ class _Investigation:
         while lo <= hi:
             mid = (lo + hi) // 2
             sink = {}
-            run_rung(self.case, failing, wrap=lambda inner, s=sink, n=order[mid]: gp.exposing_backend(inner, {n}, s),
-                     before_request=sink.clear, provenance=False)
+            run_rung(
+                self.case,
+                failing,
+                wrap=lambda inner, s=sink, n=order[mid]: gp.exposing_backend(inner, {n}, s),
+                before_request=sink.clear,
+                provenance=False,
+            )
             self.compiles += 1
             if self._first_bad([order[mid]], sink):
                 found, hi = order[mid], mid - 1
@@ -492,7 +590,8 @@ class _Investigation:
         return found, trace
 
     def _first_bad(self, order: list[str], sink: dict[str, Any]) -> str:
-        assert self.ref_nodes is not None and self.eager_nodes is not None
+        assert self.ref_nodes is not None
+        assert self.eager_nodes is not None
         for name in order:
             if name not in sink or name not in self.ref_nodes.values or name not in self.eager_nodes.values:
                 continue
@@ -540,8 +639,10 @@ class _Investigation:
     def _placeholder_values(self, *, fp64: bool) -> dict[str, Any]:
         assert self.graph is not None
         names = [n.name for n in self.graph.gm.graph.nodes if n.op == "placeholder"]
-        return {n: (v.double() if fp64 and isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-                for n, v in zip(names, self.graph.args, strict=False)}
+        return {
+            n: (v.double() if fp64 and isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+            for n, v in zip(names, self.graph.args, strict=False)
+        }
 
     def _placeholder_user_names(self) -> dict[str, str]:
         """Placeholder name → the user's argument name, matched by tensor identity."""
@@ -551,8 +652,12 @@ class _Investigation:
         placeholders = [n for n in self.graph.gm.graph.nodes if n.op == "placeholder"]
         for node, value in zip(placeholders, self.graph.args, strict=False):
             for name, tensor in user:
-                if value is tensor or (isinstance(value, torch.Tensor) and isinstance(tensor, torch.Tensor)
-                                       and value.data_ptr() == tensor.data_ptr() and value.shape == tensor.shape):
+                if value is tensor or (
+                    isinstance(value, torch.Tensor)
+                    and isinstance(tensor, torch.Tensor)
+                    and value.data_ptr() == tensor.data_ptr()
+                    and value.shape == tensor.shape
+                ):
                     out[node.name] = name
         return out
 
@@ -574,7 +679,9 @@ class _Investigation:
         order = [n.name for n in self.graph.gm.graph.nodes]
         return sorted([n for n in names if n in order], key=order.index)
 
-    def _graph_ops(self, table: dict[Any, Any] | None, *, decomposed: bool = False, post_grad: bool = False) -> list[Any]:
+    def _graph_ops(
+        self, table: dict[Any, Any] | None, *, decomposed: bool = False, post_grad: bool = False
+    ) -> list[Any]:
         """Ops in the request's ATen graph: before decomposition (keys of ``table``), after, or post-grad."""
         graphs: list[torch.fx.GraphModule] = []
 
@@ -583,8 +690,10 @@ class _Investigation:
             return gm
 
         if post_grad:
+
             def capture(graph: torch.fx.Graph) -> None:
                 graphs.append(torch.fx.GraphModule({}, graph))
+
             # Appended after the user's own post pass, so the graph seen is what lowering receives.
             user = ta.inductor_config_value("post_grad_custom_post_pass")
 
@@ -598,15 +707,22 @@ class _Investigation:
             from torch._dynamo.backends.common import aot_autograd
 
             decomps = ta.inductor_decompositions() if decomposed else None
-            backend = aot_autograd(fw_compiler=record, decompositions=decomps) if decomps else aot_autograd(fw_compiler=record)
+            backend = (
+                aot_autograd(fw_compiler=record, decompositions=decomps)
+                if decomps
+                else aot_autograd(fw_compiler=record)
+            )
             run_rung(self.case, Variation(backend="aot_eager"), wrap=lambda _inner: backend, provenance=False)
         self.compiles += 1
         ops: list[Any] = []
         for gm in graphs[-1:]:
             for node in gm.graph.nodes:
-                if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target not in ops:
-                    if table is None or node.target in table:
-                        ops.append(node.target)
+                if (
+                    node.op == "call_function"
+                    and isinstance(node.target, torch._ops.OpOverload)
+                    and node.target not in ops
+                ) and (table is None or node.target in table):
+                    ops.append(node.target)
         return ops
 
 
@@ -630,4 +746,3 @@ def _positions(mask: torch.Tensor) -> list[list[int]]:
 
 def _num(x: float) -> float | str:
     return round(x, 3) if math.isfinite(x) else str(x)
-

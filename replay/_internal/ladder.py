@@ -94,7 +94,7 @@ class Variation:
     """Refuse every fusion in the scheduler."""
     history: bool = True
     """Run the warm-up calls first (the serving history); off compiles at the request's shape only."""
-    dynamic: bool | None | str = "as_served"
+    dynamic: bool | str | None = "as_served"
     """``as_served`` keeps the caller's ``dynamic``; otherwise overrides it."""
     label: str = ""
 

@@ -91,28 +91,43 @@ def read_pack(directory: Path | str) -> ReplayPack:
     d = Path(directory)
     meta_path = d / PACK_FILE
     if not meta_path.is_file():
-        raise ReplayError(f"{d} is not a replay pack (no {PACK_FILE}): export one with `inferensics replay ID --export DIR`")
+        raise ReplayError(
+            f"{d} is not a replay pack (no {PACK_FILE}): export one with `inferensics replay ID --export DIR`"
+        )
     try:
         meta = json.loads(meta_path.read_text())
     except json.JSONDecodeError as exc:
         raise ReplayError(f"{meta_path} is damaged ({exc.msg} at line {exc.lineno}): export the pack again") from None
     if meta.get("format") != PACK_FORMAT:
-        raise ReplayError(f"{meta_path} has format {meta.get('format')!r}, expected {PACK_FORMAT!r}: export the pack again")
+        raise ReplayError(
+            f"{meta_path} has format {meta.get('format')!r}, expected {PACK_FORMAT!r}: export the pack again"
+        )
     for rel, digest in sorted(meta.get("files", {}).items()):
         path = d / rel
         if not path.is_file():
             raise ReplayError(f"pack file {rel} is missing: export the pack again")
         actual = _sha256(path)
         if actual != digest:
-            raise ReplayError(f"pack file {rel} fails its hash (sha256 {actual[:12]}, pack.json {digest[:12]}): the pack was altered; export it again")
+            raise ReplayError(
+                f"pack file {rel} fails its hash (sha256 {actual[:12]}, pack.json {digest[:12]}): "
+                "the pack was altered; export it again"
+            )
     if INPUTS_FILE not in meta.get("files", {}):
         raise ReplayError(f"pack {d} holds no captured inputs: export it again from a request with captured inputs")
     return ReplayPack(d, meta)
 
 
 _DTYPES: Final = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
 }
 
 
@@ -127,7 +142,9 @@ def read_safetensors(data: bytes) -> dict[str, torch.Tensor]:
         raise ReplayError("captured inputs are not a safetensors blob (bad header): capture them again") from None
     base = 8 + n
     out: dict[str, torch.Tensor] = {}
-    entries = sorted(((k, v) for k, v in header.items() if k != "__metadata__"), key=lambda kv: kv[1]["data_offsets"][0])
+    entries = sorted(
+        ((k, v) for k, v in header.items() if k != "__metadata__"), key=lambda kv: kv[1]["data_offsets"][0]
+    )
     for name, spec in entries:
         start, end = spec["data_offsets"]
         dtype = _DTYPES.get(spec["dtype"])

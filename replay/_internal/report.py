@@ -26,7 +26,10 @@ def render_text(verdict: Verdict) -> str:
         lines.append(f"  kernel: {verdict.kernel}" + (f" (output code line {line})" if line else ""))
     for rung in verdict.evidence.get("rungs", []):
         ratio = rung.get("ratio", rung.get("rounding_units", ""))
-        lines.append(f"  rung {rung['rung']}: {'pass' if rung.get('passed') else 'FAIL'} ratio {ratio} ({rung.get('seconds', 0)} s)")
+        lines.append(
+            f"  rung {rung['rung']}: {'pass' if rung.get('passed') else 'FAIL'} "
+            f"ratio {ratio} ({rung.get('seconds', 0)} s)"
+        )
     return "\n".join(lines)
 
 
@@ -92,7 +95,9 @@ def error_ratio(candidate, reference, anchor):
         return float("inf")
     rms = lambda t: float(t[ok].pow(2).mean().sqrt()) if bool(ok.any()) else 0.0
     floor = eps * rms(r) + 1e-300
-    return max(rms(c - r) / max(rms(a - r), floor), float((c - r)[ok].abs().max()) / max(float((a - r)[ok].abs().max()), eps * float(r[ok].abs().max()) + 1e-300))
+    worst = float((c - r)[ok].abs().max())
+    anchor = max(float((a - r)[ok].abs().max()), eps * float(r[ok].abs().max()) + 1e-300)
+    return max(rms(c - r) / max(rms(a - r), floor), worst / anchor)
 
 
 def main():
@@ -115,8 +120,15 @@ if __name__ == "__main__":
 '''
 
 
-def write_repro(out: Path, verdict: Verdict, graph: GraphCall | None, *, request_id: str, pack_digest: str,
-                compile_kwargs: dict[str, Any]) -> Path | None:
+def write_repro(
+    out: Path,
+    verdict: Verdict,
+    graph: GraphCall | None,
+    *,
+    request_id: str,
+    pack_digest: str,
+    compile_kwargs: dict[str, Any],
+) -> Path | None:
     """Write ``repro.py`` and ``repro_inputs.pt`` into ``out``; the same pack gives the same bytes."""
     if graph is None:
         return None

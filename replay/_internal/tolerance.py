@@ -124,8 +124,13 @@ def compare(rung: str, candidate: Any, reference: Any, anchor: Any) -> Compariso
         score = err_c.where(~new_bad, torch.full((), math.inf, dtype=torch.float64)).flatten()
         for idx in torch.topk(score, min(WORST_KEPT, score.numel())).indices.tolist():
             pos = tuple(int(p) for p in torch.unravel_index(torch.tensor(idx), c.shape))
-            entry = {"leaf": i, "index": list(pos), "value": _finite(float(c64.flatten()[idx])),
-                     "fp64": _finite(float(r64.flatten()[idx])), "eager": _finite(float(a64.flatten()[idx]))}
+            entry = {
+                "leaf": i,
+                "index": list(pos),
+                "value": _finite(float(c64.flatten()[idx])),
+                "fp64": _finite(float(r64.flatten()[idx])),
+                "eager": _finite(float(a64.flatten()[idx])),
+            }
             worst.append((float(score[idx]), entry))
         if c.dim() >= 2 and c.shape[-1] >= LOGITS_MIN_VOCAB and bool(both.all()):
             kl, t1, t5 = _logit_figures(c64, r64)
@@ -191,7 +196,7 @@ def check_eager(value: Any, reference: Any) -> EagerCheck:
         if not bool(both.any()):
             continue
         err = (v64 - r64)[both]
-        rounding = (r64[both].to(v.dtype).double() - r64[both])
+        rounding = r64[both].to(v.dtype).double() - r64[both]
         eps = torch.finfo(v.dtype).eps
         floor = float(rounding.pow(2).mean().sqrt()) + eps * float(r64[both].abs().mean()) / 8 + 1e-300
         worst = max(worst, float(err.pow(2).mean().sqrt()) / floor)

@@ -111,10 +111,10 @@ def aot_eager_backend(decompositions: dict[Any, Callable[..., Any]] | None) -> B
     from torch._dynamo.backends.debugging import boxed_nop
 
     if decompositions is None:
-        return aot_autograd(fw_compiler=boxed_nop)  # type: ignore[no-any-return]
+        return aot_autograd(fw_compiler=boxed_nop)
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-    return aot_autograd(  # type: ignore[no-any-return]
+    return aot_autograd(
         fw_compiler=boxed_nop,
         bw_compiler=boxed_nop,
         decompositions=decompositions,
@@ -139,7 +139,7 @@ def lowerings_as_fallbacks(ops: Sequence[Any]) -> Iterator[None]:
     try:
         for op in ops:
             lowering.lowerings.pop(op, None)
-            lowering.make_fallback(op, warn=False, override_decomp=True)
+            lowering.make_fallback(op, warn=False, override_decomp=True)  # type: ignore[no-untyped-call]
         yield
     finally:
         for op, fn in saved.items():
@@ -247,7 +247,7 @@ def graph_input_names(gm: torch.fx.GraphModule) -> list[str]:
 def op_name(op: Any) -> str:
     """``aten.rsqrt`` for ATen ops, ``mylib::rms_norm`` for custom ops, the qualified name otherwise."""
     if isinstance(op, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
-        qualified = op.name() if isinstance(op, torch._ops.OpOverload) else op._qualified_op_name
+        qualified = str(op.name() if isinstance(op, torch._ops.OpOverload) else op._qualified_op_name)  # type: ignore[no-untyped-call]
         namespace, _, rest = qualified.partition("::")
         base = rest.split(".")[0]
         return f"aten.{base}" if namespace in ("aten", "prims") else f"{namespace}::{base}"

@@ -24,7 +24,9 @@ class DecodeStep(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor
+    ) -> torch.Tensor:
         """Logits of one decode step."""
         return self.model.decode_step(tokens, k_cache, v_cache, pos)[0]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: N812 - the conventional alias
 from torch import nn
 
 aten = torch.ops.aten
@@ -98,7 +98,8 @@ class CustomSoftmax(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.ops.replaytest.naive_softmax(x * 40.0)  # FAULT: custom_op
-        return y * 2.0
+        out: torch.Tensor = y * 2.0
+        return out
 
 
 class Embed(nn.Module):
@@ -111,7 +112,8 @@ class Embed(nn.Module):
 
     def forward(self, ids: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         e = self.emb(ids)  # FAULT: embedding
-        return self.proj(e) * scale  # FAULT: scale
+        out: torch.Tensor = self.proj(e) * scale  # FAULT: scale
+        return out
 
 
 # -- fault plants -----------------------------------------------------------------------------------
@@ -208,7 +210,12 @@ def _cube_squares(graph: torch.fx.Graph) -> None:
 def _commute_adds(graph: torch.fx.Graph) -> None:
     """A benign reordering: a + b → b + a."""
     for node in graph.nodes:
-        if node.op == "call_function" and node.target is aten.add.Tensor and len(node.args) == 2 and isinstance(node.args[1], torch.fx.Node):
+        if (
+            node.op == "call_function"
+            and node.target is aten.add.Tensor
+            and len(node.args) == 2
+            and isinstance(node.args[1], torch.fx.Node)
+        ):
             node.args = (node.args[1], node.args[0])
 
 
@@ -248,14 +255,14 @@ def corrupt_fused_constant(old: str, new: str) -> Iterator[None]:
         return any(getattr(n, "get_name", None) is not None and n.get_name() in fused for n in nodes)
 
     def cpp_define(self: Any, src_code: str, nodes: Any, *args: Any, **kwargs: Any) -> Any:
-        return saved_cpp(self, src_code.replace(old, new) if hit(nodes) else src_code, nodes, *args, **kwargs)
+        return saved_cpp(self, src_code.replace(old, new) if hit(nodes) else src_code, nodes, *args, **kwargs)  # type: ignore[no-untyped-call]
 
     def simd_define(self: Any, src_code: str, node_schedule: Any, *args: Any, **kwargs: Any) -> Any:
         src = src_code.replace(old, new) if hit(node_schedule) else src_code
-        return saved_simd(self, src, node_schedule, *args, **kwargs)
+        return saved_simd(self, src, node_schedule, *args, **kwargs)  # type: ignore[no-untyped-call]
 
     scheduler.Scheduler._init = sched_init  # type: ignore[method-assign]
-    scheduler.FusedSchedulerNode.__init__ = fused_init  # type: ignore[method-assign]
+    scheduler.FusedSchedulerNode.__init__ = fused_init  # type: ignore[method-assign,assignment]
     cpp.CppScheduling.define_kernel = cpp_define  # type: ignore[method-assign]
     simd.SIMDScheduling.define_kernel = simd_define  # type: ignore[method-assign]
     try:
@@ -275,7 +282,8 @@ def _sum_to_hint(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any
     size = x.get_size()[-1]
     if not isinstance(size, int) and not getattr(size, "is_number", False):
         sizevars = V.graph.sizevars
-        hint = sizevars.optimization_hint(size) if hasattr(sizevars, "optimization_hint") else sizevars.size_hint(size)
+        hint = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint  # type: ignore[attr-defined]  # 2.11
+        hint = hint(size)
         x = lowering.lowerings[aten.slice.Tensor](x, -1, 0, hint)
     return original(x, axis, keepdims, dtype=dtype)
 
@@ -290,7 +298,9 @@ def _cos_wrong_when_dynamic(x: Any, *, original: Any) -> Any:
 
 
 @contextlib.contextmanager
-def stale_cache_entry(plant: Callable[[], contextlib.AbstractContextManager[None]], fault: PlantedFault) -> Iterator[None]:
+def stale_cache_entry(
+    plant: Callable[[], contextlib.AbstractContextManager[None]], fault: PlantedFault
+) -> Iterator[None]:
     """Compile once under ``plant`` with the FX graph cache on (it stores a faulty entry), then unpatch.
 
     The served compile that follows hits that entry: the cache key does not cover patched compiler code.
@@ -307,7 +317,7 @@ def stale_cache_entry(plant: Callable[[], contextlib.AbstractContextManager[None
                 with plant():
                     compiled = torch.compile(fault.model, **fault.compile_kwargs)
                     with torch.no_grad():
-                        compiled(*fault.inputs)
+                        compiled(*fault.inputs)  # type: ignore[no-untyped-call]
                 torch._dynamo.reset()
                 yield
         finally:
@@ -371,41 +381,157 @@ def build_suite() -> list[PlantedFault]:
     embed = _seeded(Embed)
     return [
         PlantedFault("model softmax overflows", "source_op", "aten.exp", "exp", SoftmaxInModel().eval(), (wide * 4,)),
-        PlantedFault("custom op overflows", "source_op", "replaytest::naive_softmax", "custom_op", CustomSoftmax().eval(), (wide * 4,)),
-        PlantedFault("hardsigmoid decomposition /5", "decomposition", "aten.hardsigmoid", "hardsigmoid", mlp, (x,),
-                     lambda: patched_decomposition(aten.hardsigmoid.default, _hardsigmoid_div5)),
-        PlantedFault("silu decomposition off by 1%", "decomposition", "aten.silu", "silu", mlp, (x,),
-                     lambda: patched_decomposition(aten.silu.default, _silu_off)),
-        PlantedFault("cos lowered as sin", "lowering", "aten.cos", "cos", mlp, (x,),
-                     lambda: patched_lowering(aten.cos.default, _sin_instead)),
-        PlantedFault("rsqrt lowered as sqrt", "lowering", "aten.rsqrt", "rsqrt", mlp, (x,),
-                     lambda: patched_lowering(aten.rsqrt.default, _sqrt_instead)),
-        PlantedFault("post-grad pass swaps sub operands", "graph_pass", "aten.sub", "centre", centre, (wide,),
-                     lambda: custom_pass("post_grad_custom_pre_pass", "swap_sub_args", _swap_sub_args)),
-        PlantedFault("joint pass cubes squares", "graph_pass", "aten.pow", "rsqrt", mlp, (x,),
-                     lambda: custom_pass("joint_custom_post_pass", "cube_squares", _cube_squares)),
-        PlantedFault("fused kernel scale constant", "schedule", "aten.mul", "spread", Spread().eval(), (wide,),
-                     lambda: corrupt_fused_constant("0.375", "0.875")),
-        PlantedFault("fused kernel epilogue constant", "schedule", "aten.mul", "epilogue", Spread().eval(), (wide,),
-                     lambda: corrupt_fused_constant("0.625", "0.125")),
-        PlantedFault("sum reduces to the size hint", "shape_specialization", "aten.sum", "sum", centre, (torch.randn(4, 13),),
-                     lambda: patched_lowering(aten.sum.dim_IntList, _sum_to_hint),
-                     warmup=[(torch.randn(4, 8),)], compile_kwargs={"dynamic": True}),
-        PlantedFault("cos wrong on the dynamic path", "shape_specialization", "aten.cos", "cos", mlp, (torch.randn(7, 16),),
-                     lambda: patched_lowering(aten.cos.default, _cos_wrong_when_dynamic),
-                     warmup=[(torch.randn(4, 16),)]),
-        PlantedFault("stale entry from a patched lowering", "artifact_mismatch", "aten.cos", "cos", mlp, (x,),
-                     lambda: patched_lowering(aten.cos.default, _sin_instead), cache=True),
-        PlantedFault("stale entry from a patched rsqrt lowering", "artifact_mismatch", "aten.rsqrt", "rsqrt", mlp, (x,),
-                     lambda: patched_lowering(aten.rsqrt.default, _sqrt_instead), cache=True),
+        PlantedFault(
+            "custom op overflows",
+            "source_op",
+            "replaytest::naive_softmax",
+            "custom_op",
+            CustomSoftmax().eval(),
+            (wide * 4,),
+        ),
+        PlantedFault(
+            "hardsigmoid decomposition /5",
+            "decomposition",
+            "aten.hardsigmoid",
+            "hardsigmoid",
+            mlp,
+            (x,),
+            lambda: patched_decomposition(aten.hardsigmoid.default, _hardsigmoid_div5),
+        ),
+        PlantedFault(
+            "silu decomposition off by 1%",
+            "decomposition",
+            "aten.silu",
+            "silu",
+            mlp,
+            (x,),
+            lambda: patched_decomposition(aten.silu.default, _silu_off),
+        ),
+        PlantedFault(
+            "cos lowered as sin",
+            "lowering",
+            "aten.cos",
+            "cos",
+            mlp,
+            (x,),
+            lambda: patched_lowering(aten.cos.default, _sin_instead),
+        ),
+        PlantedFault(
+            "rsqrt lowered as sqrt",
+            "lowering",
+            "aten.rsqrt",
+            "rsqrt",
+            mlp,
+            (x,),
+            lambda: patched_lowering(aten.rsqrt.default, _sqrt_instead),
+        ),
+        PlantedFault(
+            "post-grad pass swaps sub operands",
+            "graph_pass",
+            "aten.sub",
+            "centre",
+            centre,
+            (wide,),
+            lambda: custom_pass("post_grad_custom_pre_pass", "swap_sub_args", _swap_sub_args),
+        ),
+        PlantedFault(
+            "joint pass cubes squares",
+            "graph_pass",
+            "aten.pow",
+            "rsqrt",
+            mlp,
+            (x,),
+            lambda: custom_pass("joint_custom_post_pass", "cube_squares", _cube_squares),
+        ),
+        PlantedFault(
+            "fused kernel scale constant",
+            "schedule",
+            "aten.mul",
+            "spread",
+            Spread().eval(),
+            (wide,),
+            lambda: corrupt_fused_constant("0.375", "0.875"),
+        ),
+        PlantedFault(
+            "fused kernel epilogue constant",
+            "schedule",
+            "aten.mul",
+            "epilogue",
+            Spread().eval(),
+            (wide,),
+            lambda: corrupt_fused_constant("0.625", "0.125"),
+        ),
+        PlantedFault(
+            "sum reduces to the size hint",
+            "shape_specialization",
+            "aten.sum",
+            "sum",
+            centre,
+            (torch.randn(4, 13),),
+            lambda: patched_lowering(aten.sum.dim_IntList, _sum_to_hint),
+            warmup=[(torch.randn(4, 8),)],
+            compile_kwargs={"dynamic": True},
+        ),
+        PlantedFault(
+            "cos wrong on the dynamic path",
+            "shape_specialization",
+            "aten.cos",
+            "cos",
+            mlp,
+            (torch.randn(7, 16),),
+            lambda: patched_lowering(aten.cos.default, _cos_wrong_when_dynamic),
+            warmup=[(torch.randn(4, 16),)],
+        ),
+        PlantedFault(
+            "stale entry from a patched lowering",
+            "artifact_mismatch",
+            "aten.cos",
+            "cos",
+            mlp,
+            (x,),
+            lambda: patched_lowering(aten.cos.default, _sin_instead),
+            cache=True,
+        ),
+        PlantedFault(
+            "stale entry from a patched rsqrt lowering",
+            "artifact_mismatch",
+            "aten.rsqrt",
+            "rsqrt",
+            mlp,
+            (x,),
+            lambda: patched_lowering(aten.rsqrt.default, _sqrt_instead),
+            cache=True,
+        ),
         PlantedFault("NaN in an input", "inputs", "", "scale", embed, (ids, nan_scale)),
-        PlantedFault("token id out of range", "inputs", "aten.embedding", "embedding", embed, (bad_ids, torch.ones(2, 3, 8))),
-        PlantedFault("control: commuted adds", "none", "", "", mlp, (x,),
-                     lambda: custom_pass("post_grad_custom_post_pass", "commute_adds", _commute_adds)),
-        PlantedFault("control: reordered hardsigmoid decomposition", "none", "", "", mlp, (x,),
-                     lambda: patched_decomposition(aten.hardsigmoid.default, _hardsigmoid_reordered)),
-        PlantedFault("control: bf16 model (compiled keeps fp32 intermediates)", "none", "", "",
-                     _seeded(Mlp).to(torch.bfloat16), (x.to(torch.bfloat16),)),
+        PlantedFault(
+            "token id out of range", "inputs", "aten.embedding", "embedding", embed, (bad_ids, torch.ones(2, 3, 8))
+        ),
+        PlantedFault(
+            "control: commuted adds",
+            "none",
+            "",
+            "",
+            mlp,
+            (x,),
+            lambda: custom_pass("post_grad_custom_post_pass", "commute_adds", _commute_adds),
+        ),
+        PlantedFault(
+            "control: reordered hardsigmoid decomposition",
+            "none",
+            "",
+            "",
+            mlp,
+            (x,),
+            lambda: patched_decomposition(aten.hardsigmoid.default, _hardsigmoid_reordered),
+        ),
+        PlantedFault(
+            "control: bf16 model (compiled keeps fp32 intermediates)",
+            "none",
+            "",
+            "",
+            _seeded(Mlp).to(torch.bfloat16),
+            (x.to(torch.bfloat16),),
+        ),
     ]
 
 
@@ -419,4 +545,4 @@ def suite_names() -> list[str]:
     return [f.name for f in build_suite()]
 
 
-__all__ = ["PlantedFault", "build_suite", "expected_input", "fault_line", "suite_names", "F"]
+__all__ = ["F", "PlantedFault", "build_suite", "expected_input", "fault_line", "suite_names"]

@@ -18,7 +18,8 @@ def test_nan_request_names_the_poisoned_cache() -> None:
     assert verdict.category == "inputs", verdict.summary
     bad = verdict.evidence["bad_inputs"][0]
     assert bad["tensor"] == "k_cache"
-    assert bad["positions"][0][:2] == [0, 1] and bad["positions"][0][3] == 0  # layer 0, sequence 1, position 0
+    assert bad["positions"][0][:2] == [0, 1]
+    assert bad["positions"][0][3] == 0
     assert "k_cache" in verdict.summary
 
 
@@ -28,5 +29,6 @@ def test_canary_request_names_the_silu_decomposition() -> None:
         verdict = investigate(model, inputs)
     assert verdict.category == "decomposition", verdict.summary
     assert verdict.op == "aten.silu"
-    assert verdict.source_file == str(DECODER_FILE) and verdict.source_line == SILU_LINE
+    assert verdict.source_file == str(DECODER_FILE)
+    assert verdict.source_line == SILU_LINE
     assert verdict.evidence["rungs"][1]["top1_agree"] is not None  # logits get KL and top-k figures

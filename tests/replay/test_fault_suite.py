@@ -18,7 +18,9 @@ pytestmark = pytest.mark.usefixtures("no_compile_caches")
 def test_planted_fault_is_named(name: str) -> None:
     fault = SUITE[name]
     with fault.planted():
-        verdict = investigate(fault.model, fault.inputs, compile_kwargs=fault.compile_kwargs, warmup_inputs=fault.warmup)
+        verdict = investigate(
+            fault.model, fault.inputs, compile_kwargs=fault.compile_kwargs, warmup_inputs=fault.warmup
+        )
     assert verdict.category == fault.category, verdict.summary
     assert verdict.op == fault.op, verdict.summary
     if fault.category == "none":
@@ -28,7 +30,14 @@ def test_planted_fault_is_named(name: str) -> None:
     assert verdict.source_file == str(HERE)
     assert verdict.source_line == fault.line, verdict.summary
     assert verdict.source_text == HERE.read_text().splitlines()[fault.line - 1].strip()
-    if fault.category in ("lowering", "schedule", "graph_pass", "shape_specialization", "artifact_mismatch", "decomposition"):
+    if fault.category in (
+        "lowering",
+        "schedule",
+        "graph_pass",
+        "shape_specialization",
+        "artifact_mismatch",
+        "decomposition",
+    ):
         assert verdict.kernel, "a compiled fault names the kernel"
         assert verdict.evidence["output_code_line"] > 0 or fault.category == "artifact_mismatch"
     if fault.category == "inputs":
@@ -36,7 +45,7 @@ def test_planted_fault_is_named(name: str) -> None:
         assert verdict.evidence["bad_inputs"][0]["positions"]
     failing = [r for r in verdict.evidence["rungs"] if not r.get("passed", True)]
     if fault.category not in ("source_op", "inputs"):
-        assert failing and failing[0]["ratio"] == "inf" or float(failing[0]["ratio"]) > 10
+        assert (failing and failing[0]["ratio"] == "inf") or float(failing[0]["ratio"]) > 10
     assert json.loads(verdict.to_json())["category"] == fault.category
 
 
@@ -52,6 +61,8 @@ def test_verdict_rejects_unknown_category() -> None:
 
 
 def test_verdict_round_trips_json() -> None:
-    v = Verdict("lowering", op="aten.cos", fx_node="cos", source_file="m.py", source_line=3, source_text="c = torch.cos(h)")
+    v = Verdict(
+        "lowering", op="aten.cos", fx_node="cos", source_file="m.py", source_line=3, source_text="c = torch.cos(h)"
+    )
     assert Verdict.from_dict(json.loads(v.to_json())) == v
     assert v.headline() == "lowering · op aten.cos · node cos · at m.py:3"

@@ -38,17 +38,28 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     d = tmp_path_factory.mktemp("replay-bundle")
     priv, pub, _ = b.generate_key(d / "builder")
     faulty = b.describe_customisation("decomposition", "aten.gelu.default", packmodels.gelu_wrong)
-    spec = b.BuildSpec(model="tests.bundle.models:tiny_mlp", inputs="tests.bundle.models:inputs",
-                       shapes=b.ShapeDistribution.of([(4, 8)]), advise=False, name="candidate", repeats=1,
-                       customisations=[faulty])
+    spec = b.BuildSpec(
+        model="tests.bundle.models:tiny_mlp",
+        inputs="tests.bundle.models:inputs",
+        shapes=b.ShapeDistribution.of([(4, 8)]),
+        advise=False,
+        name="candidate",
+        repeats=1,
+        customisations=[faulty],
+    )
     result = b.build(spec, b.load_signing_key(priv), d / "bundle")
     return Built(result.directory, pub, result.bundle_id)
 
 
 def _request(built: Built) -> dict[str, object]:
     manifest = b.read_manifest(built.bundle)
-    return {"request_id": "req-1", "bundle_id": built.bundle_id, "model": "gate",
-            "graph_keys": [g.fx_key for g in manifest.graphs], "graph_artifacts": [g.output_code_sha256 for g in manifest.graphs]}
+    return {
+        "request_id": "req-1",
+        "bundle_id": built.bundle_id,
+        "model": "gate",
+        "graph_keys": [g.fx_key for g in manifest.graphs],
+        "graph_artifacts": [g.output_code_sha256 for g in manifest.graphs],
+    }
 
 
 def _inputs() -> bytes:
@@ -57,7 +68,14 @@ def _inputs() -> bytes:
 
 def _run(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "inferensics.replay", *args], capture_output=True, text=True, env=env, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "inferensics.replay", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_safetensors_round_trip_without_the_package() -> None:
@@ -75,11 +93,13 @@ def test_fresh_process_reinstalls_the_fault_and_names_it(built: Built, tmp_path:
     verdict = json.loads(proc.stdout.strip().splitlines()[-1])
     assert verdict["category"] == "decomposition"
     assert verdict["op"] == "aten.gelu"
-    assert verdict["source_file"] == str(MODELS) and verdict["source_line"] == LINE
+    assert verdict["source_file"] == str(MODELS)
+    assert verdict["source_line"] == LINE
     assert verdict["source_text"] == "return self.fc2(torch.nn.functional.gelu(self.fc1(x)))"
     # Whether the exact bundle's graph keys served the replay is checked and said, never assumed.
     matches = verdict["evidence"]["served_matches"]
-    assert matches and verdict["evidence"]["bundle_graph_keys"]
+    assert matches
+    assert verdict["evidence"]["bundle_graph_keys"]
     assert verdict["evidence"]["served_keys_all_hit"] == all(m["status"] == "hit" for m in matches)
     assert verdict["evidence"]["served_keys_all_hit"] or "bundle miss" in verdict["summary"]
     assert verdict["evidence"]["bundle_id"] == built.bundle_id
@@ -100,24 +120,31 @@ def test_altered_pack_fails_its_hash(built: Built, tmp_path: Path) -> None:
     with pytest.raises(ReplayError, match=r"^pack file inputs.safetensors fails its hash .*export it again$"):
         read_pack(pack)
     proc = _run("--pack", str(pack), "--keyring", str(built.keyring))
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: pack file")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("error: pack file")
 
 
 def test_bundle_signed_by_an_untrusted_key_is_refused(built: Built, tmp_path: Path) -> None:
     _, other, _ = b.generate_key(tmp_path / "other")
     pack = write_pack(tmp_path / "pack", request=_request(built), inputs=_inputs(), bundle_dir=built.bundle)
     proc = _run("--pack", str(pack), "--keyring", str(other))
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("error: ")
 
 
 def test_not_a_pack(tmp_path: Path) -> None:
     proc = _run("--pack", str(tmp_path))
-    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "is not a replay pack" in proc.stderr
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ")
+    assert "is not a replay pack" in proc.stderr
 
 
 def test_cuda_requested_on_a_cpu_machine(tmp_path: Path) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     proc = _run("--pack", str(tmp_path), "--device", "cuda")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no CUDA device" in proc.stderr
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert "no CUDA device" in proc.stderr

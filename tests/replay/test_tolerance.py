@@ -20,7 +20,8 @@ def test_benign_rounding_passes() -> None:
     ref, eager = _setup()
     other = (ref * (1 + 1e-7)).float()
     c = compare("x", other, ref, eager)
-    assert c.passed and c.ratio < RATIO_LIMIT
+    assert c.passed
+    assert c.ratio < RATIO_LIMIT
 
 
 def test_one_wrong_element_below_a_flat_tolerance_fails() -> None:
@@ -38,14 +39,18 @@ def test_new_nonfinite_values_fail() -> None:
     bad = eager.clone()
     bad[0, 0] = float("nan")
     c = compare("x", bad, ref, eager)
-    assert c.nonfinite_new == 1 and math.isinf(c.ratio) and not c.passed
+    assert c.nonfinite_new == 1
+    assert math.isinf(c.ratio)
+    assert not c.passed
 
 
 def test_logit_figures_for_wide_outputs() -> None:
     ref, eager = _setup()
     c = compare("x", eager, ref, eager)
-    assert c.mean_kl is not None and c.mean_kl < 1e-10
-    assert c.top1_agree == 1.0 and c.top5_contains == 1.0
+    assert c.mean_kl is not None
+    assert c.mean_kl < 1e-10
+    assert c.top1_agree == 1.0
+    assert c.top5_contains == 1.0
 
 
 def test_eager_check_flags_overflow_not_rounding() -> None:
