@@ -58,7 +58,9 @@ def test_pack_replays_in_a_venv_with_only_torch_and_pydantic(built: Built, tmp_p
     refused = subprocess.run(base, capture_output=True, text=True, env=env, timeout=900, check=False)
     assert refused.returncode == 2, refused.stderr[-3000:]
     last = refused.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: bundle ") and "built for another target" in last and "--allow-incompatible" in last
+    assert last.startswith("error: bundle ")
+    assert "built for another target" in last
+    assert "--allow-incompatible" in last
     proc = subprocess.run(
         [*base, "--allow-incompatible", "--json", "--out", str(tmp_path / "out")],
         capture_output=True, text=True, env=env, timeout=900, check=False,
