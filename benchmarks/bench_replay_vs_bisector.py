@@ -65,7 +65,10 @@ def bisect(fault: PlantedFault) -> tuple[str, str, str, float]:
     from torch._inductor.compiler_bisector import CompilerBisector
 
     request = as_call(fault.inputs)
-    ref = call_model(fp64_model(fault.model), to_fp64(request))
+    try:
+        ref = call_model(fp64_model(fault.model), to_fp64(request))
+    except Exception as exc:  # the bisector needs a reference output; a request every path rejects has none
+        return f"- (reference raises {type(exc).__name__})", "", "", 0.0
     eager = call_model(fault.model, request)
 
     def good() -> bool:
