@@ -101,6 +101,9 @@ def test_fresh_process_reinstalls_the_fault_and_names_it(built: Built, tmp_path:
     assert matches
     assert verdict["evidence"]["bundle_graph_keys"]
     assert verdict["evidence"]["served_keys_all_hit"] == all(m["status"] == "hit" for m in matches)
+    # Hit or miss is checked and said, never assumed. A bundle built in a plain process is hit by this
+    # replay (checked by hand: fx key hit, no differing factor); built inside this pytest process it
+    # misses on the traced graph and automatic_dynamic_shapes (reported to the bundle part).
     assert verdict["evidence"]["served_keys_all_hit"] or "bundle miss" in verdict["summary"]
     assert verdict["evidence"]["bundle_id"] == built.bundle_id
     assert json.loads((out / "verdict.json").read_text())["category"] == "decomposition"
