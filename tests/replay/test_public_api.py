@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import inferensics.replay as replay
+from inferensics import replay
 
 
 def test_all_is_pinned() -> None:
