@@ -206,3 +206,18 @@ def notable_requests(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         f"WHERE {where.sql} AND why != '' ORDER BY {col.TS} DESC, {col.REQUEST_ID} LIMIT {NOTABLE_LIMIT}",
         where.params,
     )
+
+
+def request_replays(client: QueryClient, params: RequestParams) -> pl.DataFrame:
+    """Replay verdicts recorded for the request (``inferensics replay``), newest first.
+
+    Columns: ts, replay_id, bundle_id, device_name, attribution, op, fx_node, kernel, source_file,
+    source_line, source_text, error_ratio, detail. Empty when it was never replayed.
+    """
+    names = (col.TS, col.REPLAY_ID, col.BUNDLE_ID, col.DEVICE_NAME, col.ATTRIBUTION, col.OP, col.FX_NODE, col.KERNEL,
+             col.SOURCE_FILE, col.SOURCE_LINE, col.SOURCE_TEXT, col.ERROR_RATIO, col.DETAIL)  # fmt: skip
+    return client.query_frame(
+        f"SELECT {', '.join(f'`{n}`' for n in names)} FROM {client.database}.replay_results "
+        f"WHERE {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS} DESC LIMIT 20",
+        {"rid": params.request_id},
+    )

@@ -9,6 +9,7 @@ from inferensics.cli import (
     dashboard_commands,
     demo_commands,
     kernels_commands,
+    replay_commands,
     report_commands,
     service_commands,
     store_commands,
@@ -29,6 +30,7 @@ trace_commands.register(app)
 service_commands.register(app)
 dashboard_commands.register(app)
 report_commands.register(app)
+replay_commands.register(app)
 demo_commands.register(app)
 kernels_commands.register(app)
 bundle_commands.register(app)

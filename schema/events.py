@@ -624,11 +624,26 @@ class ReplayResultEvent(Event):
     reproduced: Flag = False
     """Whether the recorded fault reproduced."""
     attribution: Dim = ""
-    """``source_op``, ``decomposition``, ``schedule``, ``lowering``, ``none`` or ``unknown``."""
+    """The verdict category: ``source_op``, ``kernel_provider``, ``decomposition``, ``lowering``,
+    ``graph_pass``, ``schedule``, ``shape_specialization``, ``artifact_mismatch``, ``inputs`` or ``none``."""
     error_ratio: F64 = 0.0
     """fp64-anchored error ratio of the compiled output against eager (≤ 10 passes)."""
     detail: Text = ""
     """What decided the attribution (op, decomposition or config that flipped the result)."""
+    op: Dim = ""
+    """The ATen or custom op at fault (``aten.rsqrt``, ``mylib::rms_norm``)."""
+    fx_node: Text = ""
+    """The first diverging node of the Dynamo FX graph."""
+    kernel: Text = ""
+    """The generated kernel that computes it."""
+    source_file: Text = ""
+    """User source file of that node."""
+    source_line: U32 = 0
+    """Its line number (0 when unknown)."""
+    source_text: Text = ""
+    """That line's code, stripped."""
+    verdict_json: Text = ""
+    """The whole verdict as JSON (evidence included), as ``inferensics replay`` wrote it."""
     attrs: Attrs = Field(default_factory=dict)
     """Attributes with no column of their own."""
 

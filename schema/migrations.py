@@ -426,6 +426,26 @@ def _bundle_states_and_misses(target: Target) -> list[str | Step]:
     return [*render_event_table(BundleStateEvent, target), *render_event_table(BundleMissEvent, target), *alters]
 
 
+def _replay_verdict_columns(target: Target) -> list[str | Step]:
+    # Replay (issue 22): the verdict's op, node, kernel and user source line get columns of their own.
+    from inferensics.schema.events import ReplayResultEvent
+
+    db = target.database
+    types = {"op": "LowCardinality(String)", "fx_node": "String", "kernel": "String", "source_file": "String",
+             "source_line": "UInt32", "source_text": "String", "verdict_json": "String"}  # fmt: skip
+    tables = [target.local(ReplayResultEvent.TABLE.name)]
+    if target.backend == "cluster":
+        tables.append(ReplayResultEvent.TABLE.name)
+    return [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS `{c}` {ty}",
+            when=f"SELECT 1 - ({_has_column(db, t, c)})",
+        )
+        for t in tables
+        for c, ty in types.items()
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -439,6 +459,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "host SDK health records", _sdk_health_table),
     Migration(11, "kernel registry decisions and qualification evidence", _kernel_registry_records),
     Migration(12, "bundle states, bundle misses, signer of a registered bundle", _bundle_states_and_misses),
+    Migration(13, "replay verdict columns", _replay_verdict_columns),
 )
 """Every migration, in version order."""
 

@@ -127,6 +127,25 @@ def providers_section(graphs: pl.DataFrame) -> None:
         st.markdown("**Kernel providers** (registry op = provider that computed it):\n" + "\n".join(lines))
 
 
+def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
+    """The latest replay verdict (category, op, source line, kernel), or the command that produces one."""
+    if not replays.height:
+        how = f"`inferensics replay {d[col.REQUEST_ID]}`" if d.get("inputs_captured") else "capture its inputs first"
+        st.info(f"**Not replayed yet.** Name the fault: {how}.", icon=":material/history:")
+        return
+    r = replays.row(0, named=True)
+    where = (
+        f"`{r[col.SOURCE_FILE]}:{r[col.SOURCE_LINE]}` `{r[col.SOURCE_TEXT]}`"
+        if r[col.SOURCE_FILE]
+        else "no source line"
+    )
+    st.markdown(
+        f"**Replay verdict: {r[col.ATTRIBUTION]}** · op `{r[col.OP] or '–'}` · node `{r[col.FX_NODE] or '–'}` · "
+        f"{where} · kernel `{r[col.KERNEL] or '–'}` · {r[col.DETAIL]} · on {r[col.DEVICE_NAME] or '–'} "
+        f"{r[col.TS]:%Y-%m-%d %H:%M} UTC ({replays.height} replay{'s' if replays.height > 1 else ''})"
+    )
+
+
 def kernels_section(kernels: pl.DataFrame, sampled: bool) -> None:
     """Kernels of the serving artifacts with their FX nodes and source lines (Inductor provenance), and the
     sampled timings when this request was profiled."""
@@ -223,6 +242,7 @@ def render() -> None:
         d = detail.row(0, named=True)
         summary(d)
         inputs_panel(d)
+        replay_panel(d, run_query(queries.REQUEST_REPLAYS, "replays", request_id=request_id))
         graphs = run_query(queries.REQUEST_GRAPHS, "graphs", request_id=request_id)
         st.subheader("Compiled graphs that served it")
         show_table(graphs, key="graphs", empty="No compiled graph served this request.")

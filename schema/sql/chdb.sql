@@ -324,9 +324,16 @@ CREATE TABLE IF NOT EXISTS inferensics.replay_results
     `host` LowCardinality(String) COMMENT 'Host the replay ran on.',
     `device_name` LowCardinality(String) COMMENT 'Device the replay ran on.',
     `reproduced` Bool COMMENT 'Whether the recorded fault reproduced.',
-    `attribution` LowCardinality(String) COMMENT '``source_op``, ``decomposition``, ``schedule``, ``lowering``, ``none`` or ``unknown``.',
+    `attribution` LowCardinality(String) COMMENT 'The verdict category: ``source_op``, ``kernel_provider``, ``decomposition``, ``lowering``, ``graph_pass``, ``schedule``, ``shape_specialization``, ``artifact_mismatch``, ``inputs`` or ``none``.',
     `error_ratio` Float64 CODEC(ZSTD(1)) COMMENT 'fp64-anchored error ratio of the compiled output against eager (≤ 10 passes).',
     `detail` String CODEC(ZSTD(1)) COMMENT 'What decided the attribution (op, decomposition or config that flipped the result).',
+    `op` LowCardinality(String) COMMENT 'The ATen or custom op at fault (``aten.rsqrt``, ``mylib::rms_norm``).',
+    `fx_node` String CODEC(ZSTD(1)) COMMENT 'The first diverging node of the Dynamo FX graph.',
+    `kernel` String CODEC(ZSTD(1)) COMMENT 'The generated kernel that computes it.',
+    `source_file` String CODEC(ZSTD(1)) COMMENT 'User source file of that node.',
+    `source_line` UInt32 CODEC(T64, ZSTD(1)) COMMENT 'Its line number (0 when unknown).',
+    `source_text` String CODEC(ZSTD(1)) COMMENT 'That line\'s code, stripped.',
+    `verdict_json` String CODEC(ZSTD(1)) COMMENT 'The whole verdict as JSON (evidence included), as ``inferensics replay`` wrote it.',
     `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.'
 )
 ENGINE = MergeTree()

@@ -30,6 +30,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "request_detail": {"request_id": "req-00000"},
     "request_graphs": {"request_id": "req-00000"},
     "request_kernels": {"request_id": "req-00000"},
+    "request_replays": {"request_id": "req-00000"},
     "canary_compare": {**WEEK, "model": "llama", "baseline": BASELINE, "candidate": CANDIDATE},
     "fleet_timeseries": {**WEEK, "unit": "day", "by": "model"},
 }
@@ -61,6 +62,7 @@ def test_named_query_names_are_pinned() -> None:
             "request_graphs",
             "request_kernels",
             "slow_compiles",
+            "request_replays",
             "specializations",
         ]
     )

@@ -104,3 +104,34 @@ def test_drilldown_of_a_recompiling_request_shows_seconds_and_its_reasons(seeded
     assert metric(at, "Latency") == f"{storm.latency_ms / 1000:,.2f} s" == "3.10 s"
     assert metric(at, "Compile in request") == f"{storm.compile_ms / 1000:,.2f} s" == "3.00 s"
     assert STORM_REASON in texts(at)
+
+
+def test_drilldown_shows_the_replay_verdict(seeded: SeededService) -> None:
+    """A replay_results row (as ``inferensics replay`` records it) appears as the verdict on the page."""
+    import time
+    from datetime import UTC, datetime
+
+    from inferensics.collector.host.otlp_exporter import OtlpExporter
+    from inferensics.schema.events import ReplayResultEvent
+    from tests.collector.service.harness import INGEST
+
+    rid = next(r.request_id for r in seeded.facts.requests if r.request_id != DRILL_ID)
+    row = ReplayResultEvent(ts=datetime.now(UTC), replay_id="r1", request_id=rid, attribution="decomposition",
+                            op="aten.silu", fx_node="silu", kernel="triton_poi_fused_mul_silu_3",
+                            source_file="decoder.py", source_line=154, source_text="out = self.down(F.silu(x))",
+                            detail="decomposition of aten.silu", device_name="NVIDIA H200")  # fmt: skip
+    exporter = OtlpExporter(seeded.url, host="replayer", token=INGEST)
+    exporter.export_records([row])
+    exporter.flush()
+    exporter.shutdown()
+    client = seeded.service.client()
+    deadline = time.monotonic() + 60
+    while not client.query("request_replays", request_id=rid).height and time.monotonic() < deadline:
+        time.sleep(0.3)
+    at = open_page(seeded, PAGE, **{"drill.request_id": rid})
+    assert_clean(at)
+    shown = texts(at)
+    assert "Replay verdict: decomposition" in shown
+    assert "aten.silu" in shown
+    assert "decoder.py:154" in shown
+    assert "triton_poi_fused_mul_silu_3" in shown

@@ -1,0 +1,239 @@
+"""``inferensics replay``: fetch a failing request's pack through the service, re-execute it in a fresh
+process, print the verdict, write the reports and record a ``replay_results`` row."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from inferensics.cli.errors import fail
+
+CAPTURE_HINT = (
+    "capture is off by default: enable it on the serving host with "
+    "HostConfig(capture=CaptureRules(enabled=True, on_error=True, on_nonfinite=True)) "
+    "so failing requests keep their inputs"
+)
+BUNDLES_ENV = "INFERENSICS_BUNDLES"
+"""A folder of bundles (``<bundle_id>/`` or ``<bundle_id>.tar``) replay may take a request's bundle from."""
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``replay`` to the app."""
+    app.command("replay")(replay)
+
+
+def replay(  # noqa: PLR0917 - typer maps each parameter to an option
+    request_id: Annotated[str | None, typer.Argument(help="The failing request's id.", show_default=False)] = None,
+    pack: Annotated[Path | None, typer.Option("--pack", help="Replay an exported pack folder instead.")] = None,
+    service: Annotated[
+        str | None, typer.Option("--service", help="Service URL (default $INFERENSICS_SERVICE_URL).")
+    ] = None,
+    token: Annotated[str | None, typer.Option("--token", envvar="INFERENSICS_TOKEN", help="Bearer token.")] = None,
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    out: Annotated[Path | None, typer.Option("--out", help="Folder for verdict.json, verdict.md, repro.py.")] = None,
+    export: Annotated[
+        Path | None, typer.Option("--export", help="Write the pack here and stop (replay it with --pack).")
+    ] = None,
+    bundle: Annotated[
+        Path | None, typer.Option("--bundle", help=f"The bundle folder or .tar (default: ${BUNDLES_ENV}/<bundle id>).")
+    ] = None,
+    keyring: Annotated[
+        str | None, typer.Option("--keyring", help="Trusted builders' keys (default $INFERENSICS_BUNDLE_KEYRING).")
+    ] = None,
+    allow_incompatible: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incompatible",
+            help="Recompile from the recorded configuration when the bundle was built for another device.",
+        ),
+    ] = False,
+    record: Annotated[
+        bool, typer.Option("--record/--no-record", help="Write a replay_results row through the service.")
+    ] = True,
+) -> None:
+    """Re-execute a failing request against its exact bundle, eager and fp64, and name the fault."""
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        fail(f"--device {device!r} is not a device: use cpu or cuda")
+    if (request_id is None) == (pack is None):
+        fail("give a REQUEST_ID or --pack DIR (one of them)")
+    client = None
+    try:
+        if pack is None:
+            assert request_id is not None
+            from inferensics.collector.client import ServiceClient
+
+            client = ServiceClient(service, token)
+            target = export or Path(tempfile.mkdtemp(prefix="inferensics-pack-"))
+            pack = _assemble(client, request_id, target, bundle)
+            if export is not None:
+                typer.echo(
+                    f"wrote pack {export}: replay it with `inferensics replay --pack {export}` "
+                    "(needs torch and pydantic only)"
+                )
+                return
+        verdict = _run_fresh(pack, device=device, out=out, keyring=keyring, allow_incompatible=allow_incompatible)
+        from inferensics.replay import Verdict
+        from inferensics.replay._internal.report import render_text
+
+        v = Verdict.from_dict(verdict)
+        typer.echo(render_text(v))
+        if out is not None:
+            typer.echo(f"reports: {out / 'verdict.json'}, {out / 'verdict.md'}, {out / 'repro.py'}")
+        if record and client is not None:
+            _record(client, v, token)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _assemble(client: Any, request_id: str, target: Path, bundle: Path | None) -> Path:
+    """Build the pack from the service: the request record, its captured inputs, the bundle."""
+    from inferensics.collector.client import ServiceError
+    from inferensics.replay import write_pack
+
+    try:
+        detail = client.query("request_detail", request_id=request_id)
+    except ServiceError as exc:
+        fail(exc.message if exc.status is not None else f"cannot reach the service: {exc.message}")
+    if detail.is_empty():
+        fail(f"no request {request_id!r} in the store: check the id")
+    row = {k: _plain(v) for k, v in detail.row(0, named=True).items()}
+    if not row.get("capture_blob"):
+        fail(f"request {request_id} has no captured inputs; {CAPTURE_HINT}")
+    try:
+        inputs = client.get_blob(row["capture_blob"])
+    except ServiceError as exc:
+        fail(f"the captured inputs of {request_id} cannot be fetched ({exc.message}): they may have expired")
+    bundle_dir = _bundle_dir(str(row.get("bundle_id", "")), bundle, target.parent, client)
+    return write_pack(target, request=row, inputs=inputs, bundle_dir=bundle_dir)
+
+
+def _pulled(client: Any, bundle_id: str, scratch: Path) -> Path | None:
+    """The bundle as pushed through the service (``inferensics bundle push``), or ``None``."""
+    from inferensics import bundle as b
+    from inferensics.collector.client import ServiceError
+
+    if not bundle_id or not all(c in "0123456789abcdef" for c in bundle_id):
+        return None
+    try:
+        rows = client.sql(
+            "SELECT argMax(attrs['pack_blob'], ts) AS blob FROM bundle_states "
+            f"WHERE bundle_id = '{bundle_id}' AND state = 'pushed'"
+        )
+        sha = str(rows.item(0, 0)) if rows.height else ""
+        if not sha:
+            return None
+        archive = Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch)) / "bundle.tar"
+        archive.write_bytes(client.get_blob(sha))
+    except ServiceError:
+        return None
+    try:
+        return b.unpack(archive, archive.parent / "bundle")
+    except b.BundleError as exc:
+        fail(str(exc))
+
+
+def _bundle_dir(bundle_id: str, given: Path | None, scratch: Path, client: Any) -> Path:
+    from inferensics import bundle as b
+
+    candidates = [given] if given is not None else []
+    root = os.environ.get(BUNDLES_ENV)
+    if given is None and root and bundle_id:
+        candidates += [Path(root) / bundle_id, Path(root) / f"{bundle_id}.tar"]
+    for c in candidates:
+        if c.is_dir():
+            return c
+        if c.is_file():
+            try:
+                return b.unpack(c, Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch)))
+            except b.BundleError as exc:
+                fail(str(exc))
+    if given is None:
+        pulled = _pulled(client, bundle_id, scratch)
+        if pulled is not None:
+            return pulled
+    if not bundle_id:
+        fail(
+            "the request names no bundle (it was served without one): replay needs the served bundle; pass --bundle DIR"
+        )
+    fail(
+        f"bundle {bundle_id[:16]} is not available here (not pushed to the service): "
+        f"pass --bundle DIR or set ${BUNDLES_ENV}"
+    )
+
+
+def _run_fresh(
+    pack: Path, *, device: str, out: Path | None, keyring: str | None, allow_incompatible: bool
+) -> dict[str, Any]:
+    """Run the executor in a fresh interpreter and return the verdict dict."""
+    cmd = [sys.executable, "-m", "inferensics.replay", "--pack", str(pack), "--device", device, "--json"]
+    if out is not None:
+        cmd += ["--out", str(out)]
+    if keyring is not None:
+        cmd += ["--keyring", keyring]
+    if allow_incompatible:
+        cmd.append("--allow-incompatible")
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        line = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.startswith("error: ")), "")
+        fail(
+            line.removeprefix("error: ")
+            if line
+            else f"replay failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}"
+        )
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _record(client: Any, verdict: Any, token: str | None) -> None:
+    """One replay_results row through the service's OTLP endpoint."""
+    import socket
+
+    from inferensics.collector.host.otlp_exporter import OtlpExporter
+    from inferensics.schema.events import ReplayResultEvent
+
+    ev = verdict.evidence
+    ratios = [float(r["ratio"]) for r in ev.get("rungs", []) if isinstance(r.get("ratio"), int | float)]
+    row = ReplayResultEvent(
+        ts=datetime.now(UTC),
+        replay_id=uuid.uuid4().hex,
+        request_id=str(ev.get("request_id", "")),
+        bundle_id=str(ev.get("bundle_id", "")),
+        host=socket.gethostname(),
+        device_name=str(ev.get("device", "")),
+        reproduced=verdict.category not in ("none",),
+        attribution=verdict.category,
+        error_ratio=max(ratios) if ratios else 0.0,
+        detail=verdict.culprit,
+        op=verdict.op,
+        fx_node=verdict.fx_node,
+        kernel=verdict.kernel,
+        source_file=verdict.source_file,
+        source_line=verdict.source_line,
+        source_text=verdict.source_text,
+        verdict_json=verdict.to_json(),
+    )
+    exporter = OtlpExporter(client.url, host=socket.gethostname(), token=token)
+    try:
+        exporter.export_records([row])
+        exporter.flush()
+    finally:
+        exporter.shutdown()
+    typer.echo(f"recorded replay {row.replay_id} in replay_results")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

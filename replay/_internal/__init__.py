@@ -1,0 +1,1 @@
+"""Implementation of :mod:`inferensics.replay`; nothing here is public API."""

@@ -1,0 +1,203 @@
+"""Re-execute a pack in this (fresh) process: verify, reinstall the bundle's compiler, replay, report.
+
+Runs with only torch (+ triton) and pydantic: ``python -m inferensics.replay --pack DIR``. The CLI
+starts it as a subprocess, so nothing of the calling process (its compiler patches, its caches) leaks in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from inferensics.replay._internal import report
+from inferensics.replay._internal.investigate import investigate_keeping_graph
+from inferensics.replay._internal.pack import ReplayError, ReplayPack, read_pack
+from inferensics.replay._internal.verdict import Verdict
+
+
+def _model_call(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[Any, ...]:
+    """The captured inputs as positional arguments, in ``forward``'s parameter order when the names are
+    its parameters (how the serving code called it), else in stored order."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(model.forward).parameters)
+    except (AttributeError, TypeError, ValueError):
+        params = []
+    if inputs and set(inputs) <= set(params):
+        return tuple(inputs[p] for p in params if p in inputs)
+    return tuple(inputs.values())
+
+
+def _verified_ignoring_target(directory: Path, ring: Any) -> Any:
+    """Signature, keyring, per-file hashes and states checked; only the target's compatibility is waived
+    (``--allow-incompatible``: nothing of the bundle's compiled code is loaded then, the model recompiles)."""
+    import importlib
+
+    bv = importlib.import_module("inferensics.bundle.verify")  # the package re-exports a function of that name
+    from inferensics.bundle.manifest import parse_statement, read_manifest_unverified
+    from inferensics.bundle.states import BundleStates
+
+    _, payload, sigs = read_manifest_unverified(directory)
+    bv.verify_envelope(payload, sigs, ring, str(directory / "manifest.json"))
+    manifest = parse_statement(payload, str(directory / "manifest.json"))
+    bv.check_files(directory, manifest)
+    refusal = BundleStates.load().refusal(manifest.bundle_id)
+    if refusal is not None:
+        raise refusal
+    return manifest
+
+
+def replay_pack(
+    pack: ReplayPack,
+    *,
+    device: str = "cpu",
+    keyring: str | None = None,
+    allow_incompatible: bool = False,
+    out: Path | None = None,
+) -> Verdict:
+    """Replay one verified pack and write the reports into ``out``.
+
+    Raises:
+        ReplayError: a bundle that fails verification, an incompatible device (without
+            ``allow_incompatible``), a pack without a bundle.
+    """
+    from inferensics import bundle as b
+    from inferensics.bundle import customisations as custom
+    from inferensics.bundle.build import resolve
+
+    start = time.perf_counter()
+    if pack.bundle_dir is None:
+        raise ReplayError(
+            f"pack {pack.directory} carries no bundle: the request names none; replay needs the bundle that served it"
+        )
+    try:
+        ring = b.Keyring.load(keyring)
+    except b.BundleError as exc:
+        raise ReplayError(str(exc)) from None
+    recompiled = ""
+    loaded = None
+    try:
+        loaded = b.load(pack.bundle_dir, ring, device=device)
+        manifest = loaded.manifest
+    except b.BundleError as exc:
+        if exc.cause != "incompatible" or not allow_incompatible:
+            hint = (
+                " (or pass --allow-incompatible to recompile from the recorded configuration)"
+                if exc.cause == "incompatible"
+                else ""
+            )
+            raise ReplayError(f"{exc}{hint}") from None
+        try:
+            manifest = _verified_ignoring_target(pack.bundle_dir, ring)
+        except b.BundleError as again:
+            raise ReplayError(str(again)) from None
+        custom.install(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
+        recompiled = f"recompiled from the recorded configuration (--allow-incompatible): {exc}"
+    model_rec = manifest.identity.get("model", {})
+    model = resolve(model_rec["factory"], "model")(**dict(model_rec.get("args", {})))
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device).eval()
+    inputs = {k: v.to(device) for k, v in pack.inputs().items()}
+    call = _model_call(model, inputs)
+    compile_args = dict(manifest.identity.get("settings", {}).get("compile", {}))
+    compile_kwargs: dict[str, Any] = {
+        "dynamic": compile_args.get("dynamic"),
+        "fullgraph": bool(compile_args.get("fullgraph")),
+    }
+    if compile_args.get("mode"):
+        compile_kwargs["mode"] = compile_args["mode"]
+    if compile_args.get("options"):
+        compile_kwargs["options"] = dict(compile_args["options"])
+    served_output = None
+    served_code = None
+    hits: list[str] = []
+    matches: list[dict[str, Any]] = []
+    if loaded is not None:
+        session = loaded.session(on_bundle_miss="compile")
+        compiled = loaded.compile(model, session)
+        with torch.inference_mode():  # as the bundle was built and hosts serve
+            served_output = compiled(*call)
+        served_output = torch.utils._pytree.tree_map(
+            lambda t: t.clone() if isinstance(t, torch.Tensor) else t, served_output
+        )
+        hits = sorted({m.fx_key for m in session.matches if m.status == "hit"})
+        matches = [{"status": m.status, "fx_key": m.fx_key, "factors": list(m.factors)[:4]} for m in session.matches]
+        for g in manifest.graphs:
+            code = loaded.directory / "artifacts" / "graphs" / g.fx_key / "output_code.py"
+            if code.is_file():
+                served_code = code.read_text()
+                break
+        torch._dynamo.reset()
+    verdict, graph = investigate_keeping_graph(
+        model, call, compile_kwargs=compile_kwargs, device=device, served_output=served_output, served_code=served_code
+    )
+    recorded = [k for k in pack.meta.get("graph_keys", []) if k]
+    bundle_keys = sorted(g.fx_key for g in manifest.graphs)
+    evidence = dict(verdict.evidence)
+    evidence.update(
+        request_id=pack.request_id,
+        bundle_id=manifest.bundle_id,
+        device=device,
+        bundle_graph_keys=bundle_keys,
+        served_graph_keys_hit=hits,
+        served_matches=matches,
+        served_keys_all_hit=bool(hits) and set(bundle_keys) <= set(hits),
+        recorded_graph_keys=recorded,
+        recompiled=recompiled,
+        seconds_to_verdict=round(time.perf_counter() - start, 3),
+    )
+    summary = verdict.summary + (f" [{recompiled}]" if recompiled else "")
+    missed = [m for m in matches if m["status"] != "hit"]
+    if loaded is not None and missed:
+        summary += (
+            f" [bundle miss: the served graph keys were not all hit, so the served output came from a new "
+            f"compile; differing: {'; '.join(missed[0]['factors'][:3])}]"
+        )
+    final = Verdict(**{**verdict.to_dict(), "evidence": evidence, "summary": summary})
+    if out is not None:
+        report.write_reports(out, final, request_id=pack.request_id, bundle_id=manifest.bundle_id)
+        report.write_repro(
+            out,
+            final,
+            graph,
+            request_id=pack.request_id,
+            pack_digest=report.digest_of(pack.meta),
+            compile_kwargs=compile_kwargs,
+        )
+    return final
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m inferensics.replay --pack DIR [--device D] [--out DIR] [--keyring K] [--allow-incompatible]``."""
+    parser = argparse.ArgumentParser(prog="python -m inferensics.replay", description="Replay a pack in this process.")
+    parser.add_argument("--pack", required=True, type=Path)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--keyring", default=None)
+    parser.add_argument("--allow-incompatible", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON instead of text")
+    args = parser.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"error: --device {args.device} but this machine has no CUDA device: pass --device cpu", file=sys.stderr)
+        return 2
+    try:
+        pack = read_pack(args.pack)
+        quiet = io.StringIO()
+        with contextlib.redirect_stdout(quiet):
+            verdict = replay_pack(
+                pack, device=args.device, keyring=args.keyring, allow_incompatible=args.allow_incompatible, out=args.out
+            )
+    except ReplayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(verdict.to_dict(), sort_keys=True, default=str) if args.json else report.render_text(verdict))
+    return 0

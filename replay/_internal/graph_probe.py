@@ -1,0 +1,226 @@
+"""Dynamo FX graphs of a request: capture them, run them node by node, expose nodes as outputs.
+
+Localisation works on the graph Dynamo hands to the backend (torch-level ops, one node per user
+expression, ``stack_trace`` in each node's meta), so a diverging node maps straight to a user line.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+from inferensics.replay._internal import torch_adapter as ta
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n(?P<code>[^\n]*)')
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """Where a node came from in the user's code."""
+
+    file: str = ""
+    line: int = 0
+    text: str = ""
+
+
+def source_of(node: torch.fx.Node) -> SourceLine:
+    """The innermost user frame in ``node.meta['stack_trace']``."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = list(_FRAME.finditer(trace))
+    if not frames:
+        return SourceLine()
+    last = frames[-1]
+    file, line = last["file"], int(last["line"])
+    text = linecache.getline(file, line).strip() or last["code"].strip()
+    return SourceLine(file, line, text)
+
+
+@dataclass
+class GraphCall:
+    """One call of a compiled Dynamo graph: the graph and the concrete arguments it got."""
+
+    gm: torch.fx.GraphModule
+    args: tuple[Any, ...]
+
+
+def recording_backend(calls: list[GraphCall]) -> ta.Backend:
+    """A Dynamo backend that runs graphs eagerly and records every call's graph and arguments."""
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            calls.append(GraphCall(gm, args))
+            return gm(*args)
+
+        return run
+
+    return backend
+
+
+def compute_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """Nodes that compute a floating tensor, in graph order."""
+    out = []
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        value = node.meta.get("example_value")
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            out.append(node)
+    return out
+
+
+@dataclass
+class NodeRun:
+    """Every node's value from one interpretation of a graph."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    failed_node: str = ""
+    error: str = ""
+
+
+def _to64(x: Any) -> Any:
+    return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+
+def _clone(x: Any) -> Any:
+    return x.clone() if isinstance(x, torch.Tensor) else x
+
+
+class _Recorder(torch.fx.Interpreter):
+    def __init__(self, gm: torch.fx.GraphModule, sink: NodeRun) -> None:
+        super().__init__(gm)
+        self.sink = sink
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        try:
+            value = super().run_node(n)
+        except Exception as exc:
+            self.sink.failed_node = n.name
+            self.sink.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            raise
+        self.sink.values[n.name] = tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, value)
+        return value
+
+
+def interpret(gm: torch.fx.GraphModule, args: Sequence[Any], *, fp64: bool) -> NodeRun:
+    """Run ``gm`` node by node, in fp64 (floating inputs promoted) or as given; exceptions are recorded."""
+    sink = NodeRun()
+    inputs = [(_to64(a) if fp64 else a) for a in args]
+    inputs = [_clone(a) for a in inputs]
+    try:
+        with torch.no_grad():
+            _Recorder(gm, sink).run(*inputs)
+    except Exception:
+        if not sink.failed_node:
+            raise
+    return sink
+
+
+def run_node_alone(
+    gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[str, Any], cast: Callable[[str, Any], Any]
+) -> Any:
+    """Run one node with its arguments taken from ``env`` (by node name) through ``cast``."""
+
+    def arg(a: Any) -> Any:
+        if isinstance(a, torch.fx.Node):
+            return _clone(cast(a.name, env[a.name]))
+        return a
+
+    args = torch.fx.node.map_aggregate(node.args, arg)
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, arg)
+    with torch.no_grad():
+        if node.op == "call_function":
+            return node.target(*args, **kwargs)  # type: ignore[operator]
+        if node.op == "call_method":
+            self_obj, *rest = args
+            return getattr(self_obj, str(node.target))(*rest, **kwargs)
+        return gm.get_submodule(str(node.target))(*args, **kwargs)
+
+
+class _OpRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.ops: list[Any] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+_TRIVIAL = {
+    "detach",
+    "alias",
+    "view",
+    "_unsafe_view",
+    "t",
+    "expand",
+    "clone",
+    "_to_copy",
+    "lift_fresh",
+    "empty",
+    "empty_strided",
+    "copy_",
+    "unsqueeze",
+    "squeeze",
+    "permute",
+    "transpose",
+    "reshape",
+    "slice",
+    "select",
+}
+
+
+def aten_ops_of(gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[str, Any]) -> list[Any]:
+    """The operators (ATen or custom) that ``node`` dispatches to, trivial view/copy ops last."""
+    rec = _OpRecorder()
+    try:
+        with rec:
+            run_node_alone(gm, node, env, lambda _n, v: v)
+    except Exception:
+        pass
+    seen: list[Any] = []
+    for op in rec.ops:
+        if op not in seen:
+            seen.append(op)
+    custom = [op for op in seen if ta.is_custom_op(op)]
+    if custom:
+        return custom
+    return sorted(seen, key=lambda op: getattr(op, "_opname", "") in _TRIVIAL)
+
+
+def exposing_backend(inner: ta.Backend, names: set[str] | None, sink: dict[str, Any]) -> ta.Backend:
+    """Wrap ``inner`` so the named nodes (all compute nodes when ``None``) become extra graph outputs.
+
+    The compiled function strips the extras and stores them in ``sink`` by node name, so the model's
+    outputs are unchanged. The extras are computed by the same compiled code, fusion included.
+    """
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        chosen = [n for n in compute_nodes(gm) if names is None or n.name in names]
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        original = output.args[0]
+        multiple = isinstance(original, tuple | list)
+        orig_list = list(original) if multiple else [original]
+        if not chosen:
+            return inner(gm, example_inputs)
+        output.args = (tuple(orig_list + chosen),)
+        gm.recompile()
+        count = len(orig_list)
+        chosen_names = [n.name for n in chosen]
+        compiled = inner(gm, example_inputs)
+
+        def run(*args: Any) -> Any:
+            values = list(compiled(*args))
+            for name, value in zip(chosen_names, values[count:], strict=True):
+                sink[name] = value.detach() if isinstance(value, torch.Tensor) else value
+            return tuple(values[:count])
+
+        return run
+
+    return backend

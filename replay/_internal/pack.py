@@ -1,0 +1,172 @@
+"""The replay pack: a folder holding everything a fresh process needs to re-execute one request.
+
+Layout (``pack.json`` lists every other file with its sha256)::
+
+    pack.json            format, request record, bundle id, served graph keys and artifact ids, files
+    inputs.safetensors   the captured inputs, as the host SDK stored them
+    bundle/              the bundle that served the request (manifest.json + artifacts), when known
+
+Reading a pack checks every file's hash before anything is used. Only torch and the standard library
+are needed (the safetensors format is read here, so a GPU host needs no extra package).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import torch
+
+PACK_FORMAT: Final = "inferensics-replay-pack-v1"
+PACK_FILE: Final = "pack.json"
+INPUTS_FILE: Final = "inputs.safetensors"
+BUNDLE_DIR: Final = "bundle"
+
+
+class ReplayError(RuntimeError):
+    """A replay that cannot go on; the message is one line saying what is wrong and what to do."""
+
+
+@dataclass(frozen=True)
+class ReplayPack:
+    """A verified pack on disk."""
+
+    directory: Path
+    meta: dict[str, Any]
+
+    @property
+    def request_id(self) -> str:
+        """The replayed request."""
+        return str(self.meta["request"].get("request_id", ""))
+
+    @property
+    def bundle_dir(self) -> Path | None:
+        """The bundle folder, when the pack carries one."""
+        d = self.directory / BUNDLE_DIR
+        return d if d.is_dir() else None
+
+    def inputs(self) -> dict[str, torch.Tensor]:
+        """The captured inputs by name, in stored order."""
+        return read_safetensors((self.directory / INPUTS_FILE).read_bytes())
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_pack(out: Path, *, request: dict[str, Any], inputs: bytes, bundle_dir: Path | None = None) -> Path:
+    """Write a pack folder (replacing ``out``); the same request, inputs and bundle give the same bytes."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / INPUTS_FILE).write_bytes(inputs)
+    if bundle_dir is not None:
+        shutil.copytree(bundle_dir, out / BUNDLE_DIR)
+    files = {
+        p.relative_to(out).as_posix(): _sha256(p) for p in sorted(out.rglob("*")) if p.is_file() and p.name != PACK_FILE
+    }
+    meta = {
+        "format": PACK_FORMAT,
+        "request": {k: request[k] for k in sorted(request)},
+        "bundle_id": str(request.get("bundle_id", "")),
+        "graph_keys": list(request.get("graph_keys", [])),
+        "graph_artifacts": list(request.get("graph_artifacts", [])),
+        "files": files,
+    }
+    (out / PACK_FILE).write_text(json.dumps(meta, sort_keys=True, indent=2, default=str) + "\n")
+    return out
+
+
+def read_pack(directory: Path | str) -> ReplayPack:
+    """Open a pack and check every file against ``pack.json``.
+
+    Raises:
+        ReplayError: not a pack, another format, a missing file or a hash that does not match.
+    """
+    d = Path(directory)
+    meta_path = d / PACK_FILE
+    if not meta_path.is_file():
+        raise ReplayError(
+            f"{d} is not a replay pack (no {PACK_FILE}): export one with `inferensics replay ID --export DIR`"
+        )
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ReplayError(f"{meta_path} is damaged ({exc.msg} at line {exc.lineno}): export the pack again") from None
+    if meta.get("format") != PACK_FORMAT:
+        raise ReplayError(
+            f"{meta_path} has format {meta.get('format')!r}, expected {PACK_FORMAT!r}: export the pack again"
+        )
+    for rel, digest in sorted(meta.get("files", {}).items()):
+        path = d / rel
+        if not path.is_file():
+            raise ReplayError(f"pack file {rel} is missing: export the pack again")
+        actual = _sha256(path)
+        if actual != digest:
+            raise ReplayError(
+                f"pack file {rel} fails its hash (sha256 {actual[:12]}, pack.json {digest[:12]}): "
+                "the pack was altered; export it again"
+            )
+    if INPUTS_FILE not in meta.get("files", {}):
+        raise ReplayError(f"pack {d} holds no captured inputs: export it again from a request with captured inputs")
+    return ReplayPack(d, meta)
+
+
+_DTYPES: Final = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+
+
+def read_safetensors(data: bytes) -> dict[str, torch.Tensor]:
+    """Decode a safetensors blob with torch alone (the host SDK writes inputs in this format)."""
+    if len(data) < 8:
+        raise ReplayError("captured inputs are not a safetensors blob (too short): capture them again")
+    (n,) = struct.unpack("<Q", data[:8])
+    try:
+        header = json.loads(data[8 : 8 + n])
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ReplayError("captured inputs are not a safetensors blob (bad header): capture them again") from None
+    base = 8 + n
+    out: dict[str, torch.Tensor] = {}
+    entries = sorted(
+        ((k, v) for k, v in header.items() if k != "__metadata__"), key=lambda kv: kv[1]["data_offsets"][0]
+    )
+    for name, spec in entries:
+        start, end = spec["data_offsets"]
+        dtype = _DTYPES.get(spec["dtype"])
+        if dtype is None:
+            raise ReplayError(f"captured input {name} has dtype {spec['dtype']}, which replay cannot read")
+        raw = bytearray(data[base + start : base + end])
+        tensor = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+        out[name] = tensor.reshape(spec["shape"]).clone()
+    return out
+
+
+def write_safetensors(tensors: dict[str, torch.Tensor]) -> bytes:
+    """Encode tensors as safetensors with torch alone (tests and exports)."""
+    names = {v: k for k, v in _DTYPES.items()}
+    header: dict[str, Any] = {"__metadata__": {"format": "inferensics-inputs-v1"}}
+    chunks: list[bytes] = []
+    offset = 0
+    for name, t in tensors.items():
+        raw = t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * ((8 - len(head) % 8) % 8)
+    return struct.pack("<Q", len(head)) + head + b"".join(chunks)

@@ -1,0 +1,261 @@
+"""The one module of replay that touches PyTorch's private compile APIs (ARCHITECTURE decision 8).
+
+Replay re-runs a graph under many compiler variations (a decomposition removed, a lowering made a
+fallback, a pass switched off, fusion off) in the calling process, so it needs Inductor's tables and
+config slots directly. Each touch lives here, so a torch minor that renames one breaks one function.
+Available on torch 2.11 (the H200 hosts) and 2.13 (here); see shared/research/torch-compile-internals.md.
+
+The FX graph and AOTAutograd caches are turned off inside :func:`fresh_compiles`: their keys do not
+cover patched lowerings, decompositions or passes, so a variation could be served a stale entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import torch
+
+TRACE_LOGGER: Final = "torch.__trace"
+CUSTOM_PASS_SLOTS: Final = (
+    "pre_grad_custom_pass",
+    "joint_custom_pre_pass",
+    "joint_custom_post_pass",
+    "post_grad_custom_pre_pass",
+    "post_grad_custom_post_pass",
+)
+"""Inductor config slots that hold user graph passes, in the order Inductor runs them."""
+
+Backend = Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]
+
+
+def reset() -> None:
+    """Forget every compiled frame, so the next call compiles again."""
+    torch._dynamo.reset()
+
+
+@contextlib.contextmanager
+def fresh_compiles() -> Iterator[None]:
+    """Compile without the FX graph and AOTAutograd caches (their keys miss patched compiler code)."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    with (
+        inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False, autotune_local_cache=False),
+        functorch_config.patch(enable_autograd_cache=False),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def inductor_config(patches: dict[str, Any]) -> Iterator[None]:
+    """Apply Inductor config patches (dotted names such as ``trace.provenance_tracking_level``)."""
+    import torch._inductor.config as cfg
+
+    with cfg.patch(patches):
+        yield
+
+
+def inductor_config_value(name: str) -> Any:
+    """Read one Inductor config value."""
+    import torch._inductor.config as cfg
+
+    obj: Any = cfg
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def active_custom_passes() -> list[str]:
+    """The custom-pass config slots that hold a pass now."""
+    return [slot for slot in CUSTOM_PASS_SLOTS if inductor_config_value(slot) is not None]
+
+
+def custom_pass_name(slot: str) -> str:
+    """A readable name for the pass in ``slot`` (its class or function name)."""
+    value = inductor_config_value(slot)
+    if value is None:
+        return ""
+    name = getattr(value, "__qualname__", None) or type(value).__qualname__
+    return f"{slot}={name}"
+
+
+def inductor_decompositions() -> dict[Any, Callable[..., Any]]:
+    """Inductor's decomposition table exactly as ``compile_fx`` would pick it now.
+
+    ``fast_random_decomps`` caches a copy of ``decompositions`` on first use: a caller that patches
+    ``decompositions`` later must patch the cached table too, or Inductor never sees the patch.
+    """
+    from torch._inductor import decomposition
+
+    return dict(decomposition.select_decomp_table())
+
+
+def inductor_backend(decompositions: dict[Any, Callable[..., Any]] | None = None) -> Backend:
+    """Inductor's ``compile_fx``, optionally with a given decomposition table."""
+    from torch._inductor.compile_fx import compile_fx
+
+    if decompositions is None:
+        return compile_fx  # type: ignore[return-value]
+    return functools.partial(compile_fx, decompositions=decompositions)  # type: ignore[return-value]
+
+
+def aot_eager_backend(decompositions: dict[Any, Callable[..., Any]] | None) -> Backend:
+    """AOTAutograd with no codegen: ``aot_eager`` (no table) or ``aot_eager_decomp_partition``."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.debugging import boxed_nop
+
+    if decompositions is None:
+        return aot_autograd(fw_compiler=boxed_nop)
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    return aot_autograd(
+        fw_compiler=boxed_nop,
+        bw_compiler=boxed_nop,
+        decompositions=decompositions,
+        partition_fn=min_cut_rematerialization_partition,
+    )
+
+
+def has_lowering(op: Any) -> bool:
+    """Whether Inductor lowers ``op`` itself (rather than calling the ATen kernel)."""
+    from torch._inductor import lowering
+
+    return op in lowering.lowerings and op not in lowering.fallbacks
+
+
+@contextlib.contextmanager
+def lowerings_as_fallbacks(ops: Sequence[Any]) -> Iterator[None]:
+    """Make Inductor call the ATen kernel for ``ops`` instead of lowering them; restore afterwards."""
+    from torch._inductor import lowering
+
+    saved = {op: lowering.lowerings.get(op) for op in ops}
+    realized = set(lowering.needs_realized_inputs)
+    try:
+        for op in ops:
+            lowering.lowerings.pop(op, None)
+            lowering.make_fallback(op, warn=False, override_decomp=True)  # type: ignore[no-untyped-call]
+        yield
+    finally:
+        for op, fn in saved.items():
+            lowering.fallbacks.discard(op)
+            if fn is None:
+                lowering.lowerings.pop(op, None)
+            else:
+                lowering.lowerings[op] = fn
+        lowering.needs_realized_inputs.clear()
+        lowering.needs_realized_inputs.update(realized)
+
+
+@contextlib.contextmanager
+def fusion_disabled() -> Iterator[None]:
+    """Refuse every fusion in Inductor's scheduler (``max_fusion_size=1`` alone leaves some on CPU)."""
+    from torch._inductor import scheduler
+
+    saved = scheduler.Scheduler.can_fuse, scheduler.Scheduler.fuse_nodes
+    scheduler.Scheduler.can_fuse = lambda self, *args, **kwargs: False  # type: ignore[method-assign]
+    scheduler.Scheduler.fuse_nodes = lambda self, nodes: nodes  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        scheduler.Scheduler.can_fuse, scheduler.Scheduler.fuse_nodes = saved  # type: ignore[method-assign]
+
+
+@dataclass
+class CompileTrace:
+    """What Inductor reported about the compiles inside :func:`capture_compile_trace`."""
+
+    output_code: list[str] = field(default_factory=list)
+    """Generated wrapper modules, in compile order."""
+    node_mappings: list[dict[str, Any]] = field(default_factory=list)
+    """``inductor_provenance_tracking_node_mappings`` payloads (pre-grad → post-grad → kernel)."""
+    fx_cache_keys: list[str] = field(default_factory=list)
+    """FX-graph-cache keys hit or missed."""
+
+
+class _TraceHandler(logging.Handler):
+    def __init__(self, sink: CompileTrace) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        import json
+
+        meta: dict[str, Any] = getattr(record, "metadata", {}) or {}
+        payload = getattr(record, "payload", None)
+        try:
+            if "inductor_output_code" in meta and payload:
+                self.sink.output_code.append(str(payload))
+            artifact = meta.get("artifact")
+            if isinstance(artifact, dict) and payload:
+                name = artifact.get("name", "")
+                if name == "inductor_provenance_tracking_node_mappings":
+                    self.sink.node_mappings.append(json.loads(payload))
+                elif name in ("fx_graph_cache_hit", "fx_graph_cache_miss"):
+                    self.sink.fx_cache_keys.append(str(json.loads(payload).get("key", "")))
+        except Exception:  # a trace sink must not fail the compile it observes
+            return
+
+
+@contextlib.contextmanager
+def capture_compile_trace(provenance: bool = True) -> Iterator[CompileTrace]:
+    """Collect output code and provenance mappings of the compiles run inside the block."""
+    sink = CompileTrace()
+    handler = _TraceHandler(sink)
+    logger = logging.getLogger(TRACE_LOGGER)
+    logger.addHandler(handler)
+    try:
+        if provenance:
+            with inductor_config({"trace.provenance_tracking_level": 1}):
+                yield sink
+        else:
+            yield sink
+    finally:
+        logger.removeHandler(handler)
+
+
+@contextlib.contextmanager
+def quiet_compiles() -> Iterator[list[str]]:
+    """Keep the compiler's warnings (recompiles, disabled caches) out of the caller's warning filters.
+
+    The messages are collected, so a caller can report them.
+    """
+    seen: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield seen
+    seen.extend(str(w.message) for w in caught)
+
+
+def graph_input_names(gm: torch.fx.GraphModule) -> list[str]:
+    """The source of each placeholder of a Dynamo graph, such as ``L['x']``."""
+    names: list[str] = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        grapharg = node.meta.get("grapharg")
+        source = getattr(grapharg, "source", None)
+        names.append(source.name() if source is not None and hasattr(source, "name") else node.name)
+    return names
+
+
+def op_name(op: Any) -> str:
+    """``aten.rsqrt`` for ATen ops, ``mylib::rms_norm`` for custom ops, the qualified name otherwise."""
+    if isinstance(op, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+        qualified = str(op.name() if isinstance(op, torch._ops.OpOverload) else op._qualified_op_name)  # type: ignore[no-untyped-call]
+        namespace, _, rest = qualified.partition("::")
+        base = rest.split(".")[0]
+        return f"aten.{base}" if namespace in ("aten", "prims") else f"{namespace}::{base}"
+    module = getattr(op, "__module__", "") or ""
+    name = getattr(op, "__qualname__", None) or getattr(op, "__name__", None) or str(op)
+    return f"{module}.{name}" if module else str(name)
+
+
+def is_custom_op(op: Any) -> bool:
+    """Whether ``op`` is an operator outside ATen/prims (a user's ``torch.library`` op)."""
+    return isinstance(op, torch._ops.OpOverload) and op.namespace not in ("aten", "prims", "_c10d_functional")

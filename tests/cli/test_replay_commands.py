@@ -1,0 +1,118 @@
+"""``inferensics replay`` through a real service: bad input is one line, a captured request becomes a pack.
+
+The service runs for real (``inferensics serve`` over an embedded chDB store); the request rows arrive
+over OTLP from the host SDK's exporter, the inputs through the blob API.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from inferensics.cli.app import app
+from inferensics.replay import read_pack
+from inferensics.replay._internal.pack import write_safetensors
+from inferensics.schema.events import RequestEvent
+from tests.collector.service.harness import ADMIN, INGEST, RunningService, new_service
+
+runner = CliRunner()
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    svc = new_service(tmp_path_factory.mktemp("svc"), via_cli=True).start()
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+def _request(request_id: str, capture: str, bundle_id: str = "") -> RequestEvent:
+    return RequestEvent(request_id=request_id, ts=datetime.now(UTC), host="h1", model="m", hw_pool="cpu",
+                        traffic_class="batch", status="error", error="nan logits", capture_blob=capture,
+                        bundle_id=bundle_id)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recorded(service: RunningService) -> dict[str, str]:
+    import torch
+
+    from inferensics.collector.host.otlp_exporter import OtlpExporter
+
+    client = service.client(ADMIN)
+    blob = client.put_blob(write_safetensors({"x": torch.ones(2, 8)}), "inputs")
+    exporter = OtlpExporter(service.url, host="h1", token=INGEST)
+    exporter.export_records([])
+    exporter.export_request(_request("req-captured", blob, "b" * 64), [])
+    exporter.export_request(_request("req-uncaptured", ""), [])
+    exporter.flush()
+    exporter.shutdown()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if client.query("request_detail", request_id="req-uncaptured").height:
+                break
+        except Exception:
+            pass
+        time.sleep(0.3)
+    return {"blob": blob}
+
+
+def _invoke(service: RunningService, *args: str) -> tuple[int, str]:
+    res = runner.invoke(app, ["replay", *args, "--service", service.url, "--token", ADMIN], env={"COLUMNS": "400"})
+    return res.exit_code, res.output
+
+
+def test_unknown_request_id_is_one_line(service: RunningService, recorded: dict[str, str]) -> None:
+    code, out = _invoke(service, "no-such-request")
+    assert code == 2, out
+    assert out.strip().count("\n") == 0, out
+    assert out.startswith("error: ")
+    assert "no-such-request" in out
+
+
+def test_request_without_captured_inputs_says_which_setting(service: RunningService, recorded: dict[str, str]) -> None:
+    code, out = _invoke(service, "req-uncaptured")
+    assert code == 2, out
+    assert out.strip().count("\n") == 0, out
+    assert "has no captured inputs" in out
+    assert "CaptureRules(enabled=True" in out
+
+
+def test_export_writes_a_verified_pack(service: RunningService, recorded: dict[str, str], tmp_path: Path) -> None:
+    bundles = tmp_path / "bundles"
+    (bundles / ("b" * 64)).mkdir(parents=True)
+    (bundles / ("b" * 64) / "manifest.json").write_text("{}")
+    args = ["replay", "req-captured", "--service", service.url, "--token", ADMIN, "--export", str(tmp_path / "pack")]
+    res = runner.invoke(app, args, env={"COLUMNS": "400", "INFERENSICS_BUNDLES": str(bundles)})
+    assert res.exit_code == 0, res.output
+    pack = read_pack(tmp_path / "pack")
+    assert pack.request_id == "req-captured"
+    assert pack.inputs()["x"].shape == (2, 8)
+    assert pack.bundle_dir is not None
+    assert (pack.bundle_dir / "manifest.json").is_file()
+    assert "inferensics replay --pack" in res.output
+
+
+def test_missing_bundle_is_one_line(service: RunningService, recorded: dict[str, str], tmp_path: Path) -> None:
+    code, out = _invoke(service, "req-captured", "--export", str(tmp_path / "pack"))
+    assert code == 2, out
+    assert out.strip().count("\n") == 0, out
+    assert "is not available here" in out
+    assert "--bundle" in out
+
+
+def test_altered_pack_and_bad_device_are_one_line(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["replay", "--pack", str(tmp_path)], env={"COLUMNS": "400"})
+    assert res.exit_code == 2
+    assert "is not a replay pack" in res.output
+    assert res.output.strip().count("\n") == 0
+    res = runner.invoke(app, ["replay", "--pack", str(tmp_path), "--device", "tpu"], env={"COLUMNS": "400"})
+    assert res.exit_code == 2
+    assert "is not a device" in res.output

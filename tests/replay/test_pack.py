@@ -1,0 +1,153 @@
+"""Packs: written, verified, replayed in a fresh process against a real signed bundle.
+
+The bundle is built here (real torch.compile, real ed25519 signature) with a faulty decomposition
+recorded as a customisation; replay reinstalls it from the manifest in a fresh process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from inferensics import bundle as b
+from inferensics.replay import ReplayError, read_pack, write_pack
+from inferensics.replay._internal.pack import read_safetensors, write_safetensors
+from tests.replay import packmodels
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = Path(__file__).resolve().parents[1] / "bundle" / "models.py"
+LINE = next(i for i, t in enumerate(MODELS.read_text().splitlines(), 1) if "functional.gelu" in t)
+
+
+@dataclass(frozen=True)
+class Built:
+    bundle: Path
+    keyring: Path
+    bundle_id: str
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    d = tmp_path_factory.mktemp("replay-bundle")
+    priv, pub, _ = b.generate_key(d / "builder")
+    faulty = b.describe_customisation("decomposition", "aten.gelu.default", packmodels.gelu_wrong)
+    spec = b.BuildSpec(
+        model="tests.bundle.models:tiny_mlp",
+        inputs="tests.bundle.models:inputs",
+        shapes=b.ShapeDistribution.of([(4, 8)]),
+        advise=False,
+        name="candidate",
+        repeats=1,
+        customisations=[faulty],
+    )
+    result = b.build(spec, b.load_signing_key(priv), d / "bundle")
+    return Built(result.directory, pub, result.bundle_id)
+
+
+def _request(built: Built) -> dict[str, object]:
+    manifest = b.read_manifest(built.bundle)
+    return {
+        "request_id": "req-1",
+        "bundle_id": built.bundle_id,
+        "model": "gate",
+        "graph_keys": [g.fx_key for g in manifest.graphs],
+        "graph_artifacts": [g.output_code_sha256 for g in manifest.graphs],
+    }
+
+
+def _inputs() -> bytes:
+    return write_safetensors({"x": torch.randn(4, 8, generator=torch.Generator().manual_seed(3))})
+
+
+def _run(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "inferensics.replay", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_safetensors_round_trip_without_the_package() -> None:
+    t = {"ids": torch.tensor([[1, 2, 3]]), "x": torch.randn(2, 3).to(torch.bfloat16)}
+    back = read_safetensors(write_safetensors(t))
+    assert all(torch.equal(back[k], t[k]) for k in t)
+
+
+@pytest.mark.slow
+def test_fresh_process_reinstalls_the_fault_and_names_it(built: Built, tmp_path: Path) -> None:
+    pack = write_pack(tmp_path / "pack", request=_request(built), inputs=_inputs(), bundle_dir=built.bundle)
+    out = tmp_path / "out"
+    proc = _run("--pack", str(pack), "--out", str(out), "--keyring", str(built.keyring), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdict = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert verdict["category"] == "decomposition"
+    assert verdict["op"] == "aten.gelu"
+    assert verdict["source_file"] == str(MODELS)
+    assert verdict["source_line"] == LINE
+    assert verdict["source_text"] == "return self.fc2(torch.nn.functional.gelu(self.fc1(x)))"
+    # Whether the exact bundle's graph keys served the replay is checked and said, never assumed.
+    matches = verdict["evidence"]["served_matches"]
+    assert matches
+    assert verdict["evidence"]["bundle_graph_keys"]
+    assert verdict["evidence"]["served_keys_all_hit"] == all(m["status"] == "hit" for m in matches)
+    # Hit or miss is checked and said, never assumed. A bundle built in a plain process is hit by this
+    # replay (checked by hand: fx key hit, no differing factor); built inside this pytest process it
+    # misses on the traced graph and automatic_dynamic_shapes (reported to the bundle part).
+    assert verdict["evidence"]["served_keys_all_hit"] or "bundle miss" in verdict["summary"]
+    assert verdict["evidence"]["bundle_id"] == built.bundle_id
+    assert json.loads((out / "verdict.json").read_text())["category"] == "decomposition"
+    assert "| category | `decomposition` |" in (out / "verdict.md").read_text()
+    first = (out / "repro.py").read_bytes()
+    # The repro reproduces the divergence with torch alone once the recorded decomposition is in place.
+    assert b"class Repro(torch.nn.Module)" in first
+    proc2 = _run("--pack", str(pack), "--out", str(tmp_path / "out2"), "--keyring", str(built.keyring))
+    assert proc2.returncode == 0, proc2.stderr[-2000:]
+    assert (tmp_path / "out2" / "repro.py").read_bytes() == first, "the repro script is byte-stable"
+    assert "verdict: decomposition" in proc2.stdout
+
+
+def test_altered_pack_fails_its_hash(built: Built, tmp_path: Path) -> None:
+    pack = write_pack(tmp_path / "pack", request=_request(built), inputs=_inputs(), bundle_dir=built.bundle)
+    (pack / "inputs.safetensors").write_bytes(_inputs()[:-4] + b"\0\0\0\1")
+    with pytest.raises(ReplayError, match=r"^pack file inputs.safetensors fails its hash .*export it again$"):
+        read_pack(pack)
+    proc = _run("--pack", str(pack), "--keyring", str(built.keyring))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("error: pack file")
+
+
+def test_bundle_signed_by_an_untrusted_key_is_refused(built: Built, tmp_path: Path) -> None:
+    _, other, _ = b.generate_key(tmp_path / "other")
+    pack = write_pack(tmp_path / "pack", request=_request(built), inputs=_inputs(), bundle_dir=built.bundle)
+    proc = _run("--pack", str(pack), "--keyring", str(other))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("error: ")
+
+
+def test_not_a_pack(tmp_path: Path) -> None:
+    proc = _run("--pack", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ")
+    assert "is not a replay pack" in proc.stderr
+
+
+def test_cuda_requested_on_a_cpu_machine(tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    proc = _run("--pack", str(tmp_path), "--device", "cuda")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert "no CUDA device" in proc.stderr
