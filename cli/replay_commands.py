@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from inferensics.cli.errors import fail
+from inferensics.cli.extras import require_extra
 
 CAPTURE_HINT = (
     "capture is off by default: enable it on the serving host with "
@@ -69,6 +70,7 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
     try:
         if pack is None:
             assert request_id is not None
+            require_extra("service", "replay")  # the pack comes through the service's client
             from inferensics.collector.client import ServiceClient
 
             client = ServiceClient(service, token)

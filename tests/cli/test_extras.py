@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "report weekly": (["report", "weekly"], "dashboard"),
     "canary compare": (["canary", "compare", "--baseline", "a", "--candidate", "b"], "dashboard"),
     "demo": (["demo"], "demo"),
+    "replay": (["replay", "req-1"], "service"),
     **{
         f"bundle {name}": (["bundle", name, *args], "service")
         for name, args in {
