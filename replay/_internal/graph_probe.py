@@ -7,15 +7,18 @@ expression, ``stack_trace`` in each node's meta), so a diverging node maps strai
 from __future__ import annotations
 
 import linecache
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
+import inferensics.kernels
 from inferensics.replay._internal import torch_adapter as ta
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n(?P<code>[^\n]*)')
@@ -30,13 +33,19 @@ class SourceLine:
     text: str = ""
 
 
+_LIBRARY_DIRS = (str(Path(inferensics.kernels.__file__).parent) + os.sep,)
+"""Frames inside these folders are library code (the kernel registry's dispatch), not the user's line."""
+
+
 def source_of(node: torch.fx.Node) -> SourceLine:
-    """The innermost user frame in ``node.meta['stack_trace']``."""
+    """The innermost user frame in ``node.meta['stack_trace']``: the kernel registry's own frames are
+    skipped, so an op served through it names the model line that called it."""
     trace = node.meta.get("stack_trace") or ""
     frames = list(_FRAME.finditer(trace))
     if not frames:
         return SourceLine()
-    last = frames[-1]
+    user = [f for f in frames if not f["file"].startswith(_LIBRARY_DIRS)]
+    last = (user or frames)[-1]
     file, line = last["file"], int(last["line"])
     text = linecache.getline(file, line).strip() or last["code"].strip()
     return SourceLine(file, line, text)

@@ -14,7 +14,7 @@ from torch import nn
 from inferensics.demo.models.decoder import TinyDecoder, pad_cache
 
 DECODER_FILE = Path(inspect.getsourcefile(TinyDecoder) or "")
-SILU_LINE = next(i for i, t in enumerate(DECODER_FILE.read_text().splitlines(), 1) if "F.silu(self.gate(x))" in t)
+SILU_LINE = next(i for i, t in enumerate(DECODER_FILE.read_text().splitlines(), 1) if "kernels.silu_mul(" in t)
 
 
 class DecodeStep(nn.Module):
