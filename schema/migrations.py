@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from inferensics.schema import columns as col
+from inferensics.schema.dedup import seen_table_sql
 from inferensics.schema.ddl import (
     DEDUP_WINDOW,
     WIDE_PART_MIN_BYTES,
@@ -354,6 +355,11 @@ def _coarse_request_views_gather_histograms(target: Target) -> list[str | Step]:
     return [*_drop_views(views, target), *_create_views(views, target)]
 
 
+def _ingest_dedup_keys(target: Target) -> list[str | Step]:
+    # The collector's per-span dedup keys (a retried request is stored once); see schema/dedup.py.
+    return list(seen_table_sql(target))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -363,6 +369,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "requests ordered by model, traffic class, pool", _requests_ordered_by_class_then_pool),
     Migration(7, "per-minute request rollup kept 32 days, rebuilt from raw", _minute_rollup_covers_raw_retention),
     Migration(8, "hourly and daily request views gather histograms", _coarse_request_views_gather_histograms),
+    Migration(9, "collector per-span dedup keys", _ingest_dedup_keys),
 )
 """Every migration, in version order."""
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -24,6 +25,14 @@ from inferensics.schema.store import StoreError
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+_PATH: Final = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*|/[^\s'\",;:)]+)")
+
+
+def redact(message: str) -> str:
+    """``message`` without filesystem paths and DSNs (for the unauthenticated readiness answer)."""
+    return _PATH.sub("<redacted>", message)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -88,7 +97,8 @@ def create_app(state: ServiceState) -> Starlette:
 
     async def readyz(_: Request) -> Response:
         ok = state.writer.store is not None and state.writer.store_ok
-        body = {"ready": ok, "store_ok": state.writer.store_ok, "last_error": state.writer.last_error}
+        # unauthenticated: the reason without the host's paths or DSN (GET /api/v1/status has them)
+        body = {"ready": ok, "store_ok": state.writer.store_ok, "last_error": redact(state.writer.last_error)}
         return JSONResponse(body, status_code=200 if ok else 503)
 
     async def metrics(_: Request) -> Response:
@@ -167,7 +177,12 @@ def create_app(state: ServiceState) -> Starlette:
         if not isinstance(body, dict):
             return _error(400, 'send a JSON object such as {"store_down": true}')
         state.faults.store_down = bool(body.get("store_down", state.faults.store_down))
-        return JSONResponse({"store_down": state.faults.store_down})
+        kills = body.get("kill_inserts", 0)
+        if kills:
+            if not isinstance(kills, int) or kills < 0:
+                return _error(400, "kill_inserts takes a count of inserts to cancel")
+            state.faults.cancel_inserts(state.open_store, kills)
+        return JSONResponse({"store_down": state.faults.store_down, "kill_inserts": kills})
 
     routes = [
         Route("/v1/traces", guarded("ingest", traces), methods=["POST"]),

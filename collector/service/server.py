@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import socket
 
 import uvicorn
@@ -11,6 +12,7 @@ import uvicorn
 from inferensics.collector.service.app import create_app
 from inferensics.collector.service.config import ServiceConfig
 from inferensics.collector.service.state import build_state
+from inferensics.schema.dsn import DsnError, resolve_dsn
 
 log = logging.getLogger("inferensics.collector.service")
 
@@ -58,6 +60,16 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def masked_dsn(dsn: str) -> str:
+    """``dsn`` for a log line: the password replaced by ``***`` (also in a DSN that does not parse)."""
+    if not dsn:
+        return "(default)"
+    try:
+        return str(resolve_dsn(dsn))
+    except DsnError:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
+
+
 def serve(config: ServiceConfig, sock: socket.socket | None = None) -> None:
     """Serve until SIGINT/SIGTERM; on the way out, try to drain the spool, then seal what is left.
 
@@ -84,7 +96,7 @@ def serve(config: ServiceConfig, sock: socket.socket | None = None) -> None:
         "https" if tls else "http",
         config.host,
         config.port,
-        config.dsn or "(default)",
+        masked_dsn(config.dsn),
         state.spool.directory,
     )
     server = uvicorn.Server(

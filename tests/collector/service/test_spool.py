@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record, read_segment
 from inferensics.collector.service.testing import encode_request
 from inferensics.collector.service.writer import Faults, StoreWriter
+from inferensics.schema.dedup import SEEN_TABLE
 from inferensics.schema.store import Store
 from tests.collector.service.otel import request
 
@@ -79,10 +81,11 @@ def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_d
     first = StoreWriter(
         s, lambda: Store.open(store_dsn), Metrics(), Faults(), decoder=EngineDecoder(tmp_path / "engine")
     )
-    # simulate a crash after the insert and before the segment was deleted
+    # simulate a crash after the rows' insert, before the span keys' insert and the segment's deletion
     s.remove = lambda seg: None  # type: ignore[method-assign]
     assert first._write(seg)
     assert store.row_counts()["requests"] == 25
+    store.client.command(f"TRUNCATE TABLE {store.database}.{SEEN_TABLE}")
     after_restart = spool(tmp_path)
     replay = after_restart.next_sealed(0)
     assert replay is not None
@@ -97,6 +100,37 @@ def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_d
     assert metrics.get("written_rows") == 0
     assert after_restart.files() == 0
     assert not list(tmp_path.glob("*.seg"))
+
+
+def test_a_retried_request_in_a_new_segment_is_stored_once(tmp_path: Path, store_dsn: str, store: Store) -> None:
+    """Point 6: the same body re-sent after a restart lands in a new segment (a new block token); the span
+    keys drop it, in another segment and repeated within one segment alike."""
+    s = spool(tmp_path)
+    writer = StoreWriter(s, lambda: Store.open(store_dsn), Metrics(), Faults(), decoder=EngineDecoder(tmp_path / "e"))
+    body = record("r", 20)
+    s.append(body, 20)
+    s.seal_now()
+    seg = s.next_sealed(0)
+    assert seg is not None
+    assert writer._write(seg)
+    restarted = spool(tmp_path)  # a new boot id: new segment names, new tokens
+    metrics = Metrics()
+    writer = StoreWriter(
+        restarted, lambda: Store.open(store_dsn), metrics, Faults(), decoder=EngineDecoder(tmp_path / "e")
+    )
+    restarted.append(body, 20)
+    again = record("s", 5)  # the same bytes twice (a record() call draws new span ids)
+    restarted.append(again, 5)
+    restarted.append(again, 5)
+    restarted.seal_now()
+    seg = restarted.next_sealed(0)
+    assert seg is not None
+    assert writer._write(seg)
+    ids = Counter(r[0] for r in store.query_rows(f"SELECT request_id FROM {store.database}.requests"))
+    assert len(ids) == 25
+    assert set(ids.values()) == {1}
+    assert metrics.get("duplicate_spans") == 25
+    assert metrics.get("written_rows") == 5
 
 
 def test_spool_at_cap_answers_429_while_the_store_is_up_and_503_while_it_is_down(tmp_path: Path) -> None:
