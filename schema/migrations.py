@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from inferensics.schema import columns as col
-from inferensics.schema.dedup import seen_table_sql
 from inferensics.schema.ddl import (
     DEDUP_WINDOW,
     WIDE_PART_MIN_BYTES,
@@ -26,6 +25,7 @@ from inferensics.schema.ddl import (
     render_rollup,
     render_schema,
 )
+from inferensics.schema.dedup import seen_table_sql
 from inferensics.schema.events import EVENT_MODELS, RequestEvent
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 

@@ -68,6 +68,47 @@ NOW_US: Final = "toUnixTimestamp64Micro(now64(6))"
 """The engine's clock in microseconds, the default ``now`` of :func:`rows_sql`."""
 
 
+MAX_ID_BYTES: Final = 256
+"""Longest identifier (a ``*_id`` string column) a row may carry; a longer one is rejected (a cut id is
+another id). ``request_id`` must also be non-empty."""
+MAX_TEXT_CHARS: Final = 65_536
+"""Longest other string (and ``Map`` value) stored; longer ones are cut to this many characters, counted."""
+TRUNCATED_VALUE: Final = "truncated_value"
+"""The ``dropped`` reason counting string values cut to :data:`MAX_TEXT_CHARS`."""
+
+
+def is_id_column(name: str) -> bool:
+    """Whether a string column is an identifier (bounded, never cut)."""
+    return name.endswith("_id")
+
+
+def cut_columns(model: type[Event]) -> list[tuple[str, str]]:
+    """``(name, kind)`` of the columns cut to :data:`MAX_TEXT_CHARS`: strings that are not ids, and maps."""
+    out = []
+    for f in arrow_schema(model):
+        kind = column_kind(f.type)
+        if (kind == "str" and not is_id_column(f.name)) or kind == "map":
+            out.append((f.name, kind))
+    return out
+
+
+def insert_columns_sql(model: type[Event]) -> tuple[str, str]:
+    """The select list that inserts a pivot's good rows (long strings cut), and the count of values cut."""
+    cut = dict(cut_columns(model))
+    exprs, counts = [], []
+    for name in model.model_fields:
+        kind = cut.get(name)
+        if kind == "str":
+            exprs.append(f"substringUTF8({name}, 1, {MAX_TEXT_CHARS}) AS {name}")
+            counts.append(f"(lengthUTF8({name}) > {MAX_TEXT_CHARS})")
+        elif kind == "map":
+            exprs.append(f"mapApply((k, v) -> (k, substringUTF8(v, 1, {MAX_TEXT_CHARS})), {name}) AS {name}")
+            counts.append(f"arrayCount(v -> lengthUTF8(v) > {MAX_TEXT_CHARS}, mapValues({name}))")
+        else:
+            exprs.append(name)
+    return ", ".join(exprs), " + ".join(counts) if counts else "0"
+
+
 def time_window_us(ttl_days: int, now_us: int) -> tuple[int, int]:
     """``[low, high]`` in microseconds since the epoch of the times a table with ``ttl_days`` keeps: not older
     than its TTL (rows past it vanish at the next merge), not before 1970 (rollups keep ``DateTime``), not more
@@ -231,8 +272,9 @@ def records_sql(source: str) -> str:
 
     ``source`` is a FROM item that yields ``ExportTraceServiceRequest`` messages with the structure of
     :func:`inferensics.schema.otlp_proto.structure` (``file(...)``, ``input(...)``). Columns: ``_name``,
-    ``_t`` (start, nanoseconds), ``_k`` and ``_b`` (the span's dedup key and start second), ``_a`` (attributes), ``_ev`` (events), ``_r`` (resource attributes) and
-    the counts the sender's SDK dropped (spans that carry no rows are kept when they report drops).
+    ``_t`` (start, nanoseconds), ``_k`` and ``_b`` (the span's dedup key and start second), ``_a``
+    (attributes), ``_ev`` (events), ``_r`` (resource attributes) and the counts the sender's SDK dropped
+    (spans that carry no rows are kept when they report drops).
     The engine parses the protobuf once, into a staging table of these; :func:`rows_sql` reads it per table.
     """
     prefix = _q(PREFIX)
@@ -407,6 +449,13 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool, now_u
             outputs.append(f"if({g}, {taken}, {_default(model, name, kind, ch_type, bits)}) AS {name}")
         expected = _EXPECTED[kind] + (f" in 0..{2**bits - 1}" if bits else "")
         bad.append((f"{g} AND NOT {ok}", f"{name}: expected {expected}"))
+        if kind == "float":
+            stored = f"toFloat32({taken})" if pa.types.is_float32(f.type) else taken
+            bad.append((f"{g} AND NOT isFinite({stored})", f"{name}: not a finite number (NaN or infinite)"))
+        elif kind == "str" and is_id_column(name):
+            empty = f" OR {taken} = ''" if name == col.REQUEST_ID else ""
+            bad.append((f"{g} AND (length({taken}) > {MAX_ID_BYTES}{empty})",
+                        f"{name}: an id must be 1 to {MAX_ID_BYTES} bytes"))  # fmt: skip
     bad += _validators(model)
     now = NOW_US if now_us is None else str(int(now_us))
     ttl = model.TABLE.ttl_days
@@ -418,8 +467,8 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool, now_u
             if ttl
             else f"from 1970, at most {FUTURE_SKEW_S // 3600} h ahead"
         )
-        bad.append((f"({us} < {low} OR {us} > {high})",
-                    f"{us[4:]}: outside the times {model.TABLE.name} keeps ({keep}) ({OUT_OF_RANGE_TIME})"))  # fmt: skip
+        message = f"{us[4:]}: outside the times {model.TABLE.name} keeps ({keep}) ({OUT_OF_RANGE_TIME})"
+        bad.append((f"({us} < {low} OR {us} > {high})", message))
     codes_sql = ", ".join(f"{cond}, {i + 1}" for i, (cond, _) in enumerate(bad))
     reject = f"toUInt16(multiIf({codes_sql}, 0)) AS {REJECT}"
     names = ", ".join(schema.names)

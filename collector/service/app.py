@@ -57,7 +57,7 @@ async def _body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def create_app(state: ServiceState) -> Starlette:
+def create_app(state: ServiceState) -> PathLimit:
     """Build the Starlette app over a running :class:`ServiceState`."""
     cfg = state.config
     retry = {"Retry-After": str(cfg.retry_after_s)}
@@ -141,7 +141,9 @@ def create_app(state: ServiceState) -> Starlette:
         return Response(data, media_type=ARROW_STREAM)
 
     async def put_blob(request: Request) -> Response:
-        digest = request.path_params["sha256"].lower()
+        digest = digest_of(request)
+        if isinstance(digest, Response):
+            return digest
         data = await _body(request, cfg.max_body_bytes)
         actual = hashlib.sha256(data).hexdigest()
         if actual != digest:
@@ -156,7 +158,9 @@ def create_app(state: ServiceState) -> Starlette:
         return JSONResponse({"sha256": digest, "size_bytes": len(data)}, status_code=201)
 
     async def get_blob(request: Request) -> Response:
-        digest = request.path_params["sha256"].lower()
+        digest = digest_of(request)
+        if isinstance(digest, Response):
+            return digest
         try:
             data = await run_in_threadpool(_get_blob, state, digest)
         except StoreUnavailableError as exc:
@@ -184,6 +188,14 @@ def create_app(state: ServiceState) -> Starlette:
             state.faults.cancel_inserts(state.open_store, kills)
         return JSONResponse({"store_down": state.faults.store_down, "kill_inserts": kills})
 
+    def digest_of(request: Request) -> str | Response:
+        """The path's sha256, or the 400 to answer (the route takes any text; the store keys on a digest)."""
+        digest = str(request.path_params["sha256"]).lower()
+        if not _SHA256.fullmatch(digest):
+            state.metrics.inc("rejected", label="bad_digest")
+            return _error(400, f"{digest[:80]!r} is not a sha256 digest (64 hex digits)")
+        return digest
+
     routes = [
         Route("/v1/traces", guarded("ingest", traces), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
@@ -198,7 +210,31 @@ def create_app(state: ServiceState) -> Starlette:
         Route("/api/v1/blobs/{sha256:str}", guarded("read", get_blob), methods=["GET"]),
         Route("/api/v1/_faults", guarded("admin", faults), methods=["POST"]),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    return PathLimit(app, state)
+
+
+MAX_PATH_BYTES: Final = 8192
+"""Longest request path answered by a route; longer ones get 414 (the server reads heads up to
+:data:`~inferensics.collector.service.server.MAX_HEAD_BYTES`, so the answer reaches the sender)."""
+_SHA256: Final = re.compile(r"[0-9a-f]{64}")
+
+
+class PathLimit:
+    """ASGI wrapper: 414 for a request path longer than :data:`MAX_PATH_BYTES`, counted."""
+
+    def __init__(self, app: Starlette, state: ServiceState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and len(scope.get("raw_path") or scope["path"]) > MAX_PATH_BYTES:
+            self.state.metrics.inc("rejected", label="uri_too_long")
+            size = len(scope.get("raw_path") or scope["path"])
+            response = _error(414, f"request path of {size} bytes is longer than {MAX_PATH_BYTES} bytes")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

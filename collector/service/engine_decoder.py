@@ -28,15 +28,18 @@ from typing import Any, Final
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from inferensics.schema.dedup import KEY, SECOND, SEEN_TABLE
 from inferensics.schema.events import MODELS_BY_TABLE
 from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
-from inferensics.schema.dedup import KEY, SECOND, SEEN_TABLE
 from inferensics.schema.otlp_sql import (
+    MAX_TEXT_CHARS,
     OUT_OF_RANGE_TIME,
     REJECT,
     SPAN_KEY,
     SPAN_SECOND,
+    TRUNCATED_VALUE,
     dropped_sql,
+    insert_columns_sql,
     known_names,
     names_sql,
     out_of_range_code,
@@ -241,11 +244,15 @@ class EngineDecoder:
                 # settings inline: the client applies per-call settings with a query per SET and per restore
                 client.command(f"CREATE OR REPLACE TABLE {db}.{ROWS} ENGINE = Memory AS {pivot}{_inline(settings)}")
                 late = out_of_range_code(model)
+                select, cut = insert_columns_sql(model)
                 counts = (
                     f"countIf({REJECT} = 0), countIf({REJECT} != 0), countIf({REJECT} = {late}), "
-                    f"groupUniqArrayIf(3)({REJECT}, {REJECT} != 0)"
+                    f"groupUniqArrayIf(3)({REJECT}, {REJECT} != 0), sumIf({cut}, {REJECT} = 0)"
                 )
-                good, bad, oor, samples = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
+                good, bad, oor, samples, cuts = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
+                if cuts:
+                    out.dropped[TRUNCATED_VALUE] += int(cuts)
+                    _note(out, f"{span}: {int(cuts)} string value(s) longer than {MAX_TEXT_CHARS} characters cut")
                 if bad:
                     if int(bad) - int(oor):
                         out.rejected["invalid_row"] += int(bad) - int(oor)
@@ -274,7 +281,7 @@ class EngineDecoder:
                     "max_block_size": 1 << 30,
                 }
                 client.command(f"INSERT INTO {db}.{table} ({columns}){_inline(insert)} "
-                               f"SELECT {columns} FROM {db}.{ROWS} WHERE {REJECT} = 0")  # fmt: skip
+                               f"SELECT {select} FROM {db}.{ROWS} WHERE {REJECT} = 0")  # fmt: skip
                 landed = _count(store, table) - before if possibly_seen else int(good)
                 out.sent += int(good)
                 out.landed += landed
@@ -299,7 +306,10 @@ class EngineDecoder:
         db, client = store.database, store.client
         staged = f"{db}.{RECORDS}"
         pairs = f"({SPAN_SECOND}, {SPAN_KEY})"
-        stored = f"SELECT {SECOND}, {KEY} FROM {db}.{SEEN_TABLE} WHERE ({SECOND}, {KEY}) IN (SELECT {SPAN_SECOND}, {SPAN_KEY} FROM {staged})"
+        stored = (
+            f"SELECT {SECOND}, {KEY} FROM {db}.{SEEN_TABLE} "
+            f"WHERE ({SECOND}, {KEY}) IN (SELECT {SPAN_SECOND}, {SPAN_KEY} FROM {staged})"
+        )
         n, unique, known = client.query(
             f"SELECT count(), uniqExact({SPAN_KEY}), (SELECT count() FROM ({stored})) FROM {staged}"
         ).result_rows[0]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from datetime import UTC, datetime
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa

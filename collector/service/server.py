@@ -16,6 +16,9 @@ from inferensics.schema.dsn import DsnError, resolve_dsn
 
 log = logging.getLogger("inferensics.collector.service")
 
+MAX_HEAD_BYTES = 4 << 20
+"""Largest request head (line and headers) read before answering: a longer path still gets its 414 instead of a
+connection reset (h11's default of 16 KiB closed the socket on unread bytes)."""
 BACKLOG = 2048
 """Pending connections the listening socket queues (uvicorn's default)."""
 
@@ -107,6 +110,7 @@ def serve(config: ServiceConfig, sock: socket.socket | None = None) -> None:
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=10,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             **tls,  # type: ignore[arg-type]
         )
     )

@@ -18,7 +18,7 @@ from typing import Final
 READ_STATEMENTS: Final = frozenset({"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "EXISTS"})
 """The first word of a statement this endpoint runs."""
 BLOCKED_TABLES: Final = frozenset(
-    {"processes", "stack_trace", "query_log", "query_thread_log", "processors_profile_log", "crash_log"}
+    {"processes", "processlist", "stack_trace", "query_log", "query_thread_log", "processors_profile_log", "crash_log"}
 )
 """System tables refused: other sessions' query text, this process's stacks."""
 BLOCKED_FUNCTIONS: Final = frozenset({"merge", "cluster", "clusterallreplicas", "loop", "mergetreeindex"})
@@ -27,9 +27,9 @@ BLOCKED_FUNCTIONS: Final = frozenset({"merge", "cluster", "clusterallreplicas", 
 _TOKEN: Final = re.compile(
     r"""
     (?P<space>\s+)
-  | (?P<line>(?:--|\#)[^\n]*)
+  | (?P<line>(?:--|\#[ !])[^\n]*)
   | (?P<block>/\*)
-  | (?P<string>'(?:[^'\\]|\\.|'')*')
+  | (?P<string>'(?:[^'\\]|\\.|'')*'|\$(?P<tag>[A-Za-z0-9_]*)\$.*?\$(?P=tag)\$)
   | (?P<quoted>"(?:[^"\\]|\\.|"")*"|`(?:[^`\\]|\\.|``)*`)
   | (?P<word>[A-Za-z_][A-Za-z0-9_$]*)
   | (?P<other>.)
@@ -112,6 +112,6 @@ def check_read_only(text: str) -> None:
         if word == "into" and after == ("word", "outfile"):
             raise SqlRefusedError("INTO OUTFILE is refused: the SQL endpoint writes no files; the answer is the result")
         if word in BLOCKED_TABLES:
-            raise SqlRefusedError(f"system.{word} is not readable here (other sessions' queries, process stacks)")
+            raise SqlRefusedError(f"{word} is not readable here (other sessions' queries, the process's stacks)")
         if word in BLOCKED_FUNCTIONS and after == ("other", "("):
             raise SqlRefusedError(f"the table function {word}() is refused by the SQL endpoint")

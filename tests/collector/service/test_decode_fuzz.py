@@ -21,6 +21,9 @@ from inferensics.schema.table import Event
 from tests.collector.service.otel import request
 
 LIMIT = 1 << 20
+NOW_US = int(datetime(2026, 12, 1, tzinfo=UTC).timestamp()) * 1_000_000
+"""The decoders' clock: the fixed times below are inside the requests table's window."""
+
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.one_of(
@@ -104,8 +107,8 @@ def same_tables(a: dict[type[Event], pa.Table], b: dict[type[Event], pa.Table]) 
 @FUZZ
 @given(message=requests())
 def test_fast_path_and_pydantic_path_give_the_same_rows(message: ExportTraceServiceRequest) -> None:
-    fast = decode_request(message, fast=True)
-    slow = decode_request(message, fast=False)
+    fast = decode_request(message, fast=True, now_us=NOW_US)
+    slow = decode_request(message, fast=False, now_us=NOW_US)
     same_tables(fast.tables(), slow.tables())
     assert fast.rejected_rows == slow.rejected_rows
     assert fast.rejected_spans == slow.rejected_spans
@@ -126,8 +129,8 @@ def test_fast_and_slow_agree_on_typed_values(
     for key, value in (("latency_ms", latency), ("recompiles", recompiles), ("graph_calls", graph_calls),
                        ("host", host)):  # fmt: skip
         span.attributes.add(key=PREFIX + key).value.CopyFrom(any_value(value))
-    fast = decode_request(message, fast=True)
-    slow = decode_request(message, fast=False)
+    fast = decode_request(message, fast=True, now_us=NOW_US)
+    slow = decode_request(message, fast=False, now_us=NOW_US)
     same_tables(fast.tables(), slow.tables())
     assert fast.rejected_rows == slow.rejected_rows
 
