@@ -70,7 +70,7 @@ NOW_US: Final = "toUnixTimestamp64Micro(now64(6))"
 
 MAX_ID_BYTES: Final = 256
 """Longest identifier (a ``*_id`` string column) a row may carry; a longer one is rejected (a cut id is
-another id). ``request_id`` must also be non-empty."""
+another id). A required ``request_id`` must also be non-empty."""
 MAX_TEXT_CHARS: Final = 65_536
 """Longest other string (and ``Map`` value) stored; longer ones are cut to this many characters, counted."""
 TRUNCATED_VALUE: Final = "truncated_value"
@@ -453,7 +453,7 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool, now_u
             stored = f"toFloat32({taken})" if pa.types.is_float32(f.type) else taken
             bad.append((f"{g} AND NOT isFinite({stored})", f"{name}: not a finite number (NaN or infinite)"))
         elif kind == "str" and is_id_column(name):
-            empty = f" OR {taken} = ''" if name == col.REQUEST_ID else ""
+            empty = f" OR {taken} = ''" if name == col.REQUEST_ID and required else ""
             bad.append((f"{g} AND (length({taken}) > {MAX_ID_BYTES}{empty})",
                         f"{name}: an id must be 1 to {MAX_ID_BYTES} bytes"))  # fmt: skip
     bad += _validators(model)

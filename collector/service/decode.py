@@ -355,7 +355,15 @@ def _bounds_error(plan: Plan, row: list[Any]) -> str | None:
         elif (
             kind == "str"
             and is_id_column(name)
-            and (len(value.encode()) > MAX_ID_BYTES or (name == col.REQUEST_ID and not value))
+            and (
+                len(value.encode()) > MAX_ID_BYTES
+                or (
+                    name == col.REQUEST_ID
+                    and not value
+                    and name in plan.model.model_fields
+                    and plan.model.model_fields[name].is_required()
+                )
+            )
         ):
             return f"{name}: an id must be 1 to {MAX_ID_BYTES} bytes"
     return None

@@ -86,6 +86,10 @@ def test_structured_requests_never_crash_and_every_row_is_kept_or_counted(messag
     decoded = read_body(message.SerializeToString(), PROTOBUF, None, LIMIT)
     spans = [s for rs in message.resource_spans for ss in rs.scope_spans for s in ss.spans]
     assert decoded.spans == len(spans)
+    # a span repeated in the request (same identity) is decoded once, and counted as a duplicate
+    unique = {(s.trace_id, s.span_id, s.name, s.start_time_unix_nano): s for s in reversed(spans)}
+    assert decoded.duplicate_spans == len(spans) - len(unique)
+    spans = [s for s in spans if unique.get((s.trace_id, s.span_id, s.name, s.start_time_unix_nano)) is s]
     ours = sum(s.name.startswith(PREFIX) for s in spans) + sum(
         e.name.startswith(PREFIX) for s in spans for e in s.events
     )
