@@ -185,7 +185,7 @@ def create_app(state: ServiceState) -> PathLimit:
         if kills:
             if not isinstance(kills, int) or kills < 0:
                 return _error(400, "kill_inserts takes a count of inserts to cancel")
-            state.faults.cancel_inserts(state.open_store, kills)
+            state.faults.cancel_inserts(state.open_store, kills, lambda: state.metrics.get("store_errors"))
         return JSONResponse({"store_down": state.faults.store_down, "kill_inserts": kills})
 
     def digest_of(request: Request) -> str | Response:

@@ -48,21 +48,24 @@ class Faults:
     store_down: bool = False
     killed: int = 0
 
-    def cancel_inserts(self, open_store: Callable[[], Store], count: int, timeout_s: float = 60.0) -> None:
-        """Start a thread that ``KILL QUERY``s the writer's decode and insert queries until ``count`` were
-        cancelled (or ``timeout_s`` passed), from a client of its own (what an operator's KILL does)."""
+    def cancel_inserts(
+        self, open_store: Callable[[], Store], count: int, failures: Callable[[], float], timeout_s: float = 60.0
+    ) -> None:
+        """Start a thread that ``KILL QUERY``s the writer's decode and insert queries, from a client of its own
+        (what an operator's KILL does), until ``failures()`` (the writer's failed inserts) rose by ``count``
+        or ``timeout_s`` passed. A KILL that reaches a query as it finishes cancels nothing, so the killer
+        goes on until the writer has seen ``count`` cancelled queries."""
+        start = failures()
 
         def killer() -> None:
             store = open_store()
             deadline = time.monotonic() + timeout_s
-            done = 0
             try:
-                while done < count and time.monotonic() < deadline:
+                while failures() - start < count and time.monotonic() < deadline:
                     rows = store.client.query(
                         "KILL QUERY WHERE (query ILIKE 'INSERT INTO%' OR query ILIKE 'CREATE OR REPLACE TABLE%') "
                         "AND query NOT ILIKE '%KILL QUERY%' SYNC"
                     ).result_rows
-                    done += len(rows)
                     self.killed += len(rows)
                     time.sleep(0.001)
             finally:
