@@ -56,6 +56,11 @@ def test_records_round_trip_and_a_torn_tail_is_cut(tmp_path: Path) -> None:
     payloads, torn = read_segment(seg.path)
     assert torn
     assert len(request_ids(payloads)) == 5
+    with seg.path.open("ab") as fh:  # a record behind the damaged one (an fsync that lost bytes) is still read
+        fh.write(record("d", 2))
+    payloads, skipped = read_segment(seg.path)
+    assert skipped == len(record("c", 4)) - 7
+    assert request_ids(payloads)[-2:] == ["d-000000", "d-000001"]
 
 
 def test_cap_refuses_and_recovery_finds_segments(tmp_path: Path) -> None:
@@ -255,3 +260,53 @@ def test_a_store_that_is_down_never_quarantines(tmp_path: Path, store_dsn: str) 
     assert not any(writer._write(seg) for _ in range(5))
     assert seg.path.exists()
     assert not (tmp_path / "quarantine").exists()
+
+
+class _RefusesFor(EngineDecoder):
+    """Refuses one segment's content a number of times, then reads it (a refusal that passed)."""
+
+    def __init__(self, work: Path, poison: str, times: int) -> None:
+        super().__init__(work)
+        self.poison = poison
+        self.left = times
+
+    def insert(self, store: Store, name: str, payloads: list[bytes], **kw: object) -> SegmentResult:
+        if name == self.poison and self.left > 0:
+            self.left -= 1
+            raise RuntimeError("Code: 117. DB::Exception: Unexpected data. (INCORRECT_DATA)")
+        return super().insert(store, name, payloads, **kw)  # type: ignore[arg-type]
+
+
+def test_quarantine_is_re_driven_automatically(tmp_path: Path, store_dsn: str, store: Store) -> None:
+    s = spool(tmp_path)
+    s.append(record("q", 3), 3)
+    s.seal_now()
+    name = next(tmp_path.glob("*.seg")).stem
+    now = [0.0]
+    metrics = Metrics()
+    writer = StoreWriter(
+        s,
+        lambda: Store.open(store_dsn),
+        metrics,
+        Faults(),
+        decoder=_RefusesFor(tmp_path / "engine", name, times=2),
+        quarantine_after=2,
+        clock=lambda: now[0],
+    )
+    seg = s.next_sealed(0)
+    assert seg is not None
+    assert not writer._write(seg)
+    assert not writer._write(seg)
+    assert [p.stem for p in s.quarantined()] == [name]
+    writer._redrive_due()
+    assert s.files() == 0  # not yet: the first re-drive waits REDRIVE_FIRST_S
+    now[0] += 31
+    writer._redrive_due()
+    assert s.quarantined() == []
+    again = s.next_sealed(0)
+    assert again is not None
+    assert again.name == name
+    assert writer._write(again)
+    assert store.row_counts()["requests"] == 3
+    assert metrics.get("redriven_segments") == 1
+    assert not list(tmp_path.glob("*.seg"))
