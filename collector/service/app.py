@@ -27,7 +27,7 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-_PATH: Final = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*|/[^\s'\",;:)]+)")
+_PATH: Final = re.compile(r"(?:\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*|(?<![\w.])/[^\s'\",;:)]+)")
 
 
 def redact(message: str) -> str:

@@ -286,7 +286,13 @@ class EngineDecoder:
                 out.sent += int(good)
                 out.landed += landed
             # the keys after the rows: a crash in between replays the segment, whose rows the tokens drop
-            seen = {"insert_deduplicate": 1, "insert_deduplication_token": f"{name}:{SEEN_TABLE}", "async_insert": 0}
+            seen = {
+                "insert_deduplicate": 1,
+                "insert_deduplication_token": f"{name}:{SEEN_TABLE}",
+                "async_insert": 0,
+                # a Distributed key table (cluster) must have the keys on the shards before the next lookup
+                "distributed_foreground_insert": 1,
+            }
             client.command(f"INSERT INTO {db}.{SEEN_TABLE} ({SECOND}, {KEY}){_inline(seen)} "
                            f"SELECT {SPAN_SECOND}, {SPAN_KEY} FROM {records}")  # fmt: skip
         finally:
@@ -308,7 +314,8 @@ class EngineDecoder:
         pairs = f"({SPAN_SECOND}, {SPAN_KEY})"
         stored = (
             f"SELECT {SECOND}, {KEY} FROM {db}.{SEEN_TABLE} "
-            f"WHERE ({SECOND}, {KEY}) IN (SELECT {SPAN_SECOND}, {SPAN_KEY} FROM {staged})"
+            # GLOBAL: on a cluster the key table is Distributed and the staged spans are on this node only
+            f"WHERE ({SECOND}, {KEY}) GLOBAL IN (SELECT {SPAN_SECOND}, {SPAN_KEY} FROM {staged})"
         )
         n, unique, known = client.query(
             f"SELECT count(), uniqExact({SPAN_KEY}), (SELECT count() FROM ({stored})) FROM {staged}"
