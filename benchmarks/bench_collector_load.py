@@ -126,9 +126,10 @@ def rss_kib(pid: int) -> tuple[int, int]:
 
 def decode_costs(bodies: list[bytes], spans: int, parse_files: int, max_threads: int) -> None:
     """CPU time per span of each stage of the engine path and of the Python reference, in this process."""
-    from inferensics.collector.service.decode import decode_request, parse_request
+    from inferensics.collector.service.decode import decode_request
     from inferensics.collector.service.engine_decoder import EngineDecoder
     from inferensics.collector.service.ingest import prepare
+    from inferensics.collector.service.otlp_body import parse_request
     from inferensics.schema.store import Store
 
     n = spans * len(bodies)

@@ -23,8 +23,8 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from inferensics.collector.service.config import ServiceConfig
-from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, decompress, parse_request
 from inferensics.collector.service.metrics import Metrics
+from inferensics.collector.service.otlp_body import JSON, PROTOBUF, BadRequestError, decompress, parse_request
 from inferensics.collector.service.spool import RECORD_OVERHEAD, Spool, SpoolDiskError, SpoolFullError, encode_record
 
 log = logging.getLogger("inferensics.collector.service")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -282,3 +284,12 @@ def test_rows_are_bounded_and_cuts_counted(api: TestClient, app_state: ServiceSt
     assert metrics.get("rejected", "invalid_row") == 5
     assert metrics.get("dropped", "truncated_value") == 1
     assert metrics.get("written_rows") == 2
+
+
+def test_the_reference_decoder_is_off_the_service_import_path() -> None:
+    """decode.py is a test oracle: running the service does not import it (issue 19)."""
+    code = (
+        "import sys, inferensics.collector.service.server, inferensics.collector.service.__main__; "
+        "sys.exit('inferensics.collector.service.decode' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, decode_request, decompress, read_body
+from inferensics.collector.service.decode import decode_request, read_body
+from inferensics.collector.service.otlp_body import JSON, PROTOBUF, BadRequestError, decompress
 from inferensics.collector.service.testing import any_value, build_request
 from inferensics.schema.arrow import events_to_arrow
 from inferensics.schema.events import RecompileEvent, RequestEvent
