@@ -215,8 +215,8 @@ def fixed_costs(store: Any, decoder: Any) -> None:
     """What a segment costs whatever its size: the engine's analysis of the pivot query (run on no rows) and
     a trivial query; per span they shrink as segments grow (batch_max_rows, or a backlog when load is high)."""
     from inferensics.collector.service.engine_decoder import RECORDS
+    from inferensics.collector.service.otlp_sql import records_sql, rows_sql
     from inferensics.schema.otlp_proto import structure
-    from inferensics.schema.otlp_sql import records_sql, rows_sql
 
     db = store.database
     quoted = structure().replace("'", "\\'")

@@ -27,6 +27,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from pydantic import ValidationError
 
 from inferensics.collector.service.otlp_body import BadRequestError, decompress, parse_request
+from inferensics.collector.service.otlp_sql import (
+    ISO_PATTERN,
+    MAX_ID_BYTES,
+    MAX_TEXT_CHARS,
+    OUT_OF_RANGE_TIME,
+    YEARS,
+    cut_columns,
+    is_id_column,
+    time_window_us,
+)
 from inferensics.collector.service.row_plan import ColumnBuffer, Plan, event_row, fast_row, plan_for
 from inferensics.schema import columns as col
 from inferensics.schema.otlp import (
@@ -36,16 +46,6 @@ from inferensics.schema.otlp import (
     attributes_to_record,
     model_for_name,
     nanos_to_datetime,
-)
-from inferensics.schema.otlp_sql import (
-    ISO_PATTERN,
-    MAX_ID_BYTES,
-    MAX_TEXT_CHARS,
-    OUT_OF_RANGE_TIME,
-    YEARS,
-    cut_columns,
-    is_id_column,
-    time_window_us,
 )
 from inferensics.schema.table import Event
 from inferensics.schema.types import to_float32
@@ -63,11 +63,11 @@ class Decoded:
     rejected_spans: int = 0
     duplicate_spans: int = 0
     truncated: int = 0
-    """String values cut to :data:`~inferensics.schema.otlp_sql.MAX_TEXT_CHARS`."""
+    """String values cut to :data:`~inferensics.collector.service.otlp_sql.MAX_TEXT_CHARS`."""
     rejected_rows: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     now_us: int = field(default_factory=lambda: time.time_ns() // 1000)
-    """The clock of the rows' time window (:func:`inferensics.schema.otlp_sql.time_window_us`)."""
+    """The clock of the rows' time window (:func:`inferensics.collector.service.otlp_sql.time_window_us`)."""
 
     @property
     def row_count(self) -> int:
@@ -217,7 +217,7 @@ def exact_kind_error(model: type[Event], record: dict[str, object]) -> str | Non
 
     The contract (schema/otlp.py) types every column by its OTLP kind; pydantic's lax coercions (``"5"``
     for an int, ``1`` for a bool, a number for a time) are not part of it, and the engine decoder
-    (schema/otlp_sql.py) applies the same rules.
+    (collector/service/otlp_sql.py) applies the same rules.
     """
     plan = plan_for(model)
     for i, name in enumerate(plan.names):

@@ -2,7 +2,7 @@
 
 Per sealed segment the writer hands the records' protobuf bytes here. They are written as one
 length-delimited file that the engine reads with its ``Protobuf`` format and the schema rendered from
-opentelemetry-proto (:mod:`inferensics.schema.otlp_proto`); the SQL of :mod:`inferensics.schema.otlp_sql`
+opentelemetry-proto (:mod:`inferensics.schema.otlp_proto`); the SQL of :mod:`inferensics.collector.service.otlp_sql`
 flattens spans and span events into records, pivots each table's records into columns with a reject reason
 per row, and the good rows are inserted with the token ``<segment>:<table>``. Two in-memory staging tables
 (``_ingest_records`` and ``_ingest_rows``, in the store's database, dropped after each segment) keep the
@@ -28,10 +28,7 @@ from typing import Any, Final
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from inferensics.schema.dedup import KEY, SECOND, SEEN_TABLE
-from inferensics.schema.events import MODELS_BY_TABLE
-from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
-from inferensics.schema.otlp_sql import (
+from inferensics.collector.service.otlp_sql import (
     MAX_TEXT_CHARS,
     OUT_OF_RANGE_TIME,
     REJECT,
@@ -47,6 +44,9 @@ from inferensics.schema.otlp_sql import (
     reject_messages,
     rows_sql,
 )
+from inferensics.schema.dedup import KEY, SECOND, SEEN_TABLE
+from inferensics.schema.events import MODELS_BY_TABLE
+from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
 from inferensics.schema.store import Store, StoreError, error_line
 
 log = logging.getLogger("inferensics.collector.service")

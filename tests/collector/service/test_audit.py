@@ -17,9 +17,9 @@ from starlette.testclient import TestClient
 
 from inferensics.collector.service import ServiceState, build_state, create_app, load_config
 from inferensics.collector.service.app import redact
+from inferensics.collector.service.otlp_sql import MAX_TEXT_CHARS
 from inferensics.collector.service.server import masked_dsn
 from inferensics.collector.service.testing import build_request, encode_request
-from inferensics.schema.otlp_sql import MAX_TEXT_CHARS
 from inferensics.schema.store import Store, StoreError
 from tests.collector.service.harness import ADMIN, INGEST, READ, TOKENS, RunningService
 from tests.collector.service.otel import request

@@ -3,7 +3,7 @@ same rejection counts.
 
 Each generated request goes through ``EngineDecoder.insert`` (chDB's Protobuf format + the generated SQL)
 into one database and through the reference ``decode_request`` + ``insert_arrow`` into another; both are
-read back with the same query. Known, documented differences (schema/otlp_sql.py) are normalised: a float
+read back with the same query. Known, documented differences (collector/service/otlp_sql.py) are normalised: a float
 stringified into a string (attrs, a resource host) compares by value.
 """
 
@@ -228,7 +228,7 @@ def test_a_valid_request_round_trips_exactly(pair: Pair) -> None:
 def test_engine_sql_exists_for_every_model_and_refuses_a_validator_it_does_not_know() -> None:
     from pydantic import model_validator
 
-    from inferensics.schema.otlp_sql import REJECT, rows_sql
+    from inferensics.collector.service.otlp_sql import REJECT, rows_sql
 
     for model in EVENT_MODELS:
         assert rows_sql(model, "records").startswith("SELECT " + ", ".join(model.model_fields) + f", {REJECT} ")
@@ -341,6 +341,7 @@ def test_a_known_field_of_the_wrong_wire_type_lands_the_request(pair: Pair) -> N
 def test_files_left_by_a_killed_staging_are_not_read_again(pair: Pair) -> None:
     """A process killed while staging a segment leaves its input files; staging it again after a restart
     (with another split into files) must read this staging's files only."""
+    pair.now_us = time.time_ns() // 1000  # request() times are a day before now
     payloads = [build_request([request(i, run="s")]).SerializeToString() for i in range(3)]
     name = "segment-00000042"
     pair.decoder.work_dir.mkdir(parents=True, exist_ok=True)

@@ -261,8 +261,9 @@ def _validators(model: type[Event]) -> list[tuple[str, str]]:
             out.append((bad, "graph_keys, graph_artifacts, graph_calls and graph_us must have the same length"))
             continue
         raise NotImplementedError(
-            f"{model.__name__} has model validator {name!r} with no SQL twin in inferensics.schema.otlp_sql; "
-            "add one to _validators so the engine decoder rejects the same rows as the Python reference"
+            f"{model.__name__} has model validator {name!r} with no SQL twin in "
+            "inferensics.collector.service.otlp_sql; add one to _validators so the engine decoder rejects the "
+            "same rows as the Python reference"
         )
     return out
 
