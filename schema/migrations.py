@@ -28,6 +28,7 @@ from inferensics.schema.ddl import (
     render_schema,
 )
 from inferensics.schema.ddl import _column_sql as column_sql
+from inferensics.schema.dedup import seen_table_sql
 from inferensics.schema.events import EVENT_MODELS, RequestEvent, SdkHealthEvent
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 
@@ -446,6 +447,11 @@ def _replay_verdict_columns(target: Target) -> list[str | Step]:
     ]
 
 
+def _ingest_dedup_keys(target: Target) -> list[str | Step]:
+    # The collector's per-span dedup keys (a retried request is stored once); see schema/dedup.py.
+    return list(seen_table_sql(target))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -460,6 +466,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "kernel registry decisions and qualification evidence", _kernel_registry_records),
     Migration(12, "bundle states, bundle misses, signer of a registered bundle", _bundle_states_and_misses),
     Migration(13, "replay verdict columns", _replay_verdict_columns),
+    Migration(14, "collector per-span dedup keys", _ingest_dedup_keys),
 )
 """Every migration, in version order."""
 

@@ -161,7 +161,8 @@ def structure() -> str:
         f"{_scalar(event, 'dropped_attributes_count')}))"
     )
     spans = (
-        f"spans Array(Tuple({_scalar(span, 'name')}, {_scalar(span, 'start_time_unix_nano')}, "
+        f"spans Array(Tuple({_scalar(span, 'trace_id')}, {_scalar(span, 'span_id')}, "
+        f"{_scalar(span, 'name')}, {_scalar(span, 'start_time_unix_nano')}, "
         f"attributes {kvs}, {events}, {_scalar(span, 'dropped_attributes_count')}, "
         f"{_scalar(span, 'dropped_events_count')}))"
     )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -24,6 +25,14 @@ from inferensics.schema.store import StoreError
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+_PATH: Final = re.compile(r"(?:\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*|(?<![\w.])/[^\s'\",;:)]+)")
+
+
+def redact(message: str) -> str:
+    """``message`` without filesystem paths and DSNs (for the unauthenticated readiness answer)."""
+    return _PATH.sub("<redacted>", message)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -48,7 +57,7 @@ async def _body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def create_app(state: ServiceState) -> Starlette:
+def create_app(state: ServiceState) -> PathLimit:
     """Build the Starlette app over a running :class:`ServiceState`."""
     cfg = state.config
     retry = {"Retry-After": str(cfg.retry_after_s)}
@@ -88,7 +97,8 @@ def create_app(state: ServiceState) -> Starlette:
 
     async def readyz(_: Request) -> Response:
         ok = state.writer.store is not None and state.writer.store_ok
-        body = {"ready": ok, "store_ok": state.writer.store_ok, "last_error": state.writer.last_error}
+        # unauthenticated: the reason without the host's paths or DSN (GET /api/v1/status has them)
+        body = {"ready": ok, "store_ok": state.writer.store_ok, "last_error": redact(state.writer.last_error)}
         return JSONResponse(body, status_code=200 if ok else 503)
 
     async def metrics(_: Request) -> Response:
@@ -131,7 +141,9 @@ def create_app(state: ServiceState) -> Starlette:
         return Response(data, media_type=ARROW_STREAM)
 
     async def put_blob(request: Request) -> Response:
-        digest = request.path_params["sha256"].lower()
+        digest = digest_of(request)
+        if isinstance(digest, Response):
+            return digest
         data = await _body(request, cfg.max_body_bytes)
         actual = hashlib.sha256(data).hexdigest()
         if actual != digest:
@@ -146,7 +158,9 @@ def create_app(state: ServiceState) -> Starlette:
         return JSONResponse({"sha256": digest, "size_bytes": len(data)}, status_code=201)
 
     async def get_blob(request: Request) -> Response:
-        digest = request.path_params["sha256"].lower()
+        digest = digest_of(request)
+        if isinstance(digest, Response):
+            return digest
         try:
             data = await run_in_threadpool(_get_blob, state, digest)
         except StoreUnavailableError as exc:
@@ -167,7 +181,20 @@ def create_app(state: ServiceState) -> Starlette:
         if not isinstance(body, dict):
             return _error(400, 'send a JSON object such as {"store_down": true}')
         state.faults.store_down = bool(body.get("store_down", state.faults.store_down))
-        return JSONResponse({"store_down": state.faults.store_down})
+        kills = body.get("kill_inserts", 0)
+        if kills:
+            if not isinstance(kills, int) or kills < 0:
+                return _error(400, "kill_inserts takes a count of inserts to cancel")
+            state.faults.cancel_inserts(state.open_store, kills, lambda: state.metrics.get("store_errors"))
+        return JSONResponse({"store_down": state.faults.store_down, "kill_inserts": kills})
+
+    def digest_of(request: Request) -> str | Response:
+        """The path's sha256, or the 400 to answer (the route takes any text; the store keys on a digest)."""
+        digest = str(request.path_params["sha256"]).lower()
+        if not _SHA256.fullmatch(digest):
+            state.metrics.inc("rejected", label="bad_digest")
+            return _error(400, f"{digest[:80]!r} is not a sha256 digest (64 hex digits)")
+        return digest
 
     routes = [
         Route("/v1/traces", guarded("ingest", traces), methods=["POST"]),
@@ -183,7 +210,31 @@ def create_app(state: ServiceState) -> Starlette:
         Route("/api/v1/blobs/{sha256:str}", guarded("read", get_blob), methods=["GET"]),
         Route("/api/v1/_faults", guarded("admin", faults), methods=["POST"]),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    return PathLimit(app, state)
+
+
+MAX_PATH_BYTES: Final = 8192
+"""Longest request path answered by a route; longer ones get 414 (the server reads heads up to
+:data:`~inferensics.collector.service.server.MAX_HEAD_BYTES`, so the answer reaches the sender)."""
+_SHA256: Final = re.compile(r"[0-9a-f]{64}")
+
+
+class PathLimit:
+    """ASGI wrapper: 414 for a request path longer than :data:`MAX_PATH_BYTES`, counted."""
+
+    def __init__(self, app: Starlette, state: ServiceState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and len(scope.get("raw_path") or scope["path"]) > MAX_PATH_BYTES:
+            self.state.metrics.inc("rejected", label="uri_too_long")
+            size = len(scope.get("raw_path") or scope["path"])
+            response = _error(414, f"request path of {size} bytes is longer than {MAX_PATH_BYTES} bytes")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -1,7 +1,7 @@
-"""OTLP/HTTP trace requests → typed rows in Python: body checks for ingest, and the reference decoder.
+"""OTLP/HTTP trace requests → typed rows in Python: the reference decoder (a test oracle, off the ingest path).
 
-The service's ingest uses :func:`decompress` and :func:`parse_request` (malformed → 400); the engine maps
-spans to rows (``engine_decoder.py``). :func:`decode_request` is the *reference* decoder of the contract
+The service's ingest checks bodies with ``otlp_body.py`` (malformed → 400); the engine maps spans to rows
+(``engine_decoder.py``). :func:`decode_request` is the *reference* decoder of the contract
 in :mod:`inferensics.schema.otlp`: the differential fuzz test sends the same requests through both and
 requires the same rows and the same rejection counts. It is not on the service's hot path.
 
@@ -12,21 +12,33 @@ fails is rejected and counted, and the rest of the request is kept.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import re
-import zlib
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
 import pyarrow as pa
-from google.protobuf import json_format
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import ValidationError
 
-from inferensics.collector.service.columns import ColumnBuffer, event_row, fast_row, plan_for
+from inferensics.collector.service.otlp_body import BadRequestError, decompress, parse_request
+from inferensics.collector.service.otlp_sql import (
+    ISO_PATTERN,
+    MAX_ID_BYTES,
+    MAX_TEXT_CHARS,
+    OUT_OF_RANGE_TIME,
+    YEARS,
+    cut_columns,
+    is_id_column,
+    time_window_us,
+)
+from inferensics.collector.service.row_plan import ColumnBuffer, Plan, event_row, fast_row, plan_for
+from inferensics.schema import columns as col
 from inferensics.schema.otlp import (
     INHERITED,
     PREFIX,
@@ -35,27 +47,11 @@ from inferensics.schema.otlp import (
     model_for_name,
     nanos_to_datetime,
 )
-from inferensics.schema.otlp_sql import ISO_PATTERN, YEARS
 from inferensics.schema.table import Event
+from inferensics.schema.types import to_float32
 
 ISO: Final = re.compile(ISO_PATTERN, re.ASCII)
-
-PROTOBUF: Final = "application/x-protobuf"
-JSON: Final = "application/json"
 MAX_ERRORS: Final = 5
-
-
-class BadRequestError(ValueError):
-    """The body cannot be decoded; ``status`` is 400 (malformed), 413 (too large) or 415 (media type)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-    def __reduce__(self) -> tuple[type[BadRequestError], tuple[int, str]]:
-        # keeps both fields when it crosses from a decode process
-        return (type(self), (self.status, self.message))
 
 
 @dataclass
@@ -65,20 +61,45 @@ class Decoded:
     buffers: dict[type[Event], ColumnBuffer] = field(default_factory=dict)
     spans: int = 0
     rejected_spans: int = 0
+    duplicate_spans: int = 0
+    truncated: int = 0
+    """String values cut to :data:`~inferensics.collector.service.otlp_sql.MAX_TEXT_CHARS`."""
     rejected_rows: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
+    now_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+    """The clock of the rows' time window (:func:`inferensics.collector.service.otlp_sql.time_window_us`)."""
 
     @property
     def row_count(self) -> int:
         """Rows accepted."""
         return sum(b.rows for b in self.buffers.values())
 
-    def add(self, model: type[Event], row: list[Any]) -> None:
-        """Accept one row of ``model`` (values in the model's column order)."""
+    def add(self, model: type[Event], row: list[Any], where: str = "") -> bool:
+        """Accept one row of ``model`` (values in the model's column order) unless its time is outside the
+        table's window (rejected as ``out_of_range_time``, as the engine does); returns whether it was kept."""
+        plan = plan_for(model)
+        wrong = _bounds_error(plan, row)
+        if wrong is not None:
+            _reject(self, "invalid_row", f"{where or model.TABLE.name}: {wrong}")
+            return False
+        for i, kind in _cuts(plan):
+            value = row[i]
+            if kind == "str" and len(value) > MAX_TEXT_CHARS:
+                row[i] = value[:MAX_TEXT_CHARS]
+                self.truncated += 1
+            elif kind == "map" and any(len(v) > MAX_TEXT_CHARS for v in value.values()):
+                self.truncated += sum(len(v) > MAX_TEXT_CHARS for v in value.values())
+                row[i] = {k: v[:MAX_TEXT_CHARS] for k, v in value.items()}
+        if plan.ts >= 0:
+            low, high = time_window_us(model.TABLE.ttl_days, self.now_us)
+            if not low <= row[plan.ts] <= high:
+                _reject(self, OUT_OF_RANGE_TIME, f"{where or model.TABLE.name}: ts outside the table's window")
+                return False
         buffer = self.buffers.get(model)
         if buffer is None:
             buffer = self.buffers[model] = ColumnBuffer(plan_for(model))
         buffer.append(row)
+        return True
 
     def tables(self) -> dict[type[Event], pa.Table]:
         """The accepted rows as one Arrow table per model."""
@@ -90,55 +111,6 @@ class Decoded:
             return ""
         more = sum(self.rejected_rows.values()) - len(self.errors)
         return "; ".join(self.errors) + (f"; and {more} more" if more > 0 else "")
-
-
-def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
-    """Undo ``Content-Encoding`` (identity or gzip), refusing bodies larger than ``limit`` after inflation."""
-    enc = (encoding or "identity").strip().lower()
-    if enc in ("", "identity"):
-        if len(body) > limit:
-            raise BadRequestError(413, f"request body of {len(body)} bytes exceeds the limit of {limit} bytes")
-        return body
-    if enc != "gzip":
-        raise BadRequestError(415, f"unsupported Content-Encoding {encoding!r}; use gzip or identity")
-    # A gzip body may hold several members one after another (RFC 1952; what concatenated .gz files are):
-    # each is inflated in turn, all of them counted against the limit.
-    parts: list[bytes] = []
-    size, rest = 0, body
-    while True:
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            out = inflater.decompress(rest, limit + 1 - size)
-        except zlib.error as exc:
-            raise BadRequestError(400, f"malformed gzip body: {exc}") from None
-        size += len(out)
-        if size > limit:
-            raise BadRequestError(413, f"request body exceeds the limit of {limit} bytes after gunzip")
-        if not inflater.eof:
-            raise BadRequestError(400, "malformed gzip body: truncated stream")
-        parts.append(out)
-        rest = inflater.unused_data
-        if not rest:
-            return b"".join(parts)
-
-
-def parse_request(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
-    """Parse an ``ExportTraceServiceRequest`` from protobuf or OTLP/JSON."""
-    media = (content_type or PROTOBUF).split(";")[0].strip().lower()
-    message = ExportTraceServiceRequest()
-    if media == PROTOBUF:
-        try:
-            message.ParseFromString(body)
-        except (DecodeError, RuntimeError, ValueError) as exc:
-            raise BadRequestError(400, f"malformed OTLP protobuf: {exc or 'cannot parse'}") from None
-        return message
-    if media == JSON:
-        try:
-            json_format.Parse(body.decode("utf-8"), message, ignore_unknown_fields=True)
-        except (json_format.ParseError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-            raise BadRequestError(400, f"malformed OTLP JSON: {str(exc)[:300]}") from None
-        return message
-    raise BadRequestError(415, f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}")
 
 
 def _value(v: Any) -> object:
@@ -164,19 +136,26 @@ def _attributes(kvs: Any) -> dict[str, object]:
     return {kv.key: _value(kv.value) for kv in kvs}
 
 
-def decode_request(message: ExportTraceServiceRequest, *, fast: bool = True) -> Decoded:
+def decode_request(message: ExportTraceServiceRequest, *, fast: bool = True, now_us: int | None = None) -> Decoded:
     """Map every ``inferensics.*`` span and span event to a validated row; count and keep the rest.
 
     ``fast=False`` sends every row through the slow path (attributes_to_record + pydantic); the fuzz
-    tests compare both.
+    tests compare both. ``now_us`` is the clock of the time window (default: now). A span repeated in the
+    request (same trace id, span id, name and start) is decoded once.
     """
-    out = Decoded()
+    out = Decoded() if now_us is None else Decoded(now_us=now_us)
+    keys: set[tuple[bytes, bytes, str, int]] = set()
     for rs in message.resource_spans:
         resource = _attributes(rs.resource.attributes)
         host = resource.get(RESOURCE_HOST)
         for ss in rs.scope_spans:
             for span in ss.spans:
                 out.spans += 1
+                key = (span.trace_id, span.span_id, span.name, span.start_time_unix_nano)
+                if key in keys:  # the same span twice (its identity, as the engine keys it): stored once
+                    out.duplicate_spans += 1
+                    continue
+                keys.add(key)
                 if not _decode_span(span, resource, host, out, fast):
                     out.rejected_spans += 1
     return out
@@ -193,7 +172,7 @@ def _decode_span(span: Any, resource: dict[str, object], host: object, out: Deco
         fast_result = fast_row(plan, span.attributes, start // 1000, None, host) if fast else None
         if fast_result is not None:
             row, seen = fast_result
-            out.add(model, row)
+            ok = out.add(model, row, name)
             inherited = {n: row[i] for i, n in plan.inherited if i in seen}
         else:
             record = attributes_to_record(
@@ -220,7 +199,7 @@ def _decode_span(span: Any, resource: dict[str, object], host: object, out: Deco
         nanos = event.time_unix_nano or span.start_time_unix_nano
         ev_result = fast_row(plan_for(ev_model), event.attributes, nanos // 1000, inherited, host) if fast else None
         if ev_result is not None:
-            out.add(ev_model, ev_result[0])
+            ok = out.add(ev_model, ev_result[0], event.name) and ok
             continue
         record = attributes_to_record(
             ev_model,
@@ -238,7 +217,7 @@ def exact_kind_error(model: type[Event], record: dict[str, object]) -> str | Non
 
     The contract (schema/otlp.py) types every column by its OTLP kind; pydantic's lax coercions (``"5"``
     for an int, ``1`` for a bool, a number for a time) are not part of it, and the engine decoder
-    (schema/otlp_sql.py) applies the same rules.
+    (collector/service/otlp_sql.py) applies the same rules.
     """
     plan = plan_for(model)
     for i, name in enumerate(plan.names):
@@ -289,8 +268,43 @@ def _accept(model: type[Event], record: dict[str, object], out: Decoded, where: 
     if isinstance(row, str):
         _reject(out, "invalid_row", f"{where}: {row}")
         return False
-    out.add(model, row)
-    return True
+    return out.add(model, row, where)
+
+
+def _bounds_error(plan: Plan, row: list[Any]) -> str | None:
+    """What the engine's pivot also rejects: a non-finite float, an id empty (request_id) or too long."""
+    for i, name in enumerate(plan.names):
+        kind = plan.kinds[i]
+        value = row[i]
+        if kind == "float":
+            stored = to_float32(value) if pa.types.is_float32(plan.schema.field(i).type) else float(value)
+            if not math.isfinite(stored):
+                return f"{name}: not a finite number (NaN or infinite)"
+        elif (
+            kind == "str"
+            and is_id_column(name)
+            and (
+                len(value.encode()) > MAX_ID_BYTES
+                or (
+                    name == col.REQUEST_ID
+                    and not value
+                    and name in plan.model.model_fields
+                    and plan.model.model_fields[name].is_required()
+                )
+            )
+        ):
+            return f"{name}: an id must be 1 to {MAX_ID_BYTES} bytes"
+    return None
+
+
+@functools.cache
+def _cut_indexes(model: type[Event]) -> list[tuple[int, str]]:
+    cut = dict(cut_columns(model))
+    return [(i, cut[n]) for i, n in enumerate(plan_for(model).names) if n in cut]
+
+
+def _cuts(plan: Plan) -> list[tuple[int, str]]:
+    return _cut_indexes(plan.model)
 
 
 def _reject(out: Decoded, reason: str, message: str) -> None:

@@ -2,7 +2,7 @@
 
 Per sealed segment the writer hands the records' protobuf bytes here. They are written as one
 length-delimited file that the engine reads with its ``Protobuf`` format and the schema rendered from
-opentelemetry-proto (:mod:`inferensics.schema.otlp_proto`); the SQL of :mod:`inferensics.schema.otlp_sql`
+opentelemetry-proto (:mod:`inferensics.schema.otlp_proto`); the SQL of :mod:`inferensics.collector.service.otlp_sql`
 flattens spans and span events into records, pivots each table's records into columns with a reject reason
 per row, and the good rows are inserted with the token ``<segment>:<table>``. Two in-memory staging tables
 (``_ingest_records`` and ``_ingest_rows``, in the store's database, dropped after each segment) keep the
@@ -17,7 +17,10 @@ that path has not been run against a server here.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from glob import escape as glob_escape
 from pathlib import Path
@@ -25,22 +28,31 @@ from typing import Any, Final
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from inferensics.schema.events import MODELS_BY_TABLE
-from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
-from inferensics.schema.otlp_sql import (
+from inferensics.collector.service.otlp_sql import (
+    MAX_TEXT_CHARS,
+    OUT_OF_RANGE_TIME,
     REJECT,
+    SPAN_KEY,
+    SPAN_SECOND,
+    TRUNCATED_VALUE,
     dropped_sql,
+    insert_columns_sql,
     known_names,
     names_sql,
+    out_of_range_code,
     records_sql,
     reject_messages,
     rows_sql,
 )
+from inferensics.schema.dedup import KEY, SECOND, SEEN_TABLE
+from inferensics.schema.events import MODELS_BY_TABLE
+from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
 from inferensics.schema.store import Store, StoreError, error_line
 
 log = logging.getLogger("inferensics.collector.service")
 
 RECORDS: Final = "_ingest_records"
+UNIQUE: Final = "_ingest_unique"
 ROWS: Final = "_ingest_rows"
 MAX_MESSAGES: Final = 5
 STAGING_BLOCK_ROWS: Final = 4096
@@ -52,6 +64,7 @@ class SegmentResult:
 
     sent: int = 0
     landed: int = 0
+    duplicate_spans: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
     messages: list[str] = field(default_factory=list)
@@ -98,12 +111,24 @@ class EngineDecoder:
         parse_files: Files a segment is split into so that the engine parses them in parallel.
     """
 
-    def __init__(self, work_dir: Path, insert_settings: dict[str, Any] | None = None, parse_files: int = 2) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        insert_settings: dict[str, Any] | None = None,
+        parse_files: int = 2,
+        *,
+        now_us: Callable[[], int] | None = None,
+    ) -> None:
         self.work_dir = work_dir
         self.parse_files = parse_files
         self.proto = write_proto(work_dir)
         self.insert_settings = dict(insert_settings or {})
+        self.now_us = now_us
+        """The clock of the rows' time window in microseconds (``None``: the engine's); tests inject one."""
         self._known = set(known_names())
+        # Where a segment's input files go when the work directory's filesystem refuses them (the spool's
+        # own disk full: the writer must still drain it).
+        self._fallback = Path(tempfile.gettempdir()) / f"inferensics-engine-{os.getpid()}"
 
     def _settings(self, store: Store) -> dict[str, Any]:
         schema = format_schema(self.proto if store.dsn.kind == "chdb" else PROTO_FILE)
@@ -133,13 +158,25 @@ class EngineDecoder:
             parts = max(1, min(self.parse_files, len(payloads)))
             # Files of an earlier staging of this segment (a process killed while staging it) would be
             # read by the glob with this one's: their rows would land twice if the split changed since.
-            for stale in self.work_dir.glob(f"{glob_escape(name)}.*.pb"):
-                stale.unlink(missing_ok=True)
-            paths = [self.work_dir / f"{name}.{i}.pb" for i in range(parts)]
-            for i, path in enumerate(paths):
-                path.write_bytes(delimited(payloads[i::parts]))
+            for folder in (self.work_dir, self._fallback):
+                for stale in folder.glob(f"{glob_escape(name)}.*.pb"):
+                    stale.unlink(missing_ok=True)
+            folder = self.work_dir
+            paths = [folder / f"{name}.{i}.pb" for i in range(parts)]
             try:
-                glob = _escape(str(self.work_dir / f"{name}.*.pb"))
+                for i, path in enumerate(paths):
+                    path.write_bytes(delimited(payloads[i::parts]))
+            except OSError as exc:
+                for path in paths:
+                    path.unlink(missing_ok=True)
+                log.warning("cannot write engine input in %s (%s); using %s", folder, exc.strerror, self._fallback)
+                folder = self._fallback
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                paths = [folder / f"{name}.{i}.pb" for i in range(parts)]
+                for i, path in enumerate(paths):
+                    path.write_bytes(delimited(payloads[i::parts]))
+            try:
+                glob = _escape(str(folder / f"{name}.*.pb"))
                 source = f"file('{glob}', 'Protobuf', '{_escape(structure())}')"
                 client.command(f"CREATE OR REPLACE TABLE {db}.{RECORDS} ENGINE = Memory AS {records_sql(source)}",
                                settings=settings)  # fmt: skip
@@ -189,10 +226,12 @@ class EngineDecoder:
                        "re-encoded them without unknown fields")  # fmt: skip
             self.stage(store, name, fixed)
         try:
-            attributes, events = client.query(dropped_sql(f"{db}.{RECORDS}")).result_rows[0]
+            records = self._unique(store, out, settings)
+            attributes, events = client.query(dropped_sql(records)).result_rows[0]
             out.dropped["sdk_attributes"] += int(attributes or 0)
             out.dropped["sdk_events"] += int(events or 0)
-            names = client.query(names_sql(f"{db}.{RECORDS}")).result_rows
+            names = client.query(names_sql(records)).result_rows
+            now_us = self.now_us() if self.now_us is not None else None
             for span, spans, events in sorted((str(a), int(b), int(c)) for a, b, c in names):
                 n = spans + events
                 if span not in self._known:
@@ -201,13 +240,24 @@ class EngineDecoder:
                     continue
                 model = MODELS_BY_TABLE[span.split(".", 1)[1]]
                 table = model.TABLE.name
-                pivot = rows_sql(model, f"{db}.{RECORDS}", spans=spans > 0, events=events > 0)
+                pivot = rows_sql(model, records, spans=spans > 0, events=events > 0, now_us=now_us)
                 # settings inline: the client applies per-call settings with a query per SET and per restore
                 client.command(f"CREATE OR REPLACE TABLE {db}.{ROWS} ENGINE = Memory AS {pivot}{_inline(settings)}")
-                counts = f"countIf({REJECT} = 0), countIf({REJECT} != 0), groupUniqArrayIf(3)({REJECT}, {REJECT} != 0)"
-                good, bad, samples = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
+                late = out_of_range_code(model)
+                select, cut = insert_columns_sql(model)
+                counts = (
+                    f"countIf({REJECT} = 0), countIf({REJECT} != 0), countIf({REJECT} = {late}), "
+                    f"groupUniqArrayIf(3)({REJECT}, {REJECT} != 0), sumIf({cut}, {REJECT} = 0)"
+                )
+                good, bad, oor, samples, cuts = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
+                if cuts:
+                    out.dropped[TRUNCATED_VALUE] += int(cuts)
+                    _note(out, f"{span}: {int(cuts)} string value(s) longer than {MAX_TEXT_CHARS} characters cut")
                 if bad:
-                    out.rejected["invalid_row"] += int(bad)
+                    if int(bad) - int(oor):
+                        out.rejected["invalid_row"] += int(bad) - int(oor)
+                    if oor:
+                        out.rejected[OUT_OF_RANGE_TIME] += int(oor)
                     messages = reject_messages(model)
                     for code in sorted(samples):
                         _note(out, f"{span}: {messages[int(code) - 1]}")
@@ -231,17 +281,54 @@ class EngineDecoder:
                     "max_block_size": 1 << 30,
                 }
                 client.command(f"INSERT INTO {db}.{table} ({columns}){_inline(insert)} "
-                               f"SELECT {columns} FROM {db}.{ROWS} WHERE {REJECT} = 0")  # fmt: skip
+                               f"SELECT {select} FROM {db}.{ROWS} WHERE {REJECT} = 0")  # fmt: skip
                 landed = _count(store, table) - before if possibly_seen else int(good)
                 out.sent += int(good)
                 out.landed += landed
+            # the keys after the rows: a crash in between replays the segment, whose rows the tokens drop
+            seen = {
+                "insert_deduplicate": 1,
+                "insert_deduplication_token": f"{name}:{SEEN_TABLE}",
+                "async_insert": 0,
+                # a Distributed key table (cluster) must have the keys on the shards before the next lookup
+                "distributed_foreground_insert": 1,
+            }
+            client.command(f"INSERT INTO {db}.{SEEN_TABLE} ({SECOND}, {KEY}){_inline(seen)} "
+                           f"SELECT {SPAN_SECOND}, {SPAN_KEY} FROM {records}")  # fmt: skip
         finally:
-            for t in (ROWS, RECORDS):
+            for t in (ROWS, UNIQUE, RECORDS):
                 try:
                     client.command(f"DROP TABLE IF EXISTS {db}.{t}")
                 except Exception as exc:  # the store may be gone; the next segment replaces the tables
                     log.debug("dropping %s failed: %s", t, exc)
         return out
+
+    def _unique(self, store: Store, out: SegmentResult, settings: dict[str, Any]) -> str:
+        """The staged spans less those already stored (a retried request) or repeated within the segment.
+
+        One query counts both; only when there are some is a filtered copy made (a retry is the rare case).
+        Returns the table the rest of the segment reads.
+        """
+        db, client = store.database, store.client
+        staged = f"{db}.{RECORDS}"
+        pairs = f"({SPAN_SECOND}, {SPAN_KEY})"
+        stored = (
+            f"SELECT {SECOND}, {KEY} FROM {db}.{SEEN_TABLE} "
+            # GLOBAL: on a cluster the key table is Distributed and the staged spans are on this node only
+            f"WHERE ({SECOND}, {KEY}) GLOBAL IN (SELECT {SPAN_SECOND}, {SPAN_KEY} FROM {staged})"
+        )
+        n, unique, known = client.query(
+            f"SELECT count(), uniqExact({SPAN_KEY}), (SELECT count() FROM ({stored})) FROM {staged}"
+        ).result_rows[0]
+        if not known and unique == n:
+            return staged
+        client.command(
+            f"CREATE OR REPLACE TABLE {db}.{UNIQUE} ENGINE = Memory AS SELECT * FROM {staged} "
+            f"WHERE {pairs} NOT IN ({stored}) LIMIT 1 BY {SPAN_KEY}{_inline(settings)}"
+        )
+        kept = int(client.query(f"SELECT count() FROM {db}.{UNIQUE}").result_rows[0][0])
+        out.duplicate_spans += int(n) - kept
+        return f"{db}.{UNIQUE}"
 
 
 def _note(out: SegmentResult, message: str) -> None:

@@ -23,9 +23,9 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from inferensics.collector.service.config import ServiceConfig
-from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, decompress, parse_request
 from inferensics.collector.service.metrics import Metrics
-from inferensics.collector.service.spool import RECORD_OVERHEAD, Spool, SpoolFullError, encode_record
+from inferensics.collector.service.otlp_body import JSON, PROTOBUF, BadRequestError, decompress, parse_request
+from inferensics.collector.service.spool import RECORD_OVERHEAD, Spool, SpoolDiskError, SpoolFullError, encode_record
 
 log = logging.getLogger("inferensics.collector.service")
 
@@ -181,9 +181,10 @@ class Ingest:
     def _spool_full(self, exc: SpoolFullError) -> IngestResult:
         """429 (the store is catching up) or 503 (the store is down), with Retry-After; counted."""
         self.metrics.inc("rejected", label="spool_full")
+        disk = isinstance(exc, SpoolDiskError)
         down = not self._store_ok()
-        status = 503 if down else 429
-        why = "the store is unavailable and " if down else ""
+        status = 503 if down or disk else 429
+        why = "the store is unavailable and " if down and not disk else ""
         return error(
             status,
             f"{why}{exc}; retry after {self.config.retry_after_s} s",

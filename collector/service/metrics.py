@@ -98,8 +98,13 @@ _COUNTERS: Final = {
     "reported dropping through OTLP's dropped_*_count fields).",
     "rejected": "Rejected requests, spans and rows, by reason.",
     "unauthorized": "Requests refused with 401 (missing or unknown token) or 403 (role).",
-    "store_errors": "Failed batch inserts (retried from the spool).",
+    "store_errors": "Failed batch inserts and failed attempts to open or migrate the store (retried from the spool).",
+    "spool_damaged_bytes": "Bytes of damaged spool records skipped on read (appends never acknowledged).",
+    "redriven_segments": "Quarantined spool segments moved back into the spool and tried again.",
+    "duplicate_spans": "Spans already in the store (or earlier in the same batch) and not stored again: retried "
+    "requests within the dedup window.",
     "decode_pool_restarts": "Times the decode processes (decode_workers > 0) were started again after one died.",
-    "quarantined_segments": "Spool segments moved to the spool's quarantine folder after the store refused them "
-    "repeatedly while it answered (kept on disk; the segments behind them are written).",
+    "quarantined_segments": "Spool segments moved to the spool's quarantine folder after the store refused their "
+    "content repeatedly while it answered (kept on disk, re-driven automatically; the segments behind them are "
+    "written).",
 }

@@ -45,7 +45,7 @@ def openapi_document() -> dict[str, Any]:
                 "post": {
                     "summary": "OTLP/HTTP trace export (role ingest)",
                     "requestBody": {
-                        "required": True,
+                        "required": False,  # an empty body is an empty ExportTraceServiceRequest
                         "content": {
                             "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
                             "application/json": {"schema": {"type": "object"}},
@@ -61,7 +61,12 @@ def openapi_document() -> dict[str, Any]:
                         "413": _r("413", "body too large", _ERROR),
                         "415": _r("415", "unsupported media type or encoding", _ERROR),
                         "429": _r("429", "spool at its cap while the store catches up; see Retry-After", _ERROR),
-                        "503": _r("503", "spool at its cap and the store is down; see Retry-After", _ERROR),
+                        "503": _r(
+                            "503",
+                            "spool at its cap and the store is down, or the spool's filesystem is full or failing; "
+                            "see Retry-After",
+                            _ERROR,
+                        ),
                         **_AUTH_ERRORS,
                     },
                 }
@@ -75,12 +80,13 @@ def openapi_document() -> dict[str, Any]:
                         {"name": "media_type", "in": "query", "required": False, "schema": {"type": "string"}},
                     ],
                     "requestBody": {
-                        "required": True,
+                        "required": False,  # the empty blob is a blob
                         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
                     },
                     "responses": {
                         "201": _r("201", "stored (or already present)"),
-                        "400": _r("400", "the body does not hash to the digest", _ERROR),
+                        "400": _r("400", "the body does not hash to the digest, or the path is not a digest", _ERROR),
+                        "414": _r("414", "the path is too long to be a digest", _ERROR),
                         "413": _r("413", "body too large", _ERROR),
                         "503": _r("503", "the store is unavailable; see Retry-After", _ERROR),
                         **_AUTH_ERRORS,
@@ -91,7 +97,9 @@ def openapi_document() -> dict[str, Any]:
                     "parameters": [_SHA],
                     "responses": {
                         "200": _r("200", "the bytes", {"application/octet-stream": {"schema": {"type": "string"}}}),
+                        "400": _r("400", "the path is not a sha256 digest", _ERROR),
                         "404": _r("404", "no such blob", _ERROR),
+                        "414": _r("414", "the path is too long to be a digest", _ERROR),
                         "503": _r("503", "the store is unavailable; see Retry-After", _ERROR),
                         **_AUTH_ERRORS,
                     },
@@ -100,7 +108,10 @@ def openapi_document() -> dict[str, Any]:
             "/api/v1/queries": {
                 "get": {
                     "summary": "Named queries and their parameter schemas (role read)",
-                    "responses": {"200": _r("200", "queries", {"application/json": {"schema": {"type": "object"}}})},
+                    "responses": {
+                        "200": _r("200", "queries", {"application/json": {"schema": {"type": "object"}}}),
+                        **_AUTH_ERRORS,
+                    },
                 }
             },
             "/api/v1/query/{name}": {
@@ -123,7 +134,12 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": {"required": True, "content": {"text/plain": {"schema": {"type": "string"}}}},
                     "responses": {
                         "200": _r("200", "result rows", _ARROW),
-                        "400": _r("400", "the engine refused or failed the query", _ERROR),
+                        "400": _r(
+                            "400",
+                            "not one read statement (INTO OUTFILE, KILL, writes, several statements, blocked "
+                            "system tables are refused), or the engine refused or failed the query",
+                            _ERROR,
+                        ),
                         "503": _r("503", "the store is unavailable; see Retry-After", _ERROR),
                         **_AUTH_ERRORS,
                     },
@@ -132,13 +148,19 @@ def openapi_document() -> dict[str, Any]:
             "/api/v1/status": {
                 "get": {
                     "summary": "Store, schema version, row counts, spool and counters (role read)",
-                    "responses": {"200": _r("200", "status", {"application/json": {"schema": {"type": "object"}}})},
+                    "responses": {
+                        "200": _r("200", "status", {"application/json": {"schema": {"type": "object"}}}),
+                        **_AUTH_ERRORS,
+                    },
                 }
             },
             "/metrics": {
                 "get": {
                     "summary": "Prometheus metrics (role read)",
-                    "responses": {"200": _r("200", "text exposition", {"text/plain": {"schema": {"type": "string"}}})},
+                    "responses": {
+                        "200": _r("200", "text exposition", {"text/plain": {"schema": {"type": "string"}}}),
+                        **_AUTH_ERRORS,
+                    },
                 }
             },
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": _r("200", "alive")}}},

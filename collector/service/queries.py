@@ -12,11 +12,13 @@ import contextlib
 import io
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 from pydantic import BaseModel, ValidationError
 
+from inferensics.collector.service.sql_guard import SqlRefusedError, check_read_only
 from inferensics.collector.service.state import StoreUnavailableError
 from inferensics.schema.store import error_line
 
@@ -80,6 +82,7 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
             f"{'.'.join(str(p) for p in e['loc']) or 'parameters'}: {e['msg']}" for e in exc.errors()[:5]
         )
         raise QueryError(400, f"bad parameters for {name}: {problems}") from None
+    check_times(name, parsed)
     try:
         with state.query_lock:
             frame = query.run(state.query_store(), parsed)
@@ -92,6 +95,26 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
     return to_ipc(frame.to_arrow())
 
 
+TIME_RANGE: Final = (datetime(1970, 1, 1, tzinfo=UTC), datetime(2106, 2, 7, 6, 28, 15, tzinfo=UTC))
+"""The times every time column holds: rollups keep ``DateTime`` (seconds since 1970 in 32 bits), raw rows
+``DateTime64(6)`` (1900-2299); a named query's time parameters must fall in both."""
+
+
+def check_times(name: str, params: BaseModel) -> None:
+    """Refuse (400) a time parameter outside :data:`TIME_RANGE` (the engine would fail on it: a 500)."""
+    low, high = TIME_RANGE
+    for field, value in params:
+        if not isinstance(value, datetime):
+            continue
+        when = value if value.tzinfo else value.replace(tzinfo=UTC)
+        if not low <= when <= high:
+            raise QueryError(
+                400,
+                f"bad parameters for {name}: {field} {value.isoformat()} is outside the times the store holds "
+                f"({low.isoformat()} to {high.isoformat()})",
+            )
+
+
 _OWN_FORMAT: Final = re.compile(r"\bFORMAT\s+[A-Za-z][A-Za-z0-9]*\s*;?\s*$", re.IGNORECASE)
 _APPENDED: Final = re.compile(r"\bFORMAT\b|\(Arrow\)|: Arrow\b")
 """What of the driver's appended ``FORMAT Arrow`` an engine error quotes when the query read into it."""
@@ -101,6 +124,10 @@ def run_sql(state: ServiceState, text: str) -> bytes:
     """Run admin SQL on the read-only, limited session; engine errors become 400 with their message."""
     if not text.strip():
         raise QueryError(400, "empty SQL")
+    try:
+        check_read_only(text)
+    except SqlRefusedError as exc:
+        raise QueryError(400, f"refused: {exc}") from None
     if _OWN_FORMAT.search(text):
         # The driver appends FORMAT Arrow; the engine's error would point at that, not at the user's clause.
         raise QueryError(400, "leave out the FORMAT clause: the SQL endpoint answers in Arrow IPC (stream)")

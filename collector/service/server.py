@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import socket
 from collections.abc import Mapping
 from typing import Any
@@ -13,9 +14,13 @@ import uvicorn
 from inferensics.collector.service.app import create_app
 from inferensics.collector.service.config import ServiceConfig
 from inferensics.collector.service.state import build_state
+from inferensics.schema.dsn import DsnError, resolve_dsn
 
 log = logging.getLogger("inferensics.collector.service")
 
+MAX_HEAD_BYTES = 4 << 20
+"""Largest request head (line and headers) read before answering: a longer path still gets its 414 instead of a
+connection reset (h11's default of 16 KiB closed the socket on unread bytes)."""
 BACKLOG = 2048
 """Pending connections the listening socket queues (uvicorn's default)."""
 
@@ -60,6 +65,16 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def masked_dsn(dsn: str) -> str:
+    """``dsn`` for a log line: the password replaced by ``***`` (also in a DSN that does not parse)."""
+    if not dsn:
+        return "(default)"
+    try:
+        return str(resolve_dsn(dsn))
+    except DsnError:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
+
+
 def serve(
     config: ServiceConfig, sock: socket.socket | None = None, *, named_queries: Mapping[str, Any] | None = None
 ) -> None:
@@ -89,7 +104,7 @@ def serve(
         "https" if tls else "http",
         config.host,
         config.port,
-        config.dsn or "(default)",
+        masked_dsn(config.dsn),
         state.spool.directory,
     )
     server = uvicorn.Server(
@@ -100,6 +115,7 @@ def serve(
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=10,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             **tls,  # type: ignore[arg-type]
         )
     )

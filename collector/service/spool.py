@@ -8,12 +8,16 @@ deletes a segment only after every table of it is in the store. On restart every
 replayed with the same tokens, so a batch that reached the store before a crash is dropped by the engine
 instead of counted twice.
 
-Record frame: ``b"INFS"``, payload length (u32), CRC-32 of the payload (u32), payload (the protobuf). A
-torn record at a segment's tail (a crash mid-append, never acknowledged) ends the read of that segment.
+Record frame: ``b"INFS"``, payload length (u32), CRC-32 of the payload (u32), payload (the protobuf). An
+append that fails (a full or failing filesystem) truncates its partial record before it answers, so the
+next append starts on a record boundary. A damaged record (a crash mid-append, never acknowledged, or bytes
+an fsync error lost) is skipped: the reader looks for the next frame whose CRC holds and reads on, so no
+record behind a damaged one is lost.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import threading
@@ -39,6 +43,10 @@ class SpoolFullError(RuntimeError):
     """The spool is at its cap; the sender should retry later."""
 
 
+class SpoolDiskError(SpoolFullError):
+    """The spool's filesystem refused an append (full, read-only, failing); the sender should retry later."""
+
+
 @dataclass
 class Segment:
     """One spool file: an insert batch in the making (open) or waiting for the store (sealed)."""
@@ -50,7 +58,9 @@ class Segment:
     created: float = 0.0
     attempts: int = 0
     refused: int = 0
-    """Failed inserts in a row while the store answered (the writer quarantines the segment at a limit)."""
+    """Content refusals in a row while the store answered (the writer quarantines the segment at a limit)."""
+    redriven: bool = False
+    """Moved back from quarantine by the writer."""
     fd: int = -1
     synced: int = 0
     sync_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -66,23 +76,28 @@ def encode_record(payload: bytes) -> bytes:
     return _HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
 
 
-def read_segment(path: Path) -> tuple[list[bytes], bool]:
-    """Every complete record's payload of a segment, in order; the flag says the tail was torn."""
+def read_segment(path: Path) -> tuple[list[bytes], int]:
+    """Every intact record's payload of a segment, in order, and the bytes skipped as damaged.
+
+    A damaged frame (bad magic, a length past the end, a CRC that does not hold) is skipped by searching
+    for the next ``MAGIC`` whose frame holds, so records behind a torn one are still read.
+    """
     data = path.read_bytes()
     payloads: list[bytes] = []
-    pos, torn = 0, False
+    pos, skipped = 0, 0
     while pos < len(data):
-        if pos + _HEADER.size > len(data):
-            torn = True
-            break
-        magic, length, crc = _HEADER.unpack_from(data, pos)
-        start, end = pos + _HEADER.size, pos + _HEADER.size + length
-        if magic != MAGIC or end > len(data) or zlib.crc32(data[start:end]) != crc:
-            torn = True
-            break
-        payloads.append(data[start:end])
-        pos = end
-    return payloads, torn
+        if pos + _HEADER.size <= len(data):
+            magic, length, crc = _HEADER.unpack_from(data, pos)
+            start, end = pos + _HEADER.size, pos + _HEADER.size + length
+            if magic == MAGIC and end <= len(data) and zlib.crc32(data[start:end]) == crc:
+                payloads.append(data[start:end])
+                pos = end
+                continue
+        nxt = data.find(MAGIC, pos + 1)
+        nxt = len(data) if nxt < 0 else nxt
+        skipped += nxt - pos
+        pos = nxt
+    return payloads, skipped
 
 
 class Spool:
@@ -142,27 +157,58 @@ class Spool:
         Spans, not rows, size a segment: the rows they decode into are known only when the engine reads them.
 
         Raises:
-            SpoolFullError: the record would take the spool past its cap.
+            SpoolFullError: the record would take the spool past its cap, or the filesystem refused it (full,
+                read-only, failing); a partial record is truncated away first.
         """
         with self._lock:
             self.check_room(len(record))
-            seg = self._current or self._open_segment()
+            try:
+                seg = self._current or self._open_segment()
+            except OSError as exc:
+                raise SpoolDiskError(_disk_message("cannot open a spool segment", exc)) from None
             view = memoryview(record)
-            while view:
-                view = view[os.write(seg.fd, view) :]
+            try:
+                while view:
+                    view = view[os.write(seg.fd, view) :]
+            except OSError as exc:
+                self._truncate_locked(seg)
+                raise SpoolDiskError(_disk_message("cannot write to the spool", exc)) from None
             seg.size += len(record)
             seg.rows += rows
             self._bytes += len(record)
             end = seg.size
             if seg.rows >= self.seal_rows or seg.size >= self.seal_bytes:
                 self._seal_locked()
-        self._sync(seg, end)
+        try:
+            self._sync(seg, end)
+        except OSError as exc:
+            # Not acknowledged. What the failed fsync covered may or may not be on disk (a retry of it is
+            # stored once: ingest is idempotent per span); the segment is sealed so that no later append
+            # goes behind bytes the kernel may have dropped, and the reader skips a damaged record.
+            with self._lock:
+                if self._current is seg:
+                    self._seal_locked(sync=False)
+            raise SpoolDiskError(_disk_message("cannot fsync the spool", exc)) from None
+
+    def _truncate_locked(self, seg: Segment) -> None:
+        """Cut a partial record off the open segment (its bytes end at ``seg.size``)."""
+        try:
+            os.ftruncate(seg.fd, seg.size)
+        except OSError:
+            # Cannot even truncate: seal the segment as it is; the reader skips the partial record and the
+            # next append opens a new segment.
+            self._seal_locked(sync=False)
 
     def _open_segment(self) -> Segment:
         path = self.directory / f"{self._seq:012d}-{self._boot}{SUFFIX}"
         self._seq += 1
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
-        _fsync_dir(self.directory)  # the new name itself must survive a crash
+        try:
+            _fsync_dir(self.directory)  # the new name itself must survive a crash
+        except OSError:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
         seg = Segment(path, created=self._clock(), fd=fd)
         self._current = seg
         return seg
@@ -172,22 +218,32 @@ class Spool:
         with seg.sync_lock:
             if seg.synced >= end:
                 return  # another request's fsync (or the seal) covered this record
+            if seg.fd < 0:
+                raise OSError(5, "the segment was sealed after a failed fsync")
             target = seg.size
             os.fsync(seg.fd)
             seg.synced = target
 
-    def _seal_locked(self) -> None:
+    def _seal_locked(self, *, sync: bool = True) -> None:
         seg = self._current
         if seg is None:
             return
         self._current = None
         with seg.sync_lock:
-            os.fsync(seg.fd)
-            seg.synced = seg.size
-            os.close(seg.fd)
-            seg.fd = -1
-        self._sealed.append(seg)
-        self._ready.notify_all()
+            try:
+                if sync:
+                    os.fsync(seg.fd)
+                    seg.synced = seg.size
+            except OSError:
+                pass  # the records it held were not acknowledged; the reader skips what was lost
+            finally:
+                os.close(seg.fd)
+                seg.fd = -1
+        if seg.size == 0:
+            seg.path.unlink(missing_ok=True)
+        else:
+            self._sealed.append(seg)
+            self._ready.notify_all()
 
     def seal_if_due(self) -> None:
         """Seal the open segment when it is older than the age limit."""
@@ -229,6 +285,24 @@ class Spool:
         self._forget(seg)
         return target
 
+    def quarantined(self) -> list[Path]:
+        """Segments in :data:`QUARANTINE`, oldest first."""
+        return sorted((self.directory / QUARANTINE).glob(f"*{SUFFIX}"))
+
+    def redrive(self, path: Path) -> Segment:
+        """Move a quarantined segment back into the spool, at the head of the queue (its name, and so its dedup
+        tokens, unchanged); the writer tries it next."""
+        target = self.directory / path.name
+        path.rename(target)
+        _fsync_dir(self.directory)
+        _fsync_dir(path.parent)
+        seg = Segment(target, recovered=True, size=target.stat().st_size)
+        with self._lock:
+            self._sealed.appendleft(seg)
+            self._bytes += seg.size
+            self._ready.notify_all()
+        return seg
+
     def _forget(self, seg: Segment) -> None:
         """Take a segment that left the spool directory out of the queue and the byte count."""
         with self._lock:
@@ -263,6 +337,14 @@ class Spool:
     def close(self) -> None:
         """Seal the open segment so its rows are replayed on the next start."""
         self.seal_now()
+
+
+def _disk_message(what: str, exc: OSError) -> str:
+    """One line for a filesystem refusal; full disks and quotas say so."""
+    why = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        why = "its filesystem is full"
+    return f"{what}: {why}"
 
 
 def _seq_of(path: Path) -> int:

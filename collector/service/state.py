@@ -76,6 +76,8 @@ class ServiceState:
                 ("result_overflow_mode", "'throw'"),
                 ("max_execution_time", c.sql_max_seconds),
                 ("max_memory_usage", c.sql_max_memory),
+                ("allow_ddl", 0),
+                ("allow_introspection_functions", 0),
                 ("readonly", 1),
             ):
                 store.client.command(f"SET {name} = {value}")

@@ -3,8 +3,11 @@
 The engine decodes a segment's OTLP requests (``engine_decoder.py``); each table is inserted with the token
 ``<segment>:<table>`` and the segment is deleted from the spool only when all its tables are in. Rows
 rejected by validation are counted by reason and a few of their messages logged, once per segment. When
-an insert fails the segment stays, the writer marks the store unavailable and retries with backoff;
-ingest keeps acknowledging into the spool until its cap.
+an insert fails the segment stays, the writer marks the store unavailable (``/readyz`` answers 503) and
+retries with backoff; ingest keeps acknowledging into the spool until its cap. Only a refusal of the
+data itself (``refusals.py``), repeated while the store answers, moves a segment to quarantine; quarantined
+segments are re-driven automatically (after a store outage ends, and on a growing interval otherwise), so
+one whose refusal passed is written without a person moving files.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Final
 
 from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.metrics import Metrics
+from inferensics.collector.service.refusals import is_content_refusal
 from inferensics.collector.service.spool import Segment, Spool, read_segment
 from inferensics.schema.store import Store, StoreError, error_line
 
@@ -25,7 +29,11 @@ log = logging.getLogger("inferensics.collector.service")
 
 
 QUARANTINE_AFTER: Final = 5
-"""Failures of one segment while the store answers after which it is quarantined (:meth:`StoreWriter._write`)."""
+"""Content refusals of one segment while the store answers after which it is quarantined."""
+REDRIVE_FIRST_S: Final = 30.0
+"""Seconds after a quarantine before its segment is first tried again; the interval doubles per refusal."""
+REDRIVE_MAX_S: Final = 3600.0
+"""The longest wait between two tries of a quarantined segment."""
 
 
 @dataclass
@@ -34,9 +42,36 @@ class Faults:
 
     The embedded engine cannot be stopped like a server, so the fault tests make the writer's insert
     call fail instead; everything around it (retry, spool growth, cap, replay) runs as in production.
+    :meth:`cancel_inserts` cancels the writer's real queries with the engine's own ``KILL QUERY``.
     """
 
     store_down: bool = False
+    killed: int = 0
+
+    def cancel_inserts(
+        self, open_store: Callable[[], Store], count: int, failures: Callable[[], float], timeout_s: float = 60.0
+    ) -> None:
+        """Start a thread that ``KILL QUERY``s the writer's decode and insert queries, from a client of its own
+        (what an operator's KILL does), until ``failures()`` (the writer's failed inserts) rose by ``count``
+        or ``timeout_s`` passed. A KILL that reaches a query as it finishes cancels nothing, so the killer
+        goes on until the writer has seen ``count`` cancelled queries."""
+        start = failures()
+
+        def killer() -> None:
+            store = open_store()
+            deadline = time.monotonic() + timeout_s
+            try:
+                while failures() - start < count and time.monotonic() < deadline:
+                    rows = store.client.query(
+                        "KILL QUERY WHERE (query ILIKE 'INSERT INTO%' OR query ILIKE 'CREATE OR REPLACE TABLE%') "
+                        "AND query NOT ILIKE '%KILL QUERY%' SYNC"
+                    ).result_rows
+                    self.killed += len(rows)
+                    time.sleep(0.001)
+            finally:
+                store.close()
+
+        threading.Thread(target=killer, name="inferensics-fault-killer", daemon=True).start()
 
 
 class StoreWriter(threading.Thread):
@@ -52,6 +87,8 @@ class StoreWriter(threading.Thread):
         decoder: EngineDecoder,
         max_backoff_s: float = 2.0,
         quarantine_after: int = QUARANTINE_AFTER,
+        redrive_first_s: float = REDRIVE_FIRST_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(name="inferensics-store-writer", daemon=True)
         self.spool = spool
@@ -61,6 +98,10 @@ class StoreWriter(threading.Thread):
         self.max_backoff_s = max_backoff_s
         self.quarantine_after = quarantine_after
         self.decoder = decoder
+        self.redrive_first_s = redrive_first_s
+        self._clock = clock
+        self._redrive_wait = redrive_first_s
+        self._redrive_at = clock() + redrive_first_s
         self.store: Store | None = None
         self.store_ok = False
         self.last_error = ""
@@ -84,8 +125,11 @@ class StoreWriter(threading.Thread):
                 try:
                     store = self._open_store()
                     store.migrate()
-                except StoreError as exc:
-                    self._failed(str(exc))
+                except Exception as exc:  # StoreError, or the driver's own while migrating
+                    self.metrics.inc("store_errors")
+                    self._failed(
+                        str(exc) if isinstance(exc, StoreError) else f"cannot migrate the store: {error_line(exc)}"
+                    )
                     return None
                 self.store = store
                 self.store_ok = True
@@ -98,6 +142,7 @@ class StoreWriter(threading.Thread):
             self.spool.seal_if_due()
             seg = self.spool.next_sealed(timeout=0.05)
             if seg is None:
+                self._redrive_due()
                 continue
             if self._write(seg):
                 backoff = 0.05
@@ -110,9 +155,11 @@ class StoreWriter(threading.Thread):
         store = self.connect()
         if store is None:
             return False
-        payloads, torn = read_segment(seg.path)
-        if torn:
-            log.warning("spool segment %s had a torn tail (an unacknowledged append); replaying the rest", seg.name)
+        payloads, skipped = read_segment(seg.path)
+        if skipped:
+            self.metrics.inc("spool_damaged_bytes", skipped)
+            log.warning("spool segment %s: skipped %d bytes of damaged (never acknowledged) records; "
+                        "replaying the rest", seg.name, skipped)  # fmt: skip
         possibly_seen = seg.recovered or seg.attempts > 0
         started = time.perf_counter()
         try:
@@ -125,12 +172,17 @@ class StoreWriter(threading.Thread):
             self.metrics.inc("store_errors")
             reason = error_line(exc)
             self._failed(f"insert of spool segment {seg.name} failed: {reason}")
-            self._refused_while_up(store, seg, reason)
+            if is_content_refusal(exc):
+                self._refused_while_up(store, seg, reason)
+            else:
+                seg.refused = 0  # an outage (disk, permissions, cancelled, memory, parts): wait for the store
             return False
         self.metrics.observe_batch(time.perf_counter() - started)
         self.metrics.inc("decoded_rows", result.sent + result.rejected["invalid_row"])
         self.metrics.inc("written_rows", result.landed)
         self.metrics.inc("deduplicated_rows", result.sent - result.landed)
+        if result.duplicate_spans:
+            self.metrics.inc("duplicate_spans", result.duplicate_spans)
         for reason, n in result.rejected.items():
             self.metrics.inc("rejected", n, label=reason)
         for reason, n in result.dropped.items():
@@ -140,15 +192,36 @@ class StoreWriter(threading.Thread):
             counts = f"rejected {dict(result.rejected)}; " if result.rejected else ""
             log.warning("spool segment %s: %s%s", seg.name, counts, "; ".join(result.messages))
         self.spool.remove(seg)
+        if not self.store_ok:
+            self._redrive_at = self._clock()  # an outage ended: what it may have quarantined goes first
         self.store_ok = True
         self.last_error = ""
+        if seg.redriven:
+            self._redrive_wait = self.redrive_first_s
+            log.info("re-driven spool segment %s is in the store", seg.name)
         return True
+
+    def _redrive_due(self) -> None:
+        """With nothing else to write, move the oldest quarantined segment back when its time has come."""
+        if self._clock() < self._redrive_at:
+            return
+        waiting = self.spool.quarantined()
+        if not waiting:
+            self._redrive_at = self._clock() + self._redrive_wait
+            return
+        seg = self.spool.redrive(waiting[0])
+        seg.redriven = True
+        self.metrics.inc("redriven_segments")
+        self._redrive_at = self._clock() + self._redrive_wait
+        self._redrive_wait = min(self._redrive_wait * 2, REDRIVE_MAX_S)
+        log.info("re-driving quarantined spool segment %s", seg.name)
 
     def _refused_while_up(self, store: Store, seg: Segment, reason: str) -> None:
         """Count a failure the store gave while it answered; quarantine the segment at ``quarantine_after``.
 
-        A store that is down fails every segment alike and is waited for (the spool grows, then 429/503); a
-        segment the store refuses while answering a probe would block every segment behind it for ever.
+        Called for content refusals only. A store that is down fails every segment alike and is waited for
+        (the spool grows, then 429/503); a segment the store refuses for its content while answering a probe
+        would block every segment behind it for ever.
         """
         if self.faults.store_down:
             return
@@ -166,8 +239,8 @@ class StoreWriter(threading.Thread):
         self.store_ok = True
         self.last_error = f"spool segment {seg.name} quarantined at {path}: {reason}"
         log.error(
-            "spool segment %s refused %d times while the store answered; moved to %s to let the segments "
-            "behind it through. Last error: %s. Replay it by moving it back into the spool directory.",
+            "spool segment %s refused %d times for its content while the store answered; moved to %s to let "
+            "the segments behind it through (it is re-driven automatically). Last error: %s",
             seg.name,
             seg.refused,
             path,

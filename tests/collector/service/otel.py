@@ -16,7 +16,8 @@ from opentelemetry.trace import Tracer
 from inferensics.schema.events import RecompileEvent, RequestEvent
 from inferensics.schema.otlp import event_to_attributes, span_name
 
-BASE = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+BASE = (datetime.now(UTC) - timedelta(days=1)).replace(minute=0, second=0, microsecond=0)
+"""A day before the test run (whole hour): the service keeps rows only inside their table's retention window."""
 
 
 def request(i: int, *, model: str = "llama", run: str = "r") -> RequestEvent:

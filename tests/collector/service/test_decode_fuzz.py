@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from inferensics.collector.service.decode import JSON, PROTOBUF, BadRequestError, decode_request, decompress, read_body
+from inferensics.collector.service.decode import decode_request, read_body
+from inferensics.collector.service.otlp_body import JSON, PROTOBUF, BadRequestError, decompress
 from inferensics.collector.service.testing import any_value, build_request
 from inferensics.schema.arrow import events_to_arrow
 from inferensics.schema.events import RecompileEvent, RequestEvent
@@ -21,6 +22,9 @@ from inferensics.schema.table import Event
 from tests.collector.service.otel import request
 
 LIMIT = 1 << 20
+NOW_US = int(datetime(2026, 12, 1, tzinfo=UTC).timestamp()) * 1_000_000
+"""The decoders' clock: the fixed times below are inside the requests table's window."""
+
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.one_of(
@@ -83,6 +87,10 @@ def test_structured_requests_never_crash_and_every_row_is_kept_or_counted(messag
     decoded = read_body(message.SerializeToString(), PROTOBUF, None, LIMIT)
     spans = [s for rs in message.resource_spans for ss in rs.scope_spans for s in ss.spans]
     assert decoded.spans == len(spans)
+    # a span repeated in the request (same identity) is decoded once, and counted as a duplicate
+    unique = {(s.trace_id, s.span_id, s.name, s.start_time_unix_nano): s for s in reversed(spans)}
+    assert decoded.duplicate_spans == len(spans) - len(unique)
+    spans = [s for s in spans if unique.get((s.trace_id, s.span_id, s.name, s.start_time_unix_nano)) is s]
     ours = sum(s.name.startswith(PREFIX) for s in spans) + sum(
         e.name.startswith(PREFIX) for s in spans for e in s.events
     )
@@ -104,8 +112,8 @@ def same_tables(a: dict[type[Event], pa.Table], b: dict[type[Event], pa.Table]) 
 @FUZZ
 @given(message=requests())
 def test_fast_path_and_pydantic_path_give_the_same_rows(message: ExportTraceServiceRequest) -> None:
-    fast = decode_request(message, fast=True)
-    slow = decode_request(message, fast=False)
+    fast = decode_request(message, fast=True, now_us=NOW_US)
+    slow = decode_request(message, fast=False, now_us=NOW_US)
     same_tables(fast.tables(), slow.tables())
     assert fast.rejected_rows == slow.rejected_rows
     assert fast.rejected_spans == slow.rejected_spans
@@ -126,8 +134,8 @@ def test_fast_and_slow_agree_on_typed_values(
     for key, value in (("latency_ms", latency), ("recompiles", recompiles), ("graph_calls", graph_calls),
                        ("host", host)):  # fmt: skip
         span.attributes.add(key=PREFIX + key).value.CopyFrom(any_value(value))
-    fast = decode_request(message, fast=True)
-    slow = decode_request(message, fast=False)
+    fast = decode_request(message, fast=True, now_us=NOW_US)
+    slow = decode_request(message, fast=False, now_us=NOW_US)
     same_tables(fast.tables(), slow.tables())
     assert fast.rejected_rows == slow.rejected_rows
 

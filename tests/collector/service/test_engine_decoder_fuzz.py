@@ -3,17 +3,18 @@ same rejection counts.
 
 Each generated request goes through ``EngineDecoder.insert`` (chDB's Protobuf format + the generated SQL)
 into one database and through the reference ``decode_request`` + ``insert_arrow`` into another; both are
-read back with the same query. Known, documented differences (schema/otlp_sql.py) are normalised: a float
+read back with the same query. Known, documented differences (collector/service/otlp_sql.py) are normalised: a float
 stringified into a string (attrs, a resource host) compares by value.
 """
 
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from inferensics.collector.service.decode import decode_request
 from inferensics.collector.service.engine_decoder import EngineDecoder, delimited
 from inferensics.collector.service.testing import any_value, build_request
 from inferensics.schema.arrow import arrow_schema
+from inferensics.schema.dedup import SEEN_TABLE
 from inferensics.schema.events import (
     EVENT_MODELS,
     CacheEvent,
@@ -39,9 +41,12 @@ from inferensics.schema.events import (
 from inferensics.schema.otlp import PREFIX
 from inferensics.schema.store import Store
 from inferensics.schema.table import Event
-from tests.collector.service.otel import request
+from tests.collector.service.otel import BASE, request
 from tests.collector.service.test_decode_fuzz import requests, values
 
+NOW_US = 1_700_000_000_000_000
+"""The clock both decoders measure the time window from: the fixed span times below are inside it, the
+generated ones (1970..2554) mostly outside, so both the rows and the out_of_range_time rule are compared."""
 DIFF = settings(
     max_examples=60,
     deadline=None,
@@ -62,7 +67,8 @@ class Pair:
             # generated times are anywhere in 1970..2554: keep TTL merges from dropping rows under the test
             for model in EVENT_MODELS:
                 s.client.command(f"SYSTEM STOP TTL MERGES {s.database}.{model.TABLE.name}")
-        self.decoder = EngineDecoder(work)
+        self.now_us = NOW_US
+        self.decoder = EngineDecoder(work, now_us=lambda: self.now_us)
 
     def close(self) -> None:
         for s in (self.engine, self.reference):
@@ -70,14 +76,16 @@ class Pair:
             s.close()
 
     def compare(self, message: ExportTraceServiceRequest) -> None:
+        self.truncate()  # an example that failed left its rows and span keys
         token = uuid.uuid4().hex
         result = self.decoder.insert(self.engine, token, [message.SerializeToString()], possibly_seen=False)
-        ref = decode_request(message, fast=True)
+        ref = decode_request(message, fast=True, now_us=self.now_us)
         tables = ref.tables()
         for model, table in tables.items():
             self.reference.insert_arrow(model, table, dedup_token=f"{token}:{model.TABLE.name}")
         assert result.rejected == ref.rejected_rows, (result.messages, ref.errors)
         assert result.sent == result.landed == ref.row_count
+        assert result.duplicate_spans == ref.duplicate_spans
         for model in {*tables, *_models_with_rows(self.engine)}:
             got, want = _rows(self.engine, model), _rows(self.reference, model)
             assert got == want, (model.TABLE.name, result.messages, ref.errors)
@@ -87,6 +95,7 @@ class Pair:
         for s in (self.engine, self.reference):
             for model in _models_with_rows(s):
                 s.client.command(f"TRUNCATE TABLE {s.database}.{model.TABLE.name}")
+            s.client.command(f"TRUNCATE TABLE {s.database}.{SEEN_TABLE}")
 
 
 def _models_with_rows(store: Store) -> list[type[Event]]:
@@ -207,8 +216,9 @@ def test_times_bytes_and_whole_maps_like_the_reference(
 
 
 def test_a_valid_request_round_trips_exactly(pair: Pair) -> None:
+    pair.now_us = time.time_ns() // 1000  # request() times are a day before now
     sent = [request(i, run="v") for i in range(5)]
-    recompile = RecompileEvent(ts=datetime(2026, 11, 30, 12, 0, 1, tzinfo=UTC), host="h", reason="size",
+    recompile = RecompileEvent(ts=BASE + timedelta(seconds=1), host="h", reason="size",
                                reasons=("a", "b"))  # fmt: skip
     message = build_request(sent, resource={"host.name": "res"}, events={2: [recompile]})
     pair.compare(message)
@@ -218,7 +228,7 @@ def test_a_valid_request_round_trips_exactly(pair: Pair) -> None:
 def test_engine_sql_exists_for_every_model_and_refuses_a_validator_it_does_not_know() -> None:
     from pydantic import model_validator
 
-    from inferensics.schema.otlp_sql import REJECT, rows_sql
+    from inferensics.collector.service.otlp_sql import REJECT, rows_sql
 
     for model in EVENT_MODELS:
         assert rows_sql(model, "records").startswith("SELECT " + ", ".join(model.model_fields) + f", {REJECT} ")
@@ -233,6 +243,7 @@ def test_engine_sql_exists_for_every_model_and_refuses_a_validator_it_does_not_k
 
 
 def test_sdk_drop_counts_are_summed(pair: Pair) -> None:
+    pair.now_us = time.time_ns() // 1000  # request() times are a day before now
     message = build_request([request(0, run="d")])
     span = message.resource_spans[0].scope_spans[0].spans[0]
     span.dropped_attributes_count = 3
@@ -330,6 +341,7 @@ def test_a_known_field_of_the_wrong_wire_type_lands_the_request(pair: Pair) -> N
 def test_files_left_by_a_killed_staging_are_not_read_again(pair: Pair) -> None:
     """A process killed while staging a segment leaves its input files; staging it again after a restart
     (with another split into files) must read this staging's files only."""
+    pair.now_us = time.time_ns() // 1000  # request() times are a day before now
     payloads = [build_request([request(i, run="s")]).SerializeToString() for i in range(3)]
     name = "segment-00000042"
     pair.decoder.work_dir.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record, read_segment
 from inferensics.collector.service.testing import encode_request
 from inferensics.collector.service.writer import Faults, StoreWriter
+from inferensics.schema.dedup import SEEN_TABLE
 from inferensics.schema.store import Store
 from tests.collector.service.otel import request
 
@@ -54,6 +56,11 @@ def test_records_round_trip_and_a_torn_tail_is_cut(tmp_path: Path) -> None:
     payloads, torn = read_segment(seg.path)
     assert torn
     assert len(request_ids(payloads)) == 5
+    with seg.path.open("ab") as fh:  # a record behind the damaged one (an fsync that lost bytes) is still read
+        fh.write(record("d", 2))
+    payloads, skipped = read_segment(seg.path)
+    assert skipped == len(record("c", 4)) - 7
+    assert request_ids(payloads)[-2:] == ["d-000000", "d-000001"]
 
 
 def test_cap_refuses_and_recovery_finds_segments(tmp_path: Path) -> None:
@@ -79,10 +86,11 @@ def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_d
     first = StoreWriter(
         s, lambda: Store.open(store_dsn), Metrics(), Faults(), decoder=EngineDecoder(tmp_path / "engine")
     )
-    # simulate a crash after the insert and before the segment was deleted
+    # simulate a crash after the rows' insert, before the span keys' insert and the segment's deletion
     s.remove = lambda seg: None  # type: ignore[method-assign]
     assert first._write(seg)
     assert store.row_counts()["requests"] == 25
+    store.client.command(f"TRUNCATE TABLE {store.database}.{SEEN_TABLE}")
     after_restart = spool(tmp_path)
     replay = after_restart.next_sealed(0)
     assert replay is not None
@@ -97,6 +105,37 @@ def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_d
     assert metrics.get("written_rows") == 0
     assert after_restart.files() == 0
     assert not list(tmp_path.glob("*.seg"))
+
+
+def test_a_retried_request_in_a_new_segment_is_stored_once(tmp_path: Path, store_dsn: str, store: Store) -> None:
+    """Point 6: the same body re-sent after a restart lands in a new segment (a new block token); the span
+    keys drop it, in another segment and repeated within one segment alike."""
+    s = spool(tmp_path)
+    writer = StoreWriter(s, lambda: Store.open(store_dsn), Metrics(), Faults(), decoder=EngineDecoder(tmp_path / "e"))
+    body = record("r", 20)
+    s.append(body, 20)
+    s.seal_now()
+    seg = s.next_sealed(0)
+    assert seg is not None
+    assert writer._write(seg)
+    restarted = spool(tmp_path)  # a new boot id: new segment names, new tokens
+    metrics = Metrics()
+    writer = StoreWriter(
+        restarted, lambda: Store.open(store_dsn), metrics, Faults(), decoder=EngineDecoder(tmp_path / "e")
+    )
+    restarted.append(body, 20)
+    again = record("s", 5)  # the same bytes twice (a record() call draws new span ids)
+    restarted.append(again, 5)
+    restarted.append(again, 5)
+    restarted.seal_now()
+    seg = restarted.next_sealed(0)
+    assert seg is not None
+    assert writer._write(seg)
+    ids = Counter(r[0] for r in store.query_rows(f"SELECT request_id FROM {store.database}.requests"))
+    assert len(ids) == 25
+    assert set(ids.values()) == {1}
+    assert metrics.get("duplicate_spans") == 25
+    assert metrics.get("written_rows") == 5
 
 
 def test_spool_at_cap_answers_429_while_the_store_is_up_and_503_while_it_is_down(tmp_path: Path) -> None:
@@ -221,3 +260,53 @@ def test_a_store_that_is_down_never_quarantines(tmp_path: Path, store_dsn: str) 
     assert not any(writer._write(seg) for _ in range(5))
     assert seg.path.exists()
     assert not (tmp_path / "quarantine").exists()
+
+
+class _RefusesFor(EngineDecoder):
+    """Refuses one segment's content a number of times, then reads it (a refusal that passed)."""
+
+    def __init__(self, work: Path, poison: str, times: int) -> None:
+        super().__init__(work)
+        self.poison = poison
+        self.left = times
+
+    def insert(self, store: Store, name: str, payloads: list[bytes], **kw: object) -> SegmentResult:
+        if name == self.poison and self.left > 0:
+            self.left -= 1
+            raise RuntimeError("Code: 117. DB::Exception: Unexpected data. (INCORRECT_DATA)")
+        return super().insert(store, name, payloads, **kw)  # type: ignore[arg-type]
+
+
+def test_quarantine_is_re_driven_automatically(tmp_path: Path, store_dsn: str, store: Store) -> None:
+    s = spool(tmp_path)
+    s.append(record("q", 3), 3)
+    s.seal_now()
+    name = next(tmp_path.glob("*.seg")).stem
+    now = [0.0]
+    metrics = Metrics()
+    writer = StoreWriter(
+        s,
+        lambda: Store.open(store_dsn),
+        metrics,
+        Faults(),
+        decoder=_RefusesFor(tmp_path / "engine", name, times=2),
+        quarantine_after=2,
+        clock=lambda: now[0],
+    )
+    seg = s.next_sealed(0)
+    assert seg is not None
+    assert not writer._write(seg)
+    assert not writer._write(seg)
+    assert [p.stem for p in s.quarantined()] == [name]
+    writer._redrive_due()
+    assert s.files() == 0  # not yet: the first re-drive waits REDRIVE_FIRST_S
+    now[0] += 31
+    writer._redrive_due()
+    assert s.quarantined() == []
+    again = s.next_sealed(0)
+    assert again is not None
+    assert again.name == name
+    assert writer._write(again)
+    assert store.row_counts()["requests"] == 3
+    assert metrics.get("redriven_segments") == 1
+    assert not list(tmp_path.glob("*.seg"))

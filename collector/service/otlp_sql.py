@@ -46,6 +46,10 @@ REJECT: Final = "_reject"
 index of the message in :func:`reject_messages` (a number: a message string per row costs a copy per check)."""
 NAME: Final = "_name"
 """The column of :func:`records_sql` that holds the span or event name."""
+SPAN_KEY: Final = "_k"
+"""The column of :func:`records_sql` that identifies a span (see :mod:`inferensics.schema.dedup`)."""
+SPAN_SECOND: Final = "_b"
+"""The column of :func:`records_sql` with the span's start in whole seconds (the dedup keys' sort prefix)."""
 DROPPED_ATTRIBUTES: Final = "_dropped_attributes"
 DROPPED_EVENTS: Final = "_dropped_events"
 
@@ -55,6 +59,63 @@ HEX_PATTERN: Final = r"^([0-9a-fA-F]{2})*$"
 """Bytes columns travel as hex strings matching this."""
 YEARS: Final = (1900, 2299)
 """The years a ``DateTime64(6)`` column holds."""
+
+OUT_OF_RANGE_TIME: Final = "out_of_range_time"
+"""The reject reason of a row whose time the table cannot keep (see :func:`time_window_us`)."""
+FUTURE_SKEW_S: Final = 86_400
+"""How far ahead of the collector's clock a row's time may be (hosts' clock skew)."""
+NOW_US: Final = "toUnixTimestamp64Micro(now64(6))"
+"""The engine's clock in microseconds, the default ``now`` of :func:`rows_sql`."""
+
+
+MAX_ID_BYTES: Final = 256
+"""Longest identifier (a ``*_id`` string column) a row may carry; a longer one is rejected (a cut id is
+another id). A required ``request_id`` must also be non-empty."""
+MAX_TEXT_CHARS: Final = 65_536
+"""Longest other string (and ``Map`` value) stored; longer ones are cut to this many characters, counted."""
+TRUNCATED_VALUE: Final = "truncated_value"
+"""The ``dropped`` reason counting string values cut to :data:`MAX_TEXT_CHARS`."""
+
+
+def is_id_column(name: str) -> bool:
+    """Whether a string column is an identifier (bounded, never cut)."""
+    return name.endswith("_id")
+
+
+def cut_columns(model: type[Event]) -> list[tuple[str, str]]:
+    """``(name, kind)`` of the columns cut to :data:`MAX_TEXT_CHARS`: strings that are not ids, and maps."""
+    out = []
+    for f in arrow_schema(model):
+        kind = column_kind(f.type)
+        if (kind == "str" and not is_id_column(f.name)) or kind == "map":
+            out.append((f.name, kind))
+    return out
+
+
+def insert_columns_sql(model: type[Event]) -> tuple[str, str]:
+    """The select list that inserts a pivot's good rows (long strings cut), and the count of values cut."""
+    cut = dict(cut_columns(model))
+    exprs, counts = [], []
+    for name in model.model_fields:
+        kind = cut.get(name)
+        if kind == "str":
+            exprs.append(f"substringUTF8({name}, 1, {MAX_TEXT_CHARS}) AS {name}")
+            counts.append(f"(lengthUTF8({name}) > {MAX_TEXT_CHARS})")
+        elif kind == "map":
+            exprs.append(f"mapApply((k, v) -> (k, substringUTF8(v, 1, {MAX_TEXT_CHARS})), {name}) AS {name}")
+            counts.append(f"arrayCount(v -> lengthUTF8(v) > {MAX_TEXT_CHARS}, mapValues({name}))")
+        else:
+            exprs.append(name)
+    return ", ".join(exprs), " + ".join(counts) if counts else "0"
+
+
+def time_window_us(ttl_days: int, now_us: int) -> tuple[int, int]:
+    """``[low, high]`` in microseconds since the epoch of the times a table with ``ttl_days`` keeps: not older
+    than its TTL (rows past it vanish at the next merge), not before 1970 (rollups keep ``DateTime``), not more
+    than :data:`FUTURE_SKEW_S` ahead (a wrapped or wrong clock)."""
+    low = max(0, now_us - ttl_days * 86_400_000_000) if ttl_days else 0
+    return low, now_us + FUTURE_SKEW_S * 1_000_000
+
 
 _INT_BITS: Final = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 _PARALLEL: Final = (col.GRAPH_KEYS, col.GRAPH_ARTIFACTS, col.GRAPH_CALLS, col.GRAPH_US)
@@ -200,8 +261,9 @@ def _validators(model: type[Event]) -> list[tuple[str, str]]:
             out.append((bad, "graph_keys, graph_artifacts, graph_calls and graph_us must have the same length"))
             continue
         raise NotImplementedError(
-            f"{model.__name__} has model validator {name!r} with no SQL twin in inferensics.schema.otlp_sql; "
-            "add one to _validators so the engine decoder rejects the same rows as the Python reference"
+            f"{model.__name__} has model validator {name!r} with no SQL twin in "
+            "inferensics.collector.service.otlp_sql; add one to _validators so the engine decoder rejects the "
+            "same rows as the Python reference"
         )
     return out
 
@@ -211,14 +273,17 @@ def records_sql(source: str) -> str:
 
     ``source`` is a FROM item that yields ``ExportTraceServiceRequest`` messages with the structure of
     :func:`inferensics.schema.otlp_proto.structure` (``file(...)``, ``input(...)``). Columns: ``_name``,
-    ``_t`` (start, nanoseconds), ``_a`` (attributes), ``_ev`` (events), ``_r`` (resource attributes) and
-    the counts the sender's SDK dropped (spans that carry no rows are kept when they report drops).
+    ``_t`` (start, nanoseconds), ``_k`` and ``_b`` (the span's dedup key and start second), ``_a``
+    (attributes), ``_ev`` (events), ``_r`` (resource attributes) and the counts the sender's SDK dropped
+    (spans that carry no rows are kept when they report drops).
     The engine parses the protobuf once, into a staging table of these; :func:`rows_sql` reads it per table.
     """
     prefix = _q(PREFIX)
     dropped_attributes = "sp.dropped_attributes_count + arraySum(e -> e.dropped_attributes_count, sp.events)"
     return (
         f"SELECT sp.name AS {NAME}, sp.start_time_unix_nano AS _t, sp.attributes AS _a, "
+        f"sipHash128(sp.trace_id, sp.span_id, sp.name, sp.start_time_unix_nano) AS {SPAN_KEY}, "
+        f"toUInt32(least(intDiv(sp.start_time_unix_nano, 1000000000), 4294967295)) AS {SPAN_SECOND}, "
         f"arrayFilter(e -> startsWith(e.name, {prefix}), sp.events) AS _ev, rs.resource.attributes AS _r, "
         f"{dropped_attributes} AS {DROPPED_ATTRIBUTES}, sp.dropped_events_count AS {DROPPED_EVENTS} "
         f"FROM {source} "
@@ -274,19 +339,28 @@ def _candidates(model: type[Event], records: str, *, spans: bool, events: bool) 
     return " UNION ALL ".join(branches)
 
 
-def rows_sql(model: type[Event], records: str, *, spans: bool = True, events: bool = True) -> str:
+def rows_sql(
+    model: type[Event], records: str, *, spans: bool = True, events: bool = True, now_us: int | None = None
+) -> str:
     """``model``'s rows from the spans in ``records`` (a table or subquery of :func:`records_sql`).
 
     Columns: the model's fields in order, then ``_reject`` (see :data:`REJECT`). ``spans`` / ``events``
     choose where rows come from (spans named after the table, span events named after it): leaving out a
-    source that has no rows in ``records`` saves a pass over it.
+    source that has no rows in ``records`` saves a pass over it. ``now_us`` is the clock the time window
+    (:func:`time_window_us`) is measured from, the engine's own when ``None`` (tests inject one).
     """
-    return _pivot(model, records, spans=spans, events=events)[0]
+    return _pivot(model, records, spans=spans, events=events, now_us=now_us)[0]
 
 
 def reject_messages(model: type[Event]) -> list[str]:
     """The messages that :data:`REJECT` codes of ``model``'s rows stand for (code ``i`` is item ``i - 1``)."""
-    return _pivot(model, "records", spans=True, events=True)[1]
+    return _pivot(model, "records", spans=True, events=True, now_us=0)[1]
+
+
+def out_of_range_code(model: type[Event]) -> int:
+    """The :data:`REJECT` code of a row whose time is outside its table's window (counted apart)."""
+    messages = reject_messages(model)
+    return next(i + 1 for i, m in enumerate(messages) if m.endswith(f"({OUT_OF_RANGE_TIME})"))
 
 
 def _codes(model: type[Event]) -> tuple[str, dict[str, int], dict[str, int]]:
@@ -307,7 +381,7 @@ def _codes(model: type[Event]) -> tuple[str, dict[str, int], dict[str, int]]:
     return f"arrayMap(k -> {expr}, _a.key)", column, entry
 
 
-def _pivot(model: type[Event], records: str, *, spans: bool, events: bool) -> tuple[str, list[str]]:
+def _pivot(model: type[Event], records: str, *, spans: bool, events: bool, now_us: int | None) -> tuple[str, list[str]]:
     schema = arrow_schema(model)
     fields = model.model_fields
     codes, column, entry = _codes(model)
@@ -325,6 +399,7 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool) -> tu
         select.append(f"mapFromArrays(arrayMap(k -> substring(k, {n + 1}), {keys}), {texts}) AS _e_{h}")
     bad: list[tuple[str, str]] = []
     outputs: list[str] = []
+    window: list[str] = []
     for f in schema:
         name, kind = f.name, column_kind(f.type)
         if kind == "floatlist":
@@ -364,6 +439,9 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool) -> tu
         if kind == "ts" and name == col.TS:
             outputs.append(f"if({g}, {taken}, fromUnixTimestamp64Micro(toInt64(intDiv(_t, 1000)), 'UTC')) AS {name}")
             bad.append((f"{g} AND NOT {ok}", f"{name}: expected an ISO-8601 string"))
+            # the time in microseconds before any conversion (a span time past 2262 wraps in DateTime64)
+            select.append(f"if({g}, toUnixTimestamp64Micro({taken}), toInt64(intDiv(_t, 1000))) AS _us_{name}")
+            window.append(f"_us_{name}")
             continue
         if required:
             outputs.append(f"{taken} AS {name}")
@@ -372,7 +450,26 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool) -> tu
             outputs.append(f"if({g}, {taken}, {_default(model, name, kind, ch_type, bits)}) AS {name}")
         expected = _EXPECTED[kind] + (f" in 0..{2**bits - 1}" if bits else "")
         bad.append((f"{g} AND NOT {ok}", f"{name}: expected {expected}"))
+        if kind == "float":
+            stored = f"toFloat32({taken})" if pa.types.is_float32(f.type) else taken
+            bad.append((f"{g} AND NOT isFinite({stored})", f"{name}: not a finite number (NaN or infinite)"))
+        elif kind == "str" and is_id_column(name):
+            empty = f" OR {taken} = ''" if name == col.REQUEST_ID and required else ""
+            bad.append((f"{g} AND (length({taken}) > {MAX_ID_BYTES}{empty})",
+                        f"{name}: an id must be 1 to {MAX_ID_BYTES} bytes"))  # fmt: skip
     bad += _validators(model)
+    now = NOW_US if now_us is None else str(int(now_us))
+    ttl = model.TABLE.ttl_days
+    low = f"greatest(0, {now} - {ttl * 86_400_000_000})" if ttl else "0"
+    high = f"{now} + {FUTURE_SKEW_S * 1_000_000}"
+    for us in window:
+        keep = (
+            f"{ttl} days, at most {FUTURE_SKEW_S // 3600} h ahead"
+            if ttl
+            else f"from 1970, at most {FUTURE_SKEW_S // 3600} h ahead"
+        )
+        message = f"{us[4:]}: outside the times {model.TABLE.name} keeps ({keep}) ({OUT_OF_RANGE_TIME})"
+        bad.append((f"({us} < {low} OR {us} > {high})", message))
     codes_sql = ", ".join(f"{cond}, {i + 1}" for i, (cond, _) in enumerate(bad))
     reject = f"toUInt16(multiIf({codes_sql}, 0)) AS {REJECT}"
     names = ", ".join(schema.names)

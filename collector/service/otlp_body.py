@@ -1,0 +1,83 @@
+"""OTLP/HTTP request bodies as ingest checks them: the encoding undone and the request parsed (malformed → 400).
+
+Ingest imports only this module; the Python reference decoder (``decode.py``, a test oracle) builds on it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Final
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+PROTOBUF: Final = "application/x-protobuf"
+JSON: Final = "application/json"
+
+
+class BadRequestError(ValueError):
+    """The body cannot be decoded; ``status`` is 400 (malformed), 413 (too large) or 415 (media type)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[BadRequestError], tuple[int, str]]:
+        # keeps both fields when it crosses from a decode process
+        return (type(self), (self.status, self.message))
+
+
+def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """Undo ``Content-Encoding`` (identity or gzip), refusing bodies larger than ``limit`` after inflation."""
+    enc = (encoding or "identity").strip().lower()
+    if enc in ("", "identity"):
+        if len(body) > limit:
+            raise BadRequestError(413, f"request body of {len(body)} bytes exceeds the limit of {limit} bytes")
+        return body
+    if enc != "gzip":
+        raise BadRequestError(415, f"unsupported Content-Encoding {encoding!r}; use gzip or identity")
+    # A gzip body may hold several members one after another (RFC 1952; what concatenated .gz files are):
+    # each is inflated in turn, all of them counted against the limit.
+    parts: list[bytes] = []
+    size, rest = 0, body
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out = inflater.decompress(rest, limit + 1 - size)
+        except zlib.error as exc:
+            raise BadRequestError(400, f"malformed gzip body: {exc}") from None
+        size += len(out)
+        if size > limit:
+            raise BadRequestError(413, f"request body exceeds the limit of {limit} bytes after gunzip")
+        if not inflater.eof:
+            raise BadRequestError(400, "malformed gzip body: truncated stream")
+        parts.append(out)
+        rest = inflater.unused_data
+        if not rest:
+            return b"".join(parts)
+
+
+def parse_request(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
+    """Parse an ``ExportTraceServiceRequest`` from protobuf or OTLP/JSON."""
+    media = (content_type or PROTOBUF).split(";")[0].strip().lower()
+    message = ExportTraceServiceRequest()
+    if media == PROTOBUF:
+        try:
+            message.ParseFromString(body)
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise BadRequestError(400, f"malformed OTLP protobuf: {exc or 'cannot parse'}") from None
+        return message
+    if media == JSON:
+        if body.lstrip()[:1] != b"{":
+            # json_format.Parse takes any JSON value ([] or "abc" parse as an empty request)
+            raise BadRequestError(
+                400, "malformed OTLP JSON: the body must be a JSON object (ExportTraceServiceRequest)"
+            )
+        try:
+            json_format.Parse(body.decode("utf-8"), message, ignore_unknown_fields=True)
+        except (json_format.ParseError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+            raise BadRequestError(400, f"malformed OTLP JSON: {str(exc)[:300]}") from None
+        return message
+    raise BadRequestError(415, f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}")
