@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from inferensics import bundle as b
 from inferensics.bundle.customisations import code_digest
@@ -18,6 +20,22 @@ from tests.bundle.conftest import Keys
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _restore_the_compiler() -> Iterator[None]:
+    """Building the candidate installs its decomposition and cache salt in this process for good: put the
+    compiler back afterwards, so later builds in the session record the compiler they had."""
+    from torch._inductor import decomposition
+
+    table, tag = dict(decomposition.decompositions), torch.compiler.config.cache_key_tag
+    yield
+    decomposition.decompositions.clear()
+    decomposition.decompositions.update(table)
+    decomposition.fast_random_decomps.cache_clear()  # type: ignore[attr-defined]
+    torch.compiler.config.cache_key_tag = tag
+    torch._dynamo.reset()
+
 
 REINSTALL = """
 import sys, warnings
