@@ -34,8 +34,8 @@ def test_drilldown_shows_the_request_its_kernels_code_and_inputs(seeded: SeededS
     assert "Inputs captured" in shown
     assert INPUTS_SHA in shown
     assert f"{len(INPUTS_BLOB):,} bytes" in shown
-    # Never advertise a command that is not there (issue 20): replay is not a command yet.
-    assert "inferensics replay" not in shown
+    # Not replayed yet, inputs captured: the page gives the replay command to run (a real command now).
+    assert f"inferensics replay {DRILL_ID}" in shown
     assert "baseline" in shown  # the bundle's name, from the bundles table
 
     graphs = next(d.value for d in at.dataframe if "graph_key" in d.value.columns)

@@ -295,7 +295,8 @@ def _request(page: Page, dashboard: str, request_id: str) -> None:
 
 def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
     """On main: the kernel → source-line map was empty (provenance off), a NaN request read "ok", 798 lines
-    of code made a 16,000-px page, and the page advertised an ``inferensics replay`` that does not exist."""
+    of code made a 16,000-px page, and the page advertised an ``inferensics replay`` that did not exist (it
+    does now, and the page gives it for a request whose inputs were captured)."""
     drill = demo_run["drill_ids"]
     first = drill["first compile"][0]
     _request(page, dashboard, first)
@@ -305,7 +306,6 @@ def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], page: Page)
     assert got is not None
     assert int(got.group(1)) > 0
     assert main_height(page) < MAX_PAGE_PX
-    assert "inferensics replay" not in page.inner_text("body")
     shoot(page, "request-first-compile")
 
     nan = drill["NaN logits, inputs captured"][0]
@@ -313,7 +313,7 @@ def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], page: Page)
     assert metric(page, "Status") == "non-finite"
     assert truncated_metrics(page) == []
     assert any("Non-finite output:" in t for t in alerts(page))
-    assert "inferensics replay" not in page.inner_text("body")
+    assert f"inferensics replay {nan}" in page.inner_text("body")  # its inputs are captured: replay it
     shoot(page, "request-nan")
 
     failed = drill["failed, inputs captured"][0]

@@ -54,10 +54,11 @@ def sample(model: type[Event], variant: str) -> Event:
             data[name] = {"typical": b"print('hi')\n", "edge": bytes(range(256)) * 400, "empty": b""}[variant]
             continue
         data[name] = _value(ch.sql, variant, i)
-    if "graph_keys" in data:  # parallel arrays must agree in length
+    if "graph_keys" in data:  # parallel arrays (where the model has them) must agree in length
         n = len(data["graph_keys"])
         for k in ("graph_artifacts", "graph_calls", "graph_us"):
-            data[k] = tuple(data[k])[:n]
+            if k in data:
+                data[k] = tuple(data[k])[:n]
     return model.model_validate(data)
 
 
