@@ -171,9 +171,11 @@ def test_spans_outside_the_window_are_rejected_as_out_of_range_time(api: TestCli
 
 @pytest.fixture
 def analytics_api(store_dsn: str, tmp_path: Path) -> Iterator[TestClient]:
-    """The app with the analytics library's named queries (the registry the service loads by default)."""
+    """The app with the analytics library's named queries (what ``inferensics serve`` hands the service)."""
+    from inferensics.analytics.registry import NAMED_QUERIES
+
     config = load_config({"dsn": store_dsn, "spool_dir": str(tmp_path / "spool"), "tokens": TOKENS}, environ={})
-    state = build_state(config, open_store=lambda: Store.open(store_dsn))
+    state = build_state(config, open_store=lambda: Store.open(store_dsn), named_queries=NAMED_QUERIES)
     try:
         with TestClient(create_app(state)) as client:
             yield client
