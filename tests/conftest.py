@@ -6,20 +6,13 @@ One process can open only one chDB directory, so every test of a pytest process 
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from inferensics.schema.store import Store
-
-# Triton kernels run in Triton's interpreter where there is no GPU; Triton reads this once, at import, so it
-# is set before any test module imports it (the kernel registry uses it only where a test opts in).
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,22 @@
 """Kernel tests run our Triton kernels on a GPU when there is one, else in Triton's interpreter.
 
-``tests/conftest.py`` sets ``TRITON_INTERPRET=1`` without a GPU (Triton reads it at import). The registry
+This conftest sets ``TRITON_INTERPRET=1`` without a GPU, before any kernel test module imports Triton (Triton
+reads it at import; ``make test`` runs this part in its own process). The registry
 lets Triton providers serve CPU tensors only with ``INFERENSICS_KERNELS_INTERPRET=1`` as well, set here for
 these tests alone and restored after, so other tests (the demo, replay) keep the reference on CPU.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 import torch
 
 HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(autouse=True, scope="package")
