@@ -32,7 +32,7 @@ def _restore_the_compiler() -> Iterator[None]:
     yield
     decomposition.decompositions.clear()
     decomposition.decompositions.update(table)
-    decomposition.fast_random_decomps.cache_clear()  # type: ignore[attr-defined]
+    decomposition.fast_random_decomps.cache_clear()
     torch.compiler.config.cache_key_tag = tag
     torch._dynamo.reset()
 
