@@ -74,6 +74,7 @@ CONSUMED: Final = frozenset(
         "inductor_triton_kernel_to_post_grad_nodes",
         "inductor_provenance_tracking_kernel_stack_traces",
         "inductor_aot_wrapper_code",
+        KERNEL_DECISIONS_ARTIFACT,
         *CACHE_ARTIFACTS,
     }
 )
