@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from inferensics.schema import columns as col
@@ -382,6 +382,24 @@ def _sdk_health_table(target: Target) -> list[str]:
     return render_event_table(SdkHealthEvent, target)
 
 
+def _model_tables(target: Target, name: str) -> list[str]:
+    """The tables an event model's rows live in: its local table, and on a cluster the Distributed one too."""
+    return [target.local(name), *([name] if target.backend == "cluster" else [])]
+
+
+def _add_missing_columns(target: Target, name: str, types: Mapping[str, str]) -> list[str | Step]:
+    """Add each column of ``types`` (name → ClickHouse type) to a model's tables where it is missing."""
+    db = target.database
+    return [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS `{c}` {ty}",
+            when=f"SELECT 1 - ({_has_column(db, t, c)})",
+        )
+        for t in _model_tables(target, name)
+        for c, ty in types.items()
+    ]
+
+
 def _kernel_registry_records(target: Target) -> list[str | Step]:
     # The kernel registry's records: a compile's provider decisions (a column of ``compiles`` and a table
     # of their reasons) and qualification evidence. Tables and the column are created only where missing.
@@ -393,10 +411,7 @@ def _kernel_registry_records(target: Target) -> list[str | Step]:
         *render_event_table(KernelDecisionEvent, target),
         *render_event_table(KernelQualificationEvent, target),
     ]
-    tables = [target.local(CompileEvent.TABLE.name)] + (
-        [CompileEvent.TABLE.name] if target.backend == "cluster" else []
-    )
-    for t in tables:
+    for t in _model_tables(target, CompileEvent.TABLE.name):
         statements.append(
             f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column_sql(column).strip()} "
             f"AFTER `{col.SOURCE}`"
@@ -409,21 +424,9 @@ def _bundle_states_and_misses(target: Target) -> list[str | Step]:
     # state changes (promote, revoke, quarantine) and the compiles outside a bundle.
     from inferensics.schema.events import BundleEvent, BundleMissEvent, BundleStateEvent
 
-    db = target.database
-    added = ("builder_keyid", "signature_state", "graph_keys")
     types = {"builder_keyid": "LowCardinality(String)", "signature_state": "LowCardinality(String)",
              "graph_keys": "Array(LowCardinality(String))"}  # fmt: skip
-    tables = [target.local(BundleEvent.TABLE.name)]
-    if target.backend == "cluster":
-        tables.append(BundleEvent.TABLE.name)
-    alters: list[str | Step] = [
-        Step(
-            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS `{c}` {types[c]}",
-            when=f"SELECT 1 - ({_has_column(db, t, c)})",
-        )
-        for t in tables
-        for c in added
-    ]
+    alters = _add_missing_columns(target, BundleEvent.TABLE.name, types)
     return [*render_event_table(BundleStateEvent, target), *render_event_table(BundleMissEvent, target), *alters]
 
 
@@ -431,20 +434,9 @@ def _replay_verdict_columns(target: Target) -> list[str | Step]:
     # Replay (issue 22): the verdict's op, node, kernel and user source line get columns of their own.
     from inferensics.schema.events import ReplayResultEvent
 
-    db = target.database
     types = {"op": "LowCardinality(String)", "fx_node": "String", "kernel": "String", "source_file": "String",
              "source_line": "UInt32", "source_text": "String", "verdict_json": "String"}  # fmt: skip
-    tables = [target.local(ReplayResultEvent.TABLE.name)]
-    if target.backend == "cluster":
-        tables.append(ReplayResultEvent.TABLE.name)
-    return [
-        Step(
-            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS `{c}` {ty}",
-            when=f"SELECT 1 - ({_has_column(db, t, c)})",
-        )
-        for t in tables
-        for c, ty in types.items()
-    ]
+    return _add_missing_columns(target, ReplayResultEvent.TABLE.name, types)
 
 
 def _ingest_dedup_keys(target: Target) -> list[str | Step]:
