@@ -131,6 +131,27 @@ def interpret(gm: torch.fx.GraphModule, args: Sequence[Any], *, fp64: bool) -> N
     return sink
 
 
+def node_args(node: torch.fx.Node, env: dict[str, Any], cast: Callable[[str, Any], Any]) -> list[Any]:
+    """A ``call_function`` node's arguments from ``env`` (by node name) through ``cast``, positional in its
+    schema's order (keyword arguments placed by name, defaults filled)."""
+
+    def arg(a: Any) -> Any:
+        if isinstance(a, torch.fx.Node):
+            return _clone(cast(a.name, env[a.name]))
+        return a
+
+    args = list(torch.fx.node.map_aggregate(node.args, arg))
+    kwargs = dict(torch.fx.node.map_aggregate(node.kwargs, arg))
+    schema = getattr(node.target, "_schema", None)
+    if schema is not None:
+        for param in schema.arguments[len(args) :]:
+            if param.name in kwargs:
+                args.append(kwargs[param.name])
+            elif param.has_default_value():
+                args.append(param.default_value)
+    return args
+
+
 def run_node_alone(
     gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[str, Any], cast: Callable[[str, Any], Any]
 ) -> Any:

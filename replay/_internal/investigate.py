@@ -1,7 +1,9 @@
 """The replay ladder: attribute a failing request to a category, then localise it to a node and line.
 
-Order: the request's own inputs, eager against fp64 (source op), the served artifact against a fresh
-compile of the same history (artifact mismatch), the same history against a compile at this shape
+Order: the request's own inputs, eager against fp64 (source op, unless forcing the kernel registry's
+reference providers fixes eager: kernel provider), the served artifact against a fresh compile of the same
+history (artifact mismatch), the fresh compile with the registry forced to its reference providers (kernel
+provider), the same history against a compile at this shape
 alone (shape specialisation), AOTAutograd with Inductor's decompositions (decomposition), then
 Inductor with one thing switched off at a time: each custom pass and the pattern matcher (graph pass),
 fusion (schedule), precision-cast emulation and each lowering (lowering). The first diverging Dynamo
@@ -19,8 +21,10 @@ from typing import Any
 
 import torch
 
+from inferensics.kernels.op import REFERENCE
 from inferensics.replay._internal import graph_probe as gp
 from inferensics.replay._internal import output_code as oc
+from inferensics.replay._internal import providers as pv
 from inferensics.replay._internal import torch_adapter as ta
 from inferensics.replay._internal.ladder import (
     Case,
@@ -161,7 +165,8 @@ class _Investigation:
         t0 = time.perf_counter()
         ref_model = fp64_model(case.model)
         try:
-            self.ref = call_model(ref_model, to_fp64(case.request))
+            with pv.forced_reference():
+                self.ref = call_model(ref_model, to_fp64(case.request))
             ref_error = ""
         except Exception as exc:
             ref_error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
@@ -182,7 +187,7 @@ class _Investigation:
         if bad and _has_nonfinite(self.ref):
             return self._inputs_nonfinite(bad)
         if eager_check.wrong:
-            return self._source_op(eager_check.ratio)
+            return self._kernel_provider(compiled=False) or self._source_op(eager_check.ratio)
 
         served = self._served()
         if served.passed:
@@ -192,6 +197,9 @@ class _Investigation:
         self._fresh_trace = fresh_run.trace
         if fresh_cmp.passed:
             return self._artifact_mismatch(served, fresh_run)
+        provider = self._kernel_provider(compiled=True)
+        if provider is not None:
+            return provider
 
         shape_fault = False
         failing = Variation(label="inductor")
@@ -259,7 +267,8 @@ class _Investigation:
         ta.reset()
         if calls:
             self.graph = calls[0]
-            self.ref_nodes = gp.interpret(self.graph.gm, self.graph.args, fp64=True)
+            with pv.forced_reference():
+                self.ref_nodes = gp.interpret(self.graph.gm, self.graph.args, fp64=True)
             self.eager_nodes = gp.interpret(self.graph.gm, self.graph.args, fp64=False)
 
     def _nonfinite_inputs(self) -> list[dict[str, Any]]:
@@ -348,6 +357,122 @@ class _Investigation:
             ),
             evidence=self._evidence(bad_inputs=[detail] if detail else [], error=error),
         )
+
+    # -- kernel registry -------------------------------------------------------------------
+    def _registry_calls(self, *, compiled: bool) -> list[tuple[torch.fx.Node, Any, list[Any], pv.Served]]:
+        """Registry nodes of the request's graph with their arguments (serving dtype) and the provider each
+        call gets, eager or while compiling."""
+        if self.graph is None or self.ref_nodes is None or self.eager_nodes is None:
+            return []
+        env64 = self.ref_nodes.values | self._placeholder_values(fp64=True)
+        envd = self.eager_nodes.values | self._placeholder_values(fp64=False)
+
+        def cast(name: str, value: Any) -> Any:
+            like = envd.get(name)
+            if isinstance(value, torch.Tensor) and isinstance(like, torch.Tensor) and value.is_floating_point():
+                return value.to(like.dtype)
+            return value
+
+        out = []
+        for node, op in pv.registry_nodes(self.graph.gm):
+            try:
+                args = gp.node_args(node, env64, cast)
+                served = pv.served_by(op, args, compiled=compiled)
+            except Exception:
+                continue
+            out.append((node, op, args, served))
+        return out
+
+    def _kernel_provider(self, *, compiled: bool) -> Verdict | None:
+        """Force the registry's reference providers (all suspects, then one op at a time); when that fixes
+        the request, name the op, the provider that served it, its kernel function and the calling line."""
+        calls = self._registry_calls(compiled=compiled)
+        # Suspects: ops served by something other than their definition at this call (or, for a compile
+        # with symbolic sizes, ops whose default list puts a non-reference provider first).
+        suspects: list[str] = []
+        dynamic = compiled and bool(self.case.compile_kwargs.get("dynamic") or self.case.history)
+        for _node, op, _args, served in calls:
+            first = op.priority[0] if op.priority else REFERENCE
+            open_default = dynamic and first != REFERENCE and op.providers[first].kind != "inductor"
+            wrong_kind = served.provider != REFERENCE and served.kind != "inductor"
+            if (wrong_kind or open_default) and op.name not in suspects:
+                suspects.append(op.name)
+        if not suspects:
+            return None
+        if not self._forced_passes(tuple(suspects), compiled):
+            return None
+        culprit = suspects[0]
+        if len(suspects) > 1:
+            culprit = next((n for n in suspects if self._forced_passes((n,), compiled)), suspects[0])
+        mine = [c for c in calls if c[1].name == culprit]
+        chosen: tuple[torch.fx.Node, Any, list[Any], pv.Served] | None = None
+        alone: Comparison | None = None
+        for node, op, args, served in mine:
+            cmp = self._provider_alone(op, served.provider, args)
+            if chosen is None or (alone is not None and alone.passed and not cmp.passed):
+                chosen, alone = (node, op, args, served), cmp
+            if not cmp.passed:
+                break
+        if chosen is None or alone is None:
+            return None
+        node, op, _args, served = chosen
+        if compiled and alone.passed and served.provider != REFERENCE:
+            # The provider is right on its own at this call: the compiler mishandles its code; go on down.
+            self.rungs.append({**alone.to_dict(), "note": "provider right alone: not blamed"})
+            return None
+        src = gp.source_of(node)
+        where = f"{served.source.file}:{served.source.line}" if served.source.file else "unknown file"
+        return Verdict(
+            "kernel_provider",
+            op=served.op,
+            fx_node=node.name,
+            kernel=served.source.function,
+            source_file=src.file,
+            source_line=src.line,
+            source_text=src.text,
+            culprit=f"provider {served.provider} ({served.kind}) of {served.op}, bucket {served.bucket}",
+            summary=f"{served.op} was served by provider {served.provider} ({served.source.function} at {where})"
+            f"{' in the compiled graph' if compiled else ''}; with the reference provider the request is right"
+            + (f"; called at {src.file}:{src.line}" if src.file else ""),
+            evidence=self._evidence(
+                provider={**served.to_dict(), "alone": alone.to_dict()},
+                ops_forced=suspects,
+                kernels=[],
+                output_code_line=0,
+            ),
+        )
+
+    def _forced_passes(self, names: tuple[str, ...], compiled: bool) -> bool:
+        label = f"kernel registry: {', '.join(names)} forced to the reference provider"
+        if compiled:
+            cmp, _ = self._rung(Variation(forced=names, label=f"inductor, {label}"), provenance=False)
+            return cmp.passed
+        start = time.perf_counter()
+        with pv.forced_reference(names):
+            out = call_model(self.case.model, self.case.request)
+        check = check_eager(out, self.ref)
+        self.rungs.append(
+            {
+                "rung": f"eager, {label}",
+                "rounding_units": _num(check.ratio),
+                "nonfinite_new": check.nonfinite_new,
+                "passed": not check.wrong,
+                "seconds": round(time.perf_counter() - start, 3),
+            }
+        )
+        return not check.wrong
+
+    def _provider_alone(self, op: Any, provider: str, args: list[Any]) -> Comparison:
+        """The provider on this call's arguments against the op's reference in fp64, anchored on the reference
+        in the serving dtype."""
+        label = f"{op.name}: provider {provider} alone"
+        try:
+            out = pv.run_provider(op, provider, args)
+            anchor = pv.run_provider(op, REFERENCE, args)
+            ref = pv.run_provider(op, REFERENCE, [to_fp64(a) for a in args])
+        except Exception as exc:
+            return Comparison(label, math.inf, math.inf, math.inf, 0.0, 0.0, 0, [{"error": f"{type(exc).__name__}"}])
+        return compare(label, out, ref, anchor)
 
     def _source_op(self, ratio: float) -> Verdict:
         node, check = self._first_wrong_eager_node()

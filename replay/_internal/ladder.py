@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from inferensics.replay._internal import torch_adapter as ta
+from inferensics.replay._internal.providers import forced_reference
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]
 """One call of the model: positional and keyword arguments."""
@@ -94,6 +95,8 @@ class Variation:
     """Refuse every fusion in the scheduler."""
     history: bool = True
     """Run the warm-up calls first (the serving history); off compiles at the request's shape only."""
+    forced: tuple[str, ...] = ()
+    """Kernel-registry ops served by their reference provider (the ``kernel_provider`` rung)."""
     dynamic: bool | str | None = "as_served"
     """``as_served`` keeps the caller's ``dynamic``; otherwise overrides it."""
     label: str = ""
@@ -159,6 +162,8 @@ def _compiler_state(variation: Variation, patches: dict[str, Any], fresh: bool) 
             stack.enter_context(ta.lowerings_as_fallbacks(variation.fallbacks))
         if variation.no_fusion:
             stack.enter_context(ta.fusion_disabled())
+        if variation.forced:
+            stack.enter_context(forced_reference(variation.forced))
         yield
 
 

@@ -24,6 +24,9 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional alias
 from torch import nn
 
+from inferensics import kernels
+from inferensics.kernels import Provider, Requirements
+
 aten = torch.ops.aten
 HERE = Path(__file__)
 
@@ -114,6 +117,103 @@ class Embed(nn.Module):
         e = self.emb(ids)  # FAULT: embedding
         out: torch.Tensor = self.proj(e) * scale  # FAULT: scale
         return out
+
+
+class Normed(nn.Module):
+    """A projection normalised through the kernel registry's ``rms_norm``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        n = kernels.rms_norm(h, self.weight, 1e-6)  # FAULT: rms_norm_call
+        return n * torch.sigmoid(h)
+
+
+class Gated(nn.Module):
+    """A gated MLP half through the kernel registry's ``silu_mul``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g = kernels.silu_mul(self.lin(x))  # FAULT: silu_mul_call
+        return g * 0.5 + 1.0
+
+
+# -- planted kernel providers -----------------------------------------------------------------------
+def rms_norm_unbiased(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:  # FAULT: rms_norm_unbiased
+    """A "vendor" RMSNorm that divides the sum of squares by ``n - 1`` (a variance formula's divisor)."""
+    xf = x.float()
+    ms = xf.pow(2).sum(-1, keepdim=True) / (x.shape[-1] - 1)
+    return (xf * torch.rsqrt(ms + eps)).type_as(x) * weight
+
+
+def silu_mul_tiled(x: torch.Tensor) -> torch.Tensor:  # FAULT: silu_mul_tiled
+    """A row-tiled SiLU·mul for Inductor to fuse around: tiles of 4 rows; the tail tile reads its halves
+    swapped (right whenever the rows are a multiple of 4)."""
+    d = x.shape[-1] // 2
+    rows = x.reshape(-1, x.shape[-1])
+    full = rows.shape[0] // 4 * 4
+    head = F.silu(rows[:full, :d]) * rows[:full, d:]
+    tail = F.silu(rows[full:, d:]) * rows[full:, :d]
+    return torch.cat([head, tail]).reshape(*x.shape[:-1], d)
+
+
+def rms_norm_reciprocal(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """A benign variant: divides by the square root instead of multiplying by ``rsqrt`` (other rounding)."""
+    xf = x.float()
+    return (xf / torch.sqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * weight
+
+
+@contextlib.contextmanager
+def planted_provider(
+    op_name: str, provider: Provider, *, bucket: Callable[[kernels.SemanticOp], str] | None = None
+) -> Iterator[None]:
+    """Register ``provider`` for ``op_name`` ahead of every other provider (of one shape ``bucket`` when
+    given: a promotion on evidence for that bucket only); unregister it and restore the bucket's list after."""
+    op = kernels.registry().op(op_name)
+    key = bucket(op) if bucket is not None else None
+    had_bucket = key in op.bucket_priority if key is not None else False
+    op.register(provider, enabled=False)
+    try:
+        if key is None:
+            op.set_priority([provider.name, *op.priority])
+        else:
+            op.set_priority([provider.name, *op.priority_for(key)], key)
+        yield
+    finally:
+        op.unregister(provider.name)
+        if key is not None and not had_bucket:
+            op.bucket_priority.pop(key, None)
+            op.set_priority(op.priority)  # drops cached decisions
+
+
+_FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32})
+
+
+def _unbiased_rms() -> contextlib.AbstractContextManager[None]:
+    req = Requirements(dtypes=_FLOATS, notes=("no float64",))
+    return planted_provider("rms_norm", Provider("unbiased", "vendor", rms_norm_unbiased, req, "planted"))
+
+
+def _tiled_silu_mul() -> contextlib.AbstractContextManager[None]:
+    req = Requirements(compiled="compiled", notes=("inside compiled graphs only",))
+    return planted_provider(
+        "silu_mul",
+        Provider("tiled", "vendor", silu_mul_tiled, req, "planted"),
+        bucket=lambda op: op.bucket([torch.empty(7, 32)]),
+    )
+
+
+def _reciprocal_rms() -> contextlib.AbstractContextManager[None]:
+    return planted_provider(
+        "rms_norm", Provider("reciprocal", "vendor", rms_norm_reciprocal, Requirements(), "planted control")
+    )
 
 
 # -- fault plants -----------------------------------------------------------------------------------
@@ -345,6 +445,10 @@ class PlantedFault:
     compile_kwargs: dict[str, Any] = field(default_factory=dict)
     cache: bool = False
     """The fault lives in the FX graph cache: compiled under ``plant``, investigated without it."""
+    provider: str = ""
+    """For ``kernel_provider`` faults: the provider replay must name."""
+    provider_marker: str = ""
+    """``# FAULT:`` marker of that provider's ``def`` line."""
 
     @property
     def line(self) -> int:
@@ -502,6 +606,28 @@ def build_suite() -> list[PlantedFault]:
             lambda: patched_lowering(aten.rsqrt.default, _sqrt_instead),
             cache=True,
         ),
+        PlantedFault(
+            "rms_norm provider divides by n-1 and wins priority",
+            "kernel_provider",
+            "inferensics::rms_norm",
+            "rms_norm_call",
+            _seeded(Normed),
+            (x,),
+            _unbiased_rms,
+            provider="unbiased",
+            provider_marker="rms_norm_unbiased",
+        ),
+        PlantedFault(
+            "silu_mul provider wrong in one shape bucket (compiled only)",
+            "kernel_provider",
+            "inferensics::silu_mul",
+            "silu_mul_call",
+            _seeded(Gated),
+            (torch.randn(7, 16),),
+            _tiled_silu_mul,
+            provider="tiled",
+            provider_marker="silu_mul_tiled",
+        ),
         PlantedFault("NaN in an input", "inputs", "", "scale", embed, (ids, nan_scale)),
         PlantedFault(
             "token id out of range", "inputs", "aten.embedding", "embedding", embed, (bad_ids, torch.ones(2, 3, 8))
@@ -523,6 +649,15 @@ def build_suite() -> list[PlantedFault]:
             mlp,
             (x,),
             lambda: patched_decomposition(aten.hardsigmoid.default, _hardsigmoid_reordered),
+        ),
+        PlantedFault(
+            "control: rms_norm provider with other rounding",
+            "none",
+            "",
+            "",
+            _seeded(Normed),
+            (x,),
+            _reciprocal_rms,
         ),
         PlantedFault(
             "control: bf16 model (compiled keeps fp32 intermediates)",

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from inferensics.replay import CATEGORIES, Verdict, investigate
-from tests.replay.faults import HERE, build_suite, expected_input, suite_names
+from tests.replay.faults import HERE, build_suite, expected_input, fault_line, suite_names
 
 SUITE = {f.name: f for f in build_suite()}
 pytestmark = pytest.mark.usefixtures("no_compile_caches")
@@ -40,19 +40,27 @@ def test_planted_fault_is_named(name: str) -> None:
     ):
         assert verdict.kernel, "a compiled fault names the kernel"
         assert verdict.evidence["output_code_line"] > 0 or fault.category == "artifact_mismatch"
+    if fault.category == "kernel_provider":
+        served = verdict.evidence["provider"]
+        assert served["provider"] == fault.provider, verdict.summary
+        assert served["provider_file"] == str(HERE)
+        assert served["provider_line"] == fault_line(fault.provider_marker)
+        assert verdict.kernel == served["provider_function"] == f"tests.replay.faults.{fault.provider_marker}"
+        assert not served["alone"]["passed"], "the provider alone is wrong at this call"
+        assert any("forced to the reference provider" in r["rung"] and r["passed"] for r in verdict.evidence["rungs"])
     if fault.category == "inputs":
         assert verdict.evidence["bad_inputs"][0]["tensor"] == expected_input(fault)
         assert verdict.evidence["bad_inputs"][0]["positions"]
     failing = [r for r in verdict.evidence["rungs"] if not r.get("passed", True)]
     if fault.category not in ("source_op", "inputs"):
-        assert (failing and failing[0]["ratio"] == "inf") or float(failing[0]["ratio"]) > 10
+        ratio = failing[0].get("ratio", failing[0].get("rounding_units"))
+        assert ratio == "inf" or float(ratio) > 10
     assert json.loads(verdict.to_json())["category"] == fault.category
 
 
 def test_suite_covers_every_category_twice() -> None:
     counts = {c: sum(1 for f in SUITE.values() if f.category == c) for c in CATEGORIES}
-    # kernel_provider waits for the kernel registry (branch `kernels`), which is not merged here.
-    assert all(n >= 2 for c, n in counts.items() if c != "kernel_provider"), counts
+    assert all(n >= 2 for n in counts.values()), counts
 
 
 def test_verdict_rejects_unknown_category() -> None:
