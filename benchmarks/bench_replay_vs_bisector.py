@@ -6,12 +6,17 @@ replay's categories where it has one. Prints, per fault, category, op, line and 
 the totals. Rounds alternate which tool runs first for each fault (A/B interleaved), so warm kernel
 caches favour neither.
 
-    .venv/bin/python benchmarks/bench_replay_vs_bisector.py [--only SUBSTRING ...] [--rounds N]
+    .venv/bin/python benchmarks/bench_replay_vs_bisector.py [--only SUBSTRING ...] [--rounds N] [--device cuda]
+        [--demo]
+
+A ``kernel_provider`` fault counts as right for replay only when it also names the planted provider and its
+kernel function's line. ``--demo`` adds the time to verdict for the demo decoder's failing requests.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -29,7 +34,7 @@ import torch._inductor.config as inductor_config
 from inferensics.replay import investigate
 from inferensics.replay._internal.ladder import as_call, call_model, fp64_model, to_fp64
 from inferensics.replay._internal.tolerance import compare
-from tests.replay.faults import PlantedFault, build_suite
+from tests.replay.faults import PlantedFault, build_suite, fault_line, on_device
 
 _BISECT_CATEGORY = {
     "eager": "source_op",
@@ -44,20 +49,6 @@ _SUBSYSTEM_CATEGORY = {
     "post_grad_passes": "graph_pass",
     "decomposition": "decomposition",
 }
-
-
-def on_device(fault: PlantedFault, device: str) -> PlantedFault:
-    """The fault with its model, inputs and warm-up moved to ``device``."""
-    import dataclasses
-
-    from inferensics.replay._internal.ladder import to_device
-
-    return dataclasses.replace(
-        fault,
-        model=fault.model.to(device),
-        inputs=to_device(fault.inputs, device),
-        warmup=[to_device(w, device) for w in fault.warmup],
-    )
 
 
 def bisect(fault: PlantedFault) -> tuple[str, str, str, float]:
@@ -100,8 +91,8 @@ def bisect(fault: PlantedFault) -> tuple[str, str, str, float]:
     return category, op, f"{result.backend}/{result.subsystem}/{result.debug_info}", seconds
 
 
-def replay(fault: PlantedFault) -> tuple[str, str, int, float]:
-    """Replay's investigate: (category, op, line, seconds)."""
+def replay(fault: PlantedFault) -> tuple[str, str, int, float, str]:
+    """Replay's investigate: (category, op, line, seconds, provider problem or "")."""
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -112,7 +103,34 @@ def replay(fault: PlantedFault) -> tuple[str, str, int, float]:
             warmup_inputs=fault.warmup,
             device=str(next((t.device for t in fault.inputs if isinstance(t, torch.Tensor)), "cpu")),
         )
-    return verdict.category, verdict.op, verdict.source_line, time.perf_counter() - start
+    problem = ""
+    if fault.provider:  # a kernel_provider fault must also name the provider and its kernel function's line
+        served = verdict.evidence.get("provider") or {}
+        got = (served.get("provider"), served.get("provider_line"))
+        if got != (fault.provider, fault_line(fault.provider_marker)):
+            problem = f" provider {got[0]}:{got[1]}"
+    return verdict.category, verdict.op, verdict.source_line, time.perf_counter() - start, problem
+
+
+def demo_times(device: str) -> None:
+    """Time to verdict for the demo decoder's failing requests (canary prefill, NaN-cache decode step)."""
+    from inferensics.demo import incidents
+    from tests.replay.demo_requests import nan_decode_request, prefill_request
+
+    cases = [("canary prefill (SiLU decomposition)", prefill_request, incidents.decomposition_fault)]
+    cases.append(("NaN-cache decode step", nan_decode_request, contextlib.nullcontext))
+    for name, build, plant in cases:
+        model, inputs = build()
+        with plant(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            start = time.perf_counter()
+            verdict = investigate(model, inputs, device=device)
+            seconds = time.perf_counter() - start
+        print(
+            f"time to verdict, demo decoder {name}: {seconds:.1f} s on {device} "
+            f"({verdict.category} {verdict.op} :{verdict.source_line}, {verdict.evidence.get('compiles')} compiles)",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -120,11 +138,16 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=[], help="run faults whose name contains one of these")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (Triton kernels)")
+    parser.add_argument("--demo", action="store_true", help="also time replay on the demo decoder's failing requests")
+    parser.add_argument("--demo-only", action="store_true", help="only time the demo decoder's failing requests")
     args = parser.parse_args()
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     print(f"torch {torch.__version__}  device {name}  load average {os.getloadavg()}")
     inductor_config.fx_graph_cache = False
     functorch_config.enable_autograd_cache = False
+    if args.demo_only:
+        demo_times(args.device)
+        return
     rows: list[dict[str, Any]] = []
     faults = [on_device(f, args.device) for f in build_suite() if not args.only or any(o in f.name for o in args.only)]
     header = f"{'fault':44s} {'expected':34s} | {'replay':38s} {'s':>6s} | {'bisector':38s} {'s':>6s}"
@@ -137,12 +160,12 @@ def main() -> None:
             for tool in order:
                 with fault.planted():
                     got[tool] = replay(fault) if tool == "replay" else bisect(fault)
-            r_cat, r_op, r_line, r_s = got["replay"]
+            r_cat, r_op, r_line, r_s, r_problem = got["replay"]
             b_cat, b_op, b_detail, b_s = got["bisector"]
             expected = f"{fault.category} {fault.op} :{fault.line}"
-            r_ok = r_cat == fault.category and r_op == fault.op and r_line == fault.line
+            r_ok = r_cat == fault.category and r_op == fault.op and r_line == fault.line and not r_problem
             b_ok = b_cat == fault.category and b_op == fault.op
-            r_text = ("ok " if r_ok else "NO ") + f"{r_cat} {r_op} :{r_line}"[:35]
+            r_text = ("ok " if r_ok else "NO ") + f"{r_cat} {r_op} :{r_line}{r_problem}"[:35]
             b_text = ("ok " if b_ok else "NO ") + f"{b_cat} {b_op} :-"[:35]
             print(
                 f"{fault.name[:44]:44s} {expected[:34]:34s} | {r_text:38s} {r_s:6.1f} | {b_text:38s} {b_s:6.1f}",
@@ -172,6 +195,8 @@ def main() -> None:
         q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
         med = statistics.median(ratios)
         print(f"replay/bisector seconds per fault: median {med:.2f} (quartiles {q[0]:.2f}-{q[2]:.2f}, n={len(ratios)})")
+    if args.demo:
+        demo_times(args.device)
     print(f"load average at end {os.getloadavg()}")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from inferensics.replay._internal import providers as pv
 from inferensics.replay._internal import report
 from inferensics.replay._internal.investigate import investigate_keeping_graph
 from inferensics.replay._internal.pack import ReplayError, ReplayPack, read_pack
@@ -119,27 +120,38 @@ def replay_pack(
         compile_kwargs["options"] = dict(compile_args["options"])
     served_output = None
     served_code = None
-    hits: list[str] = []
-    matches: list[dict[str, Any]] = []
-    if loaded is not None:
-        session = loaded.session(on_bundle_miss="compile")
-        compiled = loaded.compile(model, session)
-        with torch.inference_mode():  # as the bundle was built and hosts serve
-            served_output = compiled(*call)
-        served_output = torch.utils._pytree.tree_map(
-            lambda t: t.clone() if isinstance(t, torch.Tensor) else t, served_output
+    # The registry follows the bundle's recorded policy (provider priorities, refusals): the served output
+    # and every rung see the provider choice the request was served with.
+    registry_state = dict(manifest.identity.get("kernel_registry") or {})
+    with pv.pinned_policy(registry_state) as policy_problems:
+        hits: list[str] = []
+        matches: list[dict[str, Any]] = []
+        if loaded is not None:
+            session = loaded.session(on_bundle_miss="compile")
+            compiled = loaded.compile(model, session)
+            with torch.inference_mode():  # as the bundle was built and hosts serve
+                served_output = compiled(*call)
+            served_output = torch.utils._pytree.tree_map(
+                lambda t: t.clone() if isinstance(t, torch.Tensor) else t, served_output
+            )
+            hits = sorted({m.fx_key for m in session.matches if m.status == "hit"})
+            matches = [
+                {"status": m.status, "fx_key": m.fx_key, "factors": list(m.factors)[:4]} for m in session.matches
+            ]
+            for g in manifest.graphs:
+                code = loaded.directory / "artifacts" / "graphs" / g.fx_key / "output_code.py"
+                if code.is_file():
+                    served_code = code.read_text()
+                    break
+            torch._dynamo.reset()
+        verdict, graph = investigate_keeping_graph(
+            model,
+            call,
+            compile_kwargs=compile_kwargs,
+            device=device,
+            served_output=served_output,
+            served_code=served_code,
         )
-        hits = sorted({m.fx_key for m in session.matches if m.status == "hit"})
-        matches = [{"status": m.status, "fx_key": m.fx_key, "factors": list(m.factors)[:4]} for m in session.matches]
-        for g in manifest.graphs:
-            code = loaded.directory / "artifacts" / "graphs" / g.fx_key / "output_code.py"
-            if code.is_file():
-                served_code = code.read_text()
-                break
-        torch._dynamo.reset()
-    verdict, graph = investigate_keeping_graph(
-        model, call, compile_kwargs=compile_kwargs, device=device, served_output=served_output, served_code=served_code
-    )
     recorded = [k for k in pack.meta.get("graph_keys", []) if k]
     bundle_keys = sorted(g.fx_key for g in manifest.graphs)
     evidence = dict(verdict.evidence)
@@ -153,6 +165,11 @@ def replay_pack(
         served_keys_all_hit=bool(hits) and set(bundle_keys) <= set(hits),
         recorded_graph_keys=recorded,
         recompiled=recompiled,
+        registry_policy={
+            "digest": registry_state.get("digest", ""),
+            "pinned": bool(registry_state.get("policy")),
+            "problems": policy_problems,
+        },
         seconds_to_verdict=round(time.perf_counter() - start, 3),
     )
     summary = verdict.summary + (f" [{recompiled}]" if recompiled else "")

@@ -507,6 +507,7 @@ class _Investigation:
         fresh_code = fresh.trace.output_code[-1] if fresh.trace.output_code else ""
         differing = oc.differing_kernels(served_code, fresh_code) if served_code and fresh_code else []
         node_name = ""
+        constants: dict[str, Any] = {}
         for kernel in differing:
             ordered = self._in_graph_order(oc.nodes_of_kernel(fresh.trace.node_mappings, kernel))
             tokens = oc.changed_tokens(oc.kernels(served_code).get(kernel, ""), oc.kernels(fresh_code).get(kernel, ""))
@@ -516,8 +517,16 @@ class _Investigation:
             partial = [
                 n for n in ordered if any(w in t or t in w for w in self._op_words(n) for t in tokens if len(t) >= 3)
             ]
-            if exact or partial or ordered:
-                node_name = (exact or partial or ordered)[0]
+            # Only a constant differs: the node whose scalar argument is the constant the compiler writes now
+            # (or, failing that, the stale one).
+            stale, now = oc.changed_numbers(
+                oc.kernels(served_code).get(kernel, ""), oc.kernels(fresh_code).get(kernel, "")
+            )
+            constant = self._nodes_with_constant(ordered, now) or self._nodes_with_constant(ordered, stale)
+            if exact or constant or partial or ordered:
+                node_name = (exact or constant or partial or ordered)[0]
+                if constant and not exact:
+                    constants = {"kernel": kernel, "served": stale, "fresh": now}
                 break
         verdict = self._located(
             "artifact_mismatch",
@@ -532,6 +541,7 @@ class _Investigation:
             served_code_sha256=oc.code_digest(served_code) if served_code else "",
             fresh_code_sha256=oc.code_digest(fresh_code) if fresh_code else "",
             differing_kernels=differing,
+            differing_constants=constants,
             served_fx_cache_keys=getattr(self, "_served_keys", []),
         )
         kernel = differing[0] if differing else verdict.kernel
@@ -785,6 +795,26 @@ class _Investigation:
                 ):
                     out[node.name] = name
         return out
+
+    def _nodes_with_constant(self, names: list[str], values: list[float]) -> list[str]:
+        """Those of ``names`` whose node takes one of ``values`` as a scalar argument."""
+        if not values:
+            return []
+
+        def scalars(node: torch.fx.Node) -> list[float]:
+            out: list[float] = []
+            torch.fx.node.map_aggregate(
+                (node.args, node.kwargs),
+                lambda a: out.append(float(a)) if isinstance(a, int | float) and not isinstance(a, bool) else None,
+            )
+            return out
+
+        found = []
+        for name in names:
+            node = self._node(name)
+            if node is not None and any(math.isclose(s, v, rel_tol=1e-6) for s in scalars(node) for v in values):
+                found.append(name)
+        return found
 
     def _op_words(self, name: str) -> set[str]:
         node = self._node(name)

@@ -42,6 +42,24 @@ def changed_tokens(served: str, fresh: str) -> set[str]:
     return words
 
 
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?f?(?![\w.])")
+
+
+def changed_numbers(served: str, fresh: str) -> tuple[list[float], list[float]]:
+    """Numeric literals on the lines that differ between two versions of a kernel, as
+    ``(only in the served version, only in the fresh one)``: a constant the stale artifact got wrong."""
+    import difflib
+
+    old: list[float] = []
+    new: list[float] = []
+    for line in difflib.unified_diff(served.splitlines(), fresh.splitlines(), lineterm="", n=0):
+        if line.startswith(("+++", "---")) or not line.startswith(("+", "-")):
+            continue
+        values = [float(m.group().rstrip("f")) for m in _NUMBER.finditer(line[1:])]
+        (new if line.startswith("+") else old).extend(values)
+    return [v for v in old if v not in new], [v for v in new if v not in old]
+
+
 def code_digest(code: str) -> str:
     """sha256 of a wrapper module (the artifact id of ARCHITECTURE decision 3)."""
     return hashlib.sha256(code.encode()).hexdigest()

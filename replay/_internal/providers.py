@@ -135,7 +135,17 @@ def _resolve(fn: Callable[..., Any]) -> Any:
 def provider_source(fn: Callable[..., Any]) -> ProviderSource:
     """The kernel function behind a provider: qualified name, file, the line of its ``def`` and that line."""
     target = _resolve(fn)
-    target = getattr(target, "_init_fn", None) or getattr(target, "_opoverload", None) or target
+    target = getattr(target, "_init_fn", None) or target  # a torch.library custom op (``triton_op``)
+    for _ in range(4):  # torch's own wrappers (triton_op's backend function) hold the user's function as ``fn``
+        if not str(getattr(target, "__module__", "")).startswith("torch."):
+            break
+        try:
+            inner = inspect.getclosurevars(target).nonlocals.get("fn")
+        except (TypeError, ValueError):
+            break
+        if not callable(inner):
+            break
+        target = inspect.unwrap(inner)
     qualified = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', repr(target))}".lstrip(".")
     try:
         file = inspect.getsourcefile(target) or ""

@@ -24,6 +24,12 @@ def render_text(verdict: Verdict) -> str:
     if verdict.kernel:
         line = verdict.evidence.get("output_code_line") or 0
         lines.append(f"  kernel: {verdict.kernel}" + (f" (output code line {line})" if line else ""))
+    served = verdict.evidence.get("provider")
+    if served:
+        lines.append(
+            f"  provider: {served['provider']} ({served['kind']}) of {served['op']}, bucket {served['bucket']}, "
+            f"{served['provider_function']} at {served['provider_file']}:{served['provider_line']}"
+        )
     for rung in verdict.evidence.get("rungs", []):
         ratio = rung.get("ratio", rung.get("rounding_units", ""))
         lines.append(
@@ -48,6 +54,7 @@ def render_markdown(verdict: Verdict, *, request_id: str = "", bundle_id: str = 
         f"| line | `{verdict.source_text}` |",
         f"| kernel | `{verdict.kernel}` |",
         f"| culprit | {verdict.culprit} |",
+        *_provider_rows(verdict),
         "",
         verdict.summary,
         "",
@@ -164,3 +171,13 @@ def write_reports(out: Path, verdict: Verdict, *, request_id: str = "", bundle_i
 def digest_of(meta: dict[str, Any]) -> str:
     """sha256 of a pack's metadata (names the pack in reports)."""
     return hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _provider_rows(verdict: Verdict) -> list[str]:
+    served = verdict.evidence.get("provider")
+    if not served:
+        return []
+    return [
+        f"| provider | `{served['provider']}` ({served['kind']}), bucket `{served['bucket']}` |",
+        f"| provider source | `{served['provider_file']}:{served['provider_line']}` `{served['provider_text']}` |",
+    ]

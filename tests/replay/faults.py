@@ -332,16 +332,18 @@ def custom_pass(slot: str, name: str, fn: Callable[[torch.fx.Graph], None]) -> I
 def corrupt_fused_constant(old: str, new: str) -> Iterator[None]:
     """A codegen fault in fused kernels only: ``old`` becomes ``new`` in kernels the scheduler fused.
 
-    Each op unfused generates correct code; once the scheduler fuses it, the constant is wrong.
+    Each op unfused generates correct code; once the scheduler fuses it, the constant is wrong. Planted in
+    both code generators' ``define_kernel`` (C++ on CPU, Triton on GPU: ``TritonScheduling`` overrides the
+    SIMD base class's, so the base class is never called).
     """
     from torch._inductor import scheduler
-    from torch._inductor.codegen import cpp, simd
+    from torch._inductor.codegen import cpp, triton
 
     fused: set[str] = set()
     saved_init = scheduler.Scheduler._init
     saved_fused = scheduler.FusedSchedulerNode.__init__
     saved_cpp = cpp.CppScheduling.define_kernel
-    saved_simd = simd.SIMDScheduling.define_kernel
+    saved_triton = triton.TritonScheduling.define_kernel
 
     def sched_init(self: Any, *args: Any, **kwargs: Any) -> Any:
         fused.clear()
@@ -357,21 +359,21 @@ def corrupt_fused_constant(old: str, new: str) -> Iterator[None]:
     def cpp_define(self: Any, src_code: str, nodes: Any, *args: Any, **kwargs: Any) -> Any:
         return saved_cpp(self, src_code.replace(old, new) if hit(nodes) else src_code, nodes, *args, **kwargs)  # type: ignore[no-untyped-call]
 
-    def simd_define(self: Any, src_code: str, node_schedule: Any, *args: Any, **kwargs: Any) -> Any:
+    def triton_define(self: Any, src_code: str, node_schedule: Any, *args: Any, **kwargs: Any) -> Any:
         src = src_code.replace(old, new) if hit(node_schedule) else src_code
-        return saved_simd(self, src, node_schedule, *args, **kwargs)  # type: ignore[no-untyped-call]
+        return saved_triton(self, src, node_schedule, *args, **kwargs)  # type: ignore[no-untyped-call]
 
     scheduler.Scheduler._init = sched_init  # type: ignore[method-assign]
     scheduler.FusedSchedulerNode.__init__ = fused_init  # type: ignore[method-assign,assignment]
     cpp.CppScheduling.define_kernel = cpp_define  # type: ignore[method-assign]
-    simd.SIMDScheduling.define_kernel = simd_define  # type: ignore[method-assign]
+    triton.TritonScheduling.define_kernel = triton_define  # type: ignore[method-assign]
     try:
         yield
     finally:
         scheduler.Scheduler._init = saved_init  # type: ignore[method-assign]
         scheduler.FusedSchedulerNode.__init__ = saved_fused  # type: ignore[method-assign]
         cpp.CppScheduling.define_kernel = saved_cpp  # type: ignore[method-assign]
-        simd.SIMDScheduling.define_kernel = saved_simd  # type: ignore[method-assign]
+        triton.TritonScheduling.define_kernel = saved_triton  # type: ignore[method-assign]
 
 
 def _sum_to_hint(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, original: Any) -> Any:
@@ -628,6 +630,16 @@ def build_suite() -> list[PlantedFault]:
             provider="tiled",
             provider_marker="silu_mul_tiled",
         ),
+        PlantedFault(
+            "stale entry from a fused-kernel constant",
+            "artifact_mismatch",
+            "aten.mul",
+            "epilogue",
+            Spread().eval(),
+            (wide,),
+            lambda: corrupt_fused_constant("0.625", "0.125"),
+            cache=True,
+        ),
         PlantedFault("NaN in an input", "inputs", "", "scale", embed, (ids, nan_scale)),
         PlantedFault(
             "token id out of range", "inputs", "aten.embedding", "embedding", embed, (bad_ids, torch.ones(2, 3, 8))
@@ -670,6 +682,20 @@ def build_suite() -> list[PlantedFault]:
     ]
 
 
+def on_device(fault: PlantedFault, device: str) -> PlantedFault:
+    """The fault with its model, inputs and warm-up moved to ``device`` (``cuda``: Triton kernels)."""
+    import dataclasses
+
+    from inferensics.replay._internal.ladder import to_device
+
+    return dataclasses.replace(
+        fault,
+        model=fault.model.to(device),
+        inputs=to_device(fault.inputs, device),
+        warmup=[to_device(w, device) for w in fault.warmup],
+    )
+
+
 def expected_input(fault: PlantedFault) -> str:
     """The input tensor an ``inputs`` verdict must name."""
     return {"NaN in an input": "scale", "token id out of range": "ids"}.get(fault.name, "")
@@ -680,4 +706,4 @@ def suite_names() -> list[str]:
     return [f.name for f in build_suite()]
 
 
-__all__ = ["F", "PlantedFault", "build_suite", "expected_input", "fault_line", "suite_names"]
+__all__ = ["F", "PlantedFault", "build_suite", "expected_input", "fault_line", "on_device", "suite_names"]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from inferensics.replay import CATEGORIES, Verdict, investigate
-from tests.replay.faults import HERE, build_suite, expected_input, fault_line, suite_names
+from inferensics.replay._internal.report import render_markdown, render_text
+from tests.replay.faults import HERE, build_suite, expected_input, fault_line, on_device, suite_names
 
+DEVICE = os.environ.get("INFERENSICS_REPLAY_DEVICE", "cpu")
+"""Where the suite runs: ``cpu`` in CI (C++ kernels); ``cuda`` on a GPU host (Triton kernels)."""
 SUITE = {f.name: f for f in build_suite()}
 pytestmark = pytest.mark.usefixtures("no_compile_caches")
 
@@ -16,10 +20,10 @@ pytestmark = pytest.mark.usefixtures("no_compile_caches")
 @pytest.mark.slow
 @pytest.mark.parametrize("name", suite_names())
 def test_planted_fault_is_named(name: str) -> None:
-    fault = SUITE[name]
+    fault = on_device(SUITE[name], DEVICE)
     with fault.planted():
         verdict = investigate(
-            fault.model, fault.inputs, compile_kwargs=fault.compile_kwargs, warmup_inputs=fault.warmup
+            fault.model, fault.inputs, compile_kwargs=fault.compile_kwargs, warmup_inputs=fault.warmup, device=DEVICE
         )
     assert verdict.category == fault.category, verdict.summary
     assert verdict.op == fault.op, verdict.summary
@@ -47,7 +51,12 @@ def test_planted_fault_is_named(name: str) -> None:
         assert served["provider_line"] == fault_line(fault.provider_marker)
         assert verdict.kernel == served["provider_function"] == f"tests.replay.faults.{fault.provider_marker}"
         assert not served["alone"]["passed"], "the provider alone is wrong at this call"
+        assert f"provider: {fault.provider} (vendor)" in render_text(verdict)
+        assert f"| provider | `{fault.provider}` (vendor)" in render_markdown(verdict)
         assert any("forced to the reference provider" in r["rung"] and r["passed"] for r in verdict.evidence["rungs"])
+    if fault.name == "stale entry from a fused-kernel constant":  # located by the constant that differs
+        assert verdict.evidence["differing_constants"]["fresh"] == [0.625]
+        assert verdict.evidence["differing_constants"]["served"] == [0.125]
     if fault.category == "inputs":
         assert verdict.evidence["bad_inputs"][0]["tensor"] == expected_input(fault)
         assert verdict.evidence["bad_inputs"][0]["positions"]
