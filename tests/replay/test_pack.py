@@ -151,3 +151,51 @@ def test_cuda_requested_on_a_cpu_machine(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1
     assert "no CUDA device" in proc.stderr
+
+
+@pytest.mark.slow
+def test_fresh_process_pins_the_recorded_provider_choice(tmp_path: Path) -> None:
+    """A bundle built while a registered provider won rms_norm's priority: replay imports the provider (a
+    recorded customisation), pins the recorded policy and names the provider in a fresh process."""
+    from inferensics import kernels
+    from inferensics.replay._internal.providers import pinned_policy
+    from tests.replay import provider_plant
+
+    priv, pub, _ = b.generate_key(tmp_path / "builder")
+    state = kernels.registry_state()
+    state["policy"]["rms_norm"]["priority"] = [provider_plant.PROVIDER, "reference"]
+    spec = b.BuildSpec(
+        model="tests.replay.provider_plant:normed",
+        inputs="tests.replay.provider_plant:inputs",
+        shapes=b.ShapeDistribution.of([(4, provider_plant.WIDTH)]),
+        advise=False,
+        name="candidate",
+        repeats=1,
+        customisations=[b.describe_customisation("custom_op", "inferensics::rms_norm", provider_plant)],
+        registry=state,
+    )
+    with pinned_policy(state) as problems:
+        assert problems == []
+        result = b.build(spec, b.load_signing_key(priv), tmp_path / "bundle")
+    manifest = b.read_manifest(result.directory)
+    assert manifest.identity["kernel_registry"]["policy"]["rms_norm"]["priority"][0] == provider_plant.PROVIDER
+    request = {"request_id": "req-2", "bundle_id": result.bundle_id, "model": "normed", "graph_keys": []}
+    x = torch.randn(4, provider_plant.WIDTH, generator=torch.Generator().manual_seed(3))
+    pack = write_pack(
+        tmp_path / "pack", request=request, inputs=write_safetensors({"x": x}), bundle_dir=result.directory
+    )
+    proc = _run("--pack", str(pack), "--keyring", str(pub), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdict = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert verdict["category"] == "kernel_provider", verdict["summary"]
+    assert verdict["op"] == "inferensics::rms_norm"
+    served = verdict["evidence"]["provider"]
+    assert served["provider"] == provider_plant.PROVIDER
+    assert served["provider_function"] == "tests.replay.provider_plant.rms_norm_unbiased"
+    assert verdict["source_file"] == provider_plant.__file__
+    assert verdict["source_text"].endswith("# the registry call")
+    assert verdict["evidence"]["registry_policy"] == {
+        "digest": state["digest"],
+        "pinned": True,
+        "problems": [],
+    }
