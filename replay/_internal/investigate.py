@@ -391,11 +391,13 @@ class _Investigation:
         # with symbolic sizes, ops whose default list puts a non-reference provider first).
         suspects: list[str] = []
         dynamic = compiled and bool(self.case.compile_kwargs.get("dynamic") or self.case.history)
-        for _node, op, _args, served in calls:
+        for i, (node, op, args, served) in enumerate(calls):
             first = op.priority[0] if op.priority else REFERENCE
             open_default = dynamic and first != REFERENCE and op.providers[first].kind != "inductor"
-            wrong_kind = served.provider != REFERENCE and served.kind != "inductor"
-            if (wrong_kind or open_default) and op.name not in suspects:
+            if open_default and _is_definition(served):
+                # Traced with symbolic sizes the call took the default list, not this shape's bucket.
+                calls[i] = (node, op, args, pv.served_by(op, args, compiled=True, provider=first))
+            if not _is_definition(calls[i][3]) and op.name not in suspects:
                 suspects.append(op.name)
         if not suspects:
             return None
@@ -404,7 +406,7 @@ class _Investigation:
         culprit = suspects[0]
         if len(suspects) > 1:
             culprit = next((n for n in suspects if self._forced_passes((n,), compiled)), suspects[0])
-        mine = [c for c in calls if c[1].name == culprit]
+        mine = [c for c in calls if c[1].name == culprit and not _is_definition(c[3])]
         chosen: tuple[torch.fx.Node, Any, list[Any], pv.Served] | None = None
         alone: Comparison | None = None
         for node, op, args, served in mine:
@@ -416,7 +418,7 @@ class _Investigation:
         if chosen is None or alone is None:
             return None
         node, op, _args, served = chosen
-        if compiled and alone.passed and served.provider != REFERENCE:
+        if compiled and alone.passed:
             # The provider is right on its own at this call: the compiler mishandles its code; go on down.
             self.rungs.append({**alone.to_dict(), "note": "provider right alone: not blamed"})
             return None
@@ -879,6 +881,11 @@ class _Investigation:
                 ) and (table is None or node.target in table):
                     ops.append(node.target)
         return ops
+
+
+def _is_definition(served: pv.Served) -> bool:
+    """Whether a call was served by the op's definition (the reference, or the reference left to Inductor)."""
+    return served.provider == REFERENCE or served.kind == "inductor"
 
 
 def _has_config(name: str) -> bool:

@@ -13,7 +13,7 @@ import contextlib
 import inspect
 import linecache
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -177,18 +177,21 @@ class Served:
         return {**d, **{f"provider_{k}": v for k, v in src.items()}}
 
 
-def served_by(op: SemanticOp, args: Sequence[Any], *, compiled: bool) -> Served:
-    """The decision the registry takes for a call with ``args`` (eager, or while a compiler traces it)."""
+def served_by(op: SemanticOp, args: Sequence[Any], *, compiled: bool, provider: str | None = None) -> Served:
+    """The decision the registry takes for a call with ``args`` (eager, or while a compiler traces it);
+    ``provider`` names the provider instead (a call traced with symbolic sizes took the default list)."""
     ctx = CallContext.of(args)
     if compiled:
         ctx = CallContext(ctx.platform, ctx.capability, True, ctx.device)
     decision = op.select(args, ctx)
-    provider = op.providers[decision.provider]
-    fn = op.reference if provider.kind == "inductor" else provider.fn
+    if provider is not None and provider != decision.provider:
+        decision = replace(decision, provider=provider, skipped=())
+    provider_obj = op.providers[decision.provider]
+    fn = op.reference if provider_obj.kind == "inductor" else provider_obj.fn
     return Served(
         op=f"{NAMESPACE}::{op.name}",
         provider=decision.provider,
-        kind=provider.kind,
+        kind=provider_obj.kind,
         bucket=decision.bucket,
         signature=decision.signature,
         compiled=compiled,
