@@ -19,6 +19,7 @@ import torch
 
 from inferensics.replay._internal import providers as pv
 from inferensics.replay._internal import report
+from inferensics.replay._internal import torch_adapter as ta
 from inferensics.replay._internal.investigate import investigate_keeping_graph
 from inferensics.replay._internal.pack import ReplayError, ReplayPack, read_pack
 from inferensics.replay._internal.verdict import Verdict
@@ -36,6 +37,18 @@ def _model_call(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[Any, ...]:
     if inputs and set(inputs) <= set(params):
         return tuple(inputs[p] for p in params if p in inputs)
     return tuple(inputs.values())
+
+
+def _indices_in_range(model: Any, call: tuple[Any, ...]) -> bool:
+    """Whether the request's indexing stays in range, checked eagerly on the host before compiled code runs:
+    on a GPU an out-of-range token id is a device-side assert that ends the process's CUDA context, so the
+    served run is skipped and the investigation names the input."""
+    try:
+        with torch.no_grad(), ta.index_bounds_checked(call):
+            model(*call)
+    except IndexError:
+        return False
+    return True
 
 
 def _verified_ignoring_target(directory: Path, ring: Any) -> Any:
@@ -126,7 +139,7 @@ def replay_pack(
     with pv.pinned_policy(registry_state) as policy_problems:
         hits: list[str] = []
         matches: list[dict[str, Any]] = []
-        if loaded is not None:
+        if loaded is not None and (device == "cpu" or _indices_in_range(model, call)):
             session = loaded.session(on_bundle_miss="compile")
             compiled = loaded.compile(model, session)
             with torch.inference_mode():  # as the bundle was built and hosts serve

@@ -65,7 +65,8 @@ def recording_backend(calls: list[GraphCall]) -> ta.Backend:
     def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         def run(*args: Any) -> Any:
             calls.append(GraphCall(gm, args))
-            return gm(*args)
+            with ta.index_bounds_checked(args):
+                return gm(*args)
 
         return run
 
@@ -123,7 +124,7 @@ def interpret(gm: torch.fx.GraphModule, args: Sequence[Any], *, fp64: bool) -> N
     inputs = [(_to64(a) if fp64 else a) for a in args]
     inputs = [_clone(a) for a in inputs]
     try:
-        with torch.no_grad():
+        with torch.no_grad(), ta.index_bounds_checked(inputs):
             _Recorder(gm, sink).run(*inputs)
     except Exception:
         if not sink.failed_node:

@@ -165,8 +165,9 @@ class _Investigation:
         t0 = time.perf_counter()
         ref_model = fp64_model(case.model)
         try:
-            with pv.forced_reference():
-                self.ref = call_model(ref_model, to_fp64(case.request))
+            ref_call = to_fp64(case.request)
+            with pv.forced_reference(), ta.index_bounds_checked([*ref_call[0], *ref_call[1].values()]):
+                self.ref = call_model(ref_model, ref_call)
             ref_error = ""
         except Exception as exc:
             ref_error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"

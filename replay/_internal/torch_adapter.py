@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 TRACE_LOGGER: Final = "torch.__trace"
 CUSTOM_PASS_SLOTS: Final = (
@@ -259,3 +260,47 @@ def op_name(op: Any) -> str:
 def is_custom_op(op: Any) -> bool:
     """Whether ``op`` is an operator outside ATen/prims (a user's ``torch.library`` op)."""
     return isinstance(op, torch._ops.OpOverload) and op.namespace not in ("aten", "prims", "_c10d_functional")
+
+
+def _bounds(what: str, index: torch.Tensor, size: int, *, negative: bool) -> None:
+    if index.numel() == 0 or index.is_floating_point() or index.dtype == torch.bool:
+        return
+    low, high = int(index.min()), int(index.max())
+    if high >= size or low < (-size if negative else 0):
+        raise IndexError(f"index out of range in self: {what} indices span [{low}, {high}] for a size of {size}")
+
+
+def _check_index_args(func: Any, args: Sequence[Any]) -> None:
+    aten = torch.ops.aten
+    if func is aten.embedding.default:
+        _bounds("embedding", args[1], int(args[0].shape[0]), negative=False)
+    elif func in (aten.index_select.default, aten.gather.default):
+        source, dim, index = args[0], int(args[1]), args[2]
+        _bounds(op_name(func), index, int(source.shape[dim]) if source.dim() else 1, negative=False)
+    elif func is aten.index.Tensor:
+        source, indices = args[0], args[1]
+        for dim, index in enumerate(indices):
+            if isinstance(index, torch.Tensor):
+                _bounds("index", index, int(source.shape[dim]), negative=True)
+
+
+class _IndexBounds(TorchDispatchMode):
+    """Raises ``IndexError`` before an indexing op reads out of range (a device assert would kill the context)."""
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        _check_index_args(func, args)
+        return func(*args, **(kwargs or {}))
+
+
+def index_bounds_checked(tensors: Sequence[Any]) -> contextlib.AbstractContextManager[Any]:
+    """Check indexing ops' bounds on the host while eager code runs on an accelerator.
+
+    On a GPU an out-of-range index is a device-side assert that poisons the CUDA context for the rest of the
+    process, so the investigation could not go on; on CPU the op raises ``IndexError`` itself, and nothing is
+    added there.
+    """
+    if any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in tensors):
+        return _IndexBounds()
+    return contextlib.nullcontext()
