@@ -6,8 +6,8 @@ time through the block table (each page looked up once, its rows read in place, 
 and values loaded together), and keeps an online softmax. With one split it writes the normalised output.
 Otherwise each split stores its unnormalised accumulator, running max and sum to a float32 scratch and counts
 itself done on a per-(sequence, KV head) counter; the split that finishes last merges the group's splits and
-writes the output (no second kernel). The KV head is the fastest grid axis, so the programs that run together
-read neighbouring rows of the same pages.
+writes the output (no second kernel; a plan may ask for the merge as a second kernel instead). By default the
+KV head is the fastest grid axis, so the programs that run together read neighbouring rows of the same pages.
 
 The split count comes from the block table's width (an upper bound of the context, known without a device
 sync) and the multiprocessor count; launch configurations come from a table measured on an H200 by
@@ -37,7 +37,9 @@ BLOCK_N = 64
 CHUNK_ALIGN = 128
 """Split lengths are multiples of this under the autotuner (its largest ``BLOCK_N``); a plan aligns to its own."""
 MERGE_SPLITS = 8
-"""Splits the merging program combines per step."""
+"""Splits the merging program combines per step (a group's query heads at once)."""
+KERNEL_MERGE_SPLITS = 32
+"""Splits a program of the second-kernel merge combines per step (one query head)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class Plan:
         warps: ``num_warps`` of the split kernel.
         stages: ``num_stages`` (software-pipelining depth) of the split kernel.
         kv_fast: Whether the KV head is the fastest grid axis (else the sequence).
+        merge_kernel: Merge the splits in a second kernel (one program per query head) instead of in the
+            last split of each group.
     """
 
     waves: int = 4
@@ -59,13 +63,17 @@ class Plan:
     warps: int = 4
     stages: int = 2
     kv_fast: bool = True
+    merge_kernel: bool = False
 
 
 DEFAULT_PLAN = Plan()
 """Used where no measured plan applies (and in the interpreter)."""
 
 H200_PLANS: dict[str, Plan] = {
-    str(r[0]): Plan(int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), bool(r[6])) for r in entries("paged")
+    str(r[0]): Plan(
+        int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), bool(r[6]), bool(r[7]) if len(r) > 7 else False
+    )
+    for r in entries("paged")
 }
 """Measured plans for compute capability 9.0, keyed by :func:`plan_key` (``tables.py``)."""
 
@@ -153,7 +161,7 @@ def _split_kernel(
     q_sb, q_sh, k_sp, k_st, k_sh, v_sp, v_st, v_sh, t_sb, o_sb, o_sh,
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_GM: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE: tl.constexpr, SB: tl.constexpr, KV_FAST: tl.constexpr,
-    IEEE: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    LAST_MERGES: tl.constexpr, IEEE: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):  # fmt: skip
     # KV_FAST: the KV head is the fastest grid axis (programs launched together read neighbouring rows of the
     # same pages); else the sequence is.
@@ -212,15 +220,27 @@ def _split_kernel(
         tl.store(acc_ptr + row[:, None] * HEAD_DIM + d[None, :], acc, mask=gmask[:, None])
         tl.store(ml_ptr + row * 2, m, mask=gmask)
         tl.store(ml_ptr + row * 2 + 1, s, mask=gmask)
-        # Every thread's partial stores precede the count (a CTA barrier, then a gpu-scope release by the
-        # counting thread); the last split to count acquires them all and merges.
-        tl.debug_barrier()
-        counter = count_ptr + b * n_kv + kvh
-        done = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-        if done == splits - 1:
-            tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # leave the counter as found
-            _merge_group(acc_ptr, ml_ptr, out_ptr, b, kvh, n_heads, splits, o_sb, o_sh,
-                         GROUP, BLOCK_GM, HEAD_DIM, SB, EMULATE_RNE)  # fmt: skip
+        if LAST_MERGES:
+            # Every thread's partial stores precede the count (a CTA barrier, then a gpu-scope release by the
+            # counting thread); the last split to count acquires them all and merges.
+            tl.debug_barrier()
+            counter = count_ptr + b * n_kv + kvh
+            done = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+            if done == splits - 1:
+                tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # leave the counter as found
+                _merge_group(acc_ptr, ml_ptr, out_ptr, b, kvh, n_heads, splits, o_sb, o_sh,
+                             GROUP, BLOCK_GM, HEAD_DIM, SB, EMULATE_RNE)  # fmt: skip
+
+
+@triton.jit
+def _merge_kernel(
+    acc_ptr, ml_ptr, out_ptr, n_heads, splits, o_sb, o_sh,
+    HEAD_DIM: tl.constexpr, SB: tl.constexpr, EMULATE_RNE: tl.constexpr,
+):  # fmt: skip
+    # The second-kernel merge: one program per (sequence, query head), a group of one.
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    _merge_group(acc_ptr, ml_ptr, out_ptr, b, h, n_heads, splits, o_sb, o_sh, 1, 1, HEAD_DIM, SB, EMULATE_RNE)
 
 
 _split_tuned = triton.autotune(
@@ -228,7 +248,7 @@ _split_tuned = triton.autotune(
         triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st)
         for n, w, st in ((32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 8, 3), (128, 4, 3), (128, 8, 3), (128, 8, 4))
     ],
-    key=["chunk", "GROUP", "HEAD_DIM", "SINGLE"],
+    key=["chunk", "GROUP", "HEAD_DIM", "SINGLE", "LAST_MERGES"],
 )(_split_kernel)
 
 
@@ -256,7 +276,7 @@ def _launch(
     if splits > 1:
         acc = torch.empty((batch * n_heads * splits, head_dim), dtype=torch.float32, device=q.device)
         ml = torch.empty((batch * n_heads * splits, 2), dtype=torch.float32, device=q.device)
-        count = torch.zeros(batch * kv_heads, dtype=torch.int32, device=q.device)
+        count = seq_lens if p.merge_kernel else torch.zeros(batch * kv_heads, dtype=torch.int32, device=q.device)
     else:
         acc = ml = out  # unused by the single-split path
         count = seq_lens
@@ -271,7 +291,8 @@ def _launch(
     )  # fmt: skip
     meta = {
         "GROUP": group, "BLOCK_G": max(16, triton.next_power_of_2(group)), "BLOCK_GM": triton.next_power_of_2(group),
-        "HEAD_DIM": head_dim, "PAGE": page, "SINGLE": splits == 1, "SB": MERGE_SPLITS, "IEEE": ieee,
+        "HEAD_DIM": head_dim, "PAGE": page, "SINGLE": splits == 1, "SB": MERGE_SPLITS,
+        "LAST_MERGES": not p.merge_kernel, "IEEE": ieee,
     }  # fmt: skip
     kv_fast = plan.kv_fast if plan is not None else True
     grid = (kv_heads, batch, splits) if kv_fast else (batch, kv_heads, splits)
@@ -282,6 +303,11 @@ def _launch(
         )  # fmt: skip
     else:
         wrap_triton(_split_tuned)[grid](*args, **meta, KV_FAST=True, EMULATE_RNE=False)
+    if splits > 1 and p.merge_kernel:
+        wrap_triton(_merge_kernel)[(batch, n_heads)](
+            acc, ml, out, n_heads, splits, out.stride(0), out.stride(1),
+            HEAD_DIM=head_dim, SB=KERNEL_MERGE_SPLITS, EMULATE_RNE=interpreting(), num_warps=4,
+        )  # fmt: skip
     return out
 
 
