@@ -11,7 +11,13 @@ Targets (issue 23): the four elementwise/norm kernels at >= 1.0x Inductor at eve
 copy bandwidth at 8192 tokens; paged decode attention >= 1.0x the fastest SDPA backend on the same KV stored
 dense and >= 3x FlexAttention's paged path.
 
-    python benchmarks/bench_kernels.py [--rounds 15] [--quick] [--json out.json]
+    python benchmarks/bench_kernels.py [--rounds 15] [--quick] [--only elementwise|attention] [--no-flex] [--json F]
+    python benchmarks/bench_kernels.py --sweep [--rounds 5] [--write-tables kernels/_triton/h200_tables.json]
+
+``--sweep`` times candidate launch configurations of each kernel against its peer the same way (rows per
+program / block / warps / fast division for the row kernels, step / warps / stages / grid order / split count
+for paged attention), checks each candidate's output first, and writes the fastest per shape bucket as the
+launch tables the kernels use on compute capability 9.0.
 
 Needs a CUDA device. Every kernel is checked against the reference before it is timed.
 """
@@ -281,6 +287,151 @@ def verdicts(table: Table, copy_tb_s: float) -> None:
               f"vs flex paged {fr:.2f}x ({'ok' if fr >= 3.0 else 'MISS' if flex else 'n/a'})")  # fmt: skip
 
 
+def _best(samples: dict[str, list[float]]) -> list[tuple[str, float]]:
+    return sorted(((n, statistics.median(s)) for n, s in samples.items()), key=lambda x: x[1])
+
+
+def _print_sweep(title: str, samples: dict[str, list[float]], peer: str) -> None:
+    ranked = _best(samples)
+    peer_us = statistics.median(samples[peer])
+    print(f"## {title}: {peer} {peer_us:.2f} us")
+    for name, us in ranked[:8]:
+        spread = (max(samples[name]) - min(samples[name])) / us if us else 0.0
+        print(f"   {name:<34} {us:10.2f} us  {peer}/this {peer_us / us:5.2f}x  spread {spread:.0%}")
+
+
+def silu_exhaustive_mismatches(dtype: torch.dtype, config: tuple[int, int, bool]) -> int:
+    """Elements where our SiLU·mul under ``config`` differs in bits from eager PyTorch, over every 16-bit gate
+    value (up = 1 and up random; NaNs of either sign count as equal)."""
+    from inferensics.kernels._triton import activation
+
+    gate = torch.arange(-32768, 32768, dtype=torch.int32, device="cuda").to(torch.int16).view(dtype).reshape(256, 256)
+    bad = 0
+    for up in (torch.ones_like(gate), torch.randn(gate.shape, device="cuda").to(dtype)):
+        x = torch.cat([gate, up], dim=-1)
+        ours = activation.silu_mul_with(x, config)
+        ref = kernels.registry().op("silu_mul").reference(x)
+        same = (ours.view(torch.int16) == ref.view(torch.int16)) | (ours.isnan() & ref.isnan())
+        bad += int((~same).sum().item())
+    return bad
+
+
+def sweep_rows(rounds: int, tokens: list[int], rng: random.Random, tables: dict[str, Any]) -> None:
+    """Time candidate launch configurations of the row kernels against Inductor (CUDA-graph replays); the
+    fastest per shape goes into ``tables``."""
+    from inferensics.kernels._triton import activation, norm, rotary
+
+    for fast in (False, True):
+        bad = {str(dt): silu_exhaustive_mismatches(dt, (1024, 4, fast)) for dt in (torch.bfloat16, torch.float16)}
+        print(f"# silu_mul exhaustive over 16-bit gates, {'fast' if fast else 'IEEE'} division: mismatches {bad}")
+        if fast:
+            fast_ok = bad["torch.bfloat16"] == 0
+    silu_cfgs = [(b, w, f) for b in (1024, 2048, 4096) for w in (4, 8) for f in (False, True)
+                 if 4 <= b // (32 * w) <= 64 and (fast_ok or not f)]  # fmt: skip
+    spaces: dict[str, tuple[dict[str, int], list[Any], Callable[..., Any]]] = {
+        "rms_norm": ({"hidden": 4096}, [(1, 4), (1, 8), (1, 16), (2, 16)], norm.rms_norm_with),
+        "fused_add_rms_norm": ({"hidden": 4096}, [(1, 2), (1, 8), (1, 16), (2, 8), (2, 16)],
+                               norm.fused_add_rms_norm_with),
+        "silu_mul": ({"hidden": 14336}, silu_cfgs, activation.silu_mul_with),
+        "rotary_embedding": ({"heads": 32, "head_dim": 128}, [(4, 2), (4, 4), (8, 1), (8, 4), (32, 4),
+                                                              (32, 8)], rotary.rotary_with),
+    }  # fmt: skip
+    for op, (extra, configs, fn) in spaces.items():
+        reg = kernels.registry().op(op)
+        compiled = torch.compile(reg.reference, fullgraph=True, dynamic=False)
+        for t in tokens:
+            shape = {"tokens": t, **extra}
+            args = make_args(op, shape, torch.bfloat16, torch.device("cuda"))
+            ref = compiled(*args)
+            fns: dict[str, Fn] = {"inductor": functools.partial(compiled, *args)}
+            for c in configs:
+                out = fn(*args, config=c)
+                outs, refs = (out if isinstance(out, tuple) else (out,)), (ref if isinstance(ref, tuple) else (ref,))
+                if not all(torch.allclose(o.float(), r.float(), rtol=2e-2, atol=2e-2)
+                           for o, r in zip(outs, refs, strict=True)):  # fmt: skip
+                    print(f"# {op} tokens={t} config {c}: WRONG output, left out")
+                    continue
+                fns[repr(c)] = functools.partial(fn, *args, config=c)
+            samples, _ = measure(fns, rounds, 50 if t <= 512 else 10, rng)
+            _print_sweep(f"{op} tokens={t}", samples, "inductor")
+            best = eval(_best({n: s for n, s in samples.items() if n != "inductor"})[0][0])  # our own repr
+            bucket = 1 << max(0, (t - 1).bit_length())
+            if op in ("rms_norm", "fused_add_rms_norm"):
+                tables.setdefault("rms_norm", []).append([op == "fused_add_rms_norm", 4096, bucket, *best])
+            elif op == "silu_mul":
+                tables.setdefault("silu_mul", []).append(["bfloat16", 14336, bucket, *best])
+            else:
+                tables.setdefault("rotary_embedding", []).append([32, 64, bucket, *best])
+            print(f"TABLE {op} tokens={t} {best}", flush=True)
+
+
+def _stage(  # noqa: PLR0917
+    peer: Fn, args: tuple[Any, ...], ref: torch.Tensor, plans: list[Any], rounds: int, calls: int, rng: random.Random
+) -> dict[str, list[float]]:
+    """Times ``plans`` of the paged kernel (each checked against ``ref`` first) and ``peer`` in shuffled rounds."""
+    from inferensics.kernels._triton import paged_attention as pa
+
+    fns: dict[str, Fn] = {"cudnn": peer}
+    for p in plans:
+        try:
+            out = pa.run_with_plan(*args, p).float()
+        except Exception as exc:  # a variant that does not compile here is left out, said once
+            print(f"# paged {p}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:100]}), left out")
+            continue
+        err = ((out - ref).norm() / ref.norm()).item()
+        if not err < 2e-2:
+            print(f"# paged {p}: WRONG (rel err {err:.2e}), left out")
+            continue
+        fns[repr(p).removeprefix("Plan")] = functools.partial(pa.run_with_plan, *args, p)
+    samples, _ = measure(fns, rounds, calls, rng)
+    return samples
+
+
+def sweep_attention(rounds: int, grid: list[tuple[int, int]], rng: random.Random, tables: dict[str, Any]) -> None:
+    """Time candidate plans of the paged decode kernel against cuDNN SDPA on the dense copy (CUDA-graph replays);
+    the fastest per shape bucket goes into ``tables``."""
+    from torch.nn.attention import SDPBackend
+
+    from inferensics.kernels._triton import paged_attention as pa
+
+    kernel_cfgs = [(n, w, st, kv) for n, w, st in ((64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 2),
+                                                  (128, 8, 3)) for kv in (True, False)]  # fmt: skip
+    for b, ctx in grid:
+        shape = {"batch": b, "context": ctx, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "page": 16}
+        args = make_args("paged_decode_attention", shape, torch.bfloat16, torch.device("cuda"), seed=b + ctx)
+        q, k_cache, v_cache, block_table, lens, scale = args
+        lens.fill_(ctx)
+        k_dense = k_cache[block_table.long()].reshape(b, -1, 8, 128)[:, :ctx].transpose(1, 2).contiguous()
+        v_dense = v_cache[block_table.long()].reshape(b, -1, 8, 128)[:, :ctx].transpose(1, 2).contiguous()
+        peer = functools.partial(_sdpa, SDPBackend.CUDNN_ATTENTION, q.unsqueeze(2), k_dense, v_dense, scale)
+        ref = peer().squeeze(2).float()
+        calls = 10 if b * ctx <= 8 * 4096 else 3
+        first = _stage(
+            peer, args, ref, [pa.Plan(4, 128, n, w, st, kv) for n, w, st, kv in kernel_cfgs], rounds, calls, rng
+        )
+        _print_sweep(f"paged b={b} ctx={ctx} kernel configs (waves 4, min split 128)", first, "cudnn")
+        plans = []
+        for name, _ in _best({n: s for n, s in first.items() if n != "cudnn"})[:1]:
+            kw = dict(eval(f"dict{name}"))  # our own repr
+            for waves in (2, 4, 8, 16):
+                for min_split in (64, 128, 256):
+                    for merge_kernel in (False, True):
+                        plans.append(
+                            pa.Plan(
+                                waves, min_split, kw["block_n"], kw["warps"], kw["stages"], kw["kv_fast"], merge_kernel
+                            )
+                        )
+        second = _stage(peer, args, ref, plans, rounds, calls, rng)
+        _print_sweep(f"paged b={b} ctx={ctx} split plans", second, "cudnn")
+        best = _best({n: s for n, s in second.items() if n != "cudnn"})[0][0]
+        key = pa.plan_key(b, 8, block_table.shape[1] * 16)
+        kw = dict(eval(f"dict{best}"))  # our own repr
+        tables.setdefault("paged", []).append([key, *kw.values()])
+        print(f"TABLE paged {key} {best}", flush=True)
+        del k_dense, v_dense, peer, first, second
+        torch.cuda.empty_cache()
+
+
 def tuned_configs() -> None:
     """The configurations Triton's autotuner chose for our kernels in this run (key -> config)."""
     from inferensics.kernels._triton import activation, norm, paged_attention, rotary
@@ -293,7 +444,16 @@ def tuned_configs() -> None:
         ("paged_split", paged_attention._split_tuned),
     ):
         for key, config in getattr(tuner, "cache", {}).items():
-            print(f"{name:<12} {key} -> {config}")
+            print(f"{name:<12} autotuned {key} -> {config}")
+    for name, table in (
+        ("rms_norm", norm.H200_CONFIGS),
+        ("silu_mul", activation.H200_CONFIGS),
+        ("rotary", rotary.H200_CONFIGS),
+        ("paged_split", paged_attention.H200_PLANS),
+    ):
+        print(f"{name:<12} measured table (compute capability 9.0): {len(table)} entries")
+        for key, value in table.items():
+            print(f"    {key} -> {value}")
 
 
 def main() -> None:
@@ -302,6 +462,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer attention shapes")
     ap.add_argument("--only", choices=("elementwise", "attention"), default=None)
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument(
+        "--sweep", action="store_true", help="time candidate launch configurations instead (prints TABLE lines)"
+    )
+    ap.add_argument("--write-tables", default=None, help="with --sweep: write the fastest configurations here (JSON)")
     ap.add_argument(
         "--no-flex", action="store_true", help="leave FlexAttention's paged path out (it compiles per shape)"
     )
@@ -314,6 +478,28 @@ def main() -> None:
     print(f"# {torch.cuda.get_device_name()} · torch {torch.__version__} · triton {triton.__version__} · "
           f"load {os.getloadavg()[0]:.2f} · {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")  # fmt: skip
     rng = random.Random(0)
+    if ns.sweep:
+        tables: dict[str, Any] = {
+            "measured_on": f"{torch.cuda.get_device_name()} (capability {torch.cuda.get_device_capability()})",
+            "torch": torch.__version__, "triton": triton.__version__,
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "how": f"benchmarks/bench_kernels.py --sweep --rounds {ns.rounds}: CUDA-graph replays, shuffled rounds, "
+                   "fastest median per shape bucket (outputs checked first)",
+        }  # fmt: skip
+
+        def save() -> None:  # after each part, so a run cut short keeps what it measured
+            if ns.write_tables:
+                with open(ns.write_tables, "w") as f:
+                    json.dump(tables, f, indent=1)
+                print(f"# tables written to {ns.write_tables}", flush=True)
+
+        if ns.only in (None, "elementwise"):
+            sweep_rows(ns.rounds, [8, 512, 8192], rng, tables)
+            save()
+        if ns.only in (None, "attention"):
+            sweep_attention(ns.rounds, [(b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)], rng, tables)
+            save()
+        return
     copy_tb_s = copy_bandwidth(ns.rounds, rng)
     print(f"# copy bandwidth: {copy_tb_s:.2f} TB/s (1 GiB device-to-device, read + write)\n")
     table = Table()

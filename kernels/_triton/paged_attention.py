@@ -1,11 +1,17 @@
 """Paged-KV decode attention: split-K (flash-decoding) over a block table, grouped-query heads.
 
-Kernel 1 runs one program per (sequence, KV head, split): it loads the query rows of the KV head's group
-once, walks its split of the context ``BLOCK_N`` tokens at a time through the block table (each token's
-page looked up, its row read in place, no gather copy), and keeps an online softmax. With one split it
-writes the normalised output; otherwise each split's unnormalised accumulator, running max and sum go to a
-float32 scratch that kernel 2 merges. The split count is chosen from the block table's width (an upper
-bound of the context, known without a device sync) and the multiprocessor count.
+One launch. Each program serves one (KV head, sequence, split): it loads the query rows of the KV head's group
+once (one KV read serves every query head of the group), walks its split of the context ``BLOCK_N`` tokens at a
+time through the block table (each page looked up once, its rows read in place, no gather copy; a step's keys
+and values loaded together), and keeps an online softmax. With one split it writes the normalised output.
+Otherwise each split stores its unnormalised accumulator, running max and sum to a float32 scratch and counts
+itself done on a per-(sequence, KV head) counter; the split that finishes last merges the group's splits and
+writes the output (no second kernel; a plan may ask for the merge as a second kernel instead). By default the
+KV head is the fastest grid axis, so the programs that run together read neighbouring rows of the same pages.
+
+The split count comes from the block table's width (an upper bound of the context, known without a device
+sync) and the multiprocessor count; launch configurations come from a table measured on an H200 by
+``benchmarks/bench_kernels.py --sweep`` (other GPUs fall back to Triton's autotuner).
 """
 
 # Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments;
@@ -16,6 +22,7 @@ bound of the context, known without a device sync) and the multiprocessor count.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -23,48 +30,147 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
+from inferensics.kernels._triton.tables import entries
 
 BLOCK_N = 64
-"""Context tokens per inner step in the interpreter (on a GPU the autotuner picks 32, 64 or 128)."""
+"""Context tokens per inner step in the interpreter and for the fixed configuration."""
 CHUNK_ALIGN = 128
-"""Split lengths are multiples of this (the largest tuned ``BLOCK_N``)."""
-MIN_SPLIT_TOKENS = 128
-"""Fewest context tokens a split is given (shorter splits cost more in the merge than they save)."""
-WAVES = 4
-"""Programs per multiprocessor the split count aims for."""
+"""Split lengths are multiples of this under the autotuner (its largest ``BLOCK_N``); a plan aligns to its own."""
+MERGE_SPLITS = 8
+"""Splits the merging program combines per step (a group's query heads at once)."""
+KERNEL_MERGE_SPLITS = 32
+"""Splits a program of the second-kernel merge combines per step (one query head)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one call is cut up and launched.
+
+    Attributes:
+        waves: Programs per multiprocessor the split count aims for.
+        min_split: Fewest context tokens a split is given (shorter splits cost more in the merge than they save).
+        block_n: Context tokens per inner step.
+        warps: ``num_warps`` of the split kernel.
+        stages: ``num_stages`` (software-pipelining depth) of the split kernel.
+        kv_fast: Whether the KV head is the fastest grid axis (else the sequence).
+        merge_kernel: Merge the splits in a second kernel (one program per query head) instead of in the
+            last split of each group.
+    """
+
+    waves: int = 4
+    min_split: int = 128
+    block_n: int = 64
+    warps: int = 4
+    stages: int = 2
+    kv_fast: bool = True
+    merge_kernel: bool = False
+
+
+DEFAULT_PLAN = Plan()
+"""Used where no measured plan applies (and in the interpreter)."""
+
+H200_PLANS: dict[str, Plan] = {
+    str(r[0]): Plan(
+        int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), bool(r[6]), bool(r[7]) if len(r) > 7 else False
+    )
+    for r in entries("paged")
+}
+"""Measured plans for compute capability 9.0, keyed by :func:`plan_key` (``tables.py``)."""
+
+
+def plan_key(batch: int, kv_heads: int, max_tokens: int) -> str:
+    """``"p<programs bucket>/t<context bucket>"``: powers of two of batch × KV heads and of the table's tokens."""
+    return f"p{1 << max(0, (batch * kv_heads - 1).bit_length())}/t{1 << max(0, (max_tokens - 1).bit_length())}"
 
 
 @functools.cache
-def _sm_count(index: int) -> int:
-    return int(torch.cuda.get_device_properties(index).multi_processor_count)
+def _device_facts(index: int) -> tuple[int, tuple[int, int]]:
+    props = torch.cuda.get_device_properties(index)
+    return int(props.multi_processor_count), (int(props.major), int(props.minor))
 
 
 def sm_count(device: torch.device) -> int:
     """Multiprocessors of ``device`` (132 assumed for the interpreter, an H100/H200's count)."""
     if device.type != "cuda":
         return 132
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    return _device_facts(device.index if device.index is not None else torch.cuda.current_device())[0]
 
 
-def split_plan(batch: int, kv_heads: int, max_tokens: int, sms: int) -> tuple[int, int]:
-    """``(splits, tokens per split)`` for a launch: enough programs to fill the machine, none too short."""
-    by_length = max(1, triton.cdiv(max_tokens, MIN_SPLIT_TOKENS))
-    by_occupancy = max(1, triton.cdiv(WAVES * sms, max(1, batch * kv_heads)))
+def choose_plan(device: torch.device, batch: int, kv_heads: int, max_tokens: int) -> tuple[Plan, bool]:
+    """``(plan, measured)``: the H200 table's plan for this shape on a compute-capability-9.0 GPU, else the default."""
+    if device.type == "cuda" and not interpreting():
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if _device_facts(index)[1] == (9, 0):
+            plan = H200_PLANS.get(plan_key(batch, kv_heads, max_tokens))
+            if plan is not None:
+                return plan, True
+    return DEFAULT_PLAN, False
+
+
+def split_plan(
+    batch: int, kv_heads: int, max_tokens: int, sms: int, waves: int = 4, min_split: int = 128, align: int = CHUNK_ALIGN
+) -> tuple[int, int]:
+    """``(splits, tokens per split)`` for a launch: enough programs to fill the machine, none too short; split
+    lengths are multiples of ``align`` (the step, itself a multiple of the page)."""
+    by_length = max(1, triton.cdiv(max_tokens, min_split))
+    by_occupancy = max(1, triton.cdiv(waves * sms, max(1, batch * kv_heads)))
     splits = min(by_length, by_occupancy)
-    chunk = triton.cdiv(triton.cdiv(max(max_tokens, 1), splits), CHUNK_ALIGN) * CHUNK_ALIGN
+    chunk = triton.cdiv(triton.cdiv(max(max_tokens, 1), splits), align) * align
     return triton.cdiv(max(max_tokens, 1), chunk), chunk
 
 
 @triton.jit
-def _split_kernel(
-    q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, acc_ptr, ml_ptr,
-    scale_log2, chunk,
-    q_sb, q_sh, k_sp, k_st, k_sh, v_sp, v_st, v_sh, t_sb, o_sb, o_sh,
-    GROUP: tl.constexpr, BLOCK_G: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE: tl.constexpr,
-    BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, IEEE: tl.constexpr, EMULATE_RNE: tl.constexpr,
+def _merge_group(
+    acc_ptr, ml_ptr, out_ptr, b, kvh, n_heads, splits, o_sb, o_sh,
+    GROUP: tl.constexpr, BLOCK_GM: tl.constexpr, HEAD_DIM: tl.constexpr, SB: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
 ):  # fmt: skip
-    b = tl.program_id(0).to(tl.int64)
-    kvh = tl.program_id(1)
+    # Combine the `splits` partial results of the group's query heads.
+    g = tl.arange(0, BLOCK_GM)
+    heads = kvh * GROUP + g
+    gmask = g < GROUP
+    base = (b * n_heads + heads) * splits  # [BLOCK_GM]
+    sp = tl.arange(0, SB)
+    d = tl.arange(0, HEAD_DIM)
+    # One pass, rescaling as the running max grows (the loads of a step do not wait on the previous step's sums).
+    top = tl.full([BLOCK_GM], float("-inf"), tl.float32)
+    num = tl.zeros([BLOCK_GM, HEAD_DIM], tl.float32)
+    den = tl.zeros([BLOCK_GM], tl.float32)
+    for s0 in range(0, splits, SB):
+        smask = gmask[:, None] & (s0 + sp[None, :] < splits)
+        row = base[:, None] + s0 + sp[None, :]  # [BLOCK_GM, SB]
+        m = tl.load(ml_ptr + row * 2, mask=smask, other=float("-inf"), cache_modifier=".cg")
+        s = tl.load(ml_ptr + row * 2 + 1, mask=smask, other=0.0, cache_modifier=".cg")
+        acc = tl.load(acc_ptr + row[:, :, None] * HEAD_DIM + d[None, None, :], mask=smask[:, :, None], other=0.0,
+                      cache_modifier=".cg")  # fmt: skip
+        new_top = tl.maximum(top, tl.max(m, axis=1))
+        alpha = tl.where(new_top == float("-inf"), 0.0, tl.exp2(top - new_top))
+        w = tl.where(m > float("-inf"), tl.exp2(m - new_top[:, None]), 0.0)
+        num = num * alpha[:, None] + tl.sum(acc * w[:, :, None], axis=1)
+        den = den * alpha + tl.sum(s * w, axis=1)
+        top = new_top
+    out = tl.where(den[:, None] > 0, num / den[:, None], 0.0)
+    out = round_to(out, out_ptr.dtype.element_ty, EMULATE_RNE)
+    tl.store(out_ptr + b * o_sb + heads[:, None] * o_sh + d[None, :], out, mask=gmask[:, None])
+
+
+@triton.jit
+def _split_kernel(
+    q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, acc_ptr, ml_ptr, count_ptr,
+    scale_log2, chunk, splits, n_kv,
+    q_sb, q_sh, k_sp, k_st, k_sh, v_sp, v_st, v_sh, t_sb, o_sb, o_sh,
+    GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_GM: tl.constexpr, HEAD_DIM: tl.constexpr,
+    PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE: tl.constexpr, SB: tl.constexpr, KV_FAST: tl.constexpr,
+    LAST_MERGES: tl.constexpr, IEEE: tl.constexpr, EMULATE_RNE: tl.constexpr,
+):  # fmt: skip
+    # KV_FAST: the KV head is the fastest grid axis (programs launched together read neighbouring rows of the
+    # same pages); else the sequence is.
+    if KV_FAST:
+        kvh = tl.program_id(0)
+        b = tl.program_id(1).to(tl.int64)
+    else:
+        b = tl.program_id(0).to(tl.int64)
+        kvh = tl.program_id(1)
     split = tl.program_id(2)
     seq_len = tl.load(lens_ptr + b)
     start = split * chunk
@@ -77,6 +183,8 @@ def _split_kernel(
     m = tl.full([BLOCK_G], float("-inf"), tl.float32)
     s = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)
+    k_base = k_ptr + kvh * k_sh
+    v_base = v_ptr + kvh * v_sh
     for n in range(start, end, BLOCK_N):
         t = n + tl.arange(0, BLOCK_N)
         tmask = t < end
@@ -85,8 +193,9 @@ def _split_kernel(
         pages = tl.load(table_ptr + b * t_sb + pidx, mask=pidx * PAGE < end, other=0).to(tl.int64)
         page = tl.reshape(tl.broadcast_to(pages[:, None], (BLOCK_N // PAGE, PAGE)), (BLOCK_N,))
         slot = t % PAGE
-        k = tl.load(k_ptr + page[:, None] * k_sp + slot[:, None] * k_st + kvh * k_sh + d[None, :],
-                    mask=tmask[:, None], other=0.0)  # fmt: skip
+        # Keys and values of the step are both requested before either is used.
+        k = tl.load(k_base + page[:, None] * k_sp + slot[:, None] * k_st + d[None, :], mask=tmask[:, None], other=0.0)
+        v = tl.load(v_base + page[:, None] * v_sp + slot[:, None] * v_st + d[None, :], mask=tmask[:, None], other=0.0)
         if IEEE:
             scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
         else:
@@ -96,63 +205,123 @@ def _split_kernel(
         alpha = tl.exp2(m - m_new)
         p = tl.exp2(scores - m_new[:, None])
         s = s * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_ptr + page[:, None] * v_sp + slot[:, None] * v_st + kvh * v_sh + d[None, :],
-                    mask=tmask[:, None], other=0.0)  # fmt: skip
         if IEEE:
             acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
         else:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m = m_new
-    if SPLITS == 1:
+    if SINGLE:
         out = tl.where(s[:, None] > 0, acc / s[:, None], 0.0)
         out = round_to(out, out_ptr.dtype.element_ty, EMULATE_RNE)
-        tl.store(out_ptr + b * o_sb + heads[:, None] * o_sh + d[None, :], out,
-                 mask=gmask[:, None])  # fmt: skip
+        tl.store(out_ptr + b * o_sb + heads[:, None] * o_sh + d[None, :], out, mask=gmask[:, None])
     else:
-        row = (b * (tl.num_programs(1) * GROUP) + heads) * SPLITS + split
+        n_heads = n_kv * GROUP
+        row = (b * n_heads + heads) * splits + split
         tl.store(acc_ptr + row[:, None] * HEAD_DIM + d[None, :], acc, mask=gmask[:, None])
         tl.store(ml_ptr + row * 2, m, mask=gmask)
         tl.store(ml_ptr + row * 2 + 1, s, mask=gmask)
+        if LAST_MERGES:
+            # Every thread's partial stores precede the count (a CTA barrier, then a gpu-scope release by the
+            # counting thread); the last split to count acquires them all and merges.
+            tl.debug_barrier()
+            counter = count_ptr + b * n_kv + kvh
+            done = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+            if done == splits - 1:
+                tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # leave the counter as found
+                _merge_group(acc_ptr, ml_ptr, out_ptr, b, kvh, n_heads, splits, o_sb, o_sh,
+                             GROUP, BLOCK_GM, HEAD_DIM, SB, EMULATE_RNE)  # fmt: skip
+
+
+@triton.jit
+def _merge_kernel(
+    acc_ptr, ml_ptr, out_ptr, n_heads, splits, o_sb, o_sh,
+    HEAD_DIM: tl.constexpr, SB: tl.constexpr, EMULATE_RNE: tl.constexpr,
+):  # fmt: skip
+    # The second-kernel merge: one program per (sequence, query head), a group of one.
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    _merge_group(acc_ptr, ml_ptr, out_ptr, b, h, n_heads, splits, o_sb, o_sh, 1, 1, HEAD_DIM, SB, EMULATE_RNE)
 
 
 _split_tuned = triton.autotune(
     configs=[
         triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st)
-        for n, w, st in (
-            (32, 4, 3),
-            (64, 4, 2),
-            (64, 4, 3),
-            (64, 4, 4),
-            (64, 8, 3),
-            (128, 4, 3),
-            (128, 8, 3),
-            (128, 8, 4),
-        )
+        for n, w, st in ((32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 8, 3), (128, 4, 3), (128, 8, 3), (128, 8, 4))
     ],
-    key=["chunk", "GROUP", "HEAD_DIM", "SPLITS"],
+    key=["chunk", "GROUP", "HEAD_DIM", "SINGLE", "LAST_MERGES"],
 )(_split_kernel)
 
 
-@triton.jit
-def _merge_kernel(
-    acc_ptr, ml_ptr, out_ptr, n_heads, o_sb, o_sh,
-    SPLITS: tl.constexpr, BLOCK_S: tl.constexpr, HEAD_DIM: tl.constexpr, EMULATE_RNE: tl.constexpr,
-):  # fmt: skip
-    b = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1)
-    sp = tl.arange(0, BLOCK_S)
-    smask = sp < SPLITS
-    row = (b * n_heads + h) * SPLITS + sp
-    m = tl.load(ml_ptr + row * 2, mask=smask, other=float("-inf"))
-    s = tl.load(ml_ptr + row * 2 + 1, mask=smask, other=0.0)
-    top = tl.max(m, axis=0)
-    w = tl.where(m > float("-inf"), tl.exp2(m - top), 0.0)
-    d = tl.arange(0, HEAD_DIM)
-    acc = tl.load(acc_ptr + row[:, None] * HEAD_DIM + d[None, :], mask=smask[:, None], other=0.0)
-    num = tl.sum(acc * w[:, None], axis=0)
-    den = tl.sum(s * w, axis=0)
-    out = tl.where(den > 0, num / den, 0.0)
-    tl.store(out_ptr + b * o_sb + h * o_sh + d, round_to(out, out_ptr.dtype.element_ty, EMULATE_RNE))
+def _launch(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    plan: Plan | None,
+) -> torch.Tensor:
+    """Run the kernel under ``plan`` (``None``: Triton's autotuner picks the step and warps)."""
+    batch, n_heads, head_dim = q.shape
+    kv_heads, page = k_cache.shape[2], k_cache.shape[1]
+    group = n_heads // kv_heads
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    if q.numel() == 0:
+        return out
+    max_tokens = block_table.shape[1] * page
+    p = plan or DEFAULT_PLAN
+    block_n = max(p.block_n, page)  # a step covers whole pages
+    align = block_n if plan is not None else CHUNK_ALIGN
+    splits, chunk = split_plan(batch, kv_heads, max_tokens, sm_count(q.device), p.waves, p.min_split, align)
+    if splits > 1:
+        acc = torch.empty((batch * n_heads * splits, head_dim), dtype=torch.float32, device=q.device)
+        ml = torch.empty((batch * n_heads * splits, 2), dtype=torch.float32, device=q.device)
+        count = seq_lens if p.merge_kernel else torch.zeros(batch * kv_heads, dtype=torch.int32, device=q.device)
+    else:
+        acc = ml = out  # unused by the single-split path
+        count = seq_lens
+    # float32 inputs, and every dtype in the interpreter (whose 16-bit dots are not trustworthy), take
+    # float32 dots at full precision.
+    ieee = q.dtype == torch.float32 or interpreting()
+    args = (
+        q, k_cache, v_cache, block_table, seq_lens, out, acc, ml, count,
+        scale * 1.4426950408889634, chunk, splits, kv_heads,
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0), out.stride(0), out.stride(1),
+    )  # fmt: skip
+    meta = {
+        "GROUP": group, "BLOCK_G": max(16, triton.next_power_of_2(group)), "BLOCK_GM": triton.next_power_of_2(group),
+        "HEAD_DIM": head_dim, "PAGE": page, "SINGLE": splits == 1, "SB": MERGE_SPLITS,
+        "LAST_MERGES": not p.merge_kernel, "IEEE": ieee,
+    }  # fmt: skip
+    kv_fast = plan.kv_fast if plan is not None else True
+    grid = (kv_heads, batch, splits) if kv_fast else (batch, kv_heads, splits)
+    if plan is not None:
+        wrap_triton(_split_kernel)[grid](
+            *args, **meta, BLOCK_N=block_n, KV_FAST=kv_fast, EMULATE_RNE=interpreting(),
+            num_warps=plan.warps, num_stages=plan.stages,
+        )  # fmt: skip
+    else:
+        wrap_triton(_split_tuned)[grid](*args, **meta, KV_FAST=True, EMULATE_RNE=False)
+    if splits > 1 and p.merge_kernel:
+        wrap_triton(_merge_kernel)[(batch, n_heads)](
+            acc, ml, out, n_heads, splits, out.stride(0), out.stride(1),
+            HEAD_DIM=head_dim, SB=KERNEL_MERGE_SPLITS, EMULATE_RNE=interpreting(), num_warps=4,
+        )  # fmt: skip
+    return out
+
+
+def run_with_plan(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    plan: Plan,
+) -> torch.Tensor:
+    """The kernel under an explicit plan (the benchmark's sweep; serving goes through the op)."""
+    return _launch(q, k_cache, v_cache, block_table, seq_lens, scale, plan)
 
 
 @triton_op("inferensics::paged_decode_attention_triton", mutates_args=())
@@ -165,40 +334,8 @@ def paged_decode_attention_triton(
     scale: float,
 ) -> torch.Tensor:
     """Decode attention of ``q`` (``B × Hq × D``) over paged caches (``pages × page × Hkv × D``)."""
-    batch, n_heads, head_dim = q.shape
-    kv_heads, page = k_cache.shape[2], k_cache.shape[1]
-    group = n_heads // kv_heads
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    if q.numel() == 0:
-        return out
-    max_tokens = block_table.shape[1] * page
-    splits, chunk = split_plan(batch, kv_heads, max_tokens, sm_count(q.device))
-    if splits > 1:
-        acc = torch.empty((batch * n_heads * splits, head_dim), dtype=torch.float32, device=q.device)
-        ml = torch.empty((batch * n_heads * splits, 2), dtype=torch.float32, device=q.device)
-    else:
-        acc = ml = out  # unused by the single-split path
-    # float32 inputs, and every dtype in the interpreter (whose 16-bit dots are not trustworthy), take
-    # float32 dots at full precision.
-    ieee = q.dtype == torch.float32 or interpreting()
-    args = (
-        q, k_cache, v_cache, block_table, seq_lens, out, acc, ml,
-        scale * 1.4426950408889634, chunk,
-        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0), out.stride(0), out.stride(1),
-    )  # fmt: skip
-    meta = {"GROUP": group, "BLOCK_G": max(16, triton.next_power_of_2(group)), "HEAD_DIM": head_dim, "PAGE": page,
-            "SPLITS": splits, "IEEE": ieee}  # fmt: skip
-    if fixed_config():
-        wrap_triton(_split_kernel)[(batch, kv_heads, splits)](
-            *args, **meta, BLOCK_N=BLOCK_N, EMULATE_RNE=interpreting()
-        )
-    else:
-        wrap_triton(_split_tuned)[(batch, kv_heads, splits)](*args, **meta, EMULATE_RNE=False)
-    if splits > 1:
-        wrap_triton(_merge_kernel)[(batch, n_heads)](
-            acc, ml, out, n_heads, out.stride(0), out.stride(1),
-            SPLITS=splits, BLOCK_S=triton.next_power_of_2(splits), HEAD_DIM=head_dim,
-            EMULATE_RNE=interpreting(), num_warps=4,
-        )  # fmt: skip
-    return out
+    batch, kv_heads = q.shape[0], k_cache.shape[2]
+    max_tokens = block_table.shape[1] * k_cache.shape[1]
+    plan, measured = choose_plan(q.device, batch, kv_heads, max_tokens)
+    use = plan if measured or fixed_config() else None
+    return _launch(q, k_cache, v_cache, block_table, seq_lens, scale, use)

@@ -17,7 +17,8 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 from inferensics.kernels._triton.norm import rows_key
-from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
+from inferensics.kernels._triton.rounding import fixed_config, interpreting, is_sm90, round_to
+from inferensics.kernels._triton.tables import entries
 from inferensics.kernels.layout import rotary_layout as layout
 
 
@@ -51,9 +52,18 @@ _rotary_tuned = triton.autotune(
 )(_rotary_kernel)
 
 
-@triton_op("inferensics::rotary_triton", mutates_args=())
-def rotary_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` by per-position angles (``cos``/``sin`` of ``head_dim / 2`` columns) by our Triton kernel."""
+H200_CONFIGS: dict[tuple[int, int, int], tuple[int, int]] = {
+    (int(r[0]), int(r[1]), int(r[2])): (int(r[3]), int(r[4])) for r in entries("rotary_embedding")
+}
+"""Measured ``(BLOCK_H, num_warps)`` on compute capability 9.0, keyed by (heads, head_dim / 2, positions bucket)
+(``tables.py``); other shapes and GPUs use Triton's autotuner."""
+
+
+def rotary_with(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, config: tuple[int, int] | None = None
+) -> torch.Tensor:
+    """Rotary by our kernel under an explicit ``(BLOCK_H, num_warps)`` (``None``: the measured table or the
+    autotuner), for the benchmark's sweep; serving goes through the op."""
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     shape = layout(x, cos)
     if shape is None:
@@ -66,11 +76,15 @@ def rotary_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
     half = x.shape[-1] // 2
     block_d = triton.next_power_of_2(half)
     args = (x, cos, sin, out, n_pos, n_heads, rows_key(outer * n_pos), *strides, *o[3], cos.stride(0))
-    if fixed_config():
-        block_h = min(triton.next_power_of_2(n_heads), max(1, 4096 // (2 * block_d)))
+    if config is None and is_sm90(x.device):
+        config = H200_CONFIGS.get((n_heads, half, rows_key(outer * n_pos)))
+    if config is None and fixed_config():
+        config = (min(triton.next_power_of_2(n_heads), max(1, 4096 // (2 * block_d))), 4)
+    if config is not None:
+        block_h, warps = config
         grid = (outer * n_pos, triton.cdiv(n_heads, block_h))
         wrap_triton(_rotary_kernel)[grid](
-            *args, HALF=half, BLOCK_H=block_h, BLOCK_D=block_d, EMULATE_RNE=interpreting()
+            *args, HALF=half, BLOCK_H=block_h, BLOCK_D=block_d, EMULATE_RNE=interpreting(), num_warps=warps
         )
         return out
 
@@ -79,3 +93,9 @@ def rotary_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
 
     wrap_triton(_rotary_tuned)[tuned_grid](*args, HALF=half, BLOCK_D=block_d, EMULATE_RNE=False)
     return out
+
+
+@triton_op("inferensics::rotary_triton", mutates_args=())
+def rotary_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` by per-position angles (``cos``/``sin`` of ``head_dim / 2`` columns) by our Triton kernel."""
+    return rotary_with(x, cos, sin)

@@ -13,8 +13,10 @@ path keeps the hardware conversion.
 
 from __future__ import annotations
 
+import functools
 import os
 
+import torch
 import triton
 import triton.language as tl
 
@@ -31,6 +33,19 @@ def interpreting() -> bool:
 def fixed_config() -> bool:
     """Whether to skip the autotuner: in the interpreter, or when :data:`FIXED_CONFIG_ENV` asks."""
     return interpreting() or os.environ.get(FIXED_CONFIG_ENV) == "1"
+
+
+@functools.cache
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def is_sm90(device: torch.device) -> bool:
+    """Whether ``device`` is a compute-capability-9.0 GPU (H100/H200), where the measured launch tables apply;
+    never in the interpreter."""
+    if device.type != "cuda" or interpreting():
+        return False
+    return _capability(device.index if device.index is not None else torch.cuda.current_device()) == (9, 0)
 
 
 @triton.jit

@@ -121,6 +121,8 @@ def paged_samples(dtype: torch.dtype, device: torch.device) -> Iterator[Sample]:
     yield Sample("gqa8_page8", make([50], 8, 1, page=8, seed=3))
     yield Sample("int64_table", make([19, 31], 4, 1, seed=4, table_dtype=torch.int64))
     yield Sample("long_split", make([700, 300], 4, 2, seed=5))
+    # More splits than the merging program combines per step (a second merge step, a partly filled one).
+    yield Sample("many_splits", make([2100, 1500], 4, 1, seed=7))
     yield Sample("head_dim_48", make([9], 2, 1, d=48, seed=6))
     q, k, v, t, n, s = make([24, 12], 4, 2, seed=7)
     yield Sample("q_strided", (torch.cat([q, q], dim=-1)[..., :64], k, v, t, n, s))

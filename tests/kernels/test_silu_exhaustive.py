@@ -1,0 +1,54 @@
+"""SiLU·mul over every 16-bit gate value: the IEEE-division kernel and the fast-division variant.
+
+The launch tables may switch the fast division on for a dtype only where it rounds exactly like the IEEE
+division; this checks that property over all 65,536 bit patterns (NaNs compared as NaNs). On a GPU both
+variants are compared bit for bit with eager PyTorch (the op's reference); in Triton's interpreter, whose
+``exp`` and conversions are NumPy's, the two variants are compared with each other.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inferensics import kernels
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICE = torch.device("cuda" if HAS_CUDA else "cpu")
+
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning")]  # NumPy's exp overflows in the interpreter
+
+
+def _every_gate(dtype: torch.dtype) -> torch.Tensor:
+    bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)
+    return bits.view(dtype).reshape(256, 256).to(DEVICE)
+
+
+def _mismatches(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    same = (a.view(torch.int16) == b.view(torch.int16)) | (a.isnan() & b.isnan())
+    return ~same
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_fast_division_rounds_like_ieee_division_for_every_16_bit_input(dtype: torch.dtype) -> None:
+    from inferensics.kernels._triton import activation
+
+    gate = _every_gate(dtype)
+    g = torch.Generator(device="cpu").manual_seed(0)
+    for up in (torch.ones_like(gate), torch.randn(gate.shape, generator=g).to(dtype).to(DEVICE)):
+        x = torch.cat([gate, up], dim=-1)
+        fast = activation.silu_mul_with(x, (256, 4, True))
+        ieee = activation.silu_mul_with(x, (256, 4, False))
+        bad = _mismatches(fast, ieee)
+        assert not bad.any(), f"fast division differs at gates {gate[bad][:8].tolist()}"
+        if HAS_CUDA:
+            ref = kernels.registry().op("silu_mul").reference(x)
+            bad = _mismatches(ieee, ref)
+            assert not bad.any(), f"kernel differs from eager at gates {gate[bad][:8].tolist()}"
+
+
+def test_measured_tables_enable_fast_division_only_for_16_bit_dtypes() -> None:
+    from inferensics.kernels._triton import activation
+
+    for (dtype, _, _), (_, _, fast) in activation.H200_CONFIGS.items():
+        assert not fast or dtype in ("bfloat16", "float16"), dtype
