@@ -1,7 +1,7 @@
 """Load the collector service with pre-encoded OTLP request spans over loopback; print throughput and latency.
 
 Usage: python benchmarks/bench_collector_load.py [--seconds 20] [--concurrency 4] [--spans 2000]
-       [--batch-spans 50000] [--batch-mib 64] [--parse-files 2] [--max-threads 0] [--decode-workers 0]
+       [--batch-spans N] [--batch-mib N] [--parse-files 2] [--max-threads 0] [--decode-workers 0]
        [--retry {after,immediate}] [--fixed-start] [--peer-python PYTHON [--rounds 2]] [--decode-only]
 
 Starts ``python -m inferensics.collector.service`` on a free loopback port with an embedded store in a
@@ -275,8 +275,8 @@ def fixed_costs(store: Any, decoder: Any) -> None:
     """What a segment costs whatever its size: the engine's analysis of the pivot query (run on no rows) and
     a trivial query; per span they shrink as segments grow (batch_max_rows, or a backlog when load is high)."""
     from inferensics.collector.service.engine_decoder import RECORDS
+    from inferensics.collector.service.otlp_proto import structure
     from inferensics.collector.service.otlp_sql import records_sql, rows_sql
-    from inferensics.schema.otlp_proto import structure
 
     db = store.database
     quoted = structure().replace("'", "\\'")
@@ -303,8 +303,14 @@ def main() -> None:
     ap.add_argument("--pool", type=int, default=16, help="distinct pre-encoded bodies (cycled)")
     ap.add_argument("--dir", default="", help="data directory (default: a temporary one, removed)")
     ap.add_argument("--decode-workers", type=int, default=0, help="service setting decode_workers")
-    ap.add_argument("--batch-spans", type=int, default=50_000, help="service setting batch_max_rows (spans/segment)")
-    ap.add_argument("--batch-mib", type=int, default=64, help="service setting batch_max_bytes in MiB (bytes/segment)")
+    ap.add_argument(
+        "--batch-spans",
+        type=int,
+        default=0,
+        help="service setting batch_max_rows (spans/segment; 0: the service's default)",
+    )
+    ap.add_argument("--batch-mib", type=int, default=0,
+                    help="service setting batch_max_bytes in MiB (0: the service's default)")  # fmt: skip
     ap.add_argument("--parse-files", type=int, default=2, help="service setting engine_parse_files")
     ap.add_argument("--max-threads", type=int, default=0, help="service setting engine_max_threads (0: default)")
     ap.add_argument(
@@ -369,8 +375,10 @@ def run_once(args: argparse.Namespace, bodies: list[Body], python: str, label: s
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     env["INFERENSICS_TOKENS"] = f"{TOKEN}=admin"
     env["INFERENSICS_DECODE_WORKERS"] = str(args.decode_workers)
-    env["INFERENSICS_BATCH_MAX_ROWS"] = str(args.batch_spans)
-    env["INFERENSICS_BATCH_MAX_BYTES"] = str(args.batch_mib << 20)
+    if args.batch_spans:
+        env["INFERENSICS_BATCH_MAX_ROWS"] = str(args.batch_spans)
+    if args.batch_mib:
+        env["INFERENSICS_BATCH_MAX_BYTES"] = str(args.batch_mib << 20)
     env["INFERENSICS_ENGINE_PARSE_FILES"] = str(args.parse_files)
     env["INFERENSICS_ENGINE_MAX_THREADS"] = str(args.max_threads)
     cmd = [python, "-m", "inferensics.collector.service", "--port", str(port),
@@ -475,7 +483,8 @@ def run_once(args: argparse.Namespace, bodies: list[Body], python: str, label: s
         q = statistics.quantiles(lat, n=100, method="inclusive") if len(lat) >= 2 else [lat[0]] * 99
         print(f"--- {label}: {python}")
         print(f"sent for {send_s:.1f} s with {args.concurrency} connections, {args.spans} spans/request, "
-              f"batch_spans={args.batch_spans}, batch_mib={args.batch_mib}, parse_files={args.parse_files}, "
+              f"batch_spans={args.batch_spans or 'default'}, batch_mib={args.batch_mib or 'default'}, "
+              f"parse_files={args.parse_files}, "
               f"max_threads={args.max_threads}, "
               f"decode_workers={args.decode_workers}, retry={args.retry}, load average {os.getloadavg()[0]:.1f} "
               f"(at start {load_at_start:.1f})")  # fmt: skip

@@ -1,16 +1,16 @@
 """Spooled OTLP requests → typed rows in the store, decoded by the engine rather than by Python.
 
-Per sealed segment the writer hands the records' protobuf bytes here. They are written as one
-length-delimited file that the engine reads with its ``Protobuf`` format and the schema rendered from
-opentelemetry-proto (:mod:`inferensics.schema.otlp_proto`); the SQL of :mod:`inferensics.collector.service.otlp_sql`
-flattens spans and span events into records, pivots each table's records into columns with a reject reason
-per row, and the good rows are inserted with the token ``<segment>:<table>``. Two in-memory staging tables
-(``_ingest_records`` and ``_ingest_rows``, in the store's database, dropped after each segment) keep the
-parse and the pivot to one pass each.
+Per sealed segment the writer hands the records' protobuf bytes here. They are written as one length-delimited
+file that the engine reads with its ``Protobuf`` format and the schema rendered from opentelemetry-proto
+(:mod:`inferensics.collector.service.otlp_proto`); the SQL of :mod:`inferensics.collector.service.otlp_sql`
+flattens spans and span events into records, pivots each table's records into columns with a reject reason per
+row, and the good rows are inserted with the token ``<segment>:<table>``. Two in-memory staging tables
+(``_ingest_records`` and ``_ingest_rows``, in the store's database, dropped after each segment) keep the parse
+and the pivot to one pass each.
 
 The embedded store reads the file with ``file()``. A ClickHouse server cannot read our disk, so the bytes
 are sent as the data of ``INSERT ... SELECT ... FROM input(...) FORMAT Protobuf`` and the server must have
-the rendered ``.proto`` in its ``format_schema_path`` (``python -m inferensics.schema.otlp_proto DIR``);
+the rendered ``.proto`` in its ``format_schema_path`` (``python -m inferensics.collector.service --write-proto DIR``);
 that path has not been run against a server here.
 """
 
@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from inferensics.collector.service.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
 from inferensics.collector.service.otlp_sql import (
     MAX_TEXT_CHARS,
     OUT_OF_RANGE_TIME,
@@ -47,7 +48,6 @@ from inferensics.collector.service.otlp_sql import (
 )
 from inferensics.schema.dedup import KEY, SECOND, SEEN_TABLE
 from inferensics.schema.events import MODELS_BY_TABLE
-from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
 from inferensics.schema.store import Store, StoreError, error_line
 
 log = logging.getLogger("inferensics.collector.service")
@@ -69,7 +69,7 @@ class SegmentResult:
     rejected: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
     messages: list[str] = field(default_factory=list)
-    seconds: Counter[str] = field(default_factory=Counter)
+    seconds: dict[str, float] = field(default_factory=dict)
     """Wall time of each stage (``STAGES``): where a segment's time goes."""
 
 
@@ -236,7 +236,7 @@ class EngineDecoder:
         def lap(stage: str) -> None:
             nonlocal clock
             now = time.perf_counter()
-            out.seconds[stage] += now - clock
+            out.seconds[stage] = out.seconds.get(stage, 0.0) + now - clock
             clock = now
 
         try:
