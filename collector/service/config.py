@@ -58,13 +58,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting(
         "batch_max_rows",
         "INFERENSICS_BATCH_MAX_ROWS",
-        100_000,
+        50_000,
         int,
-        "Spans that seal a batch (spool segment; the engine decodes and inserts one segment at a time). Batches "
-        "reach it only when the writer is behind (else the age seals them): larger ones spread each batch's fixed "
-        "cost (the engine's analysis of its queries) over more spans.",
+        "Spans that seal a batch (spool segment; the engine decodes and inserts one segment at a time).",
     ),
-    Setting("batch_max_bytes", "INFERENSICS_BATCH_MAX_BYTES", 128 << 20, int, "Bytes that seal a batch."),
+    Setting("batch_max_bytes", "INFERENSICS_BATCH_MAX_BYTES", 64 << 20, int, "Bytes that seal a batch."),
     Setting("batch_max_age_s", "INFERENSICS_BATCH_MAX_AGE_S", 1.0, float, "Seconds after which a batch is sealed."),
     Setting(
         "max_body_bytes",
@@ -128,8 +126,8 @@ class ServiceConfig:
     dsn: str = ""
     spool_dir: str = ""
     spool_max_bytes: int = 1 << 30
-    batch_max_rows: int = 100_000
-    batch_max_bytes: int = 128 << 20
+    batch_max_rows: int = 50_000
+    batch_max_bytes: int = 64 << 20
     batch_max_age_s: float = 1.0
     max_body_bytes: int = 32 << 20
     decode_workers: int = 0

@@ -19,7 +19,7 @@ def test_precedence(tmp_path: Path) -> None:
     assert c.port == 1003
     assert c.host == "10.0.0.1"
     assert c.retry_after_s == 9
-    assert c.batch_max_rows == 100_000
+    assert c.batch_max_rows == 50_000
     assert c.tokens == {"abc": frozenset({"read", "ingest"}), "def": frozenset({"admin"})}
     assert load_config(environ={}) == ServiceConfig()
 
