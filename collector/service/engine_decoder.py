@@ -1,16 +1,16 @@
 """Spooled OTLP requests → typed rows in the store, decoded by the engine rather than by Python.
 
-Per sealed segment the writer hands the records' protobuf bytes here. They are written as one
-length-delimited file that the engine reads with its ``Protobuf`` format and the schema rendered from
-opentelemetry-proto (:mod:`inferensics.schema.otlp_proto`); the SQL of :mod:`inferensics.collector.service.otlp_sql`
-flattens spans and span events into records, pivots each table's records into columns with a reject reason
-per row, and the good rows are inserted with the token ``<segment>:<table>``. Two in-memory staging tables
-(``_ingest_records`` and ``_ingest_rows``, in the store's database, dropped after each segment) keep the
-parse and the pivot to one pass each.
+Per sealed segment the writer hands the records' protobuf bytes here. They are written as one length-delimited
+file that the engine reads with its ``Protobuf`` format and the schema rendered from opentelemetry-proto
+(:mod:`inferensics.collector.service.otlp_proto`); the SQL of :mod:`inferensics.collector.service.otlp_sql`
+flattens spans and span events into records, pivots each table's records into columns with a reject reason per
+row, and the good rows are inserted with the token ``<segment>:<table>``. Two in-memory staging tables
+(``_ingest_records`` and ``_ingest_rows``, in the store's database, dropped after each segment) keep the parse
+and the pivot to one pass each.
 
 The embedded store reads the file with ``file()``. A ClickHouse server cannot read our disk, so the bytes
 are sent as the data of ``INSERT ... SELECT ... FROM input(...) FORMAT Protobuf`` and the server must have
-the rendered ``.proto`` in its ``format_schema_path`` (``python -m inferensics.schema.otlp_proto DIR``);
+the rendered ``.proto`` in its ``format_schema_path`` (``python -m inferensics.collector.service --write-proto DIR``);
 that path has not been run against a server here.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any, Final
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from inferensics.collector.service.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
 from inferensics.collector.service.otlp_sql import (
     MAX_TEXT_CHARS,
     OUT_OF_RANGE_TIME,
@@ -46,7 +48,6 @@ from inferensics.collector.service.otlp_sql import (
 )
 from inferensics.schema.dedup import KEY, SECOND, SEEN_TABLE
 from inferensics.schema.events import MODELS_BY_TABLE
-from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
 from inferensics.schema.store import Store, StoreError, error_line
 
 log = logging.getLogger("inferensics.collector.service")
@@ -68,6 +69,14 @@ class SegmentResult:
     rejected: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
     messages: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Wall time of each stage (``STAGES``): where a segment's time goes."""
+
+
+STAGES: Final = ("parse", "dedup_lookup", "pivot", "insert", "dedup_keys")
+"""The decoder's stages, as timed in :attr:`SegmentResult.seconds`: parse the requests into the staging
+table, look up the spans' dedup keys, pivot records into rows (with checks and counts), insert the rows,
+insert the keys."""
 
 
 def _varint(n: int) -> bytes:
@@ -100,6 +109,15 @@ def canonical(payloads: list[bytes]) -> list[bytes]:
 def delimited(payloads: list[bytes]) -> bytes:
     """Messages as the engine's ``Protobuf`` format reads them: each preceded by its varint length."""
     return b"".join(_varint(len(p)) + p for p in payloads)
+
+
+def write_delimited(path: Path, payloads: list[bytes]) -> None:
+    """:func:`delimited` written to ``path`` without joining the messages in memory first (a segment is tens
+    of MB: the copies held the interpreter lock that ingest needs to answer)."""
+    with path.open("wb") as f:
+        for p in payloads:
+            f.write(_varint(len(p)))
+            f.write(p)
 
 
 class EngineDecoder:
@@ -165,7 +183,7 @@ class EngineDecoder:
             paths = [folder / f"{name}.{i}.pb" for i in range(parts)]
             try:
                 for i, path in enumerate(paths):
-                    path.write_bytes(delimited(payloads[i::parts]))
+                    write_delimited(path, payloads[i::parts])
             except OSError as exc:
                 for path in paths:
                     path.unlink(missing_ok=True)
@@ -174,7 +192,7 @@ class EngineDecoder:
                 folder.mkdir(mode=0o700, parents=True, exist_ok=True)
                 paths = [folder / f"{name}.{i}.pb" for i in range(parts)]
                 for i, path in enumerate(paths):
-                    path.write_bytes(delimited(payloads[i::parts]))
+                    write_delimited(path, payloads[i::parts])
             try:
                 glob = _escape(str(folder / f"{name}.*.pb"))
                 source = f"file('{glob}', 'Protobuf', '{_escape(structure())}')"
@@ -213,6 +231,14 @@ class EngineDecoder:
         db = store.database
         client = store.client
         settings = self._settings(store)
+        clock = time.perf_counter()
+
+        def lap(stage: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            out.seconds[stage] = out.seconds.get(stage, 0.0) + now - clock
+            clock = now
+
         try:
             self.stage(store, name, payloads)
         except Exception as exc:
@@ -225,8 +251,10 @@ class EngineDecoder:
             _note(out, f"the engine could not read the requests as sent ({error_line(exc, 120)}); "
                        "re-encoded them without unknown fields")  # fmt: skip
             self.stage(store, name, fixed)
+        lap("parse")
         try:
             records = self._unique(store, out, settings)
+            lap("dedup_lookup")
             attributes, events = client.query(dropped_sql(records)).result_rows[0]
             out.dropped["sdk_attributes"] += int(attributes or 0)
             out.dropped["sdk_events"] += int(events or 0)
@@ -250,6 +278,7 @@ class EngineDecoder:
                     f"groupUniqArrayIf(3)({REJECT}, {REJECT} != 0), sumIf({cut}, {REJECT} = 0)"
                 )
                 good, bad, oor, samples, cuts = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
+                lap("pivot")
                 if cuts:
                     out.dropped[TRUNCATED_VALUE] += int(cuts)
                     _note(out, f"{span}: {int(cuts)} string value(s) longer than {MAX_TEXT_CHARS} characters cut")
@@ -280,11 +309,14 @@ class EngineDecoder:
                     "max_insert_threads": 1,
                     "max_block_size": 1 << 30,
                 }
+                # the cutting select list only when a value is over the limit (it copies every string)
+                select = select if cuts else columns
                 client.command(f"INSERT INTO {db}.{table} ({columns}){_inline(insert)} "
                                f"SELECT {select} FROM {db}.{ROWS} WHERE {REJECT} = 0")  # fmt: skip
                 landed = _count(store, table) - before if possibly_seen else int(good)
                 out.sent += int(good)
                 out.landed += landed
+                lap("insert")
             # the keys after the rows: a crash in between replays the segment, whose rows the tokens drop
             seen = {
                 "insert_deduplicate": 1,
@@ -295,6 +327,7 @@ class EngineDecoder:
             }
             client.command(f"INSERT INTO {db}.{SEEN_TABLE} ({SECOND}, {KEY}){_inline(seen)} "
                            f"SELECT {SPAN_SECOND}, {SPAN_KEY} FROM {records}")  # fmt: skip
+            lap("dedup_keys")
         finally:
             for t in (ROWS, UNIQUE, RECORDS):
                 try:

@@ -72,8 +72,9 @@ class Metrics:
             labelled = sorted((label, v) for (n, label), v in counters.items() if n == name)
             if not labelled:
                 lines.append(f"{full} 0")
+            key = _LABELS.get(name, "reason")
             for label, v in labelled:
-                lines.append(f'{full}{{reason="{label}"}} {v:g}' if label else f"{full} {v:g}")
+                lines.append(f'{full}{{{key}="{label}"}} {v:g}' if label else f"{full} {v:g}")
         for name, (text, read) in self._gauges.items():
             full = PREFIX + name
             lines += [f"# HELP {full} {text}", f"# TYPE {full} gauge", f"{full} {read():g}"]
@@ -104,7 +105,11 @@ _COUNTERS: Final = {
     "duplicate_spans": "Spans already in the store (or earlier in the same batch) and not stored again: retried "
     "requests within the dedup window.",
     "decode_pool_restarts": "Times the decode processes (decode_workers > 0) were started again after one died.",
+    "writer_seconds": "Wall seconds the store writer spent per stage of the segments it wrote (parse, "
+    "dedup_lookup, pivot, insert, dedup_keys): where ingest's time goes.",
     "quarantined_segments": "Spool segments moved to the spool's quarantine folder after the store refused their "
     "content repeatedly while it answered (kept on disk, re-driven automatically; the segments behind them are "
     "written).",
 }
+_LABELS: Final = {"writer_seconds": "stage"}
+"""The label of counters whose label is not ``reason``."""

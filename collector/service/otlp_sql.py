@@ -1,7 +1,7 @@
 """The SQL that turns OTLP trace requests into typed rows inside ClickHouse, generated from the models.
 
 The collector spools raw ``ExportTraceServiceRequest`` bytes; the engine reads them with its ``Protobuf``
-format (:mod:`inferensics.schema.otlp_proto`) and these queries map spans and span events to rows following
+format (:mod:`inferensics.collector.service.otlp_proto`) and these queries map spans and span events to rows following
 the contract of :mod:`inferensics.schema.otlp`, with the same validation as the Python reference decoder:
 
 * a column's attribute must carry the exact OTLP kind of the column (string, int, double, bool, array of
@@ -34,11 +34,11 @@ from typing import Final
 
 import pyarrow as pa
 
+from inferensics.collector.service.otlp_proto import KIND
 from inferensics.schema import columns as col
 from inferensics.schema.arrow import arrow_schema, column_kind
 from inferensics.schema.events import EVENT_MODELS
 from inferensics.schema.otlp import INHERITED, MAP_COLUMNS, PREFIX, RESOURCE_HOST, span_name
-from inferensics.schema.otlp_proto import KIND
 from inferensics.schema.table import Event
 
 REJECT: Final = "_reject"
@@ -272,7 +272,7 @@ def records_sql(source: str) -> str:
     """The spans of the requests in ``source`` that carry rows: ``inferensics.*`` spans and spans with events.
 
     ``source`` is a FROM item that yields ``ExportTraceServiceRequest`` messages with the structure of
-    :func:`inferensics.schema.otlp_proto.structure` (``file(...)``, ``input(...)``). Columns: ``_name``,
+    :func:`inferensics.collector.service.otlp_proto.structure` (``file(...)``, ``input(...)``). Columns: ``_name``,
     ``_t`` (start, nanoseconds), ``_k`` and ``_b`` (the span's dedup key and start second), ``_a``
     (attributes), ``_ev`` (events), ``_r`` (resource attributes) and the counts the sender's SDK dropped
     (spans that carry no rows are kept when they report drops).

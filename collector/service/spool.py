@@ -83,13 +83,14 @@ def read_segment(path: Path) -> tuple[list[bytes], int]:
     for the next ``MAGIC`` whose frame holds, so records behind a torn one are still read.
     """
     data = path.read_bytes()
+    view = memoryview(data)  # the CRC reads the frame in place; only the payload kept is copied
     payloads: list[bytes] = []
     pos, skipped = 0, 0
     while pos < len(data):
         if pos + _HEADER.size <= len(data):
             magic, length, crc = _HEADER.unpack_from(data, pos)
             start, end = pos + _HEADER.size, pos + _HEADER.size + length
-            if magic == MAGIC and end <= len(data) and zlib.crc32(data[start:end]) == crc:
+            if magic == MAGIC and end <= len(data) and zlib.crc32(view[start:end]) == crc:
                 payloads.append(data[start:end])
                 pos = end
                 continue

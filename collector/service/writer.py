@@ -181,6 +181,8 @@ class StoreWriter(threading.Thread):
         self.metrics.inc("decoded_rows", result.sent + result.rejected["invalid_row"])
         self.metrics.inc("written_rows", result.landed)
         self.metrics.inc("deduplicated_rows", result.sent - result.landed)
+        for stage, seconds in result.seconds.items():
+            self.metrics.inc("writer_seconds", seconds, label=stage)
         if result.duplicate_spans:
             self.metrics.inc("duplicate_spans", result.duplicate_spans)
         for reason, n in result.rejected.items():

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from inferensics.collector.service.engine_decoder import delimited
+from inferensics.collector.service.otlp_proto import PROTO_FILE, format_schema, render_proto, structure
 from inferensics.collector.service.testing import build_request
-from inferensics.schema.otlp_proto import PROTO_FILE, format_schema, render_proto, structure
 from inferensics.schema.store import Store
 from tests.collector.service.otel import request
 from tests.deploy.layout import (
@@ -162,7 +162,7 @@ def test_format_schema_is_the_rendered_one_where_the_server_looks() -> None:
     committed = FORMAT_SCHEMAS / PROTO_FILE
     assert committed.read_text(encoding="utf-8") == render_proto(), (
         "deploy/clickhouse/format_schemas drifted from opentelemetry-proto: "
-        "run `python -m inferensics.schema.otlp_proto deploy/clickhouse/format_schemas`"
+        "run `python -m inferensics.collector.service --write-proto deploy/clickhouse/format_schemas`"
     )
     assert [p.name for p in FORMAT_SCHEMAS.iterdir()] == [PROTO_FILE]
     assert xml_root(SERVER_CONFIG).findtext("format_schema_path") == "/var/lib/clickhouse/format_schemas/"

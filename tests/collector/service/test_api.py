@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from starlette.testclient import TestClient
 
 from inferensics.collector.service import ServiceState, build_state, create_app, load_config
+from inferensics.collector.service.engine_decoder import STAGES
 from inferensics.collector.service.testing import build_request, encode_request
 from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import Store, StoreError
@@ -196,6 +197,10 @@ def test_unknown_attributes_go_to_attrs(api: TestClient, app_state: ServiceState
     store = app_state.query_store()
     attrs = dict(store.query_rows(f"SELECT attrs FROM {store.database}.requests")[0][0])
     assert attrs == {"note": "n0", "http.route": "/generate", "inferensics.future_column": "42"}
+    # the writer timed each stage of the segment, exported with a stage label
+    assert all(wait_metric(app_state, "writer_seconds", 1e-9, stage) > 0 for stage in STAGES)
+    text = app_state.metrics.render()
+    assert all(f'inferensics_collector_writer_seconds_total{{stage="{stage}"}}' in text for stage in STAGES)
 
 
 def test_health_metrics_openapi(api: TestClient) -> None:

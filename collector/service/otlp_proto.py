@@ -12,12 +12,11 @@ hand. The message names are flattened (``opentelemetry.proto.common.v1.AnyValue`
 type of each attribute.
 
 A ClickHouse server reads ``format_schema`` from its own ``format_schema_path``; render the file there
-with ``python -m inferensics.schema.otlp_proto DIR``.
+with ``python -m inferensics.collector.service --write-proto DIR``.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Final
 
@@ -101,7 +100,10 @@ def render_proto() -> str:
                 walk(f.message_type)
 
     walk(_REQUEST)
-    header = '// Rendered by inferensics.schema.otlp_proto from opentelemetry-proto; do not edit.\nsyntax = "proto3";\n'
+    header = (
+        "// Rendered by inferensics.collector.service.otlp_proto from opentelemetry-proto; do not edit.\n"
+        'syntax = "proto3";\n'
+    )
     return header + "\n" + "\n\n".join(rendered.values()) + "\n"
 
 
@@ -167,17 +169,3 @@ def structure() -> str:
         f"{_scalar(span, 'dropped_events_count')}))"
     )
     return f"resource_spans Array(Tuple(resource Tuple(attributes {kvs}), scope_spans Array(Tuple({spans}))))"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m inferensics.schema.otlp_proto DIR``: write the schema where a server's format_schema_path is."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m inferensics.schema.otlp_proto DIR  (a ClickHouse server's format_schema_path)")
-        return 2
-    print(write_proto(Path(args[0])))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
