@@ -32,6 +32,7 @@ import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
 
 from inferensics.replay import investigate
+from inferensics.replay._internal import torch_adapter as ta
 from inferensics.replay._internal.ladder import as_call, call_model, fp64_model, to_fp64
 from inferensics.replay._internal.tolerance import compare
 from tests.replay.faults import PlantedFault, build_suite, fault_line, on_device
@@ -56,8 +57,10 @@ def bisect(fault: PlantedFault) -> tuple[str, str, str, float]:
     from torch._inductor.compiler_bisector import CompilerBisector
 
     request = as_call(fault.inputs)
-    try:
-        ref = call_model(fp64_model(fault.model), to_fp64(request))
+    try:  # the oracle's bounds are checked on the host, as replay's are: on a GPU an out-of-range id is a
+        # device-side assert that ends the process's CUDA context (on CPU the op raises by itself)
+        with ta.index_bounds_checked(list(fault.inputs)):
+            ref = call_model(fp64_model(fault.model), to_fp64(request))
     except Exception as exc:  # the bisector needs a reference output; a request every path rejects has none
         return f"- (reference raises {type(exc).__name__})", "", "", 0.0
     eager = call_model(fault.model, request)

@@ -211,7 +211,8 @@ def aten_ops_of(gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[str, An
     """The operators (ATen or custom) that ``node`` dispatches to, trivial view/copy ops last."""
     rec = _OpRecorder()
     try:
-        with rec:
+        # The recorder is entered last so it sees each op before the bounds check refuses it.
+        with ta.index_bounds_checked(list(env.values())), rec:
             run_node_alone(gm, node, env, lambda _n, v: v)
     except Exception:
         pass

@@ -55,3 +55,36 @@ def test_nothing_is_added_on_cpu() -> None:
     with ta.index_bounds_checked([torch.zeros(2, dtype=torch.long)]) as mode:
         assert mode is None
     assert isinstance(ta.index_bounds_checked([torch.zeros(2, device="meta")]), ta._IndexBounds)
+
+
+def test_the_op_of_an_out_of_range_lookup_is_still_named() -> None:
+    """aten_ops_of runs the node with the bounds check beneath its op recorder: the lookup is named, not run."""
+    import torch.fx
+
+    from inferensics.replay._internal import graph_probe as gp
+
+    class Lookup(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = torch.nn.Embedding(32, 4)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.emb(ids)
+
+    gm = torch.fx.symbolic_trace(Lookup())
+    node = next(n for n in gm.graph.nodes if n.op == "call_module")
+    ids = torch.tensor([3, 40])
+    real = ta.index_bounds_checked
+    consulted: list[object] = []
+
+    def forced(tensors: object) -> object:  # as on a GPU: the check is on
+        consulted.append(tensors)
+        return ta._IndexBounds()
+
+    ta.index_bounds_checked = forced  # type: ignore[assignment]
+    try:
+        ops = gp.aten_ops_of(gm, node, {"ids": ids})
+    finally:
+        ta.index_bounds_checked = real
+    assert consulted, "the node ran without the bounds check"
+    assert [ta.op_name(op) for op in ops][:1] == ["aten.embedding"]
