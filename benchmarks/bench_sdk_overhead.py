@@ -122,7 +122,7 @@ def _legacy_fingerprint(output: torch.Tensor) -> Any:
 
 def _fp_path(dtype: torch.dtype, dev: str) -> str:
     if dev != "cuda":
-        return "torch ops on the SDK background thread (CPU: the serving thread keeps a reference)"
+        return "numpy passes on the SDK background thread (CPU: the serving thread keeps a reference)"
     if dtype in fpmod.KERNELS.zero_copy:
         return "fused Triton kernel writing pinned host memory (zero-copy)"
     if dtype in fpmod.KERNELS.ready:
@@ -279,7 +279,7 @@ def run_served(args: argparse.Namespace) -> None:
         logits = out.logits if hasattr(out, "logits") else out
         rows = logits.reshape(-1, logits.shape[-1])
         fp_us = _time_per(lambda: fpmod.start_fingerprint(logits), 200, "cpu")
-        bg_fp_us = _time_per(lambda: fpmod.row_stats_cpu(rows), 200, "cpu")
+        bg_fp_us = _time_per(lambda: fpmod.cpu_fingerprint(rows, True, 16), 200, "cpu")
         ref_fp_us = _time_per(lambda: fpmod.row_stats_torch(rows), 200, "cpu")
         print(
             f"torch {torch.__version__}, cpu ({torch.get_num_threads()} intra-op threads), served {args.served}, "
@@ -324,6 +324,92 @@ def run_served(args: argparse.Namespace) -> None:
     print("stats:", {k: v for k, v in tracker.stats().items() if v})
 
 
+def run_hooks(args: argparse.Namespace) -> None:
+    """The SDK's own code paths timed in isolation, in thread CPU time (robust to other load): the
+    request scope with ``set_output`` on the served model's output, the per compiled-graph call wrapper
+    and the guard hook, and the background thread's record building per request (drained here)."""
+    from inferensics.collector.host import backend, request_tracker
+
+    model, x = served_model(args.served or "demo", 2, 32)
+    with torch.no_grad():
+        out = model(x)
+    logits = out.logits if hasattr(out, "logits") else out
+    tracker = instrument(
+        exporter=NullExporter(),
+        host="bench",
+        model="hooks",
+        config=SdkConfig(flush_interval_s=1e6, health_interval_s=0),
+    )
+    n, rounds = args.calls, args.rounds
+    shape = tuple(x.shape)
+
+    def scopes(fingerprint: bool) -> tuple[float, float]:
+        """Serving-thread CPU µs per request scope, then the background CPU µs to build its record."""
+        tracker.pipeline._lock.acquire()  # hold the background thread off: it drains below, timed apart
+        try:
+            t0 = time.thread_time_ns()
+            for i in range(n):
+                with tracker.request(f"h{i}", shape=shape) as req:
+                    if fingerprint:
+                        req.set_output(logits)
+            serving = (time.thread_time_ns() - t0) / n / 1e3
+        finally:
+            tracker.pipeline._lock.release()
+        t0 = time.thread_time_ns()
+        tracker.pipeline.drain()
+        return serving, (time.thread_time_ns() - t0) / n / 1e3
+
+    def identity(*a: Any) -> Any:
+        return a
+
+    wrapped = backend._counting(identity, backend.GraphSlot(0, "0/0"))
+    guard = request_tracker._guard_hook
+
+    def per_call(fn: Callable[..., Any], in_request: bool, arg: Any = x) -> float:
+        scope = tracker.request("calls") if in_request else None
+        if scope is not None:
+            scope.__enter__()
+        t0 = time.thread_time_ns()
+        for _ in range(n):
+            fn(arg)
+        us = (time.thread_time_ns() - t0) / n / 1e3
+        if scope is not None:
+            scope.__exit__(None, None, None)
+        return us
+
+    rows: dict[str, list[float]] = {k: [] for k in ("scope", "scope_fp", "bg", "bg_fp", "call", "wrapped", "guard")}
+    for _ in range(rounds):
+        a, b = scopes(False)
+        rows["scope"].append(a)
+        rows["bg"].append(b)
+        a, b = scopes(True)
+        rows["scope_fp"].append(a)
+        rows["bg_fp"].append(b)
+        rows["call"].append(per_call(identity, True))
+        rows["wrapped"].append(per_call(wrapped, True))
+        rows["guard"].append(per_call(guard, True, True))
+    tracker.shutdown()
+    best = {k: min(v) for k, v in rows.items()}
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(
+        f"SDK code paths alone, thread CPU time, {rounds} rounds x {n}, best round (median round), "
+        f"output {tuple(logits.shape)}; {_load()}"
+    )
+    print(
+        f"  serving thread per request: scope {best['scope']:.2f} us ({med['scope']:.2f}); scope + set_output "
+        f"{best['scope_fp']:.2f} us ({med['scope_fp']:.2f})"
+    )
+    print(
+        f"  serving thread per compiled-graph call in a request: counting wrapper "
+        f"{best['wrapped'] - best['call']:+.2f} us ({med['wrapped'] - med['call']:+.2f}); guard hook "
+        f"{best['guard']:.2f} us ({med['guard']:.2f}) (a bare Python call: {best['call']:.2f} us)"
+    )
+    print(
+        f"  background thread per request (record building): {best['bg']:.2f} us ({med['bg']:.2f}); with the "
+        f"fingerprint {best['bg_fp']:.2f} us ({med['bg_fp']:.2f}); {_load()}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -340,7 +426,14 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of decode-like requests")
     ap.add_argument("--served", choices=("gpt2", "demo"), help="only the served-model comparison (CPU)")
     ap.add_argument("--pairs", type=int, default=400, help="interleaved request pairs per round (--served)")
+    ap.add_argument(
+        "--hooks", action="store_true", help="only the SDK's code paths in thread CPU time (robust to load)"
+    )
     args = ap.parse_args()
+    if args.hooks:
+        torch.set_num_threads(args.threads)
+        run_hooks(args)
+        return
     if args.served:
         torch.set_num_threads(args.threads)
         run_served(args)

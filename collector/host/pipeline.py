@@ -41,9 +41,29 @@ from inferensics.schema.table import Event
 PENDING_CAPACITY = 10_000
 
 
-def _yield_gil() -> None:
-    """Release the GIL so that a waiting thread takes it now (about a microsecond when none waits)."""
-    time.sleep(0)
+YIELD_AFTER_NS: Final = 100_000
+"""Longest stretch of record building between two hand-offs of the GIL (see :meth:`Pipeline.drain`)."""
+
+
+class _GilHandOff:
+    """Hands the GIL to the serving thread at most every :data:`YIELD_AFTER_NS` of background work.
+
+    ``time.sleep(0)`` releases the GIL long enough (the kernel's timer slack, ~50 µs) for a waiting
+    thread to take it; a serving thread that wants it back while this thread builds records would
+    otherwise wait for the interpreter's switch interval (5 ms). Each hand-off costs this thread a
+    system call and a reschedule (~10-20 µs of CPU), so it is paced by time rather than made per record;
+    the numpy passes of a CPU fingerprint release the GIL on their own as well.
+    """
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next = time.perf_counter_ns() + YIELD_AFTER_NS
+
+    def __call__(self) -> None:
+        if time.perf_counter_ns() >= self._next:
+            time.sleep(0)
+            self._next = time.perf_counter_ns() + YIELD_AFTER_NS
 
 
 class _Prepared(NamedTuple):
@@ -157,17 +177,16 @@ class Pipeline:
         device and from trading the GIL with the serving thread once per request.
         """
         with self._lock:
-            self._finish_waiting(block)
+            hand_off = _GilHandOff()
+            self._finish_waiting(block, hand_off)
             while True:
                 items = self.queue.drain()
                 if not items:
                     break
                 for kind, item in items:
-                    # Hand the GIL over between records. A serving thread that wants it back while this
-                    # thread builds records otherwise waits for the interpreter's switch interval (5 ms)
-                    # or the whole batch: on the H200 in the default mode (launch-bound decode) the thread
-                    # draining while requests ran cost 4-5 % against the same work done idle (in flush).
-                    _yield_gil()
+                    # On the H200 in the default mode (launch-bound decode) the thread draining while
+                    # requests ran, without hand-offs, cost 4-5 % against the same work done idle (in flush).
+                    hand_off()
                     try:
                         if kind == "trace":
                             self._trace(item)
@@ -179,7 +198,7 @@ class Pipeline:
                         self.counters["process_errors"] += 1
                         self.last_error = f"{type(exc).__name__}: {exc}"
                 self._mark()
-                self._finish_waiting(block)
+                self._finish_waiting(block, hand_off)
 
     def _mark(self) -> None:
         """One CUDA event per stream behind the fingerprints of the requests just taken off the queue."""
@@ -191,7 +210,7 @@ class Pipeline:
                 self.last_error = f"{type(exc).__name__}: {exc}"
             self.unmarked = []
 
-    def _finish_waiting(self, block: bool) -> None:
+    def _finish_waiting(self, block: bool, hand_off: _GilHandOff) -> None:
         waiting = self.waiting
         while waiting:
             raw, prepared = waiting[0]
@@ -200,7 +219,7 @@ class Pipeline:
             if pending_fp and not block and len(waiting) <= PENDING_CAPACITY:
                 return
             waiting.popleft()
-            _yield_gil()
+            hand_off()
             try:
                 self._finish(raw, prepared)
             except Exception as exc:
