@@ -4,6 +4,7 @@ one run, against torch.profiler enabled, and process memory over many requests.
     .venv/bin/python benchmarks/bench_sdk_overhead.py                  # CPU, small MLP
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_sdk_overhead.py --served gpt2   # CPU, served model
     .venv/bin/python benchmarks/bench_sdk_overhead.py --served demo    # CPU, the demo's decoder
+    .venv/bin/python benchmarks/bench_sdk_overhead.py --hooks --served demo --calls 20000   # SDK code paths
     python benchmarks/bench_sdk_overhead.py --device cuda --hidden 4096 --layers 4 --tokens 8   # decode-sized
     python benchmarks/bench_sdk_overhead.py --device cuda --hidden 4096 --layers 4 --tokens 8 --vocab 32000 \
         --profile                                                       # + LM head, + where the time goes
@@ -13,7 +14,13 @@ config (2 layers, width 64, vocabulary 1000, eager attention, no download) or th
 whole-model call per request on a (2, 32) batch, plain ``torch.compile`` against ``tracker.compile`` with the
 fingerprint on at its default, timed request by request in interleaved pairs (which goes first alternates);
 per round the ratio of medians, then the median and range over rounds, the per-pair median ratio, the
-background thread's CPU per request, and the fingerprint's serving-thread and background costs.
+background thread's CPU per request, and the fingerprint's serving-thread and background costs; then per
+round one block of plain and one of instrumented requests back to back (the flush included: throughput,
+where the SDK's held outputs and background work fall on instrumented requests alone).
+
+``--hooks`` times the SDK's own code paths in thread CPU time, which other load on the machine moves little:
+the request scope with ``set_output`` on the served model's output, the per compiled-graph call wrapper and
+the guard hook, and the background thread's record building per request.
 
 Sections otherwise: per compiled-graph call; per request with one call; the output fingerprint alone (fused Triton
 kernel vs the torch ops vs the previous twelve-op version, serving-thread time and time to completion);
@@ -288,6 +295,7 @@ def run_served(args: argparse.Namespace) -> None:
         )
         ratios: list[float] = []
         pair_ratios: list[float] = []
+        block_ratios: list[float] = []
         bg: list[float] = []
         for r in range(args.rounds):
             tp: list[int] = []
@@ -305,15 +313,39 @@ def run_served(args: argparse.Namespace) -> None:
             mp, mi = statistics.median(tp), statistics.median(ti)
             ratios.append(mi / mp)
             pair_ratios.extend(b / a for a, b in zip(tp, ti, strict=True))
+            # Blocks: a server runs instrumented requests back to back, so each one's output is allocated
+            # while the SDK may still hold earlier ones, and the background thread's work falls on them
+            # alone. Pairs hide both (a plain request beside each frees its memory and shares the cost).
+            blocks = {"plain": 0, "instr": 0}
+            for name in ("plain", "instr") if r % 2 else ("instr", "plain"):
+                t0 = time.perf_counter_ns()
+                for _ in range(args.pairs):
+                    if name == "plain":
+                        plain(x)
+                    else:
+                        with tracker.request(f"b{next(ids)}", shape=tuple(x.shape)) as req:
+                            req.set_output(instrumented(x))
+                if name == "instr":
+                    tracker.flush()
+                blocks[name] = time.perf_counter_ns() - t0
+            block_ratios.append(blocks["instr"] / blocks["plain"])
             print(
                 f"  round {r}: plain {mp / 1e3:.1f} us, instrumented {mi / 1e3:.1f} us, "
-                f"added {(mi - mp) / 1e3:+.1f} us ({(mi / mp - 1) * 100:+.2f} %); {_load()}"
+                f"added {(mi - mp) / 1e3:+.1f} us ({(mi / mp - 1) * 100:+.2f} %); blocks of {args.pairs}: plain "
+                f"{blocks['plain'] / args.pairs / 1e3:.1f} us/request, instrumented (flush included) "
+                f"{blocks['instr'] / args.pairs / 1e3:.1f} ({(block_ratios[-1] - 1) * 100:+.2f} %); {_load()}"
             )
     med = statistics.median(ratios)
     print(
         f"SDK-added time per request (median over rounds of the ratio of medians): {(med - 1) * 100:+.2f} % "
         f"[{(min(ratios) - 1) * 100:+.2f}, {(max(ratios) - 1) * 100:+.2f}] over {args.rounds} rounds; "
         f"per-pair median ratio {(statistics.median(pair_ratios) - 1) * 100:+.2f} %; {_load()}"
+    )
+    bmed = statistics.median(block_ratios)
+    print(
+        f"SDK-added time per request in blocks (throughput: back-to-back requests, the flush included; median "
+        f"over rounds): {(bmed - 1) * 100:+.2f} % [{(min(block_ratios) - 1) * 100:+.2f}, "
+        f"{(max(block_ratios) - 1) * 100:+.2f}] over {args.rounds} rounds; {_load()}"
     )
     print(
         f"  background thread CPU {statistics.median(bg):.1f} us/request (median round); serving-thread "
@@ -334,27 +366,21 @@ def run_hooks(args: argparse.Namespace) -> None:
     with torch.no_grad():
         out = model(x)
     logits = out.logits if hasattr(out, "logits") else out
-    tracker = instrument(
-        exporter=NullExporter(),
-        host="bench",
-        model="hooks",
-        config=SdkConfig(flush_interval_s=1e6, health_interval_s=0),
-    )
+    tracker = instrument(exporter=NullExporter(), host="bench", model="hooks", config=SdkConfig(health_interval_s=0))
     n, rounds = args.calls, args.rounds
     shape = tuple(x.shape)
+    # The background thread is stopped: its work is done below by this thread, timed apart.
+    tracker.pipeline._stop.set()
+    tracker.pipeline._thread.join()
 
     def scopes(fingerprint: bool) -> tuple[float, float]:
         """Serving-thread CPU µs per request scope, then the background CPU µs to build its record."""
-        tracker.pipeline._lock.acquire()  # hold the background thread off: it drains below, timed apart
-        try:
-            t0 = time.thread_time_ns()
-            for i in range(n):
-                with tracker.request(f"h{i}", shape=shape) as req:
-                    if fingerprint:
-                        req.set_output(logits)
-            serving = (time.thread_time_ns() - t0) / n / 1e3
-        finally:
-            tracker.pipeline._lock.release()
+        t0 = time.thread_time_ns()
+        for i in range(n):
+            with tracker.request(f"h{i}", shape=shape) as req:
+                if fingerprint:
+                    req.set_output(logits)
+        serving = (time.thread_time_ns() - t0) / n / 1e3
         t0 = time.thread_time_ns()
         tracker.pipeline.drain()
         return serving, (time.thread_time_ns() - t0) / n / 1e3

@@ -584,7 +584,9 @@ def _preload() -> None:
     """Import what every worker imports, once, before the workers are forked (``--fork``): torch, the SDK,
     Dynamo and Inductor. Nothing here touches a device or compiles, so each forked worker still starts
     with no CUDA context, no compiled graph and empty in-memory compile caches: a fresh process but for
-    the few seconds of imports."""
+    the few seconds of imports. (CUDA's driver must not be initialised before a fork: device checks go
+    through NVML here, and ``_parent`` falls back to fresh interpreters if the first forked worker fails.)"""
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     import torch
     import torch._dynamo
     import torch._inductor.compile_fx  # noqa: F401
@@ -656,6 +658,11 @@ def _parent(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         if args.fork:
             rc, stdout, stderr = _forked(args, i, {k: v for k, v in env.items() if os.environ.get(k) != v})
+            if rc != 0 and not runs:
+                print(f"p{i}: the forked worker failed (rc={rc}); fresh interpreters from here on:\n{stderr[-2000:]}")
+                args.fork = False
+                took.append(time.perf_counter() - t0)
+                continue
         else:
             cmd = _worker_cmd(args, i) + (["--profile"] if args.profile and i == 0 else [])
             cmd += ["--diagnose"] if args.diagnose else []
