@@ -4,6 +4,7 @@ one run, against torch.profiler enabled, and process memory over many requests.
     .venv/bin/python benchmarks/bench_sdk_overhead.py                  # CPU, small MLP
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_sdk_overhead.py --served gpt2   # CPU, served model
     .venv/bin/python benchmarks/bench_sdk_overhead.py --served demo    # CPU, the demo's decoder
+    .venv/bin/python benchmarks/bench_sdk_overhead.py --hooks --served demo --calls 20000   # SDK code paths
     python benchmarks/bench_sdk_overhead.py --device cuda --hidden 4096 --layers 4 --tokens 8   # decode-sized
     python benchmarks/bench_sdk_overhead.py --device cuda --hidden 4096 --layers 4 --tokens 8 --vocab 32000 \
         --profile                                                       # + LM head, + where the time goes
@@ -13,7 +14,13 @@ config (2 layers, width 64, vocabulary 1000, eager attention, no download) or th
 whole-model call per request on a (2, 32) batch, plain ``torch.compile`` against ``tracker.compile`` with the
 fingerprint on at its default, timed request by request in interleaved pairs (which goes first alternates);
 per round the ratio of medians, then the median and range over rounds, the per-pair median ratio, the
-background thread's CPU per request, and the fingerprint's serving-thread and background costs.
+background thread's CPU per request, and the fingerprint's serving-thread and background costs; then per
+round one block of plain and one of instrumented requests back to back (the flush included: throughput,
+where the SDK's held outputs and background work fall on instrumented requests alone).
+
+``--hooks`` times the SDK's own code paths in thread CPU time, which other load on the machine moves little:
+the request scope with ``set_output`` on the served model's output, the per compiled-graph call wrapper and
+the guard hook, and the background thread's record building per request.
 
 Sections otherwise: per compiled-graph call; per request with one call; the output fingerprint alone (fused Triton
 kernel vs the torch ops vs the previous twelve-op version, serving-thread time and time to completion);
@@ -122,7 +129,7 @@ def _legacy_fingerprint(output: torch.Tensor) -> Any:
 
 def _fp_path(dtype: torch.dtype, dev: str) -> str:
     if dev != "cuda":
-        return "torch ops on the SDK background thread (CPU: the serving thread keeps a reference)"
+        return "numpy passes on the SDK background thread (CPU: the serving thread keeps a reference)"
     if dtype in fpmod.KERNELS.zero_copy:
         return "fused Triton kernel writing pinned host memory (zero-copy)"
     if dtype in fpmod.KERNELS.ready:
@@ -279,7 +286,7 @@ def run_served(args: argparse.Namespace) -> None:
         logits = out.logits if hasattr(out, "logits") else out
         rows = logits.reshape(-1, logits.shape[-1])
         fp_us = _time_per(lambda: fpmod.start_fingerprint(logits), 200, "cpu")
-        bg_fp_us = _time_per(lambda: fpmod.row_stats_cpu(rows), 200, "cpu")
+        bg_fp_us = _time_per(lambda: fpmod.cpu_fingerprint(rows, True, 16), 200, "cpu")
         ref_fp_us = _time_per(lambda: fpmod.row_stats_torch(rows), 200, "cpu")
         print(
             f"torch {torch.__version__}, cpu ({torch.get_num_threads()} intra-op threads), served {args.served}, "
@@ -288,6 +295,7 @@ def run_served(args: argparse.Namespace) -> None:
         )
         ratios: list[float] = []
         pair_ratios: list[float] = []
+        block_ratios: list[float] = []
         bg: list[float] = []
         for r in range(args.rounds):
             tp: list[int] = []
@@ -305,15 +313,39 @@ def run_served(args: argparse.Namespace) -> None:
             mp, mi = statistics.median(tp), statistics.median(ti)
             ratios.append(mi / mp)
             pair_ratios.extend(b / a for a, b in zip(tp, ti, strict=True))
+            # Blocks: a server runs instrumented requests back to back, so each one's output is allocated
+            # while the SDK may still hold earlier ones, and the background thread's work falls on them
+            # alone. Pairs hide both (a plain request beside each frees its memory and shares the cost).
+            blocks = {"plain": 0, "instr": 0}
+            for name in ("plain", "instr") if r % 2 else ("instr", "plain"):
+                t0 = time.perf_counter_ns()
+                for _ in range(args.pairs):
+                    if name == "plain":
+                        plain(x)
+                    else:
+                        with tracker.request(f"b{next(ids)}", shape=tuple(x.shape)) as req:
+                            req.set_output(instrumented(x))
+                if name == "instr":
+                    tracker.flush()
+                blocks[name] = time.perf_counter_ns() - t0
+            block_ratios.append(blocks["instr"] / blocks["plain"])
             print(
                 f"  round {r}: plain {mp / 1e3:.1f} us, instrumented {mi / 1e3:.1f} us, "
-                f"added {(mi - mp) / 1e3:+.1f} us ({(mi / mp - 1) * 100:+.2f} %); {_load()}"
+                f"added {(mi - mp) / 1e3:+.1f} us ({(mi / mp - 1) * 100:+.2f} %); blocks of {args.pairs}: plain "
+                f"{blocks['plain'] / args.pairs / 1e3:.1f} us/request, instrumented (flush included) "
+                f"{blocks['instr'] / args.pairs / 1e3:.1f} ({(block_ratios[-1] - 1) * 100:+.2f} %); {_load()}"
             )
     med = statistics.median(ratios)
     print(
         f"SDK-added time per request (median over rounds of the ratio of medians): {(med - 1) * 100:+.2f} % "
         f"[{(min(ratios) - 1) * 100:+.2f}, {(max(ratios) - 1) * 100:+.2f}] over {args.rounds} rounds; "
         f"per-pair median ratio {(statistics.median(pair_ratios) - 1) * 100:+.2f} %; {_load()}"
+    )
+    bmed = statistics.median(block_ratios)
+    print(
+        f"SDK-added time per request in blocks (throughput: back-to-back requests, the flush included; median "
+        f"over rounds): {(bmed - 1) * 100:+.2f} % [{(min(block_ratios) - 1) * 100:+.2f}, "
+        f"{(max(block_ratios) - 1) * 100:+.2f}] over {args.rounds} rounds; {_load()}"
     )
     print(
         f"  background thread CPU {statistics.median(bg):.1f} us/request (median round); serving-thread "
@@ -322,6 +354,86 @@ def run_served(args: argparse.Namespace) -> None:
     )
     tracker.shutdown()
     print("stats:", {k: v for k, v in tracker.stats().items() if v})
+
+
+def run_hooks(args: argparse.Namespace) -> None:
+    """The SDK's own code paths timed in isolation, in thread CPU time (robust to other load): the
+    request scope with ``set_output`` on the served model's output, the per compiled-graph call wrapper
+    and the guard hook, and the background thread's record building per request (drained here)."""
+    from inferensics.collector.host import backend, request_tracker
+
+    model, x = served_model(args.served or "demo", 2, 32)
+    with torch.no_grad():
+        out = model(x)
+    logits = out.logits if hasattr(out, "logits") else out
+    tracker = instrument(exporter=NullExporter(), host="bench", model="hooks", config=SdkConfig(health_interval_s=0))
+    n, rounds = args.calls, args.rounds
+    shape = tuple(x.shape)
+    # The background thread is stopped: its work is done below by this thread, timed apart.
+    tracker.pipeline._stop.set()
+    tracker.pipeline._thread.join()
+
+    def scopes(fingerprint: bool) -> tuple[float, float]:
+        """Serving-thread CPU µs per request scope, then the background CPU µs to build its record."""
+        t0 = time.thread_time_ns()
+        for i in range(n):
+            with tracker.request(f"h{i}", shape=shape) as req:
+                if fingerprint:
+                    req.set_output(logits)
+        serving = (time.thread_time_ns() - t0) / n / 1e3
+        t0 = time.thread_time_ns()
+        tracker.pipeline.drain()
+        return serving, (time.thread_time_ns() - t0) / n / 1e3
+
+    def identity(*a: Any) -> Any:
+        return a
+
+    wrapped = backend._counting(identity, backend.GraphSlot(0, "0/0"))
+    guard = request_tracker._guard_hook
+
+    def per_call(fn: Callable[..., Any], in_request: bool, arg: Any = x) -> float:
+        scope = tracker.request("calls") if in_request else None
+        if scope is not None:
+            scope.__enter__()
+        t0 = time.thread_time_ns()
+        for _ in range(n):
+            fn(arg)
+        us = (time.thread_time_ns() - t0) / n / 1e3
+        if scope is not None:
+            scope.__exit__(None, None, None)
+        return us
+
+    rows: dict[str, list[float]] = {k: [] for k in ("scope", "scope_fp", "bg", "bg_fp", "call", "wrapped", "guard")}
+    for _ in range(rounds):
+        a, b = scopes(False)
+        rows["scope"].append(a)
+        rows["bg"].append(b)
+        a, b = scopes(True)
+        rows["scope_fp"].append(a)
+        rows["bg_fp"].append(b)
+        rows["call"].append(per_call(identity, True))
+        rows["wrapped"].append(per_call(wrapped, True))
+        rows["guard"].append(per_call(guard, True, True))
+    tracker.shutdown()
+    best = {k: min(v) for k, v in rows.items()}
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(
+        f"SDK code paths alone, thread CPU time, {rounds} rounds x {n}, best round (median round), "
+        f"output {tuple(logits.shape)}; {_load()}"
+    )
+    print(
+        f"  serving thread per request: scope {best['scope']:.2f} us ({med['scope']:.2f}); scope + set_output "
+        f"{best['scope_fp']:.2f} us ({med['scope_fp']:.2f})"
+    )
+    print(
+        f"  serving thread per compiled-graph call in a request: counting wrapper "
+        f"{best['wrapped'] - best['call']:+.2f} us ({med['wrapped'] - med['call']:+.2f}); guard hook "
+        f"{best['guard']:.2f} us ({med['guard']:.2f}) (a bare Python call: {best['call']:.2f} us)"
+    )
+    print(
+        f"  background thread per request (record building): {best['bg']:.2f} us ({med['bg']:.2f}); with the "
+        f"fingerprint {best['bg_fp']:.2f} us ({med['bg_fp']:.2f}); {_load()}"
+    )
 
 
 def main() -> None:
@@ -340,7 +452,14 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of decode-like requests")
     ap.add_argument("--served", choices=("gpt2", "demo"), help="only the served-model comparison (CPU)")
     ap.add_argument("--pairs", type=int, default=400, help="interleaved request pairs per round (--served)")
+    ap.add_argument(
+        "--hooks", action="store_true", help="only the SDK's code paths in thread CPU time (robust to load)"
+    )
     args = ap.parse_args()
+    if args.hooks:
+        torch.set_num_threads(args.threads)
+        run_hooks(args)
+        return
     if args.served:
         torch.set_num_threads(args.threads)
         run_served(args)

@@ -7,7 +7,7 @@ spec is byte-stable for a given frame and can be snapshot-tested with ``chart.to
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 import altair as alt
 import polars as pl
@@ -28,6 +28,20 @@ def values(frame: pl.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
             if isinstance(v, float):
                 row[k] = None if math.isnan(v) or math.isinf(v) else float(f"{v:.6g}")
     return rows
+
+
+TINY: Final = 1e-3
+"""Below this largest magnitude a value axis is labelled in significant digits (:func:`number_format`)."""
+
+
+def number_format(frame: pl.DataFrame, columns: list[str]) -> str | None:
+    """A d3 format for a value axis of ``columns`` whose values are all tiny (``~g``: ``5e-7``, ``0.000001``),
+    else ``None`` (Vega's own). Vega picks the decimals from the tick step, so an axis up to 5e-6 read
+    "0.0000000 0.0000005 ..." and a cost of a few microseconds in seconds read as a row of zeros."""
+    present = [c for c in columns if c in frame.columns and frame.schema[c].is_numeric()]
+    tops = [frame.get_column(c).cast(pl.Float64).abs().max() for c in present]
+    top = max((t for t in tops if isinstance(t, float) and math.isfinite(t)), default=0.0)
+    return "~g" if 0.0 < top < TINY else None
 
 
 def _data(frame: pl.DataFrame, columns: list[str]) -> alt.Data:
@@ -70,8 +84,11 @@ def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
 def daily_by_model(frame: pl.DataFrame, metric: str, title: str) -> alt.Chart:
     """One line per model of ``metric`` per day (from ``fleet_timeseries`` with ``by=model``)."""
     counted = metric in frame.columns and frame.schema[metric].is_integer()
+    tiny = number_format(frame, [metric])
     axis = (
-        count_axis(frame, [metric], metric.replace("_", " ")) if counted else alt.Axis(title=metric.replace("_", " "))
+        count_axis(frame, [metric], metric.replace("_", " "))
+        if counted
+        else alt.Axis(title=metric.replace("_", " "), format=tiny or alt.Undefined)
     )
     return _top(
         alt.Chart(_data(frame, ["bucket", "group", metric]), title=title)

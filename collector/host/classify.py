@@ -19,6 +19,10 @@ Rules, in order:
   never entered a compiled frame is counted the same way in that process);
 * otherwise ``eager``.
 
+The cache status covers every compile of the request: each compile's FX-graph (else AOTAutograd) cache
+result, a compile that served a graph without any recorded lookup counting as ``miss`` (it compiled);
+several results make ``mixed``. ``none`` means the request compiled nothing that served a graph.
+
 A request served partly eagerly because its frames have graph breaks keeps its dispatch outcome (``hit``,
 ``compile``...) and carries ``fallback_reason`` ``graph_break:<registry id>``.
 
@@ -70,7 +74,7 @@ def classify(
         guard = "miss"
     else:
         guard = "first" if compiles else "none"
-    statuses = {c.cache_status for c in compiles if c.cache_status != "none"}
+    statuses = {_cache_status(c) for c in compiles} - {"none"}
     cache = "none" if not statuses else (statuses.pop() if len(statuses) == 1 else "mixed")
     compile_ms = sum(c.entire_frame_s for c in compiles) * 1000.0 or backend_compile_ms
     recompiles = sum(1 for c in compiles if c.recompile and c.outcome == "ok")
@@ -106,3 +110,13 @@ def classify(
     else:
         outcome, reason = "eager", ""
     return Classification(outcome, guard, cache, reason, compile_ms, min(recompiles, 255))
+
+
+def _cache_status(summary: CompileSummary) -> str:
+    """A compile's part in the request's cache status: its cache lookups' result; ``miss`` for a compile
+    that produced a served graph without any lookup the trace recorded (it compiled: the caches were off,
+    bypassed without a record, or never consulted), so that a request whose one compile hit and another
+    compiled for minutes reads ``mixed``, not ``hit``; ``none`` for a compile that served no graph."""
+    if summary.cache_status != "none":
+        return summary.cache_status
+    return "miss" if summary.outcome == "ok" and summary.graph_key else "none"

@@ -19,8 +19,9 @@ later ones go straight to the launch, through Inductor's static CUDA launcher wh
 background thread records one event per stream and batch of requests after it has taken them off the
 queue (stream order puts it behind their launches) and polls it. Until the kernel for a dtype is
 compiled and checked (in a background thread, on first sight of that dtype) and for dtypes the kernel
-does not take, the same numbers come from torch ops (:func:`row_stats_torch`, the reference semantics),
-which on CPU run inline. Its cost on the serving thread and on the device is measured by
+does not take, the same numbers come from torch ops (:func:`row_stats_torch`, the reference semantics).
+On CPU the serving thread only keeps a reference to the output; the background thread reads it
+(:func:`cpu_fingerprint`). Its cost on the serving thread and on the device is measured by
 benchmarks/bench_sdk_overhead.py (the figures recorded there).
 """
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-from array import array
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -209,7 +209,8 @@ class PendingFingerprint:
         if event is not None and not event.query():
             event.wait()
         if self._source is not None:
-            self._rows = self._read_source()
+            self._done = self._read_source()
+            return self._done
         buf = self._buffer
         try:
             rows = buf.array if buf is not None else self._rows.numpy()  # type: ignore[union-attr]
@@ -223,27 +224,27 @@ class PendingFingerprint:
                     _POOL.give(buf)
 
     @classmethod
-    def deferred(cls, x2: torch.Tensor, numel: int, argmax: bool, head: int) -> PendingFingerprint:
-        """A CPU output read later, on the background thread (see :func:`_start`)."""
-        pending = cls(None, numel, argmax, head=head)
+    def deferred(cls, x: torch.Tensor, head: int) -> PendingFingerprint:
+        """A CPU output (any shape) read later, on the background thread (see :func:`start_fingerprint`)."""
+        pending = cls(None, 0, False, head=head)
         try:
-            pending._version = x2._version
-            pending._source = x2
+            pending._version = x._version
+            pending._source = x
         except RuntimeError:  # an inference tensor has no version counter: keep a copy instead
-            pending._source = x2.clone()
+            pending._source = x.detach().clone()
         return pending
 
-    def _read_source(self) -> torch.Tensor:
+    def _read_source(self) -> Fingerprint:
         source, self._source = self._source, None
         assert source is not None
         version = self._version
         if version >= 0 and source._version != version:
             raise OutputModifiedError("the output was modified in place after set_output(); no fingerprint")
-        with torch.no_grad():
-            rows = row_stats_cpu(source)
+        x2, argmax = _rows_view(source.detach())
+        done = cpu_fingerprint(x2, argmax, self._head)
         if version >= 0 and source._version != version:  # modified while it was being read
             raise OutputModifiedError("the output was modified in place after set_output(); no fingerprint")
-        return rows
+        return done
 
 
 class OutputModifiedError(RuntimeError):
@@ -309,25 +310,30 @@ def _stream(key: StreamKey) -> Any:
 
 def finish(rows: np.ndarray[Any, Any], numel: int, argmax: bool, head: int) -> Fingerprint:
     """Fold per-row numbers (``[rows, 6]`` float64 over ``numel`` output values) into a fingerprint."""
-    digest, ids_head = "", tuple[int, ...]()
     if rows.shape[0] <= _SMALL:
         # A decode step has a handful of rows: plain Python beats numpy reductions on tiny arrays.
-        nans, infs, sums, squares, amaxes, args = rows.T.tolist()
+        nans, infs, sums, squares, amaxes, _ids = rows.T.tolist()
         nan, inf, s, ss = int(sum(nans)), int(sum(infs)), math.fsum(sums), math.fsum(squares)
         amax = max(amaxes, default=0.0)
-        if argmax:
-            ids = [int(v) for v in args]
-            # int64 in native byte order, as numpy's astype(np.int64).tobytes() writes them
-            digest = hashlib.sha256(array("q", ids).tobytes()).hexdigest()
-            ids_head = tuple(ids[:head])
     else:
         total = rows.sum(axis=0)
         nan, inf, s, ss = int(total[0]), int(total[1]), float(total[2]), float(total[3])
         amax = float(rows[:, 4].max())
-        if argmax:
-            arg_ids = rows[:, 5].astype(np.int64)
-            digest = hashlib.sha256(arg_ids.tobytes()).hexdigest()
-            ids_head = tuple(arg_ids[:head].tolist())
+    ids = rows[:, 5].astype(np.int64) if argmax else None
+    return _fingerprint((nan, inf, s, ss, amax), ids, numel, head)
+
+
+def _fingerprint(
+    totals: tuple[int, int, float, float, float], ids: np.ndarray[Any, Any] | None, numel: int, head: int
+) -> Fingerprint:
+    """The fields from the totals over the whole output (NaN and inf counts, finite sum, sum of squares
+    and abs-max) and the rows' argmax ids (``None``: no argmax)."""
+    nan, inf, s, ss, amax = totals
+    digest, ids_head = "", tuple[int, ...]()
+    if ids is not None:
+        ids = ids.astype(np.int64, copy=False)  # int64 in native byte order, as the digest is defined
+        digest = hashlib.sha256(ids.tobytes()).hexdigest()
+        ids_head = tuple(ids[:head].tolist())
     n = numel - nan - inf
     mean = s / n if n else 0.0
     var = max(ss / n - mean * mean, 0.0) if n else 0.0
@@ -396,27 +402,27 @@ def row_stats_torch(x2: torch.Tensor) -> torch.Tensor:
 _FAST_CPU_DTYPES: Final = (torch.float32, torch.float64)
 
 
-def row_stats_cpu(x2: torch.Tensor) -> torch.Tensor:
-    """:func:`row_stats_torch`'s numbers for a CPU output, in four passes and no float64 copy of it.
+def cpu_fingerprint(x2: torch.Tensor, argmax: bool, head: int) -> Fingerprint:
+    """The fingerprint of a CPU output seen as rows (``x2``), as :func:`row_stats_torch` then
+    :func:`finish` would give it, in numpy passes over the whole output that release the GIL.
 
-    A row's float64 sum is finite exactly when the row holds no NaN or infinity (finite float32 values
-    cannot overflow it), so finite outputs (nearly all) take the short path: the sum, the norm (squared),
-    the abs-max and the argmax, with zero NaN and inf counts. Rows with a non-finite value, other dtypes
-    and empty outputs take the reference ops.
+    Only the argmax is per row; the counts, sums and abs-max are the whole output's. A float64 sum of
+    finite float32 values cannot overflow, so a finite total means no NaN or infinity (nearly every
+    output): the sum, the sum of squares, the abs-max (largest and smallest value) and the rows' argmax,
+    with zero NaN and inf counts. Outputs with a non-finite value (or a float64 sum that overflowed),
+    other dtypes and empty outputs take the reference ops.
     """
-    if x2.dtype not in _FAST_CPU_DTYPES or x2.numel() == 0:
-        return row_stats_torch(x2)
-    a = x2.numpy()
-    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the row is non-finite, that is all
-        sums = a.sum(axis=1, dtype=np.float64)
-    if not np.isfinite(sums).all():
-        return row_stats_torch(x2)
-    out = np.zeros((a.shape[0], STATS), dtype=np.float64)
-    out[:, 2] = sums
-    out[:, 3] = np.square(torch.linalg.vector_norm(x2, dim=1, dtype=torch.float64).numpy())
-    out[:, 4] = np.abs(a).max(axis=1)
-    out[:, 5] = a.argmax(axis=1)
-    return torch.from_numpy(out)
+    numel = x2.numel()
+    if x2.dtype in _FAST_CPU_DTYPES and numel:
+        a = x2.numpy()
+        wide = a.astype(np.float64)  # a copy: squared in place below
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the output is non-finite, that is all
+            s = float(wide.sum())
+            ss = float(np.square(wide, out=wide).sum()) if math.isfinite(s) else math.nan
+        if math.isfinite(s):
+            amax = float(max(a.max(), -a.min()))
+            return _fingerprint((0, 0, s, ss, amax), a.argmax(axis=1) if argmax else None, numel, head)
+    return finish(row_stats_torch(x2).numpy(), numel, argmax, head)
 
 
 # --- fused Triton kernel (CUDA) ----------------------------------------------------------------------
@@ -615,6 +621,12 @@ def _layout(x: torch.Tensor) -> tuple[Any, ...]:
 
 def start_fingerprint(output: torch.Tensor, head: int = 16) -> PendingFingerprint:
     """Launch the fingerprint of ``output`` (a logits-like tensor; last dim = classes)."""
+    if not output.is_cuda:
+        # On CPU the numbers cost as much as a small model's whole request: the serving thread keeps a
+        # reference (no reshape, no autograd) and the background thread reads the output later. Its
+        # version counter says whether it was changed in place meanwhile (then the fingerprint is dropped
+        # and counted, never wrong); an inference tensor has no counter and is copied instead.
+        return PendingFingerprint.deferred(output, head)
     # The serving thread's hot path: a planned layout costs a dict lookup, a buffer from the pool and
     # one launch (no reshape, no autograd, no event).
     plan = _PLANS.get(_layout(output))
@@ -629,12 +641,8 @@ def start_fingerprint(output: torch.Tensor, head: int = 16) -> PendingFingerprin
 def _start(x: torch.Tensor, head: int, *, per_row: bool = False) -> PendingFingerprint:
     x2, argmax = _rows_view(x)
     numel = x2.numel()
-    if x2.device.type != "cuda":
-        # On CPU the torch ops cost as much as a small model's whole request: the serving thread keeps a
-        # reference and the background thread reads the output later. Its version counter says whether it
-        # was changed in place meanwhile (then the fingerprint is dropped and counted, never wrong); an
-        # inference tensor has no counter and is copied instead (one pass over the output).
-        return PendingFingerprint.deferred(x2, numel, argmax, head)
+    if x2.device.type != "cuda":  # start_fingerprint sends CPU outputs straight to the deferred path
+        return PendingFingerprint.deferred(x, head)
     kernel = KERNELS.get(x2) if numel and not per_row and _kernel_fits(x2) else None
     device = torch_adapter.current_device()
     zero_copy = kernel is not None and x2.dtype in KERNELS.zero_copy

@@ -41,9 +41,40 @@ from inferensics.schema.table import Event
 PENDING_CAPACITY = 10_000
 
 
-def _yield_gil() -> None:
-    """Release the GIL so that a waiting thread takes it now (about a microsecond when none waits)."""
-    time.sleep(0)
+CPU_POLL_S: Final = 0.002
+"""How often the thread drains while requests hand it CPU outputs (for :data:`CPU_POLL_HOLD_S` after the last).
+
+Until the thread has read a CPU output it stays allocated. Held for a whole ``flush_interval_s``, the
+outputs made every new output land in fresh memory: page faults on the serving thread (GPT-2-sized logits,
+2x32x1000: 18-62 per request). Read within a few milliseconds, the next outputs reuse the memory (0-6 per
+request at 2 ms, 4-14 at 5 ms). The serving thread does nothing for it: a wake-up per request cost it ~4 us
+(a futex wake); a poll costs this thread one ``time.sleep`` per interval.
+"""
+CPU_POLL_HOLD_S: Final = 1.0
+"""Seconds after the last CPU output during which the thread keeps polling every :data:`CPU_POLL_S`."""
+YIELD_AFTER_NS: Final = 100_000
+"""Longest stretch of record building between two hand-offs of the GIL (see :meth:`Pipeline.drain`)."""
+
+
+class _GilHandOff:
+    """Hands the GIL to the serving thread at most every :data:`YIELD_AFTER_NS` of background work.
+
+    ``time.sleep(0)`` releases the GIL long enough (the kernel's timer slack, ~50 µs) for a waiting
+    thread to take it; a serving thread that wants it back while this thread builds records would
+    otherwise wait for the interpreter's switch interval (5 ms). Each hand-off costs this thread a
+    system call and a reschedule (~10-20 µs of CPU), so it is paced by time rather than made per record;
+    the numpy passes of a CPU fingerprint release the GIL on their own as well.
+    """
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next = time.perf_counter_ns() + YIELD_AFTER_NS
+
+    def __call__(self) -> None:
+        if time.perf_counter_ns() >= self._next:
+            time.sleep(0)
+            self._next = time.perf_counter_ns() + YIELD_AFTER_NS
 
 
 class _Prepared(NamedTuple):
@@ -98,6 +129,7 @@ class Pipeline:
         self._next_health = time.monotonic() + config.health_interval_s
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._poll_fast_until = 0.0  # monotonic time until which the thread drains every CPU_POLL_S
         self._thread = threading.Thread(target=self._run, name="inferensics-sdk", daemon=True)
         self._thread.start()
 
@@ -111,7 +143,10 @@ class Pipeline:
                 self._next_health = time.monotonic() + self.config.health_interval_s
                 self.export_health()
             if not len(self.queue):
-                self._stop.wait(self.config.flush_interval_s)
+                if time.monotonic() < self._poll_fast_until:
+                    time.sleep(CPU_POLL_S)  # one system call: an Event's timed wait costs several times more
+                else:
+                    self._stop.wait(self.config.flush_interval_s)
 
     def export_health(self) -> None:
         """Export one ``sdk_health`` record from the tracker's counters (never raises)."""
@@ -157,17 +192,16 @@ class Pipeline:
         device and from trading the GIL with the serving thread once per request.
         """
         with self._lock:
-            self._finish_waiting(block)
+            hand_off = _GilHandOff()
+            self._finish_waiting(block, hand_off)
             while True:
                 items = self.queue.drain()
                 if not items:
                     break
                 for kind, item in items:
-                    # Hand the GIL over between records. A serving thread that wants it back while this
-                    # thread builds records otherwise waits for the interpreter's switch interval (5 ms)
-                    # or the whole batch: on the H200 in the default mode (launch-bound decode) the thread
-                    # draining while requests ran cost 4-5 % against the same work done idle (in flush).
-                    _yield_gil()
+                    # On the H200 in the default mode (launch-bound decode) the thread draining while
+                    # requests ran, without hand-offs, cost 4-5 % against the same work done idle (in flush).
+                    hand_off()
                     try:
                         if kind == "trace":
                             self._trace(item)
@@ -179,7 +213,7 @@ class Pipeline:
                         self.counters["process_errors"] += 1
                         self.last_error = f"{type(exc).__name__}: {exc}"
                 self._mark()
-                self._finish_waiting(block)
+                self._finish_waiting(block, hand_off)
 
     def _mark(self) -> None:
         """One CUDA event per stream behind the fingerprints of the requests just taken off the queue."""
@@ -191,7 +225,7 @@ class Pipeline:
                 self.last_error = f"{type(exc).__name__}: {exc}"
             self.unmarked = []
 
-    def _finish_waiting(self, block: bool) -> None:
+    def _finish_waiting(self, block: bool, hand_off: _GilHandOff) -> None:
         waiting = self.waiting
         while waiting:
             raw, prepared = waiting[0]
@@ -200,7 +234,7 @@ class Pipeline:
             if pending_fp and not block and len(waiting) <= PENDING_CAPACITY:
                 return
             waiting.popleft()
-            _yield_gil()
+            hand_off()
             try:
                 self._finish(raw, prepared)
             except Exception as exc:
@@ -299,6 +333,8 @@ class Pipeline:
         # the rest needs the fingerprint.
         prepared = _Prepared(dispatch, ts, children)
         fp = raw.fingerprint
+        if fp is not None and fp.stream is None:  # a CPU output the serving thread keeps alive until read
+            self._poll_fast_until = time.monotonic() + CPU_POLL_HOLD_S
         if isinstance(fp, PendingFingerprint) and fp.unmarked():
             self.unmarked.append(fp)
             self.waiting.append((raw, prepared))

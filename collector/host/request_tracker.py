@@ -31,6 +31,9 @@ from inferensics.collector.trace.assembler import AssemblyContext
 
 log = logging.getLogger("inferensics.collector.host")
 
+_SIGNATURE_LIMIT = 4096
+"""Shape signatures a tracker remembers (a flood of new shapes is signed each time, not cached)."""
+
 
 class RequestScope:
     """The context manager returned by :meth:`Tracker.request`; ``set_output`` records the fingerprint."""
@@ -58,7 +61,7 @@ class RequestScope:
     def set_output(self, output: Any) -> None:
         """Record the output fingerprint (argmax ids, NaN/inf counts, statistics) without a device sync."""
         try:
-            tensor = getattr(output, "logits", output)
+            tensor = output if isinstance(output, torch.Tensor) else getattr(output, "logits", output)
             if isinstance(tensor, torch.Tensor):
                 self.raw.fingerprint = start_fingerprint(tensor, self._tracker.config.fingerprint_head)
         except Exception:
@@ -119,6 +122,7 @@ class Tracker:
         self._guard_installed = False
         self._unregister_context: Callable[[], None] | None = None
         self._closed = False
+        self._signatures: dict[str | tuple[int, ...], str] = {}  # serving shapes repeat
         self._install()
 
     # --- hooks ---------------------------------------------------------------------------------------
@@ -225,10 +229,16 @@ class Tracker:
     ) -> RequestScope:
         """Scope one request: graphs, guards, compiles and fallbacks inside are attributed to it."""
         try:
-            signature = shape_signature(shape)
-        except Exception:  # a shape that is not a sequence of integers: the request still counts
-            self.counters_local["shape_errors"] += 1
-            signature = ""
+            signature = self._signatures[shape]  # type: ignore[index]
+        except (KeyError, TypeError):  # not seen yet, or a list (unhashable)
+            try:
+                signature = shape_signature(shape)
+            except Exception:  # a shape that is not a sequence of integers: the request still counts
+                self.counters_local["shape_errors"] += 1
+                signature = ""
+            else:
+                if len(self._signatures) < _SIGNATURE_LIMIT and isinstance(shape, str | tuple):
+                    self._signatures[shape] = signature
         # str(): a non-string id or label would fail the export of the whole batch it lands in.
         raw = RawRequest(
             str(request_id),

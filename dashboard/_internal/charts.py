@@ -12,6 +12,8 @@ import altair as alt
 import polars as pl
 from altair.utils import schemapi
 
+from inferensics.analytics.report.charts import number_format
+
 HEIGHT: Final = 240
 """Chart height in pixels: two charts side by side fit a laptop screen."""
 
@@ -117,6 +119,11 @@ def _tooltip_format(value_format: str | None) -> str:
     return ".2%" if value_format.endswith("%") else value_format
 
 
+def _with_tiny(frame: pl.DataFrame, columns: Sequence[str], value_format: str | None) -> str | None:
+    """``value_format``, or significant digits when every value is tiny (a row of zeros otherwise)."""
+    return value_format or number_format(frame, list(columns))
+
+
 def time_series(
     frame: pl.DataFrame,
     x: str,
@@ -135,6 +142,7 @@ def time_series(
     """
     present = [v for v in values if v in frame.columns]
     value_title = value_title or ", ".join(present)
+    value_format = _with_tiny(frame, present, value_format)
     long = frame.select(x, *present).unpivot(index=x, on=present, variable_name="series", value_name="value")
     long = long.with_columns(pl.col(x).cast(pl.String))
     chart: alt.Chart = (
@@ -169,17 +177,19 @@ def stacked_bars_over_time(
     column name is the fallback)."""
     value_title = value_title or value
     data = frame.select(x, value, color).with_columns(pl.col(x).cast(pl.String), pl.col(color).cast(pl.String))
+    # The bars stack: their sums are tiny only when the column's total is.
+    tiny = number_format(frame.select(pl.col(value).abs().sum()), [value])
     chart: alt.Chart = (
         alt.Chart(_data(data), title=title, height=HEIGHT)
         .mark_bar(aria=False)
         .encode(
             x=_time_axis(x, time_format),
-            y=alt.Y(f"sum({value}):Q", title=value_title),
+            y=alt.Y(f"sum({value}):Q", title=value_title, axis=_value_axis(tiny)),
             color=alt.Color(f"{color}:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=300)),
             tooltip=[
                 alt.Tooltip(f"{x}:T", format="%Y-%m-%d %H:%M", formatType="utc"),
                 f"{color}:N",
-                alt.Tooltip(f"sum({value}):Q", title=value_title, format=",.3~f"),
+                alt.Tooltip(f"sum({value}):Q", title=value_title, format=_tooltip_format(tiny)),
             ],
         )
     )
@@ -204,6 +214,7 @@ def ranked_bars(
     """
     value_title = value_title or value
     data = frame.select(pl.col(category).cast(pl.String), value).sort(value, descending=True).head(top)
+    value_format = _with_tiny(data, [value], value_format)
     # A count gets whole-number ticks: "0.00 0.10 ... 1.00" for one recompile reads as a fraction of one.
     axis = alt.Axis(tickMinStep=1, format="d") if data.schema[value].is_integer() else _value_axis(value_format)
     chart: alt.Chart = (

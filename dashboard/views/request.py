@@ -73,9 +73,9 @@ def summary(d: dict[str, Any]) -> None:
     cells[5].metric(
         "Graph cache",
         CACHE_SHOWN.get(str(d[col.CACHE_STATUS]), str(d[col.CACHE_STATUS])),
-        help="FX-graph-cache result of the compiles this request triggered (– when it compiled nothing): a hit "
-        "still runs Dynamo and loads "
-        "the cached kernels, so its compile time is the time in the request column beside it.",
+        help="Cache result of the compiles this request triggered (– when it compiled nothing): hit, miss (it "
+        "compiled; a compile with no cache lookup counts as one) or mixed (some of each). A hit still runs Dynamo "
+        "and loads the cached kernels, so its compile time is the time in the request column beside it.",
     )
     bundle = d.get("bundle_name") or "unregistered"
     st.markdown(
