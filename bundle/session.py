@@ -12,6 +12,7 @@ it the graph runs eagerly and the miss says why), ``eager``, or ``refuse`` (call
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections import deque
@@ -179,12 +180,18 @@ class BundleSession:
         """The factors that differ between the bundle and this graph: its inputs against the qualified
         graphs', and this process's settings, compiler versions, customisations and target."""
         out: list[str] = []
-        qualified = sorted({r.inputs for r in self._by_signature.values()})
-        if g.inputs not in qualified:
+        kinds = input_kinds(g.inputs)
+        same_code = [
+            r
+            for r in self._by_signature.values()
+            if (g.graph_code and r.graph_code == g.graph_code) or input_kinds(r.inputs) == kinds
+        ]
+        if same_code:
+            qualified = sorted({r.inputs for r in same_code})
             shown = " | ".join(qualified[:3]) + (" …" if len(qualified) > 3 else "")
-            out.append(f"accepted_shapes: inputs {g.inputs} not qualified (bundle: {shown or 'none'})")
+            out.append(f"accepted_shapes: inputs {g.inputs} not qualified (bundle: {shown})")
         else:
-            out.append("code: the traced graph differs from the bundle's graph for these inputs")
+            out.append(f"code: a graph the bundle does not hold (another model or code path), inputs {g.inputs}")
         out.extend(self.process_factors())
         return tuple(out)
 
@@ -242,6 +249,17 @@ class BundleSession:
     def misses(self) -> int:
         """Bundle misses so far."""
         return sum(m.status == "miss" for m in self.matches)
+
+
+_SIZES = re.compile(r"\[([^\]]*)\]/[^@;]*@")
+_SYMBOL = re.compile(r"sym:[^;]*")
+
+
+def input_kinds(inputs: str) -> str:
+    """Input metadata without sizes and strides (``sym:s0;int64[s0,5]/5,1@cpu`` → ``sym;int64[2]@cpu``): two graphs with
+    the same kinds of inputs differ in shapes, not in what they compute from."""
+    ranks = _SIZES.sub(lambda m: f"[{m.group(1).count(',') + 1 if m.group(1) else 0}]@", inputs)
+    return _SYMBOL.sub("sym", ranks)
 
 
 def _refusing(match: BundleMatch) -> Callable[..., Any]:
