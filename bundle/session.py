@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+import torch
+
 from inferensics.bundle import factors, torch_adapter
 from inferensics.bundle.capture import GraphCapture, RecordingBackend, fill_from_trace, new_capture
 
@@ -141,7 +143,7 @@ class BundleSession:
                 if g.fx_key != expected
                 else f"artifacts.cache: FX-graph cache {g.fx_status or 'not consulted'} for {expected[:16]}"
             )
-            return BundleMatch("miss", "compiled", g.signature, g.fx_key, g.inputs, (why, *self.miss_factors(g)),
+            return BundleMatch("miss", "compiled", g.signature, g.fx_key, g.inputs, (why, *self.process_factors()),
                                "the bundle's graph did not come from its cache", g.compile_s)  # fmt: skip
         self.budget.charge(g.compile_s)
         return BundleMatch("miss", "compiled", g.signature, g.fx_key, g.inputs, self.miss_factors(g),
@@ -205,6 +207,9 @@ class BundleSession:
             for k in sorted(set(built) | set(changed_here)):
                 if built.get(k) != changed_here.get(k):
                     diffs.append(f"settings.{k}: {built.get(k)!r} → {changed_here.get(k)!r}")
+            threads = ident.get("settings", {}).get("cpu_threads")
+            if threads is not None and threads != torch.get_num_threads():
+                diffs.append(f"settings.cpu_threads: {threads!r} → {torch.get_num_threads()!r}")
             versions = factors.compiler_versions()
             for k, v in ident.get("compiler_versions", {}).items():
                 if versions.get(k) != v:

@@ -160,13 +160,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, required=True, help="folder for the bundles (one sub-folder each)")
     p.add_argument("--key", type=Path, help="builder's private key (a new one is made under --out if omitted)")
     p.add_argument("--only", choices=RELEASE_NAMES, help="build this bundle only (into --out/NAME)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when visible: where workers serve)")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: torch's default)")
     p.add_argument("--advise", action="store_true", help="compare shape policies in the reports")
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore", message="`torch.jit.script", category=DeprecationWarning)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     names = [args.only] if args.only else list(RELEASE_NAMES)
     try:
         key_path = args.key or bundle.generate_key(args.out / "builder-key")[0]

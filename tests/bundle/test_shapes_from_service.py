@@ -15,7 +15,7 @@ import pytest
 
 from inferensics import bundle as b
 from tests.bundle.conftest import INPUTS, MODEL, Keys
-from tests.collector.service.harness import READ, RunningService, new_service
+from tests.collector.service.harness import ADMIN, RunningService, new_service
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,10 +56,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService
 
 
 def _build(service: RunningService, keys: Keys, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    # The traffic is read through the service's SQL endpoint, which takes an admin token (as push and promote do).
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     command = [sys.executable, "-m", "inferensics.cli", "bundle", "build", "--model", MODEL, "--inputs", INPUTS,
                "--key", str(keys.private), "--out", str(out), "--shapes-from-service", service.url,
-               "--token", READ, "--name", "from-traffic", "--no-advise", *extra]  # fmt: skip
+               "--token", ADMIN, "--name", "from-traffic", "--no-advise", *extra]  # fmt: skip
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 

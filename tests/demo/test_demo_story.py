@@ -492,9 +492,18 @@ def test_replay_names_the_candidates_faulty_decomposition(
     verdict = _replay(demo_run, demo_service, request_id, tmp_path / "canary")
     assert verdict["category"] == "decomposition", verdict["stdout"]
     assert verdict["op"] == "aten.silu", verdict["stdout"]
-    assert verdict["source_file"].endswith("demo/incidents.py"), verdict["stdout"]
-    assert verdict["source_text"] == "return x * torch.sigmoid(1.702 * x)", verdict["stdout"]
+    # The user's line whose op diverged (the decoder's gated MLP) ...
+    assert verdict["source_file"].endswith("demo/models/decoder.py"), verdict["stdout"]
+    assert "silu_mul" in verdict["source_text"], verdict["stdout"]
+    assert "silu" in verdict["kernel"], verdict["stdout"]
+    # ... and the faulty decomposition, as the candidate's manifest recorded it and replay reinstalled it.
+    custom = verdict["evidence"]["customisation"]
+    assert custom["import_path"] == "inferensics.demo.incidents:fast_silu"
+    assert custom["source_file"].endswith("demo/incidents.py")
+    assert custom["source_text"] == "return x * torch.sigmoid(1.702 * x)"
+    assert "fast_silu" in verdict["stdout"]
     assert verdict["evidence"]["bundle_id"] == demo_run["bundle_ids"][CANDIDATE]
+    assert verdict["evidence"]["served_keys_all_hit"], verdict["evidence"]["served_matches"]  # the served code
 
 
 def test_replay_names_the_poisoned_input_of_the_nan_request(
