@@ -207,7 +207,8 @@ def exposing_backend(inner: ta.Backend, names: set[str] | None, sink: dict[str, 
     """Wrap ``inner`` so the named nodes (all compute nodes when ``None``) become extra graph outputs.
 
     The compiled function strips the extras and stores them in ``sink`` by node name (the first value of
-    each name since the sink was last cleared), so the model's outputs are unchanged. The extras are computed by the same compiled code, fusion included.
+    each name since the sink was last cleared), so the model's outputs are unchanged. The extras are
+    computed by the same compiled code, fusion included.
     """
 
     def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:

@@ -57,4 +57,3 @@ def test_a_real_aoti_package_is_carried_hashed_and_loaded(keys: Keys, tmp_path: 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert float(proc.stdout.split()[-1]) < 1e-5
-
