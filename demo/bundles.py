@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from inferensics.demo import incidents
-from inferensics.demo.serving import ModelServer, apply_dynamo_policy
+from inferensics.demo.serving import ModelServer, apply_dynamo_policy, calls_traced
 from inferensics.demo.workload import BASELINE, CANDIDATE, DECODER_MODEL, RequestSpec
 
 RELEASE_NAMES: tuple[str, ...] = (BASELINE, CANDIDATE)
@@ -51,7 +51,7 @@ class ServingDecoder(torch.nn.Module):
         self.decoder = self.server.decoder
         self.new_tokens = new_tokens
 
-    @torch.compiler.disable(recursive=False)
+    @calls_traced
     def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor | None = None) -> torch.Tensor:
         """The logits of the prompt's last position and of each decode step, from ``batch × prompt`` token
         ids (and a resumed key cache, see :meth:`ModelServer.generate`)."""

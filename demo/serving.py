@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 from torch.nn import functional as F  # noqa: N812 - the conventional alias
@@ -86,11 +86,25 @@ def apply_dynamo_policy() -> None:
     torch._dynamo.config.recompile_limit = RECOMPILE_LIMIT
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
 # The serving glue below (padding, dynamic marks, the generation loop) is never traced: a release-bundle
 # build runs it inside ``torch.compile`` so that exactly the frames the workers compile (the decoder's
 # ``prefill`` and ``decode_step``) are compiled, with the same inputs and marks. In a worker it runs outside
 # any compile and the markers change nothing.
-@torch.compiler.disable
+def never_traced(fn: _F) -> _F:
+    """``fn`` and everything it calls run eagerly, even inside a compiled function."""
+    return cast(_F, torch.compiler.disable(fn))  # type: ignore[no-untyped-call]
+
+
+def calls_traced(fn: _F) -> _F:
+    """``fn`` itself runs eagerly inside a compiled function; the functions it calls are compiled (each its
+    own frame, as when compiled one by one)."""
+    return cast(_F, torch.compiler.disable(fn, recursive=False))  # type: ignore[no-untyped-call]
+
+
+@never_traced
 def _mark_dynamic(tensor: torch.Tensor, *dims: int) -> torch.Tensor:
     for d in dims:
         torch._dynamo.mark_dynamic(tensor, d)
@@ -103,8 +117,8 @@ def _capacity(spec: RequestSpec, padded_seq_len: int) -> int:
     return padded_capacity(max(padded_seq_len, spec.prompt_len + math.ceil(spec.new_tokens / q) * q))
 
 
-_pad_cache = torch.compiler.disable(pad_cache)
-_poison_cache = torch.compiler.disable(incidents.poison_cache)
+_pad_cache = never_traced(pad_cache)
+_poison_cache = never_traced(incidents.poison_cache)
 
 
 class ModelServer:
@@ -169,7 +183,7 @@ class ModelServer:
             _, k, _ = self.decoder.prefill(padded)
             return incidents.poison_cache(pad_cache(k, _capacity(spec, padded.shape[1])))
 
-    @torch.compiler.disable
+    @never_traced
     def _pad(self, tokens: torch.Tensor) -> torch.Tensor:
         b, s = tokens.shape
         return F.pad(tokens, (0, padded_seq(s) - s, 0, padded_batch(b) - b))
@@ -183,7 +197,7 @@ class ModelServer:
         logits: torch.Tensor = self.scorer(padded) if eager else self.score(_mark_dynamic(padded, 0, 1))
         return logits[:b, :s]
 
-    @torch.compiler.disable(recursive=False)
+    @calls_traced
     def generate(
         self, spec: RequestSpec, tokens: torch.Tensor, k_page: torch.Tensor | None = None, *, greedy: bool = True
     ) -> torch.Tensor:
