@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -435,6 +436,8 @@ def test_the_bundles_page_shows_the_release(dashboard: str, demo_run: dict[str, 
     drawn: list[str] = page.evaluate("() => window.__drawnTexts")
     for name in ("baseline", CANDIDATE):
         assert f"{name} ({ids[name][:8]})" in drawn, drawn  # the legend, whole
+    workers = {r["worker"] for r in demo_run["served"].values()}
+    assert workers <= set(drawn), drawn  # the hosts on each bundle, in the bundles table's cells
     assert not [t for t in drawn if t.startswith(("unnamed", "baseline", "candidate")) and "…" in t], drawn
     body = page.locator("body").inner_text()
     assert "signature state on hosts: verified" in body
@@ -517,24 +520,61 @@ def test_replay_names_the_poisoned_input_of_the_nan_request(
     assert verdict["evidence"]["bad_inputs"][0]["tensor"] == "k_cache"
 
 
+STALE_HOST = """
+import sys, warnings
+warnings.simplefilter("ignore", DeprecationWarning)
+import torch
+from inferensics.collector.host import instrument
+from inferensics.demo.bundles import decoder_inputs, serving_decoder
+from inferensics.demo.serving import apply_dynamo_policy
+
+service, bundle, keyring = sys.argv[1:4]
+apply_dynamo_policy()
+tracker = instrument(service_url=service, host="cpu-b-candidate-stale", hw_pool="cpu-b", model="tiny-decoder")
+model = tracker.compile(serving_decoder(), bundle=bundle, keyring=keyring)
+with torch.inference_mode():
+    for i in range(2):
+        with tracker.request(f"stale-{i}", model="tiny-decoder", traffic_class="interactive", shape=(2, 48)) as req:
+            req.set_output(model(*decoder_inputs((2, 48))))
+tracker.flush()
+tracker.shutdown()
+"""
+"""A host that never refreshed its states file: it loads the (revoked) candidate and serves two requests."""
+
+
 def test_the_bundles_page_lights_up_the_revoked_candidate_still_serving(
     dashboard: str, demo_run: dict[str, Any], demo_service: str, page: Page, tmp_path: Path
 ) -> None:
-    """Revoke the candidate (as an operator would, with the command) while its traffic is in the range: the
-    page lights it up. Last in the module: it changes the run's release state."""
+    """Revoke the candidate with the command; a host that never refreshed its states file keeps serving it:
+    the page lights it up. Last in the module: it changes the run's release state."""
     candidate = demo_run["bundle_ids"][CANDIDATE]
     res = run_printed(f"inferensics bundle revoke {candidate[:16]} --reason canary-fail --service {demo_service}",
                       tmp_path)  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
-    page.goto(f"{dashboard}/bundles")
+    with ServiceClient(demo_service) as client:  # the state travels over OTLP: wait until it is stored
+        revoked = f"SELECT count() FROM bundle_states WHERE bundle_id = '{candidate}' AND state = 'revoked'"
+        deadline = time.monotonic() + 60
+        while client.sql(revoked).item(0, 0) == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        stale = subprocess.run(
+            [sys.executable, "-c", STALE_HOST, demo_service, demo_run["bundle_dirs"][CANDIDATE], demo_run["keyring"]],
+            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert stale.returncode == 0, stale.stderr[-3000:]
+        served = "SELECT count() FROM requests WHERE startsWith(request_id, 'stale-')"
+        deadline = time.monotonic() + 60
+        while client.sql(served).item(0, 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+    # A range ending after the revocation (the page caches a query's answer per range for a while).
+    end = (datetime.now(UTC) + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%MZ")
+    page.goto(f"{dashboard}/bundles?end={end}")
     settle(page)
     alert = page.locator('[data-testid="stAlert"]').filter(has_text="Revoked bundle still serving")
     expect(alert).to_have_count(1, timeout=PAGE_TIMEOUT_MS)
-    served = sum(1 for r in demo_run["served"].values() if r["bundle"] == CANDIDATE)
     text = alert.inner_text()
     assert candidate[:12] in text
     since = re.search(r"served ([\d,]+) requests since it was revoked", text)
     assert since is not None, text
-    # Traffic is counted from the hour of the revocation on: all of the run's, unless an hour began during it.
-    assert 0 < int(since.group(1).replace(",", "")) <= served
+    # Counted from the hour of the revocation on (the hourly rollup): the stale host's two at least.
+    assert int(since.group(1).replace(",", "")) >= 2
     shoot(page, "bundles-revoked")
