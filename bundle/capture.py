@@ -37,10 +37,30 @@ def graph_inputs(example_inputs: list[Any]) -> str:
     return ";".join(_render_input(x) for x in example_inputs)
 
 
+def graph_input_values(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[Any]:
+    """The graph's inputs as Dynamo traced them (the placeholders' example values: a dynamic dimension is a
+    symbol there, e.g. ``int64[s52,s27]``), else ``example_inputs`` (concrete sizes).
+
+    A dynamic graph so has one signature whatever the sizes of the call that compiled it first.
+    """
+    values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(values) == len(example_inputs) and all(v is not None for v in values):
+        return values
+    return example_inputs
+
+
+def _code(gm: torch.fx.GraphModule) -> str:
+    return "\n".join(line for line in gm.code.splitlines() if line.strip() and not line.strip().startswith("#"))
+
+
+def graph_code_digest(gm: torch.fx.GraphModule) -> str:
+    """sha256 of the graph's code without comments (no input metadata)."""
+    return sha256_hex(_code(gm).encode())
+
+
 def graph_signature(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> str:
-    """sha256 of the graph's code without comments, plus its input metadata."""
-    code = "\n".join(line for line in gm.code.splitlines() if line.strip() and not line.strip().startswith("#"))
-    return sha256_hex(f"{code}\n--\n{graph_inputs(example_inputs)}".encode())
+    """sha256 of the graph's code without comments, plus its input metadata (see :func:`graph_input_values`)."""
+    return sha256_hex(f"{_code(gm)}\n--\n{graph_inputs(graph_input_values(gm, example_inputs))}".encode())
 
 
 _AOT_ID = re.compile(r"^# AOT ID: .*$", re.MULTILINE)
@@ -63,6 +83,8 @@ class GraphCapture:
     signature: str
     inputs: str
     compile_id: str
+    graph_code: str = ""
+    """sha256 of the graph's code alone (:func:`graph_code_digest`)."""
     fx_key: str = ""
     aot_key: str = ""
     fx_status: str = ""
@@ -78,8 +100,9 @@ def new_capture(gm: torch.fx.GraphModule, example_inputs: list[Any], index: int 
     return GraphCapture(
         index=index,
         signature=graph_signature(gm, example_inputs),
-        inputs=graph_inputs(example_inputs),
+        inputs=graph_inputs(graph_input_values(gm, example_inputs)),
         compile_id=torch_adapter.current_compile_id(),
+        graph_code=graph_code_digest(gm),
     )
 
 

@@ -165,6 +165,10 @@ def collect(
         if isinstance(model, torch.nn.Module)
         else [f"{getattr(model, '__module__', '?')}.{getattr(model, '__qualname__', type(model).__qualname__)}"]
     )
+    if device == "cpu":
+        # Inductor's C++ kernels are generated for this many OpenMP threads, and the count is part of the
+        # FX-graph-cache key: a host with another count compiles anew (load applies the recorded one).
+        group["cpu_threads"] = torch.get_num_threads()
     identity = {
         "model": {"factory": factory, "args": dict(factory_args), "classes": classes},
         "code": model_code(model, extra_code),

@@ -1,7 +1,8 @@
 """``load``: verify, then install the recorded compiler and the bundle's compile-cache artifacts.
 
 Nothing of the bundle is loaded before :func:`~inferensics.bundle.verify.verify` has passed. Then, in order:
-the recorded customisations are installed, the recorded non-default compiler settings are applied, the
+the recorded customisations are installed, the recorded non-default compiler settings (and, for a CPU
+bundle, the intra-op thread count its kernels were generated for) are applied, the
 compiled CPU kernels and the Mega-Cache blob are installed into the local caches, and an AOTInductor
 package is loaded, if the bundle has one.
 """
@@ -91,6 +92,9 @@ def load(
     if apply_settings:
         changed: Mapping[str, Any] = manifest.identity.get("settings", {}).get("changed", {})
         skipped = torch_adapter.apply_settings(changed)
+    threads = manifest.identity.get("settings", {}).get("cpu_threads")
+    if apply_settings and isinstance(threads, int) and threads > 0 and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)  # the CPU kernels were generated (and keyed) for this many threads
     torch_adapter.install_cache_files(verified.directory / CPU_KERNELS)
     blob = (verified.directory / MEGACACHE).read_bytes()
     keys = torch_adapter.load_cache_artifacts(blob) if blob else {}

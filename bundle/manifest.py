@@ -70,6 +70,8 @@ class GraphRecord(BaseModel):
     """sha256 of the generated output code (cache paths normalised): the artifact id."""
     inputs: str = ""
     """The graph's input metadata as text (dtypes, shapes with symbols, strides)."""
+    graph_code: str = ""
+    """sha256 of the Dynamo FX graph's code alone: a miss with the same code differs only in its inputs."""
     code_location: str = ""
     """``file:line:function`` of the traced frame, file relative to its package."""
 

@@ -12,12 +12,15 @@ it the graph runs eagerly and the miss says why), ``eager``, or ``refuse`` (call
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
+
+import torch
 
 from inferensics.bundle import factors, torch_adapter
 from inferensics.bundle.capture import GraphCapture, RecordingBackend, fill_from_trace, new_capture
@@ -140,7 +143,7 @@ class BundleSession:
                 if g.fx_key != expected
                 else f"artifacts.cache: FX-graph cache {g.fx_status or 'not consulted'} for {expected[:16]}"
             )
-            return BundleMatch("miss", "compiled", g.signature, g.fx_key, g.inputs, (why, *self.miss_factors(g)),
+            return BundleMatch("miss", "compiled", g.signature, g.fx_key, g.inputs, (why, *self.process_factors()),
                                "the bundle's graph did not come from its cache", g.compile_s)  # fmt: skip
         self.budget.charge(g.compile_s)
         return BundleMatch("miss", "compiled", g.signature, g.fx_key, g.inputs, self.miss_factors(g),
@@ -179,12 +182,18 @@ class BundleSession:
         """The factors that differ between the bundle and this graph: its inputs against the qualified
         graphs', and this process's settings, compiler versions, customisations and target."""
         out: list[str] = []
-        qualified = sorted({r.inputs for r in self._by_signature.values()})
-        if g.inputs not in qualified:
+        kinds = input_kinds(g.inputs)
+        same_code = [
+            r
+            for r in self._by_signature.values()
+            if (g.graph_code and r.graph_code == g.graph_code) or input_kinds(r.inputs) == kinds
+        ]
+        if same_code:
+            qualified = sorted({r.inputs for r in same_code})
             shown = " | ".join(qualified[:3]) + (" …" if len(qualified) > 3 else "")
-            out.append(f"accepted_shapes: inputs {g.inputs} not qualified (bundle: {shown or 'none'})")
+            out.append(f"accepted_shapes: inputs {g.inputs} not qualified (bundle: {shown})")
         else:
-            out.append("code: the traced graph differs from the bundle's graph for these inputs")
+            out.append(f"code: a graph the bundle does not hold (another model or code path), inputs {g.inputs}")
         out.extend(self.process_factors())
         return tuple(out)
 
@@ -198,6 +207,9 @@ class BundleSession:
             for k in sorted(set(built) | set(changed_here)):
                 if built.get(k) != changed_here.get(k):
                     diffs.append(f"settings.{k}: {built.get(k)!r} → {changed_here.get(k)!r}")
+            threads = ident.get("settings", {}).get("cpu_threads")
+            if threads is not None and threads != torch.get_num_threads():
+                diffs.append(f"settings.cpu_threads: {threads!r} → {torch.get_num_threads()!r}")
             versions = factors.compiler_versions()
             for k, v in ident.get("compiler_versions", {}).items():
                 if versions.get(k) != v:
@@ -242,6 +254,17 @@ class BundleSession:
     def misses(self) -> int:
         """Bundle misses so far."""
         return sum(m.status == "miss" for m in self.matches)
+
+
+_SIZES = re.compile(r"\[([^\]]*)\]/[^@;]*@")
+_SYMBOL = re.compile(r"sym:[^;]*")
+
+
+def input_kinds(inputs: str) -> str:
+    """Input metadata without sizes and strides (``sym:s0;int64[s0,5]/5,1@cpu`` → ``sym;int64[2]@cpu``): two graphs with
+    the same kinds of inputs differ in shapes, not in what they compute from."""
+    ranks = _SIZES.sub(lambda m: f"[{m.group(1).count(',') + 1 if m.group(1) else 0}]@", inputs)
+    return _SYMBOL.sub("sym", ranks)
 
 
 def _refusing(match: BundleMatch) -> Callable[..., Any]:

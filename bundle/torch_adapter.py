@@ -261,6 +261,14 @@ def install_fx_pass(slot: str, fn: Any) -> None:
     setattr(inductor, slot, fn)
 
 
+def aoti_compile_and_package(exported: Any, path: str) -> str:
+    """Compile a ``torch.export`` program with AOTInductor into a ``.pt2`` package at ``path`` (an artifact a
+    bundle can carry: ``BuildSpec(aoti_package=...)``); returns the package's path."""
+    from torch._inductor import aoti_compile_and_package as compile_package
+
+    return str(compile_package(exported, package_path=path))
+
+
 def aoti_load_package(path: str) -> Any:
     """Load an AOTInductor ``.pt2`` package."""
     from torch._inductor import aoti_load_package as load

@@ -86,6 +86,10 @@ def keygen(
     console.print(f"private key {priv} (keep secret)\npublic key  {pub} (add to the hosts' keyring)\nkey id {keyid}")
 
 
+MAX_TRAFFIC_SHAPES = 64
+"""``--shapes-from-service`` takes at most this many of the most common shapes (the rest is counted)."""
+
+
 def _shapes_from_service(service: str, token: str | None, model: str, since: str) -> Any:
     require_extra("service", "bundle build --shapes-from-service")
     from inferensics import bundle as b
@@ -95,23 +99,48 @@ def _shapes_from_service(service: str, token: str | None, model: str, since: str
     if not since or since[-1] not in units or not since[:-1].isdigit():
         fail(f"--since {since!r}: expected a number and d, h or m (7d)")
     start = datetime.now(UTC) - timedelta(seconds=int(since[:-1]) * units[since[-1]])
-    sql = (
-        "SELECT shape, count() AS n FROM requests WHERE model = '{m}' AND ts >= toDateTime64('{t}', 6, 'UTC') "
-        "AND shape != '' GROUP BY shape ORDER BY n DESC LIMIT 64"
-    ).format(m=model.replace("'", ""), t=start.strftime("%Y-%m-%d %H:%M:%S"))
+    where = "model = '{m}' AND ts >= toDateTime64('{t}', 6, 'UTC') AND shape != ''".format(
+        m=model.replace("'", ""), t=start.strftime("%Y-%m-%d %H:%M:%S")
+    )
     try:
         with ServiceClient(service, token=token) as client:
-            frame = client.sql(sql)
+            frame = client.sql(
+                f"SELECT shape, count() AS n FROM requests WHERE {where} GROUP BY shape ORDER BY n DESC "
+                f"LIMIT {MAX_TRAFFIC_SHAPES}"
+            )
+            total_rows = client.sql(f"SELECT count() AS n FROM requests WHERE {where}")
     except ServiceError as exc:
         fail(exc.message)
-    shapes, weights = [], []
+    in_window = int(total_rows.item(0, 0)) if total_rows.height else 0
+    in_top = int(sum(n for _, n in frame.iter_rows()))
+    if in_window > in_top:
+        console.print(
+            f"the {MAX_TRAFFIC_SHAPES} most common shapes cover {in_top} of {in_window} requests; "
+            "the rarest shapes are left out"
+        )
+    parsed: list[tuple[str, tuple[int, ...], float]] = []
     for shape, n in frame.iter_rows():
         dims = str(shape).split("x")
-        if all(d.isdigit() and int(d) > 0 for d in dims):
-            shapes.append([int(d) for d in dims])
-            weights.append(float(n))
-    if not shapes:
+        ok = all(d.isdigit() and int(d) > 0 for d in dims)
+        parsed.append((str(shape), tuple(int(d) for d in dims) if ok else (), float(n)))
+    by_rank: dict[int, float] = {}
+    for _, dims_, n in parsed:
+        if dims_:
+            by_rank[len(dims_)] = by_rank.get(len(dims_), 0.0) + n
+    rank = max(by_rank, key=lambda r: by_rank[r]) if by_rank else 0
+    kept = [(dims_, n) for _, dims_, n in parsed if dims_ and len(dims_) == rank]
+    skipped = [(label, n) for label, dims_, n in parsed if not dims_ or len(dims_) != rank]
+    if skipped:  # counted and named: traffic the bundle will not be qualified on
+        total = int(sum(n for _, n in skipped))
+        shown = ", ".join(label for label, _ in skipped[:5]) + (" …" if len(skipped) > 5 else "")
+        console.print(
+            f"skipped {total} request{'s' if total != 1 else ''} whose shape is not {rank} positive sizes "
+            f"(AxB...): {shown}"
+        )
+    if not kept:
         fail(f"the service has no request shapes for model {model!r} since {since}: pass --shapes FILE")
+    shapes = [list(d) for d, _ in kept]
+    weights = [n for _, n in kept]
     return b.ShapeDistribution.of(shapes, weights)
 
 

@@ -1,82 +1,84 @@
-"""The two release bundles of the demo: what each compiles with, and its content-addressed id.
+"""The demo's two release bundles, built, signed and qualified with :mod:`inferensics.bundle`.
 
-A bundle here is the compiler configuration a serving worker compiles with. Its id is
-``<name>-<first 12 hex of sha256(manifest)>`` (ARCHITECTURE.md decision 3: a digest of the manifest), with
-the name in front so people can read it in the dashboard and type it into ``inferensics canary compare``.
+The ``baseline`` bundle is the production compiler; the ``candidate`` adds a "fast SiLU" decomposition
+(faulty: ``x * sigmoid(1.702 x)``), recorded in its manifest by import path and code digest so a serving
+host, and replay, reinstall exactly that compiler. Both are built from :class:`ServingDecoder`: the decoder
+served the way the demo's workers serve it, so the graphs a bundle holds are the graphs a worker compiles
+(the decoder's ``prefill`` and its one-token ``decode_step``, with the policy's dynamic marks) and a worker
+that loads the bundle serves those from it (bundle hits). What the bundles do not hold is a counted bundle
+miss on the workers: the Hugging Face model, and decode steps of other widths (speculative decoding).
+
+``python -m inferensics.demo.bundles --out DIR`` builds both (``inferensics demo`` builds them in parallel,
+one process each, with ``--only``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from inferensics.demo import incidents
-from inferensics.demo.workload import BASELINE, CANDIDATE, RECOMPILE_LIMIT
+from inferensics.demo.serving import ModelServer, apply_dynamo_policy, calls_traced
+from inferensics.demo.workload import BASELINE, CANDIDATE, DECODER_MODEL, RequestSpec
+
+RELEASE_NAMES: tuple[str, ...] = (BASELINE, CANDIDATE)
+"""The two release bundles, in build order."""
+QUALIFY_NEW_TOKENS = 4
+"""Tokens generated per qualification request (one-token decode steps)."""
+PROVENANCE_OPTIONS: dict[str, Any] = {"trace.provenance_tracking_level": 1}
+"""Inductor options the bundles compile with: provenance tracking on, so the request page maps kernels to
+source lines on hosts serving from the bundle (the level is part of the compile-cache key: the hosts compile
+with the bundle's options)."""
 
 
-@dataclass(frozen=True)
-class Bundle:
-    """A compiler configuration under a name."""
+class ServingDecoder(torch.nn.Module):
+    """The demo decoder as the workers serve it: ``tokens → logits`` through :meth:`ModelServer.generate`
+    (padding, dynamic marks, prefill, then :data:`QUALIFY_NEW_TOKENS` one-token decode steps).
 
-    name: str
-    """``baseline`` or ``candidate``."""
-    mode: str | None = None
-    """``torch.compile`` mode."""
-    options: dict[str, Any] = field(default_factory=dict)
-    """Inductor options passed to ``torch.compile``."""
-    decompositions: dict[str, str] = field(default_factory=dict)
-    """Decomposition overrides registered in Inductor: operator → replacement."""
-    cache_key_tag: str = ""
-    """Salt of the compile-cache keys (``torch.compiler.config.cache_key_tag``)."""
-    description: str = ""
-    """What changed, in words."""
+    ``forward`` itself is never traced: compiling this module compiles the frames it calls, the decoder's
+    ``prefill`` and ``decode_step``, exactly as a worker's ``tracker.compile`` compiles them. Its arguments
+    are the names the workers capture a request's inputs under (``tokens``, and ``k_cache`` for a request
+    resumed from a cache page), so replay calls it with a captured request as it was served. The decode
+    steps continue from the prompt's last token (not from each step's argmax), so two compilers' outputs
+    compare position by position.
+    """
 
-    def manifest(self) -> dict[str, Any]:
-        """Everything that determines the compiled programs, as JSON-ready data."""
-        return {
-            "name": self.name,
-            "torch": torch.__version__.split("+")[0],
-            "mode": self.mode,
-            "options": self.options,
-            "decompositions": self.decompositions,
-            "cache_key_tag": self.cache_key_tag,
-            "dynamo": {"automatic_dynamic_shapes": False, "recompile_limit": RECOMPILE_LIMIT},
-        }
+    def __init__(self, seed: int = 0, new_tokens: int = QUALIFY_NEW_TOKENS) -> None:
+        super().__init__()
+        self.server = ModelServer(_as_is, models=(DECODER_MODEL,), device=torch.device("cpu"), seed=seed)
+        self.decoder = self.server.decoder
+        self.new_tokens = new_tokens
 
-    @property
-    def bundle_id(self) -> str:
-        """``<name>-<12 hex digits of the manifest's sha256>``."""
-        digest = hashlib.sha256(json.dumps(self.manifest(), sort_keys=True).encode()).hexdigest()
-        return f"{self.name}-{digest[:12]}"
-
-    def activate(self) -> None:
-        """Apply the process-wide parts of the bundle (Dynamo settings, decomposition overrides, salt).
-
-        Call once, at the start of a serving worker, before anything compiles.
-        """
-        torch._dynamo.config.automatic_dynamic_shapes = False
-        torch._dynamo.config.recompile_limit = RECOMPILE_LIMIT
-        if self.decompositions:
-            incidents.install_decomposition_fault()
+    @calls_traced
+    def forward(self, tokens: torch.Tensor, k_cache: torch.Tensor | None = None) -> torch.Tensor:
+        """The logits of the prompt's last position and of each decode step, from ``batch × prompt`` token
+        ids (and a resumed key cache, see :meth:`ModelServer.generate`)."""
+        self.server.device = tokens.device
+        b, s = tokens.shape
+        spec = RequestSpec(
+            request_id="bundle-qualification",
+            at_s=0.0,
+            model=DECODER_MODEL,
+            traffic_class="",
+            tenant="",
+            pool="",
+            kind="generate",
+            batch=b,
+            prompt_len=s,
+            new_tokens=self.new_tokens,
+        )
+        return self.server.generate(spec, tokens, k_cache, greedy=False)
 
 
-BASELINE_BUNDLE = Bundle(name=BASELINE, description="production compiler configuration")
-"""The bundle in production."""
+def _as_is(fn: Any) -> Any:
+    return fn
 
-CANDIDATE_BUNDLE = Bundle(
-    name=CANDIDATE,
-    decompositions={incidents.FAULT_OP: "inferensics.demo.incidents.fast_silu"},
-    cache_key_tag=incidents.CANARY_CACHE_SALT,
-    description="compiler upgrade with a 'fast SiLU' decomposition (faulty: sigmoid(1.702 x))",
-)
-"""The canary: the baseline plus a faulty decomposition, with its compile caches salted."""
 
-BUNDLES: dict[str, Bundle] = {b.name: b for b in (BASELINE_BUNDLE, CANDIDATE_BUNDLE)}
-"""Bundles by name."""
+def serving_decoder(seed: int = 0) -> ServingDecoder:
+    """The factory the release bundles name."""
+    return ServingDecoder(seed=seed)
 
 
 def decoder(seed: int = 0) -> torch.nn.Module:
@@ -94,9 +96,10 @@ def decoder_inputs(shape: tuple[int, ...]) -> tuple[torch.Tensor]:
     return (torch.randint(0, DecoderConfig().vocab_size, shape, generator=generator),)
 
 
-DEMO_SHAPES: tuple[tuple[int, int], ...] = ((1, 16), (2, 32))
-"""Prompt shapes (batch × padded sequence) the demo's release bundles are qualified on."""
-DEMO_WEIGHTS: tuple[float, ...] = (3.0, 1.0)
+DEMO_SHAPES: tuple[tuple[int, int], ...] = ((2, 48), (1, 20), (6, 160))
+"""Prompt shapes (batch × prompt tokens) the release bundles are qualified on: the workload's interactive
+and batch prompts (padded by the policy, and all served by the same dynamic graphs)."""
+DEMO_WEIGHTS: tuple[float, ...] = (3.0, 2.0, 1.0)
 """Traffic weights of :data:`DEMO_SHAPES`."""
 
 
@@ -109,10 +112,12 @@ def release_spec(name: str, *, device: str = "cpu", advise: bool = False) -> Any
     if name == CANDIDATE:
         customs = (bundle.describe_customisation("decomposition", "aten.silu.default", incidents.fast_silu),)
     return bundle.BuildSpec(
-        model="inferensics.demo.bundles:decoder",
+        model="inferensics.demo.bundles:serving_decoder",
         inputs="inferensics.demo.bundles:decoder_inputs",
         shapes=bundle.ShapeDistribution.of(DEMO_SHAPES, DEMO_WEIGHTS),
         device=device,
+        options=PROVENANCE_OPTIONS,
+        dynamic=None,
         customisations=customs,
         name=name,
         advise=advise,
@@ -120,46 +125,59 @@ def release_spec(name: str, *, device: str = "cpu", advise: bool = False) -> Any
     )
 
 
+def build_release_bundle(name: str, out: Path, key: Any, *, device: str = "cpu", advise: bool = False) -> Any:
+    """Build and sign one release bundle into ``out`` under the serving policy's Dynamo settings.
+
+    Building the candidate installs its decomposition in this process for good: build it last, or alone.
+
+    Returns:
+        The :class:`inferensics.bundle.BuildResult`.
+    """
+    from inferensics import bundle
+
+    apply_dynamo_policy()
+    return bundle.build(release_spec(name, device=device, advise=advise), key, out)
+
+
 def build_release_bundles(out: Any, key: Any, *, device: str = "cpu", advise: bool = False) -> dict[str, Any]:
     """Build and sign the demo's two release bundles into ``out/baseline`` and ``out/candidate``.
-
-    The baseline is built first: building the candidate installs its decomposition in this process for good.
 
     Returns:
         Bundle name → :class:`inferensics.bundle.BuildResult`.
     """
-    from pathlib import Path
-
-    from inferensics import bundle
-
     root = Path(out)
-    return {
-        name: bundle.build(release_spec(name, device=device, advise=advise), key, root / name)
-        for name in (BASELINE, CANDIDATE)
-    }
+    return {name: build_release_bundle(name, root / name, key, device=device, advise=advise) for name in RELEASE_NAMES}
 
 
-def main() -> None:
-    """``python -m inferensics.demo.bundles --out DIR [--key KEY]``: build the two release bundles."""
+def main(argv: list[str] | None = None) -> None:
+    """``python -m inferensics.demo.bundles --out DIR [--key KEY] [--only NAME]``: build the release bundles."""
     import argparse
-    from pathlib import Path
+    import warnings
 
     from inferensics import bundle
 
     p = argparse.ArgumentParser(description="Build the demo's baseline and candidate release bundles.")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="folder for the bundles (one sub-folder each)")
     p.add_argument("--key", type=Path, help="builder's private key (a new one is made under --out if omitted)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--only", choices=RELEASE_NAMES, help="build this bundle only (into --out/NAME)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when visible: where workers serve)")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: torch's default)")
     p.add_argument("--advise", action="store_true", help="compare shape policies in the reports")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    warnings.filterwarnings("ignore", message="`torch.jit.script", category=DeprecationWarning)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    names = [args.only] if args.only else list(RELEASE_NAMES)
     try:
         key_path = args.key or bundle.generate_key(args.out / "builder-key")[0]
-        built = build_release_bundles(args.out, bundle.load_signing_key(key_path), device=args.device,
-                                      advise=args.advise)  # fmt: skip
+        key = bundle.load_signing_key(key_path)
+        for name in names:
+            result = build_release_bundle(name, args.out / name, key, device=args.device, advise=args.advise)
+            print(f"{name}: {result.bundle_id} in {result.directory}", flush=True)
     except bundle.BundleError as exc:
         raise SystemExit(f"error: {exc}") from None
-    for name, result in built.items():
-        print(f"{name}: {result.bundle_id} in {result.directory}")
 
 
 if __name__ == "__main__":

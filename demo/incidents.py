@@ -9,11 +9,13 @@ code) that the host SDK has to observe.
    recompile of the decode frame (:data:`inferensics.demo.workload.STORM_BURST` opens with a burst).
 2. **Eager fallback after the recompile limit** (``fallback``). The storm fills the decode frame's
    ``recompile_limit`` (4 entries): from then on Dynamo runs any further new step size eagerly, silently.
-3. **Numeric fault in the canary bundle only** (``canary``). The candidate bundle registers a "fast SiLU"
-   decomposition (:func:`fast_silu`, the sigmoid-approximation constant of GELU applied to SiLU) in
-   Inductor's decomposition table. Both models' MLPs use SiLU, so the candidate's logits drift and greedy
-   tokens change. The FX-graph and AOTAutograd cache keys do not cover a patched decomposition table, so
-   the candidate salts them (:data:`CANARY_CACHE_SALT`) and never shares an entry with the baseline.
+3. **Numeric fault in the canary bundle only** (``canary``). The candidate release bundle
+   (:mod:`inferensics.demo.bundles`) records a "fast SiLU" decomposition (:func:`fast_silu`, the
+   sigmoid-approximation constant of GELU applied to SiLU) as a compiler customisation, and hosts loading it
+   register it in Inductor's decomposition table. Both models' MLPs use SiLU, so the candidate's logits
+   drift and greedy tokens change. The FX-graph and AOTAutograd cache keys do not cover a patched
+   decomposition table, so installing a customisation salts them and the candidate never shares an entry
+   with the baseline (tests use :func:`decomposition_fault`, salted with :data:`CANARY_CACHE_SALT`).
 4. **Failing requests with captured inputs** (``invalid`` and ``nan``). A client sends token ids outside
    the vocabulary: the server's validation raises :class:`InvalidRequestError` inside the request (the
    compiled embedding would abort the whole process with an out-of-bounds index, so the server must

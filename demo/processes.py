@@ -1,4 +1,5 @@
-"""The demo's child processes: the embedded collector service, the dashboard and the serving workers.
+"""The demo's child processes: the embedded collector service, the dashboard, the bundle builds and the
+serving workers.
 
 Each is started with the interpreter running the demo (``python -m inferensics.cli ...``), logs to a file in
 the demo's data directory, and is stopped with SIGINT, then SIGTERM, then SIGKILL. :func:`stop_all` stops
@@ -170,6 +171,11 @@ def start_dashboard(data_dir: Path, service_url: str, port: int, token: str | No
     if token:
         args += ["--token", token]
     return _start("dashboard", args, data_dir / "dashboard.log", dict(os.environ))
+
+
+def start_child(name: str, args: list[str], log_path: Path) -> Child:
+    """Start ``python ARGS`` (e.g. a release-bundle build) logging stdout and stderr to ``log_path``."""
+    return _start(name, args, log_path, dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
 WorkerMessage = tuple[str, dict[str, Any]]

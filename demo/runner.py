@@ -2,12 +2,14 @@
 
 1. starts the collector service (``inferensics serve``, embedded store in the data directory), unless
    ``--service`` names a running one, and the dashboard unless ``--no-dashboard``;
-2. starts three serving workers (pool ``cpu-a`` baseline, pool ``cpu-b`` baseline, pool ``cpu-b``
-   candidate) that serve the seeded workload through the host SDK, exporting OTLP to the service; the
-   first compiles alone, the other two start once it has served a request (warm compile caches);
-3. shows progress per worker, waits until the service has stored every request, prints what happened,
+2. builds and signs the two release bundles (:mod:`inferensics.demo.release`, one process each), pushes
+   them to the service and promotes them (baseline on ``production``, candidate on ``canary``);
+3. starts three serving workers (pool ``cpu-a`` baseline, pool ``cpu-b`` baseline, pool ``cpu-b``
+   candidate) that verify and load their bundle and serve the seeded workload through the host SDK,
+   exporting OTLP to the service; the first starts alone, the other two once it has served a request;
+4. shows progress per worker, waits until the service has stored every request, prints what happened,
    the dashboard URL, request ids to drill into and commands to try;
-4. stays up for browsing until Ctrl-C (or exits at once with ``--exit-when-done``).
+5. stays up for browsing until Ctrl-C (or exits at once with ``--exit-when-done``).
 """
 
 from __future__ import annotations
@@ -29,8 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from inferensics.collector.client import ServiceClient, ServiceError
-from inferensics.demo import processes, summary
-from inferensics.demo.bundles import BUNDLES
+from inferensics.demo import processes, release, summary
 from inferensics.demo.worker import host_name, worker_requests
 from inferensics.demo.workload import BASELINE, CANDIDATE, POLICY_TEXT, POOL_A, POOL_B, Workload, build_workload
 
@@ -77,7 +78,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
     console.print(POLICY_TEXT)
     children: list[processes.Child] = []  # the service and the dashboard
     workers: list[processes.Child] = []
-    record = summary.RunRecord(bundle_ids={name: b.bundle_id for name, b in BUNDLES.items()})
+    record = summary.RunRecord()
     previous = _sigterm_as_interrupt()
     try:
         if opts.service_url:
@@ -99,13 +100,16 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
                 dashboard_url = f"http://127.0.0.1:{dport}"
                 console.print(f"dashboard          {dashboard_url}")
         with ServiceClient(url, token=opts.token, timeout=60) as client:
+            bundles = _release(client, data_dir, opts.token, console)
+            record.bundle_ids = {name: b.bundle_id for name, b in bundles.bundles.items()}
             before = _stored_requests(client)
             record.started = datetime.now(UTC)
-            _serve(opts, url, workload=workload, data_dir=data_dir, record=record, workers=workers, console=console)
+            _serve(opts, url, workload=workload, data_dir=data_dir, record=record, workers=workers, console=console,
+                   bundles=bundles)  # fmt: skip
             _wait_for_ingest(client, before + len(record.served), console)
             _report(client, url, dashboard_url, record, console)
         if opts.summary_json:
-            opts.summary_json.write_text(json.dumps(_summary_json(url, record), indent=2))
+            opts.summary_json.write_text(json.dumps(_summary_json(url, record, bundles), indent=2))
         console.print(f"logs in {data_dir}")
         if not opts.exit_when_done and children:
             console.print(f"[bold]{' and '.join(c.name for c in children)} stay up for browsing until Ctrl-C[/]")
@@ -127,6 +131,34 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
             finally:
                 _restore_sigterm(previous)
     return record
+
+
+def _release(client: ServiceClient, data_dir: Path, token: str | None, console: Console) -> release.Release:
+    """Build, sign, push and promote the two release bundles; print what was built."""
+    told = [0.0]
+
+    def progress(running: list[str], elapsed: float) -> None:
+        line = f"building the release bundles ({', '.join(running)}) {elapsed:.0f} s"
+        status.update(line)
+        if not console.is_terminal and elapsed - told[0] >= HEARTBEAT_S:  # a log, CI: a line every 30 s
+            told[0] = elapsed
+            console.print(line)
+
+    console.print("building the release bundles (baseline, candidate; compile, qualify, sign) ...")
+    with console.status("building the release bundles ...") as status:
+        try:
+            built = release.build(data_dir, progress=progress)
+        except RuntimeError as exc:
+            raise DemoError(str(exc)) from None
+        status.update("pushing the release bundles to the service ...")
+        try:
+            release.publish(client, built, token)
+        except ServiceError as exc:
+            raise DemoError(f"could not push the release bundles: {exc.message}") from None
+    for name, b in built.bundles.items():
+        console.print(f"release bundle {name:<9} {b.bundle_id} ({release.CHANNELS[name]}) in {b.directory}")
+    console.print(f"built and signed in {built.build_s:.0f} s; workers trust {built.keyring}; pushed to the service")
+    return built
 
 
 def _sigterm_as_interrupt() -> Any:
@@ -154,6 +186,7 @@ def _serve(
     record: summary.RunRecord,
     workers: list[processes.Child],
     console: Console,
+    bundles: release.Release,
 ) -> None:
     """Start the workers and follow them with one progress bar each until all are done."""
     messages: queue.Queue[processes.WorkerMessage] = queue.Queue()
@@ -176,6 +209,7 @@ def _serve(
             name = host_name(pool, bundle)
             total = len(worker_requests(workload, pool, bundle))
             args = ["--pool", pool, "--bundle", bundle, "--service", url]
+            args += ["--bundle-dir", str(bundles.bundles[bundle].directory), "--keyring", str(bundles.keyring)]
             args += ["--seed", str(opts.seed), "--duration", str(opts.duration_s), "--rate", str(opts.rate)]
             args += ["--start-at", str(start_at), "--sample-rate", str(opts.sample_rate)]
             if opts.token:
@@ -312,11 +346,14 @@ def _report(client: ServiceClient, url: str, dashboard_url: str, record: summary
         console.print(f"  {command}", soft_wrap=True)  # one line each, so a copy runs as printed
 
 
-def _summary_json(url: str, record: summary.RunRecord) -> dict[str, object]:
+def _summary_json(url: str, record: summary.RunRecord, bundles: release.Release) -> dict[str, object]:
     return {
         "service_url": url,
         "started": record.started.isoformat(),
         "bundle_ids": record.bundle_ids,
+        "bundle_dirs": {name: str(b.directory) for name, b in bundles.bundles.items()},
+        "keyring": str(bundles.keyring),
+        "bundle_build_s": round(bundles.build_s, 1),
         "incidents": record.incident_counts(),
         "expected_outcomes": dict(record.expected_outcomes()),
         "served": record.served,

@@ -186,6 +186,13 @@ def replay_pack(
         seconds_to_verdict=round(time.perf_counter() - start, 3),
     )
     summary = verdict.summary + (f" [{recompiled}]" if recompiled else "")
+    reinstalled = _customisation_of(manifest, verdict.category, verdict.op)
+    if reinstalled:
+        evidence["customisation"] = reinstalled
+        summary += (
+            f" [the bundle's customisation {reinstalled['import_path']}, reinstalled from its manifest: "
+            f"{reinstalled['source_file']}:{reinstalled['source_line']}: {reinstalled['source_text']}]"
+        )
     missed = [m for m in matches if m["status"] != "hit"]
     if loaded is not None and missed:
         summary += (
@@ -204,6 +211,31 @@ def replay_pack(
             compile_kwargs=compile_kwargs,
         )
     return final
+
+
+def _customisation_of(manifest: Any, category: str, op: str) -> dict[str, Any]:
+    """The bundle's recorded customisation of ``op`` behind a ``decomposition`` verdict, with the line of its
+    code that computes the result (its last statement), or ``{}``."""
+    import inspect
+
+    from inferensics.bundle.build import resolve
+
+    if category != "decomposition" or not op:
+        return {}
+    for c in manifest.identity.get("customisations", []):
+        target = str(c.get("target", ""))
+        if c.get("kind") != "decomposition" or (target != op and not target.startswith(f"{op}.")):
+            continue
+        try:
+            lines, start = inspect.getsourcelines(resolve(str(c["import_path"]), "customisation"))
+            file = inspect.getsourcefile(resolve(str(c["import_path"]), "customisation")) or ""
+        except Exception:  # recorded but not importable here: name it without a line
+            return {"import_path": c["import_path"], "target": target, "source_file": "", "source_line": 0,
+                    "source_text": ""}  # fmt: skip
+        last = max(i for i, line in enumerate(lines) if line.strip())
+        return {"import_path": c["import_path"], "target": target, "source_file": file, "source_line": start + last,
+                "source_text": lines[last].strip()}  # fmt: skip
+    return {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -229,8 +229,9 @@ def aten_ops_of(gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[str, An
 def exposing_backend(inner: ta.Backend, names: set[str] | None, sink: dict[str, Any]) -> ta.Backend:
     """Wrap ``inner`` so the named nodes (all compute nodes when ``None``) become extra graph outputs.
 
-    The compiled function strips the extras and stores them in ``sink`` by node name, so the model's
-    outputs are unchanged. The extras are computed by the same compiled code, fusion included.
+    The compiled function strips the extras and stores them in ``sink`` by node name (the first value of
+    each name since the sink was last cleared), so the model's outputs are unchanged. The extras are
+    computed by the same compiled code, fusion included.
     """
 
     def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
@@ -250,7 +251,9 @@ def exposing_backend(inner: ta.Backend, names: set[str] | None, sink: dict[str, 
         def run(*args: Any) -> Any:
             values = list(compiled(*args))
             for name, value in zip(chosen_names, values[count:], strict=True):
-                sink[name] = value.detach() if isinstance(value, torch.Tensor) else value
+                # The first call of the request wins: the graph the investigation recorded is its first
+                # call, and a model of several graphs (prefill, then decode steps) reuses node names.
+                sink.setdefault(name, value.detach() if isinstance(value, torch.Tensor) else value)
             return tuple(values[:count])
 
         return run

@@ -56,6 +56,7 @@ MUTATIONS: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("compile mode", _set("settings/compile/mode", "max-autotune"), "settings", "settings.compile.mode"),
     ("dynamic on", _set("settings/compile/dynamic", True), "settings", "settings.compile.dynamic"),
     ("fullgraph", _set("settings/compile/fullgraph", True), "settings", "settings.compile.fullgraph"),
+    ("cpu threads", _set("settings/cpu_threads", 7), "settings", "settings.cpu_threads"),
     ("compute capability", _set("compatibility/compute_capability", "9.0"), "compatibility",
      "compatibility.compute_capability"),
     ("device name", _set("compatibility/device_name", "NVIDIA H200"), "compatibility", "compatibility.device_name"),

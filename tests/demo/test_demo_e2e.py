@@ -120,3 +120,32 @@ def test_summary_names_what_to_try(run: dict[str, Any]) -> None:
     for text in ("what happened", "drill into", "inferensics report weekly --service", "inferensics canary compare"):
         assert text in out
     assert run["drill_ids"]["fallbacks (recompile limit)"]
+
+
+def test_workers_serve_from_the_release_bundles(run: dict[str, Any], client: ServiceClient) -> None:
+    """Each worker loaded its real release bundle: every request carries that bundle's id; the decoder's
+    one-token path (every prompt shape: its graphs are dynamic) is served from the bundle (hits); what the
+    bundles were not built for is a counted miss naming the differing factor (the Hugging Face model: its
+    code; speculative decode steps: their shapes)."""
+    ids = run["bundle_ids"]
+    rows = client.sql(
+        "SELECT request_id, bundle_id, model, outcome, attrs['bundle_status'] AS bundle_status FROM requests"
+    )
+    by_id = {r["request_id"]: r for r in rows.iter_rows(named=True)}
+    for rid, served in run["served"].items():
+        assert by_id[rid]["bundle_id"] == ids[served["bundle"]], rid
+    compiled = [r for r in by_id.values() if r["outcome"] not in ("eager", "error")]
+    ordinary = [r for rid, r in by_id.items() if r in compiled and r["model"] == DECODER_MODEL
+                and not run["served"][rid]["incident"]]  # fmt: skip
+    assert ordinary
+    assert all(r["bundle_status"] == "hit" for r in ordinary), Counter(r["bundle_status"] for r in ordinary)
+    storms = [r for rid, r in by_id.items() if run["served"][rid]["expected"] == "recompile"]
+    assert storms
+    assert all(r["bundle_status"] == "miss" for r in storms)
+    misses = client.sql("SELECT host, model, action, factors FROM bundle_misses")
+    counted = sum(s.get("bundle_miss_graphs", 0) for s in run["worker_stats"].values())
+    assert misses.height == counted  # every miss a host counted is stored
+    factors = [f[0] for f in misses.get_column("factors").to_list()]
+    assert any(f.startswith("code: a graph the bundle does not hold") for f in factors)  # the HF model
+    assert any(f.startswith("accepted_shapes: inputs") and "int64[s0,1]" in f for f in factors)  # q>1 steps
+    assert all(a == "compiled" for a in misses.get_column("action").to_list())  # within the compile budget

@@ -8,6 +8,7 @@ each page saved under ``out/demo-story/`` (git-ignored; also copied to /tmp/infe
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -408,9 +410,40 @@ def test_the_canary_page_gives_the_demos_verdict(dashboard: str, demo_run: dict[
     shoot(page, "canary")
 
 
-def test_the_bundles_page_draws(dashboard: str, page: Page) -> None:
+DRAWN_TEXTS = """
+window.__drawnTexts = [];
+const fillText = CanvasRenderingContext2D.prototype.fillText;
+CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+    window.__drawnTexts.push(String(text));
+    return fillText.call(this, text, ...rest);
+};
+"""
+"""Records every text a canvas draws (Vega draws a label it had to cut with an ellipsis)."""
+
+
+def test_the_bundles_page_shows_the_release(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
+    """The demo's two real bundles: registered by the hosts serving them, their traffic per bundle under
+    their names (on main the legend read "unnamed (candidat)"), pushed, signed, promoted, with their
+    qualification reports."""
+    ids = demo_run["bundle_ids"]
+    page.add_init_script(DRAWN_TEXTS)
     page.goto(f"{dashboard}/bundles")
-    settle(page)
+    settle(page, charts=1)
+    assert metric(page, "Bundles seen") == "2"
+    assert metric(page, "Hosts registered") == "3"  # cpu-a and cpu-b baseline, cpu-b candidate
+    assert metric(page, "Requests served") == f"{len(demo_run['served']):,}"
+    page.get_by_role("heading", name="Manifest and qualification report").wait_for()
+    drawn: list[str] = page.evaluate("() => window.__drawnTexts")
+    for name in ("baseline", CANDIDATE):
+        assert f"{name} ({ids[name][:8]})" in drawn, drawn  # the legend, whole
+    workers = {r["worker"] for r in demo_run["served"].values()}
+    assert workers <= set(drawn), drawn  # the hosts on each bundle, in the bundles table's cells
+    assert not [t for t in drawn if t.startswith(("unnamed", "baseline", "candidate")) and "…" in t], drawn
+    body = page.locator("body").inner_text()
+    assert "signature state on hosts: verified" in body
+    assert "state: promoted on production" in body  # the baseline, shown first
+    assert f"Qualification report: {'baseline'}" in body
+    assert "Revoked bundle still serving" not in body
     shoot(page, "bundles")
 
 
@@ -431,3 +464,117 @@ def test_the_weekly_report_page_defaults_to_this_week(dashboard: str, demo_run: 
 def test_hf_model_is_served(demo_run: dict[str, Any]) -> None:
     """The run served both models (the pages above show both)."""
     assert {r["model"] for r in demo_run["served"].values()} == {DECODER_MODEL, HF_MODEL}
+
+
+# ---- replay of the run's failing requests, through the service, in fresh processes (issue 22) -------------
+
+
+def _replay(demo_run: dict[str, Any], service: str, request_id: str, out: Path) -> dict[str, Any]:
+    """``inferensics replay REQUEST_ID --service URL`` as a user runs it (trusting the demo's builder key)."""
+    env = {**_env(), "INFERENSICS_BUNDLE_KEYRING": demo_run["keyring"], "COLUMNS": "250"}
+    res = subprocess.run(
+        [sys.executable, "-m", "inferensics.cli", "replay", request_id, "--service", service, "--out", str(out)],
+        cwd=out.parent, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    verdict: dict[str, Any] = json.loads((out / "verdict.json").read_text())
+    verdict["stdout"] = res.stdout
+    return verdict
+
+
+def test_replay_names_the_candidates_faulty_decomposition(
+    demo_run: dict[str, Any], demo_service: str, tmp_path: Path
+) -> None:
+    """A request the canary served differently: replay pulls the candidate bundle from the service,
+    reinstalls the fast-SiLU decomposition its manifest records, and names it down to the source line."""
+    request_id = next(
+        rid
+        for rid, r in demo_run["served"].items()
+        if r["bundle"] == CANDIDATE and r["model"] == DECODER_MODEL and r["expected"] == "hit" and not r["incident"]
+    )
+    verdict = _replay(demo_run, demo_service, request_id, tmp_path / "canary")
+    assert verdict["category"] == "decomposition", verdict["stdout"]
+    assert verdict["op"] == "aten.silu", verdict["stdout"]
+    # The user's line whose op diverged (the decoder's gated MLP) ...
+    assert verdict["source_file"].endswith("demo/models/decoder.py"), verdict["stdout"]
+    assert "silu_mul" in verdict["source_text"], verdict["stdout"]
+    assert "silu" in verdict["kernel"], verdict["stdout"]
+    # ... and the faulty decomposition, as the candidate's manifest recorded it and replay reinstalled it.
+    custom = verdict["evidence"]["customisation"]
+    assert custom["import_path"] == "inferensics.demo.incidents:fast_silu"
+    assert custom["source_file"].endswith("demo/incidents.py")
+    assert custom["source_text"] == "return x * torch.sigmoid(1.702 * x)"
+    assert "fast_silu" in verdict["stdout"]
+    assert verdict["evidence"]["bundle_id"] == demo_run["bundle_ids"][CANDIDATE]
+    assert verdict["evidence"]["served_keys_all_hit"], verdict["evidence"]["served_matches"]  # the served code
+
+
+def test_replay_names_the_poisoned_input_of_the_nan_request(
+    demo_run: dict[str, Any], demo_service: str, tmp_path: Path
+) -> None:
+    """The NaN request resumed from a corrupt key-cache page, captured with it: category ``inputs``."""
+    request_id = demo_run["drill_ids"]["NaN logits, inputs captured"][0]
+    verdict = _replay(demo_run, demo_service, request_id, tmp_path / "nan")
+    assert verdict["category"] == "inputs", verdict["stdout"]
+    assert "k_cache" in verdict["culprit"], verdict["stdout"]
+    assert verdict["evidence"]["bad_inputs"][0]["tensor"] == "k_cache"
+
+
+STALE_HOST = """
+import sys, warnings
+warnings.simplefilter("ignore", DeprecationWarning)
+import torch
+from inferensics.collector.host import instrument
+from inferensics.demo.bundles import decoder_inputs, serving_decoder
+from inferensics.demo.serving import apply_dynamo_policy
+
+service, bundle, keyring = sys.argv[1:4]
+apply_dynamo_policy()
+tracker = instrument(service_url=service, host="cpu-b-candidate-stale", hw_pool="cpu-b", model="tiny-decoder")
+model = tracker.compile(serving_decoder(), bundle=bundle, keyring=keyring)
+with torch.inference_mode():
+    for i in range(2):
+        with tracker.request(f"stale-{i}", model="tiny-decoder", traffic_class="interactive", shape=(2, 48)) as req:
+            req.set_output(model(*decoder_inputs((2, 48))))
+tracker.flush()
+tracker.shutdown()
+"""
+"""A host that never refreshed its states file: it loads the (revoked) candidate and serves two requests."""
+
+
+def test_the_bundles_page_lights_up_the_revoked_candidate_still_serving(
+    dashboard: str, demo_run: dict[str, Any], demo_service: str, page: Page, tmp_path: Path
+) -> None:
+    """Revoke the candidate with the command; a host that never refreshed its states file keeps serving it:
+    the page lights it up. Last in the module: it changes the run's release state."""
+    candidate = demo_run["bundle_ids"][CANDIDATE]
+    res = run_printed(f"inferensics bundle revoke {candidate[:16]} --reason canary-fail --service {demo_service}",
+                      tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    with ServiceClient(demo_service) as client:  # the state travels over OTLP: wait until it is stored
+        revoked = f"SELECT count() FROM bundle_states WHERE bundle_id = '{candidate}' AND state = 'revoked'"
+        deadline = time.monotonic() + 60
+        while client.sql(revoked).item(0, 0) == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        stale = subprocess.run(
+            [sys.executable, "-c", STALE_HOST, demo_service, demo_run["bundle_dirs"][CANDIDATE], demo_run["keyring"]],
+            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert stale.returncode == 0, stale.stderr[-3000:]
+        served = "SELECT count() FROM requests WHERE startsWith(request_id, 'stale-')"
+        deadline = time.monotonic() + 60
+        while client.sql(served).item(0, 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+    # A range ending after the revocation (the page caches a query's answer per range for a while).
+    end = (datetime.now(UTC) + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%MZ")
+    page.goto(f"{dashboard}/bundles?end={end}")
+    settle(page)
+    alert = page.locator('[data-testid="stAlert"]').filter(has_text="Revoked bundle still serving")
+    expect(alert).to_have_count(1, timeout=PAGE_TIMEOUT_MS)
+    text = alert.inner_text()
+    assert candidate[:12] in text
+    since = re.search(r"served ([\d,]+) requests since it was revoked", text)
+    assert since is not None, text
+    # Counted from the hour of the revocation on (the hourly rollup): the stale host's two at least.
+    assert int(since.group(1).replace(",", "")) >= 2
+    shoot(page, "bundles-revoked")

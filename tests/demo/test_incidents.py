@@ -14,8 +14,7 @@ import pytest
 import torch
 
 from inferensics.demo import incidents
-from inferensics.demo.bundles import BASELINE_BUNDLE
-from inferensics.demo.serving import DispatchModel, ModelServer, request_tokens
+from inferensics.demo.serving import DispatchModel, ModelServer, apply_dynamo_policy, request_tokens
 from inferensics.demo.workload import DECODER_MODEL, POOL_A, RequestSpec
 
 pytestmark = [
@@ -52,7 +51,7 @@ def dynamo_settings() -> Iterator[None]:
     """The bundle's Dynamo settings with the limit lowered to 2, restored afterwards."""
     saved = (torch._dynamo.config.automatic_dynamic_shapes, torch._dynamo.config.recompile_limit)
     torch._dynamo.reset()
-    BASELINE_BUNDLE.activate()
+    apply_dynamo_policy()
     torch._dynamo.config.recompile_limit = 2
     try:
         yield

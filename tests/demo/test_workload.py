@@ -6,7 +6,6 @@ from collections import Counter
 
 import pytest
 
-from inferensics.demo.bundles import BASELINE_BUNDLE, CANDIDATE_BUNDLE
 from inferensics.demo.serving import DispatchModel
 from inferensics.demo.workload import (
     POOL_A,
@@ -66,13 +65,6 @@ def test_shape_bucket_and_dispatch_model() -> None:
     assert all(shape_bucket(r).startswith(("b", "eager:")) for r in w.requests)
     model = DispatchModel(limit=2)
     assert [model.call("decode", q) for q in (1, 3, 4, 3, 1)] == ["compile", "recompile", "fallback", "hit", "hit"]
-
-
-def test_bundle_ids_are_content_addressed() -> None:
-    """Different manifests, different ids; names stay readable."""
-    assert BASELINE_BUNDLE.bundle_id.startswith("baseline-")
-    assert CANDIDATE_BUNDLE.bundle_id.startswith("candidate-")
-    assert BASELINE_BUNDLE.bundle_id != CANDIDATE_BUNDLE.bundle_id
 
 
 def test_public_api_is_pinned() -> None:
