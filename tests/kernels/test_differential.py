@@ -53,7 +53,8 @@ def _rule(op: kernels.SemanticOp, dtype: torch.dtype, provider: kernels.Provider
     rule = op.tolerance.rule(dtype, provider.requirements.accuracy)
     if rule.kind == "exact" and provider.kind == "triton" and ctx.platform == "interpreter":
         # Bit-exactness rests on libdevice's expf, which the interpreter replaces with NumPy's exp: there the
-        # dtype table applies. On a GPU the exact rule holds (the H200 run in benchmarks/results/kernels-h200/METHOD.md).
+        # dtype table applies. On a GPU the exact rule holds (the H200 run in
+        # benchmarks/results/kernels-h200/METHOD.md).
         return kernels.ToleranceSpec(exact_when_exact=False).rule(dtype, "tolerant")
     return rule
 
