@@ -284,8 +284,11 @@ def _check_index_args(func: Any, args: Sequence[Any]) -> None:
                 _bounds("index", index, int(source.shape[dim]), negative=True)
 
 
-class _IndexBounds(TorchDispatchMode):
+class _IndexBounds(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Raises ``IndexError`` before an indexing op reads out of range (a device assert would kill the context)."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None

@@ -69,7 +69,8 @@ def test_the_op_of_an_out_of_range_lookup_is_still_named() -> None:
             self.emb = torch.nn.Embedding(32, 4)
 
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            return self.emb(ids)
+            out: torch.Tensor = self.emb(ids)
+            return out
 
     gm = torch.fx.symbolic_trace(Lookup())
     node = next(n for n in gm.graph.nodes if n.op == "call_module")
