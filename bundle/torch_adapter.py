@@ -157,9 +157,16 @@ def current_compile_id() -> str:
 def temporary_cache_dir(directory: str) -> Iterator[None]:
     """Point Inductor's (and Triton's) caches at ``directory`` for the block (``TORCHINDUCTOR_CACHE_DIR``, which
     Inductor reads on each use; set here rather than through its private helper, which moved between
-    releases)."""
+    releases), with the in-memory code caches emptied so every kernel the block compiles lands there."""
     import os
 
+    from torch._inductor import codecache
+
+    # Kernels this process loaded before are kept in memory by source hash and would not be written into the
+    # new directory (a build after an earlier compile of the same model carried no CPU kernels).
+    for cache in (codecache.CppCodeCache, codecache.CppPythonBindingsCodeCache, codecache.CppWrapperCodeCache):
+        cache.cache_clear()
+    codecache.PyCodeCache.cache_clear(purge=False)
     saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = directory
     try:
