@@ -360,11 +360,10 @@ class _Investigation:
         )
 
     # -- kernel registry -------------------------------------------------------------------
-    def _registry_calls(self, *, compiled: bool) -> list[tuple[torch.fx.Node, Any, list[Any], pv.Served]]:
-        """Registry nodes of the request's graph with their arguments (serving dtype) and the provider each
-        call gets, eager or while compiling."""
-        if self.graph is None or self.ref_nodes is None or self.eager_nodes is None:
-            return []
+    def _fp64_values_cast_to_serving(self) -> tuple[dict[str, Any], Any]:
+        """The fp64 run's node values, and a cast that brings one back to the dtype eager computed it in."""
+        assert self.ref_nodes is not None
+        assert self.eager_nodes is not None
         env64 = self.ref_nodes.values | self._placeholder_values(fp64=True)
         envd = self.eager_nodes.values | self._placeholder_values(fp64=False)
 
@@ -373,6 +372,15 @@ class _Investigation:
             if isinstance(value, torch.Tensor) and isinstance(like, torch.Tensor) and value.is_floating_point():
                 return value.to(like.dtype)
             return value
+
+        return env64, cast
+
+    def _registry_calls(self, *, compiled: bool) -> list[tuple[torch.fx.Node, Any, list[Any], pv.Served]]:
+        """Registry nodes of the request's graph with their arguments (serving dtype) and the provider each
+        call gets, eager or while compiling."""
+        if self.graph is None or self.ref_nodes is None or self.eager_nodes is None:
+            return []
+        env64, cast = self._fp64_values_cast_to_serving()
 
         out = []
         for node, op in pv.registry_nodes(self.graph.gm):
@@ -742,14 +750,7 @@ class _Investigation:
         if self.graph is None or self.ref_nodes is None or self.eager_nodes is None:
             return None, None
         gm = self.graph.gm
-        env64 = self.ref_nodes.values | self._placeholder_values(fp64=True)
-        envd = self.eager_nodes.values | self._placeholder_values(fp64=False)
-
-        def cast(name: str, value: Any) -> Any:
-            like = envd.get(name)
-            if isinstance(value, torch.Tensor) and isinstance(like, torch.Tensor) and value.is_floating_point():
-                return value.to(like.dtype)
-            return value
+        env64, cast = self._fp64_values_cast_to_serving()
 
         for node in gp.compute_nodes(gm):
             if node.name not in env64:
