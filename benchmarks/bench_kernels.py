@@ -193,6 +193,7 @@ def flex_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, ta
 
     b, _, d = q.shape
     n_pages, page, hkv, _ = k_cache.shape
+    k_cache, v_cache = k_cache.contiguous(), v_cache.contiguous()  # its physical KV is NHD (a copy if stored HND)
     per_seq = table.shape[1]
     pa = PagedAttention(n_pages, page, b, device="cuda")
     pa.page_table[:, :per_seq] = table.long()
@@ -291,11 +292,11 @@ def _best(samples: dict[str, list[float]]) -> list[tuple[str, float]]:
     return sorted(((n, statistics.median(s)) for n, s in samples.items()), key=lambda x: x[1])
 
 
-def _print_sweep(title: str, samples: dict[str, list[float]], peer: str) -> None:
+def _print_sweep(title: str, samples: dict[str, list[float]], peer: str, top: int = 8) -> None:
     ranked = _best(samples)
     peer_us = statistics.median(samples[peer])
     print(f"## {title}: {peer} {peer_us:.2f} us")
-    for name, us in ranked[:8]:
+    for name, us in ranked[:top]:
         spread = (max(samples[name]) - min(samples[name])) / us if us else 0.0
         print(f"   {name:<34} {us:10.2f} us  {peer}/this {peer_us / us:5.2f}x  spread {spread:.0%}")
 
@@ -366,36 +367,49 @@ def sweep_rows(rounds: int, tokens: list[int], rng: random.Random, tables: dict[
 
 
 def _stage(  # noqa: PLR0917
-    peer: Fn, args: tuple[Any, ...], ref: torch.Tensor, plans: list[Any], rounds: int, calls: int, rng: random.Random
+    peer: Fn,
+    variants: dict[str, tuple[tuple[Any, ...], Any]],
+    ref: torch.Tensor,
+    rounds: int,
+    calls: int,
+    rng: random.Random,
 ) -> dict[str, list[float]]:
-    """Times ``plans`` of the paged kernel (each checked against ``ref`` first) and ``peer`` in shuffled rounds."""
+    """Times ``variants`` (name -> (args, plan) of the paged kernel, each checked against ``ref`` first) and
+    ``peer`` in shuffled rounds."""
     from inferensics.kernels._triton import paged_attention as pa
 
     fns: dict[str, Fn] = {"cudnn": peer}
-    for p in plans:
+    for name, (args, p) in variants.items():
         try:
             out = pa.run_with_plan(*args, p).float()
         except Exception as exc:  # a variant that does not compile here is left out, said once
-            print(f"# paged {p}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:100]}), left out")
+            print(f"# paged {name}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:100]}), left out")
             continue
         err = ((out - ref).norm() / ref.norm()).item()
         if not err < 2e-2:
-            print(f"# paged {p}: WRONG (rel err {err:.2e}), left out")
+            print(f"# paged {name}: WRONG (rel err {err:.2e}), left out")
             continue
-        fns[repr(p).removeprefix("Plan")] = functools.partial(pa.run_with_plan, *args, p)
+        fns[name] = functools.partial(pa.run_with_plan, *args, p)
     samples, _ = measure(fns, rounds, calls, rng)
     return samples
 
 
+def _plan_name(layout: str, p: Any) -> str:
+    merge = "kernel" if p.merge_kernel else f"last/{p.merge_step}"
+    return (f"{layout} w{p.waves} min{p.min_split} n{p.block_n} warps{p.warps} st{p.stages} "
+            f"{'kv' if p.kv_fast else 'seq'} merge={merge}")  # fmt: skip
+
+
 def sweep_attention(rounds: int, grid: list[tuple[int, int]], rng: random.Random, tables: dict[str, Any]) -> None:
-    """Time candidate plans of the paged decode kernel against cuDNN SDPA on the dense copy (CUDA-graph replays);
-    the fastest per shape bucket goes into ``tables``."""
+    """Time candidate plans of the paged decode kernel, on caches stored NHD and HND, against cuDNN SDPA on the
+    dense copy (CUDA-graph replays); the fastest per shape bucket and layout goes into ``tables``."""
     from torch.nn.attention import SDPBackend
 
     from inferensics.kernels._triton import paged_attention as pa
+    from inferensics.kernels.layout import paged_cache_layout
 
-    kernel_cfgs = [(n, w, st, kv) for n, w, st in ((64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 2),
-                                                  (128, 8, 3)) for kv in (True, False)]  # fmt: skip
+    kernel_cfgs = [(64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 2), (128, 8, 3), (256, 8, 2)]
+    summary = []
     for b, ctx in grid:
         shape = {"batch": b, "context": ctx, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "page": 16}
         args = make_args("paged_decode_attention", shape, torch.bfloat16, torch.device("cuda"), seed=b + ctx)
@@ -405,31 +419,66 @@ def sweep_attention(rounds: int, grid: list[tuple[int, int]], rng: random.Random
         v_dense = v_cache[block_table.long()].reshape(b, -1, 8, 128)[:, :ctx].transpose(1, 2).contiguous()
         peer = functools.partial(_sdpa, SDPBackend.CUDNN_ATTENTION, q.unsqueeze(2), k_dense, v_dense, scale)
         ref = peer().squeeze(2).float()
+        del k_dense, v_dense  # the peer keeps them
+        stored = {  # the same pages stored both ways, seen as [pages, page, Hkv, D]
+            "nhd": (k_cache.contiguous(), v_cache.contiguous()),
+            "hnd": tuple(c.permute(0, 2, 1, 3).contiguous().transpose(1, 2) for c in (k_cache, v_cache)),
+        }
+        del k_cache, v_cache, args
+        layout_args = {lay: (q, k, v, block_table, lens, scale) for lay, (k, v) in stored.items()}
+        assert all(paged_cache_layout(a[1]) == lay for lay, a in layout_args.items())
         calls = 10 if b * ctx <= 8 * 4096 else 3
-        first = _stage(
-            peer, args, ref, [pa.Plan(4, 128, n, w, st, kv) for n, w, st, kv in kernel_cfgs], rounds, calls, rng
-        )
-        _print_sweep(f"paged b={b} ctx={ctx} kernel configs (waves 4, min split 128)", first, "cudnn")
-        plans = []
-        for name, _ in _best({n: s for n, s in first.items() if n != "cudnn"})[:1]:
-            kw = dict(eval(f"dict{name}"))  # our own repr
-            for waves in (2, 4, 8, 16):
-                for min_split in (64, 128, 256):
-                    for merge_kernel in (False, True):
-                        plans.append(
-                            pa.Plan(
-                                waves, min_split, kw["block_n"], kw["warps"], kw["stages"], kw["kv_fast"], merge_kernel
-                            )
-                        )
-        second = _stage(peer, args, ref, plans, rounds, calls, rng)
-        _print_sweep(f"paged b={b} ctx={ctx} split plans", second, "cudnn")
-        best = _best({n: s for n, s in second.items() if n != "cudnn"})[0][0]
-        key = pa.plan_key(b, 8, block_table.shape[1] * 16)
-        kw = dict(eval(f"dict{best}"))  # our own repr
-        tables.setdefault("paged", []).append([key, *kw.values()])
-        print(f"TABLE paged {key} {best}", flush=True)
-        del k_dense, v_dense, peer, first, second
+        first_plans = {
+            _plan_name(lay, pa.Plan(4, 128, n, w, st)): (a, pa.Plan(4, 128, n, w, st))
+            for lay, a in layout_args.items() for n, w, st in kernel_cfgs
+        }  # fmt: skip
+        first = _stage(peer, first_plans, ref, rounds, calls, rng)
+        _print_sweep(f"paged b={b} ctx={ctx} kernel configs (waves 4, min split 128)", first, "cudnn", 13)
+        second_plans: dict[str, tuple[tuple[Any, ...], Any]] = {}
+        for lay, a in layout_args.items():
+            ranked = [n for n, _ in _best(first) if n.startswith(lay + " ")]
+            if not ranked:
+                continue
+            top = first_plans[ranked[0]][1]
+            seen: set[tuple[Any, ...]] = set()
+            candidates = [
+                pa.Plan(waves, min_split, top.block_n, top.warps, top.stages, True, mk, step)
+                for waves in (2, 4, 8, 16) for min_split in (64, 256)
+                for mk, step in ((False, 8), (False, 16), (True, 8))
+            ]  # fmt: skip
+            if lay == "nhd" and pa.plan_key(b, 8, block_table.shape[1] * 16) in pa.H200_PLANS:
+                candidates.insert(0, pa.H200_PLANS[pa.plan_key(b, 8, block_table.shape[1] * 16)])
+            for p in candidates:
+                splits, chunk = pa.split_plan(
+                    b, 8, block_table.shape[1] * 16, pa.sm_count(q.device), p.waves, p.min_split, p.block_n
+                )
+                launch = (p.block_n, p.warps, p.stages, p.kv_fast, splits, chunk)
+                launch += (p.merge_kernel, p.merge_step) if splits > 1 else ()
+                if launch not in seen:
+                    seen.add(launch)
+                    second_plans[_plan_name(lay, p) + f" ({splits} splits)"] = (a, p)
+        second = _stage(peer, second_plans, ref, rounds, calls, rng)
+        _print_sweep(f"paged b={b} ctx={ctx} split plans", second, "cudnn", 16)
+        cudnn = statistics.median(second["cudnn"])
+        cells = [f"b={b} ctx={ctx}: cudnn {cudnn:.2f} us"]
+        for lay in layout_args:
+            best_of = [(n, us) for n, us in _best(second) if n.startswith(lay + " ")]
+            if not best_of:
+                continue
+            name, us = best_of[0]
+            key = pa.plan_key(b, 8, block_table.shape[1] * 16, lay)
+            p = second_plans[name][1]
+            tables.setdefault("paged", []).append(
+                [key, p.waves, p.min_split, p.block_n, p.warps, p.stages, p.kv_fast, p.merge_kernel, p.merge_step]
+            )
+            print(f"TABLE paged {key} {name}", flush=True)
+            cells.append(f"{lay} {us:.2f} us ({cudnn / us:.2f}x)")
+        summary.append(" · ".join(cells))
+        del peer, first, second, stored, layout_args, first_plans, second_plans
         torch.cuda.empty_cache()
+    print("\n# paged sweep summary (best plan per layout; cudnn/ours)")
+    for line in summary:
+        print(line)
 
 
 def tuned_configs() -> None:

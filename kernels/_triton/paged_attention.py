@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import triton
@@ -31,13 +32,14 @@ from torch.library import triton_op, wrap_triton
 
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
 from inferensics.kernels._triton.tables import entries
+from inferensics.kernels.layout import paged_cache_layout
 
 BLOCK_N = 64
 """Context tokens per inner step in the interpreter and for the fixed configuration."""
 CHUNK_ALIGN = 128
 """Split lengths are multiples of this under the autotuner (its largest ``BLOCK_N``); a plan aligns to its own."""
 MERGE_SPLITS = 8
-"""Splits the merging program combines per step (a group's query heads at once)."""
+"""Splits the merging program combines per step by default (a group's query heads at once)."""
 KERNEL_MERGE_SPLITS = 32
 """Splits a program of the second-kernel merge combines per step (one query head)."""
 
@@ -55,6 +57,7 @@ class Plan:
         kv_fast: Whether the KV head is the fastest grid axis (else the sequence).
         merge_kernel: Merge the splits in a second kernel (one program per query head) instead of in the
             last split of each group.
+        merge_step: Splits the merging split combines per step (a group's query heads at once).
     """
 
     waves: int = 4
@@ -64,23 +67,30 @@ class Plan:
     stages: int = 2
     kv_fast: bool = True
     merge_kernel: bool = False
+    merge_step: int = MERGE_SPLITS
 
 
 DEFAULT_PLAN = Plan()
 """Used where no measured plan applies (and in the interpreter)."""
 
-H200_PLANS: dict[str, Plan] = {
-    str(r[0]): Plan(
-        int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), bool(r[6]), bool(r[7]) if len(r) > 7 else False
-    )
-    for r in entries("paged")
-}
+
+def _plan_of(row: list[Any]) -> Plan:
+    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?, merge_step?] (older rows are shorter)
+    waves, min_split, block_n, warps, stages = (int(v) for v in row[1:6])
+    merge_kernel = bool(row[7]) if len(row) > 7 else False
+    step = int(row[8]) if len(row) > 8 else MERGE_SPLITS
+    return Plan(waves, min_split, block_n, warps, stages, bool(row[6]), merge_kernel, step)
+
+
+H200_PLANS: dict[str, Plan] = {str(r[0]): _plan_of(r) for r in entries("paged")}
 """Measured plans for compute capability 9.0, keyed by :func:`plan_key` (``tables.py``)."""
 
 
-def plan_key(batch: int, kv_heads: int, max_tokens: int) -> str:
-    """``"p<programs bucket>/t<context bucket>"``: powers of two of batch × KV heads and of the table's tokens."""
-    return f"p{1 << max(0, (batch * kv_heads - 1).bit_length())}/t{1 << max(0, (max_tokens - 1).bit_length())}"
+def plan_key(batch: int, kv_heads: int, max_tokens: int, layout: str = "nhd") -> str:
+    """``"p<programs bucket>/t<context bucket>[/hnd]"``: powers of two of batch × KV heads and of the table's
+    tokens, and the caches' layout (:func:`~inferensics.kernels.layout.paged_cache_layout`) unless it is NHD."""
+    key = f"p{1 << max(0, (batch * kv_heads - 1).bit_length())}/t{1 << max(0, (max_tokens - 1).bit_length())}"
+    return key if layout == "nhd" else f"{key}/{layout}"
 
 
 @functools.cache
@@ -96,12 +106,15 @@ def sm_count(device: torch.device) -> int:
     return _device_facts(device.index if device.index is not None else torch.cuda.current_device())[0]
 
 
-def choose_plan(device: torch.device, batch: int, kv_heads: int, max_tokens: int) -> tuple[Plan, bool]:
-    """``(plan, measured)``: the H200 table's plan for this shape on a compute-capability-9.0 GPU, else the default."""
+def choose_plan(
+    device: torch.device, batch: int, kv_heads: int, max_tokens: int, layout: str = "nhd"
+) -> tuple[Plan, bool]:
+    """``(plan, measured)``: the H200 table's plan for this shape and cache layout on a compute-capability-9.0
+    GPU, else the default."""
     if device.type == "cuda" and not interpreting():
         index = device.index if device.index is not None else torch.cuda.current_device()
         if _device_facts(index)[1] == (9, 0):
-            plan = H200_PLANS.get(plan_key(batch, kv_heads, max_tokens))
+            plan = H200_PLANS.get(plan_key(batch, kv_heads, max_tokens, layout))
             if plan is not None:
                 return plan, True
     return DEFAULT_PLAN, False
@@ -120,6 +133,20 @@ def split_plan(
 
 
 @triton.jit
+def _merge_loads(acc_ptr, ml_ptr, base, gmask, s0, splits, SB: tl.constexpr, HEAD_DIM: tl.constexpr):
+    # Running maxima, sums and accumulators of splits s0 … s0+SB-1 of the group's heads (none past `splits`).
+    sp = tl.arange(0, SB)
+    d = tl.arange(0, HEAD_DIM)
+    smask = gmask[:, None] & (s0 + sp[None, :] < splits)
+    row = base[:, None] + s0 + sp[None, :]  # [BLOCK_GM, SB]
+    m = tl.load(ml_ptr + row * 2, mask=smask, other=float("-inf"), cache_modifier=".cg")
+    s = tl.load(ml_ptr + row * 2 + 1, mask=smask, other=0.0, cache_modifier=".cg")
+    acc = tl.load(acc_ptr + row[:, :, None] * HEAD_DIM + d[None, None, :], mask=smask[:, :, None], other=0.0,
+                  cache_modifier=".cg")  # fmt: skip
+    return m, s, acc
+
+
+@triton.jit
 def _merge_group(
     acc_ptr, ml_ptr, out_ptr, b, kvh, n_heads, splits, o_sb, o_sh,
     GROUP: tl.constexpr, BLOCK_GM: tl.constexpr, HEAD_DIM: tl.constexpr, SB: tl.constexpr,
@@ -130,25 +157,22 @@ def _merge_group(
     heads = kvh * GROUP + g
     gmask = g < GROUP
     base = (b * n_heads + heads) * splits  # [BLOCK_GM]
-    sp = tl.arange(0, SB)
     d = tl.arange(0, HEAD_DIM)
-    # One pass, rescaling as the running max grows (the loads of a step do not wait on the previous step's sums).
+    # One pass, rescaling as the running max grows; the next step's loads are issued before this step's sums,
+    # so the L2 round trips of consecutive steps overlap (the last step's prefetch is masked off: no traffic).
     top = tl.full([BLOCK_GM], float("-inf"), tl.float32)
     num = tl.zeros([BLOCK_GM, HEAD_DIM], tl.float32)
     den = tl.zeros([BLOCK_GM], tl.float32)
-    for s0 in range(0, splits, SB):
-        smask = gmask[:, None] & (s0 + sp[None, :] < splits)
-        row = base[:, None] + s0 + sp[None, :]  # [BLOCK_GM, SB]
-        m = tl.load(ml_ptr + row * 2, mask=smask, other=float("-inf"), cache_modifier=".cg")
-        s = tl.load(ml_ptr + row * 2 + 1, mask=smask, other=0.0, cache_modifier=".cg")
-        acc = tl.load(acc_ptr + row[:, :, None] * HEAD_DIM + d[None, None, :], mask=smask[:, :, None], other=0.0,
-                      cache_modifier=".cg")  # fmt: skip
+    m, s, acc = _merge_loads(acc_ptr, ml_ptr, base, gmask, 0, splits, SB, HEAD_DIM)
+    for s0 in range(SB, splits + SB, SB):
+        m_next, s_next, acc_next = _merge_loads(acc_ptr, ml_ptr, base, gmask, s0, splits, SB, HEAD_DIM)
         new_top = tl.maximum(top, tl.max(m, axis=1))
         alpha = tl.where(new_top == float("-inf"), 0.0, tl.exp2(top - new_top))
         w = tl.where(m > float("-inf"), tl.exp2(m - new_top[:, None]), 0.0)
         num = num * alpha[:, None] + tl.sum(acc * w[:, :, None], axis=1)
         den = den * alpha + tl.sum(s * w, axis=1)
         top = new_top
+        m, s, acc = m_next, s_next, acc_next
     out = tl.where(den[:, None] > 0, num / den[:, None], 0.0)
     out = round_to(out, out_ptr.dtype.element_ty, EMULATE_RNE)
     tl.store(out_ptr + b * o_sb + heads[:, None] * o_sh + d[None, :], out, mask=gmask[:, None])
@@ -291,7 +315,7 @@ def _launch(
     )  # fmt: skip
     meta = {
         "GROUP": group, "BLOCK_G": max(16, triton.next_power_of_2(group)), "BLOCK_GM": triton.next_power_of_2(group),
-        "HEAD_DIM": head_dim, "PAGE": page, "SINGLE": splits == 1, "SB": MERGE_SPLITS,
+        "HEAD_DIM": head_dim, "PAGE": page, "SINGLE": splits == 1, "SB": p.merge_step,
         "LAST_MERGES": not p.merge_kernel, "IEEE": ieee,
     }  # fmt: skip
     kv_fast = plan.kv_fast if plan is not None else True
@@ -336,6 +360,6 @@ def paged_decode_attention_triton(
     """Decode attention of ``q`` (``B × Hq × D``) over paged caches (``pages × page × Hkv × D``)."""
     batch, kv_heads = q.shape[0], k_cache.shape[2]
     max_tokens = block_table.shape[1] * k_cache.shape[1]
-    plan, measured = choose_plan(q.device, batch, kv_heads, max_tokens)
+    plan, measured = choose_plan(q.device, batch, kv_heads, max_tokens, paged_cache_layout(k_cache))
     use = plan if measured or fixed_config() else None
     return _launch(q, k_cache, v_cache, block_table, seq_lens, scale, use)

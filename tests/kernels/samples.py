@@ -129,6 +129,14 @@ def paged_samples(dtype: torch.dtype, device: torch.device) -> Iterator[Sample]:
     q, k, v, t, n, s = make([24, 12], 4, 2, seed=8)
     yield Sample("nan_in_values", (q, k, _sprinkle(v, (float("nan"),), 8), t, n, s))
     yield Sample("large_scores", (q * 100, k, v, t, n, s))
+    # HND storage: each (page, KV head) one contiguous block, seen as [pages, page, Hkv, D] (more splits than a
+    # merge step takes); and caches that are neither layout (every other page of a larger cache).
+    q, k, v, t, n, s = make([700, 300, 0], 8, 2, seed=9)
+    hnd = [c.permute(0, 2, 1, 3).contiguous().transpose(1, 2) for c in (k, v)]
+    yield Sample("hnd_layout", (q, *hnd, t, n, s))
+    q, k, v, t, n, s = make([40, 17], 4, 2, seed=10)
+    wide = [torch.stack([c, torch.zeros_like(c)], dim=1).flatten(0, 1)[::2] for c in (k, v)]
+    yield Sample("every_other_page", (q, *wide, t, n, s))
 
 
 SAMPLERS: dict[str, Callable[[torch.dtype, torch.device], Iterator[Sample]]] = {
