@@ -37,18 +37,3 @@ def rotary_layout(x: torch.Tensor, cos: torch.Tensor) -> tuple[int, int, int, tu
     if x.dim() == 4 and cos.dim() == 2 and cos.shape[0] == x.shape[2]:
         return x.shape[0], x.shape[2], x.shape[1], (x.stride(0), x.stride(2), x.stride(1))
     return None
-
-
-def paged_cache_layout(cache: torch.Tensor) -> str:
-    """How a ``[pages, page, Hkv, D]`` KV cache is stored: ``"nhd"`` when each page is one contiguous block of
-    tokens × heads (the plain contiguous tensor), ``"hnd"`` when each (page, KV head) is one contiguous block of
-    tokens (a contiguous ``[pages, Hkv, page, D]`` tensor seen through ``transpose(1, 2)``), else ``"strided"``."""
-    if cache.dim() != 4:
-        return "strided"
-    _, page, heads, d = cache.shape
-    st = cache.stride()
-    if st[3] == 1 and st[2] == d and st[1] == heads * d and st[0] == page * heads * d:
-        return "nhd"
-    if st[3] == 1 and st[1] == d and st[2] == page * d and st[0] == heads * page * d:
-        return "hnd"
-    return "strided"

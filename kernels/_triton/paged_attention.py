@@ -6,8 +6,11 @@ time through the block table (each page looked up once, its rows read in place, 
 and values loaded together), and keeps an online softmax. With one split it writes the normalised output.
 Otherwise each split stores its unnormalised accumulator, running max and sum to a float32 scratch and counts
 itself done on a per-(sequence, KV head) counter; the split that finishes last merges the group's splits and
-writes the output (no second kernel; a plan may ask for the merge as a second kernel instead). By default the
-KV head is the fastest grid axis, so the programs that run together read neighbouring rows of the same pages.
+writes the output (no second kernel; a plan may ask for the merge as a second kernel instead, one program per
+query head, which measured faster where one sequence's many splits would leave the merge to a few programs). By
+default the KV head is the fastest grid axis, so the programs that run together read neighbouring rows of the
+same pages. Page and head strides are arguments: a cache stored NHD (``[pages, page, Hkv, D]``) and one stored
+HND (``[pages, Hkv, page, D]`` seen through ``transpose(1, 2)``) run the same code, at the same speed.
 
 The split count comes from the block table's width (an upper bound of the context, known without a device
 sync) and the multiprocessor count; launch configurations come from a table measured on an H200 by
@@ -32,14 +35,13 @@ from torch.library import triton_op, wrap_triton
 
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
 from inferensics.kernels._triton.tables import entries
-from inferensics.kernels.layout import paged_cache_layout
 
 BLOCK_N = 64
 """Context tokens per inner step in the interpreter and for the fixed configuration."""
 CHUNK_ALIGN = 128
 """Split lengths are multiples of this under the autotuner (its largest ``BLOCK_N``); a plan aligns to its own."""
 MERGE_SPLITS = 8
-"""Splits the merging program combines per step by default (a group's query heads at once)."""
+"""Splits the merging program combines per step (a group's query heads at once)."""
 KERNEL_MERGE_SPLITS = 32
 """Splits a program of the second-kernel merge combines per step (one query head)."""
 
@@ -57,7 +59,6 @@ class Plan:
         kv_fast: Whether the KV head is the fastest grid axis (else the sequence).
         merge_kernel: Merge the splits in a second kernel (one program per query head) instead of in the
             last split of each group.
-        merge_step: Splits the merging split combines per step (a group's query heads at once).
     """
 
     waves: int = 4
@@ -67,7 +68,6 @@ class Plan:
     stages: int = 2
     kv_fast: bool = True
     merge_kernel: bool = False
-    merge_step: int = MERGE_SPLITS
 
 
 DEFAULT_PLAN = Plan()
@@ -75,22 +75,21 @@ DEFAULT_PLAN = Plan()
 
 
 def _plan_of(row: list[Any]) -> Plan:
-    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?, merge_step?] (older rows are shorter)
+    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?] (rows before session 12 are shorter)
     waves, min_split, block_n, warps, stages = (int(v) for v in row[1:6])
-    merge_kernel = bool(row[7]) if len(row) > 7 else False
-    step = int(row[8]) if len(row) > 8 else MERGE_SPLITS
-    return Plan(waves, min_split, block_n, warps, stages, bool(row[6]), merge_kernel, step)
+    return Plan(waves, min_split, block_n, warps, stages, bool(row[6]), bool(row[7]) if len(row) > 7 else False)
 
 
 H200_PLANS: dict[str, Plan] = {str(r[0]): _plan_of(r) for r in entries("paged")}
 """Measured plans for compute capability 9.0, keyed by :func:`plan_key` (``tables.py``)."""
 
 
-def plan_key(batch: int, kv_heads: int, max_tokens: int, layout: str = "nhd") -> str:
-    """``"p<programs bucket>/t<context bucket>[/hnd]"``: powers of two of batch × KV heads and of the table's
-    tokens, and the caches' layout (:func:`~inferensics.kernels.layout.paged_cache_layout`) unless it is NHD."""
-    key = f"p{1 << max(0, (batch * kv_heads - 1).bit_length())}/t{1 << max(0, (max_tokens - 1).bit_length())}"
-    return key if layout == "nhd" else f"{key}/{layout}"
+def plan_key(batch: int, kv_heads: int, max_tokens: int) -> str:
+    """``"p<programs bucket>/t<context bucket>"``: powers of two of batch × KV heads and of the table's tokens.
+
+    The caches' layout is not part of the key: the plans serve NHD and HND storage alike (measured equal).
+    """
+    return f"p{1 << max(0, (batch * kv_heads - 1).bit_length())}/t{1 << max(0, (max_tokens - 1).bit_length())}"
 
 
 @functools.cache
@@ -106,15 +105,12 @@ def sm_count(device: torch.device) -> int:
     return _device_facts(device.index if device.index is not None else torch.cuda.current_device())[0]
 
 
-def choose_plan(
-    device: torch.device, batch: int, kv_heads: int, max_tokens: int, layout: str = "nhd"
-) -> tuple[Plan, bool]:
-    """``(plan, measured)``: the H200 table's plan for this shape and cache layout on a compute-capability-9.0
-    GPU, else the default."""
+def choose_plan(device: torch.device, batch: int, kv_heads: int, max_tokens: int) -> tuple[Plan, bool]:
+    """``(plan, measured)``: the H200 table's plan for this shape on a compute-capability-9.0 GPU, else the default."""
     if device.type == "cuda" and not interpreting():
         index = device.index if device.index is not None else torch.cuda.current_device()
         if _device_facts(index)[1] == (9, 0):
-            plan = H200_PLANS.get(plan_key(batch, kv_heads, max_tokens, layout))
+            plan = H200_PLANS.get(plan_key(batch, kv_heads, max_tokens))
             if plan is not None:
                 return plan, True
     return DEFAULT_PLAN, False
@@ -315,7 +311,7 @@ def _launch(
     )  # fmt: skip
     meta = {
         "GROUP": group, "BLOCK_G": max(16, triton.next_power_of_2(group)), "BLOCK_GM": triton.next_power_of_2(group),
-        "HEAD_DIM": head_dim, "PAGE": page, "SINGLE": splits == 1, "SB": p.merge_step,
+        "HEAD_DIM": head_dim, "PAGE": page, "SINGLE": splits == 1, "SB": MERGE_SPLITS,
         "LAST_MERGES": not p.merge_kernel, "IEEE": ieee,
     }  # fmt: skip
     kv_fast = plan.kv_fast if plan is not None else True
@@ -360,6 +356,6 @@ def paged_decode_attention_triton(
     """Decode attention of ``q`` (``B × Hq × D``) over paged caches (``pages × page × Hkv × D``)."""
     batch, kv_heads = q.shape[0], k_cache.shape[2]
     max_tokens = block_table.shape[1] * k_cache.shape[1]
-    plan, measured = choose_plan(q.device, batch, kv_heads, max_tokens, paged_cache_layout(k_cache))
+    plan, measured = choose_plan(q.device, batch, kv_heads, max_tokens)
     use = plan if measured or fixed_config() else None
     return _launch(q, k_cache, v_cache, block_table, seq_lens, scale, use)

@@ -1,5 +1,6 @@
 """Every launch-plan variant of the paged decode kernel computes the op: grid order, merge in the last split or
-in a second kernel, one split or many (several merge steps, ragged and empty sequences)."""
+in a second kernel, one split or many (several merge steps of either merge, ragged and empty sequences), caches
+stored NHD or HND."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
 @pytest.mark.parametrize("kv_fast", [True, False], ids=["kv_fast", "seq_fast"])
 @pytest.mark.parametrize("merge_kernel", [False, True], ids=["last_merges", "merge_kernel"])
-@pytest.mark.parametrize("min_split", [4096, 64], ids=["one_split", "many_splits"])
+@pytest.mark.parametrize("min_split", [4096, 32], ids=["one_split", "many_splits"])
 def test_plan_variants_match_the_reference(kv_fast: bool, merge_kernel: bool, min_split: int) -> None:
     from inferensics.kernels._triton import paged_attention as pa
 
@@ -27,9 +28,25 @@ def test_plan_variants_match_the_reference(kv_fast: bool, merge_kernel: bool, mi
     args[4][2] = 0  # empty: zeros
     plan = pa.Plan(16, min_split, 32, 4, 2, kv_fast, merge_kernel)
     splits, _ = pa.split_plan(3, 2, args[3].shape[1] * 16, pa.sm_count(DEVICE), 16, min_split, 32)
-    assert splits == 1 if min_split == 4096 else splits > 8  # one split; more than one merge step
+    # One split; or more than one step of either merge (8 splits a step in the last split, 32 in the kernel).
+    assert splits == 1 if min_split == 4096 else splits > pa.KERNEL_MERGE_SPLITS
     q, k, v, table, lens, scale = args
     out = pa.run_with_plan(q, k, v, table, lens, scale, plan)
     ref = paged_decode_attention_reference(*args)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     assert not out[2].any()
+
+
+@pytest.mark.parametrize("merge_kernel", [False, True], ids=["last_merges", "merge_kernel"])
+def test_hnd_storage_gives_the_nhd_answer(merge_kernel: bool) -> None:
+    # The same pages stored [pages, Hkv, page, D] and passed as its transpose(1, 2) view.
+    from inferensics.kernels._triton import paged_attention as pa
+
+    shape = {"batch": 2, "context": 900, "q_heads": 8, "kv_heads": 2, "head_dim": 64, "page": 16}
+    q, k, v, table, lens, scale = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=5)
+    k_hnd, v_hnd = (c.permute(0, 2, 1, 3).contiguous().transpose(1, 2) for c in (k, v))
+    assert k_hnd.stride()[1:] == (64, 16 * 64, 1)  # the tokens of a (page, head) contiguous
+    plan = pa.Plan(16, 64, 32, 4, 2, True, merge_kernel)
+    nhd = pa.run_with_plan(q, k, v, table, lens, scale, plan)
+    hnd = pa.run_with_plan(q, k_hnd, v_hnd, table, lens, scale, plan)
+    torch.testing.assert_close(hnd, nhd, rtol=0, atol=0)

@@ -17,6 +17,7 @@ def test_shipped_tables_fill_every_kernel_table() -> None:
     assert len(activation.H200_CONFIGS) == 3
     assert len(rotary.H200_CONFIGS) == 3
     assert len(paged_attention.H200_PLANS) == 9  # batch 1/8/64 x context 1k/4k/32k
+    assert any(plan.merge_kernel for plan in paged_attention.H200_PLANS.values())  # rows of 8 fields parse
     for plan in paged_attention.H200_PLANS.values():
         assert plan.block_n % 16 == 0
         assert plan.warps in (4, 8)
