@@ -15,9 +15,10 @@ dense and >= 3x FlexAttention's paged path.
     python benchmarks/bench_kernels.py --sweep [--rounds 5] [--write-tables kernels/_triton/h200_tables.json]
 
 ``--sweep`` times candidate launch configurations of each kernel against its peer the same way (rows per
-program / block / warps / fast division for the row kernels, step / warps / stages / grid order / split count
-for paged attention), checks each candidate's output first, and writes the fastest per shape bucket as the
-launch tables the kernels use on compute capability 9.0.
+program / block / warps / fast division for the row kernels, step / warps / stages / split count / merge in the
+last split or a second kernel for paged attention), checks each candidate's output first, and writes the fastest
+per shape bucket as the launch tables the kernels use on compute capability 9.0 (a sweep writes only the parts it
+ran: merge its rows into ``kernels/_triton/h200_tables.json`` by hand).
 
 Needs a CUDA device. Every kernel is checked against the reference before it is timed.
 """

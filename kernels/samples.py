@@ -59,7 +59,8 @@ def _need(shape: dict[str, int], *keys: str) -> list[int]:
 def make_args(
     op: str, shape: dict[str, int], dtype: torch.dtype, device: torch.device, seed: int = 0
 ) -> tuple[Any, ...]:
-    """Random arguments of ``op`` at ``shape`` (normal values; reproducible from ``seed``)."""
+    """Random arguments of ``op`` at ``shape`` (normal values; reproducible from ``seed`` on one kind of device:
+    paged attention's caches are drawn on the GPU when ``device`` is one)."""
     g = torch.Generator(device="cpu").manual_seed(seed)
 
     def randn(*size: int, scale: float = 1.0) -> torch.Tensor:
@@ -88,10 +89,16 @@ def make_args(
         lens = torch.full((b,), ctx, dtype=torch.int32)
         if b > 1:  # ragged: the last sequence is shorter, ending inside a page
             lens[-1] = max(1, ctx - page - 3)
+        q = randn(b, hq, d)
+        if device.type == "cuda":  # gigabytes of cache at 64 x 32k: drawn on the GPU (tens of seconds on the host)
+            gd = torch.Generator(device=device).manual_seed(seed)
+            k, v = (torch.randn((pages, page, hkv, d), generator=gd, device=device, dtype=dtype) for _ in "kv")
+        else:
+            k, v = randn(pages, page, hkv, d), randn(pages, page, hkv, d)
         return (
-            randn(b, hq, d),
-            randn(pages, page, hkv, d),
-            randn(pages, page, hkv, d),
+            q,
+            k,
+            v,
             table.to(device),
             lens.to(device),
             d**-0.5,

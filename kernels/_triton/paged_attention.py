@@ -143,32 +143,42 @@ def _merge_loads(acc_ptr, ml_ptr, base, gmask, s0, splits, SB: tl.constexpr, HEA
 
 
 @triton.jit
+def _merge_step(top, num, den, m, s, acc):
+    # Fold one step's splits into the running (max, numerator, denominator), rescaling as the max grows.
+    new_top = tl.maximum(top, tl.max(m, axis=1))
+    alpha = tl.where(new_top == float("-inf"), 0.0, tl.exp2(top - new_top))
+    w = tl.where(m > float("-inf"), tl.exp2(m - new_top[:, None]), 0.0)
+    return new_top, num * alpha[:, None] + tl.sum(acc * w[:, :, None], axis=1), den * alpha + tl.sum(s * w, axis=1)
+
+
+@triton.jit
 def _merge_group(
     acc_ptr, ml_ptr, out_ptr, b, kvh, n_heads, splits, o_sb, o_sh,
-    GROUP: tl.constexpr, BLOCK_GM: tl.constexpr, HEAD_DIM: tl.constexpr, SB: tl.constexpr,
+    GROUP: tl.constexpr, BLOCK_GM: tl.constexpr, HEAD_DIM: tl.constexpr, SB: tl.constexpr, PREFETCH: tl.constexpr,
     EMULATE_RNE: tl.constexpr,
 ):  # fmt: skip
-    # Combine the `splits` partial results of the group's query heads.
+    # Combine the `splits` partial results of the group's query heads, SB splits a step, in one pass.
     g = tl.arange(0, BLOCK_GM)
     heads = kvh * GROUP + g
     gmask = g < GROUP
     base = (b * n_heads + heads) * splits  # [BLOCK_GM]
     d = tl.arange(0, HEAD_DIM)
-    # One pass, rescaling as the running max grows; the next step's loads are issued before this step's sums,
-    # so the L2 round trips of consecutive steps overlap (the last step's prefetch is masked off: no traffic).
     top = tl.full([BLOCK_GM], float("-inf"), tl.float32)
     num = tl.zeros([BLOCK_GM, HEAD_DIM], tl.float32)
     den = tl.zeros([BLOCK_GM], tl.float32)
-    m, s, acc = _merge_loads(acc_ptr, ml_ptr, base, gmask, 0, splits, SB, HEAD_DIM)
-    for s0 in range(SB, splits + SB, SB):
-        m_next, s_next, acc_next = _merge_loads(acc_ptr, ml_ptr, base, gmask, s0, splits, SB, HEAD_DIM)
-        new_top = tl.maximum(top, tl.max(m, axis=1))
-        alpha = tl.where(new_top == float("-inf"), 0.0, tl.exp2(top - new_top))
-        w = tl.where(m > float("-inf"), tl.exp2(m - new_top[:, None]), 0.0)
-        num = num * alpha[:, None] + tl.sum(acc * w[:, :, None], axis=1)
-        den = den * alpha + tl.sum(s * w, axis=1)
-        top = new_top
-        m, s, acc = m_next, s_next, acc_next
+    if PREFETCH:
+        # The next step's loads are issued before this step's sums, so the L2 round trips of consecutive steps
+        # overlap (the last step's prefetch is masked off: no traffic). Only in the merge kernel: inlined into the
+        # split kernel, the second set of tiles made it spill.
+        m, s, acc = _merge_loads(acc_ptr, ml_ptr, base, gmask, 0, splits, SB, HEAD_DIM)
+        for s0 in range(SB, splits + SB, SB):
+            m_next, s_next, acc_next = _merge_loads(acc_ptr, ml_ptr, base, gmask, s0, splits, SB, HEAD_DIM)
+            top, num, den = _merge_step(top, num, den, m, s, acc)
+            m, s, acc = m_next, s_next, acc_next
+    else:
+        for s0 in range(0, splits, SB):
+            m, s, acc = _merge_loads(acc_ptr, ml_ptr, base, gmask, s0, splits, SB, HEAD_DIM)
+            top, num, den = _merge_step(top, num, den, m, s, acc)
     out = tl.where(den[:, None] > 0, num / den[:, None], 0.0)
     out = round_to(out, out_ptr.dtype.element_ty, EMULATE_RNE)
     tl.store(out_ptr + b * o_sb + heads[:, None] * o_sh + d[None, :], out, mask=gmask[:, None])
@@ -249,7 +259,7 @@ def _split_kernel(
             if done == splits - 1:
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # leave the counter as found
                 _merge_group(acc_ptr, ml_ptr, out_ptr, b, kvh, n_heads, splits, o_sb, o_sh,
-                             GROUP, BLOCK_GM, HEAD_DIM, SB, EMULATE_RNE)  # fmt: skip
+                             GROUP, BLOCK_GM, HEAD_DIM, SB, False, EMULATE_RNE)  # fmt: skip
 
 
 @triton.jit
@@ -260,7 +270,7 @@ def _merge_kernel(
     # The second-kernel merge: one program per (sequence, query head), a group of one.
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
-    _merge_group(acc_ptr, ml_ptr, out_ptr, b, h, n_heads, splits, o_sb, o_sh, 1, 1, HEAD_DIM, SB, EMULATE_RNE)
+    _merge_group(acc_ptr, ml_ptr, out_ptr, b, h, n_heads, splits, o_sb, o_sh, 1, 1, HEAD_DIM, SB, True, EMULATE_RNE)
 
 
 _split_tuned = triton.autotune(
