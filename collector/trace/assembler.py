@@ -27,6 +27,7 @@ from inferensics.collector.trace.artifacts import (
     parse_user_context,
 )
 from inferensics.collector.trace.envelope import Envelope
+from inferensics.collector.trace.shape_guards import GUARD_RECORDS, SHAPE_RECORDS, ShapeGuard, ShapeGuardReader
 from inferensics.schema import columns as col
 from inferensics.schema.events import (
     KERNEL_DECISIONS_ARTIFACT,
@@ -36,6 +37,7 @@ from inferensics.schema.events import (
     KernelDecisionEvent,
     KernelInventoryEvent,
     RecompileEvent,
+    ShapeGuardEvent,
 )
 from inferensics.schema.table import Event
 
@@ -52,7 +54,6 @@ NOISE: Final = frozenset(
         "describe_source",
         "create_symbol",
         "create_unbacked_symbol",
-        "guard_added_fast",
         "symbolic_shape_specialization",
         "compilation_metrics_runtime",
         "bwd_compilation_metrics_runtime",
@@ -146,6 +147,10 @@ class AssemblyStats:
     """Sound records of kinds no compile record is built from (export programs, timings, graphs), by name."""
     blobs: int = 0
     kernels: int = 0
+    shape_guards: int = 0
+    """Symbolic-shape guards stored (``guard_added`` / ``guard_added_fast``; export and Dynamo alike)."""
+    first_damaged_payload: int = 0
+    """Line of the first record whose payload is damaged (0: none)."""
 
 
 @dataclass
@@ -181,6 +186,7 @@ class CompileAssembler:
         self._open: dict[str, _Compile] = {}
         self._aot: _Compile | None = None  # the compile without a frame id in progress (AOTInductor)
         self._aot_count = 0
+        self._shapes = ShapeGuardReader()
         self._blobs: set[str] = set()
         self.summaries: OrderedDict[str, CompileSummary] = OrderedDict()
         self.stats = AssemblyStats()
@@ -241,9 +247,15 @@ class CompileAssembler:
             name = "inductor_aot_wrapper_code"  # AOTInductor's output code (C++), as a graph dump
         if not env.payload_ok:
             self.stats.damaged_payloads += 1
+            self.stats.first_damaged_payload = self.stats.first_damaged_payload or env.lineno
             if name not in HEADER_FACTS:
                 return
             env = replace(env, payload=None, payload_ok=True)  # the header still says what happened
+        if name in SHAPE_RECORDS:
+            for guard in self._shapes.feed(env, name):
+                self._shape_guard(guard)
+            if name in GUARD_RECORDS:
+                return
         if name in NOISE:
             return
         if name not in CONSUMED:
@@ -341,6 +353,30 @@ class CompileAssembler:
         if self._aot is not None:
             self._finalize(self._aot, None)
             self._aot = None
+        for guard in self._shapes.finish():
+            self._shape_guard(guard)
+
+    def _shape_guard(self, guard: ShapeGuard) -> None:
+        attrs = dict(self.context.attrs)
+        attrs["record"] = guard.record
+        if guard.code:
+            attrs["code"] = guard.code
+        self.stats.shape_guards += 1
+        live = self.context.source == "live"
+        self._emit(
+            ShapeGuardEvent(
+                ts=datetime.now(UTC) if live or guard.ts is None else guard.ts,
+                host=self.context.host,
+                model=self.context.model,
+                hw_pool=self.context.hw_pool,
+                compile_id=guard.scope,
+                expr=guard.expr,
+                symbol_sources=guard.symbol_sources,
+                user_frame=guard.user_frame,
+                source="live" if live else "trace",
+                attrs=attrs,
+            )
+        )
 
     def _graph_break(self, state: _Compile, text: str) -> None:
         # Held until the compile's metrics arrive: they name the compiled frame (the break's code location).
