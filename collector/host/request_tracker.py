@@ -285,6 +285,8 @@ class Tracker:
         for name, count in self.counters_local.items():  # both threads count e.g. fingerprint errors
             out[name] = out.get(name, 0) + count
         out["trace_sink_errors"] = self._sink.errors if self._sink is not None else 0
+        # Kernel source lines from a cache hit that named a file this process did not compile (see assembler).
+        out["stale_source_lines"] = self.pipeline.assembler.stats.stale_source_lines
         # Rows an exporter could not write and dropped, per table (the store exporter keeps the rest).
         rejected: Mapping[str, int] = getattr(self.exporter, "rejected", {})
         out.update({f"export_rejected_{table}": n for table, n in rejected.items()})

@@ -15,6 +15,7 @@ from typing import Final
 from inferensics.collector.host import torch_adapter
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, ORIGIN_ATTR
+from inferensics.collector.trace.artifacts import NODE_TRACES_ARTIFACT
 from inferensics.collector.trace.envelope import RESERVED
 from inferensics.schema.events import KERNEL_DECISIONS_ARTIFACT
 
@@ -51,6 +52,7 @@ KEPT_ARTIFACTS: Final = frozenset(
         "inductor_provenance_tracking_kernel_stack_traces",
         "inductor_triton_kernel_to_post_grad_nodes",
         KERNEL_DECISIONS_ARTIFACT,
+        NODE_TRACES_ARTIFACT,
     }
 )
 """Artifacts the assembler reads; others are dropped at the sink."""

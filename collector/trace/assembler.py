@@ -17,14 +17,17 @@ from typing import Any, Final
 
 from inferensics.collector.trace.artifacts import (
     CACHE_ARTIFACTS,
+    NODE_TRACES_ARTIFACT,
     CacheLookup,
     GraphBreakInfo,
     kernel_nodes,
+    kernel_pre_grad_nodes,
     kernel_source_lines,
     kernels_in_output_code,
     parse_cache_artifact,
     parse_graph_break,
     parse_user_context,
+    source_files,
 )
 from inferensics.collector.trace.envelope import Envelope
 from inferensics.collector.trace.shape_guards import GUARD_RECORDS, SHAPE_RECORDS, ShapeGuard, ShapeGuardReader
@@ -76,6 +79,7 @@ CONSUMED: Final = frozenset(
         "inductor_provenance_tracking_kernel_stack_traces",
         "inductor_aot_wrapper_code",
         KERNEL_DECISIONS_ARTIFACT,
+        NODE_TRACES_ARTIFACT,
         *CACHE_ARTIFACTS,
     }
 )
@@ -151,6 +155,9 @@ class AssemblyStats:
     """Symbolic-shape guards stored (``guard_added`` / ``guard_added_fast``; export and Dynamo alike)."""
     first_damaged_payload: int = 0
     """Line of the first record whose payload is damaged (0: none)."""
+    stale_source_lines: int = 0
+    """Kernel source lines dropped because they name a file the compiled graph does not come from (an
+    FX-graph-cache hit on a graph first compiled elsewhere, whose kernels the current graph could not map)."""
 
 
 @dataclass
@@ -170,6 +177,8 @@ class _Compile:
     breaks: list[tuple[GraphBreakInfo, datetime]] = field(default_factory=list)
     nodes: dict[str, list[str]] = field(default_factory=dict)
     lines: dict[str, list[str]] = field(default_factory=dict)
+    pre_nodes: dict[str, list[str]] = field(default_factory=dict)
+    node_traces: dict[str, str] | None = None
     error_text: str = ""
     started: bool = False
     origin: Origin | None = None
@@ -288,10 +297,17 @@ class CompileAssembler:
         elif name in ("dynamo_error",):
             state.error_text = (env.payload or "")[-2000:]
         elif name in ("inductor_provenance_tracking_node_mappings", "inductor_triton_kernel_to_post_grad_nodes"):
-            for k, v in kernel_nodes(_json(env)).items():
+            mappings = _json(env)
+            for k, v in kernel_nodes(mappings).items():
                 state.nodes.setdefault(k, v)
+            for k, v in kernel_pre_grad_nodes(mappings).items():
+                state.pre_nodes.setdefault(k, v)
         elif name == "inductor_provenance_tracking_kernel_stack_traces":
             state.lines.update(kernel_source_lines(_json(env)))
+        elif name == NODE_TRACES_ARTIFACT:
+            traces = _json(env)
+            if isinstance(traces, Mapping):
+                state.node_traces = {str(k): str(v) for k, v in traces.items() if v}
         elif name == KERNEL_DECISIONS_ARTIFACT:
             payload = _json(env)
             items: list[Any] = payload if isinstance(payload, list) else []
@@ -378,6 +394,27 @@ class CompileAssembler:
             )
         )
 
+    def _rebase_source_lines(self, state: _Compile) -> None:
+        """Kernel source lines from the graph this process compiled, not from Inductor's cached provenance.
+
+        The FX-graph-cache key does not cover source paths or line numbers: on a hit Inductor replays the
+        stack traces of the process that compiled the graph first. When the backend recorded the current
+        graph's node traces, each kernel's lines are read from the nodes it computes; a cached line that
+        names a file the current graph does not come from is dropped and counted, never stored.
+        """
+        if state.node_traces is None:
+            return
+        current = kernel_source_lines({"graph": list(state.node_traces.values())})["graph"]
+        files = source_files(current)
+        for kernel in set(state.lines) | set(state.pre_nodes):
+            traces = [state.node_traces[n] for n in state.pre_nodes.get(kernel, ()) if n in state.node_traces]
+            if traces:
+                state.lines[kernel] = kernel_source_lines({kernel: traces})[kernel]
+                continue
+            kept = [ref for ref in state.lines.get(kernel, []) if ref.rsplit(":", 1)[0] in files]
+            self.stats.stale_source_lines += len(state.lines.get(kernel, [])) - len(kept)
+            state.lines[kernel] = kept
+
     def _graph_break(self, state: _Compile, text: str) -> None:
         # Held until the compile's metrics arrive: they name the compiled frame (the break's code location).
         info = parse_graph_break(text)
@@ -448,6 +485,7 @@ class CompileAssembler:
                 if "graph_break" in str(r) or "graph break" in str(r).lower():
                     self._graph_break(state, str(r))
         self._emit_breaks(state, location)
+        self._rebase_source_lines(state)
         artifact_id = self._blob(state.output_code, "output_code") if state.output_code else ""
         # A graph Inductor compiled to nothing (no ops after AOTAutograd: views, detach) has no output code
         # and no FX-graph-cache key, yet it is served: its identity is the digest of the Dynamo graph.
