@@ -28,6 +28,7 @@ SKIPPED: Final = frozenset(
         "describe_source",
         "create_symbol",
         "guard_added_fast",
+        "guard_added",  # shape guards (TORCH_DTRACE): a live compile keeps its whole guard tree as a blob
         "aot_inference_graph",
         "aot_forward_graph",
         "aot_backward_graph",
