@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import sys
@@ -27,6 +29,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_requests_are_delivered_at_exit(tmp_path: Path) -> None:
     out = tmp_path / "exported.txt"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
