@@ -54,10 +54,12 @@ def import_trace_command(
         cache = ", ".join(f"{k}={v}" for k, v in sorted(s.cache.items())) or "none"
         console.print(
             f"{r.path}: {s.compiles} compiles, {s.failures} failed, {s.graph_breaks} graph breaks, "
-            f"cache {cache}, {s.kernels} kernels, {s.blobs} blobs, "
+            f"cache {cache}, {s.kernels} kernels, {s.shape_guards} shape guards, {s.blobs} blobs, "
             f"{r.damaged_lines + s.damaged_payloads} damaged records skipped, "
             f"{sum(s.unused.values())} records of kinds no compile record uses"
         )
+        if r.first_damage:
+            console.print(f"  first damaged record: {r.first_damage} (skipped; the rest of the file was imported)")
     if skipped:
         names = ", ".join(Path(r.path).name for r in skipped)
         console.print(f"skipped {len(skipped)} files that are not TORCH_TRACE logs: {names}")

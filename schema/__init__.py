@@ -32,6 +32,7 @@ from inferensics.schema.events import (
     ReplayResultEvent,
     RequestEvent,
     SdkHealthEvent,
+    ShapeGuardEvent,
 )
 from inferensics.schema.rollups import (
     CACHE_EVENTS_1H,
@@ -78,6 +79,7 @@ __all__ = [
     "RequestEvent",
     "Rollup",
     "SdkHealthEvent",
+    "ShapeGuardEvent",
     "TableSpec",
     "columns",
 ]

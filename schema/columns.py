@@ -79,6 +79,8 @@ REASONS: Final = "reasons"
 REGISTRY_ID: Final = "registry_id"
 BREAK_TYPE: Final = "break_type"
 USER_FRAME: Final = "user_frame"
+EXPR: Final = "expr"
+SYMBOL_SOURCES: Final = "symbol_sources"
 
 # --- cache event --------------------------------------------------------------------------------------
 CACHE: Final = "cache"

@@ -328,6 +328,42 @@ class GraphBreakEvent(Event):
     """Attributes with no column of their own."""
 
 
+class ShapeGuardEvent(Event):
+    """A symbolic-shape guard added while tracing: a condition on input sizes that the exported program or
+    compiled graph assumes (``torch.export`` range constraints, Dynamo's dynamic-shape guards). Imported
+    from TORCH_TRACE logs (``guard_added`` / ``guard_added_fast`` records); a guard that fails at run time
+    is a ``guard_failures`` row instead."""
+
+    TABLE: ClassVar[TableSpec] = TableSpec(
+        name="shape_guards",
+        order_by=(col.MODEL, col.HW_POOL, col.TS),
+        ttl_days=180,
+    )
+
+    ts: Timestamp
+    """When the guard was added (UTC)."""
+    host: Dim
+    """Host that traced."""
+    model: Dim = ""
+    """Model label."""
+    hw_pool: Dim = ""
+    """Hardware pool."""
+    compile_id: Dim = ""
+    """Dynamo compile id of the frame being traced, or ``export/N`` for the log's N-th exported program
+    (``torch.export`` outside Dynamo has no compile id)."""
+    expr: Text = ""
+    """The guard as PyTorch prints it, in shape symbols: ``Eq(s17, s77)``, ``s17 <= s77``."""
+    symbol_sources: TextList = ()
+    """What each symbol of ``expr`` stands for, one ``symbol=source`` each: ``s77=L['x'].size()[0]``."""
+    user_frame: Text = ""
+    """Innermost user frame that added the guard: ``file:line in function``; for a guard PyTorch added
+    while solving constraints, the user's call into export or compile."""
+    source: Dim = "trace"
+    """``trace`` (imported TORCH_TRACE log; ``attrs['file']`` names it) or ``live``."""
+    attrs: Attrs = Field(default_factory=dict)
+    """Attributes with no column of their own (``code``: the source line; ``record``: the record kind)."""
+
+
 class CacheEvent(Event):
     """One compile-cache lookup: FX graph, AOTAutograd, Triton, autotune or Dynamo cache."""
 
@@ -843,6 +879,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     SdkHealthEvent,
     KernelDecisionEvent,
     KernelQualificationEvent,
+    ShapeGuardEvent,
 )
 """Every stored event model, in table-creation order."""
 

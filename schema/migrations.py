@@ -444,6 +444,13 @@ def _ingest_dedup_keys(target: Target) -> list[str | Step]:
     return list(seen_table_sql(target))
 
 
+def _shape_guards_table(target: Target) -> list[str]:
+    # Symbolic-shape guards imported from TORCH_TRACE logs (torch.export's and Dynamo's): one new table.
+    from inferensics.schema.events import ShapeGuardEvent
+
+    return render_event_table(ShapeGuardEvent, target)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -459,6 +466,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "bundle states, bundle misses, signer of a registered bundle", _bundle_states_and_misses),
     Migration(13, "replay verdict columns", _replay_verdict_columns),
     Migration(14, "collector per-span dedup keys", _ingest_dedup_keys),
+    Migration(15, "shape guards imported from trace logs", _shape_guards_table),
 )
 """Every migration, in version order."""
 

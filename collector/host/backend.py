@@ -15,6 +15,7 @@ from typing import Any
 
 from inferensics.collector.host import torch_adapter
 from inferensics.collector.host.records import CURRENT, CompileOrigin, GraphSlot
+from inferensics.collector.trace.artifacts import NODE_TRACES_ARTIFACT
 
 
 class InductorBackend:
@@ -46,6 +47,10 @@ class InductorBackend:
             compile_id = ""
         request = CURRENT.get()
         t0 = time.perf_counter_ns()
+        if self.provenance_level > 0:
+            # Inductor's kernel stack traces come from its FX-graph cache on a hit (recorded by whoever
+            # compiled first); these name this process's files and lines (see NODE_TRACES_ARTIFACT).
+            torch_adapter.emit_node_stack_traces(gm, NODE_TRACES_ARTIFACT)
         try:
             with torch_adapter.provenance_tracking(self.provenance_level):
                 if self.gate is None:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -285,6 +286,8 @@ class Tracker:
         for name, count in self.counters_local.items():  # both threads count e.g. fingerprint errors
             out[name] = out.get(name, 0) + count
         out["trace_sink_errors"] = self._sink.errors if self._sink is not None else 0
+        # Kernel source lines from a cache hit that named a file this process did not compile (see assembler).
+        out["stale_source_lines"] = self.pipeline.assembler.stats.stale_source_lines
         # Rows an exporter could not write and dropped, per table (the store exporter keeps the rest).
         rejected: Mapping[str, int] = getattr(self.exporter, "rejected", {})
         out.update({f"export_rejected_{table}": n for table, n in rejected.items()})
@@ -313,9 +316,21 @@ class _Registry:
     """The process's one tracker (the guard hook and the trace logger are process-global)."""
 
     active: Tracker | None = None
+    exit_hook: bool = False
 
 
 _REGISTRY = _Registry()
+
+
+def _shutdown_at_exit() -> None:
+    # A script that serves a few requests and ends would lose what the background thread had not yet
+    # exported, without a word: the active tracker is flushed (bounded) and shut down at exit.
+    tracker = _REGISTRY.active
+    if tracker is not None:
+        try:
+            tracker.shutdown()
+        except Exception as exc:  # never raise from an exit hook
+            log.warning("inferensics: shutdown at exit failed (%s: %s)", type(exc).__name__, exc)
 
 
 def _guard_hook(cache_hit: bool) -> bool:
@@ -385,4 +400,7 @@ def replace_active(factory: Callable[[], Tracker]) -> Tracker:
         _REGISTRY.active.shutdown()
     tracker = factory()
     _REGISTRY.active = tracker
+    if not _REGISTRY.exit_hook:
+        atexit.register(_shutdown_at_exit)
+        _REGISTRY.exit_hook = True
     return tracker

@@ -23,7 +23,18 @@ class StoreExporter:
     """Buffers records per table and inserts a batch when ``batch_rows`` is reached or on flush."""
 
     def __init__(self, store: Store, *, host: str = "", batch_rows: int = 10_000) -> None:
+        """An empty store (a fresh ``chdb:///dir``) is created at the latest schema, as ``inferensics init``
+        would: without tables every insert would fail."""
         self.store = store
+        try:
+            if store.schema_version() == 0:
+                store.migrate()
+        except Exception as exc:  # the inserts then fail and are counted; say once why and what to do
+            _log.warning(
+                "inferensics: could not create the store's tables (%s: %s); run `inferensics init --dsn DSN`",
+                type(exc).__name__,
+                " ".join(str(exc).split())[:300],
+            )
         self.host = host
         self.batch_rows = batch_rows
         self._buffers: dict[type[Event], list[Event]] = {}

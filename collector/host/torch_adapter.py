@@ -27,6 +27,7 @@ Triton's own launch when it raises or disagrees.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -240,6 +241,23 @@ def provenance_tracking(level: int) -> Iterator[None]:
 
     with config.patch({"trace.provenance_tracking_level": level}):
         yield
+
+
+def emit_node_stack_traces(gm: Any, name: str) -> None:
+    """Write ``{node name: stack_trace}`` of the graph about to be compiled into the structured trace of the
+    compile in progress, as artifact ``name`` (lazily: built only when a trace handler listens)."""
+
+    def payload() -> str:
+        graph = getattr(gm, "graph", None)
+        nodes = graph.nodes if graph is not None else ()
+        return json.dumps({n.name: n.meta["stack_trace"] for n in nodes if n.meta.get("stack_trace")})
+
+    try:
+        from torch._logging import trace_structured  # type: ignore[attr-defined]
+
+        trace_structured("artifact", metadata_fn=lambda: {"name": name, "encoding": "json"}, payload_fn=payload)
+    except Exception:
+        return
 
 
 def errors_suppressed() -> bool:

@@ -15,6 +15,7 @@ from typing import Final
 from inferensics.collector.host import torch_adapter
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, ORIGIN_ATTR
+from inferensics.collector.trace.artifacts import NODE_TRACES_ARTIFACT
 from inferensics.collector.trace.envelope import RESERVED
 from inferensics.schema.events import KERNEL_DECISIONS_ARTIFACT
 
@@ -27,6 +28,7 @@ SKIPPED: Final = frozenset(
         "describe_source",
         "create_symbol",
         "guard_added_fast",
+        "guard_added",  # shape guards (TORCH_DTRACE): a live compile keeps its whole guard tree as a blob
         "aot_inference_graph",
         "aot_forward_graph",
         "aot_backward_graph",
@@ -51,6 +53,7 @@ KEPT_ARTIFACTS: Final = frozenset(
         "inductor_provenance_tracking_kernel_stack_traces",
         "inductor_triton_kernel_to_post_grad_nodes",
         KERNEL_DECISIONS_ARTIFACT,
+        NODE_TRACES_ARTIFACT,
     }
 )
 """Artifacts the assembler reads; others are dropped at the sink."""

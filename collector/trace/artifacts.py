@@ -19,6 +19,11 @@ CACHE_ARTIFACTS: Final = {
     "aotautograd_cache_bypass": ("aot_autograd", "bypass"),
 }
 """Artifact name → (cache, result) for the compile-cache lookups a trace records."""
+NODE_TRACES_ARTIFACT: Final = "inferensics_node_stack_traces"
+"""Structured-trace artifact the host SDK's backend writes for each compile it makes with provenance on: the
+graph it was handed, as ``{node name: node.meta['stack_trace']}``. Inductor's kernel stack traces come from
+the FX-graph cache on a hit, recorded by whichever process compiled the graph first (another checkout, or
+an edited file whose code did not change); the current graph's traces say where this process's code is."""
 
 _GB_ID: Final = re.compile(r"\bgb(\d{4})\b", re.IGNORECASE)
 _GB_ID_UPPER: Final = re.compile(r"\b(GB\d{4})\b")
@@ -146,6 +151,30 @@ def kernel_nodes(mappings: Any) -> dict[str, list[str]]:
         name = str(kernel).split(":", 1)[0]
         out.setdefault(name, []).extend(str(n) for n in nodes if str(n) not in out.get(name, []))
     return out
+
+
+def kernel_pre_grad_nodes(mappings: Any) -> dict[str, list[str]]:
+    """Kernel → the nodes of the graph handed to Inductor that it computes (``cppCodeToPost`` then
+    ``postToPre`` of a provenance mapping artifact)."""
+    if not isinstance(mappings, Mapping):
+        return {}
+    to_post, to_pre = mappings.get("cppCodeToPost"), mappings.get("postToPre")
+    if not isinstance(to_post, Mapping) or not isinstance(to_pre, Mapping):
+        return {}
+    out: dict[str, list[str]] = {}
+    for kernel, posts in to_post.items():
+        nodes = out.setdefault(str(kernel).split(":", 1)[0], [])
+        for post in posts if isinstance(posts, list) else []:
+            pres = to_pre.get(post)
+            for pre in pres if isinstance(pres, list) else []:
+                if str(pre) not in nodes:
+                    nodes.append(str(pre))
+    return out
+
+
+def source_files(lines: list[str]) -> set[str]:
+    """The files of ``file:line`` references."""
+    return {ref.rsplit(":", 1)[0] for ref in lines}
 
 
 def kernel_source_lines(stack_traces: Any) -> dict[str, list[str]]:

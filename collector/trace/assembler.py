@@ -17,16 +17,20 @@ from typing import Any, Final
 
 from inferensics.collector.trace.artifacts import (
     CACHE_ARTIFACTS,
+    NODE_TRACES_ARTIFACT,
     CacheLookup,
     GraphBreakInfo,
     kernel_nodes,
+    kernel_pre_grad_nodes,
     kernel_source_lines,
     kernels_in_output_code,
     parse_cache_artifact,
     parse_graph_break,
     parse_user_context,
+    source_files,
 )
 from inferensics.collector.trace.envelope import Envelope
+from inferensics.collector.trace.shape_guards import GUARD_RECORDS, SHAPE_RECORDS, ShapeGuard, ShapeGuardReader
 from inferensics.schema import columns as col
 from inferensics.schema.events import (
     KERNEL_DECISIONS_ARTIFACT,
@@ -36,6 +40,7 @@ from inferensics.schema.events import (
     KernelDecisionEvent,
     KernelInventoryEvent,
     RecompileEvent,
+    ShapeGuardEvent,
 )
 from inferensics.schema.table import Event
 
@@ -52,7 +57,6 @@ NOISE: Final = frozenset(
         "describe_source",
         "create_symbol",
         "create_unbacked_symbol",
-        "guard_added_fast",
         "symbolic_shape_specialization",
         "compilation_metrics_runtime",
         "bwd_compilation_metrics_runtime",
@@ -75,6 +79,7 @@ CONSUMED: Final = frozenset(
         "inductor_provenance_tracking_kernel_stack_traces",
         "inductor_aot_wrapper_code",
         KERNEL_DECISIONS_ARTIFACT,
+        NODE_TRACES_ARTIFACT,
         *CACHE_ARTIFACTS,
     }
 )
@@ -146,6 +151,13 @@ class AssemblyStats:
     """Sound records of kinds no compile record is built from (export programs, timings, graphs), by name."""
     blobs: int = 0
     kernels: int = 0
+    shape_guards: int = 0
+    """Symbolic-shape guards stored (``guard_added`` / ``guard_added_fast``; export and Dynamo alike)."""
+    first_damaged_payload: int = 0
+    """Line of the first record whose payload is damaged (0: none)."""
+    stale_source_lines: int = 0
+    """Kernel source lines dropped because they name a file the compiled graph does not come from (an
+    FX-graph-cache hit on a graph first compiled elsewhere, whose kernels the current graph could not map)."""
 
 
 @dataclass
@@ -165,6 +177,8 @@ class _Compile:
     breaks: list[tuple[GraphBreakInfo, datetime]] = field(default_factory=list)
     nodes: dict[str, list[str]] = field(default_factory=dict)
     lines: dict[str, list[str]] = field(default_factory=dict)
+    pre_nodes: dict[str, list[str]] = field(default_factory=dict)
+    node_traces: dict[str, str] | None = None
     error_text: str = ""
     started: bool = False
     origin: Origin | None = None
@@ -181,6 +195,7 @@ class CompileAssembler:
         self._open: dict[str, _Compile] = {}
         self._aot: _Compile | None = None  # the compile without a frame id in progress (AOTInductor)
         self._aot_count = 0
+        self._shapes = ShapeGuardReader()
         self._blobs: set[str] = set()
         self.summaries: OrderedDict[str, CompileSummary] = OrderedDict()
         self.stats = AssemblyStats()
@@ -241,9 +256,15 @@ class CompileAssembler:
             name = "inductor_aot_wrapper_code"  # AOTInductor's output code (C++), as a graph dump
         if not env.payload_ok:
             self.stats.damaged_payloads += 1
+            self.stats.first_damaged_payload = self.stats.first_damaged_payload or env.lineno
             if name not in HEADER_FACTS:
                 return
             env = replace(env, payload=None, payload_ok=True)  # the header still says what happened
+        if name in SHAPE_RECORDS:
+            for guard in self._shapes.feed(env, name):
+                self._shape_guard(guard)
+            if name in GUARD_RECORDS:
+                return
         if name in NOISE:
             return
         if name not in CONSUMED:
@@ -276,10 +297,17 @@ class CompileAssembler:
         elif name in ("dynamo_error",):
             state.error_text = (env.payload or "")[-2000:]
         elif name in ("inductor_provenance_tracking_node_mappings", "inductor_triton_kernel_to_post_grad_nodes"):
-            for k, v in kernel_nodes(_json(env)).items():
+            mappings = _json(env)
+            for k, v in kernel_nodes(mappings).items():
                 state.nodes.setdefault(k, v)
+            for k, v in kernel_pre_grad_nodes(mappings).items():
+                state.pre_nodes.setdefault(k, v)
         elif name == "inductor_provenance_tracking_kernel_stack_traces":
             state.lines.update(kernel_source_lines(_json(env)))
+        elif name == NODE_TRACES_ARTIFACT:
+            traces = _json(env)
+            if isinstance(traces, Mapping):
+                state.node_traces = {str(k): str(v) for k, v in traces.items() if v}
         elif name == KERNEL_DECISIONS_ARTIFACT:
             payload = _json(env)
             items: list[Any] = payload if isinstance(payload, list) else []
@@ -341,6 +369,51 @@ class CompileAssembler:
         if self._aot is not None:
             self._finalize(self._aot, None)
             self._aot = None
+        for guard in self._shapes.finish():
+            self._shape_guard(guard)
+
+    def _shape_guard(self, guard: ShapeGuard) -> None:
+        attrs = dict(self.context.attrs)
+        attrs["record"] = guard.record
+        if guard.code:
+            attrs["code"] = guard.code
+        self.stats.shape_guards += 1
+        live = self.context.source == "live"
+        self._emit(
+            ShapeGuardEvent(
+                ts=datetime.now(UTC) if live or guard.ts is None else guard.ts,
+                host=self.context.host,
+                model=self.context.model,
+                hw_pool=self.context.hw_pool,
+                compile_id=guard.scope,
+                expr=guard.expr,
+                symbol_sources=guard.symbol_sources,
+                user_frame=guard.user_frame,
+                source="live" if live else "trace",
+                attrs=attrs,
+            )
+        )
+
+    def _rebase_source_lines(self, state: _Compile) -> None:
+        """Kernel source lines from the graph this process compiled, not from Inductor's cached provenance.
+
+        The FX-graph-cache key does not cover source paths or line numbers: on a hit Inductor replays the
+        stack traces of the process that compiled the graph first. When the backend recorded the current
+        graph's node traces, each kernel's lines are read from the nodes it computes; a cached line that
+        names a file the current graph does not come from is dropped and counted, never stored.
+        """
+        if state.node_traces is None:
+            return
+        current = kernel_source_lines({"graph": list(state.node_traces.values())})["graph"]
+        files = source_files(current)
+        for kernel in set(state.lines) | set(state.pre_nodes):
+            traces = [state.node_traces[n] for n in state.pre_nodes.get(kernel, ()) if n in state.node_traces]
+            if traces:
+                state.lines[kernel] = kernel_source_lines({kernel: traces})[kernel]
+                continue
+            kept = [ref for ref in state.lines.get(kernel, []) if ref.rsplit(":", 1)[0] in files]
+            self.stats.stale_source_lines += len(state.lines.get(kernel, [])) - len(kept)
+            state.lines[kernel] = kept
 
     def _graph_break(self, state: _Compile, text: str) -> None:
         # Held until the compile's metrics arrive: they name the compiled frame (the break's code location).
@@ -412,6 +485,7 @@ class CompileAssembler:
                 if "graph_break" in str(r) or "graph break" in str(r).lower():
                     self._graph_break(state, str(r))
         self._emit_breaks(state, location)
+        self._rebase_source_lines(state)
         artifact_id = self._blob(state.output_code, "output_code") if state.output_code else ""
         # A graph Inductor compiled to nothing (no ops after AOTAutograd: views, detach) has no output code
         # and no FX-graph-cache key, yet it is served: its identity is the digest of the Dynamo graph.

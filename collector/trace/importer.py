@@ -1,4 +1,5 @@
-"""``import-trace``: TORCH_TRACE log files → compile, cache, graph-break, recompile and kernel records.
+"""``import-trace``: TORCH_TRACE log files → compile, cache, graph-break, recompile, kernel and shape-guard
+records.
 
 The importer reads each file with the shared envelope decoder, assembles records with the shared
 :class:`~inferensics.collector.trace.assembler.CompileAssembler` and writes them to a store in batches.
@@ -34,6 +35,8 @@ class FileReport:
     path: str
     envelopes: int = 0
     damaged_lines: int = 0
+    first_damage: str = ""
+    """The first damaged record, ``line N: why`` (``""``: none); the others are counted."""
     stats: AssemblyStats = field(default_factory=AssemblyStats)
     rows: Counter[str] = field(default_factory=Counter)
     not_trace: str = ""
@@ -119,11 +122,14 @@ def read_trace_file(
     for item in iter_file_envelopes(_lines(path), year=_log_year(path, mtime)):
         if isinstance(item, Damaged):
             report.damaged_lines += 1
+            report.first_damage = report.first_damage or f"line {item.lineno}: {item.reason}"
             continue
         report.envelopes += 1
         assembler.feed(item)
     assembler.finish()
     report.stats = assembler.stats
+    if not report.first_damage and assembler.stats.first_damaged_payload:
+        report.first_damage = f"line {assembler.stats.first_damaged_payload}: payload does not match its record"
     events = [_within_ttl(e) for e in events]
     for e in events:
         report.rows[type(e).TABLE.name] += 1

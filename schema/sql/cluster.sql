@@ -500,6 +500,29 @@ COMMENT 'One provider measured at one shape by ``inferensics kernels qualify``: 
 CREATE TABLE IF NOT EXISTS inferensics.kernel_qualifications ON CLUSTER '{cluster}' AS inferensics.kernel_qualifications_local
 ENGINE = Distributed('{cluster}', inferensics, kernel_qualifications_local, rand());
 
+CREATE TABLE IF NOT EXISTS inferensics.shape_guards_local ON CLUSTER '{cluster}'
+(
+    `ts` DateTime64(6, 'UTC') CODEC(Delta(8), ZSTD(1)) COMMENT 'When the guard was added (UTC).',
+    `host` LowCardinality(String) COMMENT 'Host that traced.',
+    `model` LowCardinality(String) COMMENT 'Model label.',
+    `hw_pool` LowCardinality(String) COMMENT 'Hardware pool.',
+    `compile_id` LowCardinality(String) COMMENT 'Dynamo compile id of the frame being traced, or ``export/N`` for the log\'s N-th exported program (``torch.export`` outside Dynamo has no compile id).',
+    `expr` String CODEC(ZSTD(1)) COMMENT 'The guard as PyTorch prints it, in shape symbols: ``Eq(s17, s77)``, ``s17 <= s77``.',
+    `symbol_sources` Array(String) CODEC(ZSTD(1)) COMMENT 'What each symbol of ``expr`` stands for, one ``symbol=source`` each: ``s77=L[\'x\'].size()[0]``.',
+    `user_frame` String CODEC(ZSTD(1)) COMMENT 'Innermost user frame that added the guard: ``file:line in function``; for a guard PyTorch added while solving constraints, the user\'s call into export or compile.',
+    `source` LowCardinality(String) COMMENT '``trace`` (imported TORCH_TRACE log; ``attrs[\'file\']`` names it) or ``live``.',
+    `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own (``code``: the source line; ``record``: the record kind).'
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/shape_guards_local', '{replica}')
+PARTITION BY toDate(ts)
+ORDER BY (model, hw_pool, ts)
+TTL toDateTime(ts) + toIntervalDay(180)
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
+COMMENT 'A symbolic-shape guard added while tracing: a condition on input sizes that the exported program or';
+
+CREATE TABLE IF NOT EXISTS inferensics.shape_guards ON CLUSTER '{cluster}' AS inferensics.shape_guards_local
+ENGINE = Distributed('{cluster}', inferensics, shape_guards_local, rand());
+
 CREATE TABLE IF NOT EXISTS inferensics.requests_1m_local ON CLUSTER '{cluster}'
 (
     `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1)),

@@ -40,6 +40,7 @@ def test_all_is_pinned() -> None:
             "ReplayResultEvent",
             "RequestEvent",
             "SdkHealthEvent",
+            "ShapeGuardEvent",
             "Rollup",
             "TableSpec",
             "columns",

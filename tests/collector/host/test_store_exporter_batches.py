@@ -93,7 +93,8 @@ def test_a_store_that_refuses_every_row_still_raises(store_dsn: str) -> None:
     """Rows that convert but meet no table: nothing row-specific to keep, the batch error reaches the caller."""
     unmigrated = Store.open(store_dsn)
     try:
-        exporter = StoreExporter(unmigrated, host="h")
+        exporter = StoreExporter(unmigrated, host="h")  # creates the empty store's tables
+        unmigrated.client.command(f"DROP TABLE {unmigrated.database}.cache_events SYNC")
         exporter.export_records([_lookup(i) for i in range(5)])
         with pytest.raises(Exception, match="cache_events"):
             exporter.flush()
@@ -115,3 +116,18 @@ def test_tracker_stats_count_the_rows_the_exporter_dropped(store: Store) -> None
         tracker.shutdown()
     assert stats["export_rejected_cache_events"] == 2
     assert _stored_keys(store) == ["k001"]
+
+
+def test_instrument_on_a_fresh_store_creates_its_tables(store_dsn: str) -> None:
+    """The README's single-process form, ``instrument(store=Store.open("chdb:///dir"))``, on a new directory."""
+    fresh = Store.open(store_dsn)
+    try:
+        assert fresh.schema_version() == 0
+        tracker = instrument(store=fresh, host="h", model="m")
+        with tracker.request("r1"):
+            pass
+        tracker.shutdown()
+        assert [r.request_id for r in fresh.select_events(RequestEvent)] == ["r1"]
+    finally:
+        fresh.client.command(f"DROP DATABASE IF EXISTS {fresh.database} SYNC")
+        fresh.close()
