@@ -365,37 +365,56 @@ def _silu_configs() -> list[tuple[Any, ...]]:
     return legacy + flat + guarded + hinted  # fmt: skip
 
 
-def sweep_rows(rounds: int, tokens: list[int], rng: random.Random, tables: dict[str, Any]) -> None:
+def row_candidates() -> dict[str, list[tuple[Any, ...]]]:
+    """The sweep's candidate configurations per row op (see each kernel's config type for the fields)."""
+    return {
+        "rms_norm": [(1, 4, True, 0), (1, 8, True, 0), (1, 16, True, 0), (2, 16, True, 0), (1, 8, False, 0),
+                     (1, 16, False, 0), (1, 16, True, 1)],
+        "fused_add_rms_norm": [(1, 2, True, 0), (1, 4, True, 0), (1, 8, True, 0), (1, 16, True, 0), (2, 16, True, 0),
+                               (1, 2, False, 0), (1, 8, False, 0), (1, 16, False, 0), (1, 2, True, 1),
+                               (1, 16, True, 1), (1, 8, True, 1)],
+        "silu_mul": _silu_configs(),
+        "rotary_embedding": [(h, w, g) for h, w in ((4, 2), (4, 4), (8, 1), (8, 4), (32, 4), (32, 8))
+                             for g in (False, True)] + [(16, 4, True), (8, 2, True)],
+    }  # fmt: skip
+
+
+def sweep_rows(
+    rounds: int,
+    tokens: list[int],
+    rng: random.Random,
+    tables: dict[str, Any],
+    *,
+    candidates: dict[str, list[tuple[Any, ...]]] | None = None,
+    tokens_by_op: dict[str, list[int]] | None = None,
+) -> None:
     """Time candidate launch configurations of the row kernels against Inductor and a same-bytes copy
     (CUDA-graph replays); the fastest per shape goes into ``tables`` (and a ``TABLE_ROW`` line, so a run cut
     short keeps what it chose). Every SiLU·mul arithmetic variant is checked exhaustively first and left out
-    unless it matches eager PyTorch on every bfloat16 gate; each candidate's output is checked before timing."""
+    unless it matches eager PyTorch on every bfloat16 gate; each candidate's output is checked before timing.
+    ``candidates`` (default :func:`row_candidates`) and ``tokens_by_op`` narrow the sweep to some ops/shapes."""
     from inferensics.kernels._triton import activation, norm, rotary
 
+    cands = candidates if candidates is not None else row_candidates()
     exact: dict[tuple[int, bool], bool] = {}
-    for div, native in ((0, False), (0, True), (1, False), (2, False), (2, True)):
+    for div, native in sorted({(int(c[2]), bool(c[4])) for c in cands.get("silu_mul", [])}):
         bad = {str(dt): silu_exhaustive_mismatches(dt, (1024, 4, div, True, native))
                for dt in (torch.bfloat16, torch.float16)}  # fmt: skip
         exact[div, native] = bad["torch.bfloat16"] == 0
         print(f"# silu_mul exhaustive over 16-bit gates, division {div}, 16-bit multiply {native}: mismatches {bad}")
-    silu_cfgs = [c for c in _silu_configs() if exact[c[2], c[4]]]
-    rms_cfgs = [(1, 4, True, 0), (1, 8, True, 0), (1, 16, True, 0), (2, 16, True, 0), (1, 8, False, 0),
-                (1, 16, False, 0), (1, 16, True, 1)]  # fmt: skip
-    add_cfgs = [(1, 2, True, 0), (1, 4, True, 0), (1, 8, True, 0), (1, 16, True, 0), (2, 16, True, 0),
-                (1, 2, False, 0), (1, 8, False, 0), (1, 16, False, 0), (1, 2, True, 1), (1, 16, True, 1),
-                (1, 8, True, 1)]  # fmt: skip
-    rot_cfgs = [(h, w, g) for h, w in ((4, 2), (4, 4), (8, 1), (8, 4), (32, 4), (32, 8)) for g in (False, True)]
-    rot_cfgs += [(16, 4, True), (8, 2, True)]
-    spaces: dict[str, tuple[dict[str, int], list[Any], Callable[..., Any]]] = {
-        "rms_norm": ({"hidden": 4096}, rms_cfgs, norm.rms_norm_with),
-        "fused_add_rms_norm": ({"hidden": 4096}, add_cfgs, norm.fused_add_rms_norm_with),
-        "silu_mul": ({"hidden": 14336}, silu_cfgs, activation.silu_mul_with),
-        "rotary_embedding": ({"heads": 32, "head_dim": 128}, rot_cfgs, rotary.rotary_with),
+    spaces: dict[str, tuple[dict[str, int], Callable[..., Any]]] = {
+        "rms_norm": ({"hidden": 4096}, norm.rms_norm_with),
+        "fused_add_rms_norm": ({"hidden": 4096}, norm.fused_add_rms_norm_with),
+        "silu_mul": ({"hidden": 14336}, activation.silu_mul_with),
+        "rotary_embedding": ({"heads": 32, "head_dim": 128}, rotary.rotary_with),
     }
-    for op, (extra, configs, fn) in spaces.items():
+    for op, (extra, fn) in spaces.items():
+        if op not in cands:
+            continue
+        configs = [c for c in cands[op] if op != "silu_mul" or exact[int(c[2]), bool(c[4])]]
         reg = kernels.registry().op(op)
         compiled = torch.compile(reg.reference, fullgraph=True, dynamic=False)
-        for t in tokens:
+        for t in (tokens_by_op or {}).get(op, tokens):
             shape = {"tokens": t, **extra}
             args = make_args(op, shape, torch.bfloat16, torch.device("cuda"))
             ref, code = inductor_kernels(compiled, args)

@@ -41,7 +41,8 @@ def _rms_norm_kernel(
     x_ptr, w_ptr, out_ptr, res_ptr, res_out_ptr,
     x_stride, res_stride, n_rows, n_cols, eps, rows_bucket,
     BLOCK: tl.constexpr, ROWS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, EVEN: tl.constexpr,
-    EARLY_WEIGHT: tl.constexpr, LOAD_POLICY: tl.constexpr, STORE_MODIFIER: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    EARLY_WEIGHT: tl.constexpr, LATE_RESIDUAL: tl.constexpr, LOAD_POLICY: tl.constexpr, STORE_MODIFIER: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
 ):  # fmt: skip
     # ROWS rows a program, each held whole in registers; EVEN: the row fills BLOCK exactly (no column mask; with
     # one row a program no mask at all, the grid having exactly one program a row). EARLY_WEIGHT: the weight is
@@ -69,14 +70,18 @@ def _rms_norm_kernel(
             r = tl.load(res_ptr + rows[:, None] * res_stride + cols[None, :], mask=mask, other=0.0,
                         eviction_policy=LOAD_POLICY)  # fmt: skip
         x = x + r.to(tl.float32)
-        res = round_to(x, res_out_ptr.dtype.element_ty, EMULATE_RNE)
-        _store(res_out_ptr + rows[:, None] * n_cols + cols[None, :], res, mask, EVEN and ROWS == 1, STORE_MODIFIER)
+        if not LATE_RESIDUAL:
+            res = round_to(x, res_out_ptr.dtype.element_ty, EMULATE_RNE)
+            _store(res_out_ptr + rows[:, None] * n_cols + cols[None, :], res, mask, EVEN and ROWS == 1, STORE_MODIFIER)
     mean_sq = tl.sum(x * x, axis=1) / n_cols
     rstd = tl.rsqrt(mean_sq + eps)
     normed = round_to(x * rstd[:, None], x_ptr.dtype.element_ty, EMULATE_RNE).to(tl.float32)
     if not EARLY_WEIGHT:
         w = _load_weight(w_ptr, cols, n_cols, EVEN)
     result = round_to(normed * w[None, :], out_ptr.dtype.element_ty, EMULATE_RNE)
+    if HAS_RESIDUAL and LATE_RESIDUAL:  # both outputs written together, after the reduction
+        res = round_to(x, res_out_ptr.dtype.element_ty, EMULATE_RNE)
+        _store(res_out_ptr + rows[:, None] * n_cols + cols[None, :], res, mask, EVEN and ROWS == 1, STORE_MODIFIER)
     _store(out_ptr + rows[:, None] * n_cols + cols[None, :], result, mask, EVEN and ROWS == 1, STORE_MODIFIER)
 
 
@@ -106,6 +111,8 @@ class NormConfig(NamedTuple):
     """Load the weight before the row."""
     hints: int = 0
     """Cache hints: bit 0 streams the stores (``.cs``), bit 1 loads with ``evict_first``."""
+    late_residual: bool = False
+    """Store the new residual after the reduction, beside the normalised row, instead of before it."""
 
 
 def as_config(config: tuple[int, ...] | NormConfig) -> NormConfig:
@@ -113,8 +120,8 @@ def as_config(config: tuple[int, ...] | NormConfig) -> NormConfig:
     if isinstance(config, NormConfig):
         return config
     rows, warps, *rest = config
-    early, hints = [*rest, *[False, 0][len(rest) :]][:2]
-    return NormConfig(int(rows), int(warps), bool(early), int(hints))
+    early, hints, late = [*rest, *[False, 0, False][len(rest) :]][:3]
+    return NormConfig(int(rows), int(warps), bool(early), int(hints), bool(late))
 
 
 _rms_norm_tuned = triton.autotune(
@@ -147,13 +154,14 @@ def _launch(
         c = as_config(config or (1, warps))
         wrap_triton(_rms_norm_kernel)[(triton.cdiv(m, c.rows),)](
             *args[:7], m, *args[7:], rows_key(m), BLOCK=block, ROWS=c.rows, HAS_RESIDUAL=has_residual, EVEN=even,
-            EARLY_WEIGHT=c.early_weight, LOAD_POLICY="evict_first" if c.hints & 2 else "",
-            STORE_MODIFIER=".cs" if c.hints & 1 else "", EMULATE_RNE=interpreting(), num_warps=c.warps,
+            EARLY_WEIGHT=c.early_weight, LATE_RESIDUAL=c.late_residual,
+            LOAD_POLICY="evict_first" if c.hints & 2 else "", STORE_MODIFIER=".cs" if c.hints & 1 else "",
+            EMULATE_RNE=interpreting(), num_warps=c.warps,
         )  # fmt: skip
     else:
         wrap_triton(_rms_norm_tuned)[lambda meta: (triton.cdiv(m, meta["ROWS"]),)](
             *args[:7], m, *args[7:], rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EVEN=even,
-            EARLY_WEIGHT=False, LOAD_POLICY="", STORE_MODIFIER="", EMULATE_RNE=False,
+            EARLY_WEIGHT=False, LATE_RESIDUAL=False, LOAD_POLICY="", STORE_MODIFIER="", EMULATE_RNE=False,
         )  # fmt: skip
 
 
