@@ -31,12 +31,21 @@ def _mismatches(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return ~same
 
 
-VARIANTS = {
-    "fast-division": (256, 4, 1),
-    "guarded-division": (256, 4, 2),
-    "guarded-native-mul-flat": (1024, 4, 2, True, True),
-    "ieee-native-mul-flat": (512, 4, 0, True, True),
-}
+def _variants() -> dict[str, tuple[int, ...]]:
+    from inferensics.kernels._triton import activation
+
+    fixed: dict[str, tuple[int, ...]] = {
+        "fast-division": (256, 4, 1),
+        "guarded-division": (256, 4, 2),
+        "guarded-native-mul-flat": (1024, 4, 2, True, True),
+        "ieee-native-mul-flat": (512, 4, 0, True, True),
+    }
+    # Every configuration the shipped H200 tables pick, as it is launched there.
+    table = {f"table-{d}-{dt}-t{t}": tuple(c) for (dt, d, t), c in activation.H200_CONFIGS.items()}
+    return fixed | table
+
+
+VARIANTS = _variants()
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
