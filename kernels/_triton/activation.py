@@ -2,7 +2,9 @@
 
 Bit-exactness needs the same arithmetic as ATen's CUDA kernel: ``x / (1 + expf(-x))`` in float32 with
 libdevice's ``expf`` and an IEEE division, rounded to the input dtype, then the product in float32 rounded
-once more.
+once more. Cheaper formulations that give the same bits for 16-bit dtypes (a refined-reciprocal division, an
+approximate division redone exactly near rounding midpoints, the product in the 16-bit dtype) are launch-table
+options, each enabled only where the exhaustive check over every 16-bit input held on the GPU.
 """
 
 # Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments;
