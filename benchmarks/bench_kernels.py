@@ -302,7 +302,7 @@ def _print_sweep(title: str, samples: dict[str, list[float]], peer: str, top: in
         print(f"   {name:<34} {us:10.2f} us  {peer}/this {peer_us / us:5.2f}x  spread {spread:.0%}")
 
 
-def silu_exhaustive_mismatches(dtype: torch.dtype, config: tuple[int, int, bool]) -> int:
+def silu_exhaustive_mismatches(dtype: torch.dtype, config: tuple[Any, ...]) -> int:
     """Elements where our SiLU·mul under ``config`` differs in bits from eager PyTorch, over every 16-bit gate
     value (up = 1 and up random; NaNs of either sign count as equal)."""
     from inferensics.kernels._triton import activation
@@ -318,53 +318,155 @@ def silu_exhaustive_mismatches(dtype: torch.dtype, config: tuple[int, int, bool]
     return bad
 
 
-def sweep_rows(rounds: int, tokens: list[int], rng: random.Random, tables: dict[str, Any]) -> None:
-    """Time candidate launch configurations of the row kernels against Inductor (CUDA-graph replays); the
-    fastest per shape goes into ``tables``."""
+def guarded_fraction(x: torch.Tensor) -> float:
+    """Fraction of 4-element groups of SiLU·mul's gates whose quotient falls in the guarded division's exact-path
+    window (how often that path is taken on this data; the window tested on the float32 quotient)."""
+    gate = x[..., : x.shape[-1] // 2].float()
+    q = gate / (1.0 + torch.exp(-gate))
+    low = (q.view(torch.int32) + 0x8008) & 0xFFFF
+    near = (low <= 16) | ~(q.abs() >= 2.0**-56)
+    return float(near.reshape(-1, 4).any(dim=1).float().mean().item())
+
+
+def inductor_kernels(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, str]:
+    """Run Inductor's compiled ``fn`` once; return its result and the Triton kernels (and launches) it generated."""
+    import re
+
+    try:
+        from torch._inductor.utils import run_and_get_code
+
+        out, codes = run_and_get_code(fn, *args)
+    except Exception as exc:  # the code is a diagnostic: its absence must not stop the sweep
+        return fn(*args), f"(no code: {type(exc).__name__}: {exc})"
+    found: list[str] = []
+    for code in codes:
+        found += re.findall(r"(@triton\.jit\n.*?)'{3}", code, flags=re.S)
+        found += re.findall(r"(\w+\.run\([^\n]*\))", code)
+    return out, "\n".join(found) or "(no Triton kernel in the generated code)"
+
+
+def _silu_configs() -> list[tuple[Any, ...]]:
+    """SiLU·mul candidates: (BLOCK, warps, division, flat grid, 16-bit multiply, cache hints)."""
+    legacy = [
+        (1024, 8, 0, False, False, 0),
+        (1024, 4, 0, False, False, 0),
+        (2048, 8, 0, False, False, 0),
+        (1024, 8, 1, False, False, 0),
+        (1024, 4, 2, False, True, 0),
+        (2048, 8, 2, False, True, 0),
+    ]
+    flat = [
+        (1024, 4, 0, True, False, 0),
+        (2048, 8, 0, True, False, 0),
+        (1024, 4, 0, True, True, 0),
+        (2048, 8, 0, True, True, 0),
+        (1024, 4, 2, True, False, 0),
+    ]
+    guarded = [(b, w, 2, True, True, 0) for b, w in ((512, 4), (1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))]
+    hinted = [(1024, 4, 2, True, True, 1), (1024, 4, 2, True, True, 2), (2048, 8, 2, True, True, 1)]
+    return legacy + flat + guarded + hinted  # fmt: skip
+
+
+def row_candidates() -> dict[str, list[tuple[Any, ...]]]:
+    """The sweep's candidate configurations per row op (see each kernel's config type for the fields)."""
+    return {
+        "rms_norm": [(1, 4, True, 0), (1, 8, True, 0), (1, 16, True, 0), (2, 16, True, 0), (1, 8, False, 0),
+                     (1, 16, False, 0), (1, 16, True, 1)],
+        "fused_add_rms_norm": [(1, 2, True, 0), (1, 4, True, 0), (1, 8, True, 0), (1, 16, True, 0), (2, 16, True, 0),
+                               (1, 2, False, 0), (1, 8, False, 0), (1, 16, False, 0), (1, 2, True, 1),
+                               (1, 16, True, 1), (1, 8, True, 1)],
+        "silu_mul": _silu_configs(),
+        "rotary_embedding": [(h, w, g) for h, w in ((4, 2), (4, 4), (8, 1), (8, 4), (32, 4), (32, 8))
+                             for g in (False, True)] + [(16, 4, True), (8, 2, True)],
+    }  # fmt: skip
+
+
+def sweep_rows(
+    rounds: int,
+    tokens: list[int],
+    rng: random.Random,
+    tables: dict[str, Any],
+    *,
+    candidates: dict[str, list[tuple[Any, ...]]] | None = None,
+    tokens_by_op: dict[str, list[int]] | None = None,
+) -> None:
+    """Time candidate launch configurations of the row kernels against Inductor and a same-bytes copy
+    (CUDA-graph replays); the fastest per shape goes into ``tables`` (and a ``TABLE_ROW`` line, so a run cut
+    short keeps what it chose). Every SiLU·mul arithmetic variant is checked exhaustively first and left out
+    unless it matches eager PyTorch on every bfloat16 gate; each candidate's output is checked before timing.
+    ``candidates`` (default :func:`row_candidates`) and ``tokens_by_op`` narrow the sweep to some ops/shapes."""
     from inferensics.kernels._triton import activation, norm, rotary
 
-    for fast in (False, True):
-        bad = {str(dt): silu_exhaustive_mismatches(dt, (1024, 4, fast)) for dt in (torch.bfloat16, torch.float16)}
-        print(f"# silu_mul exhaustive over 16-bit gates, {'fast' if fast else 'IEEE'} division: mismatches {bad}")
-        if fast:
-            fast_ok = bad["torch.bfloat16"] == 0
-    silu_cfgs = [(b, w, f) for b in (1024, 2048, 4096) for w in (4, 8) for f in (False, True)
-                 if 4 <= b // (32 * w) <= 64 and (fast_ok or not f)]  # fmt: skip
-    spaces: dict[str, tuple[dict[str, int], list[Any], Callable[..., Any]]] = {
-        "rms_norm": ({"hidden": 4096}, [(1, 4), (1, 8), (1, 16), (2, 16)], norm.rms_norm_with),
-        "fused_add_rms_norm": ({"hidden": 4096}, [(1, 2), (1, 8), (1, 16), (2, 8), (2, 16)],
-                               norm.fused_add_rms_norm_with),
-        "silu_mul": ({"hidden": 14336}, silu_cfgs, activation.silu_mul_with),
-        "rotary_embedding": ({"heads": 32, "head_dim": 128}, [(4, 2), (4, 4), (8, 1), (8, 4), (32, 4),
-                                                              (32, 8)], rotary.rotary_with),
-    }  # fmt: skip
-    for op, (extra, configs, fn) in spaces.items():
+    cands = candidates if candidates is not None else row_candidates()
+    exact: dict[tuple[int, bool], bool] = {}
+    for div, native in sorted({(int(c[2]), bool(c[4])) for c in cands.get("silu_mul", [])}):
+        bad = {str(dt): silu_exhaustive_mismatches(dt, (1024, 4, div, True, native))
+               for dt in (torch.bfloat16, torch.float16)}  # fmt: skip
+        exact[div, native] = bad["torch.bfloat16"] == 0
+        print(f"# silu_mul exhaustive over 16-bit gates, division {div}, 16-bit multiply {native}: mismatches {bad}")
+    spaces: dict[str, tuple[dict[str, int], Callable[..., Any]]] = {
+        "rms_norm": ({"hidden": 4096}, norm.rms_norm_with),
+        "fused_add_rms_norm": ({"hidden": 4096}, norm.fused_add_rms_norm_with),
+        "silu_mul": ({"hidden": 14336}, activation.silu_mul_with),
+        "rotary_embedding": ({"heads": 32, "head_dim": 128}, rotary.rotary_with),
+    }
+    for op, (extra, fn) in spaces.items():
+        if op not in cands:
+            continue
+        configs = [c for c in cands[op] if op != "silu_mul" or exact[int(c[2]), bool(c[4])]]
         reg = kernels.registry().op(op)
         compiled = torch.compile(reg.reference, fullgraph=True, dynamic=False)
-        for t in tokens:
+        for t in (tokens_by_op or {}).get(op, tokens):
             shape = {"tokens": t, **extra}
             args = make_args(op, shape, torch.bfloat16, torch.device("cuda"))
-            ref = compiled(*args)
-            fns: dict[str, Fn] = {"inductor": functools.partial(compiled, *args)}
+            ref, code = inductor_kernels(compiled, args)
+            print(f"# inductor code, {op} tokens={t}:\n{code}\n# end of inductor code", flush=True)
+            moved = bytes_moved(op, args, reg.reference(*args))
+            src = torch.empty(moved // 4, dtype=torch.bfloat16, device="cuda").normal_()
+            dst = torch.empty_like(src)
+            fns: dict[str, Fn] = {
+                "inductor": functools.partial(compiled, *args),
+                "copy": functools.partial(dst.copy_, src),
+            }
+            eager = reg.reference(*args) if op == "silu_mul" else None
             for c in configs:
-                out = fn(*args, config=c)
+                try:
+                    out = fn(*args, config=c)
+                except Exception as exc:  # a variant that does not compile here is left out, said once
+                    print(
+                        f"# {op} config {c}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}), left out"
+                    )
+                    continue
                 outs, refs = (out if isinstance(out, tuple) else (out,)), (ref if isinstance(ref, tuple) else (ref,))
+                if eager is not None and not torch.equal(out, eager):
+                    print(f"# {op} tokens={t} config {c}: NOT bit-exact with eager, left out")
+                    continue
                 if not all(torch.allclose(o.float(), r.float(), rtol=2e-2, atol=2e-2)
                            for o, r in zip(outs, refs, strict=True)):  # fmt: skip
                     print(f"# {op} tokens={t} config {c}: WRONG output, left out")
                     continue
                 fns[repr(c)] = functools.partial(fn, *args, config=c)
+            if op == "silu_mul":
+                print(f"# silu_mul tokens={t}: the guarded division's exact path in "
+                      f"{guarded_fraction(args[0]):.3%} of 4-element groups")  # fmt: skip
             samples, _ = measure(fns, rounds, 50 if t <= 512 else 10, rng)
-            _print_sweep(f"{op} tokens={t}", samples, "inductor")
-            best = eval(_best({n: s for n, s in samples.items() if n != "inductor"})[0][0])  # our own repr
+            peer = statistics.median(samples["inductor"])
+            print(f"## {op} tokens={t} ({moved / 1e6:.1f} MB): inductor {peer:.2f} us")
+            for name, us in _best(samples):  # every candidate, with its per-round ratio spread
+                r = [p / o for p, o in zip(samples["inductor"], samples[name], strict=True)]
+                print(f"   {name:<36} {us:9.2f} us  {moved / us / 1e6:5.2f} TB/s  inductor/this {peer / us:5.3f}x "
+                      f"[{min(r):.2f}-{max(r):.2f}]")  # fmt: skip
+            best = eval(_best({n: s for n, s in samples.items() if n not in ("inductor", "copy")})[0][0])  # our repr
             bucket = 1 << max(0, (t - 1).bit_length())
             if op in ("rms_norm", "fused_add_rms_norm"):
-                tables.setdefault("rms_norm", []).append([op == "fused_add_rms_norm", 4096, bucket, *best])
+                name, row = "rms_norm", [op == "fused_add_rms_norm", 4096, bucket, *best]
             elif op == "silu_mul":
-                tables.setdefault("silu_mul", []).append(["bfloat16", 14336, bucket, *best])
+                name, row = "silu_mul", ["bfloat16", 14336, bucket, *best]
             else:
-                tables.setdefault("rotary_embedding", []).append([32, 64, bucket, *best])
+                name, row = "rotary_embedding", [32, 64, bucket, *best]
+            tables.setdefault(name, []).append(row)
             print(f"TABLE {op} tokens={t} {best}", flush=True)
+            print(f"TABLE_ROW {json.dumps([name, row])}", flush=True)
 
 
 def _stage(  # noqa: PLR0917

@@ -12,6 +12,8 @@ float32 for the statistics and rounded once for the residual output.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
@@ -34,37 +36,92 @@ def rows_key(rows: int) -> int:
     return 1 << max(0, (rows - 1).bit_length())
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows", "rows_bucket"])
 def _rms_norm_kernel(
     x_ptr, w_ptr, out_ptr, res_ptr, res_out_ptr,
     x_stride, res_stride, n_rows, n_cols, eps, rows_bucket,
     BLOCK: tl.constexpr, ROWS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, EVEN: tl.constexpr,
+    EARLY_WEIGHT: tl.constexpr, LATE_RESIDUAL: tl.constexpr, LOAD_POLICY: tl.constexpr, STORE_MODIFIER: tl.constexpr,
     EMULATE_RNE: tl.constexpr,
 ):  # fmt: skip
-    # ROWS rows a program, each held whole in registers; EVEN: the row fills BLOCK exactly (no column mask).
+    # ROWS rows a program, each held whole in registers; EVEN: the row fills BLOCK exactly (no column mask; with
+    # one row a program no mask at all, the grid having exactly one program a row). EARLY_WEIGHT: the weight is
+    # loaded before the row, so its latency overlaps the row's load and the reduction.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
+    if EARLY_WEIGHT:
+        w = _load_weight(w_ptr, cols, n_cols, EVEN)
     rmask = rows < n_rows
-    if EVEN:  # noqa: SIM108 (a constexpr branch: only one side is compiled)
-        mask = tl.broadcast_to(rmask[:, None], (ROWS, BLOCK))
+    mask = rmask[:, None] & (cols < n_cols)[None, :]
+    if EVEN:
+        if ROWS == 1:
+            x = tl.load(x_ptr + rows[:, None] * x_stride + cols[None, :], eviction_policy=LOAD_POLICY)
+        else:
+            mask = tl.broadcast_to(rmask[:, None], (ROWS, BLOCK))
+            x = tl.load(x_ptr + rows[:, None] * x_stride + cols[None, :], mask=mask, other=0.0,
+                        eviction_policy=LOAD_POLICY)  # fmt: skip
     else:
-        mask = rmask[:, None] & (cols < n_cols)[None, :]
-    x = tl.load(x_ptr + rows[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_ptr + rows[:, None] * x_stride + cols[None, :], mask=mask, other=0.0, eviction_policy=LOAD_POLICY)
+    x = x.to(tl.float32)
     if HAS_RESIDUAL:
-        r = tl.load(res_ptr + rows[:, None] * res_stride + cols[None, :], mask=mask, other=0.0)
-        r = r.to(tl.float32)
-        x = x + r
-        res = round_to(x, res_out_ptr.dtype.element_ty, EMULATE_RNE)
-        tl.store(res_out_ptr + rows[:, None] * n_cols + cols[None, :], res, mask=mask)
+        if EVEN and ROWS == 1:
+            r = tl.load(res_ptr + rows[:, None] * res_stride + cols[None, :], eviction_policy=LOAD_POLICY)
+        else:
+            r = tl.load(res_ptr + rows[:, None] * res_stride + cols[None, :], mask=mask, other=0.0,
+                        eviction_policy=LOAD_POLICY)  # fmt: skip
+        x = x + r.to(tl.float32)
+        if not LATE_RESIDUAL:
+            res = round_to(x, res_out_ptr.dtype.element_ty, EMULATE_RNE)
+            _store(res_out_ptr + rows[:, None] * n_cols + cols[None, :], res, mask, EVEN and ROWS == 1, STORE_MODIFIER)
     mean_sq = tl.sum(x * x, axis=1) / n_cols
     rstd = tl.rsqrt(mean_sq + eps)
     normed = round_to(x * rstd[:, None], x_ptr.dtype.element_ty, EMULATE_RNE).to(tl.float32)
-    if EVEN:
-        w = tl.load(w_ptr + cols).to(tl.float32)
-    else:
-        w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+    if not EARLY_WEIGHT:
+        w = _load_weight(w_ptr, cols, n_cols, EVEN)
     result = round_to(normed * w[None, :], out_ptr.dtype.element_ty, EMULATE_RNE)
-    tl.store(out_ptr + rows[:, None] * n_cols + cols[None, :], result, mask=mask)
+    if HAS_RESIDUAL and LATE_RESIDUAL:  # both outputs written together, after the reduction
+        res = round_to(x, res_out_ptr.dtype.element_ty, EMULATE_RNE)
+        _store(res_out_ptr + rows[:, None] * n_cols + cols[None, :], res, mask, EVEN and ROWS == 1, STORE_MODIFIER)
+    _store(out_ptr + rows[:, None] * n_cols + cols[None, :], result, mask, EVEN and ROWS == 1, STORE_MODIFIER)
+
+
+@triton.jit
+def _load_weight(w_ptr, cols, n_cols, EVEN: tl.constexpr):
+    if EVEN:
+        return tl.load(w_ptr + cols).to(tl.float32)
+    return tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _store(ptrs, values, mask, UNMASKED: tl.constexpr, STORE_MODIFIER: tl.constexpr):
+    if UNMASKED:
+        tl.store(ptrs, values, cache_modifier=STORE_MODIFIER)
+    else:
+        tl.store(ptrs, values, mask=mask, cache_modifier=STORE_MODIFIER)
+
+
+class NormConfig(NamedTuple):
+    """One launch configuration of the RMSNorm kernel (the launch tables' value)."""
+
+    rows: int
+    """Rows a program."""
+    warps: int
+    """``num_warps``."""
+    early_weight: bool = False
+    """Load the weight before the row."""
+    hints: int = 0
+    """Cache hints: bit 0 streams the stores (``.cs``), bit 1 loads with ``evict_first``."""
+    late_residual: bool = False
+    """Store the new residual after the reduction, beside the normalised row, instead of before it."""
+
+
+def as_config(config: tuple[int, ...] | NormConfig) -> NormConfig:
+    """A configuration tuple (the tables' trailing fields may be absent) as :class:`NormConfig`."""
+    if isinstance(config, NormConfig):
+        return config
+    rows, warps, *rest = config
+    early, hints, late = [*rest, *[False, 0, False][len(rest) :]][:3]
+    return NormConfig(int(rows), int(warps), bool(early), int(hints), bool(late))
 
 
 _rms_norm_tuned = triton.autotune(
@@ -72,14 +129,14 @@ _rms_norm_tuned = triton.autotune(
     key=["n_cols", "rows_bucket", "HAS_RESIDUAL"],
 )(_rms_norm_kernel)
 
-H200_CONFIGS: dict[tuple[bool, int, int], tuple[int, int]] = {
-    (bool(r[0]), int(r[1]), int(r[2])): (int(r[3]), int(r[4])) for r in entries("rms_norm")
+H200_CONFIGS: dict[tuple[bool, int, int], NormConfig] = {
+    (bool(r[0]), int(r[1]), int(r[2])): as_config(tuple(r[3:])) for r in entries("rms_norm")
 }
-"""Measured ``(rows a program, num_warps)`` on compute capability 9.0, keyed by (residual?, columns, rows bucket)
+"""Measured configurations on compute capability 9.0, keyed by (residual?, columns, rows bucket)
 (``tables.py``); other shapes and GPUs use Triton's autotuner."""
 
 
-def measured_config(device: torch.device, has_residual: bool, n: int, m: int) -> tuple[int, int] | None:
+def measured_config(device: torch.device, has_residual: bool, n: int, m: int) -> NormConfig | None:
     """The H200 table's configuration for this shape, if it applies on ``device``."""
     if not H200_CONFIGS or not is_sm90(device):
         return None
@@ -87,22 +144,25 @@ def measured_config(device: torch.device, has_residual: bool, n: int, m: int) ->
 
 
 def _launch(
-    m: int, n: int, args: tuple[object, ...], has_residual: bool, config: tuple[int, int] | None = None
+    m: int, n: int, args: tuple[object, ...], has_residual: bool, config: tuple[int, ...] | NormConfig | None = None
 ) -> None:
     block, warps = _launch_params(n)
     even = block == n
     if config is None and not fixed_config():
         config = measured_config(args[0].device, has_residual, n, m)  # type: ignore[attr-defined]
     if config is not None or fixed_config():
-        rows, warps = config or (1, warps)
-        wrap_triton(_rms_norm_kernel)[(triton.cdiv(m, rows),)](
-            *args[:7], m, *args[7:], rows_key(m), BLOCK=block, ROWS=rows, HAS_RESIDUAL=has_residual, EVEN=even,
-            EMULATE_RNE=interpreting(), num_warps=warps,
+        c = as_config(config or (1, warps))
+        wrap_triton(_rms_norm_kernel)[(triton.cdiv(m, c.rows),)](
+            *args[:7], m, *args[7:], rows_key(m), BLOCK=block, ROWS=c.rows, HAS_RESIDUAL=has_residual, EVEN=even,
+            EARLY_WEIGHT=c.early_weight, LATE_RESIDUAL=c.late_residual,
+            LOAD_POLICY="evict_first" if c.hints & 2 else "", STORE_MODIFIER=".cs" if c.hints & 1 else "",
+            EMULATE_RNE=interpreting(), num_warps=c.warps,
         )  # fmt: skip
     else:
         wrap_triton(_rms_norm_tuned)[lambda meta: (triton.cdiv(m, meta["ROWS"]),)](
-            *args[:7], m, *args[7:], rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EVEN=even, EMULATE_RNE=False
-        )
+            *args[:7], m, *args[7:], rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EVEN=even,
+            EARLY_WEIGHT=False, LATE_RESIDUAL=False, LOAD_POLICY="", STORE_MODIFIER="", EMULATE_RNE=False,
+        )  # fmt: skip
 
 
 def _rows(x: torch.Tensor) -> tuple[int, int, int]:
@@ -114,7 +174,7 @@ def _rows(x: torch.Tensor) -> tuple[int, int, int]:
 
 
 def rms_norm_with(
-    x: torch.Tensor, weight: torch.Tensor, eps: float, config: tuple[int, int] | None = None
+    x: torch.Tensor, weight: torch.Tensor, eps: float, config: tuple[int, ...] | NormConfig | None = None
 ) -> torch.Tensor:
     """RMSNorm by our kernel under an explicit ``(rows a program, num_warps)`` (``None``: the table or the
     autotuner), for the benchmark's sweep; serving goes through the op."""
@@ -127,7 +187,11 @@ def rms_norm_with(
 
 
 def fused_add_rms_norm_with(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, config: tuple[int, int] | None = None
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    config: tuple[int, ...] | NormConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Fused add + RMSNorm by our kernel under an explicit configuration (see :func:`rms_norm_with`)."""
     out = torch.empty(x.shape, dtype=torch.result_type(x, weight), device=x.device)

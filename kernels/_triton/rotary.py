@@ -22,15 +22,21 @@ from inferensics.kernels._triton.tables import entries
 from inferensics.kernels.layout import rotary_layout as layout
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_pos", "rows_bucket"])
 def _rotary_kernel(
     x_ptr, cos_ptr, sin_ptr, out_ptr,
     n_pos, n_heads, rows_bucket, s_outer, s_pos, s_head, o_outer, o_pos, o_head, cs_stride,
-    HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, GRID3: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):  # fmt: skip
-    pid = tl.program_id(0).to(tl.int64)
-    outer = pid // n_pos
-    pos = pid % n_pos
+    # GRID3: a (positions, head blocks, outer) grid, no division to find the position; otherwise positions and
+    # outer share the first axis (outer beyond the third axis' 65,535).
+    if GRID3:
+        pos = tl.program_id(0).to(tl.int64)
+        outer = tl.program_id(2).to(tl.int64)
+    else:
+        pid = tl.program_id(0).to(tl.int64)
+        outer = pid // n_pos
+        pos = pid % n_pos
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     cols = tl.arange(0, BLOCK_D)
     cmask = cols < HALF
@@ -52,17 +58,21 @@ _rotary_tuned = triton.autotune(
 )(_rotary_kernel)
 
 
-H200_CONFIGS: dict[tuple[int, int, int], tuple[int, int]] = {
-    (int(r[0]), int(r[1]), int(r[2])): (int(r[3]), int(r[4])) for r in entries("rotary_embedding")
+H200_CONFIGS: dict[tuple[int, int, int], tuple[int, int, bool]] = {
+    (int(r[0]), int(r[1]), int(r[2])): (int(r[3]), int(r[4]), bool(r[5]) if len(r) > 5 else False)
+    for r in entries("rotary_embedding")
 }
-"""Measured ``(BLOCK_H, num_warps)`` on compute capability 9.0, keyed by (heads, head_dim / 2, positions bucket)
-(``tables.py``); other shapes and GPUs use Triton's autotuner."""
+"""Measured ``(BLOCK_H, num_warps, 3-D grid)`` on compute capability 9.0, keyed by (heads, head_dim / 2, positions
+bucket) (``tables.py``); other shapes and GPUs use Triton's autotuner."""
+
+
+_MAX_GRID_YZ = 65535
 
 
 def rotary_with(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, config: tuple[int, int] | None = None
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, config: tuple[int, ...] | None = None
 ) -> torch.Tensor:
-    """Rotary by our kernel under an explicit ``(BLOCK_H, num_warps)`` (``None``: the measured table or the
+    """Rotary by our kernel under an explicit ``(BLOCK_H, num_warps[, 3-D grid])`` (``None``: the measured table or the
     autotuner), for the benchmark's sweep; serving goes through the op."""
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     shape = layout(x, cos)
@@ -81,17 +91,20 @@ def rotary_with(
     if config is None and fixed_config():
         config = (min(triton.next_power_of_2(n_heads), max(1, 4096 // (2 * block_d))), 4)
     if config is not None:
-        block_h, warps = config
-        grid = (outer * n_pos, triton.cdiv(n_heads, block_h))
+        block_h, warps, *rest = config
+        blocks = triton.cdiv(n_heads, block_h)
+        grid3 = bool(rest and rest[0]) and outer <= _MAX_GRID_YZ and blocks <= _MAX_GRID_YZ
+        grid = (n_pos, blocks, outer) if grid3 else (outer * n_pos, blocks)
         wrap_triton(_rotary_kernel)[grid](
-            *args, HALF=half, BLOCK_H=block_h, BLOCK_D=block_d, EMULATE_RNE=interpreting(), num_warps=warps
-        )
+            *args, HALF=half, BLOCK_H=block_h, BLOCK_D=block_d, GRID3=grid3, EMULATE_RNE=interpreting(),
+            num_warps=warps,
+        )  # fmt: skip
         return out
 
     def tuned_grid(meta: dict[str, int]) -> tuple[int, int]:
         return outer * n_pos, triton.cdiv(n_heads, meta["BLOCK_H"])
 
-    wrap_triton(_rotary_tuned)[tuned_grid](*args, HALF=half, BLOCK_D=block_d, EMULATE_RNE=False)
+    wrap_triton(_rotary_tuned)[tuned_grid](*args, HALF=half, BLOCK_D=block_d, GRID3=False, EMULATE_RNE=False)
     return out
 
 

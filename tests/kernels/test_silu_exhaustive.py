@@ -1,9 +1,11 @@
-"""SiLU·mul over every 16-bit gate value: the IEEE-division kernel and the fast-division variant.
+"""SiLU·mul over every 16-bit gate value: the IEEE-division kernel and its cheaper variants.
 
-The launch tables may switch the fast division on for a dtype only where it rounds exactly like the IEEE
-division; this checks that property over all 65,536 bit patterns (NaNs compared as NaNs). On a GPU both
-variants are compared bit for bit with eager PyTorch (the op's reference); in Triton's interpreter, whose
-``exp`` and conversions are NumPy's, the two variants are compared with each other.
+The launch tables may switch a variant on (the fast division, the guarded approximate division, the multiply in
+the 16-bit dtype, the flat grid) for a dtype only where it rounds exactly like the IEEE division; this checks that
+property over all 65,536 bit patterns (NaNs compared as NaNs). On a GPU every variant is compared bit for bit with
+eager PyTorch (the op's reference); in Triton's interpreter, whose ``exp`` and conversions are NumPy's, the variants
+are compared with the IEEE kernel (there the guarded division's inline PTX is replaced by the IEEE division, so only
+the GPU run tests it).
 """
 
 from __future__ import annotations
@@ -29,26 +31,44 @@ def _mismatches(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return ~same
 
 
+def _variants() -> dict[str, tuple[int, ...]]:
+    from inferensics.kernels._triton import activation
+
+    fixed: dict[str, tuple[int, ...]] = {
+        "fast-division": (256, 4, 1),
+        "guarded-division": (256, 4, 2),
+        "guarded-native-mul-flat": (1024, 4, 2, True, True),
+        "ieee-native-mul-flat": (512, 4, 0, True, True),
+    }
+    # Every configuration the shipped H200 tables pick, as it is launched there.
+    table = {f"table-{d}-{dt}-t{t}": tuple(c) for (dt, d, t), c in activation.H200_CONFIGS.items()}
+    return fixed | table
+
+
+VARIANTS = _variants()
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-def test_fast_division_rounds_like_ieee_division_for_every_16_bit_input(dtype: torch.dtype) -> None:
+def test_variants_round_like_ieee_division_for_every_16_bit_input(dtype: torch.dtype, variant: str) -> None:
     from inferensics.kernels._triton import activation
 
     gate = _every_gate(dtype)
     g = torch.Generator(device="cpu").manual_seed(0)
     for up in (torch.ones_like(gate), torch.randn(gate.shape, generator=g).to(dtype).to(DEVICE)):
         x = torch.cat([gate, up], dim=-1)
-        fast = activation.silu_mul_with(x, (256, 4, True))
-        ieee = activation.silu_mul_with(x, (256, 4, False))
+        fast = activation.silu_mul_with(x, VARIANTS[variant])
+        ieee = activation.silu_mul_with(x, (256, 4, activation.DIV_IEEE))
         bad = _mismatches(fast, ieee)
-        assert not bad.any(), f"fast division differs at gates {gate[bad][:8].tolist()}"
+        assert not bad.any(), f"{variant} differs at gates {gate[bad][:8].tolist()}"
         if HAS_CUDA:
             ref = kernels.registry().op("silu_mul").reference(x)
             bad = _mismatches(ieee, ref)
             assert not bad.any(), f"kernel differs from eager at gates {gate[bad][:8].tolist()}"
 
 
-def test_measured_tables_enable_fast_division_only_for_16_bit_dtypes() -> None:
+def test_measured_tables_enable_cheaper_division_only_for_16_bit_dtypes() -> None:
     from inferensics.kernels._triton import activation
 
-    for (dtype, _, _), (_, _, fast) in activation.H200_CONFIGS.items():
-        assert not fast or dtype in ("bfloat16", "float16"), dtype
+    for (dtype, _, _), config in activation.H200_CONFIGS.items():
+        assert config.div == activation.DIV_IEEE or dtype in ("bfloat16", "float16"), dtype
