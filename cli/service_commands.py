@@ -140,7 +140,10 @@ def print_service_status(url: str, token: str | None) -> None:
         f"spool        {spool['dir']}: {spool['files']} files, {_human(spool['bytes'])} of {_human(spool['max_bytes'])}"
     )
     counters = status.get("counters", {})
+    reasons = status.get("rejected_by_reason") or {}
     console.print("counters     " + ", ".join(f"{k} {v:,.0f}" for k, v in counters.items()))
+    if reasons:
+        console.print("rejected     " + ", ".join(f"{k} {v:,.0f}" for k, v in reasons.items()))
     counts = store.get("row_counts") or {}
     if counts:
         disk = store.get("disk_bytes") or {}

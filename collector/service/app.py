@@ -282,6 +282,7 @@ def _status(state: ServiceState) -> dict[str, Any]:
                 "rejected",
             )
         },
+        "rejected_by_reason": state.metrics.by_label("rejected"),
     }
     try:
         with state.query_lock:

@@ -44,6 +44,11 @@ class Metrics:
         with self._lock:
             return sum(v for (n, _), v in self._counters.items() if n == name)
 
+    def by_label(self, name: str) -> dict[str, float]:
+        """A counter's value per label (its reasons), labels in sorted order, zero counts left out."""
+        with self._lock:
+            return {label: v for (n, label), v in sorted(self._counters.items()) if n == name and v}
+
     def gauge(self, name: str, help_text: str, read: Callable[[], float]) -> None:
         """Register a gauge read at scrape time."""
         self._gauges[name] = (help_text, read)

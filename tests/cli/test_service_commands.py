@@ -42,10 +42,17 @@ def test_serve_then_status_through_the_service(tmp_path: Path) -> None:
         assert f"schema       version {LATEST_VERSION} (latest {LATEST_VERSION}: current)" in res.output
         line = next(ln for ln in res.output.splitlines() if "│ requests " in ln)
         assert line.split("│")[2].strip() == "12"
+        assert "rejected     " not in res.output  # nothing refused yet
         env = {"INFERENSICS_SERVICE_URL": svc.url, "INFERENSICS_TOKEN": "wrong", "COLUMNS": "200"}
         bad = runner.invoke(app, ["status"], env=env)
         assert bad.exit_code == 2
         assert "refused the token" in bad.output
+        # A refused export says why in `status`, not only in /metrics.
+        refused = httpx.post(f"{svc.url}/v1/traces", content=body, headers={**headers, "Authorization": "Bearer no"})
+        assert refused.status_code == 401
+        res = runner.invoke(app, ["status", "--service", svc.url, "--token", ADMIN], env={"COLUMNS": "200"})
+        assert res.exit_code == 0, res.output
+        assert "rejected     unauthorized 2" in res.output, res.output
     finally:
         svc.stop()
 
