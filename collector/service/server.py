@@ -67,9 +67,9 @@ def listen(host: str, port: int) -> socket.socket:
 
 def masked_dsn(dsn: str) -> str:
     """``dsn`` for a log line: the password replaced by ``***`` (also in a DSN that does not parse)."""
-    if not dsn:
-        return "(default)"
     try:
+        if not dsn:  # the store the service opens: $INFERENSICS_DSN or the embedded default directory
+            return f"{resolve_dsn(None)} (default)"
         return str(resolve_dsn(dsn))
     except DsnError:
         return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)

@@ -20,6 +20,7 @@ from inferensics.collector.service.app import redact
 from inferensics.collector.service.otlp_sql import MAX_TEXT_CHARS
 from inferensics.collector.service.server import masked_dsn
 from inferensics.collector.service.testing import build_request, encode_request
+from inferensics.schema.dsn import DSN_ENV
 from inferensics.schema.store import Store, StoreError
 from tests.collector.service.harness import ADMIN, INGEST, READ, TOKENS, RunningService
 from tests.collector.service.otel import request
@@ -199,10 +200,14 @@ def test_named_query_date_range_outside_the_column_type_is_400(analytics_api: Te
 # --- point 8: the DSN password in logs -----------------------------------------------------------------------
 
 
-def test_masked_dsn() -> None:
+def test_masked_dsn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert masked_dsn("http://audit:SECRET@ch.example:8123/obs") == "http://audit:***@ch.example:8123/obs"
     assert "SECRET" not in masked_dsn("http://audit:SECRET@[bad")
-    assert masked_dsn("") == "(default)"
+    # No --dsn: the startup line names the store the service opens, not only "(default)".
+    monkeypatch.setenv(DSN_ENV, f"chdb://{tmp_path}/store")
+    assert masked_dsn("") == f"chdb://{tmp_path}/store (default)"
+    monkeypatch.setenv(DSN_ENV, "http://audit:SECRET@ch.example:8123/obs")
+    assert masked_dsn("") == "http://audit:***@ch.example:8123/obs (default)"
 
 
 # --- smaller findings ---------------------------------------------------------------------------------------
