@@ -13,7 +13,7 @@ B=${BUDGET_S:-125}
 } > "$OUT/env.txt" 2>&1
 cd "$HERE/benchmarks"
 COMMON=(--device cuda --hidden 4096 --layers 4 --tokens 8 --dtype bfloat16 --vocab 32000
-        --decode-steps 64 --reqs 5 --rounds 3 --warmup-rounds 1 --bursts 4 --procs 20 --no-control --fork
+        --decode-steps 64 --reqs 6 --rounds 2 --warmup-rounds 1 --bursts 4 --procs 20 --no-control --fork
         --interleave --budget-s "$B")
 python3 bench_sdk_study.py "${COMMON[@]}" --mode reduce-overhead --seed 31 \
   --jsonl "$OUT/study_ro.jsonl" > "$OUT/study_ro.log" 2>&1
