@@ -13,10 +13,12 @@ one run, against torch.profiler enabled, and process memory over many requests.
 config (2 layers, width 64, vocabulary 1000, eager attention, no download) or the demo's TinyDecoder, one
 whole-model call per request on a (2, 32) batch, plain ``torch.compile`` against ``tracker.compile`` with the
 fingerprint on at its default, timed request by request in interleaved pairs (which goes first alternates);
-per round the ratio of medians, then the median and range over rounds, the per-pair median ratio, the
-background thread's CPU per request, and the fingerprint's serving-thread and background costs; then per
-round one block of plain and one of instrumented requests back to back (the flush included: throughput,
-where the SDK's held outputs and background work fall on instrumented requests alone).
+per round the ratio of medians, then the median and range over rounds, the per-pair median ratio, the SDK
+background thread's CPU per request (its own thread clock) and the other threads', and the fingerprint's
+serving-thread and background costs; then per round ``--pairs`` requests of each in back-to-back blocks of
+``--block``, plain and instrumented alternating (the flush at the end of each instrumented block included:
+throughput, where the SDK's held outputs and background work fall on instrumented requests alone; short
+alternating blocks so that a load change on a shared machine falls on both).
 
 ``--hooks`` times the SDK's own code paths in thread CPU time, which other load on the machine moves little:
 the request scope with ``set_output`` on the served model's output, the per compiled-graph call wrapper and
@@ -183,13 +185,15 @@ def _fingerprint_variants(y: torch.Tensor, dev: str, n: int, rounds: int) -> Non
 
 def decode_model(args: argparse.Namespace) -> tuple[torch.nn.Module, torch.Tensor]:
     """The benchmark model (``--layers`` × Linear(``--hidden``)+GELU, an optional LM head of ``--vocab``)
-    in ``--dtype`` on ``--device`` with weights seeded 0, and an input of ``--tokens`` rows."""
+    in ``--dtype`` on ``--device`` with weights seeded 0, and an input of ``--tokens`` rows. The weights are
+    drawn on the device itself (a decode-sized model's 200M parameters took a second to draw on the host)."""
     torch.manual_seed(0)
     layers: list[torch.nn.Module] = []
-    for _ in range(args.layers):
-        layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.GELU()]
-    if args.vocab:
-        layers.append(torch.nn.Linear(args.hidden, args.vocab))
+    with torch.device(args.device):
+        for _ in range(args.layers):
+            layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.GELU()]
+        if args.vocab:
+            layers.append(torch.nn.Linear(args.hidden, args.vocab))
     dtype = getattr(torch, args.dtype)
     model = torch.nn.Sequential(*layers).to(args.device, dtype).eval()
     return model, torch.randn(args.tokens, args.hidden, device=args.device, dtype=dtype)
@@ -297,10 +301,12 @@ def run_served(args: argparse.Namespace) -> None:
         pair_ratios: list[float] = []
         block_ratios: list[float] = []
         bg: list[float] = []
+        others: list[float] = []
+        sdk_clock = time.pthread_getcpuclockid(tracker.pipeline._thread.ident or 0)
         for r in range(args.rounds):
             tp: list[int] = []
             ti: list[int] = []
-            p0, t0 = time.process_time(), time.thread_time()
+            p0, t0, s0 = time.process_time(), time.thread_time(), time.clock_gettime(sdk_clock)
             for i in range(args.pairs):
                 if i % 2:
                     tp.append(req_plain())
@@ -309,31 +315,38 @@ def run_served(args: argparse.Namespace) -> None:
                     ti.append(req_instr())
                     tp.append(req_plain())
             tracker.flush()
-            bg.append(((time.process_time() - p0) - (time.thread_time() - t0)) / args.pairs * 1e6)
+            sdk = time.clock_gettime(sdk_clock) - s0
+            bg.append(sdk / args.pairs * 1e6)
+            others.append(((time.process_time() - p0) - (time.thread_time() - t0) - sdk) / args.pairs * 1e6)
             mp, mi = statistics.median(tp), statistics.median(ti)
             ratios.append(mi / mp)
             pair_ratios.extend(b / a for a, b in zip(tp, ti, strict=True))
             # Blocks: a server runs instrumented requests back to back, so each one's output is allocated
             # while the SDK may still hold earlier ones, and the background thread's work falls on them
             # alone. Pairs hide both (a plain request beside each frees its memory and shares the cost).
+            # Blocks of --block requests, plain and instrumented alternating (which goes first alternates by
+            # round), --pairs requests of each in all: a load change on a shared machine falls on both.
             blocks = {"plain": 0, "instr": 0}
-            for name in ("plain", "instr") if r % 2 else ("instr", "plain"):
-                t0 = time.perf_counter_ns()
-                for _ in range(args.pairs):
-                    if name == "plain":
-                        plain(x)
-                    else:
-                        with tracker.request(f"b{next(ids)}", shape=tuple(x.shape)) as req:
-                            req.set_output(instrumented(x))
-                if name == "instr":
-                    tracker.flush()
-                blocks[name] = time.perf_counter_ns() - t0
+            size = max(1, min(args.block, args.pairs))
+            for b in range(max(1, args.pairs // size)):
+                for name in ("plain", "instr") if (r + b) % 2 else ("instr", "plain"):
+                    t0 = time.perf_counter_ns()
+                    for _ in range(size):
+                        if name == "plain":
+                            plain(x)
+                        else:
+                            with tracker.request(f"b{next(ids)}", shape=tuple(x.shape)) as req:
+                                req.set_output(instrumented(x))
+                    if name == "instr":
+                        tracker.flush()
+                    blocks[name] += time.perf_counter_ns() - t0
             block_ratios.append(blocks["instr"] / blocks["plain"])
             print(
                 f"  round {r}: plain {mp / 1e3:.1f} us, instrumented {mi / 1e3:.1f} us, "
-                f"added {(mi - mp) / 1e3:+.1f} us ({(mi / mp - 1) * 100:+.2f} %); blocks of {args.pairs}: plain "
-                f"{blocks['plain'] / args.pairs / 1e3:.1f} us/request, instrumented (flush included) "
-                f"{blocks['instr'] / args.pairs / 1e3:.1f} ({(block_ratios[-1] - 1) * 100:+.2f} %); {_load()}"
+                f"added {(mi - mp) / 1e3:+.1f} us ({(mi / mp - 1) * 100:+.2f} %); blocks of {size}: plain "
+                f"{blocks['plain'] / (size * max(1, args.pairs // size)) / 1e3:.1f} us/request, instrumented (flush "
+                f"included) {blocks['instr'] / (size * max(1, args.pairs // size)) / 1e3:.1f} "
+                f"({(block_ratios[-1] - 1) * 100:+.2f} %); {_load()}"
             )
     med = statistics.median(ratios)
     print(
@@ -348,7 +361,9 @@ def run_served(args: argparse.Namespace) -> None:
         f"{(max(block_ratios) - 1) * 100:+.2f}] over {args.rounds} rounds; {_load()}"
     )
     print(
-        f"  background thread CPU {statistics.median(bg):.1f} us/request (median round); serving-thread "
+        f"  SDK background thread CPU {statistics.median(bg):.1f} us/request (its own thread clock, median round; "
+        f"other threads of the process, plain and instrumented requests alike: {statistics.median(others):.1f}); "
+        f"serving-thread "
         f"start_fingerprint {fp_us:.1f} us; background fingerprint {bg_fp_us:.1f} us (the reference torch ops: "
         f"{ref_fp_us:.1f} us); fingerprint path: {_fp_path(torch.float32, 'cpu')}"
     )
@@ -452,6 +467,9 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of decode-like requests")
     ap.add_argument("--served", choices=("gpt2", "demo"), help="only the served-model comparison (CPU)")
     ap.add_argument("--pairs", type=int, default=400, help="interleaved request pairs per round (--served)")
+    ap.add_argument(
+        "--block", type=int, default=50, help="requests per back-to-back block, plain and SDK alternating (--served)"
+    )
     ap.add_argument(
         "--hooks", action="store_true", help="only the SDK's code paths in thread CPU time (robust to load)"
     )

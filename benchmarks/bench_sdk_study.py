@@ -20,6 +20,10 @@ callable placement.
         --layers 4 --tokens 8 --dtype bfloat16 --vocab 32000 --decode-steps 64 --reqs 10 --rounds 6 \
         --warmup-rounds 1 --procs 24 --no-control --fork --budget-s 225 --mode reduce-overhead --seed 11 \
         --jsonl study_ro.jsonl          # >= 16 processes in under 4 minutes (gpu/sdk/run.sh: both modes)
+    TORCHINDUCTOR_COMPILE_THREADS=1 python3 benchmarks/bench_sdk_study.py --device cuda --hidden 4096 \
+        --layers 4 --tokens 8 --dtype bfloat16 --vocab 32000 --decode-steps 64 --reqs 5 --rounds 4 \
+        --warmup-rounds 1 --bursts 5 --procs 22 --no-control --fork --interleave --budget-s 120 \
+        --mode reduce-overhead --seed 31 --jsonl study_ro.jsonl   # request by request (the H200 figures)
 
 Why: in one process, the plain and the instrumented callables are two compiled artifacts, and which one
 was compiled first (and where its weights and buffers landed) was seen to move throughput by more than
@@ -61,6 +65,17 @@ launches, synchronising calls). Prints figures; asserts nothing.
 (and nothing else: no device context, no compile), which saves the imports per process; ``--no-control``
 drops the A/A control artifact (one compile fewer; ``instr_bare`` against ``plain`` is the two-artifact
 comparison then). The study ends with a TARGETS block: the issue's targets, each against its figure.
+
+``--interleave`` times every request on its own instead of blocks of ``--reqs``: one request of each
+variant at a time in a fresh random order, each drained in its own time (the tracker's flush, then a
+device synchronisation), one tracker installed for the whole round; the within-round figure of a process
+is then the median over all pairs of neighbouring requests. On the H200 the default mode is bound by the
+host's kernel launches (host and device time per call equal, 200-390 us, where the kernels take ~120 us)
+and the host's launch speed switches between states within a process (a block of 10 requests took 12.7
+or 16.7 ms per request): blocks of one variant fell into one state or the other, which read as a +4-8 %
+cost in some processes and none in others; neighbouring requests share the state. ``--pin`` pins every
+worker to CPUs (it did not change the spread there: every worker already ran on CPU 0), and each process
+line shows the CPU it ran on and its host and device µs per call.
 
 ``--fresh-cache`` gives every process empty Inductor and Triton cache folders (a cold first compile in
 each); without it the processes share the machine's caches. Within a process the second and third
@@ -121,6 +136,62 @@ def _load() -> str:
 # --- worker ------------------------------------------------------------------------------------------
 
 
+def _cpu_now() -> int:
+    """The CPU the calling thread last ran on (field 39 of ``/proc/thread-self/stat``; -1 if unreadable)."""
+    try:
+        with open("/proc/thread-self/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _numa_node(cpu: int) -> int:
+    """The NUMA node of ``cpu`` (-1 if unknown)."""
+    try:
+        names = os.listdir(f"/sys/devices/system/cpu/cpu{cpu}")
+    except OSError:
+        return -1
+    nodes = [int(n[4:]) for n in names if n.startswith("node") and n[4:].isdigit()]
+    return nodes[0] if nodes else -1
+
+
+def _gpu_numa_node(torch: Any) -> int:
+    """The NUMA node the CUDA device hangs off (-1 if unknown)."""
+    try:
+        props = torch.cuda.get_device_properties(0)
+        bus = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        with open(f"/sys/bus/pci/devices/{bus}/numa_node") as fh:
+            return int(fh.read())
+    except Exception:
+        return -1
+
+
+def pin_cpus(spec: str) -> list[int]:
+    """Parse ``--pin``: ``""`` (no pinning), ``auto`` (the first two CPUs this process may use on the GPU's
+    NUMA node, else the first two it may use) or a comma list; returns the CPUs to pin to."""
+    if not spec:
+        return []
+    allowed = sorted(os.sched_getaffinity(0))
+    if spec != "auto":
+        return [int(c) for c in spec.split(",")]
+    node = -1
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        if out:
+            bus = out[0].lower()[-12:]
+            with open(f"/sys/bus/pci/devices/{bus}/numa_node") as fh:
+                node = int(fh.read())
+    except (OSError, ValueError):
+        node = -1
+    near = [c for c in allowed if _numa_node(c) == node] if node >= 0 else []
+    return (near or allowed)[:2]
+
+
 def _worker(args: argparse.Namespace) -> None:
     import torch
 
@@ -133,8 +204,11 @@ def _worker(args: argparse.Namespace) -> None:
 
     dev = args.device
     cuda = dev == "cuda"
+    if args.pin_cpus:
+        os.sched_setaffinity(0, args.pin_cpus)
     if not cuda:
         torch.set_num_threads(args.threads)
+    cpu_start = _cpu_now()
     rng = random.Random(args.seed * 1_000_003 + args.worker)
 
     def sync() -> None:
@@ -244,6 +318,77 @@ def _worker(args: argparse.Namespace) -> None:
             tracker.shutdown()
         return us, serving, other
 
+    def interleaved_round(names: tuple[str, ...]) -> tuple[dict[str, float], dict[str, list[float]]]:
+        """One round of ``--interleave``: ``reqs`` requests of every variant, one of each in a fresh random
+        order at a time, each timed alone from its first call to its drain: the tracker's flush for the
+        tracked variants (all of the request's SDK work, the fingerprint's wait included, inside its own
+        time; nothing left over for the next request), then a device synchronisation for every variant (a
+        decode step's tokens go back to the host anyway). One tracker is installed for the round (untimed);
+        the untracked variants run outside any request, where the SDK costs them one guard-hook call and one
+        context-variable read per compiled call. The host's launch speed changes between states within a
+        process (seen on the H200: a round of 10 requests took 12.7 or 16.7 ms each); neighbours in time
+        share the state, blocks of 10 requests per variant did not. Per variant: median µs per request, CPU
+        µs per request of the serving thread and of the other threads."""
+        tracker = tracker_on()
+        instr = fns["instr"]
+        runs = {
+            "plain": partial(decode_plain, fns["plain"], x, k),
+            "instr_bare": partial(decode_plain, instr, x, k),
+            "instr_nofp": partial(decode_instr, tracker, instr, x, k, ids, fingerprint=False),
+            "instr": partial(decode_instr, tracker, instr, x, k, ids, fingerprint=True),
+        }
+        if "control" in fns:
+            runs["control"] = partial(decode_plain, fns["control"], x, k)
+        runs["instr"]()  # the fresh tracker's first-request work, untimed (see time_decode)
+        tracker.flush()
+        times: dict[str, list[float]] = {v: [] for v in names}
+        cpu_s: dict[str, list[float]] = {v: [0.0, 0.0] for v in names}
+        for _ in range(reqs):
+            for v in rng.sample(names, len(names)):
+                sync()
+                p0, c0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
+                runs[v]()
+                if v in ("instr_nofp", "instr"):
+                    tracker.flush()
+                sync()
+                times[v].append(time.perf_counter() - t0)
+                serving = time.thread_time() - c0
+                cpu_s[v][0] += serving
+                cpu_s[v][1] += time.process_time() - p0 - serving
+        tracker.shutdown()
+        n = int(reqs)
+        for v, t in times.items():
+            blocks[v].append([round(u * 1e6, 2) for u in t])
+        return (
+            {v: statistics.median(t) * 1e6 for v, t in times.items()},
+            {v: [c[0] / n * 1e6, c[1] / n * 1e6] for v, c in cpu_s.items()},
+        )
+
+    def interleaved_calls(names: tuple[str, ...]) -> dict[str, float]:
+        """Per-call timing for ``--interleave``: bursts of every variant in turn (fresh random order per
+        burst index), the median burst per variant; ``instr_in`` bursts run inside a request scope entered
+        and left outside the timing, the others outside any request (one tracker installed for all)."""
+        tracker = tracker_on()
+        per: dict[str, list[float]] = {v: [] for v in names}
+        for _ in range(args.bursts):
+            for v in rng.sample(names, len(names)):
+                fn = fns["instr" if v in ("instr_bare", "instr_in") else v]
+                scope = tracker.request("calls") if v == "instr_in" else None
+                if scope is not None:
+                    scope.__enter__()
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(burst):
+                    fn(x)
+                per[v].append((time.perf_counter() - t0) / int(burst) * 1e6)
+                if scope is not None:
+                    scope.__exit__(None, None, None)
+        sync()
+        tracker.shutdown()
+        for v, t in per.items():
+            call_blocks[v].append([round(u, 3) for u in t])
+        return {v: statistics.median(t) for v, t in per.items()}
+
     def time_fp() -> float:
         """Serving-thread µs per ``start_fingerprint`` of the model's output (bursts, host clock only)."""
         total = 0.0
@@ -308,26 +453,70 @@ def _worker(args: argparse.Namespace) -> None:
         t2 = time.perf_counter()
         return (t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6
 
+    def time_device() -> tuple[float, float]:
+        """Host µs per call (launch loop only) and device µs per call (CUDA events) of ``k`` plain calls: which
+        side bounds a decode-like request."""
+        fn = fns["plain"]
+        sync()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        start.record()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            fn(x)
+        host = (time.perf_counter() - t0) / k * 1e6
+        end.record()
+        sync()
+        return host, start.elapsed_time(end) * 1e3 / k
+
     keep = lambda names: tuple(v for v in names if v != "control" or not args.no_control)  # noqa: E731
-    variants = keep(DECODE) + (DIAG if args.diagnose else ())
+    variants = keep(DECODE) + (DIAG if args.diagnose and not args.interleave else ())
     calls = keep(CALL)
     decode: dict[str, list[float]] = {v: [] for v in variants}
     cpu: dict[str, list[list[float]]] = {v: [] for v in variants}  # per round: [serving, other threads]
     call: dict[str, list[float]] = {v: [] for v in calls}
-    extra: dict[str, list[float]] = {"fp_host": [], "req_empty": [], "clock_us": [], "ctxvar_us": []}
+    # --interleave: per variant, per round, every request's (every burst's) time, in block order: the i-th
+    # entries of two variants ran next to each other (the aggregate pairs them).
+    blocks: dict[str, list[list[float]]] = {v: [] for v in variants}
+    call_blocks: dict[str, list[list[float]]] = {v: [] for v in calls}
+    extra: dict[str, list[float]] = {
+        "fp_host": [],
+        "req_empty": [],
+        "clock_us": [],
+        "ctxvar_us": [],
+        "host_call_us": [],
+        "device_call_us": [],
+    }
     with torch.no_grad():
         for _ in range(args.warmup_rounds):  # untimed: trackers, fingerprint pool, allocator, clocks
+            if args.interleave:
+                interleaved_round(variants)
+                interleaved_calls(calls)
+                continue
             for v in rng.sample(variants, len(variants)):
                 time_decode(v)
             for v in rng.sample(calls, len(calls)):
                 time_calls(v)
+        for kept in (*blocks.values(), *call_blocks.values()):  # the warm-up rounds' are not figures
+            kept.clear()
         for _ in range(args.rounds):
-            for v in rng.sample(variants, len(variants)):
-                us, serving, other = time_decode(v)
-                decode[v].append(round(us, 3))
-                cpu[v].append([round(serving, 2), round(other, 2)])
-            for v in rng.sample(calls, len(calls)):
-                call[v].append(round(time_calls(v), 4))
+            if args.interleave:
+                medians, cpus = interleaved_round(variants)
+                for v in variants:
+                    decode[v].append(round(medians[v], 3))
+                    cpu[v].append([round(c, 2) for c in cpus[v]])
+                for v, us in interleaved_calls(calls).items():
+                    call[v].append(round(us, 4))
+            else:
+                for v in rng.sample(variants, len(variants)):
+                    us, serving, other = time_decode(v)
+                    decode[v].append(round(us, 3))
+                    cpu[v].append([round(serving, 2), round(other, 2)])
+                for v in rng.sample(calls, len(calls)):
+                    call[v].append(round(time_calls(v), 4))
+            if cuda:
+                host_us, device_us = time_device()
+                extra["host_call_us"].append(round(host_us, 2))
+                extra["device_call_us"].append(round(device_us, 2))
             clock_us, ctxvar_us = time_clock()
             extra["clock_us"].append(round(clock_us, 4))
             extra["ctxvar_us"].append(round(ctxvar_us, 4))
@@ -342,6 +531,7 @@ def _worker(args: argparse.Namespace) -> None:
         "seed": args.seed,
         "order": order,
         "mode": args.mode,
+        "interleave": bool(args.interleave),
         "compile_s": compile_s,
         "compiles": compiles,
         "fp_ready_s": fp_ready_s,
@@ -351,8 +541,17 @@ def _worker(args: argparse.Namespace) -> None:
         "decode": decode,
         "call": call,
         "cpu": cpu,
+        **({"blocks": blocks, "call_blocks": call_blocks} if args.interleave else {}),
         "extra": extra,
         "load": [round(v, 2) for v in os.getloadavg()],
+        "placement": {
+            "cpu_start": cpu_start,
+            "cpu_end": _cpu_now(),
+            "numa": _numa_node(_cpu_now()),
+            "gpu_numa": _gpu_numa_node(torch) if cuda else -1,
+            "affinity": len(os.sched_getaffinity(0)),
+            "switch_interval_us": round(sys.getswitchinterval() * 1e6),
+        },
     }
     print(PREFIX + json.dumps(out), flush=True)
 
@@ -404,8 +603,28 @@ def _ratios(runs: list[dict[str, Any]], num: str, den: str) -> tuple[list[float]
     for r in runs:
         a, b = r["decode"][num], r["decode"][den]
         best.append(min(a) / min(b))
-        paired.append(statistics.median(x / y for x, y in zip(a, b, strict=True)))
+        if "blocks" in r:  # --interleave: the median over every pair of neighbouring requests
+            pairs = [
+                x / y
+                for ra, rb in zip(r["blocks"][num], r["blocks"][den], strict=True)
+                for x, y in zip(ra, rb, strict=True)
+            ]
+            paired.append(statistics.median(pairs))
+        else:
+            paired.append(statistics.median(x / y for x, y in zip(a, b, strict=True)))
     return best, paired
+
+
+def _call_diffs(r: dict[str, Any], num: str, den: str) -> float:
+    """Per process: the added µs per call of ``num`` over ``den``, the median over rounds of the round's
+    difference, or with ``--interleave`` the median over neighbouring bursts."""
+    if "call_blocks" in r:
+        return statistics.median(
+            x - y
+            for ra, rb in zip(r["call_blocks"][num], r["call_blocks"][den], strict=True)
+            for x, y in zip(ra, rb, strict=True)
+        )
+    return statistics.median(a - b for a, b in zip(r["call"][num], r["call"][den], strict=True))
 
 
 def _boot_ci(values: list[float], n: int, rng: random.Random) -> tuple[float, float]:
@@ -440,6 +659,11 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
     rounds = len(runs[0]["decode"]["plain"])
     print(f"\n=== study: {n} processes; {header}; {rounds} rounds each; {runs[0]['torch']}, {runs[0]['device']}")
     print(f"fingerprint path: {sorted({r['fp_path'] for r in runs})}")
+    if any("blocks" in r for r in runs):
+        print(
+            "interleaved (--interleave): 'within-round' below is, per process, the median over all pairs of "
+            "neighbouring requests (bursts for the per-call figures) of the two variants"
+        )
     last = [r["compiles"][r["order"][-1]] for r in runs]
     graphs = sorted({c["dynamo_graphs"] for c in last})
     hits, misses = sorted({c["fx_cache_hit"] for c in last}), sorted({c["fx_cache_miss"] for c in last})
@@ -452,11 +676,24 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
         b = {v: min(r["decode"][v]) for v in DECODE if v in r["decode"]}
         comp = " ".join(f"{v}:{r['compile_s'][v]:.0f}s" for v in r["order"])
         control = f"control {_pct(b['control'] / b['plain'])} " if "control" in b else ""
+        place = r.get("placement", {})
+        ex = r.get("extra", {})
+        where = (
+            f" cpu {place['cpu_start']}->{place['cpu_end']} node {place['numa']} (gpu {place['gpu_numa']})"
+            if place
+            else ""
+        )
+        bound = (
+            f" host/device us per call {statistics.median(ex['host_call_us']):.0f}/"
+            f"{statistics.median(ex['device_call_us']):.0f}"
+            if ex.get("host_call_us")
+            else ""
+        )
         print(
             f"  s{r['seed']}p{r['index']:<2} [{comp}] plain {b['plain']:.1f} {control}"
             f"bare {_pct(b['instr_bare'] / b['plain'])} nofp {_pct(b['instr_nofp'] / b['plain'])} "
             f"instr {_pct(b['instr'] / b['plain'])} | same-artifact nofp {_pct(b['instr_nofp'] / b['instr_bare'])} "
-            f"instr {_pct(b['instr'] / b['instr_bare'])}; load {r['load'][0]:.2f}"
+            f"instr {_pct(b['instr'] / b['instr_bare'])};{where}{bound}; load {r['load'][0]:.2f}"
         )
     print(f"decode-like request throughput cost across {n} processes (bootstrap CI of the median, {boot} resamples):")
     for num, den, what in COMPARISONS:
@@ -527,7 +764,7 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
         if not sub:
             continue
         best = [min(r["call"][num]) - min(r["call"][den]) for r in sub]
-        paired = [statistics.median(a - b for a, b in zip(r["call"][num], r["call"][den], strict=True)) for r in sub]
+        paired = [_call_diffs(r, num, den) for r in sub]
         print(f"  {what}:")
         print(f"    best round           {_summary(best, boot, rng, us)}; {_load()}")
         print(f"    within-round median  {_summary(paired, boot, rng, us)}; {_load()}")
@@ -563,7 +800,7 @@ def _targets(runs: list[dict[str, Any]], boot: int, rng: random.Random) -> None:
                 f"max process {worst:+.2f} % ({above} above +2 %): {verdict}"
             )
     for num, den, what in (("instr_in", "plain", "vs plain"), ("instr_in", "instr_bare", "same artifact")):
-        paired = [statistics.median(a - b for a, b in zip(r["call"][num], r["call"][den], strict=True)) for r in runs]
+        paired = [_call_diffs(r, num, den) for r in runs]
         med = statistics.median(paired)
         lo, hi = _boot_ci(paired, boot, rng)
         print(
@@ -590,6 +827,7 @@ def _worker_cmd(args: argparse.Namespace, index: int) -> list[str]:
         "threads",
         "seed",
         "mode",
+        "pin",
     ):
         cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     return cmd
@@ -644,6 +882,7 @@ def _parent(args: argparse.Namespace) -> None:
         f"{args.layers}x Linear({args.hidden})+GELU{f' + Linear({args.hidden}, {args.vocab})' if args.vocab else ''}, "
         f"{args.dtype}, {args.tokens} tokens, {args.device}, mode {args.mode}; {args.decode_steps} calls/request, "
         f"{args.reqs} requests per variant per round"
+        + (", interleaved request by request (each drained in its own time)" if args.interleave else "")
     )
     runs: list[dict[str, Any]] = []
     if args.from_jsonl:
@@ -652,7 +891,8 @@ def _parent(args: argparse.Namespace) -> None:
                 runs += [json.loads(line.removeprefix(PREFIX)) for line in fh if line.strip()]
         _aggregate(runs, args.boot, f"from {' '.join(args.from_jsonl)}")
         return
-    print(f"study: up to {args.procs} processes, {header}; budget {args.budget_s} s; {_load()}", flush=True)
+    pinned = f"; workers pinned to CPUs {args.pin_cpus}" if args.pin_cpus else ""
+    print(f"study: up to {args.procs} processes, {header}; budget {args.budget_s} s{pinned}; {_load()}", flush=True)
     if args.fork:
         t0 = time.perf_counter()
         _preload()
@@ -684,6 +924,7 @@ def _parent(args: argparse.Namespace) -> None:
             cmd = _worker_cmd(args, i) + (["--profile"] if args.profile and i == 0 else [])
             cmd += ["--diagnose"] if args.diagnose else []
             cmd += ["--no-control"] if args.no_control else []
+            cmd += ["--interleave"] if args.interleave else []
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
             rc, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
         if args.profile and i == 0:
@@ -748,8 +989,21 @@ def main() -> None:
         help="fork each worker from a parent that imported torch and the SDK once (fresh device context, "
         "compile state and caches in memory; saves the imports per process)",
     )
+    ap.add_argument(
+        "--pin",
+        default="",
+        help="pin every worker to these CPUs: 'auto' (two CPUs on the GPU's NUMA node) or a comma list; the "
+        "per-process lines show where each one ran either way",
+    )
+    ap.add_argument(
+        "--interleave",
+        action="store_true",
+        help="time every request alone, one request of each variant at a time in random order, each drained "
+        "(flush, device sync) in its own time; per round the median request per variant",
+    )
     ap.add_argument("--worker", type=int, default=-1, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    args.pin_cpus = pin_cpus(args.pin)
     if args.worker >= 0:
         _worker(args)
     else:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -54,6 +55,9 @@ TARGET_PROGRAMS: Final = 512
 device's memory busy; more than that only adds per-program reductions (on an H200, 256x32000 as 4096
 programs of 2048 columns took 27 us, as 256 whole rows 18 us, as 512 programs 15 us)."""
 _SMALL: Final = 64
+WATCH_SPIN_S: Final = 200e-6
+"""How long :meth:`PendingFingerprint.result` re-reads an unwritten watched buffer before it waits on a CUDA
+event instead (a sleep between reads overshoots by the kernel's timer slack, ~50 us)."""
 _PLAN_LIMIT: Final = 1024
 """Output layouts planned at most (serving shapes repeat; a flood of new ones takes the general path)."""
 TRITON_DTYPES: Final = (torch.float16, torch.bfloat16, torch.float32)
@@ -78,16 +82,34 @@ class Fingerprint:
     absmax: float
 
 
-class _Buffer:
-    """A pinned host buffer with its numpy view (made once) and whether it goes back to the pool."""
+UNWRITTEN: Final = 0x7FF4_DEAD_BEEF_F00D
+"""The bit pattern a pooled buffer holds where the kernel has not written yet: a signalling NaN with a
+payload, which no value the kernel stores can be (its counts, sums, abs-max and indices are finite or
+infinite; a NaN a GPU makes is the canonical quiet one)."""
 
-    __slots__ = ("array", "pooled", "ptr", "tensor")
+
+class _Buffer:
+    """A pinned host buffer with its numpy views (made once) and whether it goes back to the pool.
+
+    A pooled buffer holds :data:`UNWRITTEN` in every word until the kernel writes it: the fused kernel
+    writes every word of its buffer, so the background thread sees that a zero-copy fingerprint is done by
+    reading the buffer (:meth:`written`), without a CUDA event or any other driver call.
+    """
+
+    __slots__ = ("array", "pooled", "ptr", "tensor", "words")
 
     def __init__(self, tensor: torch.Tensor, pooled: bool) -> None:
         self.tensor = tensor
         self.array: np.ndarray[Any, Any] = tensor.numpy()
+        self.words: np.ndarray[Any, Any] = self.array.view(np.int64)
         self.ptr = tensor.data_ptr()
         self.pooled = pooled
+        if pooled:
+            self.words.fill(UNWRITTEN)
+
+    def written(self) -> bool:
+        """Whether no word holds :data:`UNWRITTEN` any more (every word is 8-byte aligned: written whole)."""
+        return not bool((self.words == UNWRITTEN).any())
 
 
 class _PinnedPool:
@@ -133,6 +155,8 @@ class _PinnedPool:
         return _Buffer(torch.empty(numel, dtype=torch.float64, pin_memory=True), True)
 
     def give(self, buf: _Buffer) -> None:
+        """Back into the pool, marked unwritten again (the next kernel's writes are then seen)."""
+        buf.words.fill(UNWRITTEN)
         self._free[buf.array.size].append(buf)
 
 
@@ -142,8 +166,13 @@ _POOL = _PinnedPool()
 class PendingFingerprint:
     """Per-row numbers launched on the device; :meth:`result` reads them (on the background thread).
 
-    A CUDA fingerprint knows the stream it was launched on; :func:`mark` records the event that says
-    when it is done (``ready`` is ``False`` until then).
+    A CUDA fingerprint knows the stream it was launched on. One the fused kernel writes straight into a
+    pooled pinned buffer (``watched``) is done when the buffer holds no :data:`UNWRITTEN` word: reading it
+    is no driver call, so the background thread never enters the CUDA driver (whose calls hold the GIL
+    and may wait behind the serving thread's launches) for the common case. Any other one (a device
+    buffer copied to the host, the torch ops) needs :func:`mark` to record the event that says when it is
+    done (``ready`` is ``False`` until then); so does a watched one that stays unwritten too long
+    (:meth:`watch_with_event`: a launch that failed would otherwise never be seen to end).
     """
 
     __slots__ = (
@@ -157,6 +186,7 @@ class PendingFingerprint:
         "_rows",
         "_source",
         "_version",
+        "_watched",
         "backlogged",
         "stream",
     )
@@ -171,8 +201,10 @@ class PendingFingerprint:
         buffer: _Buffer | None = None,
         stream: StreamKey | None = None,
         chunks: int = 0,
+        watched: bool = False,
     ) -> None:
         self._rows = rows
+        self._watched = watched and buffer is not None and buffer.pooled
         self._source: torch.Tensor | None = None
         self._version = -1
         self._chunks = chunks
@@ -187,20 +219,52 @@ class PendingFingerprint:
         """Whether a backlog sent it down the per-row path (every kernel-sized buffer was in flight)."""
 
     def unmarked(self) -> bool:
-        """Whether this is a CUDA fingerprint still without its completion event."""
-        return self._event is None and self.stream is not None
+        """Whether this is a CUDA fingerprint that needs a completion event and has none yet."""
+        return self._event is None and self.stream is not None and not self._watched
 
     def ready(self) -> bool:
-        """Whether :meth:`result` would not wait (the CUDA event has completed; always on CPU)."""
+        """Whether :meth:`result` would not wait (its buffer is written or its CUDA event has completed;
+        always on CPU)."""
+        if self._watched:
+            buf = self._buffer
+            if buf is None or buf.written():
+                return True
         event = self._event
         if event is None:
             return self.stream is None
         return event.query()
 
+    def _await_written(self) -> bool:
+        """Re-read the buffer for up to :data:`WATCH_SPIN_S` (``True``: the kernel has written it).
+
+        A request's fingerprint is the last thing it launches, so a flush at its end usually finds the kernel
+        done or a few microseconds away; a longer wait goes to a CUDA event instead (its synchronize waits
+        without the GIL and returns as the stream passes it).
+        """
+        buf = self._buffer
+        if buf is None:
+            return True
+        deadline = time.perf_counter() + WATCH_SPIN_S
+        while not buf.written():
+            if time.perf_counter() >= deadline:
+                return False
+        return True
+
+    def watch_with_event(self) -> None:
+        """Give a watched fingerprint a completion event too (one that stayed unwritten: its kernel may
+        never have run); :meth:`result` then raises rather than waits forever if the event completes
+        with the buffer still unwritten."""
+        if self._watched and self._event is None:
+            self._watched = False
+            mark([self])
+            self._watched = True
+
     def result(self) -> Fingerprint:
         """Wait for the numbers (a CUDA event, not a device sync) and compute the fields."""
         if self._done is not None:
             return self._done
+        if self._watched and not self.ready() and not self._await_written():
+            self.watch_with_event()
         if self.unmarked():
             mark([self])
         # query() first: synchronize() hands the GIL to the serving thread and back, a thread switch that
@@ -208,6 +272,11 @@ class PendingFingerprint:
         event = self._event
         if event is not None and not event.query():
             event.wait()
+        unwritten = self._buffer
+        if self._watched and unwritten is not None and not unwritten.written():
+            self._buffer = None
+            _POOL.give(unwritten)
+            raise RuntimeError("the fingerprint kernel completed without writing its result (launch failed?)")
         if self._source is not None:
             self._done = self._read_source()
             return self._done
@@ -240,8 +309,12 @@ class PendingFingerprint:
         version = self._version
         if version >= 0 and source._version != version:
             raise OutputModifiedError("the output was modified in place after set_output(); no fingerprint")
-        x2, argmax = _rows_view(source.detach())
-        done = cpu_fingerprint(x2, argmax, self._head)
+        rows = _numpy_rows(source)
+        # numpy passes only where they take it: a torch op lets go of the GIL and takes it back
+        done = _cpu_numbers(rows, True, self._head) if rows is not None else None
+        if done is None:
+            x2, argmax = _rows_view(source.detach())
+            done = cpu_fingerprint(x2, argmax, self._head)
         if version >= 0 and source._version != version:  # modified while it was being read
             raise OutputModifiedError("the output was modified in place after set_output(); no fingerprint")
         return done
@@ -414,15 +487,91 @@ def cpu_fingerprint(x2: torch.Tensor, argmax: bool, head: int) -> Fingerprint:
     """
     numel = x2.numel()
     if x2.dtype in _FAST_CPU_DTYPES and numel:
-        a = x2.numpy()
-        wide = a.astype(np.float64)  # a copy: squared in place below
-        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the output is non-finite, that is all
-            s = float(wide.sum())
-            ss = float(np.square(wide, out=wide).sum()) if math.isfinite(s) else math.nan
-        if math.isfinite(s):
-            amax = float(max(a.max(), -a.min()))
-            return _fingerprint((0, 0, s, ss, amax), a.argmax(axis=1) if argmax else None, numel, head)
+        done = _cpu_numbers(x2.numpy(), argmax, head)
+        if done is not None:
+            return done
     return finish(row_stats_torch(x2).numpy(), numel, argmax, head)
+
+
+def _cpu_numbers(a: np.ndarray[Any, Any], argmax: bool, head: int) -> Fingerprint | None:
+    """:func:`cpu_fingerprint`'s numpy passes over rows ``a`` (float32/float64, not empty); ``None`` when the
+    output has a NaN or an infinity (then the reference ops give the counts)."""
+    wide = a.astype(np.float64)  # a copy: squared in place below
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the output is non-finite, that is all
+        s = float(wide.sum())
+        if not math.isfinite(s):
+            return None
+        ss = float(np.square(wide, out=wide).sum())
+    amax = float(max(a.max(), -a.min()))
+    return _fingerprint((0, 0, s, ss, amax), a.argmax(axis=1) if argmax else None, a.size, head)
+
+
+def _numpy_rows(x: torch.Tensor) -> np.ndarray[Any, Any] | None:
+    """A CPU output as a numpy ``[rows, last dim]`` view without a torch op, when the fast passes take it
+    (float32/float64, at least one dimension, two columns or more, not empty); else ``None``."""
+    if x.dtype not in _FAST_CPU_DTYPES or x.dim() < 1 or x.shape[-1] < 2 or x.numel() == 0:
+        return None
+    a = x.numpy() if not x.requires_grad else x.detach().numpy()
+    return a.reshape(-1, a.shape[-1])
+
+
+BATCH_LIMIT: Final = 64
+"""Deferred CPU outputs fingerprinted together at most (:func:`finish_deferred`)."""
+
+
+def finish_deferred(pending: Iterable[PendingFingerprint]) -> None:
+    """Fingerprint deferred CPU outputs of the same shape and dtype together (the background thread, per
+    batch it takes off the queue); each one's :meth:`PendingFingerprint.result` then returns at once.
+
+    The numbers are :func:`cpu_fingerprint`'s, per output; the passes run once over the stacked outputs.
+    Each numpy pass lets go of the GIL and takes it back, and while the serving thread runs Python every
+    take is a hand-over between the two threads (a wake-up each, and a wait of up to the interpreter's
+    switch interval): six passes per batch rather than seven per request. Outputs the batch cannot take
+    (another dtype, one column, a non-finite value, changed in place meanwhile) are left to ``result()``.
+    """
+    groups: dict[tuple[Any, ...], list[PendingFingerprint]] = {}
+    for p in pending:
+        src = p._source
+        if src is None or p._done is not None or src.dtype not in _FAST_CPU_DTYPES:
+            continue
+        if src.dim() < 1 or src.shape[-1] < 2 or src.numel() == 0:
+            continue
+        group = groups.setdefault((src.shape, src.dtype), [])
+        if len(group) < BATCH_LIMIT:
+            group.append(p)
+    for group in groups.values():
+        if len(group) > 1:
+            _finish_group(group)
+
+
+def _finish_group(group: list[PendingFingerprint]) -> None:
+    arrays, kept = [], []
+    for p in group:
+        src = p._source
+        assert src is not None
+        if p._version >= 0 and src._version != p._version:
+            continue  # result() says so
+        rows = _numpy_rows(src)
+        if rows is not None:
+            arrays.append(rows)
+            kept.append(p)
+    if len(kept) < 2:
+        return
+    wide = np.array(arrays, dtype=np.float64)  # [outputs, rows, cols]: one copy, squared in place below
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: that output is non-finite, that is all
+        sums = wide.sum(axis=(1, 2))
+        highs, lows = wide.max(axis=(1, 2)), wide.min(axis=(1, 2))
+        ids = wide.argmax(axis=2)  # the float32 values exactly: the same first maximum
+        squares = np.square(wide, out=wide).sum(axis=(1, 2))
+    numel = wide[0].size
+    for i, p in enumerate(kept):
+        src = p._source
+        s = float(sums[i])
+        if not math.isfinite(s) or src is None or (p._version >= 0 and src._version != p._version):
+            continue  # a NaN or infinity (the reference ops), or changed while read (result() says so)
+        amax = float(max(highs[i], -lows[i]))
+        p._done = _fingerprint((0, 0, s, float(squares[i]), amax), ids[i], numel, p._head)
+        p._source = None
 
 
 # --- fused Triton kernel (CUDA) ----------------------------------------------------------------------
@@ -607,7 +756,14 @@ class _Plan:
         stream = torch_adapter.raw_stream(self.device)
         self.launch(x, x_ptr, buf.tensor, buf.ptr, (self.programs, self.cols, self.stride_row, self.span, stream))
         return PendingFingerprint(
-            None, self.numel, self.argmax, head=head, buffer=buf, stream=(self.device, stream), chunks=self.chunks
+            None,
+            self.numel,
+            self.argmax,
+            head=head,
+            buffer=buf,
+            stream=(self.device, stream),
+            chunks=self.chunks,
+            watched=True,
         )
 
 
@@ -663,7 +819,9 @@ def _start(x: torch.Tensor, head: int, *, per_row: bool = False) -> PendingFinge
         buf.tensor.copy_(rows.reshape(-1), non_blocking=True)
     index = x2.device.index if x2.device.index is not None else device
     stream = (index, torch_adapter.raw_stream(index))
-    pending = PendingFingerprint(None, numel, argmax, head=head, buffer=buf, stream=stream, chunks=chunks)
+    pending = PendingFingerprint(
+        None, numel, argmax, head=head, buffer=buf, stream=stream, chunks=chunks, watched=zero_copy
+    )
     pending.backlogged = backlogged
     return pending
 

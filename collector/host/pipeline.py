@@ -20,6 +20,7 @@ from inferensics.collector.host.fingerprint import (
     OutputModifiedError,
     PendingFingerprint,
     digest_inputs,
+    finish_deferred,
     mark,
 )
 from inferensics.collector.host.queueing import BoundedQueue
@@ -66,13 +67,14 @@ class _GilHandOff:
     the numpy passes of a CPU fingerprint release the GIL on their own as well.
     """
 
-    __slots__ = ("_next",)
+    __slots__ = ("_active", "_next")
 
-    def __init__(self) -> None:
+    def __init__(self, active: bool = True) -> None:
+        self._active = active  # off on a flushing caller's thread: nobody waits for the GIL it holds
         self._next = time.perf_counter_ns() + YIELD_AFTER_NS
 
     def __call__(self) -> None:
-        if time.perf_counter_ns() >= self._next:
+        if self._active and time.perf_counter_ns() >= self._next:
             time.sleep(0)
             self._next = time.perf_counter_ns() + YIELD_AFTER_NS
 
@@ -85,6 +87,10 @@ class _Prepared(NamedTuple):
     children: list[Event]
 
 
+WATCH_STALE_S: Final = 2.0
+"""Seconds after its request began that a watched fingerprint still unwritten gets a completion event
+(:meth:`PendingFingerprint.watch_with_event`), so that a kernel that never ran cannot hold the records
+behind it until a flush."""
 TEMPLATE_LIMIT: Final = 1024
 """Dispatch templates kept (one per set of graphs and guard outcome; cleared by every compile record)."""
 
@@ -192,12 +198,15 @@ class Pipeline:
         device and from trading the GIL with the serving thread once per request.
         """
         with self._lock:
-            hand_off = _GilHandOff()
+            # A flush (block) runs on a caller's thread, usually the serving one: handing the GIL over there
+            # only put a sleep into the caller's own time.
+            hand_off = _GilHandOff(active=threading.current_thread() is self._thread)
             self._finish_waiting(block, hand_off)
             while True:
                 items = self.queue.drain()
                 if not items:
                     break
+                self._batch_cpu_fingerprints(items)
                 for kind, item in items:
                     # On the H200 in the default mode (launch-bound decode) the thread draining while
                     # requests ran, without hand-offs, cost 4-5 % against the same work done idle (in flush).
@@ -214,6 +223,22 @@ class Pipeline:
                         self.last_error = f"{type(exc).__name__}: {exc}"
                 self._mark()
                 self._finish_waiting(block, hand_off)
+
+    def _batch_cpu_fingerprints(self, items: list[tuple[str, Any]]) -> None:
+        """Fingerprint the CPU outputs of the requests just taken off the queue together (finish_deferred)."""
+        deferred = [
+            item.fingerprint
+            for kind, item in items
+            if kind == "request"
+            and isinstance(item.fingerprint, PendingFingerprint)
+            and item.fingerprint.stream is None
+        ]
+        if len(deferred) > 1:
+            try:
+                finish_deferred(deferred)
+            except Exception as exc:  # each result() computes its own instead
+                self.counters["process_errors"] += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
 
     def _mark(self) -> None:
         """One CUDA event per stream behind the fingerprints of the requests just taken off the queue."""
@@ -232,6 +257,8 @@ class Pipeline:
             fp = raw.fingerprint
             pending_fp = isinstance(fp, PendingFingerprint) and not fp.ready()
             if pending_fp and not block and len(waiting) <= PENDING_CAPACITY:
+                if time.time() - raw.ts > WATCH_STALE_S:  # unwritten this long: its launch may have failed
+                    fp.watch_with_event()
                 return
             waiting.popleft()
             hand_off()

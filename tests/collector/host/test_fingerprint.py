@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -449,3 +450,56 @@ def test_split_keeps_the_kernels_int32_column_indices_in_range(rows: int) -> Non
     for cols in (fp.MAX_COLS - 1, fp.MAX_COLS // 2 + 1, 3 * fp.BLOCK + 1, 1):
         span, chunks = fp.split(rows, cols)
         assert chunks * span - 1 < 2**31, (rows, cols, span, chunks)
+
+
+def _watched(pool: fp._PinnedPool, x: torch.Tensor) -> tuple[fp.PendingFingerprint, fp._Buffer, np.ndarray]:
+    """A zero-copy fingerprint of ``x`` (one span per row) as the planned launch makes it, its pooled buffer
+    (a plain tensor stands in for pinned memory) and the numbers the kernel would write into it."""
+    rows = fp.row_stats_torch(x).numpy()
+    parts = np.concatenate([rows, x.double().amax(dim=1, keepdim=True).numpy()], axis=1).reshape(-1)
+    size = parts.size
+    pool._free[size] = deque([fp._Buffer(torch.empty(size, dtype=torch.float64), True)])
+    pool._count[size] = 1
+    buf = pool.take_pooled(size)
+    assert buf is not None
+    pending = fp.PendingFingerprint(None, x.numel(), True, head=16, buffer=buf, stream=(0, 7), chunks=1, watched=True)
+    return pending, buf, parts
+
+
+def test_a_zero_copy_fingerprint_is_done_when_its_buffer_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The background thread reads the pooled buffer to see the kernel done: no event, no driver call (the
+    event type is a stand-in that counts); every word must be written, and the buffer goes back to the
+    pool marked unwritten again."""
+    _FakeEvent.made = []
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    pool = fp._PinnedPool()
+    monkeypatch.setattr(fp, "_POOL", pool)
+    x = torch.randn(3, 50, generator=torch.Generator().manual_seed(4))
+    pending, buf, parts = _watched(pool, x)
+    assert not pending.unmarked()  # the pipeline records no event for it
+    assert not pending.ready()
+    buf.array[:-1] = parts[:-1]
+    assert not pending.ready()  # one word still unwritten
+    buf.array[-1] = parts[-1]
+    assert pending.ready()
+    _assert_same(pending.result(), _reference(x))
+    assert _FakeEvent.made == []
+    (back,) = pool._free[parts.size]
+    assert back is buf
+    assert not buf.written()
+
+
+def test_a_zero_copy_fingerprint_never_written_fails_instead_of_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel that never wrote its buffer (a failed launch): after the re-reads give up, an event says the
+    stream has passed the launch, and the result is an error (counted by the pipeline), not a hang."""
+    _FakeEvent.made = []
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(fp, "_stream", lambda key: key)
+    monkeypatch.setattr(fp, "WATCH_SPIN_S", 0.001)
+    pool = fp._PinnedPool()
+    monkeypatch.setattr(fp, "_POOL", pool)
+    pending, buf, parts = _watched(pool, torch.randn(2, 10))
+    with pytest.raises(RuntimeError, match="without writing its result"):
+        pending.result()
+    assert [e.streams for e in _FakeEvent.made] == [[(0, 7)]]
+    assert list(pool._free[parts.size]) == [buf]
