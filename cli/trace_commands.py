@@ -37,8 +37,7 @@ def import_trace_command(
         fail(f"{path} is not a TORCH_TRACE log ({reason}): pass a file written under TORCH_TRACE=<dir>")
     try:
         with Store.open(dsn) as store:
-            if store.schema_version() == 0:
-                store.migrate()
+            store.create_if_empty()
             reports = import_trace(path, store, host=host, model=model, hw_pool=hw_pool)
     except StoreError as exc:
         fail(str(exc))

@@ -253,6 +253,12 @@ class Store:
         rows = self.client.query(f"SELECT max(version) FROM {self.database}.schema_migrations").result_rows
         return int(rows[0][0] or 0)
 
+    def create_if_empty(self) -> int:
+        """Create an empty store's tables (what ``inferensics init`` does on a fresh store); a store that has
+        a schema is left as it is. Returns the schema version."""
+        version = self.schema_version()
+        return self.migrate() if version == 0 else version
+
     def migrate(self) -> int:
         """Apply every migration not yet recorded; return the schema version. Idempotent.
 

@@ -303,11 +303,14 @@ class PendingFingerprint:
             pending._source = x.detach().clone()
         return pending
 
+    def _modified(self, source: torch.Tensor) -> bool:
+        """Whether ``source`` was changed in place since :meth:`deferred` took it (its version counter moved)."""
+        return self._version >= 0 and source._version != self._version
+
     def _read_source(self) -> Fingerprint:
         source, self._source = self._source, None
         assert source is not None
-        version = self._version
-        if version >= 0 and source._version != version:
+        if self._modified(source):
             raise OutputModifiedError("the output was modified in place after set_output(); no fingerprint")
         rows = _numpy_rows(source)
         # numpy passes only where they take it: a torch op lets go of the GIL and takes it back
@@ -315,7 +318,7 @@ class PendingFingerprint:
         if done is None:
             x2, argmax = _rows_view(source.detach())
             done = cpu_fingerprint(x2, argmax, self._head)
-        if version >= 0 and source._version != version:  # modified while it was being read
+        if self._modified(source):  # modified while it was being read
             raise OutputModifiedError("the output was modified in place after set_output(); no fingerprint")
         return done
 
@@ -506,10 +509,16 @@ def _cpu_numbers(a: np.ndarray[Any, Any], argmax: bool, head: int) -> Fingerprin
     return _fingerprint((0, 0, s, ss, amax), a.argmax(axis=1) if argmax else None, a.size, head)
 
 
+def _fast_rows(x: torch.Tensor) -> bool:
+    """Whether the numpy passes take ``x`` (float32/float64, at least one dimension, two columns or more,
+    not empty)."""
+    return x.dtype in _FAST_CPU_DTYPES and x.dim() >= 1 and x.shape[-1] >= 2 and x.numel() > 0
+
+
 def _numpy_rows(x: torch.Tensor) -> np.ndarray[Any, Any] | None:
     """A CPU output as a numpy ``[rows, last dim]`` view without a torch op, when the fast passes take it
-    (float32/float64, at least one dimension, two columns or more, not empty); else ``None``."""
-    if x.dtype not in _FAST_CPU_DTYPES or x.dim() < 1 or x.shape[-1] < 2 or x.numel() == 0:
+    (:func:`_fast_rows`); else ``None``."""
+    if not _fast_rows(x):
         return None
     a = x.numpy() if not x.requires_grad else x.detach().numpy()
     return a.reshape(-1, a.shape[-1])
@@ -532,9 +541,7 @@ def finish_deferred(pending: Iterable[PendingFingerprint]) -> None:
     groups: dict[tuple[Any, ...], list[PendingFingerprint]] = {}
     for p in pending:
         src = p._source
-        if src is None or p._done is not None or src.dtype not in _FAST_CPU_DTYPES:
-            continue
-        if src.dim() < 1 or src.shape[-1] < 2 or src.numel() == 0:
+        if src is None or p._done is not None or not _fast_rows(src):
             continue
         group = groups.setdefault((src.shape, src.dtype), [])
         if len(group) < BATCH_LIMIT:
@@ -549,7 +556,7 @@ def _finish_group(group: list[PendingFingerprint]) -> None:
     for p in group:
         src = p._source
         assert src is not None
-        if p._version >= 0 and src._version != p._version:
+        if p._modified(src):
             continue  # result() says so
         rows = _numpy_rows(src)
         if rows is not None:
@@ -567,7 +574,7 @@ def _finish_group(group: list[PendingFingerprint]) -> None:
     for i, p in enumerate(kept):
         src = p._source
         s = float(sums[i])
-        if not math.isfinite(s) or src is None or (p._version >= 0 and src._version != p._version):
+        if not math.isfinite(s) or src is None or p._modified(src):
             continue  # a NaN or infinity (the reference ops), or changed while read (result() says so)
         amax = float(max(highs[i], -lows[i]))
         p._done = _fingerprint((0, 0, s, float(squares[i]), amax), ids[i], numel, p._head)

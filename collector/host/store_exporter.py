@@ -27,8 +27,7 @@ class StoreExporter:
         would: without tables every insert would fail."""
         self.store = store
         try:
-            if store.schema_version() == 0:
-                store.migrate()
+            store.create_if_empty()
         except Exception as exc:  # the inserts then fail and are counted; say once why and what to do
             _log.warning(
                 "inferensics: could not create the store's tables (%s: %s); run `inferensics init --dsn DSN`",

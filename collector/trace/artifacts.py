@@ -172,9 +172,9 @@ def kernel_pre_grad_nodes(mappings: Any) -> dict[str, list[str]]:
     return out
 
 
-def source_files(lines: list[str]) -> set[str]:
-    """The files of ``file:line`` references."""
-    return {ref.rsplit(":", 1)[0] for ref in lines}
+def source_file(ref: str) -> str:
+    """The file of a ``file:line`` reference."""
+    return ref.rsplit(":", 1)[0]
 
 
 def kernel_source_lines(stack_traces: Any) -> dict[str, list[str]]:

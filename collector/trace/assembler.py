@@ -27,7 +27,7 @@ from inferensics.collector.trace.artifacts import (
     parse_cache_artifact,
     parse_graph_break,
     parse_user_context,
-    source_files,
+    source_file,
 )
 from inferensics.collector.trace.envelope import Envelope
 from inferensics.collector.trace.shape_guards import GUARD_RECORDS, SHAPE_RECORDS, ShapeGuard, ShapeGuardReader
@@ -405,13 +405,13 @@ class CompileAssembler:
         if state.node_traces is None:
             return
         current = kernel_source_lines({"graph": list(state.node_traces.values())})["graph"]
-        files = source_files(current)
+        files = {source_file(ref) for ref in current}
         for kernel in set(state.lines) | set(state.pre_nodes):
             traces = [state.node_traces[n] for n in state.pre_nodes.get(kernel, ()) if n in state.node_traces]
             if traces:
                 state.lines[kernel] = kernel_source_lines({kernel: traces})[kernel]
                 continue
-            kept = [ref for ref in state.lines.get(kernel, []) if ref.rsplit(":", 1)[0] in files]
+            kept = [ref for ref in state.lines.get(kernel, []) if source_file(ref) in files]
             self.stats.stale_source_lines += len(state.lines.get(kernel, [])) - len(kept)
             state.lines[kernel] = kept
 

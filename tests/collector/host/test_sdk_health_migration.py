@@ -5,35 +5,21 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from inferensics.schema import SdkHealthEvent
-from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS
+from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import Store
+from tests.collector.migration_check import roll_back_before, table_exists
 
 TABLE = SdkHealthEvent.TABLE.name
 
 
-def _exists(s: Store) -> bool:
-    rows = s.query_rows(
-        "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {t:String}",
-        {"db": s.database, "t": TABLE},
-    )
-    return bool(rows[0][0])
-
-
 def test_the_sdk_health_migration_adds_its_table(store_dsn: str) -> None:
-    version = next(m.version for m in MIGRATIONS if m.name == "host SDK health records")
     s = Store.open(store_dsn)
     try:
-        # A store from before that migration: the current schema without its table and without the records
-        # of it and of every later migration (those are idempotent and run again).
+        before = roll_back_before(s, "host SDK health records", TABLE)
+        assert s.schema_version() == before
+        assert not table_exists(s, TABLE)
         assert s.migrate() == LATEST_VERSION
-        s.client.command(f"DROP TABLE {s.database}.{TABLE} SYNC")
-        s.client.command(
-            f"ALTER TABLE {s.database}.schema_migrations DELETE WHERE version >= {version} SETTINGS mutations_sync = 1"
-        )
-        assert s.schema_version() == version - 1
-        assert not _exists(s)
-        assert s.migrate() == LATEST_VERSION
-        assert _exists(s)
+        assert table_exists(s, TABLE)
         s.insert_events([SdkHealthEvent(ts=datetime.now(UTC), host="h", requests_seen=3, refused_auth=2)])
         assert s.query_rows(f"SELECT requests_seen, refused_auth FROM {s.database}.{TABLE}") == [(3, 2)]
         assert s.migrate() == LATEST_VERSION
