@@ -95,6 +95,46 @@ class ExportHealth:
             return out
 
 
+OTLP_EXPORTER_LOGGER: Final = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+"""The logger OpenTelemetry's OTLP/HTTP span exporter reports each failed batch and retry on."""
+
+
+class HeldExporterLines(logging.Filter):
+    """Holds back the OTLP exporter's own log lines while one of our exports runs on this thread.
+
+    OpenTelemetry logs every refused batch (``Failed to export span batch code: 401``) on every retry;
+    :class:`ExportHealth` already counts each refusal and logs each cause once with what to do, so those
+    lines only repeat it. Lines from exports that are not ours (the host's own OTLP pipeline on another
+    thread) pass untouched; a held line becomes the refusal's detail when the HTTP answer gives none.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._held = threading.local()
+
+    def hold(self) -> None:
+        """Start holding this thread's exporter lines."""
+        self._held.lines = []
+
+    def release(self) -> list[str]:
+        """Stop holding; the lines held since :meth:`hold`."""
+        lines: list[str] = getattr(self._held, "lines", None) or []
+        self._held.lines = None
+        return lines
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Pass the record unless this thread is inside one of our exports."""
+        lines = getattr(self._held, "lines", None)
+        if lines is None:
+            return True
+        lines.append(record.getMessage()[:300])
+        return False
+
+
+HELD_EXPORTER_LINES: Final = HeldExporterLines()
+logging.getLogger(OTLP_EXPORTER_LOGGER).addFilter(HELD_EXPORTER_LINES)
+
+
 class ObservedSession(requests.Session):
     """A ``requests`` session that remembers, per thread, how its last request ended."""
 

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from inferensics.collector.host.blob_sender import BlobSender
-from inferensics.collector.host.export_health import ExportHealth, ObservedSession
+from inferensics.collector.host.export_health import HELD_EXPORTER_LINES, ExportHealth, ObservedSession
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.otlp import RESOURCE_HOST, event_to_attributes, span_name
@@ -36,11 +36,17 @@ class _CountingSpanExporter(SpanExporter):
         self.inner, self.session, self.health = inner, session, health
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        result = self.inner.export(spans)
+        HELD_EXPORTER_LINES.hold()  # OpenTelemetry's line per refused batch: counted and logged by health
+        try:
+            result = self.inner.export(spans)
+        finally:
+            held = HELD_EXPORTER_LINES.release()
         if result == SpanExportResult.SUCCESS:
             self.health.delivered("spans", len(spans))
         else:
             cause, detail = self.session.last_outcome()
+            if held and (not cause or cause == "rejected"):
+                detail = f"{detail}; {held[-1]}" if detail else held[-1]
             self.health.refuse(cause or "rejected", "spans", len(spans), detail)
         return result
 
