@@ -12,7 +12,7 @@ copy bandwidth at 8192 tokens; paged decode attention >= 1.0x the fastest SDPA b
 dense and >= 3x FlexAttention's paged path.
 
     python benchmarks/bench_kernels.py [--rounds 15] [--quick] [--only elementwise|attention] [--no-flex]
-        [--flex-batches 1,8] [--json F]
+        [--flex-batches 1,8] [--batches 1,8] [--json F]
     python benchmarks/bench_kernels.py --sweep [--rounds 5] [--write-tables kernels/_triton/h200_tables.json]
 
 ``--sweep`` times candidate launch configurations of each kernel against its peer the same way (rows per
@@ -660,6 +660,7 @@ def main() -> None:
     ap.add_argument(
         "--flex-batches", default=None, help="run FlexAttention's paged path only at these batch sizes (e.g. 1,8)"
     )
+    ap.add_argument("--batches", default=None, help="attention: only these batch sizes of the grid (e.g. 1,8)")
     ns = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_kernels needs a CUDA device", file=sys.stderr)
@@ -701,6 +702,8 @@ def main() -> None:
         grid = [(1, 1024), (8, 4096), (64, 32768)] if ns.quick else [
             (b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)
         ]  # fmt: skip
+        if ns.batches:
+            grid = [(b, c) for b, c in grid if b in {int(v) for v in ns.batches.split(",")}]
         flex_batches = {int(v) for v in ns.flex_batches.split(",")} if ns.flex_batches else None
         attention(table, ns.rounds, grid, rng, with_flex=not ns.no_flex, flex_batches=flex_batches)
     verdicts(table, copy_tb_s)
