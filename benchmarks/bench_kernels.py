@@ -545,7 +545,13 @@ def fill_waves(units: int, sms: int, max_splits: int) -> list[float]:
     return sorted(set(out))
 
 
-def sweep_attention(rounds: int, grid: list[tuple[int, int]], rng: random.Random, tables: dict[str, Any]) -> None:
+def sweep_attention(
+    rounds: int,
+    grid: list[tuple[int, int]],
+    rng: random.Random,
+    tables: dict[str, Any],
+    save: Callable[[], None] = lambda: None,
+) -> None:
     """Time candidate plans of the paged decode kernel against cuDNN SDPA on the dense copy (CUDA-graph replays);
     the fastest per shape bucket goes into ``tables``. Stage 1 times every kernel configuration at one split plan,
     stage 2 the split plans (waves, including split counts that fill the resident program slots, and merge
@@ -607,6 +613,7 @@ def sweep_attention(rounds: int, grid: list[tuple[int, int]], rng: random.Random
             [key, round(p.waves, 4), p.min_split, p.block_n, p.warps, p.stages, p.kv_fast, p.merge_kernel, p.pdl]
         )
         print(f"TABLE paged {key} {name}", flush=True)
+        save()  # after each cell, so a run cut short keeps the cells it finished
         cudnn = statistics.median(second["cudnn"])
         line = f"b={b} ctx={ctx}: cudnn {cudnn:.2f} us, ours {us:.2f} us ({cudnn / us:.2f}x)"
         if incumbent_name in second:
@@ -689,7 +696,7 @@ def main() -> None:
             sweep_rows(ns.rounds, [8, 512, 8192], rng, tables)
             save()
         if ns.only in (None, "attention"):
-            sweep_attention(ns.rounds, [(b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)], rng, tables)
+            sweep_attention(ns.rounds, [(b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)], rng, tables, save)
             save()
         return
     copy_tb_s = copy_bandwidth(ns.rounds, rng)
