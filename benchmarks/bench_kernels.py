@@ -508,7 +508,7 @@ def _stage(  # noqa: PLR0917
 
 
 def _plan_name(p: Any) -> str:
-    merge = ("kernel+pdl" if p.pdl else "kernel") if p.merge_kernel else "last"
+    merge = "kernel" if p.merge_kernel else "last"
     waves = f"{p.waves:g}" if p.waves == int(p.waves) else f"{p.waves:.3f}"
     return (f"w{waves} min{p.min_split} n{p.block_n} warps{p.warps} st{p.stages} "
             f"{'kv' if p.kv_fast else 'seq'} merge={merge}")  # fmt: skip
@@ -589,17 +589,15 @@ def sweep_attention(
         wave_options = [2, 3, 4, 6, 8, 16, *fill_waves(b * 8, pa.sm_count(q.device), max(1, max_tokens // 64))]
         candidates = [incumbent] if incumbent is not None else []
         candidates += [
-            pa.Plan(waves, 64, n, w, st, True, merge_kernel, pdl)
-            for n, w, st in sorted(tops) for waves in wave_options
-            for merge_kernel, pdl in ((False, False), (True, False), (True, True))
+            pa.Plan(waves, 64, n, w, st, True, merge_kernel)
+            for n, w, st in sorted(tops) for waves in wave_options for merge_kernel in (False, True)
         ]  # fmt: skip
         second_plans: dict[str, tuple[tuple[Any, ...], Any]] = {}
         seen: set[tuple[Any, ...]] = set()
         incumbent_name = ""
         for p in candidates:  # plans that launch the same work are timed once
             splits, chunk = pa.split_plan(b, 8, max_tokens, pa.sm_count(q.device), p.waves, p.min_split, p.block_n)
-            merge = splits > 1 and p.merge_kernel
-            launch = (p.block_n, p.warps, p.stages, p.kv_fast, splits, chunk, merge, merge and p.pdl)
+            launch = (p.block_n, p.warps, p.stages, p.kv_fast, splits, chunk, splits > 1 and p.merge_kernel)
             if launch not in seen:
                 seen.add(launch)
                 name = f"{_plan_name(p)} ({splits} splits)"
@@ -610,7 +608,7 @@ def sweep_attention(
         name, us = _best({n: s for n, s in second.items() if n != "cudnn"})[0]
         p = second_plans[name][1]
         tables.setdefault("paged", []).append(
-            [key, round(p.waves, 4), p.min_split, p.block_n, p.warps, p.stages, p.kv_fast, p.merge_kernel, p.pdl]
+            [key, round(p.waves, 4), p.min_split, p.block_n, p.warps, p.stages, p.kv_fast, p.merge_kernel]
         )
         print(f"TABLE paged {key} {name}", flush=True)
         save()  # after each cell, so a run cut short keeps the cells it finished

@@ -50,25 +50,3 @@ def test_hnd_storage_gives_the_nhd_answer(merge_kernel: bool) -> None:
     nhd = pa.run_with_plan(q, k, v, table, lens, scale, plan)
     hnd = pa.run_with_plan(q, k_hnd, v_hnd, table, lens, scale, plan)
     torch.testing.assert_close(hnd, nhd, rtol=0, atol=0)
-
-
-@pytest.mark.skipif(
-    not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
-    reason="programmatic dependent launch needs a Hopper or newer GPU",
-)
-def test_pdl_merge_gives_the_plain_merges_answer_eager_and_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The merge kernel as a programmatic dependent launch: the same bits as the plain launch, and under
-    # torch.compile (whose launch takes no launch_pdl) the kernel's grid-dependency wait is harmless.
-    from inferensics.kernels._triton import paged_attention as pa
-
-    shape = {"batch": 2, "context": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "page": 16}
-    q, k, v, table, lens, scale = make_args("paged_decode_attention", shape, torch.bfloat16, DEVICE, seed=7)
-    lens[1] = 1000
-    plain, pdl = pa.Plan(8, 64, 64, 4, 2, True, True, False), pa.Plan(8, 64, 64, 4, 2, True, True, True)
-    assert pa.split_plan(2, 8, table.shape[1] * 16, pa.sm_count(DEVICE), 8, 64, 64)[0] > 1
-    expected = pa.run_with_plan(q, k, v, table, lens, scale, plain)
-    for _ in range(3):
-        torch.testing.assert_close(pa.run_with_plan(q, k, v, table, lens, scale, pdl), expected, rtol=0, atol=0)
-    monkeypatch.setattr(pa, "choose_plan", lambda *a: (pdl, True))
-    compiled = torch.compile(lambda *a: pa.paged_decode_attention_triton(*a) * 1.0, dynamic=False)
-    torch.testing.assert_close(compiled(q, k, v, table, lens, scale), expected, rtol=0, atol=0)
