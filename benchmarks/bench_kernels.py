@@ -11,7 +11,8 @@ Targets (issue 23): the four elementwise/norm kernels at >= 1.0x Inductor at eve
 copy bandwidth at 8192 tokens; paged decode attention >= 1.0x the fastest SDPA backend on the same KV stored
 dense and >= 3x FlexAttention's paged path.
 
-    python benchmarks/bench_kernels.py [--rounds 15] [--quick] [--only elementwise|attention] [--no-flex] [--json F]
+    python benchmarks/bench_kernels.py [--rounds 15] [--quick] [--only elementwise|attention] [--no-flex]
+        [--flex-batches 1,8] [--batches 1,8] [--json F]
     python benchmarks/bench_kernels.py --sweep [--rounds 5] [--write-tables kernels/_triton/h200_tables.json]
 
 ``--sweep`` times candidate launch configurations of each kernel against its peer the same way (rows per
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import os
 import random
 import statistics
@@ -223,7 +225,13 @@ def _sdpa(backend: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
 
 
 def attention(
-    table: Table, rounds: int, grid: list[tuple[int, int]], rng: random.Random, *, with_flex: bool = True
+    table: Table,
+    rounds: int,
+    grid: list[tuple[int, int]],
+    rng: random.Random,
+    *,
+    with_flex: bool = True,
+    flex_batches: set[int] | None = None,
 ) -> None:
     from torch.nn.attention import SDPBackend
 
@@ -251,6 +259,8 @@ def attention(
         try:
             if not with_flex:
                 raise RuntimeError("skipped (--no-flex)")
+            if flex_batches is not None and b not in flex_batches:
+                raise RuntimeError(f"skipped (--flex-batches {','.join(map(str, sorted(flex_batches)))})")
             flex = flex_paged(q, k_cache, v_cache, block_table, scale)
             flex()
             torch.cuda.synchronize()
@@ -499,20 +509,59 @@ def _stage(  # noqa: PLR0917
 
 def _plan_name(p: Any) -> str:
     merge = "kernel" if p.merge_kernel else "last"
-    return (f"w{p.waves} min{p.min_split} n{p.block_n} warps{p.warps} st{p.stages} "
+    waves = f"{p.waves:g}" if p.waves == int(p.waves) else f"{p.waves:.3f}"
+    return (f"w{waves} min{p.min_split} n{p.block_n} warps{p.warps} st{p.stages} "
             f"{'kv' if p.kv_fast else 'seq'} merge={merge}")  # fmt: skip
 
 
-def sweep_attention(rounds: int, grid: list[tuple[int, int]], rng: random.Random, tables: dict[str, Any]) -> None:
+# (step, warps, stages). The page-table load takes a pipeline stage of its own, so up to 4 stages give the keys
+# and values one shared-memory buffer (the next step's copy is issued after this step's math and awaited at the
+# top of the next), 5 stages two buffers at a 64-token step and 6 at 32 (session 13 added those; session 12 swept
+# only the first five). Session 13's first sweep also had 16-token steps (8 and 10 stages), 8 warps at 32/64-token
+# steps and evict-first loads: none came within 2 % of the best anywhere (s13_attn_sweep.log).
+PAGED_KERNEL_CONFIGS = [
+    (64, 4, 2),
+    (64, 4, 3),
+    (64, 4, 4),
+    (128, 4, 2),
+    (128, 8, 3),
+    (64, 4, 5),
+    (32, 4, 6),
+    (32, 4, 7),
+]
+
+
+def fill_waves(units: int, sms: int, max_splits: int) -> list[float]:
+    """Fractional ``waves`` whose split counts fill k x c x ``sms`` resident programs from below (c = 2, 3, 5
+    programs a multiprocessor, the occupancies of the swept kernels; k = 1 ... 8 rounds of them)."""
+    out = []
+    for c in (2, 3, 5):
+        for k in range(1, 9):
+            splits = min(max_splits, k * c * sms // units)
+            if splits >= 1:
+                waves = (splits * units - 0.5) / sms
+                assert math.ceil(waves * sms / units) == splits
+                out.append(waves)
+    return sorted(set(out))
+
+
+def sweep_attention(
+    rounds: int,
+    grid: list[tuple[int, int]],
+    rng: random.Random,
+    tables: dict[str, Any],
+    save: Callable[[], None] = lambda: None,
+) -> None:
     """Time candidate plans of the paged decode kernel against cuDNN SDPA on the dense copy (CUDA-graph replays);
-    the fastest per shape bucket goes into ``tables``. (Session 12 also timed every plan on caches stored HND: within
-    0.8 % of NHD at context >= 4k and inside the spread below, so one plan serves both layouts; see
-    ``benchmarks/results/kernels-h200/session12_attention.md``.)"""
+    the fastest per shape bucket goes into ``tables``. Stage 1 times every kernel configuration at one split plan,
+    stage 2 the split plans (waves, including split counts that fill the resident program slots, and merge
+    placement) of the two fastest and of the table's incumbent, and the incumbent itself. (Session 12
+    also timed every plan on caches stored HND: within 0.8 % of NHD at context >= 4k and inside the spread below, so
+    one plan serves both layouts; see ``benchmarks/results/kernels-h200/session12_attention.md``.)"""
     from torch.nn.attention import SDPBackend
 
     from inferensics.kernels._triton import paged_attention as pa
 
-    kernel_cfgs = [(64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 2), (128, 8, 3)]
     summary = []
     for b, ctx in grid:
         shape = {"batch": b, "context": ctx, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "page": 16}
@@ -525,35 +574,50 @@ def sweep_attention(rounds: int, grid: list[tuple[int, int]], rng: random.Random
         ref = peer().squeeze(2).float()
         calls = 10 if b * ctx <= 8 * 4096 else 3
         max_tokens = block_table.shape[1] * 16
-        first_plans = {_plan_name(p): (args, p) for p in (pa.Plan(4, 128, n, w, st) for n, w, st in kernel_cfgs)}
+        key = pa.plan_key(b, 8, max_tokens)
+        incumbent = pa.H200_PLANS.get(key)
+        first_plans = {
+            _plan_name(p): (args, p) for p in (pa.Plan(4, 128, n, w, st) for n, w, st in PAGED_KERNEL_CONFIGS)
+        }
         first = _stage(peer, first_plans, ref, rounds, calls, rng)
-        _print_sweep(f"paged b={b} ctx={ctx} kernel configs (waves 4, min split 128)", first, "cudnn", 12)
-        top = first_plans[_best({n: s for n, s in first.items() if n != "cudnn"})[0][0]][1]
-        candidates = [
-            pa.Plan(waves, min_split, top.block_n, top.warps, top.stages, True, merge_kernel)
-            for waves in (2, 4, 8, 16) for min_split in (64, 256) for merge_kernel in (False, True)
+        _print_sweep(f"paged b={b} ctx={ctx} kernel configs (waves 4, min split 128)", first, "cudnn", 20)
+        tops = {
+            (p.block_n, p.warps, p.stages)
+            for p in [first_plans[n][1] for n, _ in _best({n: s for n, s in first.items() if n != "cudnn"})[:2]]
+            + ([incumbent] if incumbent is not None else [])
+        }
+        wave_options = [2, 3, 4, 6, 8, 16, *fill_waves(b * 8, pa.sm_count(q.device), max(1, max_tokens // 64))]
+        candidates = [incumbent] if incumbent is not None else []
+        candidates += [
+            pa.Plan(waves, 64, n, w, st, True, merge_kernel)
+            for n, w, st in sorted(tops) for waves in wave_options for merge_kernel in (False, True)
         ]  # fmt: skip
-        if pa.plan_key(b, 8, max_tokens) in pa.H200_PLANS:
-            candidates.insert(0, pa.H200_PLANS[pa.plan_key(b, 8, max_tokens)])  # the incumbent
         second_plans: dict[str, tuple[tuple[Any, ...], Any]] = {}
         seen: set[tuple[Any, ...]] = set()
+        incumbent_name = ""
         for p in candidates:  # plans that launch the same work are timed once
             splits, chunk = pa.split_plan(b, 8, max_tokens, pa.sm_count(q.device), p.waves, p.min_split, p.block_n)
             launch = (p.block_n, p.warps, p.stages, p.kv_fast, splits, chunk, splits > 1 and p.merge_kernel)
             if launch not in seen:
                 seen.add(launch)
-                second_plans[f"{_plan_name(p)} ({splits} splits)"] = (args, p)
+                name = f"{_plan_name(p)} ({splits} splits)"
+                second_plans[name] = (args, p)
+                incumbent_name = incumbent_name or (name if p is incumbent else "")
         second = _stage(peer, second_plans, ref, rounds, calls, rng)
-        _print_sweep(f"paged b={b} ctx={ctx} split plans", second, "cudnn", 12)
+        _print_sweep(f"paged b={b} ctx={ctx} split plans", second, "cudnn", 16)
         name, us = _best({n: s for n, s in second.items() if n != "cudnn"})[0]
-        key = pa.plan_key(b, 8, max_tokens)
         p = second_plans[name][1]
         tables.setdefault("paged", []).append(
-            [key, p.waves, p.min_split, p.block_n, p.warps, p.stages, p.kv_fast, p.merge_kernel]
+            [key, round(p.waves, 4), p.min_split, p.block_n, p.warps, p.stages, p.kv_fast, p.merge_kernel]
         )
         print(f"TABLE paged {key} {name}", flush=True)
+        save()  # after each cell, so a run cut short keeps the cells it finished
         cudnn = statistics.median(second["cudnn"])
-        summary.append(f"b={b} ctx={ctx}: cudnn {cudnn:.2f} us, ours {us:.2f} us ({cudnn / us:.2f}x)")
+        line = f"b={b} ctx={ctx}: cudnn {cudnn:.2f} us, ours {us:.2f} us ({cudnn / us:.2f}x)"
+        if incumbent_name in second:
+            inc = statistics.median(second[incumbent_name])
+            line += f"; incumbent {incumbent_name} {inc:.2f} us ({cudnn / inc:.2f}x)"
+        summary.append(line)
         del k_dense, v_dense, peer, first, second, first_plans, second_plans
         torch.cuda.empty_cache()
     print("\n# paged sweep summary (best plan; cudnn/ours)")
@@ -598,6 +662,10 @@ def main() -> None:
     ap.add_argument(
         "--no-flex", action="store_true", help="leave FlexAttention's paged path out (it compiles per shape)"
     )
+    ap.add_argument(
+        "--flex-batches", default=None, help="run FlexAttention's paged path only at these batch sizes (e.g. 1,8)"
+    )
+    ap.add_argument("--batches", default=None, help="attention: only these batch sizes of the grid (e.g. 1,8)")
     ns = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_kernels needs a CUDA device", file=sys.stderr)
@@ -626,7 +694,7 @@ def main() -> None:
             sweep_rows(ns.rounds, [8, 512, 8192], rng, tables)
             save()
         if ns.only in (None, "attention"):
-            sweep_attention(ns.rounds, [(b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)], rng, tables)
+            sweep_attention(ns.rounds, [(b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)], rng, tables, save)
             save()
         return
     copy_tb_s = copy_bandwidth(ns.rounds, rng)
@@ -639,7 +707,10 @@ def main() -> None:
         grid = [(1, 1024), (8, 4096), (64, 32768)] if ns.quick else [
             (b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)
         ]  # fmt: skip
-        attention(table, ns.rounds, grid, rng, with_flex=not ns.no_flex)
+        if ns.batches:
+            grid = [(b, c) for b, c in grid if b in {int(v) for v in ns.batches.split(",")}]
+        flex_batches = {int(v) for v in ns.flex_batches.split(",")} if ns.flex_batches else None
+        attention(table, ns.rounds, grid, rng, with_flex=not ns.no_flex, flex_batches=flex_batches)
     verdicts(table, copy_tb_s)
     tuned_configs()
     if ns.json:

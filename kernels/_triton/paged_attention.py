@@ -25,6 +25,7 @@ sync) and the multiprocessor count; launch configurations come from a table meas
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,17 +52,20 @@ class Plan:
     """How one call is cut up and launched.
 
     Attributes:
-        waves: Programs per multiprocessor the split count aims for.
+        waves: Programs per multiprocessor the split count aims for (fractional values pick a split count that
+            fills the resident slots of a kernel that fits a few programs per multiprocessor).
         min_split: Fewest context tokens a split is given (shorter splits cost more in the merge than they save).
         block_n: Context tokens per inner step.
         warps: ``num_warps`` of the split kernel.
-        stages: ``num_stages`` (software-pipelining depth) of the split kernel.
+        stages: ``num_stages`` (software-pipelining depth) of the split kernel. The page-table load takes a stage
+            of its own, so keys and values get one shared-memory buffer up to 4 stages at a 64-token step (the next
+            step's copy overlaps only the current step's math) and two at 5 (fewer programs fit a multiprocessor).
         kv_fast: Whether the KV head is the fastest grid axis (else the sequence).
         merge_kernel: Merge the splits in a second kernel (one program per query head) instead of in the
             last split of each group.
     """
 
-    waves: int = 4
+    waves: float = 4
     min_split: int = 128
     block_n: int = 64
     warps: int = 4
@@ -76,8 +80,9 @@ DEFAULT_PLAN = Plan()
 
 def _plan_of(row: list[Any]) -> Plan:
     # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?] (rows before session 12 are shorter)
-    waves, min_split, block_n, warps, stages = (int(v) for v in row[1:6])
-    return Plan(waves, min_split, block_n, warps, stages, bool(row[6]), bool(row[7]) if len(row) > 7 else False)
+    min_split, block_n, warps, stages = (int(v) for v in row[2:6])
+    merge_kernel = bool(row[7]) if len(row) > 7 else False
+    return Plan(float(row[1]), min_split, block_n, warps, stages, bool(row[6]), merge_kernel)
 
 
 H200_PLANS: dict[str, Plan] = {str(r[0]): _plan_of(r) for r in entries("paged")}
@@ -117,12 +122,18 @@ def choose_plan(device: torch.device, batch: int, kv_heads: int, max_tokens: int
 
 
 def split_plan(
-    batch: int, kv_heads: int, max_tokens: int, sms: int, waves: int = 4, min_split: int = 128, align: int = CHUNK_ALIGN
+    batch: int,
+    kv_heads: int,
+    max_tokens: int,
+    sms: int,
+    waves: float = 4,
+    min_split: int = 128,
+    align: int = CHUNK_ALIGN,
 ) -> tuple[int, int]:
     """``(splits, tokens per split)`` for a launch: enough programs to fill the machine, none too short; split
     lengths are multiples of ``align`` (the step, itself a multiple of the page)."""
     by_length = max(1, triton.cdiv(max_tokens, min_split))
-    by_occupancy = max(1, triton.cdiv(waves * sms, max(1, batch * kv_heads)))
+    by_occupancy = max(1, math.ceil(waves * sms / max(1, batch * kv_heads)))
     splits = min(by_length, by_occupancy)
     chunk = triton.cdiv(triton.cdiv(max(max_tokens, 1), splits), align) * align
     return triton.cdiv(max(max_tokens, 1), chunk), chunk

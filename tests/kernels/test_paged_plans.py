@@ -50,3 +50,14 @@ def test_hnd_storage_gives_the_nhd_answer(merge_kernel: bool) -> None:
     nhd = pa.run_with_plan(q, k, v, table, lens, scale, plan)
     hnd = pa.run_with_plan(q, k_hnd, v_hnd, table, lens, scale, plan)
     torch.testing.assert_close(hnd, nhd, rtol=0, atol=0)
+
+
+def test_fractional_waves_give_the_split_count_they_were_swept_for() -> None:
+    # The sweep names a split count s by waves = (s x units - 0.5) / SMs; the measured table stores such values.
+    from inferensics.kernels._triton import paged_attention as pa
+
+    assert pa.split_plan(8, 8, 32768, 132, 3.875, 64, 64) == (8, 4096)  # the batch 8 / 32k row
+    for units, splits in ((8, 47), (64, 10), (512, 9)):
+        waves = round((splits * units - 0.5) / 132, 4)
+        assert pa.split_plan(units // 8, 8, 32768, 132, waves, 64, 16)[0] == splits
+    assert pa.split_plan(64, 8, 32768, 132, 16, 64, 64) == pa.split_plan(64, 8, 32768, 132, 16.0, 64, 64) == (5, 6592)
