@@ -53,6 +53,8 @@ VARIANTS = _variants()
 def test_variants_round_like_ieee_division_for_every_16_bit_input(dtype: torch.dtype, variant: str) -> None:
     from inferensics.kernels._triton import activation
 
+    if variant.startswith("table-") and f"-{str(dtype).removeprefix('torch.')}-" not in variant:
+        pytest.skip("a table entry applies to its own dtype only")
     gate = _every_gate(dtype)
     g = torch.Generator(device="cpu").manual_seed(0)
     for up in (torch.ones_like(gate), torch.randn(gate.shape, generator=g).to(dtype).to(DEVICE)):
