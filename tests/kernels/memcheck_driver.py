@@ -63,7 +63,7 @@ def main() -> None:
         print(f"{name}: {len(args_list)} samples", flush=True)
     rms_table = [c for (res, _, _), c in norm.H200_CONFIGS.items() if not res]
     add_table = [c for (res, _, _), c in norm.H200_CONFIGS.items() if res] + TWO_PASS
-    _launches("rms_norm", device, rms_table, lambda x, w, eps, c: norm.rms_norm_with(x, w, eps, c))
+    _launches("rms_norm", device, rms_table, norm.rms_norm_with)
     _launches("fused_add_rms_norm", device, add_table, norm.fused_add_rms_norm_with)
     silu = list(activation.H200_CONFIGS.values()) + SILU_VARIANTS
     _launches("silu_mul", device, silu, activation.silu_mul_with)

@@ -1,6 +1,6 @@
 """Merge a sweep log's TABLE_ROW lines (row ops only) into a launch-table file; other ops' entries are kept.
 
-python3 s12_rows_merge_tables.py SWEEP_LOG TABLES_JSON COPY_JSON
+python3 s13_rows_merge_tables.py SWEEP_LOG TABLES_JSON COPY_JSON
 """
 
 import json
@@ -21,7 +21,8 @@ for name, new in rows.items():
     data[name] = [r for r in data.get(name, []) if tuple(r[:3]) not in keys] + new
 data["rows_measured"] = {
     "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    "how": "benchmarks/bench_kernels.py --sweep --only elementwise --rounds 5 (session 13): row-op entries",
+    "how": "row-op entries, session 13: benchmarks/results/kernels-h200/s13_rows_sweep.py 5 (add+RMSNorm at 512/8192, "
+    "SiLU-mul at 8/512/8192; the other row-op entries from session 12), merged by s13_rows_merge_tables.py",
 }
 for path in (table_path, out_path):
     path.write_text(json.dumps(data, indent=1))
