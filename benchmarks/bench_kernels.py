@@ -374,7 +374,14 @@ def _silu_configs() -> list[tuple[Any, ...]]:
     ]
     guarded = [(b, w, 2, True, True, 0) for b, w in ((512, 4), (1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))]
     hinted = [(1024, 4, 2, True, True, 1), (1024, 4, 2, True, True, 2), (2048, 8, 2, True, True, 1)]
-    return legacy + flat + guarded + hinted  # fmt: skip
+    # One wave at 8 tokens: short chains (Triton's own division, the hardware exp), small programs; each arithmetic
+    # variant is timed only if the exhaustive check finds it exact.
+    short = [
+        (b, w, div, False, True, 0, fx)
+        for b, w in ((512, 8), (256, 2), (256, 4))
+        for div, fx in ((1, True), (3, False), (3, True))
+    ]
+    return legacy + flat + guarded + hinted + short  # fmt: skip
 
 
 def row_candidates() -> dict[str, list[tuple[Any, ...]]]:
@@ -384,7 +391,11 @@ def row_candidates() -> dict[str, list[tuple[Any, ...]]]:
                      (1, 16, False, 0), (1, 16, True, 1)],
         "fused_add_rms_norm": [(1, 2, True, 0), (1, 4, True, 0), (1, 8, True, 0), (1, 16, True, 0), (2, 16, True, 0),
                                (1, 2, False, 0), (1, 8, False, 0), (1, 16, False, 0), (1, 2, True, 1),
-                               (1, 16, True, 1), (1, 8, True, 1)],
+                               (1, 16, True, 1), (1, 8, True, 1), (1, 16, False, 0, True)]
+                              # the two-pass kernel: (1, warps, -, -, residual stored in pass 2?, chunk)
+                              + [(1, w, False, 0, late, chunk) for chunk, w in ((1024, 4), (1024, 8), (2048, 8),
+                                                                                (2048, 16), (4096, 16))
+                                 for late in (False, True)],
         "silu_mul": _silu_configs(),
         "rotary_embedding": [(h, w, g) for h, w in ((4, 2), (4, 4), (8, 1), (8, 4), (32, 4), (32, 8))
                              for g in (False, True)] + [(16, 4, True), (8, 2, True)],
@@ -408,12 +419,18 @@ def sweep_rows(
     from inferensics.kernels._triton import activation, norm, rotary
 
     cands = candidates if candidates is not None else row_candidates()
-    exact: dict[tuple[int, bool], bool] = {}
-    for div, native in sorted({(int(c[2]), bool(c[4])) for c in cands.get("silu_mul", [])}):
-        bad = {str(dt): silu_exhaustive_mismatches(dt, (1024, 4, div, True, native))
+
+    def arithmetic(c: tuple[Any, ...]) -> tuple[int, bool, bool]:  # what decides SiLU·mul's bits
+        cfg = activation.as_config(c)
+        return cfg.div, cfg.native_mul, cfg.fast_exp
+
+    exact: dict[tuple[int, bool, bool], bool] = {}
+    for div, native, fast_exp in sorted({arithmetic(c) for c in cands.get("silu_mul", [])}):
+        bad = {str(dt): silu_exhaustive_mismatches(dt, (1024, 4, div, True, native, 0, fast_exp))
                for dt in (torch.bfloat16, torch.float16)}  # fmt: skip
-        exact[div, native] = bad["torch.bfloat16"] == 0
-        print(f"# silu_mul exhaustive over 16-bit gates, division {div}, 16-bit multiply {native}: mismatches {bad}")
+        exact[div, native, fast_exp] = bad["torch.bfloat16"] == 0  # the tables' entries are for bfloat16
+        print(f"# silu_mul exhaustive over 16-bit gates, division {div}, 16-bit multiply {native}, "
+              f"fast exp {fast_exp}: mismatches {bad}")  # fmt: skip
     spaces: dict[str, tuple[dict[str, int], Callable[..., Any]]] = {
         "rms_norm": ({"hidden": 4096}, norm.rms_norm_with),
         "fused_add_rms_norm": ({"hidden": 4096}, norm.fused_add_rms_norm_with),
@@ -423,7 +440,7 @@ def sweep_rows(
     for op, (extra, fn) in spaces.items():
         if op not in cands:
             continue
-        configs = [c for c in cands[op] if op != "silu_mul" or exact[int(c[2]), bool(c[4])]]
+        configs = [c for c in cands[op] if op != "silu_mul" or exact[arithmetic(c)]]
         reg = kernels.registry().op(op)
         compiled = torch.compile(reg.reference, fullgraph=True, dynamic=False)
         for t in (tokens_by_op or {}).get(op, tokens):

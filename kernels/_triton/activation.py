@@ -30,11 +30,13 @@ from inferensics.kernels.layout import row_stride
 BLOCK = 1024
 """Columns of the output one program writes."""
 
-DIV_IEEE, DIV_FAST, DIV_GUARDED = 0, 1, 2
+DIV_IEEE, DIV_FAST, DIV_GUARDED, DIV_FULL = 0, 1, 2, 3
 """How the kernel divides ``x / (1 + expf(-x))``: the IEEE division (``div.rn``); a refined reciprocal with one
-residual correction (:func:`_div_fast`); or the hardware's approximate division with the IEEE division redone only
+residual correction (:func:`_div_fast`); the hardware's approximate division with the IEEE division redone only
 for elements whose approximate quotient lies within a few float32 units of a rounding midpoint of the 16-bit
-output (:func:`_div_guarded_bf16`, :func:`_div_guarded_f16`)."""
+output (:func:`_div_guarded_bf16`, :func:`_div_guarded_f16`); or Triton's own float32 ``/`` (``div.full.f32``,
+within 2 units in the last place: Inductor's division), usable only where the exhaustive check finds that it
+rounds the same."""
 
 
 class SiluConfig(NamedTuple):
@@ -54,6 +56,9 @@ class SiluConfig(NamedTuple):
     the float32 product rounded once) instead of converting both to float32."""
     hints: int = 0
     """Cache hints: bit 0 streams the stores (``.cs``), bit 1 loads with ``evict_first``."""
+    fast_exp: bool = False
+    """The hardware's ``ex2.approx`` for ``exp`` instead of libdevice's ``expf`` (fewer dependent instructions);
+    usable only where the exhaustive check finds the rounded result unchanged."""
 
 
 def as_config(config: tuple[int, ...] | SiluConfig) -> SiluConfig:
@@ -61,8 +66,8 @@ def as_config(config: tuple[int, ...] | SiluConfig) -> SiluConfig:
     if isinstance(config, SiluConfig):
         return config
     block, warps, *rest = config
-    div, flat, native_mul, hints = [*rest, *[DIV_IEEE, False, False, 0][len(rest) :]][:4]
-    return SiluConfig(int(block), int(warps), int(div), bool(flat), bool(native_mul), int(hints))
+    div, flat, native_mul, hints, fast_exp = [*rest, *[DIV_IEEE, False, False, 0, False][len(rest) :]][:5]
+    return SiluConfig(int(block), int(warps), int(div), bool(flat), bool(native_mul), int(hints), bool(fast_exp))
 
 
 @triton.jit
@@ -184,6 +189,8 @@ def _silu_mul_kernel(
         silu = _div_fast(g, den)
     elif DIV == 2:
         silu = _div_guarded(g, den, x_ptr.dtype.element_ty, EMULATE_RNE)
+    elif DIV == 3:
+        silu = g / den
     else:
         silu = tl.math.div_rn(g, den)
     silu = round_to(silu, x_ptr.dtype.element_ty, EMULATE_RNE)
@@ -240,7 +247,8 @@ def silu_mul_with(x: torch.Tensor, config: tuple[int, ...] | SiluConfig | None =
         wrap_triton(_silu_mul_kernel)[grid](
             x, out, stride, rows_key(rows), D=d, BLOCK=c.block, EVEN=d % c.block == 0, DIV=c.div, FLAT=flat,
             NATIVE_MUL=c.native_mul, LOAD_POLICY="evict_first" if c.hints & 2 else "",
-            STORE_MODIFIER=".cs" if c.hints & 1 else "", ACCURATE_EXP=not interp, EMULATE_RNE=interp, num_warps=c.warps,
+            STORE_MODIFIER=".cs" if c.hints & 1 else "", ACCURATE_EXP=not (interp or c.fast_exp), EMULATE_RNE=interp,
+            num_warps=c.warps,
         )  # fmt: skip
         return out
 

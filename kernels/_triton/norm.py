@@ -100,6 +100,52 @@ def _store(ptrs, values, mask, UNMASKED: tl.constexpr, STORE_MODIFIER: tl.conste
         tl.store(ptrs, values, mask=mask, cache_modifier=STORE_MODIFIER)
 
 
+@triton.jit(do_not_specialize=["n_cols"])
+def _add_rms_norm_two_pass_kernel(
+    x_ptr, w_ptr, out_ptr, res_ptr, res_out_ptr,
+    x_stride, res_stride, n_cols, eps,
+    CHUNK: tl.constexpr, EVEN: tl.constexpr, LATE_RESIDUAL: tl.constexpr, EMULATE_RNE: tl.constexpr,
+):  # fmt: skip
+    # One row a program, CHUNK columns a step, two passes over the row (Inductor's looped reduction): the first
+    # loads x and the residual (kept in L2: evict_last) and accumulates the float32 sum of squares per lane; the
+    # second loads them again (from L2, evict_first), recomputes the same float32 sum and writes both outputs.
+    # LATE_RESIDUAL: the new residual is written in the second pass beside the normalised row, else in the first.
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, CHUNK)
+    x_row = x_ptr + row * x_stride
+    r_row = res_ptr + row * res_stride
+    o_row = row * n_cols
+    acc = tl.zeros([CHUNK], dtype=tl.float32)
+    for start in tl.range(0, n_cols, CHUNK):
+        c = start + cols
+        if EVEN:
+            s = tl.load(x_row + c, eviction_policy="evict_last").to(tl.float32)
+            s += tl.load(r_row + c, eviction_policy="evict_last").to(tl.float32)
+        else:
+            s = tl.load(x_row + c, mask=c < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            s += tl.load(r_row + c, mask=c < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        acc += s * s
+        if not LATE_RESIDUAL:
+            _store(res_out_ptr + o_row + c, round_to(s, res_out_ptr.dtype.element_ty, EMULATE_RNE), c < n_cols, EVEN,
+                   "")  # fmt: skip
+    rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
+    for start in tl.range(0, n_cols, CHUNK):
+        c = start + cols
+        if EVEN:
+            s = tl.load(x_row + c, eviction_policy="evict_first").to(tl.float32)
+            s += tl.load(r_row + c, eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + c, eviction_policy="evict_last").to(tl.float32)
+        else:
+            s = tl.load(x_row + c, mask=c < n_cols, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            s += tl.load(r_row + c, mask=c < n_cols, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + c, mask=c < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        normed = round_to(s * rstd, x_ptr.dtype.element_ty, EMULATE_RNE).to(tl.float32)
+        if LATE_RESIDUAL:
+            _store(res_out_ptr + o_row + c, round_to(s, res_out_ptr.dtype.element_ty, EMULATE_RNE), c < n_cols, EVEN,
+                   "")  # fmt: skip
+        _store(out_ptr + o_row + c, round_to(normed * w, out_ptr.dtype.element_ty, EMULATE_RNE), c < n_cols, EVEN, "")
+
+
 class NormConfig(NamedTuple):
     """One launch configuration of the RMSNorm kernel (the launch tables' value)."""
 
@@ -113,6 +159,9 @@ class NormConfig(NamedTuple):
     """Cache hints: bit 0 streams the stores (``.cs``), bit 1 loads with ``evict_first``."""
     late_residual: bool = False
     """Store the new residual after the reduction, beside the normalised row, instead of before it."""
+    chunk: int = 0
+    """Fused add + RMSNorm only: ``0`` holds the row in registers (one pass); otherwise columns a step of the
+    two-pass kernel, which reads the row twice (the second time from L2) and holds only ``chunk`` columns."""
 
 
 def as_config(config: tuple[int, ...] | NormConfig) -> NormConfig:
@@ -120,8 +169,8 @@ def as_config(config: tuple[int, ...] | NormConfig) -> NormConfig:
     if isinstance(config, NormConfig):
         return config
     rows, warps, *rest = config
-    early, hints, late = [*rest, *[False, 0, False][len(rest) :]][:3]
-    return NormConfig(int(rows), int(warps), bool(early), int(hints), bool(late))
+    early, hints, late, chunk = [*rest, *[False, 0, False, 0][len(rest) :]][:4]
+    return NormConfig(int(rows), int(warps), bool(early), int(hints), bool(late), int(chunk))
 
 
 _rms_norm_tuned = triton.autotune(
@@ -152,6 +201,13 @@ def _launch(
         config = measured_config(args[0].device, has_residual, n, m)  # type: ignore[attr-defined]
     if config is not None or fixed_config():
         c = as_config(config or (1, warps))
+        if has_residual and c.chunk:
+            chunk = min(c.chunk, block)
+            wrap_triton(_add_rms_norm_two_pass_kernel)[(m,)](
+                *args, CHUNK=chunk, EVEN=n % chunk == 0, LATE_RESIDUAL=c.late_residual,
+                EMULATE_RNE=interpreting(), num_warps=c.warps,
+            )  # fmt: skip
+            return
         wrap_triton(_rms_norm_kernel)[(triton.cdiv(m, c.rows),)](
             *args[:7], m, *args[7:], rows_key(m), BLOCK=block, ROWS=c.rows, HAS_RESIDUAL=has_residual, EVEN=even,
             EARLY_WEIGHT=c.early_weight, LATE_RESIDUAL=c.late_residual,

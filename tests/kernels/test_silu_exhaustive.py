@@ -46,10 +46,16 @@ def _variants() -> dict[str, tuple[int, ...]]:
 
 
 VARIANTS = _variants()
+# The fixed variants in both 16-bit dtypes; a table entry in its own dtype only (the tables are keyed by dtype).
+CASES = [
+    pytest.param(dtype, name, id=f"{name}-{dtype}")
+    for name in VARIANTS
+    for dtype in (torch.bfloat16, torch.float16)
+    if not name.startswith("table-") or f"-{str(dtype).removeprefix('torch.')}-" in name
+]
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize(("dtype", "variant"), CASES)
 def test_variants_round_like_ieee_division_for_every_16_bit_input(dtype: torch.dtype, variant: str) -> None:
     from inferensics.kernels._triton import activation
 
@@ -72,3 +78,7 @@ def test_measured_tables_enable_cheaper_division_only_for_16_bit_dtypes() -> Non
 
     for (dtype, _, _), config in activation.H200_CONFIGS.items():
         assert config.div == activation.DIV_IEEE or dtype in ("bfloat16", "float16"), dtype
+        # Triton's division and the hardware exp round like the IEEE kernel for every bfloat16 gate but not every
+        # float16 one (the H200's exhaustive check, session 13: 2 and 4 float16 gates differ): bfloat16 entries only.
+        if config.div == activation.DIV_FULL or config.fast_exp:
+            assert dtype == "bfloat16", (dtype, config)
