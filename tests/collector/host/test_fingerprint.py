@@ -497,7 +497,12 @@ def test_a_written_zero_copy_buffer_is_read_once_and_given_back_at_once(monkeypa
     monkeypatch.setattr(fp, "_POOL", pool)
     x = torch.randn(3, 50, generator=torch.Generator().manual_seed(6))
     pending, buf, parts = _watched(pool, x)
-    buf.array[:] = parts
+    middle = parts.size // 2
+    buf.array[:middle] = parts[:middle]
+    buf.array[middle + 1 :] = parts[middle + 1 :]
+    assert not pending.ready()  # first and last word written (the cheap probe), one in between not yet
+    assert pool._free[parts.size] == deque()
+    buf.array[middle] = parts[middle]
     assert pending.ready()
     assert list(pool._free[parts.size]) == [buf]  # back in the pool, marked unwritten again
     assert not buf.written()
