@@ -69,7 +69,9 @@ comparison then). The study ends with a TARGETS block: the issue's targets, each
 ``--interleave`` times every request on its own instead of blocks of ``--reqs``: one request of each
 variant at a time in a fresh random order, each drained in its own time (the tracker's flush, then a
 device synchronisation), one tracker installed for the whole round; the within-round figure of a process
-is then the median over all pairs of neighbouring requests. On the H200 the default mode is bound by the
+is then the median over all pairs of neighbouring requests, and each variant's time after its last call
+(the flush, then the synchronisation) is printed apart: a fingerprint the flush must wait for shows
+there as a serial tail after the device. On the H200 the default mode is bound by the
 host's kernel launches (host and device time per call equal, 200-390 us, where the kernels take ~120 us)
 and the host's launch speed switches between states within a process (a block of 10 requests took 12.7
 or 16.7 ms per request): blocks of one variant fell into one state or the other, which read as a +4-8 %
@@ -342,16 +344,20 @@ def _worker(args: argparse.Namespace) -> None:
         runs["instr"]()  # the fresh tracker's first-request work, untimed (see time_decode)
         tracker.flush()
         times: dict[str, list[float]] = {v: [] for v in names}
+        drains: dict[str, list[float]] = {v: [] for v in names}  # after the last call: flush + synchronisation
         cpu_s: dict[str, list[float]] = {v: [0.0, 0.0] for v in names}
         for _ in range(reqs):
             for v in rng.sample(names, len(names)):
                 sync()
                 p0, c0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
                 runs[v]()
+                t1 = time.perf_counter()
                 if v in ("instr_nofp", "instr"):
                     tracker.flush()
                 sync()
-                times[v].append(time.perf_counter() - t0)
+                t2 = time.perf_counter()
+                times[v].append(t2 - t0)
+                drains[v].append(t2 - t1)
                 serving = time.thread_time() - c0
                 cpu_s[v][0] += serving
                 cpu_s[v][1] += time.process_time() - p0 - serving
@@ -359,6 +365,7 @@ def _worker(args: argparse.Namespace) -> None:
         n = int(reqs)
         for v, t in times.items():
             blocks[v].append([round(u * 1e6, 2) for u in t])
+            drain_blocks[v].append([round(u * 1e6, 2) for u in drains[v]])
         return (
             {v: statistics.median(t) * 1e6 for v, t in times.items()},
             {v: [c[0] / n * 1e6, c[1] / n * 1e6] for v, c in cpu_s.items()},
@@ -478,6 +485,7 @@ def _worker(args: argparse.Namespace) -> None:
     # entries of two variants ran next to each other (the aggregate pairs them).
     blocks: dict[str, list[list[float]]] = {v: [] for v in variants}
     call_blocks: dict[str, list[list[float]]] = {v: [] for v in calls}
+    drain_blocks: dict[str, list[list[float]]] = {v: [] for v in variants}
     extra: dict[str, list[float]] = {
         "fp_host": [],
         "req_empty": [],
@@ -496,7 +504,8 @@ def _worker(args: argparse.Namespace) -> None:
                 time_decode(v)
             for v in rng.sample(calls, len(calls)):
                 time_calls(v)
-        for kept in (*blocks.values(), *call_blocks.values()):  # the warm-up rounds' are not figures
+        # the warm-up rounds' are not figures
+        for kept in (*blocks.values(), *call_blocks.values(), *drain_blocks.values()):
             kept.clear()
         for _ in range(args.rounds):
             if args.interleave:
@@ -541,7 +550,7 @@ def _worker(args: argparse.Namespace) -> None:
         "decode": decode,
         "call": call,
         "cpu": cpu,
-        **({"blocks": blocks, "call_blocks": call_blocks} if args.interleave else {}),
+        **({"blocks": blocks, "call_blocks": call_blocks, "drain_blocks": drain_blocks} if args.interleave else {}),
         "extra": extra,
         "load": [round(v, 2) for v in os.getloadavg()],
         "placement": {
@@ -726,6 +735,22 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
 
     # Lines written before the CPU and --diagnose figures existed have neither.
     runs = [{**r, "cpu": r.get("cpu", {}), "extra": r.get("extra", {})} for r in runs]
+    with_drain = [v for v in DECODE if any(v in r.get("drain_blocks", {}) for r in runs)]
+    if with_drain:
+        # --interleave: the request's time after its last compiled call (the tracker's flush, then the device
+        # synchronisation): where a fingerprint that must wait for the device shows as a serial tail.
+        drain_med = {
+            v: statistics.median(
+                statistics.median(u for block in r["drain_blocks"][v] for u in block)
+                for r in runs
+                if v in r.get("drain_blocks", {})
+            )
+            for v in with_drain
+        }
+        print(
+            "us per decode-like request after its last call (flush + device synchronisation; median over processes "
+            "of the median request): " + "; ".join(f"{v} {u:.0f}" for v, u in drain_med.items()) + f"; {_load()}"
+        )
     with_cpu = [v for v in DECODE + DIAG if any(v in r["cpu"] for r in runs)]
     if with_cpu:
         print(

@@ -80,10 +80,13 @@ class _GilHandOff:
 
 
 class _Prepared(NamedTuple):
-    """The order-dependent part of a request record, computed when the request is drained."""
+    """A request record built when the request is drained, all but what needs its output fingerprint
+    (its ``fp_*`` fields, and the inputs' digest and capture, which the fingerprint decides): a request
+    whose fingerprint is still on the device waits with its record built, so that what follows the
+    device's write is only the fold of the fingerprint's numbers (a flush that waits for the device does
+    no record building after it)."""
 
-    dispatch: dict[str, Any]
-    ts: datetime
+    values: dict[str, Any]
     children: list[Event]
 
 
@@ -201,10 +204,15 @@ class Pipeline:
             # A flush (block) runs on a caller's thread, usually the serving one: handing the GIL over there
             # only put a sleep into the caller's own time.
             hand_off = _GilHandOff(active=threading.current_thread() is self._thread)
-            self._finish_waiting(block, hand_off)
+            # Waits for the device only once the queue is empty: every queued request's record is built
+            # first (while the device still runs), then only the fingerprints' folds follow the wait.
+            self._finish_waiting(False, hand_off)
             while True:
                 items = self.queue.drain()
                 if not items:
+                    if block and self.waiting:
+                        self._finish_waiting(True, hand_off)
+                        continue
                     break
                 self._batch_cpu_fingerprints(items)
                 for kind, item in items:
@@ -222,7 +230,7 @@ class Pipeline:
                         self.counters["process_errors"] += 1
                         self.last_error = f"{type(exc).__name__}: {exc}"
                 self._mark()
-                self._finish_waiting(block, hand_off)
+                self._finish_waiting(False, hand_off)
 
     def _batch_cpu_fingerprints(self, items: list[tuple[str, Any]]) -> None:
         """Fingerprint the CPU outputs of the requests just taken off the queue together (finish_deferred)."""
@@ -358,7 +366,7 @@ class Pipeline:
             children.extend(profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts))
         # Everything order-dependent (classification against the compile state, sub-records) is done;
         # the rest needs the fingerprint.
-        prepared = _Prepared(dispatch, ts, children)
+        prepared = _Prepared(self._values(raw, dispatch, ts), children)
         fp = raw.fingerprint
         if fp is not None and fp.stream is None:  # a CPU output the serving thread keeps alive until read
             self._poll_fast_until = time.monotonic() + CPU_POLL_HOLD_S
@@ -404,55 +412,65 @@ class Pipeline:
             "attrs": {"compile_ids": ",".join(s.compile_id for s in slots)} if slots else {},
         }
 
-    def _finish(self, raw: RawRequest, prepared: _Prepared) -> None:
-        dispatch, ts, children = prepared
-        fp = self._fingerprint(raw)
-        input_digest, capture_blob = self._inputs(raw, fp) if raw.inputs else ("", "")
+    def _values(self, raw: RawRequest, dispatch: dict[str, Any], ts: datetime) -> dict[str, Any]:
+        """The request record's fields, the fingerprint's and the inputs' left empty (``_finish`` fills them)."""
         ctx = self.context
         counts = raw.graphs.values()
         error = raw.error
         # Field order as in RequestEvent; values already canonical (see trusted_records).
-        event = trusted_request(
-            {
-                "request_id": raw.request_id,
-                "ts": ts,
-                "host": ctx.host,
-                "model": raw.model or ctx.model,
-                "hw_pool": ctx.hw_pool,
-                "traffic_class": raw.traffic_class or self.default_traffic_class,
-                "tenant": raw.tenant,
-                "bundle_id": ctx.bundle_id,
-                "shape": raw.shape,
-                "shape_bucket": self.shapes.bucket(raw.shape),
-                "latency_ms": f32(raw.latency_ns / 1e6),
-                "status": "error" if error else "ok",
-                "error": error[:2000],
-                "outcome": dispatch["outcome"],
-                "guard_outcome": dispatch["guard_outcome"],
-                "cache_status": dispatch["cache_status"],
-                "fallback_reason": dispatch["fallback_reason"],
-                "compile_ms": dispatch["compile_ms"],
-                "recompiles": dispatch["recompiles"],
-                "graph_keys": dispatch["graph_keys"],
-                "graph_artifacts": dispatch["graph_artifacts"],
-                "graph_calls": tuple([u32(v[0]) for v in counts]),
-                "graph_us": tuple([u32(v[1] // 1000) for v in counts]),
-                "input_digest": input_digest,
-                "fp_argmax_digest": fp.argmax_digest if fp else "",
-                "fp_argmax_head": fp.argmax_head if fp else (),
-                "fp_nan": u32(fp.nan) if fp else 0,
-                "fp_inf": u32(fp.inf) if fp else 0,
-                "fp_mean": f32(fp.mean) if fp else 0.0,
-                "fp_std": f32(fp.std) if fp else 0.0,
-                "fp_absmax": f32(fp.absmax) if fp else 0.0,
-                "sampled": raw.sampled,
-                "capture_blob": capture_blob,
-                "attrs": {**dispatch["attrs"], "bundle_status": raw.bundle_status}
-                if raw.bundle_status
-                else dict(dispatch["attrs"]),
-            },
-            check=False,
-        )
+        return {
+            "request_id": raw.request_id,
+            "ts": ts,
+            "host": ctx.host,
+            "model": raw.model or ctx.model,
+            "hw_pool": ctx.hw_pool,
+            "traffic_class": raw.traffic_class or self.default_traffic_class,
+            "tenant": raw.tenant,
+            "bundle_id": ctx.bundle_id,
+            "shape": raw.shape,
+            "shape_bucket": self.shapes.bucket(raw.shape),
+            "latency_ms": f32(raw.latency_ns / 1e6),
+            "status": "error" if error else "ok",
+            "error": error[:2000],
+            "outcome": dispatch["outcome"],
+            "guard_outcome": dispatch["guard_outcome"],
+            "cache_status": dispatch["cache_status"],
+            "fallback_reason": dispatch["fallback_reason"],
+            "compile_ms": dispatch["compile_ms"],
+            "recompiles": dispatch["recompiles"],
+            "graph_keys": dispatch["graph_keys"],
+            "graph_artifacts": dispatch["graph_artifacts"],
+            "graph_calls": tuple([u32(v[0]) for v in counts]),
+            "graph_us": tuple([u32(v[1] // 1000) for v in counts]),
+            "input_digest": "",
+            "fp_argmax_digest": "",
+            "fp_argmax_head": (),
+            "fp_nan": 0,
+            "fp_inf": 0,
+            "fp_mean": 0.0,
+            "fp_std": 0.0,
+            "fp_absmax": 0.0,
+            "sampled": raw.sampled,
+            "capture_blob": "",
+            "attrs": {**dispatch["attrs"], "bundle_status": raw.bundle_status}
+            if raw.bundle_status
+            else dict(dispatch["attrs"]),
+        }
+
+    def _finish(self, raw: RawRequest, prepared: _Prepared) -> None:
+        values, children = prepared
+        fp = self._fingerprint(raw)
+        if fp is not None:
+            values["fp_argmax_digest"] = fp.argmax_digest
+            values["fp_argmax_head"] = fp.argmax_head
+            values["fp_nan"] = u32(fp.nan)
+            values["fp_inf"] = u32(fp.inf)
+            values["fp_mean"] = f32(fp.mean)
+            values["fp_std"] = f32(fp.std)
+            values["fp_absmax"] = f32(fp.absmax)
+        if raw.inputs:
+            values["input_digest"], values["capture_blob"] = self._inputs(raw, fp)
+        event = trusted_request(values, check=False)
         self.counters["requests"] += 1
         self.exporter.export_request(event, children)
 

@@ -489,6 +489,27 @@ def test_a_zero_copy_fingerprint_is_done_when_its_buffer_is_written(monkeypatch:
     assert not buf.written()
 
 
+def test_a_written_zero_copy_buffer_is_read_once_and_given_back_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check that sees the buffer written copies it and gives it back to the pool there and then: the
+    fold reads the copy (pinned memory the device writes is slow to read; it was read some ten times per
+    request), so the next kernel may write the buffer while the result is still to come."""
+    pool = fp._PinnedPool()
+    monkeypatch.setattr(fp, "_POOL", pool)
+    x = torch.randn(3, 50, generator=torch.Generator().manual_seed(6))
+    pending, buf, parts = _watched(pool, x)
+    middle = parts.size // 2
+    buf.array[:middle] = parts[:middle]
+    buf.array[middle + 1 :] = parts[middle + 1 :]
+    assert not pending.ready()  # first and last word written (the cheap probe), one in between not yet
+    assert pool._free[parts.size] == deque()
+    buf.array[middle] = parts[middle]
+    assert pending.ready()
+    assert list(pool._free[parts.size]) == [buf]  # back in the pool, marked unwritten again
+    assert not buf.written()
+    buf.array[:] = 0.0  # the next request's kernel writes it
+    _assert_same(pending.result(), _reference(x))
+
+
 def test_a_zero_copy_fingerprint_never_written_fails_instead_of_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
     """A kernel that never wrote its buffer (a failed launch): after the re-reads give up, an event says the
     stream has passed the launch, and the result is an error (counted by the pipeline), not a hang."""
@@ -503,3 +524,59 @@ def test_a_zero_copy_fingerprint_never_written_fails_instead_of_waiting(monkeypa
         pending.result()
     assert [e.streams for e in _FakeEvent.made] == [[(0, 7)]]
     assert list(pool._free[parts.size]) == [buf]
+
+
+class _DevicePending(fp.PendingFingerprint):
+    """A CUDA fingerprint still on the device (no device here): never ready; ``result`` notes what the
+    pipeline had already built when it waited, then returns the CPU reference's numbers."""
+
+    built_at_wait: ClassVar[list[list[str]]] = []
+    built: ClassVar[list[str]] = []
+
+    def __init__(self, x: torch.Tensor) -> None:
+        super().__init__(None, x.numel(), True, head=16, stream=(0, 7), watched=True)
+        self._x = x
+
+    def ready(self) -> bool:
+        return False
+
+    def unmarked(self) -> bool:
+        return False
+
+    def result(self) -> fp.Fingerprint:
+        _DevicePending.built_at_wait.append(list(_DevicePending.built))
+        return fp.cpu_fingerprint(*fp._rows_view(self._x), 16)
+
+
+def test_a_flush_builds_every_queued_record_before_it_waits_for_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flush that must wait for fingerprints still on the device first builds the records of every request
+    queued (while the device still runs); after the wait only the fingerprints' numbers are filled in. The
+    records keep their fingerprints and arrival order."""
+    from inferensics.collector.host import pipeline
+
+    _DevicePending.built_at_wait, _DevicePending.built = [], []
+    values = pipeline.Pipeline._values
+
+    def noted(self: pipeline.Pipeline, raw: object, *args: object) -> dict[str, object]:
+        _DevicePending.built.append(raw.request_id)  # type: ignore[attr-defined]
+        return values(self, raw, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline.Pipeline, "_values", noted)
+    exporter = _ListExporter()
+    tracker = instrument(exporter=exporter, host="h", model="m", config=SdkConfig(trace_compiles=False,
+                         flush_interval_s=60.0))  # fmt: skip
+    xs = [torch.randn(2, 9, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    try:
+        for i, x in enumerate(xs):
+            with tracker.request(f"r{i}") as req:
+                req.raw.fingerprint = _DevicePending(x)
+        tracker.flush()
+    finally:
+        tracker.shutdown()
+    assert _DevicePending.built_at_wait == [["r0", "r1", "r2"]] * 3
+    assert [e.request_id for e in exporter.events] == ["r0", "r1", "r2"]
+    for event, x in zip(exporter.events, xs, strict=True):
+        want = _reference(x)
+        assert (event.fp_argmax_digest, event.fp_argmax_head, event.fp_nan) == (
+            want.argmax_digest, want.argmax_head, want.nan)  # fmt: skip
+        assert RequestEvent.model_validate(event.model_dump()) == event
