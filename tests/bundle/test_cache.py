@@ -1,0 +1,76 @@
+"""The bundle cache: an unchanged build is reused (verified, same bundle id), a changed input or signer is
+another key, a damaged cached bundle is dropped and said why, and ``rebuild`` builds anew."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from inferensics import bundle as b
+from inferensics.bundle.cache import BUNDLE_DIR, KEY_FILE, BundleCache, build_key, source_digests
+from tests.bundle.conftest import Keys, spec
+
+
+def test_build_key_covers_inputs_and_signer(keys: Keys, tmp_path: Path) -> None:
+    base = build_key(spec(), keys.key.keyid)
+    assert build_key(spec(), keys.key.keyid) == base
+    other_key = b.load_signing_key(b.generate_key(tmp_path / "other")[0])
+    changed = {
+        "signer": build_key(spec(), other_key.keyid),
+        "shapes": build_key(spec(shapes=b.ShapeDistribution.of([(2, 8)], [1])), keys.key.keyid),
+        "weights": build_key(spec(model_args={"seed": 1}), keys.key.keyid),
+        "options": build_key(spec(options={"max_autotune": False}), keys.key.keyid),
+        "name": build_key(spec(name="other"), keys.key.keyid),
+    }
+    assert all(k.digest != base.digest for k in changed.values()), changed
+    # The model's package and the builder's own source are keyed, file by file.
+    assert "tests/bundle/models.py" in base.inputs["source"]
+    assert "inferensics.bundle/build.py" in base.inputs["source"]
+
+
+def test_source_digests_of_a_plain_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "plain_model_mod.py").write_text("X = 1\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = source_digests(["plain_model_mod"])
+    assert list(first) == ["plain_model_mod"]
+    (tmp_path / "plain_model_mod.py").write_text("X = 2\n", encoding="utf-8")
+    assert source_digests(["plain_model_mod"]) != first
+
+
+@pytest.mark.slow
+def test_reuse_verified_and_rebuild(keys: Keys, tmp_path: Path) -> None:
+    cache = BundleCache(tmp_path / "cache")
+    first = cache.build(spec(), keys.key, keys.keyring, tmp_path / "one")
+    assert not first.reused
+    assert (cache.root / first.key.digest / KEY_FILE).is_file()
+    t0 = time.perf_counter()
+    second = cache.build(spec(), keys.key, keys.keyring, tmp_path / "two")
+    reuse_s = time.perf_counter() - t0
+    assert second.reused, second
+    assert second.bundle_id == first.bundle_id
+    b.verify(second.directory, keys.keyring)  # what a host loads checks out
+    rebuilt = cache.build(spec(), keys.key, keys.keyring, tmp_path / "three", rebuild=True)
+    assert not rebuilt.reused
+    assert rebuilt.key == first.key
+    print(f"reuse {reuse_s:.2f} s")
+
+
+def test_damaged_cached_bundle_is_dropped(keys: Keys, built: b.BuildResult, tmp_path: Path) -> None:
+    cache = BundleCache(tmp_path / "cache")
+    key = build_key(spec(advise=True), keys.key.keyid)
+    entry = cache.store(key, built.directory)
+    assert cache.lookup(key, keys.keyring) == (entry, "")
+    blob = entry / "artifacts" / "megacache.bin"
+    blob.write_bytes(blob.read_bytes() + b"x")
+    found, why = cache.lookup(key, keys.keyring)
+    assert found is None
+    assert "tampered" in why
+    assert not (cache.root / key.digest).exists()
+    # A bundle signed by a key this keyring does not trust is not reused either.
+    cache.store(key, built.directory)
+    stranger = b.Keyring.load(b.generate_key(tmp_path / "stranger")[1])
+    found, why = cache.lookup(key, stranger)
+    assert found is None and "untrusted_builder" in why
+    assert cache.entry(key).name == BUNDLE_DIR
