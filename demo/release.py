@@ -7,6 +7,7 @@ The builder's signing key is made in the run's data directory; its public key is
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
@@ -34,6 +35,10 @@ class ReleaseBundle:
     name: str
     bundle_id: str
     directory: Path
+    reused: bool = False
+    """Taken from the bundle cache (verified) instead of built in this run."""
+    rejected: str = ""
+    """Why a cached bundle of the same build was not reused (empty: none cached, or reused)."""
 
 
 @dataclass(frozen=True)
@@ -44,27 +49,55 @@ class Release:
     keyring: Path
     build_s: float
 
+    @property
+    def reused(self) -> list[str]:
+        """Names of the bundles reused from the bundle cache."""
+        return [name for name, b in self.bundles.items() if b.reused]
 
-def build(data_dir: Path, *, threads: int = 1, progress: Callable[[list[str], float], None] | None = None) -> Release:
-    """Build both release bundles under ``data_dir/bundles`` (rebuilt on every run), one process each.
+
+BUILDER_KEY = "demo-builder-key"
+"""The demo builder's signing key in the bundle cache (a cached bundle is reused only as its signer's, so the
+key outlives the run's data directory)."""
+
+
+def build(
+    data_dir: Path,
+    *,
+    threads: int = 1,
+    progress: Callable[[list[str], float], None] | None = None,
+    cache: Path | None = None,
+    rebuild: bool = False,
+) -> Release:
+    """Build both release bundles under ``data_dir/bundles``, one process each.
+
+    Without ``cache`` both are built on every run, signed by a key made in ``data_dir``. With it, a build
+    whose inputs are unchanged (model source, weights, compiler, settings, target, shapes: see
+    :mod:`inferensics.bundle.cache`) reuses the verified bundle cached there, signed by the cache's demo
+    builder key (:data:`BUILDER_KEY`); ``rebuild`` builds anew and replaces the cached bundles.
 
     ``progress`` is called about twice a second with the bundles still building and the seconds so far.
 
     Raises:
         RuntimeError: a build failed or ran past :data:`BUILD_TIMEOUT_S`; the message carries its log.
     """
+    from inferensics.demo.bundles import BUILD_STATUS_SUFFIX
+
     root = data_dir / "bundles"
-    key_path = root / "builder-key"
+    root.mkdir(parents=True, exist_ok=True)
+    key_path = (cache / BUILDER_KEY) if cache is not None else root / "builder-key"
     if not key_path.exists():
-        root.mkdir(parents=True, exist_ok=True)
+        key_path.parent.mkdir(parents=True, exist_ok=True)
         bundle.generate_key(key_path)
     keyring = key_path.with_name(key_path.name + ".pub")
     t0 = time.monotonic()
     children = []
     for name in (BASELINE, CANDIDATE):
         shutil.rmtree(root / name, ignore_errors=True)
+        (root / (name + BUILD_STATUS_SUFFIX)).unlink(missing_ok=True)
         args = ["-m", "inferensics.demo.bundles", "--out", str(root), "--key", str(key_path), "--only", name]
         args += ["--threads", str(threads)]
+        if cache is not None:
+            args += ["--cache", str(cache), *(["--rebuild"] if rebuild else [])]
         children.append(processes.start_child(f"build-{name}", args, data_dir / f"build-{name}.log"))
     try:
         deadline = t0 + BUILD_TIMEOUT_S
@@ -82,7 +115,9 @@ def build(data_dir: Path, *, threads: int = 1, progress: Callable[[list[str], fl
     built = {}
     for name in (BASELINE, CANDIDATE):
         manifest = bundle.read_manifest(root / name)
-        built[name] = ReleaseBundle(name, manifest.bundle_id, root / name)
+        status = json.loads((root / (name + BUILD_STATUS_SUFFIX)).read_text(encoding="utf-8"))
+        built[name] = ReleaseBundle(name, manifest.bundle_id, root / name, bool(status.get("reused")),
+                                    str(status.get("rejected") or ""))  # fmt: skip
     return Release(built, keyring, time.monotonic() - t0)
 
 
