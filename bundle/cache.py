@@ -22,7 +22,10 @@ import contextlib
 import importlib
 import os
 import shutil
+import sys
+import sysconfig
 import tempfile
+import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,14 +174,54 @@ def build_key(spec: BuildSpec, signer: str) -> BuildKey:
 
 def _code_modules(spec: BuildSpec, model: Any) -> list[str]:
     """Modules whose packages' source a build depends on: the factory's, the inputs function's, the model
-    classes', the customisations', and the builder's own (its report and capture shape the bundle)."""
+    classes', the customisations', the builder's own (its report and capture shape the bundle), and the
+    modules they use (:func:`module_closure`: a model module calling a kernel library pulls that library in)."""
     names = [spec.model.partition(":")[0], __name__]
     if spec.inputs:
         names.append(spec.inputs.partition(":")[0])
     modules = model.modules() if isinstance(model, torch.nn.Module) else [model]
     names += [type(m).__module__ for m in modules]
     names += [c.import_path.partition(":")[0] for c in spec.customisations if c.import_path]
-    return [n for n in names if n]
+    return module_closure(n for n in names if n)
+
+
+def _outside_environment(module: Any) -> bool:
+    """A module that is neither the standard library nor an installed distribution (the user's own code)."""
+    path = getattr(module, "__file__", None)
+    if not path:
+        return False
+    parts = Path(path).resolve().parts
+    if "site-packages" in parts or "dist-packages" in parts:
+        return False
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve().parts
+    return parts[: len(stdlib)] != stdlib
+
+
+def module_closure(start: Iterable[str]) -> list[str]:
+    """``start`` and, transitively, the modules their globals name (module objects, and the modules of
+    functions and classes imported from them), followed into the same top-level packages as ``start`` and
+    into code outside the standard library and installed distributions; never into the compiler."""
+    names = [n for n in start if n in sys.modules and n.split(".")[0] not in _COMPILER_PACKAGES]
+    tops = {n.split(".")[0] for n in names}
+    seen: set[str] = set(names)
+    todo = list(names)
+    while todo:
+        module = sys.modules.get(todo.pop())
+        for value in list(vars(module).values()) if module is not None else ():
+            target = (
+                value
+                if isinstance(value, types.ModuleType)
+                else sys.modules.get(getattr(value, "__module__", "") or "")
+            )
+            if target is None:
+                continue
+            name = target.__name__
+            if name in seen or name.split(".")[0] in _COMPILER_PACKAGES:
+                continue
+            if name.split(".")[0] in tops or _outside_environment(target):
+                seen.add(name)
+                todo.append(name)
+    return sorted(seen)
 
 
 class BundleCache:

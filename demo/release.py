@@ -48,6 +48,8 @@ class Release:
     bundles: dict[str, ReleaseBundle]
     keyring: Path
     build_s: float
+    cache: Path | None = None
+    """The bundle cache the build reused from and stored into (``None``: none)."""
 
     @property
     def reused(self) -> list[str]:
@@ -118,7 +120,7 @@ def build(
         status = json.loads((root / (name + BUILD_STATUS_SUFFIX)).read_text(encoding="utf-8"))
         built[name] = ReleaseBundle(name, manifest.bundle_id, root / name, bool(status.get("reused")),
                                     str(status.get("rejected") or ""))  # fmt: skip
-    return Release(built, keyring, time.monotonic() - t0)
+    return Release(built, keyring, time.monotonic() - t0, cache)
 
 
 def publish(client: ServiceClient, release: Release, token: str | None = None) -> dict[str, str]:

@@ -370,6 +370,7 @@ def _summary_json(url: str, record: summary.RunRecord, bundles: release.Release)
         "keyring": str(bundles.keyring),
         "bundle_build_s": round(bundles.build_s, 1),
         "bundles_reused": bundles.reused,
+        "bundle_cache": str(bundles.cache or ""),
         "incidents": record.incident_counts(),
         "expected_outcomes": dict(record.expected_outcomes()),
         "served": record.served,

@@ -3,13 +3,14 @@ another key, a damaged cached bundle is dropped and said why, and ``rebuild`` bu
 
 from __future__ import annotations
 
+import importlib
 import time
 from pathlib import Path
 
 import pytest
 
 from inferensics import bundle as b
-from inferensics.bundle.cache import BUNDLE_DIR, KEY_FILE, BundleCache, build_key, source_digests
+from inferensics.bundle.cache import BUNDLE_DIR, KEY_FILE, BundleCache, build_key, module_closure, source_digests
 from tests.bundle.conftest import Keys, spec
 
 
@@ -30,13 +31,18 @@ def test_build_key_covers_inputs_and_signer(keys: Keys, tmp_path: Path) -> None:
     assert "inferensics.bundle/build.py" in base.inputs["source"]
 
 
-def test_source_digests_of_a_plain_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "plain_model_mod.py").write_text("X = 1\n", encoding="utf-8")
+def test_source_follows_what_the_model_module_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model module's helper (serving glue, a kernel library of the user's) is keyed with it: changing the
+    helper changes the key's source."""
+    (tmp_path / "closure_helper.py").write_text("def pad(x):\n    return x\n", encoding="utf-8")
+    (tmp_path / "closure_model.py").write_text("from closure_helper import pad\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    first = source_digests(["plain_model_mod"])
-    assert list(first) == ["plain_model_mod"]
-    (tmp_path / "plain_model_mod.py").write_text("X = 2\n", encoding="utf-8")
-    assert source_digests(["plain_model_mod"]) != first
+    importlib.import_module("closure_model")
+    assert module_closure(["closure_model"]) == ["closure_helper", "closure_model"]
+    first = source_digests(module_closure(["closure_model"]))
+    assert list(first) == ["closure_helper", "closure_model"]
+    (tmp_path / "closure_helper.py").write_text("def pad(x):\n    return x + 1\n", encoding="utf-8")
+    assert source_digests(["closure_model", "closure_helper"]) != first
 
 
 @pytest.mark.slow
@@ -72,5 +78,6 @@ def test_damaged_cached_bundle_is_dropped(keys: Keys, built: b.BuildResult, tmp_
     cache.store(key, built.directory)
     stranger = b.Keyring.load(b.generate_key(tmp_path / "stranger")[1])
     found, why = cache.lookup(key, stranger)
-    assert found is None and "untrusted_builder" in why
+    assert found is None
+    assert "untrusted_builder" in why
     assert cache.entry(key).name == BUNDLE_DIR
