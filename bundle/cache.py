@@ -50,6 +50,8 @@ KEY_FILE: Final = "build-key.json"
 BUNDLE_DIR: Final = "bundle"
 OUTPUT_GROUPS: Final = ("artifacts", "accepted_shapes")
 """Identity groups the build makes; every other group is an input and part of the build key."""
+MAX_ENTRIES: Final = 16
+"""Cached bundles kept by default (a few MB each for the demo's)."""
 _COMPILER_PACKAGES: Final = ("torch", "triton", "functorch", "torchgen")
 
 
@@ -229,10 +231,12 @@ class BundleCache:
 
     Args:
         root: The cache folder (created on first store).
+        max_entries: Bundles kept; storing one more removes the least recently stored or reused.
     """
 
-    def __init__(self, root: Path | str | None = None) -> None:
+    def __init__(self, root: Path | str | None = None, *, max_entries: int = MAX_ENTRIES) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
+        self.max_entries = max_entries
 
     def entry(self, key: BuildKey) -> Path:
         """The folder of ``key``'s cached bundle."""
@@ -268,7 +272,22 @@ class BundleCache:
                 os.replace(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        self.prune()
         return self.entry(key)
+
+    def entries(self) -> list[Path]:
+        """Cached bundles' key folders, most recently stored or reused first."""
+        if not self.root.is_dir():
+            return []
+        found = [p for p in self.root.iterdir() if p.is_dir() and (p / KEY_FILE).is_file()]
+        return sorted(found, key=lambda p: (p / KEY_FILE).stat().st_mtime, reverse=True)
+
+    def prune(self) -> list[Path]:
+        """Remove the cached bundles past :attr:`max_entries` (least recently used first); returns them."""
+        removed = self.entries()[self.max_entries :]
+        for p in removed:
+            shutil.rmtree(p, ignore_errors=True)
+        return removed
 
     def evict(self, key: BuildKey) -> None:
         """Remove ``key``'s cached bundle."""
@@ -297,6 +316,8 @@ class BundleCache:
             if out.exists():
                 out.rmdir()
             shutil.copytree(cached, out)
+            with contextlib.suppress(OSError):
+                (cached.parent / KEY_FILE).touch()  # recently used: kept longest
             # The copy is what hosts load: verify it too (a file changed between the check and the copy).
             return CachedBuild(out, verify(out, keyring).manifest, bkey, reused=True)
         result = build(spec, key, out)

@@ -8,6 +8,7 @@ The builder's signing key is made in the run's data directory; its public key is
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -57,9 +58,25 @@ class Release:
         return [name for name, b in self.bundles.items() if b.reused]
 
 
-BUILDER_KEY = "demo-builder-key"
+BUILDER_KEY = "demo-builder/builder-key"
 """The demo builder's signing key in the bundle cache (a cached bundle is reused only as its signer's, so the
 key outlives the run's data directory)."""
+
+
+def _make_key(key_path: Path) -> None:
+    """A new key pair at ``key_path`` (and ``.pub``), made whole in a folder of its own and moved into place
+    at once: of two runs making it together, one pair wins and both use it."""
+    key_path.parent.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".key-", dir=key_path.parent.parent))
+    try:
+        bundle.generate_key(tmp / key_path.name)
+        try:
+            os.rename(tmp, key_path.parent)
+        except OSError:
+            if not key_path.exists():  # not a lost race: say what failed
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def build(
@@ -88,8 +105,7 @@ def build(
     root.mkdir(parents=True, exist_ok=True)
     key_path = (cache / BUILDER_KEY) if cache is not None else root / "builder-key"
     if not key_path.exists():
-        key_path.parent.mkdir(parents=True, exist_ok=True)
-        bundle.generate_key(key_path)
+        _make_key(key_path)
     keyring = key_path.with_name(key_path.name + ".pub")
     t0 = time.monotonic()
     children = []

@@ -4,13 +4,22 @@ another key, a damaged cached bundle is dropped and said why, and ``rebuild`` bu
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from inferensics import bundle as b
-from inferensics.bundle.cache import BUNDLE_DIR, KEY_FILE, BundleCache, build_key, module_closure, source_digests
+from inferensics.bundle.cache import (
+    BUNDLE_DIR,
+    KEY_FILE,
+    BuildKey,
+    BundleCache,
+    build_key,
+    module_closure,
+    source_digests,
+)
 from tests.bundle.conftest import Keys, spec
 
 
@@ -81,3 +90,14 @@ def test_damaged_cached_bundle_is_dropped(keys: Keys, built: b.BuildResult, tmp_
     assert found is None
     assert "untrusted_builder" in why
     assert cache.entry(key).name == BUNDLE_DIR
+
+
+def test_least_recently_used_bundles_are_pruned(built: b.BuildResult, tmp_path: Path) -> None:
+    cache = BundleCache(tmp_path / "cache", max_entries=2)
+    keys = [BuildKey(c * 64, {"n": i}) for i, c in enumerate("abc")]
+    cache.store(keys[0], built.directory)
+    os.utime(cache.root / keys[0].digest / KEY_FILE, (1000, 1000))
+    cache.store(keys[1], built.directory)
+    os.utime(cache.root / keys[1].digest / KEY_FILE, (2000, 2000))
+    cache.store(keys[2], built.directory)
+    assert [p.name for p in cache.entries()] == [keys[2].digest, keys[1].digest]
