@@ -11,7 +11,7 @@ API (stable; replay builds on it):
 - :func:`generate_key`, :func:`load_signing_key`, :class:`Keyring` (``$INFERENSICS_BUNDLE_KEYRING``).
 - :class:`BuildSpec`, :class:`ShapeDistribution`, :func:`build` → :class:`BuildResult` (``.directory``,
   ``.manifest``, ``.bundle_id``).
-- :class:`BundleCache` (``$INFERENSICS_BUNDLE_CACHE``): ``.build(spec, key, keyring, out, rebuild=False)``
+- :class:`BundleCache` (``$INFERENSICS_BUNDLE_CACHE``): ``.build(spec, key, out, rebuild=False)``
   → :class:`CachedBuild` reuses the verified bundle of an unchanged build (``.reused``) or builds it.
 - :func:`verify` → :class:`VerifiedBundle`; :func:`load` → :class:`LoadedBundle` (``.compile(model)``,
   ``.session(on_bundle_miss=..., budget=...)``, ``.compile_args``, ``.config_patches``).

@@ -294,14 +294,14 @@ class BundleCache:
         shutil.rmtree(self.root / key.digest, ignore_errors=True)
 
     def build(
-        self, spec: BuildSpec, key: SigningKey, keyring: Keyring, out: Path, *, rebuild: bool = False
+        self, spec: BuildSpec, key: SigningKey, out: Path, *, keyring: Keyring | None = None, rebuild: bool = False
     ) -> CachedBuild:
         """Copy the verified cached bundle of this build into ``out``, or build it there and cache it.
 
         Args:
             spec: What to build.
             key: The builder's signing key (part of the build key: a bundle is reused only as its signer's).
-            keyring: Keys a cached bundle's signature is verified against (the signer's public key).
+            keyring: Keys a cached bundle's signature is verified against (default: the signer's public key).
             out: The bundle's folder (must not exist or be empty).
             rebuild: Build even when a cached bundle exists (and replace it).
 
@@ -311,6 +311,7 @@ class BundleCache:
         if out.exists() and any(out.iterdir()):
             raise BundleError("bad_input", f"{out} exists and is not empty: choose a new --out")
         bkey = build_key(spec, key.keyid)
+        keyring = keyring or Keyring.of(key.private.public_key())
         cached, rejected = (None, "") if rebuild else self.lookup(bkey, keyring)
         if cached is not None:
             if out.exists():

@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
                 keyring = bundle.Keyring.load(key_path.with_name(key_path.name + ".pub"))
                 apply_dynamo_policy()
                 spec = release_spec(name, device=args.device, advise=args.advise)
-                cached = bundle.BundleCache(args.cache).build(spec, key, keyring, out, rebuild=args.rebuild)
+                cached = bundle.BundleCache(args.cache).build(spec, key, out, keyring=keyring, rebuild=args.rebuild)
                 status = {"bundle_id": cached.bundle_id, "reused": cached.reused, "rejected": cached.rejected,
                           "build_key": cached.key.digest}  # fmt: skip
                 if cached.rejected:

@@ -4,11 +4,13 @@ another key, a damaged cached bundle is dropped and said why, and ``rebuild`` bu
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from inferensics import bundle as b
 from inferensics.bundle.cache import (
@@ -20,7 +22,8 @@ from inferensics.bundle.cache import (
     module_closure,
     source_digests,
 )
-from tests.bundle.conftest import Keys, spec
+from inferensics.cli.app import app
+from tests.bundle.conftest import INPUTS, MODEL, SHAPES, Keys, spec
 
 
 def test_build_key_covers_inputs_and_signer(keys: Keys, tmp_path: Path) -> None:
@@ -57,16 +60,16 @@ def test_source_follows_what_the_model_module_uses(tmp_path: Path, monkeypatch: 
 @pytest.mark.slow
 def test_reuse_verified_and_rebuild(keys: Keys, tmp_path: Path) -> None:
     cache = BundleCache(tmp_path / "cache")
-    first = cache.build(spec(), keys.key, keys.keyring, tmp_path / "one")
+    first = cache.build(spec(), keys.key, tmp_path / "one")
     assert not first.reused
     assert (cache.root / first.key.digest / KEY_FILE).is_file()
     t0 = time.perf_counter()
-    second = cache.build(spec(), keys.key, keys.keyring, tmp_path / "two")
+    second = cache.build(spec(), keys.key, tmp_path / "two", keyring=keys.keyring)
     reuse_s = time.perf_counter() - t0
     assert second.reused, second
     assert second.bundle_id == first.bundle_id
     b.verify(second.directory, keys.keyring)  # what a host loads checks out
-    rebuilt = cache.build(spec(), keys.key, keys.keyring, tmp_path / "three", rebuild=True)
+    rebuilt = cache.build(spec(), keys.key, tmp_path / "three", rebuild=True)
     assert not rebuilt.reused
     assert rebuilt.key == first.key
     print(f"reuse {reuse_s:.2f} s")
@@ -101,3 +104,22 @@ def test_least_recently_used_bundles_are_pruned(built: b.BuildResult, tmp_path: 
     os.utime(cache.root / keys[1].digest / KEY_FILE, (2000, 2000))
     cache.store(keys[2], built.directory)
     assert [p.name for p in cache.entries()] == [keys[2].digest, keys[1].digest]
+
+
+def test_cli_build_reuses_from_cache(keys: Keys, built: b.BuildResult, tmp_path: Path) -> None:
+    """``inferensics bundle build --cache DIR`` of an unchanged build copies the verified cached bundle (no
+    compile) and says so; ``--rebuild`` without ``--cache`` is one line."""
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps(SHAPES.to_json()))
+    cli_spec = b.BuildSpec(model=MODEL, shapes=b.ShapeDistribution.load(shapes), inputs=INPUTS, name="tiny")
+    cache = BundleCache(tmp_path / "cache")
+    cache.store(build_key(cli_spec, keys.key.keyid), built.directory)
+    args = ["bundle", "build", "--model", MODEL, "--inputs", INPUTS, "--shapes", str(shapes), "--name", "tiny",
+            "--key", str(keys.private), "--out", str(tmp_path / "out"), "--cache", str(cache.root)]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert f"reused bundle {built.bundle_id} from {cache.root} (verified;" in res.output
+    b.verify(tmp_path / "out", keys.keyring)
+    res = CliRunner().invoke(app, [*args[:-2], "--rebuild"])
+    assert res.exit_code != 0
+    assert res.output.strip() == "error: --rebuild replaces a cached bundle: pass --cache DIR with it"
