@@ -85,6 +85,8 @@ class CachedBuild:
     key: BuildKey
     reused: bool
     rejected: str = ""
+    not_stored: str = ""
+    """Why a bundle built now could not be cached (empty: it was, or it was reused)."""
 
     @property
     def bundle_id(self) -> str:
@@ -322,5 +324,9 @@ class BundleCache:
             # The copy is what hosts load: verify it too (a file changed between the check and the copy).
             return CachedBuild(out, verify(out, keyring).manifest, bkey, reused=True)
         result = build(spec, key, out)
-        self.store(bkey, out)
-        return CachedBuild(out, result.manifest, bkey, reused=False, rejected=rejected)
+        not_stored = ""
+        try:
+            self.store(bkey, out)
+        except OSError as exc:  # the bundle is built and good; only the next build will not find it
+            not_stored = f"cannot store it in the bundle cache {self.root}: {exc.strerror or exc}"
+        return CachedBuild(out, result.manifest, bkey, reused=False, rejected=rejected, not_stored=not_stored)

@@ -209,6 +209,8 @@ def build(  # noqa: PLR0917 - one option each
             result = b.BundleCache(cache).build(spec, signing, out, rebuild=rebuild)
     if isinstance(result, b.CachedBuild) and result.rejected:
         console.print(f"not reusing the cached bundle: {result.rejected}")
+    if isinstance(result, b.CachedBuild) and result.not_stored:
+        console.print(f"warning: {result.not_stored}")
     if isinstance(result, b.CachedBuild) and result.reused:
         console.print(f"reused bundle {result.bundle_id} from {cache} (verified; build key {result.key.digest[:16]})")
         console.print(f"copied to {result.directory}\nsigned by {signing.keyid}")

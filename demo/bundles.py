@@ -198,6 +198,8 @@ def main(argv: list[str] | None = None) -> None:
                           "build_key": cached.key.digest}  # fmt: skip
                 if cached.rejected:
                     print(f"{name}: not reusing the cached bundle: {cached.rejected}", flush=True)
+                if cached.not_stored:
+                    print(f"{name}: {cached.not_stored}", flush=True)
                 how = "reused bundle" if cached.reused else "built"
                 print(f"{name}: {how} {cached.bundle_id} in {out} (build key {cached.key.digest[:12]})", flush=True)
             out.with_name(name + BUILD_STATUS_SUFFIX).write_text(json.dumps(status), encoding="utf-8")

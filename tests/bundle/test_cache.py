@@ -72,6 +72,13 @@ def test_reuse_verified_and_rebuild(keys: Keys, tmp_path: Path) -> None:
     rebuilt = cache.build(spec(), keys.key, tmp_path / "three", rebuild=True)
     assert not rebuilt.reused
     assert rebuilt.key == first.key
+    assert not rebuilt.not_stored
+    # A cache that cannot store: the bundle is still built, and the result says why it was not cached.
+    (tmp_path / "not-a-folder").write_text("")
+    unstored = BundleCache(tmp_path / "not-a-folder").build(spec(), keys.key, tmp_path / "four")
+    assert not unstored.reused
+    assert unstored.not_stored.startswith(f"cannot store it in the bundle cache {tmp_path / 'not-a-folder'}: ")
+    b.verify(unstored.directory, keys.keyring)
     print(f"reuse {reuse_s:.2f} s")
 
 
