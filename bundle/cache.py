@@ -318,6 +318,7 @@ class BundleCache:
         if cached is not None:
             if out.exists():
                 out.rmdir()
+            out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copytree(cached, out)
             with contextlib.suppress(OSError):
                 (cached.parent / KEY_FILE).touch()  # recently used: kept longest
