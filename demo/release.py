@@ -2,7 +2,9 @@
 to the collector service and record their promotion, as ``inferensics bundle push`` and ``bundle promote``
 do: the baseline promoted on ``production``, the candidate on ``canary``.
 
-The builder's signing key is made in the run's data directory; its public key is the workers' keyring.
+The builder's signing key lives in the bundle cache (:data:`BUILDER_KEY`; in the run's data directory when no
+cache is used); its public key is the workers' keyring. A build whose inputs are unchanged reuses the
+verified bundle from the cache instead of compiling (:class:`inferensics.bundle.BundleCache`).
 """
 
 from __future__ import annotations
