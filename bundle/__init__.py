@@ -11,6 +11,8 @@ API (stable; replay builds on it):
 - :func:`generate_key`, :func:`load_signing_key`, :class:`Keyring` (``$INFERENSICS_BUNDLE_KEYRING``).
 - :class:`BuildSpec`, :class:`ShapeDistribution`, :func:`build` → :class:`BuildResult` (``.directory``,
   ``.manifest``, ``.bundle_id``).
+- :class:`BundleCache` (``$INFERENSICS_BUNDLE_CACHE``): ``.build(spec, key, out, rebuild=False)``
+  → :class:`CachedBuild` reuses the verified bundle of an unchanged build (``.reused``) or builds it.
 - :func:`verify` → :class:`VerifiedBundle`; :func:`load` → :class:`LoadedBundle` (``.compile(model)``,
   ``.session(on_bundle_miss=..., budget=...)``, ``.compile_args``, ``.config_patches``).
 - :class:`BundleSession`, :class:`CompileBudget`, :class:`BundleMatch`, :class:`BundleMissRefusedError`.
@@ -29,6 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from inferensics.bundle.build import BuildResult, BuildSpec, build
+from inferensics.bundle.cache import BundleCache, CachedBuild
 from inferensics.bundle.customisations import Customisation
 from inferensics.bundle.customisations import describe as describe_customisation
 from inferensics.bundle.diff import FactorChange, diff
@@ -57,11 +60,13 @@ __all__ = [
     "FACTOR_GROUPS",
     "BuildResult",
     "BuildSpec",
+    "BundleCache",
     "BundleError",
     "BundleMatch",
     "BundleMissRefusedError",
     "BundleSession",
     "BundleStates",
+    "CachedBuild",
     "CompileBudget",
     "Customisation",
     "FactorChange",

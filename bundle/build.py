@@ -210,7 +210,8 @@ def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None =
     )
     if spec.inputs:
         identity["model"]["inputs"] = spec.inputs
-    tmp = Path(tempfile.mkdtemp(prefix=".bundle-", dir=out.parent if out.parent.exists() else None))
+    out.parent.mkdir(parents=True, exist_ok=True)  # the bundle is made beside ``out``, then moved into place
+    tmp = Path(tempfile.mkdtemp(prefix=".bundle-", dir=out.parent))
     try:
         graphs: list[GraphRecord] = []
         (tmp / "artifacts").mkdir()

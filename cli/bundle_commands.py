@@ -168,6 +168,11 @@ def build(  # noqa: PLR0917 - one option each
                              help="Custom decomposition OP=module:function (aten.silu.default=pkg.mod:fn).")] = None,
     advise: Annotated[bool, typer.Option("--advise/--no-advise", help="Compare shape policies in the report.")] = True,
     aoti_package: Annotated[Path | None, typer.Option("--aoti-package", help="An AOTInductor .pt2 to carry.")] = None,
+    cache: Annotated[Path | None, typer.Option("--cache",
+                     help="Bundle cache: copy the verified bundle of an unchanged build from here, else build and "
+                          "store it.")] = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="With --cache: build anew and replace the cached bundle.")
+                       ] = False,
 ) -> None:  # fmt: skip
     """Compile against a shape distribution, qualify, collect the artifacts, write and sign the manifest."""
     from inferensics import bundle as b
@@ -177,6 +182,8 @@ def build(  # noqa: PLR0917 - one option each
         fail("pass exactly one of --shapes FILE and --shapes-from-service URL")
     if device not in {"cpu", "cuda"}:
         fail(f"--device {device!r}: expected cpu or cuda")
+    if rebuild and cache is None:
+        fail("--rebuild replaces a cached bundle: pass --cache DIR with it")
     with _errors():
         signing = b.load_signing_key(key)
         if shapes is not None:
@@ -196,8 +203,19 @@ def build(  # noqa: PLR0917 - one option each
             device=device, mode=mode, options=_pairs(option or [], "--option"), dynamic=dynamic,
             fullgraph=fullgraph, customisations=tuple(customs), name=name, advise=advise, aoti_package=aoti_package,
         )  # fmt: skip
-        result = b.build(spec, signing, out)
-    console.print(f"built {result.directory}\nbundle id {result.bundle_id}\nsigned by {signing.keyid}")
+        if cache is None:
+            result: b.BuildResult | b.CachedBuild = b.build(spec, signing, out)
+        else:
+            result = b.BundleCache(cache).build(spec, signing, out, rebuild=rebuild)
+    if isinstance(result, b.CachedBuild) and result.rejected:
+        console.print(f"not reusing the cached bundle: {result.rejected}")
+    if isinstance(result, b.CachedBuild) and result.not_stored:
+        console.print(f"warning: {result.not_stored}")
+    if isinstance(result, b.CachedBuild) and result.reused:
+        console.print(f"reused bundle {result.bundle_id} from {cache} (verified; build key {result.key.digest[:16]})")
+        console.print(f"copied to {result.directory}\nsigned by {signing.keyid}")
+    else:
+        console.print(f"built {result.directory}\nbundle id {result.bundle_id}\nsigned by {signing.keyid}")
     console.print(f"report {result.directory / 'report' / 'qualification.html'}")
 
 

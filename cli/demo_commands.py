@@ -39,6 +39,17 @@ def demo(  # noqa: PLR0917 (typer options)
     summary_json: Annotated[
         Path | None, typer.Option("--summary-json", help="Also write the summary (every request's account) here.")
     ] = None,
+    bundle_cache: Annotated[
+        Path | None,
+        typer.Option(
+            "--bundle-cache",
+            help="Reuse the verified release bundles of an unchanged build from here "
+            "\\[default: $INFERENSICS_BUNDLE_CACHE, else ~/.cache/inferensics/bundles].",
+        ),
+    ] = None,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Build the release bundles anew even when the bundle cache holds them.")
+    ] = False,
 ) -> None:
     """Serve two compiled models with injected incidents through the SDK, the service and the dashboard.
 
@@ -63,6 +74,8 @@ def demo(  # noqa: PLR0917 (typer options)
         token=token,
         exit_when_done=exit_when_done,
         summary_json=summary_json,
+        bundle_cache=bundle_cache,
+        rebuild=rebuild,
     )
     try:
         run_demo(opts)

@@ -9,7 +9,8 @@ that loads the bundle serves those from it (bundle hits). What the bundles do no
 miss on the workers: the Hugging Face model, and decode steps of other widths (speculative decoding).
 
 ``python -m inferensics.demo.bundles --out DIR`` builds both (``inferensics demo`` builds them in parallel,
-one process each, with ``--only``).
+one process each, with ``--only``); with ``--cache DIR`` an unchanged build reuses its verified bundle
+(:class:`inferensics.bundle.BundleCache`) and ``--rebuild`` builds anew.
 """
 
 from __future__ import annotations
@@ -149,9 +150,16 @@ def build_release_bundles(out: Any, key: Any, *, device: str = "cpu", advise: bo
     return {name: build_release_bundle(name, root / name, key, device=device, advise=advise) for name in RELEASE_NAMES}
 
 
+BUILD_STATUS_SUFFIX = ".build.json"
+"""Beside each bundle folder ``NAME``, ``NAME.build.json`` says how :func:`main` made it (``bundle_id``,
+``reused``, ``rejected``, ``build_key``): the demo's release step reads it."""
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m inferensics.demo.bundles --out DIR [--key KEY] [--only NAME]``: build the release bundles."""
+    """``python -m inferensics.demo.bundles --out DIR [--key KEY] [--only NAME] [--cache DIR] [--rebuild]``:
+    build the release bundles, or reuse the verified bundles of an unchanged build from ``--cache``."""
     import argparse
+    import json
     import warnings
 
     from inferensics import bundle
@@ -163,6 +171,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when visible: where workers serve)")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: torch's default)")
     p.add_argument("--advise", action="store_true", help="compare shape policies in the reports")
+    p.add_argument("--cache", type=Path, help="bundle cache: reuse the verified bundle of an unchanged build")
+    p.add_argument("--rebuild", action="store_true", help="with --cache: build anew and replace the cached bundle")
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore", message="`torch.jit.script", category=DeprecationWarning)
     if args.threads:
@@ -174,8 +184,25 @@ def main(argv: list[str] | None = None) -> None:
         key_path = args.key or bundle.generate_key(args.out / "builder-key")[0]
         key = bundle.load_signing_key(key_path)
         for name in names:
-            result = build_release_bundle(name, args.out / name, key, device=args.device, advise=args.advise)
-            print(f"{name}: {result.bundle_id} in {result.directory}", flush=True)
+            out = args.out / name
+            if args.cache is None:
+                result = build_release_bundle(name, out, key, device=args.device, advise=args.advise)
+                status = {"bundle_id": result.bundle_id, "reused": False, "rejected": "", "build_key": ""}
+                print(f"{name}: built {result.bundle_id} in {result.directory}", flush=True)
+            else:
+                keyring = bundle.Keyring.load(key_path.with_name(key_path.name + ".pub"))
+                apply_dynamo_policy()
+                spec = release_spec(name, device=args.device, advise=args.advise)
+                cached = bundle.BundleCache(args.cache).build(spec, key, out, keyring=keyring, rebuild=args.rebuild)
+                status = {"bundle_id": cached.bundle_id, "reused": cached.reused, "rejected": cached.rejected,
+                          "build_key": cached.key.digest}  # fmt: skip
+                if cached.rejected:
+                    print(f"{name}: not reusing the cached bundle: {cached.rejected}", flush=True)
+                if cached.not_stored:
+                    print(f"{name}: {cached.not_stored}", flush=True)
+                how = "reused bundle" if cached.reused else "built"
+                print(f"{name}: {how} {cached.bundle_id} in {out} (build key {cached.key.digest[:12]})", flush=True)
+            out.with_name(name + BUILD_STATUS_SUFFIX).write_text(json.dumps(status), encoding="utf-8")
     except bundle.BundleError as exc:
         raise SystemExit(f"error: {exc}") from None
 

@@ -2,11 +2,15 @@
 to the collector service and record their promotion, as ``inferensics bundle push`` and ``bundle promote``
 do: the baseline promoted on ``production``, the candidate on ``canary``.
 
-The builder's signing key is made in the run's data directory; its public key is the workers' keyring.
+The builder's signing key lives in the bundle cache (:data:`BUILDER_KEY`; in the run's data directory when no
+cache is used); its public key is the workers' keyring. A build whose inputs are unchanged reuses the
+verified bundle from the cache instead of compiling (:class:`inferensics.bundle.BundleCache`).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import tempfile
 import time
@@ -34,6 +38,10 @@ class ReleaseBundle:
     name: str
     bundle_id: str
     directory: Path
+    reused: bool = False
+    """Taken from the bundle cache (verified) instead of built in this run."""
+    rejected: str = ""
+    """Why a cached bundle of the same build was not reused (empty: none cached, or reused)."""
 
 
 @dataclass(frozen=True)
@@ -43,28 +51,73 @@ class Release:
     bundles: dict[str, ReleaseBundle]
     keyring: Path
     build_s: float
+    cache: Path | None = None
+    """The bundle cache the build reused from and stored into (``None``: none)."""
+
+    @property
+    def reused(self) -> list[str]:
+        """Names of the bundles reused from the bundle cache."""
+        return [name for name, b in self.bundles.items() if b.reused]
 
 
-def build(data_dir: Path, *, threads: int = 1, progress: Callable[[list[str], float], None] | None = None) -> Release:
-    """Build both release bundles under ``data_dir/bundles`` (rebuilt on every run), one process each.
+BUILDER_KEY = "demo-builder/builder-key"
+"""The demo builder's signing key in the bundle cache (a cached bundle is reused only as its signer's, so the
+key outlives the run's data directory)."""
+
+
+def _make_key(key_path: Path) -> None:
+    """A new key pair at ``key_path`` (and ``.pub``), made whole in a folder of its own and moved into place
+    at once: of two runs making it together, one pair wins and both use it."""
+    key_path.parent.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".key-", dir=key_path.parent.parent))
+    try:
+        bundle.generate_key(tmp / key_path.name)
+        try:
+            os.rename(tmp, key_path.parent)
+        except OSError:
+            if not key_path.exists():  # not a lost race: say what failed
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def build(
+    data_dir: Path,
+    *,
+    threads: int = 1,
+    progress: Callable[[list[str], float], None] | None = None,
+    cache: Path | None = None,
+    rebuild: bool = False,
+) -> Release:
+    """Build both release bundles under ``data_dir/bundles``, one process each.
+
+    Without ``cache`` both are built on every run, signed by a key made in ``data_dir``. With it, a build
+    whose inputs are unchanged (model source, weights, compiler, settings, target, shapes: see
+    :mod:`inferensics.bundle.cache`) reuses the verified bundle cached there, signed by the cache's demo
+    builder key (:data:`BUILDER_KEY`); ``rebuild`` builds anew and replaces the cached bundles.
 
     ``progress`` is called about twice a second with the bundles still building and the seconds so far.
 
     Raises:
         RuntimeError: a build failed or ran past :data:`BUILD_TIMEOUT_S`; the message carries its log.
     """
+    from inferensics.demo.bundles import BUILD_STATUS_SUFFIX
+
     root = data_dir / "bundles"
-    key_path = root / "builder-key"
+    root.mkdir(parents=True, exist_ok=True)
+    key_path = (cache / BUILDER_KEY) if cache is not None else root / "builder-key"
     if not key_path.exists():
-        root.mkdir(parents=True, exist_ok=True)
-        bundle.generate_key(key_path)
+        _make_key(key_path)
     keyring = key_path.with_name(key_path.name + ".pub")
     t0 = time.monotonic()
     children = []
     for name in (BASELINE, CANDIDATE):
         shutil.rmtree(root / name, ignore_errors=True)
+        (root / (name + BUILD_STATUS_SUFFIX)).unlink(missing_ok=True)
         args = ["-m", "inferensics.demo.bundles", "--out", str(root), "--key", str(key_path), "--only", name]
         args += ["--threads", str(threads)]
+        if cache is not None:
+            args += ["--cache", str(cache), *(["--rebuild"] if rebuild else [])]
         children.append(processes.start_child(f"build-{name}", args, data_dir / f"build-{name}.log"))
     try:
         deadline = t0 + BUILD_TIMEOUT_S
@@ -82,8 +135,10 @@ def build(data_dir: Path, *, threads: int = 1, progress: Callable[[list[str], fl
     built = {}
     for name in (BASELINE, CANDIDATE):
         manifest = bundle.read_manifest(root / name)
-        built[name] = ReleaseBundle(name, manifest.bundle_id, root / name)
-    return Release(built, keyring, time.monotonic() - t0)
+        status = json.loads((root / (name + BUILD_STATUS_SUFFIX)).read_text(encoding="utf-8"))
+        built[name] = ReleaseBundle(name, manifest.bundle_id, root / name, bool(status.get("reused")),
+                                    str(status.get("rejected") or ""))  # fmt: skip
+    return Release(built, keyring, time.monotonic() - t0, cache)
 
 
 def publish(client: ServiceClient, release: Release, token: str | None = None) -> dict[str, str]:

@@ -62,6 +62,10 @@ class DemoOptions:
     exit_when_done: bool = False
     summary_json: Path | None = None
     sample_rate: float = 0.05
+    bundle_cache: Path | None = None
+    """Where unchanged release bundles are reused from (default :func:`inferensics.bundle.cache.default_cache_dir`)."""
+    rebuild: bool = False
+    """Build the release bundles anew even when the bundle cache holds them."""
 
 
 class DemoError(RuntimeError):
@@ -100,7 +104,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
                 dashboard_url = f"http://127.0.0.1:{dport}"
                 console.print(f"dashboard          {dashboard_url}")
         with ServiceClient(url, token=opts.token, timeout=60) as client:
-            bundles = _release(client, data_dir, opts.token, console)
+            bundles = _release(client, data_dir, opts, console)
             record.bundle_ids = {name: b.bundle_id for name, b in bundles.bundles.items()}
             before = _stored_requests(client)
             record.started = datetime.now(UTC)
@@ -133,9 +137,12 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
     return record
 
 
-def _release(client: ServiceClient, data_dir: Path, token: str | None, console: Console) -> release.Release:
-    """Build, sign, push and promote the two release bundles; print what was built."""
+def _release(client: ServiceClient, data_dir: Path, opts: DemoOptions, console: Console) -> release.Release:
+    """Build (or reuse from the bundle cache), sign, push and promote the two release bundles; print which."""
+    from inferensics.bundle.cache import default_cache_dir
+
     told = [0.0]
+    cache = opts.bundle_cache or default_cache_dir()
 
     def progress(running: list[str], elapsed: float) -> None:
         line = f"building the release bundles ({', '.join(running)}) {elapsed:.0f} s"
@@ -144,20 +151,28 @@ def _release(client: ServiceClient, data_dir: Path, token: str | None, console: 
             told[0] = elapsed
             console.print(line)
 
-    console.print("building the release bundles (baseline, candidate; compile, qualify, sign) ...")
+    how = "--rebuild: building anew" if opts.rebuild else f"unchanged builds reused from {cache}"
+    console.print(f"building the release bundles (baseline, candidate; compile, qualify, sign; {how}) ...")
     with console.status("building the release bundles ...") as status:
         try:
-            built = release.build(data_dir, progress=progress)
+            built = release.build(data_dir, progress=progress, cache=cache, rebuild=opts.rebuild)
         except RuntimeError as exc:
             raise DemoError(str(exc)) from None
         status.update("pushing the release bundles to the service ...")
         try:
-            release.publish(client, built, token)
+            release.publish(client, built, opts.token)
         except ServiceError as exc:
             raise DemoError(f"could not push the release bundles: {exc.message}") from None
     for name, b in built.bundles.items():
-        console.print(f"release bundle {name:<9} {b.bundle_id} ({release.CHANNELS[name]}) in {b.directory}")
-    console.print(f"built and signed in {built.build_s:.0f} s; workers trust {built.keyring}; pushed to the service")
+        if b.rejected:
+            console.print(f"[yellow]not reusing the cached {name} bundle:[/] {b.rejected}; built anew")
+        made = "reused bundle (verified)" if b.reused else "built"
+        console.print(f"release bundle {name:<9} {b.bundle_id} ({release.CHANNELS[name]}) {made} in {b.directory}")
+    reused = built.reused
+    if reused:
+        console.print(f"reused {len(reused)} of {len(built.bundles)} release bundles from {cache} (inputs unchanged; "
+                      "--rebuild builds anew)")  # fmt: skip
+    console.print(f"ready in {built.build_s:.0f} s; workers trust {built.keyring}; pushed to the service")
     return built
 
 
@@ -354,6 +369,8 @@ def _summary_json(url: str, record: summary.RunRecord, bundles: release.Release)
         "bundle_dirs": {name: str(b.directory) for name, b in bundles.bundles.items()},
         "keyring": str(bundles.keyring),
         "bundle_build_s": round(bundles.build_s, 1),
+        "bundles_reused": bundles.reused,
+        "bundle_cache": str(bundles.cache or ""),
         "incidents": record.incident_counts(),
         "expected_outcomes": dict(record.expected_outcomes()),
         "served": record.served,

@@ -47,9 +47,10 @@ class InductorBackend:
             compile_id = ""
         request = CURRENT.get()
         t0 = time.perf_counter_ns()
-        if self.provenance_level > 0:
+        if torch_adapter.effective_provenance_level(self.provenance_level, self.config_patches) > 0:
             # Inductor's kernel stack traces come from its FX-graph cache on a hit (recorded by whoever
-            # compiled first); these name this process's files and lines (see NODE_TRACES_ARTIFACT).
+            # compiled first, or by a release bundle's builder in another checkout); these name this
+            # process's files and lines (see NODE_TRACES_ARTIFACT).
             torch_adapter.emit_node_stack_traces(gm, NODE_TRACES_ARTIFACT)
         try:
             with torch_adapter.provenance_tracking(self.provenance_level):

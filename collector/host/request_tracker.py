@@ -212,8 +212,8 @@ class Tracker:
             mode, options = args.get("mode"), dict(args.get("options") or {})
             dynamic, fullgraph, gate = args.get("dynamic"), bool(args.get("fullgraph")), guard.gate
         origin = CompileOrigin(str(name or self.model), _root_locations(model_or_fn))
-        # A bundle's artifacts were compiled without provenance tracking, whose level is part of the FX-graph
-        # cache key: the host compiles as the bundle was built, or no graph key would ever hit.
+        # The provenance level is part of the FX-graph cache key: under a bundle the host compiles with the
+        # bundle's recorded options only (which carry the level it was built with), or no graph key would hit.
         provenance = self.config.provenance_level if bundle is None else 0
         backend = InductorBackend(mode=mode, options=options, provenance_level=provenance, origin=origin, gate=gate)
         return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph, **dynamo_settings)

@@ -243,6 +243,26 @@ def provenance_tracking(level: int) -> Iterator[None]:
         yield
 
 
+def effective_provenance_level(level: int, config_patches: Mapping[str, Any]) -> int:
+    """The provenance tracking level a compile with ``config_patches`` runs at under
+    :func:`provenance_tracking` ``(level)``: the patched level (a release bundle records it in its options),
+    else ``level``, else this process's Inductor setting (``0`` when it cannot be read)."""
+    patched = config_patches.get("trace.provenance_tracking_level")
+    if patched is not None:
+        try:
+            return int(patched)
+        except (TypeError, ValueError):
+            return 0
+    if level > 0:
+        return level
+    try:
+        from torch._inductor import config
+
+        return int(config.trace.provenance_tracking_level)
+    except Exception:
+        return 0
+
+
 def emit_node_stack_traces(gm: Any, name: str) -> None:
     """Write ``{node name: stack_trace}`` of the graph about to be compiled into the structured trace of the
     compile in progress, as artifact ``name`` (lazily: built only when a trace handler listens)."""

@@ -12,11 +12,11 @@ FORBIDDEN = ("chdb", "clickhouse_connect", "polars", "streamlit", "opentelemetry
 
 def test_all_is_pinned() -> None:
     assert sorted(bundle.__all__) == sorted([
-        "FACTOR_GROUPS", "BuildResult", "BuildSpec", "BundleError", "BundleMatch", "BundleMissRefusedError",
-        "BundleSession", "BundleStates", "CompileBudget", "Customisation", "FactorChange", "GraphRecord", "Keyring",
-        "LoadedBundle", "Manifest", "ShapeDistribution", "SigningKey", "VerifiedBundle", "build",
-        "describe_customisation", "diff", "generate_key", "load", "load_signing_key", "pack", "read_manifest",
-        "render_diff", "unpack", "verify",
+        "FACTOR_GROUPS", "BuildResult", "BuildSpec", "BundleCache", "BundleError", "BundleMatch",
+        "BundleMissRefusedError", "BundleSession", "BundleStates", "CachedBuild", "CompileBudget", "Customisation",
+        "FactorChange", "GraphRecord", "Keyring", "LoadedBundle", "Manifest", "ShapeDistribution", "SigningKey",
+        "VerifiedBundle", "build", "describe_customisation", "diff", "generate_key", "load", "load_signing_key",
+        "pack", "read_manifest", "render_diff", "unpack", "verify",
     ])  # fmt: skip
     assert all(hasattr(bundle, name) for name in bundle.__all__)
 

@@ -12,15 +12,21 @@ the analytics default.
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 
 from inferensics.collector.client import ServiceClient
+from inferensics.demo.release import BUILDER_KEY
 from inferensics.demo.workload import DECODER_MODEL, HF_MODEL, POOL_A, POOL_B
 
 pytestmark = pytest.mark.slow
@@ -149,3 +155,21 @@ def test_workers_serve_from_the_release_bundles(run: dict[str, Any], client: Ser
     assert any(f.startswith("code: a graph the bundle does not hold") for f in factors)  # the HF model
     assert any(f.startswith("accepted_shapes: inputs") and "int64[s0,1]" in f for f in factors)  # q>1 steps
     assert all(a == "compiled" for a in misses.get_column("action").to_list())  # within the compile budget
+
+
+def test_unchanged_release_bundle_is_reused_verified(run: dict[str, Any], tmp_path: Path) -> None:
+    """The run says of each release bundle whether it was built or reused from the bundle cache, and the cache
+    holds it: the baseline built again from unchanged inputs, as the demo builds it, is the cached bundle
+    (verified, same id), not a compile."""
+    out = run["stdout"]
+    for name, bundle_id in run["bundle_ids"].items():
+        how = "reused bundle (verified)" if name in run["bundles_reused"] else "built"
+        assert re.search(rf"release bundle {name}\s+{bundle_id} \(\w+\) {re.escape(how)} in ", out), name
+    cache = Path(run["bundle_cache"])
+    command = [sys.executable, "-m", "inferensics.demo.bundles", "--out", str(tmp_path), "--key",
+               str(cache / BUILDER_KEY), "--only", "baseline", "--threads", "1", "--cache", str(cache)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=DEMO_TIMEOUT_S, check=False)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert f"baseline: reused bundle {run['bundle_ids']['baseline']} in " in result.stdout, result.stdout
+    status = json.loads((tmp_path / "baseline.build.json").read_text())
+    assert (status["reused"], status["bundle_id"]) == (True, run["bundle_ids"]["baseline"])
