@@ -51,6 +51,8 @@ class RawRequest:
         "compile_ns",
         "error",
         "fingerprint",
+        "fp_rate",
+        "fp_status",
         "graphs",
         "guard_hits",
         "guard_misses",
@@ -82,6 +84,8 @@ class RawRequest:
         self.compile_ns = 0
         self.error = ""
         self.fingerprint: Any = None
+        self.fp_rate = 0.0  # the sampling rate set_output applied (0: no output given)
+        self.fp_status = ""  # set by set_output when it took no fingerprint: unsampled, failed
         self.input_digest: Any = None
         self.inputs: Any = None
         self.sampled = False
