@@ -466,8 +466,7 @@ class Pipeline:
             values["fp_std"] = f32(fp.std)
             values["fp_absmax"] = f32(fp.absmax)
         values["fp_status"] = fp_status
-        rate = raw.fp_rate
-        values["fp_rate"] = rate if rate in (0.0, 1.0) else f32(rate)
+        values["fp_rate"] = f32(raw.fp_rate)
         values["sampled"] = raw.sampled
         attrs = dispatch["attrs"]
         values["attrs"] = {**attrs, "bundle_status": raw.bundle_status} if raw.bundle_status else dict(attrs)
