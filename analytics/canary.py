@@ -23,7 +23,7 @@
 
 The output checks (non-finite rate, agreement, drift) read only requests whose output was fingerprinted
 (``fp_status`` ``ok``, or empty in rows older than the column): a host SDK on a CPU server fingerprints
-one request in 16 by default, chosen by request id, and an unsampled request's zeros are no measurement.
+one request in 32 by default, chosen by request id, and an unsampled request's zeros are no measurement.
 The non-finite rate is taken over each side's fingerprinted requests.
 
 Per-request facts live only in raw rows, so the comparison reads ``requests`` narrowed by model (and
@@ -71,7 +71,7 @@ EVIDENCE_SCHEMA: dict[str, Any] = {
 }
 FINGERPRINTED_SQL: Final = f"{col.FP_STATUS} IN ({', '.join(repr(v) for v in FP_COMPARABLE)})"
 """Requests whose ``fp_*`` columns hold an output fingerprint: the host SDK samples them (on CPU hosts one
-request in 16 by default) and marks the others ``unsampled``; rows from before ``fp_status`` existed count."""
+request in 32 by default) and marks the others ``unsampled``; rows from before ``fp_status`` existed count."""
 _RATE_SQL: tuple[tuple[str, str, bool], ...] = (
     ("error_rate", f"{col.STATUS} = 'error'", False),
     ("fallback_rate", f"{col.OUTCOME} = 'fallback'", False),

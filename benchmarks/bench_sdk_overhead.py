@@ -498,7 +498,7 @@ def main() -> None:
         "--fingerprint-rate",
         type=float,
         default=None,
-        help="SdkConfig.fingerprint_rate for --served/--hooks (default: the SDK's, 1/16 for CPU outputs)",
+        help="SdkConfig.fingerprint_rate for --served/--hooks (default: the SDK's, 1/32 for CPU outputs)",
     )
     args = ap.parse_args()
     if args.hooks:

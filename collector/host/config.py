@@ -20,10 +20,10 @@ QUEUE_CAPACITY_ENV: Final = "INFERENSICS_QUEUE_CAPACITY"
 FINGERPRINT_RATE_ENV: Final = "INFERENSICS_FINGERPRINT_RATE"
 """Fraction of requests whose output is fingerprinted, CPU and device outputs alike (unset: the defaults of
 :data:`CPU_FINGERPRINT_RATE` and :data:`DEVICE_FINGERPRINT_RATE`)."""
-CPU_FINGERPRINT_RATE: Final = 1 / 16
+CPU_FINGERPRINT_RATE: Final = 1 / 32
 """Default fraction of requests with a CPU output that are fingerprinted. On a CPU server the fingerprint
 is read by the same cores that serve, and costs about as much as a small model's whole request
-(benchmarks/bench_sdk_overhead.py ``--served``): one request in 16, chosen by request id."""
+(benchmarks/bench_sdk_overhead.py ``--served``): one request in 32, chosen by request id."""
 DEVICE_FINGERPRINT_RATE: Final = 1.0
 """Default fraction of requests with a CUDA (device) output that are fingerprinted: all of them (a fused
 kernel launch on the serving thread, read back without a synchronization)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
@@ -61,7 +61,7 @@ CPU_POLL_HOLD_S: Final = 1.0
 CPU_POLL_MIN_RATE: Final = 0.25
 """The thread polls for CPU outputs only where more than this fraction of them is fingerprinted (held).
 
-At the default rate (one request in 16) the few outputs held until the next drain leave the serving
+At the default rate (one request in 32) the few outputs held until the next drain leave the serving
 thread's memory reuse nearly as it is, while polling every :data:`CPU_POLL_S` as requests run cost that
 thread more than the fingerprints themselves (a wake-up, a drain of one or two requests and a hand-over
 of the GIL each time; benchmarks/bench_sdk_overhead.py ``--served``)."""
@@ -96,7 +96,7 @@ class _Prepared(NamedTuple):
 
     dispatch: dict[str, Any]
     ts: datetime
-    children: list[Event]
+    children: Sequence[Event]
 
 
 WATCH_STALE_S: Final = 2.0
@@ -357,7 +357,7 @@ class Pipeline:
         plain = not (raw.compile_ids or raw.error or raw.compile_ns or raw.profile is not None)
         plain = plain and raw.request_id not in self.pending
         # More guard hits than graph calls: some frame hit its guards and ran no graph of its own.
-        graphless = raw.guard_hits > sum(v[0] for v in raw.graphs.values())
+        graphless = raw.guard_hits > sum([v[0] for v in raw.graphs.values()])
         state = (self.limit_hit, self.failed_suppressed, graphless and self.graphless_break)
         key = (*raw.graphs, raw.guard_hits > 0, raw.guard_misses > 0, *state) if plain else None
         dispatch = self.templates.get(key) if key is not None else None
@@ -366,13 +366,20 @@ class Pipeline:
             if key is not None and len(self.templates) < TEMPLATE_LIMIT:
                 self.templates[key] = dispatch
         ts = datetime.fromtimestamp(raw.ts, UTC)
-        children = self.pending.pop(raw.request_id, []) if self.pending else []
+        # No sub-records (nearly every request): a shared empty tuple rather than a new list each time.
+        children: Sequence[Event] = self.pending.pop(raw.request_id, ()) if self.pending else ()
         if raw.profile is not None:
-            children.extend(profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts))
+            children = [*children, *profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts)]
         # Everything order-dependent (classification against the compile state, sub-records) is done;
         # the rest needs the fingerprint.
         prepared = _Prepared(dispatch, ts, children)
         fp = raw.fingerprint
+        if fp is None:  # no fingerprint to wait for (unsampled, or no output): in order behind any waiting
+            if self.waiting:
+                self.waiting.append((raw, prepared))
+            else:
+                self._finish(raw, prepared)
+            return
         # A CPU output the serving thread keeps alive until read: poll while most outputs are held.
         if self._poll_cpu and isinstance(fp, PendingFingerprint) and fp.stream is None:
             self._poll_fast_until = time.monotonic() + CPU_POLL_HOLD_S
@@ -420,7 +427,7 @@ class Pipeline:
 
     def _finish(self, raw: RawRequest, prepared: _Prepared) -> None:
         dispatch, ts, children = prepared
-        fp = self._fingerprint(raw)
+        fp = self._fingerprint(raw) if raw.fingerprint is not None else None
         if fp is not None:
             fp_status = FP_OK
         elif raw.fp_status:  # set_output skipped it (the sampling rule) or failed (counted there)

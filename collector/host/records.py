@@ -80,7 +80,7 @@ class RawRequest:
         self.graphs: dict[GraphSlot, list[int]] = {}
         self.guard_hits = 0
         self.guard_misses = 0
-        self.compile_ids: list[str] = []
+        self.compile_ids: tuple[str, ...] = ()  # a tuple: no GC-tracked list per request (compiles are rare)
         self.compile_ns = 0
         self.error = ""
         self.fingerprint: Any = None

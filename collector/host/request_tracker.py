@@ -65,7 +65,7 @@ class RequestScope:
         """Record the output fingerprint (argmax ids, NaN/inf counts, statistics) without a device sync.
 
         Only requests the sampling rule chooses are fingerprinted (``SdkConfig.fingerprint_rate``: by
-        default every request with a device output, one in 16 with a CPU output); the others are recorded
+        default every request with a device output, one in 32 with a CPU output); the others are recorded
         as ``unsampled``.
         """
         raw = self.raw
