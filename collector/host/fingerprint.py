@@ -22,8 +22,9 @@ compiled and checked (in a background thread, on first sight of that dtype) and 
 does not take, the same numbers come from torch ops (:func:`row_stats_torch`, the reference semantics).
 On CPU the serving thread only keeps a reference to the output; the background thread reads it
 (:func:`cpu_fingerprint`). Which requests are fingerprinted at all (every one with a CUDA output, one in 32
-with a CPU output by default) is :mod:`inferensics.collector.host.fingerprint_sampling`'s rule. Its cost on the serving thread and on the device is measured by
-benchmarks/bench_sdk_overhead.py (the figures recorded there).
+with a CPU output by default) is :mod:`inferensics.collector.host.fingerprint_sampling`'s rule. Its cost on
+the serving thread and on the device is measured by benchmarks/bench_sdk_overhead.py (the figures recorded
+there).
 """
 
 from __future__ import annotations
