@@ -21,6 +21,11 @@
 * Output-statistic drift: two-sample Kolmogorov–Smirnov on ``fp_mean`` and on ``fp_std``. Fail when
   ``D > max_ks_distance`` and ``p < alpha``; else pass.
 
+The output checks (non-finite rate, agreement, drift) read only requests whose output was fingerprinted
+(``fp_status`` ``ok``, or empty in rows older than the column): a host SDK on a CPU server fingerprints
+one request in 32 by default, chosen by request id, and an unsampled request's zeros are no measurement.
+The non-finite rate is taken over each side's fingerprinted requests.
+
 Per-request facts live only in raw rows, so the comparison reads ``requests`` narrowed by model (and
 traffic class), which the table's primary key serves directly, in two scans that cover both sides at once
 (each row tagged with its side): one counts, per side, the requests, the rate numerators and the latency
@@ -47,7 +52,7 @@ from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import Filters as _Filters
 from inferensics.analytics.filters import check_filter_values
 from inferensics.schema import columns as col
-from inferensics.schema.events import CanaryVerdictEvent
+from inferensics.schema.events import FP_COMPARABLE, CanaryVerdictEvent
 from inferensics.schema.rollups import LATENCY_CODE_MAX, latency_code_sql
 from inferensics.schema.types import as_utc
 
@@ -64,14 +69,19 @@ EVIDENCE_SCHEMA: dict[str, Any] = {
     "outcome": pl.String,
     "rule": pl.String,
 }
+FINGERPRINTED_SQL: Final = f"{col.FP_STATUS} IN ({', '.join(repr(v) for v in FP_COMPARABLE)})"
+"""Requests whose ``fp_*`` columns hold an output fingerprint: the host SDK samples them (on CPU hosts one
+request in 32 by default) and marks the others ``unsampled``; rows from before ``fp_status`` existed count."""
 _RATE_SQL: tuple[tuple[str, str, bool], ...] = (
     ("error_rate", f"{col.STATUS} = 'error'", False),
     ("fallback_rate", f"{col.OUTCOME} = 'fallback'", False),
     ("recompile_rate", f"{col.RECOMPILES} > 0", False),
     ("cache_miss_rate", f"{col.CACHE_STATUS} IN ('miss', 'mixed')", False),
-    ("nonfinite_rate", f"({col.FP_NAN} + {col.FP_INF}) > 0", True),
+    ("nonfinite_rate", f"{FINGERPRINTED_SQL} AND ({col.FP_NAN} + {col.FP_INF}) > 0", True),
 )
 """Rate checks: metric, the SQL condition a request counts towards, and whether any increase fails."""
+_OVER_FINGERPRINTED: Final = frozenset({"nonfinite_rate"})
+"""Rates taken over the fingerprinted requests only (an unsampled request's output is unknown, not finite)."""
 _DRIFT_COLUMNS = (col.FP_MEAN, col.FP_STD)
 
 
@@ -174,8 +184,10 @@ class _Side:
     """Requests per latency code."""
     rates: dict[str, int]
     """Requests counting towards each rate metric."""
+    fingerprinted: int
+    """Compared requests whose output was fingerprinted (:data:`FINGERPRINTED_SQL`)."""
     drift: dict[str, npt.NDArray[np.float64]]
-    """The output statistics (``fp_mean``, ``fp_std``) of every compared request."""
+    """The output statistics (``fp_mean``, ``fp_std``) of every compared request that was fingerprinted."""
     rows_sql: str
     """SQL of the side's compared requests (every column), for the cross-side agreement query."""
     values: dict[str, Any]
@@ -239,7 +251,9 @@ def _both_rows(client: QueryClient, params: CanaryParams, values: dict[str, Any]
     )
 
 
-_COUNTS = ", ".join(f"countIf({cond}) AS r{i}" for i, (_, cond, _) in enumerate(_RATE_SQL))
+_COUNTS = ", ".join(
+    [*(f"countIf({cond}) AS r{i}" for i, (_, cond, _) in enumerate(_RATE_SQL)), f"countIf({FINGERPRINTED_SQL}) AS fp_n"]
+)
 
 
 def _sides(client: QueryClient, params: CanaryParams) -> tuple[_Side, _Side, str, dict[str, Any]]:
@@ -251,7 +265,7 @@ def _sides(client: QueryClient, params: CanaryParams) -> tuple[_Side, _Side, str
     both = _both_rows(client, params, values)
     cap = params.max_rows + 1
     code = latency_code_sql(col.LATENCY_MS)
-    arrays = ", ".join(f"groupArray({cap})({c}) AS {c}" for c in _DRIFT_COLUMNS)
+    arrays = ", ".join(f"groupArrayIf({cap})({c}, {FINGERPRINTED_SQL}) AS {c}" for c in _DRIFT_COLUMNS)
     frame = client.query_frame(
         f"SELECT side, count() AS n, {_COUNTS}, groupArray({cap})({code}) AS codes, {arrays} "
         f"FROM ({both}) GROUP BY side",
@@ -268,14 +282,17 @@ def _sides(client: QueryClient, params: CanaryParams) -> tuple[_Side, _Side, str
         hist = np.zeros(LATENCY_CODE_MAX + 1, dtype=np.int64)
         drift = {c: np.zeros(0, dtype=np.float64) for c in _DRIFT_COLUMNS}
         rates = dict.fromkeys((m for m, _, _ in _RATE_SQL), 0)
+        fingerprinted = 0
         if i is not None:
             # The gathered arrays go to NumPy straight from Arrow (no Python lists).
             codes = frame.get_column("codes")[i].to_numpy().astype(np.int64)
             hist += np.bincount(codes, minlength=LATENCY_CODE_MAX + 1)
             drift = {c: frame.get_column(c)[i].cast(pl.Float64).to_numpy() for c in _DRIFT_COLUMNS}
             rates = {m: int(frame.item(i, f"r{j}")) for j, (m, _, _) in enumerate(_RATE_SQL)}
+            fingerprinted = int(frame.item(i, "fp_n"))
         own: dict[str, Any] = {}
-        sides.append(_Side(n, False, hist, rates, drift, _side_rows(client, params, side, own), own))
+        rows = _side_rows(client, params, side, own)
+        sides.append(_Side(n, False, hist, rates, fingerprinted, drift, rows, own))
     return sides[0], sides[1], both, values
 
 
@@ -291,9 +308,10 @@ def _truncated_side(client: QueryClient, params: CanaryParams, side: str) -> _Si
     if per_code.height:
         hist[per_code.get_column("code").to_numpy().astype(np.int64)] = per_code.get_column("n").to_numpy()
     rates = {m: int(per_code.get_column(f"r{i}").sum() or 0) for i, (m, _, _) in enumerate(_RATE_SQL)}
-    outputs = client.query_frame(f"SELECT {', '.join(_DRIFT_COLUMNS)} FROM ({rows})", values)
+    fingerprinted = int(per_code.get_column("fp_n").sum() or 0)
+    outputs = client.query_frame(f"SELECT {', '.join(_DRIFT_COLUMNS)} FROM ({rows}) WHERE {FINGERPRINTED_SQL}", values)
     drift = {c: outputs.get_column(c).cast(pl.Float64).to_numpy() for c in _DRIFT_COLUMNS}
-    return _Side(params.max_rows, True, hist, rates, drift, rows, values)
+    return _Side(params.max_rows, True, hist, rates, fingerprinted, drift, rows, values)
 
 
 SNAP_TO_ZERO: Final = 1e-12
@@ -367,6 +385,8 @@ def _rate_rows(base: _Side, cand: _Side, params: CanaryParams) -> list[dict[str,
     for metric, _, strict in _RATE_SQL:
         xb, xc = base.rates[metric], cand.rates[metric]
         nb, nc = base.requests, cand.requests
+        if metric in _OVER_FINGERPRINTED:
+            nb, nc = base.fingerprinted, cand.fingerprinted
         p = stats.proportion_test(xb, nb, xc, nc)
         rb, rc = (xb / nb if nb else math.nan), (xc / nc if nc else math.nan)
         lo, hi = stats.wilson_interval(xc, nc)
@@ -397,7 +417,7 @@ def _first_argmax(side: str = "") -> str:
 
 def _pairs(client: QueryClient, base: _Side, cand: _Side, both: str, values: dict[str, Any]) -> tuple[int, int]:
     """Input-matched pairs and how many of them agree on the argmax digest."""
-    matched = f"WHERE {col.INPUT_DIGEST} != '' AND {col.FP_ARGMAX_DIGEST} != '' "
+    matched = f"WHERE {col.INPUT_DIGEST} != '' AND {col.FP_ARGMAX_DIGEST} != '' AND {FINGERPRINTED_SQL} "
     if not (base.truncated or cand.truncated):
         # One scan of both sides, one GROUP BY over the input digests of either.
         pairs = client.query_frame(

@@ -262,24 +262,34 @@ def served_model(name: str, batch: int, seq: int) -> tuple[torch.nn.Module, torc
     return model, torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(1))
 
 
+def _spread(values: list[float]) -> str:
+    """``+m % [lo, hi]`` of ratios: the median and range over rounds, as added percent."""
+    return (
+        f"{(statistics.median(values) - 1) * 100:+.2f} % [{(min(values) - 1) * 100:+.2f}, "
+        f"{(max(values) - 1) * 100:+.2f}]"
+    )
+
+
 def run_served(args: argparse.Namespace) -> None:
-    """Plain against instrumented requests of a served model, interleaved pair by pair."""
+    """Plain against instrumented requests of a served model, interleaved pair by pair, then in blocks."""
     model, x = served_model(args.served, 2, 32)
     plain = torch.compile(model)
-    tracker = instrument(exporter=NullExporter(), host="bench", model=args.served, config=SdkConfig())
+    config = SdkConfig(fingerprint_rate=args.fingerprint_rate)
+    tracker = instrument(exporter=NullExporter(), host="bench", model=args.served, config=config)
     instrumented = tracker.compile(model, name=args.served)
     ids = iter(range(10**9))
+    clock = time.thread_time_ns
 
-    def req_plain() -> int:
-        t0 = time.perf_counter_ns()
+    def req_plain() -> tuple[int, int]:
+        c0, t0 = clock(), time.perf_counter_ns()
         plain(x)
-        return time.perf_counter_ns() - t0
+        return time.perf_counter_ns() - t0, clock() - c0
 
-    def req_instr() -> int:
-        t0 = time.perf_counter_ns()
+    def req_instr() -> tuple[int, int]:
+        c0, t0 = clock(), time.perf_counter_ns()
         with tracker.request(f"r{next(ids)}", shape=tuple(x.shape)) as req:
             req.set_output(instrumented(x))
-        return time.perf_counter_ns() - t0
+        return time.perf_counter_ns() - t0, clock() - c0
 
     with torch.no_grad():
         for _ in range(20):
@@ -292,20 +302,24 @@ def run_served(args: argparse.Namespace) -> None:
         fp_us = _time_per(lambda: fpmod.start_fingerprint(logits), 200, "cpu")
         bg_fp_us = _time_per(lambda: fpmod.cpu_fingerprint(rows, True, 16), 200, "cpu")
         ref_fp_us = _time_per(lambda: fpmod.row_stats_torch(rows), 200, "cpu")
+        rules = (tracker.fingerprint_cpu.rate, tracker.fingerprint_device.rate)
         print(
             f"torch {torch.__version__}, cpu ({torch.get_num_threads()} intra-op threads), served {args.served}, "
-            f"input {tuple(x.shape)}, logits {tuple(logits.shape)}, {args.pairs} pairs x {args.rounds} rounds; "
-            f"{_load()}"
+            f"input {tuple(x.shape)}, logits {tuple(logits.shape)}, fingerprint rate {rules[0]:g} for CPU outputs "
+            f"({'SDK default' if args.fingerprint_rate is None else '--fingerprint-rate'}), {args.pairs} pairs x "
+            f"{args.rounds} rounds; {_load()}"
         )
-        ratios: list[float] = []
+        wall: list[float] = []  # per round: ratio of median wall times, instrumented / plain
+        cpu: list[float] = []  # the same in serving-thread CPU time
+        charged: list[float] = []  # serving-thread CPU + the SDK's background CPU per request, / plain's
         pair_ratios: list[float] = []
         block_ratios: list[float] = []
         bg: list[float] = []
         others: list[float] = []
         sdk_clock = time.pthread_getcpuclockid(tracker.pipeline._thread.ident or 0)
         for r in range(args.rounds):
-            tp: list[int] = []
-            ti: list[int] = []
+            tp: list[tuple[int, int]] = []
+            ti: list[tuple[int, int]] = []
             p0, t0, s0 = time.process_time(), time.thread_time(), time.clock_gettime(sdk_clock)
             for i in range(args.pairs):
                 if i % 2:
@@ -314,13 +328,19 @@ def run_served(args: argparse.Namespace) -> None:
                 else:
                     ti.append(req_instr())
                     tp.append(req_plain())
-            tracker.flush()
+            f0 = clock()
+            tracker.flush()  # what the background thread had not done yet, done here: charged to the SDK
+            flush_ns = clock() - f0
             sdk = time.clock_gettime(sdk_clock) - s0
-            bg.append(sdk / args.pairs * 1e6)
+            bg_us = (sdk + flush_ns / 1e9) / args.pairs * 1e6
+            bg.append(bg_us)
             others.append(((time.process_time() - p0) - (time.thread_time() - t0) - sdk) / args.pairs * 1e6)
-            mp, mi = statistics.median(tp), statistics.median(ti)
-            ratios.append(mi / mp)
-            pair_ratios.extend(b / a for a, b in zip(tp, ti, strict=True))
+            mp, mi = statistics.median(w for w, _ in tp), statistics.median(w for w, _ in ti)
+            cp, ci = statistics.median(c for _, c in tp) / 1e3, statistics.median(c for _, c in ti) / 1e3
+            wall.append(mi / mp)
+            cpu.append(ci / cp)
+            charged.append((ci + bg_us) / cp)
+            pair_ratios.extend(b[0] / a[0] for a, b in zip(tp, ti, strict=True))
             # Blocks: a server runs instrumented requests back to back, so each one's output is allocated
             # while the SDK may still hold earlier ones, and the background thread's work falls on them
             # alone. Pairs hide both (a plain request beside each frees its memory and shares the cost).
@@ -341,31 +361,32 @@ def run_served(args: argparse.Namespace) -> None:
                         tracker.flush()
                     blocks[name] += time.perf_counter_ns() - t0
             block_ratios.append(blocks["instr"] / blocks["plain"])
+            n_block = size * max(1, args.pairs // size)
             print(
-                f"  round {r}: plain {mp / 1e3:.1f} us, instrumented {mi / 1e3:.1f} us, "
-                f"added {(mi - mp) / 1e3:+.1f} us ({(mi / mp - 1) * 100:+.2f} %); blocks of {size}: plain "
-                f"{blocks['plain'] / (size * max(1, args.pairs // size)) / 1e3:.1f} us/request, instrumented (flush "
-                f"included) {blocks['instr'] / (size * max(1, args.pairs // size)) / 1e3:.1f} "
-                f"({(block_ratios[-1] - 1) * 100:+.2f} %); {_load()}"
+                f"  round {r}: pairs: plain {mp / 1e3:.1f} us, instrumented {mi / 1e3:.1f} us "
+                f"({(mi / mp - 1) * 100:+.2f} %); serving-thread CPU plain {cp:.1f} us, instrumented {ci:.1f} us "
+                f"({(ci / cp - 1) * 100:+.2f} %), "
+                f"+ background {bg_us:.1f} us ({(charged[-1] - 1) * 100:+.2f} %); blocks of {size}: plain "
+                f"{blocks['plain'] / n_block / 1e3:.1f} us/request, instrumented (flush included) "
+                f"{blocks['instr'] / n_block / 1e3:.1f} ({(block_ratios[-1] - 1) * 100:+.2f} %); {_load()}"
             )
-    med = statistics.median(ratios)
+    print(f"SDK-added time per request, median over {args.rounds} rounds [range over rounds]:")
     print(
-        f"SDK-added time per request (median over rounds of the ratio of medians): {(med - 1) * 100:+.2f} % "
-        f"[{(min(ratios) - 1) * 100:+.2f}, {(max(ratios) - 1) * 100:+.2f}] over {args.rounds} rounds; "
-        f"per-pair median ratio {(statistics.median(pair_ratios) - 1) * 100:+.2f} %; {_load()}"
+        f"  interleaved pairs, wall time (ratio of medians): {_spread(wall)}; per-pair median ratio "
+        f"{(statistics.median(pair_ratios) - 1) * 100:+.2f} %; {_load()}"
     )
-    bmed = statistics.median(block_ratios)
+    print(f"  interleaved pairs, serving-thread CPU time: {_spread(cpu)}")
     print(
-        f"SDK-added time per request in blocks (throughput: back-to-back requests, the flush included; median "
-        f"over rounds): {(bmed - 1) * 100:+.2f} % [{(min(block_ratios) - 1) * 100:+.2f}, "
-        f"{(max(block_ratios) - 1) * 100:+.2f}] over {args.rounds} rounds; {_load()}"
+        f"  interleaved pairs, serving-thread CPU + the SDK background thread's CPU (and the end-of-round flush) "
+        f"charged to each instrumented request: {_spread(charged)}  <- the honest per-request figure"
     )
+    print(f"  back-to-back blocks, wall time (throughput, the flush included): {_spread(block_ratios)}; {_load()}")
     print(
-        f"  SDK background thread CPU {statistics.median(bg):.1f} us/request (its own thread clock, median round; "
-        f"other threads of the process, plain and instrumented requests alike: {statistics.median(others):.1f}); "
-        f"serving-thread "
-        f"start_fingerprint {fp_us:.1f} us; background fingerprint {bg_fp_us:.1f} us (the reference torch ops: "
-        f"{ref_fp_us:.1f} us); fingerprint path: {_fp_path(torch.float32, 'cpu')}"
+        f"  SDK background thread CPU {statistics.median(bg):.1f} us/request [{min(bg):.1f}, {max(bg):.1f}] (its "
+        f"own thread clock plus the flush, per pair; other threads of the process, plain and instrumented "
+        f"requests alike: {statistics.median(others):.1f}); serving-thread start_fingerprint {fp_us:.1f} us; "
+        f"background fingerprint of one output {bg_fp_us:.1f} us (the reference torch ops: {ref_fp_us:.1f} us), "
+        f"taken for {rules[0]:g} of requests; fingerprint path: {_fp_path(torch.float32, 'cpu')}"
     )
     tracker.shutdown()
     print("stats:", {k: v for k, v in tracker.stats().items() if v})
@@ -381,7 +402,8 @@ def run_hooks(args: argparse.Namespace) -> None:
     with torch.no_grad():
         out = model(x)
     logits = out.logits if hasattr(out, "logits") else out
-    tracker = instrument(exporter=NullExporter(), host="bench", model="hooks", config=SdkConfig(health_interval_s=0))
+    config = SdkConfig(health_interval_s=0, fingerprint_rate=args.fingerprint_rate)
+    tracker = instrument(exporter=NullExporter(), host="bench", model="hooks", config=config)
     n, rounds = args.calls, args.rounds
     shape = tuple(x.shape)
     # The background thread is stopped: its work is done below by this thread, timed apart.
@@ -429,6 +451,7 @@ def run_hooks(args: argparse.Namespace) -> None:
         rows["call"].append(per_call(identity, True))
         rows["wrapped"].append(per_call(wrapped, True))
         rows["guard"].append(per_call(guard, True, True))
+    rate = tracker.fingerprint_cpu.rate
     tracker.shutdown()
     best = {k: min(v) for k, v in rows.items()}
     med = {k: statistics.median(v) for k, v in rows.items()}
@@ -446,8 +469,8 @@ def run_hooks(args: argparse.Namespace) -> None:
         f"{best['guard']:.2f} us ({med['guard']:.2f}) (a bare Python call: {best['call']:.2f} us)"
     )
     print(
-        f"  background thread per request (record building): {best['bg']:.2f} us ({med['bg']:.2f}); with the "
-        f"fingerprint {best['bg_fp']:.2f} us ({med['bg_fp']:.2f}); {_load()}"
+        f"  background thread per request (record building): {best['bg']:.2f} us ({med['bg']:.2f}); with "
+        f"set_output, fingerprinting {rate:g} of the requests: {best['bg_fp']:.2f} us ({med['bg_fp']:.2f}); {_load()}"
     )
 
 
@@ -472,6 +495,12 @@ def main() -> None:
     )
     ap.add_argument(
         "--hooks", action="store_true", help="only the SDK's code paths in thread CPU time (robust to load)"
+    )
+    ap.add_argument(
+        "--fingerprint-rate",
+        type=float,
+        default=None,
+        help="SdkConfig.fingerprint_rate for --served/--hooks (default: the SDK's, 1/32 for CPU outputs)",
     )
     args = ap.parse_args()
     if args.hooks:

@@ -90,7 +90,9 @@ def serve(args: argparse.Namespace) -> None:
     # Failing requests' inputs are captured everywhere; the canary captures all of its (mirrored) traffic, so
     # any request it serves differently can be replayed against its bundle.
     capture = CaptureRules(enabled=True, rate=1.0 if args.bundle == CANDIDATE else 0.0)
-    config = SdkConfig(sample_rate=args.sample_rate, capture=capture)
+    # The demo's pools stand in for GPU hosts, where every output is fingerprinted (a CPU host's default is
+    # one request in 32): every NaN request is seen, and the canary pairs every mirrored request.
+    config = SdkConfig(sample_rate=args.sample_rate, capture=capture, fingerprint_rate=1.0)
     tracker = instrument(
         service_url=args.service,
         host=host_name(args.pool, args.bundle),

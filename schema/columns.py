@@ -42,6 +42,8 @@ FP_INF: Final = "fp_inf"
 FP_MEAN: Final = "fp_mean"
 FP_STD: Final = "fp_std"
 FP_ABSMAX: Final = "fp_absmax"
+FP_STATUS: Final = "fp_status"
+FP_RATE: Final = "fp_rate"
 SAMPLED: Final = "sampled"
 CAPTURE_BLOB: Final = "capture_blob"
 

@@ -9,7 +9,7 @@ manifest. ``compile_id`` is kept for reading a host's own logs, not for joining.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -41,6 +41,18 @@ GUARD_OUTCOMES: tuple[str, ...] = ("hit", "miss", "first", "none", "mixed")
 CACHE_STATUSES: tuple[str, ...] = ("none", "hit", "miss", "bypass", "mixed")
 CACHES: tuple[str, ...] = ("fx_graph", "aot_autograd", "triton", "autotune", "dynamo")
 CACHE_RESULTS: tuple[str, ...] = ("hit", "miss", "bypass")
+FP_OK: Final = "ok"
+"""``fp_status`` of a request whose ``fp_*`` columns hold its output's fingerprint."""
+FP_UNSAMPLED: Final = "unsampled"
+"""``fp_status`` of a request the fingerprint sampling rule (``fp_rate``) skipped."""
+FP_FAILED: Final = "failed"
+"""``fp_status`` of a request whose output could not be fingerprinted (counted by the SDK)."""
+FP_NONE: Final = "none"
+"""``fp_status`` of a request that gave ``set_output`` no output."""
+FP_STATUSES: tuple[str, ...] = (FP_OK, FP_UNSAMPLED, FP_FAILED, FP_NONE)
+FP_COMPARABLE: tuple[str, ...] = (FP_OK, "")
+"""``fp_status`` values whose ``fp_*`` columns may be compared: fingerprinted, or written before the column
+existed (every request with an output was fingerprinted then)."""
 KERNEL_DECISIONS_ARTIFACT = "inferensics_kernel_providers"
 """Structured-trace artifact in which the kernel registry writes a compile's provider decisions (a JSON list
 of ``{op, provider, signature, bucket, skipped: [{provider, reason}], compiled, fallback, compile_id}``); the
@@ -126,6 +138,16 @@ class RequestEvent(Event):
     """Standard deviation of the finite output values."""
     fp_absmax: F32 = 0.0
     """Largest absolute finite output value."""
+    fp_status: Dim = ""
+    """Whether the ``fp_*`` columns hold the output's fingerprint: ``ok``; ``unsampled`` (the sampling rule of
+    ``fp_rate`` skipped this request: the columns are empty, not measured zeros); ``failed`` (the output
+    could not be read, for example it was changed in place; counted by the SDK); ``none`` (no output was
+    given to ``set_output``). Empty in rows written before the column existed. Compare only ``ok`` rows
+    (and, of those, rows of the same ``fp_rate`` when comparing sampled sets)."""
+    fp_rate: F32 = 0.0
+    """The fingerprint sampling rule in force for this request: the fraction of request ids fingerprinted,
+    chosen by a hash of the request id (the same id is chosen on every host and bundle); 1 means every
+    request; 0 when no output was given."""
     sampled: Flag = False
     """Whether kernel timings were sampled for this request (rows in ``kernel_timings``)."""
     capture_blob: Digest = ""

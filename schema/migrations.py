@@ -451,6 +451,22 @@ def _shape_guards_table(target: Target) -> list[str]:
     return render_event_table(ShapeGuardEvent, target)
 
 
+def _request_fingerprint_status(target: Target) -> list[str | Step]:
+    # The host SDK samples CPU output fingerprints (issue 25): each request says whether its fp_* columns
+    # hold a fingerprint and under which sampling rate, placed after fp_absmax as a fresh table has them.
+    db = target.database
+    columns = {c.name: c for c in columns_of(RequestEvent)}
+    return [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS "
+            f"{column_sql(columns[name]).strip()} AFTER `{after}`",
+            when=f"SELECT 1 - ({_has_column(db, t, name)})",
+        )
+        for t in _model_tables(target, RequestEvent.TABLE.name)
+        for name, after in ((col.FP_STATUS, col.FP_ABSMAX), (col.FP_RATE, col.FP_STATUS))
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -467,6 +483,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(13, "replay verdict columns", _replay_verdict_columns),
     Migration(14, "collector per-span dedup keys", _ingest_dedup_keys),
     Migration(15, "shape guards imported from trace logs", _shape_guards_table),
+    Migration(16, "request fingerprint status and sampling rate", _request_fingerprint_status),
 )
 """Every migration, in version order."""
 

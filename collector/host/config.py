@@ -17,6 +17,16 @@ SAMPLE_RATE_ENV: Final = "INFERENSICS_SAMPLE_RATE"
 """Fraction of requests profiled for kernel timings (0 disables the profiler)."""
 QUEUE_CAPACITY_ENV: Final = "INFERENSICS_QUEUE_CAPACITY"
 """Items the hand-off queue holds before it drops (and counts) new ones."""
+FINGERPRINT_RATE_ENV: Final = "INFERENSICS_FINGERPRINT_RATE"
+"""Fraction of requests whose output is fingerprinted, CPU and device outputs alike (unset: the defaults of
+:data:`CPU_FINGERPRINT_RATE` and :data:`DEVICE_FINGERPRINT_RATE`)."""
+CPU_FINGERPRINT_RATE: Final = 1 / 32
+"""Default fraction of requests with a CPU output that are fingerprinted. On a CPU server the fingerprint
+is read by the same cores that serve, and costs about as much as a small model's whole request
+(benchmarks/bench_sdk_overhead.py ``--served``): one request in 32, chosen by request id."""
+DEVICE_FINGERPRINT_RATE: Final = 1.0
+"""Default fraction of requests with a CUDA (device) output that are fingerprinted: all of them (a fused
+kernel launch on the serving thread, read back without a synchronization)."""
 
 
 Redactor = Callable[[dict[str, Any]], dict[str, Any]]
@@ -64,6 +74,11 @@ class SdkConfig:
             request page's kernel → source-line map; 0 turns it off (benchmarks/bench_provenance_cost.py
             measures what it costs).
         fingerprint_head: Leading argmax ids kept in the output fingerprint.
+        fingerprint_rate: Fraction of requests whose output ``set_output`` fingerprints, chosen by a hash
+            of the request id (the same ids on every host and bundle, so canary and replay compare like
+            with like); the others are recorded with ``fp_status`` ``unsampled``. ``None`` (default):
+            :data:`CPU_FINGERPRINT_RATE` for CPU outputs, :data:`DEVICE_FINGERPRINT_RATE` for device
+            outputs. 1 fingerprints every request, 0 none.
         shape_buckets: Upper edges for the shape bucketing policy (per dimension, powers of two default).
         capture: Input-capture rules.
         trace_compiles: Attach the ``torch.__trace`` sink (compile records, cache events, output code).
@@ -77,6 +92,7 @@ class SdkConfig:
     batch_rows: int = 10_000
     provenance_level: int = 1
     fingerprint_head: int = 16
+    fingerprint_rate: float | None = None
     shape_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
     capture: CaptureRules = field(default_factory=CaptureRules)
     trace_compiles: bool = True
@@ -95,6 +111,10 @@ class SdkConfig:
             raise ConfigError(f"health_interval_s must not be negative, got {self.health_interval_s}")
         if self.batch_rows < 1:
             raise ConfigError(f"batch_rows must be positive, got {self.batch_rows}")
+        if self.fingerprint_rate is not None and not 0.0 <= self.fingerprint_rate <= 1.0:
+            raise ConfigError(
+                f"fingerprint_rate must be within [0, 1], got {self.fingerprint_rate} (${FINGERPRINT_RATE_ENV})"
+            )
         if self.fingerprint_head < 0:
             raise ConfigError(f"fingerprint_head must not be negative, got {self.fingerprint_head}")
         if not self.shape_buckets or any(not isinstance(e, int) or e < 1 for e in self.shape_buckets):
@@ -108,6 +128,7 @@ class SdkConfig:
         for name, env_name, kind in (
             ("sample_rate", SAMPLE_RATE_ENV, float),
             ("queue_capacity", QUEUE_CAPACITY_ENV, int),
+            ("fingerprint_rate", FINGERPRINT_RATE_ENV, float),
         ):
             if env_name in source:
                 try:

@@ -21,8 +21,10 @@ queue (stream order puts it behind their launches) and polls it. Until the kerne
 compiled and checked (in a background thread, on first sight of that dtype) and for dtypes the kernel
 does not take, the same numbers come from torch ops (:func:`row_stats_torch`, the reference semantics).
 On CPU the serving thread only keeps a reference to the output; the background thread reads it
-(:func:`cpu_fingerprint`). Its cost on the serving thread and on the device is measured by
-benchmarks/bench_sdk_overhead.py (the figures recorded there).
+(:func:`cpu_fingerprint`). Which requests are fingerprinted at all (every one with a CUDA output, one in 32
+with a CPU output by default) is :mod:`inferensics.collector.host.fingerprint_sampling`'s rule. Its cost on
+the serving thread and on the device is measured by benchmarks/bench_sdk_overhead.py (the figures recorded
+there).
 """
 
 from __future__ import annotations

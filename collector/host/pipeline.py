@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
@@ -23,6 +23,7 @@ from inferensics.collector.host.fingerprint import (
     finish_deferred,
     mark,
 )
+from inferensics.collector.host.fingerprint_sampling import fingerprint_rules
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy
@@ -30,6 +31,10 @@ from inferensics.collector.host.trusted_records import f32, trusted_request, u8,
 from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
 from inferensics.collector.trace.envelope import decode_record
 from inferensics.schema.events import (
+    FP_FAILED,
+    FP_NONE,
+    FP_OK,
+    FP_UNSAMPLED,
     CacheEvent,
     CompileEvent,
     GraphBreakEvent,
@@ -53,6 +58,13 @@ request at 2 ms, 4-14 at 5 ms). The serving thread does nothing for it: a wake-u
 """
 CPU_POLL_HOLD_S: Final = 1.0
 """Seconds after the last CPU output during which the thread keeps polling every :data:`CPU_POLL_S`."""
+CPU_POLL_MIN_RATE: Final = 0.25
+"""The thread polls for CPU outputs only where more than this fraction of them is fingerprinted (held).
+
+At the default rate (one request in 32) the few outputs held until the next drain leave the serving
+thread's memory reuse nearly as it is, while polling every :data:`CPU_POLL_S` as requests run cost that
+thread more than the fingerprints themselves (a wake-up, a drain of one or two requests and a hand-over
+of the GIL each time; benchmarks/bench_sdk_overhead.py ``--served``)."""
 YIELD_AFTER_NS: Final = 100_000
 """Longest stretch of record building between two hand-offs of the GIL (see :meth:`Pipeline.drain`)."""
 
@@ -87,7 +99,7 @@ class _Prepared(NamedTuple):
     no record building after it)."""
 
     values: dict[str, Any]
-    children: list[Event]
+    children: Sequence[Event]
 
 
 WATCH_STALE_S: Final = 2.0
@@ -139,6 +151,7 @@ class Pipeline:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._poll_fast_until = 0.0  # monotonic time until which the thread drains every CPU_POLL_S
+        self._poll_cpu = fingerprint_rules(config)[0].rate > CPU_POLL_MIN_RATE
         self._thread = threading.Thread(target=self._run, name="inferensics-sdk", daemon=True)
         self._thread.start()
 
@@ -352,7 +365,7 @@ class Pipeline:
         plain = not (raw.compile_ids or raw.error or raw.compile_ns or raw.profile is not None)
         plain = plain and raw.request_id not in self.pending
         # More guard hits than graph calls: some frame hit its guards and ran no graph of its own.
-        graphless = raw.guard_hits > sum(v[0] for v in raw.graphs.values())
+        graphless = raw.guard_hits > sum([v[0] for v in raw.graphs.values()])
         state = (self.limit_hit, self.failed_suppressed, graphless and self.graphless_break)
         key = (*raw.graphs, raw.guard_hits > 0, raw.guard_misses > 0, *state) if plain else None
         dispatch = self.templates.get(key) if key is not None else None
@@ -361,14 +374,22 @@ class Pipeline:
             if key is not None and len(self.templates) < TEMPLATE_LIMIT:
                 self.templates[key] = dispatch
         ts = datetime.fromtimestamp(raw.ts, UTC)
-        children = self.pending.pop(raw.request_id, []) if self.pending else []
+        # No sub-records (nearly every request): a shared empty tuple rather than a new list each time.
+        children: Sequence[Event] = self.pending.pop(raw.request_id, ()) if self.pending else ()
         if raw.profile is not None:
-            children.extend(profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts))
+            children = [*children, *profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts)]
         # Everything order-dependent (classification against the compile state, sub-records) is done;
         # the rest needs the fingerprint.
         prepared = _Prepared(self._values(raw, dispatch, ts), children)
         fp = raw.fingerprint
-        if fp is not None and fp.stream is None:  # a CPU output the serving thread keeps alive until read
+        if fp is None:  # no fingerprint to wait for (unsampled, or no output): in order behind any waiting
+            if self.waiting:
+                self.waiting.append((raw, prepared))
+            else:
+                self._finish(raw, prepared)
+            return
+        # A CPU output the serving thread keeps alive until read: poll while most outputs are held.
+        if self._poll_cpu and isinstance(fp, PendingFingerprint) and fp.stream is None:
             self._poll_fast_until = time.monotonic() + CPU_POLL_HOLD_S
         if isinstance(fp, PendingFingerprint) and fp.unmarked():
             self.unmarked.append(fp)
@@ -413,53 +434,51 @@ class Pipeline:
         }
 
     def _values(self, raw: RawRequest, dispatch: dict[str, Any], ts: datetime) -> dict[str, Any]:
-        """The request record's fields, the fingerprint's and the inputs' left empty (``_finish`` fills them)."""
-        ctx = self.context
-        counts = raw.graphs.values()
+        """The request record's fields, the fingerprint's and the inputs' left empty (``_finish`` fills them).
+
+        A copy of the dispatch's record (every field in RequestEvent's order, the values it shares with
+        every request served the same way) with the request's own values set: cheaper than a literal of
+        every field, per request, on the thread that competes with serving for the GIL."""
+        base = dispatch.get("record")
+        if base is None:
+            base = dispatch["record"] = self._record_base(dispatch)
+        values = base.copy()
+        values["request_id"] = raw.request_id
+        values["ts"] = ts
+        if raw.model:
+            values["model"] = raw.model
+        if raw.traffic_class:
+            values["traffic_class"] = raw.traffic_class
+        values["tenant"] = raw.tenant
+        values["shape"] = raw.shape
+        values["shape_bucket"] = self.shapes.bucket(raw.shape)
+        values["latency_ms"] = f32(raw.latency_ns / 1e6)
         error = raw.error
-        # Field order as in RequestEvent; values already canonical (see trusted_records).
-        return {
-            "request_id": raw.request_id,
-            "ts": ts,
-            "host": ctx.host,
-            "model": raw.model or ctx.model,
-            "hw_pool": ctx.hw_pool,
-            "traffic_class": raw.traffic_class or self.default_traffic_class,
-            "tenant": raw.tenant,
-            "bundle_id": ctx.bundle_id,
-            "shape": raw.shape,
-            "shape_bucket": self.shapes.bucket(raw.shape),
-            "latency_ms": f32(raw.latency_ns / 1e6),
-            "status": "error" if error else "ok",
-            "error": error[:2000],
-            "outcome": dispatch["outcome"],
-            "guard_outcome": dispatch["guard_outcome"],
-            "cache_status": dispatch["cache_status"],
-            "fallback_reason": dispatch["fallback_reason"],
-            "compile_ms": dispatch["compile_ms"],
-            "recompiles": dispatch["recompiles"],
-            "graph_keys": dispatch["graph_keys"],
-            "graph_artifacts": dispatch["graph_artifacts"],
-            "graph_calls": tuple([u32(v[0]) for v in counts]),
-            "graph_us": tuple([u32(v[1] // 1000) for v in counts]),
-            "input_digest": "",
-            "fp_argmax_digest": "",
-            "fp_argmax_head": (),
-            "fp_nan": 0,
-            "fp_inf": 0,
-            "fp_mean": 0.0,
-            "fp_std": 0.0,
-            "fp_absmax": 0.0,
-            "sampled": raw.sampled,
-            "capture_blob": "",
-            "attrs": {**dispatch["attrs"], "bundle_status": raw.bundle_status}
-            if raw.bundle_status
-            else dict(dispatch["attrs"]),
-        }
+        if error:
+            values["status"] = "error"
+            values["error"] = error[:2000]
+        counts = raw.graphs.values()
+        values["graph_calls"] = tuple([u32(v[0]) for v in counts])
+        values["graph_us"] = tuple([u32(v[1] // 1000) for v in counts])
+        values["fp_rate"] = f32(raw.fp_rate)
+        values["sampled"] = raw.sampled
+        attrs = dispatch["attrs"]
+        values["attrs"] = {**attrs, "bundle_status": raw.bundle_status} if raw.bundle_status else dict(attrs)
+        return values
 
     def _finish(self, raw: RawRequest, prepared: _Prepared) -> None:
         values, children = prepared
-        fp = self._fingerprint(raw)
+        fp = self._fingerprint(raw) if raw.fingerprint is not None else None
+        if fp is not None:
+            fp_status = FP_OK
+        elif raw.fp_status:  # set_output skipped it (the sampling rule) or failed (counted there)
+            fp_status = raw.fp_status
+            if fp_status == FP_UNSAMPLED:
+                self.counters["fingerprint_unsampled"] += 1
+        elif raw.fingerprint is not None:  # could not be read back (counted by _fingerprint)
+            fp_status = FP_FAILED
+        else:
+            fp_status = FP_NONE
         if fp is not None:
             values["fp_argmax_digest"] = fp.argmax_digest
             values["fp_argmax_head"] = fp.argmax_head
@@ -468,11 +487,55 @@ class Pipeline:
             values["fp_mean"] = f32(fp.mean)
             values["fp_std"] = f32(fp.std)
             values["fp_absmax"] = f32(fp.absmax)
+        values["fp_status"] = fp_status
         if raw.inputs:
             values["input_digest"], values["capture_blob"] = self._inputs(raw, fp)
         event = trusted_request(values, check=False)
         self.counters["requests"] += 1
         self.exporter.export_request(event, children)
+
+    def _record_base(self, dispatch: dict[str, Any]) -> dict[str, Any]:
+        """Every field of a request record in RequestEvent's order, with the values of ``dispatch`` and of
+        this host, and each request's own fields at their defaults (values canonical: see trusted_records)."""
+        ctx = self.context
+        return {
+            "request_id": "",
+            "ts": None,
+            "host": ctx.host,
+            "model": ctx.model,
+            "hw_pool": ctx.hw_pool,
+            "traffic_class": self.default_traffic_class,
+            "tenant": "",
+            "bundle_id": ctx.bundle_id,
+            "shape": "",
+            "shape_bucket": "",
+            "latency_ms": 0.0,
+            "status": "ok",
+            "error": "",
+            "outcome": dispatch["outcome"],
+            "guard_outcome": dispatch["guard_outcome"],
+            "cache_status": dispatch["cache_status"],
+            "fallback_reason": dispatch["fallback_reason"],
+            "compile_ms": dispatch["compile_ms"],
+            "recompiles": dispatch["recompiles"],
+            "graph_keys": dispatch["graph_keys"],
+            "graph_artifacts": dispatch["graph_artifacts"],
+            "graph_calls": (),
+            "graph_us": (),
+            "input_digest": "",
+            "fp_argmax_digest": "",
+            "fp_argmax_head": (),
+            "fp_nan": 0,
+            "fp_inf": 0,
+            "fp_mean": 0.0,
+            "fp_std": 0.0,
+            "fp_absmax": 0.0,
+            "fp_status": FP_NONE,
+            "fp_rate": 0.0,
+            "sampled": False,
+            "capture_blob": "",
+            "attrs": {},
+        }
 
     def _fingerprint(self, raw: RawRequest) -> Fingerprint | None:
         """The output fingerprint, or ``None`` (counted) when the output could not be read back: the

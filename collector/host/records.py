@@ -51,6 +51,8 @@ class RawRequest:
         "compile_ns",
         "error",
         "fingerprint",
+        "fp_rate",
+        "fp_status",
         "graphs",
         "guard_hits",
         "guard_misses",
@@ -78,10 +80,12 @@ class RawRequest:
         self.graphs: dict[GraphSlot, list[int]] = {}
         self.guard_hits = 0
         self.guard_misses = 0
-        self.compile_ids: list[str] = []
+        self.compile_ids: tuple[str, ...] = ()  # a tuple: no GC-tracked list per request (compiles are rare)
         self.compile_ns = 0
         self.error = ""
         self.fingerprint: Any = None
+        self.fp_rate = 0.0  # the sampling rate set_output applied (0: no output given)
+        self.fp_status = ""  # set by set_output when it took no fingerprint: unsampled, failed
         self.input_digest: Any = None
         self.inputs: Any = None
         self.sampled = False

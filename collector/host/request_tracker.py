@@ -23,12 +23,14 @@ from inferensics.collector.host.backend import InductorBackend
 from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
 from inferensics.collector.host.fingerprint import start_fingerprint
+from inferensics.collector.host.fingerprint_sampling import fingerprint_rules
 from inferensics.collector.host.pipeline import Pipeline
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, CompileOrigin, RawRequest
 from inferensics.collector.host.shape_policy import shape_signature
 from inferensics.collector.host.trace_sink import TraceSink
 from inferensics.collector.trace.assembler import AssemblyContext
+from inferensics.schema.events import FP_FAILED, FP_UNSAMPLED
 
 log = logging.getLogger("inferensics.collector.host")
 
@@ -60,13 +62,26 @@ class RequestScope:
         return self
 
     def set_output(self, output: Any) -> None:
-        """Record the output fingerprint (argmax ids, NaN/inf counts, statistics) without a device sync."""
+        """Record the output fingerprint (argmax ids, NaN/inf counts, statistics) without a device sync.
+
+        Only requests the sampling rule chooses are fingerprinted (``SdkConfig.fingerprint_rate``: by
+        default every request with a device output, one in 32 with a CPU output); the others are recorded
+        as ``unsampled``.
+        """
+        raw = self.raw
+        tracker = self._tracker
         try:
             tensor = output if isinstance(output, torch.Tensor) else getattr(output, "logits", output)
             if isinstance(tensor, torch.Tensor):
-                self.raw.fingerprint = start_fingerprint(tensor, self._tracker.config.fingerprint_head)
+                rule = tracker.fingerprint_cpu if tensor.is_cpu else tracker.fingerprint_device
+                raw.fp_rate = rule.rate
+                if rule.every or rule.chosen(raw.request_id):
+                    raw.fingerprint = start_fingerprint(tensor, tracker.config.fingerprint_head)
+                else:
+                    raw.fp_status = FP_UNSAMPLED
         except Exception:
-            self._tracker.counters_local["fingerprint_errors"] += 1
+            tracker.counters_local["fingerprint_errors"] += 1
+            raw.fp_status = FP_FAILED
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -112,6 +127,7 @@ class Tracker:
         self.config = config or SdkConfig()
         self.host, self.hw_pool, self.model, self.bundle_id = host, hw_pool, model, bundle_id
         self.queue = BoundedQueue(self.config.queue_capacity)
+        self.fingerprint_cpu, self.fingerprint_device = fingerprint_rules(self.config)
         self.counters_local: Counter[str] = Counter()
         self.capabilities = torch_adapter.probe_capabilities()
         context = AssemblyContext(host=host, model=model, hw_pool=hw_pool, bundle_id=bundle_id, source="live")

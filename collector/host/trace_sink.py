@@ -124,7 +124,7 @@ class TraceSink(logging.Handler):
                 and kind in ("dynamo_start", "compilation_metrics")
                 and cid not in request.compile_ids
             ):
-                request.compile_ids.append(cid)
+                request.compile_ids = (*request.compile_ids, cid)
             payload = getattr(record, "payload", None)
             rid = request.request_id if request is not None else ""
             # Whether a failed compile was suppressed is known here only (the caller's setting, often a

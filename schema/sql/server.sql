@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS inferensics.requests
     `fp_mean` Float32 CODEC(ZSTD(1)) COMMENT 'Mean of the finite output values.',
     `fp_std` Float32 CODEC(ZSTD(1)) COMMENT 'Standard deviation of the finite output values.',
     `fp_absmax` Float32 CODEC(ZSTD(1)) COMMENT 'Largest absolute finite output value.',
+    `fp_status` LowCardinality(String) COMMENT 'Whether the ``fp_*`` columns hold the output\'s fingerprint: ``ok``; ``unsampled`` (the sampling rule of ``fp_rate`` skipped this request: the columns are empty, not measured zeros); ``failed`` (the output could not be read, for example it was changed in place; counted by the SDK); ``none`` (no output was given to ``set_output``). Empty in rows written before the column existed. Compare only ``ok`` rows (and, of those, rows of the same ``fp_rate`` when comparing sampled sets).',
+    `fp_rate` Float32 CODEC(ZSTD(1)) COMMENT 'The fingerprint sampling rule in force for this request: the fraction of request ids fingerprinted, chosen by a hash of the request id (the same id is chosen on every host and bundle); 1 means every request; 0 when no output was given.',
     `sampled` Bool COMMENT 'Whether kernel timings were sampled for this request (rows in ``kernel_timings``).',
     `capture_blob` String CODEC(ZSTD(1)) COMMENT 'sha256 of the captured inputs blob, empty when inputs were not captured.',
     `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.',

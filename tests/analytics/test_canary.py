@@ -11,7 +11,7 @@ import pytest
 
 from inferensics.analytics import CanaryParams, UnknownFilterValue, canary_compare, stats
 from inferensics.schema import columns as col
-from inferensics.schema.events import RequestEvent
+from inferensics.schema.events import FP_OK, FP_UNSAMPLED, RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
 from inferensics.schema.store import Store
 from tests.analytics.fleet import BASELINE, CANDIDATE, T0, W10, Fleet, _complete
@@ -232,3 +232,59 @@ def test_one_truncated_side_pairs_with_the_whole_other(fleet_store: Store, fleet
     assert (result.baseline_requests, result.candidate_requests) == (kept["b"].height, kept["c"].height)
     ev = {r["metric"]: r for r in result.evidence.iter_rows(named=True)}
     _assert_agreement(ev, kept["b"], kept["c"])
+
+
+def test_output_checks_read_only_fingerprinted_requests(store: Store) -> None:
+    """A CPU-sampled candidate (one request in 16 fingerprinted, the rest ``unsampled`` with empty ``fp_*``
+    columns) against a fully fingerprinted baseline of the same outputs: the drift and non-finite checks
+    compare fingerprints only (the unsampled zeros would fail drift: D near 0.94), the non-finite rate is over
+    each side's fingerprinted requests, and unsampled requests form no agreement pairs (no mismatches)."""
+    rng = np.random.default_rng(5)
+    n = 3200
+    t = datetime(2026, 3, 2, tzinfo=UTC)
+    means = rng.normal(0, 1, n).astype(np.float32)
+    nonfinite = rng.random(n) < 0.02
+    digests = [f"d{i}" for i in range(n)]
+    frames = []
+    for bundle, every, rate in (("b1", 1, 1.0), ("b2", 16, 1 / 16)):
+        chosen = np.arange(n) % every == 0
+        frames.append(
+            pl.DataFrame(
+                {
+                    col.REQUEST_ID: [f"{bundle}-{i}" for i in range(n)],
+                    col.TS: [t + timedelta(seconds=i) for i in range(n)],
+                    col.HOST: "h",
+                    col.MODEL: "m",
+                    col.HW_POOL: "p",
+                    col.TRAFFIC_CLASS: "t",
+                    col.BUNDLE_ID: bundle,
+                    col.LATENCY_MS: rng.lognormal(np.log(20), 0.3, n).astype(np.float32),
+                    col.INPUT_DIGEST: digests,
+                    col.FP_ARGMAX_DIGEST: [d if c else "" for d, c in zip(digests, chosen, strict=True)],
+                    col.FP_MEAN: np.where(chosen, means, 0).astype(np.float32),
+                    col.FP_STD: np.where(chosen, 1, 0).astype(np.float32),
+                    col.FP_NAN: np.where(chosen & nonfinite, 3, 0).astype(np.uint32),
+                    col.FP_STATUS: np.where(chosen, FP_OK, FP_UNSAMPLED),
+                    col.FP_RATE: np.full(n, rate, dtype=np.float32),
+                }
+            )
+        )
+    stop_ttl(store)
+    store.insert_frame(RequestEvent, _complete(RequestEvent, pl.concat(frames)))
+    window = dict(start=t, end=t + timedelta(days=1))
+    params = CanaryParams(model="m", baseline="b1", candidate="b2", **window)
+    for p in (params, params.model_copy(update={"max_rows": n - 1})):  # the full scan and the truncated path
+        result = canary_compare(store, p)
+        ev = {r["metric"]: r for r in result.evidence.iter_rows(named=True)}
+        assert ev["fp_mean_ks"]["outcome"] == "pass", result.evidence
+        assert ev["fp_std_ks"]["outcome"] == "pass", result.evidence
+        assert ev["nonfinite_rate"]["outcome"] == "pass", result.evidence
+        kept = slice(0, p.max_rows)
+        base_rate = nonfinite[kept].mean()
+        cand_rate = nonfinite[kept][::16].mean()
+        assert ev["nonfinite_rate"]["baseline"] == pytest.approx(base_rate)
+        assert ev["nonfinite_rate"]["candidate"] == pytest.approx(cand_rate)
+        # Pairs only where both sides fingerprinted (the candidate's chosen requests), all agreeing.
+        assert ev["argmax_agreement"]["baseline"] == len(range(0, min(n, p.max_rows), 16))
+        assert ev["argmax_agreement"]["candidate"] == 1.0
+        assert result.verdict == "pass", result.evidence

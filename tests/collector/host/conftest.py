@@ -30,8 +30,15 @@ def _clean_dynamo(inductor_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
 
 @pytest.fixture
 def tracker(store: Store) -> Iterator[Tracker]:
-    """A tracker exporting straight into the test's store; shut down (and flushed) afterwards."""
-    t = instrument(store=store, host="test-host", hw_pool="cpu-pool", model="m", config=SdkConfig(batch_rows=1000))
+    """A tracker exporting straight into the test's store, fingerprinting every request (the tests read each
+    one's fingerprint); shut down (and flushed) afterwards."""
+    t = instrument(
+        store=store,
+        host="test-host",
+        hw_pool="cpu-pool",
+        model="m",
+        config=SdkConfig(batch_rows=1000, fingerprint_rate=1.0),
+    )
     try:
         yield t
     finally:

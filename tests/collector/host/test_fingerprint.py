@@ -141,7 +141,9 @@ def test_cpu_fingerprint_runs_off_the_serving_thread() -> None:
 
 def test_tracker_counts_an_output_modified_in_place(store: Store) -> None:
     # The background thread does not wake before flush(): the change lands before it reads the output.
-    tracker = instrument(store=store, host="h", model="m", config=SdkConfig(flush_interval_s=60.0))
+    tracker = instrument(
+        store=store, host="h", model="m", config=SdkConfig(flush_interval_s=60.0, fingerprint_rate=1.0)
+    )
     try:
         x = torch.randn(2, 8)
         with tracker.request("reused") as req:
@@ -244,7 +246,9 @@ class _ListExporter(NullExporter):
 
 def test_request_records_equal_their_validated_round_trip() -> None:
     exporter = _ListExporter()
-    tracker = instrument(exporter=exporter, host="h", model="m", config=SdkConfig(trace_compiles=False))
+    tracker = instrument(
+        exporter=exporter, host="h", model="m", config=SdkConfig(trace_compiles=False, fingerprint_rate=1.0)
+    )
     try:
         compiled = tracker.compile(lambda x: torch.log(x) * 3)
         for i, x in enumerate([torch.rand(4, 5) + 0.1, torch.tensor([[-1.0, 2.0, 0.0]]), torch.rand(2, 5)]):
@@ -275,7 +279,9 @@ def test_a_backlogged_fingerprint_is_counted_and_still_exported(monkeypatch: pyt
 
     monkeypatch.setattr(request_tracker, "start_fingerprint", backlogged)
     exporter = _ListExporter()
-    tracker = instrument(exporter=exporter, host="h", model="m", config=SdkConfig(trace_compiles=False))
+    tracker = instrument(
+        exporter=exporter, host="h", model="m", config=SdkConfig(trace_compiles=False, fingerprint_rate=1.0)
+    )
     try:
         for i in range(3):
             with tracker.request(f"r{i}") as req:

@@ -60,7 +60,7 @@ def test_nonfinite_and_error_requests_capture_redacted_inputs(store: Store) -> N
         return {k: v for k, v in inputs.items() if k != "secret"}
 
     rules = CaptureRules(enabled=True, redact=redact, max_bytes=4096)
-    tracker = instrument(store=store, host="h", model="m", config=SdkConfig(capture=rules))
+    tracker = instrument(store=store, host="h", model="m", config=SdkConfig(capture=rules, fingerprint_rate=1.0))
     x = torch.tensor([1.0, -1.0, 4.0])
     secret = torch.arange(3)
     with tracker.request("cap-nan", inputs={"x": x, "secret": secret}) as req:
@@ -102,7 +102,7 @@ def test_missing_hook_degrades_with_reason(store: Store, monkeypatch: pytest.Mon
         return table
 
     monkeypatch.setattr(adapter, "probe_capabilities", without_guard_hook)
-    tracker = instrument(store=store, host="h", model="m")
+    tracker = instrument(store=store, host="h", model="m", config=SdkConfig(fingerprint_rate=1.0))
     assert tracker.capability_report()["guard_complete_hook"] == "absent in this build"
     with tracker.request("deg-0") as req:
         req.set_output(torch.ones(2, 3))

@@ -21,6 +21,8 @@ from inferensics.collector.host import CaptureRules, ConfigError, SdkConfig
         ({"flush_interval_s": float("nan")}, "flush_interval_s must be positive"),
         ({"batch_rows": 0}, "batch_rows must be positive"),
         ({"fingerprint_head": -1}, "fingerprint_head must not be negative"),
+        ({"fingerprint_rate": 1.5}, "fingerprint_rate must be within [0, 1], got 1.5"),
+        ({"fingerprint_rate": float("nan")}, "fingerprint_rate must be within [0, 1], got nan"),
         ({"shape_buckets": ()}, "shape_buckets must be positive integers"),
         ({"shape_buckets": (1, 0, 4)}, "shape_buckets must be positive integers"),
     ],
@@ -36,6 +38,7 @@ def test_bad_settings_are_refused(values: dict[str, Any], message: str) -> None:
     [
         ({"INFERENSICS_SAMPLE_RATE": "abc"}, "$INFERENSICS_SAMPLE_RATE: 'abc' is not a valid float"),
         ({"INFERENSICS_QUEUE_CAPACITY": "1e3"}, "$INFERENSICS_QUEUE_CAPACITY: '1e3' is not a valid int"),
+        ({"INFERENSICS_FINGERPRINT_RATE": "half"}, "$INFERENSICS_FINGERPRINT_RATE: 'half' is not a valid float"),
         ({"INFERENSICS_SAMPLE_RATE": "2"}, "sample_rate must be within [0, 1], got 2.0 ($INFERENSICS_SAMPLE_RATE)"),
     ],
 )
