@@ -52,8 +52,8 @@ from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import Filters as _Filters
 from inferensics.analytics.filters import check_filter_values
 from inferensics.schema import columns as col
-from inferensics.schema.events import FP_COMPARABLE, CanaryVerdictEvent
-from inferensics.schema.rollups import LATENCY_CODE_MAX, latency_code_sql
+from inferensics.schema.events import CanaryVerdictEvent
+from inferensics.schema.rollups import FINGERPRINTED_SQL, LATENCY_CODE_MAX, latency_code_sql
 from inferensics.schema.types import as_utc
 
 Outcome = Literal["pass", "fail", "inconclusive", "skipped"]
@@ -69,9 +69,6 @@ EVIDENCE_SCHEMA: dict[str, Any] = {
     "outcome": pl.String,
     "rule": pl.String,
 }
-FINGERPRINTED_SQL: Final = f"{col.FP_STATUS} IN ({', '.join(repr(v) for v in FP_COMPARABLE)})"
-"""Requests whose ``fp_*`` columns hold an output fingerprint: the host SDK samples them (on CPU hosts one
-request in 32 by default) and marks the others ``unsampled``; rows from before ``fp_status`` existed count."""
 _RATE_SQL: tuple[tuple[str, str, bool], ...] = (
     ("error_rate", f"{col.STATUS} = 'error'", False),
     ("fallback_rate", f"{col.OUTCOME} = 'fallback'", False),

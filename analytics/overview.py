@@ -3,7 +3,11 @@
 Every rate is a ratio of sums over the slice: ``error_rate = errors / requests``, ``fallback_rate =
 fallbacks / requests`` (requests served eagerly), ``recompile_rate = recompiles / requests`` (recompiles
 per request, can exceed 1), ``cache_hit_ratio = cache_hits / (cache_hits + cache_misses)`` over requests
-that compiled (null when none did), ``request_rate_per_s = requests / range seconds``. Latency quantiles
+that compiled (null when none did), ``request_rate_per_s = requests / range seconds``, ``nonfinite_rate =
+nonfinite / fingerprinted``: outputs holding NaN or inf among the requests whose output was fingerprinted
+(null when none was). The host SDK fingerprints only a sample of CPU outputs (one request in 32 by
+default), so over all requests that rate would read up to 32 times too low; ``fingerprinted`` counts the
+rows of :data:`~inferensics.schema.rollups.FINGERPRINTED_SQL`, the rule the canary compares by. Latency quantiles
 come from the rollups' latency histograms (±0.9 %, see ``inferensics.schema.rollups``).
 """
 
@@ -37,13 +41,14 @@ MAX_MINUTE_RANGE: Final = timedelta(days=7)
 def _rates(frame: pl.DataFrame, seconds: float) -> pl.DataFrame:
     requests = pl.col(col.REQUESTS)
     lookups = pl.col(col.CACHE_HITS) + pl.col(col.CACHE_MISSES)
+    fingerprinted = pl.col(col.FINGERPRINTED)
     return frame.with_columns(
         (requests / seconds if seconds > 0 else pl.lit(None, pl.Float64)).alias("request_rate_per_s"),
         (pl.col(col.LATENCY_SUM_MS) / requests).alias("mean_ms"),
         (pl.col(col.ERRORS) / requests).alias("error_rate"),
         (pl.col(col.FALLBACKS) / requests).alias("fallback_rate"),
         (pl.col(col.RECOMPILES) / requests).alias("recompile_rate"),
-        (pl.col(col.NONFINITE) / requests).alias("nonfinite_rate"),
+        pl.when(fingerprinted > 0).then(pl.col(col.NONFINITE) / fingerprinted).otherwise(None).alias("nonfinite_rate"),
         pl.when(lookups > 0).then(pl.col(col.CACHE_HITS) / lookups).otherwise(None).alias("cache_hit_ratio"),
     )
 
@@ -52,7 +57,7 @@ def fleet_overview(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """One row per model × hardware pool × traffic class with traffic in the slice.
 
     Columns: model, hw_pool, traffic_class, the sums (requests, errors, fallbacks, recompiles, compiles,
-    compile_seconds, cache_hits, cache_misses, nonfinite, latency_sum_ms), p50_ms, p95_ms, p99_ms,
+    compile_seconds, cache_hits, cache_misses, nonfinite, fingerprinted, latency_sum_ms), p50_ms, p95_ms, p99_ms,
     request_rate_per_s, mean_ms, error_rate, fallback_rate, recompile_rate, nonfinite_rate,
     cache_hit_ratio (rules in the module docstring). Sorted by requests descending.
     """

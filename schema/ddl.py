@@ -162,7 +162,7 @@ def render_rollup(rollup: Rollup, target: Target) -> list[str]:
     db = target.database
     local = target.local(rollup.name)
     key_cols = [f"    `{k}` LowCardinality(String)" for k in rollup.keys]
-    val_cols = [f"    `{v.name}` {v.type}" for v in rollup.values]
+    val_cols = [f"    {v.definition}" for v in rollup.values]
     cols = ",\n".join(["    `bucket` DateTime64(0, 'UTC') CODEC(Delta(8), ZSTD(1))", *key_cols, *val_cols])
     table = (
         f"CREATE TABLE IF NOT EXISTS {db}.{local}{target.on_cluster}\n(\n{cols}\n)\n"

@@ -467,6 +467,29 @@ def _request_fingerprint_status(target: Target) -> list[str | Step]:
     ]
 
 
+def _request_rollups_count_fingerprinted(target: Target) -> list[str | Step]:
+    # The host SDK fingerprints a sample of CPU outputs (migration 16), so a rate of non-finite outputs is
+    # taken over the fingerprinted requests, which the request rollups count from version 17 on. Rows
+    # stored before read ``fingerprinted`` as their ``requests`` (the column's DEFAULT): every request with
+    # an output was fingerprinted then. The views are dropped first (no insert meets a half-changed table),
+    # each table (and its Distributed table on a cluster) gains the column after ``nonfinite`` as a fresh
+    # one has it, and the views return in their current form.
+    db = target.database
+    rollups = (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D)
+    out = _drop_views(rollups, target)
+    for r in rollups:
+        column = next(v for v in r.values if v.name == col.FINGERPRINTED)
+        out.extend(
+            Step(
+                f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column.definition} "
+                f"AFTER `{col.NONFINITE}`",
+                when=f"SELECT 1 - ({_has_column(db, t, col.FINGERPRINTED)})",
+            )
+            for t in _model_tables(target, r.name)
+        )
+    return out + _create_views(rollups, target)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", render_schema),
     Migration(2, "insert-sized parts compact", _compact_insert_parts),
@@ -484,6 +507,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(14, "collector per-span dedup keys", _ingest_dedup_keys),
     Migration(15, "shape guards imported from trace logs", _shape_guards_table),
     Migration(16, "request fingerprint status and sampling rate", _request_fingerprint_status),
+    Migration(17, "request rollups count fingerprinted requests", _request_rollups_count_fingerprinted),
 )
 """Every migration, in version order."""
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from inferensics.schema import columns as col
+from inferensics.schema.events import FP_COMPARABLE
 
 LATENCY_CODE_MIN_MS: Final = 0.01
 LATENCY_CODE_STEP: Final = 0.018
@@ -137,6 +138,13 @@ class RollupColumn:
     select: str
     merge: str
     feed: str | None = None
+    default: str | None = None
+    """``DEFAULT`` expression of the column: what rows stored before it existed read (see migrations)."""
+
+    @property
+    def definition(self) -> str:
+        """The column's definition in a ``CREATE TABLE`` or an ``ADD COLUMN``: name, type, default."""
+        return f"`{self.name}` {self.type}" + (f" DEFAULT {self.default}" if self.default else "")
 
     @property
     def child_select(self) -> str:
@@ -175,8 +183,15 @@ class Rollup:
         return f"{self.name}_mv"
 
 
-def _sum(name: str, expr: str, type_: str = "UInt64") -> RollupColumn:
-    return RollupColumn(name, f"SimpleAggregateFunction(sum, {type_})", f"sum({expr})", f"sum({name})")
+def _sum(name: str, expr: str, type_: str = "UInt64", default: str | None = None) -> RollupColumn:
+    return RollupColumn(name, f"SimpleAggregateFunction(sum, {type_})", f"sum({expr})", f"sum({name})", default=default)
+
+
+FINGERPRINTED_SQL: Final = f"{col.FP_STATUS} IN ({', '.join(repr(v) for v in FP_COMPARABLE)})"
+"""Condition of a raw request row whose ``fp_*`` columns hold its output's fingerprint: ``fp_status`` ``ok``,
+or empty in rows written before the column existed (every request with an output was fingerprinted then).
+The host SDK fingerprints only a sample of CPU outputs (one request in 32 by default) and marks the others
+``unsampled``: a rate of non-finite outputs is taken over these rows, never over all requests."""
 
 
 _REQUEST_VALUES: tuple[RollupColumn, ...] = (
@@ -189,6 +204,8 @@ _REQUEST_VALUES: tuple[RollupColumn, ...] = (
     _sum(col.CACHE_HITS, f"toUInt64({col.CACHE_STATUS} = 'hit')"),
     _sum(col.CACHE_MISSES, f"toUInt64({col.CACHE_STATUS} IN ('miss', 'mixed'))"),
     _sum(col.NONFINITE, f"toUInt64(({col.FP_NAN} + {col.FP_INF}) > 0)"),
+    # Rollup rows stored before this column (schema version 17) counted every request as fingerprinted.
+    _sum(col.FINGERPRINTED, f"toUInt64({FINGERPRINTED_SQL})", default=col.REQUESTS),
     _sum(col.LATENCY_SUM_MS, f"toFloat64({col.LATENCY_MS})", "Float64"),
     RollupColumn(
         col.LATENCY_HIST,

@@ -541,6 +541,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1m_local ON CLUSTER '{cluster}'
     `cache_hits` SimpleAggregateFunction(sum, UInt64),
     `cache_misses` SimpleAggregateFunction(sum, UInt64),
     `nonfinite` SimpleAggregateFunction(sum, UInt64),
+    `fingerprinted` SimpleAggregateFunction(sum, UInt64) DEFAULT requests,
     `latency_sum_ms` SimpleAggregateFunction(sum, Float64),
     `latency_hist` SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))
 )
@@ -567,6 +568,7 @@ AS SELECT
     sum(toUInt64(cache_status = 'hit')) AS cache_hits,
     sum(toUInt64(cache_status IN ('miss', 'mixed'))) AS cache_misses,
     sum(toUInt64((fp_nan + fp_inf) > 0)) AS nonfinite,
+    sum(toUInt64(fp_status IN ('ok', ''))) AS fingerprinted,
     sum(toFloat64(latency_ms)) AS latency_sum_ms,
     CAST((groupArray(toUInt16(greatest(0, least(1023, round((ln(greatest(latency_ms, 1e-9)) - ln(0.01)) / 0.018))))), groupArray(toUInt64(1))), 'Map(UInt16, UInt64)') AS latency_hist
 FROM inferensics.requests_local
@@ -591,6 +593,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1h_local ON CLUSTER '{cluster}'
     `cache_hits` SimpleAggregateFunction(sum, UInt64),
     `cache_misses` SimpleAggregateFunction(sum, UInt64),
     `nonfinite` SimpleAggregateFunction(sum, UInt64),
+    `fingerprinted` SimpleAggregateFunction(sum, UInt64) DEFAULT requests,
     `latency_sum_ms` SimpleAggregateFunction(sum, Float64),
     `latency_hist` SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))
 )
@@ -617,6 +620,7 @@ AS SELECT
     sum(cache_hits) AS cache_hits,
     sum(cache_misses) AS cache_misses,
     sum(nonfinite) AS nonfinite,
+    sum(fingerprinted) AS fingerprinted,
     sum(latency_sum_ms) AS latency_sum_ms,
     CAST((groupArrayArray(mapKeys(latency_hist)), groupArrayArray(mapValues(latency_hist))), 'Map(UInt16, UInt64)') AS latency_hist
 FROM inferensics.requests_1m_local
@@ -640,6 +644,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1d_local ON CLUSTER '{cluster}'
     `cache_hits` SimpleAggregateFunction(sum, UInt64),
     `cache_misses` SimpleAggregateFunction(sum, UInt64),
     `nonfinite` SimpleAggregateFunction(sum, UInt64),
+    `fingerprinted` SimpleAggregateFunction(sum, UInt64) DEFAULT requests,
     `latency_sum_ms` SimpleAggregateFunction(sum, Float64),
     `latency_hist` SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))
 )
@@ -665,6 +670,7 @@ AS SELECT
     sum(cache_hits) AS cache_hits,
     sum(cache_misses) AS cache_misses,
     sum(nonfinite) AS nonfinite,
+    sum(fingerprinted) AS fingerprinted,
     sum(latency_sum_ms) AS latency_sum_ms,
     CAST((groupArrayArray(mapKeys(latency_hist)), groupArrayArray(mapValues(latency_hist))), 'Map(UInt16, UInt64)') AS latency_hist
 FROM inferensics.requests_1h_local

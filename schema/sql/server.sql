@@ -484,6 +484,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1m
     `cache_hits` SimpleAggregateFunction(sum, UInt64),
     `cache_misses` SimpleAggregateFunction(sum, UInt64),
     `nonfinite` SimpleAggregateFunction(sum, UInt64),
+    `fingerprinted` SimpleAggregateFunction(sum, UInt64) DEFAULT requests,
     `latency_sum_ms` SimpleAggregateFunction(sum, Float64),
     `latency_hist` SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))
 )
@@ -510,6 +511,7 @@ AS SELECT
     sum(toUInt64(cache_status = 'hit')) AS cache_hits,
     sum(toUInt64(cache_status IN ('miss', 'mixed'))) AS cache_misses,
     sum(toUInt64((fp_nan + fp_inf) > 0)) AS nonfinite,
+    sum(toUInt64(fp_status IN ('ok', ''))) AS fingerprinted,
     sum(toFloat64(latency_ms)) AS latency_sum_ms,
     CAST((groupArray(toUInt16(greatest(0, least(1023, round((ln(greatest(latency_ms, 1e-9)) - ln(0.01)) / 0.018))))), groupArray(toUInt64(1))), 'Map(UInt16, UInt64)') AS latency_hist
 FROM inferensics.requests
@@ -531,6 +533,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1h
     `cache_hits` SimpleAggregateFunction(sum, UInt64),
     `cache_misses` SimpleAggregateFunction(sum, UInt64),
     `nonfinite` SimpleAggregateFunction(sum, UInt64),
+    `fingerprinted` SimpleAggregateFunction(sum, UInt64) DEFAULT requests,
     `latency_sum_ms` SimpleAggregateFunction(sum, Float64),
     `latency_hist` SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))
 )
@@ -557,6 +560,7 @@ AS SELECT
     sum(cache_hits) AS cache_hits,
     sum(cache_misses) AS cache_misses,
     sum(nonfinite) AS nonfinite,
+    sum(fingerprinted) AS fingerprinted,
     sum(latency_sum_ms) AS latency_sum_ms,
     CAST((groupArrayArray(mapKeys(latency_hist)), groupArrayArray(mapValues(latency_hist))), 'Map(UInt16, UInt64)') AS latency_hist
 FROM inferensics.requests_1m
@@ -577,6 +581,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_1d
     `cache_hits` SimpleAggregateFunction(sum, UInt64),
     `cache_misses` SimpleAggregateFunction(sum, UInt64),
     `nonfinite` SimpleAggregateFunction(sum, UInt64),
+    `fingerprinted` SimpleAggregateFunction(sum, UInt64) DEFAULT requests,
     `latency_sum_ms` SimpleAggregateFunction(sum, Float64),
     `latency_hist` SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))
 )
@@ -602,6 +607,7 @@ AS SELECT
     sum(cache_hits) AS cache_hits,
     sum(cache_misses) AS cache_misses,
     sum(nonfinite) AS nonfinite,
+    sum(fingerprinted) AS fingerprinted,
     sum(latency_sum_ms) AS latency_sum_ms,
     CAST((groupArrayArray(mapKeys(latency_hist)), groupArrayArray(mapValues(latency_hist))), 'Map(UInt16, UInt64)') AS latency_hist
 FROM inferensics.requests_1h

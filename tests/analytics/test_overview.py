@@ -22,7 +22,7 @@ from inferensics.analytics import (
 from inferensics.analytics._requests import READ_MINUTE_ROLLUP, Piece, plan_pieces
 from inferensics.analytics.filters import Filters, check_filter_values
 from inferensics.schema import columns as col
-from inferensics.schema.events import RequestEvent
+from inferensics.schema.events import FP_COMPARABLE, FP_FAILED, FP_NONE, FP_OK, FP_UNSAMPLED, RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
 from inferensics.schema.store import Store
 from tests.analytics.fleet import W10, Fleet
@@ -51,6 +51,7 @@ def expected_overview(requests: pl.DataFrame, seconds: float) -> pl.DataFrame:
             (pl.col(col.CACHE_STATUS) == "hit").sum().cast(pl.UInt64).alias(col.CACHE_HITS),
             pl.col(col.CACHE_STATUS).is_in(["miss", "mixed"]).sum().cast(pl.UInt64).alias(col.CACHE_MISSES),
             ((pl.col(col.FP_NAN) + pl.col(col.FP_INF)) > 0).sum().cast(pl.UInt64).alias(col.NONFINITE),
+            pl.col(col.FP_STATUS).is_in(list(FP_COMPARABLE)).sum().cast(pl.UInt64).alias(col.FINGERPRINTED),
             pl.col(col.LATENCY_MS).cast(pl.Float64).sum().alias(col.LATENCY_SUM_MS),
         )
         .with_columns(
@@ -58,6 +59,9 @@ def expected_overview(requests: pl.DataFrame, seconds: float) -> pl.DataFrame:
             (pl.col(col.ERRORS) / pl.col(col.REQUESTS)).alias("error_rate"),
             (pl.col(col.FALLBACKS) / pl.col(col.REQUESTS)).alias("fallback_rate"),
             (pl.col(col.RECOMPILES) / pl.col(col.REQUESTS)).alias("recompile_rate"),
+            pl.when(pl.col(col.FINGERPRINTED) > 0)
+            .then(pl.col(col.NONFINITE) / pl.col(col.FINGERPRINTED))
+            .alias("nonfinite_rate"),
             pl.when(pl.col(col.CACHE_HITS) + pl.col(col.CACHE_MISSES) > 0)
             .then(pl.col(col.CACHE_HITS) / (pl.col(col.CACHE_HITS) + pl.col(col.CACHE_MISSES)))
             .alias("cache_hit_ratio"),
@@ -263,3 +267,37 @@ def test_filter_value_missing_from_the_rollup_is_looked_up_in_raw_rows(store: St
     check_filter_values(store, Filters(model="raw-only", traffic_class="t"), tables)
     with pytest.raises(UnknownFilterValue, match=r"unknown model 'nowhere'.*'in-both', 'raw-only'"):
         check_filter_values(store, Filters(model="nowhere", traffic_class="t"), tables)
+
+
+def test_nonfinite_rate_is_over_the_fingerprinted_requests(store: Store) -> None:
+    # A CPU host fingerprints one output in 32: of 64 requests 2 were fingerprinted and 1 of those held NaN.
+    # The rate is 1/2 whether read through the rollups (an hour-aligned range) or raw rows (a host filter),
+    # never 1/64; a failed or absent fingerprint is no measurement either.
+    ts = datetime(2026, 3, 3, 10, 30, tzinfo=UTC)
+    stop_ttl(store)
+    statuses = [FP_OK, FP_OK, FP_FAILED, FP_NONE, *[FP_UNSAMPLED] * 60]
+    common = {"host": "cpu-1", "model": "m", "hw_pool": "cpu", "traffic_class": "t", "fp_rate": 1 / 32}
+    store.insert_events(
+        [
+            RequestEvent(request_id=f"r{i}", ts=ts + timedelta(seconds=i), fp_status=status, fp_nan=int(i == 0) * 3,
+                         **common)
+            for i, status in enumerate(statuses)
+        ]
+    )  # fmt: skip
+    hour = SliceParams(start=ts.replace(minute=0), end=ts.replace(minute=0) + timedelta(hours=1))
+    assert [p.source.rollup is not None for p in plan_pieces(hour, hour.start, hour.end)] == [True]
+    raw = SliceParams(start=hour.start, end=hour.end, host="cpu-1")
+    assert [p.source.rollup for p in plan_pieces(raw, raw.start, raw.end)] == [None]
+    for params in (hour, raw):
+        (row,) = fleet_overview(store, params).iter_rows(named=True)
+        assert (row[col.REQUESTS], row[col.FINGERPRINTED], row[col.NONFINITE]) == (64, 2, 1), params
+        assert row["nonfinite_rate"] == 0.5, params
+        (bucket,) = fleet_timeseries(store, params, unit="hour").iter_rows(named=True)
+        assert (bucket[col.FINGERPRINTED], bucket["nonfinite_rate"]) == (2, 0.5), params
+    # A slice none of whose outputs was fingerprinted has no rate, not a rate of 0.
+    store.insert_events(
+        [RequestEvent(request_id="u", ts=ts, host="cpu-2", model="m2", hw_pool="cpu", traffic_class="t",
+                      fp_status=FP_UNSAMPLED, fp_rate=1 / 32)]
+    )  # fmt: skip
+    got = fleet_overview(store, SliceParams(start=hour.start, end=hour.end, model="m2"))
+    assert got.select(col.REQUESTS, col.FINGERPRINTED, "nonfinite_rate").rows() == [(1, 0, None)]

@@ -24,6 +24,7 @@ from inferensics.schema.ddl import (
     render_schema,
     render_sql_file,
 )
+from inferensics.schema.dedup import seen_table_sql
 from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, Step, migrations_table_sql
 from inferensics.schema.rollups import (
     REQUESTS_1D,
@@ -535,3 +536,69 @@ def test_migration_8_coarse_request_views_gather_histograms(store_dsn: str) -> N
             assert got == want, name
     finally:
         s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
+
+
+def _before_version_17(rollup: Rollup) -> Rollup:
+    """A rollup as versions 1-16 defined it: no count of fingerprinted requests."""
+    return dataclasses.replace(rollup, values=tuple(v for v in rollup.values if v.name != c.FINGERPRINTED))
+
+
+def _version_16_statements(target: Target) -> list[str]:
+    """The schema as versions 1-16 left it: request rollups (tables and views) without ``fingerprinted``."""
+    old = {r.name: render_rollup(_before_version_17(r), target) for r in (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D)}
+    out = []
+    for stmt in render_schema(target):
+        first = stmt.split("\n", 1)[0].split(" ON CLUSTER")[0]
+        name = next((n for n in old if first.endswith((f".{target.local(n)}", f".{n}_mv", f".{n}"))), None)
+        if name is None:
+            out.append(stmt)
+        else:
+            out.append(next(s for s in old[name] if s.split("\n", 1)[0] == stmt.split("\n", 1)[0]))
+    return [*out, *seen_table_sql(target)]  # migration 14's table, not one of the models'
+
+
+def test_migration_17_request_rollups_count_fingerprinted_requests(store_dsn: str) -> None:
+    """A version-16 store with traffic: after migration 17 its schema equals a fresh store's, its old rollup
+    rows read ``fingerprinted`` as their ``requests`` (every request with an output was fingerprinted before
+    the host SDK sampled), and new traffic counts only the requests whose output was fingerprinted."""
+    s = Store.open(store_dsn)
+    fresh = Store.open(store_dsn.replace("database=", "database=fresh_"))
+    try:
+        _old_store(s, _version_16_statements(s.target), 16)
+        db = s.database
+        columns = f"SELECT count() FROM system.columns WHERE database = '{db}' AND name = '{c.FINGERPRINTED}'"
+        assert s.query_rows(columns) == [(0,)]
+        now = datetime.now(UTC).replace(second=0, microsecond=0)
+
+        def batch(prefix: str, statuses: list[str]) -> pa.Table:
+            n = len(statuses)
+            return pa.table(
+                {
+                    c.REQUEST_ID: [f"{prefix}{i}" for i in range(n)],
+                    c.TS: pa.array([now - timedelta(minutes=i % 3) for i in range(n)], pa.timestamp("us", tz="UTC")),
+                    c.FP_STATUS: pa.array(statuses),
+                    **{name: pa.array(["x"] * n) for name in (c.HOST, c.MODEL, c.HW_POOL, c.TRAFFIC_CLASS)},
+                }
+            )
+
+        s.insert_arrow(RequestEvent, batch("a", [""] * 40))
+        assert s.migrate() == LATEST_VERSION
+        assert s.migrate() == LATEST_VERSION
+        fresh.migrate()
+        got_tables = {k: v.replace(db, "DB") for k, v in _tables(s).items()}
+        assert got_tables == {k: v.replace(fresh.database, "DB") for k, v in _tables(fresh).items()}
+        for step in MIGRATIONS[-1].statements(s.target):  # nothing conditional is left to do
+            if isinstance(step, Step):
+                assert s.query_rows(step.when) == [(0,)], step.sql[:80]
+        sums = f"SELECT sum({c.REQUESTS}), sum({c.FINGERPRINTED}) FROM {db}.{{}}"
+        for r in (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D):
+            assert s.query_rows(sums.format(r.name)) == [(40, 40)], r.name
+        # A sampled CPU host: 2 of 64 outputs fingerprinted, the others unsampled, failed or absent.
+        s.insert_arrow(RequestEvent, batch("b", ["ok", "ok", "failed", "none", *["unsampled"] * 60]))
+        for r in (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D):
+            assert s.query_rows(sums.format(r.name)) == [(104, 42)], r.name
+            s.client.command(f"OPTIMIZE TABLE {db}.{r.name} FINAL")  # old rows merged with new ones
+            assert s.query_rows(sums.format(r.name)) == [(104, 42)], r.name
+    finally:
+        for st in (s, fresh):
+            st.client.command(f"DROP DATABASE IF EXISTS {st.database} SYNC")
