@@ -47,7 +47,17 @@ def headline(fleet: pl.DataFrame) -> None:
     cells[4].metric("Worst slice p95", duration_ms(None if worst is None else float(worst)))  # type: ignore[arg-type]
     # Short labels: seven metrics share the row, and a longer label is cut ("Compile time in se…").
     cells[5].metric("Compile time", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s", help="In the serving path.")
-    cells[6].metric("Non-finite", count(total(fleet, col.NONFINITE)), help="Requests whose output held NaN or inf.")
+    nonfinite, fingerprinted = total(fleet, col.NONFINITE), total(fleet, col.FINGERPRINTED)
+    # The rate is over the fingerprinted requests: the host SDK fingerprints a sample of CPU outputs.
+    cells[6].metric(
+        "Non-finite",
+        count(nonfinite),
+        delta=f"{percent(ratio(nonfinite, fingerprinted))} of {count(fingerprinted)} fingerprinted",
+        delta_color="off",
+        delta_arrow="off",
+        help="Requests whose output held NaN or inf, and their share of the requests whose output was "
+        "fingerprinted (the host SDK fingerprints one CPU output in 32 by default; unsampled ones are unknown).",
+    )
 
 
 def storm_alerts(storms: pl.DataFrame) -> int:

@@ -19,6 +19,7 @@ from inferensics.dashboard._internal.filters import (
     TRAFFIC_KEY,
 )
 from inferensics.schema import RequestEvent
+from inferensics.schema.events import FP_COMPARABLE
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.expected import spikes, storm_hours
@@ -42,6 +43,15 @@ def test_overview_headline_matches_the_seed(seeded: SeededService) -> None:
     assert_clean(at)
     assert_headline(at, seeded.facts.requests)
     assert metric(at, "Recompiles") == f"{STORM_RECOMPILES}"
+    # Non-finite outputs, and their share of the requests whose output was fingerprinted (not of all).
+    requests = seeded.facts.requests
+    bad = sum(r.fp_nan + r.fp_inf > 0 for r in requests)
+    fingerprinted = sum(r.fp_status in FP_COMPARABLE for r in requests)
+    (nonfinite,) = [m for m in at.metric if m.label == "Non-finite"]
+    assert (nonfinite.value, nonfinite.delta) == (
+        f"{bad:,}",
+        f"{100 * bad / fingerprinted:.2f} % of {fingerprinted:,} fingerprinted",
+    )
 
 
 def test_overview_draws_its_title_first_and_charts_with_named_records(seeded: SeededService) -> None:
