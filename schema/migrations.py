@@ -14,6 +14,7 @@ import hashlib
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from inferensics.schema import columns as col
 from inferensics.schema.ddl import (
@@ -118,7 +119,14 @@ def _drop_views(rollups: Sequence[Rollup], target: Target) -> list[str | Step]:
 
 
 def _create_views(rollups: Sequence[Rollup], target: Target) -> list[str | Step]:
-    return [s for r in rollups for s in render_rollup(r, target) if s.startswith("CREATE MATERIALIZED VIEW")]
+    # Views are rendered from today's definitions: the request views read the fingerprint's status (16)
+    # and feed the rollups' ``fingerprinted`` (17), so a store migrating from before those versions gets
+    # the columns first (each step idempotent: it runs only where its column is missing).
+    first: list[str | Step] = []
+    requests = [r for r in rollups if r.source == RequestEvent.TABLE.name or r.name in _REQUEST_ROLLUP_NAMES]
+    if requests:
+        first = [*_request_fingerprint_status(target), *_fingerprinted_rollup_columns(requests, target)]
+    return first + [s for r in rollups for s in render_rollup(r, target) if s.startswith("CREATE MATERIALIZED VIEW")]
 
 
 def _quantile_point_hist(state: str) -> str:
@@ -467,16 +475,14 @@ def _request_fingerprint_status(target: Target) -> list[str | Step]:
     ]
 
 
-def _request_rollups_count_fingerprinted(target: Target) -> list[str | Step]:
-    # The host SDK fingerprints a sample of CPU outputs (migration 16), so a rate of non-finite outputs is
-    # taken over the fingerprinted requests, which the request rollups count from version 17 on. Rows
-    # stored before read ``fingerprinted`` as their ``requests`` (the column's DEFAULT): every request with
-    # an output was fingerprinted then. The views are dropped first (no insert meets a half-changed table),
-    # each table (and its Distributed table on a cluster) gains the column after ``nonfinite`` as a fresh
-    # one has it, and the views return in their current form.
+_REQUEST_ROLLUP_NAMES: Final = frozenset(r.name for r in (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D))
+
+
+def _fingerprinted_rollup_columns(rollups: Sequence[Rollup], target: Target) -> list[str | Step]:
+    """Each request rollup table (and its Distributed table on a cluster) gains ``fingerprinted`` after
+    ``nonfinite``, as a fresh one has it, where it is missing."""
     db = target.database
-    rollups = (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D)
-    out = _drop_views(rollups, target)
+    out: list[str | Step] = []
     for r in rollups:
         column = next(v for v in r.values if v.name == col.FINGERPRINTED)
         out.extend(
@@ -487,7 +493,18 @@ def _request_rollups_count_fingerprinted(target: Target) -> list[str | Step]:
             )
             for t in _model_tables(target, r.name)
         )
-    return out + _create_views(rollups, target)
+    return out
+
+
+def _request_rollups_count_fingerprinted(target: Target) -> list[str | Step]:
+    # The host SDK fingerprints a sample of CPU outputs (migration 16), so a rate of non-finite outputs is
+    # taken over the fingerprinted requests, which the request rollups count from version 17 on. Rows
+    # stored before read ``fingerprinted`` as their ``requests`` (the column's DEFAULT): every request with
+    # an output was fingerprinted then. The views are dropped first (no insert meets a half-changed table),
+    # each table gains the column (``_create_views`` adds it where missing) and the views return in their
+    # current form.
+    rollups = (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D)
+    return _drop_views(rollups, target) + _create_views(rollups, target)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
