@@ -126,18 +126,31 @@ def release_spec(name: str, *, device: str = "cpu", advise: bool = False) -> Any
     )
 
 
-def build_release_bundle(name: str, out: Path, key: Any, *, device: str = "cpu", advise: bool = False) -> Any:
-    """Build and sign one release bundle into ``out`` under the serving policy's Dynamo settings.
+def build_release_bundle(
+    name: str,
+    out: Path,
+    key: Any,
+    *,
+    device: str = "cpu",
+    advise: bool = False,
+    cache: Path | None = None,
+    rebuild: bool = False,
+) -> Any:
+    """Build and sign one release bundle into ``out`` under the serving policy's Dynamo settings; with
+    ``cache``, an unchanged build's verified bundle is copied from there instead (``rebuild``: build anew).
 
     Building the candidate installs its decomposition in this process for good: build it last, or alone.
 
     Returns:
-        The :class:`inferensics.bundle.BuildResult`.
+        The :class:`inferensics.bundle.BuildResult`, or with ``cache`` the :class:`inferensics.bundle.CachedBuild`.
     """
     from inferensics import bundle
 
     apply_dynamo_policy()
-    return bundle.build(release_spec(name, device=device, advise=advise), key, out)
+    spec = release_spec(name, device=device, advise=advise)
+    if cache is None:
+        return bundle.build(spec, key, out)
+    return bundle.BundleCache(cache).build(spec, key, out, rebuild=rebuild)
 
 
 def build_release_bundles(out: Any, key: Any, *, device: str = "cpu", advise: bool = False) -> dict[str, Any]:
@@ -185,23 +198,20 @@ def main(argv: list[str] | None = None) -> None:
         key = bundle.load_signing_key(key_path)
         for name in names:
             out = args.out / name
-            if args.cache is None:
-                result = build_release_bundle(name, out, key, device=args.device, advise=args.advise)
-                status = {"bundle_id": result.bundle_id, "reused": False, "rejected": "", "build_key": ""}
-                print(f"{name}: built {result.bundle_id} in {result.directory}", flush=True)
-            else:
-                keyring = bundle.Keyring.load(key_path.with_name(key_path.name + ".pub"))
-                apply_dynamo_policy()
-                spec = release_spec(name, device=args.device, advise=args.advise)
-                cached = bundle.BundleCache(args.cache).build(spec, key, out, keyring=keyring, rebuild=args.rebuild)
-                status = {"bundle_id": cached.bundle_id, "reused": cached.reused, "rejected": cached.rejected,
-                          "build_key": cached.key.digest}  # fmt: skip
-                if cached.rejected:
-                    print(f"{name}: not reusing the cached bundle: {cached.rejected}", flush=True)
-                if cached.not_stored:
-                    print(f"{name}: {cached.not_stored}", flush=True)
-                how = "reused bundle" if cached.reused else "built"
-                print(f"{name}: {how} {cached.bundle_id} in {out} (build key {cached.key.digest[:12]})", flush=True)
+            result = build_release_bundle(
+                name, out, key, device=args.device, advise=args.advise, cache=args.cache, rebuild=args.rebuild
+            )
+            cached = result if isinstance(result, bundle.CachedBuild) else None
+            if cached is not None and cached.rejected:
+                print(f"{name}: not reusing the cached bundle: {cached.rejected}", flush=True)
+            if cached is not None and cached.not_stored:
+                print(f"{name}: {cached.not_stored}", flush=True)
+            how = "reused bundle" if cached is not None and cached.reused else "built"
+            build_key = cached.key.digest if cached is not None else ""
+            keyed = f" (build key {build_key[:12]})" if build_key else ""
+            print(f"{name}: {how} {result.bundle_id} in {out}{keyed}", flush=True)
+            status = {"bundle_id": result.bundle_id, "reused": how != "built",
+                      "rejected": cached.rejected if cached is not None else "", "build_key": build_key}  # fmt: skip
             out.with_name(name + BUILD_STATUS_SUFFIX).write_text(json.dumps(status), encoding="utf-8")
     except bundle.BundleError as exc:
         raise SystemExit(f"error: {exc}") from None

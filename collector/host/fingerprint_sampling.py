@@ -8,8 +8,10 @@ CPU default); device outputs are all fingerprinted by default and pay one compar
 
 The hash is CRC-32 of the request id's UTF-8 bytes, mixed by a multiplication (Fibonacci hashing) so that
 ids that differ in their last characters spread over the whole range; a request is chosen when the mixed
-value is below ``rate * 2**32``. It costs about 0.2 µs (a keyed BLAKE2b, which the profiler's sampling
-uses, about 1.5 µs); its job is an even, reproducible choice, not secrecy.
+value is below ``rate * 2**32``. It costs about 0.2 µs (a BLAKE2b about 1.5 µs); the profiler's sampling
+(``SdkConfig.sample_rate``) chooses by the same hash, so the requests chosen at the smaller of two rates are
+among those chosen at the larger (a profiled sample holds the fingerprinted requests). Its job is an even,
+reproducible choice, not secrecy.
 """
 
 from __future__ import annotations

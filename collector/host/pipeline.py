@@ -381,13 +381,7 @@ class Pipeline:
         # Everything order-dependent (classification against the compile state, sub-records) is done;
         # the rest needs the fingerprint.
         prepared = _Prepared(self._values(raw, dispatch, ts), children)
-        fp = raw.fingerprint
-        if fp is None:  # no fingerprint to wait for (unsampled, or no output): in order behind any waiting
-            if self.waiting:
-                self.waiting.append((raw, prepared))
-            else:
-                self._finish(raw, prepared)
-            return
+        fp = raw.fingerprint  # None: nothing to wait for (unsampled, or no output), in order behind any waiting
         # A CPU output the serving thread keeps alive until read: poll while most outputs are held.
         if self._poll_cpu and isinstance(fp, PendingFingerprint) and fp.stream is None:
             self._poll_fast_until = time.monotonic() + CPU_POLL_HOLD_S
@@ -471,6 +465,13 @@ class Pipeline:
         fp = self._fingerprint(raw) if raw.fingerprint is not None else None
         if fp is not None:
             fp_status = FP_OK
+            values["fp_argmax_digest"] = fp.argmax_digest
+            values["fp_argmax_head"] = fp.argmax_head
+            values["fp_nan"] = u32(fp.nan)
+            values["fp_inf"] = u32(fp.inf)
+            values["fp_mean"] = f32(fp.mean)
+            values["fp_std"] = f32(fp.std)
+            values["fp_absmax"] = f32(fp.absmax)
         elif raw.fp_status:  # set_output skipped it (the sampling rule) or failed (counted there)
             fp_status = raw.fp_status
             if fp_status == FP_UNSAMPLED:
@@ -479,14 +480,6 @@ class Pipeline:
             fp_status = FP_FAILED
         else:
             fp_status = FP_NONE
-        if fp is not None:
-            values["fp_argmax_digest"] = fp.argmax_digest
-            values["fp_argmax_head"] = fp.argmax_head
-            values["fp_nan"] = u32(fp.nan)
-            values["fp_inf"] = u32(fp.inf)
-            values["fp_mean"] = f32(fp.mean)
-            values["fp_std"] = f32(fp.std)
-            values["fp_absmax"] = f32(fp.absmax)
         values["fp_status"] = fp_status
         if raw.inputs:
             values["input_digest"], values["capture_blob"] = self._inputs(raw, fp)

@@ -7,7 +7,6 @@ C++ kernels) or, for whole-graph calls, by the ``## Call CompiledFxGraph <key> #
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from inferensics.collector.host.fingerprint_sampling import request_hash
 from inferensics.schema.events import KernelTimingEvent
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
@@ -26,12 +26,9 @@ if TYPE_CHECKING:
 
 
 def is_sampled(request_id: str, rate: float) -> bool:
-    """Deterministic sampling on the request id (the same id is sampled on every host)."""
-    if rate <= 0:
-        return False
-    if rate >= 1:
-        return True
-    return int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest(), "big") / 2**64 < rate
+    """Deterministic sampling on the request id (the same id is sampled on every host): the fingerprint
+    sampling's hash (:func:`~inferensics.collector.host.fingerprint_sampling.request_hash`)."""
+    return rate >= 1 or (rate > 0 and request_hash(request_id) < rate * 2**32)
 
 
 def start_profiler() -> Any:
