@@ -52,10 +52,11 @@ def headline(fleet: pl.DataFrame) -> None:
     cells[6].metric(
         "Non-finite",
         count(nonfinite),
-        delta=f"{percent(ratio(nonfinite, fingerprinted))} of {count(fingerprinted)} fingerprinted",
+        # Short: seven metrics share the row and a longer delta is cut ("0.49 % of 205 fin…").
+        delta=f"{percent(ratio(nonfinite, fingerprinted))} of {count(fingerprinted)}",
         delta_color="off",
         delta_arrow="off",
-        help="Requests whose output held NaN or inf, and their share of the requests whose output was "
+        help="Requests whose output held NaN or inf, and their share of the N requests whose output was "
         "fingerprinted (the host SDK fingerprints one CPU output in 32 by default; unsampled ones are unknown).",
     )
 

@@ -50,7 +50,7 @@ def test_overview_headline_matches_the_seed(seeded: SeededService) -> None:
     (nonfinite,) = [m for m in at.metric if m.label == "Non-finite"]
     assert (nonfinite.value, nonfinite.delta) == (
         f"{bad:,}",
-        f"{100 * bad / fingerprinted:.2f} % of {fingerprinted:,} fingerprinted",
+        f"{100 * bad / fingerprinted:.2f} % of {fingerprinted:,}",
     )
 
 
