@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -184,6 +186,10 @@ def build(  # noqa: PLR0917 - one option each
         fail(f"--device {device!r}: expected cpu or cuda")
     if rebuild and cache is None:
         fail("--rebuild replaces a cached bundle: pass --cache DIR with it")
+    # module:function names resolve from the working directory too, as under `python -m`: a console
+    # script's import path does not hold it, so a model file beside the user was "cannot import".
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     with _errors():
         signing = b.load_signing_key(key)
         if shapes is not None:

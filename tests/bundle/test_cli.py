@@ -3,7 +3,9 @@ verify, show, diff, promote/revoke/states against a real embedded store."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,23 @@ def test_promote_revoke_and_states(built: b.BuildResult, store: Store, tmp_path:
     assert b.BundleStates.load(out).quarantined == frozenset()
     rows = store.query_rows(f"SELECT state, previous_bundle_id FROM {store.database}.bundle_states ORDER BY ts")
     assert rows[1] == ("promoted", "ab" * 32)
+
+
+def test_build_imports_the_model_from_the_working_directory(
+    keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--model walk_model:make`` beside the user resolves as under ``python -m`` (the console script's
+    import path lacks the working directory: it was "cannot import walk_model")."""
+    (tmp_path / "walk_model.py").write_text("import torch\n\n\ndef make():\n    return torch.nn.Linear(8, 4)\n")
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps(b.ShapeDistribution.of([(2, 8)], [1]).to_json()))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "walk_model", raising=False)
+    args = ["bundle", "build", "--model", "walk_model:make", "--shapes", str(shapes), "--key", str(keys.private),
+            "--out", str(tmp_path / "out"), "--no-advise"]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "built " in res.output
+    b.verify(tmp_path / "out", keys.keyring)
+    monkeypatch.delitem(sys.modules, "walk_model", raising=False)
