@@ -1,9 +1,10 @@
 """Which optional extra each command needs, and the one line it prints when that extra is missing.
 
-``pip install inferensics`` is the slim install of a serving host (the host SDK and this command line);
+Installing inferensics without extras is the slim install of a serving host (the host SDK and this command line);
 the commands that run the service, read the store, draw the dashboard or run the demo need an extra
 (pyproject.toml's ``[project.optional-dependencies]`` declares the same names). A command checks its
-extra before it imports anything from it, so a missing package is one line and exit 2, never a traceback.
+extra before it imports anything from it, so a missing package is one line and exit 2, never a traceback;
+the line's ``pip install`` names what this environment was installed from (:mod:`inferensics.schema.install_hint`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Final, ParamSpec, TypeVar
 
 from inferensics.cli.errors import fail
+from inferensics.schema.install_hint import pip_install_hint
 
 _SERVICE: Final = ("clickhouse_connect", "chdb", "pyarrow", "polars", "starlette", "uvicorn", "httpx")
 EXTRAS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -38,7 +40,7 @@ def require_extra(extra: str, command: str) -> None:
     if missing:
         fail(
             f"`inferensics {command}` needs the {extra} extra ({', '.join(missing)} not installed): "
-            f"pip install 'inferensics[{extra}]'"
+            f"{pip_install_hint(extra)}"
         )
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from inferensics.collector.client import ServiceClient, ServiceError
+from inferensics.schema.install_hint import pip_install_hint
 
 SERVICE_READY_TIMEOUT_S = 90.0
 """How long the service may take to open its store and answer ``/readyz``."""
@@ -161,7 +162,7 @@ def dashboard_available() -> str:
 
         from inferensics.dashboard import launcher  # noqa: F401
     except ImportError as exc:
-        return f"the dashboard is not available ({exc}): pip install 'inferensics[dashboard]'"
+        return f"the dashboard is not available ({exc}): {pip_install_hint('dashboard')}"
     return ""
 
 

@@ -8,13 +8,15 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any, Final, TypeVar
 
+from inferensics.schema.install_hint import pip_install_hint
+
 try:
     import pyarrow as pa
     import pyarrow.compute as pc
 except ModuleNotFoundError as exc:  # the slim install (a serving host's) has no Arrow
     raise ModuleNotFoundError(
         f"inferensics.schema.arrow needs {exc.name}, which comes with the service extra: "
-        "pip install 'inferensics[service]'",
+        + pip_install_hint("service"),
         name=exc.name,
     ) from None
 

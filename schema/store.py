@@ -26,12 +26,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
+from inferensics.schema.install_hint import pip_install_hint
+
 try:
     import pyarrow as pa
 except ModuleNotFoundError as exc:  # the slim install (a serving host's) has no store
     raise ModuleNotFoundError(
         "inferensics.schema.store needs pyarrow and clickhouse-connect, which come with the service extra: "
-        "pip install 'inferensics[service]'",
+        + pip_install_hint("service"),
         name=exc.name,
     ) from None
 
@@ -86,7 +88,7 @@ def _open_client(dsn: Dsn) -> Client:
     except ModuleNotFoundError as exc:
         raise StoreError(
             f"cannot open store {dsn}: {exc.name} is not installed; it comes with the service extra: "
-            "pip install 'inferensics[service]'"
+            + pip_install_hint("service")
         ) from None
 
     if dsn.kind == "chdb":

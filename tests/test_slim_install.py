@@ -125,6 +125,7 @@ def test_host_sdk_exports_a_compiled_model_to_the_service(slim: Path, service: R
 
 
 def test_every_command_names_its_missing_extra(slim: Path, tmp_path: Path) -> None:
+    src = slim.parents[1] / "src"  # the checkout the fixture installed
     helped = _run([str(slim / "inferensics"), "--help"], timeout=120, env=_env(), cwd=tmp_path)
     assert helped.returncode == 0, helped.stderr
     for name in sorted(BASE_COMMANDS):  # commands of the slim install itself: they start there
@@ -136,7 +137,7 @@ def test_every_command_names_its_missing_extra(slim: Path, tmp_path: Path) -> No
         assert res.stdout == "", (name, res.stdout)
         lines = res.stderr.splitlines()
         assert len(lines) == 1, (name, res.stderr)
-        hint = rf"pip install 'inferensics\[{extra}\]'"
+        hint = re.escape(f"pip install '{src}[{extra}]'")  # what this venv was installed from, not PyPI
         assert re.fullmatch(
             rf"error: `inferensics {name}` needs the {extra} extra \(.+ not installed\): {hint}", lines[0]
         )

@@ -4,7 +4,7 @@ No download: the architecture comes from a :class:`transformers.LlamaConfig` and
 so every process builds the same model. The demo serves it as a scoring endpoint (one forward pass over the
 prompt, no KV cache), compiled with dynamic batch and sequence dimensions.
 
-Requires the ``demo`` extra (``pip install 'inferensics[demo]'``).
+Requires the ``demo`` extra (transformers).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from inferensics.schema.install_hint import pip_install_hint
 
 HF_CONFIG: dict[str, Any] = {
     "vocab_size": 256,
@@ -54,7 +56,7 @@ def build_hf_model(seed: int = 0) -> CausalLMScorer:
     try:
         from transformers import LlamaConfig, LlamaForCausalLM
     except ImportError as exc:  # pragma: no cover - the dev environment has it
-        raise ImportError("the demo's second model needs transformers: pip install 'inferensics[demo]'") from exc
+        raise ImportError(f"the demo's second model needs transformers: {pip_install_hint('demo')}") from exc
     config = LlamaConfig(**HF_CONFIG)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
