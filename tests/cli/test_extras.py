@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
 import pytest
 import typer
@@ -17,9 +16,9 @@ from typer.testing import CliRunner
 
 from inferensics.cli.app import app
 from inferensics.cli.extras import EXTRAS, missing_modules, needs_extra
+from inferensics.schema.install_hint import pip_install_hint
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[2]
 
 COMMANDS: dict[str, tuple[list[str], str]] = {
     "init": (["init"], "service"),
@@ -85,7 +84,7 @@ def test_command_without_its_extra_says_which_in_one_line(name: str, monkeypatch
     assert res.stdout == ""
     lines = res.stderr.splitlines()
     assert len(lines) == 1, res.stderr
-    hint = re.escape(f"pip install -e '{ROOT}[{extra}]'")  # this environment's editable install of the checkout
+    hint = re.escape(pip_install_hint(extra))  # this environment's checkout (tests/schema/test_install_hint.py)
     assert re.fullmatch(rf"error: `inferensics {name}` needs the {extra} extra \(.+ not installed\): {hint}", lines[0])
     assert "Traceback" not in res.output
 
@@ -96,7 +95,7 @@ def test_a_dashboard_command_without_the_service_packages_names_its_own_extra(mo
     assert res.exit_code == 2
     assert res.stderr.strip() == (
         "error: `inferensics report weekly` needs the dashboard extra (chdb, httpx not installed): "
-        f"pip install -e '{ROOT}[dashboard]'"
+        f"{pip_install_hint('dashboard')}"
     )
 
 
@@ -110,7 +109,7 @@ def test_serve_with_dashboard_needs_the_dashboard_extra(monkeypatch: pytest.Monk
     assert res.exit_code == 2
     assert res.stderr.strip() == (
         "error: `inferensics serve --with-dashboard` needs the dashboard extra (streamlit not installed): "
-        f"pip install -e '{ROOT}[dashboard]'"
+        f"{pip_install_hint('dashboard')}"
     )
 
 
