@@ -632,7 +632,8 @@ def new_work(rows: int, chunks: int, device: torch.device | int) -> torch.Tensor
 
 
 def _probe_input(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    # Several spans per row: a row's largest value in a later span (row 0), a NaN in a later span only
+    # Several spans per row (folded on the device; its first BLOCK columns are the one-span probe, row 1's
+    # NaN and row 3's first 1e4 among them): a row's largest value in a later span (row 0), a NaN in a later span only
     # (row 2), a tie across spans (row 3: the first wins).
     g = torch.Generator().manual_seed(3)
     x = torch.randn(4, 3 * BLOCK + 5, generator=g)
@@ -690,6 +691,8 @@ class _KernelCache:
                     x = _probe_input(dtype, device)
                     launch_kernel(self.kernel, x, warmup=True)
                     on_device = launch_kernel(self.kernel, x).to("cpu", non_blocking=True)
+                    one_span = x[:, :BLOCK].contiguous()  # a row in one program: no fold on the device
+                    on_device_one = launch_kernel(self.kernel, one_span).to("cpu", non_blocking=True)
                     pinned = torch.full((x.shape[0] * STATS,), -1.0, dtype=torch.float64, pin_memory=True)
                     launch_kernel(self.kernel, x, out=pinned)
                     x_host = x.to("cpu", non_blocking=True)
@@ -697,7 +700,8 @@ class _KernelCache:
                     done.record(stream)
                 done.synchronize()
                 want = row_stats_torch(x_host)
-                if not _same_rows(on_device, want):
+                want_one = row_stats_torch(x_host[:, :BLOCK])
+                if not (_same_rows(on_device, want) and _same_rows(on_device_one, want_one)):
                     self.failed = f"fused kernel disagrees with the torch ops for {dtype}"
                     return
                 zero_copy = _same_rows(pinned.reshape(-1, STATS), want)
