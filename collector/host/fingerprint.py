@@ -11,10 +11,10 @@ programs each read a span of a row (:func:`split`: about :data:`TARGET_PROGRAMS`
 eight rows of 32k logits are 256 programs, not eight; one program per row left all but eight SMs idle).
 Each program writes :data:`PARTS` numbers, the six of its span plus the span's largest value, into a
 device work buffer; the row's last program folds its spans into the row's six (a count per row says
-which program is last) and writes them, so the host reads six numbers per row (384 bytes for eight rows,
-where it read seven per span, 14 KB, before: each pass over pinned memory the device writes cost ~30 us on
-the H200). They go straight into a pooled pinned host buffer (or, where the device cannot write host
-memory, into a device buffer copied with ``non_blocking=True``). The serving thread only launches: the
+which program is last) and writes them, so the host reads six numbers per row rather than seven per span
+(pinned memory the device writes is slow to read: benchmarks/results/sdk-h200/README.md). They go
+straight into a pooled pinned host buffer (or, where the device cannot write host memory, into a device
+buffer copied with ``non_blocking=True``). The serving thread only launches: the
 first output of a given shape, stride and dtype is planned once (row view, buffer size, work buffer,
 launcher), and later ones go straight to the launch, through Inductor's static CUDA launcher where it
 takes the kernel (one C++ call instead of Triton's Python launch path). No CUDA event is created per request: the
@@ -125,9 +125,9 @@ class _Buffer:
         """A copy of the buffer in ordinary memory when every word is written, else ``None``.
 
         One pass over the pinned memory: the check and everything after it (the fields) read the copy.
-        Reading pinned memory the device writes was the slow part of a fingerprint on the H200 (~30 us
-        per pass over the 14 KB of per-span numbers the host once folded itself); six numbers per row
-        are a few hundred bytes.
+        Reading pinned memory the device writes was the slow part of a fingerprint on the H200 (passes
+        over the per-span numbers the host once folded itself); six numbers per row are a few hundred
+        bytes.
         """
         words = self.words
         if words[0] == _UNWRITTEN_WORD or words[-1] == _UNWRITTEN_WORD:  # still running: two reads, no copy
