@@ -23,7 +23,11 @@ callable placement.
     TORCHINDUCTOR_COMPILE_THREADS=1 python3 benchmarks/bench_sdk_study.py --device cuda --hidden 4096 \
         --layers 4 --tokens 8 --dtype bfloat16 --vocab 32000 --decode-steps 64 --reqs 5 --rounds 4 \
         --warmup-rounds 1 --bursts 5 --procs 22 --no-control --fork --interleave --budget-s 120 \
-        --mode reduce-overhead --seed 31 --jsonl study_ro.jsonl   # request by request (the H200 figures)
+        --mode reduce-overhead --seed 31 --jsonl study_ro.jsonl   # request by request (session 13)
+    TORCHINDUCTOR_COMPILE_THREADS=1 python3 benchmarks/bench_sdk_study.py --device cuda --hidden 4096 \
+        --layers 4 --tokens 8 --dtype bfloat16 --vocab 32000 --decode-steps 64 --reqs 6 --rounds 2 \
+        --warmup-rounds 1 --bursts 4 --procs 16 --no-control --fork --interleave --blocks 5 --block-reqs 6 \
+        --budget-s 150 --mode reduce-overhead --seed 51 --jsonl study_ro.jsonl   # + the throughput protocol
 
 Why: in one process, the plain and the instrumented callables are two compiled artifacts, and which one
 was compiled first (and where its weights and buffers landed) was seen to move throughput by more than
@@ -79,6 +83,16 @@ cost in some processes and none in others; neighbouring requests share the state
 worker to CPUs (it did not change the spread there: every worker already ran on CPU 0), and each process
 line shows the CPU it ran on and its host and device µs per call.
 
+``--blocks N`` (with ``--interleave``) adds the throughput protocol in the same processes: per round N
+blocks of every variant, one block of each at a time in a fresh random order, each ``--block-reqs``
+requests back to back with no flush or synchronisation between them (the tracker's background thread
+drains them as in serving), timed from the block's first launch to its end, the tracker's flush then a
+device synchronisation included: all of the SDK's work, its flush too, is charged, amortised over the
+block as a server amortises it (a server never flushes per request). Neighbouring blocks are paired as
+neighbouring requests are. This is the issue's throughput figure (its TARGETS block comes last); the
+request-by-request figure beside it charges every microsecond of the SDK's tail after the device (the
+flush's wait for the fingerprint, its read, the second synchronisation) to every request.
+
 ``--fresh-cache`` gives every process empty Inductor and Triton cache folders (a cold first compile in
 each); without it the processes share the machine's caches. Within a process the second and third
 compiles hit the FX-graph cache either way (the JSON line counts Dynamo graphs and cache hits). Keep the
@@ -104,6 +118,11 @@ from functools import partial
 from typing import Any
 
 PREFIX = "STUDY_JSON "
+PROTOCOLS = {
+    "request": "every request timed alone, flushed and synchronised in its own time (the per-request tail)",
+    "block": "blocks of --block-reqs requests back to back, flush + synchronisation once per block "
+    "(the issue's throughput figure)",
+}
 DECODE = ("plain", "control", "instr_bare", "instr_nofp", "instr")
 # --diagnose: where the same-artifact cost goes (all on the instrumented artifact).
 DIAG = ("hook_only", "instr_noguard", "instr_lazy")
@@ -371,6 +390,59 @@ def _worker(args: argparse.Namespace) -> None:
             {v: [c[0] / n * 1e6, c[1] / n * 1e6] for v, c in cpu_s.items()},
         )
 
+    def block_round(names: tuple[str, ...], n_blocks: int) -> tuple[dict[str, float], dict[str, list[float]]]:
+        """One round of the throughput protocol (``--blocks``): ``n_blocks`` blocks of every variant, one
+        block of each in a fresh random order at a time, each block ``--block-reqs`` requests back to back
+        (no flush, no synchronisation between them: the tracker's background thread drains them as it does
+        in serving), timed from its first launch to its end: the tracker's flush for the tracked variants,
+        then a device synchronisation for every variant, so all of the SDK's work, its flush included, is
+        charged, amortised over the block. The device is idle at each block's start (synchronised,
+        untimed). Per variant: median µs per request (block time over its requests), CPU µs per request of
+        the serving thread and of the other threads; each block's time after its last call (flush +
+        synchronisation) is kept apart."""
+        tracker = tracker_on()
+        instr = fns["instr"]
+        runs = {
+            "plain": partial(decode_plain, fns["plain"], x, k),
+            "instr_bare": partial(decode_plain, instr, x, k),
+            "instr_nofp": partial(decode_instr, tracker, instr, x, k, ids, fingerprint=False),
+            "instr": partial(decode_instr, tracker, instr, x, k, ids, fingerprint=True),
+        }
+        if "control" in fns:
+            runs["control"] = partial(decode_plain, fns["control"], x, k)
+        runs["instr"]()  # the fresh tracker's first-request work, untimed (see time_decode)
+        tracker.flush()
+        per_block = int(args.block_reqs)
+        times: dict[str, list[float]] = {v: [] for v in names}
+        drains: dict[str, list[float]] = {v: [] for v in names}
+        cpu_s: dict[str, list[float]] = {v: [0.0, 0.0] for v in names}
+        for _ in range(n_blocks):
+            for v in rng.sample(names, len(names)):
+                one = runs[v]
+                sync()
+                p0, c0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
+                for _ in range(per_block):
+                    one()
+                t1 = time.perf_counter()
+                if v in ("instr_nofp", "instr"):
+                    tracker.flush()
+                sync()
+                t2 = time.perf_counter()
+                times[v].append((t2 - t0) / per_block)
+                drains[v].append(t2 - t1)
+                serving = time.thread_time() - c0
+                cpu_s[v][0] += serving
+                cpu_s[v][1] += time.process_time() - p0 - serving
+        tracker.shutdown()
+        n = n_blocks * per_block
+        for v, t in times.items():
+            tp_blocks[v].append([round(u * 1e6, 2) for u in t])
+            tp_drain_blocks[v].append([round(u * 1e6, 2) for u in drains[v]])
+        return (
+            {v: statistics.median(t) * 1e6 for v, t in times.items()},
+            {v: [c[0] / n * 1e6, c[1] / n * 1e6] for v, c in cpu_s.items()},
+        )
+
     def interleaved_calls(names: tuple[str, ...]) -> dict[str, float]:
         """Per-call timing for ``--interleave``: bursts of every variant in turn (fresh random order per
         burst index), the median burst per variant; ``instr_in`` bursts run inside a request scope entered
@@ -486,6 +558,11 @@ def _worker(args: argparse.Namespace) -> None:
     blocks: dict[str, list[list[float]]] = {v: [] for v in variants}
     call_blocks: dict[str, list[list[float]]] = {v: [] for v in calls}
     drain_blocks: dict[str, list[list[float]]] = {v: [] for v in variants}
+    # --blocks (the throughput protocol): the same per variant and round, one entry per block.
+    tp_decode: dict[str, list[float]] = {v: [] for v in variants}
+    tp_cpu: dict[str, list[list[float]]] = {v: [] for v in variants}
+    tp_blocks: dict[str, list[list[float]]] = {v: [] for v in variants}
+    tp_drain_blocks: dict[str, list[list[float]]] = {v: [] for v in variants}
     extra: dict[str, list[float]] = {
         "fp_host": [],
         "req_empty": [],
@@ -498,6 +575,8 @@ def _worker(args: argparse.Namespace) -> None:
         for _ in range(args.warmup_rounds):  # untimed: trackers, fingerprint pool, allocator, clocks
             if args.interleave:
                 interleaved_round(variants)
+                if args.blocks:
+                    block_round(variants, 1)  # one block of each warms the same paths
                 interleaved_calls(calls)
                 continue
             for v in rng.sample(variants, len(variants)):
@@ -505,7 +584,9 @@ def _worker(args: argparse.Namespace) -> None:
             for v in rng.sample(calls, len(calls)):
                 time_calls(v)
         # the warm-up rounds' are not figures
-        for kept in (*blocks.values(), *call_blocks.values(), *drain_blocks.values()):
+        for kept in (*blocks.values(), *call_blocks.values(), *drain_blocks.values(), *tp_blocks.values()):
+            kept.clear()
+        for kept in tp_drain_blocks.values():
             kept.clear()
         for _ in range(args.rounds):
             if args.interleave:
@@ -513,6 +594,11 @@ def _worker(args: argparse.Namespace) -> None:
                 for v in variants:
                     decode[v].append(round(medians[v], 3))
                     cpu[v].append([round(c, 2) for c in cpus[v]])
+                if args.blocks:
+                    medians, cpus = block_round(variants, args.blocks)
+                    for v in variants:
+                        tp_decode[v].append(round(medians[v], 3))
+                        tp_cpu[v].append([round(c, 2) for c in cpus[v]])
                 for v, us in interleaved_calls(calls).items():
                     call[v].append(round(us, 4))
             else:
@@ -551,6 +637,19 @@ def _worker(args: argparse.Namespace) -> None:
         "call": call,
         "cpu": cpu,
         **({"blocks": blocks, "call_blocks": call_blocks, "drain_blocks": drain_blocks} if args.interleave else {}),
+        **(
+            {
+                "throughput": {
+                    "block_reqs": args.block_reqs,
+                    "decode": tp_decode,
+                    "cpu": tp_cpu,
+                    "blocks": tp_blocks,
+                    "drain_blocks": tp_drain_blocks,
+                }
+            }
+            if args.interleave and args.blocks
+            else {}
+        ),
         "extra": extra,
         "load": [round(v, 2) for v in os.getloadavg()],
         "placement": {
@@ -680,6 +779,57 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
         f"compiles per process: Dynamo graphs {graphs}, FX-graph cache hits {hits}, misses {misses} "
         f"({len(runs[0]['order'])} graphs: {', '.join(sorted(runs[0]['order']))} compiled apart)"
     )
+    for protocol, view in _views(runs):
+        _decode_section(view, boot, rng, protocol)
+
+    def us(v: float) -> str:
+        return f"{v:+.2f} us"
+
+    runs = [{**r, "cpu": r.get("cpu", {}), "extra": r.get("extra", {})} for r in runs]
+
+    for name, what in (
+        ("fp_host", "serving-thread us per start_fingerprint (the fingerprint launch)"),
+        ("req_empty", "wall us per empty request scope incl. record building (flush)"),
+    ):
+        vals = [min(r["extra"][name]) for r in runs if r["extra"].get(name)]
+        meds = [statistics.median(r["extra"][name]) for r in runs if r["extra"].get(name)]
+        if vals:
+            print(
+                f"{what}: best round median {statistics.median(vals):.2f} (min/max {min(vals):.2f}/{max(vals):.2f}), "
+                f"median round median {statistics.median(meds):.2f}; {_load()}"
+            )
+
+    plain_call = [min(r["call"]["plain"]) for r in runs]
+    print(
+        f"serving-thread us per compiled-graph call (best round): plain median {statistics.median(plain_call):.2f} "
+        f"us (min/max {min(plain_call):.2f}/{max(plain_call):.2f}); added:"
+    )
+    for num, den, what in CALL_DIFFS:
+        sub = [r for r in runs if num in r["call"] and den in r["call"]]
+        if not sub:
+            continue
+        best = [min(r["call"][num]) - min(r["call"][den]) for r in sub]
+        paired = [_call_diffs(r, num, den) for r in sub]
+        print(f"  {what}:")
+        print(f"    best round           {_summary(best, boot, rng, us)}; {_load()}")
+        print(f"    within-round median  {_summary(paired, boot, rng, us)}; {_load()}")
+    clock = [statistics.median(r["extra"]["clock_us"]) for r in runs if r["extra"].get("clock_us")]
+    ctxvar = [statistics.median(r["extra"]["ctxvar_us"]) for r in runs if r["extra"].get("ctxvar_us")]
+    if clock:
+        print(
+            f"  for reference: one clock read {statistics.median(clock):.3f} us, one context-variable read "
+            f"{statistics.median(ctxvar):.3f} us (median over processes; the wrapper makes two and one)"
+        )
+    for protocol, view in _views(runs):
+        _targets(view, boot, rng, protocol)
+
+
+def _decode_section(runs: list[dict[str, Any]], boot: int, rng: random.Random, protocol: str) -> None:
+    """Per-process lines, the throughput comparisons, the tail after the last call and the CPU per request of
+    one timing protocol (``request``: every request alone; ``block``: the throughput protocol)."""
+    n = len(runs)
+    unit = "request" if protocol == "request" else f"block of {runs[0]['throughput']['block_reqs']} requests"
+    print(f"\n--- protocol {protocol!r}: {PROTOCOLS[protocol]}")
     print("per process, decode-like request, best round in us (compile order; ratios vs plain, same-artifact):")
     for r in runs:
         b = {v: min(r["decode"][v]) for v in DECODE if v in r["decode"]}
@@ -730,15 +880,12 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
         + f"; {_load()}"
     )
 
-    def us(v: float) -> str:
-        return f"{v:+.2f} us"
-
     # Lines written before the CPU and --diagnose figures existed have neither.
     runs = [{**r, "cpu": r.get("cpu", {}), "extra": r.get("extra", {})} for r in runs]
     with_drain = [v for v in DECODE if any(v in r.get("drain_blocks", {}) for r in runs)]
     if with_drain:
-        # --interleave: the request's time after its last compiled call (the tracker's flush, then the device
-        # synchronisation): where a fingerprint that must wait for the device shows as a serial tail.
+        # --interleave: the request's (the block's) time after its last compiled call (the tracker's flush, then
+        # the device synchronisation): where a fingerprint that must wait for the device shows as a serial tail.
         drain_med = {
             v: statistics.median(
                 statistics.median(u for block in r["drain_blocks"][v] for u in block)
@@ -748,8 +895,8 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
             for v in with_drain
         }
         print(
-            "us per decode-like request after its last call (flush + device synchronisation; median over processes "
-            "of the median request): " + "; ".join(f"{v} {u:.0f}" for v, u in drain_med.items()) + f"; {_load()}"
+            f"us per {unit} after its last call (flush + device synchronisation; median over processes "
+            f"of the median {unit}): " + "; ".join(f"{v} {u:.0f}" for v, u in drain_med.items()) + f"; {_load()}"
         )
     with_cpu = [v for v in DECODE + DIAG if any(v in r["cpu"] for r in runs)]
     if with_cpu:
@@ -767,49 +914,33 @@ def _aggregate(runs: list[dict[str, Any]], boot: int, header: str) -> None:
             )
             + f"; {_load()}"
         )
-    for name, what in (
-        ("fp_host", "serving-thread us per start_fingerprint (the fingerprint launch)"),
-        ("req_empty", "wall us per empty request scope incl. record building (flush)"),
-    ):
-        vals = [min(r["extra"][name]) for r in runs if r["extra"].get(name)]
-        meds = [statistics.median(r["extra"][name]) for r in runs if r["extra"].get(name)]
-        if vals:
-            print(
-                f"{what}: best round median {statistics.median(vals):.2f} (min/max {min(vals):.2f}/{max(vals):.2f}), "
-                f"median round median {statistics.median(meds):.2f}; {_load()}"
+
+
+def _views(runs: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The runs as each protocol timed them: ``request`` (as recorded) and, where ``--blocks`` ran,
+    ``block`` (the throughput protocol's figures in place of the request protocol's), that one last."""
+    views = [("request", runs)]
+    tp = [r for r in runs if "throughput" in r]
+    if tp:
+        views.append(
+            (
+                "block",
+                [
+                    {**r, **{key: r["throughput"][key] for key in ("decode", "cpu", "blocks", "drain_blocks")}}
+                    for r in tp
+                ],
             )
-
-    plain_call = [min(r["call"]["plain"]) for r in runs]
-    print(
-        f"serving-thread us per compiled-graph call (best round): plain median {statistics.median(plain_call):.2f} "
-        f"us (min/max {min(plain_call):.2f}/{max(plain_call):.2f}); added:"
-    )
-    for num, den, what in CALL_DIFFS:
-        sub = [r for r in runs if num in r["call"] and den in r["call"]]
-        if not sub:
-            continue
-        best = [min(r["call"][num]) - min(r["call"][den]) for r in sub]
-        paired = [_call_diffs(r, num, den) for r in sub]
-        print(f"  {what}:")
-        print(f"    best round           {_summary(best, boot, rng, us)}; {_load()}")
-        print(f"    within-round median  {_summary(paired, boot, rng, us)}; {_load()}")
-    clock = [statistics.median(r["extra"]["clock_us"]) for r in runs if r["extra"].get("clock_us")]
-    ctxvar = [statistics.median(r["extra"]["ctxvar_us"]) for r in runs if r["extra"].get("ctxvar_us")]
-    if clock:
-        print(
-            f"  for reference: one clock read {statistics.median(clock):.3f} us, one context-variable read "
-            f"{statistics.median(ctxvar):.3f} us (median over processes; the wrapper makes two and one)"
         )
-    _targets(runs, boot, rng)
+    return views
 
 
-def _targets(runs: list[dict[str, Any]], boot: int, rng: random.Random) -> None:
+def _targets(runs: list[dict[str, Any]], boot: int, rng: random.Random, protocol: str = "request") -> None:
     """The issue's targets, each against its figure: throughput cost with the fingerprint (instr vs plain,
     the within-round median per process), its CI's upper bound and distance from the median, the worst
     process, and the per-call cost inside a request."""
     mode = runs[0].get("mode", "default")
     limit = 1.0 if mode == "reduce-overhead" else 2.0
-    print(f"TARGETS ({mode}; {len(runs)} processes):")
+    print(f"TARGETS ({mode}; protocol {protocol!r}: {PROTOCOLS[protocol]}; {len(runs)} processes):")
     for num, den, what in (("instr", "plain", "vs plain"), ("instr", "instr_bare", "same artifact")):
         for name, pick in (("within-round", 1), ("best-round", 0)):
             cost = [(v - 1) * 100 for v in _ratios(runs, num, den)[pick]]
@@ -853,6 +984,8 @@ def _worker_cmd(args: argparse.Namespace, index: int) -> list[str]:
         "seed",
         "mode",
         "pin",
+        "blocks",
+        "block_reqs",
     ):
         cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     return cmd
@@ -908,6 +1041,11 @@ def _parent(args: argparse.Namespace) -> None:
         f"{args.dtype}, {args.tokens} tokens, {args.device}, mode {args.mode}; {args.decode_steps} calls/request, "
         f"{args.reqs} requests per variant per round"
         + (", interleaved request by request (each drained in its own time)" if args.interleave else "")
+        + (
+            f"; throughput protocol: {args.blocks} blocks of {args.block_reqs} requests per variant per round"
+            if args.blocks
+            else ""
+        )
     )
     runs: list[dict[str, Any]] = []
     if args.from_jsonl:
@@ -1026,8 +1164,18 @@ def main() -> None:
         help="time every request alone, one request of each variant at a time in random order, each drained "
         "(flush, device sync) in its own time; per round the median request per variant",
     )
+    ap.add_argument(
+        "--blocks",
+        type=int,
+        default=0,
+        help="with --interleave, also the throughput protocol: per round this many blocks of every variant, "
+        "each --block-reqs requests back to back, flushed and synchronised once per block (the issue's figure)",
+    )
+    ap.add_argument("--block-reqs", type=int, default=6, help="requests per block of the throughput protocol")
     ap.add_argument("--worker", type=int, default=-1, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.blocks and not args.interleave:
+        ap.error("--blocks runs beside --interleave's request protocol: add --interleave")
     args.pin_cpus = pin_cpus(args.pin)
     if args.worker >= 0:
         _worker(args)

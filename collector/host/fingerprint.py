@@ -9,13 +9,15 @@ background thread sums the rows into the request's fingerprint.
 On a CUDA device the numbers come from one fused Triton kernel (one read of the output, one launch) whose
 programs each read a span of a row (:func:`split`: about :data:`TARGET_PROGRAMS` programs in all, so that
 eight rows of 32k logits are 256 programs, not eight; one program per row left all but eight SMs idle).
-Each program writes :data:`PARTS` numbers, the six of its span plus the
-span's largest value, which the background thread folds into the row's six (:func:`fold_parts`). They go
+Each program writes :data:`PARTS` numbers, the six of its span plus the span's largest value, into a
+device work buffer; the row's last program folds its spans into the row's six (a count per row says
+which program is last) and writes them, so the host reads six numbers per row rather than seven per span
+(pinned memory the device writes is slow to read: benchmarks/results/sdk-h200/README.md). They go
 straight into a pooled pinned host buffer (or, where the device cannot write host memory, into a device
 buffer copied with ``non_blocking=True``). The serving thread only launches: the
-first output of a given shape, stride and dtype is planned once (row view, buffer size, launcher), and
-later ones go straight to the launch, through Inductor's static CUDA launcher where it takes the kernel
-(one C++ call instead of Triton's Python launch path). No CUDA event is created per request: the
+first output of a given shape, stride and dtype is planned once (row view, buffer size, work buffer,
+launcher), and later ones go straight to the launch, through Inductor's static CUDA launcher where it
+takes the kernel (one C++ call instead of Triton's Python launch path). No CUDA event is created per request: the
 background thread records one event per stream and batch of requests after it has taken them off the
 queue (stream order puts it behind their launches) and polls it. Until the kernel for a dtype is
 compiled and checked (in a background thread, on first sight of that dtype) and for dtypes the kernel
@@ -46,8 +48,11 @@ from inferensics.collector.host import torch_adapter
 STATS: Final = 6
 """Columns of the per-row buffer: nan, inf, finite sum, finite sum of squares, finite abs-max, argmax."""
 PARTS: Final = 7
-"""Columns the kernel writes per program (one span of a row): the six of :data:`STATS` over the span, the
-argmax as a column index of the row, and the span's largest non-NaN value (how spans' argmaxes compare)."""
+"""Numbers each program of a row of several spans writes into the device work buffer (one span): the six
+of :data:`STATS` over the span, the argmax as a column index of the row, and the span's largest non-NaN
+value (how spans' argmaxes compare); the row's last program folds them into the row's six."""
+FOLD: Final = 64
+"""Spans the folding program reads per step (a row has at most about :data:`TARGET_PROGRAMS` spans)."""
 BLOCK: Final = 1024
 """Elements per Triton loop step; a span is a whole number of blocks."""
 MAX_COLS: Final = 2**30
@@ -119,10 +124,10 @@ class _Buffer:
     def snapshot(self) -> np.ndarray[Any, Any] | None:
         """A copy of the buffer in ordinary memory when every word is written, else ``None``.
 
-        One pass over the pinned memory: the check and everything after it (the fold, the fields) read
-        the copy. Reading pinned memory the device writes was the slow part of a fingerprint on the H200:
-        the checks, the fold and the reset read it some ten times, ~150 us per request after the
-        device had finished, where the copy's reads are a few microseconds.
+        One pass over the pinned memory: the check and everything after it (the fields) read the copy.
+        Reading pinned memory the device writes was the slow part of a fingerprint on the H200 (passes
+        over the per-span numbers the host once folded itself); six numbers per row are a few hundred
+        bytes.
         """
         words = self.words
         if words[0] == _UNWRITTEN_WORD or words[-1] == _UNWRITTEN_WORD:  # still running: two reads, no copy
@@ -139,12 +144,11 @@ class _PinnedPool:
     allocated (at most ``limit`` per size are kept; beyond that a buffer is used once and left to torch's
     caching host allocator, still without a synchronization).
 
-    The kernel's buffers, one span's numbers per program (up to about 512 programs a launch: 14 KB for 8 rows of
-    32k logits, against 384 B for the six numbers per row), come only from the pool
-    (:meth:`take_pooled`): with ``limit`` of a size in flight, as when the background thread has fallen
-    behind, a request takes the torch ops into a per-row buffer instead, so the pinned memory a backlog
-    holds stays near the per-row size (the record queue holds up to 65,536 requests; at 14 KB each that
-    would be 0.9 GB of pinned memory, kept by torch's caching host allocator after the backlog).
+    The kernel's buffers (six numbers per row, folded on the device: 384 B for 8 rows of logits) come
+    only from the pool (:meth:`take_pooled`): the background thread sees them written by reading them.
+    With ``limit`` of a size in flight, as when the background thread has fallen behind, a request
+    takes the torch ops into an unpooled buffer and a completion event instead (counted as
+    ``backlogged``), so the pool never grows past ``limit`` buffers of a size.
     """
 
     def __init__(self, limit: int = 256) -> None:
@@ -197,7 +201,6 @@ class PendingFingerprint:
     __slots__ = (
         "_argmax",
         "_buffer",
-        "_chunks",
         "_done",
         "_event",
         "_head",
@@ -220,7 +223,6 @@ class PendingFingerprint:
         head: int,
         buffer: _Buffer | None = None,
         stream: StreamKey | None = None,
-        chunks: int = 0,
         watched: bool = False,
     ) -> None:
         self._rows = rows
@@ -228,7 +230,6 @@ class PendingFingerprint:
         self._watched = watched and buffer is not None and buffer.pooled
         self._source: torch.Tensor | None = None
         self._version = -1
-        self._chunks = chunks
         self._buffer = buffer
         self._numel = numel
         self._argmax = argmax
@@ -314,8 +315,7 @@ class PendingFingerprint:
         try:
             # pinned memory read once (a copy), as in snapshot()
             rows = self._snap if self._snap is not None else buf.array.copy() if buf is not None else self._rows.numpy()  # type: ignore[union-attr]
-            stats = fold_parts(rows.reshape(-1, PARTS), self._chunks) if self._chunks else rows.reshape(-1, STATS)
-            self._done = finish(stats, self._numel, self._argmax, self._head)
+            self._done = finish(rows.reshape(-1, STATS), self._numel, self._argmax, self._head)
             return self._done
         finally:
             if buf is not None:
@@ -445,29 +445,6 @@ def _fingerprint(
     mean = s / n if n else 0.0
     var = max(ss / n - mean * mean, 0.0) if n else 0.0
     return Fingerprint(digest, ids_head, nan, inf, _finite(mean), _finite(math.sqrt(var)), _finite(amax))
-
-
-def fold_parts(parts: np.ndarray[Any, Any], chunks: int) -> np.ndarray[Any, Any]:
-    """The kernel's per-chunk numbers (``[rows * chunks, 7]``, a row's chunks in column order) as per-row
-    numbers (``[rows, 6]``, the layout :func:`finish` and :func:`row_stats_torch` share).
-
-    Counts and sums add up and abs-maxes take the largest; the argmax is the first NaN of the row when it
-    has one (the first chunk holding a NaN says where), else that of the first chunk with the row's largest
-    value (each chunk's argmax is its first maximum, so the first such chunk holds the row's first).
-    """
-    if chunks == 1:
-        return parts[:, :STATS]
-    p = parts.reshape(-1, chunks, PARTS)
-    out = np.empty((p.shape[0], STATS), dtype=np.float64)
-    out[:, 0:4] = p[:, :, 0:4].sum(axis=1)
-    out[:, 4] = p[:, :, 4].max(axis=1)
-    if out[:, 0].any():  # a NaN in some row: that row's argmax is its first NaN
-        has_nan = p[:, :, 0] > 0
-        pick = np.where(has_nan.any(axis=1), has_nan.argmax(axis=1), p[:, :, 6].argmax(axis=1))
-    else:  # nearly every output: fewer passes on the path a flush waits for
-        pick = p[:, :, 6].argmax(axis=1)
-    out[:, 5] = p[np.arange(p.shape[0]), pick, 5]
-    return out
 
 
 def split(rows: int, cols: int) -> tuple[int, int]:
@@ -628,24 +605,35 @@ def build_kernel() -> Any:
 def launch_kernel(
     kernel: Any, x2: torch.Tensor, *, out: torch.Tensor | None = None, warmup: bool = False
 ) -> torch.Tensor:
-    """Run (or with ``warmup`` only compile) ``kernel`` over ``x2`` into ``out`` (``rows * chunks * 7``
-    float64, on the device or pinned host memory the device can write); returns ``out`` (fold it with
-    :func:`fold_parts` and the chunks of :func:`split`)."""
+    """Run (or with ``warmup`` only compile) ``kernel`` over ``x2`` into ``out`` (``rows * 6`` float64, on the
+    device or pinned host memory the device can write: the per-row numbers of :func:`row_stats_torch`);
+    returns ``out``. The work buffer a row of several spans needs is allocated here (zeroed); the planned
+    path keeps one per layout and stream instead."""
     if x2.shape[1] > 1 and x2.stride(1) != 1:
         x2 = x2.contiguous()
     span, chunks = split(x2.shape[0], x2.shape[1])
     programs = x2.shape[0] * chunks
     if out is None:
-        out = torch.empty((programs, PARTS), dtype=torch.float64, device=x2.device)
+        out = torch.empty((x2.shape[0], STATS), dtype=torch.float64, device=x2.device)
+    work = new_work(x2.shape[0], chunks, x2.device)
     if warmup:
-        launch_kernel_compiled(kernel, x2, out)
+        launch_kernel_compiled(kernel, x2, out, work)
     else:
-        kernel[(programs,)](x2, out, x2.shape[1], x2.stride(0), span, block=BLOCK)
+        kernel[(programs,)](x2, out, work, x2.shape[1], x2.stride(0), span, block=BLOCK, fold=FOLD)
     return out
 
 
+def new_work(rows: int, chunks: int, device: torch.device | int) -> torch.Tensor:
+    """The kernel's device work buffer for ``rows`` rows of ``chunks`` spans: per row a count of the
+    programs done (zero between launches: the last one resets it) and :data:`PARTS` numbers per span. A
+    row of one span never touches it (one float64 stands in)."""
+    size = rows * (chunks * PARTS + 1) if chunks > 1 else 1
+    return torch.zeros(size, dtype=torch.float64, device=device)
+
+
 def _probe_input(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    # Several spans per row: a row's largest value in a later span (row 0), a NaN in a later span only
+    # Several spans per row (folded on the device; its first BLOCK columns are the one-span probe, row 1's
+    # NaN and row 3's first 1e4 among them): a row's largest value in a later span (row 0), a NaN in a later span only
     # (row 2), a tie across spans (row 3: the first wins).
     g = torch.Generator().manual_seed(3)
     x = torch.randn(4, 3 * BLOCK + 5, generator=g)
@@ -703,18 +691,20 @@ class _KernelCache:
                     x = _probe_input(dtype, device)
                     launch_kernel(self.kernel, x, warmup=True)
                     on_device = launch_kernel(self.kernel, x).to("cpu", non_blocking=True)
-                    programs = x.shape[0] * split(x.shape[0], x.shape[1])[1]
-                    pinned = torch.full((programs * PARTS,), -1.0, dtype=torch.float64, pin_memory=True)
+                    one_span = x[:, :BLOCK].contiguous()  # a row in one program: no fold on the device
+                    on_device_one = launch_kernel(self.kernel, one_span).to("cpu", non_blocking=True)
+                    pinned = torch.full((x.shape[0] * STATS,), -1.0, dtype=torch.float64, pin_memory=True)
                     launch_kernel(self.kernel, x, out=pinned)
                     x_host = x.to("cpu", non_blocking=True)
                     done = torch.cuda.Event()  # type: ignore[no-untyped-call]
                     done.record(stream)
                 done.synchronize()
                 want = row_stats_torch(x_host)
-                if not _same_rows(_folded(on_device, *x.shape), want):
+                want_one = row_stats_torch(x_host[:, :BLOCK])
+                if not (_same_rows(on_device, want) and _same_rows(on_device_one, want_one)):
                     self.failed = f"fused kernel disagrees with the torch ops for {dtype}"
                     return
-                zero_copy = _same_rows(_folded(pinned, *x.shape), want)
+                zero_copy = _same_rows(pinned.reshape(-1, STATS), want)
                 if zero_copy:
                     self.launchers[dtype] = self._launcher(x, stream, want)
                     self.zero_copy.add(dtype)
@@ -727,25 +717,30 @@ class _KernelCache:
         device = x.device.index if x.device.index is not None else torch.cuda.current_device()
         kernel = self.kernel
 
-        def triton_launch(x: torch.Tensor, _: int, out: torch.Tensor, __: int, grid: torch_adapter.LaunchGrid) -> None:
+        def triton_launch(
+            tensors: tuple[torch.Tensor, ...], _: tuple[int, ...], grid: torch_adapter.LaunchGrid
+        ) -> None:
             programs, cols, stride, span, _stream = grid  # Triton reads the current stream itself
-            kernel[(programs,)](x, out, cols, stride, span, block=BLOCK)
+            kernel[(programs,)](*tensors, cols, stride, span, block=BLOCK, fold=FOLD)
 
         try:
             span, chunks = split(x.shape[0], x.shape[1])
             programs = x.shape[0] * chunks
-            out = torch.empty((programs, PARTS), dtype=torch.float64, device=x.device)
-            compiled = launch_kernel_compiled(kernel, x, out)
+            out = torch.empty((x.shape[0], STATS), dtype=torch.float64, device=x.device)
+            with torch.cuda.stream(stream):
+                work = new_work(x.shape[0], chunks, x.device)
+            compiled = launch_kernel_compiled(kernel, x, out, work)
             static = torch_adapter.static_cuda_launcher(compiled, device)
-            pinned = torch.full((programs * PARTS,), -1.0, dtype=torch.float64, pin_memory=True)
+            pinned = torch.full((x.shape[0] * STATS,), -1.0, dtype=torch.float64, pin_memory=True)
             with torch.cuda.stream(stream):
                 cols, stride = x.shape[1], x.stride(0)
                 grid = (programs, cols, stride, span, stream.cuda_stream)
-                static(x, x.data_ptr(), pinned, pinned.data_ptr(), grid)
+                for _ in range(2):  # twice: the second launch finds the counts the first one reset
+                    static((x, pinned, work), (x.data_ptr(), pinned.data_ptr(), work.data_ptr()), grid)
                 done = torch.cuda.Event()  # type: ignore[no-untyped-call]
                 done.record(stream)
             done.synchronize()
-            if _same_rows(_folded(pinned, x.shape[0], cols), want):
+            if _same_rows(pinned.reshape(-1, STATS), want):
                 return device, static, "static"
             self.static_failed = "the static launcher's numbers disagree with the torch ops"
         except Exception as exc:  # an older or newer torch/Triton: Triton's own launch stays in use
@@ -753,18 +748,15 @@ class _KernelCache:
         return device, triton_launch, "triton"
 
 
-def launch_kernel_compiled(kernel: Any, x2: torch.Tensor, out: torch.Tensor) -> Any:
-    """Triton's compiled kernel for ``x2``/``out`` (the one ``launch_kernel`` runs; no launch)."""
+def launch_kernel_compiled(kernel: Any, x2: torch.Tensor, out: torch.Tensor, work: torch.Tensor) -> Any:
+    """Triton's compiled kernel for ``x2``/``out``/``work`` (the one ``launch_kernel`` runs; no launch)."""
     span, chunks = split(x2.shape[0], x2.shape[1])
-    return kernel.warmup(x2, out, x2.shape[1], x2.stride(0), span, block=BLOCK, grid=(x2.shape[0] * chunks,))
-
-
-def _folded(parts: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """The kernel's per-span output (any device) folded into per-row numbers, on the CPU."""
-    return torch.from_numpy(fold_parts(parts.cpu().reshape(-1, PARTS).numpy(), split(rows, cols)[1]))
+    grid = (x2.shape[0] * chunks,)
+    return kernel.warmup(x2, out, work, x2.shape[1], x2.stride(0), span, block=BLOCK, fold=FOLD, grid=grid)
 
 
 def _same_rows(got: torch.Tensor, want: torch.Tensor) -> bool:
+    got = got.cpu()
     exact = torch.equal(got[:, [0, 1, 4, 5]], want[:, [0, 1, 4, 5]])
     return exact and bool(torch.allclose(got[:, 2:4], want[:, 2:4], rtol=1e-9, atol=1e-6))
 
@@ -774,37 +766,61 @@ KERNELS = _KernelCache()
 
 
 class _Plan:
-    """How to fingerprint every output of one layout (shape, stride, dtype, device): a launch only."""
+    """How to fingerprint every output of one layout (shape, stride, dtype, device): a launch only.
 
-    __slots__ = ("argmax", "chunks", "cols", "device", "launch", "numel", "programs", "size", "span", "stride_row")
+    A row of several spans needs a device work buffer (:func:`new_work`): one per stream, made on the
+    first launch on that stream (launches on one stream run one after another, so they share it).
+    """
+
+    __slots__ = (
+        "argmax",
+        "chunks",
+        "cols",
+        "device",
+        "launch",
+        "numel",
+        "programs",
+        "rows",
+        "size",
+        "span",
+        "stride_row",
+        "work",
+    )
 
     def __init__(self, x2: torch.Tensor, argmax: bool, device: int, launch: Launcher) -> None:
-        rows, self.cols = int(x2.shape[0]), int(x2.shape[1])
+        self.rows, self.cols = int(x2.shape[0]), int(x2.shape[1])
         self.stride_row = int(x2.stride(0))
-        self.numel = rows * self.cols
-        self.span, self.chunks = split(rows, self.cols)
-        self.programs = rows * self.chunks
-        self.size = self.programs * PARTS
+        self.numel = self.rows * self.cols
+        self.span, self.chunks = split(self.rows, self.cols)
+        self.programs = self.rows * self.chunks
+        self.size = self.rows * STATS
         self.argmax = argmax
         self.device = device
         self.launch = launch
+        self.work: dict[int, tuple[torch.Tensor, int]] = {}
+
+    def _work(self, stream: int) -> tuple[torch.Tensor, int]:
+        key = stream if self.chunks > 1 else -1  # one span per row: the buffer is never read or written
+        work = self.work.get(key)
+        if work is None:
+            tensor = new_work(self.rows, self.chunks, self.device)
+            work = self.work[key] = (tensor, tensor.data_ptr())
+        return work
 
     def start(self, x: torch.Tensor, x_ptr: int, head: int) -> PendingFingerprint:
         buf = _POOL.take_pooled(self.size)
-        if buf is None:  # a backlog: the per-row path, whose buffers are a fraction of the size
+        if buf is None:  # a backlog: the torch ops into an unpooled buffer, with an event
             with torch.no_grad():
                 return _start(x.detach(), head, per_row=True)
         stream = torch_adapter.raw_stream(self.device)
-        self.launch(x, x_ptr, buf.tensor, buf.ptr, (self.programs, self.cols, self.stride_row, self.span, stream))
+        work, work_ptr = self._work(stream)
+        self.launch(
+            (x, buf.tensor, work),
+            (x_ptr, buf.ptr, work_ptr),
+            (self.programs, self.cols, self.stride_row, self.span, stream),
+        )
         return PendingFingerprint(
-            None,
-            self.numel,
-            self.argmax,
-            head=head,
-            buffer=buf,
-            stream=(self.device, stream),
-            chunks=self.chunks,
-            watched=True,
+            None, self.numel, self.argmax, head=head, buffer=buf, stream=(self.device, stream), watched=True
         )
 
 
@@ -847,11 +863,10 @@ def _start(x: torch.Tensor, head: int, *, per_row: bool = False) -> PendingFinge
         plan = _plan(x, x2, argmax, device)
         if plan is not None:
             return plan.start(x, x.data_ptr(), head)
-    chunks = split(x2.shape[0], x2.shape[1])[1] if kernel is not None else 0
-    buf = _POOL.take_pooled(x2.shape[0] * chunks * PARTS) if chunks else None
-    backlogged = per_row or (chunks > 0 and buf is None)
-    if buf is None:  # no kernel, or a backlog holds every kernel-sized buffer: six numbers per row
-        kernel, zero_copy, chunks = None, False, 0
+    buf = _POOL.take_pooled(x2.shape[0] * STATS) if kernel is not None else None
+    backlogged = per_row or (kernel is not None and buf is None)
+    if buf is None:  # no kernel, or a backlog holds every pooled buffer of the size: the torch ops
+        kernel, zero_copy = None, False
         buf = _POOL.take(x2.shape[0] * STATS)
     if zero_copy:
         launch_kernel(kernel, x2, out=buf.tensor)  # the kernel writes the pinned buffer itself
@@ -860,9 +875,7 @@ def _start(x: torch.Tensor, head: int, *, per_row: bool = False) -> PendingFinge
         buf.tensor.copy_(rows.reshape(-1), non_blocking=True)
     index = x2.device.index if x2.device.index is not None else device
     stream = (index, torch_adapter.raw_stream(index))
-    pending = PendingFingerprint(
-        None, numel, argmax, head=head, buffer=buf, stream=stream, chunks=chunks, watched=zero_copy
-    )
+    pending = PendingFingerprint(None, numel, argmax, head=head, buffer=buf, stream=stream, watched=zero_copy)
     pending.backlogged = backlogged
     return pending
 

@@ -311,17 +311,17 @@ _SCALAR_ARGS: Final = {"i32": "i", "i64": "l", "u32": "I", "u64": "K", "fp32": "
 
 LaunchGrid = tuple[int, int, int, int, int]
 """``(programs, cols, stride_row, span, stream)`` of one fingerprint launch."""
-StaticLaunch = Callable[[torch.Tensor, int, torch.Tensor, int, LaunchGrid], None]
-"""``launch(x, x_ptr, out, out_ptr, (programs, cols, stride_row, span, stream))`` (the pointers are the
-tensors')."""
+StaticLaunch = Callable[[tuple[torch.Tensor, ...], tuple[int, ...], LaunchGrid], None]
+"""``launch(tensors, pointers, (programs, cols, stride_row, span, stream))``: the kernel's pointer
+parameters as tensors and as their addresses (``data_ptr()``), in the kernel's order."""
 
 
 def static_cuda_launcher(compiled: Any, device: int) -> StaticLaunch:
     """A launcher for a compiled Triton kernel through Inductor's static CUDA launcher (one C++ call).
 
     ``compiled`` is Triton's ``CompiledKernel`` of the fingerprint kernel, whose non-constexpr
-    parameters are ``(x_ptr, out_ptr, n_cols, stride_row, span)``; the returned
-    ``launch(x, x_ptr, out, out_ptr, (programs, cols, stride_row, span, stream))`` runs ``programs`` programs on
+    parameters are pointers (two or more) then ``(n_cols, stride_row, span)``; the returned
+    ``launch(tensors, pointers, (programs, cols, stride_row, span, stream))`` runs ``programs`` programs on
     ``stream`` of ``device`` (which must be the calling thread's current device); it reads only the
     pointers (device pointers, or pinned host memory the device can write under unified addressing).
     Raises when this torch or Triton lays the kernel out in a way the static launcher does not take
@@ -350,9 +350,10 @@ def static_cuda_launcher(compiled: Any, device: int) -> StaticLaunch:
     constants = {index(k) for k in getattr(src, "constants", {})}
     signature = {index(k): v for k, v in src.signature.items()}
     types = [signature[i] for i in sorted(signature) if signature[i] != "constexpr" and i not in constants]
-    if len(types) != 5 or not types[0].startswith("*") or not types[1].startswith("*"):
+    pointers = next((i for i, t in enumerate(types) if not t.startswith("*")), len(types))
+    if pointers < 2 or len(types) != pointers + 3:
         raise NotImplementedError(f"unexpected kernel signature {types}")
-    arg_tys = "OO" + "".join(_SCALAR_ARGS[t] for t in types[2:]) + "O" * len(scratch)
+    arg_tys = "O" * pointers + "".join(_SCALAR_ARGS[t] for t in types[pointers:]) + "O" * len(scratch)
     with tempfile.TemporaryDirectory(prefix="inferensics-fp-") as folder:
         path = os.path.join(folder, "kernel.cubin")
         with open(path, "wb") as fh:
@@ -364,9 +365,9 @@ def static_cuda_launcher(compiled: Any, device: int) -> StaticLaunch:
     run = _StaticCudaLauncher._launch_kernel
     tail = tuple(scratch)
 
-    def launch(x: torch.Tensor, x_ptr: int, out: torch.Tensor, out_ptr: int, grid: LaunchGrid) -> None:
+    def launch(tensors: tuple[torch.Tensor, ...], ptrs: tuple[int, ...], grid: LaunchGrid) -> None:
         programs, cols, stride_row, span, stream = grid
-        args = (x_ptr, out_ptr, cols, stride_row, span, *tail)
+        args = (*ptrs, cols, stride_row, span, *tail)
         run(function, programs, 1, 1, num_warps, shared, arg_tys, args, stream)
 
     return launch

@@ -164,7 +164,17 @@ from inferensics.collector.host import fingerprint as fp
 from inferensics.collector.host import request_tracker
 cases = torch.load(sys.argv[1])
 kernel = fp.build_kernel()
-torch.save([fp.launch_kernel(kernel, x2) for x2 in cases], sys.argv[2])
+outputs = [fp.launch_kernel(kernel, x2) for x2 in cases]
+# The planned path's reuse: two launches over one work buffer (the second finds the counts the first reset).
+x2 = cases[int(sys.argv[3])]
+span, chunks = fp.split(*x2.shape)
+work = fp.new_work(x2.shape[0], chunks, x2.device)
+again = []
+for _ in range(2):
+    out = torch.full((x2.shape[0], fp.STATS), -1.0, dtype=torch.float64)
+    kernel[(x2.shape[0] * chunks,)](x2, out, work, x2.shape[1], x2.stride(0), span, block=fp.BLOCK, fold=fp.FOLD)
+    again.append(out)
+torch.save((outputs, again, work), sys.argv[2])
 """
 
 
@@ -179,10 +189,8 @@ def _kernel_inputs() -> list[torch.Tensor]:
 
 def _assert_kernel_rows(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
     assert len(outputs) == len(inputs)
-    for x2, parts in zip(inputs, outputs, strict=True):
-        chunks = fp.split(*x2.shape)[1]
-        assert parts.shape == (x2.shape[0] * chunks, fp.PARTS)
-        got = torch.from_numpy(fp.fold_parts(parts.numpy(), chunks))
+    for x2, got in zip(inputs, outputs, strict=True):
+        assert got.shape == (x2.shape[0], fp.STATS)  # the spans of a row folded on the device
         want = fp.row_stats_torch(x2)
         # Counts, abs-max and argmax exactly; sums up to float64 summation order.
         assert torch.equal(got[:, [0, 1, 4, 5]], want[:, [0, 1, 4, 5]]), (x2.dtype, x2.shape, got, want)
@@ -199,11 +207,12 @@ def test_triton_kernel_matches_torch_ops_under_the_interpreter(tmp_path: Path) -
     if torch.cuda.is_available():
         pytest.skip("CUDA host: test_triton_kernel_matches_torch_ops_compiled checks the compiled kernel")
     inputs = _kernel_inputs()
+    reused = next(i for i, x2 in enumerate(inputs) if fp.split(*x2.shape)[1] > 2)
     torch.save(inputs, tmp_path / "in.pt")
     # The interpreter must be chosen before Triton is first imported, so the kernel runs in a fresh process.
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run(
-        [sys.executable, "-c", _INTERPRETED, str(tmp_path / "in.pt"), str(tmp_path / "out.pt")],
+        [sys.executable, "-c", _INTERPRETED, str(tmp_path / "in.pt"), str(tmp_path / "out.pt"), str(reused)],
         env=env,
         capture_output=True,
         text=True,
@@ -211,7 +220,11 @@ def test_triton_kernel_matches_torch_ops_under_the_interpreter(tmp_path: Path) -
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    _assert_kernel_rows(inputs, torch.load(tmp_path / "out.pt"))
+    outputs, again, work = torch.load(tmp_path / "out.pt")
+    _assert_kernel_rows(inputs, outputs)
+    _assert_kernel_rows([inputs[reused]] * 2, again)
+    rows = inputs[reused].shape[0]
+    assert not work.reshape(rows, -1)[:, 0].any()  # every count back to zero
 
 
 @pytest.mark.gpu
@@ -221,6 +234,18 @@ def test_triton_kernel_matches_torch_ops_compiled() -> None:
     kernel = fp.build_kernel()
     outputs = [fp.launch_kernel(kernel, x2.cuda()).cpu() for x2 in inputs]
     _assert_kernel_rows(inputs, outputs)
+    # A work buffer reused launch after launch (the planned path): each launch's last program of a row
+    # resets the row's count, so every launch folds its own spans.
+    x2 = next(x for x in inputs if fp.split(*x.shape)[1] > 2).cuda()
+    span, chunks = fp.split(*x2.shape)
+    work = fp.new_work(x2.shape[0], chunks, x2.device)
+    again = []
+    for _ in range(3):
+        out = torch.full((x2.shape[0], fp.STATS), -1.0, dtype=torch.float64, device="cuda")
+        kernel[(x2.shape[0] * chunks,)](x2, out, work, x2.shape[1], x2.stride(0), span, block=fp.BLOCK, fold=fp.FOLD)
+        again.append(out.cpu())
+    _assert_kernel_rows([x2.cpu()] * 3, again)
+    assert not work.reshape(x2.shape[0], -1)[:, 0].any()
 
 
 @contextlib.contextmanager
@@ -327,9 +352,9 @@ def test_fingerprint_adds_no_device_synchronization() -> None:
 def test_a_backlog_takes_per_row_buffers_rather_than_more_kernel_sized_pinned_ones(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """With every pooled kernel-sized buffer of a layout in flight (the background thread behind), a request
-    is fingerprinted with the torch ops into six numbers per row: the same fingerprint, and the pinned
-    memory a backlog holds stays near the per-row size."""
+    """With every pooled buffer of a layout in flight (the background thread behind), a request is
+    fingerprinted with the torch ops into an unpooled buffer with an event: the same fingerprint, counted as
+    backlogged, and the pool keeps no more buffers than its limit."""
     monkeypatch.setattr(fp, "_POOL", fp._PinnedPool(limit=3))
     y = torch.randn(8, 32000, device="cuda")
     y[2, 5] = float("nan")
@@ -337,14 +362,13 @@ def test_a_backlog_takes_per_row_buffers_rather_than_more_kernel_sized_pinned_on
     _kernel_ready(torch.float32, y)
     with _sync_is_an_error():
         pending = [fp.start_fingerprint(y) for _ in range(5)]
-    assert [p._chunks > 0 for p in pending] == [True, True, True, False, False]
+    assert [p._watched for p in pending] == [True, True, True, False, False]
     assert [p.backlogged for p in pending] == [False, False, False, True, True]
-    kernel_size = 8 * fp.split(8, 32000)[1] * fp.PARTS
-    assert fp._POOL._count[kernel_size] == 3  # never more kernel-sized buffers than the pool keeps
+    assert fp._POOL._count[8 * fp.STATS] == 3  # never more pooled buffers than the pool keeps
     for p in pending:
         _assert_same(p.result(), want)
     again = fp.start_fingerprint(y)  # the buffers are back in the pool: the kernel path again
-    assert again._chunks > 0
+    assert again._watched
     _assert_same(again.result(), want)
 
 
@@ -459,16 +483,15 @@ def test_split_keeps_the_kernels_int32_column_indices_in_range(rows: int) -> Non
 
 
 def _watched(pool: fp._PinnedPool, x: torch.Tensor) -> tuple[fp.PendingFingerprint, fp._Buffer, np.ndarray]:
-    """A zero-copy fingerprint of ``x`` (one span per row) as the planned launch makes it, its pooled buffer
-    (a plain tensor stands in for pinned memory) and the numbers the kernel would write into it."""
-    rows = fp.row_stats_torch(x).numpy()
-    parts = np.concatenate([rows, x.double().amax(dim=1, keepdim=True).numpy()], axis=1).reshape(-1)
+    """A zero-copy fingerprint of ``x`` as the planned launch makes it, its pooled buffer (a plain tensor
+    stands in for pinned memory) and the numbers the kernel would write into it (six per row)."""
+    parts = fp.row_stats_torch(x).numpy().reshape(-1)
     size = parts.size
     pool._free[size] = deque([fp._Buffer(torch.empty(size, dtype=torch.float64), True)])
     pool._count[size] = 1
     buf = pool.take_pooled(size)
     assert buf is not None
-    pending = fp.PendingFingerprint(None, x.numel(), True, head=16, buffer=buf, stream=(0, 7), chunks=1, watched=True)
+    pending = fp.PendingFingerprint(None, x.numel(), True, head=16, buffer=buf, stream=(0, 7), watched=True)
     return pending, buf, parts
 
 
