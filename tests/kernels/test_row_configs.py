@@ -2,8 +2,9 @@
 
 The differential suite runs each op's serving path, which on a GPU takes the measured table only at the table's
 shapes (hidden 4096 / 14336, whole buckets of tokens), and in the interpreter always the fixed default: the other
-kernels and options (the two-pass add+RMSNorm, SiLU·mul's arithmetic variants, the shipped table's picks) are run
-here on the odd, unaligned, strided and extremal samples and held to the op's tolerance for our provider.
+kernels and options (the two-pass and persistent add+RMSNorm, SiLU·mul's arithmetic variants, the shipped table's
+picks) are run here on the odd, unaligned, strided and extremal samples and held to the op's tolerance for our
+provider.
 """
 
 from __future__ import annotations
