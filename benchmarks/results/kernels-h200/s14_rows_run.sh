@@ -1,7 +1,8 @@
 #!/bin/bash
 # Session 14's one H200 visit (rows3): Inductor's code and chosen config for add+RMSNorm at 8192 tokens + our
 # candidates swept against it -> merge into the launch tables -> bench (all 12 row cells) -> the whole kernel test
-# suite (pytest-xdist, 8 workers, Inductor compiling in-process) beside test_memcheck.py (compute-sanitizer memcheck over every Triton kernel).
+# suite (pytest-xdist, 8 workers, Inductor compiling in-process) beside test_memcheck.py (compute-sanitizer
+# memcheck over every Triton kernel).
 # Run from a tree holding inferensics/ (kernels, schema), benchmarks/ and tests/ (gpu/rows3/ in /work/main), with
 # $OUT set; every step under its own time limit, each log written as it goes. (Session 14 ran it without
 # -p no:benchmark: the image's pytest-benchmark warns under xdist and the warning is an error here, so the suite
