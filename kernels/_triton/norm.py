@@ -12,6 +12,7 @@ float32 for the statistics and rounded once for the residual output.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import torch
@@ -100,50 +101,94 @@ def _store(ptrs, values, mask, UNMASKED: tl.constexpr, STORE_MODIFIER: tl.conste
         tl.store(ptrs, values, mask=mask, cache_modifier=STORE_MODIFIER)
 
 
-@triton.jit(do_not_specialize=["n_cols"])
+@triton.jit
 def _add_rms_norm_two_pass_kernel(
     x_ptr, w_ptr, out_ptr, res_ptr, res_out_ptr,
-    x_stride, res_stride, n_cols, eps,
-    CHUNK: tl.constexpr, EVEN: tl.constexpr, LATE_RESIDUAL: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    x_stride, res_stride, N_COLS: tl.constexpr, eps,
+    CHUNK: tl.constexpr, EVEN: tl.constexpr, LATE_RESIDUAL: tl.constexpr, STORE_MODIFIER: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
 ):  # fmt: skip
     # One row a program, CHUNK columns a step, two passes over the row (Inductor's looped reduction): the first
     # loads x and the residual (kept in L2: evict_last) and accumulates the float32 sum of squares per lane; the
     # second loads them again (from L2, evict_first), recomputes the same float32 sum and writes both outputs.
     # LATE_RESIDUAL: the new residual is written in the second pass beside the normalised row, else in the first.
+    # N_COLS is a compile-time constant, as in Inductor's kernel: the loops unroll, and the output rows, which start
+    # at row * N_COLS, are known 16-byte aligned, so the stores are 16-byte vectors (with N_COLS unspecialised they
+    # were one 2-byte store an element behind a shared-memory layout conversion: the form sessions 12-13 measured).
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, CHUNK)
     x_row = x_ptr + row * x_stride
     r_row = res_ptr + row * res_stride
-    o_row = row * n_cols
+    o_row = row * N_COLS
     acc = tl.zeros([CHUNK], dtype=tl.float32)
-    for start in tl.range(0, n_cols, CHUNK):
+    for start in tl.range(0, N_COLS, CHUNK):
         c = start + cols
         if EVEN:
             s = tl.load(x_row + c, eviction_policy="evict_last").to(tl.float32)
             s += tl.load(r_row + c, eviction_policy="evict_last").to(tl.float32)
         else:
-            s = tl.load(x_row + c, mask=c < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            s += tl.load(r_row + c, mask=c < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            s = tl.load(x_row + c, mask=c < N_COLS, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            s += tl.load(r_row + c, mask=c < N_COLS, other=0.0, eviction_policy="evict_last").to(tl.float32)
         acc += s * s
         if not LATE_RESIDUAL:
-            _store(res_out_ptr + o_row + c, round_to(s, res_out_ptr.dtype.element_ty, EMULATE_RNE), c < n_cols, EVEN,
-                   "")  # fmt: skip
-    rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
-    for start in tl.range(0, n_cols, CHUNK):
+            _store(res_out_ptr + o_row + c, round_to(s, res_out_ptr.dtype.element_ty, EMULATE_RNE), c < N_COLS, EVEN,
+                   STORE_MODIFIER)  # fmt: skip
+    rstd = tl.rsqrt(tl.sum(acc, axis=0) / N_COLS + eps)
+    for start in tl.range(0, N_COLS, CHUNK):
         c = start + cols
         if EVEN:
             s = tl.load(x_row + c, eviction_policy="evict_first").to(tl.float32)
             s += tl.load(r_row + c, eviction_policy="evict_first").to(tl.float32)
             w = tl.load(w_ptr + c, eviction_policy="evict_last").to(tl.float32)
         else:
-            s = tl.load(x_row + c, mask=c < n_cols, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            s += tl.load(r_row + c, mask=c < n_cols, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            w = tl.load(w_ptr + c, mask=c < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            s = tl.load(x_row + c, mask=c < N_COLS, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            s += tl.load(r_row + c, mask=c < N_COLS, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + c, mask=c < N_COLS, other=0.0, eviction_policy="evict_last").to(tl.float32)
         normed = round_to(s * rstd, x_ptr.dtype.element_ty, EMULATE_RNE).to(tl.float32)
+        _store(out_ptr + o_row + c, round_to(normed * w, out_ptr.dtype.element_ty, EMULATE_RNE), c < N_COLS, EVEN,
+               STORE_MODIFIER)  # fmt: skip
+        if LATE_RESIDUAL:  # after the normalised row, as Inductor orders its two stores
+            _store(res_out_ptr + o_row + c, round_to(s, res_out_ptr.dtype.element_ty, EMULATE_RNE), c < N_COLS, EVEN,
+                   STORE_MODIFIER)  # fmt: skip
+
+
+@triton.jit
+def _add_rms_norm_persistent_kernel(
+    x_ptr, w_ptr, out_ptr, res_ptr, res_out_ptr,
+    x_stride, res_stride, n_rows, n_cols, eps,
+    BLOCK: tl.constexpr, LATE_RESIDUAL: tl.constexpr, STORE_MODIFIER: tl.constexpr, EMULATE_RNE: tl.constexpr,
+):  # fmt: skip
+    # A persistent grid (a few programs a multiprocessor), each taking rows pid, pid + programs, ...: one row at a
+    # time held whole in registers as in the one-pass kernel, with the next row's loads issued before this row's
+    # reduction and stores, so every program keeps a row's bytes in flight while it finishes the last one. The
+    # arithmetic is the one-pass kernel's, step for step.
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK)
+    cmask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+    row = pid.to(tl.int64)
+    m = cmask & (row + tl.zeros([BLOCK], tl.int64) < n_rows)  # a vector mask (the interpreter rejects scalar & vector)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=m, other=0.0)
+    r = tl.load(res_ptr + row * res_stride + cols, mask=m, other=0.0)
+    for _ in range(pid, n_rows, step):
+        nxt = row + step
+        m_next = cmask & (nxt + tl.zeros([BLOCK], tl.int64) < n_rows)
+        x_next = tl.load(x_ptr + nxt * x_stride + cols, mask=m_next, other=0.0)
+        r_next = tl.load(res_ptr + nxt * res_stride + cols, mask=m_next, other=0.0)
+        s = x.to(tl.float32) + r.to(tl.float32)
+        o_row = row * n_cols
+        if not LATE_RESIDUAL:
+            tl.store(res_out_ptr + o_row + cols, round_to(s, res_out_ptr.dtype.element_ty, EMULATE_RNE), mask=cmask,
+                     cache_modifier=STORE_MODIFIER)  # fmt: skip
+        rstd = tl.rsqrt(tl.sum(s * s, axis=0) / n_cols + eps)
+        normed = round_to(s * rstd, x_ptr.dtype.element_ty, EMULATE_RNE).to(tl.float32)
+        result = round_to(normed * w, out_ptr.dtype.element_ty, EMULATE_RNE)
         if LATE_RESIDUAL:
-            _store(res_out_ptr + o_row + c, round_to(s, res_out_ptr.dtype.element_ty, EMULATE_RNE), c < n_cols, EVEN,
-                   "")  # fmt: skip
-        _store(out_ptr + o_row + c, round_to(normed * w, out_ptr.dtype.element_ty, EMULATE_RNE), c < n_cols, EVEN, "")
+            tl.store(res_out_ptr + o_row + cols, round_to(s, res_out_ptr.dtype.element_ty, EMULATE_RNE), mask=cmask,
+                     cache_modifier=STORE_MODIFIER)  # fmt: skip
+        tl.store(out_ptr + o_row + cols, result, mask=cmask, cache_modifier=STORE_MODIFIER)
+        x, r, row = x_next, r_next, nxt
 
 
 class NormConfig(NamedTuple):
@@ -162,6 +207,10 @@ class NormConfig(NamedTuple):
     chunk: int = 0
     """Fused add + RMSNorm only: ``0`` holds the row in registers (one pass); otherwise columns a step of the
     two-pass kernel, which reads the row twice (the second time from L2) and holds only ``chunk`` columns."""
+    persistent: int = 0
+    """Fused add + RMSNorm only, with ``chunk`` 0: programs a multiprocessor of the persistent kernel (a grid of
+    that many programs per multiprocessor, each looping over rows with the next row's loads in flight); ``0``:
+    one program a row."""
 
 
 def as_config(config: tuple[int, ...] | NormConfig) -> NormConfig:
@@ -169,8 +218,24 @@ def as_config(config: tuple[int, ...] | NormConfig) -> NormConfig:
     if isinstance(config, NormConfig):
         return config
     rows, warps, *rest = config
-    early, hints, late, chunk = [*rest, *[False, 0, False, 0][len(rest) :]][:4]
-    return NormConfig(int(rows), int(warps), bool(early), int(hints), bool(late), int(chunk))
+    early, hints, late, chunk, persistent = [*rest, *[False, 0, False, 0, 0][len(rest) :]][:5]
+    return NormConfig(int(rows), int(warps), bool(early), int(hints), bool(late), int(chunk), int(persistent))
+
+
+INTERPRETER_SMS = 4
+"""Multiprocessors assumed for the persistent grid in Triton's interpreter (no device to ask)."""
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return int(torch.cuda.get_device_properties(index).multi_processor_count)
+
+
+def sm_count(device: torch.device) -> int:
+    """Multiprocessors of ``device`` (:data:`INTERPRETER_SMS` off a GPU)."""
+    if device.type != "cuda":
+        return INTERPRETER_SMS
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
 _rms_norm_tuned = triton.autotune(
@@ -205,7 +270,14 @@ def _launch(
             chunk = min(c.chunk, block)
             wrap_triton(_add_rms_norm_two_pass_kernel)[(m,)](
                 *args, CHUNK=chunk, EVEN=n % chunk == 0, LATE_RESIDUAL=c.late_residual,
-                EMULATE_RNE=interpreting(), num_warps=c.warps,
+                STORE_MODIFIER=".cs" if c.hints & 1 else "", EMULATE_RNE=interpreting(), num_warps=c.warps,
+            )  # fmt: skip
+            return
+        if has_residual and c.persistent:
+            programs = min(m, c.persistent * sm_count(args[0].device))  # type: ignore[attr-defined]
+            wrap_triton(_add_rms_norm_persistent_kernel)[(programs,)](
+                *args[:7], m, *args[7:], BLOCK=block, LATE_RESIDUAL=c.late_residual,
+                STORE_MODIFIER=".cs" if c.hints & 1 else "", EMULATE_RNE=interpreting(), num_warps=c.warps,
             )  # fmt: skip
             return
         wrap_triton(_rms_norm_kernel)[(triton.cdiv(m, c.rows),)](

@@ -20,7 +20,9 @@ from inferensics.kernels._triton import activation, norm, rotary
 from inferensics.kernels._triton import paged_attention as pa
 from tests.kernels.samples import SAMPLERS
 
-TWO_PASS = [(1, 4, False, 0, False, 256), (1, 8, False, 0, True, 1024), (1, 16, False, 0, True, 4096)]
+TWO_PASS = [(1, 4, False, 0, False, 256), (1, 8, False, 0, True, 1024), (1, 16, False, 1, True, 4096)]
+PERSISTENT = [(1, 4, False, 0, False, 0, 1), (1, 16, False, 1, True, 0, 3)]
+"""Persistent add+RMSNorm configurations, also run on 600 rows: more than the grid's programs, so they loop."""
 SILU_VARIANTS = [
     (256, 4, activation.DIV_FAST),
     (256, 4, activation.DIV_GUARDED, True, True),
@@ -64,7 +66,12 @@ def main() -> None:
     rms_table = [c for (res, _, _), c in norm.H200_CONFIGS.items() if not res]
     add_table = [c for (res, _, _), c in norm.H200_CONFIGS.items() if res] + TWO_PASS
     _launches("rms_norm", device, rms_table, norm.rms_norm_with)
-    _launches("fused_add_rms_norm", device, add_table, norm.fused_add_rms_norm_with)
+    _launches("fused_add_rms_norm", device, add_table + PERSISTENT, norm.fused_add_rms_norm_with)
+    many = [torch.randn(600, 1030, device=device).to(torch.bfloat16) for _ in range(3)]
+    for config in PERSISTENT:
+        norm.fused_add_rms_norm_with(many[0], many[1], many[2][0], 1e-6, config)
+    torch.cuda.synchronize()
+    print(f"fused_add_rms_norm: {len(PERSISTENT)} persistent launches on 600 rows", flush=True)
     silu = list(activation.H200_CONFIGS.values()) + SILU_VARIANTS
     _launches("silu_mul", device, silu, activation.silu_mul_with)
     _launches("rotary_embedding", device, list(rotary.H200_CONFIGS.values()), rotary.rotary_with)

@@ -2,8 +2,9 @@
 
 The differential suite runs each op's serving path, which on a GPU takes the measured table only at the table's
 shapes (hidden 4096 / 14336, whole buckets of tokens), and in the interpreter always the fixed default: the other
-kernels and options (the two-pass add+RMSNorm, SiLU·mul's arithmetic variants, the shipped table's picks) are run
-here on the odd, unaligned, strided and extremal samples and held to the op's tolerance for our provider.
+kernels and options (the two-pass and persistent add+RMSNorm, SiLU·mul's arithmetic variants, the shipped table's
+picks) are run here on the odd, unaligned, strided and extremal samples and held to the op's tolerance for our
+provider.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from inferensics.kernels._triton import activation, norm
 from inferensics.kernels.requirements import CallContext
 from inferensics.kernels.tolerance import compare
 
-from .samples import SAMPLERS
+from .samples import SAMPLERS, Sample
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning")]  # NumPy's inf/NaN arithmetic in the interpreter
 
@@ -30,6 +31,14 @@ TWO_PASS: dict[str, tuple[Any, ...]] = {
     "chunk256-early-residual": (1, 4, False, 0, False, 256),
     "chunk128-late-residual": (1, 4, False, 0, True, 128),
     "chunk1024-late-residual": (1, 8, False, 0, True, 1024),
+    "chunk4096-streaming-stores": (1, 16, False, 1, True, 4096),
+}
+PERSISTENT: dict[str, tuple[Any, ...]] = {
+    # (rows, warps, early weight, hints, late residual, chunk 0, programs a multiprocessor): fewer programs than
+    # rows (each loops, with the next row's loads in flight) and more (some get none); either residual order.
+    "persistent-1": (1, 4, False, 0, False, 0, 1),
+    "persistent-3-late-residual-streaming": (1, 8, False, 1, True, 0, 3),
+    "persistent-64": (1, 4, False, 0, True, 0, 64),
 }
 TABLE_RMS = {f"table-t{k[2]}": tuple(c) for k, c in norm.H200_CONFIGS.items() if not k[0]}
 TABLE_ADD = {f"table-t{k[2]}": tuple(c) for k, c in norm.H200_CONFIGS.items() if k[0]}
@@ -72,9 +81,9 @@ def _samples(name: str) -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize("config", list(TWO_PASS | TABLE_ADD))
+@pytest.mark.parametrize("config", list(TWO_PASS | PERSISTENT | TABLE_ADD))
 def test_fused_add_rms_norm_configurations_match_the_reference(config: str) -> None:
-    cfg = (TWO_PASS | TABLE_ADD)[config]
+    cfg = (TWO_PASS | PERSISTENT | TABLE_ADD)[config]
     for sample in _samples("fused_add_rms_norm"):
         x, residual, weight, eps = sample.args
         outs = norm.fused_add_rms_norm_with(x, residual, weight, eps, cfg)
@@ -118,3 +127,22 @@ def test_silu_mul_candidate_paths_give_the_ieee_bits_in_the_interpreter(config: 
         (x,) = sample.args
         out = activation.silu_mul_with(x, SILU_CANDIDATES[config])
         assert _same_bits(out, activation.silu_mul_with(x, (256, 4, activation.DIV_IEEE))), sample.name
+
+
+def _many_rows() -> tuple[Any, ...]:
+    # More rows than the persistent grid has programs on any GPU (1 program a multiprocessor: 132 on an H200), with
+    # a row width that is not a multiple of 16 bytes, so programs loop and mask.
+    g = torch.Generator().manual_seed(21)
+    x, residual = (torch.randn(300, 1030, generator=g).to(DEVICE, torch.bfloat16) for _ in range(2))
+    weight = (1.0 + 0.1 * torch.randn(1030, generator=g)).to(DEVICE, torch.bfloat16)
+    return x, residual, weight, 1e-6
+
+
+def test_persistent_gives_the_one_pass_bits() -> None:
+    # The persistent kernel does the one-pass kernel's arithmetic step for step (same layout at the same warps, so
+    # the same order of the sum of squares): the same bits, with programs looping over several rows each.
+    for sample in [*_samples("fused_add_rms_norm"), Sample("many_rows", _many_rows())]:
+        x, residual, weight, eps = sample.args
+        one = norm.fused_add_rms_norm_with(x, residual, weight, eps, (1, 4))
+        looped = norm.fused_add_rms_norm_with(x, residual, weight, eps, PERSISTENT["persistent-1"])
+        assert all(_same_bits(a, b) for a, b in zip(one, looped, strict=True)), sample.name
