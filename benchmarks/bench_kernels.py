@@ -222,6 +222,9 @@ def flex_paged(  # noqa: PLR0917
     k_phys = k_cache.view(1, n_pages * page, hkv, d).transpose(1, 2)
     v_phys = v_cache.view(1, n_pages * page, hkv, d).transpose(1, 2)
     q4 = q.unsqueeze(2)
+    # Each shape compiles anew; Dynamo's cache of flex_attention would hit its recompile limit (8) at the grid's
+    # ninth cell and fall back to the eager kernel, which materialises the whole score matrix (batch 64 / 32k: 2 TiB).
+    torch.compiler.reset()
     flex = torch.compile(flex_attention, dynamic=False)
     return lambda: flex(
         q4, k_phys, v_phys, block_mask=mask, scale=scale, enable_gqa=True, kernel_options=kernel_options
