@@ -229,6 +229,9 @@ def _split_kernel(
         b = tl.program_id(0).to(tl.int64)
         kvh = tl.program_id(1)
     split = tl.program_id(2)
+    # Inductor passes a Python float as fp64 (torch 2.11): fp32 as in an eager launch, or the running max would
+    # change type in the loop (and the bits would differ from eager).
+    scale_log2 = tl.cast(scale_log2, tl.float32)
     seq_len = tl.load(lens_ptr + b)
     start = split * chunk
     end = tl.minimum(start + chunk, seq_len)
