@@ -14,6 +14,7 @@ dense and >= 3x FlexAttention's paged path.
     python benchmarks/bench_kernels.py [--rounds 15] [--quick] [--only elementwise|attention] [--no-flex]
         [--flex-batches 1,8] [--batches 1,8] [--json F]
     python benchmarks/bench_kernels.py --sweep [--rounds 5] [--write-tables kernels/_triton/h200_tables.json]
+        [--only attention] [--batches 1,8] [--paged-configs "64,4,3,pf;64,4,4"] [--paged-waves 2,4,16]
 
 ``--sweep`` times candidate launch configurations of each kernel against its peer the same way (rows per
 program / block / warps / fast division for the row kernels, step / warps / stages / split count / merge in the
