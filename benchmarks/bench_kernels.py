@@ -14,6 +14,7 @@ dense and >= 3x FlexAttention's paged path.
     python benchmarks/bench_kernels.py [--rounds 15] [--quick] [--only elementwise|attention] [--no-flex]
         [--flex-batches 1,8] [--batches 1,8] [--json F]
     python benchmarks/bench_kernels.py --sweep [--rounds 5] [--write-tables kernels/_triton/h200_tables.json]
+        [--only attention] [--batches 1,8] [--paged-configs "64,4,3,pf;64,4,4"] [--paged-waves 2,4,16]
 
 ``--sweep`` times candidate launch configurations of each kernel against its peer the same way (rows per
 program / block / warps / fast division for the row kernels, step / warps / stages / split count / merge in the
@@ -27,6 +28,7 @@ Needs a CUDA device. Every kernel is checked against the reference before it is 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import math
@@ -189,8 +191,16 @@ def elementwise(table: Table, rounds: int, tokens: list[int], rng: random.Random
             report(table, op, ",".join(f"{k}={v}" for k, v in shape.items()), samples, modes, moved)
 
 
-def flex_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor, scale: float) -> Fn:
-    """FlexAttention's paged path (``torch.nn.attention.experimental._paged_attention``) over the same pages."""
+def flex_paged(  # noqa: PLR0917
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    table: torch.Tensor,
+    scale: float,
+    kernel_options: dict[str, Any] | None = None,
+) -> Fn:
+    """FlexAttention's paged path (``torch.nn.attention.experimental._paged_attention``) over the same pages
+    (``kernel_options`` passed to ``flex_attention``, e.g. forcing its non-decode kernel)."""
     from torch.nn.attention.experimental._paged_attention import PagedAttention
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -213,8 +223,33 @@ def flex_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, ta
     k_phys = k_cache.view(1, n_pages * page, hkv, d).transpose(1, 2)
     v_phys = v_cache.view(1, n_pages * page, hkv, d).transpose(1, 2)
     q4 = q.unsqueeze(2)
+    # Each shape compiles anew; Dynamo's cache of flex_attention would hit its recompile limit (8) at the grid's
+    # ninth cell and fall back to the eager kernel, which materialises the whole score matrix (batch 64 / 32k: 2 TiB).
+    torch.compiler.reset()
     flex = torch.compile(flex_attention, dynamic=False)
-    return lambda: flex(q4, k_phys, v_phys, block_mask=mask, scale=scale, enable_gqa=True)
+    return lambda: flex(
+        q4, k_phys, v_phys, block_mask=mask, scale=scale, enable_gqa=True, kernel_options=kernel_options
+    )
+
+
+def _flex_or_forced(  # noqa: PLR0917
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor, scale: float, label: str
+) -> Fn:
+    """Flex's paged path as it picks its kernel; where that fails (its decode kernel does not compile at batch 64,
+    context 32k on torch 2.11), the same path with its non-decode kernel forced, said on a comment line."""
+    try:
+        flex = flex_paged(q, k_cache, v_cache, table, scale)
+        flex()
+        torch.cuda.synchronize()
+        return flex
+    except Exception as exc:
+        print(f"# flex paged {label}: its own kernel choice failed ({type(exc).__name__}: "
+              f"{str(exc).splitlines()[0][:100]}); timing it with kernel_options FORCE_USE_FLEX_ATTENTION")  # fmt: skip
+        torch.cuda.empty_cache()
+    flex = flex_paged(q, k_cache, v_cache, table, scale, {"FORCE_USE_FLEX_ATTENTION": True})
+    flex()
+    torch.cuda.synchronize()
+    return flex
 
 
 def _sdpa(backend: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -261,10 +296,7 @@ def attention(
                 raise RuntimeError("skipped (--no-flex)")
             if flex_batches is not None and b not in flex_batches:
                 raise RuntimeError(f"skipped (--flex-batches {','.join(map(str, sorted(flex_batches)))})")
-            flex = flex_paged(q, k_cache, v_cache, block_table, scale)
-            flex()
-            torch.cuda.synchronize()
-            fns["flex-paged"] = flex
+            fns["flex-paged"] = _flex_or_forced(q, k_cache, v_cache, block_table, scale, f"b={b} ctx={ctx}")
         except Exception as exc:
             print(f"# flex paged b={b} ctx={ctx}: failed ({type(exc).__name__}: {str(exc).splitlines()[0][:100]})")
         samples, modes = measure(fns, rounds, 10, rng)
@@ -525,26 +557,33 @@ def _stage(  # noqa: PLR0917
 
 
 def _plan_name(p: Any) -> str:
-    merge = "kernel" if p.merge_kernel else "last"
+    merge = ("kernel+pdl" if p.pdl else "kernel") if p.merge_kernel else "last"
     waves = f"{p.waves:g}" if p.waves == int(p.waves) else f"{p.waves:.3f}"
-    return (f"w{waves} min{p.min_split} n{p.block_n} warps{p.warps} st{p.stages} "
+    return (f"w{waves} min{p.min_split} n{p.block_n} warps{p.warps} st{p.stages}{' pf' if p.prefetch_pages else ''} "
             f"{'kv' if p.kv_fast else 'seq'} merge={merge}")  # fmt: skip
 
 
-# (step, warps, stages). The page-table load takes a pipeline stage of its own, so up to 4 stages give the keys
-# and values one shared-memory buffer (the next step's copy is issued after this step's math and awaited at the
-# top of the next), 5 stages two buffers at a 64-token step and 6 at 32 (session 13 added those; session 12 swept
+# (step, warps, stages, prefetch_pages). The page-table load takes a pipeline stage of its own, so up to 4 stages
+# give the keys and values one shared-memory buffer (the next step's copy is issued after this step's math and awaited
+# at the top of the next), 5 stages two buffers at a 64-token step and 6 at 32 (session 13 added those; session 12 swept
 # only the first five). Session 13's first sweep also had 16-token steps (8 and 10 stages), 8 warps at 32/64-token
-# steps and evict-first loads: none came within 2 % of the best anywhere (s13_attn_sweep.log).
+# steps and evict-first loads: none came within 2 % of the best anywhere (s13_attn_sweep.log). Session 14 added
+# prefetched page numbers (the table load leaves the pipeline: stages - 1 K/V buffers, so a 64-token step gets two
+# at 3 stages, three at 4 — two programs a multiprocessor, cuDNN's shape — and a 32-token step two to four).
 PAGED_KERNEL_CONFIGS = [
-    (64, 4, 2),
-    (64, 4, 3),
-    (64, 4, 4),
-    (128, 4, 2),
-    (128, 8, 3),
-    (64, 4, 5),
-    (32, 4, 6),
-    (32, 4, 7),
+    (64, 4, 2, False),
+    (64, 4, 3, False),
+    (64, 4, 4, False),
+    (128, 4, 2, False),
+    (128, 8, 3, False),
+    (64, 4, 5, False),
+    (32, 4, 6, False),
+    (32, 4, 7, False),
+    (64, 4, 3, True),
+    (64, 4, 4, True),
+    (32, 4, 3, True),
+    (32, 4, 4, True),
+    (32, 4, 5, True),
 ]
 
 
@@ -562,17 +601,20 @@ def fill_waves(units: int, sms: int, max_splits: int) -> list[float]:
     return sorted(set(out))
 
 
-def sweep_attention(
+def sweep_attention(  # noqa: PLR0917
     rounds: int,
     grid: list[tuple[int, int]],
     rng: random.Random,
     tables: dict[str, Any],
     save: Callable[[], None] = lambda: None,
+    configs: list[tuple[int, int, int, bool]] | None = None,
+    wave_options: list[float] | None = None,
 ) -> None:
     """Time candidate plans of the paged decode kernel against cuDNN SDPA on the dense copy (CUDA-graph replays);
     the fastest per shape bucket goes into ``tables``. Stage 1 times every kernel configuration at one split plan,
     stage 2 the split plans (waves, including split counts that fill the resident program slots, and merge
-    placement) of the two fastest and of the table's incumbent, and the incumbent itself. (Session 12
+    placement, and the merge kernel as a programmatic dependent launch) of the two fastest and of the table's
+    incumbent, and the incumbent itself. ``configs`` and ``wave_options`` narrow the search (a short visit). (Session 12
     also timed every plan on caches stored HND: within 0.8 % of NHD at context >= 4k and inside the spread below, so
     one plan serves both layouts; see ``benchmarks/results/kernels-h200/session12_attention.md``.)"""
     from torch.nn.attention import SDPBackend
@@ -593,28 +635,37 @@ def sweep_attention(
         max_tokens = block_table.shape[1] * 16
         key = pa.plan_key(b, 8, max_tokens)
         incumbent = pa.H200_PLANS.get(key)
+        stage1 = list(configs or PAGED_KERNEL_CONFIGS)
+        if incumbent is not None:
+            inc_config = (incumbent.block_n, incumbent.warps, incumbent.stages, incumbent.prefetch_pages)
+            stage1 += [] if inc_config in stage1 else [inc_config]
         first_plans = {
-            _plan_name(p): (args, p) for p in (pa.Plan(4, 128, n, w, st) for n, w, st in PAGED_KERNEL_CONFIGS)
+            _plan_name(p): (args, p) for p in (pa.Plan(4, 128, n, w, st, prefetch_pages=pf) for n, w, st, pf in stage1)
         }
         first = _stage(peer, first_plans, ref, rounds, calls, rng)
         _print_sweep(f"paged b={b} ctx={ctx} kernel configs (waves 4, min split 128)", first, "cudnn", 20)
         tops = {
-            (p.block_n, p.warps, p.stages)
+            (p.block_n, p.warps, p.stages, p.prefetch_pages)
             for p in [first_plans[n][1] for n, _ in _best({n: s for n, s in first.items() if n != "cudnn"})[:2]]
             + ([incumbent] if incumbent is not None else [])
         }
-        wave_options = [2, 3, 4, 6, 8, 16, *fill_waves(b * 8, pa.sm_count(q.device), max(1, max_tokens // 64))]
+        fill = fill_waves(b * 8, pa.sm_count(q.device), max(1, max_tokens // 64))
+        waves_here = wave_options or [2, 3, 4, 6, 8, 16, *fill]
         candidates = [incumbent] if incumbent is not None else []
+        if incumbent is not None and incumbent.merge_kernel:  # the incumbent with and without the dependent launch
+            candidates.append(dataclasses.replace(incumbent, pdl=not incumbent.pdl))
         candidates += [
-            pa.Plan(waves, 64, n, w, st, True, merge_kernel)
-            for n, w, st in sorted(tops) for waves in wave_options for merge_kernel in (False, True)
+            pa.Plan(waves, 64, n, w, st, True, merge_kernel, pdl, pf)
+            for n, w, st, pf in sorted(tops) for waves in waves_here
+            for merge_kernel, pdl in ((False, False), (True, False), (True, True))
         ]  # fmt: skip
         second_plans: dict[str, tuple[tuple[Any, ...], Any]] = {}
         seen: set[tuple[Any, ...]] = set()
         incumbent_name = ""
         for p in candidates:  # plans that launch the same work are timed once
             splits, chunk = pa.split_plan(b, 8, max_tokens, pa.sm_count(q.device), p.waves, p.min_split, p.block_n)
-            launch = (p.block_n, p.warps, p.stages, p.kv_fast, splits, chunk, splits > 1 and p.merge_kernel)
+            merge = splits > 1 and p.merge_kernel
+            launch = (p.block_n, p.warps, p.stages, p.prefetch_pages, p.kv_fast, splits, chunk, merge, merge and p.pdl)
             if launch not in seen:
                 seen.add(launch)
                 name = f"{_plan_name(p)} ({splits} splits)"
@@ -624,9 +675,8 @@ def sweep_attention(
         _print_sweep(f"paged b={b} ctx={ctx} split plans", second, "cudnn", 16)
         name, us = _best({n: s for n, s in second.items() if n != "cudnn"})[0]
         p = second_plans[name][1]
-        tables.setdefault("paged", []).append(
-            [key, round(p.waves, 4), p.min_split, p.block_n, p.warps, p.stages, p.kv_fast, p.merge_kernel]
-        )
+        row = [key, round(p.waves, 4), p.min_split, p.block_n, p.warps, p.stages, p.kv_fast, p.merge_kernel]
+        tables.setdefault("paged", []).append([*row, p.pdl, p.prefetch_pages])
         print(f"TABLE paged {key} {name}", flush=True)
         save()  # after each cell, so a run cut short keeps the cells it finished
         cudnn = statistics.median(second["cudnn"])
@@ -683,6 +733,12 @@ def main() -> None:
         "--flex-batches", default=None, help="run FlexAttention's paged path only at these batch sizes (e.g. 1,8)"
     )
     ap.add_argument("--batches", default=None, help="attention: only these batch sizes of the grid (e.g. 1,8)")
+    ap.add_argument(
+        "--paged-configs", default=None,
+        help="with --sweep: the paged kernel configurations of stage 1 (step,warps,stages[,pf];... pf: prefetched "
+             "page numbers), instead of PAGED_KERNEL_CONFIGS (the incumbent's is always added)",
+    )  # fmt: skip
+    ap.add_argument("--paged-waves", default=None, help="with --sweep: the waves of stage 2 (e.g. 2,4,16)")
     ns = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_kernels needs a CUDA device", file=sys.stderr)
@@ -711,7 +767,15 @@ def main() -> None:
             sweep_rows(ns.rounds, [8, 512, 8192], rng, tables)
             save()
         if ns.only in (None, "attention"):
-            sweep_attention(ns.rounds, [(b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)], rng, tables, save)
+            configs = [
+                (int(n), int(w), int(st), pf == ["pf"])
+                for n, w, st, *pf in (c.split(",") for c in ns.paged_configs.split(";"))
+            ] if ns.paged_configs else None  # fmt: skip
+            waves = [float(v) for v in ns.paged_waves.split(",")] if ns.paged_waves else None
+            grid = [(b, c) for b in (1, 8, 64) for c in (1024, 4096, 32768)]
+            if ns.batches:
+                grid = [(b, c) for b, c in grid if b in {int(v) for v in ns.batches.split(",")}]
+            sweep_attention(ns.rounds, grid, rng, tables, save, configs, waves)
             save()
         return
     copy_tb_s = copy_bandwidth(ns.rounds, rng)

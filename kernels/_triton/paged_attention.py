@@ -33,7 +33,9 @@ import torch
 import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
+from inferensics.kernels._torch_adapter import tracing
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
 from inferensics.kernels._triton.tables import entries
 
@@ -63,6 +65,13 @@ class Plan:
         kv_fast: Whether the KV head is the fastest grid axis (else the sequence).
         merge_kernel: Merge the splits in a second kernel (one program per query head) instead of in the
             last split of each group.
+        pdl: Launch the merge kernel as a programmatic dependent launch (Hopper): it is scheduled while the split
+            kernel still runs and waits on the split kernel's completion in the device, not on the host's launch
+            of it. Only with ``merge_kernel``; never in the interpreter.
+        prefetch_pages: Load the next step's page numbers during this step (a loop-carried vector), so the K/V
+            copies do not wait on a table load of their own step: Triton's pipeliner then gives keys and values
+            ``stages - 1`` shared-memory buffers (without it the table load takes a pipeline stage, and a 64-token
+            step gets one buffer up to 4 stages).
     """
 
     waves: float = 4
@@ -72,6 +81,8 @@ class Plan:
     stages: int = 2
     kv_fast: bool = True
     merge_kernel: bool = False
+    pdl: bool = False
+    prefetch_pages: bool = False
 
 
 DEFAULT_PLAN = Plan()
@@ -79,10 +90,11 @@ DEFAULT_PLAN = Plan()
 
 
 def _plan_of(row: list[Any]) -> Plan:
-    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?] (rows before session 12 are shorter)
+    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?, pdl?, prefetch_pages?] (older rows
+    # are shorter)
     min_split, block_n, warps, stages = (int(v) for v in row[2:6])
-    merge_kernel = bool(row[7]) if len(row) > 7 else False
-    return Plan(float(row[1]), min_split, block_n, warps, stages, bool(row[6]), merge_kernel)
+    merge_kernel, pdl, prefetch = (bool(row[i]) if len(row) > i else False for i in (7, 8, 9))
+    return Plan(float(row[1]), min_split, block_n, warps, stages, bool(row[6]), merge_kernel, pdl, prefetch)
 
 
 H200_PLANS: dict[str, Plan] = {str(r[0]): _plan_of(r) for r in entries("paged")}
@@ -202,10 +214,14 @@ def _split_kernel(
     q_sb, q_sh, k_sp, k_st, k_sh, v_sp, v_st, v_sh, t_sb, o_sb, o_sh,
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_GM: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE: tl.constexpr, SB: tl.constexpr, KV_FAST: tl.constexpr,
-    LAST_MERGES: tl.constexpr, IEEE: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    LAST_MERGES: tl.constexpr, IEEE: tl.constexpr, EMULATE_RNE: tl.constexpr, PDL: tl.constexpr = False,
+    PREFETCH_PAGES: tl.constexpr = False,
 ):  # fmt: skip
     # KV_FAST: the KV head is the fastest grid axis (programs launched together read neighbouring rows of the
-    # same pages); else the sequence is.
+    # same pages); else the sequence is. PDL: the merge kernel follows as a programmatic dependent launch, and
+    # may be scheduled as soon as every program of this one has started (it waits for this grid's completion).
+    if PDL:
+        gdc_launch_dependents()
     if KV_FAST:
         kvh = tl.program_id(0)
         b = tl.program_id(1).to(tl.int64)
@@ -213,6 +229,9 @@ def _split_kernel(
         b = tl.program_id(0).to(tl.int64)
         kvh = tl.program_id(1)
     split = tl.program_id(2)
+    # Inductor passes a Python float as fp64 (torch 2.11): fp32 as in an eager launch, or the running max would
+    # change type in the loop (and the bits would differ from eager).
+    scale_log2 = tl.cast(scale_log2, tl.float32)
     seq_len = tl.load(lens_ptr + b)
     start = split * chunk
     end = tl.minimum(start + chunk, seq_len)
@@ -226,12 +245,22 @@ def _split_kernel(
     acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)
     k_base = k_ptr + kvh * k_sh
     v_base = v_ptr + kvh * v_sh
+    pj = tl.arange(0, BLOCK_N // PAGE)
+    table_row = table_ptr + b * t_sb
+    if PREFETCH_PAGES:
+        pidx = start // PAGE + pj
+        pages_next = tl.load(table_row + pidx, mask=pidx * PAGE < end, other=0)
     for n in range(start, end, BLOCK_N):
         t = n + tl.arange(0, BLOCK_N)
         tmask = t < end
         # One table entry per page of the step, broadcast to its tokens (not one load per token).
-        pidx = n // PAGE + tl.arange(0, BLOCK_N // PAGE)
-        pages = tl.load(table_ptr + b * t_sb + pidx, mask=pidx * PAGE < end, other=0).to(tl.int64)
+        if PREFETCH_PAGES:
+            pages = pages_next.to(tl.int64)
+            pidx = (n + BLOCK_N) // PAGE + pj
+            pages_next = tl.load(table_row + pidx, mask=pidx * PAGE < end, other=0)
+        else:
+            pidx = n // PAGE + pj
+            pages = tl.load(table_row + pidx, mask=pidx * PAGE < end, other=0).to(tl.int64)
         page = tl.reshape(tl.broadcast_to(pages[:, None], (BLOCK_N // PAGE, PAGE)), (BLOCK_N,))
         slot = t % PAGE
         # Keys and values of the step are both requested before either is used.
@@ -276,11 +305,13 @@ def _split_kernel(
 @triton.jit
 def _merge_kernel(
     acc_ptr, ml_ptr, out_ptr, n_heads, splits, o_sb, o_sh,
-    HEAD_DIM: tl.constexpr, SB: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    HEAD_DIM: tl.constexpr, SB: tl.constexpr, EMULATE_RNE: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     # The second-kernel merge: one program per (sequence, query head), a group of one.
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
+    if PDL:
+        gdc_wait()  # the split kernel's partial results, complete and visible
     _merge_group(acc_ptr, ml_ptr, out_ptr, b, h, n_heads, splits, o_sb, o_sh, 1, 1, HEAD_DIM, SB, True, EMULATE_RNE)
 
 
@@ -337,9 +368,11 @@ def _launch(
     }  # fmt: skip
     kv_fast = plan.kv_fast if plan is not None else True
     grid = (kv_heads, batch, splits) if kv_fast else (batch, kv_heads, splits)
+    pdl = splits > 1 and p.merge_kernel and p.pdl and not interpreting()
     if plan is not None:
         wrap_triton(_split_kernel)[grid](
-            *args, **meta, BLOCK_N=block_n, KV_FAST=kv_fast, EMULATE_RNE=interpreting(),
+            *args, **meta, BLOCK_N=block_n, KV_FAST=kv_fast, EMULATE_RNE=interpreting(), PDL=pdl,
+            PREFETCH_PAGES=plan.prefetch_pages,
             num_warps=plan.warps, num_stages=plan.stages,
         )  # fmt: skip
     else:
@@ -348,6 +381,12 @@ def _launch(
         wrap_triton(_merge_kernel)[(batch, n_heads)](
             acc, ml, out, n_heads, splits, out.stride(0), out.stride(1),
             HEAD_DIM=head_dim, SB=KERNEL_MERGE_SPLITS, EMULATE_RNE=interpreting(), num_warps=4,
+            # Under torch.compile the launch is Inductor's, which takes no launch_pdl (traced, the argument would
+            # reach Inductor's launcher: the fake-tensor check covers AOTAutograd's trace, where Dynamo's
+            # is_compiling() is false on some torch versions): the kernel then waits on a
+            # plain stream order (griddepcontrol.wait returns at once when the launch was not a dependent one).
+            **({"PDL": True} if pdl else {}),
+            **({"launch_pdl": True} if pdl and not torch.compiler.is_compiling() and not tracing((q,)) else {}),
         )  # fmt: skip
     return out
 

@@ -32,6 +32,9 @@ PLANS = [
     pa.Plan(min_split=16, block_n=16),
     pa.Plan(min_split=16, block_n=16, merge_kernel=True),
     pa.Plan(min_split=64, block_n=64, warps=8, stages=3, kv_fast=False, merge_kernel=True),
+    # Session 14: the merge kernel as a dependent launch, and the next step's page numbers loaded a step early.
+    pa.Plan(min_split=16, block_n=32, stages=3, merge_kernel=True, pdl=True, prefetch_pages=True),
+    pa.Plan(min_split=64, block_n=64, stages=4, prefetch_pages=True),
 ]
 
 

@@ -61,3 +61,48 @@ def test_fractional_waves_give_the_split_count_they_were_swept_for() -> None:
         waves = round((splits * units - 0.5) / 132, 4)
         assert pa.split_plan(units // 8, 8, 32768, 132, waves, 64, 16)[0] == splits
     assert pa.split_plan(64, 8, 32768, 132, 16, 64, 64) == pa.split_plan(64, 8, 32768, 132, 16.0, 64, 64) == (5, 6592)
+
+
+@pytest.mark.parametrize("block_n", [16, 64], ids=["one_page_steps", "four_page_steps"])
+@pytest.mark.parametrize("min_split", [4096, 32], ids=["one_split", "many_splits"])
+def test_prefetched_page_numbers_give_the_same_bits(block_n: int, min_split: int) -> None:
+    # The next step's page numbers loaded a step early (the last step's prefetch masked off) change only when the
+    # table is read, never what is computed: ragged, empty and page-unaligned sequences give the same bits.
+    from inferensics.kernels._triton import paged_attention as pa
+
+    shape = {"batch": 3, "context": 1000, "q_heads": 8, "kv_heads": 2, "head_dim": 64, "page": 16}
+    q, k, v, table, lens, scale = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=11)
+    lens[1], lens[2] = 333, 0
+    plain = pa.Plan(16, min_split, block_n, 4, 3, True, True)
+    prefetch = pa.Plan(16, min_split, block_n, 4, 3, True, True, prefetch_pages=True)
+    expected = pa.run_with_plan(q, k, v, table, lens, scale, plain)
+    torch.testing.assert_close(pa.run_with_plan(q, k, v, table, lens, scale, prefetch), expected, rtol=0, atol=0)
+    ref = paged_decode_attention_reference(q, k, v, table, lens, scale)
+    torch.testing.assert_close(expected, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
+    reason="programmatic dependent launch needs a Hopper or newer GPU",
+)
+# torch 2.11's Inductor warns on import (torch.jit.script_method deprecated): not this test's subject.
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_pdl_merge_gives_the_plain_merges_answer_eager_and_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The merge kernel as a programmatic dependent launch: the same bits as the plain launch, and under
+    # torch.compile (whose launch takes no launch_pdl) the kernel's grid-dependency wait is harmless.
+    from inferensics.kernels._triton import paged_attention as pa
+
+    shape = {"batch": 2, "context": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "page": 16}
+    q, k, v, table, lens, scale = make_args("paged_decode_attention", shape, torch.bfloat16, DEVICE, seed=7)
+    lens[1] = 1000
+    plain = pa.Plan(8, 64, 64, 4, 2, True, True, False)
+    pdl = pa.Plan(8, 64, 64, 4, 2, True, True, True)
+    assert pa.split_plan(2, 8, table.shape[1] * 16, pa.sm_count(DEVICE), 8, 64, 64)[0] > 1
+    expected = pa.run_with_plan(q, k, v, table, lens, scale, plain)
+    for _ in range(3):
+        torch.testing.assert_close(pa.run_with_plan(q, k, v, table, lens, scale, pdl), expected, rtol=0, atol=0)
+    monkeypatch.setattr(pa, "choose_plan", lambda *a: (pdl, True))
+    eager_op = pa.paged_decode_attention_triton(q, k, v, table, lens, scale)
+    torch.testing.assert_close(eager_op, expected, rtol=0, atol=0)
+    compiled = torch.compile(lambda *a: pa.paged_decode_attention_triton(*a) * 1.0, dynamic=False)
+    torch.testing.assert_close(compiled(q, k, v, table, lens, scale), expected, rtol=0, atol=0)
