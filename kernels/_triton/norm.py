@@ -75,7 +75,9 @@ def _rms_norm_kernel(
             res = round_to(x, res_out_ptr.dtype.element_ty, EMULATE_RNE)
             _store(res_out_ptr + rows[:, None] * n_cols + cols[None, :], res, mask, EVEN and ROWS == 1, STORE_MODIFIER)
     mean_sq = tl.sum(x * x, axis=1) / n_cols
-    rstd = tl.rsqrt(mean_sq + eps)
+    # eps as fp32 in every kernel here: Inductor (torch 2.11) passes a Python float as fp64, which would take the
+    # reduction to fp64 and the bits away from an eager launch.
+    rstd = tl.rsqrt(mean_sq + tl.cast(eps, tl.float32))
     normed = round_to(x * rstd[:, None], x_ptr.dtype.element_ty, EMULATE_RNE).to(tl.float32)
     if not EARLY_WEIGHT:
         w = _load_weight(w_ptr, cols, n_cols, EVEN)
@@ -133,7 +135,7 @@ def _add_rms_norm_two_pass_kernel(
         if not LATE_RESIDUAL:
             _store(res_out_ptr + o_row + c, round_to(s, res_out_ptr.dtype.element_ty, EMULATE_RNE), c < N_COLS, EVEN,
                    STORE_MODIFIER)  # fmt: skip
-    rstd = tl.rsqrt(tl.sum(acc, axis=0) / N_COLS + eps)
+    rstd = tl.rsqrt(tl.sum(acc, axis=0) / N_COLS + tl.cast(eps, tl.float32))
     for start in tl.range(0, N_COLS, CHUNK):
         c = start + cols
         if EVEN:
@@ -181,7 +183,7 @@ def _add_rms_norm_persistent_kernel(
         if not LATE_RESIDUAL:
             tl.store(res_out_ptr + o_row + cols, round_to(s, res_out_ptr.dtype.element_ty, EMULATE_RNE), mask=cmask,
                      cache_modifier=STORE_MODIFIER)  # fmt: skip
-        rstd = tl.rsqrt(tl.sum(s * s, axis=0) / n_cols + eps)
+        rstd = tl.rsqrt(tl.sum(s * s, axis=0) / n_cols + tl.cast(eps, tl.float32))
         normed = round_to(s * rstd, x_ptr.dtype.element_ty, EMULATE_RNE).to(tl.float32)
         result = round_to(normed * w, out_ptr.dtype.element_ty, EMULATE_RNE)
         if LATE_RESIDUAL:
