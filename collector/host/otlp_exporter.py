@@ -102,13 +102,13 @@ class OtlpExporter:
         start = _nanos(request.ts)
         end = start + int(request.latency_ms * 1_000_000)
         span = self.tracer.start_span(
-            span_name(RequestEvent), start_time=start, attributes=event_to_attributes(request)
+            span_name(RequestEvent), start_time=start, attributes=event_to_attributes(request, omit_defaults=True)
         )
         for child in children:
             ts = getattr(child, col.TS, None)
             span.add_event(
                 span_name(type(child)),
-                attributes=event_to_attributes(child),
+                attributes=event_to_attributes(child, omit_defaults=True),
                 timestamp=_nanos(ts) if isinstance(ts, datetime) else start,
             )
         span.end(end_time=end)
@@ -119,7 +119,9 @@ class OtlpExporter:
         for record in records:
             ts = getattr(record, col.TS, None)
             t = _nanos(ts) if isinstance(ts, datetime) else None
-            span = self.tracer.start_span(span_name(type(record)), start_time=t, attributes=event_to_attributes(record))
+            span = self.tracer.start_span(
+                span_name(type(record)), start_time=t, attributes=event_to_attributes(record, omit_defaults=True)
+            )
             span.end(end_time=t)
             self.spans_started += 1
 
