@@ -295,6 +295,8 @@ class Sink(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+import os, threading
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()  # ends with the bench
 server = HTTPServer(("127.0.0.1", 0), Sink)
 print(server.server_address[1], flush=True)
 server.serve_forever()
@@ -304,7 +306,7 @@ as a subprocess: its CPU is the receiver's, not the SDK's, and stays out of this
 
 
 def _otlp_sink() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-c", _SINK], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", _SINK], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     port = proc.stdout.readline().strip()
     if not port.isdigit():
