@@ -16,6 +16,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
 from inferensics.collector.host.blob_sender import BlobSender
 from inferensics.collector.host.export_health import HELD_EXPORTER_LINES, ExportHealth, ObservedSession
@@ -87,8 +88,10 @@ class OtlpExporter:
             session=session,
         )
         self._span_exporter = _CountingSpanExporter(otlp, session, self.health)
+        # Every record is one span: ALWAYS_ON, not the provider's default, which reads $OTEL_TRACES_SAMPLER (a
+        # host that samples its own traces would drop request records without a word) and looks for a parent.
         self.provider = TracerProvider(
-            resource=Resource.create({RESOURCE_HOST: host, "service.name": "inferensics-host"})
+            resource=Resource.create({RESOURCE_HOST: host, "service.name": "inferensics-host"}), sampler=ALWAYS_ON
         )
         self.processor = BatchSpanProcessor(
             self._span_exporter, max_queue_size=max_queue_size, schedule_delay_millis=schedule_delay_ms
