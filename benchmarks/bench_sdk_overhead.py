@@ -277,7 +277,7 @@ def _spread(values: list[float]) -> str:
 
 _SINK = """
 import sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class Sink(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as a real OTLP receiver
@@ -297,7 +297,7 @@ class Sink(BaseHTTPRequestHandler):
 
 import os, threading
 threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()  # ends with the bench
-server = HTTPServer(("127.0.0.1", 0), Sink)
+server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)  # spans and blobs on two connections
 print(server.server_address[1], flush=True)
 server.serve_forever()
 """
