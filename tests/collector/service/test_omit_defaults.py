@@ -73,6 +73,7 @@ def test_an_event_under_a_span_keeps_its_own_empty_inherited_columns() -> None:
     span = sample(RequestEvent, "typical")
     child = RecompileEvent.model_validate({**sample(RecompileEvent, "typical").model_dump(), "traffic_class": ""})
     assert "traffic_class" in INHERITED
+    assert isinstance(span, RequestEvent)
     assert span.traffic_class
     for fast in (True, False):
         full = _rows(_request([span], [child], omit=False), fast)
