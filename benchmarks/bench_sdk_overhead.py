@@ -32,7 +32,10 @@ difference from plain is the noise floor the instrumented figures must be read a
 ``--memory-requests`` requests. Every figure line ends with the load average.
 
 Prints figures; asserts nothing. The exporter is the null exporter so the figures are the SDK's own cost
-(hooks on the serving thread plus the background thread's record building competing for the GIL).
+(hooks on the serving thread plus the background thread's record building competing for the GIL);
+``--served ... --exporter otlp`` puts the product's export path in instead (the real OtlpExporter: OpenTelemetry
+SDK, BatchSpanProcessor, OTLP/HTTP protobuf, over loopback to a receiver subprocess that answers 200), its
+export thread's CPU charged to the instrumented requests.
 
 One process compares callables whose placement and compile order can move throughput by more than the
 SDK's 1 %, and the A/A control here is not a second compile: Dynamo reuses plain's graph for the copy
@@ -56,6 +59,8 @@ import gc
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -270,12 +275,64 @@ def _spread(values: list[float]) -> str:
     )
 
 
+_SINK = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Sink(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a real OTLP receiver
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def do_PUT(self):  # the blob API (output code at compile time)
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(201)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+import os, threading
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()  # ends with the bench
+server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)  # spans and blobs on two connections
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+"""An OTLP/HTTP receiver that reads each export and answers 200 (an empty ExportTraceServiceResponse), run
+as a subprocess: its CPU is the receiver's, not the SDK's, and stays out of this process's clocks."""
+
+
+def _otlp_sink() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-c", _SINK], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = proc.stdout.readline().strip()
+    if not port.isdigit():
+        proc.kill()
+        raise SystemExit(f"the OTLP sink did not start (printed {port!r})")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _exporter(kind: str) -> tuple[Any, subprocess.Popen[str] | None]:
+    """The exporter of ``--exporter``: the null exporter, or the product's OtlpExporter (real OpenTelemetry
+    SDK, BatchSpanProcessor, OTLP/HTTP protobuf) over loopback to :data:`_SINK`."""
+    if kind == "null":
+        return NullExporter(), None
+    from inferensics.collector.host.otlp_exporter import OtlpExporter
+
+    proc, url = _otlp_sink()
+    return OtlpExporter(url, host="bench"), proc
+
+
 def run_served(args: argparse.Namespace) -> None:
     """Plain against instrumented requests of a served model, interleaved pair by pair, then in blocks."""
     model, x = served_model(args.served, 2, 32)
     plain = torch.compile(model)
     config = SdkConfig(fingerprint_rate=args.fingerprint_rate)
-    tracker = instrument(exporter=NullExporter(), host="bench", model=args.served, config=config)
+    exporter, sink = _exporter(args.exporter)
+    tracker = instrument(exporter=exporter, host="bench", model=args.served, config=config)
     instrumented = tracker.compile(model, name=args.served)
     ids = iter(range(10**9))
     clock = time.thread_time_ns
@@ -307,7 +364,7 @@ def run_served(args: argparse.Namespace) -> None:
             f"torch {torch.__version__}, cpu ({torch.get_num_threads()} intra-op threads), served {args.served}, "
             f"input {tuple(x.shape)}, logits {tuple(logits.shape)}, fingerprint rate {rules[0]:g} for CPU outputs "
             f"({'SDK default' if args.fingerprint_rate is None else '--fingerprint-rate'}), {args.pairs} pairs x "
-            f"{args.rounds} rounds; {_load()}"
+            f"{args.rounds} rounds, exporter {args.exporter}; {_load()}"
         )
         wall: list[float] = []  # per round: ratio of median wall times, instrumented / plain
         cpu: list[float] = []  # the same in serving-thread CPU time
@@ -332,9 +389,11 @@ def run_served(args: argparse.Namespace) -> None:
             tracker.flush()  # what the background thread had not done yet, done here: charged to the SDK
             flush_ns = clock() - f0
             sdk = time.clock_gettime(sdk_clock) - s0
-            bg_us = (sdk + flush_ns / 1e9) / args.pairs * 1e6
-            bg.append(bg_us)
+            # The process's other threads: OpenTelemetry's export thread under --exporter otlp (encoding and
+            # posting the spans: the SDK's export path), nothing measurable under the null exporter.
             others.append(((time.process_time() - p0) - (time.thread_time() - t0) - sdk) / args.pairs * 1e6)
+            bg_us = (sdk + flush_ns / 1e9) / args.pairs * 1e6 + max(others[-1], 0.0)
+            bg.append(bg_us)
             mp, mi = statistics.median(w for w, _ in tp), statistics.median(w for w, _ in ti)
             cp, ci = statistics.median(c for _, c in tp) / 1e3, statistics.median(c for _, c in ti) / 1e3
             wall.append(mi / mp)
@@ -366,7 +425,8 @@ def run_served(args: argparse.Namespace) -> None:
                 f"  round {r}: pairs: plain {mp / 1e3:.1f} us, instrumented {mi / 1e3:.1f} us "
                 f"({(mi / mp - 1) * 100:+.2f} %); serving-thread CPU plain {cp:.1f} us, instrumented {ci:.1f} us "
                 f"({(ci / cp - 1) * 100:+.2f} %), "
-                f"+ background {bg_us:.1f} us ({(charged[-1] - 1) * 100:+.2f} %); blocks of {size}: plain "
+                f"+ background and export threads {bg_us:.1f} us ({(charged[-1] - 1) * 100:+.2f} %); "
+                f"blocks of {size}: plain "
                 f"{blocks['plain'] / n_block / 1e3:.1f} us/request, instrumented (flush included) "
                 f"{blocks['instr'] / n_block / 1e3:.1f} ({(block_ratios[-1] - 1) * 100:+.2f} %); {_load()}"
             )
@@ -382,13 +442,16 @@ def run_served(args: argparse.Namespace) -> None:
     )
     print(f"  back-to-back blocks, wall time (throughput, the flush included): {_spread(block_ratios)}; {_load()}")
     print(
-        f"  SDK background thread CPU {statistics.median(bg):.1f} us/request [{min(bg):.1f}, {max(bg):.1f}] (its "
-        f"own thread clock plus the flush, per pair; other threads of the process, plain and instrumented "
-        f"requests alike: {statistics.median(others):.1f}); serving-thread start_fingerprint {fp_us:.1f} us; "
+        f"  SDK background and export CPU {statistics.median(bg):.1f} us/request [{min(bg):.1f}, {max(bg):.1f}] "
+        f"(the SDK thread's own clock plus the flush, per pair, plus the other threads of the process: "
+        f"{statistics.median(others):.1f}); serving-thread start_fingerprint {fp_us:.1f} us; "
         f"background fingerprint of one output {bg_fp_us:.1f} us (the reference torch ops: {ref_fp_us:.1f} us), "
         f"taken for {rules[0]:g} of requests; fingerprint path: {_fp_path(torch.float32, 'cpu')}"
     )
     tracker.shutdown()
+    if sink is not None:
+        sink.kill()
+        sink.wait()
     print("stats:", {k: v for k, v in tracker.stats().items() if v})
 
 
@@ -492,6 +555,13 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=400, help="interleaved request pairs per round (--served)")
     ap.add_argument(
         "--block", type=int, default=50, help="requests per back-to-back block, plain and SDK alternating (--served)"
+    )
+    ap.add_argument(
+        "--exporter",
+        choices=("null", "otlp"),
+        default="null",
+        help="--served: the null exporter (the SDK's own cost), or the real OtlpExporter over loopback to a "
+        "receiver subprocess that answers 200 (the product's export path)",
     )
     ap.add_argument(
         "--hooks", action="store_true", help="only the SDK's code paths in thread CPU time (robust to load)"

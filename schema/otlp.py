@@ -13,12 +13,17 @@
   string.
 * Resource attribute ``host.name`` fills ``host`` when the record leaves it unset. Attributes outside the
   ``inferensics.`` namespace are kept in the row's ``attrs`` map, never dropped.
+* A column that is not required, not inherited (:data:`INHERITED`) and holds its model's default may be
+  left out: every receiver fills a missing column with its default (the host SDK sends only the columns
+  that differ, ``event_to_attributes(..., omit_defaults=True)``: about half of a request's columns, and
+  each attribute costs the OpenTelemetry SDK several microseconds to clean and encode).
 
 This module is pure (no OpenTelemetry import) so both sides and the tests share it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -54,25 +59,69 @@ def attribute_key(column: str) -> str:
     return PREFIX + column
 
 
-def event_to_attributes(event: Event, *, skip_time: str = col.TS) -> dict[str, AttrValue]:
-    """Encode a record as OTLP attributes (the time column is carried by the span or event time)."""
+def event_to_attributes(event: Event, *, skip_time: str = col.TS, omit_defaults: bool = False) -> dict[str, AttrValue]:
+    """Encode a record as OTLP attributes (the time column is carried by the span or event time).
+
+    ``omit_defaults`` leaves out the columns a receiver fills in by itself (see the module docstring);
+    the decoded row is the same either way.
+    """
     out: dict[str, AttrValue] = {}
-    for name in type(event).model_fields:
-        if name == skip_time:
-            continue
-        value = getattr(event, name)
-        if name in MAP_COLUMNS:
+    values = event.__dict__
+    for name, key, default in _plan(type(event), skip_time, omit_defaults):
+        value = values[name]
+        kind = type(value)
+        if kind is str or kind is int or kind is bool:
+            if value == default and kind is type(default):
+                continue
+            out[key] = value
+        elif kind is float:
+            # 0.0 only: -0.0 equals it but is not the default a receiver would fill in
+            if value == default and kind is type(default) and math.copysign(1.0, value) > 0:
+                continue
+            out[key] = value
+        elif kind is tuple:
+            if value or default is not _EMPTY:
+                out[key] = list(value)
+        elif name in MAP_COLUMNS:
             for k, v in value.items():
-                out[f"{PREFIX}{name}.{k}"] = str(v)
+                out[f"{key}.{k}"] = str(v)
         elif isinstance(value, datetime):
-            out[PREFIX + name] = value.isoformat()
+            out[key] = value.isoformat()
         elif isinstance(value, bytes):
-            out[PREFIX + name] = value.hex()
+            if value or default is _SEND:
+                out[key] = value.hex()
         elif isinstance(value, tuple):
-            out[PREFIX + name] = list(value)  # pyright: ignore[reportUnknownArgumentType]
+            out[key] = list(value)  # pyright: ignore[reportUnknownArgumentType]
         else:
-            out[PREFIX + name] = value
+            out[key] = value
     return out
+
+
+_SEND: Final = object()
+"""A plan's default for a column that is always sent (required, inherited, or ``omit_defaults`` off)."""
+_EMPTY: Final = ()
+_PLANS: dict[tuple[type[Event], str, bool], tuple[tuple[str, str, object], ...]] = {}
+
+
+def _plan(model: type[Event], skip_time: str, omit_defaults: bool) -> tuple[tuple[str, str, object], ...]:
+    """``(column, attribute key, default or _SEND)`` per column of ``model`` in field order, built once."""
+    plan = _PLANS.get((model, skip_time, omit_defaults))
+    if plan is None:
+        rows: list[tuple[str, str, object]] = []
+        for name, info in model.model_fields.items():
+            if name == skip_time:
+                continue
+            default: object = _SEND
+            if omit_defaults and not info.is_required() and name not in INHERITED and info.default_factory is None:
+                value = info.default
+                # Only defaults a receiver fills as the same value: empty text, zero, False, the empty tuple.
+                if type(value) in (str, int, float, bool) or value == ():
+                    default = _EMPTY if value == () else value
+                elif isinstance(value, bytes) and not value:
+                    default = value
+            rows.append((name, PREFIX + name, default))
+        plan = _PLANS[(model, skip_time, omit_defaults)] = tuple(rows)
+    return plan
 
 
 def attributes_to_record(

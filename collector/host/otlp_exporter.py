@@ -16,6 +16,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
 from inferensics.collector.host.blob_sender import BlobSender
 from inferensics.collector.host.export_health import HELD_EXPORTER_LINES, ExportHealth, ObservedSession
@@ -87,8 +88,10 @@ class OtlpExporter:
             session=session,
         )
         self._span_exporter = _CountingSpanExporter(otlp, session, self.health)
+        # Every record is one span: ALWAYS_ON, not the provider's default, which reads $OTEL_TRACES_SAMPLER (a
+        # host that samples its own traces would drop request records without a word) and looks for a parent.
         self.provider = TracerProvider(
-            resource=Resource.create({RESOURCE_HOST: host, "service.name": "inferensics-host"})
+            resource=Resource.create({RESOURCE_HOST: host, "service.name": "inferensics-host"}), sampler=ALWAYS_ON
         )
         self.processor = BatchSpanProcessor(
             self._span_exporter, max_queue_size=max_queue_size, schedule_delay_millis=schedule_delay_ms
@@ -102,13 +105,13 @@ class OtlpExporter:
         start = _nanos(request.ts)
         end = start + int(request.latency_ms * 1_000_000)
         span = self.tracer.start_span(
-            span_name(RequestEvent), start_time=start, attributes=event_to_attributes(request)
+            span_name(RequestEvent), start_time=start, attributes=event_to_attributes(request, omit_defaults=True)
         )
         for child in children:
             ts = getattr(child, col.TS, None)
             span.add_event(
                 span_name(type(child)),
-                attributes=event_to_attributes(child),
+                attributes=event_to_attributes(child, omit_defaults=True),
                 timestamp=_nanos(ts) if isinstance(ts, datetime) else start,
             )
         span.end(end_time=end)
@@ -119,7 +122,9 @@ class OtlpExporter:
         for record in records:
             ts = getattr(record, col.TS, None)
             t = _nanos(ts) if isinstance(ts, datetime) else None
-            span = self.tracer.start_span(span_name(type(record)), start_time=t, attributes=event_to_attributes(record))
+            span = self.tracer.start_span(
+                span_name(type(record)), start_time=t, attributes=event_to_attributes(record, omit_defaults=True)
+            )
             span.end(end_time=t)
             self.spans_started += 1
 

@@ -66,7 +66,17 @@ thread's memory reuse nearly as it is, while polling every :data:`CPU_POLL_S` as
 thread more than the fingerprints themselves (a wake-up, a drain of one or two requests and a hand-over
 of the GIL each time; benchmarks/bench_sdk_overhead.py ``--served``)."""
 YIELD_AFTER_NS: Final = 100_000
-"""Longest stretch of record building between two hand-offs of the GIL (see :meth:`Pipeline.drain`)."""
+"""Longest stretch of record building between two hand-offs of the GIL (see :meth:`Pipeline.drain`), while
+the requests drained gave device outputs (or none)."""
+CPU_YIELD_AFTER_NS: Final = 2_000_000
+"""The same while the requests drained gave CPU outputs (a CPU server).
+
+There the serving thread's kernels run on the CPU, so the time it waits for the GIL is not a device left
+idle, and each hand-over costs both threads a wake-up of the other, several times the record building it
+lets through in a virtual machine (10-40 us of CPU per ``time.sleep(0)`` measured on the 2-core benchmark
+box: at 100 us pacing, about a third of the background thread's CPU per request). One hand-off per
+2 ms of work keeps that to a few percent of it, and the serving thread's wait to at most 2 ms per drain
+(a drain is a few ms every ``flush_interval_s``); the interpreter's own switch interval bounds it too."""
 
 
 class _GilHandOff:
@@ -79,16 +89,17 @@ class _GilHandOff:
     the numpy passes of a CPU fingerprint release the GIL on their own as well.
     """
 
-    __slots__ = ("_active", "_next")
+    __slots__ = ("_active", "_next", "_period")
 
-    def __init__(self, active: bool = True) -> None:
+    def __init__(self, active: bool = True, period_ns: int = YIELD_AFTER_NS) -> None:
         self._active = active  # off on a flushing caller's thread: nobody waits for the GIL it holds
-        self._next = time.perf_counter_ns() + YIELD_AFTER_NS
+        self._period = period_ns
+        self._next = time.perf_counter_ns() + period_ns
 
     def __call__(self) -> None:
         if self._active and time.perf_counter_ns() >= self._next:
             time.sleep(0)
-            self._next = time.perf_counter_ns() + YIELD_AFTER_NS
+            self._next = time.perf_counter_ns() + self._period
 
 
 class _Prepared(NamedTuple):
@@ -106,6 +117,8 @@ WATCH_STALE_S: Final = 2.0
 """Seconds after its request began that a watched fingerprint still unwritten gets a completion event
 (:meth:`PendingFingerprint.watch_with_event`), so that a kernel that never ran cannot hold the records
 behind it until a flush."""
+_U32_MAX: Final = 2**32 - 1
+_U32_NS: Final = (2**32) * 1000  # a graph's ns below this: ns // 1000 fits UInt32
 TEMPLATE_LIMIT: Final = 1024
 """Dispatch templates kept (one per set of graphs and guard outcome; cleared by every compile record)."""
 
@@ -152,6 +165,8 @@ class Pipeline:
         self._stop = threading.Event()
         self._poll_fast_until = 0.0  # monotonic time until which the thread drains every CPU_POLL_S
         self._poll_cpu = fingerprint_rules(config)[0].rate > CPU_POLL_MIN_RATE
+        self._yield_ns = YIELD_AFTER_NS  # the hand-off pacing of the next drain: per the last request's output
+        self._rates: dict[float, float] = {}  # fp_rate -> its float32 rounding
         self._thread = threading.Thread(target=self._run, name="inferensics-sdk", daemon=True)
         self._thread.start()
 
@@ -216,7 +231,7 @@ class Pipeline:
         with self._lock:
             # A flush (block) runs on a caller's thread, usually the serving one: handing the GIL over there
             # only put a sleep into the caller's own time.
-            hand_off = _GilHandOff(active=threading.current_thread() is self._thread)
+            hand_off = _GilHandOff(threading.current_thread() is self._thread, self._yield_ns)
             # Waits for the device only once the queue is empty: every queued request's record is built
             # first (while the device still runs), then only the fingerprints' folds follow the wait.
             self._finish_waiting(False, hand_off)
@@ -284,7 +299,7 @@ class Pipeline:
             waiting.popleft()
             hand_off()
             try:
-                self._finish(raw, prepared)
+                self._finish(raw, *prepared)
             except Exception as exc:
                 self.counters["process_errors"] += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
@@ -380,8 +395,13 @@ class Pipeline:
             children = [*children, *profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts)]
         # Everything order-dependent (classification against the compile state, sub-records) is done;
         # the rest needs the fingerprint.
-        prepared = _Prepared(self._values(raw, dispatch, ts), children)
+        values = self._values(raw, dispatch, ts)
+        self._yield_ns = CPU_YIELD_AFTER_NS if raw.cpu_output else YIELD_AFTER_NS
         fp = raw.fingerprint  # None: nothing to wait for (unsampled, or no output), in order behind any waiting
+        if fp is None and not self.waiting:  # nearly every request on a CPU server: finished at once
+            self._finish(raw, values, children)
+            return
+        prepared = _Prepared(values, children)
         # A CPU output the serving thread keeps alive until read: poll while most outputs are held.
         if self._poll_cpu and isinstance(fp, PendingFingerprint) and fp.stream is None:
             self._poll_fast_until = time.monotonic() + CPU_POLL_HOLD_S
@@ -391,7 +411,7 @@ class Pipeline:
         elif self.waiting or (isinstance(fp, PendingFingerprint) and not fp.ready()):
             self.waiting.append((raw, prepared))
         else:
-            self._finish(raw, prepared)
+            self._finish(raw, values, children)
 
     def _dispatch(self, raw: RawRequest) -> dict[str, Any]:
         """The request fields that follow from its dispatch: classification, graph keys and artifacts."""
@@ -452,16 +472,20 @@ class Pipeline:
             values["status"] = "error"
             values["error"] = error[:2000]
         counts = raw.graphs.values()
-        values["graph_calls"] = tuple([u32(v[0]) for v in counts])
-        values["graph_us"] = tuple([u32(v[1] // 1000) for v in counts])
-        values["fp_rate"] = f32(raw.fp_rate)
+        # Counts and times are never negative: only the UInt32 ceiling is applied (u32 without its call).
+        values["graph_calls"] = tuple([v[0] if v[0] <= _U32_MAX else _U32_MAX for v in counts])
+        values["graph_us"] = tuple([v[1] // 1000 if v[1] < _U32_NS else _U32_MAX for v in counts])
+        rate = raw.fp_rate  # one of a few sampling rates: rounded once each
+        rounded = self._rates.get(rate)
+        if rounded is None:
+            rounded = self._rates[rate] = f32(rate)
+        values["fp_rate"] = rounded
         values["sampled"] = raw.sampled
         attrs = dispatch["attrs"]
         values["attrs"] = {**attrs, "bundle_status": raw.bundle_status} if raw.bundle_status else dict(attrs)
         return values
 
-    def _finish(self, raw: RawRequest, prepared: _Prepared) -> None:
-        values, children = prepared
+    def _finish(self, raw: RawRequest, values: dict[str, Any], children: Sequence[Event]) -> None:
         fp = self._fingerprint(raw) if raw.fingerprint is not None else None
         if fp is not None:
             fp_status = FP_OK

@@ -49,6 +49,7 @@ class RawRequest:
         "bundle_status",
         "compile_ids",
         "compile_ns",
+        "cpu_output",
         "error",
         "fingerprint",
         "fp_rate",
@@ -86,6 +87,7 @@ class RawRequest:
         self.fingerprint: Any = None
         self.fp_rate = 0.0  # the sampling rate set_output applied (0: no output given)
         self.fp_status = ""  # set by set_output when it took no fingerprint: unsampled, failed
+        self.cpu_output = False  # set_output was given a CPU tensor (the background thread's GIL pacing)
         self.input_digest: Any = None
         self.inputs: Any = None
         self.sampled = False

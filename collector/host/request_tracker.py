@@ -73,7 +73,8 @@ class RequestScope:
         try:
             tensor = output if isinstance(output, torch.Tensor) else getattr(output, "logits", output)
             if isinstance(tensor, torch.Tensor):
-                rule = tracker.fingerprint_cpu if tensor.is_cpu else tracker.fingerprint_device
+                cpu = raw.cpu_output = tensor.is_cpu
+                rule = tracker.fingerprint_cpu if cpu else tracker.fingerprint_device
                 raw.fp_rate = rule.rate
                 if rule.every or rule.chosen(raw.request_id):
                     raw.fingerprint = start_fingerprint(tensor, tracker.config.fingerprint_head)

@@ -103,6 +103,20 @@ def test_requests_travel_as_spans(service: str) -> None:
     assert auth == "Bearer s3cret"
 
 
+def test_a_host_that_samples_its_own_traces_still_sends_every_record(
+    service: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's provider took its sampler from $OTEL_TRACES_SAMPLER: ``always_off`` dropped every record."""
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    tracker = instrument(service_url=service, host="sampled-host", model="m")
+    for i in range(3):
+        with tracker.request(f"sampled-{i}"):
+            pass
+    tracker.shutdown()
+    assert [s.name for s in _Sink.spans].count(span_name(RequestEvent)) == 3
+    assert tracker.stats()["export_spans_sent"] >= 3
+
+
 @pytest.mark.parametrize(
     ("url", "message"),
     [
