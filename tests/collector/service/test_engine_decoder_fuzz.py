@@ -37,12 +37,16 @@ from inferensics.schema.events import (
     CompileEvent,
     GuardFailureEvent,
     RecompileEvent,
+    RequestEvent,
 )
 from inferensics.schema.otlp import PREFIX
 from inferensics.schema.store import Store
 from inferensics.schema.table import Event
 from tests.collector.service.otel import BASE, request
 from tests.collector.service.test_decode_fuzz import requests, values
+from tests.collector.service.test_omit_defaults import NOW_US as SDK_NOW_US
+from tests.collector.service.test_omit_defaults import sdk_request
+from tests.schema.samples import sample
 
 NOW_US = 1_700_000_000_000_000
 """The clock both decoders measure the time window from: the fixed span times below are inside it, the
@@ -223,6 +227,16 @@ def test_a_valid_request_round_trips_exactly(pair: Pair) -> None:
     message = build_request(sent, resource={"host.name": "res"}, events={2: [recompile]})
     pair.compare(message)
     assert pair.engine.row_counts()["requests"] == 0  # compare() truncates after checking
+
+
+@pytest.mark.parametrize("variant", ["typical", "empty"])
+def test_columns_the_sdk_leaves_at_their_default_are_filled_like_the_reference(pair: Pair, variant: str) -> None:
+    """The host SDK's encoding (``omit_defaults=True``) through the engine: the same rows as the reference, which
+    decodes it as it decodes every column sent (test_omit_defaults.py), an event's inherited columns included."""
+    pair.now_us = SDK_NOW_US
+    pair.compare(sdk_request([sample(m, variant) for m in EVENT_MODELS], [], omit=True))
+    child = RecompileEvent.model_validate({**sample(RecompileEvent, variant).model_dump(), "traffic_class": ""})
+    pair.compare(sdk_request([sample(RequestEvent, "typical")], [child], omit=True))
 
 
 def test_engine_sql_exists_for_every_model_and_refuses_a_validator_it_does_not_know() -> None:

@@ -20,7 +20,7 @@ from tests.schema.samples import TYPICAL_TS, sample
 NOW_US = nanos(TYPICAL_TS) // 1000
 
 
-def _request(records: list[Event], children: list[Event], *, omit: bool) -> ExportTraceServiceRequest:
+def sdk_request(records: list[Event], children: list[Event], *, omit: bool) -> ExportTraceServiceRequest:
     """Each record a span (the first one with ``children`` as its span events), attributes as the SDK sends them."""
     request = ExportTraceServiceRequest()
     rs = request.resource_spans.add()
@@ -52,8 +52,8 @@ def _rows(request: ExportTraceServiceRequest, fast: bool) -> dict[str, str]:
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "pydantic"])
 def test_rows_decode_the_same_with_defaults_left_out(variant: str, fast: bool) -> None:
     records = [sample(m, variant) for m in EVENT_MODELS]
-    full = _rows(_request(records, [], omit=False), fast)
-    assert _rows(_request(records, [], omit=True), fast) == full
+    full = _rows(sdk_request(records, [], omit=False), fast)
+    assert _rows(sdk_request(records, [], omit=True), fast) == full
     assert len(full) == len(EVENT_MODELS) + 1 or variant == "empty"  # typical: every table has its row
 
 
@@ -76,6 +76,6 @@ def test_an_event_under_a_span_keeps_its_own_empty_inherited_columns() -> None:
     assert isinstance(span, RequestEvent)
     assert span.traffic_class
     for fast in (True, False):
-        full = _rows(_request([span], [child], omit=False), fast)
-        assert _rows(_request([span], [child], omit=True), fast) == full
+        full = _rows(sdk_request([span], [child], omit=False), fast)
+        assert _rows(sdk_request([span], [child], omit=True), fast) == full
         assert "'traffic_class': ''" in full[RecompileEvent.TABLE.name]
