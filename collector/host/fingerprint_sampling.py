@@ -20,6 +20,7 @@ import zlib
 from typing import Final
 
 from inferensics.collector.host.config import CPU_FINGERPRINT_RATE, DEVICE_FINGERPRINT_RATE, SdkConfig
+from inferensics.collector.host.trusted_records import f32
 
 _MIX: Final = 0x9E3779B1
 """2**32 divided by the golden ratio, odd: multiplying by it modulo 2**32 is a bijection that carries
@@ -40,14 +41,16 @@ class FingerprintRule:
     """Fingerprint the requests whose :func:`request_hash` is below ``rate * 2**32``.
 
     Attributes:
-        rate: The fraction of request ids chosen (1: every request; 0: none), recorded as ``fp_rate``.
+        rate: The fraction of request ids chosen (1: every request; 0: none).
+        recorded: ``rate`` as the ``fp_rate`` column stores it (float32), rounded once here.
         every: Whether every request is chosen (the rule then hashes nothing).
     """
 
-    __slots__ = ("_threshold", "every", "rate")
+    __slots__ = ("_threshold", "every", "rate", "recorded")
 
     def __init__(self, rate: float) -> None:
         self.rate = float(rate)
+        self.recorded = f32(self.rate)
         self.every = self.rate >= 1.0
         self._threshold = int(min(max(self.rate, 0.0), 1.0) * 2**32)
 

@@ -117,8 +117,6 @@ WATCH_STALE_S: Final = 2.0
 """Seconds after its request began that a watched fingerprint still unwritten gets a completion event
 (:meth:`PendingFingerprint.watch_with_event`), so that a kernel that never ran cannot hold the records
 behind it until a flush."""
-_U32_MAX: Final = 2**32 - 1
-_U32_NS: Final = (2**32) * 1000  # a graph's ns below this: ns // 1000 fits UInt32
 TEMPLATE_LIMIT: Final = 1024
 """Dispatch templates kept (one per set of graphs and guard outcome; cleared by every compile record)."""
 
@@ -166,7 +164,6 @@ class Pipeline:
         self._poll_fast_until = 0.0  # monotonic time until which the thread drains every CPU_POLL_S
         self._poll_cpu = fingerprint_rules(config)[0].rate > CPU_POLL_MIN_RATE
         self._yield_ns = YIELD_AFTER_NS  # the hand-off pacing of the next drain: per the last request's output
-        self._rates: dict[float, float] = {}  # fp_rate -> its float32 rounding
         self._thread = threading.Thread(target=self._run, name="inferensics-sdk", daemon=True)
         self._thread.start()
 
@@ -398,19 +395,19 @@ class Pipeline:
         values = self._values(raw, dispatch, ts)
         self._yield_ns = CPU_YIELD_AFTER_NS if raw.cpu_output else YIELD_AFTER_NS
         fp = raw.fingerprint  # None: nothing to wait for (unsampled, or no output), in order behind any waiting
-        if fp is None and not self.waiting:  # nearly every request on a CPU server: finished at once
-            self._finish(raw, values, children)
-            return
-        prepared = _Prepared(values, children)
-        # A CPU output the serving thread keeps alive until read: poll while most outputs are held.
-        if self._poll_cpu and isinstance(fp, PendingFingerprint) and fp.stream is None:
-            self._poll_fast_until = time.monotonic() + CPU_POLL_HOLD_S
-        if isinstance(fp, PendingFingerprint) and fp.unmarked():
-            self.unmarked.append(fp)
-            self.waiting.append((raw, prepared))
-        elif self.waiting or (isinstance(fp, PendingFingerprint) and not fp.ready()):
-            self.waiting.append((raw, prepared))
-        else:
+        wait = bool(self.waiting)
+        if isinstance(fp, PendingFingerprint):
+            # A CPU output the serving thread keeps alive until read: poll while most outputs are held.
+            if self._poll_cpu and fp.stream is None:
+                self._poll_fast_until = time.monotonic() + CPU_POLL_HOLD_S
+            if fp.unmarked():
+                self.unmarked.append(fp)
+                wait = True
+            elif not wait and not fp.ready():
+                wait = True
+        if wait:
+            self.waiting.append((raw, _Prepared(values, children)))
+        else:  # nearly every request on a CPU server: finished at once
             self._finish(raw, values, children)
 
     def _dispatch(self, raw: RawRequest) -> dict[str, Any]:
@@ -472,14 +469,9 @@ class Pipeline:
             values["status"] = "error"
             values["error"] = error[:2000]
         counts = raw.graphs.values()
-        # Counts and times are never negative: only the UInt32 ceiling is applied (u32 without its call).
-        values["graph_calls"] = tuple([v[0] if v[0] <= _U32_MAX else _U32_MAX for v in counts])
-        values["graph_us"] = tuple([v[1] // 1000 if v[1] < _U32_NS else _U32_MAX for v in counts])
-        rate = raw.fp_rate  # one of a few sampling rates: rounded once each
-        rounded = self._rates.get(rate)
-        if rounded is None:
-            rounded = self._rates[rate] = f32(rate)
-        values["fp_rate"] = rounded
+        values["graph_calls"] = tuple([u32(v[0]) for v in counts])
+        values["graph_us"] = tuple([u32(v[1] // 1000) for v in counts])
+        values["fp_rate"] = raw.fp_rate  # rounded as the column rounds it once, by its rule
         values["sampled"] = raw.sampled
         attrs = dispatch["attrs"]
         values["attrs"] = {**attrs, "bundle_status": raw.bundle_status} if raw.bundle_status else dict(attrs)

@@ -85,7 +85,7 @@ class RawRequest:
         self.compile_ns = 0
         self.error = ""
         self.fingerprint: Any = None
-        self.fp_rate = 0.0  # the sampling rate set_output applied (0: no output given)
+        self.fp_rate = 0.0  # the sampling rate set_output applied, as recorded (0: no output given)
         self.fp_status = ""  # set by set_output when it took no fingerprint: unsampled, failed
         self.cpu_output = False  # set_output was given a CPU tensor (the background thread's GIL pacing)
         self.input_digest: Any = None

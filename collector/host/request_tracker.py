@@ -75,7 +75,7 @@ class RequestScope:
             if isinstance(tensor, torch.Tensor):
                 cpu = raw.cpu_output = tensor.is_cpu
                 rule = tracker.fingerprint_cpu if cpu else tracker.fingerprint_device
-                raw.fp_rate = rule.rate
+                raw.fp_rate = rule.recorded
                 if rule.every or rule.chosen(raw.request_id):
                     raw.fingerprint = start_fingerprint(tensor, tracker.config.fingerprint_head)
                 else:
