@@ -620,6 +620,7 @@ def sweep_attention(  # noqa: PLR0917
     from torch.nn.attention import SDPBackend
 
     from inferensics.kernels._triton import paged_attention as pa
+    from inferensics.kernels._triton.device_facts import sm_count
 
     summary = []
     for b, ctx in grid:
@@ -649,7 +650,7 @@ def sweep_attention(  # noqa: PLR0917
             for p in [first_plans[n][1] for n, _ in _best({n: s for n, s in first.items() if n != "cudnn"})[:2]]
             + ([incumbent] if incumbent is not None else [])
         }
-        fill = fill_waves(b * 8, pa.sm_count(q.device), max(1, max_tokens // 64))
+        fill = fill_waves(b * 8, sm_count(q.device), max(1, max_tokens // 64))
         waves_here = wave_options or [2, 3, 4, 6, 8, 16, *fill]
         candidates = [incumbent] if incumbent is not None else []
         if incumbent is not None and incumbent.merge_kernel:  # the incumbent with and without the dependent launch
@@ -663,7 +664,7 @@ def sweep_attention(  # noqa: PLR0917
         seen: set[tuple[Any, ...]] = set()
         incumbent_name = ""
         for p in candidates:  # plans that launch the same work are timed once
-            splits, chunk = pa.split_plan(b, 8, max_tokens, pa.sm_count(q.device), p.waves, p.min_split, p.block_n)
+            splits, chunk = pa.split_plan(b, 8, max_tokens, sm_count(q.device), p.waves, p.min_split, p.block_n)
             merge = splits > 1 and p.merge_kernel
             launch = (p.block_n, p.warps, p.stages, p.prefetch_pages, p.kv_fast, splits, chunk, merge, merge and p.pdl)
             if launch not in seen:

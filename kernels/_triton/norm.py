@@ -12,7 +12,6 @@ float32 for the statistics and rounded once for the residual output.
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import torch
@@ -20,6 +19,7 @@ import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
+from inferensics.kernels._triton.device_facts import sm_count
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, is_sm90, round_to
 from inferensics.kernels._triton.tables import entries
 from inferensics.kernels.layout import row_stride
@@ -228,18 +228,6 @@ INTERPRETER_SMS = 4
 """Multiprocessors assumed for the persistent grid in Triton's interpreter (no device to ask)."""
 
 
-@functools.cache
-def _sm_count(index: int) -> int:
-    return int(torch.cuda.get_device_properties(index).multi_processor_count)
-
-
-def sm_count(device: torch.device) -> int:
-    """Multiprocessors of ``device`` (:data:`INTERPRETER_SMS` off a GPU)."""
-    if device.type != "cuda":
-        return INTERPRETER_SMS
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
 _rms_norm_tuned = triton.autotune(
     configs=[triton.Config({"ROWS": 1}, num_warps=w) for w in (2, 4, 8, 16)],
     key=["n_cols", "rows_bucket", "HAS_RESIDUAL"],
@@ -276,7 +264,7 @@ def _launch(
             )  # fmt: skip
             return
         if has_residual and c.persistent:
-            programs = min(m, c.persistent * sm_count(args[0].device))  # type: ignore[attr-defined]
+            programs = min(m, c.persistent * sm_count(args[0].device, INTERPRETER_SMS))  # type: ignore[attr-defined]
             wrap_triton(_add_rms_norm_persistent_kernel)[(programs,)](
                 *args[:7], m, *args[7:], BLOCK=block, LATE_RESIDUAL=c.late_residual,
                 STORE_MODIFIER=".cs" if c.hints & 1 else "", EMULATE_RNE=interpreting(), num_warps=c.warps,

@@ -24,7 +24,6 @@ sync) and the multiprocessor count; launch configurations come from a table meas
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +35,7 @@ from torch.library import triton_op, wrap_triton
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from inferensics.kernels._torch_adapter import tracing
+from inferensics.kernels._triton.device_facts import cuda_index, device_facts, sm_count
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
 from inferensics.kernels._triton.tables import entries
 
@@ -109,27 +109,12 @@ def plan_key(batch: int, kv_heads: int, max_tokens: int) -> str:
     return f"p{1 << max(0, (batch * kv_heads - 1).bit_length())}/t{1 << max(0, (max_tokens - 1).bit_length())}"
 
 
-@functools.cache
-def _device_facts(index: int) -> tuple[int, tuple[int, int]]:
-    props = torch.cuda.get_device_properties(index)
-    return int(props.multi_processor_count), (int(props.major), int(props.minor))
-
-
-def sm_count(device: torch.device) -> int:
-    """Multiprocessors of ``device`` (132 assumed for the interpreter, an H100/H200's count)."""
-    if device.type != "cuda":
-        return 132
-    return _device_facts(device.index if device.index is not None else torch.cuda.current_device())[0]
-
-
 def choose_plan(device: torch.device, batch: int, kv_heads: int, max_tokens: int) -> tuple[Plan, bool]:
     """``(plan, measured)``: the H200 table's plan for this shape on a compute-capability-9.0 GPU, else the default."""
-    if device.type == "cuda" and not interpreting():
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        if _device_facts(index)[1] == (9, 0):
-            plan = H200_PLANS.get(plan_key(batch, kv_heads, max_tokens))
-            if plan is not None:
-                return plan, True
+    if device.type == "cuda" and not interpreting() and device_facts(cuda_index(device))[1] == (9, 0):
+        plan = H200_PLANS.get(plan_key(batch, kv_heads, max_tokens))
+        if plan is not None:
+            return plan, True
     return DEFAULT_PLAN, False
 
 

@@ -21,13 +21,14 @@ pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 @pytest.mark.parametrize("min_split", [4096, 32], ids=["one_split", "many_splits"])
 def test_plan_variants_match_the_reference(kv_fast: bool, merge_kernel: bool, min_split: int) -> None:
     from inferensics.kernels._triton import paged_attention as pa
+    from inferensics.kernels._triton.device_facts import sm_count
 
     shape = {"batch": 3, "context": 1300, "q_heads": 8, "kv_heads": 2, "head_dim": 64, "page": 16}
     args = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=3)
     args[4][1] = 700  # ragged
     args[4][2] = 0  # empty: zeros
     plan = pa.Plan(16, min_split, 32, 4, 2, kv_fast, merge_kernel)
-    splits, _ = pa.split_plan(3, 2, args[3].shape[1] * 16, pa.sm_count(DEVICE), 16, min_split, 32)
+    splits, _ = pa.split_plan(3, 2, args[3].shape[1] * 16, sm_count(DEVICE), 16, min_split, 32)
     # One split; or more than one step of either merge (8 splits a step in the last split, 32 in the kernel).
     assert splits == 1 if min_split == 4096 else splits > pa.KERNEL_MERGE_SPLITS
     q, k, v, table, lens, scale = args
@@ -91,13 +92,14 @@ def test_pdl_merge_gives_the_plain_merges_answer_eager_and_compiled(monkeypatch:
     # The merge kernel as a programmatic dependent launch: the same bits as the plain launch, and under
     # torch.compile (whose launch takes no launch_pdl) the kernel's grid-dependency wait is harmless.
     from inferensics.kernels._triton import paged_attention as pa
+    from inferensics.kernels._triton.device_facts import sm_count
 
     shape = {"batch": 2, "context": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "page": 16}
     q, k, v, table, lens, scale = make_args("paged_decode_attention", shape, torch.bfloat16, DEVICE, seed=7)
     lens[1] = 1000
     plain = pa.Plan(8, 64, 64, 4, 2, True, True, False)
     pdl = pa.Plan(8, 64, 64, 4, 2, True, True, True)
-    assert pa.split_plan(2, 8, table.shape[1] * 16, pa.sm_count(DEVICE), 8, 64, 64)[0] > 1
+    assert pa.split_plan(2, 8, table.shape[1] * 16, sm_count(DEVICE), 8, 64, 64)[0] > 1
     expected = pa.run_with_plan(q, k, v, table, lens, scale, plain)
     for _ in range(3):
         torch.testing.assert_close(pa.run_with_plan(q, k, v, table, lens, scale, pdl), expected, rtol=0, atol=0)
