@@ -29,11 +29,11 @@ def pip_install_line(extra: str, direct_url: str | None) -> str:
         extra: an optional-dependency group of ``pyproject.toml`` (``service``, ``dashboard``, ``demo``, ``all``).
         direct_url: the file's text, or ``None`` when pip wrote none (an install from an index).
     """
-    info = _parse(direct_url)
-    url = info.get("url") if info else None
+    info = _parse(direct_url) or {}
+    url = info.get("url")
     if not isinstance(url, str) or not url:
         return f"pip install 'inferensics[{extra}]'"
-    vcs = info.get("vcs_info") if info else None
+    vcs = info.get("vcs_info")
     if isinstance(vcs, dict) and isinstance(vcs.get("vcs"), str):
         commit = vcs.get("commit_id")
         ref = f"{vcs['vcs']}+{url}" + (f"@{commit}" if isinstance(commit, str) and commit else "")
@@ -42,7 +42,7 @@ def pip_install_line(extra: str, direct_url: str | None) -> str:
     if parsed.scheme != "file":
         return f"pip install 'inferensics[{extra}] @ {url}'"
     path = unquote(parsed.path)
-    dir_info = info.get("dir_info") if info else None
+    dir_info = info.get("dir_info")
     editable = isinstance(dir_info, dict) and dir_info.get("editable") is True
     return f"pip install {'-e ' if editable else ''}'{path}[{extra}]'"
 
