@@ -76,8 +76,9 @@ class TraceSink(logging.Handler):
     ``("trace", (metadata, payload, request, t, failure suppressed, origin))``.
 
     The trace logger is process-wide: it also sees compiles that no tracker made. Each compile's origin
-    is found once, when it starts (the backend on Dynamo's stack), and every record of it carries that
-    origin, so a compile is labelled with the model that was compiled, or left unattributed."""
+    is found once, when it starts or (a frame at its recompile limit, which starts none) at its first
+    record (the backend on Dynamo's stack), and every record of it carries that origin, so a compile is
+    labelled with the model that was compiled, or left unattributed."""
 
     def __init__(self, queue: BoundedQueue) -> None:
         super().__init__(level=logging.DEBUG)
@@ -86,8 +87,12 @@ class TraceSink(logging.Handler):
         self.origins: OrderedDict[str, Origin] = OrderedDict()
 
     def _origin(self, cid: str, start: bool) -> Origin:
+        # Found at the compile's start, or at its first record when it has no start: a frame at its recompile
+        # limit logs its reasons and metrics from inside Dynamo's compile but never starts one.
         if not start:
-            return self.origins.get(cid, UNATTRIBUTED)
+            known = self.origins.get(cid)
+            if known is not None:
+                return known
         backend, code = torch_adapter.compiling_backend(ORIGIN_ATTR)
         origin = getattr(backend, ORIGIN_ATTR, None) if backend is not None else None
         found: Origin = (

@@ -1,6 +1,7 @@
 """Compile-side records carry the model that was compiled: ``tracker.compile(model, name=...)`` labels
-them, a plain ``torch.compile`` elsewhere in the process stays unattributed, and a model whose ``forward``
-is wrapped by a decorator (as Hugging Face wraps every model's) is located at its own ``forward``."""
+them (a frame at its recompile limit, which starts no compile, included), a plain ``torch.compile``
+elsewhere in the process stays unattributed, and a model whose ``forward`` is wrapped by a decorator (as
+Hugging Face wraps every model's) is located at its own ``forward``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 
 from inferensics.collector.host import ConfigError, Tracker
 from inferensics.collector.trace.assembler import ATTRIBUTION_ATTR, UNATTRIBUTED
-from inferensics.schema import CacheEvent, CompileEvent
+from inferensics.schema import CacheEvent, CompileEvent, RecompileEvent
 from inferensics.schema.store import Store
 
 
@@ -75,3 +76,22 @@ def test_compile_takes_per_model_dynamo_settings(tracker: Tracker) -> None:
         assert compiled(torch.ones(2)).shape == (2,)
     with pytest.raises(ConfigError, match=r"not_a_setting=.*torch\._dynamo\.config\.not_a_setting"):
         tracker.compile(_other, not_a_setting=1)
+
+
+def _limited(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) * 3
+
+
+def test_a_frame_at_its_recompile_limit_keeps_its_models_label(tracker: Tracker, store: Store) -> None:
+    """Dynamo logs a limit hit's reasons and metrics from inside its compile but never starts one: the record
+    is still the compiled model's, not unattributed (the weekly report's top reason read "0 in  @ pool")."""
+    compiled = tracker.compile(_limited, name="model-l", dynamic=False)
+    with torch._dynamo.config.patch(recompile_limit=1):
+        for n in (2, 3):
+            with tracker.request(f"r-l{n}", model="model-l") as req:
+                req.set_output(compiled(torch.ones(n)))
+    tracker.shutdown()
+    limit = [e for e in store.select_events(RecompileEvent) if e.attrs.get("outcome") == "recompile_limit"]
+    assert len(limit) == 1
+    assert limit[0].model == "model-l"
+    assert ATTRIBUTION_ATTR not in limit[0].attrs
