@@ -42,9 +42,10 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     lines.append(f"Recompile storms: {report.storms.height}; new specializations: {report.new_graph_keys.height}.")
     if report.recompile_reasons.height:
         top = report.recompile_reasons.row(0, named=True)
+        limit = f" + {top['limit_hits']:,} at the recompile limit" if top["limit_hits"] else ""
         lines.append(
             f"Top recompile reason: {top[col.REASON]!r} "
-            f"({top['recompiles']:,} in {top[col.MODEL]} @ {top[col.HW_POOL]})."
+            f"({top['recompiles']:,}{limit} in {top[col.MODEL] or '(no model)'} @ {top[col.HW_POOL] or '(no pool)'})."
         )
     if report.graph_breaks.height:
         top = report.graph_breaks.row(0, named=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import io
 import shutil
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from inferensics.analytics.report import (
     write_canary_report,
     write_weekly_report,
 )
+from inferensics.analytics.report.weekly import summary_lines
 from inferensics.analytics.weekly import WeeklyReport, last_full_week, parse_week
 from inferensics.cli.app import app
 from inferensics.schema import columns as col
@@ -236,3 +238,13 @@ def test_pages_render_in_headless_chromium(weekly: WeeklyReport, canary_frame: p
                 page.close()
         finally:
             browser.close()
+
+
+def test_weekly_summary_names_limit_hits_and_a_missing_model(weekly: WeeklyReport) -> None:
+    """A reason whose guard failures all found the recompile limit compiled nothing: the summary says so
+    instead of "0 in", and a row with no model label reads "(no model)" instead of a blank."""
+    row = {col.MODEL: "", col.HW_POOL: "cpu-a", col.REASON: "L['x'].size()[0] == 2", "recompiles": 0, "limit_hits": 3}
+    reasons = pl.DataFrame([{**row, "requests": 3, "code_locations": 1}])
+    line = next(x for x in summary_lines(replace(weekly, recompile_reasons=reasons)) if x.startswith("Top recompile"))
+    expected = "Top recompile reason: \"L['x'].size()[0] == 2\" (0 + 3 at the recompile limit in (no model) @ cpu-a)."
+    assert line == expected
