@@ -197,10 +197,10 @@ def _run_fresh(
 
 
 def _record(client: Any, verdict: Any, token: str | None) -> None:
-    """One replay_results row through the service's OTLP endpoint."""
+    """One replay_results row through the service's OTLP endpoint (a refusal is one line on stderr)."""
     import socket
 
-    from inferensics.collector.host.otlp_exporter import OtlpExporter
+    from inferensics.cli.service_records import record_through_service
     from inferensics.schema.events import ReplayResultEvent
 
     ev = verdict.evidence
@@ -224,13 +224,8 @@ def _record(client: Any, verdict: Any, token: str | None) -> None:
         source_text=verdict.source_text,
         verdict_json=verdict.to_json(),
     )
-    exporter = OtlpExporter(client.url, host=socket.gethostname(), token=token)
-    try:
-        exporter.export_records([row])
-        exporter.flush()
-    finally:
-        exporter.shutdown()
-    typer.echo(f"recorded replay {row.replay_id} in replay_results")
+    ok, line = record_through_service(client.url, token, [row], "replay_results")
+    typer.echo(f"replay {row.replay_id} {line}", err=not ok)
 
 
 def _plain(value: Any) -> Any:

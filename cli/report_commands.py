@@ -170,12 +170,15 @@ def compare(  # noqa: PLR0917 (typer options)
         }
         given = {k: v for k, v in params.items() if v is not None}
         frame = runner.query("canary_compare", **given)  # type: ignore[attr-defined]
+        row = verdict_event(frame, CanaryParams(**given), now=datetime.now(UTC))
         store = runner.client if isinstance(runner, LocalRunner) else None
         if isinstance(store, Store):
-            store.insert_events([verdict_event(frame, CanaryParams(**given), now=datetime.now(UTC))])
+            store.insert_events([row])
             recorded = f"verdict recorded in {store.database}.canary_verdicts"
         else:
-            recorded = "verdict not recorded: the collector service has no endpoint that stores verdicts"
+            from inferensics.cli.service_records import record_through_service
+
+            recorded = "verdict " + record_through_service(str(service), token, [row], "canary_verdicts")[1]
     label = f"{model}: {baseline} → {candidate} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
     typer.echo(f"canary {label}")
     typer.echo(render_canary_text(frame), nl=False)

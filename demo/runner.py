@@ -111,7 +111,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
             _serve(opts, url, workload=workload, data_dir=data_dir, record=record, workers=workers, console=console,
                    bundles=bundles)  # fmt: skip
             _wait_for_ingest(client, before + len(record.served), console)
-            _report(client, url, dashboard_url, record, console)
+            _report(client, url, dashboard_url, record, keyring=bundles.keyring, console=console)
         if opts.summary_json:
             opts.summary_json.write_text(json.dumps(_summary_json(url, record, bundles), indent=2))
         console.print(f"logs in {data_dir}")
@@ -326,7 +326,9 @@ def _wait_for_ingest(client: ServiceClient, expected: int, console: Console) -> 
     console.print(f"[yellow]the service holds {_stored_requests(client)} of {expected} requests so far[/]")
 
 
-def _report(client: ServiceClient, url: str, dashboard_url: str, record: summary.RunRecord, console: Console) -> None:
+def _report(
+    client: ServiceClient, url: str, dashboard_url: str, record: summary.RunRecord, *, keyring: Path, console: Console
+) -> None:
     """Print the incidents (expected vs stored), the canary verdict, ids to drill into and commands."""
     table = Table("incident", "count", title="what happened")
     for name, n in record.incident_counts().items():
@@ -357,7 +359,7 @@ def _report(client: ServiceClient, url: str, dashboard_url: str, record: summary
     if dashboard_url:
         console.print(f"dashboard: {dashboard_url}")
     console.print("try:")
-    for command in summary.commands(url, record, dashboard_url):
+    for command in summary.commands(url, record, dashboard_url, keyring):
         console.print(f"  {command}", soft_wrap=True)  # one line each, so a copy runs as printed
 
 

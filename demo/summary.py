@@ -8,9 +8,11 @@ collector service: the ``requests`` rows (read-only SQL) and the analytics named
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -119,9 +121,10 @@ def drill_ids(record: RunRecord) -> dict[str, list[str]]:
     return {k: v for k, v in picks.items() if v}
 
 
-def commands(service_url: str, record: RunRecord, dashboard_url: str) -> list[str]:
+def commands(service_url: str, record: RunRecord, dashboard_url: str, keyring: Path) -> list[str]:
     """The commands to try next, each runnable as printed: the weekly report of the current week, the canary
-    comparison over the last 24 hours up to now (with the thresholds the summary's verdict used), status."""
+    comparison over the last 24 hours up to now (with the thresholds the summary's verdict used), status, and
+    the replay of the NaN request (trusting the run's builder key)."""
     lowered = canary_thresholds(record)
     thresholds = "".join(f" --{k.replace('_', '-')} {v}" for k, v in lowered.items())
     out = [
@@ -131,6 +134,9 @@ def commands(service_url: str, record: RunRecord, dashboard_url: str) -> list[st
         f"{thresholds} --service {service_url}",
         f"inferensics status --service {service_url}",
     ]
+    nan = drill_ids(record).get("NaN logits, inputs captured", [])
+    if nan:
+        out.append(f"inferensics replay {nan[0]} --keyring {shlex.quote(str(keyring))} --service {service_url}")
     if not dashboard_url:
         out.append(f"inferensics dashboard --service {service_url}")
     return out

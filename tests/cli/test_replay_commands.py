@@ -18,7 +18,7 @@ from inferensics.cli.app import app
 from inferensics.replay import read_pack
 from inferensics.replay._internal.pack import write_safetensors
 from inferensics.schema.events import RequestEvent
-from tests.collector.service.harness import ADMIN, INGEST, RunningService, new_service
+from tests.collector.service.harness import ADMIN, INGEST, READ, RunningService, new_service
 
 runner = CliRunner()
 pytestmark = pytest.mark.slow
@@ -116,3 +116,29 @@ def test_altered_pack_and_bad_device_are_one_line(tmp_path: Path) -> None:
     res = runner.invoke(app, ["replay", "--pack", str(tmp_path), "--device", "tpu"], env={"COLUMNS": "400"})
     assert res.exit_code == 2
     assert "is not a device" in res.output
+
+
+def test_rows_recorded_through_the_service_say_whether_they_landed(service: RunningService) -> None:
+    """A replay's result and a canary verdict go through the service's OTLP endpoint: a token without the
+    ingest role is one line naming the refusal and what to do (it used to print "recorded" regardless)."""
+    from inferensics.cli.service_records import record_through_service
+    from inferensics.schema.events import CanaryVerdictEvent
+
+    now = datetime.now(UTC)
+    row = CanaryVerdictEvent(ts=now, model="m-rec", baseline="a", candidate="b", window_start=now,
+                             window_end=now, verdict="fail", rule="failed: argmax_agreement")  # fmt: skip
+    ok, line = record_through_service(service.url, READ, [row], "canary_verdicts")
+    assert not ok
+    assert line.startswith("not recorded in canary_verdicts: spans refused (auth): ")
+    assert "HTTP 403" in line
+    assert line.endswith("pass a token with the ingest (or admin) role: --token or $INFERENSICS_TOKEN")
+    assert record_through_service(service.url, INGEST, [row], "canary_verdicts") == (
+        True,
+        "recorded in canary_verdicts",
+    )
+    client = service.client(ADMIN)
+    deadline = time.monotonic() + 60
+    while (found := client.sql("SELECT verdict FROM canary_verdicts WHERE model = 'm-rec'")).height == 0:
+        assert time.monotonic() < deadline, "the verdict never reached the store"
+        time.sleep(0.3)
+    assert found.get_column("verdict").to_list() == ["fail"]

@@ -77,7 +77,7 @@ def run_printed(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def commands(demo_run: dict[str, Any]) -> dict[str, str]:
     """The printed commands; the demo ran without a dashboard, so it printed the one that starts it."""
     found = printed_commands(demo_run)
-    assert set(found) == {"report", "canary", "status", "dashboard"}, demo_run["stdout"][-2000:]
+    assert set(found) == {"report", "canary", "status", "dashboard", "replay"}, demo_run["stdout"][-2000:]
     return found
 
 
@@ -184,6 +184,7 @@ def test_the_printed_canary_command_gives_the_demos_verdict(
     verdict = next(line for line in res.stdout.splitlines() if line.startswith("verdict  requests"))
     assert verdict.split()[2] == str(_served(demo_run, "baseline"))
     assert verdict.split()[4] == str(_served(demo_run, CANDIDATE))
+    assert res.stdout.rstrip().endswith("verdict recorded in canary_verdicts")  # through the service's OTLP endpoint
 
 
 def _served(run: dict[str, Any], bundle: str) -> int:
@@ -509,12 +510,19 @@ def test_replay_names_the_candidates_faulty_decomposition(
     assert verdict["evidence"]["served_keys_all_hit"], verdict["evidence"]["served_matches"]  # the served code
 
 
-def test_replay_names_the_poisoned_input_of_the_nan_request(
-    demo_run: dict[str, Any], demo_service: str, tmp_path: Path
+def test_the_printed_replay_names_the_poisoned_input_of_the_nan_request(
+    commands: dict[str, str], demo_run: dict[str, Any], tmp_path: Path
 ) -> None:
-    """The NaN request resumed from a corrupt key-cache page, captured with it: category ``inputs``."""
+    """The NaN request resumed from a corrupt key-cache page, captured with it: category ``inputs``. The
+    summary's printed command, run as printed (it names the run's keyring; ``--out`` added to read the
+    verdict), records its result through the service."""
     request_id = demo_run["drill_ids"]["NaN logits, inputs captured"][0]
-    verdict = _replay(demo_run, demo_service, request_id, tmp_path / "nan")
+    assert shlex.split(commands["replay"])[2] == request_id
+    out = tmp_path / "nan"
+    res = run_printed(f"{commands['replay']} --out {out}", tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert re.search(r"^replay [0-9a-f]{32} recorded in replay_results$", res.stdout, re.M), res.stdout + res.stderr
+    verdict: dict[str, Any] = {**json.loads((out / "verdict.json").read_text()), "stdout": res.stdout}
     assert verdict["category"] == "inputs", verdict["stdout"]
     assert "k_cache" in verdict["culprit"], verdict["stdout"]
     assert verdict["evidence"]["bad_inputs"][0]["tensor"] == "k_cache"

@@ -1,0 +1,57 @@
+"""Rows a command writes through the collector service (a replay's result, a canary verdict): one OTLP
+export to the service's ingest endpoint, the same path a host's records take, and its outcome in one line."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from collections.abc import Iterator, Sequence
+
+from inferensics.collector.host.export_health import CAUSES
+from inferensics.collector.host.otlp_exporter import OtlpExporter
+from inferensics.collector.service_url import TOKEN_ENV
+from inferensics.schema import Event
+
+_ADVICE = {
+    "auth": f"pass a token with the ingest (or admin) role: --token or ${TOKEN_ENV}",
+    "down": "check that the service is up (inferensics status --service URL)",
+    "back_pressure": "the service is shedding load: run the command again later",
+    "rejected": "check that this inferensics is the service's version",
+}
+
+
+@contextlib.contextmanager
+def _quiet_exporter_log() -> Iterator[None]:
+    # The exporter logs each refusal once, worded for a serving host ("records are being dropped"); here the
+    # command's own line says it.
+    logger = logging.getLogger("inferensics.collector.host")
+    before = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = before
+
+
+def record_through_service(url: str, token: str | None, rows: Sequence[Event], table: str) -> tuple[bool, str]:
+    """Send ``rows`` to the service at ``url`` and wait for its answer.
+
+    Returns:
+        Whether every row was accepted, and one line saying so or why not and what to do.
+    """
+    with _quiet_exporter_log():
+        exporter = OtlpExporter(url, host=socket.gethostname(), token=token)
+        try:
+            exporter.export_records(rows)
+            exporter.flush()
+            stats = exporter.stats()
+            detail = exporter.health.last_error
+        finally:
+            exporter.shutdown()
+    if stats["export_spans_sent"] >= len(rows):
+        return True, f"recorded in {table}"
+    cause = next((c for c in CAUSES if stats[f"export_refused_{c}"]), "")
+    if not cause:
+        return False, f"not recorded in {table}: the service did not answer in time; run the command again"
+    return False, f"not recorded in {table}: {detail}; {_ADVICE[cause]}"
