@@ -15,7 +15,18 @@ from typing import Any, Literal, cast
 import polars as pl
 from pydantic import BaseModel
 
-from inferensics.analytics import breaks, bundle_release, bundles, cache, canary, catalog, drilldown, overview, storms
+from inferensics.analytics import (
+    breaks,
+    bundle_release,
+    bundles,
+    cache,
+    canary,
+    canary_history,
+    catalog,
+    drilldown,
+    overview,
+    storms,
+)
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams
 
@@ -90,6 +101,12 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         _q("request_kernels", drilldown.RequestParams, drilldown.request_kernels, "Drill-down, one request id."),
         _q("notable_requests", SliceParams, drilldown.notable_requests, _ALL + " For the drill-down's picker."),
         _q("request_replays", drilldown.RequestParams, drilldown.request_replays, "Replay verdicts of one request id."),
+        _q(
+            "canary_verdicts",
+            canary_history.VerdictHistoryParams,
+            canary_history.recorded_verdicts,
+            "Filters: model, candidate; the range is when they were recorded.",
+        ),
         _q(
             "canary_compare",
             canary.CanaryParams,

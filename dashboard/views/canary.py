@@ -19,6 +19,7 @@ from inferensics.dashboard._internal.tables import show_table
 from inferensics.schema import columns as col
 
 DEFAULT_WINDOW = "Last 6 hours"
+RECORDED_SHOWN = 20
 VERDICT_STYLE = {
     "pass": (st.success, ":material/check_circle:"),
     "fail": (st.error, ":material/cancel:"),
@@ -139,6 +140,27 @@ def render() -> None:
         st.download_button(
             "Download Markdown", render_canary_markdown(frame, label), file_name="canary.md", mime="text/markdown"
         )
+        recorded_verdicts(params["model"])
+
+
+def recorded_verdicts(model: str) -> None:
+    """The verdicts ``inferensics canary compare`` recorded for ``model`` (any candidate), newest first."""
+    st.subheader("Recorded verdicts")
+    frame = section_query(queries.CANARY_VERDICTS, "recorded verdicts", model=model, limit=RECORDED_SHOWN)
+    if frame is None:
+        return
+    st.caption(
+        f"What `inferensics canary compare` said about {model}'s candidates, newest first (it records each "
+        f"verdict it gives; the last {RECORDED_SHOWN})."
+    )
+    shown = frame.with_columns(pl.col(col.BASELINE, col.CANDIDATE).str.slice(0, 12))
+    order = (col.TS, col.CANDIDATE, col.BASELINE, col.TRAFFIC_CLASS, col.WINDOW_START, col.WINDOW_END, col.VERDICT)
+    show_table(
+        shown,
+        columns=[*order, col.RULE],
+        empty=f"No verdict recorded for {model} yet: run `inferensics canary compare` to record one.",
+        key="canary_recorded",
+    )
 
 
 if __name__ == "__main__":

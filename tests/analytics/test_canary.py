@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -288,3 +291,45 @@ def test_output_checks_read_only_fingerprinted_requests(store: Store) -> None:
         assert ev["argmax_agreement"]["baseline"] == len(range(0, min(n, p.max_rows), 16))
         assert ev["argmax_agreement"]["candidate"] == 1.0
         assert result.verdict == "pass", result.evidence
+
+
+def test_recorded_verdicts_newest_first_by_model_and_candidate(chdb_dir: Path) -> None:
+    """What ``canary compare`` recorded, read back by the ``canary_verdicts`` named query (the canary page's
+    "Recorded verdicts"): filtered by model, candidate and when recorded, newest first, limited."""
+    from inferensics.analytics.canary_history import VerdictHistoryParams, recorded_verdicts
+    from inferensics.schema.events import CanaryVerdictEvent
+
+    store = Store.open(f"chdb://{chdb_dir}?database=verdicts_{uuid.uuid4().hex[:8]}")
+    try:
+        store.migrate()
+        rows = [
+            CanaryVerdictEvent(ts=T0 + timedelta(hours=h), model=model, baseline="base", candidate=cand,
+                               window_start=T0, window_end=T0 + timedelta(hours=h), verdict=verdict, rule=rule)
+            for h, model, cand, verdict, rule in [
+                (1, "llama", "c1", "inconclusive", "too few requests"),
+                (2, "llama", "c1", "fail", "failed: error_rate"),
+                (3, "llama", "c2", "pass", "all checks passed"),
+                (4, "qwen", "c9", "pass", "all checks passed"),
+            ]
+        ]  # fmt: skip
+        store.insert_events(rows)
+
+        def read(**params: Any) -> list[tuple[str, str, str]]:
+            frame = recorded_verdicts(store, VerdictHistoryParams(**params))
+            return list(zip(frame[col.MODEL], frame[col.CANDIDATE], frame[col.VERDICT], strict=True))
+
+        assert read(model="llama") == [
+            ("llama", "c2", "pass"),
+            ("llama", "c1", "fail"),
+            ("llama", "c1", "inconclusive"),
+        ]
+        assert read(model="llama", candidate="c1", limit=1) == [("llama", "c1", "fail")]
+        assert read(start=T0 + timedelta(hours=2), end=T0 + timedelta(hours=4)) == [
+            ("llama", "c2", "pass"),
+            ("llama", "c1", "fail"),
+        ]
+        assert read(model="mistral") == []
+        assert recorded_verdicts(store, VerdictHistoryParams(model="llama"))[col.RULE][1] == "failed: error_rate"
+    finally:
+        store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
+        store.close()

@@ -47,6 +47,7 @@ def test_named_query_names_are_pinned() -> None:
             "cache_reasons",
             "cache_trend",
             "canary_compare",
+            "canary_verdicts",
             "dimension_values",
             "fallback_reasons",
             "fleet_overview",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from inferensics.schema import (
     BundleEvent,
     CacheEvent,
+    CanaryVerdictEvent,
     CompileEvent,
     GraphBreakEvent,
     GuardFailureEvent,
@@ -247,6 +248,12 @@ def build(now: datetime) -> SeedFacts:
         facts.others.append(KernelTimingEvent(
             ts=drill.ts, request_id=DRILL_ID, host=drill.host, model=drill.model, hw_pool=drill.hw_pool,
             artifact_id=ARTIFACT, kernel_name=name, device="cuda:0", calls=1, total_us=100.0 * (n + 1),
+        ))  # fmt: skip
+    # Two verdicts `inferensics canary compare` recorded for the candidate: inconclusive early, fail later.
+    for minutes, verdict, rule in ((40, "inconclusive", "too few requests"), (10, "fail", "failed: error_rate")):
+        facts.others.append(CanaryVerdictEvent(
+            ts=now - timedelta(minutes=minutes), model=LLAMA, baseline=BASELINE, candidate=CANDIDATE,
+            window_start=start, window_end=now - timedelta(minutes=minutes), verdict=verdict, rule=rule,
         ))  # fmt: skip
     return facts
 

@@ -34,6 +34,11 @@ def test_canary_defaults_to_newest_against_previous_bundle_and_fails(seeded: See
     assert evidence["outcome"].iloc[-1] == "fail"
     assert set(evidence["check"]) >= {"latency", "rate", "verdict"}
     assert len(at.get("vega_lite_chart")) == 2
+    # What `canary compare` recorded for the model, newest first.
+    recorded = next(d.value for d in at.dataframe if "rule" in d.value.columns and "window_end" in d.value.columns)
+    assert recorded["verdict"].tolist() == ["fail", "inconclusive"]
+    assert recorded["rule"].tolist() == ["failed: error_rate", "too few requests"]
+    assert set(recorded["candidate"]) == {CANDIDATE[:12]}
 
 
 def test_canary_form_swaps_the_sides(seeded: SeededService) -> None:
