@@ -4,7 +4,10 @@ One call measures everything and prints one table: per op and shape, each provid
 (µs, median over rounds), the bandwidth it reaches (TB/s over the bytes the op must move), and its ratio
 to our kernel (peer time / our time, so > 1 means ours is faster) with the spread over rounds and a
 distribution-free 95 % confidence interval of the median per-round ratio (``ci``: order statistics of the
-rounds' ratios; it narrows with ``--rounds``, so a cell whose interval spans 1.00 is a tie at this power). Each
+rounds' ratios; it narrows with ``--rounds``, so a cell whose interval spans 1.00 is a tie at this power). The
+interval covers round-to-round noise only: two graphs of one and the same function, or the same kernel on another
+allocation of its inputs, can differ by a few tenths of a percent with intervals that exclude 1.00 (session 15's
+A/A controls, ``benchmarks/results/kernels-h200/session15_rows.md``), so a ratio within that of 1.00 is a tie. Each
 provider's calls are captured in a CUDA graph (so launch overhead on the host is not measured) and the
 rounds replay the graphs in a fresh random order each time, so clock or load drift falls on every
 provider alike. Copy bandwidth (a device-to-device copy of 1 GiB) is measured in the same run.
