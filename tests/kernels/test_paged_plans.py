@@ -108,3 +108,45 @@ def test_pdl_merge_gives_the_plain_merges_answer_eager_and_compiled(monkeypatch:
     torch.testing.assert_close(eager_op, expected, rtol=0, atol=0)
     compiled = torch.compile(lambda *a: pa.paged_decode_attention_triton(*a) * 1.0, dynamic=False)
     torch.testing.assert_close(compiled(q, k, v, table, lens, scale), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("block_n", [16, 64], ids=["one_page_steps", "four_page_steps"])
+@pytest.mark.parametrize("merge_kernel", [False, True], ids=["last_merges", "merge_kernel"])
+@pytest.mark.parametrize("min_split", [4096, 32], ids=["one_split", "many_splits"])
+def test_tensor_descriptor_loads_compute_the_op(block_n: int, merge_kernel: bool, min_split: int) -> None:
+    # Keys and values through tensor descriptors, a page at a time: one-page steps give the plain kernel's bits
+    # (the same online-softmax steps); four-page steps take four softmax updates where the plain kernel takes one,
+    # so they match the reference within rounding. Caches stored NHD and HND give the same bits; ragged, empty and
+    # page-unaligned sequences included.
+    from inferensics.kernels._triton import paged_attention as pa
+
+    shape = {"batch": 3, "context": 1000, "q_heads": 8, "kv_heads": 2, "head_dim": 64, "page": 16}
+    q, k, v, table, lens, scale = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=13)
+    lens[1], lens[2] = 333, 0
+    plain = pa.Plan(16, min_split, block_n, 4, 3, True, merge_kernel)
+    tma = pa.Plan(16, min_split, block_n, 4, 3, True, merge_kernel, tma=True)
+    assert pa.tma_view(k) == (k.shape[0] * 16, 16, 0, 64)
+    out = pa.run_with_plan(q, k, v, table, lens, scale, tma)
+    torch.testing.assert_close(out, paged_decode_attention_reference(q, k, v, table, lens, scale), rtol=1e-4, atol=1e-5)
+    assert not out[2].any()
+    if block_n == 16:
+        torch.testing.assert_close(out, pa.run_with_plan(q, k, v, table, lens, scale, plain), rtol=0, atol=0)
+    k_hnd, v_hnd = (c.permute(0, 2, 1, 3).contiguous().transpose(1, 2) for c in (k, v))
+    assert pa.tma_view(k_hnd) == (k.shape[0] * 2 * 16, 32, 16, 0)
+    torch.testing.assert_close(pa.run_with_plan(q, k_hnd, v_hnd, table, lens, scale, tma), out, rtol=0, atol=0)
+
+
+def test_caches_a_descriptor_cannot_describe_take_plain_loads() -> None:
+    # A cache whose base is not 16-byte aligned (a view one element into its storage) cannot be a descriptor's
+    # base: the plan runs with plain loads and still computes the op.
+    from inferensics.kernels._triton import paged_attention as pa
+
+    shape = {"batch": 2, "context": 300, "q_heads": 4, "kv_heads": 2, "head_dim": 32, "page": 16}
+    q, k, v, table, lens, scale = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=17)
+    k_moved = torch.empty(k.numel() + 1, dtype=k.dtype, device=k.device)[1:].view(k.shape)
+    k_moved.copy_(k)
+    assert pa.tma_view(k_moved) is None
+    assert pa.tma_view(k[..., ::2]) is None  # a token row not contiguous
+    out = pa.run_with_plan(q, k_moved, v, table, lens, scale, pa.Plan(16, 64, 32, 4, 3, tma=True))
+    ref = paged_decode_attention_reference(q, k, v, table, lens, scale)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
