@@ -559,8 +559,7 @@ def _stage(  # noqa: PLR0917
 def _plan_name(p: Any) -> str:
     merge = ("kernel+pdl" if p.pdl else "kernel") if p.merge_kernel else "last"
     waves = f"{p.waves:g}" if p.waves == int(p.waves) else f"{p.waves:.3f}"
-    return (f"w{waves} min{p.min_split} n{p.block_n} warps{p.warps} st{p.stages}{' pf' if p.prefetch_pages else ''}"
-            f"{' tma' if p.tma else ''} "
+    return (f"w{waves} min{p.min_split} n{p.block_n} warps{p.warps} st{p.stages}{' pf' if p.prefetch_pages else ''} "
             f"{'kv' if p.kv_fast else 'seq'} merge={merge}")  # fmt: skip
 
 
@@ -678,7 +677,7 @@ def sweep_attention(  # noqa: PLR0917
         name, us = _best({n: s for n, s in second.items() if n != "cudnn"})[0]
         p = second_plans[name][1]
         row = [key, round(p.waves, 4), p.min_split, p.block_n, p.warps, p.stages, p.kv_fast, p.merge_kernel]
-        tables.setdefault("paged", []).append([*row, p.pdl, p.prefetch_pages, p.tma])
+        tables.setdefault("paged", []).append([*row, p.pdl, p.prefetch_pages])
         print(f"TABLE paged {key} {name}", flush=True)
         save()  # after each cell, so a run cut short keeps the cells it finished
         cudnn = statistics.median(second["cudnn"])

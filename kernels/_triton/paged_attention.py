@@ -72,10 +72,6 @@ class Plan:
             copies do not wait on a table load of their own step: Triton's pipeliner then gives keys and values
             ``stages - 1`` shared-memory buffers (without it the table load takes a pipeline stage, and a 64-token
             step gets one buffer up to 4 stages).
-        tma: Load each (page, KV head) tile of keys and values through a tensor descriptor made in the kernel (the
-            bulk tensor copy engine on Hopper; Triton pipelines the copies ``stages`` deep on shared-memory barriers),
-            one page at a time with its own online-softmax update. Where the caches' strides cannot be described
-            (a token row not contiguous, or not 16-byte aligned) the plan runs with plain loads.
     """
 
     waves: float = 4
@@ -87,7 +83,6 @@ class Plan:
     merge_kernel: bool = False
     pdl: bool = False
     prefetch_pages: bool = False
-    tma: bool = False
 
 
 DEFAULT_PLAN = Plan()
@@ -95,11 +90,11 @@ DEFAULT_PLAN = Plan()
 
 
 def _plan_of(row: list[Any]) -> Plan:
-    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?, pdl?, prefetch_pages?, tma?] (older
-    # rows are shorter)
+    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?, pdl?, prefetch_pages?] (older rows
+    # are shorter)
     min_split, block_n, warps, stages = (int(v) for v in row[2:6])
-    merge_kernel, pdl, prefetch, tma = (bool(row[i]) if len(row) > i else False for i in (7, 8, 9, 10))
-    return Plan(float(row[1]), min_split, block_n, warps, stages, bool(row[6]), merge_kernel, pdl, prefetch, tma)
+    merge_kernel, pdl, prefetch = (bool(row[i]) if len(row) > i else False for i in (7, 8, 9))
+    return Plan(float(row[1]), min_split, block_n, warps, stages, bool(row[6]), merge_kernel, pdl, prefetch)
 
 
 H200_PLANS: dict[str, Plan] = {str(r[0]): _plan_of(r) for r in entries("paged")}
@@ -198,34 +193,14 @@ def _merge_group(
 
 
 @triton.jit
-def _page_update(q, k, v, tmask, m, s, acc, scale_log2, IEEE: tl.constexpr):
-    # One online-softmax step over the tokens of k and v (masked ones weigh nothing).
-    if IEEE:
-        scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
-    else:
-        scores = tl.dot(q, tl.trans(k))
-    scores = tl.where(tmask[None, :], scores * scale_log2, float("-inf"))
-    m_new = tl.maximum(m, tl.max(scores, axis=1))
-    alpha = tl.exp2(m - m_new)
-    p = tl.exp2(scores - m_new[:, None])
-    s = s * alpha + tl.sum(p, axis=1)
-    if IEEE:
-        acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
-    else:
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-    return m_new, s, acc
-
-
-@triton.jit
 def _split_kernel(
     q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, acc_ptr, ml_ptr, count_ptr,
     scale_log2, chunk, splits, n_kv,
     q_sb, q_sh, k_sp, k_st, k_sh, v_sp, v_st, v_sh, t_sb, o_sb, o_sh,
-    k_rows, k_rp, k_rh, k_ch, v_rows, v_rp, v_rh, v_ch,
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_GM: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE: tl.constexpr, SB: tl.constexpr, KV_FAST: tl.constexpr,
     LAST_MERGES: tl.constexpr, IEEE: tl.constexpr, EMULATE_RNE: tl.constexpr, PDL: tl.constexpr = False,
-    PREFETCH_PAGES: tl.constexpr = False, TMA: tl.constexpr = False,
+    PREFETCH_PAGES: tl.constexpr = False,
 ):  # fmt: skip
     # KV_FAST: the KV head is the fastest grid axis (programs launched together read neighbouring rows of the
     # same pages); else the sequence is. PDL: the merge kernel follows as a programmatic dependent launch, and
@@ -257,45 +232,39 @@ def _split_kernel(
     v_base = v_ptr + kvh * v_sh
     pj = tl.arange(0, BLOCK_N // PAGE)
     table_row = table_ptr + b * t_sb
-    if TMA:
-        # The caches seen as [rows, k_st] matrices of token rows: the (page, head) tile is PAGE rows from
-        # page * k_rp + head * k_rh, HEAD_DIM columns from head * k_ch (NHD: 16 rows a page, the head's columns;
-        # HND: the tile's rows contiguous, column 0).
-        k_desc = tl.make_tensor_descriptor(k_ptr, [k_rows, k_st], [k_st, 1], [PAGE, HEAD_DIM])
-        v_desc = tl.make_tensor_descriptor(v_ptr, [v_rows, v_st], [v_st, 1], [PAGE, HEAD_DIM])
-        for n in range(start, end, BLOCK_N):
-            for i in tl.static_range(BLOCK_N // PAGE):
-                n_i = n + i * PAGE
-                page_i = tl.load(table_row + n_i // PAGE, mask=n_i < end, other=0)
-                k = k_desc.load([page_i * k_rp + kvh * k_rh, kvh * k_ch])
-                v = v_desc.load([page_i * v_rp + kvh * v_rh, kvh * v_ch])
-                tmask = n_i + tl.arange(0, PAGE) < end
-                m, s, acc = _page_update(q, k, v, tmask, m, s, acc, scale_log2, IEEE)
-    else:
+    if PREFETCH_PAGES:
+        pidx = start // PAGE + pj
+        pages_next = tl.load(table_row + pidx, mask=pidx * PAGE < end, other=0)
+    for n in range(start, end, BLOCK_N):
+        t = n + tl.arange(0, BLOCK_N)
+        tmask = t < end
+        # One table entry per page of the step, broadcast to its tokens (not one load per token).
         if PREFETCH_PAGES:
-            pidx = start // PAGE + pj
+            pages = pages_next.to(tl.int64)
+            pidx = (n + BLOCK_N) // PAGE + pj
             pages_next = tl.load(table_row + pidx, mask=pidx * PAGE < end, other=0)
-        for n in range(start, end, BLOCK_N):
-            t = n + tl.arange(0, BLOCK_N)
-            tmask = t < end
-            # One table entry per page of the step, broadcast to its tokens (not one load per token).
-            if PREFETCH_PAGES:
-                pages = pages_next.to(tl.int64)
-                pidx = (n + BLOCK_N) // PAGE + pj
-                pages_next = tl.load(table_row + pidx, mask=pidx * PAGE < end, other=0)
-            else:
-                pidx = n // PAGE + pj
-                pages = tl.load(table_row + pidx, mask=pidx * PAGE < end, other=0).to(tl.int64)
-            page = tl.reshape(tl.broadcast_to(pages[:, None], (BLOCK_N // PAGE, PAGE)), (BLOCK_N,))
-            slot = t % PAGE
-            # Keys and values of the step are both requested before either is used.
-            k = tl.load(
-                k_base + page[:, None] * k_sp + slot[:, None] * k_st + d[None, :], mask=tmask[:, None], other=0.0
-            )
-            v = tl.load(
-                v_base + page[:, None] * v_sp + slot[:, None] * v_st + d[None, :], mask=tmask[:, None], other=0.0
-            )
-            m, s, acc = _page_update(q, k, v, tmask, m, s, acc, scale_log2, IEEE)
+        else:
+            pidx = n // PAGE + pj
+            pages = tl.load(table_row + pidx, mask=pidx * PAGE < end, other=0).to(tl.int64)
+        page = tl.reshape(tl.broadcast_to(pages[:, None], (BLOCK_N // PAGE, PAGE)), (BLOCK_N,))
+        slot = t % PAGE
+        # Keys and values of the step are both requested before either is used.
+        k = tl.load(k_base + page[:, None] * k_sp + slot[:, None] * k_st + d[None, :], mask=tmask[:, None], other=0.0)
+        v = tl.load(v_base + page[:, None] * v_sp + slot[:, None] * v_st + d[None, :], mask=tmask[:, None], other=0.0)
+        if IEEE:
+            scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
+        else:
+            scores = tl.dot(q, tl.trans(k))
+        scores = tl.where(tmask[None, :], scores * scale_log2, float("-inf"))
+        m_new = tl.maximum(m, tl.max(scores, axis=1))
+        alpha = tl.exp2(m - m_new)
+        p = tl.exp2(scores - m_new[:, None])
+        s = s * alpha + tl.sum(p, axis=1)
+        if IEEE:
+            acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m = m_new
     if SINGLE:
         out = tl.where(s[:, None] > 0, acc / s[:, None], 0.0)
         out = round_to(out, out_ptr.dtype.element_ty, EMULATE_RNE)
@@ -329,29 +298,6 @@ def _merge_kernel(
     if PDL:
         gdc_wait()  # the split kernel's partial results, complete and visible
     _merge_group(acc_ptr, ml_ptr, out_ptr, b, h, n_heads, splits, o_sb, o_sh, 1, 1, HEAD_DIM, SB, True, EMULATE_RNE)
-
-
-def tma_view(cache: torch.Tensor) -> tuple[int, int, int, int] | None:
-    """``(rows, rows a page, rows a head, columns a head)`` of ``cache`` (``pages × page × Hkv × D``) seen as a
-    matrix of token rows ``[rows, cache.stride(1)]``, so a descriptor of ``[page, D]`` tiles reaches every (page,
-    head); ``None`` where it cannot be described (a token row not contiguous, strides or base not 16-byte aligned,
-    a page not a whole number of rows, a head's row crossing a matrix row)."""
-    pages, page, heads, dim = cache.shape
-    sp, st, sh, sd = cache.stride()
-    size = cache.element_size()
-    if sd != 1 or st <= 0 or sp % st or (st * size) % 16 or cache.data_ptr() % 16 or cache.numel() == 0:
-        return None
-    row_h, col_h = divmod(sh, st)
-    if (heads - 1) * col_h + dim > st:
-        return None
-    last = (pages - 1) * sp + (page - 1) * st + (heads - 1) * sh + dim - 1
-    return last // st + 1, sp // st, row_h, col_h
-
-
-def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    # Global memory for the descriptors a kernel makes (Triton asks for it at launch).
-    del alignment, stream
-    return torch.empty(size, dtype=torch.int8, device=torch.device("cuda", torch.cuda.current_device()))
 
 
 _split_tuned = triton.autotune(
@@ -394,16 +340,11 @@ def _launch(
     # float32 inputs, and every dtype in the interpreter (whose 16-bit dots are not trustworthy), take
     # float32 dots at full precision.
     ieee = q.dtype == torch.float32 or interpreting()
-    k_view, v_view = (tma_view(c) if plan is not None and plan.tma else None for c in (k_cache, v_cache))
-    tma = k_view is not None and v_view is not None
-    if tma and not interpreting():
-        triton.set_allocator(_tma_scratch)
     args = (
         q, k_cache, v_cache, block_table, seq_lens, out, acc, ml, count,
         scale * 1.4426950408889634, chunk, splits, kv_heads,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0), out.stride(0), out.stride(1),
-        *(k_view or (0, 0, 0, 0)), *(v_view or (0, 0, 0, 0)),
     )  # fmt: skip
     meta = {
         "GROUP": group, "BLOCK_G": max(16, triton.next_power_of_2(group)), "BLOCK_GM": triton.next_power_of_2(group),
@@ -416,7 +357,7 @@ def _launch(
     if plan is not None:
         wrap_triton(_split_kernel)[grid](
             *args, **meta, BLOCK_N=block_n, KV_FAST=kv_fast, EMULATE_RNE=interpreting(), PDL=pdl,
-            PREFETCH_PAGES=plan.prefetch_pages, TMA=tma,
+            PREFETCH_PAGES=plan.prefetch_pages,
             num_warps=plan.warps, num_stages=plan.stages,
         )  # fmt: skip
     else:

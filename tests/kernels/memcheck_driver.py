@@ -35,10 +35,6 @@ PLANS = [
     # Session 14: the merge kernel as a dependent launch, and the next step's page numbers loaded a step early.
     pa.Plan(min_split=16, block_n=32, stages=3, merge_kernel=True, pdl=True, prefetch_pages=True),
     pa.Plan(min_split=64, block_n=64, stages=4, prefetch_pages=True),
-    # Session 15: keys and values through tensor descriptors (the bulk tensor copy engine), one step and four pages.
-    pa.Plan(min_split=16, block_n=16, stages=3, tma=True),
-    pa.Plan(min_split=64, block_n=64, stages=3, merge_kernel=True, pdl=True, tma=True),
-    pa.Plan(min_split=64, block_n=64, stages=2, kv_fast=False, tma=True),
 ]
 
 
