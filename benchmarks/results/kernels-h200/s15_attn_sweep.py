@@ -1,5 +1,5 @@
-"""Session 15 sweep (issue 23; ran at commit 41be768, whose Plan.tma was reverted after it): tensor-descriptor (TMA) loads of each (page, head) tile against the incumbent plans
-and cuDNN SDPA on the dense copy, in the same process, interleaved (CUDA-graph replays, shuffled rounds).
+"""Session 15 sweep (issue 23; ran at commit 41be768, whose Plan.tma was reverted after it): tensor-descriptor
+(TMA) loads of each (page, head) tile against the incumbent plans and cuDNN SDPA on the dense copy, in the same process, interleaved (CUDA-graph replays, shuffled rounds).
 
 Stage 1 per cell: the incumbent, and TMA kernels (step x stages) at the incumbent's split plan. Stage 2: the fastest
 TMA kernel x split counts (waves, including counts that fill 2-6 resident programs a multiprocessor) x
