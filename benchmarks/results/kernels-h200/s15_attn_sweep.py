@@ -1,10 +1,11 @@
-"""Session 15 sweep (issue 23; ran at commit 41be768, whose Plan.tma was reverted after it): tensor-descriptor
-(TMA) loads of each (page, head) tile against the incumbent plans and cuDNN SDPA on the dense copy, in the same process, interleaved (CUDA-graph replays, shuffled rounds).
+"""Session 15 sweep (issue 23; ran at commit 41be768, whose Plan.tma was reverted after it): tensor-descriptor (TMA)
+loads of each (page, head) tile against the incumbent plans and cuDNN SDPA on the dense copy, in the same process,
+interleaved (CUDA-graph replays, shuffled rounds).
 
 Stage 1 per cell: the incumbent, and TMA kernels (step x stages) at the incumbent's split plan. Stage 2: the fastest
-TMA kernel x split counts (waves, including counts that fill 2-6 resident programs a multiprocessor) x
-merge placement. Stage 3: cuDNN, the incumbent and the three fastest of stages 1-2, 10 rounds. Prints a summary
-and writes the best TMA plan per cell (and whether it beat the incumbent in stage 3) to argv[1] (JSON).
+TMA kernel x split counts (waves, including counts that fill 2-6 resident programs a multiprocessor) x merge
+placement. Stage 3: cuDNN, the incumbent and the three fastest of stages 1-2, 10 rounds. Prints a summary and writes
+the best TMA plan per cell (and whether it beat the incumbent in stage 3) to argv[1] (JSON).
 
 Run from a tree with the importable package and benchmarks/ (gpu/attn4): python3 s15_attn_sweep.py OUT.json [cells]
 """

@@ -1,14 +1,14 @@
-"""Session 15 sweep 2 (issue 23): programs of several KV heads (Plan.heads_per_program: a token's keys of 2 or 4
-heads read as one 512- or 1024-byte row) against the incumbent plans and cuDNN SDPA on the dense copy, in the same
+"""Session 15 sweep 2 (issue 23): programs of several KV heads (Plan.heads_per_program: a token's keys of 2 or 4 heads
+read as one 512- or 1024-byte row) against the incumbent plans and cuDNN SDPA on the dense copy, in the same
 process, interleaved (CUDA-graph replays, shuffled rounds).
 
 Stage 1 per cell: the incumbent, and kernels of 2 and 4 heads a program (step x warps x stages) at the incumbent's
 split plan. Stage 2: the fastest of them x split counts (waves, including counts that fill 2-6 resident programs a
-multiprocessor) x merge placement. Stage 3: cuDNN, the incumbent and the three fastest of stages 1-2, 10 rounds. Prints a summary
-and writes the best plan per cell to argv[1] (JSON), and to argv[1] with .tables.json the rows of the cells where
-a plan of several heads beat the incumbent's median in stage 3 (``paged`` rows, for merge_tables).
+multiprocessor) x merge placement. Stage 3: cuDNN, the incumbent and the three fastest of stages 1-2, 10 rounds.
+Prints a summary and writes the best plan per cell to argv[1] (JSON), and to argv[1] with .tables.json the rows of
+the cells where a plan of several heads beat the incumbent's median in stage 3 (``paged`` rows, for merge_tables).
 
-Run from a tree with the importable package and benchmarks/ (gpu/attn4): python3 s15_attn_sweep.py OUT.json [cells]
+Run from a tree with the importable package and benchmarks/ (gpu/attn4): python3 s15_attn_sweep2.py OUT.json [cells]
 """
 
 import dataclasses
