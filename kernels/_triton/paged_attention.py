@@ -72,10 +72,6 @@ class Plan:
             copies do not wait on a table load of their own step: Triton's pipeliner then gives keys and values
             ``stages - 1`` shared-memory buffers (without it the table load takes a pipeline stage, and a 64-token
             step gets one buffer up to 4 stages).
-        heads_per_program: KV heads one program serves (a power of two dividing the KV heads, else 1): a token's
-            keys of those heads are read as one row (``heads_per_program x head_dim``: 512 contiguous bytes at 2
-            heads of 128 in bf16 in an NHD cache, where one head reads 256), at the cost of dots that many times
-            wider (each query row is zero outside its head's columns).
     """
 
     waves: float = 4
@@ -87,7 +83,6 @@ class Plan:
     merge_kernel: bool = False
     pdl: bool = False
     prefetch_pages: bool = False
-    heads_per_program: int = 1
 
 
 DEFAULT_PLAN = Plan()
@@ -95,12 +90,11 @@ DEFAULT_PLAN = Plan()
 
 
 def _plan_of(row: list[Any]) -> Plan:
-    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?, pdl?, prefetch_pages?,
-    # heads_per_program?] (older rows are shorter)
+    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?, pdl?, prefetch_pages?] (older rows
+    # are shorter)
     min_split, block_n, warps, stages = (int(v) for v in row[2:6])
     merge_kernel, pdl, prefetch = (bool(row[i]) if len(row) > i else False for i in (7, 8, 9))
-    hp = int(row[10]) if len(row) > 10 else 1
-    return Plan(float(row[1]), min_split, block_n, warps, stages, bool(row[6]), merge_kernel, pdl, prefetch, hp)
+    return Plan(float(row[1]), min_split, block_n, warps, stages, bool(row[6]), merge_kernel, pdl, prefetch)
 
 
 H200_PLANS: dict[str, Plan] = {str(r[0]): _plan_of(r) for r in entries("paged")}
@@ -206,11 +200,8 @@ def _split_kernel(
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_GM: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE: tl.constexpr, SB: tl.constexpr, KV_FAST: tl.constexpr,
     LAST_MERGES: tl.constexpr, IEEE: tl.constexpr, EMULATE_RNE: tl.constexpr, PDL: tl.constexpr = False,
-    PREFETCH_PAGES: tl.constexpr = False, HP: tl.constexpr = 1,
+    PREFETCH_PAGES: tl.constexpr = False,
 ):  # fmt: skip
-    # HP: KV heads a program serves (GROUP is then its HP x group query heads, n_kv counts programs a sequence):
-    # each token's keys and values of its heads are read as one row of HP x HEAD_DIM (contiguous in an NHD cache),
-    # and each query row is zero outside its own head's columns, so one dot gives every head's scores.
     # KV_FAST: the KV head is the fastest grid axis (programs launched together read neighbouring rows of the
     # same pages); else the sequence is. PDL: the merge kernel follows as a programmatic dependent launch, and
     # may be scheduled as soon as every program of this one has started (it waits for this grid's completion).
@@ -233,22 +224,12 @@ def _split_kernel(
     d = tl.arange(0, HEAD_DIM)
     heads = kvh * GROUP + g
     gmask = g < GROUP
-    if HP == 1:
-        q = tl.load(q_ptr + b * q_sb + heads[:, None] * q_sh + d[None, :], mask=gmask[:, None], other=0.0)
-        k_cols = d
-        v_cols = d
-    else:
-        c = tl.arange(0, HP * HEAD_DIM)
-        own = (g[:, None] // (GROUP // HP)) == (c[None, :] // HEAD_DIM)  # a query row's own head's columns
-        q_at = q_ptr + b * q_sb + heads[:, None] * q_sh + (c % HEAD_DIM)[None, :]
-        q = tl.load(q_at, mask=gmask[:, None] & own, other=0.0)
-        k_cols = (c // HEAD_DIM) * k_sh + c % HEAD_DIM
-        v_cols = (c // HEAD_DIM) * v_sh + c % HEAD_DIM
+    q = tl.load(q_ptr + b * q_sb + heads[:, None] * q_sh + d[None, :], mask=gmask[:, None], other=0.0)
     m = tl.full([BLOCK_G], float("-inf"), tl.float32)
     s = tl.zeros([BLOCK_G], tl.float32)
-    acc = tl.zeros([BLOCK_G, HP * HEAD_DIM], tl.float32)
-    k_base = k_ptr + kvh * HP * k_sh
-    v_base = v_ptr + kvh * HP * v_sh
+    acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)
+    k_base = k_ptr + kvh * k_sh
+    v_base = v_ptr + kvh * v_sh
     pj = tl.arange(0, BLOCK_N // PAGE)
     table_row = table_ptr + b * t_sb
     if PREFETCH_PAGES:
@@ -268,10 +249,8 @@ def _split_kernel(
         page = tl.reshape(tl.broadcast_to(pages[:, None], (BLOCK_N // PAGE, PAGE)), (BLOCK_N,))
         slot = t % PAGE
         # Keys and values of the step are both requested before either is used.
-        k_at = k_base + page[:, None] * k_sp + slot[:, None] * k_st + k_cols[None, :]
-        k = tl.load(k_at, mask=tmask[:, None], other=0.0)
-        v_at = v_base + page[:, None] * v_sp + slot[:, None] * v_st + v_cols[None, :]
-        v = tl.load(v_at, mask=tmask[:, None], other=0.0)
+        k = tl.load(k_base + page[:, None] * k_sp + slot[:, None] * k_st + d[None, :], mask=tmask[:, None], other=0.0)
+        v = tl.load(v_base + page[:, None] * v_sp + slot[:, None] * v_st + d[None, :], mask=tmask[:, None], other=0.0)
         if IEEE:
             scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
         else:
@@ -286,9 +265,6 @@ def _split_kernel(
         else:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m = m_new
-    if HP > 1:  # each query row keeps its own head's columns
-        mine = (g[:, None, None] // (GROUP // HP)) == tl.arange(0, HP)[None, :, None]
-        acc = tl.sum(tl.where(mine, tl.reshape(acc, (BLOCK_G, HP, HEAD_DIM)), 0.0), axis=1)
     if SINGLE:
         out = tl.where(s[:, None] > 0, acc / s[:, None], 0.0)
         out = round_to(out, out_ptr.dtype.element_ty, EMULATE_RNE)
@@ -346,10 +322,6 @@ def _launch(
     batch, n_heads, head_dim = q.shape
     kv_heads, page = k_cache.shape[2], k_cache.shape[1]
     group = n_heads // kv_heads
-    hp = plan.heads_per_program if plan is not None else 1
-    if hp < 1 or hp & (hp - 1) or kv_heads % hp:
-        hp = 1
-    programs = kv_heads // hp  # per sequence and split
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if q.numel() == 0:
         return out
@@ -357,7 +329,7 @@ def _launch(
     p = plan or DEFAULT_PLAN
     block_n = max(p.block_n, page)  # a step covers whole pages
     align = block_n if plan is not None else CHUNK_ALIGN
-    splits, chunk = split_plan(batch, programs, max_tokens, sm_count(q.device), p.waves, p.min_split, align)
+    splits, chunk = split_plan(batch, kv_heads, max_tokens, sm_count(q.device), p.waves, p.min_split, align)
     if splits > 1:
         acc = torch.empty((batch * n_heads * splits, head_dim), dtype=torch.float32, device=q.device)
         ml = torch.empty((batch * n_heads * splits, 2), dtype=torch.float32, device=q.device)
@@ -370,23 +342,22 @@ def _launch(
     ieee = q.dtype == torch.float32 or interpreting()
     args = (
         q, k_cache, v_cache, block_table, seq_lens, out, acc, ml, count,
-        scale * 1.4426950408889634, chunk, splits, programs,
+        scale * 1.4426950408889634, chunk, splits, kv_heads,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0), out.stride(0), out.stride(1),
     )  # fmt: skip
     meta = {
-        "GROUP": hp * group, "BLOCK_G": max(16, triton.next_power_of_2(hp * group)),
-        "BLOCK_GM": triton.next_power_of_2(hp * group),
+        "GROUP": group, "BLOCK_G": max(16, triton.next_power_of_2(group)), "BLOCK_GM": triton.next_power_of_2(group),
         "HEAD_DIM": head_dim, "PAGE": page, "SINGLE": splits == 1, "SB": MERGE_SPLITS,
         "LAST_MERGES": not p.merge_kernel, "IEEE": ieee,
     }  # fmt: skip
     kv_fast = plan.kv_fast if plan is not None else True
-    grid = (programs, batch, splits) if kv_fast else (batch, programs, splits)
+    grid = (kv_heads, batch, splits) if kv_fast else (batch, kv_heads, splits)
     pdl = splits > 1 and p.merge_kernel and p.pdl and not interpreting()
     if plan is not None:
         wrap_triton(_split_kernel)[grid](
             *args, **meta, BLOCK_N=block_n, KV_FAST=kv_fast, EMULATE_RNE=interpreting(), PDL=pdl,
-            PREFETCH_PAGES=plan.prefetch_pages, HP=hp,
+            PREFETCH_PAGES=plan.prefetch_pages,
             num_warps=plan.warps, num_stages=plan.stages,
         )  # fmt: skip
     else:

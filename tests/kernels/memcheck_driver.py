@@ -35,10 +35,6 @@ PLANS = [
     # Session 14: the merge kernel as a dependent launch, and the next step's page numbers loaded a step early.
     pa.Plan(min_split=16, block_n=32, stages=3, merge_kernel=True, pdl=True, prefetch_pages=True),
     pa.Plan(min_split=64, block_n=64, stages=4, prefetch_pages=True),
-    # Session 15: programs of two and four KV heads (one row of keys a token for all of them).
-    pa.Plan(min_split=16, block_n=16, heads_per_program=2),
-    pa.Plan(min_split=64, block_n=32, stages=3, merge_kernel=True, pdl=True, heads_per_program=2),
-    pa.Plan(min_split=16, block_n=32, warps=8, stages=3, kv_fast=False, heads_per_program=4),
 ]
 
 

@@ -108,37 +108,3 @@ def test_pdl_merge_gives_the_plain_merges_answer_eager_and_compiled(monkeypatch:
     torch.testing.assert_close(eager_op, expected, rtol=0, atol=0)
     compiled = torch.compile(lambda *a: pa.paged_decode_attention_triton(*a) * 1.0, dynamic=False)
     torch.testing.assert_close(compiled(q, k, v, table, lens, scale), expected, rtol=0, atol=0)
-
-
-@pytest.mark.parametrize("heads", [2, 4], ids=["two_heads", "four_heads"])
-@pytest.mark.parametrize("merge_kernel", [False, True], ids=["last_merges", "merge_kernel"])
-@pytest.mark.parametrize("min_split", [4096, 32], ids=["one_split", "many_splits"])
-def test_programs_of_several_kv_heads_compute_the_op(heads: int, merge_kernel: bool, min_split: int) -> None:
-    # One program serves `heads` KV heads (a token's keys of those heads read as one row, each query row zero
-    # outside its own head's columns): the reference's answer with ragged, empty and page-unaligned sequences, in
-    # one split or many (either merge), and the same bits from caches stored NHD and HND.
-    from inferensics.kernels._triton import paged_attention as pa
-
-    shape = {"batch": 3, "context": 1000, "q_heads": 16, "kv_heads": 4, "head_dim": 32, "page": 16}
-    q, k, v, table, lens, scale = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=19)
-    lens[1], lens[2] = 333, 0
-    plan = pa.Plan(16, min_split, 32, 4, 3, True, merge_kernel, heads_per_program=heads)
-    out = pa.run_with_plan(q, k, v, table, lens, scale, plan)
-    ref = paged_decode_attention_reference(q, k, v, table, lens, scale)
-    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-    assert not out[2].any()
-    k_hnd, v_hnd = (c.permute(0, 2, 1, 3).contiguous().transpose(1, 2) for c in (k, v))
-    torch.testing.assert_close(pa.run_with_plan(q, k_hnd, v_hnd, table, lens, scale, plan), out, rtol=0, atol=0)
-
-
-def test_heads_per_program_that_do_not_divide_the_kv_heads_mean_one() -> None:
-    # 4 heads a program over 2 KV heads (or a count that is no power of two) cannot be laid out: one head a program,
-    # the plain plan's bits.
-    from inferensics.kernels._triton import paged_attention as pa
-
-    shape = {"batch": 2, "context": 300, "q_heads": 4, "kv_heads": 2, "head_dim": 32, "page": 16}
-    args = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=23)
-    plain = pa.run_with_plan(*args, pa.Plan(16, 64, 32, 4, 3))
-    for heads in (4, 3):
-        odd = pa.run_with_plan(*args, pa.Plan(16, 64, 32, 4, 3, heads_per_program=heads))
-        torch.testing.assert_close(odd, plain, rtol=0, atol=0)

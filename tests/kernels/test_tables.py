@@ -50,11 +50,10 @@ def test_plans_apply_only_on_compute_capability_9() -> None:
 
 
 def test_plan_rows_of_every_length_parse() -> None:
-    # Rows gained fields over the sessions (merge kernel, dependent launch, prefetched page numbers, KV heads a
-    # program); older, shorter rows mean those options off (one head a program).
+    # Rows gained fields over the sessions (merge kernel, dependent launch, prefetched page numbers); older, shorter
+    # rows mean those options off.
     plan_of, plan = paged_attention._plan_of, paged_attention.Plan
     base = ["p8/t1024", 2, 64, 64, 4, 3, True]
     assert plan_of(base) == plan(2, 64, 64, 4, 3, True)
     assert plan_of([*base, True]) == plan(2, 64, 64, 4, 3, True, merge_kernel=True)
     assert plan_of([*base, True, True, True]) == plan(2, 64, 64, 4, 3, True, True, pdl=True, prefetch_pages=True)
-    assert plan_of([*base, False, False, False, 2]) == plan(2, 64, 64, 4, 3, True, heads_per_program=2)

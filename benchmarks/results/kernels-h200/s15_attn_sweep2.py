@@ -1,6 +1,7 @@
-"""Session 15 sweep 2 (issue 23): programs of several KV heads (Plan.heads_per_program: a token's keys of 2 or 4 heads
-read as one 512- or 1024-byte row) against the incumbent plans and cuDNN SDPA on the dense copy, in the same
-process, interleaved (CUDA-graph replays, shuffled rounds).
+"""Session 15 sweep 2 (issue 23; ran at commit b46835e, whose Plan.heads_per_program was reverted after it): programs
+of several KV heads (Plan.heads_per_program: a token's keys of 2 or 4 heads read as one 512- or 1024-byte row)
+against the incumbent plans and cuDNN SDPA on the dense copy, in the same process, interleaved (CUDA-graph replays,
+shuffled rounds).
 
 Stage 1 per cell: the incumbent, and kernels of 2 and 4 heads a program (step x warps x stages) at the incumbent's
 split plan. Stage 2: the fastest of them x split counts (waves, including counts that fill 2-6 resident programs a
