@@ -15,7 +15,9 @@ inside the block's time), variants on the instrumented artifact unless named pla
 - ``plain``: the plain artifact; ``bare``: instrumented artifact, no request;
 - ``nofp``: in requests, no fingerprint, the background thread as shipped;
 - ``nofp_lazy``: the same with the background thread kept from draining (all record building in the flush,
-  on the serving thread: no GIL hand-over during the block);
+  on the serving thread: no GIL hand-over during the block); a thread that wakes during the block waits on an
+  event until the block is timed (the session-15 run predates this: its thread spun instead, in 9 of 32
+  blocks, see the results README);
 - ``nofp_y20``: the background thread hands the GIL over every 20 us of work instead of 100 us;
 - ``instr``: in requests with the fingerprint;
 - ``scope``: an empty request scope, then the 64 calls outside it (the scope's and record's cost alone).
@@ -165,10 +167,15 @@ def blocks(args: argparse.Namespace) -> dict[str, Any]:
     tracker = instrument(exporter=NullExporter(), host="d", model="d", config=SdkConfig())
     pipe = tracker.pipeline
     lazy = [False]
+    awake = threading.Event()  # cleared for a nofp_lazy block: the background thread waits here until it ends
+    awake.set()
     orig_drain = pipe.drain
 
     def drain(*, block: bool = False) -> None:
         if lazy[0] and threading.current_thread() is pipe._thread:
+            # Wait, don't return: returning would leave the queue non-empty and the thread's loop would spin
+            # without sleeping (session 15's first run did, in 9 of 32 blocks: 35 ms to 2.3 s per request).
+            awake.wait()
             return
         orig_drain(block=block)
 
@@ -200,17 +207,22 @@ def blocks(args: argparse.Namespace) -> dict[str, Any]:
             for v in rng.sample(names, len(names)):
                 one = runs[v]
                 lazy[0] = v == "nofp_lazy"
+                if lazy[0]:
+                    awake.clear()
                 pipemod.YIELD_AFTER_NS = 20_000 if v == "nofp_y20" else 100_000
                 sync()
                 p0, c0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
                 for _ in range(args.block_reqs):
                     one()
                 if v not in ("plain", "bare"):
-                    tracker.flush()
+                    tracker.flush()  # on this thread: the background thread of a nofp_lazy block still waits
                 sync()
                 wall = time.perf_counter() - t0
                 serving = time.thread_time() - c0
                 other = time.process_time() - p0 - serving
+                if lazy[0]:
+                    lazy[0] = False
+                    awake.set()
                 n = args.block_reqs
                 rec[v].append([wall / n * 1e6, serving / n * 1e6, other / n * 1e6, _cpu_now()])
         lazy[0] = False
