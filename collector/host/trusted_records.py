@@ -19,7 +19,11 @@ from inferensics.schema.types import to_float32
 REQUEST_FIELDS: Final = frozenset(RequestEvent.model_fields)
 _U32_MAX: Final = 2**32 - 1
 _U8_MAX: Final = 2**8 - 1
-_pack_f32, _unpack_f32 = struct.Struct("<f").pack, struct.Struct("<f").unpack
+pack_f32, unpack_f32 = struct.Struct("<f").pack, struct.Struct("<f").unpack
+"""Pack and unpack one little-endian float32 (:func:`f32`'s round trip, for callers that inline it)."""
+_FIELDS_SET: Final = set(REQUEST_FIELDS)
+"""Every record's ``__pydantic_fields_set__``, one set shared by all: the models are frozen (nothing adds to
+it in place) and pydantic's ``model_copy`` copies it before an update; a new set per record cost ~0.3 us."""
 
 
 def trusted_request(values: dict[str, Any], *, check: bool = True) -> RequestEvent:
@@ -39,7 +43,7 @@ def trusted_request(values: dict[str, Any], *, check: bool = True) -> RequestEve
     event = RequestEvent.__new__(RequestEvent)
     # The four attributes pydantic's own model_construct sets (pydantic v2's documented construct path).
     object.__setattr__(event, "__dict__", values)
-    object.__setattr__(event, "__pydantic_fields_set__", set(REQUEST_FIELDS))
+    object.__setattr__(event, "__pydantic_fields_set__", _FIELDS_SET)
     object.__setattr__(event, "__pydantic_extra__", None)
     object.__setattr__(event, "__pydantic_private__", None)
     return event
@@ -49,7 +53,7 @@ def f32(value: float) -> float:
     """``value`` rounded as the schema's ``F32`` columns round it (:func:`to_float32`; here one pack and
     unpack for a value that fits, which is nearly every value, and to_float32 for the rest)."""
     try:
-        return _unpack_f32(_pack_f32(value))[0]  # type: ignore[no-any-return]
+        return unpack_f32(pack_f32(value))[0]  # type: ignore[no-any-return]
     except (OverflowError, struct.error):  # rounds to ±inf (struct refuses it), or not a float
         return to_float32(value)
 
