@@ -479,10 +479,17 @@ class Pipeline:
             values["status"] = "error"
             values["error"] = error[:2000]
         graphs = raw.graphs
-        if graphs:
+        if len(graphs) == 1:  # one compiled graph (a whole-model compile): no comprehension frames
+            ((count, ns),) = graphs.values()
+            us = ns // 1000
+            if count > _U32_MAX or us > _U32_MAX:  # never in practice: clipped as the columns hold
+                count, us = u32(count), u32(us)
+            values["graph_calls"] = (count,)
+            values["graph_us"] = (us,)
+        elif graphs:
             calls = tuple([v[0] for v in graphs.values()])
             times = tuple([v[1] // 1000 for v in graphs.values()])
-            if max(calls) > _U32_MAX or max(times) > _U32_MAX:  # never in practice: clipped as the columns hold
+            if max(calls) > _U32_MAX or max(times) > _U32_MAX:
                 calls, times = tuple(map(u32, calls)), tuple(map(u32, times))
             values["graph_calls"] = calls
             values["graph_us"] = times
