@@ -70,7 +70,7 @@ class RawRequest:
         "ts",
     )
 
-    def __init__(self, request_id: str, *, model: str, traffic_class: str, tenant: str, shape: str, ts: float) -> None:
+    def __init__(self, request_id: str, model: str, traffic_class: str, tenant: str, shape: str, ts: float) -> None:  # noqa: PLR0917 (positional: the serving path builds one per request)
         self.request_id = request_id
         self.model = model
         self.traffic_class = traffic_class

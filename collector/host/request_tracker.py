@@ -38,26 +38,37 @@ _SIGNATURE_LIMIT = 4096
 """Shape signatures a tracker remembers (a flood of new shapes is signed each time, not cached)."""
 
 
-class RequestScope:
-    """The context manager returned by :meth:`Tracker.request`; ``set_output`` records the fingerprint."""
+class RequestScope(RawRequest):
+    """The context manager returned by :meth:`Tracker.request`; ``set_output`` records the fingerprint.
 
-    __slots__ = ("_profile", "_t0", "_token", "_tracker", "raw")
+    The scope is the request's :class:`RawRequest` itself (one object per request on the serving thread,
+    handed to the background thread as it is at exit).
+    """
 
-    def __init__(self, tracker: Tracker, raw: RawRequest) -> None:
+    __slots__ = ("_profile", "_t0", "_token", "_tracker")
+
+    def __init__(  # noqa: PLR0917 (positional: one per request on the serving path)
+        self, tracker: Tracker, request_id: str, model: str, traffic_class: str, tenant: str, shape: str, ts: float
+    ) -> None:
+        RawRequest.__init__(self, request_id, model, traffic_class, tenant, shape, ts)
         self._tracker = tracker
-        self.raw = raw
         self._token: Any = None
         self._t0 = 0
         self._profile: Any = None
 
+    @property
+    def raw(self) -> RawRequest:
+        """The request's record as the hooks fill it (the scope itself)."""
+        return self
+
     def __enter__(self) -> RequestScope:
-        if self.raw.sampled:
+        if self.sampled:
             try:
                 self._profile = profiling.start_profiler()
             except Exception:
                 self._tracker.counters_local["profiler_errors"] += 1
-                self.raw.sampled = False
-        self._token = CURRENT.set(self.raw)
+                self.sampled = False
+        self._token = CURRENT.set(self)
         self._t0 = time.perf_counter_ns()
         return self
 
@@ -68,45 +79,44 @@ class RequestScope:
         default every request with a device output, one in 32 with a CPU output); the others are recorded
         as ``unsampled``.
         """
-        raw = self.raw
         tracker = self._tracker
         try:
             tensor = output if isinstance(output, torch.Tensor) else getattr(output, "logits", output)
             if isinstance(tensor, torch.Tensor):
-                cpu = raw.cpu_output = tensor.is_cpu
+                cpu = self.cpu_output = tensor.is_cpu
                 rule = tracker.fingerprint_cpu if cpu else tracker.fingerprint_device
-                raw.fp_rate = rule.recorded
-                if rule.every or rule.chosen(raw.request_id):
-                    raw.fingerprint = start_fingerprint(tensor, tracker.config.fingerprint_head)
+                self.fp_rate = rule.recorded
+                if rule.every or rule.chosen(self.request_id):
+                    self.fingerprint = start_fingerprint(tensor, tracker.config.fingerprint_head)
                 else:
-                    raw.fp_status = FP_UNSAMPLED
+                    self.fp_status = FP_UNSAMPLED
         except Exception:
             tracker.counters_local["fingerprint_errors"] += 1
-            raw.fp_status = FP_FAILED
+            self.fp_status = FP_FAILED
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         latency_ns = time.perf_counter_ns() - self._t0
         token, self._token = self._token, None
+        tracker = self._tracker
         if token is None:  # exited twice, or never entered: the record (if any) is already queued
-            self._tracker.counters_local["scope_errors"] += 1
+            tracker.counters_local["scope_errors"] += 1
             return
-        raw = self.raw
-        raw.latency_ns = latency_ns
+        self.latency_ns = latency_ns
         try:
             CURRENT.reset(token)
         except (ValueError, RuntimeError):  # exited in another thread or context than it was entered in
-            self._tracker.counters_local["scope_errors"] += 1
+            tracker.counters_local["scope_errors"] += 1
         if exc is not None:
-            raw.error = _describe(exc)
+            self.error = _describe(exc)
         if self._profile is not None:
             try:
                 profiling.stop_profiler(self._profile)
-                raw.profile = self._profile
+                self.profile = self._profile
             except Exception:
-                self._tracker.counters_local["profiler_errors"] += 1
-        self._tracker.queue.put("request", raw)
+                tracker.counters_local["profiler_errors"] += 1
+        tracker.queue.put("request", self)
 
 
 class Tracker:
@@ -258,19 +268,20 @@ class Tracker:
                 if len(self._signatures) < _SIGNATURE_LIMIT and isinstance(shape, str | tuple):
                     self._signatures[shape] = signature
         # str(): a non-string id or label would fail the export of the whole batch it lands in.
-        raw = RawRequest(
+        scope = RequestScope(
+            self,
             str(request_id),
-            model=str(model or self.model),
-            traffic_class=str(traffic_class or ""),
-            tenant=str(tenant or ""),
-            shape=signature,
-            ts=time.time(),
+            str(model or self.model),
+            str(traffic_class or ""),
+            str(tenant or ""),
+            signature,
+            time.time(),
         )
         if inputs is not None:
-            raw.inputs = inputs
+            scope.inputs = inputs
         if self.config.sample_rate > 0:
-            raw.sampled = profiling.is_sampled(raw.request_id, self.config.sample_rate)
-        return RequestScope(self, raw)
+            scope.sampled = profiling.is_sampled(scope.request_id, self.config.sample_rate)
+        return scope
 
     def flush(self) -> None:
         """Process and export everything recorded so far (blocks the caller, not the serving path)."""

@@ -292,6 +292,32 @@ def test_request_records_equal_their_validated_round_trip() -> None:
     assert exporter.events[0].graph_calls == (1,)
 
 
+def test_records_share_no_mutable_state() -> None:
+    """Records are built from shared templates (the dispatch's base, one fields-set for all): a copy with an
+    update, or a record's attrs changed by an exporter, leaves every other record as it was."""
+    exporter = _ListExporter()
+    tracker = instrument(exporter=exporter, host="h", model="m", config=SdkConfig(trace_compiles=False))
+    try:
+        compiled = tracker.compile(lambda x: x * 2)
+        for i in range(3):
+            with tracker.request(f"r{i}", shape=(2, 3)) as req:
+                assert req.raw is req  # the scope is the request's raw record
+                req.set_output(compiled(torch.ones(2, 3)))
+        tracker.flush()
+    finally:
+        tracker.shutdown()
+    first, second, third = exporter.events
+    changed = first.model_copy(update={"tenant": "other"})
+    assert changed.model_fields_set == first.model_fields_set == set(RequestEvent.model_fields)
+    assert (changed.tenant, first.tenant, second.tenant) == ("other", "", "")
+    second.attrs["x"] = "y"
+    assert "x" not in first.attrs
+    assert "x" not in third.attrs
+    assert [e.graph_calls for e in exporter.events] == [(1,)] * 3
+    for event in (first, third):
+        assert RequestEvent.model_validate(event.model_dump()) == event
+
+
 def test_a_backlogged_fingerprint_is_counted_and_still_exported(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tracker counts fingerprints a backlog sent down the per-row path (``fingerprint_backlogged``). On
     CUDA the pool decides (the GPU test below); here the flag is set on a CPU fingerprint to check the
