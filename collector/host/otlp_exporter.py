@@ -80,7 +80,7 @@ class OtlpExporter:
         host: str,
         token: str | None = None,
         max_queue_size: int = 8192,
-        max_batch_size: int = 512,
+        max_batch_size: int = 2048,
         schedule_delay_ms: int = 1000,
         export_timeout_s: float = 2.0,
         flush_timeout_s: float = 3.0,
@@ -185,12 +185,16 @@ class OtlpExporter:
         """Upload through the blob API."""
         return self.blobs.put_blob(data, kind, attrs)
 
-    def flush(self, timeout_s: float | None = None) -> bool:
-        """Export everything queued so far, waiting at most ``timeout_s`` (default ``flush_timeout_s``);
-        whether it all went out (delivered or refused) in time."""
+    def flush(self) -> None:
+        """Export everything queued so far, waiting at most ``flush_timeout_s``."""
+        self.wait_exported(self.flush_timeout_s)
+
+    def wait_exported(self, timeout_s: float) -> bool:
+        """Export everything queued so far, waiting at most ``timeout_s``; whether it all went out
+        (delivered or refused) in time."""
         target = self._queued
         self._wake.set()
-        deadline = time.monotonic() + (self.flush_timeout_s if timeout_s is None else timeout_s)
+        deadline = time.monotonic() + timeout_s
         with self._settled_cond:
             while self._settled < target:
                 left = deadline - time.monotonic()

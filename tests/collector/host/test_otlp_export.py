@@ -155,7 +155,7 @@ def test_a_request_keeps_every_sub_record_and_column(service: str) -> None:
         for i in range(200)
     ]
     exporter.export_request(request, children)
-    assert exporter.flush()
+    assert exporter.wait_exported(10)
     exporter.shutdown()
     (span,) = [s for s in _Sink.spans if s.name == span_name(RequestEvent)]
     assert len(span.events) == 200
@@ -173,7 +173,7 @@ def test_a_full_queue_drops_counts_and_says_so(service: str, caplog: pytest.LogC
     with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
         for _ in range(8):
             exporter.export_request(record, ())
-    assert exporter.flush()
+    assert exporter.wait_exported(10)
     stats = exporter.stats()
     assert (stats["export_spans_sent"], stats["export_spans_dropped"], stats["export_spans_unaccounted"]) == (5, 3, 3)
     lines = [r.getMessage() for r in caplog.records if r.name == "inferensics.collector.host"]
