@@ -215,9 +215,10 @@ class OtlpExporter:
         return out
 
     def shutdown(self) -> None:
-        """Flush (bounded), stop the export thread and close the exporter."""
-        self.flush()
+        """Export what is queued and stop the export thread, waiting at most ``flush_timeout_s``; then
+        close the OTLP exporter (which cuts short a retry still under way: what it held is counted as
+        refused)."""
         self._stopping = True
         self._wake.set()
-        self._thread.join(timeout=self.export_timeout_s + 1.0)
+        self._thread.join(timeout=self.flush_timeout_s)
         self._span_exporter.shutdown()
