@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from inferensics.collector.host.blob_sender import BlobSender
 from inferensics.collector.host.export_health import HELD_EXPORTER_LINES, ExportHealth, ObservedSession
-from inferensics.collector.host.otlp_spans import host_resource, record_span, request_span
+from inferensics.collector.host.otlp_spans import Item, SpanBatch, host_resource
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.table import Event
 
@@ -58,10 +58,6 @@ class _CountingSpanExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return bool(self.inner.force_flush(timeout_millis))
-
-
-_Item = tuple[Event, Sequence[Event] | None]
-"""A queued record: a request with its sub-records, or a record of its own (``None``)."""
 
 
 class OtlpExporter:
@@ -105,7 +101,7 @@ class OtlpExporter:
         self._span_exporter = _CountingSpanExporter(otlp, session, self.health)
         self.resource = host_resource(host)
         self.blobs = BlobSender(service_url, token, health=self.health)
-        self._queue: deque[_Item] = deque()
+        self._queue: deque[Item] = deque()
         self._queued = 0  # items ever queued; _settled: items taken and exported (or refused, or failed)
         self._settled = 0
         self._settled_cond = threading.Condition()
@@ -125,7 +121,7 @@ class OtlpExporter:
         for record in records:
             self._put((record, None))
 
-    def _put(self, item: _Item) -> None:
+    def _put(self, item: Item) -> None:
         self.spans_started += 1
         queue = self._queue
         if len(queue) >= self.max_queue_size:
@@ -155,29 +151,22 @@ class OtlpExporter:
                 return
 
     def _export_queued(self) -> None:
-        queue, resource, size = self._queue, self.resource, self.max_batch_size
+        queue, size = self._queue, self.max_batch_size
         while queue:
-            spans: list[ReadableSpan] = []
-            taken = 0
-            while queue and taken < size:
-                record, children = queue.popleft()
-                taken += 1
-                try:
-                    if children is None:
-                        spans.append(record_span(resource, record))
-                    else:
-                        spans.append(request_span(resource, record, children))  # type: ignore[arg-type]
-                except Exception as exc:  # one bad record never stops the export
-                    self.span_errors += 1
-                    self.health.last_error = f"span not built: {type(exc).__name__}: {exc}"[:500]
+            items = [queue.popleft() for _ in range(min(size, len(queue)))]
+            spans = SpanBatch(self.resource, items, self._span_error)
             try:
-                if spans:
-                    self._span_exporter.export(spans)
+                self._span_exporter.export(spans)
             except Exception as exc:  # counted with its records, never raised on this thread
                 self.health.refuse("rejected", "spans", len(spans), f"{type(exc).__name__}: {exc}")
             with self._settled_cond:
-                self._settled += taken
+                self._settled += len(items)
                 self._settled_cond.notify_all()
+
+    def _span_error(self, exc: Exception) -> None:
+        """A record that could not be made into a span (a bug): counted, its error kept, never raised."""
+        self.span_errors += 1
+        self.health.last_error = f"span not built: {type(exc).__name__}: {exc}"[:500]
 
     # --- control -------------------------------------------------------------------------------------
 

@@ -181,3 +181,19 @@ def test_a_full_queue_drops_counts_and_says_so(service: str, caplog: pytest.LogC
     assert "queue is full" in lines[0]
     exporter.shutdown()
     assert len(_Sink.spans) == 5
+
+
+def test_a_record_that_cannot_become_a_span_costs_only_itself(service: str) -> None:
+    """Spans are made as the encoder reads the batch: a record that fails is counted and left out, the
+    rest of its batch is delivered."""
+    exporter = OtlpExporter(service, host="h")
+    good = sample(RequestEvent, "typical")
+    broken = RequestEvent.model_construct(**{**good.model_dump(), "ts": None})  # no time: no span
+    for record in (good, broken, good):
+        exporter.export_request(record, ())  # type: ignore[arg-type]
+    assert exporter.wait_exported(10)
+    stats = exporter.stats()
+    assert (stats["export_spans_sent"], stats["export_span_errors"], stats["export_spans_unaccounted"]) == (2, 1, 0)
+    assert exporter.health.last_error.startswith("span not built: AttributeError")
+    exporter.shutdown()
+    assert len(_Sink.spans) == 2
