@@ -197,3 +197,13 @@ def test_a_record_that_cannot_become_a_span_costs_only_itself(service: str) -> N
     assert exporter.health.last_error.startswith("span not built: AttributeError")
     exporter.shutdown()
     assert len(_Sink.spans) == 2
+
+
+def test_shutdown_alone_sends_what_is_queued(service: str) -> None:
+    """The CLI records one row and shuts the exporter down without a flush."""
+    exporter = OtlpExporter(service, host="cli-host")
+    record = sample(RecompileEvent, "typical")
+    exporter.export_records([record])
+    exporter.shutdown()
+    assert [s.name for s in _Sink.spans] == [span_name(RecompileEvent)]
+    assert exporter.stats()["export_spans_sent"] == 1
