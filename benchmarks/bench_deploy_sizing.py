@@ -6,8 +6,8 @@ Usage: python benchmarks/bench_deploy_sizing.py [--spans 2000] [--requests 50] [
 * Spool: the collector spools each OTLP request's protobuf bytes with a 12-byte frame
   (collector/service/spool.py), so a store outage costs (body bytes + 12 per request) for every span sent
   while it lasts. The bodies are benchmarks/bench_collector_load.py's realistic request records (one span per
-  request, ~33 attributes, as the host SDK sends them), at several spans per export request (the OTel
-  BatchSpanProcessor sends up to 512). Printed per span and as MiB per minute of outage at --rates spans/s.
+  request, ~33 attributes, as the host SDK sends them), at several spans per export request (the host
+  SDK's OtlpExporter sends up to 2048). Printed per span and as MiB per minute of outage at --rates spans/s.
 * Disk: the same bodies decoded and inserted by the engine decoder into an embedded store (the rollup views
   included), then bytes on disk per request row from system.parts, before and after the parts are merged.
   A replicated cluster stores each row on every replica of its shard: multiply by the replica count.

@@ -1,33 +1,35 @@
 """OTLP export: one ``inferensics.requests`` span per request, sub-records as its span events, compiles
 and kernel inventory as small spans of their own (contract: :mod:`inferensics.schema.otlp`).
 
-Uses the real OpenTelemetry SDK: a private ``TracerProvider`` (the host's global provider is left alone)
-with a ``BatchSpanProcessor`` around ``OTLPSpanExporter`` (OTLP/HTTP protobuf). Blobs go through
-:class:`~inferensics.collector.host.blob_sender.BlobSender`. What the service refuses is counted by cause
-in :class:`~inferensics.collector.host.export_health.ExportHealth` (``health``), and ``flush`` is bounded.
+The wire is the standard one: OpenTelemetry's ``OTLPSpanExporter`` (OTLP/HTTP protobuf, its own encoder
+and retries), so an OpenTelemetry Collector can sit in between. What feeds it is ours: records wait in a
+bounded queue and are made into finished spans (:mod:`~inferensics.collector.host.otlp_spans`) and
+exported in batches on this exporter's own thread, instead of a ``Tracer`` span per record and a
+``BatchSpanProcessor`` (whose per-span start/end, attribute cleaning and hand-off cost more than the
+encoding). Blobs go through :class:`~inferensics.collector.host.blob_sender.BlobSender`. What the service
+refuses is counted by cause in :class:`~inferensics.collector.host.export_health.ExportHealth` (``health``);
+``flush`` is bounded, and a full queue drops, counts and says so.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+from collections import deque
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from inferensics.collector.host.blob_sender import BlobSender
 from inferensics.collector.host.export_health import HELD_EXPORTER_LINES, ExportHealth, ObservedSession
-from inferensics.schema import columns as col
+from inferensics.collector.host.otlp_spans import Item, SpanBatch, host_resource
 from inferensics.schema.events import RequestEvent
-from inferensics.schema.otlp import RESOURCE_HOST, event_to_attributes, span_name
 from inferensics.schema.table import Event
 
-
-def _nanos(ts: datetime) -> int:
-    return int(ts.timestamp() * 1_000_000) * 1000
+log = logging.getLogger("inferensics.collector.host")
 
 
 class _CountingSpanExporter(SpanExporter):
@@ -61,8 +63,10 @@ class _CountingSpanExporter(SpanExporter):
 class OtlpExporter:
     """Spans over OTLP/HTTP to ``{service_url}/v1/traces``, blobs to the service's blob API.
 
-    ``export_timeout_s`` bounds one batch's export with its retries; ``flush_timeout_s`` bounds ``flush``
-    (a service that is down costs the caller of ``flush`` at most that, never the serving path).
+    Records queue (at most ``max_queue_size``) and leave in batches of up to ``max_batch_size`` spans,
+    every ``schedule_delay_ms`` or as soon as a batch is full. ``export_timeout_s`` bounds one batch's
+    export with its retries; ``flush_timeout_s`` bounds ``flush`` (a service that is down costs the caller
+    of ``flush`` at most that, never the serving path).
     """
 
     def __init__(
@@ -72,6 +76,7 @@ class OtlpExporter:
         host: str,
         token: str | None = None,
         max_queue_size: int = 8192,
+        max_batch_size: int = 2048,
         schedule_delay_ms: int = 1000,
         export_timeout_s: float = 2.0,
         flush_timeout_s: float = 3.0,
@@ -79,7 +84,13 @@ class OtlpExporter:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self.health = ExportHealth(service_url)
         self.flush_timeout_s = flush_timeout_s
+        self.max_queue_size = max_queue_size
+        self.max_batch_size = max(1, max_batch_size)
+        self.schedule_delay_s = schedule_delay_ms / 1000
+        self.export_timeout_s = export_timeout_s
         self.spans_started = 0
+        self.spans_dropped = 0  # the queue was full
+        self.span_errors = 0  # a record that could not be made into a span (a bug: counted, never raised)
         session = ObservedSession()
         otlp = OTLPSpanExporter(
             endpoint=f"{service_url.rstrip('/')}/v1/traces",
@@ -88,62 +99,115 @@ class OtlpExporter:
             session=session,
         )
         self._span_exporter = _CountingSpanExporter(otlp, session, self.health)
-        # Every record is one span: ALWAYS_ON, not the provider's default, which reads $OTEL_TRACES_SAMPLER (a
-        # host that samples its own traces would drop request records without a word) and looks for a parent.
-        self.provider = TracerProvider(
-            resource=Resource.create({RESOURCE_HOST: host, "service.name": "inferensics-host"}), sampler=ALWAYS_ON
-        )
-        self.processor = BatchSpanProcessor(
-            self._span_exporter, max_queue_size=max_queue_size, schedule_delay_millis=schedule_delay_ms
-        )
-        self.provider.add_span_processor(self.processor)
-        self.tracer = self.provider.get_tracer("inferensics.collector.host")
+        self.resource = host_resource(host)
         self.blobs = BlobSender(service_url, token, health=self.health)
+        self._queue: deque[Item] = deque()
+        self._queued = 0  # items ever queued; _settled: items taken and exported (or refused, or failed)
+        self._settled = 0
+        self._settled_cond = threading.Condition()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="inferensics-otlp-export", daemon=True)
+        self._thread.start()
+
+    # --- the SDK's side (its background thread) ------------------------------------------------------
 
     def export_request(self, request: RequestEvent, children: Sequence[Event]) -> None:
         """One span for the request; each child is a span event named after its table."""
-        start = _nanos(request.ts)
-        end = start + int(request.latency_ms * 1_000_000)
-        span = self.tracer.start_span(
-            span_name(RequestEvent), start_time=start, attributes=event_to_attributes(request, omit_defaults=True)
-        )
-        for child in children:
-            ts = getattr(child, col.TS, None)
-            span.add_event(
-                span_name(type(child)),
-                attributes=event_to_attributes(child, omit_defaults=True),
-                timestamp=_nanos(ts) if isinstance(ts, datetime) else start,
-            )
-        span.end(end_time=end)
-        self.spans_started += 1
+        self._put((request, tuple(children)))
 
     def export_records(self, records: Sequence[Event]) -> None:
         """One small span per record."""
         for record in records:
-            ts = getattr(record, col.TS, None)
-            t = _nanos(ts) if isinstance(ts, datetime) else None
-            span = self.tracer.start_span(
-                span_name(type(record)), start_time=t, attributes=event_to_attributes(record, omit_defaults=True)
-            )
-            span.end(end_time=t)
-            self.spans_started += 1
+            self._put((record, None))
+
+    def _put(self, item: Item) -> None:
+        self.spans_started += 1
+        queue = self._queue
+        if len(queue) >= self.max_queue_size:
+            self.spans_dropped += 1
+            if self.spans_dropped == 1:
+                log.error(
+                    "inferensics: the span export queue is full (%d records): records are being dropped. "
+                    "The export cannot keep up with this host's requests; check the collector service's "
+                    "health, or export less (sample_rate, capture).",
+                    self.max_queue_size,
+                )
+            return
+        queue.append(item)
+        self._queued += 1
+        if len(queue) >= self.max_batch_size and not self._wake.is_set():
+            self._wake.set()
+
+    # --- the export thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self.schedule_delay_s)
+            self._wake.clear()
+            stopping = self._stopping
+            self._export_queued()
+            if stopping:
+                return
+
+    def _export_queued(self) -> None:
+        queue, size = self._queue, self.max_batch_size
+        while queue:
+            items = [queue.popleft() for _ in range(min(size, len(queue)))]
+            spans = SpanBatch(self.resource, items, self._span_error)
+            try:
+                self._span_exporter.export(spans)
+            except Exception as exc:  # counted with its records, never raised on this thread
+                self.health.refuse("rejected", "spans", len(spans), f"{type(exc).__name__}: {exc}")
+            with self._settled_cond:
+                self._settled += len(items)
+                self._settled_cond.notify_all()
+
+    def _span_error(self, exc: Exception) -> None:
+        """A record that could not be made into a span (a bug): counted, its error kept, never raised."""
+        self.span_errors += 1
+        self.health.last_error = f"span not built: {type(exc).__name__}: {exc}"[:500]
+
+    # --- control -------------------------------------------------------------------------------------
 
     def put_blob(self, data: bytes, kind: str, attrs: Mapping[str, str]) -> str:
         """Upload through the blob API."""
         return self.blobs.put_blob(data, kind, attrs)
 
     def flush(self) -> None:
-        """Export everything queued in the span processor, waiting at most ``flush_timeout_s``."""
-        self.processor.force_flush(timeout_millis=int(self.flush_timeout_s * 1000))
+        """Export everything queued so far, waiting at most ``flush_timeout_s``."""
+        self.wait_exported(self.flush_timeout_s)
+
+    def wait_exported(self, timeout_s: float) -> bool:
+        """Export everything queued so far, waiting at most ``timeout_s``; whether it all went out
+        (delivered or refused) in time."""
+        target = self._queued
+        self._wake.set()
+        deadline = time.monotonic() + timeout_s
+        with self._settled_cond:
+            while self._settled < target:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._thread.is_alive():
+                    return False
+                self._settled_cond.wait(left)
+        return True
 
     def stats(self) -> dict[str, int]:
-        """Deliveries and refusals by cause; ``export_spans_unaccounted``: spans ended but neither
-        delivered nor refused (still queued, or dropped by a full span queue)."""
+        """Deliveries and refusals by cause; ``export_spans_dropped``: records the full queue turned away;
+        ``export_span_errors``: records that could not be made into spans; ``export_spans_unaccounted``:
+        spans started but neither delivered, refused nor failed (still queued, or dropped)."""
         out = self.health.stats()
         settled = out["export_spans_sent"] + sum(v for k, v in out.items() if k.startswith("export_refused_"))
-        out["export_spans_unaccounted"] = max(0, self.spans_started - settled)
+        out["export_spans_dropped"] = self.spans_dropped
+        out["export_span_errors"] = self.span_errors
+        out["export_spans_unaccounted"] = max(0, self.spans_started - settled - self.span_errors)
         return out
 
     def shutdown(self) -> None:
-        """Flush and stop the processor's thread."""
-        self.provider.shutdown()
+        """Export what is queued and stop the export thread, waiting at most ``flush_timeout_s``; then
+        close the OTLP exporter (which cuts short a retry still under way: what it held is counted as
+        refused)."""
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout=self.flush_timeout_s)
+        self._span_exporter.shutdown()

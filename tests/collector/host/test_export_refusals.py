@@ -75,9 +75,15 @@ def test_service_down_is_counted_and_flush_is_bounded(caplog: pytest.LogCaptureF
         stats = tracker.stats()
         assert stats["export_refused_down"] + stats["export_spans_unaccounted"] >= 3
         assert any("cannot reach the collector service" in r.getMessage() for r in caplog.records)
+        _serve(tracker)  # left queued: shutdown is bounded too
     finally:
+        t0 = time.monotonic()
         tracker.shutdown()
-    assert tracker.stats()["export_refused_down"] >= 3
+        took = time.monotonic() - t0
+    assert took < 8.0  # the last health record's flush and the exporter's own stop, 3 s each at most
+    stats = tracker.stats()
+    assert stats["export_refused_down"] >= 3
+    assert stats["export_refused_down"] + stats["export_spans_unaccounted"] >= 7  # 6 requests, 1 health record
 
 
 class _Busy(BaseHTTPRequestHandler):

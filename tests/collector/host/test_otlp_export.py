@@ -4,6 +4,7 @@ decode (with the shared contract) into a valid RequestEvent; output code arrives
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -15,8 +16,11 @@ import torch
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from inferensics.collector.host import ConfigError, instrument
+from inferensics.collector.host.otlp_exporter import OtlpExporter
 from inferensics.schema import RequestEvent
-from inferensics.schema.otlp import attributes_to_record, span_name
+from inferensics.schema.events import RecompileEvent
+from inferensics.schema.otlp import attributes_to_record, event_to_attributes, span_name
+from tests.schema.samples import sample
 
 
 class _Sink(BaseHTTPRequestHandler):
@@ -137,3 +141,69 @@ def test_a_service_url_no_export_could_reach_fails_at_start(
     monkeypatch.setenv("INFERENSICS_SERVICE_URL", url)
     with pytest.raises(ConfigError, match=r"^\$INFERENSICS_SERVICE_URL "):
         instrument(host="h")
+
+
+def test_a_request_keeps_every_sub_record_and_column(service: str) -> None:
+    """Through a Tracer span the SDK's default limits cut a request to 128 span events and 128 attributes
+    without a word (a long decode's kernel timings, a wide ``attrs`` map)."""
+    exporter = OtlpExporter(service, host="wide-host")
+    base = sample(RequestEvent, "typical")
+    assert isinstance(base, RequestEvent)
+    request = RequestEvent.model_validate({**base.model_dump(), "attrs": {f"k{i}": str(i) for i in range(150)}})
+    children = [
+        RecompileEvent.model_validate({**sample(RecompileEvent, "typical").model_dump(), "compile_id": f"0/{i}"})
+        for i in range(200)
+    ]
+    exporter.export_request(request, children)
+    assert exporter.wait_exported(10)
+    exporter.shutdown()
+    (span,) = [s for s in _Sink.spans if s.name == span_name(RequestEvent)]
+    assert len(span.events) == 200
+    assert len(span.attributes) == len(event_to_attributes(request, omit_defaults=True)) > 150
+    attrs = {kv.key: _value(kv.value) for kv in span.attributes}
+    record = attributes_to_record(RequestEvent, attrs, time=request.ts)
+    assert RequestEvent.model_validate(record) == request.model_copy(update={"ts": record["ts"]})
+    assert exporter.stats()["export_spans_sent"] == 1
+
+
+def test_a_full_queue_drops_counts_and_says_so(service: str, caplog: pytest.LogCaptureFixture) -> None:
+    exporter = OtlpExporter(service, host="h", max_queue_size=5, max_batch_size=100, schedule_delay_ms=600_000)
+    record = sample(RequestEvent, "typical")
+    assert isinstance(record, RequestEvent)
+    with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
+        for _ in range(8):
+            exporter.export_request(record, ())
+    assert exporter.wait_exported(10)
+    stats = exporter.stats()
+    assert (stats["export_spans_sent"], stats["export_spans_dropped"], stats["export_spans_unaccounted"]) == (5, 3, 3)
+    lines = [r.getMessage() for r in caplog.records if r.name == "inferensics.collector.host"]
+    assert len(lines) == 1
+    assert "queue is full" in lines[0]
+    exporter.shutdown()
+    assert len(_Sink.spans) == 5
+
+
+def test_a_record_that_cannot_become_a_span_costs_only_itself(service: str) -> None:
+    """Spans are made as the encoder reads the batch: a record that fails is counted and left out, the
+    rest of its batch is delivered."""
+    exporter = OtlpExporter(service, host="h")
+    good = sample(RequestEvent, "typical")
+    broken = RequestEvent.model_construct(**{**good.model_dump(), "ts": None})  # no time: no span
+    for record in (good, broken, good):
+        exporter.export_request(record, ())  # type: ignore[arg-type]
+    assert exporter.wait_exported(10)
+    stats = exporter.stats()
+    assert (stats["export_spans_sent"], stats["export_span_errors"], stats["export_spans_unaccounted"]) == (2, 1, 0)
+    assert exporter.health.last_error.startswith("span not built: AttributeError")
+    exporter.shutdown()
+    assert len(_Sink.spans) == 2
+
+
+def test_shutdown_alone_sends_what_is_queued(service: str) -> None:
+    """The CLI records one row and shuts the exporter down without a flush."""
+    exporter = OtlpExporter(service, host="cli-host")
+    record = sample(RecompileEvent, "typical")
+    exporter.export_records([record])
+    exporter.shutdown()
+    assert [s.name for s in _Sink.spans] == [span_name(RecompileEvent)]
+    assert exporter.stats()["export_spans_sent"] == 1
