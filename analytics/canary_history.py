@@ -9,6 +9,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from inferensics.analytics.client import QueryClient
+from inferensics.analytics.filters import TIME_TYPE
 from inferensics.schema import columns as col
 from inferensics.schema.events import CanaryVerdictEvent
 from inferensics.schema.types import as_utc
@@ -48,7 +49,7 @@ def recorded_verdicts(client: QueryClient, params: VerdictHistoryParams) -> pl.D
             values[name] = value
     for name, op, when in (("start", ">=", params.start), ("end", "<", params.end)):
         if when is not None:
-            conditions.append(f"{col.TS} {op} {{{name}:DateTime64(6, 'UTC')}}")
+            conditions.append(f"{col.TS} {op} {{{name}:{TIME_TYPE}}}")
             values[name] = as_utc(when)
     return client.query_frame(
         f"SELECT {', '.join(_COLUMNS)} FROM {client.database}.{CanaryVerdictEvent.TABLE.name} "

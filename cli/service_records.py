@@ -4,11 +4,11 @@ export to the service's ingest endpoint, the same path a host's records take, an
 from __future__ import annotations
 
 import contextlib
-import logging
 import socket
 from collections.abc import Iterator, Sequence
 
 from inferensics.collector.host.export_health import CAUSES
+from inferensics.collector.host.export_health import log as exporter_log
 from inferensics.collector.host.otlp_exporter import OtlpExporter
 from inferensics.collector.service_url import TOKEN_ENV
 from inferensics.schema import Event
@@ -25,13 +25,12 @@ _ADVICE = {
 def _quiet_exporter_log() -> Iterator[None]:
     # The exporter logs each refusal once, worded for a serving host ("records are being dropped"); here the
     # command's own line says it.
-    logger = logging.getLogger("inferensics.collector.host")
-    before = logger.disabled
-    logger.disabled = True
+    before = exporter_log.disabled
+    exporter_log.disabled = True
     try:
         yield
     finally:
-        logger.disabled = before
+        exporter_log.disabled = before
 
 
 def record_through_service(url: str, token: str | None, rows: Sequence[Event], table: str) -> tuple[bool, str]:

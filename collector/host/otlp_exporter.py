@@ -102,8 +102,7 @@ class OtlpExporter:
         self.resource = host_resource(host)
         self.blobs = BlobSender(service_url, token, health=self.health)
         self._queue: deque[Item] = deque()
-        self._queued = 0  # items ever queued; _settled: items taken and exported (or refused, or failed)
-        self._settled = 0
+        self._settled = 0  # items taken from the queue and exported (or refused, or failed)
         self._settled_cond = threading.Condition()
         self._wake = threading.Event()
         self._stopping = False
@@ -135,7 +134,6 @@ class OtlpExporter:
                 )
             return
         queue.append(item)
-        self._queued += 1
         if len(queue) >= self.max_batch_size and not self._wake.is_set():
             self._wake.set()
 
@@ -181,7 +179,7 @@ class OtlpExporter:
     def wait_exported(self, timeout_s: float) -> bool:
         """Export everything queued so far, waiting at most ``timeout_s``; whether it all went out
         (delivered or refused) in time."""
-        target = self._queued
+        target = self.spans_started - self.spans_dropped  # every item queued so far
         self._wake.set()
         deadline = time.monotonic() + timeout_s
         with self._settled_cond:

@@ -4,7 +4,6 @@ requests and hands finished records to the exporter. Every failure here is caugh
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 from collections import Counter, OrderedDict, deque
@@ -28,7 +27,7 @@ from inferensics.collector.host.fingerprint_sampling import fingerprint_rules
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy
-from inferensics.collector.host.trusted_records import f32, pack_f32, trusted_request, u8, u32, unpack_f32
+from inferensics.collector.host.trusted_records import f32, trusted_request, u8, u32
 from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
 from inferensics.collector.trace.envelope import decode_record
 from inferensics.schema.events import (
@@ -46,8 +45,6 @@ from inferensics.schema.events import (
 from inferensics.schema.table import Event
 
 PENDING_CAPACITY = 10_000
-_U32_MAX: Final = 2**32 - 1
-_from_timestamp = datetime.fromtimestamp
 
 
 CPU_POLL_S: Final = 0.002
@@ -390,7 +387,7 @@ class Pipeline:
             dispatch = self._dispatch(raw)
             if key is not None and len(self.templates) < TEMPLATE_LIMIT:
                 self.templates[key] = dispatch
-        ts = _from_timestamp(raw.ts, UTC)
+        ts = datetime.fromtimestamp(raw.ts, UTC)
         # No sub-records (nearly every request): a shared empty tuple rather than a new list each time.
         children: Sequence[Event] = self.pending.pop(raw.request_id, ()) if self.pending else ()
         if raw.profile is not None:
@@ -469,30 +466,14 @@ class Pipeline:
         shape = raw.shape
         values["shape"] = shape
         values["shape_bucket"] = self.shapes.bucket(shape) if shape else ""
-        latency = raw.latency_ns / 1e6
-        try:
-            values["latency_ms"] = unpack_f32(pack_f32(latency))[0]  # trusted_records.f32, inlined
-        except (OverflowError, struct.error):
-            values["latency_ms"] = f32(latency)
+        values["latency_ms"] = f32(raw.latency_ns / 1e6)
         error = raw.error
         if error:
             values["status"] = "error"
             values["error"] = error[:2000]
-        graphs = raw.graphs
-        if len(graphs) == 1:  # one compiled graph (a whole-model compile): no comprehension frames
-            ((count, ns),) = graphs.values()
-            us = ns // 1000
-            if count > _U32_MAX or us > _U32_MAX:  # never in practice: clipped as the columns hold
-                count, us = u32(count), u32(us)
-            values["graph_calls"] = (count,)
-            values["graph_us"] = (us,)
-        elif graphs:
-            calls = tuple([v[0] for v in graphs.values()])
-            times = tuple([v[1] // 1000 for v in graphs.values()])
-            if max(calls) > _U32_MAX or max(times) > _U32_MAX:
-                calls, times = tuple(map(u32, calls)), tuple(map(u32, times))
-            values["graph_calls"] = calls
-            values["graph_us"] = times
+        counts = raw.graphs.values()
+        values["graph_calls"] = tuple([u32(v[0]) for v in counts])
+        values["graph_us"] = tuple([u32(v[1] // 1000) for v in counts])
         values["fp_rate"] = raw.fp_rate  # rounded as the column rounds it once, by its rule
         if raw.sampled:
             values["sampled"] = True
@@ -504,13 +485,6 @@ class Pipeline:
         return values
 
     def _finish(self, raw: RawRequest, values: dict[str, Any], children: Sequence[Event]) -> None:
-        if raw.fingerprint is None and raw.fp_status == FP_UNSAMPLED and not raw.inputs:  # nearly every CPU request
-            values["fp_status"] = FP_UNSAMPLED
-            counters = self.counters
-            counters["fingerprint_unsampled"] += 1
-            counters["requests"] += 1
-            self.exporter.export_request(trusted_request(values, check=False), children)
-            return
         fp = self._fingerprint(raw) if raw.fingerprint is not None else None
         if fp is not None:
             fp_status = FP_OK

@@ -21,8 +21,7 @@ from inferensics.schema.types import to_float32
 REQUEST_FIELDS: Final = frozenset(RequestEvent.model_fields)
 _U32_MAX: Final = 2**32 - 1
 _U8_MAX: Final = 2**8 - 1
-pack_f32, unpack_f32 = struct.Struct("<f").pack, struct.Struct("<f").unpack
-"""Pack and unpack one little-endian float32 (:func:`f32`'s round trip, for callers that inline it)."""
+_pack_f32, _unpack_f32 = struct.Struct("<f").pack, struct.Struct("<f").unpack
 # BaseModel's slot descriptors, set directly (what object.__setattr__ finds for these names, one lookup less).
 _new_request = RequestEvent.__new__
 _set_dict = BaseModel.__dict__["__dict__"].__set__
@@ -61,7 +60,7 @@ def f32(value: float) -> float:
     """``value`` rounded as the schema's ``F32`` columns round it (:func:`to_float32`; here one pack and
     unpack for a value that fits, which is nearly every value, and to_float32 for the rest)."""
     try:
-        return unpack_f32(pack_f32(value))[0]  # type: ignore[no-any-return]
+        return _unpack_f32(_pack_f32(value))[0]  # type: ignore[no-any-return]
     except (OverflowError, struct.error):  # rounds to ±inf (struct refuses it), or not a float
         return to_float32(value)
 
