@@ -78,6 +78,7 @@ def test_readme_from_nothing_to_rows(tmp_path: Path) -> None:
         served = sh(run)
         assert served.returncode == 0, served.stderr[-3000:]
         assert "'export_refused_auth': 0" in served.stdout
+        assert "'export_spans_sent': 0" not in served.stdout, served.stdout  # flushed before the stats print
 
         rows = poll(lambda: sh(query, timeout=60), lambda p: "req-2" in p.stdout, timeout=60, interval=0.5)
         assert rows.returncode == 0, rows.stderr[-3000:]
