@@ -28,6 +28,10 @@ callable placement.
         --layers 4 --tokens 8 --dtype bfloat16 --vocab 32000 --decode-steps 64 --reqs 6 --rounds 2 \
         --warmup-rounds 1 --bursts 4 --procs 16 --no-control --fork --interleave --blocks 5 --block-reqs 6 \
         --budget-s 150 --mode reduce-overhead --seed 51 --jsonl study_ro.jsonl   # + the throughput protocol
+    TORCHINDUCTOR_COMPILE_THREADS=1 python3 benchmarks/bench_sdk_study.py --device cuda --hidden 4096 \
+        --layers 4 --tokens 8 --dtype bfloat16 --vocab 32000 --decode-steps 64 --reqs 4 --rounds 2 \
+        --warmup-rounds 1 --bursts 4 --procs 16 --no-control --aa --fork --interleave --blocks 10 --block-reqs 6 \
+        --budget-s 240 --mode default --seed 162 --jsonl study_default.jsonl   # + A/A, 20 blocks (session 16)
 
 Why: in one process, the plain and the instrumented callables are two compiled artifacts, and which one
 was compiled first (and where its weights and buffers landed) was seen to move throughput by more than
@@ -68,7 +72,11 @@ launches, synchronising calls). Prints figures; asserts nothing.
 ``--fork`` starts each worker as a fork of a parent that has imported torch, Dynamo, Inductor and the SDK
 (and nothing else: no device context, no compile), which saves the imports per process; ``--no-control``
 drops the A/A control artifact (one compile fewer; ``instr_bare`` against ``plain`` is the two-artifact
-comparison then). The study ends with a TARGETS block: the issue's targets, each against its figure.
+comparison then). ``--aa`` adds ``plain_aa``, the plain callable timed again as a variant of its own in
+every random order: plain against itself, through the same pairing and medians as every other figure, is
+each process's noise floor (a per-process figure can be read against the 2 % limit only where its A/A
+spread is well inside it). The study ends with a TARGETS block: the issue's targets, each against its
+figure, and the A/A noise floor beside them.
 
 ``--interleave`` times every request on its own instead of blocks of ``--reqs``: one request of each
 variant at a time in a fresh random order, each drained in its own time (the tracker's flush, then a
@@ -123,7 +131,7 @@ PROTOCOLS = {
     "block": "blocks of --block-reqs requests back to back, flush + synchronisation once per block "
     "(the issue's throughput figure)",
 }
-DECODE = ("plain", "control", "instr_bare", "instr_nofp", "instr")
+DECODE = ("plain", "plain_aa", "control", "instr_bare", "instr_nofp", "instr")
 # --diagnose: where the same-artifact cost goes (all on the instrumented artifact).
 DIAG = ("hook_only", "instr_noguard", "instr_lazy")
 TRACKED = ("instr_nofp", "instr", "hook_only", "instr_noguard", "instr_lazy")
@@ -131,6 +139,7 @@ CALL = ("plain", "control", "instr_bare", "instr_in")
 COMPILED = ("plain", "control", "instr")
 # (numerator, denominator, what it says) for the decode-like requests.
 COMPARISONS = (
+    ("plain_aa", "plain", "A/A: plain against itself, a variant of its own (each process's noise floor)"),
     ("control", "plain", "A/A control vs plain (two plain artifacts: the noise floor)"),
     ("instr_bare", "plain", "instr. artifact, no request, vs plain (artifact/placement + contextvar read)"),
     ("instr_nofp", "plain", "instrumented, no fingerprint, vs plain"),
@@ -314,8 +323,9 @@ def _worker(args: argparse.Namespace) -> None:
             if variant == "instr_noguard":
                 # diagnosis only: put back the hook that was there before the tracker (none, here)
                 torch_adapter.set_guard_hook(tracker._previous_guard_hook)
-        if variant in ("plain", "control", "instr_bare", "hook_only"):
-            one = partial(decode_plain, fns[variant if variant in ("plain", "control") else "instr"], x, k)
+        if variant in ("plain", "plain_aa", "control", "instr_bare", "hook_only"):
+            art = "plain" if variant == "plain_aa" else variant if variant in ("plain", "control") else "instr"
+            one = partial(decode_plain, fns[art], x, k)
         else:
             fp = variant in ("instr", "instr_lazy")
             one = partial(decode_instr, tracker, instr, x, k, ids, fingerprint=fp)
@@ -360,6 +370,7 @@ def _worker(args: argparse.Namespace) -> None:
         }
         if "control" in fns:
             runs["control"] = partial(decode_plain, fns["control"], x, k)
+        runs["plain_aa"] = runs["plain"]  # --aa: the same callable timed as a variant of its own
         runs["instr"]()  # the fresh tracker's first-request work, untimed (see time_decode)
         tracker.flush()
         times: dict[str, list[float]] = {v: [] for v in names}
@@ -410,6 +421,7 @@ def _worker(args: argparse.Namespace) -> None:
         }
         if "control" in fns:
             runs["control"] = partial(decode_plain, fns["control"], x, k)
+        runs["plain_aa"] = runs["plain"]  # --aa: the same callable timed as a variant of its own
         runs["instr"]()  # the fresh tracker's first-request work, untimed (see time_decode)
         tracker.flush()
         per_block = int(args.block_reqs)
@@ -547,7 +559,9 @@ def _worker(args: argparse.Namespace) -> None:
         sync()
         return host, start.elapsed_time(end) * 1e3 / k
 
-    keep = lambda names: tuple(v for v in names if v != "control" or not args.no_control)  # noqa: E731
+    keep = lambda names: tuple(  # noqa: E731
+        v for v in names if (v != "control" or not args.no_control) and (v != "plain_aa" or args.aa)
+    )
     variants = keep(DECODE) + (DIAG if args.diagnose and not args.interleave else ())
     calls = keep(CALL)
     decode: dict[str, list[float]] = {v: [] for v in variants}
@@ -835,6 +849,7 @@ def _decode_section(runs: list[dict[str, Any]], boot: int, rng: random.Random, p
         b = {v: min(r["decode"][v]) for v in DECODE if v in r["decode"]}
         comp = " ".join(f"{v}:{r['compile_s'][v]:.0f}s" for v in r["order"])
         control = f"control {_pct(b['control'] / b['plain'])} " if "control" in b else ""
+        control += f"A/A {_pct(b['plain_aa'] / b['plain'])} " if "plain_aa" in b else ""
         place = r.get("placement", {})
         ex = r.get("extra", {})
         where = (
@@ -955,6 +970,15 @@ def _targets(runs: list[dict[str, Any]], boot: int, rng: random.Random, protocol
                 f"95 % CI [{lo:+.2f}, {hi:+.2f}] (upper bound {hi - med:+.2f} points from the median, target <= 1), "
                 f"max process {worst:+.2f} % ({above} above +2 %): {verdict}"
             )
+    if all("plain_aa" in r["decode"] for r in runs):
+        # The same statistic for plain against itself: how far a process's figure moves with no SDK at all.
+        aa = [(v - 1) * 100 for v in _ratios(runs, "plain_aa", "plain")[1]]
+        lo, hi = _boot_ci(aa, boot, rng)
+        print(
+            f"  noise floor, A/A (plain against itself, within-round): median {statistics.median(aa):+.2f} %, "
+            f"95 % CI [{lo:+.2f}, {hi:+.2f}], per process min/max [{min(aa):+.2f}, {max(aa):+.2f}] % "
+            f"({sum(abs(a) > 1.0 for a in aa)} beyond +-1 %, {sum(a > 2.0 for a in aa)} above +2 %)"
+        )
     for num, den, what in (("instr_in", "plain", "vs plain"), ("instr_in", "instr_bare", "same artifact")):
         paired = [_call_diffs(r, num, den) for r in runs]
         med = statistics.median(paired)
@@ -1087,6 +1111,7 @@ def _parent(args: argparse.Namespace) -> None:
             cmd = _worker_cmd(args, i) + (["--profile"] if args.profile and i == 0 else [])
             cmd += ["--diagnose"] if args.diagnose else []
             cmd += ["--no-control"] if args.no_control else []
+            cmd += ["--aa"] if args.aa else []
             cmd += ["--interleave"] if args.interleave else []
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
             rc, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
@@ -1146,6 +1171,12 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="the first process also prints torch.profiler tables")
     ap.add_argument("--diagnose", action="store_true", help="add variants and timings that split the SDK's cost")
     ap.add_argument("--no-control", action="store_true", help="no A/A control artifact (one compile fewer)")
+    ap.add_argument(
+        "--aa",
+        action="store_true",
+        help="add plain_aa: the plain callable again as a variant of its own (a true A/A per process: the noise "
+        "floor of each process's figure, printed beside the targets)",
+    )
     ap.add_argument(
         "--fork",
         action="store_true",

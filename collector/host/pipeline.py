@@ -25,7 +25,7 @@ from inferensics.collector.host.fingerprint import (
 )
 from inferensics.collector.host.fingerprint_sampling import fingerprint_rules
 from inferensics.collector.host.queueing import BoundedQueue
-from inferensics.collector.host.records import RawRequest
+from inferensics.collector.host.records import GraphSlot, RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy
 from inferensics.collector.host.trusted_records import f32, trusted_request, u8, u32
 from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
@@ -374,7 +374,7 @@ class Pipeline:
         self.exporter.export_records([record])
 
     def _request(self, raw: RawRequest) -> None:
-        graphs = raw.graphs
+        graphs = raw.graph_counts()
         if raw.compile_ids or raw.error or raw.compile_ns or raw.profile is not None or raw.request_id in self.pending:
             key = None
         else:
@@ -384,7 +384,7 @@ class Pipeline:
             key = (*graphs, raw.guard_hits > 0, raw.guard_misses > 0, self.limit_hit, self.failed_suppressed, graphless)
         dispatch = self.templates.get(key) if key is not None else None
         if dispatch is None:
-            dispatch = self._dispatch(raw)
+            dispatch = self._dispatch(raw, graphs)
             if key is not None and len(self.templates) < TEMPLATE_LIMIT:
                 self.templates[key] = dispatch
         ts = datetime.fromtimestamp(raw.ts, UTC)
@@ -394,7 +394,7 @@ class Pipeline:
             children = [*children, *profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts)]
         # Everything order-dependent (classification against the compile state, sub-records) is done;
         # the rest needs the fingerprint.
-        values = self._values(raw, dispatch, ts)
+        values = self._values(raw, graphs, dispatch, ts)
         self._yield_ns = CPU_YIELD_AFTER_NS if raw.cpu_output else YIELD_AFTER_NS
         fp = raw.fingerprint  # None: nothing to wait for (unsampled, or no output), in order behind any waiting
         wait = bool(self.waiting)
@@ -412,11 +412,12 @@ class Pipeline:
         else:  # nearly every request on a CPU server: finished at once
             self._finish(raw, values, children)
 
-    def _dispatch(self, raw: RawRequest) -> dict[str, Any]:
-        """The request fields that follow from its dispatch: classification, graph keys and artifacts."""
+    def _dispatch(self, raw: RawRequest, graphs: dict[GraphSlot, list[int]]) -> dict[str, Any]:
+        """The request fields that follow from its dispatch (``graphs``: ``raw.graph_counts()``):
+        classification, graph keys and artifacts."""
         summaries = self.assembler.summaries
         compiles = [summaries[c] for c in dict.fromkeys(raw.compile_ids) if c in summaries]
-        slots = list(raw.graphs)
+        slots = list(graphs)
         cls = classify(
             errored=bool(raw.error),
             guard_hits=raw.guard_hits,
@@ -427,7 +428,7 @@ class Pipeline:
             limit_hit_before=self.limit_hit,
             backend_compile_ms=raw.compile_ns / 1e6,
             failed_before=self.failed_suppressed,
-            graphless_break=self.graphless_break if raw.guard_hits > sum(v[0] for v in raw.graphs.values()) else "",
+            graphless_break=self.graphless_break if raw.guard_hits > sum(v[0] for v in graphs.values()) else "",
         )
         keys, artifacts = [], []
         for s in slots:
@@ -446,7 +447,9 @@ class Pipeline:
             "attrs": {"compile_ids": ",".join(s.compile_id for s in slots)} if slots else {},
         }
 
-    def _values(self, raw: RawRequest, dispatch: dict[str, Any], ts: datetime) -> dict[str, Any]:
+    def _values(
+        self, raw: RawRequest, graphs: dict[GraphSlot, list[int]], dispatch: dict[str, Any], ts: datetime
+    ) -> dict[str, Any]:
         """The request record's fields, the fingerprint's and the inputs' left empty (``_finish`` fills them).
 
         A copy of the dispatch's record (every field in RequestEvent's order, the values it shares with
@@ -471,7 +474,7 @@ class Pipeline:
         if error:
             values["status"] = "error"
             values["error"] = error[:2000]
-        counts = raw.graphs.values()
+        counts = graphs.values()
         values["graph_calls"] = tuple([u32(v[0]) for v in counts])
         values["graph_us"] = tuple([u32(v[1] // 1000) for v in counts])
         values["fp_rate"] = raw.fp_rate  # rounded as the column rounds it once, by its rule

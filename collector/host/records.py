@@ -54,6 +54,9 @@ class RawRequest:
         "fingerprint",
         "fp_rate",
         "fp_status",
+        "graph0",
+        "graph0_calls",
+        "graph0_ns",
         "graphs",
         "guard_hits",
         "guard_misses",
@@ -78,6 +81,12 @@ class RawRequest:
         self.shape = shape
         self.ts = ts
         self.latency_ns = 0
+        # The first graph a request calls is counted in the request's own slots (nearly every request calls
+        # one graph): the per-call path then writes only this object, next to the guard hook's counts
+        # (slots are laid out by name), not a dict and a list besides. Further graphs go into ``graphs``.
+        self.graph0: GraphSlot | None = None
+        self.graph0_calls = 0
+        self.graph0_ns = 0
         self.graphs: dict[GraphSlot, list[int]] = {}
         self.guard_hits = 0
         self.guard_misses = 0
@@ -96,12 +105,25 @@ class RawRequest:
 
     def note_graph(self, slot: GraphSlot, ns: int) -> None:
         """Count one call of ``slot`` taking ``ns`` nanoseconds of host wall time."""
-        entry = self.graphs.get(slot)
-        if entry is None:
-            self.graphs[slot] = [1, ns]
+        if self.graph0 is slot:
+            self.graph0_calls += 1
+            self.graph0_ns += ns
+        elif self.graph0 is None:
+            self.graph0, self.graph0_calls, self.graph0_ns = slot, 1, ns
         else:
-            entry[0] += 1
-            entry[1] += ns
+            entry = self.graphs.get(slot)
+            if entry is None:
+                self.graphs[slot] = [1, ns]
+            else:
+                entry[0] += 1
+                entry[1] += ns
+
+    def graph_counts(self) -> dict[GraphSlot, list[int]]:
+        """``{slot: [calls, host ns]}`` of every graph the request called, in the order of their first calls."""
+        first = self.graph0
+        if first is None:
+            return self.graphs
+        return {first: [self.graph0_calls, self.graph0_ns], **self.graphs}
 
 
 CURRENT: ContextVar[RawRequest | None] = ContextVar("inferensics_request", default=None)
