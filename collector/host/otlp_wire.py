@@ -39,6 +39,8 @@ _I64_MAX: Final = (1 << 63) - 1
 _CACHE_LIMIT: Final = 4096
 """Cached attribute encodings per span part before the cache starts over (unique values, such as request
 ids, pass through it too)."""
+_CACHED_FIELD_MAX: Final = 512
+"""The longest attribute encoding cached (a long value seldom repeats; the cache stays small)."""
 
 _pack_double = struct.Struct("<d").pack
 _pack_times = struct.Struct("<BQBQ").pack  # start (field 7) and end (field 8) of a span, both fixed64
@@ -156,11 +158,13 @@ class AttributeEncoder:
                 field = per_key.get(value)
                 if field is None:
                     try:
-                        field = per_key[value] = self.field(key, any_value(value))
+                        field = self.field(key, any_value(value))
                     except Exception as exc:  # left out, as OpenTelemetry's encoder does; reported, never raised
                         on_error(key, exc)
                         continue
-                    self._count()
+                    if len(field) <= _CACHED_FIELD_MAX:
+                        per_key[value] = field
+                        self._count()
             elif kind is list and _cacheable(value):
                 per_list = lists.get(key)
                 if per_list is None:
@@ -169,11 +173,13 @@ class AttributeEncoder:
                 field = per_list.get(items)
                 if field is None:
                     try:
-                        field = per_list[items] = self.field(key, any_value(items))
+                        field = self.field(key, any_value(items))
                     except Exception as exc:
                         on_error(key, exc)
                         continue
-                    self._count()
+                    if len(field) <= _CACHED_FIELD_MAX:
+                        per_list[items] = field
+                        self._count()
             else:
                 try:
                     if kind is float:
