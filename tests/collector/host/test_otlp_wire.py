@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.sdk.trace import ReadableSpan
 
 from inferensics.collector.host import otlp_spans, otlp_wire
@@ -205,6 +206,33 @@ def test_cached_values_encode_the_same_each_time() -> None:
 )
 def test_values_encode_as_protobuf_writes_them(value: object, expected: bytes) -> None:
     assert any_value(value) == expected
+
+
+def test_values_the_contract_never_sends_encode_as_protobuf_writes_them_too() -> None:
+    """Maps, bytes, nested lists and empty values: what OpenTelemetry's encoder makes of each."""
+    value = {"a": 1, "b": [b"\x00\xff", None, 2.5], 3: {"c": False}}
+    expected = AnyValue(
+        kvlist_value=KeyValueList(
+            values=[
+                KeyValue(key="a", value=AnyValue(int_value=1)),
+                KeyValue(
+                    key="b",
+                    value=AnyValue(
+                        array_value=ArrayValue(
+                            values=[AnyValue(bytes_value=b"\x00\xff"), AnyValue(), AnyValue(double_value=2.5)]
+                        )
+                    ),
+                ),
+                KeyValue(
+                    key="3",
+                    value=AnyValue(
+                        kvlist_value=KeyValueList(values=[KeyValue(key="c", value=AnyValue(bool_value=False))])
+                    ),
+                ),
+            ]
+        )
+    )
+    assert any_value(value) == expected.SerializePartialToString()
 
 
 @pytest.mark.parametrize("value", [2**63, -(2**63) - 1, "\ud800", object()])
