@@ -60,7 +60,7 @@ class OtlpExporter:
         self.export_timeout_s = export_timeout_s
         self.spans_started = 0
         self.spans_dropped = 0  # the queue was full
-        self.span_errors = 0  # a record that could not be made into a span (a bug: counted, never raised)
+        self.span_errors = 0  # a record that could not be made into a span (counted, never raised)
         self.attribute_errors = 0  # attributes left out of their span: a value OTLP cannot carry
         self.poster = OtlpPoster(f"{service_url.rstrip('/')}/v1/traces", headers=headers, timeout_s=export_timeout_s)
         self.resource = host_resource(host)
@@ -138,7 +138,8 @@ class OtlpExporter:
             self.health.delivered("spans", n)
 
     def _span_error(self, exc: Exception) -> None:
-        """A record that could not be made into a span (a bug): counted, its error kept, never raised."""
+        """A record that could not be made into a span (times OTLP cannot carry, or a bug): counted, its error
+        kept, never raised."""
         self.span_errors += 1
         self.health.last_error = f"span not built: {type(exc).__name__}: {exc}"[:500]
 
