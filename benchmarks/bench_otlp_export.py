@@ -1,7 +1,7 @@
 """The host SDK's OTLP export path alone: process CPU per exported request record, the product's
-OtlpExporter against the previous path (a Tracer span per record and OpenTelemetry's BatchSpanProcessor,
-as the exporter was up to commit 9e4d0c4), both through the real OTLPSpanExporter over loopback to a
-receiver subprocess that answers 200.
+OtlpExporter (its own OTLP encoder, otlp_wire, and poster) against the previous path (the same exporter's
+queue and thread, records made into ReadableSpans and sent through OpenTelemetry's OTLPSpanExporter and its
+encoder, as up to commit 8ed541c), both over loopback to a receiver subprocess that answers 200.
 
     .venv/bin/python benchmarks/bench_otlp_export.py                     # 9 rounds x 4000 records
     .venv/bin/python benchmarks/bench_otlp_export.py --rounds 15 --records 8000 --profile
@@ -10,10 +10,10 @@ Each round hands ``--records`` request records (a steady-state decode request of
 columns as the SDK sends for one, with its sub-records every ``--children-every``-th request) to each
 exporter on this thread, as the SDK's background thread does, then flushes it; the two exporters take
 turns within a round (which goes first alternates). Per record: the calling thread's CPU (its thread
-clock), the process's other threads' CPU (the export thread: building, encoding and posting spans) and
-their sum, the figure the serving process pays. Per round the ratio new / previous; the median and range
-over rounds. ``--profile`` prints where the new export thread's time goes (cProfile of one batch cycle on
-this thread). Prints figures; asserts nothing. Every figure line ends with the load average.
+clock), the process's other threads' CPU (the export thread: encoding and posting) and their sum, the
+figure the serving process pays. Per round the ratio new / previous; the median and range over rounds.
+``--profile`` prints where the new export thread's time goes (cProfile of one batch cycle on this thread).
+Prints figures; asserts nothing. Every figure line ends with the load average.
 """
 
 from __future__ import annotations
@@ -25,81 +25,78 @@ import pstats
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import overload
 
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
 
-from inferensics.collector.host.export_health import ExportHealth, ObservedSession
-from inferensics.collector.host.otlp_exporter import OtlpExporter, _CountingSpanExporter
-from inferensics.collector.host.otlp_spans import request_span
-from inferensics.schema import columns as col
+from inferensics.collector.host.otlp_exporter import OtlpExporter
+from inferensics.collector.host.otlp_spans import record_span, request_span
+from inferensics.collector.host.otlp_wire import Item
 from inferensics.schema.events import RecompileEvent, RequestEvent
-from inferensics.schema.otlp import RESOURCE_HOST, event_to_attributes, span_name
+from inferensics.schema.otlp import event_to_attributes
 from inferensics.schema.table import Event
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_sdk_overhead import _otlp_sink
 
 
-class _Export(Protocol):
-    def export_request(self, request: RequestEvent, children: Sequence[Event]) -> None: ...
-    def flush(self) -> Any: ...
-    def shutdown(self) -> None: ...
-    def stats(self) -> dict[str, int]: ...
+class SpanBatch(Sequence[ReadableSpan]):
+    """The previous path's batch: queued records made into spans as OpenTelemetry's encoder reads them (a
+    span freed as soon as it is encoded); a record whose span cannot be made is left out and passed to
+    ``on_error``."""
+
+    def __init__(self, exporter: OtlpExporter, items: Sequence[Item]) -> None:
+        self.exporter, self.items = exporter, items
+        self.failed = 0
+
+    def __len__(self) -> int:
+        return len(self.items) - self.failed
+
+    def __iter__(self) -> Iterator[ReadableSpan]:
+        self.failed = 0
+        resource = self.exporter.resource
+        for record, children in self.items:
+            try:
+                span = (
+                    record_span(resource, record) if children is None else request_span(resource, record, children)  # type: ignore[arg-type]
+                )
+            except Exception as exc:
+                self.failed += 1
+                self.exporter._span_error(exc)
+                continue
+            yield span
+
+    @overload
+    def __getitem__(self, index: int) -> ReadableSpan: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ReadableSpan]: ...
+    def __getitem__(self, index: int | slice) -> ReadableSpan | Sequence[ReadableSpan]:
+        return list(self)[index]
 
 
-def _nanos(ts: datetime) -> int:
-    return int(ts.timestamp() * 1_000_000) * 1000
-
-
-class TracerExporter:
-    """The previous export path, kept as the peer: a private TracerProvider (ALWAYS_ON) with a
-    BatchSpanProcessor around the same counting OTLPSpanExporter; a Tracer span per record."""
+class PreviousExporter(OtlpExporter):
+    """The previous export path, kept as the peer: the same queue and thread, each batch made into
+    ReadableSpans and exported through OpenTelemetry's OTLPSpanExporter (its encoder, its POST)."""
 
     def __init__(self, service_url: str, host: str) -> None:
-        self.health = ExportHealth(service_url)
-        session = ObservedSession()
-        otlp = OTLPSpanExporter(endpoint=f"{service_url}/v1/traces", timeout=2.0, session=session)
-        self.provider = TracerProvider(
-            resource=Resource.create({RESOURCE_HOST: host, "service.name": "inferensics-host"}), sampler=ALWAYS_ON
-        )
-        self.processor = BatchSpanProcessor(
-            _CountingSpanExporter(otlp, session, self.health), max_queue_size=8192, schedule_delay_millis=1000
-        )
-        self.provider.add_span_processor(self.processor)
-        self.tracer = self.provider.get_tracer("inferensics.collector.host")
+        super().__init__(service_url, host=host)
+        self.otlp = OTLPSpanExporter(endpoint=f"{service_url}/v1/traces", timeout=self.export_timeout_s)
 
-    def export_request(self, request: RequestEvent, children: Sequence[Event]) -> None:
-        start = _nanos(request.ts)
-        end = start + int(request.latency_ms * 1_000_000)
-        span = self.tracer.start_span(
-            span_name(RequestEvent), start_time=start, attributes=event_to_attributes(request, omit_defaults=True)
-        )
-        for child in children:
-            ts = getattr(child, col.TS, None)
-            span.add_event(
-                span_name(type(child)),
-                attributes=event_to_attributes(child, omit_defaults=True),
-                timestamp=_nanos(ts) if isinstance(ts, datetime) else start,
-            )
-        span.end(end_time=end)
-
-    def flush(self) -> None:
-        self.processor.force_flush(timeout_millis=30_000)
+    def export_batch(self, items: Sequence[Item]) -> None:
+        spans = SpanBatch(self, items)
+        if self.otlp.export(spans) == SpanExportResult.SUCCESS:
+            self.health.delivered("spans", len(spans))
+        else:
+            self.health.refuse("rejected", "spans", len(spans), "OTLPSpanExporter failed")
 
     def shutdown(self) -> None:
-        self.provider.shutdown()
-
-    def stats(self) -> dict[str, int]:
-        return self.health.stats()
+        super().shutdown()
+        self.otlp.shutdown()  # type: ignore[no-untyped-call]
 
 
 def records(n: int, children_every: int) -> list[tuple[RequestEvent, list[Event]]]:
@@ -140,7 +137,7 @@ def _load() -> str:
     return "load avg " + " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def _round(exp: _Export, recs: list[tuple[RequestEvent, list[Event]]]) -> tuple[float, float]:
+def _round(exp: OtlpExporter, recs: list[tuple[RequestEvent, list[Event]]]) -> tuple[float, float]:
     """Calling-thread CPU and other threads' CPU, µs per record, for one round of records and its flush."""
     p0, t0 = time.process_time_ns(), time.thread_time_ns()
     for request, children in recs:
@@ -154,27 +151,34 @@ def _round(exp: _Export, recs: list[tuple[RequestEvent, list[Event]]]) -> tuple[
 
 
 def _breakdown(exp: OtlpExporter, recs: list[tuple[RequestEvent, list[Event]]]) -> None:
-    """The new path's parts, this thread's clock, per record: building the spans, OpenTelemetry's encoding
-    of them (``encode_spans`` + serialization, in batches of ``max_batch_size``), and posting those bodies
-    through the exporter's ``requests`` session (as the OTLP exporter posts them)."""
+    """The new path's parts, this thread's clock, per record: the contract's attributes alone
+    (``event_to_attributes``, part of the encoding), the encoding of whole batches of ``max_batch_size``
+    (attributes included), and posting those bodies."""
     clock, n, size = time.thread_time_ns, len(recs), exp.max_batch_size
-    session = exp._span_exporter.session
-    endpoint = exp._span_exporter.inner._endpoint
+    items: list[Item] = list(recs)
     best = [float("inf")] * 3
+
+    def ignore(*_: object) -> None:
+        pass
+
     for _ in range(3):  # best of three, each part in turn: other load on the machine only adds
         t0 = clock()
-        spans = [request_span(exp.resource, request, children) for request, children in recs]
+        for request, children in recs:
+            event_to_attributes(request, omit_defaults=True)
+            for child in children:
+                event_to_attributes(child, omit_defaults=True)
         t1 = clock()
-        bodies = [encode_spans(spans[i : i + size]).SerializePartialToString() for i in range(0, n, size)]
+        bodies = [exp.encoder.encode(items[i : i + size], ignore, ignore)[0] for i in range(0, n, size)]
         t2 = clock()
         for body in bodies:
-            session.post(endpoint, data=body, headers={"Content-Type": "application/x-protobuf"}, timeout=10)
+            exp.poster.post(body)
         t3 = clock()
         best = [min(b, (y - x) / n / 1e3) for b, (x, y) in zip(best, ((t0, t1), (t1, t2), (t2, t3)), strict=True)]
-    build, encode, post = best
+    attrs, encode, post = best
     print(
-        f"new path by part, us/record: building spans {build:.1f}, encoding {encode:.1f}, posting {post:.1f} "
-        f"(batches of {size}: {len(bodies[0]) / min(size, n):.0f} bytes a span; best of 3); {_load()}"
+        f"new path by part, us/record: encoding {encode:.1f} (of which event_to_attributes {attrs:.1f}), "
+        f"posting {post:.1f} (batches of {size}: {len(bodies[0]) / min(size, n):.0f} bytes a span; best of 3); "
+        f"{_load()}"
     )
 
 
@@ -208,9 +212,9 @@ def main() -> None:
             f"OTLP export of {args.records} request records x {args.rounds} rounds per exporter, {n_attrs} "
             f"attributes a request, 2 sub-records every {args.children_every}th; {_load()}"
         )
-        variants: dict[str, Callable[[], _Export]] = {
-            "previous (Tracer + BatchSpanProcessor)": lambda: TracerExporter(url, "bench"),
-            "OtlpExporter (spans built in batches, own thread)": lambda: OtlpExporter(url, host="bench"),
+        variants: dict[str, Callable[[], OtlpExporter]] = {
+            "previous (ReadableSpans + OTLPSpanExporter)": lambda: PreviousExporter(url, "bench"),
+            "OtlpExporter (otlp_wire + otlp_poster)": lambda: OtlpExporter(url, host="bench"),
         }
         exporters = {name: make() for name, make in variants.items()}
         names = list(exporters)
@@ -239,7 +243,7 @@ def main() -> None:
             f"new / previous, per round: {statistics.median(ratios):.3f} [{min(ratios):.3f}, {max(ratios):.3f}]; "
             f"{_load()}"
         )
-        _breakdown(exporters[names[1]], recs)  # type: ignore[arg-type]
+        _breakdown(exporters[names[1]], recs)
         for name, exp in exporters.items():
             exp.shutdown()
             print(f"stats {name}: { {k: v for k, v in exp.stats().items() if v} }")

@@ -33,9 +33,9 @@ difference from plain is the noise floor the instrumented figures must be read a
 
 Prints figures; asserts nothing. The exporter is the null exporter so the figures are the SDK's own cost
 (hooks on the serving thread plus the background thread's record building competing for the GIL);
-``--served ... --exporter otlp`` puts the product's export path in instead (the real OtlpExporter: OpenTelemetry
-SDK spans in batches, OTLPSpanExporter, OTLP/HTTP protobuf, over loopback to a receiver subprocess that answers
-200), its export thread's CPU charged to the instrumented requests.
+``--served ... --exporter otlp`` puts the product's export path in instead (the real OtlpExporter: records
+encoded in batches as OTLP/HTTP protobuf by its own encoder and POSTed over loopback to a receiver subprocess
+that answers 200), its export thread's CPU charged to the instrumented requests.
 
 One process compares callables whose placement and compile order can move throughput by more than the
 SDK's 1 %, and the A/A control here is not a second compile: Dynamo reuses plain's graph for the copy
@@ -316,8 +316,8 @@ def _otlp_sink() -> tuple[subprocess.Popen[str], str]:
 
 
 def _exporter(kind: str) -> tuple[Any, subprocess.Popen[str] | None]:
-    """The exporter of ``--exporter``: the null exporter, or the product's OtlpExporter (real OpenTelemetry
-    SDK spans in batches, OTLPSpanExporter, OTLP/HTTP protobuf) over loopback to :data:`_SINK`."""
+    """The exporter of ``--exporter``: the null exporter, or the product's OtlpExporter (OTLP/HTTP protobuf
+    in batches) over loopback to :data:`_SINK`."""
     if kind == "null":
         return NullExporter(), None
     from inferensics.collector.host.otlp_exporter import OtlpExporter

@@ -3,9 +3,8 @@ what to do about it.
 
 A refused export used to show only as one OpenTelemetry line on stderr while ``stats()`` looked clean.
 Causes: ``auth`` (HTTP 401/403: the token), ``down`` (the service cannot be reached), ``back_pressure``
-(HTTP 429/503: the service sheds load), ``rejected`` (any other answer). The OTLP exporter learns the
-cause from an observed ``requests`` session (the exporter's public ``session=`` argument), so no private
-part of OpenTelemetry is touched.
+(HTTP 429/502/503/504: the service sheds load), ``rejected`` (any other answer). The cause of a span
+export is the last answer of :class:`~inferensics.collector.host.otlp_poster.OtlpPoster`'s POST.
 """
 
 from __future__ import annotations
@@ -13,9 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from typing import Any, Final
-
-import requests
+from typing import Final
 
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 
@@ -93,69 +90,3 @@ class ExportHealth:
                 out[f"export_refused_{cause}"] = self.refused[f"spans_{cause}"]
                 out[f"blobs_refused_{cause}"] = self.refused[f"blobs_{cause}"]
             return out
-
-
-OTLP_EXPORTER_LOGGER: Final = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
-"""The logger OpenTelemetry's OTLP/HTTP span exporter reports each failed batch and retry on."""
-
-
-class HeldExporterLines(logging.Filter):
-    """Holds back the OTLP exporter's own log lines while one of our exports runs on this thread.
-
-    OpenTelemetry logs every refused batch (``Failed to export span batch code: 401``) on every retry;
-    :class:`ExportHealth` already counts each refusal and logs each cause once with what to do, so those
-    lines only repeat it. Lines from exports that are not ours (the host's own OTLP pipeline on another
-    thread) pass untouched; a held line becomes the refusal's detail when the HTTP answer gives none.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._held = threading.local()
-
-    def hold(self) -> None:
-        """Start holding this thread's exporter lines."""
-        self._held.lines = []
-
-    def release(self) -> list[str]:
-        """Stop holding; the lines held since :meth:`hold`."""
-        lines: list[str] = getattr(self._held, "lines", None) or []
-        self._held.lines = None
-        return lines
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Pass the record unless this thread is inside one of our exports."""
-        lines = getattr(self._held, "lines", None)
-        if lines is None:
-            return True
-        lines.append(record.getMessage()[:300])
-        return False
-
-
-HELD_EXPORTER_LINES: Final = HeldExporterLines()
-logging.getLogger(OTLP_EXPORTER_LOGGER).addFilter(HELD_EXPORTER_LINES)
-
-
-class ObservedSession(requests.Session):
-    """A ``requests`` session that remembers, per thread, how its last request ended."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._last = threading.local()
-
-    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
-        """Send as ``requests`` does; note the status, or the connection failure."""
-        try:
-            verb = method if isinstance(method, str) else method.decode()
-            response = super().request(verb, url if isinstance(url, str) else url.decode(), *args, **kwargs)
-        except requests.RequestException as exc:
-            self._last.outcome = ("down", f"{type(exc).__name__}")
-            raise
-        status = response.status_code
-        reason = (response.reason or "").strip()
-        self._last.outcome = (cause_of_status(status), f"HTTP {status} {reason}".strip())
-        return response
-
-    def last_outcome(self) -> tuple[str, str]:
-        """``(cause, detail)`` of this thread's last request (``("", ...)`` for a success)."""
-        outcome: tuple[str, str] = getattr(self._last, "outcome", ("rejected", "no answer"))
-        return outcome

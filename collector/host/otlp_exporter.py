@@ -1,14 +1,14 @@
 """OTLP export: one ``inferensics.requests`` span per request, sub-records as its span events, compiles
 and kernel inventory as small spans of their own (contract: :mod:`inferensics.schema.otlp`).
 
-The wire is the standard one: OpenTelemetry's ``OTLPSpanExporter`` (OTLP/HTTP protobuf, its own encoder
-and retries), so an OpenTelemetry Collector can sit in between. What feeds it is ours: records wait in a
-bounded queue and are made into finished spans (:mod:`~inferensics.collector.host.otlp_spans`) and
-exported in batches on this exporter's own thread, instead of a ``Tracer`` span per record and a
-``BatchSpanProcessor`` (whose per-span start/end, attribute cleaning and hand-off cost more than the
-encoding). Blobs go through :class:`~inferensics.collector.host.blob_sender.BlobSender`. What the service
-refuses is counted by cause in :class:`~inferensics.collector.host.export_health.ExportHealth` (``health``);
-``flush`` is bounded, and a full queue drops, counts and says so.
+The wire is the standard one, OTLP/HTTP protobuf, so an OpenTelemetry Collector can sit in between; the
+bytes are the message OpenTelemetry's own encoder makes of the same spans. Records wait in a bounded queue
+and leave in batches on this exporter's own thread: each batch written as one ``ExportTraceServiceRequest``
+(:mod:`~inferensics.collector.host.otlp_wire`) and POSTed with OpenTelemetry's exporter's retries and
+settings (:mod:`~inferensics.collector.host.otlp_poster`). Blobs go through
+:class:`~inferensics.collector.host.blob_sender.BlobSender`. What the service refuses is counted by cause
+in :class:`~inferensics.collector.host.export_health.ExportHealth` (``health``); ``flush`` is bounded, and a
+full queue drops, counts and says so.
 """
 
 from __future__ import annotations
@@ -19,45 +19,15 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-
 from inferensics.collector.host.blob_sender import BlobSender
-from inferensics.collector.host.export_health import HELD_EXPORTER_LINES, ExportHealth, ObservedSession
-from inferensics.collector.host.otlp_spans import Item, SpanBatch, host_resource
+from inferensics.collector.host.export_health import ExportHealth
+from inferensics.collector.host.otlp_poster import OtlpPoster
+from inferensics.collector.host.otlp_spans import SCOPE_NAME, host_resource
+from inferensics.collector.host.otlp_wire import Item, TraceRequestEncoder
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.table import Event
 
 log = logging.getLogger("inferensics.collector.host")
-
-
-class _CountingSpanExporter(SpanExporter):
-    """The OTLP span exporter, with each batch's delivery or refusal (and its cause) counted."""
-
-    def __init__(self, inner: OTLPSpanExporter, session: ObservedSession, health: ExportHealth) -> None:
-        self.inner, self.session, self.health = inner, session, health
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        HELD_EXPORTER_LINES.hold()  # OpenTelemetry's line per refused batch: counted and logged by health
-        try:
-            result = self.inner.export(spans)
-        finally:
-            held = HELD_EXPORTER_LINES.release()
-        if result == SpanExportResult.SUCCESS:
-            self.health.delivered("spans", len(spans))
-        else:
-            cause, detail = self.session.last_outcome()
-            if held and (not cause or cause == "rejected"):
-                detail = f"{detail}; {held[-1]}" if detail else held[-1]
-            self.health.refuse(cause or "rejected", "spans", len(spans), detail)
-        return result
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()  # type: ignore[no-untyped-call]
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return bool(self.inner.force_flush(timeout_millis))
 
 
 class OtlpExporter:
@@ -90,16 +60,11 @@ class OtlpExporter:
         self.export_timeout_s = export_timeout_s
         self.spans_started = 0
         self.spans_dropped = 0  # the queue was full
-        self.span_errors = 0  # a record that could not be made into a span (a bug: counted, never raised)
-        session = ObservedSession()
-        otlp = OTLPSpanExporter(
-            endpoint=f"{service_url.rstrip('/')}/v1/traces",
-            headers=headers,
-            timeout=export_timeout_s,
-            session=session,
-        )
-        self._span_exporter = _CountingSpanExporter(otlp, session, self.health)
+        self.span_errors = 0  # a record that could not be made into a span (counted, never raised)
+        self.attribute_errors = 0  # attributes left out of their span: a value OTLP cannot carry
+        self.poster = OtlpPoster(f"{service_url.rstrip('/')}/v1/traces", headers=headers, timeout_s=export_timeout_s)
         self.resource = host_resource(host)
+        self.encoder = TraceRequestEncoder(self.resource.attributes, SCOPE_NAME, self.resource.schema_url)
         self.blobs = BlobSender(service_url, token, health=self.health)
         self._queue: deque[Item] = deque()
         self._settled = 0  # items taken from the queue and exported (or refused, or failed)
@@ -152,19 +117,43 @@ class OtlpExporter:
         queue, size = self._queue, self.max_batch_size
         while queue:
             items = [queue.popleft() for _ in range(min(size, len(queue)))]
-            spans = SpanBatch(self.resource, items, self._span_error)
             try:
-                self._span_exporter.export(spans)
-            except Exception as exc:  # counted with its records, never raised on this thread
-                self.health.refuse("rejected", "spans", len(spans), f"{type(exc).__name__}: {exc}")
+                self.export_batch(items)
+            except Exception as exc:  # a bug: counted with its records, never raised on this thread
+                self.health.refuse("rejected", "spans", len(items), f"{type(exc).__name__}: {exc}")
             with self._settled_cond:
                 self._settled += len(items)
                 self._settled_cond.notify_all()
 
+    def export_batch(self, items: Sequence[Item]) -> None:
+        """Encode the records as one request and POST it; the spans delivered or refused (by cause) are
+        counted, a record that could not be encoded too."""
+        body, n = self.encoder.encode(items, self._span_error, self._attribute_error)
+        if not n:
+            return
+        cause, detail = self.poster.post(body)
+        if cause:
+            self.health.refuse(cause, "spans", n, detail)
+        else:
+            self.health.delivered("spans", n)
+
     def _span_error(self, exc: Exception) -> None:
-        """A record that could not be made into a span (a bug): counted, its error kept, never raised."""
+        """A record that could not be made into a span (times OTLP cannot carry, or a bug): counted, its error
+        kept, never raised."""
         self.span_errors += 1
         self.health.last_error = f"span not built: {type(exc).__name__}: {exc}"[:500]
+
+    def _attribute_error(self, key: str, exc: Exception) -> None:
+        """An attribute left out of its span (a value OTLP cannot carry): counted, the first one logged."""
+        self.attribute_errors += 1
+        if self.attribute_errors == 1:
+            log.error(
+                "inferensics: attribute %s left out of its span, its value cannot travel as OTLP (%s: %s); "
+                "the row gets the column's default. Counted in stats() as export_attributes_dropped.",
+                key,
+                type(exc).__name__,
+                str(exc)[:200],
+            )
 
     # --- control -------------------------------------------------------------------------------------
 
@@ -192,20 +181,21 @@ class OtlpExporter:
 
     def stats(self) -> dict[str, int]:
         """Deliveries and refusals by cause; ``export_spans_dropped``: records the full queue turned away;
-        ``export_span_errors``: records that could not be made into spans; ``export_spans_unaccounted``:
-        spans started but neither delivered, refused nor failed (still queued, or dropped)."""
+        ``export_span_errors``: records that could not be made into spans; ``export_attributes_dropped``:
+        attributes left out of their spans (values OTLP cannot carry); ``export_spans_unaccounted``: spans
+        started but neither delivered, refused nor failed (still queued, or dropped)."""
         out = self.health.stats()
         settled = out["export_spans_sent"] + sum(v for k, v in out.items() if k.startswith("export_refused_"))
         out["export_spans_dropped"] = self.spans_dropped
         out["export_span_errors"] = self.span_errors
+        out["export_attributes_dropped"] = self.attribute_errors
         out["export_spans_unaccounted"] = max(0, self.spans_started - settled - self.span_errors)
         return out
 
     def shutdown(self) -> None:
         """Export what is queued and stop the export thread, waiting at most ``flush_timeout_s``; then
-        close the OTLP exporter (which cuts short a retry still under way: what it held is counted as
-        refused)."""
+        close the poster (which cuts short a retry still under way: what it held is counted as refused)."""
         self._stopping = True
         self._wake.set()
         self._thread.join(timeout=self.flush_timeout_s)
-        self._span_exporter.shutdown()
+        self.poster.shutdown()

@@ -1,21 +1,23 @@
 """Records as finished OpenTelemetry spans (the SDK's public ``ReadableSpan``), built directly rather than
-through a ``Tracer``: what the OTLP exporter's encoder reads, nothing more.
+through a ``Tracer``: what OpenTelemetry's OTLP encoder reads, nothing more.
 
-A ``Tracer`` span runs the sampler, copies and cleans every attribute into bounded attributes under a lock,
-and hands the span to a processor on ``end``; for a record whose attributes are already OTLP values (the
-contract's :func:`~inferensics.schema.otlp.event_to_attributes`) and a span that is over when it is made,
-none of it is needed. Nothing is bounded or truncated here either: the SDK's default limits (128 attributes,
-128 events a span) and ``$OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` would have cut a record's columns or its
-sub-records without a word.
+The exporter writes its spans' bytes itself (:mod:`~inferensics.collector.host.otlp_wire`); these spans are
+the reference those bytes are held to (OpenTelemetry's ``encode_spans`` of them gives the same message, a
+test checks it) and what the previous export path sent. A ``Tracer`` span runs the sampler, copies and
+cleans every attribute into bounded attributes under a lock, and hands the span to a processor on ``end``;
+for a record whose attributes are already OTLP values (the contract's
+:func:`~inferensics.schema.otlp.event_to_attributes`) and a span that is over when it is made, none of it is
+needed. Nothing is bounded or truncated here either: the SDK's default limits (128 attributes, 128 events a
+span) and ``$OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` would have cut a record's columns or its sub-records
+without a word.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from time import time_ns
-from typing import Final, overload
+from typing import Final
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event as SpanEvent
@@ -23,6 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from inferensics.collector.host.otlp_wire import random_ids, unix_nanos
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.otlp import RESOURCE_HOST, event_to_attributes, span_name
@@ -63,20 +66,16 @@ def host_resource(host: str) -> HostResource:
     return HostResource({RESOURCE_HOST: host, "service.name": SERVICE_NAME})
 
 
-def _nanos(ts: datetime) -> int:
-    return int(ts.timestamp() * 1_000_000) * 1000
-
-
 def _context() -> SpanContext:
-    """A new root span's context (random ids, as the SDK's RandomIdGenerator draws them; never zero)."""
-    bits = random.getrandbits
-    return SpanContext(bits(128) or 1, bits(64) or 1, False, _SAMPLED)
+    """A new root span's context (:func:`~inferensics.collector.host.otlp_wire.random_ids`)."""
+    trace_id, span_id = random_ids()
+    return SpanContext(trace_id, span_id, False, _SAMPLED)
 
 
 def request_span(resource: Resource, request: RequestEvent, children: Sequence[Event]) -> ReadableSpan:
     """The request's span (start: the record's time; end: start + latency); each child a span event named
     after its table, at its own time or the span's start."""
-    start = _nanos(request.ts)
+    start = unix_nanos(request.ts)
     events: list[SpanEvent] = []
     for child in children:
         ts = getattr(child, col.TS, None)
@@ -84,7 +83,7 @@ def request_span(resource: Resource, request: RequestEvent, children: Sequence[E
             SpanEvent(
                 span_name(type(child)),
                 event_to_attributes(child, omit_defaults=True),
-                _nanos(ts) if isinstance(ts, datetime) else start,
+                unix_nanos(ts) if isinstance(ts, datetime) else start,
             )
         )
     return ReadableSpan(
@@ -105,7 +104,7 @@ def record_span(resource: Resource, record: Event) -> ReadableSpan:
     """A record of its own (a compile, the kernel inventory, health) as a span that starts and ends at its
     time (now, for a record without one)."""
     ts = getattr(record, col.TS, None)
-    t = _nanos(ts) if isinstance(ts, datetime) else time_ns()
+    t = unix_nanos(ts) if isinstance(ts, datetime) else time_ns()
     return ReadableSpan(
         name=span_name(type(record)),
         context=_context(),
@@ -117,48 +116,3 @@ def record_span(resource: Resource, record: Event) -> ReadableSpan:
         end_time=t,
         instrumentation_scope=_SCOPE,
     )
-
-
-Item = tuple[Event, Sequence[Event] | None]
-"""A record to export: a request with its sub-records, or a record of its own (``None``)."""
-
-
-class SpanBatch(Sequence[ReadableSpan]):
-    """Queued records as the spans of one export, each made as the encoder reaches it.
-
-    A whole batch of spans built first lives through many of the collector's young-generation passes while
-    it is encoded, so every span's objects are promoted and end up in full collections (which walk the
-    whole heap of a process with torch loaded: ~150 ms each, about one every 10,000 spans); made one at a
-    time, a span is freed as soon as it is encoded. A record whose span cannot be made is left out and
-    passed to ``on_error``; ``len`` counts the spans made (all records, before the batch is read).
-    """
-
-    def __init__(self, resource: Resource, items: Sequence[Item], on_error: Callable[[Exception], None]) -> None:
-        self.resource, self.items, self.on_error = resource, items, on_error
-        self.failed = 0
-
-    def __len__(self) -> int:
-        return len(self.items) - self.failed
-
-    def __iter__(self) -> Iterator[ReadableSpan]:
-        self.failed = 0
-        resource = self.resource
-        for record, children in self.items:
-            try:
-                # a request's item holds a RequestEvent (OtlpExporter.export_request)
-                span = (
-                    record_span(resource, record) if children is None else request_span(resource, record, children)  # type: ignore[arg-type]
-                )
-            except Exception as exc:  # one bad record never costs the batch
-                self.failed += 1
-                self.on_error(exc)
-                continue
-            yield span
-
-    @overload
-    def __getitem__(self, index: int) -> ReadableSpan: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[ReadableSpan]: ...
-    def __getitem__(self, index: int | slice) -> ReadableSpan | Sequence[ReadableSpan]:
-        """Random access (not what the encoder uses): every span made."""
-        return list(self)[index]

@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from inferensics.collector.host import ConfigError, instrument
 from inferensics.collector.host.otlp_exporter import OtlpExporter
 from inferensics.schema import RequestEvent
-from inferensics.schema.events import RecompileEvent
+from inferensics.schema.events import RecompileEvent, SdkHealthEvent
 from inferensics.schema.otlp import attributes_to_record, event_to_attributes, span_name
 from tests.schema.samples import sample
 
@@ -207,3 +207,24 @@ def test_shutdown_alone_sends_what_is_queued(service: str) -> None:
     exporter.shutdown()
     assert [s.name for s in _Sink.spans] == [span_name(RecompileEvent)]
     assert exporter.stats()["export_spans_sent"] == 1
+
+
+def test_what_otlp_cannot_carry_costs_only_itself_and_is_counted(
+    service: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An int outside int64 leaves its attribute out (as OpenTelemetry's encoder did, with a traceback per
+    span): counted, said once. A time before 1970 leaves its record out (it failed the whole batch)."""
+    exporter = OtlpExporter(service, host="h")
+    good = sample(SdkHealthEvent, "typical")
+    huge = SdkHealthEvent.model_construct(**{**good.model_dump(), "spans_sent": 2**64 - 1})  # a U64 column
+    ancient = SdkHealthEvent.model_construct(**{**good.model_dump(), "ts": datetime(1960, 1, 1, tzinfo=UTC)})
+    with caplog.at_level(logging.WARNING):
+        exporter.export_records([huge, ancient, huge, good])
+        assert exporter.wait_exported(10)
+    stats = exporter.stats()
+    assert (stats["export_spans_sent"], stats["export_span_errors"], stats["export_attributes_dropped"]) == (3, 1, 2)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1
+    assert "inferensics.spans_sent left out" in lines[0]
+    exporter.shutdown()
+    assert len(_Sink.spans) == 3
