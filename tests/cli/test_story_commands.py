@@ -4,10 +4,9 @@ default, one clear line for a URL that is not the collector service, and help te
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from inferensics.analytics.weekly import current_week
 from inferensics.cli.app import app
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.store import Store
+from tests.loopback import serving
 
 runner = CliRunner()
 ENV = {"COLUMNS": "300"}
@@ -82,14 +82,8 @@ class _WebPage(BaseHTTPRequestHandler):
 @pytest.fixture
 def web_page() -> Iterator[str]:
     """The URL of a web server that is not the collector service."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _WebPage)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_WebPage) as url:
+        yield url
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import pytest
@@ -20,6 +19,7 @@ from inferensics.collector.host.otlp_exporter import OtlpExporter
 from inferensics.schema import RequestEvent
 from inferensics.schema.events import RecompileEvent, SdkHealthEvent
 from inferensics.schema.otlp import attributes_to_record, event_to_attributes, span_name
+from tests.loopback import serving
 from tests.schema.samples import sample
 
 
@@ -54,14 +54,8 @@ class _Sink(BaseHTTPRequestHandler):
 def service() -> Iterator[str]:
     _Sink.spans.clear()
     _Sink.blobs.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Sink) as url:
+        yield url
 
 
 def _value(v: Any) -> Any:

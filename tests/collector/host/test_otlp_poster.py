@@ -8,7 +8,7 @@ import gzip
 import threading
 import zlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import pytest
@@ -20,6 +20,7 @@ from inferensics.collector.host.otlp_poster import OtlpPoster
 from inferensics.collector.host.otlp_spans import host_resource, record_span
 from inferensics.schema.events import CompileEvent
 from tests.collector.service.harness import free_port
+from tests.loopback import serving
 from tests.schema.samples import sample
 
 
@@ -48,14 +49,8 @@ class _Scripted(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     _Scripted.script, _Scripted.seen = [], []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1/traces"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Scripted) as url:
+        yield f"{url}/v1/traces"
 
 
 AGAIN_NOW = {"Retry-After": "0"}
