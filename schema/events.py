@@ -121,7 +121,8 @@ class RequestEvent(Event):
     graph_calls: U32List = ()
     """Number of calls of each executed graph, parallel to ``graph_keys``."""
     graph_us: U32List = ()
-    """Host-side wall time in microseconds spent in each executed graph, parallel to ``graph_keys``."""
+    """Host-side wall time in microseconds spent in each executed graph, parallel to ``graph_keys`` (the host
+    SDK times a graph's first 4 calls in a request and every 16th after them, and scales the sum to all calls)."""
     input_digest: Digest = ""
     """Digest of the request's inputs; equal digests across bundles allow output comparison."""
     fp_argmax_digest: Digest = ""

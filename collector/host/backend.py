@@ -3,7 +3,8 @@
 ``torch.compile(model, backend=InductorBackend(...))`` compiles exactly as ``torch.compile(model,
 mode=..., options=...)`` would (the mode and options become ``config_patches``), and the returned graph
 callable counts its calls and host time into the current request. The per-call path is a context-variable
-read, two clock reads and two slot updates on the request object.
+read and a slot update on the request object, and on the calls that are timed (records.TIMED_FIRST) two clock
+reads and another update.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferensics.collector.host import torch_adapter
-from inferensics.collector.host.records import CURRENT, CompileOrigin, GraphSlot
+from inferensics.collector.host.records import CURRENT, TIMED_FIRST, TIMED_MASK, CompileOrigin, GraphSlot
 from inferensics.collector.trace.artifacts import NODE_TRACES_ARTIFACT
 
 
@@ -73,20 +74,27 @@ class InductorBackend:
 def _counting(compiled: Callable[..., Any], slot: GraphSlot) -> Callable[..., Any]:
     get = CURRENT.get
     clock = time.perf_counter_ns
+    first, mask = TIMED_FIRST, TIMED_MASK
 
     def run(*args: Any) -> Any:
         request = get()
         if request is None:
             return compiled(*args)
+        # RawRequest.count_call's common case inlined: this runs once per compiled-graph call.
+        if request.graph0 is slot:
+            n = request.graph0_calls
+            request.graph0_calls = n + 1
+            if n >= first and n & mask:  # counted, not timed (records.TIMED_EVERY)
+                return compiled(*args)
+            t0 = clock()
+            out = compiled(*args)
+            request.graph0_ns += clock() - t0
+            return out
+        if not request.count_call(slot):
+            return compiled(*args)
         t0 = clock()
         out = compiled(*args)
-        ns = clock() - t0
-        # RawRequest.note_graph's common case inlined: this runs once per compiled-graph call.
-        if request.graph0 is slot:
-            request.graph0_calls += 1
-            request.graph0_ns += ns
-        else:
-            request.note_graph(slot, ns)
+        request.add_ns(slot, clock() - t0)
         return out
 
     run.inferensics_slot = slot  # type: ignore[attr-defined]

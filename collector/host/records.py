@@ -103,27 +103,55 @@ class RawRequest:
         self.profile: Any = None
         self.bundle_status = ""  # "hit" / "miss" under a release bundle (bundle_guard)
 
-    def note_graph(self, slot: GraphSlot, ns: int) -> None:
-        """Count one call of ``slot`` taking ``ns`` nanoseconds of host wall time."""
+    def count_call(self, slot: GraphSlot) -> bool:
+        """Count one call of ``slot``; whether to time it (see :data:`TIMED_FIRST`): then :meth:`add_ns`."""
         if self.graph0 is slot:
-            self.graph0_calls += 1
-            self.graph0_ns += ns
+            n = self.graph0_calls
+            self.graph0_calls = n + 1
         elif self.graph0 is None:
-            self.graph0, self.graph0_calls, self.graph0_ns = slot, 1, ns
+            self.graph0, self.graph0_calls = slot, 1
+            return True
         else:
             entry = self.graphs.get(slot)
             if entry is None:
-                self.graphs[slot] = [1, ns]
-            else:
-                entry[0] += 1
-                entry[1] += ns
+                self.graphs[slot] = [1, 0]
+                return True
+            n = entry[0]
+            entry[0] = n + 1
+        return n < TIMED_FIRST or not n & TIMED_MASK
+
+    def add_ns(self, slot: GraphSlot, ns: int) -> None:
+        """Add ``ns`` nanoseconds of host wall time of a timed call of ``slot`` (counted before)."""
+        if self.graph0 is slot:
+            self.graph0_ns += ns
+        else:
+            self.graphs[slot][1] += ns
 
     def graph_counts(self) -> dict[GraphSlot, list[int]]:
-        """``{slot: [calls, host ns]}`` of every graph the request called, in the order of their first calls."""
+        """``{slot: [calls, host ns]}`` of every graph the request called, in the order of their first calls;
+        the host time of the timed calls scaled to all calls (:func:`timed_calls`)."""
         first = self.graph0
-        if first is None:
-            return self.graphs
-        return {first: [self.graph0_calls, self.graph0_ns], **self.graphs}
+        pairs = [(first, self.graph0_calls, self.graph0_ns)] if first is not None else []
+        pairs.extend((slot, calls, ns) for slot, (calls, ns) in self.graphs.items())
+        return {
+            slot: [calls, ns * calls // timed_calls(calls) if calls > TIMED_FIRST else ns] for slot, calls, ns in pairs
+        }
+
+
+TIMED_FIRST = 4
+"""A graph's first calls in a request that are all timed; after them one call in :data:`TIMED_EVERY`."""
+TIMED_EVERY = 16
+"""After the first :data:`TIMED_FIRST` calls of a graph in a request, calls ``n`` with ``n % TIMED_EVERY == 0``
+(counting from 0) are timed and the others only counted: two clock reads on every call were most of the
+per-call cost inside a request (benchmarks/results/sdk-h200/README.md). A power of two."""
+TIMED_MASK = TIMED_EVERY - 1
+
+
+def timed_calls(calls: int) -> int:
+    """How many of a graph's first ``calls`` calls in one request were timed."""
+    if calls <= TIMED_FIRST:
+        return calls
+    return TIMED_FIRST + (calls - 1) // TIMED_EVERY
 
 
 CURRENT: ContextVar[RawRequest | None] = ContextVar("inferensics_request", default=None)

@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests
     `graph_keys` Array(LowCardinality(String)) COMMENT 'Stable keys of the compiled graphs executed, in first-call order.',
     `graph_artifacts` Array(String) CODEC(ZSTD(1)) COMMENT 'Artifact id (sha256 of output code) of each executed graph, parallel to ``graph_keys``.',
     `graph_calls` Array(UInt32) CODEC(ZSTD(1)) COMMENT 'Number of calls of each executed graph, parallel to ``graph_keys``.',
-    `graph_us` Array(UInt32) CODEC(ZSTD(1)) COMMENT 'Host-side wall time in microseconds spent in each executed graph, parallel to ``graph_keys``.',
+    `graph_us` Array(UInt32) CODEC(ZSTD(1)) COMMENT 'Host-side wall time in microseconds spent in each executed graph, parallel to ``graph_keys`` (the host SDK times a graph\'s first 4 calls in a request and every 16th after them, and scales the sum to all calls).',
     `input_digest` String CODEC(ZSTD(1)) COMMENT 'Digest of the request\'s inputs; equal digests across bundles allow output comparison.',
     `fp_argmax_digest` String CODEC(ZSTD(1)) COMMENT 'Digest of the argmax token ids of the output (canary agreement).',
     `fp_argmax_head` Array(UInt32) CODEC(ZSTD(1)) COMMENT 'The first argmax token ids of the output (at most 16), for partial agreement.',

@@ -1,12 +1,14 @@
 """Per-graph call counts and host time of a request: the first graph in the request's own slots, others in
-its dict, read back in the order of their first calls (the order of the record's graph_keys/graph_calls)."""
+its dict, read back in the order of their first calls (the order of the record's graph_keys/graph_calls); every
+call counted, the first TIMED_FIRST calls of a graph and every TIMED_EVERY-th after them timed, the host time
+scaled to all calls."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from inferensics.collector.host.backend import _counting
-from inferensics.collector.host.records import CURRENT, GraphSlot, RawRequest
+from inferensics.collector.host.records import CURRENT, TIMED_EVERY, TIMED_FIRST, GraphSlot, RawRequest, timed_calls
 
 
 def _request() -> RawRequest:
@@ -18,8 +20,30 @@ def test_counts_keep_first_call_order() -> None:
     raw = _request()
     assert raw.graph_counts() == {}
     for slot, ns in ((b, 5), (a, 7), (b, 11), (c, 1), (a, 2), (b, 3)):
-        raw.note_graph(slot, ns)
+        assert raw.count_call(slot)  # within the first TIMED_FIRST calls of each: every one timed
+        raw.add_ns(slot, ns)
     assert list(raw.graph_counts().items()) == [(b, [3, 19]), (a, [2, 9]), (c, [1, 1])]
+
+
+def test_timed_calls_matches_the_calls_the_request_times() -> None:
+    """For the first graph (the request's own slots) and a later one (its dict) alike: which calls are timed,
+    how many, and the host time scaled to all calls."""
+    a, b = GraphSlot(0, "0/0"), GraphSlot(1, "1/0")
+    raw = _request()
+    timed: dict[GraphSlot, list[int]] = {a: [], b: []}
+    calls = 3 * TIMED_EVERY + 5
+    for n in range(calls):
+        for slot in (a, b):
+            if raw.count_call(slot):
+                timed[slot].append(n)
+                raw.add_ns(slot, 1000 if slot is a else 10 * (n + 1))
+    expected = [n for n in range(calls) if n < TIMED_FIRST or n % TIMED_EVERY == 0]
+    assert timed[a] == timed[b] == expected
+    assert [timed_calls(c) for c in (0, 1, TIMED_FIRST, calls)] == [0, 1, TIMED_FIRST, len(expected)]
+    counts = raw.graph_counts()
+    assert counts[a] == [calls, 1000 * calls]  # a steady 1 us per timed call: exactly the sum over all calls
+    assert counts[b] == [calls, sum(10 * (n + 1) for n in expected) * calls // len(expected)]
+    assert raw.graph_counts() == counts  # reading them changes nothing
 
 
 def test_wrapper_counts_into_the_current_request_only() -> None:
@@ -42,3 +66,23 @@ def test_wrapper_counts_into_the_current_request_only() -> None:
     assert [(s.index, v[0]) for s, v in counts.items()] == [(1, 3), (0, 1)]
     assert all(v[1] >= 0 for v in counts.values())
     assert seen == [1, 2]
+
+
+def test_wrapper_reads_the_clock_only_on_timed_calls(monkeypatch: Any) -> None:
+    """Every call counted; the clock read twice on each timed call and on no other; each timed call here
+    takes one clock step (1 us), so the scaled host time is exactly 1 us a call."""
+    import time
+
+    reads = iter(range(0, 10**9, 1000))
+    monkeypatch.setattr(time, "perf_counter_ns", lambda: next(reads))
+    slot = GraphSlot(0, "0/0")
+    wrapped = _counting(lambda x: x, slot)
+    raw = _request()
+    token = CURRENT.set(raw)
+    try:
+        calls = 2 * TIMED_EVERY + 8
+        assert [wrapped(i) for i in range(calls)] == list(range(calls))
+    finally:
+        CURRENT.reset(token)
+    assert next(reads) == 2 * timed_calls(calls) * 1000  # the clock reads so far, one step each
+    assert raw.graph_counts() == {slot: [calls, calls * 1000]}
