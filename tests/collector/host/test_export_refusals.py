@@ -7,10 +7,9 @@ a loopback stub answering 503 stands in for a service shedding load (the real on
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ import torch
 from inferensics.collector.host import Tracker, instrument
 from inferensics.schema import SdkHealthEvent
 from tests.collector.service.harness import INGEST, READ, RunningService, free_port, new_service
+from tests.loopback import serving
 
 pytestmark = pytest.mark.slow
 
@@ -97,20 +97,16 @@ class _Busy(BaseHTTPRequestHandler):
 
 
 def test_back_pressure_is_its_own_cause() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    tracker = instrument(service_url=f"http://127.0.0.1:{server.server_address[1]}", host="h-busy", model="m")
-    try:
-        _serve(tracker)
-        tracker.flush()
-        stats = tracker.stats()
-        assert stats["export_refused_back_pressure"] + stats["export_spans_unaccounted"] >= 3
-        assert stats["export_refused_auth"] == stats["export_refused_down"] == 0
-    finally:
-        tracker.shutdown()
-        server.shutdown()
-        server.server_close()
+    with serving(_Busy) as url:
+        tracker = instrument(service_url=url, host="h-busy", model="m")
+        try:
+            _serve(tracker)
+            tracker.flush()
+            stats = tracker.stats()
+            assert stats["export_refused_back_pressure"] + stats["export_spans_unaccounted"] >= 3
+            assert stats["export_refused_auth"] == stats["export_refused_down"] == 0
+        finally:
+            tracker.shutdown()
     assert tracker.stats()["export_refused_back_pressure"] >= 3
 
 
