@@ -17,6 +17,8 @@ from inferensics.dashboard._internal.tables import byte_size, duration_ms, show_
 from inferensics.schema import columns as col
 
 CACHE_SHOWN = {"none": "–"}  # the request compiled nothing (a longer word does not fit the cell)
+_GRAPH_COLUMNS = ("position", "calls", "graph_us", "code_location", "compile_cache_status", "compile_seconds")
+"""The compiled-graphs table's first columns; the others (keys, ids, compile host and time) follow."""
 ID_KEY = "drill.request_id"
 ID_PARAM = "request_id"
 
@@ -245,7 +247,20 @@ def render() -> None:
         replay_panel(d, run_query(queries.REQUEST_REPLAYS, "replays", request_id=request_id))
         graphs = run_query(queries.REQUEST_GRAPHS, "graphs", request_id=request_id)
         st.subheader("Compiled graphs that served it")
-        show_table(graphs, key="graphs", empty="No compiled graph served this request.")
+        # What a person reads first (calls, host time, where the graph comes from) before the 64-digit keys.
+        show_table(
+            graphs,
+            columns=[*_GRAPH_COLUMNS, *(c for c in graphs.columns if c not in _GRAPH_COLUMNS)],
+            key="graphs",
+            empty="No compiled graph served this request.",
+            overrides={
+                "graph_us": st.column_config.NumberColumn(
+                    "graph_us",
+                    format="%.0f µs",
+                    help="Host wall time in the graph's calls (the first 4 calls timed, then every 16th, scaled)",
+                )
+            },
+        )
         providers_section(graphs)
         kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id)
         kernels_section(kernels, bool(d.get(col.SAMPLED)))

@@ -40,6 +40,8 @@ def test_drilldown_shows_the_request_its_kernels_code_and_inputs(seeded: SeededS
 
     graphs = next(d.value for d in at.dataframe if "graph_key" in d.value.columns)
     assert graphs["artifact_id"].tolist() == [ARTIFACT]
+    # Calls, host time and where the graph comes from first; the 64-digit keys after them.
+    assert list(graphs.columns[:4]) == ["position", "calls", "graph_us", "code_location"]
     # Which kernel provider computed each registry op of the graph (its compile's decisions).
     assert "Kernel providers" in shown
     assert all(f"`{p}`" in shown for p in PROVIDERS)
