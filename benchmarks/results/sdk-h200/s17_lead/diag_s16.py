@@ -1,4 +1,5 @@
-"""Session 16 (gpu5), issue 25 point 10 (session 17: `noclock` counts through RawRequest.count_call): where a compiled call's in-request cost and a request's tail go.
+"""Session 16 (gpu5), issue 25 point 10: where a compiled call's in-request cost and a request's tail go (session 17:
+``noclock`` counts through ``RawRequest.count_call``).
 
 ``--part percall``: the study's decode model compiled once per wrapper (plain torch.compile; the SDK's
 ``_counting``, which counts into the request object's own slots; ``dict``, session 15's ``_counting``
@@ -166,7 +167,8 @@ def percall(args: argparse.Namespace, out: dict[str, Any]) -> None:
         d = [per[a][i] - per[b][i] for i in range(n)]
         q = statistics.quantiles(d, n=4)
         diffs[f"{a}-{b}"] = [statistics.median(d), q[0], q[2]]
-        print(f"  {a} - {b}: median {statistics.median(d):+.2f} us/call (IQR {q[0]:+.2f}..{q[2]:+.2f}, {n} paired bursts)")
+        med = statistics.median(d)
+        print(f"  {a} - {b}: median {med:+.2f} us/call (IQR {q[0]:+.2f}..{q[2]:+.2f}, {n} paired bursts)")
     out["percall"] = {"mode": args.mode, "per": {v: [round(u, 3) for u in t] for v, t in per.items()}, "diffs": diffs}
 
 
@@ -225,7 +227,7 @@ def tail(args: argparse.Namespace, out: dict[str, Any]) -> None:
                 sync()
                 t.append(clock())
                 if i >= 3:
-                    for p, a, b in zip(parts, t, t[1:]):
+                    for p, a, b in zip(parts, t[:-1], t[1:], strict=True):
                         rec[v][p].append((b - a) / 1e3)
         # the fingerprint's own pieces, its kernel completed
         launch, snap, fold, total = [], [], [], []
@@ -255,8 +257,12 @@ def tail(args: argparse.Namespace, out: dict[str, Any]) -> None:
             q = statistics.quantiles(rec[v][p], n=4)
             cells.append(f"{p} {statistics.median(rec[v][p]):.1f} [{q[0]:.0f}..{q[2]:.0f}]")
         print(f"  {v:5s} " + "; ".join(cells))
-    for name, vals in (("start_fingerprint", launch), ("snapshot", snap), ("fold (result after snapshot)", fold),
-                       ("result() whole", total)):
+    for name, vals in (
+        ("start_fingerprint", launch),
+        ("snapshot", snap),
+        ("fold (result after snapshot)", fold),
+        ("result() whole", total),
+    ):
         print(f"  fingerprint {name}: median {statistics.median(vals):.1f} us (min {min(vals):.1f})")
     out["tail"] = {"mode": args.mode, "rec": rec, "fp": {"launch": launch, "snap": snap, "fold": fold, "total": total}}
 
