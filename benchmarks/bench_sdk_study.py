@@ -956,6 +956,14 @@ def _targets(runs: list[dict[str, Any]], boot: int, rng: random.Random, protocol
     mode = runs[0].get("mode", "default")
     limit = 1.0 if mode == "reduce-overhead" else 2.0
     print(f"TARGETS ({mode}; protocol {protocol!r}: {PROTOCOLS[protocol]}; {len(runs)} processes):")
+    timed = [r["extra"] for r in runs if r.get("extra", {}).get("host_call_us")]
+    if timed:
+        # Which kind of host ran it: where the serving thread keeps ahead of the device, the SDK's host work
+        # overlaps the device's; where it does not (launch-bound), all of it is on the critical path.
+        host = statistics.median(statistics.median(e["host_call_us"]) for e in timed)
+        device = statistics.median(statistics.median(e["device_call_us"]) for e in timed)
+        kind = "launch-bound: host work is on the critical path" if host >= 0.95 * device else "device-bound"
+        print(f"  host: serving-thread {host:.0f} us per compiled call, device {device:.0f} us ({kind})")
     for num, den, what in (("instr", "plain", "vs plain"), ("instr", "instr_bare", "same artifact")):
         for name, pick in (("within-round", 1), ("best-round", 0)):
             cost = [(v - 1) * 100 for v in _ratios(runs, num, den)[pick]]
