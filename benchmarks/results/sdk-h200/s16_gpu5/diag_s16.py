@@ -78,7 +78,7 @@ def percall(args: argparse.Namespace, out: dict[str, Any]) -> None:
             if request.graph0 is slot:
                 request.graph0_calls += 1
             else:
-                request.note_graph(slot, 0)
+                request.count_call(slot)  # session 17: RawRequest.note_graph became count_call + add_ns
             return o
 
         return run

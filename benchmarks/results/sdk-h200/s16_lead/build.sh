@@ -1,11 +1,14 @@
 #!/bin/bash
-# Build the lead's H200 tree from /work/main (session 16): inferensics/{schema,kernels,collector}, benchmarks, tests/kernels.
+# Build a lead's H200 tree from /work/main into gpu/$NAME (default lead: session 16; session 17: NAME=lead17):
+# inferensics/{schema,kernels,collector}, benchmarks (with gpu5's diag_s16.py), tests/kernels, the pydantic wheels.
 set -e
-cd /work/main; L=gpu/lead/tree; rm -rf $L; mkdir -p $L/inferensics $L/benchmarks $L/tests
+N=${NAME:-lead}
+cd /work/main; L=gpu/$N/tree; rm -rf $L; mkdir -p $L/inferensics $L/benchmarks $L/tests
 touch $L/inferensics/__init__.py
 cp -r schema kernels $L/inferensics/
 mkdir -p $L/inferensics/collector; cp -r collector/host collector/trace collector/__init__.py collector/errors.py collector/service_url.py $L/inferensics/collector/
 cp benchmarks/bench_kernels.py benchmarks/bench_sdk_study.py benchmarks/bench_sdk_overhead.py $L/benchmarks/
+cp benchmarks/results/sdk-h200/s16_gpu5/diag_s16.py $L/benchmarks/
 cp tests/__init__.py $L/tests/; cp -r tests/kernels $L/tests/
 cat > $L/pytest.ini <<'INI'
 [pytest]
@@ -16,6 +19,6 @@ markers =
     gpu: gpu
     cluster: cluster
 INI
-rm -rf gpu/lead/whl; cp -r gpu/gpu5/whl gpu/lead/whl
+rm -rf gpu/$N/whl; cp -r gpu/gpu5/whl gpu/$N/whl
 find $L -name __pycache__ -prune -exec rm -rf {} +
-du -sh gpu/lead
+du -sh gpu/$N
