@@ -133,9 +133,7 @@ class RawRequest:
         first = self.graph0
         pairs = [(first, self.graph0_calls, self.graph0_ns)] if first is not None else []
         pairs.extend((slot, calls, ns) for slot, (calls, ns) in self.graphs.items())
-        return {
-            slot: [calls, ns * calls // timed_calls(calls) if calls > TIMED_FIRST else ns] for slot, calls, ns in pairs
-        }
+        return {slot: [calls, ns * calls // timed_calls(calls)] for slot, calls, ns in pairs}
 
 
 TIMED_FIRST = 4

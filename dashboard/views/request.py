@@ -14,6 +14,7 @@ from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import now
 from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, said, service_errors
 from inferensics.dashboard._internal.tables import byte_size, duration_ms, show_table
+from inferensics.schema import RequestEvent
 from inferensics.schema import columns as col
 
 CACHE_SHOWN = {"none": "–"}  # the request compiled nothing (a longer word does not fit the cell)
@@ -254,10 +255,8 @@ def render() -> None:
             key="graphs",
             empty="No compiled graph served this request.",
             overrides={
-                "graph_us": st.column_config.NumberColumn(
-                    "graph_us",
-                    format="%.0f µs",
-                    help="Host wall time in the graph's calls (the first 4 calls timed, then every 16th, scaled)",
+                col.GRAPH_US: st.column_config.NumberColumn(
+                    col.GRAPH_US, format="%.0f µs", help=RequestEvent.model_fields[col.GRAPH_US].description
                 )
             },
         )

@@ -86,3 +86,12 @@ def test_wrapper_reads_the_clock_only_on_timed_calls(monkeypatch: Any) -> None:
         CURRENT.reset(token)
     assert next(reads) == 2 * timed_calls(calls) * 1000  # the clock reads so far, one step each
     assert raw.graph_counts() == {slot: [calls, calls * 1000]}
+
+
+def test_the_schema_describes_the_sampling_the_sdk_does() -> None:
+    """``graph_us``'s column description (the DDL comment and the request page's help) names the SDK's rule."""
+    from inferensics.schema import RequestEvent
+
+    text = " ".join((RequestEvent.model_fields["graph_us"].description or "").split())
+    assert f"first {TIMED_FIRST} calls" in text
+    assert f"every {TIMED_EVERY}th" in text
