@@ -15,6 +15,7 @@ from inferensics.analytics.drilldown import (
     drill_down,
     notable_requests,
     request_detail,
+    request_graph_calls,
     request_graphs,
     request_kernels,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "recompile_reasons",
     "recompile_storms",
     "request_detail",
+    "request_graph_calls",
     "request_graphs",
     "request_kernels",
     "slow_compiles",

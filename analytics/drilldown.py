@@ -16,6 +16,7 @@ from inferensics.analytics.errors import NotFound
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
+from inferensics.schema.graph_calls import GRAPH_CALL_PREFIX, GRAPH_CALL_SUFFIX, graph_call_key
 
 
 class RequestParams(BaseModel):
@@ -29,12 +30,13 @@ class RequestParams(BaseModel):
 
 @dataclass(frozen=True)
 class RequestDrillDown:
-    """The three frames of a drill-down (see :func:`request_detail`, :func:`request_graphs`,
-    :func:`request_kernels`)."""
+    """The four frames of a drill-down (see :func:`request_detail`, :func:`request_graphs`,
+    :func:`request_kernels`, :func:`request_graph_calls`)."""
 
     detail: pl.DataFrame
     graphs: pl.DataFrame
     kernels: pl.DataFrame
+    graph_calls: pl.DataFrame
 
 
 def _request(client: QueryClient, request_id: str) -> pl.DataFrame:
@@ -123,14 +125,20 @@ def request_graphs(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     return graphs.join(compiles, on=col.ARTIFACT_ID, how="left").sort("position")
 
 
+_GRAPH_CALL_SQL = f"(startsWith({col.KERNEL_NAME}, {{gp:String}}) AND endsWith({col.KERNEL_NAME}, {{gs:String}}))"
+"""A ``kernel_timings`` row that is a whole compiled-graph call range (:mod:`inferensics.schema.graph_calls`)."""
+_GRAPH_CALL_PARAMS = {"gp": GRAPH_CALL_PREFIX, "gs": GRAPH_CALL_SUFFIX}
+
+
 def request_kernels(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     """The kernels of the request's artifacts with their source lines, and its sampled timings.
 
     One row per artifact × kernel from the kernel inventory, joined with the request's profiler timings
     (``calls``/``total_us`` null when not sampled). Timings of kernels the inventory does not hold (or not
-    tied to an artifact) are kept with empty provenance. Columns: artifact_id, graph_key, kernel_name,
-    kernel_backend, post_grad_nodes, source_lines, device, calls, total_us. Sorted by total_us descending
-    (unsampled last), then artifact and kernel name.
+    tied to an artifact) are kept with empty provenance. The profiler's ranges around whole compiled-graph
+    calls (``## Call CompiledFxGraph <key> ##``) are not kernels and are left out: :func:`request_graph_calls`
+    has them. Columns: artifact_id, graph_key, kernel_name, kernel_backend, post_grad_nodes, source_lines,
+    device, calls, total_us. Sorted by total_us descending (unsampled last), then artifact and kernel name.
     """
     row = _request(client, params.request_id)
     db = client.database
@@ -146,8 +154,8 @@ def request_kernels(client: QueryClient, params: RequestParams) -> pl.DataFrame:
         f"SELECT {col.ARTIFACT_ID}, {col.KERNEL_NAME}, toString(any({col.DEVICE})) AS {col.DEVICE}, "
         f"toUInt64(sum({col.CALLS})) AS {col.CALLS}, sum({col.TOTAL_US}) AS {col.TOTAL_US} "
         f"FROM {db}.kernel_timings WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} "
-        f"GROUP BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
-        {"m": row.item(0, col.MODEL), "rid": params.request_id},
+        f"AND NOT {_GRAPH_CALL_SQL} GROUP BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
+        {"m": row.item(0, col.MODEL), "rid": params.request_id, **_GRAPH_CALL_PARAMS},
     )
     keys = [col.ARTIFACT_ID, col.KERNEL_NAME]
     out = inventory.join(timings, on=keys, how="full", coalesce=True).with_columns(
@@ -169,15 +177,91 @@ def request_kernels(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     ).sort([col.TOTAL_US, col.ARTIFACT_ID, col.KERNEL_NAME], descending=[True, False, False], nulls_last=True)
 
 
+def request_graph_calls(client: QueryClient, params: RequestParams) -> pl.DataFrame:
+    """The profiled request's whole compiled-graph calls: the time of each compiled graph's calls as the
+    profiler measured them (Inductor's ``## Call CompiledFxGraph <key> ##`` range around a whole call, which
+    holds every kernel of the call and the code between them), one row per graph.
+
+    Each range is tied to its artifact by the host when it saw the compile, else here by its key: the
+    FX-graph-cache key, matched to the latest stored compile with that ``fx_cache_key`` (of any model or
+    host: the key is a content hash of the graph, its inputs and the compiler's settings).
+
+    Columns: position (the graph's place in :func:`request_graphs`; null when the request is not recorded as
+    calling that graph: one compiled outside ``tracker.compile`` or before the host was instrumented),
+    graph_key, artifact_id (empty when not tied: the graph had no FX-graph-cache key, or no compile with it
+    is stored), fx_cache_key (empty when the graph had none: the cache was bypassed), device, calls,
+    total_us (µs, over all its calls in the request). Empty when the request was not profiled. Sorted by
+    position (nulls last), then total_us descending.
+    """
+    row = _request(client, params.request_id)
+    db = client.database
+    ranges = client.query_frame(
+        f"SELECT {col.ARTIFACT_ID}, {col.KERNEL_NAME}, toString(any({col.DEVICE})) AS {col.DEVICE}, "
+        f"toUInt64(sum({col.CALLS})) AS {col.CALLS}, toFloat64(sum({col.TOTAL_US})) AS {col.TOTAL_US} "
+        f"FROM {db}.kernel_timings WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} "
+        f"AND {_GRAPH_CALL_SQL} GROUP BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
+        {"m": row.item(0, col.MODEL), "rid": params.request_id, **_GRAPH_CALL_PARAMS},
+    )
+    keys = [graph_call_key(str(name)) or "" for name in ranges.get_column(col.KERNEL_NAME).to_list()]
+    ranges = ranges.with_columns(pl.Series(col.FX_CACHE_KEY, keys, dtype=pl.String))
+    untied = sorted({k for k, a in zip(keys, ranges.get_column(col.ARTIFACT_ID).to_list(), strict=True) if k and not a})
+    stored = pl.DataFrame(
+        schema={col.FX_CACHE_KEY: pl.String, "stored_artifact": pl.String, "stored_graph_key": pl.String}
+    )
+    if untied:  # not narrowed by model: the key names the graph's content; its compile may carry another label
+        stored = client.query_frame(
+            f"SELECT {col.FX_CACHE_KEY}, {col.ARTIFACT_ID} AS stored_artifact, {col.GRAPH_KEY} AS stored_graph_key "
+            f"FROM {db}.compiles WHERE {col.FX_CACHE_KEY} IN {{keys:Array(String)}} AND {col.ARTIFACT_ID} != '' "
+            f"ORDER BY {col.TS} DESC LIMIT 1 BY {col.FX_CACHE_KEY}",
+            {"keys": untied},
+        )
+    served = pl.DataFrame(
+        {
+            col.ARTIFACT_ID: pl.Series(row.item(0, col.GRAPH_ARTIFACTS), dtype=pl.String),
+            "served_graph_key": pl.Series(row.item(0, col.GRAPH_KEYS), dtype=pl.String),
+        }
+    ).with_row_index("position")
+    served = served.filter(pl.col(col.ARTIFACT_ID) != "").unique(col.ARTIFACT_ID, keep="first", maintain_order=True)
+    tied = (
+        ranges.join(stored, on=col.FX_CACHE_KEY, how="left")
+        .with_columns(
+            pl.when(pl.col(col.ARTIFACT_ID) != "")
+            .then(pl.col(col.ARTIFACT_ID))
+            .otherwise(pl.col("stored_artifact").fill_null(""))
+            .alias(col.ARTIFACT_ID)
+        )
+        .group_by(col.ARTIFACT_ID, col.FX_CACHE_KEY)
+        .agg(
+            pl.col(col.DEVICE).first(),
+            pl.col(col.CALLS).sum(),
+            pl.col(col.TOTAL_US).sum(),
+            pl.col("stored_graph_key").drop_nulls().first(),
+        )
+        .join(served, on=col.ARTIFACT_ID, how="left")
+    )
+    return tied.select(
+        pl.col("position").cast(pl.UInt32),
+        pl.coalesce("served_graph_key", "stored_graph_key", pl.lit("")).alias(col.GRAPH_KEY),
+        col.ARTIFACT_ID,
+        col.FX_CACHE_KEY,
+        col.DEVICE,
+        pl.col(col.CALLS).cast(pl.UInt64),
+        pl.col(col.TOTAL_US).cast(pl.Float64),
+    ).sort(["position", col.TOTAL_US], descending=[False, True], nulls_last=True)
+
+
 def drill_down(client: QueryClient, request_id: str) -> RequestDrillDown:
-    """All three drill-down frames for ``request_id``.
+    """All four drill-down frames for ``request_id``.
 
     Raises:
         NotFound: no such request in the store.
     """
     params = RequestParams(request_id=request_id)
     return RequestDrillDown(
-        request_detail(client, params), request_graphs(client, params), request_kernels(client, params)
+        request_detail(client, params),
+        request_graphs(client, params),
+        request_kernels(client, params),
+        request_graph_calls(client, params),
     )
 
 

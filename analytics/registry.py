@@ -99,6 +99,12 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         _q("request_detail", drilldown.RequestParams, drilldown.request_detail, "Drill-down, one request id."),
         _q("request_graphs", drilldown.RequestParams, drilldown.request_graphs, "Drill-down, one request id."),
         _q("request_kernels", drilldown.RequestParams, drilldown.request_kernels, "Drill-down, one request id."),
+        _q(
+            "request_graph_calls",
+            drilldown.RequestParams,
+            drilldown.request_graph_calls,
+            "Drill-down, one request id: profiled whole compiled-graph calls.",
+        ),
         _q("notable_requests", SliceParams, drilldown.notable_requests, _ALL + " For the drill-down's picker."),
         _q("request_replays", drilldown.RequestParams, drilldown.request_replays, "Replay verdicts of one request id."),
         _q(

@@ -2,7 +2,10 @@
 
 The profiler runs only around sampled requests (``SdkConfig.sample_rate``); its events are aggregated on
 the background thread. A kernel is tied to an artifact by name through the kernel inventory (Triton and
-C++ kernels) or, for whole-graph calls, by the ``## Call CompiledFxGraph <key> ##`` marker.
+C++ kernels). Inductor's range around each call of a whole compiled graph (``## Call CompiledFxGraph <key> ##``,
+:mod:`inferensics.schema.graph_calls`) is kept too, as that graph's call time: tied to its artifact by its
+FX-graph-cache key when this process saw the compile with that key, else stored with an empty artifact, the
+key still in its name for the store to match (``inferensics.analytics.request_graph_calls``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import torch
 
 from inferensics.collector.host.fingerprint_sampling import request_hash
 from inferensics.schema.events import KernelTimingEvent
+from inferensics.schema.graph_calls import graph_call_key
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 """C++ kernel profile events are named ``graph_<n>_<kernel>``; the inventory knows ``<kernel>``."""
@@ -49,14 +53,15 @@ def stop_profiler(prof: Any) -> None:
 def kernel_timings(
     raw: RawRequest, context: AssemblyContext, kernel_artifacts: Mapping[str, str], ts: datetime
 ) -> list[KernelTimingEvent]:
-    """Aggregate the request's profile into one record per kernel that belongs to a compiled artifact."""
+    """Aggregate the request's profile into one record per kernel that belongs to a compiled artifact, per
+    device kernel, and per whole compiled-graph call range (tied or not: its name carries the graph's key)."""
     out: list[KernelTimingEvent] = []
     for avg in raw.profile.key_averages():
         name = str(avg.key)
         artifact = kernel_artifacts.get(name) or kernel_artifacts.get(_GRAPH_PREFIX.sub("", name), "")
         device_us = float(getattr(avg, "device_time_total", 0.0) or 0.0)
         is_device = device_us > 0 and not artifact
-        if not artifact and not name.startswith("## Call CompiledFxGraph") and not is_device:
+        if not artifact and graph_call_key(name) is None and not is_device:
             continue
         out.append(
             KernelTimingEvent(

@@ -149,6 +149,42 @@ def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
     )
 
 
+_GRAPH_CALL_COLUMNS = (
+    "position",
+    col.CALLS,
+    col.TOTAL_US,
+    col.DEVICE,
+    col.ARTIFACT_ID,
+    col.FX_CACHE_KEY,
+    col.GRAPH_KEY,
+)
+"""The whole-graph calls table: which graph (its position among the graphs above), then the profiler's time."""
+
+
+def graph_calls_section(calls: pl.DataFrame) -> None:
+    """The profiler's time of each compiled graph's whole calls (analytics ``request_graph_calls``): a graph's
+    call time, never a kernel's, so it has its own table; shown only for a profiled request."""
+    if not calls.height:
+        return
+    st.markdown("**Whole compiled-graph calls (profiled)**")
+    st.caption(
+        "The profiler's time of each compiled graph's calls in this request: Inductor's "
+        "`## Call CompiledFxGraph <key> ##` range around a whole call (all of its kernels and the code between "
+        "them), tied to the graph by its FX-graph-cache key. A graph's call time, not a kernel: position is the "
+        "graph's row above (empty when the request is not recorded calling it)."
+    )
+    show_table(
+        calls,
+        columns=_GRAPH_CALL_COLUMNS,
+        key="graph_calls",
+        overrides={
+            col.TOTAL_US: st.column_config.NumberColumn(
+                "graph call µs", format="%.0f µs", help="Profiler time of the graph's whole calls, summed."
+            )
+        },
+    )
+
+
 def kernels_section(kernels: pl.DataFrame, sampled: bool) -> None:
     """Kernels of the serving artifacts with their FX nodes and source lines (Inductor provenance), and the
     sampled timings when this request was profiled."""
@@ -161,7 +197,9 @@ def kernels_section(kernels: pl.DataFrame, sampled: bool) -> None:
         st.caption(
             "Kernel timings: none, this request was not profiled"
             if not sampled
-            else "Kernel timings: this request was profiled, but no kernel timing was stored for its artifacts."
+            else "Kernel timings: this request was profiled, but the profiler timed none of its artifacts' kernels "
+            "(C++ kernels are timed only when compiled with `cpp.enable_kernel_profile`); whole compiled-graph "
+            "call times, when it saw any, are in their own table above."
         )
     mapped = int((kernels.get_column(col.SOURCE_LINES).list.len() > 0).sum()) if kernels.height else 0
     if mapped:
@@ -261,6 +299,7 @@ def render() -> None:
             },
         )
         providers_section(graphs)
+        graph_calls_section(run_query(queries.REQUEST_GRAPH_CALLS, "graph calls", request_id=request_id))
         kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id)
         kernels_section(kernels, bool(d.get(col.SAMPLED)))
         code_section(graphs, kernels)

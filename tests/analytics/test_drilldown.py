@@ -7,10 +7,13 @@ from typing import Any
 
 import polars as pl
 import pytest
+import torch
+import torch._dynamo
 
 from inferensics.analytics import NotFound, RequestParams, drill_down, request_detail
+from inferensics.collector.host import SdkConfig, instrument
 from inferensics.schema import columns as col
-from inferensics.schema.events import RequestEvent
+from inferensics.schema.events import CompileEvent, KernelTimingEvent, RequestEvent
 from inferensics.schema.store import Store
 from tests.analytics.fleet import Fleet
 from tests.seeding import stop_ttl
@@ -100,3 +103,49 @@ def test_single_request_store(store: Store) -> None:
     row = got.graphs.row(0, named=True)
     assert (row[col.GRAPH_KEY], row[col.ARTIFACT_ID], row["calls"], row["compile_ts"]) == ("g", "a", 1, None)
     assert got.kernels.is_empty()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_whole_graph_calls_of_a_profiled_request_are_not_kernels(store: Store) -> None:
+    """Real compiles, profiled requests: Inductor's ``## Call CompiledFxGraph <key> ##`` ranges are each graph's
+    whole-call time, tied to its artifact, never rows of the kernels table (they have no backend or source
+    line). ``early`` calls a graph compiled before the host was instrumented, so the host stores its range
+    untied; the store ties it by its FX-graph-cache key to the compile the host records later."""
+
+    def scale(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * 3 + 1
+
+    torch._dynamo.reset()
+    plain = torch.compile(scale)  # the SDK's compile below (provenance off) has the same FX-graph-cache key
+    plain(torch.randn(32))
+    tracker = instrument(store=store, host="h", model="m", config=SdkConfig(sample_rate=1.0, provenance_level=0))
+    try:
+        with tracker.request("early") as req:
+            req.set_output(plain(torch.randn(32)))
+        compiled = tracker.compile(scale)
+        for rid in ("first", "second"):
+            with tracker.request(rid) as req:
+                req.set_output(compiled(torch.randn(32)))
+    finally:
+        tracker.shutdown()
+        torch._dynamo.reset()
+    (compile_row,) = store.select_events(CompileEvent)
+    assert compile_row.fx_cache_key
+    assert compile_row.artifact_id
+    stored = {(t.request_id, t.artifact_id) for t in store.select_events(KernelTimingEvent)}
+    assert ("early", "") in stored  # the host had not seen the compile: the store ties it
+
+    for rid, position, kernels in (("second", 0, 1), ("early", None, 0)):
+        got = drill_down(store, rid)
+        # The artifact's one C++ kernel, from the inventory; "early" served no graph the SDK saw compile.
+        assert got.kernels.get_column(col.KERNEL_NAME).to_list() == ["cpp_fused_add_mul_relu_0"][:kernels], rid
+        assert got.kernels.get_column(col.KERNEL_BACKEND).to_list() == ["cpp"][:kernels], rid
+        (call,) = got.graph_calls.rows(named=True)
+        assert call["position"] == position
+        assert (call[col.ARTIFACT_ID], call[col.FX_CACHE_KEY]) == (compile_row.artifact_id, compile_row.fx_cache_key)
+        assert call[col.GRAPH_KEY] == compile_row.graph_key
+        assert (call[col.CALLS], call[col.DEVICE]) == (1, "cpu")
+        assert call[col.TOTAL_US] > 0
+    assert drill_down(store, "first").graph_calls.get_column(col.CALLS).to_list() == [1]

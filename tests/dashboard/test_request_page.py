@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+import torch
+import torch._dynamo
 
+from inferensics.collector.host import SdkConfig, instrument
+from tests.collector.service.harness import INGEST, READ, new_service
 from tests.dashboard.apptest import assert_clean, metric, open_page, texts
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.seed import (
@@ -17,7 +23,9 @@ from tests.dashboard.seed import (
     OUTPUT_CODE,
     PROVIDERS,
     STORM_REASON,
+    SeedFacts,
 )
+from tests.polling import poll
 
 PAGE = "views/request.py"
 pytestmark = pytest.mark.slow
@@ -137,3 +145,53 @@ def test_drilldown_shows_the_replay_verdict(seeded: SeededService) -> None:
     assert "aten.silu" in shown
     assert "decoder.py:154" in shown
     assert "triton_poi_fused_mul_silu_3" in shown
+
+
+def _scale(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x) * 3 + 1
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_profiled_requests_whole_graph_calls_are_not_listed_as_kernels(tmp_path: Path) -> None:
+    """A real compiled function behind the host SDK, every request profiled, exported to a service: the page's
+    kernels table holds the artifact's kernels with their source lines, and Inductor's
+    ``## Call CompiledFxGraph <key> ##`` range (no backend, no source line) is shown as what it is, the graph's
+    whole-call time, in its own table tied to the graph above it."""
+    service = new_service(tmp_path).start()
+    try:
+        torch._dynamo.reset()
+        tracker = instrument(
+            service_url=service.url, token=INGEST, host="h", model="m", config=SdkConfig(sample_rate=1.0)
+        )
+        try:
+            compiled = tracker.compile(_scale)
+            for rid in ("p-0", "p-1"):
+                with tracker.request(rid) as req:
+                    req.set_output(compiled(torch.randn(32)))
+        finally:
+            tracker.shutdown()
+            torch._dynamo.reset()
+        client = service.client()
+        counts = (
+            "SELECT (SELECT count() FROM requests) AS r, (SELECT count() FROM kernels) AS k, "
+            "(SELECT count() FROM kernel_timings WHERE request_id = 'p-1') AS t"
+        )
+        assert poll(lambda: client.sql(counts).row(0), lambda n: n[0] == 2 and min(n) > 0, timeout=60)[0] == 2
+        now = datetime.now(UTC).replace(second=0, microsecond=0)
+        at = open_page(SeededService(service, READ, SeedFacts(now=now)), PAGE, **{"drill.request_id": "p-1"})
+        assert_clean(at)
+        graphs = next(d.value for d in at.dataframe if "compile_cache_status" in d.value.columns)
+        kernels = next(d.value for d in at.dataframe if "post_grad_nodes" in d.value.columns)
+        assert kernels["kernel_name"].tolist() == ["cpp_fused_add_mul_relu_0"]
+        assert kernels["kernel_backend"].tolist() == ["cpp"]
+        assert all(len(lines) for lines in kernels["source_lines"])  # provenance: the user's source lines
+        calls = next(d.value for d in at.dataframe if "fx_cache_key" in d.value.columns)
+        assert calls["position"].tolist() == [0]
+        assert calls["artifact_id"].tolist() == graphs["artifact_id"].tolist()
+        assert calls["calls"].tolist() == [1]
+        assert calls["total_us"].tolist()[0] > 0
+        assert all(key for key in calls["fx_cache_key"])
+        assert "Whole compiled-graph calls (profiled)" in texts(at)
+    finally:
+        service.stop()
