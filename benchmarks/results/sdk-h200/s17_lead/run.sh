@@ -1,6 +1,7 @@
 #!/bin/bash
 # Lead's H200 visit, session 17 (issue 25 point 10): the per-call path with sampled clocks (35376b0).
 # STEPS: percall (diag_s16.py --part percall, reduce-overhead), ro / default (the studies, gpu5's protocol).
+# BLOCK_REQS (default 6): requests a block of the throughput protocol (session 18: 18, about one flush interval of requests).
 set -u
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1 PYTORCH_NVML_BASED_CUDA_CHECK=1
 D=$(cd "$(dirname "$0")" && pwd); H=$D/tree
@@ -13,7 +14,7 @@ export PYTHONPATH=/tmp/site:$H:$H/benchmarks
 cd "$H/benchmarks"
 STUDY=(--device cuda --hidden 4096 --layers 4 --tokens 8 --dtype bfloat16 --vocab 32000 --decode-steps 64
        --no-control --fork --reqs 4 --rounds 2 --warmup-rounds 1 --bursts 4 --interleave --blocks ${BLOCKS:-8}
-       --block-reqs 6 --aa)
+       --block-reqs ${BLOCK_REQS:-6} --aa)
 for step in ${STEPS:-percall ro default}; do
   echo "== $step $(date -u +%T) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/env.txt"
   case $step in
