@@ -124,6 +124,11 @@ def _start(name: str, args: list[str], log_path: Path, env: dict[str, str], stdo
     return Child(name, proc, log_path, log)
 
 
+def store_dsn(data_dir: Path) -> str:
+    """The DSN of the embedded store the demo's service keeps in ``data_dir``."""
+    return f"chdb://{data_dir.resolve() / 'store'}"
+
+
 def start_service(data_dir: Path, port: int) -> tuple[Child, str]:
     """Start ``inferensics serve`` on loopback with an embedded store in ``data_dir``; wait until ready.
 
@@ -135,7 +140,7 @@ def start_service(data_dir: Path, port: int) -> tuple[Child, str]:
     """
     env = dict(os.environ, INFERENSICS_AUTH="false")
     args = ["-m", "inferensics.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--dsn", f"chdb://{data_dir / 'store'}", "--spool-dir", str(data_dir / "spool")]
+    args += ["--dsn", store_dsn(data_dir), "--spool-dir", str(data_dir / "spool")]
     child = _start("service", args, data_dir / "service.log", env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + SERVICE_READY_TIMEOUT_S

@@ -111,7 +111,10 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
             _serve(opts, url, workload=workload, data_dir=data_dir, record=record, workers=workers, console=console,
                    bundles=bundles)  # fmt: skip
             _wait_for_ingest(client, before + len(record.served), console)
-            _report(client, url, dashboard_url, record, keyring=bundles.keyring, console=console)
+            # The service this run started stops when it exits: the commands it prints must not need it.
+            stopping = opts.exit_when_done and not opts.service_url
+            _report(client, url, dashboard_url, record, keyring=bundles.keyring, console=console,
+                    store=data_dir if stopping else None)  # fmt: skip
         if opts.summary_json:
             opts.summary_json.write_text(json.dumps(_summary_json(url, record, bundles), indent=2))
         console.print(f"logs in {data_dir}")
@@ -327,9 +330,20 @@ def _wait_for_ingest(client: ServiceClient, expected: int, console: Console) -> 
 
 
 def _report(
-    client: ServiceClient, url: str, dashboard_url: str, record: summary.RunRecord, *, keyring: Path, console: Console
+    client: ServiceClient,
+    url: str,
+    dashboard_url: str,
+    record: summary.RunRecord,
+    *,
+    keyring: Path,
+    console: Console,
+    store: Path | None = None,
 ) -> None:
-    """Print the incidents (expected vs stored), the canary verdict, ids to drill into and commands."""
+    """Print the incidents (expected vs stored), the canary verdict, ids to drill into and commands.
+
+    ``store`` is the data directory of a service that stops when the demo exits: the commands then read its
+    store directly, or start a service on it first.
+    """
     table = Table("incident", "count", title="what happened")
     for name, n in record.incident_counts().items():
         table.add_row(name, str(n))
@@ -356,11 +370,24 @@ def _report(
     )
     for why, ids in summary.drill_ids(record).items():
         console.print(f"drill into ({why}): " + " ".join(ids))
-    if dashboard_url:
-        console.print(f"dashboard: {dashboard_url}")
-    console.print("try:")
-    for command in summary.commands(url, record, dashboard_url, keyring):
-        console.print(f"  {command}", soft_wrap=True)  # one line each, so a copy runs as printed
+    if store is None:
+        if dashboard_url:
+            console.print(f"dashboard: {dashboard_url}")
+        console.print("try:")
+        for command in summary.commands(url, record, dashboard_url, keyring):
+            console.print(f"  {command}", soft_wrap=True)  # one line each, so a copy runs as printed
+        return
+    dsn = processes.store_dsn(store)
+    console.print("try (the demo's service and dashboard stop when it exits; these read its store directly):")
+    for command in summary.commands(url, record, "", keyring, store_dsn=dsn):
+        console.print(f"  {command}", soft_wrap=True)
+    console.print(
+        "replay and the dashboard read through a service: start one on the store (it holds the store until "
+        "Ctrl-C; the commands above need it stopped), then, in another terminal:"
+    )
+    console.print(f"  {summary.serve_command(dsn, store.resolve() / 'spool', url)}", soft_wrap=True)
+    for command in summary.service_commands(url, record, "", keyring):
+        console.print(f"  {command}", soft_wrap=True)
 
 
 def _summary_json(url: str, record: summary.RunRecord, bundles: release.Release) -> dict[str, object]:

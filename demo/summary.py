@@ -121,19 +121,47 @@ def drill_ids(record: RunRecord) -> dict[str, list[str]]:
     return {k: v for k, v in picks.items() if v}
 
 
-def commands(service_url: str, record: RunRecord, dashboard_url: str, keyring: Path) -> list[str]:
+def commands(
+    service_url: str, record: RunRecord, dashboard_url: str, keyring: Path, *, store_dsn: str = ""
+) -> list[str]:
     """The commands to try next, each runnable as printed: the weekly report of the current week, the canary
     comparison over the last 24 hours up to now (with the thresholds the summary's verdict used), status, and
-    the replay of the NaN request (trusting the run's builder key)."""
+    the replay of the NaN request (trusting the run's builder key).
+
+    With ``store_dsn`` (the demo's own service stops when the demo exits) the report, canary and status
+    commands read that store directly (``--dsn``); replay and the dashboard need a service, so
+    :func:`service_commands` gives those, after the command that starts one on the store. Without it they all
+    go through the running service at ``service_url``.
+    """
+    target = f"--dsn {shlex.quote(store_dsn)}" if store_dsn else f"--service {service_url}"
     lowered = canary_thresholds(record)
     thresholds = "".join(f" --{k.replace('_', '-')} {v}" for k, v in lowered.items())
     out = [
-        f"inferensics report weekly --service {service_url}",
+        f"inferensics report weekly {target}",
         f"inferensics canary compare --baseline {record.bundle_ids.get('baseline', '?')} "
         f"--candidate {record.bundle_ids.get(CANDIDATE, '?')} --model {DECODER_MODEL} --hw-pool {POOL_B}"
-        f"{thresholds} --service {service_url}",
-        f"inferensics status --service {service_url}",
+        f"{thresholds} {target}",
+        f"inferensics status {target}",
     ]
+    if store_dsn:
+        return out
+    return out + service_commands(service_url, record, dashboard_url, keyring)
+
+
+def serve_command(store_dsn: str, spool_dir: Path, service_url: str) -> str:
+    """The command that starts a collector service on the demo's store again, at ``service_url``'s port, as
+    the demo ran its own: on loopback, without tokens."""
+    port = service_url.rsplit(":", 1)[1]
+    return (
+        f"INFERENSICS_AUTH=false inferensics serve --dsn {shlex.quote(store_dsn)} "
+        f"--spool-dir {shlex.quote(str(spool_dir))} --port {port}"
+    )
+
+
+def service_commands(service_url: str, record: RunRecord, dashboard_url: str, keyring: Path) -> list[str]:
+    """The commands that need a running service at ``service_url``: the replay of the NaN request and, when
+    the demo showed no dashboard, the one that starts it."""
+    out = []
     nan = drill_ids(record).get("NaN logits, inputs captured", [])
     if nan:
         out.append(f"inferensics replay {nan[0]} --keyring {shlex.quote(str(keyring))} --service {service_url}")
