@@ -73,7 +73,7 @@ class ServingDecoder(torch.nn.Module):
         return self.server.generate(spec, tokens, k_cache, greedy=False)
 
 
-def _as_is(fn: Any) -> Any:
+def _as_is(fn: Any, _model: str) -> Any:
     return fn
 
 

@@ -28,8 +28,9 @@ from inferensics.demo.workload import (
     padded_seq,
 )
 
-CompileFn = Callable[[Callable[..., Any]], Callable[..., Any]]
-"""Turns a function or module into its compiled version."""
+CompileFn = Callable[[Callable[..., Any], str], Callable[..., Any]]
+"""Turns a function or module into its compiled version: ``compile_fn(fn, model)``, ``model`` the label of the
+model ``fn`` belongs to (a tracker compiles it under that name, so one worker's two models keep their own rows)."""
 
 _PRECEDENCE = ("error", "fallback", "recompile", "compile", "hit", "eager")
 
@@ -125,8 +126,8 @@ class ModelServer:
     """Both demo models, compiled with ``compile_fn``, served request by request.
 
     Args:
-        compile_fn: Compiles a callable (applied to the decoder's prefill and decode step and to the HF
-            scorer).
+        compile_fn: Compiles a callable of a model (applied to the decoder's prefill and decode step with
+            :data:`DECODER_MODEL`, and to the HF scorer with :data:`HF_MODEL`).
         models: Which models this worker serves.
         device: Where the models run (``cuda`` when available, else ``cpu``).
         seed: Weight seed (the same in every worker, so bundles are compared on the same weights).
@@ -144,15 +145,15 @@ class ModelServer:
         self.dispatch = DispatchModel()
         self.decoder = TinyDecoder(seed=seed).to(self.device)
         self.vocab_size = self.decoder.cfg.vocab_size
-        self.prefill = compile_fn(self.decoder.prefill)
-        self.decode = compile_fn(self.decoder.decode_step)
+        self.prefill = compile_fn(self.decoder.prefill, DECODER_MODEL)
+        self.decode = compile_fn(self.decoder.decode_step, DECODER_MODEL)
         self.scorer: torch.nn.Module | None = None
         self.score: Callable[..., Any] | None = None
         if HF_MODEL in models:
             from inferensics.demo.models.hf import build_hf_model
 
             self.scorer = build_hf_model(seed).to(self.device)
-            self.score = compile_fn(self.scorer)
+            self.score = compile_fn(self.scorer, HF_MODEL)
 
     def serve(self, spec: RequestSpec, tokens: torch.Tensor, k_page: torch.Tensor | None = None) -> torch.Tensor:
         """Run one request; returns the logits its output fingerprint is taken from.

@@ -104,8 +104,9 @@ def serve(args: argparse.Namespace) -> None:
     )
     budget = release.CompileBudget(MISS_BUDGET_COMPILES, MISS_BUDGET_S, MISS_BUDGET_S)
 
-    def compile_fn(fn: Any) -> Any:
-        return tracker.compile(fn, bundle=loaded, on_bundle_miss="compile", compile_budget=budget)
+    def compile_fn(fn: Any, model: str) -> Any:
+        # name=: the HF scorer's compile, cache and graph-break rows are its own, not the decoder's
+        return tracker.compile(fn, name=model, bundle=loaded, on_bundle_miss="compile", compile_budget=budget)
 
     server = ModelServer(compile_fn, models=WORKER_MODELS[args.pool])
     _emit("start", total=len(specs), bundle_id=loaded.bundle_id, device=str(server.device), pid=os.getpid())

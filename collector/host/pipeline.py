@@ -42,6 +42,7 @@ from inferensics.schema.events import (
     RecompileEvent,
     SdkHealthEvent,
 )
+from inferensics.schema.graph_calls import graph_call_name
 from inferensics.schema.table import Event
 
 PENDING_CAPACITY = 10_000
@@ -360,7 +361,7 @@ class Pipeline:
             # A frame that broke before any tensor op: its later calls hit guards and run no graph.
             self.graphless_break = self._last_break[1]
         if isinstance(record, CompileEvent) and record.fx_cache_key and record.artifact_id:
-            self.kernel_artifacts[f"## Call CompiledFxGraph {record.fx_cache_key} ##"] = record.artifact_id
+            self.kernel_artifacts[graph_call_name(record.fx_cache_key)] = record.artifact_id
         if isinstance(record, KernelInventoryEvent):
             self.kernel_artifacts[record.kernel_name] = record.artifact_id
         self.counters[type(record).TABLE.name] += 1

@@ -467,6 +467,23 @@ def test_hf_model_is_served(demo_run: dict[str, Any]) -> None:
     assert {r["model"] for r in demo_run["served"].values()} == {DECODER_MODEL, HF_MODEL}
 
 
+def test_each_compile_is_labelled_with_the_model_it_compiled(demo_run: dict[str, Any], demo_service: str) -> None:
+    """A pool-b worker serves both models from one tracker: the HF scorer's compiles are its own rows
+    (``tracker.compile(name=...)``), never the decoder's, so the request page finds them under its model."""
+    by_artifact = (
+        "SELECT r.model AS served, c.model AS compiled, c.compile_id AS compile_id, c.host AS host "
+        "FROM (SELECT DISTINCT host, model, arrayJoin(graph_artifacts) AS artifact_id FROM inferensics.requests) AS r "
+        "INNER JOIN inferensics.compiles AS c ON c.host = r.host AND c.artifact_id = r.artifact_id "
+        "WHERE r.artifact_id != ''"
+    )
+    with ServiceClient(demo_service) as client:
+        pairs = client.sql(by_artifact)
+    assert pairs.height > 0
+    assert set(pairs.get_column("served")) == {DECODER_MODEL, HF_MODEL}
+    wrong = pairs.filter(pairs.get_column("served") != pairs.get_column("compiled"))
+    assert wrong.height == 0, wrong.to_dicts()
+
+
 # ---- replay of the run's failing requests, through the service, in fresh processes (issue 22) -------------
 
 

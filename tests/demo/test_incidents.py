@@ -71,7 +71,7 @@ def _limit_hits() -> int:
 def test_storm_fills_the_recompile_limit_then_falls_back(dynamo_settings: None) -> None:
     """q=1 compiles prefill and decode; q=3 recompiles decode; q=4 hits the limit and runs eagerly."""
     torch._dynamo.utils.clear_compilation_metrics()
-    server = ModelServer(torch.compile, models=(DECODER_MODEL,))
+    server = ModelServer(lambda fn, _model: torch.compile(fn), models=(DECODER_MODEL,))
     model = DispatchModel(limit=2)
     seen = []
     for spec in (_spec(0), _spec(2), _spec(3), _spec(2), _spec(0)):
@@ -87,7 +87,7 @@ def test_storm_fills_the_recompile_limit_then_falls_back(dynamo_settings: None) 
 
 def test_invalid_tokens_raise_before_any_graph_runs() -> None:
     """An out-of-vocabulary id is refused by validation (the compiled embedding would abort the process)."""
-    server = ModelServer(lambda fn: fn, models=(DECODER_MODEL,))
+    server = ModelServer(lambda fn, _model: fn, models=(DECODER_MODEL,))
     spec = _spec(incident="invalid")
     with pytest.raises(incidents.InvalidRequestError, match="outside the vocabulary"):
         server.serve(spec, request_tokens(spec, server.vocab_size))
@@ -95,7 +95,7 @@ def test_invalid_tokens_raise_before_any_graph_runs() -> None:
 
 def test_poisoned_cache_yields_nan_logits_in_one_sequence() -> None:
     """The corrupt KV page turns one sequence's decode logits NaN and leaves the other finite."""
-    server = ModelServer(lambda fn: fn, models=(DECODER_MODEL,))
+    server = ModelServer(lambda fn, _model: fn, models=(DECODER_MODEL,))
     spec = _spec(incident="nan")
     out = server.serve(spec, request_tokens(spec, server.vocab_size))
     assert out[1, 1:].isnan().all()
@@ -113,7 +113,7 @@ def test_canary_decomposition_changes_output_and_spares_the_baseline(dynamo_sett
 
     def compiled_logits() -> tuple[torch.Tensor, torch.Tensor]:
         torch._dynamo.reset()
-        server = ModelServer(torch.compile, models=(DECODER_MODEL,))
+        server = ModelServer(lambda fn, _model: torch.compile(fn), models=(DECODER_MODEL,))
         tokens = request_tokens(spec, server.vocab_size).to(server.device)
         with torch.inference_mode():
             return server.prefill(tokens)[0], server.decoder.prefill(tokens)[0]
