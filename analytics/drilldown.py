@@ -127,7 +127,19 @@ def request_graphs(client: QueryClient, params: RequestParams) -> pl.DataFrame:
 
 _GRAPH_CALL_SQL = f"(startsWith({col.KERNEL_NAME}, {{gp:String}}) AND endsWith({col.KERNEL_NAME}, {{gs:String}}))"
 """A ``kernel_timings`` row that is a whole compiled-graph call range (:mod:`inferensics.schema.graph_calls`)."""
-_GRAPH_CALL_PARAMS = {"gp": GRAPH_CALL_PREFIX, "gs": GRAPH_CALL_SUFFIX}
+
+
+def _timings(client: QueryClient, row: pl.DataFrame, request_id: str, *, graph_calls: bool) -> pl.DataFrame:
+    """The request's profiler timings per artifact and name: the whole compiled-graph call ranges
+    (``graph_calls``) or everything else. Columns: artifact_id, kernel_name, device, calls, total_us."""
+    which = _GRAPH_CALL_SQL if graph_calls else f"NOT {_GRAPH_CALL_SQL}"
+    return client.query_frame(
+        f"SELECT {col.ARTIFACT_ID}, {col.KERNEL_NAME}, toString(any({col.DEVICE})) AS {col.DEVICE}, "
+        f"toUInt64(sum({col.CALLS})) AS {col.CALLS}, toFloat64(sum({col.TOTAL_US})) AS {col.TOTAL_US} "
+        f"FROM {client.database}.kernel_timings WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} "
+        f"AND {which} GROUP BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
+        {"m": row.item(0, col.MODEL), "rid": request_id, "gp": GRAPH_CALL_PREFIX, "gs": GRAPH_CALL_SUFFIX},
+    )
 
 
 def request_kernels(client: QueryClient, params: RequestParams) -> pl.DataFrame:
@@ -150,13 +162,7 @@ def request_kernels(client: QueryClient, params: RequestParams) -> pl.DataFrame:
         f"LIMIT 1 BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
         {"ids": artifacts},
     )
-    timings = client.query_frame(
-        f"SELECT {col.ARTIFACT_ID}, {col.KERNEL_NAME}, toString(any({col.DEVICE})) AS {col.DEVICE}, "
-        f"toUInt64(sum({col.CALLS})) AS {col.CALLS}, sum({col.TOTAL_US}) AS {col.TOTAL_US} "
-        f"FROM {db}.kernel_timings WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} "
-        f"AND NOT {_GRAPH_CALL_SQL} GROUP BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
-        {"m": row.item(0, col.MODEL), "rid": params.request_id, **_GRAPH_CALL_PARAMS},
-    )
+    timings = _timings(client, row, params.request_id, graph_calls=False)
     keys = [col.ARTIFACT_ID, col.KERNEL_NAME]
     out = inventory.join(timings, on=keys, how="full", coalesce=True).with_columns(
         pl.col(col.GRAPH_KEY).fill_null(""),
@@ -195,13 +201,7 @@ def request_graph_calls(client: QueryClient, params: RequestParams) -> pl.DataFr
     """
     row = _request(client, params.request_id)
     db = client.database
-    ranges = client.query_frame(
-        f"SELECT {col.ARTIFACT_ID}, {col.KERNEL_NAME}, toString(any({col.DEVICE})) AS {col.DEVICE}, "
-        f"toUInt64(sum({col.CALLS})) AS {col.CALLS}, toFloat64(sum({col.TOTAL_US})) AS {col.TOTAL_US} "
-        f"FROM {db}.kernel_timings WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} "
-        f"AND {_GRAPH_CALL_SQL} GROUP BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
-        {"m": row.item(0, col.MODEL), "rid": params.request_id, **_GRAPH_CALL_PARAMS},
-    )
+    ranges = _timings(client, row, params.request_id, graph_calls=True)
     keys = [graph_call_key(str(name)) or "" for name in ranges.get_column(col.KERNEL_NAME).to_list()]
     ranges = ranges.with_columns(pl.Series(col.FX_CACHE_KEY, keys, dtype=pl.String))
     untied = sorted({k for k, a in zip(keys, ranges.get_column(col.ARTIFACT_ID).to_list(), strict=True) if k and not a})

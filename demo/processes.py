@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import queue
+import shlex
 import signal
 import socket
 import subprocess
@@ -21,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from inferensics.collector.client import ServiceClient, ServiceError
 from inferensics.schema.install_hint import pip_install_hint
@@ -129,6 +130,32 @@ def store_dsn(data_dir: Path) -> str:
     return f"chdb://{data_dir.resolve() / 'store'}"
 
 
+SERVICE_ENV: Final = {"INFERENSICS_AUTH": "false"}
+"""The demo's service runs without tokens: it listens on 127.0.0.1 only (the service's loopback development mode)."""
+
+
+def serve_args(data_dir: Path, port: int) -> list[str]:
+    """``inferensics serve``'s arguments for the demo's service on the store in ``data_dir``, on loopback."""
+    spool = data_dir.resolve() / "spool"
+    return [
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dsn",
+        store_dsn(data_dir),
+        "--spool-dir",
+        str(spool),
+    ]
+
+
+def serve_command(data_dir: Path, port: int) -> str:
+    """The shell line that starts the demo's service again on the store in ``data_dir`` (as the demo ran it)."""
+    env = " ".join(f"{k}={v}" for k, v in SERVICE_ENV.items())
+    return f"{env} inferensics {shlex.join(serve_args(data_dir, port))}"
+
+
 def start_service(data_dir: Path, port: int) -> tuple[Child, str]:
     """Start ``inferensics serve`` on loopback with an embedded store in ``data_dir``; wait until ready.
 
@@ -138,10 +165,8 @@ def start_service(data_dir: Path, port: int) -> tuple[Child, str]:
     Raises:
         RuntimeError: the service exited or did not become ready in time; the message carries its log.
     """
-    env = dict(os.environ, INFERENSICS_AUTH="false")
-    args = ["-m", "inferensics.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--dsn", store_dsn(data_dir), "--spool-dir", str(data_dir / "spool")]
-    child = _start("service", args, data_dir / "service.log", env)
+    env = dict(os.environ, **SERVICE_ENV)
+    child = _start("service", ["-m", "inferensics.cli", *serve_args(data_dir, port)], data_dir / "service.log", env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + SERVICE_READY_TIMEOUT_S
     with ServiceClient(url, timeout=5) as client:

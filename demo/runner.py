@@ -385,7 +385,7 @@ def _report(
         "replay and the dashboard read through a service: start one on the store (it holds the store until "
         "Ctrl-C; the commands above need it stopped), then, in another terminal:"
     )
-    console.print(f"  {summary.serve_command(dsn, store.resolve() / 'spool', url)}", soft_wrap=True)
+    console.print(f"  {processes.serve_command(store, int(url.rsplit(':', 1)[1]))}", soft_wrap=True)
     for command in summary.service_commands(url, record, "", keyring):
         console.print(f"  {command}", soft_wrap=True)
 

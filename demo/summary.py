@@ -148,16 +148,6 @@ def commands(
     return out + service_commands(service_url, record, dashboard_url, keyring)
 
 
-def serve_command(store_dsn: str, spool_dir: Path, service_url: str) -> str:
-    """The command that starts a collector service on the demo's store again, at ``service_url``'s port, as
-    the demo ran its own: on loopback, without tokens."""
-    port = service_url.rsplit(":", 1)[1]
-    return (
-        f"INFERENSICS_AUTH=false inferensics serve --dsn {shlex.quote(store_dsn)} "
-        f"--spool-dir {shlex.quote(str(spool_dir))} --port {port}"
-    )
-
-
 def service_commands(service_url: str, record: RunRecord, dashboard_url: str, keyring: Path) -> list[str]:
     """The commands that need a running service at ``service_url``: the replay of the NaN request and, when
     the demo showed no dashboard, the one that starts it."""

@@ -299,7 +299,8 @@ def render() -> None:
             },
         )
         providers_section(graphs)
-        graph_calls_section(run_query(queries.REQUEST_GRAPH_CALLS, "graph calls", request_id=request_id))
+        if d.get(col.SAMPLED):  # only a profiled request has whole-graph call times
+            graph_calls_section(run_query(queries.REQUEST_GRAPH_CALLS, "graph calls", request_id=request_id))
         kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id)
         kernels_section(kernels, bool(d.get(col.SAMPLED)))
         code_section(graphs, kernels)
