@@ -108,3 +108,122 @@ def test_pdl_merge_gives_the_plain_merges_answer_eager_and_compiled(monkeypatch:
     torch.testing.assert_close(eager_op, expected, rtol=0, atol=0)
     compiled = torch.compile(lambda *a: pa.paged_decode_attention_triton(*a) * 1.0, dynamic=False)
     torch.testing.assert_close(compiled(q, k, v, table, lens, scale), expected, rtol=0, atol=0)
+
+
+def test_persistent_shares_cover_every_step_once_and_fit_their_slots() -> None:
+    # Program p's share is [pT/P, (p+1)T/P); the kernel finds a unit's sharers with step_owner and gives each a slot
+    # of stream_plan's count: brute force over small grids (a slot count one short would overwrite a neighbour).
+    from inferensics.kernels._triton.paged_persistent import step_owner, stream_plan
+
+    tight = 0
+    for units in (1, 2, 3, 6, 8):
+        for steps in (1, 2, 5, 16, 41):
+            for asked in (1, 2, 3, 4, 5, 7, 13, 64, 10_000):
+                programs, slots, touched = stream_plan(units, steps, asked)
+                total = units * steps
+                assert programs == min(asked, total)
+                shares = [(p * total // programs, (p + 1) * total // programs) for p in range(programs)]
+                assert all(lo < hi for lo, hi in shares)
+                for x in range(total):
+                    lo, hi = shares[step_owner(x, total, programs)]
+                    assert lo <= x < hi
+                sharers = max(
+                    len({step_owner(x, total, programs) for x in range(u * steps, (u + 1) * steps)})
+                    for u in range(units)
+                )
+                assert sharers <= slots
+                tight += sharers == slots
+                assert max(len({x // steps for x in range(lo, hi)}) for lo, hi in shares) <= touched
+    assert tight > 50  # the bound is reached, not just safe
+
+
+# Programs asked of the persistent grid for 3 sequences x 2 KV heads of 41 steps (1312-token table, 32-token steps):
+# one program for every unit (7 units touched: the dynamic unit loop); 3 (two whole units each, no partial
+# results); 4 and 7 (shares straddle units, 2-3 sharers a unit); 246 (one step each: 41 sharers a unit, several
+# merge steps). All but the first unroll the unit loop.
+PERSISTENT_PROGRAMS = [1, 3, 4, 7, 246]
+
+
+@pytest.mark.parametrize("programs", PERSISTENT_PROGRAMS)
+def test_persistent_grid_matches_the_reference(programs: int) -> None:
+    from inferensics.kernels._triton import paged_attention as pa
+    from inferensics.kernels._triton.device_facts import sm_count
+    from inferensics.kernels._triton.paged_persistent import MAX_UNROLL, stream_plan
+
+    shape = {"batch": 3, "context": 1300, "q_heads": 8, "kv_heads": 2, "head_dim": 64, "page": 16}
+    args = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=3)
+    args[4][1] = 700  # ragged
+    args[4][2] = 0  # empty: zeros
+    steps = args[3].shape[1] * 16 // 32
+    assert steps == 41
+    assert stream_plan(6, steps, programs)[0] == programs
+    assert (stream_plan(6, steps, programs)[2] > MAX_UNROLL) == (programs == 1)
+    plan = pa.Plan(block_n=32, persistent=programs / sm_count(DEVICE))
+    out = pa.run_with_plan(*args, plan)
+    ref = paged_decode_attention_reference(*args)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    assert not out[2].any()
+    torch.testing.assert_close(pa.run_with_plan(*args, plan), out, rtol=0, atol=0)  # the same bits again
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["plain", "prefetch_pages"])
+def test_persistent_grid_serves_hnd_storage_and_prefetched_pages_with_the_same_bits(prefetch: bool) -> None:
+    from inferensics.kernels._triton import paged_attention as pa
+    from inferensics.kernels._triton.device_facts import sm_count
+
+    shape = {"batch": 2, "context": 1000, "q_heads": 8, "kv_heads": 2, "head_dim": 64, "page": 16}
+    q, k, v, table, lens, scale = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=5)
+    lens[1] = 333
+    k_hnd, v_hnd = (c.permute(0, 2, 1, 3).contiguous().transpose(1, 2) for c in (k, v))
+    per_sm = 5 / sm_count(DEVICE)  # 5 programs over 4 units of 16 steps: shares straddle units
+    plain = pa.Plan(block_n=64, stages=3, persistent=per_sm)
+    plan = pa.Plan(block_n=64, stages=3, prefetch_pages=prefetch, persistent=per_sm)
+    expected = pa.run_with_plan(q, k, v, table, lens, scale, plain)
+    torch.testing.assert_close(pa.run_with_plan(q, k_hnd, v_hnd, table, lens, scale, plan), expected, rtol=0, atol=0)
+    ref = paged_decode_attention_reference(q, k, v, table, lens, scale)
+    torch.testing.assert_close(expected, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_a_persistent_table_plan_serves_the_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The op's own path (choose_plan's plan through _launch) reaches the persistent grid.
+    from inferensics.kernels._triton import paged_attention as pa
+    from inferensics.kernels._triton import paged_persistent
+
+    shape = {"batch": 2, "context": 500, "q_heads": 8, "kv_heads": 2, "head_dim": 64, "page": 16}
+    args = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=9)
+    plan = pa.Plan(block_n=32, persistent=0.05)
+    launches = []
+    real = paged_persistent.launch_persistent
+    monkeypatch.setattr(pa, "choose_plan", lambda *a: (plan, True))
+    monkeypatch.setattr(pa, "launch_persistent", lambda *a, **kw: launches.append(kw) or real(*a, **kw))
+    out = pa.paged_decode_attention_triton(*args)
+    assert [kw["per_sm"] for kw in launches] == [0.05]
+    torch.testing.assert_close(out, paged_decode_attention_reference(*args), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_persistent_plans_pass_the_op_rule_on_every_differential_sample(dtype: torch.dtype) -> None:
+    # The differential suite's paged samples (ragged, empty, page 8, int64 tables, strided q, NaN values, HND and
+    # every-other-page caches) under persistent grids of 1 program (the dynamic unit loop), 3 and 7.
+    from inferensics import kernels
+    from inferensics.kernels._triton import paged_attention as pa
+    from inferensics.kernels._triton.device_facts import sm_count
+    from inferensics.kernels.tolerance import compare
+
+    from .samples import SAMPLERS
+
+    op = kernels.registry().op("paged_decode_attention")
+    triton = op.providers["triton"]
+    rule = op.tolerance.rule(dtype, triton.requirements.accuracy)
+    samples = [
+        s for s in SAMPLERS["paged_decode_attention"](dtype, DEVICE)
+        if triton.supports(s.args, kernels.CallContext.of(s.args))[0]
+    ]  # fmt: skip
+    assert len(samples) >= 10
+    for programs in (1, 3, 7):
+        plan = pa.Plan(block_n=16 * (1 + programs % 3), stages=3, persistent=programs / sm_count(DEVICE))
+        for sample in samples:
+            args64 = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in sample.args]
+            out = pa.run_with_plan(*sample.args, plan)
+            verdict = compare(out, op.reference(*sample.args), rule, op.reference(*args64))
+            assert verdict.passed, (sample.name, programs, verdict)
