@@ -15,6 +15,9 @@ merges them (``paged_merge.merge_group``) and resets the counter. The owner of s
 
 Positions past a sequence's length are skipped, not balanced: ragged batches load the programs unevenly, as they
 do the split kernel.
+
+No measured table row uses it: on the H200 it tied the split kernel at best (batch 64, context 32k) and lost
+elsewhere (``benchmarks/results/kernels-h200/session19_attention.md``); a plan can still ask for it.
 """
 
 # Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments;

@@ -8,7 +8,8 @@ cp -r schema kernels $T/inferensics/
 cp benchmarks/bench_kernels.py $T/benchmarks/
 cp tests/__init__.py $T/tests/; cp -r tests/kernels $T/tests/
 R=benchmarks/results/kernels-h200
-cp $R/s19_attn_sweep.py $R/s19_attn_merge_tables.py $R/s19_attn_memcheck.py $R/s19_attn_run1.sh $T/
+cp $R/s19_attn_sweep.py $R/s19_attn_control.py $R/s19_attn_merge_tables.py $R/s19_attn_memcheck.py $R/s19_attn_run1.sh \
+   $R/s19_attn_run2.sh $T/
 cat > $T/pytest.ini <<'INI'
 [pytest]
 addopts = -ra --strict-markers --import-mode=importlib -p no:cacheprovider
