@@ -4,6 +4,8 @@ stored NHD or HND."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -159,11 +161,13 @@ def test_persistent_grid_matches_the_reference(programs: int) -> None:
     assert stream_plan(6, steps, programs)[0] == programs
     assert (stream_plan(6, steps, programs)[2] > MAX_UNROLL) == (programs == 1)
     plan = pa.Plan(block_n=32, persistent=programs / sm_count(DEVICE))
-    out = pa.run_with_plan(*args, plan)
+    q, k, v, table, lens, scale = args
+    out = pa.run_with_plan(q, k, v, table, lens, scale, plan)
     ref = paged_decode_attention_reference(*args)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     assert not out[2].any()
-    torch.testing.assert_close(pa.run_with_plan(*args, plan), out, rtol=0, atol=0)  # the same bits again
+    again = pa.run_with_plan(q, k, v, table, lens, scale, plan)
+    torch.testing.assert_close(again, out, rtol=0, atol=0)  # the same bits again
 
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["plain", "prefetch_pages"])
@@ -192,10 +196,15 @@ def test_a_persistent_table_plan_serves_the_op(monkeypatch: pytest.MonkeyPatch) 
     shape = {"batch": 2, "context": 500, "q_heads": 8, "kv_heads": 2, "head_dim": 64, "page": 16}
     args = make_args("paged_decode_attention", shape, torch.float32, DEVICE, seed=9)
     plan = pa.Plan(block_n=32, persistent=0.05)
-    launches = []
+    launches: list[dict[str, Any]] = []
     real = paged_persistent.launch_persistent
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        launches.append(kw)
+        return real(*a, **kw)
+
     monkeypatch.setattr(pa, "choose_plan", lambda *a: (plan, True))
-    monkeypatch.setattr(pa, "launch_persistent", lambda *a, **kw: launches.append(kw) or real(*a, **kw))
+    monkeypatch.setattr(pa, "launch_persistent", counted)
     out = pa.paged_decode_attention_triton(*args)
     assert [kw["per_sm"] for kw in launches] == [0.05]
     torch.testing.assert_close(out, paged_decode_attention_reference(*args), rtol=1e-4, atol=1e-5)
@@ -224,6 +233,7 @@ def test_persistent_plans_pass_the_op_rule_on_every_differential_sample(dtype: t
         plan = pa.Plan(block_n=16 * (1 + programs % 3), stages=3, persistent=programs / sm_count(DEVICE))
         for sample in samples:
             args64 = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in sample.args]
-            out = pa.run_with_plan(*sample.args, plan)
+            q, k, v, table, lens, scale = sample.args
+            out = pa.run_with_plan(q, k, v, table, lens, scale, plan)
             verdict = compare(out, op.reference(*sample.args), rule, op.reference(*args64))
             assert verdict.passed, (sample.name, programs, verdict)
