@@ -342,9 +342,13 @@ def run_served(args: argparse.Namespace) -> None:
         plain(x)
         return time.perf_counter_ns() - t0, clock() - c0
 
+    shape = tuple(x.shape)
+
     def req_instr() -> tuple[int, int]:
+        # A server has its request's id and shape before the SDK sees them: made before the clocks start.
+        rid = f"r{next(ids)}"
         c0, t0 = clock(), time.perf_counter_ns()
-        with tracker.request(f"r{next(ids)}", shape=tuple(x.shape)) as req:
+        with tracker.request(rid, shape=shape) as req:
             req.set_output(instrumented(x))
         return time.perf_counter_ns() - t0, clock() - c0
 
@@ -409,12 +413,13 @@ def run_served(args: argparse.Namespace) -> None:
             size = max(1, min(args.block, args.pairs))
             for b in range(max(1, args.pairs // size)):
                 for name in ("plain", "instr") if (r + b) % 2 else ("instr", "plain"):
+                    rids = [f"b{next(ids)}" for _ in range(size)]
                     t0 = time.perf_counter_ns()
-                    for _ in range(size):
+                    for rid in rids:
                         if name == "plain":
                             plain(x)
                         else:
-                            with tracker.request(f"b{next(ids)}", shape=tuple(x.shape)) as req:
+                            with tracker.request(rid, shape=shape) as req:
                                 req.set_output(instrumented(x))
                     if name == "instr":
                         tracker.flush()
@@ -537,6 +542,79 @@ def run_hooks(args: argparse.Namespace) -> None:
     )
 
 
+def run_segments(args: argparse.Namespace) -> None:
+    """The SDK's serving-thread steps timed in place: each right after a plain request of the served model
+    (which leaves the caches, TLBs and branch predictors to the model, as in a server), so each step pays
+    what it pays between two model runs, several times what it costs in a loop (``--hooks``). Per step, the
+    median over ``--pairs`` requests a round: ``tracker.request()``, ``__enter__``, the instrumented call in
+    the scope less the same call outside any scope (interleaved), ``set_output``, ``__exit__``. Only the
+    public API is timed, so the same command measures another checkout (``PYTHONPATH``) as the peer."""
+    model, x = served_model(args.served or "demo", 2, 32)
+    plain = torch.compile(model)
+    config = SdkConfig(fingerprint_rate=args.fingerprint_rate)
+    tracker = instrument(exporter=NullExporter(), host="bench", model=args.served or "demo", config=config)
+    instrumented = tracker.compile(model, name=args.served or "demo")
+    clock = time.perf_counter_ns
+    shape = tuple(x.shape)
+    names = ("request", "enter", "call_in_scope", "set_output", "exit", "call_outside")
+    rounds: dict[str, list[float]] = {k: [] for k in (*names, "total")}
+    with torch.no_grad():
+        for _ in range(20):
+            plain(x)
+            with tracker.request("warm", shape=shape) as req:
+                req.set_output(instrumented(x))
+            instrumented(x)
+        tracker.flush()
+        n = 0
+        for _ in range(args.rounds):
+            t: dict[str, list[int]] = {k: [] for k in names}
+            for _ in range(args.pairs):
+                n += 1
+                rid = f"s{n}"
+                plain(x)
+                t0 = clock()
+                scope = tracker.request(rid, shape=shape)
+                t1 = clock()
+                scope.__enter__()
+                t2 = clock()
+                y = instrumented(x)
+                t3 = clock()
+                scope.set_output(y)
+                t4 = clock()
+                scope.__exit__(None, None, None)
+                t5 = clock()
+                plain(x)
+                t6 = clock()
+                instrumented(x)
+                t7 = clock()
+                for k, v in zip(names, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t7 - t6), strict=True):
+                    t[k].append(v)
+            tracker.flush()
+            med = {k: statistics.median(v) / 1e3 for k, v in t.items()}
+            for k in names:
+                rounds[k].append(med[k])
+            total = med["request"] + med["enter"] + med["set_output"] + med["exit"] + med["call_in_scope"]
+            rounds["total"].append(total - med["call_outside"])
+    tracker.shutdown()
+    print(
+        f"SDK serving-thread steps in place (after a plain request each), served {args.served or 'demo'}, "
+        f"{args.pairs} requests x {args.rounds} rounds, median over rounds [range] of each round's median, us; "
+        f"{_load()}"
+    )
+    for k in ("request", "enter", "set_output", "exit"):
+        print(f"  {k:>12}: {statistics.median(rounds[k]):6.2f} [{min(rounds[k]):.2f}, {max(rounds[k]):.2f}]")
+    delta = [a - b for a, b in zip(rounds["call_in_scope"], rounds["call_outside"], strict=True)]
+    print(
+        f"  the call in the scope less outside: {statistics.median(delta):+6.2f} "
+        f"[{min(delta):+.2f}, {max(delta):+.2f}] (outside: {statistics.median(rounds['call_outside']):.1f})"
+    )
+    print(
+        f"  serving path per request: {statistics.median(rounds['total']):6.2f} "
+        f"[{min(rounds['total']):.2f}, {max(rounds['total']):.2f}]; {_load()}"
+    )
+    print("stats:", {k: v for k, v in tracker.stats().items() if v})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -552,6 +630,9 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of decode-like requests")
     ap.add_argument("--served", choices=("gpt2", "demo"), help="only the served-model comparison (CPU)")
+    ap.add_argument(
+        "--segments", action="store_true", help="--served: the SDK's serving-thread steps, each timed in place"
+    )
     ap.add_argument("--pairs", type=int, default=400, help="interleaved request pairs per round (--served)")
     ap.add_argument(
         "--block", type=int, default=50, help="requests per back-to-back block, plain and SDK alternating (--served)"
@@ -579,7 +660,7 @@ def main() -> None:
         return
     if args.served:
         torch.set_num_threads(args.threads)
-        run_served(args)
+        (run_segments if args.segments else run_served)(args)
         return
     dev = args.device
     if dev == "cpu":

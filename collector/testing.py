@@ -115,10 +115,11 @@ class InMemoryExporter:
             self.flushes = 0
 
 
-_CLOCK_READERS: Final = ("inferensics.collector.host.request_tracker",)
-"""The host SDK modules whose clock reads become records' fields: a request's ``ts`` (wall clock) and its
-latency (``perf_counter_ns``). Per-graph timings are read in the compiled wrapper's hot loop from a clock
-bound when the graph is compiled and stay real."""
+_CLOCK_READERS: Final = ("inferensics.collector.host.records", "inferensics.collector.host.request_tracker")
+"""The host SDK modules whose clock reads become records' fields: a request's ``ts`` (wall clock, read as
+its record is made) and its latency (``perf_counter_ns``, on entering and leaving its scope). Per-graph
+timings are read in the compiled wrapper's hot loop from a clock bound when the graph is compiled and stay
+real."""
 
 
 class _ClockModule(ModuleType):

@@ -15,7 +15,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferensics.collector.host import torch_adapter
-from inferensics.collector.host.records import CURRENT, TIMED_FIRST, TIMED_MASK, CompileOrigin, GraphSlot
+from inferensics.collector.host.records import (
+    CURRENT,
+    GRAPH_COMPILES,
+    TIMED_FIRST,
+    TIMED_MASK,
+    CompileOrigin,
+    GraphSlot,
+)
 from inferensics.collector.trace.artifacts import NODE_TRACES_ARTIFACT
 
 
@@ -68,6 +75,7 @@ class InductorBackend:
         with self._lock:
             slot = GraphSlot(len(self.slots), compile_id)
             self.slots.append(slot)
+            GRAPH_COMPILES.add(compile_id)
         return _counting(compiled, slot)
 
 

@@ -65,7 +65,7 @@ class BundleGuard:
             bundle_id=self.loaded.bundle_id,
             host=t.host,
             hw_pool=t.hw_pool,
-            model=(request.model if request is not None else "") or t.model,
+            model=str((request.model if request is not None else "") or t.model),
             request_id=request.request_id if request is not None else "",
             graph_signature=match.signature,
             graph_key=match.fx_key,

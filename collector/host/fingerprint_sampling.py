@@ -22,10 +22,10 @@ from typing import Final
 from inferensics.collector.host.config import CPU_FINGERPRINT_RATE, DEVICE_FINGERPRINT_RATE, SdkConfig
 from inferensics.collector.host.trusted_records import f32
 
-_MIX: Final = 0x9E3779B1
+HASH_MIX: Final = 0x9E3779B1
 """2**32 divided by the golden ratio, odd: multiplying by it modulo 2**32 is a bijection that carries
 every input bit into the high bits the threshold compares."""
-_MASK: Final = 0xFFFFFFFF
+HASH_MASK: Final = 0xFFFFFFFF
 
 
 def request_hash(request_id: str) -> int:
@@ -34,7 +34,7 @@ def request_hash(request_id: str) -> int:
     >>> request_hash("req-1") == request_hash("req-1")
     True
     """
-    return (zlib.crc32(request_id.encode()) * _MIX) & _MASK
+    return (zlib.crc32(request_id.encode()) * HASH_MIX) & HASH_MASK
 
 
 class FingerprintRule:
@@ -44,15 +44,16 @@ class FingerprintRule:
         rate: The fraction of request ids chosen (1: every request; 0: none).
         recorded: ``rate`` as the ``fp_rate`` column stores it (float32), rounded once here.
         every: Whether every request is chosen (the rule then hashes nothing).
+        threshold: A request is chosen when its :func:`request_hash` is below this.
     """
 
-    __slots__ = ("_threshold", "every", "rate", "recorded")
+    __slots__ = ("every", "rate", "recorded", "threshold")
 
     def __init__(self, rate: float) -> None:
         self.rate = float(rate)
         self.recorded = f32(self.rate)
         self.every = self.rate >= 1.0
-        self._threshold = int(min(max(self.rate, 0.0), 1.0) * 2**32)
+        self.threshold = int(min(max(self.rate, 0.0), 1.0) * 2**32)
 
     def chosen(self, request_id: str) -> bool:
         """Whether ``request_id``'s output is fingerprinted.
@@ -60,7 +61,7 @@ class FingerprintRule:
         >>> FingerprintRule(1.0).chosen("a"), FingerprintRule(0.0).chosen("a")
         (True, False)
         """
-        return self.every or request_hash(request_id) < self._threshold
+        return self.every or request_hash(request_id) < self.threshold
 
 
 def fingerprint_rules(config: SdkConfig) -> tuple[FingerprintRule, FingerprintRule]:

@@ -26,7 +26,7 @@ from inferensics.collector.host.fingerprint import (
 from inferensics.collector.host.fingerprint_sampling import fingerprint_rules
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import GraphSlot, RawRequest
-from inferensics.collector.host.shape_policy import ShapePolicy
+from inferensics.collector.host.shape_policy import ShapePolicy, shape_signature
 from inferensics.collector.host.trusted_records import f32, trusted_request, u8, u32
 from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
 from inferensics.collector.trace.envelope import decode_record
@@ -118,6 +118,8 @@ WATCH_STALE_S: Final = 2.0
 """Seconds after its request began that a watched fingerprint still unwritten gets a completion event
 (:meth:`PendingFingerprint.watch_with_event`), so that a kernel that never ran cannot hold the records
 behind it until a flush."""
+SIGNATURE_LIMIT: Final = 4096
+"""Shape signatures the pipeline remembers (a flood of new shapes is signed each time, not cached)."""
 TEMPLATE_LIMIT: Final = 1024
 """Dispatch templates kept (one per set of graphs and guard outcome; cleared by every compile record)."""
 
@@ -140,6 +142,7 @@ class Pipeline:
         self.config = config
         self.default_traffic_class = traffic_class
         self.shapes = ShapePolicy(config.shape_buckets)
+        self._signatures: dict[Any, str] = {}  # serving shapes repeat
         self.assembler = CompileAssembler(context, self._on_record, exporter.put_blob)
         self.pending: OrderedDict[str, list[Event]] = OrderedDict()
         self.waiting: deque[tuple[RawRequest, _Prepared]] = deque()
@@ -147,6 +150,9 @@ class Pipeline:
         # A compile failed with the error suppressed: Dynamo runs that frame eagerly from then on (classify).
         self.failed_suppressed = False
         self.graphless_break = ""  # registry id of the last break before any op of a frame (classify)
+        # perf_counter_ns when the tracker installed the guard-complete hook (None: not installed): requests
+        # that entered their scope since are counted by it (_guard_counts).
+        self.guards_counted_since: int | None = None
         self._last_break = ("", "")
         self._feeding_suppressed = False
         self.kernel_artifacts: dict[str, str] = {}
@@ -375,17 +381,23 @@ class Pipeline:
         self.exporter.export_records([record])
 
     def _request(self, raw: RawRequest) -> None:
+        # The serving thread hands the labels over as the caller gave them: a non-string label would fail
+        # the export of the whole batch it lands in.
+        if not (raw.model.__class__ is raw.traffic_class.__class__ is raw.tenant.__class__ is str):
+            labels = (raw.model, raw.traffic_class, raw.tenant)
+            raw.model, raw.traffic_class, raw.tenant = (str(v or "") for v in labels)
         graphs = raw.graph_counts()
+        hits, misses = self._guard_counts(raw, graphs)
         if raw.compile_ids or raw.error or raw.compile_ns or raw.profile is not None or raw.request_id in self.pending:
             key = None
         else:
             # More guard hits than graph calls: some frame hit its guards and ran no graph of its own (looked
             # at only once a frame broke before any op: nearly never).
-            graphless = self.graphless_break and raw.guard_hits > sum([v[0] for v in graphs.values()])
-            key = (*graphs, raw.guard_hits > 0, raw.guard_misses > 0, self.limit_hit, self.failed_suppressed, graphless)
+            graphless = self.graphless_break and hits > sum([v[0] for v in graphs.values()])
+            key = (*graphs, hits > 0, misses > 0, self.limit_hit, self.failed_suppressed, graphless)
         dispatch = self.templates.get(key) if key is not None else None
         if dispatch is None:
-            dispatch = self._dispatch(raw, graphs)
+            dispatch = self._dispatch(raw, graphs, hits, misses)
             if key is not None and len(self.templates) < TEMPLATE_LIMIT:
                 self.templates[key] = dispatch
         ts = datetime.fromtimestamp(raw.ts, UTC)
@@ -413,23 +425,41 @@ class Pipeline:
         else:  # nearly every request on a CPU server: finished at once
             self._finish(raw, values, children)
 
-    def _dispatch(self, raw: RawRequest, graphs: dict[GraphSlot, list[int]]) -> dict[str, Any]:
-        """The request fields that follow from its dispatch (``graphs``: ``raw.graph_counts()``):
-        classification, graph keys and artifacts."""
+    def _guard_counts(self, raw: RawRequest, graphs: dict[GraphSlot, list[int]]) -> tuple[int, int]:
+        """``(guard hits, guard misses)`` of the request's compiled frames.
+
+        Counted by Dynamo's guard-complete hook for a request that entered its scope after the hook went in
+        (``guards_counted_since``, see ``Tracker._count_guards``); before, when every compile had given a
+        graph of ours, each frame's call that hit its guards is a call of its graph (less the first call of
+        a graph compiled in the request) and each miss a recompile of the request."""
+        since = self.guards_counted_since
+        if since is not None and raw._t0 >= since:
+            return raw.guard_hits, raw.guard_misses
+        compiled = raw.compile_ids
+        if not compiled:
+            return sum([v[0] for v in graphs.values()]), 0
+        hits = sum([max(v[0] - (slot.compile_id in compiled), 0) for slot, v in graphs.items()])
+        summaries = self.assembler.summaries
+        misses = sum(1 for c in dict.fromkeys(compiled) if c in summaries and summaries[c].recompile)
+        return hits, misses
+
+    def _dispatch(self, raw: RawRequest, graphs: dict[GraphSlot, list[int]], hits: int, misses: int) -> dict[str, Any]:
+        """The request fields that follow from its dispatch (``graphs``: ``raw.graph_counts()``; ``hits``,
+        ``misses``: :meth:`_guard_counts`): classification, graph keys and artifacts."""
         summaries = self.assembler.summaries
         compiles = [summaries[c] for c in dict.fromkeys(raw.compile_ids) if c in summaries]
         slots = list(graphs)
         cls = classify(
             errored=bool(raw.error),
-            guard_hits=raw.guard_hits,
-            guard_misses=raw.guard_misses,
+            guard_hits=hits,
+            guard_misses=misses,
             compiles=compiles,
             graph_compile_ids=[s.compile_id for s in slots],
             summaries=summaries,
             limit_hit_before=self.limit_hit,
             backend_compile_ms=raw.compile_ns / 1e6,
             failed_before=self.failed_suppressed,
-            graphless_break=self.graphless_break if raw.guard_hits > sum(v[0] for v in graphs.values()) else "",
+            graphless_break=self.graphless_break if hits > sum(v[0] for v in graphs.values()) else "",
         )
         keys, artifacts = [], []
         for s in slots:
@@ -467,7 +497,7 @@ class Pipeline:
         if raw.traffic_class:
             values["traffic_class"] = raw.traffic_class
         values["tenant"] = raw.tenant
-        shape = raw.shape
+        shape = self._signature(raw.shape)
         values["shape"] = shape
         values["shape_bucket"] = self.shapes.bucket(shape) if shape else ""
         values["latency_ms"] = f32(raw.latency_ns / 1e6)
@@ -487,6 +517,22 @@ class Pipeline:
         else:  # every record its own dict (the base's and the dispatch's are shared)
             values["attrs"] = attrs.copy() if attrs else {}
         return values
+
+    def _signature(self, shape: Any) -> str:
+        """The shape signature of a request's ``shape`` as given (``(2, 128)`` → ``2x128``; ``""`` and a
+        counted ``shape_errors`` for one that is not a sequence of integers)."""
+        try:
+            return self._signatures[shape]
+        except (KeyError, TypeError):  # not seen yet, or unhashable
+            pass
+        try:
+            signature = shape_signature(shape)
+        except Exception:
+            self.counters["shape_errors"] += 1
+            return ""
+        if len(self._signatures) < SIGNATURE_LIMIT and isinstance(shape, (tuple, str)):
+            self._signatures[shape] = signature  # a tuple of integers (signed above): hashable
+        return signature
 
     def _finish(self, raw: RawRequest, values: dict[str, Any], children: Sequence[Event]) -> None:
         fp = self._fingerprint(raw) if raw.fingerprint is not None else None

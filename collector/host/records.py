@@ -7,6 +7,8 @@ background thread.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -38,14 +40,33 @@ class CompileOrigin:
         self.root_locations = root_locations or {}
 
 
+GRAPH_COMPILES: set[str] = set()
+"""Compile ids (``0/1``) of the compiles in progress for which a tracker's backend compiled a graph: the
+trace sink reads and clears each one when its compile ends. A compile of ours without one (a frame that broke
+before any op, a compile at the recompile limit, a failed compile) leaves a frame that can later hit or miss
+its guards without calling a graph of ours, which only Dynamo's guard-complete hook sees: the tracker
+installs that hook then (``Tracker._count_guards``). Frames compiled by other backends (a plain
+``torch.compile`` elsewhere in the process) are not the tracker's: their guards count in no request until
+the hook is in for a frame of ours."""
+
 ORIGIN_ATTR = "inferensics_origin"
 """The attribute of a compile backend that carries its :class:`CompileOrigin` (looked up by the trace sink)."""
 
 
 class RawRequest:
-    """What the hooks learn about one request while it runs; converted to a record in the background."""
+    """What the hooks learn about one request while it runs; converted to a record in the background.
+
+    Built on the serving thread by ``tracker.request(...)`` (its constructor is that call's only Python
+    frame: between two model runs every Python call on the serving path is cold and costs about a
+    microsecond, see ``benchmarks/results/sdk-cpu/README.md``). What can wait is left as the caller gave it:
+    the background thread turns ``shape`` into its signature and non-string labels into strings.
+    """
 
     __slots__ = (
+        "_profile",
+        "_t0",
+        "_token",
+        "_tracker",
         "bundle_status",
         "compile_ids",
         "compile_ns",
@@ -73,13 +94,31 @@ class RawRequest:
         "ts",
     )
 
-    def __init__(self, request_id: str, model: str, traffic_class: str, tenant: str, shape: str, ts: float) -> None:  # noqa: PLR0917 (positional: the serving path builds one per request)
+    def __init__(
+        self,
+        tracker: Any,
+        request_id: str,
+        *,
+        model: str = "",
+        traffic_class: str = "",
+        tenant: str = "",
+        shape: str | Sequence[int] | None = None,
+        inputs: Any = None,
+    ) -> None:
+        if request_id.__class__ is not str:  # the sampling rules hash it here; a label must be a string
+            request_id = str(request_id)
+        if shape is not None and not isinstance(shape, (tuple, str)):
+            shape = frozen_shape(shape)  # a list (or any iterable) is read now: the caller may change it
+        self._tracker = tracker  # the Tracker (its queue, rules and counters), or None outside one
+        self._token: Any = None
+        self._profile: Any = None
+        self._t0 = 0
         self.request_id = request_id
-        self.model = model
+        self.model = model or (tracker.model if tracker is not None else "")
         self.traffic_class = traffic_class
         self.tenant = tenant
         self.shape = shape
-        self.ts = ts
+        self.ts = time.time()
         self.latency_ns = 0
         # The first graph a request calls is counted in the request's own slots (nearly every request calls
         # one graph): the per-call path then writes only this object, next to the guard hook's counts
@@ -98,8 +137,8 @@ class RawRequest:
         self.fp_status = ""  # set by set_output when it took no fingerprint: unsampled, failed
         self.cpu_output = False  # set_output was given a CPU tensor (the background thread's GIL pacing)
         self.input_digest: Any = None
-        self.inputs: Any = None
-        self.sampled = False
+        self.inputs = inputs
+        self.sampled = False  # chosen for the profiler (decided on entering the scope)
         self.profile: Any = None
         self.bundle_status = ""  # "hit" / "miss" under a release bundle (bundle_guard)
 
@@ -143,6 +182,15 @@ TIMED_EVERY = 16
 (counting from 0) are timed and the others only counted: two clock reads on every call were most of the
 per-call cost inside a request (benchmarks/results/sdk-h200/README.md). A power of two."""
 TIMED_MASK = TIMED_EVERY - 1
+
+
+def frozen_shape(shape: Any) -> Any:
+    """A shape given as a list or other iterable, as a tuple; anything else as it is (the background thread
+    then fails to sign it and counts a ``shape_errors``: the request still counts, with no shape)."""
+    try:
+        return tuple(shape)
+    except Exception:
+        return shape
 
 
 def timed_calls(calls: int) -> int:

@@ -9,11 +9,14 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
+from zlib import crc32 as _crc32
 
 import torch
 
@@ -23,38 +26,26 @@ from inferensics.collector.host.backend import InductorBackend
 from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
 from inferensics.collector.host.fingerprint import start_fingerprint
-from inferensics.collector.host.fingerprint_sampling import fingerprint_rules
+from inferensics.collector.host.fingerprint_sampling import HASH_MASK, HASH_MIX, fingerprint_rules
 from inferensics.collector.host.pipeline import Pipeline
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, CompileOrigin, RawRequest
-from inferensics.collector.host.shape_policy import shape_signature
 from inferensics.collector.host.trace_sink import TraceSink
 from inferensics.collector.trace.assembler import AssemblyContext
 from inferensics.schema.events import FP_FAILED, FP_UNSAMPLED
 
 log = logging.getLogger("inferensics.collector.host")
 
-_SIGNATURE_LIMIT = 4096
-"""Shape signatures a tracker remembers (a flood of new shapes is signed each time, not cached)."""
-
 
 class RequestScope(RawRequest):
     """The context manager returned by :meth:`Tracker.request`; ``set_output`` records the fingerprint.
 
     The scope is the request's :class:`RawRequest` itself (one object per request on the serving thread,
-    handed to the background thread as it is at exit).
+    handed to the background thread as it is at exit). Its methods are the serving path: each does its work
+    in its own frame, with no further Python call on the common path (``records.RawRequest``).
     """
 
-    __slots__ = ("_profile", "_t0", "_token", "_tracker")
-
-    def __init__(  # noqa: PLR0917 (positional: one per request on the serving path)
-        self, tracker: Tracker, request_id: str, model: str, traffic_class: str, tenant: str, shape: str, ts: float
-    ) -> None:
-        RawRequest.__init__(self, request_id, model, traffic_class, tenant, shape, ts)
-        self._tracker = tracker
-        self._token: Any = None
-        self._t0 = 0
-        self._profile: Any = None
+    __slots__ = ()
 
     @property
     def raw(self) -> RawRequest:
@@ -62,12 +53,13 @@ class RequestScope(RawRequest):
         return self
 
     def __enter__(self) -> RequestScope:
-        if self.sampled:
+        tracker = self._tracker
+        if tracker.profiling and profiling.is_sampled(self.request_id, tracker.config.sample_rate):
             try:
                 self._profile = profiling.start_profiler()
+                self.sampled = True
             except Exception:
-                self._tracker.counters_local["profiler_errors"] += 1
-                self.sampled = False
+                tracker.counters_local["profiler_errors"] += 1
         self._token = CURRENT.set(self)
         self._t0 = time.perf_counter_ns()
         return self
@@ -81,15 +73,19 @@ class RequestScope(RawRequest):
         """
         tracker = self._tracker
         try:
-            tensor = output if isinstance(output, torch.Tensor) else getattr(output, "logits", output)
-            if isinstance(tensor, torch.Tensor):
-                cpu = self.cpu_output = tensor.is_cpu
-                rule = tracker.fingerprint_cpu if cpu else tracker.fingerprint_device
-                self.fp_rate = rule.recorded
-                if rule.every or rule.chosen(self.request_id):
-                    self.fingerprint = start_fingerprint(tensor, tracker.config.fingerprint_head)
-                else:
-                    self.fp_status = FP_UNSAMPLED
+            if not isinstance(output, torch.Tensor):
+                output = getattr(output, "logits", output)
+                if not isinstance(output, torch.Tensor):
+                    return
+            cpu = self.cpu_output = output.is_cpu
+            rule = tracker.fingerprint_cpu if cpu else tracker.fingerprint_device
+            self.fp_rate = rule.recorded
+            # FingerprintRule.chosen with request_hash inlined: two Python calls fewer on every request
+            # (test_fingerprint_sampling pins that both choose the same requests).
+            if rule.every or (_crc32(self.request_id.encode()) * HASH_MIX) & HASH_MASK < rule.threshold:
+                self.fingerprint = start_fingerprint(output, tracker.config.fingerprint_head)
+            else:
+                self.fp_status = FP_UNSAMPLED
         except Exception:
             tracker.counters_local["fingerprint_errors"] += 1
             self.fp_status = FP_FAILED
@@ -97,13 +93,13 @@ class RequestScope(RawRequest):
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        latency_ns = time.perf_counter_ns() - self._t0
+        now = time.perf_counter_ns()
         token, self._token = self._token, None
         tracker = self._tracker
         if token is None:  # exited twice, or never entered: the record (if any) is already queued
             tracker.counters_local["scope_errors"] += 1
             return
-        self.latency_ns = latency_ns
+        self.latency_ns = now - self._t0
         try:
             CURRENT.reset(token)
         except (ValueError, RuntimeError):  # exited in another thread or context than it was entered in
@@ -116,7 +112,14 @@ class RequestScope(RawRequest):
                 self.profile = self._profile
             except Exception:
                 tracker.counters_local["profiler_errors"] += 1
-        tracker.queue.put("request", self)
+        # BoundedQueue.put inlined (one Python call fewer on every request's exit).
+        queue = tracker.queue
+        items = queue.items
+        if len(items) < queue.capacity:
+            items.append(("request", self))
+            queue.accepted += 1
+        else:
+            queue.dropped["request"] += 1
 
 
 class Tracker:
@@ -148,9 +151,12 @@ class Tracker:
         self._sink: TraceSink | None = None
         self._previous_guard_hook: Any = None
         self._guard_installed = False
+        self._guard_lock = threading.Lock()
         self._unregister_context: Callable[[], None] | None = None
         self._closed = False
-        self._signatures: dict[str | tuple[int, ...], str] = {}  # serving shapes repeat
+        self.profiling = self.config.sample_rate > 0  # read by every request scope's entry
+        # The serving path's one Python frame per request is RequestScope's constructor (see request()).
+        self.request = functools.partial(RequestScope, self)  # type: ignore[method-assign]
         self._install()
 
     # --- hooks ---------------------------------------------------------------------------------------
@@ -161,6 +167,35 @@ class Tracker:
             self._sink = TraceSink(self.queue)
             torch_adapter.add_trace_handler(self._sink)
         if caps["guard_complete_hook"].available:
+            # Dynamo's guard-complete hook is a Python call from C on every compiled frame's call, about as
+            # costly in a request as the rest of the SDK's serving path (benchmarks/results/sdk-cpu). While
+            # every compile of the process has given a graph of ours, a frame's guard hit is a call of its
+            # graph and a miss is a recompile, both seen without it (Pipeline._guard_counts); the hook goes
+            # in when a compile ends without one (records.GRAPH_COMPILES), before that frame runs.
+            try:
+                previous = torch_adapter.get_guard_hook()
+            except Exception as exc:
+                previous = None
+                self.degrade("guard_complete_hook", exc)
+            else:
+                if previous is not None or self._sink is None:  # another tool's hook, or no compile seen
+                    self._count_guards()
+                else:
+                    self._sink.on_graphless_compile = self._count_guards
+        if caps["recompile_user_context"].available:
+            try:
+                self._unregister_context = torch_adapter.register_recompile_context(_user_context)
+            except Exception as exc:
+                self.degrade("recompile_user_context", exc)
+
+    def _count_guards(self) -> None:
+        """Install Dynamo's guard-complete hook (once; chained behind another tool's hook if one is there).
+
+        Requests that entered their scope before it are counted from their graph calls and compiles.
+        """
+        with self._guard_lock:
+            if self._guard_installed or self._closed:
+                return
             try:
                 self._previous_guard_hook = torch_adapter.set_guard_hook(_guard_hook)
                 if self._previous_guard_hook is not None:
@@ -169,11 +204,8 @@ class Tracker:
                 self._guard_installed = True
             except Exception as exc:
                 self.degrade("guard_complete_hook", exc)
-        if caps["recompile_user_context"].available:
-            try:
-                self._unregister_context = torch_adapter.register_recompile_context(_user_context)
-            except Exception as exc:
-                self.degrade("recompile_user_context", exc)
+                return
+            self.pipeline.guards_counted_since = time.perf_counter_ns()
 
     def degrade(self, name: str, exc: BaseException) -> None:
         """Mark a capability unusable at run time and log it once."""
@@ -255,33 +287,14 @@ class Tracker:
         shape: str | Sequence[int] | None = None,
         inputs: dict[str, torch.Tensor] | None = None,
     ) -> RequestScope:
-        """Scope one request: graphs, guards, compiles and fallbacks inside are attributed to it."""
-        try:
-            signature = self._signatures[shape]  # type: ignore[index]
-        except (KeyError, TypeError):  # not seen yet, or a list (unhashable)
-            try:
-                signature = shape_signature(shape)
-            except Exception:  # a shape that is not a sequence of integers: the request still counts
-                self.counters_local["shape_errors"] += 1
-                signature = ""
-            else:
-                if len(self._signatures) < _SIGNATURE_LIMIT and isinstance(shape, str | tuple):
-                    self._signatures[shape] = signature
-        # str(): a non-string id or label would fail the export of the whole batch it lands in.
-        scope = RequestScope(
-            self,
-            str(request_id),
-            str(model or self.model),
-            str(traffic_class or ""),
-            str(tenant or ""),
-            signature,
-            time.time(),
+        """Scope one request: graphs, guards, compiles and fallbacks inside are attributed to it.
+
+        (Each tracker replaces this method by ``functools.partial(RequestScope, tracker)``, the same call
+        without this frame: see :class:`~inferensics.collector.host.records.RawRequest`.)
+        """
+        return RequestScope(
+            self, request_id, model=model, traffic_class=traffic_class, tenant=tenant, shape=shape, inputs=inputs
         )
-        if inputs is not None:
-            scope.inputs = inputs
-        if self.config.sample_rate > 0:
-            scope.sampled = profiling.is_sampled(scope.request_id, self.config.sample_rate)
-        return scope
 
     def flush(self) -> None:
         """Process and export everything recorded so far (blocks the caller, not the serving path)."""
@@ -314,6 +327,7 @@ class Tracker:
         for name, count in self.counters_local.items():  # both threads count e.g. fingerprint errors
             out[name] = out.get(name, 0) + count
         out["trace_sink_errors"] = self._sink.errors if self._sink is not None else 0
+        out["guard_hook_installed"] = int(self._guard_installed)
         # Kernel source lines from a cache hit that named a file this process did not compile (see assembler).
         out["stale_source_lines"] = self.pipeline.assembler.stats.stale_source_lines
         # Rows an exporter could not write and dropped, per table (the store exporter keeps the rest).

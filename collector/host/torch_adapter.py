@@ -131,6 +131,15 @@ def remove_trace_handler(handler: logging.Handler) -> None:
 GuardHook = Callable[[bool], bool]
 
 
+def get_guard_hook() -> GuardHook | None:
+    """The guard-complete hook installed now, if any (read by setting it back at once)."""
+    from torch._C._dynamo import eval_frame
+
+    current: GuardHook | None = eval_frame.set_guard_complete_hook(None)
+    eval_frame.set_guard_complete_hook(current)  # type: ignore[arg-type]
+    return current
+
+
 def set_guard_hook(hook: GuardHook | None) -> GuardHook | None:
     """Install the global guard-complete hook; returns the previous one (one slot per process)."""
     from torch._C._dynamo import eval_frame

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Final
 
 from inferensics.collector.host import torch_adapter
 from inferensics.collector.host.queueing import BoundedQueue
-from inferensics.collector.host.records import CURRENT, ORIGIN_ATTR
+from inferensics.collector.host.records import CURRENT, GRAPH_COMPILES, ORIGIN_ATTR
 from inferensics.collector.trace.artifacts import NODE_TRACES_ARTIFACT
 from inferensics.collector.trace.envelope import RESERVED
 from inferensics.schema.events import KERNEL_DECISIONS_ARTIFACT
@@ -85,6 +86,9 @@ class TraceSink(logging.Handler):
         self.queue = queue
         self.errors = 0
         self.origins: OrderedDict[str, Origin] = OrderedDict()
+        # Called (on the compiling thread, before the frame runs) when a compile made through a tracker's
+        # backend ends without a graph of it (records.GRAPH_COMPILES).
+        self.on_graphless_compile: Callable[[], None] | None = None
 
     def _origin(self, cid: str, start: bool) -> Origin:
         # Found at the compile's start, or at its first record when it has no start: a frame at its recompile
@@ -137,5 +141,12 @@ class TraceSink(logging.Handler):
             suppressed = kind == "compilation_metrics" and _failed(metadata) and torch_adapter.errors_suppressed()
             text = payload if isinstance(payload, str) else None
             self.queue.put("trace", (metadata, text, rid, time.time(), suppressed, origin))
+            if kind == "dynamo_start":  # an id left from before torch._dynamo.reset() is not this compile's
+                GRAPH_COMPILES.discard(cid)
+            elif kind == "compilation_metrics":  # the compile has ended
+                if cid in GRAPH_COMPILES:
+                    GRAPH_COMPILES.discard(cid)
+                elif origin[1] and self.on_graphless_compile is not None:  # a compile of ours (not foreign)
+                    self.on_graphless_compile()
         except Exception:
             self.errors += 1

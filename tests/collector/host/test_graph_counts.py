@@ -12,7 +12,7 @@ from inferensics.collector.host.records import CURRENT, TIMED_EVERY, TIMED_FIRST
 
 
 def _request() -> RawRequest:
-    return RawRequest("r1", "m", "", "", "", 0.0)
+    return RawRequest(None, "r1", model="m")
 
 
 def test_counts_keep_first_call_order() -> None:
