@@ -592,9 +592,6 @@ def _stage(  # noqa: PLR0917
 def _plan_name(p: Any) -> str:
     merge = ("kernel+pdl" if p.pdl else "kernel") if p.merge_kernel else "last"
     waves = f"{p.waves:g}" if p.waves == int(p.waves) else f"{p.waves:.3f}"
-    if p.persistent:
-        return (f"persistent{p.persistent:g}/SM n{p.block_n} warps{p.warps} st{p.stages}"
-                f"{' pf' if p.prefetch_pages else ''}")  # fmt: skip
     return (f"w{waves} min{p.min_split} n{p.block_n} warps{p.warps} st{p.stages}{' pf' if p.prefetch_pages else ''} "
             f"{'kv' if p.kv_fast else 'seq'} merge={merge}")  # fmt: skip
 

@@ -10,8 +10,7 @@ writes the output (no second kernel; a plan may ask for the merge as a second ke
 query head, which measured faster where one sequence's many splits would leave the merge to a few programs). By
 default the KV head is the fastest grid axis, so the programs that run together read neighbouring rows of the
 same pages. Page and head strides are arguments: a cache stored NHD (``[pages, page, Hkv, D]``) and one stored
-HND (``[pages, Hkv, page, D]`` seen through ``transpose(1, 2)``) run the same code, at the same speed. A plan
-may ask for a persistent grid instead (``paged_persistent.py``); the merge itself is ``paged_merge.py``'s.
+HND (``[pages, Hkv, page, D]`` seen through ``transpose(1, 2)``) run the same code, at the same speed.
 
 The split count comes from the block table's width (an upper bound of the context, known without a device
 sync) and the multiprocessor count; launch configurations come from a table measured on an H200 by
@@ -37,8 +36,6 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from inferensics.kernels._torch_adapter import tracing
 from inferensics.kernels._triton.device_facts import cuda_index, device_facts, sm_count
-from inferensics.kernels._triton.paged_merge import merge_group
-from inferensics.kernels._triton.paged_persistent import launch_persistent
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
 from inferensics.kernels._triton.tables import entries
 
@@ -75,11 +72,6 @@ class Plan:
             copies do not wait on a table load of their own step: Triton's pipeliner then gives keys and values
             ``stages - 1`` shared-memory buffers (without it the table load takes a pipeline stage, and a 64-token
             step gets one buffer up to 4 stages).
-        persistent: Programs per multiprocessor of a persistent grid (``paged_persistent.py``: a fixed number of
-            programs, each given an equal share of all the sequences' steps, stream-K style); 0 launches a
-            program per (KV head, sequence, split) as the other fields say. With a persistent grid ``waves``,
-            ``min_split``, ``kv_fast``, ``merge_kernel`` and ``pdl`` do not apply (the last program sharing a
-            sequence's KV head merges).
     """
 
     waves: float = 4
@@ -91,7 +83,6 @@ class Plan:
     merge_kernel: bool = False
     pdl: bool = False
     prefetch_pages: bool = False
-    persistent: float = 0
 
 
 DEFAULT_PLAN = Plan()
@@ -99,12 +90,11 @@ DEFAULT_PLAN = Plan()
 
 
 def _plan_of(row: list[Any]) -> Plan:
-    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?, pdl?, prefetch_pages?, persistent?]
-    # (older rows are shorter)
+    # [key, waves, min_split, block_n, warps, stages, kv_fast, merge_kernel?, pdl?, prefetch_pages?] (older rows
+    # are shorter)
     min_split, block_n, warps, stages = (int(v) for v in row[2:6])
     merge_kernel, pdl, prefetch = (bool(row[i]) if len(row) > i else False for i in (7, 8, 9))
-    persistent = float(row[10]) if len(row) > 10 else 0.0
-    return Plan(float(row[1]), min_split, block_n, warps, stages, bool(row[6]), merge_kernel, pdl, prefetch, persistent)
+    return Plan(float(row[1]), min_split, block_n, warps, stages, bool(row[6]), merge_kernel, pdl, prefetch)
 
 
 H200_PLANS: dict[str, Plan] = {str(r[0]): _plan_of(r) for r in entries("paged")}
@@ -144,6 +134,62 @@ def split_plan(
     splits = min(by_length, by_occupancy)
     chunk = triton.cdiv(triton.cdiv(max(max_tokens, 1), splits), align) * align
     return triton.cdiv(max(max_tokens, 1), chunk), chunk
+
+
+@triton.jit
+def _merge_loads(acc_ptr, ml_ptr, base, gmask, s0, splits, SB: tl.constexpr, HEAD_DIM: tl.constexpr):
+    # Running maxima, sums and accumulators of splits s0 … s0+SB-1 of the group's heads (none past `splits`).
+    sp = tl.arange(0, SB)
+    d = tl.arange(0, HEAD_DIM)
+    smask = gmask[:, None] & (s0 + sp[None, :] < splits)
+    row = base[:, None] + s0 + sp[None, :]  # [BLOCK_GM, SB]
+    m = tl.load(ml_ptr + row * 2, mask=smask, other=float("-inf"), cache_modifier=".cg")
+    s = tl.load(ml_ptr + row * 2 + 1, mask=smask, other=0.0, cache_modifier=".cg")
+    acc = tl.load(acc_ptr + row[:, :, None] * HEAD_DIM + d[None, None, :], mask=smask[:, :, None], other=0.0,
+                  cache_modifier=".cg")  # fmt: skip
+    return m, s, acc
+
+
+@triton.jit
+def _merge_step(top, num, den, m, s, acc):
+    # Fold one step's splits into the running (max, numerator, denominator), rescaling as the max grows.
+    new_top = tl.maximum(top, tl.max(m, axis=1))
+    alpha = tl.where(new_top == float("-inf"), 0.0, tl.exp2(top - new_top))
+    w = tl.where(m > float("-inf"), tl.exp2(m - new_top[:, None]), 0.0)
+    return new_top, num * alpha[:, None] + tl.sum(acc * w[:, :, None], axis=1), den * alpha + tl.sum(s * w, axis=1)
+
+
+@triton.jit
+def _merge_group(
+    acc_ptr, ml_ptr, out_ptr, b, kvh, n_heads, splits, o_sb, o_sh,
+    GROUP: tl.constexpr, BLOCK_GM: tl.constexpr, HEAD_DIM: tl.constexpr, SB: tl.constexpr, PREFETCH: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
+):  # fmt: skip
+    # Combine the `splits` partial results of the group's query heads, SB splits a step, in one pass.
+    g = tl.arange(0, BLOCK_GM)
+    heads = kvh * GROUP + g
+    gmask = g < GROUP
+    base = (b * n_heads + heads) * splits  # [BLOCK_GM]
+    d = tl.arange(0, HEAD_DIM)
+    top = tl.full([BLOCK_GM], float("-inf"), tl.float32)
+    num = tl.zeros([BLOCK_GM, HEAD_DIM], tl.float32)
+    den = tl.zeros([BLOCK_GM], tl.float32)
+    if PREFETCH:
+        # The next step's loads are issued before this step's sums, so the L2 round trips of consecutive steps
+        # overlap (the last step's prefetch is masked off: no traffic). Only in the merge kernel: inlined into the
+        # split kernel, the second set of tiles made it spill.
+        m, s, acc = _merge_loads(acc_ptr, ml_ptr, base, gmask, 0, splits, SB, HEAD_DIM)
+        for s0 in range(SB, splits + SB, SB):
+            m_next, s_next, acc_next = _merge_loads(acc_ptr, ml_ptr, base, gmask, s0, splits, SB, HEAD_DIM)
+            top, num, den = _merge_step(top, num, den, m, s, acc)
+            m, s, acc = m_next, s_next, acc_next
+    else:
+        for s0 in range(0, splits, SB):
+            m, s, acc = _merge_loads(acc_ptr, ml_ptr, base, gmask, s0, splits, SB, HEAD_DIM)
+            top, num, den = _merge_step(top, num, den, m, s, acc)
+    out = tl.where(den[:, None] > 0, num / den[:, None], 0.0)
+    out = round_to(out, out_ptr.dtype.element_ty, EMULATE_RNE)
+    tl.store(out_ptr + b * o_sb + heads[:, None] * o_sh + d[None, :], out, mask=gmask[:, None])
 
 
 @triton.jit
@@ -237,8 +283,8 @@ def _split_kernel(
             done = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
             if done == splits - 1:
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # leave the counter as found
-                merge_group(acc_ptr, ml_ptr, out_ptr, b, kvh, n_heads, splits, splits, o_sb, o_sh,
-                            GROUP, BLOCK_GM, HEAD_DIM, SB, False, EMULATE_RNE)  # fmt: skip
+                _merge_group(acc_ptr, ml_ptr, out_ptr, b, kvh, n_heads, splits, o_sb, o_sh,
+                             GROUP, BLOCK_GM, HEAD_DIM, SB, False, EMULATE_RNE)  # fmt: skip
 
 
 @triton.jit
@@ -251,8 +297,7 @@ def _merge_kernel(
     h = tl.program_id(1)
     if PDL:
         gdc_wait()  # the split kernel's partial results, complete and visible
-    merge_group(acc_ptr, ml_ptr, out_ptr, b, h, n_heads, splits, splits, o_sb, o_sh,
-                1, 1, HEAD_DIM, SB, True, EMULATE_RNE)  # fmt: skip
+    _merge_group(acc_ptr, ml_ptr, out_ptr, b, h, n_heads, splits, o_sb, o_sh, 1, 1, HEAD_DIM, SB, True, EMULATE_RNE)
 
 
 _split_tuned = triton.autotune(
@@ -283,11 +328,6 @@ def _launch(
     max_tokens = block_table.shape[1] * page
     p = plan or DEFAULT_PLAN
     block_n = max(p.block_n, page)  # a step covers whole pages
-    if plan is not None and plan.persistent > 0:
-        return launch_persistent(
-            q, k_cache, v_cache, block_table, seq_lens, scale, out, per_sm=plan.persistent, block_n=block_n,
-            warps=plan.warps, stages=plan.stages, prefetch_pages=plan.prefetch_pages,
-        )  # fmt: skip
     align = block_n if plan is not None else CHUNK_ALIGN
     splits, chunk = split_plan(batch, kv_heads, max_tokens, sm_count(q.device), p.waves, p.min_split, align)
     if splits > 1:

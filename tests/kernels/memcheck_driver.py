@@ -35,11 +35,6 @@ PLANS = [
     # Session 14: the merge kernel as a dependent launch, and the next step's page numbers loaded a step early.
     pa.Plan(min_split=16, block_n=32, stages=3, merge_kernel=True, pdl=True, prefetch_pages=True),
     pa.Plan(min_split=64, block_n=64, stages=4, prefetch_pages=True),
-    # Session 19: the persistent grid, its unit loop unrolled (a few programs) and dynamic (one program: a share
-    # touches every unit), with partial results merged by the last sharer.
-    pa.Plan(block_n=16, persistent=0.05),
-    pa.Plan(block_n=64, stages=3, prefetch_pages=True, persistent=0.02),
-    pa.Plan(block_n=32, stages=4, persistent=1 / 132),
 ]
 
 

@@ -57,6 +57,3 @@ def test_plan_rows_of_every_length_parse() -> None:
     assert plan_of(base) == plan(2, 64, 64, 4, 3, True)
     assert plan_of([*base, True]) == plan(2, 64, 64, 4, 3, True, merge_kernel=True)
     assert plan_of([*base, True, True, True]) == plan(2, 64, 64, 4, 3, True, True, pdl=True, prefetch_pages=True)
-    assert plan_of([*base, True, True, True, 3]) == plan(
-        2, 64, 64, 4, 3, True, True, pdl=True, prefetch_pages=True, persistent=3
-    )
