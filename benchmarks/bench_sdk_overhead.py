@@ -326,14 +326,21 @@ def _exporter(kind: str) -> tuple[Any, subprocess.Popen[str] | None]:
     return OtlpExporter(url, host="bench"), proc
 
 
+def _served_pair(args: argparse.Namespace, exporter: Any) -> tuple[torch.Tensor, Any, Tracker, Any]:
+    """The served model's input, its plain ``torch.compile`` (the peer), and a tracker on ``exporter`` with the
+    same model compiled through it: ``(x, plain, tracker, instrumented)``."""
+    name = args.served or "demo"
+    model, x = served_model(name, 2, 32)
+    tracker = instrument(
+        exporter=exporter, host="bench", model=name, config=SdkConfig(fingerprint_rate=args.fingerprint_rate)
+    )
+    return x, torch.compile(model), tracker, tracker.compile(model, name=name)
+
+
 def run_served(args: argparse.Namespace) -> None:
     """Plain against instrumented requests of a served model, interleaved pair by pair, then in blocks."""
-    model, x = served_model(args.served, 2, 32)
-    plain = torch.compile(model)
-    config = SdkConfig(fingerprint_rate=args.fingerprint_rate)
     exporter, sink = _exporter(args.exporter)
-    tracker = instrument(exporter=exporter, host="bench", model=args.served, config=config)
-    instrumented = tracker.compile(model, name=args.served)
+    x, plain, tracker, instrumented = _served_pair(args, exporter)
     ids = iter(range(10**9))
     clock = time.thread_time_ns
 
@@ -549,11 +556,7 @@ def run_segments(args: argparse.Namespace) -> None:
     median over ``--pairs`` requests a round: ``tracker.request()``, ``__enter__``, the instrumented call in
     the scope less the same call outside any scope (interleaved), ``set_output``, ``__exit__``. Only the
     public API is timed, so the same command measures another checkout (``PYTHONPATH``) as the peer."""
-    model, x = served_model(args.served or "demo", 2, 32)
-    plain = torch.compile(model)
-    config = SdkConfig(fingerprint_rate=args.fingerprint_rate)
-    tracker = instrument(exporter=NullExporter(), host="bench", model=args.served or "demo", config=config)
-    instrumented = tracker.compile(model, name=args.served or "demo")
+    x, plain, tracker, instrumented = _served_pair(args, NullExporter())
     clock = time.perf_counter_ns
     shape = tuple(x.shape)
     names = ("request", "enter", "call_in_scope", "set_output", "exit", "call_outside")

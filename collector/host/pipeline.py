@@ -387,17 +387,18 @@ class Pipeline:
             labels = (raw.model, raw.traffic_class, raw.tenant)
             raw.model, raw.traffic_class, raw.tenant = (str(v or "") for v in labels)
         graphs = raw.graph_counts()
-        hits, misses = self._guard_counts(raw, graphs)
+        calls = sum([v[0] for v in graphs.values()])
+        hits, misses = self._guard_counts(raw, graphs, calls)
+        # More guard hits than graph calls: some frame hit its guards and ran no graph of its own (looked at
+        # only once a frame broke before any op: nearly never).
+        graphless = self.graphless_break if hits > calls else ""
         if raw.compile_ids or raw.error or raw.compile_ns or raw.profile is not None or raw.request_id in self.pending:
             key = None
         else:
-            # More guard hits than graph calls: some frame hit its guards and ran no graph of its own (looked
-            # at only once a frame broke before any op: nearly never).
-            graphless = self.graphless_break and hits > sum([v[0] for v in graphs.values()])
             key = (*graphs, hits > 0, misses > 0, self.limit_hit, self.failed_suppressed, graphless)
         dispatch = self.templates.get(key) if key is not None else None
         if dispatch is None:
-            dispatch = self._dispatch(raw, graphs, hits, misses)
+            dispatch = self._dispatch(raw, graphs, hits, misses, graphless)
             if key is not None and len(self.templates) < TEMPLATE_LIMIT:
                 self.templates[key] = dispatch
         ts = datetime.fromtimestamp(raw.ts, UTC)
@@ -425,8 +426,8 @@ class Pipeline:
         else:  # nearly every request on a CPU server: finished at once
             self._finish(raw, values, children)
 
-    def _guard_counts(self, raw: RawRequest, graphs: dict[GraphSlot, list[int]]) -> tuple[int, int]:
-        """``(guard hits, guard misses)`` of the request's compiled frames.
+    def _guard_counts(self, raw: RawRequest, graphs: dict[GraphSlot, list[int]], calls: int) -> tuple[int, int]:
+        """``(guard hits, guard misses)`` of the request's compiled frames (``calls``: its graph calls in all).
 
         Counted by Dynamo's guard-complete hook for a request that entered its scope after the hook went in
         (``guards_counted_since``, see ``Tracker._count_guards``); before, when every compile had given a
@@ -437,15 +438,18 @@ class Pipeline:
             return raw.guard_hits, raw.guard_misses
         compiled = raw.compile_ids
         if not compiled:
-            return sum([v[0] for v in graphs.values()]), 0
+            return calls, 0
         hits = sum([max(v[0] - (slot.compile_id in compiled), 0) for slot, v in graphs.items()])
         summaries = self.assembler.summaries
         misses = sum(1 for c in dict.fromkeys(compiled) if c in summaries and summaries[c].recompile)
         return hits, misses
 
-    def _dispatch(self, raw: RawRequest, graphs: dict[GraphSlot, list[int]], hits: int, misses: int) -> dict[str, Any]:
+    def _dispatch(
+        self, raw: RawRequest, graphs: dict[GraphSlot, list[int]], hits: int, misses: int, graphless: str
+    ) -> dict[str, Any]:
         """The request fields that follow from its dispatch (``graphs``: ``raw.graph_counts()``; ``hits``,
-        ``misses``: :meth:`_guard_counts`): classification, graph keys and artifacts."""
+        ``misses``: :meth:`_guard_counts`; ``graphless``: the break of a frame that hit and ran no graph, if
+        any): classification, graph keys and artifacts."""
         summaries = self.assembler.summaries
         compiles = [summaries[c] for c in dict.fromkeys(raw.compile_ids) if c in summaries]
         slots = list(graphs)
@@ -459,7 +463,7 @@ class Pipeline:
             limit_hit_before=self.limit_hit,
             backend_compile_ms=raw.compile_ns / 1e6,
             failed_before=self.failed_suppressed,
-            graphless_break=self.graphless_break if hits > sum(v[0] for v in graphs.values()) else "",
+            graphless_break=graphless,
         )
         keys, artifacts = [], []
         for s in slots:
