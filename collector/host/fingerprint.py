@@ -35,10 +35,11 @@ import hashlib
 import math
 import threading
 import time
+from array import array
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 import torch
@@ -96,6 +97,10 @@ infinite; a NaN a GPU makes is the canonical quiet one)."""
 
 
 _UNWRITTEN_WORD: Final = np.int64(UNWRITTEN)  # a numpy scalar: compared without converting a Python int
+_SHA256: Final = hashlib.sha256()
+"""An empty SHA-256 state that every argmax digest starts from (copied)."""
+_WORD_CODE: Final = "q"
+"""The ``array`` type code of a signed 64-bit integer (native byte order, as numpy's int64)."""
 
 
 class _Buffer:
@@ -106,12 +111,18 @@ class _Buffer:
     reading the buffer (:meth:`written`), without a CUDA event or any other driver call.
     """
 
-    __slots__ = ("array", "pooled", "ptr", "tensor", "words")
+    __slots__ = ("array", "floats", "ints", "pooled", "ptr", "tensor", "words")
 
     def __init__(self, tensor: torch.Tensor, pooled: bool) -> None:
         self.tensor = tensor
         self.array: np.ndarray[Any, Any] = tensor.numpy()
         self.words: np.ndarray[Any, Any] = self.array.view(np.int64)
+        # The same memory as buffer views: the background thread's read of a written buffer is two C calls
+        # (tolist), no numpy op (each costs it some microseconds on a host whose caches the serving thread's
+        # launches keep cold).
+        raw = self.array.data.cast("B")
+        self.ints = raw.cast(_WORD_CODE)
+        self.floats = raw.cast("d")
         self.ptr = tensor.data_ptr()
         self.pooled = pooled
         if pooled:
@@ -121,19 +132,21 @@ class _Buffer:
         """Whether no word holds :data:`UNWRITTEN` any more (every word is 8-byte aligned: written whole)."""
         return not bool((self.words == _UNWRITTEN_WORD).any())
 
-    def snapshot(self) -> np.ndarray[Any, Any] | None:
-        """A copy of the buffer in ordinary memory when every word is written, else ``None``.
+    def snapshot(self) -> list[float] | None:
+        """The buffer's numbers (a list, in ordinary memory) when every word is written, else ``None``.
 
-        One pass over the pinned memory: the check and everything after it (the fields) read the copy.
-        Reading pinned memory the device writes was the slow part of a fingerprint on the H200 (passes
-        over the per-span numbers the host once folded itself); six numbers per row are a few hundred
-        bytes.
+        One pass over the pinned memory for the check (its words as integers: the :data:`UNWRITTEN` pattern
+        is a NaN, which compares unequal to itself) and one for the numbers, from cache; the fold reads
+        the list. Reading pinned memory the device writes was the slow part of a fingerprint on the H200
+        (passes over the per-span numbers the host once folded itself); six numbers per row are a few
+        hundred bytes.
         """
-        words = self.words
-        if words[0] == _UNWRITTEN_WORD or words[-1] == _UNWRITTEN_WORD:  # still running: two reads, no copy
+        ints = self.ints
+        if ints[0] == UNWRITTEN or ints[-1] == UNWRITTEN:  # still running: two reads, no copy
             return None
-        copy = self.array.copy()
-        return None if (copy.view(np.int64) == _UNWRITTEN_WORD).any() else copy
+        if UNWRITTEN in ints.tolist():
+            return None
+        return cast("list[float]", self.floats.tolist())  # typeshed's memoryview holds ints
 
 
 class _PinnedPool:
@@ -155,6 +168,7 @@ class _PinnedPool:
         self.limit = limit
         self._free: dict[int, deque[_Buffer]] = {}
         self._count: dict[int, int] = {}
+        self._blank: dict[int, array[int]] = {}  # UNWRITTEN words per buffer size, copied in by give()
         self._lock = threading.Lock()
 
     def take(self, numel: int) -> _Buffer:
@@ -175,12 +189,17 @@ class _PinnedPool:
                 return None
             self._count[numel] = self._count.get(numel, 0) + 1
             self._free.setdefault(numel, deque())
+            self._blank.setdefault(numel, array(_WORD_CODE, [UNWRITTEN]) * numel)
         return _Buffer(torch.empty(numel, dtype=torch.float64, pin_memory=True), True)
 
     def give(self, buf: _Buffer) -> None:
         """Back into the pool, marked unwritten again (the next kernel's writes are then seen)."""
-        buf.words.fill(_UNWRITTEN_WORD)
-        self._free[buf.array.size].append(buf)
+        numel = len(buf.ints)
+        blank = self._blank.get(numel)
+        if blank is None:  # a buffer this pool did not make (tests hand some in)
+            blank = self._blank.setdefault(numel, array(_WORD_CODE, [UNWRITTEN]) * numel)
+        buf.ints[:] = blank  # one copy, no numpy call
+        self._free[numel].append(buf)
 
 
 _POOL = _PinnedPool()
@@ -226,7 +245,7 @@ class PendingFingerprint:
         watched: bool = False,
     ) -> None:
         self._rows = rows
-        self._snap: np.ndarray[Any, Any] | None = None  # the written buffer, copied (then given back)
+        self._snap: list[float] | None = None  # the written buffer's numbers (then given back)
         self._watched = watched and buffer is not None and buffer.pooled
         self._source: torch.Tensor | None = None
         self._version = -1
@@ -311,10 +330,13 @@ class PendingFingerprint:
         if self._source is not None:
             self._done = self._read_source()
             return self._done
+        if self._snap is not None:
+            self._done = fold(self._snap, self._numel, self._argmax, self._head)
+            return self._done
         buf = self._buffer
         try:
             # pinned memory read once (a copy), as in snapshot()
-            rows = self._snap if self._snap is not None else buf.array.copy() if buf is not None else self._rows.numpy()  # type: ignore[union-attr]
+            rows = buf.array.copy() if buf is not None else self._rows.numpy()  # type: ignore[union-attr]
             self._done = finish(rows.reshape(-1, STATS), self._numel, self._argmax, self._head)
             return self._done
         finally:
@@ -419,28 +441,39 @@ def finish(rows: np.ndarray[Any, Any], numel: int, argmax: bool, head: int) -> F
     """Fold per-row numbers (``[rows, 6]`` float64 over ``numel`` output values) into a fingerprint."""
     if rows.shape[0] <= _SMALL:
         # A decode step has a handful of rows: plain Python beats numpy reductions on tiny arrays.
-        nans, infs, sums, squares, amaxes, _ids = rows.T.tolist()
-        nan, inf, s, ss = int(sum(nans)), int(sum(infs)), math.fsum(sums), math.fsum(squares)
-        amax = max(amaxes, default=0.0)
-    else:
-        total = rows.sum(axis=0)
-        nan, inf, s, ss = int(total[0]), int(total[1]), float(total[2]), float(total[3])
-        amax = float(rows[:, 4].max())
+        return fold(rows.reshape(-1).tolist(), numel, argmax, head)
+    total = rows.sum(axis=0)
+    nan, inf, s, ss = int(total[0]), int(total[1]), float(total[2]), float(total[3])
+    amax = float(rows[:, 4].max())
     ids = rows[:, 5].astype(np.int64) if argmax else None
     return _fingerprint((nan, inf, s, ss, amax), ids, numel, head)
 
 
+def fold(values: list[float], numel: int, argmax: bool, head: int) -> Fingerprint:
+    """:func:`finish` for numbers given as a flat list (``rows * 6``, row-major), in plain Python."""
+    s, ss = math.fsum(values[2::STATS]), math.fsum(values[3::STATS])
+    totals = (int(sum(values[0::STATS])), int(sum(values[1::STATS])), s, ss, max(values[4::STATS], default=0.0))
+    return _fingerprint(totals, [int(i) for i in values[5::STATS]] if argmax else None, numel, head)
+
+
 def _fingerprint(
-    totals: tuple[int, int, float, float, float], ids: np.ndarray[Any, Any] | None, numel: int, head: int
+    totals: tuple[int, int, float, float, float],
+    ids: np.ndarray[Any, Any] | Sequence[int] | None,
+    numel: int,
+    head: int,
 ) -> Fingerprint:
     """The fields from the totals over the whole output (NaN and inf counts, finite sum, sum of squares
     and abs-max) and the rows' argmax ids (``None``: no argmax)."""
     nan, inf, s, ss, amax = totals
     digest, ids_head = "", tuple[int, ...]()
     if ids is not None:
-        ids = ids.astype(np.int64, copy=False)  # int64 in native byte order, as the digest is defined
-        digest = hashlib.sha256(ids.tobytes()).hexdigest()
-        ids_head = tuple(ids[:head].tolist())
+        # int64 in native byte order, as the digest is defined
+        if isinstance(ids, np.ndarray):
+            ids = ids.astype(np.int64, copy=False).tolist()
+        digest_of = _SHA256.copy()  # a copy of a fresh one: no algorithm lookup (half the cold cost)
+        digest_of.update(array(_WORD_CODE, ids))
+        digest = digest_of.hexdigest()
+        ids_head = tuple(ids[:head])
     n = numel - nan - inf
     mean = s / n if n else 0.0
     var = max(ss / n - mean * mean, 0.0) if n else 0.0

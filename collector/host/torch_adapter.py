@@ -240,6 +240,27 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], config_patch
     return _compile_fx(gm, example_inputs, config_patches=dict(config_patches) or None)
 
 
+def undisabled(compiled: Any) -> Any:
+    """The callable inside Dynamo's ``disable`` wrappers around a compiled graph (``compiled`` itself when it
+    has none).
+
+    Inductor's ``compile_fx`` returns its graph inside ``torch._dynamo.disable``; Dynamo wraps whatever a
+    backend returns in that same wrapper again (``OutputGraph``: ``disable(compiled_fn)``, which unwraps a
+    nested one first). A backend that puts its own callable around the graph would otherwise run two: the
+    outer one already holds Dynamo off (``set_eval_frame(None)``) while the inner one runs four more
+    ``set_eval_frame`` calls and three Python frames on every call of the graph. Only recursive disable
+    wrappers are followed (their own ``_torchdynamo_wrapper_id`` check, as ``innermost_fn`` does)."""
+    fn = compiled
+    while (
+        getattr(fn, "_torchdynamo_disable", False) is True
+        and getattr(fn, "_torchdynamo_disable_recursive", False) is True
+        and getattr(fn, "_torchdynamo_wrapper_id", None) == id(fn)
+        and callable(getattr(fn, "_torchdynamo_orig_callable", None))
+    ):
+        fn = fn._torchdynamo_orig_callable
+    return fn
+
+
 @contextlib.contextmanager
 def provenance_tracking(level: int) -> Iterator[None]:
     """Turn Inductor's provenance tracking on for the enclosed compiles (``level`` 0 leaves it alone)."""

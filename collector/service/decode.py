@@ -151,14 +151,23 @@ def decode_request(message: ExportTraceServiceRequest, *, fast: bool = True, now
         for ss in rs.scope_spans:
             for span in ss.spans:
                 out.spans += 1
-                key = (span.trace_id, span.span_id, span.name, span.start_time_unix_nano)
-                if key in keys:  # the same span twice (its identity, as the engine keys it): stored once
-                    out.duplicate_spans += 1
-                    continue
-                keys.add(key)
+                if _staged(span):  # a span that carries nothing for the store is no duplicate of anything
+                    key = (span.trace_id, span.span_id, span.name, span.start_time_unix_nano)
+                    if key in keys:  # the same span twice (its identity, as the engine keys it): stored once
+                        out.duplicate_spans += 1
+                        continue
+                    keys.add(key)
                 if not _decode_span(span, resource, host, out, fast):
                     out.rejected_spans += 1
     return out
+
+
+def _staged(span: Any) -> bool:
+    """Whether the engine decoder stages ``span`` (``otlp_sql.records_sql``) and so keys it for duplicates:
+    an ``inferensics.*`` name or span event, or attributes or events its sender dropped."""
+    if span.name.startswith(PREFIX) or span.dropped_attributes_count or span.dropped_events_count:
+        return True
+    return any(e.name.startswith(PREFIX) or e.dropped_attributes_count for e in span.events)
 
 
 def _decode_span(span: Any, resource: dict[str, object], host: object, out: Decoded, fast: bool) -> bool:

@@ -95,3 +95,57 @@ def test_the_schema_describes_the_sampling_the_sdk_does() -> None:
     text = " ".join((RequestEvent.model_fields["graph_us"].description or "").split())
     assert f"first {TIMED_FIRST} calls" in text
     assert f"every {TIMED_EVERY}th" in text
+
+
+def _python_frames(fn: Any, x: Any) -> list[str]:
+    """The Python functions one call of ``fn(x)`` enters, in order (the graph's generated module and the user's
+    function each as one name)."""
+    import sys
+
+    import torch
+
+    names: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            generated = "torchinductor" in code.co_filename or code.co_filename.startswith("<")
+            if generated:
+                names.append("<generated>")
+            elif code.co_filename == __file__:
+                names.append("<user>")  # plain_fn / ours_fn
+            else:
+                names.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}")
+
+    with torch.no_grad():
+        fn(x), fn(x)  # compiled and warm
+        sys.setprofile(profile)
+        try:
+            fn(x)
+        finally:
+            sys.setprofile(None)
+    return names
+
+
+def test_a_compiled_call_runs_only_the_counting_frame_beyond_a_plain_compile() -> None:
+    """Inductor returns its graph inside Dynamo's disable wrapper and Dynamo wraps what the backend returns in
+    another: the counting wrapper calls the graph inside (torch_adapter.undisabled), so a call of the
+    instrumented graph enters the Python frames of a plain ``torch.compile`` and the wrapper, nothing more
+    (it entered three more and made four more set_eval_frame calls on every call)."""
+    import torch
+
+    from inferensics.collector.host.backend import InductorBackend
+
+    def plain_fn(x: Any) -> Any:
+        return x * 2 + 1
+
+    def ours_fn(x: Any) -> Any:
+        return x * 2 + 1
+
+    x = torch.randn(4, 8)
+    plain = _python_frames(torch.compile(plain_fn), x)
+    ours = _python_frames(torch.compile(ours_fn, backend=InductorBackend()), x)
+    added = [n for n in ours if n not in plain or ours.count(n) > plain.count(n)]
+    assert sorted(set(added)) == ["backend.py:run"], added
+    assert len(ours) == len(plain) + 1, (plain, ours)
+    assert torch.equal(torch.compile(ours_fn, backend=InductorBackend())(x), x * 2 + 1)
