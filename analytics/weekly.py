@@ -17,6 +17,7 @@ import polars as pl
 
 from inferensics.analytics.client import QueryRunner
 from inferensics.analytics.errors import AnalyticsError
+from inferensics.analytics.storms import StormParams
 from inferensics.schema import columns as col
 
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
@@ -87,6 +88,8 @@ class WeeklyReport:
     specializations: pl.DataFrame
     new_graph_keys: pl.DataFrame
     storms: pl.DataFrame
+    storm_rule: StormRule
+    """The storm rule ``storms`` was found with (the report states it)."""
 
     def frames(self) -> dict[str, pl.DataFrame]:
         """Every frame by field name."""
@@ -136,12 +139,41 @@ def _week_over_week(
     ).sort([col.MODEL, "metric"])
 
 
-def build_weekly_report(runner: QueryRunner, week: str, now: datetime | None = None) -> WeeklyReport:
+@dataclass(frozen=True)
+class StormRule:
+    """The knobs of the storm rule (``inferensics.analytics.storms``); the defaults are ``recompile_storms``'s.
+
+    A small fleet (or a short demo) may lower the floors: at the defaults an hour needs 10 recompiles (or 60
+    compile seconds) of one model and pool to be a storm, however quiet the hours before it were."""
+
+    min_recompiles: int = StormParams.model_fields["min_recompiles"].default
+    min_compile_seconds: float = StormParams.model_fields["min_compile_seconds"].default
+    factor: float = StormParams.model_fields["factor"].default
+    baseline_hours: int = StormParams.model_fields["baseline_hours"].default
+
+    def params(self) -> dict[str, float]:
+        """The knobs as ``recompile_storms`` parameters."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def describe(self) -> str:
+        """The rule in one sentence, with these numbers."""
+        return (
+            f"An hour is a storm when its recompiles reach max({self.min_recompiles:g}, {self.factor:g} × the median "
+            f"of the {self.baseline_hours} hours before) or its compile seconds reach max({self.min_compile_seconds:g}"
+            f", {self.factor:g} × their median)."
+        )
+
+
+def build_weekly_report(
+    runner: QueryRunner, week: str, now: datetime | None = None, storm_rule: StormRule | None = None
+) -> WeeklyReport:
     """Run the report's named queries for ISO ``week`` (``YYYY-Www``) and assemble the report.
 
     The week ends at ``now`` (default: the current time) when ``now`` falls inside it: the current week is
-    the week so far, and week over week compares it with the same span of the week before.
+    the week so far, and week over week compares it with the same span of the week before. ``storm_rule``
+    (default: the analytics defaults) is the rule the storm section applies.
     """
+    rule = storm_rule or StormRule()
     start = parse_week(week)
     at = (now or datetime.now(UTC)).astimezone(UTC)
     end = min(start + timedelta(days=7), max(at, start))
@@ -165,5 +197,6 @@ def build_weekly_report(runner: QueryRunner, week: str, now: datetime | None = N
         cache_growth=runner.query("cache_growth", **rng),
         specializations=runner.query("specializations", **rng),
         new_graph_keys=runner.query("new_graph_keys", **rng),
-        storms=runner.query("recompile_storms", **rng),
+        storms=runner.query("recompile_storms", **rng, **rule.params()),
+        storm_rule=rule,
     )

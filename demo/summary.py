@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from inferensics.analytics.weekly import StormRule
 from inferensics.collector.client import ServiceClient
 from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, POOL_B
 
@@ -124,7 +125,8 @@ def drill_ids(record: RunRecord) -> dict[str, list[str]]:
 def commands(
     service_url: str, record: RunRecord, dashboard_url: str, keyring: Path, *, store_dsn: str = ""
 ) -> list[str]:
-    """The commands to try next, each runnable as printed: the weekly report of the current week, the canary
+    """The commands to try next, each runnable as printed: the weekly report of the current week (its storm rule
+    lowered to the run's storm when that is under the rule's floor), the canary
     comparison over the last 24 hours up to now (with the thresholds the summary's verdict used), status, and
     the replay of the NaN request (trusting the run's builder key).
 
@@ -135,9 +137,13 @@ def commands(
     """
     target = f"--dsn {shlex.quote(store_dsn)}" if store_dsn else f"--service {service_url}"
     lowered = canary_thresholds(record)
+    # The run's storm has fewer recompiles than the storm rule's floor for a fleet: the report's rule is
+    # lowered to it, as the canary thresholds are, so that the report finds the storm the summary reports.
+    storm = record.incident_counts()["storm recompiles"]
+    storm_floor = f" --min-recompiles {storm}" if 0 < storm < StormRule().min_recompiles else ""
     thresholds = "".join(f" --{k.replace('_', '-')} {v}" for k, v in lowered.items())
     out = [
-        f"inferensics report weekly {target}",
+        f"inferensics report weekly {target}{storm_floor}",
         f"inferensics canary compare --baseline {record.bundle_ids.get('baseline', '?')} "
         f"--candidate {record.bundle_ids.get(CANDIDATE, '?')} --model {DECODER_MODEL} --hw-pool {POOL_B}"
         f"{thresholds} {target}",

@@ -155,10 +155,7 @@ def sections(report: WeeklyReport) -> list[Section]:
         ),
         Section(
             "Recompile storms",
-            [
-                "An hour is a storm when its recompiles reach max(10, 3 × the median of the 24 hours before) or its "
-                "compile seconds reach max(60, 3 × their median)."
-            ],
+            [report.storm_rule.describe()],
             [],
             [(storms, list(storms.columns))],
         ),

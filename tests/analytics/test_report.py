@@ -106,6 +106,22 @@ def test_cli_report_weekly(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -
     assert "has no week 60" in bad.output
 
 
+def test_cli_report_weekly_takes_the_storm_rule(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> None:
+    """The storm floors are options; the report applies and states the rule it was given, and refuses a
+    floor below 1 with a usage error."""
+    dsn = _dsn(chdb_dir, fleet_store)
+    base = ["report", "weekly", "--week", "2026-W10", "--out", str(tmp_path), "--dsn", dsn]
+    raised = CliRunner().invoke(app, [*base, "--min-recompiles", "100000", "--min-compile-seconds", "1e9"])
+    assert raised.exit_code == 0, raised.output
+    assert "Recompile storms: 0; new specializations: 3." in raised.output  # 1 at the default floors
+    md = (tmp_path / "weekly-2026-W10.md").read_text()
+    assert "recompiles reach max(100000, 3 × the median of the 24 hours before)" in md
+    assert "compile seconds reach max(1e+09, 3 × their median)" in md
+    bad = CliRunner().invoke(app, [*base, "--min-recompiles", "0"])
+    assert bad.exit_code == 2
+    assert "--min-recompiles" in bad.output
+
+
 def test_cli_canary_compare(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> None:
     dsn = _dsn(chdb_dir, fleet_store)
     window = ["--start", "2026-03-02T00:00:00", "--end", "2026-03-09T00:00:00"]

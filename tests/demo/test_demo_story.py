@@ -218,10 +218,16 @@ def test_the_printed_weekly_report_is_this_week_and_reads_right(
     commands: dict[str, str], demo_run: dict[str, Any], tmp_path: Path, page: Page
 ) -> None:
     """On main: last week's (empty) report; raw ratios (0.01818); the reasons chart with 2 bars whose cut
-    labels were equal for a 4-row table; repeated axis labels."""
+    labels were equal for a 4-row table; repeated axis labels; "Recompile storms: 0" after a run whose summary
+    reported a storm (the fleet rule's floor of 10 recompiles an hour: the printed command lowers it)."""
+    floor = re.search(r"--min-recompiles (\d+)", commands["report"])
+    assert floor is not None, commands["report"]
     res = run_printed(commands["report"], tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"Requests: {len(demo_run['served']):,} " in res.stdout
+    storms = re.search(r"Recompile storms: (\d+);", res.stdout)
+    assert storms is not None, res.stdout
+    assert int(storms.group(1)) >= 1, res.stdout
     html = tmp_path / "reports" / f"weekly-{current_week(datetime.now(UTC))}.html"
     assert html.exists(), res.stdout
     page.goto(html.as_uri())
@@ -229,6 +235,7 @@ def test_the_printed_weekly_report_is_this_week_and_reads_right(
     assert page.evaluate("() => document.body.scrollHeight") < MAX_PAGE_PX * 2
     text = page.inner_text("body")
     assert "the week so far" in text
+    assert f"An hour is a storm when its recompiles reach max({floor.group(1)}, 3 × the median" in text
     assert not re.search(r"\b0\.\d{4,}\b", text), "a ratio is shown raw"
     for labels in _axis_labels(page):
         assert len(labels) == len(set(labels)), f"an axis repeats its labels: {labels}"
