@@ -132,18 +132,22 @@ class _Buffer:
         """Whether no word holds :data:`UNWRITTEN` any more (every word is 8-byte aligned: written whole)."""
         return not bool((self.words == _UNWRITTEN_WORD).any())
 
-    def snapshot(self) -> list[float] | None:
-        """The buffer's numbers (a list, in ordinary memory) when every word is written, else ``None``.
+    def snapshot(self) -> list[float] | np.ndarray[Any, Any] | None:
+        """The buffer's numbers in ordinary memory when every word is written, else ``None``: a list for a
+        few rows (:data:`_SMALL`, folded by :func:`fold`), a numpy copy for more (:func:`finish`).
 
-        One pass over the pinned memory for the check (its words as integers: the :data:`UNWRITTEN` pattern
-        is a NaN, which compares unequal to itself) and one for the numbers, from cache; the fold reads
-        the list. Reading pinned memory the device writes was the slow part of a fingerprint on the H200
-        (passes over the per-span numbers the host once folded itself); six numbers per row are a few
-        hundred bytes.
+        Reading pinned memory the device writes was the slow part of a fingerprint on the H200 (passes
+        over the per-span numbers the host once folded itself); six numbers per row are a few hundred
+        bytes. For a few rows the check reads the words as integers (the :data:`UNWRITTEN` pattern is a NaN,
+        which compares unequal to itself) and the numbers follow from cache, two C calls and no numpy op
+        (each costs some microseconds on a host whose caches the serving thread's launches keep cold).
         """
         ints = self.ints
         if ints[0] == UNWRITTEN or ints[-1] == UNWRITTEN:  # still running: two reads, no copy
             return None
+        if len(ints) > _SMALL * STATS:
+            copy = self.array.copy()
+            return None if (copy.view(np.int64) == _UNWRITTEN_WORD).any() else copy
         if UNWRITTEN in ints.tolist():
             return None
         return cast("list[float]", self.floats.tolist())  # typeshed's memoryview holds ints
@@ -245,7 +249,7 @@ class PendingFingerprint:
         watched: bool = False,
     ) -> None:
         self._rows = rows
-        self._snap: list[float] | None = None  # the written buffer's numbers (then given back)
+        self._snap: list[float] | np.ndarray[Any, Any] | None = None  # the written buffer's numbers (then given back)
         self._watched = watched and buffer is not None and buffer.pooled
         self._source: torch.Tensor | None = None
         self._version = -1
@@ -330,8 +334,12 @@ class PendingFingerprint:
         if self._source is not None:
             self._done = self._read_source()
             return self._done
-        if self._snap is not None:
-            self._done = fold(self._snap, self._numel, self._argmax, self._head)
+        snap = self._snap
+        if snap is not None:
+            if isinstance(snap, list):
+                self._done = fold(snap, self._numel, self._argmax, self._head)
+            else:
+                self._done = finish(snap.reshape(-1, STATS), self._numel, self._argmax, self._head)
             return self._done
         buf = self._buffer
         try:

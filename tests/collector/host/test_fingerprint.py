@@ -565,6 +565,26 @@ def test_a_written_zero_copy_buffer_is_read_once_and_given_back_at_once(monkeypa
     _assert_same(pending.result(), _reference(x))
 
 
+@pytest.mark.parametrize("rows", [1, 3, 64, 65, 300])
+def test_a_written_buffer_of_few_or_many_rows_folds_as_the_reference(
+    monkeypatch: pytest.MonkeyPatch, rows: int
+) -> None:
+    """A few rows are read as a list and folded in plain Python (fold), more as a numpy copy (finish): both give
+    the reference's fields, NaN and inf counts and argmax digest included."""
+    pool = fp._PinnedPool()
+    monkeypatch.setattr(fp, "_POOL", pool)
+    x = torch.randn(rows, 40, generator=torch.Generator().manual_seed(rows))
+    x[0, 3] = float("nan")
+    x[-1, 5] = float("inf")
+    pending, buf, parts = _watched(pool, x)
+    snap_kind = list if rows <= 64 else np.ndarray
+    buf.array[:] = parts
+    assert pending.ready()
+    assert isinstance(pending._snap, snap_kind)
+    _assert_same(pending.result(), _reference(x))
+    assert not buf.written()  # given back, marked unwritten
+
+
 def test_a_zero_copy_fingerprint_never_written_fails_instead_of_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
     """A kernel that never wrote its buffer (a failed launch): after the re-reads give up, an event says the
     stream has passed the launch, and the result is an error (counted by the pipeline), not a hang."""
