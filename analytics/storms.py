@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import polars as pl
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from inferensics.analytics._requests import request_source
 from inferensics.analytics.client import QueryClient
@@ -30,8 +30,10 @@ from inferensics.schema import columns as col
 _KEYS = [col.MODEL, col.HW_POOL]
 
 
-class StormParams(SliceParams):
-    """A slice and the storm rule's knobs (see the module docstring)."""
+class StormRule(BaseModel):
+    """The storm rule's knobs (see the module docstring). A small fleet (or a short demo) may lower the floors:
+    at the defaults an hour needs 10 recompiles (or 60 compile seconds) of one model and pool to be a storm,
+    however quiet the hours before it were."""
 
     baseline_hours: int = Field(24, ge=1, le=24 * 14)
     """Hours before each bucket whose median is the baseline."""
@@ -41,6 +43,18 @@ class StormParams(SliceParams):
     """Recompiles an hour needs at least to be a storm."""
     min_compile_seconds: float = Field(60.0, gt=0)
     """Compile seconds an hour needs at least to be a storm."""
+
+    def describe(self) -> str:
+        """The rule in one sentence, with these numbers."""
+        return (
+            f"An hour is a storm when its recompiles reach max({self.min_recompiles:g}, {self.factor:g} × the median "
+            f"of the {self.baseline_hours} hours before) or its compile seconds reach max({self.min_compile_seconds:g}"
+            f", {self.factor:g} × their median)."
+        )
+
+
+class StormParams(StormRule, SliceParams):
+    """A slice and the storm rule's knobs."""
 
 
 def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:

@@ -17,7 +17,7 @@ import polars as pl
 
 from inferensics.analytics.client import QueryRunner
 from inferensics.analytics.errors import AnalyticsError
-from inferensics.analytics.storms import StormParams
+from inferensics.analytics.storms import StormRule
 from inferensics.schema import columns as col
 
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
@@ -139,31 +139,6 @@ def _week_over_week(
     ).sort([col.MODEL, "metric"])
 
 
-@dataclass(frozen=True)
-class StormRule:
-    """The knobs of the storm rule (``inferensics.analytics.storms``); the defaults are ``recompile_storms``'s.
-
-    A small fleet (or a short demo) may lower the floors: at the defaults an hour needs 10 recompiles (or 60
-    compile seconds) of one model and pool to be a storm, however quiet the hours before it were."""
-
-    min_recompiles: int = StormParams.model_fields["min_recompiles"].default
-    min_compile_seconds: float = StormParams.model_fields["min_compile_seconds"].default
-    factor: float = StormParams.model_fields["factor"].default
-    baseline_hours: int = StormParams.model_fields["baseline_hours"].default
-
-    def params(self) -> dict[str, float]:
-        """The knobs as ``recompile_storms`` parameters."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    def describe(self) -> str:
-        """The rule in one sentence, with these numbers."""
-        return (
-            f"An hour is a storm when its recompiles reach max({self.min_recompiles:g}, {self.factor:g} × the median "
-            f"of the {self.baseline_hours} hours before) or its compile seconds reach max({self.min_compile_seconds:g}"
-            f", {self.factor:g} × their median)."
-        )
-
-
 def build_weekly_report(
     runner: QueryRunner, week: str, now: datetime | None = None, storm_rule: StormRule | None = None
 ) -> WeeklyReport:
@@ -197,6 +172,6 @@ def build_weekly_report(
         cache_growth=runner.query("cache_growth", **rng),
         specializations=runner.query("specializations", **rng),
         new_graph_keys=runner.query("new_graph_keys", **rng),
-        storms=runner.query("recompile_storms", **rng, **rule.params()),
+        storms=runner.query("recompile_storms", **rng, **rule.model_dump()),
         storm_rule=rule,
     )

@@ -98,11 +98,10 @@ def weekly(  # noqa: PLR0917 (typer options)
 
     A small fleet (or a short demo) lowers the storm rule's floors with --min-recompiles and
     --min-compile-seconds; the report states the rule it applied."""
-    from dataclasses import replace
-
     from inferensics.analytics.errors import AnalyticsError
     from inferensics.analytics.report.weekly import summary_lines, write_weekly_report
-    from inferensics.analytics.weekly import StormRule, build_weekly_report, current_week, parse_week
+    from inferensics.analytics.storms import StormRule
+    from inferensics.analytics.weekly import build_weekly_report, current_week, parse_week
 
     now = datetime.now(UTC)
     try:
@@ -112,11 +111,8 @@ def weekly(  # noqa: PLR0917 (typer options)
         fail(str(exc))
     _check_out(out)
     with _runner(dsn, service, token) as runner:
-        rule = StormRule()
-        if min_recompiles is not None:
-            rule = replace(rule, min_recompiles=min_recompiles)
-        if min_compile_seconds is not None:
-            rule = replace(rule, min_compile_seconds=min_compile_seconds)
+        floors = {"min_recompiles": min_recompiles, "min_compile_seconds": min_compile_seconds}
+        rule = StormRule(**{k: v for k, v in floors.items() if v is not None})
         report = build_weekly_report(runner, chosen, now, rule)  # type: ignore[arg-type]
     _make_out(out)
     md, page = write_weekly_report(report, out)

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from inferensics.analytics.weekly import StormRule
+from inferensics.analytics.storms import StormRule
 from inferensics.collector.client import ServiceClient
 from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, POOL_B
 
