@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PARTS := schema collector analytics dashboard bundle replay kernels demo cli
 
-.PHONY: setup test lint imports format typecheck check run demo bench-store cluster-test clean
+.PHONY: setup test fuzz lint imports format typecheck check run demo bench-store cluster-test clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,13 @@ test: setup
 	@status=0; for t in $$(ls -d tests/*/__init__.py tests/test_*.py | sed 's#/__init__.py#/#'); do \
 		echo "== $$t"; $(BIN)/python -m pytest $$t || status=$$?; \
 	done; exit $$status
+
+# The property-based tests with fresh random examples (the suite itself draws the same ones every run).
+FUZZ_RUNS ?= 3
+fuzz: setup
+	@for i in $$(seq $(FUZZ_RUNS)); do \
+		$(BIN)/python -m pytest -q --hypothesis-profile explore $$(grep -rl --include='test_*.py' '^from hypothesis' tests) || exit 1; \
+	done
 
 lint:
 	$(BIN)/ruff check $(PARTS) tests benchmarks

@@ -2,6 +2,10 @@
 
 One process can open only one chDB directory, so every test of a pytest process shares one directory
 (created per session) and gets its own database inside it.
+
+Property-based tests draw the same examples on every run (the ``suite`` profile, derandomized), so a red run
+points at a change, not at a new draw. ``make fuzz`` runs them with fresh random examples (``explore``); a
+failure it finds becomes an ``@example`` in the test.
 """
 
 from __future__ import annotations
@@ -11,8 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from inferensics.schema.store import Store
+
+
+settings.register_profile("suite", derandomize=True)
+settings.register_profile("explore", derandomize=False, database=None)
+settings.load_profile("suite")  # `pytest --hypothesis-profile explore` overrides it
 
 
 @pytest.fixture(scope="session")
