@@ -19,7 +19,6 @@ from hypothesis import settings
 
 from inferensics.schema.store import Store
 
-
 settings.register_profile("suite", derandomize=True)
 settings.register_profile("explore", derandomize=False, database=None)
 settings.load_profile("suite")  # `pytest --hypothesis-profile explore` overrides it
