@@ -8,6 +8,7 @@ import polars as pl
 import streamlit as st
 
 from inferensics.analytics import spikes
+from inferensics.analytics.storms import StormRule
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import (
     Filters,
@@ -152,9 +153,9 @@ def highlight_section(
         st.markdown(
             "**Non-finite outputs:** requests whose output fingerprint counted a NaN or inf "
             "(analytics `notable_requests`).\n\n"
-            "**Recompile storm:** an hour of one model and pool with recompiles, whose recompiles reach max(10, "
-            "3 × the median of the 24 hours before), or whose compile seconds reach max(60 s, 3 × that median) "
-            "(analytics `recompile_storms`).\n\n"
+            "**Recompile storm** (analytics `recompile_storms` at its default floors; the Weekly report page "
+            "lowers them for a small fleet): an hour of one model and pool with recompiles. "
+            f"{StormRule().describe()}\n\n"
             "**Slow compiles:** an hour whose compile seconds reach that threshold without any recompile: first "
             "compiles or a cold cache, not a storm (analytics `slow_compiles`).\n\n"
             f"**Error / fallback spike:** {spikes.rule(window)}."

@@ -46,11 +46,12 @@ def _keep_main_module() -> Iterator[None]:
     sys.modules["__main__"] = main
 
 
-def seed_store(dsn: str, now: datetime) -> None:
-    """Write the seed events into ``dsn`` from a child process."""
+def seed_store(dsn: str, now: datetime, module: str = "tests.dashboard.seed") -> None:
+    """Write the seed events of ``module`` (run as ``python -m MODULE DSN NOW_ISO``) into ``dsn`` from a child
+    process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     subprocess.run(
-        [sys.executable, "-m", "tests.dashboard.seed", dsn, now.isoformat()],
+        [sys.executable, "-m", module, dsn, now.isoformat()],
         cwd=REPO, env=env, check=True, capture_output=True, timeout=300,
     )  # fmt: skip
 

@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Title
 
+from inferensics.analytics.storms import StormRule
 from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.filters import (
     BUNDLE_KEY,
@@ -20,7 +21,7 @@ from inferensics.dashboard._internal.filters import (
 )
 from inferensics.schema import RequestEvent
 from inferensics.schema.events import FP_COMPARABLE
-from tests.dashboard.apptest import assert_clean, metric, open_page
+from tests.dashboard.apptest import assert_clean, metric, open_page, texts
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.expected import spikes, storm_hours
 from tests.dashboard.seed import BATCH, CANDIDATE, GB_ID, MISTRAL, POOL_A, POOL_B, STORM_REASON, STORM_RECOMPILES
@@ -82,6 +83,8 @@ def test_overview_highlights_the_storm_and_the_spikes(seeded: SeededService) -> 
     for (model, pool, hour), n in expected.items():
         line = f"**Recompile storm** · {model} / {pool} · hour of {hour:%Y-%m-%d %H:%M} UTC: {n:,} recompiles,"
         assert any(s.startswith(line) and STORM_REASON in s for s in storms), (line, storms)
+    # The rule it applies, stated by the rule itself (the weekly report states the same sentence).
+    assert StormRule().describe() in texts(at)
     alerts = [w.value for w in at.warning]
     for kind, counted in (("Error spike", "errors"), ("Fallback spike", "fallbacks")):
         shown = [a for a in alerts if a.startswith(f"**{kind}**")]

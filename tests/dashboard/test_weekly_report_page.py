@@ -1,18 +1,45 @@
-"""The weekly report page: no report yet, then one produced through the service and shown."""
+"""The weekly report page: no report yet, then one produced through the service and shown; the storm rule's
+floors as inputs."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
+from inferensics.analytics.storms import StormRule
 from inferensics.dashboard._internal.settings import REPORT_DIR_STATE_KEY
+from inferensics.dashboard.views.weekly_report import PRODUCE_KEY, WEEK_KEY, floor_key
+from tests.collector.service.harness import READ, new_service
 from tests.dashboard.apptest import assert_clean, open_page
-from tests.dashboard.conftest import SeededService
+from tests.dashboard.conftest import SeededService, seed_store
+from tests.dashboard.seed import MISTRAL, POOL_B
+from tests.dashboard.small_storm import build_small_storm
 
 PAGE = "views/weekly_report.py"
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def small_storm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededService]:
+    """A service over the seed with its storm cut below the storm rule's default floors (the demo's case)."""
+    root = tmp_path_factory.mktemp("small-storm-service")
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    service = new_service(root)
+    seed_store(service.dsn, now, "tests.dashboard.small_storm")
+    service.start()
+    try:
+        yield SeededService(service=service, token=READ, facts=build_small_storm(now))
+    finally:
+        service.stop()
+
+
+def summary_of(at: AppTest) -> str:
+    """The shown report's Markdown summary."""
+    return next(m.value for m in at.markdown if m.value.startswith("# Weekly recompilation and cache report"))
 
 
 def test_weekly_report_is_produced_and_shown(seeded: SeededService, tmp_path: Path) -> None:
@@ -31,7 +58,7 @@ def test_weekly_report_is_produced_and_shown(seeded: SeededService, tmp_path: Pa
 
     monday = (seeded.facts.now - timedelta(days=weekday - 1)).replace(hour=0, minute=0)
     in_week = [r for r in seeded.facts.requests if monday <= r.ts < monday + timedelta(days=7)]
-    summary = next(m.value for m in at.markdown if m.value.startswith("# Weekly recompilation and cache report"))
+    summary = summary_of(at)
     assert week in summary
     assert f"- Requests: {len(in_week):,} " in summary
     assert f"- Recompiles: {sum(r.recompiles for r in in_week):,} " in summary
@@ -41,3 +68,51 @@ def test_weekly_report_is_produced_and_shown(seeded: SeededService, tmp_path: Pa
     again = open_page(seeded, PAGE, **{REPORT_DIR_STATE_KEY: str(folder)})
     assert again.selectbox(key="weekly.report").value == f"weekly-{week}.html"
     assert not [i for i in again.info if "No weekly report" in i.value]
+
+
+def test_weekly_report_takes_the_storm_rule(small_storm: SeededService, tmp_path: Path) -> None:
+    """A storm under the default floors: the inputs start at the rule's defaults and the report finds no storm;
+    the recompile floor lowered to the storm's size (as the demo's printed command does) finds it, and the
+    report states the rule with that floor. A floor the rule refuses is named and produces nothing."""
+    storm = [r for r in small_storm.facts.requests if r.recompiles]
+    default = StormRule()
+    assert 0 < len(storm) < default.min_recompiles
+    assert sum(r.compile_ms for r in storm) / 1000 < default.min_compile_seconds
+    hour = storm[0].ts.replace(minute=0, second=0, microsecond=0)
+    assert all(r.ts - hour < timedelta(hours=1) for r in storm)
+    year, number, _ = hour.isocalendar()
+    week = f"{year}-W{number:02d}"
+    folder = tmp_path / "reports"
+    at = open_page(small_storm, PAGE, **{REPORT_DIR_STATE_KEY: str(folder)})
+    assert_clean(at)
+    recompiles = at.number_input(key=floor_key("min_recompiles"))
+    assert recompiles.value == default.min_recompiles
+    assert recompiles.min == StormRule.model_json_schema()["properties"]["min_recompiles"]["minimum"]
+    assert at.number_input(key=floor_key("min_compile_seconds")).value == default.min_compile_seconds
+
+    at.selectbox(key=WEEK_KEY).select(week).run()
+    at.button(key=PRODUCE_KEY).click().run()
+    assert_clean(at)
+    summary = summary_of(at)
+    assert "Recompile storms: 0;" in summary
+    assert default.describe() in summary
+
+    at.number_input(key=floor_key("min_recompiles")).set_value(len(storm)).run()
+    at.button(key=PRODUCE_KEY).click().run()
+    assert_clean(at)
+    summary = summary_of(at)
+    assert "Recompile storms: 1;" in summary
+    assert f"An hour is a storm when its recompiles reach max({len(storm)}, 3 × the median" in summary
+    assert StormRule(min_recompiles=len(storm)).describe() in summary
+    seconds = sum(r.compile_ms for r in storm) / 1000
+    row = f"| {hour:%Y-%m-%d %H:%M} | {MISTRAL} | {POOL_B} | {len(storm)} | 0 | {seconds:g} | recompiles |"
+    assert row in summary
+
+    written = (folder / f"weekly-{week}.md").stat().st_mtime_ns
+    at.number_input(key=floor_key("min_compile_seconds")).set_value(0.0).run()
+    at.button(key=PRODUCE_KEY).click().run()
+    assert_clean(at)
+    assert [e.value for e in at.error] == [
+        "Min compile seconds an hour: input should be greater than 0. Change it and press **Produce report**."
+    ]
+    assert (folder / f"weekly-{week}.md").stat().st_mtime_ns == written
