@@ -177,7 +177,8 @@ def _run_fresh(
     pack: Path, *, device: str, out: Path | None, keyring: str | None, allow_incompatible: bool
 ) -> dict[str, Any]:
     """Run the executor in a fresh interpreter and return the verdict dict."""
-    cmd = [sys.executable, "-m", "inferensics.replay", "--pack", str(pack), "--device", device, "--json"]
+    # -P: nothing in the working directory shadows an installed module in the executor (see demo/processes.py).
+    cmd = [sys.executable, "-P", "-m", "inferensics.replay", "--pack", str(pack), "--device", device, "--json"]
     if out is not None:
         cmd += ["--out", str(out)]
     if keyring is not None:

@@ -26,9 +26,9 @@ DEFAULT_PORT: Final = 8501
 
 def streamlit_argv(port: int = DEFAULT_PORT, address: str = "127.0.0.1") -> list[str]:
     """The ``streamlit run`` command line: headless, no usage statistics, no file watcher, no "magic" (a bare
-    string in a page script is never drawn)."""
+    string in a page script is never drawn). ``-P`` keeps the working directory off the app's sys.path."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP_FILE),
+        sys.executable, "-P", "-m", "streamlit", "run", str(APP_FILE),
         "--server.headless", "true",
         "--server.port", str(port),
         "--server.address", address,

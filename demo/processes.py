@@ -114,7 +114,9 @@ def stop_all(children: list[Child], timeout_s: float = 15.0) -> None:
 def _start(name: str, args: list[str], log_path: Path, env: dict[str, str], stdout_pipe: bool = False) -> Child:
     log = log_path.open("w")
     proc = subprocess.Popen(
-        [sys.executable, *args],
+        # -P: the working directory stays off the child's sys.path, so a folder there (a checkout's kernels/,
+        # say) cannot shadow an installed module of that name (Hugging Face's `kernels`, imported by transformers).
+        [sys.executable, "-P", *args],
         stdout=subprocess.PIPE if stdout_pipe else log,
         stderr=log,
         stdin=subprocess.DEVNULL,

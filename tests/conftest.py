@@ -10,6 +10,8 @@ failure it finds becomes an ``@example`` in the test.
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,14 @@ import pytest
 from hypothesis import settings
 
 from inferensics.schema.store import Store
+
+# The parts are folders of the repository root (kernels/, schema/, ...) installed as inferensics.*. With the root on
+# sys.path (`python -m pytest` puts the working directory there) they would shadow installed modules of the same
+# top-level name: Hugging Face's `kernels`, which transformers imports. Off the path here, and off it in the Python
+# processes tests start (PYTHONSAFEPATH; the product's own child processes start with -P).
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != ROOT]
+os.environ["PYTHONSAFEPATH"] = "1"
 
 settings.register_profile("suite", derandomize=True)
 settings.register_profile("explore", derandomize=False, database=None)

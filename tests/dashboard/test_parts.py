@@ -190,9 +190,9 @@ def test_drawn_charts_keep_parsing_when_a_time_is_not_one() -> None:
 
 def test_launcher_runs_streamlit_headless_and_passes_the_token_by_environment() -> None:
     argv = dashboard.streamlit_argv(port=9999, address="0.0.0.0")
-    assert argv[1:4] == ["-m", "streamlit", "run"]
-    assert argv[4] == str(dashboard.APP_FILE)
-    flags = dict(zip(argv[5::2], argv[6::2], strict=True))
+    assert argv[1:5] == ["-P", "-m", "streamlit", "run"]
+    assert argv[5] == str(dashboard.APP_FILE)
+    flags = dict(zip(argv[6::2], argv[7::2], strict=True))
     assert flags["--server.headless"] == "true"
     assert flags["--server.port"] == "9999"
     assert flags["--browser.gatherUsageStats"] == "false"

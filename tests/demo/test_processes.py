@@ -85,3 +85,22 @@ def test_second_ctrl_c_kills_what_is_left(tmp_path: Path) -> None:
         signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - started < 30  # far less than the 2 x 60 s grace it would otherwise wait
     assert [c.proc.returncode for c in children] == [-signal.SIGKILL, -signal.SIGKILL]
+
+
+def test_a_folder_in_the_working_directory_shadows_nothing_in_a_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child started from a directory holding a folder named like an installed module (a checkout's kernels/
+    beside Hugging Face's `kernels`) imports the installed one: the working directory is not on its sys.path."""
+    work = tmp_path / "work"
+    (work / "json").mkdir(parents=True)
+    (work / "json" / "__init__.py").write_text("raise ImportError('the working directory shadowed json')\n")
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)  # the tests' own setting (tests/conftest.py) aside
+    log = tmp_path / "probe.log"
+    child = processes.start_child("probe", ["-c", "import json; print(json.__file__)"], log)
+    assert child.proc.wait(timeout=60) == 0, log.read_text()
+    child.close_log()
+    imported = Path(log.read_text().strip())
+    assert imported.name == "__init__.py"
+    assert not imported.is_relative_to(work)
