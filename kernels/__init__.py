@@ -18,6 +18,13 @@ Example:
 
 from __future__ import annotations
 
+if __name__ != "inferensics.kernels":  # this folder imported by its bare name: a checkout's root is on sys.path
+    raise ImportError(
+        f"{__file__} is inferensics' kernels/ folder, imported as the top-level module {__name__!r} because the "
+        "checkout's root is on sys.path (a script run from there); Hugging Face's `kernels`, which transformers "
+        "imports, has that name: run the script from another directory, or with `python -P`"
+    )
+
 from typing import Any
 
 import torch

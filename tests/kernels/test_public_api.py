@@ -35,3 +35,20 @@ def test_imports_only_torch_triton_and_schema() -> None:
     env = {**os.environ, "TRITON_INTERPRET": "1", "INFERENSICS_KERNELS_INTERPRET": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_folder_imported_by_its_bare_name_says_what_to_do() -> None:
+    # A script run from a checkout's root has the root on sys.path, so `import kernels` (transformers >= 5.25
+    # imports Hugging Face's `kernels`) finds this folder: one line says why and what to do, instead of a
+    # missing name deep inside transformers.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}  # tests/conftest.py sets it
+    proc = subprocess.run(
+        [sys.executable, "-c", "import kernels"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: ")
+    assert "kernels/ folder" in last
+    assert "run the script from another directory, or with `python -P`" in last
