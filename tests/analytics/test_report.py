@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import io
 import shutil
+import typing
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +27,9 @@ from inferensics.analytics.report import (
     write_weekly_report,
 )
 from inferensics.analytics.report.weekly import summary_lines
+from inferensics.analytics.storms import StormRule
 from inferensics.analytics.weekly import WeeklyReport, last_full_week, parse_week
+from inferensics.cli import report_commands
 from inferensics.cli.app import app
 from inferensics.schema import columns as col
 from inferensics.schema.store import Store
@@ -120,6 +123,20 @@ def test_cli_report_weekly_takes_the_storm_rule(fleet_store: Store, chdb_dir: Pa
     bad = CliRunner().invoke(app, [*base, "--min-recompiles", "0"])
     assert bad.exit_code == 2
     assert "--min-recompiles" in bad.output
+
+
+def test_cli_report_weekly_help_states_the_rules_defaults() -> None:
+    """The floors' help names their defaults (the CLI module cannot import the analytics rule: it must load
+    without the dashboard extra), so this pins those numbers and the options' bounds to StormRule's."""
+    hints = typing.get_type_hints(report_commands.weekly, include_extras=True)
+    rule = StormRule()
+    schema = StormRule.model_json_schema()["properties"]
+    for name, fmt in (("min_recompiles", "{:d}"), ("min_compile_seconds", "{:g}")):
+        option = hints[name].__metadata__[0]
+        assert f"[default: {fmt.format(getattr(rule, name))}]" in option.help
+        bound = schema[name].get("minimum", schema[name].get("exclusiveMinimum"))
+        assert option.min >= bound
+        assert option.min > bound or "minimum" in schema[name]
 
 
 def test_cli_canary_compare(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> None:
