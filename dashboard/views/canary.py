@@ -74,11 +74,20 @@ def pickers(
         traffic_class = three.selectbox("Traffic class", [ALL, *traffic], key="canary.traffic_class")
         windows = list(TIME_RANGES)
         window = four.selectbox("Window", windows, index=windows.index(DEFAULT_WINDOW), key="canary.window")
-        tolerance = five.number_input("Latency tolerance", 0.0, 2.0, 0.10, 0.05, format="%.2f", key="canary.tolerance")
+        # The analytics defaults (CanaryParams); a short run (the demo's) serves fewer, and its summary names what
+        # it used.
+        default = canary_rules.CanaryParams.model_fields
+        tolerance = five.number_input(
+            "Latency tolerance", 0.0, 2.0, default["latency_tolerance"].default, 0.05, format="%.2f",
+            key="canary.tolerance",
+        )  # fmt: skip
         six, seven, eight = st.columns(3)
-        # The analytics defaults; a short run (the demo's) serves fewer, and its summary names what it used.
-        min_requests = six.number_input("Min requests per side", 1, None, 100, key="canary.min_requests")
-        min_pairs = seven.number_input("Min input-matched pairs", 1, None, 30, key="canary.min_pairs")
+        min_requests = six.number_input(
+            "Min requests per side", 1, None, default["min_requests"].default, key="canary.min_requests"
+        )
+        min_pairs = seven.number_input(
+            "Min input-matched pairs", 1, None, default["min_pairs"].default, key="canary.min_pairs"
+        )
         hw_pool = eight.selectbox("Hardware pool", [ALL, *pools], key="canary.hw_pool")
         st.form_submit_button("Compare", type="primary")
     end = now()

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from inferensics.analytics.canary import CanaryParams
 from inferensics.analytics.report.evidence import evidence_kind
 from inferensics.schema import BundleEvent
 from tests.dashboard.apptest import assert_clean, metric, open_page
@@ -21,6 +22,10 @@ def test_canary_defaults_to_newest_against_previous_bundle_and_fails(seeded: See
     assert at.selectbox(key="canary.model").value == LLAMA
     assert at.selectbox(key="canary.candidate").value == CANDIDATE  # registered last
     assert at.selectbox(key="canary.baseline").value == BASELINE
+    rules = CanaryParams.model_fields  # the form starts at the analytics defaults, as `canary compare` does
+    assert at.number_input(key="canary.tolerance").value == rules["latency_tolerance"].default
+    assert at.number_input(key="canary.min_requests").value == rules["min_requests"].default
+    assert at.number_input(key="canary.min_pairs").value == rules["min_pairs"].default
     end = seeded.facts.now + timedelta(minutes=1)
     window = [r for r in seeded.facts.requests if r.model == LLAMA and end - timedelta(hours=6) <= r.ts < end]
     assert metric(at, "Baseline requests") == f"{sum(r.bundle_id == BASELINE for r in window):,}"
