@@ -23,11 +23,10 @@ from inferensics.schema.store import Store
 
 # The parts are folders of the repository root (kernels/, schema/, ...) installed as inferensics.*. With the root on
 # sys.path (`python -m pytest` puts the working directory there) they would shadow installed modules of the same
-# top-level name: Hugging Face's `kernels`, which transformers imports. Off the path here, and off it in the Python
-# processes tests start (PYTHONSAFEPATH; the product's own child processes start with -P).
+# top-level name: Hugging Face's `kernels`, which transformers imports. Off the path here (the product's own child
+# processes, where transformers runs, start with -P).
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != ROOT]
-os.environ["PYTHONSAFEPATH"] = "1"
 
 settings.register_profile("suite", derandomize=True)
 settings.register_profile("explore", derandomize=False, database=None)

@@ -31,7 +31,6 @@ def dashboard(built: b.BuildResult, tmp_path: Path) -> Iterator[tuple[str, datet
     (tmp_path / "service").mkdir()
     service = new_service(tmp_path / "service")
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
-    env["PYTHONPATH"] = str(ROOT)  # tests.* (the root is off sys.path otherwise: tests/conftest.py)
     subprocess.run(
         [sys.executable, "-m", "tests.bundle.dashboard_seed", service.dsn, now.isoformat(), str(packed),
          built.bundle_id],

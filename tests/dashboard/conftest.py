@@ -50,7 +50,6 @@ def seed_store(dsn: str, now: datetime, module: str = "tests.dashboard.seed") ->
     """Write the seed events of ``module`` (run as ``python -m MODULE DSN NOW_ISO``) into ``dsn`` from a child
     process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
-    env["PYTHONPATH"] = str(REPO)  # tests.* (the root is off sys.path otherwise: tests/conftest.py)
     subprocess.run(
         [sys.executable, "-m", module, dsn, now.isoformat()],
         cwd=REPO, env=env, check=True, capture_output=True, timeout=300,

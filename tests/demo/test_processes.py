@@ -96,7 +96,7 @@ def test_a_folder_in_the_working_directory_shadows_nothing_in_a_child(
     (work / "json").mkdir(parents=True)
     (work / "json" / "__init__.py").write_text("raise ImportError('the working directory shadowed json')\n")
     monkeypatch.chdir(work)
-    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)  # the tests' own setting (tests/conftest.py) aside
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)  # a caller's own setting would hide what is checked
     log = tmp_path / "probe.log"
     child = processes.start_child("probe", ["-c", "import json; print(json.__file__)"], log)
     assert child.proc.wait(timeout=60) == 0, log.read_text()

@@ -39,7 +39,7 @@ def test_memcheck_finds_no_error_in_any_triton_kernel() -> None:
     if why is not None:
         pytest.skip(f"compute-sanitizer unusable here: {why}")
     tool = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
-    env = {**os.environ, "INFERENSICS_KERNELS_FIXED_CONFIG": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    env = {**os.environ, "INFERENSICS_KERNELS_FIXED_CONFIG": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     run = subprocess.run(
         [tool, "--tool", "memcheck", "--leak-check", "no", sys.executable, "-m", "tests.kernels.memcheck_driver"],
         capture_output=True, text=True, timeout=900, check=False, cwd=ROOT, env=env,

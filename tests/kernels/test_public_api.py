@@ -42,7 +42,7 @@ def test_the_folder_imported_by_its_bare_name_says_what_to_do() -> None:
     # imports Hugging Face's `kernels`) finds this folder: one line says why and what to do, instead of a
     # missing name deep inside transformers.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}  # tests/conftest.py sets it
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}  # a caller's setting would hide it
     proc = subprocess.run(
         [sys.executable, "-c", "import kernels"],
         cwd=root, env=env, capture_output=True, text=True, timeout=120, check=False,
