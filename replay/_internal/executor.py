@@ -40,9 +40,10 @@ def _model_call(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[Any, ...]:
 
 
 def _indices_in_range(model: Any, call: tuple[Any, ...]) -> bool:
-    """Whether the request's indexing stays in range, checked eagerly on the host before compiled code runs:
-    on a GPU an out-of-range token id is a device-side assert that ends the process's CUDA context, so the
-    served run is skipped and the investigation names the input."""
+    """Whether the request's indexing stays in range, checked eagerly before compiled code runs: on a GPU an
+    out-of-range token id is a device-side assert that ends the process's CUDA context, and on a CPU the
+    compiled kernel's own bounds assertion raises out of the replay; either way the served run is skipped
+    and the investigation names the input."""
     try:
         with torch.no_grad(), ta.index_bounds_checked(call):
             model(*call)
@@ -139,7 +140,7 @@ def replay_pack(
     with pv.pinned_policy(registry_state) as policy_problems:
         hits: list[str] = []
         matches: list[dict[str, Any]] = []
-        if loaded is not None and (device == "cpu" or _indices_in_range(model, call)):
+        if loaded is not None and _indices_in_range(model, call):
             session = loaded.session(on_bundle_miss="compile")
             compiled = loaded.compile(model, session)
             with torch.inference_mode():  # as the bundle was built and hosts serve

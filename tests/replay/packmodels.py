@@ -8,3 +8,31 @@ import torch
 def gelu_wrong(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     """A faulty decomposition of ``aten.gelu.default`` (the erf argument off by 10 %)."""
     return 0.5 * x * (1 + torch.erf(x * 0.7071067811865476 * 1.1))
+
+
+VOCAB = 32
+
+
+class Lookup(torch.nn.Module):
+    """Embedding → Linear: a token id outside ``VOCAB`` is an out-of-range lookup."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(VOCAB, 8)
+        self.out = torch.nn.Linear(8, VOCAB)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Logits per token."""
+        logits: torch.Tensor = self.out(self.emb(ids))
+        return logits
+
+
+def lookup() -> Lookup:
+    """The factory a bundle names as ``tests.replay.packmodels:lookup``."""
+    return Lookup()
+
+
+def lookup_inputs(shape: tuple[int, ...]) -> tuple[torch.Tensor]:
+    """In-range token ids of ``shape``."""
+    return (torch.randint(0, VOCAB, shape, generator=torch.Generator().manual_seed(1)),)

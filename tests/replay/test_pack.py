@@ -199,3 +199,30 @@ def test_fresh_process_pins_the_recorded_provider_choice(tmp_path: Path) -> None
         "pinned": True,
         "problems": [],
     }
+
+
+@pytest.mark.slow
+def test_out_of_range_token_on_cpu_is_named_as_the_input(tmp_path: Path) -> None:
+    """The demo's failed request (a token id outside the vocabulary) replayed on CPU: the bundle's compiled
+    code raised its own bounds assertion out of replay (``error: replay failed: RuntimeError: ... index out
+    of bounds``) instead of the verdict that names the input."""
+    priv, pub, _ = b.generate_key(tmp_path / "builder")
+    spec = b.BuildSpec(
+        model="tests.replay.packmodels:lookup",
+        inputs="tests.replay.packmodels:lookup_inputs",
+        shapes=b.ShapeDistribution.of([(2, 6)]),
+        advise=False,
+        name="baseline",
+        repeats=1,
+    )
+    result = b.build(spec, b.load_signing_key(priv), tmp_path / "bundle")
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6], [7, 8, packmodels.VOCAB + 3, 9, 10, 11]])
+    request = {"request_id": "req-oob", "bundle_id": result.bundle_id, "model": "lookup", "graph_keys": []}
+    pack = write_pack(
+        tmp_path / "pack", request=request, inputs=write_safetensors({"ids": ids}), bundle_dir=result.directory
+    )
+    proc = _run("--pack", str(pack), "--keyring", str(pub), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdict = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert verdict["category"] == "inputs", verdict["summary"]
+    assert verdict["summary"] == f"input ids holds 1 values outside [0, {packmodels.VOCAB - 1}] at [[1, 2]]"
