@@ -36,6 +36,9 @@ def dashboard(
     _check_service(service, token)
     typer.echo(f"inferensics dashboard on http://{address}:{port} (service {service})")
     proc = start_dashboard(port=port, address=address, service_url=service, token=token)
+    # SIGTERM (kill, a supervisor) stops it as Ctrl-C does: by default it would end this process alone and
+    # leave the Streamlit child serving the port.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         code = proc.wait()
     except KeyboardInterrupt:
@@ -47,6 +50,10 @@ def dashboard(
             code = proc.wait()
     if code not in (0, -signal.SIGINT, -signal.SIGTERM):
         raise typer.Exit(code)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _check_service(service: str, token: str | None) -> None:

@@ -69,3 +69,21 @@ def test_serve_with_dashboard_starts_both_and_stops_both(tmp_path: Path) -> None
         proc.wait(90)
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{dashboard_port}/_stcore/health", timeout=2)
+
+
+def test_sigterm_stops_the_dashboard_child_too(tmp_path: Path) -> None:
+    """``kill`` of ``inferensics dashboard`` ended it alone: its Streamlit child kept serving the port."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
+    cmd = [sys.executable, "-m", "inferensics.cli", "dashboard", "--port", str(port), "--service", "http://127.0.0.1:9"]
+    log = tmp_path / "dashboard.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(f"http://127.0.0.1:{port}/_stcore/health", proc)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    assert code == 0, log.read_text()
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
