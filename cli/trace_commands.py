@@ -26,7 +26,7 @@ def import_trace_command(
     """Import TORCH_TRACE logs: one compile record per compile, with cache events, graph breaks and blobs.
 
     Importing a file again adds nothing (each file content is imported once per store). Files that are not
-    TORCH_TRACE logs are refused: exit 1 when PATH itself is one, skipped and listed inside a directory.
+    TORCH_TRACE logs are refused: exit 2 when PATH itself is one, skipped and listed inside a directory.
     """
     from inferensics.collector.trace.importer import import_trace, not_trace_reason
     from inferensics.schema.store import Store, StoreError

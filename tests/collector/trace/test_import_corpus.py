@@ -121,6 +121,9 @@ def test_not_a_trace_is_refused(store: Store) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     readme = CORPUS / "README.md"
     res = CliRunner().invoke(app, ["import-trace", str(readme), "--dsn", dsn], env={"COLUMNS": "300"})
+    # The exit status is the one `--help` names (it said exit 1; the command, like every refusal, exits 2).
+    shown = CliRunner().invoke(app, ["import-trace", "--help"], env={"COLUMNS": "300"}).output
+    assert f"refused: exit {res.exit_code} when PATH itself is one" in " ".join(shown.split()), shown
     assert res.exit_code != 0
     assert "is not a TORCH_TRACE log" in res.output
     assert "damaged" not in res.output
