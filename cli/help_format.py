@@ -1,12 +1,15 @@
 """How ``--help`` shows options and arguments: flags without a type, arguments by their upper-case name.
 
 Typer labels every option with its Python type, so a flag reads ``--help <bool>`` as if it took a value, and
-writes a required argument as ``{path}`` in the usage line. The app's group class turns every command it
-hands out into these classes, so each command module registers its commands as usual.
+writes a required argument as ``{path}`` in the usage line; and it keeps a docstring's line breaks after the
+first paragraph, so at a terminal's width the source's wrap and the terminal's cut the prose into ragged
+lines. The app's group class turns every command it hands out into these classes and rejoins those
+paragraphs, so each command module registers its commands as usual.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from typer._click.core import Context
@@ -20,6 +23,15 @@ def _tidy(params: list[Any]) -> list[Any]:
         elif isinstance(param, TyperArgument) and param.metavar is None:
             param.metavar = (param.name or "").upper()
     return params
+
+
+def _unwrapped(text: str | None) -> str | None:
+    """``text`` with each paragraph on one line (Rich wraps it to the terminal); a ``\b`` paragraph, click's
+    mark for "keep my line breaks", is kept as written."""
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n")) for p in paragraphs)
 
 
 class HelpCommand(TyperCommand):
@@ -53,4 +65,6 @@ class HelpGroup(TyperGroup):
             command.__class__ = HelpGroup  # same layout, only the help methods differ
         elif type(command) is TyperCommand:
             command.__class__ = HelpCommand
+        if command is not None:
+            command.help = _unwrapped(command.help)
         return command
