@@ -6,6 +6,7 @@ over OTLP from the host SDK's exporter, the inputs through the blob API.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -83,6 +84,14 @@ def test_request_without_captured_inputs_says_which_setting(service: RunningServ
     assert out.strip().count("\n") == 0, out
     assert "has no captured inputs" in out
     assert "CaptureRules(enabled=True" in out
+    # The setting it names is one the SDK takes, spelled as printed (it named a HostConfig that does not exist).
+    import inferensics.collector as sdk
+
+    setting = re.search(r"instrument\(\.\.\., config=(\w+\(capture=\w+\([^)]*\)\))\)", out)
+    assert setting, out
+    config = eval(setting.group(1), {name: getattr(sdk, name) for name in sdk.__all__})
+    assert isinstance(config, sdk.SdkConfig)
+    assert config.capture.enabled
 
 
 def test_export_writes_a_verified_pack(service: RunningService, recorded: dict[str, str], tmp_path: Path) -> None:
