@@ -133,7 +133,8 @@ class Keyring:
         if not chosen:
             raise BundleError(
                 "bad_key",
-                f"no keyring of trusted builders: pass --keyring or set ${KEYRING_ENV} to a .pub file or folder",
+                f"no keyring of trusted builders: pass --keyring (in Python, keyring=) or set ${KEYRING_ENV} to a "
+                ".pub file or folder",
             )
         p = Path(chosen)
         if p.is_dir():

@@ -74,3 +74,16 @@ def test_refused_bundle_is_registered_with_its_cause(built: b.BuildResult, keys:
         tracker.shutdown()
     rows = store.query_rows(f"SELECT bundle_id, signature_state FROM {store.database}.bundles")
     assert rows == [(built.bundle_id, "revoked")]
+
+
+def test_a_bundle_without_a_keyring_says_what_to_pass_in_python(built: b.BuildResult, store: Store) -> None:
+    """``tracker.compile(model, bundle=DIR)`` with no keyring told a Python caller to "pass --keyring"."""
+    tracker = instrument(store=store, host="h3", hw_pool="cpu", model="tiny")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.delenv("INFERENSICS_BUNDLE_KEYRING", raising=False)
+            with pytest.raises(b.BundleError, match=r"keyring=\) or set \$INFERENSICS_BUNDLE_KEYRING") as info:
+                tracker.compile(tiny_mlp(), bundle=built.directory)
+        assert info.value.cause == "bad_key"
+    finally:
+        tracker.shutdown()
