@@ -81,8 +81,19 @@ def _config_modules() -> dict[str, Any]:
     return {"dynamo": dynamo, "inductor": inductor, "functorch": functorch, "compiler": compiler}
 
 
-# Settings that say where things live on this machine, not what is computed.
-_LOCAL_ONLY: Final = frozenset({"inductor.cpp.cxx", "dynamo.debug_dir_root", "inductor.compile_threads"})
+# Settings that say where things live on this machine, not what is computed. The CUTLASS folders are paths
+# resolved when torch is imported (``xpu``'s is the working directory, ``cuda``'s beside torch's files);
+# Inductor leaves them out of its own cache key for that reason.
+_LOCAL_ONLY: Final = frozenset(
+    {
+        "inductor.cpp.cxx",
+        "dynamo.debug_dir_root",
+        "inductor.compile_threads",
+        "inductor.cuda.cutlass_dir",
+        "inductor.cutlass.cutlass_dir",
+        "inductor.xpu.cutlass_dir",
+    }
+)
 
 
 def compiler_settings() -> tuple[dict[str, Any], dict[str, Any]]:
