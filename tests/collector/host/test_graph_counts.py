@@ -136,9 +136,9 @@ def test_a_compiled_call_runs_only_the_counting_frame_beyond_a_plain_compile() -
     (it entered three more and made four more set_eval_frame calls on every call).
 
     Both compile with the FX graph and AOTAutograd caches off: the two functions give the same graph, so the
-    second compile would load the first's from the cache, and on some torch versions (2.11, the H200's) a graph
-    loaded from the AOTAutograd cache runs two runtime-wrapper frames fewer than a fresh compile's, whichever
-    backend compiled it."""
+    second compile would load the first's from the cache, and on some torch versions (2.11, the H200's) a fresh
+    compile with the AOTAutograd cache on runs a runtime-wrapper frame that a graph loaded from it does not,
+    whichever backend compiled it."""
     import torch
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
