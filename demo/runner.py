@@ -87,6 +87,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
     try:
         if opts.service_url:
             url = opts.service_url.rstrip("/")
+            _check_token(url, opts.token)
         else:
             port = processes.free_port(opts.port)
             console.print(f"starting the collector service (store in {data_dir / 'store'}) ...")
@@ -177,6 +178,19 @@ def _release(client: ServiceClient, data_dir: Path, opts: DemoOptions, console: 
                       "--rebuild builds anew)")  # fmt: skip
     console.print(f"ready in {built.build_s:.0f} s; workers trust {built.keyring}; pushed to the service")
     return built
+
+
+def _check_token(url: str, token: str | None) -> None:
+    """Before a minute of bundle builds: the run reads its requests back through the admin SQL API, so a
+    running service (``--service``) must take the token as ``admin``."""
+    try:
+        with ServiceClient(url, token=token, timeout=30) as client:
+            client.sql("SELECT 1")
+    except ServiceError as exc:
+        raise DemoError(
+            f"{exc.message}; the demo sends, pushes and reads its run back through the admin SQL API: "
+            "pass --token (or $INFERENSICS_TOKEN) with the admin role"
+        ) from None
 
 
 def _sigterm_as_interrupt() -> Any:
