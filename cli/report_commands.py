@@ -20,11 +20,11 @@ from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DsnOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption
+from inferensics.schema.dsn import default_report_dir
 
 report_app = typer.Typer(help="Weekly recompilation and cache reports.", no_args_is_help=True)
 canary_app = typer.Typer(help="Canary comparisons of two bundles or two windows.", no_args_is_help=True)
 
-OutOption = Annotated[Path, typer.Option("--out", help="Directory to write the Markdown and HTML into.")]
 EXIT_FAIL, EXIT_INCONCLUSIVE = 1, 3
 
 
@@ -81,7 +81,14 @@ def weekly(  # noqa: PLR0917 (typer options)
     week: Annotated[
         str | None, typer.Option(help="ISO week YYYY-Www \\[default: the current week, up to now].")
     ] = None,
-    out: OutOption = Path("reports"),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Directory to write the Markdown and HTML into \\[default: $INFERENSICS_REPORT_DIR, else "
+            "~/.local/share/inferensics/reports: the folder the dashboard's Weekly report page lists].",
+        ),
+    ] = None,
     dsn: DsnOption = None,
     service: ServiceOption = None,
     token: TokenOption = None,
@@ -109,6 +116,7 @@ def weekly(  # noqa: PLR0917 (typer options)
         parse_week(chosen)
     except AnalyticsError as exc:
         fail(str(exc))
+    out = out if out is not None else default_report_dir()
     _check_out(out)
     with _runner(dsn, service, token) as runner:
         floors = {"min_recompiles": min_recompiles, "min_compile_seconds": min_compile_seconds}

@@ -16,6 +16,8 @@ DSN_ENV: Final = "INFERENSICS_DSN"
 """Environment variable naming the store when ``--dsn`` is not given."""
 DATA_DIR_ENV: Final = "INFERENSICS_DATA_DIR"
 """Environment variable overriding the default embedded data directory."""
+REPORT_DIR_ENV: Final = "INFERENSICS_REPORT_DIR"
+"""Environment variable naming the folder of the weekly reports (``report weekly`` and the dashboard's page)."""
 
 
 class DsnError(ValueError):
@@ -32,6 +34,16 @@ def default_data_dir() -> Path:
         return Path(env).expanduser()
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "inferensics" / "store"
+
+
+def default_report_dir() -> Path:
+    """Where weekly reports are written and read by default: ``$INFERENSICS_REPORT_DIR`` if set, else
+    ``reports`` beside the default data directory (``~/.local/share/inferensics/reports``). ``inferensics
+    report weekly`` writes there and the dashboard's Weekly report page lists it, so a report made by either
+    shows in both."""
+    if env := os.environ.get(REPORT_DIR_ENV):
+        return Path(env).expanduser()
+    return default_data_dir().parent / "reports"
 
 
 @dataclass(frozen=True, slots=True)

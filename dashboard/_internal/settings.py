@@ -15,13 +15,11 @@ from typing import Final
 import streamlit as st
 
 from inferensics.collector.service_url import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
-from inferensics.schema.dsn import default_data_dir
+from inferensics.schema.dsn import default_report_dir
 
 CACHE_TTL_ENV: Final = "INFERENSICS_DASHBOARD_CACHE_TTL_S"
 """Seconds a query answer is reused before the service is asked again."""
 DEFAULT_CACHE_TTL_S: Final = 30
-REPORT_DIR_ENV: Final = "INFERENSICS_REPORT_DIR"
-"""Folder where the dashboard keeps the weekly reports it produces (default: beside the embedded store)."""
 REPORT_DIR_STATE_KEY: Final = "inferensics.report_dir"
 URL_STATE_KEY: Final = "inferensics.service_url"
 """Session State key that overrides the service URL (tests, a future connection form)."""
@@ -45,6 +43,6 @@ def current_settings() -> DashboardSettings:
     token = st.session_state.get(TOKEN_STATE_KEY) or os.environ.get(TOKEN_ENV) or None
     raw_ttl = os.environ.get(CACHE_TTL_ENV, "")
     ttl = int(raw_ttl) if raw_ttl.isdigit() else DEFAULT_CACHE_TTL_S
-    reports = st.session_state.get(REPORT_DIR_STATE_KEY) or os.environ.get(REPORT_DIR_ENV) or ""
-    report_dir = Path(reports).expanduser() if reports else default_data_dir().parent / "reports"
+    reports = st.session_state.get(REPORT_DIR_STATE_KEY) or ""
+    report_dir = Path(reports).expanduser() if reports else default_report_dir()
     return DashboardSettings(service_url=str(url).rstrip("/"), token=token, cache_ttl_s=ttl, report_dir=report_dir)

@@ -32,6 +32,7 @@ from inferensics.analytics.weekly import WeeklyReport, last_full_week, parse_wee
 from inferensics.cli import report_commands
 from inferensics.cli.app import app
 from inferensics.schema import columns as col
+from inferensics.schema.dsn import DATA_DIR_ENV, REPORT_DIR_ENV
 from inferensics.schema.store import Store
 from tests.analytics.fleet import BASELINE, CANDIDATE, W10
 from tests.analytics.snapshot import assert_json_snapshot, assert_snapshot
@@ -107,6 +108,33 @@ def test_cli_report_weekly(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -
     bad = CliRunner().invoke(app, ["report", "weekly", "--week", "2026-W60", "--dsn", _dsn(chdb_dir, fleet_store)])
     assert bad.exit_code == 2
     assert "has no week 60" in bad.output
+
+
+def test_cli_report_weekly_writes_where_the_dashboard_lists_reports(
+    fleet_store: Store, chdb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --out the report goes to the folder the dashboard's Weekly report page lists
+    ($INFERENSICS_REPORT_DIR, else reports/ beside the default store); it went to ./reports, so the report the
+    demo's printed command made never showed on the page."""
+    from inferensics.dashboard._internal.settings import current_settings
+
+    monkeypatch.delenv(REPORT_DIR_ENV, raising=False)
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    argv = ["report", "weekly", "--week", "2026-W10", "--dsn", _dsn(chdb_dir, fleet_store)]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    listed = current_settings().report_dir
+    assert listed == tmp_path / "xdg" / "inferensics" / "reports"
+    assert (listed / "weekly-2026-W10.md").is_file(), result.output
+    assert not (tmp_path / "cwd" / "reports").exists()
+    monkeypatch.setenv(REPORT_DIR_ENV, str(tmp_path / "team-reports"))
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    assert current_settings().report_dir == tmp_path / "team-reports"
+    assert (tmp_path / "team-reports" / "weekly-2026-W10.html").is_file()
 
 
 def test_cli_report_weekly_takes_the_storm_rule(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from inferensics.dashboard._internal.settings import REPORT_DIR_ENV
 from inferensics.dashboard.launcher import start_dashboard, wait_until_up
 from inferensics.schema import BundleEvent
+from inferensics.schema.dsn import REPORT_DIR_ENV
 from tests.collector.service.harness import free_port
 from tests.dashboard.browser import (
     CHROMIUM,

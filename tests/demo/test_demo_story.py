@@ -27,9 +27,9 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from inferensics.analytics.weekly import current_week
 from inferensics.collector.client import ServiceClient
-from inferensics.dashboard._internal.settings import REPORT_DIR_ENV
 from inferensics.dashboard.launcher import wait_until_up
 from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, HF_MODEL, POOL_B
+from inferensics.schema.dsn import REPORT_DIR_ENV
 from tests.dashboard.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
