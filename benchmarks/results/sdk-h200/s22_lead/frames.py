@@ -1,9 +1,21 @@
-import difflib, sys, torch
+import difflib
+import sys
+
+import torch
+
 sys.path.insert(0, "tree")
-from tests.collector.host.test_graph_counts import _python_frames
 from inferensics.collector.host.backend import InductorBackend
-def plain_fn(x): return x * 2 + 1
-def ours_fn(x): return x * 2 + 1
+from tests.collector.host.test_graph_counts import _python_frames
+
+
+def plain_fn(x):
+    return x * 2 + 1
+
+
+def ours_fn(x):
+    return x * 2 + 1
+
+
 for dev in ("cpu", "cuda"):
     x = torch.randn(4, 8, device=dev)
     plain = _python_frames(torch.compile(plain_fn), x)
