@@ -99,7 +99,12 @@ def qualify(  # noqa: PLR0917 (typer options)
     iters: Annotated[int, typer.Option("--iters", min=1, help="Calls timed together per round.")] = 10,
     margin: Annotated[float, typer.Option("--margin", min=0.0, max=0.9, help="Promotion margin.")] = 0.05,
     out: Annotated[Path, typer.Option("--out", help="Evidence file to write.")] = Path("kernel-evidence.json"),
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report what would change; change nothing.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Report what would change; write and change nothing (no evidence file, no store rows)."
+        ),
+    ] = False,
     dsn: DsnOption = None,
     store_events: Annotated[
         bool, typer.Option("--store/--no-store", help="Also insert the records into the store (--dsn).")
@@ -149,6 +154,13 @@ def qualify(  # noqa: PLR0917 (typer options)
         console.print(f"{c.op} {c.bucket}: {verb} {' > '.join(c.before)} -> {' > '.join(c.after)} ({c.reason})")
     if not result.changes:
         console.print("no priority changed: no provider's evidence cleared the margin")
+    if dry_run:
+        # --dry-run promises to change nothing: no evidence file, no store rows (the registry was left as is).
+        console.print(f"dry run: would write evidence {result.digest()} to {out}")
+        if store_events:
+            console.print(f"dry run: would store {len(result.records)} qualification records")
+        console.print("nothing written; run again without --dry-run to apply")
+        return
     out.write_text(json.dumps(result.to_json(), indent=1, sort_keys=True))
     console.print(f"evidence {result.digest()} written to {out}")
     if store_events:

@@ -36,7 +36,7 @@ def test_qualify_writes_evidence_and_stores_records(tmp_path: Path, store_dsn: s
     shapes.write_text(json.dumps({"rms_norm": [{"tokens": 2, "hidden": 32}]}))
     out = tmp_path / "evidence.json"
     args = ["kernels", "qualify", "--op", "rms_norm", "--shapes", str(shapes), "--trials", "2", "--warmup", "0"]
-    result = runner.invoke(app, [*args, "--iters", "1", "--out", str(out), "--dry-run", "--store", "--dsn", store_dsn])
+    result = runner.invoke(app, [*args, "--iters", "1", "--out", str(out), "--store", "--dsn", store_dsn])
     assert result.exit_code == 0, result.output
     assert "tokens=2,hidden=32" in result.output
     doc = json.loads(out.read_text())
@@ -47,6 +47,29 @@ def test_qualify_writes_evidence_and_stores_records(tmp_path: Path, store_dsn: s
         store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
     assert {r[0] for r in rows} >= {"reference", "triton"}
     assert {r[2] for r in rows} == {doc["digest"]}
+
+
+def test_qualify_dry_run_writes_nothing_and_says_what_it_would_do(tmp_path: Path, store_dsn: str) -> None:
+    from inferensics import kernels
+
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps({"rms_norm": [{"tokens": 2, "hidden": 32}]}))
+    out = tmp_path / "evidence.json"
+    args = ["kernels", "qualify", "--op", "rms_norm", "--shapes", str(shapes), "--trials", "2", "--warmup", "0"]
+    before = kernels.registry_state()
+    result = runner.invoke(app, [*args, "--iters", "1", "--out", str(out), "--dry-run", "--store", "--dsn", store_dsn])
+    assert result.exit_code == 0, result.output
+    assert "tokens=2,hidden=32" in result.output
+    assert "dry run: would write evidence " in result.output
+    assert "dry run: would store " in result.output
+    assert "written to" not in result.output
+    assert not out.exists()
+    assert kernels.registry_state() == before
+    with Store.open(store_dsn) as store:
+        store.migrate()
+        rows = store.query_rows(f"SELECT count() FROM {store.database}.kernel_qualifications")
+        store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
+    assert rows == [(0,)]
 
 
 def test_bad_shapes_file_and_unknown_op_say_what_is_wrong(tmp_path: Path) -> None:
