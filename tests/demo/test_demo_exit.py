@@ -22,6 +22,7 @@ import pytest
 
 from inferensics.collector.client import ServiceClient, ServiceError
 from inferensics.demo import processes
+from inferensics.schema.dsn import REPORT_DIR_ENV
 from tests.demo.conftest import DEMO_TIMEOUT_S
 from tests.polling import poll
 
@@ -48,9 +49,10 @@ def _argv(command: str) -> tuple[dict[str, str], list[str]]:
 
 
 def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A printed command, with the report folder (``$INFERENSICS_REPORT_DIR``) in ``cwd/reports``."""
     env, argv = _argv(command)
-    return subprocess.run(argv, cwd=cwd, env={**env, "COLUMNS": "250"}, capture_output=True, text=True,
-                          timeout=600, check=False)  # fmt: skip
+    env = {**env, "COLUMNS": "250", REPORT_DIR_ENV: str(cwd / "reports")}
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
 @pytest.fixture(scope="module")

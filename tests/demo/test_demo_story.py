@@ -64,12 +64,14 @@ def printed_commands(run: dict[str, Any]) -> dict[str, str]:
 
 
 def run_printed(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run a printed ``inferensics ...`` command as printed (this checkout's ``inferensics``)."""
+    """Run a printed ``inferensics ...`` command as printed (this checkout's ``inferensics``), with the report
+    folder (``$INFERENSICS_REPORT_DIR``) in ``cwd/reports`` rather than the user's."""
     argv = shlex.split(command)
     assert argv[0] == "inferensics"
+    env = {**_env(), "COLUMNS": "250", REPORT_DIR_ENV: str(cwd / "reports")}
     return subprocess.run(
         [sys.executable, "-m", "inferensics.cli", *argv[1:]],
-        cwd=cwd, env={**_env(), "COLUMNS": "250"}, capture_output=True, text=True, timeout=600, check=False,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
 
 
