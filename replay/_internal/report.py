@@ -14,6 +14,13 @@ from inferensics.replay._internal.graph_probe import GraphCall
 from inferensics.replay._internal.verdict import Verdict
 
 
+def _figure(value: Any) -> str:
+    """A ratio as people read it: 4 significant figures (the JSON evidence keeps full precision)."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
 def render_text(verdict: Verdict) -> str:
     """The verdict as printed by the CLI."""
     lines = [f"verdict: {verdict.headline()}", f"  {verdict.summary}"]
@@ -34,7 +41,7 @@ def render_text(verdict: Verdict) -> str:
         ratio = rung.get("ratio", rung.get("rounding_units", ""))
         lines.append(
             f"  rung {rung['rung']}: {'pass' if rung.get('passed') else 'FAIL'} "
-            f"ratio {ratio} ({rung.get('seconds', 0)} s)"
+            f"ratio {_figure(ratio)} ({rung.get('seconds', 0)} s)"
         )
     return "\n".join(lines)
 
@@ -65,10 +72,10 @@ def render_markdown(verdict: Verdict, *, request_id: str = "", bundle_id: str = 
     ]
     for rung in verdict.evidence.get("rungs", []):
         ratio = rung.get("ratio", rung.get("rounding_units", ""))
-        out.append(f"| {rung['rung']} | {rung.get('passed')} | {ratio} | {rung.get('seconds', '')} |")
+        out.append(f"| {rung['rung']} | {rung.get('passed')} | {_figure(ratio)} | {rung.get('seconds', '')} |")
     tol = verdict.evidence.get("tolerance", {})
     if tol:
-        out += ["", f"Tolerance: {tol.get('rule', '')}; limit {tol.get('ratio_limit', '')}."]
+        out += ["", f"Tolerance: {tol.get('rule', '')}; limit {_figure(tol.get('ratio_limit', ''))}."]
     return "\n".join(out) + "\n"
 
 
