@@ -53,18 +53,23 @@ def source_of(node: torch.fx.Node) -> SourceLine:
 
 @dataclass
 class GraphCall:
-    """One call of a compiled Dynamo graph: the graph and the concrete arguments it got."""
+    """One call of a compiled Dynamo graph: the graph, the concrete arguments it got and where in the
+    compiled frame each placeholder came from (Dynamo's sources, ``L['tokens']``: read while the graph is
+    handed to the backend, as Dynamo drops them from the nodes afterwards)."""
 
     gm: torch.fx.GraphModule
     args: tuple[Any, ...]
+    sources: tuple[str, ...] = ()
 
 
 def recording_backend(calls: list[GraphCall]) -> ta.Backend:
     """A Dynamo backend that runs graphs eagerly and records every call's graph and arguments."""
 
     def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        sources = tuple(ta.graph_input_names(gm))
+
         def run(*args: Any) -> Any:
-            calls.append(GraphCall(gm, args))
+            calls.append(GraphCall(gm, args, sources))
             with ta.index_bounds_checked(args):
                 return gm(*args)
 

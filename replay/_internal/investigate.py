@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +43,9 @@ from inferensics.replay._internal.ladder import (
 )
 from inferensics.replay._internal.tolerance import EAGER_LIMIT, RATIO_LIMIT, Comparison, check_eager, compare
 from inferensics.replay._internal.verdict import Verdict
+
+_FRAME_LOCAL = re.compile(r"L\['([A-Za-z_][A-Za-z0-9_]*)'\]")
+"""Dynamo's source of a placeholder that is a plain local of the compiled frame: ``L['tokens']``."""
 
 POSITIONS_KEPT = 8
 """Positions of bad input elements listed in a verdict."""
@@ -784,7 +788,10 @@ class _Investigation:
         }
 
     def _placeholder_user_names(self) -> dict[str, str]:
-        """Placeholder name → the user's argument name, matched by tensor identity."""
+        """Placeholder name → the user's argument name, matched by tensor identity; a placeholder that is no
+        tensor the request passed (the compiled frame is called with one the model derived, e.g. padded token
+        ids) is named by its local in the compiled frame (Dynamo's source ``L['tokens']``: ``tokens``, not
+        the graph's ``l_tokens_``)."""
         assert self.graph is not None
         user = input_names(self.case.model, self.case.request)
         out: dict[str, str] = {}
@@ -798,6 +805,10 @@ class _Investigation:
                     and value.shape == tensor.shape
                 ):
                     out[node.name] = name
+        for node, source in zip(placeholders, self.graph.sources, strict=False):
+            local = _FRAME_LOCAL.fullmatch(source)
+            if node.name not in out and local is not None:
+                out[node.name] = local.group(1)
         return out
 
     def _nodes_with_constant(self, names: list[str], values: list[float]) -> list[str]:

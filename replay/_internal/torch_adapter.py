@@ -240,8 +240,9 @@ def graph_input_names(gm: torch.fx.GraphModule) -> list[str]:
         if node.op != "placeholder":
             continue
         grapharg = node.meta.get("grapharg")
-        source = getattr(grapharg, "source", None)
-        names.append(source.name() if source is not None and hasattr(source, "name") else node.name)
+        name = getattr(getattr(grapharg, "source", None), "name", None)  # a method on older torch, a property now
+        name = name() if callable(name) else name
+        names.append(name if isinstance(name, str) and name else node.name)
     return names
 
 

@@ -36,3 +36,24 @@ def lookup() -> Lookup:
 def lookup_inputs(shape: tuple[int, ...]) -> tuple[torch.Tensor]:
     """In-range token ids of ``shape``."""
     return (torch.randint(0, VOCAB, shape, generator=torch.Generator().manual_seed(1)),)
+
+
+class PaddedLookup(Lookup):
+    """:class:`Lookup` behind a serving wrapper: ``forward`` runs eagerly and pads the ids, the compiled frame
+    is ``step``, so the graph's token input is a tensor the request never passed (as the demo decoder's
+    ``generate`` pads before its compiled ``prefill``)."""
+
+    @torch.compiler.disable(recursive=False)  # type: ignore[no-untyped-call,untyped-decorator]
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Logits per token of the ids padded by one leading 0."""
+        return self.step(torch.nn.functional.pad(ids, (1, 0)))
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The compiled part."""
+        logits: torch.Tensor = self.out(self.emb(tokens))
+        return logits
+
+
+def padded_lookup() -> PaddedLookup:
+    """The factory a bundle names as ``tests.replay.packmodels:padded_lookup``."""
+    return PaddedLookup()

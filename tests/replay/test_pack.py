@@ -202,13 +202,18 @@ def test_fresh_process_pins_the_recorded_provider_choice(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_out_of_range_token_on_cpu_is_named_as_the_input(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("factory", "name", "at"), [("lookup", "ids", "[[1, 2]]"), ("padded_lookup", "tokens", "[[1, 3]]")]
+)
+def test_out_of_range_token_on_cpu_is_named_as_the_input(tmp_path: Path, factory: str, name: str, at: str) -> None:
     """The demo's failed request (a token id outside the vocabulary) replayed on CPU: the bundle's compiled
     code raised its own bounds assertion out of replay (``error: replay failed: RuntimeError: ... index out
-    of bounds``) instead of the verdict that names the input."""
+    of bounds``) instead of the verdict that names the input. Behind a wrapper that pads the ids before the
+    compiled frame (as the demo's), the input is named as the compiled frame names it (``tokens``), not as
+    the graph's placeholder (``l_tokens_``)."""
     priv, pub, _ = b.generate_key(tmp_path / "builder")
     spec = b.BuildSpec(
-        model="tests.replay.packmodels:lookup",
+        model=f"tests.replay.packmodels:{factory}",
         inputs="tests.replay.packmodels:lookup_inputs",
         shapes=b.ShapeDistribution.of([(2, 6)]),
         advise=False,
@@ -225,4 +230,4 @@ def test_out_of_range_token_on_cpu_is_named_as_the_input(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr[-2000:]
     verdict = json.loads(proc.stdout.strip().splitlines()[-1])
     assert verdict["category"] == "inputs", verdict["summary"]
-    assert verdict["summary"] == f"input ids holds 1 values outside [0, {packmodels.VOCAB - 1}] at [[1, 2]]"
+    assert verdict["summary"] == f"input {name} holds 1 values outside [0, {packmodels.VOCAB - 1}] at {at}"
