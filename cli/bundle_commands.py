@@ -369,6 +369,27 @@ def _resolve_id(store: _Store, prefix: str) -> tuple[str, str]:
     return full, next((m for i, m in found if i == full and m), "")
 
 
+def _refused_states(store: _Store) -> dict[str, str]:
+    """Bundle id → ``revoked`` or ``quarantined``: the ids hosts refuse (what `bundle states` writes)."""
+    rows = store.rows(
+        "SELECT bundle_id, argMax(state, ts) FROM bundle_states WHERE state IN "
+        "('revoked', 'quarantined', 'released') GROUP BY bundle_id"
+    )
+    return {str(i): str(s) for i, s in rows if s in ("revoked", "quarantined")}
+
+
+def _refuse_promotion(store: _Store, full: str) -> None:
+    """Stop a promotion of a bundle hosts will refuse to load."""
+    held = _refused_states(store).get(full)
+    if held == "quarantined":
+        fail(
+            f"bundle {full[:12]} is quarantined, so hosts refuse to load it: lift the quarantine first "
+            f"(`inferensics bundle release {full[:12]}`) or promote another bundle"
+        )
+    if held == "revoked":
+        fail(f"bundle {full[:12]} is revoked, so hosts refuse to load it: promote another bundle")
+
+
 def _state(state: str, bundle_id: str, service: str | None, token: str | None, dsn: str | None, *,
            channel: str = "", reason: str = "", actor: str = "") -> None:  # fmt: skip
     from inferensics.schema.events import BundleStateEvent
@@ -377,6 +398,7 @@ def _state(state: str, bundle_id: str, service: str | None, token: str | None, d
     full, model = _resolve_id(store, bundle_id)
     previous = ""
     if state == "promoted":
+        _refuse_promotion(store, full)
         rows = store.rows(
             f"SELECT argMax(bundle_id, ts) FROM bundle_states WHERE channel = '{channel.replace(chr(39), '')}' "
             "AND state = 'promoted'"
@@ -410,12 +432,17 @@ ActorOption = Annotated[str, typer.Option("--actor", help="Who (recorded with th
 @needs_extra("service", "bundle promote")
 def promote(  # noqa: PLR0917 - one option each
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
-    channel: Annotated[str, typer.Option("--channel", help="Release channel (production, canary).")],
+    channel: Annotated[
+        str, typer.Option("--channel", help="Release channel: a free-form name (e.g. production, canary).")
+    ],
     service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
     reason: ReasonOption = "", actor: ActorOption = "",
 ) -> None:  # fmt: skip
     """Promote a bundle on a channel: its whole artifact set replaces the channel's (the previous stays for
-    rollback: promote it again to roll back)."""
+    rollback: promote it again to roll back). Channels are free-form names; a revoked or quarantined bundle
+    is refused."""
+    if not channel.strip():
+        fail("--channel is empty: name the release channel (e.g. --channel production)")
     _state("promoted", bundle_id, service, token, dsn, channel=channel, reason=reason, actor=actor)
 
 
@@ -461,12 +488,9 @@ def states(
     """Write the revoked and quarantined bundle ids hosts must refuse."""
     from inferensics.bundle import BundleStates
 
-    rows = _Store(service, token, dsn).rows(
-        "SELECT bundle_id, argMax(state, ts) FROM bundle_states WHERE state IN "
-        "('revoked', 'quarantined', 'released') GROUP BY bundle_id"
-    )
-    revoked = frozenset(str(i) for i, s in rows if s == "revoked")
-    quarantined = frozenset(str(i) for i, s in rows if s == "quarantined")
+    refused = _refused_states(_Store(service, token, dsn))
+    revoked = frozenset(i for i, s in refused.items() if s == "revoked")
+    quarantined = frozenset(i for i, s in refused.items() if s == "quarantined")
     BundleStates(revoked, quarantined).write(out)
     console.print(f"wrote {out}: {len(revoked)} revoked, {len(quarantined)} quarantined")
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 from inferensics import bundle as b
@@ -112,6 +113,44 @@ def test_promote_revoke_and_states(built: b.BuildResult, store: Store, tmp_path:
     assert b.BundleStates.load(out).quarantined == frozenset()
     rows = store.query_rows(f"SELECT state, previous_bundle_id FROM {store.database}.bundle_states ORDER BY ts")
     assert rows[1] == ("promoted", "ab" * 32)
+
+
+def test_promote_refuses_a_revoked_or_quarantined_bundle(built: b.BuildResult, store: Store) -> None:
+    from datetime import UTC, datetime
+
+    from inferensics.schema.events import BundleEvent
+
+    store.insert_events([
+        BundleEvent(ts=datetime.now(UTC), bundle_id=built.bundle_id, model="tiny", host="h"),
+        BundleEvent(ts=datetime.now(UTC), bundle_id="ab" * 32, model="tiny", host="h"),
+    ])  # fmt: skip
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    promote = ["bundle", "promote", built.bundle_id[:10], "--channel", "production", "--dsn", dsn]
+    assert runner.invoke(app, ["bundle", "quarantine", built.bundle_id[:8], "--dsn", dsn]).exit_code == 0
+    _one_line_error(promote, f"bundle {built.bundle_id[:12]} is quarantined")
+    _one_line_error(promote, f"inferensics bundle release {built.bundle_id[:12]}")
+    assert runner.invoke(app, ["bundle", "release", built.bundle_id[:8], "--dsn", dsn]).exit_code == 0
+    released = runner.invoke(app, promote)
+    assert released.exit_code == 0, released.output
+    assert runner.invoke(app, ["bundle", "revoke", "abab", "--dsn", dsn]).exit_code == 0
+    _one_line_error(["bundle", "promote", "abab", "--channel", "production", "--dsn", dsn], "is revoked")
+    rows = store.query_rows(f"SELECT state, bundle_id FROM {store.database}.bundle_states WHERE state = 'promoted'")
+    assert rows == [("promoted", built.bundle_id)]
+
+
+def test_promote_channel_is_free_form_but_not_empty(built: b.BuildResult, store: Store) -> None:
+    from datetime import UTC, datetime
+
+    from inferensics.schema.events import BundleEvent
+
+    store.insert_events([BundleEvent(ts=datetime.now(UTC), bundle_id=built.bundle_id, model="tiny", host="h")])
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    _one_line_error(["bundle", "promote", built.bundle_id[:10], "--channel", " ", "--dsn", dsn], "--channel is empty")
+    res = runner.invoke(app, ["bundle", "promote", built.bundle_id[:10], "--channel", "eu-shadow", "--dsn", dsn])
+    assert res.exit_code == 0, res.output
+    assert "on eu-shadow" in res.output
+    promote = typer.main.get_command(app).commands["bundle"].commands["promote"]  # type: ignore[attr-defined]
+    assert "free-form" in next(p.help for p in promote.params if p.name == "channel")
 
 
 def test_build_imports_the_model_from_the_working_directory(
