@@ -120,7 +120,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
             opts.summary_json.write_text(json.dumps(_summary_json(url, record, bundles), indent=2))
         console.print(f"logs in {data_dir}")
         if not opts.exit_when_done and children:
-            console.print(f"[bold]{' and '.join(c.name for c in children)} stay up for browsing until Ctrl-C[/]")
+            console.print(f"[bold]{_browsing_line([c.name for c in children])}[/]")
             while all(c.alive() for c in children):
                 time.sleep(1)
             for child in children:
@@ -178,6 +178,12 @@ def _release(client: ServiceClient, data_dir: Path, opts: DemoOptions, console: 
                       "--rebuild builds anew)")  # fmt: skip
     console.print(f"ready in {built.build_s:.0f} s; workers trust {built.keyring}; pushed to the service")
     return built
+
+
+def _browsing_line(names: list[str]) -> str:
+    """``service stays up ...`` or ``service and dashboard stay up ...``: what the run leaves running."""
+    verb = "stays" if len(names) == 1 else "stay"
+    return f"{' and '.join(names)} {verb} up for browsing until Ctrl-C"
 
 
 def _check_token(url: str, token: str | None) -> None:
