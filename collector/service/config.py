@@ -47,7 +47,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("host", "INFERENSICS_HOST", "127.0.0.1", str, "Address to listen on."),
     Setting("port", "INFERENSICS_PORT", 4318, int, "TCP port to listen on (4318 is the OTLP/HTTP port).", 65535),
     Setting("dsn", DSN_ENV, "", str, "Store DSN; empty means the embedded default directory."),
-    Setting("spool_dir", "INFERENSICS_SPOOL_DIR", "", str, "Spool directory; empty means <data dir>/../spool."),
+    Setting("spool_dir", "INFERENSICS_SPOOL_DIR", "", str, "Spool dir; empty means the sibling <data dir>-spool."),
     Setting(
         "spool_max_bytes",
         "INFERENSICS_SPOOL_MAX_BYTES",
