@@ -370,12 +370,16 @@ def _resolve_id(store: _Store, prefix: str) -> tuple[str, str]:
 
 
 def _refused_states(store: _Store) -> dict[str, str]:
-    """Bundle id → ``revoked`` or ``quarantined``: the ids hosts refuse (what `bundle states` writes)."""
+    """Bundle id → ``revoked`` or ``quarantined``: the ids hosts refuse (what `bundle states` writes).
+
+    A revocation is final (a release lifts only a quarantine); a quarantine holds until a later release."""
     rows = store.rows(
-        "SELECT bundle_id, argMax(state, ts) FROM bundle_states WHERE state IN "
-        "('revoked', 'quarantined', 'released') GROUP BY bundle_id"
+        "SELECT bundle_id, countIf(state = 'revoked') > 0, argMaxIf(state, ts, state != 'revoked') "
+        "FROM bundle_states WHERE state IN ('revoked', 'quarantined', 'released') GROUP BY bundle_id"
     )
-    return {str(i): str(s) for i, s in rows if s in ("revoked", "quarantined")}
+    return {
+        str(i): "revoked" if revoked else "quarantined" for i, revoked, held in rows if revoked or held == "quarantined"
+    }
 
 
 def _refuse_promotion(store: _Store, full: str) -> None:
@@ -397,6 +401,11 @@ def _state(state: str, bundle_id: str, service: str | None, token: str | None, d
     store = _Store(service, token, dsn)
     full, model = _resolve_id(store, bundle_id)
     previous = ""
+    if state == "released" and _refused_states(store).get(full) == "revoked":
+        fail(
+            f"bundle {full[:12]} is revoked, and a revocation is final (hosts keep refusing it): "
+            "build and promote another bundle"
+        )
     if state == "promoted":
         _refuse_promotion(store, full)
         rows = store.rows(
@@ -475,7 +484,7 @@ def release(  # noqa: PLR0917 - one option each
     service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
     reason: ReasonOption = "", actor: ActorOption = "",
 ) -> None:  # fmt: skip
-    """Lift a quarantine."""
+    """Lift a quarantine (a revoked bundle stays revoked)."""
     _state("released", bundle_id, service, token, dsn, reason=reason, actor=actor)
 
 

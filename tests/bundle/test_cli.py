@@ -138,6 +138,30 @@ def test_promote_refuses_a_revoked_or_quarantined_bundle(built: b.BuildResult, s
     assert rows == [("promoted", built.bundle_id)]
 
 
+def test_a_revocation_is_final(built: b.BuildResult, store: Store, tmp_path: Path) -> None:
+    """``bundle release`` after a revoke cleared it: the states file hosts read dropped the bundle and it
+    could be promoted again. Release lifts only a quarantine; on a revoked bundle it is refused."""
+    from datetime import UTC, datetime
+
+    from inferensics.schema.events import BundleEvent
+
+    store.insert_events([BundleEvent(ts=datetime.now(UTC), bundle_id=built.bundle_id, model="tiny", host="h")])
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    assert runner.invoke(app, ["bundle", "quarantine", built.bundle_id[:8], "--dsn", dsn]).exit_code == 0
+    assert runner.invoke(app, ["bundle", "revoke", built.bundle_id[:8], "--dsn", dsn]).exit_code == 0
+    _one_line_error(["bundle", "release", built.bundle_id[:8], "--dsn", dsn], "a revocation is final")
+    # Even a release recorded after the revoke (an older CLI, a direct insert) leaves it revoked.
+    from inferensics.schema.events import BundleStateEvent
+
+    store.insert_events([BundleStateEvent(ts=datetime.now(UTC), bundle_id=built.bundle_id, state="released")])
+    out = tmp_path / "states.json"
+    res = runner.invoke(app, ["bundle", "states", "--out", str(out), "--dsn", dsn])
+    assert res.exit_code == 0, res.output
+    assert b.BundleStates.load(out).revoked == frozenset({built.bundle_id})
+    assert b.BundleStates.load(out).quarantined == frozenset()
+    _one_line_error(["bundle", "promote", built.bundle_id[:8], "--channel", "production", "--dsn", dsn], "revoked")
+
+
 def test_promote_channel_is_free_form_but_not_empty(built: b.BuildResult, store: Store) -> None:
     from datetime import UTC, datetime
 
