@@ -382,10 +382,15 @@ def _refused_states(store: _Store) -> dict[str, str]:
     }
 
 
-def _refuse_promotion(store: _Store, full: str) -> None:
-    """Stop a promotion of a bundle hosts will refuse to load."""
-    held = _refused_states(store).get(full)
-    if held == "quarantined":
+def _refuse_if_held(state: str, store: _Store, full: str) -> None:
+    """Stop a promotion of a bundle hosts refuse to load, and a release of a revoked one (final)."""
+    held = _refused_states(store).get(full) if state in ("promoted", "released") else None
+    if held == "revoked" and state == "released":
+        fail(
+            f"bundle {full[:12]} is revoked, and a revocation is final (hosts keep refusing it): "
+            "build and promote another bundle"
+        )
+    if held == "quarantined" and state == "promoted":
         fail(
             f"bundle {full[:12]} is quarantined, so hosts refuse to load it: lift the quarantine first "
             f"(`inferensics bundle release {full[:12]}`) or promote another bundle"
@@ -401,13 +406,8 @@ def _state(state: str, bundle_id: str, service: str | None, token: str | None, d
     store = _Store(service, token, dsn)
     full, model = _resolve_id(store, bundle_id)
     previous = ""
-    if state == "released" and _refused_states(store).get(full) == "revoked":
-        fail(
-            f"bundle {full[:12]} is revoked, and a revocation is final (hosts keep refusing it): "
-            "build and promote another bundle"
-        )
+    _refuse_if_held(state, store, full)
     if state == "promoted":
-        _refuse_promotion(store, full)
         rows = store.rows(
             f"SELECT argMax(bundle_id, ts) FROM bundle_states WHERE channel = '{channel.replace(chr(39), '')}' "
             "AND state = 'promoted'"

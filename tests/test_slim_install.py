@@ -96,11 +96,8 @@ def test_installed_set_is_the_host_sdks(slim: Path) -> None:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """A collector service from this test's environment (the service extra is installed here)."""
-    svc = new_service(tmp_path_factory.mktemp("slim-service")).start()
-    try:
+    with new_service(tmp_path_factory.mktemp("slim-service")) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def test_host_sdk_exports_a_compiled_model_to_the_service(slim: Path, service: RunningService, tmp_path: Path) -> None:

@@ -27,11 +27,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    svc = new_service(tmp_path_factory.mktemp("svc"), via_cli=True).start()
-    try:
+    with new_service(tmp_path_factory.mktemp("svc"), via_cli=True) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def _request(request_id: str, capture: str, bundle_id: str = "") -> RequestEvent:

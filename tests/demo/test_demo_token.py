@@ -16,11 +16,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    svc = new_service(tmp_path_factory.mktemp("svc"), via_cli=True).start()
-    try:
+    with new_service(tmp_path_factory.mktemp("svc"), via_cli=True) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def test_an_ingest_token_is_refused_before_the_bundles_are_built(service: RunningService, tmp_path: Path) -> None:

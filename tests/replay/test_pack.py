@@ -12,6 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -76,6 +77,19 @@ def _run(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.Comp
         timeout=600,
         check=False,
     )
+
+
+def _replayed(tmp_path: Path, result: b.BuildResult, pub: Path, *, request_id: str, model: str,
+              tensors: dict[str, torch.Tensor]) -> dict[str, Any]:  # fmt: skip
+    """The JSON verdict of a fresh-process replay of one request (``tensors``) against ``result``'s bundle."""
+    request = {"request_id": request_id, "bundle_id": result.bundle_id, "model": model, "graph_keys": []}
+    pack = write_pack(
+        tmp_path / "pack", request=request, inputs=write_safetensors(tensors), bundle_dir=result.directory
+    )
+    proc = _run("--pack", str(pack), "--keyring", str(pub), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdict: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return verdict
 
 
 def test_safetensors_round_trip_without_the_package() -> None:
@@ -179,14 +193,8 @@ def test_fresh_process_pins_the_recorded_provider_choice(tmp_path: Path) -> None
         result = b.build(spec, b.load_signing_key(priv), tmp_path / "bundle")
     manifest = b.read_manifest(result.directory)
     assert manifest.identity["kernel_registry"]["policy"]["rms_norm"]["priority"][0] == provider_plant.PROVIDER
-    request = {"request_id": "req-2", "bundle_id": result.bundle_id, "model": "normed", "graph_keys": []}
     x = torch.randn(4, provider_plant.WIDTH, generator=torch.Generator().manual_seed(3))
-    pack = write_pack(
-        tmp_path / "pack", request=request, inputs=write_safetensors({"x": x}), bundle_dir=result.directory
-    )
-    proc = _run("--pack", str(pack), "--keyring", str(pub), "--json")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    verdict = json.loads(proc.stdout.strip().splitlines()[-1])
+    verdict = _replayed(tmp_path, result, pub, request_id="req-2", model="normed", tensors={"x": x})
     assert verdict["category"] == "kernel_provider", verdict["summary"]
     assert verdict["op"] == "inferensics::rms_norm"
     served = verdict["evidence"]["provider"]
@@ -222,12 +230,6 @@ def test_out_of_range_token_on_cpu_is_named_as_the_input(tmp_path: Path, factory
     )
     result = b.build(spec, b.load_signing_key(priv), tmp_path / "bundle")
     ids = torch.tensor([[1, 2, 3, 4, 5, 6], [7, 8, packmodels.VOCAB + 3, 9, 10, 11]])
-    request = {"request_id": "req-oob", "bundle_id": result.bundle_id, "model": "lookup", "graph_keys": []}
-    pack = write_pack(
-        tmp_path / "pack", request=request, inputs=write_safetensors({"ids": ids}), bundle_dir=result.directory
-    )
-    proc = _run("--pack", str(pack), "--keyring", str(pub), "--json")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    verdict = json.loads(proc.stdout.strip().splitlines()[-1])
+    verdict = _replayed(tmp_path, result, pub, request_id="req-oob", model="lookup", tensors={"ids": ids})
     assert verdict["category"] == "inputs", verdict["summary"]
     assert verdict["summary"] == f"input {name} holds 1 values outside [0, {packmodels.VOCAB - 1}] at {at}"

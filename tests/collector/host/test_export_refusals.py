@@ -31,11 +31,8 @@ def _serve(tracker: Tracker, n: int = 3) -> None:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    svc = new_service(tmp_path_factory.mktemp("svc")).start()
-    try:
+    with new_service(tmp_path_factory.mktemp("svc")) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 @pytest.mark.parametrize(("token", "status"), [(None, "401"), (READ, "403")], ids=["no-token", "read-token"])

@@ -79,6 +79,13 @@ class RunningService:
             raise
         return self
 
+    def __enter__(self) -> RunningService:
+        """Started (``with new_service(root) as svc:``) and stopped on leaving the block."""
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _wait_ready(self, timeout: float, path: str) -> None:
         assert self.proc is not None
         verify: bool | ssl.SSLContext = ssl.create_default_context(cafile=self.ca) if self.ca else True
