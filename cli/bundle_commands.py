@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -337,14 +338,37 @@ class _Store:
             from inferensics.collector.host.otlp_exporter import OtlpExporter
 
             exporter = OtlpExporter(self.service, host="inferensics-cli", token=self.token)
-            exporter.export_records([event])
-            exporter.shutdown()
+            try:
+                exporter.export_records([event])
+                exporter.flush()
+                if not exporter.health.stats()["export_spans_sent"]:
+                    fail(f"the service did not take the {event.state} record: {exporter.health.last_error}")
+            finally:
+                exporter.shutdown()
+            self._wait_written(event)
             return
         try:
             with Store.open(self.dsn) as store:
                 store.insert_events([event])
         except StoreError as exc:
             fail(str(exc))
+
+    def _wait_written(self, event: Any, timeout_s: float = 30.0) -> None:
+        """Until the service has written ``event`` (a state it acknowledged reaches the store with its next
+        batch): the command that follows, such as ``bundle states`` after ``bundle revoke``, must see it."""
+        at = event.ts.strftime("%Y-%m-%d %H:%M:%S.%f")
+        sql = (
+            f"SELECT count() FROM bundle_states WHERE bundle_id = '{event.bundle_id}' AND state = '{event.state}' "
+            f"AND ts = toDateTime64('{at}', 6, 'UTC')"
+        )
+        deadline = time.monotonic() + timeout_s
+        while not self.rows(sql)[0][0]:
+            if time.monotonic() > deadline:
+                fail(
+                    f"the service took the {event.state} record of bundle {event.bundle_id[:12]} but has not written "
+                    f"it after {timeout_s:g} s: check `inferensics status --service {self.service}`"
+                )
+            time.sleep(0.2)
 
 
 def _resolve_id(store: _Store, prefix: str) -> tuple[str, str]:

@@ -42,3 +42,24 @@ def test_push_pull_promote_through_the_service(built: b.BuildResult, keys: Keys,
         assert unknown.output.strip().startswith("error: unknown bundle id fff")
     finally:
         service.stop()
+
+
+def test_a_state_command_returns_once_the_service_has_written_it(built: b.BuildResult, tmp_path: Path) -> None:
+    """Through a service a state went out as an OTLP record and the command returned at once, before the
+    service's next batch wrote it: ``bundle states`` right after ``bundle revoke`` wrote a states file without
+    the revoke (hosts kept loading the bundle), and ``bundle release`` right after it was not refused. Seen
+    on the demo's store (the service's default 1 s batches); here the batches wait 3 s."""
+    (tmp_path / "service").mkdir()
+    with new_service(tmp_path / "service", batch_max_age_s="3") as service:
+        args = ["--service", service.url, "--token", ADMIN]
+        pushed = runner.invoke(app, ["bundle", "push", str(built.directory), *args])
+        assert pushed.exit_code == 0, pushed.output
+        revoked = runner.invoke(app, ["bundle", "revoke", built.bundle_id[:12], *args])
+        assert revoked.exit_code == 0, revoked.output
+        released = runner.invoke(app, ["bundle", "release", built.bundle_id[:12], *args])
+        assert released.exit_code == 2, released.output
+        assert "a revocation is final" in released.output
+        out = tmp_path / "states.json"
+        states = runner.invoke(app, ["bundle", "states", "--out", str(out), *args])
+        assert states.exit_code == 0, states.output
+        assert b.BundleStates.load(out).revoked == frozenset({built.bundle_id})
