@@ -5,9 +5,10 @@ once (one KV read serves every query head of the group), walks its split of the 
 time through the block table (each page looked up once, its rows read in place, no gather copy; a step's keys
 and values loaded together), and keeps an online softmax. With one split it writes the normalised output.
 Otherwise each split stores its unnormalised accumulator, running max and sum to a float32 scratch and counts
-itself done on a per-(sequence, KV head) counter; the split that finishes last merges the group's splits and
-writes the output (no second kernel; a plan may ask for the merge as a second kernel instead, one program per
-query head, which measured faster where one sequence's many splits would leave the merge to a few programs). By
+itself done on a per-(sequence, KV head) counter (kept zeroed between calls: ``counters.py``); the split that
+finishes last merges the group's splits and writes the output (no second kernel; a plan may ask for the merge as a
+second kernel instead, one program per query head, which measured faster where one sequence's many splits would
+leave the merge to a few programs). By
 default the KV head is the fastest grid axis, so the programs that run together read neighbouring rows of the
 same pages. Page and head strides are arguments: a cache stored NHD (``[pages, page, Hkv, D]``) and one stored
 HND (``[pages, Hkv, page, D]`` seen through ``transpose(1, 2)``) run the same code, at the same speed.
@@ -35,6 +36,7 @@ from torch.library import triton_op, wrap_triton
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from inferensics.kernels._torch_adapter import tracing
+from inferensics.kernels._triton.counters import COUNTERS
 from inferensics.kernels._triton.device_facts import cuda_index, device_facts, sm_count
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
 from inferensics.kernels._triton.tables import entries
@@ -333,7 +335,12 @@ def _launch(
     if splits > 1:
         acc = torch.empty((batch * n_heads * splits, head_dim), dtype=torch.float32, device=q.device)
         ml = torch.empty((batch * n_heads * splits, 2), dtype=torch.float32, device=q.device)
-        count = seq_lens if p.merge_kernel else torch.zeros(batch * kv_heads, dtype=torch.int32, device=q.device)
+        if p.merge_kernel:
+            count = seq_lens  # unused: the merge kernel counts nothing
+        elif tracing((q,)) or torch.compiler.is_compiling():
+            count = torch.zeros(batch * kv_heads, dtype=torch.int32, device=q.device)  # a traced graph's own buffer
+        else:
+            count = COUNTERS.take(q.device, batch * kv_heads)  # zeroed, and left zeroed by the last split
     else:
         acc = ml = out  # unused by the single-split path
         count = seq_lens
