@@ -9,7 +9,7 @@ cp -r schema kernels $T/inferensics/
 cp benchmarks/bench_kernels.py benchmarks/probe_paged_read_floor.py benchmarks/probe_paged_parts.py \
    benchmarks/probe_paged_scatter.py $T/benchmarks/
 cp tests/__init__.py $T/tests/; cp -r tests/kernels $T/tests/
-cp $R/s23_run.sh $R/s23_run2.sh $R/s23_run3.sh $R/s23_merge_tables.py $T/
+cp $R/s23_run.sh $R/s23_run2.sh $R/s23_run3.sh $R/s23_run4.sh $R/s23_merge_tables.py $T/
 cat > $T/pytest.ini <<'INI'
 [pytest]
 addopts = -ra --strict-markers --import-mode=importlib -p no:cacheprovider
