@@ -18,13 +18,11 @@ Needs a CUDA device; prints its figures.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import random
 import statistics
 import sys
-import time
 from typing import Any
 
 import torch
@@ -36,7 +34,7 @@ from inferensics.kernels.samples import bytes_moved, make_args
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_kernels import _sdpa, measure
-from probe_paged_read_floor import HEAD_DIM, KV_HEADS, PAGE, PAGE_WORDS, head_read
+from probe_paged_read_floor import HEAD_DIM, KV_HEADS, PAGE, PAGE_WORDS, head_read, run_cells
 
 
 class Parts:
@@ -136,19 +134,7 @@ def cell(b: int, ctx: int, rounds: int, rng: random.Random) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--cells", default="1x1024,1x4096,1x32768,8x1024,8x4096,8x32768,64x1024,64x4096,64x32768")
-    ns = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("probe_paged_parts needs a CUDA device", file=sys.stderr)
-        raise SystemExit(2)
-    print(f"# {torch.cuda.get_device_name()} · torch {torch.__version__} · triton {triton.__version__} · "
-          f"load {os.getloadavg()[0]:.2f} · {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")  # fmt: skip
-    rng = random.Random(0)
-    for c in ns.cells.split(","):
-        b, ctx = (int(x) for x in c.split("x"))
-        cell(b, ctx, ns.rounds, rng)
+    run_cells(__doc__ or "", "1x1024,1x4096,1x32768,8x1024,8x4096,8x32768,64x1024,64x4096,64x32768", cell)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -226,20 +227,27 @@ def cell(b: int, ctx: int, rounds: int, rng: random.Random) -> None:
     torch.cuda.empty_cache()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def run_cells(doc: str, default_cells: str, cell_fn: Callable[[int, int, int, random.Random], None]) -> None:
+    """A probe's command line: ``--rounds`` and ``--cells`` (``batch x context``, comma-separated), then ``cell_fn``
+    per cell after a header line (device, versions, load, time)."""
+    name = os.path.basename(sys.argv[0])
+    ap = argparse.ArgumentParser(description=doc.split("\n", maxsplit=1)[0])
     ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--cells", default="1x32768,8x4096,8x32768,64x1024,64x4096,64x32768", help="batch x context")
+    ap.add_argument("--cells", default=default_cells, help="batch x context, comma-separated")
     ns = ap.parse_args()
     if not torch.cuda.is_available():
-        print("probe_paged_read_floor needs a CUDA device", file=sys.stderr)
+        print(f"{name} needs a CUDA device", file=sys.stderr)
         raise SystemExit(2)
     print(f"# {torch.cuda.get_device_name()} · torch {torch.__version__} · triton {triton.__version__} · "
           f"load {os.getloadavg()[0]:.2f} · {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")  # fmt: skip
     rng = random.Random(0)
     for c in ns.cells.split(","):
         b, ctx = (int(x) for x in c.split("x"))
-        cell(b, ctx, ns.rounds, rng)
+        cell_fn(b, ctx, ns.rounds, rng)
+
+
+def main() -> None:
+    run_cells(__doc__ or "", "1x32768,8x4096,8x32768,64x1024,64x4096,64x32768", cell)
 
 
 if __name__ == "__main__":
