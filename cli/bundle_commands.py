@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 
+from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra, require_extra
 from inferensics.cli.options import DsnOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
 bundle_app = typer.Typer(help="Release bundles: build, sign, verify, compare and release.", no_args_is_help=True)
-console = Console(highlight=False, soft_wrap=True)
 
 KeyringOption = Annotated[
     Path | None,
@@ -253,7 +253,7 @@ def show(
     if as_json:
         console.print_json(json.dumps(m.statement()))
         return
-    console.print(f"[bold]{m.name}[/] {m.bundle_id}")
+    console.print(f"[bold]{escape(m.name)}[/] {m.bundle_id}", markup=True)
     for k, v in m.build.items():
         console.print(f"  build.{k}: {v}")
     for group in ("model", "compiler_versions", "settings", "compatibility", "kernel_registry"):

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import NoReturn
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+from inferensics.cli.console import err_console
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 
+from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import require_extra
 from inferensics.cli.options import DsnOption
 
-console = Console(highlight=False, soft_wrap=True)
 app = typer.Typer(help="The kernel registry: ops, providers, evidence.", no_args_is_help=True)
 
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "float32": "float32"}
@@ -45,7 +45,7 @@ def list_ops(
         return
     stats = kernels.registry().log.stats()
     for name, op in state["ops"].items():
-        console.print(f"[bold]{name}[/] — {op['doc']}")
+        console.print(f"[bold]{escape(name)}[/] — {escape(op['doc'])}", markup=True)
         console.print(f"  {op['schema']}")
         console.print(f"  priority: {' > '.join(op['priority'])}")
         console.print(f"  {'provider':<10} {'kind':<10} {'accuracy':<16} {'status':<12} requirements")

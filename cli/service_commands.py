@@ -7,9 +7,9 @@ import subprocess
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra, require_extra
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
@@ -17,7 +17,6 @@ from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 if TYPE_CHECKING:
     from inferensics.collector.service.config import ServiceConfig
 
-console = Console(highlight=False, soft_wrap=True)
 
 ServiceOption = Annotated[
     str | None,

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DsnOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption, print_service_status
 from inferensics.schema.dsn import DsnError, resolve_dsn
 from inferensics.schema.migrations import LATEST_VERSION
-
-console = Console(highlight=False, soft_wrap=True)
 
 
 def _human(n: int) -> str:

@@ -26,6 +26,8 @@ def test_list_shows_ops_providers_requirements_and_status() -> None:
     assert "paged_decode_attention" in result.output
     assert "priority: triton > sdpa > reference" in result.output
     assert "head_dim 64/128/256, page 8/16/32, GQA" in result.output
+    # Printed as written: rich would read '[positions, D/2]' as a markup tag and drop it.
+    assert "cos/sin [positions, D/2], rows contiguous" in result.output
     assert "registry digest" in result.output
     state = json.loads(runner.invoke(app, ["kernels", "list", "--json"]).output)
     assert set(state["ops"]) >= {"rms_norm", "silu_mul"}
