@@ -15,7 +15,9 @@ from inferensics.cli.options import DsnOption
 
 @needs_extra("service", "import-trace")
 def import_trace_command(
-    path: Annotated[Path, typer.Argument(help="A TORCH_TRACE log file or a directory of them.")],
+    path: Annotated[
+        list[Path], typer.Argument(help="TORCH_TRACE log files or directories of them (several: a shell glob works).")
+    ],
     dsn: DsnOption = None,
     host: Annotated[str, typer.Option(help="Host label for the imported records (default: this host).")] = "",
     model: Annotated[str, typer.Option(help="Model label for the imported records.")] = "",
@@ -24,25 +26,34 @@ def import_trace_command(
     """Import TORCH_TRACE logs: one compile record per compile, with cache events, graph breaks and blobs.
 
     Importing a file again adds nothing (each file content is imported once per store). Files that are not
-    TORCH_TRACE logs are refused: exit 2 when PATH itself is one, skipped and listed inside a directory.
+    TORCH_TRACE logs are refused: exit 2 when PATH itself is one (the other paths given are imported first),
+    skipped and listed inside a directory.
     """
     from inferensics.collector.trace.importer import import_trace, not_trace_reason
     from inferensics.schema.store import Store, StoreError
 
-    if not path.exists():
-        fail(f"{path} does not exist: pass a TORCH_TRACE log file or a directory of them")
-    if path.is_file() and (reason := not_trace_reason(path)):
-        fail(f"{path} is not a TORCH_TRACE log ({reason}): pass a file written under TORCH_TRACE=<dir>")
+    refused, given = [], []
+    for p in path:
+        if not p.exists():
+            refused.append(f"{p} does not exist")
+        elif p.is_file() and (reason := not_trace_reason(p)):
+            refused.append(f"{p} is not a TORCH_TRACE log ({reason})")
+        else:
+            given.append(p)
+    if not given:  # nothing to import: say why, as for one path
+        if len(refused) == 1 and refused[0].endswith("does not exist"):
+            fail(f"{refused[0]}: pass a TORCH_TRACE log file or a directory of them")
+        fail("; ".join(refused) + ": pass files written under TORCH_TRACE=<dir>")
+    reports = []
     try:
         with Store.open(dsn) as store:
             store.create_if_empty()
-            reports = import_trace(path, store, host=host, model=model, hw_pool=hw_pool)
+            for p in given:
+                reports += import_trace(p, store, host=host, model=model, hw_pool=hw_pool)
     except StoreError as exc:
         fail(str(exc))
     skipped = [r for r in reports if r.not_trace]
     imported = [r for r in reports if not r.not_trace]
-    if not imported:
-        fail(f"no TORCH_TRACE logs under {path}" + (f" ({len(skipped)} other files skipped)" if skipped else ""))
     for r in imported:
         if r.already_imported:
             console.print(f"{r.path}: already imported (same content, sha256 {r.sha256[:12]}); nothing added")
@@ -60,6 +71,12 @@ def import_trace_command(
     if skipped:
         names = ", ".join(Path(r.path).name for r in skipped)
         console.print(f"skipped {len(skipped)} files that are not TORCH_TRACE logs: {names}")
+    if refused:
+        done = f" ({len(imported)} logs imported)" if imported else ""
+        fail("; ".join(refused) + f": pass TORCH_TRACE log files or directories of them{done}")
+    if not imported:
+        where = ", ".join(str(p) for p in given)
+        fail(f"no TORCH_TRACE logs under {where}" + (f" ({len(skipped)} other files skipped)" if skipped else ""))
 
 
 def register(app: typer.Typer) -> None:

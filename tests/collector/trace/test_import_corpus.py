@@ -130,6 +130,19 @@ def test_not_a_trace_is_refused(store: Store) -> None:
     assert store.row_counts().get("compiles", 0) == 0
 
 
+def test_several_paths_are_each_imported_and_a_bad_one_is_named(store: Store, tmp_path: Path) -> None:
+    # What a shell glob gives: several files, one of them no log, and a path that is gone.
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    logs = [CORPUS / "cache_hit_miss.log", CORPUS / "comp_metrics.log"]
+    args = ["import-trace", *map(str, logs), str(CORPUS / "README.md"), str(tmp_path / "gone.log"), "--dsn", dsn]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert res.exit_code == 2, res.output
+    assert "README.md is not a TORCH_TRACE log" in res.output
+    assert "gone.log does not exist" in res.output
+    assert "(2 logs imported)" in res.output
+    assert len(store.select_events(CompileEvent)) == sum(_expected(f)["compiles"] for f in logs) > 0
+
+
 def test_directory_lists_what_it_skipped(store: Store) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     res = CliRunner().invoke(app, ["import-trace", str(CORPUS), "--dsn", dsn], env={"COLUMNS": "300"})
