@@ -105,7 +105,7 @@ def _assemble(client: Any, request_id: str, target: Path, bundle: Path | None) -
     try:
         detail = client.query("request_detail", request_id=request_id)
     except ServiceError as exc:
-        fail(exc.message if exc.status is not None else f"cannot reach the service: {exc.message}")
+        fail(exc.message)
     if detail.is_empty():
         fail(f"no request {request_id!r} in the store: check the id")
     row = {k: _plain(v) for k, v in detail.row(0, named=True).items()}

@@ -69,11 +69,17 @@ class ServiceClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _unreachable(self, exc: Exception) -> str:
+        return (
+            f"cannot reach the inferensics service at {self.url}: {exc}; is it running (`inferensics serve`)? "
+            f"Pass its URL with --service or ${SERVICE_URL_ENV}"
+        )
+
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise ServiceError(f"cannot reach the inferensics service at {self.url}: {exc}") from None
+            raise ServiceError(self._unreachable(exc)) from None
         if path.startswith("/api/") and _not_the_service(response):
             raise ServiceError(
                 f"{self.url} is not an inferensics collector service (it answered {path} with "
@@ -98,7 +104,7 @@ class ServiceClient:
         try:
             ready = self._http.get("/readyz")
         except httpx.HTTPError as exc:
-            raise ServiceError(f"cannot reach the inferensics service at {self.url}: {exc}") from None
+            raise ServiceError(self._unreachable(exc)) from None
         body: dict[str, Any] = ready.json()
         return {"alive": True, **body}
 

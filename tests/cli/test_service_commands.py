@@ -61,6 +61,7 @@ def test_status_of_an_unreachable_service_says_so() -> None:
     res = runner.invoke(app, ["status", "--service", "http://127.0.0.1:9", "--token", "x"])
     assert res.exit_code == 2
     assert "cannot reach the inferensics service at http://127.0.0.1:9" in res.output
+    assert "is it running (`inferensics serve`)? Pass its URL with --service or $INFERENSICS_SERVICE_URL" in res.output
 
 
 def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
