@@ -40,10 +40,9 @@ def import_trace_command(
             refused.append(f"{p} is not a TORCH_TRACE log ({reason})")
         else:
             given.append(p)
-    if not given:  # nothing to import: say why, as for one path
-        if len(refused) == 1 and refused[0].endswith("does not exist"):
-            fail(f"{refused[0]}: pass a TORCH_TRACE log file or a directory of them")
-        fail("; ".join(refused) + ": pass files written under TORCH_TRACE=<dir>")
+    what_to_pass = "pass TORCH_TRACE log files (written under TORCH_TRACE=<dir>) or directories of them"
+    if not given:
+        fail("; ".join(refused) + f": {what_to_pass}")
     reports = []
     try:
         with Store.open(dsn) as store:
@@ -73,7 +72,7 @@ def import_trace_command(
         console.print(f"skipped {len(skipped)} files that are not TORCH_TRACE logs: {names}")
     if refused:
         done = f" ({len(imported)} logs imported)" if imported else ""
-        fail("; ".join(refused) + f": pass TORCH_TRACE log files or directories of them{done}")
+        fail("; ".join(refused) + f": {what_to_pass}{done}")
     if not imported:
         where = ", ".join(str(p) for p in given)
         fail(f"no TORCH_TRACE logs under {where}" + (f" ({len(skipped)} other files skipped)" if skipped else ""))

@@ -8,10 +8,10 @@ Otherwise each split stores its unnormalised accumulator, running max and sum to
 itself done on a per-(sequence, KV head) counter (kept zeroed between calls: ``counters.py``); the split that
 finishes last merges the group's splits and writes the output (no second kernel; a plan may ask for the merge as a
 second kernel instead, one program per query head, which measured faster where one sequence's many splits would
-leave the merge to a few programs). By
-default the KV head is the fastest grid axis, so the programs that run together read neighbouring rows of the
-same pages. Page and head strides are arguments: a cache stored NHD (``[pages, page, Hkv, D]``) and one stored
-HND (``[pages, Hkv, page, D]`` seen through ``transpose(1, 2)``) run the same code, at the same speed.
+leave the merge to a few programs). By default the KV head is the fastest grid axis, so the programs that run
+together read neighbouring rows of the same pages. Page and head strides are arguments: a cache stored NHD
+(``[pages, page, Hkv, D]``) and one stored HND (``[pages, Hkv, page, D]`` seen through ``transpose(1, 2)``) run the
+same code, at the same speed.
 
 The split count comes from the block table's width (an upper bound of the context, known without a device
 sync) and the multiprocessor count; launch configurations come from a table measured on an H200 by
