@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import typer
-
 from inferensics.cli import (
     bundle_commands,
     dashboard_commands,
@@ -15,15 +13,13 @@ from inferensics.cli import (
     store_commands,
     trace_commands,
 )
-from inferensics.cli.help_format import HelpGroup
+from inferensics.cli.help_format import command_app
 
-app = typer.Typer(
+app = command_app(
+    "Observability and incident forensics for torch.compile'd inference.",
     name="inferensics",
-    help="Observability and incident forensics for torch.compile'd inference.",
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
-    cls=HelpGroup,
 )
 store_commands.register(app)
 trace_commands.register(app)

@@ -25,10 +25,11 @@ from rich.markup import escape
 from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra, require_extra
+from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DsnOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
-bundle_app = typer.Typer(help="Release bundles: build, sign, verify, compare and release.", no_args_is_help=True)
+bundle_app = command_app("Release bundles: build, sign, verify, compare and release.")
 
 KeyringOption = Annotated[
     Path | None,

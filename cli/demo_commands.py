@@ -26,7 +26,7 @@ def demo(  # noqa: PLR0917 (typer options)
     ] = 8501,
     data_dir: Annotated[
         Path | None,
-        typer.Option("--data-dir", help="Directory for the store, spool and logs \\[default: a new temporary one]."),
+        typer.Option("--data-dir", help="Directory for the store, spool and logs [default: a new temporary one]."),
     ] = None,
     service: Annotated[
         str | None,
@@ -44,7 +44,7 @@ def demo(  # noqa: PLR0917 (typer options)
         typer.Option(
             "--bundle-cache",
             help="Reuse the verified release bundles of an unchanged build from here "
-            "\\[default: $INFERENSICS_BUNDLE_CACHE, else ~/.cache/inferensics/bundles].",
+            "[default: $INFERENSICS_BUNDLE_CACHE, else ~/.cache/inferensics/bundles].",
         ),
     ] = None,
     rebuild: Annotated[

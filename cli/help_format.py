@@ -1,10 +1,16 @@
-"""How ``--help`` shows options and arguments: flags without a type, arguments by their upper-case name.
+"""How ``--help`` and usage errors print: plain text that wraps, flags without a type, arguments by name.
+
+Every app of the command is made by :func:`command_app`, which turns Rich's help panels off: Rich lays the
+options out as a table and cuts what does not fit its cells with an ellipsis, so at 80 columns (and in a pipe)
+``--shapes-from-service`` read ``--shapes-from-servi…`` and a DSN's form, an environment variable's name or a
+default path lost their ends. Click's own formatter wraps every line instead and loses nothing. Help text is
+therefore plain text: a bracket is a bracket, never a markup tag.
 
 Typer labels every option with its Python type, so a flag reads ``--help <bool>`` as if it took a value, and
 writes a required argument as ``{path}`` in the usage line; and it keeps a docstring's line breaks after the
-first paragraph, so at a terminal's width the source's wrap and the terminal's cut the prose into ragged
-lines. The app's group class turns every command it hands out into these classes and rejoins those
-paragraphs, so each command module registers its commands as usual.
+first paragraph, so the source's wrap and the terminal's cut the prose into ragged lines. The app's group
+class turns every command it hands out into these classes and rejoins those paragraphs, so each command module
+registers its commands as usual.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import typer
 from typer._click.core import Context
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
@@ -26,7 +33,7 @@ def _tidy(params: list[Any]) -> list[Any]:
 
 
 def _unwrapped(text: str | None) -> str | None:
-    """``text`` with each paragraph on one line (Rich wraps it to the terminal); a ``\b`` paragraph, click's
+    """``text`` with each paragraph on one line (click wraps it to the terminal); a ``\b`` paragraph, click's
     mark for "keep my line breaks", is kept as written."""
     if not text:
         return text
@@ -67,4 +74,12 @@ class HelpGroup(TyperGroup):
             command.__class__ = HelpCommand
         if command is not None:
             command.help = _unwrapped(command.help)
+            if command.short_help is None and command.help:
+                # the commands list shows the first paragraph whole, wrapped (click cuts it to one line with "...")
+                command.short_help = command.help.split("\n\n")[0].removeprefix("\b").strip()
         return command
+
+
+def command_app(help: str, **settings: Any) -> typer.Typer:
+    """A typer app whose help and usage errors print as plain, wrapped text (see the module docstring)."""
+    return typer.Typer(help=help, no_args_is_help=True, rich_markup_mode=None, cls=HelpGroup, **settings)

@@ -13,9 +13,10 @@ from rich.markup import escape
 from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import require_extra
+from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DsnOption
 
-app = typer.Typer(help="The kernel registry: ops, providers, evidence.", no_args_is_help=True)
+app = command_app("The kernel registry: ops, providers, evidence.")
 
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "float32": "float32"}
 

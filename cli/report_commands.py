@@ -18,12 +18,13 @@ from pydantic import ValidationError
 
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
+from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DsnOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 from inferensics.schema.dsn import default_report_dir
 
-report_app = typer.Typer(help="Weekly recompilation and cache reports.", no_args_is_help=True)
-canary_app = typer.Typer(help="Canary comparisons of two bundles or two windows.", no_args_is_help=True)
+report_app = command_app("Weekly recompilation and cache reports.")
+canary_app = command_app("Canary comparisons of two bundles or two windows.")
 
 EXIT_FAIL, EXIT_INCONCLUSIVE = 1, 3
 
@@ -78,14 +79,12 @@ def _make_out(out: Path) -> Path:
 @report_app.command("weekly")
 @needs_extra("dashboard", "report weekly")
 def weekly(  # noqa: PLR0917 (typer options)
-    week: Annotated[
-        str | None, typer.Option(help="ISO week YYYY-Www \\[default: the current week, up to now].")
-    ] = None,
+    week: Annotated[str | None, typer.Option(help="ISO week YYYY-Www [default: the current week, up to now].")] = None,
     out: Annotated[
         Path | None,
         typer.Option(
             "--out",
-            help="Directory to write the Markdown and HTML into \\[default: $INFERENSICS_REPORT_DIR, else "
+            help="Directory to write the Markdown and HTML into [default: $INFERENSICS_REPORT_DIR, else "
             "~/.local/share/inferensics/reports: the folder the dashboard's Weekly report page lists].",
         ),
     ] = None,
@@ -94,11 +93,11 @@ def weekly(  # noqa: PLR0917 (typer options)
     token: TokenOption = None,
     min_recompiles: Annotated[
         int | None,
-        typer.Option(min=1, help="Storm rule: recompiles an hour needs at least \\[default: 10]."),
+        typer.Option(min=1, help="Storm rule: recompiles an hour needs at least [default: 10]."),
     ] = None,
     min_compile_seconds: Annotated[
         float | None,
-        typer.Option(min=0.001, help="Storm rule: compile seconds an hour needs at least \\[default: 60]."),
+        typer.Option(min=0.001, help="Storm rule: compile seconds an hour needs at least [default: 60]."),
     ] = None,
 ) -> None:
     """Write the weekly recompilation/cache report: weekly-<week>.md and a self-contained weekly-<week>.html.
@@ -134,20 +133,20 @@ def weekly(  # noqa: PLR0917 (typer options)
 def compare(  # noqa: PLR0917 (typer options)
     baseline: Annotated[str, typer.Option(help="Baseline bundle id ('any' for all bundles, with --baseline-start).")],
     candidate: Annotated[str, typer.Option(help="Candidate bundle id ('any' for all bundles).")],
-    model: Annotated[str | None, typer.Option(help="Model \\[default: the candidate bundle's model].")] = None,
-    traffic_class: Annotated[str | None, typer.Option(help="Traffic class \\[default: all].")] = None,
-    hw_pool: Annotated[str | None, typer.Option(help="Hardware pool \\[default: all].")] = None,
-    start: Annotated[datetime | None, typer.Option(help="Window start, UTC \\[default: end - 24 h].")] = None,
-    end: Annotated[datetime | None, typer.Option(help="Window end, UTC \\[default: now].")] = None,
+    model: Annotated[str | None, typer.Option(help="Model [default: the candidate bundle's model].")] = None,
+    traffic_class: Annotated[str | None, typer.Option(help="Traffic class [default: all].")] = None,
+    hw_pool: Annotated[str | None, typer.Option(help="Hardware pool [default: all].")] = None,
+    start: Annotated[datetime | None, typer.Option(help="Window start, UTC [default: end - 24 h].")] = None,
+    end: Annotated[datetime | None, typer.Option(help="Window end, UTC [default: now].")] = None,
     baseline_start: Annotated[datetime | None, typer.Option(help="Baseline window start (two-window mode).")] = None,
     baseline_end: Annotated[datetime | None, typer.Option(help="Baseline window end (two-window mode).")] = None,
     min_requests: Annotated[
         int | None,
-        typer.Option(min=1, help="Requests each side needs for a verdict \\[default: the analytics default, 100]."),
+        typer.Option(min=1, help="Requests each side needs for a verdict [default: the analytics default, 100]."),
     ] = None,
     min_pairs: Annotated[
         int | None,
-        typer.Option(min=1, help="Input-matched pairs argmax agreement needs \\[default: the analytics default, 30]."),
+        typer.Option(min=1, help="Input-matched pairs argmax agreement needs [default: the analytics default, 30]."),
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Also write canary-*.md/.html here.")] = None,
     dsn: DsnOption = None,

@@ -38,16 +38,16 @@ TokenOption = Annotated[
 
 @needs_extra("service", "serve")
 def serve(
-    host: Annotated[str | None, typer.Option(help="Address to listen on \\[default: 127.0.0.1].")] = None,
-    port: Annotated[int | None, typer.Option(help="TCP port \\[default: 4318].")] = None,
+    host: Annotated[str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")] = None,
+    port: Annotated[int | None, typer.Option(help="TCP port [default: 4318].")] = None,
     dsn: Annotated[
         str | None,
         typer.Option(
             help="Store DSN: chdb:///<data dir> (embedded) or http(s)://user:password@host:port/database "
-            "\\[default: $INFERENSICS_DSN, then the config file, then the embedded default directory]."
+            "[default: $INFERENSICS_DSN, then the config file, then the embedded default directory]."
         ),
     ] = None,
-    config: Annotated[str | None, typer.Option("--config", help="TOML config file (settings and \\[tokens]).")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="TOML config file (settings and [tokens]).")] = None,
     spool_dir: Annotated[str | None, typer.Option(help="Spool directory.")] = None,
     *,
     with_dashboard: Annotated[
@@ -58,7 +58,7 @@ def serve(
     """Run the collector service: OTLP/HTTP in, the store, the query and blob API.
 
     Settings resolve as argument > INFERENSICS_* environment variable > config file > default; tokens come
-    from the config file's \\[tokens] table and $INFERENSICS_TOKENS (token=role+role,...).
+    from the config file's [tokens] table and $INFERENSICS_TOKENS (token=role+role,...).
     """
     if with_dashboard:
         require_extra("dashboard", "serve --with-dashboard")  # before anything is bound or opened

@@ -132,4 +132,4 @@ def test_help_texts_read_right() -> None:
         assert "http(s)://..." not in text, path
     assert "import-trace [OPTIONS] PATH" in helps[("import-trace",)]
     assert "[default: now]" in helps[("canary", "compare")]
-    assert "[default: the current week, up to now]" in helps[("report", "weekly")]
+    assert "[default: the current week, up to now]" in " ".join(helps[("report", "weekly")].split())
