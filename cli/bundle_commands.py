@@ -257,13 +257,43 @@ def show(
     console.print(f"[bold]{escape(m.name)}[/] {m.bundle_id}", markup=True)
     for k, v in m.build.items():
         console.print(f"  build.{k}: {v}")
-    for group in ("model", "compiler_versions", "settings", "compatibility", "kernel_registry"):
-        console.print(f"  {group}: {json.dumps(m.identity.get(group), sort_keys=True)[:300]}")
+    for group in ("model", "weights", "code", "compiler_versions", "settings", "compatibility", "kernel_registry"):
+        console.print(f"  {group}:")
+        for line in _factor_lines(group, m.identity.get(group)):
+            console.print(f"    {line}")
     console.print(f"  customisations: {[c['import_path'] for c in m.identity.get('customisations', [])]}")
     console.print(f"  accepted shapes: {m.accepted_shapes}")
     for g in m.graphs:
         console.print(f"  graph {g.fx_key[:16]} code {g.output_code_sha256[:12]} inputs {g.inputs}")
     console.print(f"  {len(m.resources)} files, {sum(r.size for r in m.resources):,} bytes")
+
+
+def _factor_lines(group: str, factors: Any) -> list[str]:
+    """One ``key: value`` line per identity factor, whole (a list as its items, a mapping as compact JSON); a
+    source module's digest shortened like a graph key; the kernel registry as each op's provider priority, its
+    providers' requirements left to ``--json``."""
+    if not isinstance(factors, dict):
+        return [json.dumps(factors)]
+    lines = []
+    for key, value in sorted(factors.items()):
+        if group == "code":  # module: digest of its source
+            lines.append(f"{key}: {str(value)[:16]}")
+        elif group == "kernel_registry" and key == "ops" and isinstance(value, dict):
+            lines.append(f"ops: {len(value)} (providers and their requirements: --json)")
+        elif group == "kernel_registry" and key == "policy" and isinstance(value, dict):
+            for op, policy in sorted(value.items()):
+                lines.append(f"policy.{op}: {' > '.join(policy.get('priority', []))}")
+                lines += [
+                    f"policy.{op} refused: {r.get('provider')} at {r.get('bucket')} ({r.get('reason')})"
+                    for r in policy.get("refused", [])
+                ]
+        elif isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+            lines.append(f"{key}: {', '.join(map(str, value)) if value else '(none)'}")
+        elif isinstance(value, dict | list):
+            lines.append(f"{key}: {json.dumps(value, sort_keys=True)}")
+        else:
+            lines.append(f"{key}: {value if value != '' else '(none)'}")
+    return lines
 
 
 @bundle_app.command()

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from inferensics import bundle as b
 from inferensics.bundle.manifest import MANIFEST_FILE
 from inferensics.cli.app import app
+from inferensics.cli.bundle_commands import _factor_lines
 from inferensics.schema.store import Store
 from tests.bundle.conftest import Keys, copy_bundle
 from tests.bundle.resign import resign
@@ -69,6 +70,14 @@ def test_verify_show_diff(built: b.BuildResult, keys: Keys, tmp_path: Path) -> N
     shown = runner.invoke(app, ["bundle", "show", str(built.directory)])
     assert shown.exit_code == 0
     assert built.bundle_id in shown.output
+    # every identity group whole: show cut each group's JSON at 300 characters, mid-token, and left out the
+    # weights and the source modules' digests
+    identity = built.manifest.identity
+    assert all(cls in shown.output for cls in identity["model"]["classes"])
+    assert f"digest: {identity['weights']['digest']}" in shown.output
+    assert all(f"{module}: {digest[:16]}" in shown.output for module, digest in identity["code"].items())
+    for op, policy in identity["kernel_registry"]["policy"].items():
+        assert f"policy.{op}: {' > '.join(policy['priority'])}" in shown.output
     same = runner.invoke(app, ["bundle", "diff", str(built.directory), str(built.directory)])
     assert same.exit_code == 0
     assert "same identity" in same.output
@@ -195,3 +204,15 @@ def test_build_imports_the_model_from_the_working_directory(
     assert "built " in res.output
     b.verify(tmp_path / "out", keys.keyring)
     monkeypatch.delitem(sys.modules, "walk_model", raising=False)
+
+
+def test_show_lists_a_refused_provider_with_its_reason() -> None:
+    policy = {"rms_norm": {"priority": ["reference"], "refused": [{"bucket": "bf16[8,4096]", "provider": "triton",
+                                                                    "reason": "max error 3.1 > 0.02"}]}}  # fmt: skip
+    lines = _factor_lines("kernel_registry", {"policy": policy, "ops": {"rms_norm": {}}, "evidence": []})
+    assert lines == [
+        "evidence: (none)",
+        "ops: 1 (providers and their requirements: --json)",
+        "policy.rms_norm: reference",
+        "policy.rms_norm refused: triton at bf16[8,4096] (max error 3.1 > 0.02)",
+    ]
