@@ -88,8 +88,9 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
 
         v = Verdict.from_dict(verdict)
         typer.echo(render_text(v))
-        if out is not None:
-            typer.echo(f"reports: {out / 'verdict.json'}, {out / 'verdict.md'}, {out / 'repro.py'}")
+        if out is not None:  # a repro only where a graph diverged (none when every path raises)
+            written = [out / name for name in ("verdict.json", "verdict.md", "repro.py") if (out / name).is_file()]
+            typer.echo(f"reports: {', '.join(map(str, written))}")
         if record and client is not None:
             _record(client, v, token)
     finally:
@@ -177,8 +178,10 @@ def _run_fresh(
     pack: Path, *, device: str, out: Path | None, keyring: str | None, allow_incompatible: bool
 ) -> dict[str, Any]:
     """Run the executor in a fresh interpreter and return the verdict dict."""
-    # -P: nothing in the working directory shadows an installed module in the executor (see demo/processes.py).
+    # -P: nothing in the working directory shadows an installed module in the executor (see demo/processes.py);
+    # the directory is still searched after them, as `bundle build` searched it, for the model's factory.
     cmd = [sys.executable, "-P", "-m", "inferensics.replay", "--pack", str(pack), "--device", device, "--json"]
+    cmd += ["--import-path", os.getcwd()]
     if out is not None:
         cmd += ["--out", str(out)]
     if keyring is not None:

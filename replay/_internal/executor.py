@@ -39,15 +39,16 @@ def _model_call(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[Any, ...]:
     return tuple(inputs.values())
 
 
-def _indices_in_range(model: Any, call: tuple[Any, ...]) -> bool:
-    """Whether the request's indexing stays in range, checked eagerly before compiled code runs: on a GPU an
-    out-of-range token id is a device-side assert that ends the process's CUDA context, and on a CPU the
-    compiled kernel's own bounds assertion raises out of the replay; either way the served run is skipped
-    and the investigation names the input."""
+def _eager_runs(model: Any, call: tuple[Any, ...]) -> bool:
+    """Whether the request runs eagerly with its indexing in range, checked before compiled code runs: on a
+    GPU an out-of-range token id is a device-side assert that ends the process's CUDA context, and on a CPU
+    the compiled kernel's own bounds assertion aborts the process. A request that raises eagerly (an index out
+    of range, inputs of the wrong dtype or shape) raises on the served path too: the served run is skipped and
+    the investigation names the input or the exception every path raises."""
     try:
         with torch.no_grad(), ta.index_bounds_checked(call):
             model(*call)
-    except IndexError:
+    except Exception:  # whatever the model raises on these inputs, the investigation reports
         return False
     return True
 
@@ -118,7 +119,14 @@ def replay_pack(
         custom.install(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
         recompiled = f"recompiled from the recorded configuration (--allow-incompatible): {exc}"
     model_rec = manifest.identity.get("model", {})
-    model = resolve(model_rec["factory"], "model")(**dict(model_rec.get("args", {})))
+    try:
+        factory = resolve(model_rec["factory"], "model")
+    except b.BundleError as exc:  # the build's import path is not this process's
+        raise ReplayError(
+            f"{exc}: replay imports the model's factory as the build did; run it from the directory the bundle was "
+            "built in, or put the factory's folder on PYTHONPATH"
+        ) from None
+    model = factory(**dict(model_rec.get("args", {})))
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
     inputs = {k: v.to(device) for k, v in pack.inputs().items()}
@@ -140,7 +148,7 @@ def replay_pack(
     with pv.pinned_policy(registry_state) as policy_problems:
         hits: list[str] = []
         matches: list[dict[str, Any]] = []
-        if loaded is not None and _indices_in_range(model, call):
+        if loaded is not None and _eager_runs(model, call):
             session = loaded.session(on_bundle_miss="compile")
             compiled = loaded.compile(model, session)
             with torch.inference_mode():  # as the bundle was built and hosts serve
@@ -240,7 +248,8 @@ def _customisation_of(manifest: Any, category: str, op: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m inferensics.replay --pack DIR [--device D] [--out DIR] [--keyring K] [--allow-incompatible]``."""
+    """``python -m inferensics.replay --pack DIR [--device D] [--out DIR] [--keyring K] [--allow-incompatible]
+    [--import-path DIR]``."""
     parser = argparse.ArgumentParser(prog="python -m inferensics.replay", description="Replay a pack in this process.")
     parser.add_argument("--pack", required=True, type=Path)
     parser.add_argument("--device", default="cpu")
@@ -248,7 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keyring", default=None)
     parser.add_argument("--allow-incompatible", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON instead of text")
+    parser.add_argument(
+        "--import-path", action="append", default=[], type=Path,
+        help="a folder the model's factory may be imported from (after the installed packages; repeatable)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    sys.path.extend(str(p) for p in args.import_path if str(p) not in sys.path)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"error: --device {args.device} but this machine has no CUDA device: pass --device cpu", file=sys.stderr)
         return 2

@@ -174,8 +174,15 @@ class _Investigation:
                 self.ref = call_model(ref_model, ref_call)
             ref_error = ""
         except Exception as exc:
-            ref_error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            ref_error = _one_line(exc)
         if ref_error:
+            # The request's own dtypes name the error the served request met (fp64 says DoubleTensor where the
+            # request sent floats); fp64's stands when eager runs.
+            try:
+                with ta.index_bounds_checked([*case.request[0], *case.request[1].values()]):
+                    call_model(case.model, case.request)
+            except Exception as exc:
+                return self._inputs_from_exception(_one_line(exc), fp64_only=False)
             return self._inputs_from_exception(ref_error)
         self.eager = call_model(case.model, case.request)
         eager_check = check_eager(self.eager, self.ref)
@@ -302,12 +309,13 @@ class _Investigation:
             evidence=self._evidence(bad_inputs=bad, served_agrees_nonfinite=served.nonfinite_new == 0),
         )
 
-    def _inputs_from_exception(self, error: str) -> Verdict:
+    def _inputs_from_exception(self, error: str, *, fp64_only: bool = True) -> Verdict:
         if self.graph is None or self.ref_nodes is None or not self.ref_nodes.failed_node:
+            raised = "fp64 eager" if fp64_only else "eager"
             return Verdict(
                 "inputs",
-                culprit="fp64 eager raised",
-                summary=f"fp64 eager raised on this request: {error}",
+                culprit=f"{raised} raised",
+                summary=f"{raised} raised on this request{'' if fp64_only else ', in fp64 too'}: {error}",
                 evidence=self._evidence(error=error),
             )
         gm = self.graph.gm
@@ -317,7 +325,10 @@ class _Investigation:
         culprit = ""
         detail: dict[str, Any] = {}
         tensors = [a for a in node.all_input_nodes]
-        for a in tensors:
+        # Only an indexing failure is read as indices out of range (an integer input of a matmul is a wrong
+        # dtype, not an index past a bound).
+        indexing = error.startswith("IndexError") or "out of range" in error or "out of bounds" in error
+        for a in tensors if indexing else []:
             if a.name not in placeholders:
                 continue
             value = self.graph.args[placeholders[a.name]]
@@ -921,3 +932,9 @@ def _positions(mask: torch.Tensor) -> list[list[int]]:
 
 def _num(x: float) -> float | str:
     return round(x, 3) if math.isfinite(x) else str(x)
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message``."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"

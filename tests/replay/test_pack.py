@@ -233,3 +233,90 @@ def test_out_of_range_token_on_cpu_is_named_as_the_input(tmp_path: Path, factory
     verdict = _replayed(tmp_path, result, pub, request_id="req-oob", model="lookup", tensors={"ids": ids})
     assert verdict["category"] == "inputs", verdict["summary"]
     assert verdict["summary"] == f"input {name} holds 1 values outside [0, {packmodels.VOCAB - 1}] at {at}"
+
+
+USER_MODEL = """
+import torch
+
+
+def make() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
+
+
+def inputs(shape):
+    return (torch.randn(*shape, generator=torch.Generator().manual_seed(1)),)
+
+
+def make_emb() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 8))
+
+
+def ids(shape):
+    return (torch.randint(0, 16, shape, generator=torch.Generator().manual_seed(1)),)
+"""
+
+
+@pytest.mark.slow
+def test_a_factory_beside_the_user_is_found_by_the_cli_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bundle build` imports module:function from the working directory; the replay's fresh process (run with
+    -P, so nothing there shadows an installed package) could not, and failed with a traceback's last line,
+    "replay failed: inferensics.bundle.errors.BundleError: ... cannot import". It now searches the working
+    directory after the installed packages, and elsewhere says where to run it."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "walk_user_model.py").write_text(USER_MODEL)
+    monkeypatch.syspath_prepend(str(proj))
+    priv, pub, _ = b.generate_key(tmp_path / "builder")
+    spec = b.BuildSpec(model="walk_user_model:make", inputs="walk_user_model:inputs",
+                       shapes=b.ShapeDistribution.of([(2, 8)]), advise=False, name="user", repeats=1)  # fmt: skip
+    result = b.build(spec, b.load_signing_key(priv), tmp_path / "bundle")
+    request = {"request_id": "req-u", "bundle_id": result.bundle_id, "model": "user", "graph_keys": []}
+    x = torch.randn(2, 8, generator=torch.Generator().manual_seed(2))
+    pack = write_pack(
+        tmp_path / "pack", request=request, inputs=write_safetensors({"x": x}), bundle_dir=result.directory
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cli = [sys.executable, "-m", "inferensics.cli", "replay", "--pack", str(pack), "--keyring", str(pub)]
+    ok = subprocess.run(cli, cwd=proj, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr[-2000:]
+    assert "verdict:" in ok.stdout
+    elsewhere = subprocess.run(cli, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert elsewhere.returncode == 2
+    assert elsewhere.stderr.count("\n") == 1, elsewhere.stderr
+    assert "cannot import walk_user_model" in elsewhere.stderr
+    assert (
+        "run it from the directory the bundle was built in, or put the factory's folder on PYTHONPATH"
+        in elsewhere.stderr
+    )
+    assert "BundleError" not in elsewhere.stderr
+    # A request whose inputs make the eager model raise (integers where it takes floats: a client's bug) raised
+    # out of the replay's eager range check ("replay failed: RuntimeError: ..."), and the investigation read any
+    # integer input of the failing node as indices out of range; every path raises, and the verdict says why.
+    ints = write_safetensors({"x": torch.randint(0, 9, (2, 8))})
+    bad = write_pack(
+        tmp_path / "bad", request={**request, "request_id": "req-i"}, inputs=ints, bundle_dir=result.directory
+    )
+    raised = subprocess.run([*cli[:4], "--pack", str(bad), *cli[6:]], cwd=proj, capture_output=True, text=True, env=env,
+                            timeout=600, check=False)  # fmt: skip
+    assert raised.returncode == 0, raised.stdout + raised.stderr[-2000:]
+    assert "verdict: inputs" in raised.stdout
+    assert "every path raises on this request: RuntimeError: mat1 and mat2 must have the same dtype" in raised.stdout
+    assert "outside" not in raised.stdout  # an integer input of a matmul is no index out of range
+    # Token ids sent as floats: Dynamo cannot trace the request at all, and the verdict quoted fp64's error
+    # (DoubleTensor) where the request sent floats.
+    spec = b.BuildSpec(model="walk_user_model:make_emb", inputs="walk_user_model:ids",
+                       shapes=b.ShapeDistribution.of([(2, 8)]), advise=False, name="emb", repeats=1)  # fmt: skip
+    emb = b.build(spec, b.load_signing_key(priv), tmp_path / "emb")
+    floats = write_safetensors({"x": torch.randint(0, 16, (2, 8)).float()})
+    request = {"request_id": "req-f", "bundle_id": emb.bundle_id, "model": "emb", "graph_keys": []}
+    fpack = write_pack(tmp_path / "floats", request=request, inputs=floats, bundle_dir=emb.directory)
+    out = tmp_path / "out"
+    sent = subprocess.run([*cli[:4], "--pack", str(fpack), *cli[6:], "--out", str(out)], cwd=proj, capture_output=True,
+                          text=True, env=env, timeout=600, check=False)  # fmt: skip
+    assert sent.returncode == 0, sent.stdout + sent.stderr[-2000:]
+    assert "eager raised on this request, in fp64 too: RuntimeError: Expected tensor for argument #1" in sent.stdout
+    assert "FloatTensor" in sent.stdout
+    assert "DoubleTensor" not in sent.stdout
+    assert f"reports: {out / 'verdict.json'}, {out / 'verdict.md'}\n" in sent.stdout  # no repro.py was written
