@@ -39,13 +39,13 @@ def _free_port() -> int:
 
 def test_section_has_the_steps() -> None:
     kinds = [kind for kind, _ in _blocks()]
-    assert kinds == ["bash", "python", "bash", "bash", "python"], kinds
+    assert kinds == ["bash", "python", "bash", "bash", "python", "python", "bash", "python", "bash"], kinds
 
 
 @pytest.mark.slow
 def test_readme_from_nothing_to_rows(tmp_path: Path) -> None:
     port = str(_free_port())
-    serve, script, run, query, client = (code.replace("4318", port) for _, code in _blocks())
+    serve, script, run, query, client, model, build, bundled, replay = (c.replace("4318", port) for _, c in _blocks())
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     env.update(
         INFERENSICS_DATA_DIR=str(tmp_path / "store"),  # the README's default store, moved out of $HOME
@@ -91,6 +91,32 @@ def test_readme_from_nothing_to_rows(tmp_path: Path) -> None:
         assert frame.stdout.count("llama") == 3, frame.stdout
         assert "compile" in frame.stdout, frame.stdout
         assert "hit" in frame.stdout, frame.stdout
+
+        # Step 4: a bundle built from the user's own module, served from, and a failing request replayed.
+        (tmp_path / "model.py").write_text(model, encoding="utf-8")
+        (tmp_path / "serve_bundle.py").write_text(bundled, encoding="utf-8")
+        built = sh(build)
+        assert built.returncode == 0, built.stdout + built.stderr[-3000:]
+        assert (tmp_path / "bundles" / "llama" / "manifest.json").is_file()
+        replayed = sh(replay)
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr[-3000:]
+        assert "bundled-1 failed: TorchRuntimeError" in replayed.stdout
+        assert "bundled-0 failed" not in replayed.stdout
+        assert "verdict: inputs" in replayed.stdout, replayed.stdout
+        assert "but got torch.FloatTensor" in replayed.stdout, replayed.stdout
+        assert "recorded in replay_results" in replayed.stdout, replayed.stdout
+        sql = (
+            "SELECT request_id, outcome, bundle_id = '' AS unbundled FROM inferensics.requests "
+            "WHERE request_id LIKE 'bundled-%' ORDER BY request_id"
+        )
+        (tmp_path / "bundled_rows.py").write_text(client.replace(
+            'client.sql("SELECT request_id, model, outcome, cache_status FROM inferensics.requests ORDER BY ts")',
+            f'client.sql("{sql}").rows()',
+        ), encoding="utf-8")  # fmt: skip
+        rows = sh("python bundled_rows.py", timeout=60)
+        assert rows.returncode == 0, rows.stderr[-3000:]
+        assert "('bundled-0', 'compile', 0)" in rows.stdout, rows.stdout  # served from the bundle
+        assert "('bundled-1', 'error', 0)" in rows.stdout, rows.stdout
     finally:
         os.killpg(service.pid, signal.SIGTERM)
         try:
