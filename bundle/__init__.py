@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inferensics.bundle.build import BuildResult, BuildSpec, build
+from inferensics.bundle.build import PROVENANCE_OPTIONS, BuildResult, BuildSpec, build
 from inferensics.bundle.cache import BundleCache, CachedBuild
 from inferensics.bundle.customisations import Customisation
 from inferensics.bundle.customisations import describe as describe_customisation
@@ -58,6 +58,7 @@ def read_manifest(directory: Path | str) -> Manifest:
 
 __all__ = [
     "FACTOR_GROUPS",
+    "PROVENANCE_OPTIONS",
     "BuildResult",
     "BuildSpec",
     "BundleCache",

@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import torch
 
@@ -40,6 +41,11 @@ from inferensics.bundle.shapes import ShapeDistribution
 MEGACACHE = "artifacts/megacache.bin"
 CPU_KERNELS = "artifacts/cpu_kernels"
 """Compiled C++ kernel libraries of a CPU bundle, laid out as in Inductor's cache (``<2 chars>/c<hash>.so``)."""
+PROVENANCE_OPTIONS: Final[Mapping[str, Any]] = MappingProxyType({"trace.provenance_tracking_level": 1})
+"""Inductor options ``inferensics bundle build`` compiles with unless told otherwise: provenance tracking on, as
+the host SDK compiles by default, so the request page maps a bundle's kernels to FX nodes and source lines on
+the hosts serving from it (the level is part of the compile-cache key: hosts compile with the bundle's
+options)."""
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,15 @@ def build(  # noqa: PLR0917 - one option each
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
     name: Annotated[str, typer.Option("--name", help="Human label of the bundle.")] = "bundle",
     mode: Annotated[str | None, typer.Option("--mode", help="torch.compile mode.")] = None,
-    option: Annotated[list[str] | None, typer.Option("--option", help="Inductor option KEY=VALUE.")] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--option",
+            help="Inductor option KEY=VALUE. Provenance tracking is on unless given "
+            "(trace.provenance_tracking_level=1: the request page maps the bundle's kernels to source lines; "
+            "=0 turns it off).",
+        ),
+    ] = None,
     dynamic: Annotated[bool, typer.Option("--dynamic/--static", help="torch.compile dynamic shapes.")] = False,
     fullgraph: Annotated[bool, typer.Option("--fullgraph", help="torch.compile fullgraph.")] = False,
     decomposition: Annotated[list[str] | None, typer.Option("--decomposition",
@@ -206,9 +214,10 @@ def build(  # noqa: PLR0917 - one option each
             if not sep:
                 fail(f"--decomposition {d!r}: expected OP=module:function")
             customs.append(b.describe_customisation("decomposition", op, resolve(target, "--decomposition")))
+        options = {**b.PROVENANCE_OPTIONS, **_pairs(option or [], "--option")}
         spec = b.BuildSpec(
             model=model, shapes=dist, model_args=_pairs(model_arg or [], "--model-arg"), inputs=inputs,
-            device=device, mode=mode, options=_pairs(option or [], "--option"), dynamic=dynamic,
+            device=device, mode=mode, options=options, dynamic=dynamic,
             fullgraph=fullgraph, customisations=tuple(customs), name=name, advise=advise, aoti_package=aoti_package,
         )  # fmt: skip
         if cache is None:

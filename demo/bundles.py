@@ -28,10 +28,6 @@ RELEASE_NAMES: tuple[str, ...] = (BASELINE, CANDIDATE)
 """The two release bundles, in build order."""
 QUALIFY_NEW_TOKENS = 4
 """Tokens generated per qualification request (one-token decode steps)."""
-PROVENANCE_OPTIONS: dict[str, Any] = {"trace.provenance_tracking_level": 1}
-"""Inductor options the bundles compile with: provenance tracking on, so the request page maps kernels to
-source lines on hosts serving from the bundle (the level is part of the compile-cache key: the hosts compile
-with the bundle's options)."""
 
 
 class ServingDecoder(torch.nn.Module):
@@ -117,7 +113,7 @@ def release_spec(name: str, *, device: str = "cpu", advise: bool = False) -> Any
         inputs="inferensics.demo.bundles:decoder_inputs",
         shapes=bundle.ShapeDistribution.of(DEMO_SHAPES, DEMO_WEIGHTS),
         device=device,
-        options=PROVENANCE_OPTIONS,
+        options=dict(bundle.PROVENANCE_OPTIONS),  # the request page maps kernels to source lines
         dynamic=None,
         customisations=customs,
         name=name,

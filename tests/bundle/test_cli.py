@@ -190,7 +190,8 @@ def test_build_imports_the_model_from_the_working_directory(
     keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``--model walk_model:make`` beside the user resolves as under ``python -m`` (the console script's
-    import path lacks the working directory: it was "cannot import walk_model")."""
+    import path lacks the working directory: it was "cannot import walk_model"); the bundle is compiled with
+    provenance tracking unless an --option says otherwise."""
     (tmp_path / "walk_model.py").write_text("import torch\n\n\ndef make():\n    return torch.nn.Linear(8, 4)\n")
     shapes = tmp_path / "shapes.json"
     shapes.write_text(json.dumps(b.ShapeDistribution.of([(2, 8)], [1]).to_json()))
@@ -202,8 +203,11 @@ def test_build_imports_the_model_from_the_working_directory(
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "built " in res.output
-    b.verify(tmp_path / "out", keys.keyring)
+    verified = b.verify(tmp_path / "out", keys.keyring)
     monkeypatch.delitem(sys.modules, "walk_model", raising=False)
+    # Compiled with provenance tracking, as the host SDK compiles by default: without it the request page of
+    # every request served from the bundle said "No kernel carries its FX nodes and source lines".
+    assert verified.manifest.identity["settings"]["compile"]["options"] == {"trace.provenance_tracking_level": 1}
 
 
 def test_show_lists_a_refused_provider_with_its_reason() -> None:
