@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +26,23 @@ ID_PARAM = "request_id"
 
 
 PICK_KEY = "drill.pick"
+
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~<>$])")
+"""Characters Markdown (and Streamlit's LaTeX ``$``) would read as markup in a recorded value."""
+
+
+def _bold(value: Any) -> str:
+    """A recorded value in bold, its Markdown characters shown as themselves; ``–`` when empty (an empty
+    traffic class read ``****``)."""
+    text = str(value or "").strip()
+    return "**" + MARKDOWN_SPECIAL.sub(r"\\\1", text) + "**" if text else "–"
+
+
+def _code(value: Any) -> str:
+    """A recorded value as inline code; ``–`` when empty (an empty shape read as a bare backtick pair)."""
+    text = str(value or "").strip()
+    return "`" + text.replace("`", "'") + "`" if text else "–"
 
 
 def request_id_input() -> str:
@@ -82,8 +100,9 @@ def summary(d: dict[str, Any]) -> None:
     )
     bundle = d.get("bundle_name") or "unregistered"
     st.markdown(
-        f"**{d[col.MODEL]}** on `{d[col.HOST]}` · pool **{d[col.HW_POOL]}** · traffic **{d[col.TRAFFIC_CLASS]}** · "
-        f"bundle **{bundle}** `{d[col.BUNDLE_ID] or '–'}` · {d[col.TS]:%Y-%m-%d %H:%M:%S} UTC · shape `{d[col.SHAPE]}`"
+        f"{_bold(d[col.MODEL])} on {_code(d[col.HOST])} · pool {_bold(d[col.HW_POOL])} · "
+        f"traffic {_bold(d[col.TRAFFIC_CLASS])} · bundle {_bold(bundle)} {_code(d[col.BUNDLE_ID])} · "
+        f"{d[col.TS]:%Y-%m-%d %H:%M:%S} UTC · shape {_code(d[col.SHAPE])}"
     )
     if nonfinite:
         st.error(

@@ -193,5 +193,10 @@ def test_a_profiled_requests_whole_graph_calls_are_not_listed_as_kernels(tmp_pat
         assert calls["total_us"].tolist()[0] > 0
         assert all(key for key in calls["fx_cache_key"])
         assert "Whole compiled-graph calls (profiled)" in texts(at)
+        # Served with no traffic class or shape: the header read "traffic ****" and "shape ` `" (raw Markdown)
+        header = next(line for line in texts(at).splitlines() if line.startswith("**m** on `h`"))
+        assert " · traffic – · " in header, header
+        assert header.endswith(" UTC · shape –"), header
+        assert "****" not in header
     finally:
         service.stop()
