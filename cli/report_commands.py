@@ -128,6 +128,20 @@ def weekly(  # noqa: PLR0917 (typer options)
     typer.echo(f"wrote {md} and {page}")
 
 
+def _full_id(given: str | None, known: list[str], option: str) -> str | None:
+    """``given`` as a full bundle id: itself when known or not a prefix of any, else the one known id it
+    begins (ids are shown shortened, as a 12- or 16-digit prefix); a prefix of several is a usage error."""
+    if given is None or given in known:
+        return given
+    matches = sorted({k for k in known if k.startswith(given.lower())})
+    if len(matches) > 1:
+        fail(
+            f"{option} {given}: the start of {len(matches)} bundle ids "
+            f"({', '.join(m[:16] for m in matches)}); give more digits"
+        )
+    return matches[0] if matches else given
+
+
 @canary_app.command("compare")
 @needs_extra("dashboard", "canary compare")
 def compare(  # noqa: PLR0917 (typer options)
@@ -170,11 +184,16 @@ def compare(  # noqa: PLR0917 (typer options)
     base = None if baseline == "any" else baseline
     cand = None if candidate == "any" else candidate
     with _runner(dsn, service, token) as runner:
+        known = runner.query("bundles")  # type: ignore[attr-defined]
+        ids = [str(i) for i in known["bundle_id"].to_list()] if "bundle_id" in known.columns else []
+        base, cand = _full_id(base, ids, "--baseline"), _full_id(cand, ids, "--candidate")
         if model is None:
-            known = runner.query("bundles")  # type: ignore[attr-defined]
-            match = known.filter(known["bundle_id"] == (cand or base or ""))
+            match = known.filter(known["bundle_id"] == (cand or base or "")) if ids else known
             if match.is_empty():
-                fail("cannot tell the model: pass --model (the candidate bundle is not registered)")
+                fail(
+                    f"cannot tell the model: bundle {cand or base} is not in the store's bundles table (a host "
+                    "that loaded it registers it): pass --model"
+                )
             model = str(match.item(0, "model"))
         params = {
             "model": model,
@@ -200,7 +219,7 @@ def compare(  # noqa: PLR0917 (typer options)
             from inferensics.cli.service_records import record_through_service
 
             recorded = "verdict " + record_through_service(str(service), token, [row], "canary_verdicts")[1]
-    label = f"{model}: {baseline} → {candidate} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
+    label = f"{model}: {base or 'any'} → {cand or 'any'} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
     typer.echo(f"canary {label}")
     typer.echo(render_canary_text(frame), nl=False)
     if out is not None:

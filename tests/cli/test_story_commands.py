@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from inferensics.analytics.weekly import current_week
 from inferensics.cli.app import app
-from inferensics.schema.events import RequestEvent
+from inferensics.schema.events import BundleEvent, RequestEvent
 from inferensics.schema.store import Store
 from tests.loopback import serving
 
@@ -133,3 +133,33 @@ def test_help_texts_read_right() -> None:
     assert "import-trace [OPTIONS] PATH" in helps[("import-trace",)]
     assert "[default: now]" in helps[("canary", "compare")]
     assert "[default: the current week, up to now]" in " ".join(helps[("report", "weekly")].split())
+
+
+def test_canary_compare_takes_bundle_ids_as_shown(store: Store) -> None:
+    """Bundle ids are shown shortened (12 or 16 digits); given so, without --model, canary compare said "cannot
+    tell the model: pass --model (the candidate bundle is not registered)" of a registered bundle."""
+    at = datetime.now(UTC) - timedelta(minutes=1)
+    base, cand, twin = "ab" * 32, "cd" * 32, "cd" + "ef" * 31
+    store.insert_events(
+        [BundleEvent(ts=at, bundle_id=b, bundle_name=b[:4], model="m", host="h") for b in (base, cand, twin)]
+    )
+    store.insert_events(
+        [
+            RequestEvent(request_id=f"r-{b[:4]}-{i}", ts=at, host="h", model="m", hw_pool="p", traffic_class="c",
+                         bundle_id=b, latency_ms=10.0)
+            for b in (base, cand)
+            for i in range(3)
+        ]
+    )  # fmt: skip
+    dsn = ["--dsn", f"chdb://{store.dsn.path}?database={store.database}", "--min-requests", "3", "--min-pairs", "1"]
+    res = runner.invoke(app, ["canary", "compare", "--baseline", base[:12], "--candidate", cand[:16], *dsn], env=ENV)
+    assert res.exit_code in (0, 1, 3), res.output
+    assert res.output.startswith(f"canary m: {base} → {cand} ("), res.output
+    verdict = next(line for line in res.output.splitlines() if line.startswith("verdict  requests"))
+    assert verdict.split()[2:6] == ["3", "requests", "3", "requests"], res.output
+    ambiguous = runner.invoke(app, ["canary", "compare", "--baseline", base, "--candidate", "cd", *dsn], env=ENV)
+    assert ambiguous.exit_code == 2, ambiguous.output
+    assert f"--candidate cd: the start of 2 bundle ids ({cand[:16]}, {twin[:16]}); give more digits" in ambiguous.output
+    unknown = runner.invoke(app, ["canary", "compare", "--baseline", base, "--candidate", "ffff", *dsn], env=ENV)
+    assert unknown.exit_code == 2, unknown.output
+    assert "bundle ffff is not in the store's bundles table" in unknown.output
