@@ -33,8 +33,15 @@ def _quiet_exporter_log() -> Iterator[None]:
         exporter_log.disabled = before
 
 
-def record_through_service(url: str, token: str | None, rows: Sequence[Event], table: str) -> tuple[bool, str]:
-    """Send ``rows`` to the service at ``url`` and wait for its answer.
+CHUNK_ROWS = 4096
+"""Rows queued for export at a time (the exporter's queue holds 8192; more would be dropped)."""
+
+
+def record_through_service(
+    url: str, token: str | None, rows: Sequence[Event], table: str, *, timeout_s: float = 3.0
+) -> tuple[bool, str]:
+    """Send ``rows`` to the service at ``url`` and wait for its answer (at most ``timeout_s`` for each
+    :data:`CHUNK_ROWS` of them); the service answers once it holds them durably.
 
     Returns:
         Whether every row was accepted, and one line saying so or why not and what to do.
@@ -42,8 +49,11 @@ def record_through_service(url: str, token: str | None, rows: Sequence[Event], t
     with _quiet_exporter_log():
         exporter = OtlpExporter(url, host=socket.gethostname(), token=token)
         try:
-            exporter.export_records(rows)
-            exporter.flush()
+            for start in range(0, len(rows), CHUNK_ROWS):
+                exporter.export_records(rows[start : start + CHUNK_ROWS])
+                delivered = exporter.wait_exported(timeout_s)
+                if not delivered or any(v for k, v in exporter.stats().items() if k.startswith("export_refused_")):
+                    break
             stats = exporter.stats()
             detail = exporter.health.last_error
         finally:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,14 +13,100 @@ from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DsnOption
+from inferensics.cli.service_commands import ServiceOption, TokenOption
+
+if TYPE_CHECKING:
+    from inferensics.collector.trace.importer import ImportTarget
+    from inferensics.schema.table import Event
+
+ROLES_HINT = "import-trace through the service needs a token with the ingest and read roles (admin has both)"
+EXPORT_WAIT_S = 120.0
+"""How long each chunk of imported rows may take to be acknowledged by the service."""
+
+
+class ImportRefusedError(Exception):
+    """The service did not take an import's rows; the message says why and what to do."""
+
+
+class ServiceTarget:
+    """A collector service as the target of an import, for a store it owns (chDB lets one process open it):
+    rows through its OTLP endpoint, answered once durable in its spool; blobs through its blob API (their
+    kind kept; the host and attributes a store would index them with are not sent)."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        from inferensics.collector.client import ServiceClient
+
+        self.url, self.token = url, token
+        self.client = ServiceClient(url, token=token, timeout=300)
+
+    def has_blob(self, sha256: str) -> bool:
+        """Whether the service holds the blob (a read of it)."""
+        from inferensics.collector.client import ServiceError
+
+        try:
+            self.client.get_blob(sha256)
+        except ServiceError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def put_blob(self, data: bytes, kind: str, *, host: str = "", attrs: Mapping[str, str] | None = None) -> str:
+        """Upload the blob."""
+        del host, attrs  # not part of the blob API
+        return self.client.put_blob(data, kind)
+
+    def insert_events(self, events: list[Event]) -> object:
+        """Export the rows and wait until the service holds them.
+
+        Raises:
+            ImportRefusedError: the service refused them or did not answer.
+        """
+        from inferensics.cli.service_records import record_through_service
+
+        table = type(events[0]).TABLE.name if events else ""
+        ok, line = record_through_service(self.url, self.token, events, table, timeout_s=EXPORT_WAIT_S)
+        if not ok:
+            raise ImportRefusedError(line)
+        return len(events)
+
+
+@contextmanager
+def _target(dsn: str | None, service: str | None, token: str | None) -> Iterator[ImportTarget]:
+    """The store (``--dsn``) or the service that owns it (``--service``); their errors become one line."""
+    from inferensics.collector.client import ServiceError
+    from inferensics.schema.store import Store, StoreError
+
+    try:
+        if service:
+            target = ServiceTarget(service, token)
+            try:
+                yield target
+            finally:
+                target.client.close()
+        else:
+            with Store.open(dsn) as store:
+                store.create_if_empty()
+                yield store
+    except StoreError as exc:
+        fail(str(exc))
+    except ImportRefusedError as exc:
+        fail(f"{exc} (nothing of the file is marked imported: run the command again)")
+    except ServiceError as exc:
+        fail(f"{exc.message}: {ROLES_HINT}" if exc.status in (401, 403) else exc.message)
 
 
 @needs_extra("service", "import-trace")
-def import_trace_command(
+def import_trace_command(  # noqa: PLR0917 - typer maps each parameter to an option
     path: Annotated[
-        list[Path], typer.Argument(help="TORCH_TRACE log files or directories of them (several: a shell glob works).")
+        list[Path],
+        typer.Argument(
+            metavar="PATH...", help="TORCH_TRACE log files or directories of them (several: a shell glob works)."
+        ),
     ],
     dsn: DsnOption = None,
+    service: ServiceOption = None,
+    token: TokenOption = None,
     host: Annotated[str, typer.Option(help="Host label for the imported records (default: this host).")] = "",
     model: Annotated[str, typer.Option(help="Model label for the imported records.")] = "",
     hw_pool: Annotated[str, typer.Option(help="Hardware pool label for the imported records.")] = "",
@@ -27,10 +115,10 @@ def import_trace_command(
 
     Importing a file again adds nothing (each file content is imported once per store). Files that are not
     TORCH_TRACE logs are refused: exit 2 when PATH itself is one (the other paths given are imported first),
-    skipped and listed inside a directory.
+    skipped and listed inside a directory. While `inferensics serve` owns the store, pass --service: the
+    records go through it (a token with the ingest and read roles).
     """
     from inferensics.collector.trace.importer import import_trace, not_trace_reason
-    from inferensics.schema.store import Store, StoreError
 
     refused, given = [], []
     for p in path:
@@ -44,13 +132,9 @@ def import_trace_command(
     if not given:
         fail("; ".join(refused) + f": {what_to_pass}")
     reports = []
-    try:
-        with Store.open(dsn) as store:
-            store.create_if_empty()
-            for p in given:
-                reports += import_trace(p, store, host=host, model=model, hw_pool=hw_pool)
-    except StoreError as exc:
-        fail(str(exc))
+    with _target(dsn, service, token) as target:
+        for p in given:
+            reports += import_trace(p, target, host=host, model=model, hw_pool=hw_pool)
     skipped = [r for r in reports if r.not_trace]
     imported = [r for r in reports if not r.not_trace]
     for r in imported:

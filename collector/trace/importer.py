@@ -17,15 +17,29 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from inferensics.collector.trace.assembler import AssemblyContext, AssemblyStats, CompileAssembler
 from inferensics.collector.trace.envelope import Damaged, is_record_header, iter_file_envelopes
 from inferensics.schema import columns as col
 from inferensics.schema.table import Event
 
-if TYPE_CHECKING:
-    from inferensics.schema.store import Store
+
+class ImportTarget(Protocol):
+    """Where imported records go: a :class:`~inferensics.schema.store.Store`, or a collector service that owns
+    one (``inferensics import-trace --service``)."""
+
+    def has_blob(self, sha256: str) -> bool:
+        """Whether a blob with this digest is stored."""
+        ...
+
+    def put_blob(self, data: bytes, kind: str, *, host: str = "", attrs: Mapping[str, str] | None = None) -> str:
+        """Store ``data`` once under its sha256; return the hex digest."""
+        ...
+
+    def insert_events(self, events: list[Event]) -> object:
+        """Write events of one table (returns once they are durable)."""
+        ...
 
 
 @dataclass
@@ -102,7 +116,7 @@ def read_trace_file(
     host: str = "",
     model: str = "",
     hw_pool: str = "",
-    store: Store | None = None,
+    store: ImportTarget | None = None,
 ) -> tuple[FileReport, list[Event]]:
     """Decode and assemble one file; blobs go to ``store`` when given. Returns the report and the records."""
     events: list[Event] = []
@@ -156,7 +170,9 @@ def _within_ttl(event: Event) -> Event:
     return event.model_copy(update=update)
 
 
-def import_trace(path: Path, store: Store, *, host: str = "", model: str = "", hw_pool: str = "") -> list[FileReport]:
+def import_trace(
+    path: Path, store: ImportTarget, *, host: str = "", model: str = "", hw_pool: str = ""
+) -> list[FileReport]:
     """Import every trace file under ``path`` into ``store``; one report per file looked at.
 
     Idempotent: a file whose content was imported into ``store`` before is reported

@@ -171,3 +171,39 @@ def test_export_records_are_unused_not_damaged() -> None:
     assert report.stats.unused["exported_program"] == 1
     assert report.stats.unused["expression_created"] == 1
     assert not events
+
+
+def test_import_through_the_service_that_owns_the_store(tmp_path: Path) -> None:
+    """While `inferensics serve` owns an embedded store, opening it said "reach the store through its
+    `inferensics serve` API (--service URL)", an option import-trace lacked. Through a real service: the same
+    rows as the log holds, the output code as blobs, a re-import that adds nothing, and a token that cannot
+    read is one line naming the roles."""
+    from tests.collector.service.harness import ADMIN, INGEST, new_service
+    from tests.polling import poll
+
+    logs = [CORPUS / "cache_hit_miss.log", CORPUS / "comp_failure.log"]
+    want: Counter[str] = Counter()
+    for log in logs:
+        want.update(_expected(log))
+    with new_service(tmp_path) as service:
+        args = ["import-trace", *map(str, logs), "--service", service.url, "--host", "imp"]
+        res = CliRunner().invoke(app, [*args, "--token", ADMIN], env={"COLUMNS": "300"})
+        assert res.exit_code == 0, res.output
+        client = service.client()
+        counts = "SELECT (SELECT count() FROM compiles WHERE host = 'imp'), (SELECT count() FROM cache_events)"
+        got = poll(lambda: client.sql(counts).row(0), lambda r: r[0] >= want["compiles"], timeout=60, interval=0.2)
+        assert got[0] == want["compiles"] > 0
+        assert got[1] == sum(v for k, v in want.items() if k.startswith(("fx_graph_", "aot_autograd_")))
+        failed = client.sql("SELECT count() FROM compiles WHERE outcome = 'failed'").item()
+        assert failed == want["failures"] > 0
+        artifacts = client.sql("SELECT DISTINCT artifact_id FROM compiles WHERE artifact_id != ''")["artifact_id"]
+        assert len(artifacts) > 0
+        assert all(b"async_compile" in client.get_blob(a) for a in artifacts)
+        again = CliRunner().invoke(app, [*args, "--token", ADMIN], env={"COLUMNS": "300"})
+        assert again.exit_code == 0, again.output
+        assert again.output.count("already imported (same content") == 2
+        ingest_only = CliRunner().invoke(app, [*args, "--token", INGEST], env={"COLUMNS": "300"})
+        assert ingest_only.exit_code == 2
+        assert "403 token lacks the 'read' role" in ingest_only.output
+        assert "needs a token with the ingest and read roles (admin has both)" in ingest_only.output
+        assert client.sql(counts).row(0) == got  # nothing added by either
