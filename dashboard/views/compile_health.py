@@ -200,7 +200,13 @@ def headline(filters: Filters) -> None:
     health = section_query(queries.CACHE_HEALTH, "cache health", **params)
     new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
     cells = st.columns(5)
-    cells[0].metric("Recompiles", count(total(fleet, col.RECOMPILES)) if fleet is not None else "–")
+    cells[0].metric(
+        "Recompiles",
+        count(total(fleet, col.RECOMPILES)) if fleet is not None else "–",
+        help="Recompiles that gave a graph, counted on the requests that triggered them. The reasons table "
+        "below lists every recompile event: those whose compile failed and those of imported TORCH_TRACE logs "
+        "too.",
+    )
     cells[1].metric("Compile seconds", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s" if fleet is not None else "–")
     cells[2].metric(
         "Graph breaks",
