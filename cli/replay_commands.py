@@ -19,9 +19,9 @@ from inferensics.cli.errors import fail
 from inferensics.cli.extras import require_extra
 
 CAPTURE_HINT = (
-    "capture is off by default: enable it on the serving host with instrument(..., "
-    "config=SdkConfig(capture=CaptureRules(enabled=True, on_error=True, on_nonfinite=True))) "
-    "(both from inferensics.collector) so failing requests keep their inputs"
+    "a host captures the inputs of requests that raise or give non-finite output, and a rate= sample of the "
+    "rest, once capture is on (it is off by default: instrument(..., config=SdkConfig(capture=CaptureRules("
+    "enabled=True, rate=0.01))), both from inferensics.collector); this request was none of those"
 )
 BUNDLES_ENV = "INFERENSICS_BUNDLES"
 """A folder of bundles (``<bundle_id>/`` or ``<bundle_id>.tar``) replay may take a request's bundle from."""

@@ -81,6 +81,9 @@ def test_request_without_captured_inputs_says_which_setting(service: RunningServ
     assert out.strip().count("\n") == 0, out
     assert "has no captured inputs" in out
     assert "CaptureRules(enabled=True" in out
+    # When a host captures, not only how to turn capture on: it said "capture is off by default" of a request
+    # served with capture on that had not failed.
+    assert "requests that raise or give non-finite output, and a rate= sample of the rest" in out
     # The setting it names is one the SDK takes, spelled as printed (it named a HostConfig that does not exist).
     import inferensics.collector as sdk
 
