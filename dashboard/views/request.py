@@ -32,11 +32,16 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~<>$])")
 """Characters Markdown (and Streamlit's LaTeX ``$``) would read as markup in a recorded value."""
 
 
+def _escaped(text: str) -> str:
+    """``text`` with its Markdown characters shown as themselves."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
 def _bold(value: Any) -> str:
     """A recorded value in bold, its Markdown characters shown as themselves; ``–`` when empty (an empty
     traffic class read ``****``)."""
     text = str(value or "").strip()
-    return "**" + MARKDOWN_SPECIAL.sub(r"\\\1", text) + "**" if text else "–"
+    return "**" + _escaped(text) + "**" if text else "–"
 
 
 def _code(value: Any) -> str:
@@ -111,7 +116,13 @@ def summary(d: dict[str, Any]) -> None:
             icon=":material/error:",
         )
     if d[col.STATUS] == "error" and d[col.ERROR]:
-        st.error(f"**Error:** {d[col.ERROR]}", icon=":material/error:")
+        # Its first line in the alert, the whole text as written below it: Markdown ran a multi-line error
+        # (Dynamo's, with its user-code trace and ^^^^ markers) into one paragraph, and read `*args, **kwargs`
+        # as emphasis.
+        first, _, rest = str(d[col.ERROR]).strip().partition("\n")
+        st.error(f"**Error:** {_escaped(first)}", icon=":material/error:")
+        if rest.strip():
+            st.code(str(d[col.ERROR]).strip(), language=None, wrap_lines=True)
     if d[col.FALLBACK_REASON]:
         st.warning(f"**Ran eagerly:** {d[col.FALLBACK_REASON]}", icon=":material/slow_motion_video:")
     for label, key in (("Guard failures", "guard_failure_reasons"), ("Recompile reasons", "recompile_reasons")):

@@ -200,3 +200,28 @@ def test_a_profiled_requests_whole_graph_calls_are_not_listed_as_kernels(tmp_pat
         assert "****" not in header
     finally:
         service.stop()
+
+
+def test_a_multi_line_error_is_shown_as_written(tmp_path: Path) -> None:
+    """A request's error as the SDK recorded it, through a real service: Markdown ran a multi-line error
+    (Dynamo's, with its user-code trace) into one paragraph and read ``*args, **kwargs`` as emphasis. The alert
+    holds its first line, escaped; the whole text follows as written."""
+    service = new_service(tmp_path).start()
+    error = "bad call fn(*args, **kwargs) in _private_name_\n  File 'model.py', line 3\n    fn(*args)\n    ^^^^"
+    try:
+        tracker = instrument(service_url=service.url, token=INGEST, host="h", model="m")
+        try:
+            with pytest.raises(RuntimeError), tracker.request("e-1"):
+                raise RuntimeError(error)
+        finally:
+            tracker.shutdown()
+        client = service.client()
+        assert poll(lambda: client.sql("SELECT count() FROM requests").item(), lambda n: n == 1, timeout=60) == 1
+        now = datetime.now(UTC).replace(second=0, microsecond=0)
+        at = open_page(SeededService(service, READ, SeedFacts(now=now)), PAGE, **{"drill.request_id": "e-1"})
+        assert_clean(at)
+        alert = next(str(e.value) for e in at.error if "Error:" in str(e.value))
+        assert alert == r"**Error:** RuntimeError: bad call fn\(\*args, \*\*kwargs\) in \_private\_name\_"
+        assert [c.value for c in at.code] == [f"RuntimeError: {error}"]
+    finally:
+        service.stop()
