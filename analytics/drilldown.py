@@ -296,12 +296,14 @@ def request_replays(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     """Replay verdicts recorded for the request (``inferensics replay``), newest first.
 
     Columns: ts, replay_id, bundle_id, device_name, attribution, op, fx_node, kernel, source_file,
-    source_line, source_text, error_ratio, detail. Empty when it was never replayed.
+    source_line, source_text, error_ratio, detail, summary (the verdict's sentence for people, from its JSON).
+    Empty when it was never replayed.
     """
     names = (col.TS, col.REPLAY_ID, col.BUNDLE_ID, col.DEVICE_NAME, col.ATTRIBUTION, col.OP, col.FX_NODE, col.KERNEL,
              col.SOURCE_FILE, col.SOURCE_LINE, col.SOURCE_TEXT, col.ERROR_RATIO, col.DETAIL)  # fmt: skip
+    summary = f"JSONExtractString({col.VERDICT_JSON}, 'summary') AS summary"
     return client.query_frame(
-        f"SELECT {', '.join(f'`{n}`' for n in names)} FROM {client.database}.replay_results "
+        f"SELECT {', '.join(f'`{n}`' for n in names)}, {summary} FROM {client.database}.replay_results "
         f"WHERE {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS} DESC LIMIT 20",
         {"rid": params.request_id},
     )

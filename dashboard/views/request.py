@@ -177,6 +177,8 @@ def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
         f"{where} · kernel `{r[col.KERNEL] or '–'}` · {r[col.DETAIL]} · on {r[col.DEVICE_NAME] or '–'} "
         f"{r[col.TS]:%Y-%m-%d %H:%M} UTC ({replays.height} replay{'s' if replays.height > 1 else ''})"
     )
+    if r.get("summary"):  # the verdict's own sentence: what the evidence says (the error every path raises, ...)
+        st.caption(_escaped(str(r["summary"])))
 
 
 _GRAPH_CALL_COLUMNS = (

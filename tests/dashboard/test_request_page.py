@@ -129,7 +129,8 @@ def test_drilldown_shows_the_replay_verdict(seeded: SeededService) -> None:
     row = ReplayResultEvent(ts=datetime.now(UTC), replay_id="r1", request_id=rid, attribution="decomposition",
                             op="aten.silu", fx_node="silu", kernel="triton_poi_fused_mul_silu_3",
                             source_file="decoder.py", source_line=154, source_text="out = self.down(F.silu(x))",
-                            detail="decomposition of aten.silu", device_name="NVIDIA H200")  # fmt: skip
+                            detail="decomposition of aten.silu", device_name="NVIDIA H200",
+                            verdict_json='{"summary": "silu_mul diverges: x*sigmoid(x) decomposed"}')  # fmt: skip
     exporter = OtlpExporter(seeded.url, host="replayer", token=INGEST)
     exporter.export_records([row])
     exporter.flush()
@@ -145,6 +146,8 @@ def test_drilldown_shows_the_replay_verdict(seeded: SeededService) -> None:
     assert "aten.silu" in shown
     assert "decoder.py:154" in shown
     assert "triton_poi_fused_mul_silu_3" in shown
+    # The verdict's sentence for people (for an inputs verdict: the error every path raises) is shown too.
+    assert r"silu\_mul diverges: x\*sigmoid\(x\) decomposed" in shown
 
 
 def _scale(x: torch.Tensor) -> torch.Tensor:
