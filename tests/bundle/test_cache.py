@@ -113,12 +113,16 @@ def test_least_recently_used_bundles_are_pruned(built: b.BuildResult, tmp_path: 
     assert [p.name for p in cache.entries()] == [keys[2].digest, keys[1].digest]
 
 
-def test_cli_build_reuses_from_cache(keys: Keys, built: b.BuildResult, tmp_path: Path) -> None:
+def test_cli_build_reuses_from_cache(keys: Keys, tmp_path: Path) -> None:
     """``inferensics bundle build --cache DIR`` of an unchanged build copies the verified cached bundle (no
     compile) and says so; ``--rebuild`` without ``--cache`` is one line."""
     shapes = tmp_path / "shapes.json"
     shapes.write_text(json.dumps(SHAPES.to_json()))
-    cli_spec = b.BuildSpec(model=MODEL, shapes=b.ShapeDistribution.load(shapes), inputs=INPUTS, name="tiny")
+    cli_spec = b.BuildSpec(  # what the command builds: provenance tracking on unless an --option says otherwise
+        model=MODEL, shapes=b.ShapeDistribution.load(shapes), inputs=INPUTS, name="tiny",
+        options=dict(b.PROVENANCE_OPTIONS),
+    )  # fmt: skip
+    built = b.build(cli_spec, keys.key, tmp_path / "built")  # the bundle the command would build
     cache = BundleCache(tmp_path / "cache")
     cache.store(build_key(cli_spec, keys.key.keyid), built.directory)
     args = ["bundle", "build", "--model", MODEL, "--inputs", INPUTS, "--shapes", str(shapes), "--name", "tiny",

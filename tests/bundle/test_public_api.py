@@ -12,7 +12,7 @@ FORBIDDEN = ("chdb", "clickhouse_connect", "polars", "streamlit", "opentelemetry
 
 def test_all_is_pinned() -> None:
     assert sorted(bundle.__all__) == sorted([
-        "FACTOR_GROUPS", "BuildResult", "BuildSpec", "BundleCache", "BundleError", "BundleMatch",
+        "FACTOR_GROUPS", "PROVENANCE_OPTIONS", "BuildResult", "BuildSpec", "BundleCache", "BundleError", "BundleMatch",
         "BundleMissRefusedError", "BundleSession", "BundleStates", "CachedBuild", "CompileBudget", "Customisation",
         "FactorChange", "GraphRecord", "Keyring", "LoadedBundle", "Manifest", "ShapeDistribution", "SigningKey",
         "VerifiedBundle", "build", "describe_customisation", "diff", "generate_key", "load", "load_signing_key",
