@@ -33,6 +33,7 @@ from inferensics.replay._internal.ladder import (
     Variation,
     as_call,
     call_model,
+    error_line,
     fp64_model,
     input_names,
     run_rung,
@@ -174,7 +175,7 @@ class _Investigation:
                 self.ref = call_model(ref_model, ref_call)
             ref_error = ""
         except Exception as exc:
-            ref_error = _one_line(exc)
+            ref_error = error_line(exc)
         if ref_error:
             # The request's own dtypes name the error the served request met (fp64 says DoubleTensor where the
             # request sent floats); fp64's stands when eager runs.
@@ -182,7 +183,7 @@ class _Investigation:
                 with ta.index_bounds_checked([*case.request[0], *case.request[1].values()]):
                     call_model(case.model, case.request)
             except Exception as exc:
-                return self._inputs_from_exception(_one_line(exc), fp64_only=False)
+                return self._inputs_from_exception(error_line(exc), fp64_only=False)
             return self._inputs_from_exception(ref_error)
         self.eager = call_model(case.model, case.request)
         eager_check = check_eager(self.eager, self.ref)
@@ -932,9 +933,3 @@ def _positions(mask: torch.Tensor) -> list[list[int]]:
 
 def _num(x: float) -> float | str:
     return round(x, 3) if math.isfinite(x) else str(x)
-
-
-def _one_line(exc: BaseException) -> str:
-    """``Type: first line of the message``."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"

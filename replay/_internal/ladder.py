@@ -206,7 +206,7 @@ def run_rung(
                     before_request()
                 result.output = call_model(compiled, case.request)
         except Exception as exc:
-            result.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            result.error = error_line(exc)
     result.seconds = time.perf_counter() - start
     result.trace = trace
     result.warnings = seen
@@ -226,7 +226,7 @@ def run_served(case: Case) -> RungRun:
                 call_model(compiled, call)
             result.output = call_model(compiled, case.request)
         except Exception as exc:
-            result.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            result.error = error_line(exc)
     result.seconds = time.perf_counter() - start
     result.trace = trace
     result.warnings = seen
@@ -237,3 +237,9 @@ def run_served(case: Case) -> RungRun:
 def seq(values: Sequence[Any]) -> list[Any]:
     """A list copy."""
     return list(values)
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: first line of the message``: how a replay reports an exception in one line."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
