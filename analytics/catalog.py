@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import TIME_TYPE
 from inferensics.schema import columns as col
+from inferensics.schema.processes import recorded_compiles_sql
 from inferensics.schema.rollups import REQUESTS_1H
 from inferensics.schema.types import as_utc
 
@@ -54,3 +55,17 @@ def bundles(client: QueryClient, params: CatalogParams) -> pl.DataFrame:
         f"argMax({col.DEVICE_NAME}, {col.TS}) AS {col.DEVICE_NAME} FROM {client.database}.bundles "
         f"GROUP BY {col.BUNDLE_ID} ORDER BY first_seen DESC, {col.BUNDLE_ID}"
     )
+
+
+class ProcessParams(BaseModel):
+    """The keys of one or more serving processes (``inferensics.schema.processes``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    processes: list[str] = Field(min_length=1, max_length=1000)
+    """Process keys, as a tracker writes them into its trace log."""
+
+
+def recorded_compiles(client: QueryClient, params: ProcessParams) -> pl.DataFrame:
+    """What these processes have stored (kind, compile_id, seq): the compiles ``import-trace`` skips."""
+    return client.query_frame(recorded_compiles_sql(client.database), {"processes": list(params.processes)})

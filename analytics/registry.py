@@ -74,6 +74,7 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
     for q in (
         _q("dimension_values", catalog.CatalogParams, catalog.dimension_values, "For filter pickers."),
         _q("bundles", catalog.CatalogParams, catalog.bundles, "Bundle pickers."),
+        _q("recorded_compiles", catalog.ProcessParams, catalog.recorded_compiles, "For import-trace."),
         _q("bundles_seen", SliceParams, bundles.bundles_seen, _ALL + " For the dashboard's Bundles page."),
         _q("bundle_release", SliceParams, bundle_release.bundle_release, "No filters (the range only)."),
         _q("fleet_overview", SliceParams, overview.fleet_overview, _ALL),

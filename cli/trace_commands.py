@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,7 +16,7 @@ from inferensics.cli.options import DsnOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
 if TYPE_CHECKING:
-    from inferensics.collector.trace.importer import ImportTarget
+    from inferensics.collector.trace.importer import ImportTarget, Recorded
     from inferensics.schema.table import Event
 
 ROLES_HINT = "import-trace through the service needs a token with the ingest and read roles (admin has both)"
@@ -70,6 +70,24 @@ class ServiceTarget:
             raise ImportRefusedError(line)
         return len(events)
 
+    def recorded_compiles(self, processes: Sequence[str]) -> set[Recorded]:
+        """What the service's store holds for these processes (named query ``recorded_compiles``).
+
+        Raises:
+            CannotCheckError: the service has no such query (started otherwise than by ``inferensics serve``,
+                or older than this command).
+        """
+        from inferensics.collector.client import ServiceError
+        from inferensics.collector.trace.importer import CannotCheckError
+
+        try:
+            frame = self.client.query("recorded_compiles", processes=list(processes))
+        except ServiceError as exc:
+            if exc.status in (400, 404):
+                raise CannotCheckError(f"the service cannot say which compiles it holds: {exc.message}") from exc
+            raise
+        return {(str(k), str(c), str(q)) for k, c, q in frame.select("kind", "compile_id", "seq").iter_rows()}
+
 
 @contextmanager
 def _target(dsn: str | None, service: str | None, token: str | None) -> Iterator[ImportTarget]:
@@ -85,9 +103,11 @@ def _target(dsn: str | None, service: str | None, token: str | None) -> Iterator
             finally:
                 target.client.close()
         else:
+            from inferensics.collector.trace.importer import StoreTarget
+
             with Store.open(dsn) as store:
                 store.create_if_empty()
-                yield store
+                yield StoreTarget(store)
     except StoreError as exc:
         fail(str(exc))
     except ImportRefusedError as exc:
@@ -141,6 +161,8 @@ def import_trace_command(  # noqa: PLR0917 - typer maps each parameter to an opt
         if r.already_imported:
             console.print(f"{r.path}: already imported (same content, sha256 {r.sha256[:12]}); nothing added")
             continue
+        if r.refused:
+            continue
         s = r.stats
         cache = ", ".join(f"{k}={v}" for k, v in sorted(s.cache.items())) or "none"
         console.print(
@@ -151,12 +173,19 @@ def import_trace_command(  # noqa: PLR0917 - typer maps each parameter to an opt
         )
         if r.first_damage:
             console.print(f"  first damaged record: {r.first_damage} (skipped; the rest of the file was imported)")
+        if r.already_recorded:
+            how = "recorded live by the host SDK" if r.instrumented else "imported before, from this process's log"
+            console.print(f"  {r.already_recorded} of the compiles were already stored ({how}): not stored again")
+        if r.unchecked:
+            console.print(f"  {r.unchecked}: every compile was stored, whether or not it was stored before")
     if skipped:
         names = ", ".join(Path(r.path).name for r in skipped)
         console.print(f"skipped {len(skipped)} files that are not TORCH_TRACE logs: {names}")
     if refused:
         done = f" ({len(imported)} logs imported)" if imported else ""
         fail("; ".join(refused) + f": {what_to_pass}{done}")
+    if any(r.refused for r in imported):
+        fail("; ".join(f"{r.path}: {r.refused}" for r in imported if r.refused))
     if not imported:
         where = ", ".join(str(p) for p in given)
         fail(f"no TORCH_TRACE logs under {where}" + (f" ({len(skipped)} other files skipped)" if skipped else ""))

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 from zlib import crc32 as _crc32
@@ -31,8 +34,10 @@ from inferensics.collector.host.pipeline import Pipeline
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, CompileOrigin, RawRequest
 from inferensics.collector.host.trace_sink import TraceSink
+from inferensics.collector.trace.artifacts import PROCESS_ARTIFACT
 from inferensics.collector.trace.assembler import AssemblyContext
 from inferensics.schema.events import FP_FAILED, FP_UNSAMPLED
+from inferensics.schema.processes import PROCESS_ATTR
 
 log = logging.getLogger("inferensics.collector.host")
 
@@ -144,7 +149,16 @@ class Tracker:
         self.fingerprint_cpu, self.fingerprint_device = fingerprint_rules(self.config)
         self.counters_local: Counter[str] = Counter()
         self.capabilities = torch_adapter.probe_capabilities()
-        context = AssemblyContext(host=host, model=model, hw_pool=hw_pool, bundle_id=bundle_id, source="live")
+        # Names this process on its compile-side rows and in its trace log (inferensics.schema.processes).
+        self.process = f"{host} pid {os.getpid()} at {datetime.now(UTC).isoformat(timespec='microseconds')}"
+        context = AssemblyContext(
+            host=host,
+            model=model,
+            hw_pool=hw_pool,
+            bundle_id=bundle_id,
+            source="live",
+            attrs={PROCESS_ATTR: self.process},
+        )
         self.pipeline = Pipeline(self.queue, exporter, context, self.config, traffic_class=traffic_class)
         self.pipeline.health_source = self.stats
         self.exporter = exporter
@@ -166,6 +180,9 @@ class Tracker:
         if self.config.trace_compiles and caps["trace_logger"].available:
             self._sink = TraceSink(self.queue)
             torch_adapter.add_trace_handler(self._sink)
+            # Into the process's TORCH_TRACE log, when one is written: import-trace then skips what is recorded.
+            marker = {"process": self.process, "host": self.host, "model": self.model}
+            torch_adapter.emit_trace_artifact(PROCESS_ARTIFACT, lambda: json.dumps(marker))
         if caps["guard_complete_hook"].available:
             # Dynamo's guard-complete hook is a Python call from C on every compiled frame's call, about as
             # costly in a request as the rest of the SDK's serving path (benchmarks/results/sdk-cpu). While

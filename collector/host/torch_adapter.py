@@ -293,21 +293,27 @@ def effective_provenance_level(level: int, config_patches: Mapping[str, Any]) ->
         return 0
 
 
-def emit_node_stack_traces(gm: Any, name: str) -> None:
-    """Write ``{node name: stack_trace}`` of the graph about to be compiled into the structured trace of the
-    compile in progress, as artifact ``name`` (lazily: built only when a trace handler listens)."""
-
-    def payload() -> str:
-        graph = getattr(gm, "graph", None)
-        nodes = graph.nodes if graph is not None else ()
-        return json.dumps({n.name: n.meta["stack_trace"] for n in nodes if n.meta.get("stack_trace")})
-
+def emit_trace_artifact(name: str, payload: Callable[[], str]) -> None:
+    """Write a JSON artifact ``name`` into the structured trace (``payload`` is called only when a trace
+    handler listens); inside a compile it belongs to that compile. Never raises."""
     try:
         from torch._logging import trace_structured  # type: ignore[attr-defined]
 
         trace_structured("artifact", metadata_fn=lambda: {"name": name, "encoding": "json"}, payload_fn=payload)
     except Exception:
         return
+
+
+def emit_node_stack_traces(gm: Any, name: str) -> None:
+    """Write ``{node name: stack_trace}`` of the graph about to be compiled into the structured trace of the
+    compile in progress, as artifact ``name``."""
+
+    def payload() -> str:
+        graph = getattr(gm, "graph", None)
+        nodes = graph.nodes if graph is not None else ()
+        return json.dumps({n.name: n.meta["stack_trace"] for n in nodes if n.meta.get("stack_trace")})
+
+    emit_trace_artifact(name, payload)
 
 
 def errors_suppressed() -> bool:

@@ -5,6 +5,7 @@ Pure functions over strings and dicts, shared by the live sink and the log impor
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,10 @@ NODE_TRACES_ARTIFACT: Final = "inferensics_node_stack_traces"
 graph it was handed, as ``{node name: node.meta['stack_trace']}``. Inductor's kernel stack traces come from
 the FX-graph cache on a hit, recorded by whichever process compiled the graph first (another checkout, or
 an edited file whose code did not change); the current graph's traces say where this process's code is."""
+PROCESS_ARTIFACT: Final = "inferensics_process"
+"""Structured-trace artifact a tracker writes when it starts: ``{"process": key, "host": ..., "model": ...}``.
+In a ``TORCH_TRACE`` log it tells ``import-trace`` that the process's compiles were recorded live under that
+key (``inferensics.schema.processes``), so they are not stored twice."""
 
 _GB_ID: Final = re.compile(r"\bgb(\d{4})\b", re.IGNORECASE)
 _GB_ID_UPPER: Final = re.compile(r"\b(GB\d{4})\b")
@@ -34,6 +39,16 @@ _GB_EXPL: Final = re.compile(r"Explanation:\s*(.+)")
 _GB_FRAME: Final = re.compile(r'^[ \t]*File "([^"]+)", line (\d+), in (.+)$', re.MULTILINE)
 _KERNEL_DEF: Final = re.compile(r"^(\w+) = async_compile\.(\w+)\(", re.MULTILINE)
 _EXTERN: Final = re.compile(r"\b(extern_kernels\.\w+)\(")
+
+
+def process_key(payload: str | None) -> str:
+    """The process key a :data:`PROCESS_ARTIFACT` payload names (``""``: none readable)."""
+    try:
+        body = json.loads(payload or "")
+    except ValueError:
+        return ""
+    key = body.get("process") if isinstance(body, dict) else None
+    return key if isinstance(key, str) else ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from typing import Any, Final
 from inferensics.collector.trace.artifacts import (
     CACHE_ARTIFACTS,
     NODE_TRACES_ARTIFACT,
+    PROCESS_ARTIFACT,
     CacheLookup,
     GraphBreakInfo,
     kernel_nodes,
@@ -42,6 +43,7 @@ from inferensics.schema.events import (
     RecompileEvent,
     ShapeGuardEvent,
 )
+from inferensics.schema.processes import COMPILE_SEQ_ATTR
 from inferensics.schema.table import Event
 
 EmitFn = Callable[[Event], None]
@@ -61,6 +63,7 @@ NOISE: Final = frozenset(
         "compilation_metrics_runtime",
         "bwd_compilation_metrics_runtime",
         "propagate_real_tensors",
+        PROCESS_ARTIFACT,  # read by the importer, before the assembler
     }
 )
 """Record kinds that never open or change a compile record (timing, interning, fake-tensor detail)."""
@@ -183,6 +186,8 @@ class _Compile:
     started: bool = False
     origin: Origin | None = None
     providers: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    seq: int = 0
+    """How many compiles with this id the assembler saw before (ids repeat after ``torch._dynamo.reset()``)."""
 
 
 class CompileAssembler:
@@ -197,6 +202,7 @@ class CompileAssembler:
         self._aot_count = 0
         self._shapes = ShapeGuardReader()
         self._blobs: set[str] = set()
+        self._seen: Counter[str] = Counter()  # compiles per id so far
         self.summaries: OrderedDict[str, CompileSummary] = OrderedDict()
         self.stats = AssemblyStats()
 
@@ -211,6 +217,8 @@ class CompileAssembler:
         attrs = dict(self.context.attrs)
         if state.origin is not None and not state.origin[1]:
             attrs[ATTRIBUTION_ATTR] = UNATTRIBUTED
+        if state.seq:
+            attrs[COMPILE_SEQ_ATTR] = str(state.seq)
         return attrs
 
     def _blob(self, text: str, kind: str, attrs: Mapping[str, str] | None = None) -> str:
@@ -229,6 +237,8 @@ class CompileAssembler:
         state = self._open.get(cid)
         if state is None:
             state = _Compile(cid, env.frame_compile_id or 0, env.ts or datetime.now(UTC), request_id=request_id)
+            state.seq = self._seen[cid]
+            self._seen[cid] += 1
             self._open[cid] = state
         if origin is not None and (state.origin is None or env.kind == "dynamo_start"):
             state.origin = origin
@@ -358,6 +368,7 @@ class CompileAssembler:
                     skipped=tuple(f"{s.get('provider')}: {s.get('reason')}" for s in skipped if isinstance(s, Mapping)),
                     compiled=bool(d.get("compiled", True)),
                     fallback=bool(d.get("fallback", False)),
+                    attrs=self._attrs(state),
                 )
             )
 
@@ -447,22 +458,21 @@ class CompileAssembler:
             state.cache_status = result if state.cache_status in ("none", result) else "mixed"
         elif cache == "aot_autograd":
             state.aot_status = result if state.aot_status in ("none", result) else "mixed"
-        self._emit(
-            CacheEvent(
-                ts=datetime.now(UTC) if self.context.source == "live" else state.ts,
-                **self._labels(state),
-                bundle_id=self.context.bundle_id,
-                request_id=state.request_id,
-                compile_id=state.compile_id,
-                cache=cache,
-                result=result,
-                cache_key=key,
-                reason=lookup.reason,
-                time_saved_ms=lookup.time_saved_ms,
-                source=self.context.source,
-                attrs=self._attrs(state),
-            )
+        event = CacheEvent(
+            ts=datetime.now(UTC) if self.context.source == "live" else state.ts,
+            **self._labels(state),
+            bundle_id=self.context.bundle_id,
+            request_id=state.request_id,
+            compile_id=state.compile_id,
+            cache=cache,
+            result=result,
+            cache_key=key,
+            reason=lookup.reason,
+            time_saved_ms=lookup.time_saved_ms,
+            source=self.context.source,
+            attrs=self._attrs(state),
         )
+        self._emit(event)
 
     def _finalize(self, state: _Compile, metrics: Mapping[str, Any] | None) -> None:
         m: Mapping[str, Any] = metrics or {}

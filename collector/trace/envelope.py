@@ -56,6 +56,7 @@ class Envelope:
         payload_ok: ``False`` when the payload does not match the envelope's ``has_payload`` digest.
         ts: Wall-clock time of the record when the transport knows it.
         lineno: First line of the record in its file (0 in-process).
+        pid: Id of the process that wrote the record, from a file's glog prefix (``None`` in-process).
     """
 
     kind: str
@@ -69,6 +70,7 @@ class Envelope:
     payload_ok: bool = True
     ts: datetime | None = None
     lineno: int = 0
+    pid: int | None = None
 
     @property
     def compile_id(self) -> str:
@@ -116,7 +118,12 @@ def _opt_int(value: object) -> int | None:
 
 
 def decode_record(
-    metadata: Mapping[str, Any], payload: str | None, *, ts: datetime | None = None, lineno: int = 0
+    metadata: Mapping[str, Any],
+    payload: str | None,
+    *,
+    ts: datetime | None = None,
+    lineno: int = 0,
+    pid: int | None = None,
 ) -> Envelope:
     """Build an :class:`Envelope` from the dict ``trace_structured`` emits (shared by file and live sinks).
 
@@ -148,6 +155,7 @@ def decode_record(
         payload_ok=ok,
         ts=ts,
         lineno=lineno,
+        pid=pid,
     )
 
 
@@ -177,9 +185,8 @@ def _decode_header(lineno: int, line: str, payload: list[str] | None, year: int)
     if not isinstance(metadata, dict):
         return Damaged(lineno, "envelope is not a JSON object")
     try:
-        return decode_record(
-            metadata, "\n".join(payload) if payload is not None else None, ts=_glog_time(m, year), lineno=lineno
-        )
+        text = "\n".join(payload) if payload is not None else None
+        return decode_record(metadata, text, ts=_glog_time(m, year), lineno=lineno, pid=int(m.group(8)))
     except ValueError as exc:
         return Damaged(lineno, str(exc))
 

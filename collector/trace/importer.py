@@ -5,7 +5,9 @@ The importer reads each file with the shared envelope decoder, assembles records
 :class:`~inferensics.collector.trace.assembler.CompileAssembler` and writes them to a store in batches.
 Damaged lines and payloads are counted and skipped, never fatal. A file that is not a TORCH_TRACE log is
 refused (its first record line is not a glog-prefixed JSON record), and a file imported before (same
-content) is not imported again: a marker blob named by the file's sha256 records each import.
+content) is not imported again: a marker blob named by the file's sha256 records each import. A compile
+its process already has stored (recorded live by the host SDK, or imported from an earlier copy of a log that
+has grown since) is not stored again (``inferensics.schema.processes``).
 """
 
 from __future__ import annotations
@@ -13,16 +15,36 @@ from __future__ import annotations
 import hashlib
 import socket
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from inferensics.collector.trace.artifacts import PROCESS_ARTIFACT, process_key
 from inferensics.collector.trace.assembler import AssemblyContext, AssemblyStats, CompileAssembler
-from inferensics.collector.trace.envelope import Damaged, is_record_header, iter_file_envelopes
+from inferensics.collector.trace.envelope import Damaged, Envelope, is_record_header, iter_file_envelopes
 from inferensics.schema import columns as col
+from inferensics.schema.events import CompileEvent, KernelInventoryEvent, ShapeGuardEvent
+from inferensics.schema.processes import (
+    COMPILE_SEQ_ATTR,
+    COMPILES,
+    PROCESS_ATTR,
+    SHAPE_GUARDS,
+    recorded_compiles_sql,
+)
 from inferensics.schema.table import Event
+
+if TYPE_CHECKING:
+    from inferensics.schema.store import Store
+
+
+Recorded = tuple[str, str, str]
+"""``(kind, compile id, seq)`` of what a process has stored (``inferensics.schema.processes``)."""
+
+
+class CannotCheckError(Exception):
+    """The target cannot say which compiles it holds (one line: why, and what to do)."""
 
 
 class ImportTarget(Protocol):
@@ -41,6 +63,38 @@ class ImportTarget(Protocol):
         """Write events of one table (returns once they are durable)."""
         ...
 
+    def recorded_compiles(self, processes: Sequence[str]) -> set[Recorded]:
+        """What any of these processes has stored (``inferensics.schema.processes.recorded_compiles_sql``).
+
+        Raises:
+            CannotCheckError: the target cannot be asked (for example a token without the read role).
+        """
+        ...
+
+
+class StoreTarget:
+    """A :class:`~inferensics.schema.store.Store` as the target of an import."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def has_blob(self, sha256: str) -> bool:
+        """Whether a blob with this digest is stored."""
+        return self.store.has_blob(sha256)
+
+    def put_blob(self, data: bytes, kind: str, *, host: str = "", attrs: Mapping[str, str] | None = None) -> str:
+        """Store ``data`` once under its sha256."""
+        return self.store.put_blob(data, kind, host=host, attrs=attrs)
+
+    def insert_events(self, events: list[Event]) -> object:
+        """Insert the events (one table)."""
+        return self.store.insert_events(events)
+
+    def recorded_compiles(self, processes: Sequence[str]) -> set[Recorded]:
+        """What these processes have stored."""
+        rows = self.store.query_rows(recorded_compiles_sql(self.store.database), {"processes": list(processes)})
+        return {(str(k), str(c), str(q)) for k, c, q in rows}
+
 
 @dataclass
 class FileReport:
@@ -58,6 +112,16 @@ class FileReport:
     already_imported: bool = False
     """The same content was imported into this store before; nothing was added."""
     sha256: str = ""
+    processes: list[str] = field(default_factory=list)
+    """Keys of the process that wrote the log: its trackers' (when the host SDK ran in it), else its own."""
+    instrumented: bool = False
+    """The host SDK ran in the process (a tracker wrote its key into the log)."""
+    already_recorded: int = 0
+    """Compiles not stored again: the process had them stored already (live, or by an earlier import)."""
+    unchecked: str = ""
+    """Why the stored compiles of the process could not be checked (``""``: they were); all were stored."""
+    refused: str = ""
+    """Why nothing of the file was stored (``""``: it was imported)."""
 
 
 IMPORT_MARKER_KIND = "trace_import"
@@ -133,14 +197,31 @@ def read_trace_file(
     )
     assembler = CompileAssembler(ctx, events.append, put_blob)
     mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    first: Envelope | None = None
     for item in iter_file_envelopes(_lines(path), year=_log_year(path, mtime)):
         if isinstance(item, Damaged):
             report.damaged_lines += 1
             report.first_damage = report.first_damage or f"line {item.lineno}: {item.reason}"
             continue
         report.envelopes += 1
+        first = first or item
+        if item.name == PROCESS_ARTIFACT:
+            key = process_key(item.payload)
+            if key and key not in report.processes:
+                report.processes.append(key)
         assembler.feed(item)
     assembler.finish()
+    report.instrumented = bool(report.processes)
+    if not report.processes and first is not None and first.pid is not None:
+        # An uninstrumented process: the log's name (TORCH_TRACE makes one per process), the process id and
+        # its first record's time name it, in this log and in any longer copy of it under that name.
+        stamp = first.ts.isoformat() if first.ts is not None else ""
+        report.processes.append(f"{path.name} pid {first.pid} at {stamp}")
+    if report.processes:
+        for e in events:
+            attrs = getattr(e, col.ATTRS, None)
+            if isinstance(attrs, dict):
+                attrs[PROCESS_ATTR] = report.processes[0]
     report.stats = assembler.stats
     if not report.first_damage and assembler.stats.first_damaged_payload:
         report.first_damage = f"line {assembler.stats.first_damaged_payload}: payload does not match its record"
@@ -170,14 +251,52 @@ def _within_ttl(event: Event) -> Event:
     return event.model_copy(update=update)
 
 
+def _is_recorded(event: Event, recorded: set[Recorded]) -> bool:
+    cid = getattr(event, col.COMPILE_ID, "")
+    if not cid:
+        return False
+    if isinstance(event, ShapeGuardEvent):
+        return (SHAPE_GUARDS, cid, "") in recorded
+    attrs = getattr(event, col.ATTRS, {})
+    return (COMPILES, cid, attrs.get(COMPILE_SEQ_ATTR, "")) in recorded
+
+
+def _not_recorded(report: FileReport, events: list[Event], target: ImportTarget) -> list[Event]:
+    """The events of compiles the file's process does not have stored yet; ``report`` says what was left out."""
+    if not report.processes:
+        return events
+    try:
+        recorded = target.recorded_compiles(report.processes)
+    except CannotCheckError as exc:
+        if report.instrumented:  # its compiles were recorded live: storing them unchecked counts them twice
+            report.refused = f"{exc}; nothing of this log was stored, as the host SDK recorded its process live"
+            return []
+        report.unchecked = str(exc)
+        return events
+    if not recorded:
+        return events
+    dropped = [e for e in events if _is_recorded(e, recorded)]
+    # A skipped compile's kernels too (they carry its graph key, not its compile id).
+    graphs = {e.graph_key for e in dropped if isinstance(e, CompileEvent) and e.graph_key}
+    kept = [
+        e
+        for e in events
+        if not _is_recorded(e, recorded) and not (isinstance(e, KernelInventoryEvent) and e.graph_key in graphs)
+    ]
+    report.already_recorded = sum(isinstance(e, CompileEvent) for e in dropped)
+    report.rows = Counter(type(e).TABLE.name for e in kept)
+    return kept
+
+
 def import_trace(
     path: Path, store: ImportTarget, *, host: str = "", model: str = "", hw_pool: str = ""
 ) -> list[FileReport]:
     """Import every trace file under ``path`` into ``store``; one report per file looked at.
 
     Idempotent: a file whose content was imported into ``store`` before is reported
-    ``already_imported`` and adds nothing. Files that are not TORCH_TRACE logs are reported with
-    ``not_trace`` and add nothing.
+    ``already_imported`` and adds nothing, and a compile its process already has stored is not stored again
+    (``already_recorded``). Files that are not TORCH_TRACE logs are reported with ``not_trace`` and add
+    nothing.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -199,6 +318,10 @@ def import_trace(
             reports.append(FileReport(str(file), already_imported=True, sha256=digest))
             continue
         report, events = read_trace_file(file, host=host, model=model, hw_pool=hw_pool, store=store)
+        events = _not_recorded(report, events, store)
+        if report.refused:
+            reports.append(report)
+            continue
         for group in events_by_model(events).values():
             store.insert_events(group)
         # Written after the rows: an import that failed part-way is not marked, and can be run again.

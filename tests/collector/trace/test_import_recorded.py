@@ -1,0 +1,148 @@
+"""``import-trace`` stores a compile once, whichever road brought it first.
+
+A serving process instrumented by the host SDK, run with ``TORCH_TRACE`` on, records its compiles live; its
+log holds the same compiles again. Importing that log used to store every compile, recompile and cache
+lookup twice. Now the tracker writes its process key into the log and the import skips what that process
+has stored, keeping what the SDK never saw (compiles after it stopped). A log that grew since it was
+imported adds only its new compiles, compile ids reused after ``torch._dynamo.reset()`` included.
+
+Real parts: the SDK in a fresh process under ``TORCH_TRACE``, exporting into an embedded chDB store; Inductor
+on CPU with graphs of matrix products only (extern kernels, no C++ build).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from inferensics.cli.app import app
+from inferensics.collector.trace import trace_files
+from inferensics.schema import CacheEvent, CompileEvent, RecompileEvent
+from inferensics.schema.processes import PROCESS_ATTR
+from inferensics.schema.store import Store
+from tests.collector.trace.log_counts import count_log
+
+SERVER = """\
+import sys
+
+import torch
+
+from inferensics.collector.host import SdkConfig, instrument
+from inferensics.schema.store import Store
+
+
+def f(x):
+    return torch.mm(x, x)
+
+
+def g(x):
+    return torch.mm(x, x.t())
+
+
+store = Store.open(sys.argv[1])
+store.migrate()
+tracker = instrument(store=store, host="srv", model="m", config=SdkConfig(batch_rows=100))
+served = tracker.compile(f, dynamic=False)
+for i, n in enumerate((4, 5, 4)):  # a compile, a recompile (new size), a hit
+    with tracker.request(f"r{i}") as req:
+        req.set_output(served(torch.ones(n, n)))
+tracker.shutdown()
+torch.compile(g)(torch.ones(3, 3))  # after the SDK stopped: only the log has it
+store.close()
+"""
+
+
+def _run(tmp: Path, program: str, *args: str) -> Path:
+    script = tmp / "program.py"
+    script.write_text(program, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "PYTORCH"))}
+    env |= {
+        "TORCH_TRACE": str(tmp / "trace"),
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor_cache"),
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+    }
+    run = subprocess.run(
+        [sys.executable, str(script), *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    return tmp / "trace"
+
+
+@pytest.mark.slow
+def test_an_instrumented_process_log_adds_only_what_the_sdk_did_not_record(tmp_path: Path) -> None:
+    dsn = f"chdb://{tmp_path / 'store'}?database=inferensics"
+    trace = _run(tmp_path, SERVER, dsn)
+    (log,) = trace_files(trace)
+    in_log = count_log(log).counts
+    assert (in_log["compiles"], in_log["recompiles"]) == (3, 1)  # f, f again (new size), g
+
+    with Store.open(dsn) as store:
+        live = store.select_events(CompileEvent)
+        live_cache = Counter((e.compile_id, e.cache, e.result) for e in store.select_events(CacheEvent))
+    assert sorted(c.compile_id for c in live) == ["0/0", "0/1"]  # g came after the SDK stopped
+    assert len({c.attrs[PROCESS_ATTR] for c in live}) == 1
+
+    args = ["import-trace", str(trace), "--dsn", dsn, "--host", "srv"]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert "2 of the compiles were already stored (recorded live by the host SDK): not stored again" in res.output
+
+    with Store.open(dsn) as store:
+        compiles = store.select_events(CompileEvent)
+        assert sorted(c.compile_id for c in compiles) == ["0/0", "0/1", "1/0"]
+        assert len(store.select_events(RecompileEvent)) == in_log["recompiles"]
+        cache = Counter((e.compile_id, e.cache, e.result) for e in store.select_events(CacheEvent))
+        assert {k: v for k, v in cache.items() if k[0] != "1/0"} == live_cache  # nothing of f's twice
+        assert any(k[0] == "1/0" for k in cache)  # g's lookups came from the log
+        imported = next(c for c in compiles if c.compile_id == "1/0")
+        assert imported.trigger == "import"
+        assert imported.attrs[PROCESS_ATTR] == live[0].attrs[PROCESS_ATTR]  # the log named its process
+
+
+def _cut_before_last_start(log: Path, out: Path) -> None:
+    """``log`` up to its last compile's first record: the same log, read before that compile happened."""
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if '{"dynamo_start"' in line)
+    out.write_text("".join(lines[:last]), encoding="utf-8")
+
+
+GROWING = """\
+import torch
+import torch._dynamo
+
+
+def h(x):
+    return torch.mm(x, x)
+
+
+torch.compile(h, dynamic=False)(torch.ones(3, 3))
+torch.compile(h, dynamic=False)(torch.ones(4, 4))
+torch._dynamo.reset()  # compile ids start again at 0/0
+torch.compile(h, dynamic=False)(torch.ones(5, 5))
+"""
+
+
+@pytest.mark.slow
+def test_a_log_that_grew_adds_only_its_new_compiles(tmp_path: Path) -> None:
+    """Imported while its process ran, then again: the second import stores the one compile the first
+    could not see, though its id (``0/0``, after a reset) is one the first import stored."""
+    (log,) = trace_files(_run(tmp_path, GROWING))
+    earlier = tmp_path / "earlier" / log.name
+    earlier.parent.mkdir()
+    _cut_before_last_start(log, earlier)
+    assert (count_log(earlier).counts["compiles"], count_log(log).counts["compiles"]) == (2, 3)
+
+    dsn = f"chdb://{tmp_path / 'store'}?database=inferensics"
+    first = CliRunner().invoke(app, ["import-trace", str(earlier), "--dsn", dsn], env={"COLUMNS": "300"})
+    assert first.exit_code == 0, first.output
+    second = CliRunner().invoke(app, ["import-trace", str(log), "--dsn", dsn], env={"COLUMNS": "300"})
+    assert second.exit_code == 0, second.output
+    assert "2 of the compiles were already stored (imported before, from this process's log)" in second.output
+    with Store.open(dsn) as store:
+        assert sorted(c.compile_id for c in store.select_events(CompileEvent)) == ["0/0", "0/0", "0/1"]
