@@ -7,7 +7,8 @@ Rules:
   ``time_saved_ms`` of the hits of the same model × cache in the range; null when that model × cache had
   no hit to learn the saving from.
 * **Growth:** a miss writes one entry of ``entry_bytes``; hits and bypasses write nothing. Growth is
-  counted per day and bundle × hardware pool, with running totals over the range.
+  counted per day and bundle × hardware pool, with running totals over the range. Bytes count the entries
+  whose size the host SDK measured on the cache's disk (an imported log does not say); null where none was.
 
 Aggregates read the ``cache_events_1h`` rollup when the range ends fall on whole hours and no host filter
 is set; otherwise the raw ``cache_events`` table.
@@ -156,6 +157,7 @@ def cache_growth(client: QueryClient, params: SliceParams) -> pl.DataFrame:
             pl.col("lookups").sum().cast(pl.UInt64).alias("entries"),
             pl.col(col.ENTRY_BYTES).sum().cast(pl.UInt64).alias("bytes"),
         )
+        .with_columns(pl.when(pl.col("bytes") > 0).then(pl.col("bytes")).alias("bytes"))  # 0: not measured
         .sort([*keys, "bucket"])
         .with_columns(
             pl.col("entries").cum_sum().over(keys).alias("cumulative_entries"),

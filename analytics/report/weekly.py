@@ -37,8 +37,12 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     lookups = int(health.get_column("lookups").sum() or 0)
     hits = int(health.get_column("hits").sum() or 0)
     ratio = f"{hits / lookups:.1%}" if lookups else "no lookups"
-    cost = health.get_column("cold_miss_cost_s").drop_nulls().sum()
-    lines.append(f"Compile-cache hit ratio: {ratio} over {lookups:,} lookups; cold misses cost about {cost:,.1f} s.")
+    priced = health.filter(pl.col("cold_miss_cost_s").is_not_null())
+    unpriced = int(health.filter(pl.col("cold_miss_cost_s").is_null()).get_column("misses").sum() or 0)
+    parts = [f"cold misses cost about {priced.get_column('cold_miss_cost_s').sum():,.1f} s"] if priced.height else []
+    if unpriced:  # the cost of a miss is learned from the hits of its model and cache
+        parts.append(f"{unpriced:,} misses have no hit of their model and cache to price them by")
+    lines.append(f"Compile-cache hit ratio: {ratio} over {lookups:,} lookups{''.join(f'; {p}' for p in parts)}.")
     lines.append(f"Recompile storms: {report.storms.height}; new specializations: {report.new_graph_keys.height}.")
     if report.recompile_reasons.height:
         top = report.recompile_reasons.row(0, named=True)
@@ -58,7 +62,7 @@ def summary_lines(report: WeeklyReport) -> list[str]:
 def _growth_totals(report: WeeklyReport) -> pl.DataFrame:
     return (
         report.cache_growth.group_by([col.BUNDLE_ID, col.HW_POOL])
-        .agg(pl.col("entries").sum(), pl.col("bytes").sum())
+        .agg(pl.col("entries").sum(), pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()))
         .sort(["bytes", col.BUNDLE_ID, col.HW_POOL], descending=[True, False, False])
     )
 

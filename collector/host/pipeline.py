@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
-from inferensics.collector.host import capture, profiling
+from inferensics.collector.host import capture, profiling, torch_adapter
 from inferensics.collector.host.classify import classify
 from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
@@ -143,7 +143,9 @@ class Pipeline:
         self.default_traffic_class = traffic_class
         self.shapes = ShapePolicy(config.shape_buckets)
         self._signatures: dict[Any, str] = {}  # serving shapes repeat
-        self.assembler = CompileAssembler(context, self._on_record, exporter.put_blob)
+        self.assembler = CompileAssembler(
+            context, self._on_record, exporter.put_blob, entry_bytes=torch_adapter.cache_entry_bytes
+        )
         self.pending: OrderedDict[str, list[Event]] = OrderedDict()
         self.waiting: deque[tuple[RawRequest, _Prepared]] = deque()
         self.limit_hit = False

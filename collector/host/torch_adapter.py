@@ -18,6 +18,7 @@ hook                                            torch 2.11    torch 2.13
 ``torch.compile(recompile_limit=...)`` kwarg    no            yes
 ``torch._dynamo.config.suppress_errors``        yes           yes
 ``torch._C._StaticCudaLauncher`` (fingerprint)  yes (H200)    CUDA builds
+``runtime.cache_dir_utils.cache_dir`` (sizes)   yes           yes
 ==============================================  ============  ============
 
 The static launcher is not probed here: the fingerprint checks it on its probe tensor and keeps
@@ -289,6 +290,31 @@ def effective_provenance_level(level: int, config_patches: Mapping[str, Any]) ->
         from torch._inductor import config
 
         return int(config.trace.provenance_tracking_level)
+    except Exception:
+        return 0
+
+
+_CACHE_ENTRY_DIRS: Final = {"fx_graph": ("fxgraph", True), "aot_autograd": ("aotautograd", False)}
+"""Cache name → (folder under Inductor's cache directory, whether entries sit under ``key[1:3]`` first)."""
+
+
+def cache_entry_bytes(cache: str, key: str) -> int:
+    """Bytes on disk of the local cache entry for ``key`` of ``cache`` (``fx_graph`` or ``aot_autograd``),
+    every file of its folder; 0 when there is none (a remote cache, another cache directory). Never raises."""
+    import os
+
+    where = _CACHE_ENTRY_DIRS.get(cache)
+    if where is None or not key or "/" in key or key.startswith("."):
+        return 0
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        folder, fanned = where
+        root = os.path.join(cache_dir(), folder, *((key[1:3],) if fanned else ()), key)
+        total = 0
+        for base, _dirs, files in os.walk(root):
+            total += sum(os.path.getsize(os.path.join(base, f)) for f in files)
+        return total
     except Exception:
         return 0
 

@@ -49,6 +49,8 @@ from inferensics.schema.table import Event
 EmitFn = Callable[[Event], None]
 BlobFn = Callable[[bytes, str, Mapping[str, str]], str]
 """``put_blob(data, kind, attrs) -> sha256``."""
+EntryBytesFn = Callable[[str, str], int]
+"""``entry_bytes(cache, key) -> bytes`` of the entry a cache miss wrote (0: unknown)."""
 
 NOISE: Final = frozenset(
     {
@@ -186,6 +188,8 @@ class _Compile:
     started: bool = False
     origin: Origin | None = None
     providers: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    unsized: list[CacheEvent] = field(default_factory=list)
+    """Misses whose entry is measured once the compile ends (a live compile's, see ``entry_bytes``)."""
     seq: int = 0
     """How many compiles with this id the assembler saw before (ids repeat after ``torch._dynamo.reset()``)."""
 
@@ -193,10 +197,18 @@ class _Compile:
 class CompileAssembler:
     """Stateful envelope consumer; call :meth:`feed` per envelope and :meth:`finish` at the end."""
 
-    def __init__(self, context: AssemblyContext, emit: EmitFn, put_blob: BlobFn | None = None) -> None:
+    def __init__(
+        self,
+        context: AssemblyContext,
+        emit: EmitFn,
+        put_blob: BlobFn | None = None,
+        entry_bytes: EntryBytesFn | None = None,
+    ) -> None:
+        """``entry_bytes`` sizes what a miss wrote where the cache is on this machine (live); a log does not say."""
         self.context = context
         self._emit = emit
         self._put_blob = put_blob
+        self._entry_bytes = entry_bytes
         self._open: dict[str, _Compile] = {}
         self._aot: _Compile | None = None  # the compile without a frame id in progress (AOTInductor)
         self._aot_count = 0
@@ -472,9 +484,15 @@ class CompileAssembler:
             source=self.context.source,
             attrs=self._attrs(state),
         )
-        self._emit(event)
+        if self._entry_bytes is not None and result == "miss" and key:
+            state.unsized.append(event)  # sized when the compile ends: AOTAutograd saves its entry after the miss
+        else:
+            self._emit(event)
 
     def _finalize(self, state: _Compile, metrics: Mapping[str, Any] | None) -> None:
+        if self._entry_bytes is not None:
+            for e in state.unsized:
+                self._emit(e.model_copy(update={col.ENTRY_BYTES: self._entry_bytes(e.cache, e.cache_key)}))
         m: Mapping[str, Any] = metrics or {}
         location = ":".join(str(m.get(k) or "") for k in ("co_filename", "co_firstlineno", "co_name"))
         location = "" if location == "::" else location

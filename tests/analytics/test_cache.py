@@ -126,3 +126,19 @@ def test_cache_errors_and_empty(fleet_store: Store, fleet: Fleet) -> None:
     empty = WEEK.model_copy(update={"start": W10 - timedelta(days=300), "end": W10 - timedelta(days=299)})
     assert cache_health(fleet_store, empty).is_empty()
     assert cache_growth(fleet_store, empty).is_empty()
+
+
+def test_cache_growth_leaves_unmeasured_bytes_empty(store: Store) -> None:
+    """Only the host SDK measures what a miss wrote (an imported log does not say): bytes are the measured
+    entries' sum, and empty where none was measured, not 0."""
+    from inferensics.schema import CacheEvent
+
+    def miss(pool: str, size: int) -> CacheEvent:
+        return CacheEvent(ts=W10, host="h", model="m", hw_pool=pool, cache="fx_graph", result="miss", entry_bytes=size)
+
+    store.insert_events([miss("imported", 0), miss("imported", 0), miss("mixed", 1000), miss("mixed", 0)])
+    got = cache_growth(store, WEEK).sort(col.HW_POOL)
+    assert got.select(col.HW_POOL, "entries", "bytes", "cumulative_bytes").rows() == [
+        ("imported", 2, None, None),
+        ("mixed", 2, 1000, 1000),
+    ]

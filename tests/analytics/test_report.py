@@ -309,3 +309,23 @@ def test_weekly_summary_names_limit_hits_and_a_missing_model(weekly: WeeklyRepor
     line = next(x for x in summary_lines(replace(weekly, recompile_reasons=reasons)) if x.startswith("Top recompile"))
     expected = "Top recompile reason: \"L['x'].size()[0] == 2\" (0 + 3 at the recompile limit in (no model) @ cpu-a)."
     assert line == expected
+
+
+def test_weekly_summary_prices_only_the_misses_it_can(weekly: WeeklyReport) -> None:
+    """A miss is priced by the hits of its model and cache; with none, the summary said "cold misses cost
+    about 0.0 s". It now counts the misses it could not price, beside the cost of those it could."""
+    base = {col.MODEL: "m", col.HW_POOL: "cpu-a", "hits": 0, "bypasses": 0, "hit_ratio": 0.0, "time_saved_s": 0.0}
+    unpriced = {**base, col.CACHE: "fx_graph", "misses": 8, "lookups": 8, "cold_miss_cost_s": None}
+    priced = {**base, col.CACHE: "aot_autograd", "hits": 2, "misses": 3, "lookups": 5, "cold_miss_cost_s": 1.5}
+
+    def line(rows: list[dict[str, object]]) -> str:
+        health = pl.DataFrame(rows, schema_overrides={"cold_miss_cost_s": pl.Float64})
+        return next(x for x in summary_lines(replace(weekly, cache_health=health)) if x.startswith("Compile-cache"))
+
+    assert line([unpriced]) == (
+        "Compile-cache hit ratio: 0.0% over 8 lookups; 8 misses have no hit of their model and cache to price them by."
+    )
+    assert line([unpriced, priced]) == (
+        "Compile-cache hit ratio: 15.4% over 13 lookups; cold misses cost about 1.5 s; "
+        "8 misses have no hit of their model and cache to price them by."
+    )
