@@ -9,9 +9,6 @@ never built: its compiler does not exist.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from inferensics.collector.trace import read_trace_file, trace_files
 from inferensics.schema import CacheEvent, CompileEvent, GraphBreakEvent, RecompileEvent
 from inferensics.schema.store import Store
 from tests.collector.trace.log_counts import LogCounts, count_log
+from tests.collector.trace.traced_run import run_traced
 
 PROGRAM = """\
 import torch
@@ -88,20 +86,7 @@ torch.compile(limited, dynamic=False)(torch.ones(3, 2))
 @pytest.fixture(scope="module")
 def live_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The TORCH_TRACE folder a run of :data:`PROGRAM` wrote (its own, empty Inductor cache)."""
-    work = tmp_path_factory.mktemp("live_trace")
-    script = work / "program.py"
-    script.write_text(PROGRAM, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "PYTORCH"))}
-    env |= {
-        "TORCH_TRACE": str(work / "trace"),
-        "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor_cache"),
-        "TORCHINDUCTOR_COMPILE_THREADS": "1",  # no worker pool to start on a small machine
-    }
-    run = subprocess.run(
-        [sys.executable, str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    return work / "trace"
+    return run_traced(tmp_path_factory.mktemp("live_trace"), PROGRAM)
 
 
 def _logged(trace: Path) -> LogCounts:

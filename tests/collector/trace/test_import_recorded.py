@@ -12,9 +12,6 @@ on CPU with graphs of matrix products only (extern kernels, no C++ build).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -27,6 +24,7 @@ from inferensics.schema import CacheEvent, CompileEvent, RecompileEvent
 from inferensics.schema.processes import PROCESS_ATTR
 from inferensics.schema.store import Store
 from tests.collector.trace.log_counts import count_log
+from tests.collector.trace.traced_run import run_traced
 
 SERVER = """\
 import sys
@@ -58,26 +56,10 @@ store.close()
 """
 
 
-def _run(tmp: Path, program: str, *args: str) -> Path:
-    script = tmp / "program.py"
-    script.write_text(program, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "PYTORCH"))}
-    env |= {
-        "TORCH_TRACE": str(tmp / "trace"),
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor_cache"),
-        "TORCHINDUCTOR_COMPILE_THREADS": "1",
-    }
-    run = subprocess.run(
-        [sys.executable, str(script), *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    return tmp / "trace"
-
-
 @pytest.mark.slow
 def test_an_instrumented_process_log_adds_only_what_the_sdk_did_not_record(tmp_path: Path) -> None:
     dsn = f"chdb://{tmp_path / 'store'}?database=inferensics"
-    trace = _run(tmp_path, SERVER, dsn)
+    trace = run_traced(tmp_path, SERVER, dsn)
     (log,) = trace_files(trace)
     in_log = count_log(log).counts
     assert (in_log["compiles"], in_log["recompiles"]) == (3, 1)  # f, f again (new size), g
@@ -132,7 +114,7 @@ torch.compile(h, dynamic=False)(torch.ones(5, 5))
 def test_a_log_that_grew_adds_only_its_new_compiles(tmp_path: Path) -> None:
     """Imported while its process ran, then again: the second import stores the one compile the first
     could not see, though its id (``0/0``, after a reset) is one the first import stored."""
-    (log,) = trace_files(_run(tmp_path, GROWING))
+    (log,) = trace_files(run_traced(tmp_path, GROWING))
     earlier = tmp_path / "earlier" / log.name
     earlier.parent.mkdir()
     _cut_before_last_start(log, earlier)
