@@ -159,6 +159,10 @@ def caches_tab(filters: Filters) -> None:
     growth = section_query(queries.CACHE_GROWTH, "cache growth", **params)
     if growth is not None:
         st.markdown("**Cache growth per bundle and pool**")
+        st.caption(
+            "A miss writes one entry. Bytes are what the host SDK measured on the cache's disk; empty for "
+            "entries known only from an imported TORCH_TRACE log, which does not say."
+        )
         show_table(growth, empty="No cache entries written in this range.", key="cache_growth")
 
 

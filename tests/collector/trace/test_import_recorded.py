@@ -43,16 +43,22 @@ def g(x):
     return torch.mm(x, x.t())
 
 
-store = Store.open(sys.argv[1])
-store.migrate()
-tracker = instrument(store=store, host="srv", model="m", config=SdkConfig(batch_rows=100))
+config = SdkConfig(batch_rows=100)
+if sys.argv[1].startswith("http"):  # through a collector service, as a serving host does
+    store = None
+    tracker = instrument(service_url=sys.argv[1], token=sys.argv[2], host="srv", model="m", config=config)
+else:
+    store = Store.open(sys.argv[1])
+    store.migrate()
+    tracker = instrument(store=store, host="srv", model="m", config=config)
 served = tracker.compile(f, dynamic=False)
 for i, n in enumerate((4, 5, 4)):  # a compile, a recompile (new size), a hit
     with tracker.request(f"r{i}") as req:
         req.set_output(served(torch.ones(n, n)))
 tracker.shutdown()
 torch.compile(g)(torch.ones(3, 3))  # after the SDK stopped: only the log has it
-store.close()
+if store is not None:
+    store.close()
 """
 
 
@@ -128,3 +134,31 @@ def test_a_log_that_grew_adds_only_its_new_compiles(tmp_path: Path) -> None:
     assert "2 of the compiles were already stored (imported before, from this process's log)" in second.output
     with Store.open(dsn) as store:
         assert sorted(c.compile_id for c in store.select_events(CompileEvent)) == ["0/0", "0/0", "0/1"]
+
+
+@pytest.mark.slow
+def test_through_the_service_the_live_spans_and_the_log_make_one_record(tmp_path: Path) -> None:
+    """The production road: the SDK exports OTLP spans to ``inferensics serve``, then ``import-trace
+    --service`` asks that service what the process has stored (named query ``recorded_compiles``)."""
+    from tests.collector.service.harness import ADMIN, INGEST, new_service
+    from tests.polling import poll
+
+    (tmp_path / "service").mkdir()
+    with new_service(tmp_path / "service") as service:
+        trace = run_traced(tmp_path, SERVER, service.url, INGEST)
+        client = service.client()
+
+        def stored() -> list[str]:
+            return list(client.sql("SELECT compile_id FROM compiles ORDER BY compile_id")["compile_id"].to_list())
+
+        live = poll(stored, lambda r: len(r) >= 2, timeout=60, interval=0.2)
+        assert live == ["0/0", "0/1"]
+
+        args = ["import-trace", str(trace), "--service", service.url, "--token", ADMIN, "--host", "srv"]
+        res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+        assert res.exit_code == 0, res.output
+        assert "2 of the compiles were already stored (recorded live by the host SDK): not stored again" in res.output
+        # g's rows travel in the import's one batch of compiles: once 1/0 is stored, all of that batch is.
+        got = poll(stored, lambda r: "1/0" in r, timeout=60, interval=0.2)
+        assert got == ["0/0", "0/1", "1/0"]
+        assert client.sql("SELECT count() FROM recompiles").item() == 1
