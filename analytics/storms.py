@@ -265,7 +265,10 @@ def specializations(client: QueryClient, params: SliceParams) -> pl.DataFrame:
 
     Columns: model, hw_pool, active_graph_keys (compiled at least once in the range), new_graph_keys
     (first compiled in the range), total_graph_keys (ever compiled up to the range end), growth
-    (``new_graph_keys / (total_graph_keys - new_graph_keys)``; null when the pool had none before).
+    (``new_graph_keys / (total_graph_keys - new_graph_keys)``; null when the pool had none before),
+    compiles and compile_seconds (every compile in the range, failed ones and those outside requests or from
+    imported logs too; whole-frame seconds). A pool whose compiles in the range all failed has no graph key:
+    its keys read 0.
     """
     check_filter_values(client, params, ("compiles",))
     seen = _first_seen(client, params)
@@ -275,8 +278,17 @@ def specializations(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         pl.len().cast(pl.UInt64).alias("total_graph_keys"),
     )
     before = pl.col("total_graph_keys").cast(pl.Int64) - pl.col("new_graph_keys").cast(pl.Int64)
+    where = slice_where(params, "compiles", what="specializations")
+    compiled = client.query_frame(
+        f"SELECT {col.MODEL}, {col.HW_POOL}, count() AS compiles, sum({col.ENTIRE_FRAME_S}) AS compile_seconds "
+        f"FROM {client.database}.compiles WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}",
+        where.params,
+    ).with_columns(pl.col("compiles").cast(pl.UInt64), pl.col("compile_seconds").cast(pl.Float64))
+    keys = out.with_columns(pl.when(before > 0).then(pl.col("new_graph_keys") / before).otherwise(None).alias("growth"))
     return (
-        out.with_columns(pl.when(before > 0).then(pl.col("new_graph_keys") / before).otherwise(None).alias("growth"))
-        .filter(pl.col("active_graph_keys") > 0)
+        keys.filter(pl.col("active_graph_keys") > 0)
+        .join(compiled, on=_KEYS, how="full", coalesce=True)
+        .with_columns(pl.col(c).fill_null(0) for c in ("active_graph_keys", "new_graph_keys", "total_graph_keys"))
+        .with_columns(pl.col("compiles").fill_null(0), pl.col("compile_seconds").fill_null(0.0))
         .sort(_KEYS)
     )

@@ -124,18 +124,23 @@ def caches_tab(filters: Filters) -> None:
                     per_cache, col.CACHE, "hit_ratio", "Hit ratio per cache", value_title="hit ratio", value_format="%"
                 ),
             )
-            charts.draw(
-                right,
-                charts.ranked_bars(
-                    health.with_columns(
-                        pl.concat_str(col.MODEL, col.HW_POOL, col.CACHE, separator=" / ").alias("slice")
-                    ).fill_null(0),
-                    "slice",
-                    "cold_miss_cost_s",
-                    "Cold-miss cost (compile s a warm cache would save)",
-                    value_title="compile time (s)",
-                ),
-            )
+            priced, unpriced = priced_misses(health)
+            if priced.height:
+                charts.draw(
+                    right,
+                    charts.ranked_bars(
+                        priced,
+                        "slice",
+                        "cold_miss_cost_s",
+                        "Cold-miss cost (compile s a warm cache would save)",
+                        value_title="compile time (s)",
+                    ),
+                )
+            if unpriced:
+                right.caption(
+                    f"{unpriced:,} misses have no hit of their model and cache in this range to price them by "
+                    "(their cold_miss_cost_s is empty)."
+                )
     trend = section_query(queries.CACHE_TREND, "cache trend", **params)
     if trend is not None and trend.height:
         wide = trend.pivot(col.CACHE, index=col.BUCKET, values="hit_ratio")
@@ -164,6 +169,20 @@ def caches_tab(filters: Filters) -> None:
             "entries known only from an imported TORCH_TRACE log, which does not say."
         )
         show_table(growth, empty="No cache entries written in this range.", key="cache_growth")
+
+
+def priced_misses(health: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The cache-health rows whose misses have a cost, labelled ``model / pool / cache``, and how many misses
+    have none: a miss is priced by the hits of its model and cache, and without one its cost is unknown, not 0."""
+    priced = health.filter(pl.col("cold_miss_cost_s").is_not_null()).with_columns(
+        pl.concat_str(
+            pl.when(pl.col(col.MODEL) != "").then(col.MODEL).otherwise(pl.lit("(no model)")),
+            pl.when(pl.col(col.HW_POOL) != "").then(col.HW_POOL).otherwise(pl.lit("(no pool)")),
+            col.CACHE,
+            separator=" / ",
+        ).alias("slice")
+    )
+    return priced, int(health.filter(pl.col("cold_miss_cost_s").is_null()).get_column("misses").sum() or 0)
 
 
 def specializations_tab(filters: Filters) -> None:
@@ -203,6 +222,7 @@ def headline(filters: Filters) -> None:
     breaks = section_query(queries.GRAPH_BREAKS, "graph breaks", **compile_params(filters, bundle=False))
     health = section_query(queries.CACHE_HEALTH, "cache health", **params)
     new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
+    specs = section_query(queries.SPECIALIZATIONS, "specializations", **params)
     cells = st.columns(5)
     cells[0].metric(
         "Recompiles",
@@ -211,7 +231,12 @@ def headline(filters: Filters) -> None:
         "below lists every recompile event: those whose compile failed and those of imported TORCH_TRACE logs "
         "too.",
     )
-    cells[1].metric("Compile seconds", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s" if fleet is not None else "–")
+    cells[1].metric(
+        "Compile seconds",
+        f"{total(specs, 'compile_seconds'):,.1f} s" if specs is not None else "–",
+        help="Whole-frame time of every compile in the range: warm-up, failed compiles and imported TORCH_TRACE "
+        "logs too. The Recompiles tab charts the part spent inside requests.",
+    )
     cells[2].metric(
         "Graph breaks",
         count(total(breaks, "events")) if breaks is not None else "–",

@@ -113,7 +113,16 @@ def test_specializations(fleet_store: Store, fleet: Fleet) -> None:
         .filter(pl.col("active_graph_keys") > 0)
         .sort(col.MODEL, col.HW_POOL)
     )
-    assert got.drop("growth").to_dicts() == want.to_dicts()
+    assert got.drop("growth", "compiles", "compile_seconds").to_dicts() == want.to_dicts()
+    in_range = fleet.compiles.filter((pl.col(col.TS) >= WEEK["start"]) & (pl.col(col.TS) < WEEK["end"]))
+    compiled = in_range.group_by(col.MODEL, col.HW_POOL).agg(
+        pl.len().alias("compiles"), pl.col(col.ENTIRE_FRAME_S).cast(pl.Float64).sum().alias("compile_seconds")
+    )
+    by_pool = {(m, hp): (n, sec) for m, hp, n, sec in compiled.iter_rows()}
+    assert {(m, hp) for m, hp in got.select(col.MODEL, col.HW_POOL).iter_rows()} == set(by_pool)
+    for m, hp, n, sec in got.select(col.MODEL, col.HW_POOL, "compiles", "compile_seconds").iter_rows():
+        assert n == by_pool[(m, hp)][0]
+        assert sec == pytest.approx(by_pool[(m, hp)][1], rel=1e-5)  # Float32 column, summed by the engine
     mistral_b = got.filter((pl.col(col.MODEL) == "mistral") & (pl.col(col.HW_POOL) == "h200-b")).row(0, named=True)
     assert mistral_b["growth"] == pytest.approx(
         mistral_b["new_graph_keys"] / (mistral_b["total_graph_keys"] - mistral_b["new_graph_keys"])

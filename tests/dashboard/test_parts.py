@@ -251,3 +251,24 @@ def test_canary_evidence_of_an_unknown_check_shows_the_metric_name_not_a_guessed
     assert evidence_table(frame).select("baseline", "candidate", "interval", "threshold").row(0) == (
         "1.5 (peak_gib)", "2.25 (peak_gib)", "– – –", "3 (peak_gib)",
     )  # fmt: skip
+
+
+def test_a_miss_without_a_hit_to_price_it_is_left_off_the_cold_miss_chart() -> None:
+    """The chart drew an unpriced miss (``cold_miss_cost_s`` empty) as a 0 s bar labelled ``/ / aot_autograd``
+    (imported rows carry no model or pool); it now leaves it off and counts it for the caption."""
+    from inferensics.dashboard.views.compile_health import priced_misses
+
+    health = pl.DataFrame(
+        {
+            col.MODEL: ["", "llama"],
+            col.HW_POOL: ["", "h200-a"],
+            col.CACHE: ["aot_autograd", "fx_graph"],
+            "misses": [3, 2],
+            "cold_miss_cost_s": [None, 4.5],
+        }
+    )
+    priced, unpriced = priced_misses(health)
+    assert priced.select("slice", "cold_miss_cost_s").rows() == [("llama / h200-a / fx_graph", 4.5)]
+    assert unpriced == 3
+    labelled, _ = priced_misses(health.with_columns(pl.lit(1.0).alias("cold_miss_cost_s")))
+    assert labelled.get_column("slice").to_list()[0] == "(no model) / (no pool) / aot_autograd"
