@@ -228,7 +228,12 @@ def fleet_section(fleet: pl.DataFrame) -> None:
     """The slice table; selecting a row offers the next pages for that slice."""
     st.subheader("Fleet slices")
     st.caption("Select a row to narrow the dashboard to that slice or open its compile and cache health.")
-    selected = show_table(fleet, columns=FLEET_COLUMNS, key="fleet_table", selectable=True)
+    empty = (
+        "No requests in this range. Requests are recorded by the host SDK in a serving process (the README's "
+        "Instrumenting your own serving process); compiles imported from TORCH_TRACE logs are on Compile & "
+        "cache health."
+    )
+    selected = show_table(fleet, columns=FLEET_COLUMNS, key="fleet_table", selectable=True, empty=empty)
     if not selected:
         return
     row = fleet.row(selected[0], named=True)

@@ -14,6 +14,7 @@ from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.filters import (
     BUNDLE_KEY,
     MODEL_KEY,
+    NOW_KEY,
     PENDING_KEY,
     POOL_KEY,
     RANGE_KEY,
@@ -182,3 +183,15 @@ def test_time_range_filter_narrows_the_numbers(seeded: SeededService) -> None:
     for kind, counted in (("Error spike", "errors"), ("Fallback spike", "fallbacks")):
         shown_spikes = [w.value for w in at.warning if w.value.startswith(f"**{kind}**")]
         assert len(shown_spikes) == len(spikes(shown, counted)), (kind, shown_spikes)
+
+
+def test_a_range_without_requests_says_where_they_come_from(seeded: SeededService) -> None:
+    """A store of imported TORCH_TRACE logs alone has compiles and no requests: the overview said only
+    "Nothing in this range."; it now says what records requests and where imported compiles are."""
+    state: dict[str, object] = {NOW_KEY: seeded.facts.now - timedelta(days=2)}  # "last hour" before the seed
+    at = open_page(seeded, None, **state)
+    assert_clean(at)
+    assert metric(at, "Requests") == "0"
+    (empty,) = [i.value for i in at.info if i.value.startswith("No requests in this range")]
+    assert "host SDK" in empty
+    assert "Compile & cache health" in empty
