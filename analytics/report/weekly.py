@@ -33,6 +33,13 @@ def summary_lines(report: WeeklyReport) -> list[str]:
         last = float(rows.get_column("last_week").fill_null(0).sum())
         shown = f"{this:,.1f}" if metric == col.COMPILE_SECONDS else f"{this:,.0f}"
         lines.append(f"{metric.replace('_', ' ').capitalize()}: {shown} ({_change(this, last)}).")
+    specs = report.specializations
+    if "compiles" in specs.columns and int(specs.get_column("compiles").sum() or 0):
+        # The figures above are what requests paid; compiles outside requests have no request to count them on.
+        n, seconds = int(specs.get_column("compiles").sum()), float(specs.get_column("compile_seconds").sum())
+        lines.append(
+            f"Compile records: {n:,} ({seconds:,.1f} s), inside requests or not (warm-up, imported TORCH_TRACE logs)."
+        )
     health = report.cache_health
     lookups = int(health.get_column("lookups").sum() or 0)
     hits = int(health.get_column("hits").sum() or 0)
@@ -41,7 +48,9 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     unpriced = int(health.filter(pl.col("cold_miss_cost_s").is_null()).get_column("misses").sum() or 0)
     parts = [f"cold misses cost about {priced.get_column('cold_miss_cost_s').sum():,.1f} s"] if priced.height else []
     if unpriced:  # the cost of a miss is learned from the hits of its model and cache
-        parts.append(f"{unpriced:,} misses have no hit of their model and cache to price them by")
+        parts.append(
+            f"{unpriced:,} {'miss' if unpriced == 1 else 'misses'} not priced (no hit of the same model and cache)"
+        )
     lines.append(f"Compile-cache hit ratio: {ratio} over {lookups:,} lookups{''.join(f'; {p}' for p in parts)}.")
     lines.append(f"Recompile storms: {report.storms.height}; new specializations: {report.new_graph_keys.height}.")
     if report.recompile_reasons.height:
@@ -54,7 +63,8 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     if report.graph_breaks.height:
         top = report.graph_breaks.row(0, named=True)
         lines.append(
-            f"Top graph break: {top[col.REGISTRY_ID] or '(no id)'} {top[col.BREAK_TYPE]} ({top['events']:,} events)."
+            f"Top graph break: {top[col.REGISTRY_ID] or '(no id)'} {top[col.BREAK_TYPE] or '(no type)'} "
+            f"({top['events']:,} events)."
         )
     return lines
 

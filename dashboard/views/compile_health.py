@@ -138,8 +138,8 @@ def caches_tab(filters: Filters) -> None:
                 )
             if unpriced:
                 right.caption(
-                    f"{unpriced:,} misses have no hit of their model and cache in this range to price them by "
-                    "(their cold_miss_cost_s is empty)."
+                    f"{unpriced:,} {'miss' if unpriced == 1 else 'misses'} not priced: no hit of the same model and "
+                    "cache in this range (cold_miss_cost_s is empty)."
                 )
     trend = section_query(queries.CACHE_TREND, "cache trend", **params)
     if trend is not None and trend.height:

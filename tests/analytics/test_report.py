@@ -323,9 +323,23 @@ def test_weekly_summary_prices_only_the_misses_it_can(weekly: WeeklyReport) -> N
         return next(x for x in summary_lines(replace(weekly, cache_health=health)) if x.startswith("Compile-cache"))
 
     assert line([unpriced]) == (
-        "Compile-cache hit ratio: 0.0% over 8 lookups; 8 misses have no hit of their model and cache to price them by."
+        "Compile-cache hit ratio: 0.0% over 8 lookups; 8 misses not priced (no hit of the same model and cache)."
     )
     assert line([unpriced, priced]) == (
         "Compile-cache hit ratio: 15.4% over 13 lookups; cold misses cost about 1.5 s; "
-        "8 misses have no hit of their model and cache to price them by."
+        "8 misses not priced (no hit of the same model and cache)."
     )
+
+
+def test_weekly_summary_counts_compiles_no_request_paid_for(weekly: WeeklyReport) -> None:
+    """A store of imported TORCH_TRACE logs read "Compiles: 0" and nothing else of its 15 compiles: the
+    request figures count what requests paid. The summary now also gives every compile record of the week,
+    and a graph break without a type reads "(no type)" rather than a double space."""
+    specs = pl.DataFrame({col.MODEL: ["", "m"], "compiles": [15, 3], "compile_seconds": [17.5, 2.25]})
+    breaks = weekly.graph_breaks.head(1).with_columns(
+        pl.lit("").alias(col.REGISTRY_ID), pl.lit("").alias(col.BREAK_TYPE)
+    )
+    lines = summary_lines(replace(weekly, specializations=specs, graph_breaks=breaks))
+    assert "Compile records: 18 (19.8 s), inside requests or not (warm-up, imported TORCH_TRACE logs)." in lines
+    assert next(x for x in lines if x.startswith("Top graph break")).startswith("Top graph break: (no id) (no type) (")
+    assert "Compile records" in " ".join(summary_lines(weekly))  # the fleet's own compiles
