@@ -133,7 +133,9 @@ def import_trace_command(  # noqa: PLR0917 - typer maps each parameter to an opt
 ) -> None:
     """Import TORCH_TRACE logs: one compile record per compile, with cache events, graph breaks and blobs.
 
-    Importing a file again adds nothing (each file content is imported once per store). Files that are not
+    Importing a file again adds nothing (each file content is imported once per store), and a compile is
+    stored once: the log of a process the host SDK instrumented adds only what the SDK did not record, and a
+    log that grew since its import adds only its new compiles. Files that are not
     TORCH_TRACE logs are refused: exit 2 when PATH itself is one (the other paths given are imported first),
     skipped and listed inside a directory. While `inferensics serve` owns the store, pass --service: the
     records go through it (a token with the ingest and read roles).
