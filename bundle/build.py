@@ -241,6 +241,7 @@ def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None =
                     output_code_sha256=sha256_hex(g.output_code.encode()),
                     inputs=g.inputs,
                     graph_code=g.graph_code,
+                    code_location=g.code_location,
                 )
             )
         artifacts: dict[str, Any] = {"graphs": [g.model_dump() for g in sorted(graphs, key=lambda g: g.fx_key)]}

@@ -18,6 +18,7 @@ import torch
 
 from inferensics.bundle import torch_adapter
 from inferensics.bundle.canonical import sha256_hex
+from inferensics.bundle.locations import Entry, code_location
 
 
 def _render_input(x: Any) -> str:
@@ -93,16 +94,21 @@ class GraphCapture:
     compile_s: float = 0.0
     calls: int = 0
     guards: str = ""
+    code_location: str = ""
+    """``path:line:name`` of the frame Dynamo traced (``inferensics.bundle.locations``)."""
 
 
-def new_capture(gm: torch.fx.GraphModule, example_inputs: list[Any], index: int = -1) -> GraphCapture:
-    """The record of a graph about to be compiled: its signature and input metadata."""
+def new_capture(
+    gm: torch.fx.GraphModule, example_inputs: list[Any], index: int = -1, entries: dict[Any, Entry] | None = None
+) -> GraphCapture:
+    """The record of a graph about to be compiled: its signature, input metadata and frame's location."""
     return GraphCapture(
         index=index,
         signature=graph_signature(gm, example_inputs),
         inputs=graph_inputs(graph_input_values(gm, example_inputs)),
         compile_id=torch_adapter.current_compile_id(),
         graph_code=graph_code_digest(gm),
+        code_location=code_location(torch_adapter.compiling_code(), entries),
     )
 
 
@@ -135,10 +141,12 @@ class RecordingBackend:
     instead (eager, refusal)."""
     on_compiled: Callable[[GraphCapture], None] | None = None
     """Called after each compile with its keys and time filled in."""
+    entries: dict[Any, Entry] = field(default_factory=dict)
+    """The compiled model's decorated ``forward``, if any (:func:`~inferensics.bundle.locations.entry_codes`)."""
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         """Compile ``gm`` (or let the gate serve it) and return the counting callable."""
-        g = new_capture(gm, example_inputs, len(self.graphs))
+        g = new_capture(gm, example_inputs, len(self.graphs), self.entries)
         self.graphs.append(g)
         if self.gate is not None:
             replacement = self.gate(g, gm)

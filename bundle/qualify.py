@@ -20,6 +20,7 @@ import torch
 
 from inferensics.bundle import torch_adapter
 from inferensics.bundle.capture import GraphCapture, RecordingBackend
+from inferensics.bundle.locations import entry_codes
 
 MakeInputs = Callable[[tuple[int, ...]], tuple[Any, ...]]
 
@@ -102,7 +103,7 @@ def run_policy(
         torch_adapter.clear_cache_artifact_record()
         if blob is not None:
             torch_adapter.load_cache_artifacts(blob)
-        backend = RecordingBackend(config_patches=config_patches, cache_dir=cache_dir)
+        backend = RecordingBackend(config_patches=config_patches, cache_dir=cache_dir, entries=entry_codes(model))
         compiled: Callable[..., Any] = torch.compile(
             model, backend=backend, dynamic=compile_args.get("dynamic"), fullgraph=bool(compile_args.get("fullgraph"))
         )

@@ -164,6 +164,23 @@ def current_compile_id() -> str:
         return ""
 
 
+def compiling_code(max_depth: int = 64) -> Any:
+    """The code object Dynamo is compiling on this thread (a local of its ``_compile``), or ``None``."""
+    import sys
+
+    try:
+        frame: Any = sys._getframe(1)
+        for _ in range(max_depth):
+            if frame is None:
+                return None
+            if frame.f_code.co_name == "_compile" and frame.f_code.co_filename.endswith("convert_frame.py"):
+                return frame.f_locals.get("code")
+            frame = frame.f_back
+    except Exception:
+        return None
+    return None
+
+
 @contextlib.contextmanager
 def temporary_cache_dir(directory: str) -> Iterator[None]:
     """Point Inductor's (and Triton's) caches at ``directory`` for the block (``TORCHINDUCTOR_CACHE_DIR``, which

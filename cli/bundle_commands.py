@@ -273,7 +273,8 @@ def show(
     console.print(f"  customisations: {[c['import_path'] for c in m.identity.get('customisations', [])]}")
     console.print(f"  accepted shapes: {m.accepted_shapes}")
     for g in m.graphs:
-        console.print(f"  graph {g.fx_key[:16]} code {g.output_code_sha256[:12]} inputs {g.inputs}")
+        traced = f" traced from {g.code_location}" if g.code_location else ""
+        console.print(f"  graph {g.fx_key[:16]} code {g.output_code_sha256[:12]}{traced} inputs {g.inputs}")
     console.print(f"  {len(m.resources)} files, {sum(r.size for r in m.resources):,} bytes")
 
 

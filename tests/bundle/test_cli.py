@@ -78,6 +78,7 @@ def test_verify_show_diff(built: b.BuildResult, keys: Keys, tmp_path: Path) -> N
     assert all(f"{module}: {digest[:16]}" in shown.output for module, digest in identity["code"].items())
     for op, policy in identity["kernel_registry"]["policy"].items():
         assert f"policy.{op}: {' > '.join(policy['priority'])}" in shown.output
+    assert all(f"traced from {g.code_location} inputs" in shown.output for g in built.manifest.graphs)
     same = runner.invoke(app, ["bundle", "diff", str(built.directory), str(built.directory)])
     assert same.exit_code == 0
     assert "same identity" in same.output
