@@ -84,7 +84,11 @@ class ServiceTarget:
             frame = self.client.query("recorded_compiles", processes=list(processes))
         except ServiceError as exc:
             if exc.status in (400, 404):
-                raise CannotCheckError(f"the service cannot say which compiles it holds: {exc.message}") from exc
+                raise CannotCheckError(
+                    f"the service at {self.url} cannot say which compiles it holds (no query recorded_compiles: "
+                    "a service older than this command, or one not started by `inferensics serve`); run this "
+                    "version's `inferensics serve`"
+                ) from exc
             raise
         return {(str(k), str(c), str(q)) for k, c, q in frame.select("kind", "compile_id", "seq").iter_rows()}
 

@@ -67,7 +67,7 @@ class ImportTarget(Protocol):
         """What any of these processes has stored (``inferensics.schema.processes.recorded_compiles_sql``).
 
         Raises:
-            CannotCheckError: the target cannot be asked (for example a token without the read role).
+            CannotCheckError: the target cannot answer (a service without the query).
         """
         ...
 

@@ -24,6 +24,7 @@ from inferensics.schema import CacheEvent, CompileEvent, RecompileEvent
 from inferensics.schema.processes import PROCESS_ATTR
 from inferensics.schema.store import Store
 from tests.collector.trace.log_counts import count_log
+from tests.collector.trace.test_import_corpus import CORPUS
 from tests.collector.trace.traced_run import run_traced
 
 SERVER = """\
@@ -162,3 +163,23 @@ def test_through_the_service_the_live_spans_and_the_log_make_one_record(tmp_path
         got = poll(stored, lambda r: "1/0" in r, timeout=60, interval=0.2)
         assert got == ["0/0", "0/1", "1/0"]
         assert client.sql("SELECT count() FROM recompiles").item() == 1
+
+
+@pytest.mark.slow
+def test_a_service_that_cannot_say_what_it_holds(tmp_path: Path) -> None:
+    """A service without the query (here one started without `inferensics serve`'s named queries): the log of
+    an instrumented process is refused, as storing it unchecked would count its compiles twice; another log is
+    imported whole, with a note."""
+    from tests.collector.service.harness import ADMIN, INGEST, new_service
+
+    (tmp_path / "service").mkdir()
+    with new_service(tmp_path / "service", via_cli=False) as service:
+        trace = run_traced(tmp_path, SERVER, service.url, INGEST)
+        other = CORPUS / "simple.log"
+        args = ["import-trace", str(trace), str(other), "--service", service.url, "--token", ADMIN]
+        res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+        assert res.exit_code == 2, res.output
+        assert f"{other}: 1 compiles" in res.output
+        assert "every compile was stored, whether or not it was stored before" in res.output
+        assert "cannot say which compiles it holds (no query recorded_compiles" in res.output
+        assert "nothing of this log was stored, as the host SDK recorded its process live" in res.output
