@@ -40,7 +40,8 @@ def portable_path(filename: str) -> str:
 
 def entry_codes(model_or_fn: Any) -> dict[Any, Entry]:
     """``{wrapper code: (own code, qualified name)}`` when the entry point is a decorator's wrapper; empty
-    otherwise, and for a callable :mod:`inspect` cannot read."""
+    otherwise, and for a callable :mod:`inspect` cannot read. (The host SDK has the same unwrap, so that
+    compiling a model never needs this package.)"""
     try:
         entry = type(model_or_fn).forward if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
         own = inspect.unwrap(entry)

@@ -420,10 +420,22 @@ _current = CURRENT.get
 
 def _root_locations(model_or_fn: Any) -> dict[Any, str]:
     """``{wrapper code: location of the model's own forward}`` when the entry point is a decorator's
-    wrapper (Hugging Face decorates every model's ``forward``); empty otherwise."""
-    from inferensics.bundle.locations import entry_codes  # once per compiled model, not on the serving path
+    wrapper (Hugging Face decorates every model's ``forward``); empty otherwise.
 
-    return {w: f"{own.co_filename}:{own.co_firstlineno}:{name}" for w, (own, name) in entry_codes(model_or_fn).items()}
+    The same unwrap as ``inferensics.bundle.locations.entry_codes``, kept here on purpose: compiling a model
+    must not need the bundle package (its signing dependency), which a host that serves no bundle may lack.
+    """
+    import inspect
+
+    try:
+        entry = type(model_or_fn).forward if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
+        own = inspect.unwrap(entry)
+        wrapper_code, own_code = getattr(entry, "__code__", None), getattr(own, "__code__", None)
+        if wrapper_code is None or own_code is None or wrapper_code is own_code:
+            return {}
+        return {wrapper_code: f"{own_code.co_filename}:{own_code.co_firstlineno}:{own.__qualname__}"}
+    except Exception:  # a callable inspect cannot read: the compiled frame's own location stays
+        return {}
 
 
 def _describe(exc: BaseException) -> str:
