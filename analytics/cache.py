@@ -104,6 +104,17 @@ def cache_health(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     )
 
 
+def unpriced_misses(health: pl.DataFrame) -> int:
+    """How many misses of a :func:`cache_health` frame have no cost: no hit of the same model and cache to
+    price them by (their ``cold_miss_cost_s`` is null)."""
+    return int(health.filter(pl.col("cold_miss_cost_s").is_null()).get_column("misses").sum() or 0)
+
+
+def not_priced(misses: int) -> str:
+    """``"3 misses not priced"`` (``""`` for none), as the report and the dashboard say it."""
+    return f"{misses:,} {'miss' if misses == 1 else 'misses'} not priced" if misses else ""
+
+
 def cache_trend(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """Daily lookups and hit ratio per cache.
 

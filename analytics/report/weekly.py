@@ -8,6 +8,7 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 
+from inferensics.analytics.cache import not_priced, unpriced_misses
 from inferensics.analytics.report import charts
 from inferensics.analytics.report.page import Section, render_page
 from inferensics.analytics.report.tables import cell, markdown_table
@@ -45,12 +46,9 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     hits = int(health.get_column("hits").sum() or 0)
     ratio = f"{hits / lookups:.1%}" if lookups else "no lookups"
     priced = health.filter(pl.col("cold_miss_cost_s").is_not_null())
-    unpriced = int(health.filter(pl.col("cold_miss_cost_s").is_null()).get_column("misses").sum() or 0)
     parts = [f"cold misses cost about {priced.get_column('cold_miss_cost_s').sum():,.1f} s"] if priced.height else []
-    if unpriced:  # the cost of a miss is learned from the hits of its model and cache
-        parts.append(
-            f"{unpriced:,} {'miss' if unpriced == 1 else 'misses'} not priced (no hit of the same model and cache)"
-        )
+    if unpriced := unpriced_misses(health):
+        parts.append(f"{not_priced(unpriced)} (no hit of the same model and cache)")
     lines.append(f"Compile-cache hit ratio: {ratio} over {lookups:,} lookups{''.join(f'; {p}' for p in parts)}.")
     lines.append(f"Recompile storms: {report.storms.height}; new specializations: {report.new_graph_keys.height}.")
     if report.recompile_reasons.height:

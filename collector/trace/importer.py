@@ -275,14 +275,13 @@ def _not_recorded(report: FileReport, events: list[Event], target: ImportTarget)
         return events
     if not recorded:
         return events
-    dropped = [e for e in events if _is_recorded(e, recorded)]
+    dropped: list[Event] = []
+    kept: list[Event] = []
+    for e in events:
+        (dropped if _is_recorded(e, recorded) else kept).append(e)
     # A skipped compile's kernels too (they carry its graph key, not its compile id).
     graphs = {e.graph_key for e in dropped if isinstance(e, CompileEvent) and e.graph_key}
-    kept = [
-        e
-        for e in events
-        if not _is_recorded(e, recorded) and not (isinstance(e, KernelInventoryEvent) and e.graph_key in graphs)
-    ]
+    kept = [e for e in kept if not (isinstance(e, KernelInventoryEvent) and e.graph_key in graphs)]
     report.already_recorded = sum(isinstance(e, CompileEvent) for e in dropped)
     report.rows = Counter(type(e).TABLE.name for e in kept)
     return kept

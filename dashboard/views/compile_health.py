@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from inferensics.analytics.cache import not_priced, unpriced_misses
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import Filters, bucket_unit, current_filters, describe, time_format
 from inferensics.dashboard._internal.service import section_query, service_errors
@@ -138,8 +139,8 @@ def caches_tab(filters: Filters) -> None:
                 )
             if unpriced:
                 right.caption(
-                    f"{unpriced:,} {'miss' if unpriced == 1 else 'misses'} not priced: no hit of the same model and "
-                    "cache in this range (cold_miss_cost_s is empty)."
+                    f"{not_priced(unpriced)}: no hit of the same model and cache in this range "
+                    "(cold_miss_cost_s is empty)."
                 )
     trend = section_query(queries.CACHE_TREND, "cache trend", **params)
     if trend is not None and trend.height:
@@ -182,7 +183,7 @@ def priced_misses(health: pl.DataFrame) -> tuple[pl.DataFrame, int]:
             separator=" / ",
         ).alias("slice")
     )
-    return priced, int(health.filter(pl.col("cold_miss_cost_s").is_null()).get_column("misses").sum() or 0)
+    return priced, unpriced_misses(health)
 
 
 def specializations_tab(filters: Filters) -> None:
