@@ -11,6 +11,7 @@ import polars as pl
 
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
+from inferensics.analytics.reasons import PATTERN, as_reason, pattern_columns
 from inferensics.schema import columns as col
 
 RECOMPILE_LIMIT = "recompile_limit"
@@ -87,39 +88,57 @@ def graph_break_sites(client: QueryClient, params: SliceParams) -> pl.DataFrame:
 
 
 def guard_failures(client: QueryClient, params: SliceParams) -> pl.DataFrame:
-    """Guard failures by reason and frame, most frequent first.
+    """Guard failures by reason pattern (:mod:`~inferensics.analytics.reasons`) and frame, most frequent first.
 
-    Columns: reason, code_location, failures, requests (touched), hosts (distinct), models (sorted list).
+    Columns: reason (the pattern), code_location, failures, requests (touched), hosts (distinct), models
+    (sorted list), example_reason (the latest text), variants (distinct texts).
     """
     check_filter_values(client, params, ("guard_failures",))
     where = slice_where(params, "guard_failures", what="guard failures")
-    return client.query_frame(
-        f"SELECT {col.REASON}, {col.CODE_LOCATION}, toUInt64(count()) AS failures, {_touched()} AS requests, "
-        f"toUInt64(uniqExact({col.HOST})) AS hosts, arraySort(groupUniqArray(toString({col.MODEL}))) AS models "
-        f"FROM {client.database}.guard_failures WHERE {where.sql} GROUP BY {col.REASON}, {col.CODE_LOCATION} "
-        f"ORDER BY failures DESC, requests DESC, {col.REASON}, {col.CODE_LOCATION}",
-        where.params,
+    return as_reason(
+        client.query_frame(
+            f"SELECT {pattern_columns()}, {col.CODE_LOCATION}, toUInt64(count()) AS failures, {_touched()} AS "
+            f"requests, toUInt64(uniqExact({col.HOST})) AS hosts, "
+            f"arraySort(groupUniqArray(toString({col.MODEL}))) AS models "
+            f"FROM {client.database}.guard_failures WHERE {where.sql} GROUP BY {PATTERN}, {col.CODE_LOCATION} "
+            f"ORDER BY failures DESC, requests DESC, {PATTERN}, {col.CODE_LOCATION}",
+            where.params,
+        ).select(PATTERN, col.CODE_LOCATION, "failures", "requests", "hosts", "models", "example_reason", "variants")
     )
 
 
 def recompile_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
-    """Recompiles by model, hardware pool and primary reason, most frequent first.
+    """Recompiles by model, hardware pool and primary reason's pattern (:mod:`~inferensics.analytics.reasons`),
+    most frequent first.
 
     A guard failure that found the recompile limit reached compiled nothing (the frame ran eagerly): it is
     counted in ``limit_hits``, not in ``recompiles``, so the recompiles here add up to the requests'
-    recompile count everywhere else.
+    recompile count everywhere else, plus the recompiles of no request (warm-up, imported logs).
 
-    Columns: model, hw_pool, reason, recompiles, limit_hits (fell back to eager at the recompile limit),
-    requests (touched), code_locations (distinct frames).
+    Columns: model, hw_pool, reason (the pattern), recompiles, limit_hits (fell back to eager at the
+    recompile limit), requests (touched), code_locations (distinct frames), example_reason (the latest
+    text), variants (distinct texts).
     """
     check_filter_values(client, params, ("recompiles",))
     where = slice_where(params, "recompiles", what="recompile reasons")
     limit = f"{col.ATTRS}['{col.OUTCOME}'] = '{RECOMPILE_LIMIT}'"
-    return client.query_frame(
-        f"SELECT {col.MODEL}, {col.HW_POOL}, {col.REASON}, toUInt64(countIf(NOT ({limit}))) AS recompiles, "
-        f"toUInt64(countIf({limit})) AS limit_hits, {_touched()} AS requests, "
-        f"toUInt64(uniqExact({col.CODE_LOCATION})) AS code_locations "
-        f"FROM {client.database}.recompiles WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}, {col.REASON} "
-        f"ORDER BY recompiles + limit_hits DESC, {col.MODEL}, {col.HW_POOL}, {col.REASON}",
-        where.params,
+    return as_reason(
+        client.query_frame(
+            f"SELECT {col.MODEL}, {col.HW_POOL}, {pattern_columns()}, toUInt64(countIf(NOT ({limit}))) AS "
+            f"recompiles, toUInt64(countIf({limit})) AS limit_hits, {_touched()} AS requests, "
+            f"toUInt64(uniqExact({col.CODE_LOCATION})) AS code_locations "
+            f"FROM {client.database}.recompiles WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}, {PATTERN} "
+            f"ORDER BY recompiles + limit_hits DESC, {col.MODEL}, {col.HW_POOL}, {PATTERN}",
+            where.params,
+        ).select(
+            col.MODEL,
+            col.HW_POOL,
+            PATTERN,
+            "recompiles",
+            "limit_hits",
+            "requests",
+            "code_locations",
+            "example_reason",
+            "variants",
+        )
     )

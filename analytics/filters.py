@@ -211,5 +211,10 @@ def _found(client: QueryClient, lookups: list[tuple[str, str, list[str]]]) -> li
 
 def prefer_rollup(params: Filters, rollup: str) -> bool:
     """Whether every set filter is a key of ``rollup`` (else the raw table must answer)."""
-    columns = table_columns(rollup)
+    return filters_apply(params, rollup)
+
+
+def filters_apply(params: Filters, table: str) -> bool:
+    """Whether ``table`` has a column for every set filter (else :func:`slice_where` refuses it)."""
+    columns = table_columns(table)
     return all(FILTER_COLUMNS[name] in columns for name in params.active())

@@ -1,15 +1,20 @@
 """Recompile storms and novelty: hours where recompiles or compile time jump, and graph keys new to a pool.
 
-**Storm rule.** Per model × hardware pool, hourly sums of recompiles and compile seconds (from the
-``requests_1h`` rollup, raw rows when filtered by host) are compared with a baseline: the median of the
-preceding ``baseline_hours`` hours, hours without requests counting as zero. An hour is a storm when
+**Storm rule.** Per model × hardware pool, hourly sums of recompiles and compile seconds are compared with
+a baseline: the median of the preceding ``baseline_hours`` hours, hours without any counting as zero. The
+sums are what requests paid (from the ``requests_1h`` rollup, raw rows when filtered by host) plus what no
+request paid: recompiles and compiles outside any request (a server's warm-up, imported TORCH_TRACE logs),
+read from the ``recompiles`` and ``compiles`` tables by their empty request id, so a store of imported logs
+alone shows its storms too. A filter those rows carry no column for (a bundle for recompiles, a traffic
+class for compiles) leaves them out: they belong to none. An hour is a storm when
 
 * ``recompiles >= max(min_recompiles, factor × baseline_recompiles)``, or
 * ``compile_seconds >= max(min_compile_seconds, factor × baseline_compile_seconds)``.
 
 Defaults: 24 hours, factor 3, at least 10 recompiles or 60 compile seconds. The median ignores a short
 earlier storm; the floors stop a quiet pool's single recompile from counting. Each storm lists its top
-recompile reasons and the requests that triggered them (from the ``recompiles`` table).
+recompile reasons (their patterns: :mod:`~inferensics.analytics.reasons`) and the requests that triggered
+them (from the ``recompiles`` table).
 
 **Novelty rule.** A graph key is new in a pool when its first compile in that pool (over all history up to
 the range end) falls inside the range.
@@ -17,14 +22,16 @@ the range end) falls inside the range.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import polars as pl
 from pydantic import BaseModel, Field
 
 from inferensics.analytics._requests import request_source
+from inferensics.analytics.breaks import RECOMPILE_LIMIT
 from inferensics.analytics.client import QueryClient
-from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
+from inferensics.analytics.filters import SliceParams, check_filter_values, filters_apply, slice_where
+from inferensics.analytics.reasons import PATTERN, as_reason, reason_pattern_sql
 from inferensics.schema import columns as col
 
 _KEYS = [col.MODEL, col.HW_POOL]
@@ -119,7 +126,7 @@ def _rules(params: StormParams) -> tuple[pl.Expr, pl.Expr]:
 def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
     """Per model × pool × hour of the slice: requests, recompiles, compile seconds and their baselines (the
     medians of the ``baseline_hours`` before); ``None`` when the slice has no traffic."""
-    check_filter_values(client, params, ("requests_1h", "requests"))
+    check_filter_values(client, params, ("requests_1h", "requests", "recompiles", "compiles"))
     start = params.start.replace(minute=0, second=0, microsecond=0)
     end = (
         params.end
@@ -136,6 +143,7 @@ def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
         f"FROM {client.database}.{source.table} WHERE {where.sql} GROUP BY bucket, {col.MODEL}, {col.HW_POOL}",
         where.params,
     )
+    hourly = _with_unpaid(hourly, _outside_requests(client, params, lo, end))
     if hourly.is_empty():
         return None
     hours = pl.datetime_range(lo, end, interval="1h", closed="left", time_zone="UTC", eager=True).alias("bucket")
@@ -170,6 +178,48 @@ def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
     return base
 
 
+def _outside_requests(client: QueryClient, params: StormParams, lo: datetime, end: datetime) -> list[pl.DataFrame]:
+    """Per model × pool × hour: recompiles (not the recompile limit's eager fallbacks, as in the requests'
+    count) and compile seconds that no request paid, each where the slice's filters apply to its table."""
+    hour = f"toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') AS bucket"
+    limit_hit = f"{col.ATTRS}['{col.OUTCOME}'] = '{RECOMPILE_LIMIT}'"
+    sums = {
+        "recompiles": f"toUInt64(countIf(NOT ({limit_hit}))) AS {col.RECOMPILES}",
+        "compiles": f"toFloat64(sum({col.ENTIRE_FRAME_S})) AS {col.COMPILE_SECONDS}",
+    }
+    parts = []
+    for table, total in sums.items():
+        if not filters_apply(params, table):
+            continue
+        where = slice_where(params, table, start=lo, end=end)
+        parts.append(
+            client.query_frame(
+                f"SELECT {hour}, {col.MODEL}, {col.HW_POOL}, {total} FROM {client.database}.{table} "
+                f"WHERE {where.sql} AND {col.REQUEST_ID} = '' GROUP BY bucket, {col.MODEL}, {col.HW_POOL}",
+                where.params,
+            )
+        )
+    return parts
+
+
+def _with_unpaid(paid: pl.DataFrame, unpaid: list[pl.DataFrame]) -> pl.DataFrame:
+    """The requests' hourly sums plus what no request paid, one row per model × pool × hour."""
+    types = {col.REQUESTS: pl.UInt64, col.RECOMPILES: pl.UInt64, col.COMPILE_SECONDS: pl.Float64}
+    frames = [f for f in (paid, *unpaid) if not f.is_empty()]
+    if not frames:
+        return paid
+    both = pl.concat(
+        [
+            f.with_columns(pl.col("bucket").dt.cast_time_unit("ms")).with_columns(
+                (pl.col(name).cast(t) if name in f.columns else pl.lit(0, t).alias(name)) for name, t in types.items()
+            )
+            for f in frames
+        ],
+        how="diagonal_relaxed",
+    )
+    return both.group_by("bucket", *_KEYS).agg(pl.col(name).sum() for name in types)
+
+
 def _storm_reasons(client: QueryClient, params: StormParams, storms: pl.DataFrame) -> pl.DataFrame:
     """Top reasons and triggering requests of each storm hour in ``storms`` (model, hw_pool, bucket).
 
@@ -188,13 +238,15 @@ def _storm_reasons(client: QueryClient, params: StormParams, storms: pl.DataFram
     rows = (
         client.query_frame(
             f"SELECT toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') AS bucket, {col.MODEL}, {col.HW_POOL}, "
-            f"{col.REASON}, {col.REQUEST_ID} FROM {client.database}.recompiles WHERE {where.sql} "
+            f"{reason_pattern_sql(col.REASON)} AS {PATTERN}, {col.REQUEST_ID} FROM {client.database}.recompiles "
+            f"WHERE {where.sql} "
             f"AND {col.MODEL} IN {{s_models:Array(String)}} AND {col.HW_POOL} IN {{s_pools:Array(String)}} "
             f"AND toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') IN {{s_hours:Array(DateTime64(0, 'UTC'))}}",
             values,
         )
         .with_columns(pl.col("bucket").dt.cast_time_unit("ms"))
         .join(storms, on=[*_KEYS, "bucket"], how="semi")
+        .pipe(as_reason)
     )
     keys = [*_KEYS, "bucket"]
     top = (

@@ -9,6 +9,7 @@ import altair as alt
 import polars as pl
 
 from inferensics.analytics.cache import not_priced, unpriced_misses
+from inferensics.analytics.reasons import PATTERN_NOTE
 from inferensics.analytics.report import charts
 from inferensics.analytics.report.page import Section, render_page
 from inferensics.analytics.report.tables import cell, markdown_table
@@ -155,9 +156,9 @@ def sections(report: WeeklyReport) -> list[Section]:
         ),
         Section(
             "Top recompile reasons",
-            [],
+            [PATTERN_NOTE] if report.recompile_reasons.height else [],
             [charts.top_bars(reasons, "label", "recompiles", "Recompiles by reason")],
-            [(report.recompile_reasons, [col.MODEL, col.HW_POOL, col.REASON, "recompiles", "requests"])],
+            [(report.recompile_reasons, [col.MODEL, col.HW_POOL, col.REASON, "recompiles", "requests", "variants"])],
         ),
         Section(
             "Graph breaks",

@@ -6,6 +6,7 @@ import polars as pl
 import streamlit as st
 
 from inferensics.analytics.cache import not_priced, unpriced_misses
+from inferensics.analytics.reasons import PATTERN_NOTE
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import Filters, bucket_unit, current_filters, describe, time_format
 from inferensics.dashboard._internal.service import section_query, service_errors
@@ -60,6 +61,8 @@ def recompiles_tab(filters: Filters) -> None:
         st.markdown("**Recompile reasons**")
         if filters.bundle is not None:
             st.caption("Recompile events carry no bundle: their reasons are shown for every bundle of the slice.")
+        if reasons.height:
+            st.caption(PATTERN_NOTE)
         if reasons.height and int(reasons.get_column("limit_hits").sum()):
             st.caption(
                 "limit_hits: guard failures that found the recompile limit reached; those frames ran eagerly "
@@ -103,6 +106,8 @@ def breaks_tab(filters: Filters) -> None:
             if failed
             else "No guard failures in this range."
         )
+        if guards.height:
+            st.caption(PATTERN_NOTE)
         show_table(guards, empty=empty, key="guard_failures")
 
 

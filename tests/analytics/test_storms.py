@@ -23,13 +23,28 @@ from tests.analytics.fleet import STORM_HOUR, W10, Fleet
 WEEK = dict(start=W10, end=W10 + timedelta(days=7))
 
 
-def expected_storms(requests: pl.DataFrame, p: StormParams) -> set[tuple[datetime, str, str]]:
-    """The storm rule written out plainly: per model × pool and hour, median of the preceding hours."""
-    hourly = requests.group_by(col.MODEL, col.HW_POOL, pl.col(col.TS).dt.truncate("1h").alias("h")).agg(
-        pl.col(col.RECOMPILES).cast(pl.Int64).sum().alias("r"),
-        (pl.col(col.COMPILE_MS).cast(pl.Float64) / 1000).sum().alias("s"),
+def expected_storms(fleet: Fleet, p: StormParams) -> set[tuple[datetime, str, str]]:
+    """The storm rule written out plainly: per model × pool and hour, what requests paid plus the recompiles
+    and compile seconds of no request, against the median of the preceding hours."""
+    by_hour = pl.col(col.TS).dt.truncate("1h").alias("h")
+    paid = fleet.requests.select(
+        col.MODEL,
+        col.HW_POOL,
+        by_hour,
+        pl.col(col.RECOMPILES).cast(pl.Int64).alias("r"),
+        (pl.col(col.COMPILE_MS).cast(pl.Float64) / 1000).alias("s"),
     )
-    table = {(m, hp, h): (r, s) for m, hp, h, r, s in hourly.iter_rows()}
+    no_request = pl.col(col.REQUEST_ID).fill_null("") == ""
+    unpaid_r = fleet.recompiles.filter(no_request).select(col.MODEL, col.HW_POOL, by_hour, pl.lit(1).alias("r"))
+    unpaid_s = fleet.compiles.filter(no_request).select(
+        col.MODEL, col.HW_POOL, by_hour, pl.col(col.ENTIRE_FRAME_S).cast(pl.Float64).fill_null(0.0).alias("s")
+    )
+    hourly = (
+        pl.concat([paid, unpaid_r, unpaid_s], how="diagonal_relaxed")
+        .group_by(col.MODEL, col.HW_POOL, "h")
+        .agg(pl.col("r").fill_null(0).sum(), pl.col("s").fill_null(0.0).sum())
+    )
+    table = {(m, hp, h): (r, s) for m, hp, h, r, s in hourly.select(col.MODEL, col.HW_POOL, "h", "r", "s").iter_rows()}
     pairs = {(m, hp) for m, hp, _ in table}
     out = set()
     hour = p.start
@@ -39,7 +54,8 @@ def expected_storms(requests: pl.DataFrame, p: StormParams) -> set[tuple[datetim
             before = [table.get((m, hp, hour - timedelta(hours=k)), (0, 0.0)) for k in range(1, p.baseline_hours + 1)]
             base_r = statistics.median(b[0] for b in before)
             base_s = statistics.median(b[1] for b in before)
-            if r >= max(p.min_recompiles, p.factor * base_r) or s >= max(p.min_compile_seconds, p.factor * base_s):
+            rule = r >= max(p.min_recompiles, p.factor * base_r) or s >= max(p.min_compile_seconds, p.factor * base_s)
+            if rule and r > 0:  # an hour without a recompile is a slow compile, never a storm
                 out.add((hour, m, hp))
         hour += timedelta(hours=1)
     return out
@@ -52,7 +68,7 @@ def expected_storms(requests: pl.DataFrame, p: StormParams) -> set[tuple[datetim
 def test_storms_follow_the_rule(fleet_store: Store, fleet: Fleet, knobs: dict[str, float]) -> None:
     params = StormParams(**WEEK, **knobs)
     got = recompile_storms(fleet_store, params)
-    want = expected_storms(fleet.requests, params)
+    want = expected_storms(fleet, params)
     assert {(b, m, hp) for b, m, hp in got.select("bucket", col.MODEL, col.HW_POOL).iter_rows()} == want
     assert got.get_column("bucket").is_sorted(descending=True)
 

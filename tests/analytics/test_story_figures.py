@@ -59,7 +59,7 @@ def story(store: Store) -> Store:
                 for i in range(3)
             ),
             RecompileEvent(
-                ts=t, host=HOST, model="storm", hw_pool="p", request_id="r-fb", reason="size 3",
+                ts=t, host=HOST, model="storm", hw_pool="p", request_id="r-fb", reason="dtype Half",
                 attrs={col.OUTCOME: "recompile_limit"},
             ),
         ]
@@ -92,7 +92,9 @@ def test_recompiles_that_hit_the_limit_are_counted_apart(story: Store) -> None:
     reasons = recompile_reasons(story, _slice())
     requests = story.client.query_df(f"SELECT sum(recompiles) AS n FROM {story.database}.requests")
     assert int(reasons.get_column("recompiles").sum()) == int(requests["n"].iloc[0]) == 3
-    assert reasons.filter(pl.col("limit_hits") > 0).get_column(col.REASON).to_list() == ["size 3"]
+    assert reasons.filter(pl.col("limit_hits") > 0).get_column(col.REASON).to_list() == ["dtype Half"]
+    sizes = reasons.filter(pl.col(col.REASON) == "size N").row(0, named=True)  # size 0, 1, 2: one cause
+    assert (sizes["recompiles"], sizes["variants"], sizes["example_reason"]) == (3, 3, "size 2")
 
 
 def test_the_weekly_report_of_the_current_week_ends_now_with_one_cache_ratio(story: Store) -> None:

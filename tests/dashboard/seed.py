@@ -45,6 +45,8 @@ BASELINE = "b" * 8 + hashlib.sha256(b"bundle-baseline").hexdigest()[8:24]
 CANDIDATE = "c" * 8 + hashlib.sha256(b"bundle-candidate").hexdigest()[8:24]
 DRILL_ID = "req-drill-0001"
 STORM_REASON = "tensor 'L['x']' size mismatch at index 1. expected 128, actual 256"
+STORM_PATTERN = "tensor 'L['x']' size mismatch at index 1. expected N, actual N"
+"""How the fleet pages group :data:`STORM_REASON`: by cause (:mod:`inferensics.analytics.reasons`)."""
 GB_ID = "GB0170"
 STORM_RECOMPILES = 30
 FALLBACK_SPIKE = 15

@@ -13,7 +13,7 @@ from inferensics.schema import CacheEvent, CompileEvent, GraphBreakEvent
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.expected import cache_lookups, graph_keys_per_pool
-from tests.dashboard.seed import CANDIDATE, GB_ID, LLAMA, STORM_REASON, STORM_RECOMPILES
+from tests.dashboard.seed import CANDIDATE, GB_ID, LLAMA, STORM_PATTERN, STORM_REASON, STORM_RECOMPILES
 
 PAGE = "views/compile_health.py"
 pytestmark = pytest.mark.slow
@@ -33,7 +33,8 @@ def test_compile_health_tabs_match_the_seed(seeded: SeededService) -> None:
     assert [t.label for t in at.tabs] == ["Recompiles", "Graph breaks & guards", "Caches", "Specializations"]
 
     reasons = frame_with(at, "code_locations")
-    assert reasons["reason"].tolist() == [STORM_REASON]
+    assert reasons["reason"].tolist() == [STORM_PATTERN]
+    assert reasons["example_reason"].tolist() == [STORM_REASON]
     assert reasons["recompiles"].tolist() == [STORM_RECOMPILES]
 
     breaks = frame_with(at, "break_type")
@@ -41,7 +42,8 @@ def test_compile_health_tabs_match_the_seed(seeded: SeededService) -> None:
     assert breaks["events"].tolist() == [sum(r.outcome == "fallback" for r in seeded.facts.requests)]
 
     guards = frame_with(at, "failures")
-    assert guards["reason"].tolist() == [STORM_REASON]
+    assert guards["reason"].tolist() == [STORM_PATTERN]
+    assert guards["example_reason"].tolist() == [STORM_REASON]
     assert guards["failures"].tolist() == [STORM_RECOMPILES]
 
     health = frame_with(at, "cold_miss_cost_s")

@@ -1,0 +1,69 @@
+"""A store of imported TORCH_TRACE logs alone shows its recompile storms.
+
+Recompiles outside any request (a server's warm-up, a log imported with ``import-trace``) count in the
+storm rule beside what requests paid. The store here holds no request at all: a tlparse user's first hour.
+
+Real parts: a fresh Python process under ``TORCH_TRACE`` recompiling one frame for each new input size
+(Inductor on CPU with matrix products only: extern kernels, no C++ build), imported by the CLI into an
+embedded chDB store.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from inferensics.analytics import StormParams, recompile_storms
+from inferensics.cli.app import app
+from inferensics.schema import columns as col
+from inferensics.schema.store import Store
+from tests.collector.trace.traced_run import run_traced
+
+SIZES = (2, 3, 4, 5, 6)
+
+PROGRAM = f"""\
+import torch
+
+torch._dynamo.config.automatic_dynamic_shapes = False
+
+
+@torch.compile
+def f(x):
+    return torch.mm(x, x)
+
+
+for n in {SIZES!r}:
+    f(torch.ones(n, n))
+"""
+
+
+@pytest.mark.slow
+def test_an_imported_log_alone_shows_its_storm(tmp_path: Path, store_dsn: str) -> None:
+    start = datetime.now(UTC)
+    if (start.minute, start.second) >= (59, 30):  # the recompiles must fall in one hour
+        time.sleep(61 - start.second)
+    trace = run_traced(tmp_path, PROGRAM)
+    dsn = store_dsn
+    imported = CliRunner().invoke(app, ["import-trace", str(trace), "--dsn", dsn, "--model", "m", "--host", "h"])
+    assert imported.exit_code == 0, imported.output
+
+    now = datetime.now(UTC)
+    with Store.open(dsn) as store:
+        assert store.client.query(f"SELECT count() FROM {store.database}.requests").result_rows[0][0] == 0
+        storms = recompile_storms(store, StormParams(start=now - timedelta(hours=2), end=now, min_recompiles=3))
+        quiet = recompile_storms(store, StormParams(start=now - timedelta(hours=2), end=now, min_recompiles=5))
+
+    assert storms.height == 1
+    storm = storms.row(0, named=True)
+    assert (storm[col.MODEL], storm[col.REQUESTS], storm[col.RECOMPILES]) == ("m", 0, len(SIZES) - 1)
+    assert storm["trigger"] == "recompiles"
+    assert storm[col.COMPILE_SECONDS] > 0  # every compile of the hour, the first one included
+    assert storm["request_ids"] == []
+    # One cause, four texts (expected 2, actual 3; expected 3, actual 4; ...): one reason, counted four times.
+    assert storm["top_reasons"] == ["tensor 'x' size mismatch at index 0. expected N, actual N"]
+    assert storm["top_reason_counts"] == [len(SIZES) - 1]
+    assert quiet.is_empty()  # 4 recompiles do not reach a floor of 5
