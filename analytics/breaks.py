@@ -16,6 +16,8 @@ from inferensics.schema import columns as col
 
 RECOMPILE_LIMIT = "recompile_limit"
 """The ``outcome`` attribute of a recompile event whose frame hit the recompile limit (and ran eagerly)."""
+LIMIT_HIT = f"{col.ATTRS}['{col.OUTCOME}'] = '{RECOMPILE_LIMIT}'"
+"""SQL: the recompile event is a recompile limit hit (it compiled nothing)."""
 
 
 def _touched() -> str:
@@ -121,7 +123,7 @@ def recompile_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """
     check_filter_values(client, params, ("recompiles",))
     where = slice_where(params, "recompiles", what="recompile reasons")
-    limit = f"{col.ATTRS}['{col.OUTCOME}'] = '{RECOMPILE_LIMIT}'"
+    limit = LIMIT_HIT
     return as_reason(
         client.query_frame(
             f"SELECT {col.MODEL}, {col.HW_POOL}, {pattern_columns()}, toUInt64(countIf(NOT ({limit}))) AS "

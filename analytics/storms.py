@@ -28,7 +28,7 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from inferensics.analytics._requests import request_source
-from inferensics.analytics.breaks import RECOMPILE_LIMIT
+from inferensics.analytics.breaks import LIMIT_HIT
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, filters_apply, slice_where
 from inferensics.analytics.reasons import PATTERN, as_reason, reason_pattern_sql
@@ -182,9 +182,8 @@ def _outside_requests(client: QueryClient, params: StormParams, lo: datetime, en
     """Per model × pool × hour: recompiles (not the recompile limit's eager fallbacks, as in the requests'
     count) and compile seconds that no request paid, each where the slice's filters apply to its table."""
     hour = f"toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') AS bucket"
-    limit_hit = f"{col.ATTRS}['{col.OUTCOME}'] = '{RECOMPILE_LIMIT}'"
     sums = {
-        "recompiles": f"toUInt64(countIf(NOT ({limit_hit}))) AS {col.RECOMPILES}",
+        "recompiles": f"toUInt64(countIf(NOT ({LIMIT_HIT}))) AS {col.RECOMPILES}",
         "compiles": f"toFloat64(sum({col.ENTIRE_FRAME_S})) AS {col.COMPILE_SECONDS}",
     }
     parts = []
@@ -319,8 +318,9 @@ def specializations(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     (first compiled in the range), total_graph_keys (ever compiled up to the range end), growth
     (``new_graph_keys / (total_graph_keys - new_graph_keys)``; null when the pool had none before),
     compiles and compile_seconds (every compile in the range, failed ones and those outside requests or from
-    imported logs too; whole-frame seconds). A pool whose compiles in the range all failed has no graph key:
-    its keys read 0.
+    imported logs too; whole-frame seconds), recompiles (every recompile event in the range that compiled,
+    inside requests or not; null under a filter recompile events carry no column for). A pool whose compiles
+    in the range all failed has no graph key: its keys read 0.
     """
     check_filter_values(client, params, ("compiles",))
     seen = _first_seen(client, params)
@@ -337,10 +337,21 @@ def specializations(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         where.params,
     ).with_columns(pl.col("compiles").cast(pl.UInt64), pl.col("compile_seconds").cast(pl.Float64))
     keys = out.with_columns(pl.when(before > 0).then(pl.col("new_graph_keys") / before).otherwise(None).alias("growth"))
+    joined = keys.filter(pl.col("active_graph_keys") > 0).join(compiled, on=_KEYS, how="full", coalesce=True)
+    if filters_apply(params, "recompiles"):
+        where = slice_where(params, "recompiles", what="specializations")
+        recompiled = client.query_frame(
+            f"SELECT {col.MODEL}, {col.HW_POOL}, toUInt64(countIf(NOT ({LIMIT_HIT}))) AS {col.RECOMPILES} "
+            f"FROM {client.database}.recompiles WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}",
+            where.params,
+        )
+        joined = joined.join(recompiled, on=_KEYS, how="full", coalesce=True).with_columns(
+            pl.col(col.RECOMPILES).fill_null(0)
+        )
+    else:
+        joined = joined.with_columns(pl.lit(None, pl.UInt64).alias(col.RECOMPILES))
     return (
-        keys.filter(pl.col("active_graph_keys") > 0)
-        .join(compiled, on=_KEYS, how="full", coalesce=True)
-        .with_columns(pl.col(c).fill_null(0) for c in ("active_graph_keys", "new_graph_keys", "total_graph_keys"))
+        joined.with_columns(pl.col(c).fill_null(0) for c in ("active_graph_keys", "new_graph_keys", "total_graph_keys"))
         .with_columns(pl.col("compiles").fill_null(0), pl.col("compile_seconds").fill_null(0.0))
         .sort(_KEYS)
     )

@@ -39,8 +39,11 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     if "compiles" in specs.columns and int(specs.get_column("compiles").sum() or 0):
         # The figures above are what requests paid; compiles outside requests have no request to count them on.
         n, seconds = int(specs.get_column("compiles").sum()), float(specs.get_column("compile_seconds").sum())
+        recompiles = specs.get_column(col.RECOMPILES).sum() if col.RECOMPILES in specs.columns else None
+        also = f" and {int(recompiles):,} recompile records" if recompiles is not None else ""
         lines.append(
-            f"Compile records: {n:,} ({seconds:,.1f} s), inside requests or not (warm-up, imported TORCH_TRACE logs)."
+            f"Compile records: {n:,} ({seconds:,.1f} s){also}, inside requests or not (warm-up, imported TORCH_TRACE "
+            "logs)."
         )
     health = report.cache_health
     lookups = int(health.get_column("lookups").sum() or 0)

@@ -230,12 +230,15 @@ def headline(filters: Filters) -> None:
     new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
     specs = section_query(queries.SPECIALIZATIONS, "specializations", **params)
     cells = st.columns(5)
+    every = specs if specs is not None and specs.get_column(col.RECOMPILES).null_count() == 0 else None
+    shown = every if every is not None else fleet  # under a bundle filter, what the requests counted
     cells[0].metric(
         "Recompiles",
-        count(total(fleet, col.RECOMPILES)) if fleet is not None else "–",
-        help="Recompiles that gave a graph, counted on the requests that triggered them. The reasons table "
-        "below lists every recompile event: those whose compile failed and those of imported TORCH_TRACE logs "
-        "too.",
+        count(total(shown, col.RECOMPILES)) if shown is not None else "–",
+        help="Every recompile that compiled, inside requests or not (warm-up, imported TORCH_TRACE logs), as the "
+        "reasons table below counts them; recompile-limit hits are apart."
+        if every is not None
+        else "Recompiles counted on the requests that triggered them (recompile events carry no bundle).",
     )
     cells[1].metric(
         "Compile seconds",

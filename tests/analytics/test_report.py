@@ -335,11 +335,16 @@ def test_weekly_summary_counts_compiles_no_request_paid_for(weekly: WeeklyReport
     """A store of imported TORCH_TRACE logs read "Compiles: 0" and nothing else of its 15 compiles: the
     request figures count what requests paid. The summary now also gives every compile record of the week,
     and a graph break without a type reads "(no type)" rather than a double space."""
-    specs = pl.DataFrame({col.MODEL: ["", "m"], "compiles": [15, 3], "compile_seconds": [17.5, 2.25]})
+    specs = pl.DataFrame(
+        {col.MODEL: ["", "m"], "compiles": [15, 3], "compile_seconds": [17.5, 2.25], col.RECOMPILES: [13, 0]}
+    )
     breaks = weekly.graph_breaks.head(1).with_columns(
         pl.lit("").alias(col.REGISTRY_ID), pl.lit("").alias(col.BREAK_TYPE)
     )
     lines = summary_lines(replace(weekly, specializations=specs, graph_breaks=breaks))
-    assert "Compile records: 18 (19.8 s), inside requests or not (warm-up, imported TORCH_TRACE logs)." in lines
+    assert (
+        "Compile records: 18 (19.8 s) and 13 recompile records, inside requests or not (warm-up, imported "
+        "TORCH_TRACE logs)." in lines
+    )
     assert next(x for x in lines if x.startswith("Top graph break")).startswith("Top graph break: (no id) (no type) (")
     assert "Compile records" in " ".join(summary_lines(weekly))  # the fleet's own compiles

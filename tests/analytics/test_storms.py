@@ -129,7 +129,15 @@ def test_specializations(fleet_store: Store, fleet: Fleet) -> None:
         .filter(pl.col("active_graph_keys") > 0)
         .sort(col.MODEL, col.HW_POOL)
     )
-    assert got.drop("growth", "compiles", "compile_seconds").to_dicts() == want.to_dicts()
+    assert got.drop("growth", "compiles", "compile_seconds", col.RECOMPILES).to_dicts() == want.to_dicts()
+    recompiled = (
+        fleet.recompiles.filter((pl.col(col.TS) >= WEEK["start"]) & (pl.col(col.TS) < WEEK["end"]))
+        .group_by(col.MODEL, col.HW_POOL)
+        .len()
+    )
+    assert dict(
+        got.select(pl.concat_str(col.MODEL, col.HW_POOL), col.RECOMPILES).filter(pl.col(col.RECOMPILES) > 0).iter_rows()
+    ) == dict(recompiled.select(pl.concat_str(col.MODEL, col.HW_POOL), "len").iter_rows())
     in_range = fleet.compiles.filter((pl.col(col.TS) >= WEEK["start"]) & (pl.col(col.TS) < WEEK["end"]))
     compiled = in_range.group_by(col.MODEL, col.HW_POOL).agg(
         pl.len().alias("compiles"), pl.col(col.ENTIRE_FRAME_S).cast(pl.Float64).sum().alias("compile_seconds")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from inferensics.analytics import StormParams, recompile_storms
+from inferensics.analytics import SliceParams, StormParams, recompile_storms, specializations
 from inferensics.cli.app import app
 from inferensics.schema import columns as col
 from inferensics.schema.store import Store
@@ -56,6 +56,7 @@ def test_an_imported_log_alone_shows_its_storm(tmp_path: Path, store_dsn: str) -
         assert store.client.query(f"SELECT count() FROM {store.database}.requests").result_rows[0][0] == 0
         storms = recompile_storms(store, StormParams(start=now - timedelta(hours=2), end=now, min_recompiles=3))
         quiet = recompile_storms(store, StormParams(start=now - timedelta(hours=2), end=now, min_recompiles=5))
+        specs = specializations(store, SliceParams(start=now - timedelta(hours=2), end=now))
 
     assert storms.height == 1
     storm = storms.row(0, named=True)
@@ -67,3 +68,4 @@ def test_an_imported_log_alone_shows_its_storm(tmp_path: Path, store_dsn: str) -
     assert storm["top_reasons"] == ["tensor 'x' size mismatch at index 0. expected N, actual N"]
     assert storm["top_reason_counts"] == [len(SIZES) - 1]
     assert quiet.is_empty()  # 4 recompiles do not reach a floor of 5
+    assert specs.select(col.MODEL, "compiles", col.RECOMPILES).rows() == [("m", len(SIZES), len(SIZES) - 1)]
