@@ -62,13 +62,18 @@ def headline(fleet: pl.DataFrame) -> None:
     )
 
 
+def _slice_name(row: dict[str, object]) -> str:
+    """``model / pool`` of an alert's row, naming an empty label (an imported log's records may have none)."""
+    return f"{row[col.MODEL] or '(no model)'} / {row[col.HW_POOL] or '(no pool)'}"
+
+
 def storm_alerts(storms: pl.DataFrame) -> int:
     """One alert per storm hour; returns how many."""
     for row in storms.iter_rows(named=True):
         reasons = row.get("top_reasons") or []
         top = f" Top reason: `{reasons[0]}`." if reasons else ""
         st.error(
-            f"**Recompile storm** · {row[col.MODEL]} / {row[col.HW_POOL]} · "
+            f"**Recompile storm** · {_slice_name(row)} · "
             f"hour of {row['bucket']:%Y-%m-%d %H:%M} UTC: "
             f"{row[col.RECOMPILES]:,} recompiles, {row[col.COMPILE_SECONDS]:,.1f} compile s "
             f"(baseline {row['baseline_recompiles'] or 0:,.0f} recompiles).{top}",
@@ -81,9 +86,9 @@ def slow_compile_alerts(slow: pl.DataFrame) -> int:
     """One note per hour of slow compiles without a recompile (not a storm: first compiles, cold caches)."""
     for row in slow.iter_rows(named=True):
         st.warning(
-            f"**Slow compiles** · {row[col.MODEL]} / {row[col.HW_POOL]} · hour of {row['bucket']:%Y-%m-%d %H:%M} UTC: "
-            f"{row[col.COMPILE_SECONDS]:,.1f} compile s in the serving path without a recompile (first compiles "
-            "or a cold compile cache).",
+            f"**Slow compiles** · {_slice_name(row)} · hour of {row['bucket']:%Y-%m-%d %H:%M} UTC: "
+            f"{row[col.COMPILE_SECONDS]:,.1f} compile s without a recompile (first compiles or a cold compile "
+            "cache).",
             icon=":material/hourglass_top:",
         )
     return slow.height
@@ -154,7 +159,8 @@ def highlight_section(
             "**Non-finite outputs:** requests whose output fingerprint counted a NaN or inf "
             "(analytics `notable_requests`).\n\n"
             "**Recompile storm** (analytics `recompile_storms` at its default floors; the Weekly report page "
-            "lowers them for a small fleet): an hour of one model and pool with recompiles. "
+            "lowers them for a small fleet): an hour of one model and pool with recompiles, inside requests or not "
+            "(warm-up, imported TORCH_TRACE logs). "
             f"{StormRule().describe()}\n\n"
             "**Slow compiles:** an hour whose compile seconds reach that threshold without any recompile: first "
             "compiles or a cold cache, not a storm (analytics `slow_compiles`).\n\n"
