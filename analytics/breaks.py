@@ -11,7 +11,7 @@ import polars as pl
 
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
-from inferensics.analytics.reasons import PATTERN, as_reason, pattern_columns
+from inferensics.analytics.reasons import LAST_SEEN, PATTERN, as_reason, pattern_columns
 from inferensics.schema import columns as col
 
 RECOMPILE_LIMIT = "recompile_limit"
@@ -22,6 +22,12 @@ LIMIT_HIT = f"{col.ATTRS}['{col.OUTCOME}'] = '{RECOMPILE_LIMIT}'"
 
 def _touched() -> str:
     return f"toUInt64(uniqExactIf({col.REQUEST_ID}, {col.REQUEST_ID} != ''))"
+
+
+def _touched_state() -> str:
+    """:func:`_touched` as an aggregate state, merged across the texts of one reason pattern (of 64-bit hashes:
+    a set of integers merges at a fraction of a set of strings' cost, and two ids that collide are 1 in 2^64)."""
+    return f"uniqExactStateIf(cityHash64({col.REQUEST_ID}), {col.REQUEST_ID} != '')"
 
 
 def _top(
@@ -97,13 +103,19 @@ def guard_failures(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """
     check_filter_values(client, params, ("guard_failures",))
     where = slice_where(params, "guard_failures", what="guard failures")
+    by_text = (
+        f"SELECT {col.REASON}, {col.CODE_LOCATION}, {LAST_SEEN}, count() AS n, {_touched_state()} AS touched, "
+        f"uniqExactState(cityHash64({col.HOST})) AS host_state, "
+        f"groupUniqArrayState(toString({col.MODEL})) AS model_state "
+        f"FROM {client.database}.guard_failures WHERE {where.sql} GROUP BY {col.REASON}, {col.CODE_LOCATION}"
+    )
     return as_reason(
         client.query_frame(
-            f"SELECT {pattern_columns()}, {col.CODE_LOCATION}, toUInt64(count()) AS failures, {_touched()} AS "
-            f"requests, toUInt64(uniqExact({col.HOST})) AS hosts, "
-            f"arraySort(groupUniqArray(toString({col.MODEL}))) AS models "
-            f"FROM {client.database}.guard_failures WHERE {where.sql} GROUP BY {PATTERN}, {col.CODE_LOCATION} "
-            f"ORDER BY failures DESC, requests DESC, {PATTERN}, {col.CODE_LOCATION}",
+            f"SELECT {pattern_columns()}, {col.CODE_LOCATION}, toUInt64(sum(n)) AS failures, "
+            "toUInt64(uniqExactMerge(touched)) AS requests, toUInt64(uniqExactMerge(host_state)) AS hosts, "
+            f"arraySort(groupUniqArrayMerge(model_state)) AS models FROM ({by_text}) "
+            f"GROUP BY {PATTERN}, {col.CODE_LOCATION} ORDER BY failures DESC, requests DESC, {PATTERN}, "
+            f"{col.CODE_LOCATION}",
             where.params,
         ).select(PATTERN, col.CODE_LOCATION, "failures", "requests", "hosts", "models", "example_reason", "variants")
     )
@@ -123,13 +135,18 @@ def recompile_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """
     check_filter_values(client, params, ("recompiles",))
     where = slice_where(params, "recompiles", what="recompile reasons")
-    limit = LIMIT_HIT
+    by_text = (
+        f"SELECT {col.MODEL}, {col.HW_POOL}, {col.REASON}, {LAST_SEEN}, countIf(NOT ({LIMIT_HIT})) AS n, "
+        f"countIf({LIMIT_HIT}) AS n_limit, {_touched_state()} AS touched, "
+        f"uniqExactState(cityHash64({col.CODE_LOCATION})) AS location_state FROM {client.database}.recompiles "
+        f"WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}, {col.REASON}"
+    )
     return as_reason(
         client.query_frame(
-            f"SELECT {col.MODEL}, {col.HW_POOL}, {pattern_columns()}, toUInt64(countIf(NOT ({limit}))) AS "
-            f"recompiles, toUInt64(countIf({limit})) AS limit_hits, {_touched()} AS requests, "
-            f"toUInt64(uniqExact({col.CODE_LOCATION})) AS code_locations "
-            f"FROM {client.database}.recompiles WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}, {PATTERN} "
+            f"SELECT {col.MODEL}, {col.HW_POOL}, {pattern_columns()}, toUInt64(sum(n)) AS recompiles, "
+            "toUInt64(sum(n_limit)) AS limit_hits, toUInt64(uniqExactMerge(touched)) AS requests, "
+            f"toUInt64(uniqExactMerge(location_state)) AS code_locations FROM ({by_text}) "
+            f"GROUP BY {col.MODEL}, {col.HW_POOL}, {PATTERN} "
             f"ORDER BY recompiles + limit_hits DESC, {col.MODEL}, {col.HW_POOL}, {PATTERN}",
             where.params,
         ).select(

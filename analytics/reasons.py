@@ -41,14 +41,19 @@ def reason_pattern_sql(column: str) -> str:
     return f"replaceAll({numbers}, '{_INDEX}', '')"
 
 
+LAST_SEEN: Final = f"max({col.TS}) AS last_seen"
+"""SQL of the inner query, grouped by the reason's text: its latest time, which :func:`pattern_columns` reads."""
+
+
 def pattern_columns() -> str:
     """SQL selecting ``reason_pattern`` (:func:`reason_pattern_sql` of ``reason``), ``example_reason`` (the
-    group's latest text) and ``variants`` (its distinct texts), for a query grouped by ``reason_pattern``.
-    ClickHouse resolves an alias before a column of the same name, so the pattern is not aliased ``reason``:
-    :func:`as_reason` renames it once the rows are read."""
+    group's latest text) and ``variants`` (its distinct texts), over an inner query grouped by the text that
+    selects :data:`LAST_SEEN`: the pattern then runs once per distinct text, not once per event, and the
+    outer query merges the inner one's aggregate states. ClickHouse resolves an alias before a column of the
+    same name, so the pattern is not aliased ``reason``: :func:`as_reason` renames it once the rows are read."""
     return (
-        f"{reason_pattern_sql(col.REASON)} AS {PATTERN}, argMax({col.REASON}, ({col.TS}, {col.REASON})) AS "
-        f"example_reason, toUInt64(uniqExact({col.REASON})) AS variants"
+        f"{reason_pattern_sql(col.REASON)} AS {PATTERN}, "
+        f"argMax({col.REASON}, (last_seen, {col.REASON})) AS example_reason, toUInt64(count()) AS variants"
     )
 
 

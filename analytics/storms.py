@@ -178,33 +178,34 @@ def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
     return base
 
 
-def _outside_requests(client: QueryClient, params: StormParams, lo: datetime, end: datetime) -> list[pl.DataFrame]:
+def _outside_requests(client: QueryClient, params: StormParams, lo: datetime, end: datetime) -> pl.DataFrame:
     """Per model × pool × hour: recompiles (not the recompile limit's eager fallbacks, as in the requests'
-    count) and compile seconds that no request paid, each where the slice's filters apply to its table."""
+    count) and compile seconds that no request paid, each where the slice's filters apply to its table (one
+    round trip: both tables' filters bind the same parameters)."""
     hour = f"toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') AS bucket"
     sums = {
-        "recompiles": f"toUInt64(countIf(NOT ({LIMIT_HIT}))) AS {col.RECOMPILES}",
-        "compiles": f"toFloat64(sum({col.ENTIRE_FRAME_S})) AS {col.COMPILE_SECONDS}",
+        "recompiles": (f"toUInt64(countIf(NOT ({LIMIT_HIT})))", "toFloat64(0)"),
+        "compiles": ("toUInt64(0)", f"toFloat64(sum({col.ENTIRE_FRAME_S}))"),
     }
-    parts = []
-    for table, total in sums.items():
+    selects: list[str] = []
+    values: dict[str, object] = {}
+    for table, (recompiles, seconds) in sums.items():
         if not filters_apply(params, table):
             continue
         where = slice_where(params, table, start=lo, end=end)
-        parts.append(
-            client.query_frame(
-                f"SELECT {hour}, {col.MODEL}, {col.HW_POOL}, {total} FROM {client.database}.{table} "
-                f"WHERE {where.sql} AND {col.REQUEST_ID} = '' GROUP BY bucket, {col.MODEL}, {col.HW_POOL}",
-                where.params,
-            )
+        values |= where.params
+        selects.append(
+            f"SELECT {hour}, {col.MODEL}, {col.HW_POOL}, {recompiles} AS {col.RECOMPILES}, {seconds} AS "
+            f"{col.COMPILE_SECONDS} FROM {client.database}.{table} WHERE {where.sql} AND {col.REQUEST_ID} = '' "
+            f"GROUP BY bucket, {col.MODEL}, {col.HW_POOL}"
         )
-    return parts
+    return client.query_frame(" UNION ALL ".join(selects), values) if selects else pl.DataFrame()
 
 
-def _with_unpaid(paid: pl.DataFrame, unpaid: list[pl.DataFrame]) -> pl.DataFrame:
+def _with_unpaid(paid: pl.DataFrame, unpaid: pl.DataFrame) -> pl.DataFrame:
     """The requests' hourly sums plus what no request paid, one row per model × pool × hour."""
     types = {col.REQUESTS: pl.UInt64, col.RECOMPILES: pl.UInt64, col.COMPILE_SECONDS: pl.Float64}
-    frames = [f for f in (paid, *unpaid) if not f.is_empty()]
+    frames = [f for f in (paid, unpaid) if not f.is_empty()]
     if not frames:
         return paid
     both = pl.concat(
