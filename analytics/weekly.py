@@ -75,7 +75,9 @@ class WeeklyReport:
     end: datetime
     by_model_pool: pl.DataFrame
     """Per model × hardware pool this week: the request sums, recompile_rate, cache_hit_ratio (compile-cache
-    hits / lookups, as ``cache_health``)."""
+    hits / lookups, as ``cache_health``), compile_records and recompile_records (every compile and recompile
+    record, inside requests or not, as ``specializations`` counts them: a model and pool with imported logs
+    only has a row, its request figures 0)."""
     week_over_week: pl.DataFrame
     """Per model: metric, this_week, last_week, change (relative; null when last week was 0)."""
     daily: pl.DataFrame
@@ -112,6 +114,23 @@ def _by_model_pool(frame: pl.DataFrame, health: pl.DataFrame, keys: list[str]) -
             .alias("cache_hit_ratio"),
         )
         .drop("_hits", "_lookups")
+        .sort(keys)
+    )
+
+
+def _with_records(per: pl.DataFrame, specs: pl.DataFrame) -> pl.DataFrame:
+    """``per`` (request sums per model × pool) with the compile and recompile records of ``specializations``."""
+    keys = [col.MODEL, col.HW_POOL]
+    records = specs.select(
+        *keys,
+        pl.col("compiles").cast(pl.UInt64).alias("compile_records"),
+        pl.col(col.RECOMPILES).cast(pl.UInt64).alias("recompile_records"),
+    )
+    counted = [c for c in per.columns if c not in keys and per.schema[c].is_integer()]
+    return (
+        per.join(records, on=keys, how="full", coalesce=True)
+        .with_columns(pl.col(c).fill_null(0) for c in [*counted, "compile_records"])
+        .with_columns(pl.col(col.COMPILE_SECONDS).fill_null(0.0))
         .sort(keys)
     )
 
@@ -158,11 +177,12 @@ def build_weekly_report(
     this = runner.query("fleet_overview", **rng)
     last = runner.query("fleet_overview", **last_rng)
     health = runner.query("cache_health", **rng)
+    specs = runner.query("specializations", **rng)
     return WeeklyReport(
         week=week,
         start=start,
         end=end,
-        by_model_pool=_by_model_pool(this, health, [col.MODEL, col.HW_POOL]),
+        by_model_pool=_with_records(_by_model_pool(this, health, [col.MODEL, col.HW_POOL]), specs),
         week_over_week=_week_over_week(this, last, health, runner.query("cache_health", **last_rng)),
         daily=runner.query("fleet_timeseries", **rng, unit="day", by="model"),
         recompile_reasons=runner.query("recompile_reasons", **rng).head(TOP_N),
@@ -170,7 +190,7 @@ def build_weekly_report(
         cache_health=health,
         cache_trend=runner.query("cache_trend", **rng),
         cache_growth=runner.query("cache_growth", **rng),
-        specializations=runner.query("specializations", **rng),
+        specializations=specs,
         new_graph_keys=runner.query("new_graph_keys", **rng),
         storms=runner.query("recompile_storms", **rng, **rule.model_dump()),
         storm_rule=rule,

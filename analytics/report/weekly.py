@@ -127,7 +127,13 @@ def sections(report: WeeklyReport) -> list[Section]:
         Section("Summary", summary_lines(report)),
         Section(
             "Compiles and recompiles per model and pool",
-            [],
+            [
+                "compiles, recompiles and compile_seconds: what requests paid; compile_records and "
+                "recompile_records: every record of the week, inside requests or not (warm-up, imported "
+                "TORCH_TRACE logs)."
+            ]
+            if per.height
+            else [],
             [
                 charts.recompiles_by_model_pool(per),
                 charts.daily_by_model(report.daily, col.RECOMPILES, "Recompiles per day"),
@@ -144,6 +150,8 @@ def sections(report: WeeklyReport) -> list[Section]:
                         "recompile_rate",
                         col.COMPILE_SECONDS,
                         "cache_hit_ratio",
+                        "compile_records",
+                        "recompile_records",
                     ],
                 )
             ],

@@ -17,7 +17,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from inferensics.analytics import SliceParams, StormParams, recompile_storms, specializations
+from inferensics.analytics import (
+    LocalRunner,
+    SliceParams,
+    StormParams,
+    build_weekly_report,
+    recompile_storms,
+    specializations,
+)
+from inferensics.analytics.weekly import current_week
 from inferensics.cli.app import app
 from inferensics.schema import columns as col
 from inferensics.schema.store import Store
@@ -57,6 +65,7 @@ def test_an_imported_log_alone_shows_its_storm(tmp_path: Path, store_dsn: str) -
         storms = recompile_storms(store, StormParams(start=now - timedelta(hours=2), end=now, min_recompiles=3))
         quiet = recompile_storms(store, StormParams(start=now - timedelta(hours=2), end=now, min_recompiles=5))
         specs = specializations(store, SliceParams(start=now - timedelta(hours=2), end=now))
+        weekly = build_weekly_report(LocalRunner(store), current_week(now), now=now)
 
     assert storms.height == 1
     storm = storms.row(0, named=True)
@@ -69,3 +78,6 @@ def test_an_imported_log_alone_shows_its_storm(tmp_path: Path, store_dsn: str) -
     assert storm["top_reason_counts"] == [len(SIZES) - 1]
     assert quiet.is_empty()  # 4 recompiles do not reach a floor of 5
     assert specs.select(col.MODEL, "compiles", col.RECOMPILES).rows() == [("m", len(SIZES), len(SIZES) - 1)]
+    # The weekly report's per-model table has the model, though no request paid for its compiles.
+    per = weekly.by_model_pool.select(col.MODEL, col.REQUESTS, col.COMPILES, "compile_records", "recompile_records")
+    assert per.rows() == [("m", 0, 0, len(SIZES), len(SIZES) - 1)]
