@@ -319,9 +319,9 @@ def specializations(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     (first compiled in the range), total_graph_keys (ever compiled up to the range end), growth
     (``new_graph_keys / (total_graph_keys - new_graph_keys)``; null when the pool had none before),
     compiles and compile_seconds (every compile in the range, failed ones and those outside requests or from
-    imported logs too; whole-frame seconds), recompiles (every recompile event in the range that compiled,
-    inside requests or not; null under a filter recompile events carry no column for). A pool whose compiles
-    in the range all failed has no graph key: its keys read 0.
+    imported logs too; whole-frame seconds), recompiles (every recompile event in the range but the recompile
+    limit's hits, inside requests or not; null under a filter recompile events carry no column for). A pool
+    whose compiles in the range all failed has no graph key: its keys read 0.
     """
     check_filter_values(client, params, ("compiles",))
     seen = _first_seen(client, params)

@@ -235,8 +235,8 @@ def headline(filters: Filters) -> None:
     cells[0].metric(
         "Recompiles",
         count(total(shown, col.RECOMPILES)) if shown is not None else "–",
-        help="Every recompile that compiled, inside requests or not (warm-up, imported TORCH_TRACE logs), as the "
-        "reasons table below counts them; recompile-limit hits are apart."
+        help="Every recompile, inside requests or not (warm-up, imported TORCH_TRACE logs), as the reasons table "
+        "below counts them; recompile-limit hits (the frame ran eagerly) are apart."
         if every is not None
         else "Recompiles counted on the requests that triggered them (recompile events carry no bundle).",
     )
