@@ -18,7 +18,8 @@ import torch
 
 from inferensics.bundle import torch_adapter
 from inferensics.bundle.canonical import sha256_hex
-from inferensics.bundle.locations import Entry, code_location
+from inferensics.bundle.locations import code_location
+from inferensics.schema.locations import Entry
 
 
 def _render_input(x: Any) -> str:
@@ -142,7 +143,7 @@ class RecordingBackend:
     on_compiled: Callable[[GraphCapture], None] | None = None
     """Called after each compile with its keys and time filled in."""
     entries: dict[Any, Entry] = field(default_factory=dict)
-    """The compiled model's decorated ``forward``, if any (:func:`~inferensics.bundle.locations.entry_codes`)."""
+    """The compiled model's decorated ``forward``, if any (:func:`~inferensics.schema.locations.entry_codes`)."""
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         """Compile ``gm`` (or let the gate serve it) and return the counting callable."""

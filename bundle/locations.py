@@ -1,22 +1,17 @@
 """Where a compiled frame's code lives, written the same on every machine: ``path:first line:name`` with the
 path spelled by its module's import name (``model.py``, ``transformers/models/gpt2/modeling_gpt2.py``).
 
-A model whose ``forward`` is wrapped by a decorator (Hugging Face wraps every model's) is compiled from the
-wrapper's frame; :func:`entry_codes` maps the wrapper's code to the model's own ``forward``, so a location
-names the user's code rather than the decorator.
+A decorated ``forward`` is named by the model's own code through
+:func:`inferensics.schema.locations.entry_codes`, as the host SDK names it.
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
-Entry = tuple[Any, str]
-"""``(code object, qualified name)`` of a model's own ``forward``."""
+from inferensics.schema.locations import Entry
 
 
 def portable_path(filename: str) -> str:
@@ -36,21 +31,6 @@ def portable_path(filename: str) -> str:
         return path.name
     except (OSError, ValueError):
         return Path(filename).name
-
-
-def entry_codes(model_or_fn: Any) -> dict[Any, Entry]:
-    """``{wrapper code: (own code, qualified name)}`` when the entry point is a decorator's wrapper; empty
-    otherwise, and for a callable :mod:`inspect` cannot read. (The host SDK has the same unwrap, so that
-    compiling a model never needs this package.)"""
-    try:
-        entry = type(model_or_fn).forward if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
-        own = inspect.unwrap(entry)
-        wrapper_code, own_code = getattr(entry, "__code__", None), getattr(own, "__code__", None)
-        if wrapper_code is None or own_code is None or wrapper_code is own_code:
-            return {}
-        return {wrapper_code: (own_code, own.__qualname__)}
-    except Exception:
-        return {}
 
 
 def code_location(code: Any, entries: dict[Any, Entry] | None = None) -> str:

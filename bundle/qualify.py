@@ -20,7 +20,7 @@ import torch
 
 from inferensics.bundle import torch_adapter
 from inferensics.bundle.capture import GraphCapture, RecordingBackend
-from inferensics.bundle.locations import entry_codes
+from inferensics.schema.locations import entry_codes
 
 MakeInputs = Callable[[tuple[int, ...]], tuple[Any, ...]]
 

@@ -37,6 +37,7 @@ from inferensics.collector.host.trace_sink import TraceSink
 from inferensics.collector.trace.artifacts import PROCESS_ARTIFACT
 from inferensics.collector.trace.assembler import AssemblyContext
 from inferensics.schema.events import FP_FAILED, FP_UNSAMPLED
+from inferensics.schema.locations import entry_codes
 from inferensics.schema.processes import PROCESS_ATTR
 
 log = logging.getLogger("inferensics.collector.host")
@@ -420,22 +421,11 @@ _current = CURRENT.get
 
 def _root_locations(model_or_fn: Any) -> dict[Any, str]:
     """``{wrapper code: location of the model's own forward}`` when the entry point is a decorator's
-    wrapper (Hugging Face decorates every model's ``forward``); empty otherwise.
-
-    The same unwrap as ``inferensics.bundle.locations.entry_codes``, kept here on purpose: compiling a model
-    must not need the bundle package (its signing dependency), which a host that serves no bundle may lack.
-    """
-    import inspect
-
-    try:
-        entry = type(model_or_fn).forward if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
-        own = inspect.unwrap(entry)
-        wrapper_code, own_code = getattr(entry, "__code__", None), getattr(own, "__code__", None)
-        if wrapper_code is None or own_code is None or wrapper_code is own_code:
-            return {}
-        return {wrapper_code: f"{own_code.co_filename}:{own_code.co_firstlineno}:{own.__qualname__}"}
-    except Exception:  # a callable inspect cannot read: the compiled frame's own location stays
-        return {}
+    wrapper (Hugging Face decorates every model's ``forward``); empty otherwise."""
+    return {
+        wrapper: f"{own.co_filename}:{own.co_firstlineno}:{name}"
+        for wrapper, (own, name) in entry_codes(model_or_fn).items()
+    }
 
 
 def _describe(exc: BaseException) -> str:

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from inferensics import bundle as b
-from inferensics.bundle.locations import code_location, entry_codes, portable_path
+from inferensics.bundle.locations import code_location, portable_path
+from inferensics.schema.locations import entry_codes
 from tests.bundle.models import TinyMLP
 
 
