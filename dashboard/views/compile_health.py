@@ -224,21 +224,24 @@ def specializations_tab(filters: Filters) -> None:
 def headline(filters: Filters) -> None:
     """The range's compile-side totals as metrics (each from the same queries as the tabs, cached)."""
     params = compile_params(filters)
-    fleet = section_query(queries.FLEET, "fleet totals", **filters.params())
     breaks = section_query(queries.GRAPH_BREAKS, "graph breaks", **compile_params(filters, bundle=False))
     health = section_query(queries.CACHE_HEALTH, "cache health", **params)
     new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
     specs = section_query(queries.SPECIALIZATIONS, "specializations", **params)
     cells = st.columns(5)
-    every = specs if specs is not None and specs.get_column(col.RECOMPILES).null_count() == 0 else None
-    shown = every if every is not None else fleet  # under a bundle filter, what the requests counted
+    if filters.bundle is None:
+        recompiles = specs
+        recompiles_help = (
+            "Every recompile, inside requests or not (warm-up, imported TORCH_TRACE logs), as the reasons table "
+            "below counts them; recompile-limit hits (the frame ran eagerly) are apart."
+        )
+    else:  # recompile events carry no bundle: the requests of the bundle count its recompiles
+        recompiles = section_query(queries.FLEET, "fleet totals", **filters.params())
+        recompiles_help = "Recompiles counted on the requests that triggered them (recompile events carry no bundle)."
     cells[0].metric(
         "Recompiles",
-        count(total(shown, col.RECOMPILES)) if shown is not None else "–",
-        help="Every recompile, inside requests or not (warm-up, imported TORCH_TRACE logs), as the reasons table "
-        "below counts them; recompile-limit hits (the frame ran eagerly) are apart."
-        if every is not None
-        else "Recompiles counted on the requests that triggered them (recompile events carry no bundle).",
+        count(total(recompiles, col.RECOMPILES)) if recompiles is not None else "–",
+        help=recompiles_help,
     )
     cells[1].metric(
         "Compile seconds",
