@@ -14,37 +14,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 
 from tests.collector.service.harness import READ, new_service
-from tests.collector.trace.traced_run import run_traced
+from tests.collector.trace.traced_run import RECOMPILE_REASON, run_recompiling
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import REPO, SeededService
 from tests.dashboard.seed import SeedFacts
 
 SIZES = tuple(range(2, 14))
 """Twelve sizes: a compile and 11 recompiles in one hour, above the storm rule's default floor of 10."""
-PATTERN = "tensor 'x' size mismatch at index 0. expected N, actual N"
-
-PROGRAM = f"""\
-import torch
-
-torch._dynamo.config.automatic_dynamic_shapes = False
-torch._dynamo.config.recompile_limit = 64
-
-
-@torch.compile
-def f(x):
-    return torch.mm(x, x)
-
-
-for n in {SIZES!r}:
-    f(torch.ones(n, n))
-"""
 pytestmark = pytest.mark.slow
 
 
@@ -52,10 +34,7 @@ pytestmark = pytest.mark.slow
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededService]:
     """A service over a store holding one imported log and nothing else."""
     root = tmp_path_factory.mktemp("imported-only")
-    start = datetime.now(UTC)
-    if (start.minute, start.second) >= (59, 0):  # the recompiles must fall in one hour
-        time.sleep(61 - start.second)
-    trace = run_traced(root, PROGRAM)
+    trace = run_recompiling(root, SIZES)
     service = new_service(root / "service")
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     subprocess.run(
@@ -77,7 +56,7 @@ def test_the_overview_shows_the_imported_storm(imported: SeededService) -> None:
     assert len(storms) == 1, [e.value for e in at.error]
     assert storms[0].startswith("**Recompile storm** · m / (no pool) · hour of ")
     assert f": {len(SIZES) - 1} recompiles, " in storms[0]
-    assert f"Top reason: `{PATTERN}`." in storms[0]
+    assert f"Top reason: `{RECOMPILE_REASON}`." in storms[0]
 
 
 def test_compile_health_counts_the_imported_recompiles(imported: SeededService) -> None:
@@ -85,6 +64,6 @@ def test_compile_health_counts_the_imported_recompiles(imported: SeededService) 
     assert_clean(at)
     assert metric(at, "Recompiles") == str(len(SIZES) - 1)
     reasons = next(d.value for d in at.dataframe if "code_locations" in d.value.columns)
-    assert reasons["reason"].tolist() == [PATTERN]
+    assert reasons["reason"].tolist() == [RECOMPILE_REASON]
     assert reasons["recompiles"].tolist() == [len(SIZES) - 1]
     assert reasons["variants"].tolist() == [len(SIZES) - 1]  # expected 2, actual 3; expected 3, actual 4; ...

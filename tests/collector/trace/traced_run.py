@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -22,3 +25,35 @@ def run_traced(work: Path, program: str, *args: str) -> Path:
     run = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-4000:]
     return work / "trace"
+
+
+RECOMPILING = """\
+import sys
+
+import torch
+
+torch._dynamo.config.automatic_dynamic_shapes = False
+torch._dynamo.config.recompile_limit = 64
+
+
+@torch.compile
+def f(x):
+    return torch.mm(x, x)
+
+
+for n in sys.argv[1:]:
+    f(torch.ones(int(n), int(n)))
+"""
+"""One frame, static shapes, a matrix product (Inductor's extern kernel: no C++ build)."""
+
+RECOMPILE_REASON = "tensor 'x' size mismatch at index 0. expected N, actual N"
+"""The pattern (``inferensics.analytics.reasons``) of every recompile reason :data:`RECOMPILING` logs."""
+
+
+def run_recompiling(work: Path, sizes: Sequence[int]) -> Path:
+    """Run :data:`RECOMPILING` for ``sizes`` (a compile, then a recompile per further size), all in one hour:
+    it first waits out an hour's last minute. Return the TORCH_TRACE folder it wrote."""
+    now = datetime.now(UTC)
+    if now.minute == 59:
+        time.sleep(61 - now.second)
+    return run_traced(work, RECOMPILING, *map(str, sizes))
