@@ -5,7 +5,13 @@ return Polars frames. They never draw; ``inferensics.analytics.report`` renders 
 >>> fleet_overview(store, SliceParams(start="2026-03-02", end="2026-03-09", model="llama"))  # doctest: +SKIP
 """
 
-from inferensics.analytics.breaks import graph_break_sites, graph_breaks, guard_failures, recompile_reasons
+from inferensics.analytics.breaks import (
+    graph_break_sites,
+    graph_breaks,
+    guard_failures,
+    recompile_reasons,
+    recompile_timeseries,
+)
 from inferensics.analytics.cache import cache_growth, cache_health, cache_reasons, cache_trend
 from inferensics.analytics.canary import CanaryParams, CanaryResult, canary_compare
 from inferensics.analytics.client import QueryClient, QueryRunner
@@ -68,6 +74,7 @@ __all__ = [
     "parse_week",
     "recompile_reasons",
     "recompile_storms",
+    "recompile_timeseries",
     "request_detail",
     "request_graph_calls",
     "request_graphs",

@@ -57,8 +57,13 @@ class RequestSource:
 
     def bucket(self, unit: str) -> str:
         """Expression truncating the time column to ``unit`` (``minute``, ``hour``, ``day``)."""
-        fn = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "toStartOfDay"}[unit]
-        return f"toDateTime64({fn}({self.time_column}), 0, 'UTC')"
+        return time_bucket(self.time_column, unit)
+
+
+def time_bucket(time_column: str, unit: str) -> str:
+    """Expression truncating ``time_column`` to ``unit`` (``minute``, ``hour``, ``day``), a UTC time."""
+    fn = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "toStartOfDay"}[unit]
+    return f"toDateTime64({fn}({time_column}), 0, 'UTC')"
 
 
 def quantile_columns(alias: str = "q") -> list[str]:

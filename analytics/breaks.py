@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from inferensics.analytics._requests import time_bucket
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
+from inferensics.analytics.overview import BucketUnit, check_bucket_unit
 from inferensics.analytics.reasons import LAST_SEEN, PATTERN, as_reason, pattern_columns
 from inferensics.schema import columns as col
 
@@ -18,6 +20,8 @@ RECOMPILE_LIMIT = "recompile_limit"
 """The ``outcome`` attribute of a recompile event whose frame hit the recompile limit (and ran eagerly)."""
 LIMIT_HIT = f"{col.ATTRS}['{col.OUTCOME}'] = '{RECOMPILE_LIMIT}'"
 """SQL: the recompile event is a recompile limit hit (it compiled nothing)."""
+RECOMPILED = f"toUInt64(countIf(NOT ({LIMIT_HIT})))"
+"""SQL: how many recompile events recompiled (all but the limit's hits), the count every recompile figure uses."""
 
 
 def _touched() -> str:
@@ -161,3 +165,26 @@ def recompile_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
             "variants",
         )
     )
+
+
+def recompile_timeseries(client: QueryClient, params: SliceParams, *, unit: BucketUnit = "hour") -> pl.DataFrame:
+    """Recompiles per time bucket, model and hardware pool: every recompile event but the recompile limit's
+    hits, inside requests or not (warm-up, imported logs), the set :func:`recompile_reasons` and
+    :func:`~inferensics.analytics.storms.specializations` count. Buckets without one are absent.
+
+    Columns: bucket, model, hw_pool, recompiles. Sorted by bucket, model, hw_pool.
+
+    Raises:
+        AnalyticsError: minute buckets over a range longer than
+            :data:`~inferensics.analytics.overview.MAX_MINUTE_RANGE`.
+    """
+    check_bucket_unit(params, unit)
+    check_filter_values(client, params, ("recompiles",))
+    where = slice_where(params, "recompiles", what="recompiles over time")
+    keys = f"{col.BUCKET}, {col.MODEL}, {col.HW_POOL}"
+    return client.query_frame(
+        f"SELECT {time_bucket(col.TS, unit)} AS {col.BUCKET}, {col.MODEL}, {col.HW_POOL}, {RECOMPILED} AS "
+        f"{col.RECOMPILES} FROM {client.database}.recompiles WHERE {where.sql} GROUP BY {keys} "
+        f"HAVING {col.RECOMPILES} > 0 ORDER BY {keys}",
+        where.params,
+    ).with_columns(pl.col(col.BUCKET).dt.cast_time_unit("ms"))

@@ -35,7 +35,8 @@ _GROUP_COLUMNS = {
 }
 _REQUEST_TABLES = ("requests_1h", "requests")
 MAX_MINUTE_RANGE: Final = timedelta(days=7)
-"""The longest range :func:`fleet_timeseries` splits into minute buckets (10,080 buckets per series)."""
+"""The longest range a time series (:func:`fleet_timeseries`, recompiles over time) splits into minute buckets
+(10,080 buckets per series)."""
 
 
 def _rates(frame: pl.DataFrame, seconds: float) -> pl.DataFrame:
@@ -72,6 +73,15 @@ def fleet_overview(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     return _rates(_typed(frame), params.seconds)
 
 
+def check_bucket_unit(params: SliceParams, unit: BucketUnit) -> None:
+    """Raise :class:`AnalyticsError` for minute buckets over a range longer than ``MAX_MINUTE_RANGE``."""
+    if unit == "minute" and params.end - params.start > MAX_MINUTE_RANGE:
+        raise AnalyticsError(
+            f"minute buckets over {params.end - params.start} would be {params.seconds / 60:,.0f} buckets per "
+            f"series; ask for unit='hour' or 'day', or a range of at most {MAX_MINUTE_RANGE.days} days"
+        )
+
+
 def fleet_timeseries(
     client: QueryClient, params: SliceParams, *, unit: BucketUnit = "hour", by: GroupBy = "none"
 ) -> pl.DataFrame:
@@ -85,11 +95,7 @@ def fleet_timeseries(
     Raises:
         AnalyticsError: minute buckets over a range longer than ``MAX_MINUTE_RANGE``.
     """
-    if unit == "minute" and params.end - params.start > MAX_MINUTE_RANGE:
-        raise AnalyticsError(
-            f"minute buckets over {params.end - params.start} would be {params.seconds / 60:,.0f} buckets per "
-            f"series; ask for unit='hour' or 'day', or a range of at most {MAX_MINUTE_RANGE.days} days"
-        )
+    check_bucket_unit(params, unit)
     check_filter_values(client, params, _REQUEST_TABLES)
     group = _GROUP_COLUMNS[by] if by != "none" else "'all'"
     inner, values = aggregate_sql(

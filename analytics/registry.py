@@ -41,11 +41,16 @@ class NamedQuery:
     description: str
 
 
-class TimeseriesParams(SliceParams):
-    """A slice, the bucket length and the dimension to split series by."""
+class BucketParams(SliceParams):
+    """A slice and the bucket length."""
 
     unit: Literal["minute", "hour", "day"] = "hour"
     """Bucket length (minute buckets need a range on whole minutes within 7 days, else raw rows)."""
+
+
+class TimeseriesParams(BucketParams):
+    """A slice, the bucket length and the dimension to split series by."""
+
     by: Literal["model", "hw_pool", "traffic_class", "bundle", "none"] = "none"
     """Dimension whose values become separate series."""
 
@@ -53,6 +58,16 @@ class TimeseriesParams(SliceParams):
 def _timeseries(client: QueryClient, params: BaseModel) -> pl.DataFrame:
     p = cast(TimeseriesParams, params)
     return overview.fleet_timeseries(client, p, unit=p.unit, by=p.by)
+
+
+def _recompile_timeseries(client: QueryClient, params: BaseModel) -> pl.DataFrame:
+    """Recompiles per time bucket, model and hardware pool, inside requests or not: every recompile event but
+    the recompile limit's hits, as the recompile reasons and specializations count them.
+
+    Columns: bucket, model, hw_pool, recompiles.
+    """
+    p = cast(BucketParams, params)
+    return breaks.recompile_timeseries(client, p, unit=p.unit)
 
 
 def _canary_compare(client: QueryClient, params: BaseModel) -> pl.DataFrame:
@@ -68,6 +83,7 @@ def _q(name: str, params: type[BaseModel], fn: Callable[[QueryClient, Any], pl.D
 _ALL = "Filters: model, hw_pool, traffic_class, host, bundle."
 _NO_TC = "Filters: model, hw_pool, host, bundle (no traffic_class)."
 _POOL = "Filters: model, hw_pool, host (no traffic_class, no bundle)."
+_NO_BUNDLE = "Filters: model, hw_pool, traffic_class, host."
 
 NAMED_QUERIES: Mapping[str, NamedQuery] = {
     q.name: q
@@ -92,7 +108,8 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         _q("graph_breaks", SliceParams, breaks.graph_breaks, _POOL),
         _q("graph_break_sites", SliceParams, breaks.graph_break_sites, _POOL),
         _q("guard_failures", SliceParams, breaks.guard_failures, _POOL),
-        _q("recompile_reasons", SliceParams, breaks.recompile_reasons, "Filters: model, hw_pool, traffic_class, host."),
+        _q("recompile_reasons", SliceParams, breaks.recompile_reasons, _NO_BUNDLE),
+        _q("recompile_timeseries", BucketParams, _recompile_timeseries, _NO_BUNDLE),
         _q("cache_health", SliceParams, cache.cache_health, _NO_TC),
         _q("cache_trend", SliceParams, cache.cache_trend, _NO_TC),
         _q("cache_reasons", SliceParams, cache.cache_reasons, _NO_TC),

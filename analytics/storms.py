@@ -28,7 +28,7 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from inferensics.analytics._requests import request_source
-from inferensics.analytics.breaks import LIMIT_HIT
+from inferensics.analytics.breaks import RECOMPILED
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, filters_apply, slice_where
 from inferensics.analytics.reasons import PATTERN, as_reason, reason_pattern_sql
@@ -184,7 +184,7 @@ def _outside_requests(client: QueryClient, params: StormParams, lo: datetime, en
     round trip: both tables' filters bind the same parameters)."""
     hour = f"toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') AS bucket"
     sums = {
-        "recompiles": (f"toUInt64(countIf(NOT ({LIMIT_HIT})))", "toFloat64(0)"),
+        "recompiles": (RECOMPILED, "toFloat64(0)"),
         "compiles": ("toUInt64(0)", f"toFloat64(sum({col.ENTIRE_FRAME_S}))"),
     }
     selects: list[str] = []
@@ -342,7 +342,7 @@ def specializations(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     if filters_apply(params, "recompiles"):
         where = slice_where(params, "recompiles", what="specializations")
         recompiled = client.query_frame(
-            f"SELECT {col.MODEL}, {col.HW_POOL}, toUInt64(countIf(NOT ({LIMIT_HIT}))) AS {col.RECOMPILES} "
+            f"SELECT {col.MODEL}, {col.HW_POOL}, {RECOMPILED} AS {col.RECOMPILES} "
             f"FROM {client.database}.recompiles WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}",
             where.params,
         )

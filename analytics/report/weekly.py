@@ -49,8 +49,11 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     lookups = int(health.get_column("lookups").sum() or 0)
     hits = int(health.get_column("hits").sum() or 0)
     ratio = f"{hits / lookups:.1%}" if lookups else "no lookups"
-    priced = health.filter(pl.col("cold_miss_cost_s").is_not_null())
-    parts = [f"cold misses cost about {priced.get_column('cold_miss_cost_s').sum():,.1f} s"] if priced.height else []
+    cost = float(health.get_column("cold_miss_cost_s").sum() or 0)  # nulls (misses not priced) are left out
+    # No misses, or misses whose hits saved nothing: no cost to speak of (it read "about 0.0 s"); a cost under
+    # 0.05 s keeps one significant digit, not rounded to that 0.0.
+    shown = f"{cost:,.1f}" if cost >= 0.05 else f"{cost:.1g}"
+    parts = [f"cold misses cost about {shown} s"] if cost > 0 else []
     if unpriced := unpriced_misses(health):
         parts.append(f"{not_priced(unpriced)} (no hit of the same model and cache)")
     lines.append(f"Compile-cache hit ratio: {ratio} over {lookups:,} lookups{''.join(f'; {p}' for p in parts)}.")

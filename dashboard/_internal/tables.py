@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
 import streamlit as st
@@ -16,6 +16,9 @@ _SECONDS_SUFFIXES = ("_seconds", "_s")
 _MICROSECONDS_SUFFIXES = ("_us",)
 _BYTES_SUFFIXES = ("bytes",)
 _SIZE_UNITS = ("kB", "MB", "GB", "TB")
+MISSING: Final = "–"
+"""How a page shows a value that is not there: a headline number, and a table's null cell (which Streamlit
+would otherwise show as "None")."""
 
 
 def column_config(frame: pl.DataFrame, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -69,10 +72,10 @@ def show_table(
     if selectable:
         event = st.dataframe(
             frame, hide_index=True, column_config=config, key=key, on_select="rerun", selection_mode="single-row",
-            width="stretch", **kwargs,
+            width="stretch", placeholder=MISSING, **kwargs,
         )  # fmt: skip
         return list(event.selection.rows)
-    st.dataframe(frame, hide_index=True, column_config=config, key=key, width="stretch", **kwargs)
+    st.dataframe(frame, hide_index=True, column_config=config, key=key, width="stretch", placeholder=MISSING, **kwargs)
     return []
 
 
@@ -89,22 +92,22 @@ def ratio(numerator: float, denominator: float) -> float | None:
 
 
 def percent(value: float | None) -> str:
-    """A ratio as a percent string, ``–`` for none."""
-    return "–" if value is None else f"{100 * value:.2f} %"
+    """A ratio as a percent string, :data:`MISSING` for none."""
+    return MISSING if value is None else f"{100 * value:.2f} %"
 
 
 def duration_ms(value: float | None) -> str:
     """A duration in milliseconds, shown in ms below a second and in seconds above."""
     if value is None:
-        return "–"
+        return MISSING
     return f"{value:,.1f} ms" if value < 1000 else f"{value / 1000:,.2f} s"
 
 
 def byte_size(value: float | None) -> str:
     """A size in bytes, readable: exact below 1 kB, else in kB, MB, GB or TB (powers of 1,000, as the tables
-    show sizes; see :func:`column_config`), ``–`` for none."""
+    show sizes; see :func:`column_config`), :data:`MISSING` for none."""
     if value is None:
-        return "–"
+        return MISSING
     if abs(value) < 1000:
         return f"{int(value):,} bytes"
     power = min(int(math.log10(abs(value))) // 3, len(_SIZE_UNITS))

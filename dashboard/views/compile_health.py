@@ -10,7 +10,7 @@ from inferensics.analytics.reasons import PATTERN_NOTE
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import Filters, bucket_unit, current_filters, describe, time_format
 from inferensics.dashboard._internal.service import section_query, service_errors
-from inferensics.dashboard._internal.tables import count, percent, ratio, show_table, total
+from inferensics.dashboard._internal.tables import MISSING, count, percent, ratio, show_table, total
 from inferensics.schema import columns as col
 
 
@@ -25,17 +25,37 @@ def compile_params(filters: Filters, *, bundle: bool = True) -> dict[str, object
     return params
 
 
+RECOMPILES_EVERYWHERE = (
+    "Every recompile, inside requests or not (warm-up, imported TORCH_TRACE logs), as the reasons table below "
+    "counts them; recompile-limit hits (the frame ran eagerly) are apart."
+)
+RECOMPILES_OF_BUNDLE = "Recompiles counted on the requests that triggered them (recompile events carry no bundle)."
+
+
+def recompiles_by_model(series: pl.DataFrame) -> pl.DataFrame:
+    """A ``recompile_timeseries`` frame summed per bucket and model, an empty model named "(no model)"."""
+    model = pl.when(pl.col(col.MODEL) != "").then(col.MODEL).otherwise(pl.lit("(no model)")).alias(col.MODEL)
+    return series.group_by(col.BUCKET, model).agg(pl.col(col.RECOMPILES).sum())
+
+
 def recompiles_tab(filters: Filters) -> None:
     """Recompiles and compile time over time, and the reasons behind them."""
     unit = bucket_unit(filters)
     series = section_query(queries.FLEET_TIMESERIES, "compiles over time", unit=unit, by="model", **filters.params())
-    if series is not None and series.height:
-        left, right = st.columns(2)
-        by_model = series.rename({"group": col.MODEL})
+    by_model = series.rename({"group": col.MODEL}) if series is not None else None
+    if filters.bundle is None:
+        every = section_query(
+            queries.RECOMPILE_TIMESERIES, "recompiles over time", unit=unit, **compile_params(filters)
+        )
+        recompiled, note = (recompiles_by_model(every) if every is not None else None), RECOMPILES_EVERYWHERE
+    else:  # recompile events carry no bundle: the requests of the bundle count its recompiles
+        recompiled, note = by_model, RECOMPILES_OF_BUNDLE
+    left, right = st.columns(2)
+    if recompiled is not None and recompiled.height:
         charts.draw(
             left,
             charts.stacked_bars_over_time(
-                by_model,
+                recompiled,
                 col.BUCKET,
                 col.RECOMPILES,
                 col.MODEL,
@@ -44,6 +64,8 @@ def recompiles_tab(filters: Filters) -> None:
                 time_format=time_format(unit),
             ),
         )
+        left.caption(note)
+    if by_model is not None and by_model.height:
         charts.draw(
             right,
             charts.stacked_bars_over_time(
@@ -230,35 +252,31 @@ def headline(filters: Filters) -> None:
     specs = section_query(queries.SPECIALIZATIONS, "specializations", **params)
     cells = st.columns(5)
     if filters.bundle is None:
-        recompiles = specs
-        recompiles_help = (
-            "Every recompile, inside requests or not (warm-up, imported TORCH_TRACE logs), as the reasons table "
-            "below counts them; recompile-limit hits (the frame ran eagerly) are apart."
-        )
+        recompiles, recompiles_help = specs, RECOMPILES_EVERYWHERE
     else:  # recompile events carry no bundle: the requests of the bundle count its recompiles
         recompiles = section_query(queries.FLEET, "fleet totals", **filters.params())
-        recompiles_help = "Recompiles counted on the requests that triggered them (recompile events carry no bundle)."
+        recompiles_help = RECOMPILES_OF_BUNDLE
     cells[0].metric(
         "Recompiles",
-        count(total(recompiles, col.RECOMPILES)) if recompiles is not None else "–",
+        count(total(recompiles, col.RECOMPILES)) if recompiles is not None else MISSING,
         help=recompiles_help,
     )
     cells[1].metric(
         "Compile seconds",
-        f"{total(specs, 'compile_seconds'):,.1f} s" if specs is not None else "–",
+        f"{total(specs, 'compile_seconds'):,.1f} s" if specs is not None else MISSING,
         help="Whole-frame time of every compile in the range: warm-up, failed compiles and imported TORCH_TRACE "
         "logs too. The Recompiles tab charts the part spent inside requests.",
     )
     cells[2].metric(
         "Graph breaks",
-        count(total(breaks, "events")) if breaks is not None else "–",
+        count(total(breaks, "events")) if breaks is not None else MISSING,
         help="Every bundle of the slice: graph breaks carry no bundle." if filters.bundle is not None else None,
     )
     hit_ratio = ratio(total(health, "hits"), total(health, "lookups")) if health is not None else None
     cells[3].metric("Cache hit ratio", percent(hit_ratio))
     cells[4].metric(
         "New graph keys",
-        count(new.height) if new is not None else "–",
+        count(new.height) if new is not None else MISSING,
         help="Graph keys first seen in this range, counted per model and hardware pool (a key new to two pools "
         "counts twice), as in the Specializations tab.",
     )

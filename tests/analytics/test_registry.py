@@ -34,6 +34,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "request_replays": {"request_id": "req-00000"},
     "canary_compare": {**WEEK, "model": "llama", "baseline": BASELINE, "candidate": CANDIDATE},
     "fleet_timeseries": {**WEEK, "unit": "day", "by": "model"},
+    "recompile_timeseries": {**WEEK, "unit": "day"},
     "recorded_compiles": {"processes": ["h1 pid 1 at 2026-03-02T00:00:00+00:00"]},
 }
 
@@ -61,6 +62,7 @@ def test_named_query_names_are_pinned() -> None:
             "notable_requests",
             "recompile_reasons",
             "recompile_storms",
+            "recompile_timeseries",
             "recorded_compiles",
             "request_detail",
             "request_graph_calls",

@@ -331,6 +331,23 @@ def test_weekly_summary_prices_only_the_misses_it_can(weekly: WeeklyReport) -> N
     )
 
 
+def test_weekly_summary_says_nothing_of_a_cold_miss_cost_that_is_not_there(weekly: WeeklyReport) -> None:
+    """Every lookup a hit, or misses whose hits saved nothing: the summary read "cold misses cost about 0.0 s"
+    of a cost there was none of. It now gives the hit ratio alone, and a tiny cost is not rounded to 0.0."""
+    base = {col.MODEL: "m", col.HW_POOL: "cpu-a", col.CACHE: "fx_graph", "bypasses": 0, "time_saved_s": 0.0}
+    all_hits = {**base, "hits": 5, "misses": 0, "lookups": 5, "hit_ratio": 1.0, "cold_miss_cost_s": 0.0}
+    free = {**base, col.CACHE: "aot_autograd", "hits": 3, "misses": 2, "lookups": 5, "hit_ratio": 0.6}
+
+    def line(rows: list[dict[str, object]]) -> str:
+        health = pl.DataFrame(rows, schema=weekly.cache_health.schema)
+        return next(x for x in summary_lines(replace(weekly, cache_health=health)) if x.startswith("Compile-cache"))
+
+    assert line([all_hits]) == "Compile-cache hit ratio: 100.0% over 5 lookups."
+    assert line([all_hits, {**free, "cold_miss_cost_s": 0.0}]) == "Compile-cache hit ratio: 80.0% over 10 lookups."
+    tiny = "Compile-cache hit ratio: 80.0% over 10 lookups; cold misses cost about 0.01 s."
+    assert line([all_hits, {**free, "cold_miss_cost_s": 0.012}]) == tiny
+
+
 def test_weekly_summary_counts_compiles_no_request_paid_for(weekly: WeeklyReport) -> None:
     """A store of imported TORCH_TRACE logs read "Compiles: 0" and nothing else of its 15 compiles: the
     request figures count what requests paid. The summary now also gives every compile record of the week,

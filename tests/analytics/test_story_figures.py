@@ -21,7 +21,9 @@ from inferensics.analytics import (
     parse_week,
     recompile_reasons,
     recompile_storms,
+    recompile_timeseries,
     slow_compiles,
+    specializations,
 )
 from inferensics.schema import columns as col
 from inferensics.schema.events import CacheEvent, RecompileEvent, RequestEvent
@@ -95,6 +97,19 @@ def test_recompiles_that_hit_the_limit_are_counted_apart(story: Store) -> None:
     assert reasons.filter(pl.col("limit_hits") > 0).get_column(col.REASON).to_list() == ["dtype Half"]
     sizes = reasons.filter(pl.col(col.REASON) == "size N").row(0, named=True)  # size 0, 1, 2: one cause
     assert (sizes["recompiles"], sizes["variants"], sizes["example_reason"]) == (3, 3, "size 2")
+
+
+def test_recompiles_over_time_count_what_the_headline_counts(story: Store) -> None:
+    """The compile health page charted recompiles from requests only, so those of no request (warm-up,
+    imported logs) were in its headline and reasons table but not over time. The series counts the same
+    set: every recompile event but the limit's hits, inside requests or not."""
+    t = story.client.query(f"SELECT max(ts) FROM {story.database}.recompiles").result_rows[0][0]
+    story.insert_events([RecompileEvent(ts=t, host=HOST, model="storm", hw_pool="p", reason="size 3")])
+    series = recompile_timeseries(story, _slice(), unit="minute")
+    assert series.columns == [col.BUCKET, col.MODEL, col.HW_POOL, col.RECOMPILES]
+    assert series.drop(col.BUCKET).rows() == [("storm", "p", 4)]
+    assert int(recompile_reasons(story, _slice()).get_column(col.RECOMPILES).sum()) == 4
+    assert int(specializations(story, _slice()).get_column(col.RECOMPILES).sum()) == 4
 
 
 def test_the_weekly_report_of_the_current_week_ends_now_with_one_cache_ratio(story: Store) -> None:

@@ -100,3 +100,29 @@ def truncated_metrics(page: Page) -> list[str]:
             .map(e => e.innerText)"""
     )
     return values
+
+
+def record_canvas_text(page: Page) -> None:
+    """From the next page load on, keep every text drawn on a canvas (a ``st.dataframe`` grid draws its
+    cells there: they are in no DOM node), for :func:`canvas_text`."""
+    page.add_init_script(
+        """(() => {
+            const drawn = (window.__canvasText = []);
+            const fillText = CanvasRenderingContext2D.prototype.fillText;
+            CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+                drawn.push(String(text));
+                return fillText.call(this, text, ...rest);
+            };
+        })()"""
+    )
+
+
+def wait_for_canvas_text(page: Page, text: str) -> None:
+    """Until ``text`` has been drawn on a canvas (see :func:`record_canvas_text`); fails after the page timeout."""
+    page.wait_for_function("t => window.__canvasText.includes(t)", arg=text, timeout=PAGE_TIMEOUT_MS)
+
+
+def canvas_text(page: Page) -> list[str]:
+    """Every text drawn on a canvas since the page loaded (see :func:`record_canvas_text`)."""
+    drawn: list[str] = page.evaluate("() => window.__canvasText")
+    return drawn

@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from inferensics.dashboard._internal.filters import BUNDLE_KEY, MODEL_KEY
+from inferensics.dashboard.views.compile_health import RECOMPILES_OF_BUNDLE
 from inferensics.schema import CacheEvent, CompileEvent, GraphBreakEvent
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
@@ -97,6 +98,8 @@ def test_compile_health_with_a_bundle_filter_says_which_sections_ignore_it(seede
     assert not at.warning, [w.value for w in at.warning]
     candidate = [r for r in seeded.facts.requests if r.bundle_id == CANDIDATE]
     assert metric(at, "Recompiles") == f"{sum(r.recompiles for r in candidate):,}"
+    # So does the chart of recompiles over time, which the bundle's requests count as the headline does.
+    assert RECOMPILES_OF_BUNDLE in [c.value for c in at.caption]
     # Graph breaks carry no bundle: the page says so where it shows them for every bundle.
     assert any("carry no bundle" in c.value for c in at.caption)
     assert metric(at, "Graph breaks") == str(seeded.facts.count(GraphBreakEvent))

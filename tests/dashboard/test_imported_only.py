@@ -11,14 +11,18 @@ the store once started), ``inferensics serve`` and the Streamlit pages in AppTes
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import polars as pl
 import pytest
 
+from inferensics.dashboard._internal import charts
 from tests.collector.service.harness import READ, new_service
 from tests.collector.trace.traced_run import RECOMPILE_REASON, run_recompiling
 from tests.dashboard.apptest import assert_clean, metric, open_page
@@ -67,3 +71,16 @@ def test_compile_health_counts_the_imported_recompiles(imported: SeededService) 
     assert reasons["reason"].tolist() == [RECOMPILE_REASON]
     assert reasons["recompiles"].tolist() == [len(SIZES) - 1]
     assert reasons["variants"].tolist() == [len(SIZES) - 1]  # expected 2, actual 3; expected 3, actual 4; ...
+
+
+def test_compile_health_charts_the_imported_recompiles_over_time(imported: SeededService) -> None:
+    # The chart counted what requests paid: an imported log alone had a reasons table of 11 recompiles above
+    # no chart. It now counts the recompiles the headline and the reasons table count.
+    at = open_page(imported, "views/compile_health.py")
+    assert_clean(at)
+    drawn = {json.loads(c.proto.spec)["title"]: c.proto for c in at.get("vega_lite_chart")}
+    assert "Recompiles by model" in drawn, list(drawn)
+    chart = drawn["Recompiles by model"]
+    (records,) = [pl.read_ipc_stream(io.BytesIO(d.data.data)) for d in chart.datasets if d.name == charts.DATASET]
+    assert records.group_by("model").agg(pl.col("recompiles").sum()).rows() == [("m", len(SIZES) - 1)]
+    assert any("inside requests or not" in c.value for c in at.caption)

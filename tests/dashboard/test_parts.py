@@ -272,3 +272,21 @@ def test_a_miss_without_a_hit_to_price_it_is_left_off_the_cold_miss_chart() -> N
     assert unpriced == 3
     labelled, _ = priced_misses(health.with_columns(pl.lit(1.0).alias("cold_miss_cost_s")))
     assert labelled.get_column("slice").to_list()[0] == "(no model) / (no pool) / aot_autograd"
+
+
+def test_recompiles_over_time_name_a_missing_model() -> None:
+    """Recompiles of an imported log without a model label are charted as "(no model)", as the rest of the
+    dashboard names it, not as a blank series; the pools of a model add up."""
+    from inferensics.dashboard.views.compile_health import recompiles_by_model
+
+    series = pl.DataFrame(
+        {
+            col.BUCKET: [T0, T0, T0, T0 + timedelta(hours=1)],
+            col.MODEL: ["", "llama", "llama", "llama"],
+            col.HW_POOL: ["", "h200-a", "h200-b", "h200-a"],
+            col.RECOMPILES: [3, 1, 2, 5],
+        }
+    )
+    assert recompiles_by_model(series).sort(col.BUCKET, col.MODEL).rows() == [
+        (T0, "(no model)", 3), (T0, "llama", 3), (T0 + timedelta(hours=1), "llama", 5),
+    ]  # fmt: skip
