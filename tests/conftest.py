@@ -33,6 +33,21 @@ settings.register_profile("explore", derandomize=False, database=None)
 settings.load_profile("suite")  # `pytest --hypothesis-profile explore` overrides it
 
 
+JOURNAL_DIR_ENV = "INFERENSICS_JOURNAL_DIR"
+"""``inferensics.collector.host.journal.JOURNAL_DIR_ENV`` (importing it here would import torch into every part's
+session; tests/collector/host/test_crash_journal.py pins that the two agree)."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _crash_journals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The host SDK's crash journals of this session's trackers and child processes in a folder of the session's,
+    not the user's state folder."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv(JOURNAL_DIR_ENV, str(tmp_path_factory.mktemp("journal")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The one chDB directory this test process opens."""

@@ -84,6 +84,10 @@ class SdkConfig:
         trace_compiles: Attach the ``torch.__trace`` sink (compile records, cache events, output code).
         health_interval_s: How often the SDK exports its own health record (``sdk_health``: queue depth,
             drops, refused exports by cause); 0 turns it off. A host whose records stop is a host gone quiet.
+        journal_dir: The crash journals' folder (:mod:`inferensics.collector.host.journal`): the requests a
+            process was running when it died, exported as ``error`` rows by the next tracker started on the
+            host. ``None`` (default): ``$INFERENSICS_JOURNAL_DIR``, else ``$XDG_STATE_HOME/inferensics/journal``;
+            ``"off"`` turns it off.
     """
 
     sample_rate: float = 0.0
@@ -97,6 +101,7 @@ class SdkConfig:
     capture: CaptureRules = field(default_factory=CaptureRules)
     trace_compiles: bool = True
     health_interval_s: float = 60.0
+    journal_dir: str | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.sample_rate <= 1.0:

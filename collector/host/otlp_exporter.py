@@ -53,6 +53,7 @@ class OtlpExporter:
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self.health = ExportHealth(service_url)
+        self.destination = f"service {service_url}"  # where a dead process's recovered rows go (crash journal)
         self.flush_timeout_s = flush_timeout_s
         self.max_queue_size = max_queue_size
         self.max_batch_size = max(1, max_batch_size)

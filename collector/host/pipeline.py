@@ -4,6 +4,8 @@ requests and hands finished records to the exporter. Every failure here is caugh
 
 from __future__ import annotations
 
+import contextlib
+import struct
 import threading
 import time
 from collections import Counter, OrderedDict, deque
@@ -24,6 +26,7 @@ from inferensics.collector.host.fingerprint import (
     mark,
 )
 from inferensics.collector.host.fingerprint_sampling import fingerprint_rules
+from inferensics.collector.host.journal import Journal
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import GraphSlot, RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy, shape_signature
@@ -167,6 +170,7 @@ class Pipeline:
         self.counters: Counter[str] = Counter()
         self.last_error = ""
         self.health_source: Callable[[], dict[str, int]] | None = None
+        self.journal: Journal | None = None  # the tracker's crash journal: graph keys by generated module
         self._next_health = time.monotonic() + config.health_interval_s
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -180,6 +184,10 @@ class Pipeline:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            journal = self.journal
+            if journal is not None:
+                with contextlib.suppress(ValueError, struct.error):  # closed by the tracker's shutdown just now
+                    journal.beat()
             if len(self.queue) or self.waiting:
                 self.drain()
             if self.config.health_interval_s and time.monotonic() >= self._next_health:
@@ -258,6 +266,9 @@ class Pipeline:
                             self._trace(item)
                         elif kind == "record":  # a finished event (bundle registration or miss)
                             self._on_record(item)
+                        elif kind == "recovered":  # a dead process's request, from its crash journal
+                            self.counters["requests_recovered"] += 1
+                            self.exporter.export_request(item, ())
                         else:
                             self._request(item)
                     except Exception as exc:  # never let one bad record stop the thread
@@ -370,6 +381,11 @@ class Pipeline:
             self.graphless_break = self._last_break[1]
         if isinstance(record, CompileEvent) and record.fx_cache_key and record.artifact_id:
             self.kernel_artifacts[graph_call_name(record.fx_cache_key)] = record.artifact_id
+        if self.journal is not None and isinstance(record, CompileEvent) and record.artifact_id and record.graph_key:
+            try:
+                self.journal.note_graph(record.artifact_id, record.graph_key)
+            except (OSError, ValueError):
+                self.counters["journal_errors"] += 1
         if isinstance(record, KernelInventoryEvent):
             self.kernel_artifacts[record.kernel_name] = record.artifact_id
         self.counters[type(record).TABLE.name] += 1

@@ -63,6 +63,7 @@ class RawRequest:
     """
 
     __slots__ = (
+        "_jslot",
         "_profile",
         "_t0",
         "_token",
@@ -87,6 +88,7 @@ class RawRequest:
         "model",
         "profile",
         "request_id",
+        "rid_bytes",
         "sampled",
         "shape",
         "tenant",
@@ -111,6 +113,8 @@ class RawRequest:
             shape = frozen_shape(shape)  # a list (or any iterable) is read now: the caller may change it
         self._tracker = tracker  # the Tracker (its queue, rules and counters), or None outside one
         self._token: Any = None
+        self._jslot = 0  # offset of the request's slot in the crash journal (0: none)
+        self.rid_bytes = b""  # the id's UTF-8 bytes once the crash journal has written them
         self._profile: Any = None
         self._t0 = 0
         self.request_id = request_id

@@ -30,6 +30,15 @@ from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
 from inferensics.collector.host.fingerprint import start_fingerprint
 from inferensics.collector.host.fingerprint_sampling import HASH_MASK, HASH_MIX, fingerprint_rules
+from inferensics.collector.host.journal import (
+    HEADER_BYTES,
+    ID_BYTES,
+    JOURNAL_DIR_ENV,
+    RING_END,
+    SLOT_BYTES,
+    Journal,
+    journal_dir,
+)
 from inferensics.collector.host.pipeline import Pipeline
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, CompileOrigin, RawRequest
@@ -41,6 +50,9 @@ from inferensics.schema.locations import entry_codes
 from inferensics.schema.processes import PROCESS_ATTR
 
 log = logging.getLogger("inferensics.collector.host")
+
+JOURNAL = "crash_journal"
+"""The capability name of the crash journal (:mod:`inferensics.collector.host.journal`)."""
 
 
 class RequestScope(RawRequest):
@@ -66,6 +78,22 @@ class RequestScope(RawRequest):
                 self.sampled = True
             except Exception:
                 tracker.counters_local["profiler_errors"] += 1
+        journal = tracker.journal
+        if journal is not None:
+            # Journal.begin inlined: the id of a request in flight, for a process that dies in it.
+            try:
+                slot = journal.next_slot
+                journal.next_slot = slot + SLOT_BYTES if slot + SLOT_BYTES < RING_END else HEADER_BYTES
+                rid = self.rid_bytes = self.request_id.encode()  # set_output's sampling hash reads it too
+                n = len(rid)
+                if n > ID_BYTES:
+                    rid, n = rid[:ID_BYTES], ID_BYTES
+                view = journal.view
+                view[slot + 1 : slot + 1 + n] = rid
+                view[slot] = n
+                self._jslot = slot
+            except Exception:  # an id that is not UTF-8, or closed by a shutdown on another thread
+                tracker.counters_local["journal_errors"] += 1
         self._token = CURRENT.set(self)
         self._t0 = time.perf_counter_ns()
         return self
@@ -88,7 +116,10 @@ class RequestScope(RawRequest):
             self.fp_rate = rule.recorded
             # FingerprintRule.chosen with request_hash inlined: two Python calls fewer on every request
             # (test_fingerprint_sampling pins that both choose the same requests).
-            if rule.every or (_crc32(self.request_id.encode()) * HASH_MIX) & HASH_MASK < rule.threshold:
+            if (
+                rule.every
+                or (_crc32(self.rid_bytes or self.request_id.encode()) * HASH_MIX) & HASH_MASK < rule.threshold
+            ):
                 self.fingerprint = start_fingerprint(output, tracker.config.fingerprint_head)
             else:
                 self.fp_status = FP_UNSAMPLED
@@ -112,6 +143,13 @@ class RequestScope(RawRequest):
             tracker.counters_local["scope_errors"] += 1
         if exc is not None:
             self.error = _describe(exc)
+        if self._jslot:
+            journal = tracker.journal
+            if journal is not None:  # None: shut down meanwhile, and its files are gone
+                try:
+                    journal.view[self._jslot] = 0  # Journal.end inlined
+                except ValueError:  # closed by a shutdown on another thread just now
+                    tracker.counters_local["journal_errors"] += 1
         if self._profile is not None:
             try:
                 profiling.stop_profiler(self._profile)
@@ -163,6 +201,8 @@ class Tracker:
         self.pipeline = Pipeline(self.queue, exporter, context, self.config, traffic_class=traffic_class)
         self.pipeline.health_source = self.stats
         self.exporter = exporter
+        self.journal: Journal | None = None
+        self._open_journal(traffic_class)
         self._sink: TraceSink | None = None
         self._previous_guard_hook: Any = None
         self._guard_installed = False
@@ -173,6 +213,50 @@ class Tracker:
         # The serving path's one Python frame per request is RequestScope's constructor (see request()).
         self.request = functools.partial(RequestScope, self)  # type: ignore[method-assign]
         self._install()
+
+    # --- crash journal -------------------------------------------------------------------------------
+
+    def _open_journal(self, traffic_class: str) -> None:
+        """Start this process's crash journal, then export what dead processes' journals left in flight."""
+        directory = journal_dir(self.config.journal_dir)
+        if directory is None:
+            self.capabilities[JOURNAL] = torch_adapter.Capability(JOURNAL, False, "off (SdkConfig.journal_dir)")
+            return
+        destination = str(getattr(self.exporter, "destination", ""))
+        header = {"process": self.process, "host": self.host, "hw_pool": self.hw_pool, "model": self.model,
+                  "bundle_id": self.bundle_id, "traffic_class": traffic_class, "destination": destination}  # fmt: skip
+        try:
+            self.journal = Journal(directory, header)
+        except OSError as exc:
+            self.capabilities[JOURNAL] = torch_adapter.Capability(JOURNAL, False, f"{directory}: {exc}")
+            log.warning("inferensics: no crash journal in %s (%s); set $%s to a writable folder", directory, exc,
+                        JOURNAL_DIR_ENV)  # fmt: skip
+        else:
+            self.capabilities[JOURNAL] = torch_adapter.Capability(JOURNAL, True)
+            self.pipeline.journal = self.journal
+        from inferensics.collector.host.journal_recovery import recover_dead
+
+        for dead in recover_dead(directory, destination):
+            self.counters_local["dead_processes"] += 1
+            for row in dead.rows:
+                self.queue.put("recovered", row)
+            if dead.rows:
+                log.warning(
+                    "inferensics: %s died (%s) with %d request(s) in flight: %s; exported as error rows",
+                    dead.process or "a serving process", dead.died, len(dead.rows),
+                    ", ".join(r.request_id for r in dead.rows[:5]) + (" ..." if len(dead.rows) > 5 else ""),
+                )  # fmt: skip
+
+    def journal_after_fork(self) -> None:
+        """In a forked child: a journal of its own (the parent's mapping and lock are the parent's)."""
+        journal = self.journal
+        if journal is None or self._closed:
+            return
+        try:
+            journal.reopen_in_child()
+        except OSError:
+            self.journal = self.pipeline.journal = None
+            self.counters_local["journal_errors"] += 1
 
     # --- hooks ---------------------------------------------------------------------------------------
 
@@ -333,6 +417,10 @@ class Tracker:
         if self._unregister_context is not None:
             self._unregister_context()
         self.pipeline.stop()
+        journal, self.journal = self.journal, None
+        if journal is not None:
+            self.pipeline.journal = None
+            journal.close()
         if _REGISTRY.active is self:
             _REGISTRY.active = None
 
@@ -380,6 +468,16 @@ class _Registry:
 
 
 _REGISTRY = _Registry()
+
+
+def _journal_after_fork() -> None:
+    tracker = _REGISTRY.active
+    if tracker is not None:
+        tracker.journal_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_journal_after_fork)
 
 
 def _shutdown_at_exit() -> None:

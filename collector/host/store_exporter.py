@@ -26,6 +26,7 @@ class StoreExporter:
         """An empty store (a fresh ``chdb:///dir``) is created at the latest schema, as ``inferensics init``
         would: without tables every insert would fail."""
         self.store = store
+        self.destination = f"store {store.dsn}"  # where a dead process's recovered rows go (crash journal)
         try:
             store.create_if_empty()
         except Exception as exc:  # the inserts then fail and are counted; say once why and what to do

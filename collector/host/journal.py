@@ -1,0 +1,174 @@
+"""The crash journal: which requests a serving process was running when it died.
+
+A process that dies inside a request (a kernel's ``std::terminate``, a segfault, the out-of-memory killer)
+takes the request's record with it: the record is built after the request ends. Each tracker keeps a small
+memory-mapped file in :func:`journal_dir`. Entering a request writes its id into a slot of a ring, and
+leaving it marks the slot free: two writes into shared memory, no system call. The pages belong to the
+file, so the kernel keeps what was written however the process ends. Python's ``faulthandler`` (when nothing
+else enabled it) writes the fatal error and every thread's stack beside it; the SDK's background thread
+stamps the time on every wake, the last sign of life of a process killed without a report.
+
+Only the id is written on the serving path: between two model runs each Python operation there is cold,
+and formatting the request's labels, start time and thread cost a small CPU model's request 1-2 % more
+(benchmarks/results/sdk-cpu/README.md, session 27). A recovered row has the process's own labels.
+
+The next tracker started on the host reads the journals whose owner is gone (:mod:`.journal_recovery`) and
+exports each request left in flight as an ``error`` row. A clean shutdown removes the files. The owner holds
+an advisory lock on its journal for as long as it lives: the kernel releases it when the process ends,
+which is how a reader tells a dead process from a live one (a pid can be reused).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import mmap
+import os
+import struct
+import time
+from pathlib import Path
+from typing import IO, Any, Final
+
+JOURNAL_DIR_ENV: Final = "INFERENSICS_JOURNAL_DIR"
+"""Environment variable: the crash journals' folder (default ``$XDG_STATE_HOME/inferensics/journal``, else
+``~/.local/state/inferensics/journal``); ``off`` turns the journal off."""
+OFF: Final = "off"
+
+SLOTS: Final = 256
+"""Requests in flight the ring holds at once; a slot is reused after this many newer requests began."""
+SLOT_BYTES: Final = 256
+"""A slot: its first byte the length of the request id that follows (0: free), then the id's UTF-8 bytes."""
+ID_BYTES: Final = SLOT_BYTES - 1
+HEADER_BYTES: Final = 4096
+"""The header: the process's labels as JSON, then, in its last 8 bytes, the background thread's last wake."""
+HEARTBEAT_AT: Final = HEADER_BYTES - 8
+RING_END: Final = HEADER_BYTES + SLOTS * SLOT_BYTES
+SUFFIX: Final = ".journal"
+STACKS_SUFFIX: Final = ".stacks"
+GRAPHS_SUFFIX: Final = ".graphs"
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: no lock, so no journal
+    fcntl = None  # type: ignore[assignment]
+
+
+def journal_dir(setting: str | None = None) -> Path | None:
+    """The journals' folder: ``setting`` (SdkConfig.journal_dir), else ``$INFERENSICS_JOURNAL_DIR``, else
+    ``$XDG_STATE_HOME/inferensics/journal``, else ``~/.local/state/inferensics/journal``; None when off."""
+    value = setting if setting is not None else os.environ.get(JOURNAL_DIR_ENV)
+    if value is not None:
+        return None if value.strip().lower() in ("", OFF) else Path(value).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "inferensics" / "journal"
+
+
+class Journal:
+    """One process's journal: the mapped ring the request scope writes (``view``, ``next_slot``) and
+    its files.
+
+    Raises ``OSError`` when the folder or file cannot be made: the tracker runs on without a journal and
+    says why in its capability report.
+    """
+
+    def __init__(self, directory: Path, header: dict[str, Any]) -> None:
+        if fcntl is None:
+            raise OSError("no advisory file locks on this platform (fcntl)")
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.header = header
+        self.faulthandler_ours = False
+        self._stacks: IO[bytes] | None = None
+        self._graphs: IO[str] | None = None
+        self._open()
+
+    def _open(self) -> None:
+        stem = f"{os.getpid()}-{os.urandom(4).hex()}"
+        self.path = self.directory / f"{stem}{SUFFIX}"
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.ftruncate(fd, RING_END)
+            self.mm = mmap.mmap(fd, RING_END)
+        except BaseException:
+            os.close(fd)
+            self.path.unlink(missing_ok=True)
+            raise
+        self._fd = fd  # kept open: closing it would release the lock
+        self.stacks_path = self.directory / f"{stem}{STACKS_SUFFIX}"
+        self.graphs_path = self.directory / f"{stem}{GRAPHS_SUFFIX}"
+        self._graphs = None
+        if not faulthandler.is_enabled() or self.faulthandler_ours:
+            # The process's fatal-error report (its signal and every thread's stack) goes beside the ring.
+            # A handler someone else enabled (PYTHONFAULTHANDLER, pytest) is left alone: its report goes where
+            # they sent it, and the recovered rows say so.
+            self._stacks = open(self.stacks_path, "wb")  # noqa: SIM115 - open for the process's life
+            faulthandler.enable(self._stacks, all_threads=True)
+            self.faulthandler_ours = True
+        self.header["stacks"] = "ours" if self.faulthandler_ours else "elsewhere"
+        head = json.dumps({**self.header, "pid": os.getpid()}).encode()[: HEARTBEAT_AT - 1]
+        self.mm[: len(head)] = head
+        # The request scope writes through the memoryview (the cheapest write from Python) and takes the next
+        # slot without a lock: two threads entering at once may share one, and a request can go unjournaled.
+        self.view = memoryview(self.mm)
+        self.next_slot = HEADER_BYTES
+        self.beat()
+
+    def begin(self, request_id: bytes) -> int:
+        """Journal one request in flight and return its slot (the request scope inlines this)."""
+        slot = self.next_slot
+        self.next_slot = slot + SLOT_BYTES if slot + SLOT_BYTES < RING_END else HEADER_BYTES
+        n = len(request_id)
+        if n > ID_BYTES:
+            request_id, n = request_id[:ID_BYTES], ID_BYTES
+        self.view[slot + 1 : slot + 1 + n] = request_id
+        self.view[slot] = n
+        return slot
+
+    def end(self, slot: int) -> None:
+        """The request of ``slot`` ended (the request scope inlines this)."""
+        self.view[slot] = 0
+
+    def beat(self) -> None:
+        """Stamp the time: the last sign of life of a process that dies without a report."""
+        struct.pack_into("<d", self.mm, HEARTBEAT_AT, time.time())
+
+    def note_graph(self, artifact_id: str, graph_key: str) -> None:
+        """Remember which graph key a generated module (by its sha256, the artifact id) belongs to: a stack
+        that names the module's file then names its graph. Background thread, once per compile."""
+        if self._graphs is None:
+            self._graphs = open(self.graphs_path, "a", encoding="utf-8")  # noqa: SIM115 - kept for appends
+        self._graphs.write(f"{artifact_id} {graph_key}\n")
+        self._graphs.flush()
+
+    def reopen_in_child(self) -> None:
+        """After ``fork``: the child shares the parent's mapping and lock, so it starts a journal of its own."""
+        with contextlib.suppress(Exception):
+            self.view.release()
+            self.mm.close()
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        for handle in (self._stacks, self._graphs):
+            if handle is not None:
+                with contextlib.suppress(OSError):
+                    handle.close()  # the parent's file: the child writes its own
+        self._stacks = None
+        self._open()
+
+    def close(self) -> None:
+        """A clean end: nothing was lost, so the files go."""
+        if self.faulthandler_ours:
+            faulthandler.disable()
+            self.faulthandler_ours = False
+        for handle in (self._stacks, self._graphs):
+            if handle is not None:
+                with contextlib.suppress(OSError):
+                    handle.close()
+        with contextlib.suppress(Exception):
+            self.view.release()
+            self.mm.close()
+        for path in (self.path, self.stacks_path, self.graphs_path):
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.close(self._fd)

@@ -1,0 +1,85 @@
+"""A serving process that dies inside a request, and the next one that starts on the host (run as a script).
+
+``python dying_server.py SERVICE_URL JOURNAL MODE`` (the token in ``$INFERENSICS_TOKEN``), exporting over
+OTLP to a real collector service as a production host does:
+
+- ``kernel``: serves two requests of a compiled embedding, then one whose token id is out of range. The
+  kernel Inductor generated for CPU checks its index inside an OpenMP region and calls ``std::terminate``:
+  the process aborts inside the request.
+- ``killed``: two requests served, one left in flight on a second thread, then SIGKILL inside a request on
+  the main thread (what the out-of-memory killer does).
+- ``forked``: a request served, then ``fork``: the child dies by SIGKILL inside a request, and the parent
+  serves one more request and exits cleanly (its journal goes with it; the child's must not).
+- ``recover``: starts a tracker with the same service and journal folder (as a restarted server does),
+  flushes, shuts down and prints its stats and what is left in the journal folder as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+
+import torch
+
+from inferensics.collector.host import SdkConfig, instrument
+
+
+def main(service_url: str, journal: str, mode: str) -> None:
+    config = SdkConfig(journal_dir=journal, fingerprint_rate=1.0)
+    if mode == "recover":
+        tracker = instrument(service_url, host="restarted", model="other", config=config)
+        tracker.flush()
+        tracker.shutdown()
+        print(json.dumps({"stats": tracker.stats(), "left": sorted(os.listdir(journal))}))
+        return
+    tracker = instrument(
+        service_url, host="h1", hw_pool="cpu-a", model="emb", traffic_class="interactive", config=config
+    )
+    if mode == "kernel":
+        table = tracker.compile(torch.nn.Embedding(1000, 256))
+        with torch.inference_mode():
+            for i in range(2):
+                with tracker.request(f"ok-{i}", traffic_class="interactive", tenant="t1", shape=(8, 256)) as req:
+                    req.set_output(table(torch.randint(0, 1000, (8, 256))))
+            tracker.flush()
+            tokens = torch.randint(0, 1000, (8, 256))
+            tokens[3, 7] = 5000
+            with tracker.request("bad-1", traffic_class="interactive", tenant="t1", shape=(8, 256)) as req:
+                req.set_output(table(tokens))
+    elif mode == "killed":
+        for i in range(2):
+            with tracker.request(f"ok-{i}", shape=(1, 4)):
+                pass
+        tracker.flush()
+        started = threading.Event()
+
+        def other() -> None:
+            with tracker.request("side-1", traffic_class="batch", shape=(2, 16)):
+                started.set()
+                threading.Event().wait(60)
+
+        threading.Thread(target=other, daemon=True).start()
+        started.wait(10)
+        with tracker.request("big-1", traffic_class="interactive", shape=[64, 8192]):
+            os.kill(os.getpid(), signal.SIGKILL)
+    elif mode == "forked":
+        with tracker.request("parent-0"):
+            pass
+        child = os.fork()
+        if child == 0:
+            with tracker.request("child-1"):
+                os.kill(os.getpid(), signal.SIGKILL)
+        _, status = os.waitpid(child, 0)
+        with tracker.request("parent-1"):
+            pass
+        tracker.shutdown()
+        print(json.dumps({"child_killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL}))
+        return
+    raise SystemExit(f"{mode}: the process should have died in the request")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

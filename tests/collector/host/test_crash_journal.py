@@ -1,0 +1,204 @@
+"""The crash journal: a process that dies in a request leaves its in-flight requests to the next tracker.
+
+The dying and recovering processes are real (``dying_server.py``): a compiled CPU kernel that aborts on an
+out-of-range index, and a SIGKILL. Both export over OTLP to a real collector service (its own process), as a
+production host does, and the rows are read back through the service's SQL API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from inferensics.collector.host.journal import HEADER_BYTES, JOURNAL_DIR_ENV, SLOT_BYTES, Journal, journal_dir
+from inferensics.collector.host.journal_recovery import parse_fatal_report, recover_dead
+from tests import conftest
+from tests.collector.service.harness import INGEST, RunningService, new_service
+
+PROGRAM = Path(__file__).with_name("dying_server.py")
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    with new_service(tmp_path_factory.mktemp("svc")) as svc:
+        yield svc
+
+
+def _run(service: RunningService, journal: Path, mode: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "INFERENSICS_TOKEN": INGEST}
+    env.pop("PYTHONFAULTHANDLER", None)
+    return subprocess.run(
+        [sys.executable, "-P", str(PROGRAM), service.url, str(journal), mode],
+        capture_output=True, text=True, timeout=600, env=env, check=False,
+    )  # fmt: skip
+
+
+def _recover(service: RunningService, journal: Path, cache: Path) -> dict[str, Any]:
+    done = _run(service, journal, "recover", cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _rows(service: RunningService, sql: str, expected: int) -> pl.DataFrame:
+    client = service.client()
+    deadline = time.monotonic() + 30
+    frame = client.sql(sql)
+    while frame.height < expected and time.monotonic() < deadline:  # the service writes what it acknowledged
+        time.sleep(0.2)
+        frame = client.sql(sql)
+    return frame
+
+
+def _requests(service: RunningService, rids: list[str]) -> dict[str, dict[str, Any]]:
+    ids = ", ".join(f"'{r}'" for r in rids)
+    sql = (
+        "SELECT request_id, host, model, hw_pool, traffic_class, tenant, shape, status, outcome, error, graph_keys, "
+        f"graph_artifacts, attrs, latency_ms FROM inferensics.requests WHERE request_id IN ({ids}) ORDER BY request_id"
+    )
+    return {r["request_id"]: r for r in _rows(service, sql, len(rids)).iter_rows(named=True)}
+
+
+def test_a_request_whose_kernel_aborts_the_process_is_recovered_naming_the_kernel(
+    service: RunningService, tmp_path: Path, inductor_cache: Path
+) -> None:
+    journal = tmp_path / "journal"
+    died = _run(service, journal, "kernel", inductor_cache)
+    assert died.returncode == -6, died.stderr[-3000:]  # SIGABRT: std::terminate in the generated kernel
+    assert "index out of bounds" in died.stderr
+    out = _recover(service, journal, inductor_cache)
+    assert out["stats"]["requests_recovered"] == 1
+    assert out["stats"]["dead_processes"] == 1
+    assert out["left"] == []  # the dead journal is removed, and the recovering tracker's own at its shutdown
+
+    rows = _requests(service, ["ok-0", "ok-1", "bad-1"])
+    assert sorted(rows) == ["bad-1", "ok-0", "ok-1"]  # the two served before it were exported by the dead process
+    bad = rows["bad-1"]
+    # The dead process's labels, not the recovering tracker's (the journal holds the request's id only).
+    assert (bad["host"], bad["model"], bad["hw_pool"], bad["traffic_class"]) == ("h1", "emb", "cpu-a", "interactive")
+    assert (bad["tenant"], bad["shape"], bad["latency_ms"]) == ("", "", 0.0)
+    assert (bad["status"], bad["outcome"]) == ("error", "error")
+    first = bad["error"].splitlines()[0]
+    assert first.startswith("process died in this request: Fatal Python error: Aborted, in kernel cpp_fused_")
+    assert "of the generated module " in first
+    assert "dying_server.py" in bad["error"]  # the crashed thread's stack, down to the serving code
+    attrs = dict(bad["attrs"])
+    assert attrs["died"] == "Aborted"
+    assert attrs["crash_kernel"] in first
+    assert attrs["process"].startswith("h1 pid ")
+    # The generated module is the artifact the graph's compile record names, and the graph is that compile's.
+    assert list(bad["graph_artifacts"]) == list(rows["ok-0"]["graph_artifacts"])
+    assert list(bad["graph_keys"]) == list(rows["ok-0"]["graph_keys"])
+    compiles = _rows(
+        service,
+        f"SELECT graph_key FROM inferensics.compiles WHERE artifact_id = '{bad['graph_artifacts'][0]}'",
+        1,
+    )
+    assert compiles.get_column("graph_key").to_list() == list(bad["graph_keys"])
+    assert attrs["ts"] == "time of death"
+
+
+def test_a_killed_process_leaves_every_request_in_flight_and_none_it_finished(
+    service: RunningService, tmp_path: Path, inductor_cache: Path
+) -> None:
+    journal = tmp_path / "journal"
+    died = _run(service, journal, "killed", inductor_cache)
+    assert died.returncode == -9, died.stderr[-3000:]
+    out = _recover(service, journal, inductor_cache)
+    assert out["stats"]["requests_recovered"] == 2
+
+    rows = _requests(service, ["big-1", "side-1"])
+    for rid in ("big-1", "side-1"):
+        row = rows[rid]
+        assert (row["status"], row["outcome"], row["traffic_class"]) == ("error", "error", "interactive")
+        assert row["error"].startswith(
+            "process died while this request was in flight (one of 2 in flight when it died), with no fatal-error "
+            "report: killed by a signal"
+        )
+        attrs = dict(row["attrs"])
+        assert attrs["died"] == "no report"
+        assert attrs["in_flight"] == "2"
+        assert attrs["ts"] == "last sign of life"
+        assert list(row["graph_keys"]) == []
+    # Finished requests are not in flight: ok-0 and ok-1 of this run are the dead process's own rows only.
+    assert _rows(service, "SELECT count() AS n FROM inferensics.requests WHERE status = 'error'", 3).item(0, "n") == 3
+
+
+def test_a_forked_child_journals_its_own_requests(
+    service: RunningService, tmp_path: Path, inductor_cache: Path
+) -> None:
+    journal = tmp_path / "journal"
+    done = _run(service, journal, "forked", inductor_cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"child_killed": True}
+    # The parent ended cleanly and removed its journal; the child's, with its request in flight, is left.
+    assert len(list(journal.glob("*.journal"))) == 1
+    out = _recover(service, journal, inductor_cache)
+    assert out["stats"]["requests_recovered"] == 1
+    row = _requests(service, ["child-1"])["child-1"]
+    assert (row["status"], row["host"]) == ("error", "h1")
+    assert dict(row["attrs"])["process"].startswith("h1 pid ")
+
+
+def test_a_live_process_journal_is_left_alone(tmp_path: Path) -> None:
+    live = Journal(tmp_path, {"process": "p", "destination": "store a"})
+    try:
+        live.end(live.begin(b"r1"))
+        live.begin(b"r2")
+        # Held by a living process (this one): not recovered.
+        assert recover_dead(tmp_path, "store a") == []
+        assert live.path.exists()
+    finally:
+        live.close()
+    assert not live.path.exists()
+    assert not live.stacks_path.exists()
+
+
+def test_a_damaged_journal_is_removed_and_recovery_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    bad = tmp_path / "1-dead.journal"
+    bad.write_bytes(b"\xff" * (HEADER_BYTES + 3 * SLOT_BYTES))
+    assert recover_dead(tmp_path, "") == []
+    assert not bad.exists()
+    assert "crash journal" in caplog.text
+    assert "unreadable" in caplog.text
+
+
+def test_the_journal_folder_setting() -> None:
+    assert JOURNAL_DIR_ENV == conftest.JOURNAL_DIR_ENV  # the suite's sessions keep their journals to themselves
+    assert journal_dir("off") is None
+    assert journal_dir("") is None
+    assert journal_dir("/x/j") == Path("/x/j")
+
+
+def test_a_fatal_report_names_the_crashed_thread_and_its_frames() -> None:
+    text = (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Thread 0x00007f0000000001 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 331 in wait\n\n'
+        "Current thread 0x00007f00000000ff (most recent call first):\n"
+        '  File "/tmp/torchinductor_u/ab/cabcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnop.py", line 90 in call\n'
+        '  File "/srv/app.py", line 12 in handle\n\n'
+        "Extension modules: torch._C (total: 1)\n"
+    )
+    report = parse_fatal_report(text)
+    assert report.error == "Segmentation fault"
+    assert report.current_thread == 0x7F00000000FF
+    assert [f[1] for f in report.stacks[0x7F00000000FF]] == [90, 12]
+    assert report.text[0x7F00000000FF].endswith("line 12 in handle")
+
+
+@given(st.text())
+def test_a_fatal_report_parser_takes_any_text(text: str) -> None:
+    report = parse_fatal_report(text)
+    assert report.current_thread is None or report.current_thread in report.stacks
