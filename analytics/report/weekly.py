@@ -48,7 +48,7 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     health = report.cache_health
     lookups = int(health.get_column("lookups").sum() or 0)
     hits = int(health.get_column("hits").sum() or 0)
-    ratio = f"{hits / lookups:.1%}" if lookups else "no lookups"
+    ratio = f"{hits / lookups:.1%} over {lookups:,} lookups" if lookups else "no lookups"  # not "over 0 lookups"
     cost = float(health.get_column("cold_miss_cost_s").sum() or 0)  # nulls (misses not priced) are left out
     # No misses, or misses whose hits saved nothing: no cost to speak of (it read "about 0.0 s"); a cost under
     # 0.05 s keeps one significant digit, not rounded to that 0.0.
@@ -56,7 +56,7 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     parts = [f"cold misses cost about {shown} s"] if cost > 0 else []
     if unpriced := unpriced_misses(health):
         parts.append(f"{not_priced(unpriced)} (no hit of the same model and cache)")
-    lines.append(f"Compile-cache hit ratio: {ratio} over {lookups:,} lookups{''.join(f'; {p}' for p in parts)}.")
+    lines.append(f"Compile-cache hit ratio: {ratio}{''.join(f'; {p}' for p in parts)}.")
     lines.append(f"Recompile storms: {report.storms.height}; new specializations: {report.new_graph_keys.height}.")
     if report.recompile_reasons.height:
         top = report.recompile_reasons.row(0, named=True)

@@ -109,7 +109,7 @@ def manifest_and_report(release: pl.DataFrame) -> None:
     with st.expander("Manifest: identity factors"):
         st.json(predicate["identity"], expanded=1)
     with st.expander(f"Files ({len(predicate['resources'])})"):
-        st.dataframe(pl.DataFrame(predicate["resources"]), hide_index=True)
+        show_table(pl.DataFrame(predicate["resources"]), key="bundles.files", empty="The manifest lists no files.")
     report = members.get("report/qualification.md")
     if report is not None:
         st.markdown(report.decode())

@@ -14,7 +14,7 @@ from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import now
 from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, said, service_errors
-from inferensics.dashboard._internal.tables import byte_size, duration_ms, show_table
+from inferensics.dashboard._internal.tables import MISSING, byte_size, duration_ms, show_table
 from inferensics.schema import RequestEvent
 from inferensics.schema import columns as col
 
@@ -295,6 +295,22 @@ def code_section(graphs: pl.DataFrame, kernels: pl.DataFrame) -> None:
         st.code(code, language="python", line_numbers=True, height=600)
 
 
+def _field_text(value: Any) -> str:
+    """A recorded value as text, :data:`MISSING` for a null or empty one."""
+    # As the headline line (_bold, _code) shows it: a blank string or empty list is no value; a 0 or False is one.
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return MISSING
+    if isinstance(value, list | tuple | dict) and not value:
+        return MISSING
+    return str(value)
+
+
+def recorded_fields(d: dict[str, Any]) -> pl.DataFrame:
+    """The request's every field as text, one row each (columns: field, value); a null or empty value reads
+    :data:`MISSING`, not "None" or "[]"."""
+    return pl.DataFrame({"field": list(d), "value": [_field_text(v) for v in d.values()]})
+
+
 def render() -> None:
     """Draw the page."""
     st.title("Request drill-down")
@@ -337,8 +353,7 @@ def render() -> None:
         kernels_section(kernels, bool(d.get(col.SAMPLED)))
         code_section(graphs, kernels)
         with st.expander("Every recorded field"):
-            fields = pl.DataFrame({"field": list(d), "value": [str(v) for v in d.values()]})
-            st.dataframe(fields, hide_index=True, width="stretch")
+            show_table(recorded_fields(d), key="recorded_fields")
 
 
 if __name__ == "__main__":

@@ -348,6 +348,13 @@ def test_weekly_summary_says_nothing_of_a_cold_miss_cost_that_is_not_there(weekl
     assert line([all_hits, {**free, "cold_miss_cost_s": 0.012}]) == tiny
 
 
+def test_weekly_summary_of_a_week_without_cache_lookups_is_one_plain_sentence(weekly: WeeklyReport) -> None:
+    """A week with no compile-cache lookup read "no lookups over 0 lookups"; it now says "no lookups" once."""
+    health = weekly.cache_health.clear()
+    lines = summary_lines(replace(weekly, cache_health=health))
+    assert next(x for x in lines if x.startswith("Compile-cache")) == "Compile-cache hit ratio: no lookups."
+
+
 def test_weekly_summary_counts_compiles_no_request_paid_for(weekly: WeeklyReport) -> None:
     """A store of imported TORCH_TRACE logs read "Compiles: 0" and nothing else of its 15 compiles: the
     request figures count what requests paid. The summary now also gives every compile record of the week,

@@ -290,3 +290,26 @@ def test_recompiles_over_time_name_a_missing_model() -> None:
     assert recompiles_by_model(series).sort(col.BUCKET, col.MODEL).rows() == [
         (T0, "(no model)", 3), (T0, "llama", 3), (T0 + timedelta(hours=1), "llama", 5),
     ]  # fmt: skip
+
+
+def test_every_recorded_field_of_a_request_reads_a_missing_value_as_a_dash() -> None:
+    """The request page's "Every recorded field" turned each value into text first: a null read "None", an
+    empty list "[]" and an empty string nothing. Each now reads "–" as the rest of the page shows an empty
+    value; a zero and a false stay what they are."""
+    from inferensics.dashboard.views.request import recorded_fields
+
+    d = {
+        col.MODEL: "llama",
+        "capture_bytes": None,
+        col.FALLBACK_REASON: "",
+        col.TRAFFIC_CLASS: " ",
+        "recompile_reasons": [],
+        "guard_failure_reasons": ["L['x'].size()[0] == 2"],
+        col.FP_NAN: 0,
+        "inputs_captured": False,
+    }
+    assert recorded_fields(d).rows() == [
+        (col.MODEL, "llama"), ("capture_bytes", "–"), (col.FALLBACK_REASON, "–"), (col.TRAFFIC_CLASS, "–"),
+        ("recompile_reasons", "–"), ("guard_failure_reasons", "[\"L['x'].size()[0] == 2\"]"), (col.FP_NAN, "0"),
+        ("inputs_captured", "False"),
+    ]  # fmt: skip
