@@ -103,7 +103,8 @@ def run_policy(
         torch_adapter.clear_cache_artifact_record()
         if blob is not None:
             torch_adapter.load_cache_artifacts(blob)
-        backend = RecordingBackend(config_patches=config_patches, cache_dir=cache_dir, entries=entry_codes(model))
+        entries = entry_codes(model, torch_adapter.inline_wrapper_code())
+        backend = RecordingBackend(config_patches=config_patches, cache_dir=cache_dir, entries=entries)
         compiled: Callable[..., Any] = torch.compile(
             model, backend=backend, dynamic=compile_args.get("dynamic"), fullgraph=bool(compile_args.get("fullgraph"))
         )

@@ -387,3 +387,14 @@ def payload_json(payload: str) -> dict[str, Any]:
 def frame_compile_id(md: Mapping[str, Any]) -> str:
     """``"frame/compile"`` of a trace record's metadata."""
     return f"{md.get('frame_id', '')}/{md.get('frame_compile_id', '')}"
+
+
+def inline_wrapper_code() -> Any:
+    """The code of Dynamo's inline wrapper, the frame it compiles for a torch-owned module or function
+    (``nn.Sequential``, ``nn.Embedding``): one code object for all of them; ``None`` where this torch has none."""
+    try:
+        from torch._dynamo import external_utils
+
+        return external_utils.wrap_inline(inline_wrapper_code).__code__
+    except Exception:
+        return None

@@ -518,11 +518,11 @@ _current = CURRENT.get
 
 
 def _root_locations(model_or_fn: Any) -> dict[Any, str]:
-    """``{wrapper code: location of the model's own forward}`` when the entry point is a decorator's
-    wrapper (Hugging Face decorates every model's ``forward``); empty otherwise."""
+    """``{wrapper code: location of the model's own forward}`` for a decorator's wrapper (Hugging Face decorates
+    every model's ``forward``) and Dynamo's inline wrapper (the frame of a torch-owned module)."""
     return {
         wrapper: f"{own.co_filename}:{own.co_firstlineno}:{name}"
-        for wrapper, (own, name) in entry_codes(model_or_fn).items()
+        for wrapper, (own, name) in entry_codes(model_or_fn, torch_adapter.inline_wrapper_code()).items()
     }
 
 

@@ -433,3 +433,14 @@ def static_cuda_launcher(compiled: Any, device: int) -> StaticLaunch:
         run(function, programs, 1, 1, num_warps, shared, arg_tys, args, stream)
 
     return launch
+
+
+def inline_wrapper_code() -> Any:
+    """The code of Dynamo's inline wrapper, the frame it compiles for a torch-owned module or function
+    (``nn.Sequential``, ``nn.Embedding``): one code object for all of them; ``None`` where this torch has none."""
+    try:
+        from torch._dynamo import external_utils
+
+        return external_utils.wrap_inline(inline_wrapper_code).__code__
+    except Exception:
+        return None

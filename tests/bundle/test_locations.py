@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from inferensics import bundle as b
+from inferensics.bundle import torch_adapter
 from inferensics.bundle.locations import code_location, portable_path
 from inferensics.schema.locations import entry_codes
 from tests.bundle.models import TinyMLP
@@ -49,6 +50,16 @@ def test_a_decorated_forward_is_named_by_the_models_own_code() -> None:
     )
     assert entry_codes(TinyMLP()) == {}
     assert code_location(None) == ""
+
+
+def test_a_torch_owned_module_is_named_by_its_forward_not_dynamos_inline_wrapper() -> None:
+    inline = torch_adapter.inline_wrapper_code()
+    assert inline is not None
+    assert inline.co_filename.endswith("external_utils.py")
+    entries = entry_codes(torch.nn.Sequential(torch.nn.Linear(2, 2)), inline)
+    line = torch.nn.Sequential.forward.__code__.co_firstlineno
+    assert code_location(inline, entries) == f"torch/nn/modules/container.py:{line}:Sequential.forward"
+    assert entry_codes(torch.nn.Sequential(), None) == {}
 
 
 def test_a_path_outside_sys_path_keeps_its_name_only(tmp_path: Any) -> None:

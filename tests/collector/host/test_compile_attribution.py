@@ -1,7 +1,8 @@
 """Compile-side records carry the model that was compiled: ``tracker.compile(model, name=...)`` labels
 them (a frame at its recompile limit, which starts no compile, included), a plain ``torch.compile``
-elsewhere in the process stays unattributed, and a model whose ``forward`` is wrapped by a decorator (as
-Hugging Face wraps every model's) is located at its own ``forward``."""
+elsewhere in the process stays unattributed, a model whose ``forward`` is wrapped by a decorator (as
+Hugging Face wraps every model's) is located at its own ``forward``, and so is a module whose ``forward`` is
+torch's own (Dynamo compiles it from its inline wrapper's frame)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,22 @@ def test_labels_follow_the_compiled_model(tracker: Tracker, store: Store) -> Non
     by_compile = {c.compile_id: c.model for c in compiles.values()}
     assert all(e.model == by_compile[e.compile_id] for e in cache)
     assert {e.model for e in cache} == {"model-a", "model-b"}
+
+
+def test_a_torch_owned_module_is_located_at_its_forward(tracker: Tracker, store: Store) -> None:
+    seq = tracker.compile(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), name="seq")
+    table = tracker.compile(torch.nn.Embedding(10, 4), name="emb")
+    with tracker.request("r-seq", model="seq") as req:
+        req.set_output(seq(torch.ones(2, 4)))
+    with tracker.request("r-emb", model="emb") as req:
+        req.set_output(table(torch.tensor([1, 2])))
+    tracker.shutdown()
+
+    located = {c.model: c.code_location for c in store.select_events(CompileEvent)}
+    for model, cls in (("seq", torch.nn.Sequential), ("emb", torch.nn.Embedding)):
+        code = cls.forward.__code__
+        # It read torch/_dynamo/external_utils.py:67:inner, the wrapper every such module is compiled from.
+        assert located[model] == f"{code.co_filename}:{code.co_firstlineno}:{cls.__name__}.forward"
 
 
 def test_compile_takes_per_model_dynamo_settings(tracker: Tracker) -> None:
