@@ -1,9 +1,10 @@
-cd /tmp
-unset JV
-for i in 1 2 3 4; do
+# Sittings alternating the crash journal on and off: bash ab.sh demo|gpt2 SITTINGS (out6.log: demo 4, out7.log: gpt2 3).
+cd /tmp || exit 1
+for i in $(seq "${2:-3}"); do
   for mode in on off; do
     if [ $mode = off ]; then export INFERENSICS_JOURNAL_DIR=off; else export INFERENSICS_JOURNAL_DIR=/tmp/jab/j; fi
     echo "=== sitting $i journal $mode $(date -u +%T)"
-    HF_HUB_OFFLINE=1 /work/main/.venv/bin/python /work/main/benchmarks/bench_sdk_overhead.py --served demo --rounds 9 --pairs 400 2>&1 | grep "interleaved pairs, wall\|honest"
+    HF_HUB_OFFLINE=1 /work/main/.venv/bin/python /work/main/benchmarks/bench_sdk_overhead.py --served "$1" --rounds 9 \
+      --pairs 400 2>&1 | grep "interleaved pairs, wall\|honest"
   done
 done
