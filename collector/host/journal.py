@@ -142,19 +142,26 @@ class Journal:
         self._graphs.write(f"{artifact_id} {graph_key}\n")
         self._graphs.flush()
 
-    def reopen_in_child(self) -> None:
-        """After ``fork``: the child shares the parent's mapping and lock, so it starts a journal of its own."""
+    def forget_in_child(self) -> None:
+        """After ``fork``, in the child: let go of the parent's journal without touching it.
+
+        The child shares the parent's mapping (its writes would land in the parent's ring) and its open file (the
+        lock lasts until every copy is closed, so a child outliving the parent would keep the parent's journal
+        from being read). The tracker's background thread does not survive a fork either: a child serves
+        unrecorded, as before, until it makes its own tracker.
+        """
+        if self.faulthandler_ours:  # the child's fatal error must not land in the parent's report
+            faulthandler.disable()
+            self.faulthandler_ours = False
+        for handle in (self._stacks, self._graphs):
+            if handle is not None:
+                with contextlib.suppress(OSError):
+                    handle.close()
         with contextlib.suppress(Exception):
             self.view.release()
             self.mm.close()
         with contextlib.suppress(OSError):
             os.close(self._fd)
-        for handle in (self._stacks, self._graphs):
-            if handle is not None:
-                with contextlib.suppress(OSError):
-                    handle.close()  # the parent's file: the child writes its own
-        self._stacks = None
-        self._open()
 
     def close(self) -> None:
         """A clean end: nothing was lost, so the files go."""

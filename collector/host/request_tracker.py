@@ -248,15 +248,11 @@ class Tracker:
                 )  # fmt: skip
 
     def journal_after_fork(self) -> None:
-        """In a forked child: a journal of its own (the parent's mapping and lock are the parent's)."""
-        journal = self.journal
-        if journal is None or self._closed:
-            return
-        try:
-            journal.reopen_in_child()
-        except OSError:
-            self.journal = self.pipeline.journal = None
-            self.counters_local["journal_errors"] += 1
+        """In a forked child: let go of the parent's journal (:meth:`Journal.forget_in_child`)."""
+        journal, self.journal = self.journal, None
+        self.pipeline.journal = None
+        if journal is not None:
+            journal.forget_in_child()
 
     # --- hooks ---------------------------------------------------------------------------------------
 
