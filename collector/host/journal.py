@@ -150,21 +150,16 @@ class Journal:
         from being read). The tracker's background thread does not survive a fork either: a child serves
         unrecorded, as before, until it makes its own tracker.
         """
-        if self.faulthandler_ours:  # the child's fatal error must not land in the parent's report
-            faulthandler.disable()
-            self.faulthandler_ours = False
-        for handle in (self._stacks, self._graphs):
-            if handle is not None:
-                with contextlib.suppress(OSError):
-                    handle.close()
-        with contextlib.suppress(Exception):
-            self.view.release()
-            self.mm.close()
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        self._release()
 
     def close(self) -> None:
         """A clean end: nothing was lost, so the files go."""
+        self._release()
+        for path in (self.path, self.stacks_path, self.graphs_path):
+            path.unlink(missing_ok=True)
+
+    def _release(self) -> None:
+        """Disable our fatal-error report (a child's must not land in the parent's) and close every handle."""
         if self.faulthandler_ours:
             faulthandler.disable()
             self.faulthandler_ours = False
@@ -175,7 +170,5 @@ class Journal:
         with contextlib.suppress(Exception):
             self.view.release()
             self.mm.close()
-        for path in (self.path, self.stacks_path, self.graphs_path):
-            path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             os.close(self._fd)
