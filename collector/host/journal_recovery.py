@@ -42,7 +42,6 @@ ERROR_LIMIT = 4000
 """Characters of a recovered row's error text: the first line, then the crashed thread's stack."""
 DIED_ATTR = "died"
 """Attribute of a recovered row: the fatal error the process reported, or ``no report``."""
-PROCESS_DIED = "process_died"
 
 _FATAL = re.compile(r"^Fatal Python error: (.+)$", re.M)
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):$")

@@ -32,9 +32,14 @@ RECOMPILES_EVERYWHERE = (
 RECOMPILES_OF_BUNDLE = "Recompiles counted on the requests that triggered them (recompile events carry no bundle)."
 
 
+def named(column: str, missing: str) -> pl.Expr:
+    """``column``, its empty values read ``missing`` (``(no model)``, ``(no pool)``, as the report names them)."""
+    return pl.when(pl.col(column) != "").then(column).otherwise(pl.lit(missing))
+
+
 def recompiles_by_model(series: pl.DataFrame) -> pl.DataFrame:
     """A ``recompile_timeseries`` frame summed per bucket and model, an empty model named "(no model)"."""
-    model = pl.when(pl.col(col.MODEL) != "").then(col.MODEL).otherwise(pl.lit("(no model)")).alias(col.MODEL)
+    model = named(col.MODEL, "(no model)").alias(col.MODEL)
     return series.group_by(col.BUCKET, model).agg(pl.col(col.RECOMPILES).sum())
 
 
@@ -204,8 +209,8 @@ def priced_misses(health: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     have none: a miss is priced by the hits of its model and cache, and without one its cost is unknown, not 0."""
     priced = health.filter(pl.col("cold_miss_cost_s").is_not_null()).with_columns(
         pl.concat_str(
-            pl.when(pl.col(col.MODEL) != "").then(col.MODEL).otherwise(pl.lit("(no model)")),
-            pl.when(pl.col(col.HW_POOL) != "").then(col.HW_POOL).otherwise(pl.lit("(no pool)")),
+            named(col.MODEL, "(no model)"),
+            named(col.HW_POOL, "(no pool)"),
             col.CACHE,
             separator=" / ",
         ).alias("slice")
