@@ -37,7 +37,7 @@ from inferensics.schema.types import (
 # Request outcomes: how the compiled program served a request (decision 4).
 Outcome = Literal["hit", "compile", "recompile", "fallback", "eager", "error"]
 OUTCOMES: tuple[str, ...] = ("hit", "compile", "recompile", "fallback", "eager", "error")
-GUARD_OUTCOMES: tuple[str, ...] = ("hit", "miss", "first", "none", "mixed")
+GUARD_OUTCOMES: tuple[str, ...] = ("hit", "miss", "first", "none", "mixed", "unknown")
 CACHE_STATUSES: tuple[str, ...] = ("none", "hit", "miss", "bypass", "mixed")
 CACHES: tuple[str, ...] = ("fx_graph", "aot_autograd", "triton", "autotune", "dynamo")
 CACHE_RESULTS: tuple[str, ...] = ("hit", "miss", "bypass")
@@ -104,7 +104,8 @@ class RequestEvent(Event):
     (never compiled by policy) or ``error``."""
     guard_outcome: Dim = "hit"
     """Guard evaluation over the request's frame entries: ``hit``, ``miss``, ``first`` (no entry yet),
-    ``mixed`` (hits and misses) or ``none`` (no compiled frame was entered)."""
+    ``mixed`` (hits and misses), ``none`` (no compiled frame was entered) or ``unknown`` (a request recovered from
+    the crash journal of a process that died in it)."""
     cache_status: Dim = "none"
     """Compile-cache status of compiles this request triggered: ``none`` (no compile), ``hit``, ``miss``,
     ``bypass`` or ``mixed``."""

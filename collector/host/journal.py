@@ -38,8 +38,12 @@ OFF: Final = "off"
 SLOTS: Final = 256
 """Requests in flight the ring holds at once; a slot is reused after this many newer requests began."""
 SLOT_BYTES: Final = 256
-"""A slot: its first byte the length of the request id that follows (0: free), then the id's UTF-8 bytes."""
-ID_BYTES: Final = SLOT_BYTES - 1
+"""A slot: the request id's UTF-8 bytes, cut to this length or padded with NUL bytes; a first byte of 0 marks it
+free (a request's end clears that byte alone). An id that starts with a NUL character is not journaled."""
+write_slot: Final = struct.Struct(f"{SLOT_BYTES}s").pack_into
+"""``write_slot(buffer, offset, id_bytes)``: one C call writes the id and pads the slot (the request scope
+inlines :meth:`Journal.begin`; two slice writes, the id and a length byte, cost it about a microsecond more
+between two model runs, ``benchmarks/results/sdk-cpu/README.md``)."""
 HEADER_BYTES: Final = 4096
 """The header: the process's labels as JSON, then, in its last 8 bytes, the background thread's last wake."""
 HEARTBEAT_AT: Final = HEADER_BYTES - 8
@@ -119,11 +123,7 @@ class Journal:
         """Journal one request in flight and return its slot (the request scope inlines this)."""
         slot = self.next_slot
         self.next_slot = slot + SLOT_BYTES if slot + SLOT_BYTES < RING_END else HEADER_BYTES
-        n = len(request_id)
-        if n > ID_BYTES:
-            request_id, n = request_id[:ID_BYTES], ID_BYTES
-        self.view[slot + 1 : slot + 1 + n] = request_id
-        self.view[slot] = n
+        write_slot(self.view, slot, request_id)
         return slot
 
     def end(self, slot: int) -> None:

@@ -166,9 +166,9 @@ def _rows(
     report = parse_fatal_report(stacks)
     in_flight = []
     for slot in range(HEADER_BYTES, len(data) - SLOT_BYTES + 1, SLOT_BYTES):
-        n = data[slot]
-        if n:
-            in_flight.append(data[slot + 1 : slot + 1 + n].decode("utf-8", errors="replace"))
+        if data[slot]:
+            rid = data[slot : slot + SLOT_BYTES].rstrip(b"\0")
+            in_flight.append(rid.decode("utf-8", errors="replace"))
     died = report.error or "no report"
     when = died_at if died_at is not None else last_beat
     labels = {
@@ -195,6 +195,7 @@ def _rows(
             status="error",
             error=error[:ERROR_LIMIT],
             outcome="error",
+            guard_outcome="unknown",  # the guard counts were in the dead process's memory
             graph_keys=(graph.get("graph_key", ""),) if artifact else (),
             graph_artifacts=(artifact,) if artifact else (),
             graph_calls=(1,) if artifact else (),

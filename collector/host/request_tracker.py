@@ -32,12 +32,12 @@ from inferensics.collector.host.fingerprint import start_fingerprint
 from inferensics.collector.host.fingerprint_sampling import HASH_MASK, HASH_MIX, fingerprint_rules
 from inferensics.collector.host.journal import (
     HEADER_BYTES,
-    ID_BYTES,
     JOURNAL_DIR_ENV,
     RING_END,
     SLOT_BYTES,
     Journal,
     journal_dir,
+    write_slot,
 )
 from inferensics.collector.host.pipeline import Pipeline
 from inferensics.collector.host.queueing import BoundedQueue
@@ -85,12 +85,7 @@ class RequestScope(RawRequest):
                 slot = journal.next_slot
                 journal.next_slot = slot + SLOT_BYTES if slot + SLOT_BYTES < RING_END else HEADER_BYTES
                 rid = self.rid_bytes = self.request_id.encode()  # set_output's sampling hash reads it too
-                n = len(rid)
-                if n > ID_BYTES:
-                    rid, n = rid[:ID_BYTES], ID_BYTES
-                view = journal.view
-                view[slot + 1 : slot + 1 + n] = rid
-                view[slot] = n
+                write_slot(journal.view, slot, rid)
                 self._jslot = slot
             except Exception:  # an id that is not UTF-8, or closed by a shutdown on another thread
                 tracker.counters_local["journal_errors"] += 1

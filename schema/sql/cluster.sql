@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS inferensics.requests_local ON CLUSTER '{cluster}'
     `status` LowCardinality(String) COMMENT '``ok`` or ``error``.',
     `error` String CODEC(ZSTD(1)) COMMENT 'Exception type and message when ``status`` is ``error``.',
     `outcome` LowCardinality(String) COMMENT 'How it was served: ``hit`` (existing graphs), ``compile`` (first compile), ``recompile``, ``fallback`` (ran eagerly after a graph break, the recompile limit or an error), ``eager`` (never compiled by policy) or ``error``.',
-    `guard_outcome` LowCardinality(String) COMMENT 'Guard evaluation over the request\'s frame entries: ``hit``, ``miss``, ``first`` (no entry yet), ``mixed`` (hits and misses) or ``none`` (no compiled frame was entered).',
+    `guard_outcome` LowCardinality(String) COMMENT 'Guard evaluation over the request\'s frame entries: ``hit``, ``miss``, ``first`` (no entry yet), ``mixed`` (hits and misses), ``none`` (no compiled frame was entered) or ``unknown`` (a request recovered from the crash journal of a process that died in it).',
     `cache_status` LowCardinality(String) COMMENT 'Compile-cache status of compiles this request triggered: ``none`` (no compile), ``hit``, ``miss``, ``bypass`` or ``mixed``.',
     `fallback_reason` LowCardinality(String) COMMENT 'Why it ran eagerly (``graph_break:GB0170``, ``recompile_limit``, ``compile_error``, ``policy``).',
     `compile_ms` Float32 CODEC(ZSTD(1)) COMMENT 'Compile time spent inside this request, in milliseconds.',

@@ -23,7 +23,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferensics.collector.host.journal import HEADER_BYTES, JOURNAL_DIR_ENV, SLOT_BYTES, Journal, journal_dir
+from inferensics.collector.host.journal import (
+    HEADER_BYTES,
+    JOURNAL_DIR_ENV,
+    SLOT_BYTES,
+    SLOTS,
+    Journal,
+    journal_dir,
+)
 from inferensics.collector.host.journal_recovery import parse_fatal_report, recover_dead
 from tests import conftest
 from tests.collector.service.harness import INGEST, RunningService, new_service
@@ -174,6 +181,32 @@ def test_a_live_process_journal_is_left_alone(tmp_path: Path) -> None:
         live.close()
     assert not live.path.exists()
     assert not live.stacks_path.exists()
+
+
+def test_a_journal_reads_back_exactly_the_ids_in_flight(tmp_path: Path) -> None:
+    """A slot reused by a shorter id keeps nothing of the longer one before it; an id longer than a slot is cut
+    to it; a non-ASCII id comes back whole. The file copied while its process lives is what a death leaves
+    (a copy holds no lock), and each recovered row says its guards are unknown."""
+    live = Journal(tmp_path / "live", {"process": "p", "destination": "store a"})
+    try:
+        for i in range(SLOTS):  # every slot once, each with a long id, each ended
+            live.end(live.begin(f"long-request-id-{i:04d}-".encode() * 8))
+        short = live.begin(b"r1")  # slot 0 again
+        assert short == HEADER_BYTES
+        live.begin("req-é-2".encode())
+        live.end(live.begin(b"done"))
+        live.begin(b"x" * (SLOT_BYTES + 40))
+        dead = tmp_path / "dead"
+        dead.mkdir()
+        (dead / "1-dead.journal").write_bytes(live.path.read_bytes())
+    finally:
+        live.close()
+    (recovered,) = recover_dead(dead, "store a")
+    assert [r.request_id for r in recovered.rows] == ["r1", "req-é-2", "x" * SLOT_BYTES]
+    assert {r.guard_outcome for r in recovered.rows} == {"unknown"}
+    assert {r.outcome for r in recovered.rows} == {"error"}
+    assert recovered.rows[0].attrs["in_flight"] == "3"
+    assert not (dead / "1-dead.journal").exists()
 
 
 def test_a_damaged_journal_is_removed_and_recovery_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
