@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
+from inferensics.schema import engine_signals
 from inferensics.schema.install_hint import pip_install_hint
 
 try:
@@ -98,7 +99,8 @@ def _open_client(dsn: Dsn) -> Client:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot open store {dsn}: cannot create data directory ({exc.strerror})") from None
-        with _CHDB_LOCK, _native_stderr_captured() as captured:
+        # kept(): loading chDB would otherwise take the process's fatal-signal handling (engine_signals).
+        with _CHDB_LOCK, _native_stderr_captured() as captured, engine_signals.kept():
             try:
                 boot = clickhouse_connect.get_client(dsn=f"chdb://{path}")
                 boot.command(f"CREATE DATABASE IF NOT EXISTS {dsn.database}")

@@ -1,7 +1,8 @@
 """A serving process that dies inside a request, and the next one that starts on the host (run as a script).
 
 ``python dying_server.py SERVICE_URL JOURNAL MODE`` (the token in ``$INFERENSICS_TOKEN``), exporting over
-OTLP to a real collector service as a production host does:
+OTLP to a real collector service as a production host does; with a ``chdb://`` DSN in place of the URL, into
+that embedded store, chDB loaded in the serving process (``instrument(store=...)``, single-process mode):
 
 - ``kernel``: serves two requests of a compiled embedding, then one whose token id is out of range. The
   kernel Inductor generated for CPU checks its index inside an OpenMP region and calls ``std::terminate``:
@@ -26,18 +27,21 @@ import time
 import torch
 
 from inferensics.collector.host import SdkConfig, instrument
+from inferensics.schema.store import Store
 
 
-def main(service_url: str, journal: str, mode: str) -> None:
+def main(destination: str, journal: str, mode: str) -> None:
     config = SdkConfig(journal_dir=journal, fingerprint_rate=1.0)
+    store = Store.open(destination) if destination.startswith("chdb://") else None
+    service_url = None if store is not None else destination
     if mode == "recover":
-        tracker = instrument(service_url, host="restarted", model="other", config=config)
+        tracker = instrument(service_url, store, host="restarted", model="other", config=config)
         tracker.flush()
         tracker.shutdown()
         print(json.dumps({"stats": tracker.stats(), "left": sorted(os.listdir(journal))}))
         return
     tracker = instrument(
-        service_url, host="h1", hw_pool="cpu-a", model="emb", traffic_class="interactive", config=config
+        service_url, store, host="h1", hw_pool="cpu-a", model="emb", traffic_class="interactive", config=config
     )
     if mode == "kernel":
         table = tracker.compile(torch.nn.Embedding(1000, 256))

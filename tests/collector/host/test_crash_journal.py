@@ -32,6 +32,7 @@ from inferensics.collector.host.journal import (
     journal_dir,
 )
 from inferensics.collector.host.journal_recovery import parse_fatal_report, recover_dead
+from inferensics.schema.store import Store
 from tests import conftest
 from tests.collector.service.harness import INGEST, RunningService, new_service
 
@@ -44,12 +45,16 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService
         yield svc
 
 
-def _run(service: RunningService, journal: Path, mode: str, cache: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    service: RunningService | str, journal: Path, mode: str, cache: Path, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run ``dying_server.py`` exporting to ``service``, or into the store of a ``chdb://`` DSN."""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "INFERENSICS_TOKEN": INGEST}
     env.pop("PYTHONFAULTHANDLER", None)
+    destination = service if isinstance(service, str) else service.url
     return subprocess.run(
-        [sys.executable, "-P", str(PROGRAM), service.url, str(journal), mode],
-        capture_output=True, text=True, timeout=600, env=env, check=False,
+        [sys.executable, "-P", str(PROGRAM), destination, str(journal), mode],
+        capture_output=True, text=True, timeout=timeout, env=env, check=False,
     )  # fmt: skip
 
 
@@ -122,6 +127,37 @@ def test_a_request_whose_kernel_aborts_the_process_is_recovered_naming_the_kerne
     )
     assert compiles.get_column("graph_key").to_list() == list(bad["graph_keys"])
     assert attrs["ts"] == "time of death"
+
+
+def test_a_process_with_the_embedded_store_loaded_dies_at_once_and_is_recovered(
+    tmp_path: Path, inductor_cache: Path
+) -> None:
+    """Single-process mode (``instrument(store=...)``): chDB is loaded in the serving process, and loading it
+    installs ClickHouse's own fatal-signal handlers, which kept an aborting process alive for minutes while
+    they symbolised its stack, and took the place of the journal's fatal-error report. The store keeps the
+    process's handlers (``schema.engine_signals``): the process dies at once, with the report the recovered
+    row is built from. (The timeout is a hang guard: on the old code the process was still alive at it.)"""
+    dsn = f"chdb://{tmp_path / 'store'}"
+    journal = tmp_path / "journal"
+    died = _run(dsn, journal, "kernel", inductor_cache, timeout=120)
+    assert died.returncode == -signal.SIGABRT, died.stderr[-3000:]
+    assert "index out of bounds" in died.stderr
+    assert "Received signal" not in died.stderr  # ClickHouse's handler did not run
+    done = _run(dsn, journal, "recover", inductor_cache, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stats = json.loads(done.stdout.strip().splitlines()[-1])["stats"]
+    assert (stats["requests_recovered"], stats["dead_processes"]) == (1, 1)
+    with Store.open(dsn) as store:
+        rows = store.query_rows(
+            "SELECT request_id, error, attrs['died'], attrs['crash_kernel'], guard_outcome "
+            "FROM requests ORDER BY request_id"
+        )
+    assert [r[0] for r in rows] == ["bad-1", "ok-0", "ok-1"]
+    _, error, died_of, kernel, guards = rows[0]
+    assert error.startswith("process died in this request: Fatal Python error: Aborted, in kernel cpp_fused_")
+    assert (died_of, guards) == ("Aborted", "unknown")
+    assert kernel
+    assert kernel in error.splitlines()[0]
 
 
 def test_a_killed_process_leaves_every_request_in_flight_and_none_it_finished(
