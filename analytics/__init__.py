@@ -15,6 +15,7 @@ from inferensics.analytics.breaks import (
 from inferensics.analytics.cache import cache_growth, cache_health, cache_reasons, cache_trend
 from inferensics.analytics.canary import CanaryParams, CanaryResult, canary_compare
 from inferensics.analytics.client import QueryClient, QueryRunner
+from inferensics.analytics.compile_time import compile_timeseries
 from inferensics.analytics.drilldown import (
     RequestDrillDown,
     RequestParams,
@@ -60,6 +61,7 @@ __all__ = [
     "cache_reasons",
     "cache_trend",
     "canary_compare",
+    "compile_timeseries",
     "current_week",
     "drill_down",
     "fallback_reasons",

@@ -23,6 +23,7 @@ from inferensics.analytics import (
     canary,
     canary_history,
     catalog,
+    compile_time,
     drilldown,
     overview,
     storms,
@@ -70,6 +71,16 @@ def _recompile_timeseries(client: QueryClient, params: BaseModel) -> pl.DataFram
     return breaks.recompile_timeseries(client, p, unit=p.unit)
 
 
+def _compile_timeseries(client: QueryClient, params: BaseModel) -> pl.DataFrame:
+    """Compiles and their whole-frame seconds per time bucket, model and hardware pool, inside requests or not:
+    every compile event, failed ones too, as the specializations' compile_seconds sum them.
+
+    Columns: bucket, model, hw_pool, compiles, compile_seconds.
+    """
+    p = cast(BucketParams, params)
+    return compile_time.compile_timeseries(client, p, unit=p.unit)
+
+
 def _canary_compare(client: QueryClient, params: BaseModel) -> pl.DataFrame:
     """The evidence rows and a final ``verdict`` row."""
     return canary.canary_compare(client, cast(canary.CanaryParams, params)).to_frame()
@@ -110,6 +121,7 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         _q("guard_failures", SliceParams, breaks.guard_failures, _POOL),
         _q("recompile_reasons", SliceParams, breaks.recompile_reasons, _NO_BUNDLE),
         _q("recompile_timeseries", BucketParams, _recompile_timeseries, _NO_BUNDLE),
+        _q("compile_timeseries", BucketParams, _compile_timeseries, _NO_TC),
         _q("cache_health", SliceParams, cache.cache_health, _NO_TC),
         _q("cache_trend", SliceParams, cache.cache_trend, _NO_TC),
         _q("cache_reasons", SliceParams, cache.cache_reasons, _NO_TC),

@@ -59,6 +59,14 @@ class StormRule(BaseModel):
             f", {self.factor:g} × their median)."
         )
 
+    def thresholds(self) -> str:
+        """The rule's two thresholds in a phrase, with these numbers (beside a storm's figures and its baseline;
+        :meth:`describe` says what the baseline is)."""
+        return (
+            f"recompiles ≥ max({self.min_recompiles:g}, {self.factor:g} × baseline) or compile seconds ≥ "
+            f"max({self.min_compile_seconds:g}, {self.factor:g} × baseline)"
+        )
+
 
 class StormParams(StormRule, SliceParams):
     """A slice and the storm rule's knobs."""

@@ -431,6 +431,8 @@ def _time_queries(store: Store, rows: int, end: datetime, days: int, repeats: in
         "recompile_reasons 7d": ("recompile_reasons", week),
         "recompile_timeseries 24h hourly": ("recompile_timeseries", day),
         "recompile_timeseries 7d daily": ("recompile_timeseries", {**week, "unit": "day"}),
+        "compile_timeseries 24h hourly": ("compile_timeseries", day),
+        "compile_timeseries 7d daily": ("compile_timeseries", {**week, "unit": "day"}),
         "cache_health 7d": ("cache_health", week),
         "cache_trend 7d": ("cache_trend", week),
         "cache_growth 7d": ("cache_growth", week),

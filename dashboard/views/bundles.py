@@ -8,6 +8,8 @@ import base64
 import io
 import json
 import tarfile
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 import streamlit as st
@@ -68,6 +70,9 @@ RELEASE_COLUMNS = (
     "requests_after_refusal", "misses", "misses_eager", "misses_refused", "miss_hosts", "refused_at",
 )  # fmt: skip
 RELEASE_QUERY = "bundle_release"
+# A manifest's files with each size twice: ``size_bytes`` shown as a size by the tables' convention for a
+# ``*bytes`` column ("4.2MB", sorting by size), and the exact ``size`` the manifest records.
+FILE_COLUMNS = ("name", "size_bytes", "size", "algorithm", "digest")
 
 
 def release_state(release: pl.DataFrame) -> None:
@@ -109,13 +114,30 @@ def manifest_and_report(release: pl.DataFrame) -> None:
     with st.expander("Manifest: identity factors"):
         st.json(predicate["identity"], expanded=1)
     with st.expander(f"Files ({len(predicate['resources'])})"):
-        show_table(pl.DataFrame(predicate["resources"]), key="bundles.files", empty="The manifest lists no files.")
+        show_table(
+            files_table(predicate["resources"]),
+            columns=FILE_COLUMNS,
+            key="bundles.files",
+            empty="The manifest lists no files.",
+            overrides={
+                "size": st.column_config.NumberColumn(
+                    "exact bytes", format="localized", help="The file's size in bytes, as the manifest records it."
+                )
+            },
+        )
     report = members.get("report/qualification.md")
     if report is not None:
         st.markdown(report.decode())
         html = members.get("report/qualification.html", b"")
         st.download_button("Download the report (HTML)", html, file_name=f"{predicate['name']}.html",
                            mime="text/html", key="bundles.report_html")  # fmt: skip
+
+
+def files_table(resources: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """A manifest's ``resources``, one row per file, its ``size`` (bytes) also as ``size_bytes``, which the
+    table shows as a size."""
+    files = pl.DataFrame(list(resources))
+    return files.with_columns(pl.col("size").alias("size_bytes")) if "size" in files.columns else files
 
 
 def read_packed(data: bytes) -> dict[str, bytes]:

@@ -30,6 +30,10 @@ RECOMPILES_EVERYWHERE = (
     "counts them; recompile-limit hits (the frame ran eagerly) are apart."
 )
 RECOMPILES_OF_BUNDLE = "Recompiles counted on the requests that triggered them (recompile events carry no bundle)."
+COMPILE_SECONDS_EVERYWHERE = (
+    "Every compile's whole-frame time, inside requests or not (warm-up, failed compiles, imported TORCH_TRACE "
+    "logs), in the bucket it started in: the headline's compile seconds over time."
+)
 
 
 def named(column: str, missing: str) -> pl.Expr:
@@ -37,24 +41,29 @@ def named(column: str, missing: str) -> pl.Expr:
     return pl.when(pl.col(column) != "").then(column).otherwise(pl.lit(missing))
 
 
-def recompiles_by_model(series: pl.DataFrame) -> pl.DataFrame:
-    """A ``recompile_timeseries`` frame summed per bucket and model, an empty model named "(no model)"."""
+def sum_by_model(series: pl.DataFrame, value: str) -> pl.DataFrame:
+    """A series per bucket, model and pool (``recompile_timeseries``, ``compile_timeseries``) with its ``value``
+    summed per bucket and model, an empty model named "(no model)"."""
     model = named(col.MODEL, "(no model)").alias(col.MODEL)
-    return series.group_by(col.BUCKET, model).agg(pl.col(col.RECOMPILES).sum())
+    return series.group_by(col.BUCKET, model).agg(pl.col(value).sum())
 
 
 def recompiles_tab(filters: Filters) -> None:
     """Recompiles and compile time over time, and the reasons behind them."""
     unit = bucket_unit(filters)
-    series = section_query(queries.FLEET_TIMESERIES, "compiles over time", unit=unit, by="model", **filters.params())
-    by_model = series.rename({"group": col.MODEL}) if series is not None else None
     if filters.bundle is None:
         every = section_query(
             queries.RECOMPILE_TIMESERIES, "recompiles over time", unit=unit, **compile_params(filters)
         )
-        recompiled, note = (recompiles_by_model(every) if every is not None else None), RECOMPILES_EVERYWHERE
+        recompiled, note = (sum_by_model(every, col.RECOMPILES) if every is not None else None), RECOMPILES_EVERYWHERE
     else:  # recompile events carry no bundle: the requests of the bundle count its recompiles
-        recompiled, note = by_model, RECOMPILES_OF_BUNDLE
+        series = section_query(
+            queries.FLEET_TIMESERIES, "recompiles over time", unit=unit, by="model", **filters.params()
+        )
+        recompiled, note = (series.rename({"group": col.MODEL}) if series is not None else None), RECOMPILES_OF_BUNDLE
+    # Compile events carry the bundle: compile time is charted from them under a bundle filter too.
+    compiles = section_query(queries.COMPILE_TIMESERIES, "compile time over time", unit=unit, **compile_params(filters))
+    compiled = sum_by_model(compiles, col.COMPILE_SECONDS) if compiles is not None else None
     left, right = st.columns(2)
     if recompiled is not None and recompiled.height:
         charts.draw(
@@ -70,19 +79,20 @@ def recompiles_tab(filters: Filters) -> None:
             ),
         )
         left.caption(note)
-    if by_model is not None and by_model.height:
+    if compiled is not None and compiled.height:
         charts.draw(
             right,
             charts.stacked_bars_over_time(
-                by_model,
+                compiled,
                 col.BUCKET,
                 col.COMPILE_SECONDS,
                 col.MODEL,
-                "Compile seconds in the serving path",
+                "Compile seconds by model",
                 value_title="compile time (s)",
                 time_format=time_format(unit),
             ),
         )
+        right.caption(COMPILE_SECONDS_EVERYWHERE)
     reasons = section_query(queries.RECOMPILE_REASONS, "recompile reasons", **compile_params(filters, bundle=False))
     if reasons is not None:
         st.markdown("**Recompile reasons**")
@@ -270,7 +280,7 @@ def headline(filters: Filters) -> None:
         "Compile seconds",
         f"{total(specs, 'compile_seconds'):,.1f} s" if specs is not None else MISSING,
         help="Whole-frame time of every compile in the range: warm-up, failed compiles and imported TORCH_TRACE "
-        "logs too. The Recompiles tab charts the part spent inside requests.",
+        "logs too, as the Recompiles tab charts it over time.",
     )
     cells[2].metric(
         "Graph breaks",

@@ -19,6 +19,7 @@ from inferensics.dashboard._internal.filters import (
     time_format,
 )
 from inferensics.dashboard._internal.service import QueryCall, fetch_queries, service_errors
+from inferensics.dashboard._internal.storm_rule import current_storm_rule, floor_inputs, storm_rule
 from inferensics.dashboard._internal.tables import count, duration_ms, percent, ratio, show_table, total
 from inferensics.schema import columns as col
 
@@ -28,6 +29,7 @@ SLICE = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
 TREND_MODELS = 8
 NONFINITE_WHY = "non-finite output"  # notable_requests' reason for a NaN/inf output
 OTHER = "other models"
+FLOORS_PAGE = "overview"  # the storm rule's inputs are keyed overview.min_recompiles, overview.min_compile_seconds
 FLEET_COLUMNS = (
     *SLICE, col.REQUESTS, "request_rate_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "fallback_rate",
     "recompile_rate", col.COMPILE_SECONDS,
@@ -67,8 +69,8 @@ def _slice_name(row: dict[str, object]) -> str:
     return f"{row[col.MODEL] or '(no model)'} / {row[col.HW_POOL] or '(no pool)'}"
 
 
-def storm_alerts(storms: pl.DataFrame) -> int:
-    """One alert per storm hour; returns how many."""
+def storm_alerts(storms: pl.DataFrame, rule: StormRule) -> int:
+    """One alert per storm hour, with the ``rule`` that found it; returns how many."""
     for row in storms.iter_rows(named=True):
         reasons = row.get("top_reasons") or []
         top = f" Top reason: `{reasons[0]}`." if reasons else ""
@@ -76,7 +78,7 @@ def storm_alerts(storms: pl.DataFrame) -> int:
             f"**Recompile storm** · {_slice_name(row)} · "
             f"hour of {row['bucket']:%Y-%m-%d %H:%M} UTC: "
             f"{row[col.RECOMPILES]:,} recompiles, {row[col.COMPILE_SECONDS]:,.1f} compile s "
-            f"(baseline {row['baseline_recompiles'] or 0:,.0f} recompiles).{top}",
+            f"(baseline {row['baseline_recompiles'] or 0:,.0f} recompiles; a storm: {rule.thresholds()}).{top}",
             icon=":material/cyclone:",
         )
     return storms.height
@@ -138,15 +140,15 @@ def storm_requests(storms: pl.DataFrame) -> pl.DataFrame:
 
 
 def highlight_section(
-    storms: pl.DataFrame, slow: pl.DataFrame, notable: pl.DataFrame, series: pl.DataFrame, unit: str
+    storms: pl.DataFrame, slow: pl.DataFrame, notable: pl.DataFrame, series: pl.DataFrame, unit: str, *, rule: StormRule
 ) -> None:
-    """Non-finite outputs, storms, slow compiles, error spikes and fallback spikes, with the rules that find
-    them."""
+    """Non-finite outputs, storms and slow compiles (found with the storm ``rule``), error spikes and fallback
+    spikes, with the rules that find them and the storm rule's floors as inputs."""
     st.subheader("Highlights")
     window = spikes.WINDOWS[unit]
     errors = spikes.find_spikes(series, spikes.ERRORS, window)
     fallbacks = spikes.find_spikes(series, spikes.FALLBACKS, window)
-    found = nonfinite_alert(notable) + storm_alerts(storms) + slow_compile_alerts(slow)
+    found = nonfinite_alert(notable) + storm_alerts(storms, rule) + slow_compile_alerts(slow)
     found += spike_alerts(errors, spikes.ERRORS, window, ":material/local_fire_department:")
     found += spike_alerts(fallbacks, spikes.FALLBACKS, window, ":material/slow_motion_video:")
     if not found:
@@ -158,14 +160,16 @@ def highlight_section(
         st.markdown(
             "**Non-finite outputs:** requests whose output fingerprint counted a NaN or inf "
             "(analytics `notable_requests`).\n\n"
-            "**Recompile storm** (analytics `recompile_storms` at its default floors; the Weekly report page "
-            "lowers them for a small fleet): an hour of one model and pool with recompiles, inside requests or not "
-            "(warm-up, imported TORCH_TRACE logs). "
-            f"{StormRule().describe()}\n\n"
+            "**Recompile storm** (analytics `recompile_storms` with the session's storm rule, which the Weekly "
+            "report page applies too; a small fleet or a short demo lowers its floors below): an hour of one model "
+            "and pool with recompiles, inside requests or not (warm-up, imported TORCH_TRACE logs). "
+            f"{rule.describe()}\n\n"
             "**Slow compiles:** an hour whose compile seconds reach that threshold without any recompile: first "
             "compiles or a cold cache, not a storm (analytics `slow_compiles`).\n\n"
             f"**Error / fallback spike:** {spikes.rule(window)}."
         )
+        floors = floor_inputs(FLOORS_PAGE, st.columns(2))
+        storm_rule(floors, "The highlights keep the rule above until it is changed.")
     triggered = storm_requests(storms)
     if triggered.height:
         st.markdown("**Requests that triggered the storms** — open one to see its graphs and kernels:")
@@ -260,11 +264,12 @@ def page_queries(filters: Filters) -> dict[str, QueryCall]:
     sidebar, so they overlap the service check; fallback reasons too: a fleet without fallbacks is rare, and
     the answer is small)."""
     params = filters.params()
+    storm_params = {**params, **current_storm_rule().model_dump()}
     return {
         "fleet": (queries.FLEET, params),
         "series": (queries.FLEET_TIMESERIES, {"unit": bucket_unit(filters), "by": "model", **params}),
-        "storms": (queries.STORMS, params),
-        "slow": (queries.SLOW_COMPILES, params),
+        "storms": (queries.STORMS, storm_params),
+        "slow": (queries.SLOW_COMPILES, storm_params),
         "notable": (queries.NOTABLE_REQUESTS, params),
         "reasons": (queries.FALLBACK_REASONS, params),
     }
@@ -280,7 +285,9 @@ def render() -> None:
         answers = fetch_queries("the fleet", page_queries(filters))
         fleet = answers["fleet"]
         headline(fleet)
-        highlight_section(answers["storms"], answers["slow"], answers["notable"], answers["series"], unit)
+        highlight_section(
+            answers["storms"], answers["slow"], answers["notable"], answers["series"], unit, rule=current_storm_rule()
+        )
         trend_section(answers["series"], unit)
         fleet_section(fleet)
         st.subheader("Eager fallbacks by reason")

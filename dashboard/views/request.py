@@ -18,7 +18,7 @@ from inferensics.dashboard._internal.tables import MISSING, byte_size, duration_
 from inferensics.schema import RequestEvent
 from inferensics.schema import columns as col
 
-CACHE_SHOWN = {"none": "–"}  # the request compiled nothing (a longer word does not fit the cell)
+CACHE_SHOWN = {"none": MISSING}  # the request compiled nothing (a longer word does not fit the cell)
 _GRAPH_COLUMNS = ("position", "calls", "graph_us", "code_location", "compile_cache_status", "compile_seconds")
 """The compiled-graphs table's first columns; the others (keys, ids, compile host and time) follow."""
 ID_KEY = "drill.request_id"
@@ -37,17 +37,26 @@ def _escaped(text: str) -> str:
     return MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
+def _text(value: Any) -> str | None:
+    """A recorded value as text, stripped; ``None`` when there is none: a null, a blank string, an empty list or
+    mapping. A 0 or False is a value: it is shown, never read as missing."""
+    if value is None or (isinstance(value, list | tuple | dict) and not value):
+        return None
+    return str(value).strip() or None
+
+
 def _bold(value: Any) -> str:
-    """A recorded value in bold, its Markdown characters shown as themselves; ``–`` when empty (an empty
-    traffic class read ``****``)."""
-    text = str(value or "").strip()
-    return "**" + _escaped(text) + "**" if text else "–"
+    """A recorded value in bold, its Markdown characters shown as themselves; :data:`MISSING` when there is
+    none (an empty traffic class read ``****``)."""
+    text = _text(value)
+    return MISSING if text is None else "**" + _escaped(text) + "**"
 
 
 def _code(value: Any) -> str:
-    """A recorded value as inline code; ``–`` when empty (an empty shape read as a bare backtick pair)."""
-    text = str(value or "").strip()
-    return "`" + text.replace("`", "'") + "`" if text else "–"
+    """A recorded value as inline code; :data:`MISSING` when there is none (an empty shape read as a bare
+    backtick pair)."""
+    text = _text(value)
+    return MISSING if text is None else "`" + text.replace("`", "'") + "`"
 
 
 def request_id_input() -> str:
@@ -99,7 +108,7 @@ def summary(d: dict[str, Any]) -> None:
     cells[5].metric(
         "Graph cache",
         CACHE_SHOWN.get(str(d[col.CACHE_STATUS]), str(d[col.CACHE_STATUS])),
-        help="Cache result of the compiles this request triggered (– when it compiled nothing): hit, miss (it "
+        help=f"Cache result of the compiles this request triggered ({MISSING} when it compiled nothing): hit, miss (it "
         "compiled; a compile with no cache lookup counts as one) or mixed (some of each). A hit still runs Dynamo "
         "and loads the cached kernels, so its compile time is the time in the request column beside it.",
     )
@@ -173,8 +182,8 @@ def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
         else "no source line"
     )
     st.markdown(
-        f"**Replay verdict: {r[col.ATTRIBUTION]}** · op `{r[col.OP] or '–'}` · node `{r[col.FX_NODE] or '–'}` · "
-        f"{where} · kernel `{r[col.KERNEL] or '–'}` · {r[col.DETAIL]} · on {r[col.DEVICE_NAME] or '–'} "
+        f"**Replay verdict: {r[col.ATTRIBUTION]}** · op {_code(r[col.OP])} · node {_code(r[col.FX_NODE])} · "
+        f"{where} · kernel {_code(r[col.KERNEL])} · {r[col.DETAIL]} · on {_text(r[col.DEVICE_NAME]) or MISSING} "
         f"{r[col.TS]:%Y-%m-%d %H:%M} UTC ({replays.height} replay{'s' if replays.height > 1 else ''})"
     )
     if r.get("summary"):  # the verdict's own sentence: what the evidence says (the error every path raises, ...)
@@ -296,13 +305,9 @@ def code_section(graphs: pl.DataFrame, kernels: pl.DataFrame) -> None:
 
 
 def _field_text(value: Any) -> str:
-    """A recorded value as text, :data:`MISSING` for a null or empty one."""
-    # As the headline line (_bold, _code) shows it: a blank string or empty list is no value; a 0 or False is one.
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return MISSING
-    if isinstance(value, list | tuple | dict) and not value:
-        return MISSING
-    return str(value)
+    """A recorded value as text (as recorded, not stripped), :data:`MISSING` when :func:`_text` finds none, as
+    the headline line shows it."""
+    return MISSING if _text(value) is None else str(value)
 
 
 def recorded_fields(d: dict[str, Any]) -> pl.DataFrame:

@@ -5,18 +5,16 @@ service client is one) and written as ``weekly-<week>.md`` and ``.html`` into th
 (``$INFERENSICS_REPORT_DIR``), the same files ``inferensics report weekly`` writes. The storm rule's two
 floors are inputs beside the week, as they are options of the command (``--min-recompiles``,
 ``--min-compile-seconds``): a small fleet or a short demo lowers them to find its storm, and the report
-states the rule it applied.
+states the rule it applied. They are the session's storm rule, which the on-call overview's storm alerts
+apply too (:mod:`~inferensics.dashboard._internal.storm_rule`).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
 
 import streamlit as st
-from annotated_types import Ge, Gt
-from pydantic import ValidationError
 
 from inferensics.analytics.report import write_weekly_report
 from inferensics.analytics.storms import StormRule
@@ -24,18 +22,14 @@ from inferensics.analytics.weekly import build_weekly_report
 from inferensics.dashboard._internal.filters import now
 from inferensics.dashboard._internal.service import client, service_errors
 from inferensics.dashboard._internal.settings import current_settings
-
-if TYPE_CHECKING:
-    from streamlit.delta_generator import DeltaGenerator
+from inferensics.dashboard._internal.storm_rule import floor_inputs, storm_rule
 
 SHOWN_KEY = "weekly.shown"
 WEEK_KEY = "weekly.week"
 REPORT_KEY = "weekly.report"
 PRODUCE_KEY = "weekly.produce"
+FLOORS_PAGE = "weekly"  # the page's storm-rule inputs are keyed weekly.min_recompiles, weekly.min_compile_seconds
 WEEKS_OFFERED = 9
-# The storm rule's floors the page offers (the command's options), by StormRule field, with their labels.
-# (A comment, not a docstring: Streamlit runs this file as a page script and would draw a bare string.)
-FLOORS = {"min_recompiles": "Min recompiles an hour", "min_compile_seconds": "Min compile seconds an hour"}
 
 
 def reports(folder: Path) -> list[Path]:
@@ -52,58 +46,6 @@ def weeks(at: datetime) -> list[str]:
         year, week, _ = (at - timedelta(days=7 * back)).isocalendar()
         out.append(f"{year}-W{week:02d}")
     return out
-
-
-def floor_key(name: str) -> str:
-    """The Session State key of the input for the storm rule's field ``name``."""
-    return f"weekly.{name}"
-
-
-def floor_minimum(name: str) -> float | None:
-    """The least value the storm rule's field ``name`` allows, from its constraints, as a number input's
-    inclusive minimum of the field's type (Streamlit refuses an int default with a float minimum): ``gt=0`` is
-    1 for an int field, and 0.0 for a float field, which the input cannot exclude (:func:`storm_rule` refuses
-    it)."""
-    field = StormRule.model_fields[name]
-    for c in field.metadata:
-        if isinstance(c, Ge):
-            low, exclusive = cast(float, c.ge), False
-        elif isinstance(c, Gt):
-            low, exclusive = cast(float, c.gt), True
-        else:
-            continue
-        return int(low) + exclusive if isinstance(field.default, int) else float(low)
-    return None
-
-
-def floor_input(where: DeltaGenerator, name: str) -> float:
-    """A number input for the storm rule's field ``name``, with the rule's default and minimum, stepping by
-    one (a float's hundredths are Streamlit's default step, and no floor is tuned that finely)."""
-    default: float = StormRule.model_fields[name].default
-    whole = isinstance(default, int)
-    return where.number_input(
-        FLOORS[name],
-        min_value=floor_minimum(name),
-        value=default,
-        step=1 if whole else 1.0,
-        format=None if whole else "%g",
-        key=floor_key(name),
-        help="The storm rule's floor: an hour of one model and pool needs at least this many to be a storm. "
-        "A small fleet or a short demo lowers it (as the command's option does); the report states the rule it "
-        "applied.",
-    )
-
-
-def storm_rule(floors: dict[str, float]) -> StormRule | None:
-    """The storm rule with ``floors`` (by field); ``None`` after showing what to change when the rule refuses
-    one."""
-    try:
-        return StormRule.model_validate(floors)
-    except ValidationError as exc:
-        for error in exc.errors():
-            name = str(error["loc"][0])
-            st.error(f"{FLOORS.get(name, name)}: {error['msg'].lower()}. Change it and press **Produce report**.")
-        return None
 
 
 def produce(week: str, folder: Path, rule: StormRule | None = None) -> Path:
@@ -142,8 +84,11 @@ def render() -> None:
     week = left.selectbox(
         "Week (ISO, Monday to Monday UTC; the current week so far is first)", offered, index=0, key=WEEK_KEY
     )
-    floors = {name: floor_input(where, name) for where, name in zip(middle, FLOORS, strict=True)}
-    if right.button("Produce report", type="primary", key=PRODUCE_KEY) and (rule := storm_rule(floors)) is not None:
+    floors = floor_inputs(FLOORS_PAGE, middle)
+    if (
+        right.button("Produce report", type="primary", key=PRODUCE_KEY)
+        and (rule := storm_rule(floors, "Change it and press **Produce report**.")) is not None
+    ):
         with service_errors(), st.spinner(f"Building the weekly report for {week} through the service…"):
             st.session_state[SHOWN_KEY] = produce(week, folder, rule).name
         st.toast(f"Weekly report {week} written to {folder}")

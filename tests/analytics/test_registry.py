@@ -35,6 +35,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "canary_compare": {**WEEK, "model": "llama", "baseline": BASELINE, "candidate": CANDIDATE},
     "fleet_timeseries": {**WEEK, "unit": "day", "by": "model"},
     "recompile_timeseries": {**WEEK, "unit": "day"},
+    "compile_timeseries": {**WEEK, "unit": "day"},
     "recorded_compiles": {"processes": ["h1 pid 1 at 2026-03-02T00:00:00+00:00"]},
 }
 
@@ -51,6 +52,7 @@ def test_named_query_names_are_pinned() -> None:
             "cache_trend",
             "canary_compare",
             "canary_verdicts",
+            "compile_timeseries",
             "dimension_values",
             "fallback_reasons",
             "fleet_overview",

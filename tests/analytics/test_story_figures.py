@@ -16,6 +16,7 @@ from inferensics.analytics import (
     StormParams,
     build_weekly_report,
     cache_health,
+    compile_timeseries,
     current_week,
     notable_requests,
     parse_week,
@@ -26,7 +27,7 @@ from inferensics.analytics import (
     specializations,
 )
 from inferensics.schema import columns as col
-from inferensics.schema.events import CacheEvent, RecompileEvent, RequestEvent
+from inferensics.schema.events import CacheEvent, CompileEvent, RecompileEvent, RequestEvent
 from inferensics.schema.store import Store
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -110,6 +111,30 @@ def test_recompiles_over_time_count_what_the_headline_counts(story: Store) -> No
     assert series.drop(col.BUCKET).rows() == [("storm", "p", 4)]
     assert int(recompile_reasons(story, _slice()).get_column(col.RECOMPILES).sum()) == 4
     assert int(specializations(story, _slice()).get_column(col.RECOMPILES).sum()) == 4
+
+
+def test_compile_seconds_over_time_count_what_the_headline_counts(story: Store) -> None:
+    """The compile health page charted the compile time requests paid, while its headline sums every compile:
+    a warm-up compile of no request, or a store of imported logs alone, was in the headline and not over time.
+    The series sums the same set as the specializations' compile_seconds: every compile event, failed ones too,
+    inside requests or not."""
+    t = story.client.query(f"SELECT max(ts) FROM {story.database}.requests").result_rows[0][0]
+    story.insert_events(
+        [
+            CompileEvent(ts=t, host=HOST, model="slow", hw_pool="p", request_id="r-slow", entire_frame_s=90.0),
+            CompileEvent(ts=t, host=HOST, model="slow", hw_pool="p", trigger="first", entire_frame_s=12.5),  # warm-up
+            CompileEvent(ts=t, host=HOST, model="m", trigger="import", entire_frame_s=4.0),  # imported, no pool
+            CompileEvent(ts=t, host=HOST, model="m", outcome="failed", fail_type="Unsupported", entire_frame_s=0.5),
+        ]
+    )
+    series = compile_timeseries(story, _slice(), unit="minute")
+    assert series.columns == [col.BUCKET, col.MODEL, col.HW_POOL, col.COMPILES, col.COMPILE_SECONDS]
+    assert series.drop(col.BUCKET).rows() == [("m", "", 2, 4.5), ("slow", "p", 2, 102.5)]
+    headline = specializations(story, _slice()).get_column(col.COMPILE_SECONDS).sum()
+    assert series.get_column(col.COMPILE_SECONDS).sum() == pytest.approx(headline) == 107.0
+    assert compile_timeseries(story, _slice().model_copy(update={"model": "slow"}), unit="hour").rows() == [
+        (series.get_column(col.BUCKET)[0].replace(minute=0), "slow", "p", 2, 102.5)
+    ]
 
 
 def test_the_weekly_report_of_the_current_week_ends_now_with_one_cache_ratio(story: Store) -> None:

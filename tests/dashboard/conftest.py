@@ -18,6 +18,7 @@ import pytest
 
 from tests.collector.service.harness import READ, RunningService, new_service
 from tests.dashboard.seed import SeedFacts, build
+from tests.dashboard.small_storm import build_small_storm
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,5 +67,20 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededService]:
     service.start()
     try:
         yield SeededService(service=service, token=READ, facts=build(now))
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="session")
+def small_storm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededService]:
+    """A service over the seed with its storm cut below the storm rule's default floors (the demo's case), for
+    the pages that find storms (the on-call overview, the Weekly report)."""
+    root = tmp_path_factory.mktemp("small-storm-service")
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    service = new_service(root)
+    seed_store(service.dsn, now, "tests.dashboard.small_storm")
+    service.start()
+    try:
+        yield SeededService(service=service, token=READ, facts=build_small_storm(now))
     finally:
         service.stop()

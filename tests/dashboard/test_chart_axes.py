@@ -45,7 +45,7 @@ def drawn(at: AppTest) -> dict[str, list[str | None]]:
         ("views/bundles.py", {}, {"Requests per bundle": ["requests"]}),
         ("views/compile_health.py", {}, {
             "Recompiles by model": ["recompiles"],
-            "Compile seconds in the serving path": ["compile time (s)"],
+            "Compile seconds by model": ["compile time (s)"],
             "Top recompile reasons": ["recompiles"],
             "Hit ratio per cache": ["hit ratio"],
             "Cold-miss cost (compile s a warm cache would save)": ["compile time (s)"],

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
+import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.filters import BUNDLE_KEY, MODEL_KEY
-from inferensics.dashboard.views.compile_health import RECOMPILES_OF_BUNDLE
+from inferensics.dashboard.views.compile_health import COMPILE_SECONDS_EVERYWHERE, RECOMPILES_OF_BUNDLE
 from inferensics.schema import CacheEvent, CompileEvent, GraphBreakEvent
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
@@ -25,6 +28,14 @@ def frame_with(at: AppTest, column: str) -> Any:
     found = [d.value for d in at.dataframe if column in d.value.columns]
     assert len(found) == 1, f"{len(found)} tables with {column}"
     return found[0]
+
+
+def compile_seconds_charted(at: AppTest) -> pl.DataFrame:
+    """The records of the one chart of compile seconds over time."""
+    drawn = [c.proto for c in at.get("vega_lite_chart") if json.loads(c.proto.spec)["title"].startswith("Compile s")]
+    assert len(drawn) == 1, [json.loads(c.proto.spec)["title"] for c in at.get("vega_lite_chart")]
+    (records,) = [pl.read_ipc_stream(io.BytesIO(d.data.data)) for d in drawn[0].datasets if d.name == charts.DATASET]
+    return records
 
 
 def test_compile_health_tabs_match_the_seed(seeded: SeededService) -> None:
@@ -104,6 +115,25 @@ def test_compile_health_with_a_bundle_filter_says_which_sections_ignore_it(seede
     assert any("carry no bundle" in c.value for c in at.caption)
     assert metric(at, "Graph breaks") == str(seeded.facts.count(GraphBreakEvent))
     assert "carry no bundle" in next(m for m in at.metric if m.label == "Graph breaks").help
+
+
+def test_compile_seconds_over_time_add_up_to_the_headline(seeded: SeededService) -> None:
+    """The chart summed the compile time requests paid (``compile_ms``) while the headline beside it sums every
+    compile event: the seed's warm-up compiles, which no request paid, were in the headline and not over time.
+    The chart now sums the compile events, as the recompiles chart counts every recompile, and says so; under a
+    bundle filter too (compile events carry the bundle)."""
+    compiled = [e for e in seeded.facts.others if isinstance(e, CompileEvent)]
+    at = open_page(seeded, PAGE)
+    assert_clean(at)
+    charted = compile_seconds_charted(at)
+    assert float(charted["compile_seconds"].sum()) == pytest.approx(sum(e.entire_frame_s for e in compiled))
+    assert metric(at, "Compile seconds") == f"{charted['compile_seconds'].sum():,.1f} s"
+    assert COMPILE_SECONDS_EVERYWHERE in [c.value for c in at.caption]
+
+    at = open_page(seeded, PAGE, **{BUNDLE_KEY: CANDIDATE})
+    assert_clean(at)
+    of_bundle = sum(e.entire_frame_s for e in compiled if e.bundle_id == CANDIDATE)
+    assert float(compile_seconds_charted(at)["compile_seconds"].sum()) == pytest.approx(of_bundle)
 
 
 def test_cache_growth_shows_sizes_readable_and_sorts_them_as_numbers(seeded: SeededService) -> None:

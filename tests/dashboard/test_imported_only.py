@@ -84,3 +84,8 @@ def test_compile_health_charts_the_imported_recompiles_over_time(imported: Seede
     (records,) = [pl.read_ipc_stream(io.BytesIO(d.data.data)) for d in chart.datasets if d.name == charts.DATASET]
     assert records.group_by("model").agg(pl.col("recompiles").sum()).rows() == [("m", len(SIZES) - 1)]
     assert any("inside requests or not" in c.value for c in at.caption)
+    # Compile time likewise: charted from the compile events, which no request paid here (there was no chart).
+    assert "Compile seconds by model" in drawn, list(drawn)
+    chart = drawn["Compile seconds by model"]
+    (records,) = [pl.read_ipc_stream(io.BytesIO(d.data.data)) for d in chart.datasets if d.name == charts.DATASET]
+    assert metric(at, "Compile seconds") == f"{records['compile_seconds'].sum():,.1f} s" != "0.0 s"

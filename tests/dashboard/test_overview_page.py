@@ -20,6 +20,8 @@ from inferensics.dashboard._internal.filters import (
     RANGE_KEY,
     TRAFFIC_KEY,
 )
+from inferensics.dashboard._internal.storm_rule import floor_key
+from inferensics.dashboard.views import overview, weekly_report
 from inferensics.schema import RequestEvent
 from inferensics.schema.events import FP_COMPARABLE
 from tests.dashboard.apptest import assert_clean, metric, open_page, texts
@@ -195,3 +197,42 @@ def test_a_range_without_requests_says_where_they_come_from(seeded: SeededServic
     (empty,) = [i.value for i in at.info if i.value.startswith("No requests in this range")]
     assert "host SDK" in empty
     assert "Compile & cache health" in empty
+
+
+def storm_alerts(at: AppTest) -> list[str]:
+    """The texts of the page's storm alerts."""
+    return [e.value for e in at.error if "Recompile storm" in e.value]
+
+
+def test_the_overview_finds_the_storms_the_weekly_report_finds(small_storm: SeededService) -> None:
+    """The demo's case, a storm of a few recompiles: the Weekly report page with its recompile floor lowered to
+    the storm found it, while the overview kept the default floors and showed none. The storm rule is one per
+    session: the floor lowered on either page applies on both, and each storm alert says the rule."""
+    storm = [r for r in small_storm.facts.requests if r.recompiles]
+    default = StormRule()
+    assert 0 < len(storm) < default.min_recompiles
+    hour = storm[0].ts.replace(minute=0, second=0, microsecond=0)
+    at = open_page(small_storm)
+    assert_clean(at)
+    assert not storm_alerts(at)
+    assert default.describe() in texts(at)
+
+    at.switch_page("views/weekly_report.py").run()
+    at.number_input(key=floor_key(weekly_report.FLOORS_PAGE, "min_recompiles")).set_value(len(storm)).run()
+    at.switch_page("views/overview.py").run()
+    assert_clean(at)
+    lowered = StormRule(min_recompiles=len(storm))
+    (alert,) = storm_alerts(at)
+    assert alert.startswith(
+        f"**Recompile storm** · {MISTRAL} / {POOL_B} · hour of {hour:%Y-%m-%d %H:%M} UTC: {len(storm)} recompiles, "
+    ), alert
+    assert f"a storm: {lowered.thresholds()})." in alert
+    assert lowered.describe() in texts(at)
+
+    # The overview's own input holds the session's floor; raised back there, the Weekly report page starts at it.
+    floor = at.number_input(key=floor_key(overview.FLOORS_PAGE, "min_recompiles"))
+    assert floor.value == len(storm)
+    floor.set_value(default.min_recompiles).run()
+    assert not storm_alerts(at)
+    at.switch_page("views/weekly_report.py").run()
+    assert at.number_input(key=floor_key(weekly_report.FLOORS_PAGE, "min_recompiles")).value == default.min_recompiles

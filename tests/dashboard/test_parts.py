@@ -18,7 +18,7 @@ from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import Filters, _parse_end, bucket_unit, describe
-from inferensics.dashboard._internal.tables import byte_size, column_config
+from inferensics.dashboard._internal.tables import MISSING, byte_size, column_config
 from inferensics.schema import columns as col
 from tests.dashboard.seed import KERNELS, OUTPUT_CODE
 
@@ -277,7 +277,7 @@ def test_a_miss_without_a_hit_to_price_it_is_left_off_the_cold_miss_chart() -> N
 def test_recompiles_over_time_name_a_missing_model() -> None:
     """Recompiles of an imported log without a model label are charted as "(no model)", as the rest of the
     dashboard names it, not as a blank series; the pools of a model add up."""
-    from inferensics.dashboard.views.compile_health import recompiles_by_model
+    from inferensics.dashboard.views.compile_health import sum_by_model
 
     series = pl.DataFrame(
         {
@@ -287,7 +287,7 @@ def test_recompiles_over_time_name_a_missing_model() -> None:
             col.RECOMPILES: [3, 1, 2, 5],
         }
     )
-    assert recompiles_by_model(series).sort(col.BUCKET, col.MODEL).rows() == [
+    assert sum_by_model(series, col.RECOMPILES).sort(col.BUCKET, col.MODEL).rows() == [
         (T0, "(no model)", 3), (T0, "llama", 3), (T0 + timedelta(hours=1), "llama", 5),
     ]  # fmt: skip
 
@@ -313,3 +313,18 @@ def test_every_recorded_field_of_a_request_reads_a_missing_value_as_a_dash() -> 
         ("recompile_reasons", "–"), ("guard_failure_reasons", "[\"L['x'].size()[0] == 2\"]"), (col.FP_NAN, "0"),
         ("inputs_captured", "False"),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "bold", "code"),
+    [(0, "**0**", "`0`"), (0.0, "**0.0**", "`0.0`"), (False, "**False**", "`False`"), ("a_b", r"**a\_b**", "`a_b`"),
+     (None, MISSING, MISSING), ("", MISSING, MISSING), ("  ", MISSING, MISSING), ([], MISSING, MISSING)],
+)  # fmt: skip
+def test_the_request_headline_reads_a_zero_as_a_value_and_only_nothing_as_missing(
+    value: object, bold: str, code: str
+) -> None:
+    """The request page's headline helpers tested truthiness: a recorded 0 read "–" as if nothing was there.
+    Only a null, a blank string or an empty list is missing, as the recorded-fields table reads them."""
+    from inferensics.dashboard.views.request import _bold, _code
+
+    assert (_bold(value), _code(value)) == (bold, code)

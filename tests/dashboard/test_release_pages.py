@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import json
+import tarfile
 from datetime import timedelta
 
+import polars as pl
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from inferensics.analytics.canary import CanaryParams
 from inferensics.analytics.report.evidence import evidence_kind
+from inferensics.bundle.manifest import Manifest, Resource
+from inferensics.collector.client import ServiceClient
+from inferensics.dashboard._internal.settings import TOKEN_STATE_KEY, URL_STATE_KEY
 from inferensics.schema import BundleEvent
-from tests.dashboard.apptest import assert_clean, metric, open_page
+from tests.collector.service.harness import INGEST
+from tests.dashboard.apptest import TIMEOUT_S, assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.seed import BASELINE, CANDIDATE, LLAMA
 
@@ -99,3 +109,62 @@ def test_canary_evidence_says_the_unit_of_every_value(seeded: SeededService) -> 
     assert (rows["requests"].baseline, rows["requests"].candidate) == (
         f"{len(sides[BASELINE]):,} requests", f"{len(sides[CANDIDATE]):,} requests",
     )  # fmt: skip
+
+
+FILES = (("weights.bin", 4 * 1024**2), ("config.json", 512), ("cache/fx_graph.pt", 12_345))
+"""A pushed bundle's files and their sizes in bytes."""
+
+
+def _pushed_bundle() -> bytes:
+    """A packed bundle as the Bundles page reads it: a tar whose ``manifest.json`` envelope carries the
+    statement (unsigned: the page shows the manifest, the hosts verify it)."""
+    manifest = Manifest(
+        name="tiny",
+        identity={"accepted_shapes": {"shapes": [[1, 8]]}},
+        resources=[Resource(name=name, digest=f"{i:064x}", size=size) for i, (name, size) in enumerate(FILES)],
+        build={"builder_keyid": "k" * 64},
+    )
+    envelope = json.dumps({"payload": base64.b64encode(json.dumps(manifest.statement()).encode()).decode()})
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(envelope.encode())
+        tar.addfile(info, io.BytesIO(envelope.encode()))
+    return out.getvalue()
+
+
+def _manifest_section(release: object) -> None:
+    """The Bundles page's manifest section of ``release`` (an AppTest script: its own imports, and an annotation
+    that needs none)."""
+    import polars as pl
+
+    from inferensics.dashboard.views.bundles import manifest_and_report
+
+    assert isinstance(release, pl.DataFrame)
+    manifest_and_report(release)
+
+
+def test_a_pushed_bundles_files_show_their_sizes_readable_and_exact(seeded: SeededService) -> None:
+    """The manifest's files table showed each size as a bare count of bytes (4194304). It now shows it as a size
+    ("4.2MB", the tables' format for a size, still sorting as a number) beside the exact bytes."""
+    with ServiceClient(seeded.url, token=INGEST) as ingest:
+        blob = ingest.put_blob(_pushed_bundle(), "bundle", media_type="application/x-tar")
+    release = pl.DataFrame(
+        {"bundle_id": ["b" * 64], "pack_blob": [blob], "signature_state": ["verified"], "state": ["pushed"],
+         "channel": [""]}
+    )  # fmt: skip
+    at = AppTest.from_function(_manifest_section, args=(release,), default_timeout=TIMEOUT_S)
+    at.session_state[URL_STATE_KEY] = seeded.url
+    at.session_state[TOKEN_STATE_KEY] = seeded.token
+    at.run()
+    assert_clean(at)
+    (table,) = [d for d in at.dataframe if "digest" in d.value.columns]
+    config = json.loads(table.proto.columns)
+    shown_as_size = [c for c, v in config.items() if v.get("type_config", {}).get("format") == "bytes"]
+    assert len(shown_as_size) == 1, config
+    files = table.value
+    assert files[shown_as_size[0]].tolist() == [size for _, size in FILES]  # a number: it sorts by size
+    exact = [c for c in files.columns if c not in shown_as_size and files[c].tolist() == [size for _, size in FILES]]
+    assert len(exact) == 1, files.columns
+    assert config[exact[0]]["type_config"]["format"] != "bytes"
+    assert files["name"].tolist() == [name for name, _ in FILES]

@@ -3,8 +3,7 @@ floors as inputs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,30 +11,15 @@ from streamlit.testing.v1 import AppTest
 
 from inferensics.analytics.storms import StormRule
 from inferensics.dashboard._internal.settings import REPORT_DIR_STATE_KEY
-from inferensics.dashboard.views.weekly_report import PRODUCE_KEY, WEEK_KEY, floor_key
+from inferensics.dashboard._internal.storm_rule import floor_key
+from inferensics.dashboard.views.weekly_report import FLOORS_PAGE, PRODUCE_KEY, WEEK_KEY
 from inferensics.schema import CompileEvent
-from tests.collector.service.harness import READ, new_service
 from tests.dashboard.apptest import assert_clean, open_page
-from tests.dashboard.conftest import SeededService, seed_store
+from tests.dashboard.conftest import SeededService
 from tests.dashboard.seed import MISTRAL, POOL_B
-from tests.dashboard.small_storm import build_small_storm
 
 PAGE = "views/weekly_report.py"
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def small_storm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededService]:
-    """A service over the seed with its storm cut below the storm rule's default floors (the demo's case)."""
-    root = tmp_path_factory.mktemp("small-storm-service")
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    service = new_service(root)
-    seed_store(service.dsn, now, "tests.dashboard.small_storm")
-    service.start()
-    try:
-        yield SeededService(service=service, token=READ, facts=build_small_storm(now))
-    finally:
-        service.stop()
 
 
 def summary_of(at: AppTest) -> str:
@@ -96,10 +80,10 @@ def test_weekly_report_takes_the_storm_rule(small_storm: SeededService, tmp_path
     folder = tmp_path / "reports"
     at = open_page(small_storm, PAGE, **{REPORT_DIR_STATE_KEY: str(folder)})
     assert_clean(at)
-    recompiles = at.number_input(key=floor_key("min_recompiles"))
+    recompiles = at.number_input(key=floor_key(FLOORS_PAGE, "min_recompiles"))
     assert recompiles.value == default.min_recompiles
     assert recompiles.min == StormRule.model_json_schema()["properties"]["min_recompiles"]["minimum"]
-    assert at.number_input(key=floor_key("min_compile_seconds")).value == default.min_compile_seconds
+    assert at.number_input(key=floor_key(FLOORS_PAGE, "min_compile_seconds")).value == default.min_compile_seconds
 
     at.selectbox(key=WEEK_KEY).select(week).run()
     at.button(key=PRODUCE_KEY).click().run()
@@ -108,7 +92,7 @@ def test_weekly_report_takes_the_storm_rule(small_storm: SeededService, tmp_path
     assert "Recompile storms: 0;" in summary
     assert default.describe() in summary
 
-    at.number_input(key=floor_key("min_recompiles")).set_value(len(storm)).run()
+    at.number_input(key=floor_key(FLOORS_PAGE, "min_recompiles")).set_value(len(storm)).run()
     at.button(key=PRODUCE_KEY).click().run()
     assert_clean(at)
     summary = summary_of(at)
@@ -119,7 +103,7 @@ def test_weekly_report_takes_the_storm_rule(small_storm: SeededService, tmp_path
     assert row in summary
 
     written = (folder / f"weekly-{week}.md").stat().st_mtime_ns
-    at.number_input(key=floor_key("min_compile_seconds")).set_value(0.0).run()
+    at.number_input(key=floor_key(FLOORS_PAGE, "min_compile_seconds")).set_value(0.0).run()
     at.button(key=PRODUCE_KEY).click().run()
     assert_clean(at)
     assert [e.value for e in at.error] == [
