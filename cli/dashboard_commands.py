@@ -10,11 +10,12 @@ import typer
 
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
+from inferensics.cli.options import MinCompileSecondsOption, MinRecompilesOption
 from inferensics.collector.service_url import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV, service_url_problem
 
 
 @needs_extra("dashboard", "dashboard")
-def dashboard(
+def dashboard(  # noqa: PLR0917 - one option each
     port: Annotated[int, typer.Option(help="Port the dashboard listens on.", min=1, max=65535)] = 8501,
     address: Annotated[str, typer.Option(help="Address the dashboard listens on.")] = "127.0.0.1",
     service: Annotated[
@@ -25,17 +26,28 @@ def dashboard(
         str | None,
         typer.Option(envvar=TOKEN_ENV, help=f"Bearer token with the read role (or ${TOKEN_ENV}).", show_default=False),
     ] = None,
+    min_recompiles: MinRecompilesOption = None,
+    min_compile_seconds: MinCompileSecondsOption = None,
 ) -> None:
     """Run the on-call dashboard against a collector service (`inferensics serve`), headless.
 
     Open http://ADDRESS:PORT in a browser. The dashboard reads everything through the service's API
-    and never opens the store itself.
+    and never opens the store itself. A small fleet (or a short demo) lowers the storm rule's floors with
+    --min-recompiles and --min-compile-seconds, as `inferensics report weekly` does; the overview's storm
+    alerts and the Weekly report page start with them (each page can change them).
     """
     from inferensics.dashboard.launcher import start_dashboard
 
     _check_service(service, token)
+    floors = {"min_recompiles": min_recompiles, "min_compile_seconds": min_compile_seconds}
     typer.echo(f"inferensics dashboard on http://{address}:{port} (service {service})")
-    proc = start_dashboard(port=port, address=address, service_url=service, token=token)
+    proc = start_dashboard(
+        port=port,
+        address=address,
+        service_url=service,
+        token=token,
+        storm_floors={k: v for k, v in floors.items() if v is not None},
+    )
     # SIGTERM (kill, a supervisor) stops it as Ctrl-C does: by default it would end this process alone and
     # leave the Streamlit child serving the port.
     signal.signal(signal.SIGTERM, _interrupt)

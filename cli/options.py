@@ -18,3 +18,14 @@ DsnOption = Annotated[
         show_default=False,
     ),
 ]
+
+MinRecompilesOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Storm rule: recompiles an hour needs at least [default: 10].", show_default=False),
+]
+MinCompileSecondsOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.001, help="Storm rule: compile seconds an hour needs at least [default: 60].", show_default=False
+    ),
+]

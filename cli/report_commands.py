@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.help_format import command_app
-from inferensics.cli.options import DsnOption
+from inferensics.cli.options import DsnOption, MinCompileSecondsOption, MinRecompilesOption
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 from inferensics.schema.dsn import default_report_dir
 
@@ -91,14 +91,8 @@ def weekly(  # noqa: PLR0917 (typer options)
     dsn: DsnOption = None,
     service: ServiceOption = None,
     token: TokenOption = None,
-    min_recompiles: Annotated[
-        int | None,
-        typer.Option(min=1, help="Storm rule: recompiles an hour needs at least [default: 10]."),
-    ] = None,
-    min_compile_seconds: Annotated[
-        float | None,
-        typer.Option(min=0.001, help="Storm rule: compile seconds an hour needs at least [default: 60]."),
-    ] = None,
+    min_recompiles: MinRecompilesOption = None,
+    min_compile_seconds: MinCompileSecondsOption = None,
 ) -> None:
     """Write the weekly recompilation/cache report: weekly-<week>.md and a self-contained weekly-<week>.html.
 

@@ -19,6 +19,12 @@ import httpx
 
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 
+STORM_FLOOR_ENV: Final = {
+    "min_recompiles": "INFERENSICS_STORM_MIN_RECOMPILES",
+    "min_compile_seconds": "INFERENSICS_STORM_MIN_COMPILE_SECONDS",
+}
+"""The storm rule's floors a dashboard starts with (``inferensics dashboard --min-recompiles``), by field of
+:class:`~inferensics.analytics.storms.StormRule`: the environment variable of each."""
 APP_FILE: Final = Path(__file__).resolve().parent / "app.py"
 """The Streamlit entry script."""
 DEFAULT_PORT: Final = 8501
@@ -42,13 +48,21 @@ def streamlit_argv(port: int = DEFAULT_PORT, address: str = "127.0.0.1") -> list
     ]  # fmt: skip
 
 
-def dashboard_env(service_url: str | None, token: str | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The child's environment: ``base`` (default: this process's) plus the service URL and token."""
+def dashboard_env(
+    service_url: str | None,
+    token: str | None,
+    base: Mapping[str, str] | None = None,
+    storm_floors: Mapping[str, float] | None = None,
+) -> dict[str, str]:
+    """The child's environment: ``base`` (default: this process's) plus the service URL, the token and the
+    storm rule's floors (by field, :data:`STORM_FLOOR_ENV`)."""
     env = dict(os.environ if base is None else base)
     if service_url:
         env[SERVICE_URL_ENV] = service_url
     if token:
         env[TOKEN_ENV] = token
+    for name, value in (storm_floors or {}).items():
+        env[STORM_FLOOR_ENV[name]] = f"{value:g}"
     env.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
     return env
 
@@ -61,10 +75,12 @@ def start_dashboard(
     token: str | None = None,
     env: Mapping[str, str] | None = None,
     log: Path | None = None,
+    storm_floors: Mapping[str, float] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start the dashboard as a child process; the caller stops it (``terminate``) when done."""
+    """Start the dashboard as a child process; the caller stops it (``terminate``) when done. ``storm_floors``
+    (by field of the storm rule) are the floors its pages start with."""
     argv = streamlit_argv(port, address)
-    environment = dashboard_env(service_url, token, env)
+    environment = dashboard_env(service_url, token, env, storm_floors)
     if log is None:
         return subprocess.Popen(argv, env=environment)
     with log.open("ab") as out:

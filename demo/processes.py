@@ -198,9 +198,13 @@ def dashboard_available() -> str:
     return ""
 
 
-def start_dashboard(data_dir: Path, service_url: str, port: int, token: str | None) -> Child:
-    """Start ``inferensics dashboard --service URL`` on loopback."""
+def start_dashboard(
+    data_dir: Path, service_url: str, port: int, token: str | None, *, min_recompiles: int | None = None
+) -> Child:
+    """Start ``inferensics dashboard --service URL`` on loopback (with the storm rule's ``--min-recompiles``)."""
     args = ["-m", "inferensics.cli", "dashboard", "--service", service_url, "--port", str(port)]
+    if min_recompiles is not None:
+        args += ["--min-recompiles", str(min_recompiles)]
     if token:
         args += ["--token", token]
     return _start("dashboard", args, data_dir / "dashboard.log", dict(os.environ))

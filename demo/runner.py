@@ -33,7 +33,16 @@ from rich.table import Table
 from inferensics.collector.client import ServiceClient, ServiceError
 from inferensics.demo import processes, release, summary
 from inferensics.demo.worker import host_name, worker_requests
-from inferensics.demo.workload import BASELINE, CANDIDATE, POLICY_TEXT, POOL_A, POOL_B, Workload, build_workload
+from inferensics.demo.workload import (
+    BASELINE,
+    CANDIDATE,
+    POLICY_TEXT,
+    POOL_A,
+    POOL_B,
+    STORM_RECOMPILES,
+    Workload,
+    build_workload,
+)
 
 WORKERS: tuple[tuple[str, str], ...] = ((POOL_A, BASELINE), (POOL_B, BASELINE), (POOL_B, CANDIDATE))
 """(pool, bundle) of each serving worker."""
@@ -101,7 +110,9 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
                 console.print(f"[yellow]skipping the dashboard:[/] {why_not}")
             else:
                 dport = processes.free_port(opts.dashboard_port)
-                children.append(processes.start_dashboard(data_dir, url, dport, opts.token))
+                children.append(
+                    processes.start_dashboard(data_dir, url, dport, opts.token, min_recompiles=STORM_RECOMPILES)
+                )
                 dashboard_url = f"http://127.0.0.1:{dport}"
                 console.print(f"dashboard          {dashboard_url}")
         with ServiceClient(url, token=opts.token, timeout=60) as client:

@@ -137,10 +137,7 @@ def commands(
     """
     target = f"--dsn {shlex.quote(store_dsn)}" if store_dsn else f"--service {service_url}"
     lowered = canary_thresholds(record)
-    # The run's storm has fewer recompiles than the storm rule's floor for a fleet: the report's rule is
-    # lowered to it, as the canary thresholds are, so that the report finds the storm the summary reports.
-    storm = record.incident_counts()["storm recompiles"]
-    storm_floor = f" --min-recompiles {storm}" if 0 < storm < StormRule().min_recompiles else ""
+    storm_floor = storm_floor_option(record)
     thresholds = "".join(f" --{k.replace('_', '-')} {v}" for k, v in lowered.items())
     out = [
         f"inferensics report weekly {target}{storm_floor}",
@@ -154,13 +151,21 @@ def commands(
     return out + service_commands(service_url, record, dashboard_url, keyring)
 
 
+def storm_floor_option(record: RunRecord) -> str:
+    """`` --min-recompiles N`` when the run's storm has fewer recompiles than the storm rule's floor for a
+    fleet: the report's and the dashboard's rule are lowered to it, as the canary thresholds are, so that they
+    find the storm the summary reports."""
+    storm = record.incident_counts()["storm recompiles"]
+    return f" --min-recompiles {storm}" if 0 < storm < StormRule().min_recompiles else ""
+
+
 def service_commands(service_url: str, record: RunRecord, dashboard_url: str, keyring: Path) -> list[str]:
     """The commands that need a running service at ``service_url``: the replay of the NaN request and, when
-    the demo showed no dashboard, the one that starts it."""
+    the demo showed no dashboard, the one that starts it (its storm rule lowered as the report's)."""
     out = []
     nan = drill_ids(record).get("NaN logits, inputs captured", [])
     if nan:
         out.append(f"inferensics replay {nan[0]} --keyring {shlex.quote(str(keyring))} --service {service_url}")
     if not dashboard_url:
-        out.append(f"inferensics dashboard --service {service_url}")
+        out.append(f"inferensics dashboard --service {service_url}{storm_floor_option(record)}")
     return out

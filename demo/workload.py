@@ -62,6 +62,10 @@ MAX_COMPILED_SEQ = 512
 """Longest padded prompt that runs compiled; longer prompts run eagerly."""
 RECOMPILE_LIMIT = 4
 """Cache entries per frame before Dynamo falls back to eager (PyTorch's default is 8)."""
+STORM_RECOMPILES = RECOMPILE_LIMIT - 1
+"""Recompiles of one frame in one worker before the limit stops them: the most the demo's storm can have in
+one hour of one model and pool, so the floor of the storm rule the demo's dashboard starts with (a fleet's
+default floor, 10, would hide it)."""
 
 POLICY_TEXT = f"""\
 dynamic-shape policy

@@ -12,6 +12,9 @@ widget owns.
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, cast
 
@@ -20,20 +23,42 @@ from annotated_types import Ge, Gt
 from pydantic import ValidationError
 
 from inferensics.analytics.storms import StormRule
+from inferensics.dashboard.launcher import STORM_FLOOR_ENV
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
+log = logging.getLogger(__name__)
+
 RULE_KEY: Final = "storm.rule"
-"""Session State key of the session's :class:`StormRule` (absent: the defaults)."""
+"""Session State key of the session's :class:`StormRule` (absent: :func:`started_rule`)."""
 FLOORS: Final = {"min_recompiles": "Min recompiles an hour", "min_compile_seconds": "Min compile seconds an hour"}
 """The rule's floors the pages offer (``inferensics report weekly``'s options), by field, with their labels."""
 
 
 def current_storm_rule() -> StormRule:
-    """The session's storm rule."""
+    """The session's storm rule: the one the dashboard started with until a page changes it."""
     rule = st.session_state.get(RULE_KEY)
-    return rule if isinstance(rule, StormRule) else StormRule()
+    return rule if isinstance(rule, StormRule) else started_rule()
+
+
+@functools.cache
+def started_rule() -> StormRule:
+    """The storm rule with the floors the dashboard was started with (``inferensics dashboard
+    --min-recompiles``, passed in :data:`~inferensics.dashboard.launcher.STORM_FLOOR_ENV`), else the
+    defaults. A floor the rule refuses is left at its default with one line in the dashboard's log."""
+    floors = {name: os.environ[env] for name, env in STORM_FLOOR_ENV.items() if os.environ.get(env)}
+    try:
+        return StormRule.model_validate(floors)
+    except ValidationError as exc:
+        refused = {str(error["loc"][0]): error["msg"].lower() for error in exc.errors()}
+        for name, why in refused.items():
+            default = StormRule.model_fields[name].default
+            log.warning(
+                "inferensics dashboard: %s=%r: %s; the storm rule keeps its default %s",
+                STORM_FLOOR_ENV[name], floors[name], why, default,
+            )  # fmt: skip
+        return StormRule.model_validate({k: v for k, v in floors.items() if k not in refused})
 
 
 def floor_key(page: str, name: str) -> str:

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from inferensics.cli.app import app
+from inferensics.dashboard.launcher import STORM_FLOOR_ENV, dashboard_env
 from tests.collector.service.harness import TOKENS, free_port
 from tests.polling import poll
 
@@ -42,10 +43,26 @@ def test_a_service_url_that_cannot_work_is_a_usage_error(service: str) -> None:
 
 
 def test_dashboard_help_names_its_options() -> None:
-    result = CliRunner().invoke(app, ["dashboard", "--help"])
+    result = CliRunner().invoke(app, ["dashboard", "--help"], env={"COLUMNS": "300"})
     assert result.exit_code == 0
     for option in ("--port", "--service", "--token", "INFERENSICS_SERVICE_URL", "INFERENSICS_TOKEN"):
         assert option in result.output
+    assert "--min-recompiles" in result.output
+    assert "--min-compile-seconds" in result.output
+
+
+@pytest.mark.parametrize(("option", "value"), [("--min-recompiles", "0"), ("--min-compile-seconds", "0")])
+def test_a_storm_floor_the_rule_refuses_is_a_usage_error(option: str, value: str) -> None:
+    result = CliRunner().invoke(app, ["dashboard", option, value], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert option in result.output
+
+
+def test_the_storm_floors_reach_the_dashboard_process() -> None:
+    env = dashboard_env("http://127.0.0.1:1", None, {}, {"min_recompiles": 3, "min_compile_seconds": 2.5})
+    assert env[STORM_FLOOR_ENV["min_recompiles"]] == "3"
+    assert env[STORM_FLOOR_ENV["min_compile_seconds"]] == "2.5"
+    assert not set(STORM_FLOOR_ENV.values()) & set(dashboard_env("http://127.0.0.1:1", None, {}))
 
 
 def test_serve_with_dashboard_starts_both_and_stops_both(tmp_path: Path) -> None:

@@ -14,11 +14,14 @@ import pytest
 from inferensics import dashboard
 from inferensics.analytics import canary as canary_rules
 from inferensics.analytics.report.evidence import SHOWN, evidence_kind, evidence_table
+from inferensics.analytics.storms import StormRule
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import Filters, _parse_end, bucket_unit, describe
+from inferensics.dashboard._internal.storm_rule import started_rule
 from inferensics.dashboard._internal.tables import MISSING, byte_size, column_config
+from inferensics.dashboard.launcher import STORM_FLOOR_ENV
 from inferensics.schema import columns as col
 from tests.dashboard.seed import KERNELS, OUTPUT_CODE
 
@@ -328,3 +331,26 @@ def test_the_request_headline_reads_a_zero_as_a_value_and_only_nothing_as_missin
     from inferensics.dashboard.views.request import _bold, _code
 
     assert (_bold(value), _code(value)) == (bold, code)
+
+
+def test_the_dashboard_starts_with_the_storm_floors_it_was_given(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``inferensics dashboard --min-recompiles 3`` (the demo's printed command): the pages' storm rule starts
+    there; a floor the rule refuses keeps its default, with one line in the log, and the good one holds."""
+    default = StormRule()
+    try:
+        monkeypatch.setenv(STORM_FLOOR_ENV["min_recompiles"], "3")
+        started_rule.cache_clear()
+        assert started_rule() == StormRule(min_recompiles=3)
+        monkeypatch.setenv(STORM_FLOOR_ENV["min_compile_seconds"], "-1")
+        started_rule.cache_clear()
+        assert started_rule() == StormRule(min_recompiles=3)
+        assert STORM_FLOOR_ENV["min_compile_seconds"] in caplog.text
+        assert f"keeps its default {default.min_compile_seconds:g}" in caplog.text
+        monkeypatch.delenv(STORM_FLOOR_ENV["min_recompiles"])
+        monkeypatch.delenv(STORM_FLOOR_ENV["min_compile_seconds"])
+        started_rule.cache_clear()
+        assert started_rule() == default
+    finally:
+        started_rule.cache_clear()
