@@ -14,8 +14,11 @@ from altair.utils import schemapi
 
 from inferensics.analytics.report.charts import number_format
 
-HEIGHT: Final = 240
-"""Chart height in pixels: two charts side by side fit a laptop screen."""
+HEIGHT: Final = 300
+"""Chart height in pixels, title, axes and legend included (Streamlit fits the whole chart into it; at 240 the
+plot itself was a strip of about 80): two charts side by side fit a laptop screen."""
+TITLE_LIMIT: Final = 150
+"""Longest value-axis title in pixels (about 25 characters); a longer one ends in an ellipsis."""
 
 # Altair's debug mode validates every schema object as it is built: 0.3-0.4 s for a 1,200-record chart on
 # the 2-core machine, on every page run. The specs are validated where they are made testable (the snapshot
@@ -107,9 +110,12 @@ def _time_axis(x: str, time_format: str) -> alt.X:
     )  # fmt: skip
 
 
-def _value_axis(value_format: str | None) -> Any:
-    # Undefined, not None, when there is no format: ``axis=None`` would hide the axis.
-    return alt.Axis(format=value_format) if value_format else alt.Undefined
+def _value_axis(value_format: str | None) -> alt.Axis:
+    # The title is cut at TITLE_LIMIT: a longer one made Vega shrink the plot to a strip and push the chart's
+    # title out of the canvas (Streamlit fits the whole chart, axis titles included, into HEIGHT).
+    if value_format:
+        return alt.Axis(format=value_format, titleLimit=TITLE_LIMIT)
+    return alt.Axis(titleLimit=TITLE_LIMIT)
 
 
 def _tooltip_format(value_format: str | None) -> str:
@@ -216,7 +222,11 @@ def ranked_bars(
     data = frame.select(pl.col(category).cast(pl.String), value).sort(value, descending=True).head(top)
     value_format = _with_tiny(data, [value], value_format)
     # A count gets whole-number ticks: "0.00 0.10 ... 1.00" for one recompile reads as a fraction of one.
-    axis = alt.Axis(tickMinStep=1, format="d") if data.schema[value].is_integer() else _value_axis(value_format)
+    axis = (
+        alt.Axis(tickMinStep=1, format="d", titleLimit=TITLE_LIMIT)
+        if data.schema[value].is_integer()
+        else _value_axis(value_format)
+    )
     chart: alt.Chart = (
         alt.Chart(_data(data), title=title, height=alt.Step(28))
         .mark_bar()

@@ -228,7 +228,7 @@ def trend_section(series: pl.DataFrame, unit: str) -> None:
             col.BUCKET,
             (col.ERRORS, col.FALLBACKS, col.RECOMPILES),
             f"Trouble per {unit}",
-            value_title="errors, fallbacks, recompiles",
+            value_title="count",
             time_format=fmt,
         ),
     )
