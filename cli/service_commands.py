@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 import subprocess
 from typing import TYPE_CHECKING, Annotated, Any
@@ -82,6 +83,10 @@ def serve(
         # uvicorn re-raises SIGTERM after its graceful shutdown; the default action would end this process
         # before the dashboard child is stopped, so turn it into an exit that runs the finally below.
         signal.signal(signal.SIGTERM, _exit_on_signal)
+    if not faulthandler.is_enabled():
+        # A crash in native code (the embedded engine, a library) prints every thread's stack on stderr
+        # before the process ends; the store keeps this handler when chDB loads (schema.engine_signals).
+        faulthandler.enable(all_threads=True)
     try:
         run_service(settings, sock, named_queries=NAMED_QUERIES)  # the collector never imports analytics
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -134,3 +135,17 @@ def test_serve_on_a_port_in_use_says_so_before_opening_anything(tmp_path: Path) 
     assert res.exit_code == 2, res.output
     assert "cannot listen on no-such-host.invalid:4318: the host does not resolve" in res.output
     assert not store.exists()
+
+
+@pytest.mark.slow
+def test_a_service_that_crashes_prints_its_stacks_and_ends(tmp_path: Path) -> None:
+    """A fatal signal in the service (a crash in chDB's or another library's native code): Python's fatal-error
+    report with every thread's stack is in its log, and the process ends by that signal. Before, nothing was
+    printed (no handler of the service's own), and chDB's handlers held the process for minutes."""
+    svc = new_service(tmp_path, via_cli=True).start()
+    assert svc.proc is not None
+    svc.proc.send_signal(signal.SIGSEGV)
+    assert svc.proc.wait(60) == -signal.SIGSEGV  # a hang guard, not a timing: the old code was alive at it
+    log = svc.log.read_text(errors="replace")
+    assert "Fatal Python error: Segmentation fault" in log
+    assert "most recent call first" in log
