@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from inferensics.analytics._requests import time_bucket
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
-from inferensics.analytics.overview import BucketUnit, check_bucket_unit
+from inferensics.analytics.overview import BucketUnit, model_pool_series
 from inferensics.analytics.reasons import LAST_SEEN, PATTERN, as_reason, pattern_columns
 from inferensics.schema import columns as col
 
@@ -178,13 +177,7 @@ def recompile_timeseries(client: QueryClient, params: SliceParams, *, unit: Buck
         AnalyticsError: minute buckets over a range longer than
             :data:`~inferensics.analytics.overview.MAX_MINUTE_RANGE`.
     """
-    check_bucket_unit(params, unit)
-    check_filter_values(client, params, ("recompiles",))
-    where = slice_where(params, "recompiles", what="recompiles over time")
-    keys = f"{col.BUCKET}, {col.MODEL}, {col.HW_POOL}"
-    return client.query_frame(
-        f"SELECT {time_bucket(col.TS, unit)} AS {col.BUCKET}, {col.MODEL}, {col.HW_POOL}, {RECOMPILED} AS "
-        f"{col.RECOMPILES} FROM {client.database}.recompiles WHERE {where.sql} GROUP BY {keys} "
-        f"HAVING {col.RECOMPILES} > 0 ORDER BY {keys}",
-        where.params,
-    ).with_columns(pl.col(col.BUCKET).dt.cast_time_unit("ms"))
+    return model_pool_series(
+        client, params, unit, table="recompiles", what="recompiles over time",
+        measures=f"{RECOMPILED} AS {col.RECOMPILES}", having=f"{col.RECOMPILES} > 0",
+    )  # fmt: skip

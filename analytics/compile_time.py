@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from inferensics.analytics._requests import time_bucket
 from inferensics.analytics.client import QueryClient
-from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
-from inferensics.analytics.overview import BucketUnit, check_bucket_unit
+from inferensics.analytics.filters import SliceParams
+from inferensics.analytics.overview import BucketUnit, model_pool_series
 from inferensics.schema import columns as col
 
 
@@ -30,13 +29,5 @@ def compile_timeseries(client: QueryClient, params: SliceParams, *, unit: Bucket
             :data:`~inferensics.analytics.overview.MAX_MINUTE_RANGE`.
         UnsupportedFilter: a traffic class filter (compile events carry none).
     """
-    check_bucket_unit(params, unit)
-    check_filter_values(client, params, ("compiles",))
-    where = slice_where(params, "compiles", what="compile time over time")
-    keys = f"{col.BUCKET}, {col.MODEL}, {col.HW_POOL}"
-    return client.query_frame(
-        f"SELECT {time_bucket(col.TS, unit)} AS {col.BUCKET}, {col.MODEL}, {col.HW_POOL}, "
-        f"toUInt64(count()) AS {col.COMPILES}, toFloat64(sum({col.ENTIRE_FRAME_S})) AS {col.COMPILE_SECONDS} "
-        f"FROM {client.database}.compiles WHERE {where.sql} GROUP BY {keys} ORDER BY {keys}",
-        where.params,
-    ).with_columns(pl.col(col.BUCKET).dt.cast_time_unit("ms"))
+    measures = f"toUInt64(count()) AS {col.COMPILES}, toFloat64(sum({col.ENTIRE_FRAME_S})) AS {col.COMPILE_SECONDS}"
+    return model_pool_series(client, params, unit, table="compiles", what="compile time over time", measures=measures)

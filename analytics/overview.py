@@ -18,7 +18,7 @@ from typing import Final, Literal
 
 import polars as pl
 
-from inferensics.analytics._requests import SUM_COLUMNS, aggregate_sql, quantile_columns
+from inferensics.analytics._requests import SUM_COLUMNS, aggregate_sql, quantile_columns, time_bucket
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.errors import AnalyticsError
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
@@ -80,6 +80,35 @@ def check_bucket_unit(params: SliceParams, unit: BucketUnit) -> None:
             f"minute buckets over {params.end - params.start} would be {params.seconds / 60:,.0f} buckets per "
             f"series; ask for unit='hour' or 'day', or a range of at most {MAX_MINUTE_RANGE.days} days"
         )
+
+
+def model_pool_series(
+    client: QueryClient,
+    params: SliceParams,
+    unit: BucketUnit,
+    *,
+    table: str,
+    what: str,
+    measures: str,
+    having: str = "",
+) -> pl.DataFrame:
+    """The compile-side ``table``'s ``measures`` (SQL select items) per time bucket, model and hardware pool,
+    over the slice of ``params`` (``what`` names the series in a refused filter's message), sorted by bucket,
+    model and pool; ``having`` filters the groups. Buckets without a row are absent.
+
+    Raises:
+        AnalyticsError: minute buckets over a range longer than :data:`MAX_MINUTE_RANGE`.
+    """
+    check_bucket_unit(params, unit)
+    check_filter_values(client, params, (table,))
+    where = slice_where(params, table, what=what)
+    keys = f"{col.BUCKET}, {col.MODEL}, {col.HW_POOL}"
+    return client.query_frame(
+        f"SELECT {time_bucket(col.TS, unit)} AS {col.BUCKET}, {col.MODEL}, {col.HW_POOL}, {measures} "
+        f"FROM {client.database}.{table} WHERE {where.sql} GROUP BY {keys} "
+        f"{f'HAVING {having} ' if having else ''}ORDER BY {keys}",
+        where.params,
+    ).with_columns(pl.col(col.BUCKET).dt.cast_time_unit("ms"))
 
 
 def fleet_timeseries(
