@@ -75,13 +75,17 @@ class WeeklyReport:
     end: datetime
     by_model_pool: pl.DataFrame
     """Per model × hardware pool this week: the request sums, recompile_rate, cache_hit_ratio (compile-cache
-    hits / lookups, as ``cache_health``), compile_records and recompile_records (every compile and recompile
-    record, inside requests or not, as ``specializations`` counts them: a model and pool with imported logs
-    only has a row, its request figures 0)."""
+    hits / lookups, as ``cache_health``), compile_records, compile_record_seconds and recompile_records (every
+    compile and recompile record and every compile's whole-frame seconds, inside requests or not, as
+    ``specializations`` counts them: a model and pool with imported logs only has a row, its request figures
+    0). Its compile_seconds is what requests paid (their compile_ms)."""
     week_over_week: pl.DataFrame
     """Per model: metric, this_week, last_week, change (relative; null when last week was 0)."""
     daily: pl.DataFrame
     """``fleet_timeseries`` by model, daily."""
+    compiles_daily: pl.DataFrame
+    """``compile_timeseries``, daily: every compile's seconds per day, model and pool, inside requests or not
+    (they add up to ``specializations``' compile_seconds)."""
     recompile_reasons: pl.DataFrame
     graph_breaks: pl.DataFrame
     cache_health: pl.DataFrame
@@ -119,18 +123,20 @@ def _by_model_pool(frame: pl.DataFrame, health: pl.DataFrame, keys: list[str]) -
 
 
 def _with_records(per: pl.DataFrame, specs: pl.DataFrame) -> pl.DataFrame:
-    """``per`` (request sums per model × pool) with the compile and recompile records of ``specializations``."""
+    """``per`` (request sums per model × pool) with the compile and recompile records of ``specializations``
+    and the seconds of its compile records."""
     keys = [col.MODEL, col.HW_POOL]
     records = specs.select(
         *keys,
         pl.col("compiles").cast(pl.UInt64).alias("compile_records"),
+        pl.col(col.COMPILE_SECONDS).cast(pl.Float64).alias("compile_record_seconds"),
         pl.col(col.RECOMPILES).cast(pl.UInt64).alias("recompile_records"),
     )
     counted = [c for c in per.columns if c not in keys and per.schema[c].is_integer()]
     return (
         per.join(records, on=keys, how="full", coalesce=True)
         .with_columns(pl.col(c).fill_null(0) for c in [*counted, "compile_records"])
-        .with_columns(pl.col(col.COMPILE_SECONDS).fill_null(0.0))
+        .with_columns(pl.col(col.COMPILE_SECONDS, "compile_record_seconds").fill_null(0.0))
         .sort(keys)
     )
 
@@ -185,6 +191,7 @@ def build_weekly_report(
         by_model_pool=_with_records(_by_model_pool(this, health, [col.MODEL, col.HW_POOL]), specs),
         week_over_week=_week_over_week(this, last, health, runner.query("cache_health", **last_rng)),
         daily=runner.query("fleet_timeseries", **rng, unit="day", by="model"),
+        compiles_daily=runner.query("compile_timeseries", **rng, unit="day"),
         recompile_reasons=runner.query("recompile_reasons", **rng).head(TOP_N),
         graph_breaks=runner.query("graph_breaks", **rng).head(TOP_N),
         cache_health=health,

@@ -80,6 +80,10 @@ class ServiceClient:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise ServiceError(self._unreachable(exc)) from None
+        except RuntimeError:  # httpx's "the client has been closed" (a cache let go of this client meanwhile)
+            if not self._http.is_closed:
+                raise
+            raise ServiceError(f"the connection to {self.url} was closed while in use; ask again") from None
         if path.startswith("/api/") and _not_the_service(response):
             raise ServiceError(
                 f"{self.url} is not an inferensics collector service (it answered {path} with "

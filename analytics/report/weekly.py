@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Final
 
 import altair as alt
 import polars as pl
@@ -16,7 +17,12 @@ from inferensics.analytics.report.tables import cell, markdown_table
 from inferensics.analytics.weekly import WeeklyReport
 from inferensics.schema import columns as col
 
-_ADDITIVE = (col.REQUESTS, col.COMPILES, col.RECOMPILES, col.COMPILE_SECONDS)
+_COUNTED = (col.REQUESTS, col.COMPILES, col.RECOMPILES)
+_EVERY_COMPILE_SECONDS: Final = "Compile seconds, every compile"
+"""The label of the week's seconds of every compile record (``specializations``' compile_seconds)."""
+_PAID_COMPILE_SECONDS: Final = "Compile seconds paid inside requests (the serving path)"
+"""The label of the week's compile time paid inside requests (the requests' compile_ms)."""
+_INSIDE_OR_NOT = "inside requests or not (warm-up, imported TORCH_TRACE logs)"
 
 
 def _change(this: float, last: float) -> str:
@@ -25,26 +31,35 @@ def _change(this: float, last: float) -> str:
     return f"{(this / last - 1) * 100:+.1f}% vs last week"
 
 
+def _weeks(wow: pl.DataFrame, metric: str) -> tuple[float, float]:
+    """``metric`` summed over the models, this week and last week."""
+    rows = wow.filter(pl.col("metric") == metric)
+    this, last = (float(rows.get_column(week).fill_null(0).sum()) for week in ("this_week", "last_week"))
+    return this, last
+
+
 def summary_lines(report: WeeklyReport) -> list[str]:
     """The headline figures, one sentence each (the same in Markdown and HTML)."""
     wow = report.week_over_week
     lines = []
-    for metric in _ADDITIVE:
-        rows = wow.filter(pl.col("metric") == metric)
-        this = float(rows.get_column("this_week").fill_null(0).sum())
-        last = float(rows.get_column("last_week").fill_null(0).sum())
-        shown = f"{this:,.1f}" if metric == col.COMPILE_SECONDS else f"{this:,.0f}"
-        lines.append(f"{metric.replace('_', ' ').capitalize()}: {shown} ({_change(this, last)}).")
+    for metric in _COUNTED:
+        this, last = _weeks(wow, metric)
+        lines.append(f"{metric.capitalize()}: {this:,.0f} ({_change(this, last)}).")
+    # The figures above are what requests paid; compiles outside requests have no request to count them on. The
+    # week's compile seconds are every compile's, as the dashboard's headline; what requests paid is beside them.
     specs = report.specializations
+    if col.COMPILE_SECONDS in specs.columns:
+        every = float(specs.get_column(col.COMPILE_SECONDS).sum())
+        lines.append(
+            f"{_EVERY_COMPILE_SECONDS}: {every:,.1f} s, {_INSIDE_OR_NOT}, as the dashboard's Compile & cache health "
+            "page totals them."
+        )
+    this, last = _weeks(wow, col.COMPILE_SECONDS)
+    lines.append(f"{_PAID_COMPILE_SECONDS}: {this:,.1f} s ({_change(this, last)}).")
     if "compiles" in specs.columns and int(specs.get_column("compiles").sum() or 0):
-        # The figures above are what requests paid; compiles outside requests have no request to count them on.
-        n, seconds = int(specs.get_column("compiles").sum()), float(specs.get_column("compile_seconds").sum())
         recompiles = specs.get_column(col.RECOMPILES).sum() if col.RECOMPILES in specs.columns else None
         also = f" and {int(recompiles):,} recompile records" if recompiles is not None else ""
-        lines.append(
-            f"Compile records: {n:,} ({seconds:,.1f} s){also}, inside requests or not (warm-up, imported TORCH_TRACE "
-            "logs)."
-        )
+        lines.append(f"Compile records: {int(specs.get_column('compiles').sum()):,}{also}, {_INSIDE_OR_NOT}.")
     health = report.cache_health
     lookups = int(health.get_column("lookups").sum() or 0)
     hits = int(health.get_column("hits").sum() or 0)
@@ -101,6 +116,16 @@ def _week_over_week_shown(frame: pl.DataFrame) -> pl.DataFrame:
     schema = frame.schema
     schema.update({"this_week": pl.String(), "last_week": pl.String()})
     return pl.DataFrame(rows, schema=schema)
+
+
+def _compile_seconds_by_model(series: pl.DataFrame) -> pl.DataFrame:
+    """``compile_timeseries`` summed per bucket and model, the model as ``group`` (as ``fleet_timeseries`` by
+    model names it) for :func:`~inferensics.analytics.report.charts.daily_by_model`."""
+    return (
+        series.group_by(col.BUCKET, pl.col(col.MODEL).alias("group"))
+        .agg(pl.col(col.COMPILE_SECONDS).sum())
+        .sort(col.BUCKET, "group")
+    )
 
 
 def sections(report: WeeklyReport) -> list[Section]:
@@ -163,7 +188,8 @@ def sections(report: WeeklyReport) -> list[Section]:
             "Week over week",
             [
                 "change = this week / last week - 1 (empty when last week was 0). While the week is in progress, "
-                "last week is the same span of it (Monday 00:00 to the same weekday and time)."
+                "last week is the same span of it (Monday 00:00 to the same weekday and time). compiles, "
+                "recompiles and compile_seconds are what requests paid, as in the table above."
             ],
             [],
             [(_week_over_week_shown(report.week_over_week), [col.MODEL, "metric", "this_week", "last_week", "change"])],
@@ -207,10 +233,30 @@ def sections(report: WeeklyReport) -> list[Section]:
             [(_growth_totals(report), [col.BUNDLE_ID, col.HW_POOL, "entries", "bytes"])],
         ),
         Section(
-            "Compile seconds in the serving path",
-            ["Compile time spent inside requests (the requests rollup's compile_seconds)."],
-            [charts.daily_by_model(report.daily, col.COMPILE_SECONDS, "Compile seconds per day")],
-            [(per.sort(col.COMPILE_SECONDS, descending=True), [col.MODEL, col.HW_POOL, col.COMPILE_SECONDS])],
+            "Compile seconds",
+            [
+                "compile_record_seconds: whole-frame seconds of every compile record of the week, inside requests "
+                "or not (warm-up, failed compiles, imported TORCH_TRACE logs), as the dashboard's Compile & cache "
+                "health page totals and charts them.",
+                "compile_seconds: compile time paid inside requests, in the serving path (a request's compile_ms: "
+                "the seconds of its own compile records, or its backend's compile time where none was recorded).",
+            ],
+            [
+                charts.daily_by_model(
+                    _compile_seconds_by_model(report.compiles_daily),
+                    col.COMPILE_SECONDS,
+                    "Compile seconds per day, every compile",
+                ),
+                charts.daily_by_model(
+                    report.daily, col.COMPILE_SECONDS, "Compile seconds per day, paid inside requests"
+                ),
+            ],
+            [
+                (
+                    per.sort(["compile_record_seconds", col.MODEL, col.HW_POOL], descending=[True, False, False]),
+                    [col.MODEL, col.HW_POOL, "compile_record_seconds", col.COMPILE_SECONDS],
+                )
+            ],
         ),
         Section(
             "New specializations",

@@ -35,7 +35,11 @@ from inferensics.dashboard._internal.settings import (
 _TTL: Final = int(os.environ.get(CACHE_TTL_ENV, "") or DEFAULT_CACHE_TTL_S)
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+# A client dropped from the cache (a ninth service or token, or a cache clear) is closed: left to the garbage
+# collector, its pooled keep-alive socket leaks until collected (a ResourceWarning). The cache drops the least
+# recently used client and each query takes its client afresh, so a client still in use is closed only if eight
+# other services or tokens are asked for while its request is in flight.
+@st.cache_resource(show_spinner=False, max_entries=8, on_release=ServiceClient.close)
 def _client(url: str, token: str | None) -> ServiceClient:
     return ServiceClient(url, token=token or "", timeout=120)
 

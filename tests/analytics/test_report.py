@@ -357,8 +357,8 @@ def test_weekly_summary_of_a_week_without_cache_lookups_is_one_plain_sentence(we
 
 def test_weekly_summary_counts_compiles_no_request_paid_for(weekly: WeeklyReport) -> None:
     """A store of imported TORCH_TRACE logs read "Compiles: 0" and nothing else of its 15 compiles: the
-    request figures count what requests paid. The summary now also gives every compile record of the week,
-    and a graph break without a type reads "(no type)" rather than a double space."""
+    request figures count what requests paid. The summary now also gives every compile record of the week and
+    their seconds, and a graph break without a type reads "(no type)" rather than a double space."""
     specs = pl.DataFrame(
         {col.MODEL: ["", "m"], "compiles": [15, 3], "compile_seconds": [17.5, 2.25], col.RECOMPILES: [13, 0]}
     )
@@ -367,8 +367,49 @@ def test_weekly_summary_counts_compiles_no_request_paid_for(weekly: WeeklyReport
     )
     lines = summary_lines(replace(weekly, specializations=specs, graph_breaks=breaks))
     assert (
-        "Compile records: 18 (19.8 s) and 13 recompile records, inside requests or not (warm-up, imported "
-        "TORCH_TRACE logs)." in lines
+        "Compile records: 18 and 13 recompile records, inside requests or not (warm-up, imported TORCH_TRACE logs)."
+        in lines
+    )
+    assert (
+        "Compile seconds, every compile: 19.8 s, inside requests or not (warm-up, imported TORCH_TRACE logs), as "
+        "the dashboard's Compile & cache health page totals them." in lines
     )
     assert next(x for x in lines if x.startswith("Top graph break")).startswith("Top graph break: (no id) (no type) (")
     assert "Compile records" in " ".join(summary_lines(weekly))  # the fleet's own compiles
+
+
+def test_weekly_report_gives_every_compiles_seconds_beside_what_requests_paid(
+    weekly: WeeklyReport, fleet_store: Store
+) -> None:
+    """The report's compile seconds were only what requests paid in the serving path (their compile_ms), while
+    the dashboard's Compile & cache health page totals and charts every compile event (warm-up and imported
+    logs too). The report now gives the week's seconds of every compile, as that page counts them, and beside
+    them the seconds paid inside requests, each labelled; its daily chart of every compile adds up to the total."""
+    runner = LocalRunner(fleet_store)
+    week = {"start": weekly.start, "end": weekly.end}
+    specs = runner.query("specializations", **week)
+    every = float(specs.get_column("compile_seconds").sum())
+    paid = float(runner.query("fleet_overview", **week).get_column(col.COMPILE_SECONDS).sum())
+    assert every != pytest.approx(paid)  # the fleet has compiling requests without compile records
+
+    lines = summary_lines(weekly)
+    assert (
+        f"Compile seconds, every compile: {every:,.1f} s, inside requests or not (warm-up, imported TORCH_TRACE "
+        "logs), as the dashboard's Compile & cache health page totals them." in lines
+    )
+    assert next(x for x in lines if x.startswith("Compile seconds paid inside requests")).startswith(
+        f"Compile seconds paid inside requests (the serving path): {paid:,.1f} s ("
+    )
+
+    per = weekly.by_model_pool.select(col.MODEL, col.HW_POOL, "compile_record_seconds")
+    assert per.rows() == specs.select(col.MODEL, col.HW_POOL, "compile_seconds").sort(col.MODEL, col.HW_POOL).rows()
+    section = render_weekly_markdown(weekly).split("\n## Compile seconds\n", 1)[1].split("\n## ", 1)[0]
+    assert "| model | hw_pool | compile_record_seconds | compile_seconds |" in section
+    assert "compile_record_seconds: whole-frame seconds of every compile record" in section
+    assert "compile_seconds: compile time paid inside requests" in section
+
+    drawn = {c.to_dict()["title"]: c.to_dict()["data"]["values"] for c in weekly_charts(weekly)}
+    every_day = drawn["Compile seconds per day, every compile"]
+    assert sum(v[col.COMPILE_SECONDS] for v in every_day) == pytest.approx(every, rel=1e-5)
+    paid_day = drawn["Compile seconds per day, paid inside requests"]
+    assert sum(v[col.COMPILE_SECONDS] for v in paid_day) == pytest.approx(paid, rel=1e-5)

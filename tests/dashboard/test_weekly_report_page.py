@@ -14,7 +14,7 @@ from inferensics.dashboard._internal.settings import REPORT_DIR_STATE_KEY
 from inferensics.dashboard._internal.storm_rule import floor_key
 from inferensics.dashboard.views.weekly_report import FLOORS_PAGE, PRODUCE_KEY, WEEK_KEY
 from inferensics.schema import CompileEvent
-from tests.dashboard.apptest import assert_clean, open_page
+from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.seed import MISTRAL, POOL_B
 
@@ -53,6 +53,37 @@ def test_weekly_report_is_produced_and_shown(seeded: SeededService, tmp_path: Pa
     again = open_page(seeded, PAGE, **{REPORT_DIR_STATE_KEY: str(folder)})
     assert again.selectbox(key="weekly.report").value == f"weekly-{week}.html"
     assert not [i for i in again.info if "No weekly report" in i.value]
+
+
+def test_the_weekly_reports_compile_seconds_are_the_compile_health_headlines(
+    seeded: SeededService, tmp_path: Path
+) -> None:
+    """The report's compile seconds were only what requests paid, while the Compile & cache health page's
+    "Compile seconds" counts every compile (the seed's warm-up compiles, which no request paid, too). The report
+    now gives the week's seconds of every compile, the headline's figure, and beside them what requests paid in
+    the serving path, each labelled."""
+    year, number, weekday = seeded.facts.now.isocalendar()
+    monday = (seeded.facts.now - timedelta(days=weekday - 1)).replace(hour=0, minute=0)
+    compiled = [e for e in seeded.facts.others if isinstance(e, CompileEvent)]
+    every = sum(e.entire_frame_s for e in compiled if monday <= e.ts < monday + timedelta(days=7))
+    paid = sum(r.compile_ms for r in seeded.facts.requests if monday <= r.ts < monday + timedelta(days=7)) / 1000
+
+    folder = tmp_path / "reports"
+    at = open_page(seeded, PAGE, **{REPORT_DIR_STATE_KEY: str(folder)})
+    at.selectbox(key=WEEK_KEY).select(f"{year}-W{number:02d}").run()
+    at.button(key=PRODUCE_KEY).click().run()
+    assert_clean(at)
+    summary = summary_of(at)
+    assert f"- Compile seconds, every compile: {every:,.1f} s, inside requests or not (" in summary
+    assert f"- Compile seconds paid inside requests (the serving path): {paid:,.1f} s (" in summary
+    assert "| model | hw_pool | compile_record_seconds | compile_seconds |" in summary
+
+    # The page's default range, the last hour, holds every seeded compile; the week does too unless it began
+    # within that hour.
+    if all(monday <= e.ts for e in compiled):
+        assert every > paid  # the warm-up compiles
+        health = open_page(seeded, "views/compile_health.py")
+        assert metric(health, "Compile seconds") == f"{every:,.1f} s"
 
 
 def test_weekly_report_takes_the_storm_rule(small_storm: SeededService, tmp_path: Path) -> None:
