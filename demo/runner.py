@@ -375,6 +375,7 @@ def _report(
     ``store`` is the data directory of a service that stops when the demo exits: the commands then read its
     store directly, or start a service on it first.
     """
+    now = datetime.now(UTC)  # the end of the canary verdict's window, and of the dashboard's link to it
     table = Table("incident", "count", title="what happened")
     for name, n in record.incident_counts().items():
         table.add_row(name, str(n))
@@ -390,7 +391,7 @@ def _report(
                 f"[yellow]{len(differ)} stored outcomes differ from the dispatch the policy predicts:[/] "
                 + " ".join(f"{rid} ({record.served[rid]['expected']}→{stored[rid]})" for rid in differ[:8])
             )
-        evidence, note = summary.canary_verdict(client, record)
+        evidence, note = summary.canary_verdict(client, record, now=now)
         verdict = evidence.filter(evidence.get_column("check") == "verdict").row(0, named=True)
         console.print(f"canary verdict for {record.bundle_ids[CANDIDATE]}: [bold]{verdict['outcome']}[/] "
                       f"({verdict['rule']}){'; ' + note if note else ''}")  # fmt: skip
@@ -404,6 +405,8 @@ def _report(
     if store is None:
         if dashboard_url:
             console.print(f"dashboard: {dashboard_url}")
+            for what, link in summary.dashboard_links(record, dashboard_url, now).items():
+                console.print(f"  {what}: {link}", soft_wrap=True)  # one line each, to copy whole
         console.print("try:")
         for command in summary.commands(url, record, dashboard_url, keyring):
             console.print(f"  {command}", soft_wrap=True)  # one line each, so a copy runs as printed

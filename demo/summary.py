@@ -19,12 +19,15 @@ import polars as pl
 
 from inferensics.analytics.storms import StormRule
 from inferensics.collector.client import ServiceClient
+from inferensics.dashboard._internal.links import canary_link, pinned_end, request_link
 from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, POOL_B
 
 CANARY_MIN_REQUESTS = 100
 """The analytics default of ``min_requests``; lowered to what a short run served (and said so)."""
 CANARY_MIN_PAIRS = 30
 """The analytics default of ``min_pairs``; lowered likewise."""
+NAN_DRILL = "NaN logits, inputs captured"
+"""The :func:`drill_ids` entry of the requests with NaN logits (their inputs captured: replay them)."""
 
 
 @dataclass
@@ -81,9 +84,17 @@ def canary_thresholds(record: RunRecord, model: str = DECODER_MODEL) -> dict[str
     return {"min_requests": min_requests, "min_pairs": min_pairs}
 
 
-def canary_verdict(client: ServiceClient, record: RunRecord, model: str = DECODER_MODEL) -> tuple[pl.DataFrame, str]:
-    """Run ``canary_compare`` on pool ``cpu-b`` for ``model``, over the run's start to now; returns the
-    evidence and a note on thresholds.
+def canary_window(record: RunRecord, now: datetime) -> tuple[datetime, datetime]:
+    """The window the summary's canary verdict reads: from a minute before the run started to a minute after
+    ``now`` (the run's requests, and nothing of an earlier run that ended over a minute before it)."""
+    return record.started - timedelta(minutes=1), now + timedelta(minutes=1)
+
+
+def canary_verdict(
+    client: ServiceClient, record: RunRecord, model: str = DECODER_MODEL, *, now: datetime | None = None
+) -> tuple[pl.DataFrame, str]:
+    """Run ``canary_compare`` on pool ``cpu-b`` for ``model``, over :func:`canary_window` (``now`` defaults to
+    the current time); returns the evidence and a note on thresholds.
 
     On a short run fewer requests than the analytics defaults need are served; the thresholds are then
     lowered to what was served (:func:`canary_thresholds`), and the note says so.
@@ -94,18 +105,40 @@ def canary_verdict(client: ServiceClient, record: RunRecord, model: str = DECODE
     note = ""
     if lowered:
         note = f"short run: min_requests={min_requests}, min_pairs={min_pairs} (defaults 100 and 30)"
+    start, end = canary_window(record, now or datetime.now(UTC))
     frame = client.query(
         "canary_compare",
         model=model,
         hw_pool=POOL_B,
         baseline=record.bundle_ids["baseline"],
         candidate=record.bundle_ids[CANDIDATE],
-        start=record.started - timedelta(minutes=1),
-        end=datetime.now(UTC) + timedelta(minutes=1),
+        start=start,
+        end=end,
         min_requests=min_requests,
         min_pairs=min_pairs,
     )
     return frame, note
+
+
+def dashboard_links(record: RunRecord, dashboard_url: str, now: datetime) -> dict[str, str]:
+    """The dashboard's pages that open on the run's findings, by what each shows: the canary comparison the
+    summary's verdict made (:func:`canary_verdict` at ``now``: its bundles, model, pool, window and lowered
+    thresholds) and the drill-down of the first request with NaN logits."""
+    links: dict[str, str] = {}
+    baseline, candidate = record.bundle_ids.get("baseline"), record.bundle_ids.get(CANDIDATE)
+    if baseline and candidate:
+        lowered = canary_thresholds(record)
+        start, end = canary_window(record, now)
+        end = pinned_end(end)  # the link's end is to the minute: its window reaches back from there
+        links["canary comparison"] = canary_link(
+            dashboard_url, model=DECODER_MODEL, candidate=candidate, baseline=baseline, hw_pool=POOL_B,
+            window=end - start, end=end,
+            min_requests=lowered.get("min_requests"), min_pairs=lowered.get("min_pairs"),
+        )  # fmt: skip
+    nan = drill_ids(record).get(NAN_DRILL, [])
+    if nan:
+        links["NaN request"] = request_link(dashboard_url, nan[0])
+    return links
 
 
 def drill_ids(record: RunRecord) -> dict[str, list[str]]:
@@ -115,7 +148,7 @@ def drill_ids(record: RunRecord) -> dict[str, list[str]]:
         "storm recompiles": record.ids(lambda r: r["expected"] == "recompile" and r["incident"] == "storm")[:3],
         "fallbacks (recompile limit)": record.ids(lambda r: r["expected"] == "fallback")[:3],
         "failed, inputs captured": record.ids(lambda r: bool(r["error"])),
-        "NaN logits, inputs captured": record.ids(lambda r: r["nan"] > 0),
+        NAN_DRILL: record.ids(lambda r: r["nan"] > 0),
     }
     pairs = record.ids(lambda r: r["bundle"] == CANDIDATE and r["model"] == DECODER_MODEL)[:1]
     picks["canary pair (baseline / candidate)"] = [p.removesuffix("-c") for p in pairs] + pairs
@@ -163,7 +196,7 @@ def service_commands(service_url: str, record: RunRecord, dashboard_url: str, ke
     """The commands that need a running service at ``service_url``: the replay of the NaN request and, when
     the demo showed no dashboard, the one that starts it (its storm rule lowered as the report's)."""
     out = []
-    nan = drill_ids(record).get("NaN logits, inputs captured", [])
+    nan = drill_ids(record).get(NAN_DRILL, [])
     if nan:
         out.append(f"inferensics replay {nan[0]} --keyring {shlex.quote(str(keyring))} --service {service_url}")
     if not dashboard_url:

@@ -13,6 +13,7 @@ from typing import Any, Final
 import streamlit as st
 
 from inferensics.analytics.filters import SliceParams
+from inferensics.dashboard._internal.links import END_PARAM
 from inferensics.schema.types import as_utc
 
 ALL: Final = "All"
@@ -35,9 +36,6 @@ TRAFFIC_KEY: Final = "filter.traffic_class"
 BUNDLE_KEY: Final = "filter.bundle_id"
 NOW_KEY: Final = "filter.now"
 """Session State key that pins "now" (tests pin it to their data)."""
-END_PARAM: Final = "end"
-"""URL query parameter that pins the end of the range (``?end=2026-11-30T19:00Z``): a shareable link to
-an incident's hour, also used by the browser tests and the benchmark."""
 
 
 class Filters(SliceParams):

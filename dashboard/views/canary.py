@@ -1,7 +1,13 @@
-"""Canary comparison: pick a model, a baseline and a candidate bundle; see the verdict, evidence, charts."""
+"""Canary comparison: pick a model, a baseline and a candidate bundle; see the verdict, evidence, charts.
+
+A link can fill the form in (``/canary?model=...&candidate=...&baseline=...&min_pairs=12``, built by
+:func:`inferensics.dashboard._internal.links.canary_link`): the page then opens on that comparison's verdict. A
+parameter it cannot use gets one warning naming it and what is expected; its field keeps the default.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import polars as pl
@@ -13,6 +19,7 @@ from inferensics.analytics.report.canary import render_canary_markdown, verdict_
 from inferensics.analytics.report.evidence import evidence_table
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import ALL, TIME_RANGES, now
+from inferensics.dashboard._internal.links import CANARY_PARAMS, END_PARAM, duration_text, parse_duration
 from inferensics.dashboard._internal.options import filter_options
 from inferensics.dashboard._internal.service import run_query, section_query, service_errors
 from inferensics.dashboard._internal.tables import show_table
@@ -25,6 +32,82 @@ VERDICT_STYLE = {
     "fail": (st.error, ":material/cancel:"),
     "inconclusive": (st.warning, ":material/help:"),
 }
+
+
+class LinkedForm:
+    """The form values the page's link asks for (its query parameters, :data:`links.CANARY_PARAMS`).
+
+    Each method returns the default of one field: the link's value when it is usable there, else the page's own
+    default, after one warning (through ``warn``) that names the parameter and what it expects.
+    """
+
+    def __init__(self, params: Mapping[str, str], warn: Callable[[str], object]) -> None:
+        self.params = {k: v.strip() for k, v in params.items() if k in CANARY_PARAMS and v.strip()}
+        self.warn = warn
+        for name in params:
+            if name not in CANARY_PARAMS and name != END_PARAM:
+                warn(
+                    f"The link's parameter `{name}` is not one this page reads (it reads "
+                    f"{', '.join(CANARY_PARAMS)} and {END_PARAM}); it is ignored."
+                )
+
+    def _unusable(self, name: str, expected: str) -> None:
+        shown = self.params[name][:80].replace("`", "'")
+        self.warn(f"The link's `{name}={shown}` is not usable: expected {expected}. That field keeps its default.")
+
+    def choice(self, name: str, options: list[str], default: int, expected: str) -> int:
+        """The position of the link's ``name`` among ``options`` (``All`` in any case for :data:`ALL`)."""
+        if name not in self.params:
+            return default
+        raw = self.params[name]
+        wanted = ALL if raw.lower() == ALL.lower() else raw
+        if wanted in options:
+            return options.index(wanted)
+        self._unusable(name, expected)
+        return default
+
+    def bundle(self, name: str, labels: dict[str, str], default: int, model: str) -> int:
+        """The position of the bundle the link's ``name`` gives by id or id prefix among ``labels``' ids."""
+        if name not in self.params:
+            return default
+        ids = list(labels)
+        prefix = self.params[name].lower()
+        found = [i for i, b in enumerate(ids) if b.lower() == prefix] or [
+            i for i, b in enumerate(ids) if b.lower().startswith(prefix)
+        ]
+        if len(found) == 1:
+            return found[0]
+        what = "matches none" if not found else f"matches {len(found)}"
+        offered = ", ".join(labels[b] for b in ids[:8]) + (", ..." if len(ids) > 8 else "")
+        self._unusable(name, f"the id, or a prefix of one id, of a bundle of {model} (it {what} of: {offered})")
+        return default
+
+    def window(self, windows: list[str], default: int) -> int:
+        """The position of the shortest of ``windows`` (labels of :data:`TIME_RANGES`) that holds the link's
+        ``window`` duration."""
+        if "window" not in self.params:
+            return default
+        span = parse_duration(self.params["window"])
+        spans = [TIME_RANGES[w] for w in windows]
+        if span is not None and span <= max(spans):
+            return spans.index(min(s for s in spans if s >= span))
+        self._unusable("window", f"a duration such as 15m, 6h or 7d, at most {duration_text(max(spans))}")
+        return default
+
+    def number(self, name: str, default: float, low: float, high: float | None) -> float:
+        """The link's ``name`` as a number within ``[low, high]`` (whole when ``default`` is an int)."""
+        if name not in self.params:
+            return default
+        whole = isinstance(default, int)
+        try:
+            value: float = int(self.params[name]) if whole else float(self.params[name])
+        except ValueError:
+            value = float("nan")
+        if low <= value and (high is None or value <= high):
+            return value
+        kind = "a whole number" if whole else "a number"
+        self._unusable(name, f"{kind} {f'from {low:g} to {high:g}' if high is not None else f'of at least {low:g}'}")
+        return default
 
 
 def bundle_label(bundles: pl.DataFrame) -> dict[str, str]:
@@ -52,18 +135,39 @@ def bundle_choices(model: str, bundles: pl.DataFrame, served: list[str]) -> tupl
 
 
 def pickers(
-    models: list[str], traffic: list[str], bundles: pl.DataFrame, served: list[str], pools: list[str]
+    models: list[str],
+    traffic: list[str],
+    bundles: pl.DataFrame,
+    served: list[str],
+    pools: list[str],
+    *,
+    link: LinkedForm,
 ) -> dict[str, Any] | None:
-    """The model picker and the comparison form; the parameters to compare (defaults until submitted)."""
+    """The model picker and the comparison form; the parameters to compare: the form's defaults (the link's
+    values where it gives usable ones) until it is submitted."""
     if not models:
         st.info("No model has served requests yet, so there is nothing to compare.")
         return None
-    model = st.selectbox("Model", models, key="canary.model")
+    model_at = link.choice("model", models, 0, f"a model that served requests: {', '.join(models)}")
+    model = st.selectbox("Model", models, index=model_at, key="canary.model")
     labels, cand_at, base_at = bundle_choices(model, bundles, served)
     ids = list(labels)
     if len(ids) < 2:
         st.info(f"{model} has {len(ids)} bundle(s), registered or seen in requests; a comparison needs two.")
         return None
+    if link.params.get("model", model) == model:  # the link's bundles are its model's, not one picked since
+        cand_at = link.bundle("candidate", labels, cand_at, model)
+        base_at = link.bundle("baseline", labels, base_at, model)
+    traffic_options, pool_options, windows = [ALL, *traffic], [ALL, *pools], list(TIME_RANGES)
+    # The analytics defaults (CanaryParams); a short run (the demo's) serves fewer, and its summary names what it
+    # used (and links here with them). Read before the form, so that a link's warnings show above it.
+    default = canary_rules.CanaryParams.model_fields
+    traffic_at = link.choice("traffic_class", traffic_options, 0, f"one of {', '.join(traffic_options)}")
+    window_at = link.window(windows, windows.index(DEFAULT_WINDOW))
+    tolerance_at = float(link.number("latency_tolerance", default["latency_tolerance"].default, 0.0, 2.0))
+    min_requests_at = int(link.number("min_requests", default["min_requests"].default, 1, None))
+    min_pairs_at = int(link.number("min_pairs", default["min_pairs"].default, 1, None))
+    pool_at = link.choice("hw_pool", pool_options, 0, f"a pool that served requests: {', '.join(pool_options)}")
     with st.form("canary.form"):
         one, two = st.columns(2)
         candidate = one.selectbox(
@@ -71,24 +175,15 @@ def pickers(
         )
         baseline = two.selectbox("Baseline", ids, index=base_at, format_func=labels.__getitem__, key="canary.baseline")
         three, four, five = st.columns(3)
-        traffic_class = three.selectbox("Traffic class", [ALL, *traffic], key="canary.traffic_class")
-        windows = list(TIME_RANGES)
-        window = four.selectbox("Window", windows, index=windows.index(DEFAULT_WINDOW), key="canary.window")
-        # The analytics defaults (CanaryParams); a short run (the demo's) serves fewer, and its summary names what
-        # it used.
-        default = canary_rules.CanaryParams.model_fields
+        traffic_class = three.selectbox("Traffic class", traffic_options, index=traffic_at, key="canary.traffic_class")
+        window = four.selectbox("Window", windows, index=window_at, key="canary.window")
         tolerance = five.number_input(
-            "Latency tolerance", 0.0, 2.0, default["latency_tolerance"].default, 0.05, format="%.2f",
-            key="canary.tolerance",
-        )  # fmt: skip
+            "Latency tolerance", 0.0, 2.0, tolerance_at, 0.05, format="%.2f", key="canary.tolerance"
+        )
         six, seven, eight = st.columns(3)
-        min_requests = six.number_input(
-            "Min requests per side", 1, None, default["min_requests"].default, key="canary.min_requests"
-        )
-        min_pairs = seven.number_input(
-            "Min input-matched pairs", 1, None, default["min_pairs"].default, key="canary.min_pairs"
-        )
-        hw_pool = eight.selectbox("Hardware pool", [ALL, *pools], key="canary.hw_pool")
+        min_requests = six.number_input("Min requests per side", 1, None, min_requests_at, key="canary.min_requests")
+        min_pairs = seven.number_input("Min input-matched pairs", 1, None, min_pairs_at, key="canary.min_pairs")
+        hw_pool = eight.selectbox("Hardware pool", pool_options, index=pool_at, key="canary.hw_pool")
         st.form_submit_button("Compare", type="primary")
     end = now()
     return {
@@ -121,7 +216,8 @@ def render() -> None:
     with service_errors():
         options = filter_options()
         bundles = run_query(queries.BUNDLES, "bundles")
-        params = pickers(options.models, options.traffic_classes, bundles, options.bundles, options.pools)
+        link = LinkedForm({name: st.query_params.get(name, "") for name in st.query_params}, st.warning)
+        params = pickers(options.models, options.traffic_classes, bundles, options.bundles, options.pools, link=link)
         if params is None:
             return
         frame = section_query(queries.CANARY, "canary comparison", **params)

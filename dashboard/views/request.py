@@ -13,6 +13,7 @@ from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import now
+from inferensics.dashboard._internal.links import REQUEST_ID_PARAM
 from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, said, service_errors
 from inferensics.dashboard._internal.tables import MISSING, byte_size, duration_ms, show_table
 from inferensics.schema import RequestEvent
@@ -22,7 +23,6 @@ CACHE_SHOWN = {"none": MISSING}  # the request compiled nothing (a longer word d
 _GRAPH_COLUMNS = ("position", "calls", "graph_us", "code_location", "compile_cache_status", "compile_seconds")
 """The compiled-graphs table's first columns; the others (keys, ids, compile host and time) follow."""
 ID_KEY = "drill.request_id"
-ID_PARAM = "request_id"
 
 
 PICK_KEY = "drill.pick"
@@ -62,7 +62,7 @@ def _code(value: Any) -> str:
 def request_id_input() -> str:
     """The request id box, prefilled from ``?request_id=`` (links from the overview) or from the recent
     requests worth opening (:func:`recent_picker`)."""
-    linked = st.query_params.get(ID_PARAM)
+    linked = st.query_params.get(REQUEST_ID_PARAM)
     if linked and st.session_state.get("drill.linked") != linked:
         st.session_state[ID_KEY] = linked
         st.session_state["drill.linked"] = linked
