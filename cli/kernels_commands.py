@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,8 +17,17 @@ from inferensics.cli.errors import fail
 from inferensics.cli.extras import require_extra
 from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DsnOption
+from inferensics.cli.service_commands import ServiceOption, TokenOption
 
 app = command_app("The kernel registry: ops, providers, evidence.")
+
+SHAPES_HELP = (
+    '{"rms_norm": [{"tokens": 8, "hidden": 4096}, ...], ...}, each shape with exactly its op\'s fields: '
+    "tokens, hidden (rms_norm, fused_add_rms_norm, silu_mul); tokens, heads, head_dim (rotary_embedding); "
+    "batch, context, q_heads, kv_heads, head_dim, page (paged_decode_attention)"
+)
+"""Written out, not built from ``kernels.samples.SHAPE_FIELDS``: importing that loads torch for every ``--help``
+(a test holds the two equal)."""
 
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "float32": "float32"}
 
@@ -33,18 +44,96 @@ def _requirements(req: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _tolerance(tol: dict[str, Any]) -> str:
+    exact = "exact for exact providers; " if tol["exact_when_exact"] else ""
+    if tol["rmse_k"]:
+        return exact + f"fp64-anchored RMSE ratio k={tol['rmse_k']} for the others"
+    table = ", ".join(f"{d} atol={a:g} rtol={r:g}" for d, (a, r) in tol["table"].items())
+    return exact + f"close for the others ({table})"
+
+
+def _availability(reg: Any) -> dict[str, dict[str, str]]:
+    """Per op and provider, what keeps it from serving calls on this host ("" when nothing does)."""
+    from inferensics.kernels.requirements import CallContext
+
+    eager_ctx = CallContext.here()
+    compiled_ctx = replace(eager_ctx, compiling=True)
+    out: dict[str, dict[str, str]] = {}
+    for name, op in sorted(reg.ops.items()):
+        out[name] = {}
+        for p in op.providers.values():
+            eager = p.requirements.platform_problem(eager_ctx)
+            compiled = p.requirements.platform_problem(compiled_ctx)
+            if p.kind == "inductor" and eager:  # while compiling, the op is always left to Inductor
+                out[name][p.name] = f"compiled graphs only here (eager calls: {eager})"
+            elif eager and compiled:
+                out[name][p.name] = f"unavailable on this host: {eager}"
+            elif compiled:
+                out[name][p.name] = f"eager calls only here (compiled graphs: {compiled})"
+            else:
+                out[name][p.name] = ""
+    return out
+
+
+def _load_evidence(path: Path) -> dict[str, Any]:
+    from inferensics.kernels.qualify import EVIDENCE_KIND
+
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        fail(f"--evidence {path}: cannot read it ({exc.strerror or exc})")
+    except ValueError as exc:
+        fail(f"--evidence {path}: not JSON ({exc}); expected the file `inferensics kernels qualify --out` writes")
+    if not isinstance(doc, dict) or doc.get("kind") != EVIDENCE_KIND or "registry" not in doc:
+        fail(f"--evidence {path}: not a qualification evidence file (`inferensics kernels qualify --out` writes one)")
+    return doc
+
+
+def _print_evidence(records: list[dict[str, Any]]) -> None:
+    width = max(len(r["shape"]) for r in records)
+    for r in records:
+        if r["trials"]:
+            ci = f"[{r['ci_low_us']:.2f}, {r['ci_high_us']:.2f}]"
+            what = f"{r['median_us']:.2f} us {ci} {r['decision']}"
+        else:
+            what = f"{r['status']}: {r['detail']}"
+        console.print(f"    {r['shape']:<{width}}  {r['provider']:<10} {what}")
+
+
 @app.command("list")
 def list_ops(
     as_json: Annotated[bool, typer.Option("--json", help="Print the registry state as JSON instead.")] = False,
+    evidence: Annotated[
+        Path | None,
+        typer.Option(
+            "--evidence",
+            help="An evidence file `kernels qualify` wrote: show its records per op, with its priorities and "
+            "refusals applied.",
+        ),
+    ] = None,
 ) -> None:
-    """Show every op with its providers, their requirements, status, priority and evidence."""
+    """Show every op with its providers, their requirements, status on this host, priority and evidence."""
     from inferensics import kernels
+    from inferensics.kernels.requirements import INTERPRETER_ENV
 
+    reg = kernels.registry()
+    doc = _load_evidence(evidence) if evidence else None
+    if doc is not None:
+        for problem in reg.apply_policy(doc["registry"].get("policy", {})):
+            console.print(f"--evidence {evidence}: not applied: {problem}")
+        reg.evidence[:] = list(doc["registry"].get("evidence", []))
     state = kernels.registry_state()
+    here = _availability(reg)
     if as_json:
-        console.print_json(json.dumps(state))
+        console.print_json(json.dumps({**state, "available_here": here}))
         return
-    stats = kernels.registry().log.stats()
+    if doc is not None:
+        env = doc["environment"]
+        console.print(
+            f"evidence {doc['digest']} from {evidence}: {doc['ts']} on {env.get('device')}, torch {env.get('torch')}, "
+            f"{doc['options'].get('dtype')}; its priorities and refusals are applied below"
+        )
+    stats = reg.log.stats()
     for name, op in state["ops"].items():
         console.print(f"[bold]{escape(name)}[/] — {escape(op['doc'])}", markup=True)
         console.print(f"  {op['schema']}")
@@ -55,51 +144,73 @@ def list_ops(
             console.print(
                 f"  {p['name']:<10} {p['kind']:<10} {p['requirements']['accuracy']:<16} {p['status']:<12} {req}"
             )
-        tol = op["tolerance"]
-        rule = "exact for exact providers" if tol["exact_when_exact"] else "dtype table"
-        rule += f", fp64-anchored RMSE ratio k={tol['rmse_k']} for tolerant ones" if tol["rmse_k"] else ""
-        console.print(f"  tolerance: {rule}")
+            if here[name][p["name"]]:
+                console.print(f"  {'':<10} {here[name][p['name']]}")
+        console.print(f"  tolerance: {_tolerance(op['tolerance'])}")
         for bucket, order in op["bucket_priority"].items():
             console.print(f"  evidence: bucket {bucket} -> {' > '.join(order)}")
         for r in op["refused"]:
             console.print(f"  refused: {r['provider']} in {r['bucket']}: {r['reason']}")
+        records = [r for r in (doc or {}).get("records", []) if r["op"] == name]
+        if records:
+            console.print("  evidence records:")
+            _print_evidence(records)
         calls = {k.split("/", 1)[1]: v for k, v in stats["calls"].items() if k.startswith(name + "/")}
         if calls:
             console.print("  calls this process: " + ", ".join(f"{p}={n}" for p, n in sorted(calls.items())))
-    console.print(f"registry digest {state['digest']} · {state['environment']}")
+    env = state["environment"]
+    versions = " · ".join(f"{k} {env[k]}" for k in ("torch", "triton", "cuda") if env.get(k))
+    console.print(f"registry digest {state['digest']} · {versions} · device {env['device']}")
+    if any("interpreter" in r for by in here.values() for r in by.values()):
+        console.print(
+            "on a CPU host our Triton kernels run only in Triton's interpreter, for tests: "
+            f"TRITON_INTERPRET=1 {INTERPRETER_ENV}=1"
+        )
+    if doc is None:
+        console.print("evidence: `inferensics kernels list --evidence FILE` shows what `kernels qualify` measured")
 
 
 def _load_shapes(path: Path, known: list[str]) -> dict[str, list[dict[str, int]]]:
+    from inferensics.kernels.samples import SHAPE_FIELDS
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        text = path.read_text()
+    except OSError as exc:
+        fail(f"--shapes {path}: cannot read it ({exc.strerror or exc})")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
         fail(f'--shapes {path}: cannot read it as JSON ({exc}); expected {{"op": [{{"tokens": 8, ...}}]}}')
     if not isinstance(data, dict):
         fail(f"--shapes {path}: expected an object mapping op names to lists of shapes")
-    shapes: dict[str, list[dict[str, int]]] = {}
     for op, items in data.items():
         if op not in known:
             fail(f"--shapes {path}: unknown op {op!r}; known: {', '.join(known)}")
-        if not isinstance(items, list) or not all(
-            isinstance(s, dict) and all(isinstance(v, int) and v >= 0 for v in s.values()) for s in items
-        ):
-            fail(f"--shapes {path}: {op} must map to a list of objects of non-negative integers")
-        shapes[op] = items
-    return shapes
+        if not isinstance(items, list):
+            fail(f"--shapes {path}: {op} must map to a list of shapes ({op} takes {', '.join(SHAPE_FIELDS[op])})")
+    return data  # each shape's fields are checked by qualify, before anything is measured
 
 
 @app.command("qualify")
 def qualify(  # noqa: PLR0917 (typer options)
-    op: Annotated[list[str] | None, typer.Option("--op", help="Op to qualify (repeatable; default all).")] = None,
+    op: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--op", metavar="OP", help="Op to qualify (repeatable; default: the --shapes file's ops, or all)."
+        ),
+    ] = None,
     shapes: Annotated[
-        Path | None, typer.Option("--shapes", help='JSON file: {"op": [{"tokens": 8, "hidden": 4096}, ...]}.')
+        Path | None,
+        typer.Option("--shapes", metavar="FILE", help=f"JSON file of the shapes per op: {SHAPES_HELP}."),
     ] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="bfloat16, float16 or float32.")] = "bfloat16",
     trials: Annotated[int, typer.Option("--trials", min=2, help="Timed rounds, shuffled each.")] = 15,
-    warmup: Annotated[int, typer.Option("--warmup", min=0)] = 3,
+    warmup: Annotated[int, typer.Option("--warmup", min=0, help="Untimed calls per provider first.")] = 3,
     iters: Annotated[int, typer.Option("--iters", min=1, help="Calls timed together per round.")] = 10,
     margin: Annotated[float, typer.Option("--margin", min=0.0, max=0.9, help="Promotion margin.")] = 0.05,
-    out: Annotated[Path, typer.Option("--out", help="Evidence file to write.")] = Path("kernel-evidence.json"),
+    out: Annotated[
+        Path, typer.Option("--out", help="Evidence file to write (`kernels list --evidence FILE` reads it).")
+    ] = Path("kernel-evidence.json"),
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -108,8 +219,14 @@ def qualify(  # noqa: PLR0917 (typer options)
     ] = False,
     dsn: DsnOption = None,
     store_events: Annotated[
-        bool, typer.Option("--store/--no-store", help="Also insert the records into the store (--dsn).")
+        bool,
+        typer.Option(
+            "--store/--no-store",
+            help="Also record the results in the store: through --service while a service owns it, else at --dsn.",
+        ),
     ] = False,
+    service: ServiceOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Measure every provider per shape bucket here, gate on accuracy, promote only on evidence."""
     import torch
@@ -123,9 +240,20 @@ def qualify(  # noqa: PLR0917 (typer options)
             fail(f"--op {name}: unknown op; known: {', '.join(known)}")
     if dtype not in DTYPES:
         fail(f"--dtype {dtype}: expected one of {', '.join(sorted(DTYPES))}")
+    shape_map = _load_shapes(shapes, known) if shapes else None
+    if op and shape_map is not None:
+        if left_out := sorted(set(shape_map) - set(op)):
+            console.print(f"--shapes {shapes}: {', '.join(left_out)} left out (not among --op)")
+        if defaults := [name for name in op if name not in shape_map]:
+            console.print(f"--shapes {shapes}: no shapes for {', '.join(defaults)}; its default shapes are used")
+    if not dry_run and (out.is_dir() or not out.parent.is_dir()):  # before measuring, not after
+        fail(f"--out {out}: {'a directory' if out.is_dir() else 'its folder does not exist'}; name the evidence file")
+    if store_events and not dry_run and not service:
+        require_extra("service", "kernels qualify --store")
+    ops = tuple(op) if op else (tuple(shape_map) if shape_map else None)
     opts = kernels.QualifyOptions(
-        ops=tuple(op) if op else None,
-        shapes=_load_shapes(shapes, known) if shapes else None,
+        ops=ops,
+        shapes=shape_map,
         dtype=getattr(torch, DTYPES[dtype]),
         warmup=warmup,
         trials=trials,
@@ -136,45 +264,89 @@ def qualify(  # noqa: PLR0917 (typer options)
     try:
         result = kernels.qualify(reg, opts)
     except ValueError as exc:
-        fail(str(exc))
-    console.print(f"qualification on {result.environment.get('device')} · torch {result.environment.get('torch')}")
-    console.print(f"{'op':<24} {'shape':<34} {'provider':<10} {'median us':>11} {'95% CI':>24} {'TB/s':>6}  verdict")
-    for r in result.records:
-        if r.trials:
-            ci = f"[{r.ci_low_us:.2f}, {r.ci_high_us:.2f}]"
-            verdict = f"{r.decision} · {r.rule}, max err {r.max_abs_err:.3g}"
-            console.print(
-                f"{r.op:<24} {r.shape:<34} {r.provider:<10} {r.median_us:>11.2f} {ci:>24} {r.tb_s:>6.2f}  {verdict}"
-            )
-        else:
-            console.print(
-                f"{r.op:<24} {r.shape:<34} {r.provider:<10} {'':>11} {'':>24} {'':>6}  {r.status}: {r.detail}"
-            )
-    for c in result.changes:
-        verb = "would change" if dry_run else "changed"
-        console.print(f"{c.op} {c.bucket}: {verb} {' > '.join(c.before)} -> {' > '.join(c.after)} ({c.reason})")
-    if not result.changes:
-        console.print("no priority changed: no provider's evidence cleared the margin")
+        fail(f"--shapes {shapes}: {exc}" if shapes else str(exc))
+    _print_result(result, dry_run)
+    rejected = sorted(
+        {(r.op, r.shape) for r in result.records if r.provider == kernels.REFERENCE and r.status == "error"}
+    )
+    if rejected:
+        total = len({(r.op, r.shape) for r in result.records})
+        console.print(
+            f"{len(rejected)} of {total} shapes rejected: the op's reference cannot take them "
+            f"({', '.join(f'{o} {s}' for o, s in rejected)}); their rows say why, and the evidence keeps them"
+        )
     if dry_run:
         # --dry-run promises to change nothing: no evidence file, no store rows (the registry was left as is).
         console.print(f"dry run: would write evidence {result.digest()} to {out}")
         if store_events:
             console.print(f"dry run: would store {len(result.records)} qualification records")
         console.print("nothing written; run again without --dry-run to apply")
-        return
-    out.write_text(json.dumps(result.to_json(), indent=1, sort_keys=True))
-    console.print(f"evidence {result.digest()} written to {out}")
-    if store_events:
-        require_extra("service", "kernels qualify --store")
-        from inferensics.schema.store import Store, StoreError
+    else:
+        _write_evidence(result, out, store_events, dsn, service, token)
+    if rejected:
+        raise typer.Exit(1)
 
-        try:
-            with Store.open(dsn) as store:
-                store.migrate()
-                n = store.insert_events(result.events(socket.gethostname()))
-        except StoreError as exc:
-            fail(str(exc))
-        console.print(f"{n} qualification records stored in {store.dsn}")
+
+def _print_result(result: Any, dry_run: bool) -> None:
+    console.print(f"qualification on {result.environment.get('device')} · torch {result.environment.get('torch')}")
+    w = max([34, *(len(r.shape) for r in result.records)])
+    console.print(f"{'op':<24} {'shape':<{w}} {'provider':<10} {'median us':>11} {'95% CI':>24} {'TB/s':>6}  verdict")
+    for r in result.records:
+        if r.trials:
+            ci = f"[{r.ci_low_us:.2f}, {r.ci_high_us:.2f}]"
+            verdict = f"{r.decision} · {r.rule}, max err {r.max_abs_err:.3g}"
+            console.print(
+                f"{r.op:<24} {r.shape:<{w}} {r.provider:<10} {r.median_us:>11.2f} {ci:>24} {r.tb_s:>6.2f}  {verdict}"
+            )
+        else:
+            console.print(
+                f"{r.op:<24} {r.shape:<{w}} {r.provider:<10} {'':>11} {'':>24} {'':>6}  {r.status}: {r.detail}"
+            )
+    for c in result.changes:
+        verb = "would change" if dry_run else "changed"
+        console.print(f"{c.op} {c.bucket}: {verb} {' > '.join(c.before)} -> {' > '.join(c.after)} ({c.reason})")
+    if not result.changes:
+        measured = Counter((r.op, r.shape) for r in result.records if r.status == "measured")
+        if any(n > 1 for n in measured.values()):
+            console.print("no priority changed: no provider's evidence cleared the margin")
+        else:
+            console.print("no priority changed: at no shape could two providers run here to be compared (see above)")
+
+
+def _write_evidence(  # noqa: PLR0917 (the command's options)
+    result: Any, out: Path, store_events: bool, dsn: str | None, service: str | None, token: str | None
+) -> None:
+    try:
+        out.write_text(json.dumps(result.to_json(), indent=1, sort_keys=True))
+    except OSError as exc:
+        fail(f"--out {out}: cannot write the evidence ({exc.strerror or exc})")
+    console.print(f"evidence {result.digest()} written to {out}; `inferensics kernels list --evidence {out}` shows it")
+    if not store_events:
+        return
+    from inferensics.schema.events import KernelQualificationEvent
+
+    rows, table = result.events(socket.gethostname()), KernelQualificationEvent.TABLE.name
+    kept = f"the evidence file {out} is written"
+    if service:
+        from inferensics.cli.service_records import record_through_service
+
+        ok, line = record_through_service(service, token, rows, table)
+        if not ok:
+            fail(f"{len(rows)} qualification records {line} ({kept})")
+        console.print(f"{len(rows)} qualification records {line} through {service} (evidence_digest {result.digest()})")
+        return
+    from inferensics.schema.store import Store, StoreError
+
+    try:
+        with Store.open(dsn) as store:
+            store.migrate()
+            n = store.insert_events(rows)
+    except StoreError as exc:
+        fail(f"{exc} ({kept}; nothing was stored)")
+    console.print(
+        f"{n} qualification records stored in {store.dsn} (table {store.database}.{table}, "
+        f"evidence_digest {result.digest()})"
+    )
 
 
 def register(root: typer.Typer) -> None:

@@ -59,7 +59,8 @@ class DecisionLog:
         self._lock = threading.Lock()
         self.decisions: dict[tuple[str, str, bool], Decision] = {}
         self.calls: Counter[tuple[str, str]] = Counter()
-        """Calls per ``(op, provider)``."""
+        """Eager calls served per ``(op, provider)``. A compiled graph runs its provider's code without the
+        dispatcher, so its calls are not counted here; its decisions (``compiled``) say what it holds."""
         self.failures: Counter[tuple[str, str]] = Counter()
         """Exceptions raised per ``(op, provider)``; each took the provider out for that signature."""
         self.fallbacks: Counter[str] = Counter()

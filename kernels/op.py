@@ -218,9 +218,11 @@ class SemanticOp:
                 self._quarantine(decision, exc)
                 continue
             self.log.record(decision)
-            self.log.count_call(self.name, decision.provider)
             if ctx.compiling:
+                # A trace, not a call: the graph runs the provider's code without passing through here again.
                 self._emit(decision)
+            else:
+                self.log.count_call(self.name, decision.provider)
             return out
 
     def _quarantine(self, decision: Decision, exc: Exception) -> None:

@@ -25,9 +25,12 @@ import torch
 from inferensics.kernels.op import REFERENCE, SemanticOp
 from inferensics.kernels.registry import Registry, canonical_digest, environment
 from inferensics.kernels.requirements import CallContext
-from inferensics.kernels.samples import bytes_moved, default_shapes, make_args, shape_label
+from inferensics.kernels.samples import bytes_moved, default_shapes, make_args, shape_label, shape_problem
 from inferensics.kernels.tolerance import compare
 from inferensics.schema.events import KernelQualificationEvent
+
+EVIDENCE_KIND = "inferensics.kernels.qualification"
+"""``kind`` of an evidence file (:meth:`QualifyResult.to_json`), which ``inferensics kernels list --evidence`` reads."""
 
 BATCH_INVARIANT_OPS = frozenset({"rms_norm", "fused_add_rms_norm"})
 """Ops whose rows are independent, so a batch-invariant provider must give row 0 the same bits alone."""
@@ -153,7 +156,7 @@ class QualifyResult:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready evidence (``digest`` covers records, changes, environment and options)."""
         body = {
-            "kind": "inferensics.kernels.qualification",
+            "kind": EVIDENCE_KIND,
             "ts": self.ts.isoformat(),
             "environment": self.environment,
             "options": self.options,
@@ -344,16 +347,24 @@ def qualify(registry: Registry, opts: QualifyOptions | None = None) -> QualifyRe
         k: (str(v).removeprefix("torch.") if isinstance(v, torch.dtype) else v) for k, v in asdict(opts).items()
     }
     result.options["device"] = str(device)
-    for name in names:
-        op = registry.op(name)
-        shapes = (opts.shapes or {}).get(name) or default_shapes(name, device)
+    plan = [(registry.op(name), (opts.shapes or {}).get(name) or default_shapes(name, device)) for name in names]
+    # Every shape is checked before any is measured: a typo in the last one must not cost the run before it.
+    rejects = [
+        f"{op.name}[{i}] {shape_label(shape) if isinstance(shape, dict) else repr(shape)}: {why}"
+        for op, shapes in plan
+        for i, shape in enumerate(shapes)
+        if (why := shape_problem(op.name, shape)) is not None
+    ]
+    if rejects:
+        total = sum(len(shapes) for _, shapes in plan)
+        raise ValueError(f"{len(rejects)} of {total} shapes rejected, nothing measured: {'; '.join(rejects)}")
+    for op, shapes in plan:
         for shape in shapes:
             records, change = _qualify_shape(op, shape, opts, device, rng)
             result.records.extend(records)
             if change is not None:
                 result.changes.append(change)
-    digest = canonical_digest([asdict(r) for r in result.records])
     if opts.apply and result.changes:
-        registry.evidence.append(digest)
+        registry.evidence.append(result.digest())  # the digest the evidence file and the stored records carry
     result.state = registry.state()
     return result

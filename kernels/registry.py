@@ -34,7 +34,8 @@ class Registry:
         self.ops: dict[str, SemanticOp] = {op.name: op for op in ops}
         self.log = log
         self.evidence: list[str] = []
-        """Digests of the qualification evidence that changed the policy, in order."""
+        """Digests of the qualification evidence that changed the policy, in order (each the ``digest`` of its
+        evidence file and the ``evidence_digest`` of its stored records)."""
 
     def op(self, name: str) -> SemanticOp:
         """The op called ``name``; ``KeyError`` names the known ones."""

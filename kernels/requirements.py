@@ -47,6 +47,15 @@ class CallContext:
         cap = torch.cuda.get_device_capability(index) if torch.cuda.is_available() else None
         return CallContext("cuda", cap, compiling, f"cuda:{index}")
 
+    @staticmethod
+    def here() -> CallContext:
+        """The context of an eager call on this host's default device (the current CUDA device when there is
+        one, else the CPU, or Triton's interpreter when enabled)."""
+        if torch.cuda.is_available():
+            index = torch.cuda.current_device()
+            return CallContext("cuda", torch.cuda.get_device_capability(index), False, f"cuda:{index}")
+        return CallContext.of(())
+
 
 @dataclass(frozen=True, slots=True)
 class Requirements:
@@ -72,16 +81,24 @@ class Requirements:
     checks: tuple[ShapeCheck, ...] = field(default_factory=tuple)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def supports(self, args: Sequence[Any], ctx: CallContext) -> tuple[bool, str]:
-        """``(True, "")`` when a call with ``args`` in ``ctx`` meets every requirement, else ``(False, why)``."""
+    def platform_problem(self, ctx: CallContext) -> str | None:
+        """Why no call in ``ctx`` can meet the platform and capability requirements, or ``None`` (what
+        ``inferensics kernels list`` shows for this host, before any arguments are known)."""
         platform_ok = ctx.platform in self.platforms or (ctx.platform == "interpreter" and "cpu" in self.platforms)
         if not platform_ok:
-            return False, f"platform {ctx.platform} not in {sorted(self.platforms)}"
+            return f"platform {ctx.platform} not in {sorted(self.platforms)}"
         if ctx.platform == "interpreter" and "cpu" not in self.platforms and ctx.compiling:
-            return False, "Triton's interpreter cannot run inside a compiled graph"
+            return "Triton's interpreter cannot run inside a compiled graph"
         too_old = ctx.capability is None or ctx.capability < (self.min_capability or (0, 0))
         if self.min_capability is not None and ctx.platform == "cuda" and too_old:
-            return False, f"compute capability {ctx.capability} below {self.min_capability}"
+            return f"compute capability {ctx.capability} below {self.min_capability}"
+        return None
+
+    def supports(self, args: Sequence[Any], ctx: CallContext) -> tuple[bool, str]:
+        """``(True, "")`` when a call with ``args`` in ``ctx`` meets every requirement, else ``(False, why)``."""
+        problem = self.platform_problem(ctx)
+        if problem is not None:
+            return False, problem
         if self.compiled == "eager" and ctx.compiling:
             return False, "eager only, and a compiler is tracing this call"
         if self.compiled == "compiled" and not ctx.compiling:

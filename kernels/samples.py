@@ -39,6 +39,38 @@ CPU_SHAPES: dict[str, list[dict[str, int]]] = {
 """Small shapes for CPU and Triton's interpreter."""
 
 
+SHAPE_FIELDS: dict[str, tuple[str, ...]] = {
+    "rms_norm": ("tokens", "hidden"),
+    "fused_add_rms_norm": ("tokens", "hidden"),
+    "silu_mul": ("tokens", "hidden"),
+    "rotary_embedding": ("tokens", "heads", "head_dim"),
+    "paged_decode_attention": ("batch", "context", "q_heads", "kv_heads", "head_dim", "page"),
+}
+"""The fields of each op's shape, all of them required (``make_args`` reads these and nothing else)."""
+
+
+def shape_problem(op: str, shape: Any) -> str | None:
+    """Why ``shape`` is not a shape of ``op`` (a missing, unknown or non-integer field), or ``None``."""
+    fields = SHAPE_FIELDS.get(op)
+    if fields is None:
+        return f"no sample arguments for op {op!r}"
+    if not isinstance(shape, dict):
+        return f"expected an object with {', '.join(fields)}, got {type(shape).__name__}"
+    problems = []
+    missing = [f for f in fields if f not in shape]
+    if missing:
+        problems.append("lacks " + ", ".join(missing))
+    unknown = [str(k) for k in shape if k not in fields]
+    if unknown:
+        problems.append("has unknown " + ", ".join(unknown))
+    bad = [f"{k}={v!r}" for k, v in shape.items() if k in fields and (type(v) is not int or v < 0)]
+    if bad:
+        problems.append(
+            ", ".join(bad) + (" is not a non-negative integer" if len(bad) == 1 else " are not non-negative integers")
+        )
+    return f"{' and '.join(problems)} ({op} takes {', '.join(fields)})" if problems else None
+
+
 def default_shapes(op: str, device: torch.device) -> list[dict[str, int]]:
     """The shapes qualification uses for ``op`` on ``device`` when none are given."""
     return (GPU_SHAPES if device.type == "cuda" else CPU_SHAPES).get(op, [])
@@ -49,11 +81,11 @@ def shape_label(shape: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in shape.items())
 
 
-def _need(shape: dict[str, int], *keys: str) -> list[int]:
-    missing = [k for k in keys if k not in shape]
-    if missing:
-        raise ValueError(f"shape {shape_label(shape)} lacks {', '.join(missing)}")
-    return [int(shape[k]) for k in keys]
+def _need(op: str, shape: dict[str, int]) -> list[int]:
+    problem = shape_problem(op, shape)
+    if problem is not None:
+        raise ValueError(f"shape {shape_label(shape)}: {problem}")
+    return [int(shape[k]) for k in SHAPE_FIELDS[op]]
 
 
 def make_args(
@@ -67,21 +99,21 @@ def make_args(
         return (torch.randn(size, generator=g) * scale).to(device=device, dtype=dtype)
 
     if op in ("rms_norm", "fused_add_rms_norm"):
-        t, h = _need(shape, "tokens", "hidden")
+        t, h = _need(op, shape)
         weight = 1.0 + randn(h, scale=0.1)
         if op == "rms_norm":
             return randn(t, h), weight, 1e-6
         return randn(t, h), randn(t, h), weight, 1e-6
     if op == "silu_mul":
-        t, h = _need(shape, "tokens", "hidden")
+        t, h = _need(op, shape)
         return (randn(t, 2 * h, scale=2.0),)
     if op == "rotary_embedding":
-        t, heads, d = _need(shape, "tokens", "heads", "head_dim")
+        t, heads, d = _need(op, shape)
         freqs = 1.0 / (10000.0 ** (torch.arange(d // 2, dtype=torch.float32) / (d // 2)))
         angles = torch.outer(torch.arange(t, dtype=torch.float32) * 7 % 4096, freqs)
         return randn(t, heads, d), angles.cos().to(device), angles.sin().to(device)
     if op == "paged_decode_attention":
-        b, ctx, hq, hkv, d, page = _need(shape, "batch", "context", "q_heads", "kv_heads", "head_dim", "page")
+        b, ctx, hq, hkv, d, page = _need(op, shape)
         per_seq = -(-ctx // page)
         pages = b * per_seq
         # Pages of each sequence scattered over the cache (a random permutation), as an allocator leaves them.

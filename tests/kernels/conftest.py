@@ -31,3 +31,19 @@ def _triton_interpreter() -> Iterator[None]:
 def device() -> torch.device:
     """The device the differential suite runs on."""
     return torch.device("cuda" if HAS_CUDA else "cpu")
+
+
+@pytest.fixture
+def restored_registry() -> Iterator[None]:
+    """Puts the process registry's policy and evidence back after a test that qualifies or applies evidence
+    through the command line (it runs in this process)."""
+    from inferensics import kernels
+
+    reg = kernels.registry()
+    saved, evidence = reg.policy(), list(reg.evidence)
+    yield
+    for op in reg.ops.values():
+        op.bucket_priority.clear()
+        op.refused.clear()
+    reg.apply_policy(saved)
+    reg.evidence[:] = evidence

@@ -6,10 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+import torch
+from typer.testing import CliRunner, Result
 
 from inferensics.cli.app import app
+from inferensics.cli.kernels_commands import SHAPES_HELP
+from inferensics.kernels.requirements import INTERPRETER_ENV
+from inferensics.kernels.samples import SHAPE_FIELDS
 from inferensics.schema.store import Store
+from tests.polling import poll
 
 pytestmark = [
     # Raised inside Inductor's own imports (torch 2.11 and 2.13); fatal under filterwarnings=error.
@@ -33,6 +38,7 @@ def test_list_shows_ops_providers_requirements_and_status() -> None:
     assert set(state["ops"]) >= {"rms_norm", "silu_mul"}
 
 
+@pytest.mark.usefixtures("restored_registry")
 def test_qualify_writes_evidence_and_stores_records(tmp_path: Path, store_dsn: str) -> None:
     shapes = tmp_path / "shapes.json"
     shapes.write_text(json.dumps({"rms_norm": [{"tokens": 2, "hidden": 32}]}))
@@ -88,3 +94,137 @@ def test_bad_shapes_file_and_unknown_op_say_what_is_wrong(tmp_path: Path) -> Non
     result = runner.invoke(app, ["kernels", "qualify", "--op", "gelu"])
     assert result.exit_code == 2
     assert "--op gelu: unknown op" in result.output
+
+
+def _qualify(*args: str) -> Result:
+    return runner.invoke(app, ["kernels", "qualify", "--trials", "2", "--warmup", "0", "--iters", "1", *args])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="what a CPU host without the interpreter shows")
+def test_list_says_what_cannot_serve_on_this_host_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(INTERPRETER_ENV, raising=False)
+    result = runner.invoke(app, ["kernels", "list"])
+    assert result.exit_code == 0, result.output
+    rms = result.output[result.output.index("\nrms_norm") : result.output.index("\nrotary_embedding")]
+    # Under its row, each provider that cannot serve here says so; the priority list alone read as if it could.
+    assert "  triton     triton " in rms
+    assert "unavailable on this host: platform cpu not in ['cuda', 'interpreter']" in rms
+    assert "compiled graphs only here (eager calls: platform cpu not in ['cuda'])" in rms
+    assert f"TRITON_INTERPRET=1 {INTERPRETER_ENV}=1" in result.output
+    # The tolerance a tolerant provider (the batch-invariant Triton RMSNorm) is held to, not only the exact rule.
+    assert "close for the others (" in rms
+    assert "bfloat16 atol=0.01 rtol=0.01" in rms
+    here = json.loads(runner.invoke(app, ["kernels", "list", "--json"]).output)["available_here"]
+    assert here["rms_norm"]["reference"] == ""
+    assert here["rms_norm"]["triton"].startswith("unavailable on this host")
+
+
+@pytest.mark.usefixtures("restored_registry")
+def test_list_shows_the_evidence_file_qualify_wrote(tmp_path: Path) -> None:
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps({"silu_mul": [{"tokens": 2, "hidden": 8}]}))
+    out = tmp_path / "evidence.json"
+    result = _qualify("--shapes", str(shapes), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert f"`inferensics kernels list --evidence {out}` shows it" in result.output
+    doc = json.loads(out.read_text())
+    result = runner.invoke(app, ["kernels", "list", "--evidence", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"evidence {doc['digest']} from {out}" in result.output
+    silu = result.output[result.output.index("\nsilu_mul") :]
+    assert "  evidence records:" in silu
+    assert "    tokens=2,hidden=8  reference " in silu
+    assert "    tokens=2,hidden=8  triton " in silu
+    # Its priorities applied: the registry reads as the qualifying process left it, down to the digest, and the
+    # evidence it names is the file's (the digest its stored records carry).
+    assert f"registry digest {doc['registry']['digest']}" in result.output
+    assert doc["registry"]["evidence"] in ([], [doc["digest"]])
+    for bad, why in (("nope.json", "cannot read it (No such file"), (str(shapes), "not a qualification evidence")):
+        result = runner.invoke(app, ["kernels", "list", "--evidence", bad])
+        assert result.exit_code == 2
+        assert why in result.output
+        assert "Traceback" not in result.output
+
+
+def test_qualify_checks_every_shape_before_measuring_any(tmp_path: Path) -> None:
+    shapes = tmp_path / "shapes.json"
+    good, wrong, negative = {"tokens": 2, "hidden": 8}, {"tokens": 2, "hidden_size": 8}, {"tokens": -1, "hidden": 8}
+    shapes.write_text(json.dumps({"rms_norm": [good, wrong], "silu_mul": [negative]}))
+    out = tmp_path / "evidence.json"
+    result = _qualify("--shapes", str(shapes), "--out", str(out))
+    assert result.exit_code == 2
+    assert result.output.count("error:") == 1
+    assert "2 of 3 shapes rejected, nothing measured" in result.output
+    assert "rms_norm[1] tokens=2,hidden_size=8: lacks hidden and has unknown hidden_size" in result.output
+    assert "(rms_norm takes tokens, hidden)" in result.output
+    assert "silu_mul[0] tokens=-1,hidden=8: tokens=-1 is not a non-negative integer" in result.output
+    assert "qualification on" not in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+    result = _qualify("--shapes", str(tmp_path / "missing.json"))
+    assert result.exit_code == 2
+    assert "cannot read it (No such file or directory)" in result.output
+
+
+def test_qualify_refuses_an_unwritable_out_before_measuring(tmp_path: Path) -> None:
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps({"silu_mul": [{"tokens": 2, "hidden": 8}]}))
+    for out, why in ((tmp_path / "no" / "e.json", "its folder does not exist"), (tmp_path, "a directory")):
+        result = _qualify("--shapes", str(shapes), "--out", str(out))
+        assert result.exit_code == 2, result.output
+        assert f"--out {out}: {why}" in result.output
+        assert "qualification on" not in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.usefixtures("restored_registry")
+def test_a_shape_the_op_cannot_take_is_a_counted_reject_and_the_rest_kept(tmp_path: Path) -> None:
+    shapes = tmp_path / "shapes.json"
+    odd_rotary = {"tokens": 4, "heads": 2, "head_dim": 5}  # the reference's cos/sin halves cannot pair up
+    shapes.write_text(json.dumps({"rotary_embedding": [odd_rotary], "silu_mul": [{"tokens": 2, "hidden": 8}]}))
+    out = tmp_path / "evidence.json"
+    result = _qualify("--shapes", str(shapes), "--out", str(out))
+    assert result.exit_code == 1, result.output
+    assert "1 of 2 shapes rejected: the op's reference cannot take them" in result.output
+    assert "rotary_embedding tokens=4,heads=2,head_dim=5" in result.output
+    doc = json.loads(out.read_text())
+    # Only the file's ops (not every op at its default shapes), the reject's rows kept beside the good shape's.
+    assert {r["op"] for r in doc["records"]} == {"rotary_embedding", "silu_mul"}
+    rotary = {r["provider"]: r for r in doc["records"] if r["op"] == "rotary_embedding"}
+    assert rotary["reference"]["status"] == "error"
+    assert any(r["status"] == "measured" for r in doc["records"] if r["op"] == "silu_mul")
+
+
+def test_the_shapes_help_names_each_ops_fields() -> None:
+    for op, fields in SHAPE_FIELDS.items():
+        assert f"{', '.join(fields)} (" in SHAPES_HELP
+        assert op in SHAPES_HELP
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("restored_registry")
+def test_qualify_stores_its_records_through_the_service_that_owns_the_store(tmp_path: Path) -> None:
+    from tests.collector.service.harness import ADMIN, INGEST, new_service
+
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps({"silu_mul": [{"tokens": 2, "hidden": 8}]}))
+    out = tmp_path / "evidence.json"
+    (tmp_path / "svc").mkdir()
+    with new_service(tmp_path / "svc", via_cli=True) as service:
+        # The store is the service's: opening it directly is refused, so the records go through its API.
+        args = ["--shapes", str(shapes), "--out", str(out), "--store", "--service", service.url]
+        result = _qualify(*args, "--token", INGEST)
+        assert result.exit_code == 0, result.output
+        assert "qualification records recorded in kernel_qualifications through" in result.output
+        digest = json.loads(out.read_text())["digest"]
+        client = service.client(ADMIN)
+
+        def stored() -> list[str]:
+            frame = client.sql("SELECT DISTINCT evidence_digest FROM inferensics.kernel_qualifications")
+            return [str(d) for d in frame["evidence_digest"].to_list()]
+
+        assert poll(stored, bool, timeout=60) == [digest]
+        result = _qualify(*args, "--token", "wrong")
+        assert result.exit_code == 2
+        assert "not recorded in kernel_qualifications" in result.output
+        assert f"(the evidence file {out} is written)" in result.output

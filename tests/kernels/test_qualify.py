@@ -135,3 +135,27 @@ def test_the_reference_winning_demotes_the_incumbent_and_stays_last(silu_mul: ke
     assert change is not None
     assert change.after == ["reference"]
     assert replace(records["reference"]).decision == "promoted"
+
+
+def test_the_registry_names_its_evidence_by_the_digest_the_file_and_the_records_carry(
+    silu_mul: kernels.SemanticOp,
+) -> None:
+    silu_mul.register(Provider("planted_wrong", "vendor", lambda x: x[..., : x.shape[-1] // 2] * 0, Requirements()))
+    result = kernels.qualify(kernels.registry(), QualifyOptions(ops=("silu_mul",), shapes=SHAPES, **QUICK))
+    assert result.changes  # the refusal changed the policy: the registry records the evidence behind it
+    assert kernels.registry().evidence[-1] == result.digest() == result.to_json()["digest"]
+    assert {e.evidence_digest for e in result.events("h")} == {kernels.registry_state()["evidence"][-1]}
+
+
+def test_every_shape_is_checked_before_any_is_measured(silu_mul: kernels.SemanticOp) -> None:
+    served: list[int] = []
+
+    def counting(x: torch.Tensor) -> torch.Tensor:
+        served.append(x.shape[0])
+        return F.silu(x[..., : x.shape[-1] // 2]) * x[..., x.shape[-1] // 2 :]
+
+    silu_mul.register(Provider("planted_counting", "vendor", counting, Requirements(accuracy="exact")))
+    shapes = {"silu_mul": [{"tokens": 3, "hidden": 64}, {"tokens": 3, "intermediate": 64}]}
+    with pytest.raises(ValueError, match=r"^1 of 2 shapes rejected, nothing measured: silu_mul\[1\] .*lacks hidden"):
+        kernels.qualify(kernels.registry(), QualifyOptions(ops=("silu_mul",), shapes=shapes, **QUICK))
+    assert served == []

@@ -96,6 +96,27 @@ def test_a_provider_that_raises_is_quarantined_for_that_signature_counted_and_th
     assert op.log.snapshot()[-1].provider == "broken"
 
 
+# Raised inside Inductor's own imports (torch 2.11 and 2.13); fatal under filterwarnings=error.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_calls_count_eager_calls_not_the_passes_of_a_compile() -> None:
+    op = _op()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = op(x) + 1
+        return out
+
+    compiled = torch.compile(f, backend="inductor", dynamic=False)
+    for _ in range(4):
+        torch.testing.assert_close(compiled(torch.ones(2, 4)), torch.full((2, 4), 3.0))
+    # Tracing passed through the dispatcher (a compiled decision is recorded); the four calls ran the graph.
+    assert [d.compiled for d in op.log.snapshot()] == [True]
+    assert op.log.stats()["calls"] == {}
+    op(torch.ones(2, 4))
+    op(torch.ones(2, 4))
+    assert op.log.stats()["calls"] == {f"{op.name}/reference": 2}
+
+
 def test_the_reference_raising_is_the_callers_error() -> None:
     with pytest.raises(ValueError, match="even last dimension"):
         kernels.silu_mul(torch.ones(2, 3))
