@@ -141,6 +141,40 @@ def make_model(spec: BuildSpec) -> tuple[Any, Callable[[tuple[int, ...]], tuple[
     return model, lambda shape: (torch.randn(shape, generator=gen).to(device),)
 
 
+def refuse_unrunnable_shapes(spec: BuildSpec, model: Any, make_inputs: Callable[[tuple[int, ...]], Any]) -> None:
+    """Run each shape's example inputs eagerly, after a build failed: a shape the model cannot take (or an
+    inputs function that raises) is the user's input, said in one line, not Dynamo's traceback.
+
+    Raises:
+        BundleError: ``bad_input``, naming the first shape that does not run and the error.
+    """
+    if spec.inputs:
+        source = f"--inputs {spec.inputs}"
+    elif callable(getattr(model, "example_inputs", None)):
+        source = "the model's example_inputs"
+    else:
+        source = "torch.randn inputs of that shape (the default; --inputs module:function gives others)"
+    for s in spec.shapes.shapes:
+        try:
+            inputs = make_inputs(s.shape)
+        except Exception as exc:
+            raise BundleError("bad_input", f"{source} raised for shape {list(s.shape)}: {_said(exc)}") from None
+        try:
+            with torch.inference_mode():
+                model(*inputs)
+        except Exception as exc:
+            raise BundleError(
+                "bad_input",
+                f"the model cannot run shape {list(s.shape)} with {source}, not even eagerly: {_said(exc)}; "
+                "fix the shapes file or the inputs function",
+            ) from None
+
+
+def _said(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
 def _aoti_members(path: Path) -> dict[str, str]:
     try:
         with zipfile.ZipFile(path) as z:
@@ -193,9 +227,14 @@ def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None =
     patches = {**torch_adapter.mode_options(spec.mode), **dict(spec.options)}
     compile_args = spec.compile_args()
     shapes = [(s.shape, s.shape) for s in spec.shapes.shapes]
-    main = run_policy(
-        "as built", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches, repeats=spec.repeats
-    )
+    try:
+        main = run_policy(
+            "as built", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches,
+            repeats=spec.repeats,
+        )  # fmt: skip
+    except Exception:
+        refuse_unrunnable_shapes(spec, model, make_inputs)
+        raise  # the model runs every shape eagerly: a compiler failure, as torch said it
     warm = run_policy(
         "with bundle", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches,
         repeats=1, blob=main.blob,

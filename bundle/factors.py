@@ -9,6 +9,7 @@ arguments, Dynamo/Inductor/functorch/compiler settings that differ from defaults
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.metadata
 import inspect
@@ -60,8 +61,9 @@ def weights(model: Any) -> dict[str, Any]:
         dtypes.add(str(t.dtype))
         numel += t.numel()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        if t.numel():
-            h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
+        if t.numel():  # the bytes through ctypes, not numpy: a GPU host's replay may have no numpy
+            raw = t.view(-1).view(torch.uint8)
+            h.update(ctypes.string_at(raw.data_ptr(), raw.numel()))
     return {"digest": h.hexdigest(), "tensors": len(state), "parameters": numel, "dtypes": sorted(dtypes)}
 
 

@@ -183,12 +183,18 @@ class BundleSession:
         graphs', and this process's settings, compiler versions, customisations and target."""
         out: list[str] = []
         kinds = input_kinds(g.inputs)
+        same_inputs = [r for r in self._by_signature.values() if r.inputs == g.inputs]
         same_code = [
             r
             for r in self._by_signature.values()
             if (g.graph_code and r.graph_code == g.graph_code) or input_kinds(r.inputs) == kinds
         ]
-        if same_code:
+        if g.graph_code and same_inputs and all(r.graph_code and r.graph_code != g.graph_code for r in same_inputs):
+            # Inputs the bundle qualified, traced to another graph: the shapes are not what differs.
+            out.append(
+                "code: the bundle holds another graph for these inputs (the model's code changed since the build)"
+            )
+        elif same_code:
             qualified = sorted({r.inputs for r in same_code})
             shown = " | ".join(qualified[:3]) + (" …" if len(qualified) > 3 else "")
             out.append(f"accepted_shapes: inputs {g.inputs} not qualified (bundle: {shown})")
@@ -204,7 +210,11 @@ class BundleSession:
             diffs: list[str] = []
             changed_here, _ = torch_adapter.compiler_settings()
             built = ident.get("settings", {}).get("changed", {})
+            # This runs inside the compile, which set what the bundle's own dynamic= sets: not a difference.
+            patched = torch_adapter.dynamic_patches(ident.get("settings", {}).get("compile", {}).get("dynamic"))
             for k in sorted(set(built) | set(changed_here)):
+                if k in patched and k not in built and changed_here.get(k) == patched[k]:
+                    continue
                 if built.get(k) != changed_here.get(k):
                     diffs.append(f"settings.{k}: {built.get(k)!r} → {changed_here.get(k)!r}")
             threads = ident.get("settings", {}).get("cpu_threads")

@@ -138,6 +138,16 @@ def apply_settings(settings: Mapping[str, Any]) -> list[str]:
     return skipped
 
 
+def dynamic_patches(dynamic: bool | None) -> dict[str, Any]:
+    """Settings ``torch.compile(dynamic=...)`` sets while it compiles (``make_set_enable_dynamic`` in
+    ``torch._dynamo.eval_frame``): read inside a compile they differ from a build's, which reads them outside."""
+    if dynamic is None:
+        return {}
+    if dynamic:
+        return {"dynamo.assume_static_by_default": False}
+    return {"dynamo.automatic_dynamic_shapes": False, "dynamo.assume_static_by_default": True}
+
+
 def mode_options(mode: str | None) -> dict[str, Any]:
     """Inductor options a ``torch.compile`` mode stands for."""
     if mode in (None, "default"):

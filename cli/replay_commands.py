@@ -23,6 +23,11 @@ CAPTURE_HINT = (
     "rest, once capture is on (it is off by default: instrument(..., config=SdkConfig(capture=CaptureRules("
     "enabled=True, rate=0.01))), both from inferensics.collector); this request was none of those"
 )
+UNSAMPLED_HINT = (
+    "its output was not fingerprinted (fp_status unsampled: a host fingerprints one CPU output in 32 unless "
+    "SdkConfig(fingerprint_rate=1.0)), so a non-finite output could not be seen to capture it: serve with "
+    "SdkConfig(capture=CaptureRules(enabled=True), fingerprint_rate=1.0) to capture such requests"
+)
 BUNDLES_ENV = "INFERENSICS_BUNDLES"
 """A folder of bundles (``<bundle_id>/`` or ``<bundle_id>.tar``) replay may take a request's bundle from."""
 
@@ -77,10 +82,8 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
             target = export or Path(tempfile.mkdtemp(prefix="inferensics-pack-"))
             pack = _assemble(client, request_id, target, bundle)
             if export is not None:
-                typer.echo(
-                    f"wrote pack {export}: replay it with `inferensics replay --pack {export}` "
-                    "(needs torch and pydantic only)"
-                )
+                command = _pack_command(export, keyring)
+                typer.echo(f"wrote pack {export}: replay it with `{command}` (needs torch and pydantic only)")
                 return
         verdict = _run_fresh(pack, device=device, out=out, keyring=keyring, allow_incompatible=allow_incompatible)
         from inferensics.replay import Verdict
@@ -98,10 +101,25 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
             client.close()
 
 
+def _pack_command(pack: Path, keyring: str | None) -> str:
+    """The command that replays an exported pack, with the keyring this one was given (the pack's bundle is
+    verified again there)."""
+    import shlex
+
+    from inferensics.bundle.keys import KEYRING_ENV
+
+    command = f"inferensics replay --pack {shlex.quote(str(pack))}"
+    if keyring:
+        return f"{command} --keyring {shlex.quote(keyring)}"
+    return command if os.environ.get(KEYRING_ENV) else f"{command} --keyring BUILDER.pub"
+
+
 def _assemble(client: Any, request_id: str, target: Path, bundle: Path | None) -> Path:
     """Build the pack from the service: the request record, its captured inputs, the bundle."""
     from inferensics.collector.client import ServiceError
     from inferensics.replay import write_pack
+    from inferensics.schema import columns as col
+    from inferensics.schema.events import FP_UNSAMPLED
 
     try:
         detail = client.query("request_detail", request_id=request_id)
@@ -110,10 +128,11 @@ def _assemble(client: Any, request_id: str, target: Path, bundle: Path | None) -
     if detail.is_empty():
         fail(f"no request {request_id!r} in the store: check the id")
     row = {k: _plain(v) for k, v in detail.row(0, named=True).items()}
-    if not row.get("capture_blob"):
-        fail(f"request {request_id} has no captured inputs; {CAPTURE_HINT}")
+    if not row.get(col.CAPTURE_BLOB):
+        why = UNSAMPLED_HINT if row.get(col.FP_STATUS) == FP_UNSAMPLED else CAPTURE_HINT
+        fail(f"request {request_id} has no captured inputs; {why}")
     try:
-        inputs = client.get_blob(row["capture_blob"])
+        inputs = client.get_blob(row[col.CAPTURE_BLOB])
     except ServiceError as exc:
         fail(f"the captured inputs of {request_id} cannot be fetched ({exc.message}): they may have expired")
     bundle_dir = _bundle_dir(str(row.get("bundle_id", "")), bundle, target.parent, client)
@@ -196,8 +215,28 @@ def _run_fresh(
             if line
             else f"replay failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}"
         )
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = verdict_of(proc.stdout)
+    if result is None:
+        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+        fail(
+            f"replay printed no verdict (its last line: {last[:300]}); "
+            f"`{sys.executable} -m inferensics.replay --pack {pack}` shows all it prints"
+        )
     return result
+
+
+def verdict_of(stdout: str) -> dict[str, Any] | None:
+    """The verdict the executor printed as its JSON line: the last line that is a JSON object, so that output
+    after it (a model module printing at exit, a compiler's native output on the same descriptor) is skipped."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                found = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(found, dict) and "category" in found:
+                return found
+    return None
 
 
 def _record(client: Any, verdict: Any, token: str | None) -> None:

@@ -84,7 +84,8 @@ def replay_pack(
 
     Raises:
         ReplayError: a bundle that fails verification, an incompatible device (without
-            ``allow_incompatible``), a pack without a bundle.
+            ``allow_incompatible``), a pack without a bundle, a bundle other than the one that served the
+            request, a model factory that gives other weights than the bundle's.
     """
     from inferensics import bundle as b
     from inferensics.bundle import customisations as custom
@@ -118,6 +119,12 @@ def replay_pack(
             raise ReplayError(str(again)) from None
         custom.install(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
         recompiled = f"recompiled from the recorded configuration (--allow-incompatible): {exc}"
+    served_by = str(pack.meta.get("bundle_id") or "")
+    if served_by and served_by != manifest.bundle_id:
+        raise ReplayError(
+            f"the bundle given is {manifest.bundle_id[:16]} ({manifest.name}), but request {pack.request_id} was "
+            f"served by bundle {served_by[:16]}: pass the bundle that served it (--bundle DIR)"
+        )
     model_rec = manifest.identity.get("model", {})
     try:
         factory = resolve(model_rec["factory"], "model")
@@ -129,6 +136,7 @@ def replay_pack(
     model = factory(**dict(model_rec.get("args", {})))
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
+    _check_weights(model, manifest)
     inputs = {k: v.to(device) for k, v in pack.inputs().items()}
     call = _model_call(model, inputs)
     compile_args = dict(manifest.identity.get("settings", {}).get("compile", {}))
@@ -218,8 +226,29 @@ def replay_pack(
             request_id=pack.request_id,
             pack_digest=report.digest_of(pack.meta),
             compile_kwargs=compile_kwargs,
+            customisations=manifest.identity.get("customisations", []),
         )
     return final
+
+
+def _check_weights(model: Any, manifest: Any) -> None:
+    """The factory must give the weights the bundle was built with (and, so, served with): a factory that does
+    not seed its random weights, or loads another checkpoint, would replay other arithmetic than served.
+
+    Raises:
+        ReplayError: the weights' digest differs from the manifest's.
+    """
+    from inferensics.bundle.factors import weights
+
+    recorded = str(manifest.identity.get("weights", {}).get("digest", ""))
+    here = weights(model)["digest"] if isinstance(model, torch.nn.Module) else ""
+    if recorded and here and here != recorded:
+        factory = manifest.identity.get("model", {}).get("factory", "")
+        raise ReplayError(
+            f"{factory} gives other weights than bundle {manifest.bundle_id[:16]} was built with (digest {here[:12]}, "
+            f"bundle {recorded[:12]}): replay needs the weights that served; make the factory deterministic "
+            "(torch.manual_seed before building the model, or load the same checkpoint)"
+        )
 
 
 def _customisation_of(manifest: Any, category: str, op: str) -> dict[str, Any]:

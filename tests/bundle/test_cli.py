@@ -56,6 +56,23 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     _one_line_error(["bundle", "keygen", "--out", str(tmp_path / "k")], "already exists")
 
 
+def test_a_shape_the_model_cannot_take_is_one_line(tmp_path: Path) -> None:
+    """A shapes file with a shape the model cannot take (a typo, another hidden size) printed ~190 lines of
+    Dynamo's traceback from inside the compile; it is the user's input: one line naming the shape."""
+    priv, _, _ = b.generate_key(tmp_path / "k")
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text('{"shapes": [{"shape": [2, 8]}, {"shape": [2, 5]}]}')
+    args = ["bundle", "build", "--model", "tests.bundle.models:tiny_mlp", "--inputs", "tests.bundle.models:inputs",
+            "--shapes", str(shapes), "--key", str(priv), "--out", str(tmp_path / "o"), "--no-advise"]  # fmt: skip
+    _one_line_error(
+        args,
+        "error: the model cannot run shape [2, 5] with --inputs tests.bundle.models:inputs, not even eagerly: "
+        "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x5 and 8x16); fix the shapes file or the "
+        "inputs function [bad_input]",
+    )
+    assert not (tmp_path / "o").exists()
+
+
 def test_unknown_id_is_one_line(store: Store) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     _one_line_error(["bundle", "revoke", "abc123", "--dsn", dsn], "unknown bundle id abc123")

@@ -15,7 +15,7 @@ import torch
 from inferensics import bundle as b
 from inferensics.bundle import torch_adapter
 from tests.bundle.conftest import Keys
-from tests.bundle.models import inputs, tiny_mlp
+from tests.bundle.models import TinyMLP, inputs, tiny_mlp
 
 pytestmark = pytest.mark.slow
 
@@ -101,6 +101,33 @@ def test_eager_policy_serves_eagerly_and_matches_eager(loaded: b.LoadedBundle) -
         torch.testing.assert_close(out, model(*inputs((6, 8))))
     assert [(m.status, m.action, m.reason) for m in session.matches] == [("miss", "eager", "on_bundle_miss=eager")]
     assert session.matches[0].factors[0].startswith("accepted_shapes:")
+
+
+class EditedMLP(TinyMLP):
+    """The tiny MLP after an edit of its source that keeps its parameters (ReLU where the bundle has GELU)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The edited model."""
+        out: torch.Tensor = self.fc2(torch.relu(self.fc1(x)))
+        return out
+
+
+def test_a_graph_of_edited_code_on_qualified_inputs_names_the_code(loaded: b.LoadedBundle) -> None:
+    """A host (or a replay) running edited model code on a shape the bundle qualified: the miss named
+    "accepted_shapes: inputs X not qualified (bundle: X)", the same inputs twice, instead of the code."""
+    session = loaded.session(on_bundle_miss="eager")
+    compiled = loaded.compile(EditedMLP(), session)
+    with torch.inference_mode():
+        compiled(*inputs((2, 8)))
+    assert [(m.status, m.action) for m in session.matches] == [("miss", "eager")]
+    factors = session.matches[0].factors
+    assert (
+        factors[0] == "code: the bundle holds another graph for these inputs (the model's code changed since the build)"
+    )
+    assert not any(f.startswith("accepted_shapes:") for f in factors), factors
+    # Nor a setting the compile itself set: torch.compile(dynamic=False), the bundle's own argument, sets
+    # automatic_dynamic_shapes while it compiles, and every miss named "automatic_dynamic_shapes: None → False".
+    assert not any(f.startswith("settings.") for f in factors), factors
 
 
 def test_compile_budget_holds(loaded: b.LoadedBundle) -> None:

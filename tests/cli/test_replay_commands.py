@@ -31,10 +31,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService
         yield svc
 
 
-def _request(request_id: str, capture: str, bundle_id: str = "") -> RequestEvent:
+def _request(request_id: str, capture: str, bundle_id: str = "", fp_status: str = "") -> RequestEvent:
     return RequestEvent(request_id=request_id, ts=datetime.now(UTC), host="h1", model="m", hw_pool="cpu",
                         traffic_class="batch", status="error", error="nan logits", capture_blob=capture,
-                        bundle_id=bundle_id)  # fmt: skip
+                        bundle_id=bundle_id, fp_status=fp_status)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +48,8 @@ def recorded(service: RunningService) -> dict[str, str]:
     exporter = OtlpExporter(service.url, host="h1", token=INGEST)
     exporter.export_records([])
     exporter.export_request(_request("req-captured", blob, "b" * 64), [])
+    unsampled = _request("req-unsampled", "", fp_status="unsampled").model_copy(update={"status": "ok", "error": ""})
+    exporter.export_request(unsampled, [])
     exporter.export_request(_request("req-uncaptured", ""), [])
     exporter.flush()
     exporter.shutdown()
@@ -94,11 +96,29 @@ def test_request_without_captured_inputs_says_which_setting(service: RunningServ
     assert config.capture.enabled
 
 
+def test_request_whose_output_was_not_fingerprinted_says_so(service: RunningService, recorded: dict[str, str]) -> None:
+    """A CPU host with capture on fingerprints one output in 32, so a NaN output of the other 31 is not seen
+    and not captured; replay said "this request was none of those" of a request that gave NaN."""
+    code, out = _invoke(service, "req-unsampled")
+    assert code == 2, out
+    assert out.strip().count("\n") == 0, out
+    assert "has no captured inputs; its output was not fingerprinted (fp_status unsampled" in out
+    assert "none of those" not in out
+    import inferensics.collector as sdk
+
+    setting = re.search(r"serve with (SdkConfig\(capture=\w+\([^)]*\), fingerprint_rate=1\.0\))", out)
+    assert setting, out
+    config = eval(setting.group(1), {name: getattr(sdk, name) for name in sdk.__all__})
+    assert config.capture.enabled
+    assert config.fingerprint_rate == 1.0
+
+
 def test_export_writes_a_verified_pack(service: RunningService, recorded: dict[str, str], tmp_path: Path) -> None:
     bundles = tmp_path / "bundles"
     (bundles / ("b" * 64)).mkdir(parents=True)
     (bundles / ("b" * 64) / "manifest.json").write_text("{}")
-    args = ["replay", "req-captured", "--service", service.url, "--token", ADMIN, "--export", str(tmp_path / "pack")]
+    args = ["replay", "req-captured", "--service", service.url, "--token", ADMIN, "--export", str(tmp_path / "pack"),
+            "--keyring", "keys/builder.pub"]  # fmt: skip
     res = runner.invoke(app, args, env={"COLUMNS": "400", "INFERENSICS_BUNDLES": str(bundles)})
     assert res.exit_code == 0, res.output
     pack = read_pack(tmp_path / "pack")
@@ -106,7 +126,8 @@ def test_export_writes_a_verified_pack(service: RunningService, recorded: dict[s
     assert pack.inputs()["x"].shape == (2, 8)
     assert pack.bundle_dir is not None
     assert (pack.bundle_dir / "manifest.json").is_file()
-    assert "inferensics replay --pack" in res.output
+    # The printed command runs as printed: the pack's bundle is verified again, so it needs the keyring too.
+    assert f"`inferensics replay --pack {tmp_path / 'pack'} --keyring keys/builder.pub`" in res.output
 
 
 def test_missing_bundle_is_one_line(service: RunningService, recorded: dict[str, str], tmp_path: Path) -> None:
@@ -151,3 +172,16 @@ def test_rows_recorded_through_the_service_say_whether_they_landed(service: Runn
         assert time.monotonic() < deadline, "the verdict never reached the store"
         time.sleep(0.3)
     assert found.get_column("verdict").to_list() == ["fail"]
+
+
+def test_the_verdict_is_found_among_what_the_replay_process_printed_after_it() -> None:
+    # The executor prints its verdict as one JSON line; a model module printing at exit, or a compiler's
+    # native output on the same descriptor, can come after it (the CLI read the last line: JSONDecodeError).
+    from inferensics.cli.replay_commands import verdict_of
+
+    line = '{"category": "inputs", "culprit": "input x", "evidence": {}}'
+    want = {"category": "inputs", "culprit": "input x", "evidence": {}}
+    assert verdict_of(f"{line}\nbye from the model\n") == want
+    assert verdict_of(f"warming up\n{line}\n{{not json\n\n") == want
+    assert verdict_of('{"not": "a verdict"}\n') is None
+    assert verdict_of("") is None

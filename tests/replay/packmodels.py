@@ -57,3 +57,8 @@ class PaddedLookup(Lookup):
 def padded_lookup() -> PaddedLookup:
     """The factory a bundle names as ``tests.replay.packmodels:padded_lookup``."""
     return PaddedLookup()
+
+
+def unseeded() -> torch.nn.Module:
+    """A factory that forgot ``torch.manual_seed``: its weights depend on what drew from torch's generator before."""
+    return torch.nn.Linear(8, 4).eval()

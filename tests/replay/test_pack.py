@@ -117,18 +117,67 @@ def test_fresh_process_reinstalls_the_fault_and_names_it(built: Built, tmp_path:
     assert verdict["evidence"]["served_keys_all_hit"] == all(m["status"] == "hit" for m in matches)
     # Hit or miss is checked and said, never assumed. A bundle built in a plain process is hit by this
     # replay (checked by hand: fx key hit, no differing factor); built inside this pytest process it
-    # misses on the traced graph and automatic_dynamic_shapes (reported to the bundle part).
+    # misses on the traced graph (reported to the bundle part).
     assert verdict["evidence"]["served_keys_all_hit"] or "bundle miss" in verdict["summary"]
     assert verdict["evidence"]["bundle_id"] == built.bundle_id
     assert json.loads((out / "verdict.json").read_text())["category"] == "decomposition"
     assert "| category | `decomposition` |" in (out / "verdict.md").read_text()
     first = (out / "repro.py").read_bytes()
-    # The repro reproduces the divergence with torch alone once the recorded decomposition is in place.
     assert b"class Repro(torch.nn.Module)" in first
+    # The repro reinstalls the recorded decomposition, imported from the folder it runs in as `bundle build`
+    # imported it, and reproduces the divergence: it said "install them before running" and, run as written,
+    # compiled without the fault and exited 0 ("compiled error ratio against eager: 0.7").
+    plain = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    repro = [sys.executable, str(out / "repro.py")]
+    ran = subprocess.run(repro, cwd=ROOT, capture_output=True, text=True, env=plain, timeout=600, check=False)
+    assert ran.returncode == 1, ran.stdout + ran.stderr[-2000:]
+    assert "compiled error ratio against eager" in ran.stdout
+    elsewhere = subprocess.run(repro, cwd=tmp_path, capture_output=True, text=True, env=plain, timeout=600, check=False)
+    assert elsewhere.returncode == 2, elsewhere.stdout + elsewhere.stderr[-2000:]
+    assert elsewhere.stderr.count("\n") == 1, elsewhere.stderr
+    assert elsewhere.stderr.startswith("error: customisation tests.replay.packmodels:gelu_wrong cannot be imported")
     proc2 = _run("--pack", str(pack), "--out", str(tmp_path / "out2"), "--keyring", str(built.keyring))
     assert proc2.returncode == 0, proc2.stderr[-2000:]
     assert (tmp_path / "out2" / "repro.py").read_bytes() == first, "the repro script is byte-stable"
     assert "verdict: decomposition" in proc2.stdout
+
+
+def test_a_bundle_that_did_not_serve_the_request_is_refused(built: Built, tmp_path: Path) -> None:
+    """`inferensics replay ID --bundle DIR` with another bundle than the one that served the request replayed
+    against it without a word, and recorded its verdict under the wrong bundle's id."""
+    served_by = "f" * 64
+    request = {**_request(built), "bundle_id": served_by}
+    pack = write_pack(tmp_path / "pack", request=request, inputs=_inputs(), bundle_dir=built.bundle)
+    proc = _run("--pack", str(pack), "--keyring", str(built.keyring))
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-2000:]
+    assert proc.stderr == (
+        f"error: the bundle given is {built.bundle_id[:16]} (candidate), but request req-1 was served by bundle "
+        f"{served_by[:16]}: pass the bundle that served it (--bundle DIR)\n"
+    )
+
+
+@pytest.mark.slow
+def test_a_factory_that_gives_other_weights_is_refused(tmp_path: Path) -> None:
+    """A factory that does not seed its weights gives other weights in the replay's fresh process than in the
+    build's (and the server's): the replay ran other arithmetic than was served, and said nothing."""
+    priv, pub, _ = b.generate_key(tmp_path / "builder")
+    spec = b.BuildSpec(model="tests.replay.packmodels:unseeded", inputs="tests.bundle.models:inputs",
+                       shapes=b.ShapeDistribution.of([(4, 8)]), advise=False, name="unseeded", repeats=1)  # fmt: skip
+    torch.manual_seed(1234)  # what drew from torch's generator before the factory ran, in the build's process
+    result = b.build(spec, b.load_signing_key(priv), tmp_path / "bundle")
+    request = {"request_id": "req-w", "bundle_id": result.bundle_id, "model": "unseeded", "graph_keys": []}
+    pack = write_pack(tmp_path / "pack", request=request, inputs=_inputs(), bundle_dir=result.directory)
+    proc = _run("--pack", str(pack), "--keyring", str(pub))
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-2000:]
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(
+        f"error: tests.replay.packmodels:unseeded gives other weights than bundle {result.bundle_id[:16]} was built "
+        "with (digest "
+    ), proc.stderr
+    assert proc.stderr.endswith(
+        "replay needs the weights that served; make the factory deterministic (torch.manual_seed before building "
+        "the model, or load the same checkpoint)\n"
+    )
 
 
 def test_altered_pack_fails_its_hash(built: Built, tmp_path: Path) -> None:
