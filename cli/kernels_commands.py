@@ -76,7 +76,7 @@ def _availability(reg: Any) -> dict[str, dict[str, str]]:
 
 
 def _load_evidence(path: Path) -> dict[str, Any]:
-    from inferensics.kernels.qualify import EVIDENCE_KIND
+    from inferensics.kernels.qualify import evidence_problem
 
     try:
         doc = json.loads(path.read_text())
@@ -84,9 +84,11 @@ def _load_evidence(path: Path) -> dict[str, Any]:
         fail(f"--evidence {path}: cannot read it ({exc.strerror or exc})")
     except ValueError as exc:
         fail(f"--evidence {path}: not JSON ({exc}); expected the file `inferensics kernels qualify --out` writes")
-    if not isinstance(doc, dict) or doc.get("kind") != EVIDENCE_KIND or "registry" not in doc:
-        fail(f"--evidence {path}: not a qualification evidence file (`inferensics kernels qualify --out` writes one)")
-    return doc
+    problem = evidence_problem(doc)
+    if problem is not None:
+        fail(f"--evidence {path}: {problem} (`inferensics kernels qualify --out` writes one)")
+    result: dict[str, Any] = doc
+    return result
 
 
 def _print_evidence(records: list[dict[str, Any]]) -> None:

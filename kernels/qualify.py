@@ -16,14 +16,14 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import torch
 
 from inferensics.kernels.op import REFERENCE, SemanticOp
-from inferensics.kernels.registry import Registry, canonical_digest, environment
+from inferensics.kernels.registry import Registry, canonical_digest, environment, state_problem
 from inferensics.kernels.requirements import CallContext
 from inferensics.kernels.samples import bytes_moved, default_shapes, make_args, shape_label, shape_problem
 from inferensics.kernels.tolerance import compare
@@ -164,6 +164,36 @@ class QualifyResult:
             "changes": [asdict(c) for c in self.changes],
         }
         return {**body, "digest": canonical_digest(body), "registry": self.state}
+
+
+_BODY = ("kind", "ts", "environment", "options", "records", "changes")
+_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
+
+
+def evidence_problem(doc: Any) -> str | None:
+    """Why ``doc`` (a parsed evidence file) is not one :meth:`QualifyResult.to_json` wrote, or ``None``: another
+    kind of file, contents that no longer match the digest (damaged or edited), or a malformed record or
+    registry state (each named)."""
+    if not isinstance(doc, dict) or doc.get("kind") != EVIDENCE_KIND:
+        return "not a qualification evidence file"
+    if canonical_digest({k: doc.get(k) for k in _BODY}) != doc.get("digest"):
+        return "its contents do not match its digest: damaged or edited since qualify wrote it"
+    for key, kind in (("environment", dict), ("options", dict), ("records", list), ("changes", list)):
+        if not isinstance(doc[key], kind):
+            return f"{key} is not a JSON {'object' if kind is dict else 'array'}"
+    types = {f.name: _TYPES.get(str(f.type), (object,)) for f in fields(Evidence)}
+    for i, r in enumerate(doc["records"]):
+        if not isinstance(r, dict) or set(r) != set(types):
+            return f"record {i} is not an evidence record (fields {', '.join(types)})"
+        if wrong := [k for k, v in r.items() if _wrong_type(v, types[k])]:
+            return f"record {i}: {', '.join(wrong)} of the wrong type"
+    problem = state_problem(doc.get("registry"))
+    return None if problem is None else f"registry: {problem}"
+
+
+def _wrong_type(value: Any, allowed: tuple[type, ...]) -> bool:
+    # A bool is an int to isinstance: only a bool field takes one, and a bool field takes nothing else.
+    return isinstance(value, bool) != (allowed == (bool,)) or not isinstance(value, allowed)
 
 
 def _bootstrap_ci(values: Sequence[float], rng: random.Random, rounds: int = 1000) -> tuple[float, float]:

@@ -27,6 +27,18 @@ def canonical_digest(data: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def state_problem(state: Any) -> str | None:
+    """Why ``state`` is not what :meth:`Registry.state` returns (its digest over the rest included), or ``None``."""
+    if not isinstance(state, dict):
+        return "not a JSON object"
+    body = {k: state.get(k) for k in ("version", "ops", "policy", "evidence")}
+    if canonical_digest(body) != state.get("digest"):
+        return "its contents do not match its digest: damaged or edited"
+    if not isinstance(state["policy"], dict) or not isinstance(state["evidence"], list):
+        return "policy is not an object, or evidence not an array"
+    return None
+
+
 class Registry:
     """The semantic ops of one process."""
 
@@ -69,13 +81,16 @@ class Registry:
                 continue
             op = self.ops[name]
             try:
-                op.set_priority(entry.get("priority", op.priority))
-                for bucket, order in entry.get("bucket_priority", {}).items():
-                    op.set_priority(order, bucket)
+                op.set_priority(_names(entry.get("priority", op.priority)))
+                for bucket, order in dict(entry.get("bucket_priority", {})).items():
+                    op.set_priority(_names(order), str(bucket))
+                for r in list(entry.get("refused", [])):
+                    op.refuse(str(r["bucket"]), str(r["provider"]), str(r["reason"]))
             except ValueError as exc:
-                problems.append(str(exc))
-            for r in entry.get("refused", []):
-                op.refuse(str(r["bucket"]), str(r["provider"]), str(r["reason"]))
+                text = str(exc)
+                problems.append(text if text.startswith(f"{name}:") else f"{name}: {text}")
+            except (TypeError, KeyError, AttributeError) as exc:  # data from a file: said, not raised
+                problems.append(f"{name}: malformed policy ({exc!r})")
         return problems
 
     def state(self) -> dict[str, Any]:
@@ -127,3 +142,9 @@ def default_registry() -> Registry:
             ops = [*norm.register(log), *activation.register(log), *rotary.register(log), *attention.register(log)]
             _DEFAULT.append(Registry(ops, log))
     return _DEFAULT[0]
+
+
+def _names(order: Any) -> list[str]:
+    if not isinstance(order, list) or not all(isinstance(p, str) for p in order):
+        raise ValueError(f"a priority list must be an array of provider names, not {order!r}")
+    return order

@@ -8,6 +8,7 @@ these tests alone and restored after, so other tests (the demo, replay) keep the
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 
@@ -33,17 +34,26 @@ def device() -> torch.device:
     return torch.device("cuda" if HAS_CUDA else "cpu")
 
 
-@pytest.fixture
-def restored_registry() -> Iterator[None]:
-    """Puts the process registry's policy and evidence back after a test that qualifies or applies evidence
-    through the command line (it runs in this process)."""
+@contextlib.contextmanager
+def kept_registry() -> Iterator[None]:
+    """Puts the process registry's policy and evidence back after what qualifies or applies evidence through
+    the command line (it runs in this process)."""
     from inferensics import kernels
 
     reg = kernels.registry()
     saved, evidence = reg.policy(), list(reg.evidence)
-    yield
-    for op in reg.ops.values():
-        op.bucket_priority.clear()
-        op.refused.clear()
-    reg.apply_policy(saved)
-    reg.evidence[:] = evidence
+    try:
+        yield
+    finally:
+        for op in reg.ops.values():
+            op.bucket_priority.clear()
+            op.refused.clear()
+        reg.apply_policy(saved)
+        reg.evidence[:] = evidence
+
+
+@pytest.fixture
+def restored_registry() -> Iterator[None]:
+    """:func:`kept_registry` around a test."""
+    with kept_registry():
+        yield
