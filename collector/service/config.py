@@ -16,6 +16,7 @@ Tokens also come from ``$INFERENSICS_TOKENS`` as ``token=role+role,token=role``.
 from __future__ import annotations
 
 import os
+import ssl
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -246,10 +247,32 @@ def load_config(
         raw = args["tokens"]
         tokens.update(parse_tokens(raw, "argument") if isinstance(raw, str) else dict(raw))  # type: ignore[call-overload]
     config = ServiceConfig(**values, tokens=tokens)  # type: ignore[arg-type]
+    if not config.host.strip():
+        # An unset variable in a unit's `--host ${VAR}` arrives as "", which would bind every interface.
+        raise ConfigError(
+            "setting host: empty; give an address to listen on (127.0.0.1: this machine only, 0.0.0.0: every "
+            "interface) with --host or $INFERENSICS_HOST"
+        )
     if bool(config.tls_cert) != bool(config.tls_key):
         raise ConfigError("settings tls_cert and tls_key: give both paths for TLS, or neither")
+    if config.tls_cert:
+        _check_tls(config.tls_cert, config.tls_key)
     try:
         resolve_dsn(config.dsn or None)
     except DsnError as exc:
         raise ConfigError(f"setting dsn: {exc}") from None
     return config
+
+
+def _check_tls(cert: str, key: str) -> None:
+    """Load the certificate and key now: the server would otherwise fail after binding, with a traceback."""
+    for name, path in (("tls_cert", cert), ("tls_key", key)):
+        if not Path(path).is_file():
+            raise ConfigError(f"setting {name}: {path} is not a file; give the PEM path the service user can read")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"settings tls_cert and tls_key: cannot load {cert} with {key} ({exc.strerror or exc}); give a "
+            "readable PEM certificate and the private key that matches it"
+        ) from None

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 id inferensics >/dev/null 2>&1 || useradd --system --home-dir /var/lib/inferensics --shell /usr/sbin/nologin inferensics
 python3 -m venv /opt/inferensics/venv
 /opt/inferensics/venv/bin/pip install -q --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
-/opt/inferensics/venv/bin/pip install -q '.[ui]'
+/opt/inferensics/venv/bin/pip install -q '.[dashboard]'
 install -m 0644 README.md /opt/inferensics/README.md
 install -d -m 0750 -g inferensics /etc/inferensics
 [ -e /etc/inferensics/inferensics.env ] || install -m 0640 -g inferensics deploy/systemd/inferensics.env.example /etc/inferensics/inferensics.env
