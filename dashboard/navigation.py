@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from inferensics.dashboard._internal.filters import Filters
-from inferensics.dashboard._internal.links import CANARY_PATH, REQUEST_PATH
+from inferensics.dashboard._internal.links import BUNDLES_PATH, CANARY_PATH, REQUEST_PATH
 from inferensics.dashboard._internal.service import QueryCall
 from inferensics.dashboard.views import overview
 
@@ -43,7 +43,7 @@ PAGES: Final[tuple[PageSpec, ...]] = (
     ),
     PageSpec("views/request.py", "Request drill-down", REQUEST_PATH, ":material/search:", "On call", False),
     PageSpec("views/canary.py", "Canary comparison", CANARY_PATH, ":material/compare_arrows:", "Releases", False),
-    PageSpec("views/bundles.py", "Bundles", "bundles", ":material/inventory_2:", "Releases", True),
+    PageSpec("views/bundles.py", "Bundles", BUNDLES_PATH, ":material/inventory_2:", "Releases", True),
     PageSpec("views/compile_health.py", "Compile & cache health", "compile", ":material/build:", "Compilation", True),
     PageSpec("views/weekly_report.py", "Weekly report", "report", ":material/summarize:", "Compilation", False),
 )

@@ -14,6 +14,10 @@ from typing import Final
 from urllib.parse import quote, urlencode
 
 CANARY_PATH: Final = "canary"
+BUNDLES_PATH: Final = "bundles"
+BUNDLE_ID_PARAM: Final = "bundle_id"
+"""The Bundles page's parameter (``/bundles?bundle_id=...``): the pushed bundle whose manifest and report it
+opens on."""
 REQUEST_PATH: Final = "request"
 REQUEST_ID_PARAM: Final = "request_id"
 """The request drill-down's parameter (``/request?request_id=...``)."""
@@ -80,6 +84,16 @@ def request_link(base_url: str, request_id: str) -> str:
     'http://127.0.0.1:8501/request?request_id=req-0042'
     """
     return page_link(base_url, REQUEST_PATH, {REQUEST_ID_PARAM: request_id})
+
+
+def bundle_link(base_url: str, bundle_id: str) -> str:
+    """The Bundles page opened on ``bundle_id``'s manifest and qualification report; with ``base_url`` ``"."``
+    a link relative to the page that shows it.
+
+    >>> bundle_link(".", "f28cc12a")
+    './bundles?bundle_id=f28cc12a'
+    """
+    return page_link(base_url, BUNDLES_PATH, {BUNDLE_ID_PARAM: bundle_id})
 
 
 def canary_link(

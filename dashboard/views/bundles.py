@@ -22,6 +22,7 @@ from inferensics.dashboard._internal.filters import (
     request_filters,
     time_format,
 )
+from inferensics.dashboard._internal.links import BUNDLE_ID_PARAM
 from inferensics.dashboard._internal.service import fetch_blob, run_query, section_query, service_errors
 from inferensics.dashboard._internal.tables import count, show_table, total
 from inferensics.schema import columns as col
@@ -96,6 +97,18 @@ def manifest_and_report(release: pl.DataFrame) -> None:
         return
     st.subheader("Manifest and qualification report")
     ids = pushed.get_column(col.BUNDLE_ID).to_list()
+    linked = st.query_params.get(BUNDLE_ID_PARAM)
+    if linked and linked not in ids:
+        st.warning(
+            f"Bundle `{linked}` was not pushed to this service (`inferensics bundle push`), so its manifest "
+            "and qualification report are not here; its release state is in the table above.",
+            icon=":material/search:",
+        )
+    elif linked and st.session_state.get("bundles.linked") != linked:
+        # A request's page links here with the bundle it ran (``?bundle_id=``): open on that one, once, so that
+        # picking another afterwards sticks.
+        st.session_state["bundles.linked"] = linked
+        st.session_state["bundles.pushed"] = linked
     chosen = st.selectbox("Pushed bundle", ids, format_func=lambda i: str(i)[:16], key="bundles.pushed")
     row = pushed.filter(pl.col(col.BUNDLE_ID) == chosen).row(0, named=True)
     data = fetch_blob(row["pack_blob"], "the pushed bundle")

@@ -13,7 +13,7 @@ from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import now
-from inferensics.dashboard._internal.links import REQUEST_ID_PARAM
+from inferensics.dashboard._internal.links import REQUEST_ID_PARAM, bundle_link
 from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, said, service_errors
 from inferensics.dashboard._internal.tables import MISSING, byte_size, duration_ms, show_table
 from inferensics.schema import RequestEvent
@@ -113,9 +113,13 @@ def summary(d: dict[str, Any]) -> None:
         "and loads the cached kernels, so its compile time is the time in the request column beside it.",
     )
     bundle = d.get("bundle_name") or "unregistered"
+    bundle_id = _text(d[col.BUNDLE_ID])
+    # The id opens the bundle's manifest and qualification report: the page named the bundle a request ran but
+    # gave no way to it (the Bundles page opened on whichever pushed bundle came first).
+    shown_id = MISSING if bundle_id is None else f"[{_code(bundle_id)}]({bundle_link('.', bundle_id)})"
     st.markdown(
         f"{_bold(d[col.MODEL])} on {_code(d[col.HOST])} · pool {_bold(d[col.HW_POOL])} · "
-        f"traffic {_bold(d[col.TRAFFIC_CLASS])} · bundle {_bold(bundle)} {_code(d[col.BUNDLE_ID])} · "
+        f"traffic {_bold(d[col.TRAFFIC_CLASS])} · bundle {_bold(bundle)} {shown_id} · "
         f"{d[col.TS]:%Y-%m-%d %H:%M:%S} UTC · shape {_code(d[col.SHAPE])}"
     )
     if nonfinite:

@@ -168,3 +168,27 @@ def test_a_pushed_bundles_files_show_their_sizes_readable_and_exact(seeded: Seed
     assert len(exact) == 1, files.columns
     assert config[exact[0]]["type_config"]["format"] != "bytes"
     assert files["name"].tolist() == [name for name, _ in FILES]
+
+
+def test_the_bundles_page_opens_on_the_bundle_a_link_names(seeded: SeededService) -> None:
+    """A request's page links to the bundle it ran (``/bundles?bundle_id=``); the page opened on whichever pushed
+    bundle came first, and an id that was never pushed left the reader looking for it in the list."""
+    with ServiceClient(seeded.url, token=INGEST) as ingest:
+        blob = ingest.put_blob(_pushed_bundle(), "bundle", media_type="application/x-tar")
+    release = pl.DataFrame(
+        {"bundle_id": ["a" * 64, "b" * 64], "pack_blob": [blob, blob], "signature_state": ["verified"] * 2,
+         "state": ["pushed"] * 2, "channel": [""] * 2}
+    )  # fmt: skip
+    at = AppTest.from_function(_manifest_section, args=(release,), default_timeout=TIMEOUT_S)
+    at.session_state[URL_STATE_KEY] = seeded.url
+    at.session_state[TOKEN_STATE_KEY] = seeded.token
+    at.query_params["bundle_id"] = "b" * 64
+    at.run()
+    assert_clean(at)
+    assert at.selectbox(key="bundles.pushed").value == "b" * 64
+    at.selectbox(key="bundles.pushed").select("a" * 64).run()  # picking another afterwards sticks
+    assert at.selectbox(key="bundles.pushed").value == "a" * 64
+    at.query_params["bundle_id"] = "c" * 64
+    at.run()
+    assert_clean(at)
+    assert any(f"Bundle `{'c' * 64}` was not pushed" in str(w.value) for w in at.warning), at.warning

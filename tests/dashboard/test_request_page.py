@@ -228,3 +228,16 @@ def test_a_multi_line_error_is_shown_as_written(tmp_path: Path) -> None:
         assert [c.value for c in at.code] == [f"RuntimeError: {error}"]
     finally:
         service.stop()
+
+
+def test_the_bundle_a_request_ran_links_to_its_manifest_and_report(seeded: SeededService) -> None:
+    """The headline named the bundle (name and id) with no way to it: its id now opens the Bundles page on that
+    bundle (``bundles?bundle_id=``), the page of the navigation that reads the parameter."""
+    from inferensics.dashboard._internal.links import BUNDLE_ID_PARAM, BUNDLES_PATH
+    from inferensics.dashboard.navigation import BY_URL
+
+    request = next(r for r in seeded.facts.requests if r.request_id == DRILL_ID)
+    at = open_page(seeded, PAGE, **{"drill.request_id": DRILL_ID})
+    assert_clean(at)
+    assert f"](./{BUNDLES_PATH}?{BUNDLE_ID_PARAM}={request.bundle_id})" in texts(at)
+    assert BY_URL[BUNDLES_PATH].file == "views/bundles.py"
