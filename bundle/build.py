@@ -32,7 +32,7 @@ import torch
 from inferensics.bundle import customisations as custom
 from inferensics.bundle import factors, torch_adapter
 from inferensics.bundle.canonical import canonical_json, sha256_file, sha256_hex
-from inferensics.bundle.errors import BundleError
+from inferensics.bundle.errors import BundleError, error_line
 from inferensics.bundle.keys import SigningKey
 from inferensics.bundle.manifest import MANIFEST_FILE, GraphRecord, Manifest, Resource, group_digests
 from inferensics.bundle.qualify import PolicyRun, run_policy
@@ -158,21 +158,16 @@ def refuse_unrunnable_shapes(spec: BuildSpec, model: Any, make_inputs: Callable[
         try:
             inputs = make_inputs(s.shape)
         except Exception as exc:
-            raise BundleError("bad_input", f"{source} raised for shape {list(s.shape)}: {_said(exc)}") from None
+            raise BundleError("bad_input", f"{source} raised for shape {list(s.shape)}: {error_line(exc)}") from None
         try:
             with torch.inference_mode():
                 model(*inputs)
         except Exception as exc:
             raise BundleError(
                 "bad_input",
-                f"the model cannot run shape {list(s.shape)} with {source}, not even eagerly: {_said(exc)}; "
+                f"the model cannot run shape {list(s.shape)} with {source}, not even eagerly: {error_line(exc)}; "
                 "fix the shapes file or the inputs function",
             ) from None
-
-
-def _said(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def _aoti_members(path: Path) -> dict[str, str]:

@@ -37,3 +37,10 @@ class BundleError(ValueError):
             raise ValueError(f"unknown bundle error cause {cause!r}")
         super().__init__(message.replace("\n", " "))
         self.cause = cause
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: first line of the message``: an exception in one line (a model's, a compiler's) inside a refusal
+    or a replay's report."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import torch
 
@@ -31,6 +31,8 @@ from inferensics.schema.events import KernelQualificationEvent
 
 EVIDENCE_KIND = "inferensics.kernels.qualification"
 """``kind`` of an evidence file (:meth:`QualifyResult.to_json`), which ``inferensics kernels list --evidence`` reads."""
+EVIDENCE_BODY: Final = ("kind", "ts", "environment", "options", "records", "changes")
+"""The keys of an evidence file its ``digest`` covers."""
 
 BATCH_INVARIANT_OPS = frozenset({"rms_norm", "fused_add_rms_norm"})
 """Ops whose rows are independent, so a batch-invariant provider must give row 0 the same bits alone."""
@@ -155,18 +157,12 @@ class QualifyResult:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready evidence (``digest`` covers records, changes, environment and options)."""
-        body = {
-            "kind": EVIDENCE_KIND,
-            "ts": self.ts.isoformat(),
-            "environment": self.environment,
-            "options": self.options,
-            "records": [asdict(r) for r in self.records],
-            "changes": [asdict(c) for c in self.changes],
-        }
+        values = (EVIDENCE_KIND, self.ts.isoformat(), self.environment, self.options,
+                  [asdict(r) for r in self.records], [asdict(c) for c in self.changes])  # fmt: skip
+        body = dict(zip(EVIDENCE_BODY, values, strict=True))
         return {**body, "digest": canonical_digest(body), "registry": self.state}
 
 
-_BODY = ("kind", "ts", "environment", "options", "records", "changes")
 _TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
 
 
@@ -176,7 +172,7 @@ def evidence_problem(doc: Any) -> str | None:
     registry state (each named)."""
     if not isinstance(doc, dict) or doc.get("kind") != EVIDENCE_KIND:
         return "not a qualification evidence file"
-    if canonical_digest({k: doc.get(k) for k in _BODY}) != doc.get("digest"):
+    if canonical_digest({k: doc.get(k) for k in EVIDENCE_BODY}) != doc.get("digest"):
         return "its contents do not match its digest: damaged or edited since qualify wrote it"
     for key, kind in (("environment", dict), ("options", dict), ("records", list), ("changes", list)):
         if not isinstance(doc[key], kind):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from typing import Any
+from typing import Any, Final
 
 import torch
 
@@ -18,6 +18,8 @@ from inferensics.kernels.decisions import Decision, DecisionLog
 from inferensics.kernels.op import SemanticOp
 
 STATE_VERSION = 1
+STATE_BODY: Final = ("version", "ops", "policy", "evidence")
+"""The keys of :meth:`Registry.state` its ``digest`` covers."""
 """Version of the :meth:`Registry.state` layout."""
 
 
@@ -31,8 +33,7 @@ def state_problem(state: Any) -> str | None:
     """Why ``state`` is not what :meth:`Registry.state` returns (its digest over the rest included), or ``None``."""
     if not isinstance(state, dict):
         return "not a JSON object"
-    body = {k: state.get(k) for k in ("version", "ops", "policy", "evidence")}
-    if canonical_digest(body) != state.get("digest"):
+    if canonical_digest({k: state.get(k) for k in STATE_BODY}) != state.get("digest"):
         return "its contents do not match its digest: damaged or edited"
     if not isinstance(state["policy"], dict) or not isinstance(state["evidence"], list):
         return "policy is not an object, or evidence not an array"
@@ -99,12 +100,10 @@ class Registry:
         The digest covers the ops, their providers and requirements, tolerances, priorities, refusals and
         evidence digests; the environment (torch and Triton versions) is recorded beside it.
         """
-        body: dict[str, Any] = {
-            "version": STATE_VERSION,
-            "ops": {name: op.describe() for name, op in sorted(self.ops.items())},
-            "policy": self.policy(),
-            "evidence": list(self.evidence),
-        }
+        ops = {name: op.describe() for name, op in sorted(self.ops.items())}
+        body: dict[str, Any] = dict(
+            zip(STATE_BODY, (STATE_VERSION, ops, self.policy(), list(self.evidence)), strict=True)
+        )
         for op in body["ops"].values():
             op.pop("quarantined")  # runtime state of this process, not policy
         digest = canonical_digest(body)

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from inferensics.bundle.errors import error_line
 from inferensics.kernels.op import REFERENCE
 from inferensics.replay._internal import graph_probe as gp
 from inferensics.replay._internal import output_code as oc
@@ -33,7 +34,6 @@ from inferensics.replay._internal.ladder import (
     Variation,
     as_call,
     call_model,
-    error_line,
     fp64_model,
     input_names,
     run_rung,

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from inferensics.bundle.errors import error_line
 from inferensics.replay._internal import torch_adapter as ta
 from inferensics.replay._internal.providers import forced_reference
 
@@ -237,9 +238,3 @@ def run_served(case: Case) -> RungRun:
 def seq(values: Sequence[Any]) -> list[Any]:
     """A list copy."""
     return list(values)
-
-
-def error_line(exc: BaseException) -> str:
-    """``Type: first line of the message``: how a replay reports an exception in one line."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from inferensics.cli.app import app
-from inferensics.kernels.registry import canonical_digest
+from inferensics.kernels.qualify import EVIDENCE_BODY
+from inferensics.kernels.registry import STATE_BODY, canonical_digest
 from inferensics.kernels.samples import SHAPE_FIELDS, shape_problem
 from tests.kernels.conftest import kept_registry
 
@@ -58,10 +59,8 @@ def _redigest(doc: Any) -> None:
         return
     reg = doc.get("registry")
     if isinstance(reg, dict):
-        reg["digest"] = canonical_digest({k: reg.get(k) for k in ("version", "ops", "policy", "evidence")})
-    doc["digest"] = canonical_digest(
-        {k: doc.get(k) for k in ("kind", "ts", "environment", "options", "records", "changes")}
-    )
+        reg["digest"] = canonical_digest({k: reg.get(k) for k in STATE_BODY})
+    doc["digest"] = canonical_digest({k: doc.get(k) for k in EVIDENCE_BODY})
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
