@@ -16,7 +16,8 @@ from inferensics.analytics.filters import SliceParams
 from inferensics.schema import columns as col
 
 COLUMNS = (
-    col.BUNDLE_ID, col.SIGNATURE_STATE, col.BUILDER_KEYID, col.STATE, col.CHANNEL, "pack_blob", "refused_at",
+    col.BUNDLE_ID, col.BUNDLE_NAME, col.MODEL, "pushed_at", col.SIGNATURE_STATE, col.BUILDER_KEYID, col.STATE,
+    col.CHANNEL, "pack_blob", "refused_at",
     "misses", "misses_eager", "misses_refused", "miss_hosts", col.REQUESTS, "requests_after_refusal",
     "revoked_serving",
 )  # fmt: skip
@@ -25,7 +26,9 @@ COLUMNS = (
 def bundle_release(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """One row per bundle registered or with a state change before the range end.
 
-    Columns: bundle_id, signature_state and builder_keyid (latest registration), state (latest of promoted,
+    Columns: bundle_id, bundle_name (latest registration; empty when no host registered it), model (latest
+    registration, else the latest state change that names one), pushed_at (latest ``bundle push``, null
+    when never pushed), signature_state and builder_keyid (latest registration), state (latest of promoted,
     demoted, revoked, quarantined, released; empty when none), channel (latest promotion), pack_blob
     (sha256 of the pushed bundle), refused_at (latest revocation or quarantine, null when none), misses,
     misses_eager, misses_refused and miss_hosts (bundle misses in the range), requests (in the range),
@@ -38,7 +41,9 @@ def bundle_release(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     reg = client.query_frame(
         f"SELECT toString({col.BUNDLE_ID}) AS {col.BUNDLE_ID}, "
         f"toString(argMax({col.SIGNATURE_STATE}, {col.TS})) AS {col.SIGNATURE_STATE}, "
-        f"toString(argMax({col.BUILDER_KEYID}, {col.TS})) AS {col.BUILDER_KEYID} "
+        f"toString(argMax({col.BUILDER_KEYID}, {col.TS})) AS {col.BUILDER_KEYID}, "
+        f"toString(argMaxIf({col.BUNDLE_NAME}, {col.TS}, {col.BUNDLE_NAME} != '')) AS {col.BUNDLE_NAME}, "
+        f"toString(argMaxIf({col.MODEL}, {col.TS}, {col.MODEL} != '')) AS registered_model "
         f"FROM {db}.bundles FINAL WHERE {col.TS} < {end} GROUP BY {col.BUNDLE_ID}",
         p,
     )
@@ -47,7 +52,9 @@ def bundle_release(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         f"toString(argMaxIf({col.STATE}, {col.TS}, {col.STATE} != 'pushed')) AS latest_state, "
         f"toString(argMaxIf({col.CHANNEL}, {col.TS}, {col.STATE} = 'promoted')) AS promoted_on, "
         f"toString(argMaxIf({col.ATTRS}['pack_blob'], {col.TS}, {col.STATE} = 'pushed')) AS pack_blob, "
-        f"maxIf({col.TS}, {col.STATE} IN ('revoked', 'quarantined')) AS refused_at "
+        f"maxIf({col.TS}, {col.STATE} IN ('revoked', 'quarantined')) AS refused_at, "
+        f"maxIf({col.TS}, {col.STATE} = 'pushed') AS pushed_at, "
+        f"toString(argMaxIf({col.MODEL}, {col.TS}, {col.MODEL} != '')) AS state_model "
         f"FROM {db}.bundle_states WHERE {col.TS} < {end} GROUP BY {col.BUNDLE_ID}",
         p,
     ).rename({"latest_state": col.STATE, "promoted_on": col.CHANNEL})  # SQL aliases must not shadow columns
@@ -79,10 +86,18 @@ def bundle_release(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     )
     total = traffic.group_by(col.BUNDLE_ID).agg(pl.col(col.REQUESTS).sum())
     out = out.join(total, on=col.BUNDLE_ID, how="left").join(after, on=col.BUNDLE_ID, how="left")
-    texts = (col.SIGNATURE_STATE, col.BUILDER_KEYID, col.STATE, col.CHANNEL, "pack_blob")
+    texts = (col.BUNDLE_NAME, col.SIGNATURE_STATE, col.BUILDER_KEYID, col.STATE, col.CHANNEL, "pack_blob")
     counts = ("misses", "misses_eager", "misses_refused", "miss_hosts", col.REQUESTS, "requests_after_refusal")
     out = out.with_columns(
-        pl.when(pl.col("refused_at").dt.year() > 1970).then(pl.col("refused_at")).otherwise(None).alias("refused_at"),
+        *(
+            pl.when(pl.col(t).dt.year() > 1970).then(pl.col(t)).otherwise(None).alias(t)
+            for t in ("refused_at", "pushed_at")
+        ),
+        # A pushed bundle no host registered yet has its model from the push (the manifest's model factory).
+        pl.when(pl.col("registered_model").fill_null("") != "")
+        .then(pl.col("registered_model"))
+        .otherwise(pl.col("state_model").fill_null(""))
+        .alias(col.MODEL),
         *(pl.col(c).fill_null("") for c in texts),
         *(pl.col(c).fill_null(0).cast(pl.UInt64) for c in counts),
     )

@@ -568,6 +568,8 @@ class CompileAssembler:
                 triton_version=str(m.get("triton_version") or ""),
                 cuda_version=str(m.get("cuda_version") or ""),
                 source="live" if self.context.source == "live" else "trace",
+                # One per (op, signature), one-to-one with the kernel_decisions rows below (an op traced at two
+                # shapes is listed twice); readers count repeats, as the request page does.
                 kernel_providers=tuple(f"{op}={d['provider']}" for (op, _), d in sorted(state.providers.items())),
                 attrs=attrs,
             )

@@ -67,7 +67,8 @@ def traffic_chart(series: pl.DataFrame, names: dict[str, str], unit: str) -> Non
 
 
 RELEASE_COLUMNS = (
-    col.BUNDLE_ID, col.SIGNATURE_STATE, col.BUILDER_KEYID, col.STATE, col.CHANNEL, col.REQUESTS,
+    col.BUNDLE_NAME, col.MODEL, col.BUNDLE_ID, "pushed_at", col.SIGNATURE_STATE, col.BUILDER_KEYID, col.STATE,
+    col.CHANNEL, col.REQUESTS,
     "requests_after_refusal", "misses", "misses_eager", "misses_refused", "miss_hosts", "refused_at",
 )  # fmt: skip
 RELEASE_QUERY = "bundle_release"
@@ -109,7 +110,8 @@ def manifest_and_report(release: pl.DataFrame) -> None:
         # picking another afterwards sticks.
         st.session_state["bundles.linked"] = linked
         st.session_state["bundles.pushed"] = linked
-    chosen = st.selectbox("Pushed bundle", ids, format_func=lambda i: str(i)[:16], key="bundles.pushed")
+    labels = {str(r[col.BUNDLE_ID]): pushed_label(r) for r in pushed.iter_rows(named=True)}
+    chosen = st.selectbox("Pushed bundle", ids, format_func=lambda i: labels.get(str(i), str(i)), key="bundles.pushed")
     row = pushed.filter(pl.col(col.BUNDLE_ID) == chosen).row(0, named=True)
     data = fetch_blob(row["pack_blob"], "the pushed bundle")
     try:
@@ -144,6 +146,21 @@ def manifest_and_report(release: pl.DataFrame) -> None:
         html = members.get("report/qualification.html", b"")
         st.download_button("Download the report (HTML)", html, file_name=f"{predicate['name']}.html",
                            mime="text/html", key="bundles.report_html")  # fmt: skip
+
+
+def pushed_label(row: Mapping[str, Any]) -> str:
+    """How the pushed-bundle picker names a bundle: its name and model (as hosts registered it, else the model
+    the push recorded), when it was pushed, then the start of its id (the picker listed bare 16-character ids).
+    """
+    name = str(row.get(col.BUNDLE_NAME) or "") or "not registered by a host yet"
+    parts = [name]
+    if row.get(col.MODEL):
+        parts.append(str(row[col.MODEL]))
+    pushed_at = row.get("pushed_at")
+    if pushed_at is not None:
+        parts.append(f"pushed {pushed_at:%Y-%m-%d %H:%M} UTC")
+    parts.append(str(row[col.BUNDLE_ID])[:16])
+    return " · ".join(parts)
 
 
 def files_table(resources: Sequence[Mapping[str, Any]]) -> pl.DataFrame:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -160,36 +162,83 @@ def inputs_panel(d: dict[str, Any]) -> None:
         )
 
 
+def provider_decisions(entries: Sequence[str] | None) -> list[str]:
+    """A graph's ``kernel_providers`` as read: each distinct ``op=provider`` once, in recorded order, with how
+    many argument signatures it was chosen for when more than one.
+
+    The compile record keeps one entry per op signature (one per ``kernel_decisions`` row, which holds the
+    signature and why the other providers were skipped), so an op traced at four shapes read
+    ``rms_norm=inductor`` four times. An op served by two providers at different signatures keeps both.
+    """
+    counts = Counter(entries or ())
+    return [f"{d} ×{n}" if n > 1 else d for d, n in counts.items()]
+
+
 def providers_section(graphs: pl.DataFrame) -> None:
     """Which kernel provider computed each registry op of each serving graph (the compile's decisions)."""
     if col.KERNEL_PROVIDERS not in graphs.columns:
         return
     lines = [
-        f"- graph {g['position']}: " + ", ".join(f"`{p}`" for p in g[col.KERNEL_PROVIDERS])
+        f"- graph {g['position']}: " + ", ".join(f"`{p}`" for p in provider_decisions(g[col.KERNEL_PROVIDERS]))
         for g in graphs.iter_rows(named=True)
         if g[col.KERNEL_PROVIDERS]
     ]
     if lines:
-        st.markdown("**Kernel providers** (registry op = provider that computed it):\n" + "\n".join(lines))
+        st.markdown(
+            "**Kernel providers** (registry op = provider that computed it; ×N: chosen at N argument signatures, "
+            "each a dtype, shape and strides):\n" + "\n".join(lines)
+        )
+
+
+def _verdict_fields(r: dict[str, Any]) -> list[str]:
+    """What a replay verdict names, each field only when it has a value (an ``inputs`` verdict names an input
+    and no op or kernel: it read "op – · node – ... kernel –")."""
+    detail = _text(r[col.DETAIL])
+    named = None
+    if detail is not None and detail != r[col.ATTRIBUTION]:  # "inputs" of an inputs verdict names nothing more
+        what, _, name = detail.partition(" ")
+        # An inputs verdict's detail names the input ("input k_cache") or what raised ("fp64 eager raised").
+        named = f"input {_code(name)}" if what == "input" and name else _escaped(detail)
+    fields = [named] if r[col.ATTRIBUTION] == "inputs" and named else []
+    fields += [f"{label} {_code(r[key])}" for label, key in (("op", col.OP), ("node", col.FX_NODE)) if _text(r[key])]
+    if _text(r[col.SOURCE_FILE]):
+        fields.append(
+            f"`{r[col.SOURCE_FILE]}:{r[col.SOURCE_LINE]}`"
+            + (f" {_code(r[col.SOURCE_TEXT])}" if _text(r[col.SOURCE_TEXT]) else "")
+        )
+    if _text(r[col.KERNEL]):
+        fields.append(f"kernel {_code(r[col.KERNEL])}")
+    if r[col.ATTRIBUTION] != "inputs" and named:
+        fields.append(named)
+    return fields
 
 
 def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
-    """The latest replay verdict (category, op, source line, kernel), or the command that produces one."""
+    """The latest replay verdict (what it names: category, op, source line, kernel, or the input), or, for a
+    request that failed or gave non-finite output, the command that produces one."""
     if not replays.height:
-        how = f"`inferensics replay {d[col.REQUEST_ID]}`" if d.get("inputs_captured") else "capture its inputs first"
-        st.info(f"**Not replayed yet.** Name the fault: {how}.", icon=":material/history:")
+        faulty = d[col.STATUS] == "error" or int(d.get(col.FP_NAN) or 0) + int(d.get(col.FP_INF) or 0) > 0
+        if d.get("inputs_captured"):
+            if faulty:
+                hint = f"**Not replayed yet.** Name the fault: `inferensics replay {d[col.REQUEST_ID]}`."
+            else:  # a sampled request that completed fine: nothing to hunt, though its numbers can be checked
+                hint = (
+                    f"**Not replayed.** It completed without a fault; `inferensics replay {d[col.REQUEST_ID]}` "
+                    "re-executes it against its bundle, eager and fp64 if you want to check its numbers."
+                )
+            st.info(hint, icon=":material/history:")
+        elif faulty:  # replay re-executes captured inputs: without them it has nothing to run
+            st.info(
+                "**Cannot be replayed:** its inputs were not captured (with capture on, a host captures the inputs "
+                "of requests that raise or give non-finite output).",
+                icon=":material/history:",
+            )
         return
     r = replays.row(0, named=True)
-    where = (
-        f"`{r[col.SOURCE_FILE]}:{r[col.SOURCE_LINE]}` `{r[col.SOURCE_TEXT]}`"
-        if r[col.SOURCE_FILE]
-        else "no source line"
-    )
-    st.markdown(
-        f"**Replay verdict: {r[col.ATTRIBUTION]}** · op {_code(r[col.OP])} · node {_code(r[col.FX_NODE])} · "
-        f"{where} · kernel {_code(r[col.KERNEL])} · {r[col.DETAIL]} · on {_text(r[col.DEVICE_NAME]) or MISSING} "
-        f"{r[col.TS]:%Y-%m-%d %H:%M} UTC ({replays.height} replay{'s' if replays.height > 1 else ''})"
-    )
+    device = _text(r[col.DEVICE_NAME])
+    when = f"{'on ' + device + ' ' if device else ''}{r[col.TS]:%Y-%m-%d %H:%M} UTC"
+    count = f"{replays.height} replay{'s' if replays.height > 1 else ''}"
+    st.markdown(" · ".join([f"**Replay verdict: {r[col.ATTRIBUTION]}**", *_verdict_fields(r), f"{when} ({count})"]))
     if r.get("summary"):  # the verdict's own sentence: what the evidence says (the error every path raises, ...)
         st.caption(_escaped(str(r["summary"])))
 
@@ -344,8 +393,12 @@ def render() -> None:
         graphs = run_query(queries.REQUEST_GRAPHS, "graphs", request_id=request_id)
         st.subheader("Compiled graphs that served it")
         # What a person reads first (calls, host time, where the graph comes from) before the 64-digit keys.
+        shown = graphs
+        if col.KERNEL_PROVIDERS in graphs.columns:  # each decision once, as the list below the table reads
+            decisions = [None if v is None else provider_decisions(v) for v in graphs[col.KERNEL_PROVIDERS].to_list()]
+            shown = graphs.with_columns(pl.Series(col.KERNEL_PROVIDERS, decisions, dtype=pl.List(pl.String)))
         show_table(
-            graphs,
+            shown,
             columns=[*_GRAPH_COLUMNS, *(c for c in graphs.columns if c not in _GRAPH_COLUMNS)],
             key="graphs",
             empty="No compiled graph served this request.",

@@ -6,7 +6,8 @@ import base64
 import io
 import json
 import tarfile
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -16,12 +17,15 @@ from inferensics.analytics.canary import CanaryParams
 from inferensics.analytics.report.evidence import evidence_kind
 from inferensics.bundle.manifest import Manifest, Resource
 from inferensics.collector.client import ServiceClient
+from inferensics.collector.host.otlp_exporter import OtlpExporter
 from inferensics.dashboard._internal.settings import TOKEN_STATE_KEY, URL_STATE_KEY
 from inferensics.schema import BundleEvent
-from tests.collector.service.harness import INGEST
+from inferensics.schema.events import BundleStateEvent
+from tests.collector.service.harness import INGEST, READ, new_service
 from tests.dashboard.apptest import TIMEOUT_S, assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
-from tests.dashboard.seed import BASELINE, CANDIDATE, LLAMA
+from tests.dashboard.seed import BASELINE, CANDIDATE, LLAMA, SeedFacts
+from tests.polling import poll
 
 pytestmark = pytest.mark.slow
 
@@ -192,3 +196,50 @@ def test_the_bundles_page_opens_on_the_bundle_a_link_names(seeded: SeededService
     at.run()
     assert_clean(at)
     assert any(f"Bundle `{'c' * 64}` was not pushed" in str(w.value) for w in at.warning), at.warning
+
+
+def test_the_pushed_bundle_picker_names_each_bundle(tmp_path: Path) -> None:
+    """The picker of pushed bundles listed bare 16-character ids. Through a real service, each now reads the
+    bundle's name and model as a host registered it (else the model its push recorded) and when it was pushed,
+    beside the start of its id; the picked value is still the id, so ``?bundle_id=`` links open on it."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    registered, unregistered = "e" * 64, "f" * 64
+    service = new_service(tmp_path).start()
+    try:
+        with ServiceClient(service.url, token=INGEST) as ingest:
+            blob = ingest.put_blob(_pushed_bundle(), "bundle", media_type="application/x-tar")
+        pushed_at = now - timedelta(minutes=20)
+        events = [
+            BundleEvent(ts=now - timedelta(minutes=10), bundle_id=registered, bundle_name="llama-v2", model=LLAMA,
+                        host="h1", hw_pool="p", signature_state="verified"),
+            BundleStateEvent(ts=pushed_at, bundle_id=registered, state="pushed", attrs={"pack_blob": blob},
+                             model="model:build"),
+            BundleStateEvent(ts=pushed_at, bundle_id=unregistered, state="pushed", attrs={"pack_blob": blob},
+                             model="model:build"),
+        ]  # fmt: skip
+        exporter = OtlpExporter(service.url, host="pusher", token=INGEST)
+        exporter.export_records(events)
+        exporter.flush()
+        exporter.shutdown()
+        client = service.client()
+        pushed = "SELECT (SELECT count() FROM bundles) + (SELECT count() FROM bundle_states)"
+        assert poll(lambda: client.sql(pushed).item(), lambda n: n == len(events), timeout=60) == len(events)
+
+        at = open_page(SeededService(service, READ, SeedFacts(now=now)), "views/bundles.py")
+        assert_clean(at)
+        picker = at.selectbox(key="bundles.pushed")
+        when = f"pushed {pushed_at:%Y-%m-%d %H:%M} UTC"
+        assert sorted(picker.options) == [
+            f"llama-v2 · {LLAMA} · {when} · {registered[:16]}",
+            f"not registered by a host yet · model:build · {when} · {unregistered[:16]}",
+        ]
+        release = next(d.value for d in at.dataframe if "signature_state" in d.value.columns)
+        names = dict(zip(release["bundle_id"], release["bundle_name"], strict=True))
+        assert names == {registered: "llama-v2", unregistered: ""}
+
+        at.query_params["bundle_id"] = unregistered  # a link still opens on the bundle it names
+        at.run()
+        assert_clean(at)
+        assert at.selectbox(key="bundles.pushed").value == unregistered
+    finally:
+        service.stop()

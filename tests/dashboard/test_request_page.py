@@ -20,8 +20,11 @@ from tests.dashboard.seed import (
     INPUTS_BLOB,
     INPUTS_SHA,
     KERNELS,
+    LLAMA,
+    MISTRAL,
     OUTPUT_CODE,
     PROVIDERS,
+    RECORDED_PROVIDERS,
     STORM_REASON,
     SeedFacts,
 )
@@ -52,7 +55,7 @@ def test_drilldown_shows_the_request_its_kernels_code_and_inputs(seeded: SeededS
     assert list(graphs.columns[:4]) == ["position", "calls", "graph_us", "code_location"]
     # Which kernel provider computed each registry op of the graph (its compile's decisions).
     assert "Kernel providers" in shown
-    assert all(f"`{p}`" in shown for p in PROVIDERS)
+    assert all(f"`{p}" in shown for p in PROVIDERS)
     kernels = next(d.value for d in at.dataframe if "post_grad_nodes" in d.value.columns)
     by_name = {row["kernel_name"]: row for _, row in kernels.iterrows()}
     assert set(by_name) == {k[0] for k in KERNELS}
@@ -241,3 +244,83 @@ def test_the_bundle_a_request_ran_links_to_its_manifest_and_report(seeded: Seede
     assert_clean(at)
     assert f"](./{BUNDLES_PATH}?{BUNDLE_ID_PARAM}={request.bundle_id})" in texts(at)
     assert BY_URL[BUNDLES_PATH].file == "views/bundles.py"
+
+
+def test_each_kernel_provider_decision_is_listed_once(seeded: SeededService) -> None:
+    """A compile record holds one ``op=provider`` per op signature (``kernel_decisions`` has a row for each), so
+    the page read ``rms_norm=triton, rms_norm=triton, ...``. It lists each decision once, with how many
+    signatures it was chosen for, in the list and in the graphs table; the stored rows keep every signature."""
+    assert RECORDED_PROVIDERS.count("rms_norm=triton") == 2  # the seed stores it as the assembler does
+    at = open_page(seeded, PAGE, **{"drill.request_id": DRILL_ID})
+    assert_clean(at)
+    (listed,) = [str(m.value) for m in at.markdown if str(m.value).startswith("**Kernel providers**")]
+    assert listed.splitlines()[1:] == [
+        "- graph 0: `paged_decode_attention=triton`, `rms_norm=triton ×2`, `silu_mul=triton`"
+    ]
+    graphs = next(d.value for d in at.dataframe if "kernel_providers" in d.value.columns)
+    assert [list(v) for v in graphs["kernel_providers"]] == [
+        ["paged_decode_attention=triton", "rms_norm=triton ×2", "silu_mul=triton"]
+    ]
+    stored = seeded.service.client().sql(
+        f"SELECT kernel_providers FROM compiles WHERE model = '{LLAMA}' AND trigger = 'first' LIMIT 1"
+    )
+    assert list(stored.item(0, 0)) == list(RECORDED_PROVIDERS)
+
+
+def _record_replay(seeded: SeededService, **fields: object) -> None:
+    """A replay_results row, as ``inferensics replay`` records it (OTLP to the service), once queryable."""
+    from inferensics.collector.host.otlp_exporter import OtlpExporter
+    from inferensics.schema.events import ReplayResultEvent
+
+    row = ReplayResultEvent.model_validate({"ts": datetime.now(UTC), "replay_id": "r-inputs", **fields})
+    exporter = OtlpExporter(seeded.url, host="replayer", token=INGEST)
+    exporter.export_records([row])
+    exporter.flush()
+    exporter.shutdown()
+    client = seeded.service.client()
+    rid = row.request_id
+    assert poll(lambda: client.query("request_replays", request_id=rid).height, lambda n: n > 0, timeout=60)
+
+
+def test_an_inputs_verdict_names_the_input_without_empty_fields(seeded: SeededService) -> None:
+    """An ``inputs`` verdict names an input, no op or kernel: it read "op – · node – ... kernel –". It now reads
+    by what it names (``input k_cache``), the node and line it met, and nothing that is empty."""
+    # A failed request no other test opens: the page caches its queries for a while, an empty replay list too.
+    rid = [r.request_id for r in seeded.facts.requests if r.status == "error"][-2]
+    _record_replay(seeded, request_id=rid, attribution="inputs", detail="input k_cache", fx_node="index_put",
+                   source_file="decoder.py", source_line=88, source_text="k_cache[pos] = k", device_name="cpu",
+                   verdict_json='{"summary": "input k_cache holds 3 values outside [0, 63]"}')  # fmt: skip
+    at = open_page(seeded, PAGE, **{"drill.request_id": rid})
+    assert_clean(at)
+    (verdict,) = [str(m.value) for m in at.markdown if "Replay verdict" in str(m.value)]
+    assert verdict.startswith("**Replay verdict: inputs** · input `k_cache` · node `index_put` · ")
+    assert "`decoder.py:88` `k_cache[pos] = k`" in verdict
+    for empty in (" op ", "kernel", "–"):
+        assert empty not in verdict, verdict
+    assert " · on cpu " in verdict
+
+
+def test_the_replay_hint_urges_no_fault_hunt_on_a_request_that_completed_fine(seeded: SeededService) -> None:
+    """A request that completed fine read "Not replayed yet. Name the fault: capture its inputs first". Without
+    captured inputs it now says nothing of replay; with them (a sampled request), how to replay it if wanted; a
+    failed request without them, that it cannot be replayed."""
+    fine = next(
+        r.request_id for r in seeded.facts.requests if r.status == "ok" and not r.capture_blob and r.model == MISTRAL
+    )
+    at = open_page(seeded, PAGE, **{"drill.request_id": fine})
+    assert_clean(at)
+    shown = texts(at)
+    assert "replay" not in shown.lower(), shown
+    assert "Name the fault" not in shown, shown
+
+    at = open_page(seeded, PAGE, **{"drill.request_id": DRILL_ID})  # completed fine, inputs captured
+    assert_clean(at)
+    (hint,) = [str(i.value) for i in at.info if "replay" in str(i.value)]
+    assert "Name the fault" not in hint
+    assert "completed without a fault" in hint
+    assert f"`inferensics replay {DRILL_ID}`" in hint
+
+    failed = [r.request_id for r in seeded.facts.requests if r.status == "error" and not r.capture_blob]
+    at = open_page(seeded, PAGE, **{"drill.request_id": failed[-1]})  # never replayed (the one before it is)
+    assert_clean(at)
+    assert any("Cannot be replayed" in str(i.value) and "not captured" in str(i.value) for i in at.info), at.info
