@@ -13,11 +13,22 @@ from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import MinCompileSecondsOption, MinRecompilesOption
 from inferensics.collector.service_url import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV, service_url_problem
 
+ADDRESS_ENV = "INFERENSICS_DASHBOARD_ADDRESS"
+PORT_ENV = "INFERENSICS_DASHBOARD_PORT"
+
 
 @needs_extra("dashboard", "dashboard")
 def dashboard(  # noqa: PLR0917 - one option each
-    port: Annotated[int, typer.Option(help="Port the dashboard listens on.", min=1, max=65535)] = 8501,
-    address: Annotated[str, typer.Option(help="Address the dashboard listens on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(envvar=PORT_ENV, help=f"Port the dashboard listens on (or ${PORT_ENV}).", min=1, max=65535)
+    ] = 8501,
+    address: Annotated[
+        str,
+        typer.Option(
+            envvar=ADDRESS_ENV,
+            help=f"Address the dashboard listens on (or ${ADDRESS_ENV}; 0.0.0.0: every interface).",
+        ),
+    ] = "127.0.0.1",
     service: Annotated[
         str,
         typer.Option(envvar=SERVICE_URL_ENV, help=f"URL of the collector service (or ${SERVICE_URL_ENV})."),
@@ -38,6 +49,12 @@ def dashboard(  # noqa: PLR0917 - one option each
     """
     from inferensics.dashboard.launcher import start_dashboard
 
+    if not address.strip():
+        # Streamlit takes an empty address as every interface; an unset `--address ${VAR}` arrives so.
+        fail(
+            "--address: empty; give an address to listen on (127.0.0.1: this machine only, 0.0.0.0: every "
+            f"interface) with --address or ${ADDRESS_ENV}"
+        )
     _check_service(service, token)
     floors = {"min_recompiles": min_recompiles, "min_compile_seconds": min_compile_seconds}
     typer.echo(f"inferensics dashboard on http://{address}:{port} (service {service})")

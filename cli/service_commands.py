@@ -123,7 +123,11 @@ def _human(n: float) -> str:
 
 
 def print_service_status(url: str, token: str | None) -> None:
-    """Print a running service's store, schema, spool and counters (``inferensics status --service``)."""
+    """Print a running service's store, schema, spool and counters (``inferensics status --service``).
+
+    Exits 1 after printing when something it checks is down (the store unavailable, the schema behind,
+    the spool at its cap), with one line saying what and what to do: a monitoring script reads the code.
+    """
     from inferensics.collector.client import ServiceClient, ServiceError
 
     try:
@@ -133,13 +137,17 @@ def print_service_status(url: str, token: str | None) -> None:
         fail(exc.message)
     store, spool = status["store"], status["spool"]
     console.print(f"service      {url} (up {status['uptime_s']:.0f} s)")
-    console.print(f"store        {store.get('dsn', '?')} ({'ok' if store['ok'] else 'UNAVAILABLE'})")
-    if not store["ok"] and store.get("last_error"):
-        console.print(f"last error   {store['last_error']}")
+    where = store.get("dsn", "(the service could not open it)")
+    console.print(f"store        {where} ({'ok' if store['ok'] else 'UNAVAILABLE'})")
+    reason = store.get("last_error") or store.get("error") or ""
+    if not store["ok"] and reason:
+        console.print(f"last error   {reason}")
+    behind = "schema_version" in store and store["schema_version"] != store["latest_version"]
     if "schema_version" in store:
         latest = store["latest_version"]
-        state = "current" if store["schema_version"] == latest else "behind, run `inferensics init`"
+        state = "behind, run `inferensics init`" if behind else "current"
         console.print(f"schema       version {store['schema_version']} (latest {latest}: {state})")
+    full = spool["bytes"] >= spool["max_bytes"]
     console.print(
         f"spool        {spool['dir']}: {spool['files']} files, {_human(spool['bytes'])} of {_human(spool['max_bytes'])}"
     )
@@ -155,6 +163,24 @@ def print_service_status(url: str, token: str | None) -> None:
         for name, n in counts.items():
             table.add_row(name, f"{n:,}", _human(disk.get(name, 0)))
         console.print(table)
+    problems: list[str] = []
+    if not store["ok"]:
+        problems.append(
+            "the store is unavailable: the service acknowledges into its spool until the spool is full; bring the "
+            "store its DSN names back (see 'last error' above, and the service's log)"
+        )
+    if behind:
+        problems.append(
+            f"the store's schema is version {store['schema_version']}, the service needs {store['latest_version']}: "
+            "run `inferensics init` with the migrating user's DSN (the writer waits meanwhile)"
+        )
+    if full:
+        problems.append(
+            "the spool is at its cap: ingest is refused (429/503) until the writer catches up; fix the store, or "
+            "raise spool_max_bytes ($INFERENSICS_SPOOL_MAX_BYTES)"
+        )
+    if problems:
+        fail("; and ".join(problems), code=1)
 
 
 def register(app: typer.Typer) -> None:

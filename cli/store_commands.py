@@ -23,11 +23,20 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
+def _refuse_empty(dsn: str | None) -> None:
+    """An empty ``--dsn`` (what an unset ``--dsn ${VAR}`` in a unit becomes) would mean the embedded default
+    directory: `init` would create a stray store there and report success while the real one stays behind."""
+    if dsn is not None and not dsn.strip():
+        fail("--dsn: empty; give the store's DSN (chdb:///<data dir> or http(s)://user:password@host:port/database), "
+             "or leave --dsn out for $INFERENSICS_DSN, then the embedded default directory")  # fmt: skip
+
+
 @needs_extra("service", "init")
 def init(dsn: DsnOption = None) -> None:
     """Create the store, or migrate it to the latest schema, and print the schema version."""
     from inferensics.schema.store import Store, StoreError
 
+    _refuse_empty(dsn)
     try:
         with Store.open(dsn) as store:
             before = store.schema_version()
@@ -50,6 +59,7 @@ def status(dsn: DsnOption = None, service: ServiceOption = None, token: TokenOpt
     if service:
         print_service_status(service, token)
         return
+    _refuse_empty(dsn)
     try:
         parsed = resolve_dsn(dsn)
     except DsnError as exc:
@@ -83,6 +93,10 @@ def status(dsn: DsnOption = None, service: ServiceOption = None, token: TokenOpt
         for name, n in counts.items():
             table.add_row(name, f"{n:,}", _human(disk.get(name, 0)))
         console.print(table)
+    if version != LATEST_VERSION:
+        # A monitoring script reads the exit code: a store the service cannot write to is not fine.
+        fail(f"the store's schema is version {version}, this inferensics needs {LATEST_VERSION}: run "
+             "`inferensics init` with the same --dsn (the migrating user's, on a server)", code=1)  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

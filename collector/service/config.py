@@ -15,7 +15,9 @@ Tokens also come from ``$INFERENSICS_TOKENS`` as ``token=role+role,token=role``.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import ssl
 import tomllib
 from collections.abc import Mapping
@@ -30,6 +32,11 @@ ROLES: Final = ("ingest", "read", "replay", "admin")
 """Roles a token can hold; ``admin`` implies every other role."""
 TOKENS_ENV: Final = "INFERENSICS_TOKENS"
 CONFIG_ENV: Final = "INFERENSICS_CONFIG"
+SPOOL_MIN_BYTES: Final = 64 << 10
+"""The smallest spool cap: below it hardly a request fits, and 0 would refuse every one while looking set."""
+TOKENS_FORM: Final = "token=role+role,token=role (roles: ingest, read, replay, admin; no spaces inside an entry)"
+_TOKEN_CHARS: Final = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+"""RFC 6750's token68: the characters a bearer token can carry in an Authorization header."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +49,7 @@ class Setting:
     type: type
     meaning: str
     maximum: int | None = None
+    minimum: int = 0
 
 
 SETTINGS: Final[tuple[Setting, ...]] = (
@@ -55,6 +63,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         1 << 30,
         int,
         "Spool cap; above it ingest answers 429 (backlog) or 503 (store down) with Retry-After.",
+        minimum=SPOOL_MIN_BYTES,
     ),
     Setting(
         "batch_max_rows",
@@ -169,10 +178,18 @@ def _convert(setting: Setting, raw: object, origin: str) -> object:
         value = setting.type(raw)
     except (TypeError, ValueError):
         raise ConfigError(
-            f"setting {setting.name} ({origin}): {raw!r} is not a valid {setting.type.__name__}; {setting.meaning}"
+            f"setting {setting.name} ({origin}): {raw!r} is not a valid {setting.type.__name__}{_range(setting)}; "
+            f"{setting.meaning}"
         ) from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"setting {setting.name} ({origin}): {raw!r} is not a finite number; {setting.meaning}")
     if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
-        raise ConfigError(f"setting {setting.name} ({origin}): must not be negative, got {raw!r}")
+        raise ConfigError(f"setting {setting.name} ({origin}): must not be negative, got {raw!r}{_range(setting)}")
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < setting.minimum:
+        raise ConfigError(
+            f"setting {setting.name} ({origin}): at least {setting.minimum}, got {raw!r}{_range(setting)}; "
+            f"{setting.meaning}"
+        )
     if setting.maximum is not None and isinstance(value, int) and value > setting.maximum:
         raise ConfigError(
             f"setting {setting.name} ({origin}): at most {setting.maximum}, got {raw!r}; {setting.meaning}"
@@ -180,25 +197,70 @@ def _convert(setting: Setting, raw: object, origin: str) -> object:
     return value
 
 
+def _range(setting: Setting) -> str:
+    """The valid range of a bounded setting, as the tail of its error line ('' for an unbounded one)."""
+    if setting.minimum <= 0 and setting.maximum is None:
+        return ""
+    upper = f"to {setting.maximum}" if setting.maximum is not None else "or more"
+    return f" (valid: {setting.minimum} {upper})"
+
+
 def parse_tokens(text: str, origin: str) -> dict[str, frozenset[str]]:
-    """Parse ``token=role+role,token=role`` into a token → roles map."""
+    """Parse ``token=role+role,token=role`` into a token → roles map, strictly.
+
+    Spaces around an entry (after a comma) are ignored; inside one they are refused, as are a token listed
+    twice and an unknown role: a token kept with a stray space could never be presented (the service strips
+    the header), so it would fail every request with "unknown bearer token" and nothing to say why.
+
+    Raises:
+        ConfigError: one line naming the entry (by position; its token masked) and the expected form.
+    """
     out: dict[str, frozenset[str]] = {}
-    for item in filter(None, (p.strip() for p in text.split(","))):
+    for number, item in enumerate((p.strip() for p in text.split(",")), start=1):
+        if not item:
+            continue  # a trailing or doubled comma
         token, sep, roles = item.partition("=")
+        where = f"tokens ({origin}): entry {number} (token {_masked(token)}, roles {roles!r})"
         if not sep or not token:
-            raise ConfigError(f"tokens ({origin}): expected token=role+role, got an item without '='")
-        out[token] = _roles(roles.split("+"), origin)
+            raise ConfigError(f"{where}: expected token=role+role, got an item without '=' or a token; "
+                              f"the form is {TOKENS_FORM}")  # fmt: skip
+        check_token(token, where)
+        if token in out:
+            raise ConfigError(f"{where}: the token is listed twice; give each token once, "
+                              f"with all its roles joined by '+'; the form is {TOKENS_FORM}")  # fmt: skip
+        out[token] = _roles(roles.split("+"), where)
     return out
 
 
-def _roles(roles: object, origin: str) -> frozenset[str]:
+def check_token(token: str, where: str) -> None:
+    """Refuse a token no client could send as ``Authorization: Bearer <token>``, in one line."""
+    if token != token.strip():
+        raise ConfigError(f"{where}: the token has spaces around it; the form is {TOKENS_FORM}")
+    if not _TOKEN_CHARS.fullmatch(token):
+        raise ConfigError(
+            f"{where}: the token has a space or a character a bearer token cannot carry (use letters, digits "
+            f"and - . _ ~ + /); the form is {TOKENS_FORM}"
+        )
+
+
+def _masked(token: str) -> str:
+    """A token as an error line shows it: its first two characters when it is long enough to stay secret
+    after that, its length and where it has spaces; never the whole secret."""
+    core = token.strip()
+    notes = [f"{len(core)} character{'' if len(core) == 1 else 's'}"]
+    notes += ["a space before it"] if token[:1].isspace() else []
+    notes += ["a space after it"] if token[-1:].isspace() else []
+    return f"'{core[:2] if len(core) > 6 else ''}…' ({', '.join(notes)})"
+
+
+def _roles(roles: object, where: str) -> frozenset[str]:
     if isinstance(roles, str):
         roles = [roles]
     if not isinstance(roles, list | tuple) or not roles:
-        raise ConfigError(f"tokens ({origin}): each token needs a list of roles from {list(ROLES)}")
+        raise ConfigError(f"{where}: each token needs a list of roles from {list(ROLES)}")
     bad = [r for r in roles if r not in ROLES]
     if bad:
-        raise ConfigError(f"tokens ({origin}): unknown roles {bad}; known: {list(ROLES)}")
+        raise ConfigError(f"{where}: unknown roles {bad}; known: {list(ROLES)}; the form is {TOKENS_FORM}")
     return frozenset(str(r) for r in roles)
 
 
@@ -240,7 +302,9 @@ def load_config(
     if not isinstance(file_tokens, dict):
         raise ConfigError(f"config file {path}: [tokens] must be a table of token = [roles]")
     for token, roles in file_tokens.items():
-        tokens[str(token)] = _roles(roles, f"config file {path}")
+        where = f"tokens (config file {path}): token {_masked(str(token))}"
+        check_token(str(token), where)
+        tokens[str(token)] = _roles(roles, where)
     if TOKENS_ENV in env:
         tokens.update(parse_tokens(env[TOKENS_ENV], f"${TOKENS_ENV}"))
     if "tokens" in args:

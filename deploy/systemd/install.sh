@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Install inferensics as systemd services on one VM (run as root from the repository root):
+# Install inferensics as systemd services on one VM, or upgrade it (run as root from the new release's root):
 #   bash deploy/systemd/install.sh
+# An upgrade restarts the running units: the collector's start runs `inferensics init` first (ExecStartPre), so
+# the new release's migrations are applied before the new collector writes; the spool is kept and replayed.
 # ClickHouse itself comes from ClickHouse's own packages (clickhouse-server 25.8 or later); this script puts
 # the inferensics server config, users and format schema in place for it when /etc/clickhouse-server exists.
 set -euo pipefail
@@ -23,7 +25,23 @@ if [ -d /etc/clickhouse-server ]; then
   [ -e /etc/inferensics/clickhouse-passwords.env ] || printf 'INFERENSICS_MIGRATOR_PASSWORD=change-me-migrator\nINFERENSICS_INGEST_PASSWORD=change-me-ingest\nINFERENSICS_READER_PASSWORD=change-me-reader\n' > /etc/inferensics/clickhouse-passwords.env
   chmod 0600 /etc/inferensics/clickhouse-passwords.env
 fi
-install -m 0644 deploy/systemd/inferensics-*.service /etc/systemd/system/
+# releases before this one had a separate oneshot migrator unit, which ran only once per boot
+if [ -e /etc/systemd/system/inferensics-migrate.service ]; then
+  systemctl disable --now inferensics-migrate.service || true
+  rm -f /etc/systemd/system/inferensics-migrate.service
+fi
+install -m 0644 deploy/systemd/inferensics-collector.service deploy/systemd/inferensics-dashboard.service /etc/systemd/system/
 systemctl daemon-reload
-echo "edit /etc/inferensics/inferensics.env (and clickhouse-passwords.env), then:"
-echo "  systemctl restart clickhouse-server && systemctl enable --now inferensics-migrate inferensics-collector inferensics-dashboard"
+if systemctl is-active --quiet inferensics-collector.service; then
+  # an upgrade: restarting the collector migrates the store first; what fails is in the collector's journal
+  systemctl restart inferensics-collector.service || {
+    echo "the collector did not start (its migration or a setting): journalctl -u inferensics-collector -n 50" >&2
+    exit 1
+  }
+  systemctl try-restart inferensics-dashboard.service
+  echo "upgraded: the collector migrated the store and restarted; check with"
+  echo "  journalctl -u inferensics-collector -n 20 && INFERENSICS_TOKEN=<read token> /opt/inferensics/venv/bin/inferensics status --service http://127.0.0.1:4318"
+else
+  echo "edit /etc/inferensics/inferensics.env (and clickhouse-passwords.env), then:"
+  echo "  systemctl restart clickhouse-server && systemctl enable --now inferensics-collector inferensics-dashboard"
+fi

@@ -37,9 +37,10 @@ def test_status_counts_rows(store: Store) -> None:
 
 
 def test_status_of_uninitialised_store_says_what_to_run(store_dsn: str) -> None:
-    res = runner.invoke(app, ["status", "--dsn", store_dsn])
-    assert res.exit_code == 0
+    res = runner.invoke(app, ["status", "--dsn", store_dsn], env={"COLUMNS": "300"})
+    assert res.exit_code == 1  # a monitoring script reads the code: this store cannot take rows
     assert "not initialised: run `inferensics init`" in res.output
+    assert f"schema is version 0, this inferensics needs {LATEST_VERSION}: run `inferensics init`" in res.output
 
 
 def test_status_of_a_missing_directory_says_so_and_creates_nothing(tmp_path: Path) -> None:

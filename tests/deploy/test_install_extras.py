@@ -56,6 +56,6 @@ def test_installers_name_declared_extras_that_cover_the_units_commands(installer
     named = _installed_extras(installer)
     assert named <= set(declared), f"{installer.name} names extras {sorted(named - set(declared))} pyproject lacks"
     units = "\n".join(u.read_text(encoding="utf-8") for u in SYSTEMD.glob("*.service"))
-    commands = set(re.findall(r"^ExecStart=\S+/bin/inferensics ([\w-]+)", units, flags=re.MULTILINE))
+    commands = set(re.findall(r"^ExecStart(?:Pre)?=\S+/bin/inferensics ([\w-]+)", units, flags=re.MULTILINE))
     assert commands == set(NEEDS)
     assert {NEEDS[c] for c in commands} <= _closure(named, declared)
