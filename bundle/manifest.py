@@ -10,12 +10,13 @@ of the identity, so an unchanged rebuild has the same id and ``bundle diff`` fin
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from inferensics.bundle.canonical import canonical_json, digest_json
+from inferensics.bundle.customisations import Customisation
 from inferensics.bundle.dsse import parse_envelope, sign_envelope
 from inferensics.bundle.errors import BundleError
 from inferensics.bundle.keys import SigningKey
@@ -53,6 +54,11 @@ class Resource(BaseModel):
     """Hex digest of the file's bytes."""
     size: int
     """Size in bytes."""
+
+    @field_validator("name")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        return safe_name(value)
 
 
 class GraphRecord(BaseModel):
@@ -133,27 +139,43 @@ def group_digests(identity: dict[str, Any]) -> dict[str, str]:
 
 
 def parse_statement(payload: bytes, source: str) -> Manifest:
-    """A :class:`Manifest` from the statement bytes; checks the subject digest equals the identity digest.
+    """A :class:`Manifest` from the statement bytes; checks the subject digest equals the identity digest, and
+    that every field of the identity anything reads has its type and every file name stays in the bundle.
 
     Raises:
-        BundleError: ``damaged`` (not a bundle statement) or ``tampered`` (subject and identity disagree).
+        BundleError: ``damaged`` (not a bundle statement, or a field of the wrong type, named) or ``tampered``
+            (subject and identity disagree).
     """
+    damaged = f"{source}: the statement is damaged: rebuild or pull the bundle again"
     try:
-        st = json.loads(payload)
-        if st.get("_type") != STATEMENT_TYPE or st.get("predicateType") != PREDICATE_TYPE:
+        st = json.loads(payload, parse_constant=_no_constant)
+        if not isinstance(st, dict) or st.get("_type") != STATEMENT_TYPE or st.get("predicateType") != PREDICATE_TYPE:
             raise BundleError("damaged", f"{source} is not an inferensics bundle statement")
-        manifest = Manifest(**st["predicate"])
-        subject = st["subject"][0]["digest"]["sha256"]
+        predicate, subject = st["predicate"], st["subject"][0]["digest"]["sha256"]
+        if not isinstance(predicate, dict) or not isinstance(subject, str):
+            raise BundleError("damaged", damaged)
+        manifest = Manifest(**predicate)
     except BundleError:
         raise
-    except (ValueError, KeyError, TypeError, IndexError, ValidationError):
-        raise BundleError("damaged", f"{source}: the statement is damaged: rebuild or pull the bundle again") from None
+    except ValidationError as exc:
+        raise BundleError("damaged", f"{source}: {first_error(exc)}: rebuild or pull the bundle again") from None
+    except (ValueError, KeyError, TypeError, IndexError):
+        raise BundleError("damaged", damaged) from None
+    problem = identity_problem(manifest.identity)
+    if problem is None and len({r.name for r in manifest.resources}) < len(manifest.resources):
+        problem = "resources: a file is listed twice"
+    if problem is not None:
+        raise BundleError("damaged", f"{source}: {problem}: rebuild or pull the bundle again")
     if subject != manifest.bundle_id:
         raise BundleError(
             "tampered",
             f"{source}: the subject digest {subject[:12]} is not the identity's digest {manifest.bundle_id[:12]}",
         )
     return manifest
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")  # NaN and Infinity: canonical JSON has neither
 
 
 def read_manifest_unverified(directory: Path) -> tuple[Manifest, bytes, list[tuple[str, bytes]]]:
@@ -179,3 +201,99 @@ def read_manifest_unverified(directory: Path) -> tuple[Manifest, bytes, list[tup
 def manifest_path(directory: Path) -> Path:
     """The manifest file of a bundle directory."""
     return directory / MANIFEST_FILE
+
+
+# --- the identity's shape where anything reads it --------------------------------------------------------
+
+
+def safe_name(name: str) -> str:
+    """``name`` if it is a relative ``/``-separated path inside its folder (a bundle's or a replay pack's: no
+    ``..``, ``.``, empty or absolute parts, no backslash); else ``ValueError``."""
+    parts = name.split("/")
+    if not name or "\\" in name or PurePosixPath(name).is_absolute() or any(p in {"", ".", ".."} for p in parts):
+        raise ValueError(f"{name!r} is not a relative path inside its folder (absolute, '..', '.', empty or '\\' part)")
+    return name
+
+
+class _Open(BaseModel):
+    """A group whose read fields are typed (strictly: no coercion) and whose other fields are left open."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Model(_Open):
+    factory: str = ""
+    args: dict[str, Any] = Field(default_factory=dict)
+    inputs: str | None = None
+
+
+class _Weights(_Open):
+    digest: str = ""
+
+
+class _Settings(_Open):
+    compile: dict[str, Any] = Field(default_factory=dict)
+    changed: dict[str, Any] = Field(default_factory=dict)
+    cpu_threads: int | None = None
+
+
+class _Aoti(_Open):
+    package: str
+    members: dict[str, str]
+
+    @field_validator("package")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        return safe_name(value)
+
+
+class _Artifacts(_Open):
+    graphs: list[GraphRecord] = Field(default_factory=list)
+    aoti: _Aoti | None = None
+
+
+class _Shapes(_Open):
+    shapes: list[list[int]] = Field(default_factory=list)
+    dynamic: bool = False
+
+
+class _Policy(_Open):
+    priority: list[str] = Field(default_factory=list)
+    bucket_priority: dict[str, list[str]] = Field(default_factory=dict)
+    refused: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class _Registry(_Open):
+    policy: dict[str, _Policy] = Field(default_factory=dict)
+    ops: dict[str, Any] = Field(default_factory=dict)
+    evidence: list[Any] = Field(default_factory=list)
+
+
+class _Identity(_Open):
+    model: _Model = Field(default_factory=_Model)
+    code: dict[str, Any] = Field(default_factory=dict)
+    weights: _Weights = Field(default_factory=_Weights)
+    compiler_versions: dict[str, Any] = Field(default_factory=dict)
+    settings: _Settings = Field(default_factory=_Settings)
+    customisations: list[Customisation] = Field(default_factory=list)
+    compatibility: dict[str, Any] = Field(default_factory=dict)
+    kernel_registry: _Registry | None = None
+    artifacts: _Artifacts = Field(default_factory=_Artifacts)
+    accepted_shapes: _Shapes = Field(default_factory=_Shapes)
+
+
+def identity_problem(identity: Any) -> str | None:
+    """``identity.<field>: <what is wrong>`` for the first field of ``identity`` not of the type its readers
+    take, or ``None``."""
+    try:
+        _Identity.model_validate(identity)
+    except ValidationError as exc:
+        return f"identity.{first_error(exc)}"
+    return None
+
+
+def first_error(exc: ValidationError) -> str:
+    """``field.path: message`` of a validation error's first error, on one line."""
+    first = exc.errors()[0]
+    where = ".".join(p if isinstance(p, str) and p.isprintable() else repr(p) for p in first["loc"])
+    return f"{where}: {first['msg']}".replace("\n", " ")

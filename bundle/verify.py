@@ -62,8 +62,15 @@ def check_files(directory: Path, manifest: Manifest) -> None:
     if aoti:
         import zipfile
 
-        with zipfile.ZipFile(directory / aoti["package"]) as z:
-            members = {i.filename: sha256_hex(z.read(i)) for i in z.infolist()}
+        if aoti["package"] not in listed:
+            raise BundleError(
+                "tampered", f"{directory}: the AOTInductor package {aoti['package']} is not in the manifest"
+            )
+        try:
+            with zipfile.ZipFile(directory / aoti["package"]) as z:
+                members = {i.filename: sha256_hex(z.read(i)) for i in z.infolist()}
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise BundleError("damaged", f"{directory}: {aoti['package']} is not a readable package ({exc})") from None
         if members != aoti["members"]:
             raise BundleError("tampered", f"{directory}: the members of {aoti['package']} differ from the manifest")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import struct
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from inferensics.bundle.manifest import first_error, safe_name
 
 PACK_FORMAT: Final = "inferensics-replay-pack-v1"
 PACK_FILE: Final = "pack.json"
@@ -95,14 +99,19 @@ def read_pack(directory: Path | str) -> ReplayPack:
             f"{d} is not a replay pack (no {PACK_FILE}): export one with `inferensics replay ID --export DIR`"
         )
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads(meta_path.read_bytes())
     except json.JSONDecodeError as exc:
         raise ReplayError(f"{meta_path} is damaged ({exc.msg} at line {exc.lineno}): export the pack again") from None
-    if meta.get("format") != PACK_FORMAT:
-        raise ReplayError(
-            f"{meta_path} has format {meta.get('format')!r}, expected {PACK_FORMAT!r}: export the pack again"
-        )
-    for rel, digest in sorted(meta.get("files", {}).items()):
+    except (UnicodeDecodeError, OSError) as exc:
+        raise ReplayError(f"{meta_path} cannot be read ({exc}): export the pack again") from None
+    if not isinstance(meta, dict) or meta.get("format") != PACK_FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise ReplayError(f"{meta_path} has format {found!r}, expected {PACK_FORMAT!r}: export the pack again")
+    try:
+        _PackMeta.model_validate(meta)
+    except ValidationError as exc:
+        raise ReplayError(f"{meta_path}: {first_error(exc)}: export the pack again") from None
+    for rel, digest in sorted(meta["files"].items()):
         path = d / rel
         if not path.is_file():
             raise ReplayError(f"pack file {rel} is missing: export the pack again")
@@ -112,9 +121,29 @@ def read_pack(directory: Path | str) -> ReplayPack:
                 f"pack file {rel} fails its hash (sha256 {actual[:12]}, pack.json {digest[:12]}): "
                 "the pack was altered; export it again"
             )
-    if INPUTS_FILE not in meta.get("files", {}):
+    if INPUTS_FILE not in meta["files"]:
         raise ReplayError(f"pack {d} holds no captured inputs: export it again from a request with captured inputs")
     return ReplayPack(d, meta)
+
+
+class _PackMeta(BaseModel):
+    """What ``pack.json`` must hold for the replay to read it (strictly typed; other fields left open)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    format: str
+    request: dict[str, Any]
+    bundle_id: str = ""
+    graph_keys: list[str] = Field(default_factory=list)
+    graph_artifacts: list[str] = Field(default_factory=list)
+    files: dict[str, str]
+
+    @field_validator("files")
+    @classmethod
+    def _inside(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            safe_name(name)
+        return value
 
 
 _DTYPES: Final = {
@@ -132,28 +161,62 @@ _DTYPES: Final = {
 
 
 def read_safetensors(data: bytes) -> dict[str, torch.Tensor]:
-    """Decode a safetensors blob with torch alone (the host SDK writes inputs in this format)."""
+    """Decode a safetensors blob with torch alone (the host SDK writes inputs in this format).
+
+    Raises:
+        ReplayError: not a safetensors blob, or an entry whose dtype, shape or byte range does not hold.
+    """
+    bad = "captured inputs are not a safetensors blob ({}): capture them again"
     if len(data) < 8:
-        raise ReplayError("captured inputs are not a safetensors blob (too short): capture them again")
+        raise ReplayError(bad.format("too short"))
     (n,) = struct.unpack("<Q", data[:8])
+    if n > len(data) - 8:
+        raise ReplayError(bad.format(f"a header of {n} bytes in a blob of {len(data)}"))
     try:
         header = json.loads(data[8 : 8 + n])
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ReplayError("captured inputs are not a safetensors blob (bad header): capture them again") from None
-    base = 8 + n
-    out: dict[str, torch.Tensor] = {}
-    entries = sorted(
-        ((k, v) for k, v in header.items() if k != "__metadata__"), key=lambda kv: kv[1]["data_offsets"][0]
-    )
-    for name, spec in entries:
+        raise ReplayError(bad.format("bad header")) from None
+    if not isinstance(header, dict):
+        raise ReplayError(bad.format("its header is not an object"))
+    base, size = 8 + n, len(data) - 8 - n
+    entries: list[tuple[str, torch.dtype, list[int], int, int]] = []
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        problem = _entry_problem(spec, size)
+        if problem:
+            raise ReplayError(f"captured input {name!r}: {problem}: capture it again")
+        dtype = _DTYPES[spec["dtype"]]
         start, end = spec["data_offsets"]
-        dtype = _DTYPES.get(spec["dtype"])
-        if dtype is None:
-            raise ReplayError(f"captured input {name} has dtype {spec['dtype']}, which replay cannot read")
+        entries.append((name, dtype, spec["shape"], start, end))
+    out: dict[str, torch.Tensor] = {}
+    for name, dtype, shape, start, end in sorted(entries, key=lambda e: e[3]):
         raw = bytearray(data[base + start : base + end])
         tensor = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
-        out[name] = tensor.reshape(spec["shape"]).clone()
+        out[name] = tensor.reshape(shape).clone()
     return out
+
+
+def _entry_problem(spec: Any, size: int) -> str | None:
+    """Why a safetensors header entry cannot be read from a data section of ``size`` bytes, or ``None``."""
+    if not isinstance(spec, dict):
+        return "its entry is not an object"
+    dtype, shape, offsets = spec.get("dtype"), spec.get("shape"), spec.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+        return f"dtype {dtype!r} is not one replay reads ({', '.join(_DTYPES)})"
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        return f"shape {shape!r} is not a list of sizes"
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(type(o) is int for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1] <= size
+    ):
+        return f"data offsets {offsets!r} are not a byte range of the {size}-byte data"
+    want = math.prod(shape) * _DTYPES[dtype].itemsize
+    if offsets[1] - offsets[0] != want:
+        return f"{offsets[1] - offsets[0]} bytes for shape {shape} of {dtype} ({want} expected)"
+    return None
 
 
 def write_safetensors(tensors: dict[str, torch.Tensor]) -> bytes:
@@ -163,7 +226,7 @@ def write_safetensors(tensors: dict[str, torch.Tensor]) -> bytes:
     chunks: list[bytes] = []
     offset = 0
     for name, t in tensors.items():
-        raw = t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         header[name] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
