@@ -8,6 +8,7 @@ Layout of a bundle directory (pack-friendly: plain files, relative names)::
     artifacts/graphs/<fx_key>/guards.txt       Dynamo's guard tree for it
     artifacts/cpu_kernels/<2ch>/c<hash>.so     compiled C++ kernels (CPU bundles; Inductor's cache layout)
     artifacts/aoti/<name>.pt2           optional AOTInductor package (each member hashed in the identity)
+    artifacts/kernel_evidence.json      optional qualification evidence the kernel-registry policy follows
     report/qualification.{md,html,json} the qualification report
 """
 
@@ -29,8 +30,8 @@ from typing import Any, Final
 
 import torch
 
+from inferensics.bundle import accuracy, factors, torch_adapter
 from inferensics.bundle import customisations as custom
-from inferensics.bundle import factors, torch_adapter
 from inferensics.bundle.canonical import canonical_json, sha256_file, sha256_hex
 from inferensics.bundle.errors import BundleError, error_line
 from inferensics.bundle.keys import SigningKey
@@ -41,6 +42,9 @@ from inferensics.bundle.shapes import ShapeDistribution
 MEGACACHE = "artifacts/megacache.bin"
 CPU_KERNELS = "artifacts/cpu_kernels"
 """Compiled C++ kernel libraries of a CPU bundle, laid out as in Inductor's cache (``<2 chars>/c<hash>.so``)."""
+KERNEL_EVIDENCE = "artifacts/kernel_evidence.json"
+"""The ``kernels qualify`` evidence file a bundle carries (``--kernel-evidence``), byte for byte: its registry state
+is the bundle's ``kernel_registry``, the build compiled with its policy, and hosts apply it on load."""
 PROVENANCE_OPTIONS: Final[Mapping[str, Any]] = MappingProxyType({"trace.provenance_tracking_level": 1})
 """Inductor options ``inferensics bundle build`` compiles with unless told otherwise: provenance tracking on, as
 the host SDK compiles by default, so the request page maps a bundle's kernels to FX nodes and source lines on
@@ -67,8 +71,14 @@ class BuildSpec:
         name: Human label of the bundle.
         advise: Also compare static, dynamic and bucketed shape policies for the report.
         aoti_package: An AOTInductor ``.pt2`` to carry as an artifact.
-        registry: Kernel-registry state and selection policy (default: the registry's own).
+        registry: Kernel-registry state and selection policy (default: the registry's own, or the
+            ``kernel_evidence``'s).
         repeats: Timed runs per shape for steady latency.
+        allow_inaccurate: Sign even when a shape's compiled output is outside tolerance against eager and fp64
+            (the report still records it); by default such a build is refused.
+        kernel_evidence: An evidence file ``inferensics kernels qualify`` wrote on the target device: the build
+            compiles with its selection policy, records its registry state and carries the file, and hosts
+            that load the bundle follow it.
     """
 
     model: str
@@ -86,6 +96,13 @@ class BuildSpec:
     aoti_package: Path | None = None
     registry: Mapping[str, Any] | None = None
     repeats: int = 3
+    allow_inaccurate: bool = False
+    kernel_evidence: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.kernel_evidence is not None and self.registry is None:
+            # Recorded as the evidence's registry state, so the bundle cache's build key covers the evidence too.
+            object.__setattr__(self, "registry", read_kernel_evidence(self.kernel_evidence)["registry"])
 
     def compile_args(self) -> dict[str, Any]:
         """The torch.compile arguments (identity: ``settings.compile``)."""
@@ -207,9 +224,60 @@ class BuildResult:
 def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None = None) -> BuildResult:
     """Build, qualify and sign a bundle into ``out`` (which must not exist or be empty).
 
+    The build's customisations are installed for the build alone: afterwards this process's decomposition
+    table, FX pass slots and cache key tag are as before (a later build, or the caller's own compiles, would
+    otherwise compile with them while their manifests record none).
+
     Raises:
-        BundleError: bad input (factory, inputs, output folder, AOTI package).
+        BundleError: bad input (factory, inputs, output folder, AOTI package, a kernel evidence file that is
+            damaged, from another device or not this registry's); ``inaccurate`` when a shape's compiled output
+            is outside tolerance (unless ``spec.allow_inaccurate``).
     """
+    slots = [c.target for c in spec.customisations if c.kind == "fx_pass"]
+    with torch_adapter.compiler_state_restored(slots):
+        return _build_with_evidence(spec, key, out, now=now)
+
+
+def _build_with_evidence(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None) -> BuildResult:
+    if spec.kernel_evidence is None:
+        return _build(spec, key, out, now=now)
+    from inferensics.kernels import evidence as kev
+    from inferensics.kernels.registry import default_registry
+
+    path = spec.kernel_evidence
+    try:
+        data = path.read_bytes()
+        doc = kev.parse_evidence(data, str(path))
+    except OSError as exc:
+        raise BundleError("bad_input", f"--kernel-evidence {path}: cannot read it ({exc.strerror or exc})") from None
+    except kev.EvidenceError as exc:
+        raise BundleError("bad_input", f"--kernel-evidence {exc}") from None
+    measured, target = kev.measured_device(doc), kev.device_label(spec.device)
+    if measured != target:
+        raise BundleError(
+            "bad_input",
+            f"--kernel-evidence {path} was measured on {measured}, and this bundle is built for {target}: hosts "
+            "apply only evidence of their own device; run `inferensics kernels qualify --out FILE` there",
+        )
+    recorded = dict(spec.registry or {})
+    if recorded.get("digest") != doc["registry"]["digest"]:
+        why = "; ".join(kev.state_differences(recorded, doc["registry"]))
+        raise BundleError("bad_input", f"--kernel-evidence {path}: the registry state given is not its ({why})")
+    with kev.following(doc) as (_, refused):
+        here = default_registry().state()
+        if refused or here["digest"] != doc["registry"]["digest"]:
+            why = "; ".join(refused[:3] or kev.state_differences(here, doc["registry"]))
+            raise BundleError(
+                "bad_input",
+                f"--kernel-evidence {path}: this registry, with its policy applied, is not the one it records "
+                f"({why}); qualify again with this code and these versions",
+            )
+        return _build(spec, key, out, now=now, evidence=(data, str(doc["digest"])))
+
+
+def _build(
+    spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None, evidence: tuple[bytes, str] | None = None
+) -> BuildResult:
     from inferensics.bundle import advice, report
 
     if out.exists() and any(out.iterdir()):
@@ -222,14 +290,23 @@ def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None =
     patches = {**torch_adapter.mode_options(spec.mode), **dict(spec.options)}
     compile_args = spec.compile_args()
     shapes = [(s.shape, s.shape) for s in spec.shapes.shapes]
+    reference = accuracy.Reference(model)
     try:
         main = run_policy(
             "as built", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches,
-            repeats=spec.repeats,
+            repeats=spec.repeats, check=reference.check,
         )  # fmt: skip
     except Exception:
         refuse_unrunnable_shapes(spec, model, make_inputs)
         raise  # the model runs every shape eagerly: a compiler failure, as torch said it
+    finally:
+        reference.release()
+    inaccurate = accuracy.refusal(
+        [(r.shape, r.accuracy) for r in main.shapes], [f"{c.target}={c.import_path}" for c in spec.customisations]
+    )
+    if inaccurate is not None and not spec.allow_inaccurate:
+        shutil.rmtree(main.cache_dir, ignore_errors=True)
+        raise inaccurate
     warm = run_policy(
         "with bundle", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches,
         repeats=1, blob=main.blob,
@@ -290,6 +367,8 @@ def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None =
         when = (now or datetime.now(UTC)).isoformat(timespec="seconds")
         qual = report.qualification(spec, main, warm, policies, identity, name=spec.name)
         report.write(qual, tmp / "report")
+        if evidence is not None:  # the checked bytes, not the file again: it may have changed since
+            (tmp / KERNEL_EVIDENCE).write_bytes(evidence[0])
         manifest = Manifest(
             name=spec.name,
             identity=identity,
@@ -301,6 +380,7 @@ def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None =
                 "builder_host": platform.node(),
                 "build_seconds": round(time.perf_counter() - t_start, 3),
                 "torch": torch.__version__,
+                **({"kernel_evidence": evidence[1]} if evidence is not None else {}),
             },
         )
         (tmp / MANIFEST_FILE).write_bytes(manifest.sign(key))
@@ -315,6 +395,20 @@ def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None =
             if run.cache_dir:
                 shutil.rmtree(run.cache_dir, ignore_errors=True)
     return BuildResult(out, manifest, main, warm, policies)
+
+
+def read_kernel_evidence(path: Path) -> dict[str, Any]:
+    """The evidence file at ``path``, checked by ``kernels.qualify.evidence_problem``.
+
+    Raises:
+        BundleError: ``bad_input``, one line naming what is wrong with it.
+    """
+    from inferensics.kernels.evidence import EvidenceError, read_evidence
+
+    try:
+        return read_evidence(path)
+    except EvidenceError as exc:
+        raise BundleError("bad_input", f"--kernel-evidence {exc}") from None
 
 
 def canonical_identity(manifest: Manifest) -> bytes:

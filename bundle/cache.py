@@ -5,11 +5,11 @@ compiler versions, settings, customisations, target, kernel registry) and what t
 (graphs, accepted shapes). The outputs follow from the inputs, so the cache is keyed by the inputs, known
 before compiling: :func:`build_key` digests the identity's input groups as :func:`~inferensics.bundle.build`
 records them, the build spec's own choices (shapes and weights, inputs function, policy advice, repeats,
-name, AOTInductor package), the signer, and every source file of the packages the factory, the inputs
-function, the model's classes, the customisations and the builder come from: the identity's ``code``
-group digests only the files the model's classes come from, and serving glue beside the model (padding,
-dynamic marks) shapes the graphs as much. Other installed packages are not keyed (the compiler's are, by
-version and source-tree key).
+name, AOTInductor package, whether an inaccurate build may be signed), the signer, and every source file of
+the packages the factory, the inputs function, the model's classes, the customisations and the builder come
+from: the identity's ``code`` group digests only the files the model's classes come from, and serving glue
+beside the model (padding, dynamic marks) shapes the graphs as much. Other installed packages are not keyed
+(the compiler's are, by version and source-tree key).
 
 A reused bundle is verified as a host would (signature by a trusted builder, per-file hashes, state,
 compatibility, customisations) and its recorded input groups must equal this process's; a cached bundle
@@ -169,6 +169,7 @@ def build_key(spec: BuildSpec, signer: str) -> BuildKey:
             "repeats": spec.repeats,
             "name": spec.name,
             "aoti_package": aoti,
+            "allow_inaccurate": spec.allow_inaccurate,
         },
         "signer": signer,
         "source": source_digests(_code_modules(spec, model)),

@@ -17,8 +17,10 @@ CAUSES: Final = (
     "bad_key",
     "bad_input",
     "unknown_id",
+    "inaccurate",
 )
-"""Every refusal cause, in the order verification meets them."""
+"""Every refusal cause, in the order verification meets them; then ``inaccurate``, the build's own refusal to
+sign compiled code whose output is outside tolerance (:mod:`inferensics.bundle.accuracy`)."""
 
 
 class BundleError(ValueError):

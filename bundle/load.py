@@ -4,7 +4,9 @@ Nothing of the bundle is loaded before :func:`~inferensics.bundle.verify.verify`
 the recorded customisations are installed, the recorded non-default compiler settings (and, for a CPU
 bundle, the intra-op thread count its kernels were generated for) are applied, the
 compiled CPU kernels and the Mega-Cache blob are installed into the local caches, and an AOTInductor
-package is loaded, if the bundle has one.
+package is loaded, if the bundle has one. A bundle built with ``--kernel-evidence`` carries its qualification
+evidence (checked before anything loads): the kernel registry then follows that evidence's selection policy
+in this process, unless it was measured on another device than this host's (reported, never applied).
 """
 
 from __future__ import annotations
@@ -12,18 +14,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from inferensics.bundle import customisations as custom
 from inferensics.bundle import torch_adapter
-from inferensics.bundle.build import CPU_KERNELS, MEGACACHE
+from inferensics.bundle.build import CPU_KERNELS, KERNEL_EVIDENCE, MEGACACHE
+from inferensics.bundle.errors import BundleError
 from inferensics.bundle.keys import Keyring
 from inferensics.bundle.manifest import Manifest
 from inferensics.bundle.session import BundleSession, CompileBudget, MissPolicy
 from inferensics.bundle.states import BundleStates
-from inferensics.bundle.verify import verify
+from inferensics.bundle.verify import VerifiedBundle, verify
+
+if TYPE_CHECKING:
+    from inferensics.kernels import EvidenceApplication
 
 
 @dataclass
@@ -39,6 +45,9 @@ class LoadedBundle:
     """Recorded settings that could not be applied here (not plain values)."""
     aoti: Any = None
     """The loaded AOTInductor package, when the bundle carries one."""
+    kernel_evidence: EvidenceApplication | None = None
+    """What following the bundle's kernel qualification evidence did here (applied and refused entries), when
+    it carries one."""
 
     @property
     def bundle_id(self) -> str:
@@ -79,14 +88,17 @@ def load(
     states: BundleStates | None = None,
     device: str | None = None,
     apply_settings: bool = True,
+    apply_kernel_evidence: bool = True,
 ) -> LoadedBundle:
-    """Verify a bundle and install it in this process.
+    """Verify a bundle and install it in this process (``apply_kernel_evidence``: the kernel registry follows
+    the qualification evidence the bundle carries; :attr:`LoadedBundle.kernel_evidence` says what it applied).
 
     Raises:
         BundleError: any verification failure (nothing is loaded then).
     """
     verified = verify(directory, keyring, states=states, device=device)
     manifest = verified.manifest
+    evidence = _kernel_evidence(verified) if apply_kernel_evidence else None
     custom.install(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
     skipped: list[str] = []
     if apply_settings:
@@ -102,4 +114,33 @@ def load(
     aoti_rec = manifest.identity.get("artifacts", {}).get("aoti")
     if aoti_rec:
         aoti = torch_adapter.aoti_load_package(str(verified.directory / aoti_rec["package"]))
-    return LoadedBundle(verified.directory, manifest, verified.builder_keyid, keys, skipped, aoti)
+    applied: EvidenceApplication | None = None
+    if evidence is not None:
+        from inferensics.kernels import apply_evidence
+
+        recorded = manifest.identity.get("kernel_registry") or {}
+        applied = apply_evidence(
+            evidence,
+            device=device or str(manifest.identity.get("compatibility", {}).get("device_type", "cpu")),
+            origin=f"bundle {manifest.bundle_id[:12]}",
+            expect_registry=str(recorded.get("digest", "")),
+        )
+    return LoadedBundle(verified.directory, manifest, verified.builder_keyid, keys, skipped, aoti, applied)
+
+
+def _kernel_evidence(verified: VerifiedBundle) -> dict[str, Any] | None:
+    """The bundle's kernel evidence file, parsed and checked (its bytes are the signed ones), if it has one.
+
+    Raises:
+        BundleError: ``damaged`` when it is not an intact evidence file.
+    """
+    path = verified.directory / KERNEL_EVIDENCE
+    if KERNEL_EVIDENCE not in {r.name for r in verified.manifest.resources}:
+        return None
+    from inferensics.kernels import EvidenceError
+    from inferensics.kernels.evidence import parse_evidence
+
+    try:
+        return parse_evidence(path.read_bytes(), f"{verified.directory}: {KERNEL_EVIDENCE}")
+    except (OSError, EvidenceError) as exc:
+        raise BundleError("damaged", f"{exc}: rebuild the bundle") from None

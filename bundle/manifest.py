@@ -254,7 +254,7 @@ class _Artifacts(_Open):
 
 class _Shapes(_Open):
     shapes: list[list[int]] = Field(default_factory=list)
-    dynamic: bool = False
+    dynamic: bool | None = False
 
 
 class _Policy(_Open):

@@ -4,6 +4,7 @@ One :func:`run_policy` call starts from an empty compile cache (its own cache di
 its figures are cold-start figures: time to first served request per shape, compile seconds, steady
 latency, the graphs that served, graph breaks, guard failures, and the Mega-Cache blob it leaves.
 With ``blob`` it starts from that blob instead (the bundle's warm start) and records each graph's cache hit.
+With ``check`` it also judges each shape's compiled output against eager (:mod:`inferensics.bundle.accuracy`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from typing import Any
 import torch
 
 from inferensics.bundle import torch_adapter
+from inferensics.bundle.accuracy import ShapeAccuracy
 from inferensics.bundle.capture import GraphCapture, RecordingBackend
 from inferensics.schema.locations import entry_codes
 
 MakeInputs = Callable[[tuple[int, ...]], tuple[Any, ...]]
+CheckOutput = Callable[[Any, tuple[Any, ...]], ShapeAccuracy]
+"""Judges a compiled output given the inputs that produced it (:meth:`inferensics.bundle.accuracy.Reference.check`)."""
 
 
 @dataclass
@@ -43,6 +47,8 @@ class ShapeRun:
     """Indices of the graphs that served it (empty: it ran eagerly)."""
     new_graphs: int = 0
     """Graphs compiled for it (specializations it added)."""
+    accuracy: ShapeAccuracy | None = None
+    """Its compiled output against eager and fp64 (``None``: the run did not check)."""
 
 
 @dataclass
@@ -63,13 +69,14 @@ class PolicyRun:
         return sum(g.compile_s for g in self.graphs)
 
 
-def _median_latency(fn: Callable[[], Any], repeats: int) -> float:
+def _median_latency(fn: Callable[[], Any], repeats: int, output: Any) -> tuple[float, Any]:
+    """The median of ``repeats`` timed calls, and the last call's output (``output`` when none ran)."""
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        fn()
+        output = fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times) if times else 0.0
+    return (statistics.median(times) if times else 0.0), output
 
 
 def _break_record(payload: str) -> dict[str, str]:
@@ -95,8 +102,10 @@ def run_policy(
     config_patches: Mapping[str, Any],
     repeats: int = 3,
     blob: bytes | None = None,
+    check: CheckOutput | None = None,
 ) -> PolicyRun:
-    """Compile ``model`` from an empty cache (or from ``blob``) and serve each ``(shape, served_as)``."""
+    """Compile ``model`` from an empty cache (or from ``blob``) and serve each ``(shape, served_as)``; with
+    ``check``, judge each shape's last compiled output on the same inputs (outside the timed calls)."""
     cache_dir = tempfile.mkdtemp(prefix="inferensics-bundle-cache-")
     with torch_adapter.temporary_cache_dir(cache_dir):
         torch_adapter.reset_compiler()
@@ -117,7 +126,7 @@ def run_policy(
                 calls_before = [g.calls for g in backend.graphs]
                 n_before = len(backend.graphs)
                 t0 = time.perf_counter()
-                compiled(*inputs)
+                output = compiled(*inputs)
                 first = time.perf_counter() - t0
                 new = backend.graphs[n_before:]
                 used = [
@@ -125,7 +134,10 @@ def run_policy(
                     for g in backend.graphs
                     if g.calls > (calls_before[g.index] if g.index < len(calls_before) else 0)
                 ]
-                latency = _median_latency(functools.partial(compiled, *inputs), repeats)
+                latency, output = _median_latency(functools.partial(compiled, *inputs), repeats, output)
+                # The steady call's output, judged before the next compiled call can reuse its buffers (CUDA graphs).
+                accuracy = check(output, inputs) if check is not None else None
+                del output
                 runs.append(
                     ShapeRun(
                         shape=shape,
@@ -135,6 +147,7 @@ def run_policy(
                         latency_s=latency,
                         graphs=used,
                         new_graphs=len(new),
+                        accuracy=accuracy,
                     )
                 )
             saved = torch_adapter.save_cache_artifacts()

@@ -3,7 +3,8 @@
 Traffic-weighted over the shape distribution: accepted shapes, graph coverage (share of traffic served by
 compiled graphs), graph-break locations, guard failures, specialization count, cache size per artifact and
 in total, compile time per shape, eager fallbacks, the cold-miss cost (time to first served request from an
-empty cache against with the bundle), and the shape-policy advice.
+empty cache against with the bundle), each shape's accuracy (its compiled output against eager and fp64, by
+the error-ratio rule of :mod:`inferensics.bundle.tolerance`), and the shape-policy advice.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inferensics.bundle import advice
+from inferensics.bundle import accuracy, advice
 from inferensics.bundle.qualify import PolicyRun
+from inferensics.bundle.tolerance import EAGER_LIMIT, RATIO_LIMIT
 
 if TYPE_CHECKING:
     from inferensics.bundle.build import BuildSpec
@@ -46,6 +48,7 @@ def qualification(
                 "first_request_cold_s": round(r.first_s, 4),
                 "first_request_bundle_s": round(w.first_s, 4) if w else None,
                 "latency_ms": round(r.latency_s * 1e3, 4),
+                "accuracy": r.accuracy.to_dict() if r.accuracy is not None else None,
             }
         )
     coverage = sum(s["share"] for s in shapes if s["compiled"])
@@ -77,12 +80,34 @@ def qualification(
             "status": graph_hits,
         },
         "customisations": identity.get("customisations", []),
+        "accuracy": _accuracy_summary(shapes, allow_inaccurate=spec.allow_inaccurate),
         "policies": [s.__dict__ for s in summaries],
         "bucket_edges": advice.bucket_edges(spec.shapes),
         "recommendation": best.name if best else "",
         "recommendation_rule": (
             f"lowest compile seconds + {advice.REQUESTS_PER_WINDOW:,} requests × traffic-weighted latency"
         ),
+    }
+
+
+def _accuracy_summary(shapes: list[dict[str, Any]], *, allow_inaccurate: bool) -> dict[str, Any]:
+    """The whole build's accuracy: the rule, the worst shape, the shapes outside tolerance or left unchecked."""
+    checked = [s for s in shapes if s["accuracy"] and s["accuracy"]["checked"]]
+    worst = max(checked, key=lambda s: float(s["accuracy"]["ratio"]), default=None)  # "inf" is a string in JSON
+    return {
+        "rule": accuracy.RULE,
+        "ratio_limit": RATIO_LIMIT,
+        "checked": len(checked),
+        "worst_ratio": worst["accuracy"]["ratio"] if worst else None,
+        "worst_shape": worst["shape"] if worst else None,
+        "failed": [s["shape"] for s in checked if not s["accuracy"]["passed"]],
+        "eager_wrong": [s["shape"] for s in checked if s["accuracy"].get("eager_wrong")],
+        "unchecked": [
+            {"shape": s["shape"], "why": s["accuracy"]["unchecked"] if s["accuracy"] else "not checked"}
+            for s in shapes
+            if not (s["accuracy"] and s["accuracy"]["checked"])
+        ],
+        "allow_inaccurate": allow_inaccurate,
     }
 
 
@@ -102,11 +127,53 @@ def _tables(q: dict[str, Any]) -> list[tuple[str, list[str], list[list[Any]]]]:
         ("Accepted shapes, compile time and cold-miss cost", shape_cols,
          [[s[c] for c in shape_cols] for s in q["shapes"]]),
         ("Graph breaks", ["where", "reason"], [[b["where"], b["reason"]] for b in q["graph_breaks"]]),
+        ("Accuracy against eager and fp64", ACCURACY_COLS, _accuracy_rows(q)),
         ("Guard failures", ["reason"], [[r] for r in q["guard_failures"]]),
         ("Cache size", ["artifact", "bytes"],
          [[a["artifact"], a["bytes"]] for a in q["cache_bytes"]["artifacts"]] + [["total", q["cache_bytes"]["total"]]]),
         ("Shape-policy advice", policy_cols, [[p[c] for c in policy_cols] for p in q["policies"]]),
     ]  # fmt: skip
+
+
+ACCURACY_COLS = ["shape", "error ratio", "limit", "within", "max abs error", "eager max abs error", "RMSE",
+                 "eager RMSE", "new non-finite", "eager rounding units"]  # fmt: skip
+
+
+def _accuracy_rows(q: dict[str, Any]) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for s in q["shapes"]:
+        a = s.get("accuracy")
+        if not a:
+            continue
+        if not a["checked"]:
+            rows.append([s["shape"], f"not checked: {a['unchecked']}", a["ratio_limit"], "", "", "", "", "", "", ""])
+            continue
+        rows.append([s["shape"], a["ratio"], a["ratio_limit"], "yes" if a["passed"] else "NO", a["max_abs"],
+                     a["anchor_max_abs"], a["rmse"], a["anchor_rmse"], a["nonfinite_new"],
+                     a.get("eager_rounding_units", "")])  # fmt: skip
+    return rows
+
+
+def accuracy_line(q: dict[str, Any]) -> list[str]:
+    """The report's accuracy sentence (``[]`` for a report written before builds checked accuracy)."""
+    a = q.get("accuracy")
+    if not a:  # a report from before the accuracy check
+        return []
+    unchecked = "; ".join(f"{_fmt(u['shape'])} ({u['why']})" for u in a["unchecked"])
+    if not a["checked"]:
+        return [f"Accuracy: not checked: {unchecked or 'no shape'}."]
+    ratio, limit = _fmt(float(a["worst_ratio"])), f"{a['ratio_limit']:g}"
+    worst = f"worst error ratio {ratio} at {_fmt(a['worst_shape'])}, limit {limit}"
+    if a["failed"]:
+        line = (f"Accuracy: OUTSIDE tolerance at {', '.join(_fmt(f) for f in a['failed'])} ({worst}); "
+                "signed anyway (--allow-inaccurate).")  # fmt: skip
+    else:
+        line = f"Accuracy: every checked shape within tolerance against eager and fp64 ({worst})."
+    if a.get("eager_wrong"):
+        line += (f" Eager itself is far from fp64 at {', '.join(_fmt(f) for f in a['eager_wrong'])} (beyond "
+                 f"{EAGER_LIMIT:g} rounding units): the model's own ops or a kernel provider, which the compiled code "
+                 "follows; `inferensics replay` names which.")  # fmt: skip
+    return [line + (f" Not checked: {unchecked}." if unchecked else "")]
 
 
 def _summary_lines(q: dict[str, Any]) -> list[str]:
@@ -118,6 +185,7 @@ def _summary_lines(q: dict[str, Any]) -> list[str]:
         f"Eager fallbacks: {', '.join(_fmt(s) for s in q['eager_fallbacks']) or 'none'}.",
         f"Warm start from the bundle: {warm['cache_hits']} of {warm['graphs']} graph keys were cache hits.",
         f"Customisations: {', '.join(c['import_path'] for c in q['customisations']) or 'none'}.",
+        *accuracy_line(q),
     ]
 
 

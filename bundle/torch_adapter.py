@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -262,6 +262,29 @@ def reset_compiler() -> None:
 
     with contextlib.suppress(AttributeError):
         decomposition.fast_random_decomps.cache_clear()
+
+
+@contextlib.contextmanager
+def compiler_state_restored(fx_slots: Iterable[str] = ()) -> Iterator[None]:
+    """On exit, Inductor's decomposition table, the named custom FX pass slots and the compile cache's key tag
+    are as they were on entry, and the frames compiled meanwhile are dropped: customisations installed inside
+    (a bundle build's) reach neither a later build in this process nor its caller's compiles."""
+    import torch._inductor.config as inductor
+    import torch.compiler.config as compiler
+    from torch._inductor import decomposition
+
+    table = dict(decomposition.decompositions)
+    slots = {s: getattr(inductor, s) for s in set(fx_slots) if hasattr(inductor, s)}
+    tag = compiler.cache_key_tag
+    try:
+        yield
+    finally:
+        decomposition.decompositions.clear()
+        decomposition.decompositions.update(table)
+        for slot, value in slots.items():
+            setattr(inductor, slot, value)
+        compiler.cache_key_tag = tag
+        reset_compiler()
 
 
 def install_decomposition(op_name: str, fn: Callable[..., Any]) -> None:

@@ -185,6 +185,13 @@ def build(  # noqa: PLR0917 - one option each
                           "store it.")] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="With --cache: build anew and replace the cached bundle.")
                        ] = False,
+    kernel_evidence: Annotated[Path | None, typer.Option("--kernel-evidence", metavar="FILE",
+                               help="Evidence `inferensics kernels qualify --out FILE` wrote on this device: the "
+                                    "build compiles with its kernel priorities and carries it, and hosts that load "
+                                    "the bundle follow it.")] = None,
+    allow_inaccurate: Annotated[bool, typer.Option("--allow-inaccurate",
+                                help="Sign even when a shape's compiled output is outside tolerance against eager "
+                                     "and fp64 (refused by default; the report records it).")] = False,
 ) -> None:  # fmt: skip
     """Compile against a shape distribution, qualify, collect the artifacts, write and sign the manifest."""
     from inferensics import bundle as b
@@ -219,6 +226,7 @@ def build(  # noqa: PLR0917 - one option each
             model=model, shapes=dist, model_args=_pairs(model_arg or [], "--model-arg"), inputs=inputs,
             device=device, mode=mode, options=options, dynamic=dynamic,
             fullgraph=fullgraph, customisations=tuple(customs), name=name, advise=advise, aoti_package=aoti_package,
+            allow_inaccurate=allow_inaccurate, kernel_evidence=kernel_evidence,
         )  # fmt: skip
         if cache is None:
             result: b.BuildResult | b.CachedBuild = b.build(spec, signing, out)
@@ -234,6 +242,32 @@ def build(  # noqa: PLR0917 - one option each
     else:
         console.print(f"built {result.directory}\nbundle id {result.bundle_id}\nsigned by {signing.keyid}")
     console.print(f"report {result.directory / 'report' / 'qualification.html'}")
+    if kernel_evidence is not None:
+        console.print(f"kernel evidence {result.manifest.build.get('kernel_evidence', '')} from {kernel_evidence} "
+                      "carried: hosts that load the bundle follow its kernel priorities")  # fmt: skip
+    for line in _accuracy_warnings(result.directory):
+        console.print(line, markup=False)
+
+
+def _accuracy_warnings(directory: Path) -> list[str]:
+    """What the bundle's report says of accuracy that its user must see: shapes signed outside tolerance
+    (``--allow-inaccurate``) and shapes the build could not check."""
+    try:
+        acc = json.loads((directory / "report" / "qualification.json").read_text()).get("accuracy") or {}
+    except (OSError, ValueError):
+        return []
+    lines = []
+    if acc.get("failed"):
+        shapes = ", ".join("x".join(map(str, s)) for s in acc["failed"])
+        lines.append(f"warning: signed with compiled output outside tolerance at {shapes} (--allow-inaccurate; "
+                     f"worst error ratio {float(acc['worst_ratio']):.3g}, limit {acc['ratio_limit']:g})")  # fmt: skip
+    if acc.get("eager_wrong"):
+        shapes = ", ".join("x".join(map(str, s)) for s in acc["eager_wrong"])
+        lines.append(f"warning: eager itself is far from fp64 at {shapes}: the model's own ops or a kernel provider "
+                     "(the compiled code follows them; see the report)")  # fmt: skip
+    for u in acc.get("unchecked", []):
+        lines.append(f"warning: accuracy of shape {'x'.join(map(str, u['shape']))} not checked: {u['why']}")
+    return lines
 
 
 @bundle_app.command()
@@ -272,10 +306,33 @@ def show(
             console.print(f"    {line}")
     console.print(f"  customisations: {[c['import_path'] for c in m.identity.get('customisations', [])]}")
     console.print(f"  accepted shapes: {m.accepted_shapes}")
+    console.print(f"  {_accuracy_of(bundle)}", markup=False)
     for g in m.graphs:
         traced = f" traced from {g.code_location}" if g.code_location else ""
         console.print(f"  graph {g.fx_key[:16]} code {g.output_code_sha256[:12]}{traced} inputs {g.inputs}")
     console.print(f"  {len(m.resources)} files, {sum(r.size for r in m.resources):,} bytes")
+
+
+def _accuracy_of(bundle: Path) -> str:
+    """The accuracy sentence of a bundle's qualification report (a directory or a packed file)."""
+    import tarfile
+
+    from inferensics.bundle.report import accuracy_line
+
+    name = "report/qualification.json"
+    try:
+        if bundle.is_file():
+            with tarfile.open(bundle, "r") as tar:
+                member = tar.extractfile(name)
+                raw = member.read() if member is not None else b""
+        else:
+            raw = (bundle / name).read_bytes()
+        lines = accuracy_line(json.loads(raw))
+    except (OSError, KeyError, ValueError, tarfile.TarError):
+        return f"accuracy: no readable {name} in the bundle"
+    if not lines:
+        return "accuracy: not recorded (built before qualification checked accuracy)"
+    return "accuracy: " + lines[0].removeprefix("Accuracy: ")
 
 
 def _factor_lines(group: str, factors: Any) -> list[str]:
@@ -595,7 +652,7 @@ def push(
             ts=datetime.now(UTC),
             bundle_id=m.bundle_id,
             state="pushed",
-            attrs={"pack_blob": sha},
+            attrs={"pack_blob": sha, "bundle_name": m.name},  # named before any host registers it
             model=str(m.identity.get("model", {}).get("factory", "")),
         )
     )

@@ -219,6 +219,7 @@ def qualify(  # noqa: PLR0917 (typer options)
             "--dry-run", help="Report what would change; write and change nothing (no evidence file, no store rows)."
         ),
     ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
     dsn: DsnOption = None,
     store_events: Annotated[
         bool,
@@ -250,6 +251,8 @@ def qualify(  # noqa: PLR0917 (typer options)
             console.print(f"--shapes {shapes}: no shapes for {', '.join(defaults)}; its default shapes are used")
     if not dry_run and (out.is_dir() or not out.parent.is_dir()):  # before measuring, not after
         fail(f"--out {out}: {'a directory' if out.is_dir() else 'its folder does not exist'}; name the evidence file")
+    if not dry_run and out.exists() and not force:  # evidence another run wrote, perhaps the one a bundle carries
+        fail(f"--out {out} exists: pass --force to overwrite it, or name another file")
     if store_events and not dry_run and not service:
         require_extra("service", "kernels qualify --store")
     ops = tuple(op) if op else (tuple(shape_map) if shape_map else None)

@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from inferensics.bundle.errors import BundleError
 from inferensics.collector.client import ServiceClient, ServiceError
 from inferensics.demo import processes, release, summary
 from inferensics.demo.worker import host_name, worker_requests
@@ -171,7 +172,7 @@ def _release(client: ServiceClient, data_dir: Path, opts: DemoOptions, console: 
     with console.status("building the release bundles ...") as status:
         try:
             built = release.build(data_dir, progress=progress, cache=cache, rebuild=opts.rebuild)
-        except RuntimeError as exc:
+        except (RuntimeError, BundleError) as exc:  # a build that failed, or a bundle it wrote that does not read
             raise DemoError(str(exc)) from None
         status.update("pushing the release bundles to the service ...")
         try:

@@ -4,7 +4,8 @@ Each op (``rms_norm``, ``fused_add_rms_norm``, ``silu_mul``, ``rotary_embedding`
 ``paged_decode_attention``) is defined by its reference implementation and served by the first provider in
 its priority list whose requirements the call meets: our Triton kernels, a vendor path, Inductor's code or
 the reference itself, always last. Every decision is recorded; qualification changes priorities only on
-measured evidence. Imports only torch, triton and ``inferensics.schema``: it runs on a bare GPU host.
+measured evidence, and another process follows that evidence through :func:`apply_evidence` (a bundle that
+carries it applies it on load). Imports only torch, triton and ``inferensics.schema``: it runs on a bare GPU host.
 
 Example:
     >>> import torch
@@ -29,7 +30,8 @@ from typing import Any
 
 import torch
 
-from inferensics.kernels.decisions import Decision, DecisionLog
+from inferensics.kernels.decisions import Decision, DecisionLog, EvidenceApplication
+from inferensics.kernels.evidence import EvidenceError, apply_evidence
 from inferensics.kernels.op import REFERENCE, SemanticOp, signature
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.qualify import QualifyOptions, QualifyResult, qualify
@@ -95,6 +97,8 @@ __all__ = [
     "CallContext",
     "Decision",
     "DecisionLog",
+    "EvidenceApplication",
+    "EvidenceError",
     "Provider",
     "QualifyOptions",
     "QualifyResult",
@@ -104,6 +108,7 @@ __all__ = [
     "SemanticOp",
     "ToleranceSpec",
     "Verdict",
+    "apply_evidence",
     "canonical_digest",
     "compare",
     "environment",

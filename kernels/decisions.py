@@ -2,7 +2,8 @@
 
 Dispatch decides once per signature (dtypes, shapes, strides, device, whether compiling) and reuses the
 decision, so the log holds one :class:`Decision` per signature with a call count, not one per call. It is
-bounded: past :data:`MAX_SIGNATURES` signatures new ones are counted, not kept.
+bounded: past :data:`MAX_SIGNATURES` signatures new ones are counted, not kept. It also keeps what the
+process did with qualification evidence it was asked to follow (:class:`EvidenceApplication`).
 """
 
 from __future__ import annotations
@@ -52,8 +53,49 @@ class Decision:
         return f"{self.op}={self.provider}" + (f" ({why})" if why else "")
 
 
+@dataclass(frozen=True, slots=True)
+class EvidenceApplication:
+    """Qualification evidence this process was asked to follow, and what of it took effect.
+
+    Attributes:
+        digest: The evidence file's digest (the ``evidence_digest`` of its stored records).
+        origin: Where it came from (a file path, or the bundle that carried it).
+        measured_on: The device it was measured on.
+        device: This process's device it was compared with.
+        applied: One line per policy entry set (``op bucket: provider > ... > reference``, a refusal).
+        refused: One line per entry not applied, each with why.
+        reason: Why nothing was applied (another device, another registry state); empty when it was.
+        follows: Whether the registry's state digest now equals the one the evidence records.
+    """
+
+    digest: str
+    origin: str
+    measured_on: str
+    device: str
+    applied: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+    reason: str = ""
+    follows: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        d = asdict(self)
+        d["applied"], d["refused"] = list(self.applied), list(self.refused)
+        return d
+
+    def summary(self) -> str:
+        """One line: the evidence, where it came from, what was applied and refused (and why none was)."""
+        head = f"evidence {self.digest[:12]} ({self.origin}) measured on {self.measured_on}"
+        why = f": not applied, {self.reason}" if self.reason else ""
+        return f"{head}: {len(self.applied)} applied, {len(self.refused)} refused{why}"
+
+
+MAX_APPLICATIONS = 64
+"""Evidence applications the log keeps (each is also counted)."""
+
+
 class DecisionLog:
-    """Thread-safe record of decisions, call counts, provider failures and quarantines."""
+    """Thread-safe record of decisions, call counts, provider failures, quarantines and evidence applied."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -67,6 +109,11 @@ class DecisionLog:
         """Decisions per op that fell through to the reference."""
         self.unrecorded: Counter[str] = Counter()
         """Decisions per op not kept because the log was full."""
+        self.evidence_applied: Counter[str] = Counter()
+        """Policy entries per op set from qualification evidence (:class:`EvidenceApplication`)."""
+        self.evidence_refused: Counter[str] = Counter()
+        """Policy entries per op of qualification evidence not applied (another device, unknown provider)."""
+        self._applications: list[EvidenceApplication] = []
 
     def record(self, decision: Decision) -> None:
         """Keep ``decision`` (the latest for its signature)."""
@@ -88,6 +135,18 @@ class DecisionLog:
         with self._lock:
             self.failures[(op, provider)] += 1
 
+    def record_evidence(self, application: EvidenceApplication) -> None:
+        """Keep ``application`` and count its entries per op."""
+        with self._lock:
+            self._applications = [*self._applications, application][-MAX_APPLICATIONS:]
+            self.evidence_applied.update(line.split(" ", 1)[0].rstrip(":") for line in application.applied)
+            self.evidence_refused.update(line.split(" ", 1)[0].rstrip(":") for line in application.refused)
+
+    def applications(self) -> list[EvidenceApplication]:
+        """Every evidence application kept, oldest first."""
+        with self._lock:
+            return list(self._applications)
+
     def snapshot(self) -> list[Decision]:
         """Every kept decision, ordered by op and signature."""
         with self._lock:
@@ -101,6 +160,8 @@ class DecisionLog:
                 "failures": {f"{o}/{p}": n for (o, p), n in sorted(self.failures.items())},
                 "fallbacks": dict(sorted(self.fallbacks.items())),
                 "unrecorded": dict(sorted(self.unrecorded.items())),
+                "evidence_applied": dict(sorted(self.evidence_applied.items())),
+                "evidence_refused": dict(sorted(self.evidence_refused.items())),
             }
 
     def clear(self) -> None:
@@ -111,3 +172,6 @@ class DecisionLog:
             self.failures.clear()
             self.fallbacks.clear()
             self.unrecorded.clear()
+            self.evidence_applied.clear()
+            self.evidence_refused.clear()
+            self._applications = []

@@ -175,7 +175,7 @@ def evidence_problem(doc: Any) -> str | None:
     if canonical_digest({k: doc.get(k) for k in EVIDENCE_BODY}) != doc.get("digest"):
         return "its contents do not match its digest: damaged or edited since qualify wrote it"
     for key, kind in (("environment", dict), ("options", dict), ("records", list), ("changes", list)):
-        if not isinstance(doc[key], kind):
+        if not isinstance(doc.get(key), kind):
             return f"{key} is not a JSON {'object' if kind is dict else 'array'}"
     types = {f.name: _TYPES.get(str(f.type), (object,)) for f in fields(Evidence)}
     for i, r in enumerate(doc["records"]):

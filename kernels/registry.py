@@ -2,7 +2,8 @@
 
 The policy (each op's default and per-bucket priority lists, the accuracy gate's refusals, the promotion
 margin) is what a release bundle records: :meth:`Registry.state` returns it as JSON-ready data with a
-digest, and :meth:`Registry.apply_policy` sets it from such data on another host.
+digest, and :meth:`Registry.apply_policy` sets it from such data on another host
+(:func:`inferensics.kernels.apply_evidence` from an evidence file, with the rule for another device).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def state_problem(state: Any) -> str | None:
         return "not a JSON object"
     if canonical_digest({k: state.get(k) for k in STATE_BODY}) != state.get("digest"):
         return "its contents do not match its digest: damaged or edited"
-    if not isinstance(state["policy"], dict) or not isinstance(state["evidence"], list):
+    if not isinstance(state.get("policy"), dict) or not isinstance(state.get("evidence"), list):
         return "policy is not an object, or evidence not an array"
     return None
 

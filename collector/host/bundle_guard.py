@@ -7,12 +7,16 @@ cache (a bundle hit); any other graph is a bundle miss, recorded as a ``bundle_m
 differing factors, and handled by ``on_bundle_miss`` (``compile`` within the compile budget, ``eager``,
 ``refuse``). Each request's ``attrs['bundle_status']`` says ``hit`` (every graph that served it came from
 the bundle) or ``miss``. The registration (``bundles`` row) records the signer and ``signature_state``;
-a refused bundle is registered with the refusal cause, then the refusal is raised.
+a refused bundle is registered with the refusal cause, then the refusal is raised. A bundle that carries
+kernel qualification evidence makes the kernel registry follow it on load: ``stats()`` counts the policy
+entries applied (``kernel_evidence_applied``) and refused (``kernel_evidence_refused``: measured on another
+device, or a provider this process lacks), and a refusal is logged once with why.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -28,6 +32,8 @@ from inferensics.schema.events import BundleEvent, BundleMissEvent
 
 if TYPE_CHECKING:
     from inferensics.collector.host.request_tracker import Tracker
+
+log = logging.getLogger("inferensics.collector.host")
 
 BUNDLE_STATUS: Final = "bundle_status"
 """Request attribute: ``hit`` or ``miss``."""
@@ -154,6 +160,12 @@ def install_bundle(
                 tracker.queue.put("record", event)
             raise
     tracker.bundle_id = loaded.bundle_id
+    evidence = loaded.kernel_evidence
+    if evidence is not None:
+        tracker.counters_local["kernel_evidence_applied"] += len(evidence.applied)
+        tracker.counters_local["kernel_evidence_refused"] += len(evidence.refused)
+        if evidence.refused:
+            log.warning("%s; kernels.registry().log.applications() lists each entry", evidence.summary())
     pipeline = tracker.pipeline
     pipeline.context = dataclasses.replace(pipeline.context, bundle_id=loaded.bundle_id)
     assembler = getattr(pipeline, "assembler", None)

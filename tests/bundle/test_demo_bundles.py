@@ -24,22 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def _restore_the_compiler() -> Iterator[None]:
-    """Building the candidate installs its decomposition and cache salt in this process for good, and the
-    demo's builds set its Dynamo policy (automatic dynamic shapes, recompile limit) and its bundles' CPU
-    thread count: put the compiler back afterwards, so later builds in the session record the compiler they
-    had."""
-    from torch._inductor import decomposition
-
-    table, tag = dict(decomposition.decompositions), torch.compiler.config.cache_key_tag
+    """The demo's builds set its Dynamo policy (automatic dynamic shapes, recompile limit) and its bundles' CPU
+    thread count in this process: put them back afterwards, so later builds in the session record the compiler
+    they had (the candidate's decomposition and cache salt the build itself takes back)."""
     dynamo = torch._dynamo.config
     policy, threads = (dynamo.automatic_dynamic_shapes, dynamo.recompile_limit), torch.get_num_threads()
     yield
     dynamo.automatic_dynamic_shapes, dynamo.recompile_limit = policy
     torch.set_num_threads(threads)
-    decomposition.decompositions.clear()
-    decomposition.decompositions.update(table)
-    decomposition.fast_random_decomps.cache_clear()
-    torch.compiler.config.cache_key_tag = tag
     torch._dynamo.reset()
 
 

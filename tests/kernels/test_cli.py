@@ -224,7 +224,7 @@ def test_qualify_stores_its_records_through_the_service_that_owns_the_store(tmp_
             return [str(d) for d in frame["evidence_digest"].to_list()]
 
         assert poll(stored, bool, timeout=60) == [digest]
-        result = _qualify(*args, "--token", "wrong")
+        result = _qualify(*args, "--token", "wrong", "--force")  # the file is written again, the rows refused
         assert result.exit_code == 2
         assert "not recorded in kernel_qualifications" in result.output
         assert f"(the evidence file {out} is written)" in result.output

@@ -47,6 +47,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         name="candidate",
         repeats=1,
         customisations=[faulty],
+        allow_inaccurate=True,  # the planted fault replay must find: qualification would refuse to sign it
     )
     result = b.build(spec, b.load_signing_key(priv), d / "bundle")
     return Built(result.directory, pub, result.bundle_id)

@@ -1,0 +1,209 @@
+"""Kernel qualification evidence reaches the serving host through the bundle: ``build --kernel-evidence`` checks
+and signs it, a fresh host process that loads the bundle dispatches on it (eager and compiled), a tampered file
+fails verification, and evidence measured on another device is reported, not applied."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from inferensics import bundle as b
+from inferensics import kernels
+from inferensics.bundle import torch_adapter
+from inferensics.bundle.build import KERNEL_EVIDENCE, resources_of
+from inferensics.bundle.canonical import sha256_file
+from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
+from inferensics.cli.app import app
+from tests.bundle.conftest import Keys, spec
+from tests.kernels.evidence_edits import OTHER_DEVICE, measured_elsewhere, redigest
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        torch.cuda.is_available(), reason="qualifies and builds on the CPU (a GPU host qualifies there)"
+    ),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL, INPUTS = "tests.bundle.kernel_models:silu_mlp", "tests.bundle.kernel_models:inputs"
+SHAPES = b.ShapeDistribution.of([(2, 8)], [1])
+INTERPRETER = {"TRITON_INTERPRET": "1", "INFERENSICS_KERNELS_INTERPRET": "1"}
+"""Our Triton kernels serve CPU tensors in the interpreter: without evidence the fresh host's SiLU·mul is Triton's."""
+
+HOST = """
+import json, sys, torch
+from inferensics import kernels
+from inferensics.collector.host import instrument
+from inferensics.collector.testing import InMemoryExporter
+from tests.bundle.kernel_models import inputs, silu_mlp
+
+model, (x,) = silu_mlp(), inputs((2, 8))
+
+def eager():
+    with torch.inference_mode():
+        model(x)
+    return next(d for d in kernels.registry().decisions() if not d.compiled).to_json()
+
+before = eager()
+tracker = instrument(exporter=InMemoryExporter(), host="h1", model="silu")
+compiled = tracker.compile(model, bundle=sys.argv[1], keyring=sys.argv[2])
+after = eager()
+with torch.inference_mode():
+    compiled(x)
+tracker.flush()
+stats = tracker.stats()
+tracker.shutdown()
+log = kernels.registry().log
+print(json.dumps({
+    "before": before, "after": after,
+    "compiled": [d.to_json() for d in kernels.registry().decisions() if d.compiled],
+    "applications": [a.to_json() for a in log.applications()], "log": log.stats(),
+    "sdk": {k: v for k, v in stats.items() if k.startswith(("kernel_evidence", "bundle_"))},
+    "digest": kernels.registry_state()["digest"],
+}))
+"""
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    torch_adapter.reset_compiler()
+
+
+def _env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "INFERENSICS_", "TORCHINDUCTOR_"))}
+    return {**env, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"), "INFERENSICS_JOURNAL_DIR": "off", **extra}
+
+
+@pytest.fixture(scope="module")
+def evidence(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Evidence `inferensics kernels qualify` wrote in its own process (float32 SiLU·mul at the model's shape:
+    the interpreter's Triton kernel is not bit-exact with eager, so the accuracy gate refuses it there)."""
+    folder = tmp_path_factory.mktemp("qualify")
+    (folder / "shapes.json").write_text(json.dumps({"silu_mul": [{"tokens": 2, "hidden": 8}]}))
+    args = ["kernels", "qualify", "--shapes", "shapes.json", "--dtype", "float32", "--out", "evidence.json"]
+    cmd = [sys.executable, "-m", "inferensics.cli", *args, "--trials", "2", "--iters", "1", "--warmup", "0"]
+    done = subprocess.run(cmd, cwd=folder, env=_env(folder, **INTERPRETER), capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads((folder / "evidence.json").read_text())
+    assert [(c["op"], c["bucket"], c["after"]) for c in doc["changes"]] == [
+        ("silu_mul", "float32/n16/t2", ["reference"])
+    ]
+    return folder / "evidence.json"
+
+
+@pytest.fixture(scope="module")
+def carried(tmp_path_factory: pytest.TempPathFactory, keys: Keys, evidence: Path) -> b.BuildResult:
+    """The SiLU·mul model's bundle, built with the evidence."""
+    out = tmp_path_factory.mktemp("built") / "silu"
+    return b.build(spec(model=MODEL, inputs=INPUTS, shapes=SHAPES, kernel_evidence=evidence), keys.key, out)
+
+
+def test_the_bundle_carries_the_evidence_signed_and_records_its_registry_state(
+    carried: b.BuildResult, evidence: Path, keys: Keys
+) -> None:
+    doc = json.loads(evidence.read_text())
+    m = carried.manifest
+    listed = {r.name: r.digest for r in m.resources}
+    assert listed[KERNEL_EVIDENCE] == sha256_file(evidence)  # the file as qualify wrote it, its sha256 signed
+    assert m.build["kernel_evidence"] == doc["digest"]
+    assert m.identity["kernel_registry"]["digest"] == doc["registry"]["digest"]
+    assert m.identity["kernel_registry"]["policy"]["silu_mul"]["refused"][0]["bucket"] == "float32/n16/t2"
+    assert b.verify(carried.directory, keys.keyring).bundle_id == carried.bundle_id
+    # The build followed the evidence while it compiled and put this process's registry back after.
+    assert kernels.registry_state()["digest"] != doc["registry"]["digest"]
+
+
+def test_a_fresh_host_that_loads_the_bundle_dispatches_on_its_evidence(
+    carried: b.BuildResult, evidence: Path, keys: Keys, tmp_path: Path
+) -> None:
+    doc = json.loads(evidence.read_text())
+    refusal = doc["registry"]["policy"]["silu_mul"]["refused"][0]["reason"]
+    cmd = [sys.executable, "-c", HOST, str(carried.directory), str(keys.public)]
+    done = subprocess.run(cmd, cwd=ROOT, env=_env(tmp_path, **INTERPRETER), capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (seen["before"]["provider"], seen["before"]["skipped"]) == ("triton", [])  # no evidence yet
+    assert seen["after"]["provider"] == "reference"
+    assert seen["after"]["skipped"] == [{"provider": "triton", "reason": refusal}]
+    assert [d["skipped"] for d in seen["compiled"]] == [[{"provider": "triton", "reason": refusal}]]
+    (applied,) = seen["applications"]
+    assert applied["applied"] == [f"silu_mul float32/n16/t2: triton refused ({refusal})"]
+    assert (applied["refused"], applied["follows"], applied["origin"]) == ([], True, f"bundle {carried.bundle_id[:12]}")
+    assert seen["digest"] == doc["registry"]["digest"]
+    assert seen["log"]["evidence_applied"] == {"silu_mul": 1}
+    assert seen["sdk"]["kernel_evidence_applied"] == 1
+    assert seen["sdk"].get("kernel_evidence_refused", 0) == 0
+    assert seen["sdk"]["bundle_hit_graphs"] == 1
+
+
+def test_a_tampered_evidence_file_fails_verification(carried: b.BuildResult, keys: Keys, tmp_path: Path) -> None:
+    copy = tmp_path / "bundle"
+    shutil.copytree(carried.directory, copy)
+    # A well-formed edit (digests recomputed) still differs from the sha256 the manifest signed.
+    (copy / KERNEL_EVIDENCE).write_text(json.dumps(measured_elsewhere(copy / KERNEL_EVIDENCE)))
+    with pytest.raises(b.BundleError, match=f"{KERNEL_EVIDENCE} does not match its sha256") as refused:
+        b.load(copy, keys.keyring, apply_settings=False)
+    assert refused.value.cause == "tampered"
+
+
+def test_evidence_from_another_device_is_reported_not_applied(
+    carried: b.BuildResult, keys: Keys, tmp_path: Path
+) -> None:
+    copy = tmp_path / "bundle"
+    shutil.copytree(carried.directory, copy)
+    (copy / KERNEL_EVIDENCE).write_text(json.dumps(measured_elsewhere(copy / KERNEL_EVIDENCE)))
+    m = read_manifest_unverified(copy)[0]  # signed again by the builder: a bundle that verifies
+    (copy / MANIFEST_FILE).write_bytes(m.model_copy(update={"resources": resources_of(copy)}).sign(keys.key))
+    state = kernels.registry_state()
+
+    loaded = b.load(copy, keys.keyring, apply_settings=False)
+
+    ev = loaded.kernel_evidence
+    assert ev is not None
+    assert (ev.applied, ev.follows, ev.measured_on, ev.device) == ((), False, OTHER_DEVICE, "cpu")
+    assert ev.reason == f"measured on {OTHER_DEVICE}, not on this host's cpu"
+    assert [line.split(" (")[0] for line in ev.refused] == ["silu_mul float32/n16/t2: triton refused"]
+    assert kernels.registry_state() == state
+    assert kernels.registry().log.applications()[-1] == ev
+
+
+def test_build_refuses_evidence_it_cannot_carry(evidence: Path, keys: Keys, tmp_path: Path) -> None:
+    doc = json.loads(evidence.read_text())
+    edited = json.loads(evidence.read_text())
+    edited["records"][0]["median_us"] = 0.001
+    (tmp_path / "edited.json").write_text(json.dumps(edited))
+    (tmp_path / "gpu.json").write_text(json.dumps(measured_elsewhere(evidence)))
+    other = json.loads(evidence.read_text())
+    other["registry"]["ops"]["silu_mul"]["doc"] = "another build of the op"
+    (tmp_path / "other.json").write_text(json.dumps(redigest(other)))
+    cases = {
+        "edited.json": "its contents do not match its digest: damaged or edited since qualify wrote it",
+        "gpu.json": f"was measured on {OTHER_DEVICE}, and this bundle is built for cpu",
+        "other.json": 'ops.silu_mul.doc: here "silu(x[..., :d]) * x[..., d:] (bit-exact with eager)", evidence '
+        '"another build of the op"',
+    }
+    for name, why in cases.items():
+        with pytest.raises(b.BundleError) as refused:
+            b.build(spec(model=MODEL, inputs=INPUTS, shapes=SHAPES, kernel_evidence=tmp_path / name), keys.key,
+                    tmp_path / f"out-{name}")  # fmt: skip
+        assert refused.value.cause == "bad_input"
+        assert why in str(refused.value)
+        assert not (tmp_path / f"out-{name}").exists()
+    (tmp_path / "shapes.json").write_text(json.dumps({"shapes": [{"shape": [2, 8]}]}))
+    result = CliRunner().invoke(app, [
+        "bundle", "build", "--model", MODEL, "--inputs", INPUTS, "--key", str(keys.private),
+        "--out", str(tmp_path / "cli"), "--shapes", str(tmp_path / "shapes.json"),
+        "--kernel-evidence", str(tmp_path / "gpu.json"),
+    ])  # fmt: skip
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1
+    assert kernels.registry_state()["digest"] != doc["registry"]["digest"]
