@@ -26,7 +26,7 @@ COLUMNS = (
 def bundle_release(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """One row per bundle registered or with a state change before the range end.
 
-    Columns: bundle_id, bundle_name (latest registration; empty when no host registered it), model (latest
+    Columns: bundle_id, bundle_name (latest registration, else the latest push; empty when neither names it), model (latest
     registration, else the latest state change that names one), pushed_at (latest ``bundle push``, null
     when never pushed), signature_state and builder_keyid (latest registration), state (latest of promoted,
     demoted, revoked, quarantined, released; empty when none), channel (latest promotion), pack_blob
@@ -54,7 +54,8 @@ def bundle_release(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         f"toString(argMaxIf({col.ATTRS}['pack_blob'], {col.TS}, {col.STATE} = 'pushed')) AS pack_blob, "
         f"maxIf({col.TS}, {col.STATE} IN ('revoked', 'quarantined')) AS refused_at, "
         f"maxIf({col.TS}, {col.STATE} = 'pushed') AS pushed_at, "
-        f"toString(argMaxIf({col.MODEL}, {col.TS}, {col.MODEL} != '')) AS state_model "
+        f"toString(argMaxIf({col.MODEL}, {col.TS}, {col.MODEL} != '')) AS state_model, "
+        f"toString(argMaxIf({col.ATTRS}['bundle_name'], {col.TS}, {col.STATE} = 'pushed')) AS pushed_name "
         f"FROM {db}.bundle_states WHERE {col.TS} < {end} GROUP BY {col.BUNDLE_ID}",
         p,
     ).rename({"latest_state": col.STATE, "promoted_on": col.CHANNEL})  # SQL aliases must not shadow columns
@@ -86,18 +87,22 @@ def bundle_release(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     )
     total = traffic.group_by(col.BUNDLE_ID).agg(pl.col(col.REQUESTS).sum())
     out = out.join(total, on=col.BUNDLE_ID, how="left").join(after, on=col.BUNDLE_ID, how="left")
-    texts = (col.BUNDLE_NAME, col.SIGNATURE_STATE, col.BUILDER_KEYID, col.STATE, col.CHANNEL, "pack_blob")
+    texts = (col.SIGNATURE_STATE, col.BUILDER_KEYID, col.STATE, col.CHANNEL, "pack_blob")
     counts = ("misses", "misses_eager", "misses_refused", "miss_hosts", col.REQUESTS, "requests_after_refusal")
     out = out.with_columns(
         *(
             pl.when(pl.col(t).dt.year() > 1970).then(pl.col(t)).otherwise(None).alias(t)
             for t in ("refused_at", "pushed_at")
         ),
-        # A pushed bundle no host registered yet has its model from the push (the manifest's model factory).
+        # A pushed bundle no host registered yet has its name and model from the push (model: the factory).
         pl.when(pl.col("registered_model").fill_null("") != "")
         .then(pl.col("registered_model"))
         .otherwise(pl.col("state_model").fill_null(""))
         .alias(col.MODEL),
+        pl.when(pl.col(col.BUNDLE_NAME).fill_null("") != "")
+        .then(pl.col(col.BUNDLE_NAME))
+        .otherwise(pl.col("pushed_name").fill_null(""))
+        .alias(col.BUNDLE_NAME),
         *(pl.col(c).fill_null("") for c in texts),
         *(pl.col(c).fill_null(0).cast(pl.UInt64) for c in counts),
     )

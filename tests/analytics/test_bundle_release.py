@@ -28,15 +28,15 @@ def test_each_bundle_has_its_name_model_and_push_time(store: Store) -> None:
         BundleStateEvent(ts=second_push, bundle_id=REGISTERED, state="pushed", attrs={"pack_blob": "2" * 64},
                          model="model:build"),
         BundleStateEvent(ts=now - timedelta(minutes=10), bundle_id=REGISTERED, state="promoted", channel="prod"),
-        BundleStateEvent(ts=first_push, bundle_id=PUSHED_ONLY, state="pushed", attrs={"pack_blob": "3" * 64},
-                         model="model:build"),
+        BundleStateEvent(ts=first_push, bundle_id=PUSHED_ONLY, state="pushed",
+                         attrs={"pack_blob": "3" * 64, "bundle_name": "qwen-v1"}, model="model:build"),
     ])  # fmt: skip
     frame = LocalRunner(store).query("bundle_release", start=now - timedelta(hours=6), end=now + timedelta(hours=1))
     rows = {r[col.BUNDLE_ID]: r for r in frame.iter_rows(named=True)}
-    # The name and model hosts registered; a bundle no host registered has the model its push recorded.
+    # The name and model hosts registered; a bundle no host registered has the name and model its push recorded.
     assert {b: (r[col.BUNDLE_NAME], r[col.MODEL]) for b, r in rows.items()} == {
         REGISTERED: ("llama-v2", "llama"),
-        PUSHED_ONLY: ("", "model:build"),
+        PUSHED_ONLY: ("qwen-v1", "model:build"),  # the name `bundle push` recorded
         NEVER_PUSHED: ("local", "mistral"),
     }
     # The latest push (a later state change is not a push); null when never pushed.
