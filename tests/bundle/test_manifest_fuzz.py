@@ -14,7 +14,7 @@ import base64
 import contextlib
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,22 +26,14 @@ from typer.testing import CliRunner
 from inferensics import bundle as b
 from inferensics.bundle.canonical import canonical_json, digest_json, sha256_file
 from inferensics.bundle.dsse import sign_envelope
-from inferensics.bundle.manifest import MANIFEST_FILE
+from inferensics.bundle.manifest import MANIFEST_FILE, Manifest
 from inferensics.cli.app import app
 from tests.bundle.conftest import Keys
+from tests.json_edits import edit
 
 pytestmark = pytest.mark.slow
 
 runner = CliRunner()
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-3, 10**6)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=6,
-)
 # Resource names a hostile manifest may list: each must be refused, never read.
 ESCAPES = ["/etc/hostname", "../outside.bin", "artifacts/../../outside.bin", "", ".", "artifacts", "a\\..\\b"]
 
@@ -55,29 +47,6 @@ def bundle_copy(built: b.BuildResult, tmp_path_factory: pytest.TempPathFactory) 
     return d
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, child in children:
-        yield from _paths(child, (*prefix, key))
-
-
-def _edit(doc: Any, data: st.DataObject) -> Any:
-    """``doc`` with one drawn place deleted or replaced by drawn JSON (the root replaced: returned)."""
-    path = data.draw(st.sampled_from(list(_paths(doc))), label="path")
-    value = data.draw(JSON | st.sampled_from(ESCAPES), label="value")
-    if not path:
-        return value
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
-    if data.draw(st.booleans(), label="delete"):
-        del parent[path[-1]]
-    else:
-        parent[path[-1]] = value
-    return doc
-
-
 def _statement(directory: Path) -> dict[str, Any]:
     envelope = json.loads((directory / MANIFEST_FILE).read_bytes())
     statement: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))
@@ -87,14 +56,17 @@ def _statement(directory: Path) -> dict[str, Any]:
 def _one_line_or_nothing(directory: Path, keys: Keys) -> None:
     """Every reader of the manifest either works or raises one :class:`BundleError` line; the CLI prints one
     ``error:`` line and exits 2, never a traceback."""
-    for read in (lambda: b.read_manifest(directory), lambda: b.verify(directory, keys.keyring)):
+    readers: list[Callable[[], Manifest]] = [
+        lambda: b.read_manifest(directory),
+        lambda: b.verify(directory, keys.keyring).manifest,
+    ]
+    for read in readers:
         try:
-            m = read()
+            manifest = read()
         except b.BundleError as exc:
             problem = str(exc)
             assert "\n" not in problem, problem
             continue
-        manifest = getattr(m, "manifest", m)
         assert isinstance(manifest.graphs, list)
         assert isinstance(manifest.accepted_shapes, list)
         for r in manifest.resources:  # a verified or readable manifest lists only files inside the bundle
@@ -118,11 +90,11 @@ def test_an_unsigned_edit_is_one_line_never_a_traceback(bundle_copy: Path, keys:
     try:
         envelope = json.loads(original)
         if data.draw(st.booleans(), label="edit the statement"):
-            statement = _edit(_statement(bundle_copy), data)
+            statement = edit(_statement(bundle_copy), data, ESCAPES)
             envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
             raw = json.dumps(envelope).encode()
         elif data.draw(st.booleans(), label="edit the envelope"):
-            raw = json.dumps(_edit(envelope, data)).encode()
+            raw = json.dumps(edit(envelope, data, ESCAPES)).encode()
         else:  # bytes: cut, flipped or spliced
             at = data.draw(st.integers(0, len(original) - 1), label="at")
             raw = data.draw(
@@ -139,7 +111,7 @@ def test_an_unsigned_edit_is_one_line_never_a_traceback(bundle_copy: Path, keys:
 def test_a_signed_edit_is_one_line_never_a_traceback(bundle_copy: Path, keys: Keys, data: st.DataObject) -> None:
     original = (bundle_copy / MANIFEST_FILE).read_bytes()
     try:
-        statement = _edit(_statement(bundle_copy), data)
+        statement = edit(_statement(bundle_copy), data, ESCAPES)
         with contextlib.suppress(KeyError, IndexError, TypeError, ValueError):  # as an editor with the key would
             statement["subject"][0]["digest"]["sha256"] = digest_json(statement["predicate"]["identity"])
         (bundle_copy / MANIFEST_FILE).write_bytes(canonical_json(sign_envelope(canonical_json(statement), keys.key)))

@@ -4,9 +4,6 @@ artifact into ``CompileEvent.kernel_providers`` and ``KernelDecisionEvent`` rows
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +11,7 @@ import pytest
 from inferensics.collector.host.trace_sink import KEPT_ARTIFACTS
 from inferensics.collector.trace.importer import read_trace_file, trace_files
 from inferensics.schema.events import KERNEL_DECISIONS_ARTIFACT, CompileEvent, KernelDecisionEvent
+from tests.traced_program import run_traced
 
 PROGRAM = """
 import torch
@@ -31,19 +29,7 @@ torch.testing.assert_close(compiled(x, w), block(x, w))
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("kernel_trace")
-    (work / "program.py").write_text(PROGRAM, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "PYTORCH", "INFERENSICS_KERNELS"))}
-    env |= {
-        "TORCH_TRACE": str(work / "trace"),
-        "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor_cache"),
-        "TORCHINDUCTOR_COMPILE_THREADS": "1",
-    }
-    run = subprocess.run(
-        [sys.executable, "program.py"], cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    return work / "trace"
+    return run_traced(PROGRAM, tmp_path_factory.mktemp("kernel_trace"))
 
 
 @pytest.mark.slow

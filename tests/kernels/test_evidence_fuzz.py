@@ -5,7 +5,6 @@ examples every run; ``make fuzz`` draws fresh ones)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from inferensics.cli.app import app
-from inferensics.kernels.qualify import EVIDENCE_BODY
-from inferensics.kernels.registry import STATE_BODY, canonical_digest
 from inferensics.kernels.samples import SHAPE_FIELDS, shape_problem
+from tests.json_edits import JSON, edit
 from tests.kernels.conftest import kept_registry
+from tests.kernels.evidence_edits import redigest
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
@@ -26,11 +25,6 @@ pytestmark = [
 ]
 
 runner = CliRunner()
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 10**6) | st.floats(allow_nan=False) | st.text(max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=6,
-)
 
 
 @pytest.fixture(scope="module")
@@ -46,44 +40,14 @@ def evidence(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return doc
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, child in children:
-        yield from _paths(child, (*prefix, key))
-
-
-def _redigest(doc: Any) -> None:
-    """Recompute both digests, as an editor who knows the format would: what lies behind them is checked too."""
-    if not isinstance(doc, dict):
-        return
-    reg = doc.get("registry")
-    if isinstance(reg, dict):
-        reg["digest"] = canonical_digest({k: reg.get(k) for k in STATE_BODY})
-    doc["digest"] = canonical_digest({k: doc.get(k) for k in EVIDENCE_BODY})
-
-
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_damaged_or_edited_evidence_file_is_one_line_never_a_traceback(
     evidence: dict[str, Any], tmp_path: Path, data: st.DataObject
 ) -> None:
-    doc: Any = json.loads(json.dumps(evidence))
-    path = data.draw(st.sampled_from(list(_paths(doc))))
-    if path and data.draw(st.booleans()):
-        parent = doc
-        for key in path[:-1]:
-            parent = parent[key]
-        del parent[path[-1]]
-    elif path:
-        parent = doc
-        for key in path[:-1]:
-            parent = parent[key]
-        parent[path[-1]] = data.draw(JSON)
-    else:
-        doc = data.draw(JSON)
-    if data.draw(st.booleans()):
-        _redigest(doc)
+    doc: Any = edit(json.loads(json.dumps(evidence)), data)
+    if data.draw(st.booleans(), label="redigest"):
+        doc = redigest(doc)
     file = tmp_path / "evidence.json"
     file.write_text(json.dumps(doc))
     with kept_registry():

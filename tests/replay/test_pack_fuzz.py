@@ -9,7 +9,6 @@ import hashlib
 import json
 import shutil
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,8 @@ from hypothesis import strategies as st
 
 from inferensics.replay import ReplayError, read_pack, write_pack
 from inferensics.replay._internal.pack import INPUTS_FILE, PACK_FILE, read_safetensors, write_safetensors
+from tests.json_edits import edit
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 10**6) | st.floats(allow_nan=False) | st.text(max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=6,
-)
 ESCAPES = ["/etc/hostname", "../outside.bin", "inputs/../../outside.bin", "", ".", "a\\..\\b"]
 INPUTS = {"input_ids": torch.arange(6, dtype=torch.int64).reshape(2, 3), "scale": torch.tensor(0.5)}
 
@@ -37,30 +32,6 @@ def pack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "outside.bin").write_bytes(b"outside the pack\n")
     request = {"request_id": "req-1", "bundle_id": "", "graph_keys": ["fxkey"], "graph_artifacts": []}
     return write_pack(root / "pack", request=request, inputs=write_safetensors(INPUTS))
-
-
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, child in children:
-        yield from _paths(child, (*prefix, key))
-
-
-def _edit(doc: Any, data: st.DataObject) -> Any:
-    path = data.draw(st.sampled_from(list(_paths(doc))), label="path")
-    value = data.draw(JSON | st.sampled_from(ESCAPES), label="value")
-    if not path:
-        return value
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
-    if data.draw(st.booleans(), label="delete"):
-        del parent[path[-1]]
-    elif isinstance(parent, dict) and data.draw(st.booleans(), label="rename"):
-        parent[value if isinstance(value, str) else str(value)] = parent.pop(path[-1])
-    else:
-        parent[path[-1]] = value
-    return doc
 
 
 def _opens_or_one_line(directory: Path) -> None:
@@ -85,7 +56,7 @@ def test_an_edited_pack_json_opens_or_is_one_line(pack_dir: Path, data: st.DataO
             at = data.draw(st.integers(0, len(original) - 1), label="at")
             raw = original[:at] + data.draw(st.sampled_from([b"", b"\x00\xff{[", b'"x"']), label="splice")
         else:
-            raw = json.dumps(_edit(json.loads(original), data)).encode()
+            raw = json.dumps(edit(json.loads(original), data, ESCAPES)).encode()
         (pack_dir / PACK_FILE).write_bytes(raw)
         _opens_or_one_line(pack_dir)
     finally:
@@ -108,7 +79,7 @@ def test_edited_captured_inputs_read_or_are_one_line(pack_dir: Path, data: st.Da
     try:
         (n,) = struct.unpack("<Q", original[:8])
         if data.draw(st.booleans(), label="edit the header"):
-            head = json.dumps(_edit(_safetensors_header(original), data)).encode()
+            head = json.dumps(edit(_safetensors_header(original), data, ESCAPES)).encode()
             blob = struct.pack("<Q", len(head)) + head + original[8 + n :]
         else:
             at = data.draw(st.integers(0, len(original) - 1), label="at")

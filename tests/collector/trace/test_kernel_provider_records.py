@@ -9,15 +9,13 @@ decision chosen for N signatures (``rms_norm=inductor ×2``); the stored rows st
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from inferensics.collector.trace.importer import read_trace_file, trace_files
 from inferensics.schema.events import CompileEvent, KernelDecisionEvent
+from tests.traced_program import run_traced
 
 PROGRAM = """
 import torch
@@ -34,18 +32,8 @@ torch.testing.assert_close(compiled(x, y, w), block(x, y, w))
 
 @pytest.mark.slow
 def test_one_op_at_two_shapes_is_two_decisions_of_one_provider(tmp_path: Path) -> None:
-    (tmp_path / "program.py").write_text(PROGRAM, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "PYTORCH", "INFERENSICS_KERNELS"))}
-    env |= {
-        "TORCH_TRACE": str(tmp_path / "trace"),
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor_cache"),
-        "TORCHINDUCTOR_COMPILE_THREADS": "1",
-    }
-    run = subprocess.run(
-        [sys.executable, "program.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    events = [e for f in trace_files(tmp_path / "trace") for e in read_trace_file(f, host="h", model="m")[1]]
+    trace = run_traced(PROGRAM, tmp_path)
+    events = [e for f in trace_files(trace) for e in read_trace_file(f, host="h", model="m")[1]]
     (compile_event,) = [e for e in events if isinstance(e, CompileEvent) and e.outcome == "ok"]
     decisions = sorted((e for e in events if isinstance(e, KernelDecisionEvent)), key=lambda e: e.signature)
     assert [d.signature for d in decisions] == [
