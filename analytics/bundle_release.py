@@ -26,9 +26,9 @@ COLUMNS = (
 def bundle_release(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """One row per bundle registered or with a state change before the range end.
 
-    Columns: bundle_id, bundle_name (latest registration, else the latest push; empty when neither names it), model (latest
-    registration, else the latest state change that names one), pushed_at (latest ``bundle push``, null
-    when never pushed), signature_state and builder_keyid (latest registration), state (latest of promoted,
+    Columns: bundle_id, bundle_name (latest registration, else the latest push; empty when neither names it),
+    model (latest registration, else the latest state change that names one), pushed_at (latest ``bundle
+    push``, null when never pushed), signature_state and builder_keyid (latest registration), state (latest of promoted,
     demoted, revoked, quarantined, released; empty when none), channel (latest promotion), pack_blob
     (sha256 of the pushed bundle), refused_at (latest revocation or quarantine, null when none), misses,
     misses_eager, misses_refused and miss_hosts (bundle misses in the range), requests (in the range),
