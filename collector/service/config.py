@@ -219,7 +219,9 @@ def parse_tokens(text: str, origin: str) -> dict[str, frozenset[str]]:
     for number, item in enumerate((p.strip() for p in text.split(",")), start=1):
         if not item:
             continue  # a trailing or doubled comma
-        token, sep, roles = item.partition("=")
+        token, sep, roles = item.rpartition("=")  # roles hold no "=": a base64 token may end in "=" padding
+        if not sep:
+            token, roles = item, ""
         where = f"tokens ({origin}): entry {number} (token {_masked(token)}, roles {roles!r})"
         if not sep or not token:
             raise ConfigError(f"{where}: expected token=role+role, got an item without '=' or a token; "

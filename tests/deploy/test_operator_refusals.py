@@ -76,6 +76,13 @@ def test_a_token_list_with_spaces_after_its_commas_is_fine() -> None:
     assert config.tokens == {"ingest-token": frozenset({"ingest"}), "read-token": frozenset({"read", "replay"})}
 
 
+def test_a_token_with_base64_padding_keeps_it() -> None:
+    """A base64 token ends in '=' padding: the list split each entry at its first '=', so 'dG9rZW4==' became
+    the token 'dG9rZW4' with the roles '==ingest' (refused as unknown roles). Roles never hold '='."""
+    config = load_config(environ={"INFERENSICS_TOKENS": "dG9rZW4===ingest,cmVhZA==read+replay"})
+    assert config.tokens == {"dG9rZW4==": frozenset({"ingest"}), "cmVhZA=": frozenset({"read", "replay"})}
+
+
 def test_a_token_of_the_config_file_with_spaces_is_refused(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text('[tokens]\n"admin-token " = ["admin"]\n')
