@@ -14,7 +14,9 @@ output say so, and it does not refuse (it is no fault of the compiled code).
 
 The float64 copy of the model is made once, on first use, and dropped with the check. A model that cannot
 run in float64 (an op without a float64 kernel) is left unchecked and the report says why: refusing it would
-refuse every such model, and comparing against eager alone would flag fp32 rounding as a fault.
+refuse every such model, and comparing against eager alone would flag fp32 rounding as a fault. So is a shape
+whose output holds no floating-point tensor (token ids, an argmax): the rule has nothing to compare, and a
+"within tolerance, error ratio 0" would claim a check that did not happen.
 """
 
 from __future__ import annotations
@@ -28,7 +30,15 @@ from typing import Any, Final
 import torch
 
 from inferensics.bundle.errors import BundleError, error_line
-from inferensics.bundle.tolerance import EAGER_LIMIT, RATIO_LIMIT, Comparison, EagerCheck, check_eager, compare
+from inferensics.bundle.tolerance import (
+    EAGER_LIMIT,
+    RATIO_LIMIT,
+    Comparison,
+    EagerCheck,
+    check_eager,
+    compare,
+    float_leaves,
+)
 
 RULE: Final = (
     "compiled error vs fp64 over eager's own error vs fp64, the larger of the RMSE and max-abs ratios; "
@@ -70,9 +80,22 @@ class ShapeAccuracy:
 
 
 def _to_fp64(value: Any) -> Any:
+    """A copy of ``value`` with its floating tensors in float64 and its other tensors copied: each reference run
+    gets inputs of its own (a model that changes its inputs in place would change the next run's)."""
     from torch.utils._pytree import tree_map
 
-    return tree_map(lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, value)
+    return tree_map(lambda t: _fp64_copy(t) if isinstance(t, torch.Tensor) else t, value)
+
+
+def _fp64_copy(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float64, copy=True) if t.is_floating_point() else t.clone()
+
+
+def copy_tensors(value: Any) -> Any:
+    """``value`` with each tensor in it copied (the rest as is)."""
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, value)
 
 
 class Reference:
@@ -101,7 +124,12 @@ class Reference:
         return self._fp64
 
     def check(self, compiled_output: Any, inputs: tuple[Any, ...]) -> ShapeAccuracy:
-        """Judge ``compiled_output`` (the compiled model's on ``inputs``); never raises."""
+        """Judge ``compiled_output`` (the compiled model's on ``inputs``, as they were before that call: each
+        reference runs on its own copy of them); never raises."""
+        if not float_leaves(compiled_output):  # token ids, argmax, masks: the rule compares floating tensors only
+            return ShapeAccuracy(
+                None, "the output holds no floating-point tensor to compare, only integer or bool ones"
+            )
         model64 = self._fp64_model()
         if model64 is None:
             return ShapeAccuracy(None, self._fp64_error)
@@ -110,7 +138,7 @@ class Reference:
         except Exception as exc:
             return ShapeAccuracy(None, f"the model does not run in float64: {error_line(exc)}")
         try:
-            eager = self._model(*inputs)
+            eager = self._model(*copy_tensors(inputs))
         except Exception as exc:
             return ShapeAccuracy(None, f"eager raised where the compiled model ran: {error_line(exc)}")
         return ShapeAccuracy(

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from inferensics.bundle import torch_adapter
-from inferensics.bundle.accuracy import ShapeAccuracy
+from inferensics.bundle.accuracy import ShapeAccuracy, copy_tensors
 from inferensics.bundle.capture import GraphCapture, RecordingBackend
 from inferensics.schema.locations import entry_codes
 
@@ -135,8 +135,14 @@ def run_policy(
                     if g.calls > (calls_before[g.index] if g.index < len(calls_before) else 0)
                 ]
                 latency, output = _median_latency(functools.partial(compiled, *inputs), repeats, output)
-                # The steady call's output, judged before the next compiled call can reuse its buffers (CUDA graphs).
-                accuracy = check(output, inputs) if check is not None else None
+                accuracy = None
+                if check is not None:
+                    # A steady call's output, judged before the next compiled call can reuse its buffers (CUDA
+                    # graphs), against the inputs as they were before it: a model that changes its inputs in place
+                    # gave the references inputs changed once more than the judged call's, a "wrong" output.
+                    before = copy_tensors(inputs)
+                    output = compiled(*inputs)
+                    accuracy = check(output, before)
                 del output
                 runs.append(
                     ShapeRun(

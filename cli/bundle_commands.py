@@ -337,8 +337,8 @@ def _accuracy_of(bundle: Path) -> str:
 
 def _factor_lines(group: str, factors: Any) -> list[str]:
     """One ``key: value`` line per identity factor, whole (a list as its items, a mapping as compact JSON); a
-    source module's digest shortened like a graph key; the kernel registry as each op's provider priority, its
-    providers' requirements left to ``--json``."""
+    source module's digest shortened like a graph key; the kernel registry as each op's provider priority (and
+    each shape bucket's, which qualification evidence sets), its providers' requirements left to ``--json``."""
     if not isinstance(factors, dict):
         return [json.dumps(factors)]
     lines = []
@@ -350,6 +350,10 @@ def _factor_lines(group: str, factors: Any) -> list[str]:
         elif group == "kernel_registry" and key == "policy" and isinstance(value, dict):
             for op, policy in sorted(value.items()):
                 lines.append(f"policy.{op}: {' > '.join(policy.get('priority', []))}")
+                lines += [  # what qualification evidence set per shape bucket: hosts dispatch on these first
+                    f"policy.{op} {bucket}: {' > '.join(order)}"
+                    for bucket, order in sorted(dict(policy.get("bucket_priority") or {}).items())
+                ]
                 lines += [
                     f"policy.{op} refused: {r.get('provider')} at {r.get('bucket')} ({r.get('reason')})"
                     for r in policy.get("refused", [])

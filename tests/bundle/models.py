@@ -36,3 +36,33 @@ def inputs(shape: tuple[int, ...]) -> tuple[torch.Tensor]:
 def fast_gelu(x: torch.Tensor) -> torch.Tensor:
     """A custom decomposition for ``aten.gelu.default`` (tanh approximation)."""
     return 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+
+def tiny_argmax() -> nn.Module:
+    """The tiny MLP's argmax over its outputs: a model that serves token ids, no floating-point output."""
+
+    class Argmax(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mlp = TinyMLP()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.mlp(x).argmax(-1)
+
+    return Argmax()
+
+
+def tiny_mlp_in_place() -> nn.Module:
+    """The tiny MLP behind a step that scales its input in place (correct, and each call changes the input)."""
+
+    class InPlace(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mlp = TinyMLP()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x.mul_(0.5)
+            out: torch.Tensor = self.mlp(x)
+            return out
+
+    return InPlace()

@@ -20,6 +20,7 @@ from inferensics.bundle import accuracy
 from inferensics.bundle.tolerance import RATIO_LIMIT, compare
 from inferensics.cli.app import app
 from tests.bundle import models
+from tests.bundle.conftest import Keys, spec
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -179,3 +180,34 @@ def test_eager_far_from_fp64_is_recorded_not_refused() -> None:
     assert figures["eager_wrong"] is True
     assert figures["eager_rounding_units"] > figures["eager_limit"]
     assert accuracy.refusal([((4, 8), judged)], []) is None
+
+
+def test_a_model_without_floating_output_is_left_unchecked_and_said(tmp_path: Path, keys: Keys) -> None:
+    """A model that serves token ids (an argmax): the rule compares floating tensors only, so there is nothing to
+    judge. The build said "every checked shape within tolerance (worst error ratio 0)", a check that never ran."""
+    shapes = b.ShapeDistribution.of([(2, 8)], [1])
+    built = b.build(spec(model="tests.bundle.models:tiny_argmax", shapes=shapes), keys.key, tmp_path / "argmax")
+    q = json.loads((built.directory / "report" / "qualification.json").read_text())
+    figures = q["shapes"][0]["accuracy"]
+    assert figures["checked"] is False
+    assert figures["unchecked"] == "the output holds no floating-point tensor to compare, only integer or bool ones"
+    assert q["accuracy"]["checked"] == 0
+    shown = runner.invoke(app, ["bundle", "show", str(built.directory)])
+    assert shown.exit_code == 0, shown.output
+    assert f"  accuracy: not checked: 2x8 ({figures['unchecked']})." in shown.output
+    assert "within tolerance" not in shown.output
+
+
+def test_a_model_that_changes_its_inputs_in_place_is_judged_on_the_inputs_it_was_given(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """The references ran on the inputs the compiled call had already scaled (and eager scaled them again): a
+    correct model was refused as "numerically wrong, error ratio 2e+06"."""
+    shapes = b.ShapeDistribution.of([(2, 8)], [1])
+    built = b.build(spec(model="tests.bundle.models:tiny_mlp_in_place", shapes=shapes), keys.key, tmp_path / "ip")
+    q = json.loads((built.directory / "report" / "qualification.json").read_text())
+    figures = q["shapes"][0]["accuracy"]
+    assert figures["checked"] is True
+    assert figures["passed"] is True
+    assert figures["ratio"] <= RATIO_LIMIT
+    assert figures["max_abs"] < 1e-5

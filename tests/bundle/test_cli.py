@@ -238,3 +238,17 @@ def test_show_lists_a_refused_provider_with_its_reason() -> None:
         "policy.rms_norm: reference",
         "policy.rms_norm refused: triton at bf16[8,4096] (max error 3.1 > 0.02)",
     ]
+
+
+def test_show_lists_the_priorities_evidence_set_per_bucket() -> None:
+    """A bundle carrying `kernels qualify` evidence that promoted the reference at one bucket (the interpreter's
+    Triton SiLU·mul lost on time): `bundle show` printed only `policy.silu_mul: triton > reference`, the list the
+    host does not follow at that bucket."""
+    buckets = {"bfloat16/n128/t4": ["reference"], "bfloat16/n64/t2": ["reference", "triton"]}
+    policy = {"silu_mul": {"priority": ["triton", "reference"], "refused": [], "bucket_priority": buckets}}
+    lines = _factor_lines("kernel_registry", {"policy": policy})
+    assert lines == [
+        "policy.silu_mul: triton > reference",
+        "policy.silu_mul bfloat16/n128/t4: reference",
+        "policy.silu_mul bfloat16/n64/t2: reference > triton",
+    ]
