@@ -47,7 +47,8 @@ def tiny_argmax() -> nn.Module:
             self.mlp = TinyMLP()
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.mlp(x).argmax(-1)
+            logits: torch.Tensor = self.mlp(x)
+            return logits.argmax(-1)
 
     return Argmax()
 
