@@ -21,7 +21,6 @@ whose output holds no floating-point tensor (token ids, an argmax): the rule has
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +37,8 @@ from inferensics.bundle.tolerance import (
     check_eager,
     compare,
     float_leaves,
+    fp64_model,
+    to_fp64,
 )
 
 RULE: Final = (
@@ -79,18 +80,6 @@ class ShapeAccuracy:
         return {"checked": True, "ratio_limit": RATIO_LIMIT, **figures, **eager}
 
 
-def _to_fp64(value: Any) -> Any:
-    """A copy of ``value`` with its floating tensors in float64 and its other tensors copied: each reference run
-    gets inputs of its own (a model that changes its inputs in place would change the next run's)."""
-    from torch.utils._pytree import tree_map
-
-    return tree_map(lambda t: _fp64_copy(t) if isinstance(t, torch.Tensor) else t, value)
-
-
-def _fp64_copy(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.float64, copy=True) if t.is_floating_point() else t.clone()
-
-
 def copy_tensors(value: Any) -> Any:
     """``value`` with each tensor in it copied (the rest as is)."""
     from torch.utils._pytree import tree_map
@@ -117,8 +106,7 @@ class Reference:
                 # Outside inference mode (qualification calls in it): a copy made inside holds inference tensors,
                 # which nn.Parameter refuses.
                 with torch.inference_mode(False):
-                    model = self._model
-                    self._fp64 = copy.deepcopy(model).double() if isinstance(model, torch.nn.Module) else model
+                    self._fp64 = fp64_model(self._model)
             except Exception as exc:  # a module that cannot be copied: left unchecked, said why
                 self._fp64_error = f"no float64 copy of the model: {error_line(exc)}"
         return self._fp64
@@ -134,7 +122,7 @@ class Reference:
         if model64 is None:
             return ShapeAccuracy(None, self._fp64_error)
         try:
-            reference = model64(*_to_fp64(inputs))
+            reference = model64(*to_fp64(inputs))
         except Exception as exc:
             return ShapeAccuracy(None, f"the model does not run in float64: {error_line(exc)}")
         try:

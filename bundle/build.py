@@ -102,7 +102,7 @@ class BuildSpec:
     def __post_init__(self) -> None:
         if self.kernel_evidence is not None and self.registry is None:
             # Recorded as the evidence's registry state, so the bundle cache's build key covers the evidence too.
-            object.__setattr__(self, "registry", read_kernel_evidence(self.kernel_evidence)["registry"])
+            object.__setattr__(self, "registry", read_kernel_evidence(self.kernel_evidence)[1]["registry"])
 
     def compile_args(self) -> dict[str, Any]:
         """The torch.compile arguments (identity: ``settings.compile``)."""
@@ -245,13 +245,7 @@ def _build_with_evidence(spec: BuildSpec, key: SigningKey, out: Path, *, now: da
     from inferensics.kernels.registry import default_registry
 
     path = spec.kernel_evidence
-    try:
-        data = path.read_bytes()
-        doc = kev.parse_evidence(data, str(path))
-    except OSError as exc:
-        raise BundleError("bad_input", f"--kernel-evidence {path}: cannot read it ({exc.strerror or exc})") from None
-    except kev.EvidenceError as exc:
-        raise BundleError("bad_input", f"--kernel-evidence {exc}") from None
+    data, doc = read_kernel_evidence(path)
     measured, target = kev.measured_device(doc), kev.device_label(spec.device)
     if measured != target:
         raise BundleError(
@@ -397,16 +391,20 @@ def _build(
     return BuildResult(out, manifest, main, warm, policies)
 
 
-def read_kernel_evidence(path: Path) -> dict[str, Any]:
-    """The evidence file at ``path``, checked by ``kernels.qualify.evidence_problem``.
+def read_kernel_evidence(path: Path) -> tuple[bytes, dict[str, Any]]:
+    """The evidence file at ``path``: its bytes (what the bundle carries) and its contents, checked by
+    ``kernels.qualify.evidence_problem``.
 
     Raises:
         BundleError: ``bad_input``, one line naming what is wrong with it.
     """
-    from inferensics.kernels.evidence import EvidenceError, read_evidence
+    from inferensics.kernels.evidence import EvidenceError, parse_evidence
 
     try:
-        return read_evidence(path)
+        data = path.read_bytes()
+        return data, parse_evidence(data, str(path))
+    except OSError as exc:
+        raise BundleError("bad_input", f"--kernel-evidence {path}: cannot read it ({exc.strerror or exc})") from None
     except EvidenceError as exc:
         raise BundleError("bad_input", f"--kernel-evidence {exc}") from None
 

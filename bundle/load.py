@@ -88,17 +88,16 @@ def load(
     states: BundleStates | None = None,
     device: str | None = None,
     apply_settings: bool = True,
-    apply_kernel_evidence: bool = True,
 ) -> LoadedBundle:
-    """Verify a bundle and install it in this process (``apply_kernel_evidence``: the kernel registry follows
-    the qualification evidence the bundle carries; :attr:`LoadedBundle.kernel_evidence` says what it applied).
+    """Verify a bundle and install it in this process (the kernel registry follows the qualification evidence
+    the bundle carries; :attr:`LoadedBundle.kernel_evidence` says what it applied).
 
     Raises:
         BundleError: any verification failure (nothing is loaded then).
     """
     verified = verify(directory, keyring, states=states, device=device)
     manifest = verified.manifest
-    evidence = _kernel_evidence(verified) if apply_kernel_evidence else None
+    evidence = _kernel_evidence(verified)
     custom.install(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
     skipped: list[str] = []
     if apply_settings:

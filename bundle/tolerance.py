@@ -13,6 +13,7 @@ output, :mod:`inferensics.bundle.accuracy`) and replay's ladder (each rung), whi
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -204,3 +205,23 @@ def check_eager(value: Any, reference: Any) -> EagerCheck:
         floor = float(rounding.pow(2).mean().sqrt()) + eps * float(r64[both].abs().mean()) / 8 + 1e-300
         worst = max(worst, float(err.pow(2).mean().sqrt()) / floor)
     return EagerCheck(math.inf if bad else worst, bad)
+
+
+def fp64_model(model: Any) -> Any:
+    """A float64 copy of a module (a plain function is used as is): the anchor both sides compare against."""
+    if isinstance(model, torch.nn.Module):
+        return copy.deepcopy(model).double()
+    return model
+
+
+def to_fp64(value: Any) -> Any:
+    """A copy of ``value`` with its floating tensors in float64 and its other tensors copied: each reference run
+    gets inputs of its own (a model that changes its inputs in place would change the next run's)."""
+    from torch.utils._pytree import tree_map
+
+    def one(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        return t.to(torch.float64, copy=True) if t.is_floating_point() else t.clone()
+
+    return tree_map(one, value)

@@ -76,19 +76,12 @@ def _availability(reg: Any) -> dict[str, dict[str, str]]:
 
 
 def _load_evidence(path: Path) -> dict[str, Any]:
-    from inferensics.kernels.qualify import evidence_problem
+    from inferensics.kernels.evidence import EvidenceError, read_evidence
 
     try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        fail(f"--evidence {path}: cannot read it ({exc.strerror or exc})")
-    except ValueError as exc:
-        fail(f"--evidence {path}: not JSON ({exc}); expected the file `inferensics kernels qualify --out` writes")
-    problem = evidence_problem(doc)
-    if problem is not None:
-        fail(f"--evidence {path}: {problem} (`inferensics kernels qualify --out` writes one)")
-    result: dict[str, Any] = doc
-    return result
+        return read_evidence(path)
+    except EvidenceError as exc:
+        fail(f"--evidence {exc}")
 
 
 def _print_evidence(records: list[dict[str, Any]]) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from inferensics.bundle.errors import error_line
+from inferensics.bundle.tolerance import fp64_model, to_fp64
 from inferensics.kernels.op import REFERENCE
 from inferensics.replay._internal import graph_probe as gp
 from inferensics.replay._internal import output_code as oc
@@ -34,13 +35,11 @@ from inferensics.replay._internal.ladder import (
     Variation,
     as_call,
     call_model,
-    fp64_model,
     input_names,
     run_rung,
     run_served,
     serving_dtype,
     to_device,
-    to_fp64,
 )
 from inferensics.replay._internal.tolerance import EAGER_LIMIT, RATIO_LIMIT, Comparison, check_eager, compare
 from inferensics.replay._internal.verdict import Verdict

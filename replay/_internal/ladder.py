@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import inspect
 import time
 from collections.abc import Iterator, Sequence
@@ -47,13 +46,6 @@ def to_device(value: Any, device: str | torch.device) -> Any:
     return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
 
 
-def to_fp64(value: Any) -> Any:
-    """Promote floating tensors to float64."""
-    from torch.utils._pytree import tree_map
-
-    return tree_map(lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, value)
-
-
 def serving_dtype(model: Any, call: Call) -> torch.dtype:
     """The floating dtype the request runs in: the model's first floating parameter, else the inputs'."""
     if isinstance(model, torch.nn.Module):
@@ -64,13 +56,6 @@ def serving_dtype(model: Any, call: Call) -> torch.dtype:
         if isinstance(v, torch.Tensor) and v.is_floating_point():
             return v.dtype
     return torch.get_default_dtype()
-
-
-def fp64_model(model: Any) -> Any:
-    """A float64 copy of a module (a plain function is used as is)."""
-    if isinstance(model, torch.nn.Module):
-        return copy.deepcopy(model).double()
-    return model
 
 
 def call_model(model: Any, call: Call) -> Any:
