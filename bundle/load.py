@@ -97,7 +97,7 @@ def load(
     """
     verified = verify(directory, keyring, states=states, device=device)
     manifest = verified.manifest
-    evidence = _kernel_evidence(verified)
+    evidence = kernel_evidence_of(verified)
     custom.install(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
     skipped: list[str] = []
     if apply_settings:
@@ -117,29 +117,54 @@ def load(
     if evidence is not None:
         from inferensics.kernels import apply_evidence
 
-        recorded = manifest.identity.get("kernel_registry") or {}
         applied = apply_evidence(
             evidence,
-            device=device or str(manifest.identity.get("compatibility", {}).get("device_type", "cpu")),
+            device=_evidence_device(manifest, device),
             origin=f"bundle {manifest.bundle_id[:12]}",
-            expect_registry=str(recorded.get("digest", "")),
+            expect_registry=_recorded_registry(manifest),
         )
     return LoadedBundle(verified.directory, manifest, verified.builder_keyid, keys, skipped, aoti, applied)
 
 
-def _kernel_evidence(verified: VerifiedBundle) -> dict[str, Any] | None:
-    """The bundle's kernel evidence file, parsed and checked (its bytes are the signed ones), if it has one.
+def kernel_evidence_of(verified: VerifiedBundle) -> dict[str, Any] | None:
+    """The bundle's kernel evidence, parsed and checked, if it carries one: the bytes :func:`verify` hashed
+    against the signed sha256 (the file is not read again, so what applies is what was verified).
 
     Raises:
         BundleError: ``damaged`` when it is not an intact evidence file.
     """
-    path = verified.directory / KERNEL_EVIDENCE
-    if KERNEL_EVIDENCE not in {r.name for r in verified.manifest.resources}:
+    if verified.kernel_evidence is None:
         return None
     from inferensics.kernels import EvidenceError
     from inferensics.kernels.evidence import parse_evidence
 
     try:
-        return parse_evidence(path.read_bytes(), f"{verified.directory}: {KERNEL_EVIDENCE}")
-    except (OSError, EvidenceError) as exc:
+        return parse_evidence(verified.kernel_evidence, f"{verified.directory}: {KERNEL_EVIDENCE}")
+    except EvidenceError as exc:
         raise BundleError("damaged", f"{exc}: rebuild the bundle") from None
+
+
+def kernel_evidence_line(manifest: Manifest, evidence: Mapping[str, Any] | None, device: str | None = None) -> str:
+    """One line for an operator: the kernel evidence a bundle carries (``evidence``, parsed), the device it was
+    measured on, and whether a :func:`load` on this host (as ``device``, default the bundle's device type) follows
+    it or applies none of it, decided as the load decides."""
+    if evidence is None:
+        return "kernel evidence: none (hosts keep their own kernel priorities)"
+    from inferensics.kernels.evidence import measured_device, refusal_reason
+
+    head = f"kernel evidence {str(evidence.get('digest', ''))[:16]}"
+    reason = refusal_reason(evidence, _evidence_device(manifest, device), _recorded_registry(manifest))
+    if reason:
+        return f"{head}: {reason}: a load here applies none of it (the bundle still loads)"
+    return f"{head}: measured on {measured_device(evidence)}, this host's device: a load here follows its priorities"
+
+
+def _evidence_device(manifest: Manifest, device: str | None) -> str:
+    """What a load applies evidence for: ``device``, else the device type the bundle was built for."""
+    compatibility = manifest.identity.get("compatibility")  # a dict once verified; `bundle show` reads unverified
+    return device or str(compatibility.get("device_type", "cpu") if isinstance(compatibility, dict) else "cpu")
+
+
+def _recorded_registry(manifest: Manifest) -> str:
+    recorded = manifest.identity.get("kernel_registry")
+    return str(recorded.get("digest", "") if isinstance(recorded, dict) else "")

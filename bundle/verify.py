@@ -10,12 +10,14 @@ recorded customisation imports with the same code digest (``customisation``). Ea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from inferensics.bundle import customisations as custom
 from inferensics.bundle import factors
+from inferensics.bundle.build import KERNEL_EVIDENCE
 from inferensics.bundle.canonical import sha256_file, sha256_hex
 from inferensics.bundle.dsse import verify_envelope
 from inferensics.bundle.errors import BundleError
@@ -34,6 +36,9 @@ class VerifiedBundle:
     directory: Path
     manifest: Manifest
     builder_keyid: str
+    kernel_evidence: bytes | None = field(default=None, repr=False)
+    """The bytes of the kernel evidence file the bundle carries, as read and hashed here (``None`` without one):
+    what a load parses and applies, so the file is read once and what applies is exactly what was checked."""
 
     @property
     def bundle_id(self) -> str:
@@ -41,19 +46,26 @@ class VerifiedBundle:
         return self.manifest.bundle_id
 
 
-def check_files(directory: Path, manifest: Manifest) -> None:
+def check_files(directory: Path, manifest: Manifest, keep: Collection[str] = ()) -> dict[str, bytes]:
     """Every resource is present with its sha256, and no file is there that the manifest does not list.
+
+    Returns:
+        The bytes of each listed resource named in ``keep``, the very bytes whose sha256 was checked.
 
     Raises:
         BundleError: ``tampered`` naming the first file that differs.
     """
     listed = {r.name for r in manifest.resources}
+    kept: dict[str, bytes] = {}
     for r in manifest.resources:
         path = directory / r.name
         if not path.is_file():
             raise BundleError("tampered", f"{directory}: {r.name} is missing: pull or rebuild the bundle")
-        if sha256_file(path) != r.digest:
+        data = path.read_bytes() if r.name in keep else None  # hashed, then handed on: read once
+        if (sha256_file(path) if data is None else sha256_hex(data)) != r.digest:
             raise BundleError("tampered", f"{directory}: {r.name} does not match its sha256 in the manifest (altered)")
+        if data is not None:
+            kept[r.name] = data
     for p in directory.rglob("*"):
         name = p.relative_to(directory).as_posix()
         if p.is_file() and name != MANIFEST_FILE and name not in listed:
@@ -73,6 +85,7 @@ def check_files(directory: Path, manifest: Manifest) -> None:
             raise BundleError("damaged", f"{directory}: {aoti['package']} is not a readable package ({exc})") from None
         if members != aoti["members"]:
             raise BundleError("tampered", f"{directory}: the members of {aoti['package']} differ from the manifest")
+    return kept
 
 
 def compatibility_problems(manifest: Manifest, device: str | None = None) -> list[str]:
@@ -113,7 +126,7 @@ def verify(
     _, payload, sigs = read_manifest_unverified(d)
     keyid = verify_envelope(payload, sigs, keyring, str(d / MANIFEST_FILE))
     manifest = parse_statement(payload, str(d / MANIFEST_FILE))
-    check_files(d, manifest)
+    kept = check_files(d, manifest, keep=(KERNEL_EVIDENCE,))
     refusal = (states or BundleStates.load()).refusal(manifest.bundle_id)
     if refusal is not None:
         raise refusal
@@ -128,7 +141,7 @@ def verify(
     if check_customisations:
         for c in manifest.identity.get("customisations", []):
             custom.resolve_checked(custom.Customisation(**c))
-    return VerifiedBundle(d, manifest, keyid)
+    return VerifiedBundle(d, manifest, keyid, kept.get(KERNEL_EVIDENCE))
 
 
 def identity_digest_matches(manifest: Manifest, subject: str) -> bool:

@@ -279,11 +279,14 @@ def verify(
 ) -> None:
     """Check signature, trusted builder, file hashes, state and compatibility (loads nothing)."""
     from inferensics import bundle as b
+    from inferensics.bundle.load import kernel_evidence_line, kernel_evidence_of
 
     with _errors():
         v = b.verify(bundle, b.Keyring.load(keyring), states=b.BundleStates.load(states), device=device)
+        evidence = kernel_evidence_of(v)  # a load refuses a bundle whose evidence is damaged: so does verify
     console.print(f"verified {v.manifest.name} {v.bundle_id}: signed by {v.builder_keyid[:16]}, "
                   f"{len(v.manifest.resources)} files match, compatible with this host")  # fmt: skip
+    console.print(kernel_evidence_line(v.manifest, evidence, device), markup=False)
 
 
 @bundle_app.command()
@@ -307,10 +310,26 @@ def show(
     console.print(f"  customisations: {[c['import_path'] for c in m.identity.get('customisations', [])]}")
     console.print(f"  accepted shapes: {m.accepted_shapes}")
     console.print(f"  {_accuracy_of(bundle)}", markup=False)
+    console.print(f"  {_kernel_evidence_of(bundle, m)}", markup=False)
     for g in m.graphs:
         traced = f" traced from {g.code_location}" if g.code_location else ""
         console.print(f"  graph {g.fx_key[:16]} code {g.output_code_sha256[:12]}{traced} inputs {g.inputs}")
     console.print(f"  {len(m.resources)} files, {sum(r.size for r in m.resources):,} bytes")
+
+
+def _bundle_file(bundle: Path, name: str) -> bytes:
+    """One file of a bundle directory or packed file.
+
+    Raises:
+        OSError, KeyError, tarfile.TarError: it is not there or cannot be read.
+    """
+    import tarfile
+
+    if bundle.is_dir():
+        return (bundle / name).read_bytes()
+    with tarfile.open(bundle, "r") as tar:
+        member = tar.extractfile(name)
+        return member.read() if member is not None else b""
 
 
 def _accuracy_of(bundle: Path) -> str:
@@ -321,18 +340,32 @@ def _accuracy_of(bundle: Path) -> str:
 
     name = "report/qualification.json"
     try:
-        if bundle.is_file():
-            with tarfile.open(bundle, "r") as tar:
-                member = tar.extractfile(name)
-                raw = member.read() if member is not None else b""
-        else:
-            raw = (bundle / name).read_bytes()
-        lines = accuracy_line(json.loads(raw))
+        lines = accuracy_line(json.loads(_bundle_file(bundle, name)))
     except (OSError, KeyError, ValueError, tarfile.TarError):
         return f"accuracy: no readable {name} in the bundle"
     if not lines:
         return "accuracy: not recorded (built before qualification checked accuracy)"
     return "accuracy: " + lines[0].removeprefix("Accuracy: ")
+
+
+def _kernel_evidence_of(bundle: Path, manifest: Any) -> str:
+    """The kernel evidence sentence of a bundle (a directory or a packed file; not verified): its device and
+    whether a load on this host would follow it."""
+    import tarfile
+
+    from inferensics.bundle.build import KERNEL_EVIDENCE
+    from inferensics.bundle.load import kernel_evidence_line
+    from inferensics.kernels.evidence import EvidenceError, parse_evidence
+
+    if KERNEL_EVIDENCE not in {r.name for r in manifest.resources}:
+        return kernel_evidence_line(manifest, None)
+    try:
+        doc = parse_evidence(_bundle_file(bundle, KERNEL_EVIDENCE), KERNEL_EVIDENCE)
+    except (OSError, KeyError, tarfile.TarError):
+        return f"kernel evidence: no readable {KERNEL_EVIDENCE} in the bundle"
+    except EvidenceError as exc:
+        return f"kernel evidence: {exc}: a load refuses the bundle"
+    return kernel_evidence_line(manifest, doc)
 
 
 def _factor_lines(group: str, factors: Any) -> list[str]:

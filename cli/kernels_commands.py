@@ -95,6 +95,14 @@ def _print_evidence(records: list[dict[str, Any]]) -> None:
         console.print(f"    {r['shape']:<{width}}  {r['provider']:<10} {what}")
 
 
+def _policy_lines(policy: dict[str, Any], priority: list[str]) -> list[str]:
+    """What one op's policy in an evidence file sets, as ``kernels list`` shows an applied one (its default list
+    only where it differs from ``priority``, the op's here)."""
+    lines = [f"priority: {' > '.join(policy['priority'])}"] if policy.get("priority", priority) != priority else []
+    lines += [f"bucket {bucket} -> {' > '.join(order)}" for bucket, order in policy.get("bucket_priority", {}).items()]
+    return lines + [f"refused: {r['provider']} in {r['bucket']}: {r['reason']}" for r in policy.get("refused", [])]
+
+
 @app.command("list")
 def list_ops(
     as_json: Annotated[bool, typer.Option("--json", help="Print the registry state as JSON instead.")] = False,
@@ -103,31 +111,52 @@ def list_ops(
         typer.Option(
             "--evidence",
             help="An evidence file `kernels qualify` wrote: show its records per op, with its priorities and "
-            "refusals applied.",
+            "refusals applied (shown, not applied, when it was measured on another device than this host's).",
         ),
     ] = None,
 ) -> None:
     """Show every op with its providers, their requirements, status on this host, priority and evidence."""
     from inferensics import kernels
+    from inferensics.kernels.evidence import device_label, measured_device, refusal_reason
     from inferensics.kernels.requirements import INTERPRETER_ENV
 
     reg = kernels.registry()
     doc = _load_evidence(evidence) if evidence else None
-    if doc is not None:
+    # The loader's rule: evidence holds only on the device it was measured on; from another one it applies nothing.
+    elsewhere = refusal_reason(doc) if doc is not None else ""
+    if doc is not None and not elsewhere:
         for problem in reg.apply_policy(doc["registry"].get("policy", {})):
             console.print(f"--evidence {evidence}: not applied: {problem}")
         reg.evidence[:] = list(doc["registry"].get("evidence", []))
     state = kernels.registry_state()
     here = _availability(reg)
     if as_json:
-        console.print_json(json.dumps({**state, "available_here": here}))
+        shown: dict[str, Any] = {**state, "available_here": here}
+        if doc is not None:
+            shown["evidence"] = {
+                "digest": doc["digest"],
+                "file": str(evidence),
+                "measured_on": measured_device(doc),
+                "this_host": device_label(),
+                "applied": not elsewhere,
+                "not_applied": elsewhere,
+            }
+        console.print_json(json.dumps(shown))
         return
     if doc is not None:
         env = doc["environment"]
         console.print(
             f"evidence {doc['digest']} from {evidence}: {doc['ts']} on {env.get('device')}, torch {env.get('torch')}, "
-            f"{doc['options'].get('dtype')}; its priorities and refusals are applied below"
+            f"{doc['options'].get('dtype')}; "
+            + ("it would not apply here" if elsewhere else "its priorities and refusals are applied below"),
+            markup=False,
         )
+        if elsewhere:
+            console.print(
+                f"  {elsewhere} (evidence holds only on the device it was measured on): the priorities below are "
+                "this host's own; what the evidence would set reads 'evidence (not applied here)'",
+                markup=False,
+            )
     stats = reg.log.stats()
     for name, op in state["ops"].items():
         console.print(f"[bold]{escape(name)}[/] — {escape(op['doc'])}", markup=True)
@@ -146,6 +175,9 @@ def list_ops(
             console.print(f"  evidence: bucket {bucket} -> {' > '.join(order)}")
         for r in op["refused"]:
             console.print(f"  refused: {r['provider']} in {r['bucket']}: {r['reason']}")
+        if elsewhere:
+            for line in _policy_lines((doc or {})["registry"]["policy"].get(name) or {}, op["priority"]):
+                console.print(f"  evidence (not applied here): {line}", markup=False)
         records = [r for r in (doc or {}).get("records", []) if r["op"] == name]
         if records:
             console.print("  evidence records:")

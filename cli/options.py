@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from inferensics.cli.errors import fail
 from inferensics.schema.dsn import DSN_ENV
 
 DsnOption = Annotated[
@@ -18,6 +20,34 @@ DsnOption = Annotated[
         show_default=False,
     ),
 ]
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="The embedded store in DIR (DIR/store, where `inferensics demo --data-dir DIR` keeps it): "
+        "--dsn chdb://DIR/store. Not together with --dsn.",
+        show_default=False,
+    ),
+]
+
+
+def dsn_from(ctx: typer.Context, dsn: str | None, data_dir: Path | None) -> str | None:
+    """The store a command opens: ``--dsn`` (or ``$INFERENSICS_DSN``), or the embedded store ``--data-dir`` names.
+
+    ``--data-dir`` means what ``inferensics demo --data-dir`` means (one definition:
+    ``inferensics.demo.processes.store_dsn``), so the store a demo left is reached with the same flag. It beats
+    ``$INFERENSICS_DSN`` (an argument beats an environment variable); beside ``--dsn`` it is refused in one line.
+    """
+    if data_dir is None:
+        return dsn
+    given = ctx.get_parameter_source("dsn")
+    if dsn is not None and (given is None or given.name != "ENVIRONMENT"):
+        fail("--dsn and --data-dir both name the store: give one (--data-dir DIR is --dsn chdb://DIR/store)")
+    from inferensics.demo.processes import store_dsn
+
+    return store_dsn(data_dir)
+
 
 MinRecompilesOption = Annotated[
     int | None,

@@ -8,7 +8,7 @@ from rich.table import Table
 from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
-from inferensics.cli.options import DsnOption
+from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption, print_service_status
 from inferensics.schema.dsn import DsnError, resolve_dsn
 from inferensics.schema.migrations import LATEST_VERSION
@@ -32,10 +32,11 @@ def _refuse_empty(dsn: str | None) -> None:
 
 
 @needs_extra("service", "init")
-def init(dsn: DsnOption = None) -> None:
+def init(ctx: typer.Context, dsn: DsnOption = None, data_dir: DataDirOption = None) -> None:
     """Create the store, or migrate it to the latest schema, and print the schema version."""
     from inferensics.schema.store import Store, StoreError
 
+    dsn = dsn_from(ctx, dsn, data_dir)
     _refuse_empty(dsn)
     try:
         with Store.open(dsn) as store:
@@ -48,7 +49,13 @@ def init(dsn: DsnOption = None) -> None:
 
 
 @needs_extra("service", "status")
-def status(dsn: DsnOption = None, service: ServiceOption = None, token: TokenOption = None) -> None:
+def status(
+    ctx: typer.Context,
+    dsn: DsnOption = None,
+    data_dir: DataDirOption = None,
+    service: ServiceOption = None,
+    token: TokenOption = None,
+) -> None:
     """Show the store, its schema version, row counts per table and the data directory size.
 
     With --service URL (or $INFERENSICS_SERVICE_URL) it asks that running service, which also reports
@@ -56,6 +63,7 @@ def status(dsn: DsnOption = None, service: ServiceOption = None, token: TokenOpt
     """
     from inferensics.schema.store import Store, StoreError
 
+    dsn = dsn_from(ctx, dsn, data_dir)
     if service:
         print_service_status(service, token)
         return
@@ -66,7 +74,8 @@ def status(dsn: DsnOption = None, service: ServiceOption = None, token: TokenOpt
         fail(str(exc))
     if parsed.kind == "chdb" and parsed.path is not None and not parsed.path.exists():
         # Opening would create an empty store there: a mistyped path must not look like a store.
-        fail(f"no store at {parsed.path}: the directory does not exist; create it with `inferensics init` (same --dsn)")
+        fail(f"no store at {parsed.path}: the directory does not exist; create it with `inferensics init` "
+             f"(same {'--data-dir' if data_dir else '--dsn'})")  # fmt: skip
     try:
         with Store.open(parsed) as store:
             version = store.schema_version()

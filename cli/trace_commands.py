@@ -12,7 +12,7 @@ import typer
 from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
-from inferensics.cli.options import DsnOption
+from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ def _target(dsn: str | None, service: str | None, token: str | None) -> Iterator
 
 @needs_extra("service", "import-trace")
 def import_trace_command(  # noqa: PLR0917 - typer maps each parameter to an option
+    ctx: typer.Context,
     path: Annotated[
         list[Path],
         typer.Argument(
@@ -129,6 +130,7 @@ def import_trace_command(  # noqa: PLR0917 - typer maps each parameter to an opt
         ),
     ],
     dsn: DsnOption = None,
+    data_dir: DataDirOption = None,
     service: ServiceOption = None,
     token: TokenOption = None,
     host: Annotated[str, typer.Option(help="Host label for the imported records (default: this host).")] = "",
@@ -146,6 +148,7 @@ def import_trace_command(  # noqa: PLR0917 - typer maps each parameter to an opt
     """
     from inferensics.collector.trace.importer import import_trace, not_trace_reason
 
+    dsn = dsn_from(ctx, dsn, data_dir)
     refused, given = [], []
     for p in path:
         if not p.exists():

@@ -78,6 +78,18 @@ def device_label(device: str | None = None) -> str:
     return environment()["device"]
 
 
+def refusal_reason(doc: Mapping[str, Any], device: str | None = None, expect_registry: str | None = None) -> str:
+    """Why :func:`apply_evidence` would apply nothing of ``doc`` in this process (``""`` when it would follow it):
+    measured on another device than ``device`` (as :func:`device_label` names it), or its registry state is not
+    ``expect_registry``. A bundle's verification and ``kernels list --evidence`` say it with the same words."""
+    measured, here = measured_device(doc), device_label(device)
+    if measured != here:
+        return f"measured on {measured or 'an unnamed device'}, not on this host's {here}"
+    if expect_registry is not None and doc["registry"].get("digest") != expect_registry:
+        return "its registry state is not the one the bundle records"
+    return ""
+
+
 def state_differences(here: Mapping[str, Any], recorded: Mapping[str, Any], limit: int = 6) -> list[str]:
     """Where two registry states (:meth:`Registry.state`) differ, as ``path: here … recorded …`` lines."""
     out: list[str] = []
@@ -204,11 +216,7 @@ def apply_evidence(
         origin = origin or str(source)
     reg = registry or default_registry()
     measured, here = measured_device(doc), device_label(device)
-    reason = ""
-    if measured != here:
-        reason = f"measured on {measured or 'an unnamed device'}, not on this host's {here}"
-    elif expect_registry is not None and doc["registry"].get("digest") != expect_registry:
-        reason = "its registry state is not the one the bundle records"
+    reason = refusal_reason(doc, device, expect_registry)
     if reason:
         current, policy = reg.policy(), doc["registry"]["policy"]
         lines = [line for n, e in sorted(policy.items()) for line in _entries(n, e, current.get(n, {}))]

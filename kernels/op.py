@@ -11,19 +11,32 @@ Every op is a ``torch.library`` operator (``torch.ops.inferensics.<name>``) whos
 dispatcher itself, registered as ``CompositeImplicitAutograd``: in eager it runs on real tensors; under
 ``torch.compile`` Dynamo records the op and AOTAutograd traces through the dispatcher with fake tensors,
 so the chosen provider's code (the reference's aten ops, which Inductor then fuses, or a ``triton_op``
-kernel) is what lands in the graph. Eager and compiled calls take the same decision for the same
-arguments; compiled decisions are also written into the compile's structured trace.
+kernel) is what lands in the graph. Fake tensors cannot show that a kernel fails for real, and a compiled
+graph's calls never come back here to fall back: so before a compile commits to a provider (other than the
+reference and Inductor) for a signature it has not yet served in this process, the provider runs once on real
+tensors made like the traced ones (:mod:`inferensics.kernels.probe`); if that raises, it is quarantined and
+counted as in eager, and the graph gets the next provider. Eager and compiled calls take the same decision
+for the same arguments; compiled decisions are also written into the compile's structured trace.
+
+The compile caches (Inductor's FX graph cache, the AOTAutograd cache) key on the Dynamo graph, which holds the
+operator, not the provider traced in. So every change to what a trace would choose (providers, priority
+lists, refusals, quarantines) recomputes a digest of all ops' policies, which becomes the registry's part of
+``torch.compiler.config.cache_key_tag`` (:func:`inferensics.kernels._torch_adapter.set_kernels_salt`): a
+compile under another policy misses the entries traced under this one, and the same policy finds them again
+(in this process or another).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from inferensics.kernels import _torch_adapter
+from inferensics.kernels import _torch_adapter, probe
 from inferensics.kernels.decisions import MAX_SIGNATURES, Decision, DecisionLog
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.requirements import CallContext
@@ -34,8 +47,14 @@ REFERENCE = "reference"
 NAMESPACE = "inferensics"
 """``torch.library`` namespace of the semantic ops."""
 
+_TRUSTED = ("reference", "inductor")
+"""Provider kinds a compile takes without a probe: what they put into the graph is the reference's own code."""
+
 _LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")  # type: ignore[no-untyped-call]
 BucketFn = Callable[[Sequence[Any]], str]
+_POLICIES: dict[str, str] = {}
+"""Op name → digest of its ``SemanticOp._policy_key()``, for every op of this process."""
+_POLICIES_LOCK = threading.Lock()
 
 
 def signature(args: Sequence[Any]) -> str:
@@ -65,6 +84,9 @@ class SemanticOp:
         tolerance: Accuracy rules against the reference.
         bucket: Maps call arguments to a shape bucket (priority lists and evidence are per bucket).
         doc: One line on what the op computes.
+        log: Where decisions, calls and failures are recorded.
+        contents: Fills the arguments of a probe whose values providers rely on with valid ones (see
+            :mod:`inferensics.kernels.probe`); by default floats are normal and integers zero.
     """
 
     def __init__(
@@ -77,6 +99,7 @@ class SemanticOp:
         bucket: BucketFn,
         doc: str,
         log: DecisionLog,
+        contents: probe.ContentsFn | None = None,
     ) -> None:
         from inferensics.kernels.requirements import Requirements
 
@@ -87,6 +110,7 @@ class SemanticOp:
         self.bucket = bucket
         self.doc = doc
         self.log = log
+        self.contents = contents
         self.providers: dict[str, Provider] = {
             REFERENCE: Provider(
                 REFERENCE, "reference", reference, Requirements(accuracy="exact"), "the op's definition"
@@ -99,12 +123,15 @@ class SemanticOp:
         """``(signature, provider) -> reason`` for providers taken out after raising."""
         self.refused: dict[tuple[str, str], str] = {}
         """``(bucket, provider) -> reason`` for providers the accuracy gate refused during qualification."""
+        self.proven: set[tuple[str, str]] = set()
+        """``(signature, provider)`` pairs that ran on real tensors in this process (eager, or a compile's probe)."""
         self._cache: dict[tuple[str, bool], Decision] = {}
         self._lock = threading.Lock()
         self._emitted: set[tuple[str, str]] = set()
         _LIBRARY.define(f"{name}{schema}")  # type: ignore[no-untyped-call]
         _LIBRARY.impl(name, self._dispatch, "CompositeImplicitAutograd")  # type: ignore[no-untyped-call]
         self.overload: Any = getattr(getattr(torch.ops, NAMESPACE), name).default
+        self._policy_changed()
 
     # --- registration and policy ---------------------------------------------------------------------------
 
@@ -126,6 +153,7 @@ class SemanticOp:
         self.bucket_priority = {b: [p for p in v if p != name] for b, v in self.bucket_priority.items()}
         self.refused = {k: v for k, v in self.refused.items() if k[1] != name}
         self.quarantined = {k: v for k, v in self.quarantined.items() if k[1] != name}
+        self.proven = {k for k in self.proven if k[1] != name}
         self._invalidate()
 
     def set_priority(self, order: Sequence[str], bucket: str | None = None) -> None:
@@ -152,6 +180,27 @@ class SemanticOp:
     def _invalidate(self) -> None:
         with self._lock:
             self._cache.clear()
+        self._policy_changed()
+
+    def _policy_key(self) -> dict[str, Any]:
+        """What a trace's choice of provider depends on besides the call: the providers, the priority lists, and
+        which providers are refused per bucket and quarantined per signature (not why)."""
+        return {
+            "providers": [[p.name, p.kind, p.requirements.describe()] for p in self.providers.values()],
+            "priority": list(self.priority),
+            "bucket_priority": {b: list(v) for b, v in sorted(self.bucket_priority.items())},
+            "refused": sorted(self.refused),
+            "quarantined": sorted(self.quarantined),
+        }
+
+    def _policy_changed(self) -> None:
+        with self._lock:  # quarantines come from any serving thread
+            key = self._policy_key()
+        text = json.dumps(key, sort_keys=True, separators=(",", ":"), default=str)
+        with _POLICIES_LOCK:
+            _POLICIES[self.name] = hashlib.sha256(text.encode()).hexdigest()
+            salt = hashlib.sha256(json.dumps(sorted(_POLICIES.items())).encode()).hexdigest()[:16]
+            _torch_adapter.set_kernels_salt(salt)
 
     # --- dispatch ------------------------------------------------------------------------------------------
 
@@ -210,11 +259,18 @@ class SemanticOp:
             decision = self.select(args, ctx)
             provider = self.providers[decision.provider]
             fn = self.reference if provider.kind == "inductor" and ctx.compiling else provider.fn
+            if ctx.compiling and provider.kind not in _TRUSTED:
+                failure = self._prove(provider, decision.signature, args)
+                if failure is not None:
+                    self._quarantine(decision, failure)
+                    continue
             try:
                 out = fn(*args)
             except Exception as exc:
-                if provider.name == REFERENCE:
-                    raise  # the definition itself rejects the arguments: that is the caller's error
+                if fn is self.reference:
+                    # The definition itself rejects the arguments (in eager, or traced in for Inductor while
+                    # compiling): that is the caller's error, and no provider further down could serve them.
+                    raise
                 self._quarantine(decision, exc)
                 continue
             self.log.record(decision)
@@ -223,14 +279,39 @@ class SemanticOp:
                 self._emit(decision)
             else:
                 self.log.count_call(self.name, decision.provider)
+                if provider.kind not in _TRUSTED:
+                    self._proved(decision.signature, provider.name)
             return out
+
+    def _prove(self, provider: Provider, sig: str, args: Sequence[Any]) -> Exception | None:
+        """What ``provider`` raised on real tensors made like the traced ``args``, or ``None`` (it ran, it ran
+        before for ``sig``, or no probe could be made: then it is kept, neither proven nor blamed)."""
+        if (sig, provider.name) in self.proven:
+            return None
+        try:
+            failure = probe.run(provider.fn, args, self.contents)
+        except probe.ProbeError:
+            return None
+        if failure is None:
+            self._proved(sig, provider.name)
+        return failure
+
+    def _proved(self, sig: str, provider: str) -> None:
+        if (sig, provider) in self.proven:
+            return
+        with self._lock:
+            if len(self.proven) >= MAX_SIGNATURES:
+                self.proven.clear()  # proving again costs one run per signature, never a wrong answer
+            self.proven.add((sig, provider))
 
     def _quarantine(self, decision: Decision, exc: Exception) -> None:
         reason = f"raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         self.log.count_failure(self.name, decision.provider)
         with self._lock:
             self.quarantined[(decision.signature, decision.provider)] = reason
-            self._cache.pop((decision.signature, decision.compiled), None)
+            for compiled in (False, True):  # eager calls and compiles of this signature alike
+                self._cache.pop((decision.signature, compiled), None)
+        self._policy_changed()
 
     def _emit(self, decision: Decision) -> None:
         # Dynamo's fake propagation and AOTAutograd's trace both pass through here: one artifact per compile.

@@ -118,6 +118,16 @@ def _paged_layout(args: Sequence[Any]) -> str | None:
     return same_device(args[:5])
 
 
+def probe_contents(args: Sequence[Any]) -> None:
+    """Valid values for a probe's block table and lengths (in place): every sequence fills its table row, whose
+    pages are all inside the cache (a kernel reading an out-of-range page would fault the GPU)."""
+    _, k_cache, _, table, lens = args[:5]
+    pages = k_cache.shape[0]
+    if table.numel() and pages:
+        table.copy_(torch.arange(table.numel(), device=table.device).reshape(table.shape) % pages)
+    lens.fill_(table.shape[1] * k_cache.shape[1] if pages else 0)
+
+
 def register(log: DecisionLog) -> list[SemanticOp]:
     """Create the op and its providers."""
     op = SemanticOp(
@@ -128,6 +138,7 @@ def register(log: DecisionLog) -> list[SemanticOp]:
         bucket=attention_bucket,
         doc="decode attention over a paged KV cache (block table, GQA)",
         log=log,
+        contents=probe_contents,
     )
     dense = Requirements(
         dtypes=frozenset({torch.float16, torch.bfloat16, torch.float32}),

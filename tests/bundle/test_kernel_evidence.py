@@ -4,11 +4,13 @@ fails verification, and evidence measured on another device is reported, not app
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from inferensics import kernels
 from inferensics.bundle import torch_adapter
 from inferensics.bundle.build import KERNEL_EVIDENCE, resources_of
 from inferensics.bundle.canonical import sha256_file
+from inferensics.bundle.load import kernel_evidence_line
 from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
 from inferensics.cli.app import app
 from tests.bundle.conftest import Keys, spec
@@ -207,3 +210,79 @@ def test_build_refuses_evidence_it_cannot_carry(evidence: Path, keys: Keys, tmp_
     assert result.exit_code == 2
     assert result.output.count("\n") == 1
     assert kernels.registry_state()["digest"] != doc["registry"]["digest"]
+
+
+def _signed_with(carried: b.BuildResult, keys: Keys, folder: Path, evidence: bytes) -> Path:
+    """A copy of the bundle whose evidence file is ``evidence``, signed again by its builder (it verifies)."""
+    copy = folder / "signed"
+    shutil.copytree(carried.directory, copy)
+    (copy / KERNEL_EVIDENCE).write_bytes(evidence)
+    m = read_manifest_unverified(copy)[0]
+    (copy / MANIFEST_FILE).write_bytes(m.model_copy(update={"resources": resources_of(copy)}).sign(keys.key))
+    return copy
+
+
+def test_verify_and_show_say_what_evidence_the_bundle_carries_and_whether_a_load_here_applies_it(
+    carried: b.BuildResult, keys: Keys, tmp_path: Path
+) -> None:
+    here = json.loads((carried.directory / KERNEL_EVIDENCE).read_text())
+    elsewhere = measured_elsewhere(carried.directory / KERNEL_EVIDENCE)
+    other = _signed_with(carried, keys, tmp_path, json.dumps(elsewhere).encode())
+    packed = b.pack(other, tmp_path / "other.tar")
+    follows = (
+        f"kernel evidence {here['digest'][:16]}: measured on cpu, this host's device: a load here follows its "
+        "priorities"
+    )
+    refused = (
+        f"kernel evidence {elsewhere['digest'][:16]}: measured on {OTHER_DEVICE}, not on this host's cpu: a load here "
+        "applies none of it (the bundle still loads)"
+    )
+    for bundle, line in ((carried.directory, follows), (other, refused)):
+        result = CliRunner().invoke(app, ["bundle", "verify", str(bundle), "--keyring", str(keys.public)])
+        assert result.exit_code == 0, result.output
+        assert result.output.splitlines()[1:] == [line]
+    for bundle, line in ((carried.directory, follows), (other, refused), (packed, refused)):
+        result = CliRunner().invoke(app, ["bundle", "show", str(bundle)])
+        assert result.exit_code == 0, result.output
+        assert f"\n  {line}\n" in result.output
+    # A bundle without evidence says so; one whose signed evidence is damaged is refused, as a load refuses it.
+    none = "kernel evidence: none (hosts keep their own kernel priorities)"
+    assert kernel_evidence_line(carried.manifest, None) == none
+    damaged = _signed_with(carried, keys, tmp_path / "damaged", b'{"kind": "something else"}')
+    result = CliRunner().invoke(app, ["bundle", "verify", str(damaged), "--keyring", str(keys.public)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1
+    assert "not a qualification evidence file" in result.output
+    assert "[damaged]" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_load_applies_the_evidence_bytes_it_verified_reading_the_file_once(
+    carried: b.BuildResult, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_module = importlib.import_module("inferensics.bundle.load")  # `bundle.load` is the function
+    copy = tmp_path / "bundle"
+    shutil.copytree(carried.directory, copy)
+    real_verify: Callable[..., b.VerifiedBundle] = load_module.verify
+
+    def verify_then_swap(*args: object, **kwargs: object) -> b.VerifiedBundle:
+        verified = real_verify(*args, **kwargs)
+        # Changed after its sha256 was checked: a load that read the file again would apply other evidence.
+        (copy / KERNEL_EVIDENCE).write_text(json.dumps(measured_elsewhere(copy / KERNEL_EVIDENCE)))
+        return verified
+
+    monkeypatch.setattr(load_module, "verify", verify_then_swap)
+    reg = kernels.registry()
+    saved, saved_evidence = reg.policy(), list(reg.evidence)
+    try:
+        loaded = b.load(copy, keys.keyring, apply_settings=False)
+        ev = loaded.kernel_evidence
+        assert ev is not None
+        assert (ev.measured_on, ev.reason, ev.follows) == ("cpu", "", True)
+        assert ev.digest == json.loads((carried.directory / KERNEL_EVIDENCE).read_text())["digest"]
+    finally:
+        for op in reg.ops.values():
+            op.bucket_priority.clear()
+            op.refused.clear()
+        reg.apply_policy(saved)
+        reg.evidence[:] = saved_evidence

@@ -9,11 +9,14 @@ import pytest
 import torch
 from typer.testing import CliRunner, Result
 
+from inferensics import kernels
 from inferensics.cli.app import app
 from inferensics.cli.kernels_commands import SHAPES_HELP
+from inferensics.kernels.evidence import device_label
 from inferensics.kernels.requirements import INTERPRETER_ENV
 from inferensics.kernels.samples import SHAPE_FIELDS
 from inferensics.schema.store import Store
+from tests.kernels.evidence_edits import OTHER_DEVICE, measured_elsewhere
 from tests.polling import poll
 
 pytestmark = [
@@ -144,6 +147,51 @@ def test_list_shows_the_evidence_file_qualify_wrote(tmp_path: Path) -> None:
         assert result.exit_code == 2
         assert why in result.output
         assert "Traceback" not in result.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU qualification: the interpreter's Triton is refused")
+@pytest.mark.usefixtures("restored_registry")
+def test_list_says_evidence_from_another_device_would_not_apply_here(tmp_path: Path) -> None:
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps({"silu_mul": [{"tokens": 2, "hidden": 8}]}))
+    result = _qualify("--shapes", str(shapes), "--dtype", "float32", "--out", str(tmp_path / "evidence.json"))
+    assert result.exit_code == 0, result.output
+    (tmp_path / "gpu.json").write_text(json.dumps(measured_elsewhere(tmp_path / "evidence.json")))
+    doc = json.loads((tmp_path / "gpu.json").read_text())
+    (refusal,) = doc["registry"]["policy"]["silu_mul"]["refused"]  # the interpreter's Triton is not bit-exact
+    for op in kernels.registry().ops.values():  # this host's own policy, not the one qualify left in this process
+        op.bucket_priority.clear()
+        op.refused.clear()
+    own = kernels.registry_state()["digest"]
+
+    result = runner.invoke(app, ["kernels", "list", "--evidence", str(tmp_path / "gpu.json")])
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].endswith("float32; it would not apply here")
+    assert lines[1] == (
+        f"  measured on {OTHER_DEVICE}, not on this host's {device_label()} (evidence holds only on the device it was "
+        "measured on): the priorities below are this host's own; what the evidence would set reads 'evidence (not "
+        "applied here)'"
+    )
+    silu = result.output[result.output.index("\nsilu_mul") :]
+    # What it holds is still shown: its refusal, marked, and its records; the registry stays this host's own.
+    why = f"{refusal['provider']} in {refusal['bucket']}: {refusal['reason']}"
+    assert f"  evidence (not applied here): refused: {why}" in silu
+    assert f"\n  refused: {why}" not in silu
+    assert "    tokens=2,hidden=8  triton " in silu
+    assert f"registry digest {own} " in result.output
+    result = runner.invoke(app, ["kernels", "list", "--json", "--evidence", str(tmp_path / "gpu.json")])
+    shown = json.loads(result.output)
+    assert shown["digest"] == own
+    assert shown["evidence"] == {
+        "digest": doc["digest"],
+        "file": str(tmp_path / "gpu.json"),
+        "measured_on": OTHER_DEVICE,
+        "this_host": device_label(),
+        "applied": False,
+        "not_applied": f"measured on {OTHER_DEVICE}, not on this host's {device_label()}",
+    }
 
 
 def test_qualify_checks_every_shape_before_measuring_any(tmp_path: Path) -> None:
