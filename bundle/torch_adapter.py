@@ -96,14 +96,8 @@ _LOCAL_ONLY: Final = frozenset(
 )
 
 
-_TAG_SETTING: Final = "compiler.cache_key_tag"
-
-
 def compiler_settings() -> tuple[dict[str, Any], dict[str, Any]]:
-    """(settings that differ from their defaults, every setting), ``section.name → value``.
-
-    ``compiler.cache_key_tag`` leaves out the kernel registry's part: it follows this process's policy and
-    quarantines, which a bundle records by themselves (its ``kernel_registry``)."""
+    """(settings that differ from their defaults, every setting), ``section.name → value``."""
     import warnings
 
     changed: dict[str, Any] = {}
@@ -121,8 +115,6 @@ def compiler_settings() -> tuple[dict[str, Any], dict[str, Any]]:
                     default = _render(entry.default)
                 except Exception:
                     continue
-                if key == _TAG_SETTING:
-                    value = _recorded_cache_key_tag(value)
                 everything[key] = value
                 if value != default:
                     changed[key] = value
@@ -140,12 +132,6 @@ def apply_settings(settings: Mapping[str, Any]) -> list[str]:
             skipped.append(key)
             continue
         try:
-            if key == _TAG_SETTING:  # the user's own part: the bundle's and the registry's parts stay
-                from inferensics.kernels._torch_adapter import cache_tag_parts, compose_cache_tag
-
-                ours = cache_tag_parts(str(getattr(module, name) or ""))[1]
-                setattr(module, name, compose_cache_tag(str(value or ""), ours))
-                continue
             setattr(module, name, tuple(value) if isinstance(getattr(module, name), tuple) else value)
         except Exception:
             skipped.append(key)
@@ -282,8 +268,7 @@ def reset_compiler() -> None:
 def compiler_state_restored(fx_slots: Iterable[str] = ()) -> Iterator[None]:
     """On exit, Inductor's decomposition table, the named custom FX pass slots and the compile cache's key tag
     are as they were on entry, and the frames compiled meanwhile are dropped: customisations installed inside
-    (a bundle build's) reach neither a later build in this process nor its caller's compiles. The tag's kernel
-    registry part alone is then set to the registry's policy as it is on exit (a quarantine inside stays)."""
+    (a bundle build's) reach neither a later build in this process nor its caller's compiles."""
     import torch._inductor.config as inductor
     import torch.compiler.config as compiler
     from torch._inductor import decomposition
@@ -299,7 +284,6 @@ def compiler_state_restored(fx_slots: Iterable[str] = ()) -> Iterator[None]:
         for slot, value in slots.items():
             setattr(inductor, slot, value)
         compiler.cache_key_tag = tag
-        _sync_kernels_tag()
         reset_compiler()
 
 
@@ -313,36 +297,14 @@ def install_decomposition(op_name: str, fn: Callable[..., Any]) -> None:
 
 
 _SALT_SEP: Final = "|inferensics:"
-"""Starts each of our parts of ``cache_key_tag`` (``inferensics.kernels._torch_adapter.CACHE_TAG_SEP``, which
-composes the tag): the user's own tag comes before the first."""
-BUNDLE_TAG_PART: Final = "customisations"
-"""The bundle's part of ``cache_key_tag`` (``|inferensics:customisations-<salt>``): the customisations installed."""
-_KERNELS_TAG_PART: Final = "kernels"
-"""The kernel registry's part (``inferensics.kernels._torch_adapter.KERNELS_TAG_PART``)."""
 
 
 def salt_cache_key(salt: str) -> None:
-    """Set the bundle's part of ``torch.compiler.config.cache_key_tag`` to ``salt`` (``customisations-<digest>``,
-    replacing an earlier salt), keeping the user's own tag and the kernel registry's part."""
-    from inferensics.kernels._torch_adapter import set_cache_tag_part
+    """Set ``torch.compiler.config.cache_key_tag`` to the user's own tag plus ``salt`` (replacing an earlier salt)."""
+    import torch.compiler.config as compiler
 
-    set_cache_tag_part(BUNDLE_TAG_PART, salt.removeprefix(f"{BUNDLE_TAG_PART}-"))
-
-
-def _recorded_cache_key_tag(tag: Any) -> str:
-    """A ``cache_key_tag`` as a bundle records it: without the kernel registry's part, which follows this
-    process's policy and quarantines (the bundle records the registry's state by itself)."""
-    base, *parts = str(tag or "").split(_SALT_SEP)
-    return _SALT_SEP.join([base, *(p for p in parts if not p.startswith(f"{_KERNELS_TAG_PART}-"))])
-
-
-def _sync_kernels_tag() -> None:
-    """The kernel registry's part of the tag, written again from its policy (nothing when no op exists yet)."""
-    import sys
-
-    adapter = sys.modules.get("inferensics.kernels._torch_adapter")
-    if adapter is not None:
-        adapter.sync_cache_tag()
+    base = str(compiler.cache_key_tag or "").split(_SALT_SEP)[0]
+    compiler.cache_key_tag = f"{base}{_SALT_SEP}{salt}"
 
 
 def inductor_decompositions() -> dict[str, Callable[..., Any]]:

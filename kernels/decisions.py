@@ -105,6 +105,9 @@ class DecisionLog:
         dispatcher, so its calls are not counted here; its decisions (``compiled``) say what it holds."""
         self.failures: Counter[tuple[str, str]] = Counter()
         """Exceptions raised per ``(op, provider)``; each took the provider out for that signature."""
+        self.unproven: Counter[tuple[str, str]] = Counter()
+        """Compile-time probes per ``(op, provider)`` that could not be made (no memory for a copy of the arguments,
+        a data-dependent size): the provider went into the graph without a run on real tensors."""
         self.fallbacks: Counter[str] = Counter()
         """Decisions per op that fell through to the reference."""
         self.unrecorded: Counter[str] = Counter()
@@ -135,6 +138,11 @@ class DecisionLog:
         with self._lock:
             self.failures[(op, provider)] += 1
 
+    def count_unproven(self, op: str, provider: str) -> None:
+        """Count one compile-time probe of ``provider`` that could not be made."""
+        with self._lock:
+            self.unproven[(op, provider)] += 1
+
     def record_evidence(self, application: EvidenceApplication) -> None:
         """Keep ``application`` and count its entries per op."""
         with self._lock:
@@ -158,6 +166,7 @@ class DecisionLog:
             return {
                 "calls": {f"{o}/{p}": n for (o, p), n in sorted(self.calls.items())},
                 "failures": {f"{o}/{p}": n for (o, p), n in sorted(self.failures.items())},
+                "unproven": {f"{o}/{p}": n for (o, p), n in sorted(self.unproven.items())},
                 "fallbacks": dict(sorted(self.fallbacks.items())),
                 "unrecorded": dict(sorted(self.unrecorded.items())),
                 "evidence_applied": dict(sorted(self.evidence_applied.items())),
@@ -170,6 +179,7 @@ class DecisionLog:
             self.decisions.clear()
             self.calls.clear()
             self.failures.clear()
+            self.unproven.clear()
             self.fallbacks.clear()
             self.unrecorded.clear()
             self.evidence_applied.clear()

@@ -17,19 +17,10 @@ reference and Inductor) for a signature it has not yet served in this process, t
 tensors made like the traced ones (:mod:`inferensics.kernels.probe`); if that raises, it is quarantined and
 counted as in eager, and the graph gets the next provider. Eager and compiled calls take the same decision
 for the same arguments; compiled decisions are also written into the compile's structured trace.
-
-The compile caches (Inductor's FX graph cache, the AOTAutograd cache) key on the Dynamo graph, which holds the
-operator, not the provider traced in. So every change to what a trace would choose (providers, priority
-lists, refusals, quarantines) recomputes a digest of all ops' policies, which becomes the registry's part of
-``torch.compiler.config.cache_key_tag`` (:func:`inferensics.kernels._torch_adapter.set_kernels_salt`): a
-compile under another policy misses the entries traced under this one, and the same policy finds them again
-(in this process or another).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -52,9 +43,6 @@ _TRUSTED = ("reference", "inductor")
 
 _LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")  # type: ignore[no-untyped-call]
 BucketFn = Callable[[Sequence[Any]], str]
-_POLICIES: dict[str, str] = {}
-"""Op name → digest of its ``SemanticOp._policy_key()``, for every op of this process."""
-_POLICIES_LOCK = threading.Lock()
 
 
 def signature(args: Sequence[Any]) -> str:
@@ -131,7 +119,6 @@ class SemanticOp:
         _LIBRARY.define(f"{name}{schema}")  # type: ignore[no-untyped-call]
         _LIBRARY.impl(name, self._dispatch, "CompositeImplicitAutograd")  # type: ignore[no-untyped-call]
         self.overload: Any = getattr(getattr(torch.ops, NAMESPACE), name).default
-        self._policy_changed()
 
     # --- registration and policy ---------------------------------------------------------------------------
 
@@ -180,27 +167,6 @@ class SemanticOp:
     def _invalidate(self) -> None:
         with self._lock:
             self._cache.clear()
-        self._policy_changed()
-
-    def _policy_key(self) -> dict[str, Any]:
-        """What a trace's choice of provider depends on besides the call: the providers, the priority lists, and
-        which providers are refused per bucket and quarantined per signature (not why)."""
-        return {
-            "providers": [[p.name, p.kind, p.requirements.describe()] for p in self.providers.values()],
-            "priority": list(self.priority),
-            "bucket_priority": {b: list(v) for b, v in sorted(self.bucket_priority.items())},
-            "refused": sorted(self.refused),
-            "quarantined": sorted(self.quarantined),
-        }
-
-    def _policy_changed(self) -> None:
-        with self._lock:  # quarantines come from any serving thread
-            key = self._policy_key()
-        text = json.dumps(key, sort_keys=True, separators=(",", ":"), default=str)
-        with _POLICIES_LOCK:
-            _POLICIES[self.name] = hashlib.sha256(text.encode()).hexdigest()
-            salt = hashlib.sha256(json.dumps(sorted(_POLICIES.items())).encode()).hexdigest()[:16]
-            _torch_adapter.set_kernels_salt(salt)
 
     # --- dispatch ------------------------------------------------------------------------------------------
 
@@ -291,6 +257,7 @@ class SemanticOp:
         try:
             failure = probe.run(provider.fn, args, self.contents)
         except probe.ProbeError:
+            self.log.count_unproven(self.name, provider.name)  # kept, untested: counted, not silent
             return None
         if failure is None:
             self._proved(sig, provider.name)
@@ -311,7 +278,6 @@ class SemanticOp:
             self.quarantined[(decision.signature, decision.provider)] = reason
             for compiled in (False, True):  # eager calls and compiles of this signature alike
                 self._cache.pop((decision.signature, compiled), None)
-        self._policy_changed()
 
     def _emit(self, decision: Decision) -> None:
         # Dynamo's fake propagation and AOTAutograd's trace both pass through here: one artifact per compile.

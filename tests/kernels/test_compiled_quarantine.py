@@ -157,6 +157,7 @@ def test_a_probe_that_cannot_be_made_keeps_the_provider_without_blaming_it() -> 
     assert op.quarantined == {}
     assert op.proven == set()
     assert op.log.snapshot()[0].provider == "kernel"
+    assert op.log.stats()["unproven"] == {f"{op.name}/kernel": 1}  # kept untested, and counted
 
 
 def test_a_paged_attention_probe_has_every_page_inside_the_cache() -> None:
