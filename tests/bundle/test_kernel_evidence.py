@@ -26,7 +26,7 @@ from inferensics.bundle.load import kernel_evidence_line
 from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
 from inferensics.cli.app import app
 from tests.bundle.conftest import Keys, spec
-from tests.kernels.evidence_edits import OTHER_DEVICE, measured_elsewhere, redigest
+from tests.kernels.evidence_edits import OTHER_DEVICE, kept_registry, measured_elsewhere, redigest
 
 pytestmark = [
     pytest.mark.slow,
@@ -272,17 +272,9 @@ def test_a_load_applies_the_evidence_bytes_it_verified_reading_the_file_once(
         return verified
 
     monkeypatch.setattr(load_module, "verify", verify_then_swap)
-    reg = kernels.registry()
-    saved, saved_evidence = reg.policy(), list(reg.evidence)
-    try:
+    with kept_registry():
         loaded = b.load(copy, keys.keyring, apply_settings=False)
         ev = loaded.kernel_evidence
         assert ev is not None
         assert (ev.measured_on, ev.reason, ev.follows) == ("cpu", "", True)
         assert ev.digest == json.loads((carried.directory / KERNEL_EVIDENCE).read_text())["digest"]
-    finally:
-        for op in reg.ops.values():
-            op.bucket_priority.clear()
-            op.refused.clear()
-        reg.apply_policy(saved)
-        reg.evidence[:] = saved_evidence

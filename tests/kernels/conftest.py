@@ -8,12 +8,13 @@ these tests alone and restored after, so other tests (the demo, replay) keep the
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 
 import pytest
 import torch
+
+from tests.kernels.evidence_edits import kept_registry
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
@@ -32,24 +33,6 @@ def _triton_interpreter() -> Iterator[None]:
 def device() -> torch.device:
     """The device the differential suite runs on."""
     return torch.device("cuda" if HAS_CUDA else "cpu")
-
-
-@contextlib.contextmanager
-def kept_registry() -> Iterator[None]:
-    """Puts the process registry's policy and evidence back after what qualifies or applies evidence through
-    the command line (it runs in this process)."""
-    from inferensics import kernels
-
-    reg = kernels.registry()
-    saved, evidence = reg.policy(), list(reg.evidence)
-    try:
-        yield
-    finally:
-        for op in reg.ops.values():
-            op.bucket_priority.clear()
-            op.refused.clear()
-        reg.apply_policy(saved)
-        reg.evidence[:] = evidence
 
 
 @pytest.fixture

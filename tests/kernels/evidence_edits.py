@@ -3,7 +3,9 @@ format, or a host that measured elsewhere, would leave it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -31,3 +33,21 @@ def measured_elsewhere(path: Path) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(path.read_text())
     doc["environment"]["device"], doc["options"]["device"] = OTHER_DEVICE, "cuda"
     return dict(redigest(doc))
+
+
+@contextlib.contextmanager
+def kept_registry() -> Iterator[None]:
+    """Puts the process registry's policy and evidence back after what qualifies or applies evidence through
+    the command line (it runs in this process)."""
+    from inferensics import kernels
+
+    reg = kernels.registry()
+    saved, evidence = reg.policy(), list(reg.evidence)
+    try:
+        yield
+    finally:
+        for op in reg.ops.values():
+            op.bucket_priority.clear()
+            op.refused.clear()
+        reg.apply_policy(saved)
+        reg.evidence[:] = evidence
