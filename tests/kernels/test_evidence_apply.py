@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from inferensics import kernels
 from inferensics.cli.app import app
-from tests.kernels.conftest import HAS_CUDA, kept_registry
-from tests.kernels.evidence_edits import OTHER_DEVICE, measured_elsewhere, redigest
+from tests.kernels.conftest import HAS_CUDA
+from tests.kernels.evidence_edits import OTHER_DEVICE, kept_registry, measured_elsewhere, redigest
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),

@@ -16,8 +16,7 @@ from typer.testing import CliRunner
 from inferensics.cli.app import app
 from inferensics.kernels.samples import SHAPE_FIELDS, shape_problem
 from tests.json_edits import JSON, edit
-from tests.kernels.conftest import kept_registry
-from tests.kernels.evidence_edits import redigest
+from tests.kernels.evidence_edits import kept_registry, redigest
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
