@@ -9,16 +9,21 @@ these tests alone and restored after, so other tests (the demo, replay) keep the
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 
 import pytest
 import torch
 
-from tests.kernels.evidence_edits import kept_registry
-
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    _EARLY = sorted(m for m in sys.modules if m.startswith("inferensics.kernels._triton"))
+    if _EARLY:
+        raise pytest.UsageError(
+            f"{_EARLY[0]} was imported before this conftest set TRITON_INTERPRET, so its kernels cannot run in "
+            "Triton's interpreter; import kernel modules inside tests or fixtures, not at a conftest's top"
+        )
 
 
 @pytest.fixture(autouse=True, scope="package")
@@ -37,6 +42,9 @@ def device() -> torch.device:
 
 @pytest.fixture
 def restored_registry() -> Iterator[None]:
-    """:func:`kept_registry` around a test."""
+    """:func:`~tests.kernels.evidence_edits.kept_registry` around a test. Imported here, not at the top: that
+    module imports the kernels, and Triton must see ``TRITON_INTERPRET`` (set above) before they are defined."""
+    from tests.kernels.evidence_edits import kept_registry
+
     with kept_registry():
         yield
