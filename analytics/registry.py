@@ -25,6 +25,7 @@ from inferensics.analytics import (
     catalog,
     compile_time,
     drilldown,
+    host_health,
     overview,
     storms,
 )
@@ -126,6 +127,12 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         _q("cache_trend", SliceParams, cache.cache_trend, _NO_TC),
         _q("cache_reasons", SliceParams, cache.cache_reasons, _NO_TC),
         _q("cache_growth", SliceParams, cache.cache_growth, _NO_TC),
+        _q(
+            "host_health",
+            host_health.HostHealthParams,
+            host_health.host_health,
+            "Filters: model, hw_pool, host (health records carry no traffic_class, no bundle). For the Hosts page.",
+        ),
         _q("request_detail", drilldown.RequestParams, drilldown.request_detail, "Drill-down, one request id."),
         _q("request_graphs", drilldown.RequestParams, drilldown.request_graphs, "Drill-down, one request id."),
         _q("request_kernels", drilldown.RequestParams, drilldown.request_kernels, "Drill-down, one request id."),

@@ -19,9 +19,9 @@ from inferensics.kernels.decisions import Decision, DecisionLog
 from inferensics.kernels.op import SemanticOp
 
 STATE_VERSION = 1
+"""Version of the :meth:`Registry.state` layout."""
 STATE_BODY: Final = ("version", "ops", "policy", "evidence")
 """The keys of :meth:`Registry.state` its ``digest`` covers."""
-"""Version of the :meth:`Registry.state` layout."""
 
 
 def canonical_digest(data: Any) -> str:
@@ -142,6 +142,12 @@ def default_registry() -> Registry:
             ops = [*norm.register(log), *activation.register(log), *rotary.register(log), *attention.register(log)]
             _DEFAULT.append(Registry(ops, log))
     return _DEFAULT[0]
+
+
+def built_registry() -> Registry | None:
+    """The process's registry if something has built it, else ``None`` (never builds it: a reader of its
+    counters, such as the host SDK's health record, must not define the operators or import Triton)."""
+    return _DEFAULT[0] if _DEFAULT else None
 
 
 def _names(order: Any) -> list[str]:

@@ -179,6 +179,9 @@ REFUSED_DOWN: Final = "refused_down"
 REFUSED_BACK_PRESSURE: Final = "refused_back_pressure"
 SDK_ERRORS: Final = "sdk_errors"
 LAST_ERROR: Final = "last_error"
+KERNEL_FAILURES: Final = "kernel_failures"
+KERNEL_FALLBACKS: Final = "kernel_fallbacks"
+KERNEL_UNPROVEN: Final = "kernel_unproven"
 
 # --- rollups ------------------------------------------------------------------------------------------
 BUCKET: Final = "bucket"

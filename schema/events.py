@@ -781,6 +781,13 @@ class SdkHealthEvent(Event):
     """Errors the SDK caught and counted (processing, export, fingerprint, capture, trace sink)."""
     last_error: Text = ""
     """The most recent of those errors or refusals, as one line."""
+    kernel_failures: U64 = 0
+    """Exceptions raised by kernel-registry providers (each took its provider out for that signature)."""
+    kernel_fallbacks: U64 = 0
+    """Kernel-registry signatures that fell through to the reference because no other provider could serve them."""
+    kernel_unproven: U64 = 0
+    """Providers a compile put into a graph without the run on real tensors that proves them (no memory for a
+    copy of the arguments, a data-dependent size)."""
 
 
 class KernelDecisionEvent(Event):

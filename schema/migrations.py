@@ -390,6 +390,20 @@ def _sdk_health_table(target: Target) -> list[str]:
     return render_event_table(SdkHealthEvent, target)
 
 
+def _sdk_health_kernel_counts(target: Target) -> list[str | Step]:
+    # A host whose kernel providers fail or fall back to the reference says so in its health records.
+    db, names = target.database, (col.KERNEL_FAILURES, col.KERNEL_FALLBACKS, col.KERNEL_UNPROVEN)
+    columns = {c.name: c for c in columns_of(SdkHealthEvent)}
+    return [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column_sql(columns[n]).strip()}",
+            when=f"SELECT 1 - ({_has_column(db, t, n)})",
+        )
+        for t in _model_tables(target, SdkHealthEvent.TABLE.name)
+        for n in names
+    ]
+
+
 def _model_tables(target: Target, name: str) -> list[str]:
     """The tables an event model's rows live in: its local table, and on a cluster the Distributed one too."""
     return [target.local(name), *([name] if target.backend == "cluster" else [])]
@@ -525,6 +539,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(15, "shape guards imported from trace logs", _shape_guards_table),
     Migration(16, "request fingerprint status and sampling rate", _request_fingerprint_status),
     Migration(17, "request rollups count fingerprinted requests", _request_rollups_count_fingerprinted),
+    Migration(
+        18,
+        "host SDK health counts kernel-registry failures, fallbacks and unproven providers",
+        _sdk_health_kernel_counts,
+    ),
 )
 """Every migration, in version order."""
 

@@ -33,6 +33,7 @@ from inferensics.collector.host.shape_policy import ShapePolicy, shape_signature
 from inferensics.collector.host.trusted_records import f32, trusted_request, u8, u32
 from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
 from inferensics.collector.trace.envelope import decode_record
+from inferensics.schema import columns as col
 from inferensics.schema.events import (
     FP_FAILED,
     FP_NONE,
@@ -226,6 +227,9 @@ class Pipeline:
                 refused_back_pressure=refused.get("back_pressure", 0),
                 sdk_errors=errors,
                 last_error=(getattr(health, "last_error", "") or self.last_error)[:500],
+                kernel_failures=s.get(col.KERNEL_FAILURES, 0),
+                kernel_fallbacks=s.get(col.KERNEL_FALLBACKS, 0),
+                kernel_unproven=s.get(col.KERNEL_UNPROVEN, 0),
             )
             with self._lock:
                 self.exporter.export_records([record])

@@ -39,6 +39,7 @@ from inferensics.collector.host.journal import (
     journal_dir,
     write_slot,
 )
+from inferensics.collector.host.kernel_counts import kernel_registry_counts
 from inferensics.collector.host.pipeline import Pipeline
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, CompileOrigin, RawRequest
@@ -425,6 +426,8 @@ class Tracker:
             out[name] = out.get(name, 0) + count
         out["trace_sink_errors"] = self._sink.errors if self._sink is not None else 0
         out["guard_hook_installed"] = int(self._guard_installed)
+        # The kernel registry's provider exceptions, fallbacks to the reference and unproven compile-time choices.
+        out.update(kernel_registry_counts())
         # Kernel source lines from a cache hit that named a file this process did not compile (see assembler).
         out["stale_source_lines"] = self.pipeline.assembler.stats.stale_source_lines
         # Rows an exporter could not write and dropped, per table (the store exporter keeps the rest).

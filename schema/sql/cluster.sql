@@ -426,7 +426,10 @@ CREATE TABLE IF NOT EXISTS inferensics.sdk_health_local ON CLUSTER '{cluster}'
     `refused_down` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Of those, not delivered because the service could not be reached.',
     `refused_back_pressure` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Of those, refused because the service was shedding load (HTTP 429/503).',
     `sdk_errors` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Errors the SDK caught and counted (processing, export, fingerprint, capture, trace sink).',
-    `last_error` String CODEC(ZSTD(1)) COMMENT 'The most recent of those errors or refusals, as one line.'
+    `last_error` String CODEC(ZSTD(1)) COMMENT 'The most recent of those errors or refusals, as one line.',
+    `kernel_failures` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Exceptions raised by kernel-registry providers (each took its provider out for that signature).',
+    `kernel_fallbacks` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Kernel-registry signatures that fell through to the reference because no other provider could serve them.',
+    `kernel_unproven` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Providers a compile put into a graph without the run on real tensors that proves them (no memory for a copy of the arguments, a data-dependent size).'
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/sdk_health_local', '{replica}')
 PARTITION BY toDate(ts)

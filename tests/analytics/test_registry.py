@@ -60,6 +60,7 @@ def test_named_query_names_are_pinned() -> None:
             "graph_break_sites",
             "graph_breaks",
             "guard_failures",
+            "host_health",
             "new_graph_keys",
             "notable_requests",
             "recompile_reasons",

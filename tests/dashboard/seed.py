@@ -30,6 +30,7 @@ from inferensics.schema import (
     RequestEvent,
 )
 from inferensics.schema.table import Event
+from tests.analytics.hosts import health_events
 from tests.seeding import seed
 
 if TYPE_CHECKING:
@@ -260,6 +261,8 @@ def build(now: datetime) -> SeedFacts:
             ts=now - timedelta(minutes=minutes), model=LLAMA, baseline=BASELINE, candidate=CANDIDATE,
             window_start=start, window_end=now - timedelta(minutes=minutes), verdict=verdict, rule=rule,
         ))  # fmt: skip
+    # The fleet's SDK health records (the Hosts page): its range ends at the seed's clock.
+    facts.others.extend(health_events(now))
     return facts
 
 

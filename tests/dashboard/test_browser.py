@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from inferensics.dashboard.launcher import start_dashboard, wait_until_up
-from inferensics.schema import BundleEvent
+from inferensics.schema import BundleEvent, SdkHealthEvent
 from inferensics.schema.dsn import REPORT_DIR_ENV
 from tests.collector.service.harness import free_port
 from tests.dashboard.browser import (
@@ -220,6 +220,21 @@ def test_bundles_in_the_browser(dashboard: str, seeded: SeededService, page: Pag
     assert metric(page, "Requests served") == f"{len(seeded.facts.requests):,}"
     assert not truncated_metrics(page)
     screenshot(page, tmp_path, "5-bundles")
+
+
+def test_hosts_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
+    open_page(page, dashboard, seeded, "hosts")
+    settle(page)
+    health = [e for e in seeded.facts.others if isinstance(e, SdkHealthEvent)]
+    hosts = {e.host for e in health if e.ts >= seeded.facts.now - timedelta(days=1)}  # the default lookback
+    assert metric(page, "Hosts") == str(len(hosts))
+    assert metric(page, "Quiet") == "2"
+    alerts = page.locator('[data-testid="stAlertContentError"]')
+    assert alerts.count() == 2
+    assert "`h-gone`" not in alerts.first.inner_text()  # the code marks render as code, not backticks
+    assert "h-gone" in alerts.first.inner_text()
+    assert not truncated_metrics(page)
+    screenshot(page, tmp_path, "7-hosts")
 
 
 def test_weekly_report_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:

@@ -1,11 +1,13 @@
-"""The host SDK health migration adds its table to a store that the schema version before it left without it."""
+"""The host SDK health migrations add its table, and later its kernel-registry counters, to a store that the schema
+version before each left without them."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from inferensics.collector.host.kernel_counts import KERNEL_COUNTERS
 from inferensics.schema import SdkHealthEvent
-from inferensics.schema.migrations import LATEST_VERSION
+from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS
 from inferensics.schema.store import Store
 from tests.collector.migration_check import roll_back_before, table_exists
 
@@ -26,3 +28,44 @@ def test_the_sdk_health_migration_adds_its_table(store_dsn: str) -> None:
     finally:
         s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
         s.close()
+
+
+def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(store_dsn: str) -> None:
+    s = Store.open(store_dsn)
+    try:
+        assert s.migrate() == LATEST_VERSION
+        version = next(
+            m.version
+            for m in MIGRATIONS
+            if m.name == "host SDK health counts kernel-registry failures, fallbacks and unproven providers"
+        )
+        fresh = _columns(s)
+        for name in KERNEL_COUNTERS:
+            s.client.command(f"ALTER TABLE {s.database}.{TABLE} DROP COLUMN {name}")
+        s.client.command(
+            f"ALTER TABLE {s.database}.schema_migrations DELETE WHERE version >= {version} SETTINGS mutations_sync = 1"
+        )
+        s.client.command(f"INSERT INTO {s.database}.{TABLE} (ts, host, requests_seen) VALUES (now(), 'old', 5)")
+        assert s.schema_version() == version - 1
+        assert not set(KERNEL_COUNTERS) & {name for name, _, _ in _columns(s)}
+        assert s.migrate() == LATEST_VERSION
+        assert _columns(s) == fresh  # the same names, types, comments and order as a fresh table
+        s.insert_events([SdkHealthEvent(ts=datetime.now(UTC), host="new", kernel_failures=2, kernel_fallbacks=1)])
+        rows = s.query_rows(
+            f"SELECT host, requests_seen, kernel_failures, kernel_fallbacks FROM {s.database}.{TABLE} ORDER BY host"
+        )
+        assert rows == [("new", 0, 2, 1), ("old", 5, 0, 0)]
+    finally:
+        s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
+        s.close()
+
+
+def _columns(s: Store) -> list[tuple[str, str, str]]:
+    return [
+        (str(n), str(t), str(c))
+        for n, t, c in s.query_rows(
+            "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {t:String} "
+            "ORDER BY position",
+            {"db": s.database, "t": TABLE},
+        )
+    ]

@@ -1,0 +1,128 @@
+"""Host SDK health: which serving processes have gone quiet, and what each could not deliver.
+
+Every serving process exports an ``sdk_health`` record every ``health_interval_s`` (60 s by default); its
+counters are cumulative since the process started. A process is a (host, model, hw_pool): the records carry
+no process id, so two processes of one host serving the same model in the same pool read as one.
+
+Rules:
+
+* **Listed:** a process with a record in the range, or one whose last record lies within ``lookback_s``
+  before the range end (it stopped reporting: that is what the page is for). A process silent for longer is
+  taken as retired; widen the range to see it.
+* **Quiet:** no record for more than ``quiet_after_s`` (default 180 s: three default health intervals)
+  before ``as_of``, the range end or, for a range that ends in the future (the dashboard's "last hour"
+  ends at the next minute), the current time.
+* **Latest counters** (``requests_seen`` ... ``kernel_unproven``, ``last_error``) are those of the process's
+  newest record before the range end: since that process started.
+* **Growth in the range** (``<counter>_in_range``): the sum of the increases between consecutive records,
+  the first one measured from the process's last record before the range (within ``lookback_s``). A record
+  with any counter below its predecessor's is a restart (counted in ``restarts``): its values count whole,
+  as counted from zero. A process's first record counts whole too (it started then, or before the lookback).
+  A restart whose new counters all overtook the old ones before its first record cannot be told apart.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+import polars as pl
+from pydantic import Field
+
+from inferensics.analytics.client import QueryClient
+from inferensics.analytics.errors import AnalyticsError
+from inferensics.analytics.filters import TIME_TYPE, SliceParams, check_filter_values, slice_where
+from inferensics.schema import columns as col
+from inferensics.schema.events import SdkHealthEvent
+
+TABLE: Final = SdkHealthEvent.TABLE.name
+KEYS: Final = (col.HOST, col.MODEL, col.HW_POOL)
+"""What identifies a serving process in the records."""
+COUNTERS: Final = tuple(
+    name for name in SdkHealthEvent.model_fields if name not in {col.TS, *KEYS, col.QUEUE_DEPTH, col.LAST_ERROR}
+)
+"""The cumulative counters of a health record, in the model's order (``queue_depth`` is a gauge)."""
+LATEST: Final = (*COUNTERS, col.QUEUE_DEPTH, col.LAST_ERROR)
+"""What the newest record says."""
+IN_RANGE: Final = "_in_range"
+"""Suffix of a counter's growth within the range."""
+COLUMNS: Final = (
+    *KEYS, "last_seen", "silent_s", "quiet", "records", "restarts", *COUNTERS, col.QUEUE_DEPTH, "queue_depth_max",
+    col.LAST_ERROR, *(c + IN_RANGE for c in COUNTERS),
+)  # fmt: skip
+
+
+class HostHealthParams(SliceParams):
+    """A slice (filters: model, hw_pool, host) and the quiet rule's knobs."""
+
+    quiet_after_s: float = Field(180.0, gt=0)
+    """Seconds without a health record after which a process is quiet (three default health intervals)."""
+    lookback_s: float = Field(86_400.0, gt=0)
+    """How long before the range end a process that sent nothing in the range is still listed (as quiet)."""
+
+
+def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime | None = None) -> pl.DataFrame:
+    """One row per serving process (host × model × hw_pool) listed by the rules of the module docstring.
+
+    Columns: host, model, hw_pool, last_seen (newest record before the range end), silent_s (seconds from
+    it to ``as_of``), quiet, records (in the range), restarts (in the range), the latest counters since the
+    process started (requests_seen, records_dropped, spans_sent, spans_refused, refused_auth, refused_down,
+    refused_back_pressure, sdk_errors, kernel_failures, kernel_fallbacks, kernel_unproven), queue_depth
+    (latest), queue_depth_max (in the range), last_error (latest), and each counter's growth in the range
+    (``<counter>_in_range``). Quiet processes first, longest silent first, then by host, model, pool.
+
+    Raises:
+        AnalyticsError: ``quiet_after_s`` is not shorter than ``lookback_s``, or a filter does not apply
+            (traffic_class, bundle: health records carry neither).
+    """
+    if params.quiet_after_s >= params.lookback_s:
+        raise AnalyticsError(
+            f"quiet_after_s ({params.quiet_after_s:g}) must be shorter than lookback_s ({params.lookback_s:g}): "
+            "a process silent for lookback_s is no longer listed, so it could never show as quiet"
+        )
+    in_range = slice_where(params, TABLE, what="host health records")
+    check_filter_values(client, params, (TABLE,))
+    lookback = timedelta(seconds=params.lookback_s)
+    as_of = min(params.end, now or datetime.now(UTC))
+    frame = client.query_frame(
+        _sql(client.database, in_range.sql, slice_where(params, TABLE, time_column=None).sql),
+        {**in_range.params, "b_start": params.start - lookback, "listed_from": params.end - lookback},
+    ).rename({**{f"l_{v}": v for v in LATEST}, **{f"g_{c}": c + IN_RANGE for c in COUNTERS}})
+    silent = (pl.lit(as_of) - pl.col("last_seen")).dt.total_microseconds() / 1e6
+    return (
+        frame.with_columns(pl.col("last_seen").dt.cast_time_unit("us").dt.convert_time_zone("UTC"))
+        .with_columns(silent.clip(lower_bound=0.0).alias("silent_s"))
+        .with_columns((pl.col("silent_s") > params.quiet_after_s).alias("quiet"))
+        .select(COLUMNS)
+        .sort(["quiet", "silent_s", *KEYS], descending=[True, True, False, False, False])
+    )
+
+
+def _sql(db: str, in_range: str, dims: str) -> str:
+    """One pass: the range's records and each process's last record before it, each record beside its
+    predecessor, then one row per process (shadowing aliases are avoided: ClickHouse resolves a name to the
+    alias first)."""
+    keys = ", ".join(KEYS)
+    values = [*COUNTERS, col.QUEUE_DEPTH]
+    before = f"({dims}) AND {col.TS} >= {{b_start:{TIME_TYPE}}} AND {col.TS} < {{t_start:{TIME_TYPE}}}"
+    latest_before = ", ".join(f"argMax({v}, {col.TS})" for v in LATEST)
+    window = f"PARTITION BY {keys} ORDER BY {col.TS} ROWS BETWEEN 1 PRECEDING AND CURRENT ROW"
+    lags = ", ".join(f"lagInFrame({c}) OVER w AS p_{c}" for c in COUNTERS)
+    went_down = " OR ".join(f"{c} < p_{c}" for c in COUNTERS)
+    growth = ", ".join(f"toUInt64(sumIf({c} - if(counted_whole, 0, p_{c}), in_range)) AS g_{c}" for c in COUNTERS)
+    latest = ", ".join(f"argMax({v}, {col.TS}) AS l_{v}" for v in LATEST)
+    return (
+        f"SELECT {', '.join(f'toString({k}) AS {k}' for k in KEYS)}, max({col.TS}) AS last_seen, "
+        "toUInt64(countIf(in_range)) AS records, toUInt64(countIf(in_range AND restarted)) AS restarts, "
+        f"toUInt32(maxIf({col.QUEUE_DEPTH}, in_range)) AS queue_depth_max, {latest}, {growth} "
+        "FROM ("
+        f"SELECT *, (row_number() OVER w) > 1 AND ({went_down}) AS restarted, "
+        "(row_number() OVER w) = 1 OR restarted AS counted_whole, "
+        f"{lags} FROM ("
+        f"SELECT {keys}, {col.TS}, true AS in_range, {', '.join(values)}, {col.LAST_ERROR} "
+        f"FROM {db}.{TABLE} WHERE {in_range} "
+        f"UNION ALL SELECT {keys}, max({col.TS}) AS seen, false, {latest_before} "
+        f"FROM {db}.{TABLE} WHERE {before} GROUP BY {keys}"
+        f") WINDOW w AS ({window})"
+        f") GROUP BY {keys} HAVING records > 0 OR last_seen >= {{listed_from:{TIME_TYPE}}}"
+    )

@@ -1,0 +1,138 @@
+"""Hosts: every serving process's own health as its host SDK reports it (``sdk_health``), so that a host that
+has gone quiet, or one that cannot deliver what it records, is seen (rules: ``inferensics.analytics.host_health``).
+
+A red banner per quiet process, a warning per process that lost or could not deliver records in the range
+(refused exports by cause, dropped records, SDK errors, kernel-registry trouble), then every process."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import polars as pl
+import streamlit as st
+
+from inferensics.analytics.host_health import COUNTERS, IN_RANGE, KEYS, HostHealthParams
+from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.dashboard._internal import queries
+from inferensics.dashboard._internal.filters import Filters, current_filters, describe
+from inferensics.dashboard._internal.service import section_query, service_errors
+from inferensics.dashboard._internal.tables import count, show_table
+from inferensics.schema import columns as col
+
+QUIET_KEY: Final = "hosts.quiet_after_s"
+NOT_CARRIED: Final = ("traffic_class", "bundle")
+"""Slice filters health records carry no column for."""
+TROUBLE: Final[Mapping[str, str]] = {
+    col.REFUSED_AUTH: f"spans refused for the token: check the token (`${TOKEN_ENV}`) against the service's tokens",
+    col.REFUSED_DOWN: f"spans not delivered, service unreachable: check `${SERVICE_URL_ENV}` and the service",
+    col.REFUSED_BACK_PRESSURE: "spans refused by back-pressure: the service is shedding load",
+    col.RECORDS_DROPPED: "records dropped before export (the SDK's queues were full)",
+    col.SDK_ERRORS: "errors caught by the SDK",
+    col.KERNEL_FAILURES: "kernel-registry provider failures (each took its provider out for that signature)",
+    col.KERNEL_FALLBACKS: "kernel-registry signatures that fell back to the reference provider",
+    col.KERNEL_UNPROVEN: "kernel-registry providers compiled in without the run that proves them",
+}
+"""Counters whose growth in the range gets a warning, and what each says."""
+TABLE_COLUMNS: Final = (
+    *KEYS, "quiet", "last_seen", "silent_s", "records", "restarts", *(c + IN_RANGE for c in COUNTERS),
+    col.QUEUE_DEPTH, "queue_depth_max", *COUNTERS, col.LAST_ERROR,
+)  # fmt: skip
+
+
+def ago(seconds: float) -> str:
+    """A silence as people say it: ``45 s``, ``40 min``, ``3 h 5 min``, ``2 d 4 h``.
+
+    >>> ago(45), ago(2430), ago(11100), ago(187200)
+    ('45 s', '40 min', '3 h 5 min', '2 d 4 h')
+    """
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def process_name(row: Mapping[str, Any]) -> str:
+    """``host`` · model · pool (the parts that are set)."""
+    return " · ".join([f"`{row[col.HOST]}`", *(str(row[k]) for k in (col.MODEL, col.HW_POOL) if row[k])])
+
+
+def problems(row: Mapping[str, Any]) -> list[str]:
+    """What went wrong in the range for one process, one phrase per counter that grew."""
+    return [f"**{row[c + IN_RANGE]:,}** {what}" for c, what in TROUBLE.items() if row[c + IN_RANGE]]
+
+
+def alerts(health: pl.DataFrame, quiet_after_s: float) -> None:
+    """A red banner per quiet process, then a warning per process with problems in the range."""
+    for row in health.filter(pl.col("quiet")).iter_rows(named=True):
+        error = f" Last error: `{row[col.LAST_ERROR]}`" if row[col.LAST_ERROR] else ""
+        st.error(
+            f"**Quiet:** {process_name(row)} last reported {row['last_seen']:%Y-%m-%d %H:%M:%S} UTC, "
+            f"{ago(row['silent_s'])} ago (quiet after {ago(quiet_after_s)}).{error}",
+            icon=":material/cloud_off:",
+        )
+    for row in health.iter_rows(named=True):
+        found = problems(row)
+        if found:
+            error = f" Last error: `{row[col.LAST_ERROR]}`" if row[col.LAST_ERROR] else ""
+            st.warning(f"**{process_name(row)}** in this range: {'; '.join(found)}.{error}", icon=":material/warning:")
+
+
+def headline(health: pl.DataFrame) -> None:
+    """Processes, hosts, quiet ones and ones with problems."""
+    cells = st.columns(4)
+    cells[0].metric("Processes", count(health.height))
+    cells[1].metric("Hosts", count(health.get_column(col.HOST).n_unique()))
+    cells[2].metric("Quiet", count(int(health.get_column("quiet").sum())))
+    cells[3].metric("With problems", count(sum(bool(problems(r)) for r in health.iter_rows(named=True))))
+
+
+def health_params(filters: Filters) -> dict[str, object]:
+    """The slice parameters health records can answer: range, model, pool."""
+    params = filters.params()
+    for name in NOT_CARRIED:
+        params.pop(name, None)
+    return params
+
+
+def render() -> None:
+    """Draw the page."""
+    st.title("Hosts")
+    filters = current_filters()
+    st.caption(
+        describe(filters) + " · each serving process reports its SDK's health every `health_interval_s` (60 s by "
+        "default); counters `…_in_range` grew in the range, the others count since the process started"
+    )
+    if any(getattr(filters, name) is not None for name in NOT_CARRIED):
+        st.caption("Health records carry no traffic class or bundle: those filters are not applied here.")
+    default = HostHealthParams.model_fields["quiet_after_s"].default
+    quiet_after_s = st.number_input(
+        "Quiet after (seconds without a health record)", min_value=1.0, value=float(default), step=60.0,
+        key=QUIET_KEY,
+    )  # fmt: skip
+    with service_errors():
+        health = section_query(
+            queries.HOST_HEALTH, "host health", quiet_after_s=quiet_after_s, **health_params(filters)
+        )
+        if health is None:
+            return
+        if health.is_empty():
+            hours = HostHealthParams.model_fields["lookback_s"].default / 3600
+            st.info(
+                f"No serving process sent a health record in this range or the {hours:g} hours before its end. "
+                "A process sends one every `health_interval_s` once the host SDK exports to this service "
+                f"(`${SERVICE_URL_ENV}`).",
+                icon=":material/info:",
+            )
+            return
+        headline(health)
+        alerts(health, quiet_after_s)
+        show_table(health, columns=TABLE_COLUMNS, key="hosts_table")
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,157 @@
+"""The ``host_health`` query over health records in a real embedded store (:mod:`tests.analytics.hosts`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from pydantic import ValidationError
+
+from inferensics.analytics import AnalyticsError, LocalRunner, UnknownFilterValue, UnsupportedFilter
+from inferensics.analytics.host_health import COLUMNS, HostHealthParams, host_health
+from inferensics.schema.store import Store
+from tests.analytics.hosts import (
+    AUTH,
+    AUTH_ERROR,
+    BUSY,
+    GONE,
+    OK,
+    OK_MISTRAL,
+    QUIET,
+    RANGE,
+    RESTART,
+    RETIRED,
+    health_events,
+)
+
+NOW = datetime.now(UTC).replace(second=0, microsecond=0)
+"""The range end: recent, as the table keeps 30 days (a fixed date would expire)."""
+HOUR = HostHealthParams(start=NOW - RANGE, end=NOW)
+
+
+@pytest.fixture(scope="module")
+def health_store(chdb_dir: Path) -> Iterator[Store]:
+    """A migrated store holding the health records, read by every test of the module."""
+    store = Store.open(f"chdb://{chdb_dir}?database=hosts_{uuid.uuid4().hex[:8]}")
+    store.migrate()
+    store.insert_events(health_events(NOW))
+    try:
+        yield store
+    finally:
+        store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
+        store.close()
+
+
+def _rows(frame: pl.DataFrame) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {(r["host"], r["model"], r["hw_pool"]): r for r in frame.iter_rows(named=True)}
+
+
+def test_every_process_reporting_or_recently_quiet_is_one_row(health_store: Store) -> None:
+    frame = host_health(health_store, HOUR)
+    assert frame.columns == list(COLUMNS)
+    rows = _rows(frame)
+    assert sorted(rows) == sorted([OK, OK_MISTRAL, QUIET, GONE, AUTH, BUSY, RESTART])  # not RETIRED (2 days)
+    assert RETIRED not in rows
+    assert {k: r["records"] for k, r in rows.items()} == {
+        OK: 60, OK_MISTRAL: 10, QUIET: 20, GONE: 0, AUTH: 30, BUSY: 5, RESTART: 60,
+    }  # fmt: skip
+
+
+def test_a_host_that_stopped_reporting_is_quiet(health_store: Store) -> None:
+    frame = host_health(health_store, HOUR)
+    rows = _rows(frame)
+    assert {k for k, r in rows.items() if r["quiet"]} == {QUIET, GONE}
+    assert rows[QUIET]["silent_s"] == pytest.approx(40.5 * 60)
+    assert rows[GONE]["silent_s"] == pytest.approx(3 * 3600)
+    assert rows[OK]["silent_s"] == pytest.approx(30)
+    assert rows[QUIET]["last_seen"] == NOW - timedelta(minutes=40, seconds=30)
+    assert rows[GONE]["last_seen"] == NOW - timedelta(hours=3)
+    # Quiet ones first, longest silent first.
+    keys = list(zip(frame["host"], frame["model"], frame["hw_pool"], strict=True))
+    assert keys[:2] == [GONE, QUIET]
+
+
+def test_the_quiet_threshold_is_a_parameter(health_store: Store) -> None:
+    rows = _rows(host_health(health_store, HOUR.model_copy(update={"quiet_after_s": 3 * 3600.0})))
+    assert not any(r["quiet"] for r in rows.values())  # 3 hours of silence is not more than 3 hours
+    rows = _rows(host_health(health_store, HOUR.model_copy(update={"quiet_after_s": 20.0})))
+    assert {k for k, r in rows.items() if r["quiet"]} == set(rows)  # everyone is 30 s or more behind
+    rows = _rows(host_health(health_store, HOUR.model_copy(update={"lookback_s": 2 * 3600.0})))
+    assert GONE not in rows  # silent 3 hours: past a 2-hour lookback, taken as retired
+
+
+def test_silence_is_measured_to_now_when_the_range_ends_later(health_store: Store) -> None:
+    later = HostHealthParams(start=NOW - RANGE, end=NOW + timedelta(minutes=1))
+    rows = _rows(host_health(health_store, later, now=NOW + timedelta(seconds=10)))
+    assert rows[OK]["silent_s"] == pytest.approx(40)  # to now, not to the range end 90 s after the record
+    rows = _rows(host_health(health_store, later, now=NOW + timedelta(hours=2)))
+    assert rows[OK]["silent_s"] == pytest.approx(90)  # a range that ended: to its end
+
+
+def test_latest_counters_are_since_the_process_started(health_store: Store) -> None:
+    rows = _rows(host_health(health_store, HOUR))
+    auth, busy, ok = rows[AUTH], rows[BUSY], rows[OK]
+    assert (auth["refused_auth"], auth["spans_refused"], auth["kernel_failures"], auth["kernel_fallbacks"]) == (
+        95, 95, 2, 1,
+    )  # fmt: skip
+    assert auth["last_error"] == AUTH_ERROR
+    assert (busy["refused_back_pressure"], busy["refused_down"], busy["spans_refused"]) == (16, 2, 18)
+    assert (busy["queue_depth"], busy["queue_depth_max"]) == (904, 904)
+    assert (ok["requests_seen"], ok["queue_depth"], ok["queue_depth_max"], ok["last_error"]) == (4450, 5, 6, "")
+    assert rows[GONE]["requests_seen"] == 4  # its newest record, before the range
+
+
+def test_growth_in_the_range_starts_from_the_record_before_it(health_store: Store) -> None:
+    rows = _rows(host_health(health_store, HOUR))
+    assert rows[OK]["requests_seen_in_range"] == 50 * 89 - 50 * 29  # from the last record before the range
+    assert rows[OK_MISTRAL]["requests_seen_in_range"] == 70  # started in the range: all of it
+    assert rows[QUIET]["requests_seen_in_range"] == 20 * 50 - 20 * 30
+    assert rows[AUTH]["refused_auth_in_range"] == 95 - 5  # 5 refused two hours ago are not this range's
+    assert (rows[AUTH]["kernel_failures_in_range"], rows[AUTH]["kernel_fallbacks_in_range"]) == (2, 1)
+    assert rows[GONE]["requests_seen_in_range"] == 0
+    assert rows[OK]["refused_auth_in_range"] == 0
+
+
+def test_a_restart_counts_its_values_whole(health_store: Store) -> None:
+    row = _rows(host_health(health_store, HOUR))[RESTART]
+    assert row["restarts"] == 1
+    assert (row["requests_seen"], row["sdk_errors"], row["records_dropped"]) == (300, 2, 3)  # since the restart
+    # 1,000 → 4,000 before the restart, then 10 counted from zero, then 10 → 300 after it.
+    assert row["requests_seen_in_range"] == (4000 - 1000) + 10 + (300 - 10)
+    assert row["sdk_errors_in_range"] == 0 + 1 + 1  # 4 → 4, restart at 1, then 2
+    assert row["records_dropped_in_range"] == 3
+    assert all(r["restarts"] == 0 for k, r in _rows(host_health(health_store, HOUR)).items() if k != RESTART)
+
+
+def test_filters_select_processes(health_store: Store) -> None:
+    rows = _rows(host_health(health_store, HOUR.model_copy(update={"model": "mistral"})))
+    assert sorted(rows) == sorted([OK_MISTRAL, RESTART])
+    rows = _rows(host_health(health_store, HOUR.model_copy(update={"hw_pool": "h100", "host": "h-quiet"})))
+    assert sorted(rows) == [QUIET]
+
+
+def test_bad_parameters_say_what_to_change(health_store: Store) -> None:
+    with pytest.raises(UnknownFilterValue, match="unknown model 'lama'"):
+        host_health(health_store, HOUR.model_copy(update={"model": "lama"}))
+    with pytest.raises(UnsupportedFilter, match="traffic_class filter does not apply to host health records"):
+        host_health(health_store, HOUR.model_copy(update={"traffic_class": "batch"}))
+    with pytest.raises(AnalyticsError, match=r"quiet_after_s \(7200\) must be shorter than lookback_s \(3600\)"):
+        host_health(health_store, HOUR.model_copy(update={"quiet_after_s": 7200.0, "lookback_s": 3600.0}))
+    with pytest.raises(ValidationError):
+        HostHealthParams(start=NOW - RANGE, end=NOW, quiet_after_s=0)
+
+
+def test_the_named_query_runs_and_an_empty_range_is_an_empty_frame(health_store: Store) -> None:
+    runner = LocalRunner(health_store)
+    frame = runner.query("host_health", start=(NOW - RANGE).isoformat(), end=NOW.isoformat(), quiet_after_s=600)
+    assert {k for k, r in _rows(frame).items() if r["quiet"]} == {QUIET, GONE}
+    with pytest.raises(ValidationError, match="quiet_after"):
+        runner.query("host_health", start=NOW.isoformat(), end=NOW.isoformat(), quiet_after=600)  # a typo
+    empty = runner.query("host_health", start="2020-01-01", end="2020-01-02")
+    assert empty.is_empty()
+    assert empty.columns == list(COLUMNS)

@@ -1,0 +1,81 @@
+"""A serving process's kernel-registry trouble (a provider that raised, a call that fell back to the reference) is
+counted in ``tracker.stats()`` and carried by its ``sdk_health`` records, so a host whose kernels misbehave is
+visible without reading its logs; a process that never built the registry reads zeros and does not build it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+import torch
+
+from inferensics.collector.host import SdkConfig, instrument
+from inferensics.collector.host.kernel_counts import KERNEL_COUNTERS
+from inferensics.schema import SdkHealthEvent
+from inferensics.schema.store import Store
+
+
+@pytest.fixture
+def broken_silu_mul() -> Iterator[list[tuple[int, ...]]]:
+    """The process registry's ``silu_mul`` with a planted provider first in line that raises on 3-row inputs."""
+    from inferensics import kernels
+
+    op = kernels.registry().op("silu_mul")
+    calls: list[tuple[int, ...]] = []
+
+    def broken(x: torch.Tensor) -> torch.Tensor:
+        calls.append(tuple(x.shape))
+        if x.shape[0] == 3:
+            raise RuntimeError("illegal memory access (planted)")
+        return torch.nn.functional.silu(x[..., : x.shape[-1] // 2]) * x[..., x.shape[-1] // 2 :]
+
+    def contiguous(args: Sequence[Any]) -> str | None:
+        return None if args[0].is_contiguous() else "needs a contiguous input"
+
+    needs = kernels.Requirements(checks=(contiguous,))
+    op.register(kernels.Provider("planted_broken", "vendor", broken, needs), before="triton")
+    try:
+        yield calls
+    finally:
+        op.unregister("planted_broken")
+
+
+def test_provider_failures_and_fallbacks_reach_stats_and_the_health_record(
+    store: Store, broken_silu_mul: list[tuple[int, ...]]
+) -> None:
+    from inferensics import kernels
+
+    tracker = instrument(store=store, host="h-kernels", model="m", config=SdkConfig(batch_rows=100))
+    try:
+        before = tracker.stats()
+        x = torch.randn(3, 8)
+        with tracker.request("r-1") as req:
+            req.set_output(kernels.silu_mul(x))  # the planted provider raises: quarantined, served by the next
+        with tracker.request("r-2") as req:
+            req.set_output(kernels.silu_mul(torch.randn(6, 16)[:, ::2]))  # strided: nothing but the reference
+        after = tracker.stats()
+    finally:
+        tracker.shutdown()  # exports a last health record
+    assert broken_silu_mul == [(3, 8)]
+    assert after["kernel_failures"] == before["kernel_failures"] + 1
+    assert after["kernel_fallbacks"] >= before["kernel_fallbacks"] + 1
+    cols = ", ".join(KERNEL_COUNTERS)
+    rows = store.query_rows(
+        f"SELECT {cols} FROM {store.database}.{SdkHealthEvent.TABLE.name} WHERE host = 'h-kernels' ORDER BY ts DESC"
+    )
+    assert rows, "no sdk_health record"
+    assert rows[0] == tuple(after[k] for k in KERNEL_COUNTERS)
+
+
+def test_a_process_without_the_registry_reads_zeros_and_does_not_build_it() -> None:
+    code = (
+        "import sys\n"
+        "from inferensics.collector.host.kernel_counts import kernel_registry_counts\n"
+        "print(kernel_registry_counts(), 'inferensics.kernels' in sys.modules, "
+        "any(m == 'triton' for m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == f"{dict.fromkeys(KERNEL_COUNTERS, 0)} False False"
