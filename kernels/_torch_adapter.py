@@ -89,3 +89,32 @@ def outside_tracing() -> Iterator[None]:
 
     with unset_fake_temporarily(), _disable_current_modes(), torch.no_grad():
         yield
+
+
+def cache_key_tag() -> str:
+    """The tag every compile cache key includes (``torch.compiler.config.cache_key_tag``); empty without one."""
+    try:
+        return str(torch.compiler.config.cache_key_tag or "")
+    except Exception:
+        return ""
+
+
+def set_cache_key_tag(tag: str) -> None:
+    """Set the tag the compile caches' keys include (no effect on a torch without it)."""
+    with contextlib.suppress(Exception):
+        torch.compiler.config.cache_key_tag = tag
+
+
+def on_compile_start_and_end(hook: Callable[[Any], None]) -> bool:
+    """Have Dynamo call ``hook`` (with its callback arguments) when a compile starts and when it ends, once
+    each however often this is asked (``torch._dynamo.reset()`` forgets it: ask again); whether it will."""
+    try:
+        from torch._dynamo.callback import callback_handler
+
+        if hook not in callback_handler.start_callbacks:
+            callback_handler.register_start_callback(hook)
+        if hook not in callback_handler.end_callbacks:
+            callback_handler.register_end_callback(hook)
+        return True
+    except Exception:
+        return False

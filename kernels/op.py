@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from inferensics.kernels import _torch_adapter, probe
+from inferensics.kernels import _torch_adapter, cache_salt, probe
 from inferensics.kernels.decisions import MAX_SIGNATURES, Decision, DecisionLog
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.requirements import CallContext
@@ -242,6 +242,7 @@ class SemanticOp:
             self.log.record(decision)
             if ctx.compiling:
                 # A trace, not a call: the graph runs the provider's code without passing through here again.
+                cache_salt.note(decision)  # the compile caches key this graph on the providers it holds
                 self._emit(decision)
             else:
                 self.log.count_call(self.name, decision.provider)

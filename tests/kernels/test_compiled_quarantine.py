@@ -31,8 +31,8 @@ PLANTED = "illegal memory access (planted)"
 
 @pytest.fixture(autouse=True)
 def _no_compile_caches() -> Iterator[None]:
-    # Operator names repeat from one test process to the next, and the AOTAutograd cache keys on the Dynamo graph
-    # (the semantic op, not the provider traced in): a warm cache would hand back another run's graph.
+    # Operator and provider names repeat from one test process to the next with other kernels behind them (each
+    # test plants its own): a warm cache would hand back another run's graph under the same names.
     with torch._functorch.config.patch(enable_autograd_cache=False), torch._inductor.config.patch(fx_graph_cache=False):
         yield
 
