@@ -106,7 +106,10 @@ def _guarded_division_ptx(midpoint: int, low_bits: int, tiny: float) -> str:
     lines += ["@!p bra SILU_DONE_${:uid};"]
     lines += [f"div.rn.f32 q{i}, ${4 + i}, ${8 + i};" for i in range(4)]
     lines += ["SILU_DONE_${:uid}:"] + [f"mov.f32 ${i}, q{i};" for i in range(4)] + ["}"]
-    return "\n".join(lines)
+    # One line: PTX ends statements with ``;``, and under torch.compile Inductor copies this constant into the
+    # generated module as ``tl.constexpr(<repr>)`` inside a '''-quoted string, where a ``\n`` escape of the repr
+    # would become a line break inside a string literal (a SyntaxError when the module loads).
+    return " ".join(lines)
 
 
 def _f32_bits(v: float) -> int:
