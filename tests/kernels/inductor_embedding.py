@@ -4,16 +4,21 @@
 Under ``torch.compile`` a ``triton_op`` kernel's source, with every helper and global constant it reaches,
 is written into the generated module inside a ``'''``-quoted string (``async_compile.triton(name, '''...''')``)
 and loaded from there. Each kernel's closure is built as Inductor builds it and checked to come out of that
-string unchanged and to compile; prints the names of the ones that do not, as JSON.
+string unchanged and to load (run from a file, below the imports Inductor writes); prints the names of the
+ones that do not, as JSON.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import json
 import pkgutil
+import tempfile
+from pathlib import Path
 
+from torch._inductor.codegen.triton import TritonKernel
 from torch._inductor.codegen.wrapper import user_defined_triton_kernel_transitive_closure_source_code
 from triton.runtime.jit import JITFunction
 
@@ -38,13 +43,31 @@ def unembeddable() -> dict[str, str]:
         source = user_defined_triton_kernel_transitive_closure_source_code(kernel)
         try:
             embedded = ast.literal_eval("'''" + source + "'''")
-            compile(embedded, name, "exec")
+            module = TritonKernel.gen_common_triton_imports() + embedded
+            compile(module, name, "exec")
         except SyntaxError as exc:
             bad[name] = f"SyntaxError: {exc.msg} (line {exc.lineno})"
             continue
         if embedded != source:
             bad[name] = "changed by the string it is embedded in (an escape in a global constant's repr)"
+            continue
+        try:
+            _load(module, name)
+        except Exception as exc:
+            bad[name] = f"loading it raised {type(exc).__name__}: {exc}"
     return bad
+
+
+def _load(source: str, name: str) -> None:
+    """Run ``source`` as a module from a file (Triton's ``@jit`` reads its functions' source from there), as
+    Inductor loads the module it generated."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"embedded_{name.replace('.', '_')}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
 if __name__ == "__main__":
