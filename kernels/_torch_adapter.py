@@ -118,3 +118,32 @@ def on_compile_start_and_end(hook: Callable[[Any], None]) -> bool:
         return True
     except Exception:
         return False
+
+
+def in_trace() -> bool:
+    """Whether a compile's trace is in progress on this thread (cheap: the eager hot path asks on every call)."""
+    try:
+        return _TRACING.try_get() is not None
+    except Exception:
+        return True  # cannot tell (a torch without it): the full path decides
+
+
+def current_trace() -> Any:
+    """The compile in progress on this thread (Dynamo's tracing context, shared by its AOTAutograd trace and the
+    cache lookups), or ``None`` outside one."""
+    try:
+        return _TRACING.try_get()
+    except Exception:
+        return None
+
+
+def _tracing_context() -> Any:
+    try:
+        from torch._guards import TracingContext
+
+        return TracingContext
+    except ImportError:
+        return None
+
+
+_TRACING: Any = _tracing_context()

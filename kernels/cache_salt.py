@@ -8,16 +8,19 @@ registry ops, each decision it makes is folded into ``torch.compiler.config.cach
 AOTAutograd and FX-graph keys both hash: the same graph with the same providers hits, in any process; with
 another provider it misses and compiles that provider. A graph without registry ops keeps the tag it had.
 
-The tag is put back when the compile ends (and, should a trace outside Dynamo have left it, when the next one
-starts), through Dynamo's compile callbacks, asked for again at each decision because
-``torch._dynamo.reset()`` forgets them. A tag the user set is kept. Compiles run one at a time under
-Dynamo's compile lock; the lock here guards the state against a trace outside it (an export).
+The tag is put back when the compile ends (and when the next one starts), through Dynamo's compile
+callbacks, asked for again at each decision because ``torch._dynamo.reset()`` forgets them; a salt left by a
+compile whose end went unseen is recognised by its compile (tracing context) and not carried into the next.
+A tag the user set is kept. Decisions outside a compile (a bare fake-tensor trace) look up no cache and
+change nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -36,6 +39,8 @@ class _State:
     """The tag this module set for the compile in progress; ``None`` when none is in force."""
     entries: set[str] = field(default_factory=set)
     """``op=provider@signature`` of each decision of the compile in progress."""
+    compile: Callable[[], Any] = field(default=lambda: None)
+    """A weak reference to the compile (its tracing context) the entries belong to."""
 
 
 _STATE = _State()
@@ -43,15 +48,22 @@ _LOCK = threading.Lock()
 
 
 def note(decision: Decision) -> None:
-    """Fold ``decision`` (made while compiling) into the cache-key tag of the compile in progress."""
+    """Fold ``decision`` (made while compiling) into the cache-key tag of the compile in progress; nothing
+    outside a compile (a bare fake-tensor trace looks up no cache)."""
+    compile_ = _torch_adapter.current_trace()
+    if compile_ is None:
+        return
     entry = f"{decision.op}={decision.provider}@{decision.signature}"
     _torch_adapter.on_compile_start_and_end(restore)
     with _LOCK:
         current = _torch_adapter.cache_key_tag()
-        if _STATE.salted is None or current != _STATE.salted:  # this compile's first decision, or a tag set since
+        if _STATE.salted is None or current != _STATE.salted:  # no salt in force, or the tag was set since
             _STATE.base, _STATE.entries = current, set()
+        elif _STATE.compile() is not compile_:  # left by a compile whose end was not seen (reset() forgot us)
+            _STATE.entries = set()
         elif entry in _STATE.entries:
             return
+        _STATE.compile = _weak(compile_)
         _STATE.entries.add(entry)
         digest = hashlib.sha256("\n".join(sorted(_STATE.entries)).encode()).hexdigest()[:32]
         _STATE.salted = f"{_STATE.base}{'|' if _STATE.base else ''}{MARK}{digest}"
@@ -64,3 +76,10 @@ def restore(_args: Any = None) -> None:
         if _STATE.salted is not None and _torch_adapter.cache_key_tag() == _STATE.salted:
             _torch_adapter.set_cache_key_tag(_STATE.base)
         _STATE.salted, _STATE.entries = None, set()
+
+
+def _weak(obj: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(obj)
+    except TypeError:  # not weakly referenceable: compared by identity while it lives
+        return lambda: obj

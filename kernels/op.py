@@ -21,6 +21,7 @@ for the same arguments; compiled decisions are also written into the compile's s
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,7 +31,7 @@ import torch
 from inferensics.kernels import _torch_adapter, cache_salt, probe
 from inferensics.kernels.decisions import MAX_SIGNATURES, Decision, DecisionLog
 from inferensics.kernels.provider import Provider
-from inferensics.kernels.requirements import CallContext
+from inferensics.kernels.requirements import INTERPRETER_ENV, CallContext
 from inferensics.kernels.tolerance import ToleranceSpec
 
 REFERENCE = "reference"
@@ -60,6 +61,21 @@ def signature(args: Sequence[Any]) -> str:
             layout = "" if concrete and a.is_contiguous() else "/s" + ",".join(map(str, a.stride()))
             parts.append(f"{dt}[{shape}]{layout}@{a.device.type}")
     return " ".join(parts)
+
+
+def eager_key(args: Sequence[Any]) -> tuple[Any, ...] | None:
+    """What an eager call's decision depends on, cheaply: each tensor's dtype, sizes, strides and device, and
+    the interpreter switches (a CPU tensor's platform). ``None`` when a compiler is tracing, or any tensor is a
+    subclass (fake, functional): such a call takes the full path."""
+    if _torch_adapter.in_trace():
+        return None
+    key: list[Any] = [os.environ.get("TRITON_INTERPRET"), os.environ.get(INTERPRETER_ENV)]
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if type(a) is not torch.Tensor:
+                return None
+            key.append((a.dtype, a.shape, a.stride(), a.device))
+    return tuple(key)
 
 
 class SemanticOp:
@@ -113,7 +129,10 @@ class SemanticOp:
         """``(bucket, provider) -> reason`` for providers the accuracy gate refused during qualification."""
         self.proven: set[tuple[str, str]] = set()
         """``(signature, provider)`` pairs that ran on real tensors in this process (eager, or a compile's probe)."""
-        self._cache: dict[tuple[str, bool], Decision] = {}
+        self._cache: dict[tuple[str, bool, str], Decision] = {}
+        """Decisions by ``(signature, compiling, platform)``."""
+        self._eager: dict[tuple[Any, ...], tuple[Decision, Callable[..., Any]]] = {}
+        """Eager calls' decisions and the function that serves them, by :func:`eager_key` (the hot path)."""
         self._lock = threading.Lock()
         self._emitted: set[tuple[str, str]] = set()
         _LIBRARY.define(f"{name}{schema}")  # type: ignore[no-untyped-call]
@@ -167,6 +186,7 @@ class SemanticOp:
     def _invalidate(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._eager.clear()
 
     # --- dispatch ------------------------------------------------------------------------------------------
 
@@ -179,7 +199,7 @@ class SemanticOp:
         besides caching)."""
         ctx = ctx or CallContext.of(args)
         sig = signature(args)
-        key = (sig, ctx.compiling)
+        key = (sig, ctx.compiling, ctx.platform)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
@@ -220,6 +240,20 @@ class SemanticOp:
         return decision
 
     def _dispatch(self, *args: Any) -> Any:
+        key = eager_key(args)
+        if key is not None:
+            served = self._eager.get(key)
+            if served is not None:  # an eager signature that ran before: its decision holds until the policy changes
+                decision, fn = served
+                try:
+                    out = fn(*args)
+                except Exception as exc:
+                    if fn is self.reference:
+                        raise  # the definition rejects the arguments: the caller's error (as on the full path)
+                    self._quarantine(decision, exc)  # taken out for the signature; the full path serves the call
+                else:
+                    self.log.count_call(self.name, decision.provider)
+                    return out
         ctx = CallContext.of(args)
         while True:
             decision = self.select(args, ctx)
@@ -248,6 +282,11 @@ class SemanticOp:
                 self.log.count_call(self.name, decision.provider)
                 if provider.kind not in _TRUSTED:
                     self._proved(decision.signature, provider.name)
+                if key is not None:
+                    with self._lock:
+                        if len(self._eager) >= MAX_SIGNATURES:
+                            self._eager.clear()
+                        self._eager[key] = (decision, fn)
             return out
 
     def _prove(self, provider: Provider, sig: str, args: Sequence[Any]) -> Exception | None:
@@ -277,8 +316,9 @@ class SemanticOp:
         self.log.count_failure(self.name, decision.provider)
         with self._lock:
             self.quarantined[(decision.signature, decision.provider)] = reason
-            for compiled in (False, True):  # eager calls and compiles of this signature alike
-                self._cache.pop((decision.signature, compiled), None)
+            for key in [k for k in self._cache if k[0] == decision.signature]:  # eager calls and compiles alike
+                del self._cache[key]
+            self._eager.clear()  # rare: every eager signature decides again
 
     def _emit(self, decision: Decision) -> None:
         # Dynamo's fake propagation and AOTAutograd's trace both pass through here: one artifact per compile.

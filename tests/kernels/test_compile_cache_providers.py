@@ -103,3 +103,18 @@ def test_a_fresh_process_hits_the_graph_another_process_saved(tmp_path: Path) ->
     assert run("twice_fresh") == "2.0 0"  # a cold cache
     assert run("twice_fresh") == "2.0 1"  # a fresh process, the same providers: a hit
     assert run("thrice_fresh") == "3.0 0"  # another provider first: compiled, not the cached graph
+
+
+def test_a_trace_outside_a_compile_leaves_the_tag_alone(providers: tuple[kernels.SemanticOp, str, str]) -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    op, twice, _ = providers
+    planted.first(op, twice)
+    x = torch.randn(6, 8)
+    assert _compile_and_run(x) == 2.0
+    with FakeTensorMode() as mode:
+        op(mode.from_tensor(x))  # a decision made while tracing, but no compile: no cache is looked up
+    assert torch.compiler.config.cache_key_tag == ""
+    hits = _aot_hits()
+    assert _compile_and_run(x) == 2.0  # after torch._dynamo.reset(), which forgets Dynamo's callbacks
+    assert _aot_hits() == hits + 1
