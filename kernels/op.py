@@ -133,6 +133,8 @@ class SemanticOp:
         """Decisions by ``(signature, compiling, platform)``."""
         self._eager: dict[tuple[Any, ...], tuple[Decision, Callable[..., Any]]] = {}
         """Eager calls' decisions and the function that serves them, by :func:`eager_key` (the hot path)."""
+        self._generation = 0
+        """Counts policy changes and quarantines: a decision made before one is not kept after it."""
         self._lock = threading.Lock()
         self._emitted: set[tuple[str, str]] = set()
         _LIBRARY.define(f"{name}{schema}")  # type: ignore[no-untyped-call]
@@ -185,6 +187,7 @@ class SemanticOp:
 
     def _invalidate(self) -> None:
         with self._lock:
+            self._generation += 1
             self._cache.clear()
             self._eager.clear()
 
@@ -255,6 +258,7 @@ class SemanticOp:
                     self.log.count_call(self.name, decision.provider)
                     return out
         ctx = CallContext.of(args)
+        generation = self._generation
         while True:
             decision = self.select(args, ctx)
             provider = self.providers[decision.provider]
@@ -286,7 +290,8 @@ class SemanticOp:
                     with self._lock:
                         if len(self._eager) >= MAX_SIGNATURES:
                             self._eager.clear()
-                        self._eager[key] = (decision, fn)
+                        if generation == self._generation:  # no policy change or quarantine since it decided
+                            self._eager[key] = (decision, fn)
             return out
 
     def _prove(self, provider: Provider, sig: str, args: Sequence[Any]) -> Exception | None:
@@ -318,6 +323,7 @@ class SemanticOp:
             self.quarantined[(decision.signature, decision.provider)] = reason
             for key in [k for k in self._cache if k[0] == decision.signature]:  # eager calls and compiles alike
                 del self._cache[key]
+            self._generation += 1
             self._eager.clear()  # rare: every eager signature decides again
 
     def _emit(self, decision: Decision) -> None:
