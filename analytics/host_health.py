@@ -11,7 +11,8 @@ Rules:
   taken as retired; widen the range to see it.
 * **Quiet:** no record for more than ``quiet_after_s`` (default 180 s: three default health intervals)
   before ``as_of``, the range end or, for a range that ends in the future (the dashboard's "last hour"
-  ends at the next minute), the current time.
+  ends at the next minute), the current time, unless its last record says it stopped (``stopped``: a clean
+  shutdown, which sends a last record; a crash, a hang or a cut network does not).
 * **Latest counters** (``requests_seen`` ... ``kernel_unproven``, ``last_error``) are those of the process's
   newest record before the range end: since that process started.
 * **Growth in the range** (``<counter>_in_range``): the sum of the increases between consecutive records,
@@ -39,15 +40,18 @@ TABLE: Final = SdkHealthEvent.TABLE.name
 KEYS: Final = (col.HOST, col.MODEL, col.HW_POOL)
 """What identifies a serving process in the records."""
 COUNTERS: Final = tuple(
-    name for name in SdkHealthEvent.model_fields if name not in {col.TS, *KEYS, col.QUEUE_DEPTH, col.LAST_ERROR}
+    name
+    for name in SdkHealthEvent.model_fields
+    if name not in {col.TS, *KEYS, col.QUEUE_DEPTH, col.LAST_ERROR, col.STOPPED}
 )
 """The cumulative counters of a health record, in the model's order (``queue_depth`` is a gauge)."""
-LATEST: Final = (*COUNTERS, col.QUEUE_DEPTH, col.LAST_ERROR)
+LATEST: Final = (*COUNTERS, col.QUEUE_DEPTH, col.LAST_ERROR, col.STOPPED)
 """What the newest record says."""
 IN_RANGE: Final = "_in_range"
 """Suffix of a counter's growth within the range."""
 COLUMNS: Final = (
-    *KEYS, "last_seen", "silent_s", "quiet", "records", "restarts", *COUNTERS, col.QUEUE_DEPTH, "queue_depth_max",
+    *KEYS, "last_seen", "silent_s", "quiet", col.STOPPED, "records", "restarts", *COUNTERS, col.QUEUE_DEPTH,
+    "queue_depth_max",
     col.LAST_ERROR, *(c + IN_RANGE for c in COUNTERS),
 )  # fmt: skip
 
@@ -65,11 +69,12 @@ def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime 
     """One row per serving process (host × model × hw_pool) listed by the rules of the module docstring.
 
     Columns: host, model, hw_pool, last_seen (newest record before the range end), silent_s (seconds from
-    it to ``as_of``), quiet, records (in the range), restarts (in the range), the latest counters since the
-    process started (requests_seen, records_dropped, spans_sent, spans_refused, refused_auth, refused_down,
-    refused_back_pressure, sdk_errors, kernel_failures, kernel_fallbacks, kernel_unproven), queue_depth
-    (latest), queue_depth_max (in the range), last_error (latest), and each counter's growth in the range
-    (``<counter>_in_range``). Quiet processes first, longest silent first, then by host, model, pool.
+    it to ``as_of``), quiet, stopped (its last record was a clean shutdown's), records (in the range),
+    restarts (in the range), the latest counters since the process started (requests_seen, records_dropped,
+    spans_sent, spans_refused, refused_auth, refused_down, refused_back_pressure, sdk_errors, kernel_failures,
+    kernel_fallbacks, kernel_unproven), queue_depth (latest), queue_depth_max (in the range), last_error
+    (latest), and each counter's growth in the range (``<counter>_in_range``). Quiet processes first, longest
+    silent first, then by host, model, pool.
 
     Raises:
         AnalyticsError: ``quiet_after_s`` is not shorter than ``lookback_s``, or a filter does not apply
@@ -92,7 +97,7 @@ def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime 
     return (
         frame.with_columns(pl.col("last_seen").dt.cast_time_unit("us").dt.convert_time_zone("UTC"))
         .with_columns(silent.clip(lower_bound=0.0).alias("silent_s"))
-        .with_columns((pl.col("silent_s") > params.quiet_after_s).alias("quiet"))
+        .with_columns(((pl.col("silent_s") > params.quiet_after_s) & ~pl.col(col.STOPPED)).alias("quiet"))
         .select(COLUMNS)
         .sort(["quiet", "silent_s", *KEYS], descending=[True, True, False, False, False])
     )
@@ -119,7 +124,7 @@ def _sql(db: str, in_range: str, dims: str) -> str:
         f"SELECT *, (row_number() OVER w) > 1 AND ({went_down}) AS restarted, "
         "(row_number() OVER w) = 1 OR restarted AS counted_whole, "
         f"{lags} FROM ("
-        f"SELECT {keys}, {col.TS}, true AS in_range, {', '.join(values)}, {col.LAST_ERROR} "
+        f"SELECT {keys}, {col.TS}, true AS in_range, {', '.join(values)}, {col.LAST_ERROR}, {col.STOPPED} "
         f"FROM {db}.{TABLE} WHERE {in_range} "
         f"UNION ALL SELECT {keys}, max({col.TS}) AS seen, false, {latest_before} "
         f"FROM {db}.{TABLE} WHERE {before} GROUP BY {keys}"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from inferensics.dashboard._internal.filters import Filters
-from inferensics.dashboard._internal.links import BUNDLES_PATH, CANARY_PATH, REQUEST_PATH
+from inferensics.dashboard._internal.links import BUNDLES_PATH, CANARY_PATH, HOSTS_PATH, REQUEST_PATH
 from inferensics.dashboard._internal.service import QueryCall
 from inferensics.dashboard.views import overview
 
@@ -42,7 +42,7 @@ PAGES: Final[tuple[PageSpec, ...]] = (
         overview.page_queries,
     ),
     PageSpec("views/request.py", "Request drill-down", REQUEST_PATH, ":material/search:", "On call", False),
-    PageSpec("views/hosts.py", "Hosts", "hosts", ":material/dns:", "On call", True),
+    PageSpec("views/hosts.py", "Hosts", HOSTS_PATH, ":material/dns:", "On call", True),
     PageSpec("views/canary.py", "Canary comparison", CANARY_PATH, ":material/compare_arrows:", "Releases", False),
     PageSpec("views/bundles.py", "Bundles", BUNDLES_PATH, ":material/inventory_2:", "Releases", True),
     PageSpec("views/compile_health.py", "Compile & cache health", "compile", ":material/build:", "Compilation", True),

@@ -182,6 +182,7 @@ LAST_ERROR: Final = "last_error"
 KERNEL_FAILURES: Final = "kernel_failures"
 KERNEL_FALLBACKS: Final = "kernel_fallbacks"
 KERNEL_UNPROVEN: Final = "kernel_unproven"
+STOPPED: Final = "stopped"
 
 # --- rollups ------------------------------------------------------------------------------------------
 BUCKET: Final = "bucket"

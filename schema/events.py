@@ -788,6 +788,9 @@ class SdkHealthEvent(Event):
     kernel_unproven: U64 = 0
     """Providers a compile put into a graph without the run on real tensors that proves them (no memory for a
     copy of the arguments, a data-dependent size)."""
+    stopped: Flag = False
+    """The last record of a process that shut down cleanly (``tracker.shutdown()``, at exit): it stopped
+    reporting on purpose, where a process that only goes silent has gone quiet."""
 
 
 class KernelDecisionEvent(Event):

@@ -391,8 +391,9 @@ def _sdk_health_table(target: Target) -> list[str]:
 
 
 def _sdk_health_kernel_counts(target: Target) -> list[str | Step]:
-    # A host whose kernel providers fail or fall back to the reference says so in its health records.
-    db, names = target.database, (col.KERNEL_FAILURES, col.KERNEL_FALLBACKS, col.KERNEL_UNPROVEN)
+    # A host whose kernel providers fail or fall back to the reference says so in its health records, and a
+    # process that shuts down cleanly says so in its last one (stopped, not gone quiet).
+    db, names = target.database, (col.KERNEL_FAILURES, col.KERNEL_FALLBACKS, col.KERNEL_UNPROVEN, col.STOPPED)
     columns = {c.name: c for c in columns_of(SdkHealthEvent)}
     return [
         Step(
@@ -541,7 +542,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(17, "request rollups count fingerprinted requests", _request_rollups_count_fingerprinted),
     Migration(
         18,
-        "host SDK health counts kernel-registry failures, fallbacks and unproven providers",
+        "host SDK health: kernel-registry failures, fallbacks and unproven providers; clean stops",
         _sdk_health_kernel_counts,
     ),
 )

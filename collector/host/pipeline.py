@@ -200,8 +200,9 @@ class Pipeline:
                 else:
                     self._stop.wait(self.config.flush_interval_s)
 
-    def export_health(self) -> None:
-        """Export one ``sdk_health`` record from the tracker's counters (never raises)."""
+    def export_health(self, *, stopped: bool = False) -> None:
+        """Export one ``sdk_health`` record from the tracker's counters (never raises); ``stopped`` marks the
+        last record of a clean shutdown."""
         source = self.health_source
         if source is None:
             return
@@ -230,6 +231,7 @@ class Pipeline:
                 kernel_failures=s.get(col.KERNEL_FAILURES, 0),
                 kernel_fallbacks=s.get(col.KERNEL_FALLBACKS, 0),
                 kernel_unproven=s.get(col.KERNEL_UNPROVEN, 0),
+                stopped=stopped,
             )
             with self._lock:
                 self.exporter.export_records([record])
@@ -343,7 +345,7 @@ class Pipeline:
         """Export a last health record, flush, stop the thread and shut the exporter down."""
         if self.config.health_interval_s:
             self.drain(block=True)  # the last record counts every request
-            self.export_health()
+            self.export_health(stopped=True)  # stopped on purpose: the dashboard does not call it quiet
         self.flush()
         self._stop.set()
         self._thread.join(timeout=5)

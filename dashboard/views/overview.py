@@ -8,6 +8,7 @@ import polars as pl
 import streamlit as st
 
 from inferensics.analytics import spikes
+from inferensics.analytics.host_health import HostHealthParams
 from inferensics.analytics.storms import StormRule
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import (
@@ -18,9 +19,11 @@ from inferensics.dashboard._internal.filters import (
     request_filters,
     time_format,
 )
+from inferensics.dashboard._internal.links import HOSTS_PATH
 from inferensics.dashboard._internal.service import QueryCall, fetch_queries, service_errors
 from inferensics.dashboard._internal.storm_rule import current_storm_rule, floor_inputs, storm_rule
 from inferensics.dashboard._internal.tables import count, duration_ms, percent, ratio, show_table, total
+from inferensics.dashboard.views.hosts import ago, health_params, process_name
 from inferensics.schema import columns as col
 
 SLICE = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
@@ -109,6 +112,21 @@ def nonfinite_alert(notable: pl.DataFrame) -> int:
     return bad.height
 
 
+def quiet_hosts_alert(hosts: pl.DataFrame) -> int:
+    """One alert naming the serving processes that stopped sending health records (each on the Hosts page);
+    returns how many."""
+    quiet = hosts.filter(pl.col("quiet")) if hosts.height else hosts
+    if quiet.height:
+        names = ", ".join(f"{process_name(r)} ({ago(r['silent_s'])} ago)" for r in quiet.head(5).iter_rows(named=True))
+        more = f" and {quiet.height - 5} more" if quiet.height > 5 else ""
+        st.error(
+            f"**Hosts gone quiet** · {quiet.height:,} serving process(es) stopped sending health records: "
+            f"{names}{more}. See the [Hosts page]({HOSTS_PATH}).",
+            icon=":material/cloud_off:",
+        )
+    return quiet.height
+
+
 def spike_alerts(spikes: pl.DataFrame, kind: spikes.SpikeKind, window: timedelta, icon: str) -> int:
     """One alert per spike window; returns how many."""
     for row in spikes.iter_rows(named=True):
@@ -140,26 +158,37 @@ def storm_requests(storms: pl.DataFrame) -> pl.DataFrame:
 
 
 def highlight_section(
-    storms: pl.DataFrame, slow: pl.DataFrame, notable: pl.DataFrame, series: pl.DataFrame, unit: str, *, rule: StormRule
+    storms: pl.DataFrame,
+    slow: pl.DataFrame,
+    notable: pl.DataFrame,
+    series: pl.DataFrame,
+    unit: str,
+    *,
+    hosts: pl.DataFrame,
+    rule: StormRule,
 ) -> None:
-    """Non-finite outputs, storms and slow compiles (found with the storm ``rule``), error spikes and fallback
-    spikes, with the rules that find them and the storm rule's floors as inputs."""
+    """Non-finite outputs, hosts gone quiet, storms and slow compiles (found with the storm ``rule``), error
+    spikes and fallback spikes, with the rules that find them and the storm rule's floors as inputs."""
     st.subheader("Highlights")
     window = spikes.WINDOWS[unit]
     errors = spikes.find_spikes(series, spikes.ERRORS, window)
     fallbacks = spikes.find_spikes(series, spikes.FALLBACKS, window)
-    found = nonfinite_alert(notable) + storm_alerts(storms, rule) + slow_compile_alerts(slow)
+    found = nonfinite_alert(notable) + quiet_hosts_alert(hosts) + storm_alerts(storms, rule) + slow_compile_alerts(slow)
     found += spike_alerts(errors, spikes.ERRORS, window, ":material/local_fire_department:")
     found += spike_alerts(fallbacks, spikes.FALLBACKS, window, ":material/slow_motion_video:")
     if not found:
         st.success(
-            "No non-finite outputs, recompile storms, slow compiles, error spikes or fallback spikes in this range.",
+            "No non-finite outputs, hosts gone quiet, recompile storms, slow compiles, error spikes or fallback "
+            "spikes in this range.",
             icon=":material/check_circle:",
         )
     with st.expander("How highlights are found"):
         st.markdown(
             "**Non-finite outputs:** requests whose output fingerprint counted a NaN or inf "
             "(analytics `notable_requests`).\n\n"
+            "**Hosts gone quiet:** serving processes whose host SDK sent no health record for "
+            f"{ago(HostHealthParams.model_fields['quiet_after_s'].default)} (analytics `host_health`; the Hosts "
+            "page sets its own threshold).\n\n"
             "**Recompile storm** (analytics `recompile_storms` with the session's storm rule, which the Weekly "
             "report page applies too; a small fleet or a short demo lowers its floors below): an hour of one model "
             "and pool with recompiles, inside requests or not (warm-up, imported TORCH_TRACE logs). "
@@ -272,6 +301,7 @@ def page_queries(filters: Filters) -> dict[str, QueryCall]:
         "slow": (queries.SLOW_COMPILES, storm_params),
         "notable": (queries.NOTABLE_REQUESTS, params),
         "reasons": (queries.FALLBACK_REASONS, params),
+        "hosts": (queries.HOST_HEALTH, health_params(filters)),
     }
 
 
@@ -286,7 +316,13 @@ def render() -> None:
         fleet = answers["fleet"]
         headline(fleet)
         highlight_section(
-            answers["storms"], answers["slow"], answers["notable"], answers["series"], unit, rule=current_storm_rule()
+            answers["storms"],
+            answers["slow"],
+            answers["notable"],
+            answers["series"],
+            unit,
+            hosts=answers["hosts"],
+            rule=current_storm_rule(),
         )
         trend_section(answers["series"], unit)
         fleet_section(fleet)

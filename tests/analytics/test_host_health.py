@@ -155,3 +155,26 @@ def test_the_named_query_runs_and_an_empty_range_is_an_empty_frame(health_store:
     empty = runner.query("host_health", start="2020-01-01", end="2020-01-02")
     assert empty.is_empty()
     assert empty.columns == list(COLUMNS)
+
+
+def test_a_process_that_shut_down_cleanly_is_stopped_not_quiet(store: Store) -> None:
+    from inferensics.schema.events import SdkHealthEvent
+
+    minute = timedelta(minutes=1)
+    events = [
+        SdkHealthEvent(ts=NOW - 40 * minute + i * minute, host=host, model="m", requests_seen=i, stopped=stop)
+        for host, last_stops in (("h-stopped", True), ("h-crashed", False))
+        for i in range(10)
+        for stop in [last_stops and i == 9]
+    ]
+    # A process that stopped cleanly, then started again on the same host: running, neither quiet nor stopped.
+    events += [
+        SdkHealthEvent(ts=NOW - 50 * minute, host="h-back", model="m", requests_seen=90, stopped=True),
+        SdkHealthEvent(ts=NOW - 30 * minute + 15 * minute, host="h-back", model="m", requests_seen=2),
+        SdkHealthEvent(ts=NOW - minute, host="h-back", model="m", requests_seen=20),
+    ]
+    store.insert_events(events)
+    rows = {r["host"]: r for r in host_health(store, HOUR).iter_rows(named=True)}
+    assert (rows["h-stopped"]["quiet"], rows["h-stopped"]["stopped"]) == (False, True)
+    assert (rows["h-crashed"]["quiet"], rows["h-crashed"]["stopped"]) == (True, False)
+    assert (rows["h-back"]["quiet"], rows["h-back"]["stopped"], rows["h-back"]["restarts"]) == (False, False, 1)

@@ -65,7 +65,7 @@ def test_quiet_hosts_are_red_and_troubled_ones_warned(hosts: SeededService) -> N
     auth = warnings["`h-auth` · llama · h100"]
     assert "**90** spans refused for the token: check the token (`$INFERENSICS_TOKEN`)" in auth
     assert "**2** kernel-registry provider failures" in auth
-    assert "**1** kernel-registry signatures that fell back to the reference provider" in auth
+    assert "fell back" not in auth  # fallbacks are in the table (a CPU host falls back on every signature)
     assert "without the run that proves them" not in auth  # none unproven
     assert auth.endswith(f"Last error: `{AUTH_ERROR}`")
     busy = warnings["`h-busy` · qwen · h100"]

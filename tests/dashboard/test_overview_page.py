@@ -236,3 +236,16 @@ def test_the_overview_finds_the_storms_the_weekly_report_finds(small_storm: Seed
     assert not storm_alerts(at)
     at.switch_page("views/weekly_report.py").run()
     assert at.number_input(key=floor_key(weekly_report.FLOORS_PAGE, "min_recompiles")).value == default.min_recompiles
+
+
+def test_hosts_gone_quiet_are_a_highlight(seeded: SeededService) -> None:
+    at = open_page(seeded)
+    assert_clean(at)
+    (quiet,) = [e.value for e in at.error if "Hosts gone quiet" in e.value]
+    # The seed's health records: two processes stopped reporting (tests/analytics/hosts.py), the longest silent first.
+    assert quiet.startswith("**Hosts gone quiet** · 2 serving process(es) stopped sending health records: `h-gone`")
+    assert "`h-quiet` · llama · h100 (" in quiet
+    assert quiet.endswith("See the [Hosts page](hosts).")
+    at = open_page(seeded, **{MODEL_KEY: MISTRAL})  # neither quiet process serves it
+    assert_clean(at)
+    assert not [e.value for e in at.error if "Hosts gone quiet" in e.value]

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from inferensics.collector.host.kernel_counts import KERNEL_COUNTERS
 from inferensics.schema import SdkHealthEvent
+from inferensics.schema import columns as col
 from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS
 from inferensics.schema.store import Store
 from tests.collector.migration_check import roll_back_before, table_exists
@@ -37,24 +38,28 @@ def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(s
         version = next(
             m.version
             for m in MIGRATIONS
-            if m.name == "host SDK health counts kernel-registry failures, fallbacks and unproven providers"
+            if m.name == "host SDK health: kernel-registry failures, fallbacks and unproven providers; clean stops"
         )
         fresh = _columns(s)
-        for name in KERNEL_COUNTERS:
+        added = (*KERNEL_COUNTERS, col.STOPPED)
+        for name in added:
             s.client.command(f"ALTER TABLE {s.database}.{TABLE} DROP COLUMN {name}")
         s.client.command(
             f"ALTER TABLE {s.database}.schema_migrations DELETE WHERE version >= {version} SETTINGS mutations_sync = 1"
         )
         s.client.command(f"INSERT INTO {s.database}.{TABLE} (ts, host, requests_seen) VALUES (now(), 'old', 5)")
         assert s.schema_version() == version - 1
-        assert not set(KERNEL_COUNTERS) & {name for name, _, _ in _columns(s)}
+        assert not set(added) & {name for name, _, _ in _columns(s)}
         assert s.migrate() == LATEST_VERSION
         assert _columns(s) == fresh  # the same names, types, comments and order as a fresh table
-        s.insert_events([SdkHealthEvent(ts=datetime.now(UTC), host="new", kernel_failures=2, kernel_fallbacks=1)])
-        rows = s.query_rows(
-            f"SELECT host, requests_seen, kernel_failures, kernel_fallbacks FROM {s.database}.{TABLE} ORDER BY host"
+        s.insert_events(
+            [SdkHealthEvent(ts=datetime.now(UTC), host="new", kernel_failures=2, kernel_fallbacks=1, stopped=True)]
         )
-        assert rows == [("new", 0, 2, 1), ("old", 5, 0, 0)]
+        rows = s.query_rows(
+            f"SELECT host, requests_seen, kernel_failures, kernel_fallbacks, stopped FROM {s.database}.{TABLE} "
+            "ORDER BY host"
+        )
+        assert rows == [("new", 0, 2, 1, True), ("old", 5, 0, 0, False)]
     finally:
         s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
         s.close()
