@@ -13,6 +13,7 @@ from rich.table import Table
 from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra, require_extra
+from inferensics.cli.options import DataDirOption, dsn_from
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ TokenOption = Annotated[
 
 @needs_extra("service", "serve")
 def serve(
+    ctx: typer.Context,
+    *,
     host: Annotated[str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")] = None,
     port: Annotated[int | None, typer.Option(help="TCP port [default: 4318].")] = None,
     dsn: Annotated[
@@ -49,8 +52,8 @@ def serve(
         ),
     ] = None,
     config: Annotated[str | None, typer.Option("--config", help="TOML config file (settings and [tokens]).")] = None,
-    spool_dir: Annotated[str | None, typer.Option(help="Spool directory.")] = None,
-    *,
+    spool_dir: Annotated[str | None, typer.Option(help="Spool directory [default with --data-dir: DIR/spool].")] = None,
+    data_dir: DataDirOption = None,
     with_dashboard: Annotated[
         bool, typer.Option("--with-dashboard", help="Also run the on-call dashboard against this service.")
     ] = False,
@@ -67,6 +70,11 @@ def serve(
     from inferensics.collector.service import ConfigError, ListenError, listen, load_config
     from inferensics.collector.service import serve as run_service
 
+    dsn = dsn_from(ctx, dsn, data_dir)
+    if data_dir is not None and spool_dir is None:
+        from inferensics.demo.processes import spool_dir as spool_in
+
+        spool_dir = str(spool_in(data_dir))
     try:
         settings = load_config({"host": host, "port": port, "dsn": dsn, "spool_dir": spool_dir}, config_file=config)
     except ConfigError as exc:

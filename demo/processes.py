@@ -132,13 +132,18 @@ def store_dsn(data_dir: Path) -> str:
     return f"chdb://{data_dir.resolve() / 'store'}"
 
 
+def spool_dir(data_dir: Path) -> Path:
+    """The spool the demo's service keeps in ``data_dir``."""
+    return data_dir.resolve() / "spool"
+
+
 SERVICE_ENV: Final = {"INFERENSICS_AUTH": "false"}
 """The demo's service runs without tokens: it listens on 127.0.0.1 only (the service's loopback development mode)."""
 
 
 def serve_args(data_dir: Path, port: int) -> list[str]:
     """``inferensics serve``'s arguments for the demo's service on the store in ``data_dir``, on loopback."""
-    spool = data_dir.resolve() / "spool"
+    spool = spool_dir(data_dir)
     return [
         "serve",
         "--host",

@@ -1,4 +1,5 @@
-"""``--data-dir DIR`` on ``init``, ``status`` and ``import-trace``: the embedded store in DIR, as ``demo`` keeps it.
+"""``--data-dir DIR`` on ``init``, ``status``, ``import-trace`` and ``serve``: the embedded store in DIR (and the
+service's spool), as ``demo`` keeps them.
 
 Before, these three took only ``--dsn`` and a user who typed ``--data-dir`` (as for ``demo``) got click's
 "No such option" with no word of ``--dsn``. One process can open only one chDB directory (the session's, see
@@ -8,21 +9,31 @@ tests/conftest.py), so the runs that open a store of their own directory run the
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
 from inferensics.cli.app import app
-from inferensics.demo.processes import store_dsn
+from inferensics.demo.processes import spool_dir, store_dsn
 from inferensics.schema.migrations import LATEST_VERSION
+from tests.collector.service.harness import free_port
+from tests.polling import poll
 
 runner = CliRunner()
 TRACE = Path("/work/shared/corpus/torch-trace/simple.log")
 HERE = str(Path(sys.executable).parent / "inferensics")
-COMMANDS = {"init": ["init"], "status": ["status"], "import-trace": ["import-trace", str(TRACE)]}
+COMMANDS = {
+    "init": ["init"],
+    "status": ["status"],
+    "import-trace": ["import-trace", str(TRACE)],
+    "serve": ["serve", "--port", "1"],
+}
 
 
 @pytest.mark.parametrize("command", COMMANDS.values(), ids=list(COMMANDS))
@@ -72,3 +83,29 @@ def test_init_import_trace_and_status_on_a_data_dir(tmp_path: Path) -> None:
     assert f"version {LATEST_VERSION} (latest {LATEST_VERSION}: current)" in status
     line = next(ln for ln in status.splitlines() if "│ compiles " in ln)
     assert int(line.split("│")[2].strip().replace(",", "")) > 0
+
+
+def test_serve_on_a_data_dir_keeps_the_store_and_the_spool_where_the_demo_does(tmp_path: Path) -> None:
+    data_dir = tmp_path / "demo"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")} | {"INFERENSICS_AUTH": "false"}
+    args = [HERE, "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir)]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        status = poll(lambda: _status(port), lambda s: s is not None, timeout=120, interval=0.5)
+        assert status is not None
+        assert str((data_dir / "store").resolve()) in status["store"]["dsn"]
+        assert status["spool"]["dir"] == str(spool_dir(data_dir))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert (data_dir / "store").is_dir(), out
+    assert (data_dir / "spool").is_dir(), out
+
+
+def _status(port: int) -> dict[str, Any] | None:
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{port}/api/v1/status", timeout=2)
+    except httpx.HTTPError:
+        return None
+    return answer.json() if answer.status_code == 200 else None

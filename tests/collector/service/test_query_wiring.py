@@ -12,6 +12,8 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, cast
 
 import pytest
+import typer
+import typer.main
 
 from inferensics.collector.service.queries import NO_QUERIES, QueryError, describe, registry, run_named
 
@@ -37,6 +39,7 @@ def test_a_service_started_without_named_queries_says_how_to_get_them() -> None:
 def test_the_serve_command_hands_over_the_analytics_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from inferensics.analytics.registry import NAMED_QUERIES
     from inferensics.cli import service_commands
+    from inferensics.cli.app import app
 
     seen: dict[str, object] = {}
 
@@ -46,5 +49,6 @@ def test_the_serve_command_hands_over_the_analytics_registry(monkeypatch: pytest
 
     monkeypatch.setattr("inferensics.collector.service.serve", fake_serve)
     monkeypatch.setenv("INFERENSICS_AUTH", "false")
-    service_commands.serve(port=0, dsn=f"chdb://{tmp_path}/never-opened", spool_dir=str(tmp_path / "spool"))
+    ctx = typer.Context(typer.main.get_command(app))  # as the CLI passes one (read only with --data-dir)
+    service_commands.serve(ctx, port=0, dsn=f"chdb://{tmp_path}/never-opened", spool_dir=str(tmp_path / "spool"))
     assert seen["named_queries"] is NAMED_QUERIES
