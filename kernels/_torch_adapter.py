@@ -120,17 +120,9 @@ def on_compile_start_and_end(hook: Callable[[Any], None]) -> bool:
         return False
 
 
-def in_trace() -> bool:
-    """Whether a compile's trace is in progress on this thread (cheap: the eager hot path asks on every call)."""
-    try:
-        return _TRACING.try_get() is not None
-    except Exception:
-        return True  # cannot tell (a torch without it): the full path decides
-
-
 def current_trace() -> Any:
     """The compile in progress on this thread (Dynamo's tracing context, shared by its AOTAutograd trace and the
-    cache lookups), or ``None`` outside one."""
+    cache lookups), or ``None`` outside one (cheap: the registry's eager hot path asks on every call)."""
     try:
         return _TRACING.try_get()
     except Exception:

@@ -21,7 +21,6 @@ for the same arguments; compiled decisions are also written into the compile's s
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,7 +30,7 @@ import torch
 from inferensics.kernels import _torch_adapter, cache_salt, probe
 from inferensics.kernels.decisions import MAX_SIGNATURES, Decision, DecisionLog
 from inferensics.kernels.provider import Provider
-from inferensics.kernels.requirements import INTERPRETER_ENV, CallContext
+from inferensics.kernels.requirements import CallContext, interpreter_enabled
 from inferensics.kernels.tolerance import ToleranceSpec
 
 REFERENCE = "reference"
@@ -67,9 +66,9 @@ def eager_key(args: Sequence[Any]) -> tuple[Any, ...] | None:
     """What an eager call's decision depends on, cheaply: each tensor's dtype, sizes, strides and device, and
     the interpreter switches (a CPU tensor's platform). ``None`` when a compiler is tracing, or any tensor is a
     subclass (fake, functional): such a call takes the full path."""
-    if _torch_adapter.in_trace():
+    if _torch_adapter.current_trace() is not None:
         return None
-    key: list[Any] = [os.environ.get("TRITON_INTERPRET"), os.environ.get(INTERPRETER_ENV)]
+    key: list[Any] = [interpreter_enabled()]
     for a in args:
         if isinstance(a, torch.Tensor):
             if type(a) is not torch.Tensor:

@@ -25,6 +25,11 @@ PLATFORMS: tuple[Platform, ...] = ("cuda", "cpu", "interpreter")
 ACCURACY_MODES: tuple[AccuracyMode, ...] = ("exact", "tolerant", "batch_invariant")
 
 
+def interpreter_enabled() -> bool:
+    """Whether Triton providers may serve CPU tensors through Triton's interpreter (both switches on)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") and os.environ.get(INTERPRETER_ENV) == "1"
+
+
 @dataclass(frozen=True, slots=True)
 class CallContext:
     """Where a call runs: platform, compute capability and whether a compiler is tracing it."""
@@ -40,7 +45,7 @@ class CallContext:
         tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
         compiling = _torch_adapter.tracing(args)
         if tensor is None or tensor.device.type != "cuda":
-            interp = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") and os.environ.get(INTERPRETER_ENV) == "1"
+            interp = interpreter_enabled()
             device = tensor.device.type if tensor is not None else "cpu"
             return CallContext("interpreter" if interp and device == "cpu" else "cpu", None, compiling, device)
         index = tensor.device.index if tensor.device.index is not None else torch.cuda.current_device()
