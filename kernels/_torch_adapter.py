@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -71,7 +72,9 @@ def hint(value: Any) -> Any:
 
         read = getattr(symbolic_shapes, "optimization_hint", None) or getattr(symbolic_shapes, "hint_int", None)
         if isinstance(value, torch.SymInt) and read is not None:
-            return int(read(value))
+            with warnings.catch_warnings():  # torch 2.11's hint_int warns that it read size_hint
+                warnings.simplefilter("ignore", FutureWarning)
+                return int(read(value))
         node = value.node
         known = getattr(node, "_hint", None)
         return known if known is not None else getattr(node, "hint", None)

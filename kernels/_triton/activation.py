@@ -229,12 +229,13 @@ _MAX_FLAT_PROGRAMS = 2**31 - 1
 def silu_mul_with(x: torch.Tensor, config: tuple[int, ...] | SiluConfig | None = None) -> torch.Tensor:
     """SiLU·mul by our kernel under an explicit configuration (``None``: the measured table or the autotuner),
     for the benchmark's sweep and the exhaustive check; serving goes through the op."""
-    d = x.shape[-1] // 2
+    last = int(x.shape[-1])  # ``d`` is a constexpr of the kernel: a compile specialises on it (a guard)
+    d = last // 2
     out = torch.empty((*x.shape[:-1], d), dtype=x.dtype, device=x.device)
     stride = row_stride(x)
     if stride is None:
         raise ValueError("silu_mul (triton): the leading dimensions must collapse into rows of contiguous columns")
-    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    rows = x.numel() // last if last else 0
     if rows == 0 or d == 0:
         return out
     interp = interpreting()

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
+from inferensics.kernels._torch_adapter import hint
 from inferensics.kernels._triton.device_facts import sm_count
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, is_sm90, round_to
 from inferensics.kernels._triton.tables import entries
@@ -33,8 +34,11 @@ def _launch_params(n: int) -> tuple[int, int]:
 
 
 def rows_key(rows: int) -> int:
-    """Power-of-two bucket of a row count: the autotuner's key, so serving shapes share tunings."""
-    return 1 << max(0, (rows - 1).bit_length())
+    """Power-of-two bucket of a row count: the autotuner's key, so serving shapes share tunings. A symbolic count
+    (a compile under dynamic shapes) takes the bucket of its hint, without a guard: the bucket picks a tuning,
+    never the result, so the graph stays general."""
+    known = hint(rows)
+    return 1 << max(0, (int(known) if known is not None else 1) - 1).bit_length()
 
 
 @triton.jit(do_not_specialize=["n_rows", "rows_bucket"])
@@ -264,7 +268,7 @@ def _launch(
             )  # fmt: skip
             return
         if has_residual and c.persistent:
-            programs = min(m, c.persistent * sm_count(args[0].device, INTERPRETER_SMS))  # type: ignore[attr-defined]
+            programs = torch.sym_min(m, c.persistent * sm_count(args[0].device, INTERPRETER_SMS))  # type: ignore[attr-defined,no-untyped-call]
             wrap_triton(_add_rms_norm_persistent_kernel)[(programs,)](
                 *args[:7], m, *args[7:], BLOCK=block, LATE_RESIDUAL=c.late_residual,
                 STORE_MODIFIER=".cs" if c.hints & 1 else "", EMULATE_RNE=interpreting(), num_warps=c.warps,
@@ -287,7 +291,7 @@ def _rows(x: torch.Tensor) -> tuple[int, int, int]:
     stride = row_stride(x)
     if stride is None:
         raise ValueError("rms_norm (triton): the leading dimensions must collapse into rows of contiguous columns")
-    n = x.shape[-1]
+    n = int(x.shape[-1])  # the block is sized by it: a compile specialises on the columns (a guard)
     return (x.numel() // n if n else 0), n, stride
 
 

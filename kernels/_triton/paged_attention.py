@@ -321,13 +321,16 @@ def _launch(
     plan: Plan | None,
 ) -> torch.Tensor:
     """Run the kernel under ``plan`` (``None``: Triton's autotuner picks the step and warps)."""
-    batch, n_heads, head_dim = q.shape
-    kv_heads, page = k_cache.shape[2], k_cache.shape[1]
+    # The split plan (how many splits, how long) and the constexprs follow from these sizes: a compile under
+    # dynamic shapes specialises on them (int() of a symbolic size is a guard), so a graph never runs another
+    # size's plan.
+    batch, n_heads, head_dim = (int(v) for v in q.shape)
+    kv_heads, page = int(k_cache.shape[2]), int(k_cache.shape[1])
     group = n_heads // kv_heads
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if q.numel() == 0:
         return out
-    max_tokens = block_table.shape[1] * page
+    max_tokens = int(block_table.shape[1]) * page
     p = plan or DEFAULT_PLAN
     block_n = max(p.block_n, page)  # a step covers whole pages
     align = block_n if plan is not None else CHUNK_ALIGN
@@ -406,8 +409,8 @@ def paged_decode_attention_triton(
     scale: float,
 ) -> torch.Tensor:
     """Decode attention of ``q`` (``B × Hq × D``) over paged caches (``pages × page × Hkv × D``)."""
-    batch, kv_heads = q.shape[0], k_cache.shape[2]
-    max_tokens = block_table.shape[1] * k_cache.shape[1]
+    batch, kv_heads = int(q.shape[0]), int(k_cache.shape[2])  # guards under dynamic shapes: see _launch
+    max_tokens = int(block_table.shape[1]) * int(k_cache.shape[1])
     plan, measured = choose_plan(q.device, batch, kv_heads, max_tokens)
     use = plan if measured or fixed_config() else None
     return _launch(q, k_cache, v_cache, block_table, seq_lens, scale, use)

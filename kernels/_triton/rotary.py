@@ -79,11 +79,12 @@ def rotary_with(
     if shape is None:
         raise ValueError("rotary (triton): x must be [T, H, D] (cos [T, D/2]) or [B, H, S, D] (cos [S, D/2])")
     outer, n_pos, n_heads, strides = shape
+    n_heads = int(n_heads)  # the head blocks are sized by it: a compile specialises on it (a guard)
     if x.numel() == 0:
         return out
     o = layout(out, cos)
     assert o is not None
-    half = x.shape[-1] // 2
+    half = int(x.shape[-1]) // 2
     block_d = triton.next_power_of_2(half)
     args = (x, cos, sin, out, n_pos, n_heads, rows_key(outer * n_pos), *strides, *o[3], cos.stride(0))
     if config is None and is_sm90(x.device):
