@@ -31,6 +31,16 @@ SHAPES_HELP = (
 
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "float32": "float32"}
 
+TIMING = ("auto", "events")
+"""What ``--timing`` takes (``kernels.qualify.TIMING_OPTIONS``; written out so ``--help`` does not load torch)."""
+TIMED_AS = {
+    "cuda_graph": "CUDA-graph replay (device time)",
+    "events": "CUDA events around back-to-back eager calls (host overhead included)",
+    "wall": "wall time of back-to-back eager calls",
+    "": "not recorded (evidence written before qualify recorded its timing method)",
+}
+"""How each timing method reads (``kernels.qualify.TIMING_METHODS``, with the empty one of older files)."""
+
 
 def _requirements(req: dict[str, Any]) -> str:
     parts = [",".join(req["platforms"])]
@@ -84,12 +94,23 @@ def _load_evidence(path: Path) -> dict[str, Any]:
         fail(f"--evidence {exc}")
 
 
+def _timed_as(methods: list[str]) -> str:
+    """One line naming how the medians of ``methods`` (one per measured record) were timed, with counts when
+    they differ."""
+    counts = Counter(methods)
+    if len(counts) == 1:
+        return f"timed as: {TIMED_AS.get(methods[0], methods[0])}"
+    return "timed as: " + "; ".join(f"{TIMED_AS.get(m, m)} ({n} records)" for m, n in sorted(counts.items()))
+
+
 def _print_evidence(records: list[dict[str, Any]]) -> None:
     width = max(len(r["shape"]) for r in records)
+    if measured := [str(r.get("timing", "")) for r in records if r["trials"]]:
+        console.print(f"    {_timed_as(measured)}")
     for r in records:
         if r["trials"]:
             ci = f"[{r['ci_low_us']:.2f}, {r['ci_high_us']:.2f}]"
-            what = f"{r['median_us']:.2f} us {ci} {r['decision']}"
+            what = f"{r['median_us']:.2f} us {ci} {r['decision']} ({r.get('timing') or 'timing not recorded'})"
         else:
             what = f"{r['status']}: {r['detail']}"
         console.print(f"    {r['shape']:<{width}}  {r['provider']:<10} {what}")
@@ -235,6 +256,15 @@ def qualify(  # noqa: PLR0917 (typer options)
     warmup: Annotated[int, typer.Option("--warmup", min=0, help="Untimed calls per provider first.")] = 3,
     iters: Annotated[int, typer.Option("--iters", min=1, help="Calls timed together per round.")] = 10,
     margin: Annotated[float, typer.Option("--margin", min=0.0, max=0.9, help="Promotion margin.")] = 0.05,
+    timing: Annotated[
+        str,
+        typer.Option(
+            "--timing",
+            help="auto: on CUDA, time replays of a CUDA graph of the --iters calls (device time; a shape where a "
+            "provider cannot be captured is timed with events throughout); events: CUDA events around eager "
+            "calls (includes host overhead). Wall time on the CPU either way.",
+        ),
+    ] = "auto",
     out: Annotated[
         Path, typer.Option("--out", help="Evidence file to write (`kernels list --evidence FILE` reads it).")
     ] = Path("kernel-evidence.json"),
@@ -268,6 +298,8 @@ def qualify(  # noqa: PLR0917 (typer options)
             fail(f"--op {name}: unknown op; known: {', '.join(known)}")
     if dtype not in DTYPES:
         fail(f"--dtype {dtype}: expected one of {', '.join(sorted(DTYPES))}")
+    if timing not in TIMING:
+        fail(f"--timing {timing}: expected one of {', '.join(TIMING)}")
     shape_map = _load_shapes(shapes, known) if shapes else None
     if op and shape_map is not None:
         if left_out := sorted(set(shape_map) - set(op)):
@@ -290,6 +322,7 @@ def qualify(  # noqa: PLR0917 (typer options)
         iters=iters,
         margin=margin,
         apply=not dry_run,
+        timing=timing,
     )
     try:
         result = kernels.qualify(reg, opts)
@@ -319,18 +352,24 @@ def qualify(  # noqa: PLR0917 (typer options)
 
 def _print_result(result: Any, dry_run: bool) -> None:
     console.print(f"qualification on {result.environment.get('device')} · torch {result.environment.get('torch')}")
+    if timed := [r.timing for r in result.records if r.trials]:
+        console.print(_timed_as(timed))
     w = max([34, *(len(r.shape) for r in result.records)])
-    console.print(f"{'op':<24} {'shape':<{w}} {'provider':<10} {'median us':>11} {'95% CI':>24} {'TB/s':>6}  verdict")
+    console.print(
+        f"{'op':<24} {'shape':<{w}} {'provider':<10} {'median us':>11} {'95% CI':>24} {'TB/s':>6} {'timed':<10}  "
+        "verdict"
+    )
     for r in result.records:
         if r.trials:
             ci = f"[{r.ci_low_us:.2f}, {r.ci_high_us:.2f}]"
-            verdict = f"{r.decision} · {r.rule}, max err {r.max_abs_err:.3g}"
+            verdict = f"{r.decision} · {r.rule}, max err {r.max_abs_err:.3g}" + (f" · {r.detail}" if r.detail else "")
             console.print(
-                f"{r.op:<24} {r.shape:<{w}} {r.provider:<10} {r.median_us:>11.2f} {ci:>24} {r.tb_s:>6.2f}  {verdict}"
+                f"{r.op:<24} {r.shape:<{w}} {r.provider:<10} {r.median_us:>11.2f} {ci:>24} {r.tb_s:>6.2f} "
+                f"{r.timing:<10}  {verdict}"
             )
         else:
             console.print(
-                f"{r.op:<24} {r.shape:<{w}} {r.provider:<10} {'':>11} {'':>24} {'':>6}  {r.status}: {r.detail}"
+                f"{r.op:<24} {r.shape:<{w}} {r.provider:<10} {'':>11} {'':>24} {'':>6} {'':<10}  {r.status}: {r.detail}"
             )
     for c in result.changes:
         verb = "would change" if dry_run else "changed"

@@ -8,10 +8,21 @@ provider once in a freshly shuffled order (``iters`` calls timed together), so d
 falls on all of them alike. Each provider's median gets a bootstrap 95 % confidence interval. The
 bucket's priority changes only when a challenger's interval lies wholly below the incumbent's, by the
 margin: ``ci_high(challenger) < ci_low(incumbent) * (1 - margin)``.
+
+What a sample measures (each record's ``timing``): on CUDA (``timing="auto"``), each provider's ``iters``
+calls are captured once into a CUDA graph (after the warm-ups, on a side stream) and a sample is one replay
+timed by CUDA events, divided by ``iters``: device time, as compiled and CUDA-graph serving sees it, without
+the host's dispatch and launch overhead (``cuda_graph``). Eager calls timed back to back would measure that
+host overhead whenever the GPU waits on the host, as it does at decode sizes. When any provider of a shape
+cannot be captured (it synchronizes, compiles or otherwise breaks capture), every provider of that shape is
+timed by CUDA events around ``iters`` back-to-back eager calls instead (``events``), so a shape's providers
+are always compared by one method; ``timing="events"`` asks for that everywhere. On the CPU a sample is the
+wall time of ``iters`` back-to-back calls (``wall``).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import statistics
 import time
@@ -36,6 +47,17 @@ EVIDENCE_BODY: Final = ("kind", "ts", "environment", "options", "records", "chan
 
 BATCH_INVARIANT_OPS = frozenset({"rms_norm", "fused_add_rms_norm"})
 """Ops whose rows are independent, so a batch-invariant provider must give row 0 the same bits alone."""
+TIMING_OPTIONS: Final = ("auto", "events")
+"""What :attr:`QualifyOptions.timing` takes."""
+TIMING_METHODS: Final = {
+    "cuda_graph": "CUDA-graph replay (device time)",
+    "events": "CUDA events around back-to-back eager calls (host overhead included)",
+    "wall": "wall time of back-to-back eager calls",
+}
+"""How a record's median was measured (:attr:`Evidence.timing`), each described."""
+OPTIONAL_RECORD_FIELDS: Final = frozenset({"timing"})
+"""Evidence record fields added after evidence files were first written: a record may lack them (an older
+file), and reads as their default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +76,9 @@ class QualifyOptions:
         margin: Fraction by which a challenger's interval must clear the incumbent's to be promoted.
         seed: Seed of the shuffles and the bootstrap.
         apply: Change the registry's priorities (otherwise only report what would change).
+        timing: ``auto``: on CUDA, time replays of a CUDA graph holding ``iters`` calls (device time), or CUDA
+            events around eager calls for every provider of a shape when one of them cannot be captured;
+            ``events``: CUDA events around eager calls everywhere. On the CPU either is wall time.
     """
 
     ops: tuple[str, ...] | None = None
@@ -67,6 +92,7 @@ class QualifyOptions:
     margin: float = 0.05
     seed: int = 0
     apply: bool = True
+    timing: str = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +120,10 @@ class Evidence:
     """``incumbent`` (served the bucket and still does), ``promoted`` (its interval cleared the incumbent's by
     the margin), ``demoted`` (the incumbent a promoted provider overtook), ``kept`` (not clearly faster),
     ``refused`` (accuracy gate) or empty (not measured)."""
+    timing: str = ""
+    """How the median was measured: ``cuda_graph`` (replays of a captured CUDA graph, device time), ``events``
+    (CUDA events around back-to-back eager calls), ``wall`` (CPU wall time) or empty (not measured; or an
+    evidence file written before records carried it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +177,7 @@ class QualifyResult:
                 trials=r.trials,
                 tb_s=r.tb_s,
                 decision=r.decision,
+                timing=r.timing,
                 evidence_digest=digest,
                 torch_version=env.get("torch", ""),
                 triton_version=env.get("triton", ""),
@@ -178,8 +209,9 @@ def evidence_problem(doc: Any) -> str | None:
         if not isinstance(doc.get(key), kind):
             return f"{key} is not a JSON {'object' if kind is dict else 'array'}"
     types = {f.name: _TYPES.get(str(f.type), (object,)) for f in fields(Evidence)}
+    required = set(types) - OPTIONAL_RECORD_FIELDS
     for i, r in enumerate(doc["records"]):
-        if not isinstance(r, dict) or set(r) != set(types):
+        if not isinstance(r, dict) or not required <= set(r) <= set(types):
             return f"record {i} is not an evidence record (fields {', '.join(types)})"
         if wrong := [k for k, v in r.items() if _wrong_type(v, types[k])]:
             return f"record {i}: {', '.join(wrong)} of the wrong type"
@@ -201,6 +233,7 @@ def _bootstrap_ci(values: Sequence[float], rng: random.Random, rounds: int = 100
 
 
 def _time_calls(fn: Callable[[], Any], iters: int, device: torch.device) -> float:
+    """Microseconds per call of ``iters`` back-to-back calls: CUDA events around them on CUDA, else wall time."""
     if device.type == "cuda":
         start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
@@ -214,6 +247,72 @@ def _time_calls(fn: Callable[[], Any], iters: int, device: torch.device) -> floa
     for _ in range(iters):
         fn()
     return (time.perf_counter() - t0) * 1e6 / iters
+
+
+def _capture(fn: Callable[[], Any], iters: int, warmup: int, device: torch.device) -> torch.cuda.CUDAGraph:
+    """``iters`` calls of ``fn`` captured into one fresh CUDA graph on a fresh side stream (warmed up on that
+    stream first, as capture requires), replayed once so the first timed replay does not pay its upload.
+
+    Raises what capture raised (a provider that synchronizes or compiles while captured). Either way the
+    caller's stream is current again and the device idle: a failed capture leaves nothing half-done.
+    """
+    prior = torch.cuda.current_stream(device)
+    stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+    graph = torch.cuda.CUDAGraph()
+    try:
+        stream.wait_stream(prior)
+        with torch.cuda.stream(stream):
+            for _ in range(max(1, warmup)):
+                fn()
+        stream.synchronize()
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(iters):
+                fn()
+    finally:
+        # torch.cuda.graph leaves the side stream current when ending the capture raises.
+        torch.cuda.set_stream(prior)
+        torch.cuda.synchronize(device)
+    graph.replay()
+    torch.cuda.synchronize(device)
+    return graph
+
+
+def _time_replay(graph: torch.cuda.CUDAGraph, iters: int, device: torch.device) -> float:
+    """Microseconds per call of one replay of ``graph`` (holding ``iters`` calls), by CUDA events: device time."""
+    stream = torch.cuda.current_stream(device)
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    start.record(stream)
+    graph.replay()
+    end.record(stream)
+    end.synchronize()
+    return float(start.elapsed_time(end)) * 1000.0 / iters
+
+
+def _timers(
+    calls: dict[str, Callable[[], Any]], opts: QualifyOptions, device: torch.device
+) -> tuple[str, dict[str, Callable[[], float]], dict[str, str]]:
+    """How one shape's providers are timed: the method (``cuda_graph``, ``events`` or ``wall``), a timer per
+    provider (one sample, µs per call), and per provider why it could not be captured (then the whole shape
+    falls back to ``events``, so its providers are compared by one method)."""
+    loop: dict[str, Callable[[], float]] = {
+        n: functools.partial(_time_calls, c, opts.iters, device) for n, c in calls.items()
+    }
+    if device.type != "cuda":
+        return "wall", loop, {}
+    if opts.timing == "events":
+        return "events", loop, {}
+    graphs: dict[str, torch.cuda.CUDAGraph] = {}
+    failed: dict[str, str] = {}
+    for n, c in calls.items():
+        try:
+            graphs[n] = _capture(c, opts.iters, opts.warmup, device)
+        except Exception as exc:  # whatever breaks capture sends the shape to the event loop
+            failed[n] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    if failed:
+        graphs.clear()
+        return "events", loop, failed
+    return "cuda_graph", {n: functools.partial(_time_replay, g, opts.iters, device) for n, g in graphs.items()}, {}
 
 
 def _to64(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -287,17 +386,19 @@ def _qualify_shape(
         )
         runnable.append(name)
     samples: dict[str, list[float]] = {n: [] for n in runnable}
-    calls = {n: (lambda fn=op.providers[n].fn: fn(*args)) for n in runnable}
+    calls: dict[str, Callable[[], Any]] = {n: functools.partial(op.providers[n].fn, *args) for n in runnable}
     for n in runnable:
         for _ in range(opts.warmup):
             calls[n]()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    method, timers, uncaptured = _timers(calls, opts, device)
     for _ in range(opts.trials):
         order = list(runnable)
         rng.shuffle(order)
         for n in order:
-            samples[n].append(_time_calls(calls[n], opts.iters, device))
+            samples[n].append(timers[n]())
+    del timers  # the shape's graphs go with their timers
     moved = bytes_moved(op.name, args, op.reference(*args)) if runnable else 0
     for n in runnable:
         med = statistics.median(samples[n])
@@ -305,8 +406,13 @@ def _qualify_shape(
         r = records[n]
         records[n] = replace(
             r, median_us=med, ci_low_us=lo, ci_high_us=hi, trials=len(samples[n]), bytes=moved,
-            tb_s=moved / med / 1e6 if med > 0 else 0.0,
+            tb_s=moved / med / 1e6 if med > 0 else 0.0, timing=method,
         )  # fmt: skip
+        if n in uncaptured:
+            records[n] = replace(
+                records[n],
+                detail=f"not capturable in a CUDA graph ({uncaptured[n]}): this shape was timed with events",
+            )
     change = _decide(op, bucket, records, opts)
     return list(records.values()), change
 
@@ -365,6 +471,8 @@ def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: Qua
 def qualify(registry: Registry, opts: QualifyOptions | None = None) -> QualifyResult:
     """Qualify the registry's providers on this machine; apply the changes the evidence supports."""
     opts = opts or QualifyOptions()
+    if opts.timing not in TIMING_OPTIONS:
+        raise ValueError(f"timing {opts.timing!r}: expected one of {', '.join(TIMING_OPTIONS)}")
     device = torch.device(opts.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rng = random.Random(opts.seed)
     names = list(opts.ops) if opts.ops else sorted(registry.ops)

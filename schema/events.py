@@ -878,6 +878,10 @@ class KernelQualificationEvent(Event):
     """Upper end of that interval."""
     trials: U32 = 0
     """Timed rounds (random order each)."""
+    timing: Dim = ""
+    """How the median was measured: ``cuda_graph`` (CUDA-graph replays, device time), ``events`` (CUDA events
+    around back-to-back eager calls, host overhead included), ``wall`` (CPU wall time); empty before it was
+    recorded."""
     tb_s: F64 = 0.0
     """Bandwidth over the bytes the op must move, TB/s."""
     decision: Dim = ""

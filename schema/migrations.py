@@ -405,6 +405,23 @@ def _sdk_health_kernel_counts(target: Target) -> list[str | Step]:
     ]
 
 
+def _qualification_timing(target: Target) -> list[str | Step]:
+    # Qualification says how it timed each median (CUDA-graph replays, CUDA events around eager calls, CPU wall
+    # time): a ``timing`` column after ``trials``, as a fresh table has it. Rows stored before read it empty.
+    from inferensics.schema.events import KernelQualificationEvent
+
+    db = target.database
+    column = next(c for c in columns_of(KernelQualificationEvent) if c.name == col.TIMING)
+    return [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column_sql(column).strip()} "
+            f"AFTER `{col.TRIALS}`",
+            when=f"SELECT 1 - ({_has_column(db, t, col.TIMING)})",
+        )
+        for t in _model_tables(target, KernelQualificationEvent.TABLE.name)
+    ]
+
+
 def _model_tables(target: Target, name: str) -> list[str]:
     """The tables an event model's rows live in: its local table, and on a cluster the Distributed one too."""
     return [target.local(name), *([name] if target.backend == "cluster" else [])]
@@ -545,6 +562,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "host SDK health: kernel-registry failures, fallbacks and unproven providers; clean stops",
         _sdk_health_kernel_counts,
     ),
+    Migration(19, "kernel qualification records say how each median was timed", _qualification_timing),
 )
 """Every migration, in version order."""
 

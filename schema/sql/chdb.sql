@@ -438,6 +438,7 @@ CREATE TABLE IF NOT EXISTS inferensics.kernel_qualifications
     `ci_low_us` Float64 CODEC(ZSTD(1)) COMMENT 'Lower end of the bootstrap 95 % interval of the median.',
     `ci_high_us` Float64 CODEC(ZSTD(1)) COMMENT 'Upper end of that interval.',
     `trials` UInt32 CODEC(T64, ZSTD(1)) COMMENT 'Timed rounds (random order each).',
+    `timing` LowCardinality(String) COMMENT 'How the median was measured: ``cuda_graph`` (CUDA-graph replays, device time), ``events`` (CUDA events around back-to-back eager calls, host overhead included), ``wall`` (CPU wall time); empty before it was recorded.',
     `tb_s` Float64 CODEC(ZSTD(1)) COMMENT 'Bandwidth over the bytes the op must move, TB/s.',
     `decision` LowCardinality(String) COMMENT '``incumbent``, ``promoted``, ``kept`` or ``refused``.',
     `evidence_digest` String CODEC(ZSTD(1)) COMMENT 'Digest of the whole qualification run\'s evidence file.',

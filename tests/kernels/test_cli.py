@@ -11,7 +11,7 @@ from typer.testing import CliRunner, Result
 
 from inferensics import kernels
 from inferensics.cli.app import app
-from inferensics.cli.kernels_commands import SHAPES_HELP
+from inferensics.cli.kernels_commands import SHAPES_HELP, TIMED_AS, TIMING
 from inferensics.kernels.evidence import device_label
 from inferensics.kernels.requirements import INTERPRETER_ENV
 from inferensics.kernels.samples import SHAPE_FIELDS
@@ -54,10 +54,16 @@ def test_qualify_writes_evidence_and_stores_records(tmp_path: Path, store_dsn: s
     assert doc["kind"] == "inferensics.kernels.qualification"
     assert doc["records"]
     with Store.open(store_dsn) as store:
-        rows = store.query_rows(f"SELECT provider, status, evidence_digest FROM {store.database}.kernel_qualifications")
+        rows = store.query_rows(
+            f"SELECT provider, status, evidence_digest, timing, trials FROM {store.database}.kernel_qualifications"
+        )
         store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
     assert {r[0] for r in rows} >= {"reference", "triton"}
     assert {r[2] for r in rows} == {doc["digest"]}
+    want = "cuda_graph" if torch.cuda.is_available() else "wall"
+    assert {r[3] for r in rows if r[4]} == {want}  # each record says how its median was measured
+    assert {r["timing"] for r in doc["records"] if r["trials"]} == {want}
+    assert f"timed as: {TIMED_AS[want]}" in result.output
 
 
 def test_qualify_dry_run_writes_nothing_and_says_what_it_would_do(tmp_path: Path, store_dsn: str) -> None:
@@ -241,6 +247,49 @@ def test_a_shape_the_op_cannot_take_is_a_counted_reject_and_the_rest_kept(tmp_pa
     rotary = {r["provider"]: r for r in doc["records"] if r["op"] == "rotary_embedding"}
     assert rotary["reference"]["status"] == "error"
     assert any(r["status"] == "measured" for r in doc["records"] if r["op"] == "silu_mul")
+
+
+@pytest.mark.usefixtures("restored_registry")
+def test_list_evidence_shows_how_medians_were_timed_also_for_files_written_before_it_was_recorded(
+    tmp_path: Path,
+) -> None:
+    from tests.kernels.evidence_edits import redigest
+
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps({"silu_mul": [{"tokens": 2, "hidden": 8}]}))
+    out = tmp_path / "evidence.json"
+    result = _qualify("--shapes", str(shapes), "--out", str(out), "--timing", "events", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert any(line.startswith("op ") and " timed " in line for line in result.output.splitlines())  # the column
+    result = _qualify("--shapes", str(shapes), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["options"]["timing"] == "auto"
+    method = "cuda_graph" if torch.cuda.is_available() else "wall"
+    result = runner.invoke(app, ["kernels", "list", "--evidence", str(out)])
+    assert result.exit_code == 0, result.output
+    silu = result.output[result.output.index("\nsilu_mul") :]
+    assert f"    timed as: {TIMED_AS[method]}" in silu
+    assert f"({method})" in silu
+    for r in doc["records"]:  # as an older qualify wrote it
+        del r["timing"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(redigest(doc)))
+    result = runner.invoke(app, ["kernels", "list", "--evidence", str(old)])
+    assert result.exit_code == 0, result.output
+    silu = result.output[result.output.index("\nsilu_mul") :]
+    assert f"    timed as: {TIMED_AS['']}" in silu
+    assert "(timing not recorded)" in silu
+    result = _qualify("--shapes", str(shapes), "--out", str(out), "--timing", "graphs", "--force")
+    assert result.exit_code == 2
+    assert "--timing graphs: expected one of auto, events" in result.output
+
+
+def test_the_cli_names_the_timing_options_and_methods_qualify_has() -> None:
+    from inferensics.kernels.qualify import TIMING_METHODS, TIMING_OPTIONS
+
+    assert TIMING == TIMING_OPTIONS
+    assert {k: v for k, v in TIMED_AS.items() if k} == TIMING_METHODS
 
 
 def test_the_shapes_help_names_each_ops_fields() -> None:

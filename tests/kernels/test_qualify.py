@@ -159,3 +159,112 @@ def test_every_shape_is_checked_before_any_is_measured(silu_mul: kernels.Semanti
     with pytest.raises(ValueError, match=r"^1 of 2 shapes rejected, nothing measured: silu_mul\[1\] .*lacks hidden"):
         kernels.qualify(kernels.registry(), QualifyOptions(ops=("silu_mul",), shapes=shapes, **QUICK))
     assert served == []
+
+
+def test_cpu_records_say_they_were_timed_as_wall_time_and_the_options_carry_the_method(
+    silu_mul: kernels.SemanticOp,
+) -> None:
+    for timing in ("auto", "events"):  # on the CPU either is wall time
+        opts = QualifyOptions(ops=("silu_mul",), shapes=SHAPES, device="cpu", timing=timing, apply=False, **QUICK)
+        result = kernels.qualify(kernels.registry(), opts)
+        measured = [r for r in result.records if r.trials]
+        assert measured
+        assert {r.timing for r in measured} == {"wall"}
+        assert {r.timing for r in result.records if not r.trials} <= {""}
+        assert result.to_json()["options"]["timing"] == timing
+        assert {e.timing for e in result.events("h") if e.trials} == {"wall"}
+    with pytest.raises(ValueError, match="timing 'graph': expected one of auto, events"):
+        kernels.qualify(kernels.registry(), QualifyOptions(ops=("silu_mul",), shapes=SHAPES, timing="graph"))
+
+
+def _redigest(doc: dict[str, Any]) -> dict[str, Any]:
+    from inferensics.kernels.qualify import EVIDENCE_BODY
+    from inferensics.kernels.registry import canonical_digest
+
+    doc["digest"] = canonical_digest({k: doc.get(k) for k in EVIDENCE_BODY})
+    return doc
+
+
+def test_evidence_written_before_records_carried_their_timing_still_loads(silu_mul: kernels.SemanticOp) -> None:
+    from inferensics.kernels.evidence import EvidenceError, parse_evidence
+    from inferensics.kernels.qualify import evidence_problem
+
+    opts = QualifyOptions(ops=("silu_mul",), shapes=SHAPES, apply=False, **QUICK)
+    doc = kernels.qualify(kernels.registry(), opts).to_json()
+    assert evidence_problem(doc) is None
+    old = json.loads(json.dumps(doc))
+    for r in old["records"]:
+        del r["timing"]
+    del old["options"]["timing"]
+    old = _redigest(old)
+    assert evidence_problem(old) is None  # as the file an older qualify wrote: no timing anywhere
+    assert parse_evidence(json.dumps(old), "old.json")["digest"] == old["digest"]
+    # Only timing may be missing; any other field missing, an unknown one, or a timing of another type is refused.
+    for edit in ("missing", "extra", "typed"):
+        bad = json.loads(json.dumps(doc))
+        if edit == "missing":
+            del bad["records"][0]["decision"]
+        elif edit == "extra":
+            bad["records"][0]["timed_by"] = "events"
+        else:
+            bad["records"][0]["timing"] = 1
+        problem = evidence_problem(_redigest(bad))
+        assert problem is not None, edit
+        assert problem.startswith("record 0"), problem
+        with pytest.raises(EvidenceError, match="record 0"):
+            parse_evidence(json.dumps(bad), "bad.json")
+
+
+@pytest.fixture
+def rms_norm() -> Iterator[kernels.SemanticOp]:
+    reg = kernels.registry()
+    op = reg.op("rms_norm")
+    saved = reg.policy()
+    evidence = list(reg.evidence)
+    yield op
+    for name in [n for n in op.providers if n.startswith("planted")]:
+        op.unregister(name)
+    op.refused.clear()
+    op.bucket_priority.clear()
+    reg.apply_policy(saved)
+    reg.evidence[:] = evidence
+
+
+DECODE = {"rms_norm": [{"tokens": 8, "hidden": 1024}]}
+"""A decode-sized shape, where eager calls timed back to back measure the host, not the GPU."""
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: CUDA-graph timing captures on CUDA")
+def test_on_cuda_qualification_times_replays_of_a_captured_graph(rms_norm: kernels.SemanticOp) -> None:
+    opts = QualifyOptions(ops=("rms_norm",), shapes=DECODE, dtype=torch.bfloat16, device="cuda", apply=False, **QUICK)
+    result = kernels.qualify(kernels.registry(), opts)
+    measured = [r for r in result.records if r.status == "measured"]
+    assert {r.provider for r in measured} >= {"reference", "triton"}
+    assert {r.timing for r in measured} == {"cuda_graph"}, [(r.provider, r.detail) for r in measured]
+    assert all(r.median_us > 0 for r in measured)
+    assert result.to_json()["options"]["timing"] == "auto"
+    forced = kernels.qualify(kernels.registry(), replace(opts, timing="events"))
+    assert {r.timing for r in forced.records if r.status == "measured"} == {"events"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: CUDA-graph timing captures on CUDA")
+def test_a_provider_that_cannot_be_captured_sends_its_whole_shape_to_the_event_loop(
+    rms_norm: kernels.SemanticOp,
+) -> None:
+    def syncing(*args: Any) -> Any:
+        out = rms_norm.reference(*args)
+        torch.cuda.synchronize()  # not allowed while a stream is captured
+        return out
+
+    rms_norm.register(Provider("planted_sync", "vendor", syncing, Requirements(accuracy="exact")), before="triton")
+    opts = QualifyOptions(ops=("rms_norm",), shapes=DECODE, dtype=torch.bfloat16, device="cuda", apply=False, **QUICK)
+    result = kernels.qualify(kernels.registry(), opts)
+    measured = {r.provider: r for r in result.records if r.status == "measured"}
+    assert {"planted_sync", "reference", "triton"} <= set(measured)
+    assert {r.timing for r in measured.values()} == {"events"}  # one method for the whole shape
+    assert "not capturable in a CUDA graph" in measured["planted_sync"].detail
+    # Nothing was left broken: the default stream is current, and the next qualification captures again.
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+    rms_norm.unregister("planted_sync")
+    again = kernels.qualify(kernels.registry(), opts)
+    assert {r.timing for r in again.records if r.status == "measured"} == {"cuda_graph"}
