@@ -19,11 +19,10 @@ setup: $(BIN)/python
 
 # The README's two commands: `make run` (set up, then the main job) and `make check` (set up, then tests).
 # One pytest process per part of the suite: a part that changes process-wide compiler state (a decomposition
-# table, a cache salt, Dynamo settings) cannot leak it into another part's compiles.
+# table, a cache salt, Dynamo settings) cannot leak it into another part's compiles. Parts run as many at a time
+# as there are CPUs, longest first (TEST_JOBS=1 runs them one by one); tests/run_parts.py says how.
 test: setup
-	@status=0; for t in $$(ls -d tests/*/__init__.py tests/test_*.py | sed 's#/__init__.py#/#'); do \
-		echo "== $$t"; $(BIN)/python -m pytest $$t || status=$$?; \
-	done; exit $$status
+	$(BIN)/python tests/run_parts.py
 
 # The property-based tests with fresh random examples (the suite itself draws the same ones every run).
 FUZZ_RUNS ?= 3
