@@ -33,6 +33,7 @@ $CLI bundle show "$W/mlp" 2>&1 | grep -iE -A3 "accura|evidence|priorit|kernel" |
 
 log "fresh host serves the bundle"
 $PY "$HERE/walk_host.py" "$W/mlp" "$W/builder.pub" 2>&1 | tail -5 | tee "$OUT/host.json"
+[ "${STOP_AFTER_HOST:-0}" = 1 ] && { log "done (STOP_AFTER_HOST)"; exit 0; }
 
 log "planted wrong GELU decomposition: the build must refuse it in one line"
 echo '{"shapes": [{"shape": [16]}]}' > shapes_g.json
