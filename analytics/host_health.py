@@ -9,10 +9,12 @@ Rules:
 * **Listed:** a process with a record in the range, or one whose last record lies within ``lookback_s``
   before the range end (it stopped reporting: that is what the page is for). A process silent for longer is
   taken as retired; widen the range to see it.
-* **Quiet:** no record for more than ``quiet_after_s`` (default 180 s: three default health intervals)
-  before ``as_of``, the range end or, for a range that ends in the future (the dashboard's "last hour"
-  ends at the next minute), the current time, unless its last record says it stopped (``stopped``: a clean
-  shutdown, which sends a last record; a crash, a hang or a cut network does not).
+* **Quiet:** no record for more than its threshold before ``as_of``, the range end or, for a range that
+  ends in the future (the dashboard's "last hour" ends at the next minute), the current time, unless its
+  last record says it stopped (``stopped``: a clean shutdown, which sends a last record; a crash, a hang or
+  a cut network does not). The threshold (``quiet_after_s`` of the row) is three of the process's own health
+  intervals (``interval_s`` of its last record), and never less than the parameter ``quiet_after_s``
+  (default 180 s: three default intervals), so a process that reports every 5 minutes is not quiet after 3.
 * **Latest counters** (``requests_seen`` ... ``kernel_unproven``, ``last_error``) are those of the process's
   newest record before the range end: since that process started.
 * **Growth in the range** (``<counter>_in_range``): the sum of the increases between consecutive records,
@@ -42,15 +44,18 @@ KEYS: Final = (col.HOST, col.MODEL, col.HW_POOL)
 COUNTERS: Final = tuple(
     name
     for name in SdkHealthEvent.model_fields
-    if name not in {col.TS, *KEYS, col.QUEUE_DEPTH, col.LAST_ERROR, col.STOPPED}
+    if name not in {col.TS, *KEYS, col.QUEUE_DEPTH, col.LAST_ERROR, col.STOPPED, col.INTERVAL_S}
 )
 """The cumulative counters of a health record, in the model's order (``queue_depth`` is a gauge)."""
-LATEST: Final = (*COUNTERS, col.QUEUE_DEPTH, col.LAST_ERROR, col.STOPPED)
+LATEST: Final = (*COUNTERS, col.QUEUE_DEPTH, col.LAST_ERROR, col.STOPPED, col.INTERVAL_S)
+INTERVALS_TO_QUIET: Final = 3
+"""Health intervals without a record after which a process is quiet (at least the parameter ``quiet_after_s``)."""
 """What the newest record says."""
 IN_RANGE: Final = "_in_range"
 """Suffix of a counter's growth within the range."""
 COLUMNS: Final = (
-    *KEYS, "last_seen", "silent_s", "quiet", col.STOPPED, "records", "restarts", *COUNTERS, col.QUEUE_DEPTH,
+    *KEYS, "last_seen", "silent_s", "quiet", "quiet_after_s", col.INTERVAL_S, col.STOPPED, "records", "restarts",
+    *COUNTERS, col.QUEUE_DEPTH,
     "queue_depth_max",
     col.LAST_ERROR, *(c + IN_RANGE for c in COUNTERS),
 )  # fmt: skip
@@ -60,7 +65,8 @@ class HostHealthParams(SliceParams):
     """A slice (filters: model, hw_pool, host) and the quiet rule's knobs."""
 
     quiet_after_s: float = Field(180.0, gt=0)
-    """Seconds without a health record after which a process is quiet (three default health intervals)."""
+    """Seconds without a health record after which a process is quiet (three default health intervals); a
+    process whose records say a longer interval gets three of its own."""
     lookback_s: float = Field(86_400.0, gt=0)
     """How long before the range end a process that sent nothing in the range is still listed (as quiet)."""
 
@@ -69,7 +75,8 @@ def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime 
     """One row per serving process (host × model × hw_pool) listed by the rules of the module docstring.
 
     Columns: host, model, hw_pool, last_seen (newest record before the range end), silent_s (seconds from
-    it to ``as_of``), quiet, stopped (its last record was a clean shutdown's), records (in the range),
+    it to ``as_of``), quiet, quiet_after_s (the threshold applied to it), interval_s (its health interval, 0
+    when its records predate it), stopped (its last record was a clean shutdown's), records (in the range),
     restarts (in the range), the latest counters since the process started (requests_seen, records_dropped,
     spans_sent, spans_refused, refused_auth, refused_down, refused_back_pressure, sdk_errors, kernel_failures,
     kernel_fallbacks, kernel_unproven), queue_depth (latest), queue_depth_max (in the range), last_error
@@ -97,7 +104,12 @@ def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime 
     return (
         frame.with_columns(pl.col("last_seen").dt.cast_time_unit("us").dt.convert_time_zone("UTC"))
         .with_columns(silent.clip(lower_bound=0.0).alias("silent_s"))
-        .with_columns(((pl.col("silent_s") > params.quiet_after_s) & ~pl.col(col.STOPPED)).alias("quiet"))
+        .with_columns(
+            pl.max_horizontal(pl.lit(params.quiet_after_s), INTERVALS_TO_QUIET * pl.col(col.INTERVAL_S)).alias(
+                "quiet_after_s"
+            )
+        )
+        .with_columns(((pl.col("silent_s") > pl.col("quiet_after_s")) & ~pl.col(col.STOPPED)).alias("quiet"))
         .select(COLUMNS)
         .sort(["quiet", "silent_s", *KEYS], descending=[True, True, False, False, False])
     )
@@ -124,7 +136,8 @@ def _sql(db: str, in_range: str, dims: str) -> str:
         f"SELECT *, (row_number() OVER w) > 1 AND ({went_down}) AS restarted, "
         "(row_number() OVER w) = 1 OR restarted AS counted_whole, "
         f"{lags} FROM ("
-        f"SELECT {keys}, {col.TS}, true AS in_range, {', '.join(values)}, {col.LAST_ERROR}, {col.STOPPED} "
+        f"SELECT {keys}, {col.TS}, true AS in_range, {', '.join(values)}, {col.LAST_ERROR}, {col.STOPPED}, "
+        f"{col.INTERVAL_S} "
         f"FROM {db}.{TABLE} WHERE {in_range} "
         f"UNION ALL SELECT {keys}, max({col.TS}) AS seen, false, {latest_before} "
         f"FROM {db}.{TABLE} WHERE {before} GROUP BY {keys}"

@@ -185,6 +185,7 @@ KERNEL_FAILURES: Final = "kernel_failures"
 KERNEL_FALLBACKS: Final = "kernel_fallbacks"
 KERNEL_UNPROVEN: Final = "kernel_unproven"
 STOPPED: Final = "stopped"
+INTERVAL_S: Final = "interval_s"
 
 # --- rollups ------------------------------------------------------------------------------------------
 BUCKET: Final = "bucket"

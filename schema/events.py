@@ -791,6 +791,9 @@ class SdkHealthEvent(Event):
     stopped: Flag = False
     """The last record of a process that shut down cleanly (``tracker.shutdown()``, at exit): it stopped
     reporting on purpose, where a process that only goes silent has gone quiet."""
+    interval_s: F64 = 0.0
+    """Seconds between this process's health records (its ``health_interval_s``): it is quiet after three of
+    them without one (and never sooner than the reader's threshold). 0 in records stored before it was kept."""
 
 
 class KernelDecisionEvent(Event):

@@ -422,6 +422,20 @@ def _qualification_timing(target: Target) -> list[str | Step]:
     ]
 
 
+def _sdk_health_interval(target: Target) -> list[str | Step]:
+    # A process that reports every 5 minutes is not quiet after the reader's 3 minutes: each health record says
+    # its own interval. Rows stored before read 0 (the reader's threshold alone, as before).
+    db, columns = target.database, {c.name: c for c in columns_of(SdkHealthEvent)}
+    return [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS "
+            f"{column_sql(columns[col.INTERVAL_S]).strip()}",
+            when=f"SELECT 1 - ({_has_column(db, t, col.INTERVAL_S)})",
+        )
+        for t in _model_tables(target, SdkHealthEvent.TABLE.name)
+    ]
+
+
 def _model_tables(target: Target, name: str) -> list[str]:
     """The tables an event model's rows live in: its local table, and on a cluster the Distributed one too."""
     return [target.local(name), *([name] if target.backend == "cluster" else [])]
@@ -563,6 +577,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         _sdk_health_kernel_counts,
     ),
     Migration(19, "kernel qualification records say how each median was timed", _qualification_timing),
+    Migration(20, "host SDK health records carry their interval", _sdk_health_interval),
 )
 """Every migration, in version order."""
 

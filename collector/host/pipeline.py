@@ -232,6 +232,7 @@ class Pipeline:
                 kernel_fallbacks=s.get(col.KERNEL_FALLBACKS, 0),
                 kernel_unproven=s.get(col.KERNEL_UNPROVEN, 0),
                 stopped=stopped,
+                interval_s=self.config.health_interval_s,
             )
             with self._lock:
                 self.exporter.export_records([record])

@@ -36,7 +36,8 @@ TROUBLE: Final[Mapping[str, str]] = {
 reference are in the table, not warned about: a CPU host falls back on every signature by design (the Triton
 providers need a GPU), and a warning on every such host would hide the ones that matter."""
 TABLE_COLUMNS: Final = (
-    *KEYS, "quiet", col.STOPPED, "last_seen", "silent_s", "records", "restarts", *(c + IN_RANGE for c in COUNTERS),
+    *KEYS, "quiet", col.STOPPED, "last_seen", "silent_s", "quiet_after_s", col.INTERVAL_S, "records", "restarts",
+    *(c + IN_RANGE for c in COUNTERS),
     col.QUEUE_DEPTH, "queue_depth_max", *COUNTERS, col.LAST_ERROR,
 )  # fmt: skip
 
@@ -73,13 +74,14 @@ def problems(row: Mapping[str, Any]) -> list[str]:
     return [f"**{row[c + IN_RANGE]:,}** {what}" for c, what in TROUBLE.items() if row[c + IN_RANGE]]
 
 
-def alerts(health: pl.DataFrame, quiet_after_s: float) -> None:
-    """A red banner per quiet process, then a warning per process with problems in the range."""
+def alerts(health: pl.DataFrame) -> None:
+    """A red banner per quiet process (with the threshold it crossed: three of its own health intervals, at
+    least the page's), then a warning per process with problems in the range."""
     for row in health.filter(pl.col("quiet")).iter_rows(named=True):
         error = f" Last error: `{row[col.LAST_ERROR]}`" if row[col.LAST_ERROR] else ""
         st.error(
             f"**Quiet:** {process_name(row)} last reported {row['last_seen']:%Y-%m-%d %H:%M:%S} UTC, "
-            f"{ago(row['silent_s'])} ago (quiet after {ago(quiet_after_s)}).{error}",
+            f"{ago(row['silent_s'])} ago (quiet after {ago(row['quiet_after_s'])}).{error}",
             icon=":material/cloud_off:",
         )
     for row in health.iter_rows(named=True):
@@ -120,7 +122,7 @@ def render() -> None:
     default = HostHealthParams.model_fields["quiet_after_s"].default
     quiet_after_s = st.number_input(
         "Quiet after (seconds without a health record)", min_value=1.0, value=float(default), step=60.0,
-        key=QUIET_KEY,
+        key=QUIET_KEY, help="A process whose records say a longer health interval is quiet after three of its own.",
     )  # fmt: skip
     with service_errors():
         health = section_query(
@@ -138,7 +140,7 @@ def render() -> None:
             )
             return
         headline(health)
-        alerts(health, quiet_after_s)
+        alerts(health)
         show_table(health, columns=TABLE_COLUMNS, key="hosts_table")
 
 

@@ -178,3 +178,33 @@ def test_a_process_that_shut_down_cleanly_is_stopped_not_quiet(store: Store) -> 
     assert (rows["h-stopped"]["quiet"], rows["h-stopped"]["stopped"]) == (False, True)
     assert (rows["h-crashed"]["quiet"], rows["h-crashed"]["stopped"]) == (True, False)
     assert (rows["h-back"]["quiet"], rows["h-back"]["stopped"], rows["h-back"]["restarts"]) == (False, False, 1)
+
+
+def test_a_process_with_a_longer_health_interval_is_quiet_after_three_of_its_own(store: Store) -> None:
+    from inferensics.schema.events import SdkHealthEvent
+
+    minute = timedelta(minutes=1)
+
+    def every_5_min(host: str, newest: timedelta, interval_s: float) -> list[SdkHealthEvent]:
+        return [
+            SdkHealthEvent(ts=NOW - newest - i * 5 * minute, host=host, model="m", requests_seen=10 - i,
+                           interval_s=interval_s)
+            for i in range(8)
+        ]  # fmt: skip
+
+    store.insert_events(
+        every_5_min("h-slow", 7 * minute, 300.0)  # 7 min silent, reports every 5: not quiet (quiet after 15)
+        + every_5_min("h-slow-gone", 20 * minute, 300.0)  # 20 min silent: quiet
+        + every_5_min("h-old-rows", 7 * minute, 0.0)  # rows stored before the interval was kept: the parameter
+        + every_5_min("h-fast", 4 * minute, 10.0)  # a short interval never lowers the threshold
+    )
+    rows = {r["host"]: r for r in host_health(store, HOUR).iter_rows(named=True)}
+    assert {h: (rows[h]["quiet"], rows[h]["quiet_after_s"], rows[h]["interval_s"]) for h in rows} == {
+        "h-slow": (False, 900.0, 300.0),
+        "h-slow-gone": (True, 900.0, 300.0),
+        "h-old-rows": (True, 180.0, 0.0),
+        "h-fast": (True, 180.0, 10.0),
+    }
+    wide = {r["host"]: r["quiet"] for r in host_health(store, HOUR.model_copy(update={"quiet_after_s": 1800.0}))
+            .iter_rows(named=True)}  # fmt: skip
+    assert wide == {"h-slow": False, "h-slow-gone": False, "h-old-rows": False, "h-fast": False}

@@ -69,10 +69,12 @@ def test_provider_failures_and_fallbacks_reach_stats_and_the_health_record(
     assert rows, "no sdk_health record"
     assert rows[0] == tuple(after[k] for k in KERNEL_COUNTERS)
     # The shutdown's record says the process stopped on purpose (the dashboard does not call it quiet).
+    # It says its health interval too (the dashboard's quiet threshold is three of them).
     (stopped,) = store.query_rows(
-        f"SELECT argMax(stopped, ts) FROM {store.database}.{SdkHealthEvent.TABLE.name} WHERE host = 'h-kernels'"
+        f"SELECT argMax(stopped, ts), argMax(interval_s, ts) FROM {store.database}.{SdkHealthEvent.TABLE.name} "
+        "WHERE host = 'h-kernels'"
     )
-    assert stopped == (True,)
+    assert stopped == (True, SdkConfig().health_interval_s)
 
 
 def test_a_process_without_the_registry_reads_zeros_and_does_not_build_it() -> None:

@@ -41,7 +41,7 @@ def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(s
             if m.name == "host SDK health: kernel-registry failures, fallbacks and unproven providers; clean stops"
         )
         fresh = _columns(s)
-        added = (*KERNEL_COUNTERS, col.STOPPED)
+        added = (*KERNEL_COUNTERS, col.STOPPED, col.INTERVAL_S)  # a store at the version before has neither
         for name in added:
             s.client.command(f"ALTER TABLE {s.database}.{TABLE} DROP COLUMN {name}")
         s.client.command(
@@ -60,6 +60,28 @@ def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(s
             "ORDER BY host"
         )
         assert rows == [("new", 0, 2, 1, True), ("old", 5, 0, 0, False)]
+    finally:
+        s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
+        s.close()
+
+
+def test_the_interval_migration_adds_its_column_and_older_rows_read_zero(store_dsn: str) -> None:
+    s = Store.open(store_dsn)
+    try:
+        assert s.migrate() == LATEST_VERSION
+        version = next(m.version for m in MIGRATIONS if m.name == "host SDK health records carry their interval")
+        fresh = _columns(s)
+        s.client.command(f"ALTER TABLE {s.database}.{TABLE} DROP COLUMN {col.INTERVAL_S}")
+        s.client.command(
+            f"ALTER TABLE {s.database}.schema_migrations DELETE WHERE version >= {version} SETTINGS mutations_sync = 1"
+        )
+        s.client.command(f"INSERT INTO {s.database}.{TABLE} (ts, host, requests_seen) VALUES (now(), 'old', 5)")
+        assert s.schema_version() == version - 1
+        assert s.migrate() == LATEST_VERSION
+        assert _columns(s) == fresh
+        s.insert_events([SdkHealthEvent(ts=datetime.now(UTC), host="new", interval_s=300.0)])
+        rows = s.query_rows(f"SELECT host, interval_s FROM {s.database}.{TABLE} ORDER BY host")
+        assert rows == [("new", 300.0), ("old", 0.0)]
     finally:
         s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
         s.close()
