@@ -13,7 +13,8 @@ model 7 on pool 2 three days before the end. Timestamps spread evenly over the l
 (ending at the current hour). The event tables are then filled from those requests, one event per
 request that caused it: compiles and three cache lookups per compiling request, recompiles and guard
 failures per recompile, graph breaks per graph-break fallback, six kernel timings per sampled request
-(0.1 %), the kernel inventory of every artifact and the bundle registry. Each named query then runs
+(0.1 %), the kernel inventory of every artifact and the bundle registry, and a health record a minute from each
+serving process (one per model and pool; some go quiet, restart or are refused). Each named query then runs
 ``--repeats`` times (after one warm-up) and the p50/p95 wall times are printed with the load average;
 the weekly report is built and rendered once. A store already holding requests is reused, so
 ``--data-dir D --keep`` once, then ``--data-dir D`` (or ``bench_dashboard.py --data-dir D``) again.
@@ -280,6 +281,35 @@ def _derived_tables(store: Store) -> None:
     )
 
 
+def _health_records(store: Store, end: datetime, days: int) -> None:
+    """A health record a minute from every serving process (one per model and pool) over the whole range: the
+    processes of model 7 on pool 2 went quiet 40 minutes before the end, pool 3's restart every day, model 5's
+    token is refused (its spans count as refused for the token)."""
+    procs, per = MODELS * POOLS, days * 1440
+    t_last = int(end.timestamp()) - 30
+    m, p, i = f"(number % {MODELS})", f"(intDiv(number, {MODELS}) % {POOLS})", f"intDiv(number, {procs})"
+    since_start = f"if({p} = 3, {i} % 1440, {i})"
+    ts = f"toDateTime64({t_last} - ({per - 1} - {i}) * 60, 6, 'UTC')"
+    _insert(
+        store,
+        "sdk_health",
+        {
+            col.TS: ts,
+            col.HOST: f"concat('host-', toString({p}), '-', toString({m}))",
+            col.MODEL: f"concat('model-', toString({m}))",
+            col.HW_POOL: f"concat('pool-', toString({p}))",
+            "requests_seen": f"50 * {since_start}",
+            "spans_sent": f"if({m} = 5, 0, 50 * {since_start})",
+            "spans_refused": f"if({m} = 5, 50 * {since_start}, 0)",
+            "refused_auth": f"if({m} = 5, 50 * {since_start}, 0)",
+            "queue_depth": f"{_h(41)} % 16",
+            col.LAST_ERROR: f"if({m} = 5, 'OtlpExportError: 401 Unauthorized', '')",
+            col.INTERVAL_S: "60",
+        },
+        f"numbers({procs * per}) WHERE NOT ({m} = 7 AND {p} = 2 AND {i} >= {per - 40})",
+    )
+
+
 def generate(store: Store, rows: int, end: datetime, days: int) -> float:
     """Insert ``rows`` requests in chunks, then the event tables derived from them; return seconds spent."""
     span = days * 86400 - 3600
@@ -293,6 +323,7 @@ def generate(store: Store, rows: int, end: datetime, days: int) -> float:
         print(f"  {first + n:,} requests after {time.perf_counter() - started:.0f} s", flush=True)
     t = time.perf_counter()
     _derived_tables(store)
+    _health_records(store, end, days)
     print(f"  event tables derived in {time.perf_counter() - t:.0f} s", flush=True)
     return time.perf_counter() - started
 
@@ -448,6 +479,12 @@ def _time_queries(store: Store, rows: int, end: datetime, days: int, repeats: in
             {"start": dash_end - timedelta(days=1), "end": dash_end, **canary},
         ),
         "canary_compare 7d model×class": ("canary_compare", {**week, **canary}),
+        "host_health dash 1h (Hosts page default)": (
+            "host_health",
+            {"start": dash_end - timedelta(hours=1), "end": dash_end},
+        ),
+        "host_health 24h": ("host_health", day),
+        "host_health 7d pool-3": ("host_health", {**week, "hw_pool": "pool-3"}),
         "request_detail": ("request_detail", {"request_id": rid}),
         "request_graphs": ("request_graphs", {"request_id": rid}),
         "request_kernels": ("request_kernels", {"request_id": rid}),
