@@ -1,8 +1,10 @@
 """Host SDK health: which serving processes have gone quiet, and what each could not deliver.
 
 Every serving process exports an ``sdk_health`` record every ``health_interval_s`` (60 s by default); its
-counters are cumulative since the process started. A process is a (host, model, hw_pool): the records carry
-no process id, so two processes of one host serving the same model in the same pool read as one.
+counters are cumulative since the process started. Each record names its process (``process``:
+``<pid>@<start ms>``), so two processes of one host serving the same model in the same pool are two rows, and
+a process that replaced another is another row. Records stored before they named a process (``process`` empty)
+read as one process per host, model and pool, as before.
 
 Rules:
 
@@ -15,13 +17,17 @@ Rules:
   a cut network does not). The threshold (``quiet_after_s`` of the row) is three of the process's own health
   intervals (``interval_s`` of its last record), and never less than the parameter ``quiet_after_s``
   (default 180 s: three default intervals), so a process that reports every 5 minutes is not quiet after 3.
+* **Replaced:** a later process of the same host, model and pool started after this one's last record: it
+  was restarted or replaced (a crash and its restart, a rollout), so it is not quiet. The later process
+  counts it in its ``restarts``.
 * **Latest counters** (``requests_seen`` ... ``kernel_unproven``, ``last_error``) are those of the process's
   newest record before the range end: since that process started.
 * **Growth in the range** (``<counter>_in_range``): the sum of the increases between consecutive records,
   the first one measured from the process's last record before the range (within ``lookback_s``). A record
-  with any counter below its predecessor's is a restart (counted in ``restarts``): its values count whole,
-  as counted from zero. A process's first record counts whole too (it started then, or before the lookback).
-  A restart whose new counters all overtook the old ones before its first record cannot be told apart.
+  with any counter below its predecessor's is a restart (counted in ``restarts``; only records that name no
+  process can show one): its values count whole, as counted from zero. A process's first record counts
+  whole too (it started then, or before the lookback). Among records that name no process, a restart whose
+  new counters all overtook the old ones before its first record cannot be told apart.
 """
 
 from __future__ import annotations
@@ -40,11 +46,13 @@ from inferensics.schema.events import SdkHealthEvent
 
 TABLE: Final = SdkHealthEvent.TABLE.name
 KEYS: Final = (col.HOST, col.MODEL, col.HW_POOL)
-"""What identifies a serving process in the records."""
+"""Where a serving process runs; a restart or a second process there is another ``process``."""
+PROCESS_KEYS: Final = (*KEYS, col.PROCESS)
+"""What identifies a serving process in the records (one row each)."""
 COUNTERS: Final = tuple(
     name
     for name in SdkHealthEvent.model_fields
-    if name not in {col.TS, *KEYS, col.QUEUE_DEPTH, col.LAST_ERROR, col.STOPPED, col.INTERVAL_S}
+    if name not in {col.TS, *PROCESS_KEYS, col.QUEUE_DEPTH, col.LAST_ERROR, col.STOPPED, col.INTERVAL_S}
 )
 """The cumulative counters of a health record, in the model's order (``queue_depth`` is a gauge)."""
 LATEST: Final = (*COUNTERS, col.QUEUE_DEPTH, col.LAST_ERROR, col.STOPPED, col.INTERVAL_S)
@@ -54,7 +62,8 @@ INTERVALS_TO_QUIET: Final = 3
 IN_RANGE: Final = "_in_range"
 """Suffix of a counter's growth within the range."""
 COLUMNS: Final = (
-    *KEYS, "last_seen", "silent_s", "quiet", "quiet_after_s", col.INTERVAL_S, col.STOPPED, "records", "restarts",
+    *PROCESS_KEYS, "started", "last_seen", "silent_s", "quiet", "replaced", "quiet_after_s", col.INTERVAL_S,
+    col.STOPPED, "records", "restarts",
     *COUNTERS, col.QUEUE_DEPTH,
     "queue_depth_max",
     col.LAST_ERROR, *(c + IN_RANGE for c in COUNTERS),
@@ -72,16 +81,18 @@ class HostHealthParams(SliceParams):
 
 
 def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime | None = None) -> pl.DataFrame:
-    """One row per serving process (host × model × hw_pool) listed by the rules of the module docstring.
+    """One row per serving process (host × model × hw_pool × process) listed by the rules of the module docstring.
 
-    Columns: host, model, hw_pool, last_seen (newest record before the range end), silent_s (seconds from
-    it to ``as_of``), quiet, quiet_after_s (the threshold applied to it), interval_s (its health interval, 0
+    Columns: host, model, hw_pool, process (empty for records that name none), started (from the process
+    id; null without one), last_seen (newest record before the range end), silent_s (seconds from it to
+    ``as_of``), quiet, replaced (a later process took its place), quiet_after_s (the threshold applied to
+    it), interval_s (its health interval, 0
     when its records predate it), stopped (its last record was a clean shutdown's), records (in the range),
     restarts (in the range), the latest counters since the process started (requests_seen, records_dropped,
     spans_sent, spans_refused, refused_auth, refused_down, refused_back_pressure, sdk_errors, kernel_failures,
     kernel_fallbacks, kernel_unproven), queue_depth (latest), queue_depth_max (in the range), last_error
     (latest), and each counter's growth in the range (``<counter>_in_range``). Quiet processes first, longest
-    silent first, then by host, model, pool.
+    silent first, then by host, model, pool, process.
 
     Raises:
         AnalyticsError: ``quiet_after_s`` is not shorter than ``lookback_s``, or a filter does not apply
@@ -102,16 +113,47 @@ def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime 
     ).rename({**{f"l_{v}": v for v in LATEST}, **{f"g_{c}": c + IN_RANGE for c in COUNTERS}})
     silent = (pl.lit(as_of) - pl.col("last_seen")).dt.total_microseconds() / 1e6
     return (
-        frame.with_columns(pl.col("last_seen").dt.cast_time_unit("us").dt.convert_time_zone("UTC"))
+        _replacements(
+            frame.with_columns(pl.col("last_seen").dt.cast_time_unit("us").dt.convert_time_zone("UTC")), params
+        )
         .with_columns(silent.clip(lower_bound=0.0).alias("silent_s"))
         .with_columns(
             pl.max_horizontal(pl.lit(params.quiet_after_s), INTERVALS_TO_QUIET * pl.col(col.INTERVAL_S)).alias(
                 "quiet_after_s"
             )
         )
-        .with_columns(((pl.col("silent_s") > pl.col("quiet_after_s")) & ~pl.col(col.STOPPED)).alias("quiet"))
+        .with_columns(
+            ((pl.col("silent_s") > pl.col("quiet_after_s")) & ~pl.col(col.STOPPED) & ~pl.col("replaced")).alias("quiet")
+        )
         .select(COLUMNS)
-        .sort(["quiet", "silent_s", *KEYS], descending=[True, True, False, False, False])
+        .sort(["quiet", "silent_s", *PROCESS_KEYS], descending=[True, True, False, False, False, False])
+    )
+
+
+def _replacements(frame: pl.DataFrame, params: HostHealthParams) -> pl.DataFrame:
+    """``started`` (from the process id; null when the records name none), ``replaced`` (a later process of the
+    same host, model and pool started after this one's last record), and ``restarts`` grown by the processes of
+    its host, model and pool that a process started in the range replaced."""
+    started_ms = pl.col(col.PROCESS).str.split("@").list.get(1, null_on_oob=True).cast(pl.Int64, strict=False)
+    frame = frame.with_columns(
+        pl.from_epoch(started_ms, time_unit="ms").dt.cast_time_unit("us").dt.replace_time_zone("UTC").alias("started")
+    )
+    frame = frame.with_columns(
+        (pl.col("started").max().over(list(KEYS)) > pl.col("last_seen")).fill_null(False).alias("replaced")
+    )
+    gone = frame.filter(pl.col("replaced")).select(*KEYS, pl.col("last_seen").alias("gone_at"))
+    took_over = (
+        frame.filter(pl.col("started") >= params.start)
+        .select(*PROCESS_KEYS, "started")
+        .join(gone, on=list(KEYS))
+        .filter(pl.col("gone_at") < pl.col("started"))
+        .group_by(list(PROCESS_KEYS))
+        .agg(pl.len().cast(pl.UInt64).alias("replacing"))
+    )
+    return (
+        frame.join(took_over, on=list(PROCESS_KEYS), how="left")
+        .with_columns((pl.col("restarts") + pl.col("replacing").fill_null(0)).alias("restarts"))
+        .drop("replacing")
     )
 
 
@@ -119,7 +161,7 @@ def _sql(db: str, in_range: str, dims: str) -> str:
     """One pass: the range's records and each process's last record before it, each record beside its
     predecessor, then one row per process (shadowing aliases are avoided: ClickHouse resolves a name to the
     alias first)."""
-    keys = ", ".join(KEYS)
+    keys = ", ".join(PROCESS_KEYS)
     values = [*COUNTERS, col.QUEUE_DEPTH]
     before = f"({dims}) AND {col.TS} >= {{b_start:{TIME_TYPE}}} AND {col.TS} < {{t_start:{TIME_TYPE}}}"
     latest_before = ", ".join(f"argMax({v}, {col.TS})" for v in LATEST)
@@ -129,7 +171,7 @@ def _sql(db: str, in_range: str, dims: str) -> str:
     growth = ", ".join(f"toUInt64(sumIf({c} - if(counted_whole, 0, p_{c}), in_range)) AS g_{c}" for c in COUNTERS)
     latest = ", ".join(f"argMax({v}, {col.TS}) AS l_{v}" for v in LATEST)
     return (
-        f"SELECT {', '.join(f'toString({k}) AS {k}' for k in KEYS)}, max({col.TS}) AS last_seen, "
+        f"SELECT {', '.join(f'toString({k}) AS {k}' for k in PROCESS_KEYS)}, max({col.TS}) AS last_seen, "
         "toUInt64(countIf(in_range)) AS records, toUInt64(countIf(in_range AND restarted)) AS restarts, "
         f"toUInt32(maxIf({col.QUEUE_DEPTH}, in_range)) AS queue_depth_max, {latest}, {growth} "
         "FROM ("

@@ -186,6 +186,7 @@ KERNEL_FALLBACKS: Final = "kernel_fallbacks"
 KERNEL_UNPROVEN: Final = "kernel_unproven"
 STOPPED: Final = "stopped"
 INTERVAL_S: Final = "interval_s"
+PROCESS: Final = "process"
 
 # --- rollups ------------------------------------------------------------------------------------------
 BUCKET: Final = "bucket"

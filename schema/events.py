@@ -794,6 +794,10 @@ class SdkHealthEvent(Event):
     interval_s: F64 = 0.0
     """Seconds between this process's health records (its ``health_interval_s``): it is quiet after three of
     them without one (and never sooner than the reader's threshold). 0 in records stored before it was kept."""
+    process: Text = ""
+    """The serving process: ``<pid>@<start, ms since the epoch>``. Two processes of one host serving the same
+    model in the same pool, or a process and the one that replaced it, differ here; empty in records stored
+    before it was kept."""
 
 
 class KernelDecisionEvent(Event):

@@ -393,16 +393,7 @@ def _sdk_health_table(target: Target) -> list[str]:
 def _sdk_health_kernel_counts(target: Target) -> list[str | Step]:
     # A host whose kernel providers fail or fall back to the reference says so in its health records, and a
     # process that shuts down cleanly says so in its last one (stopped, not gone quiet).
-    db, names = target.database, (col.KERNEL_FAILURES, col.KERNEL_FALLBACKS, col.KERNEL_UNPROVEN, col.STOPPED)
-    columns = {c.name: c for c in columns_of(SdkHealthEvent)}
-    return [
-        Step(
-            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column_sql(columns[n]).strip()}",
-            when=f"SELECT 1 - ({_has_column(db, t, n)})",
-        )
-        for t in _model_tables(target, SdkHealthEvent.TABLE.name)
-        for n in names
-    ]
+    return _sdk_health_columns(target, col.KERNEL_FAILURES, col.KERNEL_FALLBACKS, col.KERNEL_UNPROVEN, col.STOPPED)
 
 
 def _qualification_timing(target: Target) -> list[str | Step]:
@@ -425,14 +416,25 @@ def _qualification_timing(target: Target) -> list[str | Step]:
 def _sdk_health_interval(target: Target) -> list[str | Step]:
     # A process that reports every 5 minutes is not quiet after the reader's 3 minutes: each health record says
     # its own interval. Rows stored before read 0 (the reader's threshold alone, as before).
+    return _sdk_health_columns(target, col.INTERVAL_S)
+
+
+def _sdk_health_process(target: Target) -> list[str | Step]:
+    # Two processes of one host serving one model in one pool, or a process and its replacement, are told apart
+    # by the process each record names. Rows stored before read '' (one process per host, model and pool).
+    return _sdk_health_columns(target, col.PROCESS)
+
+
+def _sdk_health_columns(target: Target, *names: str) -> list[str | Step]:
+    """Add the ``sdk_health`` columns ``names`` (as the model defines them) where they are missing."""
     db, columns = target.database, {c.name: c for c in columns_of(SdkHealthEvent)}
     return [
         Step(
-            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS "
-            f"{column_sql(columns[col.INTERVAL_S]).strip()}",
-            when=f"SELECT 1 - ({_has_column(db, t, col.INTERVAL_S)})",
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column_sql(columns[n]).strip()}",
+            when=f"SELECT 1 - ({_has_column(db, t, n)})",
         )
         for t in _model_tables(target, SdkHealthEvent.TABLE.name)
+        for n in names
     ]
 
 
@@ -578,6 +580,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(19, "kernel qualification records say how each median was timed", _qualification_timing),
     Migration(20, "host SDK health records carry their interval", _sdk_health_interval),
+    Migration(21, "host SDK health records name their process", _sdk_health_process),
 )
 """Every migration, in version order."""
 

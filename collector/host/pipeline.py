@@ -5,6 +5,7 @@ requests and hands finished records to the exporter. Every failure here is caugh
 from __future__ import annotations
 
 import contextlib
+import os
 import struct
 import threading
 import time
@@ -173,6 +174,7 @@ class Pipeline:
         self.health_source: Callable[[], dict[str, int]] | None = None
         self.journal: Journal | None = None  # the tracker's crash journal: graph keys by generated module
         self._next_health = time.monotonic() + config.health_interval_s
+        self._started_ms = int(time.time() * 1000)  # with the pid, names this process in its health records
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._poll_fast_until = 0.0  # monotonic time until which the thread drains every CPU_POLL_S
@@ -233,6 +235,7 @@ class Pipeline:
                 kernel_unproven=s.get(col.KERNEL_UNPROVEN, 0),
                 stopped=stopped,
                 interval_s=self.config.health_interval_s,
+                process=f"{os.getpid()}@{self._started_ms}",  # a forked child is another process
             )
             with self._lock:
                 self.exporter.export_records([record])

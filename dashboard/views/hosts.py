@@ -36,7 +36,8 @@ TROUBLE: Final[Mapping[str, str]] = {
 reference are in the table, not warned about: a CPU host falls back on every signature by design (the Triton
 providers need a GPU), and a warning on every such host would hide the ones that matter."""
 TABLE_COLUMNS: Final = (
-    *KEYS, "quiet", col.STOPPED, "last_seen", "silent_s", "quiet_after_s", col.INTERVAL_S, "records", "restarts",
+    *KEYS, "quiet", col.STOPPED, "replaced", "last_seen", "silent_s", "quiet_after_s", col.INTERVAL_S, col.PROCESS,
+    "started", "records", "restarts",
     *(c + IN_RANGE for c in COUNTERS),
     col.QUEUE_DEPTH, "queue_depth_max", *COUNTERS, col.LAST_ERROR,
 )  # fmt: skip
@@ -45,6 +46,10 @@ TABLE_COLUMNS: Final = (
 STOPPED_HELP: Final = (
     "Processes whose last health record was a clean shutdown's (tracker.shutdown(), or the process exiting): "
     "they stopped on purpose and are not called quiet."
+)
+REPLACED_HELP: Final = (
+    "Processes another process of the same host, model and pool started after (a crash and its restart, a "
+    "rollout): not called quiet; the new one counts it as a restart."
 )
 
 
@@ -65,8 +70,14 @@ def ago(seconds: float) -> str:
 
 
 def process_name(row: Mapping[str, Any]) -> str:
-    """``host`` · model · pool (the parts that are set)."""
-    return " · ".join([f"`{row[col.HOST]}`", *(str(row[k]) for k in (col.MODEL, col.HW_POOL) if row[k])])
+    """``host`` · model · pool · pid (the parts that are set; the pid when the records name their process).
+
+    >>> process_name({"host": "h1", "model": "llama", "hw_pool": "", "process": "4242@1764950400000"})
+    '`h1` · llama · pid 4242'
+    """
+    pid = str(row.get(col.PROCESS) or "").partition("@")[0]
+    parts = [str(row[k]) for k in (col.MODEL, col.HW_POOL) if row[k]]
+    return " · ".join([f"`{row[col.HOST]}`", *parts, *([f"pid {pid}"] if pid else [])])
 
 
 def problems(row: Mapping[str, Any]) -> list[str]:
@@ -92,13 +103,14 @@ def alerts(health: pl.DataFrame) -> None:
 
 
 def headline(health: pl.DataFrame) -> None:
-    """Processes, hosts, quiet ones, stopped ones and ones with problems."""
-    cells = st.columns(5)
+    """Processes, hosts, quiet ones, stopped ones, replaced ones and ones with problems."""
+    cells = st.columns(6)
     cells[0].metric("Processes", count(health.height))
     cells[1].metric("Hosts", count(health.get_column(col.HOST).n_unique()))
     cells[2].metric("Quiet", count(int(health.get_column("quiet").sum())))
     cells[3].metric("Stopped", count(int(health.get_column(col.STOPPED).sum())), help=STOPPED_HELP)
-    cells[4].metric("With problems", count(sum(bool(problems(r)) for r in health.iter_rows(named=True))))
+    cells[4].metric("Replaced", count(int(health.get_column("replaced").sum())), help=REPLACED_HELP)
+    cells[5].metric("With problems", count(sum(bool(problems(r)) for r in health.iter_rows(named=True))))
 
 
 def health_params(filters: Filters) -> dict[str, object]:

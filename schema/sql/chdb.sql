@@ -386,7 +386,8 @@ CREATE TABLE IF NOT EXISTS inferensics.sdk_health
     `kernel_fallbacks` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Kernel-registry signatures that fell through to the reference because no other provider could serve them.',
     `kernel_unproven` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Providers a compile put into a graph without the run on real tensors that proves them (no memory for a copy of the arguments, a data-dependent size).',
     `stopped` Bool COMMENT 'The last record of a process that shut down cleanly (``tracker.shutdown()``, at exit): it stopped reporting on purpose, where a process that only goes silent has gone quiet.',
-    `interval_s` Float64 CODEC(ZSTD(1)) COMMENT 'Seconds between this process\'s health records (its ``health_interval_s``): it is quiet after three of them without one (and never sooner than the reader\'s threshold). 0 in records stored before it was kept.'
+    `interval_s` Float64 CODEC(ZSTD(1)) COMMENT 'Seconds between this process\'s health records (its ``health_interval_s``): it is quiet after three of them without one (and never sooner than the reader\'s threshold). 0 in records stored before it was kept.',
+    `process` String CODEC(ZSTD(1)) COMMENT 'The serving process: ``<pid>@<start, ms since the epoch>``. Two processes of one host serving the same model in the same pool, or a process and the one that replaced it, differ here; empty in records stored before it was kept.'
 )
 ENGINE = MergeTree()
 PARTITION BY toDate(ts)

@@ -208,3 +208,42 @@ def test_a_process_with_a_longer_health_interval_is_quiet_after_three_of_its_own
     wide = {r["host"]: r["quiet"] for r in host_health(store, HOUR.model_copy(update={"quiet_after_s": 1800.0}))
             .iter_rows(named=True)}  # fmt: skip
     assert wide == {"h-slow": False, "h-slow-gone": False, "h-old-rows": False, "h-fast": False}
+
+
+def test_processes_named_in_their_records_are_rows_of_their_own(store: Store) -> None:
+    from inferensics.schema.events import SdkHealthEvent
+
+    minute = timedelta(minutes=1)
+
+    def process(host: str, pid: int, started: datetime, span: tuple[timedelta, timedelta], per: int) -> list[Any]:
+        name, (first, last) = f"{pid}@{int(started.timestamp() * 1000)}", span
+        n = int((first - last) / minute) + 1
+        return [
+            SdkHealthEvent(ts=NOW - first + i * minute, host=host, model="m", process=name, requests_seen=per * i,
+                           interval_s=60.0)
+            for i in range(n)
+        ]  # fmt: skip
+
+    store.insert_events(
+        # Two processes serving the same model in the same pool of one host, side by side: read as one, their
+        # interleaved counters made a restart of nearly every record.
+        process("h-two", 100, NOW - 50 * minute, (45 * minute, minute), 10)
+        + process("h-two", 200, NOW - 40 * minute, (35 * minute, 2 * minute), 3)
+        # A crash 30 minutes ago and the process that replaced it: the old one is not quiet, the new one restarted.
+        + process("h-crash", 300, NOW - 55 * minute, (50 * minute, 30 * minute), 5)
+        + process("h-crash", 400, NOW - 29 * minute, (28 * minute, minute), 5)
+        # A crash with nothing after it: quiet.
+        + process("h-dead", 500, NOW - 55 * minute, (50 * minute, 20 * minute), 5)
+    )
+    rows = {(r["host"], r["process"].split("@")[0]): r for r in host_health(store, HOUR).iter_rows(named=True)}
+    assert sorted(rows) == [("h-crash", "300"), ("h-crash", "400"), ("h-dead", "500"), ("h-two", "100"),
+                            ("h-two", "200")]  # fmt: skip
+    view = {k: (r["quiet"], r["replaced"], r["restarts"], r["requests_seen_in_range"]) for k, r in rows.items()}
+    assert view == {
+        ("h-two", "100"): (False, False, 0, 440),  # 45 records, 10 a record, the first counted whole (0)
+        ("h-two", "200"): (False, False, 0, 99),
+        ("h-crash", "300"): (False, True, 0, 100),
+        ("h-crash", "400"): (False, False, 1, 135),
+        ("h-dead", "500"): (True, False, 0, 150),
+    }
+    assert rows[("h-crash", "400")]["started"] == NOW - 29 * minute

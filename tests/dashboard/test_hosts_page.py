@@ -54,6 +54,7 @@ def test_quiet_hosts_are_red_and_troubled_ones_warned(hosts: SeededService) -> N
     assert (metric(at, "Processes"), metric(at, "Hosts"), metric(at, "Quiet"), metric(at, "With problems")) == (
         "7", "6", "2", "3",
     )  # fmt: skip
+    assert metric(at, "Replaced") == "0"  # the seed's records name no process (as before they did)
     errors = [str(e.value) for e in at.error]
     assert len(errors) == 2
     assert errors[0].startswith("**Quiet:** `h-gone` · llama · a100 last reported ")

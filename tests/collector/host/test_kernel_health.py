@@ -4,8 +4,10 @@ visible without reading its logs; a process that never built the registry reads 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -70,11 +72,15 @@ def test_provider_failures_and_fallbacks_reach_stats_and_the_health_record(
     assert rows[0] == tuple(after[k] for k in KERNEL_COUNTERS)
     # The shutdown's record says the process stopped on purpose (the dashboard does not call it quiet).
     # It says its health interval too (the dashboard's quiet threshold is three of them).
+    # It says its health interval too (the dashboard's quiet threshold is three of them), and names its process.
     (stopped,) = store.query_rows(
-        f"SELECT argMax(stopped, ts), argMax(interval_s, ts) FROM {store.database}.{SdkHealthEvent.TABLE.name} "
-        "WHERE host = 'h-kernels'"
+        f"SELECT argMax(stopped, ts), argMax(interval_s, ts), groupUniqArray(process) "
+        f"FROM {store.database}.{SdkHealthEvent.TABLE.name} WHERE host = 'h-kernels'"
     )
-    assert stopped == (True, SdkConfig().health_interval_s)
+    assert stopped[:2] == (True, SdkConfig().health_interval_s)
+    ((pid, started),) = [p.split("@") for p in stopped[2]]  # one process: this one
+    assert int(pid) == os.getpid()
+    assert abs(int(started) / 1000 - time.time()) < 3600
 
 
 def test_a_process_without_the_registry_reads_zeros_and_does_not_build_it() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from inferensics.collector.host.kernel_counts import KERNEL_COUNTERS
 from inferensics.schema import SdkHealthEvent
 from inferensics.schema import columns as col
@@ -41,7 +43,7 @@ def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(s
             if m.name == "host SDK health: kernel-registry failures, fallbacks and unproven providers; clean stops"
         )
         fresh = _columns(s)
-        added = (*KERNEL_COUNTERS, col.STOPPED, col.INTERVAL_S)  # a store at the version before has neither
+        added = (*KERNEL_COUNTERS, col.STOPPED, col.INTERVAL_S, col.PROCESS)  # none at the version before
         for name in added:
             s.client.command(f"ALTER TABLE {s.database}.{TABLE} DROP COLUMN {name}")
         s.client.command(
@@ -65,13 +67,23 @@ def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(s
         s.close()
 
 
-def test_the_interval_migration_adds_its_column_and_older_rows_read_zero(store_dsn: str) -> None:
+@pytest.mark.parametrize(
+    ("migration", "dropped", "new", "old"),
+    [
+        ("host SDK health records carry their interval", (col.INTERVAL_S, col.PROCESS), {"interval_s": 300.0}, 0.0),
+        ("host SDK health records name their process", (col.PROCESS,), {"process": "42@1764950400000"}, ""),
+    ],
+)
+def test_the_interval_and_process_migrations_add_their_column_and_older_rows_read_the_default(
+    store_dsn: str, migration: str, dropped: tuple[str, ...], new: dict[str, object], old: object
+) -> None:
     s = Store.open(store_dsn)
     try:
         assert s.migrate() == LATEST_VERSION
-        version = next(m.version for m in MIGRATIONS if m.name == "host SDK health records carry their interval")
+        version = next(m.version for m in MIGRATIONS if m.name == migration)
         fresh = _columns(s)
-        s.client.command(f"ALTER TABLE {s.database}.{TABLE} DROP COLUMN {col.INTERVAL_S}")
+        for name in dropped:  # the column, and the ones later migrations add (a store at the version before)
+            s.client.command(f"ALTER TABLE {s.database}.{TABLE} DROP COLUMN {name}")
         s.client.command(
             f"ALTER TABLE {s.database}.schema_migrations DELETE WHERE version >= {version} SETTINGS mutations_sync = 1"
         )
@@ -79,9 +91,10 @@ def test_the_interval_migration_adds_its_column_and_older_rows_read_zero(store_d
         assert s.schema_version() == version - 1
         assert s.migrate() == LATEST_VERSION
         assert _columns(s) == fresh
-        s.insert_events([SdkHealthEvent(ts=datetime.now(UTC), host="new", interval_s=300.0)])
-        rows = s.query_rows(f"SELECT host, interval_s FROM {s.database}.{TABLE} ORDER BY host")
-        assert rows == [("new", 300.0), ("old", 0.0)]
+        ((column, value),) = new.items()
+        s.insert_events([SdkHealthEvent(ts=datetime.now(UTC), host="new", **new)])
+        rows = s.query_rows(f"SELECT host, {column} FROM {s.database}.{TABLE} ORDER BY host")
+        assert rows == [("new", value), ("old", old)]
     finally:
         s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
         s.close()
