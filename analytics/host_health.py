@@ -141,12 +141,15 @@ def _replacements(frame: pl.DataFrame, params: HostHealthParams) -> pl.DataFrame
     frame = frame.with_columns(
         (pl.col("started").max().over(list(KEYS)) > pl.col("last_seen")).fill_null(False).alias("replaced")
     )
-    gone = frame.filter(pl.col("replaced")).select(*KEYS, pl.col("last_seen").alias("gone_at"))
+    # Each replaced process is counted by the first process of its host, model and pool that started after it.
+    gone = frame.filter(pl.col("replaced")).select(*KEYS, pl.col(col.PROCESS).alias("gone"), pl.col("last_seen"))
+    successors = frame.filter(pl.col("started").is_not_null()).select(*PROCESS_KEYS, "started")
     took_over = (
-        frame.filter(pl.col("started") >= params.start)
-        .select(*PROCESS_KEYS, "started")
-        .join(gone, on=list(KEYS))
-        .filter(pl.col("gone_at") < pl.col("started"))
+        gone.join(successors, on=list(KEYS))
+        .filter(pl.col("started") > pl.col("last_seen"))
+        .group_by([*KEYS, "gone"])
+        .agg(pl.col(col.PROCESS).sort_by("started").first(), pl.col("started").min())
+        .filter(pl.col("started") >= params.start)
         .group_by(list(PROCESS_KEYS))
         .agg(pl.len().cast(pl.UInt64).alias("replacing"))
     )

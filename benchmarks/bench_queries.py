@@ -305,6 +305,9 @@ def _health_records(store: Store, end: datetime, days: int) -> None:
             "queue_depth": f"{_h(41)} % 16",
             col.LAST_ERROR: f"if({m} = 5, 'OtlpExportError: 401 Unauthorized', '')",
             col.INTERVAL_S: "60",
+            # pid@start: one process for the whole range, or one a day on pool 3 (each restart another process)
+            col.PROCESS: f"concat(toString(1000 + number % {procs} + if({p} = 3, {procs} * intDiv({i}, 1440), 0)), "
+            f"'@', toString(({t_last} - {per - 1} * 60 + if({p} = 3, intDiv({i}, 1440) * 86400, 0)) * 1000))",
         },
         f"numbers({procs * per}) WHERE NOT ({m} = 7 AND {p} = 2 AND {i} >= {per - 40})",
     )

@@ -234,10 +234,14 @@ def test_processes_named_in_their_records_are_rows_of_their_own(store: Store) ->
         + process("h-crash", 400, NOW - 29 * minute, (28 * minute, minute), 5)
         # A crash with nothing after it: quiet.
         + process("h-dead", 500, NOW - 55 * minute, (50 * minute, 20 * minute), 5)
+        # Two crashes in a row: each successor counts the one it replaced, not every earlier one.
+        + process("h-twice", 601, NOW - 55 * minute, (50 * minute, 40 * minute), 1)
+        + process("h-twice", 602, NOW - 39 * minute, (38 * minute, 20 * minute), 1)
+        + process("h-twice", 603, NOW - 19 * minute, (18 * minute, minute), 1)
     )
     rows = {(r["host"], r["process"].split("@")[0]): r for r in host_health(store, HOUR).iter_rows(named=True)}
-    assert sorted(rows) == [("h-crash", "300"), ("h-crash", "400"), ("h-dead", "500"), ("h-two", "100"),
-                            ("h-two", "200")]  # fmt: skip
+    assert sorted(rows) == [("h-crash", "300"), ("h-crash", "400"), ("h-dead", "500"), ("h-twice", "601"),
+                            ("h-twice", "602"), ("h-twice", "603"), ("h-two", "100"), ("h-two", "200")]  # fmt: skip
     view = {k: (r["quiet"], r["replaced"], r["restarts"], r["requests_seen_in_range"]) for k, r in rows.items()}
     assert view == {
         ("h-two", "100"): (False, False, 0, 440),  # 45 records, 10 a record, the first counted whole (0)
@@ -245,5 +249,8 @@ def test_processes_named_in_their_records_are_rows_of_their_own(store: Store) ->
         ("h-crash", "300"): (False, True, 0, 100),
         ("h-crash", "400"): (False, False, 1, 135),
         ("h-dead", "500"): (True, False, 0, 150),
+        ("h-twice", "601"): (False, True, 0, 10),
+        ("h-twice", "602"): (False, True, 1, 18),
+        ("h-twice", "603"): (False, False, 1, 17),
     }
     assert rows[("h-crash", "400")]["started"] == NOW - 29 * minute
