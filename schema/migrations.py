@@ -32,6 +32,7 @@ from inferensics.schema.ddl import _column_sql as column_sql
 from inferensics.schema.dedup import seen_table_sql
 from inferensics.schema.events import EVENT_MODELS, RequestEvent, SdkHealthEvent
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
+from inferensics.schema.table import Event
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,16 +402,7 @@ def _qualification_timing(target: Target) -> list[str | Step]:
     # time): a ``timing`` column after ``trials``, as a fresh table has it. Rows stored before read it empty.
     from inferensics.schema.events import KernelQualificationEvent
 
-    db = target.database
-    column = next(c for c in columns_of(KernelQualificationEvent) if c.name == col.TIMING)
-    return [
-        Step(
-            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column_sql(column).strip()} "
-            f"AFTER `{col.TRIALS}`",
-            when=f"SELECT 1 - ({_has_column(db, t, col.TIMING)})",
-        )
-        for t in _model_tables(target, KernelQualificationEvent.TABLE.name)
-    ]
+    return _add_model_columns(target, KernelQualificationEvent, (col.TIMING, col.TRIALS))
 
 
 def _sdk_health_interval(target: Target) -> list[str | Step]:
@@ -426,15 +418,22 @@ def _sdk_health_process(target: Target) -> list[str | Step]:
 
 
 def _sdk_health_columns(target: Target, *names: str) -> list[str | Step]:
-    """Add the ``sdk_health`` columns ``names`` (as the model defines them) where they are missing."""
-    db, columns = target.database, {c.name: c for c in columns_of(SdkHealthEvent)}
+    """Add the ``sdk_health`` columns ``names`` where they are missing, at the end (as a fresh table has them)."""
+    return _add_model_columns(target, SdkHealthEvent, *((n, None) for n in names))
+
+
+def _add_model_columns(target: Target, model: type[Event], *columns: tuple[str, str | None]) -> list[str | Step]:
+    """Add each ``(name, after)`` column of ``model`` (as the model defines it) to the model's tables where it is
+    missing: after column ``after``, or at the end when that is ``None``."""
+    db, defs = target.database, {c.name: c for c in columns_of(model)}
     return [
         Step(
-            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column_sql(columns[n]).strip()}",
-            when=f"SELECT 1 - ({_has_column(db, t, n)})",
+            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS {column_sql(defs[name]).strip()}"
+            + (f" AFTER `{after}`" if after else ""),
+            when=f"SELECT 1 - ({_has_column(db, t, name)})",
         )
-        for t in _model_tables(target, SdkHealthEvent.TABLE.name)
-        for n in names
+        for t in _model_tables(target, model.TABLE.name)
+        for name, after in columns
     ]
 
 
@@ -510,17 +509,7 @@ def _shape_guards_table(target: Target) -> list[str]:
 def _request_fingerprint_status(target: Target) -> list[str | Step]:
     # The host SDK samples CPU output fingerprints (issue 25): each request says whether its fp_* columns
     # hold a fingerprint and under which sampling rate, placed after fp_absmax as a fresh table has them.
-    db = target.database
-    columns = {c.name: c for c in columns_of(RequestEvent)}
-    return [
-        Step(
-            f"ALTER TABLE {db}.{t}{target.on_cluster} ADD COLUMN IF NOT EXISTS "
-            f"{column_sql(columns[name]).strip()} AFTER `{after}`",
-            when=f"SELECT 1 - ({_has_column(db, t, name)})",
-        )
-        for t in _model_tables(target, RequestEvent.TABLE.name)
-        for name, after in ((col.FP_STATUS, col.FP_ABSMAX), (col.FP_RATE, col.FP_STATUS))
-    ]
+    return _add_model_columns(target, RequestEvent, (col.FP_STATUS, col.FP_ABSMAX), (col.FP_RATE, col.FP_STATUS))
 
 
 _REQUEST_ROLLUP_NAMES: Final = frozenset(r.name for r in (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D))

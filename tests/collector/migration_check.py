@@ -15,6 +15,19 @@ def table_exists(s: Store, table: str) -> bool:
     return bool(rows[0][0])
 
 
+def table_columns(s: Store, table: str) -> list[tuple[str, str, str]]:
+    """``(name, type, comment)`` of each column of ``table``, in order: what a migrated table must share with a
+    fresh one."""
+    return [
+        (str(n), str(t), str(c))
+        for n, t, c in s.query_rows(
+            "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {t:String} "
+            "ORDER BY position",
+            {"db": s.database, "t": table},
+        )
+    ]
+
+
 def roll_back_before(s: Store, migration: str, table: str) -> int:
     """Migrate ``s``, then make it a store from before ``migration``: ``table`` dropped and the records of that
     migration and every later one deleted (those are idempotent and run again). Returns the version before."""

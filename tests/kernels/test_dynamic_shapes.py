@@ -72,17 +72,23 @@ def _served(op: str) -> Callable[..., Any]:
     return serve
 
 
-@pytest.mark.skipif(not HAS_CUDA, reason="needs a GPU: Triton's interpreter cannot run inside a compiled graph")
-@pytest.mark.parametrize("op", ["rms_norm", "fused_add_rms_norm", "silu_mul", "rotary_embedding"])
-def test_one_dynamic_graph_serves_every_row_count_through_our_kernel(op: str) -> None:
+def _compiled_decisions(op: str, sizes: tuple[int, ...]) -> list[Any]:
+    """Serve ``op`` compiled with ``dynamic=True`` at each size on CUDA (each output checked against the op run
+    eagerly); the compiled decisions the registry recorded meanwhile."""
     device = torch.device("cuda")
     semantic = kernels.registry().op(op)
     before = len(semantic.log.snapshot())
     compiled = torch.compile(_served(op), backend="inductor", dynamic=True)
-    for size in (8, 32, 5):
+    for size in sizes:
         args = make_args(op, _shape(op, size), torch.bfloat16, device, seed=size)
         torch.testing.assert_close(compiled(*args), _served(op)(*args), atol=2e-2, rtol=2e-2)
-    decisions = [d for d in semantic.log.snapshot()[before:] if d.compiled]
+    return [d for d in semantic.log.snapshot()[before:] if d.compiled]
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a GPU: Triton's interpreter cannot run inside a compiled graph")
+@pytest.mark.parametrize("op", ["rms_norm", "fused_add_rms_norm", "silu_mul", "rotary_embedding"])
+def test_one_dynamic_graph_serves_every_row_count_through_our_kernel(op: str) -> None:
+    decisions = _compiled_decisions(op, (8, 32, 5))
     assert [(d.provider, d.fallback) for d in decisions] == [("triton", False)], decisions
     assert re.search(r"\[s\d+", decisions[0].signature), decisions[0].signature  # symbolic rows: one graph for all
 
@@ -91,13 +97,6 @@ def test_one_dynamic_graph_serves_every_row_count_through_our_kernel(op: str) ->
 def test_paged_attention_under_dynamic_shapes_specialises_on_its_plan_sizes() -> None:
     # The split plan follows from the batch and the table's width, so a graph never runs another size's plan:
     # each batch size is its own graph, every one served by our kernel and right.
-    op, device = "paged_decode_attention", torch.device("cuda")
-    semantic = kernels.registry().op(op)
-    before = len(semantic.log.snapshot())
-    compiled = torch.compile(_served(op), backend="inductor", dynamic=True)
-    for batch in (2, 3, 2):
-        args = make_args(op, _shape(op, batch), torch.bfloat16, device, seed=batch)
-        torch.testing.assert_close(compiled(*args), _served(op)(*args), atol=2e-2, rtol=2e-2)
-    decisions = [d for d in semantic.log.snapshot()[before:] if d.compiled]
+    decisions = _compiled_decisions("paged_decode_attention", (2, 3, 2))
     assert decisions
     assert {(d.provider, d.fallback) for d in decisions} == {("triton", False)}, decisions

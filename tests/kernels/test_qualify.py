@@ -27,19 +27,24 @@ QUICK: dict[str, Any] = {"warmup": 1, "trials": 3, "iters": 1, "accuracy_seeds":
 SHAPES = {"silu_mul": [{"tokens": 3, "hidden": 64}]}
 
 
-@pytest.fixture
-def silu_mul() -> Iterator[kernels.SemanticOp]:
+def _kept(name: str) -> Iterator[kernels.SemanticOp]:
+    """The registry's op ``name``; its policy, evidence and refusals put back and planted providers removed after."""
     reg = kernels.registry()
-    op = reg.op("silu_mul")
+    op = reg.op(name)
     saved = reg.policy()
     evidence = list(reg.evidence)
     yield op
-    for name in [n for n in op.providers if n.startswith("planted")]:
-        op.unregister(name)
+    for planted in [n for n in op.providers if n.startswith("planted")]:
+        op.unregister(planted)
     op.refused.clear()
     op.bucket_priority.clear()
     reg.apply_policy(saved)
     reg.evidence[:] = evidence
+
+
+@pytest.fixture
+def silu_mul() -> Iterator[kernels.SemanticOp]:
+    yield from _kept("silu_mul")
 
 
 def test_qualify_records_evidence_with_the_environment_and_a_digest(silu_mul: kernels.SemanticOp) -> None:
@@ -217,17 +222,7 @@ def test_evidence_written_before_records_carried_their_timing_still_loads(silu_m
 
 @pytest.fixture
 def rms_norm() -> Iterator[kernels.SemanticOp]:
-    reg = kernels.registry()
-    op = reg.op("rms_norm")
-    saved = reg.policy()
-    evidence = list(reg.evidence)
-    yield op
-    for name in [n for n in op.providers if n.startswith("planted")]:
-        op.unregister(name)
-    op.refused.clear()
-    op.bucket_priority.clear()
-    reg.apply_policy(saved)
-    reg.evidence[:] = evidence
+    yield from _kept("rms_norm")
 
 
 DECODE = {"rms_norm": [{"tokens": 8, "hidden": 1024}]}

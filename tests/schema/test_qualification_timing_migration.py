@@ -9,6 +9,7 @@ from inferensics.schema import KernelQualificationEvent
 from inferensics.schema import columns as col
 from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, Step
 from inferensics.schema.store import Store
+from tests.collector.migration_check import table_columns
 
 TABLE = KernelQualificationEvent.TABLE.name
 NAME = "kernel qualification records say how each median was timed"
@@ -64,11 +65,4 @@ def test_the_timing_column_round_trips(store: Store) -> None:
 
 
 def _columns(s: Store) -> list[tuple[str, str, str]]:
-    return [
-        (str(n), str(t), str(c))
-        for n, t, c in s.query_rows(
-            "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {t:String} "
-            "ORDER BY position",
-            {"db": s.database, "t": TABLE},
-        )
-    ]
+    return table_columns(s, TABLE)

@@ -12,7 +12,7 @@ from inferensics.schema import SdkHealthEvent
 from inferensics.schema import columns as col
 from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS
 from inferensics.schema.store import Store
-from tests.collector.migration_check import roll_back_before, table_exists
+from tests.collector.migration_check import roll_back_before, table_columns, table_exists
 
 TABLE = SdkHealthEvent.TABLE.name
 
@@ -101,11 +101,4 @@ def test_the_interval_and_process_migrations_add_their_column_and_older_rows_rea
 
 
 def _columns(s: Store) -> list[tuple[str, str, str]]:
-    return [
-        (str(n), str(t), str(c))
-        for n, t, c in s.query_rows(
-            "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {t:String} "
-            "ORDER BY position",
-            {"db": s.database, "t": TABLE},
-        )
-    ]
+    return table_columns(s, TABLE)
