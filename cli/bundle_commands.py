@@ -26,7 +26,7 @@ from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra, require_extra
 from inferensics.cli.help_format import command_app
-from inferensics.cli.options import DsnOption
+from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
 bundle_app = command_app("Release bundles: build, sign, verify, compare and release.")
@@ -599,11 +599,12 @@ ActorOption = Annotated[str, typer.Option("--actor", help="Who (recorded with th
 @bundle_app.command()
 @needs_extra("service", "bundle promote")
 def promote(  # noqa: PLR0917 - one option each
+    ctx: typer.Context,
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
     channel: Annotated[
         str, typer.Option("--channel", help="Release channel: a free-form name (e.g. production, canary).")
     ],
-    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
+    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None, data_dir: DataDirOption = None,
     reason: ReasonOption = "", actor: ActorOption = "",
 ) -> None:  # fmt: skip
     """Promote a bundle on a channel: its whole artifact set replaces the channel's (the previous stays for
@@ -611,52 +612,58 @@ def promote(  # noqa: PLR0917 - one option each
     is refused."""
     if not channel.strip():
         fail("--channel is empty: name the release channel (e.g. --channel production)")
-    _state("promoted", bundle_id, service, token, dsn, channel=channel, reason=reason, actor=actor)
+    _state(
+        "promoted", bundle_id, service, token, dsn_from(ctx, dsn, data_dir), channel=channel, reason=reason, actor=actor
+    )
 
 
 @bundle_app.command()
 @needs_extra("service", "bundle revoke")
 def revoke(  # noqa: PLR0917 - one option each
+    ctx: typer.Context,
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
-    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
+    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None, data_dir: DataDirOption = None,
     reason: ReasonOption = "", actor: ActorOption = "",
 ) -> None:  # fmt: skip
     """Revoke a bundle: hosts refuse to load it (after their states file is refreshed)."""
-    _state("revoked", bundle_id, service, token, dsn, reason=reason, actor=actor)
+    _state("revoked", bundle_id, service, token, dsn_from(ctx, dsn, data_dir), reason=reason, actor=actor)
 
 
 @bundle_app.command()
 @needs_extra("service", "bundle quarantine")
 def quarantine(  # noqa: PLR0917 - one option each
+    ctx: typer.Context,
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
-    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
+    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None, data_dir: DataDirOption = None,
     reason: ReasonOption = "", actor: ActorOption = "",
 ) -> None:  # fmt: skip
     """Quarantine a bundle until it is released."""
-    _state("quarantined", bundle_id, service, token, dsn, reason=reason, actor=actor)
+    _state("quarantined", bundle_id, service, token, dsn_from(ctx, dsn, data_dir), reason=reason, actor=actor)
 
 
 @bundle_app.command()
 @needs_extra("service", "bundle release")
 def release(  # noqa: PLR0917 - one option each
+    ctx: typer.Context,
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
-    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
+    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None, data_dir: DataDirOption = None,
     reason: ReasonOption = "", actor: ActorOption = "",
 ) -> None:  # fmt: skip
     """Lift a quarantine (a revoked bundle stays revoked)."""
-    _state("released", bundle_id, service, token, dsn, reason=reason, actor=actor)
+    _state("released", bundle_id, service, token, dsn_from(ctx, dsn, data_dir), reason=reason, actor=actor)
 
 
 @bundle_app.command()
 @needs_extra("service", "bundle states")
-def states(
+def states(  # noqa: PLR0917 - one option each
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", help="States file for hosts ($INFERENSICS_BUNDLE_STATES).")],
-    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None,
+    service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None, data_dir: DataDirOption = None,
 ) -> None:  # fmt: skip
     """Write the revoked and quarantined bundle ids hosts must refuse."""
     from inferensics.bundle import BundleStates
 
-    refused = _refused_states(_Store(service, token, dsn))
+    refused = _refused_states(_Store(service, token, dsn_from(ctx, dsn, data_dir)))
     revoked = frozenset(i for i, s in refused.items() if s == "revoked")
     quarantined = frozenset(i for i, s in refused.items() if s == "quarantined")
     BundleStates(revoked, quarantined).write(out)

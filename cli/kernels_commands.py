@@ -16,7 +16,7 @@ from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import require_extra
 from inferensics.cli.help_format import command_app
-from inferensics.cli.options import DsnOption
+from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
 app = command_app("The kernel registry: ops, providers, evidence.")
@@ -241,6 +241,7 @@ def _load_shapes(path: Path, known: list[str]) -> dict[str, list[dict[str, int]]
 
 @app.command("qualify")
 def qualify(  # noqa: PLR0917 (typer options)
+    ctx: typer.Context,
     op: Annotated[
         list[str] | None,
         typer.Option(
@@ -276,11 +277,13 @@ def qualify(  # noqa: PLR0917 (typer options)
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
     dsn: DsnOption = None,
+    data_dir: DataDirOption = None,
     store_events: Annotated[
         bool,
         typer.Option(
             "--store/--no-store",
-            help="Also record the results in the store: through --service while a service owns it, else at --dsn.",
+            help="Also record the results in the store: through --service while a service owns it, else at --dsn "
+            "(or --data-dir).",
         ),
     ] = False,
     service: ServiceOption = None,
@@ -291,6 +294,7 @@ def qualify(  # noqa: PLR0917 (typer options)
 
     from inferensics import kernels
 
+    dsn = dsn_from(ctx, dsn, data_dir)
     reg = kernels.registry()
     known = sorted(reg.ops)
     for name in op or []:

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.help_format import command_app
-from inferensics.cli.options import DsnOption, MinCompileSecondsOption, MinRecompilesOption
+from inferensics.cli.options import DataDirOption, DsnOption, MinCompileSecondsOption, MinRecompilesOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 from inferensics.schema.dsn import default_report_dir
 
@@ -79,6 +79,7 @@ def _make_out(out: Path) -> Path:
 @report_app.command("weekly")
 @needs_extra("dashboard", "report weekly")
 def weekly(  # noqa: PLR0917 (typer options)
+    ctx: typer.Context,
     week: Annotated[str | None, typer.Option(help="ISO week YYYY-Www [default: the current week, up to now].")] = None,
     out: Annotated[
         Path | None,
@@ -89,6 +90,7 @@ def weekly(  # noqa: PLR0917 (typer options)
         ),
     ] = None,
     dsn: DsnOption = None,
+    data_dir: DataDirOption = None,
     service: ServiceOption = None,
     token: TokenOption = None,
     min_recompiles: MinRecompilesOption = None,
@@ -103,6 +105,7 @@ def weekly(  # noqa: PLR0917 (typer options)
     from inferensics.analytics.storms import StormRule
     from inferensics.analytics.weekly import build_weekly_report, current_week, parse_week
 
+    dsn = dsn_from(ctx, dsn, data_dir)
     now = datetime.now(UTC)
     try:
         chosen = week or current_week(now)
@@ -139,6 +142,7 @@ def _full_id(given: str | None, known: list[str], option: str) -> str | None:
 @canary_app.command("compare")
 @needs_extra("dashboard", "canary compare")
 def compare(  # noqa: PLR0917 (typer options)
+    ctx: typer.Context,
     baseline: Annotated[str, typer.Option(help="Baseline bundle id ('any' for all bundles, with --baseline-start).")],
     candidate: Annotated[str, typer.Option(help="Candidate bundle id ('any' for all bundles).")],
     model: Annotated[str | None, typer.Option(help="Model [default: the candidate bundle's model].")] = None,
@@ -158,6 +162,7 @@ def compare(  # noqa: PLR0917 (typer options)
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Also write canary-*.md/.html here.")] = None,
     dsn: DsnOption = None,
+    data_dir: DataDirOption = None,
     service: ServiceOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -171,6 +176,7 @@ def compare(  # noqa: PLR0917 (typer options)
     from inferensics.analytics.report.canary import render_canary_text, verdict_of, write_canary_report
     from inferensics.schema.store import Store
 
+    dsn = dsn_from(ctx, dsn, data_dir)
     if out is not None:
         _check_out(out)
     hi = (end.replace(tzinfo=UTC) if end and end.tzinfo is None else end) or datetime.now(UTC)

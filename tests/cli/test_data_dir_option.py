@@ -1,8 +1,9 @@
-"""``--data-dir DIR`` on ``init``, ``status``, ``import-trace`` and ``serve``: the embedded store in DIR (and the
-service's spool), as ``demo`` keeps them.
+"""``--data-dir DIR`` on every command that opens a store by ``--dsn`` (``init``, ``status``, ``import-trace``,
+``serve``, ``report weekly``, ``canary compare``, ``kernels qualify --store`` and the bundle state commands): the
+embedded store in DIR (and the service's spool), as ``demo`` keeps them.
 
-Before, these three took only ``--dsn`` and a user who typed ``--data-dir`` (as for ``demo``) got click's
-"No such option" with no word of ``--dsn``. One process can open only one chDB directory (the session's, see
+Before, these took only ``--dsn`` and a user who typed ``--data-dir`` (as for ``demo``) got click's "No such
+option" with no word of ``--dsn``. One process can open only one chDB directory (the session's, see
 tests/conftest.py), so the runs that open a store of their own directory run the command in a child process.
 """
 
@@ -33,6 +34,14 @@ COMMANDS = {
     "status": ["status"],
     "import-trace": ["import-trace", str(TRACE)],
     "serve": ["serve", "--port", "1"],
+    "report weekly": ["report", "weekly"],
+    "canary compare": ["canary", "compare", "--baseline", "a1", "--candidate", "b2"],
+    "kernels qualify": ["kernels", "qualify", "--store", "--dry-run"],
+    "bundle promote": ["bundle", "promote", "a1", "--channel", "production"],
+    "bundle revoke": ["bundle", "revoke", "a1"],
+    "bundle quarantine": ["bundle", "quarantine", "a1"],
+    "bundle release": ["bundle", "release", "a1"],
+    "bundle states": ["bundle", "states", "--out", "states.json"],
 }
 
 
@@ -83,6 +92,11 @@ def test_init_import_trace_and_status_on_a_data_dir(tmp_path: Path) -> None:
     assert f"version {LATEST_VERSION} (latest {LATEST_VERSION}: current)" in status
     line = next(ln for ln in status.splitlines() if "│ compiles " in ln)
     assert int(line.split("│")[2].strip().replace(",", "")) > 0
+    # The commands that read the store the demo left take the same flag.
+    report = _cli("report", "weekly", "--week", "2024-W01", "--data-dir", str(data_dir), "--out", str(tmp_path / "r"))
+    assert f"wrote {tmp_path / 'r' / 'weekly-2024-W01.md'}" in report.stdout
+    states = _cli("bundle", "states", "--data-dir", str(data_dir), "--out", str(tmp_path / "states.json")).stdout
+    assert f"wrote {tmp_path / 'states.json'}: 0 revoked, 0 quarantined" in states
 
 
 def test_serve_on_a_data_dir_keeps_the_store_and_the_spool_where_the_demo_does(tmp_path: Path) -> None:
