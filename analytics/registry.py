@@ -26,6 +26,7 @@ from inferensics.analytics import (
     compile_time,
     drilldown,
     host_health,
+    kernel_fleet,
     overview,
     storms,
 )
@@ -132,6 +133,14 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
             host_health.HostHealthParams,
             host_health.host_health,
             "Filters: model, hw_pool, host (health records carry no traffic_class, no bundle). For the Hosts page.",
+        ),
+        _q("kernel_providers", SliceParams, kernel_fleet.kernel_providers, _POOL + " For the Kernels page."),
+        _q("kernel_skips", SliceParams, kernel_fleet.kernel_skips, _POOL + " For the Kernels page."),
+        _q(
+            "kernel_qualifications",
+            SliceParams,
+            kernel_fleet.kernel_qualifications,
+            "Filters: host only (qualification records name no model or pool). For the Kernels page.",
         ),
         _q("request_detail", drilldown.RequestParams, drilldown.request_detail, "Drill-down, one request id."),
         _q("request_graphs", drilldown.RequestParams, drilldown.request_graphs, "Drill-down, one request id."),

@@ -242,6 +242,25 @@ def ranked_bars(
     return chart
 
 
+def stacked_ranked_bars(
+    frame: pl.DataFrame, category: str, stack: str, value: str, title: str, *, value_title: str
+) -> alt.Chart:
+    """Horizontal bars of ``value`` per ``category``, stacked by ``stack`` (a colour each), largest total first;
+    ``value`` is a count (whole-number ticks)."""
+    data = frame.select(pl.col(category).cast(pl.String), pl.col(stack).cast(pl.String), value)
+    chart: alt.Chart = (
+        alt.Chart(_data(data), title=title, height=alt.Step(28))
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{value}:Q", title=value_title, axis=alt.Axis(tickMinStep=1, format="d", titleLimit=TITLE_LIMIT)),
+            y=alt.Y(f"{category}:N", sort="-x", title=None, axis=alt.Axis(labelLimit=360)),
+            color=alt.Color(f"{stack}:N", title=stack.replace("_", " ")),
+            tooltip=[f"{category}:N", f"{stack}:N", alt.Tooltip(f"{value}:Q", title=value_title)],
+        )
+    )
+    return chart
+
+
 def latency_quantiles(evidence: pl.DataFrame) -> alt.LayerChart:
     """Canary latency: baseline and candidate quantiles, the candidate's 95 % interval as a whisker.
 

@@ -31,6 +31,7 @@ from inferensics.schema import (
 )
 from inferensics.schema.table import Event
 from tests.analytics.hosts import health_events
+from tests.analytics.kernel_events import decision_events, qualification_events
 from tests.seeding import seed
 
 if TYPE_CHECKING:
@@ -263,6 +264,8 @@ def build(now: datetime) -> SeedFacts:
         ))  # fmt: skip
     # The fleet's SDK health records (the Hosts page): its range ends at the seed's clock.
     facts.others.extend(health_events(now))
+    # The fleet's kernel-registry decisions and qualification records (the Kernels page).
+    facts.others.extend([*decision_events(now), *qualification_events(now)])
     return facts
 
 

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from inferensics.dashboard.launcher import start_dashboard, wait_until_up
-from inferensics.schema import BundleEvent, SdkHealthEvent
+from inferensics.schema import BundleEvent, KernelDecisionEvent, SdkHealthEvent
 from inferensics.schema.dsn import REPORT_DIR_ENV
 from tests.collector.service.harness import free_port
 from tests.dashboard.browser import (
@@ -231,10 +231,28 @@ def test_hosts_in_the_browser(dashboard: str, seeded: SeededService, page: Page,
     assert metric(page, "Quiet") == "2"
     alerts = page.locator('[data-testid="stAlertContentError"]')
     assert alerts.count() == 2
+    # The banner's icon can be drawn before its text (seen under load): wait for the text, then read it.
+    gone = alerts.filter(has_text="h-gone")
+    gone.first.wait_for(timeout=PAGE_TIMEOUT_MS)
     assert "`h-gone`" not in alerts.first.inner_text()  # the code marks render as code, not backticks
     assert "h-gone" in alerts.first.inner_text()
     assert not truncated_metrics(page)
     screenshot(page, tmp_path, "7-hosts")
+
+
+def test_kernels_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
+    open_page(page, dashboard, seeded, "kernels")
+    settle(page, charts=1)
+    decisions = [e for e in seeded.facts.others if isinstance(e, KernelDecisionEvent)]
+    in_range = [e for e in decisions if e.ts >= seeded.facts.now - timedelta(hours=1)]
+    assert metric(page, "Ops served") == str(len({e.op for e in in_range}))
+    assert metric(page, "Fallback decisions") == str(sum(e.fallback for e in in_range))
+    warning = page.locator('[data-testid="stAlertContentWarning"]')
+    warning.filter(has_text="illegal memory access").first.wait_for(timeout=PAGE_TIMEOUT_MS)  # text after icon
+    assert warning.count() == 1
+    assert "triton for rms_norm raised" in warning.first.inner_text()
+    assert not truncated_metrics(page)
+    screenshot(page, tmp_path, "8-kernels")
 
 
 def test_weekly_report_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
