@@ -14,8 +14,10 @@ model 7 on pool 2 three days before the end. Timestamps spread evenly over the l
 request that caused it: compiles and three cache lookups per compiling request, recompiles and guard
 failures per recompile, graph breaks per graph-break fallback, six kernel timings per sampled request
 (0.1 %), the kernel inventory of every artifact and the bundle registry, and a health record a minute from each
-serving process (one per model and pool; some go quiet, restart or are refused). Each named query then runs
-``--repeats`` times (after one warm-up) and the p50/p95 wall times are printed with the load average;
+serving process (one per model and pool; some go quiet, restart or are refused), 200 kernel-registry decisions
+a day from each process and a daily qualification of 20 shape buckets × 5 ops × 4 providers on 10 devices. Each
+named query then runs ``--repeats`` times (after one warm-up) and the p50/p95 wall times are printed with the load
+average;
 the weekly report is built and rendered once. A store already holding requests is reused, so
 ``--data-dir D --keep`` once, then ``--data-dir D`` (or ``bench_dashboard.py --data-dir D``) again.
 
@@ -313,6 +315,79 @@ def _health_records(store: Store, end: datetime, days: int) -> None:
     )
 
 
+KERNEL_OPS = ("rms_norm", "fused_add_rms_norm", "silu_mul", "rotary_embedding", "paged_decode_attention")
+SIGNATURES_A_DAY = 200
+"""Kernel-registry decisions of a serving process a day: it restarts daily and records each op signature once."""
+
+
+def _kernel_records(store: Store, end: datetime, days: int) -> None:
+    """Kernel-registry decisions and qualification records (the Kernels page): each serving process (one per model
+    and pool) records :data:`SIGNATURES_A_DAY` op signatures a day, 9 in 10 traced into one of 8 graphs; pools 8 and
+    9 are CPU pools (every decision a fallback, Triton skipped for the platform); on pool 1 model 5's Triton
+    ``rms_norm`` raised for a third of its signatures (Inductor's code served them). Each of 10 devices qualifies
+    20 shape buckets of every op for 4 providers once a day."""
+    procs = MODELS * POOLS
+    m, p = f"(number % {MODELS})", f"(intDiv(number, {MODELS}) % {POOLS})"
+    j, day = f"(intDiv(number, {procs}) % {SIGNATURES_A_DAY})", f"intDiv(number, {procs * SIGNATURES_A_DAY})"
+    op = f"[{', '.join(repr(o) for o in KERNEL_OPS)}][{j} % {len(KERNEL_OPS)} + 1]"
+    cpu, raised = f"{p} >= 8", f"({m} = 5 AND {p} = 1 AND {j} % 5 = 0 AND {j} % 3 = 0)"
+    compiled = f"{j} % 10 != 0"
+    t0 = int(end.timestamp()) - days * 86400
+    _insert(
+        store,
+        "kernel_decisions",
+        {
+            # through the day: signature j of every process at about j / SIGNATURES_A_DAY of it
+            col.TS: f"toDateTime64({t0} + {day} * 86400 + {j} * {86400 // SIGNATURES_A_DAY} + number % {procs}, 6, "
+            "'UTC')",
+            col.HOST: f"concat('host-', toString({p}), '-', toString({m}))",
+            col.MODEL: f"concat('model-', toString({m}))",
+            col.HW_POOL: f"concat('pool-', toString({p}))",
+            col.REQUEST_ID: f"if({compiled}, {request_id_sql()}, '')",
+            col.GRAPH_KEY: f"if({compiled}, concat('graph-', toString({m}), '-', toString({j} % 8)), '')",
+            col.OP: op,
+            col.PROVIDER: f"if({cpu}, if({compiled}, 'inductor', 'reference'), if({raised}, 'inductor', 'triton'))",
+            col.SIGNATURE: f"concat(if({cpu}, 'float32[', 'bfloat16['), toString(8 * (1 + intDiv({j}, 5))), "
+            "',4096]/4096,1@', if(" + cpu + ", 'cpu', 'cuda:0'))",
+            "bucket": f"concat(if({cpu}, 'float32', 'bfloat16'), '/n4096/t', toString(8 * (1 + intDiv({j}, 5))))",
+            col.SKIPPED: f"if({cpu}, ['triton: platform cpu not in [''cuda'', ''interpreter'']'], "
+            f"if({raised}, ['triton: raised RuntimeError: CUDA error: an illegal memory access was encountered'], []))",
+            col.COMPILED: compiled,
+            col.FALLBACK: f"{cpu} OR {raised}",
+        },
+        f"numbers({procs * SIGNATURES_A_DAY * days})",
+    )
+    providers = "['reference', 'inductor', 'triton', 'vendor']"
+    runs = 10 * len(KERNEL_OPS) * 20 * 4
+    d, o, b, v = (
+        "(number % 10)",
+        f"(intDiv(number, 10) % {len(KERNEL_OPS)})",
+        "(intDiv(number, 50) % 20)",
+        ("(intDiv(number, 1000) % 4)"),
+    )
+    _insert(
+        store,
+        "kernel_qualifications",
+        {
+            col.TS: f"toDateTime64({t0} + intDiv(number, {runs}) * 86400 + 3600, 6, 'UTC')",
+            col.HOST: f"concat('bench-', toString({d}))",
+            col.DEVICE_NAME: f"concat('device-', toString({d}))",
+            col.OP: f"[{', '.join(repr(o_) for o_ in KERNEL_OPS)}][{o} + 1]",
+            col.PROVIDER: f"{providers}[{v} + 1]",
+            "bucket": f"concat('bfloat16/n4096/t', toString(pow(2, {b})))",
+            col.SHAPE: f"concat('tokens=', toString(pow(2, {b})), ',hidden=4096')",
+            col.DTYPE: "'bfloat16'",
+            col.STATUS: "'measured'",
+            col.ACCURACY_PASSED: "true",
+            col.MEDIAN_US: f"(1 + {b}) * (4 - {v}) * (1 + {_u(43)} / 10)",
+            col.TRIALS: "30",
+            col.TIMING: "'cuda_graph'",
+            col.DECISION: f"if({v} = 2, 'incumbent', 'kept')",
+        },
+        f"numbers({runs * days})",
+    )
+
+
 def generate(store: Store, rows: int, end: datetime, days: int) -> float:
     """Insert ``rows`` requests in chunks, then the event tables derived from them; return seconds spent."""
     span = days * 86400 - 3600
@@ -327,6 +402,7 @@ def generate(store: Store, rows: int, end: datetime, days: int) -> float:
     t = time.perf_counter()
     _derived_tables(store)
     _health_records(store, end, days)
+    _kernel_records(store, end, days)
     print(f"  event tables derived in {time.perf_counter() - t:.0f} s", flush=True)
     return time.perf_counter() - started
 
@@ -488,6 +564,15 @@ def _time_queries(store: Store, rows: int, end: datetime, days: int, repeats: in
         ),
         "host_health 24h": ("host_health", day),
         "host_health 7d pool-3": ("host_health", {**week, "hw_pool": "pool-3"}),
+        "kernel_providers dash 1h (Kernels page default)": (
+            "kernel_providers",
+            {"start": dash_end - timedelta(hours=1), "end": dash_end},
+        ),
+        "kernel_providers 7d": ("kernel_providers", week),
+        "kernel_providers 30d model-5": ("kernel_providers", {**month, "model": "model-5"}),
+        "kernel_skips dash 1h": ("kernel_skips", {"start": dash_end - timedelta(hours=1), "end": dash_end}),
+        "kernel_skips 7d": ("kernel_skips", week),
+        "kernel_qualifications 30d": ("kernel_qualifications", month),
         "request_detail": ("request_detail", {"request_id": rid}),
         "request_graphs": ("request_graphs", {"request_id": rid}),
         "request_kernels": ("request_kernels", {"request_id": rid}),
