@@ -29,7 +29,8 @@ TROUBLE: Final[Mapping[str, str]] = {
     col.REFUSED_BACK_PRESSURE: "spans refused by back-pressure: the service is shedding load",
     col.RECORDS_DROPPED: "records dropped before export (the SDK's queues were full)",
     col.SDK_ERRORS: "errors caught by the SDK",
-    col.KERNEL_FAILURES: "kernel-registry provider failures (each took its provider out for that signature)",
+    col.KERNEL_FAILURES: "kernel-registry provider failures (each took its provider out for that signature; the "
+    "Kernels page names the provider, the op and what it raised)",
     col.KERNEL_UNPROVEN: "kernel-registry providers compiled in without the run that proves them",
 }
 """Counters whose growth in the range gets a warning, and what each says. Kernel-registry fallbacks to the
