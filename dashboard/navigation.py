@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from inferensics.dashboard._internal.filters import Filters
-from inferensics.dashboard._internal.links import BUNDLES_PATH, CANARY_PATH, HOSTS_PATH, REQUEST_PATH
+from inferensics.dashboard._internal.links import BUNDLES_PATH, CANARY_PATH, HOSTS_PATH, KERNELS_PATH, REQUEST_PATH
 from inferensics.dashboard._internal.service import QueryCall
 from inferensics.dashboard.views import overview
 
@@ -46,7 +46,7 @@ PAGES: Final[tuple[PageSpec, ...]] = (
     PageSpec("views/canary.py", "Canary comparison", CANARY_PATH, ":material/compare_arrows:", "Releases", False),
     PageSpec("views/bundles.py", "Bundles", BUNDLES_PATH, ":material/inventory_2:", "Releases", True),
     PageSpec("views/compile_health.py", "Compile & cache health", "compile", ":material/build:", "Compilation", True),
-    PageSpec("views/kernels.py", "Kernels", "kernels", ":material/memory:", "Compilation", True),
+    PageSpec("views/kernels.py", "Kernels", KERNELS_PATH, ":material/memory:", "Compilation", True),
     PageSpec("views/weekly_report.py", "Weekly report", "report", ":material/summarize:", "Compilation", False),
 )
 BY_URL: Final = {p.url_path: p for p in PAGES}

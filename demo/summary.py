@@ -19,7 +19,15 @@ import polars as pl
 
 from inferensics.analytics.storms import StormRule
 from inferensics.collector.client import ServiceClient
-from inferensics.dashboard._internal.links import canary_link, pinned_end, request_link
+from inferensics.dashboard._internal.links import (
+    END_PARAM,
+    KERNELS_PATH,
+    canary_link,
+    end_text,
+    page_link,
+    pinned_end,
+    request_link,
+)
 from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, POOL_B
 
 CANARY_MIN_REQUESTS = 100
@@ -123,7 +131,7 @@ def canary_verdict(
 def dashboard_links(record: RunRecord, dashboard_url: str, now: datetime) -> dict[str, str]:
     """The dashboard's pages that open on the run's findings, by what each shows: the canary comparison the
     summary's verdict made (:func:`canary_verdict` at ``now``: its bundles, model, pool, window and lowered
-    thresholds) and the drill-down of the first request with NaN logits."""
+    thresholds), the drill-down of the first request with NaN logits and the Kernels page over the run."""
     links: dict[str, str] = {}
     baseline, candidate = record.bundle_ids.get("baseline"), record.bundle_ids.get(CANDIDATE)
     if baseline and candidate:
@@ -138,6 +146,8 @@ def dashboard_links(record: RunRecord, dashboard_url: str, now: datetime) -> dic
     nan = drill_ids(record).get(NAN_DRILL, [])
     if nan:
         links["NaN request"] = request_link(dashboard_url, nan[0])
+    # Which kernel-registry provider served each op (on a CPU host: Inductor's code, Triton skipped, and why).
+    links["kernel providers"] = page_link(dashboard_url, KERNELS_PATH, {END_PARAM: end_text(now)})
     return links
 
 

@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 CANARY_PATH: Final = "canary"
 BUNDLES_PATH: Final = "bundles"
 HOSTS_PATH: Final = "hosts"
+KERNELS_PATH: Final = "kernels"
 BUNDLE_ID_PARAM: Final = "bundle_id"
 """The Bundles page's parameter (``/bundles?bundle_id=...``): the pushed bundle whose manifest and report it
 opens on."""

@@ -469,6 +469,34 @@ def test_the_bundles_page_shows_the_release(dashboard: str, demo_run: dict[str, 
     shoot(page, "bundles")
 
 
+def test_the_kernels_page_says_what_served_the_demos_ops(
+    dashboard: str, demo_run: dict[str, Any], demo_service: str, page: Page
+) -> None:
+    """The demo's decoder calls RMSNorm, rotary and SiLU·mul through the kernel registry: on these CPU hosts
+    Inductor's code serves them inside the compiled graphs, the Triton kernels skipped for the platform. The
+    link is the one a run with a dashboard prints."""
+    record = summary.RunRecord(
+        served=demo_run["served"],
+        bundle_ids=demo_run["bundle_ids"],
+        started=datetime.fromisoformat(demo_run["started"]),
+    )
+    link = summary.dashboard_links(record, dashboard, datetime.now(UTC))["kernel providers"]
+    end = datetime.now(UTC) + timedelta(minutes=1)
+    with ServiceClient(demo_service) as client:
+        providers = client.query("kernel_providers", start=end - timedelta(hours=1), end=end)
+        skips = client.query("kernel_skips", start=end - timedelta(hours=1), end=end)
+    assert {"rms_norm", "rotary_embedding", "silu_mul"} <= set(providers.get_column("op"))
+    assert set(skips.get_column("skipped_provider")) == {"triton"}
+    assert all(r.startswith("platform cpu not in") for r in skips.get_column("reason"))
+    page.goto(link)
+    settle(page, charts=1)
+    assert metric(page, "Ops served") == str(providers.get_column("op").n_unique())
+    assert metric(page, "Fallback decisions") == f"{int(providers.get_column('fallbacks').sum()):,}"
+    assert metric(page, "Provider failures") == "0"
+    assert truncated_metrics(page) == []
+    shoot(page, "kernels")
+
+
 def test_the_weekly_report_page_defaults_to_this_week(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
     """On main the week picker defaulted to last week though its label says the current week comes first."""
     page.goto(f"{dashboard}/report")

@@ -46,6 +46,7 @@ def test_the_links_open_the_runs_canary_comparison_and_nan_request() -> None:
             "&window=7m&min_requests=12&min_pairs=12&end=2026-11-30T18:58Z"
         ),
         "NaN request": f"{DASHBOARD}/request?request_id=req-07",
+        "kernel providers": f"{DASHBOARD}/kernels?end=2026-11-30T18:57Z",  # NOW to the minute, rounded up
     }
 
 
@@ -99,13 +100,14 @@ def test_the_summary_prints_each_link_on_its_own_line_after_the_dashboard(tmp_pa
     )  # fmt: skip
     lines = out.getvalue().splitlines()
     at = lines.index(f"dashboard: {DASHBOARD}")
-    links = lines[at + 1 : at + 3]
-    assert [line.split(": ", 1)[0] for line in links] == ["  canary comparison", "  NaN request"]
+    links = lines[at + 1 : at + 4]
+    assert [line.split(": ", 1)[0] for line in links] == ["  canary comparison", "  NaN request", "  kernel providers"]
     canary = links[0].split(": ", 1)[1]
     assert canary.startswith(f"{DASHBOARD}/canary?model={DECODER_MODEL}&")
     assert "&min_requests=12&min_pairs=12&" in canary
     assert links[1] == f"  NaN request: {DASHBOARD}/request?request_id=req-07"
-    assert lines[at + 3] == "try:"
+    assert links[2].startswith(f"  kernel providers: {DASHBOARD}/kernels?end=")
+    assert lines[at + 4] == "try:"
 
 
 def test_without_a_dashboard_no_links_are_printed(tmp_path: Path) -> None:
