@@ -9,6 +9,7 @@ a store DSN (``--dsn``). Every refusal and bad input is one line on stderr and a
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -357,12 +358,20 @@ def _kernel_evidence_of(bundle: Path, manifest: Any) -> str:
     from inferensics.bundle.load import kernel_evidence_line
     from inferensics.kernels.evidence import EvidenceError, parse_evidence
 
-    if KERNEL_EVIDENCE not in {r.name for r in manifest.resources}:
+    signed = {r.name: r.digest for r in manifest.resources}.get(KERNEL_EVIDENCE)
+    if signed is None:
         return kernel_evidence_line(manifest, None)
     try:
-        doc = parse_evidence(_bundle_file(bundle, KERNEL_EVIDENCE), KERNEL_EVIDENCE)
+        data = _bundle_file(bundle, KERNEL_EVIDENCE)
     except (OSError, KeyError, tarfile.TarError):
         return f"kernel evidence: no readable {KERNEL_EVIDENCE} in the bundle"
+    if hashlib.sha256(data).hexdigest() != signed:  # show reads unverified: say what verify would refuse
+        return (
+            f"kernel evidence: {KERNEL_EVIDENCE} is not the file the manifest signed (its sha256 differs): verify "
+            "and a load refuse the bundle; restore the file or rebuild the bundle"
+        )
+    try:
+        doc = parse_evidence(data, KERNEL_EVIDENCE)
     except EvidenceError as exc:
         return f"kernel evidence: {exc}: a load refuses the bundle"
     return kernel_evidence_line(manifest, doc)

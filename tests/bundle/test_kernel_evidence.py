@@ -257,6 +257,27 @@ def test_verify_and_show_say_what_evidence_the_bundle_carries_and_whether_a_load
     assert "Traceback" not in result.output
 
 
+def test_show_says_when_the_evidence_file_is_not_the_one_the_manifest_signed(
+    carried: b.BuildResult, keys: Keys, tmp_path: Path
+) -> None:
+    # Before: show read the swapped file as the bundle's evidence ("a load here follows its priorities"), though
+    # verify and every load refuse the bundle.
+    copy = tmp_path / "swapped"
+    shutil.copytree(carried.directory, copy)
+    (copy / KERNEL_EVIDENCE).write_text(json.dumps(measured_elsewhere(copy / KERNEL_EVIDENCE)))  # not signed again
+    line = (
+        f"kernel evidence: {KERNEL_EVIDENCE} is not the file the manifest signed (its sha256 differs): verify and a "
+        "load refuse the bundle; restore the file or rebuild the bundle"
+    )
+    for bundle in (copy, b.pack(copy, tmp_path / "swapped.tar")):
+        shown = CliRunner().invoke(app, ["bundle", "show", str(bundle)])
+        assert shown.exit_code == 0, shown.output
+        assert f"\n  {line}\n" in shown.output
+    verified = CliRunner().invoke(app, ["bundle", "verify", str(copy), "--keyring", str(keys.public)])
+    assert verified.exit_code == 2
+    assert KERNEL_EVIDENCE in verified.output
+
+
 def test_a_load_applies_the_evidence_bytes_it_verified_reading_the_file_once(
     carried: b.BuildResult, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
