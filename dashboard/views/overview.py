@@ -19,11 +19,12 @@ from inferensics.dashboard._internal.filters import (
     request_filters,
     time_format,
 )
-from inferensics.dashboard._internal.links import HOSTS_PATH
+from inferensics.dashboard._internal.links import HOSTS_PATH, KERNELS_PATH
 from inferensics.dashboard._internal.service import QueryCall, fetch_queries, service_errors
 from inferensics.dashboard._internal.storm_rule import current_storm_rule, floor_inputs, storm_rule
 from inferensics.dashboard._internal.tables import count, duration_ms, percent, ratio, show_table, total
 from inferensics.dashboard.views.hosts import ago, health_params, process_name
+from inferensics.dashboard.views.kernels import failures, kernel_params
 from inferensics.schema import columns as col
 
 SLICE = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
@@ -127,6 +128,23 @@ def quiet_hosts_alert(hosts: pl.DataFrame) -> int:
     return quiet.height
 
 
+def provider_failure_alert(skips: pl.DataFrame) -> int:
+    """One alert naming the kernel-registry providers that raised (each taken out for that op signature, the
+    call served by the next provider; the Kernels page has the details); returns how many raised."""
+    raised = failures(skips)
+    if raised:
+        names = ", ".join(
+            f"{r['skipped_provider']} for `{r[col.OP]}` ({', '.join(r['models']) or 'no model'})" for r in raised[:5]
+        )
+        more = f" and {len(raised) - 5} more" if len(raised) > 5 else ""
+        st.warning(
+            f"**Kernel provider failures** · {len(raised):,} kernel provider(s) raised and were taken out for the "
+            f"signatures they failed on: {names}{more}. See the [Kernels page]({KERNELS_PATH}).",
+            icon=":material/memory:",
+        )
+    return len(raised)
+
+
 def spike_alerts(spikes: pl.DataFrame, kind: spikes.SpikeKind, window: timedelta, icon: str) -> int:
     """One alert per spike window; returns how many."""
     for row in spikes.iter_rows(named=True):
@@ -165,6 +183,7 @@ def highlight_section(
     unit: str,
     *,
     hosts: pl.DataFrame,
+    skips: pl.DataFrame,
     rule: StormRule,
 ) -> None:
     """Non-finite outputs, hosts gone quiet, storms and slow compiles (found with the storm ``rule``), error
@@ -173,13 +192,14 @@ def highlight_section(
     window = spikes.WINDOWS[unit]
     errors = spikes.find_spikes(series, spikes.ERRORS, window)
     fallbacks = spikes.find_spikes(series, spikes.FALLBACKS, window)
-    found = nonfinite_alert(notable) + quiet_hosts_alert(hosts) + storm_alerts(storms, rule) + slow_compile_alerts(slow)
+    found = nonfinite_alert(notable) + quiet_hosts_alert(hosts) + provider_failure_alert(skips)
+    found += storm_alerts(storms, rule) + slow_compile_alerts(slow)
     found += spike_alerts(errors, spikes.ERRORS, window, ":material/local_fire_department:")
     found += spike_alerts(fallbacks, spikes.FALLBACKS, window, ":material/slow_motion_video:")
     if not found:
         st.success(
-            "No non-finite outputs, hosts gone quiet, recompile storms, slow compiles, error spikes or fallback "
-            "spikes in this range.",
+            "No non-finite outputs, hosts gone quiet, kernel provider failures, recompile storms, slow compiles, "
+            "error spikes or fallback spikes in this range.",
             icon=":material/check_circle:",
         )
     with st.expander("How highlights are found"):
@@ -189,6 +209,9 @@ def highlight_section(
             "**Hosts gone quiet:** serving processes whose host SDK sent no health record for "
             f"{ago(HostHealthParams.model_fields['quiet_after_s'].default)} (analytics `host_health`; the Hosts "
             "page sets its own threshold).\n\n"
+            "**Kernel provider failures:** kernel-registry providers that raised for an op signature; each was "
+            "taken out for that signature and the next provider served the call (analytics `kernel_skips`; the "
+            "Kernels page).\n\n"
             "**Recompile storm** (analytics `recompile_storms` with the session's storm rule, which the Weekly "
             "report page applies too; a small fleet or a short demo lowers its floors below): an hour of one model "
             "and pool with recompiles, inside requests or not (warm-up, imported TORCH_TRACE logs). "
@@ -302,6 +325,7 @@ def page_queries(filters: Filters) -> dict[str, QueryCall]:
         "notable": (queries.NOTABLE_REQUESTS, params),
         "reasons": (queries.FALLBACK_REASONS, params),
         "hosts": (queries.HOST_HEALTH, health_params(filters)),
+        "skips": (queries.KERNEL_SKIPS, kernel_params(filters)),
     }
 
 
@@ -322,6 +346,7 @@ def render() -> None:
             answers["series"],
             unit,
             hosts=answers["hosts"],
+            skips=answers["skips"],
             rule=current_storm_rule(),
         )
         trend_section(answers["series"], unit)

@@ -27,7 +27,17 @@ from inferensics.schema.events import FP_COMPARABLE
 from tests.dashboard.apptest import assert_clean, metric, open_page, texts
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.expected import spikes, storm_hours
-from tests.dashboard.seed import BATCH, CANDIDATE, GB_ID, MISTRAL, POOL_A, POOL_B, STORM_PATTERN, STORM_RECOMPILES
+from tests.dashboard.seed import (
+    BATCH,
+    CANDIDATE,
+    GB_ID,
+    LLAMA,
+    MISTRAL,
+    POOL_A,
+    POOL_B,
+    STORM_PATTERN,
+    STORM_RECOMPILES,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -249,3 +259,17 @@ def test_hosts_gone_quiet_are_a_highlight(seeded: SeededService) -> None:
     at = open_page(seeded, **{MODEL_KEY: MISTRAL})  # neither quiet process serves it
     assert_clean(at)
     assert not [e.value for e in at.error if "Hosts gone quiet" in e.value]
+
+
+def test_kernel_provider_failures_are_a_highlight(seeded: SeededService) -> None:
+    at = open_page(seeded)
+    assert_clean(at)
+    # The seed's decisions (tests/analytics/kernel_events.py): the Triton rms_norm raised on one llama-8b host.
+    (failure,) = [w.value for w in at.warning if w.value.startswith("**Kernel provider failures**")]
+    assert failure == (
+        "**Kernel provider failures** · 1 kernel provider(s) raised and were taken out for the signatures they failed "
+        f"on: triton for `rms_norm` ({LLAMA}). See the [Kernels page](kernels)."
+    )
+    at = open_page(seeded, **{MODEL_KEY: MISTRAL})  # its host falls back by design, nothing raised
+    assert_clean(at)
+    assert not [w.value for w in at.warning if w.value.startswith("**Kernel provider failures**")]
