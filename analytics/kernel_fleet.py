@@ -125,23 +125,20 @@ def kernel_qualifications(client: QueryClient, params: SliceParams) -> pl.DataFr
     where = slice_where(params, QUALIFICATIONS, what="kernel qualification records")
     check_filter_values(client, params, (QUALIFICATIONS,))
     keys = ", ".join(QUALIFICATION_KEYS)
+    text = {*QUALIFICATION_KEYS, col.STATUS, col.DECISION, col.TIMING, col.HOST}  # LowCardinality: plain strings
+    stored = ", ".join(f"toString({c}) AS {c}" if c in text else c for c in QUALIFICATION_COLUMNS if c != "vs_best")
     sql = (
-        f"SELECT {', '.join(f'toString({k}) AS {k}' for k in QUALIFICATION_KEYS)}, "
-        + ", ".join(
-            f"{'toString' if c in (col.STATUS, col.DECISION, col.TIMING, col.HOST) else ''}({c}) AS {c}"
-            for c in QUALIFICATION_COLUMNS[len(QUALIFICATION_KEYS) :]
-            if c != "vs_best"
-        )
-        + f" FROM {client.database}.{QUALIFICATIONS} WHERE {where.sql} "
+        f"SELECT {stored} FROM {client.database}.{QUALIFICATIONS} WHERE {where.sql} "
         f"ORDER BY {col.TS} DESC LIMIT 1 BY {keys}"
     )
     frame = client.query_frame(sql, where.params)
     measured = pl.col(col.STATUS) == "measured"
+    timed = measured & (pl.col(col.MEDIAN_US) > 0)
     group = [col.DEVICE_NAME, col.OP, SHAPE_BUCKET, col.DTYPE]
-    best = pl.col(col.MEDIAN_US).filter(measured & (pl.col(col.MEDIAN_US) > 0)).min().over(group)
+    best = pl.col(col.MEDIAN_US).filter(timed).min().over(group)
     return (
         frame.with_columns(
-            pl.when(measured & (pl.col(col.MEDIAN_US) > 0)).then(pl.col(col.MEDIAN_US) / best).alias("vs_best"),
+            pl.when(timed).then(pl.col(col.MEDIAN_US) / best).alias("vs_best"),
             pl.col(col.TS).dt.cast_time_unit("us").dt.convert_time_zone("UTC"),
             *(pl.when(measured).then(pl.col(c)).alias(c) for c in TIMES),
         )

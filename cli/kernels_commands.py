@@ -290,11 +290,11 @@ def qualify(  # noqa: PLR0917 (typer options)
     token: TokenOption = None,
 ) -> None:
     """Measure every provider per shape bucket here, gate on accuracy, promote only on evidence."""
+    dsn = dsn_from(ctx, dsn, data_dir)  # refused before torch is imported
     import torch
 
     from inferensics import kernels
 
-    dsn = dsn_from(ctx, dsn, data_dir)
     reg = kernels.registry()
     known = sorted(reg.ops)
     for name in op or []:

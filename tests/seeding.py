@@ -8,7 +8,10 @@ event kind in one insert, blobs through the store's blob API.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inferensics.schema.table import Event
@@ -17,6 +20,21 @@ if TYPE_CHECKING:
     import polars as pl
 
     from inferensics.schema.store import Store
+
+
+@contextmanager
+def scratch_store(chdb_dir: Path, prefix: str = "t") -> Iterator[Store]:
+    """A migrated store in a new database (``<prefix>_<random>``) of the session's chDB directory, dropped and
+    closed afterwards."""
+    from inferensics.schema.store import Store
+
+    store = Store.open(f"chdb://{chdb_dir}?database={prefix}_{uuid.uuid4().hex[:12]}")
+    store.migrate()
+    try:
+        yield store
+    finally:
+        store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
+        store.close()
 
 
 def stop_ttl(store: Store) -> None:

@@ -34,6 +34,9 @@ MODEL_KEY: Final = "filter.model"
 POOL_KEY: Final = "filter.hw_pool"
 TRAFFIC_KEY: Final = "filter.traffic_class"
 BUNDLE_KEY: Final = "filter.bundle_id"
+PROCESS_LEVEL: Final = ("traffic_class", "bundle")
+"""Filters that records of a serving process rather than of a request (SDK health, kernel-registry decisions) carry
+no column for: pages over them leave these out and say so."""
 NOW_KEY: Final = "filter.now"
 """Session State key that pins "now" (tests pin it to their data)."""
 
@@ -46,9 +49,15 @@ class Filters(SliceParams):
         """The dimension filters that are set, by the analytics parameter names."""
         return self.active()
 
-    def params(self) -> dict[str, object]:
-        """The parameters of a slice query: range and set filters."""
-        return {"start": self.start, "end": self.end, **self.dimensions()}
+    def params(self, *, without: Sequence[str] = ()) -> dict[str, object]:
+        """The parameters of a slice query: range and set filters, less the filters named in ``without`` (those
+        the queried events carry no column for, e.g. :data:`PROCESS_LEVEL`)."""
+        dims = {k: v for k, v in self.dimensions().items() if k not in without}
+        return {"start": self.start, "end": self.end, **dims}
+
+    def any_set(self, names: Sequence[str]) -> bool:
+        """Whether any of the filters ``names`` is set."""
+        return any(getattr(self, name) is not None for name in names)
 
     def without_dimensions(self) -> Filters:
         """The same time range with every dimension filter cleared."""

@@ -8,7 +8,14 @@ import streamlit as st
 from inferensics.analytics.cache import not_priced, unpriced_misses
 from inferensics.analytics.reasons import PATTERN_NOTE
 from inferensics.dashboard._internal import charts, queries
-from inferensics.dashboard._internal.filters import Filters, bucket_unit, current_filters, describe, time_format
+from inferensics.dashboard._internal.filters import (
+    PROCESS_LEVEL,
+    Filters,
+    bucket_unit,
+    current_filters,
+    describe,
+    time_format,
+)
 from inferensics.dashboard._internal.service import section_query, service_errors
 from inferensics.dashboard._internal.tables import MISSING, count, percent, ratio, show_table, total
 from inferensics.schema import columns as col
@@ -18,11 +25,7 @@ def compile_params(filters: Filters, *, bundle: bool = True) -> dict[str, object
     """The slice parameters without traffic class, which compile-side events do not carry; with ``bundle``
     false also without the bundle (recompiles, graph breaks and guard failures carry none: the service
     rejects the filter)."""
-    params = filters.params()
-    params.pop("traffic_class", None)
-    if not bundle:
-        params.pop("bundle", None)
-    return params
+    return filters.params(without=("traffic_class",) if bundle else PROCESS_LEVEL)
 
 
 RECOMPILES_EVERYWHERE = (

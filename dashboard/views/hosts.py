@@ -15,14 +15,12 @@ import streamlit as st
 from inferensics.analytics.host_health import COUNTERS, IN_RANGE, KEYS, HostHealthParams
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import queries
-from inferensics.dashboard._internal.filters import Filters, current_filters, describe
+from inferensics.dashboard._internal.filters import PROCESS_LEVEL, current_filters, describe
 from inferensics.dashboard._internal.service import section_query, service_errors
 from inferensics.dashboard._internal.tables import count, show_table
 from inferensics.schema import columns as col
 
 QUIET_KEY: Final = "hosts.quiet_after_s"
-NOT_CARRIED: Final = ("traffic_class", "bundle")
-"""Slice filters health records carry no column for."""
 TROUBLE: Final[Mapping[str, str]] = {
     col.REFUSED_AUTH: f"spans refused for the token: check the token (`${TOKEN_ENV}`) against the service's tokens",
     col.REFUSED_DOWN: f"spans not delivered, service unreachable: check `${SERVICE_URL_ENV}` and the service",
@@ -114,14 +112,6 @@ def headline(health: pl.DataFrame) -> None:
     cells[5].metric("With problems", count(sum(bool(problems(r)) for r in health.iter_rows(named=True))))
 
 
-def health_params(filters: Filters) -> dict[str, object]:
-    """The slice parameters health records can answer: range, model, pool."""
-    params = filters.params()
-    for name in NOT_CARRIED:
-        params.pop(name, None)
-    return params
-
-
 def render() -> None:
     """Draw the page."""
     st.title("Hosts")
@@ -130,7 +120,7 @@ def render() -> None:
         describe(filters) + " · each serving process reports its SDK's health every `health_interval_s` (60 s by "
         "default); counters `…_in_range` grew in the range, the others count since the process started"
     )
-    if any(getattr(filters, name) is not None for name in NOT_CARRIED):
+    if filters.any_set(PROCESS_LEVEL):
         st.caption("Health records carry no traffic class or bundle: those filters are not applied here.")
     default = HostHealthParams.model_fields["quiet_after_s"].default
     quiet_after_s = st.number_input(
@@ -139,7 +129,7 @@ def render() -> None:
     )  # fmt: skip
     with service_errors():
         health = section_query(
-            queries.HOST_HEALTH, "host health", quiet_after_s=quiet_after_s, **health_params(filters)
+            queries.HOST_HEALTH, "host health", quiet_after_s=quiet_after_s, **filters.params(without=PROCESS_LEVEL)
         )
         if health is None:
             return

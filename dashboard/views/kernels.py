@@ -15,14 +15,12 @@ import polars as pl
 import streamlit as st
 
 from inferensics.dashboard._internal import charts, queries
-from inferensics.dashboard._internal.filters import Filters, current_filters, describe
+from inferensics.dashboard._internal.filters import PROCESS_LEVEL, Filters, current_filters, describe
 from inferensics.dashboard._internal.links import REQUEST_ID_PARAM, REQUEST_PATH
 from inferensics.dashboard._internal.service import section_query, service_errors
 from inferensics.dashboard._internal.tables import count, show_table, total
 from inferensics.schema import columns as col
 
-NOT_CARRIED: Final = ("traffic_class", "bundle")
-"""Slice filters kernel-registry decisions carry no column for."""
 RAISED: Final = "raised "
 """How a skip reason of a provider that raised begins (``inferensics.kernels.op``)."""
 FALLBACK_HELP: Final = (
@@ -39,14 +37,6 @@ QUALIFICATION_HINT: Final = (
 )
 
 
-def kernel_params(filters: Filters) -> dict[str, object]:
-    """The slice parameters decisions can answer: range, model, pool."""
-    params = filters.params()
-    for name in NOT_CARRIED:
-        params.pop(name, None)
-    return params
-
-
 def with_links(providers: pl.DataFrame) -> pl.DataFrame:
     """``drill_down``: the drill-down of a request whose compile made such a decision (null when none did)."""
     link = pl.when(pl.col("example_request") != "").then(
@@ -60,14 +50,14 @@ def failures(skips: pl.DataFrame) -> list[Mapping[str, Any]]:
     return list(skips.filter(pl.col("reason").str.starts_with(RAISED)).iter_rows(named=True))
 
 
-def headline(providers: pl.DataFrame, skips: pl.DataFrame) -> None:
+def headline(providers: pl.DataFrame, raised: list[Mapping[str, Any]]) -> None:
     """Ops served, providers serving, signatures, fallback decisions and provider failures."""
     cells = st.columns(5)
     cells[0].metric("Ops served", count(providers.get_column(col.OP).n_unique()))
     cells[1].metric("Providers serving", count(providers.get_column(col.PROVIDER).n_unique()))
     cells[2].metric("Signatures", count(total(providers, "signatures")))
     cells[3].metric("Fallback decisions", count(total(providers, "fallbacks")), help=FALLBACK_HELP)
-    cells[4].metric("Provider failures", count(sum(int(r["decisions"]) for r in failures(skips))))
+    cells[4].metric("Provider failures", count(sum(int(r["decisions"]) for r in raised)))
 
 
 def decisions_chart(providers: pl.DataFrame) -> alt.Chart:
@@ -79,9 +69,9 @@ def decisions_chart(providers: pl.DataFrame) -> alt.Chart:
     )  # fmt: skip
 
 
-def alerts(skips: pl.DataFrame) -> None:
+def alerts(raised: list[Mapping[str, Any]]) -> None:
     """A warning per op and provider that raised, with what it raised."""
-    for row in failures(skips):
+    for row in raised:
         st.warning(
             f"**{row['skipped_provider']}** for `{row[col.OP]}` raised and was taken out for that signature "
             f"({row['decisions']:,} decision{'s' if row['decisions'] != 1 else ''} skipped it; "
@@ -125,10 +115,10 @@ def render() -> None:
         describe(filters) + " · which kernel-registry provider served each op signature, compiled or eager, and "
         "why the providers before it were skipped; a host records each signature once per process"
     )
-    if any(getattr(filters, name) is not None for name in NOT_CARRIED):
+    if filters.any_set(PROCESS_LEVEL):
         st.caption("Kernel decisions carry no traffic class or bundle: those filters are not applied here.")
     with service_errors():
-        params = kernel_params(filters)
+        params = filters.params(without=PROCESS_LEVEL)
         providers = section_query(queries.KERNEL_PROVIDERS, "kernel providers", **params)
         skips = section_query(queries.KERNEL_SKIPS, "skipped providers", **params)
         if providers is not None and skips is not None:
@@ -139,8 +129,9 @@ def render() -> None:
                     icon=":material/info:",
                 )
             else:
-                headline(providers, skips)
-                alerts(skips)
+                raised = failures(skips)
+                headline(providers, raised)
+                alerts(raised)
                 charts.draw(st, decisions_chart(providers))
                 st.subheader("Providers serving each op")
                 show_table(

@@ -12,6 +12,7 @@ from inferensics.analytics.host_health import HostHealthParams
 from inferensics.analytics.storms import StormRule
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import (
+    PROCESS_LEVEL,
     Filters,
     bucket_unit,
     current_filters,
@@ -23,8 +24,8 @@ from inferensics.dashboard._internal.links import HOSTS_PATH, KERNELS_PATH
 from inferensics.dashboard._internal.service import QueryCall, fetch_queries, service_errors
 from inferensics.dashboard._internal.storm_rule import current_storm_rule, floor_inputs, storm_rule
 from inferensics.dashboard._internal.tables import count, duration_ms, percent, ratio, show_table, total
-from inferensics.dashboard.views.hosts import ago, health_params, process_name
-from inferensics.dashboard.views.kernels import failures, kernel_params
+from inferensics.dashboard.views.hosts import ago, process_name
+from inferensics.dashboard.views.kernels import failures
 from inferensics.schema import columns as col
 
 SLICE = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
@@ -324,8 +325,8 @@ def page_queries(filters: Filters) -> dict[str, QueryCall]:
         "slow": (queries.SLOW_COMPILES, storm_params),
         "notable": (queries.NOTABLE_REQUESTS, params),
         "reasons": (queries.FALLBACK_REASONS, params),
-        "hosts": (queries.HOST_HEALTH, health_params(filters)),
-        "skips": (queries.KERNEL_SKIPS, kernel_params(filters)),
+        "hosts": (queries.HOST_HEALTH, filters.params(without=PROCESS_LEVEL)),
+        "skips": (queries.KERNEL_SKIPS, filters.params(without=PROCESS_LEVEL)),
     }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 
 from inferensics.schema.store import Store
 from tests.analytics.fleet import Fleet, load_fleet, make_fleet
+from tests.seeding import scratch_store
 
 
 @pytest.fixture(scope="session")
@@ -21,11 +21,6 @@ def fleet() -> Fleet:
 @pytest.fixture(scope="session")
 def fleet_store(chdb_dir: Path, fleet: Fleet) -> Iterator[Store]:
     """A migrated store holding the fleet, shared by the read-only tests of the session."""
-    store = Store.open(f"chdb://{chdb_dir}?database=fleet_{uuid.uuid4().hex[:8]}")
-    store.migrate()
-    load_fleet(store, fleet)
-    try:
+    with scratch_store(chdb_dir, "fleet") as store:
+        load_fleet(store, fleet)
         yield store
-    finally:
-        store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
-        store.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +27,7 @@ from tests.analytics.hosts import (
     RETIRED,
     health_events,
 )
+from tests.seeding import scratch_store
 
 NOW = datetime.now(UTC).replace(second=0, microsecond=0)
 """The range end: recent, as the table keeps 30 days (a fixed date would expire)."""
@@ -37,14 +37,9 @@ HOUR = HostHealthParams(start=NOW - RANGE, end=NOW)
 @pytest.fixture(scope="module")
 def health_store(chdb_dir: Path) -> Iterator[Store]:
     """A migrated store holding the health records, read by every test of the module."""
-    store = Store.open(f"chdb://{chdb_dir}?database=hosts_{uuid.uuid4().hex[:8]}")
-    store.migrate()
-    store.insert_events(health_events(NOW))
-    try:
+    with scratch_store(chdb_dir, "hosts") as store:
+        store.insert_events(health_events(NOW))
         yield store
-    finally:
-        store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
-        store.close()
 
 
 def _rows(frame: pl.DataFrame) -> dict[tuple[str, str, str], dict[str, Any]]:

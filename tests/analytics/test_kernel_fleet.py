@@ -3,11 +3,12 @@ qualification records of a small fleet in a real embedded store (:mod:`tests.ana
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import polars as pl
 import pytest
 
 from inferensics.analytics import LocalRunner, UnknownFilterValue, UnsupportedFilter
@@ -34,6 +35,7 @@ from tests.analytics.kernel_events import (
     decision_events,
     qualification_events,
 )
+from tests.seeding import scratch_store
 
 NOW = datetime.now(UTC).replace(second=0, microsecond=0)
 HOUR = SliceParams(start=NOW - timedelta(hours=1), end=NOW)
@@ -42,15 +44,14 @@ HOUR = SliceParams(start=NOW - timedelta(hours=1), end=NOW)
 @pytest.fixture(scope="module")
 def kernel_store(chdb_dir: Path) -> Iterator[Store]:
     """A migrated store holding the decisions and qualification records, read by every test of the module."""
-    store = Store.open(f"chdb://{chdb_dir}?database=kernels_{uuid.uuid4().hex[:8]}")
-    store.migrate()
-    store.insert_events(decision_events(NOW))
-    store.insert_events(qualification_events(NOW))
-    try:
+    with scratch_store(chdb_dir, "kernels") as store:
+        store.insert_events(decision_events(NOW))
+        store.insert_events(qualification_events(NOW))
         yield store
-    finally:
-        store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
-        store.close()
+
+
+def _rows(frame: pl.DataFrame, *fields: str) -> list[tuple[Any, ...]]:
+    return [tuple(r[f] for f in fields) for r in frame.iter_rows(named=True)]
 
 
 def test_one_row_per_model_pool_op_provider_and_compiled_fallbacks_first(kernel_store: Store) -> None:
@@ -82,8 +83,7 @@ def test_one_row_per_model_pool_op_provider_and_compiled_fallbacks_first(kernel_
 def test_skips_split_provider_and_reason(kernel_store: Store) -> None:
     frame = kernel_skips(kernel_store, HOUR)
     assert frame.columns == list(SKIP_COLUMNS)
-    fields = ("op", "skipped_provider", "reason", "decisions", "chosen")
-    rows = [tuple(r[f] for f in fields) for r in frame.iter_rows(named=True)]
+    rows = _rows(frame, "op", "skipped_provider", "reason", "decisions", "chosen")
     assert rows == [
         ("rms_norm", "triton", RAISED, 1, ["inductor"]),
         ("rotary_embedding", "triton", ON_CPU, 1, ["reference"]),
@@ -107,8 +107,7 @@ def test_the_slice_filters_that_decisions_carry_apply_and_the_others_are_refused
 def test_the_newest_record_per_provider_with_its_ratio_to_the_fastest(kernel_store: Store) -> None:
     frame = kernel_qualifications(kernel_store, HOUR)
     assert frame.columns == list(QUALIFICATION_COLUMNS)
-    fields = ("device_name", "provider", "status", "median_us", "vs_best")
-    rows = [tuple(r[f] for f in fields) for r in frame.iter_rows(named=True)]
+    rows = _rows(frame, "device_name", "provider", "status", "median_us", "vs_best")
     assert rows == [
         ("NVIDIA H200 (sm_90)", "inductor", "measured", 2.4, 1.0),
         ("NVIDIA H200 (sm_90)", "triton", "measured", 3.0, pytest.approx(1.25)),  # the newer run, not 9 us
