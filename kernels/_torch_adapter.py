@@ -82,6 +82,12 @@ def hint(value: Any) -> Any:
         return None
 
 
+def symbolic(value: Any) -> bool:
+    """Whether a size is a symbol of the compile in progress (a dynamic dimension), not a fixed number (plain
+    ``isinstance``, so Dynamo can trace the question without specialising the size)."""
+    return isinstance(value, torch.SymInt)
+
+
 @contextlib.contextmanager
 def outside_tracing() -> Iterator[None]:
     """Run real tensor code in the middle of a trace: the fake, proxy and functionalization modes of the

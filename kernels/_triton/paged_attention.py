@@ -16,6 +16,11 @@ same code, at the same speed.
 The split count comes from the block table's width (an upper bound of the context, known without a device
 sync) and the multiprocessor count; launch configurations come from a table measured on an H200 by
 ``benchmarks/bench_kernels.py --sweep`` (other GPUs fall back to Triton's autotuner).
+
+Under ``torch.compile`` a call with fixed sizes is traced in (a ``triton_op``: Inductor launches the kernel from its
+own code). Where the compile leaves the batch or the block table's width symbolic, the graph calls the kernel as an
+opaque op that reads the sizes and picks the plan when it runs: tracing it in would pin the graph to one batch
+and width, a recompile for each (Dynamo stops recompiling after ``recompile_limit`` and runs the frame eagerly).
 """
 
 # Triton's convention: compile-time constants are UPPER_CASE parameters, and kernels take many arguments;
@@ -32,10 +37,10 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.library import custom_op, triton_op, wrap_triton
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from inferensics.kernels._torch_adapter import tracing
+from inferensics.kernels._torch_adapter import symbolic, tracing
 from inferensics.kernels._triton.counters import COUNTERS
 from inferensics.kernels._triton.device_facts import cuda_index, device_facts, sm_count
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
@@ -321,9 +326,9 @@ def _launch(
     plan: Plan | None,
 ) -> torch.Tensor:
     """Run the kernel under ``plan`` (``None``: Triton's autotuner picks the step and warps)."""
-    # The split plan (how many splits, how long) and the constexprs follow from these sizes: a compile under
-    # dynamic shapes specialises on them (int() of a symbolic size is a guard), so a graph never runs another
-    # size's plan.
+    # The split plan (how many splits, how long) and the constexprs follow from these sizes: traced into a graph
+    # (paged_decode_attention_traced), it specialises on them (int() of a symbolic size is a guard), so a graph
+    # never runs another size's plan; paged_decode_attention_triton calls the opaque op where batch or width vary.
     batch, n_heads, head_dim = (int(v) for v in q.shape)
     kv_heads, page = int(k_cache.shape[2]), int(k_cache.shape[1])
     group = n_heads // kv_heads
@@ -399,7 +404,54 @@ def run_with_plan(
     return _launch(q, k_cache, v_cache, block_table, seq_lens, scale, plan)
 
 
+def _serve(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    batch, kv_heads = int(q.shape[0]), int(k_cache.shape[2])  # guards when traced: see _launch
+    max_tokens = int(block_table.shape[1]) * int(k_cache.shape[1])
+    plan, measured = choose_plan(q.device, batch, kv_heads, max_tokens)
+    use = plan if measured or fixed_config() else None
+    return _launch(q, k_cache, v_cache, block_table, seq_lens, scale, use)
+
+
 @triton_op("inferensics::paged_decode_attention_triton", mutates_args=())
+def paged_decode_attention_traced(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """The kernel as Inductor sees it: traced into the graph, which launches it itself (fixed sizes only: the
+    trace specialises on the plan's sizes)."""
+    return _serve(q, k_cache, v_cache, block_table, seq_lens, scale)
+
+
+@custom_op("inferensics::paged_decode_attention_runtime", mutates_args=())
+def paged_decode_attention_runtime(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """The kernel as an opaque call in the graph: sizes and plan are read when it runs, so one graph serves every
+    batch size and table width."""
+    return _serve(q, k_cache, v_cache, block_table, seq_lens, scale)
+
+
+@paged_decode_attention_runtime.register_fake
+def _runtime_fake(q: torch.Tensor, *_: Any) -> torch.Tensor:
+    return q.new_empty(q.shape)
+
+
 def paged_decode_attention_triton(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -408,9 +460,15 @@ def paged_decode_attention_triton(
     seq_lens: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    """Decode attention of ``q`` (``B × Hq × D``) over paged caches (``pages × page × Hkv × D``)."""
-    batch, kv_heads = int(q.shape[0]), int(k_cache.shape[2])  # guards under dynamic shapes: see _launch
-    max_tokens = int(block_table.shape[1]) * int(k_cache.shape[1])
-    plan, measured = choose_plan(q.device, batch, kv_heads, max_tokens)
-    use = plan if measured or fixed_config() else None
-    return _launch(q, k_cache, v_cache, block_table, seq_lens, scale, use)
+    """Decode attention of ``q`` (``B × Hq × D``) over paged caches (``pages × page × Hkv × D``).
+
+    Eager, and in a graph compiled for fixed sizes, the kernel is traced in. Where a compile leaves the batch or
+    the block table's width symbolic (dynamic shapes: decode batches and contexts vary), tracing it in would
+    specialise the graph on both (the split plan follows from them), one recompile per size; the graph calls it
+    opaquely instead, and the plan is chosen per call as in eager.
+    """
+    call = paged_decode_attention_traced
+    if symbolic(q.shape[0]) or symbolic(block_table.shape[1]):
+        call = paged_decode_attention_runtime
+    out: torch.Tensor = call(q, k_cache, v_cache, block_table, seq_lens, scale)
+    return out

@@ -5,9 +5,13 @@ Found on an H100 (torch 2.11): a bundle build that compiled the registry MLP at 
 non-nested SymInt`` inside the compile. The row bucket only picks a tuning, so a symbolic count takes its hint's
 bucket without a guard; the columns size the kernel's blocks, so a compile specialises on them.
 
+Paged attention's split plan follows from the batch and the block table's width, so with either symbolic the graph
+calls the kernel opaquely (one graph for every decode batch and context, not one per size).
+
 In CI the tables' lookups run against a real ``ShapeEnv`` (the tables apply on sm_90 only, so ``is_sm90`` is
-patched: no GPU here); the compiled path itself runs where there is a GPU (Triton's interpreter cannot run inside a
-compiled graph).
+patched: no GPU here), and the opaque attention op runs in a compiled graph through Triton's interpreter (called from
+Inductor's CPU code); the registry's compiled paths run where there is a GPU (a traced-in Triton kernel cannot run
+in the interpreter).
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ def _shape(op: str, size: int) -> dict[str, int]:
     if op == "rotary_embedding":
         return {"tokens": size, "heads": 8, "head_dim": 128}
     if op == "paged_decode_attention":
-        return {"batch": size, "context": 300, "q_heads": 8, "kv_heads": 2, "head_dim": 128, "page": 16}
+        return {"batch": size, "context": 100 * size, "q_heads": 8, "kv_heads": 2, "head_dim": 128, "page": 16}
     return {"tokens": size, "hidden": 1024}
 
 
@@ -72,31 +76,88 @@ def _served(op: str) -> Callable[..., Any]:
     return serve
 
 
-def _compiled_decisions(op: str, sizes: tuple[int, ...]) -> list[Any]:
+def _compiled_decisions(op: str, sizes: tuple[int, ...]) -> tuple[list[Any], list[int]]:
     """Serve ``op`` compiled with ``dynamic=True`` at each size on CUDA (each output checked against the op run
-    eagerly); the compiled decisions the registry recorded meanwhile."""
+    eagerly); the compiled decisions the registry recorded meanwhile, and the frames compiled after each size."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
     device = torch.device("cuda")
     semantic = kernels.registry().op(op)
     before = len(semantic.log.snapshot())
-    compiled = torch.compile(_served(op), backend="inductor", dynamic=True)
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(_served(op), backend=counter, dynamic=True)
+    compiles = []
     for size in sizes:
         args = make_args(op, _shape(op, size), torch.bfloat16, device, seed=size)
         torch.testing.assert_close(compiled(*args), _served(op)(*args), atol=2e-2, rtol=2e-2)
-    return [d for d in semantic.log.snapshot()[before:] if d.compiled]
+        compiles.append(counter.frame_count)
+    return [d for d in semantic.log.snapshot()[before:] if d.compiled], compiles
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a GPU: Triton's interpreter cannot run inside a compiled graph")
 @pytest.mark.parametrize("op", ["rms_norm", "fused_add_rms_norm", "silu_mul", "rotary_embedding"])
 def test_one_dynamic_graph_serves_every_row_count_through_our_kernel(op: str) -> None:
-    decisions = _compiled_decisions(op, (8, 32, 5))
+    decisions, _ = _compiled_decisions(op, (8, 32, 5))
     assert [(d.provider, d.fallback) for d in decisions] == [("triton", False)], decisions
     assert re.search(r"\[s\d+", decisions[0].signature), decisions[0].signature  # symbolic rows: one graph for all
 
 
+def _paged(batch: int, context: int, device: torch.device) -> tuple[Any, ...]:
+    # kv_heads 2 and batches other than 2: Dynamo's duck sizing would otherwise tie the batch to the KV heads.
+    shape = {"batch": batch, "context": context, "q_heads": 4, "kv_heads": 2, "head_dim": 64, "page": 16}
+    return make_args("paged_decode_attention", shape, torch.float32, device, seed=batch)
+
+
+def test_paged_attention_with_a_symbolic_batch_or_width_is_an_opaque_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Traced in, the kernel would pin a graph to one batch and one table width (its split plan follows from
+    # them); with either symbolic the graph calls it opaquely, with both fixed it is traced in.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from inferensics.kernels._triton import paged_attention as pa
+
+    args = _paged(3, 300, torch.device("cpu"))
+    graph = make_fx(pa.paged_decode_attention_triton, tracing_mode="symbolic")(*args)
+    called = [n.target for n in graph.graph.nodes if n.op == "call_function"]
+    assert called == [torch.ops.inferensics.paged_decode_attention_runtime.default], called
+
+    traced: list[tuple[int, ...]] = []
+
+    def record(q: torch.Tensor, *rest: Any) -> torch.Tensor:
+        traced.append(tuple(q.shape))
+        return q.new_zeros(q.shape)
+
+    monkeypatch.setattr(pa, "paged_decode_attention_traced", record)
+    pa.paged_decode_attention_triton(*args)
+    assert traced == [(3, 4, 64)]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Inductor's CPU compile touches torch.jit
+def test_one_compiled_graph_serves_every_batch_and_context(device: torch.device) -> None:
+    # The opaque call reads its sizes when it runs: one graph for batches 3, 5, 6 and table widths 19, 33, 9, each
+    # result the eager kernel's bits (here through Triton's interpreter, called from Inductor's CPU code).
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    from inferensics.kernels._triton import paged_attention as pa
+
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(
+        lambda *a: torch.ops.inferensics.paged_decode_attention_runtime(*a) * 2, backend=counter, dynamic=True
+    )
+    compiles = []
+    for batch, context in ((3, 300), (5, 520), (6, 140)):
+        args = _paged(batch, context, device)
+        torch.testing.assert_close(compiled(*args), pa.paged_decode_attention_triton(*args) * 2, rtol=0, atol=0)
+        compiles.append(counter.frame_count)
+    # (the first compile may count twice: Dynamo restarts it once to specialise the float scale for Inductor)
+    assert compiles[0] >= 1
+    assert compiles[1:] == [compiles[0]] * 2, compiles
+
+
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a GPU: Triton's interpreter cannot run inside a compiled graph")
-def test_paged_attention_under_dynamic_shapes_specialises_on_its_plan_sizes() -> None:
-    # The split plan follows from the batch and the table's width, so a graph never runs another size's plan:
-    # each batch size is its own graph, every one served by our kernel and right.
-    decisions = _compiled_decisions("paged_decode_attention", (2, 3, 2))
+def test_paged_attention_under_dynamic_shapes_is_one_graph_for_every_batch() -> None:
+    # Through the registry (the provider is chosen on fake tensors with a symbolic batch and table width): one
+    # graph serves batches 3, 5 and 6 at contexts 300, 500 and 600 through our kernel, every result right.
+    decisions, compiles = _compiled_decisions("paged_decode_attention", (3, 5, 6))
+    assert compiles[1:] == [compiles[0]] * 2, compiles  # no compile after the first batch's
     assert decisions
     assert {(d.provider, d.fallback) for d in decisions} == {("triton", False)}, decisions
