@@ -5,13 +5,14 @@ run, rounds interleaved.
     .venv/bin/python benchmarks/bench_registry_dispatch.py                     # CPU, small shapes
     python benchmarks/bench_registry_dispatch.py --device cuda --dtype bfloat16   # a GPU, decode shapes
 
-Three callables per op, each timed as a loop of ``--calls`` calls (a GPU synchronised once at the end):
-``direct`` (the chosen provider's function), ``registry`` (the public function, the hot path after the first
-call of a signature) and ``full path`` (the registry with the hot path switched off in this process, each call
-deciding as before it existed). Per round the per-call time of each, in an order that rotates; printed: the
-median and range over rounds of the registry's added time per call (registry − direct, µs) and of the full
-path's, and their ratio to direct. Compiled graphs never pass through the dispatcher: these costs are eager
-serving's alone. Prints figures; asserts nothing.
+Four callables per op, each timed as a loop of ``--calls`` calls (a GPU synchronised once at the end):
+``direct`` (the chosen provider's function), ``registry`` (the public function: after the first call of a
+signature, in plain eager, the hot path without the dispatcher), ``dispatcher`` (``torch.ops.inferensics.<op>``:
+the C++ dispatcher calls the Python implementation, which takes the hot path) and ``full path`` (the registry with
+the hot path switched off in this process, each call deciding as before it existed). Per round the per-call time
+of each, in an order that rotates; printed: the median and range over rounds of each one's added time per call
+(minus direct, µs). Compiled graphs never pass through the registry: these costs are eager serving's alone.
+Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -70,14 +71,19 @@ def callables(name: str, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
     provider = semantic.providers[decision.provider].fn
 
     def full_path() -> Any:
-        key = op_module.eager_key
-        op_module.eager_key = lambda _args: None  # type: ignore[assignment]  # the hot path off, this call only
+        key = op_module._tensor_key
+        op_module._tensor_key = lambda _args: None  # the hot path off, this call only
         try:
             return public(*args)
         finally:
-            op_module.eager_key = key
+            op_module._tensor_key = key
 
-    return {"direct": lambda: provider(*args), "registry": lambda: public(*args), "full path": full_path}
+    return {
+        "direct": lambda: provider(*args),
+        "registry": lambda: public(*args),
+        "dispatcher": lambda: semantic.overload(*args),
+        "full path": full_path,
+    }
 
 
 def spread(values: list[float]) -> str:
@@ -100,7 +106,8 @@ def main() -> None:
         f"{torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'} · {a.dtype} · {a.calls} calls × "
         f"{a.rounds} rounds · load {os.getloadavg()[0]:.2f}"
     )
-    print(f"{'op':24} {'provider':10} {'direct us':>10} {'registry +us [range]':>24} {'full path +us [range]':>26}")
+    heads = ("registry", "dispatcher", "full path")
+    print(f"{'op':24} {'provider':10} {'direct us':>10}" + "".join(f"{h + ' +us [range]':>26}" for h in heads))
     for name in a.ops.split(","):
         args = make_args(name, SHAPES[device.type][name], dtype, device)
         fns = callables(name, args)
@@ -112,12 +119,13 @@ def main() -> None:
             for k in order[r % len(order) :] + order[: r % len(order)]:
                 rows[k].append(per_call_us(fns[k], a.calls, sync))
         direct = rows["direct"]
-        added = [spread([x - d for x, d in zip(rows[k], direct, strict=True)]) for k in ("registry", "full path")]
+        added = [spread([x - d for x, d in zip(rows[k], direct, strict=True)]) for k in heads]
         provider = next(d.provider for d in kernels.registry().op(name).log.snapshot() if not d.compiled)
-        print(f"{name:24} {provider:10} {statistics.median(direct):10.2f} {added[0]:>24} {added[1]:>26}")
+        print(f"{name:24} {provider:10} {statistics.median(direct):10.2f}" + "".join(f"{x:>26}" for x in added))
     print(
-        "# registry / full path: time a call through the registry adds to the provider's own (median, range over "
-        "rounds); full path = each call deciding (the hot path off)"
+        "# time a call adds to the provider's own (median, range over rounds): registry = the public function; "
+        "dispatcher = torch.ops.inferensics.<op> (the hot path behind the C++ dispatcher's hop into Python); "
+        "full path = each call deciding (the hot path off)"
     )
 
 

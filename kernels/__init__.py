@@ -39,8 +39,11 @@ from inferensics.kernels.registry import Registry, canonical_digest, default_reg
 from inferensics.kernels.requirements import CallContext, Requirements
 from inferensics.kernels.tolerance import Rule, ToleranceSpec, Verdict, compare
 
-_REGISTRY = default_registry()  # defines the torch.ops.inferensics operators the functions below call
-_OPS = torch.ops.inferensics
+_REGISTRY = default_registry()  # defines the torch.ops.inferensics operators the functions below run
+_RMS_NORM, _FUSED_ADD_RMS_NORM, _SILU_MUL, _ROTARY, _PAGED_ATTENTION = (
+    _REGISTRY.ops[name]
+    for name in ("rms_norm", "fused_add_rms_norm", "silu_mul", "rotary_embedding", "paged_decode_attention")
+)
 
 
 def registry() -> Registry:
@@ -55,7 +58,7 @@ def registry_state() -> dict[str, Any]:
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm of the last dimension of ``x`` (see ``ops.norm.rms_norm_reference``)."""
-    out: torch.Tensor = _OPS.rms_norm.default(x, weight, eps)
+    out: torch.Tensor = _RMS_NORM(x, weight, eps)
     return out
 
 
@@ -63,19 +66,19 @@ def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(rms_norm(x + residual), x + residual)``."""
-    out, res = _OPS.fused_add_rms_norm.default(x, residual, weight, eps)
+    out, res = _FUSED_ADD_RMS_NORM(x, residual, weight, eps)
     return out, res
 
 
 def silu_mul(x: torch.Tensor) -> torch.Tensor:
     """``silu(x[..., :d]) * x[..., d:]``."""
-    out: torch.Tensor = _OPS.silu_mul.default(x)
+    out: torch.Tensor = _SILU_MUL(x)
     return out
 
 
 def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """NeoX rotary embedding of ``x`` (``[T, H, D]`` or ``[B, H, S, D]``) by per-position ``cos``/``sin``."""
-    out: torch.Tensor = _OPS.rotary_embedding.default(x, cos, sin)
+    out: torch.Tensor = _ROTARY(x, cos, sin)
     return out
 
 
@@ -88,7 +91,7 @@ def paged_decode_attention(  # noqa: PLR0917 (the op's schema)
     scale: float,
 ) -> torch.Tensor:
     """Decode attention of ``q`` (``[B, Hq, D]``) over paged caches through ``block_table``."""
-    out: torch.Tensor = _OPS.paged_decode_attention.default(q, k_cache, v_cache, block_table, seq_lens, scale)
+    out: torch.Tensor = _PAGED_ATTENTION(q, k_cache, v_cache, block_table, seq_lens, scale)
     return out
 
 

@@ -82,6 +82,19 @@ def hint(value: Any) -> Any:
         return None
 
 
+def plain_eager() -> bool:
+    """Whether no torch-function mode, no dispatch mode and no profiler is active: then a call that skips the
+    dispatcher is seen by nothing that would have seen it inside (a mode, a trace, a profiler's op record)."""
+    try:
+        return not (
+            torch._C._is_torch_function_mode_enabled()
+            or torch._C._len_torch_dispatch_stack()
+            or torch.autograd.profiler._is_profiler_enabled
+        )
+    except Exception:
+        return False
+
+
 def symbolic(value: Any) -> bool:
     """Whether a size is a symbol of the compile in progress (a dynamic dimension), not a fixed number (plain
     ``isinstance``, so Dynamo can trace the question without specialising the size)."""

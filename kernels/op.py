@@ -42,6 +42,8 @@ _TRUSTED = ("reference", "inductor")
 """Provider kinds a compile takes without a probe: what they put into the graph is the reference's own code."""
 
 _LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")  # type: ignore[no-untyped-call]
+_MISS: Any = object()
+"""What the eager hot path returns when it did not serve the call."""
 BucketFn = Callable[[Sequence[Any]], str]
 
 
@@ -63,17 +65,25 @@ def signature(args: Sequence[Any]) -> str:
 
 
 def eager_key(args: Sequence[Any]) -> tuple[Any, ...] | None:
-    """What an eager call's decision depends on, cheaply: each tensor's dtype, sizes, strides and device, and
-    the interpreter switches (a CPU tensor's platform). ``None`` when a compiler is tracing, or any tensor is a
-    subclass (fake, functional): such a call takes the full path."""
+    """What an eager call's decision depends on, cheaply: each tensor's dtype, sizes, strides and device, and the
+    interpreter switches when a tensor is on the CPU (its platform). ``None`` when a compiler is tracing, or any
+    tensor is a subclass (fake, functional): such a call takes the full path."""
     if _torch_adapter.current_trace() is not None:
         return None
-    key: list[Any] = [interpreter_enabled()]
+    return _tensor_key(args)
+
+
+def _tensor_key(args: Sequence[Any]) -> tuple[Any, ...] | None:
+    key: list[Any] = []
+    cpu = False
     for a in args:
         if isinstance(a, torch.Tensor):
             if type(a) is not torch.Tensor:
                 return None
+            cpu = cpu or a.is_cpu
             key.append((a.dtype, a.shape, a.stride(), a.device))
+    if cpu:  # the switches decide only a CPU tensor's platform (reading them costs more than the rest of the key)
+        key.append(interpreter_enabled())
     return tuple(key)
 
 
@@ -193,7 +203,18 @@ class SemanticOp:
     # --- dispatch ------------------------------------------------------------------------------------------
 
     def __call__(self, *args: Any) -> Any:
-        """Run the op through ``torch.ops.inferensics.<name>`` (the same path eager and compiled)."""
+        """Run the op through ``torch.ops.inferensics.<name>`` (the same path eager and compiled).
+
+        In plain eager (no compiler tracing; no torch-function mode, dispatch mode or profiler, which would see
+        the operator) a signature served before goes straight to its provider: the dispatcher's own hop into
+        the Python implementation costs more than the provider's decision lookup.
+        """
+        if not torch.compiler.is_compiling() and _torch_adapter.plain_eager():
+            key = _tensor_key(args)  # no mode is active, so no compiler is tracing (its tensors are fake)
+            if key is not None:
+                out = self._serve_held(key, args)
+                if out is not _MISS:
+                    return out
         return self.overload(*args)
 
     def select(self, args: Sequence[Any], ctx: CallContext | None = None) -> Decision:
@@ -241,21 +262,30 @@ class SemanticOp:
             self._cache[key] = decision
         return decision
 
+    def _serve_held(self, key: tuple[Any, ...], args: Sequence[Any]) -> Any:
+        """The eager hot path: serve a signature that ran before with its held decision (it holds until the policy
+        changes); :data:`_MISS` when none is held or its provider raised (then quarantined: the full path serves
+        the call)."""
+        served = self._eager.get(key)
+        if served is None:
+            return _MISS
+        decision, fn = served
+        try:
+            out = fn(*args)
+        except Exception as exc:
+            if fn is self.reference:
+                raise  # the definition rejects the arguments: the caller's error (as on the full path)
+            self._quarantine(decision, exc)
+            return _MISS
+        self.log.count_call(self.name, decision.provider)
+        return out
+
     def _dispatch(self, *args: Any) -> Any:
         key = eager_key(args)
         if key is not None:
-            served = self._eager.get(key)
-            if served is not None:  # an eager signature that ran before: its decision holds until the policy changes
-                decision, fn = served
-                try:
-                    out = fn(*args)
-                except Exception as exc:
-                    if fn is self.reference:
-                        raise  # the definition rejects the arguments: the caller's error (as on the full path)
-                    self._quarantine(decision, exc)  # taken out for the signature; the full path serves the call
-                else:
-                    self.log.count_call(self.name, decision.provider)
-                    return out
+            out = self._serve_held(key, args)
+            if out is not _MISS:
+                return out
         ctx = CallContext.of(args)
         generation = self._generation
         while True:

@@ -95,3 +95,30 @@ def test_subclassed_or_traced_tensors_take_the_full_path() -> None:
         fake = mode.from_tensor(torch.ones(2))
         assert eager_key((fake,)) is None
     assert eager_key((torch.ones(2), 1e-6)) is not None
+
+
+def test_a_held_signature_skips_the_dispatcher_only_where_nothing_would_see_the_operator() -> None:
+    # In plain eager the hot path calls the provider without the dispatcher's hop into Python; a torch-function
+    # mode or a profiler sees torch.ops.inferensics.<op> as before, held signature or not, and every call counts.
+    from torch.overrides import TorchFunctionMode
+
+    op = _op(("plus", lambda x: x + x, Requirements()))
+    x = torch.ones(3)
+    op(x)  # decides and holds the signature
+    seen: list[str] = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        assert torch.equal(op(x), x * 2)
+    assert seen[0] == f"inferensics.{op.name}.default", seen
+    with torch.profiler.profile() as prof:
+        op(x)
+    assert f"inferensics::{op.name}" in {e.key for e in prof.key_averages()}
+    seen.clear()
+    op(x)
+    assert not seen
+    assert _calls(op) == {"plus": 4}
