@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -225,6 +226,12 @@ class SemanticOp:
         key = (sig, ctx.compiling, ctx.platform)
         hit = self._cache.get(key)
         if hit is not None:
+            if ctx.compiling and hit.compile_id != (cid := _torch_adapter.compile_id()):
+                # Another compile took this decision before: it is this compile's decision too (its record and its
+                # trace artifact name this compile, not the earlier one).
+                hit = replace(hit, compile_id=cid)
+                with self._lock:
+                    self._cache[key] = hit
             return hit
         bucket = self.bucket(args)
         skipped: list[tuple[str, str]] = []

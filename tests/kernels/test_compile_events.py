@@ -24,6 +24,11 @@ def block(x, w):
 compiled = torch.compile(block, dynamic=False)
 x, w = torch.randn(4, 16), torch.ones(16)
 torch.testing.assert_close(compiled(x, w), block(x, w))
+
+def head(x, w):  # a second graph taking the same rms_norm decision
+    return kernels.rms_norm(x, w, 1e-6) * 3
+
+torch.testing.assert_close(torch.compile(head, dynamic=False)(x, w), head(x, w))
 """
 
 
@@ -35,10 +40,16 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_compile_events_name_each_ops_provider_and_why_the_others_were_skipped(trace: Path) -> None:
     events = [e for f in trace_files(trace) for e in read_trace_file(f, host="h", model="m")[1]]
-    (compile_event,) = [e for e in events if isinstance(e, CompileEvent) and e.outcome == "ok"]
+    compile_event, head_event = sorted(
+        (e for e in events if isinstance(e, CompileEvent) and e.outcome == "ok"), key=lambda e: e.compile_id
+    )
     assert compile_event.kernel_providers == ("rms_norm=inductor", "silu_mul=inductor")
-    decisions = {e.op: e for e in events if isinstance(e, KernelDecisionEvent)}
+    decisions = {e.op: e for e in events if isinstance(e, KernelDecisionEvent) and e.compile_id == "0/0"}
     assert set(decisions) == {"rms_norm", "silu_mul"}
+    # The second graph's rms_norm decision was decided before (same signature): it is still this graph's record.
+    assert head_event.kernel_providers == ("rms_norm=inductor",)
+    (head_decision,) = [e for e in events if isinstance(e, KernelDecisionEvent) and e.compile_id == "1/0"]
+    assert (head_decision.op, head_decision.graph_key) == ("rms_norm", head_event.graph_key)
     for d in decisions.values():
         assert d.compiled
         assert d.fallback

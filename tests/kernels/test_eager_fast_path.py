@@ -76,12 +76,12 @@ def test_other_strides_or_dtypes_decide_again() -> None:
 
 def test_the_interpreter_switches_are_part_of_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.ones(2)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # both switches (a GPU host's suite leaves Triton's off)
     monkeypatch.setenv(INTERPRETER_ENV, "0")
     off = eager_key((x,))
     monkeypatch.setenv(INTERPRETER_ENV, "1")
     assert eager_key((x,)) != off
     op = _op(("interp", lambda x: x + x, Requirements(platforms=frozenset({"interpreter"}))))
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
     op(x)
     monkeypatch.setenv(INTERPRETER_ENV, "0")
     op(x)
