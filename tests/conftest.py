@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from hypothesis import settings
 
 from inferensics.schema.store import Store
+from tests.seeding import migrated_store, scratch_dsn
 
 # The parts are folders of the repository root (kernels/, schema/, ...) installed as inferensics.*. With the root on
 # sys.path (`python -m pytest` puts the working directory there) they would shadow installed modules of the same
@@ -57,16 +57,11 @@ def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def store_dsn(chdb_dir: Path) -> str:
     """A DSN naming a fresh, empty database in the session's chDB directory."""
-    return f"chdb://{chdb_dir}?database=t_{uuid.uuid4().hex[:12]}"
+    return scratch_dsn(chdb_dir)
 
 
 @pytest.fixture
 def store(store_dsn: str) -> Iterator[Store]:
     """A migrated store in its own database, dropped afterwards."""
-    s = Store.open(store_dsn)
-    s.migrate()
-    try:
+    with migrated_store(store_dsn) as s:
         yield s
-    finally:
-        s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
-        s.close()

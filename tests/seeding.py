@@ -22,19 +22,31 @@ if TYPE_CHECKING:
     from inferensics.schema.store import Store
 
 
+def scratch_dsn(chdb_dir: Path, prefix: str = "t") -> str:
+    """A DSN naming a new database (``<prefix>_<random>``) in the session's chDB directory."""
+    return f"chdb://{chdb_dir}?database={prefix}_{uuid.uuid4().hex[:12]}"
+
+
 @contextmanager
-def scratch_store(chdb_dir: Path, prefix: str = "t") -> Iterator[Store]:
-    """A migrated store in a new database (``<prefix>_<random>``) of the session's chDB directory, dropped and
-    closed afterwards."""
+def migrated_store(dsn: str) -> Iterator[Store]:
+    """The store at ``dsn``, migrated, its database dropped and the store closed afterwards."""
     from inferensics.schema.store import Store
 
-    store = Store.open(f"chdb://{chdb_dir}?database={prefix}_{uuid.uuid4().hex[:12]}")
+    store = Store.open(dsn)
     store.migrate()
     try:
         yield store
     finally:
         store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
         store.close()
+
+
+@contextmanager
+def scratch_store(chdb_dir: Path, prefix: str = "t") -> Iterator[Store]:
+    """A migrated store in a new database of the session's chDB directory (:func:`scratch_dsn`), dropped and closed
+    afterwards."""
+    with migrated_store(scratch_dsn(chdb_dir, prefix)) as store:
+        yield store
 
 
 def stop_ttl(store: Store) -> None:

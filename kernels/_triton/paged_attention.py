@@ -419,32 +419,12 @@ def _serve(
     return _launch(q, k_cache, v_cache, block_table, seq_lens, scale, use)
 
 
-@triton_op("inferensics::paged_decode_attention_triton", mutates_args=())
-def paged_decode_attention_traced(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-) -> torch.Tensor:
-    """The kernel as Inductor sees it: traced into the graph, which launches it itself (fixed sizes only: the
-    trace specialises on the plan's sizes)."""
-    return _serve(q, k_cache, v_cache, block_table, seq_lens, scale)
-
-
-@custom_op("inferensics::paged_decode_attention_runtime", mutates_args=())
-def paged_decode_attention_runtime(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-) -> torch.Tensor:
-    """The kernel as an opaque call in the graph: sizes and plan are read when it runs, so one graph serves every
-    batch size and table width."""
-    return _serve(q, k_cache, v_cache, block_table, seq_lens, scale)
+# The kernel as Inductor sees it: traced into the graph, which launches it itself (fixed sizes only: the trace
+# specialises on the plan's sizes).
+paged_decode_attention_traced = triton_op("inferensics::paged_decode_attention_triton", mutates_args=())(_serve)
+# The kernel as an opaque call in the graph: sizes and plan are read when it runs, so one graph serves every batch
+# size and table width.
+paged_decode_attention_runtime = custom_op("inferensics::paged_decode_attention_runtime", mutates_args=())(_serve)
 
 
 @paged_decode_attention_runtime.register_fake

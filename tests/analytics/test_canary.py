@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from inferensics.schema.events import FP_OK, FP_UNSAMPLED, RequestEvent
 from inferensics.schema.rollups import latency_code, latency_decode
 from inferensics.schema.store import Store
 from tests.analytics.fleet import BASELINE, CANDIDATE, T0, W10, Fleet, _complete
-from tests.seeding import stop_ttl
+from tests.seeding import scratch_store, stop_ttl
 
 WEEK = dict(start=W10, end=W10 + timedelta(days=7))
 
@@ -299,9 +298,7 @@ def test_recorded_verdicts_newest_first_by_model_and_candidate(chdb_dir: Path) -
     from inferensics.analytics.canary_history import VerdictHistoryParams, recorded_verdicts
     from inferensics.schema.events import CanaryVerdictEvent
 
-    store = Store.open(f"chdb://{chdb_dir}?database=verdicts_{uuid.uuid4().hex[:8]}")
-    try:
-        store.migrate()
+    with scratch_store(chdb_dir, "verdicts") as store:
         rows = [
             CanaryVerdictEvent(ts=T0 + timedelta(hours=h), model=model, baseline="base", candidate=cand,
                                window_start=T0, window_end=T0 + timedelta(hours=h), verdict=verdict, rule=rule)
@@ -330,6 +327,3 @@ def test_recorded_verdicts_newest_first_by_model_and_candidate(chdb_dir: Path) -
         ]
         assert read(model="mistral") == []
         assert recorded_verdicts(store, VerdictHistoryParams(model="llama"))[col.RULE][1] == "failed: error_rate"
-    finally:
-        store.client.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
-        store.close()
