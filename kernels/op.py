@@ -65,6 +65,13 @@ def signature(args: Sequence[Any]) -> str:
     return " ".join(parts)
 
 
+def _traced_as(decision: Decision, args: Sequence[Any]) -> Decision:
+    """``decision`` with the signature of ``args`` as they are after its provider traced them (a guard it added
+    replaces a symbol by its value)."""
+    sig = signature(args)
+    return decision if sig == decision.signature else replace(decision, signature=sig)
+
+
 def eager_key(args: Sequence[Any]) -> tuple[Any, ...] | None:
     """What an eager call's decision depends on, cheaply: each tensor's dtype, sizes, strides and device, and the
     interpreter switches when a tensor is on the CPU (its platform). ``None`` when a compiler is tracing, or any
@@ -313,6 +320,11 @@ class SemanticOp:
                     raise
                 self._quarantine(decision, exc)
                 continue
+            if ctx.compiling:
+                # The provider may have specialised a symbolic size while it traced (a Triton launch sizes its
+                # blocks from the columns): record the signature the graph holds, which AOTAutograd's trace of the
+                # same call sees too, not the one Dynamo's fake propagation had before the guard.
+                decision = _traced_as(decision, args)
             self.log.record(decision)
             if ctx.compiling:
                 # A trace, not a call: the graph runs the provider's code without passing through here again.

@@ -104,6 +104,9 @@ def test_one_dynamic_graph_serves_every_row_count_through_our_kernel(op: str) ->
     assert {(d.provider, d.fallback) for d in decisions} == {("triton", False)}, decisions
     assert all(re.search(r"\[s\d+", d.signature) for d in decisions), decisions  # symbolic rows: one graph for all
     assert compiles[1:] == [compiles[0]] * 2, compiles
+    # One call in one graph: one signature, with the columns the kernel's launch specialised (Dynamo's pass and
+    # AOTAutograd's record the same; before, Dynamo's kept its symbolic columns and the Kernels page counted two).
+    assert len({d.signature for d in decisions}) == 1, decisions
 
 
 def _paged(batch: int, context: int, device: torch.device) -> tuple[Any, ...]:
@@ -165,3 +168,52 @@ def test_paged_attention_under_dynamic_shapes_is_one_graph_for_every_batch() -> 
     assert compiles[1:] == [compiles[0]] * 2, compiles  # no compile after the first batch's
     assert decisions
     assert {(d.provider, d.fallback) for d in decisions} == {("triton", False)}, decisions
+
+
+def test_a_compiled_decision_names_the_sizes_its_provider_specialised(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Our Triton row ops size their blocks from the columns, so tracing one adds a guard on them. Before: Dynamo's
+    # fake propagation recorded the call as float32[s0,s1] (decided before the provider ran), AOTAutograd's trace
+    # as float32[s0,64]: one call in the graph, two signatures in the compile's trace artifacts, its events and the
+    # Kernels page. Now both passes record the signature the graph holds. A CPU provider stands in for the Triton
+    # launch (a traced-in Triton kernel cannot run in the interpreter); aot_eager runs both passes, caches off.
+    import torch._functorch.config
+
+    from inferensics.kernels import DecisionLog, Provider, Requirements, SemanticOp, ToleranceSpec, _torch_adapter
+    from inferensics.kernels.ops.common import rows_bucket
+
+    @torch.library.custom_op("inferensics_test::columns_sized_kernel", mutates_args=())
+    def kernel(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @kernel.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    def provider(x: torch.Tensor) -> torch.Tensor:
+        int(x.shape[1])  # sizes its launch from the columns, as a Triton launch does: a guard while tracing
+        out: torch.Tensor = kernel(x)
+        return out
+
+    op = SemanticOp(
+        "test_columns_sized_op",
+        "(Tensor x) -> Tensor",
+        lambda x: x * 2,
+        tolerance=ToleranceSpec(),
+        bucket=rows_bucket,
+        doc="doubles x",
+        log=DecisionLog(),
+    )
+    op.register(Provider("kernel", "triton", provider, Requirements()))
+    emitted: list[str] = []
+    monkeypatch.setattr(
+        _torch_adapter, "emit_decisions", lambda payload: emitted.extend(d["signature"] for d in payload())
+    )
+    compiled = torch.compile(lambda x: op(x) + 1, backend="aot_eager", dynamic=True)
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        for rows in (8, 16, 5):
+            torch.testing.assert_close(compiled(torch.ones(rows, 64)), torch.full((rows, 64), 3.0))
+    signatures = {d.signature for d in op.log.snapshot() if d.compiled}
+    assert len(signatures) == 1, signatures  # one call in one graph: one signature
+    (sig,) = signatures
+    assert re.fullmatch(r"float32\[s\d+,64\]/s64,1@cpu", sig), sig  # rows symbolic, the columns as the guard fixed them
+    assert set(emitted) == {sig}, emitted
