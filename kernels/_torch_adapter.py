@@ -31,6 +31,18 @@ def tracing(args: Iterable[Any]) -> bool:
         return False
 
 
+def fixed(size: Any) -> bool:
+    """Whether ``size`` is a number: an ``int``, or a symbolic size a guard has fixed (its expression a constant)."""
+    if isinstance(size, int):
+        return True
+    try:
+        from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+        return bool(is_concrete_int(size))
+    except Exception:
+        return False
+
+
 def compile_id() -> str:
     """The compile in progress as Dynamo prints it (``0/1``); empty outside a compile."""
     try:

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from inferensics.kernels import _torch_adapter, cache_salt, probe
+from inferensics.kernels import _torch_adapter, cache_salt, compile_records, probe
 from inferensics.kernels.decisions import MAX_SIGNATURES, Decision, DecisionLog
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.requirements import CallContext, interpreter_enabled
@@ -52,24 +52,18 @@ def signature(args: Sequence[Any]) -> str:
     """A call's argument signature: dtype, shape, strides (when not contiguous) and device of each tensor.
 
     Symbolic sizes (dynamic shapes under ``torch.compile``) are written as their symbols and never compared,
-    so building a signature adds no guard and specialises no dimension.
+    so building a signature adds no guard and specialises no dimension; a size a guard has fixed is written as
+    the number it is, as in a trace that never saw it symbolic.
     """
     parts = []
     for a in args:
         if isinstance(a, torch.Tensor):
             dt = str(a.dtype).removeprefix("torch.")
             shape = ",".join(map(str, a.shape))
-            concrete = all(isinstance(d, int) for d in (*a.shape, *a.stride()))
+            concrete = all(_torch_adapter.fixed(d) for d in (*a.shape, *a.stride()))
             layout = "" if concrete and a.is_contiguous() else "/s" + ",".join(map(str, a.stride()))
             parts.append(f"{dt}[{shape}]{layout}@{a.device.type}")
     return " ".join(parts)
-
-
-def _traced_as(decision: Decision, args: Sequence[Any]) -> Decision:
-    """``decision`` with the signature of ``args`` as they are after its provider traced them (a guard it added
-    replaces a symbol by its value)."""
-    sig = signature(args)
-    return decision if sig == decision.signature else replace(decision, signature=sig)
 
 
 def eager_key(args: Sequence[Any]) -> tuple[Any, ...] | None:
@@ -153,7 +147,6 @@ class SemanticOp:
         self._generation = 0
         """Counts policy changes and quarantines: a decision made before one is not kept after it."""
         self._lock = threading.Lock()
-        self._emitted: set[tuple[str, str]] = set()
         _LIBRARY.define(f"{name}{schema}")  # type: ignore[no-untyped-call]
         _LIBRARY.impl(name, self._dispatch, "CompositeImplicitAutograd")  # type: ignore[no-untyped-call]
         self.overload: Any = getattr(getattr(torch.ops, NAMESPACE), name).default
@@ -321,16 +314,13 @@ class SemanticOp:
                 self._quarantine(decision, exc)
                 continue
             if ctx.compiling:
-                # The provider may have specialised a symbolic size while it traced (a Triton launch sizes its
-                # blocks from the columns): record the signature the graph holds, which AOTAutograd's trace of the
-                # same call sees too, not the one Dynamo's fake propagation had before the guard.
-                decision = _traced_as(decision, args)
-            self.log.record(decision)
-            if ctx.compiling:
                 # A trace, not a call: the graph runs the provider's code without passing through here again.
                 cache_salt.note(decision)  # the compile caches key this graph on the providers it holds
-                self._emit(decision)
+                # Logged and written into the compile's trace when the compile ends, signed under the sizes it
+                # settled on (a provider's guards specialise symbols as it traces).
+                compile_records.hold(decision, args, self.log, signature)
             else:
+                self.log.record(decision)
                 self.log.count_call(self.name, decision.provider)
                 if provider.kind not in _TRUSTED:
                     self._proved(decision.signature, provider.name)
@@ -373,16 +363,6 @@ class SemanticOp:
                 del self._cache[key]
             self._generation += 1
             self._eager.clear()  # rare: every eager signature decides again
-
-    def _emit(self, decision: Decision) -> None:
-        # Dynamo's fake propagation and AOTAutograd's trace both pass through here: one artifact per compile.
-        key = (decision.compile_id, decision.signature)
-        if key in self._emitted:
-            return
-        if len(self._emitted) >= MAX_SIGNATURES:
-            self._emitted.clear()
-        self._emitted.add(key)
-        _torch_adapter.emit_decisions(lambda: [decision.to_json()])
 
     # --- description ---------------------------------------------------------------------------------------
 

@@ -59,7 +59,9 @@ def test_the_measured_table_accepts_a_symbolic_row_count(monkeypatch: pytest.Mon
 
 def _shape(op: str, size: int) -> dict[str, int]:
     if op == "rotary_embedding":
-        return {"tokens": size, "heads": 8, "head_dim": 128}
+        # 4 heads, a count no row size here takes: Dynamo's duck sizing gives equal sizes one symbol, and the
+        # kernel's guard on the heads would then fix the first compile's tokens too (seen on an H100 at 8 and 8).
+        return {"tokens": size, "heads": 4, "head_dim": 128}
     if op == "paged_decode_attention":
         return {"batch": size, "context": 100 * size, "q_heads": 8, "kv_heads": 2, "head_dim": 128, "page": 16}
     return {"tokens": size, "hidden": 1024}
@@ -171,49 +173,59 @@ def test_paged_attention_under_dynamic_shapes_is_one_graph_for_every_batch() -> 
 
 
 def test_a_compiled_decision_names_the_sizes_its_provider_specialised(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Our Triton row ops size their blocks from the columns, so tracing one adds a guard on them. Before: Dynamo's
-    # fake propagation recorded the call as float32[s0,s1] (decided before the provider ran), AOTAutograd's trace
-    # as float32[s0,64]: one call in the graph, two signatures in the compile's trace artifacts, its events and the
-    # Kernels page. Now both passes record the signature the graph holds. A CPU provider stands in for the Triton
-    # launch (a traced-in Triton kernel cannot run in the interpreter); aot_eager runs both passes, caches off.
+    # Our Triton row ops size their blocks from the columns, so tracing one adds a guard on them, and rotary's
+    # check of the cos width against half the head size is settled by that guard later in the compile. Before:
+    # Dynamo's pass recorded a call as float32[s0,s1] with its symbolic widths (decided before the provider ran),
+    # AOTAutograd's trace as float32[s0,64]; and a width a guard had fixed was still written with its strides
+    # (float32[64]/s1 against float32[64]). One call in the graph, two or three signatures in the compile's
+    # artifacts, its events and the Kernels page (seen on an H100 for rms_norm and rotary). Now the compile's
+    # decisions are signed when it ends. A CPU provider stands in for the Triton launch (a traced-in Triton kernel
+    # cannot run in the interpreter); aot_eager runs both passes, caches off.
     import torch._functorch.config
 
     from inferensics.kernels import DecisionLog, Provider, Requirements, SemanticOp, ToleranceSpec, _torch_adapter
     from inferensics.kernels.ops.common import rows_bucket
 
     @torch.library.custom_op("inferensics_test::columns_sized_kernel", mutates_args=())
-    def kernel(x: torch.Tensor) -> torch.Tensor:
-        return x * 2
+    def kernel(x: torch.Tensor, w: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return x * w + c.sum()
 
     @kernel.register_fake
-    def _(x: torch.Tensor) -> torch.Tensor:
+    def _(x: torch.Tensor, w: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         return torch.empty_like(x)
 
-    def provider(x: torch.Tensor) -> torch.Tensor:
+    def provider(x: torch.Tensor, w: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        if c.shape[1] != x.shape[1] // 2:  # as rotary's check of cos against half the head size
+            raise ValueError("c must have half the columns of x")
         int(x.shape[1])  # sizes its launch from the columns, as a Triton launch does: a guard while tracing
-        out: torch.Tensor = kernel(x)
+        out: torch.Tensor = kernel(x, w, c)
         return out
 
     op = SemanticOp(
         "test_columns_sized_op",
-        "(Tensor x) -> Tensor",
-        lambda x: x * 2,
+        "(Tensor x, Tensor w, Tensor c) -> Tensor",
+        lambda x, w, c: x * w + c.sum(),
         tolerance=ToleranceSpec(),
         bucket=rows_bucket,
-        doc="doubles x",
+        doc="scales x by w, plus the sum of c",
         log=DecisionLog(),
     )
     op.register(Provider("kernel", "triton", provider, Requirements()))
-    emitted: list[str] = []
+    emitted: list[tuple[str, str]] = []
     monkeypatch.setattr(
-        _torch_adapter, "emit_decisions", lambda payload: emitted.extend(d["signature"] for d in payload())
+        _torch_adapter,
+        "emit_decisions",
+        lambda payload: emitted.extend((d["compile_id"], d["signature"]) for d in payload()),
     )
-    compiled = torch.compile(lambda x: op(x) + 1, backend="aot_eager", dynamic=True)
+    compiled = torch.compile(lambda x, w, c: op(x, w, c) + 1, backend="aot_eager", dynamic=True)
     with torch._functorch.config.patch(enable_autograd_cache=False):
         for rows in (8, 16, 5):
-            torch.testing.assert_close(compiled(torch.ones(rows, 64)), torch.full((rows, 64), 3.0))
+            x, w, c = torch.ones(rows, 64), torch.full((64,), 2.0), torch.zeros(3, 32)
+            torch.testing.assert_close(compiled(x, w, c), torch.full((rows, 64), 3.0))
     signatures = {d.signature for d in op.log.snapshot() if d.compiled}
     assert len(signatures) == 1, signatures  # one call in one graph: one signature
     (sig,) = signatures
-    assert re.fullmatch(r"float32\[s\d+,64\]/s64,1@cpu", sig), sig  # rows symbolic, the columns as the guard fixed them
-    assert set(emitted) == {sig}, emitted
+    # rows symbolic; the columns, the weight and c's width as the guards fixed them (c's rows stay symbolic)
+    assert re.fullmatch(r"float32\[s\d+,64\]/s64,1@cpu float32\[64\]@cpu float32\[s\d+,32\]/s32,1@cpu", sig), sig
+    assert len(emitted) == 1, emitted  # one artifact entry for the compile
+    assert emitted[0][1] == sig

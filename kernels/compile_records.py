@@ -1,0 +1,75 @@
+"""A compile's provider decisions, written when the compile ends, under the sizes the compile settled on.
+
+A provider may fix a symbolic size while it is traced: a Triton launch sizes its blocks from the columns (a guard),
+and what such a guard implies for other symbols (a ``cos`` width checked against half the head size) is settled
+later in the same compile. A decision signed as it was made would name sizes the graph does not hold, and Dynamo's
+pass and AOTAutograd's trace of the same call would record two signatures for one call. So a compile's decisions
+are held, with their traced arguments, until Dynamo's end-of-compile callback; then each is signed again, the log
+keeps it, and the compile's trace gets one artifact listing each ``(op, signature)`` once.
+
+A decision made outside a Dynamo compile (``make_fx`` or ``torch.export`` alone), or where this torch has no
+end-of-compile callback, is kept and written at once, as it was made.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from inferensics.kernels import _torch_adapter
+from inferensics.kernels.decisions import Decision, DecisionLog
+
+MAX_PENDING = 4096
+"""Decisions held for one compile before the oldest are written as made (a runaway trace must not grow memory)."""
+
+Signer = Callable[[Sequence[Any]], str]
+
+_LOCK = threading.Lock()
+_PENDING: list[tuple[Decision, Sequence[Any], DecisionLog, Signer]] = []
+
+
+def hold(decision: Decision, args: Sequence[Any], log: DecisionLog, sign: Signer) -> None:
+    """Keep ``decision`` (made while compiling, traced with ``args``) until its compile ends; write it now when
+    no end will be seen."""
+    if not decision.compile_id or not _torch_adapter.on_compile_start_and_end(_compile_edge):
+        _write([_signed(decision, args, sign)], log)
+        return
+    with _LOCK:
+        if len(_PENDING) >= MAX_PENDING:
+            early, args0, log0, sign0 = _PENDING.pop(0)
+            _write([_signed(early, args0, sign0)], log0)
+        _PENDING.append((decision, args, log, sign))
+
+
+def _compile_edge(args: Any) -> None:
+    # Called when a compile starts and when it ends (Dynamo serialises compiles): either way nothing held belongs
+    # to a compile still running, so everything held is written now.
+    del args
+    flush()
+
+
+def flush() -> None:
+    """Write every held decision, each signed under its arguments' sizes now, once per ``(op, signature)``."""
+    with _LOCK:
+        held = _PENDING[:]
+        _PENDING.clear()
+    by_log: dict[int, tuple[DecisionLog, dict[tuple[str, str, str], Decision]]] = {}
+    for decision, args, log, sign in held:
+        d = _signed(decision, args, sign)
+        by_log.setdefault(id(log), (log, {}))[1][(d.compile_id, d.op, d.signature)] = d
+    for log, decisions in by_log.values():
+        _write(list(decisions.values()), log)
+
+
+def _signed(decision: Decision, args: Sequence[Any], sign: Signer) -> Decision:
+    sig = sign(args)
+    return decision if sig == decision.signature else replace(decision, signature=sig)
+
+
+def _write(decisions: list[Decision], log: DecisionLog) -> None:
+    for d in decisions:
+        log.record(d)
+    if decisions:
+        _torch_adapter.emit_decisions(lambda: [d.to_json() for d in decisions])
