@@ -139,6 +139,17 @@ def set_cache_key_tag(tag: str) -> None:
         torch.compiler.config.cache_key_tag = tag
 
 
+def compile_end_pending() -> bool:
+    """Whether Dynamo is inside a compile whose end-of-compile callbacks are still to run (``False`` when this
+    torch cannot say: then nothing may wait for them)."""
+    try:
+        from torch._dynamo.callback import callback_handler
+
+        return int(callback_handler._CompilationCallbackHandler__pending_callbacks_counter) > 0  # type: ignore[attr-defined]
+    except Exception:
+        return False
+
+
 def on_compile_start_and_end(hook: Callable[[Any], None]) -> bool:
     """Have Dynamo call ``hook`` (with its callback arguments) when a compile starts and when it ends, once
     each however often this is asked (``torch._dynamo.reset()`` forgets it: ask again); whether it will."""

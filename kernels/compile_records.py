@@ -7,8 +7,8 @@ pass and AOTAutograd's trace of the same call would record two signatures for on
 are held, with their traced arguments, until Dynamo's end-of-compile callback; then each is signed again, the log
 keeps it, and the compile's trace gets one artifact listing each ``(op, signature)`` once.
 
-A decision made outside a Dynamo compile (``make_fx`` or ``torch.export`` alone), or where this torch has no
-end-of-compile callback, is kept and written at once, as it was made.
+A decision made outside a compile whose end Dynamo will announce (``make_fx`` alone, export's full-graph capture),
+or where this torch has no end-of-compile callback, is kept and written at once, as it was made.
 """
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ _PENDING: list[tuple[Decision, Sequence[Any], DecisionLog, Signer]] = []
 def hold(decision: Decision, args: Sequence[Any], log: DecisionLog, sign: Signer) -> None:
     """Keep ``decision`` (made while compiling, traced with ``args``) until its compile ends; write it now when
     no end will be seen."""
-    if not decision.compile_id or not _torch_adapter.on_compile_start_and_end(_compile_edge):
+    if (
+        not decision.compile_id
+        or not _torch_adapter.compile_end_pending()  # a trace outside Dynamo's compile (export's capture, make_fx)
+        or not _torch_adapter.on_compile_start_and_end(_compile_edge)
+    ):
         _write([_signed(decision, args, sign)], log)
         return
     with _LOCK:
