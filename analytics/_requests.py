@@ -208,11 +208,12 @@ def aggregate_sql(
         where = slice_where(params, source.table, time_column=None)
         values.update(where.params)
         spans = []
+        # The time column qualified by its table: a rollup's is named bucket, as is the time-bucket alias below,
+        # and ClickHouse resolves an alias before a column (day buckets filtered each hour row by its midnight).
+        when = f"{source.table}.{source.time_column}"
         for i, piece in served:
             values[f"p{i}_lo"], values[f"p{i}_hi"] = piece.start, piece.end
-            spans.append(
-                f"({source.time_column} >= {{p{i}_lo:{TIME_TYPE}}} AND {source.time_column} < {{p{i}_hi:{TIME_TYPE}}})"
-            )
+            spans.append(f"({when} >= {{p{i}_lo:{TIME_TYPE}}} AND {when} < {{p{i}_hi:{TIME_TYPE}}})")
         by_name = {name: expr for expr, _, name in (s.rpartition(" AS ") for s in source.sums())}
         where_sql = f"WHERE ({where.sql}) AND ({' OR '.join(spans)})"
         exprs = [f"{source.bucket(unit)} AS bucket"] if unit is not None else []

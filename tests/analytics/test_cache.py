@@ -23,6 +23,10 @@ from tests.analytics.fleet import W10, Fleet
 
 WEEK = SliceParams(start=W10, end=W10 + timedelta(days=7))
 UNALIGNED = SliceParams(start=W10 + timedelta(minutes=30), end=W10 + timedelta(days=3, minutes=5))
+MIDDAY = SliceParams(start=W10 + timedelta(hours=13), end=W10 + timedelta(days=3, hours=5))
+"""Whole hours (read from the hourly rollup) starting after midnight: the dashboard's range at the top of an hour.
+Before, the daily series of such a range were empty: the day alias shadowed the rollup's bucket column in WHERE,
+so rows were filtered by their day's midnight (seen in CI at 04:00 UTC)."""
 
 
 def _in(frame: pl.DataFrame, p: SliceParams) -> pl.DataFrame:
@@ -78,15 +82,17 @@ def test_cache_health(fleet_store: Store, fleet: Fleet, params: SliceParams) -> 
         assert llama_triton.get_column("cold_miss_cost_s").null_count() == llama_triton.height > 0
 
 
-def test_cache_trend(fleet_store: Store, fleet: Fleet) -> None:
-    rows = _in(fleet.cache_events, WEEK)
+@pytest.mark.parametrize("params", [WEEK, MIDDAY, UNALIGNED])
+def test_cache_trend(fleet_store: Store, fleet: Fleet, params: SliceParams) -> None:
+    rows = _in(fleet.cache_events, params)
+    assert rows.height
     want = (
         rows.group_by(pl.col(col.TS).dt.truncate("1d").dt.cast_time_unit("ms").alias("bucket"), col.CACHE)
         .agg(_n("hit").alias("hits"), pl.len().cast(pl.UInt64).alias("lookups"))
         .with_columns((pl.col("hits") / pl.col("lookups")).alias("hit_ratio"))
         .sort("bucket", col.CACHE)
     )
-    got = cache_trend(fleet_store, WEEK)
+    got = cache_trend(fleet_store, params)
     assert_frame_equal(got.select(want.columns), want)
 
 
@@ -99,8 +105,10 @@ def test_cache_reasons(fleet_store: Store, fleet: Fleet) -> None:
     assert "" in got.get_column(col.REASON).to_list()  # a miss without a reason is reported as such
 
 
-def test_cache_growth(fleet_store: Store, fleet: Fleet) -> None:
-    rows = _in(fleet.cache_events, WEEK).filter(pl.col(col.RESULT) == "miss")
+@pytest.mark.parametrize("params", [WEEK, MIDDAY, UNALIGNED])
+def test_cache_growth(fleet_store: Store, fleet: Fleet, params: SliceParams) -> None:
+    rows = _in(fleet.cache_events, params).filter(pl.col(col.RESULT) == "miss")
+    assert rows.height
     keys = [col.BUNDLE_ID, col.HW_POOL]
     want = (
         rows.group_by(pl.col(col.TS).dt.truncate("1d").dt.cast_time_unit("ms").alias("bucket"), *keys)
@@ -109,7 +117,7 @@ def test_cache_growth(fleet_store: Store, fleet: Fleet) -> None:
         .with_columns(pl.col("bytes").cum_sum().over(keys).alias("cumulative_bytes"))
         .sort(["bucket", *keys])
     )
-    got = cache_growth(fleet_store, WEEK)
+    got = cache_growth(fleet_store, params)
     assert_frame_equal(got.select(want.columns), want)
 
 

@@ -126,6 +126,26 @@ def test_timeseries_by_model_daily(fleet_store: Store, fleet: Fleet) -> None:
     assert got.get_column("request_rate_per_s").to_list() == pytest.approx((want[col.REQUESTS] / 86400).to_list())
 
 
+@pytest.mark.parametrize("hours", [(13, 3 * 24 + 5), (1, 23)])
+def test_daily_buckets_of_whole_hours_starting_after_midnight(
+    fleet_store: Store, fleet: Fleet, hours: tuple[int, int]
+) -> None:
+    # Read from the hourly rollup, whose time column is named bucket, like the day alias: the alias must not be what
+    # WHERE filters on (ClickHouse resolves aliases first), or each row is kept by its day's midnight.
+    params = SliceParams(start=W10 + timedelta(hours=hours[0]), end=W10 + timedelta(hours=hours[1]))
+    got = fleet_timeseries(fleet_store, params, unit="day", by="model")
+    want = (
+        _in(fleet.requests, params.start, params.end)
+        .group_by(
+            pl.col(col.TS).dt.truncate("1d").dt.cast_time_unit("ms").alias("bucket"), pl.col(col.MODEL).alias("group")
+        )
+        .agg(pl.len().cast(pl.UInt64).alias(col.REQUESTS), pl.col(col.RECOMPILES).cast(pl.UInt64).sum())
+        .sort("bucket", "group")
+    )
+    assert want.height
+    assert_frame_equal(got.select(want.columns), want)
+
+
 def test_timeseries_gives_the_buckets_asked_for_on_an_hour_aligned_range(fleet_store: Store, fleet: Fleet) -> None:
     params = SliceParams(start=W10 + timedelta(days=2), end=W10 + timedelta(days=2, hours=3))
     got = fleet_timeseries(fleet_store, params, unit="minute")
