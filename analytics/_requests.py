@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from inferensics.analytics.filters import FILTER_COLUMNS, TIME_TYPE, Filters, SliceParams, prefer_rollup, slice_where
+from inferensics.analytics.filters import (
+    FILTER_COLUMNS,
+    TIME_TYPE,
+    Filters,
+    SliceParams,
+    prefer_rollup,
+    slice_where,
+    time_column_sql,
+)
 from inferensics.schema import columns as col
 from inferensics.schema.rollups import (
     HIST_CODE,
@@ -208,9 +216,7 @@ def aggregate_sql(
         where = slice_where(params, source.table, time_column=None)
         values.update(where.params)
         spans = []
-        # The time column qualified by its table: a rollup's is named bucket, as is the time-bucket alias below,
-        # and ClickHouse resolves an alias before a column (day buckets filtered each hour row by its midnight).
-        when = f"{source.table}.{source.time_column}"
+        when = time_column_sql(source.table, source.time_column)  # not the time-bucket alias below
         for i, piece in served:
             values[f"p{i}_lo"], values[f"p{i}_hi"] = piece.start, piece.end
             spans.append(f"({when} >= {{p{i}_lo:{TIME_TYPE}}} AND {when} < {{p{i}_hi:{TIME_TYPE}}})")

@@ -41,10 +41,8 @@ def _lookups(client: QueryClient, params: SliceParams, keys: list[str], bucket: 
     tcol = col.BUCKET if rollup else col.TS
     where = slice_where(params, table, time_column=tcol, what="cache events")
     n = f"sum({col.REQUESTS})" if rollup else "count()"
-    # Named ``day`` in SQL: an alias ``bucket`` would shadow the rollup's own ``bucket`` column in WHERE (ClickHouse
-    # resolves aliases first), filtering each row by its day's midnight instead of its hour.
-    day = f"toDateTime64(toStartOfDay({tcol}), 0, 'UTC') AS day, " if bucket else ""
-    group = ", ".join([*(["day"] if bucket else []), *keys, col.RESULT])
+    day = f"toDateTime64(toStartOfDay({tcol}), 0, 'UTC') AS bucket, " if bucket else ""
+    group = ", ".join([*(["bucket"] if bucket else []), *keys, col.RESULT])
     frame = client.query_frame(
         f"SELECT {day}{', '.join(f'toString({k}) AS {k}' for k in keys)}, toString({col.RESULT}) AS {col.RESULT}, "
         f"toUInt64({n}) AS lookups, toFloat64(sum({col.TIME_SAVED_MS})) AS {col.TIME_SAVED_MS}, "
@@ -52,7 +50,7 @@ def _lookups(client: QueryClient, params: SliceParams, keys: list[str], bucket: 
         f"FROM {client.database}.{table} WHERE {where.sql} GROUP BY {group}",
         where.params,
     )
-    return frame.rename({"day": "bucket"}).with_columns(pl.col("bucket").dt.cast_time_unit("ms")) if bucket else frame
+    return frame.with_columns(pl.col("bucket").dt.cast_time_unit("ms")) if bucket else frame
 
 
 def _count(result: str) -> pl.Expr:

@@ -108,6 +108,13 @@ class Where:
         return Where(f"({self.sql}) AND ({other.sql})", {**self.params, **other.params})
 
 
+def time_column_sql(table: str, time_column: str) -> str:
+    """``time_column`` qualified by its ``table``, as a time condition must name it: a rollup's time column is
+    ``bucket``, the name queries give their time-bucket alias, and ClickHouse resolves an alias before a column (a
+    day bucket's alias would filter each hour row by its day's midnight)."""
+    return f"{table}.{time_column}"
+
+
 def slice_where(
     params: Filters,
     table: str,
@@ -140,7 +147,8 @@ def slice_where(
     lo = start if start is not None else getattr(params, "start", None)
     hi = end if end is not None else getattr(params, "end", None)
     if time_column is not None and lo is not None and hi is not None:
-        parts.append(f"{time_column} >= {{t_start:{TIME_TYPE}}} AND {time_column} < {{t_end:{TIME_TYPE}}}")
+        when = time_column_sql(table, time_column)
+        parts.append(f"{when} >= {{t_start:{TIME_TYPE}}} AND {when} < {{t_end:{TIME_TYPE}}}")
         values["t_start"] = lo
         values["t_end"] = hi
     return Where(" AND ".join(parts) or "1", values)

@@ -112,16 +112,20 @@ def test_host_filter_uses_raw_rows(fleet_store: Store, fleet: Fleet) -> None:
     assert_frame_equal(got.select(want.columns).sort(DIMS), want, check_exact=False, rel_tol=1e-9)
 
 
-def test_timeseries_by_model_daily(fleet_store: Store, fleet: Fleet) -> None:
-    got = fleet_timeseries(fleet_store, WEEK, unit="day", by="model")
-    want = (
-        _in(fleet.requests, WEEK.start, WEEK.end)
-        .group_by(
+def _daily_by_model(rows: pl.DataFrame) -> pl.DataFrame:
+    """Requests and recompiles per UTC day and model, as ``fleet_timeseries(unit="day", by="model")`` gives them."""
+    return (
+        rows.group_by(
             pl.col(col.TS).dt.truncate("1d").dt.cast_time_unit("ms").alias("bucket"), pl.col(col.MODEL).alias("group")
         )
         .agg(pl.len().cast(pl.UInt64).alias(col.REQUESTS), pl.col(col.RECOMPILES).cast(pl.UInt64).sum())
         .sort("bucket", "group")
     )
+
+
+def test_timeseries_by_model_daily(fleet_store: Store, fleet: Fleet) -> None:
+    got = fleet_timeseries(fleet_store, WEEK, unit="day", by="model")
+    want = _daily_by_model(_in(fleet.requests, WEEK.start, WEEK.end))
     assert_frame_equal(got.select(want.columns), want)
     assert got.get_column("request_rate_per_s").to_list() == pytest.approx((want[col.REQUESTS] / 86400).to_list())
 
@@ -134,14 +138,7 @@ def test_daily_buckets_of_whole_hours_starting_after_midnight(
     # WHERE filters on (ClickHouse resolves aliases first), or each row is kept by its day's midnight.
     params = SliceParams(start=W10 + timedelta(hours=hours[0]), end=W10 + timedelta(hours=hours[1]))
     got = fleet_timeseries(fleet_store, params, unit="day", by="model")
-    want = (
-        _in(fleet.requests, params.start, params.end)
-        .group_by(
-            pl.col(col.TS).dt.truncate("1d").dt.cast_time_unit("ms").alias("bucket"), pl.col(col.MODEL).alias("group")
-        )
-        .agg(pl.len().cast(pl.UInt64).alias(col.REQUESTS), pl.col(col.RECOMPILES).cast(pl.UInt64).sum())
-        .sort("bucket", "group")
-    )
+    want = _daily_by_model(_in(fleet.requests, params.start, params.end))
     assert want.height
     assert_frame_equal(got.select(want.columns), want)
 
