@@ -5,8 +5,10 @@ run, rounds interleaved.
     .venv/bin/python benchmarks/bench_registry_dispatch.py                     # CPU, small shapes
     python benchmarks/bench_registry_dispatch.py --device cuda --dtype bfloat16   # a GPU, decode shapes
 
-Four callables per op, each timed as a loop of ``--calls`` calls (a GPU synchronised once at the end):
-``direct`` (the chosen provider's function), ``registry`` (the public function: after the first call of a
+Four or five callables per op, each timed as a loop of ``--calls`` calls (a GPU synchronised once at the end):
+``direct`` (the chosen provider's function: a Triton provider's eager call runs its op's body without the
+``torch.library`` op), ``op`` (a Triton provider only: every call through its ``torch.library`` op, as eager calls
+went before they were made direct), ``registry`` (the public function: after the first call of a
 signature, in plain eager, the hot path without the dispatcher), ``dispatcher`` (``torch.ops.inferensics.<op>``:
 the C++ dispatcher calls the Python implementation, which takes the hot path) and ``full path`` (the registry with
 the hot path switched off in this process, each call deciding as before it existed). Per round the per-call time
@@ -78,8 +80,10 @@ def callables(name: str, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         finally:
             op_module._tensor_key = key
 
+    via_op = getattr(provider, "through_op", None)  # a Triton provider: its torch.library op, never called directly
     return {
         "direct": lambda: provider(*args),
+        **({"op": lambda: via_op(*args)} if via_op is not None else {}),
         "registry": lambda: public(*args),
         "dispatcher": lambda: semantic.overload(*args),
         "full path": full_path,
@@ -106,7 +110,7 @@ def main() -> None:
         f"{torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'} · {a.dtype} · {a.calls} calls × "
         f"{a.rounds} rounds · load {os.getloadavg()[0]:.2f}"
     )
-    heads = ("registry", "dispatcher", "full path")
+    heads = ("op", "registry", "dispatcher", "full path")
     print(f"{'op':24} {'provider':10} {'direct us':>10}" + "".join(f"{h + ' +us [range]':>26}" for h in heads))
     for name in a.ops.split(","):
         args = make_args(name, SHAPES[device.type][name], dtype, device)
@@ -119,11 +123,12 @@ def main() -> None:
             for k in order[r % len(order) :] + order[: r % len(order)]:
                 rows[k].append(per_call_us(fns[k], a.calls, sync))
         direct = rows["direct"]
-        added = [spread([x - d for x, d in zip(rows[k], direct, strict=True)]) for k in heads]
+        added = [spread([x - d for x, d in zip(rows[k], direct, strict=True)]) if k in rows else "-" for k in heads]
         provider = next(d.provider for d in kernels.registry().op(name).log.snapshot() if not d.compiled)
         print(f"{name:24} {provider:10} {statistics.median(direct):10.2f}" + "".join(f"{x:>26}" for x in added))
     print(
-        "# time a call adds to the provider's own (median, range over rounds): registry = the public function; "
+        "# time a call adds to the provider's own (median, range over rounds): op = the Triton provider through its "
+        "torch.library op; registry = the public function; "
         "dispatcher = torch.ops.inferensics.<op> (the hot path behind the C++ dispatcher's hop into Python); "
         "full path = each call deciding (the hot path off)"
     )

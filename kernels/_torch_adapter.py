@@ -107,6 +107,44 @@ def plain_eager() -> bool:
         return False
 
 
+def direct_call(args: Iterable[Any]) -> bool:
+    """Whether a ``torch.library`` op called on ``args`` may run its Python body without the op: plain eager
+    (:func:`plain_eager`), no compile tracing, and no tensor argument autograd would track (the op's autograd
+    wrapper says what a backward through it does)."""
+    if torch.compiler.is_compiling() or not plain_eager():
+        return False
+    return not torch.is_grad_enabled() or not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+
+
+def run_unwrapped(body: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``body(*args)`` with ``wrap_triton`` giving back the kernels themselves, as a ``triton_op``'s own eager call
+    runs its body (launched through ``wrap_triton`` outside one, a kernel goes through the higher-order op's
+    dispatch, which costs more than the op). Where this torch keeps the switch elsewhere, the body runs as is."""
+    state = _WRAP_TRITON_STATE
+    if state is None:
+        return body(*args)
+    prev = getattr(state, "value", True)
+    state.value = False
+    try:
+        return body(*args)
+    finally:
+        state.value = prev
+
+
+def _wrap_triton_state() -> Any:
+    try:
+        from torch._library import triton as library_triton
+
+        state = library_triton.wrap_triton_enabled
+        return state if callable(getattr(library_triton, "is_wrap_triton_enabled", None)) else None
+    except Exception:
+        return None
+
+
+_WRAP_TRITON_STATE = _wrap_triton_state()
+"""The thread-local switch ``wrap_triton`` reads (``torch._library.triton``), ``None`` where this torch has none."""
+
+
 def symbolic(value: Any) -> bool:
     """Whether a size is a symbol of the compile in progress (a dynamic dimension), not a fixed number (plain
     ``isinstance``, so Dynamo can trace the question without specialising the size)."""

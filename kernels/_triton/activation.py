@@ -270,3 +270,7 @@ def silu_mul_with(x: torch.Tensor, config: tuple[int, ...] | SiluConfig | None =
 def silu_mul_triton(x: torch.Tensor) -> torch.Tensor:
     """``silu(x[..., :d]) * x[..., d:]`` by our Triton kernel."""
     return silu_mul_with(x)
+
+
+DIRECT = {"silu_mul_triton": silu_mul_with}
+"""The op's Python body, which an eager call runs without the op's dispatch (``ops/common.py``'s ``triton_fn``)."""

@@ -338,3 +338,7 @@ def fused_add_rms_norm_triton(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``residual + x`` (returned as the new residual) and its RMSNorm, in one pass."""
     return fused_add_rms_norm_with(x, residual, weight, eps)
+
+
+DIRECT = {"rms_norm_triton": rms_norm_with, "fused_add_rms_norm_triton": fused_add_rms_norm_with}
+"""Each op's Python body, which an eager call runs without the op's dispatch (``ops/common.py``'s ``triton_fn``)."""

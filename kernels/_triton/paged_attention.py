@@ -452,3 +452,7 @@ def paged_decode_attention_triton(
         call = paged_decode_attention_runtime
     out: torch.Tensor = call(q, k_cache, v_cache, block_table, seq_lens, scale)
     return out
+
+
+DIRECT = {"paged_decode_attention_triton": _serve}
+"""The op's Python body, which an eager call runs without the op's dispatch (``ops/common.py``'s ``triton_fn``)."""

@@ -113,3 +113,7 @@ def rotary_with(
 def rotary_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate ``x`` by per-position angles (``cos``/``sin`` of ``head_dim / 2`` columns) by our Triton kernel."""
     return rotary_with(x, cos, sin)
+
+
+DIRECT = {"rotary_triton": rotary_with}
+"""The op's Python body, which an eager call runs without the op's dispatch (``ops/common.py``'s ``triton_fn``)."""

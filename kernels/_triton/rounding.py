@@ -26,8 +26,9 @@ runs, where each tuning launch costs seconds under the sanitizer)."""
 
 
 def interpreting() -> bool:
-    """Whether Triton kernels run in the interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    """Whether our Triton kernels run in the interpreter: Triton decided when it defined them (``TRITON_INTERPRET=1``
+    when the kernel modules were imported), so this is read once, from a kernel, not from the environment per call."""
+    return _INTERPRETED
 
 
 def fixed_config() -> bool:
@@ -56,6 +57,10 @@ def _bf16_rne(x):
     rounded = ((bits + bias) >> 16).to(tl.uint16)
     out = rounded.to(tl.bfloat16, bitcast=True)
     return tl.where(x != x, x.to(tl.bfloat16), out)  # noqa: PLR0124 (x != x: NaN)
+
+
+_INTERPRETED: bool = type(_bf16_rne).__name__ == "InterpretedFunction"
+"""Whether Triton made this module's kernels interpreted functions (what :func:`interpreting` answers)."""
 
 
 @triton.jit

@@ -74,13 +74,29 @@ def triton_fn(module: str, name: str) -> Callable[..., Any]:
     Importing late keeps Triton out of processes that never run a Triton provider, and lets
     ``TRITON_INTERPRET=1`` set by a test before the first call take effect (Triton reads it when a kernel is
     defined).
+
+    ``name`` is a ``torch.library`` op (so a compiled graph holds it as one node and Inductor launches its kernel).
+    An eager call that nothing observes (:func:`_torch_adapter.direct_call`: no compile, mode, profiler or autograd)
+    runs the op's Python body (the module's ``DIRECT[name]``) instead, launching its kernels as the op's own eager
+    call would (:func:`_torch_adapter.run_unwrapped`): the op's dispatch, its autograd and aliasing wrappers and
+    Dynamo's disable frame cost a decode-sized call more than the kernel's own launch.
     """
-    resolved: list[Callable[..., Any]] = []
+    resolved: list[tuple[Callable[..., Any], Callable[..., Any]]] = []
+    direct, unwrapped = _torch_adapter.direct_call, _torch_adapter.run_unwrapped
+
+    def resolve() -> tuple[Callable[..., Any], Callable[..., Any]]:
+        if not resolved:
+            loaded = importlib.import_module(f"inferensics.kernels._triton.{module}")
+            resolved.append((getattr(loaded, name), loaded.DIRECT[name]))
+        return resolved[0]
 
     def run(*args: Any) -> Any:
-        if not resolved:
-            resolved.append(getattr(importlib.import_module(f"inferensics.kernels._triton.{module}"), name))
-        return resolved[0](*args)
+        op, body = resolved[0] if resolved else resolve()
+        return unwrapped(body, args) if direct(args) else op(*args)
+
+    def through_op(*args: Any) -> Any:
+        return resolve()[0](*args)
 
     run.__name__ = run.__qualname__ = name
+    run.through_op = through_op  # type: ignore[attr-defined]  # every call through the op (the benchmark's peer)
     return run
