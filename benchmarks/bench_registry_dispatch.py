@@ -69,7 +69,7 @@ def callables(name: str, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
     public(*args)  # decides the signature
     semantic = kernels.registry().op(name)
     chosen = semantic.log.snapshot()
-    decision = next(d for d in chosen if not d.compiled and d.signature == op_module.signature(args))
+    decision = next(d for d in chosen if not d.compiled and d.signature == kernels.signature(args))
     provider = semantic.providers[decision.provider].fn
 
     def full_path() -> Any:

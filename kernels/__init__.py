@@ -32,11 +32,12 @@ import torch
 
 from inferensics.kernels.decisions import Decision, DecisionLog, EvidenceApplication
 from inferensics.kernels.evidence import EvidenceError, apply_evidence
-from inferensics.kernels.op import REFERENCE, SemanticOp, signature
+from inferensics.kernels.op import REFERENCE, SemanticOp
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.qualify import QualifyOptions, QualifyResult, qualify
 from inferensics.kernels.registry import Registry, canonical_digest, default_registry, environment
 from inferensics.kernels.requirements import CallContext, Requirements
+from inferensics.kernels.signatures import signature
 from inferensics.kernels.tolerance import Rule, ToleranceSpec, Verdict, compare
 
 _REGISTRY = default_registry()  # defines the torch.ops.inferensics operators the functions below run

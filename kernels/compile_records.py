@@ -14,23 +14,22 @@ or where this torch has no end-of-compile callback, is kept and written at once,
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from inferensics.kernels import _torch_adapter
 from inferensics.kernels.decisions import Decision, DecisionLog
+from inferensics.kernels.signatures import signature
 
 MAX_PENDING = 4096
 """Decisions held for one compile before the oldest are written as made (a runaway trace must not grow memory)."""
 
-Signer = Callable[[Sequence[Any]], str]
-
 _LOCK = threading.Lock()
-_PENDING: list[tuple[Decision, Sequence[Any], DecisionLog, Signer]] = []
+_PENDING: list[tuple[Decision, Sequence[Any], DecisionLog]] = []
 
 
-def hold(decision: Decision, args: Sequence[Any], log: DecisionLog, sign: Signer) -> None:
+def hold(decision: Decision, args: Sequence[Any], log: DecisionLog) -> None:
     """Keep ``decision`` (made while compiling, traced with ``args``) until its compile ends; write it now when
     no end will be seen."""
     if (
@@ -38,13 +37,13 @@ def hold(decision: Decision, args: Sequence[Any], log: DecisionLog, sign: Signer
         or not _torch_adapter.compile_end_pending()  # a trace outside Dynamo's compile (export's capture, make_fx)
         or not _torch_adapter.on_compile_start_and_end(_compile_edge)
     ):
-        _write([_signed(decision, args, sign)], log)
+        _write([_signed(decision, args)], log)
         return
     with _LOCK:
         if len(_PENDING) >= MAX_PENDING:
-            early, args0, log0, sign0 = _PENDING.pop(0)
-            _write([_signed(early, args0, sign0)], log0)
-        _PENDING.append((decision, args, log, sign))
+            early, args0, log0 = _PENDING.pop(0)
+            _write([_signed(early, args0)], log0)
+        _PENDING.append((decision, args, log))
 
 
 def _compile_edge(args: Any) -> None:
@@ -60,15 +59,15 @@ def flush() -> None:
         held = _PENDING[:]
         _PENDING.clear()
     by_log: dict[int, tuple[DecisionLog, dict[tuple[str, str, str], Decision]]] = {}
-    for decision, args, log, sign in held:
-        d = _signed(decision, args, sign)
+    for decision, args, log in held:
+        d = _signed(decision, args)
         by_log.setdefault(id(log), (log, {}))[1][(d.compile_id, d.op, d.signature)] = d
     for log, decisions in by_log.values():
         _write(list(decisions.values()), log)
 
 
-def _signed(decision: Decision, args: Sequence[Any], sign: Signer) -> Decision:
-    sig = sign(args)
+def _signed(decision: Decision, args: Sequence[Any]) -> Decision:
+    sig = signature(args)
     return decision if sig == decision.signature else replace(decision, signature=sig)
 
 

@@ -32,6 +32,7 @@ from inferensics.kernels import _torch_adapter, cache_salt, compile_records, pro
 from inferensics.kernels.decisions import MAX_SIGNATURES, Decision, DecisionLog
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.requirements import CallContext, interpreter_enabled
+from inferensics.kernels.signatures import signature
 from inferensics.kernels.tolerance import ToleranceSpec
 
 REFERENCE = "reference"
@@ -46,24 +47,6 @@ _LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")  # type: ignore[no-untyp
 _MISS: Any = object()
 """What the eager hot path returns when it did not serve the call."""
 BucketFn = Callable[[Sequence[Any]], str]
-
-
-def signature(args: Sequence[Any]) -> str:
-    """A call's argument signature: dtype, shape, strides (when not contiguous) and device of each tensor.
-
-    Symbolic sizes (dynamic shapes under ``torch.compile``) are written as their symbols and never compared,
-    so building a signature adds no guard and specialises no dimension; a size a guard has fixed is written as
-    the number it is, as in a trace that never saw it symbolic.
-    """
-    parts = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            dt = str(a.dtype).removeprefix("torch.")
-            shape = ",".join(map(str, a.shape))
-            concrete = all(_torch_adapter.fixed(d) for d in (*a.shape, *a.stride()))
-            layout = "" if concrete and a.is_contiguous() else "/s" + ",".join(map(str, a.stride()))
-            parts.append(f"{dt}[{shape}]{layout}@{a.device.type}")
-    return " ".join(parts)
 
 
 def eager_key(args: Sequence[Any]) -> tuple[Any, ...] | None:
@@ -318,7 +301,7 @@ class SemanticOp:
                 cache_salt.note(decision)  # the compile caches key this graph on the providers it holds
                 # Logged and written into the compile's trace when the compile ends, signed under the sizes it
                 # settled on (a provider's guards specialise symbols as it traces).
-                compile_records.hold(decision, args, self.log, signature)
+                compile_records.hold(decision, args, self.log)
             else:
                 self.log.record(decision)
                 self.log.count_call(self.name, decision.provider)

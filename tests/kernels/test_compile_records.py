@@ -7,7 +7,7 @@ import torch
 
 from inferensics.kernels import DecisionLog, _torch_adapter, compile_records
 from inferensics.kernels.decisions import Decision
-from inferensics.kernels.op import signature
+from inferensics.kernels.signatures import signature
 
 
 def test_a_decision_traced_outside_a_dynamo_compile_is_written_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -19,7 +19,7 @@ def test_a_decision_traced_outside_a_dynamo_compile_is_written_at_once(monkeypat
     x = torch.ones(2, 3)
     decision = Decision("rms_norm", "triton", signature([x]), "b", compiled=True, compile_id="7/0")
     assert not _torch_adapter.compile_end_pending()
-    compile_records.hold(decision, [x], log, signature)
+    compile_records.hold(decision, [x], log)
     assert emitted == ["rms_norm"]
     assert log.snapshot() == [decision]
 
@@ -34,7 +34,7 @@ def test_inside_a_compile_the_decisions_wait_for_its_end(monkeypatch: pytest.Mon
         x = torch.ones(2, 3)
         for op in ("silu_mul", "silu_mul", "rms_norm"):  # the first two one (op, signature): written once
             decision = Decision(op, "triton", signature([x]), "b", compiled=True, compile_id="0/0")
-            compile_records.hold(decision, [x], log, signature)
+            compile_records.hold(decision, [x], log)
         during.append((_torch_adapter.compile_end_pending(), list(emitted)))
         return gm
 
