@@ -112,22 +112,14 @@ class ProviderSource:
 
 
 def _resolve(fn: Callable[..., Any]) -> Any:
-    """The function a provider wrapper runs: ``__wrapped__``, a lazily imported Triton entry point, or itself."""
+    """The function a provider wrapper runs: ``__wrapped__``, a lazily imported Triton provider's op (its ``entry``,
+    ``kernels/ops/common.triton_fn``), or itself."""
     fn = inspect.unwrap(fn)
-    try:
-        free = inspect.getclosurevars(fn).nonlocals
-    except (TypeError, ValueError):
-        return fn
-    resolved = free.get("resolved")
-    if isinstance(resolved, list) and resolved and callable(resolved[0]):
-        return inspect.unwrap(resolved[0])
-    module, name = free.get("module"), free.get("name")
-    if isinstance(module, str) and isinstance(name, str):
-        import importlib
-
+    entry = getattr(fn, "entry", None)
+    if callable(entry):
         try:
-            return getattr(importlib.import_module(f"{kernels.__name__}._triton.{module}"), name)
-        except Exception:
+            return inspect.unwrap(entry())
+        except Exception:  # the Triton module does not import here
             return fn
     return fn
 

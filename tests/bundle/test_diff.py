@@ -13,13 +13,18 @@ from tests.bundle.conftest import Keys, spec
 from tests.bundle.resign import mutated
 
 
-def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+def _set(path: str, *values: Any) -> Callable[[dict[str, Any]], None]:
+    """Set the factor at ``path`` to the first of ``values`` that differs from the identity's own: a host's factors
+    (its CPU's instruction set, its torch or driver) may already be the first value."""
+
     def change(identity: dict[str, Any]) -> None:
         *parents, leaf = path.split("/")
         node = identity
         for p in parents:
             node = node.setdefault(p, {})
-        node[leaf] = value
+        other = [v for v in values if v != node.get(leaf)]
+        assert other, f"every mutation of {path} equals this host's own {node.get(leaf)!r}"
+        node[leaf] = other[0]
 
     return change
 
@@ -40,15 +45,17 @@ def _add_customisation(identity: dict[str, Any]) -> None:
 
 
 MUTATIONS: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
-    ("torch version", _set("compiler_versions/torch", "2.11.0+cu130"), "compiler_versions", "compiler_versions.torch"),
+    ("torch version", _set("compiler_versions/torch", "2.11.0+cu130", "2.13.0+cpu"), "compiler_versions",
+     "compiler_versions.torch"),
     ("torch source key", _set("compiler_versions/torch_key", "0" * 64), "compiler_versions",
      "compiler_versions.torch_key"),
-    ("triton version", _set("compiler_versions/triton", "3.6.0"), "compiler_versions", "compiler_versions.triton"),
+    ("triton version", _set("compiler_versions/triton", "3.6.0", "3.9.0"), "compiler_versions",
+     "compiler_versions.triton"),
     ("triton key", _set("compiler_versions/triton_key", "1" * 64), "compiler_versions", "compiler_versions.triton_key"),
-    ("python", _set("compiler_versions/python", "3.12.3"), "compiler_versions", "compiler_versions.python"),
-    ("cuda runtime", _set("compiler_versions/cuda_runtime", "13.0"), "compiler_versions",
+    ("python", _set("compiler_versions/python", "3.12.3", "3.11.7"), "compiler_versions", "compiler_versions.python"),
+    ("cuda runtime", _set("compiler_versions/cuda_runtime", "13.0", "12.8"), "compiler_versions",
      "compiler_versions.cuda_runtime"),
-    ("cudnn", _set("compiler_versions/cudnn", "91900"), "compiler_versions", "compiler_versions.cudnn"),
+    ("cudnn", _set("compiler_versions/cudnn", "91900", "90100"), "compiler_versions", "compiler_versions.cudnn"),
     ("an inductor setting", _set("settings/changed/inductor.max_fusion_size", 1), "settings",
      "settings.changed.inductor.max_fusion_size"),
     ("a dynamo setting", _set("settings/changed/dynamo.automatic_dynamic_shapes", False), "settings",
@@ -56,14 +63,15 @@ MUTATIONS: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("compile mode", _set("settings/compile/mode", "max-autotune"), "settings", "settings.compile.mode"),
     ("dynamic on", _set("settings/compile/dynamic", True), "settings", "settings.compile.dynamic"),
     ("fullgraph", _set("settings/compile/fullgraph", True), "settings", "settings.compile.fullgraph"),
-    ("cpu threads", _set("settings/cpu_threads", 7), "settings", "settings.cpu_threads"),
-    ("compute capability", _set("compatibility/compute_capability", "9.0"), "compatibility",
+    ("cpu threads", _set("settings/cpu_threads", 7, 5), "settings", "settings.cpu_threads"),
+    ("compute capability", _set("compatibility/compute_capability", "9.0", "8.0"), "compatibility",
      "compatibility.compute_capability"),
-    ("device name", _set("compatibility/device_name", "NVIDIA H200"), "compatibility", "compatibility.device_name"),
-    ("driver", _set("compatibility/driver", "580.95.05"), "compatibility", "compatibility.driver"),
-    ("cpu isa", _set("compatibility/cpu_isa", "AVX2"), "compatibility", "compatibility.cpu_isa"),
-    ("runtime abi", _set("compatibility/runtime_abi", "cpython-312-cxx11abi1"), "compatibility",
-     "compatibility.runtime_abi"),
+    ("device name", _set("compatibility/device_name", "NVIDIA H200", "NVIDIA H100 80GB HBM3"), "compatibility",
+     "compatibility.device_name"),
+    ("driver", _set("compatibility/driver", "580.95.05", "570.86.15"), "compatibility", "compatibility.driver"),
+    ("cpu isa", _set("compatibility/cpu_isa", "AVX2", "AVX512"), "compatibility", "compatibility.cpu_isa"),
+    ("runtime abi", _set("compatibility/runtime_abi", "cpython-312-cxx11abi1", "cpython-311-cxx11abi1"),
+     "compatibility", "compatibility.runtime_abi"),
     ("a line of model code", _set("code/tests.bundle.models", "a" * 64), "code", "code.tests.bundle.models"),
     ("the weights", _set("weights/digest", "b" * 64), "weights", "weights.digest"),
     ("factory argument", _set("model/args/seed", 1), "model", "model.args.seed"),
