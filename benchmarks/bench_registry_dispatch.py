@@ -80,7 +80,8 @@ def callables(name: str, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         finally:
             op_module._tensor_key = key
 
-    via_op = getattr(provider, "through_op", None)  # a Triton provider: its torch.library op, never called directly
+    entry = getattr(provider, "entry", None)  # a Triton provider: its torch.library op, never called directly
+    via_op = entry() if entry is not None else None
     return {
         "direct": lambda: provider(*args),
         **({"op": lambda: via_op(*args)} if via_op is not None else {}),
