@@ -5,21 +5,29 @@ run, rounds interleaved.
     .venv/bin/python benchmarks/bench_registry_dispatch.py                     # CPU, small shapes
     python benchmarks/bench_registry_dispatch.py --device cuda --dtype bfloat16   # a GPU, decode shapes
 
-Four or five callables per op, each timed as a loop of ``--calls`` calls (a GPU synchronised once at the end):
-``direct`` (the chosen provider's function: a Triton provider's eager call runs its op's body without the
-``torch.library`` op), ``op`` (a Triton provider only: every call through its ``torch.library`` op, as eager calls
-went before they were made direct), ``registry`` (the public function: after the first call of a
-signature, in plain eager, the hot path without the dispatcher), ``dispatcher`` (``torch.ops.inferensics.<op>``:
-the C++ dispatcher calls the Python implementation, which takes the hot path) and ``full path`` (the registry with
-the hot path switched off in this process, each call deciding as before it existed). Per round the per-call time
-of each, in an order that rotates; printed: the median and range over rounds of each one's added time per call
-(minus direct, µs). Compiled graphs never pass through the registry: these costs are eager serving's alone.
-Prints figures; asserts nothing.
+Up to six callables per op, each timed as a loop of ``--calls`` calls (a GPU synchronised once at the end):
+
+- ``direct``: the chosen provider's function. A Triton provider's eager call runs its op's body without the
+  ``torch.library`` op, and on CUDA replays a launch plan of that body (``kernels/_triton/launches.py``);
+- ``body`` (a Triton provider only): its op's body called as it is, Triton's launch path every call;
+- ``op`` (a Triton provider only): every call through its ``torch.library`` op, as eager calls went before they
+  were made direct;
+- ``registry``: the public function (after the first call of a signature, in plain eager, the hot path without the
+  dispatcher);
+- ``dispatcher``: ``torch.ops.inferensics.<op>`` (the C++ dispatcher calls the Python implementation, which takes
+  the hot path);
+- ``full path``: the registry with the hot path switched off in this process, each call deciding as before it
+  existed.
+
+Per round the per-call time of each, in an order that rotates; printed: the median and range over rounds of each
+one's added time per call (minus direct, µs). Compiled graphs never pass through the registry: these costs are
+eager serving's alone. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import platform
 import statistics
@@ -30,6 +38,7 @@ from typing import Any
 import torch
 
 from inferensics import kernels
+from inferensics.kernels import _torch_adapter
 from inferensics.kernels import op as op_module
 from inferensics.kernels.samples import make_args
 
@@ -82,13 +91,25 @@ def callables(name: str, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
 
     entry = getattr(provider, "entry", None)  # a Triton provider: its torch.library op, never called directly
     via_op = entry() if entry is not None else None
+    body = _body(provider.__name__) if entry is not None else None
     return {
         "direct": lambda: provider(*args),
+        **({"body": lambda: _torch_adapter.run_unwrapped(body, args)} if body is not None else {}),
         **({"op": lambda: via_op(*args)} if via_op is not None else {}),
         "registry": lambda: public(*args),
         "dispatcher": lambda: semantic.overload(*args),
         "full path": full_path,
     }
+
+
+def _body(name: str) -> Callable[..., Any] | None:
+    """The Python body of Triton op ``name`` (its module's ``DIRECT``), which a direct eager call replays from a launch
+    plan on CUDA (``kernels/_triton/launches.py``): called here as it is, Triton's launch path every call."""
+    for module in ("norm", "activation", "rotary", "paged_attention"):
+        loaded = importlib.import_module(f"inferensics.kernels._triton.{module}")
+        if name in loaded.DIRECT:
+            return loaded.DIRECT[name]  # type: ignore[no-any-return]
+    return None
 
 
 def spread(values: list[float]) -> str:
@@ -111,7 +132,7 @@ def main() -> None:
         f"{torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'} · {a.dtype} · {a.calls} calls × "
         f"{a.rounds} rounds · load {os.getloadavg()[0]:.2f}"
     )
-    heads = ("op", "registry", "dispatcher", "full path")
+    heads = ("body", "op", "registry", "dispatcher", "full path")
     print(f"{'op':24} {'provider':10} {'direct us':>10}" + "".join(f"{h + ' +us [range]':>26}" for h in heads))
     for name in a.ops.split(","):
         args = make_args(name, SHAPES[device.type][name], dtype, device)
@@ -128,7 +149,8 @@ def main() -> None:
         provider = next(d.provider for d in kernels.registry().op(name).log.snapshot() if not d.compiled)
         print(f"{name:24} {provider:10} {statistics.median(direct):10.2f}" + "".join(f"{x:>26}" for x in added))
     print(
-        "# time a call adds to the provider's own (median, range over rounds): op = the Triton provider through its "
+        "# time a call adds to the provider's own (median, range over rounds): body = the Triton provider's op body "
+        "called as it is (on CUDA a direct call replays a launch plan of it); op = the Triton provider through its "
         "torch.library op; registry = the public function; "
         "dispatcher = torch.ops.inferensics.<op> (the hot path behind the C++ dispatcher's hop into Python); "
         "full path = each call deciding (the hot path off)"

@@ -222,3 +222,134 @@ def _tracing_context() -> Any:
 
 
 _TRACING: Any = _tracing_context()
+
+
+# --- eager launch plans (kernels/_triton/launches.py) ----------------------------------------------------
+
+
+def current_cuda_device() -> int:
+    """The calling thread's current CUDA device index (where Triton launches), without ``torch.cuda``'s Python."""
+    return int(torch._C._cuda_getDevice())
+
+
+def raw_stream(device: int) -> int:
+    """The raw handle of the calling thread's current stream on CUDA ``device`` (as Inductor's code reads it)."""
+    return int(torch._C._cuda_getCurrentRawStream(device))
+
+
+def stream_capturing() -> bool:
+    """Whether the current CUDA stream is capturing a CUDA graph (then nothing may synchronise)."""
+    try:
+        return bool(torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return True  # cannot tell: treat as capturing, so nothing synchronises
+
+
+_SCALAR_TYPES = {
+    "i1": "i", "i8": "b", "i16": "h", "i32": "i", "i64": "l", "u1": "I", "u8": "B", "u16": "H", "u32": "I",
+    "u64": "K", "fp16": "f", "bf16": "f", "fp32": "f", "f32": "f", "fp64": "d",
+}  # fmt: skip
+"""Triton's scalar parameter types as the static launcher's argument codes (Inductor's table)."""
+
+
+class StaticKernel:
+    """A compiled Triton kernel loaded for Inductor's static CUDA launcher: one C++ call a launch.
+
+    ``params`` are the indices (in the kernel's parameter list) of the values a launch passes, in order: every
+    parameter that is neither a ``constexpr`` nor a value Triton compiled in (an integer equal to 1, say).
+    """
+
+    __slots__ = ("_arg_tys", "_function", "_module", "_shared", "_tail", "_warps", "params")
+
+    def __init__(self, compiled: Any, device: int) -> None:
+        import os
+        import tempfile
+
+        from torch._C import _StaticCudaLauncher
+
+        meta = compiled.metadata
+        if getattr(meta, "num_ctas", 1) != 1:
+            raise NotImplementedError("more than one CTA a program")
+        for option in ("launch_pdl", "launch_cooperative_grid"):
+            if getattr(meta, option, False):
+                raise NotImplementedError(f"the kernel is launched with {option}")
+        scratch: list[None] = []
+        for name in ("global_scratch_size", "profile_scratch_size"):
+            if hasattr(meta, name):
+                if getattr(meta, name) > 0:
+                    raise NotImplementedError(f"the kernel needs {name}")
+                scratch.append(None)  # newer Triton: a scratch pointer parameter the kernel never reads
+        src = compiled.src
+        names = list(src.fn.arg_names)
+
+        def index(key: Any) -> int:
+            return names.index(key) if isinstance(key, str) else int(key[0] if isinstance(key, tuple) else key)
+
+        constants = {index(k) for k in getattr(src, "constants", {})}
+        signature = {index(k): v for k, v in src.signature.items()}
+        params, codes = [], []
+        for i in sorted(signature):
+            ty = signature[i]
+            if ty == "constexpr" or i in constants:
+                continue
+            params.append(i)
+            codes.append("O" if ty.startswith("*") else _SCALAR_TYPES[ty])
+        self.params = tuple(params)
+        self._arg_tys = "".join(codes) + "O" * len(scratch)
+        self._tail = tuple(scratch)
+        with tempfile.TemporaryDirectory(prefix="inferensics-kernel-") as folder:
+            path = os.path.join(folder, "kernel.cubin")
+            with open(path, "wb") as fh:
+                fh.write(compiled.asm["cubin"])
+            loaded = _StaticCudaLauncher._load_kernel(path, meta.name, meta.shared, device)
+        # (function, n_regs, n_spills) up to torch 2.12; (module, function, n_regs, n_spills) since
+        self._module, self._function = (None, loaded[0]) if len(loaded) == 3 else (loaded[0], loaded[1])
+        self._warps, self._shared = int(meta.num_warps), int(meta.shared)
+
+    def launch(self, grid: tuple[int, int, int], stream: int, values: tuple[Any, ...]) -> None:
+        """Launch on ``stream`` of the current device: ``values`` for :attr:`params` (pointers as integers)."""
+        _STATIC_LAUNCH(self._function, *grid, self._warps, self._shared, self._arg_tys, (*values, *self._tail), stream)
+
+
+def _static_launch() -> Any:
+    try:
+        from torch._C import _StaticCudaLauncher
+
+        return _StaticCudaLauncher._launch_kernel
+    except Exception:
+        return None
+
+
+_STATIC_LAUNCH: Any = _static_launch()
+
+
+@contextlib.contextmanager
+def aten_ops_seen(seen: list[tuple[Any, tuple[Any, ...], Any]]) -> Iterator[None]:
+    """Append ``(aten op, arguments, result)`` to ``seen`` for every op the block runs on this thread (a dispatch
+    mode: a factory function's tensor reaches the caller through a ``detach`` of the one seen here)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Seen(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's class is untyped
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            seen.append((func, tuple(args), out))
+            return out
+
+    with _Seen():  # type: ignore[no-untyped-call]
+        yield
+
+
+def allocating_ops() -> frozenset[Any]:
+    """The aten ops that only allocate (``torch.empty`` and ``empty_strided``)."""
+    aten = torch.ops.aten
+    return frozenset({aten.empty.memory_format, aten.empty_strided.default})
+
+
+def view_ops() -> frozenset[Any]:
+    """The aten ops that only view a tensor's memory (no kernel, no copy)."""
+    aten = torch.ops.aten
+    return frozenset({
+        aten.view.default, aten._unsafe_view.default, aten.slice.Tensor, aten.select.int, aten.as_strided.default,
+        aten.alias.default, aten.detach.default, aten.t.default, aten.transpose.int, aten.permute.default,
+        aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default, aten.squeeze.dims, aten.expand.default,
+    })  # fmt: skip

@@ -20,8 +20,9 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.library import triton_op
 
+from inferensics.kernels._triton.launches import launch
 from inferensics.kernels._triton.norm import rows_key
 from inferensics.kernels._triton.rounding import exp_f32, fixed_config, interpreting, is_sm90, round_to
 from inferensics.kernels._triton.tables import entries
@@ -248,7 +249,7 @@ def silu_mul_with(x: torch.Tensor, config: tuple[int, ...] | SiluConfig | None =
         n_blocks = triton.cdiv(d, c.block)
         flat = c.flat and rows * n_blocks <= _MAX_FLAT_PROGRAMS
         grid = (rows * n_blocks,) if flat else (rows, n_blocks)
-        wrap_triton(_silu_mul_kernel)[grid](
+        launch(_silu_mul_kernel, grid,
             x, out, stride, rows_key(rows), D=d, BLOCK=c.block, EVEN=d % c.block == 0, DIV=c.div, FLAT=flat,
             NATIVE_MUL=c.native_mul, LOAD_POLICY="evict_first" if c.hints & 2 else "",
             STORE_MODIFIER=".cs" if c.hints & 1 else "", ACCURATE_EXP=not (interp or c.fast_exp), EMULATE_RNE=interp,
@@ -259,7 +260,7 @@ def silu_mul_with(x: torch.Tensor, config: tuple[int, ...] | SiluConfig | None =
     def grid_fn(meta: dict[str, int]) -> tuple[int, int]:
         return rows, triton.cdiv(d, meta["BLOCK"])
 
-    wrap_triton(_silu_mul_tuned)[grid_fn](
+    launch(_silu_mul_tuned, grid_fn,
         x, out, stride, rows_key(rows), D=d, EVEN=False, DIV=DIV_IEEE, FLAT=False, NATIVE_MUL=False, LOAD_POLICY="",
         STORE_MODIFIER="", ACCURATE_EXP=True, EMULATE_RNE=False,
     )  # fmt: skip

@@ -17,10 +17,11 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.library import triton_op
 
 from inferensics.kernels._torch_adapter import hint
 from inferensics.kernels._triton.device_facts import sm_count
+from inferensics.kernels._triton.launches import launch
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, is_sm90, round_to
 from inferensics.kernels._triton.tables import entries
 from inferensics.kernels.layout import row_stride
@@ -262,26 +263,26 @@ def _launch(
         c = as_config(config or (1, warps))
         if has_residual and c.chunk:
             chunk = min(c.chunk, block)
-            wrap_triton(_add_rms_norm_two_pass_kernel)[(m,)](
+            launch(_add_rms_norm_two_pass_kernel, (m,),
                 *args, CHUNK=chunk, EVEN=n % chunk == 0, LATE_RESIDUAL=c.late_residual,
                 STORE_MODIFIER=".cs" if c.hints & 1 else "", EMULATE_RNE=interpreting(), num_warps=c.warps,
             )  # fmt: skip
             return
         if has_residual and c.persistent:
             programs = torch.sym_min(m, c.persistent * sm_count(args[0].device, INTERPRETER_SMS))  # type: ignore[attr-defined,no-untyped-call]
-            wrap_triton(_add_rms_norm_persistent_kernel)[(programs,)](
+            launch(_add_rms_norm_persistent_kernel, (programs,),
                 *args[:7], m, *args[7:], BLOCK=block, LATE_RESIDUAL=c.late_residual,
                 STORE_MODIFIER=".cs" if c.hints & 1 else "", EMULATE_RNE=interpreting(), num_warps=c.warps,
             )  # fmt: skip
             return
-        wrap_triton(_rms_norm_kernel)[(triton.cdiv(m, c.rows),)](
+        launch(_rms_norm_kernel, (triton.cdiv(m, c.rows),),
             *args[:7], m, *args[7:], rows_key(m), BLOCK=block, ROWS=c.rows, HAS_RESIDUAL=has_residual, EVEN=even,
             EARLY_WEIGHT=c.early_weight, LATE_RESIDUAL=c.late_residual,
             LOAD_POLICY="evict_first" if c.hints & 2 else "", STORE_MODIFIER=".cs" if c.hints & 1 else "",
             EMULATE_RNE=interpreting(), num_warps=c.warps,
         )  # fmt: skip
     else:
-        wrap_triton(_rms_norm_tuned)[lambda meta: (triton.cdiv(m, meta["ROWS"]),)](
+        launch(_rms_norm_tuned, lambda meta: (triton.cdiv(m, meta["ROWS"]),),
             *args[:7], m, *args[7:], rows_key(m), BLOCK=block, HAS_RESIDUAL=has_residual, EVEN=even,
             EARLY_WEIGHT=False, LATE_RESIDUAL=False, LOAD_POLICY="", STORE_MODIFIER="", EMULATE_RNE=False,
         )  # fmt: skip

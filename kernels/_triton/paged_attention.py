@@ -37,12 +37,13 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
-from torch.library import custom_op, triton_op, wrap_triton
+from torch.library import custom_op, triton_op
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from inferensics.kernels._torch_adapter import symbolic, tracing
 from inferensics.kernels._triton.counters import COUNTERS
 from inferensics.kernels._triton.device_facts import cuda_index, device_facts, sm_count
+from inferensics.kernels._triton.launches import launch
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, round_to
 from inferensics.kernels._triton.tables import entries
 
@@ -370,15 +371,15 @@ def _launch(
     grid = (kv_heads, batch, splits) if kv_fast else (batch, kv_heads, splits)
     pdl = splits > 1 and p.merge_kernel and p.pdl and not interpreting()
     if plan is not None:
-        wrap_triton(_split_kernel)[grid](
+        launch(_split_kernel, grid,
             *args, **meta, BLOCK_N=block_n, KV_FAST=kv_fast, EMULATE_RNE=interpreting(), PDL=pdl,
             PREFETCH_PAGES=plan.prefetch_pages,
             num_warps=plan.warps, num_stages=plan.stages,
         )  # fmt: skip
     else:
-        wrap_triton(_split_tuned)[grid](*args, **meta, KV_FAST=True, EMULATE_RNE=False)
+        launch(_split_tuned, grid, *args, **meta, KV_FAST=True, EMULATE_RNE=False)
     if splits > 1 and p.merge_kernel:
-        wrap_triton(_merge_kernel)[(batch, n_heads)](
+        launch(_merge_kernel, (batch, n_heads),
             acc, ml, out, n_heads, splits, out.stride(0), out.stride(1),
             HEAD_DIM=head_dim, SB=KERNEL_MERGE_SPLITS, EMULATE_RNE=interpreting(), num_warps=4,
             # Under torch.compile the launch is Inductor's, which takes no launch_pdl (traced, the argument would

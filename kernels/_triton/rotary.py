@@ -14,8 +14,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.library import triton_op
 
+from inferensics.kernels._triton.launches import launch
 from inferensics.kernels._triton.norm import rows_key
 from inferensics.kernels._triton.rounding import fixed_config, interpreting, is_sm90, round_to
 from inferensics.kernels._triton.tables import entries
@@ -96,7 +97,7 @@ def rotary_with(
         blocks = triton.cdiv(n_heads, block_h)
         grid3 = bool(rest and rest[0]) and outer <= _MAX_GRID_YZ and blocks <= _MAX_GRID_YZ
         grid = (n_pos, blocks, outer) if grid3 else (outer * n_pos, blocks)
-        wrap_triton(_rotary_kernel)[grid](
+        launch(_rotary_kernel, grid,
             *args, HALF=half, BLOCK_H=block_h, BLOCK_D=block_d, GRID3=grid3, EMULATE_RNE=interpreting(),
             num_warps=warps,
         )  # fmt: skip
@@ -105,7 +106,7 @@ def rotary_with(
     def tuned_grid(meta: dict[str, int]) -> tuple[int, int]:
         return outer * n_pos, triton.cdiv(n_heads, meta["BLOCK_H"])
 
-    wrap_triton(_rotary_tuned)[tuned_grid](*args, HALF=half, BLOCK_D=block_d, GRID3=False, EMULATE_RNE=False)
+    launch(_rotary_tuned, tuned_grid, *args, HALF=half, BLOCK_D=block_d, GRID3=False, EMULATE_RNE=False)
     return out
 
 

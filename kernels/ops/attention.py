@@ -160,7 +160,10 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             Provider(
                 "triton",
                 "triton",
-                triton_fn("paged_attention", "paged_decode_attention_triton"),
+                # Not planned (ops/common.triton_fn): its split launches count on per-stream counters the module
+                # keeps, and its second-kernel merge is a programmatic dependent launch, neither of which a plan
+                # replays (on an H100, each call paid the signature, about 14 us, for nothing).
+                triton_fn("paged_attention", "paged_decode_attention_triton", planned=False),
                 req,
                 "split-K flash-decoding",
             ),

@@ -68,7 +68,7 @@ def same_device(args: Sequence[Any]) -> str | None:
     return None if len(devices) <= 1 else f"tensors on several devices {sorted(map(str, devices))}"
 
 
-def triton_fn(module: str, name: str) -> Callable[..., Any]:
+def triton_fn(module: str, name: str, *, planned: bool = True) -> Callable[..., Any]:
     """A provider function that imports ``inferensics.kernels._triton.<module>`` on first call.
 
     Importing late keeps Triton out of processes that never run a Triton provider, and lets
@@ -79,7 +79,10 @@ def triton_fn(module: str, name: str) -> Callable[..., Any]:
     An eager call that nothing observes (:func:`_torch_adapter.direct_call`: no compile, mode, profiler or autograd)
     runs the op's Python body (the module's ``DIRECT[name]``) instead, launching its kernels as the op's own eager
     call would (:func:`_torch_adapter.run_unwrapped`): the op's dispatch, its autograd and aliasing wrappers and
-    Dynamo's disable frame cost a decode-sized call more than the kernel's own launch.
+    Dynamo's disable frame cost a decode-sized call more than the kernel's own launch. On a CUDA device the body is
+    replayed from a launch plan per argument signature where it can be (``_triton/launches.py``: its allocations, then
+    each kernel through Inductor's static launcher, without Triton's launch path or the body's own Python), unless
+    ``planned`` is false: a body no plan could replay then pays for no signature.
     """
     resolved: list[tuple[Callable[..., Any], Callable[..., Any]]] = []
     direct, unwrapped = _torch_adapter.direct_call, _torch_adapter.run_unwrapped
@@ -87,7 +90,9 @@ def triton_fn(module: str, name: str) -> Callable[..., Any]:
     def resolve() -> tuple[Callable[..., Any], Callable[..., Any]]:
         if not resolved:
             loaded = importlib.import_module(f"inferensics.kernels._triton.{module}")
-            resolved.append((getattr(loaded, name), loaded.DIRECT[name]))
+            launches = importlib.import_module("inferensics.kernels._triton.launches")
+            body = loaded.DIRECT[name]
+            resolved.append((getattr(loaded, name), launches.EagerPlans(body, name) if planned else body))
         return resolved[0]
 
     def run(*args: Any) -> Any:
