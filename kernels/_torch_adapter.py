@@ -256,10 +256,11 @@ class StaticKernel:
     """A compiled Triton kernel loaded for Inductor's static CUDA launcher: one C++ call a launch.
 
     ``params`` are the indices (in the kernel's parameter list) of the values a launch passes, in order: every
-    parameter that is neither a ``constexpr`` nor a value Triton compiled in (an integer equal to 1, say).
+    parameter that is neither a ``constexpr`` nor a value Triton compiled in (an integer equal to 1, say); newer
+    Triton adds ``scratch`` pointer parameters after them, which a launch passes as ``None``.
     """
 
-    __slots__ = ("_arg_tys", "_function", "_module", "_shared", "_tail", "_warps", "params")
+    __slots__ = ("_arg_tys", "_function", "_module", "_shared", "_warps", "params", "scratch")
 
     def __init__(self, compiled: Any, device: int) -> None:
         import os
@@ -296,7 +297,7 @@ class StaticKernel:
             codes.append("O" if ty.startswith("*") else _SCALAR_TYPES[ty])
         self.params = tuple(params)
         self._arg_tys = "".join(codes) + "O" * len(scratch)
-        self._tail = tuple(scratch)
+        self.scratch = len(scratch)
         with tempfile.TemporaryDirectory(prefix="inferensics-kernel-") as folder:
             path = os.path.join(folder, "kernel.cubin")
             with open(path, "wb") as fh:
@@ -307,8 +308,10 @@ class StaticKernel:
         self._warps, self._shared = int(meta.num_warps), int(meta.shared)
 
     def launch(self, grid: tuple[int, int, int], stream: int, values: tuple[Any, ...]) -> None:
-        """Launch on ``stream`` of the current device: ``values`` for :attr:`params` (pointers as integers)."""
-        _STATIC_LAUNCH(self._function, *grid, self._warps, self._shared, self._arg_tys, (*values, *self._tail), stream)
+        """Launch on ``stream`` of the current device: ``values`` for :attr:`params` (pointers as integers), then
+        :attr:`scratch` ``None``."""
+        gx, gy, gz = grid
+        _STATIC_LAUNCH(self._function, gx, gy, gz, self._warps, self._shared, self._arg_tys, values, stream)
 
 
 def _static_launch() -> Any:

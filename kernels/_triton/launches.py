@@ -11,8 +11,9 @@ specialisation, its cache) and the body's own Python (the configuration lookup, 
 per call; a decode-sized eager call spends most of its host time there.
 
 The signature is what decides every launch the body makes: each tensor's shape, strides, dtype, device and whether
-its address is 16-byte aligned (Triton's own specialisation of a pointer), every other argument's value, the
-current device and whether the fixed-configuration switch is set. A plan is kept only when replaying it on the
+its address is 16-byte aligned (Triton's own specialisation of a pointer), every other argument's value and the
+current device. Process-wide settings the body reads (``$INFERENSICS_KERNELS_FIXED_CONFIG``) are read when a
+signature is recorded. A plan is kept only when replaying it on the
 recording call's arguments gives the body's output bit for bit (checked once; a synchronisation). A body that runs
 any other op (a fill, a copy), reads a tensor it was not given or did not allocate, launches with options the static
 launcher cannot give (programmatic dependent launch), or a signature met while a CUDA graph is being captured, keeps
@@ -32,7 +33,6 @@ from torch.library import wrap_triton
 from triton.runtime.autotuner import Autotuner
 
 from inferensics.kernels import _torch_adapter as adapter
-from inferensics.kernels._triton.rounding import fixed_config
 
 log = logging.getLogger("inferensics.kernels")
 
@@ -53,20 +53,14 @@ def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
             launches.append((kernel, grid, args, kwargs))
 
 
-class _Source(NamedTuple):
-    """Where a launch takes one argument from: ``kind`` 0 an argument of the call (``slot``), 1 a tensor the plan
-    allocates (``slot``), each at ``offset`` bytes past that tensor's address; 2 the constant ``value``."""
-
-    kind: int
-    slot: int
-    offset: int
-    value: Any
-
-
 class _Launch(NamedTuple):
+    """One kernel launch of a plan: the launcher, its grid, the launch's values with every constant in place
+    (``template``) and the positions the call's addresses go to (``pointers``: position, kind, slot, byte offset)."""
+
     kernel: adapter.StaticKernel
     grid: tuple[int, int, int]
-    sources: tuple[_Source, ...]
+    template: tuple[Any, ...]
+    pointers: tuple[tuple[int, int, int, int], ...]
 
 
 class _Alloc(NamedTuple):
@@ -107,12 +101,11 @@ class Plan:
         ]
         if self.launches:
             stream = adapter.raw_stream(self.device)
-            for step in self.launches:
-                values = tuple(
-                    s.value if s.kind == 2 else (args[s.slot] if s.kind == 0 else made[s.slot]).data_ptr() + s.offset
-                    for s in step.sources
-                )
-                step.kernel.launch(step.grid, stream, values)
+            for kernel, grid, template, pointers in self.launches:
+                values = list(template)
+                for position, kind, slot, offset in pointers:
+                    values[position] = (made[slot] if kind else args[slot]).data_ptr() + offset
+                kernel.launch(grid, stream, tuple(values))
         outs = tuple(
             made[o.alloc] if o.view is None else made[o.alloc].as_strided(o.view[0], o.view[1], o.view[2])
             for o in self.outputs
@@ -140,20 +133,32 @@ def plan_stats() -> dict[str, Any]:
 
 def signature(args: Sequence[Any]) -> tuple[Any, ...] | None:
     """The key of a call's plan (see the module docstring); ``None`` for a call no plan serves (a tensor off CUDA, an
-    argument of another kind)."""
+    argument of another kind). One flat tuple: this runs on every eager call of a planned op."""
     parts: list[Any] = []
+    add = parts.append
+    tensors = False
     for a in args:
         if isinstance(a, torch.Tensor):
             if not a.is_cuda:
                 return None
-            parts.append((a.shape, a.stride(), a.dtype, a.get_device(), a.data_ptr() % 16 == 0))
-        elif isinstance(a, bool | int | str) or a is None:
-            parts.append((type(a), a))
+            tensors = True
+            add(a.shape)
+            add(a.stride())
+            add(a.dtype)
+            add(a.get_device())
+            add(not a.data_ptr() & 15)
         elif isinstance(a, float):
-            parts.append((float, a if a == a else "nan"))  # noqa: PLR0124 (NaN is not equal to itself)
+            add(float)
+            add(a if a == a else "nan")  # noqa: PLR0124 (NaN is not equal to itself)
+        elif isinstance(a, bool | int | str) or a is None:
+            add(type(a))
+            add(a)
         else:
             return None
-    return adapter.current_cuda_device(), fixed_config(), tuple(parts)
+    if not tensors:
+        return None
+    add(adapter.current_cuda_device())
+    return tuple(parts)
 
 
 class EagerPlans:
@@ -197,7 +202,7 @@ class EagerPlans:
         finally:
             _RECORDING.pop(ident, None)
         try:
-            plan = _build(key[0], args, seen, launches, out)
+            plan = _build(key[-1], args, seen, launches, out)  # the current device ends the signature
             _check(plan, args, out)
         except _RefusedError as why:
             self._refuse(key, str(why))
@@ -314,20 +319,23 @@ def _step(
         raise _RefusedError(f"a grid of {len(dims)} dimensions")
     compiled = kernel.warmup(*args, grid=grid, **kwargs)
     static = _loaded(compiled, device)
-    sources = []
-    for i in static.params:
+    template: list[Any] = []
+    pointers = []
+    for position, i in enumerate(static.params):
         name = kernel.arg_names[i]
         if name not in bound:
             raise _RefusedError(f"a launch leaves {name} to its default")
         value = bound[name]
         if isinstance(value, torch.Tensor):
-            kind, index, offset = locate(value)
-            sources.append(_Source(kind, index, offset, None))
+            pointers.append((position, *locate(value)))
+            template.append(0)
         elif isinstance(value, bool | int | float):
-            sources.append(_Source(2, 0, 0, value))
+            template.append(value)
         else:
             raise _RefusedError(f"a launch passes {type(value).__name__} as {name}")
-    return _Launch(static, (*dims, *(1,) * (3 - len(dims))), tuple(sources))  # type: ignore[arg-type]
+    template += [None] * static.scratch  # newer Triton's scratch pointers, which the kernel never reads
+    grid3 = (*dims, *(1,) * (3 - len(dims)))
+    return _Launch(static, grid3, tuple(template), tuple(pointers))  # type: ignore[arg-type]
 
 
 def _loaded(compiled: Any, device: int) -> adapter.StaticKernel:
