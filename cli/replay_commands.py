@@ -11,7 +11,7 @@ import tempfile
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
@@ -45,9 +45,19 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
     ] = None,
     token: Annotated[str | None, typer.Option("--token", envvar="INFERENSICS_TOKEN", help="Bearer token.")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
-    out: Annotated[Path | None, typer.Option("--out", help="Folder for verdict.json, verdict.md, repro.py.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Folder for verdict.json, verdict.md and repro.py; it may hold other files and this request's "
+            "earlier report (replaced), never another request's (refused: one folder per request).",
+        ),
+    ] = None,
     export: Annotated[
-        Path | None, typer.Option("--export", help="Write the pack here and stop (replay it with --pack).")
+        Path | None,
+        typer.Option(
+            "--export", help="Write the pack into this new (or empty) folder and stop (replay it with --pack)."
+        ),
     ] = None,
     bundle: Annotated[
         Path | None, typer.Option("--bundle", help=f"The bundle folder or .tar (default: ${BUNDLES_ENV}/<bundle id>).")
@@ -71,34 +81,72 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
         fail(f"--device {device!r} is not a device: use cpu or cuda")
     if (request_id is None) == (pack is None):
         fail("give a REQUEST_ID or --pack DIR (one of them)")
+    if export is not None and (pack is not None or out is not None):
+        fail("--export writes a request's pack and stops: give it a REQUEST_ID, without --pack or --out")
+    _check_paths(request_id, out=out, export=export, bundle=bundle)
     client = None
     try:
-        if pack is None:
-            assert request_id is not None
-            require_extra("service", "replay")  # the pack comes through the service's client
-            from inferensics.collector.client import ServiceClient
+        # The pack holds the request's captured inputs (tenant data): private (0700), and gone after the replay,
+        # also when it fails; unpacked bundles go here too, never beside --export.
+        with tempfile.TemporaryDirectory(prefix="inferensics-pack-") as scratch:
+            origin = None
+            if pack is None:
+                assert request_id is not None
+                require_extra("service", "replay")  # the pack comes through the service's client
+                from inferensics.collector.client import ServiceClient
 
-            client = ServiceClient(service, token)
-            target = export or Path(tempfile.mkdtemp(prefix="inferensics-pack-"))
-            pack = _assemble(client, request_id, target, bundle)
-            if export is not None:
-                command = _pack_command(export, keyring)
-                typer.echo(f"wrote pack {export}: replay it with `{command}` (needs torch and pydantic only)")
-                return
-        verdict = _run_fresh(pack, device=device, out=out, keyring=keyring, allow_incompatible=allow_incompatible)
+                client = ServiceClient(service, token)
+                target = export or Path(scratch) / "pack"
+                pack, origin = _assemble(
+                    client, request_id, target, bundle=bundle, scratch=Path(scratch), source=_source_of(service)
+                )
+                if export is not None:
+                    command = _pack_command(export, keyring)
+                    typer.echo(f"wrote pack {export}: replay it with `{command}` (needs torch and pydantic only)")
+                    return
+            verdict = _run_fresh(
+                pack, device=device, out=out, keyring=keyring, allow_incompatible=allow_incompatible, origin=origin
+            )
         from inferensics.replay import Verdict
-        from inferensics.replay._internal.report import render_text
+        from inferensics.replay._internal.report import REPORT_FILES, render_text
 
         v = Verdict.from_dict(verdict)
         typer.echo(render_text(v))
-        if out is not None:  # a repro only where a graph diverged (none when every path raises)
-            written = [out / name for name in ("verdict.json", "verdict.md", "repro.py") if (out / name).is_file()]
+        if out is not None:  # the executor removed an earlier repro of this request where it wrote none
+            written = [out / name for name in REPORT_FILES if (out / name).is_file()]
             typer.echo(f"reports: {', '.join(map(str, written))}")
         if record and client is not None:
             _record(client, v, token)
     finally:
         if client is not None:
             client.close()
+
+
+def _check_paths(request_id: str | None, *, out: Path | None, export: Path | None, bundle: Path | None) -> None:
+    """Refuse, before anything is fetched or run, a path option the replay would fail on (or destroy) at its end.
+    Of a --pack replay, the executor checks --out against the pack's request before it replays."""
+    from inferensics.replay._internal.pack import export_problem
+    from inferensics.replay._internal.report import out_problem
+
+    if export is not None and (problem := export_problem(export)):
+        fail(f"--export {problem}")
+    if out is not None and (problem := out_problem(out, request_id)):
+        fail(problem)
+    if bundle is not None and not bundle.exists():
+        fail(f"--bundle {bundle} does not exist: pass the bundle folder or .tar that served the request")
+    if bundle is not None and export is not None and export.resolve().is_relative_to(bundle.resolve()):
+        fail(f"--export {export} is inside the bundle folder {bundle}: choose an --export folder outside it")
+
+
+def _source_of(service: str | None) -> str:
+    """Where the service URL came from, as the client resolves it (``ServiceClient``)."""
+    from inferensics.collector.service_url import SERVICE_URL_ENV
+
+    if service:
+        return "given by --service"
+    if os.environ.get(SERVICE_URL_ENV):
+        return f"from ${SERVICE_URL_ENV}"
+    return f"the default: neither --service nor ${SERVICE_URL_ENV} is set"
 
 
 def _pack_command(pack: Path, keyring: str | None) -> str:
@@ -114,19 +162,32 @@ def _pack_command(pack: Path, keyring: str | None) -> str:
     return command if os.environ.get(KEYRING_ENV) else f"{command} --keyring BUILDER.pub"
 
 
-def _assemble(client: Any, request_id: str, target: Path, bundle: Path | None) -> Path:
+class _Origin(NamedTuple):
+    """Where the pack's bundle came from, as the user knows it: replay's messages name it, not the pack's copy."""
+
+    label: str
+    folder: bool
+    """``label`` is a folder (its files are named inside it), else an archive or the service's copy."""
+
+
+def _assemble(
+    client: Any, request_id: str, target: Path, *, bundle: Path | None, scratch: Path, source: str
+) -> tuple[Path, _Origin]:
     """Build the pack from the service: the request record, its captured inputs, the bundle."""
     from inferensics.collector.client import ServiceError
-    from inferensics.replay import write_pack
+    from inferensics.replay import ReplayError, write_pack
     from inferensics.schema import columns as col
     from inferensics.schema.events import FP_UNSAMPLED
 
+    asked = f"the service at {client.url} ({source})"
+    elsewhere = "if the request went to another service, pass its URL with --service"
     try:
         detail = client.query("request_detail", request_id=request_id)
     except ServiceError as exc:
-        fail(exc.message)
+        said = exc.detail.removeprefix("request_detail: ")  # the service's words, without its query's name
+        fail(exc.message if client.url in exc.message else f"{asked} answered: {said}; {elsewhere}")
     if detail.is_empty():
-        fail(f"no request {request_id!r} in the store: check the id")
+        fail(f"no request {request_id!r} in the store of {asked}: check the id; {elsewhere}")
     row = {k: _plain(v) for k, v in detail.row(0, named=True).items()}
     if not row.get(col.CAPTURE_BLOB):
         why = UNSAMPLED_HINT if row.get(col.FP_STATUS) == FP_UNSAMPLED else CAPTURE_HINT
@@ -135,8 +196,11 @@ def _assemble(client: Any, request_id: str, target: Path, bundle: Path | None) -
         inputs = client.get_blob(row[col.CAPTURE_BLOB])
     except ServiceError as exc:
         fail(f"the captured inputs of {request_id} cannot be fetched ({exc.message}): they may have expired")
-    bundle_dir = _bundle_dir(str(row.get("bundle_id", "")), bundle, target.parent, client)
-    return write_pack(target, request=row, inputs=inputs, bundle_dir=bundle_dir)
+    bundle_dir, origin = _bundle_dir(str(row.get("bundle_id", "")), bundle, scratch, client)
+    try:
+        return write_pack(target, request=row, inputs=inputs, bundle_dir=bundle_dir), origin
+    except ReplayError as exc:  # an --export folder inside the bundle from $INFERENSICS_BUNDLES
+        fail(str(exc))
 
 
 def _pulled(client: Any, bundle_id: str, scratch: Path) -> Path | None:
@@ -164,7 +228,7 @@ def _pulled(client: Any, bundle_id: str, scratch: Path) -> Path | None:
         fail(str(exc))
 
 
-def _bundle_dir(bundle_id: str, given: Path | None, scratch: Path, client: Any) -> Path:
+def _bundle_dir(bundle_id: str, given: Path | None, scratch: Path, client: Any) -> tuple[Path, _Origin]:
     from inferensics import bundle as b
 
     candidates = [given] if given is not None else []
@@ -173,19 +237,25 @@ def _bundle_dir(bundle_id: str, given: Path | None, scratch: Path, client: Any) 
         candidates += [Path(root) / bundle_id, Path(root) / f"{bundle_id}.tar"]
     for c in candidates:
         if c.is_dir():
-            return c
+            return c, _Origin(str(c), folder=True)
         if c.is_file():
             try:
-                return b.unpack(c, Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch)))
+                return b.unpack(c, Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch))), _Origin(str(c), folder=False)
             except b.BundleError as exc:
                 fail(str(exc))
     if given is None:
         pulled = _pulled(client, bundle_id, scratch)
         if pulled is not None:
-            return pulled
+            return pulled, _Origin(f"bundle {bundle_id[:16]} as pushed to {client.url}", folder=False)
     if not bundle_id:
         fail(
             "the request names no bundle (it was served without one): replay needs the served bundle; pass --bundle DIR"
+        )
+    if root:
+        there = "" if Path(root).is_dir() else ", which is not a folder"
+        fail(
+            f"bundle {bundle_id[:16]} is not in ${BUNDLES_ENV} ({root}{there}: no {bundle_id}/ or {bundle_id}.tar) "
+            "and was not pushed to the service: put it there, push it (`inferensics bundle push`) or pass --bundle DIR"
         )
     fail(
         f"bundle {bundle_id[:16]} is not available here (not pushed to the service): "
@@ -194,9 +264,10 @@ def _bundle_dir(bundle_id: str, given: Path | None, scratch: Path, client: Any) 
 
 
 def _run_fresh(
-    pack: Path, *, device: str, out: Path | None, keyring: str | None, allow_incompatible: bool
+    pack: Path, *, device: str, out: Path | None, keyring: str | None, allow_incompatible: bool, origin: _Origin | None
 ) -> dict[str, Any]:
-    """Run the executor in a fresh interpreter and return the verdict dict."""
+    """Run the executor in a fresh interpreter and return the verdict dict (``origin``: where the bundle of a
+    pack assembled here came from; its refusals name that, not the temporary copy)."""
     # -P: nothing in the working directory shadows an installed module in the executor (see demo/processes.py);
     # the directory is still searched after them, as `bundle build` searched it, for the model's factory.
     cmd = [sys.executable, "-P", "-m", "inferensics.replay", "--pack", str(pack), "--device", device, "--json"]
@@ -210,11 +281,12 @@ def _run_fresh(
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         line = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.startswith("error: ")), "")
-        fail(
+        said = (
             line.removeprefix("error: ")
             if line
             else f"replay failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}"
         )
+        fail(_as_the_user_named(said, pack, origin) if origin is not None else said)
     result = verdict_of(proc.stdout)
     if result is None:
         last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
@@ -223,6 +295,17 @@ def _run_fresh(
             f"`{sys.executable} -m inferensics.replay --pack {pack}` shows all it prints"
         )
     return result
+
+
+def _as_the_user_named(line: str, pack: Path, origin: _Origin) -> str:
+    """``line`` with the temporary pack's copy of the bundle named as the user knows the bundle."""
+    from inferensics.replay._internal.pack import BUNDLE_DIR
+
+    for copy in dict.fromkeys((str(pack / BUNDLE_DIR), str((pack / BUNDLE_DIR).resolve()))):
+        if not origin.folder:
+            line = line.replace(f"{copy}/manifest.json", origin.label)
+        line = line.replace(copy, origin.label)
+    return line
 
 
 def verdict_of(stdout: str) -> dict[str, Any] | None:

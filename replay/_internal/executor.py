@@ -83,15 +83,18 @@ def replay_pack(
     """Replay one verified pack and write the reports into ``out``.
 
     Raises:
-        ReplayError: a bundle that fails verification, an incompatible device (without
-            ``allow_incompatible``), a pack without a bundle, a bundle other than the one that served the
-            request, a model factory that gives other weights than the bundle's.
+        ReplayError: an ``out`` that is a file or holds another request's report, a bundle that fails
+            verification, an incompatible device (without ``allow_incompatible``), a pack without a bundle, a
+            bundle other than the one that served the request, a model factory that gives other weights than
+            the bundle's.
     """
     from inferensics import bundle as b
     from inferensics.bundle import customisations as custom
     from inferensics.bundle.build import resolve
 
     start = time.perf_counter()
+    if out is not None and (problem := report.out_problem(out, pack.request_id)):
+        raise ReplayError(problem)  # before the replay, not after it
     if pack.bundle_dir is None:
         raise ReplayError(
             f"pack {pack.directory} carries no bundle: the request names none; replay needs the bundle that served it"

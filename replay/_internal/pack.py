@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import shutil
 import struct
 from dataclasses import dataclass
@@ -63,11 +64,41 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def export_problem(out: Path) -> str:
+    """Why a pack cannot be written to ``out`` (a file, a folder that is not empty, no writable folder to create
+    it in), or ``""``. A pack never replaces what is there: the folder may be the bundle itself or the working
+    directory (``--export .``)."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        return f"{out} exists and is not a folder: choose a new --export folder"
+    if out.is_dir():
+        try:
+            empty = next(out.iterdir(), None) is None
+        except OSError as exc:
+            return f"{out} cannot be read ({exc.strerror}): choose a new --export folder"
+        return "" if empty else f"{out} exists and is not empty: choose a new --export folder"
+    parent = next(p for p in out.absolute().parents if p.exists())
+    if not parent.is_dir():
+        return f"{out} cannot be created ({parent} is a file): choose a new --export folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{out} cannot be created ({parent} is not writable): choose a new --export folder"
+    return ""
+
+
 def write_pack(out: Path, *, request: dict[str, Any], inputs: bytes, bundle_dir: Path | None = None) -> Path:
-    """Write a pack folder (replacing ``out``); the same request, inputs and bundle give the same bytes."""
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    """Write a pack folder; the same request, inputs and bundle give the same bytes.
+
+    ``out`` must not exist or be an empty folder: nothing there is replaced. A new folder is made private (0700,
+    as an empty one given is left as it is): it holds a request's captured inputs, which are tenant data.
+
+    Raises:
+        ReplayError: ``out`` exists and is not an empty folder, cannot be created, or lies inside ``bundle_dir``.
+    """
+    problem = export_problem(out)
+    if problem:
+        raise ReplayError(problem)
+    if bundle_dir is not None and out.resolve().is_relative_to(bundle_dir.resolve()):
+        raise ReplayError(f"{out} is inside the bundle folder {bundle_dir}: choose an --export folder outside it")
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
     (out / INPUTS_FILE).write_bytes(inputs)
     if bundle_dir is not None:
         shutil.copytree(bundle_dir, out / BUNDLE_DIR)

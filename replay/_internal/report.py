@@ -5,14 +5,19 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import torch
 
 from inferensics.replay._internal.graph_probe import GraphCall
 from inferensics.replay._internal.verdict import Verdict
+
+REPRO_FILES: Final = ("repro.py", "repro_inputs.pt")
+REPORT_FILES: Final = ("verdict.json", "verdict.md", *REPRO_FILES)
+"""Every file a replay writes into its ``--out`` folder (the repro's only where a graph diverged)."""
 
 
 def _figure(value: Any) -> str:
@@ -179,11 +184,15 @@ def write_repro(
     compile_kwargs: dict[str, Any],
     customisations: Sequence[Mapping[str, Any]] = (),
 ) -> Path | None:
-    """Write ``repro.py`` and ``repro_inputs.pt`` into ``out``; the same pack gives the same bytes.
+    """Write ``repro.py`` and ``repro_inputs.pt`` into ``out``; the same pack gives the same bytes. Without a
+    diverging graph none is written, and those of an earlier report in ``out`` are removed (:func:`out_problem`
+    keeps ``out`` to this request's own reports).
 
     ``customisations`` are the bundle's recorded ones (its manifest's): the repro reinstalls them before it
     compiles, or a fault of one of them would not reproduce."""
-    if graph is None:
+    if graph is None:  # an earlier replay of this request may have left one that no longer tells the truth
+        for name in REPRO_FILES:
+            (out / name).unlink(missing_ok=True)
         return None
     from inferensics.replay._internal.tolerance import RATIO_LIMIT
 
@@ -214,6 +223,45 @@ def write_repro(
     torch.save(args, buffer)
     (out / "repro_inputs.pt").write_bytes(buffer.getvalue())
     return out / "repro.py"
+
+
+def out_problem(out: Path, request_id: str | None) -> str:
+    """Why the reports of ``request_id`` cannot be written to ``out``, or ``""``.
+
+    ``out`` must be a folder or creatable. It may hold other files, and this request's earlier report (which
+    is replaced), but no report of another request, or one of unknown origin: a repro of another request
+    would be read as this verdict's, and its report would be lost. ``request_id=None`` (not known yet) checks
+    the folder alone."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file, not a folder: pass a folder for the reports"
+    if not out.exists():
+        parent = next(p for p in out.absolute().parents if p.exists())
+        if not parent.is_dir():
+            return f"--out {out} cannot be created ({parent} is a file): pass a folder for the reports"
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"--out {out} cannot be created ({parent} is not writable): pass a folder you can write"
+        return ""
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"--out {out} is not writable: pass a folder you can write"
+    present = [name for name in REPORT_FILES if (out / name).exists()]
+    if not present or request_id is None:
+        return ""
+    owner = _report_owner(out / "verdict.json")
+    if owner == (request_id or None):  # this request's own earlier report (or, both unnamed, a pack's)
+        return ""
+    whose = f"the report of request {owner}" if owner else f"{present[0]} of another replay"
+    return f"--out {out} holds {whose}: pass a new folder for the report of request {request_id}"
+
+
+def _report_owner(path: Path) -> str | None:
+    """The request id a ``verdict.json`` names, or ``None`` (absent, unreadable, none named)."""
+    try:
+        found = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    evidence = found.get("evidence") if isinstance(found, dict) else None
+    rid = evidence.get("request_id") if isinstance(evidence, dict) else None
+    return str(rid) if isinstance(rid, str) and rid else None
 
 
 def write_reports(out: Path, verdict: Verdict, *, request_id: str = "", bundle_id: str = "") -> None:

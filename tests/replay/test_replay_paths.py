@@ -1,0 +1,164 @@
+"""``inferensics replay``'s folders: nothing already there is replaced, and a path the replay cannot write is
+one line before any work.
+
+``--export DIR`` removed whatever DIR held (``--export .`` the working directory, ``--bundle B --export B`` the
+bundle), ``--out FILE`` failed only after the whole replay (``replay failed: FileExistsError``), and ``--out``
+listed a repro left there by a replay of another request as this verdict's. No service runs here: every
+refusal comes before the service is asked (the URL below answers nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from inferensics.cli.app import app
+from inferensics.replay import ReplayError, Verdict, write_pack
+from inferensics.replay._internal import report
+from inferensics.replay._internal.pack import write_safetensors
+
+ROOT = Path(__file__).resolve().parents[2]
+NOWHERE = "http://127.0.0.1:9"  # a closed port: a refusal that came after asking it would say so
+runner = CliRunner()
+
+
+def _replay(*args: str) -> tuple[int, str]:
+    res = runner.invoke(app, ["replay", *args], env={"COLUMNS": "400"})
+    return res.exit_code, res.output
+
+
+def _one_line_error(code: int, said: str) -> str:
+    assert code == 2, said
+    assert said.startswith("error: "), said
+    assert said.strip().count("\n") == 0, said
+    return said.strip().removeprefix("error: ")
+
+
+def _pack(root: Path, request_id: str = "req-1") -> Path:
+    request = {"request_id": request_id, "bundle_id": "", "graph_keys": []}
+    return write_pack(root / "pack", request=request, inputs=write_safetensors({"x": torch.ones(2, 3)}))
+
+
+def _folder_with(root: Path, *names: str) -> Path:
+    root.mkdir(parents=True)
+    for name in names:
+        (root / name).write_text(f"{name} of the user\n")
+    return root
+
+
+def _kept(root: Path, *names: str) -> None:
+    assert sorted(p.name for p in root.iterdir()) == sorted(names)
+    assert all((root / n).read_text() == f"{n} of the user\n" for n in names)
+
+
+def test_write_pack_never_replaces_a_folder(tmp_path: Path) -> None:
+    full = _folder_with(tmp_path / "victim", "manifest.json")
+    request = {"request_id": "req-1", "bundle_id": ""}
+    with pytest.raises(ReplayError, match=r"victim exists and is not empty: choose a new --export folder$"):
+        write_pack(full, request=request, inputs=write_safetensors({"x": torch.ones(1)}))
+    _kept(full, "manifest.json")
+    with pytest.raises(ReplayError, match=r"is inside the bundle folder .*victim: choose an --export folder outside"):
+        write_pack(full / "pack", request=request, inputs=b"", bundle_dir=full)
+    _kept(full, "manifest.json")
+    # A new pack folder is private: it holds a request's captured inputs (tenant data).
+    fresh = write_pack(tmp_path / "new" / "pack", request=request, inputs=write_safetensors({"x": torch.ones(1)}))
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert (write_pack(empty, request=request, inputs=b"") / "pack.json").is_file()
+
+
+def test_export_into_a_folder_with_files_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle = _folder_with(tmp_path / "victim", "manifest.json")
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--bundle", str(bundle), "--export", str(bundle)))
+    assert said == f"--export {bundle} exists and is not empty: choose a new --export folder"
+    _kept(bundle, "manifest.json")
+    work = _folder_with(tmp_path / "work", "notes.txt")
+    monkeypatch.chdir(work)
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--export", "."))
+    assert said == "--export . exists and is not empty: choose a new --export folder"
+    _kept(work, "notes.txt")
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--export", "notes.txt"))
+    assert said == "--export notes.txt exists and is not a folder: choose a new --export folder"
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--bundle", ".", "--export", "sub/pack"))
+    assert said == "--export sub/pack is inside the bundle folder .: choose an --export folder outside it"
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--bundle", "absent"))
+    assert said == "--bundle absent does not exist: pass the bundle folder or .tar that served the request"
+    _kept(work, "notes.txt")
+
+
+def test_out_that_cannot_be_a_folder_is_refused_before_the_replay(tmp_path: Path) -> None:
+    shapes = _folder_with(tmp_path / "work", "shapes.json") / "shapes.json"
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--out", str(shapes)))
+    assert said == f"--out {shapes} is a file, not a folder: pass a folder for the reports"
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--out", str(shapes / "reports")))
+    assert said == f"--out {shapes / 'reports'} cannot be created ({shapes} is a file): pass a folder for the reports"
+    # Of a --pack replay the executor checks it, before the bundle (this pack has none) or any compile.
+    pack = _pack(tmp_path)
+    said = _one_line_error(*_replay("--pack", str(pack), "--out", str(shapes)))
+    assert said == f"--out {shapes} is a file, not a folder: pass a folder for the reports"
+    _kept(shapes.parent, "shapes.json")
+
+
+def _earlier_report(out: Path, request_id: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "verdict.json").write_text(Verdict(category="lowering", evidence={"request_id": request_id}).to_json())
+    (out / "repro.py").write_text("# the repro of an earlier replay\n")
+    (out / "repro_inputs.pt").write_bytes(b"earlier")
+
+
+def test_out_holding_another_requests_report_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _earlier_report(out, "req-other")
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--out", str(out)))
+    assert (
+        said == f"--out {out} holds the report of request req-other: pass a new folder for the report of request req-1"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "inferensics.replay", "--pack", str(_pack(tmp_path)), "--out", str(out)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr == (
+        f"error: --out {out} holds the report of request req-other: pass a new folder for the report of request req-1\n"
+    )
+    assert (out / "repro.py").read_text() == "# the repro of an earlier replay\n"
+    (out / "verdict.json").unlink()  # a repro whose report is gone is of unknown origin: not ours to replace
+    assert report.out_problem(out, "req-1") == (
+        f"--out {out} holds repro.py of another replay: pass a new folder for the report of request req-1"
+    )
+    assert report.out_problem(out, None) == ""  # the request is not known yet: the folder itself is fine
+
+
+def test_a_report_without_a_repro_removes_this_requests_earlier_repro(tmp_path: Path) -> None:
+    """The CLI lists the report files in --out after the replay: an earlier replay's repro.py was listed, and
+    read, as this verdict's."""
+    out = tmp_path / "out"
+    _earlier_report(out, "req-1")
+    (out / "notes.txt").write_text("the user's\n")
+    verdict = Verdict(category="inputs", evidence={"request_id": "req-1"})
+    report.write_reports(out, verdict, request_id="req-1")
+    assert report.write_repro(out, verdict, None, request_id="req-1", pack_digest="0" * 64, compile_kwargs={}) is None
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "verdict.json", "verdict.md"]
+    assert json.loads((out / "verdict.json").read_text())["category"] == "inputs"
+    assert report.out_problem(out, "req-1") == ""  # this request's own report is replaced on the next replay
+
+
+def test_the_service_asked_is_named_with_where_its_url_came_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    from inferensics.cli.replay_commands import _source_of
+
+    monkeypatch.delenv("INFERENSICS_SERVICE_URL", raising=False)
+    assert _source_of(None) == "the default: neither --service nor $INFERENSICS_SERVICE_URL is set"
+    assert _source_of("http://svc:4318") == "given by --service"
+    monkeypatch.setenv("INFERENSICS_SERVICE_URL", "http://svc:4318")
+    assert _source_of(None) == "from $INFERENSICS_SERVICE_URL"
