@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from inferensics.cli.console import console
+from inferensics.cli.console import console, err_console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import require_extra
 from inferensics.cli.help_format import command_app
@@ -116,6 +116,10 @@ def _print_evidence(records: list[dict[str, Any]]) -> None:
         console.print(f"    {r['shape']:<{width}}  {r['provider']:<10} {what}")
 
 
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
 def _policy_lines(policy: dict[str, Any], priority: list[str]) -> list[str]:
     """What one op's policy in an evidence file sets, as ``kernels list`` shows an applied one (its default list
     only where it differs from ``priority``, the op's here)."""
@@ -145,10 +149,13 @@ def list_ops(
     doc = _load_evidence(evidence) if evidence else None
     # The loader's rule: evidence holds only on the device it was measured on; from another one it applies nothing.
     elsewhere = refusal_reason(doc) if doc is not None else ""
+    problems: list[str] = []
     if doc is not None and not elsewhere:
-        for problem in reg.apply_policy(doc["registry"].get("policy", {})):
-            console.print(f"--evidence {evidence}: not applied: {problem}")
+        problems = reg.apply_policy(doc["registry"].get("policy", {}))
         reg.evidence[:] = list(doc["registry"].get("evidence", []))
+    # stdout carries the report (with --json, nothing but the JSON); what could not be applied is said on stderr
+    for problem in problems:
+        err_console.print(f"--evidence {evidence}: not applied: {problem}", markup=False)
     state = kernels.registry_state()
     here = _availability(reg)
     if as_json:
@@ -159,8 +166,9 @@ def list_ops(
                 "file": str(evidence),
                 "measured_on": measured_device(doc),
                 "this_host": device_label(),
-                "applied": not elsewhere,
-                "not_applied": elsewhere,
+                # all of its policy, or (false) not all: not_applied says why, one reason per entry left out
+                "applied": not elsewhere and not problems,
+                "not_applied": elsewhere or "; ".join(problems),
             }
         console.print_json(json.dumps(shown))
         return
@@ -169,7 +177,12 @@ def list_ops(
         console.print(
             f"evidence {doc['digest']} from {evidence}: {doc['ts']} on {env.get('device')}, torch {env.get('torch')}, "
             f"{doc['options'].get('dtype')}; "
-            + ("it would not apply here" if elsewhere else "its priorities and refusals are applied below"),
+            + (
+                "it would not apply here"
+                if elsewhere
+                else "its priorities and refusals are applied below"
+                + (f", except {_entries(len(problems))} this host cannot take (said on stderr)" if problems else "")
+            ),
             markup=False,
         )
         if elsewhere:
@@ -231,12 +244,34 @@ def _load_shapes(path: Path, known: list[str]) -> dict[str, list[dict[str, int]]
         fail(f'--shapes {path}: cannot read it as JSON ({exc}); expected {{"op": [{{"tokens": 8, ...}}]}}')
     if not isinstance(data, dict):
         fail(f"--shapes {path}: expected an object mapping op names to lists of shapes")
+    if not data:
+        fail(
+            f'--shapes {path}: names no op; list each op to qualify with its shapes ({{"op": [{{"tokens": 8, ...}}]}})'
+        )
     for op, items in data.items():
         if op not in known:
             fail(f"--shapes {path}: unknown op {op!r}; known: {', '.join(known)}")
         if not isinstance(items, list):
             fail(f"--shapes {path}: {op} must map to a list of shapes ({op} takes {', '.join(SHAPE_FIELDS[op])})")
+        if not items:
+            fail(
+                f"--shapes {path}: {op} lists no shapes; list at least one ({op} takes "
+                f"{', '.join(SHAPE_FIELDS[op])}), or leave {op} out"
+            )
     return data  # each shape's fields are checked by qualify, before anything is measured
+
+
+def _repeats(path: Path, shape_map: dict[str, list[Any]]) -> list[str]:
+    """One line per shape the file lists more than once (qualify measures it once)."""
+    from inferensics.kernels.samples import shape_label
+
+    lines = []
+    for op, items in shape_map.items():
+        first = {json.dumps(s, sort_keys=True): s for s in reversed(items)}  # the first of equal shapes
+        for key, n in Counter(json.dumps(s, sort_keys=True) for s in items).items():
+            if n > 1 and isinstance(first[key], dict):
+                lines.append(f"--shapes {path}: {op} {shape_label(first[key])} listed {n} times; measured once")
+    return lines
 
 
 @app.command("qualify")
@@ -304,7 +339,12 @@ def qualify(  # noqa: PLR0917 (typer options)
         fail(f"--dtype {dtype}: expected one of {', '.join(sorted(DTYPES))}")
     if timing not in TIMING:
         fail(f"--timing {timing}: expected one of {', '.join(TIMING)}")
+    if repeated := [name for name, n in Counter(op or []).items() if n > 1]:
+        console.print(f"--op {', '.join(repeated)} given more than once; each op is qualified once")
+        op = list(dict.fromkeys(op or []))
     shape_map = _load_shapes(shapes, known) if shapes else None
+    for line in _repeats(shapes, shape_map) if shapes and shape_map else []:
+        console.print(line)
     if op and shape_map is not None:
         if left_out := sorted(set(shape_map) - set(op)):
             console.print(f"--shapes {shapes}: {', '.join(left_out)} left out (not among --op)")

@@ -468,19 +468,30 @@ def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: Qua
     return PriorityChange(op.name, bucket, list(before), after, reason)
 
 
+def distinct_shapes(shapes: list[dict[str, int]]) -> list[dict[str, int]]:
+    """``shapes`` without repeats (the same fields and values, in any order), first occurrences in order."""
+    seen: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+    for shape in shapes:
+        seen.setdefault(tuple(sorted(shape.items())), shape)
+    return list(seen.values())
+
+
 def qualify(registry: Registry, opts: QualifyOptions | None = None) -> QualifyResult:
-    """Qualify the registry's providers on this machine; apply the changes the evidence supports."""
+    """Qualify the registry's providers on this machine; apply the changes the evidence supports.
+
+    An op or shape given twice is qualified once; an op given an empty list of shapes is refused
+    (``ValueError``), as is a shape that is not one of its op's (each named, before anything is measured).
+    """
     opts = opts or QualifyOptions()
     if opts.timing not in TIMING_OPTIONS:
         raise ValueError(f"timing {opts.timing!r}: expected one of {', '.join(TIMING_OPTIONS)}")
     device = torch.device(opts.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     rng = random.Random(opts.seed)
-    names = list(opts.ops) if opts.ops else sorted(registry.ops)
-    result = QualifyResult(ts=datetime.now(UTC), environment=environment())
-    result.options = {
-        k: (str(v).removeprefix("torch.") if isinstance(v, torch.dtype) else v) for k, v in asdict(opts).items()
-    }
-    result.options["device"] = str(device)
+    if empty := sorted(name for name, shapes in (opts.shapes or {}).items() if isinstance(shapes, list) and not shapes):
+        raise ValueError(
+            f"no shapes listed for {', '.join(empty)}: list at least one, or leave the op out for its default shapes"
+        )
+    names = list(dict.fromkeys(opts.ops)) if opts.ops else sorted(registry.ops)
     plan = [(registry.op(name), (opts.shapes or {}).get(name) or default_shapes(name, device)) for name in names]
     # Every shape is checked before any is measured: a typo in the last one must not cost the run before it.
     rejects = [
@@ -492,6 +503,17 @@ def qualify(registry: Registry, opts: QualifyOptions | None = None) -> QualifyRe
     if rejects:
         total = sum(len(shapes) for _, shapes in plan)
         raise ValueError(f"{len(rejects)} of {total} shapes rejected, nothing measured: {'; '.join(rejects)}")
+    # An op or a shape named twice is measured once: twice would write its records twice and decide its bucket
+    # twice on the same evidence.
+    plan = [(op, distinct_shapes(shapes)) for op, shapes in plan]
+    if opts.shapes is not None:
+        opts = replace(opts, shapes={n: distinct_shapes(v) if n in names else v for n, v in opts.shapes.items()})
+    opts = replace(opts, ops=tuple(names) if opts.ops else opts.ops)
+    result = QualifyResult(ts=datetime.now(UTC), environment=environment())
+    result.options = {
+        k: (str(v).removeprefix("torch.") if isinstance(v, torch.dtype) else v) for k, v in asdict(opts).items()
+    }
+    result.options["device"] = str(device)
     for op, shapes in plan:
         for shape in shapes:
             records, change = _qualify_shape(op, shape, opts, device, rng)

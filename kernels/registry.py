@@ -75,24 +75,39 @@ class Registry:
 
     def apply_policy(self, policy: dict[str, Any]) -> list[str]:
         """Set priorities and refusals from :meth:`policy` data; returns one line per entry it could not apply
-        (unknown op or provider), applying the rest."""
+        (unknown op or provider, malformed data), applying the rest: each op's default list, each bucket's list
+        and each refusal stands or falls alone."""
         problems: list[str] = []
         for name, entry in policy.items():
             if name not in self.ops:
                 problems.append(f"unknown op {name!r}")
                 continue
             op = self.ops[name]
-            try:
-                op.set_priority(_names(entry.get("priority", op.priority)))
-                for bucket, order in dict(entry.get("bucket_priority", {})).items():
-                    op.set_priority(_names(order), str(bucket))
-                for r in list(entry.get("refused", [])):
+            if not isinstance(entry, dict):
+                problems.append(f"{name}: malformed policy (not an object: {entry!r})")
+                continue
+            orders: list[tuple[str, Any, str | None]] = []  # (where, priority list, bucket or None)
+            if "priority" in entry:
+                orders.append(("", entry["priority"], None))
+            buckets = entry.get("bucket_priority", {})
+            if isinstance(buckets, dict):
+                orders += [(f"bucket {bucket}: ", order, str(bucket)) for bucket, order in buckets.items()]
+            else:
+                problems.append(f"{name}: malformed policy (bucket_priority is not an object: {buckets!r})")
+            refused = entry.get("refused", [])
+            if not isinstance(refused, list):
+                problems.append(f"{name}: malformed policy (refused is not an array: {refused!r})")
+                refused = []
+            for where, order, bucket in orders:
+                try:
+                    op.set_priority(_names(order), bucket)
+                except ValueError as exc:
+                    problems.append(f"{name}: {where}{str(exc).removeprefix(f'{name}: ')}")
+            for i, r in enumerate(refused):
+                try:
                     op.refuse(str(r["bucket"]), str(r["provider"]), str(r["reason"]))
-            except ValueError as exc:
-                text = str(exc)
-                problems.append(text if text.startswith(f"{name}:") else f"{name}: {text}")
-            except (TypeError, KeyError, AttributeError) as exc:  # data from a file: said, not raised
-                problems.append(f"{name}: malformed policy ({exc!r})")
+                except (TypeError, KeyError, AttributeError) as exc:  # data from a file: said, not raised
+                    problems.append(f"{name}: refusal {i}: malformed policy ({exc!r})")
         return problems
 
     def state(self) -> dict[str, Any]:

@@ -4,9 +4,11 @@ Per sealed segment the writer hands the records' protobuf bytes here. They are w
 file that the engine reads with its ``Protobuf`` format and the schema rendered from opentelemetry-proto
 (:mod:`inferensics.collector.service.otlp_proto`); the SQL of :mod:`inferensics.collector.service.otlp_sql`
 flattens spans and span events into records, pivots each table's records into columns with a reject reason per
-row, and the good rows are inserted with the token ``<segment>:<table>``. Two in-memory staging tables
-(``_ingest_records`` and ``_ingest_rows``, in the store's database, dropped after each segment) keep the parse
-and the pivot to one pass each.
+row, and the good rows are inserted with the token ``<segment>:<table>``. Three in-memory staging tables
+(``_ingest_records``; ``_ingest_unique``, made only when the segment holds spans already stored or repeated;
+``_ingest_rows``; in the store's database, dropped after each segment) keep the parse and the pivot to one pass
+each. A server's ingest user needs ``CREATE TABLE, DROP TABLE`` on each (deploy/clickhouse/users.d/inferensics.xml;
+tests/deploy/test_clickhouse_config.py reads the names from this module).
 
 The embedded store reads the file with ``file()``. A ClickHouse server cannot read our disk, so the bytes
 are sent as the data of ``INSERT ... SELECT ... FROM input(...) FORMAT Protobuf`` and the server must have

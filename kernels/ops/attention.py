@@ -18,8 +18,13 @@ from inferensics.kernels.tolerance import NORM_TOLERANCES, ToleranceSpec
 
 def _gather(cache: torch.Tensor, block_table: torch.Tensor) -> torch.Tensor:
     # [B, pages] -> [B, pages * page, Hkv, D]; entries past a sequence's end may be anything (masked later).
-    pages = block_table.long().clamp(0, max(cache.shape[0] - 1, 0))
-    return cache[pages].reshape(block_table.shape[0], -1, cache.shape[2], cache.shape[3])
+    # Every size spelled out: a batch of 0 (or a table 0 pages wide) has no elements to infer a -1 from.
+    b, width = block_table.shape
+    shape = (b, width * cache.shape[1], cache.shape[2], cache.shape[3])
+    if cache.shape[0] == 0:  # no page to read: every sequence is empty (its length masks it), so any value does
+        return cache.new_zeros(shape)
+    pages = block_table.long().clamp(0, cache.shape[0] - 1)
+    return cache[pages].reshape(shape)
 
 
 def _valid(block_table: torch.Tensor, seq_lens: torch.Tensor, page: int) -> torch.Tensor:
@@ -50,6 +55,8 @@ def paged_decode_attention_reference(  # noqa: PLR0917 (the op's schema)
     """
     b, hq, d = q.shape
     hkv = k_cache.shape[2]
+    if not q.is_floating_point():  # the result is in q's dtype: an integer q would come back truncated
+        raise TypeError(f"paged_decode_attention needs a floating-point q, got {str(q.dtype).removeprefix('torch.')}")
     if hq % max(hkv, 1):
         raise ValueError(f"query heads {hq} are not a multiple of KV heads {hkv}")
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -115,6 +122,8 @@ def _paged_layout(args: Sequence[Any]) -> str | None:
         return "block_table must be [B, max_pages] and seq_lens [B]"
     if q.dtype != k_cache.dtype or v_cache.dtype != k_cache.dtype:
         return "q and the caches must share a dtype"
+    if not q.is_floating_point():
+        return "q and the caches must be floating-point"
     return same_device(args[:5])
 
 

@@ -24,9 +24,24 @@ from inferensics.kernels.requirements import Requirements
 from inferensics.kernels.tolerance import NORM_TOLERANCES, ToleranceSpec
 
 
+def _floating(op: str, **tensors: torch.Tensor) -> None:
+    # The result is rounded to x's dtype: an integer x would come back truncated (RMSNorm of [3, 4] as [0, 1]).
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            raise TypeError(
+                f"{op} needs a floating-point {name}, got {str(t.dtype).removeprefix('torch.')}: "
+                f"convert it first ({name}.float() or {name}.to(torch.bfloat16))"
+            )
+
+
 def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm of the last dimension: statistics in float32, the normalised values rounded to ``x``'s dtype,
-    then multiplied by ``weight`` (the result has the promoted dtype of ``x`` and ``weight``)."""
+    then multiplied by ``weight`` (the result has the promoted dtype of ``x`` and ``weight``).
+
+    Raises:
+        TypeError: ``x`` is not a floating-point tensor.
+    """
+    _floating("rms_norm", x=x)
     xf = x.float()
     normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     return normed.type_as(x) * weight
@@ -36,7 +51,12 @@ def fused_add_rms_norm_reference(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(rms_norm(x + residual), x + residual)``: the sum in float32 feeds the statistics, and is rounded to
-    ``x``'s dtype once for the returned residual."""
+    ``x``'s dtype once for the returned residual.
+
+    Raises:
+        TypeError: ``x`` or ``residual`` is not a floating-point tensor.
+    """
+    _floating("fused_add_rms_norm", x=x, residual=residual)
     s = x.float() + residual.float()
     normed = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + eps)
     return normed.type_as(x) * weight, s.to(x.dtype)
@@ -44,6 +64,8 @@ def fused_add_rms_norm_reference(
 
 def _rows_layout(args: Sequence[Any]) -> str | None:
     x, weight = args[0], args[-2]
+    if not all(t.is_floating_point() for t in args[:-2]):
+        return "x and residual must be floating-point"  # the reference refuses the call, naming the dtype
     if x.dim() == 0:
         return "0-dim input (no row to normalise)"
     if x.shape[-1] > MAX_HIDDEN:

@@ -24,12 +24,43 @@ from inferensics.kernels.requirements import Requirements
 from inferensics.kernels.tolerance import ToleranceSpec
 
 
+def _shape_problem(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> str | None:
+    """What keeps the arguments from meaning a rotary embedding, or ``None``: ``x`` not ``[T, H, D]`` or
+    ``[B, H, S, D]``, an odd head_dim (the halves cannot pair up), or ``cos``/``sin`` not
+    ``[positions, head_dim/2]`` (broadcast, they would rotate by the wrong angles or give another shape)."""
+    if x.dim() not in (3, 4):
+        return f"needs x of shape [T, H, D] or [B, H, S, D], got shape {tuple(x.shape)}"
+    if x.shape[-1] % 2:
+        return f"needs an even head_dim (x's last dimension), got shape {tuple(x.shape)}"
+    positions = x.shape[0] if x.dim() == 3 else x.shape[2]
+    want = (positions, x.shape[-1] // 2)
+    if cos.dim() != 2 or sin.dim() != 2 or tuple(cos.shape) != want or tuple(sin.shape) != want:
+        where = "T" if x.dim() == 3 else "S"
+        return (
+            f"needs cos and sin of shape [{where}, head_dim/2] = [{want[0]}, {want[1]}] for x of shape "
+            f"{tuple(x.shape)}, got cos {tuple(cos.shape)} and sin {tuple(sin.shape)}"
+        )
+    return None
+
+
 def rotary_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate the two halves of ``x``'s last dimension by per-position angles.
 
     ``x`` is ``[T, H, D]`` (positions first; ``cos``/``sin`` ``[T, D/2]``) or ``[B, H, S, D]`` (``cos``/``sin``
     ``[S, D/2]``). Computed in float32, rounded once to ``x``'s dtype.
+
+    Raises:
+        ValueError: The shapes are not those (an odd head_dim, ``cos``/``sin`` of another width or position count).
+        TypeError: ``x`` is not floating-point (the result, in its dtype, would be truncated).
     """
+    problem = _shape_problem(x, cos, sin)
+    if problem is not None:
+        raise ValueError(f"rotary_embedding {problem}")
+    if not x.is_floating_point():
+        raise TypeError(
+            f"rotary_embedding needs a floating-point x, got {str(x.dtype).removeprefix('torch.')}: "
+            "convert it first (x.float() or x.to(torch.bfloat16))"
+        )
     if x.dim() == 3:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
     x1, x2 = x.float().chunk(2, dim=-1)
@@ -53,6 +84,8 @@ def _layout(args: Sequence[Any]) -> str | None:
     x, cos, sin = args
     if x.dim() not in (3, 4) or x.shape[-1] % 2:
         return "x must be [T, H, D] or [B, H, S, D] with an even head_dim"
+    if not x.is_floating_point():
+        return "x must be floating-point"
     half = x.shape[-1] // 2
     for t in (cos, sin):
         if t.dim() != 2 or t.shape[1] != half or (half > 1 and t.stride(1) != 1):

@@ -3,6 +3,7 @@ build a table, the format schema the collector names, and one cluster layout acr
 
 from __future__ import annotations
 
+import re
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from inferensics.collector.service import engine_decoder
 from inferensics.collector.service.engine_decoder import delimited
 from inferensics.collector.service.otlp_proto import PROTO_FILE, format_schema, render_proto, structure
 from inferensics.collector.service.testing import build_request
@@ -85,7 +87,8 @@ def test_profile_settings_and_constraints_are_settings_the_engine_knows(engine: 
             assert constraint.tag in settings, f"{profile.tag}: constraint on {constraint.tag}, which it does not set"
             ceiling = constraint.findtext("max")
             if ceiling is not None:
-                assert int(profile.findtext(constraint.tag, "")) <= int(ceiling), constraint.tag
+                # the profile's value is the ceiling: deploy/README.md states these as limits the user cannot raise
+                assert int(profile.findtext(constraint.tag, "")) == int(ceiling), constraint.tag
 
 
 def test_the_reader_is_read_only_and_bounded() -> None:
@@ -124,19 +127,43 @@ def test_every_grant_parses_and_every_user_has_a_profile_quota_and_password(engi
     assert root.find("users/default/networks").get("replace") == "replace"  # type: ignore[union-attr]
 
 
+def _staging_tables() -> set[str]:
+    """The tables the engine decoder creates in the store's database, read from its own source: every
+    ``CREATE ... TABLE {db}.{NAME}`` resolved through the module's constants, and every ``_ingest_*`` constant."""
+    source = Path(engine_decoder.__file__).read_text(encoding="utf-8")
+    created = re.findall(r"CREATE (?:OR REPLACE )?TABLE \{db\}\.\{(\w+)\}", source)
+    assert created, "engine_decoder.py creates no table any more: update this test"
+    names = {str(getattr(engine_decoder, constant)) for constant in created}
+    names |= {v for v in vars(engine_decoder).values() if isinstance(v, str) and v.startswith("_ingest_")}
+    return names
+
+
+def _ingest_grants() -> dict[str, set[str]]:
+    """The ingest user's privileges per object (``inferensics.X``)."""
+    out: dict[str, set[str]] = {}
+    for query in xml_root(USERS_CONFIG).findall("users/inferensics_ingest/grants/query"):
+        match = re.fullmatch(r"GRANT (.+) ON (\S+)", query.text or "")
+        assert match, query.text
+        out.setdefault(match[2], set()).update(p.strip() for p in match[1].split(","))
+    return out
+
+
 def test_the_ingest_user_may_do_what_the_collector_does_and_no_ddl() -> None:
-    grants = " ; ".join(q.text or "" for q in xml_root(USERS_CONFIG).findall("users/inferensics_ingest/grants/query"))
-    assert "INSERT ON inferensics.*" in grants.replace("SELECT, INSERT", "INSERT")
-    for staging in ("_ingest_records", "_ingest_rows"):  # collector/service/engine_decoder.py's staging tables
-        assert f"CREATE TABLE, DROP TABLE ON inferensics.{staging}" in grants
-    assert "ALTER" not in grants
-    assert "ALL" not in grants
-
-
-def test_engine_decoder_staging_tables_are_the_granted_ones() -> None:
-    from inferensics.collector.service import engine_decoder
-
-    assert {engine_decoder.RECORDS, engine_decoder.ROWS} == {"_ingest_records", "_ingest_rows"}
+    grants = _ingest_grants()
+    assert {"SELECT", "INSERT"} <= grants["inferensics.*"]
+    staging = _staging_tables()
+    assert {engine_decoder.RECORDS, engine_decoder.UNIQUE, engine_decoder.ROWS} <= staging
+    for table in sorted(staging):
+        assert {"CREATE TABLE", "DROP TABLE"} <= grants.get(f"inferensics.{table}", set()), (
+            f"engine_decoder.py creates {table}, which the ingest user may not create or drop: grant it in "
+            f"{USERS_CONFIG.name}"
+        )
+    # no DDL beyond its own tables
+    text = " ; ".join(" ".join(sorted(p)) for p in grants.values())
+    assert "ALTER" not in text
+    assert "ALL" not in text
+    ddl = {obj for obj, privileges in grants.items() if {"CREATE TABLE", "DROP TABLE"} & privileges}
+    assert ddl == {f"inferensics.{t}" for t in staging} | {"inferensics._tmp_replace_*"}
 
 
 @pytest.mark.parametrize("log", SYSTEM_LOGS)

@@ -81,6 +81,67 @@ def _pod_specs() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+CLICKHOUSE_UID = 101
+"""The ``clickhouse`` user (and group) of the clickhouse/clickhouse-server and clickhouse-keeper images."""
+
+
+def _image_uid() -> int:
+    """The uid our image runs as: the Dockerfile's last ``USER``."""
+    users = [
+        line.split()[1]
+        for line in (DEPLOY / "docker" / "Dockerfile").read_text(encoding="utf-8").splitlines()
+        if line.startswith("USER ")
+    ]
+    assert users, "deploy/docker/Dockerfile sets no USER"
+    return int(users[-1])
+
+
+def _written_volumes(workload: dict[str, Any]) -> set[str]:
+    """The volumes a workload's containers mount writable that live on storage (claims, emptyDir, hostPath)."""
+    spec = workload["spec"]["template"]["spec"]
+    storage = {c["metadata"]["name"] for c in workload["spec"].get("volumeClaimTemplates", [])}
+    storage |= {
+        v["name"] for v in spec.get("volumes", []) if {"persistentVolumeClaim", "emptyDir", "hostPath"} & set(v)
+    }
+    return {
+        m["name"]
+        for c in spec["containers"]
+        for m in c.get("volumeMounts", [])
+        if m["name"] in storage and not m.get("readOnly")
+    }
+
+
+def test_every_pod_runs_as_its_images_user_and_owns_the_volumes_it_writes() -> None:
+    uid = _image_uid()
+    checked = 0
+    for workload in _resources():
+        if workload["kind"] not in {"StatefulSet", "Deployment", "Job"}:
+            continue
+        name, spec = workload["metadata"]["name"], workload["spec"]["template"]["spec"]
+        context = spec.get("securityContext", {})
+        ours = any(c["image"].startswith("inferensics:") for c in spec["containers"])
+        if ours:
+            assert (context.get("runAsUser"), context.get("runAsNonRoot")) == (uid, True), (
+                f"{name}: the inferensics image runs as uid {uid} (deploy/docker/Dockerfile): set "
+                f"securityContext runAsUser: {uid}, runAsNonRoot: true"
+            )
+        written = _written_volumes(workload)
+        if written:
+            owner = uid if ours else CLICKHOUSE_UID
+            assert context.get("fsGroup") == owner, (
+                f"{name} writes {sorted(written)}: without securityContext fsGroup: {owner} a volume the "
+                f"provisioner creates owned by root is not writable by the process"
+            )
+            checked += 1
+    assert checked >= 4, "the collector, both ClickHouse shards and Keeper write volumes"
+
+
+def test_the_collector_pod_can_write_its_spool() -> None:
+    collector = _named("StatefulSet")["collector"]
+    assert _written_volumes(collector) == {"spool"}
+    assert collector["spec"]["template"]["spec"].get("securityContext", {}).get("fsGroup") == _image_uid()
+
+
 def test_config_maps_secrets_and_keys_referenced_exist() -> None:
     maps = {cm["metadata"]["name"]: cm for cm in _generated_config_maps()}
     (secret,) = _named("Secret").values()
