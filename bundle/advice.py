@@ -10,6 +10,7 @@ that compiles less wins unless its latency costs more over the window than the c
 from __future__ import annotations
 
 import math
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -96,7 +97,14 @@ def compare_policies(  # noqa: PLR0917 - one call site, in build
             out.append(PolicyRun(name, s.shapes, s.graphs, s.blob, s.graph_breaks, s.guard_failures, ""))
             continue
         args = {**compile_args, "dynamic": dynamic}
-        out.append(
-            run_policy(name, model, make_inputs, shapes, compile_args=args, config_patches=patches, repeats=repeats)
-        )
+        try:
+            run = run_policy(
+                name, model, make_inputs, shapes, compile_args=args, config_patches=patches, repeats=repeats
+            )
+        except BaseException:  # the runs made so far are not returned: remove their compile caches here
+            for made in out:
+                if made.cache_dir:
+                    shutil.rmtree(made.cache_dir, ignore_errors=True)
+            raise
+        out.append(run)
     return out

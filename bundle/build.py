@@ -100,6 +100,14 @@ class BuildSpec:
     kernel_evidence: Path | None = None
 
     def __post_init__(self) -> None:
+        unknown = torch_adapter.unknown_inductor_options(self.options)
+        if unknown:  # else a 90-line BackendCompilerFailed from inside the first compile
+            raise BundleError(
+                "bad_input",
+                f"--option {unknown[0]}: Inductor (torch {torch.__version__}) has no such option"
+                + (f" (did you mean {similar}?)" if (similar := _similar_option(unknown[0])) else "")
+                + ": see torch._inductor.config for the names",
+            )
         if self.kernel_evidence is not None and self.registry is None:
             # Recorded as the evidence's registry state, so the bundle cache's build key covers the evidence too.
             object.__setattr__(self, "registry", read_kernel_evidence(self.kernel_evidence)[1]["registry"])
@@ -112,6 +120,14 @@ class BuildSpec:
             "dynamic": self.dynamic,
             "fullgraph": self.fullgraph,
         }
+
+
+def _similar_option(key: str) -> str:
+    """The Inductor option name closest to ``key``, or ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(key, torch_adapter.inductor_option_names(), n=1)
+    return close[0] if close else ""
 
 
 def resolve(target: str, what: str) -> Callable[..., Any]:
@@ -138,7 +154,18 @@ def resolve(target: str, what: str) -> Callable[..., Any]:
 
 def make_model(spec: BuildSpec) -> tuple[Any, Callable[[tuple[int, ...]], tuple[Any, ...]]]:
     """Build the model on its device and the inputs function."""
-    model = resolve(spec.model, "--model")(**spec.model_args)
+    factory = resolve(spec.model, "--model")
+    try:
+        model = factory(**spec.model_args)
+    except Exception as exc:  # the user's factory, or arguments it does not take: their input, one line
+        hint = "; check its --model-arg values" if isinstance(exc, TypeError) and spec.model_args else ""
+        raise BundleError("bad_input", f"--model {spec.model} raised {error_line(exc)}{hint}") from None
+    if not isinstance(model, torch.nn.Module) and not callable(model):
+        raise BundleError(
+            "bad_input",
+            f"--model {spec.model} returned {type(model).__name__} {str(model)[:40]!r}, not a torch.nn.Module or a "
+            "callable: return the model from the factory",
+        )
     if isinstance(model, torch.nn.Module):
         model = model.to(spec.device).eval()
     device = spec.device
@@ -272,6 +299,26 @@ def _build_with_evidence(spec: BuildSpec, key: SigningKey, out: Path, *, now: da
 def _build(
     spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None, evidence: tuple[bytes, str] | None = None
 ) -> BuildResult:
+    runs: list[PolicyRun] = []
+    try:
+        return _compile_and_sign(spec, key, out, now=now, evidence=evidence, runs=runs)
+    finally:  # each run's compile cache, whether the build was signed or failed on the way
+        for run in runs:
+            if run.cache_dir:
+                shutil.rmtree(run.cache_dir, ignore_errors=True)
+
+
+def _compile_and_sign(
+    spec: BuildSpec,
+    key: SigningKey,
+    out: Path,
+    *,
+    now: datetime | None,
+    evidence: tuple[bytes, str] | None,
+    runs: list[PolicyRun],
+) -> BuildResult:
+    """The build; every policy run it makes goes into ``runs`` as soon as it exists (the caller removes their
+    cache folders)."""
     from inferensics.bundle import advice, report
 
     if out.exists() and any(out.iterdir()):
@@ -295,21 +342,23 @@ def _build(
         raise  # the model runs every shape eagerly: a compiler failure, as torch said it
     finally:
         reference.release()
+    runs.append(main)
     inaccurate = accuracy.refusal(
         [(r.shape, r.accuracy) for r in main.shapes], [f"{c.target}={c.import_path}" for c in spec.customisations]
     )
     if inaccurate is not None and not spec.allow_inaccurate:
-        shutil.rmtree(main.cache_dir, ignore_errors=True)
         raise inaccurate
     warm = run_policy(
         "with bundle", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches,
         repeats=1, blob=main.blob,
     )  # fmt: skip
+    runs.append(warm)
     policies = (
         advice.compare_policies(model, make_inputs, spec.shapes, compile_args, patches, main, spec.repeats)
         if spec.advise
         else [main]
     )
+    runs.extend(p for p in policies if p is not main)
     identity, extra = factors.collect(
         model,
         factory=spec.model,
@@ -384,10 +433,6 @@ def _build(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    finally:
-        for run in [main, warm, *policies]:
-            if run.cache_dir:
-                shutil.rmtree(run.cache_dir, ignore_errors=True)
     return BuildResult(out, manifest, main, warm, policies)
 
 

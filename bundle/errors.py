@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final
 
 CAUSES: Final = (
@@ -46,3 +47,17 @@ def error_line(exc: BaseException) -> str:
     or a replay's report."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def unwritable(path: Path, exc: OSError, option: str = "--out") -> BundleError:
+    """The ``bad_input`` refusal of an output file that cannot be written: a missing folder or a directory in
+    its place named as such (Python's own words otherwise), and the option that chose it."""
+    if not path.parent.is_dir():
+        why = f"the folder {path.parent} does not exist"
+    elif path.is_dir():
+        why = "it is a directory"
+    else:
+        why = exc.strerror or str(exc)
+    return BundleError(
+        "bad_input", f"cannot write {path}: {why}: choose another {option} (a file in an existing folder)"
+    )

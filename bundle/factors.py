@@ -24,6 +24,7 @@ import torch
 from inferensics.bundle import torch_adapter
 from inferensics.bundle.canonical import digest_json, sha256_hex
 from inferensics.bundle.customisations import Customisation
+from inferensics.bundle.errors import BundleError
 
 
 def model_code(model: Any, extra: Iterable[Any] = ()) -> dict[str, str]:
@@ -110,9 +111,36 @@ def _driver_version() -> str:
     return ""
 
 
+def device_of(device: str) -> torch.device:
+    """``device`` (``cpu`` or ``cuda[:N]``) as a device this host has.
+
+    Raises:
+        BundleError: ``bad_input`` for another kind of device, ``incompatible`` for a CUDA device this host
+            does not have.
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise BundleError("bad_input", f"--device {device!r}: expected cpu or cuda (cuda:N for one of several GPUs)")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise BundleError("incompatible", f"--device {device} but this machine has no CUDA device: pass --device cpu")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise BundleError(
+            "incompatible",
+            f"--device {device} but this machine has {torch.cuda.device_count()} CUDA device(s): pass a lower index",
+        )
+    return dev
+
+
 def compatibility(device: str) -> dict[str, Any]:
-    """The compatibility key of ``device`` (``cpu`` or ``cuda[:N]``) on this host, matched all-or-nothing."""
-    dev = torch.device(device)
+    """The compatibility key of ``device`` (``cpu`` or ``cuda[:N]``) on this host, matched all-or-nothing.
+
+    Raises:
+        BundleError: ``device`` is not a device this host has (:func:`device_of`).
+    """
+    dev = device_of(device)
     if dev.type == "cuda":
         index = dev.index if dev.index is not None else torch.cuda.current_device()
         major, minor = torch.cuda.get_device_capability(index)

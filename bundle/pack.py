@@ -4,10 +4,11 @@ metadata), so the same bundle packs to the same bytes and unpacks to a directory
 from __future__ import annotations
 
 import io
+import shutil
 import tarfile
 from pathlib import Path
 
-from inferensics.bundle.errors import BundleError
+from inferensics.bundle.errors import BundleError, unwritable
 from inferensics.bundle.manifest import MANIFEST_FILE
 
 
@@ -15,27 +16,50 @@ def pack(directory: Path, out: Path) -> Path:
     """Write ``directory`` as one tar file ``out``.
 
     Raises:
-        BundleError: ``directory`` has no manifest.
+        BundleError: ``directory`` has no manifest (``missing``), or ``out`` cannot be written (``bad_input``).
     """
     if not (directory / MANIFEST_FILE).is_file():
         raise BundleError("missing", f"{directory} has no {MANIFEST_FILE}: not a bundle directory")
     files = sorted(p for p in directory.rglob("*") if p.is_file())
     files.sort(key=lambda p: p.name != MANIFEST_FILE or p.parent != directory)
-    with tarfile.open(out, "w") as tar:
-        for p in files:
-            info = tarfile.TarInfo(p.relative_to(directory).as_posix())
-            data = p.read_bytes()
-            info.size, info.mode, info.mtime = len(data), 0o644, 0
-            tar.addfile(info, io.BytesIO(data))
+    try:
+        with tarfile.open(out, "w") as tar:
+            for p in files:
+                info = tarfile.TarInfo(p.relative_to(directory).as_posix())
+                data = p.read_bytes()
+                info.size, info.mode, info.mtime = len(data), 0o644, 0
+                tar.addfile(info, io.BytesIO(data))
+    except OSError as exc:
+        if exc.filename is not None and Path(exc.filename) == out:  # ``out`` cannot be opened for writing
+            raise unwritable(out, exc) from None
+        out.unlink(missing_ok=True)  # no half-written pack left behind
+        if exc.filename is None:  # writing ``out`` failed (a full disk)
+            raise unwritable(out, exc) from None
+        raise BundleError("damaged", f"{directory}: cannot read {exc.filename} ({exc.strerror or exc})") from None
     return out
 
 
-def unpack(archive: Path, out: Path) -> Path:
-    """Unpack a packed bundle into ``out`` (refusing absolute paths, ``..`` and links).
+def check_unpack_target(out: Path) -> None:
+    """Refuse an ``out`` that :func:`unpack` may not fill: a file, or a folder with something in it (a bundle
+    merged into another folder's files fails verification as tampered).
 
     Raises:
-        BundleError: not a bundle archive, or an unsafe member.
+        BundleError: ``bad_input``, naming ``out``.
     """
+    if out.exists() and not out.is_dir():
+        raise BundleError("bad_input", f"{out} exists and is not a folder: choose a new --out")
+    if out.is_dir() and any(out.iterdir()):
+        raise BundleError("bad_input", f"{out} exists and is not empty: choose a new --out")
+
+
+def unpack(archive: Path, out: Path) -> Path:
+    """Unpack a packed bundle into ``out``, a new or empty folder (refusing absolute paths, ``..`` and links).
+
+    Raises:
+        BundleError: not a bundle archive, or an unsafe member (``missing``, ``damaged``); ``out`` is not a new
+            or empty folder, or cannot be made (``bad_input``).
+    """
+    check_unpack_target(out)
     try:
         with tarfile.open(archive, "r") as tar:
             members = tar.getmembers()
@@ -44,10 +68,24 @@ def unpack(archive: Path, out: Path) -> Path:
                     raise BundleError("damaged", f"{archive}: unsafe member {m.name!r}: not a packed bundle")
             if MANIFEST_FILE not in {m.name for m in members}:
                 raise BundleError("damaged", f"{archive} holds no {MANIFEST_FILE}: not a packed bundle")
-            out.mkdir(parents=True, exist_ok=True)
-            tar.extractall(out, filter="data")
+            created = not out.exists()
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # the folder's fault, not the archive's
+                raise BundleError(
+                    "bad_input", f"cannot create {out}: {exc.strerror or exc}: choose another --out"
+                ) from None
+            try:
+                tar.extractall(out, filter="data")
+            except BaseException as exc:  # no half-unpacked bundle left behind
+                shutil.rmtree(out, ignore_errors=True)
+                if not created:
+                    out.mkdir(exist_ok=True)
+                if isinstance(exc, OSError):  # writing ``out`` failed (a bad archive raises TarError)
+                    raise BundleError("bad_input", f"cannot unpack into {out}: {exc.strerror or exc}") from None
+                raise
     except (OSError, tarfile.TarError) as exc:
-        if isinstance(exc, FileNotFoundError):
+        if isinstance(exc, FileNotFoundError) and not archive.exists():
             raise BundleError("missing", f"{archive} does not exist") from None
         raise BundleError("damaged", f"{archive} is not a packed bundle ({exc})") from None
     return out

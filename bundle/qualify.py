@@ -10,6 +10,7 @@ With ``check`` it also judges each shape's compiled output against eager (:mod:`
 from __future__ import annotations
 
 import functools
+import shutil
 import statistics
 import tempfile
 import time
@@ -107,6 +108,29 @@ def run_policy(
     """Compile ``model`` from an empty cache (or from ``blob``) and serve each ``(shape, served_as)``; with
     ``check``, judge each shape's last compiled output on the same inputs (outside the timed calls)."""
     cache_dir = tempfile.mkdtemp(prefix="inferensics-bundle-cache-")
+    try:
+        return _run_policy(
+            name, model, make_inputs, shapes, compile_args=compile_args, config_patches=config_patches,
+            repeats=repeats, blob=blob, check=check, cache_dir=cache_dir,
+        )  # fmt: skip
+    except BaseException:  # a failed run returns no PolicyRun to clean up after: its cache goes here
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        raise
+
+
+def _run_policy(
+    name: str,
+    model: Any,
+    make_inputs: MakeInputs,
+    shapes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
+    *,
+    compile_args: Mapping[str, Any],
+    config_patches: Mapping[str, Any],
+    repeats: int,
+    blob: bytes | None,
+    check: CheckOutput | None,
+    cache_dir: str,
+) -> PolicyRun:
     with torch_adapter.temporary_cache_dir(cache_dir):
         torch_adapter.reset_compiler()
         torch_adapter.clear_cache_artifact_record()

@@ -14,10 +14,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from inferensics.bundle.errors import BundleError
+from inferensics.bundle.errors import BundleError, unwritable
 
 STATES_ENV: Final = "INFERENSICS_BUNDLE_STATES"
 """Environment variable naming the states file."""
+_KEYS: Final = ("revoked", "quarantined")
+_SHAPE: Final = '{"revoked": [ids], "quarantined": [ids]}'
+
+
+def _shape_problem(data: object) -> str:
+    """What makes ``data`` not a states file's contents, or ``""``: every key known, every value a list of id
+    strings (a missing key is an empty list)."""
+    if not isinstance(data, dict):
+        kind = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(data), "null")
+        return f"its top level is a JSON {kind}, not an object {_SHAPE}"
+    unknown = sorted(str(k) for k in data if k not in _KEYS)
+    if unknown:
+        return f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (expected {_SHAPE})"
+    for key in _KEYS:
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            return f"{key!r} is not a list of bundle id strings (expected {_SHAPE})"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -40,19 +58,29 @@ class BundleStates:
         p = Path(chosen)
         try:
             data = json.loads(p.read_text())
-            return cls(frozenset(map(str, data.get("revoked", []))), frozenset(map(str, data.get("quarantined", []))))
         except OSError as exc:
             raise BundleError("missing", f"cannot read bundle states file {p}: {exc.strerror}") from None
-        except (ValueError, AttributeError, TypeError):
+        except ValueError:
+            raise BundleError("damaged", f"{p} is not a bundle states file: it is not JSON ({_SHAPE})") from None
+        problem = _shape_problem(data)
+        if problem:
+            # A typo'd key or a string where a list belongs read as "nothing refused": a revoked bundle loaded.
             raise BundleError(
-                "damaged", f"{p} is not a bundle states file ({{'revoked': [...], 'quarantined': [...]}})"
-            ) from None
+                "damaged", f"{p} is not a bundle states file: {problem}; write it with `inferensics bundle states`"
+            )
+        return cls(frozenset(data.get("revoked", [])), frozenset(data.get("quarantined", [])))
 
     def write(self, path: Path) -> None:
-        """Write the states file."""
-        path.write_text(
-            json.dumps({"revoked": sorted(self.revoked), "quarantined": sorted(self.quarantined)}, indent=1)
-        )
+        """Write the states file.
+
+        Raises:
+            BundleError: ``bad_input`` when ``path`` cannot be written (no such folder, a directory, no permission).
+        """
+        text = json.dumps({"revoked": sorted(self.revoked), "quarantined": sorted(self.quarantined)}, indent=1)
+        try:
+            path.write_text(text)
+        except OSError as exc:
+            raise unwritable(path, exc) from None
 
     def refusal(self, bundle_id: str) -> BundleError | None:
         """The refusal for ``bundle_id``, if it is revoked or quarantined."""

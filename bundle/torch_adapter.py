@@ -121,6 +121,19 @@ def compiler_settings() -> tuple[dict[str, Any], dict[str, Any]]:
     return changed, everything
 
 
+def inductor_option_names() -> list[str]:
+    """Every option name Inductor takes in ``config_patches`` (``trace.provenance_tracking_level``)."""
+    import torch._inductor.config as inductor
+
+    return sorted(getattr(inductor, "_config", {}))
+
+
+def unknown_inductor_options(options: Iterable[str]) -> list[str]:
+    """The names in ``options`` that are not Inductor options (a compile with one fails deep inside Inductor)."""
+    known = set(inductor_option_names())
+    return [k for k in options if k not in known] if known else []  # no table to check against: let torch say
+
+
 def apply_settings(settings: Mapping[str, Any]) -> list[str]:
     """Set recorded ``section.name`` settings whose value is plain JSON; returns the keys it could not set."""
     modules = _config_modules()

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from inferensics.bundle import customisations as custom
 from inferensics.bundle import factors
 from inferensics.bundle.build import KERNEL_EVIDENCE
@@ -91,12 +93,16 @@ def check_files(directory: Path, manifest: Manifest, keep: Collection[str] = ())
 def compatibility_problems(manifest: Manifest, device: str | None = None) -> list[str]:
     """``factor: built → here`` for each compatibility or compiler-version factor that differs on this host."""
     recorded: dict[str, Any] = manifest.identity.get("compatibility", {})
-    here = factors.compatibility(device or str(recorded.get("device_type", "cpu")))
-    problems = [
-        f"compatibility.{k}: {recorded.get(k)!r} → {here.get(k)!r}"
-        for k in sorted(set(recorded) | set(here))
-        if recorded.get(k) != here.get(k)
-    ]
+    built_for = str(recorded.get("device_type", "cpu"))
+    if device is None and built_for == "cuda" and not torch.cuda.is_available():
+        problems = ["compatibility.device_type: 'cuda' → no CUDA device here"]
+    else:
+        here = factors.compatibility(device or built_for)  # a --device this host lacks: one line, raised
+        problems = [
+            f"compatibility.{k}: {recorded.get(k)!r} → {here.get(k)!r}"
+            for k in sorted(set(recorded) | set(here))
+            if recorded.get(k) != here.get(k)
+        ]
     built = manifest.identity.get("compiler_versions", {})
     local = factors.compiler_versions()
     problems += [

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -29,6 +29,9 @@ from inferensics.cli.extras import needs_extra, require_extra
 from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
+
+if TYPE_CHECKING:
+    from inferensics.schema.store import Store
 
 bundle_app = command_app("Release bundles: build, sign, verify, compare and release.")
 
@@ -61,9 +64,17 @@ def _manifest_of(path: Path) -> Any:
     from inferensics import bundle as b
 
     if path.is_file():
-        tmp = Path(tempfile.mkdtemp(prefix="inferensics-bundle-"))
-        return b.read_manifest(b.unpack(path, tmp / "bundle"))
+        with tempfile.TemporaryDirectory(prefix="inferensics-bundle-") as tmp:
+            return b.read_manifest(b.unpack(path, Path(tmp) / "bundle"))
     return b.read_manifest(path)
+
+
+def _import_from_working_directory() -> None:
+    """Let ``module:function`` names resolve from the working directory too, as under ``python -m``: a console
+    script's import path does not hold it, so a model file or a customisation beside the user was "cannot
+    import" (a bundle built there then failed to verify there)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
 
 def _pairs(values: list[str], what: str) -> dict[str, Any]:
@@ -204,10 +215,7 @@ def build(  # noqa: PLR0917 - one option each
         fail(f"--device {device!r}: expected cpu or cuda")
     if rebuild and cache is None:
         fail("--rebuild replaces a cached bundle: pass --cache DIR with it")
-    # module:function names resolve from the working directory too, as under `python -m`: a console
-    # script's import path does not hold it, so a model file beside the user was "cannot import".
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    _import_from_working_directory()
     with _errors():
         signing = b.load_signing_key(key)
         if shapes is not None:
@@ -282,6 +290,7 @@ def verify(
     from inferensics import bundle as b
     from inferensics.bundle.load import kernel_evidence_line, kernel_evidence_of
 
+    _import_from_working_directory()  # the customisations it records, as `bundle build` imported them there
     with _errors():
         v = b.verify(bundle, b.Keyring.load(keyring), states=b.BundleStates.load(states), device=device)
         evidence = kernel_evidence_of(v)  # a load refuses a bundle whose evidence is damaged: so does verify
@@ -459,24 +468,75 @@ class _Store:
 
     def __init__(self, service: str | None, token: str | None, dsn: str | None) -> None:
         self.service, self.token, self.dsn = service, token, dsn
+        self._initialised = False
 
-    def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        from inferensics.collector.client import ServiceClient, ServiceError
-        from inferensics.schema.store import Store, StoreError
+    @contextlib.contextmanager
+    def _opened(self) -> Iterator[Store]:
+        """The store ``--dsn`` names, refused in one line (and left uncreated) when it was never initialised:
+        its tables are missing, which the engine said as a traceback."""
+        from inferensics.schema.dsn import DsnError, resolve_dsn
+        from inferensics.schema.store import Store
 
         try:
-            if self.service:
-                with ServiceClient(self.service, token=self.token) as client:
-                    return list(client.sql(sql).iter_rows())
-            with Store.open(self.dsn) as store:
-                return store.query_rows(sql.replace("FROM ", f"FROM {store.database}.", 1))
+            parsed = resolve_dsn(self.dsn)
+        except DsnError as exc:
+            fail(str(exc))
+        if parsed.kind == "chdb" and parsed.path is not None and not parsed.path.exists():
+            # Opening would create an empty store there (as `inferensics status` refuses to).
+            fail(f"no store at {parsed.path}: it is not initialised; create it with `inferensics init` (the same "
+                 "--dsn or --data-dir)")  # fmt: skip
+        with Store.open(parsed) as store:
+            if not self._initialised:
+                if store.schema_version() == 0:
+                    fail(f"store {store.dsn} is not initialised: run `inferensics init` (the same --dsn or --data-dir)")
+                self._initialised = True
+            yield store
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        """Rows of ``sql``.
+
+        Raises:
+            ServiceError: the service refused or could not answer.
+            StoreError: the store could not answer.
+        """
+        from inferensics.collector.client import ServiceClient
+
+        if self.service:
+            with ServiceClient(self.service, token=self.token) as client:
+                return list(client.sql(sql).iter_rows())
+        with self._opened() as store:
+            return store.query_rows(sql.replace("FROM ", f"FROM {store.database}.", 1))
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """Rows of ``sql``, or one line and a non-zero exit."""
+        from inferensics.collector.client import ServiceError
+        from inferensics.schema.store import StoreError
+
+        try:
+            return self.query(sql)
         except ServiceError as exc:
             fail(exc.message)
         except StoreError as exc:
             fail(str(exc))
 
+    def require_sql(self) -> None:
+        """Refuse, before anything is written, a token the service's SQL API refuses: a write through the
+        service is confirmed there (``_wait_written``), and that API takes only admin tokens."""
+        from inferensics.collector.client import ServiceError
+
+        if not self.service:
+            return
+        try:
+            self.query("SELECT 1")
+        except ServiceError as exc:
+            if exc.status == 403:
+                fail(f"the service at {self.service} refused this token its SQL API ({exc.detail}): this command "
+                     "confirms its write there, so it needs a token with the admin role (--token or "
+                     "$INFERENSICS_TOKEN); nothing was written")  # fmt: skip
+            fail(exc.message)
+
     def record(self, event: Any) -> None:
-        from inferensics.schema.store import Store, StoreError
+        from inferensics.schema.store import StoreError
 
         if self.service:
             from inferensics.collector.host.otlp_exporter import OtlpExporter
@@ -492,21 +552,37 @@ class _Store:
             self._wait_written(event)
             return
         try:
-            with Store.open(self.dsn) as store:
+            with self._opened() as store:
                 store.insert_events([event])
         except StoreError as exc:
             fail(str(exc))
 
     def _wait_written(self, event: Any, timeout_s: float = 30.0) -> None:
         """Until the service has written ``event`` (a state it acknowledged reaches the store with its next
-        batch): the command that follows, such as ``bundle states`` after ``bundle revoke``, must see it."""
+        batch): the command that follows, such as ``bundle states`` after ``bundle revoke``, must see it.
+
+        The service took the record: a confirmation that cannot be read is said in a line, not an error exit
+        (the write happened; a retry would record it twice)."""
+        from inferensics.collector.client import ServiceError
+
         at = event.ts.strftime("%Y-%m-%d %H:%M:%S.%f")
         sql = (
             f"SELECT count() FROM bundle_states WHERE bundle_id = '{event.bundle_id}' AND state = '{event.state}' "
             f"AND ts = toDateTime64('{at}', 6, 'UTC')"
         )
         deadline = time.monotonic() + timeout_s
-        while not self.rows(sql)[0][0]:
+        while True:
+            try:
+                if self.query(sql)[0][0]:
+                    return
+            except ServiceError as exc:
+                console.print(
+                    f"warning: the service took the {event.state} record of bundle {event.bundle_id[:12]}, but "
+                    f"its write could not be confirmed ({exc.message}): check `inferensics status --service "
+                    f"{self.service}`",
+                    markup=False,
+                )
+                return
             if time.monotonic() > deadline:
                 fail(
                     f"the service took the {event.state} record of bundle {event.bundle_id[:12]} but has not written "
@@ -675,7 +751,8 @@ def states(  # noqa: PLR0917 - one option each
     refused = _refused_states(_Store(service, token, dsn_from(ctx, dsn, data_dir)))
     revoked = frozenset(i for i, s in refused.items() if s == "revoked")
     quarantined = frozenset(i for i, s in refused.items() if s == "quarantined")
-    BundleStates(revoked, quarantined).write(out)
+    with _errors():
+        BundleStates(revoked, quarantined).write(out)
     console.print(f"wrote {out}: {len(revoked)} revoked, {len(quarantined)} quarantined")
 
 
@@ -694,13 +771,17 @@ def push(
         fail("push needs --service URL (or $INFERENSICS_SERVICE_URL)")
     with _errors():
         m = b.read_manifest(bundle)
-        packed = b.pack(bundle, Path(tempfile.mkdtemp(prefix="inferensics-push-")) / "bundle.tar")
+    store = _Store(service, token, None)
+    store.require_sql()  # before anything is written: the push is confirmed through the SQL API
     try:
-        with ServiceClient(service, token=token) as client:
-            sha = client.put_blob(packed.read_bytes(), "bundle", "application/x-tar")
+        with tempfile.TemporaryDirectory(prefix="inferensics-push-") as tmp:
+            with _errors():
+                packed = b.pack(bundle, Path(tmp) / "bundle.tar")
+            with ServiceClient(service, token=token) as client:
+                sha = client.put_blob(packed.read_bytes(), "bundle", "application/x-tar")
     except ServiceError as exc:
         fail(exc.message)
-    _Store(service, token, None).record(
+    store.record(
         BundleStateEvent(
             ts=datetime.now(UTC),
             bundle_id=m.bundle_id,
@@ -721,10 +802,13 @@ def pull(
 ) -> None:  # fmt: skip
     """Download a pushed bundle and unpack it (verify it before loading)."""
     from inferensics import bundle as b
+    from inferensics.bundle.pack import check_unpack_target
     from inferensics.collector.client import ServiceClient, ServiceError
 
     if not service:
         fail("pull needs --service URL (or $INFERENSICS_SERVICE_URL)")
+    with _errors():
+        check_unpack_target(out)  # before the download
     store = _Store(service, token, None)
     full, _ = _resolve_id(store, bundle_id)
     rows = store.rows(f"SELECT argMax(attrs['pack_blob'], ts) FROM bundle_states WHERE bundle_id = '{full}' "
@@ -736,10 +820,11 @@ def pull(
             data = client.get_blob(str(rows[0][0]))
     except ServiceError as exc:
         fail(exc.message)
-    archive = Path(tempfile.mkdtemp(prefix="inferensics-pull-")) / "bundle.tar"
-    archive.write_bytes(data)
-    with _errors():
-        b.unpack(archive, out)
+    with tempfile.TemporaryDirectory(prefix="inferensics-pull-") as tmp:
+        archive = Path(tmp) / "bundle.tar"
+        archive.write_bytes(data)
+        with _errors():
+            b.unpack(archive, out)
     console.print(f"pulled {full} into {out}")
 
 
