@@ -49,6 +49,7 @@ from pydantic import Field, field_validator, model_validator
 
 from inferensics.analytics import stats
 from inferensics.analytics.client import QueryClient
+from inferensics.analytics.errors import UnknownFilterValue
 from inferensics.analytics.filters import Filters as _Filters
 from inferensics.analytics.filters import check_filter_values
 from inferensics.schema import columns as col
@@ -132,6 +133,17 @@ class CanaryParams(_Filters):
     def _sides_differ(self) -> CanaryParams:
         if (self.baseline_start is None) != (self.baseline_end is None):
             raise ValueError("give both baseline_start and baseline_end, or neither")
+        # An empty or inverted window holds no request: its verdict would be an inconclusive one over nothing.
+        windows = (
+            ("start", "end", self.start, self.end),
+            ("baseline_start", "baseline_end", self.baseline_start, self.baseline_end),
+        )
+        for first, last, lo, hi in windows:
+            if lo is not None and hi is not None and hi <= lo:
+                raise ValueError(
+                    f"{last} {hi.isoformat()} is not after {first} {lo.isoformat()}: give a window whose {last} "
+                    f"comes after its {first}"
+                )
         if self.bundle is not None:
             raise ValueError("use baseline and candidate to pick bundles, not bundle")
         same_window = self.baseline_start in (None, self.start) and self.baseline_end in (None, self.end)
@@ -492,7 +504,13 @@ def canary_compare(client: QueryClient, params: CanaryParams) -> CanaryResult:
     ``baseline`` holds the number of pairs).
     """
     bundles = [("bundle", b) for b in (params.baseline, params.candidate) if b is not None]
-    check_filter_values(client, params, ("requests_1h", "requests"), also=bundles)
+    try:
+        check_filter_values(client, params, ("requests_1h", "requests"), also=bundles)
+    except UnknownFilterValue as exc:
+        if exc.dimension != "bundle" or "" not in exc.known:
+            raise
+        # Requests served without a bundle carry an empty id: not a bundle the message can offer.
+        raise UnknownFilterValue(exc.dimension, exc.value, [k for k in exc.known if k]) from None
     base, cand, both, values = _sides(client, params)
     truncated = base.truncated or cand.truncated
     # The engine pairs the sides while this thread resamples and runs the KS tests (the engine releases

@@ -20,7 +20,9 @@ from inferensics.analytics.errors import AnalyticsError
 from inferensics.analytics.storms import StormRule
 from inferensics.schema import columns as col
 
-_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+_WEEK = re.compile(r"([0-9]{4})-W([0-9]{2})")
+"""ASCII digits only, matched whole: ``\\d`` takes any Unicode digit and ``$`` a final newline, and the week
+names the report's files."""
 _SUMS = [
     col.REQUESTS,
     col.ERRORS,
@@ -40,7 +42,7 @@ def parse_week(text: str) -> datetime:
     >>> parse_week("2026-W10").isoformat()
     '2026-03-02T00:00:00+00:00'
     """
-    m = _WEEK.match(text)
+    m = _WEEK.fullmatch(text)
     if not m:
         raise AnalyticsError(f"bad week {text!r}: write it as YYYY-Www, e.g. 2026-W10")
     try:

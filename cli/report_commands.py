@@ -107,8 +107,11 @@ def weekly(  # noqa: PLR0917 (typer options)
 
     dsn = dsn_from(ctx, dsn, data_dir)
     now = datetime.now(UTC)
+    if week is not None and not week.strip():
+        # What an unset `--week ${VAR}` becomes: the current week would be reported in its place.
+        fail("--week: empty; give an ISO week as YYYY-Www (e.g. 2026-W10), or leave --week out for the current week")
     try:
-        chosen = week or current_week(now)
+        chosen = current_week(now) if week is None else week
         parse_week(chosen)
     except AnalyticsError as exc:
         fail(str(exc))
@@ -137,6 +140,18 @@ def _full_id(given: str | None, known: list[str], option: str) -> str | None:
             f"({', '.join(m[:16] for m in matches)}); give more digits"
         )
     return matches[0] if matches else given
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    """A datetime option as UTC (a naive one is read as UTC)."""
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+
+
+def _check_window(lo: datetime | None, hi: datetime | None, first: str, last: str) -> None:
+    """Refuse a window that holds no time: it would compare no requests and record an inconclusive verdict."""
+    if lo is not None and hi is not None and hi <= lo:
+        fail(f"{first} {lo:%Y-%m-%d %H:%M:%S} is not before {last} {hi:%Y-%m-%d %H:%M:%S} (UTC): give a window "
+             "whose end comes after its start")  # fmt: skip
 
 
 @canary_app.command("compare")
@@ -177,10 +192,21 @@ def compare(  # noqa: PLR0917 (typer options)
     from inferensics.schema.store import Store
 
     dsn = dsn_from(ctx, dsn, data_dir)
+    for option, given_id in (("--baseline", baseline), ("--candidate", candidate)):
+        if not given_id.strip():
+            fail(f"{option}: empty; give a bundle id (its first 12 digits do), or 'any' for every bundle")
+    if model is None and baseline == candidate == "any":
+        fail("--baseline any --candidate any: no bundle to take the model from; pass --model, and give the baseline "
+             "its own window with --baseline-start and --baseline-end")  # fmt: skip
     if out is not None:
         _check_out(out)
-    hi = (end.replace(tzinfo=UTC) if end and end.tzinfo is None else end) or datetime.now(UTC)
-    lo = (start.replace(tzinfo=UTC) if start and start.tzinfo is None else start) or hi - timedelta(hours=24)
+    hi = _utc(end) or datetime.now(UTC)
+    lo = _utc(start) or hi - timedelta(hours=24)
+    _check_window(lo, hi, "--start", "--end" if end else "--end (default: now)")
+    if (baseline_start is None) != (baseline_end is None):
+        fail("give both --baseline-start and --baseline-end (the baseline's own window), or neither")
+    if baseline_start is not None and baseline_end is not None:
+        _check_window(_utc(baseline_start), _utc(baseline_end), "--baseline-start", "--baseline-end")
     base = None if baseline == "any" else baseline
     cand = None if candidate == "any" else candidate
     with _runner(dsn, service, token) as runner:

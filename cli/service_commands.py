@@ -67,7 +67,7 @@ def serve(
     if with_dashboard:
         require_extra("dashboard", "serve --with-dashboard")  # before anything is bound or opened
     from inferensics.analytics.registry import NAMED_QUERIES
-    from inferensics.collector.service import ConfigError, ListenError, listen, load_config
+    from inferensics.collector.service import ConfigError, ListenError, StartError, listen, load_config
     from inferensics.collector.service import serve as run_service
 
     dsn = dsn_from(ctx, dsn, data_dir)
@@ -97,6 +97,8 @@ def serve(
         faulthandler.enable(all_threads=True)
     try:
         run_service(settings, sock, named_queries=NAMED_QUERIES)  # the collector never imports analytics
+    except StartError as exc:  # a spool folder it cannot use, or another service's spool or embedded store
+        fail(str(exc))
     finally:
         if dashboard is not None:
             dashboard.terminate()

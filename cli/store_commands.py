@@ -75,7 +75,7 @@ def status(
     if parsed.kind == "chdb" and parsed.path is not None and not parsed.path.exists():
         # Opening would create an empty store there: a mistyped path must not look like a store.
         fail(f"no store at {parsed.path}: the directory does not exist; create it with `inferensics init` "
-             f"(same {'--data-dir' if data_dir else '--dsn'})")  # fmt: skip
+             f"(same {'--data-dir' if data_dir else '--dsn'})", code=1)  # fmt: skip
     try:
         with Store.open(parsed) as store:
             version = store.schema_version()
@@ -83,7 +83,7 @@ def status(
             disk = store.disk_bytes() if version else {}
             size = store.data_dir_bytes()
     except StoreError as exc:
-        fail(str(exc))
+        fail(str(exc), code=1)  # unavailable (refused, held by a service, ...): a monitoring check's 1, not usage
     console.print(f"store        {store.dsn}")
     state = (
         "not initialised: run `inferensics init`"

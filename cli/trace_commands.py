@@ -185,6 +185,11 @@ def import_trace_command(  # noqa: PLR0917 - typer maps each parameter to an opt
         if r.already_recorded:
             how = "recorded live by the host SDK" if r.instrumented else "imported before, from this process's log"
             console.print(f"  {r.already_recorded} of the compiles were already stored ({how}): not stored again")
+        if r.completed:
+            ids = ", ".join(str(c) for c, _ in r.completed[:5]) + (" ..." if len(r.completed) > 5 else "")
+            console.print(
+                f"  {len(r.completed)} compiles an earlier import of this log stored incomplete were completed: {ids}"
+            )
         if r.unchecked:
             console.print(f"  {r.unchecked}: every compile was stored, whether or not it was stored before")
     if skipped:

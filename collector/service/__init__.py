@@ -8,7 +8,7 @@ from inferensics.collector.errors import ConfigError
 from inferensics.collector.service.app import create_app
 from inferensics.collector.service.config import SETTINGS, ServiceConfig, Setting, load_config
 from inferensics.collector.service.server import ListenError, listen, serve
-from inferensics.collector.service.state import ServiceState, build_state
+from inferensics.collector.service.state import ServiceState, StartError, build_state
 
 __all__ = [
     "SETTINGS",
@@ -17,6 +17,7 @@ __all__ = [
     "ServiceConfig",
     "ServiceState",
     "Setting",
+    "StartError",
     "build_state",
     "create_app",
     "listen",

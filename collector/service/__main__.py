@@ -14,6 +14,7 @@ from inferensics.collector.errors import ConfigError
 from inferensics.collector.service.config import load_config
 from inferensics.collector.service.otlp_proto import write_proto
 from inferensics.collector.service.server import ListenError, serve
+from inferensics.collector.service.state import StartError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        serve(config)  # binds the address before it opens the store or the spool
-    except ListenError as exc:
+        serve(config)  # binds the address before it opens the store or the spool; refuses a held one
+    except (ListenError, StartError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -285,9 +285,19 @@ def load_config(
     path = config_file or env.get(CONFIG_ENV)
     if path:
         try:
-            file_values = tomllib.loads(Path(path).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"config file {path}: {exc}") from None
+            file_values = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                "TOML files are UTF-8: save it as UTF-8"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(
+                f"config file {path}: cannot read it ({exc.strerror or exc}); give a readable TOML file with "
+                f"--config or ${CONFIG_ENV}"
+            ) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: not valid TOML ({exc}); correct the file") from None
     unknown = sorted(set(file_values) - set(BY_NAME) - {"tokens"})
     if unknown:
         raise ConfigError(f"config file {path}: unknown settings {unknown}; known: {sorted(BY_NAME)}")

@@ -86,6 +86,8 @@ def serve(
 
     Raises:
         ListenError: the address cannot be listened on (nothing was opened).
+        StartError: the spool directory cannot be used or is another service's, or another process holds the
+            embedded store (the socket is closed, nothing else was kept open).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if sock is None:

@@ -17,7 +17,9 @@ record behind a damaged one is lost.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import struct
 import threading
@@ -37,6 +39,18 @@ RECORD_OVERHEAD: Final = _HEADER.size
 SUFFIX: Final = ".seg"
 QUARANTINE: Final = "quarantine"
 """Folder (inside the spool directory) of segments the store refused while it answered (see the writer)."""
+LOCK_FILE: Final = "spool.lock"
+"""File in the spool directory that an exclusive spool holds an ``flock`` on (it names the holder's pid): a
+second service on the same folder would replay, write and delete the first one's segments."""
+_FIX_DIR: Final = (
+    "give the service a folder it can create and write with --spool-dir (or spool_dir in --config, "
+    "$INFERENSICS_SPOOL_DIR)"
+)
+
+
+class SpoolDirError(RuntimeError):
+    """The spool directory cannot be used: it cannot be created, is a file, or another process's spool holds it.
+    The message names the folder and what to do."""
 
 
 class SpoolFullError(RuntimeError):
@@ -111,6 +125,11 @@ class Spool:
         seal_bytes: Bytes that seal the open segment.
         seal_age_s: Age in seconds that seals the open segment (checked by :meth:`seal_if_due`).
         clock: Monotonic clock (tests inject one).
+        exclusive: Lock the directory against other processes for as long as the spool is open (a service's
+            spool; :meth:`close` releases it, and so does the process's end).
+
+    Raises:
+        SpoolDirError: the directory cannot be created or written, or (``exclusive``) another process holds it.
     """
 
     def __init__(
@@ -122,6 +141,7 @@ class Spool:
         seal_bytes: int,
         seal_age_s: float,
         clock: Callable[[], float] = time.monotonic,
+        exclusive: bool = False,
     ) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
@@ -137,8 +157,15 @@ class Spool:
         self._bytes = 0
         self._boot = uuid.uuid4().hex[:12]
         self._seq = 0
-        directory.mkdir(parents=True, exist_ok=True)
-        self._recover()
+        self._lock_fd = -1
+        _make_dir(directory)
+        if exclusive:
+            self._lock_fd = _lock_dir(directory)
+        try:
+            self._recover()
+        except BaseException:
+            self._release()
+            raise
 
     def _recover(self) -> None:
         for path in sorted(self.directory.glob(f"*{SUFFIX}")):
@@ -336,8 +363,58 @@ class Spool:
             return sum(s.rows for s in self._sealed) + (self._current.rows if self._current else 0)
 
     def close(self) -> None:
-        """Seal the open segment so its rows are replayed on the next start."""
+        """Seal the open segment so its rows are replayed on the next start; release the directory's lock."""
         self.seal_now()
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # closing the descriptor releases its flock
+            self._lock_fd = -1
+
+
+def _make_dir(directory: Path) -> None:
+    """Create the spool directory, or say in one line why it cannot be one."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise SpoolDirError(f"spool directory {directory}: that is a file, not a folder; {_FIX_DIR}") from None
+    except NotADirectoryError:
+        raise SpoolDirError(f"spool directory {directory}: a folder on its path is a file; {_FIX_DIR}") from None
+    except OSError as exc:
+        raise SpoolDirError(
+            f"spool directory {directory}: cannot create it ({exc.strerror or exc}); {_FIX_DIR}"
+        ) from None
+
+
+def _lock_dir(directory: Path) -> int:
+    """Take the directory's :data:`LOCK_FILE` for this process (the kernel drops an ``flock`` with its holder, so a
+    crashed service leaves no stale lock); return the descriptor that holds it."""
+    path = directory / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise SpoolDirError(
+            f"spool directory {directory}: cannot write in it ({exc.strerror or exc}); {_FIX_DIR}"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise SpoolDirError(
+                f"spool directory {directory}: cannot lock {LOCK_FILE} ({exc.strerror or exc}); {_FIX_DIR}"
+            ) from None
+        pid = f" (pid {holder})" if holder.isdigit() else ""
+        raise SpoolDirError(
+            f"spool directory {directory} is in use by another process{pid}, an `inferensics serve` on the same "
+            "store or spool: stop it, or give this service its own --spool-dir (and its own --dsn)"
+        ) from None
+    with contextlib.suppress(OSError):  # the pid only names the holder in a second service's refusal
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 def _disk_message(what: str, exc: OSError) -> str:

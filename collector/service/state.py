@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -13,13 +16,21 @@ from inferensics.collector.service.config import ServiceConfig
 from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.ingest import Ingest
 from inferensics.collector.service.metrics import Metrics
-from inferensics.collector.service.spool import Spool
+from inferensics.collector.service.spool import Spool, SpoolDirError
 from inferensics.collector.service.writer import Faults, StoreWriter
+from inferensics.schema.dsn import DsnError, resolve_dsn
 from inferensics.schema.store import Store, StoreError
+
+log = logging.getLogger("inferensics.collector.service")
 
 
 class StoreUnavailableError(StoreError):
     """The store cannot be opened or migrated now (the service keeps retrying): the API answers 503."""
+
+
+class StartError(RuntimeError):
+    """The service cannot start: its spool directory cannot be used or is another service's, or another process
+    holds its embedded store. The message says which and what to do."""
 
 
 @dataclass
@@ -105,24 +116,49 @@ def build_state(
     named_queries: Mapping[str, Any] | None = None,
     start_writer: bool = True,
 ) -> ServiceState:
-    """Create the spool (recovering what a previous run left), the writer thread and the handlers."""
+    """Create the spool (recovering what a previous run left, locked against other processes), the writer
+    thread and the handlers.
+
+    A store that cannot be opened is waited for (the writer retries; ingest acknowledges into the spool), except
+    an embedded one that another process holds: that is another service's store, and this one refuses to start.
+
+    Raises:
+        StartError: the spool directory cannot be used or another process's spool holds it, or another process
+            holds the embedded store (checked when ``open_store`` is not given: the store is ``config.dsn``'s).
+    """
     metrics = Metrics()
-    spool = Spool(
-        config.resolved_spool_dir(),
-        max_bytes=config.spool_max_bytes,
-        seal_rows=config.batch_max_rows,
-        seal_bytes=config.batch_max_bytes,
-        seal_age_s=config.batch_max_age_s,
-    )
-    opener = open_store or (lambda: Store.open(config.dsn or None))
-    faults = Faults()
-    decoder = EngineDecoder(
-        config.resolved_spool_dir() / "engine",
-        {"max_threads": config.engine_max_threads} if config.engine_max_threads else None,
-        parse_files=config.engine_parse_files,
-    )
-    writer = StoreWriter(spool, opener, metrics, faults, decoder=decoder)
-    ingest = Ingest(config, spool, metrics, lambda: writer.store_ok)
+    try:
+        spool = Spool(
+            config.resolved_spool_dir(),
+            max_bytes=config.spool_max_bytes,
+            seal_rows=config.batch_max_rows,
+            seal_bytes=config.batch_max_bytes,
+            seal_age_s=config.batch_max_age_s,
+            exclusive=True,
+        )
+    except SpoolDirError as exc:
+        raise StartError(str(exc)) from None
+    try:
+        opener = open_store or (lambda: Store.open(config.dsn or None))
+        faults = Faults()
+        decoder = EngineDecoder(
+            config.resolved_spool_dir() / "engine",
+            {"max_threads": config.engine_max_threads} if config.engine_max_threads else None,
+            parse_files=config.engine_parse_files,
+        )
+        writer = StoreWriter(spool, opener, metrics, faults, decoder=decoder)
+        if start_writer and writer.connect(quiet=True) is None:
+            held = _held_by_another_process(config.dsn) if open_store is None else None
+            if held is not None:
+                raise StartError(
+                    f"another process holds the embedded store {held} (chDB lets one process open it; another "
+                    "`inferensics serve` on it?): stop that process, or serve another store with --dsn"
+                )
+            log.warning("%s", writer.last_error)  # waited for: the writer retries
+        ingest = Ingest(config, spool, metrics, lambda: writer.store_ok)
+    except BaseException:
+        spool.close()
+        raise
     state = ServiceState(
         config=config,
         spool=spool,
@@ -138,6 +174,30 @@ def build_state(
     metrics.gauge("spool_files", "Spool segment files (open and sealed).", lambda: float(spool.files()))
     metrics.gauge("store_up", "1 when the last insert or connect succeeded.", lambda: float(writer.store_ok))
     if start_writer:
-        writer.connect()
         writer.start()
     return state
+
+
+def _held_by_another_process(dsn: str) -> str | None:
+    """The data directory of the embedded store ``dsn`` names when another process holds it (chDB keeps an
+    ``flock`` on its ``status`` file while it has the directory open), else ``None``.
+
+    Asked only after this process failed to open the store: a process that holds it itself would see its own lock.
+    """
+    try:
+        parsed = resolve_dsn(dsn or None)
+    except DsnError:
+        return None
+    if parsed.kind != "chdb" or parsed.path is None:
+        return None
+    try:
+        fd = os.open(parsed.path / "status", os.O_RDONLY)
+    except OSError:
+        return None  # no engine ever opened it: nobody holds it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return str(parsed.path)
+    finally:
+        os.close(fd)  # releases the shared lock if it was taken
+    return None

@@ -114,11 +114,12 @@ class StoreWriter(threading.Thread):
         self._halt.set()
         self.join(timeout)
 
-    def connect(self) -> Store | None:
+    def connect(self, *, quiet: bool = False) -> Store | None:
         """Open and migrate the store once; on failure remember why and return ``None``.
 
         Thread-safe: the query API calls it too (a store that was down at start-up is migrated by
-        whichever comes first, the first batch or the first query, and by nobody twice).
+        whichever comes first, the first batch or the first query, and by nobody twice). ``quiet`` leaves the
+        failure unlogged (start-up decides first whether it waits for the store or refuses to start).
         """
         with self._connect_lock:
             if self.store is None:
@@ -128,7 +129,8 @@ class StoreWriter(threading.Thread):
                 except Exception as exc:  # StoreError, or the driver's own while migrating
                     self.metrics.inc("store_errors")
                     self._failed(
-                        str(exc) if isinstance(exc, StoreError) else f"cannot migrate the store: {error_line(exc)}"
+                        str(exc) if isinstance(exc, StoreError) else f"cannot migrate the store: {error_line(exc)}",
+                        quiet=quiet,
                     )
                     return None
                 self.store = store
@@ -178,7 +180,9 @@ class StoreWriter(threading.Thread):
                 seg.refused = 0  # an outage (disk, permissions, cancelled, memory, parts): wait for the store
             return False
         self.metrics.observe_batch(time.perf_counter() - started)
-        self.metrics.inc("decoded_rows", result.sent + result.rejected["invalid_row"])
+        # Every row the engine decoded: sent (written or a duplicate) and every row it rejected (invalid, time out
+        # of range, unknown table), as the metric's help says.
+        self.metrics.inc("decoded_rows", result.sent + result.rejected.total())
         self.metrics.inc("written_rows", result.landed)
         self.metrics.inc("deduplicated_rows", result.sent - result.landed)
         for stage, seconds in result.seconds.items():
@@ -253,8 +257,8 @@ class StoreWriter(threading.Thread):
         if self.faults.store_down:
             raise StoreError("store unavailable (fault injected by the test-only control)")
 
-    def _failed(self, message: str) -> None:
-        if self.store_ok or message != self.last_error:
+    def _failed(self, message: str, *, quiet: bool = False) -> None:
+        if not quiet and (self.store_ok or message != self.last_error):
             log.warning("%s", message)
         self.store_ok = False
         self.last_error = message

@@ -7,7 +7,8 @@ Damaged lines and payloads are counted and skipped, never fatal. A file that is 
 refused (its first record line is not a glog-prefixed JSON record), and a file imported before (same
 content) is not imported again: a marker blob named by the file's sha256 records each import. A compile
 its process already has stored (recorded live by the host SDK, or imported from an earlier copy of a log that
-has grown since) is not stored again (``inferensics.schema.processes``).
+has grown since) is not stored again (``inferensics.schema.processes``), except one stored ``incomplete`` from
+a copy of the log read before it ended: a store replaces it with the compile the longer log completes.
 """
 
 from __future__ import annotations
@@ -19,19 +20,25 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from inferensics.collector.trace.artifacts import PROCESS_ARTIFACT, process_key
 from inferensics.collector.trace.assembler import AssemblyContext, AssemblyStats, CompileAssembler
 from inferensics.collector.trace.envelope import Damaged, Envelope, is_record_header, iter_file_envelopes
 from inferensics.schema import columns as col
-from inferensics.schema.events import CompileEvent, KernelInventoryEvent, ShapeGuardEvent
+from inferensics.schema.events import CacheEvent, CompileEvent, KernelInventoryEvent, ShapeGuardEvent
 from inferensics.schema.processes import (
     COMPILE_SEQ_ATTR,
     COMPILES,
+    INCOMPLETE,
     PROCESS_ATTR,
+    REPLACED_TABLES,
     SHAPE_GUARDS,
+    compile_key,
+    forget_compile_rows_sql,
+    forget_shape_guards_sql,
     recorded_compiles_sql,
+    stored_cache_lookups_sql,
 )
 from inferensics.schema.table import Event
 
@@ -41,6 +48,8 @@ if TYPE_CHECKING:
 
 Recorded = tuple[str, str, str]
 """``(kind, compile id, seq)`` of what a process has stored (``inferensics.schema.processes``)."""
+CompileKey = tuple[str, str]
+"""``(compile id, seq)``: one compile of a process."""
 
 
 class CannotCheckError(Exception):
@@ -72,6 +81,21 @@ class ImportTarget(Protocol):
         ...
 
 
+@runtime_checkable
+class CompletingTarget(Protocol):
+    """A target that can replace the compiles it holds ``incomplete`` (rows deleted, then stored again) when a
+    longer copy of their log completes them. A target without these methods keeps them as they are."""
+
+    def stored_cache_lookups(self, processes: Sequence[str], compiles: Sequence[CompileKey]) -> dict[CompileKey, int]:
+        """How many cache lookups these processes stored of each compile (absent: none)."""
+        ...
+
+    def forget_compiles(self, processes: Sequence[str], compiles: Sequence[CompileKey], *, incomplete: bool) -> None:
+        """Delete what these processes stored of the compiles: ``incomplete``, their incomplete compile rows only
+        (once the complete ones are stored); else their rows of every other replaced table and their shape guards."""
+        ...
+
+
 class StoreTarget:
     """A :class:`~inferensics.schema.store.Store` as the target of an import."""
 
@@ -94,6 +118,39 @@ class StoreTarget:
         """What these processes have stored."""
         rows = self.store.query_rows(recorded_compiles_sql(self.store.database), {"processes": list(processes)})
         return {(str(k), str(c), str(q)) for k, c, q in rows}
+
+    def stored_cache_lookups(self, processes: Sequence[str], compiles: Sequence[CompileKey]) -> dict[CompileKey, int]:
+        """How many cache lookups these processes stored of each compile."""
+        keys = [compile_key(c, q) for c, q in compiles]
+        rows = self.store.query_rows(
+            stored_cache_lookups_sql(self.store.database), {"processes": list(processes), "compiles": keys}
+        )
+        return {(str(c), str(q)): int(n) for c, q, n in rows}
+
+    def forget_compiles(self, processes: Sequence[str], compiles: Sequence[CompileKey], *, incomplete: bool) -> None:
+        """Delete what these processes stored of the compiles (see :class:`CompletingTarget`).
+
+        Raises:
+            StoreError: the store refused the delete (a user without the right to delete rows), in one line.
+        """
+        from inferensics.schema.store import StoreError, error_line
+
+        target, values = self.store.target, {"processes": list(processes)}
+        keys = {**values, "compiles": [compile_key(c, q) for c, q in compiles]}
+        if incomplete:
+            statements = [(forget_compile_rows_sql(target, "compiles", incomplete_only=True), keys)]
+        else:
+            statements = [(forget_compile_rows_sql(target, t), keys) for t in REPLACED_TABLES if t != "compiles"]
+            ids = {**values, "compile_ids": sorted({c for c, _ in compiles})}
+            statements.append((forget_shape_guards_sql(target), ids))
+        for sql, parameters in statements:
+            try:
+                self.store.client.command(sql, parameters=parameters)
+            except Exception as exc:  # the driver raises several types
+                raise StoreError(
+                    f"store {self.store.dsn}: cannot replace the incomplete compiles this log completes "
+                    f"({error_line(exc)}); import with a user that may delete rows (ALTER DELETE)"
+                ) from None
 
 
 @dataclass
@@ -118,6 +175,11 @@ class FileReport:
     """The host SDK ran in the process (a tracker wrote its key into the log)."""
     already_recorded: int = 0
     """Compiles not stored again: the process had them stored already (live, or by an earlier import)."""
+    completed: list[CompileKey] = field(default_factory=list)
+    """Compiles stored ``incomplete`` by an earlier import that this longer log completes: replaced."""
+    superseded: list[CompileKey] = field(default_factory=list)
+    """Compiles stored ``incomplete`` whose complete row is stored too (live, or by an import that stopped before
+    it deleted the incomplete one): only the incomplete row is deleted."""
     unchecked: str = ""
     """Why the stored compiles of the process could not be checked (``""``: they were); all were stored."""
     refused: str = ""
@@ -251,18 +313,28 @@ def _within_ttl(event: Event) -> Event:
     return event.model_copy(update=update)
 
 
-def _is_recorded(event: Event, recorded: set[Recorded]) -> bool:
+def _compile_of(event: Event) -> CompileKey | None:
+    """The compile a compile-side row belongs to; ``None`` for rows of none (kernel inventory)."""
     cid = getattr(event, col.COMPILE_ID, "")
     if not cid:
+        return None
+    return cid, getattr(event, col.ATTRS, {}).get(COMPILE_SEQ_ATTR, "")
+
+
+def _is_recorded(event: Event, recorded: set[Recorded], completed: set[CompileKey], completed_ids: set[str]) -> bool:
+    key = _compile_of(event)
+    if key is None:
         return False
     if isinstance(event, ShapeGuardEvent):
-        return (SHAPE_GUARDS, cid, "") in recorded
-    attrs = getattr(event, col.ATTRS, {})
-    return (COMPILES, cid, attrs.get(COMPILE_SEQ_ATTR, "")) in recorded
+        return (SHAPE_GUARDS, key[0], "") in recorded and key[0] not in completed_ids
+    if key in completed:
+        return False
+    return (COMPILES, *key) in recorded or (INCOMPLETE, *key) in recorded
 
 
 def _not_recorded(report: FileReport, events: list[Event], target: ImportTarget) -> list[Event]:
-    """The events of compiles the file's process does not have stored yet; ``report`` says what was left out."""
+    """The events of compiles the file's process does not have stored yet; ``report`` says what was left out
+    and which incomplete compiles it completes (``report.completed``: the caller replaces their rows)."""
     if not report.processes:
         return events
     try:
@@ -275,10 +347,26 @@ def _not_recorded(report: FileReport, events: list[Event], target: ImportTarget)
         return events
     if not recorded:
         return events
+    seen_lookups: dict[CompileKey, int] = {}
+    if isinstance(target, CompletingTarget):
+        ended = {_compile_of(e) for e in events if isinstance(e, CompileEvent) and e.outcome != INCOMPLETE}
+        incomplete = sorted((c, q) for kind, c, q in recorded if kind == INCOMPLETE)
+        report.completed = [k for k in incomplete if k in ended and (COMPILES, *k) not in recorded]
+        report.superseded = [k for k in incomplete if (COMPILES, *k) in recorded]
+        if report.completed:
+            seen_lookups = target.stored_cache_lookups(report.processes, report.completed)
+    completed = set(report.completed)
+    completed_ids = {c for c, _ in completed}
     dropped: list[Event] = []
     kept: list[Event] = []
     for e in events:
-        (dropped if _is_recorded(e, recorded) else kept).append(e)
+        key = _compile_of(e)
+        if isinstance(e, CacheEvent) and key is not None and seen_lookups.get(key, 0) > 0:
+            # A log's lookups come in its order: its first ones are those stored before (the rollup counted them).
+            seen_lookups[key] -= 1
+            dropped.append(e)
+            continue
+        (dropped if _is_recorded(e, recorded, completed, completed_ids) else kept).append(e)
     # A skipped compile's kernels too (they carry its graph key, not its compile id).
     graphs = {e.graph_key for e in dropped if isinstance(e, CompileEvent) and e.graph_key}
     kept = [e for e in kept if not (isinstance(e, KernelInventoryEvent) and e.graph_key in graphs)]
@@ -321,8 +409,19 @@ def import_trace(
         if report.refused:
             reports.append(report)
             continue
-        for group in events_by_model(events).values():
+        groups = list(events_by_model(events).values())
+        if report.completed and isinstance(store, CompletingTarget):
+            # Replacing: the other rows of the incomplete compiles go first, their compile rows are written last
+            # and the incomplete ones deleted after them. An import that stops on the way leaves the incomplete
+            # row, so the next run replaces the compile again; one that stops after the complete row is in
+            # finds it superseded.
+            store.forget_compiles(report.processes, report.completed, incomplete=False)
+            groups.sort(key=lambda group: isinstance(group[0], CompileEvent))
+        for group in groups:
             store.insert_events(group)
+        stale = [*report.completed, *report.superseded]
+        if stale and isinstance(store, CompletingTarget):
+            store.forget_compiles(report.processes, stale, incomplete=True)
         # Written after the rows: an import that failed part-way is not marked, and can be run again.
         store.put_blob(marker, IMPORT_MARKER_KIND, host=host, attrs={"file": file.name, "sha256": digest})
         report.sha256 = digest

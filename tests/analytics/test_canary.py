@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,44 @@ def test_unknown_bundle_and_same_sides(fleet_store: Store) -> None:
         canary_compare(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate="bundle-typo", **WEEK))
     with pytest.raises(ValueError, match="same requests"):
         CanaryParams(model="llama", baseline=BASELINE, candidate=BASELINE, **WEEK)
+
+
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        (dict(start=WEEK["end"], end=WEEK["start"]), "end 2026-03-02T00:00:00+00:00 is not after start"),
+        (dict(start=W10, end=W10), "end 2026-03-02T00:00:00+00:00 is not after start 2026-03-02T00:00:00+00:00"),
+        (dict(**WEEK, baseline_start=W10, baseline_end=W10 - timedelta(days=7)), "baseline_end 2026-02-23"),
+    ],
+)
+def test_an_inverted_or_empty_window_is_refused(window: dict[str, datetime], message: str) -> None:
+    """Such a window holds no request: the comparison ran over nothing and recorded an inconclusive verdict."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, **window)
+
+
+def test_an_unknown_bundle_names_only_bundles_that_exist(store: Store) -> None:
+    """Requests served without a bundle carry an empty id, which the message listed as known: ''."""
+    t = datetime(2026, 3, 2, tzinfo=UTC)
+    window = dict(start=t, end=t + timedelta(days=1))
+    stop_ttl(store)
+    for bundle, message in (("", "known: none"), ("b1", "known: 'b1'")):
+        frame = pl.DataFrame(
+            {
+                col.REQUEST_ID: [f"{bundle}-{i}" for i in range(2)],
+                col.TS: [t + timedelta(seconds=i) for i in range(2)],
+                col.HOST: "h",
+                col.MODEL: "m",
+                col.HW_POOL: "p",
+                col.TRAFFIC_CLASS: "t",
+                col.BUNDLE_ID: bundle,
+                col.LATENCY_MS: 1.0,
+            }
+        )
+        store.insert_frame(RequestEvent, _complete(RequestEvent, frame))
+        with pytest.raises(UnknownFilterValue) as info:
+            canary_compare(store, CanaryParams(model="m", baseline="b-typo", candidate="b2", **window))
+        assert str(info.value) == f"unknown bundle 'b-typo': it matches nothing in the store; {message}"
 
 
 def test_equal_bundles_pass_and_two_windows(store: Store) -> None:

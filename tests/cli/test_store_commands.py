@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from inferensics.cli.app import app
@@ -44,9 +48,10 @@ def test_status_of_uninitialised_store_says_what_to_run(store_dsn: str) -> None:
 
 
 def test_status_of_a_missing_directory_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    """A store not initialised: exit 1, as the README says (it was 2, a monitoring check's 'cannot ask')."""
     missing = tmp_path / "typo" / "store"
     res = runner.invoke(app, ["status", "--dsn", f"chdb://{missing}"])
-    assert res.exit_code == 2
+    assert res.exit_code == 1
     assert f"no store at {missing}: the directory does not exist" in res.output
     assert not (tmp_path / "typo").exists()
 
@@ -55,3 +60,34 @@ def test_bad_dsn_is_one_line_and_exit_2() -> None:
     res = runner.invoke(app, ["status", "--dsn", "mysql://nope"])
     assert res.exit_code == 2
     assert "unknown scheme 'mysql'" in res.output
+
+
+def test_status_of_a_store_it_cannot_reach_exits_1() -> None:
+    """A store that is unavailable (nothing listens at the server's port) exits 1 with one line, as the README
+    says; 2 is for usage errors and a service that cannot be reached or refuses the token."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: nothing listens there
+    res = runner.invoke(app, ["status", "--dsn", f"http://u:p@127.0.0.1:{port}/db"], env={"COLUMNS": "300"})
+    assert res.exit_code == 1, res.output
+    assert f"cannot open store http://u:***@127.0.0.1:{port}/db" in res.output
+    assert "Traceback" not in res.output
+
+
+@pytest.mark.slow
+def test_status_of_a_store_a_service_holds_exits_1(tmp_path: Path) -> None:
+    """The store is unavailable to this process while `serve` owns it: 1, and the line says to ask the service."""
+    from tests.collector.service.harness import new_service
+
+    with new_service(tmp_path) as svc:
+        done = subprocess.run(
+            [sys.executable, "-m", "inferensics.cli", "status", "--dsn", svc.dsn],
+            env={**svc.env, "COLUMNS": "300"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr
+    assert "another process holds the data directory" in done.stderr
+    assert "--service URL" in done.stderr

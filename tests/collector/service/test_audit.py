@@ -165,6 +165,7 @@ def test_spans_outside_the_window_are_rejected_as_out_of_range_time(api: TestCli
     metrics = app_state.metrics
     assert metrics.get("rejected", "out_of_range_time") == 5
     assert metrics.get("written_rows") == 1
+    assert metrics.get("decoded_rows") == 6  # written, duplicate or rejected: the rejected ones too
 
 
 # --- point 7: named query time ranges ------------------------------------------------------------------------

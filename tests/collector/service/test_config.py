@@ -56,6 +56,28 @@ def test_unknown_file_key(tmp_path: Path) -> None:
         load_config(config_file=cfg, environ={})
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"port = 1\n# caf\xe9\n", "not UTF-8 text (byte 0xe9 at offset 14); TOML files are UTF-8: save it as UTF-8"),
+        (b"port = \n", "not valid TOML"),
+        (None, "cannot read it (Is a directory); give a readable TOML file with --config or $INFERENSICS_CONFIG"),
+    ],
+)
+def test_a_config_file_it_cannot_read_is_one_line(tmp_path: Path, content: bytes | None, message: str) -> None:
+    """A Latin-1 file ended in a UnicodeDecodeError traceback."""
+    cfg = tmp_path / "c.toml"
+    if content is None:
+        cfg.mkdir()
+    else:
+        cfg.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        load_config(config_file=cfg, environ={})
+    assert str(info.value).startswith(f"config file {cfg}: ")
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
 def test_roles() -> None:
     auth = TokenAuth({"i": frozenset({"ingest"}), "a": frozenset({"admin"})})
     auth.check("Bearer i", "ingest")

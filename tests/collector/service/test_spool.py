@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from inferensics.collector.service.config import ServiceConfig
 from inferensics.collector.service.engine_decoder import EngineDecoder, SegmentResult
 from inferensics.collector.service.ingest import Ingest
 from inferensics.collector.service.metrics import Metrics
-from inferensics.collector.service.spool import Spool, SpoolFullError, encode_record, read_segment
+from inferensics.collector.service.spool import Spool, SpoolDirError, SpoolFullError, encode_record, read_segment
 from inferensics.collector.service.testing import encode_request
 from inferensics.collector.service.writer import Faults, StoreWriter
 from inferensics.schema.dedup import SEEN_TABLE
@@ -75,6 +76,16 @@ def test_cap_refuses_and_recovery_finds_segments(tmp_path: Path) -> None:
     again = spool(tmp_path)  # a restart
     assert again.files() == 2
     assert again.bytes == len(one) * 2
+
+
+def test_an_exclusive_spool_locks_its_folder_until_closed(tmp_path: Path) -> None:
+    """A service's spool: a second one on the folder (another service) is refused, naming the holder's pid,
+    and the folder is free again once the first closes."""
+    first = spool(tmp_path, exclusive=True)
+    with pytest.raises(SpoolDirError, match=rf"is in use by another process \(pid {os.getpid()}\)"):
+        spool(tmp_path, exclusive=True)
+    first.close()
+    spool(tmp_path, exclusive=True).close()
 
 
 def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_dsn: str, store: Store) -> None:

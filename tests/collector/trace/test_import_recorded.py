@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from inferensics.cli.app import app
-from inferensics.collector.trace import trace_files
+from inferensics.collector.trace import read_trace_file, trace_files
 from inferensics.schema import CacheEvent, CompileEvent, RecompileEvent
-from inferensics.schema.processes import PROCESS_ATTR
+from inferensics.schema.processes import COMPILE_SEQ_ATTR, PROCESS_ATTR
 from inferensics.schema.store import Store
 from tests.collector.trace.log_counts import count_log
 from tests.collector.trace.test_import_corpus import CORPUS
@@ -135,6 +136,53 @@ def test_a_log_that_grew_adds_only_its_new_compiles(tmp_path: Path) -> None:
     assert "2 of the compiles were already stored (imported before, from this process's log)" in second.output
     with Store.open(dsn) as store:
         assert sorted(c.compile_id for c in store.select_events(CompileEvent)) == ["0/0", "0/0", "0/1"]
+
+
+def _compiles(events: list[Any]) -> Counter[tuple[str, str, str, str, str]]:
+    return Counter(
+        (e.compile_id, e.attrs.get(COMPILE_SEQ_ATTR, ""), e.outcome, e.graph_key, e.cache_status)
+        for e in events
+        if isinstance(e, CompileEvent)
+    )
+
+
+def _lookups(events: list[Any]) -> Counter[tuple[str, str, str, str]]:
+    return Counter(
+        (e.compile_id, e.attrs.get(COMPILE_SEQ_ATTR, ""), e.cache, e.result)
+        for e in events
+        if isinstance(e, CacheEvent)
+    )
+
+
+@pytest.mark.parametrize("cuts", [(2000, 2372), (2372,)])
+def test_a_compile_cut_off_by_an_earlier_import_is_completed_by_the_longer_log(
+    store: Store, tmp_path: Path, cuts: tuple[int, ...]
+) -> None:
+    """A log imported mid-compile stores that compile ``incomplete`` (graph key and cache status as far as the log
+    got); the full log, imported later, used to skip it as already stored, so the broken row stayed for ever. Now
+    it is replaced: the store ends as if the full log alone had been imported, the rollup of cache lookups
+    included (line 2000 cuts compile 1/0 before its cache lookups, line 2372 after the first of them; the two cuts
+    in a row are a log read twice while that compile ran)."""
+    log = CORPUS / "cache_hit_miss.log"
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    for n in cuts:
+        earlier = tmp_path / str(n) / log.name  # the same file name: the same process's log, read earlier
+        earlier.parent.mkdir()
+        earlier.write_text("".join(lines[:n]), encoding="utf-8")
+        res = CliRunner().invoke(app, ["import-trace", str(earlier), "--dsn", dsn], env={"COLUMNS": "300"})
+        assert res.exit_code == 0, res.output
+    stored = {(e.compile_id, e.outcome) for e in store.select_events(CompileEvent)}
+    assert stored == {("0/0", "ok"), ("1/0", "incomplete")}
+
+    res = CliRunner().invoke(app, ["import-trace", str(log), "--dsn", dsn], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert "1 of the compiles were already stored (imported before, from this process's log)" in res.output
+    _, whole = read_trace_file(log, host="h")
+    assert _compiles(store.select_events(CompileEvent)) == _compiles(whole)
+    assert _lookups(store.select_events(CacheEvent)) == _lookups(whole)
+    rollup = store.query_rows(f"SELECT sum(requests) FROM {store.database}.cache_events_1h")[0][0]
+    assert rollup == len(store.select_events(CacheEvent)) == 6
 
 
 @pytest.mark.slow
