@@ -52,13 +52,19 @@ def verify_envelope(payload: bytes, signatures: list[tuple[str, bytes]], keyring
     """The key id of the first trusted signature that verifies.
 
     Raises:
-        BundleError: ``untrusted_builder`` when no signature is by a key in the keyring, ``signature`` when a
-            trusted key's signature does not verify.
+        BundleError: ``signature`` when the envelope has no signature at all or a trusted key's signature
+            does not verify, ``untrusted_builder`` when no signature is by a key in the keyring.
     """
     message = pae(PAYLOAD_TYPE, payload)
+    if not signatures:
+        raise BundleError(
+            "signature",
+            f"{source} is unsigned (its envelope has no signatures): build and sign the bundle with "
+            "`inferensics bundle build --key KEY`",
+        )
     known = [(k, s) for k, s in signatures if k in keyring.keys]
     if not known:
-        ids = ", ".join(k[:12] for k, _ in signatures) or "none"
+        ids = ", ".join(k[:12] for k, _ in signatures)
         raise BundleError(
             "untrusted_builder",
             f"{source} is signed by builder key {ids}, which is not in the keyring ({keyring.source}): "

@@ -144,8 +144,21 @@ class Keyring:
         else:
             raise BundleError("bad_key", f"keyring {p} does not exist: pass a .pub file or a folder of them")
         keys: dict[str, Ed25519PublicKey] = {}
-        for f in files:
-            for k in _parse_public_keys(f.read_bytes(), f):
+        for f in files:  # every file is read: a keyring is a trust decision, so none is skipped unsaid
+            try:
+                data = f.read_bytes()
+            except OSError as exc:
+                raise BundleError(
+                    "bad_key", f"cannot read key file {f} in keyring {p}: {exc.strerror}; fix or remove it"
+                ) from None
+            found = _parse_public_keys(data, f)
+            if not found:
+                raise BundleError(
+                    "bad_key",
+                    f"{f} holds no PEM public key (-----BEGIN PUBLIC KEY-----): put the .pub `inferensics bundle "
+                    "keygen` wrote there, or remove the file from the keyring",
+                )
+            for k in found:
                 keys[key_id(k)] = k
         if not keys:
             raise BundleError("bad_key", f"keyring {p} holds no public key: add the builders' .pub files")

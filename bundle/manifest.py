@@ -10,6 +10,7 @@ of the identity, so an unchanged rebuild has the same id and ``bundle diff`` fin
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
@@ -187,6 +188,7 @@ def read_manifest_unverified(directory: Path) -> tuple[Manifest, bytes, list[tup
     Raises:
         BundleError: the directory or manifest is missing or damaged.
     """
+    require_bundle_directory(directory)
     path = manifest_path(directory)
     try:
         data = path.read_bytes()
@@ -196,6 +198,30 @@ def read_manifest_unverified(directory: Path) -> tuple[Manifest, bytes, list[tup
         ) from None
     payload, sigs = parse_envelope(data, str(path))
     return parse_statement(payload, str(path)), payload, sigs
+
+
+def require_bundle_directory(directory: Path) -> None:
+    """Refuse a path that is not a bundle directory, saying what it is instead.
+
+    A packed bundle (``bundle pack``'s tar file) is the usual mix-up: the refusal names the unpack command.
+
+    Raises:
+        BundleError: ``bad_input`` for a file, ``missing`` for no such folder.
+    """
+    if directory.is_dir():
+        return
+    if directory.is_file():
+        if tarfile.is_tarfile(directory):
+            raise BundleError(
+                "bad_input",
+                f"{directory} is a packed bundle, not a bundle directory: unpack it first "
+                f"(`inferensics bundle unpack {directory} --out DIR`) and pass DIR",
+            )
+        raise BundleError(
+            "bad_input",
+            f"{directory} is a file, not a bundle directory: pass the folder `inferensics bundle build` wrote",
+        )
+    raise BundleError("missing", f"{directory} is not a bundle directory (no such folder)")
 
 
 def manifest_path(directory: Path) -> Path:

@@ -7,6 +7,7 @@ equally weighted). ``inferensics bundle build --shapes-from-service`` writes the
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,10 +57,11 @@ class ShapeDistribution:
             shape, weight = (item.get("shape"), item.get("weight", 1.0)) if isinstance(item, dict) else (item, 1.0)
             dims = shape if isinstance(shape, list) else []
             ok = bool(dims) and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)
-            if not ok or not isinstance(weight, int | float) or weight <= 0:
+            good_weight = isinstance(weight, int | float) and not isinstance(weight, bool) and math.isfinite(weight)
+            if not ok or not good_weight or weight <= 0:
                 raise BundleError(
                     "bad_input",
-                    f"{source}: entry {i} needs a list of positive ints and a positive weight, got {item!r}",
+                    f"{source}: entry {i} needs a list of positive ints and a positive finite weight, got {item!r}",
                 )
             key = tuple(int(d) for d in dims)
             merged[key] = merged.get(key, 0.0) + float(weight)

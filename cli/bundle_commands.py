@@ -119,7 +119,7 @@ def _shapes_from_service(service: str, token: str | None, model: str, since: str
         m=model.replace("'", ""), t=start.strftime("%Y-%m-%d %H:%M:%S")
     )
     try:
-        with ServiceClient(service, token=token) as client:
+        with ServiceClient(service, token=token, url_source="--shapes-from-service") as client:
             frame = client.sql(
                 f"SELECT shape, count() AS n FROM requests WHERE {where} GROUP BY shape ORDER BY n DESC "
                 f"LIMIT {MAX_TRAFFIC_SHAPES}"

@@ -274,6 +274,26 @@ def _repeats(path: Path, shape_map: dict[str, list[Any]]) -> list[str]:
     return lines
 
 
+STORE_FLAGS = (("dsn", "--dsn"), ("data_dir", "--data-dir"), ("service", "--service"), ("token", "--token"))
+"""``qualify``'s parameters that say where and how to store its records: meaningful only with ``--store``."""
+
+
+def _refuse_store_flags_without_store(ctx: typer.Context) -> None:
+    """Refuse store flags typed without ``--store`` (they would write nothing); their environment variables, set
+    for other commands, are not refused."""
+    given = [
+        flag
+        for name, flag in STORE_FLAGS
+        if (source := ctx.get_parameter_source(name)) is not None and source.name == "COMMANDLINE"
+    ]
+    if given:
+        one = len(given) == 1
+        fail(
+            f"{', '.join(given)} only {'says' if one else 'say'} where to store the qualification records, and "
+            f"nothing is stored without --store: add --store, or leave {'it' if one else 'them'} out"
+        )
+
+
 @app.command("qualify")
 def qualify(  # noqa: PLR0917 (typer options)
     ctx: typer.Context,
@@ -325,6 +345,8 @@ def qualify(  # noqa: PLR0917 (typer options)
     token: TokenOption = None,
 ) -> None:
     """Measure every provider per shape bucket here, gate on accuracy, promote only on evidence."""
+    if not store_events:
+        _refuse_store_flags_without_store(ctx)
     dsn = dsn_from(ctx, dsn, data_dir)  # refused before torch is imported
     import torch
 

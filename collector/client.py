@@ -48,12 +48,21 @@ class ServiceClient:
         token: Bearer token; defaults to ``$INFERENSICS_TOKEN``.
         timeout: Seconds per request.
         verify: TLS verification (``False`` or a CA bundle path for self-signed certificates).
+        url_source: Where the user gave the URL, named in the unreachable message (a command whose flag is not
+            ``--service`` passes its own, e.g. ``--shapes-from-service``).
     """
 
     def __init__(
-        self, url: str | None = None, token: str | None = None, *, timeout: float = 60.0, verify: bool | str = True
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 60.0,
+        verify: bool | str = True,
+        url_source: str = f"--service or ${SERVICE_URL_ENV}",
     ) -> None:
         self.url = (url or os.environ.get(SERVICE_URL_ENV) or DEFAULT_URL).rstrip("/")
+        self.url_source = url_source
         token = token if token is not None else os.environ.get(TOKEN_ENV)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         tls: bool | ssl.SSLContext = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
@@ -72,7 +81,7 @@ class ServiceClient:
     def _unreachable(self, exc: Exception) -> str:
         return (
             f"cannot reach the inferensics service at {self.url}: {exc}; is it running (`inferensics serve`)? "
-            f"Pass its URL with --service or ${SERVICE_URL_ENV}"
+            f"Pass its URL with {self.url_source}"
         )
 
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
