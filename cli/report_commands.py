@@ -21,6 +21,7 @@ from inferensics.cli.extras import needs_extra
 from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DataDirOption, DsnOption, MinCompileSecondsOption, MinRecompilesOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
+from inferensics.cli.store_commands import existing_store
 from inferensics.schema.dsn import default_report_dir
 
 report_app = command_app("Weekly recompilation and cache reports.")
@@ -30,8 +31,9 @@ EXIT_FAIL, EXIT_INCONCLUSIVE = 1, 3
 
 
 @contextlib.contextmanager
-def _runner(dsn: str | None, service: str | None, token: str | None) -> Iterator[object]:
-    """A named-query runner over the service (``--service``) or the store (``--dsn``); errors become one line."""
+def _runner(dsn: str | None, data_dir: Path | None, service: str | None, token: str | None) -> Iterator[object]:
+    """A named-query runner over the service (``--service``) or an existing store (``--dsn``, never created
+    here: these commands only read it); errors become one line."""
     from inferensics.analytics.errors import AnalyticsError
     from inferensics.analytics.local_runner import LocalRunner
     from inferensics.collector.client import ServiceClient, ServiceError
@@ -42,7 +44,7 @@ def _runner(dsn: str | None, service: str | None, token: str | None) -> Iterator
             with ServiceClient(service, token=token, timeout=300) as client:
                 yield client
         else:
-            with Store.open(dsn) as store:
+            with Store.open(existing_store(dsn, data_dir)) as store:
                 if store.schema_version() == 0:
                     fail(f"store {store.dsn} is not initialised: run `inferensics init`")
                 yield LocalRunner(store)
@@ -117,7 +119,7 @@ def weekly(  # noqa: PLR0917 (typer options)
         fail(str(exc))
     out = out if out is not None else default_report_dir()
     _check_out(out)
-    with _runner(dsn, service, token) as runner:
+    with _runner(dsn, data_dir, service, token) as runner:
         floors = {"min_recompiles": min_recompiles, "min_compile_seconds": min_compile_seconds}
         rule = StormRule(**{k: v for k, v in floors.items() if v is not None})
         report = build_weekly_report(runner, chosen, now, rule)  # type: ignore[arg-type]
@@ -209,7 +211,7 @@ def compare(  # noqa: PLR0917 (typer options)
         _check_window(_utc(baseline_start), _utc(baseline_end), "--baseline-start", "--baseline-end")
     base = None if baseline == "any" else baseline
     cand = None if candidate == "any" else candidate
-    with _runner(dsn, service, token) as runner:
+    with _runner(dsn, data_dir, service, token) as runner:
         known = runner.query("bundles")  # type: ignore[attr-defined]
         ids = [str(i) for i in known["bundle_id"].to_list()] if "bundle_id" in known.columns else []
         base, cand = _full_id(base, ids, "--baseline"), _full_id(cand, ids, "--candidate")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.table import Table
 
@@ -10,7 +12,7 @@ from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption, print_service_status
-from inferensics.schema.dsn import DsnError, resolve_dsn
+from inferensics.schema.dsn import Dsn, DsnError, resolve_dsn
 from inferensics.schema.migrations import LATEST_VERSION
 
 
@@ -29,6 +31,24 @@ def _refuse_empty(dsn: str | None) -> None:
     if dsn is not None and not dsn.strip():
         fail("--dsn: empty; give the store's DSN (chdb:///<data dir> or http(s)://user:password@host:port/database), "
              "or leave --dsn out for $INFERENSICS_DSN, then the embedded default directory")  # fmt: skip
+
+
+def existing_store(dsn: str | None, data_dir: Path | None, *, code: int = 2) -> Dsn:
+    """The store a read-only command opens, refused in one line when it is an embedded one whose directory does
+    not exist: opening it would create an empty store there, and a mistyped path must not become a store.
+
+    ``code`` is the exit status of the refusal (``status`` exits 1: a monitoring check's "not fine").
+    """
+    _refuse_empty(dsn)
+    try:
+        parsed = resolve_dsn(dsn)
+    except DsnError as exc:
+        fail(str(exc))
+    if parsed.kind == "chdb" and parsed.path is not None and not parsed.path.exists():
+        fail(f"no store at {parsed.path}: the directory does not exist; create it with `inferensics init` "
+             f"(same {'--data-dir' if data_dir else '--dsn'}), or pass the --dsn of an existing store",
+             code=code)  # fmt: skip
+    return parsed
 
 
 @needs_extra("service", "init")
@@ -67,15 +87,7 @@ def status(
     if service:
         print_service_status(service, token)
         return
-    _refuse_empty(dsn)
-    try:
-        parsed = resolve_dsn(dsn)
-    except DsnError as exc:
-        fail(str(exc))
-    if parsed.kind == "chdb" and parsed.path is not None and not parsed.path.exists():
-        # Opening would create an empty store there: a mistyped path must not look like a store.
-        fail(f"no store at {parsed.path}: the directory does not exist; create it with `inferensics init` "
-             f"(same {'--data-dir' if data_dir else '--dsn'})", code=1)  # fmt: skip
+    parsed = existing_store(dsn, data_dir, code=1)
     try:
         with Store.open(parsed) as store:
             version = store.schema_version()

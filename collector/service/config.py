@@ -34,6 +34,11 @@ TOKENS_ENV: Final = "INFERENSICS_TOKENS"
 CONFIG_ENV: Final = "INFERENSICS_CONFIG"
 SPOOL_MIN_BYTES: Final = 64 << 10
 """The smallest spool cap: below it hardly a request fits, and 0 would refuse every one while looking set."""
+BODY_MIN_BYTES: Final = 64 << 10
+"""The smallest request body limit: 0 answered 413 to every non-empty export, and one host's export of a few
+spans is kilobytes."""
+SQL_MIN_MEMORY: Final = 16 << 20
+"""The smallest admin SQL memory limit: below it the engine refuses every query (0 would mean no limit)."""
 TOKENS_FORM: Final = "token=role+role,token=role (roles: ingest, read, replay, admin; no spaces inside an entry)"
 _TOKEN_CHARS: Final = re.compile(r"[A-Za-z0-9._~+/-]+=*")
 """RFC 6750's token68: the characters a bearer token can carry in an Authorization header."""
@@ -49,7 +54,9 @@ class Setting:
     type: type
     meaning: str
     maximum: int | None = None
-    minimum: int = 0
+    minimum: float = 0
+    """The smallest accepted value. Where 0 (or a tiny value) would make the service refuse everything, or lift
+    an engine limit (ClickHouse reads 0 as "no limit"), it is above 0."""
 
 
 SETTINGS: Final[tuple[Setting, ...]] = (
@@ -71,15 +78,24 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         50_000,
         int,
         "Spans that seal a batch (spool segment; the engine decodes and inserts one segment at a time).",
+        minimum=1,
     ),
-    Setting("batch_max_bytes", "INFERENSICS_BATCH_MAX_BYTES", 64 << 20, int, "Bytes that seal a batch."),
-    Setting("batch_max_age_s", "INFERENSICS_BATCH_MAX_AGE_S", 1.0, float, "Seconds after which a batch is sealed."),
+    Setting("batch_max_bytes", "INFERENSICS_BATCH_MAX_BYTES", 64 << 20, int, "Bytes that seal a batch.", minimum=1),
+    Setting(
+        "batch_max_age_s",
+        "INFERENSICS_BATCH_MAX_AGE_S",
+        1.0,
+        float,
+        "Seconds after which a batch is sealed.",
+        minimum=0.01,
+    ),
     Setting(
         "max_body_bytes",
         "INFERENSICS_MAX_BODY_BYTES",
         32 << 20,
         int,
         "Largest request body, after gunzip; larger bodies get 413.",
+        minimum=BODY_MIN_BYTES,
     ),
     Setting(
         "decode_workers",
@@ -95,6 +111,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         2,
         int,
         "Files a spool segment is split into for the engine's Protobuf parser (one parsing thread each).",
+        minimum=1,
     ),
     Setting(
         "engine_max_threads",
@@ -103,7 +120,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         int,
         "max_threads of the engine's decode and insert queries (0: the engine's default, one per core).",
     ),
-    Setting("retry_after_s", "INFERENSICS_RETRY_AFTER_S", 5, int, "Retry-After seconds sent with 429/503."),
+    Setting("retry_after_s", "INFERENSICS_RETRY_AFTER_S", 5, int, "Retry-After seconds sent with 429/503.", minimum=1),
     Setting(
         "auth",
         "INFERENSICS_AUTH",
@@ -113,9 +130,16 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     ),
     Setting("tls_cert", "INFERENSICS_TLS_CERT", "", str, "PEM certificate path; with tls_key, serve HTTPS."),
     Setting("tls_key", "INFERENSICS_TLS_KEY", "", str, "PEM private key path."),
-    Setting("sql_max_rows", "INFERENSICS_SQL_MAX_ROWS", 100_000, int, "Admin SQL: max_result_rows."),
-    Setting("sql_max_seconds", "INFERENSICS_SQL_MAX_SECONDS", 30, int, "Admin SQL: max_execution_time."),
-    Setting("sql_max_memory", "INFERENSICS_SQL_MAX_MEMORY", 2 << 30, int, "Admin SQL: max_memory_usage bytes."),
+    Setting("sql_max_rows", "INFERENSICS_SQL_MAX_ROWS", 100_000, int, "Admin SQL: max_result_rows.", minimum=1),
+    Setting("sql_max_seconds", "INFERENSICS_SQL_MAX_SECONDS", 30, int, "Admin SQL: max_execution_time.", minimum=1),
+    Setting(
+        "sql_max_memory",
+        "INFERENSICS_SQL_MAX_MEMORY",
+        2 << 30,
+        int,
+        "Admin SQL: max_memory_usage bytes.",
+        minimum=SQL_MIN_MEMORY,
+    ),
     Setting(
         "fault_control",
         "INFERENSICS_FAULT_CONTROL",

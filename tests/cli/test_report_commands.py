@@ -76,3 +76,23 @@ def test_canary_compare_refuses_what_selects_no_requests(args: list[str], messag
     assert "None" not in res.output
     assert len(res.output.strip().splitlines()) == 1, res.output
     assert not store.exists()  # refused before the store was opened: nothing recorded
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["report", "weekly"], ["canary", "compare", "--model", "m", "--baseline", "a", "--candidate", "b"]],
+)
+@pytest.mark.parametrize("flag", ["--dsn", "--data-dir"])
+def test_a_missing_store_is_refused_and_never_created(command: list[str], flag: str, tmp_path: Path) -> None:
+    """Both commands only read the store: they created an empty chDB directory (metadata/, tmp/) at a mistyped
+    path before saying it was not initialised."""
+    where = tmp_path / "neverexisted"
+    store = where / "store" if flag == "--data-dir" else where
+    given = str(where) if flag == "--data-dir" else f"chdb://{where}"
+    res = runner.invoke(app, [*command, flag, given, "--out", str(tmp_path / "out")], env={"COLUMNS": "300"})
+    assert res.exit_code == 2, res.output
+    assert f"no store at {store}: the directory does not exist; create it with `inferensics init` (same {flag}), " \
+           "or pass the --dsn of an existing store" in res.output  # fmt: skip
+    assert len(res.output.strip().splitlines()) == 1, res.output
+    assert not where.exists()
+    assert not (tmp_path / "out").exists()

@@ -89,3 +89,37 @@ def test_roles() -> None:
             auth.check(header, role)
         assert info.value.status == status
     TokenAuth({}, enabled=False).check(None, "admin")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "valid"),
+    [
+        ("max_body_bytes", "0", "65536 or more"),  # every non-empty export got 413
+        ("max_body_bytes", "100", "65536 or more"),
+        ("batch_max_rows", "0", "1 or more"),
+        ("batch_max_bytes", "0", "1 or more"),
+        ("batch_max_age_s", "0", "0.01 or more"),
+        ("engine_parse_files", "0", "1 or more"),
+        ("retry_after_s", "0", "1 or more"),  # Retry-After: 0 asks senders to hammer a full spool
+        ("sql_max_rows", "0", "1 or more"),  # the engine reads 0 as "no limit"
+        ("sql_max_seconds", "0", "1 or more"),
+        ("sql_max_memory", "0", f"{16 << 20} or more"),
+    ],
+)
+def test_limits_that_would_make_the_service_unusable_are_refused(name: str, value: str, valid: str) -> None:
+    """``max_body_bytes = 0`` was accepted, then every non-empty export was answered 413."""
+    env = f"INFERENSICS_{name.upper()}"
+    with pytest.raises(ConfigError) as info:
+        load_config(environ={env: value})
+    message = str(info.value)
+    assert message.startswith(f"setting {name} (${env}): at least "), message
+    assert f"(valid: {valid})" in message
+    assert "\n" not in message
+
+
+def test_the_smallest_accepted_limits_load() -> None:
+    names = ("max_body_bytes", "batch_max_rows", "batch_max_age_s", "retry_after_s", "sql_max_memory")
+    smallest = {s.name: s.minimum for s in SETTINGS if s.name in names}
+    config = load_config(smallest, environ={})
+    assert config.max_body_bytes == 64 << 10
+    assert config.batch_max_age_s == 0.01
