@@ -76,12 +76,17 @@ def export_problem(out: Path) -> str:
         except OSError as exc:
             return f"{out} cannot be read ({exc.strerror}): choose a new --export folder"
         return "" if empty else f"{out} exists and is not empty: choose a new --export folder"
-    parent = next(p for p in out.absolute().parents if p.exists())
+    why = uncreatable(out)
+    return f"{out} cannot be created ({why}): choose a new --export folder" if why else ""
+
+
+def uncreatable(folder: Path) -> str:
+    """Why ``folder`` (which does not exist) cannot be created: its nearest existing parent ``is a file`` or ``is not
+    writable``; ``""`` when it can."""
+    parent = next(p for p in folder.absolute().parents if p.exists())
     if not parent.is_dir():
-        return f"{out} cannot be created ({parent} is a file): choose a new --export folder"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{out} cannot be created ({parent} is not writable): choose a new --export folder"
-    return ""
+        return f"{parent} is a file"
+    return "" if os.access(parent, os.W_OK | os.X_OK) else f"{parent} is not writable"
 
 
 def write_pack(out: Path, *, request: dict[str, Any], inputs: bytes, bundle_dir: Path | None = None) -> Path:

@@ -13,6 +13,7 @@ from typing import Any, Final
 import torch
 
 from inferensics.replay._internal.graph_probe import GraphCall
+from inferensics.replay._internal.pack import uncreatable
 from inferensics.replay._internal.verdict import Verdict
 
 REPRO_FILES: Final = ("repro.py", "repro_inputs.pt")
@@ -235,12 +236,11 @@ def out_problem(out: Path, request_id: str | None) -> str:
     if out.exists() and not out.is_dir():
         return f"--out {out} is a file, not a folder: pass a folder for the reports"
     if not out.exists():
-        parent = next(p for p in out.absolute().parents if p.exists())
-        if not parent.is_dir():
-            return f"--out {out} cannot be created ({parent} is a file): pass a folder for the reports"
-        if not os.access(parent, os.W_OK | os.X_OK):
-            return f"--out {out} cannot be created ({parent} is not writable): pass a folder you can write"
-        return ""
+        why = uncreatable(out)
+        if not why:
+            return ""
+        fix = "pass a folder you can write" if why.endswith("not writable") else "pass a folder for the reports"
+        return f"--out {out} cannot be created ({why}): {fix}"
     if not os.access(out, os.W_OK | os.X_OK):
         return f"--out {out} is not writable: pass a folder you can write"
     present = [name for name in REPORT_FILES if (out / name).exists()]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from inferensics import bundle as b
 from inferensics.bundle import torch_adapter
@@ -107,3 +108,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if here in Path(str(item.path)).parents:
             for warning in TORCH_INTERNAL_WARNINGS:
                 item.add_marker(pytest.mark.filterwarnings(warning))
+
+
+def one_line_error(args: list[str], needle: str) -> str:
+    """Run ``inferensics ARGS`` and check it failed with one ``error:`` line containing ``needle`` (no traceback)."""
+    from inferensics.cli.app import app
+
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code != 0, res.output
+    text = res.output.strip()
+    assert "Traceback" not in text, text
+    assert len(text.splitlines()) == 1, text
+    assert text.startswith("error:"), text
+    assert needle in text, text
+    return text

@@ -21,21 +21,10 @@ from inferensics.bundle.manifest import MANIFEST_FILE
 from inferensics.bundle.states import STATES_ENV
 from inferensics.cli.app import app
 from inferensics.schema.store import Store
-from tests.bundle.conftest import Keys, copy_bundle
+from tests.bundle.conftest import Keys, copy_bundle, one_line_error
 from tests.bundle.resign import resign
 
 runner = CliRunner()
-
-
-def _one_line_error(args: list[str], needle: str) -> str:
-    res = runner.invoke(app, args)
-    assert res.exit_code != 0, res.output
-    text = res.output.strip()
-    assert "Traceback" not in text, text
-    assert len(text.splitlines()) == 1, text
-    assert text.startswith("error:"), text
-    assert needle in text, text
-    return text
 
 
 @pytest.fixture
@@ -85,7 +74,7 @@ def test_verify_and_load_refuse_a_misspelt_states_file(
     path = tmp_path / "st.json"
     path.write_text(json.dumps({"revoke": [built.bundle_id]}))
     args = ["bundle", "verify", str(built.directory), "--keyring", str(keys.public), "--states", str(path)]
-    _one_line_error(args, "unknown key 'revoke'")
+    one_line_error(args, "unknown key 'revoke'")
     monkeypatch.setenv(STATES_ENV, str(path))
     with pytest.raises(b.BundleError, match="unknown key 'revoke'"):
         b.load(built.directory, keys.keyring)
@@ -107,9 +96,9 @@ def test_a_device_this_host_lacks_is_one_error() -> None:
 @pytest.mark.slow
 def test_verify_on_a_device_this_host_lacks_is_one_line(built: b.BuildResult, keys: Keys) -> None:
     args = ["bundle", "verify", str(built.directory), "--keyring", str(keys.public), "--device"]
-    _one_line_error([*args, "tpu"], "--device 'tpu': expected cpu or cuda")
+    one_line_error([*args, "tpu"], "--device 'tpu': expected cpu or cuda")
     if not torch.cuda.is_available():
-        _one_line_error([*args, "cuda"], "--device cuda but this machine has no CUDA device: pass --device cpu")
+        one_line_error([*args, "cuda"], "--device cuda but this machine has no CUDA device: pass --device cpu")
 
 
 # --- verify imports customisations from the working directory ------------------------------------------------
@@ -163,11 +152,11 @@ def build_args(keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> l
 
 
 def test_a_factory_that_raises_is_one_line(build_args: list[str], tmp_path: Path) -> None:
-    _one_line_error(
+    one_line_error(
         [*build_args, "--model", "walk_factories:boom"],
         "error: --model walk_factories:boom raised RuntimeError: weights not found [bad_input]",
     )
-    _one_line_error(
+    one_line_error(
         [*build_args, "--model", "walk_factories:linear", "--model-arg", "width=3"],
         "--model walk_factories:linear raised TypeError: linear() got an unexpected keyword argument 'width'; "
         "check its --model-arg values",
@@ -177,7 +166,7 @@ def test_a_factory_that_raises_is_one_line(build_args: list[str], tmp_path: Path
 
 def test_a_factory_returning_no_model_is_named(build_args: list[str], scratch_tmp: Path) -> None:
     """A factory returning 42 was blamed on the shapes ("fix the shapes file or the inputs function")."""
-    text = _one_line_error([*build_args, "--model", "walk_factories:answer"], "returned int '42'")
+    text = one_line_error([*build_args, "--model", "walk_factories:answer"], "returned int '42'")
     assert "not a torch.nn.Module or a callable" in text
     assert "shapes" not in text
     assert list(scratch_tmp.iterdir()) == []
@@ -185,11 +174,11 @@ def test_a_factory_returning_no_model_is_named(build_args: list[str], scratch_tm
 
 def test_an_unknown_inductor_option_is_one_line(build_args: list[str]) -> None:
     """``--option no_such_option=1`` was a 91-line BackendCompilerFailed from inside the first compile."""
-    _one_line_error(
+    one_line_error(
         [*build_args, "--model", "walk_factories:linear", "--option", "no_such_option=1"],
         "--option no_such_option: Inductor",
     )
-    text = _one_line_error(
+    text = one_line_error(
         [*build_args, "--model", "walk_factories:linear", "--option", "max_autotun=1"], "has no such option"
     )
     assert "did you mean max_autotune?" in text
@@ -203,7 +192,7 @@ def test_a_failed_build_leaves_no_compile_cache(keys: Keys, tmp_path: Path, scra
     args = ["bundle", "build", "--model", "tests.bundle.models:tiny_mlp", "--inputs", "tests.bundle.models:inputs",
             "--shapes", str(shapes), "--key", str(keys.private), "--out", str(tmp_path / "o"),
             "--no-advise"]  # fmt: skip
-    _one_line_error(args, "the model cannot run shape [2, 5]")
+    one_line_error(args, "the model cannot run shape [2, 5]")
     assert list(scratch_tmp.iterdir()) == []
 
 
@@ -223,11 +212,11 @@ def packed(tmp_path: Path) -> Path:
 
 def test_pack_to_a_missing_folder_or_a_directory_is_one_line(packed: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "fake"
-    _one_line_error(
+    one_line_error(
         ["bundle", "pack", str(bundle), "--out", str(tmp_path / "nodir" / "sub" / "x.tar")],
         f"the folder {tmp_path / 'nodir' / 'sub'} does not exist: choose another --out",
     )
-    _one_line_error(["bundle", "pack", str(bundle), "--out", str(tmp_path)], "it is a directory: choose another --out")
+    one_line_error(["bundle", "pack", str(bundle), "--out", str(tmp_path)], "it is a directory: choose another --out")
 
 
 def test_unpack_blames_out_not_the_archive(packed: Path, tmp_path: Path) -> None:
@@ -235,12 +224,12 @@ def test_unpack_blames_out_not_the_archive(packed: Path, tmp_path: Path) -> None
     ([Errno 17] File exists)" [damaged], "does not exist" [missing])."""
     a_file = tmp_path / "a_file"
     a_file.write_text("keep me")
-    text = _one_line_error(
+    text = one_line_error(
         ["bundle", "unpack", str(packed), "--out", str(a_file)], "is not a folder: choose a new --out"
     )
     assert str(packed) not in text
     assert a_file.read_text() == "keep me"
-    text = _one_line_error(
+    text = one_line_error(
         ["bundle", "unpack", str(packed), "--out", str(a_file / "sub")], f"cannot create {a_file / 'sub'}"
     )
     assert "[bad_input]" in text
@@ -252,7 +241,7 @@ def test_unpack_refuses_a_folder_with_files_in_it(packed: Path, tmp_path: Path) 
     out = tmp_path / "full"
     out.mkdir()
     (out / "mine.txt").write_text("mine")
-    _one_line_error(["bundle", "unpack", str(packed), "--out", str(out)], "exists and is not empty: choose a new --out")
+    one_line_error(["bundle", "unpack", str(packed), "--out", str(out)], "exists and is not empty: choose a new --out")
     assert [p.name for p in out.iterdir()] == ["mine.txt"]
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -277,22 +266,22 @@ def test_state_commands_on_an_uninitialised_store_are_one_line(tmp_path: Path, s
     """An uninitialised embedded store gave chDB's "Unknown table ... inferensics.bundles" traceback, and the
     command created the store folder."""
     data_dir = tmp_path / "empty_dd"
-    _one_line_error(
+    one_line_error(
         ["bundle", "promote", "abab", "--channel", "x", "--data-dir", str(data_dir)],
         "it is not initialised; create it with `inferensics init`",
     )
-    _one_line_error(
+    one_line_error(
         ["bundle", "states", "--out", str(tmp_path / "s.json"), "--data-dir", str(data_dir)], "not initialised"
     )
     assert not data_dir.exists()
     assert not (tmp_path / "s.json").exists()
     # A folder that holds the engine's files but no schema (a fresh database in the session's store folder).
-    _one_line_error(["bundle", "revoke", "abab", "--dsn", store_dsn], "is not initialised: run `inferensics init`")
+    one_line_error(["bundle", "revoke", "abab", "--dsn", store_dsn], "is not initialised: run `inferensics init`")
 
 
 def test_states_to_a_missing_folder_is_one_line(store: Store, tmp_path: Path) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
-    _one_line_error(
+    one_line_error(
         ["bundle", "states", "--out", str(tmp_path / "nodir9" / "states.json"), "--dsn", dsn],
         f"the folder {tmp_path / 'nodir9'} does not exist",
     )
@@ -306,7 +295,7 @@ def test_push_with_a_token_that_cannot_confirm_writes_nothing(built: b.BuildResu
 
     (tmp_path / "service").mkdir()
     with new_service(tmp_path / "service") as service:
-        text = _one_line_error(
+        text = one_line_error(
             ["bundle", "push", str(built.directory), "--service", service.url, "--token", INGEST], "admin role"
         )
         assert "nothing was written" in text

@@ -8,28 +8,14 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from inferensics import bundle as b
 from inferensics.bundle.dsse import verify_envelope
-from inferensics.cli.app import app
 from inferensics.collector.client import ServiceClient, ServiceError
-
-runner = CliRunner()
+from tests.bundle.conftest import one_line_error
 
 UNREACHABLE = "http://127.0.0.1:1"
 """Nothing listens on port 1: the connection is refused at once."""
-
-
-def _one_line_error(args: list[str], needle: str) -> str:
-    res = runner.invoke(app, args)
-    assert res.exit_code != 0, res.output
-    text = res.output.strip()
-    assert "Traceback" not in text, text
-    assert len(text.splitlines()) == 1, text
-    assert text.startswith("error:"), text
-    assert needle in text, text
-    return text
 
 
 @pytest.fixture
@@ -44,13 +30,13 @@ def packed(tmp_path: Path) -> Path:
 
 def test_verify_of_a_packed_bundle_says_to_unpack_it(packed: Path, tmp_path: Path) -> None:
     _, pub, _ = b.generate_key(tmp_path / "k")
-    text = _one_line_error(["bundle", "verify", str(packed), "--keyring", str(pub)], "is a packed bundle")
+    text = one_line_error(["bundle", "verify", str(packed), "--keyring", str(pub)], "is a packed bundle")
     assert f"`inferensics bundle unpack {packed} --out DIR`" in text
     assert "no such folder" not in text
 
 
 def test_push_of_a_packed_bundle_says_to_unpack_it(packed: Path) -> None:
-    _one_line_error(["bundle", "push", str(packed), "--service", UNREACHABLE], f"inferensics bundle unpack {packed}")
+    one_line_error(["bundle", "push", str(packed), "--service", UNREACHABLE], f"inferensics bundle unpack {packed}")
 
 
 def test_a_file_that_is_no_bundle_is_named_a_file(tmp_path: Path) -> None:
@@ -107,7 +93,7 @@ def test_an_unreachable_shapes_service_names_the_flag_used(tmp_path: Path) -> No
     args = ["bundle", "build", "--model", "tests.bundle.models:tiny_mlp", "--inputs", "tests.bundle.models:inputs",
             "--key", str(priv), "--out", str(tmp_path / "out"), "--shapes-from-service", UNREACHABLE,
             "--traffic-model", "tiny"]  # fmt: skip
-    text = _one_line_error(args, f"cannot reach the inferensics service at {UNREACHABLE}")
+    text = one_line_error(args, f"cannot reach the inferensics service at {UNREACHABLE}")
     assert "Pass its URL with --shapes-from-service" in text
     assert not (tmp_path / "out").exists()
 
