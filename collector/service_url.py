@@ -28,4 +28,6 @@ def service_url_problem(url: str) -> str:
         return f"{exc}; expected http(s)://host:port"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "expected http(s)://host:port of the collector service"
+    if parts.path.rstrip("/").endswith("/v1/traces"):
+        return "that is the service's OTLP endpoint; give its base URL, without /v1/traces"
     return ""

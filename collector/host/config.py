@@ -104,10 +104,16 @@ class SdkConfig:
     journal_dir: str | None = None
 
     def __post_init__(self) -> None:
+        for name, kind in _NUMBERS.items():
+            value = getattr(self, name)
+            if value is None and name == "fingerprint_rate":
+                continue
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise ConfigError(f"{name} must be a number, got {value!r}")
         if not 0.0 <= self.sample_rate <= 1.0:
-            raise ConfigError(f"sample_rate must be within [0, 1], got {self.sample_rate} (${SAMPLE_RATE_ENV})")
+            raise ConfigError(f"sample_rate must be within [0, 1], got {self.sample_rate}")
         if self.queue_capacity < 1:
-            raise ConfigError(f"queue_capacity must be positive, got {self.queue_capacity} (${QUEUE_CAPACITY_ENV})")
+            raise ConfigError(f"queue_capacity must be positive, got {self.queue_capacity}")
         if not 0.0 <= self.capture.rate <= 1.0:
             raise ConfigError(f"capture.rate must be within [0, 1], got {self.capture.rate}")
         if not self.flush_interval_s > 0:  # 0 would spin the background thread against the serving one
@@ -116,13 +122,18 @@ class SdkConfig:
             raise ConfigError(f"health_interval_s must not be negative, got {self.health_interval_s}")
         if self.batch_rows < 1:
             raise ConfigError(f"batch_rows must be positive, got {self.batch_rows}")
-        if self.fingerprint_rate is not None and not 0.0 <= self.fingerprint_rate <= 1.0:
+        if self.provenance_level not in PROVENANCE_LEVELS:
             raise ConfigError(
-                f"fingerprint_rate must be within [0, 1], got {self.fingerprint_rate} (${FINGERPRINT_RATE_ENV})"
+                f"provenance_level must be one of {', '.join(map(str, PROVENANCE_LEVELS))} "
+                f"(Inductor's trace.provenance_tracking_level: 0 off, 1 normal, 2 basic), got {self.provenance_level}"
             )
+        if self.fingerprint_rate is not None and not 0.0 <= self.fingerprint_rate <= 1.0:
+            raise ConfigError(f"fingerprint_rate must be within [0, 1], got {self.fingerprint_rate}")
         if self.fingerprint_head < 0:
             raise ConfigError(f"fingerprint_head must not be negative, got {self.fingerprint_head}")
-        if not self.shape_buckets or any(not isinstance(e, int) or e < 1 for e in self.shape_buckets):
+        if not self.shape_buckets or any(
+            isinstance(e, bool) or not isinstance(e, int) or e < 1 for e in self.shape_buckets
+        ):
             raise ConfigError(f"shape_buckets must be positive integers, got {self.shape_buckets!r}")
 
     @classmethod
@@ -130,15 +141,39 @@ class SdkConfig:
         """Defaults, then environment variables, then explicit ``overrides``."""
         source = os.environ if env is None else env
         values: dict[str, Any] = {}
-        for name, env_name, kind in (
-            ("sample_rate", SAMPLE_RATE_ENV, float),
-            ("queue_capacity", QUEUE_CAPACITY_ENV, int),
-            ("fingerprint_rate", FINGERPRINT_RATE_ENV, float),
-        ):
+        for name, env_name, kind in _FROM_ENV:
             if env_name in source:
                 try:
                     values[name] = kind(source[env_name])
                 except ValueError:
                     raise ConfigError(f"${env_name}: {source[env_name]!r} is not a valid {kind.__name__}") from None
+        from_env = {name: env_name for name, env_name, _ in _FROM_ENV if name in values and name not in overrides}
         values.update(overrides)
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ConfigError as exc:  # name the variable when the value came from it
+            field_name = str(exc).split(" ", 1)[0]
+            if field_name in from_env:
+                raise ConfigError(f"{exc} (from ${from_env[field_name]})") from None
+            raise
+
+
+_FROM_ENV: Final = (
+    ("sample_rate", SAMPLE_RATE_ENV, float),
+    ("queue_capacity", QUEUE_CAPACITY_ENV, int),
+    ("fingerprint_rate", FINGERPRINT_RATE_ENV, float),
+)
+"""The settings :meth:`SdkConfig.from_env` reads: field, environment variable, type."""
+_NUMBERS: Final[dict[str, type | tuple[type, ...]]] = {
+    "sample_rate": (int, float),
+    "queue_capacity": int,
+    "flush_interval_s": (int, float),
+    "batch_rows": int,
+    "provenance_level": int,
+    "fingerprint_head": int,
+    "fingerprint_rate": (int, float),
+    "health_interval_s": (int, float),
+}
+"""The numeric settings and the types they take (a bool is refused: ``True`` is not a rate)."""
+PROVENANCE_LEVELS: Final = (0, 1, 2)
+"""The provenance levels Inductor takes (``trace.provenance_tracking_level``)."""

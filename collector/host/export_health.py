@@ -42,17 +42,30 @@ class ExportHealth:
         self.refused: Counter[str] = Counter()
         self.last_error = ""
         self._logged: set[str] = set()
+        self._refused_since: Counter[str] = Counter()  # refusals since the last delivery
         self._lock = threading.Lock()
 
     def delivered(self, what: str, n: int) -> None:
-        """``n`` items of ``what`` (``spans``, ``blobs``) were accepted."""
+        """``n`` items of ``what`` (``spans``, ``blobs``) were accepted. The first delivery after refusals says
+        so in one line, and the next refusal of any cause is logged again (each outage is seen, not only the
+        first of the process)."""
         with self._lock:
             self.sent[what] += n
+            refused, self._refused_since = self._refused_since, Counter()
+            if refused:
+                self._logged.clear()
+        if refused:
+            log.warning(
+                "inferensics: the collector service at %s accepts exports again (refused meanwhile: %s).",
+                self.service_url,
+                ", ".join(f"{n} {key.replace('_', ' ', 1)}" for key, n in sorted(refused.items())),
+            )
 
     def refuse(self, cause: str, what: str, n: int, detail: str) -> None:
         """``n`` items of ``what`` were not delivered for ``cause``; the first of each cause is logged."""
         with self._lock:
             self.refused[f"{what}_{cause}"] += n
+            self._refused_since[f"{what}_{cause}"] += n
             self.last_error = f"{what} refused ({cause}): {detail}"[:500]
             first = cause not in self._logged
             self._logged.add(cause)
@@ -67,6 +80,12 @@ class ExportHealth:
                 f"the collector service at {url} refused the SDK's token ({detail}); records are being dropped. "
                 f"Set ${TOKEN_ENV} (or instrument(token=...)) to a token the service accepts for ingest."
             )
+        if cause == "down" and "SSL" in detail:
+            return (
+                f"the collector service at {url} did not complete a TLS handshake ({detail}); records are being "
+                "dropped. `inferensics serve` speaks plain HTTP: use an http:// URL unless a TLS proxy is in front "
+                "of the service."
+            )
         if cause == "down":
             return (
                 f"cannot reach the collector service at {url} ({detail}); records are being dropped. "
@@ -76,6 +95,11 @@ class ExportHealth:
             return (
                 f"the collector service at {url} is shedding load ({detail}); records are being dropped. "
                 "Give the service more capacity or spool room, or export less (sample_rate, capture)."
+            )
+        if "HTTP 404" in detail or "Error 404" in detail:
+            return (
+                f"{url} has no such endpoint ({detail}); those records are dropped. Give the collector service's "
+                "base URL (http://host:port, without /v1/traces), and check that it is an inferensics service."
             )
         return (
             f"the collector service at {url} rejected an export ({detail}); those records are dropped. "

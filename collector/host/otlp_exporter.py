@@ -159,12 +159,14 @@ class OtlpExporter:
     # --- control -------------------------------------------------------------------------------------
 
     def put_blob(self, data: bytes, kind: str, attrs: Mapping[str, str]) -> str:
-        """Upload through the blob API."""
+        """Queue for upload through the blob API (on the blob sender's own thread); the blob's digest."""
         return self.blobs.put_blob(data, kind, attrs)
 
     def flush(self) -> None:
-        """Export everything queued so far, waiting at most ``flush_timeout_s``."""
+        """Export everything queued so far, spans and blobs, waiting at most ``flush_timeout_s`` in all."""
+        deadline = time.monotonic() + self.flush_timeout_s
         self.wait_exported(self.flush_timeout_s)
+        self.blobs.wait_sent(max(deadline - time.monotonic(), 0.0))
 
     def wait_exported(self, timeout_s: float) -> bool:
         """Export everything queued so far, waiting at most ``timeout_s``; whether it all went out
@@ -195,8 +197,11 @@ class OtlpExporter:
 
     def shutdown(self) -> None:
         """Export what is queued and stop the export thread, waiting at most ``flush_timeout_s``; then
-        close the poster (which cuts short a retry still under way: what it held is counted as refused)."""
+        close the poster (which cuts short a retry still under way: what it held is counted as refused), and
+        stop the blob uploads within the same time (blobs still waiting are counted as refused)."""
+        deadline = time.monotonic() + self.flush_timeout_s
         self._stopping = True
         self._wake.set()
         self._thread.join(timeout=self.flush_timeout_s)
         self.poster.shutdown()
+        self.blobs.shutdown(max(deadline - time.monotonic(), 0.0))

@@ -5,6 +5,7 @@ requests and hands finished records to the exporter. Every failure here is caugh
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import struct
 import threading
@@ -49,6 +50,8 @@ from inferensics.schema.events import (
 )
 from inferensics.schema.graph_calls import graph_call_name
 from inferensics.schema.table import Event
+
+log = logging.getLogger("inferensics.collector.host")
 
 PENDING_CAPACITY = 10_000
 
@@ -429,9 +432,19 @@ class Pipeline:
             dispatch = self._dispatch(raw, graphs, hits, misses, graphless)
             if key is not None and len(self.templates) < TEMPLATE_LIMIT:
                 self.templates[key] = dispatch
+        if not raw.model:  # no label given to the request: its first graph's (tracker.compile's name)
+            raw.model = dispatch["model"]
         ts = datetime.fromtimestamp(raw.ts, UTC)
         # No sub-records (nearly every request): a shared empty tuple rather than a new list each time.
         children: Sequence[Event] = self.pending.pop(raw.request_id, ()) if self.pending else ()
+        if children:  # a recompile row carries the traffic class of the request that triggered it
+            traffic = raw.traffic_class or self.default_traffic_class
+            children = [
+                c.model_copy(update={"traffic_class": traffic})
+                if isinstance(c, RecompileEvent) and traffic and not c.traffic_class
+                else c
+                for c in children
+            ]
         if raw.profile is not None:
             children = [*children, *profiling.kernel_timings(raw, self.context, self.kernel_artifacts, ts)]
         # Everything order-dependent (classification against the compile state, sub-records) is done;
@@ -493,12 +506,14 @@ class Pipeline:
             failed_before=self.failed_suppressed,
             graphless_break=graphless,
         )
-        keys, artifacts = [], []
+        keys, artifacts, models = [], [], []
         for s in slots:
             summary = summaries.get(s.compile_id)
             keys.append(summary.graph_key if summary else "")
             artifacts.append(summary.artifact_id if summary else "")
+            models.append(summary.model if summary else "")
         return {
+            "model": next((m for m in models if m), self.context.model),
             "outcome": cls.outcome,
             "guard_outcome": cls.guard_outcome,
             "cache_status": cls.cache_status,
@@ -524,8 +539,7 @@ class Pipeline:
         values = base.copy()
         values["request_id"] = raw.request_id
         values["ts"] = ts
-        if raw.model:
-            values["model"] = raw.model
+        values["model"] = raw.model
         if raw.traffic_class:
             values["traffic_class"] = raw.traffic_class
         values["tenant"] = raw.tenant
@@ -559,8 +573,15 @@ class Pipeline:
             pass
         try:
             signature = shape_signature(shape)
-        except Exception:
+        except Exception as exc:
             self.counters["shape_errors"] += 1
+            self.last_error = f"shape_errors: {exc}"
+            if self.counters["shape_errors"] == 1:
+                log.warning(
+                    "inferensics: %s; the request is stored without a shape. Pass tracker.request(shape=...) a "
+                    "tuple of integers such as (2, 128). Counted in stats() as shape_errors.",
+                    str(exc)[:200],
+                )
             return ""
         if len(self._signatures) < SIGNATURE_LIMIT and isinstance(shape, (tuple, str)):
             self._signatures[shape] = signature  # a tuple of integers (signed above): hashable

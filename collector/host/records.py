@@ -118,7 +118,7 @@ class RawRequest:
         self._profile: Any = None
         self._t0 = 0
         self.request_id = request_id
-        self.model = model or (tracker.model if tracker is not None else "")
+        self.model = model  # "" : the label of the graph that serves the request, or the tracker's (pipeline)
         self.traffic_class = traffic_class
         self.tenant = tenant
         self.shape = shape

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 from zlib import crc32 as _crc32
 
 import torch
@@ -27,6 +27,7 @@ from inferensics.collector.errors import ConfigError
 from inferensics.collector.host import profiling, torch_adapter
 from inferensics.collector.host.backend import InductorBackend
 from inferensics.collector.host.config import SdkConfig
+from inferensics.collector.host.export_health import CAUSES
 from inferensics.collector.host.exporter import Exporter
 from inferensics.collector.host.fingerprint import start_fingerprint
 from inferensics.collector.host.fingerprint_sampling import HASH_MASK, HASH_MIX, fingerprint_rules
@@ -351,9 +352,15 @@ class Tracker:
         accepted = torch_adapter.dynamo_compile_kwargs() - {"name"}
         unknown = sorted(set(dynamo_settings) - accepted)
         if unknown:
+            name = unknown[0]
+            where = (
+                f"set it process-wide with torch._dynamo.config.{name} = ... before compiling"
+                if torch_adapter.is_dynamo_setting(name)
+                else f"torch._dynamo.config has no setting {name} either: check the name"
+            )
             raise ConfigError(
                 f"tracker.compile() got {', '.join(unknown)}=, which torch {torch.__version__}'s torch.compile does "
-                f"not take: set it process-wide with torch._dynamo.config.{unknown[0]} = ... before compiling"
+                f"not take: {where}"
             )
         gate = None
         if bundle is not None:
@@ -418,7 +425,8 @@ class Tracker:
 
     def stats(self) -> dict[str, int]:
         """Drop and activity counters: queue drops by kind, processed records, errors."""
-        out: dict[str, int] = {"queued": self.queue.accepted, "queue_len": len(self.queue)}
+        out: dict[str, int] = dict.fromkeys(ALWAYS_COUNTED, 0)  # every documented counter, 0 until it counts
+        out.update(queued=self.queue.accepted, queue_len=len(self.queue))
         out.update({f"dropped_{k}": v for k, v in self.queue.dropped.items()})
         out["dropped"] = sum(self.queue.dropped.values())
         out.update(self.pipeline.counters)
@@ -452,6 +460,33 @@ class Tracker:
     def capability_report(self) -> dict[str, str]:
         """``name → "ok"`` or the reason a hook is degraded."""
         return {n: ("ok" if c.available else c.reason) for n, c in self.capabilities.items()}
+
+
+ALWAYS_COUNTED: Final = (
+    "dropped",
+    "requests",
+    "requests_recovered",
+    "fingerprint_unsampled",
+    "fingerprint_errors",
+    "fingerprint_output_modified",
+    "fingerprint_backlogged",
+    "captures",
+    "capture_over_cap",
+    "capture_errors",
+    "shape_errors",
+    "scope_errors",
+    "process_errors",
+    "export_errors",
+    "journal_errors",
+    "profiler_errors",
+    "health_records",
+    "health_errors",
+    "export_spans_sent",
+    *(f"export_refused_{cause}" for cause in CAUSES),
+    "blobs_sent",
+    *(f"blobs_refused_{cause}" for cause in CAUSES),
+)
+"""Keys ``Tracker.stats()`` always has (0 until counted), whichever exporter: code can index them."""
 
 
 class _Registry:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import operator
 import re
 from collections.abc import Sequence
 
@@ -10,13 +11,28 @@ _DIMS = re.compile(r"\d+")
 _CACHE_SIZE = 4096
 
 
+_SIGNATURE = re.compile(r"\d+(x\d+)*")
+
+
 def shape_signature(shape: str | Sequence[int] | None) -> str:
-    """``(2, 128)`` → ``2x128``; strings pass through."""
+    """``(2, 128)`` → ``2x128``; a signature string (``"2x128"``) passes through.
+
+    Raises:
+        ValueError: a string that is not a signature, or a sequence that is not of non-negative integers.
+    """
     if shape is None:
         return ""
     if isinstance(shape, str):
+        if shape and not _SIGNATURE.fullmatch(shape):
+            raise ValueError(f"shape {shape[:40]!r} is not a signature like '2x128'")
         return shape
-    return "x".join(str(int(d)) for d in shape)
+    try:
+        dims = [operator.index(d) for d in shape]
+    except TypeError:
+        raise ValueError(f"shape {str(shape)[:60]} is not a sequence of integers") from None
+    if any(d < 0 for d in dims):
+        raise ValueError(f"shape {tuple(dims)} has a negative dimension")
+    return "x".join(map(str, dims))
 
 
 class ShapePolicy:

@@ -222,6 +222,14 @@ def dynamo_compile_kwargs() -> frozenset[str]:
     return frozenset(params) - {"model", "fullgraph", "dynamic", "backend", "mode", "options"}
 
 
+def is_dynamo_setting(name: str) -> bool:
+    """Whether ``torch._dynamo.config`` has a setting ``name``."""
+    import torch._dynamo.config as dynamo_config
+
+    settings = getattr(dynamo_config, "_config", None)  # ConfigModule's table of settings
+    return name in settings if isinstance(settings, dict) else hasattr(dynamo_config, name)
+
+
 # --- Inductor ------------------------------------------------------------------------------------------
 
 

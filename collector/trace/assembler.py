@@ -139,6 +139,8 @@ class CompileSummary:
     fail_type: str = ""
     break_ids: list[str] = field(default_factory=list)
     fx_cache_key: str = ""
+    model: str = ""
+    """The model label of the compile's records (the ``name`` of the ``tracker.compile`` that made it)."""
 
 
 @dataclass
@@ -215,6 +217,7 @@ class CompileAssembler:
         self._shapes = ShapeGuardReader()
         self._blobs: set[str] = set()
         self._seen: Counter[str] = Counter()  # compiles per id so far
+        self._frame_locations: OrderedDict[str, str] = OrderedDict()  # frame id → its code location, last seen
         self.summaries: OrderedDict[str, CompileSummary] = OrderedDict()
         self.stats = AssemblyStats()
 
@@ -498,6 +501,13 @@ class CompileAssembler:
         location = "" if location == "::" else location
         if state.origin is not None and state.origin[2]:
             location = state.origin[2]  # the model's own forward, not the decorator that wraps it
+        frame = state.compile_id.rsplit("/", 1)[0]
+        if location:
+            self._frame_locations[frame] = location
+            while len(self._frame_locations) > SUMMARY_CAPACITY:
+                self._frame_locations.popitem(last=False)
+        else:  # a frame at its recompile limit starts no compile, and its metrics name no code: its frame's
+            location = self._frame_locations.get(frame, "")
         fail_type = str(m.get("fail_type") or "")
         fail_reason = str(m.get("fail_reason") or "")
         if fail_type and any(s in fail_reason.lower() for s in LIMIT_MARKERS):
@@ -615,6 +625,7 @@ class CompileAssembler:
             fail_type=fail_type,
             break_ids=[info.registry_id for info, _ in state.breaks],
             fx_cache_key=state.fx_cache_key,
+            model=self._labels(state)[col.MODEL],
         )
         while len(self.summaries) > SUMMARY_CAPACITY:
             self.summaries.popitem(last=False)

@@ -15,7 +15,7 @@ import torch
 
 from inferensics.collector.host import ConfigError, Tracker
 from inferensics.collector.trace.assembler import ATTRIBUTION_ATTR, UNATTRIBUTED
-from inferensics.schema import CacheEvent, CompileEvent, RecompileEvent
+from inferensics.schema import CacheEvent, CompileEvent, RecompileEvent, RequestEvent
 from inferensics.schema.store import Store
 
 
@@ -91,8 +91,13 @@ def test_compile_takes_per_model_dynamo_settings(tracker: Tracker) -> None:
     if accepted:
         compiled = tracker.compile(_other, recompile_limit=2)
         assert compiled(torch.ones(2)).shape == (2,)
-    with pytest.raises(ConfigError, match=r"not_a_setting=.*torch\._dynamo\.config\.not_a_setting"):
+    # a Dynamo setting torch.compile does not take: where to set it instead
+    with pytest.raises(ConfigError, match=r"suppress_errors=.*torch\._dynamo\.config\.suppress_errors = \.\.\."):
+        tracker.compile(_other, suppress_errors=True)
+    # no such setting anywhere: it must not be sent to a torch._dynamo.config setting that does not exist
+    with pytest.raises(ConfigError, match=r"not_a_setting=.*has no setting not_a_setting") as info:
         tracker.compile(_other, not_a_setting=1)
+    assert "torch._dynamo.config.not_a_setting" not in str(info.value)
 
 
 def _limited(x: torch.Tensor) -> torch.Tensor:
@@ -108,7 +113,39 @@ def test_a_frame_at_its_recompile_limit_keeps_its_models_label(tracker: Tracker,
             with tracker.request(f"r-l{n}", model="model-l") as req:
                 req.set_output(compiled(torch.ones(n)))
     tracker.shutdown()
-    limit = [e for e in store.select_events(RecompileEvent) if e.attrs.get("outcome") == "recompile_limit"]
+    recompiles = store.select_events(RecompileEvent)
+    limit = [e for e in recompiles if e.attrs.get("outcome") == "recompile_limit"]
     assert len(limit) == 1
     assert limit[0].model == "model-l"
     assert ATTRIBUTION_ATTR not in limit[0].attrs
+    # its metrics name no code, but its frame's earlier compiles did: the limit hit is located there too
+    located = {e.code_location for e in recompiles if e.code_location}
+    assert limit[0].code_location in located
+    assert limit[0].code_location.endswith(":_limited")
+
+
+def test_request_rows_take_the_label_of_the_model_that_served_them(tracker: Tracker, store: Store) -> None:
+    """A request given no model= is labelled with the name its graph was compiled under (it read the
+    tracker's label, so a second model's requests were counted as the first's); its recompile row carries the
+    request's traffic class (it was empty)."""
+    a = tracker.compile(_other, name="model-a", dynamic=False)
+    b = tracker.compile(_plain, name="model-b", dynamic=False)
+    with tracker.request("r-a", traffic_class="interactive") as req:
+        req.set_output(a(torch.ones(2)))
+    with tracker.request("r-b1", traffic_class="batch") as req:
+        req.set_output(b(torch.ones(2)))
+    with tracker.request("r-b2", traffic_class="batch") as req:  # a new size: recompiles model-b's frame
+        req.set_output(b(torch.ones(3)))
+    with tracker.request("r-given", model="explicit") as req:  # a label given to the request wins
+        req.set_output(b(torch.ones(2)))
+    with tracker.request("r-eager"):  # no graph: the tracker's own label
+        pass
+    tracker.shutdown()
+    rows = {r.request_id: r for r in store.select_events(RequestEvent)}
+    assert rows["r-a"].model == "model-a"
+    assert rows["r-b1"].model == rows["r-b2"].model == "model-b"
+    assert rows["r-given"].model == "explicit"
+    assert rows["r-eager"].model == tracker.model
+    (recompile,) = [e for e in store.select_events(RecompileEvent) if e.request_id == "r-b2"]
+    assert recompile.traffic_class == "batch"
+    assert recompile.model == "model-b"

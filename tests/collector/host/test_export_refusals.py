@@ -7,15 +7,18 @@ a loopback stub answering 503 stands in for a service shedding load (the real on
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 import torch
 
-from inferensics.collector.host import Tracker, instrument
+from inferensics.collector.host import CaptureRules, ConfigError, SdkConfig, Tracker, instrument
 from inferensics.schema import SdkHealthEvent
 from tests.collector.service.harness import INGEST, READ, RunningService, free_port, new_service
 from tests.loopback import serving
@@ -122,3 +125,142 @@ def test_health_record_reaches_the_store(service: RunningService) -> None:
     last = frame.sort("requests_seen").row(-1, named=True)
     assert last["requests_seen"] == 4
     assert last["spans_refused"] == 0
+
+
+@contextmanager
+def _silent_service() -> Iterator[str]:
+    """A port that accepts connections (the kernel's backlog) and never answers: a hung service."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
+
+
+def test_a_service_that_never_answers_keeps_flush_and_shutdown_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    """Captured inputs are blobs: each upload used to wait its 10 s timeout on the flushing thread, one after
+    another (42 s for a flush of 6 requests, 45 s to exit). Uploads now run on their own thread, and after one
+    finds the service unreachable the next ones are refused untried for a while, each counted."""
+    config = SdkConfig(capture=CaptureRules(enabled=True, rate=1.0), health_interval_s=0)
+    with _silent_service() as url:
+        tracker = instrument(service_url=url, token=INGEST, host="h-hung", model="m", config=config)
+        try:
+            with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
+                for i in range(6):
+                    with tracker.request(f"r-{i}", inputs={"x": torch.full((4,), float(i))}) as req:
+                        req.set_output(torch.randn(2, 5))
+                t0 = time.monotonic()
+                tracker.flush()
+                took = time.monotonic() - t0
+            assert took < 4.0  # flush_timeout_s is 3 s for spans and blobs together
+        finally:
+            t0 = time.monotonic()
+            tracker.shutdown()
+            took = time.monotonic() - t0
+        assert took < 8.0
+    stats = tracker.stats()
+    assert stats["captures"] == 6
+    # every blob is accounted for: refused (down: timed out, or untried within the back-off) or still in flight
+    assert stats["blobs_sent"] == 0
+    assert stats["blobs_refused_down"] >= 5
+    assert any("cannot reach the collector service" in r.getMessage() for r in caplog.records)
+
+
+class _NotFound(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = f"no such path {self.path}".encode()
+        self.send_response(404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_a_404_says_to_give_the_base_url(caplog: pytest.LogCaptureFixture) -> None:
+    with serving(_NotFound) as url:
+        tracker = instrument(service_url=url, host="h-404", model="m", config=SdkConfig(health_interval_s=0))
+        try:
+            with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
+                _serve(tracker)
+                tracker.flush()
+        finally:
+            tracker.shutdown()
+    lines = [r.getMessage() for r in caplog.records if r.name == "inferensics.collector.host"]
+    assert len(lines) == 1
+    assert "has no such endpoint" in lines[0]
+    assert "without /v1/traces" in lines[0]
+    assert "same inferensics version" not in lines[0]
+    assert tracker.stats()["export_refused_rejected"] >= 3
+
+
+def test_https_to_a_plain_http_service_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    with serving(_Busy) as url:
+        https = url.replace("http://", "https://")
+        tracker = instrument(service_url=https, host="h-tls", model="m", config=SdkConfig(health_interval_s=0))
+        try:
+            with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
+                _serve(tracker)
+                tracker.flush()
+        finally:
+            tracker.shutdown()
+    lines = [r.getMessage() for r in caplog.records if r.name == "inferensics.collector.host"]
+    assert lines
+    assert "TLS handshake" in lines[0]
+    assert "http://" in lines[0]
+
+
+def test_the_otlp_endpoint_given_as_service_url_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        instrument(service_url="http://127.0.0.1:4318/v1/traces", host="h", model="m")
+    assert "without /v1/traces" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+class _Accepting(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def test_every_outage_is_logged_and_so_is_the_recovery(caplog: pytest.LogCaptureFixture) -> None:
+    """The cause was logged once a process: a second outage, after the service came back, was silent."""
+    port = free_port()
+    tracker = instrument(
+        service_url=f"http://127.0.0.1:{port}", token=INGEST, host="h-flap", model="m",
+        config=SdkConfig(health_interval_s=0),
+    )  # fmt: skip
+    try:
+        with caplog.at_level(logging.WARNING, logger="inferensics.collector.host"):
+            _serve(tracker)
+            tracker.flush()  # down
+            httpd = ThreadingHTTPServer(("127.0.0.1", port), _Accepting)
+            thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+            thread.start()
+            try:
+                _serve(tracker)
+                tracker.flush()  # back
+            finally:
+                httpd.shutdown()
+                httpd.server_close()
+            _serve(tracker)
+            tracker.flush()  # down again
+    finally:
+        tracker.shutdown()
+    lines = [r.getMessage() for r in caplog.records if r.name == "inferensics.collector.host"]
+    down = [i for i, line in enumerate(lines) if "cannot reach the collector service" in line]
+    back = [i for i, line in enumerate(lines) if "accepts exports again" in line]
+    assert len(down) == 2, lines
+    assert len(back) == 1, lines
+    assert down[0] < back[0] < down[1]
+    assert "3 spans down" in lines[back[0]]
+    assert tracker.stats()["export_spans_sent"] >= 3

@@ -101,7 +101,7 @@ def test_the_choice_is_the_same_in_another_tracker_and_follows_the_configured_ra
     }
     every, stats = _serve(SdkConfig(trace_compiles=False, fingerprint_rate=1.0), IDS[:20], LOGITS)
     assert {(e.fp_status, e.fp_rate) for e in every.values()} == {(FP_OK, 1.0)}
-    assert "fingerprint_unsampled" not in stats
+    assert stats["fingerprint_unsampled"] == 0
     none, _ = _serve(SdkConfig.from_env({"INFERENSICS_FINGERPRINT_RATE": "0"}, trace_compiles=False), IDS[:20], LOGITS)
     assert {(e.fp_status, e.fp_rate, e.fp_argmax_digest) for e in none.values()} == {(FP_UNSAMPLED, 0.0, "")}
     quarter, _ = _serve(SdkConfig(trace_compiles=False, fingerprint_rate=0.25), IDS, LOGITS)

@@ -88,6 +88,12 @@ def test_wrong_types_and_uncapturable_inputs_keep_every_record(store: Store) -> 
         pass
     with tracker.request("shape-int", shape=5):  # type: ignore[arg-type]
         pass
+    with tracker.request("shape-text", shape="abc"):  # a string must be a signature such as "2x128"
+        pass
+    with tracker.request("shape-float", shape=(2.5, 3)):  # type: ignore[arg-type]  # it was stored as 2x3
+        pass
+    with tracker.request("shape-signature", shape="2x128"):
+        pass
     with tracker.request("inputs-list", inputs={"x": [1, 2]}):  # type: ignore[dict-item]
         pass
     with tracker.request("inputs-redact-fails", inputs={"secret": torch.ones(3)}):
@@ -97,15 +103,19 @@ def test_wrong_types_and_uncapturable_inputs_keep_every_record(store: Store) -> 
     tracker.shutdown()
 
     r = _by_id(store)
-    assert sorted(r) == ["123", "good-0", "good-1", "inputs-list", "inputs-redact-fails", "shape-int"]
+    assert sorted(r) == [
+        "123", "good-0", "good-1", "inputs-list", "inputs-redact-fails",
+        "shape-float", "shape-int", "shape-signature", "shape-text",
+    ]  # fmt: skip
     assert (r["123"].tenant, r["123"].traffic_class, r["123"].shape) == ("", "7", "")
-    assert r["shape-int"].shape == ""
+    assert r["shape-int"].shape == r["shape-text"].shape == r["shape-float"].shape == ""
+    assert r["shape-signature"].shape == "2x128"
     assert r["good-0"].capture_blob != ""
     assert r["inputs-list"].input_digest == r["inputs-list"].capture_blob == ""
     assert r["inputs-redact-fails"].input_digest != ""
     assert r["inputs-redact-fails"].capture_blob == ""
     stats = tracker.stats()
-    assert (stats["shape_errors"], stats["capture_errors"], stats.get("export_errors", 0)) == (2, 2, 0)
+    assert (stats["shape_errors"], stats["capture_errors"], stats["export_errors"]) == (4, 2, 0)
 
 
 def test_nested_and_misused_scopes(tracker: Tracker, store: Store) -> None:
@@ -168,3 +178,20 @@ def test_requests_from_several_threads(tracker: Tracker, store: Store) -> None:
             assert (rec.outcome, rec.guard_outcome, rec.graph_calls) == ("hit", "hit", (1 + i % 3,))
             assert rec.graph_keys == r["warm"].graph_keys
     assert tracker.stats()["dropped"] == 0
+
+
+def test_stats_always_has_every_documented_counter(store: Store) -> None:
+    """``stats()['fingerprint_unsampled']`` (the README's example) raised KeyError until the first skip; the
+    export counters were missing with ``store=``."""
+    tracker = instrument(store=store, host="h", model="m", config=SdkConfig(fingerprint_rate=1.0))
+    try:
+        with tracker.request("r") as req:
+            req.set_output(torch.ones(2, 3))
+        tracker.flush()
+        stats = tracker.stats()
+    finally:
+        tracker.shutdown()
+    for key in ("fingerprint_unsampled", "requests_recovered", "export_refused_auth", "export_refused_down",
+                "export_refused_back_pressure", "dropped", "shape_errors", "captures"):  # fmt: skip
+        assert stats[key] == 0, key
+    assert stats["requests"] == 1
