@@ -36,11 +36,15 @@ _SUMS = [
 TOP_N = 10
 
 
-def parse_week(text: str) -> datetime:
-    """Monday 00:00 UTC of ISO week ``YYYY-Www``.
+def parse_week(text: str, *, now: datetime | None = None) -> datetime:
+    """Monday 00:00 UTC of ISO week ``YYYY-Www``; with ``now``, refused when the week has not started by then
+    (its report would be all zeros; the week in progress is the week so far).
 
     >>> parse_week("2026-W10").isoformat()
     '2026-03-02T00:00:00+00:00'
+
+    Raises:
+        AnalyticsError: ``text`` is no ISO week, or one that starts after ``now``.
     """
     m = _WEEK.fullmatch(text)
     if not m:
@@ -49,7 +53,14 @@ def parse_week(text: str) -> datetime:
         day = date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
     except ValueError:
         raise AnalyticsError(f"bad week {text!r}: {m.group(1)} has no week {m.group(2)}") from None
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    if now is not None and start > now:
+        current = current_week(now)
+        raise AnalyticsError(
+            f"week {text} has not started yet (it starts on {day:%Y-%m-%d}; the current week is {current}): "
+            f"give a week up to {current}"
+        )
+    return start
 
 
 def current_week(now: datetime) -> str:
@@ -174,10 +185,13 @@ def build_weekly_report(
     The week ends at ``now`` (default: the current time) when ``now`` falls inside it: the current week is
     the week so far, and week over week compares it with the same span of the week before. ``storm_rule``
     (default: the analytics defaults) is the rule the storm section applies.
+
+    Raises:
+        AnalyticsError: ``week`` is no ISO week, or one that has not started at ``now``.
     """
     rule = storm_rule or StormRule()
-    start = parse_week(week)
     at = (now or datetime.now(UTC)).astimezone(UTC)
+    start = parse_week(week, now=at)
     end = min(start + timedelta(days=7), max(at, start))
     prev = start - timedelta(days=7)
     rng = {"start": start.isoformat(), "end": end.isoformat()}

@@ -32,13 +32,26 @@ DataDirOption = Annotated[
 ]
 
 
+def typed(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter ``name`` was given on the command line (not by its environment variable or default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 def dsn_from(ctx: typer.Context, dsn: str | None, data_dir: Path | None) -> str | None:
     """The store a command opens: ``--dsn`` (or ``$INFERENSICS_DSN``), or the embedded store ``--data-dir`` names.
 
     ``--data-dir`` means what ``inferensics demo --data-dir`` means (one definition:
     ``inferensics.demo.processes.store_dsn``), so the store a demo left is reached with the same flag. It beats
     ``$INFERENSICS_DSN`` (an argument beats an environment variable); beside ``--dsn`` it is refused in one line.
+    A command that also takes ``--service`` refuses it typed beside ``--dsn`` or ``--data-dir``: the service
+    would be used and the store named left unread, without a word.
     """
+    if typed(ctx, "service") and ctx.params.get("service"):
+        for name, flag in (("dsn", "--dsn"), ("data_dir", "--data-dir")):
+            if typed(ctx, name):
+                fail(f"--service and {flag} both name where the records are: pass one of them (--service while "
+                     f"`inferensics serve` owns the store, else {flag})")  # fmt: skip
     if data_dir is None:
         return dsn
     given = ctx.get_parameter_source("dsn")

@@ -114,7 +114,7 @@ def weekly(  # noqa: PLR0917 (typer options)
         fail("--week: empty; give an ISO week as YYYY-Www (e.g. 2026-W10), or leave --week out for the current week")
     try:
         chosen = current_week(now) if week is None else week
-        parse_week(chosen)
+        parse_week(chosen, now=now)  # a week that has not started would be a report of zeros
     except AnalyticsError as exc:
         fail(str(exc))
     out = out if out is not None else default_report_dir()

@@ -13,11 +13,20 @@ from rich.table import Table
 from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra, require_extra
-from inferensics.cli.options import DataDirOption, dsn_from
+from inferensics.cli.options import DataDirOption, dsn_from, typed
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 
 if TYPE_CHECKING:
     from inferensics.collector.service.config import ServiceConfig
+
+
+def _service_url(ctx: typer.Context, value: str | None) -> str | None:
+    """``--service``, or ``$INFERENSICS_SERVICE_URL`` unless ``--dsn`` or ``--data-dir`` is typed: an argument
+    beats an environment variable (the variable won, and the store typed was left unread). Typed beside
+    either, ``--service`` is refused by :func:`~inferensics.cli.options.dsn_from`."""
+    if value and not typed(ctx, "service") and (typed(ctx, "dsn") or typed(ctx, "data_dir")):
+        return None
+    return value
 
 
 ServiceOption = Annotated[
@@ -28,6 +37,7 @@ ServiceOption = Annotated[
         help=f"URL of the collector service, `inferensics serve` (e.g. http://127.0.0.1:4318; falls back to "
         f"${SERVICE_URL_ENV}); needed while that service owns an embedded store.",
         show_default=False,
+        callback=_service_url,
     ),
 ]
 TokenOption = Annotated[

@@ -35,6 +35,24 @@ def redact(message: str) -> str:
     return _PATH.sub("<redacted>", message)
 
 
+class _NotUtf8Error(ValueError):
+    """A request body that is not UTF-8 text; the message names the first byte that is not."""
+
+
+def _utf8_text(raw: bytes) -> str:
+    """A JSON body as text. JSON travels as UTF-8 (RFC 8259; a leading byte order mark is skipped):
+    ``json.loads`` of bytes also guessed UTF-16 and UTF-32 and named their codecs in its errors.
+
+    Raises:
+        _NotUtf8Error: ``raw`` is not UTF-8.
+    """
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        at = exc.start + len(raw) - len(exc.object)  # the decoder's offsets leave out a skipped mark
+        raise _NotUtf8Error(f"byte 0x{raw[at]:02x} at offset {at} is not UTF-8") from None
+
+
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
@@ -119,8 +137,10 @@ def create_app(state: ServiceState) -> PathLimit:
     async def run_query(request: Request) -> Response:
         raw = await _body(request, 1 << 20)
         try:
-            params: Any = json.loads(raw or b"{}")
-        except (ValueError, UnicodeDecodeError) as exc:
+            params: Any = json.loads(_utf8_text(raw) or "{}")
+        except _NotUtf8Error as exc:
+            return _error(400, f"parameters must be a JSON object in UTF-8 text: {exc}")
+        except ValueError as exc:
             return _error(400, f"parameters must be a JSON object: {exc}")
         try:
             data = await run_in_threadpool(queries.run_named, state, request.path_params["name"], params)
@@ -175,8 +195,8 @@ def create_app(state: ServiceState) -> PathLimit:
         if not cfg.fault_control:
             return _error(404, "not found")
         try:
-            body: Any = json.loads(await _body(request, 4096) or b"{}")
-        except (ValueError, UnicodeDecodeError) as exc:
+            body: Any = json.loads(_utf8_text(await _body(request, 4096)) or "{}")
+        except ValueError as exc:  # _NotUtf8Error too
             return _error(400, f'send a JSON object such as {{"store_down": true}}: {exc}')
         if not isinstance(body, dict):
             return _error(400, 'send a JSON object such as {"store_down": true}')

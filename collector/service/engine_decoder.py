@@ -57,7 +57,8 @@ log = logging.getLogger("inferensics.collector.service")
 RECORDS: Final = "_ingest_records"
 UNIQUE: Final = "_ingest_unique"
 ROWS: Final = "_ingest_rows"
-MAX_MESSAGES: Final = 5
+MAX_MESSAGES: Final = 10
+"""Messages a segment lists (its warning is one log line); those past it are counted in one more."""
 STAGING_BLOCK_ROWS: Final = 4096
 
 
@@ -71,6 +72,12 @@ class SegmentResult:
     rejected: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
     messages: list[str] = field(default_factory=list)
+    """Why rows were rejected or changed, one message per reason and table with its rows, at most
+    :data:`MAX_MESSAGES`; then one saying how many reasons more, and their rows."""
+    more_notes: int = 0
+    """Messages past :data:`MAX_MESSAGES`, counted in the last message."""
+    more_rows: int = 0
+    """Rows those messages were about."""
     seconds: dict[str, float] = field(default_factory=dict)
     """Wall time of each stage (``STAGES``): where a segment's time goes."""
 
@@ -266,7 +273,7 @@ class EngineDecoder:
                 n = spans + events
                 if span not in self._known:
                     out.rejected["unknown_table"] += n
-                    _note(out, f"{n} span(s) or event(s) named {span!r}: no table of that name")
+                    _note(out, f"{n} span(s) or event(s) named {span!r}: no table of that name", rows=n)
                     continue
                 model = MODELS_BY_TABLE[span.split(".", 1)[1]]
                 table = model.TABLE.name
@@ -275,11 +282,12 @@ class EngineDecoder:
                 client.command(f"CREATE OR REPLACE TABLE {db}.{ROWS} ENGINE = Memory AS {pivot}{_inline(settings)}")
                 late = out_of_range_code(model)
                 select, cut = insert_columns_sql(model)
+                # every reason with its rows (a reason is a code: the table's checks, a few dozen at most)
                 counts = (
                     f"countIf({REJECT} = 0), countIf({REJECT} != 0), countIf({REJECT} = {late}), "
-                    f"groupUniqArrayIf(3)({REJECT}, {REJECT} != 0), sumIf({cut}, {REJECT} = 0)"
+                    f"sumMapIf([{REJECT}], [toUInt64(1)], {REJECT} != 0), sumIf({cut}, {REJECT} = 0)"
                 )
-                good, bad, oor, samples, cuts = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
+                good, bad, oor, reasons, cuts = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
                 lap("pivot")
                 if cuts:
                     out.dropped[TRUNCATED_VALUE] += int(cuts)
@@ -290,8 +298,10 @@ class EngineDecoder:
                     if oor:
                         out.rejected[OUT_OF_RANGE_TIME] += int(oor)
                     messages = reject_messages(model)
-                    for code in sorted(samples):
-                        _note(out, f"{span}: {messages[int(code) - 1]}")
+                    codes, rows = reasons
+                    # the reasons that refused the most rows first: the messages past the cap are only counted
+                    for code, n in sorted(zip(map(int, codes), map(int, rows), strict=True), key=_most_rows):
+                        _note(out, f"{span}: {messages[code - 1]} ({_rows(n)})", rows=n)
                 if not good:
                     continue
                 if before_insert is not None:
@@ -330,6 +340,9 @@ class EngineDecoder:
             client.command(f"INSERT INTO {db}.{SEEN_TABLE} ({SECOND}, {KEY}){_inline(seen)} "
                            f"SELECT {SPAN_SECOND}, {SPAN_KEY} FROM {records}")  # fmt: skip
             lap("dedup_keys")
+            if out.more_notes:
+                rows = f" ({_rows(out.more_rows)})" if out.more_rows else ""
+                out.messages.append(f"and {out.more_notes} more reason{'s' * (out.more_notes != 1)}{rows}")
         finally:
             for t in (ROWS, UNIQUE, RECORDS):
                 try:
@@ -366,9 +379,22 @@ class EngineDecoder:
         return f"{db}.{UNIQUE}"
 
 
-def _note(out: SegmentResult, message: str) -> None:
+def _note(out: SegmentResult, message: str, *, rows: int = 0) -> None:
+    """Add ``message`` (about ``rows`` rejected rows) to the segment's, or count it past :data:`MAX_MESSAGES`."""
     if len(out.messages) < MAX_MESSAGES:
         out.messages.append(message)
+    else:
+        out.more_notes += 1
+        out.more_rows += rows
+
+
+def _rows(n: int) -> str:
+    return f"{n} row{'s' * (n != 1)}"
+
+
+def _most_rows(reason: tuple[int, int]) -> tuple[int, int]:
+    code, n = reason
+    return -n, code
 
 
 def _inline(settings: dict[str, Any]) -> str:

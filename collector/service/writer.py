@@ -2,7 +2,7 @@
 
 The engine decodes a segment's OTLP requests (``engine_decoder.py``); each table is inserted with the token
 ``<segment>:<table>`` and the segment is deleted from the spool only when all its tables are in. Rows
-rejected by validation are counted by reason and a few of their messages logged, once per segment. When
+rejected by validation are counted by reason and logged in one warning per segment, each reason with its rows. When
 an insert fails the segment stays, the writer marks the store unavailable (``/readyz`` answers 503) and
 retries with backoff; ingest keeps acknowledging into the spool until its cap. Only a refusal of the
 data itself (``refusals.py``), repeated while the store answers, moves a segment to quarantine; quarantined

@@ -13,7 +13,9 @@ a copy of the log read before it ended: a store replaces it with the compile the
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import re
 import socket
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -189,6 +191,11 @@ class FileReport:
 IMPORT_MARKER_KIND = "trace_import"
 """Blob kind of the marker that records one imported file content."""
 _HEAD_LINES = 50
+_HEAD_LINE_BYTES = 1 << 20
+"""The most of a file's first line read to check it (a binary file may have no line end for megabytes)."""
+_GZIP_MAGIC = b"\x1f\x8b"
+_CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+"""Control bytes no text log holds (tab, line ends, form feed and the escape of coloured logs are text)."""
 
 
 def trace_files(path: Path) -> list[Path]:
@@ -203,18 +210,45 @@ def _candidates(path: Path) -> list[Path]:
 
 
 def not_trace_reason(path: Path) -> str:
-    """``""`` when ``path`` reads as a TORCH_TRACE log, else why not (its first record line is checked)."""
+    """``""`` when ``path`` reads as a TORCH_TRACE log, else why not (its first record line is checked).
+
+    A log is UTF-8 text. A binary file is named as one, with the first byte that is not text, and never
+    quoted: its bytes printed as replacement characters and escapes.
+    """
     try:
-        with path.open("r", encoding="utf-8", errors="replace", newline="\n") as fh:
-            for _, line in zip(range(_HEAD_LINES), fh, strict=False):
-                if not line.strip():
-                    continue
-                if is_record_header(line):
-                    return ""
-                return f"its first line is not a glog-prefixed JSON record: {line.strip()[:60]!r}"
+        with path.open("rb") as fh:
+            offset = 0
+            for _ in range(_HEAD_LINES):
+                raw = fh.readline(_HEAD_LINE_BYTES)
+                if not raw:
+                    break
+                if raw.strip():
+                    return _first_line_reason(raw, offset)
+                offset += len(raw)
     except OSError as exc:
         return f"it cannot be read: {exc.strerror or exc}"
     return "it holds no records"
+
+
+def _first_line_reason(raw: bytes, offset: int) -> str:
+    """Why the first non-blank line (its bytes, at ``offset`` in the file) opens no TORCH_TRACE log, or ``""``."""
+    if raw.startswith(_GZIP_MAGIC):
+        return "it is gzip-compressed: gunzip it, then import the log"
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "it is UTF-16 text; a TORCH_TRACE log is UTF-8: convert it, e.g. with iconv -f UTF-16 -t UTF-8"
+    bad = [m.start()] if (m := _CONTROL.search(raw)) else []
+    try:
+        # not final: a line cut at the read limit may end inside a character
+        line = codecs.getincrementaldecoder("utf-8")().decode(raw, final=False)
+    except UnicodeDecodeError as exc:
+        bad.append(exc.start)
+        line = ""
+    if bad:
+        at = min(bad)
+        return f"it is binary, not a text log: byte 0x{raw[at]:02x} at offset {offset + at} is not text"
+    if is_record_header(line):
+        return ""
+    return f"its first line is not a glog-prefixed JSON record: {line.strip()[:60]!r}"
 
 
 def _file_sha256(path: Path) -> str:

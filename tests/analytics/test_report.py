@@ -16,7 +16,7 @@ from playwright.sync_api import ConsoleMessage, Request
 from playwright.sync_api import Error as PlaywrightError
 from typer.testing import CliRunner
 
-from inferensics.analytics import CanaryParams, LocalRunner, build_weekly_report, canary_compare
+from inferensics.analytics import AnalyticsError, CanaryParams, LocalRunner, build_weekly_report, canary_compare
 from inferensics.analytics.report import (
     canary_charts,
     render_canary_markdown,
@@ -67,6 +67,30 @@ def test_weeks() -> None:
     assert last_full_week(W10 + timedelta(days=3)) == "2026-W09"
     with pytest.raises(ValueError, match="YYYY-Www"):
         parse_week("2026-10")
+
+
+def test_a_week_that_has_not_started_is_refused() -> None:
+    """A future week gave a report of zeros; the week in progress is the week so far."""
+    now = W10 + timedelta(days=6, hours=23)  # Sunday night of 2026-W10
+    assert parse_week("2026-W10", now=now) == W10
+    assert parse_week("2026-W11", now=W10 + timedelta(days=7)) == W10 + timedelta(days=7)  # its first instant
+    message = (
+        "week 2026-W11 has not started yet (it starts on 2026-03-09; the current week is 2026-W10): "
+        "give a week up to 2026-W10"
+    )
+    with pytest.raises(AnalyticsError) as refused:
+        parse_week("2026-W11", now=now)
+    assert str(refused.value) == message
+    with pytest.raises(AnalyticsError) as built:
+        build_weekly_report(_NoQueries(), "2026-W11", now)
+    assert str(built.value) == message
+
+
+class _NoQueries:
+    """A runner that a refused report must never reach."""
+
+    def query(self, name: str, **params: object) -> pl.DataFrame:
+        raise AssertionError(f"queried {name} for a week that has not started")
 
 
 def test_weekly_markdown_snapshot(weekly: WeeklyReport) -> None:

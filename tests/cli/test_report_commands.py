@@ -3,6 +3,7 @@ reports themselves are tested with the analytics, tests/analytics/test_report.py
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,22 @@ def test_a_week_that_is_not_yyyy_www_is_refused(week: str, message: str, tmp_pat
                         env={"INFERENSICS_DSN": f"chdb://{store}", "COLUMNS": "300"})  # fmt: skip
     assert res.exit_code == 2, res.output
     assert message in res.output
+    assert not store.exists()
+    assert not out.exists()
+
+
+def test_a_week_that_has_not_started_is_refused(tmp_path: Path) -> None:
+    """A future week was reported as a week of zeros (every count 0, every ratio empty)."""
+    now = datetime.now(UTC)
+    week = f"{now.year + 1}-W10"
+    store, out = tmp_path / "store", tmp_path / "out"
+    res = runner.invoke(app, ["report", "weekly", "--week", week, "--out", str(out)],
+                        env={"INFERENSICS_DSN": f"chdb://{store}", "COLUMNS": "300"})  # fmt: skip
+    assert res.exit_code == 2, res.output
+    text = res.output.strip()
+    assert len(text.splitlines()) == 1, text
+    assert text.startswith(f"error: week {week} has not started yet (it starts on {now.year + 1}-03-0"), text
+    assert "give a week up to " in text
     assert not store.exists()
     assert not out.exists()
 

@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import io
 import json
+import logging
 import os
 import signal
 from collections.abc import Callable
@@ -74,6 +75,21 @@ def test_named_query_arrow_and_errors(api: TestClient, app_state: ServiceState) 
     assert "request_count" in r.json()["error"]
     listing = api.get("/api/v1/queries", headers=auth(READ)).json()["queries"]
     assert listing["request_count"]["parameters"]["required"] == ["model"]
+
+
+@pytest.mark.parametrize(
+    ("body", "byte"),
+    [(b"\xff\xfe{\x00}\x00", "0xff at offset 0"), (b"\xfe\xff\x00{", "0xfe at offset 0"),
+     (b'{"model": "\x80"}', "0x80 at offset 11"), (b'\xef\xbb\xbf{"m": "\xe9"}', "0xe9 at offset 10")],
+)  # fmt: skip
+def test_query_parameters_that_are_not_utf8_are_refused_as_such(api: TestClient, body: bytes, byte: str) -> None:
+    """JSON travels as UTF-8. A body opening with a UTF-16 byte order mark was decoded as UTF-16 (and its
+    error named the utf-16-le codec); now every undecodable body gets the same one line."""
+    r = api.post("/api/v1/query/request_count", content=body, headers=auth(READ))
+    assert (r.status_code, r.json()["error"]) == (
+        400,
+        f"parameters must be a JSON object in UTF-8 text: byte {byte} is not UTF-8",
+    )
 
 
 def test_admin_sql_is_read_only_and_limited(api: TestClient, app_state: ServiceState) -> None:
@@ -185,6 +201,32 @@ def test_json_gzip_and_rejections_counted_after_the_engine_decodes(api: TestClie
     assert wait_metric(app_state, "rejected", 1, "invalid_row") == 1
     assert app_state.metrics.get("decoded_rows") == 4  # the 2 written and the 2 rejected, as its help says
     assert app_state.metrics.get("received_spans") == app_state.metrics.get("spooled_spans") == 5
+
+
+def test_the_rejection_warning_names_every_reason_with_its_count(
+    api: TestClient, app_state: ServiceState, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Four kinds of bad rows in one batch: the writer's one-line warning names each with its row count (it
+    named three kinds a table, so an operator never learned of the fourth)."""
+    caplog.set_level(logging.WARNING, logger="inferensics.collector.service")
+    message = build_request([request(i, run="w") for i in range(5)])
+    wrong = ["host", "host", "model", "hw_pool", "traffic_class"]
+    for span, column in zip(message.resource_spans[0].scope_spans[0].spans, wrong, strict=True):
+        next(kv for kv in span.attributes if kv.key == f"inferensics.{column}").value.int_value = 7
+    assert ingest(api, message.SerializeToString())[0] == 200
+    assert wait_metric(app_state, "rejected", 5, "invalid_row") == 5
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("spool segment ")]
+
+    (line,) = poll(warnings, bool, timeout=20)
+    assert "\n" not in line
+    assert line.endswith(
+        "rejected {'invalid_row': 5}; inferensics.requests: host: expected an OTLP string (2 rows); "
+        "inferensics.requests: model: expected an OTLP string (1 row); "
+        "inferensics.requests: hw_pool: expected an OTLP string (1 row); "
+        "inferensics.requests: traffic_class: expected an OTLP string (1 row)"
+    ), line
 
 
 def test_unknown_attributes_go_to_attrs(api: TestClient, app_state: ServiceState) -> None:

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from inferensics.collector.service.decode import decode_request
-from inferensics.collector.service.engine_decoder import EngineDecoder, delimited
+from inferensics.collector.service.engine_decoder import MAX_MESSAGES, EngineDecoder, delimited
 from inferensics.collector.service.testing import any_value, build_request
 from inferensics.schema.arrow import arrow_schema
 from inferensics.schema.dedup import SEEN_TABLE
@@ -376,3 +376,46 @@ def test_files_left_by_a_killed_staging_are_not_read_again(pair: Pair) -> None:
     assert (result.sent, result.landed) == (3, 3)
     assert pair.engine.row_counts()["requests"] == 3
     assert not list(pair.decoder.work_dir.glob(f"{name}.*"))
+
+
+def _with_wrong_columns(columns: list[str], run: str) -> ExportTraceServiceRequest:
+    """One request row per entry of ``columns``, that column sent as an int where a string is expected."""
+    message = build_request([request(i, run=run) for i in range(len(columns))])
+    for span, column in zip(message.resource_spans[0].scope_spans[0].spans, columns, strict=True):
+        key = PREFIX + column
+        held = [kv for kv in span.attributes if kv.key == key]
+        (held[0] if held else span.attributes.add(key=key)).value.int_value = 7
+    return message
+
+
+def test_every_reject_reason_is_named_with_the_rows_it_refused(pair: Pair) -> None:
+    """Rows refused for several reasons: each reason is named once with its count. The decoder sampled three
+    reasons a table, so the warning said nothing of the fourth kind of bad row."""
+    pair.now_us = time.time_ns() // 1000  # request() times are a day before now
+    wrong = ["host", "host", "host", "model", "hw_pool", "hw_pool", "traffic_class", "tenant", "shape"]
+    message = _with_wrong_columns(wrong, "why")
+    result = pair.decoder.insert(pair.engine, uuid.uuid4().hex, [message.SerializeToString()], possibly_seen=False)
+    assert result.rejected == Counter({"invalid_row": len(wrong)})
+    table = PREFIX + RequestEvent.TABLE.name
+    assert result.messages == [
+        f"{table}: host: expected an OTLP string (3 rows)",
+        f"{table}: hw_pool: expected an OTLP string (2 rows)",
+        f"{table}: model: expected an OTLP string (1 row)",
+        f"{table}: traffic_class: expected an OTLP string (1 row)",
+        f"{table}: tenant: expected an OTLP string (1 row)",
+        f"{table}: shape: expected an OTLP string (1 row)",
+    ]
+
+
+def test_reasons_past_the_message_cap_are_counted(pair: Pair) -> None:
+    """More kinds of bad rows than the warning lists: the last message says how many more and their rows."""
+    pair.now_us = time.time_ns() // 1000
+    strings = [n for n, f in RequestEvent.model_fields.items() if f.annotation is str and n != "request_id"]
+    wrong = strings[: MAX_MESSAGES + 2]
+    assert len(wrong) == MAX_MESSAGES + 2
+    message = _with_wrong_columns([*wrong, wrong[-1]], "cap")
+    result = pair.decoder.insert(pair.engine, uuid.uuid4().hex, [message.SerializeToString()], possibly_seen=False)
+    assert result.rejected == Counter({"invalid_row": len(wrong) + 1})
+    assert len(result.messages) == MAX_MESSAGES + 1
+    assert result.messages[0].endswith(f"{wrong[-1]}: expected an OTLP string (2 rows)")  # the most rows first
+    assert result.messages[-1] == "and 2 more reasons (2 rows)"

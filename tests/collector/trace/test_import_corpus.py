@@ -3,6 +3,7 @@ logs contain, counted here independently with regular expressions over the raw t
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 from collections import Counter
 from pathlib import Path
@@ -128,6 +129,35 @@ def test_not_a_trace_is_refused(store: Store) -> None:
     assert "is not a TORCH_TRACE log" in res.output
     assert "damaged" not in res.output
     assert store.row_counts().get("compiles", 0) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (bytes(range(256)) * 4, "it is binary, not a text log: byte 0x00 at offset 0 is not text"),
+        (b"\n\n\xc3\x28\x80 xyz\n", "it is binary, not a text log: byte 0xc3 at offset 2 is not text"),
+        (b"abc\x01\x02 valid UTF-8\n", "it is binary, not a text log: byte 0x01 at offset 3 is not text"),
+        ("V1206 12:00:00.000000 1 torch/x.py:1] {}\n".encode("utf-16"),
+         "it is UTF-16 text; a TORCH_TRACE log is UTF-8: convert it, e.g. with iconv -f UTF-16 -t UTF-8"),
+        (gzip.compress((CORPUS / "simple.log").read_bytes(), mtime=0),
+         "it is gzip-compressed: gunzip it, then import the log"),
+        (b"\n\n" + "caf\u00e9 \u2603\n".encode() + b"\xff" * 40,
+         "its first line is not a glog-prefixed JSON record: 'caf\u00e9 \u2603'"),
+    ],
+    ids=["nul-bytes", "not-utf-8", "control-bytes", "utf-16", "gzip", "text-then-binary"],
+)  # fmt: skip
+def test_a_binary_file_is_named_as_such_without_its_bytes(content: bytes, reason: str, tmp_path: Path) -> None:
+    """A binary file's first "line" was echoed through a lossy decode: replacement characters and escapes."""
+    path = tmp_path / "trace.log"
+    path.write_bytes(content)
+    store = tmp_path / "store"
+    res = CliRunner().invoke(app, ["import-trace", str(path), "--dsn", f"chdb://{store}"], env={"COLUMNS": "500"})
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == [
+        f"error: {path} is not a TORCH_TRACE log ({reason}): pass TORCH_TRACE log files (written under "
+        "TORCH_TRACE=<dir>) or directories of them"
+    ]
+    assert not store.exists()
 
 
 def test_several_paths_are_each_imported_and_a_bad_one_is_named(store: Store, tmp_path: Path) -> None:
