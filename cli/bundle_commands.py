@@ -643,6 +643,19 @@ def _refuse_if_held(state: str, store: _Store, full: str) -> None:
         fail(f"bundle {full[:12]} is revoked, so hosts refuse to load it: promote another bundle")
 
 
+def _rollback_target(store: _Store, channel: str, full: str) -> str:
+    """The newest bundle promoted on ``channel`` before ``full`` that is not revoked, or "" when there is none.
+
+    The channel's last bundle may have been revoked since its promotion: hosts refuse it, so rolling back to it
+    is no rollback; the one before it is."""
+    rows = store.rows(
+        f"SELECT bundle_id, max(ts) AS last FROM bundle_states WHERE channel = '{channel.replace(chr(39), '')}' "
+        "AND state = 'promoted' GROUP BY bundle_id ORDER BY last DESC"
+    )
+    revoked = {i for i, held in _refused_states(store).items() if held == "revoked"}
+    return next((str(i) for i, _ in rows if i and str(i) != full and str(i) not in revoked), "")
+
+
 def _state(state: str, bundle_id: str, service: str | None, token: str | None, dsn: str | None, *,
            channel: str = "", reason: str = "", actor: str = "") -> None:  # fmt: skip
     from inferensics.schema.events import BundleStateEvent
@@ -652,11 +665,7 @@ def _state(state: str, bundle_id: str, service: str | None, token: str | None, d
     previous = ""
     _refuse_if_held(state, store, full)
     if state == "promoted":
-        rows = store.rows(
-            f"SELECT argMax(bundle_id, ts) FROM bundle_states WHERE channel = '{channel.replace(chr(39), '')}' "
-            "AND state = 'promoted'"
-        )
-        previous = str(rows[0][0]) if rows and rows[0][0] and rows[0][0] != full else ""
+        previous = _rollback_target(store, channel, full)
     store.record(
         BundleStateEvent(
             ts=datetime.now(UTC),
@@ -669,11 +678,12 @@ def _state(state: str, bundle_id: str, service: str | None, token: str | None, d
             reason=reason,
         )
     )
-    extra = (
-        f" on {channel} (previous {previous[:12]} kept for rollback)"
-        if previous
-        else (f" on {channel}" if channel else "")
-    )
+    if previous:
+        extra = f" on {channel} (previous {previous[:12]} kept for rollback)"
+    elif state == "promoted":
+        extra = f" on {channel} (no rollback target: no earlier bundle on {channel} that is not revoked)"
+    else:
+        extra = f" on {channel}" if channel else ""
     console.print(f"{state} {full[:16]}{extra}")
 
 
@@ -692,9 +702,9 @@ def promote(  # noqa: PLR0917 - one option each
     service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None, data_dir: DataDirOption = None,
     reason: ReasonOption = "", actor: ActorOption = "",
 ) -> None:  # fmt: skip
-    """Promote a bundle on a channel: its whole artifact set replaces the channel's (the previous stays for
-    rollback: promote it again to roll back). Channels are free-form names; a revoked or quarantined bundle
-    is refused."""
+    """Promote a bundle on a channel: its whole artifact set replaces the channel's (the newest earlier one not
+    revoked stays for rollback: promote it again to roll back). Channels are free-form names; a revoked or
+    quarantined bundle is refused."""
     if not channel.strip():
         fail("--channel is empty: name the release channel (e.g. --channel production)")
     _state(

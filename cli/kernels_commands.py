@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from inferensics.cli.console import console, err_console
 from inferensics.cli.errors import fail
-from inferensics.cli.extras import require_extra
+from inferensics.cli.extras import missing_modules, require_extra
 from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
@@ -276,16 +276,27 @@ def _repeats(path: Path, shape_map: dict[str, list[Any]]) -> list[str]:
 
 STORE_FLAGS = (("dsn", "--dsn"), ("data_dir", "--data-dir"), ("service", "--service"), ("token", "--token"))
 """``qualify``'s parameters that say where and how to store its records: meaningful only with ``--store``."""
+MEASURE_FLAGS = (
+    ("op", "--op"), ("shapes", "--shapes"), ("dtype", "--dtype"), ("trials", "--trials"), ("warmup", "--warmup"),
+    ("iters", "--iters"), ("margin", "--margin"), ("timing", "--timing"), ("out", "--out"), ("dry_run", "--dry-run"),
+    ("force", "--force"),
+)  # fmt: skip
+"""``qualify``'s parameters that say what to measure and where to write it: meaningless with ``--from-evidence``."""
+
+
+def _typed(ctx: typer.Context, flags: tuple[tuple[str, str], ...]) -> list[str]:
+    """Those of ``flags`` typed on the command line (not their defaults or environment variables)."""
+    return [
+        flag
+        for name, flag in flags
+        if (source := ctx.get_parameter_source(name)) is not None and source.name == "COMMANDLINE"
+    ]
 
 
 def _refuse_store_flags_without_store(ctx: typer.Context) -> None:
     """Refuse store flags typed without ``--store`` (they would write nothing); their environment variables, set
     for other commands, are not refused."""
-    given = [
-        flag
-        for name, flag in STORE_FLAGS
-        if (source := ctx.get_parameter_source(name)) is not None and source.name == "COMMANDLINE"
-    ]
+    given = _typed(ctx, STORE_FLAGS)
     if given:
         one = len(given) == 1
         fail(
@@ -343,11 +354,26 @@ def qualify(  # noqa: PLR0917 (typer options)
     ] = False,
     service: ServiceOption = None,
     token: TokenOption = None,
+    from_evidence: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-evidence",
+            metavar="FILE",
+            help="With --store: store the records of an evidence file qualify already wrote (its --store failed), "
+            "measuring nothing; records the store holds already are not stored again. They are stamped with this "
+            "host's name.",
+        ),
+    ] = None,
 ) -> None:
     """Measure every provider per shape bucket here, gate on accuracy, promote only on evidence."""
+    if from_evidence is not None and not store_events:
+        fail("--from-evidence stores an evidence file's records: add --store (and --dsn, --data-dir or --service)")
     if not store_events:
         _refuse_store_flags_without_store(ctx)
     dsn = dsn_from(ctx, dsn, data_dir)  # refused before torch is imported
+    if from_evidence is not None:
+        _store_evidence_file(ctx, from_evidence, dsn, service, token)
+        return
     import torch
 
     from inferensics import kernels
@@ -456,32 +482,119 @@ def _write_evidence(  # noqa: PLR0917 (the command's options)
     except OSError as exc:
         fail(f"--out {out}: cannot write the evidence ({exc.strerror or exc})")
     console.print(f"evidence {result.digest()} written to {out}; `inferensics kernels list --evidence {out}` shows it")
-    if not store_events:
-        return
+    if store_events:
+        _store_records(result, out, dsn, service, token, retry=False)
+
+
+def _store_evidence_file(
+    ctx: typer.Context, path: Path, dsn: str | None, service: str | None, token: str | None
+) -> None:
+    """``--store --from-evidence FILE``: store the records of an evidence file qualify wrote, measuring nothing."""
+    if given := _typed(ctx, MEASURE_FLAGS):
+        fail(
+            f"{', '.join(given)} would measure again, and --from-evidence stores the records of {path}, already "
+            f"measured: leave {'it' if len(given) == 1 else 'them'} out"
+        )
+    if not service:
+        require_extra("service", "kernels qualify --store")
+    from inferensics.kernels.evidence import EvidenceError, read_evidence
+    from inferensics.kernels.qualify import QualifyResult
+
+    try:
+        doc = read_evidence(path)
+    except EvidenceError as exc:
+        fail(f"--from-evidence {exc}")
+    try:
+        result = QualifyResult.from_json(doc)
+    except ValueError as exc:
+        fail(f"--from-evidence {path}: {exc}")
+    _store_records(result, path, dsn, service, token, retry=True)
+
+
+_KEY = ("op", "provider", "bucket", "shape", "dtype")
+"""What tells one qualification record from another of the same evidence (its ``evidence_digest``)."""
+
+
+def _store_records(
+    result: Any, out: Path, dsn: str | None, service: str | None, token: str | None, *, retry: bool
+) -> None:
+    """Store ``result``'s records (written to ``out``); on a retry, only those the store does not hold yet.
+
+    A failure is one line that says how to store the evidence file later without measuring again."""
     from inferensics.schema.events import KernelQualificationEvent
 
-    rows, table = result.events(socket.gethostname()), KernelQualificationEvent.TABLE.name
-    kept = f"the evidence file {out} is written"
+    rows, table, digest = result.events(socket.gethostname()), KernelQualificationEvent.TABLE.name, result.digest()
+    later = (
+        f"store it later without measuring again: `inferensics kernels qualify --store --from-evidence {out}` with "
+        "the same --dsn, --data-dir or --service"
+    )
+    held = f"SELECT {', '.join(_KEY)} FROM {{table}} WHERE evidence_digest = '{digest}'"
     if service:
         from inferensics.cli.service_records import record_through_service
 
+        if retry and not (rows := _unstored(rows, _held_by_service(service, token, held.format(table=table)), digest)):
+            return
         ok, line = record_through_service(service, token, rows, table)
         if not ok:
-            fail(f"{len(rows)} qualification records {line} ({kept})")
-        console.print(f"{len(rows)} qualification records {line} through {service} (evidence_digest {result.digest()})")
+            fail(f"{len(rows)} qualification records {line} (the evidence file {out} is written): {later}")
+        console.print(f"{len(rows)} qualification records {line} through {service} (evidence_digest {digest})")
         return
     from inferensics.schema.store import Store, StoreError
 
     try:
         with Store.open(dsn) as store:
             store.migrate()
+            if retry:
+                keys = {tuple(r) for r in store.query_rows(held.format(table=f"{store.database}.{table}"))}
+                if not (rows := _unstored(rows, keys, digest)):
+                    return
             n = store.insert_events(rows)
     except StoreError as exc:
-        fail(f"{exc} ({kept}; nothing was stored)")
+        fail(f"{exc} (the evidence file {out} is written; nothing was stored): {later}")
     console.print(
-        f"{n} qualification records stored in {store.dsn} (table {store.database}.{table}, "
-        f"evidence_digest {result.digest()})"
+        f"{n} qualification records stored in {store.dsn} (table {store.database}.{table}, evidence_digest {digest})"
     )
+
+
+def _held_by_service(service: str, token: str | None, sql: str) -> set[tuple[Any, ...]] | None:
+    """The record keys of one evidence the service's store holds, or ``None`` (said) when it cannot be asked."""
+    if missing := missing_modules("service"):  # a slim serving host records through OTLP, but has no SQL client
+        console.print(
+            f"cannot ask {service} which of these records it holds already (its SQL client needs the service "
+            f"extra; {', '.join(missing)} not installed): storing them all",
+            markup=False,
+        )
+        return None
+    from inferensics.collector.client import ServiceClient, ServiceError
+
+    try:
+        with ServiceClient(service, token=token) as client:
+            return {tuple(r) for r in client.sql(sql).iter_rows()}
+    except ServiceError as exc:
+        if exc.status is not None:  # unreachable: storing says so next, in its one line
+            admin = "; its SQL API takes an admin token" if exc.status in {401, 403} else ""
+            console.print(
+                f"cannot ask {service} which of these records it holds already ({exc.detail}{admin}): storing them all",
+                markup=False,
+            )
+        return None
+
+
+def _unstored(rows: list[Any], held: set[tuple[Any, ...]] | None, digest: str) -> list[Any]:
+    """``rows`` the store does not hold yet (``held``: their keys there; ``None``: unknown, so all); says when the
+    store holds some or all of them already."""
+    if held is None:
+        return rows
+    left = [r for r in rows if tuple(getattr(r, k) for k in _KEY) not in held]
+    if not left:
+        console.print(
+            f"all {len(rows)} qualification records of evidence {digest} are stored already; none stored again"
+        )
+    elif len(left) < len(rows):
+        console.print(
+            f"{len(rows) - len(left)} of the {len(rows)} records are stored already; storing the other {len(left)}"
+        )
+    return left
 
 
 def register(root: typer.Typer) -> None:

@@ -54,17 +54,40 @@ def compile_id() -> str:
         return ""
 
 
-def emit_decisions(payload: Callable[[], list[dict[str, Any]]]) -> None:
-    """Write provider decisions into the structured trace of the compile in progress (lazily: the payload is
-    built only when a trace handler listens)."""
+def current_compile() -> Any:
+    """The compile in progress on this thread as its structured trace records name it (Dynamo's trace id: the
+    compile id and attempt), or ``None`` outside one. Opaque: it is handed back to :func:`emit_decisions`."""
     try:
+        from torch._guards import CompileContext
+
+        return CompileContext.current_trace_id()
+    except Exception:
+        return None
+
+
+def emit_decisions(payload: Callable[[], list[dict[str, Any]]], compile: Any = None) -> None:
+    """Write provider decisions into the structured trace of ``compile`` (a :func:`current_compile` of the compile
+    that made them), else of the compile in progress (lazily: the payload is built only when a trace handler
+    listens).
+
+    Decisions are written when the outermost compile ends (Dynamo runs its end callbacks for that one only), so a
+    compile run inside another (a backend that compiles a helper) has ended by then; its records are written under
+    its own compile id, as its other records are, not under the compile that happens to be current."""
+    try:
+        from torch._guards import CompileContext, compile_context
         from torch._logging import trace_structured  # type: ignore[attr-defined]
 
-        trace_structured(
-            "artifact",
-            metadata_fn=lambda: {"name": DECISIONS_ARTIFACT, "encoding": "json"},
-            payload_fn=lambda: json.dumps(payload(), sort_keys=True),
-        )
+        scope: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        if compile is not None and compile != CompileContext.current_trace_id():
+            context = CompileContext(compile.compile_id)
+            context.attempt = compile.attempt
+            scope = compile_context(context)
+        with scope:
+            trace_structured(
+                "artifact",
+                metadata_fn=lambda: {"name": DECISIONS_ARTIFACT, "encoding": "json"},
+                payload_fn=lambda: json.dumps(payload(), sort_keys=True),
+            )
     except Exception:
         return
 
@@ -113,6 +136,12 @@ def direct_call(args: Iterable[Any]) -> bool:
     wrapper says what a backward through it does)."""
     if torch.compiler.is_compiling() or not plain_eager():
         return False
+    return untracked(args)
+
+
+def untracked(args: Iterable[Any]) -> bool:
+    """Whether autograd tracks none of ``args``: grad mode is off, or no tensor argument requires grad (what
+    :func:`direct_call` asks last, for a caller that has just found the call plain eager and not compiling)."""
     return not torch.is_grad_enabled() or not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
 
 

@@ -26,7 +26,8 @@ MAX_PENDING = 4096
 """Decisions held for one compile before the oldest are written as made (a runaway trace must not grow memory)."""
 
 _LOCK = threading.Lock()
-_PENDING: list[tuple[Decision, Sequence[Any], DecisionLog]] = []
+_PENDING: list[tuple[Decision, Sequence[Any], DecisionLog, Any]] = []
+"""Held decisions, each with its traced arguments, its log and the compile that made it (as its trace names it)."""
 
 
 def hold(decision: Decision, args: Sequence[Any], log: DecisionLog) -> None:
@@ -39,31 +40,35 @@ def hold(decision: Decision, args: Sequence[Any], log: DecisionLog) -> None:
     ):
         _write([_signed(decision, args)], log)
         return
+    made_in = _torch_adapter.current_compile()
     with _LOCK:
         if len(_PENDING) >= MAX_PENDING:
-            early, args0, log0 = _PENDING.pop(0)
-            _write([_signed(early, args0)], log0)
-        _PENDING.append((decision, args, log))
+            early, args0, log0, made_in0 = _PENDING.pop(0)
+            _write([_signed(early, args0)], log0, made_in0)
+        _PENDING.append((decision, args, log, made_in))
 
 
 def _compile_edge(args: Any) -> None:
-    # Called when a compile starts and when it ends (Dynamo serialises compiles): either way nothing held belongs
-    # to a compile still running, so everything held is written now.
+    # Called when the outermost compile starts and when it ends (Dynamo serialises compiles, and runs these for the
+    # outermost only): either way nothing held belongs to a compile still running, so everything held is written
+    # now, each compile's decisions in that compile's trace (a compile run inside another has ended too).
     del args
     flush()
 
 
 def flush() -> None:
-    """Write every held decision, each signed under its arguments' sizes now, once per ``(op, signature)``."""
+    """Write every held decision, each signed under its arguments' sizes now, once per ``(op, signature)`` of the
+    compile that made it, into that compile's trace."""
     with _LOCK:
         held = _PENDING[:]
         _PENDING.clear()
-    by_log: dict[int, tuple[DecisionLog, dict[tuple[str, str, str], Decision]]] = {}
-    for decision, args, log in held:
+    groups: dict[tuple[int, str], tuple[DecisionLog, Any, dict[tuple[str, str, str], Decision]]] = {}
+    for decision, args, log, made_in in held:
         d = _signed(decision, args)
-        by_log.setdefault(id(log), (log, {}))[1][(d.compile_id, d.op, d.signature)] = d
-    for log, decisions in by_log.values():
-        _write(list(decisions.values()), log)
+        group = groups.setdefault((id(log), str(made_in)), (log, made_in, {}))
+        group[2][(d.compile_id, d.op, d.signature)] = d
+    for log, made_in, decisions in groups.values():
+        _write(list(decisions.values()), log, made_in)
 
 
 def _signed(decision: Decision, args: Sequence[Any]) -> Decision:
@@ -71,8 +76,8 @@ def _signed(decision: Decision, args: Sequence[Any]) -> Decision:
     return decision if sig == decision.signature else replace(decision, signature=sig)
 
 
-def _write(decisions: list[Decision], log: DecisionLog) -> None:
+def _write(decisions: list[Decision], log: DecisionLog, made_in: Any = None) -> None:
     for d in decisions:
         log.record(d)
     if decisions:
-        _torch_adapter.emit_decisions(lambda: [d.to_json() for d in decisions])
+        _torch_adapter.emit_decisions(lambda: [d.to_json() for d in decisions], made_in)

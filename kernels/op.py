@@ -30,7 +30,7 @@ import torch
 
 from inferensics.kernels import _torch_adapter, cache_salt, compile_records, probe
 from inferensics.kernels.decisions import MAX_SIGNATURES, Decision, DecisionLog
-from inferensics.kernels.provider import Provider
+from inferensics.kernels.provider import Provider, plain_eager_entry
 from inferensics.kernels.requirements import CallContext, interpreter_enabled
 from inferensics.kernels.signatures import signature
 from inferensics.kernels.tolerance import ToleranceSpec
@@ -125,8 +125,9 @@ class SemanticOp:
         """``(signature, provider)`` pairs that ran on real tensors in this process (eager, or a compile's probe)."""
         self._cache: dict[tuple[str, bool, str], Decision] = {}
         """Decisions by ``(signature, compiling, platform)``."""
-        self._eager: dict[tuple[Any, ...], tuple[Decision, Callable[..., Any]]] = {}
-        """Eager calls' decisions and the function that serves them, by :func:`eager_key` (the hot path)."""
+        self._eager: dict[tuple[Any, ...], tuple[Decision, Callable[..., Any], Callable[..., Any]]] = {}
+        """Eager calls' decisions, the function that serves them, and its entry for a call already found plain eager
+        (:func:`~inferensics.kernels.provider.plain_eager_entry`), by :func:`eager_key` (the hot path)."""
         self._generation = 0
         """Counts policy changes and quarantines: a decision made before one is not kept after it."""
         self._lock = threading.Lock()
@@ -196,7 +197,7 @@ class SemanticOp:
         if not torch.compiler.is_compiling() and _torch_adapter.plain_eager():
             key = _tensor_key(args)  # no mode is active, so no compiler is tracing (its tensors are fake)
             if key is not None:
-                out = self._serve_held(key, args)
+                out = self._serve_held(key, args, plain_eager=True)
                 if out is not _MISS:
                     return out
         return self.overload(*args)
@@ -252,16 +253,17 @@ class SemanticOp:
             self._cache[key] = decision
         return decision
 
-    def _serve_held(self, key: tuple[Any, ...], args: Sequence[Any]) -> Any:
+    def _serve_held(self, key: tuple[Any, ...], args: Sequence[Any], *, plain_eager: bool = False) -> Any:
         """The eager hot path: serve a signature that ran before with its held decision (it holds until the policy
         changes); :data:`_MISS` when none is held or its provider raised (then quarantined: the full path serves
-        the call)."""
+        the call). ``plain_eager``: the caller has just found the call plain eager and not compiling, so the
+        provider's entry that does not ask again serves it."""
         served = self._eager.get(key)
         if served is None:
             return _MISS
-        decision, fn = served
+        decision, fn, entry = served
         try:
-            out = fn(*args)
+            out = (entry if plain_eager else fn)(*args)
         except Exception as exc:
             if fn is self.reference:
                 raise  # the definition rejects the arguments: the caller's error (as on the full path)
@@ -312,7 +314,7 @@ class SemanticOp:
                         if len(self._eager) >= MAX_SIGNATURES:
                             self._eager.clear()
                         if generation == self._generation:  # no policy change or quarantine since it decided
-                            self._eager[key] = (decision, fn)
+                            self._eager[key] = (decision, fn, plain_eager_entry(fn))
             return out
 
     def _prove(self, provider: Provider, sig: str, args: Sequence[Any]) -> Exception | None:

@@ -38,3 +38,11 @@ class Provider:
     def describe(self) -> dict[str, Any]:
         """JSON-ready description."""
         return {"name": self.name, "kind": self.kind, "doc": self.doc, "requirements": self.requirements.describe()}
+
+
+def plain_eager_entry(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What serves a call with ``fn`` for a caller that has just found the call plain eager and not compiling (the
+    eager hot path of :meth:`~inferensics.kernels.SemanticOp.__call__`): the ``plain_eager_entry`` a provider
+    function offers, which does not ask that again, else ``fn`` itself."""
+    entry: Callable[..., Any] = getattr(fn, "plain_eager_entry", fn)
+    return entry

@@ -193,6 +193,35 @@ class QualifyResult:
         body = dict(zip(EVIDENCE_BODY, values, strict=True))
         return {**body, "digest": canonical_digest(body), "registry": self.state}
 
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> QualifyResult:
+        """The result an evidence file holds (``doc`` checked by :func:`evidence_problem`, as
+        :func:`~inferensics.kernels.evidence.read_evidence` returns it), so its records can be stored later.
+
+        Raises:
+            ValueError: a file written before its records carried every field (rebuilt, they would carry another
+                digest than the file's, so they could not be stored under it), or a malformed time or change; one
+                line.
+        """
+        try:
+            result = cls(
+                ts=datetime.fromisoformat(doc["ts"]),
+                records=[Evidence(**r) for r in doc["records"]],
+                changes=[PriorityChange(**c) for c in doc["changes"]],
+                environment=dict(doc["environment"]),
+                options=dict(doc["options"]),
+                state=dict(doc["registry"]),
+            )
+        except (TypeError, ValueError) as exc:  # a ts or a change evidence_problem does not check
+            raise ValueError(f"evidence {doc['digest']}: not a qualification result ({exc})") from None
+        if result.digest() != doc["digest"]:
+            raise ValueError(
+                f"evidence {doc['digest']} was written before its records carried "
+                f"{', '.join(sorted(OPTIONAL_RECORD_FIELDS))}: its records cannot be stored under its digest; "
+                "run `inferensics kernels qualify --store` to measure again"
+            )
+        return result
+
 
 _TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
 

@@ -85,7 +85,7 @@ def triton_fn(module: str, name: str, *, planned: bool = True) -> Callable[..., 
     ``planned`` is false: a body no plan could replay then pays for no signature.
     """
     resolved: list[tuple[Callable[..., Any], Callable[..., Any]]] = []
-    direct, unwrapped = _torch_adapter.direct_call, _torch_adapter.run_unwrapped
+    direct, untracked, unwrapped = _torch_adapter.direct_call, _torch_adapter.untracked, _torch_adapter.run_unwrapped
 
     def resolve() -> tuple[Callable[..., Any], Callable[..., Any]]:
         if not resolved:
@@ -99,7 +99,13 @@ def triton_fn(module: str, name: str, *, planned: bool = True) -> Callable[..., 
         op, body = resolved[0] if resolved else resolve()
         return unwrapped(body, args) if direct(args) else op(*args)
 
+    def run_plain_eager(*args: Any) -> Any:
+        # The eager hot path found the call plain eager and not compiling just before: autograd is left to ask.
+        op, body = resolved[0] if resolved else resolve()
+        return unwrapped(body, args) if untracked(args) else op(*args)
+
     run.__name__ = run.__qualname__ = name
+    run.plain_eager_entry = run_plain_eager  # type: ignore[attr-defined]  # provider.plain_eager_entry reads it
     # The op itself: replay names its function, the dispatch benchmark calls it as the direct path's peer.
     run.entry = lambda: resolve()[0]  # type: ignore[attr-defined]
     return run

@@ -220,6 +220,31 @@ def capture_compile_trace(provenance: bool = True) -> Iterator[CompileTrace]:
         logger.removeHandler(handler)
 
 
+FAKE_TENSOR_LOGGER: Final = "torch._subclasses.fake_tensor"
+META_FAILURE: Final = "failed while attempting to run meta"
+"""How the fake-tensor logger's record of an op that cannot take its inputs starts (``log.exception``)."""
+
+
+@contextlib.contextmanager
+def quiet_meta_failures() -> Iterator[None]:
+    """Drop the fake-tensor logger's record of an op that cannot take its inputs, for the ``with`` block only.
+
+    Tracing a request of the wrong shape makes Dynamo's fake tensors log the failing op's traceback at ERROR
+    on the terminal; the same error reaches the investigation as an exception and its verdict names it, so the
+    log line says nothing more. The logger's other records still pass, and its filters are as before after.
+    """
+
+    def not_a_meta_failure(record: logging.LogRecord) -> bool:  # one per block: a nested one removes only its own
+        return not str(record.msg).startswith(META_FAILURE)
+
+    logger = logging.getLogger(FAKE_TENSOR_LOGGER)
+    logger.addFilter(not_a_meta_failure)
+    try:
+        yield
+    finally:
+        logger.removeFilter(not_a_meta_failure)
+
+
 @contextlib.contextmanager
 def quiet_compiles() -> Iterator[list[str]]:
     """Keep the compiler's warnings (recompiles, disabled caches) out of the caller's warning filters.

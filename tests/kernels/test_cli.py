@@ -325,3 +325,15 @@ def test_qualify_stores_its_records_through_the_service_that_owns_the_store(tmp_
         assert result.exit_code == 2
         assert "not recorded in kernel_qualifications" in result.output
         assert f"(the evidence file {out} is written)" in result.output
+        assert f"`inferensics kernels qualify --store --from-evidence {out}`" in result.output
+        # Stored later from the file, without measuring again; a second retry finds them all stored.
+        records, second = len(json.loads(out.read_text())["records"]), json.loads(out.read_text())["digest"]
+        retry = ["kernels", "qualify", "--store", "--from-evidence", str(out), "--service", service.url]
+        result = runner.invoke(app, [*retry, "--token", ADMIN])
+        assert result.exit_code == 0, result.output
+        assert f"{records} qualification records recorded in kernel_qualifications through" in result.output
+        both = poll(stored, lambda d: len(d) == 2, timeout=60)
+        assert sorted(both) == sorted([digest, second])
+        result = runner.invoke(app, [*retry, "--token", ADMIN])
+        assert result.exit_code == 0, result.output
+        assert f"all {records} qualification records of evidence {second} are stored already" in result.output

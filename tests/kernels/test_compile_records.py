@@ -14,7 +14,9 @@ def test_a_decision_traced_outside_a_dynamo_compile_is_written_at_once(monkeypat
     # A trace with a compile id but no end-of-compile callback to come (export's full-graph capture sets a compile
     # context without them): held, it would wait for the next compile, or for ever.
     emitted: list[str] = []
-    monkeypatch.setattr(_torch_adapter, "emit_decisions", lambda payload: emitted.extend(d["op"] for d in payload()))
+    monkeypatch.setattr(
+        _torch_adapter, "emit_decisions", lambda payload, *_: emitted.extend(d["op"] for d in payload())
+    )
     log = DecisionLog()
     x = torch.ones(2, 3)
     decision = Decision("rms_norm", "triton", signature([x]), "b", compiled=True, compile_id="7/0")
@@ -26,7 +28,9 @@ def test_a_decision_traced_outside_a_dynamo_compile_is_written_at_once(monkeypat
 
 def test_inside_a_compile_the_decisions_wait_for_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
     emitted: list[str] = []
-    monkeypatch.setattr(_torch_adapter, "emit_decisions", lambda payload: emitted.extend(d["op"] for d in payload()))
+    monkeypatch.setattr(
+        _torch_adapter, "emit_decisions", lambda payload, *_: emitted.extend(d["op"] for d in payload())
+    )
     log = DecisionLog()
     during: list[tuple[bool, list[str]]] = []
 

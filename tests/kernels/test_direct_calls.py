@@ -15,8 +15,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from inferensics.kernels import _torch_adapter
-from inferensics.kernels.ops.common import triton_fn
+from inferensics.kernels import DecisionLog, Provider, Requirements, SemanticOp, ToleranceSpec, _torch_adapter
+from inferensics.kernels.ops.common import rows_bucket, triton_fn
 
 
 class _Counted:
@@ -115,3 +115,33 @@ def test_run_unwrapped_launches_kernels_directly_and_restores_the_switch() -> No
     with pytest.raises(ValueError, match="planted"):
         _torch_adapter.run_unwrapped(failing, ())
     assert is_wrap_triton_enabled()
+
+
+def test_a_held_eager_call_asks_once_whether_anything_observes_it(
+    rms: tuple[_Counted, tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SemanticOp.__call__`` serves a held signature only after finding the call plain eager and not compiling;
+    its Triton provider then asked both again (``direct_call``, about 1 µs a call). Asked once now, with the same
+    outcome: the body runs directly, and a tensor autograd tracks still goes through the op."""
+    counted, (x, w, eps) = rms
+    op = SemanticOp(
+        "test_direct_rms_asked_once", "(Tensor x, Tensor w, float eps) -> Tensor",
+        lambda x, w, eps: torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps), tolerance=ToleranceSpec(),
+        bucket=rows_bucket, doc="rms norm", log=DecisionLog(),
+    )  # fmt: skip
+    op.register(Provider("triton", "triton", counted.fn, Requirements()))
+    first = op(x, w, eps)  # decided on the full path, then held
+    asked: list[bool] = []
+    plain_eager = _torch_adapter.plain_eager
+
+    def counted_plain_eager() -> bool:
+        asked.append(plain_eager())
+        return asked[-1]
+
+    monkeypatch.setattr(_torch_adapter, "plain_eager", counted_plain_eager)
+    assert torch.equal(op(x, w, eps), first)
+    assert asked == [True]
+    assert counted.calls == {"op": 0, "body": 2}
+    op(x, w.requires_grad_(), eps)  # the same key: held, but autograd must see the op
+    assert counted.calls == {"op": 1, "body": 2}
+    assert op.log.stats()["calls"] == {f"{op.name}/triton": 3}

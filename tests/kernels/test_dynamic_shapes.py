@@ -215,7 +215,7 @@ def test_a_compiled_decision_names_the_sizes_its_provider_specialised(monkeypatc
     monkeypatch.setattr(
         _torch_adapter,
         "emit_decisions",
-        lambda payload: emitted.extend((d["compile_id"], d["signature"]) for d in payload()),
+        lambda payload, *_: emitted.extend((d["compile_id"], d["signature"]) for d in payload()),
     )
     compiled = torch.compile(lambda x, w, c: op(x, w, c) + 1, backend="aot_eager", dynamic=True)
     with torch._functorch.config.patch(enable_autograd_cache=False):

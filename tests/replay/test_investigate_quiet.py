@@ -1,0 +1,46 @@
+"""``investigate()`` on a request of the wrong shape says so in its verdict and nothing else: torch's fake-tensor
+logger printed one ``failed while attempting to run meta for aten.mm.default`` record (with its traceback) to
+the terminal first, from the compile that traces the request. Silenced for the investigation only."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from inferensics.replay import investigate
+
+FAKE_TENSOR_LOG = "torch._subclasses.fake_tensor"
+META_FAILURE = "failed while attempting to run meta"
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_a_shape_mismatch_prints_only_the_verdict(capfd: pytest.CaptureFixture[str]) -> None:
+    logger = logging.getLogger(FAKE_TENSOR_LOG)
+    records = _Records()
+    logger.addHandler(records)
+    filters, disabled, level = list(logger.filters), logger.disabled, logger.level
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU())
+        verdict = investigate(model, torch.randn(2, 5, generator=torch.Generator().manual_seed(0)))
+        assert verdict.category == "inputs"
+        assert "mat1 and mat2 shapes cannot be multiplied (2x5 and 8x16)" in verdict.summary
+        assert not [m for m in records.messages if META_FAILURE in m]
+        _, err = capfd.readouterr()
+        assert META_FAILURE not in err
+        # Scoped: the logger is as it was, and says what it says outside an investigation.
+        assert (list(logger.filters), logger.disabled, logger.level) == (filters, disabled, level)
+        logger.error("%s for %s", META_FAILURE, "a compile outside replay")
+        assert records.messages == [f"{META_FAILURE} for a compile outside replay"]
+    finally:
+        logger.removeHandler(records)
+        capfd.readouterr()
