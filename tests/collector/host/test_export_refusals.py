@@ -85,15 +85,25 @@ def test_service_down_is_counted_and_flush_is_bounded(caplog: pytest.LogCaptureF
     assert stats["export_refused_down"] + stats["export_spans_unaccounted"] >= 7  # 6 requests, 1 health record
 
 
-class _Busy(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+def _answering(status: int, says_path: bool = False) -> type[BaseHTTPRequestHandler]:
+    """A stub service answering every POST with ``status`` (its body naming the path asked, if ``says_path``)."""
 
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.send_response(503)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = f"no such path {self.path}".encode() if says_path else b""
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+_Busy = _answering(503)
 
 
 def test_back_pressure_is_its_own_cause() -> None:
@@ -168,21 +178,8 @@ def test_a_service_that_never_answers_keeps_flush_and_shutdown_bounded(caplog: p
     assert any("cannot reach the collector service" in r.getMessage() for r in caplog.records)
 
 
-class _NotFound(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        body = f"no such path {self.path}".encode()
-        self.send_response(404)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 def test_a_404_says_to_give_the_base_url(caplog: pytest.LogCaptureFixture) -> None:
-    with serving(_NotFound) as url:
+    with serving(_answering(404, says_path=True)) as url:
         tracker = instrument(service_url=url, host="h-404", model="m", config=SdkConfig(health_interval_s=0))
         try:
             with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
@@ -221,17 +218,6 @@ def test_the_otlp_endpoint_given_as_service_url_is_refused_in_one_line() -> None
     assert "\n" not in str(info.value)
 
 
-class _Accepting(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-
 def test_every_outage_is_logged_and_so_is_the_recovery(caplog: pytest.LogCaptureFixture) -> None:
     """The cause was logged once a process: a second outage, after the service came back, was silent."""
     port = free_port()
@@ -243,7 +229,7 @@ def test_every_outage_is_logged_and_so_is_the_recovery(caplog: pytest.LogCapture
         with caplog.at_level(logging.WARNING, logger="inferensics.collector.host"):
             _serve(tracker)
             tracker.flush()  # down
-            httpd = ThreadingHTTPServer(("127.0.0.1", port), _Accepting)
+            httpd = ThreadingHTTPServer(("127.0.0.1", port), _answering(200))
             thread = threading.Thread(target=httpd.serve_forever, daemon=True)
             thread.start()
             try:
