@@ -298,6 +298,9 @@ class CompileAssembler:
         if not env.compile_id:
             self._feed_aot(env, name)
             return
+        if name == KERNEL_DECISIONS_ARTIFACT and env.compile_id not in self._open and env.compile_id in self.summaries:
+            self._late_decisions(env, request_id, origin)  # a nested compile's, written after it ended
+            return
         if name == "dynamo_start":
             old = self._open.get(env.compile_id)
             if old is not None and old.started:
@@ -364,6 +367,21 @@ class CompileAssembler:
             lookup = parse_cache_artifact(name, _json(env))
             if lookup is not None:
                 self._cache(state, lookup)
+
+    def _late_decisions(self, env: Envelope, request_id: str, origin: Origin | None) -> None:
+        """Provider decisions for a compile that has already ended: rows of that compile (its graph, its labels),
+        not a second, never-finished record of it. The kernel registry writes a compile's decisions when the
+        outermost compile ends, so a compile run inside another (a backend that compiles a helper) gets them after
+        its own end where this torch logs that end."""
+        summary = self.summaries[env.compile_id]
+        state = _Compile(env.compile_id, env.frame_compile_id or 0, env.ts or datetime.now(UTC), origin=origin)
+        if origin is None and summary.model != self.context.model:
+            state.origin = (summary.model, True, "")
+        payload = _json(env)
+        for d in payload if isinstance(payload, list) else []:
+            if isinstance(d, Mapping) and d.get("op") and d.get("provider"):
+                state.providers[(str(d["op"]), str(d.get("signature", "")))] = d
+        self._kernel_decisions(state, state.ts, request_id, summary.graph_key)
 
     def _kernel_decisions(self, state: _Compile, ts: datetime, request_id: str, graph_key: str) -> None:
         for (op, signature), d in sorted(state.providers.items()):

@@ -9,12 +9,17 @@ decision chosen for N signatures (``rms_norm=inductor ×2``); the stored rows st
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
+from inferensics.collector.trace.envelope import Envelope, decode_record
 from inferensics.collector.trace.importer import read_trace_file, trace_files
-from inferensics.schema.events import CompileEvent, KernelDecisionEvent
+from inferensics.schema.events import KERNEL_DECISIONS_ARTIFACT, CompileEvent, KernelDecisionEvent
+from inferensics.schema.table import Event
 from tests.traced_program import run_traced
 
 PROGRAM = """
@@ -43,3 +48,32 @@ def test_one_op_at_two_shapes_is_two_decisions_of_one_provider(tmp_path: Path) -
     assert all(d.graph_key == compile_event.graph_key for d in decisions)
     assert compile_event.kernel_providers == tuple(f"{d.op}={d.provider}" for d in decisions)
     assert compile_event.kernel_providers == ("rms_norm=inductor", "rms_norm=inductor")
+
+
+def _record(kind: str, body: object, frame: int, payload: str | None = None) -> Envelope:
+    metadata = {kind: body, "frame_id": frame, "frame_compile_id": 0, "attempt": 0}
+    return decode_record(metadata, payload, ts=datetime(2026, 12, 6, tzinfo=UTC))
+
+
+def test_decisions_written_after_their_compile_ended_are_rows_of_that_compile() -> None:
+    """The kernel registry writes a compile's decisions when the outermost compile ends; a compile run inside
+    another (a backend compiling a helper) has logged its own end by then where torch logs it. Its decisions
+    must become rows of that compile, not open a second record of it that never ends (an ``incomplete``
+    compile at the end of an import, or for ever in a live process)."""
+    events: list[Event] = []
+    assembler = CompileAssembler(AssemblyContext(host="h", model="m", source="trace"), events.append)
+    decisions = [{"op": "rms_norm", "provider": "triton", "signature": "float32[4,16]@cpu", "skipped": []}]
+    for env in (
+        _record("dynamo_start", {"stack": []}, 0),
+        _record("dynamo_start", {"stack": []}, 1),  # the nested compile
+        _record("compilation_metrics", {"co_name": "helper", "co_filename": "m.py", "co_firstlineno": 3}, 1),
+        _record("artifact", {"name": KERNEL_DECISIONS_ARTIFACT, "encoding": "json"}, 1, json.dumps(decisions)),
+        _record("compilation_metrics", {"co_name": "outer", "co_filename": "m.py", "co_firstlineno": 9}, 0),
+    ):
+        assembler.feed(env)
+    assembler.finish()
+    compiles = [e for e in events if isinstance(e, CompileEvent)]
+    assert sorted(c.compile_id for c in compiles) == ["0/0", "1/0"]  # no third, incomplete record of 1/0
+    assert all(c.outcome != "incomplete" for c in compiles)
+    (row,) = [e for e in events if isinstance(e, KernelDecisionEvent)]
+    assert (row.compile_id, row.op, row.provider, row.model) == ("1/0", "rms_norm", "triton", "m")
