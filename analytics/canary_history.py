@@ -14,8 +14,9 @@ from inferensics.schema import columns as col
 from inferensics.schema.events import CanaryVerdictEvent
 from inferensics.schema.types import as_utc
 
-_COLUMNS = (col.TS, col.MODEL, col.TRAFFIC_CLASS, col.BASELINE, col.CANDIDATE, col.WINDOW_START, col.WINDOW_END,
-            col.VERDICT, col.RULE)  # fmt: skip
+_COLUMNS = (col.TS, col.MODEL, col.TRAFFIC_CLASS, f"{col.ATTRS}['{col.HW_POOL}'] AS {col.HW_POOL}", col.BASELINE,
+            col.CANDIDATE, col.WINDOW_START, col.WINDOW_END, col.VERDICT, col.RULE)  # fmt: skip
+"""The columns read; the pool a verdict compared is an attribute (``verdict_event``), empty for every pool."""
 
 
 class VerdictHistoryParams(BaseModel):
@@ -38,8 +39,9 @@ class VerdictHistoryParams(BaseModel):
 def recorded_verdicts(client: QueryClient, params: VerdictHistoryParams) -> pl.DataFrame:
     """Recorded canary verdicts, newest first.
 
-    Columns: ts (when recorded), model, traffic_class, baseline, candidate, window_start, window_end,
-    verdict (``pass``, ``fail``, ``inconclusive``), rule (what decided it). Empty when none was recorded.
+    Columns: ts (when recorded), model, traffic_class, hw_pool (the pool compared, empty for every pool),
+    baseline, candidate, window_start, window_end, verdict (``pass``, ``fail``, ``inconclusive``), rule (what
+    decided it). Empty when none was recorded.
     """
     conditions: list[str] = ["1"]
     values: dict[str, object] = {}

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from inferensics.collector.client import ServiceClient, ServiceError
+from inferensics.dashboard._internal.replay_command import KEYRING_ENV
 from inferensics.schema.install_hint import pip_install_hint
 
 SERVICE_READY_TIMEOUT_S = 90.0
@@ -204,15 +205,24 @@ def dashboard_available() -> str:
 
 
 def start_dashboard(
-    data_dir: Path, service_url: str, port: int, token: str | None, *, min_recompiles: int | None = None
+    data_dir: Path,
+    service_url: str,
+    port: int,
+    token: str | None,
+    *,
+    min_recompiles: int | None = None,
+    keyring: Path | None = None,
 ) -> Child:
-    """Start ``inferensics dashboard --service URL`` on loopback (with the storm rule's ``--min-recompiles``)."""
+    """Start ``inferensics dashboard --service URL`` on loopback (with the storm rule's ``--min-recompiles``);
+    with ``keyring`` (``$INFERENSICS_BUNDLE_KEYRING`` in its environment) its request page's replay command
+    names the builders' keys and runs as shown."""
     args = ["-m", "inferensics.cli", "dashboard", "--service", service_url, "--port", str(port)]
     if min_recompiles is not None:
         args += ["--min-recompiles", str(min_recompiles)]
     if token:
         args += ["--token", token]
-    return _start("dashboard", args, data_dir / "dashboard.log", dict(os.environ))
+    env = dict(os.environ, **({KEYRING_ENV: str(keyring)} if keyring is not None else {}))
+    return _start("dashboard", args, data_dir / "dashboard.log", env)
 
 
 def start_child(name: str, args: list[str], log_path: Path) -> Child:

@@ -65,6 +65,13 @@ BUILDER_KEY = "demo-builder/builder-key"
 key outlives the run's data directory)."""
 
 
+def keyring_path(data_dir: Path, cache: Path | None) -> Path:
+    """The public key the workers (and replay) trust: the builder key's ``.pub``, in the bundle ``cache`` or,
+    without one, in ``data_dir``'s bundles (known before the build makes it: the dashboard starts first)."""
+    key_path = (cache / BUILDER_KEY) if cache is not None else data_dir / "bundles" / "builder-key"
+    return key_path.with_name(key_path.name + ".pub")
+
+
 def _make_key(key_path: Path) -> None:
     """A new key pair at ``key_path`` (and ``.pub``), made whole in a folder of its own and moved into place
     at once: of two runs making it together, one pair wins and both use it."""
@@ -105,10 +112,10 @@ def build(
 
     root = data_dir / "bundles"
     root.mkdir(parents=True, exist_ok=True)
-    key_path = (cache / BUILDER_KEY) if cache is not None else root / "builder-key"
+    keyring = keyring_path(data_dir, cache)
+    key_path = keyring.with_suffix("")
     if not key_path.exists():
         _make_key(key_path)
-    keyring = key_path.with_name(key_path.name + ".pub")
     t0 = time.monotonic()
     children = []
     for name in (BASELINE, CANDIDATE):

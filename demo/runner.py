@@ -8,7 +8,8 @@
    candidate) that verify and load their bundle and serve the seeded workload through the host SDK,
    exporting OTLP to the service; the first starts alone, the other two once it has served a request;
 4. shows progress per worker, waits until the service has stored every request, prints what happened,
-   the dashboard URL, request ids to drill into and commands to try;
+   request ids to drill into, commands to try, and the dashboard (its URL, or the command that starts one)
+   with links to its pages on the findings;
 5. stays up for browsing until Ctrl-C (or exits at once with ``--exit-when-done``).
 """
 
@@ -111,8 +112,11 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
                 console.print(f"[yellow]skipping the dashboard:[/] {why_not}")
             else:
                 dport = processes.free_port(opts.dashboard_port)
+                keyring = release.keyring_path(data_dir, _bundle_cache(opts))  # the request page's replay needs it
                 children.append(
-                    processes.start_dashboard(data_dir, url, dport, opts.token, min_recompiles=STORM_RECOMPILES)
+                    processes.start_dashboard(
+                        data_dir, url, dport, opts.token, min_recompiles=STORM_RECOMPILES, keyring=keyring
+                    )
                 )
                 dashboard_url = f"http://127.0.0.1:{dport}"
                 console.print(f"dashboard          {dashboard_url}")
@@ -153,12 +157,17 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> summary.RunRe
     return record
 
 
-def _release(client: ServiceClient, data_dir: Path, opts: DemoOptions, console: Console) -> release.Release:
-    """Build (or reuse from the bundle cache), sign, push and promote the two release bundles; print which."""
+def _bundle_cache(opts: DemoOptions) -> Path:
+    """The bundle cache the run builds into and reuses from (``--bundle-cache``, else the default)."""
     from inferensics.bundle.cache import default_cache_dir
 
+    return opts.bundle_cache or default_cache_dir()
+
+
+def _release(client: ServiceClient, data_dir: Path, opts: DemoOptions, console: Console) -> release.Release:
+    """Build (or reuse from the bundle cache), sign, push and promote the two release bundles; print which."""
     told = [0.0]
-    cache = opts.bundle_cache or default_cache_dir()
+    cache = _bundle_cache(opts)
 
     def progress(running: list[str], elapsed: float) -> None:
         line = f"building the release bundles ({', '.join(running)}) {elapsed:.0f} s"
@@ -406,11 +415,12 @@ def _report(
     if store is None:
         if dashboard_url:
             console.print(f"dashboard: {dashboard_url}")
-            for what, link in summary.dashboard_links(record, dashboard_url, now).items():
-                console.print(f"  {what}: {link}", soft_wrap=True)  # one line each, to copy whole
+            _print_links(console, record, dashboard_url, now)
         console.print("try:")
         for command in summary.commands(url, record, dashboard_url, keyring):
             console.print(f"  {command}", soft_wrap=True)  # one line each, so a copy runs as printed
+        if not dashboard_url:
+            _printed_dashboard_links(console, record, now)
         return
     dsn = processes.store_dsn(store)
     console.print("try (the demo's service and dashboard stop when it exits; these read its store directly):")
@@ -423,6 +433,22 @@ def _report(
     console.print(f"  {processes.serve_command(store, int(url.rsplit(':', 1)[1]))}", soft_wrap=True)
     for command in summary.service_commands(url, record, "", keyring):
         console.print(f"  {command}", soft_wrap=True)
+    _printed_dashboard_links(console, record, now)
+
+
+def _print_links(console: Console, record: summary.RunRecord, dashboard_url: str, now: datetime) -> None:
+    """The dashboard's pages that open on the run's findings (:func:`summary.dashboard_links`), one a line."""
+    for what, link in summary.dashboard_links(record, dashboard_url, now).items():
+        console.print(f"  {what}: {link}", soft_wrap=True)  # one line each, to copy whole
+
+
+def _printed_dashboard_links(console: Console, record: summary.RunRecord, now: datetime) -> None:
+    """After the printed ``inferensics dashboard`` command: its pages that open on the run's findings (the
+    canary comparison the verdict above was made on, on its pool and with its thresholds, the NaN request).
+    Without them the canary page opened at its defaults, not on the verdict the run printed."""
+    url = summary.PRINTED_DASHBOARD_URL
+    console.print(f"that dashboard ({url}) opens on what the run found at:")
+    _print_links(console, record, url, now)
 
 
 def _summary_json(url: str, record: summary.RunRecord, bundles: release.Release) -> dict[str, object]:

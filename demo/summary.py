@@ -28,6 +28,8 @@ from inferensics.dashboard._internal.links import (
     pinned_end,
     request_link,
 )
+from inferensics.dashboard._internal.replay_command import KEYRING_ENV
+from inferensics.dashboard.launcher import DEFAULT_PORT
 from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, POOL_B
 
 CANARY_MIN_REQUESTS = 100
@@ -202,13 +204,22 @@ def storm_floor_option(record: RunRecord) -> str:
     return f" --min-recompiles {storm}" if 0 < storm < StormRule().min_recompiles else ""
 
 
+PRINTED_DASHBOARD_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+"""Where the dashboard the demo's printed ``inferensics dashboard`` command starts listens (it names the port)."""
+
+
 def service_commands(service_url: str, record: RunRecord, dashboard_url: str, keyring: Path) -> list[str]:
     """The commands that need a running service at ``service_url``: the replay of the NaN request and, when
-    the demo showed no dashboard, the one that starts it (its storm rule lowered as the report's)."""
+    the demo showed no dashboard, the one that starts it at :data:`PRINTED_DASHBOARD_URL` (its storm rule
+    lowered as the report's, and the run's builder key in its environment, so that the request page's replay
+    command runs as shown)."""
     out = []
     nan = drill_ids(record).get(NAN_DRILL, [])
     if nan:
         out.append(f"inferensics replay {nan[0]} --keyring {shlex.quote(str(keyring))} --service {service_url}")
     if not dashboard_url:
-        out.append(f"inferensics dashboard --service {service_url}{storm_floor_option(record)}")
+        out.append(
+            f"{KEYRING_ENV}={shlex.quote(str(keyring))} inferensics dashboard --service {service_url} "
+            f"--port {DEFAULT_PORT}{storm_floor_option(record)}"
+        )
     return out

@@ -12,6 +12,7 @@ from typing import Any, Final
 import altair as alt
 import polars as pl
 
+from inferensics.analytics.report.evidence import LATENCY_RATIO_COLUMNS, latency_ratios
 from inferensics.schema import columns as col
 
 WIDTH = 560
@@ -152,25 +153,25 @@ def cache_growth(frame: pl.DataFrame) -> alt.Chart:
 
 
 def canary_latency(evidence: pl.DataFrame) -> alt.LayerChart:
-    """Baseline and candidate latency quantiles, with the candidate's bootstrap interval as an error bar."""
-    lat = evidence.filter(pl.col("check") == "latency")
-    data = _data(lat, ["metric", "baseline", "candidate", "ci_low", "ci_high", "outcome"])
-    base = alt.Chart(data, title="Latency quantiles (candidate with 95% bootstrap interval)")
-    points = (
-        base.transform_fold(["baseline", "candidate"], as_=["side", "ms"])
-        .mark_point(filled=True, size=80)
-        .encode(
-            y=alt.Y("metric:N", title="quantile"),
-            # Log scale: a short window's tail holds compiles (tens of seconds), pinning the rest at 0.
-            x=alt.X("ms:Q", title="latency (ms, log scale)", scale=alt.Scale(type="symlog")),
-            color=alt.Color("side:N"),
-            tooltip=["metric:N", "side:N", "ms:Q"],
-        )
-    )
+    """Per latency quantile the ratio candidate / baseline with its 95 % bootstrap interval, and the ratio
+    tolerated: what the latency checks decide on. (Drawn in ms beside the two quantiles, the ratio's interval
+    passed for an interval of the candidate's latency.)"""
+    ratios = latency_ratios(evidence)
+    data = _data(ratios, list(LATENCY_RATIO_COLUMNS))
+    base = alt.Chart(data, title="Latency: candidate / baseline, with the ratio's 95 % bootstrap interval")
+    # Log scale: a ratio of 2 and one of 0.5 lie as far from 1; a short run's interval spans decades.
+    x_title, scale = "candidate / baseline (log scale)", alt.Scale(type="log")
+    tooltip = ["metric:N", "ratio:Q", "ci_low:Q", "ci_high:Q", "baseline:Q", "candidate:Q", "outcome:N"]
     bars = base.mark_rule(strokeWidth=2).encode(
-        y="metric:N", x="ci_low:Q", x2="ci_high:Q", tooltip=["metric:N", "ci_low:Q", "ci_high:Q", "outcome:N"]
+        y="metric:N", x=alt.X("ci_low:Q", title=x_title, scale=scale), x2="ci_high:Q", tooltip=tooltip
     )
-    layered = alt.layer(bars, points).properties(width=WIDTH, height=120)
+    points = base.mark_point(filled=True, size=80).encode(
+        y=alt.Y("metric:N", title="quantile"), x=alt.X("ratio:Q", title=x_title, scale=scale), tooltip=tooltip
+    )
+    limit = base.mark_tick(color="firebrick", thickness=2).encode(
+        y="metric:N", x=alt.X("threshold:Q", title=x_title, scale=scale), tooltip=["metric:N", "threshold:Q"]
+    )
+    layered = alt.layer(bars, points, limit).properties(width=WIDTH, height=120)
     assert isinstance(layered, alt.LayerChart)
     return layered
 

@@ -4,8 +4,9 @@ Markdown and HTML reports): every value with its unit, read off what its check m
 One evidence row of ``canary_compare`` (``inferensics.analytics.canary``) holds numbers whose unit depends on
 the check, and within a row on the column (see ``canary_compare``):
 
-* ``latency`` (metrics ``p50_ms`` …): baseline, candidate and the interval in ms; the threshold is the
-  candidate / baseline ratio tolerated;
+* ``latency`` (metrics ``p50_ms`` …): baseline and candidate in ms; the threshold (the ratio tolerated) and
+  the interval (the 95 % interval of the ratio candidate / baseline, not of the candidate's latency) in
+  multiples of the baseline;
 * ``rate`` (``error_rate`` …): shares of requests; the threshold is the test's significance level;
 * ``output`` ``argmax_agreement``: the baseline holds the number of input-matched pairs, the candidate and
   the interval the share of them that agree, the threshold the least share that passes;
@@ -53,9 +54,16 @@ def _share(value: float | None) -> str:
     return "–" if v is None else f"{100 * v:.2f} %"
 
 
+def _ratio(value: float) -> str:
+    """A ratio to three significant digits, whole past 100 (``0.0174``, ``2.85``, ``1,234``: never ``1.23e+03``)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _latency(row: _Row) -> _Cells:
+    # The interval is the ratio's (candidate / baseline), the number the rule compares with the threshold: in
+    # ms it read as an interval of the candidate's quantile (a p99 "202.9 – 829,708.6 ms" of a 36 s run).
     lo, hi = _number(row["ci_low"]), _number(row["ci_high"])
-    interval = "–" if lo is None or hi is None else f"{lo:,.1f} – {hi:,.1f} ms"
+    interval = "–" if lo is None or hi is None else f"{_ratio(lo)} – {_ratio(hi)} × baseline"
     return _ms(row["baseline"]), _ms(row["candidate"]), interval, _text(row["threshold"], "{:g} × baseline")
 
 
@@ -136,3 +144,21 @@ def evidence_table(frame: pl.DataFrame) -> pl.DataFrame:
     cells = [shown_values(r) for r in frame.iter_rows(named=True)]
     values = pl.DataFrame(cells, schema=dict.fromkeys(_TEXT_COLUMNS, pl.String), orient="row")
     return frame.drop("baseline", "candidate", "ci_low", "ci_high", "threshold").hstack(values).select(SHOWN)
+
+
+LATENCY_RATIO_COLUMNS: Final = ("metric", "ratio", "ci_low", "ci_high", "threshold", "baseline", "candidate", "outcome")
+"""The columns of :func:`latency_ratios`."""
+
+
+def latency_ratios(frame: pl.DataFrame) -> pl.DataFrame:
+    """The latency rows of a ``canary_compare`` frame as the rule reads them: per quantile the ratio candidate /
+    baseline, its 95 % interval (``ci_low``, ``ci_high``) and the ratio tolerated (``threshold``), with the two
+    sides' quantiles in ms (``baseline``, ``candidate``) and the outcome; a quantile without a ratio (an empty
+    side) is left out. Columns: :data:`LATENCY_RATIO_COLUMNS`."""
+    rows = frame.filter(pl.col("check") == "latency").with_columns(
+        (pl.col("candidate") / pl.col("baseline")).alias("ratio")
+    )
+    drawable = pl.all_horizontal(pl.col(c).is_not_null() & pl.col(c).is_finite() & (pl.col(c) > 0) for c in (
+        "ratio", "ci_low", "ci_high"
+    ))  # fmt: skip
+    return rows.filter(drawable).select(LATENCY_RATIO_COLUMNS)

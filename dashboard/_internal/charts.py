@@ -13,6 +13,7 @@ import polars as pl
 from altair.utils import schemapi
 
 from inferensics.analytics.report.charts import number_format
+from inferensics.analytics.report.evidence import latency_ratios
 
 HEIGHT: Final = 300
 """Chart height in pixels, title, axes and legend included (Streamlit fits the whole chart into it; at 240 the
@@ -261,29 +262,52 @@ def stacked_ranked_bars(
     return chart
 
 
-def latency_quantiles(evidence: pl.DataFrame) -> alt.LayerChart:
-    """Canary latency: baseline and candidate quantiles, the candidate's 95 % interval as a whisker.
+LATENCY_RATIO_TITLE: Final = "Latency: candidate / baseline (95 % interval of the ratio)"
+"""The canary page's latency chart: what the latency checks compare with the tolerated ratio."""
 
-    ``evidence`` holds the ``latency`` rows of ``canary_compare`` (metric, baseline, candidate, ci_low,
-    ci_high in ms).
+
+def canary_latency(evidence: pl.DataFrame) -> alt.LayerChart:
+    """Canary latency as the rule reads it: per quantile the ratio candidate / baseline (a point), its 95 %
+    bootstrap interval (a whisker) and the ratio tolerated (a red tick), on a log scale around 1 (no change).
+
+    ``evidence`` holds the rows of ``canary_compare`` (its ``latency`` rows: metric, baseline and candidate in
+    ms, ci_low and ci_high the ratio's interval, threshold the ratio tolerated). The interval is the ratio's,
+    never the candidate's latency: drawn in ms beside the quantiles it read as one (an axis to 900,000 ms for a
+    run whose longest request took 36 s).
     """
-    rows = evidence.filter(pl.col("check") == "latency").select("metric", "baseline", "candidate", "ci_low", "ci_high")
-    sides = rows.unpivot(index="metric", on=["baseline", "candidate"], variable_name="side", value_name="ms")
+    rows = latency_ratios(evidence)
     y = alt.Y("metric:N", title=None, sort=None)
-    x_title = "latency (ms, log scale)"
-    # Log scale: a short run's tail holds compiles (tens of seconds), which would pin every other point at 0.
-    x_scale = alt.Scale(type="symlog")
+    x_title = "candidate / baseline (log scale)"
+    # Log scale: 2x slower and 2x faster lie as far from 1; a short run's interval spans decades.
+    x_scale = alt.Scale(type="log")
+    tooltip = [
+        "metric:N", alt.Tooltip("ratio:Q", format=".3~g", title="candidate / baseline"),
+        alt.Tooltip("ci_low:Q", format=".3~g", title="95 % interval, low"),
+        alt.Tooltip("ci_high:Q", format=".3~g", title="95 % interval, high"),
+        alt.Tooltip("threshold:Q", format=".3~g", title="fails above"),
+        alt.Tooltip("baseline:Q", format=",.1f", title="baseline (ms)"),
+        alt.Tooltip("candidate:Q", format=",.1f", title="candidate (ms)"),
+        "outcome:N",
+    ]  # fmt: skip
+    data = _data(rows)
     whisker = (
-        alt.Chart(_data(rows), height=alt.Step(36))
+        alt.Chart(data, height=alt.Step(36))
         .mark_rule(strokeWidth=3, opacity=0.5)
-        .encode(y=y, x=alt.X("ci_low:Q", title=x_title, scale=x_scale), x2="ci_high:Q",
-                tooltip=["metric:N", alt.Tooltip("ci_low:Q", format=",.1f"), alt.Tooltip("ci_high:Q", format=",.1f")])
-    )  # fmt: skip
+        .encode(y=y, x=alt.X("ci_low:Q", title=x_title, scale=x_scale), x2="ci_high:Q", tooltip=tooltip)
+    )
     points = (
-        alt.Chart(_data(sides))
+        alt.Chart(data)
         .mark_point(filled=True, size=90)
-        .encode(y=y, x=alt.X("ms:Q", title=x_title, scale=x_scale),
-                color=alt.Color("side:N", title=None, legend=alt.Legend(orient="bottom")),
-                tooltip=["metric:N", "side:N", alt.Tooltip("ms:Q", format=",.1f")])
-    )  # fmt: skip
-    return alt.LayerChart(layer=[whisker, points], title="Latency quantiles (candidate with 95 % interval)")
+        .encode(y=y, x=alt.X("ratio:Q", title=x_title, scale=x_scale), tooltip=tooltip)
+    )
+    limit = (
+        alt.Chart(data)
+        .mark_tick(color="#d62728", thickness=2)
+        .encode(y=y, x=alt.X("threshold:Q", title=x_title, scale=x_scale), tooltip=tooltip)
+    )
+    same = (
+        alt.Chart(_data(pl.DataFrame({"same": [1.0]})))
+        .mark_rule(strokeDash=[4, 4], color="#888888")
+        .encode(x=alt.X("same:Q", title=x_title, scale=x_scale))
+    )
+    return alt.LayerChart(layer=[same, whisker, points, limit], title=LATENCY_RATIO_TITLE)

@@ -15,6 +15,7 @@ from typing import Final
 import streamlit as st
 
 from inferensics.collector.service_url import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.dashboard._internal.replay_command import KEYRING_ENV
 from inferensics.schema.dsn import default_report_dir
 
 CACHE_TTL_ENV: Final = "INFERENSICS_DASHBOARD_CACHE_TTL_S"
@@ -35,6 +36,8 @@ class DashboardSettings:
     token: str | None
     cache_ttl_s: int
     report_dir: Path
+    keyring: str | None = None
+    """The builders' keys replay trusts (:data:`KEYRING_ENV`), ``None`` when the dashboard was given none."""
 
 
 def current_settings() -> DashboardSettings:
@@ -45,4 +48,7 @@ def current_settings() -> DashboardSettings:
     ttl = int(raw_ttl) if raw_ttl.isdigit() else DEFAULT_CACHE_TTL_S
     reports = st.session_state.get(REPORT_DIR_STATE_KEY) or ""
     report_dir = Path(reports).expanduser() if reports else default_report_dir()
-    return DashboardSettings(service_url=str(url).rstrip("/"), token=token, cache_ttl_s=ttl, report_dir=report_dir)
+    keyring = os.environ.get(KEYRING_ENV, "").strip() or None
+    return DashboardSettings(
+        service_url=str(url).rstrip("/"), token=token, cache_ttl_s=ttl, report_dir=report_dir, keyring=keyring
+    )

@@ -1,5 +1,9 @@
 """Canary comparison: pick a model, a baseline and a candidate bundle; see the verdict, evidence, charts.
 
+The comparison is like for like by default: on the hardware pool where both bundles served (Hardware pool
+*Where both served*), naming the pools it leaves out and why. Over every pool, the baseline's requests from a
+pool the canary never ran on made a latency check "fail" on hardware, not on the bundle.
+
 A link can fill the form in (``/canary?model=...&candidate=...&baseline=...&min_pairs=12``, built by
 :func:`inferensics.dashboard._internal.links.canary_link`): the page then opens on that comparison's verdict. A
 parameter it cannot use gets one warning naming it and what is expected; its field keeps the default.
@@ -8,7 +12,8 @@ parameter it cannot use gets one warning naming it and what is expected; its fie
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import polars as pl
 import streamlit as st
@@ -17,15 +22,19 @@ from inferensics.analytics import canary as canary_rules
 from inferensics.analytics.report import charts as report_charts
 from inferensics.analytics.report.canary import render_canary_markdown, verdict_of
 from inferensics.analytics.report.evidence import evidence_table
+from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import ALL, TIME_RANGES, now
 from inferensics.dashboard._internal.links import CANARY_PARAMS, END_PARAM, duration_text, parse_duration
 from inferensics.dashboard._internal.options import filter_options
-from inferensics.dashboard._internal.service import run_query, section_query, service_errors
+from inferensics.dashboard._internal.service import fetch_queries, run_query, said, section_query, service_errors
 from inferensics.dashboard._internal.tables import show_table
 from inferensics.schema import columns as col
 
 DEFAULT_WINDOW = "Last 6 hours"
+SHARED = "Where both served"
+"""The Hardware pool choice that compares like for like, the default: the pool where both bundles served
+(:func:`like_for_like`)."""
 RECORDED_SHOWN = 20
 VERDICT_STYLE = {
     "pass": (st.success, ":material/check_circle:"),
@@ -142,9 +151,10 @@ def pickers(
     pools: list[str],
     *,
     link: LinkedForm,
-) -> dict[str, Any] | None:
-    """The model picker and the comparison form; the parameters to compare: the form's defaults (the link's
-    values where it gives usable ones) until it is submitted."""
+) -> tuple[dict[str, Any], str] | None:
+    """The model picker and the comparison form; the parameters to compare (the form's defaults, the link's
+    values where it gives usable ones, until it is submitted) and the hardware pool picked: a pool, :data:`ALL`
+    or :data:`SHARED` (the default), which :func:`like_for_like` resolves once the sides are known."""
     if not models:
         st.info("No model has served requests yet, so there is nothing to compare.")
         return None
@@ -158,7 +168,7 @@ def pickers(
     if link.params.get("model", model) == model:  # the link's bundles are its model's, not one picked since
         cand_at = link.bundle("candidate", labels, cand_at, model)
         base_at = link.bundle("baseline", labels, base_at, model)
-    traffic_options, pool_options, windows = [ALL, *traffic], [ALL, *pools], list(TIME_RANGES)
+    traffic_options, pool_options, windows = [ALL, *traffic], [SHARED, ALL, *pools], list(TIME_RANGES)
     # The analytics defaults (CanaryParams); a short run (the demo's) serves fewer, and its summary names what it
     # used (and links here with them). Read before the form, so that a link's warnings show above it.
     default = canary_rules.CanaryParams.model_fields
@@ -167,7 +177,7 @@ def pickers(
     tolerance_at = float(link.number("latency_tolerance", default["latency_tolerance"].default, 0.0, 2.0))
     min_requests_at = int(link.number("min_requests", default["min_requests"].default, 1, None))
     min_pairs_at = int(link.number("min_pairs", default["min_pairs"].default, 1, None))
-    pool_at = link.choice("hw_pool", pool_options, 0, f"a pool that served requests: {', '.join(pool_options)}")
+    pool_at = link.choice("hw_pool", pool_options, 0, f"a pool that served requests: {', '.join([ALL, *pools])}")
     with st.form("canary.form"):
         one, two = st.columns(2)
         candidate = one.selectbox(
@@ -189,10 +199,98 @@ def pickers(
     return {
         "model": model, "baseline": baseline, "candidate": candidate,
         "traffic_class": None if traffic_class == ALL else traffic_class,
-        "hw_pool": None if hw_pool == ALL else hw_pool,
+        "hw_pool": None if hw_pool in (ALL, SHARED) else hw_pool,
         "start": end - TIME_RANGES[window], "end": end, "latency_tolerance": tolerance,
         "min_requests": int(min_requests), "min_pairs": int(min_pairs),
-    }  # fmt: skip
+    }, str(hw_pool)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PoolSplit:
+    """Requests per hardware pool on each side of a comparison (its model, traffic class and window)."""
+
+    baseline: dict[str, int]
+    candidate: dict[str, int]
+
+    def shared(self) -> list[str]:
+        """The pools both bundles served, the candidate's busiest first."""
+        both = [p for p, n in self.candidate.items() if n > 0 and self.baseline.get(p, 0) > 0]
+        return sorted(both, key=lambda p: (-self.candidate[p], -self.baseline[p], p))
+
+    def pools(self) -> list[str]:
+        """Every pool either bundle served, busiest first."""
+        total = {p: self.baseline.get(p, 0) + self.candidate.get(p, 0) for p in {*self.baseline, *self.candidate}}
+        return sorted((p for p, n in total.items() if n > 0), key=lambda p: (-total[p], p))
+
+    def describe(self, pool: str) -> str:
+        """``pool`` and who served there, in words."""
+        b, c = self.baseline.get(pool, 0), self.candidate.get(pool, 0)
+        if not c:
+            return f"{pool} (only the baseline served there: {b:,} requests)"
+        if not b:
+            return f"{pool} (only the candidate served there: {c:,} requests)"
+        return f"{pool} (both served there, baseline {b:,} and candidate {c:,} requests: pick it to compare it)"
+
+
+Note = tuple[Literal["info", "warning"], str]
+"""How the page says which pools it compares: an info or a warning, in Markdown."""
+MIXED_POOLS = "a latency or rate difference may then be the hardware's, not the bundle's"
+
+
+def like_for_like(choice: str, split: PoolSplit) -> tuple[str | None, Note | None]:
+    """The pool to compare for the Hardware pool ``choice`` (:data:`SHARED` or :data:`ALL`; ``None``: every
+    pool) and what the page says about it.
+
+    :data:`SHARED` compares the pool where both bundles served (the candidate's busiest such pool), and names
+    the pools it leaves out and why: a canary usually serves in one pool while its baseline serves in several,
+    and over all of them the baseline's requests came from other hardware than the candidate's (on the demo's
+    run a p50 "failed" only so). Where the bundles share no pool it compares them all, and warns. :data:`ALL`
+    compares every pool, with a warning when a pool served only one side.
+    """
+    shared, pools = split.shared(), split.pools()
+    one_sided = [p for p in pools if p not in shared]
+    if not any(split.baseline.values()) or not any(split.candidate.values()):
+        return None, None  # a side without requests: the verdict says so
+    if not shared:
+        sides = "; ".join(
+            f"{name}: " + ", ".join(f"{p} ({n:,})" for p, n in counts.items() if n)
+            for name, counts in (("baseline", split.baseline), ("candidate", split.candidate))
+        )
+        return None, ("warning", f"**The bundles served no hardware pool in common** in this window ({sides} "
+                                 f"requests): the comparison is across pools, and {MIXED_POOLS}.")  # fmt: skip
+    if choice == SHARED:
+        pool = shared[0]
+        text = (
+            f"**Hardware pool {pool}**, where both bundles served in this window (baseline "
+            f"{split.baseline[pool]:,}, candidate {split.candidate[pool]:,} requests): both sides ran on the same "
+            "hardware."
+        )
+        left = [split.describe(p) for p in pools if p != pool]
+        if left:
+            text += f" Left out: {'; '.join(left)}. *All* under Hardware pool compares every pool at once."
+        return pool, ("info", text)
+    if one_sided:
+        return None, ("warning", f"**All pools, mixed:** {'; '.join(split.describe(p) for p in one_sided)}; "
+                                 f"{MIXED_POOLS}. *{SHARED}* compares {shared[0]} alone.")  # fmt: skip
+    return None, None
+
+
+def pool_split(params: Mapping[str, Any]) -> PoolSplit:
+    """Requests per pool of each side in the comparison's model, traffic class and window (``fleet_overview``
+    narrowed to each bundle)."""
+    keys = ("model", "traffic_class", "start", "end")
+    calls = {
+        side: (queries.FLEET, {**{k: params[k] for k in keys}, "bundle": params[side]})
+        for side in ("baseline", "candidate")
+    }
+    counts: dict[str, dict[str, int]] = {}
+    for side, frame in fetch_queries("the bundles' hardware pools", calls).items():
+        if frame.is_empty():
+            counts[side] = {}
+            continue
+        per_pool = frame.group_by(col.HW_POOL).agg(pl.col(col.REQUESTS).sum())
+        counts[side] = {str(p): int(n) for p, n in per_pool.select(col.HW_POOL, col.REQUESTS).iter_rows()}
+    return PoolSplit(counts["baseline"], counts["candidate"])
 
 
 def verdict_banner(frame: pl.DataFrame) -> None:
@@ -210,6 +308,20 @@ def verdict_banner(frame: pl.DataFrame) -> None:
     cells[3].metric("Checks passed", str(outcomes.count("pass")))
 
 
+def too_few_hint(frame: pl.DataFrame, min_requests: int) -> None:
+    """Under an inconclusive verdict for want of requests: how a short run gets one (walk 39 met INCONCLUSIVE here
+    beside the demo's printed FAIL, which its lowered thresholds gave)."""
+    row = frame.filter(pl.col("check") == "verdict").row(0, named=True)
+    fewest = int(min(row["baseline"] or 0, row["candidate"] or 0))
+    if row["outcome"] != "inconclusive" or not 0 < fewest < min_requests:
+        return
+    st.caption(
+        f"A side served {fewest:,} requests here, fewer than the {min_requests:,} *Min requests per side* asks. A "
+        "short run (the demo's) lowers it to what was served, as `inferensics canary compare --min-requests` and "
+        "the demo's printed link to this page do; fewer requests give wider intervals."
+    )
+
+
 def render() -> None:
     """Draw the page."""
     st.title("Canary comparison")
@@ -217,9 +329,12 @@ def render() -> None:
         options = filter_options()
         bundles = run_query(queries.BUNDLES, "bundles")
         link = LinkedForm({name: st.query_params.get(name, "") for name in st.query_params}, st.warning)
-        params = pickers(options.models, options.traffic_classes, bundles, options.bundles, options.pools, link=link)
-        if params is None:
+        picked = pickers(options.models, options.traffic_classes, bundles, options.bundles, options.pools, link=link)
+        if picked is None:
             return
+        params, pool_choice = picked
+        if pool_choice in (SHARED, ALL):
+            params["hw_pool"] = compared_pool(pool_choice, params)
         frame = section_query(queries.CANARY, "canary comparison", **params)
         if frame is None:
             return
@@ -228,15 +343,17 @@ def render() -> None:
             f"{params['start']:%Y-%m-%d %H:%M} – {params['end']:%H:%M} UTC · pool {params['hw_pool'] or 'all'}"
         )
         verdict_banner(frame)
+        too_few_hint(frame, int(params["min_requests"]))
         evidence = frame.filter(pl.col("check") != "verdict")
         left, right = st.columns(2)
-        charts.draw(left, charts.latency_quantiles(evidence))
+        charts.draw(left, charts.canary_latency(evidence))
         charts.draw(right, report_charts.canary_rates(evidence))
         st.subheader("Evidence")
         st.caption(
-            "Each value in its unit: latency in ms, rates and agreement as a share, argmax agreement's baseline "
-            "in input-matched pairs, output drift as medians and the KS distance D. The Markdown download has "
-            "the numbers as computed."
+            "Each value in its unit: latency in ms, its interval that of the ratio candidate / baseline (the "
+            "number the threshold bounds, in multiples of the baseline), never of the candidate's latency; rates "
+            "and agreement as a share, argmax agreement's baseline in input-matched pairs, output drift as medians "
+            "and the KS distance D. The Markdown download has the numbers as computed."
         )
         show_table(evidence_table(frame), key="canary_evidence")
         with st.expander("How the verdict is decided"):
@@ -246,6 +363,28 @@ def render() -> None:
             "Download Markdown", render_canary_markdown(frame, label), file_name="canary.md", mime="text/markdown"
         )
         recorded_verdicts(params["model"])
+
+
+def compared_pool(choice: str, params: Mapping[str, Any]) -> str | None:
+    """The pool :func:`like_for_like` picks for ``choice`` (``None``: every pool), after saying which and why."""
+    try:
+        split = pool_split(params)
+    except ServiceError as exc:
+        if exc.status not in (400, 404, 422):
+            raise
+        st.warning(
+            f"**Which pools each bundle served could not be read** ({said(exc)}): every pool is compared.",
+            icon=":material/warning:",
+        )
+        return None
+    pool, note = like_for_like(choice, split)
+    if note is not None:
+        kind, text = note
+        if kind == "info":
+            st.info(text, icon=":material/memory:")
+        else:
+            st.warning(text, icon=":material/warning:")
+    return pool
 
 
 def recorded_verdicts(model: str) -> None:
@@ -258,8 +397,12 @@ def recorded_verdicts(model: str) -> None:
         f"What `inferensics canary compare` said about {model}'s candidates, newest first (it records each "
         f"verdict it gives; the last {RECORDED_SHOWN})."
     )
-    shown = frame.with_columns(pl.col(col.BASELINE, col.CANDIDATE).str.slice(0, 12))
-    order = (col.TS, col.CANDIDATE, col.BASELINE, col.TRAFFIC_CLASS, col.WINDOW_START, col.WINDOW_END, col.VERDICT)
+    # Which pool each verdict compared: it may not be the one compared above.
+    shown = frame.with_columns(
+        pl.col(col.BASELINE, col.CANDIDATE).str.slice(0, 12), pl.col(col.HW_POOL).replace("", "all")
+    )
+    order = (col.TS, col.CANDIDATE, col.BASELINE, col.TRAFFIC_CLASS, col.HW_POOL, col.WINDOW_START, col.WINDOW_END,
+             col.VERDICT)  # fmt: skip
     show_table(
         shown,
         columns=[*order, col.RULE],

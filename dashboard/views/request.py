@@ -16,7 +16,9 @@ from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import now
 from inferensics.dashboard._internal.links import REQUEST_ID_PARAM, bundle_link
+from inferensics.dashboard._internal.replay_command import replay_command
 from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, said, service_errors
+from inferensics.dashboard._internal.settings import current_settings
 from inferensics.dashboard._internal.tables import MISSING, byte_size, duration_ms, show_table
 from inferensics.schema import RequestEvent
 from inferensics.schema import columns as col
@@ -213,6 +215,18 @@ def _verdict_fields(r: dict[str, Any]) -> list[str]:
     return fields
 
 
+def replay_command_block(request_id: str) -> None:
+    """The replay command of ``request_id`` as a code block to copy, with what to put in place of each placeholder
+    it holds (:mod:`inferensics.dashboard._internal.replay_command`)."""
+    settings = current_settings()
+    shown = replay_command(
+        request_id, service_url=settings.service_url, keyring=settings.keyring, token=bool(settings.token)
+    )
+    st.code(shown.command, language="bash", wrap_lines=True)
+    if shown.fill_in:
+        st.caption("Fill in " + " ".join(shown.fill_in))
+
+
 def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
     """The latest replay verdict (what it names: category, op, source line, kernel, or the input), or, for a
     request that failed or gave non-finite output, the command that produces one."""
@@ -220,13 +234,14 @@ def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
         faulty = d[col.STATUS] == "error" or int(d.get(col.FP_NAN) or 0) + int(d.get(col.FP_INF) or 0) > 0
         if d.get("inputs_captured"):
             if faulty:
-                hint = f"**Not replayed yet.** Name the fault: `inferensics replay {d[col.REQUEST_ID]}`."
+                hint = "**Not replayed yet.** Name the fault with `inferensics replay`:"
             else:  # a sampled request that completed fine: nothing to hunt, though its numbers can be checked
                 hint = (
-                    f"**Not replayed.** It completed without a fault; `inferensics replay {d[col.REQUEST_ID]}` "
-                    "re-executes it against its bundle, eager and fp64 if you want to check its numbers."
+                    "**Not replayed.** It completed without a fault; this re-executes it against its bundle, eager "
+                    "and fp64 if you want to check its numbers."
                 )
             st.info(hint, icon=":material/history:")
+            replay_command_block(str(d[col.REQUEST_ID]))
         elif faulty:  # replay re-executes captured inputs: without them it has nothing to run
             st.info(
                 "**Cannot be replayed:** its inputs were not captured (with capture on, a host captures the inputs "

@@ -112,6 +112,21 @@ def test_failing_candidate_evidence_matches_polars(fleet_store: Store, fleet: Fl
     assert (last["check"], last["outcome"]) == ("verdict", "fail")
 
 
+def test_the_latency_interval_is_the_ratios_not_the_candidates_latency(fleet_store: Store, fleet: Fleet) -> None:
+    """Walk 39: the interval was the ratio's bounds times the baseline's quantile, read in ms as an interval of the
+    candidate's (a p99 of 11,235 ms "between 202.9 and 829,708.6 ms" in a run whose longest request took 36 s).
+    It is the bootstrap interval of candidate / baseline, the number the rule compares with the threshold."""
+    result = canary_compare(fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, **WEEK))
+    hb, hc = (stats.histogram(_side(fleet, b).get_column(col.LATENCY_MS).to_numpy()) for b in (BASELINE, CANDIDATE))
+    expected = stats.bootstrap_quantile_ratios(hb, hc, (0.5, 0.95, 0.99), seed=0)
+    rows = result.evidence.filter(pl.col("check") == "latency").iter_rows(named=True)
+    for row, ratio in zip(rows, expected, strict=True):
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((ratio.low, ratio.high)), row
+        assert row["ci_low"] <= row["candidate"] / row["baseline"] <= row["ci_high"], row
+        outcome = "fail" if row["ci_low"] > row["threshold"] else "pass" if row["ci_high"] <= row["threshold"] else ""
+        assert row["outcome"] == (outcome or "inconclusive"), row
+
+
 def test_too_few_requests_is_inconclusive(fleet_store: Store) -> None:
     result = canary_compare(
         fleet_store, CanaryParams(model="llama", baseline=BASELINE, candidate=CANDIDATE, min_requests=5000, **WEEK)
@@ -348,6 +363,7 @@ def test_recorded_verdicts_newest_first_by_model_and_candidate(chdb_dir: Path) -
                 (4, "qwen", "c9", "pass", "all checks passed"),
             ]
         ]  # fmt: skip
+        rows[1] = rows[1].model_copy(update={"attrs": {"hw_pool": "cpu-b"}})  # `canary compare --hw-pool cpu-b`
         store.insert_events(rows)
 
         def read(**params: Any) -> list[tuple[str, str, str]]:
@@ -366,3 +382,5 @@ def test_recorded_verdicts_newest_first_by_model_and_candidate(chdb_dir: Path) -
         ]
         assert read(model="mistral") == []
         assert recorded_verdicts(store, VerdictHistoryParams(model="llama"))[col.RULE][1] == "failed: error_rate"
+        # Which pool each compared (walk 39: a recorded FAIL of one pool beside the page's verdict over all).
+        assert recorded_verdicts(store, VerdictHistoryParams(model="llama"))[col.HW_POOL].to_list() == ["", "cpu-b", ""]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from playwright.sync_api import Locator, Page, ViewportSize, expect
+from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect, sync_playwright
 
 CHROMIUM: Final = "/usr/bin/chromium"
 CHROMIUM_ARGS: Final = [
@@ -17,6 +19,28 @@ LAPTOP: Final[ViewportSize] = {"width": 1440, "height": 900}
 SCREENS: Final = Path("/tmp/inferensics-screens")
 """Where the screenshots are copied for people to look at."""
 PAGE_TIMEOUT_MS: Final = 120_000
+
+
+@contextmanager
+def headless_chromium() -> Iterator[Browser]:
+    """Debian's headless Chromium under Playwright (which never downloads a browser here); closed after."""
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@contextmanager
+def laptop_tab(browser: Browser) -> Iterator[Page]:
+    """A fresh laptop-sized tab with the page timeout; closed after."""
+    tab = browser.new_page(viewport=LAPTOP)
+    tab.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        yield tab
+    finally:
+        tab.close()
 
 
 def settle(page: Page, charts: int = 0) -> None:

@@ -14,19 +14,18 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from inferensics.dashboard.launcher import start_dashboard, wait_until_up
 from inferensics.schema import BundleEvent, KernelDecisionEvent, SdkHealthEvent
 from inferensics.schema.dsn import REPORT_DIR_ENV
 from tests.collector.service.harness import free_port
 from tests.dashboard.browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    LAPTOP,
     PAGE_TIMEOUT_MS,
     canvas_text,
     click_cell,
+    headless_chromium,
+    laptop_tab,
     metric,
     record_canvas_text,
     screenshot,
@@ -61,23 +60,15 @@ def dashboard(seeded: SeededService, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """Headless Chromium (Debian's package; Playwright never downloads a browser here)."""
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with headless_chromium() as chromium:
+        yield chromium
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh laptop-sized tab."""
-    tab = browser.new_page(viewport=LAPTOP)
-    tab.set_default_timeout(PAGE_TIMEOUT_MS)
-    try:
+    with laptop_tab(browser) as tab:
         yield tab
-    finally:
-        tab.close()
 
 
 def open_page(page: Page, base: str, seeded: SeededService, path: str, query: str = "") -> None:
@@ -164,7 +155,9 @@ def test_request_drilldown_in_the_browser(dashboard: str, seeded: SeededService,
     assert page.get_by_text("Inputs captured").count() == 1
     # The code sits in a closed expander (issue 20: expanded, 798 lines made a 16,000-px page); opened, all of it.
     page.get_by_text("The generated code (").click()
-    code = page.locator('[data-testid="stCode"] code').first.inner_text()
+    # The first code block is the replay command (the request's inputs were captured); the code is the expander's.
+    expander = page.locator('[data-testid="stExpander"]').filter(has_text="The generated code (")
+    code = expander.locator('[data-testid="stCode"] code').first.inner_text()
     assert "triton_poi_fused_addmm_gelu_0 = async_compile.triton" in code
     assert code.count("\n") >= OUTPUT_CODE.count("\n") - 1
     assert not truncated_metrics(page)

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from inferensics.dashboard._internal.charts import TITLE_LIMIT
+from inferensics.dashboard._internal.charts import LATENCY_RATIO_TITLE, TITLE_LIMIT
+from inferensics.dashboard.views.kernels import SIGNATURES_TITLE
 from inferensics.dashboard.views.request import ID_KEY
 from tests.dashboard.apptest import assert_clean, open_page
 from tests.dashboard.conftest import SeededService
@@ -54,9 +55,10 @@ def drawn(at: AppTest) -> dict[str, list[str | None]]:
             "New specializations (graph keys first seen)": ["new graph keys"],
         }),
         ("views/canary.py", {}, {
-            "Latency quantiles (candidate with 95 % interval)": ["latency (ms, log scale)", "latency (ms, log scale)"],
+            LATENCY_RATIO_TITLE: ["candidate / baseline (log scale)"] * 4,
             "Rates": ["share of requests"],
         }),
+        ("views/kernels.py", {}, {SIGNATURES_TITLE: ["op signatures served"]}),
         ("views/request.py", {ID_KEY: DRILL_ID}, {"Sampled kernel time": ["kernel time (µs)"]}),
     ],
 )  # fmt: skip

@@ -12,7 +12,7 @@ import pytest
 from inferensics.dashboard._internal import charts
 from inferensics.dashboard._internal.filters import MODEL_KEY, RANGE_KEY, TRAFFIC_KEY
 from inferensics.dashboard.navigation import BY_URL
-from inferensics.dashboard.views.kernels import QUALIFICATION_HINT
+from inferensics.dashboard.views.kernels import QUALIFICATION_HINT, SIGNATURES_TITLE
 from tests.analytics.kernel_events import GPU_MODEL, RAISED, REQUEST
 from tests.dashboard.apptest import assert_clean, metric, open_page, texts
 from tests.dashboard.conftest import SeededService
@@ -57,11 +57,17 @@ def test_providers_skips_failures_and_evidence_match_the_seed(seeded: SeededServ
     assert evidence["provider"].tolist() == ["inductor", "triton", "reference", "planted_wrong", "reference", "triton"]
     assert evidence["vs_best"].tolist()[:3] == pytest.approx([1.0, 1.25, 6.25])
 
+    # The chart plots what its axis says, op signatures served: per op the table's signatures, in all the
+    # headline's (walk 39: titled "op signatures served", it plotted decisions, one per signature and process).
     (drawn,) = [c.proto for c in at.get("vega_lite_chart")]
-    assert json.loads(drawn.spec)["title"] == "Decisions per op, by the provider chosen"
+    spec = json.loads(drawn.spec)
+    assert spec["title"] == SIGNATURES_TITLE == "Op signatures served, by the provider chosen"
+    assert (spec["encoding"]["x"]["field"], spec["encoding"]["x"]["title"]) == ("signatures", "op signatures served")
     (records,) = [pl.read_ipc_stream(io.BytesIO(d.data.data)) for d in drawn.datasets if d.name == charts.DATASET]
-    per_op = dict(records.group_by("op").agg(pl.col("decisions").sum()).iter_rows())
-    assert per_op == {"rms_norm": 5, "silu_mul": 2, "paged_decode_attention": 1, "rotary_embedding": 1}
+    per_op = dict(records.group_by("op").agg(pl.col("signatures").sum()).iter_rows())
+    assert per_op == providers.groupby("op")["signatures"].sum().to_dict()
+    assert per_op == {"rms_norm": 4, "silu_mul": 2, "paged_decode_attention": 1, "rotary_embedding": 1}
+    assert sum(per_op.values()) == int(metric(at, "Signatures"))
 
 
 def test_the_model_filter_narrows_decisions_and_the_evidence_stays_whole(seeded: SeededService) -> None:

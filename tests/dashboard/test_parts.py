@@ -227,7 +227,7 @@ def _evidence(*rows: tuple[Any, ...]) -> pl.DataFrame:
 def test_canary_evidence_shows_every_value_in_its_unit() -> None:
     nan = float("nan")
     frame = _evidence(
-        ("latency", "p95_ms", 38.74, 67.68, 65.29, 70.16, nan, 1.1, "fail"),
+        ("latency", "p95_ms", 38.74, 67.68, 1.685, 1.811, nan, 1.1, "fail"),
         ("rate", "error_rate", 0.0124, 0.1818, 0.1253, 0.2563, 1.95e-7, 0.01, "fail"),
         ("rate", "fallback_rate", 0.02, 0.0, 0.0, 0.0283, 1.0, 0.01, "pass"),
         ("output", "argmax_agreement", 50.0, 0.8, 0.6696, 0.8876, nan, 0.99, "fail"),
@@ -237,7 +237,7 @@ def test_canary_evidence_shows_every_value_in_its_unit() -> None:
     shown = evidence_table(frame)
     assert shown.columns == list(SHOWN)
     assert shown.select("baseline", "candidate", "interval", "threshold").rows() == [
-        ("38.7 ms", "67.7 ms", "65.3 – 70.2 ms", "1.1 × baseline"),
+        ("38.7 ms", "67.7 ms", "1.69 – 1.81 × baseline", "1.1 × baseline"),  # the ratio's interval
         ("1.24 %", "18.18 %", "12.53 – 25.63 %", "p < 0.01"),
         ("2.00 %", "0.00 %", "0.00 – 2.83 %", "p < 0.01"),  # a rate of 0.02 that no one reads as 0.02 ms
         ("50 pairs", "80.00 %", "66.96 – 88.76 %", "≥ 99.00 %"),

@@ -58,6 +58,7 @@ def test_canary_defaults_to_newest_against_previous_bundle_and_fails(seeded: See
     assert recorded["verdict"].tolist() == ["fail", "inconclusive"]
     assert recorded["rule"].tolist() == ["failed: error_rate", "too few requests"]
     assert set(recorded["candidate"]) == {CANDIDATE[:12]}
+    assert recorded["hw_pool"].tolist() == ["all", "all"]  # the pool each compared (none named: every pool)
 
 
 def test_canary_form_swaps_the_sides(seeded: SeededService) -> None:
@@ -101,7 +102,11 @@ def test_canary_evidence_says_the_unit_of_every_value(seeded: SeededService) -> 
     sides = {b: [r for r in window if r.bundle_id == b] for b in (BASELINE, CANDIDATE)}
     for quantile in ("p50_ms", "p95_ms", "p99_ms"):
         row = rows[quantile]
-        assert all(v.endswith(" ms") for v in (row.baseline, row.candidate, row.interval)), row
+        assert all(v.endswith(" ms") for v in (row.baseline, row.candidate)), row
+        # The interval is the ratio's, in multiples of the baseline as the threshold (in ms it read as the
+        # candidate's latency: walk 39's "202.9 – 829,708.6 ms" for a run whose longest request took 36 s).
+        assert row.interval.endswith(" × baseline"), row
+        assert row.threshold.endswith(" × baseline"), row
     errors = {b: 100 * sum(r.status == "error" for r in rs) / len(rs) for b, rs in sides.items()}
     assert (rows["error_rate"].baseline, rows["error_rate"].candidate) == (
         f"{errors[BASELINE]:.2f} %", f"{errors[CANDIDATE]:.2f} %",

@@ -23,19 +23,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from inferensics.analytics.weekly import current_week
 from inferensics.collector.client import ServiceClient
 from inferensics.dashboard.launcher import wait_until_up
 from inferensics.demo import summary
+from inferensics.demo.summary import PRINTED_DASHBOARD_URL
 from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, HF_MODEL, POOL_B
 from inferensics.schema.dsn import REPORT_DIR_ENV
 from tests.dashboard.browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    LAPTOP,
     PAGE_TIMEOUT_MS,
+    headless_chromium,
+    laptop_tab,
     metric,
     screenshot,
     settle,
@@ -56,20 +56,49 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
 
 
+PRINTED_COMMAND = re.compile(r"^  (?:[A-Z_]+=\S+ )*inferensics ")
+"""A printed command line: indented, ``inferensics ...`` after any ``NAME=value`` words the shell sets first."""
+
+
 def printed_commands(run: dict[str, Any]) -> dict[str, str]:
     """The commands under the summary's "try:", by subcommand (``report``, ``canary``, ``status``, ...)."""
     lines = run["stdout"].splitlines()
     after = lines[lines.index("try:") + 1 :]
-    commands = [line.strip() for line in after if line.startswith("  inferensics ")]
-    return {shlex.split(c)[1]: c for c in commands}
+    commands = [line.strip() for line in after if PRINTED_COMMAND.match(line)]
+    return {printed_argv(c)[1][1]: c for c in commands}
+
+
+def printed_argv(command: str) -> tuple[dict[str, str], list[str]]:
+    """A printed command as the shell runs it: the ``NAME=value`` words in front, then the words of
+    ``inferensics ...``."""
+    words = shlex.split(command)
+    env: dict[str, str] = {}
+    while "=" in words[0]:
+        name, value = words.pop(0).split("=", 1)
+        env[name] = value
+    assert words[0] == "inferensics", command
+    return env, words
+
+
+def printed_links(run: dict[str, Any], dashboard: str) -> dict[str, str]:
+    """The links printed after the ``inferensics dashboard`` command, by what each opens, moved to ``dashboard``
+    (the printed command's port may be taken here: see :func:`dashboard`)."""
+    lines = run["stdout"].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"that dashboard ({PRINTED_DASHBOARD_URL})"))
+    links = {}
+    for line in lines[start + 1 :]:
+        what, sep, link = line.partition(": ")
+        if not (line.startswith("  ") and sep and link.startswith(PRINTED_DASHBOARD_URL)):
+            break
+        links[what.strip()] = dashboard + link.removeprefix(PRINTED_DASHBOARD_URL)
+    return links
 
 
 def run_printed(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run a printed ``inferensics ...`` command as printed (this checkout's ``inferensics``), with the report
     folder (``$INFERENSICS_REPORT_DIR``) in ``cwd/reports`` rather than the user's."""
-    argv = shlex.split(command)
-    assert argv[0] == "inferensics"
-    env = {**_env(), "COLUMNS": "250", REPORT_DIR_ENV: str(cwd / "reports")}
+    set_first, argv = printed_argv(command)
+    env = {**_env(), **set_first, "COLUMNS": "250", REPORT_DIR_ENV: str(cwd / "reports")}
     return subprocess.run(
         [sys.executable, "-m", "inferensics.cli", *argv[1:]],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False,
@@ -92,7 +121,7 @@ def dashboard(commands: dict[str, str], tmp_path_factory: pytest.TempPathFactory
     free ``--port`` instead; everything else runs as printed.
     """
     root = tmp_path_factory.mktemp("story-dashboard")
-    argv = shlex.split(commands["dashboard"])
+    set_first, argv = printed_argv(commands["dashboard"])
     port = 8501
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", port)) == 0:
@@ -101,7 +130,7 @@ def dashboard(commands: dict[str, str], tmp_path_factory: pytest.TempPathFactory
                 free.bind(("127.0.0.1", 0))
                 port = free.getsockname()[1]
             argv += ["--port", str(port)]
-    env = {**_env(), REPORT_DIR_ENV: str(root / "reports")}
+    env = {**_env(), **set_first, REPORT_DIR_ENV: str(root / "reports")}
     with (root / "dashboard.log").open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "inferensics.cli", *argv[1:]], cwd=root, env=env, stdout=log, stderr=log
@@ -122,23 +151,15 @@ def dashboard(commands: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """Headless Chromium (Debian's package; Playwright never downloads a browser here)."""
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with headless_chromium() as chromium:
+        yield chromium
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh laptop-sized tab."""
-    tab = browser.new_page(viewport=LAPTOP)
-    tab.set_default_timeout(PAGE_TIMEOUT_MS)
-    try:
+    with laptop_tab(browser) as tab:
         yield tab
-    finally:
-        tab.close()
 
 
 def shoot(page: Page, name: str) -> None:
@@ -316,7 +337,7 @@ def _request(page: Page, dashboard: str, request_id: str) -> None:
     expect(page.locator('[data-testid="stMetricLabel"]', has_text="Outcome")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
 
 
-def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
+def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], demo_service: str, page: Page) -> None:
     """On main: the kernel → source-line map was empty (provenance off), a NaN request read "ok", 798 lines
     of code made a 16,000-px page, and the page advertised an ``inferensics replay`` that did not exist (it
     does now, and the page gives it for a request whose inputs were captured)."""
@@ -336,7 +357,12 @@ def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], page: Page)
     assert metric(page, "Status") == "non-finite"
     assert truncated_metrics(page) == []
     assert any("Non-finite output:" in t for t in alerts(page))
-    assert f"inferensics replay {nan}" in page.inner_text("body")  # its inputs are captured: replay it
+    # Its inputs are captured: replay it, with the command as printed (the dashboard's printed command gave it the
+    # run's builder key; on main the page said a bare `inferensics replay ID`, which stops without a keyring).
+    assert f"inferensics replay {nan} --service {demo_service} --keyring {demo_run['keyring']}" in page.inner_text(
+        "body"
+    )
+    assert printed_links(demo_run, dashboard)["NaN request"] == f"{dashboard}/request?request_id={nan}"
     shoot(page, "request-nan")
 
     failed = drill["failed, inputs captured"][0]
@@ -401,15 +427,10 @@ def test_the_compile_page_counts_agree(dashboard: str, demo_run: dict[str, Any],
 
 def test_the_canary_page_gives_the_demos_verdict(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
     """On main: "0 registered bundle(s)" and no way to compare what the demo ran; then a page that opened at the
-    analytics' defaults (INCONCLUSIVE on a short run) until five fields were picked and typed. The run here has
-    no dashboard, so it printed no link: the test builds the one a run with a dashboard prints, with the same
-    function, from the run's record, and checks it carries what the summary printed."""
-    record = summary.RunRecord(
-        served=demo_run["served"],
-        bundle_ids=demo_run["bundle_ids"],
-        started=datetime.fromisoformat(demo_run["started"]),
-    )
-    link = summary.dashboard_links(record, dashboard, datetime.now(UTC))["canary comparison"]
+    analytics' defaults (INCONCLUSIVE on a short run) until five fields were picked and typed; then a run without
+    a dashboard printed no link to the comparison it gave a verdict on. It prints one after the dashboard
+    command: it carries what the summary printed and opens on that verdict."""
+    link = printed_links(demo_run, dashboard)["canary comparison"]
     said = re.search(
         r"canary verdict for (\S+): \w+ \(.*short run: min_requests=(\d+), min_pairs=(\d+)", demo_run["stdout"]
     )

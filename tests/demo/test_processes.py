@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from inferensics.collector.client import ServiceClient
-from inferensics.demo import processes
+from inferensics.dashboard._internal.replay_command import KEYRING_ENV
+from inferensics.demo import processes, release
 
 
 def test_free_port_skips_a_taken_port() -> None:
@@ -104,3 +105,20 @@ def test_a_folder_in_the_working_directory_shadows_nothing_in_a_child(
     imported = Path(log.read_text().strip())
     assert imported.name == "__init__.py"
     assert not imported.is_relative_to(work)
+
+
+def test_the_demos_dashboard_is_given_the_builders_keys(tmp_path: Path) -> None:
+    """Walk 39: the request page said a bare ``inferensics replay ID``, which stops without a keyring. The demo's
+    dashboard gets the run's builder key (``$INFERENSICS_BUNDLE_KEYRING``), so the page's command names it; the
+    key's path is known before the build makes it, as the dashboard starts first."""
+    cache = tmp_path / "cache"
+    keyring = release.keyring_path(tmp_path, cache)
+    assert keyring == cache / f"{release.BUILDER_KEY}.pub"  # where the build makes it (_make_key)
+    assert release.keyring_path(tmp_path, None) == tmp_path / "bundles" / "builder-key.pub"
+    child = processes.start_dashboard(tmp_path, "http://127.0.0.1:9", processes.free_port(8650), None, keyring=keyring)
+    try:
+        entries = Path(f"/proc/{child.proc.pid}/environ").read_bytes().decode().split("\0")
+        environ = dict(e.split("=", 1) for e in entries if "=" in e)
+        assert environ[KEYRING_ENV] == str(keyring)
+    finally:
+        processes.stop_all([child])

@@ -5,18 +5,25 @@ and the canary page opened at the defaults: INCONCLUSIVE)."""
 from __future__ import annotations
 
 import io
+import re
+import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import polars as pl
+import pytest
 from rich.console import Console
 
 from inferensics.collector.client import ServiceClient, ServiceError
 from inferensics.dashboard._internal.links import parse_duration
-from inferensics.demo import runner, summary
+from inferensics.dashboard._internal.replay_command import KEYRING_ENV
+from inferensics.dashboard.launcher import DEFAULT_PORT
+from inferensics.demo import processes, runner, summary
 from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, HF_MODEL, POOL_B
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 DASHBOARD = "http://127.0.0.1:8502"
 STARTED = datetime(2026, 11, 30, 18, 52, 30, tzinfo=UTC)
@@ -110,12 +117,64 @@ def test_the_summary_prints_each_link_on_its_own_line_after_the_dashboard(tmp_pa
     assert lines[at + 4] == "try:"
 
 
-def test_without_a_dashboard_no_links_are_printed(tmp_path: Path) -> None:
+def _printed_links(lines: list[str], after: int) -> dict[str, str]:
+    """The ``  what: link`` lines from ``after`` on, by what each opens."""
+    links = {}
+    for line in lines[after:]:
+        what, sep, link = line.partition(": ")
+        if not (line.startswith("  ") and sep and link.startswith("http")):
+            break
+        links[what.strip()] = link
+    return links
+
+
+@pytest.mark.parametrize("store", [False, True], ids=["service stays up", "exit when done"])
+def test_without_a_dashboard_its_links_follow_the_command_that_starts_it(tmp_path: Path, store: bool) -> None:
+    """Walk 39 (``--no-dashboard --exit-when-done``): the demo built a link to the canary comparison its verdict
+    came from but never printed it, and the sidebar's canary page opened at its defaults (every pool, 100
+    requests a side: INCONCLUSIVE beside the printed FAIL). The links now follow the printed dashboard command,
+    for the port it names, and the command gives the dashboard the run's builder key (the request page's replay
+    command then runs as shown)."""
     out = io.StringIO()
-    console = Console(file=out, width=200, highlight=False, soft_wrap=True)
+    console = Console(file=out, width=60, highlight=False, soft_wrap=True)
+    record = short_run()
+    keyring = tmp_path / "demo builder" / "builder-key.pub"
     runner._report(
-        cast(ServiceClient, _Unreachable()), "http://127.0.0.1:4318", "", short_run(), keyring=tmp_path,
-        console=console,
+        cast(ServiceClient, _Unreachable()), "http://127.0.0.1:4318", "", record, keyring=keyring,
+        console=console, store=tmp_path if store else None,
     )  # fmt: skip
-    assert "/canary?" not in out.getvalue()
-    assert "/request?" not in out.getvalue()
+    lines = out.getvalue().splitlines()
+    (command_at,) = [i for i, line in enumerate(lines) if " inferensics dashboard " in line]
+    command = lines[command_at].strip()
+    assert shlex.split(command)[:3] == [f"{KEYRING_ENV}={keyring}", "inferensics", "dashboard"]
+    assert f"--port {DEFAULT_PORT}" in command
+    dashboard = summary.PRINTED_DASHBOARD_URL
+    assert dashboard == f"http://127.0.0.1:{DEFAULT_PORT}"
+    assert lines[command_at + 1] == f"that dashboard ({dashboard}) opens on what the run found at:"
+    printed = _printed_links(lines, command_at + 2)
+    assert printed == summary.dashboard_links(record, dashboard, _now_of(printed["kernel providers"]))
+    canary = {k: v[0] for k, v in parse_qs(urlsplit(printed["canary comparison"]).query).items()}
+    assert (canary["hw_pool"], canary["min_requests"], canary["min_pairs"]) == (POOL_B, "12", "12")
+    assert printed["NaN request"] == f"{dashboard}/request?request_id=req-07"
+
+
+def _now_of(kernels_link: str) -> datetime:
+    """The ``now`` the summary pinned its links' ends to (the kernel page's ``end``: that minute)."""
+    end = parse_qs(urlsplit(kernels_link).query)["end"][0]
+    return datetime.fromisoformat(end.replace("Z", "+00:00"))
+
+
+def test_the_readme_documents_what_the_demo_prints() -> None:
+    """Walk 39: the README's command table lacked the canary flags the demo prints, and the ``serve`` command
+    the demo prints sets ``INFERENSICS_AUTH=false``, which the README never named."""
+    readme = README.read_text(encoding="utf-8")
+    (row,) = [line for line in readme.splitlines() if line.startswith("| `inferensics canary compare ")]
+    usage = re.split(r"(?<!\\)\|", row)[1]  # the first cell (an escaped \| separates alternatives in it)
+    printed = summary.commands("http://127.0.0.1:4318", short_run(), "", Path("k.pub"), store_dsn="chdb:///d/store")
+    (canary,) = [c for c in printed if c.startswith("inferensics canary compare ")]
+    flags = [w for w in shlex.split(canary) if w.startswith("--")]
+    assert {"--hw-pool", "--min-requests", "--min-pairs", "--dsn"} <= set(flags)
+    assert [f for f in flags if not re.search(rf"[\s`\[]{re.escape(f)}[\s\]`]", usage)] == [], usage
+    for name, value in processes.SERVICE_ENV.items():
+        (said,) = [line for line in readme.splitlines() if f"`{name}={value}`" in line]
+        assert "turns tokens off" in said, said

@@ -1,0 +1,215 @@
+"""The demo walk's canary (walk 39) in a real browser: a baseline serving two hardware pools and its canary one.
+
+Opened from the sidebar, the canary page compared every pool: the baseline's requests of the pool the canary never
+ran on set its p50, and the candidate "failed" p50 on hardware alone. It now compares the pool where both bundles
+served and names the pool it left out, and why; *All* still compares every pool, with a warning. The same
+dashboard, started with the builders' keys (``$INFERENSICS_BUNDLE_KEYRING``), gives a replay command that runs as
+shown on the request page.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+from streamlit.testing.v1 import AppTest
+
+from inferensics.dashboard._internal.filters import ALL, NOW_KEY
+from inferensics.dashboard._internal.replay_command import KEYRING_ENV
+from inferensics.dashboard._internal.settings import TOKEN_STATE_KEY, URL_STATE_KEY
+from inferensics.dashboard.launcher import APP_FILE, start_dashboard, wait_until_up
+from inferensics.dashboard.views.canary import SHARED, PoolSplit, like_for_like
+from inferensics.schema.dsn import REPORT_DIR_ENV
+from tests.collector.service.harness import READ, RunningService, free_port, new_service
+from tests.dashboard.apptest import TIMEOUT_S, assert_clean, metric
+from tests.dashboard.browser import PAGE_TIMEOUT_MS, headless_chromium, laptop_tab, screenshot, settle
+from tests.dashboard.browser import metric as shown_metric
+from tests.dashboard.canary_pools import (
+    BASELINE,
+    BASELINE_ONLY_POOL,
+    CANDIDATE,
+    FAILED_ID,
+    SHARED_POOL,
+    PoolFacts,
+    build,
+)
+from tests.dashboard.conftest import seed_store
+from tests.dashboard.test_request_replay_command import replay_params
+
+
+def test_the_pool_both_bundles_served_is_compared_and_the_others_are_named() -> None:
+    split = PoolSplit(baseline={"cpu-a": 201, "cpu-b": 100, "cpu-c": 40}, candidate={"cpu-b": 60, "cpu-c": 70})
+    pool, note = like_for_like(SHARED, split)
+    assert pool == "cpu-c"  # the candidate's busiest pool of those both served
+    assert note is not None
+    kind, text = note
+    assert kind == "info"
+    assert text.startswith(
+        "**Hardware pool cpu-c**, where both bundles served in this window (baseline 40, candidate 70"
+    )
+    assert "cpu-a (only the baseline served there: 201 requests)" in text
+    assert "cpu-b (both served there, baseline 100 and candidate 60 requests: pick it to compare it)" in text
+
+
+def test_all_pools_is_a_choice_and_a_split_without_a_shared_pool_is_a_warning() -> None:
+    split = PoolSplit(baseline={"cpu-a": 201, "cpu-b": 100}, candidate={"cpu-b": 100})
+    pool, note = like_for_like(ALL, split)
+    assert pool is None
+    assert note is not None
+    assert note[0] == "warning"
+    assert note[1].startswith("**All pools, mixed:** cpu-a (only the baseline served there: 201 requests);")
+    assert note[1].endswith(f"*{SHARED}* compares cpu-b alone.")
+    apart = PoolSplit(baseline={"cpu-a": 5}, candidate={"cpu-b": 7})
+    for choice in (SHARED, ALL):
+        pool, note = like_for_like(choice, apart)
+        assert pool is None
+        assert note is not None
+        assert note[0] == "warning"
+        assert "served no hardware pool in common" in note[1]
+        assert "baseline: cpu-a (5); candidate: cpu-b (7) requests" in note[1]
+    assert like_for_like(SHARED, PoolSplit({}, {"cpu-b": 3})) == (None, None)  # a side without requests
+    same = PoolSplit(baseline={"cpu-b": 3}, candidate={"cpu-b": 4})
+    assert like_for_like(ALL, same) == (None, None)  # every pool is shared: nothing to warn of
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The running service over :mod:`tests.dashboard.canary_pools` and what was seeded."""
+
+    service: RunningService
+    facts: PoolFacts
+
+    @property
+    def end(self) -> str:
+        """The links' ``?end=``: the minute after the seed's clock."""
+        return f"{self.facts.now + timedelta(minutes=1):%Y-%m-%dT%H:%MZ}"
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
+    root = tmp_path_factory.mktemp("canary-pools-service")
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    service = new_service(root)
+    seed_store(service.dsn, now, "tests.dashboard.canary_pools")
+    service.start()
+    try:
+        yield Walk(service, build(now))
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="module")
+def keyring(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the dashboard is told the builders' keys are (replay reads them; the page only names them)."""
+    return tmp_path_factory.mktemp("builder") / "builder-key.pub"
+
+
+@pytest.fixture(scope="module")
+def dashboard(walk: Walk, keyring: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The dashboard process over the walk's service, with the builders' keys in its environment; its URL."""
+    root = tmp_path_factory.mktemp("canary-pools-dashboard")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
+    env.update({REPORT_DIR_ENV: str(root / "reports"), KEYRING_ENV: str(keyring)})
+    proc = start_dashboard(port=port, service_url=walk.service.url, token=READ, env=env, log=root / "dashboard.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(url, proc, timeout=120)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Headless Chromium (Debian's package; Playwright never downloads a browser here)."""
+    with headless_chromium() as chromium:
+        yield chromium
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh laptop-sized tab."""
+    with laptop_tab(browser) as tab:
+        yield tab
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_canary_page_compares_the_pool_both_bundles_served(
+    dashboard: str, walk: Walk, page: Page, tmp_path: Path
+) -> None:
+    """On main: pool All, 301 baseline requests against 100, and FAIL on p50 (the faster pool's 10 ms against
+    the candidate's 20 ms), though on the pool both served the two bundles are alike."""
+    page.goto(f"{dashboard}/canary?end={walk.end}")
+    settle(page, charts=2)
+    verdict = page.locator('[data-testid="stAlert"]').filter(has_text="Verdict:")
+    expect(verdict).to_contain_text("Verdict: PASS — every check passed", timeout=PAGE_TIMEOUT_MS)
+    assert shown_metric(page, "Baseline requests") == f"{walk.facts.served(BASELINE, SHARED_POOL):,}"
+    assert shown_metric(page, "Candidate requests") == f"{walk.facts.served(CANDIDATE, SHARED_POOL):,}"
+    note = page.locator('[data-testid="stAlert"]').filter(has_text="Left out:")
+    expect(note).to_contain_text(f"Hardware pool {SHARED_POOL}, where both bundles served in this window")
+    only_a = walk.facts.served(BASELINE, BASELINE_ONLY_POOL)
+    expect(note).to_contain_text(
+        f"Left out: {BASELINE_ONLY_POOL} (only the baseline served there: {only_a:,} requests)"
+    )
+    expect(page.get_by_role("combobox", name="Hardware pool")).to_have_value(SHARED)
+    expect(page.locator('[data-testid="stCaptionContainer"]').filter(has_text=f"· pool {SHARED_POOL}")).to_have_count(1)
+    screenshot(page, tmp_path, "canary-pool-both-served")
+
+
+@pytest.mark.slow
+def test_all_pools_still_compares_every_pool_and_says_they_are_mixed(walk: Walk) -> None:
+    at = AppTest.from_file(str(APP_FILE), default_timeout=TIMEOUT_S)
+    at.session_state[URL_STATE_KEY] = walk.service.url
+    at.session_state[TOKEN_STATE_KEY] = READ
+    at.session_state[NOW_KEY] = walk.facts.now + timedelta(minutes=1)
+    at.run()
+    at.switch_page("views/canary.py").run()
+    assert at.selectbox(key="canary.hw_pool").value == SHARED
+    at.selectbox(key="canary.hw_pool").select(ALL)
+    at.button[0].click().run()  # the form's Compare button
+    assert_clean(at)
+    assert metric(at, "Baseline requests") == f"{walk.facts.served(BASELINE):,}"
+    assert at.error[0].value == "**Verdict: FAIL** — failed: p50_ms"
+    (mixed,) = [str(w.value) for w in at.warning if "All pools, mixed" in str(w.value)]
+    assert f"{BASELINE_ONLY_POOL} (only the baseline served there: " in mixed
+    assert f"*{SHARED}* compares {SHARED_POOL} alone." in mixed
+
+    # Too few requests for the asked minimum: the page says how a short run gets a verdict (walk 39 met
+    # INCONCLUSIVE beside the demo's printed FAIL, which its lowered thresholds gave).
+    at.selectbox(key="canary.hw_pool").select(SHARED)
+    at.number_input(key="canary.min_requests").set_value(150)
+    at.button[0].click().run()
+    assert_clean(at)
+    assert at.warning[-1].value == "**Verdict: INCONCLUSIVE** — fewer than 150 requests on a side"
+    shared = walk.facts.served(CANDIDATE, SHARED_POOL)
+    (hint,) = [str(c.value) for c in at.caption if "*Min requests per side*" in str(c.value)]
+    assert hint.startswith(f"A side served {shared:,} requests here, fewer than the 150 *Min requests per side* asks.")
+    assert "`inferensics canary compare --min-requests`" in hint
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_request_page_gives_a_replay_command_that_runs_as_shown(
+    dashboard: str, walk: Walk, keyring: Path, page: Page, tmp_path: Path
+) -> None:
+    """On main: "Name the fault: `inferensics replay req-...`", which stops at once without a keyring."""
+    page.goto(f"{dashboard}/request?request_id={FAILED_ID}&end={walk.end}")
+    settle(page)
+    expect(page.get_by_text("Not replayed yet.")).to_be_visible()
+    code = page.locator('[data-testid="stCode"] code').filter(has_text="inferensics replay").inner_text().strip()
+    assert code == f"inferensics replay {FAILED_ID} --service {walk.service.url} --keyring {keyring} --token TOKEN"
+    params = replay_params(code)
+    assert (params["service"], params["keyring"]) == (walk.service.url, str(keyring))
+    # The dashboard reads with a token, never shown: what to put in its place is.
+    fill_in = page.locator('[data-testid="stCaptionContainer"]').filter(has_text="Fill in TOKEN: a token of this")
+    expect(fill_in).to_have_count(1)
+    assert READ not in code + fill_in.inner_text()
+    screenshot(page, tmp_path, "request-replay-command")
