@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from inferensics.cli.errors import fail
-from inferensics.schema.dsn import DSN_ENV
+from inferensics.schema.dsn import DATA_DIR_ENV, DSN_ENV, DsnError, check_data_dir
 
 DsnOption = Annotated[
     str | None,
@@ -26,7 +26,8 @@ DataDirOption = Annotated[
     typer.Option(
         "--data-dir",
         help="The embedded store in DIR (DIR/store, where `inferensics demo --data-dir DIR` keeps it): "
-        "--dsn chdb://DIR/store. Not together with --dsn.",
+        f"--dsn chdb://DIR/store; ${DATA_DIR_ENV} names DIR the same way. Not together with --dsn; a store's "
+        "own folder is refused (pass it as --dsn chdb://STORE).",
         show_default=False,
     ),
 ]
@@ -43,7 +44,9 @@ def dsn_from(ctx: typer.Context, dsn: str | None, data_dir: Path | None) -> str 
 
     ``--data-dir`` means what ``inferensics demo --data-dir`` means (one definition:
     ``inferensics.demo.processes.store_dsn``), so the store a demo left is reached with the same flag. It beats
-    ``$INFERENSICS_DSN`` (an argument beats an environment variable); beside ``--dsn`` it is refused in one line.
+    ``$INFERENSICS_DSN`` (an argument beats an environment variable); beside ``--dsn`` it is refused in one line,
+    and so is a store's own folder (:func:`~inferensics.schema.dsn.check_data_dir`: its ``store/`` is the engine's,
+    and ``$INFERENSICS_DATA_DIR`` names a data directory the same way).
     A command that also takes ``--service`` refuses it typed beside ``--dsn`` or ``--data-dir``: the service
     would be used and the store named left unread, without a word.
     """
@@ -57,6 +60,10 @@ def dsn_from(ctx: typer.Context, dsn: str | None, data_dir: Path | None) -> str 
     given = ctx.get_parameter_source("dsn")
     if dsn is not None and (given is None or given.name != "ENVIRONMENT"):
         fail("--dsn and --data-dir both name the store: give one (--data-dir DIR is --dsn chdb://DIR/store)")
+    try:
+        check_data_dir(data_dir, named_by="--data-dir")
+    except DsnError as exc:
+        fail(str(exc))
     from inferensics.demo.processes import store_dsn
 
     return store_dsn(data_dir)

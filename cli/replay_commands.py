@@ -11,7 +11,7 @@ import tempfile
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, Final, NamedTuple
 
 import typer
 
@@ -28,6 +28,9 @@ UNSAMPLED_HINT = (
     "SdkConfig(fingerprint_rate=1.0)), so a non-finite output could not be seen to capture it: serve with "
     "SdkConfig(capture=CaptureRules(enabled=True), fingerprint_rate=1.0) to capture such requests"
 )
+KEYRING_ENV: Final = "INFERENSICS_BUNDLE_KEYRING"
+"""``inferensics.bundle.keys.KEYRING_ENV``, spelled here so that a replay without a keyring is refused before the
+bundle part (which imports torch) loads; tests/replay/test_replay_paths.py pins that the two agree."""
 BUNDLES_ENV = "INFERENSICS_BUNDLES"
 """A folder of bundles (``<bundle_id>/`` or ``<bundle_id>.tar``) replay may take a request's bundle from."""
 
@@ -83,6 +86,10 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
         fail("give a REQUEST_ID or --pack DIR (one of them)")
     if export is not None and (pack is not None or out is not None):
         fail("--export writes a request's pack and stops: give it a REQUEST_ID, without --pack or --out")
+    if pack is None:
+        require_extra("service", "replay")  # the pack comes through the service's client
+    if export is None:  # an exported pack's bundle is verified where it is replayed, with the keyring given there
+        _check_keyring(keyring)
     _check_paths(request_id, out=out, export=export, bundle=bundle)
     client = None
     try:
@@ -92,7 +99,6 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
             origin = None
             if pack is None:
                 assert request_id is not None
-                require_extra("service", "replay")  # the pack comes through the service's client
                 from inferensics.collector.client import ServiceClient
 
                 client = ServiceClient(service, token)
@@ -120,6 +126,18 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
     finally:
         if client is not None:
             client.close()
+
+
+def _check_keyring(keyring: str | None) -> None:
+    """Refuse, before the bundle part, torch or the service is reached, a replay that could not verify its bundle:
+    the fresh process said so only after its imports (16 s on a 2-core machine). The words are those of
+    ``inferensics.bundle.Keyring.load``, which checks the keys themselves there."""
+    chosen = keyring if keyring is not None else os.environ.get(KEYRING_ENV)
+    if not chosen:
+        fail(f"no keyring of trusted builders: pass --keyring (in Python, keyring=) or set ${KEYRING_ENV} to a .pub "
+             "file or folder")  # fmt: skip
+    if not (ring := Path(chosen)).exists():
+        fail(f"keyring {ring} does not exist: pass a .pub file or a folder of them")
 
 
 def _check_paths(request_id: str | None, *, out: Path | None, export: Path | None, bundle: Path | None) -> None:
@@ -153,8 +171,6 @@ def _pack_command(pack: Path, keyring: str | None) -> str:
     """The command that replays an exported pack, with the keyring this one was given (the pack's bundle is
     verified again there)."""
     import shlex
-
-    from inferensics.bundle.keys import KEYRING_ENV
 
     command = f"inferensics replay --pack {shlex.quote(str(pack))}"
     if keyring:

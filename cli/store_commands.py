@@ -12,7 +12,7 @@ from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption, print_service_status
-from inferensics.schema.dsn import Dsn, DsnError, resolve_dsn
+from inferensics.schema.dsn import Dsn, DsnError, is_store_folder, resolve_dsn
 from inferensics.schema.migrations import LATEST_VERSION
 
 
@@ -34,8 +34,9 @@ def _refuse_empty(dsn: str | None) -> None:
 
 
 def existing_store(dsn: str | None, data_dir: Path | None, *, code: int = 2) -> Dsn:
-    """The store a read-only command opens, refused in one line when it is an embedded one whose directory does
-    not exist: opening it would create an empty store there, and a mistyped path must not become a store.
+    """The store a read-only command opens, refused in one line when it is an embedded one whose folder does not
+    exist or is not a store (chDB's ``metadata/`` is not in it): opening it would write an engine's files there
+    (``metadata/``, ``tmp/``), and a mistyped path, or a folder of the user's, must not become a store.
 
     ``code`` is the exit status of the refusal (``status`` exits 1: a monitoring check's "not fine").
     """
@@ -44,11 +45,28 @@ def existing_store(dsn: str | None, data_dir: Path | None, *, code: int = 2) -> 
         parsed = resolve_dsn(dsn)
     except DsnError as exc:
         fail(str(exc))
-    if parsed.kind == "chdb" and parsed.path is not None and not parsed.path.exists():
+    if parsed.kind != "chdb" or parsed.path is None:
+        return parsed
+    flag = "--data-dir" if data_dir else "--dsn"
+    if not parsed.path.exists():
         fail(f"no store at {parsed.path}: the directory does not exist; create it with `inferensics init` "
-             f"(same {'--data-dir' if data_dir else '--dsn'}), or pass the --dsn of an existing store",
-             code=code)  # fmt: skip
+             f"(same {flag}), or pass the --dsn of an existing store", code=code)  # fmt: skip
+    if not is_store_folder(parsed.path):
+        looks = "a store's folder holds the engine's metadata/ and store/, which `inferensics init` makes"
+        if _is_empty_folder(parsed.path):
+            fail(f"no store at {parsed.path}: the folder is empty ({looks}); create it with `inferensics init` "
+                 f"(same {flag}), or pass the --dsn of an existing store", code=code)  # fmt: skip
+        what = "a folder of other files" if parsed.path.is_dir() else "a file"
+        fail(f"no store at {parsed.path}: it is {what}, not a store ({looks} in a new or empty folder); pass the "
+             "--dsn of an existing store", code=code)  # fmt: skip
     return parsed
+
+
+def _is_empty_folder(path: Path) -> bool:
+    try:
+        return path.is_dir() and next(path.iterdir(), None) is None
+    except OSError:  # unreadable: not known to be empty, and no store this process could open either
+        return False
 
 
 @needs_extra("service", "init")

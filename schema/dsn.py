@@ -15,30 +15,63 @@ from urllib.parse import unquote, urlsplit
 DSN_ENV: Final = "INFERENSICS_DSN"
 """Environment variable naming the store when ``--dsn`` is not given."""
 DATA_DIR_ENV: Final = "INFERENSICS_DATA_DIR"
-"""Environment variable overriding the default embedded data directory."""
+"""Environment variable naming the data directory: the folder that holds the embedded store in ``store/``, as
+``--data-dir`` (and ``inferensics demo --data-dir``) names it. Never the store's own folder: chDB keeps its table
+parts in a ``store/`` of its own there, and a store opened in that would write its files into the engine's."""
+STORE_FOLDER: Final = "store"
+"""The folder of a data directory that holds the embedded store: ``<data dir>/store``."""
 REPORT_DIR_ENV: Final = "INFERENSICS_REPORT_DIR"
 """Environment variable naming the folder of the weekly reports (``report weekly`` and the dashboard's page)."""
 
 
 class DsnError(ValueError):
-    """A DSN that cannot be parsed; the message names it and says what form is expected."""
+    """A DSN that cannot be parsed, or a data directory that is a store itself; the message names it and says
+    what form is expected."""
 
 
 def default_data_dir() -> Path:
-    """Where the embedded store lives by default.
+    """Where the embedded store lives by default (its own folder, the one a ``chdb:///`` DSN names).
 
-    ``$INFERENSICS_DATA_DIR`` if set, else ``$XDG_DATA_HOME/inferensics/store``, else
-    ``~/.local/share/inferensics/store``.
+    ``$INFERENSICS_DATA_DIR/store`` if the variable is set, else ``$XDG_DATA_HOME/inferensics/store``, else
+    ``~/.local/share/inferensics/store``. :func:`resolve_dsn` refuses a variable that names a store itself.
     """
     if env := os.environ.get(DATA_DIR_ENV):
-        return Path(env).expanduser()
+        return Path(env).expanduser() / STORE_FOLDER
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "inferensics" / "store"
+    return Path(base) / "inferensics" / STORE_FOLDER
+
+
+def is_store_folder(path: Path) -> bool:
+    """Whether ``path`` is an embedded store's own folder: chDB writes its catalogue, ``metadata/``, there the
+    first time it opens the folder (``inferensics init`` does), and nothing else of ours has one."""
+    return (path / "metadata").is_dir()
+
+
+def check_data_dir(data_dir: Path, *, named_by: str) -> Path:
+    """``data_dir`` (``--data-dir`` or ``$INFERENSICS_DATA_DIR``, as ``named_by`` says) made absolute, refused
+    when it is a store itself: its ``store/`` is then the engine's own folder of table parts.
+
+    >>> check_data_dir(Path("/nonexistent/demo"), named_by="--data-dir")
+    PosixPath('/nonexistent/demo')
+
+    Raises:
+        DsnError: ``data_dir`` is a store's own folder; the message names the flag or setting that reaches it.
+    """
+    where = data_dir.expanduser().absolute()
+    if not is_store_folder(where):
+        return where
+    if named_by.startswith("--"):
+        shown, dsn, parent = f"{named_by} {where}", f"pass --dsn chdb://{where}", f"--data-dir {where.parent}"
+    else:
+        shown, dsn, parent = f"{named_by}={where}", f"set {DSN_ENV}=chdb://{where}", f"{DATA_DIR_ENV}={where.parent}"
+    fix = f"{dsn}, or {parent}" if where.name == STORE_FOLDER else dsn
+    raise DsnError(f"{shown} is a store itself, not the folder that holds one in {STORE_FOLDER}/: {fix}")
 
 
 def default_report_dir() -> Path:
     """Where weekly reports are written and read by default: ``$INFERENSICS_REPORT_DIR`` if set, else
-    ``reports`` beside the default data directory (``~/.local/share/inferensics/reports``). ``inferensics
+    ``reports`` in the data directory, beside its store (``$INFERENSICS_DATA_DIR/reports``, by default
+    ``~/.local/share/inferensics/reports``). ``inferensics
     report weekly`` writes there and the dashboard's Weekly report page lists it, so a report made by either
     shows in both."""
     if env := os.environ.get(REPORT_DIR_ENV):
@@ -148,9 +181,15 @@ def _check_cluster(raw: str, cluster: str) -> str:
 
 
 def resolve_dsn(explicit: str | None) -> Dsn:
-    """``--dsn`` if given, else ``$INFERENSICS_DSN``, else the embedded default directory."""
+    """``--dsn`` if given, else ``$INFERENSICS_DSN``, else the embedded default directory (:func:`default_data_dir`).
+
+    Raises:
+        DsnError: the DSN cannot be parsed, or ``$INFERENSICS_DATA_DIR`` names a store itself.
+    """
     if explicit:
         return parse_dsn(explicit)
     if env := os.environ.get(DSN_ENV):
         return parse_dsn(env)
+    if env := os.environ.get(DATA_DIR_ENV):
+        check_data_dir(Path(env), named_by=f"${DATA_DIR_ENV}")
     return Dsn("chdb", path=default_data_dir().absolute())

@@ -28,6 +28,26 @@ def _figure(value: Any) -> str:
     return str(value)
 
 
+def _rung_error(rung: Mapping[str, Any], tolerance: Mapping[str, Any]) -> str:
+    """A rung's figure with its unit and its own limit: an eager rung is measured in rounding units of its dtype
+    from fp64 (limit :data:`EAGER_LIMIT`), a compiled one as a multiple of eager's own error against fp64 (limit
+    :data:`RATIO_LIMIT`), so that "pass" beside a number is read against that rung's own limit."""
+    from inferensics.replay._internal.tolerance import EAGER_LIMIT, RATIO_LIMIT
+
+    if "rounding_units" in rung:
+        limit = tolerance.get("eager_limit_rounding_units", EAGER_LIMIT)
+        figure = f"{_figure(rung['rounding_units'])} rounding units from fp64, limit {_figure(limit)}"
+    else:
+        limit = tolerance.get("ratio_limit", RATIO_LIMIT)
+        figure = f"{_figure(rung.get('ratio', ''))} × eager's error, limit {_figure(limit)}"
+    new = rung.get("nonfinite_new") or 0
+    if new:
+        figure = f"{new} new non-finite value{'s' if new != 1 else ''}; {figure}"
+    if rung.get("error"):
+        figure = f"raised {rung['error']}; {figure}"
+    return figure
+
+
 def render_text(verdict: Verdict) -> str:
     """The verdict as printed by the CLI."""
     lines = [f"verdict: {verdict.headline()}", f"  {verdict.summary}"]
@@ -44,17 +64,19 @@ def render_text(verdict: Verdict) -> str:
             f"  provider: {served['provider']} ({served['kind']}) of {served['op']}, bucket {served['bucket']}, "
             f"{served['provider_function']} at {served['provider_file']}:{served['provider_line']}"
         )
+    tolerance = verdict.evidence.get("tolerance", {})
     for rung in verdict.evidence.get("rungs", []):
-        ratio = rung.get("ratio", rung.get("rounding_units", ""))
         lines.append(
             f"  rung {rung['rung']}: {'pass' if rung.get('passed') else 'FAIL'} "
-            f"ratio {_figure(ratio)} ({rung.get('seconds', 0)} s)"
+            f"({_rung_error(rung, tolerance)}; {rung.get('seconds', 0)} s)"
         )
     return "\n".join(lines)
 
 
 def render_markdown(verdict: Verdict, *, request_id: str = "", bundle_id: str = "") -> str:
     """The Markdown report."""
+    from inferensics.replay._internal.tolerance import EAGER_LIMIT, RATIO_LIMIT
+
     out = [f"# Replay of request `{request_id}`" if request_id else "# Replay verdict", ""]
     if bundle_id:
         out += [f"Bundle `{bundle_id}`", ""]
@@ -74,15 +96,21 @@ def render_markdown(verdict: Verdict, *, request_id: str = "", bundle_id: str = 
         "",
         "## Rungs",
         "",
-        "| rung | passed | ratio | seconds |",
+        "| rung | passed | error (limit) | seconds |",
         "|---|---|---|---|",
     ]
-    for rung in verdict.evidence.get("rungs", []):
-        ratio = rung.get("ratio", rung.get("rounding_units", ""))
-        out.append(f"| {rung['rung']} | {rung.get('passed')} | {_figure(ratio)} | {rung.get('seconds', '')} |")
     tol = verdict.evidence.get("tolerance", {})
+    for rung in verdict.evidence.get("rungs", []):
+        error = _rung_error(rung, tol).replace("|", "\\|")
+        out.append(f"| {rung['rung']} | {rung.get('passed')} | {error} | {rung.get('seconds', '')} |")
     if tol:
-        out += ["", f"Tolerance: {tol.get('rule', '')}; limit {_figure(tol.get('ratio_limit', ''))}."]
+        out += [
+            "",
+            f"Tolerance: {tol.get('rule', '')}; a compiled rung passes at most "
+            f"{_figure(tol.get('ratio_limit', RATIO_LIMIT))} "
+            "× eager's error against fp64, eager at most "
+            f"{_figure(tol.get('eager_limit_rounding_units', EAGER_LIMIT))} rounding units of its dtype from fp64.",
+        ]
     return "\n".join(out) + "\n"
 
 

@@ -123,3 +123,72 @@ def _status(port: int) -> dict[str, Any] | None:
     except httpx.HTTPError:
         return None
     return answer.json() if answer.status_code == 200 else None
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``inferensics ARGS`` in a child process (it opens a chDB folder of its own), environment cleared of ours."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")} | {"COLUMNS": "400"}
+    return subprocess.run(
+        [HERE, *args], capture_output=True, text=True, timeout=300, check=False, env=clean | (env or {})
+    )
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_the_data_dir_variable_names_the_folder_that_holds_the_store_as_the_flag_does(tmp_path: Path) -> None:
+    """`INFERENSICS_DATA_DIR=X` put the store at X while `--data-dir X` opened X/store, which in a chDB folder is
+    the engine's own table-parts folder: `status --data-dir X` wrote metadata/ and tmp/ into it and said the store
+    was not initialised. Both name the folder that holds the store in store/, as `demo --data-dir` does."""
+    data_dir = tmp_path / "d"
+    made = _run("init", env={"INFERENSICS_DATA_DIR": str(data_dir)})
+    assert made.returncode == 0, made.stderr
+    assert f"store chdb://{data_dir / 'store'}: created, schema version {LATEST_VERSION}" in made.stdout
+    status = _run("status", "--data-dir", str(data_dir))
+    assert status.returncode == 0, status.stderr
+    assert f"store        chdb://{data_dir / 'store'}" in status.stdout
+    assert f"version {LATEST_VERSION} (latest {LATEST_VERSION}: current)" in status.stdout
+    assert store_dsn(data_dir) == f"chdb://{data_dir / 'store'}"  # where the demo keeps its store
+
+
+@pytest.mark.parametrize("command", COMMANDS.values(), ids=list(COMMANDS))
+def test_a_store_passed_as_data_dir_is_refused_and_left_untouched(
+    command: list[str], made_store: Path, tmp_path: Path
+) -> None:
+    """A store's own folder as --data-dir: refused in one line naming the flag that reaches it, before anything is
+    opened (`init` would have made a second store inside the engine's store/ folder)."""
+    before = _files(made_store)
+    res = runner.invoke(app, [*command, "--data-dir", str(made_store)], env={"COLUMNS": "400", "INFERENSICS_DSN": None})
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == [
+        f"error: --data-dir {made_store} is a store itself, not the folder that holds one in store/: pass --dsn "
+        f"chdb://{made_store}, or --data-dir {made_store.parent}"
+    ]
+    assert _files(made_store) == before
+
+
+def test_a_store_named_by_the_data_dir_variable_is_refused_and_left_untouched(made_store: Path) -> None:
+    before = _files(made_store)
+    for command in (["status"], ["report", "weekly", "--week", "2024-W01"], ["init"]):
+        res = runner.invoke(app, command, env={"COLUMNS": "400", "INFERENSICS_DSN": None,
+                                               "INFERENSICS_DATA_DIR": str(made_store)})  # fmt: skip
+        assert res.exit_code == 2, res.output
+        assert res.output.strip().splitlines() == [
+            f"error: $INFERENSICS_DATA_DIR={made_store} is a store itself, not the folder that holds one in store/: "
+            f"set INFERENSICS_DSN=chdb://{made_store}, or INFERENSICS_DATA_DIR={made_store.parent}"
+        ], command
+    assert _files(made_store) == before
+    # Named as the store it is, it is read.
+    status = _run("status", env={"INFERENSICS_DSN": f"chdb://{made_store}"})
+    assert status.returncode == 0, status.stderr
+    assert f"version {LATEST_VERSION} (latest {LATEST_VERSION}: current)" in status.stdout
+
+
+@pytest.fixture(scope="module")
+def made_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store made by `inferensics init --dsn chdb://<tmp>/store` in a child process."""
+    store = tmp_path_factory.mktemp("made") / "store"
+    made = _run("init", "--dsn", f"chdb://{store}")
+    assert made.returncode == 0, made.stderr
+    return store

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from inferensics.bundle.keys import KEYRING_ENV
 from inferensics.cli.app import app
 from inferensics.replay import read_pack
 from inferensics.replay._internal.pack import write_safetensors
@@ -62,6 +63,20 @@ def recorded(service: RunningService) -> dict[str, str]:
             pass
         time.sleep(0.3)
     return {"blob": blob}
+
+
+@pytest.fixture(scope="module")
+def keyring(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real builder's public key: replay refuses to start without one, before anything else it checks."""
+    from inferensics.bundle import generate_key
+
+    _, pub, _ = generate_key(tmp_path_factory.mktemp("keys") / "builder")
+    return pub
+
+
+@pytest.fixture(autouse=True)
+def _trusted(keyring: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEYRING_ENV, str(keyring))
 
 
 def _invoke(service: RunningService, *args: str) -> tuple[int, str]:

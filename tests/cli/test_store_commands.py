@@ -15,6 +15,7 @@ from inferensics.schema import RequestEvent
 from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import Store
 from tests.schema.samples import sample
+from tests.seeding import scratch_dsn
 
 runner = CliRunner()
 
@@ -40,8 +41,11 @@ def test_status_counts_rows(store: Store) -> None:
     assert "data dir" in res.output
 
 
-def test_status_of_uninitialised_store_says_what_to_run(store_dsn: str) -> None:
-    res = runner.invoke(app, ["status", "--dsn", store_dsn], env={"COLUMNS": "300"})
+def test_status_of_uninitialised_store_says_what_to_run(store: Store, chdb_dir: Path) -> None:
+    """A database of the session's store folder that has no schema (``store`` opened the folder, so chDB's files
+    are in it: an empty folder is refused as no store, below)."""
+    assert store.dsn.path == chdb_dir
+    res = runner.invoke(app, ["status", "--dsn", scratch_dsn(chdb_dir)], env={"COLUMNS": "300"})
     assert res.exit_code == 1  # a monitoring script reads the code: this store cannot take rows
     assert "not initialised: run `inferensics init`" in res.output
     assert f"schema is version 0, this inferensics needs {LATEST_VERSION}: run `inferensics init`" in res.output
@@ -91,3 +95,61 @@ def test_status_of_a_store_a_service_holds_exits_1(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert "another process holds the data directory" in done.stderr
     assert "--service URL" in done.stderr
+
+
+READ_COMMANDS = {
+    "status": (["status"], 1),
+    "report weekly": (["report", "weekly", "--week", "2024-W01"], 2),
+    "canary compare": (["canary", "compare", "--model", "m", "--baseline", "a1", "--candidate", "b2"], 2),
+}
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize(("command", "code"), READ_COMMANDS.values(), ids=list(READ_COMMANDS))
+@pytest.mark.parametrize("flag", ["--dsn", "--data-dir"])
+def test_a_folder_of_other_files_is_refused_and_left_untouched(
+    command: list[str], code: int, flag: str, tmp_path: Path
+) -> None:
+    """`status --dsn chdb:///DIR` on a folder holding only notes.txt wrote chDB's metadata/ and tmp/ into it, then
+    said to run `inferensics init`; report weekly and canary compare did the same. A read command never writes."""
+    folder = tmp_path / "mine" / "store" if flag == "--data-dir" else tmp_path / "mine"
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("not a store\n")
+    given = f"chdb://{folder}" if flag == "--dsn" else str(folder.parent)
+    out = [] if command == ["status"] else ["--out", str(tmp_path / "out")]
+    env = {"COLUMNS": "400", "INFERENSICS_DSN": None, "INFERENSICS_SERVICE_URL": None}
+    res = runner.invoke(app, [*command, flag, given, *out], env=env)
+    assert res.exit_code == code, res.output
+    assert res.output.strip().splitlines() == [
+        f"error: no store at {folder}: it is a folder of other files, not a store (a store's folder holds the "
+        "engine's metadata/ and store/, which `inferensics init` makes in a new or empty folder); pass the --dsn of "
+        "an existing store"
+    ]
+    assert _files(tmp_path / "mine") == (["store", "store/notes.txt"] if flag == "--data-dir" else ["notes.txt"])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("command", "code"), READ_COMMANDS.values(), ids=list(READ_COMMANDS))
+def test_an_empty_folder_is_refused_and_left_empty(command: list[str], code: int, tmp_path: Path) -> None:
+    folder = tmp_path / "fresh"
+    folder.mkdir()
+    env = {"COLUMNS": "400", "INFERENSICS_SERVICE_URL": None}
+    res = runner.invoke(app, [*command, "--dsn", f"chdb://{folder}"], env=env)
+    assert res.exit_code == code, res.output
+    assert res.output.strip().splitlines() == [
+        f"error: no store at {folder}: the folder is empty (a store's folder holds the engine's metadata/ and store/, "
+        "which `inferensics init` makes); create it with `inferensics init` (same --dsn), or pass the --dsn of an "
+        "existing store"
+    ]
+    assert _files(folder) == []
+
+
+def test_a_file_is_refused_as_no_store(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a store\n")
+    res = runner.invoke(app, ["status", "--dsn", f"chdb://{tmp_path / 'notes.txt'}"], env={"COLUMNS": "400"})
+    assert res.exit_code == 1, res.output
+    assert f"error: no store at {tmp_path / 'notes.txt'}: it is a file, not a store" in res.output
+    assert _files(tmp_path) == ["notes.txt"]

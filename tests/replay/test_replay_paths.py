@@ -20,6 +20,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from inferensics.bundle.errors import BundleError
+from inferensics.bundle.keys import KEYRING_ENV, Keyring
+from inferensics.cli import replay_commands
 from inferensics.cli.app import app
 from inferensics.replay import ReplayError, Verdict, write_pack
 from inferensics.replay._internal import report
@@ -28,6 +31,21 @@ from inferensics.replay._internal.pack import write_safetensors
 ROOT = Path(__file__).resolve().parents[2]
 NOWHERE = "http://127.0.0.1:9"  # a closed port: a refusal that came after asking it would say so
 runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def keyring(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real builder's public key (`inferensics bundle keygen`'s): the replays below get past the keyring check
+    to the refusal each one is about."""
+    from inferensics.bundle import generate_key
+
+    _, pub, _ = generate_key(tmp_path_factory.mktemp("keys") / "builder")
+    return pub
+
+
+@pytest.fixture(autouse=True)
+def _trusted(keyring: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEYRING_ENV, str(keyring))
 
 
 def _replay(*args: str) -> tuple[int, str]:
@@ -162,3 +180,40 @@ def test_the_service_asked_is_named_with_where_its_url_came_from(monkeypatch: py
     assert _source_of("http://svc:4318") == "given by --service"
     monkeypatch.setenv("INFERENSICS_SERVICE_URL", "http://svc:4318")
     assert _source_of(None) == "from $INFERENSICS_SERVICE_URL"
+
+
+@pytest.mark.parametrize("where", ["req-1", "--pack"])
+def test_no_keyring_is_refused_before_the_bundle_part_torch_or_the_service(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a keyring, `inferensics replay ID` fetched the pack and started the replay process, which said so
+    after some 16 s of imports. Now it is the first refusal, in Keyring.load's words, in a process that has not
+    imported torch or the bundle part (a child process: this one has both)."""
+    monkeypatch.delenv(KEYRING_ENV)
+    args = ["req-1", "--service", NOWHERE] if where == "req-1" else ["--pack", str(tmp_path / "pack")]
+    code = (
+        "import sys\n"
+        "from inferensics.cli.app import app\n"
+        "try:\n"
+        f"    app({['replay', *args]!r})\n"
+        "except SystemExit as done:\n"
+        "    print('exit', done.code, sorted(m for m in ('torch', 'inferensics.bundle', 'inferensics.replay', "
+        "'httpx') if m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != KEYRING_ENV} | {"COLUMNS": "400"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    with pytest.raises(BundleError) as loaded:
+        Keyring.load(None)
+    assert proc.stderr == f"error: {loaded.value}\n"
+    assert proc.stdout == "exit 2 []\n"
+
+
+def test_a_keyring_that_does_not_exist_is_refused_in_keyring_loads_words(tmp_path: Path) -> None:
+    missing = tmp_path / "keys" / "builder.pub"
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--keyring", str(missing)))
+    with pytest.raises(BundleError) as loaded:
+        Keyring.load(str(missing))
+    assert said == str(loaded.value)
+    assert replay_commands.KEYRING_ENV == KEYRING_ENV  # spelled in the CLI to be read before the bundle part loads

@@ -23,6 +23,7 @@ import torch
 from typer.testing import CliRunner
 
 from inferensics import bundle as b
+from inferensics.bundle.keys import KEYRING_ENV
 from inferensics.cli import replay_commands
 from inferensics.cli.app import app
 from inferensics.replay._internal.pack import write_safetensors
@@ -71,6 +72,13 @@ def service(tmp_path_factory: pytest.TempPathFactory, built: Built) -> Iterator[
             assert time.monotonic() < deadline, "the requests never reached the store"
             time.sleep(0.3)
         yield svc
+
+
+@pytest.fixture(autouse=True)
+def _trusted(built: Built, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder's key in $INFERENSICS_BUNDLE_KEYRING: replay refuses to start without a keyring, before it asks
+    the service (tests/replay/test_replay_paths.py)."""
+    monkeypatch.setenv(KEYRING_ENV, str(built.keyring))
 
 
 def _replay(*args: str, env: dict[str, str | None] | None = None) -> str:

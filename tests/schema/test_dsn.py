@@ -13,7 +13,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferensics.schema.dsn import DATA_DIR_ENV, DSN_ENV, DsnError, parse_dsn, resolve_dsn
+from inferensics.schema.dsn import (
+    DATA_DIR_ENV,
+    DSN_ENV,
+    REPORT_DIR_ENV,
+    DsnError,
+    check_data_dir,
+    default_data_dir,
+    default_report_dir,
+    parse_dsn,
+    resolve_dsn,
+)
 from inferensics.schema.store import Store, StoreError
 
 CLI = [sys.executable, "-m", "inferensics.cli"]
@@ -51,7 +61,43 @@ def test_precedence_flag_then_env_then_default(monkeypatch: pytest.MonkeyPatch, 
     assert resolve_dsn(f"chdb://{tmp_path}/flag").path == tmp_path / "flag"
     assert resolve_dsn(None).path == tmp_path / "env"
     monkeypatch.delenv(DSN_ENV)
-    assert resolve_dsn(None).path == tmp_path / "default"
+    assert resolve_dsn(None).path == tmp_path / "default" / "store"  # the data directory holds the store in store/
+
+
+def test_the_data_dir_variable_names_the_folder_of_the_store_and_its_reports(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`$INFERENSICS_DATA_DIR` means what `--data-dir` means: the folder that holds the store in store/ (it was the
+    store itself, so the two disagreed), and the weekly reports sit beside that store, in the folder it names."""
+    monkeypatch.delenv(DSN_ENV, raising=False)
+    monkeypatch.delenv(REPORT_DIR_ENV, raising=False)
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "d"))
+    assert default_data_dir() == tmp_path / "d" / "store"
+    assert resolve_dsn(None).path == tmp_path / "d" / "store"
+    assert default_report_dir() == tmp_path / "d" / "reports"
+    assert not (tmp_path / "d").exists()
+
+
+def test_the_data_dir_variable_naming_a_store_itself_is_refused(
+    monkeypatch: pytest.MonkeyPatch, store: Store, chdb_dir: Path
+) -> None:
+    """A real store's folder (the session's, opened by ``store``) named by the variable: its store/ is the engine's
+    table parts, so it is refused with the settings that do reach it."""
+    assert store.dsn.path == chdb_dir
+    monkeypatch.delenv(DSN_ENV, raising=False)
+    monkeypatch.setenv(DATA_DIR_ENV, str(chdb_dir))
+    with pytest.raises(DsnError) as caught:
+        resolve_dsn(None)
+    assert str(caught.value) == (
+        f"${DATA_DIR_ENV}={chdb_dir} is a store itself, not the folder that holds one in store/: "
+        f"set {DSN_ENV}=chdb://{chdb_dir}"
+    )
+    with pytest.raises(StoreError, match="is a store itself"):
+        Store.open(None)
+    assert resolve_dsn(f"chdb://{chdb_dir}").path == chdb_dir  # as the store it is, it is reached
+    with pytest.raises(DsnError, match=rf"--data-dir {chdb_dir} is a store itself.*: pass --dsn chdb://{chdb_dir}$"):
+        check_data_dir(chdb_dir, named_by="--data-dir")
+    assert check_data_dir(chdb_dir.parent, named_by="--data-dir") == chdb_dir.parent
 
 
 def test_home_of_an_unknown_user_is_a_dsn_error() -> None:
