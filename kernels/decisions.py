@@ -8,8 +8,10 @@ process did with qualification evidence it was asked to follow (:class:`Evidence
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -117,9 +119,12 @@ class DecisionLog:
         self.evidence_refused: Counter[str] = Counter()
         """Policy entries per op of qualification evidence not applied (another device, unknown provider)."""
         self._applications: list[EvidenceApplication] = []
+        self.listeners: tuple[Callable[[Decision], None], ...] = ()
+        """Called with each decision kept that differs from the one its signature held (on the deciding thread,
+        outside the lock; an exception is swallowed): the host SDK exports eager decisions this way."""
 
     def record(self, decision: Decision) -> None:
-        """Keep ``decision`` (the latest for its signature)."""
+        """Keep ``decision`` (the latest for its signature) and tell the listeners when it is new."""
         key = (decision.op, decision.signature, decision.compiled)
         with self._lock:
             if key not in self.decisions and len(self.decisions) >= MAX_SIGNATURES:
@@ -127,7 +132,12 @@ class DecisionLog:
                 return
             if key not in self.decisions and decision.fallback:
                 self.fallbacks[decision.op] += 1
+            changed = self.decisions.get(key) != decision
             self.decisions[key] = decision
+        if changed:
+            for listener in self.listeners:
+                with contextlib.suppress(Exception):  # a listener must never fail a serving call
+                    listener(decision)
 
     def count_call(self, op: str, provider: str) -> None:
         """Count one call served (unlocked: a lost increment under a race is harmless for a counter)."""

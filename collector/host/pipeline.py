@@ -29,6 +29,8 @@ from inferensics.collector.host.fingerprint import (
 )
 from inferensics.collector.host.fingerprint_sampling import fingerprint_rules
 from inferensics.collector.host.journal import Journal
+from inferensics.collector.host.kernel_decisions import KIND as KERNEL_DECISION
+from inferensics.collector.host.kernel_decisions import EagerDecisions
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import GraphSlot, RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy, shape_signature
@@ -166,6 +168,7 @@ class Pipeline:
         self._last_break = ("", "")
         self._feeding_suppressed = False
         self.kernel_artifacts: dict[str, str] = {}
+        self.eager_decisions = EagerDecisions(queue, context)  # the kernel registry's eager decisions, as rows
         # Request fields that follow from the dispatch (classification, graph keys and artifacts), per
         # (graphs called, any guard hit, any guard miss, recompile limit hit before, a suppressed compile
         # failure before) of requests that
@@ -190,6 +193,8 @@ class Pipeline:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self.eager_decisions.log is None:  # the kernel registry, once something in the process builds it
+                self.eager_decisions.attach()
             journal = self.journal
             if journal is not None:
                 with contextlib.suppress(ValueError, struct.error):  # closed by the tracker's shutdown just now
@@ -279,6 +284,11 @@ class Pipeline:
                             self._trace(item)
                         elif kind == "record":  # a finished event (bundle registration or miss)
                             self._on_record(item)
+                        elif kind == KERNEL_DECISION:  # an eager call's provider decision
+                            row = self.eager_decisions.row(item)
+                            if row is not None:
+                                self.exporter.export_records([row])
+                                self.counters["kernel_decisions"] += 1
                         elif kind == "recovered":  # a dead process's request, from its crash journal
                             self.counters["requests_recovered"] += 1
                             self.exporter.export_request(item, ())
@@ -336,6 +346,7 @@ class Pipeline:
 
     def flush(self) -> None:
         """Drain (waiting for fingerprints still on the device), export orphan sub-records, flush."""
+        self.eager_decisions.attach()  # a registry built since the thread last looked: its decisions so far
         self.drain(block=True)
         with self._lock:
             try:
@@ -356,6 +367,7 @@ class Pipeline:
         self.flush()
         self._stop.set()
         self._thread.join(timeout=5)
+        self.eager_decisions.detach()
         with self._lock:
             self.assembler.finish()
             try:

@@ -485,6 +485,12 @@ ALWAYS_COUNTED: Final = (
     *(f"export_refused_{cause}" for cause in CAUSES),
     "blobs_sent",
     *(f"blobs_refused_{cause}" for cause in CAUSES),
+    "bundle_hit_graphs",
+    "bundle_miss_graphs",
+    *(f"bundle_miss_{action}" for action in ("compiled", "eager", "refused")),
+    "kernel_evidence_applied",
+    "kernel_evidence_refused",
+    "kernel_decisions",
 )
 """Keys ``Tracker.stats()`` always has (0 until counted), whichever exporter: code can index them."""
 

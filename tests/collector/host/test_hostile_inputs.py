@@ -192,6 +192,7 @@ def test_stats_always_has_every_documented_counter(store: Store) -> None:
     finally:
         tracker.shutdown()
     for key in ("fingerprint_unsampled", "requests_recovered", "export_refused_auth", "export_refused_down",
-                "export_refused_back_pressure", "dropped", "shape_errors", "captures"):  # fmt: skip
+                "export_refused_back_pressure", "dropped", "shape_errors", "captures", "bundle_miss_graphs",
+                "bundle_hit_graphs", "kernel_evidence_applied", "kernel_evidence_refused"):  # fmt: skip
         assert stats[key] == 0, key
     assert stats["requests"] == 1
