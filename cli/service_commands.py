@@ -97,10 +97,10 @@ def serve(
     except ListenError as exc:
         fail(str(exc))
     dashboard = _start_dashboard(settings, dashboard_port) if with_dashboard else None
-    if dashboard is not None:
-        # uvicorn re-raises SIGTERM after its graceful shutdown; the default action would end this process
-        # before the dashboard child is stopped, so turn it into an exit that runs the finally below.
-        signal.signal(signal.SIGTERM, _exit_on_signal)
+    # uvicorn re-raises SIGTERM after its graceful shutdown; the default action would end this process there,
+    # before the service writes what its spool holds and closes the store (and before a dashboard child is
+    # stopped), so turn it into an exit that runs those finally blocks.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     if not faulthandler.is_enabled():
         # A crash in native code (the embedded engine, a library) prints every thread's stack on stderr
         # before the process ends; the store keeps this handler when chDB loads (schema.engine_signals).

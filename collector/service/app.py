@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -25,6 +27,36 @@ from inferensics.schema.store import StoreError
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 Handler = Callable[[Request], Awaitable[Response]]
+
+log = logging.getLogger("inferensics.collector.service")
+
+REFUSAL_LOG_EVERY_S: Final = 60.0
+"""A refused token is logged once per client, path and reason in this many seconds (with how many since)."""
+
+
+class RefusalLog:
+    """Logs refused requests (a wrong or missing token, a role the token lacks) without flooding: the first of
+    each ``(client, path, reason)`` at once, then at most one line a :data:`REFUSAL_LOG_EVERY_S` with the count
+    since the last line. A host exporting with a bad token is seen in the service's log, not only in a metric."""
+
+    def __init__(self, every_s: float = REFUSAL_LOG_EVERY_S) -> None:
+        self.every_s = every_s
+        self._seen: dict[tuple[str, str, str], tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def refused(self, client: str, path: str, status: int, reason: str) -> None:
+        key = (client, path, reason)
+        now = time.monotonic()
+        with self._lock:
+            last, count = self._seen.get(key, (-self.every_s, 0))
+            count += 1
+            due = now - last >= self.every_s
+            self._seen[key] = (now, 0) if due else (last, count)
+            if len(self._seen) > 10_000:  # a flood of clients: start over rather than grow
+                self._seen.clear()
+        if due:
+            more = f" ({count - 1} more since the last line)" if count > 1 else ""
+            log.warning("refused %s from %s: HTTP %d, %s%s", path, client, status, reason, more)
 
 
 _PATH: Final = re.compile(r"(?:\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*|(?<![\w.])/[^\s'\",;:)]+)")
@@ -83,11 +115,15 @@ def create_app(state: ServiceState) -> PathLimit:
     def query_error(exc: queries.QueryError) -> Response:
         return _error(exc.status, exc.message, retry if exc.status == 503 else None)
 
+    refusals = RefusalLog()
+
     def guarded(role: str, handler: Handler) -> Handler:
         async def wrapped(request: Request) -> Response:
             try:
                 state.auth.check(request.headers.get("authorization"), role)
             except AuthError as exc:
+                client = request.client.host if request.client is not None else "unknown client"
+                refusals.refused(client, request.url.path, exc.status, exc.message)
                 state.metrics.inc("unauthorized")
                 state.metrics.inc("rejected", label="unauthorized" if exc.status == 401 else "forbidden")
                 headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None

@@ -125,8 +125,10 @@ def serve(
         server.run(sockets=[sock])
     finally:
         sock.close()
+        log.info("inferensics collector stopping: writing what the spool holds (10 s at most), then closing the store")
         if state.writer.store_ok:
             state.writer.drain(timeout=10)
         state.close()
+        log.info("inferensics collector stopped")
     if not server.started:
         raise SystemExit(3)  # what uvicorn.run exits with when the app did not start

@@ -85,6 +85,10 @@ def test_store_down_then_back_every_acknowledged_event_once(tmp_path: Path) -> N
         assert metrics["inferensics_collector_deduplicated_rows_total"] == 0
     finally:
         svc.stop()
+    # a SIGTERM is said in the log, the drain and the end (it said nothing)
+    stopping = svc.log.read_text()
+    assert "inferensics collector stopping" in stopping
+    assert stopping.rstrip().endswith("inferensics collector stopped")
 
 
 def test_sigkill_mid_stream_and_restart_every_acknowledged_event_once(tmp_path: Path) -> None:
@@ -189,6 +193,13 @@ def test_wrong_token_is_401_counted_and_writes_nothing(service: RunningService) 
     assert client.metrics()["inferensics_collector_received_spans_total"] == 0
     assert stored_ids(client) == Counter()
     assert client.status()["spool"]["bytes"] == 0
+    # and the service's log says so: once per client, path and reason (it said nothing), never the token
+    logged = [line for line in service.log.read_text().splitlines() if "refused /v1/traces from 127.0.0.1" in line]
+    assert any("HTTP 401, unknown bearer token" in line for line in logged), logged
+    assert any("HTTP 401, missing bearer token" in line for line in logged), logged
+    assert any("HTTP 403, token lacks the 'ingest' role" in line for line in logged), logged
+    assert len([line for line in logged if "unknown bearer token" in line]) == 1  # not once per refused request
+    assert not any("wrong" in line or "not-a-token" in line for line in logged)
     metrics = client.metrics()
     assert metrics["inferensics_collector_unauthorized_total"] >= 4  # the exporter's request(s) + 3 here
     assert metrics['inferensics_collector_rejected_total{reason="unauthorized"}'] >= 3
