@@ -396,13 +396,20 @@ def qualify(  # noqa: PLR0917 (typer options)
     if op and shape_map is not None:
         if left_out := sorted(set(shape_map) - set(op)):
             console.print(f"--shapes {shapes}: {', '.join(left_out)} left out (not among --op)")
+        # Measuring shapes nobody listed beside the file's would write evidence for buckets nobody asked about.
         if defaults := [name for name in op if name not in shape_map]:
-            console.print(f"--shapes {shapes}: no shapes for {', '.join(defaults)}; its default shapes are used")
-    if not dry_run and (out.is_dir() or not out.parent.is_dir()):  # before measuring, not after
-        fail(f"--out {out}: {'a directory' if out.is_dir() else 'its folder does not exist'}; name the evidence file")
-    if not dry_run and out.exists() and not force:  # evidence another run wrote, perhaps the one a bundle carries
-        fail(f"--out {out} exists: pass --force to overwrite it, or name another file")
-    if store_events and not dry_run and not service:
+            fail(
+                f"--op {', '.join(defaults)}: the --shapes file {shapes} lists no shapes for "
+                f"{'it' if len(defaults) == 1 else 'them'}; add them, or leave --shapes out to measure the defaults"
+            )
+    # Checked before measuring, not after, and on a dry run too: it previews the run, refusals included.
+    previewed = " (the run this --dry-run previews would be refused)" if dry_run else ""
+    if out.is_dir() or not out.parent.is_dir():
+        where = "a directory" if out.is_dir() else "its folder does not exist"
+        fail(f"--out {out}: {where}; name the evidence file{previewed}")
+    if out.exists() and not force:  # evidence another run wrote, perhaps the one a bundle carries
+        fail(f"--out {out} exists: pass --force to overwrite it, or name another file{previewed}")
+    if store_events and not service:
         require_extra("service", "kernels qualify --store")
     ops = tuple(op) if op else (tuple(shape_map) if shape_map else None)
     opts = kernels.QualifyOptions(

@@ -9,8 +9,10 @@ the one the file records.
 The rule for another device: timings and accuracy verdicts hold for the device they were measured on, and
 every record of one file shares that device (its ``environment``, or ``cpu`` when ``options.device`` was the
 CPU). Evidence measured elsewhere applies nothing: each entry it would have set is refused, counted and named,
-with the two devices. Versions are not compared here: a bundle's verification already refuses another torch,
-Triton or CUDA.
+with the two devices. CPU evidence measured in Triton's interpreter (its ``environment`` says
+:data:`~inferensics.kernels.registry.INTERPRETED_CPU`) holds only where the interpreter runs: a CPU host without
+it applies none of it, refused the same way. Versions are not compared here: a bundle's verification already
+refuses another torch, Triton or CUDA.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from inferensics.kernels.decisions import EvidenceApplication
-from inferensics.kernels.registry import STATE_BODY, Registry, default_registry, environment
+from inferensics.kernels.registry import INTERPRETED_CPU, STATE_BODY, Registry, default_registry, environment
+from inferensics.kernels.requirements import INTERPRETER_ENV, interpreter_enabled
 
 
 class EvidenceError(ValueError):
@@ -65,17 +68,38 @@ def parse_evidence(data: bytes | str, origin: str) -> dict[str, Any]:
 
 def measured_device(doc: Mapping[str, Any]) -> str:
     """The device an evidence file was measured on: ``cpu``, or the GPU as :func:`environment` names it."""
-    if str(doc.get("options", {}).get("device", "")).startswith("cpu"):
+    env_device = doc.get("environment", {}).get("device")
+    if str(doc.get("options", {}).get("device", "")).startswith("cpu") or env_device == INTERPRETED_CPU:
         return "cpu"
-    return str(doc.get("environment", {}).get("device", ""))
+    return str(env_device or "")
 
 
 def device_label(device: str | None = None) -> str:
     """How :func:`measured_device` names ``device`` (``cpu``, ``cuda``) of this process (default: the GPU when
     there is one, else ``cpu``)."""
-    if device is not None and device.startswith("cpu"):
+    here = environment()["device"]
+    if (device is not None and device.startswith("cpu")) or here == INTERPRETED_CPU:
         return "cpu"
-    return environment()["device"]
+    return here
+
+
+def measured_in_interpreter(doc: Mapping[str, Any]) -> bool:
+    """Whether ``doc`` was measured on CPU tensors in Triton's interpreter: its ``environment`` says so, or (a file
+    written before it did) one of its CPU records ran a provider that a CPU runs only in the interpreter."""
+    if measured_device(doc) != "cpu":
+        return False
+    if doc.get("environment", {}).get("device") == INTERPRETED_CPU:
+        return True
+    ops = doc.get("registry", {}).get("ops")
+    for r in doc.get("records", []):
+        op = ops.get(r.get("op")) if isinstance(ops, dict) else None
+        providers = op.get("providers") if isinstance(op, dict) else None
+        for p in providers if isinstance(providers, list) else []:
+            platforms = p.get("requirements", {}).get("platforms", []) if isinstance(p, dict) else []
+            ran = r.get("status") != "unsupported" and p.get("name") == r.get("provider")
+            if ran and isinstance(platforms, list) and "interpreter" in platforms and "cpu" not in platforms:
+                return True
+    return False
 
 
 def refusal_reason(doc: Mapping[str, Any], device: str | None = None, expect_registry: str | None = None) -> str:
@@ -85,6 +109,11 @@ def refusal_reason(doc: Mapping[str, Any], device: str | None = None, expect_reg
     measured, here = measured_device(doc), device_label(device)
     if measured != here:
         return f"measured on {measured or 'an unnamed device'}, not on this host's {here}"
+    if here == "cpu" and not interpreter_enabled() and measured_in_interpreter(doc):
+        return (
+            "measured in Triton's interpreter, which this host does not run: its timings and accuracy verdicts "
+            f"hold only with TRITON_INTERPRET=1 {INTERPRETER_ENV}=1"
+        )
     if expect_registry is not None and doc["registry"].get("digest") != expect_registry:
         return "its registry state is not the one the bundle records"
     return ""

@@ -34,8 +34,8 @@ from typing import Any, Final
 import torch
 
 from inferensics.kernels.op import REFERENCE, SemanticOp
-from inferensics.kernels.registry import Registry, canonical_digest, environment, state_problem
-from inferensics.kernels.requirements import CallContext
+from inferensics.kernels.registry import INTERPRETED_CPU, Registry, canonical_digest, environment, state_problem
+from inferensics.kernels.requirements import CallContext, interpreter_enabled
 from inferensics.kernels.samples import bytes_moved, default_shapes, make_args, shape_label, shape_problem
 from inferensics.kernels.tolerance import compare
 from inferensics.schema.events import KernelQualificationEvent
@@ -117,9 +117,10 @@ class Evidence:
     bytes: int = 0
     tb_s: float = 0.0
     decision: str = ""
-    """``incumbent`` (served the bucket and still does), ``promoted`` (its interval cleared the incumbent's by
-    the margin), ``demoted`` (the incumbent a promoted provider overtook), ``kept`` (not clearly faster),
-    ``refused`` (accuracy gate) or empty (not measured)."""
+    """``incumbent`` (served the bucket and still does), ``promoted`` (serves the bucket now and did not before:
+    its interval cleared the incumbent's by the margin, or the provider before it was refused), ``demoted``
+    (served the bucket and no longer does), ``kept`` (neither before nor after), ``refused`` (accuracy gate) or
+    empty (not measured)."""
     timing: str = ""
     """How the median was measured: ``cuda_graph`` (replays of a captured CUDA graph, device time), ``events``
     (CUDA events around back-to-back eager calls), ``wall`` (CPU wall time) or empty (not measured; or an
@@ -473,12 +474,16 @@ def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: Qua
                 f"{incumbent} {inc.median_us:.2f} us [{inc.ci_low_us:.2f}, {inc.ci_high_us:.2f}] by > {opts.margin:.0%}"
             )
         after = [n for n in after if n != REFERENCE] + [REFERENCE]
+        # Labelled by who serves the bucket before and after: the first provider that could run here. A refused
+        # first provider hands the bucket to the next, a promotion though nothing was timed against it.
+        ran = {n for n, r in records.items() if r.status in {"measured", "refused"}}
+        served_before = next((n for n in [*before, REFERENCE] if n in ran), None)
+        served_after = next((n for n in after if n in measured), None)
         for n, r in measured.items():
-            decision = "incumbent" if n == incumbent else "kept"
-            if challengers and n == best.provider:
-                decision = "promoted"
-            elif challengers and n == incumbent:
-                decision = "demoted"
+            if n == served_after:
+                decision = "incumbent" if n == served_before else "promoted"
+            else:
+                decision = "demoted" if n == served_before else "kept"
             records[n] = replace(r, decision=decision)
     if refused:
         reason = "; ".join(
@@ -538,7 +543,10 @@ def qualify(registry: Registry, opts: QualifyOptions | None = None) -> QualifyRe
     if opts.shapes is not None:
         opts = replace(opts, shapes={n: distinct_shapes(v) if n in names else v for n, v in opts.shapes.items()})
     opts = replace(opts, ops=tuple(names) if opts.ops else opts.ops)
-    result = QualifyResult(ts=datetime.now(UTC), environment=environment())
+    env = environment()
+    if device.type == "cpu" and interpreter_enabled():  # a GPU host measuring CPU tensors in the interpreter
+        env["device"] = INTERPRETED_CPU
+    result = QualifyResult(ts=datetime.now(UTC), environment=env)
     result.options = {
         k: (str(v).removeprefix("torch.") if isinstance(v, torch.dtype) else v) for k, v in asdict(opts).items()
     }

@@ -17,6 +17,7 @@ import torch
 
 from inferensics.kernels.decisions import Decision, DecisionLog
 from inferensics.kernels.op import SemanticOp
+from inferensics.kernels.requirements import interpreter_enabled
 
 STATE_VERSION = 1
 """Version of the :meth:`Registry.state` layout."""
@@ -126,9 +127,16 @@ class Registry:
         return {**body, "environment": environment(), "digest": digest}
 
 
+INTERPRETED_CPU: Final = "cpu (Triton interpreter)"
+"""The ``device`` of :func:`environment` where CPU tensors reach Triton providers through Triton's interpreter
+(:func:`~inferensics.kernels.requirements.interpreter_enabled`): timings and accuracy verdicts measured there hold
+for the interpreter, not for a CPU that serves without it."""
+
+
 def environment() -> dict[str, str]:
-    """Versions and device that evidence is valid for."""
-    env = {"torch": torch.__version__, "triton": "", "cuda": str(torch.version.cuda or ""), "device": "cpu"}
+    """Versions and device that evidence is valid for (``device``: the GPU, ``cpu``, or :data:`INTERPRETED_CPU`)."""
+    device = INTERPRETED_CPU if interpreter_enabled() else "cpu"
+    env = {"torch": torch.__version__, "triton": "", "cuda": str(torch.version.cuda or ""), "device": device}
     try:
         import triton
 

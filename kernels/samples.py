@@ -50,7 +50,8 @@ SHAPE_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def shape_problem(op: str, shape: Any) -> str | None:
-    """Why ``shape`` is not a shape of ``op`` (a missing, unknown or non-integer field), or ``None``."""
+    """Why ``shape`` is not a shape of ``op`` (a missing or unknown field, or one that is not a positive integer), or
+    ``None``."""
     fields = SHAPE_FIELDS.get(op)
     if fields is None:
         return f"no sample arguments for op {op!r}"
@@ -63,11 +64,11 @@ def shape_problem(op: str, shape: Any) -> str | None:
     unknown = [str(k) for k in shape if k not in fields]
     if unknown:
         problems.append("has unknown " + ", ".join(unknown))
-    bad = [f"{k}={v!r}" for k, v in shape.items() if k in fields and (type(v) is not int or v < 0)]
+    # Zero is refused too: empty tensors time nothing but the launch, and a page of 0 would divide by zero.
+    bad = [f"{k}={v!r}" for k, v in shape.items() if k in fields and (type(v) is not int or v < 1)]
     if bad:
-        problems.append(
-            ", ".join(bad) + (" is not a non-negative integer" if len(bad) == 1 else " are not non-negative integers")
-        )
+        what = " is not a positive integer" if len(bad) == 1 else " are not positive integers"
+        problems.append(", ".join(bad) + what)
     return f"{' and '.join(problems)} ({op} takes {', '.join(fields)})" if problems else None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,7 +31,8 @@ def rows_bucket(args: Sequence[Any]) -> str:
     """``dtype/n<last dim>/t<rows rounded up to a power of two>`` of the first argument."""
     x = args[0]
     n = x.shape[-1] if x.dim() else 1
-    rows = x.numel() // n if isinstance(n, int) and n else (0 if isinstance(n, int) else x.numel())
+    # The leading sizes, not numel // n: an empty last dimension leaves the rows there (``[4, 0]`` is t4).
+    rows = math.prod(x.shape[:-1]) if isinstance(n, int) else x.numel()
     return f"{str(x.dtype).removeprefix('torch.')}/n{n}/t{pow2_bucket(rows)}"
 
 

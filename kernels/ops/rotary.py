@@ -26,8 +26,9 @@ from inferensics.kernels.tolerance import ToleranceSpec
 
 def _shape_problem(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> str | None:
     """What keeps the arguments from meaning a rotary embedding, or ``None``: ``x`` not ``[T, H, D]`` or
-    ``[B, H, S, D]``, an odd head_dim (the halves cannot pair up), or ``cos``/``sin`` not
-    ``[positions, head_dim/2]`` (broadcast, they would rotate by the wrong angles or give another shape)."""
+    ``[B, H, S, D]``, an odd head_dim (the halves cannot pair up), or ``cos``/``sin`` not ``[T, head_dim/2]``
+    (``[S, head_dim/2]`` for ``[B, H, S, D]``; broadcast, they would rotate by the wrong angles or give another
+    shape)."""
     if x.dim() not in (3, 4):
         return f"needs x of shape [T, H, D] or [B, H, S, D], got shape {tuple(x.shape)}"
     if x.shape[-1] % 2:
@@ -89,7 +90,7 @@ def _layout(args: Sequence[Any]) -> str | None:
     half = x.shape[-1] // 2
     for t in (cos, sin):
         if t.dim() != 2 or t.shape[1] != half or (half > 1 and t.stride(1) != 1):
-            return f"cos and sin must be [positions, {half}] with contiguous rows"
+            return f"cos and sin must be [T, {half}] ([S, {half}] for [B,H,S,D]) with contiguous rows"
     if cos.stride(0) != sin.stride(0) or cos.shape != sin.shape:
         return "cos and sin must have the same shape and strides"
     if layout(x, cos) is None:
@@ -116,7 +117,10 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             dtypes=FLOATS,
             accuracy="tolerant",
             checks=(_layout,),
-            notes=("x [T,H,D] or [B,H,S,D], last dim contiguous", "cos/sin [positions, D/2], rows contiguous"),
+            notes=(
+                "x [T,H,D] or [B,H,S,D], last dim contiguous",
+                "cos/sin [T, D/2] ([S, D/2] for [B,H,S,D]), rows contiguous",
+            ),
         )
         op.register(Provider("triton", "triton", triton_fn("rotary", "rotary_triton"), req, "one program per position"))
     return [op]

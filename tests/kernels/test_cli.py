@@ -34,8 +34,9 @@ def test_list_shows_ops_providers_requirements_and_status() -> None:
     assert "paged_decode_attention" in result.output
     assert "priority: triton > sdpa > reference" in result.output
     assert "head_dim 64/128/256, page 8/16/32, GQA" in result.output
-    # Printed as written: rich would read '[positions, D/2]' as a markup tag and drop it.
-    assert "cos/sin [positions, D/2], rows contiguous" in result.output
+    # Printed as written: rich would read '[T, D/2]' as a markup tag and drop it. T, not "positions": the op takes
+    # cos/sin of exactly x's token count (S for [B,H,S,D]), whatever positions they hold.
+    assert "cos/sin [T, D/2] ([S, D/2] for [B,H,S,D]), rows contiguous" in result.output
     assert "registry digest" in result.output
     state = json.loads(runner.invoke(app, ["kernels", "list", "--json"]).output)
     assert set(state["ops"]) >= {"rms_norm", "silu_mul"}
@@ -211,7 +212,7 @@ def test_qualify_checks_every_shape_before_measuring_any(tmp_path: Path) -> None
     assert "2 of 3 shapes rejected, nothing measured" in result.output
     assert "rms_norm[1] tokens=2,hidden_size=8: lacks hidden and has unknown hidden_size" in result.output
     assert "(rms_norm takes tokens, hidden)" in result.output
-    assert "silu_mul[0] tokens=-1,hidden=8: tokens=-1 is not a non-negative integer" in result.output
+    assert "silu_mul[0] tokens=-1,hidden=8: tokens=-1 is not a positive integer" in result.output
     assert "qualification on" not in result.output
     assert "Traceback" not in result.output
     assert not out.exists()

@@ -142,3 +142,65 @@ def test_qualify_reports_a_rotary_shape_with_an_odd_head_dim_as_rejected(tmp_pat
     assert "even head_dim" in result.output
     assert "max err" not in result.output  # nothing measured as if it were exact
     assert "Traceback" not in result.output
+
+
+@pytest.mark.usefixtures("restored_registry")  # the old code measured and applied
+@pytest.mark.parametrize(
+    ("shape", "field"), [({"tokens": 4, "hidden": 0}, "hidden=0"), ({"tokens": 0, "hidden": 8}, "tokens=0")]
+)
+def test_a_zero_size_is_refused_naming_the_op_the_entry_and_the_field(
+    tmp_path: Path, shape: dict[str, int], field: str
+) -> None:
+    # Before: measured empty tensors, exited 0 and wrote evidence for bucket t0 although tokens=4.
+    shapes = _shapes(tmp_path, {"silu_mul": [{"tokens": 2, "hidden": 8}, shape]})
+    out = tmp_path / "evidence.json"
+
+    result = _qualify("--shapes", str(shapes), "--out", str(out))
+
+    assert result.exit_code == 2, result.output
+    label = ",".join(f"{k}={v}" for k, v in shape.items())
+    assert result.output == (
+        f"error: --shapes {shapes}: 1 of 2 shapes rejected, nothing measured: silu_mul[1] {label}: {field} is not a "
+        "positive integer (silu_mul takes tokens, hidden)\n"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.usefixtures("restored_registry")  # the old code measured and applied
+def test_a_dry_run_is_refused_as_the_run_it_previews_would_be(tmp_path: Path) -> None:
+    # Before: the dry run said "would write evidence ... to kev.json"; the run then refused, kev.json existing.
+    shapes = _shapes(tmp_path, {"silu_mul": [{"tokens": 2, "hidden": 8}]})
+    out = tmp_path / "kev.json"
+    out.write_text("evidence an earlier run wrote")
+
+    result = _qualify("--shapes", str(shapes), "--out", str(out), "--dry-run")
+
+    assert result.exit_code == 2, result.output
+    assert result.output == (
+        f"error: --out {out} exists: pass --force to overwrite it, or name another file (the run this --dry-run "
+        "previews would be refused)\n"
+    )
+    assert out.read_text() == "evidence an earlier run wrote"
+    missing = tmp_path / "no-such-folder" / "kev.json"
+    result = _qualify("--shapes", str(shapes), "--out", str(missing), "--dry-run")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: --out {missing}: its folder does not exist; name the evidence file")
+    assert result.output.count("\n") == 1
+
+
+@pytest.mark.usefixtures("restored_registry")  # the old code measured and applied
+def test_an_op_the_shapes_file_does_not_list_is_refused_not_measured_at_default_shapes(tmp_path: Path) -> None:
+    # Before: rotary_embedding was measured at its default shapes (tokens=5, heads=4, head_dim=32) beside the file's.
+    shapes = _shapes(tmp_path, {"rms_norm": [{"tokens": 4, "hidden": 64}], "silu_mul": [{"tokens": 4, "hidden": 64}]})
+    out = tmp_path / "evidence.json"
+
+    result = _qualify("--shapes", str(shapes), "--op", "rotary_embedding", "--out", str(out))
+
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1] == (
+        f"error: --op rotary_embedding: the --shapes file {shapes} lists no shapes for it; add them, or leave "
+        "--shapes out to measure the defaults"
+    )
+    assert result.output.count("error:") == 1
+    assert "qualification on" not in result.output  # nothing measured
+    assert not out.exists()

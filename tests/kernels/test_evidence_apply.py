@@ -149,3 +149,40 @@ def test_qualify_keeps_an_existing_evidence_file_unless_forced(tmp_path: Path) -
         result = runner.invoke(app, [*args, "--out", str(out), "--force"])
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["kind"] == "inferensics.kernels.qualification"
+
+
+@pytest.mark.usefixtures("restored_registry")
+def test_interpreter_evidence_says_so_and_a_host_without_the_interpreter_applies_none_of_it(
+    evidence: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: labelled `cpu`, so the interpreter's refusal of the float32 Triton SiLU·mul applied on any CPU host.
+    from inferensics.kernels.qualify import QualifyResult
+    from inferensics.kernels.requirements import INTERPRETER_ENV
+
+    doc = json.loads(evidence.read_text())
+    assert doc["environment"]["device"] == "cpu (Triton interpreter)"
+    assert {e.device_name for e in QualifyResult.from_json(doc).events("h")} == {"cpu (Triton interpreter)"}
+    reason = (
+        "measured in Triton's interpreter, which this host does not run: its timings and accuracy verdicts hold only "
+        f"with TRITON_INTERPRET=1 {INTERPRETER_ENV}=1"
+    )
+    unstamped = copy.deepcopy(doc)  # a file written before the stamp: its records show the interpreter ran
+    unstamped["environment"]["device"] = "cpu"
+    reg = kernels.registry()
+    monkeypatch.delenv(INTERPRETER_ENV)  # a CPU serving host
+    state = kernels.registry_state()
+    for source in (evidence, redigest(unstamped)):
+        before = reg.log.stats()["evidence_refused"].get("silu_mul", 0)
+
+        applied = kernels.apply_evidence(source, origin="interpreted")
+
+        assert (applied.applied, applied.reason, applied.follows) == ((), reason, False)
+        assert [line.split(" (")[0] for line in applied.refused] == ["silu_mul float32/n16/t2: triton refused"]
+        assert applied.refused[0].endswith(f"({reason})")
+        assert kernels.registry_state() == state
+        assert reg.log.stats()["evidence_refused"]["silu_mul"] == before + 1
+    result = runner.invoke(app, ["kernels", "list", "--json", "--evidence", str(evidence)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["evidence"]["not_applied"] == reason
+    monkeypatch.setenv(INTERPRETER_ENV, "1")  # where the interpreter runs, it applies
+    assert kernels.apply_evidence(evidence).follows

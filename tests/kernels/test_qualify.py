@@ -142,6 +142,39 @@ def test_the_reference_winning_demotes_the_incumbent_and_stays_last(silu_mul: ke
     assert replace(records["reference"]).decision == "promoted"
 
 
+def test_a_bucket_whose_first_provider_changes_labels_the_new_one_promoted(silu_mul: kernels.SemanticOp) -> None:
+    # Before: triton refused by the accuracy gate left the reference labelled `incumbent`, while the reference
+    # taking the same bucket from triton on time was `promoted`: one outcome (triton > reference -> reference),
+    # two labels.
+    refused = replace(_ev("triton", 0.0, 0.0, 0.0), status="refused", trials=0, detail="seed 0: 40 elements differ")
+    records = {"triton": refused, "reference": _ev("reference", 20.0, 19.0, 21.0)}
+    change = _decide(silu_mul, "b4", records, QualifyOptions(apply=False))
+    assert change is not None
+    assert (change.before, change.after) == (["triton", "reference"], ["reference"])
+    assert records["reference"].decision == "promoted"
+    # A first provider that cannot run here never served the bucket: the reference served it and still does.
+    unsupported = replace(refused, status="unsupported", detail="platform cpu not in ['cuda', 'interpreter']")
+    records = {"triton": unsupported, "reference": _ev("reference", 20.0, 19.0, 21.0)}
+    assert _decide(silu_mul, "b5", records, QualifyOptions(apply=False)) is None
+    assert records["reference"].decision == "incumbent"
+
+
+@pytest.mark.parametrize("shape", [{"tokens": 4, "hidden": 0}, {"tokens": 0, "hidden": 64}])
+def test_a_zero_size_is_refused_before_anything_is_measured(
+    silu_mul: kernels.SemanticOp, shape: dict[str, int]
+) -> None:
+    field = next(f"{k}=0" for k, v in shape.items() if v == 0)
+    label = ",".join(f"{k}={v}" for k, v in shape.items())
+    why = rf"^1 of 1 shapes rejected, nothing measured: silu_mul\[0\] {label}: {field} is not a positive integer "
+    with pytest.raises(ValueError, match=why + r"\(silu_mul takes tokens, hidden\)$"):
+        kernels.qualify(kernels.registry(), QualifyOptions(ops=("silu_mul",), shapes={"silu_mul": [shape]}, **QUICK))
+
+
+def test_an_empty_last_dimension_keeps_the_rows_in_the_bucket(silu_mul: kernels.SemanticOp) -> None:
+    assert silu_mul.bucket((torch.empty(4, 0),)) == "float32/n0/t4"  # before: t0
+    assert silu_mul.bucket((torch.empty(4, 6, 8),)) == "float32/n8/t32"
+
+
 def test_the_registry_names_its_evidence_by_the_digest_the_file_and_the_records_carry(
     silu_mul: kernels.SemanticOp,
 ) -> None:
