@@ -1,5 +1,10 @@
 """One-file form of a bundle: a tar of its directory (manifest first, then files in name order, fixed
-metadata), so the same bundle packs to the same bytes and unpacks to a directory :func:`verify` checks."""
+metadata), so the same bundle packs to the same bytes and unpacks to a directory :func:`verify` checks.
+
+A pack is what is pushed, shared and diffed, so it carries only an intact bundle: every file is hashed as it is
+written and must be the file the manifest lists (an altered, missing or added file refuses the pack). The
+signature is :func:`verify`'s to check: packing needs no keyring.
+"""
 
 from __future__ import annotations
 
@@ -8,32 +13,67 @@ import shutil
 import tarfile
 from pathlib import Path
 
+from inferensics.bundle.canonical import sha256_hex
 from inferensics.bundle.errors import BundleError, unwritable
-from inferensics.bundle.manifest import MANIFEST_FILE
+from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
 
 
-def pack(directory: Path, out: Path) -> Path:
-    """Write ``directory`` as one tar file ``out``.
+def pack(directory: Path, out: Path, *, overwrite: bool = False) -> Path:
+    """Write ``directory`` as one tar file ``out``, checking each file against the manifest's sha256.
+
+    The tar is written beside ``out`` and renamed onto it once every file checked out, so a refused or failed
+    pack leaves ``out`` as it was.
+
+    Args:
+        directory: The bundle directory.
+        out: The file to write.
+        overwrite: Replace an existing ``out`` (refused otherwise).
 
     Raises:
-        BundleError: ``directory`` has no manifest (``missing``), or ``out`` cannot be written (``bad_input``).
+        BundleError: ``directory`` has no manifest (``missing``) or a damaged one (``damaged``); a file is
+            altered, missing or not listed (``tampered``); ``out`` exists or cannot be written (``bad_input``).
     """
-    if not (directory / MANIFEST_FILE).is_file():
-        raise BundleError("missing", f"{directory} has no {MANIFEST_FILE}: not a bundle directory")
+    if out.is_dir() or not out.parent.is_dir():
+        raise unwritable(out, OSError(f"cannot write {out}"))
+    if out.exists() and not overwrite:
+        raise BundleError("bad_input", f"{out} already exists: choose a new --out, or pass --force to replace it")
+    manifest = read_manifest_unverified(directory)[0]
+    listed = {r.name: r.digest for r in manifest.resources}
     files = sorted(p for p in directory.rglob("*") if p.is_file())
     files.sort(key=lambda p: p.name != MANIFEST_FILE or p.parent != directory)
+    names = {p.relative_to(directory).as_posix() for p in files}
+
+    def refused(what: str) -> BundleError:
+        return BundleError(
+            "tampered",
+            f"{directory}: {what}: nothing was packed (`inferensics bundle verify` checks a bundle; "
+            "rebuild or pull it again)",
+        )
+
+    for name in sorted(listed):
+        if name not in names:
+            raise refused(f"{name} is missing")
+    for name in sorted(names - {MANIFEST_FILE}):
+        if name not in listed:
+            raise refused(f"{name} is not in the manifest (a file was added)")
+    partial = out.with_name(f".{out.name}.partial")
     try:
-        with tarfile.open(out, "w") as tar:
+        with tarfile.open(partial, "w") as tar:
             for p in files:
-                info = tarfile.TarInfo(p.relative_to(directory).as_posix())
+                name = p.relative_to(directory).as_posix()
                 data = p.read_bytes()
+                if name != MANIFEST_FILE and sha256_hex(data) != listed[name]:
+                    raise refused(f"{name} does not match its sha256 in the manifest (altered)")
+                info = tarfile.TarInfo(name)
                 info.size, info.mode, info.mtime = len(data), 0o644, 0
                 tar.addfile(info, io.BytesIO(data))
+        partial.replace(out)
+    except BundleError:
+        partial.unlink(missing_ok=True)
+        raise
     except OSError as exc:
-        if exc.filename is not None and Path(exc.filename) == out:  # ``out`` cannot be opened for writing
-            raise unwritable(out, exc) from None
-        out.unlink(missing_ok=True)  # no half-written pack left behind
-        if exc.filename is None:  # writing ``out`` failed (a full disk)
+        partial.unlink(missing_ok=True)  # no half-written pack left behind
+        if exc.filename is None or Path(exc.filename) in (partial, out):  # writing the pack failed (a full disk)
             raise unwritable(out, exc) from None
         raise BundleError("damaged", f"{directory}: cannot read {exc.filename} ({exc.strerror or exc})") from None
     return out

@@ -296,7 +296,22 @@ def verify(
         evidence = kernel_evidence_of(v)  # a load refuses a bundle whose evidence is damaged: so does verify
     console.print(f"verified {v.manifest.name} {v.bundle_id}: signed by {v.builder_keyid[:16]}, "
                   f"{len(v.manifest.resources)} files match, compatible with this host")  # fmt: skip
+    for line in _accuracy_warnings(v.directory):  # the report is a signed file, checked above
+        console.print(line, markup=False)
+    for c in v.manifest.identity.get("customisations", []):
+        console.print(f"customisation: {_customisation_line(c)}", markup=False)
     console.print(kernel_evidence_line(v.manifest, evidence, device), markup=False)
+
+
+def _customisation_line(c: dict[str, Any]) -> str:
+    """What a recorded customisation is and what it replaces in the compiler."""
+    path, target = c.get("import_path", "?"), c.get("target", "?")
+    what = {
+        "decomposition": f"{path} replaces Inductor's decomposition of {target}",
+        "fx_pass": f"{path} runs as Inductor's {target}",
+        "custom_op": f"{path} registers the custom op {target}",
+    }.get(str(c.get("kind")), f"{path} ({c.get('kind')} of {target})")
+    return f"{what} (code {str(c.get('code_digest', ''))[:12]})"
 
 
 @bundle_app.command()
@@ -304,7 +319,8 @@ def show(
     bundle: Annotated[Path, typer.Argument(help="Bundle directory or packed file.")],
     as_json: Annotated[bool, typer.Option("--json", help="The whole statement predicate as JSON.")] = False,
 ) -> None:
-    """Print a bundle's manifest: identity factors, graphs, files and build record (not verified)."""
+    """Print a bundle's manifest: identity factors, customisations (and what each replaces), accuracy, graphs,
+    files and build record (not verified: `bundle verify` checks it)."""
     with _errors():
         m = _manifest_of(bundle)
     if as_json:
@@ -317,7 +333,10 @@ def show(
         console.print(f"  {group}:")
         for line in _factor_lines(group, m.identity.get(group)):
             console.print(f"    {line}")
-    console.print(f"  customisations: {[c['import_path'] for c in m.identity.get('customisations', [])]}")
+    customs = m.identity.get("customisations", [])
+    console.print("  customisations:" + ("" if customs else " (none)"))
+    for c in customs:
+        console.print(f"    {_customisation_line(c)}", markup=False)
     console.print(f"  accepted shapes: {m.accepted_shapes}")
     console.print(f"  {_accuracy_of(bundle)}", markup=False)
     console.print(f"  {_kernel_evidence_of(bundle, m)}", markup=False)
@@ -343,7 +362,8 @@ def _bundle_file(bundle: Path, name: str) -> bytes:
 
 
 def _accuracy_of(bundle: Path) -> str:
-    """The accuracy sentence of a bundle's qualification report (a directory or a packed file)."""
+    """The accuracy sentence of a bundle's qualification report (a directory or a packed file): a bundle signed
+    outside tolerance (``--allow-inaccurate``) says so with its shapes and error ratios."""
     import tarfile
 
     from inferensics.bundle.report import accuracy_line
@@ -418,16 +438,46 @@ def _factor_lines(group: str, factors: Any) -> list[str]:
     return lines
 
 
+def _intact_manifest_of(path: Path) -> Any:
+    """A bundle directory's or packed file's manifest, once every file matches its sha256 there (the signature
+    is not checked: that is `bundle verify`'s, with a keyring).
+
+    Raises:
+        BundleError: ``tampered`` naming ``path`` and the first file that differs, or the manifest's own error.
+    """
+    from inferensics import bundle as b
+    from inferensics.bundle.verify import check_files
+
+    def checked(directory: Path) -> Any:
+        m = b.read_manifest(directory)
+        try:
+            check_files(directory, m)
+        except b.BundleError as exc:
+            detail = str(exc).removeprefix(f"{directory}: ")
+            raise b.BundleError(
+                exc.cause,
+                f"{path} is not intact: {detail}: diff compares only bundles whose files match their "
+                "manifest (`inferensics bundle verify` checks one; rebuild or pull it again)",
+            ) from None
+        return m
+
+    if path.is_file():
+        with tempfile.TemporaryDirectory(prefix="inferensics-bundle-") as tmp:
+            return checked(b.unpack(path, Path(tmp) / "bundle"))
+    return checked(path)
+
+
 @bundle_app.command()
 def diff(
     a: Annotated[Path, typer.Argument(help="First bundle (directory or packed file).")],
     b_: Annotated[Path, typer.Argument(metavar="B", help="Second bundle.")],
 ) -> None:
-    """Which identity factors differ, grouped (exit 1 when any differ)."""
+    """Which identity factors differ, grouped (exit 1 when any differ). Each side's files are checked against
+    its manifest first: a bundle whose files were altered is refused (signatures are `bundle verify`'s)."""
     from inferensics import bundle as b
 
     with _errors():
-        ma, mb = _manifest_of(a), _manifest_of(b_)
+        ma, mb = _intact_manifest_of(a), _intact_manifest_of(b_)
     changes = b.diff(ma, mb)
     console.print(b.render_diff(ma, mb, changes), markup=False)
     if changes:
@@ -437,13 +487,15 @@ def diff(
 @bundle_app.command()
 def pack(
     bundle: Annotated[Path, typer.Argument(help="Bundle directory.")],
-    out: Annotated[Path, typer.Option("--out", help="File to write.")],
+    out: Annotated[Path, typer.Option("--out", help="File to write (an existing one only with --force).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
 ) -> None:
-    """Pack a bundle directory into one file."""
+    """Pack a bundle directory into one file, refusing one whose files do not match its manifest (each file is
+    checked against its sha256 as it is packed; the signature is `bundle verify`'s)."""
     from inferensics import bundle as b
 
     with _errors():
-        b.pack(bundle, out)
+        b.pack(bundle, out, overwrite=force)
     console.print(f"packed {out}")
 
 
@@ -771,24 +823,52 @@ def states(  # noqa: PLR0917 - one option each
 def push(
     bundle: Annotated[Path, typer.Argument(help="Bundle directory.")],
     service: ServiceOption = None, token: TokenOption = None,
+    keyring: Annotated[Path | None, typer.Option(
+        "--keyring", show_default=False,
+        help="Trusted builders' public keys (or $INFERENSICS_BUNDLE_KEYRING): the signature is checked before the "
+             "upload. Without one the push checks every file against the manifest's sha256 and says that the "
+             "signature was not checked (hosts check it on every load).")] = None,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Upload even when the service holds other bytes under this bundle id (pulls then "
+                          "serve this copy).")] = False,
 ) -> None:  # fmt: skip
-    """Upload a bundle (packed) through the service's blob API and record it."""
+    """Upload a bundle (packed) through the service's blob API and record it. A bundle whose files do not match
+    its manifest is refused, and so is one whose bytes differ from what the service already holds under the
+    same bundle id (unless --replace)."""
     from inferensics import bundle as b
+    from inferensics.bundle.dsse import verify_envelope
+    from inferensics.bundle.keys import KEYRING_ENV
+    from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
     from inferensics.collector.client import ServiceClient, ServiceError
     from inferensics.schema.events import BundleStateEvent
 
     if not service:
         fail("push needs --service URL (or $INFERENSICS_SERVICE_URL)")
     with _errors():
-        m = b.read_manifest(bundle)
+        m, payload, sigs = read_manifest_unverified(bundle)
+        trusted = keyring is not None or bool(os.environ.get(KEYRING_ENV))
+        signer = verify_envelope(payload, sigs, b.Keyring.load(keyring), str(bundle / MANIFEST_FILE)) if trusted else ""
     store = _Store(service, token, None)
     store.require_sql()  # before anything is written: the push is confirmed through the SQL API
     try:
         with tempfile.TemporaryDirectory(prefix="inferensics-push-") as tmp:
             with _errors():
-                packed = b.pack(bundle, Path(tmp) / "bundle.tar")
+                packed = b.pack(bundle, Path(tmp) / "bundle.tar")  # refuses a file that differs from the manifest
+            data = packed.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            sql = (
+                f"SELECT DISTINCT attrs['pack_blob'] FROM bundle_states WHERE bundle_id = '{m.bundle_id}' "
+                "AND state = 'pushed'"
+            )
+            held = {str(r[0]) for r in store.rows(sql) if r[0]}  # what pulls of this id may serve now
+            if held - {digest} and not replace:
+                other = sorted(held - {digest})[0]
+                fail(f"the service already holds bundle {m.bundle_id[:12]} as other bytes (blob {other[:12]}; this "
+                     f"copy packs to {digest[:12]}): a bundle id must name one set of files; pull and verify the "
+                     "one it holds, or pass --replace to make this copy the one pulls serve; nothing was "
+                     "uploaded")  # fmt: skip
             with ServiceClient(service, token=token) as client:
-                sha = client.put_blob(packed.read_bytes(), "bundle", "application/x-tar")
+                sha = client.put_blob(data, "bundle", "application/x-tar")
     except ServiceError as exc:
         fail(exc.message)
     store.record(
@@ -800,7 +880,12 @@ def push(
             model=str(m.identity.get("model", {}).get("factory", "")),
         )
     )
-    console.print(f"pushed {m.name} {m.bundle_id} as blob {sha}")
+    checked = (
+        f"signed by {signer[:16]}, {len(m.resources)} files match"
+        if signer
+        else f"{len(m.resources)} files match; signature not checked (no --keyring or ${KEYRING_ENV})"
+    )
+    console.print(f"pushed {m.name} {m.bundle_id} as blob {sha} ({checked})", markup=False)
 
 
 @bundle_app.command()

@@ -227,7 +227,8 @@ META_FAILURE: Final = "failed while attempting to run meta"
 
 @contextlib.contextmanager
 def quiet_meta_failures() -> Iterator[None]:
-    """Drop the fake-tensor logger's record of an op that cannot take its inputs, for the ``with`` block only.
+    """Drop the fake-tensor logger's record of an op that cannot take its inputs, and torch.fx's printed
+    traceback of a traced graph that raises, for the ``with`` block only.
 
     Tracing a request of the wrong shape makes Dynamo's fake tensors log the failing op's traceback at ERROR
     on the terminal; the same error reaches the investigation as an exception and its verdict names it, so the
@@ -240,9 +241,39 @@ def quiet_meta_failures() -> Iterator[None]:
     logger = logging.getLogger(FAKE_TENSOR_LOGGER)
     logger.addFilter(not_a_meta_failure)
     try:
-        yield
+        with _quiet_traced_graph_errors():
+            yield
     finally:
         logger.removeFilter(not_a_meta_failure)
+
+
+@contextlib.contextmanager
+def _quiet_traced_graph_errors() -> Iterator[None]:
+    """Keep torch.fx from printing the traceback of an error raised inside a traced graph's forward.
+
+    ``torch.fx``'s ``_WrappedCall`` prints that traceback to stderr (``Call using an FX-traced Module ...``)
+    and then re-raises the error; a request of the wrong dtype makes Dynamo's graph raise so on its eager run.
+    The error still propagates (with its traceback kept) and the verdict names it. A torch without the hook
+    keeps its print: noisier, never wrong.
+    """
+    from torch.fx import graph_module
+
+    wrapped = getattr(graph_module, "_WrappedCall", None)
+    original = vars(wrapped).get("__call__") if isinstance(wrapped, type) else None
+    if wrapped is None or original is None:
+        yield
+        return
+
+    def call_without_print(self: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.cls_call is not None:
+            return self.cls_call(obj, *args, **kwargs)
+        return super(self.cls, obj).__call__(*args, **kwargs)
+
+    wrapped.__call__ = call_without_print
+    try:
+        yield
+    finally:
+        wrapped.__call__ = original
 
 
 @contextlib.contextmanager

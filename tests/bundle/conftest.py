@@ -54,6 +54,18 @@ def built(tmp_path_factory: pytest.TempPathFactory, keys: Keys) -> b.BuildResult
     return b.build(spec(advise=True), keys.key, out)
 
 
+def tar_folder(directory: Path, out: Path) -> Path:
+    """``directory`` as a tar file, its files unchecked: a packed bundle that was altered, or an archive that
+    is no bundle, as it reaches ``show``, ``diff`` or ``unpack`` (``bundle pack`` refuses to make one)."""
+    import tarfile
+
+    with tarfile.open(out, "w") as tar:
+        for p in sorted(directory.rglob("*")):
+            if p.is_file():
+                tar.add(p, p.relative_to(directory).as_posix())
+    return out
+
+
 def copy_bundle(built: b.BuildResult, tmp_path: Path) -> Path:
     """A copy of the built bundle the test may alter."""
     dst = tmp_path / "bundle"

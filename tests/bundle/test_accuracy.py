@@ -211,3 +211,28 @@ def test_a_model_that_changes_its_inputs_in_place_is_judged_on_the_inputs_it_was
     assert figures["passed"] is True
     assert figures["ratio"] <= RATIO_LIMIT
     assert figures["max_abs"] < 1e-5
+
+
+def test_verify_and_show_say_a_bundle_was_signed_outside_tolerance_and_what_its_customisation_replaces(
+    keys: Keys, tmp_path: Path
+) -> None:
+    """``verify`` of a bundle built with --allow-inaccurate said only "verified ... compatible with this host",
+    and ``show`` listed ``customisations: ['tests.bundle.models:fast_gelu']`` without the op it replaces."""
+    custom = b.describe_customisation("decomposition", "aten.gelu.default", models.fast_gelu)
+    result = b.build(spec(customisations=(custom,), allow_inaccurate=True), keys.key, tmp_path / "signed")
+    replaces = (
+        "tests.bundle.models:fast_gelu replaces Inductor's decomposition of aten.gelu.default "
+        f"(code {custom.code_digest[:12]})"
+    )
+    verified = runner.invoke(app, ["bundle", "verify", str(result.directory), "--keyring", str(keys.public)])
+    assert verified.exit_code == 0, verified.output
+    lines = verified.output.splitlines()
+    assert lines[0].startswith(f"verified tiny {result.bundle_id}")
+    assert lines[1].startswith("warning: signed with compiled output outside tolerance at 2x8, 3x8 "
+                               "(--allow-inaccurate; worst error ratio ")  # fmt: skip
+    assert lines[2] == f"customisation: {replaces}"
+    shown = runner.invoke(app, ["bundle", "show", str(result.directory)])
+    assert shown.exit_code == 0, shown.output
+    assert f"  customisations:\n    {replaces}\n" in shown.output
+    assert "accuracy: OUTSIDE tolerance at 2x8, 3x8 (worst error ratio " in shown.output
+    assert "signed anyway (--allow-inaccurate)" in shown.output

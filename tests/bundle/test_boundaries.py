@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -21,7 +22,7 @@ from inferensics.bundle.manifest import MANIFEST_FILE
 from inferensics.bundle.states import STATES_ENV
 from inferensics.cli.app import app
 from inferensics.schema.store import Store
-from tests.bundle.conftest import Keys, copy_bundle, one_line_error
+from tests.bundle.conftest import Keys, copy_bundle, one_line_error, tar_folder
 from tests.bundle.resign import resign
 
 runner = CliRunner()
@@ -201,13 +202,13 @@ def test_a_failed_build_leaves_no_compile_cache(keys: Keys, tmp_path: Path, scra
 
 @pytest.fixture
 def packed(tmp_path: Path) -> Path:
-    """A packed folder holding a manifest (all pack and unpack look at)."""
+    """A tar of a folder holding a manifest (all unpack looks at; `bundle pack` refuses such a folder)."""
     d = tmp_path / "fake"
     d.mkdir()
     (d / MANIFEST_FILE).write_text("{}")
     (d / "artifacts").mkdir()
     (d / "artifacts" / "x.bin").write_bytes(b"x")
-    return b.pack(d, tmp_path / "fake.tar")
+    return tar_folder(d, tmp_path / "fake.tar")
 
 
 def test_pack_to_a_missing_folder_or_a_directory_is_one_line(packed: Path, tmp_path: Path) -> None:
@@ -217,6 +218,59 @@ def test_pack_to_a_missing_folder_or_a_directory_is_one_line(packed: Path, tmp_p
         f"the folder {tmp_path / 'nodir' / 'sub'} does not exist: choose another --out",
     )
     one_line_error(["bundle", "pack", str(bundle), "--out", str(tmp_path)], "it is a directory: choose another --out")
+
+
+def _tampered(built: b.BuildResult, tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the bundle with one line appended to a graph's output code (the new user's ``t1``)."""
+    copy = copy_bundle(built, tmp_path)
+    code = sorted(copy.glob("artifacts/graphs/*/output_code.py"))[0]
+    code.write_text(code.read_text() + "print('not the signed code')\n")
+    return copy, code.relative_to(copy).as_posix()
+
+
+@pytest.mark.slow
+def test_pack_refuses_a_bundle_whose_files_do_not_match_its_manifest(built: b.BuildResult, tmp_path: Path) -> None:
+    """``bundle pack t1 --out t1.bundle`` packed a tampered folder without a word; the pack then diffed as the
+    same identity as the good bundle. Each file is checked against the manifest's sha256 as it is packed."""
+    copy, altered = _tampered(built, tmp_path)
+    out = tmp_path / "t1.bundle"
+    text = one_line_error(["bundle", "pack", str(copy), "--out", str(out)], "[tampered]")
+    assert f"{altered} does not match its sha256 in the manifest (altered): nothing was packed" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # no pack, no partial file
+    shutil.copyfile(built.directory / altered, copy / altered)
+    (copy / "artifacts" / "extra.bin").write_bytes(b"x")
+    one_line_error(["bundle", "pack", str(copy), "--out", str(out)], "artifacts/extra.bin is not in the manifest")
+    (copy / "artifacts" / "extra.bin").unlink()
+    ok = runner.invoke(app, ["bundle", "pack", str(copy), "--out", str(out)])
+    assert ok.exit_code == 0, ok.output
+    assert out.read_bytes() == b.pack(built.directory, tmp_path / "good.bundle").read_bytes()
+
+
+@pytest.mark.slow
+def test_diff_refuses_a_side_whose_files_do_not_match_its_manifest(built: b.BuildResult, tmp_path: Path) -> None:
+    """``bundle diff t1.bundle bundles/mlp`` said "same identity (no factor differs)", rc 0, of a tampered pack:
+    it compared manifests only. Each side's files are checked first, a directory or a packed file."""
+    copy, altered = _tampered(built, tmp_path)
+    packed = tar_folder(copy, tmp_path / "t1.bundle")
+    for side in (packed, copy):
+        for args in ([str(side), str(built.directory)], [str(built.directory), str(side)]):
+            text = one_line_error(["bundle", "diff", *args], f"{side} is not intact: {altered} does not match")
+            assert text.endswith("(`inferensics bundle verify` checks one; rebuild or pull it again) [tampered]")
+
+
+@pytest.mark.slow
+def test_pack_refuses_to_replace_an_existing_file_without_force(built: b.BuildResult, tmp_path: Path) -> None:
+    """``bundle pack`` overwrote an existing --out file silently (unpack and qualify refuse theirs)."""
+    out = tmp_path / "mine.bundle"
+    out.write_text("keep me")
+    one_line_error(
+        ["bundle", "pack", str(built.directory), "--out", str(out)],
+        f"{out} already exists: choose a new --out, or pass --force to replace it",
+    )
+    assert out.read_text() == "keep me"
+    forced = runner.invoke(app, ["bundle", "pack", str(built.directory), "--out", str(out), "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert b.read_manifest(b.unpack(out, tmp_path / "unpacked")).bundle_id == built.bundle_id
 
 
 def test_unpack_blames_out_not_the_archive(packed: Path, tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from inferensics.bundle.canonical import sha256_file
 from inferensics.bundle.load import kernel_evidence_line
 from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
 from inferensics.cli.app import app
-from tests.bundle.conftest import Keys, spec
+from tests.bundle.conftest import Keys, spec, tar_folder
 from tests.kernels.evidence_edits import OTHER_DEVICE, kept_registry, measured_elsewhere, redigest
 
 pytestmark = [
@@ -223,8 +223,10 @@ def _signed_with(carried: b.BuildResult, keys: Keys, folder: Path, evidence: byt
 
 
 def test_verify_and_show_say_what_evidence_the_bundle_carries_and_whether_a_load_here_applies_it(
-    carried: b.BuildResult, keys: Keys, tmp_path: Path
+    carried: b.BuildResult, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name, value in INTERPRETER.items():  # the evidence was measured in the interpreter: this host runs it too
+        monkeypatch.setenv(name, value)
     here = json.loads((carried.directory / KERNEL_EVIDENCE).read_text())
     elsewhere = measured_elsewhere(carried.directory / KERNEL_EVIDENCE)
     other = _signed_with(carried, keys, tmp_path, json.dumps(elsewhere).encode())
@@ -269,7 +271,7 @@ def test_show_says_when_the_evidence_file_is_not_the_one_the_manifest_signed(
         f"kernel evidence: {KERNEL_EVIDENCE} is not the file the manifest signed (its sha256 differs): verify and a "
         "load refuse the bundle; restore the file or rebuild the bundle"
     )
-    for bundle in (copy, b.pack(copy, tmp_path / "swapped.tar")):
+    for bundle in (copy, tar_folder(copy, tmp_path / "swapped.tar")):  # `bundle pack` refuses it
         shown = CliRunner().invoke(app, ["bundle", "show", str(bundle)])
         assert shown.exit_code == 0, shown.output
         assert f"\n  {line}\n" in shown.output
@@ -293,9 +295,28 @@ def test_a_load_applies_the_evidence_bytes_it_verified_reading_the_file_once(
         return verified
 
     monkeypatch.setattr(load_module, "verify", verify_then_swap)
+    for name, value in INTERPRETER.items():  # as where the evidence was measured (a host without it refuses it)
+        monkeypatch.setenv(name, value)
     with kept_registry():
         loaded = b.load(copy, keys.keyring, apply_settings=False)
         ev = loaded.kernel_evidence
         assert ev is not None
         assert (ev.measured_on, ev.reason, ev.follows) == ("cpu", "", True)
         assert ev.digest == json.loads((carried.directory / KERNEL_EVIDENCE).read_text())["digest"]
+
+
+def test_interpreter_evidence_is_not_followed_by_a_host_without_the_interpreter(
+    carried: b.BuildResult, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timings and accuracy verdicts taken in Triton's interpreter say nothing of a CPU host that does not run it:
+    verify says a load there applies none of it, and the bundle still verifies."""
+    for name in INTERPRETER:
+        monkeypatch.delenv(name, raising=False)
+    here = json.loads((carried.directory / KERNEL_EVIDENCE).read_text())
+    result = CliRunner().invoke(app, ["bundle", "verify", str(carried.directory), "--keyring", str(keys.public)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1:] == [
+        f"kernel evidence {here['digest'][:16]}: measured in Triton's interpreter, which this host does not run: its "
+        "timings and accuracy verdicts hold only with TRITON_INTERPRET=1 INFERENSICS_KERNELS_INTERPRET=1: a load here "
+        "applies none of it (the bundle still loads)"
+    ]

@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from inferensics import bundle as b
+from inferensics.bundle.manifest import MANIFEST_FILE
 from inferensics.cli.app import app
-from tests.bundle.conftest import Keys
+from tests.bundle.conftest import Keys, copy_bundle, one_line_error
 from tests.collector.service.harness import ADMIN, new_service
 
 pytestmark = pytest.mark.slow
@@ -66,3 +67,63 @@ def test_a_state_command_returns_once_the_service_has_written_it(built: b.BuildR
         states = runner.invoke(app, ["bundle", "states", "--out", str(out), *args])
         assert states.exit_code == 0, states.output
         assert b.BundleStates.load(out).revoked == frozenset({built.bundle_id})
+
+
+def tampered_copy(built: b.BuildResult, tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the bundle with one line appended to a graph's output code (as the new user's ``t1``)."""
+    copy = copy_bundle(built, tmp_path)
+    code = sorted(copy.glob("artifacts/graphs/*/output_code.py"))[0]
+    code.write_text(code.read_text() + "print('not the signed code')\n")
+    return copy, code.relative_to(copy).as_posix()
+
+
+def test_push_refuses_a_bundle_whose_files_do_not_match_its_manifest(
+    built: b.BuildResult, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tampered copy was uploaded and recorded unchecked ("pushed tiny ... as blob ...", rc 0), and pulls then
+    served it (the newest push wins), so replays failed "does not match its sha256" until the good one was pushed
+    again. Push checks every file first; with a keyring the signature too, and says which it checked."""
+    monkeypatch.delenv("INFERENSICS_BUNDLE_KEYRING", raising=False)
+    copy, altered = tampered_copy(built, tmp_path)
+    (tmp_path / "service").mkdir()
+    with new_service(tmp_path / "service") as service:
+        args = ["--service", service.url, "--token", ADMIN]
+        text = one_line_error(["bundle", "push", str(copy), *args], "[tampered]")
+        assert f"{altered} does not match its sha256 in the manifest (altered)" in text
+        assert "nothing was packed" in text
+        _, other_pub, _ = b.generate_key(tmp_path / "other")
+        one_line_error(
+            ["bundle", "push", str(built.directory), *args, "--keyring", str(other_pub)], "[untrusted_builder]"
+        )
+        client = service.client(ADMIN)
+        assert client.sql("SELECT count() AS n FROM blobs").item() == 0
+        assert client.sql("SELECT count() AS n FROM bundle_states").item() == 0
+        unchecked = runner.invoke(app, ["bundle", "push", str(built.directory), *args])
+        assert unchecked.exit_code == 0, unchecked.output
+        assert "files match; signature not checked (no --keyring or $INFERENSICS_BUNDLE_KEYRING)" in unchecked.output
+        signed = runner.invoke(app, ["bundle", "push", str(built.directory), *args, "--keyring", str(keys.public)])
+        assert signed.exit_code == 0, signed.output
+        assert f"signed by {keys.key.keyid[:16]}" in signed.output
+
+
+def test_push_refuses_other_bytes_under_a_bundle_id_the_service_holds(built: b.BuildResult, tmp_path: Path) -> None:
+    """The same bundle id must name the same bytes: a second builder's signature over the same identity packs to
+    other bytes, and pulls serve the newest push, so it is refused unless --replace says so."""
+    other = copy_bundle(built, tmp_path)
+    other_key = b.load_signing_key(b.generate_key(tmp_path / "other")[0])
+    (other / MANIFEST_FILE).write_bytes(b.read_manifest(other).sign(other_key))
+    assert b.read_manifest(other).bundle_id == built.bundle_id
+    (tmp_path / "service").mkdir()
+    with new_service(tmp_path / "service") as service:
+        args = ["--service", service.url, "--token", ADMIN]
+        first = runner.invoke(app, ["bundle", "push", str(built.directory), *args])
+        assert first.exit_code == 0, first.output
+        again = runner.invoke(app, ["bundle", "push", str(built.directory), *args])  # the same bytes: fine
+        assert again.exit_code == 0, again.output
+        text = one_line_error(["bundle", "push", str(other), *args], f"already holds bundle {built.bundle_id[:12]}")
+        assert "pass --replace" in text
+        assert "nothing was uploaded" in text
+        client = service.client(ADMIN)
+        assert client.sql("SELECT count() AS n FROM blobs").item() == 1
+        replaced = runner.invoke(app, ["bundle", "push", str(other), *args, "--replace"])
+        assert replaced.exit_code == 0, replaced.output

@@ -44,3 +44,28 @@ def test_a_shape_mismatch_prints_only_the_verdict(capfd: pytest.CaptureFixture[s
     finally:
         logger.removeHandler(records)
         capfd.readouterr()
+
+
+FX_CALL_NOTE = "Call using an FX-traced Module"
+
+
+def test_a_dtype_mismatch_prints_only_the_verdict(capfd: pytest.CaptureFixture[str]) -> None:
+    """A request of the wrong dtype (integer ids into a float model) printed ~20 lines to stderr first: torch.fx
+    prints the traceback of an error raised inside a traced graph's forward ("mat1 and mat2 must have the same
+    dtype ... Call using an FX-traced Module") before re-raising it; the verdict names the same error."""
+    from torch.fx.graph_module import _WrappedCall  # pyright: ignore[reportPrivateUsage]
+
+    original = _WrappedCall.__call__
+    capfd.readouterr()
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.GELU(), torch.nn.Linear(8, 4))
+    verdict = investigate(model, (torch.randint(0, 3, (4, 16), generator=torch.Generator().manual_seed(0)),))
+    out, err = capfd.readouterr()
+    assert verdict.category == "inputs"
+    assert "mat1 and mat2 must have the same dtype" in verdict.summary
+    assert (out, err) == ("", "")
+    # Scoped: outside an investigation a failing traced graph says what torch says.
+    assert _WrappedCall.__call__ is original
+    traced = torch.fx.symbolic_trace(torch.nn.Linear(16, 8))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        traced(torch.randint(0, 3, (4, 16)))
+    assert FX_CALL_NOTE in capfd.readouterr().err
