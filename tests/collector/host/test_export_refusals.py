@@ -179,16 +179,21 @@ def test_a_service_that_never_answers_keeps_flush_and_shutdown_bounded(caplog: p
     assert any("cannot reach the collector service" in r.getMessage() for r in caplog.records)
 
 
+def _serve_logging(url: str, caplog: pytest.LogCaptureFixture) -> tuple[Tracker, list[str]]:
+    """Serve a few requests to ``url`` and flush; the tracker (shut down) and the SDK's logged lines."""
+    tracker = instrument(service_url=url, host="h-log", model="m", config=SdkConfig(health_interval_s=0))
+    try:
+        with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
+            _serve(tracker)
+            tracker.flush()
+    finally:
+        tracker.shutdown()
+    return tracker, [r.getMessage() for r in caplog.records if r.name == "inferensics.collector.host"]
+
+
 def test_a_404_says_to_give_the_base_url(caplog: pytest.LogCaptureFixture) -> None:
     with serving(_answering(404, says_path=True)) as url:
-        tracker = instrument(service_url=url, host="h-404", model="m", config=SdkConfig(health_interval_s=0))
-        try:
-            with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
-                _serve(tracker)
-                tracker.flush()
-        finally:
-            tracker.shutdown()
-    lines = [r.getMessage() for r in caplog.records if r.name == "inferensics.collector.host"]
+        tracker, lines = _serve_logging(url, caplog)
     assert len(lines) == 1
     assert "has no such endpoint" in lines[0]
     assert "without /v1/traces" in lines[0]
@@ -198,15 +203,7 @@ def test_a_404_says_to_give_the_base_url(caplog: pytest.LogCaptureFixture) -> No
 
 def test_https_to_a_plain_http_service_says_so(caplog: pytest.LogCaptureFixture) -> None:
     with serving(_Busy) as url:
-        https = url.replace("http://", "https://")
-        tracker = instrument(service_url=https, host="h-tls", model="m", config=SdkConfig(health_interval_s=0))
-        try:
-            with caplog.at_level(logging.ERROR, logger="inferensics.collector.host"):
-                _serve(tracker)
-                tracker.flush()
-        finally:
-            tracker.shutdown()
-    lines = [r.getMessage() for r in caplog.records if r.name == "inferensics.collector.host"]
+        _, lines = _serve_logging(url.replace("http://", "https://"), caplog)
     assert lines
     assert "TLS handshake" in lines[0]
     assert "http://" in lines[0]
