@@ -77,6 +77,15 @@ def init(ctx: typer.Context, dsn: DsnOption = None, data_dir: DataDirOption = No
     dsn = dsn_from(ctx, dsn, data_dir)
     _refuse_empty(dsn)
     try:
+        parsed = resolve_dsn(dsn)
+    except DsnError as exc:
+        fail(str(exc))
+    path = parsed.path if parsed.kind == "chdb" else None
+    if path is not None and path.exists() and not is_store_folder(path) and not _is_empty_folder(path):
+        what = "a folder of other files" if path.is_dir() else "a file"
+        fail(f"{path} is {what}, not a store: `inferensics init` makes a store in a new or empty folder (the engine "
+             "writes its metadata/, store/ and tmp/ there); name one with --dsn or --data-dir")  # fmt: skip
+    try:
         with Store.open(dsn) as store:
             before = store.schema_version()
             version = store.migrate()

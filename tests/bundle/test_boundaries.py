@@ -24,6 +24,7 @@ from inferensics.cli.app import app
 from inferensics.schema.store import Store
 from tests.bundle.conftest import Keys, copy_bundle, one_line_error, tar_folder
 from tests.bundle.resign import resign
+from tests.seeding import scratch_dsn
 
 runner = CliRunner()
 
@@ -316,7 +317,7 @@ def test_show_and_diff_of_a_packed_bundle_leave_no_folder(
 # --- the store ----------------------------------------------------------------------------------------------
 
 
-def test_state_commands_on_an_uninitialised_store_are_one_line(tmp_path: Path, store_dsn: str) -> None:
+def test_state_commands_on_an_uninitialised_store_are_one_line(tmp_path: Path, store: Store, chdb_dir: Path) -> None:
     """An uninitialised embedded store gave chDB's "Unknown table ... inferensics.bundles" traceback, and the
     command created the store folder."""
     data_dir = tmp_path / "empty_dd"
@@ -329,8 +330,21 @@ def test_state_commands_on_an_uninitialised_store_are_one_line(tmp_path: Path, s
     )
     assert not data_dir.exists()
     assert not (tmp_path / "s.json").exists()
-    # A folder that holds the engine's files but no schema (a fresh database in the session's store folder).
-    one_line_error(["bundle", "revoke", "abab", "--dsn", store_dsn], "is not initialised: run `inferensics init`")
+    # A folder that holds the engine's files but no schema (a fresh database in the session's store folder, which
+    # the `store` fixture has opened).
+    fresh = scratch_dsn(chdb_dir)
+    one_line_error(["bundle", "revoke", "abab", "--dsn", fresh], "is not initialised: run `inferensics init`")
+
+
+def test_state_commands_leave_a_folder_that_is_not_a_store_untouched(tmp_path: Path) -> None:
+    """`bundle states --dsn chdb:///<a folder of the user's>` wrote chDB's metadata/ and tmp/ into it."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    for args in (["states", "--out", str(tmp_path / "s.json")], ["promote", "abab", "--channel", "x"]):
+        one_line_error(["bundle", *args, "--dsn", f"chdb://{folder}"], "it is a folder of other files, not a store")
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    assert not (tmp_path / "s.json").exists()
 
 
 def test_states_to_a_missing_folder_is_one_line(store: Store, tmp_path: Path) -> None:

@@ -29,6 +29,26 @@ def test_init_creates_then_reports_up_to_date(store_dsn: str) -> None:
     assert f"up to date, schema version {LATEST_VERSION}" in again.output
 
 
+def test_init_leaves_a_folder_of_other_files_untouched(tmp_path: Path) -> None:
+    """`init --dsn chdb:///<a folder of the user's>` made the engine's metadata/, store/ and tmp/ among its files;
+    a new or empty folder is where a store is made."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a store\n")
+    res = runner.invoke(app, ["init", "--dsn", f"chdb://{folder}"], env={"COLUMNS": "400"})
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == [
+        f"error: {folder} is a folder of other files, not a store: `inferensics init` makes a store in a new or "
+        "empty folder (the engine writes its metadata/, store/ and tmp/ there); name one with --dsn or --data-dir"
+    ]
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    made = runner.invoke(app, ["init", "--dsn", f"chdb://{empty}"])
+    assert made.exit_code == 0, made.output
+    assert "created" in made.output
+
+
 def test_status_counts_rows(store: Store) -> None:
     store.insert_events([sample(RequestEvent, "typical")])
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
