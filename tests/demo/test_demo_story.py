@@ -358,12 +358,15 @@ def test_the_request_pages(dashboard: str, demo_run: dict[str, Any], demo_servic
     assert truncated_metrics(page) == []
     assert any("Non-finite output:" in t for t in alerts(page))
     # Its inputs are captured: replay it, with the command as printed (the dashboard's printed command gave it the
-    # run's builder key; on main the page said a bare `inferensics replay ID`, which stops without a keyring).
-    assert f"inferensics replay {nan} --service {demo_service} --keyring {demo_run['keyring']}" in page.inner_text(
-        "body"
-    )
+    # run's builder key; on main the page said a bare `inferensics replay ID`, which stops without a keyring). The
+    # command block is the page's last part: waited for (one CI run read the page before it was drawn), and the
+    # page kept as it was seen either way.
+    command = f"inferensics replay {nan} --service {demo_service} --keyring {demo_run['keyring']}"
+    try:
+        expect(page.locator('[data-testid="stCode"]').filter(has_text=command)).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    finally:
+        shoot(page, "request-nan")
     assert printed_links(demo_run, dashboard)["NaN request"] == f"{dashboard}/request?request_id={nan}"
-    shoot(page, "request-nan")
 
     failed = drill["failed, inputs captured"][0]
     _request(page, dashboard, failed)
