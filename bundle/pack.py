@@ -11,9 +11,8 @@ from __future__ import annotations
 import io
 import shutil
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from inferensics.bundle.canonical import sha256_hex
 from inferensics.bundle.errors import BundleError, unwritable
 from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
 
@@ -37,40 +36,29 @@ def pack(directory: Path, out: Path, *, overwrite: bool = False) -> Path:
         raise unwritable(out, OSError(f"cannot write {out}"))
     if out.exists() and not overwrite:
         raise BundleError("bad_input", f"{out} already exists: choose a new --out, or pass --force to replace it")
+    from inferensics.bundle.verify import check_files  # torch comes with it: only when a bundle is packed
+
     manifest = read_manifest_unverified(directory)[0]
-    listed = {r.name: r.digest for r in manifest.resources}
-    files = sorted(p for p in directory.rglob("*") if p.is_file())
-    files.sort(key=lambda p: p.name != MANIFEST_FILE or p.parent != directory)
-    names = {p.relative_to(directory).as_posix() for p in files}
-
-    def refused(what: str) -> BundleError:
-        return BundleError(
-            "tampered",
-            f"{directory}: {what}: nothing was packed (`inferensics bundle verify` checks a bundle; "
+    listed = [r.name for r in manifest.resources]
+    try:
+        kept = check_files(directory, manifest, keep=listed)  # each file read once: hashed, then packed
+    except BundleError as exc:
+        detail = str(exc).removeprefix(f"{directory}: ")
+        raise BundleError(
+            exc.cause,
+            f"{directory}: {detail}: nothing was packed (`inferensics bundle verify` checks a bundle; "
             "rebuild or pull it again)",
-        )
-
-    for name in sorted(listed):
-        if name not in names:
-            raise refused(f"{name} is missing")
-    for name in sorted(names - {MANIFEST_FILE}):
-        if name not in listed:
-            raise refused(f"{name} is not in the manifest (a file was added)")
+        ) from None
+    names = [MANIFEST_FILE, *sorted(kept, key=lambda n: PurePosixPath(n).parts)]
     partial = out.with_name(f".{out.name}.partial")
     try:
         with tarfile.open(partial, "w") as tar:
-            for p in files:
-                name = p.relative_to(directory).as_posix()
-                data = p.read_bytes()
-                if name != MANIFEST_FILE and sha256_hex(data) != listed[name]:
-                    raise refused(f"{name} does not match its sha256 in the manifest (altered)")
+            for name in names:
+                data = kept[name] if name != MANIFEST_FILE else (directory / MANIFEST_FILE).read_bytes()
                 info = tarfile.TarInfo(name)
                 info.size, info.mode, info.mtime = len(data), 0o644, 0
                 tar.addfile(info, io.BytesIO(data))
         partial.replace(out)
-    except BundleError:
-        partial.unlink(missing_ok=True)
-        raise
     except OSError as exc:
         partial.unlink(missing_ok=True)  # no half-written pack left behind
         if exc.filename is None or Path(exc.filename) in (partial, out):  # writing the pack failed (a full disk)
