@@ -526,22 +526,20 @@ class _Store:
     def _opened(self) -> Iterator[Store]:
         """The store ``--dsn`` names, refused in one line (and left uncreated) when it was never initialised:
         its tables are missing, which the engine said as a traceback."""
-        from inferensics.schema.dsn import DsnError, is_store_folder, resolve_dsn
+        from inferensics.cli.store_commands import FOLDER_KINDS, folder_kind
+        from inferensics.schema.dsn import DsnError, resolve_dsn
         from inferensics.schema.store import Store
 
         try:
             parsed = resolve_dsn(self.dsn)
         except DsnError as exc:
             fail(str(exc))
-        if parsed.kind == "chdb" and parsed.path is not None and not is_store_folder(parsed.path):
-            # Opening would make the engine's files there (as `inferensics status` refuses to).
-            path = parsed.path
-            if path.exists() and not path.is_dir():
-                fail(f"no store at {path}: it is a file, not a store; pass the --dsn of an existing store")
-            if path.is_dir() and next(path.iterdir(), None) is not None:
-                fail(f"no store at {path}: it is a folder of other files, not a store; pass the --dsn of an "
-                     "existing store")  # fmt: skip
-            fail(f"no store at {path}: it is not initialised; create it with `inferensics init` (the same "
+        kind = folder_kind(parsed.path) if parsed.kind == "chdb" and parsed.path is not None else "store"
+        if kind in FOLDER_KINDS:  # opening would make the engine's files there (as `inferensics status` refuses to)
+            fail(f"no store at {parsed.path}: it is {FOLDER_KINDS[kind]}, not a store; pass the --dsn of an "
+                 "existing store")  # fmt: skip
+        if kind != "store":
+            fail(f"no store at {parsed.path}: it is not initialised; create it with `inferensics init` (the same "
                  "--dsn or --data-dir)")  # fmt: skip
         with Store.open(parsed) as store:
             if not self._initialised:

@@ -48,25 +48,37 @@ def existing_store(dsn: str | None, data_dir: Path | None, *, code: int = 2) -> 
     if parsed.kind != "chdb" or parsed.path is None:
         return parsed
     flag = "--data-dir" if data_dir else "--dsn"
-    if not parsed.path.exists():
+    kind = folder_kind(parsed.path)
+    if kind == "missing":
         fail(f"no store at {parsed.path}: the directory does not exist; create it with `inferensics init` "
              f"(same {flag}), or pass the --dsn of an existing store", code=code)  # fmt: skip
-    if not is_store_folder(parsed.path):
+    if kind != "store":
         looks = "a store's folder holds the engine's metadata/ and store/, which `inferensics init` makes"
-        if _is_empty_folder(parsed.path):
+        if kind == "empty":
             fail(f"no store at {parsed.path}: the folder is empty ({looks}); create it with `inferensics init` "
                  f"(same {flag}), or pass the --dsn of an existing store", code=code)  # fmt: skip
-        what = "a folder of other files" if parsed.path.is_dir() else "a file"
-        fail(f"no store at {parsed.path}: it is {what}, not a store ({looks} in a new or empty folder); pass the "
-             "--dsn of an existing store", code=code)  # fmt: skip
+        fail(f"no store at {parsed.path}: it is {FOLDER_KINDS[kind]}, not a store ({looks} in a new or empty "
+             "folder); pass the --dsn of an existing store", code=code)  # fmt: skip
     return parsed
 
 
-def _is_empty_folder(path: Path) -> bool:
+FOLDER_KINDS = {"file": "a file", "other files": "a folder of other files"}
+"""How a refusal names what an embedded store's path holds when it is neither a store nor new or empty."""
+
+
+def folder_kind(path: Path) -> str:
+    """What an embedded store's path holds: ``missing``, ``store`` (chDB's ``metadata/`` is there), ``empty``,
+    ``file`` or ``other files``: the read commands, ``init`` and the bundle state commands refuse by it."""
+    if not path.exists():
+        return "missing"
+    if is_store_folder(path):
+        return "store"
+    if not path.is_dir():
+        return "file"
     try:
-        return path.is_dir() and next(path.iterdir(), None) is None
+        return "empty" if next(path.iterdir(), None) is None else "other files"
     except OSError:  # unreadable: not known to be empty, and no store this process could open either
-        return False
+        return "other files"
 
 
 @needs_extra("service", "init")
@@ -81,10 +93,10 @@ def init(ctx: typer.Context, dsn: DsnOption = None, data_dir: DataDirOption = No
     except DsnError as exc:
         fail(str(exc))
     path = parsed.path if parsed.kind == "chdb" else None
-    if path is not None and path.exists() and not is_store_folder(path) and not _is_empty_folder(path):
-        what = "a folder of other files" if path.is_dir() else "a file"
-        fail(f"{path} is {what}, not a store: `inferensics init` makes a store in a new or empty folder (the engine "
-             "writes its metadata/, store/ and tmp/ there); name one with --dsn or --data-dir")  # fmt: skip
+    if path is not None and (kind := folder_kind(path)) in FOLDER_KINDS:
+        fail(f"{path} is {FOLDER_KINDS[kind]}, not a store: `inferensics init` makes a store in a new or empty "
+             "folder (the engine writes its metadata/, store/ and tmp/ there); name one with --dsn or "
+             "--data-dir")  # fmt: skip
     try:
         with Store.open(dsn) as store:
             before = store.schema_version()
