@@ -81,12 +81,10 @@ def folder_kind(path: Path) -> str:
         return "other files"
 
 
-@needs_extra("service", "init")
-def init(ctx: typer.Context, dsn: DsnOption = None, data_dir: DataDirOption = None) -> None:
-    """Create the store, or migrate it to the latest schema, and print the schema version."""
-    from inferensics.schema.store import Store, StoreError
-
-    dsn = dsn_from(ctx, dsn, data_dir)
+def writable_store(dsn: str | None, what: str) -> Dsn:
+    """The store a command that may create one writes to, refused in one line when it is an embedded one whose
+    path is a file or a folder of other files: chDB would write its ``metadata/``, ``store/`` and ``tmp/``
+    among them. ``what`` says what the command makes there (``"`inferensics init` makes a store"``)."""
     _refuse_empty(dsn)
     try:
         parsed = resolve_dsn(dsn)
@@ -94,9 +92,18 @@ def init(ctx: typer.Context, dsn: DsnOption = None, data_dir: DataDirOption = No
         fail(str(exc))
     path = parsed.path if parsed.kind == "chdb" else None
     if path is not None and (kind := folder_kind(path)) in FOLDER_KINDS:
-        fail(f"{path} is {FOLDER_KINDS[kind]}, not a store: `inferensics init` makes a store in a new or empty "
-             "folder (the engine writes its metadata/, store/ and tmp/ there); name one with --dsn or "
-             "--data-dir")  # fmt: skip
+        fail(f"{path} is {FOLDER_KINDS[kind]}, not a store: {what} in a new or empty folder (the engine writes "
+             "its metadata/, store/ and tmp/ there); name one with --dsn or --data-dir")  # fmt: skip
+    return parsed
+
+
+@needs_extra("service", "init")
+def init(ctx: typer.Context, dsn: DsnOption = None, data_dir: DataDirOption = None) -> None:
+    """Create the store, or migrate it to the latest schema, and print the schema version."""
+    from inferensics.schema.store import Store, StoreError
+
+    dsn = dsn_from(ctx, dsn, data_dir)
+    writable_store(dsn, "`inferensics init` makes a store")
     try:
         with Store.open(dsn) as store:
             before = store.schema_version()

@@ -14,6 +14,7 @@ from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
+from inferensics.cli.store_commands import writable_store
 
 if TYPE_CHECKING:
     from inferensics.collector.trace.importer import ImportTarget, Recorded
@@ -149,6 +150,8 @@ def import_trace_command(  # noqa: PLR0917 - typer maps each parameter to an opt
     from inferensics.collector.trace.importer import import_trace, not_trace_reason
 
     dsn = dsn_from(ctx, dsn, data_dir)
+    if not service:
+        writable_store(dsn, "`inferensics import-trace` imports into a store, or makes one")
     refused, given = [], []
     for p in path:
         if not p.exists():

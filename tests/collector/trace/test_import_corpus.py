@@ -160,6 +160,24 @@ def test_a_binary_file_is_named_as_such_without_its_bytes(content: bytes, reason
     assert not store.exists()
 
 
+def test_a_folder_of_other_files_is_not_made_a_store(tmp_path: Path) -> None:
+    """`init` and the bundle state commands refused a folder of the user's files; import-trace, which also makes a
+    store, wrote the engine's metadata/, store/ and tmp/ among them."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "todo.txt").write_text("not a store\n")
+    res = CliRunner().invoke(
+        app, ["import-trace", str(CORPUS / "simple.log"), "--dsn", f"chdb://{folder}"], env={"COLUMNS": "500"}
+    )
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == [
+        f"error: {folder} is a folder of other files, not a store: `inferensics import-trace` imports into a store, "
+        "or makes one in a new or empty folder (the engine writes its metadata/, store/ and tmp/ there); name one "
+        "with --dsn or --data-dir"
+    ]
+    assert sorted(p.name for p in folder.iterdir()) == ["todo.txt"]
+
+
 def test_several_paths_are_each_imported_and_a_bad_one_is_named(store: Store, tmp_path: Path) -> None:
     # What a shell glob gives: several files, one of them no log, and a path that is gone.
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
