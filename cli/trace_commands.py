@@ -193,6 +193,13 @@ def import_trace_command(  # noqa: PLR0917 - typer maps each parameter to an opt
             console.print(
                 f"  {len(r.completed)} compiles an earlier import of this log stored incomplete were completed: {ids}"
             )
+        if r.left_incomplete:
+            ids = ", ".join(str(c) for c, _ in r.left_incomplete[:5]) + (" ..." if len(r.left_incomplete) > 5 else "")
+            console.print(
+                f"  {len(r.left_incomplete)} compiles an earlier import of this log stored incomplete are complete "
+                f"in it but stay incomplete: {ids} (the service only adds rows; to replace them, stop the service "
+                "and import this log with --dsn naming its store)"
+            )
         if r.unchecked:
             console.print(f"  {r.unchecked}: every compile was stored, whether or not it was stored before")
     if skipped:

@@ -182,6 +182,9 @@ class FileReport:
     superseded: list[CompileKey] = field(default_factory=list)
     """Compiles stored ``incomplete`` whose complete row is stored too (live, or by an import that stopped before
     it deleted the incomplete one): only the incomplete row is deleted."""
+    left_incomplete: list[CompileKey] = field(default_factory=list)
+    """Compiles stored ``incomplete`` that this log completes, kept as they are: the target cannot replace rows
+    (a collector service: its rows travel through OTLP, which only adds)."""
     unchecked: str = ""
     """Why the stored compiles of the process could not be checked (``""``: they were); all were stored."""
     refused: str = ""
@@ -310,9 +313,13 @@ def read_trace_file(
     report.instrumented = bool(report.processes)
     if not report.processes and first is not None and first.pid is not None:
         # An uninstrumented process: the log's name (TORCH_TRACE makes one per process), the process id and
-        # its first record's time name it, in this log and in any longer copy of it under that name.
-        stamp = first.ts.isoformat() if first.ts is not None else ""
-        report.processes.append(f"{path.name} pid {first.pid} at {stamp}")
+        # its first record's time name it, in this log and in any longer copy of it under that name. The time as
+        # glog stamps it, without the year: that is inferred from the file's mtime (_log_year), and two copies of
+        # one log (one read while it was written, one copied later) need not agree on it.
+        head = f"{path.name} pid {first.pid} at "
+        report.processes.append(head + (first.ts.strftime("%m%d %H:%M:%S.%f") if first.ts is not None else ""))
+        if first.ts is not None:  # the key earlier versions stored (with the inferred year): still found
+            report.processes.append(head + first.ts.isoformat())
     if report.processes:
         for e in events:
             attrs = getattr(e, col.ATTRS, None)
@@ -382,10 +389,13 @@ def _not_recorded(report: FileReport, events: list[Event], target: ImportTarget)
     if not recorded:
         return events
     seen_lookups: dict[CompileKey, int] = {}
-    if isinstance(target, CompletingTarget):
-        ended = {_compile_of(e) for e in events if isinstance(e, CompileEvent) and e.outcome != INCOMPLETE}
-        incomplete = sorted((c, q) for kind, c, q in recorded if kind == INCOMPLETE)
-        report.completed = [k for k in incomplete if k in ended and (COMPILES, *k) not in recorded]
+    ended = {_compile_of(e) for e in events if isinstance(e, CompileEvent) and e.outcome != INCOMPLETE}
+    incomplete = sorted((c, q) for kind, c, q in recorded if kind == INCOMPLETE)
+    completes = [k for k in incomplete if k in ended and (COMPILES, *k) not in recorded]
+    if not isinstance(target, CompletingTarget):
+        report.left_incomplete = completes
+    else:
+        report.completed = completes
         report.superseded = [k for k in incomplete if (COMPILES, *k) in recorded]
         if report.completed:
             seen_lookups = target.stored_cache_lookups(report.processes, report.completed)

@@ -12,7 +12,9 @@ on CPU with graphs of matrix products only (extern kernels, no C++ build).
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +185,66 @@ def test_a_compile_cut_off_by_an_earlier_import_is_completed_by_the_longer_log(
     assert _lookups(store.select_events(CacheEvent)) == _lookups(whole)
     rollup = store.query_rows(f"SELECT sum(requests) FROM {store.database}.cache_events_1h")[0][0]
     assert rollup == len(store.select_events(CacheEvent)) == 6
+
+
+def test_copies_of_one_log_that_infer_different_years_are_one_process(store: Store, tmp_path: Path) -> None:
+    """glog stamps carry no year; the import infers it from the file's mtime. A log read while it was written and a
+    copy of it whose mtime fell a minute before its first record (a clock behind, a copy keeping an older stamp)
+    were dated a year apart, so the process key (log name, pid, first record's time) differed and the longer copy
+    stored every compile again beside the incomplete one. The key now carries the time as glog stamps it."""
+    log = CORPUS / "cache_hit_miss.log"  # its first record: V1206 15:24:45.403
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    earlier = tmp_path / "early" / log.name
+    later = tmp_path / "late" / log.name
+    for path, text, stamp in (
+        (earlier, "".join(lines[:2000]), datetime(2026, 12, 6, 15, 30, tzinfo=UTC)),  # year 2026
+        (later, "".join(lines), datetime(2026, 12, 6, 15, 23, tzinfo=UTC)),  # before its first record: 2025
+    ):
+        path.parent.mkdir()
+        path.write_text(text, encoding="utf-8")
+        os.utime(path, (stamp.timestamp(), stamp.timestamp()))
+    res = CliRunner().invoke(app, ["import-trace", str(earlier), "--dsn", dsn], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["import-trace", str(later), "--dsn", dsn], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert "1 compiles an earlier import of this log stored incomplete were completed: 1/0" in res.output
+    _, whole = read_trace_file(log, host="h")
+    assert _compiles(store.select_events(CompileEvent)) == _compiles(whole)
+
+
+@pytest.mark.slow
+def test_through_the_service_a_compile_left_incomplete_is_named(tmp_path: Path) -> None:
+    """Through a service, rows are only added (OTLP), so the compile an earlier import stored ``incomplete`` cannot
+    be replaced by the longer log's: the import used to count it among "already stored" and say no more. It now
+    names the compiles that stay incomplete and how to complete them."""
+    from tests.collector.service.harness import ADMIN, new_service
+    from tests.polling import poll
+
+    log = CORPUS / "cache_hit_miss.log"
+    earlier = tmp_path / "early" / log.name
+    earlier.parent.mkdir()
+    earlier.write_text("".join(log.read_text(encoding="utf-8").splitlines(keepends=True)[:2000]), encoding="utf-8")
+    (tmp_path / "service").mkdir()
+    with new_service(tmp_path / "service") as service:
+        client = service.client()
+        args = ["--service", service.url, "--token", ADMIN, "--host", "h"]
+        res = CliRunner().invoke(app, ["import-trace", str(earlier), *args], env={"COLUMNS": "300"})
+        assert res.exit_code == 0, res.output
+
+        def stored() -> list[tuple[str, str]]:
+            frame = client.sql("SELECT compile_id, outcome FROM compiles ORDER BY compile_id")
+            return list(zip(frame["compile_id"].to_list(), frame["outcome"].to_list(), strict=True))
+
+        assert poll(stored, lambda r: len(r) >= 2, timeout=60, interval=0.2) == [("0/0", "ok"), ("1/0", "incomplete")]
+        res = CliRunner().invoke(app, ["import-trace", str(log), *args], env={"COLUMNS": "300"})
+        assert res.exit_code == 0, res.output
+        assert (
+            "  1 compiles an earlier import of this log stored incomplete are complete in it but stay incomplete: 1/0 "
+            "(the service only adds rows; to replace them, stop the service and import this log with --dsn naming "
+            "its store)"
+        ) in res.output
+        assert stored() == [("0/0", "ok"), ("1/0", "incomplete")]
 
 
 @pytest.mark.slow
