@@ -459,20 +459,21 @@ def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: Qua
     after = list(current)
     if incumbent is not None:
         inc = measured[incumbent]
-        challengers = [
-            r for n, r in measured.items() if n != incumbent and r.ci_high_us < inc.ci_low_us * (1 - opts.margin)
-        ]
+        challengers = [r for n, r in measured.items() if n != incumbent and _beats(r, inc, opts.margin)]
         if challengers:
             best = min(challengers, key=lambda r: r.median_us)
-            # The reference stays last: when it is the clear winner the incumbent leaves the bucket's list.
+            # The reference stays last: when it is the clear winner, every provider it beats as clearly leaves the
+            # bucket's list (the incumbent first among them), so none slower than it is left to serve ahead of it.
             if best.provider == REFERENCE:
-                after = [n for n in current if n != incumbent]
+                after = [n for n in current if n not in measured or not _beats(best, measured[n], opts.margin)]
             else:
                 after = [best.provider, *[n for n in current if n != best.provider]]
             reason = (
                 f"{best.provider} {best.median_us:.2f} us [{best.ci_low_us:.2f}, {best.ci_high_us:.2f}] beats "
                 f"{incumbent} {inc.median_us:.2f} us [{inc.ci_low_us:.2f}, {inc.ci_high_us:.2f}] by > {opts.margin:.0%}"
             )
+            if also := [n for n in current if n != incumbent and n in measured and n not in after]:
+                reason += f", and {', '.join(also)} as clearly (out of the bucket's list)"
         after = [n for n in after if n != REFERENCE] + [REFERENCE]
         # Labelled by who serves the bucket before and after: the first provider that could run here. A refused
         # first provider hands the bucket to the next, a promotion though nothing was timed against it.
@@ -500,6 +501,12 @@ def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: Qua
     if after == before and not refused:
         return None
     return PriorityChange(op.name, bucket, list(before), after, reason)
+
+
+def _beats(challenger: Evidence, other: Evidence, margin: float) -> bool:
+    """Whether ``challenger``'s interval clears ``other``'s by more than ``margin`` (its upper bound under the other's
+    lower bound less the margin): the evidence a priority change needs."""
+    return challenger.ci_high_us < other.ci_low_us * (1 - margin)
 
 
 def distinct_shapes(shapes: list[dict[str, int]]) -> list[dict[str, int]]:
