@@ -62,7 +62,9 @@ def serve(
         ),
     ] = None,
     config: Annotated[str | None, typer.Option("--config", help="TOML config file (settings and [tokens]).")] = None,
-    spool_dir: Annotated[str | None, typer.Option(help="Spool directory [default with --data-dir: DIR/spool].")] = None,
+    spool_dir: Annotated[
+        str | None, typer.Option(help="Spool directory [default: the data directory's spool/, DIR/spool].")
+    ] = None,
     data_dir: DataDirOption = None,
     with_dashboard: Annotated[
         bool, typer.Option("--with-dashboard", help="Also run the on-call dashboard against this service.")
@@ -81,10 +83,6 @@ def serve(
     from inferensics.collector.service import serve as run_service
 
     dsn = dsn_from(ctx, dsn, data_dir)
-    if data_dir is not None and spool_dir is None:
-        from inferensics.demo.processes import spool_dir as spool_in
-
-        spool_dir = str(spool_in(data_dir))
     try:
         settings = load_config({"host": host, "port": port, "dsn": dsn, "spool_dir": spool_dir}, config_file=config)
     except ConfigError as exc:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from inferensics.collector.errors import ConfigError
-from inferensics.schema.dsn import DSN_ENV, DsnError, default_data_dir, resolve_dsn
+from inferensics.schema.dsn import DSN_ENV, STORE_FOLDER, DsnError, default_data_dir, resolve_dsn
 
 ROLES: Final = ("ingest", "read", "replay", "admin")
 """Roles a token can hold; ``admin`` implies every other role."""
@@ -59,11 +59,22 @@ class Setting:
     an engine limit (ClickHouse reads 0 as "no limit"), it is above 0."""
 
 
+LEGACY_SPOOL: Final = f"{STORE_FOLDER}-spool"
+"""Where releases before the data directory's ``spool/`` kept the spool of ``<data dir>/store`` (its sibling)."""
+
+
 SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("host", "INFERENSICS_HOST", "127.0.0.1", str, "Address to listen on."),
     Setting("port", "INFERENSICS_PORT", 4318, int, "TCP port to listen on (4318 is the OTLP/HTTP port).", 65535),
     Setting("dsn", DSN_ENV, "", str, "Store DSN; empty means the embedded default directory."),
-    Setting("spool_dir", "INFERENSICS_SPOOL_DIR", "", str, "Spool dir; empty means the sibling <data dir>-spool."),
+    Setting(
+        "spool_dir",
+        "INFERENSICS_SPOOL_DIR",
+        "",
+        str,
+        "Spool dir; empty means the data directory's spool/ beside its store/ (the sibling <dir>-spool of a store "
+        "folder of another name).",
+    ),
     Setting(
         "spool_max_bytes",
         "INFERENSICS_SPOOL_MAX_BYTES",
@@ -178,12 +189,23 @@ class ServiceConfig:
     tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def resolved_spool_dir(self) -> Path:
-        """The spool directory: the setting, else a ``spool`` folder beside the embedded data directory."""
+        """The spool directory: the setting, else the data directory's ``spool/`` beside its ``store/`` (the store
+        ``--data-dir DIR``, ``$INFERENSICS_DATA_DIR=DIR`` and ``chdb://DIR/store`` all name; a server's spool goes
+        in the default data directory), else the sibling ``<dir>-spool`` of an embedded store in a folder of
+        another name.
+
+        A spool an earlier release left at the sibling ``<data dir>/store-spool`` is still used while it holds
+        anything (spans it acknowledged and had not yet written); the service says so when it starts."""
         if self.spool_dir:
             return Path(self.spool_dir).expanduser().absolute()
         dsn = resolve_dsn(self.dsn or None)
-        base = dsn.path if dsn.path is not None else default_data_dir()
-        return base.parent / f"{base.name}-spool"
+        base = (dsn.path if dsn.path is not None else default_data_dir()).absolute()
+        if base.name != STORE_FOLDER:
+            return base.parent / f"{base.name}-spool"
+        legacy = base.parent / LEGACY_SPOOL
+        if legacy.is_dir() and any(legacy.iterdir()):
+            return legacy
+        return base.parent / "spool"
 
 
 def _convert(setting: Setting, raw: object, origin: str) -> object:

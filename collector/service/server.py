@@ -7,12 +7,13 @@ import logging
 import re
 import socket
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 
 from inferensics.collector.service.app import create_app
-from inferensics.collector.service.config import ServiceConfig
+from inferensics.collector.service.config import LEGACY_SPOOL, ServiceConfig
 from inferensics.collector.service.state import build_state
 from inferensics.schema.dsn import DsnError, resolve_dsn
 
@@ -109,6 +110,12 @@ def serve(
         masked_dsn(config.dsn),
         state.spool.directory,
     )
+    if Path(state.spool.directory).name == LEGACY_SPOOL:
+        log.warning(
+            "inferensics collector: the spool %s is where an earlier release kept it, and it holds spans not yet "
+            "written: it is used until it is empty; then the data directory's spool/ beside store/ is",
+            state.spool.directory,
+        )
     server = uvicorn.Server(
         uvicorn.Config(
             app,

@@ -118,6 +118,7 @@ def test_serve_on_a_port_in_use_says_so_before_opening_anything(tmp_path: Path) 
         assert "dashboard on" not in res.output
         assert not store.exists()
         assert not (tmp_path / "store-spool").exists()
+        assert not (tmp_path / "spool").exists()
         module = subprocess.run(
             [sys.executable, "-m", "inferensics.collector.service", "--port", str(port), "--dsn", f"chdb://{store}"],
             env={**os.environ, **env},

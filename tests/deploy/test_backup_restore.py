@@ -55,7 +55,7 @@ def stopped_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_an_embedded_store_copied_while_stopped_restores_elsewhere(stopped_store: Path, tmp_path: Path) -> None:
-    """deploy/README.md: stop, `tar -C DIR -czf FILE store store-spool`, unpack into a fresh folder, serve."""
+    """deploy/README.md: stop, `tar -C DIR -czf FILE store spool`, unpack into a fresh folder, serve."""
     archive = tmp_path / "inferensics-backup.tar.gz"
     subprocess.run(["tar", "-C", str(stopped_store), "-czf", str(archive), "db", "spool"], check=True)
     fresh = tmp_path / "restored"

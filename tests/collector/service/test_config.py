@@ -123,3 +123,25 @@ def test_the_smallest_accepted_limits_load() -> None:
     config = load_config(smallest, environ={})
     assert config.max_body_bytes == 64 << 10
     assert config.batch_max_age_s == 0.01
+
+
+def test_every_way_of_naming_a_data_directory_gives_one_spool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve --data-dir DIR` spooled into DIR/spool and `$INFERENSICS_DATA_DIR=DIR` into DIR/store-spool: a collector
+    restarted the other way did not see the spans it had acknowledged, and the backup in deploy/README.md named a
+    folder that was not there. One rule now: a data directory's spool/ beside its store/."""
+    data = tmp_path / "data"
+    monkeypatch.delenv("INFERENSICS_DSN", raising=False)
+    monkeypatch.setenv("INFERENSICS_DATA_DIR", str(data))
+    assert ServiceConfig(dsn="").resolved_spool_dir() == data / "spool"
+    assert ServiceConfig(dsn="https://u:p@ch:8443/db").resolved_spool_dir() == data / "spool"
+    monkeypatch.delenv("INFERENSICS_DATA_DIR")
+    assert ServiceConfig(dsn=f"chdb://{data / 'store'}").resolved_spool_dir() == data / "spool"
+    # A store folder of another name keeps its sibling.
+    assert ServiceConfig(dsn=f"chdb://{tmp_path / 'db'}").resolved_spool_dir() == tmp_path / "db-spool"
+    # An earlier release's spool that still holds spans is used until it is empty.
+    legacy = data / "store-spool"
+    legacy.mkdir(parents=True)
+    assert ServiceConfig(dsn=f"chdb://{data / 'store'}").resolved_spool_dir() == data / "spool"
+    (legacy / "segment-00000001.spool").write_bytes(b"x")
+    assert ServiceConfig(dsn=f"chdb://{data / 'store'}").resolved_spool_dir() == legacy
+    assert ServiceConfig(dsn="", spool_dir=str(tmp_path / "mine")).resolved_spool_dir() == tmp_path / "mine"
