@@ -7,13 +7,15 @@ primary keys and the request-id bloom filter keep each read small.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Final
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.errors import NotFound
-from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
+from inferensics.analytics.filters import TIME_TYPE, SliceParams, check_filter_values, slice_where
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.graph_calls import GRAPH_CALL_PREFIX, GRAPH_CALL_SUFFIX, graph_call_key
@@ -93,13 +95,28 @@ def request_detail(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     )
 
 
+COMPILE_ORIGIN_HERE: Final = "request's host"
+"""``compile_origin`` of a graph whose compile is its own host's: the latest compile of the artifact that the
+request's host started before the request ended (the compile its process did, or loaded from a cache)."""
+COMPILE_ORIGIN_LATER: Final = "request's host, after the request (none before it stored)"
+"""``compile_origin`` of a graph whose host has a compile of the artifact stored only after the request ended
+(a later process's): the compile that served it is not in the store."""
+COMPILE_ORIGIN_ELSEWHERE: Final = "another host (none of the request's host stored)"
+"""``compile_origin`` of a graph whose host has no compile of the artifact stored: another host's is shown."""
+
+
 def request_graphs(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     """The compiled graphs that served the request, in first-call order, with their compiles.
 
-    Columns: position, graph_key, artifact_id, calls, graph_us, code_location, compile_host, compile_ts,
-    compile_seconds (entire frame), compile_cache_status, compile_id, kernel_providers (the kernel
-    registry's ``op=provider`` decisions traced into the graph) -- the latest compile of that artifact for
-    the request's model; nulls when none was recorded.
+    Columns: position, graph_key, artifact_id, calls, graph_us, code_location, compile_host, compile_origin,
+    compile_ts, compile_seconds (entire frame), compile_cache_status, compile_id, kernel_providers (the kernel
+    registry's ``op=provider`` decisions traced into the graph).
+
+    The compile of a graph is the one its own host did: the latest compile of that artifact, for the request's
+    model, that the request's host started before the request ended. Where that host has none stored, the
+    compile shown is its later one if any, else another host's latest, and ``compile_origin`` says which
+    (:data:`COMPILE_ORIGIN_HERE`, :data:`COMPILE_ORIGIN_LATER`, :data:`COMPILE_ORIGIN_ELSEWHERE`); the compile
+    columns are null when no host's compile of the artifact was recorded.
     """
     row = _request(client, params.request_id)
     graphs = pl.DataFrame(
@@ -111,16 +128,28 @@ def request_graphs(client: QueryClient, params: RequestParams) -> pl.DataFrame:
             "graph_us": pl.Series(row.item(0, col.GRAPH_US), dtype=pl.UInt32),
         }
     )
+    host = str(row.item(0, col.HOST))
+    # A compile inside the request starts after the request did: the request's end bounds its own host's.
+    ended = row.item(0, col.TS) + timedelta(milliseconds=float(row.item(0, col.LATENCY_MS) or 0.0))
+    mine = f"{col.HOST} = {{h:String}}"
     compiles = client.query_frame(
-        f"SELECT {col.ARTIFACT_ID}, argMax({col.CODE_LOCATION}, {col.TS}) AS {col.CODE_LOCATION}, "
-        f"argMax(toString({col.HOST}), {col.TS}) AS compile_host, max({col.TS}) AS compile_ts, "
-        f"toFloat64(argMax({col.ENTIRE_FRAME_S}, {col.TS})) AS compile_seconds, "
-        f"argMax(toString({col.CACHE_STATUS}), {col.TS}) AS compile_cache_status, "
-        f"argMax(toString({col.COMPILE_ID}), {col.TS}) AS {col.COMPILE_ID}, "
-        f"argMax({col.KERNEL_PROVIDERS}, {col.TS}) AS {col.KERNEL_PROVIDERS} "
+        f"SELECT {col.ARTIFACT_ID}, {col.CODE_LOCATION}, toString({col.HOST}) AS compile_host, "
+        f"multiIf({mine} AND {col.TS} <= {{ended:{TIME_TYPE}}}, {{here:String}}, {mine}, {{later:String}}, "
+        f"{{elsewhere:String}}) AS compile_origin, {col.TS} AS compile_ts, "
+        f"toFloat64({col.ENTIRE_FRAME_S}) AS compile_seconds, toString({col.CACHE_STATUS}) AS compile_cache_status, "
+        f"toString({col.COMPILE_ID}) AS {col.COMPILE_ID}, {col.KERNEL_PROVIDERS} "
         f"FROM {client.database}.compiles WHERE {col.MODEL} = {{m:String}} "
-        f"AND {col.ARTIFACT_ID} IN {{ids:Array(String)}} GROUP BY {col.ARTIFACT_ID}",
-        {"m": row.item(0, col.MODEL), "ids": graphs.get_column(col.ARTIFACT_ID).to_list()},
+        f"AND {col.ARTIFACT_ID} IN {{ids:Array(String)}} "
+        f"ORDER BY compile_origin = {{here:String}} DESC, {mine} DESC, {col.TS} DESC LIMIT 1 BY {col.ARTIFACT_ID}",
+        {
+            "m": row.item(0, col.MODEL),
+            "ids": graphs.get_column(col.ARTIFACT_ID).to_list(),
+            "h": host,
+            "ended": ended,
+            "here": COMPILE_ORIGIN_HERE,
+            "later": COMPILE_ORIGIN_LATER,
+            "elsewhere": COMPILE_ORIGIN_ELSEWHERE,
+        },
     )
     return graphs.join(compiles, on=col.ARTIFACT_ID, how="left").sort("position")
 

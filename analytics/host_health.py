@@ -20,6 +20,13 @@ Rules:
 * **Replaced:** a later process of the same host, model and pool started after this one's last record: it
   was restarted or replaced (a crash and its restart, a rollout), so it is not quiet. The later process
   counts it in its ``restarts``.
+* **Models served** (``models_served``): a record names the tracker's model only (``instrument(model=...)``),
+  while a process serving several models labels each compile with the model it served
+  (``tracker.compile(model, name=...)``). So a process's models are the labels of its compiles: the rows whose
+  process key (``attrs['process']``, :mod:`inferensics.schema.processes`: host, pid and the tracker's start) is
+  the process's (host, pid and a start within :data:`SAME_START` of its records' ``started``), up to the range
+  end. Empty for a process that compiled nothing; null for records that name no process. A model filter
+  lists a process whose tracker's model is that model or whose compiles served it.
 * **Latest counters** (``requests_seen`` ... ``kernel_unproven``, ``last_error``) are those of the process's
   newest record before the range end: since that process started.
 * **Growth in the range** (``<counter>_in_range``): the sum of the increases between consecutive records,
@@ -43,6 +50,7 @@ from inferensics.analytics.errors import AnalyticsError
 from inferensics.analytics.filters import TIME_TYPE, SliceParams, check_filter_values, slice_where
 from inferensics.schema import columns as col
 from inferensics.schema.events import SdkHealthEvent
+from inferensics.schema.processes import PROCESS_ATTR
 
 TABLE: Final = SdkHealthEvent.TABLE.name
 KEYS: Final = (col.HOST, col.MODEL, col.HW_POOL)
@@ -61,9 +69,18 @@ INTERVALS_TO_QUIET: Final = 3
 """What the newest record says."""
 IN_RANGE: Final = "_in_range"
 """Suffix of a counter's growth within the range."""
+MODELS_SERVED: Final = "models_served"
+"""Column: the models a process's compiles were labelled with (module docstring)."""
+SAME_START: Final = timedelta(seconds=60)
+"""How far apart the start in a compile's process key (the tracker's) and the start in the process's health
+records (its export pipeline's, taken a moment later) may lie and still name one process: a pid reused on the
+host names another process only after this one ended."""
+_COMPILE_KEY: Final = r" pid (\d+) at (\S+)$"
+"""The end of a live compile's process key, ``<host> pid <pid> at <ISO start>`` (the host SDK's tracker); an
+imported log's key has another form and names no health record's process."""
 COLUMNS: Final = (
-    *PROCESS_KEYS, "started", "last_seen", "silent_s", "quiet", "replaced", "quiet_after_s", col.INTERVAL_S,
-    col.STOPPED, "records", "restarts",
+    *PROCESS_KEYS, MODELS_SERVED, "started", "last_seen", "silent_s", "quiet", "replaced", "quiet_after_s",
+    col.INTERVAL_S, col.STOPPED, "records", "restarts",
     *COUNTERS, col.QUEUE_DEPTH,
     "queue_depth_max",
     col.LAST_ERROR, *(c + IN_RANGE for c in COUNTERS),
@@ -83,12 +100,13 @@ class HostHealthParams(SliceParams):
 def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime | None = None) -> pl.DataFrame:
     """One row per serving process (host × model × hw_pool × process) listed by the rules of the module docstring.
 
-    Columns: host, model, hw_pool, process (empty for records that name none), started (from the process
-    id; null without one), last_seen (newest record before the range end), silent_s (seconds from it to
-    ``as_of``), quiet, replaced (a later process took its place), quiet_after_s (the threshold applied to
-    it), interval_s (its health interval, 0
-    when its records predate it), stopped (its last record was a clean shutdown's), records (in the range),
-    restarts (in the range), the latest counters since the process started (requests_seen, records_dropped,
+    Columns: host, model (the tracker's), hw_pool, process (empty for records that name none), models_served
+    (every model its compiles served, sorted; empty when it compiled nothing, null when its records name no
+    process), started (from the process id; null without one), last_seen (newest record before the range
+    end), silent_s (seconds from it to ``as_of``), quiet, replaced (a later process took its place),
+    quiet_after_s (the threshold applied to it), interval_s (its health interval, 0 when its records predate
+    it), stopped (its last record was a clean shutdown's), records (in the range), restarts (in the range), the
+    latest counters since the process started (requests_seen, records_dropped,
     spans_sent, spans_refused, refused_auth, refused_down, refused_back_pressure, sdk_errors, kernel_failures,
     kernel_fallbacks, kernel_unproven), queue_depth (latest), queue_depth_max (in the range), last_error
     (latest), and each counter's growth in the range (``<counter>_in_range``). Quiet processes first, longest
@@ -103,20 +121,31 @@ def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime 
             f"quiet_after_s ({params.quiet_after_s:g}) must be shorter than lookback_s ({params.lookback_s:g}): "
             "a process silent for lookback_s is no longer listed, so it could never show as quiet"
         )
-    in_range = slice_where(params, TABLE, what="host health records")
-    check_filter_values(client, params, (TABLE,))
+    # A model a process served beside its tracker's is known by its compiles only.
+    check_filter_values(client, params, (TABLE, "compiles"))
+    # A record names the tracker's model only: a model filter is applied after the models served are known.
+    unfiltered = params.model_copy(update={"model": None})
+    in_range = slice_where(unfiltered, TABLE, what="host health records")
     lookback = timedelta(seconds=params.lookback_s)
     as_of = min(params.end, now or datetime.now(UTC))
     frame = client.query_frame(
-        _sql(client.database, in_range.sql, slice_where(params, TABLE, time_column=None).sql),
+        _sql(client.database, in_range.sql, slice_where(unfiltered, TABLE, time_column=None).sql),
         {**in_range.params, "b_start": params.start - lookback, "listed_from": params.end - lookback},
     ).rename({**{f"l_{v}": v for v in LATEST}, **{f"g_{c}": c + IN_RANGE for c in COUNTERS}})
     silent = (pl.lit(as_of) - pl.col("last_seen")).dt.total_microseconds() / 1e6
-    return (
+    frame = _models_served(
+        client,
         _replacements(
             frame.with_columns(pl.col("last_seen").dt.cast_time_unit("us").dt.convert_time_zone("UTC")), params
+        ),
+        params.end,
+    )
+    if params.model is not None:
+        frame = frame.filter(
+            (pl.col(col.MODEL) == params.model) | pl.col(MODELS_SERVED).list.contains(params.model).fill_null(False)
         )
-        .with_columns(silent.clip(lower_bound=0.0).alias("silent_s"))
+    return (
+        frame.with_columns(silent.clip(lower_bound=0.0).alias("silent_s"))
         .with_columns(
             pl.max_horizontal(pl.lit(params.quiet_after_s), INTERVALS_TO_QUIET * pl.col(col.INTERVAL_S)).alias(
                 "quiet_after_s"
@@ -157,6 +186,63 @@ def _replacements(frame: pl.DataFrame, params: HostHealthParams) -> pl.DataFrame
         frame.join(took_over, on=list(PROCESS_KEYS), how="left")
         .with_columns((pl.col("restarts") + pl.col("replacing").fill_null(0)).alias("restarts"))
         .drop("replacing")
+    )
+
+
+def _models_served(client: QueryClient, frame: pl.DataFrame, end: datetime) -> pl.DataFrame:
+    """``frame`` with :data:`MODELS_SERVED`: the models of the compiles whose process key names each process
+    (module docstring), from the earliest start among them to ``end``."""
+    named = frame.filter(pl.col("started").is_not_null())
+    if named.is_empty():
+        return frame.with_columns(pl.lit(None, pl.List(pl.String)).alias(MODELS_SERVED))
+    key = f"{col.ATTRS}['{PROCESS_ATTR}']"
+    compiled = client.query_frame(
+        f"SELECT toString({col.HOST}) AS {col.HOST}, {key} AS process_key, "
+        f"groupUniqArray(toString({col.MODEL})) AS models FROM {client.database}.compiles "
+        f"WHERE {col.HOST} IN {{hosts:Array(String)}} AND {col.TS} >= {{since:{TIME_TYPE}}} "
+        f"AND {col.TS} < {{until:{TIME_TYPE}}} AND {key} != '' AND {col.MODEL} != '' "
+        f"GROUP BY {col.HOST}, process_key",
+        {
+            "hosts": named.get_column(col.HOST).unique().sort().to_list(),
+            "since": min(named.get_column("started").to_list()) - SAME_START,
+            "until": end,
+        },
+    )
+    when = "%Y-%m-%dT%H:%M:%S%.f%:z"  # datetime.isoformat() with an offset, as the tracker writes its start
+    keyed = (
+        compiled.with_columns(
+            pl.col("process_key").str.extract(_COMPILE_KEY, 1).alias("pid"),
+            pl.col("process_key")
+            .str.extract(_COMPILE_KEY, 2)
+            .str.to_datetime(when, time_unit="us", strict=False)
+            .dt.convert_time_zone("UTC")
+            .alias("started"),
+        )
+        .drop_nulls(["pid", "started"])
+        .sort("started")
+    )
+    processes = named.select(
+        *PROCESS_KEYS, pl.col(col.PROCESS).str.split("@").list.first().alias("pid"), pl.col("started")
+    ).sort("started")
+    served = (
+        # Both sides are sorted by start, so within each host and pid too (which polars cannot check itself).
+        keyed.join_asof(
+            processes,
+            on="started",
+            by=[col.HOST, "pid"],
+            strategy="nearest",
+            tolerance=SAME_START,
+            check_sortedness=False,
+        )
+        .drop_nulls(col.PROCESS)
+        .explode("models")
+        .group_by(list(PROCESS_KEYS))
+        .agg(pl.col("models").unique().sort().alias(MODELS_SERVED))
+    )
+    return frame.join(served, on=list(PROCESS_KEYS), how="left").with_columns(
+        pl.when(pl.col("started").is_not_null())
+        .then(pl.col(MODELS_SERVED).fill_null(pl.lit([], pl.List(pl.String))))
+        .alias(MODELS_SERVED)
     )
 
 

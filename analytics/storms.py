@@ -23,6 +23,7 @@ the range end) falls inside the range.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Final
 
 import polars as pl
 from pydantic import BaseModel, Field
@@ -30,9 +31,16 @@ from pydantic import BaseModel, Field
 from inferensics.analytics._requests import request_source
 from inferensics.analytics.breaks import RECOMPILED
 from inferensics.analytics.client import QueryClient
-from inferensics.analytics.filters import SliceParams, check_filter_values, filters_apply, slice_where
+from inferensics.analytics.filters import (
+    SliceParams,
+    check_filter_values,
+    filters_apply,
+    prefer_rollup,
+    slice_where,
+)
 from inferensics.analytics.reasons import PATTERN, as_reason, reason_pattern_sql
 from inferensics.schema import columns as col
+from inferensics.schema.rollups import CACHE_EVENTS_1H
 
 _KEYS = [col.MODEL, col.HW_POOL]
 
@@ -105,19 +113,56 @@ def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
     return out.select(empty.columns).sort(["bucket", *_KEYS], descending=[True, False, False])
 
 
+CACHE_LOOKUP_COLUMNS: Final = ("cache_lookups", "cache_hits", "cache_misses", "cache_bypasses")
+""":func:`slow_compiles`' counts of the hour's compile-cache lookups, by result."""
+
+
 def slow_compiles(client: QueryClient, params: StormParams) -> pl.DataFrame:
     """Hours whose compile seconds reach the storm rule's compile-time threshold without a single recompile
     (first compiles of a model, cold caches), newest first: a finding of its own, never a storm.
 
-    Columns: bucket, model, hw_pool, requests, compile_seconds, baseline_compile_seconds.
+    Whether a cold cache was in it is not guessed: each hour carries its model and pool's compile-cache
+    lookups of that hour, every cache, counted as ``cache_health`` counts them (its hit ratio's hits and
+    lookups), so an hour of first compiles whose lookups all hit reads as that, not as a cold cache.
+
+    Columns: bucket, model, hw_pool, requests, compile_seconds, baseline_compile_seconds, cache_lookups,
+    cache_hits, cache_misses, cache_bypasses (0 when the hour had no lookup; null under a filter cache events
+    carry no column for: traffic class).
     """
     columns = ["bucket", *_KEYS, col.REQUESTS, col.COMPILE_SECONDS, "baseline_compile_seconds"]
     base = _hours(client, params)
     if base is None:
-        return _empty().select(columns)
+        return _unknown_lookups(_empty().select(columns))
     _, by_seconds = _rules(params)
-    slow = base.filter(by_seconds & (pl.col(col.RECOMPILES) == 0))
-    return slow.select(columns).sort(["bucket", *_KEYS], descending=[True, False, False])
+    slow = base.filter(by_seconds & (pl.col(col.RECOMPILES) == 0)).select(columns)
+    return _with_cache_lookups(client, params, slow).sort(["bucket", *_KEYS], descending=[True, False, False])
+
+
+def _unknown_lookups(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(pl.lit(None, pl.UInt64).alias(c) for c in CACHE_LOOKUP_COLUMNS)
+
+
+def _with_cache_lookups(client: QueryClient, params: StormParams, hours: pl.DataFrame) -> pl.DataFrame:
+    """``hours`` (bucket, model, hw_pool, ...) with their compile-cache lookups by result
+    (:data:`CACHE_LOOKUP_COLUMNS`), from the hourly rollup unless a filter needs the raw table."""
+    if hours.is_empty() or not filters_apply(params, "cache_events"):
+        return _unknown_lookups(hours)
+    rollup = prefer_rollup(params, CACHE_EVENTS_1H.name)
+    table, when, weight = (CACHE_EVENTS_1H.name, col.BUCKET, col.REQUESTS) if rollup else ("cache_events", col.TS, "1")
+    buckets = hours.get_column("bucket").to_list()
+    where = slice_where(params, table, time_column=when, start=min(buckets), end=max(buckets) + timedelta(hours=1))
+    by_result = [f"toUInt64(sumIf({weight}, {col.RESULT} = '{r}'))" for r in ("hit", "miss", "bypass")]
+    sums = [f"toUInt64(sum({weight}))", *by_result]
+    counts = ", ".join(f"{expr} AS {name}" for expr, name in zip(sums, CACHE_LOOKUP_COLUMNS, strict=True))
+    lookups = client.query_frame(
+        f"SELECT toDateTime64(toStartOfHour({table}.{when}), 0, 'UTC') AS hour, toString({col.MODEL}) AS {col.MODEL}, "
+        f"toString({col.HW_POOL}) AS {col.HW_POOL}, {counts} FROM {client.database}.{table} WHERE {where.sql} "
+        f"GROUP BY hour, {col.MODEL}, {col.HW_POOL}",
+        where.params,
+    ).with_columns(pl.col("hour").dt.cast_time_unit("ms").alias("bucket"))
+    return hours.join(lookups.drop("hour"), on=["bucket", *_KEYS], how="left").with_columns(
+        pl.col(c).fill_null(0) for c in CACHE_LOOKUP_COLUMNS
+    )
 
 
 def _rules(params: StormParams) -> tuple[pl.Expr, pl.Expr]:

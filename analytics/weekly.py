@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, timedelta
+from typing import Final
 
 import polars as pl
 
@@ -34,6 +35,11 @@ _SUMS = [
     col.CACHE_MISSES,
 ]
 TOP_N = 10
+COMPILING_REQUESTS: Final = "compiling_requests"
+"""The requests' ``compiles`` as the report names them: requests that compiled (outcome ``compile`` or
+``recompile``), each counted once however many frames it compiled. Not the compile records (one per frame
+compiled, inside requests or not) that the dashboard's Specializations tab counts, which the report gives as
+``compile_records``."""
 
 
 def parse_week(text: str, *, now: datetime | None = None) -> datetime:
@@ -87,13 +93,15 @@ class WeeklyReport:
     start: datetime
     end: datetime
     by_model_pool: pl.DataFrame
-    """Per model × hardware pool this week: the request sums, recompile_rate, cache_hit_ratio (compile-cache
-    hits / lookups, as ``cache_health``), compile_records, compile_record_seconds and recompile_records (every
-    compile and recompile record and every compile's whole-frame seconds, inside requests or not, as
-    ``specializations`` counts them: a model and pool with imported logs only has a row, its request figures
-    0). Its compile_seconds is what requests paid (their compile_ms)."""
+    """Per model × hardware pool this week: the request sums (their ``compiles`` named
+    :data:`COMPILING_REQUESTS`), recompile_rate, cache_hit_ratio (compile-cache hits / lookups, as
+    ``cache_health``), compile_records, compile_record_seconds and recompile_records (every compile and
+    recompile record and every compile's whole-frame seconds, inside requests or not, as ``specializations``
+    counts them: a model and pool with imported logs only has a row, its request figures 0). Its
+    compile_seconds is what requests paid (their compile_ms)."""
     week_over_week: pl.DataFrame
-    """Per model: metric, this_week, last_week, change (relative; null when last week was 0)."""
+    """Per model: metric (requests, compiling_requests, recompiles, compile_seconds, recompile_rate,
+    cache_hit_ratio), this_week, last_week, change (relative; null when last week was 0)."""
     daily: pl.DataFrame
     """``fleet_timeseries`` by model, daily."""
     compiles_daily: pl.DataFrame
@@ -116,9 +124,9 @@ class WeeklyReport:
 
 
 def _by_model_pool(frame: pl.DataFrame, health: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """The request sums per ``keys``, their recompile rate, and the compile-cache hit ratio as
-    ``cache_health`` defines it (hits / lookups over every compile cache's lookups), the one definition the
-    report's summary and the dashboard use too."""
+    """The request sums per ``keys`` (their ``compiles`` as :data:`COMPILING_REQUESTS`), their recompile rate,
+    and the compile-cache hit ratio as ``cache_health`` defines it (hits / lookups over every compile cache's
+    lookups), the one definition the report's summary and the dashboard use too."""
     out = frame.group_by(keys).agg(*(pl.col(c).sum() for c in _SUMS))
     cache = health.group_by(keys).agg(pl.col("hits").sum().alias("_hits"), pl.col("lookups").sum().alias("_lookups"))
     return (
@@ -131,6 +139,7 @@ def _by_model_pool(frame: pl.DataFrame, health: pl.DataFrame, keys: list[str]) -
             .alias("cache_hit_ratio"),
         )
         .drop("_hits", "_lookups")
+        .rename({col.COMPILES: COMPILING_REQUESTS})
         .sort(keys)
     )
 
@@ -157,7 +166,9 @@ def _with_records(per: pl.DataFrame, specs: pl.DataFrame) -> pl.DataFrame:
 def _week_over_week(
     this: pl.DataFrame, last: pl.DataFrame, health: pl.DataFrame, last_health: pl.DataFrame
 ) -> pl.DataFrame:
-    metrics = [col.REQUESTS, col.COMPILES, col.RECOMPILES, col.COMPILE_SECONDS, "recompile_rate", "cache_hit_ratio"]
+    metrics = [
+        col.REQUESTS, COMPILING_REQUESTS, col.RECOMPILES, col.COMPILE_SECONDS, "recompile_rate", "cache_hit_ratio",
+    ]  # fmt: skip
 
     def long(frame: pl.DataFrame, cache: pl.DataFrame, name: str) -> pl.DataFrame:
         return (

@@ -13,6 +13,7 @@ import altair as alt
 import polars as pl
 
 from inferensics.analytics.report.evidence import LATENCY_RATIO_COLUMNS, latency_ratios
+from inferensics.analytics.weekly import COMPILING_REQUESTS
 from inferensics.schema import columns as col
 
 WIDTH = 560
@@ -65,15 +66,17 @@ def _top(chart: object) -> alt.Chart:
 
 
 def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
-    """Compiles and recompiles per model × hardware pool (grouped bars)."""
+    """Requests that compiled and recompiles per model × hardware pool (grouped bars), as requests paid them
+    (:data:`~inferensics.analytics.weekly.COMPILING_REQUESTS`)."""
+    counted = [COMPILING_REQUESTS, col.RECOMPILES]
     return _top(
-        alt.Chart(_data(frame, [col.MODEL, col.HW_POOL, col.COMPILES, col.RECOMPILES]), title="Compiles and recompiles")
-        .transform_fold([col.COMPILES, col.RECOMPILES], as_=["kind", "count"])
+        alt.Chart(_data(frame, [col.MODEL, col.HW_POOL, *counted]), title="Compiling requests and recompiles")
+        .transform_fold([COMPILING_REQUESTS, col.RECOMPILES], as_=["kind", "count"])
         .mark_bar()
         .encode(
             x=alt.X(f"{col.MODEL}:N", title="model"),
             xOffset=alt.XOffset("kind:N"),
-            y=alt.Y("count:Q", axis=count_axis(frame, [col.COMPILES, col.RECOMPILES], "count")),
+            y=alt.Y("count:Q", axis=count_axis(frame, counted, "count")),
             color=alt.Color("kind:N", title=""),
             column=alt.Column(f"{col.HW_POOL}:N", title="hardware pool"),
             tooltip=[f"{col.MODEL}:N", f"{col.HW_POOL}:N", "kind:N", "count:Q"],

@@ -14,10 +14,19 @@ from inferensics.analytics.reasons import PATTERN_NOTE
 from inferensics.analytics.report import charts
 from inferensics.analytics.report.page import Section, render_page
 from inferensics.analytics.report.tables import cell, markdown_table
-from inferensics.analytics.weekly import WeeklyReport
+from inferensics.analytics.weekly import COMPILING_REQUESTS, WeeklyReport
 from inferensics.schema import columns as col
 
-_COUNTED = (col.REQUESTS, col.COMPILES, col.RECOMPILES)
+_COUNTED: Final = {
+    col.REQUESTS: "Requests",
+    COMPILING_REQUESTS: "Requests that compiled",
+    col.RECOMPILES: "Recompiles",
+}
+"""The week-over-week counts the summary opens with, and how it names each."""
+_PER_FRAME: Final = (
+    "one per frame compiled, as the dashboard's Compile & cache health page counts them (Specializations: "
+    "compile_records)"
+)
 _EVERY_COMPILE_SECONDS: Final = "Compile seconds, every compile"
 """The label of the week's seconds of every compile record (``specializations``' compile_seconds)."""
 _PAID_COMPILE_SECONDS: Final = "Compile seconds paid inside requests (the serving path)"
@@ -42,9 +51,9 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     """The headline figures, one sentence each (the same in Markdown and HTML)."""
     wow = report.week_over_week
     lines = []
-    for metric in _COUNTED:
+    for metric, label in _COUNTED.items():
         this, last = _weeks(wow, metric)
-        lines.append(f"{metric.capitalize()}: {this:,.0f} ({_change(this, last)}).")
+        lines.append(f"{label}: {this:,.0f} ({_change(this, last)}).")
     # The figures above are what requests paid; compiles outside requests have no request to count them on. The
     # week's compile seconds are every compile's, as the dashboard's headline; what requests paid is beside them.
     specs = report.specializations
@@ -59,7 +68,9 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     if "compiles" in specs.columns and int(specs.get_column("compiles").sum() or 0):
         recompiles = specs.get_column(col.RECOMPILES).sum() if col.RECOMPILES in specs.columns else None
         also = f" and {int(recompiles):,} recompile records" if recompiles is not None else ""
-        lines.append(f"Compile records: {int(specs.get_column('compiles').sum()):,}{also}, {_INSIDE_OR_NOT}.")
+        lines.append(
+            f"Compile records: {int(specs.get_column('compiles').sum()):,}{also}, {_INSIDE_OR_NOT}, {_PER_FRAME}."
+        )
     health = report.cache_health
     lookups = int(health.get_column("lookups").sum() or 0)
     hits = int(health.get_column("hits").sum() or 0)
@@ -156,9 +167,10 @@ def sections(report: WeeklyReport) -> list[Section]:
         Section(
             "Compiles and recompiles per model and pool",
             [
-                "compiles, recompiles and compile_seconds: what requests paid; compile_records and "
-                "recompile_records: every record of the week, inside requests or not (warm-up, imported "
-                "TORCH_TRACE logs)."
+                "compiling_requests, recompiles and compile_seconds: what requests paid (a request that compiled "
+                "counts once, however many frames it compiled); compile_records and recompile_records: every record "
+                "of the week, one per frame compiled, inside requests or not (warm-up, imported TORCH_TRACE logs), as "
+                "the dashboard's Compile & cache health page counts them (Specializations)."
             ]
             if per.height
             else [],
@@ -173,7 +185,7 @@ def sections(report: WeeklyReport) -> list[Section]:
                         col.MODEL,
                         col.HW_POOL,
                         col.REQUESTS,
-                        col.COMPILES,
+                        COMPILING_REQUESTS,
                         col.RECOMPILES,
                         "recompile_rate",
                         col.COMPILE_SECONDS,
@@ -188,8 +200,8 @@ def sections(report: WeeklyReport) -> list[Section]:
             "Week over week",
             [
                 "change = this week / last week - 1 (empty when last week was 0). While the week is in progress, "
-                "last week is the same span of it (Monday 00:00 to the same weekday and time). compiles, "
-                "recompiles and compile_seconds are what requests paid, as in the table above."
+                "last week is the same span of it (Monday 00:00 to the same weekday and time). "
+                "compiling_requests, recompiles and compile_seconds are what requests paid, as in the table above."
             ],
             [],
             [(_week_over_week_shown(report.week_over_week), [col.MODEL, "metric", "this_week", "last_week", "change"])],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import polars as pl
 import streamlit as st
 
@@ -231,12 +233,25 @@ def priced_misses(health: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     return priced, unpriced_misses(health)
 
 
+SPECIALIZATION_RECORDS: Final = {"compiles": "compile_records", col.RECOMPILES: "recompile_records"}
+"""The Specializations table's counts of compile and recompile records, named as the weekly report names the
+same counts (its compiling_requests and recompiles count requests instead)."""
+RECORDS_NOTE: Final = (
+    "compile_records: every compile record in the range, one per frame compiled (a request that compiles two "
+    "frames has two), failed ones and those outside requests (warm-up, imported TORCH_TRACE logs) too; "
+    "recompile_records: every recompile record but the recompile limit's hits. The weekly report counts them "
+    "the same way under the same names; its compiling_requests counts requests that compiled, once each."
+)
+
+
 def specializations_tab(filters: Filters) -> None:
     """Distinct graph keys per pool, and the ones first seen in the range."""
     params = compile_params(filters)
     specs = section_query(queries.SPECIALIZATIONS, "specializations", **params)
     if specs is not None:
-        show_table(specs, empty="No compiles in this range.", key="specializations")
+        show_table(specs.rename(SPECIALIZATION_RECORDS), empty="No compiles in this range.", key="specializations")
+        if specs.height:
+            st.caption(RECORDS_NOTE)
     new = section_query(queries.NEW_GRAPH_KEYS, "new graph keys", **params)
     if new is not None and new.height:
         unit = bucket_unit(filters)

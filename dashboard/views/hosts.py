@@ -12,7 +12,7 @@ from typing import Any, Final
 import polars as pl
 import streamlit as st
 
-from inferensics.analytics.host_health import COUNTERS, IN_RANGE, KEYS, HostHealthParams
+from inferensics.analytics.host_health import COUNTERS, IN_RANGE, MODELS_SERVED, HostHealthParams
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import queries
 from inferensics.dashboard._internal.filters import PROCESS_LEVEL, current_filters, describe
@@ -35,8 +35,8 @@ TROUBLE: Final[Mapping[str, str]] = {
 reference are in the table, not warned about: a CPU host falls back on every signature by design (the Triton
 providers need a GPU), and a warning on every such host would hide the ones that matter."""
 TABLE_COLUMNS: Final = (
-    *KEYS, "quiet", col.STOPPED, "replaced", "last_seen", "silent_s", "quiet_after_s", col.INTERVAL_S, col.PROCESS,
-    "started", "records", "restarts",
+    col.HOST, col.MODEL, MODELS_SERVED, col.HW_POOL, "quiet", col.STOPPED, "replaced", "last_seen", "silent_s",
+    "quiet_after_s", col.INTERVAL_S, col.PROCESS, "started", "records", "restarts",
     *(c + IN_RANGE for c in COUNTERS),
     col.QUEUE_DEPTH, "queue_depth_max", *COUNTERS, col.LAST_ERROR,
 )  # fmt: skip
@@ -68,14 +68,32 @@ def ago(seconds: float) -> str:
     return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
+def served(row: Mapping[str, Any]) -> str:
+    """The models a process served as one label: the tracker's model, then the other models its compiles
+    served (``tracker.compile(..., name=...)``), joined by ``+``; the tracker's alone when its records name no
+    process (what it compiled is then unknown).
+
+    >>> served({"model": "decoder", "models_served": ["decoder", "hf-lm"]})
+    'decoder + hf-lm'
+    >>> served({"model": "decoder", "models_served": None})
+    'decoder'
+    """
+    models = [str(row[col.MODEL])] if row[col.MODEL] else []
+    models += [m for m in row.get(MODELS_SERVED) or () if m not in models]
+    return " + ".join(models)
+
+
 def process_name(row: Mapping[str, Any]) -> str:
-    """``host`` · model · pool · pid (the parts that are set; the pid when the records name their process).
+    """``host`` · models · pool · pid (the parts that are set; every model it served, :func:`served`; the pid
+    when the records name their process).
 
     >>> process_name({"host": "h1", "model": "llama", "hw_pool": "", "process": "4242@1764950400000"})
     '`h1` · llama · pid 4242'
+    >>> process_name({"host": "h1", "model": "llama", "hw_pool": "a100", "process": "", "models_served": ["qwen"]})
+    '`h1` · llama + qwen · a100'
     """
     pid = str(row.get(col.PROCESS) or "").partition("@")[0]
-    parts = [str(row[k]) for k in (col.MODEL, col.HW_POOL) if row[k]]
+    parts = [p for p in (served(row), str(row[col.HW_POOL])) if p]
     return " · ".join([f"`{row[col.HOST]}`", *parts, *([f"pid {pid}"] if pid else [])])
 
 
@@ -119,6 +137,11 @@ def render() -> None:
     st.caption(
         describe(filters) + " · each serving process reports its SDK's health every `health_interval_s` (60 s by "
         "default); counters `…_in_range` grew in the range, the others count since the process started"
+    )
+    st.caption(
+        "model is the tracker's label (`instrument(model=...)`); models_served, every model the process's "
+        "compiles served (`tracker.compile(..., name=...)`): empty when it compiled nothing, – when its records "
+        "predate naming their process. A model filter lists the processes that served that model."
     )
     if filters.any_set(PROCESS_LEVEL):
         st.caption("Health records carry no traffic class or bundle: those filters are not applied here.")

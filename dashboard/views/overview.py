@@ -89,13 +89,41 @@ def storm_alerts(storms: pl.DataFrame, rule: StormRule) -> int:
     return storms.height
 
 
+def slow_compile_cause(row: dict[str, object]) -> str:
+    """What a slow hour's compile-cache lookups say of it (analytics ``slow_compiles`` counts them as the Compile
+    & cache health page's hit ratio does): a cold cache only where lookups missed, never beside lookups that all
+    hit.
+
+    >>> slow_compile_cause({"cache_lookups": 4, "cache_hits": 4, "cache_misses": 0, "cache_bypasses": 0})
+    "not a cold cache: all 4 of that hour's compile-cache lookups hit (first compiles)"
+    >>> slow_compile_cause({"cache_lookups": 3, "cache_hits": 1, "cache_misses": 1, "cache_bypasses": 1})
+    "a cold compile cache: of that hour's 3 compile-cache lookups, 1 missed and 1 bypassed the cache"
+    """
+    lookups = row.get("cache_lookups")
+    if lookups is None:
+        return (
+            "first compiles or a cold compile cache: cache lookups carry no traffic class, so this filter leaves "
+            "them uncounted"
+        )
+    if not lookups:
+        return "first compiles: no compile-cache lookup was recorded in that hour"
+    missed = [
+        f"{n:,} {what}"
+        for n, what in ((row["cache_misses"], "missed"), (row["cache_bypasses"], "bypassed the cache"))
+        if n
+    ]
+    if not missed:
+        return f"not a cold cache: all {lookups:,} of that hour's compile-cache lookups hit (first compiles)"
+    return f"a cold compile cache: of that hour's {lookups:,} compile-cache lookups, {' and '.join(missed)}"
+
+
 def slow_compile_alerts(slow: pl.DataFrame) -> int:
-    """One note per hour of slow compiles without a recompile (not a storm: first compiles, cold caches)."""
+    """One note per hour of slow compiles without a recompile (not a storm), naming what its compile-cache
+    lookups say of it (:func:`slow_compile_cause`)."""
     for row in slow.iter_rows(named=True):
         st.warning(
             f"**Slow compiles** · {_slice_name(row)} · hour of {row['bucket']:%Y-%m-%d %H:%M} UTC: "
-            f"{row[col.COMPILE_SECONDS]:,.1f} compile s without a recompile (first compiles or a cold compile "
-            "cache).",
+            f"{row[col.COMPILE_SECONDS]:,.1f} compile s without a recompile; {slow_compile_cause(row)}.",
             icon=":material/hourglass_top:",
         )
     return slow.height
@@ -217,8 +245,10 @@ def highlight_section(
             "report page applies too; a small fleet or a short demo lowers its floors below): an hour of one model "
             "and pool with recompiles, inside requests or not (warm-up, imported TORCH_TRACE logs). "
             f"{rule.describe()}\n\n"
-            "**Slow compiles:** an hour whose compile seconds reach that threshold without any recompile: first "
-            "compiles or a cold cache, not a storm (analytics `slow_compiles`).\n\n"
+            "**Slow compiles:** an hour whose compile seconds reach that threshold without any recompile, not a "
+            "storm (analytics `slow_compiles`). Each names that hour's compile-cache lookups of its model and pool, "
+            "every cache, as the Compile & cache health page's hit ratio counts them: a cold cache where lookups "
+            "missed or bypassed it; where all hit, first compiles (a hit still traces the frame).\n\n"
             f"**Error / fallback spike:** {spikes.rule(window)}."
         )
         floors = floor_inputs(FLOORS_PAGE, st.columns(2))

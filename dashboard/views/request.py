@@ -24,8 +24,12 @@ from inferensics.schema import RequestEvent
 from inferensics.schema import columns as col
 
 CACHE_SHOWN = {"none": MISSING}  # the request compiled nothing (a longer word does not fit the cell)
-_GRAPH_COLUMNS = ("position", "calls", "graph_us", "code_location", "compile_cache_status", "compile_seconds")
-"""The compiled-graphs table's first columns; the others (keys, ids, compile host and time) follow."""
+_GRAPH_COLUMNS = (
+    "position", "calls", "graph_us", "code_location", "compile_host", "compile_origin", "compile_cache_status",
+    "compile_seconds",
+)  # fmt: skip
+"""The compiled-graphs table's first columns (which host's compile is shown, beside the request's host in the
+headline); the others (keys, ids, compile time) follow."""
 ID_KEY = "drill.request_id"
 
 
@@ -407,6 +411,13 @@ def render() -> None:
         replay_panel(d, run_query(queries.REQUEST_REPLAYS, "replays", request_id=request_id))
         graphs = run_query(queries.REQUEST_GRAPHS, "graphs", request_id=request_id)
         st.subheader("Compiled graphs that served it")
+        if graphs.height:
+            st.caption(
+                "Each graph's compile is the one its own host did: the latest compile of its artifact that the "
+                f"request's host ({_code(d[col.HOST])}) started before the request ended. Where that host has none "
+                "stored, compile_origin says so, and the compile shown is that host's later one, else another "
+                "host's (compile_host)."
+            )
         # What a person reads first (calls, host time, where the graph comes from) before the 64-digit keys.
         shown = graphs
         if col.KERNEL_PROVIDERS in graphs.columns:  # each decision once, as the list below the table reads

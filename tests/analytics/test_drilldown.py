@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import polars as pl
@@ -35,18 +35,25 @@ def test_drill_down_of_a_sampled_request(fleet_store: Store, fleet: Fleet) -> No
     assert detail["bundle_name"] == (bundle.get_column(col.BUNDLE_NAME)[0] if bundle.height else "")
     guards = fleet.guard_failures.filter(pl.col(col.REQUEST_ID) == req[col.REQUEST_ID]).sort(col.TS)
     assert detail["guard_failure_reasons"] == guards.get_column(col.REASON).to_list()
-    # graphs: the request's parallel arrays, with the latest compile of each artifact for this model
+    # graphs: the request's parallel arrays, with each artifact's compile for this model: its own host's latest
+    # before the request ended, else that host's later one, else another host's latest
     assert got.graphs.get_column(col.GRAPH_KEY).to_list() == req[col.GRAPH_KEYS]
     assert got.graphs.get_column(col.ARTIFACT_ID).to_list() == req[col.GRAPH_ARTIFACTS]
-    latest = (
+    ended = req[col.TS] + timedelta(milliseconds=req[col.LATENCY_MS])
+    own = pl.col(col.HOST) == req[col.HOST]
+    chosen = (
         fleet.compiles.filter(
             (pl.col(col.MODEL) == req[col.MODEL]) & pl.col(col.ARTIFACT_ID).is_in(req[col.GRAPH_ARTIFACTS])
         )
-        .sort(col.TS)
+        .with_columns((own & (pl.col(col.TS) <= ended)).alias("before"), own.alias("own"))
+        .sort(["before", "own", col.TS])
         .group_by(col.ARTIFACT_ID)
         .agg(pl.col(col.TS).last(), pl.col(col.HOST).last())
     )
-    assert got.graphs.get_column("compile_ts").to_list() == latest.get_column(col.TS).to_list()
+    by_artifact = dict(chosen.select(col.ARTIFACT_ID, col.TS).iter_rows())
+    assert got.graphs.get_column("compile_ts").to_list() == [by_artifact.get(a) for a in req[col.GRAPH_ARTIFACTS]]
+    hosts = dict(chosen.select(col.ARTIFACT_ID, col.HOST).iter_rows())
+    assert got.graphs.get_column("compile_host").to_list() == [hosts.get(a) for a in req[col.GRAPH_ARTIFACTS]]
     # kernels: inventory of the artifact joined with the summed timings; an unattributed timing is kept
     kernels = {r[col.KERNEL_NAME]: r for r in got.kernels.iter_rows(named=True)}
     assert set(kernels) == {"triton_poi_fused_add_0", "triton_red_fused_sum_1", "aten::copy_"}
@@ -149,3 +156,52 @@ def test_whole_graph_calls_of_a_profiled_request_are_not_kernels(store: Store) -
         assert (call[col.CALLS], call[col.DEVICE]) == (1, "cpu")
         assert call[col.TOTAL_US] > 0
     assert drill_down(store, "first").graph_calls.get_column(col.CALLS).to_list() == [1]
+
+
+def test_a_graphs_compile_is_its_own_hosts_and_another_hosts_is_named(store: Store) -> None:
+    """The graphs table showed the latest compile of each artifact from any host, under a ``compile_host`` column
+    past the screen's edge: a request served on ``h-a`` read ``h-b``'s compile. It shows the compile its own host
+    did (the latest it started before the request ended, one inside the request too); only where that host has
+    none stored, that host's later one, else another host's, and ``compile_origin`` says which."""
+    stop_ttl(store)
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    served = t0 + timedelta(minutes=5)
+
+    def compiled(host: str, artifact: str, at: datetime, seconds: float) -> CompileEvent:
+        return CompileEvent(ts=at, host=host, model="m", hw_pool="p", graph_key=f"k-{artifact}", artifact_id=artifact,
+                            entire_frame_s=seconds, compile_id=f"{host}:{artifact}")  # fmt: skip
+
+    store.insert_events(
+        [
+            compiled("h-a", "a1", t0, 1.0),  # its own host's, the one to show
+            compiled("h-b", "a1", t0 + timedelta(minutes=2), 2.0),  # later, on another host (shown before)
+            compiled("h-a", "a1", served + timedelta(minutes=30), 3.0),  # a later process of its host
+            compiled("h-b", "a2", t0 + timedelta(minutes=1), 4.0),  # its host never compiled a2
+            compiled("h-c", "a2", t0, 5.0),
+            compiled("h-b", "a3", t0 + timedelta(minutes=1), 6.0),
+            compiled("h-a", "a3", served + timedelta(minutes=10), 7.0),  # its host's only one came after it
+            compiled("h-a", "a4", served + timedelta(milliseconds=40), 8.0),  # compiled inside the request
+            compiled("h-b", "a4", served + timedelta(seconds=1), 9.0),
+            CompileEvent(ts=served, host="h-a", model="other", artifact_id="a2", entire_frame_s=10.0),  # not m
+        ]
+    )  # fmt: skip
+    store.insert_events(
+        [
+            RequestEvent(request_id="r", ts=served, host="h-a", model="m", hw_pool="p", traffic_class="t",
+                         latency_ms=100.0, graph_keys=("k-a1", "k-a2", "k-a3", "k-a4", "k-a5"),
+                         graph_artifacts=("a1", "a2", "a3", "a4", "a5"), graph_calls=(1,) * 5, graph_us=(5,) * 5),
+        ]
+    )  # fmt: skip
+    graphs = drill_down(store, "r").graphs
+    assert graphs.get_column("compile_host").to_list() == ["h-a", "h-b", "h-a", "h-a", None]
+    from inferensics.analytics.drilldown import COMPILE_ORIGIN_ELSEWHERE, COMPILE_ORIGIN_HERE, COMPILE_ORIGIN_LATER
+
+    shown = graphs.select(col.ARTIFACT_ID, "compile_host", "compile_origin", "compile_seconds", col.COMPILE_ID).rows()
+    assert shown == [
+        ("a1", "h-a", COMPILE_ORIGIN_HERE, 1.0, "h-a:a1"),
+        ("a2", "h-b", COMPILE_ORIGIN_ELSEWHERE, 4.0, "h-b:a2"),
+        ("a3", "h-a", COMPILE_ORIGIN_LATER, 7.0, "h-a:a3"),
+        ("a4", "h-a", COMPILE_ORIGIN_HERE, 8.0, "h-a:a4"),
+        ("a5", None, None, None, None),  # no compile of it stored: nulls, as before
+    ]
+    assert graphs.get_column("compile_ts").to_list()[0] == t0

@@ -249,3 +249,86 @@ def test_processes_named_in_their_records_are_rows_of_their_own(store: Store) ->
         ("h-twice", "603"): (False, False, 1, 17),
     }
     assert rows[("h-crash", "400")]["started"] == NOW - 29 * minute
+
+
+def test_a_process_lists_every_model_its_compiles_served(store: Store) -> None:
+    """A process's health records carry the tracker's model only, so a process serving two models was listed
+    under one. Its models are the labels of its compiles, matched by process key (host, pid and start): a pid
+    the host reused later is another process, a key of another form (an imported log's) names none, records
+    that name no process say nothing of it, and a model filter lists the processes that served that model."""
+    from inferensics.schema.events import CompileEvent, SdkHealthEvent
+    from inferensics.schema.processes import PROCESS_ATTR
+
+    minute = timedelta(minutes=1)
+    first, second = NOW - 50 * minute, NOW - 20 * minute  # pid 7 ran twice on h-reuse
+    records = [
+        SdkHealthEvent(ts=started + i * minute, host=host, model="decoder", hw_pool="p", requests_seen=i,
+                       process=f"{pid}@{int(started.timestamp() * 1000)}", interval_s=60.0)
+        for host, pid, started in (("h-reuse", 7, first), ("h-reuse", 7, second), ("h-solo", 9, first))
+        for i in range(10)
+    ] + [SdkHealthEvent(ts=NOW - 5 * minute, host="h-old", model="decoder", hw_pool="p")]  # fmt: skip
+
+    def compiled(host: str, key: str, model: str) -> CompileEvent:
+        return CompileEvent(ts=NOW - 10 * minute, host=host, model=model, hw_pool="p", attrs={PROCESS_ATTR: key})
+
+    def tracker_key(host: str, pid: int, started: datetime) -> str:  # the host SDK's, a moment before its records'
+        return f"{host} pid {pid} at {(started - timedelta(milliseconds=3)).isoformat(timespec='microseconds')}"
+
+    compiles = [
+        compiled("h-reuse", tracker_key("h-reuse", 7, first), "decoder"),
+        compiled("h-reuse", tracker_key("h-reuse", 7, first), "hf-lm"),
+        compiled("h-reuse", tracker_key("h-reuse", 7, second), "scorer"),
+        compiled("h-reuse", "h-reuse.log pid 7 first record 2026-12-01T00:00:00", "imported"),  # an imported log
+        compiled("h-reuse", tracker_key("h-reuse", 7, first), ""),  # a plain torch.compile: no model of ours
+        compiled("h-old", tracker_key("h-old", 5, NOW - 30 * minute), "hf-lm"),
+    ]
+    store.insert_events(records)
+    store.insert_events(compiles)
+    rows = {(r["host"], r["process"]): r["models_served"] for r in host_health(store, HOUR).iter_rows(named=True)}
+    ms = int(first.timestamp() * 1000), int(second.timestamp() * 1000)
+    assert rows == {
+        ("h-reuse", f"7@{ms[0]}"): ["decoder", "hf-lm"],
+        ("h-reuse", f"7@{ms[1]}"): ["scorer"],
+        ("h-solo", f"9@{ms[0]}"): [],  # compiled nothing
+        ("h-old", ""): None,  # its records name no process: unknown
+    }
+    served_hf = host_health(store, HOUR.model_copy(update={"model": "hf-lm"}))
+    assert served_hf.select("host", "process", "model").rows() == [("h-reuse", f"7@{ms[0]}", "decoder")]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_real_process_serving_two_models_lists_both(store: Store) -> None:
+    """The host SDK itself: a tracker labelled ``decoder`` compiles a second model under its own name, and its
+    health record (sent at shutdown) lists both. The compile's process key and the record's process are made by
+    different parts of the SDK; this ties them as they are written."""
+    import torch
+    import torch._dynamo
+
+    from inferensics.collector.host import instrument
+
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    def shift(x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    torch._dynamo.reset()
+    tracker = instrument(store=store, host="h-two", hw_pool="p", model="decoder")
+    try:
+        decoder, scorer = tracker.compile(double, name="decoder"), tracker.compile(shift, name="scorer")
+        with tracker.request("r-decoder"):
+            decoder(torch.randn(8))
+        with tracker.request("r-scorer", model="scorer"):
+            scorer(torch.randn(8))
+    finally:
+        tracker.shutdown()
+        torch._dynamo.reset()
+    now = datetime.now(UTC)
+    params = HostHealthParams(start=now - RANGE, end=now + timedelta(minutes=1))
+    (row,) = host_health(store, params).rows(named=True)
+    assert (row["host"], row["model"], row["models_served"]) == ("h-two", "decoder", ["decoder", "scorer"])
+    assert row["process"]
+    scorers = host_health(store, params.model_copy(update={"model": "scorer"}))
+    assert scorers.get_column("process").to_list() == [row["process"]]

@@ -391,8 +391,9 @@ def test_weekly_summary_counts_compiles_no_request_paid_for(weekly: WeeklyReport
     )
     lines = summary_lines(replace(weekly, specializations=specs, graph_breaks=breaks))
     assert (
-        "Compile records: 18 and 13 recompile records, inside requests or not (warm-up, imported TORCH_TRACE logs)."
-        in lines
+        "Compile records: 18 and 13 recompile records, inside requests or not (warm-up, imported TORCH_TRACE logs), "
+        "one per frame compiled, as the dashboard's Compile & cache health page counts them (Specializations: "
+        "compile_records)." in lines
     )
     assert (
         "Compile seconds, every compile: 19.8 s, inside requests or not (warm-up, imported TORCH_TRACE logs), as "
@@ -437,3 +438,56 @@ def test_weekly_report_gives_every_compiles_seconds_beside_what_requests_paid(
     assert sum(v[col.COMPILE_SECONDS] for v in every_day) == pytest.approx(every, rel=1e-5)
     paid_day = drawn["Compile seconds per day, paid inside requests"]
     assert sum(v[col.COMPILE_SECONDS] for v in paid_day) == pytest.approx(paid, rel=1e-5)
+
+
+def test_the_report_names_requests_that_compiled_apart_from_compile_records(store: Store) -> None:
+    """The summary's "Compiles: 4" and the table's ``compiles`` counted requests that compiled, while the
+    dashboard's Specializations tab showed ``compiles`` 6 for the same slice: every compile record, one per frame
+    (the demo's decoder compiles its prefill and decode frames in one request). The report now calls the first
+    compiling_requests ("Requests that compiled") and gives the second as compile_records, the count the
+    Specializations tab shows under that name."""
+    from inferensics.analytics import SliceParams, specializations
+    from inferensics.analytics.weekly import current_week
+    from inferensics.schema.events import CompileEvent, RequestEvent
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    week = current_week(now)
+    at = max(now - timedelta(minutes=5), parse_week(week))
+    store.insert_events(
+        [
+            RequestEvent(request_id=f"r{i}", ts=at, host="h", model="m", hw_pool="p", traffic_class="t",
+                         outcome="compile", compile_ms=3000.0, cache_status="miss")
+            for i in range(3)
+        ]
+    )  # fmt: skip
+    store.insert_events(
+        [
+            *(
+                CompileEvent(ts=at, host="h", model="m", hw_pool="p", request_id=f"r{i}", graph_key=f"{frame}-{i}",
+                             code_location=f"decoder.py:{n}:{frame}", entire_frame_s=1.5)
+                for i in range(3)
+                for n, frame in ((10, "prefill"), (20, "decode_step"))
+            ),
+            CompileEvent(ts=at, host="h", model="m", hw_pool="p", graph_key="warm-up", entire_frame_s=2.0),
+        ]
+    )  # fmt: skip
+    report = build_weekly_report(LocalRunner(store), week, now)
+    specs = specializations(store, SliceParams(start=report.start, end=report.end))
+    assert specs.select(col.MODEL, "compiles").rows() == [("m", 7)]
+    row = report.by_model_pool.row(0, named=True)
+    assert (row["compiling_requests"], row["compile_records"]) == (3, 7)
+    assert col.COMPILES not in report.by_model_pool.columns
+
+    lines = summary_lines(report)
+    assert "Requests that compiled: 3 (new)." in lines
+    assert not any(line.startswith("Compiles:") for line in lines)
+    assert (
+        "Compile records: 7 and 0 recompile records, inside requests or not (warm-up, imported TORCH_TRACE logs), "
+        "one per frame compiled, as the dashboard's Compile & cache health page counts them (Specializations: "
+        "compile_records)." in lines
+    )
+    markdown = render_weekly_markdown(report)
+    table = markdown.split("\n## Compiles and recompiles per model and pool\n", 1)[1].split("\n## ", 1)[0]
+    assert "| model | hw_pool | requests | compiling_requests | recompiles |" in table
+    assert "| compiles |" not in table
+    assert "compiling_requests" in report.week_over_week.get_column("metric").to_list()

@@ -60,5 +60,7 @@ def test_an_imported_log_alone_shows_its_storm(tmp_path: Path, store_dsn: str) -
     assert quiet.is_empty()  # 4 recompiles do not reach a floor of 5
     assert specs.select(col.MODEL, "compiles", col.RECOMPILES).rows() == [("m", len(SIZES), len(SIZES) - 1)]
     # The weekly report's per-model table has the model, though no request paid for its compiles.
-    per = weekly.by_model_pool.select(col.MODEL, col.REQUESTS, col.COMPILES, "compile_records", "recompile_records")
+    per = weekly.by_model_pool.select(
+        col.MODEL, col.REQUESTS, "compiling_requests", "compile_records", "recompile_records"
+    )
     assert per.rows() == [("m", 0, 0, len(SIZES), len(SIZES) - 1)]

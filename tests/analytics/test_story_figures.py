@@ -155,3 +155,35 @@ def test_non_finite_outputs_are_notable_requests(story: Store) -> None:
     assert why["r-fb"] == "eager fallback"
     assert why["r-slow"] == "first compile"
     assert not any(rid.startswith("r-hit") for rid in why)
+
+
+def test_a_slow_hour_says_what_its_compile_cache_lookups_were(story: Store) -> None:
+    """A slow hour was called "first compiles or a cold compile cache" beside a 100 % hit ratio: the highlight
+    guessed from compile seconds while the ratio counts cache lookups. Each slow hour now carries its model and
+    pool's lookups of that hour, every cache, as ``cache_health`` counts them: ``slow`` missed 3 of 4, ``warm``
+    (a first compile whose lookups all hit) none, ``quiet`` recorded no lookup."""
+    t = story.client.query(f"SELECT max(ts) FROM {story.database}.requests").result_rows[0][0]
+    story.insert_events(
+        [
+            _request("r-warm", "warm", t, outcome="compile", compile_ms=75_000.0, cache_status="hit"),
+            _request("r-quiet", "quiet", t, outcome="compile", compile_ms=61_000.0, cache_status="miss"),
+        ]
+    )
+    story.insert_events(
+        [
+            CacheEvent(ts=t, host=HOST, model="warm", hw_pool="p", cache=cache, result="hit")
+            for cache in ("fx_graph", "aot_autograd", "triton")
+        ]
+    )
+    params = StormParams(**_slice().model_dump())
+    lookups = ["cache_lookups", "cache_hits", "cache_misses", "cache_bypasses"]
+    slow = slow_compiles(story, params).sort(col.MODEL)
+    want = [("quiet", 0, 0, 0, 0), ("slow", 4, 1, 3, 0), ("warm", 3, 3, 0, 0)]
+    assert slow.select(col.MODEL, *lookups).rows() == want
+    health = cache_health(story, _slice()).group_by(col.MODEL).agg(pl.col("hits", "lookups").sum()).sort(col.MODEL)
+    assert health.rows() == [("slow", 1, 4), ("warm", 3, 3)]  # the ratio counts the same lookups
+    by_host = slow_compiles(story, params.model_copy(update={"host": HOST})).sort(col.MODEL)  # raw rows, not rollup
+    assert by_host.select(col.MODEL, *lookups).rows() == slow.select(col.MODEL, *lookups).rows()
+    by_class = slow_compiles(story, params.model_copy(update={"traffic_class": "c"}))  # cache events carry none
+    assert by_class.height == 3
+    assert by_class.select(lookups).null_count().row(0) == (3, 3, 3, 3)
