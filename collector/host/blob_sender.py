@@ -19,11 +19,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlencode
 
+from inferensics.collector.host.export_health import HELD_AT_EXIT
+
 if TYPE_CHECKING:
     from inferensics.collector.host.export_health import ExportHealth
 
 DOWN_BACKOFF_S: Final = 5.0
-"""Seconds after an upload found the service down during which further uploads are refused untried."""
+"""Seconds after an upload found the service down before the next try: the blob (and those queued behind it) wait
+in the queue meanwhile, as spans are held, and are refused only at shutdown or when the queue is full."""
 QUEUE_BLOBS: Final = 1024
 """Blobs waiting for upload at most; beyond that a blob is refused (``back_pressure``) and counted."""
 QUEUE_BYTES: Final = 256 * 1024 * 1024
@@ -48,7 +51,8 @@ class BlobSender:
         self._down_until = 0.0
         self._cond = threading.Condition()
         self._started = 0  # blobs taken for upload so far (queued)
-        self._settled = 0  # of them uploaded or refused
+        self._settled = 0  # of them uploaded, refused, or held for the service to come back
+        self._held: set[str] = set()  # digests put back in the queue after the service was unreachable (settled)
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.sent = 0
@@ -66,6 +70,8 @@ class BlobSender:
                 reason = "the exporter is shut down"
             elif len(self._queue) >= QUEUE_BLOBS or self._queue_bytes + len(data) > QUEUE_BYTES:
                 reason = f"{len(self._queue)} blobs ({self._queue_bytes} bytes) already wait for upload"
+                if time.monotonic() < self._down_until:
+                    reason += " while the service is unreachable"
             else:
                 reason = ""
                 self._queue.append((digest, data, kind))
@@ -77,8 +83,14 @@ class BlobSender:
                     self._thread.start()
                 self._cond.notify_all()
         if reason:
-            self._refused("back_pressure" if not self._stopping else "down", reason)
+            down = self._stopping or "unreachable" in reason
+            self._refused("down" if down else "back_pressure", reason)
         return digest
+
+    @property
+    def held(self) -> int:
+        """Blobs waiting for an unreachable service to answer again (tried once and put back in the queue)."""
+        return len(self._held)
 
     def wait_sent(self, timeout_s: float) -> bool:
         """Wait at most ``timeout_s`` for every blob queued so far to be uploaded or refused; whether they were."""
@@ -101,7 +113,8 @@ class BlobSender:
             self._queue.clear()
             self._queued.clear()
             self._queue_bytes = 0
-            self._settled += len(left)
+            self._settled += sum(digest not in self._held for digest, _, _ in left)
+            self._held.clear()
             self._cond.notify_all()
         if left:
             self._refused("down", f"{len(left)} blobs still waiting for upload at shutdown", len(left))
@@ -111,24 +124,39 @@ class BlobSender:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
+                while not self._stopping and (not self._queue or time.monotonic() < self._down_until):
+                    self._cond.wait(max(self._down_until - time.monotonic(), 0.05) if self._queue else None)
                 if self._stopping:
                     return
                 digest, data, kind = self._queue.popleft()
                 self._queue_bytes -= len(data)
+            down, newly_held = "", False
             try:
-                self._upload(digest, data, kind)
+                down = self._upload(digest, data, kind)
             finally:
                 with self._cond:
-                    self._queued.pop(digest, None)
-                    self._settled += 1
+                    if down and not self._stopping:  # back at the head of the queue, for the next try
+                        self._queue.appendleft((digest, data, kind))
+                        self._queue_bytes += len(data)
+                        if digest not in self._held:
+                            newly_held = True
+                            self._held.add(digest)
+                            self._settled += 1
+                    else:
+                        self._queued.pop(digest, None)
+                        if digest in self._held:
+                            self._held.discard(digest)
+                        else:
+                            self._settled += 1
                     self._cond.notify_all()
+            if newly_held and self.health is not None:
+                self.health.held("blobs", 1, down, f"up to {QUEUE_BLOBS} blobs")
+            elif down and self._stopping:  # the sender stopped meanwhile: shutdown counted the queue, not this one
+                self._refused("down", HELD_AT_EXIT)
 
-    def _upload(self, digest: str, data: bytes, kind: str) -> None:
-        if time.monotonic() < self._down_until:
-            self._refused("down", f"not tried: the service was unreachable less than {DOWN_BACKOFF_S:g} s ago")
-            return
+    def _upload(self, digest: str, data: bytes, kind: str) -> str:
+        """Upload one blob; ``""`` when done (delivered or refused, counted), else why the service could not be
+        reached: the blob is held for another try."""
         query = urlencode({"kind": kind})
         req = urllib.request.Request(f"{self.base}/api/v1/blobs/{digest}?{query}", data=data, method="PUT")
         req.add_header("Content-Type", "application/octet-stream")
@@ -139,10 +167,11 @@ class BlobSender:
                 resp.read()
         except (urllib.error.URLError, OSError, ValueError) as exc:
             cause = _cause(exc)
-            if cause == "down":
+            if cause == "down" and not self._stopping:
                 self._down_until = time.monotonic() + DOWN_BACKOFF_S
+                return f"{type(exc).__name__}: {exc}"
             self._refused(cause, f"{type(exc).__name__}: {exc}")
-            return
+            return ""
         self._down_until = 0.0
         with self._cond:
             self.sent += 1
@@ -151,6 +180,7 @@ class BlobSender:
                 self._sent.popitem(last=False)
         if self.health is not None:
             self.health.delivered("blobs", 1)
+        return ""
 
     def _refused(self, cause: str, detail: str, n: int = 1) -> None:
         with self._cond:

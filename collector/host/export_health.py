@@ -33,6 +33,10 @@ def cause_of_status(status: int) -> str:
     return "rejected"
 
 
+HELD_AT_EXIT: Final = "held for the service, which did not answer again before the exporter stopped"
+"""The detail of records an exporter held in an outage and counted as refused when it stopped."""
+
+
 class ExportHealth:
     """Counters of one exporter's deliveries and refusals (spans and blobs), shared by its threads."""
 
@@ -43,6 +47,7 @@ class ExportHealth:
         self.last_error = ""
         self._logged: set[str] = set()
         self._refused_since: Counter[str] = Counter()  # refusals since the last delivery
+        self._held_since: Counter[str] = Counter()  # items held back for the service to come back, since then
         self._lock = threading.Lock()
 
     def delivered(self, what: str, n: int) -> None:
@@ -52,14 +57,37 @@ class ExportHealth:
         with self._lock:
             self.sent[what] += n
             refused, self._refused_since = self._refused_since, Counter()
-            if refused:
+            held, self._held_since = self._held_since, Counter()
+            if refused or held:
                 self._logged.clear()
-        if refused:
-            log.warning(
-                "inferensics: the collector service at %s accepts exports again (refused meanwhile: %s).",
-                self.service_url,
-                ", ".join(f"{n} {key.replace('_', ' ', 1)}" for key, n in sorted(refused.items())),
+        if refused or held:
+            parts = (
+                [f"held meanwhile and sent now: {', '.join(f'{n} {w}' for w, n in sorted(held.items()))}"]
+                if held
+                else []
             )
+            if refused:
+                parts.append(
+                    "refused meanwhile: "
+                    + ", ".join(f"{n} {key.replace('_', ' ', 1)}" for key, n in sorted(refused.items()))
+                )
+            log.warning(
+                "inferensics: the collector service at %s accepts exports again (%s).",
+                self.service_url,
+                "; ".join(parts),
+            )
+
+    def held(self, what: str, n: int, detail: str, limit: str) -> None:
+        """``n`` items of ``what`` could not be delivered because the service is unreachable and are held to be
+        sent when it answers again (``limit``: how much is held at most); the first of an outage is logged."""
+        with self._lock:
+            self._held_since[what] += n
+            self.last_error = f"{what} held (down): {detail}"[:500]
+            first = "held" not in self._logged
+            self._logged.add("held")
+        if first:
+            hold = f"holding records until it answers again ({limit}; beyond that the oldest are dropped, counted)"
+            log.error("inferensics: %s", self.advice("down", detail).replace("records are being dropped", hold))
 
     def refuse(self, cause: str, what: str, n: int, detail: str) -> None:
         """``n`` items of ``what`` were not delivered for ``cause``; the first of each cause is logged."""
@@ -79,6 +107,11 @@ class ExportHealth:
             return (
                 f"the collector service at {url} refused the SDK's token ({detail}); records are being dropped. "
                 f"Set ${TOKEN_ENV} (or instrument(token=...)) to a token the service accepts for ingest."
+            )
+        if cause == "down" and detail.startswith(HELD_AT_EXIT):
+            return (
+                f"records held for the collector service at {url}, unreachable, were dropped ({detail}): they are "
+                "counted as refused (down). Keep the service up while a serving process stops, or stop it later."
             )
         if cause == "down" and "SSL" in detail:
             return (

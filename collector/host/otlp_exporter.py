@@ -8,7 +8,9 @@ and leave in batches on this exporter's own thread: each batch written as one ``
 settings (:mod:`~inferensics.collector.host.otlp_poster`). Blobs go through
 :class:`~inferensics.collector.host.blob_sender.BlobSender`. What the service refuses is counted by cause
 in :class:`~inferensics.collector.host.export_health.ExportHealth` (``health``); ``flush`` is bounded, and a
-full queue drops, counts and says so.
+full queue drops, counts and says so. While the service cannot be reached (a collector restarting, a deploy),
+encoded batches are held, up to ``hold_bytes``, and sent first once it answers again: only what outgrows that
+is dropped, and counted.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from inferensics.collector.host.blob_sender import BlobSender
-from inferensics.collector.host.export_health import ExportHealth
+from inferensics.collector.host.export_health import HELD_AT_EXIT, ExportHealth
 from inferensics.collector.host.otlp_poster import OtlpPoster
 from inferensics.collector.host.otlp_spans import SCOPE_NAME, host_resource
 from inferensics.collector.host.otlp_wire import Item, TraceRequestEncoder
@@ -28,6 +31,11 @@ from inferensics.schema.events import RequestEvent
 from inferensics.schema.table import Event
 
 log = logging.getLogger("inferensics.collector.host")
+
+HOLD_BYTES: Final = 64 * 1024 * 1024
+"""Encoded span batches held at most while the service is unreachable (minutes of a busy host's records)."""
+RETRY_HELD_S: Final = 2.0
+"""Seconds between tries of the held batches while the service stays unreachable."""
 
 
 class OtlpExporter:
@@ -50,6 +58,7 @@ class OtlpExporter:
         schedule_delay_ms: int = 1000,
         export_timeout_s: float = 2.0,
         flush_timeout_s: float = 3.0,
+        hold_bytes: int = HOLD_BYTES,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self.health = ExportHealth(service_url)
@@ -68,6 +77,13 @@ class OtlpExporter:
         self.encoder = TraceRequestEncoder(self.resource.attributes, SCOPE_NAME, self.resource.schema_url)
         self.blobs = BlobSender(service_url, token, health=self.health)
         self._queue: deque[Item] = deque()
+        self.hold_bytes = hold_bytes
+        self._held: deque[tuple[bytes, int]] = deque()  # (encoded batch, spans): the service was unreachable
+        self._held_bytes = 0
+        self._held_spans = 0
+        self._held_lock = threading.Lock()  # shutdown settles what is held while the thread may still hold more
+        self._retry_at = 0.0  # monotonic time of the next try of the held batches
+        self._held_passes = 0  # tries of the held batches so far (a flush waits for one)
         self._settled = 0  # items taken from the queue and exported (or refused, or failed)
         self._settled_cond = threading.Condition()
         self._wake = threading.Event()
@@ -110,6 +126,8 @@ class OtlpExporter:
             self._wake.wait(self.schedule_delay_s)
             self._wake.clear()
             stopping = self._stopping
+            if self._held and (stopping or time.monotonic() >= self._retry_at):
+                self._send_held()
             self._export_queued()
             if stopping:
                 return
@@ -132,11 +150,81 @@ class OtlpExporter:
         body, n = self.encoder.encode(items, self._span_error, self._attribute_error)
         if not n:
             return
+        if self._held:  # behind batches held in an outage: in their order, and not tried while it lasts
+            self._hold(body, n, "the service was unreachable at the last try")
+            return
+        self._deliver(body, n)
+
+    def _deliver(self, body: bytes, n: int) -> bool:
+        """POST one batch; held when the service cannot be reached, else counted delivered or refused by cause.
+        Whether the service answered."""
         cause, detail = self.poster.post(body)
+        if cause == "down":
+            self._hold(body, n, detail)
+            return False
         if cause:
             self.health.refuse(cause, "spans", n, detail)
         else:
             self.health.delivered("spans", n)
+        return True
+
+    def _hold(self, body: bytes, n: int, detail: str) -> None:
+        """Keep a batch the service could not take for the next try; beyond ``hold_bytes`` the oldest held are
+        dropped and counted as refused (``down``)."""
+        dropped = 0
+        with self._held_lock:
+            self._held.append((body, n))
+            self._held_bytes += len(body)
+            self._held_spans += n
+            while self._held_bytes > self.hold_bytes and len(self._held) > 1:
+                old, k = self._held.popleft()
+                self._held_bytes -= len(old)
+                self._held_spans -= k
+                dropped += k
+            if self._retry_at <= time.monotonic():
+                self._retry_at = time.monotonic() + RETRY_HELD_S
+        self.health.held("spans", n, detail, f"up to {self.hold_bytes // (1024 * 1024)} MiB of spans")
+        if dropped:
+            self.health.refuse("down", "spans", dropped, f"held longer than {self.hold_bytes} bytes allow")
+
+    def _send_held(self) -> None:
+        """Try the held batches, oldest first, until one finds the service still unreachable."""
+        try:
+            self._try_held()
+        finally:
+            with self._settled_cond:
+                self._held_passes += 1
+                self._settled_cond.notify_all()
+
+    def _try_held(self) -> None:
+        while True:
+            with self._held_lock:
+                if not self._held:
+                    return
+                body, n = self._held.popleft()
+                self._held_bytes -= len(body)
+                self._held_spans -= n
+            cause, detail = self.poster.post(body)
+            if cause == "down":
+                with self._held_lock:
+                    self._held.appendleft((body, n))
+                    self._held_bytes += len(body)
+                    self._held_spans += n
+                    self._retry_at = time.monotonic() + RETRY_HELD_S
+                return
+            if cause:
+                self.health.refuse(cause, "spans", n, detail)
+            else:
+                self.health.delivered("spans", n)
+
+    def _settle_held(self, why: str) -> None:
+        """Count what is still held as refused (``down``): the exporter stops."""
+        with self._held_lock:
+            n, self._held_spans = self._held_spans, 0
+            self._held.clear()
+            self._held_bytes = 0
+        if n:
+            self.health.refuse("down", "spans", n, why)
 
     def _span_error(self, exc: Exception) -> None:
         """A record that could not be made into a span (times OTLP cannot carry, or a bug): counted, its error
@@ -169,13 +257,15 @@ class OtlpExporter:
         self.blobs.wait_sent(max(deadline - time.monotonic(), 0.0))
 
     def wait_exported(self, timeout_s: float) -> bool:
-        """Export everything queued so far, waiting at most ``timeout_s``; whether it all went out
-        (delivered or refused) in time."""
+        """Export everything queued so far, waiting at most ``timeout_s`` (batches held in an outage are tried
+        once more); whether it all went out (delivered, refused or held) in time."""
         target = self.spans_started - self.spans_dropped  # every item queued so far
+        passes = self._held_passes + 1 if self._held else 0  # and one more try of what an outage held
+        self._retry_at = 0.0
         self._wake.set()
         deadline = time.monotonic() + timeout_s
         with self._settled_cond:
-            while self._settled < target:
+            while self._settled < target or self._held_passes < passes:
                 left = deadline - time.monotonic()
                 if left <= 0 or not self._thread.is_alive():
                     return False
@@ -184,15 +274,19 @@ class OtlpExporter:
 
     def stats(self) -> dict[str, int]:
         """Deliveries and refusals by cause; ``export_spans_dropped``: records the full queue turned away;
-        ``export_span_errors``: records that could not be made into spans; ``export_attributes_dropped``:
-        attributes left out of their spans (values OTLP cannot carry); ``export_spans_unaccounted``: spans
-        started but neither delivered, refused nor failed (still queued, or dropped)."""
+        ``export_span_errors``: records that could not be made into spans; ``export_spans_held`` and
+        ``blobs_held``: spans and blobs held while the service is unreachable, sent when it answers again;
+        ``export_attributes_dropped``: attributes left out of their spans (values OTLP cannot carry);
+        ``export_spans_unaccounted``: spans started but neither delivered, refused, held nor failed (still queued,
+        or dropped)."""
         out = self.health.stats()
         settled = out["export_spans_sent"] + sum(v for k, v in out.items() if k.startswith("export_refused_"))
         out["export_spans_dropped"] = self.spans_dropped
         out["export_span_errors"] = self.span_errors
         out["export_attributes_dropped"] = self.attribute_errors
-        out["export_spans_unaccounted"] = max(0, self.spans_started - settled - self.span_errors)
+        out["export_spans_held"] = held = self._held_spans
+        out["blobs_held"] = self.blobs.held
+        out["export_spans_unaccounted"] = max(0, self.spans_started - settled - self.span_errors - held)
         return out
 
     def shutdown(self) -> None:
@@ -204,4 +298,6 @@ class OtlpExporter:
         self._wake.set()
         self._thread.join(timeout=self.flush_timeout_s)
         self.poster.shutdown()
+        self._thread.join(timeout=0.5)  # a post the poster's shutdown cut short returns at once
+        self._settle_held(HELD_AT_EXIT)
         self.blobs.shutdown(max(deadline - time.monotonic(), 0.0))
