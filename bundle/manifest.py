@@ -188,16 +188,38 @@ def read_manifest_unverified(directory: Path) -> tuple[Manifest, bytes, list[tup
     Raises:
         BundleError: the directory or manifest is missing or damaged.
     """
+    return parse_manifest(read_manifest_bytes(directory), str(manifest_path(directory)))
+
+
+def read_manifest_bytes(directory: Path) -> bytes:
+    """The bytes of a bundle directory's manifest file, read once: a caller that checks them (the signature, the
+    files they list) and then hands them on (``bundle push``) parses these with :func:`parse_manifest`, so what it
+    hands on is what it checked, whatever the file holds by then.
+
+    Raises:
+        BundleError: the directory or manifest is missing.
+    """
     require_bundle_directory(directory)
     path = manifest_path(directory)
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise BundleError(
             "missing", f"cannot read {path}: {exc.strerror} (is {directory} a bundle directory?)"
         ) from None
-    payload, sigs = parse_envelope(data, str(path))
-    return parse_statement(payload, str(path)), payload, sigs
+
+
+def parse_manifest(data: bytes, source: str) -> tuple[Manifest, bytes, list[tuple[str, bytes]]]:
+    """Parse a manifest file's bytes (the DSSE envelope) without checking its signature.
+
+    Returns:
+        (manifest, payload bytes, signatures).
+
+    Raises:
+        BundleError: the manifest is damaged (named as ``source``).
+    """
+    payload, sigs = parse_envelope(data, source)
+    return parse_statement(payload, source), payload, sigs
 
 
 def require_bundle_directory(directory: Path) -> None:

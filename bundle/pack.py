@@ -14,10 +14,10 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 from inferensics.bundle.errors import BundleError, unwritable
-from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
+from inferensics.bundle.manifest import MANIFEST_FILE, manifest_path, parse_manifest, read_manifest_bytes
 
 
-def pack(directory: Path, out: Path, *, overwrite: bool = False) -> Path:
+def pack(directory: Path, out: Path, *, overwrite: bool = False, manifest: bytes | None = None) -> Path:
     """Write ``directory`` as one tar file ``out``, checking each file against the manifest's sha256.
 
     The tar is written beside ``out`` and renamed onto it once every file checked out, so a refused or failed
@@ -27,6 +27,7 @@ def pack(directory: Path, out: Path, *, overwrite: bool = False) -> Path:
         directory: The bundle directory.
         out: The file to write.
         overwrite: Replace an existing ``out`` (refused otherwise).
+        manifest: The manifest's bytes as the caller read (and checked) them; read here when not given.
 
     Raises:
         BundleError: ``directory`` has no manifest (``missing``) or a damaged one (``damaged``); a file is
@@ -36,12 +37,37 @@ def pack(directory: Path, out: Path, *, overwrite: bool = False) -> Path:
         raise unwritable(out, OSError(f"cannot write {out}"))
     if out.exists() and not overwrite:
         raise BundleError("bad_input", f"{out} already exists: choose a new --out, or pass --force to replace it")
+    data = pack_bytes(directory, manifest=manifest)
+    partial = out.with_name(f".{out.name}.partial")
+    try:
+        partial.write_bytes(data)
+        partial.replace(out)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)  # no half-written pack left behind
+        raise unwritable(out, exc) from None
+    return out
+
+
+def pack_bytes(directory: Path, *, manifest: bytes | None = None) -> bytes:
+    """``directory`` as the bytes of :func:`pack`'s tar: each file read once, checked against the manifest's
+    sha256, and those same bytes packed, manifest included, so what is packed is exactly what was checked.
+
+    Args:
+        directory: The bundle directory.
+        manifest: The manifest's bytes as the caller read (and checked) them, for example its signature
+            (``bundle push``); read here, once, when not given.
+
+    Raises:
+        BundleError: ``directory`` has no manifest (``missing``) or a damaged one (``damaged``); a file is
+            altered, missing, not listed (``tampered``) or cannot be read (``damaged``).
+    """
     from inferensics.bundle.verify import check_files  # torch comes with it: only when a bundle is packed
 
-    manifest = read_manifest_unverified(directory)[0]
-    listed = [r.name for r in manifest.resources]
+    raw = read_manifest_bytes(directory) if manifest is None else manifest
+    parsed = parse_manifest(raw, str(manifest_path(directory)))[0]
+    listed = [r.name for r in parsed.resources]
     try:
-        kept = check_files(directory, manifest, keep=listed)  # each file read once: hashed, then packed
+        kept = check_files(directory, parsed, keep=listed)  # each file read once: hashed, then packed
     except BundleError as exc:
         detail = str(exc).removeprefix(f"{directory}: ")
         raise BundleError(
@@ -49,22 +75,16 @@ def pack(directory: Path, out: Path, *, overwrite: bool = False) -> Path:
             f"{directory}: {detail}: nothing was packed (`inferensics bundle verify` checks a bundle; "
             "rebuild or pull it again)",
         ) from None
-    names = [MANIFEST_FILE, *sorted(kept, key=lambda n: PurePosixPath(n).parts)]
-    partial = out.with_name(f".{out.name}.partial")
-    try:
-        with tarfile.open(partial, "w") as tar:
-            for name in names:
-                data = kept[name] if name != MANIFEST_FILE else (directory / MANIFEST_FILE).read_bytes()
-                info = tarfile.TarInfo(name)
-                info.size, info.mode, info.mtime = len(data), 0o644, 0
-                tar.addfile(info, io.BytesIO(data))
-        partial.replace(out)
     except OSError as exc:
-        partial.unlink(missing_ok=True)  # no half-written pack left behind
-        if exc.filename is None or Path(exc.filename) in (partial, out):  # writing the pack failed (a full disk)
-            raise unwritable(out, exc) from None
         raise BundleError("damaged", f"{directory}: cannot read {exc.filename} ({exc.strerror or exc})") from None
-    return out
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in [MANIFEST_FILE, *sorted(kept, key=lambda n: PurePosixPath(n).parts)]:
+            data = raw if name == MANIFEST_FILE else kept[name]
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def check_unpack_target(out: Path) -> None:

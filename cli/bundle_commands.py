@@ -842,37 +842,39 @@ def push(
     from inferensics import bundle as b
     from inferensics.bundle.dsse import verify_envelope
     from inferensics.bundle.keys import KEYRING_ENV
-    from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
+    from inferensics.bundle.manifest import MANIFEST_FILE, parse_manifest, read_manifest_bytes
+    from inferensics.bundle.pack import pack_bytes
     from inferensics.collector.client import ServiceClient, ServiceError
     from inferensics.schema.events import BundleStateEvent
 
     if not service:
         fail("push needs --service URL (or $INFERENSICS_SERVICE_URL)")
     with _errors():
-        m, payload, sigs = read_manifest_unverified(bundle)
+        # The manifest is read once: its signature is checked on these bytes, the files they list are checked and
+        # packed with them, and these bytes are what is sent (a manifest swapped on disk meanwhile is not).
+        raw = read_manifest_bytes(bundle)
+        m, payload, sigs = parse_manifest(raw, str(bundle / MANIFEST_FILE))
         trusted = keyring is not None or bool(os.environ.get(KEYRING_ENV))
         signer = verify_envelope(payload, sigs, b.Keyring.load(keyring), str(bundle / MANIFEST_FILE)) if trusted else ""
     store = _Store(service, token, None)
     store.require_sql()  # before anything is written: the push is confirmed through the SQL API
     try:
-        with tempfile.TemporaryDirectory(prefix="inferensics-push-") as tmp:
-            with _errors():
-                packed = b.pack(bundle, Path(tmp) / "bundle.tar")  # refuses a file that differs from the manifest
-            data = packed.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            sql = (
-                f"SELECT DISTINCT attrs['pack_blob'] FROM bundle_states WHERE bundle_id = '{m.bundle_id}' "
-                "AND state = 'pushed'"
-            )
-            held = {str(r[0]) for r in store.rows(sql) if r[0]}  # what pulls of this id may serve now
-            if held - {digest} and not replace:
-                other = sorted(held - {digest})[0]
-                fail(f"the service already holds bundle {m.bundle_id[:12]} as other bytes (blob {other[:12]}; this "
-                     f"copy packs to {digest[:12]}): a bundle id must name one set of files; pull and verify the "
-                     "one it holds, or pass --replace to make this copy the one pulls serve; nothing was "
-                     "uploaded")  # fmt: skip
-            with ServiceClient(service, token=token) as client:
-                sha = client.put_blob(data, "bundle", "application/x-tar")
+        with _errors():
+            data = pack_bytes(bundle, manifest=raw)  # refuses a file that differs from the manifest
+        digest = hashlib.sha256(data).hexdigest()
+        sql = (
+            f"SELECT DISTINCT attrs['pack_blob'] FROM bundle_states WHERE bundle_id = '{m.bundle_id}' "
+            "AND state = 'pushed'"
+        )
+        held = {str(r[0]) for r in store.rows(sql) if r[0]}  # what pulls of this id may serve now
+        if held - {digest} and not replace:
+            other = sorted(held - {digest})[0]
+            fail(f"the service already holds bundle {m.bundle_id[:12]} as other bytes (blob {other[:12]}; this "
+                 f"copy packs to {digest[:12]}): a bundle id must name one set of files; pull and verify the "
+                 "one it holds, or pass --replace to make this copy the one pulls serve; nothing was "
+                 "uploaded")  # fmt: skip
+        with ServiceClient(service, token=token) as client:
+            sha = client.put_blob(data, "bundle", "application/x-tar")
     except ServiceError as exc:
         fail(exc.message)
     store.record(

@@ -44,7 +44,13 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
     request_id: Annotated[str | None, typer.Argument(help="The failing request's id.", show_default=False)] = None,
     pack: Annotated[Path | None, typer.Option("--pack", help="Replay an exported pack folder instead.")] = None,
     service: Annotated[
-        str | None, typer.Option("--service", help="Service URL (default $INFERENSICS_SERVICE_URL).")
+        str | None,
+        typer.Option(
+            "--service",
+            help="Service URL (default $INFERENSICS_SERVICE_URL). With --pack, the pack's inputs are checked against "
+            "the digest its store recorded for the request (without one, against the pack's own copy only, as the "
+            "output says).",
+        ),
     ] = None,
     token: Annotated[str | None, typer.Option("--token", envvar="INFERENSICS_TOKEN", help="Bearer token.")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
@@ -86,8 +92,13 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
         fail("give a REQUEST_ID or --pack DIR (one of them)")
     if export is not None and (pack is not None or out is not None):
         fail("--export writes a request's pack and stops: give it a REQUEST_ID, without --pack or --out")
-    if pack is None:
-        require_extra("service", "replay")  # the pack comes through the service's client
+    from inferensics.collector.service_url import SERVICE_URL_ENV
+
+    # A pack's inputs are checked against the digest the store recorded for its request wherever a service is
+    # named: pack.json is not signed, so its own copy of that digest proves nothing against an editor.
+    ask_store = pack is None or bool(service or os.environ.get(SERVICE_URL_ENV))
+    if ask_store:
+        require_extra("service", "replay")  # the pack, or its request's row, comes through the service's client
     if export is None:  # an exported pack's bundle is verified where it is replayed, with the keyring given there
         _check_keyring(keyring)
     _check_paths(request_id, out=out, export=export, bundle=bundle)
@@ -97,21 +108,34 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
         # also when it fails; unpacked bundles go here too, never beside --export.
         with tempfile.TemporaryDirectory(prefix="inferensics-pack-") as scratch:
             origin = None
-            if pack is None:
-                assert request_id is not None
+            recorded: str | None = None  # the store's digest of the request's inputs; None: the store not asked
+            if ask_store:
                 from inferensics.collector.client import ServiceClient
 
                 client = ServiceClient(service, token)
+            if pack is None:
+                assert request_id is not None
+                assert client is not None
                 target = export or Path(scratch) / "pack"
-                pack, origin = _assemble(
+                pack, origin, recorded = _assemble(
                     client, request_id, target, bundle=bundle, scratch=Path(scratch), source=_source_of(service)
                 )
                 if export is not None:
                     command = _pack_command(export, keyring)
                     typer.echo(f"wrote pack {export}: replay it with `{command}` (needs torch and pydantic only)")
                     return
+            elif client is not None:
+                recorded = _recorded_inputs(client, pack, source=_source_of(service))
+                client.close()
+                client = None  # a --pack replay records no replay_results row, as before
             verdict = _run_fresh(
-                pack, device=device, out=out, keyring=keyring, allow_incompatible=allow_incompatible, origin=origin
+                pack,
+                device=device,
+                out=out,
+                keyring=keyring,
+                allow_incompatible=allow_incompatible,
+                origin=origin,
+                recorded_inputs=recorded,
             )
         from inferensics.replay import Verdict
         from inferensics.replay._internal.report import REPORT_FILES, render_text
@@ -186,14 +210,9 @@ class _Origin(NamedTuple):
     """``label`` is a folder (its files are named inside it), else an archive or the service's copy."""
 
 
-def _assemble(
-    client: Any, request_id: str, target: Path, *, bundle: Path | None, scratch: Path, source: str
-) -> tuple[Path, _Origin]:
-    """Build the pack from the service: the request record, its captured inputs, the bundle."""
+def _request_row(client: Any, request_id: str, *, source: str, missing: str = "") -> dict[str, Any]:
+    """The request's row in the store, through the service (``missing``: what its absence means, and what to do)."""
     from inferensics.collector.client import ServiceError
-    from inferensics.replay import ReplayError, write_pack
-    from inferensics.schema import columns as col
-    from inferensics.schema.events import FP_UNSAMPLED
 
     asked = f"the service at {client.url} ({source})"
     elsewhere = "if the request went to another service, pass its URL with --service"
@@ -201,10 +220,53 @@ def _assemble(
         detail = client.query("request_detail", request_id=request_id)
     except ServiceError as exc:
         said = exc.detail.removeprefix("request_detail: ")  # the service's words, without its query's name
-        fail(exc.message if client.url in exc.message else f"{asked} answered: {said}; {elsewhere}")
+        if client.url in exc.message:
+            fail(exc.message)
+        fail(f"{asked} answered: {said}; {f'{missing}; ' if missing else ''}{elsewhere}")
     if detail.is_empty():
-        fail(f"no request {request_id!r} in the store of {asked}: check the id; {elsewhere}")
-    row = {k: _plain(v) for k, v in detail.row(0, named=True).items()}
+        fail(f"no request {request_id!r} in the store of {asked}: {missing or 'check the id'}; {elsewhere}")
+    return {k: _plain(v) for k, v in detail.row(0, named=True).items()}
+
+
+def _recorded_inputs(client: Any, pack: Path, *, source: str) -> str:
+    """The digest the store recorded for the captured inputs of the pack's request (``""`` when its row records
+    none), after checking the pack's inputs against it here, before the fresh process starts."""
+    from inferensics.replay import ReplayError, read_pack
+    from inferensics.replay._internal.pack import check_inputs
+    from inferensics.schema import columns as col
+
+    try:
+        opened = read_pack(pack)  # its files' hashes first: an altered pack is refused before the service is asked
+    except ReplayError as exc:
+        fail(str(exc))
+    assert opened.inputs_bytes is not None
+    row = _request_row(
+        client,
+        opened.request_id,
+        source=source,
+        missing="the pack's inputs cannot be checked against the digest recorded for them (to replay it against "
+        "its own pack.json alone, name no service: neither --service nor $INFERENSICS_SERVICE_URL)",
+    )
+    recorded = str(row.get(col.CAPTURE_BLOB) or "")
+    in_pack = str(opened.meta["request"].get(col.CAPTURE_BLOB) or "")
+    try:  # here, before the fresh process starts; it checks the bytes it reads against the same digest again
+        check_inputs(opened.request_id, opened.inputs_bytes, in_pack, recorded)
+    except ReplayError as exc:
+        fail(str(exc))
+    return recorded
+
+
+def _assemble(
+    client: Any, request_id: str, target: Path, *, bundle: Path | None, scratch: Path, source: str
+) -> tuple[Path, _Origin, str]:
+    """Build the pack from the service: the request record, its captured inputs, the bundle; with the digest the
+    store recorded for the inputs."""
+    from inferensics.collector.client import ServiceError
+    from inferensics.replay import ReplayError, write_pack
+    from inferensics.schema import columns as col
+    from inferensics.schema.events import FP_UNSAMPLED
+
+    row = _request_row(client, request_id, source=source)
     if not row.get(col.CAPTURE_BLOB):
         why = UNSAMPLED_HINT if row.get(col.FP_STATUS) == FP_UNSAMPLED else CAPTURE_HINT
         fail(f"request {request_id} has no captured inputs; {why}")
@@ -214,7 +276,7 @@ def _assemble(
         fail(f"the captured inputs of {request_id} cannot be fetched ({exc.message}): they may have expired")
     bundle_dir, origin = _bundle_dir(str(row.get("bundle_id", "")), bundle, scratch, client)
     try:
-        return write_pack(target, request=row, inputs=inputs, bundle_dir=bundle_dir), origin
+        return write_pack(target, request=row, inputs=inputs, bundle_dir=bundle_dir), origin, row[col.CAPTURE_BLOB]
     except ReplayError as exc:  # an --export folder inside the bundle from $INFERENSICS_BUNDLES
         fail(str(exc))
 
@@ -280,10 +342,18 @@ def _bundle_dir(bundle_id: str, given: Path | None, scratch: Path, client: Any) 
 
 
 def _run_fresh(
-    pack: Path, *, device: str, out: Path | None, keyring: str | None, allow_incompatible: bool, origin: _Origin | None
+    pack: Path,
+    *,
+    device: str,
+    out: Path | None,
+    keyring: str | None,
+    allow_incompatible: bool,
+    origin: _Origin | None,
+    recorded_inputs: str | None = None,
 ) -> dict[str, Any]:
     """Run the executor in a fresh interpreter and return the verdict dict (``origin``: where the bundle of a
-    pack assembled here came from; its refusals name that, not the temporary copy)."""
+    pack assembled here came from; its refusals name that, not the temporary copy; ``recorded_inputs``: the
+    digest the store recorded for the request's captured inputs, ``None`` when the store was not asked)."""
     # -P: nothing in the working directory shadows an installed module in the executor (see demo/processes.py);
     # the directory is still searched after them, as `bundle build` searched it, for the model's factory.
     cmd = [sys.executable, "-P", "-m", "inferensics.replay", "--pack", str(pack), "--device", device, "--json"]
@@ -294,6 +364,8 @@ def _run_fresh(
         cmd += ["--keyring", keyring]
     if allow_incompatible:
         cmd.append("--allow-incompatible")
+    if recorded_inputs is not None:
+        cmd += ["--recorded-inputs", recorded_inputs]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         line = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.startswith("error: ")), "")

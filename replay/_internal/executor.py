@@ -198,6 +198,7 @@ def replay_pack(
         served_keys_all_hit=bool(hits) and set(bundle_keys) <= set(hits),
         recorded_graph_keys=recorded,
         recompiled=recompiled,
+        captured_inputs=pack.inputs_check.to_dict() if pack.inputs_check is not None else {},
         registry_policy={
             "digest": registry_state.get("digest", ""),
             "pinned": bool(registry_state.get("policy")),
@@ -281,7 +282,7 @@ def _customisation_of(manifest: Any, category: str, op: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m inferensics.replay --pack DIR [--device D] [--out DIR] [--keyring K] [--allow-incompatible]
-    [--import-path DIR]``."""
+    [--import-path DIR] [--recorded-inputs SHA256]``."""
     parser = argparse.ArgumentParser(prog="python -m inferensics.replay", description="Replay a pack in this process.")
     parser.add_argument("--pack", required=True, type=Path)
     parser.add_argument("--device", default="cpu")
@@ -289,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keyring", default=None)
     parser.add_argument("--allow-incompatible", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON instead of text")
+    parser.add_argument(
+        "--recorded-inputs", default=None, metavar="SHA256",
+        help="the digest the store recorded for the request's captured inputs (its capture_blob; empty when its "
+        "row records none): the pack's inputs must hash to it",
+    )  # fmt: skip
     parser.add_argument(
         "--import-path", action="append", default=[], type=Path,
         help="a folder the model's factory may be imported from (after the installed packages; repeatable)",
@@ -299,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --device {args.device} but this machine has no CUDA device: pass --device cpu", file=sys.stderr)
         return 2
     try:
-        pack = read_pack(args.pack)
+        pack = read_pack(args.pack, recorded_inputs=args.recorded_inputs)
         quiet = io.StringIO()
         with contextlib.redirect_stdout(quiet):
             verdict = replay_pack(

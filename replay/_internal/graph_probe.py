@@ -9,6 +9,7 @@ from __future__ import annotations
 import linecache
 import os
 import re
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,9 @@ class SourceLine:
 
 _LIBRARY_DIRS = (str(Path(inferensics.kernels.__file__).parent) + os.sep,)
 """Frames inside these folders are library code (the kernel registry's dispatch), not the user's line."""
+_NOT_THE_USERS = (*_LIBRARY_DIRS, str(Path(torch.__file__).parent) + os.sep, str(Path(__file__).parents[1]) + os.sep)
+"""Frames of an eager traceback that are not the model's own code: the kernel registry's, torch's own (its modules'
+``forward``, as Dynamo's stack traces leave them out) and replay's, which called the model."""
 
 
 def source_of(node: torch.fx.Node) -> SourceLine:
@@ -49,6 +53,55 @@ def source_of(node: torch.fx.Node) -> SourceLine:
     file, line = last["file"], int(last["line"])
     text = linecache.getline(file, line).strip() or last["code"].strip()
     return SourceLine(file, line, text)
+
+
+@dataclass(frozen=True)
+class RaisedAt:
+    """Where an eager run raised, located without a graph: the operator that raised and the user's line."""
+
+    op: Any = None
+    """The ATen or custom operator the exception came out of, or ``None`` (raised outside any operator)."""
+    source: SourceLine = field(default_factory=SourceLine)
+    """The innermost frame of the model's own code in the traceback (empty when every frame is torch's)."""
+
+
+class _RaisingOp(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Records the operator an exception leaves (the innermost one: it is recorded first)."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.raised: list[Any] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        try:
+            return func(*args, **(kwargs or {}))
+        except Exception:
+            self.raised.append(func)
+            raise
+
+
+def locate_raise(run: Callable[[], Any], tensors: Sequence[Any]) -> RaisedAt | None:
+    """Run ``run`` (an eager call of the model on ``tensors``) and say where it raised, or ``None`` when it did not.
+
+    For a request Dynamo cannot trace (its fake tensors refuse a wrong shape before any graph exists), so no FX node
+    names the failing op: the op is the operator the exception left, and the line the innermost frame of the
+    model's own code in its traceback, as a node's ``stack_trace`` would give it.
+    """
+    recorder = _RaisingOp()
+    try:
+        # The recorder is entered last so it sees each op before the bounds check refuses it.
+        with torch.no_grad(), ta.index_bounds_checked(tensors), recorder:
+            run()
+    except Exception as exc:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_NOT_THE_USERS)]
+        source = SourceLine()
+        line = frames[-1].lineno if frames else None
+        if line:
+            text = linecache.getline(frames[-1].filename, line).strip() or (frames[-1].line or "").strip()
+            source = SourceLine(frames[-1].filename, line, text)
+        custom = [op for op in recorder.raised if ta.is_custom_op(op)]
+        return RaisedAt((custom or recorder.raised or [None])[0], source)
+    return None
 
 
 @dataclass

@@ -312,13 +312,7 @@ class _Investigation:
 
     def _inputs_from_exception(self, error: str, *, fp64_only: bool = True) -> Verdict:
         if self.graph is None or self.ref_nodes is None or not self.ref_nodes.failed_node:
-            raised = "fp64 eager" if fp64_only else "eager"
-            return Verdict(
-                "inputs",
-                culprit=f"{raised} raised",
-                summary=f"{raised} raised on this request{'' if fp64_only else ', in fp64 too'}: {error}",
-                evidence=self._evidence(error=error),
-            )
+            return self._inputs_raised_without_node(error, fp64_only=fp64_only)
         gm = self.graph.gm
         node = next(n for n in gm.graph.nodes if n.name == self.ref_nodes.failed_node)
         placeholders = {n.name: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
@@ -373,6 +367,50 @@ class _Investigation:
                 else f"every path raises on this request: {error}"
             ),
             evidence=self._evidence(bad_inputs=[detail] if detail else [], error=error),
+        )
+
+    def _inputs_raised_without_node(self, error: str, *, fp64_only: bool) -> Verdict:
+        """A request that raises where no FX node can name the op: Dynamo could not trace it (its fake tensors
+        refuse a wrong shape before a graph exists), or it raised outside the graph traced. The op and the user's
+        line come from running it eagerly again (the run that raised: fp64, or the request's own dtypes), and the
+        verdict says what was found and what could not be."""
+        case = self.case
+        raised = "fp64 eager" if fp64_only else "eager"
+        model, call = (fp64_model(case.model), to_fp64(case.request)) if fp64_only else (case.model, case.request)
+        with pv.forced_reference() if fp64_only else contextlib.nullcontext():
+            at = gp.locate_raise(lambda: call_model(model, call), [*call[0], *call[1].values()])
+        op = ta.op_name(at.op) if at is not None and at.op is not None else ""
+        src = at.source if at is not None else gp.SourceLine()
+        no_node = (
+            "no FX node: Dynamo could not trace the request with these inputs"
+            if self.graph is None
+            else "no FX node: it raised outside the graph Dynamo traced"
+        )
+        if at is None:
+            where = f"not located: {no_node}, and running it eagerly again did not raise"
+        elif op and src.file:
+            where = f"located by running it eagerly ({no_node})"
+        elif op:
+            where = (
+                f"located by running it eagerly ({no_node}); {op} was reached through torch's own modules only, "
+                "from no line of the model's code"
+            )
+        elif src.file:
+            where = f"raised outside any operator, at the model's line ({no_node})"
+        else:
+            where = (
+                f"not located: {no_node}, no operator raised when it ran eagerly, and no frame of the traceback is "
+                "the model's own code"
+            )
+        return Verdict(
+            "inputs",
+            op=op,
+            source_file=src.file,
+            source_line=src.line,
+            source_text=src.text,
+            culprit=f"{raised} raised",
+            summary=f"{raised} raised on this request{'' if fp64_only else ', in fp64 too'}: {error}; {where}",
+            evidence=self._evidence(error=error, located_by="eager run" if at is not None else ""),
         )
 
     # -- kernel registry -------------------------------------------------------------------

@@ -6,8 +6,12 @@ Layout (``pack.json`` lists every other file with its sha256)::
     inputs.safetensors   the captured inputs, as the host SDK stored them
     bundle/              the bundle that served the request (manifest.json + artifacts), when known
 
-Reading a pack checks every file's hash before anything is used. Only torch and the standard library
-are needed (the safetensors format is read here, so a GPU host needs no extra package).
+Reading a pack checks every file's hash before anything is used, and the inputs against the digest the host
+SDK recorded for them when the request ran (the request row's ``capture_blob``). ``pack.json`` is not signed:
+whoever can edit the inputs can edit its hashes and its copy of the request row too, so only the digest the
+store holds for the request (``recorded_inputs``, which ``inferensics replay`` asks the service for) is one the
+pack cannot forge; a check against ``pack.json``'s copy alone says so in its note. Only torch and the standard
+library are needed (the safetensors format is read here, so a GPU host needs no extra package).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import math
 import os
 import shutil
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,6 +30,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from inferensics.bundle.manifest import first_error, safe_name
+from inferensics.schema.columns import CAPTURE_BLOB
 
 PACK_FORMAT: Final = "inferensics-replay-pack-v1"
 PACK_FILE: Final = "pack.json"
@@ -38,11 +43,33 @@ class ReplayError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class InputsCheck:
+    """What a pack's captured inputs were checked against."""
+
+    sha256: str
+    """The digest of the inputs as read."""
+    against: str
+    """``store`` (the digest the store recorded for the request), ``pack.json`` (its copy of the request row
+    only) or ``""`` (nothing recorded to check them against)."""
+    note: str = ""
+    """One line saying what was not checked, ``""`` when the store's digest was."""
+
+    def to_dict(self) -> dict[str, str]:
+        """The check as the verdict's evidence keeps it."""
+        return {"sha256": self.sha256, "checked_against": self.against, "note": self.note}
+
+
+@dataclass(frozen=True)
 class ReplayPack:
     """A verified pack on disk."""
 
     directory: Path
     meta: dict[str, Any]
+    inputs_check: InputsCheck | None = None
+    """What the inputs were checked against (``None`` for a pack not opened by :func:`read_pack`)."""
+    inputs_bytes: bytes | None = field(default=None, repr=False)
+    """The inputs as read and hashed by :func:`read_pack`: what :meth:`inputs` decodes, so the tensors replayed
+    are the bytes that were checked, not a second read of the file."""
 
     @property
     def request_id(self) -> str:
@@ -57,7 +84,8 @@ class ReplayPack:
 
     def inputs(self) -> dict[str, torch.Tensor]:
         """The captured inputs by name, in stored order."""
-        return read_safetensors((self.directory / INPUTS_FILE).read_bytes())
+        data = self.inputs_bytes if self.inputs_bytes is not None else (self.directory / INPUTS_FILE).read_bytes()
+        return read_safetensors(data)
 
 
 def _sha256(path: Path) -> str:
@@ -96,11 +124,15 @@ def write_pack(out: Path, *, request: dict[str, Any], inputs: bytes, bundle_dir:
     as an empty one given is left as it is): it holds a request's captured inputs, which are tenant data.
 
     Raises:
-        ReplayError: ``out`` exists and is not an empty folder, cannot be created, or lies inside ``bundle_dir``.
+        ReplayError: ``out`` exists and is not an empty folder, cannot be created, or lies inside ``bundle_dir``;
+            ``inputs`` are not the inputs whose digest the request row records (its ``capture_blob``).
     """
     problem = export_problem(out)
     if problem:
         raise ReplayError(problem)
+    recorded = str(request.get(CAPTURE_BLOB) or "")
+    if recorded and (actual := hashlib.sha256(inputs).hexdigest()) != recorded.lower():
+        raise ReplayError(swapped_inputs(str(request.get("request_id", "")), actual, recorded, "its request row"))
     if bundle_dir is not None and out.resolve().is_relative_to(bundle_dir.resolve()):
         raise ReplayError(f"{out} is inside the bundle folder {bundle_dir}: choose an --export folder outside it")
     out.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -122,11 +154,19 @@ def write_pack(out: Path, *, request: dict[str, Any], inputs: bytes, bundle_dir:
     return out
 
 
-def read_pack(directory: Path | str) -> ReplayPack:
-    """Open a pack and check every file against ``pack.json``.
+def read_pack(directory: Path | str, *, recorded_inputs: str | None = None) -> ReplayPack:
+    """Open a pack, check every file against ``pack.json`` and the inputs against the digest recorded for them.
+
+    Args:
+        directory: The pack folder.
+        recorded_inputs: The digest the store holds for the request's captured inputs (its row's
+            ``capture_blob``): ``None`` when the store was not asked, ``""`` when its row records none. The
+            inputs are checked against it, else against ``pack.json``'s copy of the row, which is not signed
+            (the returned pack's ``inputs_check`` says which, with a note when it was not the store's).
 
     Raises:
-        ReplayError: not a pack, another format, a missing file or a hash that does not match.
+        ReplayError: not a pack, another format, a missing file, a hash that does not match, or inputs that
+            are not the ones whose digest was recorded for the request.
     """
     d = Path(directory)
     meta_path = d / PACK_FILE
@@ -147,19 +187,70 @@ def read_pack(directory: Path | str) -> ReplayPack:
         _PackMeta.model_validate(meta)
     except ValidationError as exc:
         raise ReplayError(f"{meta_path}: {first_error(exc)}: export the pack again") from None
+    inputs: bytes | None = None
     for rel, digest in sorted(meta["files"].items()):
         path = d / rel
         if not path.is_file():
             raise ReplayError(f"pack file {rel} is missing: export the pack again")
-        actual = _sha256(path)
+        data = path.read_bytes()  # the inputs are kept: what is replayed is what was hashed here
+        actual = hashlib.sha256(data).hexdigest()
         if actual != digest:
             raise ReplayError(
                 f"pack file {rel} fails its hash (sha256 {actual[:12]}, pack.json {digest[:12]}): "
                 "the pack was altered; export it again"
             )
-    if INPUTS_FILE not in meta["files"]:
+        if rel == INPUTS_FILE:
+            inputs = data
+    if inputs is None:
         raise ReplayError(f"pack {d} holds no captured inputs: export it again from a request with captured inputs")
-    return ReplayPack(d, meta)
+    request_id = str(meta["request"].get("request_id", ""))
+    check = check_inputs(request_id, inputs, str(meta["request"].get(CAPTURE_BLOB) or ""), recorded_inputs)
+    return ReplayPack(d, meta, check, inputs)
+
+
+def swapped_inputs(request_id: str, actual: str, recorded: str, where: str) -> str:
+    """The refusal of inputs that are not the ones ``where`` recorded the digest of."""
+    return (
+        f"request {request_id}: the pack's captured inputs hash to sha256 {actual}, but {where} recorded sha256 "
+        f"{recorded} for the inputs it ran with: the inputs were swapped or altered; do not trust this pack, "
+        f"export it again (`inferensics replay {request_id} --export DIR`)"
+    )
+
+
+def check_inputs(request_id: str, inputs: bytes, in_pack: str, in_store: str | None) -> InputsCheck:
+    """Check ``inputs`` against the digest the store recorded for the request (``in_store``: ``None`` when the
+    store was not asked, ``""`` when its row records none), else against ``pack.json``'s copy (``in_pack``).
+
+    Raises:
+        ReplayError: the inputs hash to another digest than the one checked against.
+    """
+    actual = hashlib.sha256(inputs).hexdigest()
+    if in_store:
+        if actual != in_store.lower():
+            raise ReplayError(swapped_inputs(request_id, actual, in_store, "the store"))
+        return InputsCheck(actual, "store")
+    if in_pack and actual != in_pack.lower():
+        raise ReplayError(swapped_inputs(request_id, actual, in_pack, f"its request row in {PACK_FILE}"))
+    against = "pack.json" if in_pack else ""
+    checked = (
+        f"checked against request {request_id}'s row as copied into {PACK_FILE} only, which whoever can edit the "
+        "pack can change too"
+        if in_pack
+        else f"not checked against any recorded digest: request {request_id}'s row in {PACK_FILE} records none"
+    )
+    if in_store is None:
+        return InputsCheck(
+            actual,
+            against,
+            f"the pack's inputs (sha256 {actual[:12]}) were {checked}: replay it with --service URL to check them "
+            "against the digest the store recorded",
+        )
+    return InputsCheck(
+        actual,
+        against,
+        f"request {request_id}'s row in the store records no digest of its captured inputs (an older row): the "
+        f"pack's inputs (sha256 {actual[:12]}) were {checked}",
+    )
 
 
 class _PackMeta(BaseModel):

@@ -58,6 +58,9 @@ def render_text(verdict: Verdict) -> str:
     if verdict.kernel:
         line = verdict.evidence.get("output_code_line") or 0
         lines.append(f"  kernel: {verdict.kernel}" + (f" (output code line {line})" if line else ""))
+    note = verdict.evidence.get("captured_inputs", {}).get("note")
+    if note:
+        lines.append(f"  inputs: {note}")
     served = verdict.evidence.get("provider")
     if served:
         lines.append(
@@ -94,6 +97,7 @@ def render_markdown(verdict: Verdict, *, request_id: str = "", bundle_id: str = 
         "",
         verdict.summary,
         "",
+        *_inputs_note(verdict),
         "## Rungs",
         "",
         "| rung | passed | error (limit) | seconds |",
@@ -112,6 +116,12 @@ def render_markdown(verdict: Verdict, *, request_id: str = "", bundle_id: str = 
             f"{_figure(tol.get('eager_limit_rounding_units', EAGER_LIMIT))} rounding units of its dtype from fp64.",
         ]
     return "\n".join(out) + "\n"
+
+
+def _inputs_note(verdict: Verdict) -> list[str]:
+    """What the captured inputs were not checked against, as a paragraph (none when the store's digest was)."""
+    note = verdict.evidence.get("captured_inputs", {}).get("note")
+    return [f"Inputs: {note}.", ""] if note else []
 
 
 _REPRO = '''"""Standalone repro of request {request_id!r}: {headline}

@@ -127,3 +127,73 @@ def test_push_refuses_other_bytes_under_a_bundle_id_the_service_holds(built: b.B
         assert client.sql("SELECT count() AS n FROM blobs").item() == 1
         replaced = runner.invoke(app, ["bundle", "push", str(other), *args, "--replace"])
         assert replaced.exit_code == 0, replaced.output
+
+
+def test_push_sends_the_manifest_whose_signature_it_checked(
+    built: b.BuildResult, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Push read the manifest once to check its signature and again to pack it, so a manifest swapped between the
+    two reads (here: the same statement signed by a key the keyring does not trust) was uploaded while push said
+    "signed by" the trusted builder. It reads the bytes once, and checks, packs and sends those."""
+    import io
+    import re
+    import tarfile
+
+    from inferensics.bundle import dsse
+
+    copy = copy_bundle(built, tmp_path)
+    signed = (copy / MANIFEST_FILE).read_bytes()
+    untrusted = b.load_signing_key(b.generate_key(tmp_path / "other")[0])
+    swapped = b.read_manifest(copy).sign(untrusted)
+    real_verify = dsse.verify_envelope
+
+    def verified_then_swapped(*args: object, **kwargs: object) -> str:
+        keyid = real_verify(*args, **kwargs)  # type: ignore[arg-type]
+        (copy / MANIFEST_FILE).write_bytes(swapped)  # once the signature is checked, before anything is packed
+        return keyid
+
+    monkeypatch.setattr(dsse, "verify_envelope", verified_then_swapped)
+    (tmp_path / "service").mkdir()
+    with new_service(tmp_path / "service") as service:
+        args = ["--service", service.url, "--token", ADMIN, "--keyring", str(keys.public)]
+        pushed = runner.invoke(app, ["bundle", "push", str(copy), *args])
+        assert pushed.exit_code == 0, pushed.output
+        assert f"signed by {keys.key.keyid[:16]}" in pushed.output
+        sent = re.search(r" as blob ([0-9a-f]{64}) ", pushed.output)
+        assert sent, pushed.output
+        data = service.client(ADMIN).get_blob(sent.group(1))
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        member = tar.extractfile(MANIFEST_FILE)
+        assert member is not None
+        assert member.read() == signed, "the manifest sent is not the one whose signature push checked"
+    archive = tmp_path / "sent.tar"
+    archive.write_bytes(data)
+    b.unpack(archive, tmp_path / "sent")
+    assert b.verify(tmp_path / "sent", keys.keyring).builder_keyid == keys.key.keyid
+
+
+def test_pack_packs_the_manifest_whose_files_it_checked(
+    built: b.BuildResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bundle pack`` (and so push) parsed the manifest, checked the files it lists, then read the manifest file
+    again to put in the tar: one swapped in between was packed with files checked against another."""
+    import importlib
+    import tarfile
+
+    verify = importlib.import_module("inferensics.bundle.verify")  # the package's `verify` is the function
+    copy = copy_bundle(built, tmp_path)
+    signed = (copy / MANIFEST_FILE).read_bytes()
+    untrusted = b.load_signing_key(b.generate_key(tmp_path / "other")[0])
+    swapped = b.read_manifest(copy).sign(untrusted)
+    real_check = verify.check_files
+
+    def checked_then_swapped(*args: object, **kwargs: object) -> dict[str, bytes]:
+        kept: dict[str, bytes] = real_check(*args, **kwargs)
+        (copy / MANIFEST_FILE).write_bytes(swapped)
+        return kept
+
+    monkeypatch.setattr(verify, "check_files", checked_then_swapped)
+    with tarfile.open(b.pack(copy, tmp_path / "packed.tar")) as tar:
+        member = tar.extractfile(MANIFEST_FILE)
+        assert member is not None
+        assert member.read() == signed, "the manifest packed is not the one whose files were checked"

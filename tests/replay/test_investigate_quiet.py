@@ -5,6 +5,7 @@ the terminal first, from the compile that traces the request. Silenced for the i
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 import torch
@@ -69,3 +70,30 @@ def test_a_dtype_mismatch_prints_only_the_verdict(capfd: pytest.CaptureFixture[s
     with pytest.raises(RuntimeError, match="same dtype"):
         traced(torch.randint(0, 3, (4, 16)))
     assert FX_CALL_NOTE in capfd.readouterr().err
+
+
+class _ChecksWidth(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != 8:
+            raise ValueError(f"expected 8 features, got {x.shape[-1]}")  # the line a verdict names
+        return x * 2
+
+
+def test_a_shape_mismatch_says_what_it_located_and_what_it_could_not() -> None:
+    """A request of the wrong shape gets no FX node (Dynamo cannot trace it), and its verdict named nothing else
+    either. Now it names what running it eagerly finds: the op and, where the model's own code called it, the line;
+    an op reached only through torch's modules, or a model line that raises outside any op, is said as such."""
+    seq = investigate(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()), torch.randn(2, 5))
+    assert (seq.op, seq.fx_node, seq.source_file, seq.source_line) == ("aten.addmm", "", "", 0)
+    assert seq.summary.endswith(
+        "; located by running it eagerly (no FX node: Dynamo could not trace the request with these inputs); "
+        "aten.addmm was reached through torch's own modules only, from no line of the model's code"
+    ), seq.summary
+    assert seq.evidence["located_by"] == "eager run"
+    checked = investigate(_ChecksWidth(), torch.randn(2, 5))
+    line = next(i for i, t in enumerate(Path(__file__).read_text().splitlines(), 1) if "the line a verdict" in t)
+    assert (checked.op, checked.fx_node, checked.source_file, checked.source_line) == ("", "", __file__, line)
+    assert checked.summary == (
+        "eager raised on this request, in fp64 too: ValueError: expected 8 features, got 5; raised outside any "
+        "operator, at the model's line (no FX node: Dynamo could not trace the request with these inputs)"
+    )

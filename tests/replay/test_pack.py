@@ -6,6 +6,7 @@ recorded as a customisation; replay reinstalls it from the manifest in a fresh p
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -190,6 +191,146 @@ def test_altered_pack_fails_its_hash(built: Built, tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1
     assert proc.stderr.startswith("error: pack file")
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def swap_inputs(pack: Path, inputs: bytes, *, row_too: bool) -> None:
+    """Put other inputs into ``pack`` and edit its pack.json to match, as whoever can write the pack can: the
+    file's hash and, with ``row_too``, the capture digest in its copy of the request row. pack.json is not signed;
+    only the digest the store holds for the request is out of such an editor's reach."""
+    meta = json.loads((pack / "pack.json").read_text())
+    (pack / "inputs.safetensors").write_bytes(inputs)
+    meta["files"]["inputs.safetensors"] = _sha(inputs)
+    if row_too:
+        meta["request"]["capture_blob"] = _sha(inputs)
+    (pack / "pack.json").write_text(json.dumps(meta, sort_keys=True, indent=2) + "\n")
+
+
+def swapped(request_id: str, inputs: bytes, recorded: str, where: str) -> str:
+    """The one line that refuses ``inputs`` for a request whose recorded capture digest is ``recorded``."""
+    return (
+        f"request {request_id}: the pack's captured inputs hash to sha256 {_sha(inputs)}, but {where} recorded "
+        f"sha256 {recorded} for the inputs it ran with: the inputs were swapped or altered; do not trust this pack, "
+        f"export it again (`inferensics replay {request_id} --export DIR`)"
+    )
+
+
+def test_inputs_swapped_under_an_edited_pack_json_are_refused(built: Built, tmp_path: Path) -> None:
+    """A pack's inputs were swapped and pack.json's hash of them edited to match: the replay ran the other inputs
+    without a word, though the request row the pack carries holds the digest the host SDK recorded for the inputs
+    it captured (``capture_blob``). The inputs are checked against it, and, since pack.json is not signed, against
+    the store's own copy where the replay is given it (``--recorded-inputs``, which ``inferensics replay`` asks the
+    service for): an editor who rewrites the pack's copy too is refused there."""
+    captured = _inputs()
+    other = write_safetensors({"x": torch.zeros(4, 8)})
+    request = {**_request(built), "capture_blob": _sha(captured)}
+    pack = write_pack(tmp_path / "pack", request=request, inputs=captured, bundle_dir=built.bundle)
+    swap_inputs(pack, other, row_too=False)
+    in_pack = swapped("req-1", other, _sha(captured), "its request row in pack.json")
+    with pytest.raises(ReplayError) as raised:
+        read_pack(pack)
+    assert str(raised.value) == in_pack
+    proc = _run("--pack", str(pack), "--keyring", str(built.keyring))
+    assert (proc.returncode, proc.stderr) == (2, f"error: {in_pack}\n"), proc.stdout + proc.stderr[-2000:]
+
+    swap_inputs(pack, other, row_too=True)  # past pack.json: only the store's digest tells
+    from inferensics.replay._internal.pack import InputsCheck
+
+    forged = read_pack(pack)
+    assert forged.inputs_check == InputsCheck(
+        _sha(other),
+        "pack.json",
+        f"the pack's inputs (sha256 {_sha(other)[:12]}) were checked against request req-1's row as copied "
+        "into pack.json only, which whoever can edit the pack can change too: replay it with --service URL to "
+        "check them against the digest the store recorded",
+    )
+    assert torch.equal(forged.inputs()["x"], torch.zeros(4, 8))  # the bytes hashed are the tensors replayed
+    in_store = swapped("req-1", other, _sha(captured), "the store")
+    with pytest.raises(ReplayError) as raised:
+        read_pack(pack, recorded_inputs=_sha(captured))
+    assert str(raised.value) == in_store
+    proc = _run("--pack", str(pack), "--keyring", str(built.keyring), "--recorded-inputs", _sha(captured))
+    assert (proc.returncode, proc.stderr) == (2, f"error: {in_store}\n"), proc.stdout + proc.stderr[-2000:]
+
+    # A pack is never written with inputs its row does not record; the inputs it does record pass the store's check.
+    with pytest.raises(ReplayError) as raised:
+        write_pack(tmp_path / "never", request=request, inputs=other)
+    assert str(raised.value) == swapped("req-1", other, _sha(captured), "its request row")
+    assert not (tmp_path / "never").exists()
+    good = write_pack(tmp_path / "good", request=request, inputs=captured, bundle_dir=built.bundle)
+    assert read_pack(good, recorded_inputs=_sha(captured)).inputs_check == InputsCheck(_sha(captured), "store")
+
+
+def test_inputs_checked_against_no_recorded_digest_say_so(built: Built, tmp_path: Path) -> None:
+    """A row written before the SDK recorded a digest of the inputs it captured leaves nothing to check the pack's
+    inputs against: the check says so (in the verdict's evidence and, once, in its printed text) instead of
+    passing them as checked."""
+    inputs = _inputs()
+    pack = write_pack(tmp_path / "pack", request=_request(built), inputs=inputs, bundle_dir=built.bundle)
+    checked = read_pack(pack, recorded_inputs="").inputs_check
+    from inferensics.replay import Verdict
+    from inferensics.replay._internal.pack import InputsCheck
+    from inferensics.replay._internal.report import render_markdown, render_text
+
+    note = (
+        f"request req-1's row in the store records no digest of its captured inputs (an older row): the pack's "
+        f"inputs (sha256 {_sha(inputs)[:12]}) were not checked against any recorded digest: request req-1's row in "
+        "pack.json records none"
+    )
+    assert checked == InputsCheck(_sha(inputs), "", note)
+    unasked = read_pack(pack).inputs_check
+    assert unasked is not None
+    assert unasked.note == (
+        f"the pack's inputs (sha256 {_sha(inputs)[:12]}) were not checked against any recorded digest: request "
+        "req-1's row in pack.json records none: replay it with --service URL to check them against the digest the "
+        "store recorded"
+    )
+    verdict = Verdict(
+        "inputs", summary="s", evidence={"captured_inputs": InputsCheck(_sha(inputs), "", note).to_dict()}
+    )
+    assert render_text(verdict).count(note) == 1
+    assert render_markdown(verdict).count(note) == 1
+    in_store = Verdict(
+        "inputs", summary="s", evidence={"captured_inputs": InputsCheck(_sha(inputs), "store").to_dict()}
+    )
+    assert "inputs:" not in render_text(in_store)
+
+
+@pytest.mark.slow
+def test_a_wrong_shape_request_names_its_op_and_line_as_a_wrong_dtype_one_does(built: Built, tmp_path: Path) -> None:
+    """``inferensics replay`` of a request of the wrong dtype named the op, the FX node and the user's line; of the
+    wrong shape only the error: Dynamo's fake tensors refuse the shape before any graph exists, so no node was
+    there to name them. The op and the line are found by running the request eagerly, and the verdict says why no
+    FX node names them."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    verdicts: dict[str, dict[str, Any]] = {}
+    for case, x in (("dtype", torch.randint(0, 3, (4, 8))), ("shape", torch.randn(4, 5))):
+        request = {**_request(built), "request_id": f"req-{case}"}
+        pack = write_pack(tmp_path / case, request=request, inputs=write_safetensors({"x": x}), bundle_dir=built.bundle)
+        out = tmp_path / f"out-{case}"
+        cli = [sys.executable, "-m", "inferensics.cli", "replay", "--pack", str(pack), "--keyring", str(built.keyring),
+               "--out", str(out)]  # fmt: skip
+        ran = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600, check=False)
+        assert ran.returncode == 0, ran.stdout + ran.stderr[-2000:]
+        verdicts[case] = json.loads((out / "verdict.json").read_text())
+        assert f"  source: {MODELS}:{LINE}: {MODELS.read_text().splitlines()[LINE - 1].strip()}" in ran.stdout
+    dtype, shape = verdicts["dtype"], verdicts["shape"]
+    assert (dtype["category"], dtype["op"], dtype["fx_node"]) == ("inputs", "aten.addmm", "linear")
+    assert (shape["category"], shape["op"], shape["source_file"], shape["source_line"]) == (
+        "inputs",
+        "aten.addmm",
+        dtype["source_file"],
+        dtype["source_line"],
+    )
+    assert (shape["source_file"], shape["source_line"]) == (str(MODELS), LINE)  # the fc1 call, where x goes in
+    assert shape["fx_node"] == ""
+    assert shape["summary"] == (
+        "eager raised on this request, in fp64 too: RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x5 "
+        "and 8x16); located by running it eagerly (no FX node: Dynamo could not trace the request with these inputs)"
+    )
 
 
 def test_bundle_signed_by_an_untrusted_key_is_refused(built: Built, tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ to a user who had set it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import stat
 import tempfile
 import time
@@ -26,6 +28,7 @@ from inferensics import bundle as b
 from inferensics.bundle.keys import KEYRING_ENV
 from inferensics.cli import replay_commands
 from inferensics.cli.app import app
+from inferensics.replay import write_pack
 from inferensics.replay._internal.pack import write_safetensors
 from inferensics.schema.events import RequestEvent
 from tests.collector.service.harness import ADMIN, INGEST, RunningService, new_service
@@ -60,15 +63,17 @@ def service(tmp_path_factory: pytest.TempPathFactory, built: Built) -> Iterator[
         client = svc.client(ADMIN)
         blob = client.put_blob(write_safetensors({"x": torch.ones(4, 8)}), "inputs")
         exporter = OtlpExporter(svc.url, host="h1", token=INGEST)
-        for request_id, bundle_id in (("req-cli", built.bundle_id), ("req-elsewhere", ELSEWHERE)):
+        # req-old: a row of a request whose captured inputs were recorded without their digest (an older row).
+        for request_id, bundle_id, capture in (("req-cli", built.bundle_id, blob), ("req-elsewhere", ELSEWHERE, blob),
+                                               ("req-old", built.bundle_id, "")):  # fmt: skip
             request = RequestEvent(request_id=request_id, ts=datetime.now(UTC), host="h1", model="m", hw_pool="cpu",
-                                   traffic_class="batch", status="error", error="nan logits", capture_blob=blob,
+                                   traffic_class="batch", status="error", error="nan logits", capture_blob=capture,
                                    bundle_id=bundle_id)  # fmt: skip
             exporter.export_request(request, [])
         exporter.flush()
         exporter.shutdown()
         deadline = time.monotonic() + 60
-        while not client.sql("SELECT request_id FROM requests WHERE request_id = 'req-elsewhere'").height:
+        while client.sql("SELECT request_id FROM requests WHERE request_id IN ('req-elsewhere', 'req-old')").height < 2:
             assert time.monotonic() < deadline, "the requests never reached the store"
             time.sleep(0.3)
         yield svc
@@ -145,3 +150,74 @@ def test_a_missing_bundle_names_the_bundles_folder_searched(service: RunningServ
         f"bundle {ELSEWHERE[:16]} is not available here (not pushed to the service): pass --bundle DIR or set "
         "$INFERENSICS_BUNDLES"
     )
+
+
+def test_a_pack_whose_inputs_the_store_did_not_record_is_refused(
+    service: RunningService, built: Built, tmp_path: Path
+) -> None:
+    """A pack's inputs swapped, and pack.json's hash of them and its copy of the request row's capture digest
+    edited to match: ``replay --pack`` ran the other inputs as the request's. pack.json is not signed, so with a
+    service named (``--service`` or ``$INFERENSICS_SERVICE_URL``) the inputs are checked against the digest the
+    store recorded for the request; with none, the printed verdict says once that they were checked against the
+    pack's own copy only."""
+    from tests.replay.test_pack import swap_inputs, swapped
+
+    pack = tmp_path / "pack"
+    exported = runner.invoke(app, ["replay", "req-cli", "--service", service.url, "--token", ADMIN, "--bundle",
+                                   str(built.bundle), "--export", str(pack)], env={"COLUMNS": "400"})  # fmt: skip
+    assert exported.exit_code == 0, exported.output
+    recorded = json.loads((pack / "pack.json").read_text())["request"]["capture_blob"]
+    other = write_safetensors({"x": torch.full((4, 8), 2.0)})
+    swap_inputs(pack, other, row_too=True)
+    refusal = swapped("req-cli", other, recorded, "the store")
+    assert _replay("--pack", str(pack), "--service", service.url) == refusal
+    assert _replay("--pack", str(pack), env={"INFERENSICS_SERVICE_URL": service.url}) == refusal
+    # A pack of a request the store does not hold cannot be checked against it: said, not passed.
+    meta = json.loads((pack / "pack.json").read_text())
+    meta["request"]["request_id"] = "req-nowhere"
+    (pack / "pack.json").write_text(json.dumps(meta))
+    said = _replay("--pack", str(pack), "--service", service.url)
+    assert said.startswith(
+        f"the service at {service.url} (given by --service) answered: no request 'req-nowhere' in the store"
+    ), said
+    assert said.endswith(
+        "; the pack's inputs cannot be checked against the digest recorded for them (to replay it against its own "
+        "pack.json alone, name no service: neither --service nor $INFERENSICS_SERVICE_URL); if the request went to "
+        "another service, pass its URL with --service"
+    ), said
+    # Unasked, the store cannot tell: the replay runs, and says once what the inputs were checked against.
+    meta["request"]["request_id"] = "req-cli"
+    (pack / "pack.json").write_text(json.dumps(meta))
+    ran = runner.invoke(app, ["replay", "--pack", str(pack)], env={"COLUMNS": "400", "INFERENSICS_SERVICE_URL": None})
+    assert ran.exit_code == 0, ran.output
+    note = (
+        f"inputs: the pack's inputs (sha256 {_sha(other)[:12]}) were checked against request req-cli's row as "
+        "copied into pack.json only, which whoever can edit the pack can change too: replay it with --service URL "
+        "to check them against the digest the store recorded"
+    )
+    assert ran.output.count(note) == 1, ran.output
+
+
+def test_a_store_row_without_a_capture_digest_is_said_once(
+    service: RunningService, built: Built, tmp_path: Path
+) -> None:
+    """An older row records no digest of the request's captured inputs: the replay of its pack goes on, and its
+    output says once that the inputs could not be checked against the store, rather than passing them as checked."""
+    inputs = write_safetensors({"x": torch.ones(4, 8)})
+    request = {"request_id": "req-old", "bundle_id": built.bundle_id, "model": "m", "graph_keys": []}
+    pack = write_pack(tmp_path / "pack", request=request, inputs=inputs, bundle_dir=built.bundle)
+    ran = runner.invoke(app, ["replay", "--pack", str(pack), "--service", service.url, "--token", ADMIN],
+                        env={"COLUMNS": "400"})  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    assert "verdict: " in ran.output
+    note = (
+        f"inputs: request req-old's row in the store records no digest of its captured inputs (an older row): the "
+        f"pack's inputs (sha256 {_sha(inputs)[:12]}) were not checked against any recorded digest: request "
+        "req-old's row in pack.json records none"
+    )
+    assert ran.output.count(note) == 1, ran.output
+    assert ran.output.count("inputs: ") == 1, ran.output
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
