@@ -87,6 +87,9 @@ def serve(
         settings = load_config({"host": host, "port": port, "dsn": dsn, "spool_dir": spool_dir}, config_file=config)
     except ConfigError as exc:
         fail(str(exc))
+    from inferensics.cli.store_commands import writable_store
+
+    writable_store(settings.dsn or None, "`inferensics serve` opens a store, or makes one")
     if settings.auth and not settings.tokens:
         fail("no tokens configured: set $INFERENSICS_TOKENS=token=admin or a [tokens] table in --config "
              "(or INFERENSICS_AUTH=false for an open loopback service)")  # fmt: skip
@@ -181,6 +184,8 @@ def print_service_status(url: str, token: str | None) -> None:
         for name, n in counts.items():
             table.add_row(name, f"{n:,}", _human(disk.get(name, 0)))
         console.print(table)
+        # The service reports the engine's parts, not the folder (a server store has none this host could read).
+        console.print(f"on disk      {_human(sum(disk.values()))} in the tables' active parts (the sum of the table)")
     problems: list[str] = []
     if not store["ok"]:
         problems.append(

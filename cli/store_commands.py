@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -12,7 +13,7 @@ from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption, print_service_status
-from inferensics.schema.dsn import Dsn, DsnError, is_store_folder, resolve_dsn
+from inferensics.schema.dsn import DSN_ENV, STORE_FOLDER, Dsn, DsnError, is_store_folder, resolve_dsn
 from inferensics.schema.migrations import LATEST_VERSION
 
 
@@ -49,7 +50,14 @@ def existing_store(dsn: str | None, data_dir: Path | None, *, code: int = 2) -> 
         return parsed
     flag = "--data-dir" if data_dir else "--dsn"
     kind = folder_kind(parsed.path)
+    if kind == "data dir":
+        fail(data_dir_refusal(parsed.path), code=code)
     if kind == "missing":
+        default = dsn is None and data_dir is None and not os.environ.get(DSN_ENV)
+        if default:  # nothing named a store: the likelier mistake is a store another command reaches
+            fail(f"no store at {parsed.path} (the default place: no --dsn, --data-dir or ${DSN_ENV} given): "
+                 "while `inferensics serve` holds your store, pass --service URL (and a token); else pass its "
+                 "--dsn or --data-dir, or create one here with `inferensics init`", code=code)  # fmt: skip
         fail(f"no store at {parsed.path}: the directory does not exist; create it with `inferensics init` "
              f"(same {flag}), or pass the --dsn of an existing store", code=code)  # fmt: skip
     if kind != "store":
@@ -62,19 +70,22 @@ def existing_store(dsn: str | None, data_dir: Path | None, *, code: int = 2) -> 
     return parsed
 
 
-FOLDER_KINDS = {"file": "a file", "other files": "a folder of other files"}
+FOLDER_KINDS = {"file": "a file", "other files": "a folder of other files", "data dir": "a data directory"}
 """How a refusal names what an embedded store's path holds when it is neither a store nor new or empty."""
 
 
 def folder_kind(path: Path) -> str:
     """What an embedded store's path holds: ``missing``, ``store`` (chDB's ``metadata/`` is there), ``empty``,
-    ``file`` or ``other files``: the read commands, ``init`` and the bundle state commands refuse by it."""
+    ``file``, ``data dir`` (a folder whose ``store/`` is a store: ``--data-dir``'s kind of folder) or ``other
+    files``: the read commands, ``init``, ``import-trace``, ``serve`` and the bundle state commands refuse by it."""
     if not path.exists():
         return "missing"
     if is_store_folder(path):
         return "store"
     if not path.is_dir():
         return "file"
+    if is_store_folder(path / STORE_FOLDER):
+        return "data dir"
     try:
         return "empty" if next(path.iterdir(), None) is None else "other files"
     except OSError:  # unreadable: not known to be empty, and no store this process could open either
@@ -91,10 +102,22 @@ def writable_store(dsn: str | None, what: str) -> Dsn:
     except DsnError as exc:
         fail(str(exc))
     path = parsed.path if parsed.kind == "chdb" else None
-    if path is not None and (kind := folder_kind(path)) in FOLDER_KINDS:
+    kind = folder_kind(path) if path is not None else "store"
+    if path is not None and kind == "data dir":
+        fail(data_dir_refusal(path))
+    if path is not None and kind in FOLDER_KINDS:
         fail(f"{path} is {FOLDER_KINDS[kind]}, not a store: {what} in a new or empty folder (the engine writes "
              "its metadata/, store/ and tmp/ there); name one with --dsn or --data-dir")  # fmt: skip
     return parsed
+
+
+def data_dir_refusal(path: Path) -> str:
+    """The refusal of a data directory named where a store's own folder belongs (``--dsn chdb://DIR``): opening it
+    would make a second, empty store beside ``DIR/store``."""
+    return (
+        f"{path} is a data directory, not a store: its store is {path / STORE_FOLDER}; pass --data-dir {path} "
+        f"(or --dsn chdb://{path / STORE_FOLDER})"
+    )
 
 
 @needs_extra("service", "init")
@@ -122,7 +145,7 @@ def status(
     service: ServiceOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Show the store, its schema version, row counts per table and the data directory size.
+    """Show the store, its schema version, rows and bytes on disk per table, and the store folder's size.
 
     With --service URL (or $INFERENSICS_SERVICE_URL) it asks that running service, which also reports
     its spool; a store held by a running service is reached through it.
@@ -154,7 +177,7 @@ def status(
     )
     console.print(f"schema       version {version} ({state})")
     if size is not None:
-        console.print(f"data dir     {store.dsn.path} ({_human(size)})")
+        console.print(f"folder       {store.dsn.path}: {folder_size_text(size, sum(disk.values()))}")
     if counts:
         table = Table("table", "rows", "on disk", title="rows per table")
         for name, n in counts.items():
@@ -164,6 +187,19 @@ def status(
         # A monitoring script reads the exit code: a store the service cannot write to is not fine.
         fail(f"the store's schema is version {version}, this inferensics needs {LATEST_VERSION}: run "
              "`inferensics init` with the same --dsn (the migrating user's, on a server)", code=1)  # fmt: skip
+
+
+def folder_size_text(files: int, parts: int) -> str:
+    """What ``status`` says of an embedded store's folder: the bytes of its files now (``du -sb`` adds each
+    directory's own 4 KiB) and, among them, this database's tables' active parts. The rest is the engine's own:
+    its metadata, other databases, and the parts a merge replaced, which it deletes minutes later, so the folder
+    shrinks with no write (right after a run it can be several times the parts)."""
+    rest = max(files - parts, 0)
+    return (
+        f"{_human(files)} in files now, of which the tables' active parts {_human(parts)} (the rows per table "
+        f"below); the other {_human(rest)} is the engine's own (metadata, other databases, parts a merge replaced "
+        "and deletes minutes later)"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -53,6 +53,7 @@ class BundleGuard:
         self.tracker = tracker
         self.loaded = loaded
         self.session: BundleSession = loaded.session(on_bundle_miss=on_bundle_miss, budget=budget, listener=self._on)
+        self._logged_reasons: set[str] = set()
 
     def gate(self, gm: Any, example_inputs: list[Any], compile_graph: Callable[[], Any]) -> Callable[..., Any]:
         """The backend's compile step under the bundle."""
@@ -65,6 +66,15 @@ class BundleGuard:
         if match.status == "hit":
             return
         t.counters_local[f"bundle_miss_{match.action}"] += 1
+        if match.reason not in self._logged_reasons:  # once per reason: a host that drifted from its bundle says so
+            self._logged_reasons.add(match.reason)
+            log.warning(
+                "inferensics: a graph of bundle %s's model is not in the bundle (%s): %s; counted in stats() as "
+                "bundle_miss_graphs and stored as a bundle_misses row",
+                self.loaded.bundle_id[:16],
+                match.reason,
+                {"compiled": "compiled here", "eager": "run eagerly"}.get(match.action, match.action),
+            )
         request = CURRENT.get()
         event = BundleMissEvent(
             ts=datetime.now(UTC),

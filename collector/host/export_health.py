@@ -129,7 +129,7 @@ class ExportHealth:
                 f"the collector service at {url} is shedding load ({detail}); records are being dropped. "
                 "Give the service more capacity or spool room, or export less (sample_rate, capture)."
             )
-        if "HTTP 404" in detail or "Error 404" in detail:
+        if any(f"{kind} {code}" in detail for kind in ("HTTP", "Error") for code in (404, 405)):
             return (
                 f"{url} has no such endpoint ({detail}); those records are dropped. Give the collector service's "
                 "base URL (http://host:port, without /v1/traces), and check that it is an inferensics service."

@@ -39,6 +39,8 @@ BODY_MIN_BYTES: Final = 64 << 10
 spans is kilobytes."""
 SQL_MIN_MEMORY: Final = 16 << 20
 """The smallest admin SQL memory limit: below it the engine refuses every query (0 would mean no limit)."""
+TOKENS_TABLE_FORM: Final = '"token" = ["read", "replay"] in the [tokens] table (roles: ingest, read, replay, admin)'
+"""How a config file's ``[tokens]`` table gives a token its roles (a string ``"read+replay"`` is taken too)."""
 TOKENS_FORM: Final = "token=role+role,token=role (roles: ingest, read, replay, admin; no spaces inside an entry)"
 _TOKEN_CHARS: Final = re.compile(r"[A-Za-z0-9._~+/-]+=*")
 """RFC 6750's token68: the characters a bearer token can carry in an Authorization header."""
@@ -276,7 +278,7 @@ def parse_tokens(text: str, origin: str) -> dict[str, frozenset[str]]:
         if token in out:
             raise ConfigError(f"{where}: the token is listed twice; give each token once, "
                               f"with all its roles joined by '+'; the form is {TOKENS_FORM}")  # fmt: skip
-        out[token] = _roles(roles.split("+"), where)
+        out[token] = _roles(roles.split("+"), where, TOKENS_FORM)
     return out
 
 
@@ -301,14 +303,14 @@ def _masked(token: str) -> str:
     return f"'{core[:2] if len(core) > 6 else ''}…' ({', '.join(notes)})"
 
 
-def _roles(roles: object, where: str) -> frozenset[str]:
-    if isinstance(roles, str):
-        roles = [roles]
+def _roles(roles: object, where: str, form: str) -> frozenset[str]:
+    if isinstance(roles, str):  # one role, or roles joined by '+' as $INFERENSICS_TOKENS writes them
+        roles = roles.split("+")
     if not isinstance(roles, list | tuple) or not roles:
-        raise ConfigError(f"{where}: each token needs a list of roles from {list(ROLES)}")
+        raise ConfigError(f"{where}: each token needs a list of roles from {list(ROLES)}; the form is {form}")
     bad = [r for r in roles if r not in ROLES]
     if bad:
-        raise ConfigError(f"{where}: unknown roles {bad}; known: {list(ROLES)}; the form is {TOKENS_FORM}")
+        raise ConfigError(f"{where}: unknown roles {bad}; known: {list(ROLES)}; the form is {form}")
     return frozenset(str(r) for r in roles)
 
 
@@ -362,7 +364,7 @@ def load_config(
     for token, roles in file_tokens.items():
         where = f"tokens (config file {path}): token {_masked(str(token))}"
         check_token(str(token), where)
-        tokens[str(token)] = _roles(roles, where)
+        tokens[str(token)] = _roles(roles, where, TOKENS_TABLE_FORM)
     if TOKENS_ENV in env:
         tokens.update(parse_tokens(env[TOKENS_ENV], f"${TOKENS_ENV}"))
     if "tokens" in args:

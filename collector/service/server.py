@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import re
 import socket
 from collections.abc import Mapping
@@ -15,7 +16,7 @@ import uvicorn
 from inferensics.collector.service.app import create_app
 from inferensics.collector.service.config import LEGACY_SPOOL, ServiceConfig
 from inferensics.collector.service.state import build_state
-from inferensics.schema.dsn import DsnError, resolve_dsn
+from inferensics.schema.dsn import DATA_DIR_ENV, DsnError, resolve_dsn
 
 log = logging.getLogger("inferensics.collector.service")
 
@@ -69,8 +70,8 @@ def listen(host: str, port: int) -> socket.socket:
 def masked_dsn(dsn: str) -> str:
     """``dsn`` for a log line: the password replaced by ``***`` (also in a DSN that does not parse)."""
     try:
-        if not dsn:  # the store the service opens: $INFERENSICS_DSN or the embedded default directory
-            return f"{resolve_dsn(None)} (default)"
+        if not dsn:  # the store the service opens: in $INFERENSICS_DATA_DIR, else the embedded default directory
+            return f"{resolve_dsn(None)} ({'in $' + DATA_DIR_ENV if os.environ.get(DATA_DIR_ENV) else 'default'})"
         return str(resolve_dsn(dsn))
     except DsnError:
         return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)

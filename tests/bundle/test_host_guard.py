@@ -3,6 +3,7 @@ differing factors, the compile budget, and a refused bundle registered with its 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,10 @@ def _fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     torch_adapter.reset_compiler()
 
 
-def test_requests_carry_the_bundle_and_misses_are_recorded(built: b.BuildResult, keys: Keys, store: Store) -> None:
+def test_requests_carry_the_bundle_and_misses_are_recorded(
+    built: b.BuildResult, keys: Keys, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="inferensics.collector.host")
     tracker = instrument(store=store, host="h1", hw_pool="cpu", model="tiny", config=SdkConfig(batch_rows=10))
     try:
         compiled = tracker.compile(
@@ -56,6 +60,11 @@ def test_requests_carry_the_bundle_and_misses_are_recorded(built: b.BuildResult,
     assert stats["bundle_hit_graphs"] == 2
     assert stats["bundle_miss_graphs"] == 2
     assert stats["bundle_misses"] == 2  # rows exported to the bundle_misses table
+    # A host whose graphs drifted from its bundle says so once per reason (it was silent but for stats and rows).
+    said = [r.getMessage() for r in caplog.records if "is not in the bundle" in r.getMessage()]
+    assert len(said) == 2, said
+    assert any(m[2] in line and "compiled here" in line for m in misses[1:] for line in said), said
+    assert any(m[2] in line and "run eagerly" in line for m in misses[:1] for line in said), said
 
 
 def test_refused_bundle_is_registered_with_its_cause(built: b.BuildResult, keys: Keys, store: Store,

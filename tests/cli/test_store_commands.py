@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from inferensics.cli.app import app
+from inferensics.cli.store_commands import _human  # pyright: ignore[reportPrivateUsage]
 from inferensics.schema import RequestEvent
 from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import Store
@@ -58,7 +59,17 @@ def test_status_counts_rows(store: Store) -> None:
     assert f"schema       version {LATEST_VERSION} (latest {LATEST_VERSION}: current)" in res.output
     line = next(ln for ln in res.output.splitlines() if "│ requests " in ln)
     assert line.split("│")[2].strip() == "1"
-    assert "data dir" in res.output
+    # The folder is the store's (not the data directory), measured as what it is: its files' bytes now, and the
+    # tables' active parts among them. It read "data dir <store folder> (14.1 MiB)", then 1.3 MiB with no write.
+    files, parts = store.data_dir_bytes(), sum(store.disk_bytes().values())
+    assert files is not None
+    assert parts > 0
+    assert (
+        f"folder       {store.dsn.path}: {_human(files)} in files now, of which the tables' active parts "
+        f"{_human(parts)} (the rows per table below); the other {_human(files - parts)} is the engine's own"
+        in res.output
+    )
+    assert "data dir" not in res.output
 
 
 def test_status_of_uninitialised_store_says_what_to_run(store: Store, chdb_dir: Path) -> None:
@@ -173,3 +184,30 @@ def test_a_file_is_refused_as_no_store(tmp_path: Path) -> None:
     assert res.exit_code == 1, res.output
     assert f"error: no store at {tmp_path / 'notes.txt'}: it is a file, not a store" in res.output
     assert _files(tmp_path) == ["notes.txt"]
+
+
+def test_a_data_directory_given_as_a_store_is_refused_everywhere(tmp_path: Path) -> None:
+    """`serve --dsn chdb:///DIR` on a data directory (DIR/store, DIR/spool) made a second, empty store beside
+    DIR/store, and the dashboard showed an empty fleet. The reverse mistake was refused; this one is now too."""
+    data = tmp_path / "data"
+    made = runner.invoke(app, ["init", "--data-dir", str(data)])
+    assert made.exit_code == 0, made.output
+    before = _files(data)
+    expected = f"error: {data} is a data directory, not a store: its store is {data / 'store'}; pass --data-dir {data} "
+    expected += f"(or --dsn chdb://{data / 'store'})"
+    env = {"COLUMNS": "400", "INFERENSICS_TOKENS": "t=admin"}
+    for args in (["status"], ["init"], ["report", "weekly"], ["serve", "--port", "1"]):
+        res = runner.invoke(app, [*args, "--dsn", f"chdb://{data}"], env=env)
+        assert res.exit_code in (1, 2), (args, res.output)
+        assert res.output.strip().splitlines()[-1] == expected, (args, res.output)
+    assert _files(data) == before
+
+
+def test_no_store_named_at_all_points_at_the_service_too(tmp_path: Path) -> None:
+    """Forgetting --service sent a tired on-call to `inferensics init`, which makes an empty default store."""
+    env = {"XDG_DATA_HOME": str(tmp_path), "INFERENSICS_DSN": None, "INFERENSICS_DATA_DIR": None, "COLUMNS": "400"}
+    res = runner.invoke(app, ["report", "weekly"], env=env)
+    assert res.exit_code == 2, res.output
+    assert "(the default place: no --dsn, --data-dir or $INFERENSICS_DSN given)" in res.output
+    assert "pass --service URL" in res.output
+    assert not (tmp_path / "inferensics").exists()

@@ -145,3 +145,18 @@ def test_every_way_of_naming_a_data_directory_gives_one_spool(tmp_path: Path, mo
     (legacy / "segment-00000001.spool").write_bytes(b"x")
     assert ServiceConfig(dsn=f"chdb://{data / 'store'}").resolved_spool_dir() == legacy
     assert ServiceConfig(dsn="", spool_dir=str(tmp_path / "mine")).resolved_spool_dir() == tmp_path / "mine"
+
+
+def test_a_tokens_table_takes_roles_as_a_list_or_joined_and_says_its_own_form(tmp_path: Path) -> None:
+    """`"rd-tok" = "read+replay"` in the [tokens] table was refused with the environment variable's form as the fix
+    (`token=role+role`), which a TOML file cannot take."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[tokens]\n"rd-tok" = "read+replay"\n"ad-tok" = ["admin"]\n')
+    tokens = load_config(config_file=cfg, environ={}).tokens
+    assert tokens["rd-tok"] == frozenset({"read", "replay"})
+    cfg.write_text('[tokens]\n"rd-tok" = ["read", "reply"]\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(config_file=cfg, environ={})
+    assert "unknown roles ['reply']" in str(info.value)
+    assert '"token" = ["read", "replay"] in the [tokens] table' in str(info.value)
+    assert "token=role+role" not in str(info.value)
