@@ -12,7 +12,7 @@ import polars as pl
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
 from inferensics.analytics.overview import BucketUnit, model_pool_series
-from inferensics.analytics.reasons import LAST_SEEN, PATTERN, as_reason, pattern_columns
+from inferensics.analytics.reasons import LAST_SEEN, PATTERN, as_reason, pattern_columns, reason_pattern_sql
 from inferensics.schema import columns as col
 
 RECOMPILE_LIMIT = "recompile_limit"
@@ -36,65 +36,90 @@ def _touched_state() -> str:
 def _top(
     client: QueryClient, where_sql: str, params: dict[str, object], keys: list[str], *, value: str, k: int
 ) -> pl.DataFrame:
-    """The ``k`` most frequent ``value``s per ``keys`` (ties broken by value), as a list column ``value``."""
+    """The ``k`` most frequent ``value``s per ``keys`` (ties broken by value), as a list column ``value``.
+    A key or the value may be an SQL expression ``expr AS name``: the frame names it ``name``."""
+    names = [_alias(key) for key in keys]
     counts = client.query_frame(
         f"SELECT {', '.join(keys)}, {value}, count() AS n FROM {client.database}.graph_breaks "
-        f"WHERE {where_sql} GROUP BY {', '.join(keys)}, {value}",
+        f"WHERE {where_sql} GROUP BY {', '.join(names)}, {_alias(value)}",
         params,
     )
     return (
-        counts.sort([*keys, "n", value], descending=[*([False] * len(keys)), True, False])
-        .group_by(keys, maintain_order=True)
-        .agg(pl.col(value).head(k))
+        counts.sort([*names, "n", _alias(value)], descending=[*([False] * len(names)), True, False])
+        .group_by(names, maintain_order=True)
+        .agg(pl.col(_alias(value)).head(k))
     )
+
+
+def _alias(expression: str) -> str:
+    """The name ``expr AS name`` gives its column (a bare column names itself)."""
+    return expression.rsplit(" AS ", 1)[-1]
+
+
+_UNNAMED = f"{col.REGISTRY_ID} = '' AND {col.BREAK_TYPE} = ''"
+"""SQL: a break whose message named no registry id and no type (older logs): its reason text is all it says."""
+_FIRST_LINE = f"trimBoth(splitByChar('\\n', {col.REASON})[1])"
+BREAK_REASON = f"if({_UNNAMED}, {reason_pattern_sql(_FIRST_LINE)}, '')"
+"""SQL: what groups a break with neither registry id nor type: its reason's first line as a pattern (values read
+N, as :mod:`~inferensics.analytics.reasons` groups them); empty for a break that names an id or a type."""
 
 
 def graph_breaks(client: QueryClient, params: SliceParams) -> pl.DataFrame:
-    """Graph breaks by registry id and break type, most frequent first.
+    """Graph breaks by registry id and break type, most frequent first; a break whose message names neither
+    (older logs) is grouped by its reason instead, so two different unnamed breaks are two rows.
 
-    Columns: registry_id (empty when the message names none), break_type, events, requests (touched),
-    models (sorted list), example_reason (the latest reason text), top_user_frames (up to 3 most frequent
-    ``file:line in function`` frames; ties in name order).
+    Columns: registry_id (empty when the message names none), break_type, reason (the first line of the reason
+    text as a pattern, values read N, for a break with neither id nor type; empty otherwise), events, requests
+    (touched), models (sorted list), example_reason (the latest reason text), top_user_frames (up to 3 most
+    frequent ``file:line in function`` frames, else compiled frames ``file:line:function`` for breaks that
+    recorded no user frame; ties in name order).
     """
     check_filter_values(client, params, ("graph_breaks",))
     where = slice_where(params, "graph_breaks", what="graph breaks")
-    keys = [col.REGISTRY_ID, col.BREAK_TYPE]
+    keys = [col.REGISTRY_ID, col.BREAK_TYPE, col.REASON]
     frame = client.query_frame(
-        f"SELECT {col.REGISTRY_ID}, {col.BREAK_TYPE}, toUInt64(count()) AS events, {_touched()} AS requests, "
-        f"arraySort(groupUniqArray(toString({col.MODEL}))) AS models, "
+        f"SELECT {col.REGISTRY_ID}, {col.BREAK_TYPE}, {BREAK_REASON} AS {PATTERN}, toUInt64(count()) AS events, "
+        f"{_touched()} AS requests, arraySort(groupUniqArray(toString({col.MODEL}))) AS models, "
         f"argMax({col.REASON}, ({col.TS}, {col.REASON})) AS example_reason "
-        f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.BREAK_TYPE}",
+        f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.BREAK_TYPE}, "
+        f"{PATTERN}",
         where.params,
-    )
-    top = _top(client, where.sql, where.params, keys, value=col.USER_FRAME, k=3).rename(
-        {col.USER_FRAME: "top_user_frames"}
-    )
+    ).pipe(as_reason)
+    frames = f"if({col.USER_FRAME} != '', {col.USER_FRAME}, {col.CODE_LOCATION})"
+    top = _top(
+        client, where.sql, where.params, [col.REGISTRY_ID, col.BREAK_TYPE, f"{BREAK_REASON} AS {PATTERN}"],
+        value=f"{frames} AS top_user_frames", k=3,
+    ).pipe(as_reason)  # fmt: skip
     return frame.join(top, on=keys, how="left").sort(
-        ["events", "requests", *keys], descending=[True, True, False, False]
+        ["events", "requests", *keys], descending=[True, True, False, False, False]
     )
 
 
 def graph_break_sites(client: QueryClient, params: SliceParams) -> pl.DataFrame:
-    """Where in user code graph breaks happen: one row per registry id × user frame, most frequent first.
+    """Where in user code graph breaks happen: one row per registry id × user frame, most frequent first. A
+    break that recorded no user frame (older logs) is placed by its compiled frame instead: breaks at two
+    frames stay two rows.
 
-    Columns: registry_id, user_frame, code_location (the most frequent compiled frame; ties: the first by
-    name), events, requests.
+    Columns: registry_id, user_frame (empty when the break recorded none), code_location (the compiled frame
+    of a break without a user frame; else the most frequent compiled frame, ties: the first by name), events,
+    requests.
     """
     check_filter_values(client, params, ("graph_breaks",))
     where = slice_where(params, "graph_breaks", what="graph breaks")
     keys = [col.REGISTRY_ID, col.USER_FRAME]
+    site = f"if({col.USER_FRAME} = '', {col.CODE_LOCATION}, '') AS site"
     frame = client.query_frame(
-        f"SELECT {col.REGISTRY_ID}, {col.USER_FRAME}, toUInt64(count()) AS events, {_touched()} AS requests "
-        f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.USER_FRAME}",
+        f"SELECT {col.REGISTRY_ID}, {col.USER_FRAME}, {site}, toUInt64(count()) AS events, {_touched()} AS requests "
+        f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.USER_FRAME}, site",
         where.params,
     )
-    top = _top(client, where.sql, where.params, keys, value=col.CODE_LOCATION, k=1).with_columns(
+    top = _top(client, where.sql, where.params, [*keys, site], value=col.CODE_LOCATION, k=1).with_columns(
         pl.col(col.CODE_LOCATION).list.first()
     )
     return (
-        frame.join(top, on=keys, how="left")
+        frame.join(top, on=[*keys, "site"], how="left")
         .select(*keys, col.CODE_LOCATION, "events", "requests")
-        .sort(["events", "requests", *keys], descending=[True, True, False, False])
+        .sort(["events", "requests", *keys, col.CODE_LOCATION], descending=[True, True, False, False, False])
     )
 
 

@@ -76,3 +76,65 @@ def bundles_seen(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         col.TORCH_VERSION, col.DEVICE_NAME, *counts, "error_rate", "fallback_rate", "traffic_classes",
         "serving_pools",
     ).sort([col.REQUESTS, col.BUNDLE_ID], descending=[True, False])  # fmt: skip
+
+
+_FACTOR_NAME = r"(?s):\s.*$"
+"""What follows a miss factor's name (``accepted_shapes: inputs ...``, ``settings.compiler.x: a → b``): the
+inputs and values, left out where misses are counted by what differed."""
+
+
+def bundle_misses(client: QueryClient, params: SliceParams) -> pl.DataFrame:
+    """Compiles served outside their bundle (``bundle_misses`` rows) per bundle, model, hardware pool and
+    action, most first.
+
+    Columns: bundle_id, model, hw_pool, action (``compiled``, ``eager`` or ``refused``), misses, requests
+    (distinct requests that met one), compile_seconds (what the compiled ones cost), differed (what differed
+    from the bundle: each factor's name, e.g. ``accepted_shapes`` or ``settings.compiler.cache_key_tag``,
+    most frequent first), differed_counts (misses naming each), example_reason (the latest action reason).
+    Sorted by misses descending, then bundle_id, model, hw_pool, action.
+
+    Raises:
+        UnsupportedFilter: a traffic class filter (bundle misses carry none).
+    """
+    check_filter_values(client, params, ("bundle_misses",))
+    where = slice_where(params, "bundle_misses", what="bundle misses")
+    keys = [col.BUNDLE_ID, col.MODEL, col.HW_POOL, col.ACTION]
+    rows = client.query_frame(
+        f"SELECT {', '.join(f'toString({k}) AS {k}' for k in keys)}, {col.TS}, {col.REQUEST_ID}, "
+        f"{col.FACTORS}, {col.REASON}, toFloat64({col.COMPILE_S}) AS {col.COMPILE_S} "
+        f"FROM {client.database}.bundle_misses WHERE {where.sql}",
+        where.params,
+    )
+    schema = {
+        **dict.fromkeys(keys, pl.String), "misses": pl.UInt64, col.REQUESTS: pl.UInt64,
+        col.COMPILE_SECONDS: pl.Float64, "differed": _LIST, "differed_counts": pl.List(pl.UInt64),
+        "example_reason": pl.String,
+    }  # fmt: skip
+    if rows.is_empty():
+        return pl.DataFrame(schema=schema)
+    kinds = (
+        rows.with_row_index("_miss")
+        .with_columns(pl.col(col.FACTORS).list.eval(pl.element().str.replace(_FACTOR_NAME, "")).list.unique())
+        .explode(col.FACTORS)
+        .with_columns(pl.col(col.FACTORS).fill_null("(none recorded)"))
+        .group_by([*keys, col.FACTORS])
+        .agg(pl.len().cast(pl.UInt64).alias("n"))
+        .sort([*keys, "n", col.FACTORS], descending=[False, False, False, False, True, False])
+        .group_by(keys, maintain_order=True)
+        .agg(pl.col(col.FACTORS).alias("differed"), pl.col("n").alias("differed_counts"))
+    )
+    out = (
+        rows.sort(col.TS)
+        .group_by(keys)
+        .agg(
+            pl.len().cast(pl.UInt64).alias("misses"),
+            pl.col(col.REQUEST_ID).filter(pl.col(col.REQUEST_ID) != "").n_unique().cast(pl.UInt64).alias(col.REQUESTS),
+            pl.col(col.COMPILE_S).sum().alias(col.COMPILE_SECONDS),
+            pl.col(col.REASON).last().alias("example_reason"),
+        )
+    )
+    return (
+        out.join(kinds, on=keys, how="left")
+        .select(list(schema))
+        .sort(["misses", *keys], descending=[True, False, False, False, False])
+    )

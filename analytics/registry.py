@@ -124,6 +124,8 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         _q("recompile_reasons", SliceParams, breaks.recompile_reasons, _NO_BUNDLE),
         _q("recompile_timeseries", BucketParams, _recompile_timeseries, _NO_BUNDLE),
         _q("compile_timeseries", BucketParams, _compile_timeseries, _NO_TC),
+        _q("compile_failures", SliceParams, compile_time.compile_failures, _NO_TC),
+        _q("bundle_misses", SliceParams, bundles.bundle_misses, _NO_TC),
         _q("cache_health", SliceParams, cache.cache_health, _NO_TC),
         _q("cache_trend", SliceParams, cache.cache_trend, _NO_TC),
         _q("cache_reasons", SliceParams, cache.cache_reasons, _NO_TC),

@@ -29,7 +29,7 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from inferensics.analytics._requests import request_source
-from inferensics.analytics.breaks import RECOMPILED
+from inferensics.analytics.breaks import LIMIT_HIT, RECOMPILED
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import (
     SliceParams,
@@ -86,8 +86,9 @@ def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
 
     Columns: bucket, model, hw_pool, requests, recompiles, compile_seconds, baseline_recompiles,
     baseline_compile_seconds, trigger (``recompiles``, ``compile_seconds`` or ``both``), top_reasons
-    (up to 3 recompile reasons, most frequent first), top_reason_counts, request_ids (up to 10 triggering
-    requests, sorted).
+    (up to 3 recompile reasons, most frequent first), top_reason_counts (their recompiles: the recompile limit's
+    hits, which compiled nothing, are left out, as from ``recompiles``), request_ids (up to 10 requests that
+    triggered a recompile, sorted).
     """
     empty = _empty()
     base = _hours(client, params)
@@ -292,7 +293,8 @@ def _storm_reasons(client: QueryClient, params: StormParams, storms: pl.DataFram
         client.query_frame(
             f"SELECT toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') AS bucket, {col.MODEL}, {col.HW_POOL}, "
             f"{reason_pattern_sql(col.REASON)} AS {PATTERN}, {col.REQUEST_ID} FROM {client.database}.recompiles "
-            f"WHERE {where.sql} "
+            # The hour's recompiles leave the recompile limit's hits out: so do its reasons' counts.
+            f"WHERE {where.sql} AND NOT ({LIMIT_HIT}) "
             f"AND {col.MODEL} IN {{s_models:Array(String)}} AND {col.HW_POOL} IN {{s_pools:Array(String)}} "
             f"AND toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') IN {{s_hours:Array(DateTime64(0, 'UTC'))}}",
             values,

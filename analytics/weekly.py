@@ -40,6 +40,16 @@ COMPILING_REQUESTS: Final = "compiling_requests"
 ``recompile``), each counted once however many frames it compiled. Not the compile records (one per frame
 compiled, inside requests or not) that the dashboard's Specializations tab counts, which the report gives as
 ``compile_records``."""
+REQUEST_RECOMPILES: Final = "request_recompiles"
+"""The requests' ``recompiles`` as the report names them: the recompiles requests triggered (a request's count of
+the recompiles it waited for). Not the recompile records (every recompile, inside requests or not, the recompile
+limit's hits left out) that the dashboard's Recompiles headline and Specializations tab count, which the report
+gives as ``recompile_records``."""
+RECORD_METRICS: Final = (
+    "compile_records", "recompile_records", "compile_record_seconds", "failed_compiles", "bundle_misses",
+)  # fmt: skip
+"""The week-over-week metrics counted from the records themselves, inside requests or not: a fleet that only
+imports TORCH_TRACE logs has these and no request figures."""
 
 
 def parse_week(text: str, *, now: datetime | None = None) -> datetime:
@@ -94,21 +104,35 @@ class WeeklyReport:
     end: datetime
     by_model_pool: pl.DataFrame
     """Per model × hardware pool this week: the request sums (their ``compiles`` named
-    :data:`COMPILING_REQUESTS`), recompile_rate, cache_hit_ratio (compile-cache hits / lookups, as
+    :data:`COMPILING_REQUESTS`, their ``recompiles`` :data:`REQUEST_RECOMPILES`), recompile_rate,
+    cache_hit_ratio (compile-cache hits / lookups, as
     ``cache_health``), compile_records, compile_record_seconds and recompile_records (every compile and
     recompile record and every compile's whole-frame seconds, inside requests or not, as ``specializations``
     counts them: a model and pool with imported logs only has a row, its request figures 0). Its
     compile_seconds is what requests paid (their compile_ms)."""
     week_over_week: pl.DataFrame
-    """Per model: metric (requests, compiling_requests, recompiles, compile_seconds, recompile_rate,
-    cache_hit_ratio), this_week, last_week, change (relative; null when last week was 0)."""
+    """Per model: metric (what requests paid: requests, compiling_requests, request_recompiles, fallbacks,
+    compile_seconds, recompile_rate, cache_hit_ratio; for a model with requests in either week. Every record's,
+    inside requests or not: :data:`RECORD_METRICS`, for a model with records in either week), this_week,
+    last_week, change (relative; null when last week was 0)."""
     daily: pl.DataFrame
     """``fleet_timeseries`` by model, daily."""
     compiles_daily: pl.DataFrame
     """``compile_timeseries``, daily: every compile's seconds per day, model and pool, inside requests or not
     (they add up to ``specializations``' compile_seconds)."""
     recompile_reasons: pl.DataFrame
+    """``recompile_reasons``, its first :data:`TOP_N` rows."""
+    recompile_limit_hits: int
+    """Recompile events of the week at the recompile limit (they compiled nothing: the frame ran eagerly), every
+    reason's, not only the top ones'."""
     graph_breaks: pl.DataFrame
+    """``graph_breaks``, its first :data:`TOP_N` rows."""
+    compile_failures: pl.DataFrame
+    """``compile_failures``: failed compiles per model, pool and exception type."""
+    fallbacks: pl.DataFrame
+    """``fallback_reasons``: requests that ran eagerly, per model, pool, traffic class and reason."""
+    bundle_misses: pl.DataFrame
+    """``bundle_misses``: compiles served outside their bundle, per bundle, model, pool and action."""
     cache_health: pl.DataFrame
     cache_trend: pl.DataFrame
     cache_growth: pl.DataFrame
@@ -139,7 +163,7 @@ def _by_model_pool(frame: pl.DataFrame, health: pl.DataFrame, keys: list[str]) -
             .alias("cache_hit_ratio"),
         )
         .drop("_hits", "_lookups")
-        .rename({col.COMPILES: COMPILING_REQUESTS})
+        .rename({col.COMPILES: COMPILING_REQUESTS, col.RECOMPILES: REQUEST_RECOMPILES})
         .sort(keys)
     )
 
@@ -163,22 +187,54 @@ def _with_records(per: pl.DataFrame, specs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _week_over_week(
-    this: pl.DataFrame, last: pl.DataFrame, health: pl.DataFrame, last_health: pl.DataFrame
-) -> pl.DataFrame:
+def _records_by_model(specs: pl.DataFrame, failures: pl.DataFrame, misses: pl.DataFrame) -> pl.DataFrame:
+    """:data:`RECORD_METRICS` per model: ``specializations``' compile and recompile records and seconds, the
+    failed compiles and the bundle misses."""
+    keys = [col.MODEL]
+    parts = [
+        specs.group_by(keys).agg(
+            pl.col("compiles").sum().cast(pl.Float64).alias("compile_records"),
+            pl.col(col.RECOMPILES).fill_null(0).sum().cast(pl.Float64).alias("recompile_records"),
+            pl.col(col.COMPILE_SECONDS).sum().cast(pl.Float64).alias("compile_record_seconds"),
+        ),
+        failures.group_by(keys).agg(pl.col("failures").sum().cast(pl.Float64).alias("failed_compiles")),
+        misses.group_by(keys).agg(pl.col("misses").sum().cast(pl.Float64).alias("bundle_misses")),
+    ]
+    out = pl.concat([p.select(keys) for p in parts]).unique()
+    for part in parts:
+        out = out.join(part, on=keys, how="left")
+    return out.with_columns(pl.col(m).fill_null(0.0) for m in RECORD_METRICS).select(*keys, *RECORD_METRICS)
+
+
+@dataclass(frozen=True)
+class _Week:
+    """One week's (or span's) frames that week over week compares."""
+
+    requests: pl.DataFrame
+    cache: pl.DataFrame
+    records: pl.DataFrame
+
+
+def _week_over_week(this: _Week, last: _Week) -> pl.DataFrame:
     metrics = [
-        col.REQUESTS, COMPILING_REQUESTS, col.RECOMPILES, col.COMPILE_SECONDS, "recompile_rate", "cache_hit_ratio",
+        col.REQUESTS, COMPILING_REQUESTS, REQUEST_RECOMPILES, col.FALLBACKS, col.COMPILE_SECONDS, "recompile_rate",
+        "cache_hit_ratio",
     ]  # fmt: skip
 
-    def long(frame: pl.DataFrame, cache: pl.DataFrame, name: str) -> pl.DataFrame:
-        return (
-            _by_model_pool(frame, cache, [col.MODEL])
+    def long(week: _Week, name: str) -> pl.DataFrame:
+        paid = (
+            _by_model_pool(week.requests, week.cache, [col.MODEL])
             .select(col.MODEL, *(pl.col(m).cast(pl.Float64) for m in metrics))
             .unpivot(index=col.MODEL, variable_name="metric", value_name=name)
         )
+        records = week.records.unpivot(index=col.MODEL, variable_name="metric", value_name=name)
+        return pl.concat([paid, records])
 
-    joined = long(this, health, "this_week").join(
-        long(last, last_health, "last_week"), on=[col.MODEL, "metric"], how="full", coalesce=True
+    joined = long(this, "this_week").join(long(last, "last_week"), on=[col.MODEL, "metric"], how="full", coalesce=True)
+    # A model with records but no requests in one of the weeks: its record metrics read 0 that week, not null.
+    joined = joined.with_columns(
+        pl.when(pl.col("metric").is_in(RECORD_METRICS)).then(pl.col(w).fill_null(0.0)).otherwise(pl.col(w)).alias(w)
+        for w in ("this_week", "last_week")
     )
     return joined.with_columns(
         pl.when(pl.col("last_week").fill_null(0) != 0)
@@ -211,16 +267,31 @@ def build_weekly_report(
     last = runner.query("fleet_overview", **last_rng)
     health = runner.query("cache_health", **rng)
     specs = runner.query("specializations", **rng)
+    failures = runner.query("compile_failures", **rng)
+    misses = runner.query("bundle_misses", **rng)
+    records = _records_by_model(specs, failures, misses)
+    last_records = _records_by_model(
+        runner.query("specializations", **last_rng),
+        runner.query("compile_failures", **last_rng),
+        runner.query("bundle_misses", **last_rng),
+    )
+    reasons = runner.query("recompile_reasons", **rng)
     return WeeklyReport(
         week=week,
         start=start,
         end=end,
         by_model_pool=_with_records(_by_model_pool(this, health, [col.MODEL, col.HW_POOL]), specs),
-        week_over_week=_week_over_week(this, last, health, runner.query("cache_health", **last_rng)),
+        week_over_week=_week_over_week(
+            _Week(this, health, records), _Week(last, runner.query("cache_health", **last_rng), last_records)
+        ),
         daily=runner.query("fleet_timeseries", **rng, unit="day", by="model"),
         compiles_daily=runner.query("compile_timeseries", **rng, unit="day"),
-        recompile_reasons=runner.query("recompile_reasons", **rng).head(TOP_N),
+        recompile_reasons=reasons.head(TOP_N),
+        recompile_limit_hits=int(reasons.get_column("limit_hits").sum() or 0),
         graph_breaks=runner.query("graph_breaks", **rng).head(TOP_N),
+        compile_failures=failures,
+        fallbacks=runner.query("fallback_reasons", **rng),
+        bundle_misses=misses,
         cache_health=health,
         cache_trend=runner.query("cache_trend", **rng),
         cache_growth=runner.query("cache_growth", **rng),

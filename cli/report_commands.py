@@ -7,6 +7,7 @@ running collector service (``--service``, required while the service owns an emb
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,13 @@ report_app = command_app("Weekly recompilation and cache reports.")
 canary_app = command_app("Canary comparisons of two bundles or two windows.")
 
 EXIT_FAIL, EXIT_INCONCLUSIVE = 1, 3
+
+
+class ReportFormat(enum.StrEnum):
+    """What ``report weekly`` writes."""
+
+    MARKDOWN = "markdown"
+    JSON = "json"
 
 
 @contextlib.contextmanager
@@ -97,13 +105,22 @@ def weekly(  # noqa: PLR0917 (typer options)
     token: TokenOption = None,
     min_recompiles: MinRecompilesOption = None,
     min_compile_seconds: MinCompileSecondsOption = None,
+    output_format: Annotated[
+        ReportFormat,
+        typer.Option(
+            "--format",
+            help="markdown: weekly-<week>.md and a self-contained weekly-<week>.html; json: weekly-<week>.json, "
+            "the same figures as data (ratios as fractions, times in ISO 8601 UTC, the end excluded).",
+        ),
+    ] = ReportFormat.MARKDOWN,
 ) -> None:
-    """Write the weekly recompilation/cache report: weekly-<week>.md and a self-contained weekly-<week>.html.
+    """Write the weekly recompilation/cache report: weekly-<week>.md and a self-contained weekly-<week>.html, or
+    weekly-<week>.json with --format json.
 
     A small fleet (or a short demo) lowers the storm rule's floors with --min-recompiles and
     --min-compile-seconds; the report states the rule it applied."""
     from inferensics.analytics.errors import AnalyticsError
-    from inferensics.analytics.report.weekly import summary_lines, write_weekly_report
+    from inferensics.analytics.report.weekly import summary_lines, write_weekly_json, write_weekly_report
     from inferensics.analytics.storms import StormRule
     from inferensics.analytics.weekly import build_weekly_report, current_week, parse_week
 
@@ -124,10 +141,14 @@ def weekly(  # noqa: PLR0917 (typer options)
         rule = StormRule(**{k: v for k, v in floors.items() if v is not None})
         report = build_weekly_report(runner, chosen, now, rule)  # type: ignore[arg-type]
     _make_out(out)
-    md, page = write_weekly_report(report, out)
+    if output_format is ReportFormat.JSON:
+        written = f"wrote {write_weekly_json(report, out)}"
+    else:
+        md, page = write_weekly_report(report, out)
+        written = f"wrote {md} and {page}"
     for line in summary_lines(report):
         typer.echo(line)
-    typer.echo(f"wrote {md} and {page}")
+    typer.echo(written)
 
 
 def _full_id(given: str | None, known: list[str], option: str) -> str | None:
@@ -164,7 +185,13 @@ def compare(  # noqa: PLR0917 (typer options)
     candidate: Annotated[str, typer.Option(help="Candidate bundle id ('any' for all bundles).")],
     model: Annotated[str | None, typer.Option(help="Model [default: the candidate bundle's model].")] = None,
     traffic_class: Annotated[str | None, typer.Option(help="Traffic class [default: all].")] = None,
-    hw_pool: Annotated[str | None, typer.Option(help="Hardware pool [default: all].")] = None,
+    hw_pool: Annotated[
+        str | None,
+        typer.Option(
+            help="Hardware pool to compare, or 'all' for every pool at once [default: the pool both bundles served, "
+            "as the dashboard's canary page picks it; refused when they served none in common].",
+        ),
+    ] = None,
     start: Annotated[datetime | None, typer.Option(help="Window start, UTC [default: end - 24 h].")] = None,
     end: Annotated[datetime | None, typer.Option(help="Window end, UTC [default: now].")] = None,
     baseline_start: Annotated[datetime | None, typer.Option(help="Baseline window start (two-window mode).")] = None,
@@ -223,6 +250,8 @@ def compare(  # noqa: PLR0917 (typer options)
                     "that loaded it registers it): pass --model"
                 )
             model = str(match.item(0, "model"))
+        pool, pool_note = _choose_pool(runner, hw_pool, model, traffic_class, (base, cand), (lo, hi),
+                                       (_utc(baseline_start), _utc(baseline_end)))  # fmt: skip
         params = {
             "model": model,
             "baseline": base,
@@ -230,7 +259,7 @@ def compare(  # noqa: PLR0917 (typer options)
             "start": lo,
             "end": hi,
             "traffic_class": traffic_class,
-            "hw_pool": hw_pool,
+            "hw_pool": pool,
             "baseline_start": baseline_start,
             "baseline_end": baseline_end,
             "min_requests": min_requests,
@@ -247,8 +276,11 @@ def compare(  # noqa: PLR0917 (typer options)
             from inferensics.cli.service_records import record_through_service
 
             recorded = "verdict " + record_through_service(str(service), token, [row], "canary_verdicts")[1]
-    label = f"{model}: {base or 'any'} → {cand or 'any'} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
+    where = f"hardware pool {pool}" if pool else "every hardware pool"
+    label = f"{model}: {base or 'any'} → {cand or 'any'}, {where} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
     typer.echo(f"canary {label}")
+    if pool_note:
+        typer.echo(pool_note)
     typer.echo(render_canary_text(frame), nl=False)
     if out is not None:
         md, page = write_canary_report(frame, label, _make_out(out), f"canary-{model}-{lo:%Y%m%dT%H%M}")
@@ -257,6 +289,63 @@ def compare(  # noqa: PLR0917 (typer options)
     verdict, _ = verdict_of(frame)
     if verdict != "pass":
         raise typer.Exit(EXIT_FAIL if verdict == "fail" else EXIT_INCONCLUSIVE)
+
+
+ALL_POOLS = "all"
+"""``--hw-pool all``: compare every pool at once (the dashboard's *All*)."""
+
+
+def _choose_pool(  # noqa: PLR0917 (the comparison's parts)
+    runner: object,
+    given: str | None,
+    model: str,
+    traffic_class: str | None,
+    bundles: tuple[str | None, str | None],
+    window: tuple[datetime, datetime],
+    baseline_window: tuple[datetime | None, datetime | None],
+) -> tuple[str | None, str]:
+    """The pool to compare (``None``: every pool) and a line saying which and why.
+
+    Without ``--hw-pool`` it is the pool both bundles served (the candidate's busiest such pool), as the
+    dashboard's canary page picks it, and the line names the pools left out: over every pool a baseline that
+    also served elsewhere is measured partly on other hardware than the candidate. Where they served no pool
+    in common it refuses, naming each side's pools. ``--hw-pool all`` compares every pool at once.
+    """
+    from inferensics.analytics.canary_pools import PoolSplit
+
+    if given is not None and given != ALL_POOLS:
+        return given, ""
+    windows = {"baseline": baseline_window if baseline_window[0] is not None else window, "candidate": window}
+    counts: dict[str, dict[str, int]] = {}
+    for side, bundle in zip(("baseline", "candidate"), bundles, strict=True):
+        lo, hi = windows[side]
+        slice_ = {"model": model, "start": lo, "end": hi, "traffic_class": traffic_class, "bundle": bundle}
+        frame = runner.query("fleet_overview", **{k: v for k, v in slice_.items() if v is not None})  # type: ignore[attr-defined]
+        counts[side] = {}
+        for pool, n in frame.select("hw_pool", "requests").iter_rows():
+            counts[side][str(pool)] = counts[side].get(str(pool), 0) + int(n)
+    split = PoolSplit(counts["baseline"], counts["candidate"])
+    if given == ALL_POOLS:
+        one_sided = [split.describe(p) for p in split.pools() if p not in split.shared()]
+        mixed = f": mixed, {'; '.join(one_sided)}" if one_sided else ""
+        return None, f"hardware pools: every pool at once (--hw-pool all){mixed}"
+    if not any(split.baseline.values()) or not any(split.candidate.values()):
+        return None, ""  # a side without requests: the verdict says so
+    shared = split.shared()
+    if not shared:
+        fail(
+            f"the bundles served no hardware pool in common ({split.sides()} requests): pass --hw-pool POOL to "
+            "compare one, or --hw-pool all to compare across pools (the hardware's difference then counts)"
+        )
+    pool = shared[0]
+    left = [split.describe(p) for p in split.pools() if p != pool]
+    note = (
+        f"hardware pool {pool}: where both bundles served (baseline {split.baseline[pool]:,}, candidate "
+        f"{split.candidate[pool]:,} requests)"
+    )
+    if left:
+        note += f"; left out: {'; '.join(left)}; --hw-pool chooses another, --hw-pool all compares every pool"
+    return pool, note
 
 
 def register(app: typer.Typer) -> None:

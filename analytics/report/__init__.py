@@ -12,8 +12,10 @@ from inferensics.analytics.report.canary import (
 from inferensics.analytics.report.page import render_page
 from inferensics.analytics.report.weekly import (
     render_weekly_html,
+    render_weekly_json,
     render_weekly_markdown,
     weekly_charts,
+    write_weekly_json,
     write_weekly_report,
 )
 
@@ -23,8 +25,10 @@ __all__ = [
     "render_canary_text",
     "render_page",
     "render_weekly_html",
+    "render_weekly_json",
     "render_weekly_markdown",
     "weekly_charts",
     "write_canary_report",
+    "write_weekly_json",
     "write_weekly_report",
 ]

@@ -35,7 +35,20 @@ def render_canary_text(frame: pl.DataFrame) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     verdict, rule = verdict_of(frame)
-    return "\n".join([*lines, "", f"verdict: {verdict.upper()} ({rule})"]) + "\n"
+    return "\n".join([*lines, "", *rule_lines(frame), "", f"verdict: {verdict.upper()} ({rule})"]) + "\n"
+
+
+def rule_lines(frame: pl.DataFrame) -> list[str]:
+    """The rule each outcome above followed, once per rule with the metrics it decided (the table leaves the
+    rule column out for width: a ``D ≤ 0.1`` threshold read alone hides that a larger D fails only with p < 0.01).
+    """
+    evidence = frame.filter(pl.col("check") != "verdict")
+    if evidence.is_empty():
+        return []
+    by_rule = evidence.group_by("rule", maintain_order=True).agg(pl.col("metric"))
+    return ["rules (each outcome above follows its metric's):"] + [
+        f"  {', '.join(metrics)}: {rule}" for rule, metrics in by_rule.iter_rows()
+    ]
 
 
 def canary_sections(frame: pl.DataFrame) -> list[Section]:

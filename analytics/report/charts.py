@@ -13,7 +13,7 @@ import altair as alt
 import polars as pl
 
 from inferensics.analytics.report.evidence import LATENCY_RATIO_COLUMNS, latency_ratios
-from inferensics.analytics.weekly import COMPILING_REQUESTS
+from inferensics.analytics.weekly import COMPILING_REQUESTS, REQUEST_RECOMPILES
 from inferensics.schema import columns as col
 
 WIDTH = 560
@@ -66,12 +66,15 @@ def _top(chart: object) -> alt.Chart:
 
 
 def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
-    """Requests that compiled and recompiles per model × hardware pool (grouped bars), as requests paid them
-    (:data:`~inferensics.analytics.weekly.COMPILING_REQUESTS`)."""
-    counted = [COMPILING_REQUESTS, col.RECOMPILES]
+    """Requests that compiled and the recompiles requests triggered per model × hardware pool (grouped bars), as
+    requests paid them (:data:`~inferensics.analytics.weekly.COMPILING_REQUESTS`,
+    :data:`~inferensics.analytics.weekly.REQUEST_RECOMPILES`)."""
+    counted = [COMPILING_REQUESTS, REQUEST_RECOMPILES]
     return _top(
-        alt.Chart(_data(frame, [col.MODEL, col.HW_POOL, *counted]), title="Compiling requests and recompiles")
-        .transform_fold([COMPILING_REQUESTS, col.RECOMPILES], as_=["kind", "count"])
+        alt.Chart(
+            _data(frame, [col.MODEL, col.HW_POOL, *counted]), title="Compiling requests and recompiles they triggered"
+        )
+        .transform_fold(counted, as_=["kind", "count"])
         .mark_bar()
         .encode(
             x=alt.X(f"{col.MODEL}:N", title="model"),

@@ -19,7 +19,7 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 
-from inferensics.analytics.report.tables import html_table
+from inferensics.analytics.report.tables import MAX_ROWS, html_table
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
@@ -86,6 +86,8 @@ class Section:
     paragraphs: list[str] = field(default_factory=list)
     charts: list[alt.TopLevelMixin] = field(default_factory=list)
     tables: list[tuple[pl.DataFrame, list[str]]] = field(default_factory=list)
+    limit: int = MAX_ROWS
+    """Rows each table shows (a top list is cut; a table whose every row is a figure of its own is not)."""
 
 
 def render_page(title: str, sections: list[Section], *, subtitle: str = "") -> str:
@@ -105,7 +107,7 @@ def render_page(title: str, sections: list[Section], *, subtitle: str = "") -> s
                 continue
             parts.append(f"<div class='chart' id='chart-{len(specs)}'></div>")
             specs.append(spec)
-        parts.extend(html_table(frame, columns) for frame, columns in section.tables)
+        parts.extend(html_table(frame, columns, section.limit) for frame, columns in section.tables)
     specs_json = json.dumps(specs, sort_keys=True).replace("</", "<\\/")
     script = (
         "window.__chartsRendered=0;window.__chartErrors=[];"

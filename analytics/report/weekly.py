@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+import math
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import altair as alt
 import polars as pl
@@ -14,29 +16,32 @@ from inferensics.analytics.reasons import PATTERN_NOTE
 from inferensics.analytics.report import charts
 from inferensics.analytics.report.page import Section, render_page
 from inferensics.analytics.report.tables import cell, markdown_table
-from inferensics.analytics.weekly import COMPILING_REQUESTS, WeeklyReport
+from inferensics.analytics.weekly import COMPILING_REQUESTS, REQUEST_RECOMPILES, WeeklyReport
 from inferensics.schema import columns as col
 
 _COUNTED: Final = {
     col.REQUESTS: "Requests",
     COMPILING_REQUESTS: "Requests that compiled",
-    col.RECOMPILES: "Recompiles",
+    REQUEST_RECOMPILES: "Recompiles requests triggered",
 }
-"""The week-over-week counts the summary opens with, and how it names each."""
+"""The week-over-week counts the summary opens with (what requests paid), and how it names each."""
 _PER_FRAME: Final = (
-    "one per frame compiled, as the dashboard's Compile & cache health page counts them (Specializations: "
-    "compile_records)"
+    "one per frame compiled, as the dashboard's Compile & cache health page counts them (its Recompiles headline; "
+    "Specializations: compiles, recompiles)"
 )
 _EVERY_COMPILE_SECONDS: Final = "Compile seconds, every compile"
 """The label of the week's seconds of every compile record (``specializations``' compile_seconds)."""
 _PAID_COMPILE_SECONDS: Final = "Compile seconds paid inside requests (the serving path)"
 """The label of the week's compile time paid inside requests (the requests' compile_ms)."""
 _INSIDE_OR_NOT = "inside requests or not (warm-up, imported TORCH_TRACE logs)"
+BUNDLE_ID_DIGITS: Final = 12
+"""Bundle ids in the report's tables are shortened to this many digits (the commands take such a prefix)."""
 
 
 def _change(this: float, last: float) -> str:
+    """This week against last (the same span of it while the week is in progress)."""
     if last == 0:
-        return "new" if this else "no change"
+        return "none last week" if this else "none last week either"
     return f"{(this / last - 1) * 100:+.1f}% vs last week"
 
 
@@ -47,13 +52,109 @@ def _weeks(wow: pl.DataFrame, metric: str) -> tuple[float, float]:
     return this, last
 
 
-def summary_lines(report: WeeklyReport) -> list[str]:
-    """The headline figures, one sentence each (the same in Markdown and HTML)."""
+def _counted(wow: pl.DataFrame, metric: str) -> str:
+    """``metric``'s week as ``N (change)``."""
+    this, last = _weeks(wow, metric)
+    return f"{this:,.0f} ({_change(this, last)})"
+
+
+def _where(row: dict[str, object]) -> str:
+    return f"{row[col.MODEL] or '(no model)'} @ {row[col.HW_POOL] or '(no pool)'}"
+
+
+def _fallback_line(report: WeeklyReport) -> str:
+    """Eager fallbacks: the requests that ran eagerly, their share, and the top reason with its slice's share."""
+    this, last = _weeks(report.week_over_week, col.FALLBACKS)
+    requests, _ = _weeks(report.week_over_week, col.REQUESTS)
+    share = f", {this / requests:.1%} of requests" if requests else ""
+    line = f"Eager fallbacks: {this:,.0f} requests{share} ({_change(this, last)})"
+    if report.fallbacks.height:
+        top = report.fallbacks.row(0, named=True)
+        reason = top[col.FALLBACK_REASON] or "(no reason recorded)"
+        of = f" of {top[col.REQUESTS]:,} {top[col.TRAFFIC_CLASS] or '(no class)'} requests"
+        rate = f", {top['fallback_rate']:.1%}" if top[col.REQUESTS] else ""
+        line += f"; top: {reason} ({top['fallbacks']:,}{of}{rate}, in {_where(top)})"
+    return line + "."
+
+
+def _records_line(report: WeeklyReport) -> str | None:
+    """Compile and recompile records (``specializations``' counts, last week's beside them), the recompile
+    limit's hits beside them (they are rows of the recompiles table, as ``status`` counts it, but compiled
+    nothing)."""
+    specs = report.specializations
+    compiles = int(specs.get_column("compiles").sum() or 0) if "compiles" in specs.columns else 0
+    if not compiles:
+        return None
     wow = report.week_over_week
-    lines = []
-    for metric, label in _COUNTED.items():
-        this, last = _weeks(wow, metric)
-        lines.append(f"{label}: {this:,.0f} ({_change(this, last)}).")
+
+    def counted(this: int, metric: str) -> str:
+        _, last = _weeks(wow, metric)
+        return f"{this:,} ({_change(this, last)})"
+
+    line = f"Compile records: {counted(compiles, 'compile_records')}"
+    if col.RECOMPILES in specs.columns:
+        recompiles = int(specs.get_column(col.RECOMPILES).sum() or 0)
+        line += f"; recompile records: {counted(recompiles, 'recompile_records')}"
+        if limit := report.recompile_limit_hits:
+            line += (
+                f", plus {limit:,} guard failure{'s' if limit != 1 else ''} at the recompile limit that compiled "
+                f"nothing ({recompiles + limit:,} rows of the recompiles table)"
+            )
+    return f"{line}; {_INSIDE_OR_NOT}, {_PER_FRAME}."
+
+
+def _failures_line(report: WeeklyReport) -> str:
+    line = f"Failed compiles: {_counted(report.week_over_week, 'failed_compiles')}, {_INSIDE_OR_NOT}"
+    if report.compile_failures.height:
+        top = report.compile_failures.row(0, named=True)
+        reason = f" {top['top_reasons'][0]!r}" if top["top_reasons"] else ""
+        line += f"; top: {top[col.FAIL_TYPE] or '(no type)'}{reason} ({top['failures']:,} in {_where(top)})"
+    return line + "."
+
+
+def _misses_line(report: WeeklyReport) -> str:
+    misses = report.bundle_misses
+    counted = _counted(report.week_over_week, "bundle_misses")
+    line = f"Bundle misses (graphs a host's bundle did not hold, whatever the compile cache served): {counted}"
+    if misses.height:
+        actions = (
+            misses.group_by(col.ACTION)
+            .agg(pl.col("misses").sum())
+            .sort(["misses", col.ACTION], descending=[True, False])
+        )
+        line += ": " + ", ".join(f"{n:,} {a or '(no action)'}" for a, n in actions.iter_rows())
+        differed = _differed(misses)
+        if differed.height:
+            line += "; what differed: " + ", ".join(f"{k} ({n:,})" for k, n in differed.iter_rows())
+    return line + "."
+
+
+def _differed(misses: pl.DataFrame) -> pl.DataFrame:
+    """What differed from the bundle, over every row of ``bundle_misses``: name and misses, most first."""
+    if misses.is_empty():
+        return pl.DataFrame(schema={"differed": pl.String, "n": pl.UInt64})
+    return (
+        misses.select(pl.col("differed"), pl.col("differed_counts"))
+        .explode("differed", "differed_counts")
+        .group_by("differed")
+        .agg(pl.col("differed_counts").sum().alias("n"))
+        .sort(["n", "differed"], descending=[True, False])
+    )
+
+
+def _graph_break_label(row: dict[str, object]) -> str:
+    """A graph-break group as a reader names it: its registry id and type, else (older logs name neither) its
+    reason."""
+    if row[col.REGISTRY_ID] or row[col.BREAK_TYPE]:
+        return f"{row[col.REGISTRY_ID] or '(no id)'} {row[col.BREAK_TYPE] or '(no type)'}"
+    return f"{row.get(col.REASON) or '(no reason recorded)'}"
+
+
+def summary_lines(report: WeeklyReport) -> list[str]:
+    """The headline figures, one sentence each (the same in Markdown, HTML and JSON)."""
+    wow = report.week_over_week
+    lines = [f"{label}: {_counted(wow, metric)}." for metric, label in _COUNTED.items()]
+    lines.append(_fallback_line(report))
     # The figures above are what requests paid; compiles outside requests have no request to count them on. The
     # week's compile seconds are every compile's, as the dashboard's headline; what requests paid is beside them.
     specs = report.specializations
@@ -65,12 +166,9 @@ def summary_lines(report: WeeklyReport) -> list[str]:
         )
     this, last = _weeks(wow, col.COMPILE_SECONDS)
     lines.append(f"{_PAID_COMPILE_SECONDS}: {this:,.1f} s ({_change(this, last)}).")
-    if "compiles" in specs.columns and int(specs.get_column("compiles").sum() or 0):
-        recompiles = specs.get_column(col.RECOMPILES).sum() if col.RECOMPILES in specs.columns else None
-        also = f" and {int(recompiles):,} recompile records" if recompiles is not None else ""
-        lines.append(
-            f"Compile records: {int(specs.get_column('compiles').sum()):,}{also}, {_INSIDE_OR_NOT}, {_PER_FRAME}."
-        )
+    if (records := _records_line(report)) is not None:
+        lines.append(records)
+    lines.append(_failures_line(report))
     health = report.cache_health
     lookups = int(health.get_column("lookups").sum() or 0)
     hits = int(health.get_column("hits").sum() or 0)
@@ -83,20 +181,15 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     if unpriced := unpriced_misses(health):
         parts.append(f"{not_priced(unpriced)} (no hit of the same model and cache)")
     lines.append(f"Compile-cache hit ratio: {ratio}{''.join(f'; {p}' for p in parts)}.")
+    lines.append(_misses_line(report))
     lines.append(f"Recompile storms: {report.storms.height}; new specializations: {report.new_graph_keys.height}.")
     if report.recompile_reasons.height:
         top = report.recompile_reasons.row(0, named=True)
         limit = f" + {top['limit_hits']:,} at the recompile limit" if top["limit_hits"] else ""
-        lines.append(
-            f"Top recompile reason: {top[col.REASON]!r} "
-            f"({top['recompiles']:,}{limit} in {top[col.MODEL] or '(no model)'} @ {top[col.HW_POOL] or '(no pool)'})."
-        )
+        lines.append(f"Top recompile reason: {top[col.REASON]!r} ({top['recompiles']:,}{limit} in {_where(top)}).")
     if report.graph_breaks.height:
         top = report.graph_breaks.row(0, named=True)
-        lines.append(
-            f"Top graph break: {top[col.REGISTRY_ID] or '(no id)'} {top[col.BREAK_TYPE] or '(no type)'} "
-            f"({top['events']:,} events)."
-        )
+        lines.append(f"Top graph break: {_graph_break_label(top)} ({top['events']:,} events).")
     return lines
 
 
@@ -109,6 +202,7 @@ def _growth_totals(report: WeeklyReport) -> pl.DataFrame:
 
 
 _RATIO_METRICS = ("recompile_rate", "cache_hit_ratio")
+_SECONDS_METRICS = (col.COMPILE_SECONDS, "compile_record_seconds")
 
 
 def _week_over_week_shown(frame: pl.DataFrame) -> pl.DataFrame:
@@ -118,7 +212,7 @@ def _week_over_week_shown(frame: pl.DataFrame) -> pl.DataFrame:
     def shown(value: float | None, metric: str) -> str:
         if value is None or metric in _RATIO_METRICS:
             return cell(value, ratio=True)
-        return cell(value if metric == col.COMPILE_SECONDS else round(value))
+        return cell(value if metric in _SECONDS_METRICS else round(value))
 
     rows = [
         {**r, "this_week": shown(r["this_week"], r["metric"]), "last_week": shown(r["last_week"], r["metric"])}
@@ -158,25 +252,25 @@ def sections(report: WeeklyReport) -> list[Section]:
         )
     )
     breaks = report.graph_breaks.with_columns(
-        pl.concat_str(pl.col(col.REGISTRY_ID).replace("", "(no id)"), pl.lit(" "), pl.col(col.BREAK_TYPE)).alias(
-            "label"
-        )
+        pl.Series("label", [_graph_break_label(r) for r in report.graph_breaks.iter_rows(named=True)], pl.String)
     )
+    misses = report.bundle_misses.with_columns(pl.col(col.BUNDLE_ID).str.head(BUNDLE_ID_DIGITS))
     return [
         Section("Summary", summary_lines(report)),
         Section(
             "Compiles and recompiles per model and pool",
             [
-                "compiling_requests, recompiles and compile_seconds: what requests paid (a request that compiled "
-                "counts once, however many frames it compiled); compile_records and recompile_records: every record "
-                "of the week, one per frame compiled, inside requests or not (warm-up, imported TORCH_TRACE logs), as "
-                "the dashboard's Compile & cache health page counts them (Specializations)."
+                "compiling_requests, request_recompiles, fallbacks and compile_seconds: what requests paid (a request "
+                "that compiled counts once, however many frames it compiled; request_recompiles are the recompiles "
+                "requests triggered); compile_records and recompile_records: every record of the week, one per frame "
+                "compiled, inside requests or not (warm-up, imported TORCH_TRACE logs), the recompile limit's hits "
+                "left out, as the dashboard's Compile & cache health page counts them (Specializations)."
             ]
             if per.height
             else [],
             [
                 charts.recompiles_by_model_pool(per),
-                charts.daily_by_model(report.daily, col.RECOMPILES, "Recompiles per day"),
+                charts.daily_by_model(report.daily, col.RECOMPILES, "Recompiles requests triggered per day"),
             ],
             [
                 (
@@ -186,8 +280,9 @@ def sections(report: WeeklyReport) -> list[Section]:
                         col.HW_POOL,
                         col.REQUESTS,
                         COMPILING_REQUESTS,
-                        col.RECOMPILES,
+                        REQUEST_RECOMPILES,
                         "recompile_rate",
+                        col.FALLBACKS,
                         col.COMPILE_SECONDS,
                         "cache_hit_ratio",
                         "compile_records",
@@ -201,22 +296,117 @@ def sections(report: WeeklyReport) -> list[Section]:
             [
                 "change = this week / last week - 1 (empty when last week was 0). While the week is in progress, "
                 "last week is the same span of it (Monday 00:00 to the same weekday and time). "
-                "compiling_requests, recompiles and compile_seconds are what requests paid, as in the table above."
+                "requests, compiling_requests, request_recompiles, fallbacks, compile_seconds, recompile_rate and "
+                "cache_hit_ratio are what requests paid, as in the table above (rows for a model with requests); "
+                "compile_records, recompile_records, compile_record_seconds, failed_compiles and bundle_misses count "
+                "every record, inside requests or not (rows for a model with records, imported logs' too)."
             ],
             [],
             [(_week_over_week_shown(report.week_over_week), [col.MODEL, "metric", "this_week", "last_week", "change"])],
+            limit=max(report.week_over_week.height, 1),  # every row is a figure of its own: none is cut
+        ),
+        Section(
+            "Failed compiles",
+            [
+                "Compiles whose outcome is failed, inside requests or not (imported TORCH_TRACE logs too), by "
+                "exception type; top_reasons are the failure messages (on one line, cut at 200 characters), most "
+                "frequent first "
+                "(top_reason_counts). A frame at the recompile limit is not a failure: see Eager fallbacks and the "
+                "recompile reasons' limit_hits."
+            ],
+            [],
+            [
+                (
+                    report.compile_failures,
+                    [
+                        col.MODEL,
+                        col.HW_POOL,
+                        col.FAIL_TYPE,
+                        "failures",
+                        col.REQUESTS,
+                        "top_reasons",
+                        "top_reason_counts",
+                    ],
+                )
+            ],
+        ),
+        Section(
+            "Eager fallbacks",
+            [
+                "Requests that ran eagerly, by model, pool, traffic class and reason; requests is every request of "
+                "that slice and fallback_rate = fallbacks / requests (as the fallback_reasons named query gives them)."
+            ],
+            [],
+            [
+                (
+                    report.fallbacks,
+                    [
+                        col.MODEL,
+                        col.HW_POOL,
+                        col.TRAFFIC_CLASS,
+                        col.FALLBACK_REASON,
+                        "fallbacks",
+                        col.REQUESTS,
+                        "fallback_rate",
+                    ],
+                )
+            ],
+        ),
+        Section(
+            "Bundle misses",
+            [
+                "Graphs a host's bundle did not hold: what the host did (action), the compile seconds it spent, and "
+                "what differed from the bundle (each factor's name, with the misses naming it in differed_counts). "
+                f"Bundle ids show their first {BUNDLE_ID_DIGITS} digits. A bundle miss may still hit the compile "
+                "cache: the hit ratio counts cache lookups, not bundle coverage."
+            ],
+            [],
+            [
+                (
+                    misses,
+                    [
+                        col.BUNDLE_ID,
+                        col.MODEL,
+                        col.HW_POOL,
+                        col.ACTION,
+                        "misses",
+                        col.REQUESTS,
+                        col.COMPILE_SECONDS,
+                        "differed",
+                        "differed_counts",
+                    ],
+                )
+            ],
         ),
         Section(
             "Top recompile reasons",
-            [PATTERN_NOTE] if report.recompile_reasons.height else [],
+            [
+                *([PATTERN_NOTE] if report.recompile_reasons.height else []),
+                "recompiles: the recompile records (as recompile_records above); limit_hits: guard failures at the "
+                "recompile limit, which compiled nothing (the frame ran eagerly); requests and variants count both.",
+            ],
             [charts.top_bars(reasons, "label", "recompiles", "Recompiles by reason")],
-            [(report.recompile_reasons, [col.MODEL, col.HW_POOL, col.REASON, "recompiles", "requests", "variants"])],
+            [
+                (
+                    report.recompile_reasons,
+                    [col.MODEL, col.HW_POOL, col.REASON, "recompiles", "limit_hits", "requests", "variants"],
+                )
+            ],
         ),
         Section(
             "Graph breaks",
-            [],
-            [charts.top_bars(breaks, "label", "events", "Graph breaks by registry id")],
-            [(report.graph_breaks, [col.REGISTRY_ID, col.BREAK_TYPE, "events", "requests", "top_user_frames"])],
+            [
+                "Grouped by registry id and type; a break whose message names neither (older logs) is grouped by its "
+                "reason. top_user_frames are compiled frames (file:line:function) for breaks that recorded no user "
+                "frame."
+            ],
+            [charts.top_bars(breaks, "label", "events", "Graph breaks by registry id, else reason")],
+            [
+                (
+                    report.graph_breaks,
+                    [col.REGISTRY_ID, col.BREAK_TYPE, col.REASON, "events", "requests", "top_user_frames"],
+                )
+            ],
         ),
         Section(
             "Recompile storms",
@@ -285,12 +475,19 @@ def sections(report: WeeklyReport) -> list[Section]:
     ]
 
 
+def in_progress(report: WeeklyReport) -> bool:
+    """Whether the report's week was still running when it was built (it ends at that moment)."""
+    return report.end - report.start < timedelta(days=7)
+
+
 def title(report: WeeklyReport) -> str:
-    """The report's title line (a week in progress says up to when)."""
-    if report.end - report.start < timedelta(days=7):
+    """The report's title line: a whole week names its first and last day (Monday to Sunday, both included), a
+    week in progress says up to when."""
+    if in_progress(report):
         span = f"{report.start:%Y-%m-%d} to {report.end:%Y-%m-%d %H:%M} UTC, the week so far"
     else:
-        span = f"{report.start:%Y-%m-%d} to {report.end:%Y-%m-%d} UTC"
+        last_day = report.end - timedelta(days=1)
+        span = f"Monday {report.start:%Y-%m-%d} to Sunday {last_day:%Y-%m-%d} UTC, whole days"
     return f"Weekly recompilation and cache report {report.week} ({span})"
 
 
@@ -309,7 +506,7 @@ def render_weekly_markdown(report: WeeklyReport) -> str:
             out.append("")
             continue
         out.extend(f"{p}\n" for p in section.paragraphs)
-        out.extend(markdown_table(frame, columns) for frame, columns in section.tables)
+        out.extend(markdown_table(frame, columns, section.limit) for frame, columns in section.tables)
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -325,3 +522,61 @@ def write_weekly_report(report: WeeklyReport, out_dir: Path) -> tuple[Path, Path
     md.write_text(render_weekly_markdown(report), encoding="utf-8")
     page.write_text(render_weekly_html(report), encoding="utf-8")
     return md, page
+
+
+def _plain(value: object) -> object:
+    """A cell as JSON takes it: a time as ISO 8601, a NaN or infinity as null (JSON has neither)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def weekly_json(report: WeeklyReport) -> dict[str, Any]:
+    """The report as plain data: the figures the Markdown shows (its summary sentences, and each section's
+    paragraphs and tables, every row and each value unformatted: ratios as fractions, times in ISO 8601 UTC),
+    with the span (``end`` excluded) and the storm rule."""
+    return {
+        "week": report.week,
+        "title": title(report),
+        "start": report.start.isoformat(),
+        "end": report.end.isoformat(),
+        "end_excluded": True,
+        "in_progress": in_progress(report),
+        "storm_rule": report.storm_rule.model_dump(),
+        "summary": summary_lines(report),
+        "sections": [
+            {
+                "title": section.title,
+                "paragraphs": list(section.paragraphs),
+                "tables": [
+                    {
+                        "columns": columns,
+                        "rows": [
+                            {c: _plain(v) for c, v in row.items()}
+                            for row in frame.select(columns).iter_rows(named=True)
+                        ],
+                    }
+                    for frame, columns in section.tables
+                ],
+            }
+            for section in sections(report)
+            if section.title != "Summary"
+        ],
+    }
+
+
+def render_weekly_json(report: WeeklyReport) -> str:
+    """:func:`weekly_json` as indented JSON text."""
+    return json.dumps(weekly_json(report), indent=1, ensure_ascii=False) + "\n"
+
+
+def write_weekly_json(report: WeeklyReport, out_dir: Path) -> Path:
+    """Write ``weekly-<week>.json`` into ``out_dir``; return its path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"weekly-{report.week}.json"
+    path.write_text(render_weekly_json(report), encoding="utf-8")
+    return path

@@ -12,13 +12,13 @@ parameter it cannot use gets one warning naming it and what is expected; its fie
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import polars as pl
 import streamlit as st
 
 from inferensics.analytics import canary as canary_rules
+from inferensics.analytics.canary_pools import PoolSplit
 from inferensics.analytics.report import charts as report_charts
 from inferensics.analytics.report.canary import render_canary_markdown, verdict_of
 from inferensics.analytics.report.evidence import evidence_table
@@ -205,33 +205,6 @@ def pickers(
     }, str(hw_pool)  # fmt: skip
 
 
-@dataclass(frozen=True)
-class PoolSplit:
-    """Requests per hardware pool on each side of a comparison (its model, traffic class and window)."""
-
-    baseline: dict[str, int]
-    candidate: dict[str, int]
-
-    def shared(self) -> list[str]:
-        """The pools both bundles served, the candidate's busiest first."""
-        both = [p for p, n in self.candidate.items() if n > 0 and self.baseline.get(p, 0) > 0]
-        return sorted(both, key=lambda p: (-self.candidate[p], -self.baseline[p], p))
-
-    def pools(self) -> list[str]:
-        """Every pool either bundle served, busiest first."""
-        total = {p: self.baseline.get(p, 0) + self.candidate.get(p, 0) for p in {*self.baseline, *self.candidate}}
-        return sorted((p for p, n in total.items() if n > 0), key=lambda p: (-total[p], p))
-
-    def describe(self, pool: str) -> str:
-        """``pool`` and who served there, in words."""
-        b, c = self.baseline.get(pool, 0), self.candidate.get(pool, 0)
-        if not c:
-            return f"{pool} (only the baseline served there: {b:,} requests)"
-        if not b:
-            return f"{pool} (only the candidate served there: {c:,} requests)"
-        return f"{pool} (both served there, baseline {b:,} and candidate {c:,} requests: pick it to compare it)"
-
-
 Note = tuple[Literal["info", "warning"], str]
 """How the page says which pools it compares: an info or a warning, in Markdown."""
 MIXED_POOLS = "a latency or rate difference may then be the hardware's, not the bundle's"
@@ -252,11 +225,7 @@ def like_for_like(choice: str, split: PoolSplit) -> tuple[str | None, Note | Non
     if not any(split.baseline.values()) or not any(split.candidate.values()):
         return None, None  # a side without requests: the verdict says so
     if not shared:
-        sides = "; ".join(
-            f"{name}: " + ", ".join(f"{p} ({n:,})" for p, n in counts.items() if n)
-            for name, counts in (("baseline", split.baseline), ("candidate", split.candidate))
-        )
-        return None, ("warning", f"**The bundles served no hardware pool in common** in this window ({sides} "
+        return None, ("warning", f"**The bundles served no hardware pool in common** in this window ({split.sides()} "
                                  f"requests): the comparison is across pools, and {MIXED_POOLS}.")  # fmt: skip
     if choice == SHARED:
         pool = shared[0]

@@ -43,6 +43,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 def test_named_query_names_are_pinned() -> None:
     assert sorted(NAMED_QUERIES) == sorted(
         [
+            "bundle_misses",
             "bundle_release",
             "bundles",
             "bundles_seen",
@@ -52,6 +53,7 @@ def test_named_query_names_are_pinned() -> None:
             "cache_trend",
             "canary_compare",
             "canary_verdicts",
+            "compile_failures",
             "compile_timeseries",
             "dimension_values",
             "fallback_reasons",

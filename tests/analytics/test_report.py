@@ -390,16 +390,21 @@ def test_weekly_summary_counts_compiles_no_request_paid_for(weekly: WeeklyReport
         pl.lit("").alias(col.REGISTRY_ID), pl.lit("").alias(col.BREAK_TYPE)
     )
     lines = summary_lines(replace(weekly, specializations=specs, graph_breaks=breaks))
-    assert (
-        "Compile records: 18 and 13 recompile records, inside requests or not (warm-up, imported TORCH_TRACE logs), "
-        "one per frame compiled, as the dashboard's Compile & cache health page counts them (Specializations: "
-        "compile_records)." in lines
+    records = next(x for x in lines if x.startswith("Compile records"))
+    assert records.startswith("Compile records: 18 (")
+    assert "; recompile records: 13 (" in records
+    assert records.endswith(
+        "; inside requests or not (warm-up, imported TORCH_TRACE logs), one per frame compiled, as the dashboard's "
+        "Compile & cache health page counts them (its Recompiles headline; Specializations: compiles, recompiles)."
     )
     assert (
         "Compile seconds, every compile: 19.8 s, inside requests or not (warm-up, imported TORCH_TRACE logs), as "
         "the dashboard's Compile & cache health page totals them." in lines
     )
-    assert next(x for x in lines if x.startswith("Top graph break")).startswith("Top graph break: (no id) (no type) (")
+    # Neither id nor type, nor a reason: it says so (a break with a reason is told by it: test_report_failures.py).
+    assert next(x for x in lines if x.startswith("Top graph break")).startswith(
+        "Top graph break: (no reason recorded) ("
+    )
     assert "Compile records" in " ".join(summary_lines(weekly))  # the fleet's own compiles
 
 
@@ -479,15 +484,15 @@ def test_the_report_names_requests_that_compiled_apart_from_compile_records(stor
     assert col.COMPILES not in report.by_model_pool.columns
 
     lines = summary_lines(report)
-    assert "Requests that compiled: 3 (new)." in lines
+    assert "Requests that compiled: 3 (none last week)." in lines
     assert not any(line.startswith("Compiles:") for line in lines)
     assert (
-        "Compile records: 7 and 0 recompile records, inside requests or not (warm-up, imported TORCH_TRACE logs), "
-        "one per frame compiled, as the dashboard's Compile & cache health page counts them (Specializations: "
-        "compile_records)." in lines
+        "Compile records: 7 (none last week); recompile records: 0 (none last week either); inside requests or not "
+        "(warm-up, imported TORCH_TRACE logs), one per frame compiled, as the dashboard's Compile & cache health page "
+        "counts them (its Recompiles headline; Specializations: compiles, recompiles)." in lines
     )
     markdown = render_weekly_markdown(report)
     table = markdown.split("\n## Compiles and recompiles per model and pool\n", 1)[1].split("\n## ", 1)[0]
-    assert "| model | hw_pool | requests | compiling_requests | recompiles |" in table
+    assert "| model | hw_pool | requests | compiling_requests | request_recompiles |" in table
     assert "| compiles |" not in table
     assert "compiling_requests" in report.week_over_week.get_column("metric").to_list()

@@ -46,7 +46,7 @@ def test_weekly_report_is_produced_and_shown(seeded: SeededService, tmp_path: Pa
     summary = summary_of(at)
     assert week in summary
     assert f"- Requests: {len(in_week):,} " in summary
-    assert f"- Recompiles: {sum(r.recompiles for r in in_week):,} " in summary
+    assert f"- Recompiles requests triggered: {sum(r.recompiles for r in in_week):,} " in summary
     assert len(at.get("iframe")) == 1  # the self-contained HTML page with its charts
 
     # A new session shows the latest report without producing one.

@@ -1,0 +1,82 @@
+"""``canary compare`` compares like for like, as the dashboard's canary page does, and says so: the pool both
+bundles served (or a refusal naming the pools), that pool in its Markdown and HTML, and each outcome's rule
+beside the verdict in the terminal.
+
+The store holds the demo walk's canary (tests/dashboard/canary_pools.py): the baseline serves cpu-a (fast) and
+cpu-b, the candidate cpu-b only, as fast as the baseline there.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from inferensics.cli.app import app
+from inferensics.schema.store import Store
+from tests.dashboard.canary_pools import BASELINE, BASELINE_ONLY_POOL, CANDIDATE, SHARED_POOL, build
+from tests.seeding import seed
+
+NOW = datetime.now(UTC).replace(second=0, microsecond=0)
+
+
+def _compare(store: Store, chdb_dir: Path, *extra: str) -> tuple[int, str]:
+    dsn = f"chdb://{chdb_dir}?database={store.database}"
+    window = ["--start", f"{NOW - timedelta(hours=2):%Y-%m-%dT%H:%M}", "--end", f"{NOW:%Y-%m-%dT%H:%M}"]
+    args = ["canary", "compare", "--baseline", BASELINE[:12], "--candidate", CANDIDATE[:12], *window, "--dsn", dsn]
+    result = CliRunner().invoke(app, [*args, *extra], env={"COLUMNS": "300"})
+    return result.exit_code, result.output
+
+
+def test_without_hw_pool_it_compares_the_pool_both_bundles_served(store: Store, chdb_dir: Path, tmp_path: Path) -> None:
+    """Without --hw-pool the baseline mixed cpu-a and cpu-b against a cpu-b-only candidate (its p50 "failed" on
+    hardware alone), while the dashboard compared cpu-b; the Markdown and HTML named no pool."""
+    facts = build(NOW)
+    seed(store, events=[*facts.requests, *facts.others])
+    code, output = _compare(store, chdb_dir, "--out", str(tmp_path))
+    assert code == 0, output  # like for like: every check passes
+    baseline_only = facts.served(BASELINE, BASELINE_ONLY_POOL)
+    assert (
+        f"hardware pool {SHARED_POOL}: where both bundles served (baseline {facts.served(BASELINE, SHARED_POOL)}, "
+        f"candidate {facts.served(CANDIDATE, SHARED_POOL)} requests); left out: {BASELINE_ONLY_POOL} (only the "
+        f"baseline served there: {baseline_only} requests)" in output
+    )
+    (md,) = tmp_path.glob("*.md")
+    (page,) = tmp_path.glob("*.html")
+    assert f"hardware pool {SHARED_POOL}" in md.read_text().splitlines()[0]
+    assert f"hardware pool {SHARED_POOL}" in page.read_text()
+
+    code, mixed = _compare(store, chdb_dir, "--hw-pool", "all")
+    assert code == 1, mixed  # every pool at once: the baseline's fast pool makes the candidate's p50 fail
+    assert "every hardware pool" in mixed
+    assert f"mixed, {BASELINE_ONLY_POOL} (only the baseline served there" in mixed
+
+
+def test_the_terminal_shows_the_rule_of_each_outcome(store: Store, chdb_dir: Path) -> None:
+    """The table showed ``D = 0.248 | D ≤ 0.1 | pass`` with the rule (fail only if also p < 0.01) in the
+    Markdown alone."""
+    facts = build(NOW)
+    seed(store, events=[*facts.requests, *facts.others])
+    _, output = _compare(store, chdb_dir, "--hw-pool", SHARED_POOL)
+    assert "rules (each outcome above follows its metric's):" in output
+    assert "  fp_mean_ks, fp_std_ks: KS D > 0.1 with p < 0.01 fails" in output
+    assert "  p50_ms, p95_ms, p99_ms: ratio CI low > 1.1 fails; CI high <= 1.1 passes" in output
+
+
+def test_bundles_that_share_no_pool_are_refused_in_one_line(store: Store, chdb_dir: Path) -> None:
+    facts = build(NOW)
+    apart = [r for r in facts.requests if not (r.bundle_id == BASELINE and r.hw_pool == SHARED_POOL)]
+    seed(store, events=[*apart, *facts.others])
+    code, output = _compare(store, chdb_dir)
+    assert code == 2, output
+    baseline_only = facts.served(BASELINE, BASELINE_ONLY_POOL)
+    assert (
+        output.strip()
+        .splitlines()[-1]
+        .endswith(
+            f"the bundles served no hardware pool in common (baseline: {BASELINE_ONLY_POOL} ({baseline_only}); "
+            f"candidate: {SHARED_POOL} ({facts.served(CANDIDATE, SHARED_POOL)}) requests): pass --hw-pool POOL to "
+            "compare one, or --hw-pool all to compare across pools (the hardware's difference then counts)"
+        )
+    )
