@@ -125,14 +125,23 @@ def parse_cache_artifact(name: str, payload: Any) -> CacheLookup | None:
     reason = body.get("cache_bypass_reason") or body.get("reason") or ""
     if not reason and kind[1] == "miss":
         reason = str(body.get("cache_status_detailed") or "")
-    saved = body.get("time_saved_ms")
     return CacheLookup(
         cache=kind[0],
         result=kind[1],
         key=str(key) if key else "",
         reason=str(reason)[:2000],
-        time_saved_ms=float(saved) if isinstance(saved, int | float) and not isinstance(saved, bool) else 0.0,
+        time_saved_ms=_time_saved_ms(body),
     )
+
+
+def _time_saved_ms(body: Mapping[str, Any]) -> float:
+    """What a hit saved, in milliseconds: AOTAutograd's lookups say ``time_saved_ms``, the FX-graph cache's
+    ``time_saved_ns`` (the compile time recorded with the entry); 0.0 when neither is there."""
+    for field, to_ms in (("time_saved_ms", 1.0), ("time_saved_ns", 1e-6)):
+        value = body.get(field)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value) * to_ms
+    return 0.0
 
 
 def kernels_in_output_code(code: str) -> list[tuple[str, str]]:

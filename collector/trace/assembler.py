@@ -30,6 +30,7 @@ from inferensics.collector.trace.artifacts import (
     parse_user_context,
     source_file,
 )
+from inferensics.collector.trace.compile_times import compile_times, phase_times
 from inferensics.collector.trace.envelope import Envelope
 from inferensics.collector.trace.shape_guards import GUARD_RECORDS, SHAPE_RECORDS, ShapeGuard, ShapeGuardReader
 from inferensics.schema import columns as col
@@ -158,10 +159,16 @@ class AssemblyStats:
     """Sound records of kinds no compile record is built from (export programs, timings, graphs), by name."""
     blobs: int = 0
     kernels: int = 0
+    """Kernel rows emitted: one per kernel of each distinct output code (an artifact served again by a cache hit
+    adds none)."""
     shape_guards: int = 0
     """Symbolic-shape guards stored (``guard_added`` / ``guard_added_fast``; export and Dynamo alike)."""
     first_damaged_payload: int = 0
     """Line of the first record whose payload is damaged (0: none)."""
+    cut_off_at: int = 0
+    """Line of the record the log ends inside (0: it ends after a whole record): the last record's payload does
+    not match its digest, as when the file was cut off inside it or is still being written. It is counted among
+    ``damaged_payloads`` too; :func:`damage_note` names it."""
     stale_source_lines: int = 0
     """Kernel source lines dropped because they name a file the compiled graph does not come from (an
     FX-graph-cache hit on a graph first compiled elsewhere, whose kernels the current graph could not map)."""
@@ -214,8 +221,10 @@ class CompileAssembler:
         self._open: dict[str, _Compile] = {}
         self._aot: _Compile | None = None  # the compile without a frame id in progress (AOTInductor)
         self._aot_count = 0
+        self._damaged_last = 0  # line of the last record fed, when its payload is damaged
         self._shapes = ShapeGuardReader()
         self._blobs: set[str] = set()
+        self._kernels: set[tuple[str, str]] = set()  # (artifact id, kernel name) emitted
         self._seen: Counter[str] = Counter()  # compiles per id so far
         self._frame_locations: OrderedDict[str, str] = OrderedDict()  # frame id → its code location, last seen
         self.summaries: OrderedDict[str, CompileSummary] = OrderedDict()
@@ -279,6 +288,7 @@ class CompileAssembler:
             and env.body.get("name") == "inductor_aot_wrapper_code"
         ):
             name = "inductor_aot_wrapper_code"  # AOTInductor's output code (C++), as a graph dump
+        self._damaged_last = env.lineno if not env.payload_ok else 0
         if not env.payload_ok:
             self.stats.damaged_payloads += 1
             self.stats.first_damaged_payload = self.stats.first_damaged_payload or env.lineno
@@ -349,7 +359,19 @@ class CompileAssembler:
 
     def _feed_aot(self, env: Envelope, name: str) -> None:
         """A record outside any Dynamo frame: part of an AOTInductor (or export) compile, which ends with
-        its ``compilation_metrics`` (compile id ``null``)."""
+        its ``compilation_metrics`` (compile id ``null``).
+
+        A strict ``torch.export`` traces the module with Dynamo without starting a compile: the capture's records
+        carry a frame's id (``0/0``) but there is no ``dynamo_start``, and its guards and ``compilation_metrics``
+        come after the frame, with no id. Those end that frame's compile; they do not start another one.
+        """
+        capture = self._capture() if self._aot is None else None
+        if capture is not None and name == "compilation_metrics":
+            self._finalize(self._open.pop(capture.compile_id), env.body if isinstance(env.body, Mapping) else {})
+            return
+        if capture is not None and name == "dynamo_cpp_guards_str" and not capture.guard_digest:
+            capture.guard_digest = self._blob(env.payload or "", "guard_tree", {"compile_id": capture.compile_id})
+            return
         if name not in ("compilation_metrics", "inductor_output_code", "inductor_aot_wrapper_code", *CACHE_ARTIFACTS):
             self.stats.unused[name] += 1
             return
@@ -367,6 +389,10 @@ class CompileAssembler:
             lookup = parse_cache_artifact(name, _json(env))
             if lookup is not None:
                 self._cache(state, lookup)
+
+    def _capture(self) -> _Compile | None:
+        """The latest open compile that Dynamo did not start (a strict export's capture), if any."""
+        return next((s for s in reversed(self._open.values()) if not s.started), None)
 
     def _late_decisions(self, env: Envelope, request_id: str, origin: Origin | None) -> None:
         """Provider decisions for a compile that has already ended: rows of that compile (its graph, its labels),
@@ -407,6 +433,7 @@ class CompileAssembler:
 
     def finish(self) -> None:
         """Emit the compiles that never got their metrics (truncated logs, process exit)."""
+        self.stats.cut_off_at = self._damaged_last
         for state in list(self._open.values()):
             self._finalize(state, None)
         self._open.clear()
@@ -553,9 +580,9 @@ class CompileAssembler:
         request_id = parse_user_context(m.get("recompile_user_contexts")) or state.request_id
         reasons = state.recompile_reasons or ([str(m["recompile_reason"])] if m.get("recompile_reason") else [])
         is_recompile = state.frame_compile_id > 0
-        start_us = m.get("start_time_us")
-        ts = datetime.fromtimestamp(start_us / 1e6, UTC) if isinstance(start_us, int | float) else state.ts
-        attrs = self._attrs(state)
+        times = compile_times(m)
+        ts = times.start or state.ts
+        attrs = {**phase_times(m), **self._attrs(state)}
         if m.get("recompile_user_contexts"):
             attrs["recompile_user_context"] = ";".join(sorted(str(x) for x in m["recompile_user_contexts"]))
         if state.error_text:
@@ -574,10 +601,10 @@ class CompileAssembler:
                 compile_id=state.compile_id,
                 attempt=min(state.attempt, 255),
                 trigger="import" if self.context.source != "live" else ("recompile" if is_recompile else "first"),
-                entire_frame_s=_f(m.get("entire_frame_compile_time_s")),
-                backend_s=_f(m.get("backend_compile_time_s")),
-                inductor_s=_f(m.get("inductor_compile_time_s")),
-                codegen_s=_f(m.get("code_gen_time_s")),
+                entire_frame_s=times.entire_frame_s,
+                backend_s=times.backend_s,
+                inductor_s=times.inductor_s,
+                codegen_s=times.codegen_s,
                 outcome=outcome,
                 fail_type=fail_type,
                 fail_reason=fail_reason[:4000],
@@ -619,6 +646,12 @@ class CompileAssembler:
             )
         if artifact_id:
             for name, backend in kernels_in_output_code(state.output_code):
+                # One row per kernel of an artifact (the table's key): a cache hit that serves the same output
+                # code again lists the same kernels, already emitted. Live, each is emitted again: the host
+                # pipeline maps a kernel's name to the artifact that served it last from these rows.
+                if (artifact_id, name) in self._kernels and self.context.source != "live":
+                    continue
+                self._kernels.add((artifact_id, name))
                 self.stats.kernels += 1
                 self._emit(
                     KernelInventoryEvent(
@@ -636,7 +669,7 @@ class CompileAssembler:
             compile_id=state.compile_id,
             outcome=outcome,
             cache_status=cache_status,
-            entire_frame_s=_f(m.get("entire_frame_compile_time_s")),
+            entire_frame_s=times.entire_frame_s,
             graph_key=graph_key,
             artifact_id=artifact_id,
             recompile=is_recompile,
@@ -653,6 +686,16 @@ class CompileAssembler:
             return ""
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
         return self._blob(text, "config", {"config": which})
+
+
+def damage_note(stats: AssemblyStats) -> str:
+    """The damaged payloads an assembler met, in one line (``""``: none): the first one's line, and the record
+    the file ends inside when it was cut off there or is still being written."""
+    cut = f"the file ends inside a record at line {stats.cut_off_at}: cut off, or still being written"
+    first = f"line {stats.first_damaged_payload}: payload does not match its record"
+    if stats.cut_off_at:
+        return cut if stats.first_damaged_payload == stats.cut_off_at else f"{first}; {cut}"
+    return first if stats.first_damaged_payload else ""
 
 
 def _json(env: Envelope) -> Any:
@@ -676,10 +719,6 @@ def _reasons(payload: str) -> list[str]:
 def _strip_id(reason: str) -> str:
     head, sep, tail = reason.partition(": ")
     return tail if sep and "/" in head and " " not in head else reason
-
-
-def _f(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 def _u(value: Any) -> int:

@@ -110,3 +110,61 @@ def count_log(path: Path) -> LogCounts:
     # a compile whose log has no break report still names its breaks among its restart reasons
     counts["graph_breaks"] += sum(n for cid, n in restart_breaks.items() if cid not in compiles_with_break_reports)
     return out
+
+
+@dataclass(frozen=True)
+class LoggedRecord:
+    """One record as the log's text states it: its header line number, envelope and payload."""
+
+    lineno: int
+    envelope: dict[str, object]
+    payload: str
+
+
+def logged_records(text: str) -> list[LoggedRecord]:
+    """Every record of a log's ``text`` whose envelope is JSON, read with the regular expression and ``json``
+    alone (not the decoder under test)."""
+    lines = text.split("\n")  # "\n" only: a "\r" is payload text
+    out: list[LoggedRecord] = []
+    i = 0
+    while i < len(lines):
+        m = HEADER.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        start = i
+        while i < len(lines) and lines[i].startswith("\t"):
+            i += 1
+        try:
+            envelope = json.loads(m.group(1))
+        except ValueError:
+            continue
+        out.append(LoggedRecord(start, envelope, "\n".join(line[1:] for line in lines[start:i])))
+    return out
+
+
+def logged_compilation_metrics(path: Path) -> list[tuple[str, dict[str, object]]]:
+    """``(compile id or "", body)`` of each ``compilation_metrics`` record of ``path``, in log order."""
+    out = []
+    for r in logged_records(path.read_bytes().decode("utf-8")):
+        body = r.envelope.get("compilation_metrics")
+        if isinstance(body, dict):
+            ids = r.envelope.get("frame_id"), r.envelope.get("frame_compile_id")
+            out.append((f"{ids[0]}/{ids[1]}" if None not in ids else "", body))
+    return out
+
+
+KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.\w+\(", re.MULTILINE)
+EXTERN_CALL = re.compile(r"\b(extern_kernels\.\w+)\(")
+
+
+def logged_kernels(path: Path) -> set[tuple[str, str]]:
+    """``(sha256 of the output code, kernel name)`` of each kernel an ``inductor_output_code`` payload defines or
+    calls (``extern_kernels.mm``)."""
+    out: set[tuple[str, str]] = set()
+    for r in logged_records(path.read_bytes().decode("utf-8")):
+        if "inductor_output_code" in r.envelope:
+            digest = hashlib.sha256(r.payload.encode("utf-8")).hexdigest()
+            names = {*KERNEL_DEF.findall(r.payload), *EXTERN_CALL.findall(r.payload)}
+            out |= {(digest, name) for name in names}
+    return out
