@@ -4,11 +4,18 @@ records.
 The importer reads each file with the shared envelope decoder, assembles records with the shared
 :class:`~inferensics.collector.trace.assembler.CompileAssembler` and writes them to a store in batches.
 Damaged lines and payloads are counted and skipped, never fatal. A file that is not a TORCH_TRACE log is
-refused (its first record line is not a glog-prefixed JSON record), and a file imported before (same
+refused (none of its first lines is a glog-prefixed JSON record), and a file imported before (same
 content) is not imported again: a marker blob named by the file's sha256 records each import. A compile
-its process already has stored (recorded live by the host SDK, or imported from an earlier copy of a log that
-has grown since) is not stored again (``inferensics.schema.processes``), except one stored ``incomplete`` from
-a copy of the log read before it ended: a store replaces it with the compile the longer log completes.
+its process already has stored (recorded live by the host SDK, or imported from another copy of its log,
+under any name, or one that has grown since) is not stored again (``inferensics.schema.processes``), except
+one stored ``incomplete`` from a copy of the log read before it ended: a store replaces it with the compile the
+longer log completes.
+
+Records keep the time they were logged: glog stamps are the writing machine's local time without a year, so
+the records that carry an epoch time (:func:`~inferensics.collector.trace.envelope.record_epoch`) give the
+year and the UTC offset (:class:`LogClock`). A record older than its table's retention would vanish on insert:
+it is left out and counted (the file is then not marked imported), or stored at the import time with
+``redate`` (its own time kept in ``attrs['log_ts']``).
 """
 
 from __future__ import annotations
@@ -25,8 +32,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from inferensics.collector.trace.artifacts import PROCESS_ARTIFACT, process_key
-from inferensics.collector.trace.assembler import AssemblyContext, AssemblyStats, CompileAssembler
-from inferensics.collector.trace.envelope import Damaged, Envelope, is_record_header, iter_file_envelopes
+from inferensics.collector.trace.assembler import AssemblyContext, AssemblyStats, CompileAssembler, damage_note
+from inferensics.collector.trace.envelope import (
+    Damaged,
+    Envelope,
+    is_record_header,
+    iter_file_envelopes,
+    record_epoch,
+    stamp_clock,
+    stamp_time,
+)
 from inferensics.schema import columns as col
 from inferensics.schema.events import CacheEvent, CompileEvent, KernelInventoryEvent, ShapeGuardEvent
 from inferensics.schema.processes import (
@@ -98,6 +113,16 @@ class CompletingTarget(Protocol):
         ...
 
 
+@runtime_checkable
+class MarkerTarget(Protocol):
+    """A target that keeps the attributes of a blob (the import marker's: the file name and labels of the import
+    that wrote it). A collector service's blob API keeps the bytes and kind only."""
+
+    def blob_attrs(self, sha256: str) -> dict[str, str]:
+        """The attributes stored with the blob (empty: none, or no such blob)."""
+        ...
+
+
 class StoreTarget:
     """A :class:`~inferensics.schema.store.Store` as the target of an import."""
 
@@ -115,6 +140,17 @@ class StoreTarget:
     def insert_events(self, events: list[Event]) -> object:
         """Insert the events (one table)."""
         return self.store.insert_events(events)
+
+    def blob_attrs(self, sha256: str) -> dict[str, str]:
+        """The attributes stored with the blob."""
+        from inferensics.schema.events import BlobIndexEvent
+
+        rows = self.store.query_rows(
+            f"SELECT {col.ATTRS} FROM {self.store.database}.{BlobIndexEvent.TABLE.name} "
+            f"WHERE {col.SHA256} = {{h:String}} LIMIT 1",
+            {"h": sha256},
+        )
+        return {str(k): str(v) for k, v in dict(rows[0][0]).items()} if rows else {}
 
     def recorded_compiles(self, processes: Sequence[str]) -> set[Recorded]:
         """What these processes have stored."""
@@ -155,6 +191,24 @@ class StoreTarget:
                 ) from None
 
 
+@dataclass(frozen=True, slots=True)
+class LogClock:
+    """How a log's glog stamps (the writing machine's local time, without a year) become UTC times."""
+
+    year: int
+    """Year of the first record's stamp (a later stamp a day or more before its predecessor's is a year on)."""
+    utc_offset: timedelta
+    """The writing machine's local time minus UTC, to 15 minutes."""
+    epochs: int
+    """Records whose epoch time gave this year and offset. 0: no record held one; the year is then inferred (the
+    latest that puts the first record no later than the file's mtime) and the stamps are read as UTC."""
+
+    @property
+    def inferred(self) -> bool:
+        """The log held no epoch time: its times were inferred (see :attr:`epochs`)."""
+        return self.epochs == 0
+
+
 @dataclass
 class FileReport:
     """What one file held."""
@@ -170,6 +224,20 @@ class FileReport:
     """Why the file was refused as not a TORCH_TRACE log (``""``: it is one)."""
     already_imported: bool = False
     """The same content was imported into this store before; nothing was added."""
+    earlier: dict[str, str] = field(default_factory=dict)
+    """For ``already_imported``: what the earlier import's marker holds (``file``, and since this version
+    ``host``, ``model``, ``hw_pool``: the labels its rows carry); empty when the target does not keep it."""
+    clock: LogClock | None = None
+    """How the log's stamps were dated (``None``: the file was not read)."""
+    expired: Counter[str] = field(default_factory=Counter)
+    """Rows not stored, by table: older than the table's retention (``retention``), or the kernels of such a
+    compile. The file is then not marked imported, so an import with ``redate`` can store them."""
+    retention: dict[str, int] = field(default_factory=dict)
+    """Retention in days of each table in ``expired`` (0: the kernels of compiles left out)."""
+    expired_span: tuple[datetime, datetime] | None = None
+    """Oldest and newest time of the rows left out as older than their retention."""
+    redated: Counter[str] = field(default_factory=Counter)
+    """Rows older than their table's retention stored at the import time (``redate``), by table."""
     sha256: str = ""
     processes: list[str] = field(default_factory=list)
     """Keys of the process that wrote the log: its trackers' (when the host SDK ran in it), else its own."""
@@ -213,45 +281,60 @@ def _candidates(path: Path) -> list[Path]:
 
 
 def not_trace_reason(path: Path) -> str:
-    """``""`` when ``path`` reads as a TORCH_TRACE log, else why not (its first record line is checked).
+    """``""`` when ``path`` reads as a TORCH_TRACE log, else why not.
 
-    A log is UTF-8 text. A binary file is named as one, with the first byte that is not text, and never
-    quoted: its bytes printed as replacement characters and escapes.
+    Its first lines (up to ``_HEAD_LINES``) are looked at: one glog-prefixed JSON record among them makes a log,
+    whose lines before it (a log cut at its head, a stray line on top) the import counts as damaged. A log is
+    UTF-8 text. A binary file is named as one, with the first byte that is not text, and never quoted: its bytes
+    printed as replacement characters and escapes.
     """
+    first, lines, offset, seen = "", 0, 0, False
     try:
         with path.open("rb") as fh:
-            offset = 0
-            for _ in range(_HEAD_LINES):
-                raw = fh.readline(_HEAD_LINE_BYTES)
-                if not raw:
-                    break
+            while lines < _HEAD_LINES and (raw := fh.readline(_HEAD_LINE_BYTES)):
+                lines += 1
                 if raw.strip():
-                    return _first_line_reason(raw, offset)
+                    reason, line = _head_line(raw, offset, opening=not seen)
+                    seen = True
+                    if reason is not None:
+                        return reason
+                    if is_record_header(line):
+                        return ""
+                    first = first or line.strip()[:60]
                 offset += len(raw)
     except OSError as exc:
         return f"it cannot be read: {exc.strerror or exc}"
-    return "it holds no records"
+    if not first:
+        return "it holds no records"
+    if lines == 1:
+        return f"its line is not a glog-prefixed JSON record: {first!r}"
+    which = f"its first {_HEAD_LINES} lines" if lines == _HEAD_LINES else f"its {lines} lines"
+    return f"none of {which} is a glog-prefixed JSON record (the first: {first!r})"
 
 
-def _first_line_reason(raw: bytes, offset: int) -> str:
-    """Why the first non-blank line (its bytes, at ``offset`` in the file) opens no TORCH_TRACE log, or ``""``."""
-    if raw.startswith(_GZIP_MAGIC):
-        return "it is gzip-compressed: gunzip it, then import the log"
-    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return "it is UTF-16 text; a TORCH_TRACE log is UTF-8: convert it, e.g. with iconv -f UTF-16 -t UTF-8"
-    bad = [m.start()] if (m := _CONTROL.search(raw)) else []
+def _head_line(raw: bytes, offset: int, *, opening: bool) -> tuple[str | None, str]:
+    """A refusal for a file whose non-blank line ``raw`` (at ``offset``) is not text (``None``: it is), and the
+    line decoded. The ``opening`` line (the first non-blank one) names gzip and UTF-16."""
+    if opening and raw.startswith(_GZIP_MAGIC):
+        return "it is gzip-compressed: gunzip it, then import the log", ""
+    if opening and raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "it is UTF-16 text; a TORCH_TRACE log is UTF-8: convert it, e.g. with iconv -f UTF-16 -t UTF-8", ""
+    # A log cut at its head may begin inside a character: its continuation bytes are no sign of a binary file.
+    skipped = 0
+    while offset == 0 and skipped < 3 and skipped < len(raw) and 0x80 <= raw[skipped] < 0xC0:
+        skipped += 1
+    body = raw[skipped:]
+    bad = [m.start()] if (m := _CONTROL.search(body)) else []
     try:
         # not final: a line cut at the read limit may end inside a character
-        line = codecs.getincrementaldecoder("utf-8")().decode(raw, final=False)
+        line = codecs.getincrementaldecoder("utf-8")().decode(body, final=False)
     except UnicodeDecodeError as exc:
         bad.append(exc.start)
         line = ""
     if bad:
         at = min(bad)
-        return f"it is binary, not a text log: byte 0x{raw[at]:02x} at offset {offset + at} is not text"
-    if is_record_header(line):
-        return ""
-    return f"its first line is not a glog-prefixed JSON record: {line.strip()[:60]!r}"
+        return f"it is binary, not a text log: byte 0x{body[at]:02x} at offset {offset + skipped + at} is not text", ""
+    return None, line
 
 
 def _file_sha256(path: Path) -> str:
@@ -281,7 +364,8 @@ def read_trace_file(
     hw_pool: str = "",
     store: ImportTarget | None = None,
 ) -> tuple[FileReport, list[Event]]:
-    """Decode and assemble one file; blobs go to ``store`` when given. Returns the report and the records."""
+    """Decode and assemble one file; blobs go to ``store`` when given. Returns the report and the records, each
+    at the time it was logged (:class:`LogClock`), however old: retention is the import's business."""
     events: list[Event] = []
     report = FileReport(str(path))
     put_blob = None
@@ -296,8 +380,10 @@ def read_trace_file(
     )
     assembler = CompileAssembler(ctx, events.append, put_blob)
     mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    report.clock = _log_clock(path, mtime)
     first: Envelope | None = None
-    for item in iter_file_envelopes(_lines(path), year=_log_year(path, mtime)):
+    lines = iter_file_envelopes(_lines(path), year=report.clock.year, utc_offset=report.clock.utc_offset)
+    for item in lines:
         if isinstance(item, Damaged):
             report.damaged_lines += 1
             report.first_damage = report.first_damage or f"line {item.lineno}: {item.reason}"
@@ -312,46 +398,116 @@ def read_trace_file(
     assembler.finish()
     report.instrumented = bool(report.processes)
     if not report.processes and first is not None and first.pid is not None:
-        # An uninstrumented process: the log's name (TORCH_TRACE makes one per process), the process id and
-        # its first record's time name it, in this log and in any longer copy of it under that name. The time as
-        # glog stamps it, without the year: that is inferred from the file's mtime (_log_year), and two copies of
-        # one log (one read while it was written, one copied later) need not agree on it.
-        head = f"{path.name} pid {first.pid} at "
-        report.processes.append(head + (first.ts.strftime("%m%d %H:%M:%S.%f") if first.ts is not None else ""))
-        if first.ts is not None:  # the key earlier versions stored (with the inferred year): still found
-            report.processes.append(head + first.ts.isoformat())
+        report.processes = _log_process_keys(path.name, first, mtime)
     if report.processes:
         for e in events:
             attrs = getattr(e, col.ATTRS, None)
             if isinstance(attrs, dict):
                 attrs[PROCESS_ATTR] = report.processes[0]
     report.stats = assembler.stats
-    if not report.first_damage and assembler.stats.first_damaged_payload:
-        report.first_damage = f"line {assembler.stats.first_damaged_payload}: payload does not match its record"
-    events = [_within_ttl(e) for e in events]
+    note = damage_note(assembler.stats)
+    if assembler.stats.cut_off_at:  # said whatever else was damaged: the log is cut, or still being written
+        report.first_damage = f"{report.first_damage}; {note}" if report.first_damage else note
+    elif not report.first_damage and note:
+        report.first_damage = note
     for e in events:
         report.rows[type(e).TABLE.name] += 1
     return report, events
 
 
-def _log_year(path: Path, mtime: datetime) -> int:
-    """glog stamps carry no year: take the latest year that puts the first record no later than the file's mtime."""
-    for item in iter_file_envelopes(_lines(path), year=mtime.year):
-        if not isinstance(item, Damaged) and item.ts is not None:
-            return mtime.year - 1 if item.ts > mtime else mtime.year
+def _log_process_keys(name: str, first: Envelope, mtime: datetime) -> list[str]:
+    """The keys of an uninstrumented process: the one stored, then those earlier versions stored (still found).
+
+    Its process id and its first record's glog stamp, as written (local time, no year), name the process: in
+    any copy of its log, under any name, whatever the copy's mtime, and in a longer copy read later. Earlier
+    versions began the key with the log's name (TORCH_TRACE names a file per process), and before those, ended it
+    with the stamp read as UTC in the year the file's mtime inferred.
+    """
+    head = f"{name} pid {first.pid} at "
+    keys = [f"log pid {first.pid} at {first.stamp}", head + first.stamp]
+    legacy = stamp_time(first.stamp, _mtime_year(first.stamp, mtime))
+    if legacy is not None:
+        keys.append(head + legacy.replace(tzinfo=UTC).isoformat())
+    return keys
+
+
+_PROVISIONAL_YEAR = 2000
+"""Year the clock's scan reads stamps in, before it knows theirs: a leap year, so a 29 February stamp reads."""
+_CLOCK_EPOCHS = 8
+"""Records with an epoch time the clock's scan reads before it stops."""
+
+
+def _log_clock(path: Path, mtime: datetime) -> LogClock:
+    """The year and UTC offset of the log's stamps: those most of its first records with an epoch time give, else
+    the year the file's mtime infers, stamps read as UTC."""
+    votes: Counter[tuple[int, timedelta]] = Counter()
+    first: Envelope | None = None
+    for item in iter_file_envelopes(_lines(path), year=_PROVISIONAL_YEAR):
+        if isinstance(item, Damaged) or item.ts is None:
+            continue
+        first = first or item
+        epoch = record_epoch(item)
+        dated = stamp_clock(item.stamp, epoch) if epoch is not None else None
+        if dated is not None:
+            # the first record's year: this record's, less the New Years the log crossed before it
+            votes[dated[0] - (item.ts.year - _PROVISIONAL_YEAR), dated[1]] += 1
+            if votes.total() == _CLOCK_EPOCHS:
+                break
+    if votes:
+        (year, offset), agreed = votes.most_common(1)[0]
+        return LogClock(year, offset, agreed)
+    return LogClock(_mtime_year(first.stamp, mtime) if first else mtime.year, timedelta(0), 0)
+
+
+def _mtime_year(stamp: str, mtime: datetime) -> int:
+    """The latest year that puts a glog stamp, read as UTC, no later than the file's mtime."""
+    for year in range(mtime.year, mtime.year - 8, -1):  # 29 February: back to a leap year
+        local = stamp_time(stamp, year)
+        if local is not None and local.replace(tzinfo=UTC) <= mtime:
+            return year
     return mtime.year
 
 
-def _within_ttl(event: Event) -> Event:
-    """Records older than their table's TTL would vanish on insert: stamp them now, keep the log time in attrs."""
-    ttl = type(event).TABLE.ttl_days
-    ts = getattr(event, col.TS, None)
-    if not ttl or not isinstance(ts, datetime) or ts > datetime.now(UTC) - timedelta(days=ttl - 1):
-        return event
-    update: dict[str, object] = {col.TS: datetime.now(UTC)}
-    if col.ATTRS in type(event).model_fields:
-        update[col.ATTRS] = {**dict(getattr(event, col.ATTRS, {})), "log_ts": ts.isoformat()}
-    return event.model_copy(update=update)
+LOG_TS_ATTR = "log_ts"
+"""Attribute of a row stored at the import time (``redate``): the time its log gave it (ISO 8601, UTC)."""
+
+
+def _apply_retention(report: FileReport, events: list[Event], *, redate: bool, now: datetime) -> list[Event]:
+    """``events`` less those older than their table's retention, which would vanish on insert; with ``redate``
+    those are stored at ``now`` instead, their own time in ``attrs['log_ts']``. ``report`` counts both."""
+    kept: list[Event] = []
+    left_out: list[Event] = []
+    for e in events:
+        ttl = type(e).TABLE.ttl_days
+        ts = getattr(e, col.TS, None)
+        if not ttl or not isinstance(ts, datetime) or ts >= now - timedelta(days=ttl):
+            kept.append(e)
+        elif redate:
+            report.redated[type(e).TABLE.name] += 1
+            update: dict[str, object] = {col.TS: now}
+            if col.ATTRS in type(e).model_fields:
+                update[col.ATTRS] = {**dict(getattr(e, col.ATTRS, {})), LOG_TS_ATTR: ts.isoformat()}
+            kept.append(e.model_copy(update=update))
+        else:
+            left_out.append(e)
+            report.expired[type(e).TABLE.name] += 1
+            report.retention[type(e).TABLE.name] = ttl
+            span = report.expired_span or (ts, ts)
+            report.expired_span = (min(span[0], ts), max(span[1], ts))
+    if left_out:
+        # A compile left out takes its kernels along (kept for ever, they would be stored again with it).
+        graphs = {e.graph_key for e in left_out if isinstance(e, CompileEvent) and e.graph_key}
+        graphs -= {e.graph_key for e in kept if isinstance(e, CompileEvent)}
+        orphans = [e for e in kept if isinstance(e, KernelInventoryEvent) and e.graph_key in graphs]
+        if orphans:
+            report.expired[KernelInventoryEvent.TABLE.name] += len(orphans)
+            report.retention[KernelInventoryEvent.TABLE.name] = 0
+            kept = [e for e in kept if not (isinstance(e, KernelInventoryEvent) and e.graph_key in graphs)]
+        # An incomplete compile is replaced only by the complete one stored.
+        stored = {_compile_of(e) for e in kept if isinstance(e, CompileEvent)}
+        report.completed = [k for k in report.completed if k in stored]
+    report.rows = Counter(type(e).TABLE.name for e in kept)
+    return kept
 
 
 def _compile_of(event: Event) -> CompileKey | None:
@@ -420,14 +576,22 @@ def _not_recorded(report: FileReport, events: list[Event], target: ImportTarget)
 
 
 def import_trace(
-    path: Path, store: ImportTarget, *, host: str = "", model: str = "", hw_pool: str = ""
+    path: Path,
+    store: ImportTarget,
+    *,
+    host: str = "",
+    model: str = "",
+    hw_pool: str = "",
+    redate: bool = False,
+    now: datetime | None = None,
 ) -> list[FileReport]:
     """Import every trace file under ``path`` into ``store``; one report per file looked at.
 
     Idempotent: a file whose content was imported into ``store`` before is reported
     ``already_imported`` and adds nothing, and a compile its process already has stored is not stored again
     (``already_recorded``). Files that are not TORCH_TRACE logs are reported with ``not_trace`` and add
-    nothing.
+    nothing. Rows older than their table's retention (as of ``now``, default the current time) are left out and
+    counted (``expired``; the file is not marked imported), or with ``redate`` stored at ``now`` (``redated``).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -437,6 +601,8 @@ def import_trace(
 
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
+    now = now or datetime.now(UTC)
+    labels = {"host": host or socket.gethostname(), "model": model, "hw_pool": hw_pool}
     reports: list[FileReport] = []
     for file in _candidates(path):
         reason = not_trace_reason(file)
@@ -445,14 +611,17 @@ def import_trace(
             continue
         digest = _file_sha256(file)
         marker = _marker(digest)
-        if store.has_blob(hashlib.sha256(marker).hexdigest()):
-            reports.append(FileReport(str(file), already_imported=True, sha256=digest))
+        marker_sha256 = hashlib.sha256(marker).hexdigest()
+        if store.has_blob(marker_sha256):
+            earlier = store.blob_attrs(marker_sha256) if isinstance(store, MarkerTarget) else {}
+            reports.append(FileReport(str(file), already_imported=True, sha256=digest, earlier=earlier))
             continue
         report, events = read_trace_file(file, host=host, model=model, hw_pool=hw_pool, store=store)
         events = _not_recorded(report, events, store)
         if report.refused:
             reports.append(report)
             continue
+        events = _apply_retention(report, events, redate=redate, now=now)
         groups = list(events_by_model(events).values())
         if report.completed and isinstance(store, CompletingTarget):
             # Replacing: the other rows of the incomplete compiles go first, their compile rows are written last
@@ -466,8 +635,11 @@ def import_trace(
         stale = [*report.completed, *report.superseded]
         if stale and isinstance(store, CompletingTarget):
             store.forget_compiles(report.processes, stale, incomplete=True)
-        # Written after the rows: an import that failed part-way is not marked, and can be run again.
-        store.put_blob(marker, IMPORT_MARKER_KIND, host=host, attrs={"file": file.name, "sha256": digest})
         report.sha256 = digest
         reports.append(report)
+        if report.expired:
+            continue  # not marked: an import with redate stores what this one left out
+        # Written after the rows: an import that failed part-way is not marked, and can be run again.
+        attrs = {"file": file.name, "sha256": digest, **labels}
+        store.put_blob(marker, IMPORT_MARKER_KIND, host=host, attrs=attrs)
     return reports

@@ -225,6 +225,23 @@ def test_a_log_cut_inside_its_last_record_says_so() -> None:
         assert c.outcome == "incomplete"  # the compile whose end the cut left out
 
 
+def test_import_trace_says_a_cut_log_is_cut(tmp_path: Path) -> None:
+    """The import said "first damaged record: line 25: payload does not match its record (skipped; the rest of the
+    file was imported)" of a log that ends inside that record."""
+    text = (CORPUS / "comp_metrics.log").read_text(encoding="utf-8")
+    cut = tmp_path / "comp_metrics.log"
+    cut.write_text(text[:5000], encoding="utf-8")
+    last = logged_records(text[:5000])[-1]
+    args = ["import-trace", str(cut), "--dsn", f"chdb://{tmp_path / 'store'}", "--redate"]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    assert (
+        f"  damaged: the file ends inside a record at line {last.lineno}: cut off, or still being written "
+        "(the records before it were imported)"
+    ) in res.output
+    assert "payload does not match its record" not in res.output
+
+
 def test_damage_before_the_end_is_not_a_cut() -> None:
     text = (CORPUS / "simple_corrupted_json.log").read_text(encoding="utf-8")
     asm, _ = _assemble(text.splitlines(keepends=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -74,15 +75,29 @@ def test_damaged_cache_payload_still_counts_the_lookup(tmp_path: Path) -> None:
     assert compile_record.cache_status == "miss"
 
 
+def _process(path: Path) -> tuple[str, str]:
+    """The process that wrote a log: the pid and time in its first line's glog prefix."""
+    m = re.match(r"^[VIWEC](\d{4} [\d:.]+)\s+(\d+) ", path.read_text(encoding="utf-8"))
+    assert m is not None, path
+    return m[2], m[1]
+
+
 def test_cli_imports_whole_corpus(store: Store) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
-    res = CliRunner().invoke(app, ["import-trace", str(CORPUS), "--dsn", dsn, "--host", "imp"], env={"COLUMNS": "300"})
+    # The corpus logs are older than any table's retention: --redate stores them (at the import time).
+    args = ["import-trace", str(CORPUS), "--dsn", dsn, "--host", "imp", "--redate"]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
     want: Counter[str] = Counter()
     unique = {hashlib.sha256(f.read_bytes()).hexdigest(): f for f in reversed(FILES)}
-    for f in unique.values():  # the corpus holds one log under three names: it is imported once
+    # One process's log is there under four names (three the same bytes, one a newline longer), another's twice
+    # (one payload damaged): each process's compiles are stored once, from the first of its logs.
+    processes = {_process(f): f for f in reversed(FILES)}
+    assert len(FILES) - len(processes) == 4
+    for f in processes.values():
         want.update(_expected(f))
-    assert res.output.count("already imported (same content") == len(FILES) - len(unique) == 2
+    assert res.output.count("already imported as chromium_events.log (same content") == len(FILES) - len(unique) == 2
+    assert res.output.count("  1 of the compiles was already stored (imported before, from this process's log)") == 2
     compiles = store.select_events(CompileEvent)
     assert len(compiles) == want["compiles"]
     assert sum(c.outcome == "failed" for c in compiles) == want["failures"]
@@ -101,13 +116,13 @@ def test_cli_imports_whole_corpus(store: Store) -> None:
         {"ids": [c.artifact_id for c in with_code]},
     )
     assert rows[0][0] > 0
-    assert "1 damaged records skipped" in res.output
+    assert ", 1 damaged record skipped, " in res.output
 
 
 def test_reimport_adds_nothing(store: Store) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     log = CORPUS / "cache_hit_miss.log"
-    args = ["import-trace", str(log), "--dsn", dsn, "--host", "imp"]
+    args = ["import-trace", str(log), "--dsn", dsn, "--host", "imp", "--redate"]
     first = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
     assert first.exit_code == 0, first.output
     counts = store.row_counts()
@@ -142,7 +157,7 @@ def test_not_a_trace_is_refused(store: Store) -> None:
         (gzip.compress((CORPUS / "simple.log").read_bytes(), mtime=0),
          "it is gzip-compressed: gunzip it, then import the log"),
         (b"\n\n" + "caf\u00e9 \u2603\n".encode() + b"\xff" * 40,
-         "its first line is not a glog-prefixed JSON record: 'caf\u00e9 \u2603'"),
+         "it is binary, not a text log: byte 0xff at offset 12 is not text"),
     ],
     ids=["nul-bytes", "not-utf-8", "control-bytes", "utf-16", "gzip", "text-then-binary"],
 )  # fmt: skip
@@ -183,6 +198,7 @@ def test_several_paths_are_each_imported_and_a_bad_one_is_named(store: Store, tm
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     logs = [CORPUS / "cache_hit_miss.log", CORPUS / "comp_metrics.log"]
     args = ["import-trace", *map(str, logs), str(CORPUS / "README.md"), str(tmp_path / "gone.log"), "--dsn", dsn]
+    args.append("--redate")  # the corpus logs are older than any table's retention
     res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
     assert res.exit_code == 2, res.output
     assert "README.md is not a TORCH_TRACE log" in res.output
@@ -195,7 +211,14 @@ def test_directory_lists_what_it_skipped(store: Store) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     res = CliRunner().invoke(app, ["import-trace", str(CORPUS), "--dsn", dsn], env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
-    assert "skipped 2 files that are not TORCH_TRACE logs: LICENSE.tlparse, README.md" in res.output
+    lines = res.output.splitlines()
+    at = lines.index("skipped 2 files that are not TORCH_TRACE logs:")
+    assert lines[at + 1 : at + 3] == [
+        f"  {CORPUS / 'LICENSE.tlparse'}: none of its 11 lines is a glog-prefixed JSON record (the first: "
+        "'Copyright 2024 (c) Edward Z. Yang <ezyang@mit.edu>')",
+        f"  {CORPUS / 'README.md'}: none of its 21 lines is a glog-prefixed JSON record (the first: "
+        "'# Real PyTorch structured compile logs')",
+    ]
 
 
 LOGS = Path(__file__).parent / "logs"
@@ -234,7 +257,7 @@ def test_import_through_the_service_that_owns_the_store(tmp_path: Path) -> None:
     for log in logs:
         want.update(_expected(log))
     with new_service(tmp_path) as service:
-        args = ["import-trace", *map(str, logs), "--service", service.url, "--host", "imp"]
+        args = ["import-trace", *map(str, logs), "--service", service.url, "--host", "imp", "--redate"]
         res = CliRunner().invoke(app, [*args, "--token", ADMIN], env={"COLUMNS": "300"})
         assert res.exit_code == 0, res.output
         client = service.client()

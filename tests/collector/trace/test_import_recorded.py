@@ -169,17 +169,18 @@ def test_a_compile_cut_off_by_an_earlier_import_is_completed_by_the_longer_log(
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
     for n in cuts:
-        earlier = tmp_path / str(n) / log.name  # the same file name: the same process's log, read earlier
+        earlier = tmp_path / str(n) / log.name  # the same process's log, read earlier
         earlier.parent.mkdir()
         earlier.write_text("".join(lines[:n]), encoding="utf-8")
-        res = CliRunner().invoke(app, ["import-trace", str(earlier), "--dsn", dsn], env={"COLUMNS": "300"})
+        # --redate: the corpus log is older than the tables' retention
+        res = CliRunner().invoke(app, ["import-trace", str(earlier), "--dsn", dsn, "--redate"], env={"COLUMNS": "300"})
         assert res.exit_code == 0, res.output
     stored = {(e.compile_id, e.outcome) for e in store.select_events(CompileEvent)}
     assert stored == {("0/0", "ok"), ("1/0", "incomplete")}
 
-    res = CliRunner().invoke(app, ["import-trace", str(log), "--dsn", dsn], env={"COLUMNS": "300"})
+    res = CliRunner().invoke(app, ["import-trace", str(log), "--dsn", dsn, "--redate"], env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
-    assert "1 of the compiles were already stored (imported before, from this process's log)" in res.output
+    assert "1 of the compiles was already stored (imported before, from this process's log)" in res.output
     _, whole = read_trace_file(log, host="h")
     assert _compiles(store.select_events(CompileEvent)) == _compiles(whole)
     assert _lookups(store.select_events(CacheEvent)) == _lookups(whole)
@@ -188,27 +189,38 @@ def test_a_compile_cut_off_by_an_earlier_import_is_completed_by_the_longer_log(
 
 
 def test_copies_of_one_log_that_infer_different_years_are_one_process(store: Store, tmp_path: Path) -> None:
-    """glog stamps carry no year; the import infers it from the file's mtime. A log read while it was written and a
-    copy of it whose mtime fell a minute before its first record (a clock behind, a copy keeping an older stamp)
-    were dated a year apart, so the process key (log name, pid, first record's time) differed and the longer copy
-    stored every compile again beside the incomplete one. The key now carries the time as glog stamps it."""
+    """glog stamps carry no year; a log without epoch times has it inferred from the file's mtime. A log read while
+    it was written and a copy of it whose mtime fell a minute before its first record (a clock behind, a copy
+    keeping an older stamp) were dated a year apart, so the process key (log name, pid, first record's time)
+    differed and the longer copy stored every compile again beside the incomplete one. The key now carries the
+    time as glog stamps it."""
     log = CORPUS / "cache_hit_miss.log"  # its first record: V1206 15:24:45.403
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
-    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    # Without its chromium events (timing records) the log holds no epoch time: the mtime gives its year.
+    lines: list[str] = []
+    cut, timing = 0, False
+    for n, line in enumerate(log.read_text(encoding="utf-8").splitlines(keepends=True)):
+        timing = timing if line.startswith("\t") else '"chromium_event"' in line
+        if not timing:
+            lines.append(line)
+            cut += n < 2000  # the original's line 2000: inside compile 1/0
     earlier = tmp_path / "early" / log.name
     later = tmp_path / "late" / log.name
     for path, text, stamp in (
-        (earlier, "".join(lines[:2000]), datetime(2026, 12, 6, 15, 30, tzinfo=UTC)),  # year 2026
+        (earlier, "".join(lines[:cut]), datetime(2026, 12, 6, 15, 30, tzinfo=UTC)),  # year 2026
         (later, "".join(lines), datetime(2026, 12, 6, 15, 23, tzinfo=UTC)),  # before its first record: 2025
     ):
         path.parent.mkdir()
         path.write_text(text, encoding="utf-8")
         os.utime(path, (stamp.timestamp(), stamp.timestamp()))
-    res = CliRunner().invoke(app, ["import-trace", str(earlier), "--dsn", dsn], env={"COLUMNS": "300"})
+    # --redate: a year-old copy is older than the tables' retention
+    res = CliRunner().invoke(app, ["import-trace", str(earlier), "--dsn", dsn, "--redate"], env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(app, ["import-trace", str(later), "--dsn", dsn], env={"COLUMNS": "300"})
+    assert "were read as UTC in 2026, the latest year that puts the first record no later than" in res.output
+    res = CliRunner().invoke(app, ["import-trace", str(later), "--dsn", dsn, "--redate"], env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
-    assert "1 compiles an earlier import of this log stored incomplete were completed: 1/0" in res.output
+    assert "were read as UTC in 2025, the latest year that puts the first record no later than" in res.output
+    assert "1 compile an earlier import of this log stored incomplete was completed: 1/0" in res.output
     _, whole = read_trace_file(log, host="h")
     assert _compiles(store.select_events(CompileEvent)) == _compiles(whole)
 
@@ -228,7 +240,7 @@ def test_through_the_service_a_compile_left_incomplete_is_named(tmp_path: Path) 
     (tmp_path / "service").mkdir()
     with new_service(tmp_path / "service") as service:
         client = service.client()
-        args = ["--service", service.url, "--token", ADMIN, "--host", "h"]
+        args = ["--service", service.url, "--token", ADMIN, "--host", "h", "--redate"]  # an old log: --redate
         res = CliRunner().invoke(app, ["import-trace", str(earlier), *args], env={"COLUMNS": "300"})
         assert res.exit_code == 0, res.output
 
@@ -240,7 +252,7 @@ def test_through_the_service_a_compile_left_incomplete_is_named(tmp_path: Path) 
         res = CliRunner().invoke(app, ["import-trace", str(log), *args], env={"COLUMNS": "300"})
         assert res.exit_code == 0, res.output
         assert (
-            "  1 compiles an earlier import of this log stored incomplete are complete in it but stay incomplete: 1/0 "
+            "  1 compile an earlier import of this log stored incomplete is complete in it but stays incomplete: 1/0 "
             "(the service only adds rows; to replace them, stop the service and import this log with --dsn naming "
             "its store)"
         ) in res.output
@@ -286,10 +298,10 @@ def test_a_service_that_cannot_say_what_it_holds(tmp_path: Path) -> None:
     with new_service(tmp_path / "service", via_cli=False) as service:
         trace = run_traced(tmp_path, SERVER, service.url, INGEST)
         other = CORPUS / "simple.log"
-        args = ["import-trace", str(trace), str(other), "--service", service.url, "--token", ADMIN]
+        args = ["import-trace", str(trace), str(other), "--service", service.url, "--token", ADMIN, "--redate"]
         res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
         assert res.exit_code == 2, res.output
-        assert f"{other}: 1 compiles" in res.output
+        assert f"{other}: 1 compile, " in res.output
         assert "every compile was stored, whether or not it was stored before" in res.output
         assert "cannot say which compiles it holds (no query recorded_compiles" in res.output
         assert "nothing of this log was stored, as the host SDK recorded its process live" in res.output
