@@ -32,6 +32,11 @@ MissPolicy = Literal["compile", "eager", "refuse"]
 MISS_POLICIES: Final = ("compile", "eager", "refuse")
 
 
+CODE_CHANGED: Final = "code: the bundle holds another graph for these inputs (the model's code changed since the build)"
+"""The miss factor of a graph whose inputs the bundle qualified but which traced to another graph: replay refuses to
+record such a replay as the request's verdict (it is not of what served)."""
+
+
 class BundleMissRefusedError(RuntimeError):
     """A call reached a graph the bundle does not hold, under ``on_bundle_miss="refuse"``."""
 
@@ -191,9 +196,7 @@ class BundleSession:
         ]
         if g.graph_code and same_inputs and all(r.graph_code and r.graph_code != g.graph_code for r in same_inputs):
             # Inputs the bundle qualified, traced to another graph: the shapes are not what differs.
-            out.append(
-                "code: the bundle holds another graph for these inputs (the model's code changed since the build)"
-            )
+            out.append(CODE_CHANGED)
         elif same_code:
             qualified = sorted({r.inputs for r in same_code})
             shown = " | ".join(qualified[:3]) + (" …" if len(qualified) > 3 else "")

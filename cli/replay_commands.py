@@ -31,6 +31,12 @@ UNSAMPLED_HINT = (
 KEYRING_ENV: Final = "INFERENSICS_BUNDLE_KEYRING"
 """``inferensics.bundle.keys.KEYRING_ENV``, spelled here so that a replay without a keyring is refused before the
 bundle part (which imports torch) loads; tests/replay/test_replay_paths.py pins that the two agree."""
+ROLES_NEEDED: Final = (
+    "`inferensics replay REQUEST_ID` needs a token with the 'read' role (the request's row and captured inputs), "
+    "'admin' to fetch a bundle pushed to the service (unless --bundle DIR or $INFERENSICS_BUNDLES) and 'ingest' to "
+    "record the verdict (unless --no-record); admin holds them all"
+)
+"""The roles a replay through the service uses, as its refusals say them (README, step 4)."""
 BUNDLES_ENV = "INFERENSICS_BUNDLES"
 """A folder of bundles (``<bundle_id>/`` or ``<bundle_id>.tar``) replay may take a request's bundle from."""
 
@@ -81,8 +87,20 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
             help="Recompile from the recorded configuration when the bundle was built for another device.",
         ),
     ] = False,
+    what_if: Annotated[
+        bool,
+        typer.Option(
+            "--what-if",
+            help="Replay even when it is not of what served the request (--bundle for a request served without one, "
+            "or the model's code here differs from the build's); the verdict is printed, never recorded.",
+        ),
+    ] = False,
     record: Annotated[
-        bool, typer.Option("--record/--no-record", help="Write a replay_results row through the service.")
+        bool,
+        typer.Option(
+            "--record/--no-record",
+            help="Write a replay_results row through the service (a token with the 'ingest' role).",
+        ),
     ] = True,
 ) -> None:
     """Re-execute a failing request against its exact bundle, eager and fp64, and name the fault."""
@@ -136,6 +154,7 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
                 allow_incompatible=allow_incompatible,
                 origin=origin,
                 recorded_inputs=recorded,
+                what_if=what_if,
             )
         from inferensics.replay import Verdict
         from inferensics.replay._internal.report import REPORT_FILES, render_text
@@ -145,7 +164,9 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
         if out is not None:  # the executor removed an earlier repro of this request where it wrote none
             written = [out / name for name in REPORT_FILES if (out / name).is_file()]
             typer.echo(f"reports: {', '.join(map(str, written))}")
-        if record and client is not None:
+        if record and client is not None and v.evidence.get("what_if"):
+            typer.echo(f"not recorded in replay_results: a what-if replay ({v.evidence['what_if']})")
+        elif record and client is not None:
             _record(client, v, token)
     finally:
         if client is not None:
@@ -219,6 +240,8 @@ def _request_row(client: Any, request_id: str, *, source: str, missing: str = ""
     try:
         detail = client.query("request_detail", request_id=request_id)
     except ServiceError as exc:
+        if exc.status == 403:
+            fail(f"{asked} refused the token: {exc.detail}; {ROLES_NEEDED}")
         said = exc.detail.removeprefix("request_detail: ")  # the service's words, without its query's name
         if client.url in exc.message:
             fail(exc.message)
@@ -298,7 +321,13 @@ def _pulled(client: Any, bundle_id: str, scratch: Path) -> Path | None:
             return None
         archive = Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch)) / "bundle.tar"
         archive.write_bytes(client.get_blob(sha))
-    except ServiceError:
+    except ServiceError as exc:
+        if exc.status == 403:  # not "not pushed": the token cannot look (the pushed bundles are read through SQL)
+            fail(
+                f"bundle {bundle_id[:16]} cannot be looked up in {client.url}: the token lacks the 'admin' role that "
+                f"reading pushed bundles needs ({exc.detail}); use a token with admin, pass --bundle DIR or set "
+                f"${BUNDLES_ENV}"
+            )
         return None
     try:
         return b.unpack(archive, archive.parent / "bundle")
@@ -350,6 +379,7 @@ def _run_fresh(
     allow_incompatible: bool,
     origin: _Origin | None,
     recorded_inputs: str | None = None,
+    what_if: bool = False,
 ) -> dict[str, Any]:
     """Run the executor in a fresh interpreter and return the verdict dict (``origin``: where the bundle of a
     pack assembled here came from; its refusals name that, not the temporary copy; ``recorded_inputs``: the
@@ -364,6 +394,8 @@ def _run_fresh(
         cmd += ["--keyring", keyring]
     if allow_incompatible:
         cmd.append("--allow-incompatible")
+    if what_if:
+        cmd.append("--what-if")
     if recorded_inputs is not None:
         cmd += ["--recorded-inputs", recorded_inputs]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -439,7 +471,12 @@ def _record(client: Any, verdict: Any, token: str | None) -> None:
         verdict_json=verdict.to_json(),
     )
     ok, line = record_through_service(client.url, token, [row], "replay_results")
-    typer.echo(f"replay {row.replay_id} {line}", err=not ok)
+    if not ok:  # the verdict above stands; the request's page will not show it
+        fail(
+            f"the verdict above was not recorded in replay_results ({line}): recording needs a token with the "
+            "'ingest' role (or admin); pass --no-record to replay without recording"
+        )
+    typer.echo(f"replay {row.replay_id} {line}")
 
 
 def _plain(value: Any) -> Any:

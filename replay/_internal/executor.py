@@ -60,16 +60,25 @@ def _verified_ignoring_target(directory: Path, ring: Any) -> Any:
 
     bv = importlib.import_module("inferensics.bundle.verify")  # the package re-exports a function of that name
     from inferensics.bundle.manifest import parse_statement, read_manifest_unverified
-    from inferensics.bundle.states import BundleStates
 
     _, payload, sigs = read_manifest_unverified(directory)
     bv.verify_envelope(payload, sigs, ring, str(directory / "manifest.json"))
     manifest = parse_statement(payload, str(directory / "manifest.json"))
     bv.check_files(directory, manifest)
-    refusal = BundleStates.load().refusal(manifest.bundle_id)
-    if refusal is not None:
-        raise refusal
     return manifest
+
+
+def _release_state(bundle_id: str) -> str:
+    """``revoked`` or ``quarantined`` when the host's states file says so, else ``""``. Replay loads such a bundle
+    all the same (investigating a revoked bundle is what replay is for) and says its state."""
+    from inferensics import bundle as b
+    from inferensics.bundle.states import BundleStates
+
+    try:
+        refusal = BundleStates.load().refusal(bundle_id)
+    except b.BundleError as exc:
+        raise ReplayError(str(exc)) from None
+    return refusal.cause if refusal is not None else ""
 
 
 def replay_pack(
@@ -79,8 +88,14 @@ def replay_pack(
     keyring: str | None = None,
     allow_incompatible: bool = False,
     out: Path | None = None,
+    what_if: bool = False,
 ) -> Verdict:
     """Replay one verified pack and write the reports into ``out``.
+
+    A replay that is not of what served the request (a bundle given for a request served without one, or a
+    compile the bundle does not cover: the model's code or settings changed since the build) is refused unless
+    ``what_if``; then it runs, and its verdict says so in ``evidence["what_if"]`` (never recorded as the
+    request's verdict). A revoked or quarantined bundle is replayed, its state in ``evidence["bundle_state"]``.
 
     Raises:
         ReplayError: an ``out`` that is a file or holds another request's report, a bundle that fails
@@ -91,6 +106,8 @@ def replay_pack(
     from inferensics import bundle as b
     from inferensics.bundle import customisations as custom
     from inferensics.bundle.build import resolve
+    from inferensics.bundle.session import CODE_CHANGED
+    from inferensics.bundle.states import BundleStates
 
     start = time.perf_counter()
     if out is not None and (problem := report.out_problem(out, pack.request_id)):
@@ -99,6 +116,15 @@ def replay_pack(
         raise ReplayError(
             f"pack {pack.directory} carries no bundle: the request names none; replay needs the bundle that served it"
         )
+    not_as_served: list[str] = []
+    bundle_miss = ""
+    if not str(pack.meta.get("bundle_id") or ""):
+        if not what_if:
+            raise ReplayError(
+                f"request {pack.request_id} was served without a bundle, so no bundle is what served it: a replay "
+                "against --bundle would be a what-if; pass --what-if to run it (its verdict is not recorded)"
+            )
+        not_as_served.append(f"request {pack.request_id} was served without a bundle")
     try:
         ring = b.Keyring.load(keyring)
     except b.BundleError as exc:
@@ -106,7 +132,8 @@ def replay_pack(
     recompiled = ""
     loaded = None
     try:
-        loaded = b.load(pack.bundle_dir, ring, device=device)
+        # Revoked and quarantined bundles load here (their state is said below): investigating one is replay's job.
+        loaded = b.load(pack.bundle_dir, ring, device=device, states=BundleStates())
         manifest = loaded.manifest
     except b.BundleError as exc:
         if exc.cause != "incompatible" or not allow_incompatible:
@@ -122,6 +149,7 @@ def replay_pack(
             raise ReplayError(str(again)) from None
         custom.install(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
         recompiled = f"recompiled from the recorded configuration (--allow-incompatible): {exc}"
+    state = _release_state(manifest.bundle_id)
     served_by = str(pack.meta.get("bundle_id") or "")
     if served_by and served_by != manifest.bundle_id:
         raise ReplayError(
@@ -171,6 +199,20 @@ def replay_pack(
             matches = [
                 {"status": m.status, "fx_key": m.fx_key, "factors": list(m.factors)[:4]} for m in session.matches
             ]
+            missed = [m for m in matches if m["status"] != "hit"]
+            changed = [m for m in missed if CODE_CHANGED in m["factors"]]
+            if changed:
+                differing = "; ".join(changed[0]["factors"][:3])
+                if not what_if:
+                    raise ReplayError(
+                        f"the bundle does not cover this replay's compile ({differing}): the model's code or settings "
+                        f"here are not what served request {pack.request_id}, so its verdict would not be the "
+                        "request's; run from the folder the bundle was built in, or pass --what-if to replay anyway "
+                        "(not recorded)"
+                    )
+                not_as_served.append(f"bundle miss: {differing}")
+            elif missed:  # the same graph, compiled anew here (another cache key): the served code, recompiled
+                bundle_miss = "; ".join(missed[0]["factors"][:3])
             for g in manifest.graphs:
                 code = loaded.directory / "artifacts" / "graphs" / g.fx_key / "output_code.py"
                 if code.is_file():
@@ -207,18 +249,23 @@ def replay_pack(
         seconds_to_verdict=round(time.perf_counter() - start, 3),
     )
     summary = verdict.summary + (f" [{recompiled}]" if recompiled else "")
+    if state:
+        evidence["bundle_state"] = state
+        summary += f" [bundle {manifest.bundle_id[:12]} is {state}: replayed to investigate it]"
+    if bundle_miss:
+        summary += (
+            f" [bundle miss: the served graph keys were not all hit, so the served output came from a new compile; "
+            f"differing: {bundle_miss}]"
+        )
+    if not_as_served:
+        evidence["what_if"] = "; ".join(not_as_served)
+        summary = f"what-if, not the request as served ({evidence['what_if']}): {summary}"
     reinstalled = _customisation_of(manifest, verdict.category, verdict.op)
     if reinstalled:
         evidence["customisation"] = reinstalled
         summary += (
             f" [the bundle's customisation {reinstalled['import_path']}, reinstalled from its manifest: "
             f"{reinstalled['source_file']}:{reinstalled['source_line']}: {reinstalled['source_text']}]"
-        )
-    missed = [m for m in matches if m["status"] != "hit"]
-    if loaded is not None and missed:
-        summary += (
-            f" [bundle miss: the served graph keys were not all hit, so the served output came from a new "
-            f"compile; differing: {'; '.join(missed[0]['factors'][:3])}]"
         )
     final = Verdict(**{**verdict.to_dict(), "evidence": evidence, "summary": summary})
     if out is not None:
@@ -289,6 +336,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--keyring", default=None)
     parser.add_argument("--allow-incompatible", action="store_true")
+    parser.add_argument(
+        "--what-if", action="store_true",
+        help="replay even when it is not of what served the request (no bundle served it, or a bundle miss)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON instead of text")
     parser.add_argument(
         "--recorded-inputs", default=None, metavar="SHA256",
@@ -309,7 +360,12 @@ def main(argv: list[str] | None = None) -> int:
         quiet = io.StringIO()
         with contextlib.redirect_stdout(quiet):
             verdict = replay_pack(
-                pack, device=args.device, keyring=args.keyring, allow_incompatible=args.allow_incompatible, out=args.out
+                pack,
+                device=args.device,
+                keyring=args.keyring,
+                allow_incompatible=args.allow_incompatible,
+                out=args.out,
+                what_if=args.what_if,
             )
     except ReplayError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -104,6 +104,41 @@ def locate_raise(run: Callable[[], Any], tensors: Sequence[Any]) -> RaisedAt | N
     return None
 
 
+class _NonfiniteOp(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Records the first operator whose floating output holds a non-finite value, and the model's line that called
+    it (read from the Python stack at that moment)."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.found: RaisedAt | None = None
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if self.found is None:
+            leaves = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+            if any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in leaves):
+                frames = [f for f in traceback.extract_stack() if not f.filename.startswith(_NOT_THE_USERS)]
+                source = SourceLine()
+                if frames and frames[-1].lineno:
+                    text = linecache.getline(frames[-1].filename, frames[-1].lineno).strip()
+                    source = SourceLine(frames[-1].filename, frames[-1].lineno, text or (frames[-1].line or "").strip())
+                self.found = RaisedAt(func, source)
+        return out
+
+
+def locate_nonfinite(run: Callable[[], Any]) -> RaisedAt | None:
+    """Run ``run`` (an eager call of the model) and name the first operator that returned a non-finite value, with
+    the innermost line of the model's own code on the stack then; ``None`` when every value stayed finite (or the
+    run raised). Used where no FX graph of the request exists to name the node."""
+    recorder = _NonfiniteOp()
+    try:
+        with torch.no_grad(), recorder:
+            run()
+    except Exception:  # a run that raises is located by locate_raise, not here
+        return recorder.found
+    return recorder.found
+
+
 @dataclass
 class GraphCall:
     """One call of a compiled Dynamo graph: the graph, the concrete arguments it got and where in the

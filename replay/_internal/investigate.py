@@ -203,6 +203,9 @@ class _Investigation:
             return self._kernel_provider(compiled=False) or self._source_op(eager_check.ratio)
 
         served = self._served()
+        if served.passed and _has_nonfinite(self.ref):
+            # Non-finite where fp64 is non-finite too, and nowhere else: the model computes it on these inputs.
+            return self._nonfinite_everywhere(served)
         if served.passed:
             return self._none(served)
 
@@ -249,6 +252,7 @@ class _Investigation:
     # -- rungs ---------------------------------------------------------------------------
     def _served(self) -> Comparison:
         if self.served_output is not None:
+            self._served_value = self.served_output
             cmp = compare("served (bundle)", self.served_output, self.ref, self.eager)
             self._served_code = self.served_code or ""
             return self._record(cmp, 0.0)
@@ -256,6 +260,7 @@ class _Investigation:
         self.compiles += 1
         self._served_code = run.trace.output_code[-1] if run.trace.output_code else ""
         self._served_keys = run.trace.fx_cache_keys
+        self._served_value = run.output
         if run.error:
             cmp = Comparison("served", math.inf, math.inf, math.inf, 0.0, 0.0, 0, [{"error": run.error}])
         else:
@@ -557,6 +562,64 @@ class _Investigation:
             + (f"; the first wrong op is {node.name}" if node is not None else ""),
             evidence=self._evidence(node_rounding_units=_num(check) if check is not None else None),
         )
+
+    def _nonfinite_everywhere(self, served: Comparison) -> Verdict:
+        """fp64 eager gives non-finite output on these (finite) inputs, and eager and the served output have
+        non-finite values only where fp64 has them: the model computes them, so no compiler path is at fault. Names
+        the first op whose value turns non-finite in the fp64 run (the FX node of the request's graph and the user's
+        line where Dynamo traced it; located by an fp64 eager run otherwise) and the counts of every path."""
+        dtype = str(self.case.dtype).removeprefix("torch.")
+        counts = {
+            "fp64": _nonfinite_counts(self.ref),
+            f"eager {dtype}": _nonfinite_counts(self.eager),
+            served.rung: _nonfinite_counts(getattr(self, "_served_value", None)),
+        }
+        for rung in self.rungs:  # the rungs that pass say why their non-finite values do not fail them
+            path = f"eager {dtype}" if rung.get("rung") == "eager" else rung.get("rung")
+            if path in (f"eager {dtype}", served.rung):
+                rung["nonfinite_as_fp64"] = counts[path]["total"]
+        node_name, op, src = self._first_nonfinite()
+        described = ", ".join(f"{path} {_said(c)}" for path, c in counts.items())
+        served_has = counts[served.rung]["total"] > 0
+        where = (
+            f"first non-finite value from {op or 'an op'}"
+            + (f" (node {node_name})" if node_name else "")
+            + (f" at {src.file}:{src.line}: {src.text}" if src.file else "")
+        )
+        return Verdict(
+            "inputs",
+            op=op,
+            fx_node=node_name,
+            source_file=src.file,
+            source_line=src.line,
+            source_text=src.text,
+            culprit="the model on these inputs (non-finite in fp64 eager too)",
+            summary=(
+                "non-finite output in every path, fp64 eager included"
+                if served_has
+                else "non-finite output in fp64 and eager (the served output has none)"
+            )
+            + f" ({described}): not the compiler, the inputs and the model produce it; {where}",
+            evidence=self._evidence(nonfinite=counts, first_nonfinite={"op": op, "fx_node": node_name}),
+        )
+
+    def _first_nonfinite(self) -> tuple[str, str, gp.SourceLine]:
+        """The first node of the request's graph whose fp64 value is non-finite (its node name, op and user line),
+        else the first operator that returns a non-finite value in an fp64 eager run and the model's line that
+        called it (no node name: no graph was traced)."""
+        if self.graph is not None and self.ref_nodes is not None:
+            for node in self.graph.gm.graph.nodes:
+                value = self.ref_nodes.values.get(node.name)
+                if node.op == "placeholder" or value is None or not _has_nonfinite(value):
+                    continue
+                ops = gp.aten_ops_of(self.graph.gm, node, self.ref_nodes.values | self._placeholder_values(fp64=True))
+                return node.name, ta.op_name(ops[0]) if ops else "", gp.source_of(node)
+        call = to_fp64(self.case.request)
+        with pv.forced_reference():
+            at = gp.locate_nonfinite(lambda: call_model(fp64_model(self.case.model), call))
+        if at is None:
+            return "", "", gp.SourceLine()
+        return "", ta.op_name(at.op) if at.op is not None else "", at.source
 
     def _none(self, served: Comparison) -> Verdict:
         return Verdict(
@@ -963,6 +1026,22 @@ def _has_nonfinite(value: Any) -> bool:
     from inferensics.replay._internal.tolerance import float_leaves
 
     return any(not bool(torch.isfinite(t).all()) for t in float_leaves(value))
+
+
+def _nonfinite_counts(value: Any) -> dict[str, int]:
+    """NaN and infinite elements of an output's floating leaves (all zero for ``None``)."""
+    from inferensics.replay._internal.tolerance import float_leaves
+
+    leaves = float_leaves(value) if value is not None else []
+    nan = sum(int(torch.isnan(t).sum()) for t in leaves)
+    inf = sum(int(torch.isinf(t).sum()) for t in leaves)
+    return {"nan": nan, "inf": inf, "total": nan + inf}
+
+
+def _said(counts: dict[str, int]) -> str:
+    """``8 NaN``, ``2 inf``, ``8 NaN and 2 inf`` or ``none``."""
+    parts = [f"{counts[k]} {label}" for k, label in (("nan", "NaN"), ("inf", "inf")) if counts[k]]
+    return " and ".join(parts) or "none"
 
 
 def _positions(mask: torch.Tensor) -> list[list[int]]:

@@ -41,6 +41,9 @@ def _rung_error(rung: Mapping[str, Any], tolerance: Mapping[str, Any]) -> str:
         limit = tolerance.get("ratio_limit", RATIO_LIMIT)
         figure = f"{_figure(rung.get('ratio', ''))} × eager's error, limit {_figure(limit)}"
     new = rung.get("nonfinite_new") or 0
+    alike = rung.get("nonfinite_as_fp64") or 0
+    if alike:
+        figure = f"{alike} non-finite value{'s' if alike != 1 else ''}, only where fp64 has them too; {figure}"
     if new:
         figure = f"{new} new non-finite value{'s' if new != 1 else ''}; {figure}"
     if rung.get("error"):

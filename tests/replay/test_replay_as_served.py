@@ -1,0 +1,187 @@
+"""``inferensics replay`` records a verdict only for a replay of what served the request, says which role a refusal
+lacks, and replays revoked bundles: through a real service (``inferensics serve``, tokens with the roles of the
+on-call walk) and a real signed bundle of a model whose factory lives in a project folder.
+
+What it got wrong: a read+replay token was told the bundle was "not pushed to the service" (the lookup needs the
+admin role); a replay-only token was told it lacked 'read' with no word of what replay needs; a verdict the service
+refused to record still exited 0; a replay from a folder whose model.py changed after the build, and a --bundle
+replay of a request served without a bundle, were recorded as the request's verdict; a revoked bundle could not be
+replayed at all.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from inferensics import bundle as b
+from inferensics.bundle.keys import KEYRING_ENV
+from inferensics.bundle.states import STATES_ENV
+from inferensics.cli.app import app
+from inferensics.replay._internal.pack import write_safetensors
+from inferensics.schema.events import RequestEvent
+from tests.collector.service.harness import ADMIN, INGEST, RunningService, new_service
+
+runner = CliRunner()
+pytestmark = pytest.mark.slow
+READ_REPLAY, REPLAY_ONLY = "rr-token", "rp-token"
+MODEL = """import torch
+
+
+def build():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).eval()
+
+
+def inputs(shape):
+    return (torch.randn(tuple(shape), generator=torch.Generator().manual_seed(1)),)
+"""
+
+
+@dataclass(frozen=True)
+class Project:
+    folder: Path
+    bundle: Path
+    keyring: Path
+    bundle_id: str
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    import sys
+
+    folder = tmp_path_factory.mktemp("proj")
+    (folder / "walkmodel.py").write_text(MODEL)
+    priv, pub, _ = b.generate_key(folder / "builder")
+    sys.path.insert(0, str(folder))
+    try:
+        spec = b.BuildSpec(model="walkmodel:build", inputs="walkmodel:inputs", shapes=b.ShapeDistribution.of([(4, 8)]),
+                           advise=False, name="walk", repeats=1)  # fmt: skip
+        result = b.build(spec, b.load_signing_key(priv), folder / "bundle")
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop("walkmodel", None)
+    return Project(folder, result.directory, pub, result.bundle_id)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, project: Project) -> Iterator[RunningService]:
+    from inferensics.collector.host.otlp_exporter import OtlpExporter
+
+    tokens = f"{INGEST}=ingest,{READ_REPLAY}=read+replay,{REPLAY_ONLY}=replay,{ADMIN}=admin"
+    with new_service(tmp_path_factory.mktemp("svc"), via_cli=True, tokens=tokens) as svc:
+        client = svc.client(ADMIN)
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3))
+        blob = client.put_blob(write_safetensors({"x": x}), "inputs")
+        exporter = OtlpExporter(svc.url, host="h1", token=INGEST)
+        for request_id, bundle_id in (("b-1", project.bundle_id), ("nb-1", "")):
+            request = RequestEvent(request_id=request_id, ts=datetime.now(UTC), host="h1", model="walk",
+                                   hw_pool="cpu", traffic_class="batch", status="ok", capture_blob=blob,
+                                   bundle_id=bundle_id)  # fmt: skip
+            exporter.export_request(request, [])
+        exporter.flush()
+        exporter.shutdown()
+        deadline = time.monotonic() + 60
+        while client.sql("SELECT request_id FROM requests WHERE request_id IN ('b-1', 'nb-1')").height < 2:
+            assert time.monotonic() < deadline, "the requests never reached the store"
+            time.sleep(0.3)
+        yield svc
+
+
+@pytest.fixture(autouse=True)
+def _in_project(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEYRING_ENV, str(project.keyring))
+    monkeypatch.delenv(STATES_ENV, raising=False)
+    monkeypatch.chdir(project.folder)
+
+
+def _invoke(token: str, *args: str) -> tuple[int, str]:
+    res = runner.invoke(app, ["replay", *args, "--token", token], env={"COLUMNS": "400"})
+    return res.exit_code, res.output
+
+
+def _recorded(service: RunningService, request_id: str) -> int:
+    time.sleep(1.0)  # the service's batch age is 0.2 s
+    rows = service.client(ADMIN).sql(f"SELECT replay_id FROM replay_results WHERE request_id = '{request_id}'")
+    return int(rows.height)
+
+
+def test_a_token_without_admin_is_told_the_role_not_not_pushed(service: RunningService) -> None:
+    code, out = _invoke(READ_REPLAY, "b-1", "--service", service.url)
+    assert code == 2, out
+    assert out.startswith("error: bundle "), out
+    assert "the token lacks the 'admin' role that reading pushed bundles needs" in out, out
+    assert "not pushed" not in out
+
+
+def test_a_token_without_read_is_told_the_roles_replay_needs(service: RunningService) -> None:
+    code, out = _invoke(REPLAY_ONLY, "b-1", "--service", service.url)
+    assert code == 2, out
+    assert out.strip().count("\n") == 0, out
+    assert "token lacks the 'read' role" in out, out
+    assert "needs a token with the 'read' role" in out, out
+    assert "'ingest' to record the verdict" in out, out
+
+
+def test_a_verdict_the_service_refuses_to_record_exits_non_zero(service: RunningService, project: Project) -> None:
+    code, out = _invoke(READ_REPLAY, "b-1", "--service", service.url, "--bundle", str(project.bundle))
+    assert code == 2, out
+    assert out.startswith("verdict: none"), out
+    assert "error: the verdict above was not recorded in replay_results (" in out, out
+    assert "recording needs a token with the 'ingest' role (or admin)" in out, out
+
+
+def test_bundle_for_a_request_served_without_one_is_a_what_if(service: RunningService, project: Project) -> None:
+    code, out = _invoke(ADMIN, "nb-1", "--service", service.url, "--bundle", str(project.bundle))
+    assert code == 2, out
+    assert out.startswith("error: request nb-1 was served without a bundle"), out
+    assert "pass --what-if to run it (its verdict is not recorded)" in out
+    code, out = _invoke(ADMIN, "nb-1", "--service", service.url, "--bundle", str(project.bundle), "--what-if")
+    assert code == 0, out
+    assert "what-if, not the request as served (request nb-1 was served without a bundle)" in out, out
+    assert "not recorded in replay_results: a what-if replay" in out, out
+    assert _recorded(service, "nb-1") == 0
+
+
+def test_changed_model_code_is_refused_and_a_what_if_is_not_recorded(
+    service: RunningService, project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    changed = tmp_path / "proj2"
+    changed.mkdir()
+    (changed / "walkmodel.py").write_text(MODEL.replace("torch.nn.GELU()", "torch.nn.ReLU()"))
+    monkeypatch.chdir(changed)
+    code, out = _invoke(ADMIN, "b-1", "--service", service.url, "--bundle", str(project.bundle))
+    assert code == 2, out
+    assert out.startswith("error: the bundle does not cover this replay's compile (code: the bundle holds another"), out
+    assert "pass --what-if to replay anyway (not recorded)" in out
+    code, out = _invoke(ADMIN, "b-1", "--service", service.url, "--bundle", str(project.bundle), "--what-if")
+    assert code == 0, out
+    assert "what-if, not the request as served (bundle miss: code: " in out, out
+    assert "not recorded in replay_results: a what-if replay" in out
+    assert _recorded(service, "b-1") == 0
+    # From the build's folder the same replay is of what served, and recorded.
+    monkeypatch.chdir(project.folder)
+    code, out = _invoke(ADMIN, "b-1", "--service", service.url, "--bundle", str(project.bundle))
+    assert code == 0, out
+    assert "recorded in replay_results" in out, out
+    assert "what-if" not in out, out
+    assert _recorded(service, "b-1") == 1
+
+
+def test_a_revoked_bundle_is_replayed_and_its_state_said(
+    service: RunningService, project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = tmp_path / "states.json"
+    states.write_text(json.dumps({"revoked": [project.bundle_id], "quarantined": []}))
+    monkeypatch.setenv(STATES_ENV, str(states))
+    code, out = _invoke(ADMIN, "b-1", "--service", service.url, "--bundle", str(project.bundle), "--no-record")
+    assert code == 0, out
+    assert f"[bundle {project.bundle_id[:12]} is revoked: replayed to investigate it]" in out, out
