@@ -3,9 +3,14 @@
 Rules:
 
 * ``hit_ratio = hits / lookups`` where lookups count hits, misses and bypasses.
-* **Cold-miss cost** (compile seconds a warm cache would have saved): each miss is charged the mean
-  ``time_saved_ms`` of the hits of the same model × cache in the range; null when that model × cache had
-  no hit to learn the saving from.
+* **Cold-miss cost** (compile seconds a warm cache would have saved): a missed cache is priced at the mean
+  ``time_saved_ms`` of the hits of the same model × cache in the range, and each compile whose lookups missed
+  is charged once, the price of its priciest missed cache, to that cache's row: one compile misses
+  AOTAutograd's cache and the FX graph cache inside it, and a warm AOTAutograd cache would have saved both
+  (charging each miss read more than every compile's time), and never more than that compile's own
+  whole-frame seconds where its compile record is stored. A compile is its host, process and compile id
+  (with its request); a miss without a compile id is a compile of its own. A row's cost is null when it
+  charges nothing and holds a miss of a compile that no hit of its model and caches prices.
 * **Growth:** a miss writes one entry of ``entry_bytes``; hits and bypasses write nothing. Growth is
   counted per day and bundle × hardware pool, with running totals over the range. Bytes count the entries
   whose size the host SDK measured on the cache's disk (an imported log does not say); null where none was.
@@ -79,13 +84,16 @@ def cache_health(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         .otherwise(None)
         .alias("_saved_per_hit_s")
     )
+    charged = _charged_misses(client, params, saving)
     return (
-        per_pool.join(saving, on=[col.MODEL, col.CACHE], how="left")
+        per_pool.join(charged, on=[col.MODEL, col.HW_POOL, col.CACHE], how="left")
         .with_columns(
             pl.when(pl.col("lookups") > 0).then(pl.col("hits") / pl.col("lookups")).otherwise(None).alias("hit_ratio"),
             pl.when(pl.col("misses") == 0)
             .then(pl.lit(0.0))
-            .otherwise(pl.col("misses") * pl.col("_saved_per_hit_s"))
+            .when((pl.col("_charged_s").fill_null(0.0) == 0) & pl.col("_unpriced").fill_null(False))
+            .then(pl.lit(None, pl.Float64))
+            .otherwise(pl.col("_charged_s").fill_null(0.0))
             .alias("cold_miss_cost_s"),
         )
         .select(
@@ -102,6 +110,65 @@ def cache_health(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         )
         .sort([col.MODEL, col.HW_POOL, col.CACHE])
     )
+
+
+def _charged_misses(client: QueryClient, params: SliceParams, saving: pl.DataFrame) -> pl.DataFrame:
+    """Per model × pool × cache: ``_charged_s``, the cold-miss cost charged to that cache (each compile once, to
+    its priciest missed cache: the module docstring's rule), and ``_unpriced``, whether a miss of the row belongs
+    to a compile no missed cache prices. Read from the raw misses: the rollup keeps no compile id."""
+    where = slice_where(params, "cache_events", what="cache events")
+    compile_key = (
+        f"if({col.COMPILE_ID} = '', concat('row:', toString(rowNumberInAllBlocks())), concat({col.HOST}, '|', "
+        f"{col.ATTRS}['{col.PROCESS}'], '|', {col.COMPILE_ID}, '|', {col.REQUEST_ID}))"
+    )
+    misses = client.query_frame(
+        f"SELECT toString({col.MODEL}) AS {col.MODEL}, toString({col.HW_POOL}) AS {col.HW_POOL}, "
+        f"toString({col.CACHE}) AS {col.CACHE}, {compile_key} AS compile "
+        f"FROM {client.database}.cache_events WHERE {where.sql} AND {col.RESULT} = 'miss' "
+        f"GROUP BY {col.MODEL}, {col.HW_POOL}, {col.CACHE}, compile",
+        where.params,
+    )
+    keys = [col.MODEL, col.HW_POOL, col.CACHE]
+    if misses.is_empty():
+        return pl.DataFrame(schema={**{k: pl.String for k in keys}, "_charged_s": pl.Float64, "_unpriced": pl.Boolean})
+    priced = misses.join(saving, on=[col.MODEL, col.CACHE], how="left").sort(
+        ["compile", "_saved_per_hit_s", col.CACHE], descending=[False, True, False], nulls_last=True
+    )
+    per_compile = priced.group_by(col.MODEL, col.HW_POOL, "compile").agg(
+        pl.col(col.CACHE).first().alias("_charged_cache"), pl.col("_saved_per_hit_s").first().alias("_cost_s")
+    )
+    # A warm cache saves at most the compile's own time: a hit's recorded saving is the time its entry's compile
+    # took, elsewhere and under another load (the walker's hits saved 26 s of compiles that took 12).
+    # A compile starts before its lookups: its record is looked for from an hour before the range.
+    compiled = slice_where(params, "compiles", start=params.start - timedelta(hours=1), end=params.end)
+    took = client.query_frame(
+        f"SELECT toString({col.MODEL}) AS {col.MODEL}, toString({col.HW_POOL}) AS {col.HW_POOL}, "
+        f"{compile_key} AS compile, toFloat64(sum({col.ENTIRE_FRAME_S})) AS _took_s "
+        f"FROM {client.database}.compiles WHERE {compiled.sql} AND {col.COMPILE_ID} != '' "
+        f"GROUP BY {col.MODEL}, {col.HW_POOL}, compile",
+        compiled.params,
+    )
+    per_compile = (
+        per_compile.join(took, on=[col.MODEL, col.HW_POOL, "compile"], how="left")
+        .with_columns(
+            pl.when(pl.col("_took_s").is_not_null() & pl.col("_cost_s").is_not_null())
+            .then(pl.min_horizontal("_cost_s", "_took_s"))
+            .otherwise(pl.col("_cost_s"))
+            .alias("_cost_s")
+        )
+        .drop("_took_s")
+    )
+    charges = (
+        per_compile.filter(pl.col("_cost_s").is_not_null())
+        .group_by(col.MODEL, col.HW_POOL, pl.col("_charged_cache").alias(col.CACHE))
+        .agg(pl.col("_cost_s").sum().alias("_charged_s"))
+    )
+    unpriced = (
+        misses.join(per_compile, on=[col.MODEL, col.HW_POOL, "compile"])
+        .group_by(keys)
+        .agg(pl.col("_cost_s").is_null().any().alias("_unpriced"))
+    )
+    return unpriced.join(charges, on=keys, how="full", coalesce=True)
 
 
 def unpriced_misses(health: pl.DataFrame) -> int:

@@ -28,6 +28,9 @@ class RequestParams(BaseModel):
 
     request_id: str = Field(min_length=1)
     """The request id to look up."""
+    occurrence: int | None = Field(None, ge=1)
+    """Which of the requests that share the id (a client re-run reuses its ids), 1 for the earliest, in start
+    order; ``None`` for the earliest."""
 
 
 @dataclass(frozen=True)
@@ -41,39 +44,75 @@ class RequestDrillDown:
     graph_calls: pl.DataFrame
 
 
-def _request(client: QueryClient, request_id: str) -> pl.DataFrame:
+MAX_OCCURRENCES: Final = 100
+"""Requests sharing one id that the drill-down tells apart at most (the earliest ones)."""
+
+
+def _request(client: QueryClient, params: RequestParams) -> pl.DataFrame:
+    """The request row ``params`` pick, with ``occurrences`` (requests sharing its id), ``occurrence`` (which
+    one, 1 for the earliest) and ``occurrence_starts`` (their start times, in order)."""
     names = ", ".join(f"`{n}`" for n in RequestEvent.model_fields if n != col.ATTRS)
-    row = client.query_frame(
+    rows = client.query_frame(
         f"SELECT {names} FROM {client.database}.requests WHERE {col.REQUEST_ID} = {{rid:String}} "
-        f"ORDER BY {col.TS} LIMIT 1",
-        {"rid": request_id},
+        f"ORDER BY {col.TS}, {col.HOST} LIMIT {MAX_OCCURRENCES}",
+        {"rid": params.request_id},
     )
-    if row.is_empty():
-        raise NotFound(f"no request {request_id!r} in the store (requests are kept 30 days); check the id")
-    return row
+    if rows.is_empty():
+        raise NotFound(f"no request {params.request_id!r} in the store (requests are kept 30 days); check the id")
+    k = params.occurrence or 1
+    if k > rows.height:
+        raise NotFound(
+            f"request {params.request_id!r} names {rows.height} request{'s' if rows.height > 1 else ''} in the "
+            f"store; there is no occurrence {k} (1 is the earliest)"
+        )
+    starts = rows.get_column(col.TS).to_list()
+    return rows.slice(k - 1, 1).with_columns(
+        pl.lit(rows.height, pl.UInt32).alias("occurrences"),
+        pl.lit(k, pl.UInt32).alias("occurrence"),
+        pl.Series("occurrence_starts", [starts]),
+    )
+
+
+def _children(row: pl.DataFrame, table: str = "") -> tuple[str, dict[str, object]]:
+    """The condition and parameters that tie a table's rows to the request ``row`` (from :func:`_request`): its
+    model and id, and when other requests share the id, its host and the time from its start to the next one's,
+    so that two requests' recompiles, guard failures and timings are never mixed."""
+    where = f"{col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}}"
+    values: dict[str, object] = {"m": row.item(0, col.MODEL), "rid": row.item(0, col.REQUEST_ID)}
+    if int(row.item(0, "occurrences")) > 1:
+        k = int(row.item(0, "occurrence"))
+        starts = row.item(0, "occurrence_starts")
+        ts = f"{table}.{col.TS}" if table else col.TS
+        where += f" AND {col.HOST} = {{h:String}} AND {ts} >= {{c_start:{TIME_TYPE}}}"
+        values |= {"h": row.item(0, col.HOST), "c_start": starts[k - 1]}
+        if k < len(starts):
+            where += f" AND {ts} < {{c_end:{TIME_TYPE}}}"
+            values["c_end"] = starts[k]
+    return where, values
 
 
 def request_detail(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     """One row: every request column (but ``attrs``) plus what other tables add.
 
-    Added columns: guard_failure_reasons (list, in time order), recompile_reasons (list), bundle_name,
+    Added columns: occurrences (requests that share the id: a re-run client reuses its ids), occurrence (which
+    of them this row is, 1 for the earliest: ``params.occurrence``), occurrence_starts (their start times, in
+    order), guard_failure_reasons (list, in time order), recompile_reasons (list), bundle_name,
     bundle_torch_version, bundle_device_name (empty when the bundle is not registered), inputs_captured
     (bool), capture_bytes (null when not captured or the blob is missing), kernel_timings_sampled (rows in
-    ``kernel_timings``).
+    ``kernel_timings``). The reasons and timings are this request's own: where requests share the id, those of
+    its host from its start to the next one's.
     """
-    row = _request(client, params.request_id)
-    model = row.item(0, col.MODEL)
-    rid = {"rid": params.request_id, "m": model}
+    row = _request(client, params)
+    mine, rid = _children(row)
     db = client.database
     extra = client.query_frame(
         f"SELECT (SELECT groupArray({col.REASON}) FROM (SELECT {col.REASON} FROM {db}.guard_failures "
-        f"WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS})) "
+        f"WHERE {mine} ORDER BY {col.TS})) "
         f"AS guard_failure_reasons, "
         f"(SELECT groupArray({col.REASON}) FROM (SELECT {col.REASON} FROM {db}.recompiles "
-        f"WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS})) "
+        f"WHERE {mine} ORDER BY {col.TS})) "
         f"AS recompile_reasons, "
-        f"(SELECT toUInt64(count()) FROM {db}.kernel_timings WHERE {col.MODEL} = {{m:String}} "
-        f"AND {col.REQUEST_ID} = {{rid:String}}) AS kernel_timings_sampled",
+        f"(SELECT toUInt64(count()) FROM {db}.kernel_timings WHERE {mine}) AS kernel_timings_sampled",
         rid,
     )
     bundle = client.query_frame(
@@ -118,7 +157,7 @@ def request_graphs(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     (:data:`COMPILE_ORIGIN_HERE`, :data:`COMPILE_ORIGIN_LATER`, :data:`COMPILE_ORIGIN_ELSEWHERE`); the compile
     columns are null when no host's compile of the artifact was recorded.
     """
-    row = _request(client, params.request_id)
+    row = _request(client, params)
     graphs = pl.DataFrame(
         {
             "position": pl.Series(range(len(row.item(0, col.GRAPH_KEYS))), dtype=pl.UInt32),
@@ -158,16 +197,17 @@ _GRAPH_CALL_SQL = f"(startsWith({col.KERNEL_NAME}, {{gp:String}}) AND endsWith({
 """A ``kernel_timings`` row that is a whole compiled-graph call range (:mod:`inferensics.schema.graph_calls`)."""
 
 
-def _timings(client: QueryClient, row: pl.DataFrame, request_id: str, *, graph_calls: bool) -> pl.DataFrame:
+def _timings(client: QueryClient, row: pl.DataFrame, *, graph_calls: bool) -> pl.DataFrame:
     """The request's profiler timings per artifact and name: the whole compiled-graph call ranges
     (``graph_calls``) or everything else. Columns: artifact_id, kernel_name, device, calls, total_us."""
     which = _GRAPH_CALL_SQL if graph_calls else f"NOT {_GRAPH_CALL_SQL}"
+    mine, values = _children(row, "kernel_timings")
     return client.query_frame(
         f"SELECT {col.ARTIFACT_ID}, {col.KERNEL_NAME}, toString(any({col.DEVICE})) AS {col.DEVICE}, "
         f"toUInt64(sum({col.CALLS})) AS {col.CALLS}, toFloat64(sum({col.TOTAL_US})) AS {col.TOTAL_US} "
-        f"FROM {client.database}.kernel_timings WHERE {col.MODEL} = {{m:String}} AND {col.REQUEST_ID} = {{rid:String}} "
+        f"FROM {client.database}.kernel_timings WHERE {mine} "
         f"AND {which} GROUP BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
-        {"m": row.item(0, col.MODEL), "rid": request_id, "gp": GRAPH_CALL_PREFIX, "gs": GRAPH_CALL_SUFFIX},
+        {**values, "gp": GRAPH_CALL_PREFIX, "gs": GRAPH_CALL_SUFFIX},
     )
 
 
@@ -181,7 +221,7 @@ def request_kernels(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     has them. Columns: artifact_id, graph_key, kernel_name, kernel_backend, post_grad_nodes, source_lines,
     device, calls, total_us. Sorted by total_us descending (unsampled last), then artifact and kernel name.
     """
-    row = _request(client, params.request_id)
+    row = _request(client, params)
     db = client.database
     artifacts = [a for a in row.item(0, col.GRAPH_ARTIFACTS) if a]
     inventory = client.query_frame(
@@ -191,7 +231,7 @@ def request_kernels(client: QueryClient, params: RequestParams) -> pl.DataFrame:
         f"LIMIT 1 BY {col.ARTIFACT_ID}, {col.KERNEL_NAME}",
         {"ids": artifacts},
     )
-    timings = _timings(client, row, params.request_id, graph_calls=False)
+    timings = _timings(client, row, graph_calls=False)
     keys = [col.ARTIFACT_ID, col.KERNEL_NAME]
     out = inventory.join(timings, on=keys, how="full", coalesce=True).with_columns(
         pl.col(col.GRAPH_KEY).fill_null(""),
@@ -228,9 +268,9 @@ def request_graph_calls(client: QueryClient, params: RequestParams) -> pl.DataFr
     total_us (µs, over all its calls in the request). Empty when the request was not profiled. Sorted by
     position (nulls last), then total_us descending.
     """
-    row = _request(client, params.request_id)
+    row = _request(client, params)
     db = client.database
-    ranges = _timings(client, row, params.request_id, graph_calls=True)
+    ranges = _timings(client, row, graph_calls=True)
     keys = [graph_call_key(str(name)) or "" for name in ranges.get_column(col.KERNEL_NAME).to_list()]
     ranges = ranges.with_columns(pl.Series(col.FX_CACHE_KEY, keys, dtype=pl.String))
     untied = sorted({k for k, a in zip(keys, ranges.get_column(col.ARTIFACT_ID).to_list(), strict=True) if k and not a})
@@ -279,13 +319,13 @@ def request_graph_calls(client: QueryClient, params: RequestParams) -> pl.DataFr
     ).sort(["position", col.TOTAL_US], descending=[False, True], nulls_last=True)
 
 
-def drill_down(client: QueryClient, request_id: str) -> RequestDrillDown:
-    """All four drill-down frames for ``request_id``.
+def drill_down(client: QueryClient, request_id: str, occurrence: int | None = None) -> RequestDrillDown:
+    """All four drill-down frames for ``request_id`` (its ``occurrence``-th request where several share it).
 
     Raises:
         NotFound: no such request in the store.
     """
-    params = RequestParams(request_id=request_id)
+    params = RequestParams(request_id=request_id, occurrence=occurrence)
     return RequestDrillDown(
         request_detail(client, params),
         request_graphs(client, params),

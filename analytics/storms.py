@@ -2,11 +2,14 @@
 
 **Storm rule.** Per model × hardware pool, hourly sums of recompiles and compile seconds are compared with
 a baseline: the median of the preceding ``baseline_hours`` hours, hours without any counting as zero. The
-sums are what requests paid (from the ``requests_1h`` rollup, raw rows when filtered by host) plus what no
-request paid: recompiles and compiles outside any request (a server's warm-up, imported TORCH_TRACE logs),
-read from the ``recompiles`` and ``compiles`` tables by their empty request id, so a store of imported logs
-alone shows its storms too. A filter those rows carry no column for (a bundle for recompiles, a traffic
-class for compiles) leaves them out: they belong to none. An hour is a storm when
+recompiles are the hour's recompile records, inside requests or not (a server's warm-up, imported TORCH_TRACE
+logs), the recompile limit's hits left out: a request whose recompile failed (it raised) counts none in its
+own row, but its record is a recompile of the hour, and its request is among those the storm lists. The
+compile seconds are what requests paid (from the ``requests_1h`` rollup, raw rows when filtered by host) plus
+the compiles outside any request, read from the ``compiles`` table by their empty request id, so a store of
+imported logs alone shows its storms too. Recompile records carry no bundle: under a bundle filter the
+recompiles are those the bundle's requests counted (a failed recompile counts none there), and compiles
+carry no traffic class: under that filter the compiles outside requests are left out. An hour is a storm when
 
 * ``recompiles >= max(min_recompiles, factor × baseline_recompiles)``, or
 * ``compile_seconds >= max(min_compile_seconds, factor × baseline_compile_seconds)``.
@@ -190,9 +193,17 @@ def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
     lo = start - timedelta(hours=params.baseline_hours)
     source = request_source(params, lo, end, unit="hour")
     where = slice_where(params, source.table, time_column=source.time_column, start=lo, end=end)
+    records = filters_apply(params, "recompiles")
+    # With the recompile records in the slice, they count the hour's recompiles: the requests' own count
+    # leaves out a recompile whose compile failed (the request raised and its row counts none).
+    requests_recompiles = (
+        f"toUInt64(0) AS {col.RECOMPILES}"
+        if records
+        else next(s for s in source.sums() if s.endswith(f" AS {col.RECOMPILES}"))
+    )
     hourly = client.query_frame(
         f"SELECT {source.bucket('hour')} AS bucket, {col.MODEL}, {col.HW_POOL}, {', '.join(source.sums()[:1])}, "
-        f"{next(s for s in source.sums() if s.endswith(f' AS {col.RECOMPILES}'))}, "
+        f"{requests_recompiles}, "
         f"{next(s for s in source.sums() if s.endswith(f' AS {col.COMPILE_SECONDS}'))} "
         f"FROM {client.database}.{source.table} WHERE {where.sql} GROUP BY bucket, {col.MODEL}, {col.HW_POOL}",
         where.params,
@@ -233,31 +244,32 @@ def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
 
 
 def _outside_requests(client: QueryClient, params: StormParams, lo: datetime, end: datetime) -> pl.DataFrame:
-    """Per model × pool × hour: recompiles (not the recompile limit's eager fallbacks, as in the requests'
-    count) and compile seconds that no request paid, each where the slice's filters apply to its table (one
-    round trip: both tables' filters bind the same parameters)."""
+    """Per model × pool × hour: every recompile record, inside requests or not (not the recompile limit's eager
+    fallbacks, as in the requests' count), and the compile seconds that no request paid, each where the slice's
+    filters apply to its table (one round trip: both tables' filters bind the same parameters)."""
     hour = f"toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') AS bucket"
-    sums = {
-        "recompiles": (RECOMPILED, "toFloat64(0)"),
-        "compiles": ("toUInt64(0)", f"toFloat64(sum({col.ENTIRE_FRAME_S}))"),
+    sums = {  # table: (recompiles, compile seconds, which rows)
+        "recompiles": (RECOMPILED, "toFloat64(0)", "1"),
+        "compiles": ("toUInt64(0)", f"toFloat64(sum({col.ENTIRE_FRAME_S}))", f"{col.REQUEST_ID} = ''"),
     }
     selects: list[str] = []
     values: dict[str, object] = {}
-    for table, (recompiles, seconds) in sums.items():
+    for table, (recompiles, seconds, rows) in sums.items():
         if not filters_apply(params, table):
             continue
         where = slice_where(params, table, start=lo, end=end)
         values |= where.params
         selects.append(
             f"SELECT {hour}, {col.MODEL}, {col.HW_POOL}, {recompiles} AS {col.RECOMPILES}, {seconds} AS "
-            f"{col.COMPILE_SECONDS} FROM {client.database}.{table} WHERE {where.sql} AND {col.REQUEST_ID} = '' "
+            f"{col.COMPILE_SECONDS} FROM {client.database}.{table} WHERE {where.sql} AND {rows} "
             f"GROUP BY bucket, {col.MODEL}, {col.HW_POOL}"
         )
     return client.query_frame(" UNION ALL ".join(selects), values) if selects else pl.DataFrame()
 
 
 def _with_unpaid(paid: pl.DataFrame, unpaid: pl.DataFrame) -> pl.DataFrame:
-    """The requests' hourly sums plus what no request paid, one row per model × pool × hour."""
+    """The requests' hourly sums plus the recompile records and the compiles no request paid, one row per model ×
+    pool × hour."""
     types = {col.REQUESTS: pl.UInt64, col.RECOMPILES: pl.UInt64, col.COMPILE_SECONDS: pl.Float64}
     frames = [f for f in (paid, unpaid) if not f.is_empty()]
     if not frames:

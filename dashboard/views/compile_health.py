@@ -31,10 +31,17 @@ def compile_params(filters: Filters, *, bundle: bool = True) -> dict[str, object
 
 
 RECOMPILES_EVERYWHERE = (
-    "Every recompile, inside requests or not (warm-up, imported TORCH_TRACE logs), as the reasons table below "
-    "counts them; recompile-limit hits (the frame ran eagerly) are apart."
+    "Every recompile record, inside requests or not (warm-up, imported TORCH_TRACE logs) and whether its compile "
+    "succeeded or failed, as the reasons table below and the storm highlights count them; recompile-limit hits "
+    "(the frame ran eagerly) are apart. The overview's Request recompiles counts only recompiles that a request "
+    "triggered and compiled."
 )
-RECOMPILES_OF_BUNDLE = "Recompiles counted on the requests that triggered them (recompile events carry no bundle)."
+RECOMPILES_OF_BUNDLE = (
+    "Recompiles counted on the requests that triggered them (recompile events carry no bundle): a recompile whose "
+    "compile failed (its request raised) counts none."
+)
+RECORDS_LABEL = "Recompile records"  # the headline's label without a bundle filter
+REQUESTS_LABEL = "Request recompiles"  # ... and under one: the requests' count, as the overview's
 COMPILE_SECONDS_EVERYWHERE = (
     "Every compile's whole-frame time, inside requests or not (warm-up, failed compiles, imported TORCH_TRACE "
     "logs), in the bucket it started in: the headline's compile seconds over time."
@@ -285,12 +292,12 @@ def headline(filters: Filters) -> None:
     specs = section_query(queries.SPECIALIZATIONS, "specializations", **params)
     cells = st.columns(5)
     if filters.bundle is None:
-        recompiles, recompiles_help = specs, RECOMPILES_EVERYWHERE
+        recompiles, recompiles_help, label = specs, RECOMPILES_EVERYWHERE, RECORDS_LABEL
     else:  # recompile events carry no bundle: the requests of the bundle count its recompiles
         recompiles = section_query(queries.FLEET, "fleet totals", **filters.params())
-        recompiles_help = RECOMPILES_OF_BUNDLE
+        recompiles_help, label = RECOMPILES_OF_BUNDLE, REQUESTS_LABEL
     cells[0].metric(
-        "Recompiles",
+        label,
         count(total(recompiles, col.RECOMPILES)) if recompiles is not None else MISSING,
         help=recompiles_help,
     )

@@ -34,6 +34,7 @@ SLICE = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
 TREND_MODELS = 8
 NONFINITE_WHY = "non-finite output"  # notable_requests' reason for a NaN/inf output
 OTHER = "other models"
+REQUEST_RECOMPILES = "Request recompiles"  # the headline's label: what requests triggered, not every record
 FLOORS_PAGE = "overview"  # the storm rule's inputs are keyed overview.min_recompiles, overview.min_compile_seconds
 FLEET_COLUMNS = (
     *SLICE, col.REQUESTS, "request_rate_per_s", "p50_ms", "p95_ms", "p99_ms", "error_rate", "fallback_rate",
@@ -50,7 +51,14 @@ def headline(fleet: pl.DataFrame) -> None:
     cells[0].metric("Requests", count(requests))
     cells[1].metric("Error rate", percent(ratio(total(fleet, col.ERRORS), requests)))
     cells[2].metric("Eager fallback rate", percent(ratio(total(fleet, col.FALLBACKS), requests)))
-    cells[3].metric("Recompiles", count(total(fleet, col.RECOMPILES)))
+    cells[3].metric(
+        REQUEST_RECOMPILES,
+        count(total(fleet, col.RECOMPILES)),
+        help="Recompiles the range's requests triggered and compiled, their rows' count (the weekly report's "
+        '"Recompiles requests triggered"). A request whose recompile failed raised and counts none; the '
+        "storm highlights and the Compile & cache health page count every recompile record: failed compiles, "
+        "warm-up and imported TORCH_TRACE logs too.",
+    )
     worst = fleet.get_column("p95_ms").max() if "p95_ms" in fleet.columns and fleet.height else None
     cells[4].metric("Worst slice p95", duration_ms(None if worst is None else float(worst)))  # type: ignore[arg-type]
     # Short labels: seven metrics share the row, and a longer label is cut ("Compile time in se…").
@@ -82,7 +90,8 @@ def storm_alerts(storms: pl.DataFrame, rule: StormRule) -> int:
         st.error(
             f"**Recompile storm** · {_slice_name(row)} · "
             f"hour of {row['bucket']:%Y-%m-%d %H:%M} UTC: "
-            f"{row[col.RECOMPILES]:,} recompiles, {row[col.COMPILE_SECONDS]:,.1f} compile s "
+            f"{row[col.RECOMPILES]:,} recompiles (records, failed compiles too), "
+            f"{row[col.COMPILE_SECONDS]:,.1f} compile s "
             f"(baseline {row['baseline_recompiles'] or 0:,.0f} recompiles; a storm: {rule.thresholds()}).{top}",
             icon=":material/cyclone:",
         )
@@ -243,7 +252,9 @@ def highlight_section(
             "Kernels page).\n\n"
             "**Recompile storm** (analytics `recompile_storms` with the session's storm rule, which the Weekly "
             "report page applies too; a small fleet or a short demo lowers its floors below): an hour of one model "
-            "and pool with recompiles, inside requests or not (warm-up, imported TORCH_TRACE logs). "
+            "and pool with recompiles, inside requests or not (warm-up, imported TORCH_TRACE logs), counted as "
+            "recompile records: a recompile whose compile failed (its request raised) counts, though its request's "
+            "row counts none, so a storm may count more than the Request recompiles above. "
             f"{rule.describe()}\n\n"
             "**Slow compiles:** an hour whose compile seconds reach that threshold without any recompile, not a "
             "storm (analytics `slow_compiles`). Each names that hour's compile-cache lookups of its model and pool, "

@@ -78,6 +78,41 @@ def request_id_input() -> str:
     return value.strip()
 
 
+OCCURRENCE_KEY = "drill.occurrence"  # which of the requests sharing the id is shown (1 for the earliest)
+OCCURRENCE_PARAM = "occurrence"  # ?occurrence=N beside ?request_id=
+
+
+def occurrence_input(request_id: str) -> int | None:
+    """Which request of the id to show: ``?occurrence=`` or the chooser of :func:`occurrence_chooser`, reset when
+    the id changes; ``None`` (the earliest) by default."""
+    if st.session_state.get("drill.occurrence_of") != request_id:
+        st.session_state["drill.occurrence_of"] = request_id
+        linked = st.query_params.get(OCCURRENCE_PARAM)
+        st.session_state[OCCURRENCE_KEY] = int(linked) if linked and linked.isdigit() and int(linked) > 0 else None
+    value = st.session_state.get(OCCURRENCE_KEY)
+    return int(value) if value else None
+
+
+def occurrence_chooser(d: dict[str, Any]) -> None:
+    """Where requests share the id (a re-run client reuses its ids): say how many, which one is shown, and let the
+    reader pick another; the page's graphs, reasons and timings are the shown request's own."""
+    n, k = int(d.get("occurrences") or 1), int(d.get("occurrence") or 1)
+    if n < 2:
+        return
+    starts = list(d.get("occurrence_starts") or [])
+    labels = [f"{i + 1} of {n} · started {t:%Y-%m-%d %H:%M:%S} UTC" for i, t in enumerate(starts)]
+    st.warning(
+        f"{n:,} requests share the id {_code(d[col.REQUEST_ID])} (a client re-run reuses its ids). Showing request "
+        f"{k} of {n}, started {d[col.TS]:%Y-%m-%d %H:%M:%S} UTC on {_code(d[col.HOST])}; its recompiles, guard "
+        "failures and timings are its own (its host's, from its start to the next one's). Pick another below.",
+        icon=":material/content_copy:",
+    )
+    picked = st.selectbox("Request of this id", labels, index=k - 1, key="drill.occurrence_pick")
+    if picked and labels.index(picked) + 1 != k:
+        st.session_state[OCCURRENCE_KEY] = labels.index(picked) + 1
+        st.rerun()
+
+
 def _pick() -> None:
     picked = st.session_state.get(PICK_KEY)
     if picked:
@@ -145,11 +180,31 @@ def summary(d: dict[str, Any]) -> None:
         if rest.strip():
             st.code(str(d[col.ERROR]).strip(), language=None, wrap_lines=True)
     if d[col.FALLBACK_REASON]:
-        st.warning(f"**Ran eagerly:** {d[col.FALLBACK_REASON]}", icon=":material/slow_motion_video:")
+        st.warning(fallback_text(d), icon=":material/slow_motion_video:")
     for label, key in (("Guard failures", "guard_failure_reasons"), ("Recompile reasons", "recompile_reasons")):
         reasons = d.get(key) or []
         if reasons:
             st.markdown(f"**{label}:**\n" + "\n".join(f"- `{r}`" for r in reasons))
+
+
+def fallback_text(d: dict[str, Any]) -> str:
+    """What the request's ``fallback_reason`` says happened: an eager run only where the request was served by
+    one (outcome ``fallback``, as the overview's eager fallback rate counts); a request that raised was not.
+
+    >>> fallback_text({"outcome": "fallback", "status": "ok", "fallback_reason": "recompile_limit"})
+    '**Ran eagerly:** recompile_limit'
+    >>> fallback_text({"outcome": "error", "status": "error", "fallback_reason": "compile_error"})[:60]
+    '**The compile failed and the request raised** (`compile_erro'
+    """
+    reason = str(d[col.FALLBACK_REASON])
+    if d[col.OUTCOME] == "fallback":
+        return f"**Ran eagerly:** {reason}"
+    what = "The compile failed" if reason == "compile_error" else f"The compiled path gave up ({reason})"
+    raised = "and the request raised" if d[col.STATUS] != "ok" else "and no eager run served the request"
+    return (
+        f"**{what} {raised}** (`{reason}`): it did not run eagerly, so the overview's eager fallback rate leaves it "
+        "out" + ("; its error rate counts it." if d[col.STATUS] != "ok" else ".")
+    )
 
 
 def inputs_panel(d: dict[str, Any]) -> None:
@@ -397,19 +452,27 @@ def render() -> None:
     if not request_id:
         st.info("Paste or pick a request id to see how it was served: graphs, guards, kernels, generated code, inputs.")
         return
+    occurrence = occurrence_input(request_id)
+    which: dict[str, Any] = {"occurrence": occurrence} if occurrence else {}
     with service_errors():
         try:
-            detail = run_query(queries.REQUEST_DETAIL, "request", request_id=request_id)
+            detail = run_query(queries.REQUEST_DETAIL, "request", request_id=request_id, **which)
         except ServiceError as exc:
             if exc.status in (400, 404):
                 st.warning(said(exc), icon=":material/search:")
                 return
             raise
         d = detail.row(0, named=True)
+        occurrence_chooser(d)
         summary(d)
         inputs_panel(d)
+        if int(d.get("occurrence") or 1) > 1:
+            st.caption(
+                f"The replay command below takes a request id only: it replays the earliest request of "
+                f"{_code(request_id)}, not the one shown."
+            )
         replay_panel(d, run_query(queries.REQUEST_REPLAYS, "replays", request_id=request_id))
-        graphs = run_query(queries.REQUEST_GRAPHS, "graphs", request_id=request_id)
+        graphs = run_query(queries.REQUEST_GRAPHS, "graphs", request_id=request_id, **which)
         st.subheader("Compiled graphs that served it")
         if graphs.height:
             st.caption(
@@ -436,8 +499,8 @@ def render() -> None:
         )
         providers_section(graphs)
         if d.get(col.SAMPLED):  # only a profiled request has whole-graph call times
-            graph_calls_section(run_query(queries.REQUEST_GRAPH_CALLS, "graph calls", request_id=request_id))
-        kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id)
+            graph_calls_section(run_query(queries.REQUEST_GRAPH_CALLS, "graph calls", request_id=request_id, **which))
+        kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id, **which)
         kernels_section(kernels, bool(d.get(col.SAMPLED)))
         code_section(graphs, kernels)
         with st.expander("Every recorded field"):

@@ -24,18 +24,19 @@ WEEK = dict(start=W10, end=W10 + timedelta(days=7))
 
 
 def expected_storms(fleet: Fleet, p: StormParams) -> set[tuple[datetime, str, str]]:
-    """The storm rule written out plainly: per model × pool and hour, what requests paid plus the recompiles
-    and compile seconds of no request, against the median of the preceding hours."""
+    """The storm rule written out plainly: per model × pool and hour, the recompile records (inside requests or
+    not) and the compile seconds requests paid plus those of no request, against the median of the preceding
+    hours."""
     by_hour = pl.col(col.TS).dt.truncate("1h").alias("h")
     paid = fleet.requests.select(
         col.MODEL,
         col.HW_POOL,
         by_hour,
-        pl.col(col.RECOMPILES).cast(pl.Int64).alias("r"),
+        pl.lit(0).alias("r"),
         (pl.col(col.COMPILE_MS).cast(pl.Float64) / 1000).alias("s"),
     )
     no_request = pl.col(col.REQUEST_ID).fill_null("") == ""
-    unpaid_r = fleet.recompiles.filter(no_request).select(col.MODEL, col.HW_POOL, by_hour, pl.lit(1).alias("r"))
+    unpaid_r = fleet.recompiles.select(col.MODEL, col.HW_POOL, by_hour, pl.lit(1).alias("r"))
     unpaid_s = fleet.compiles.filter(no_request).select(
         col.MODEL, col.HW_POOL, by_hour, pl.col(col.ENTIRE_FRAME_S).cast(pl.Float64).fill_null(0.0).alias("s")
     )

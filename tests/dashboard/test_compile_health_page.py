@@ -66,8 +66,8 @@ def test_compile_health_tabs_match_the_seed(seeded: SeededService) -> None:
 
     # The headline counts every recompile that compiled, inside requests or not, as the reasons table does (a
     # store of imported logs alone read 0 above its reasons).
-    assert metric(at, "Recompiles") == str(int(reasons["recompiles"].sum())) == str(STORM_RECOMPILES)
-    recompiles = next(m for m in at.metric if m.label == "Recompiles")
+    assert metric(at, "Recompile records") == str(int(reasons["recompiles"].sum())) == str(STORM_RECOMPILES)
+    recompiles = next(m for m in at.metric if m.label == "Recompile records")
     assert "inside requests or not" in recompiles.proto.help
     # Every compile's time (warm-up and imported logs too), not only the part inside requests, which a store of
     # imported TORCH_TRACE logs alone has none of (its page read 0.0 s above 15 compiles).
@@ -91,7 +91,7 @@ def test_compile_health_of_a_model_without_breaks_or_recompiles_shows_empty_sect
     at = open_page(seeded, PAGE, **{MODEL_KEY: LLAMA})
     assert_clean(at)
     assert not at.warning, [w.value for w in at.warning]
-    assert metric(at, "Recompiles") == "0"
+    assert metric(at, "Recompile records") == "0"
     assert metric(at, "Graph breaks") == "0"
     notes = [i.value for i in at.info]
     for note in ("No recompiles in this range.", "No graph breaks in this range.", "No guard failures in this range."):
@@ -108,7 +108,7 @@ def test_compile_health_with_a_bundle_filter_says_which_sections_ignore_it(seede
     assert_clean(at)
     assert not at.warning, [w.value for w in at.warning]
     candidate = [r for r in seeded.facts.requests if r.bundle_id == CANDIDATE]
-    assert metric(at, "Recompiles") == f"{sum(r.recompiles for r in candidate):,}"
+    assert metric(at, "Request recompiles") == f"{sum(r.recompiles for r in candidate):,}"
     # So does the chart of recompiles over time, which the bundle's requests count as the headline does.
     assert RECOMPILES_OF_BUNDLE in [c.value for c in at.caption]
     # Graph breaks carry no bundle: the page says so where it shows them for every bundle.

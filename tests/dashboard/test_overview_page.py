@@ -48,7 +48,7 @@ def assert_headline(at: AppTest, requests: list[RequestEvent]) -> None:
     assert metric(at, "Requests") == f"{n:,}"
     assert metric(at, "Error rate") == f"{100 * sum(r.status == 'error' for r in requests) / n:.2f} %"
     assert metric(at, "Eager fallback rate") == f"{100 * sum(r.outcome == 'fallback' for r in requests) / n:.2f} %"
-    assert metric(at, "Recompiles") == f"{sum(r.recompiles for r in requests):,}"
+    assert metric(at, "Request recompiles") == f"{sum(r.recompiles for r in requests):,}"
     assert metric(at, "Compile time") == f"{sum(r.compile_ms for r in requests) / 1000:,.1f} s"
 
 
@@ -56,7 +56,7 @@ def test_overview_headline_matches_the_seed(seeded: SeededService) -> None:
     at = open_page(seeded)
     assert_clean(at)
     assert_headline(at, seeded.facts.requests)
-    assert metric(at, "Recompiles") == f"{STORM_RECOMPILES}"
+    assert metric(at, "Request recompiles") == f"{STORM_RECOMPILES}"
     # Non-finite outputs, and their share of the requests whose output was fingerprinted (not of all).
     requests = seeded.facts.requests
     bad = sum(r.fp_nan + r.fp_inf > 0 for r in requests)
@@ -94,7 +94,10 @@ def test_overview_highlights_the_storm_and_the_spikes(seeded: SeededService) -> 
     expected = storm_hours(seeded.facts.requests)
     assert len(storms) == len(expected)
     for (model, pool, hour), n in expected.items():
-        line = f"**Recompile storm** · {model} / {pool} · hour of {hour:%Y-%m-%d %H:%M} UTC: {n:,} recompiles,"
+        line = (
+            f"**Recompile storm** · {model} / {pool} · hour of {hour:%Y-%m-%d %H:%M} UTC: "
+            f"{n:,} recompiles (records, failed compiles too),"
+        )
         assert any(s.startswith(line) and STORM_PATTERN in s for s in storms), (line, storms)
     # The rule it applies, stated by the rule itself (the weekly report states the same sentence).
     assert StormRule().describe() in texts(at)
@@ -234,7 +237,8 @@ def test_the_overview_finds_the_storms_the_weekly_report_finds(small_storm: Seed
     lowered = StormRule(min_recompiles=len(storm))
     (alert,) = storm_alerts(at)
     assert alert.startswith(
-        f"**Recompile storm** · {MISTRAL} / {POOL_B} · hour of {hour:%Y-%m-%d %H:%M} UTC: {len(storm)} recompiles, "
+        f"**Recompile storm** · {MISTRAL} / {POOL_B} · hour of {hour:%Y-%m-%d %H:%M} UTC: "
+        f"{len(storm)} recompiles (records, failed compiles too), "
     ), alert
     assert f"a storm: {lowered.thresholds()})." in alert
     assert lowered.describe() in texts(at)
