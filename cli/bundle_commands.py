@@ -526,7 +526,7 @@ class _Store:
     def _opened(self) -> Iterator[Store]:
         """The store ``--dsn`` names, refused in one line (and left uncreated) when it was never initialised:
         its tables are missing, which the engine said as a traceback."""
-        from inferensics.cli.store_commands import FOLDER_KINDS, folder_kind
+        from inferensics.cli.store_paths import FOLDER_KINDS, folder_kind
         from inferensics.schema.dsn import DsnError, resolve_dsn
         from inferensics.schema.store import Store
 

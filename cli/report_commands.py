@@ -22,7 +22,7 @@ from inferensics.cli.extras import needs_extra
 from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DataDirOption, DsnOption, MinCompileSecondsOption, MinRecompilesOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
-from inferensics.cli.store_commands import existing_store
+from inferensics.cli.store_paths import existing_store
 from inferensics.schema.dsn import default_report_dir
 
 report_app = command_app("Weekly recompilation and cache reports.")

@@ -87,7 +87,7 @@ def serve(
         settings = load_config({"host": host, "port": port, "dsn": dsn, "spool_dir": spool_dir}, config_file=config)
     except ConfigError as exc:
         fail(str(exc))
-    from inferensics.cli.store_commands import writable_store
+    from inferensics.cli.store_paths import writable_store
 
     writable_store(settings.dsn or None, "`inferensics serve` opens a store, or makes one")
     if settings.auth and not settings.tokens:

@@ -15,7 +15,7 @@ from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
-from inferensics.cli.store_commands import writable_store
+from inferensics.cli.store_paths import writable_store
 
 if TYPE_CHECKING:
     from inferensics.collector.trace.importer import FileReport, ImportTarget, Recorded
