@@ -105,11 +105,11 @@ def bundle_misses(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         f"FROM {client.database}.bundle_misses WHERE {where.sql}",
         where.params,
     )
-    schema = {
-        **dict.fromkeys(keys, pl.String), "misses": pl.UInt64, col.REQUESTS: pl.UInt64,
-        col.COMPILE_SECONDS: pl.Float64, "differed": _LIST, "differed_counts": pl.List(pl.UInt64),
-        "example_reason": pl.String,
-    }  # fmt: skip
+    schema = pl.Schema({
+        **dict.fromkeys(keys, pl.String()), "misses": pl.UInt64(), col.REQUESTS: pl.UInt64(),
+        col.COMPILE_SECONDS: pl.Float64(), "differed": _LIST, "differed_counts": pl.List(pl.UInt64()),
+        "example_reason": pl.String(),
+    })  # fmt: skip
     if rows.is_empty():
         return pl.DataFrame(schema=schema)
     kinds = (

@@ -61,10 +61,10 @@ def compile_failures(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         f"concat(substring({one_line}, 1, 199), '…'), {one_line})"
     )
     failed = f"{where.sql} AND {col.OUTCOME} = 'failed'"
-    schema = {
-        col.MODEL: pl.String, col.HW_POOL: pl.String, col.FAIL_TYPE: pl.String, "failures": pl.UInt64,
-        col.REQUESTS: pl.UInt64, "top_reasons": pl.List(pl.String), "top_reason_counts": pl.List(pl.UInt64),
-    }  # fmt: skip
+    schema = pl.Schema({
+        col.MODEL: pl.String(), col.HW_POOL: pl.String(), col.FAIL_TYPE: pl.String(), "failures": pl.UInt64(),
+        col.REQUESTS: pl.UInt64(), "top_reasons": pl.List(pl.String()), "top_reason_counts": pl.List(pl.UInt64()),
+    })  # fmt: skip
     out = client.query_frame(
         f"SELECT {', '.join(keys)}, toUInt64(count()) AS failures, "
         f"toUInt64(uniqExactIf({col.REQUEST_ID}, {col.REQUEST_ID} != '')) AS {col.REQUESTS} "

@@ -74,7 +74,7 @@ def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
         alt.Chart(
             _data(frame, [col.MODEL, col.HW_POOL, *counted]), title="Compiling requests and recompiles they triggered"
         )
-        .transform_fold(counted, as_=["kind", "count"])
+        .transform_fold([COMPILING_REQUESTS, REQUEST_RECOMPILES], as_=["kind", "count"])
         .mark_bar()
         .encode(
             x=alt.X(f"{col.MODEL}:N", title="model"),

@@ -92,12 +92,22 @@ class BlobSender:
         """Blobs waiting for an unreachable service to answer again (tried once and put back in the queue)."""
         return len(self._held)
 
+    def retry_now(self) -> None:
+        """Try the blobs held in an outage at once (a flush or a shutdown), not at the end of the back-off."""
+        with self._cond:
+            if self._held:
+                self._down_until = 0.0
+                self._cond.notify_all()
+
     def wait_sent(self, timeout_s: float) -> bool:
-        """Wait at most ``timeout_s`` for every blob queued so far to be uploaded or refused; whether they were."""
+        """Wait at most ``timeout_s`` for every blob queued so far to be uploaded or refused; whether they were. In an
+        outage (a blob held, the next try not due) it returns at once: the queue waits for the service, not for it."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             target = self._started
             while self._settled < target:
+                if self._held and time.monotonic() < self._down_until:  # an outage: the queue waits behind them
+                    return False
                 left = deadline - time.monotonic()
                 if left <= 0 or self._thread is None or not self._thread.is_alive():
                     return False
@@ -106,6 +116,7 @@ class BlobSender:
 
     def shutdown(self, timeout_s: float) -> None:
         """Upload what is queued for at most ``timeout_s``, then stop; what is still queued is refused (counted)."""
+        self.retry_now()
         self.wait_sent(timeout_s)
         with self._cond:
             self._stopping = True
@@ -151,8 +162,12 @@ class BlobSender:
                     self._cond.notify_all()
             if newly_held and self.health is not None:
                 self.health.held("blobs", 1, down, f"up to {QUEUE_BLOBS} blobs")
-            elif down and self._stopping:  # the sender stopped meanwhile: shutdown counted the queue, not this one
+            elif down and self._stopped():  # the sender stopped meanwhile: shutdown counted the queue, not this one
                 self._refused("down", HELD_AT_EXIT)
+
+    def _stopped(self) -> bool:
+        """Whether ``shutdown`` has begun (a call, so that a check made earlier on this thread is not assumed)."""
+        return self._stopping
 
     def _upload(self, digest: str, data: bytes, kind: str) -> str:
         """Upload one blob; ``""`` when done (delivered or refused, counted), else why the service could not be

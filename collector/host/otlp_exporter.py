@@ -197,25 +197,27 @@ class OtlpExporter:
                 self._settled_cond.notify_all()
 
     def _try_held(self) -> None:
+        # The batch stays held (and counted so) while it is posted: stats() never sees it in neither place.
         while True:
             with self._held_lock:
                 if not self._held:
                     return
-                body, n = self._held.popleft()
-                self._held_bytes -= len(body)
-                self._held_spans -= n
-            cause, detail = self.poster.post(body)
+                item = self._held[0]
+            cause, detail = self.poster.post(item[0])
             if cause == "down":
                 with self._held_lock:
-                    self._held.appendleft((body, n))
-                    self._held_bytes += len(body)
-                    self._held_spans += n
                     self._retry_at = time.monotonic() + RETRY_HELD_S
                 return
+            with self._held_lock:
+                if not self._held or self._held[0] is not item:  # settled by a shutdown meanwhile
+                    return
+                self._held.popleft()
+                self._held_bytes -= len(item[0])
+                self._held_spans -= item[1]
             if cause:
-                self.health.refuse(cause, "spans", n, detail)
+                self.health.refuse(cause, "spans", item[1], detail)
             else:
-                self.health.delivered("spans", n)
+                self.health.delivered("spans", item[1])
 
     def _settle_held(self, why: str) -> None:
         """Count what is still held as refused (``down``): the exporter stops."""
@@ -253,6 +255,7 @@ class OtlpExporter:
     def flush(self) -> None:
         """Export everything queued so far, spans and blobs, waiting at most ``flush_timeout_s`` in all."""
         deadline = time.monotonic() + self.flush_timeout_s
+        self.blobs.retry_now()
         self.wait_exported(self.flush_timeout_s)
         self.blobs.wait_sent(max(deadline - time.monotonic(), 0.0))
 

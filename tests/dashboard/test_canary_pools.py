@@ -19,11 +19,12 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from streamlit.testing.v1 import AppTest
 
+from inferensics.analytics.canary_pools import PoolSplit
 from inferensics.dashboard._internal.filters import ALL, NOW_KEY
 from inferensics.dashboard._internal.replay_command import KEYRING_ENV
 from inferensics.dashboard._internal.settings import TOKEN_STATE_KEY, URL_STATE_KEY
 from inferensics.dashboard.launcher import APP_FILE, start_dashboard, wait_until_up
-from inferensics.dashboard.views.canary import SHARED, PoolSplit, like_for_like
+from inferensics.dashboard.views.canary import SHARED, like_for_like
 from inferensics.schema.dsn import REPORT_DIR_ENV
 from tests.collector.service.harness import READ, RunningService, free_port, new_service
 from tests.dashboard.apptest import TIMEOUT_S, assert_clean, metric

@@ -271,13 +271,18 @@ def test_a_collector_restart_loses_no_request(tmp_path: Any) -> None:
             for i in range(2, 8):
                 with tracker.request(f"r-{i}", inputs={"x": torch.full((4,), float(i))}) as req:
                     req.set_output(torch.randn(2, 5))
-            tracker.flush()
+            tracker.flush()  # bounded: a post may still be finding the service gone when it returns
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and tracker.stats()["export_spans_held"] < 6:
+                time.sleep(0.1)
             held = tracker.stats()
             assert held["export_spans_held"] >= 6
             assert held["export_refused_down"] == 0
             svc.start()  # the same port, store and spool
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and tracker.stats()["export_spans_held"]:
+            while time.monotonic() < deadline and (
+                tracker.stats()["export_spans_held"] or tracker.stats()["blobs_held"]
+            ):
                 tracker.flush()
         finally:
             tracker.shutdown()
