@@ -254,7 +254,9 @@ def sections(report: WeeklyReport) -> list[Section]:
     breaks = report.graph_breaks.with_columns(
         pl.Series("label", [_graph_break_label(r) for r in report.graph_breaks.iter_rows(named=True)], pl.String)
     )
-    misses = report.bundle_misses.with_columns(pl.col(col.BUNDLE_ID).str.head(BUNDLE_ID_DIGITS))
+    misses = report.bundle_misses.with_columns(
+        pl.col(col.BUNDLE_ID).str.head(BUNDLE_ID_DIGITS), pl.col(col.COMPILE_SECONDS).round(2)
+    )
     return [
         Section("Summary", summary_lines(report)),
         Section(
