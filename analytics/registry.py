@@ -28,6 +28,7 @@ from inferensics.analytics import (
     host_health,
     kernel_fleet,
     overview,
+    request_list,
     storms,
 )
 from inferensics.analytics.client import QueryClient
@@ -97,6 +98,7 @@ _ALL = "Filters: model, hw_pool, traffic_class, host, bundle."
 _NO_TC = "Filters: model, hw_pool, host, bundle (no traffic_class)."
 _POOL = "Filters: model, hw_pool, host (no traffic_class, no bundle)."
 _NO_BUNDLE = "Filters: model, hw_pool, traffic_class, host."
+_LIST = _ALL + " For `inferensics requests`."
 
 NAMED_QUERIES: Mapping[str, NamedQuery] = {
     q.name: q
@@ -155,6 +157,8 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         ),
         _q("notable_requests", SliceParams, drilldown.notable_requests, _ALL + " For the drill-down's picker."),
         _q("request_replays", drilldown.RequestParams, drilldown.request_replays, "Replay verdicts of one request id."),
+        _q("request_list", request_list.RequestListParams, request_list.request_list, _LIST),
+        _q("request_kinds", request_list.RequestKindParams, request_list.request_kinds, _LIST),
         _q(
             "canary_verdicts",
             canary_history.VerdictHistoryParams,

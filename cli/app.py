@@ -9,6 +9,7 @@ from inferensics.cli import (
     kernels_commands,
     replay_commands,
     report_commands,
+    requests_commands,
     service_commands,
     store_commands,
     trace_commands,
@@ -26,6 +27,7 @@ trace_commands.register(app)
 service_commands.register(app)
 dashboard_commands.register(app)
 report_commands.register(app)
+requests_commands.register(app)
 replay_commands.register(app)
 demo_commands.register(app)
 kernels_commands.register(app)

@@ -76,6 +76,8 @@ def test_named_query_names_are_pinned() -> None:
             "request_graph_calls",
             "request_graphs",
             "request_kernels",
+            "request_kinds",
+            "request_list",
             "slow_compiles",
             "request_replays",
             "specializations",

@@ -1,0 +1,142 @@
+"""``inferensics requests``: the newest (failing) requests from an embedded store and through a running service
+with a read-only token, and one line for each bad input."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from inferensics.cli.app import app
+from inferensics.cli.requests_commands import REQUEST_PAGE
+from inferensics.cli.service_records import record_through_service
+from inferensics.collector.client import ServiceError
+from inferensics.dashboard._internal.links import REQUEST_ID_PARAM, REQUEST_PATH
+from inferensics.schema.events import RequestEvent
+from inferensics.schema.store import Store
+from tests.analytics.failing_requests import END, FAILING_NEWEST_FIRST, T, failing_requests
+from tests.collector.service.harness import ADMIN, INGEST, READ, new_service
+from tests.polling import poll
+from tests.seeding import seed
+
+runner = CliRunner()
+ENV = {"COLUMNS": "250"}
+WINDOW = ["--since", f"{T:%Y-%m-%dT%H:%M}", "--until", f"{END:%Y-%m-%dT%H:%M}"]
+
+
+@pytest.fixture
+def seeded(store: Store) -> str:
+    """The failing requests' store; its DSN."""
+    seed(store, events=failing_requests())
+    return f"chdb://{store.dsn.path}?database={store.database}"
+
+
+def _table_rows(output: str) -> list[list[str]]:
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines() if line.startswith("│")]
+
+
+def _expected_rows(start: datetime) -> list[list[str]]:
+    minutes = {e.request_id: e for e in failing_requests(start)}
+    return [
+        [rid, f"{minutes[rid].ts:%Y-%m-%d %H:%M:%S}", model, pool, minutes[rid].host, kind, detail]
+        for rid, model, pool, kind, detail in FAILING_NEWEST_FIRST
+    ]
+
+
+def test_failing_requests_of_an_embedded_store(seeded: str) -> None:
+    res = runner.invoke(app, ["requests", "--failing", "--model", "m", *WINDOW, "--dsn", seeded], env=ENV)
+    assert res.exit_code == 0, res.output
+    assert _table_rows(res.output) == _expected_rows(T)
+    tail = res.output.strip().splitlines()[-2:]
+    assert tail == [
+        "failing requests (model m, 2026-03-03 12:00:00 to 2026-03-03 13:00:00 UTC): all 7 (error 3, "
+        "non-finite output 2, eager fallback 2)",
+        "open one: inferensics replay r-fallback-no-reason, or the dashboard's request page "
+        "/request?request_id=r-fallback-no-reason",
+    ]
+
+
+def test_the_limit_and_the_pool_narrow_the_list_and_the_counts_say_how_many_are_left(seeded: str) -> None:
+    res = runner.invoke(app, ["requests", "--failing", *WINDOW, "--limit", "2", "--dsn", seeded], env=ENV)
+    assert res.exit_code == 0, res.output
+    assert [r[0] for r in _table_rows(res.output)] == ["r-fallback-no-reason", "r-other-model"]
+    assert "): newest 2 of 8 (error 4, non-finite output 2, eager fallback 2)" in res.output
+    res = runner.invoke(app, ["requests", "--failing", "--hw-pool", "p2", *WINDOW, "--dsn", seeded], env=ENV)
+    assert [r[0] for r in _table_rows(res.output)] == ["r-inf-and-fallback", "r-nan"]
+    assert "(hardware pool p2, 2026-03-03 12:00:00 to" in res.output
+
+
+def test_without_failing_ok_requests_are_listed_too(seeded: str) -> None:
+    res = runner.invoke(app, ["requests", *WINDOW, "--dsn", seeded], env=ENV)
+    assert res.exit_code == 0, res.output
+    rows = _table_rows(res.output)
+    assert (rows[0][0], rows[0][5], rows[0][6]) == ("r-ok-2", "ok", "")
+    assert len(rows) == 10
+    assert "all 10 (error 4, non-finite output 2, eager fallback 2, ok 2)" in res.output
+
+
+def test_no_match_is_one_line(seeded: str) -> None:
+    later = ["--since", f"{END:%Y-%m-%dT%H:%M}", "--until", f"{END + timedelta(hours=1):%Y-%m-%dT%H:%M}"]
+    res = runner.invoke(app, ["requests", "--failing", "--model", "other", *later, "--dsn", seeded], env=ENV)
+    assert res.exit_code == 0, res.output
+    assert (
+        res.output.strip()
+        == "no failing requests matched (model other, 2026-03-03 13:00:00 to 2026-03-03 14:00:00 UTC)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--limit", "0"], "error: --limit 0: list at least 1 and at most 10,000 requests"),
+        (["--limit", "10001"], "error: --limit 10001: list at least 1 and at most 10,000 requests"),
+        (["--since", "yesterday"], "error: --since 'yesterday': not a time; give a time ago (30m, 6h, 7d) or an ISO "
+                                   "8601 time in UTC (2026-03-03 or 2026-03-03T12:00)"),
+        (["--until", "2026-13-01"], "error: --until '2026-13-01': not a time;"),
+        (["--since", "2026-03-04", "--until", "2026-03-03"],
+         "error: --since 2026-03-04 00:00:00 is not before --until 2026-03-03 00:00:00 (UTC)"),
+        (["--model", " "], "error: --model: empty; give a value, or leave --model out for all"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_opens_no_store(args: list[str], message: str, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    res = runner.invoke(app, ["requests", "--failing", *args, "--dsn", f"chdb://{store}"], env=ENV)
+    assert res.exit_code == 2, res.output
+    assert len(res.output.strip().splitlines()) == 1, res.output
+    assert res.output.strip().startswith(message), res.output
+    assert not store.exists()
+
+
+def test_an_unknown_model_names_the_known_ones(seeded: str) -> None:
+    """A typo must not look like a model that never failed (the analytics' rule for every filter)."""
+    res = runner.invoke(app, ["requests", "--failing", "--model", "mm", *WINDOW, "--dsn", seeded], env=ENV)
+    assert res.exit_code == 2, res.output
+    assert res.output.strip() == "error: unknown model 'mm': it matches nothing in the store; known: 'm', 'other'"
+
+
+def test_the_request_page_path_is_the_dashboards() -> None:
+    assert f"{REQUEST_PATH}?{REQUEST_ID_PARAM}=" == REQUEST_PAGE
+
+
+def test_through_a_running_service_with_a_read_only_token(tmp_path: Path) -> None:
+    """The list comes from named queries: the read token lists the requests, though it may not run SQL."""
+    start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=0, microsecond=0)
+    with new_service(tmp_path) as svc:
+        ok, line = record_through_service(svc.url, INGEST, failing_requests(start), RequestEvent.TABLE.name)
+        assert ok, line
+        rows = lambda: svc.client(ADMIN).status()["store"]["row_counts"][RequestEvent.TABLE.name]  # noqa: E731
+        assert poll(rows, lambda n: n >= 11, timeout=60, interval=0.2) == 11
+        with pytest.raises(ServiceError):
+            svc.client(READ).sql("SELECT 1")
+        window = ["--since", f"{start:%Y-%m-%dT%H:%M}", "--until", f"{start + timedelta(hours=1):%Y-%m-%dT%H:%M}"]
+        args = ["requests", "--failing", "--model", "m", *window, "--service", svc.url, "--token", READ]
+        res = runner.invoke(app, args, env=ENV)
+        assert res.exit_code == 0, res.output
+        assert _table_rows(res.output) == _expected_rows(start)
+        assert "all 7 (error 3, non-finite output 2, eager fallback 2)" in res.output
+        assert f"open one: inferensics replay r-fallback-no-reason --service {svc.url}, or" in res.output
+        refused = runner.invoke(app, [*args[:-1], "wrong-token"], env=ENV)
+        assert refused.exit_code == 2
+        assert len(refused.output.strip().splitlines()) == 1, refused.output
