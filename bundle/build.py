@@ -185,6 +185,30 @@ def make_model(spec: BuildSpec) -> tuple[Any, Callable[[tuple[int, ...]], tuple[
     return model, lambda shape: (torch.randn(shape, generator=gen).to(device),)
 
 
+def _inputs_source(spec: BuildSpec, model: Any) -> str:
+    """Where a shape's example inputs come from, as a message names it."""
+    if spec.inputs:
+        return f"--inputs {spec.inputs}"
+    if callable(getattr(model, "example_inputs", None)):
+        return "the model's example_inputs"
+    return "torch.randn inputs of that shape (the default; --inputs module:function gives others)"
+
+
+def _eager_error(model: Any, make_inputs: Callable[[tuple[int, ...]], Any], shape: tuple[int, ...], source: str
+                 ) -> str | None:  # fmt: skip
+    """Why ``model`` cannot run ``shape`` eagerly (its inputs function raising counts), or None when it runs."""
+    try:
+        inputs = make_inputs(shape)
+    except Exception as exc:
+        return f"{source} raised for shape {list(shape)}: {error_line(exc)}"
+    try:
+        with torch.inference_mode():
+            model(*inputs)
+    except Exception as exc:
+        return f"the model cannot run shape {list(shape)} with {source}, not even eagerly: {error_line(exc)}"
+    return None
+
+
 def refuse_unrunnable_shapes(spec: BuildSpec, model: Any, make_inputs: Callable[[tuple[int, ...]], Any]) -> None:
     """Run each shape's example inputs eagerly, after a build failed: a shape the model cannot take (or an
     inputs function that raises) is the user's input, said in one line, not Dynamo's traceback.
@@ -192,26 +216,31 @@ def refuse_unrunnable_shapes(spec: BuildSpec, model: Any, make_inputs: Callable[
     Raises:
         BundleError: ``bad_input``, naming the first shape that does not run and the error.
     """
-    if spec.inputs:
-        source = f"--inputs {spec.inputs}"
-    elif callable(getattr(model, "example_inputs", None)):
-        source = "the model's example_inputs"
-    else:
-        source = "torch.randn inputs of that shape (the default; --inputs module:function gives others)"
+    source = _inputs_source(spec, model)
     for s in spec.shapes.shapes:
-        try:
-            inputs = make_inputs(s.shape)
-        except Exception as exc:
-            raise BundleError("bad_input", f"{source} raised for shape {list(s.shape)}: {error_line(exc)}") from None
-        try:
-            with torch.inference_mode():
-                model(*inputs)
-        except Exception as exc:
-            raise BundleError(
-                "bad_input",
-                f"the model cannot run shape {list(s.shape)} with {source}, not even eagerly: {error_line(exc)}; "
-                "fix the shapes file or the inputs function",
-            ) from None
+        why = _eager_error(model, make_inputs, s.shape, source)
+        if why is not None:
+            fix = "" if why.startswith(source) else "; fix the shapes file or the inputs function"
+            raise BundleError("bad_input", why + fix)
+
+
+def unrunnable_shapes(spec: BuildSpec) -> list[tuple[tuple[int, ...], str]]:
+    """Each shape of ``spec`` that its model cannot run eagerly, with why in one line, found before anything is
+    compiled: a build learns it only after its compile failed, minutes in.
+
+    The model is made and the build's customisations installed as the build does (and uninstalled after).
+
+    Raises:
+        BundleError: ``bad_input`` when the factory or the inputs function cannot be resolved or the factory
+            fails.
+    """
+    slots = [c.target for c in spec.customisations if c.kind == "fx_pass"]
+    with torch_adapter.compiler_state_restored(slots):
+        custom.install(spec.customisations)
+        model, make_inputs = make_model(spec)
+        source = _inputs_source(spec, model)
+        found = [(s.shape, _eager_error(model, make_inputs, s.shape, source)) for s in spec.shapes.shapes]
+    return [(shape, why) for shape, why in found if why is not None]
 
 
 def _aoti_members(path: Path) -> dict[str, str]:

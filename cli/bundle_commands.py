@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -106,9 +107,42 @@ MAX_TRAFFIC_SHAPES = 64
 """``--shapes-from-service`` takes at most this many of the most common shapes (the rest is counted)."""
 
 
-def _shapes_from_service(service: str, token: str | None, model: str, since: str) -> Any:
+@dataclass(frozen=True)
+class _Traffic:
+    """The shapes ``--shapes-from-service`` read, and how to name the requests each came from."""
+
+    service: str
+    token: str | None
+    where: str
+    """The requests' filter (model, window, a shape)."""
+    labels: dict[tuple[int, ...], str]
+    """Each kept shape's label as the requests carry it (``2x8``)."""
+    weights: dict[tuple[int, ...], float]
+    """Each kept shape's request count."""
+
+    def distribution(self, leave_out: frozenset[tuple[int, ...]] = frozenset()) -> Any:
+        from inferensics import bundle as b
+
+        kept = [(d, n) for d, n in self.weights.items() if d not in leave_out]
+        return b.ShapeDistribution.of([list(d) for d, _ in kept], [n for _, n in kept])
+
+    def requests_of(self, shape: tuple[int, ...], shown: int = 3) -> str:
+        """``N requests: id, id, id …`` that succeeded with ``shape`` (the newest first)."""
+        from inferensics.collector.client import ServiceClient, ServiceError
+
+        where = f"{self.where} AND shape = '{_sql_text(self.labels[shape])}' AND status != 'error'"
+        try:
+            with ServiceClient(self.service, token=self.token, url_source="--shapes-from-service") as client:
+                ids = client.sql(f"SELECT request_id FROM requests WHERE {where} ORDER BY ts DESC LIMIT {shown}")
+        except ServiceError as exc:
+            return f"its requests could not be read: {exc.message}"
+        n = int(self.weights[shape])
+        more = " …" if n > ids.height else ""
+        return f"from {n} request{'s' if n != 1 else ''}: {', '.join(str(r[0]) for r in ids.iter_rows())}{more}"
+
+
+def _shapes_from_service(service: str, token: str | None, model: str, since: str) -> _Traffic:
     require_extra("service", "bundle build --shapes-from-service")
-    from inferensics import bundle as b
     from inferensics.collector.client import ServiceClient, ServiceError
 
     units = {"d": 86400, "h": 3600, "m": 60}
@@ -116,18 +150,33 @@ def _shapes_from_service(service: str, token: str | None, model: str, since: str
         fail(f"--since {since!r}: expected a number and d, h or m (7d)")
     start = datetime.now(UTC) - timedelta(seconds=int(since[:-1]) * units[since[-1]])
     where = "model = '{m}' AND ts >= toDateTime64('{t}', 6, 'UTC') AND shape != ''".format(
-        m=model.replace("'", ""), t=start.strftime("%Y-%m-%d %H:%M:%S")
+        m=_sql_text(model), t=start.strftime("%Y-%m-%d %H:%M:%S")
+    )
+    # A shape seen only on requests that raised is no shape the model serves: often the very input that made
+    # them fail. Building on it failed the whole build ("cannot run shape ... not even eagerly").
+    per_shape = (
+        f"SELECT shape, count() AS n, countIf(status != 'error') AS ok FROM requests WHERE {where} GROUP BY shape"
     )
     try:
         with ServiceClient(service, token=token, url_source="--shapes-from-service") as client:
             frame = client.sql(
-                f"SELECT shape, count() AS n FROM requests WHERE {where} GROUP BY shape ORDER BY n DESC "
-                f"LIMIT {MAX_TRAFFIC_SHAPES}"
+                f"SELECT shape, n FROM ({per_shape}) WHERE ok > 0 ORDER BY n DESC, shape LIMIT {MAX_TRAFFIC_SHAPES}"
             )
-            total_rows = client.sql(f"SELECT count() AS n FROM requests WHERE {where}")
+            totals = client.sql(
+                f"SELECT sumIf(n, ok > 0) AS served, countIf(ok = 0) AS failed, sumIf(n, ok = 0) AS failed_n "
+                f"FROM ({per_shape})"
+            )
+            failed_only = client.sql(f"SELECT shape, n FROM ({per_shape}) WHERE ok = 0 ORDER BY n DESC, shape LIMIT 5")
     except ServiceError as exc:
         fail(exc.message)
-    in_window = int(total_rows.item(0, 0)) if total_rows.height else 0
+    in_window, failed, failed_n = (int(v or 0) for v in totals.row(0)) if totals.height else (0, 0, 0)
+    if failed:  # counted and named: shapes left out on purpose
+        shown = ", ".join(f"{shape} ({n} request{'s' if n != 1 else ''})" for shape, n in failed_only.iter_rows())
+        console.print(
+            f"{failed} shape{'s' if failed != 1 else ''} seen only on failed requests left out ({failed_n} "
+            f"request{'s' if failed_n != 1 else ''}): {shown}{' …' if failed > failed_only.height else ''}",
+            markup=False,
+        )
     in_top = int(sum(n for _, n in frame.iter_rows()))
     if in_window > in_top:
         console.print(
@@ -144,7 +193,7 @@ def _shapes_from_service(service: str, token: str | None, model: str, since: str
         if dims_:
             by_rank[len(dims_)] = by_rank.get(len(dims_), 0.0) + n
     rank = max(by_rank, key=lambda r: by_rank[r]) if by_rank else 0
-    kept = [(dims_, n) for _, dims_, n in parsed if dims_ and len(dims_) == rank]
+    kept = [(label, dims_, n) for label, dims_, n in parsed if dims_ and len(dims_) == rank]
     skipped = [(label, n) for label, dims_, n in parsed if not dims_ or len(dims_) != rank]
     if skipped:  # counted and named: traffic the bundle will not be qualified on
         total = int(sum(n for _, n in skipped))
@@ -154,10 +203,40 @@ def _shapes_from_service(service: str, token: str | None, model: str, since: str
             f"(AxB...): {shown}"
         )
     if not kept:
-        fail(f"the service has no request shapes for model {model!r} since {since}: pass --shapes FILE")
-    shapes = [list(d) for d, _ in kept]
-    weights = [n for _, n in kept]
-    return b.ShapeDistribution.of(shapes, weights)
+        only_failed = " but on failed requests" if failed else ""
+        fail(f"the service has no request shapes for model {model!r} since {since}{only_failed}: pass --shapes FILE")
+    labels: dict[tuple[int, ...], str] = {}
+    weights: dict[tuple[int, ...], float] = {}
+    for label, dims_, n in kept:  # "02x8" and "2x8" are one shape
+        labels.setdefault(dims_, label)
+        weights[dims_] = weights.get(dims_, 0.0) + n
+    return _Traffic(service, token, where, labels, weights)
+
+
+def _unrunnable_left_out(spec: Any, traffic: _Traffic, skip: bool) -> Any:
+    """``spec`` without the traffic shapes its model cannot run eagerly when ``skip`` (each listed), else one line
+    naming them, their errors and the requests they came from: checked before the compile, which takes minutes
+    and then failed on the first such shape."""
+    from dataclasses import replace
+
+    from inferensics.bundle.build import unrunnable_shapes
+
+    with _errors():
+        bad = unrunnable_shapes(spec)
+    if not bad:
+        return spec
+    named = [f"{traffic.labels[s]} ({why}; {traffic.requests_of(s)})" for s, why in bad]
+    if not skip:
+        fail(
+            f"{len(bad)} traffic shape{'s' if len(bad) != 1 else ''} the model cannot run eagerly (checked before "
+            f"compiling): {'; '.join(named)}: pass --skip-unrunnable-shapes to leave such shapes out, or fix the "
+            "model or the inputs function"
+        )
+    for line in named:
+        console.print(f"left out traffic shape {line}", markup=False)
+    if len(bad) == len(spec.shapes.shapes):
+        fail("no traffic shape runs eagerly with this model and inputs: fix the model or the inputs function")
+    return replace(spec, shapes=traffic.distribution(frozenset(s for s, _ in bad)))
 
 
 @bundle_app.command()
@@ -204,6 +283,9 @@ def build(  # noqa: PLR0917 - one option each
     allow_inaccurate: Annotated[bool, typer.Option("--allow-inaccurate",
                                 help="Sign even when a shape's compiled output is outside tolerance against eager "
                                      "and fp64 (refused by default; the report records it).")] = False,
+    skip_unrunnable_shapes: Annotated[bool, typer.Option("--skip-unrunnable-shapes",
+                                      help="With --shapes-from-service: leave out (and list) traffic shapes the "
+                                           "model cannot run eagerly, instead of refusing the build.")] = False,
 ) -> None:  # fmt: skip
     """Compile against a shape distribution, qualify, collect the artifacts, write and sign the manifest."""
     from inferensics import bundle as b
@@ -215,7 +297,11 @@ def build(  # noqa: PLR0917 - one option each
         fail(f"--device {device!r}: expected cpu or cuda")
     if rebuild and cache is None:
         fail("--rebuild replaces a cached bundle: pass --cache DIR with it")
+    if skip_unrunnable_shapes and shapes_from_service is None:
+        fail("--skip-unrunnable-shapes leaves out traffic shapes: it goes with --shapes-from-service (take such a "
+             "shape out of the --shapes file instead)")  # fmt: skip
     _import_from_working_directory()
+    traffic: _Traffic | None = None
     with _errors():
         signing = b.load_signing_key(key)
         if shapes is not None:
@@ -223,7 +309,8 @@ def build(  # noqa: PLR0917 - one option each
         else:
             if not traffic_model:
                 fail("--shapes-from-service needs --traffic-model NAME (the model's name in the store)")
-            dist = _shapes_from_service(str(shapes_from_service), token, traffic_model, since)
+            traffic = _shapes_from_service(str(shapes_from_service), token, traffic_model, since)
+            dist = traffic.distribution()
         customs = []
         for d in decomposition or []:
             op, sep, target = d.partition("=")
@@ -237,6 +324,8 @@ def build(  # noqa: PLR0917 - one option each
             fullgraph=fullgraph, customisations=tuple(customs), name=name, advise=advise, aoti_package=aoti_package,
             allow_inaccurate=allow_inaccurate, kernel_evidence=kernel_evidence,
         )  # fmt: skip
+        if traffic is not None:
+            spec = _unrunnable_left_out(spec, traffic, skip_unrunnable_shapes)
         if cache is None:
             result: b.BuildResult | b.CachedBuild = b.build(spec, signing, out)
         else:
@@ -647,26 +736,57 @@ class _Store:
             time.sleep(0.2)
 
 
+def _sql_text(value: str) -> str:
+    """``value`` as a ClickHouse string literal's contents (quotes and backslashes escaped)."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
 def _resolve_id(store: _Store, prefix: str) -> tuple[str, str]:
-    """(full bundle id, model) of a known bundle id or unique prefix."""
+    """(full bundle id, model) of a known bundle id or unique prefix.
+
+    The model is the label the bundle's first state event carries (its push names the manifest's factory),
+    else the one its first host registration carries: every state event of a bundle carries the same label.
+    Taking whichever of the two tables answered first gave a bundle's first promotion (before any host
+    registered it) the factory and later ones the traffic label."""
     p = prefix.strip().lower()
     if not p or any(c not in "0123456789abcdef" for c in p):
         fail(f"{prefix!r} is not a bundle id (hex digits of `bundle show`)")
-    found = {
-        (str(r[0]), str(r[1]))
-        for r in store.rows(
-            f"SELECT bundle_id, any(model) FROM bundles WHERE startsWith(bundle_id, '{p}') GROUP BY bundle_id "
-            f"UNION ALL SELECT bundle_id, any(model) FROM bundle_states WHERE startsWith(bundle_id, '{p}') "
-            "GROUP BY bundle_id"
-        )
-    }
-    ids = {i for i, _ in found}
+    rows = store.rows(
+        f"SELECT bundle_id, argMinIf(model, ts, model != ''), 0 FROM bundle_states WHERE startsWith(bundle_id, '{p}') "
+        f"GROUP BY bundle_id UNION ALL SELECT bundle_id, argMinIf(model, ts, model != ''), 1 FROM bundles "
+        f"WHERE startsWith(bundle_id, '{p}') GROUP BY bundle_id"
+    )
+    ids = {str(r[0]) for r in rows}
     if not ids:
         fail(f"unknown bundle id {prefix}: push it (`inferensics bundle push`) or register it on a host first")
     if len(ids) > 1:
         fail(f"bundle id prefix {prefix} matches {len(ids)} bundles: give more digits")
     full = ids.pop()
-    return full, next((m for i, m in found if i == full and m), "")
+    labels = sorted((int(source), str(model)) for i, model, source in rows if str(i) == full and model)
+    return full, labels[0][1] if labels else ""
+
+
+def _channels_in_use(store: _Store) -> list[str]:
+    """The channels any bundle was ever promoted on, in name order."""
+    rows = store.rows(
+        "SELECT DISTINCT channel FROM bundle_states WHERE state = 'promoted' AND channel != '' ORDER BY channel"
+    )
+    return [str(r[0]) for r in rows]
+
+
+def _in_use_text(channels: list[str]) -> str:
+    return f"channels in use: {', '.join(channels)}" if channels else "no channel is in use yet"
+
+
+def _refuse_new_channel(store: _Store, channel: str) -> None:
+    """Stop a promotion on a channel no bundle was promoted on (a typo such as ``prodution`` made a channel of
+    its own, and the bundle state then read "promoted on prodution" while production kept its old bundle)."""
+    in_use = _channels_in_use(store)
+    if channel not in in_use:
+        fail(
+            f"no bundle was ever promoted on channel {channel!r} ({_in_use_text(in_use)}): check the name, or pass "
+            "--new-channel to start a new channel"
+        )
 
 
 def _refused_states(store: _Store) -> dict[str, str]:
@@ -713,7 +833,7 @@ def _rollback_target(store: _Store, channel: str, full: str) -> str:
 
 
 def _state(state: str, bundle_id: str, service: str | None, token: str | None, dsn: str | None, *,
-           channel: str = "", reason: str = "", actor: str = "") -> None:  # fmt: skip
+           channel: str = "", reason: str = "", actor: str = "", new_channel: bool = False) -> None:  # fmt: skip
     from inferensics.schema.events import BundleStateEvent
 
     store = _Store(service, token, dsn)
@@ -721,6 +841,8 @@ def _state(state: str, bundle_id: str, service: str | None, token: str | None, d
     previous = ""
     _refuse_if_held(state, store, full)
     if state == "promoted":
+        if not new_channel:
+            _refuse_new_channel(store, channel)
         previous = _rollback_target(store, channel, full)
     store.record(
         BundleStateEvent(
@@ -753,19 +875,23 @@ def promote(  # noqa: PLR0917 - one option each
     ctx: typer.Context,
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
     channel: Annotated[
-        str, typer.Option("--channel", help="Release channel: a free-form name (e.g. production, canary).")
+        str, typer.Option("--channel", help="Release channel (e.g. production, canary): one a bundle was promoted "
+                                            "on before, or a new free-form name with --new-channel.")
     ],
     service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None, data_dir: DataDirOption = None,
     reason: ReasonOption = "", actor: ActorOption = "",
+    new_channel: Annotated[bool, typer.Option("--new-channel", help="Start a channel no bundle was promoted on yet "
+                                              "(without it such a name is refused, as a typo would be).")] = False,
 ) -> None:  # fmt: skip
     """Promote a bundle on a channel: its whole artifact set replaces the channel's (the newest earlier one not
-    revoked stays for rollback: promote it again to roll back). Channels are free-form names; a revoked or
-    quarantined bundle is refused."""
+    revoked stays for rollback: promote it again to roll back). Channels are free-form names; a name no bundle
+    was promoted on is refused unless --new-channel, and a revoked or quarantined bundle is refused."""
     if not channel.strip():
         fail("--channel is empty: name the release channel (e.g. --channel production)")
     _state(
-        "promoted", bundle_id, service, token, dsn_from(ctx, dsn, data_dir), channel=channel, reason=reason, actor=actor
-    )
+        "promoted", bundle_id, service, token, dsn_from(ctx, dsn, data_dir), channel=channel, reason=reason,
+        actor=actor, new_channel=new_channel,
+    )  # fmt: skip
 
 
 @bundle_app.command()
@@ -894,24 +1020,51 @@ def push(
     console.print(f"pushed {m.name} {m.bundle_id} as blob {sha} ({checked})", markup=False)
 
 
+def _promoted_on(store: _Store, channel: str) -> str:
+    """The full id of the bundle promoted on ``channel`` now, or one line saying why there is none to pull."""
+    rows = store.rows(
+        f"SELECT argMax(bundle_id, ts), argMax(state, ts) FROM bundle_states WHERE channel = '{_sql_text(channel)}' "
+        "AND state IN ('promoted', 'demoted')"
+    )
+    if not rows or not rows[0][0]:
+        fail(f"no bundle is promoted on channel {channel!r} ({_in_use_text(_channels_in_use(store))}): check the "
+             "name, or pull by bundle id")  # fmt: skip
+    full, state = str(rows[0][0]), str(rows[0][1])
+    if state != "promoted":
+        fail(f"no bundle is promoted on channel {channel!r} now: its last bundle {full[:12]} was {state}; promote "
+             f"one (`inferensics bundle promote ID --channel {channel}`) or pull by bundle id")  # fmt: skip
+    held = _refused_states(store).get(full)
+    if held:
+        fail(f"bundle {full[:12]}, promoted on {channel}, is {held}, so hosts refuse to load it: promote another "
+             f"bundle on {channel}, or pull it by id ({full[:12]}) to investigate it")  # fmt: skip
+    return full
+
+
 @bundle_app.command()
 @needs_extra("service", "bundle pull")
 def pull(
-    bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
     out: Annotated[Path, typer.Option("--out", help="Directory to create.")],
+    bundle_id: Annotated[str | None, typer.Argument(help="Bundle id (or unique prefix); or --channel.",
+                                                    show_default=False)] = None,
+    channel: Annotated[str | None, typer.Option("--channel", help="Pull the bundle promoted on this channel now.",
+                                                show_default=False)] = None,
     service: ServiceOption = None, token: TokenOption = None,
 ) -> None:  # fmt: skip
-    """Download a pushed bundle and unpack it (verify it before loading)."""
+    """Download a pushed bundle, by id or the one promoted on a channel, and unpack it (verify it before loading)."""
     from inferensics import bundle as b
     from inferensics.bundle.pack import check_unpack_target
     from inferensics.collector.client import ServiceClient, ServiceError
 
+    if (bundle_id is None) == (channel is None):
+        fail("pass a bundle id or --channel NAME (one of them): which bundle to pull")
+    if channel is not None and not channel.strip():
+        fail("--channel is empty: name the release channel (e.g. --channel production)")
     if not service:
         fail("pull needs --service URL (or $INFERENSICS_SERVICE_URL)")
     with _errors():
         check_unpack_target(out)  # before the download
     store = _Store(service, token, None)
-    full, _ = _resolve_id(store, bundle_id)
+    full = _promoted_on(store, channel) if channel is not None else _resolve_id(store, str(bundle_id))[0]
     rows = store.rows(f"SELECT argMax(attrs['pack_blob'], ts) FROM bundle_states WHERE bundle_id = '{full}' "
                       "AND state = 'pushed'")  # fmt: skip
     if not rows or not rows[0][0]:
@@ -926,7 +1079,8 @@ def pull(
         archive.write_bytes(data)
         with _errors():
             b.unpack(archive, out)
-    console.print(f"pulled {full} into {out}")
+    on = f" (promoted on {channel})" if channel is not None else ""
+    console.print(f"pulled {full}{on} into {out}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

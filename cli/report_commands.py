@@ -39,7 +39,7 @@ class ReportFormat(enum.StrEnum):
 
 
 @contextlib.contextmanager
-def _runner(dsn: str | None, data_dir: Path | None, service: str | None, token: str | None) -> Iterator[object]:
+def query_runner(dsn: str | None, data_dir: Path | None, service: str | None, token: str | None) -> Iterator[object]:
     """A named-query runner over the service (``--service``) or an existing store (``--dsn``, never created
     here: these commands only read it); errors become one line."""
     from inferensics.analytics.errors import AnalyticsError
@@ -136,7 +136,7 @@ def weekly(  # noqa: PLR0917 (typer options)
         fail(str(exc))
     out = out if out is not None else default_report_dir()
     _check_out(out)
-    with _runner(dsn, data_dir, service, token) as runner:
+    with query_runner(dsn, data_dir, service, token) as runner:
         floors = {"min_recompiles": min_recompiles, "min_compile_seconds": min_compile_seconds}
         rule = StormRule(**{k: v for k, v in floors.items() if v is not None})
         report = build_weekly_report(runner, chosen, now, rule)  # type: ignore[arg-type]
@@ -238,7 +238,7 @@ def compare(  # noqa: PLR0917 (typer options)
         _check_window(_utc(baseline_start), _utc(baseline_end), "--baseline-start", "--baseline-end")
     base = None if baseline == "any" else baseline
     cand = None if candidate == "any" else candidate
-    with _runner(dsn, data_dir, service, token) as runner:
+    with query_runner(dsn, data_dir, service, token) as runner:
         known = runner.query("bundles")  # type: ignore[attr-defined]
         ids = [str(i) for i in known["bundle_id"].to_list()] if "bundle_id" in known.columns else []
         base, cand = _full_id(base, ids, "--baseline"), _full_id(cand, ids, "--candidate")

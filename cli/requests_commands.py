@@ -17,7 +17,7 @@ from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
-from inferensics.cli.report_commands import _runner
+from inferensics.cli.report_commands import query_runner
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def requests(  # noqa: PLR0917 (typer options)
              "whose end comes after its start")  # fmt: skip
     given = {k: v for k, v in {"model": model, "hw_pool": hw_pool}.items() if v is not None}
     window = {"start": lo, "end": hi, **given, "failing": failing}
-    with _runner(dsn, data_dir, service, token) as runner:
+    with query_runner(dsn, data_dir, service, token) as runner:
         listed = runner.query("request_list", **window, limit=limit)  # type: ignore[attr-defined]
         kinds = runner.query("request_kinds", **window)  # type: ignore[attr-defined]
     what = "failing requests" if failing else "requests"

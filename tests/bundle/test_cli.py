@@ -122,7 +122,7 @@ def test_promote_revoke_and_states(built: b.BuildResult, store: Store, tmp_path:
         BundleEvent(ts=datetime.now(UTC), bundle_id="ab" * 32, model="tiny", host="h"),
     ])  # fmt: skip
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
-    first = runner.invoke(app, ["bundle", "promote", "abab", "--channel", "prod", "--dsn", dsn])
+    first = runner.invoke(app, ["bundle", "promote", "abab", "--channel", "prod", "--new-channel", "--dsn", dsn])
     assert first.exit_code == 0, first.output
     second = runner.invoke(app, ["bundle", "promote", built.bundle_id[:10], "--channel", "prod", "--dsn", dsn])
     assert second.exit_code == 0, second.output
@@ -152,7 +152,7 @@ def test_promote_refuses_a_revoked_or_quarantined_bundle(built: b.BuildResult, s
         BundleEvent(ts=datetime.now(UTC), bundle_id="ab" * 32, model="tiny", host="h"),
     ])  # fmt: skip
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
-    promote = ["bundle", "promote", built.bundle_id[:10], "--channel", "production", "--dsn", dsn]
+    promote = ["bundle", "promote", built.bundle_id[:10], "--channel", "production", "--new-channel", "--dsn", dsn]
     assert runner.invoke(app, ["bundle", "quarantine", built.bundle_id[:8], "--dsn", dsn]).exit_code == 0
     _one_line_error(promote, f"bundle {built.bundle_id[:12]} is quarantined")
     _one_line_error(promote, f"inferensics bundle release {built.bundle_id[:12]}")
@@ -197,7 +197,11 @@ def test_promote_channel_is_free_form_but_not_empty(built: b.BuildResult, store:
     store.insert_events([BundleEvent(ts=datetime.now(UTC), bundle_id=built.bundle_id, model="tiny", host="h")])
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     _one_line_error(["bundle", "promote", built.bundle_id[:10], "--channel", " ", "--dsn", dsn], "--channel is empty")
-    res = runner.invoke(app, ["bundle", "promote", built.bundle_id[:10], "--channel", "eu-shadow", "--dsn", dsn])
+    _one_line_error(
+        ["bundle", "promote", built.bundle_id[:10], "--channel", "eu-shadow", "--dsn", dsn], "--new-channel"
+    )
+    new = ["bundle", "promote", built.bundle_id[:10], "--channel", "eu-shadow", "--new-channel", "--dsn", dsn]
+    res = runner.invoke(app, new)
     assert res.exit_code == 0, res.output
     assert "on eu-shadow" in res.output
     promote = typer.main.get_command(app).commands["bundle"].commands["promote"]  # type: ignore[attr-defined]

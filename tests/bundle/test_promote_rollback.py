@@ -39,7 +39,7 @@ def test_rollback_target_skips_the_revoked_last_bundle(store: Store) -> None:
     """The channel's last bundle was revoked: the bundle promoted next named it for rollback (and recorded it as
     the previous bundle), though hosts refuse it. The target is the newest earlier bundle not revoked."""
     dsn = _dsn(store, A, B, C)
-    _ok(["bundle", "promote", A[:8], "--channel", "prod", "--dsn", dsn])
+    _ok(["bundle", "promote", A[:8], "--channel", "prod", "--new-channel", "--dsn", dsn])
     _ok(["bundle", "promote", B[:8], "--channel", "prod", "--dsn", dsn])
     _ok(["bundle", "revoke", B[:8], "--dsn", dsn])
     out = _ok(["bundle", "promote", C[:8], "--channel", "prod", "--dsn", dsn])
@@ -50,7 +50,7 @@ def test_rollback_target_skips_the_revoked_last_bundle(store: Store) -> None:
 def test_no_rollback_target_is_said_plainly(store: Store) -> None:
     """The only earlier bundle on the channel is revoked: nothing to roll back to, and the line says so."""
     dsn = _dsn(store, A, B)
-    _ok(["bundle", "promote", A[:8], "--channel", "prod", "--dsn", dsn])
+    _ok(["bundle", "promote", A[:8], "--channel", "prod", "--new-channel", "--dsn", dsn])
     _ok(["bundle", "revoke", A[:8], "--dsn", dsn])
     out = _ok(["bundle", "promote", B[:8], "--channel", "prod", "--dsn", dsn])
     assert out == f"promoted {B[:16]} on prod (no rollback target: no earlier bundle on prod that is not revoked)"
@@ -60,7 +60,7 @@ def test_no_rollback_target_is_said_plainly(store: Store) -> None:
 def test_rollback_target_is_per_channel(store: Store) -> None:
     """A bundle promoted on another channel is not this channel's rollback target."""
     dsn = _dsn(store, A, B, C)
-    _ok(["bundle", "promote", A[:8], "--channel", "prod", "--dsn", dsn])
-    _ok(["bundle", "promote", B[:8], "--channel", "canary", "--dsn", dsn])
+    _ok(["bundle", "promote", A[:8], "--channel", "prod", "--new-channel", "--dsn", dsn])
+    _ok(["bundle", "promote", B[:8], "--channel", "canary", "--new-channel", "--dsn", dsn])
     out = _ok(["bundle", "promote", C[:8], "--channel", "prod", "--dsn", dsn])
     assert out.endswith(f"(previous {A[:12]} kept for rollback)")

@@ -39,7 +39,9 @@ def test_push_pull_promote_through_the_service(built: b.BuildResult, keys: Keys,
         # The push names the bundle: the Bundles page's picker shows it before any host registers it.
         name = service.client().sql("SELECT attrs['bundle_name'] FROM bundle_states WHERE state = 'pushed'").item()
         assert name == b.read_manifest(built.directory).name == "tiny"
-        promoted = runner.invoke(app, ["bundle", "promote", built.bundle_id[:12], "--channel", "prod", *args])
+        promoted = runner.invoke(
+            app, ["bundle", "promote", built.bundle_id[:12], "--channel", "prod", "--new-channel", *args]
+        )
         assert promoted.exit_code == 0, promoted.output
         unknown = runner.invoke(app, ["bundle", "pull", "fff", "--out", str(tmp_path / "x"), *args])
         assert unknown.exit_code != 0

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "dashboard": (["dashboard"], "dashboard"),
     "report weekly": (["report", "weekly"], "dashboard"),
     "canary compare": (["canary", "compare", "--baseline", "a", "--candidate", "b"], "dashboard"),
+    "requests": (["requests", "--failing"], "service"),
     "demo": (["demo"], "demo"),
     "replay": (["replay", "req-1"], "service"),
     **{
