@@ -778,14 +778,19 @@ def _in_use_text(channels: list[str]) -> str:
     return f"channels in use: {', '.join(channels)}" if channels else "no channel is in use yet"
 
 
+STANDARD_CHANNELS = frozenset({"production", "canary", "staging"})
+"""Channel names a first promotion may use without ``--new-channel`` (the usual ones: a fresh store's first
+``promote --channel production`` is no typo)."""
+
+
 def _refuse_new_channel(store: _Store, channel: str) -> None:
     """Stop a promotion on a channel no bundle was promoted on (a typo such as ``prodution`` made a channel of
     its own, and the bundle state then read "promoted on prodution" while production kept its old bundle)."""
     in_use = _channels_in_use(store)
-    if channel not in in_use:
+    if channel not in in_use and channel not in STANDARD_CHANNELS:
         fail(
-            f"no bundle was ever promoted on channel {channel!r} ({_in_use_text(in_use)}): check the name, or pass "
-            "--new-channel to start a new channel"
+            f"no bundle was ever promoted on channel {channel!r} ({_in_use_text(in_use)}; production, canary and "
+            "staging need no flag): check the name, or pass --new-channel to start a new channel"
         )
 
 
@@ -875,8 +880,8 @@ def promote(  # noqa: PLR0917 - one option each
     ctx: typer.Context,
     bundle_id: Annotated[str, typer.Argument(help="Bundle id (or unique prefix).")],
     channel: Annotated[
-        str, typer.Option("--channel", help="Release channel (e.g. production, canary): one a bundle was promoted "
-                                            "on before, or a new free-form name with --new-channel.")
+        str, typer.Option("--channel", help="Release channel: production, canary, staging, one a bundle was "
+                                            "promoted on before, or a new free-form name with --new-channel.")
     ],
     service: ServiceOption = None, token: TokenOption = None, dsn: DsnOption = None, data_dir: DataDirOption = None,
     reason: ReasonOption = "", actor: ActorOption = "",
@@ -885,7 +890,8 @@ def promote(  # noqa: PLR0917 - one option each
 ) -> None:  # fmt: skip
     """Promote a bundle on a channel: its whole artifact set replaces the channel's (the newest earlier one not
     revoked stays for rollback: promote it again to roll back). Channels are free-form names; a name no bundle
-    was promoted on is refused unless --new-channel, and a revoked or quarantined bundle is refused."""
+    was promoted on (other than production, canary, staging) is refused unless --new-channel, and a revoked or
+    quarantined bundle is refused."""
     if not channel.strip():
         fail("--channel is empty: name the release channel (e.g. --channel production)")
     _state(

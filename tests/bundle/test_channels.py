@@ -45,9 +45,10 @@ def test_a_channel_not_in_use_is_refused_unless_new_channel(store: Store) -> Non
     """``--channel prodution`` was taken: the bundle read "promoted on prodution" and production kept its old
     bundle. A name no bundle was promoted on is refused in one line naming the channels in use and the flag."""
     dsn = _dsn(store, A, B)
-    first = one_line_error(["bundle", "promote", A[:8], "--channel", "production", "--dsn", dsn], "--new-channel")
+    first = one_line_error(["bundle", "promote", A[:8], "--channel", "eu-shadow", "--dsn", dsn], "--new-channel")
     assert "no channel is in use yet" in first
-    _ok(["bundle", "promote", A[:8], "--channel", "production", "--new-channel", "--dsn", dsn])
+    # The usual names need no flag on a fresh store (a first `promote --channel production` is no typo).
+    _ok(["bundle", "promote", A[:8], "--channel", "production", "--dsn", dsn])
     _ok(["bundle", "promote", A[:8], "--channel", "canary", "--new-channel", "--dsn", dsn])
     text = one_line_error(["bundle", "promote", B[:8], "--channel", "prodution", "--dsn", dsn], "'prodution'")
     assert "channels in use: canary, production" in text
