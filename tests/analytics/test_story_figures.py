@@ -185,5 +185,6 @@ def test_a_slow_hour_says_what_its_compile_cache_lookups_were(story: Store) -> N
     by_host = slow_compiles(story, params.model_copy(update={"host": HOST})).sort(col.MODEL)  # raw rows, not rollup
     assert by_host.select(col.MODEL, *lookups).rows() == slow.select(col.MODEL, *lookups).rows()
     by_class = slow_compiles(story, params.model_copy(update={"traffic_class": "c"}))  # cache events carry none
+    by_class = by_class.filter(pl.col(col.MODEL).is_in(["quiet", "slow", "warm"]))  # the module's store is shared
     assert by_class.height == 3
     assert by_class.select(lookups).null_count().row(0) == (3, 3, 3, 3)

@@ -154,7 +154,7 @@ def test_canary_compare_takes_bundle_ids_as_shown(store: Store) -> None:
     dsn = ["--dsn", f"chdb://{store.dsn.path}?database={store.database}", "--min-requests", "3", "--min-pairs", "1"]
     res = runner.invoke(app, ["canary", "compare", "--baseline", base[:12], "--candidate", cand[:16], *dsn], env=ENV)
     assert res.exit_code in (0, 1, 3), res.output
-    assert res.output.startswith(f"canary m: {base} → {cand} ("), res.output
+    assert res.output.startswith(f"canary m: {base} → {cand}, hardware pool p ("), res.output
     verdict = next(line for line in res.output.splitlines() if line.startswith("verdict  requests"))
     assert verdict.split()[2:6] == ["3", "requests", "3", "requests"], res.output
     ambiguous = runner.invoke(app, ["canary", "compare", "--baseline", base, "--candidate", "cd", *dsn], env=ENV)
