@@ -82,7 +82,7 @@ def render() -> None:
     # Widths that keep every label on one line at a laptop's width: a wrapped label misaligns the row.
     left, *middle, right = st.columns([5, 2, 2.6, 1.6], vertical_alignment="bottom")
     week = left.selectbox(
-        "Week (ISO, Monday to Monday UTC; the current week so far is first)", offered, index=0, key=WEEK_KEY
+        "Week (ISO, Monday to Sunday UTC; the current week so far is first)", offered, index=0, key=WEEK_KEY
     )
     floors = floor_inputs(FLOORS_PAGE, middle)
     if (
