@@ -30,6 +30,7 @@ from inferensics.analytics.errors import AnalyticsError, NotFound, UnknownFilter
 from inferensics.analytics.filters import Filters, SliceParams
 from inferensics.analytics.local_runner import LocalRunner
 from inferensics.analytics.overview import fallback_reasons, fleet_overview, fleet_timeseries
+from inferensics.analytics.recompile_counts import recompile_records, request_recompiles
 from inferensics.analytics.storms import (
     StormParams,
     new_graph_keys,
@@ -75,12 +76,14 @@ __all__ = [
     "notable_requests",
     "parse_week",
     "recompile_reasons",
+    "recompile_records",
     "recompile_storms",
     "recompile_timeseries",
     "request_detail",
     "request_graph_calls",
     "request_graphs",
     "request_kernels",
+    "request_recompiles",
     "slow_compiles",
     "specializations",
 ]

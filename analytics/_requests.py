@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from inferensics.analytics.filters import (
     FILTER_COLUMNS,
@@ -66,6 +66,10 @@ class RequestSource:
     def bucket(self, unit: str) -> str:
         """Expression truncating the time column to ``unit`` (``minute``, ``hour``, ``day``)."""
         return time_bucket(self.time_column, unit)
+
+
+BucketUnit = Literal["minute", "hour", "day"]
+"""A time bucket's length."""
 
 
 def time_bucket(time_column: str, unit: str) -> str:

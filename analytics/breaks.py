@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import polars as pl
 
+from inferensics.analytics._requests import BucketUnit
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
-from inferensics.analytics.overview import BucketUnit, model_pool_series
+from inferensics.analytics.overview import check_bucket_unit
 from inferensics.analytics.reasons import LAST_SEEN, PATTERN, as_reason, pattern_columns, reason_pattern_sql
+from inferensics.analytics.recompile_counts import LIMIT_HIT, RECOMPILED, recompile_records
 from inferensics.schema import columns as col
-
-RECOMPILE_LIMIT = "recompile_limit"
-"""The ``outcome`` attribute of a recompile event whose frame hit the recompile limit (and ran eagerly)."""
-LIMIT_HIT = f"{col.ATTRS}['{col.OUTCOME}'] = '{RECOMPILE_LIMIT}'"
-"""SQL: the recompile event is a recompile limit hit (it compiled nothing)."""
-RECOMPILED = f"toUInt64(countIf(NOT ({LIMIT_HIT})))"
-"""SQL: how many recompile events recompiled (all but the limit's hits), the count every recompile figure uses."""
 
 
 def _touched() -> str:
@@ -154,8 +149,8 @@ def recompile_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     most frequent first.
 
     A guard failure that found the recompile limit reached compiled nothing (the frame ran eagerly): it is
-    counted in ``limit_hits``, not in ``recompiles``, so the recompiles here add up to the requests'
-    recompile count everywhere else, plus the recompiles of no request (warm-up, imported logs).
+    counted in ``limit_hits``, not in ``recompiles``, so the recompiles here add up to the recompile records
+    (:mod:`~inferensics.analytics.recompile_counts`), inside requests or not.
 
     Columns: model, hw_pool, reason (the pattern), recompiles, limit_hits (fell back to eager at the
     recompile limit), requests (touched), code_locations (distinct frames), example_reason (the latest
@@ -164,7 +159,7 @@ def recompile_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     check_filter_values(client, params, ("recompiles",))
     where = slice_where(params, "recompiles", what="recompile reasons")
     by_text = (
-        f"SELECT {col.MODEL}, {col.HW_POOL}, {col.REASON}, {LAST_SEEN}, countIf(NOT ({LIMIT_HIT})) AS n, "
+        f"SELECT {col.MODEL}, {col.HW_POOL}, {col.REASON}, {LAST_SEEN}, {RECOMPILED} AS n, "
         f"countIf({LIMIT_HIT}) AS n_limit, {_touched_state()} AS touched, "
         f"uniqExactState(cityHash64({col.CODE_LOCATION})) AS location_state FROM {client.database}.recompiles "
         f"WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}, {col.REASON}"
@@ -192,9 +187,10 @@ def recompile_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
 
 
 def recompile_timeseries(client: QueryClient, params: SliceParams, *, unit: BucketUnit = "hour") -> pl.DataFrame:
-    """Recompiles per time bucket, model and hardware pool: every recompile event but the recompile limit's
-    hits, inside requests or not (warm-up, imported logs), the set :func:`recompile_reasons` and
-    :func:`~inferensics.analytics.storms.specializations` count. Buckets without one are absent.
+    """Recompile records (:func:`~inferensics.analytics.recompile_counts.recompile_records`: every recompile event
+    but the recompile limit's hits, inside requests or not) per time bucket, model and hardware pool, the count
+    :func:`recompile_reasons` and :func:`~inferensics.analytics.storms.specializations` give too. Buckets without
+    one are absent.
 
     Columns: bucket, model, hw_pool, recompiles. Sorted by bucket, model, hw_pool.
 
@@ -202,7 +198,7 @@ def recompile_timeseries(client: QueryClient, params: SliceParams, *, unit: Buck
         AnalyticsError: minute buckets over a range longer than
             :data:`~inferensics.analytics.overview.MAX_MINUTE_RANGE`.
     """
-    return model_pool_series(
-        client, params, unit, table="recompiles", what="recompiles over time",
-        measures=f"{RECOMPILED} AS {col.RECOMPILES}", having=f"{col.RECOMPILES} > 0",
-    )  # fmt: skip
+    check_bucket_unit(params, unit)
+    check_filter_values(client, params, ("recompiles",))
+    every = recompile_records(client, params, params.start, params.end, unit=unit, what="recompiles over time")
+    return every.filter(pl.col(col.RECOMPILES) > 0)

@@ -22,11 +22,13 @@ is set; otherwise the raw ``cache_events`` table.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 import polars as pl
 
+from inferensics.analytics._requests import time_bucket
 from inferensics.analytics.client import QueryClient
-from inferensics.analytics.filters import SliceParams, check_filter_values, prefer_rollup, slice_where
+from inferensics.analytics.filters import SliceParams, check_filter_values, prefer_rollup, slice_where, time_column_sql
 from inferensics.schema import columns as col
 from inferensics.schema.rollups import CACHE_EVENTS_1H
 
@@ -39,14 +41,16 @@ def _hourly(params: SliceParams) -> bool:
     return aligned and prefer_rollup(params, CACHE_EVENTS_1H.name)
 
 
-def _lookups(client: QueryClient, params: SliceParams, keys: list[str], bucket: str | None = None) -> pl.DataFrame:
-    """Lookups, time saved and entry bytes per ``keys`` × result (× day when ``bucket`` is ``day``)."""
+def _lookups(
+    client: QueryClient, params: SliceParams, keys: list[str], bucket: Literal["hour", "day"] | None = None
+) -> pl.DataFrame:
+    """Lookups, time saved and entry bytes per ``keys`` × result (× ``bucket``, an hour or a day, when given)."""
     rollup = _hourly(params)
     table = CACHE_EVENTS_1H.name if rollup else "cache_events"
     tcol = col.BUCKET if rollup else col.TS
     where = slice_where(params, table, time_column=tcol, what="cache events")
     n = f"sum({col.REQUESTS})" if rollup else "count()"
-    day = f"toDateTime64(toStartOfDay({tcol}), 0, 'UTC') AS bucket, " if bucket else ""
+    day = f"{time_bucket(time_column_sql(table, tcol), bucket)} AS bucket, " if bucket else ""
     group = ", ".join([*(["bucket"] if bucket else []), *keys, col.RESULT])
     frame = client.query_frame(
         f"SELECT {day}{', '.join(f'toString({k}) AS {k}' for k in keys)}, toString({col.RESULT}) AS {col.RESULT}, "
@@ -56,6 +60,35 @@ def _lookups(client: QueryClient, params: SliceParams, keys: list[str], bucket: 
         where.params,
     )
     return frame.with_columns(pl.col("bucket").dt.cast_time_unit("ms")) if bucket else frame
+
+
+def lookups_by_result(
+    client: QueryClient, params: SliceParams, keys: list[str], *, unit: Literal["hour", "day"] | None = None
+) -> pl.DataFrame:
+    """The compile-cache lookups of ``params``' slice per ``keys`` (and per ``unit`` bucket when given), counted by
+    result as :func:`cache_health` counts them (its hit ratio's hits and lookups): every cache's.
+
+    Columns: bucket (when ``unit`` is given; UTC, ms), the ``keys``, hits, misses, bypasses, lookups. Groups
+    without a lookup are absent.
+    """
+    groups = [*(["bucket"] if unit else []), *keys]
+    return (
+        _lookups(client, params, keys, bucket=unit)
+        .group_by(groups)
+        .agg(
+            _count("hit").alias("hits"),
+            _count("miss").alias("misses"),
+            _count("bypass").alias("bypasses"),
+            pl.col("lookups").sum().cast(pl.UInt64).alias("lookups"),
+        )
+        .sort(groups)
+    )
+
+
+def hit_ratio(hits: pl.Expr, lookups: pl.Expr) -> pl.Expr:
+    """The compile caches' ``hit_ratio`` (module docstring): ``hits / lookups``, null where there was no lookup.
+    The one definition of the ratio :func:`cache_health`, :func:`cache_trend` and the weekly report give."""
+    return pl.when(lookups > 0).then(hits / lookups).otherwise(None)
 
 
 def _count(result: str) -> pl.Expr:
@@ -88,7 +121,7 @@ def cache_health(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     return (
         per_pool.join(charged, on=[col.MODEL, col.HW_POOL, col.CACHE], how="left")
         .with_columns(
-            pl.when(pl.col("lookups") > 0).then(pl.col("hits") / pl.col("lookups")).otherwise(None).alias("hit_ratio"),
+            hit_ratio(pl.col("hits"), pl.col("lookups")).alias("hit_ratio"),
             pl.when(pl.col("misses") == 0)
             .then(pl.lit(0.0))
             .when((pl.col("_charged_s").fill_null(0.0) == 0) & pl.col("_unpriced").fill_null(False))
@@ -188,18 +221,8 @@ def cache_trend(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     Columns: bucket (day, UTC), cache, hits, misses, bypasses, lookups, hit_ratio.
     """
     check_filter_values(client, params, _TABLES)
-    frame = _lookups(client, params, [col.CACHE], bucket="day")
-    return (
-        frame.group_by(["bucket", col.CACHE])
-        .agg(
-            _count("hit").alias("hits"),
-            _count("miss").alias("misses"),
-            _count("bypass").alias("bypasses"),
-            pl.col("lookups").sum().cast(pl.UInt64).alias("lookups"),
-        )
-        .with_columns((pl.col("hits") / pl.col("lookups")).alias("hit_ratio"))
-        .sort(["bucket", col.CACHE])
-    )
+    frame = lookups_by_result(client, params, [col.CACHE], unit="day")
+    return frame.with_columns(hit_ratio(pl.col("hits"), pl.col("lookups")).alias("hit_ratio"))
 
 
 def cache_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:

@@ -54,6 +54,7 @@ from inferensics.analytics.client import QueryClient
 from inferensics.analytics.errors import UnknownFilterValue
 from inferensics.analytics.filters import Filters as _Filters
 from inferensics.analytics.filters import check_filter_values
+from inferensics.analytics.request_list import ERRORED, FELL_BACK, NONFINITE
 from inferensics.schema import columns as col
 from inferensics.schema.events import CanaryVerdictEvent
 from inferensics.schema.rollups import FINGERPRINTED_SQL, LATENCY_CODE_MAX, latency_code_sql
@@ -73,11 +74,11 @@ EVIDENCE_SCHEMA: dict[str, Any] = {
     "rule": pl.String,
 }
 _RATE_SQL: tuple[tuple[str, str, bool], ...] = (
-    ("error_rate", f"{col.STATUS} = 'error'", False),
-    ("fallback_rate", f"{col.OUTCOME} = 'fallback'", False),
+    ("error_rate", ERRORED, False),
+    ("fallback_rate", FELL_BACK, False),
     ("recompile_rate", f"{col.RECOMPILES} > 0", False),
     ("cache_miss_rate", f"{col.CACHE_STATUS} IN ('miss', 'mixed')", False),
-    ("nonfinite_rate", f"{FINGERPRINTED_SQL} AND ({col.FP_NAN} + {col.FP_INF}) > 0", True),
+    ("nonfinite_rate", f"{FINGERPRINTED_SQL} AND {NONFINITE}", True),
 )
 """Rate checks: metric, the SQL condition a request counts towards, and whether any increase fails."""
 _OVER_FINGERPRINTED: Final = frozenset({"nonfinite_rate"})

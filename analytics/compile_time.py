@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from inferensics.analytics._requests import BucketUnit
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
-from inferensics.analytics.overview import BucketUnit, model_pool_series
+from inferensics.analytics.overview import model_pool_series
 from inferensics.schema import columns as col
 
 

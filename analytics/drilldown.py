@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.errors import NotFound
 from inferensics.analytics.filters import TIME_TYPE, SliceParams, check_filter_values, slice_where
+from inferensics.analytics.request_list import ERRORED, FELL_BACK, NONFINITE
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.graph_calls import GRAPH_CALL_PREFIX, GRAPH_CALL_SUFFIX, graph_call_key
@@ -349,8 +350,8 @@ def notable_requests(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     check_filter_values(client, params, ("requests_1h", "requests"))
     where = slice_where(params, "requests", what="notable requests")
     why = (
-        f"multiIf({col.STATUS} = 'error', 'failed', ({col.FP_NAN} + {col.FP_INF}) > 0, 'non-finite output', "
-        f"{col.OUTCOME} = 'fallback', 'eager fallback', {col.OUTCOME} = 'recompile', 'recompile', "
+        f"multiIf({ERRORED}, 'failed', {NONFINITE}, 'non-finite output', "
+        f"{FELL_BACK}, 'eager fallback', {col.OUTCOME} = 'recompile', 'recompile', "
         f"{col.OUTCOME} = 'compile', 'first compile', '')"
     )
     return client.query_frame(
@@ -361,18 +362,25 @@ def notable_requests(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     )
 
 
+NONFINITE_BY_PATH: Final = "nonfinite_by_path"
+"""Column of :func:`request_replays`: the verdict's non-finite counts per path, as JSON text."""
+
+
 def request_replays(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     """Replay verdicts recorded for the request (``inferensics replay``), newest first.
 
     Columns: ts, replay_id, bundle_id, device_name, attribution, op, fx_node, kernel, source_file,
-    source_line, source_text, error_ratio, detail, summary (the verdict's sentence for people, from its JSON).
-    Empty when it was never replayed.
+    source_line, source_text, error_ratio, detail, summary (the verdict's sentence for people, from its JSON),
+    nonfinite_by_path (the non-finite elements of each path's output the verdict counted, as the JSON object of
+    its evidence: ``{"fp64": {"nan": 8, "inf": 0, "total": 8}, "eager float32": ..., "served": ...}``; empty
+    when it counted none). Empty when it was never replayed.
     """
     names = (col.TS, col.REPLAY_ID, col.BUNDLE_ID, col.DEVICE_NAME, col.ATTRIBUTION, col.OP, col.FX_NODE, col.KERNEL,
              col.SOURCE_FILE, col.SOURCE_LINE, col.SOURCE_TEXT, col.ERROR_RATIO, col.DETAIL)  # fmt: skip
     summary = f"JSONExtractString({col.VERDICT_JSON}, 'summary') AS summary"
+    nonfinite = f"JSONExtractRaw({col.VERDICT_JSON}, 'evidence', 'nonfinite') AS {NONFINITE_BY_PATH}"
     return client.query_frame(
-        f"SELECT {', '.join(f'`{n}`' for n in names)}, {summary} FROM {client.database}.replay_results "
+        f"SELECT {', '.join(f'`{n}`' for n in names)}, {summary}, {nonfinite} FROM {client.database}.replay_results "
         f"WHERE {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS} DESC LIMIT 20",
         {"rid": params.request_id},
     )

@@ -27,6 +27,13 @@ Rules:
   the process's (host, pid and a start within :data:`SAME_START` of its records' ``started``), up to the range
   end. Empty for a process that compiled nothing; null for records that name no process. A model filter
   lists a process whose tracker's model is that model or whose compiles served it.
+* **Bundles refused** (``bundle_refusals``): the release bundles the process would not load, from the
+  registrations a host records for a refused bundle (a ``bundles`` row whose ``signature_state`` is the refusal
+  cause: ``revoked``, ``quarantined``, ``tampered``, ``untrusted_builder``, ...; the host SDK's
+  ``tracker.compile(model, bundle=DIR)`` records it, then raises). Such a row names its host and pool, not its
+  process: it belongs to the process of that host and pool that started last before it (within
+  :data:`SAME_START`), else, for records that name no process, to every process of that host and pool. Those
+  from ``lookback_s`` before the range start to its end are listed, oldest first.
 * **Latest counters** (``requests_seen`` ... ``kernel_unproven``, ``last_error``) are those of the process's
   newest record before the range end: since that process started.
 * **Growth in the range** (``<counter>_in_range``): the sum of the increases between consecutive records,
@@ -78,9 +85,17 @@ host names another process only after this one ended."""
 _COMPILE_KEY: Final = r" pid (\d+) at (\S+)$"
 """The end of a live compile's process key, ``<host> pid <pid> at <ISO start>`` (the host SDK's tracker); an
 imported log's key has another form and names no health record's process."""
+BUNDLE_REFUSALS: Final = "bundle_refusals"
+"""Column: the bundles the process refused to load (module docstring), each ``{ts, bundle_id, bundle_name,
+cause}``."""
+ACCEPTED: Final = ("verified", "unverified", "")
+"""A registration's ``signature_state`` that is no refusal: any other value is the cause of one."""
+_REFUSAL: Final = pl.Struct(
+    {col.TS: pl.Datetime("us", "UTC"), col.BUNDLE_ID: pl.String, col.BUNDLE_NAME: pl.String, "cause": pl.String}
+)
 COLUMNS: Final = (
-    *PROCESS_KEYS, MODELS_SERVED, "started", "last_seen", "silent_s", "quiet", "replaced", "quiet_after_s",
-    col.INTERVAL_S, col.STOPPED, "records", "restarts",
+    *PROCESS_KEYS, MODELS_SERVED, BUNDLE_REFUSALS, "started", "last_seen", "silent_s", "quiet", "replaced",
+    "quiet_after_s", col.INTERVAL_S, col.STOPPED, "records", "restarts",
     *COUNTERS, col.QUEUE_DEPTH,
     "queue_depth_max",
     col.LAST_ERROR, *(c + IN_RANGE for c in COUNTERS),
@@ -102,7 +117,8 @@ def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime 
 
     Columns: host, model (the tracker's), hw_pool, process (empty for records that name none), models_served
     (every model its compiles served, sorted; empty when it compiled nothing, null when its records name no
-    process), started (from the process id; null without one), last_seen (newest record before the range
+    process), bundle_refusals (the bundles it refused to load: ts, bundle_id, bundle_name, cause; empty when
+    none), started (from the process id; null without one), last_seen (newest record before the range
     end), silent_s (seconds from it to ``as_of``), quiet, replaced (a later process took its place),
     quiet_after_s (the threshold applied to it), interval_s (its health interval, 0 when its records predate
     it), stopped (its last record was a clean shutdown's), records (in the range), restarts (in the range), the
@@ -140,6 +156,7 @@ def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime 
         ),
         params.end,
     )
+    frame = _bundle_refusals(client, frame, params.start - lookback, params.end)
     if params.model is not None:
         frame = frame.filter(
             (pl.col(col.MODEL) == params.model) | pl.col(MODELS_SERVED).list.contains(params.model).fill_null(False)
@@ -244,6 +261,49 @@ def _models_served(client: QueryClient, frame: pl.DataFrame, end: datetime) -> p
         .then(pl.col(MODELS_SERVED).fill_null(pl.lit([], pl.List(pl.String))))
         .alias(MODELS_SERVED)
     )
+
+
+def _bundle_refusals(client: QueryClient, frame: pl.DataFrame, since: datetime, until: datetime) -> pl.DataFrame:
+    """``frame`` with :data:`BUNDLE_REFUSALS`: the refused registrations from ``since`` to ``until`` of each
+    process's host and pool, given to processes by the rule of the module docstring."""
+    empty = pl.lit([], pl.List(_REFUSAL))
+    if frame.is_empty():
+        return frame.with_columns(empty.alias(BUNDLE_REFUSALS))
+    refused = client.query_frame(
+        f"SELECT toString({col.HOST}) AS {col.HOST}, toString({col.HW_POOL}) AS {col.HW_POOL}, {col.TS}, "
+        f"toString({col.BUNDLE_ID}) AS {col.BUNDLE_ID}, toString({col.BUNDLE_NAME}) AS {col.BUNDLE_NAME}, "
+        f"toString({col.SIGNATURE_STATE}) AS cause FROM {client.database}.bundles "
+        f"WHERE {col.HOST} IN {{hosts:Array(String)}} AND {col.SIGNATURE_STATE} NOT IN {{accepted:Array(String)}} "
+        f"AND {col.TS} >= {{since:{TIME_TYPE}}} AND {col.TS} < {{until:{TIME_TYPE}}}",
+        {
+            "hosts": frame.get_column(col.HOST).unique().sort().to_list(),
+            "accepted": list(ACCEPTED),
+            "since": since,
+            "until": until,
+        },
+    )
+    if refused.is_empty():
+        return frame.with_columns(empty.alias(BUNDLE_REFUSALS))
+    refused = refused.with_columns(pl.col(col.TS).dt.cast_time_unit("us").dt.convert_time_zone("UTC")).sort(col.TS)
+    named = frame.filter(pl.col("started").is_not_null()).select(*PROCESS_KEYS, "started").sort("started")
+    # The process that started last before the refusal (a tracker starts a moment before its health records say).
+    owned = (
+        refused.with_columns((pl.col(col.TS) + SAME_START).alias("started"))
+        .join_asof(named, on="started", by=[col.HOST, col.HW_POOL], strategy="backward", check_sortedness=False)
+        .drop_nulls(col.PROCESS)
+        .select(*PROCESS_KEYS, col.TS)
+    )
+    unnamed = frame.filter(pl.col("started").is_null()).select(PROCESS_KEYS)
+    rows = pl.concat([owned, unnamed.join(refused.select(col.HOST, col.HW_POOL, col.TS), on=[col.HOST, col.HW_POOL])])
+    listed = (
+        rows.join(refused, on=[col.HOST, col.HW_POOL, col.TS])
+        .unique()
+        .sort(col.TS)
+        .group_by(list(PROCESS_KEYS), maintain_order=True)
+        .agg(pl.struct(col.TS, col.BUNDLE_ID, col.BUNDLE_NAME, "cause").alias(BUNDLE_REFUSALS))
+    )
+    frame = frame.join(listed, on=list(PROCESS_KEYS), how="left")
+    return frame.with_columns(pl.col(BUNDLE_REFUSALS).fill_null(empty))
 
 
 def _sql(db: str, in_range: str, dims: str) -> str:

@@ -1,14 +1,16 @@
 """Fleet overview: request rate, latency quantiles, error/fallback/recompile rates, compile time, cache use.
 
-Every rate is a ratio of sums over the slice: ``error_rate = errors / requests``, ``fallback_rate =
-fallbacks / requests`` (requests served eagerly), ``recompile_rate = recompiles / requests`` (recompiles
-per request, can exceed 1), ``cache_hit_ratio = cache_hits / (cache_hits + cache_misses)`` over requests
-that compiled (null when none did), ``request_rate_per_s = requests / range seconds``, ``nonfinite_rate =
-nonfinite / fingerprinted``: outputs holding NaN or inf among the requests whose output was fingerprinted
-(null when none was). The host SDK fingerprints only a sample of CPU outputs (one request in 32 by
-default), so over all requests that rate would read up to 32 times too low; ``fingerprinted`` counts the
-rows of :data:`~inferensics.schema.rollups.FINGERPRINTED_SQL`, the rule the canary compares by. Latency quantiles
-come from the rollups' latency histograms (±0.9 %, see ``inferensics.schema.rollups``).
+Every rate is a ratio of sums over the slice: ``error_rate = errors / requests``, ``fallback_rate = fallbacks /
+requests`` (requests served eagerly), ``recompile_rate = recompiles / requests`` (recompiles per request, can
+exceed 1; ``recompiles`` are the request recompiles of
+:func:`~inferensics.analytics.recompile_counts.request_recompiles`, the same sum of the same pieces),
+``cache_hit_ratio = cache_hits / (cache_hits + cache_misses)`` over requests that compiled (null when none did),
+``request_rate_per_s = requests / range seconds``, ``nonfinite_rate = nonfinite / fingerprinted``: outputs
+holding NaN or inf among the requests whose output was fingerprinted (null when none was). The host SDK
+fingerprints only a sample of CPU outputs (one request in 32 by default), so over all requests that rate would
+read up to 32 times too low; ``fingerprinted`` counts the rows of
+:data:`~inferensics.schema.rollups.FINGERPRINTED_SQL`, the rule the canary compares by. Latency quantiles come
+from the rollups' latency histograms (±0.9 %, see ``inferensics.schema.rollups``).
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ from typing import Final, Literal
 
 import polars as pl
 
-from inferensics.analytics._requests import SUM_COLUMNS, aggregate_sql, quantile_columns, time_bucket
+from inferensics.analytics._requests import SUM_COLUMNS, BucketUnit, aggregate_sql, quantile_columns, time_bucket
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.errors import AnalyticsError
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
+from inferensics.analytics.recompile_counts import recompile_rate
+from inferensics.analytics.request_list import FELL_BACK
 from inferensics.schema import columns as col
 
 GroupBy = Literal["model", "hw_pool", "traffic_class", "bundle", "none"]
-BucketUnit = Literal["minute", "hour", "day"]
 _DIMS = (col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS)
 _GROUP_COLUMNS = {
     "model": col.MODEL,
@@ -48,7 +51,7 @@ def _rates(frame: pl.DataFrame, seconds: float) -> pl.DataFrame:
         (pl.col(col.LATENCY_SUM_MS) / requests).alias("mean_ms"),
         (pl.col(col.ERRORS) / requests).alias("error_rate"),
         (pl.col(col.FALLBACKS) / requests).alias("fallback_rate"),
-        (pl.col(col.RECOMPILES) / requests).alias("recompile_rate"),
+        recompile_rate(),
         pl.when(fingerprinted > 0).then(pl.col(col.NONFINITE) / fingerprinted).otherwise(None).alias("nonfinite_rate"),
         pl.when(lookups > 0).then(pl.col(col.CACHE_HITS) / lookups).otherwise(None).alias("cache_hit_ratio"),
     )
@@ -159,7 +162,7 @@ def fallback_reasons(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     dims = ", ".join(_DIMS)
     reasons = client.query_frame(
         f"SELECT {dims}, {col.FALLBACK_REASON}, count() AS fallbacks FROM {client.database}.requests "
-        f"PREWHERE {col.OUTCOME} = 'fallback' WHERE {where.sql} "
+        f"PREWHERE {FELL_BACK} WHERE {where.sql} "
         f"GROUP BY {dims}, {col.FALLBACK_REASON}",
         where.params,
     ).with_columns(pl.col("fallbacks").cast(pl.UInt64))

@@ -18,6 +18,14 @@ from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import SliceParams, check_filter_values, slice_where
 from inferensics.schema import columns as col
 
+ERRORED: Final = f"{col.STATUS} = 'error'"
+"""SQL over raw ``requests`` rows: the request failed (its ``status`` is ``error``)."""
+NONFINITE: Final = f"({col.FP_NAN} + {col.FP_INF}) > 0"
+"""SQL over raw ``requests`` rows: its output fingerprint counted NaN or inf values (only a fingerprinted output
+can: a rate of these is taken over :data:`~inferensics.schema.rollups.FINGERPRINTED_SQL` rows)."""
+FELL_BACK: Final = f"{col.OUTCOME} = 'fallback'"
+"""SQL over raw ``requests`` rows: the request ran eagerly (a graph break, the recompile limit or an error)."""
+
 KIND_ERROR: Final = "error"
 """``kind`` of a request whose ``status`` is ``error``; its detail is the error's first line."""
 KIND_NON_FINITE: Final = "non-finite output"
@@ -51,9 +59,8 @@ class RequestListParams(RequestKindParams):
 
 
 _KIND_SQL = (
-    f"multiIf({col.STATUS} = 'error', {{k_error:String}}, "
-    f"({col.FP_NAN} + {col.FP_INF}) > 0, {{k_non_finite:String}}, "
-    f"{col.OUTCOME} = 'fallback', {{k_fallback:String}}, {{k_ok:String}})"
+    f"multiIf({ERRORED}, {{k_error:String}}, {NONFINITE}, {{k_non_finite:String}}, "
+    f"{FELL_BACK}, {{k_fallback:String}}, {{k_ok:String}})"
 )
 _KIND_VALUES = {"k_error": KIND_ERROR, "k_non_finite": KIND_NON_FINITE, "k_fallback": KIND_FALLBACK, "k_ok": KIND_OK}
 _DETAIL_SQL = (

@@ -2,13 +2,15 @@
 
 **Storm rule.** Per model × hardware pool, hourly sums of recompiles and compile seconds are compared with
 a baseline: the median of the preceding ``baseline_hours`` hours, hours without any counting as zero. The
-recompiles are the hour's recompile records, inside requests or not (a server's warm-up, imported TORCH_TRACE
-logs), the recompile limit's hits left out: a request whose recompile failed (it raised) counts none in its
-own row, but its record is a recompile of the hour, and its request is among those the storm lists. The
+recompiles are the hour's recompile records (:func:`~inferensics.analytics.recompile_counts.recompile_records`),
+inside requests or not (a server's warm-up, imported TORCH_TRACE logs), the recompile limit's hits left out: a
+request whose recompile failed (it raised) counts none in its own row, but its record is a recompile of the hour,
+and its request is among those the storm lists. The
 compile seconds are what requests paid (from the ``requests_1h`` rollup, raw rows when filtered by host) plus
 the compiles outside any request, read from the ``compiles`` table by their empty request id, so a store of
 imported logs alone shows its storms too. Recompile records carry no bundle: under a bundle filter the
-recompiles are those the bundle's requests counted (a failed recompile counts none there), and compiles
+recompiles are the request recompiles of the bundle's requests
+(:func:`~inferensics.analytics.recompile_counts.request_recompiles`: a failed recompile counts none there), and compiles
 carry no traffic class: under that filter the compiles outside requests are left out. An hour is a storm when
 
 * ``recompiles >= max(min_recompiles, factor × baseline_recompiles)``, or
@@ -31,19 +33,21 @@ from typing import Final
 import polars as pl
 from pydantic import BaseModel, Field
 
-from inferensics.analytics._requests import request_source
-from inferensics.analytics.breaks import LIMIT_HIT, RECOMPILED
+from inferensics.analytics._requests import request_source, time_bucket
+from inferensics.analytics.cache import lookups_by_result
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import (
+    FILTER_COLUMNS,
+    TIME_TYPE,
     SliceParams,
     check_filter_values,
     filters_apply,
-    prefer_rollup,
     slice_where,
+    table_columns,
 )
 from inferensics.analytics.reasons import PATTERN, as_reason, reason_pattern_sql
+from inferensics.analytics.recompile_counts import IS_RECORD, recompile_records, request_recompiles
 from inferensics.schema import columns as col
-from inferensics.schema.rollups import CACHE_EVENTS_1H
 
 _KEYS = [col.MODEL, col.HW_POOL]
 
@@ -90,8 +94,8 @@ def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
     Columns: bucket, model, hw_pool, requests, recompiles, compile_seconds, baseline_recompiles,
     baseline_compile_seconds, trigger (``recompiles``, ``compile_seconds`` or ``both``), top_reasons
     (up to 3 recompile reasons, most frequent first), top_reason_counts (their recompiles: the recompile limit's
-    hits, which compiled nothing, are left out, as from ``recompiles``), request_ids (up to 10 requests that
-    triggered a recompile, sorted).
+    hits, which compiled nothing, are left out, as from ``recompiles``; under a bundle filter, the records of the
+    bundle's requests, failed recompiles too), request_ids (up to 10 requests that triggered a recompile, sorted).
     """
     empty = _empty()
     base = _hours(client, params)
@@ -148,23 +152,15 @@ def _unknown_lookups(frame: pl.DataFrame) -> pl.DataFrame:
 
 def _with_cache_lookups(client: QueryClient, params: StormParams, hours: pl.DataFrame) -> pl.DataFrame:
     """``hours`` (bucket, model, hw_pool, ...) with their compile-cache lookups by result
-    (:data:`CACHE_LOOKUP_COLUMNS`), from the hourly rollup unless a filter needs the raw table."""
+    (:data:`CACHE_LOOKUP_COLUMNS`), as :func:`~inferensics.analytics.cache.lookups_by_result` counts them."""
     if hours.is_empty() or not filters_apply(params, "cache_events"):
         return _unknown_lookups(hours)
-    rollup = prefer_rollup(params, CACHE_EVENTS_1H.name)
-    table, when, weight = (CACHE_EVENTS_1H.name, col.BUCKET, col.REQUESTS) if rollup else ("cache_events", col.TS, "1")
     buckets = hours.get_column("bucket").to_list()
-    where = slice_where(params, table, time_column=when, start=min(buckets), end=max(buckets) + timedelta(hours=1))
-    by_result = [f"toUInt64(sumIf({weight}, {col.RESULT} = '{r}'))" for r in ("hit", "miss", "bypass")]
-    sums = [f"toUInt64(sum({weight}))", *by_result]
-    counts = ", ".join(f"{expr} AS {name}" for expr, name in zip(sums, CACHE_LOOKUP_COLUMNS, strict=True))
-    lookups = client.query_frame(
-        f"SELECT toDateTime64(toStartOfHour({table}.{when}), 0, 'UTC') AS hour, toString({col.MODEL}) AS {col.MODEL}, "
-        f"toString({col.HW_POOL}) AS {col.HW_POOL}, {counts} FROM {client.database}.{table} WHERE {where.sql} "
-        f"GROUP BY hour, {col.MODEL}, {col.HW_POOL}",
-        where.params,
-    ).with_columns(pl.col("hour").dt.cast_time_unit("ms").alias("bucket"))
-    return hours.join(lookups.drop("hour"), on=["bucket", *_KEYS], how="left").with_columns(
+    span = params.model_copy(update={"start": min(buckets), "end": max(buckets) + timedelta(hours=1)})
+    lookups = lookups_by_result(client, span, list(_KEYS), unit="hour").rename(
+        dict(zip(("lookups", "hits", "misses", "bypasses"), CACHE_LOOKUP_COLUMNS, strict=True))
+    )
+    return hours.join(lookups, on=["bucket", *_KEYS], how="left").with_columns(
         pl.col(c).fill_null(0) for c in CACHE_LOOKUP_COLUMNS
     )
 
@@ -193,22 +189,20 @@ def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
     lo = start - timedelta(hours=params.baseline_hours)
     source = request_source(params, lo, end, unit="hour")
     where = slice_where(params, source.table, time_column=source.time_column, start=lo, end=end)
-    records = filters_apply(params, "recompiles")
-    # With the recompile records in the slice, they count the hour's recompiles: the requests' own count
-    # leaves out a recompile whose compile failed (the request raised and its row counts none).
-    requests_recompiles = (
-        f"toUInt64(0) AS {col.RECOMPILES}"
-        if records
-        else next(s for s in source.sums() if s.endswith(f" AS {col.RECOMPILES}"))
-    )
-    hourly = client.query_frame(
-        f"SELECT {source.bucket('hour')} AS bucket, {col.MODEL}, {col.HW_POOL}, {', '.join(source.sums()[:1])}, "
-        f"{requests_recompiles}, "
-        f"{next(s for s in source.sums() if s.endswith(f' AS {col.COMPILE_SECONDS}'))} "
+    sums = {name: s for s in source.sums() for name in (col.REQUESTS, col.COMPILE_SECONDS) if s.endswith(f" AS {name}")}
+    paid = client.query_frame(
+        f"SELECT {source.bucket('hour')} AS bucket, {col.MODEL}, {col.HW_POOL}, {', '.join(sums.values())} "
         f"FROM {client.database}.{source.table} WHERE {where.sql} GROUP BY bucket, {col.MODEL}, {col.HW_POOL}",
         where.params,
     )
-    hourly = _with_unpaid(hourly, _outside_requests(client, params, lo, end))
+    # The hour's recompiles are its recompile records; under a filter they carry no column for (the bundle),
+    # the request recompiles of the slice's requests (a recompile whose compile failed counts none there).
+    recompiles = (
+        recompile_records(client, params, lo, end, unit="hour")
+        if filters_apply(params, "recompiles")
+        else request_recompiles(client, params, lo, end, unit="hour")
+    )
+    hourly = _summed(paid, recompiles, _unpaid_compiles(client, params, lo, end))
     if hourly.is_empty():
         return None
     hours = pl.datetime_range(lo, end, interval="1h", closed="left", time_zone="UTC", eager=True).alias("bucket")
@@ -243,37 +237,27 @@ def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
     return base
 
 
-def _outside_requests(client: QueryClient, params: StormParams, lo: datetime, end: datetime) -> pl.DataFrame:
-    """Per model × pool × hour: every recompile record, inside requests or not (not the recompile limit's eager
-    fallbacks, as in the requests' count), and the compile seconds that no request paid, each where the slice's
-    filters apply to its table (one round trip: both tables' filters bind the same parameters)."""
-    hour = f"toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') AS bucket"
-    sums = {  # table: (recompiles, compile seconds, which rows)
-        "recompiles": (RECOMPILED, "toFloat64(0)", "1"),
-        "compiles": ("toUInt64(0)", f"toFloat64(sum({col.ENTIRE_FRAME_S}))", f"{col.REQUEST_ID} = ''"),
-    }
-    selects: list[str] = []
-    values: dict[str, object] = {}
-    for table, (recompiles, seconds, rows) in sums.items():
-        if not filters_apply(params, table):
-            continue
-        where = slice_where(params, table, start=lo, end=end)
-        values |= where.params
-        selects.append(
-            f"SELECT {hour}, {col.MODEL}, {col.HW_POOL}, {recompiles} AS {col.RECOMPILES}, {seconds} AS "
-            f"{col.COMPILE_SECONDS} FROM {client.database}.{table} WHERE {where.sql} AND {rows} "
-            f"GROUP BY bucket, {col.MODEL}, {col.HW_POOL}"
-        )
-    return client.query_frame(" UNION ALL ".join(selects), values) if selects else pl.DataFrame()
+def _unpaid_compiles(client: QueryClient, params: StormParams, lo: datetime, end: datetime) -> pl.DataFrame:
+    """Per model × pool × hour: the whole-frame seconds of the compiles no request paid (an empty request id),
+    when the slice's filters apply to the ``compiles`` table (else none)."""
+    if not filters_apply(params, "compiles"):
+        return pl.DataFrame()
+    where = slice_where(params, "compiles", start=lo, end=end)
+    return client.query_frame(
+        f"SELECT {time_bucket(col.TS, 'hour')} AS bucket, {col.MODEL}, {col.HW_POOL}, "
+        f"toFloat64(sum({col.ENTIRE_FRAME_S})) AS {col.COMPILE_SECONDS} FROM {client.database}.compiles "
+        f"WHERE {where.sql} AND {col.REQUEST_ID} = '' GROUP BY bucket, {col.MODEL}, {col.HW_POOL}",
+        where.params,
+    )
 
 
-def _with_unpaid(paid: pl.DataFrame, unpaid: pl.DataFrame) -> pl.DataFrame:
-    """The requests' hourly sums plus the recompile records and the compiles no request paid, one row per model ×
-    pool × hour."""
+def _summed(*parts: pl.DataFrame) -> pl.DataFrame:
+    """The hourly parts (the requests' sums, the recompiles, the compiles no request paid) added up, one row per
+    model × pool × hour; a part without a column adds 0 to it."""
     types = {col.REQUESTS: pl.UInt64, col.RECOMPILES: pl.UInt64, col.COMPILE_SECONDS: pl.Float64}
-    frames = [f for f in (paid, unpaid) if not f.is_empty()]
+    frames = [f for f in parts if not f.is_empty()]
     if not frames:
-        return paid
+        return pl.DataFrame()
     both = pl.concat(
         [
             f.with_columns(pl.col("bucket").dt.cast_time_unit("ms")).with_columns(
@@ -291,12 +275,24 @@ def _storm_reasons(client: QueryClient, params: StormParams, storms: pl.DataFram
 
     Reads only recompiles of the storms' models, pools and hours (a superset of the storm hours, narrowed
     exactly by a join), not every recompile of the range: a 7-day range holds ~230k recompiles on the
-    10^8-row store, its storms a few thousand."""
+    10^8-row store, its storms a few thousand. Under a filter recompile records carry no column for (the
+    bundle), the records are those of the slice's requests: the requests whose own rows counted the storm's
+    recompiles, and those whose recompile failed."""
     hours = storms.get_column("bucket").unique().sort().to_list()
     end = hours[-1] + timedelta(hours=1)
-    where = slice_where(params, "recompiles", start=hours[0], end=end, what="recompile reasons")
-    values = {
-        **where.params,
+    columns = table_columns("recompiles")
+    unsupported = {name: None for name in params.active() if FILTER_COLUMNS[name] not in columns}
+    where = slice_where(params.model_copy(update=unsupported), "recompiles", start=hours[0], end=end)
+    of_requests, values = "", dict(where.params)
+    if unsupported:
+        # A request starts before its recompiles: its row may lie in the hour before the first storm hour.
+        requests = slice_where(params, "requests", time_column=None)
+        of_requests = (
+            f"AND {col.REQUEST_ID} IN (SELECT {col.REQUEST_ID} FROM {client.database}.requests WHERE {requests.sql} "
+            f"AND {col.TS} >= {{r_start:{TIME_TYPE}}} AND {col.TS} < {{r_end:{TIME_TYPE}}}) "
+        )
+        values |= {**requests.params, "r_start": hours[0] - timedelta(hours=1), "r_end": end}
+    values |= {
         "s_models": storms.get_column(col.MODEL).unique().sort().to_list(),
         "s_pools": storms.get_column(col.HW_POOL).unique().sort().to_list(),
         "s_hours": hours,
@@ -306,7 +302,7 @@ def _storm_reasons(client: QueryClient, params: StormParams, storms: pl.DataFram
             f"SELECT toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') AS bucket, {col.MODEL}, {col.HW_POOL}, "
             f"{reason_pattern_sql(col.REASON)} AS {PATTERN}, {col.REQUEST_ID} FROM {client.database}.recompiles "
             # The hour's recompiles leave the recompile limit's hits out: so do its reasons' counts.
-            f"WHERE {where.sql} AND NOT ({LIMIT_HIT}) "
+            f"WHERE {where.sql} AND {IS_RECORD} {of_requests}"
             f"AND {col.MODEL} IN {{s_models:Array(String)}} AND {col.HW_POOL} IN {{s_pools:Array(String)}} "
             f"AND toDateTime64(toStartOfHour({col.TS}), 0, 'UTC') IN {{s_hours:Array(DateTime64(0, 'UTC'))}}",
             values,
@@ -386,8 +382,9 @@ def specializations(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     (first compiled in the range), total_graph_keys (ever compiled up to the range end), growth
     (``new_graph_keys / (total_graph_keys - new_graph_keys)``; null when the pool had none before),
     compiles and compile_seconds (every compile in the range, failed ones and those outside requests or from
-    imported logs too; whole-frame seconds), recompiles (every recompile event in the range but the recompile
-    limit's hits, inside requests or not; null under a filter recompile events carry no column for). A pool
+    imported logs too; whole-frame seconds), recompiles (the recompile records of
+    :func:`~inferensics.analytics.recompile_counts.recompile_records`: every recompile event in the range but the
+    recompile limit's hits, inside requests or not; null under a filter recompile events carry no column for). A pool
     whose compiles in the range all failed has no graph key: its keys read 0.
     """
     check_filter_values(client, params, ("compiles",))
@@ -407,12 +404,7 @@ def specializations(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     keys = out.with_columns(pl.when(before > 0).then(pl.col("new_graph_keys") / before).otherwise(None).alias("growth"))
     joined = keys.filter(pl.col("active_graph_keys") > 0).join(compiled, on=_KEYS, how="full", coalesce=True)
     if filters_apply(params, "recompiles"):
-        where = slice_where(params, "recompiles", what="specializations")
-        recompiled = client.query_frame(
-            f"SELECT {col.MODEL}, {col.HW_POOL}, {RECOMPILED} AS {col.RECOMPILES} "
-            f"FROM {client.database}.recompiles WHERE {where.sql} GROUP BY {col.MODEL}, {col.HW_POOL}",
-            where.params,
-        )
+        recompiled = recompile_records(client, params, params.start, params.end, what="specializations")
         joined = joined.join(recompiled, on=_KEYS, how="full", coalesce=True).with_columns(
             pl.col(col.RECOMPILES).fill_null(0)
         )

@@ -16,8 +16,10 @@ from typing import Final
 
 import polars as pl
 
+from inferensics.analytics.cache import hit_ratio
 from inferensics.analytics.client import QueryRunner
 from inferensics.analytics.errors import AnalyticsError
+from inferensics.analytics.recompile_counts import recompile_rate
 from inferensics.analytics.storms import StormRule
 from inferensics.schema import columns as col
 
@@ -41,10 +43,11 @@ COMPILING_REQUESTS: Final = "compiling_requests"
 compiled, inside requests or not) that the dashboard's Specializations tab counts, which the report gives as
 ``compile_records``."""
 REQUEST_RECOMPILES: Final = "request_recompiles"
-"""The requests' ``recompiles`` as the report names them: the recompiles requests triggered (a request's count of
-the recompiles it waited for). Not the recompile records (every recompile, inside requests or not, the recompile
-limit's hits left out) that the dashboard's Recompiles headline and Specializations tab count, which the report
-gives as ``recompile_records``."""
+"""The requests' ``recompiles`` as the report names them: the request recompiles of
+:func:`~inferensics.analytics.recompile_counts.request_recompiles` (a request's count of the recompiles it triggered
+and compiled). Not the recompile records (:func:`~inferensics.analytics.recompile_counts.recompile_records`: every
+recompile, inside requests or not, the recompile limit's hits left out) that the dashboard's Recompiles headline
+and Specializations tab count, which the report gives as ``recompile_records``."""
 RECORD_METRICS: Final = (
     "compile_records", "recompile_records", "compile_record_seconds", "failed_compiles", "bundle_misses",
 )  # fmt: skip
@@ -156,11 +159,8 @@ def _by_model_pool(frame: pl.DataFrame, health: pl.DataFrame, keys: list[str]) -
     return (
         out.join(cache, on=keys, how="left")
         .with_columns(
-            (pl.col(col.RECOMPILES) / pl.col(col.REQUESTS)).alias("recompile_rate"),
-            pl.when(pl.col("_lookups") > 0)
-            .then(pl.col("_hits") / pl.col("_lookups"))
-            .otherwise(None)
-            .alias("cache_hit_ratio"),
+            recompile_rate(),
+            hit_ratio(pl.col("_hits"), pl.col("_lookups")).alias("cache_hit_ratio"),
         )
         .drop("_hits", "_lookups")
         .rename({col.COMPILES: COMPILING_REQUESTS, col.RECOMPILES: REQUEST_RECOMPILES})

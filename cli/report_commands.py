@@ -6,23 +6,20 @@ running collector service (``--service``, required while the service owns an emb
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import os
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DataDirOption, DsnOption, MinCompileSecondsOption, MinRecompilesOption, dsn_from
+from inferensics.cli.query_runner import query_runner, store_text
 from inferensics.cli.service_commands import ServiceOption, TokenOption
-from inferensics.cli.store_paths import existing_store
 from inferensics.schema.dsn import default_report_dir
 
 report_app = command_app("Weekly recompilation and cache reports.")
@@ -36,32 +33,6 @@ class ReportFormat(enum.StrEnum):
 
     MARKDOWN = "markdown"
     JSON = "json"
-
-
-@contextlib.contextmanager
-def query_runner(dsn: str | None, data_dir: Path | None, service: str | None, token: str | None) -> Iterator[object]:
-    """A named-query runner over the service (``--service``) or an existing store (``--dsn``, never created
-    here: these commands only read it); errors become one line."""
-    from inferensics.analytics.errors import AnalyticsError
-    from inferensics.analytics.local_runner import LocalRunner
-    from inferensics.collector.client import ServiceClient, ServiceError
-    from inferensics.schema.store import Store, StoreError
-
-    try:
-        if service:
-            with ServiceClient(service, token=token, timeout=300) as client:
-                yield client
-        else:
-            with Store.open(existing_store(dsn, data_dir)) as store:
-                if store.schema_version() == 0:
-                    fail(f"store {store.dsn} is not initialised: run `inferensics init`")
-                yield LocalRunner(store)
-    except (StoreError, AnalyticsError) as exc:
-        fail(str(exc))
-    except ServiceError as exc:
-        fail(exc.message)
-    except ValidationError as exc:
-        fail("; ".join(f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg']}" for e in exc.errors()[:3]))
 
 
 def _check_out(out: Path) -> Path:
@@ -95,8 +66,9 @@ def weekly(  # noqa: PLR0917 (typer options)
         Path | None,
         typer.Option(
             "--out",
-            help="Directory to write the Markdown and HTML into [default: $INFERENSICS_REPORT_DIR, else "
-            "~/.local/share/inferensics/reports: the folder the dashboard's Weekly report page lists].",
+            help="Directory to write the Markdown and HTML into [default: the store's own folder, store-<hash>, in "
+            "$INFERENSICS_REPORT_DIR, else in ~/.local/share/inferensics/reports: the folder the dashboard's "
+            "Weekly report page lists for that store].",
         ),
     ] = None,
     dsn: DsnOption = None,
@@ -120,6 +92,7 @@ def weekly(  # noqa: PLR0917 (typer options)
     A small fleet (or a short demo) lowers the storm rule's floors with --min-recompiles and
     --min-compile-seconds; the report states the rule it applied."""
     from inferensics.analytics.errors import AnalyticsError
+    from inferensics.analytics.report.folders import name_store, store_folder
     from inferensics.analytics.report.weekly import summary_lines, write_weekly_json, write_weekly_report
     from inferensics.analytics.storms import StormRule
     from inferensics.analytics.weekly import build_weekly_report, current_week, parse_week
@@ -134,13 +107,21 @@ def weekly(  # noqa: PLR0917 (typer options)
         parse_week(chosen, now=now)  # a week that has not started would be a report of zeros
     except AnalyticsError as exc:
         fail(str(exc))
-    out = out if out is not None else default_report_dir()
-    _check_out(out)
+    store_named = None  # without --out: the store's own folder in the report folder, as the dashboard's page
+    if out is None:
+        _check_out(default_report_dir())
+    else:
+        _check_out(out)
     with query_runner(dsn, data_dir, service, token) as runner:
         floors = {"min_recompiles": min_recompiles, "min_compile_seconds": min_compile_seconds}
         rule = StormRule(**{k: v for k, v in floors.items() if v is not None})
         report = build_weekly_report(runner, chosen, now, rule)  # type: ignore[arg-type]
+        if out is None:
+            store_named = store_text(runner)
+            out = store_folder(default_report_dir(), store_named)
     _make_out(out)
+    if store_named is not None:
+        name_store(out, store_named)
     if output_format is ReportFormat.JSON:
         written = f"wrote {write_weekly_json(report, out)}"
     else:

@@ -17,7 +17,7 @@ from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
-from inferensics.cli.report_commands import query_runner
+from inferensics.cli.query_runner import query_runner
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
 if TYPE_CHECKING:

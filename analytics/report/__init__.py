@@ -9,6 +9,7 @@ from inferensics.analytics.report.canary import (
     render_canary_text,
     write_canary_report,
 )
+from inferensics.analytics.report.folders import STORE_FILE, name_store, store_folder
 from inferensics.analytics.report.page import render_page
 from inferensics.analytics.report.weekly import (
     render_weekly_html,
@@ -20,13 +21,16 @@ from inferensics.analytics.report.weekly import (
 )
 
 __all__ = [
+    "STORE_FILE",
     "canary_charts",
+    "name_store",
     "render_canary_markdown",
     "render_canary_text",
     "render_page",
     "render_weekly_html",
     "render_weekly_json",
     "render_weekly_markdown",
+    "store_folder",
     "weekly_charts",
     "write_canary_report",
     "write_weekly_json",

@@ -66,9 +66,13 @@ def _top(chart: object) -> alt.Chart:
 
 
 def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
-    """Requests that compiled and the recompiles requests triggered per model × hardware pool (grouped bars), as
-    requests paid them (:data:`~inferensics.analytics.weekly.COMPILING_REQUESTS`,
-    :data:`~inferensics.analytics.weekly.REQUEST_RECOMPILES`)."""
+    """Requests that compiled and the recompiles requests triggered per model × hardware pool (grouped bars along
+    the page, one row of them per pool), as requests paid them
+    (:data:`~inferensics.analytics.weekly.COMPILING_REQUESTS`,
+    :data:`~inferensics.analytics.weekly.REQUEST_RECOMPILES`).
+
+    The models name the rows, level and whole (``labelLimit=0``): under upright bars, a third of the page wide per
+    pool, their names stood on end and were read cut ("a-tiny", "coder-")."""
     counted = [COMPILING_REQUESTS, REQUEST_RECOMPILES]
     return _top(
         alt.Chart(
@@ -77,14 +81,14 @@ def recompiles_by_model_pool(frame: pl.DataFrame) -> alt.Chart:
         .transform_fold([COMPILING_REQUESTS, REQUEST_RECOMPILES], as_=["kind", "count"])
         .mark_bar()
         .encode(
-            x=alt.X(f"{col.MODEL}:N", title="model"),
-            xOffset=alt.XOffset("kind:N"),
-            y=alt.Y("count:Q", axis=count_axis(frame, counted, "count")),
+            y=alt.Y(f"{col.MODEL}:N", title="model", axis=alt.Axis(labelLimit=0, labelAngle=0)),
+            yOffset=alt.YOffset("kind:N"),
+            x=alt.X("count:Q", axis=count_axis(frame, counted, "count")),
             color=alt.Color("kind:N", title=""),
-            column=alt.Column(f"{col.HW_POOL}:N", title="hardware pool"),
+            row=alt.Row(f"{col.HW_POOL}:N", title="hardware pool", header=alt.Header(labelAngle=0, labelAlign="left")),
             tooltip=[f"{col.MODEL}:N", f"{col.HW_POOL}:N", "kind:N", "count:Q"],
         )
-        .properties(width=WIDTH // 3, height=220)
+        .properties(width=WIDTH // 2, height=alt.Step(12))
     )
 
 

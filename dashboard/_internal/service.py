@@ -166,6 +166,25 @@ def section_query(name: str, what: str, **params: Any) -> pl.DataFrame | None:
         raise
 
 
+@st.cache_data(ttl=60, show_spinner=False, max_entries=8)
+def _store(url: str, token: str | None) -> str:
+    store: dict[str, Any] = _client(url, token).status().get("store") or {}
+    if not store.get("dsn"):
+        why = store.get("error") or store.get("last_error") or "its status names no store"
+        raise ServiceError(f"the service at {url} did not say which store it owns: {why}", 503)
+    return str(store["dsn"])
+
+
+def store_dsn() -> str:
+    """The DSN of the store the service owns (``GET /api/v1/status``; a password is masked), cached a minute.
+
+    Raises:
+        ServiceError: the service is unreachable, refused the token, or could not open its store.
+    """
+    settings = current_settings()
+    return _store(settings.service_url, settings.token)
+
+
 @st.cache_data(ttl=3600, show_spinner=False, max_entries=64)
 def _blob(url: str, token: str | None, sha256: str) -> bytes:
     return _client(url, token).get_blob(sha256)

@@ -1,8 +1,10 @@
 """Hosts: every serving process's own health as its host SDK reports it (``sdk_health``), so that a host that
 has gone quiet, or one that cannot deliver what it records, is seen (rules: ``inferensics.analytics.host_health``).
 
-A red banner per quiet process, a warning per process that lost or could not deliver records in the range
-(refused exports by cause, dropped records, SDK errors, kernel-registry trouble), then every process."""
+A red banner per quiet process, a warning per process that refused a release bundle (the bundle and the cause:
+revoked, quarantined, tampered, ...) or lost or could not deliver records in the range (refused exports by cause,
+dropped records, SDK errors, kernel-registry trouble), then every process. A refused bundle is named first: it is
+the cause, and what the process then failed to deliver (records it left unsent as it raised) follows from it."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any, Final
 import polars as pl
 import streamlit as st
 
-from inferensics.analytics.host_health import COUNTERS, IN_RANGE, MODELS_SERVED, HostHealthParams
+from inferensics.analytics.host_health import BUNDLE_REFUSALS, COUNTERS, IN_RANGE, MODELS_SERVED, HostHealthParams
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import queries
 from inferensics.dashboard._internal.filters import PROCESS_LEVEL, current_filters, describe
@@ -25,7 +27,8 @@ TROUBLE: Final[Mapping[str, str]] = {
     col.REFUSED_AUTH: f"spans refused for the token: check the token (`${TOKEN_ENV}`) against the service's tokens",
     col.REFUSED_DOWN: f"spans not delivered, service unreachable: check `${SERVICE_URL_ENV}` and the service",
     col.REFUSED_BACK_PRESSURE: "spans refused by back-pressure: the service is shedding load",
-    col.RECORDS_DROPPED: "records dropped before export (the SDK's queues were full)",
+    col.RECORDS_DROPPED: "records dropped before export (an SDK queue was full, or spans were still unsent when "
+    "counted)",
     col.SDK_ERRORS: "errors caught by the SDK",
     col.KERNEL_FAILURES: "kernel-registry provider failures (each took its provider out for that signature; the "
     "Kernels page names the provider, the op and what it raised)",
@@ -34,8 +37,12 @@ TROUBLE: Final[Mapping[str, str]] = {
 """Counters whose growth in the range gets a warning, and what each says. Kernel-registry fallbacks to the
 reference are in the table, not warned about: a CPU host falls back on every signature by design (the Triton
 providers need a GPU), and a warning on every such host would hide the ones that matter."""
+REFUSED: Final = "bundles_refused"
+"""Table column: each bundle the process refused, as ``<cause> <bundle id's first 16 digits>``."""
+BUNDLE_ID_SHOWN: Final = 16
+"""Digits of a bundle id shown (``inferensics bundle`` commands take such a prefix)."""
 TABLE_COLUMNS: Final = (
-    col.HOST, col.MODEL, MODELS_SERVED, col.HW_POOL, "quiet", col.STOPPED, "replaced", "last_seen", "silent_s",
+    col.HOST, col.MODEL, MODELS_SERVED, col.HW_POOL, "quiet", REFUSED, col.STOPPED, "replaced", "last_seen", "silent_s",
     "quiet_after_s", col.INTERVAL_S, col.PROCESS, "started", "records", "restarts",
     *(c + IN_RANGE for c in COUNTERS),
     col.QUEUE_DEPTH, "queue_depth_max", *COUNTERS, col.LAST_ERROR,
@@ -102,21 +109,54 @@ def problems(row: Mapping[str, Any]) -> list[str]:
     return [f"**{row[c + IN_RANGE]:,}** {what}" for c, what in TROUBLE.items() if row[c + IN_RANGE]]
 
 
+def refusals(row: Mapping[str, Any]) -> list[str]:
+    """The bundles the process refused to load, one phrase each: the bundle, the cause, when.
+
+    >>> from datetime import datetime, UTC
+    >>> refusals({"bundle_refusals": [{"ts": datetime(2026, 12, 1, 9, 30, tzinfo=UTC), "bundle_id": "ab" * 32,
+    ...           "bundle_name": "canary", "cause": "revoked"}]})
+    ['refused bundle `abababababababab` (canary): **revoked**, 2026-12-01 09:30:00 UTC']
+    """
+    return [
+        f"refused bundle `{r[col.BUNDLE_ID][:BUNDLE_ID_SHOWN]}`"
+        + (f" ({r[col.BUNDLE_NAME]})" if r[col.BUNDLE_NAME] else "")
+        + f": **{r['cause']}**, {r[col.TS]:%Y-%m-%d %H:%M:%S} UTC"
+        for r in row.get(BUNDLE_REFUSALS) or ()
+    ]
+
+
+def troubles(row: Mapping[str, Any]) -> str:
+    """What the warning of a process says: the bundles it refused (the cause), then the counters that grew."""
+    refused, grew = refusals(row), problems(row)
+    if refused and grew:
+        return f"{'; '.join(refused)}. Then, in this range: {'; '.join(grew)}"
+    return "; ".join(refused or grew)
+
+
 def alerts(health: pl.DataFrame) -> None:
     """A red banner per quiet process (with the threshold it crossed: three of its own health intervals, at
     least the page's), then a warning per process with problems in the range."""
     for row in health.filter(pl.col("quiet")).iter_rows(named=True):
         error = f" Last error: `{row[col.LAST_ERROR]}`" if row[col.LAST_ERROR] else ""
+        refused = "".join(f" It {r}." for r in refusals(row))
         st.error(
             f"**Quiet:** {process_name(row)} last reported {row['last_seen']:%Y-%m-%d %H:%M:%S} UTC, "
-            f"{ago(row['silent_s'])} ago (quiet after {ago(row['quiet_after_s'])}).{error}",
+            f"{ago(row['silent_s'])} ago (quiet after {ago(row['quiet_after_s'])}).{refused}{error}",
             icon=":material/cloud_off:",
         )
     for row in health.iter_rows(named=True):
-        found = problems(row)
-        if found:
+        said = troubles(row)
+        if said:
             error = f" Last error: `{row[col.LAST_ERROR]}`" if row[col.LAST_ERROR] else ""
-            st.warning(f"**{process_name(row)}** in this range: {'; '.join(found)}.{error}", icon=":material/warning:")
+            where = "" if refusals(row) else " in this range"
+            st.warning(f"**{process_name(row)}**{where}: {said}.{error}", icon=":material/warning:")
+
+
+def with_refusals_shown(health: pl.DataFrame) -> pl.DataFrame:
+    """``health`` with the table's :data:`REFUSED` column (``revoked 0123456789abcdef, ...``; empty for none)."""
+    refusal = pl.element().struct
+    shown = refusal.field("cause") + " " + refusal.field(col.BUNDLE_ID).str.head(BUNDLE_ID_SHOWN)
+    return health.with_columns(pl.col(BUNDLE_REFUSALS).list.eval(shown).list.join(", ").alias(REFUSED))
 
 
 def headline(health: pl.DataFrame) -> None:
@@ -127,7 +167,7 @@ def headline(health: pl.DataFrame) -> None:
     cells[2].metric("Quiet", count(int(health.get_column("quiet").sum())))
     cells[3].metric("Stopped", count(int(health.get_column(col.STOPPED).sum())), help=STOPPED_HELP)
     cells[4].metric("Replaced", count(int(health.get_column("replaced").sum())), help=REPLACED_HELP)
-    cells[5].metric("With problems", count(sum(bool(problems(r)) for r in health.iter_rows(named=True))))
+    cells[5].metric("With problems", count(sum(bool(troubles(r)) for r in health.iter_rows(named=True))))
 
 
 def render() -> None:
@@ -167,7 +207,7 @@ def render() -> None:
             return
         headline(health)
         alerts(health)
-        show_table(health, columns=TABLE_COLUMNS, key="hosts_table")
+        show_table(with_refusals_shown(health), columns=TABLE_COLUMNS, key="hosts_table")
 
 
 if __name__ == "__main__":

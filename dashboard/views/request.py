@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
+from inferensics.analytics.drilldown import NONFINITE_BY_PATH
 from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
@@ -274,6 +276,32 @@ def _verdict_fields(r: dict[str, Any]) -> list[str]:
     return fields
 
 
+def nonfinite_by_path(raw: str | None) -> str | None:
+    """A verdict's non-finite counts per path (its evidence's JSON object, :data:`NONFINITE_BY_PATH`) as one
+    line: fp64 first, then eager, then the served path; ``None`` when the verdict counted none.
+
+    >>> nonfinite_by_path('{"eager float32": {"nan": 8, "inf": 0, "total": 8}, "fp64": {"nan": 6, "inf": 2, '
+    ...                   '"total": 8}, "served": {"nan": 0, "inf": 0, "total": 0}}')
+    'fp64 **6 NaN, 2 inf** · eager float32 **8 NaN** · served none'
+    >>> nonfinite_by_path("") is None
+    True
+    """
+    try:
+        counts = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if not isinstance(counts, dict) or not counts:
+        return None
+
+    def shown(path: str, c: Any) -> str:
+        c = c if isinstance(c, dict) else {}
+        parts = [f"{int(c.get(k) or 0):,} {label}" for k, label in (("nan", "NaN"), ("inf", "inf")) if c.get(k)]
+        return f"{_escaped(path)} " + (f"**{', '.join(parts)}**" if parts else "none")
+
+    order = sorted(counts, key=lambda p: (p != "fp64", not p.startswith("eager")))  # stable: the rest as recorded
+    return " · ".join(shown(p, counts[p]) for p in order)
+
+
 def replay_command_block(request_id: str) -> None:
     """The replay command of ``request_id`` as a code block to copy, with what to put in place of each placeholder
     it holds (:mod:`inferensics.dashboard._internal.replay_command`)."""
@@ -313,6 +341,9 @@ def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
     when = f"{'on ' + device + ' ' if device else ''}{r[col.TS]:%Y-%m-%d %H:%M} UTC"
     count = f"{replays.height} replay{'s' if replays.height > 1 else ''}"
     st.markdown(" · ".join([f"**Replay verdict: {r[col.ATTRIBUTION]}**", *_verdict_fields(r), f"{when} ({count})"]))
+    counted = nonfinite_by_path(r.get(NONFINITE_BY_PATH))
+    if counted:  # how many NaN and inf each path gave: whether the compiled path alone has them, or fp64 too
+        st.markdown(f"**Non-finite values per path:** {counted}")
     if r.get("summary"):  # the verdict's own sentence: what the evidence says (the error every path raises, ...)
         st.caption(_escaped(str(r["summary"])))
 

@@ -59,6 +59,28 @@ def test_report_weekly_writes_the_current_week_so_far(served_now: str, tmp_path:
     assert "the week so far" in (tmp_path / f"weekly-{week}.md").read_text()
 
 
+def test_report_weekly_without_out_writes_into_its_stores_own_folder(served_now: str, tmp_path: Path) -> None:
+    """Every store's report went into one folder as ``weekly-<week>.html``, so a second store's report replaced
+    the first's, and the dashboard's Weekly report page over one store showed the other's. Without ``--out`` the
+    command writes into the store's own folder, the one the page lists for that store (``store_folder`` of the
+    DSN the service's status names, :class:`Dsn`'s text)."""
+    from inferensics.analytics.report import STORE_FILE, store_folder
+    from inferensics.schema.dsn import resolve_dsn
+
+    week = current_week(datetime.now(UTC))
+    env = {**ENV, "INFERENSICS_REPORT_DIR": str(tmp_path)}
+    res = runner.invoke(app, ["report", "weekly", "--dsn", served_now], env=env)
+    assert res.exit_code == 0, res.output
+    named = str(resolve_dsn(served_now))
+    folder = store_folder(tmp_path, named)
+    assert (folder / f"weekly-{week}.html").exists(), sorted(p.name for p in tmp_path.rglob("*"))
+    assert (folder / STORE_FILE).read_text() == named + "\n"
+    assert not list(tmp_path.glob("weekly-*")), "a report left loose in the shared folder"
+    assert str(folder) in res.output
+    other = served_now.replace("?database=", "?database=other_")
+    assert store_folder(tmp_path, str(resolve_dsn(other))) != folder
+
+
 class _WebPage(BaseHTTPRequestHandler):
     """What a dashboard (Streamlit) answers: its page for any GET, 405 for a POST."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final
 
@@ -41,6 +42,16 @@ def laptop_tab(browser: Browser) -> Iterator[Page]:
         yield tab
     finally:
         tab.close()
+
+
+def range_end(now: datetime) -> str:
+    """A page link's ``?end=``: the minute after a seed's clock ``now``, so its events are in the default range."""
+    return f"{now + timedelta(minutes=1):%Y-%m-%dT%H:%MZ}"
+
+
+def open_page(page: Page, base: str, now: datetime, path: str, query: str = "") -> None:
+    """Open the dashboard's ``path`` at ``base`` with the range ending just after a seed's clock ``now``."""
+    page.goto(f"{base}/{path}?end={range_end(now)}{'&' + query if query else ''}")
 
 
 def settle(page: Page, charts: int = 0) -> None:

@@ -1,4 +1,5 @@
-"""Fixtures: one collector service per test session over a data directory seeded with known events.
+"""Fixtures: one collector service per test session over a data directory seeded with known events, and what the
+browser tests share (the dashboard process over a service, headless Chromium, a tab).
 
 The store is seeded in a subprocess before the service starts: chDB lets one process open one data
 directory, and the service must own it.
@@ -9,18 +10,25 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+from playwright.sync_api import Browser, Page
 
-from tests.collector.service.harness import READ, RunningService, new_service
+from inferensics.dashboard.launcher import start_dashboard, wait_until_up
+from inferensics.schema.dsn import REPORT_DIR_ENV
+from tests.collector.service.harness import READ, RunningService, free_port, new_service
+from tests.dashboard.browser import headless_chromium, laptop_tab
 from tests.dashboard.seed import SeedFacts, build
 from tests.dashboard.small_storm import build_small_storm
 
 REPO = Path(__file__).resolve().parents[2]
+F = TypeVar("F")
 
 
 @dataclass(frozen=True)
@@ -57,18 +65,26 @@ def seed_store(dsn: str, now: datetime, module: str = "tests.dashboard.seed") ->
     )  # fmt: skip
 
 
+@contextmanager
+def seeded_service(root: Path, module: str, facts: Callable[[datetime], F]) -> Iterator[tuple[RunningService, F]]:
+    """A service in ``root`` over the events of the seed ``module`` (:func:`seed_store`) written for the current
+    minute, and ``facts`` of that minute (what was seeded); stopped after."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    service = new_service(root)
+    seed_store(service.dsn, now, module)
+    service.start()
+    try:
+        yield service, facts(now)
+    finally:
+        service.stop()
+
+
 @pytest.fixture(scope="session")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededService]:
     """The seeded, running service for the whole session."""
     root = tmp_path_factory.mktemp("dashboard-service")
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    service = new_service(root)
-    seed_store(service.dsn, now)
-    service.start()
-    try:
-        yield SeededService(service=service, token=READ, facts=build(now))
-    finally:
-        service.stop()
+    with seeded_service(root, "tests.dashboard.seed", build) as (service, facts):
+        yield SeededService(service=service, token=READ, facts=facts)
 
 
 @pytest.fixture(scope="session")
@@ -76,11 +92,37 @@ def small_storm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededServ
     """A service over the seed with its storm cut below the storm rule's default floors (the demo's case), for
     the pages that find storms (the on-call overview, the Weekly report)."""
     root = tmp_path_factory.mktemp("small-storm-service")
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    service = new_service(root)
-    seed_store(service.dsn, now, "tests.dashboard.small_storm")
-    service.start()
+    with seeded_service(root, "tests.dashboard.small_storm", build_small_storm) as (service, facts):
+        yield SeededService(service=service, token=READ, facts=facts)
+
+
+@contextmanager
+def running_dashboard(service_url: str, token: str, root: Path, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """The dashboard process (``streamlit run`` headless) over the service at ``service_url``, its reports in
+    ``root/reports`` and its log in ``root``, with ``env`` added to a clean environment (no ``INFERENSICS_*`` of
+    the test run); its base URL. Stopped after."""
+    port = free_port()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
+    clean.update({REPORT_DIR_ENV: str(root / "reports"), **(env or {})})
+    proc = start_dashboard(port=port, service_url=service_url, token=token, env=clean, log=root / "dashboard.log")
+    url = f"http://127.0.0.1:{port}"
     try:
-        yield SeededService(service=service, token=READ, facts=build_small_storm(now))
+        wait_until_up(url, proc, timeout=120)
+        yield url
     finally:
-        service.stop()
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Headless Chromium (Debian's package; Playwright never downloads a browser here), one per test module."""
+    with headless_chromium() as chromium:
+        yield chromium
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh laptop-sized tab."""
+    with laptop_tab(browser) as tab:
+        yield tab

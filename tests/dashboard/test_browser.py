@@ -7,26 +7,21 @@ read from the page as a person sees them and compared with the seeded events, an
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Page
 
-from inferensics.dashboard.launcher import start_dashboard, wait_until_up
 from inferensics.schema import BundleEvent, KernelDecisionEvent, SdkHealthEvent
-from inferensics.schema.dsn import REPORT_DIR_ENV
-from tests.collector.service.harness import free_port
 from tests.dashboard.browser import (
     PAGE_TIMEOUT_MS,
     canvas_text,
     click_cell,
-    headless_chromium,
-    laptop_tab,
     metric,
+    open_page,
     record_canvas_text,
     screenshot,
     settle,
@@ -34,7 +29,7 @@ from tests.dashboard.browser import (
     wait_for_canvas_text,
     wait_for_metric,
 )
-from tests.dashboard.conftest import SeededService
+from tests.dashboard.conftest import SeededService, running_dashboard
 from tests.dashboard.seed import DRILL_ID, GB_ID, LLAMA, OUTPUT_CODE, STORM_REASON, STORM_RECOMPILES
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -43,42 +38,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 @pytest.fixture(scope="module")
 def dashboard(seeded: SeededService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The dashboard process, pointed at the seeded service; its base URL."""
-    root = tmp_path_factory.mktemp("dashboard")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
-    env[REPORT_DIR_ENV] = str(root / "reports")
-    proc = start_dashboard(port=port, service_url=seeded.url, token=seeded.token, env=env, log=root / "dashboard.log")
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(url, proc, timeout=120)
+    with running_dashboard(seeded.url, seeded.token, tmp_path_factory.mktemp("dashboard")) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Headless Chromium (Debian's package; Playwright never downloads a browser here)."""
-    with headless_chromium() as chromium:
-        yield chromium
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A fresh laptop-sized tab."""
-    with laptop_tab(browser) as tab:
-        yield tab
-
-
-def open_page(page: Page, base: str, seeded: SeededService, path: str, query: str = "") -> None:
-    """Open ``path`` with the range ending just after the seed's clock."""
-    end = (seeded.facts.now + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%MZ")
-    page.goto(f"{base}/{path}?end={end}{'&' + query if query else ''}")
 
 
 def test_overview_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
-    open_page(page, dashboard, seeded, "")
+    open_page(page, dashboard, seeded.facts.now, "")
     settle(page, charts=2)
     requests = seeded.facts.requests
     assert metric(page, "Requests") == f"{len(requests):,}"
@@ -95,7 +60,7 @@ def test_overview_in_the_browser(dashboard: str, seeded: SeededService, page: Pa
 def test_overview_click_through_in_the_browser(
     dashboard: str, seeded: SeededService, page: Page, tmp_path: Path
 ) -> None:
-    open_page(page, dashboard, seeded, "")
+    open_page(page, dashboard, seeded.facts.now, "")
     settle(page, charts=2)
     # Select the first fleet slice (the checkbox at the row's left), then narrow the dashboard to it.
     click_cell(page, page.locator('.st-key-fleet_table [data-testid="stDataFrame"]'), 0, 12)
@@ -124,7 +89,7 @@ def test_overview_click_through_in_the_browser(
 def test_storm_request_link_opens_its_drilldown(
     dashboard: str, seeded: SeededService, page: Page, tmp_path: Path
 ) -> None:
-    open_page(page, dashboard, seeded, "")
+    open_page(page, dashboard, seeded.facts.now, "")
     settle(page, charts=2)
     # The first table is the storms' requests, its link ("open ›") in the first column; it opens a new tab.
     # The click aims at the first row; on the loaded 2-core CI machine it has landed on a later row of the same
@@ -150,7 +115,7 @@ def test_storm_request_link_opens_its_drilldown(
 
 
 def test_request_drilldown_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
-    open_page(page, dashboard, seeded, "request", f"request_id={DRILL_ID}")
+    open_page(page, dashboard, seeded.facts.now, "request", f"request_id={DRILL_ID}")
     settle(page, charts=1)
     assert metric(page, "Latency") == "33.0 ms"
     assert metric(page, "Outcome") == "hit"
@@ -167,7 +132,7 @@ def test_request_drilldown_in_the_browser(dashboard: str, seeded: SeededService,
 
 
 def test_canary_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
-    open_page(page, dashboard, seeded, "canary")
+    open_page(page, dashboard, seeded.facts.now, "canary")
     settle(page, charts=2)
     assert page.get_by_text("Verdict: FAIL").count() == 1
     llama = [r for r in seeded.facts.requests if r.model == LLAMA]
@@ -178,7 +143,7 @@ def test_canary_in_the_browser(dashboard: str, seeded: SeededService, page: Page
 
 
 def test_compile_health_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
-    open_page(page, dashboard, seeded, "compile")
+    open_page(page, dashboard, seeded.facts.now, "compile")
     settle(page, charts=2)
     assert metric(page, "Recompile records") == str(STORM_RECOMPILES)
     assert metric(page, "Graph breaks") == str(
@@ -194,7 +159,7 @@ def test_empty_table_cells_read_as_a_dash_in_the_browser(
     # A null cell (a pool's growth with no graph key before the range, bytes an imported log did not measure)
     # read "None", a word no value of the column is.
     record_canvas_text(page)
-    open_page(page, dashboard, seeded, "compile")
+    open_page(page, dashboard, seeded.facts.now, "compile")
     settle(page, charts=2)
     for tab, column in (("Caches", "cold_miss_cost_s"), ("Specializations", "growth")):
         page.get_by_role("tab", name=tab).click()
@@ -207,7 +172,7 @@ def test_empty_table_cells_read_as_a_dash_in_the_browser(
 
 
 def test_bundles_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
-    open_page(page, dashboard, seeded, "bundles")
+    open_page(page, dashboard, seeded.facts.now, "bundles")
     settle(page, charts=1)
     hosts = {e.host for e in seeded.facts.others if isinstance(e, BundleEvent)}
     assert metric(page, "Bundles seen") == "2"
@@ -218,7 +183,7 @@ def test_bundles_in_the_browser(dashboard: str, seeded: SeededService, page: Pag
 
 
 def test_hosts_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
-    open_page(page, dashboard, seeded, "hosts")
+    open_page(page, dashboard, seeded.facts.now, "hosts")
     settle(page)
     health = [e for e in seeded.facts.others if isinstance(e, SdkHealthEvent)]
     hosts = {e.host for e in health if e.ts >= seeded.facts.now - timedelta(days=1)}  # the default lookback
@@ -236,7 +201,7 @@ def test_hosts_in_the_browser(dashboard: str, seeded: SeededService, page: Page,
 
 
 def test_kernels_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
-    open_page(page, dashboard, seeded, "kernels")
+    open_page(page, dashboard, seeded.facts.now, "kernels")
     settle(page, charts=1)
     decisions = [e for e in seeded.facts.others if isinstance(e, KernelDecisionEvent)]
     in_range = [e for e in decisions if e.ts >= seeded.facts.now - timedelta(hours=1)]
@@ -251,7 +216,7 @@ def test_kernels_in_the_browser(dashboard: str, seeded: SeededService, page: Pag
 
 
 def test_weekly_report_in_the_browser(dashboard: str, seeded: SeededService, page: Page, tmp_path: Path) -> None:
-    open_page(page, dashboard, seeded, "report")
+    open_page(page, dashboard, seeded.facts.now, "report")
     settle(page)
     year, number, weekday = seeded.facts.now.isocalendar()
     week = f"{year}-W{number:02d}"

@@ -9,26 +9,24 @@ shown on the request page.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 from streamlit.testing.v1 import AppTest
 
 from inferensics.analytics.canary_pools import PoolSplit
 from inferensics.dashboard._internal.filters import ALL, NOW_KEY
 from inferensics.dashboard._internal.replay_command import KEYRING_ENV
 from inferensics.dashboard._internal.settings import TOKEN_STATE_KEY, URL_STATE_KEY
-from inferensics.dashboard.launcher import APP_FILE, start_dashboard, wait_until_up
+from inferensics.dashboard.launcher import APP_FILE
 from inferensics.dashboard.views.canary import SHARED, like_for_like
-from inferensics.schema.dsn import REPORT_DIR_ENV
-from tests.collector.service.harness import READ, RunningService, free_port, new_service
+from tests.collector.service.harness import READ, RunningService
 from tests.dashboard.apptest import TIMEOUT_S, assert_clean, metric
-from tests.dashboard.browser import PAGE_TIMEOUT_MS, headless_chromium, laptop_tab, screenshot, settle
+from tests.dashboard.browser import PAGE_TIMEOUT_MS, range_end, screenshot, settle
 from tests.dashboard.browser import metric as shown_metric
 from tests.dashboard.canary_pools import (
     BASELINE,
@@ -39,7 +37,7 @@ from tests.dashboard.canary_pools import (
     PoolFacts,
     build,
 )
-from tests.dashboard.conftest import seed_store
+from tests.dashboard.conftest import running_dashboard, seeded_service
 from tests.dashboard.test_request_replay_command import replay_params
 
 
@@ -88,20 +86,14 @@ class Walk:
     @property
     def end(self) -> str:
         """The links' ``?end=``: the minute after the seed's clock."""
-        return f"{self.facts.now + timedelta(minutes=1):%Y-%m-%dT%H:%MZ}"
+        return range_end(self.facts.now)
 
 
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
     root = tmp_path_factory.mktemp("canary-pools-service")
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    service = new_service(root)
-    seed_store(service.dsn, now, "tests.dashboard.canary_pools")
-    service.start()
-    try:
-        yield Walk(service, build(now))
-    finally:
-        service.stop()
+    with seeded_service(root, "tests.dashboard.canary_pools", build) as (service, facts):
+        yield Walk(service, facts)
 
 
 @pytest.fixture(scope="module")
@@ -114,31 +106,8 @@ def keyring(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def dashboard(walk: Walk, keyring: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The dashboard process over the walk's service, with the builders' keys in its environment; its URL."""
     root = tmp_path_factory.mktemp("canary-pools-dashboard")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
-    env.update({REPORT_DIR_ENV: str(root / "reports"), KEYRING_ENV: str(keyring)})
-    proc = start_dashboard(port=port, service_url=walk.service.url, token=READ, env=env, log=root / "dashboard.log")
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(url, proc, timeout=120)
+    with running_dashboard(walk.service.url, READ, root, {KEYRING_ENV: str(keyring)}) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Headless Chromium (Debian's package; Playwright never downloads a browser here)."""
-    with headless_chromium() as chromium:
-        yield chromium
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A fresh laptop-sized tab."""
-    with laptop_tab(browser) as tab:
-        yield tab
 
 
 @pytest.mark.slow

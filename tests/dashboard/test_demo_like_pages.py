@@ -6,32 +6,28 @@ hit ratio. Each page is read as a person sees it (screenshots go to /tmp/inferen
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import FrameLocator, Page, expect
 
-from inferensics.dashboard.launcher import start_dashboard, wait_until_up
 from inferensics.schema import CacheEvent, CompileEvent, SdkHealthEvent
-from inferensics.schema.dsn import REPORT_DIR_ENV
-from tests.collector.service.harness import READ, free_port, new_service
+from tests.collector.service.harness import READ
 from tests.dashboard.browser import (
     PAGE_TIMEOUT_MS,
     canvas_text,
-    headless_chromium,
-    laptop_tab,
     metric,
+    open_page,
     record_canvas_text,
     screenshot,
     settle,
     wait_for_canvas_text,
     wait_for_metric,
 )
-from tests.dashboard.conftest import SeededService, seed_store
+from tests.dashboard.conftest import SeededService, running_dashboard, seeded_service
 from tests.dashboard.demo_like import (
     DECODER,
     HOST_A,
@@ -51,49 +47,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededService]:
     """A service over the demo-like fleet."""
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    service = new_service(tmp_path_factory.mktemp("demo-like-service"))
-    seed_store(service.dsn, now, "tests.dashboard.demo_like")
-    service.start()
-    try:
-        yield SeededService(service=service, token=READ, facts=build(now))
-    finally:
-        service.stop()
+    root = tmp_path_factory.mktemp("demo-like-service")
+    with seeded_service(root, "tests.dashboard.demo_like", build) as (service, facts):
+        yield SeededService(service=service, token=READ, facts=facts)
 
 
 @pytest.fixture(scope="module")
 def dashboard(fleet: SeededService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The dashboard process over that service; its base URL."""
-    root = tmp_path_factory.mktemp("demo-like-dashboard")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
-    env[REPORT_DIR_ENV] = str(root / "reports")
-    proc = start_dashboard(port=port, service_url=fleet.url, token=fleet.token, env=env, log=root / "dashboard.log")
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(url, proc, timeout=120)
+    with running_dashboard(fleet.url, fleet.token, tmp_path_factory.mktemp("demo-like-dashboard")) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with headless_chromium() as chromium:
-        yield chromium
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    with laptop_tab(browser) as tab:
-        yield tab
-
-
-def open_page(page: Page, base: str, fleet: SeededService, path: str, query: str = "") -> None:
-    """Open ``path`` with the range ending just after the seed's clock."""
-    end = (fleet.facts.now + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%MZ")
-    page.goto(f"{base}/{path}?end={end}{'&' + query if query else ''}")
 
 
 def drawn_table(page: Page, header: str) -> list[str]:
@@ -110,7 +73,7 @@ def test_a_request_shows_its_own_hosts_compile_and_says_when_it_has_none(
     host B's compiles (the latest of any host) with the host past the screen's edge. It shows host A's, with the
     host and where it comes from; a request of host C, whose compiles are not stored, shows host B's and says so."""
     record_canvas_text(page)
-    open_page(page, dashboard, fleet, "request", f"request_id={SERVED_HERE}")
+    open_page(page, dashboard, fleet.facts.now, "request", f"request_id={SERVED_HERE}")
     settle(page)
     drawn = drawn_table(page, "code_location")
     # (A grid redraws its cells as the page settles: what was drawn is checked, not how often.)
@@ -124,7 +87,7 @@ def test_a_request_shows_its_own_hosts_compile_and_says_when_it_has_none(
     screenshot(page, tmp_path, "demo-like-request-own-host")
 
     record_canvas_text(page)
-    open_page(page, dashboard, fleet, "request", f"request_id={SERVED_ELSEWHERE}")
+    open_page(page, dashboard, fleet.facts.now, "request", f"request_id={SERVED_ELSEWHERE}")
     settle(page)
     drawn = drawn_table(page, "code_location")
     assert HOST_C not in drawn
@@ -144,7 +107,7 @@ def test_a_process_lists_both_models_it_served(
     served = {(e.host, e.model) for e in fleet.facts.others if isinstance(e, CompileEvent)}
     assert served == {(HOST_A, DECODER), (HOST_A, SCORER), (HOST_B, DECODER)}
     record_canvas_text(page)
-    open_page(page, dashboard, fleet, "hosts")
+    open_page(page, dashboard, fleet.facts.now, "hosts")
     settle(page)
     assert metric(page, "Processes") == str(len({e.process for e in health}))
     drawn = drawn_table(page, "hw_pool")
@@ -165,7 +128,7 @@ def test_the_report_and_the_specializations_tab_name_each_count(
     assert (decoder_records, decoder_requests) == (4, 2)
 
     record_canvas_text(page)
-    open_page(page, dashboard, fleet, "compile")
+    open_page(page, dashboard, fleet.facts.now, "compile")
     settle(page, charts=1)
     page.get_by_role("tab", name="Specializations").click()
     drawn = drawn_table(page, "active_graph_keys")
@@ -176,7 +139,7 @@ def test_the_report_and_the_specializations_tab_name_each_count(
     expect(page.get_by_text("its compiling_requests counts requests that compiled")).to_be_visible()
     screenshot(page, tmp_path, "demo-like-specializations")
 
-    open_page(page, dashboard, fleet, "report")
+    open_page(page, dashboard, fleet.facts.now, "report")
     settle(page)
     year, number, _ = hour_window(fleet.facts.now).isocalendar()
     page.locator('[data-testid="stSelectbox"]').filter(has_text="Week").first.click()
@@ -199,6 +162,52 @@ def test_the_report_and_the_specializations_tab_name_each_count(
     screenshot(page, tmp_path, "demo-like-weekly-report")
 
 
+PER_MODEL_CHART = "Compiling requests and recompiles they triggered"
+
+
+def model_labels(report: FrameLocator, chart: str) -> list[dict[str, Any]]:
+    """The axis labels of the report's ``chart`` that name a model, as drawn (Vega's SVG): each label's text, its
+    box and whether the box lies inside the chart's."""
+    box = report.locator(".chart").filter(has_text=chart).first
+    box.locator("svg g.role-axis-label text").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    labels: list[dict[str, Any]] = box.evaluate(
+        """(chart, models) => { const svg = chart.querySelector('svg').getBoundingClientRect();
+            return [...chart.querySelectorAll('svg g.role-axis-label text')]
+                .filter(t => models.some(m => m.includes(t.textContent.replace('…', '')) || t.textContent.includes(m)))
+                .map(t => { const r = t.getBoundingClientRect();
+                    return {text: t.textContent, width: r.width, height: r.height,
+                            inside: r.left >= svg.left && r.right <= svg.right && r.top >= svg.top
+                                && r.bottom <= svg.bottom}; }); }""",
+        [DECODER, SCORER],
+    )
+    return labels
+
+
+def test_the_per_model_chart_names_each_model_in_full(
+    dashboard: str, fleet: SeededService, page: Page, tmp_path: Path
+) -> None:
+    """The report's compiles-per-model chart drew its model names upright under narrow bars, where a walk read them
+    cut ("a-tiny", "coder-"). Its bars lie along the page now, each model named in full, level, on the chart."""
+    open_page(page, dashboard, fleet.facts.now, "report")
+    settle(page)
+    year, number, _ = hour_window(fleet.facts.now).isocalendar()
+    week = f"{year}-W{number:02d}"
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Week").first.click()
+    page.get_by_role("option", name=week).click()
+    page.get_by_role("button", name="Produce report").click()
+    # The page shows the latest report while it builds another: read the new one once written.
+    expect(page.get_by_text(f"Weekly report {week} written to")).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    settle(page)
+    report = page.frame_locator('[data-testid="stIFrame"], iframe').first
+    report.get_by_text("Weekly recompilation and cache report").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    labels = model_labels(report, PER_MODEL_CHART)
+    assert {label["text"] for label in labels} == {DECODER, SCORER}, labels
+    for label in labels:
+        assert label["width"] > label["height"], f"{label['text']} is drawn upright: {label}"
+        assert label["inside"], f"{label['text']} reaches past its chart: {label}"
+    screenshot(page, tmp_path, "demo-like-weekly-report-per-model")
+
+
 def test_a_slow_hour_says_whether_its_cache_was_cold(
     dashboard: str, fleet: SeededService, page: Page, tmp_path: Path
 ) -> None:
@@ -209,7 +218,7 @@ def test_a_slow_hour_says_whether_its_cache_was_cold(
     decoder = [e.result for e in lookups if e.model == DECODER]
     scorer = [e.result for e in lookups if e.model == SCORER]
     assert set(decoder) == {"hit"}
-    open_page(page, dashboard, fleet, "")
+    open_page(page, dashboard, fleet.facts.now, "")
     settle(page, charts=2)
     alerts = page.locator('[data-testid="stAlert"]').filter(has_text="Slow compiles")
     expect(alerts).to_have_count(2, timeout=PAGE_TIMEOUT_MS)
@@ -221,7 +230,7 @@ def test_a_slow_hour_says_whether_its_cache_was_cold(
     assert f"a cold compile cache: of that hour's {len(scorer)} compile-cache lookups, {missed} missed" in cold
     screenshot(page, tmp_path, "demo-like-overview-slow-compiles")
 
-    open_page(page, dashboard, fleet, "compile")
+    open_page(page, dashboard, fleet.facts.now, "compile")
     settle(page, charts=1)
     page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Model").first.click()
     page.get_by_role("option", name=DECODER, exact=True).click()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,10 +11,10 @@ from inferensics.collector.host.otlp_exporter import OtlpExporter
 from inferensics.dashboard._internal.filters import MODEL_KEY, TRAFFIC_KEY
 from inferensics.dashboard.navigation import BY_URL
 from inferensics.dashboard.views.hosts import QUIET_KEY
-from inferensics.schema import SdkHealthEvent
+from inferensics.schema import BundleEvent, Event, SdkHealthEvent
 from tests.analytics.hosts import AUTH_ERROR, health_events
-from tests.collector.service.harness import INGEST, READ, new_service
-from tests.dashboard.apptest import assert_clean, metric, open_page
+from tests.collector.service.harness import INGEST, READ, RunningService, new_service
+from tests.dashboard.apptest import assert_clean, metric, open_page, texts
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.seed import SeedFacts
 from tests.polling import poll
@@ -41,6 +41,71 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededService]:
         yield SeededService(service, READ, SeedFacts(now=now - timedelta(minutes=1)))  # pages end at `now`
     finally:
         service.stop()
+
+
+REFUSING = ("h-refusing", "llama", "h100")
+"""Tried to load the revoked canary bundle (``tracker.compile(model, bundle=DIR)`` raised) and left records unsent."""
+REFUSED_ID = "c0ffee" * 10 + "abcd"
+SERVING = ("h-serving", "llama", "h100")
+"""Loaded the same bundle while it was not revoked yet: verified, no refusal."""
+PID = 4242
+
+
+def _export(service: RunningService, events: Sequence[Event], table: str) -> None:
+    """Export ``events`` over OTLP, as hosts do, until ``table`` holds them."""
+    exporter = OtlpExporter(service.url, host="seeder", token=INGEST)
+    exporter.export_records(list(events))
+    exporter.flush()
+    exporter.shutdown()
+    client = service.client()
+    rows = f"SELECT count() FROM {table}"
+    assert poll(lambda: client.sql(rows).item(), lambda n: n >= len(events), timeout=60) >= len(events)
+
+
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededService]:
+    """A service holding what the host SDK exports for a process that refused a revoked bundle: its registration
+    of the bundle with the cause (``bundles``: ``signature_state`` revoked) and its health records, whose records
+    dropped grew as it raised; and a process of another host that loaded the bundle (verified)."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    started = now - timedelta(minutes=20)
+    process = f"{PID}@{int(started.timestamp() * 1000)}"
+    service = new_service(tmp_path_factory.mktemp("refusing-service")).start()
+    try:
+        health = [
+            SdkHealthEvent(ts=started + timedelta(minutes=i, seconds=30), host=host, model=model, hw_pool=pool,
+                           process=process, interval_s=60.0, requests_seen=0,
+                           records_dropped=3 * i if (host, model, pool) == REFUSING else 0)
+            for i in range(19)
+            for host, model, pool in (REFUSING, SERVING)
+        ]  # fmt: skip
+        registered = [
+            BundleEvent(ts=started + timedelta(seconds=2), bundle_id=REFUSED_ID, bundle_name="canary", model=model,
+                        host=host, hw_pool=pool, signature_state=state)
+            for (host, model, pool), state in ((REFUSING, "revoked"), (SERVING, "verified"))
+        ]  # fmt: skip
+        _export(service, health, SdkHealthEvent.TABLE.name)
+        _export(service, registered, BundleEvent.TABLE.name)
+        yield SeededService(service, READ, SeedFacts(now=now - timedelta(minutes=1)))  # pages end at `now`
+    finally:
+        service.stop()
+
+
+def test_a_process_that_refused_a_revoked_bundle_names_the_refusal_as_its_cause(refusing: SeededService) -> None:
+    """A process refused the revoked canary bundle and left records unsent as it raised: the page named "records
+    dropped" as what went wrong, and nothing of the refusal. It names the refused bundle and the cause first."""
+    at = open_page(refusing, PAGE)
+    assert_clean(at)
+    assert (metric(at, "Processes"), metric(at, "With problems")) == ("2", "1")
+    (warning,) = [str(w.value) for w in at.warning]
+    refused = f"refused bundle `{REFUSED_ID[:16]}` (canary): **revoked**, "
+    assert warning.startswith(f"**`{REFUSING[0]}` · llama · h100 · pid {PID}**: {refused}"), warning
+    assert warning.index("revoked") < warning.index("records dropped"), warning  # the cause, then what followed
+    assert "Then, in this range: **54** records dropped before export" in warning
+    assert SERVING[0] not in texts(at).replace(warning, "")  # loaded it verified: nothing to say
+    table = next(d.value for d in at.dataframe if "silent_s" in d.value.columns)
+    shown = dict(zip(table["host"], table["bundles_refused"], strict=True))
+    assert shown == {REFUSING[0]: f"revoked {REFUSED_ID[:16]}", SERVING[0]: ""}
 
 
 def test_the_page_is_in_the_on_call_section() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
@@ -298,6 +299,27 @@ def test_an_inputs_verdict_names_the_input_without_empty_fields(seeded: SeededSe
     for empty in (" op ", "kernel", "–"):
         assert empty not in verdict, verdict
     assert " · on cpu " in verdict
+
+
+def test_a_verdict_shows_the_non_finite_values_of_each_path(seeded: SeededService) -> None:
+    """A replay verdict counts the NaN and inf of each path's output (fp64, eager, the served path; its evidence's
+    ``nonfinite``), which tells a model that computes them (fp64 too) from a compiler that makes them: the page
+    showed the verdict without them. It shows each path's counts, fp64 first."""
+    # A failed request no other test opens: the page caches its queries for a while, an empty replay list too.
+    rid = [r.request_id for r in seeded.facts.requests if r.status == "error"][-3]
+    nonfinite = {
+        "eager float32": {"nan": 8, "inf": 0, "total": 8},
+        "fp64": {"nan": 6, "inf": 2, "total": 8},
+        "served": {"nan": 0, "inf": 0, "total": 0},
+    }
+    verdict = {"category": "inputs", "summary": "non-finite output in fp64 and eager (the served output has none)",
+               "evidence": {"serving_dtype": "float32", "nonfinite": nonfinite, "rungs": []}}  # fmt: skip
+    _record_replay(seeded, request_id=rid, attribution="inputs", op="aten.sqrt", fx_node="sqrt", device_name="cpu",
+                   verdict_json=json.dumps(verdict, sort_keys=True))  # fmt: skip
+    at = open_page(seeded, PAGE, **{"drill.request_id": rid})
+    assert_clean(at)
+    (counts,) = [str(m.value) for m in at.markdown if "Non-finite values per path" in str(m.value)]
+    assert counts == "**Non-finite values per path:** fp64 **6 NaN, 2 inf** · eager float32 **8 NaN** · served none"
 
 
 def test_the_replay_hint_urges_no_fault_hunt_on_a_request_that_completed_fine(seeded: SeededService) -> None:

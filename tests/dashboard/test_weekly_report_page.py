@@ -9,14 +9,20 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from inferensics.analytics.report import STORE_FILE, store_folder
 from inferensics.analytics.storms import StormRule
 from inferensics.dashboard._internal.settings import REPORT_DIR_STATE_KEY
 from inferensics.dashboard._internal.storm_rule import floor_key
-from inferensics.dashboard.views.weekly_report import FLOORS_PAGE, PRODUCE_KEY, WEEK_KEY
-from inferensics.schema import CompileEvent
+from inferensics.dashboard.views.weekly_report import (
+    FLOORS_PAGE,
+    PRODUCE_KEY,
+    REPORT_KEY,
+    WEEK_KEY,
+)
+from inferensics.schema import CompileEvent, RequestEvent
 from tests.dashboard.apptest import assert_clean, metric, open_page
 from tests.dashboard.conftest import SeededService
-from tests.dashboard.seed import MISTRAL, POOL_B
+from tests.dashboard.seed import MISTRAL, POOL_B, SeedFacts
 
 PAGE = "views/weekly_report.py"
 pytestmark = pytest.mark.slow
@@ -38,7 +44,10 @@ def test_weekly_report_is_produced_and_shown(seeded: SeededService, tmp_path: Pa
     at.selectbox(key="weekly.week").select(week).run()
     at.button(key="weekly.produce").click().run()
     assert_clean(at)
-    assert sorted(p.name for p in folder.iterdir()) == [f"weekly-{week}.html", f"weekly-{week}.md"]
+    kept = store_folder(folder, seeded.service.dsn)
+    assert [p.name for p in folder.iterdir()] == [kept.name]
+    assert sorted(p.name for p in kept.iterdir()) == [STORE_FILE, f"weekly-{week}.html", f"weekly-{week}.md"]
+    assert (kept / STORE_FILE).read_text() == f"{seeded.service.dsn}\n"
     assert at.selectbox(key="weekly.report").value == f"weekly-{week}.html"
 
     monday = (seeded.facts.now - timedelta(days=weekday - 1)).replace(hour=0, minute=0)
@@ -53,6 +62,54 @@ def test_weekly_report_is_produced_and_shown(seeded: SeededService, tmp_path: Pa
     again = open_page(seeded, PAGE, **{REPORT_DIR_STATE_KEY: str(folder)})
     assert again.selectbox(key="weekly.report").value == f"weekly-{week}.html"
     assert not [i for i in again.info if "No weekly report" in i.value]
+
+
+def week_of(facts: SeedFacts) -> tuple[str, list[RequestEvent]]:
+    """The ISO week of the seed's clock and the seeded requests in it."""
+    year, number, weekday = facts.now.isocalendar()
+    monday = (facts.now - timedelta(days=weekday - 1)).replace(hour=0, minute=0)
+    return f"{year}-W{number:02d}", [r for r in facts.requests if monday <= r.ts < monday + timedelta(days=7)]
+
+
+def produce_week(at: AppTest, week: str) -> None:
+    """Pick ``week`` and press **Produce report**."""
+    at.selectbox(key=WEEK_KEY).select(week).run()
+    at.button(key=PRODUCE_KEY).click().run()
+    assert_clean(at)
+
+
+def test_two_stores_sharing_a_report_folder_each_show_their_own(
+    seeded: SeededService, small_storm: SeededService, tmp_path: Path
+) -> None:
+    """Two services over two stores, their dashboards writing into one report folder (the default one, or one
+    ``$INFERENSICS_REPORT_DIR``): both wrote ``weekly-<week>.html``, and the page over one store showed the report
+    of the other. Reports are kept per store; the page names its store and lists that store's reports only."""
+    folder = tmp_path / "reports"
+    week, in_week = week_of(seeded.facts)
+    if week_of(small_storm.facts)[0] != week:
+        pytest.skip("the two seeds' clocks lie on either side of a week's start")
+    stormless = len(week_of(small_storm.facts)[1])
+    assert stormless != len(in_week)  # the two stores' reports differ in what they count
+
+    at = open_page(seeded, PAGE, **{REPORT_DIR_STATE_KEY: str(folder)})
+    produce_week(at, week)
+    assert f"- Requests: {len(in_week):,} " in summary_of(at)
+
+    other = open_page(small_storm, PAGE, **{REPORT_DIR_STATE_KEY: str(folder)})
+    assert_clean(other)
+    assert not [s for s in other.selectbox if s.key == REPORT_KEY], "another store's report is offered"
+    assert any(seeded.service.dsn in str(c.value) for c in at.caption), [c.value for c in at.caption]
+    (none,) = [str(i.value) for i in other.info if "No weekly report" in str(i.value)]
+    assert small_storm.service.dsn in none
+    produce_week(other, week)
+    assert f"- Requests: {stormless:,} " in summary_of(other)
+    assert other.selectbox(key=REPORT_KEY).options == [f"weekly-{week}.html"]
+
+    # The first store's report is still its own.
+    again = open_page(seeded, PAGE, **{REPORT_DIR_STATE_KEY: str(folder)})
+    assert_clean(again)
+    assert again.selectbox(key=REPORT_KEY).options == [f"weekly-{week}.html"]
+    assert f"- Requests: {len(in_week):,} " in summary_of(again)
 
 
 def test_the_weekly_reports_compile_seconds_are_the_compile_health_headlines(
@@ -133,11 +190,11 @@ def test_weekly_report_takes_the_storm_rule(small_storm: SeededService, tmp_path
     row = f"| {hour:%Y-%m-%d %H:%M} | {MISTRAL} | {POOL_B} | {len(storm)} | 0 | {seconds:g} | recompiles |"
     assert row in summary
 
-    written = (folder / f"weekly-{week}.md").stat().st_mtime_ns
+    written = (store_folder(folder, small_storm.service.dsn) / f"weekly-{week}.md").stat().st_mtime_ns
     at.number_input(key=floor_key(FLOORS_PAGE, "min_compile_seconds")).set_value(0.0).run()
     at.button(key=PRODUCE_KEY).click().run()
     assert_clean(at)
     assert [e.value for e in at.error] == [
         "Min compile seconds an hour: input should be greater than 0. Change it and press **Produce report**."
     ]
-    assert (folder / f"weekly-{week}.md").stat().st_mtime_ns == written
+    assert (store_folder(folder, small_storm.service.dsn) / f"weekly-{week}.md").stat().st_mtime_ns == written

@@ -126,7 +126,7 @@ def test_the_printed_store_commands_work_after_the_demo_exited(
     assert "requests" in status.stdout
     report = _run(printed["report"], tmp_path)
     assert report.returncode == 0, report.stdout + report.stderr
-    assert list((tmp_path / "reports").glob("weekly-*.html")), report.stdout
+    assert list((tmp_path / "reports").glob("store-*/weekly-*.html")), report.stdout
     canary = _run(printed["canary"], tmp_path)
     verdict = re.search(r"canary verdict for \w+: (\w+)", own_run["stdout"])
     assert verdict, own_run["stdout"][-2000:]
