@@ -245,7 +245,7 @@ def _labels(labels: Mapping[str, str], *, flags: bool = True) -> str:
 
 def _file_lines(r: FileReport, given: Mapping[str, str], now: datetime) -> list[str]:
     """What the import of one file prints: its summary line, then a line for each thing to know."""
-    from inferensics.collector.trace.importer import LOG_TS_ATTR
+    from inferensics.collector.trace.retention import LOG_TS_ATTR
 
     if r.already_imported:
         earlier = f" as {r.earlier['file']}" if r.earlier.get("file") else ""
@@ -317,7 +317,7 @@ def _tables(counts: Mapping[str, int]) -> str:
 
 
 def _expired_line(r: FileReport, now: datetime) -> str:
-    from inferensics.collector.trace.importer import LOG_TS_ATTR
+    from inferensics.collector.trace.retention import LOG_TS_ATTR
 
     old = {t: n for t, n in r.expired.items() if r.retention.get(t)}
     n = sum(old.values())

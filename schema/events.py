@@ -209,7 +209,8 @@ class CompileEvent(Event):
     codegen_s: F32 = 0.0
     """Inductor code generation time in seconds."""
     outcome: Dim = "ok"
-    """``ok``, ``failed`` or ``recompile_limit``."""
+    """``ok``, ``failed``, ``recompile_limit``, or ``incomplete``: its log ended before the compile did (cut off,
+    or still being written); a later import of the longer log with ``--dsn`` replaces the row."""
     fail_type: Dim = ""
     """Exception type of a failed compile (``BackendCompilerFailed``, ``Unsupported``...)."""
     fail_reason: Text = ""
@@ -354,9 +355,10 @@ class GraphBreakEvent(Event):
 
 class ShapeGuardEvent(Event):
     """A symbolic-shape guard added while tracing: a condition on input sizes that the exported program or
-    compiled graph assumes (``torch.export`` range constraints, Dynamo's dynamic-shape guards). Imported
-    from TORCH_TRACE logs (``guard_added`` / ``guard_added_fast`` records); a guard that fails at run time
-    is a ``guard_failures`` row instead."""
+    compiled graph assumes (the guards ``torch.export`` and Dynamo's dynamic shapes add while tracing). Imported
+    from TORCH_TRACE logs (``guard_added`` / ``guard_added_fast`` records). A dimension's declared range alone
+    (a non-strict export's ``Dim(min=, max=)``, logged as a ``create_symbol`` record) adds no guard and is not
+    stored; a guard that fails at run time is a ``guard_failures`` row instead."""
 
     TABLE: ClassVar[TableSpec] = TableSpec(
         name="shape_guards",

@@ -29,8 +29,9 @@ from inferensics.schema.ddl import (
     render_schema,
 )
 from inferensics.schema.ddl import _column_sql as column_sql
+from inferensics.schema.ddl import _quote as sql_string
 from inferensics.schema.dedup import seen_table_sql
-from inferensics.schema.events import EVENT_MODELS, RequestEvent, SdkHealthEvent
+from inferensics.schema.events import EVENT_MODELS, CompileEvent, RequestEvent, SdkHealthEvent
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 from inferensics.schema.table import Event
 
@@ -437,6 +438,25 @@ def _add_model_columns(target: Target, model: type[Event], *columns: tuple[str, 
     ]
 
 
+def _column_comments(target: Target, model: type[Event], *names: str) -> list[str | Step]:
+    """Give each column ``names`` of ``model``'s tables the comment the model's field docstring gives it now, where
+    it has another (a store created before the docstring changed)."""
+    db, defs = target.database, {c.name: c for c in columns_of(model)}
+    return [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} COMMENT COLUMN `{name}` {sql_string(defs[name].comment)}",
+            when=f"{_has_column(db, t, name)} AND comment != {sql_string(defs[name].comment)}",
+        )
+        for t in _model_tables(target, model.TABLE.name)
+        for name in names
+    ]
+
+
+def _compile_outcome_comment(target: Target) -> list[str | Step]:
+    # A compile whose log ended before it did is stored ``incomplete``: the outcome column's comment lists it.
+    return _column_comments(target, CompileEvent, col.OUTCOME)
+
+
 def _model_tables(target: Target, name: str) -> list[str]:
     """The tables an event model's rows live in: its local table, and on a cluster the Distributed one too."""
     return [target.local(name), *([name] if target.backend == "cluster" else [])]
@@ -570,6 +590,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(19, "kernel qualification records say how each median was timed", _qualification_timing),
     Migration(20, "host SDK health records carry their interval", _sdk_health_interval),
     Migration(21, "host SDK health records name their process", _sdk_health_process),
+    Migration(22, "a compile's outcome comment lists incomplete", _compile_outcome_comment),
 )
 """Every migration, in version order."""
 

@@ -18,20 +18,26 @@ from typing import Any, Final
 from inferensics.collector.trace.artifacts import (
     CACHE_ARTIFACTS,
     NODE_TRACES_ARTIFACT,
-    PROCESS_ARTIFACT,
     CacheLookup,
     GraphBreakInfo,
     kernel_nodes,
     kernel_pre_grad_nodes,
     kernel_source_lines,
-    kernels_in_output_code,
     parse_cache_artifact,
     parse_graph_break,
     parse_user_context,
-    source_file,
 )
+from inferensics.collector.trace.assembly_stats import AssemblyStats
 from inferensics.collector.trace.compile_times import compile_times, phase_times
 from inferensics.collector.trace.envelope import Envelope
+from inferensics.collector.trace.kernel_rows import (
+    Decisions,
+    KernelInventory,
+    decision_events,
+    read_decisions,
+    rebase_source_lines,
+)
+from inferensics.collector.trace.record_kinds import CONSUMED, HEADER_FACTS, NOISE
 from inferensics.collector.trace.shape_guards import GUARD_RECORDS, SHAPE_RECORDS, ShapeGuard, ShapeGuardReader
 from inferensics.schema import columns as col
 from inferensics.schema.events import (
@@ -39,8 +45,6 @@ from inferensics.schema.events import (
     CacheEvent,
     CompileEvent,
     GraphBreakEvent,
-    KernelDecisionEvent,
-    KernelInventoryEvent,
     RecompileEvent,
     ShapeGuardEvent,
 )
@@ -53,48 +57,8 @@ BlobFn = Callable[[bytes, str, Mapping[str, str]], str]
 EntryBytesFn = Callable[[str, str], int]
 """``entry_bytes(cache, key) -> bytes`` of the entry a cache miss wrote (0: unknown)."""
 
-NOISE: Final = frozenset(
-    {
-        "chromium_event",
-        "str",
-        "describe_tensor",
-        "describe_storage",
-        "describe_source",
-        "create_symbol",
-        "create_unbacked_symbol",
-        "symbolic_shape_specialization",
-        "compilation_metrics_runtime",
-        "bwd_compilation_metrics_runtime",
-        "propagate_real_tensors",
-        PROCESS_ARTIFACT,  # read by the importer, before the assembler
-    }
-)
-"""Record kinds that never open or change a compile record (timing, interning, fake-tensor detail)."""
-CONSUMED: Final = frozenset(
-    {
-        "dynamo_start",
-        "compilation_metrics",
-        "dynamo_output_graph",
-        "inductor_output_code",
-        "dynamo_cpp_guards_str",
-        "recompile_reasons",
-        "dynamo_graph_break_reason",
-        "dynamo_error",
-        "inductor_provenance_tracking_node_mappings",
-        "inductor_triton_kernel_to_post_grad_nodes",
-        "inductor_provenance_tracking_kernel_stack_traces",
-        "inductor_aot_wrapper_code",
-        KERNEL_DECISIONS_ARTIFACT,
-        NODE_TRACES_ARTIFACT,
-        *CACHE_ARTIFACTS,
-    }
-)
-"""Record names that feed a compile record; every other sound record is counted in ``AssemblyStats.unused``."""
 AOT_PREFIX: Final = "aot/"
 """Compile id of a compile that Dynamo did not start (AOTInductor, export): its records carry no frame id."""
-HEADER_FACTS: Final = frozenset({*CACHE_ARTIFACTS, "dynamo_graph_break_reason"})
-"""Records whose header alone is the fact (a cache lookup, a graph break): kept, without the payload's
-details, when the payload is damaged, so the counts still equal what the log contains."""
 LIMIT_MARKERS: Final = ("recompile limit", "recompile_limit", "cache_size_limit", "cache size limit")
 SUMMARY_CAPACITY: Final = 4096
 ATTRIBUTION_ATTR: Final = "attribution"
@@ -145,36 +109,6 @@ class CompileSummary:
 
 
 @dataclass
-class AssemblyStats:
-    """What an assembler saw; the importer reports it and tests compare it with the log."""
-
-    compiles: int = 0
-    failures: int = 0
-    recompile_limit: int = 0
-    recompiles: int = 0
-    graph_breaks: int = 0
-    cache: Counter[str] = field(default_factory=Counter)
-    damaged_payloads: int = 0
-    unused: Counter[str] = field(default_factory=Counter)
-    """Sound records of kinds no compile record is built from (export programs, timings, graphs), by name."""
-    blobs: int = 0
-    kernels: int = 0
-    """Kernel rows emitted: one per kernel of each distinct output code (an artifact served again by a cache hit
-    adds none)."""
-    shape_guards: int = 0
-    """Symbolic-shape guards stored (``guard_added`` / ``guard_added_fast``; export and Dynamo alike)."""
-    first_damaged_payload: int = 0
-    """Line of the first record whose payload is damaged (0: none)."""
-    cut_off_at: int = 0
-    """Line of the record the log ends inside (0: it ends after a whole record): the last record's payload does
-    not match its digest, as when the file was cut off inside it or is still being written. It is counted among
-    ``damaged_payloads`` too; :func:`damage_note` names it."""
-    stale_source_lines: int = 0
-    """Kernel source lines dropped because they name a file the compiled graph does not come from (an
-    FX-graph-cache hit on a graph first compiled elsewhere, whose kernels the current graph could not map)."""
-
-
-@dataclass
 class _Compile:
     compile_id: str
     frame_compile_id: int
@@ -196,7 +130,7 @@ class _Compile:
     error_text: str = ""
     started: bool = False
     origin: Origin | None = None
-    providers: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    providers: Decisions = field(default_factory=dict)
     unsized: list[CacheEvent] = field(default_factory=list)
     """Misses whose entry is measured once the compile ends (a live compile's, see ``entry_bytes``)."""
     seq: int = 0
@@ -224,7 +158,7 @@ class CompileAssembler:
         self._damaged_last = 0  # line of the last record fed, when its payload is damaged
         self._shapes = ShapeGuardReader()
         self._blobs: set[str] = set()
-        self._kernels: set[tuple[str, str]] = set()  # (artifact id, kernel name) emitted
+        self._inventory = KernelInventory(every_time=context.source == "live")
         self._seen: Counter[str] = Counter()  # compiles per id so far
         self._frame_locations: OrderedDict[str, str] = OrderedDict()  # frame id → its code location, last seen
         self.summaries: OrderedDict[str, CompileSummary] = OrderedDict()
@@ -347,11 +281,7 @@ class CompileAssembler:
             if isinstance(traces, Mapping):
                 state.node_traces = {str(k): str(v) for k, v in traces.items() if v}
         elif name == KERNEL_DECISIONS_ARTIFACT:
-            payload = _json(env)
-            items: list[Any] = payload if isinstance(payload, list) else []
-            for d in items:
-                if isinstance(d, Mapping) and d.get("op") and d.get("provider"):
-                    state.providers[(str(d["op"]), str(d.get("signature", "")))] = d
+            read_decisions(_json(env), state.providers)
         else:
             lookup = parse_cache_artifact(name, _json(env)) if name.endswith(("_hit", "_miss", "_bypass")) else None
             if lookup is not None:
@@ -403,33 +333,21 @@ class CompileAssembler:
         state = _Compile(env.compile_id, env.frame_compile_id or 0, env.ts or datetime.now(UTC), origin=origin)
         if origin is None and summary.model != self.context.model:
             state.origin = (summary.model, True, "")
-        payload = _json(env)
-        for d in payload if isinstance(payload, list) else []:
-            if isinstance(d, Mapping) and d.get("op") and d.get("provider"):
-                state.providers[(str(d["op"]), str(d.get("signature", "")))] = d
+        read_decisions(_json(env), state.providers)
         self._kernel_decisions(state, state.ts, request_id, summary.graph_key)
 
     def _kernel_decisions(self, state: _Compile, ts: datetime, request_id: str, graph_key: str) -> None:
-        for (op, signature), d in sorted(state.providers.items()):
-            raw = d.get("skipped")
-            skipped: list[Any] = raw if isinstance(raw, list) else []
-            self._emit(
-                KernelDecisionEvent(
-                    ts=ts,
-                    **self._labels(state),
-                    request_id=request_id,
-                    graph_key=graph_key,
-                    compile_id=state.compile_id,
-                    op=op,
-                    provider=str(d["provider"]),
-                    signature=signature,
-                    bucket=str(d.get("bucket", "")),
-                    skipped=tuple(f"{s.get('provider')}: {s.get('reason')}" for s in skipped if isinstance(s, Mapping)),
-                    compiled=bool(d.get("compiled", True)),
-                    fallback=bool(d.get("fallback", False)),
-                    attrs=self._attrs(state),
-                )
-            )
+        labels, attrs = self._labels(state), self._attrs(state)
+        for row in decision_events(
+            state.providers,
+            ts=ts,
+            labels=labels,
+            request_id=request_id,
+            graph_key=graph_key,
+            compile_id=state.compile_id,
+            attrs=attrs,
+        ):
+            self._emit(row)
 
     def finish(self) -> None:
         """Emit the compiles that never got their metrics (truncated logs, process exit)."""
@@ -464,27 +382,6 @@ class CompileAssembler:
                 attrs=attrs,
             )
         )
-
-    def _rebase_source_lines(self, state: _Compile) -> None:
-        """Kernel source lines from the graph this process compiled, not from Inductor's cached provenance.
-
-        The FX-graph-cache key does not cover source paths or line numbers: on a hit Inductor replays the
-        stack traces of the process that compiled the graph first. When the backend recorded the current
-        graph's node traces, each kernel's lines are read from the nodes it computes; a cached line that
-        names a file the current graph does not come from is dropped and counted, never stored.
-        """
-        if state.node_traces is None:
-            return
-        current = kernel_source_lines({"graph": list(state.node_traces.values())})["graph"]
-        files = {source_file(ref) for ref in current}
-        for kernel in set(state.lines) | set(state.pre_nodes):
-            traces = [state.node_traces[n] for n in state.pre_nodes.get(kernel, ()) if n in state.node_traces]
-            if traces:
-                state.lines[kernel] = kernel_source_lines({kernel: traces})[kernel]
-                continue
-            kept = [ref for ref in state.lines.get(kernel, []) if source_file(ref) in files]
-            self.stats.stale_source_lines += len(state.lines.get(kernel, [])) - len(kept)
-            state.lines[kernel] = kept
 
     def _graph_break(self, state: _Compile, text: str) -> None:
         # Held until the compile's metrics arrive: they name the compiled frame (the break's code location).
@@ -568,7 +465,7 @@ class CompileAssembler:
                 if "graph_break" in str(r) or "graph break" in str(r).lower():
                     self._graph_break(state, str(r))
         self._emit_breaks(state, location)
-        self._rebase_source_lines(state)
+        self.stats.stale_source_lines += rebase_source_lines(state.lines, state.pre_nodes, state.node_traces)
         artifact_id = self._blob(state.output_code, "output_code") if state.output_code else ""
         # A graph Inductor compiled to nothing (no ops after AOTAutograd: views, detach) has no output code
         # and no FX-graph-cache key, yet it is served: its identity is the digest of the Dynamo graph.
@@ -645,26 +542,17 @@ class CompileAssembler:
                 )
             )
         if artifact_id:
-            for name, backend in kernels_in_output_code(state.output_code):
-                # One row per kernel of an artifact (the table's key): a cache hit that serves the same output
-                # code again lists the same kernels, already emitted. Live, each is emitted again: the host
-                # pipeline maps a kernel's name to the artifact that served it last from these rows.
-                if (artifact_id, name) in self._kernels and self.context.source != "live":
-                    continue
-                self._kernels.add((artifact_id, name))
+            for row in self._inventory.rows(
+                state.output_code,
+                artifact_id=artifact_id,
+                graph_key=graph_key,
+                nodes=state.nodes,
+                lines=state.lines,
+                ts=ts,
+                host=self.context.host,
+            ):
                 self.stats.kernels += 1
-                self._emit(
-                    KernelInventoryEvent(
-                        ts=ts,
-                        artifact_id=artifact_id,
-                        kernel_name=name,
-                        kernel_backend=backend,
-                        graph_key=graph_key,
-                        post_grad_nodes=tuple(state.nodes.get(name, ())),
-                        source_lines=tuple(state.lines.get(name, ())),
-                        host=self.context.host,
-                    )
-                )
+                self._emit(row)
         self.summaries[state.compile_id] = CompileSummary(
             compile_id=state.compile_id,
             outcome=outcome,
@@ -686,16 +574,6 @@ class CompileAssembler:
             return ""
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
         return self._blob(text, "config", {"config": which})
-
-
-def damage_note(stats: AssemblyStats) -> str:
-    """The damaged payloads an assembler met, in one line (``""``: none): the first one's line, and the record
-    the file ends inside when it was cut off there or is still being written."""
-    cut = f"the file ends inside a record at line {stats.cut_off_at}: cut off, or still being written"
-    first = f"line {stats.first_damaged_payload}: payload does not match its record"
-    if stats.cut_off_at:
-        return cut if stats.first_damaged_payload == stats.cut_off_at else f"{first}; {cut}"
-    return first if stats.first_damaged_payload else ""
 
 
 def _json(env: Envelope) -> Any:

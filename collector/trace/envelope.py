@@ -112,6 +112,9 @@ class Damaged:
 
     lineno: int
     reason: str
+    stamp: str = ""
+    """The glog stamp of a record whose header was read before the record was refused (one that names no kind):
+    it dates the records after it as a sound record's does (``""``: none was read)."""
 
 
 def _opt_int(value: object) -> int | None:
@@ -246,15 +249,17 @@ _NEW_YEAR_BACK: Final = timedelta(days=1)
 record written out of order, or a clock put back (daylight saving time's end)."""
 
 
-class _Stamps:
+class GlogStamps:
     """Turns a file's glog stamps, in order, into UTC times: the first in ``year``, the next year from the first
-    stamp that falls a day or more before its predecessor, each shifted by the writing machine's UTC offset."""
+    stamp that falls a day or more before its predecessor, each shifted by the writing machine's UTC offset
+    (``utc_offset``, which a reader may change between stamps: a log across a daylight-saving change)."""
 
     def __init__(self, year: int, utc_offset: timedelta) -> None:
         self.year, self.utc_offset = year, utc_offset
         self.previous: datetime | None = None
 
     def utc(self, stamp: str) -> datetime | None:
+        """The UTC time of the next stamp (``None``: it names no day of its year)."""
         local = stamp_time(stamp, self.year)
         if self.previous is not None and (local is None or local < self.previous - _NEW_YEAR_BACK):
             later = stamp_time(stamp, self.year + 1)
@@ -270,7 +275,7 @@ def _stamp(m: re.Match[str]) -> str:
     return f"{m.group(2)}{m.group(3)} {m.group(4)}:{m.group(5)}:{m.group(6)}.{m.group(7).ljust(6, '0')}"
 
 
-def _decode_header(lineno: int, line: str, payload: list[str] | None, stamps: _Stamps) -> Envelope | Damaged:
+def _decode_header(lineno: int, line: str, payload: list[str] | None, stamps: GlogStamps) -> Envelope | Damaged:
     m = _GLOG.match(line)
     if m is None:
         return Damaged(lineno, "not a glog-prefixed record")
@@ -281,11 +286,12 @@ def _decode_header(lineno: int, line: str, payload: list[str] | None, stamps: _S
     if not isinstance(metadata, dict):
         return Damaged(lineno, "envelope is not a JSON object")
     stamp = _stamp(m)
+    ts = stamps.utc(stamp)
     try:
         text = "\n".join(payload) if payload is not None else None
-        return decode_record(metadata, text, ts=stamps.utc(stamp), lineno=lineno, pid=int(m.group(8)), stamp=stamp)
+        return decode_record(metadata, text, ts=ts, lineno=lineno, pid=int(m.group(8)), stamp=stamp)
     except ValueError as exc:
-        return Damaged(lineno, str(exc))
+        return Damaged(lineno, str(exc), stamp)
 
 
 def iter_file_envelopes(
@@ -302,7 +308,7 @@ def iter_file_envelopes(
     Yields:
         One :class:`Envelope` per record, or one :class:`Damaged` per undecodable header or stray line.
     """
-    stamps = _Stamps(year if year is not None else datetime.now(UTC).year, utc_offset)
+    stamps = GlogStamps(year if year is not None else datetime.now(UTC).year, utc_offset)
     header: tuple[int, str] | None = None
     payload: list[str] | None = None
     for lineno, raw in enumerate(lines, start=1):

@@ -11,11 +11,10 @@ under any name, or one that has grown since) is not stored again (``inferensics.
 one stored ``incomplete`` from a copy of the log read before it ended: a store replaces it with the compile the
 longer log completes.
 
-Records keep the time they were logged: glog stamps are the writing machine's local time without a year, so
-the records that carry an epoch time (:func:`~inferensics.collector.trace.envelope.record_epoch`) give the
-year and the UTC offset (:class:`LogClock`). A record older than its table's retention would vanish on insert:
-it is left out and counted (the file is then not marked imported), or stored at the import time with
-``redate`` (its own time kept in ``attrs['log_ts']``).
+Records keep the time they were logged, read off the log's own clock in the one pass that decodes it
+(:mod:`~inferensics.collector.trace.log_clock`). A record older than its table's retention would vanish on
+insert: it is left out and counted (the file is then not marked imported), or stored at the import time with
+``redate`` (:mod:`~inferensics.collector.trace.retention`).
 """
 
 from __future__ import annotations
@@ -27,21 +26,16 @@ import socket
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from inferensics.collector.trace.artifacts import PROCESS_ARTIFACT, process_key
-from inferensics.collector.trace.assembler import AssemblyContext, AssemblyStats, CompileAssembler, damage_note
-from inferensics.collector.trace.envelope import (
-    Damaged,
-    Envelope,
-    is_record_header,
-    iter_file_envelopes,
-    record_epoch,
-    stamp_clock,
-    stamp_time,
-)
+from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
+from inferensics.collector.trace.assembly_stats import AssemblyStats, damage_note
+from inferensics.collector.trace.envelope import Damaged, Envelope, is_record_header, stamp_time
+from inferensics.collector.trace.log_clock import LogClock, LogDater, mtime_year
+from inferensics.collector.trace.retention import apply_retention
 from inferensics.schema import columns as col
 from inferensics.schema.events import CacheEvent, CompileEvent, KernelInventoryEvent, ShapeGuardEvent
 from inferensics.schema.processes import (
@@ -189,24 +183,6 @@ class StoreTarget:
                     f"store {self.store.dsn}: cannot replace the incomplete compiles this log completes "
                     f"({error_line(exc)}); import with a user that may delete rows (ALTER DELETE)"
                 ) from None
-
-
-@dataclass(frozen=True, slots=True)
-class LogClock:
-    """How a log's glog stamps (the writing machine's local time, without a year) become UTC times."""
-
-    year: int
-    """Year of the first record's stamp (a later stamp a day or more before its predecessor's is a year on)."""
-    utc_offset: timedelta
-    """The writing machine's local time minus UTC, to 15 minutes."""
-    epochs: int
-    """Records whose epoch time gave this year and offset. 0: no record held one; the year is then inferred (the
-    latest that puts the first record no later than the file's mtime) and the stamps are read as UTC."""
-
-    @property
-    def inferred(self) -> bool:
-        """The log held no epoch time: its times were inferred (see :attr:`epochs`)."""
-        return self.epochs == 0
 
 
 @dataclass
@@ -364,8 +340,9 @@ def read_trace_file(
     hw_pool: str = "",
     store: ImportTarget | None = None,
 ) -> tuple[FileReport, list[Event]]:
-    """Decode and assemble one file; blobs go to ``store`` when given. Returns the report and the records, each
-    at the time it was logged (:class:`LogClock`), however old: retention is the import's business."""
+    """Decode and assemble one file in one pass over its lines; blobs go to ``store`` when given. Returns the report
+    and the records, each at the time it was logged (:class:`~inferensics.collector.trace.log_clock.LogClock`),
+    however old: retention is the import's business."""
     events: list[Event] = []
     report = FileReport(str(path))
     put_blob = None
@@ -380,10 +357,9 @@ def read_trace_file(
     )
     assembler = CompileAssembler(ctx, events.append, put_blob)
     mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-    report.clock = _log_clock(path, mtime)
+    dater = LogDater(mtime)
     first: Envelope | None = None
-    lines = iter_file_envelopes(_lines(path), year=report.clock.year, utc_offset=report.clock.utc_offset)
-    for item in lines:
+    for item in dater.envelopes(_lines(path)):
         if isinstance(item, Damaged):
             report.damaged_lines += 1
             report.first_damage = report.first_damage or f"line {item.lineno}: {item.reason}"
@@ -396,6 +372,7 @@ def read_trace_file(
                 report.processes.append(key)
         assembler.feed(item)
     assembler.finish()
+    report.clock = dater.clock
     report.instrumented = bool(report.processes)
     if not report.processes and first is not None and first.pid is not None:
         report.processes = _log_process_keys(path.name, first, mtime)
@@ -425,89 +402,23 @@ def _log_process_keys(name: str, first: Envelope, mtime: datetime) -> list[str]:
     """
     head = f"{name} pid {first.pid} at "
     keys = [f"log pid {first.pid} at {first.stamp}", head + first.stamp]
-    legacy = stamp_time(first.stamp, _mtime_year(first.stamp, mtime))
+    legacy = stamp_time(first.stamp, mtime_year(first.stamp, mtime))
     if legacy is not None:
         keys.append(head + legacy.replace(tzinfo=UTC).isoformat())
     return keys
 
 
-_PROVISIONAL_YEAR = 2000
-"""Year the clock's scan reads stamps in, before it knows theirs: a leap year, so a 29 February stamp reads."""
-_CLOCK_EPOCHS = 8
-"""Records with an epoch time the clock's scan reads before it stops."""
-
-
-def _log_clock(path: Path, mtime: datetime) -> LogClock:
-    """The year and UTC offset of the log's stamps: those most of its first records with an epoch time give, else
-    the year the file's mtime infers, stamps read as UTC."""
-    votes: Counter[tuple[int, timedelta]] = Counter()
-    first: Envelope | None = None
-    for item in iter_file_envelopes(_lines(path), year=_PROVISIONAL_YEAR):
-        if isinstance(item, Damaged) or item.ts is None:
-            continue
-        first = first or item
-        epoch = record_epoch(item)
-        dated = stamp_clock(item.stamp, epoch) if epoch is not None else None
-        if dated is not None:
-            # the first record's year: this record's, less the New Years the log crossed before it
-            votes[dated[0] - (item.ts.year - _PROVISIONAL_YEAR), dated[1]] += 1
-            if votes.total() == _CLOCK_EPOCHS:
-                break
-    if votes:
-        (year, offset), agreed = votes.most_common(1)[0]
-        return LogClock(year, offset, agreed)
-    return LogClock(_mtime_year(first.stamp, mtime) if first else mtime.year, timedelta(0), 0)
-
-
-def _mtime_year(stamp: str, mtime: datetime) -> int:
-    """The latest year that puts a glog stamp, read as UTC, no later than the file's mtime."""
-    for year in range(mtime.year, mtime.year - 8, -1):  # 29 February: back to a leap year
-        local = stamp_time(stamp, year)
-        if local is not None and local.replace(tzinfo=UTC) <= mtime:
-            return year
-    return mtime.year
-
-
-LOG_TS_ATTR = "log_ts"
-"""Attribute of a row stored at the import time (``redate``): the time its log gave it (ISO 8601, UTC)."""
-
-
-def _apply_retention(report: FileReport, events: list[Event], *, redate: bool, now: datetime) -> list[Event]:
-    """``events`` less those older than their table's retention, which would vanish on insert; with ``redate``
-    those are stored at ``now`` instead, their own time in ``attrs['log_ts']``. ``report`` counts both."""
-    kept: list[Event] = []
-    left_out: list[Event] = []
-    for e in events:
-        ttl = type(e).TABLE.ttl_days
-        ts = getattr(e, col.TS, None)
-        if not ttl or not isinstance(ts, datetime) or ts >= now - timedelta(days=ttl):
-            kept.append(e)
-        elif redate:
-            report.redated[type(e).TABLE.name] += 1
-            update: dict[str, object] = {col.TS: now}
-            if col.ATTRS in type(e).model_fields:
-                update[col.ATTRS] = {**dict(getattr(e, col.ATTRS, {})), LOG_TS_ATTR: ts.isoformat()}
-            kept.append(e.model_copy(update=update))
-        else:
-            left_out.append(e)
-            report.expired[type(e).TABLE.name] += 1
-            report.retention[type(e).TABLE.name] = ttl
-            span = report.expired_span or (ts, ts)
-            report.expired_span = (min(span[0], ts), max(span[1], ts))
-    if left_out:
-        # A compile left out takes its kernels along (kept for ever, they would be stored again with it).
-        graphs = {e.graph_key for e in left_out if isinstance(e, CompileEvent) and e.graph_key}
-        graphs -= {e.graph_key for e in kept if isinstance(e, CompileEvent)}
-        orphans = [e for e in kept if isinstance(e, KernelInventoryEvent) and e.graph_key in graphs]
-        if orphans:
-            report.expired[KernelInventoryEvent.TABLE.name] += len(orphans)
-            report.retention[KernelInventoryEvent.TABLE.name] = 0
-            kept = [e for e in kept if not (isinstance(e, KernelInventoryEvent) and e.graph_key in graphs)]
-        # An incomplete compile is replaced only by the complete one stored.
-        stored = {_compile_of(e) for e in kept if isinstance(e, CompileEvent)}
+def _retain(report: FileReport, events: list[Event], *, redate: bool, now: datetime) -> list[Event]:
+    """``events`` less those older than their table's retention (``redate``: stored at ``now``); ``report`` says
+    what was left out or redated, and replaces only the incomplete compiles whose complete one is kept."""
+    retained = apply_retention(events, redate=redate, now=now)
+    report.expired, report.retention, report.expired_span = retained.expired, retained.retention, retained.expired_span
+    report.redated = retained.redated
+    if retained.expired:  # an incomplete compile is replaced only by the complete one stored
+        stored = {_compile_of(e) for e in retained.kept if isinstance(e, CompileEvent)}
         report.completed = [k for k in report.completed if k in stored]
-    report.rows = Counter(type(e).TABLE.name for e in kept)
-    return kept
+    report.rows = Counter(type(e).TABLE.name for e in retained.kept)
+    return retained.kept
 
 
 def _compile_of(event: Event) -> CompileKey | None:
@@ -621,7 +532,7 @@ def import_trace(
         if report.refused:
             reports.append(report)
             continue
-        events = _apply_retention(report, events, redate=redate, now=now)
+        events = _retain(report, events, redate=redate, now=now)
         groups = list(events_by_model(events).values())
         if report.completed and isinstance(store, CompletingTarget):
             # Replacing: the other rows of the incomplete compiles go first, their compile rows are written last

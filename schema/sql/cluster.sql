@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS inferensics.compiles_local ON CLUSTER '{cluster}'
     `backend_s` Float32 CODEC(ZSTD(1)) COMMENT 'Backend (AOTAutograd + Inductor) compile time in seconds.',
     `inductor_s` Float32 CODEC(ZSTD(1)) COMMENT 'Inductor compile time in seconds.',
     `codegen_s` Float32 CODEC(ZSTD(1)) COMMENT 'Inductor code generation time in seconds.',
-    `outcome` LowCardinality(String) COMMENT '``ok``, ``failed`` or ``recompile_limit``.',
+    `outcome` LowCardinality(String) COMMENT '``ok``, ``failed``, ``recompile_limit``, or ``incomplete``: its log ended before the compile did (cut off, or still being written); a later import of the longer log with ``--dsn`` replaces the row.',
     `fail_type` LowCardinality(String) COMMENT 'Exception type of a failed compile (``BackendCompilerFailed``, ``Unsupported``...).',
     `fail_reason` String CODEC(ZSTD(1)) COMMENT 'Failure message of a failed compile.',
     `recompile_reason` String CODEC(ZSTD(1)) COMMENT 'First recompile reason when the compile was a recompile.',

@@ -19,7 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from inferensics.cli.app import app
-from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler, damage_note
+from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
+from inferensics.collector.trace.assembly_stats import damage_note
 from inferensics.collector.trace.envelope import Damaged, iter_file_envelopes
 from inferensics.schema import CacheEvent, CompileEvent, KernelInventoryEvent
 from inferensics.schema.store import Store

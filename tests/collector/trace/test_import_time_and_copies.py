@@ -28,7 +28,8 @@ from typer.testing import CliRunner
 
 from inferensics.cli.app import app
 from inferensics.collector.trace import read_trace_file
-from inferensics.collector.trace.importer import LogClock, StoreTarget, import_trace
+from inferensics.collector.trace.importer import StoreTarget, import_trace
+from inferensics.collector.trace.log_clock import LogClock
 from inferensics.schema import CacheEvent, CompileEvent
 from inferensics.schema import columns as col
 from inferensics.schema.arrow import events_by_model
