@@ -53,6 +53,24 @@ options)."""
 
 
 @dataclass(frozen=True)
+class LeftOutShape:
+    """A shape of the traffic the build was asked for but left out of qualification, recorded in the signed
+    report (``left_out_shapes``) so that the bundle says what it was not qualified on and why."""
+
+    shape: tuple[int, ...]
+    """The shape left out."""
+    reason: str
+    """Why, in one line (for example: the model cannot run it eagerly, with the error)."""
+    requests: str = ""
+    """The recorded requests it came from, as the build printed them (``from 2 requests: a, b``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's entry: shape, reason and (when known) requests."""
+        entry: dict[str, Any] = {"shape": list(self.shape), "reason": self.reason}
+        return entry | ({"requests": self.requests} if self.requests else {})
+
+
+@dataclass(frozen=True)
 class BuildSpec:
     """What to build.
 
@@ -79,6 +97,8 @@ class BuildSpec:
         kernel_evidence: An evidence file ``inferensics kernels qualify`` wrote on the target device: the build
             compiles with its selection policy, records its registry state and carries the file, and hosts
             that load the bundle follow it.
+        left_out_shapes: Shapes of the traffic left out of ``shapes`` before the build (``bundle build
+            --skip-unrunnable-shapes``), each with why: the signed report records them.
     """
 
     model: str
@@ -98,6 +118,7 @@ class BuildSpec:
     repeats: int = 3
     allow_inaccurate: bool = False
     kernel_evidence: Path | None = None
+    left_out_shapes: Sequence[LeftOutShape] = ()
 
     def __post_init__(self) -> None:
         unknown = torch_adapter.unknown_inductor_options(self.options)

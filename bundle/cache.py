@@ -170,6 +170,8 @@ def build_key(spec: BuildSpec, signer: str) -> BuildKey:
             "name": spec.name,
             "aoti_package": aoti,
             "allow_inaccurate": spec.allow_inaccurate,
+            # only when there are some: the keys of every other build stay what they were
+            **({"left_out_shapes": [s.to_json() for s in spec.left_out_shapes]} if spec.left_out_shapes else {}),
         },
         "signer": signer,
         "source": source_digests(_code_modules(spec, model)),

@@ -80,6 +80,7 @@ def qualification(
             "status": graph_hits,
         },
         "customisations": identity.get("customisations", []),
+        "left_out_shapes": [s.to_json() for s in spec.left_out_shapes],
         "accuracy": _accuracy_summary(shapes, allow_inaccurate=spec.allow_inaccurate),
         "policies": [s.__dict__ for s in summaries],
         "bucket_edges": advice.bucket_edges(spec.shapes),
@@ -176,6 +177,17 @@ def accuracy_line(q: dict[str, Any]) -> list[str]:
     return [line + (f" Not checked: {unchecked}." if unchecked else "")]
 
 
+def left_out_lines(q: dict[str, Any]) -> list[str]:
+    """One line per traffic shape the build left out of qualification, with why (``[]`` when none, or for a
+    report written before builds recorded them)."""
+    return [
+        f"Left out of qualification: shape {_fmt(s['shape'])} ({s['reason']}"
+        + (f"; {s['requests']}" if s.get("requests") else "")
+        + ")."
+        for s in q.get("left_out_shapes") or []
+    ]
+
+
 def _summary_lines(q: dict[str, Any]) -> list[str]:
     warm = q["warm_start"]
     return [
@@ -185,6 +197,7 @@ def _summary_lines(q: dict[str, Any]) -> list[str]:
         f"Eager fallbacks: {', '.join(_fmt(s) for s in q['eager_fallbacks']) or 'none'}.",
         f"Warm start from the bundle: {warm['cache_hits']} of {warm['graphs']} graph keys were cache hits.",
         f"Customisations: {', '.join(c['import_path'] for c in q['customisations']) or 'none'}.",
+        *left_out_lines(q),
         *accuracy_line(q),
     ]
 

@@ -219,13 +219,14 @@ def _unrunnable_left_out(spec: Any, traffic: _Traffic, skip: bool) -> Any:
     and then failed on the first such shape."""
     from dataclasses import replace
 
-    from inferensics.bundle.build import unrunnable_shapes
+    from inferensics.bundle.build import LeftOutShape, unrunnable_shapes
 
     with _errors():
         bad = unrunnable_shapes(spec)
     if not bad:
         return spec
-    named = [f"{traffic.labels[s]} ({why}; {traffic.requests_of(s)})" for s, why in bad]
+    left_out = [LeftOutShape(s, why, traffic.requests_of(s)) for s, why in bad]
+    named = [f"{traffic.labels[o.shape]} ({o.reason}; {o.requests})" for o in left_out]
     if not skip:
         fail(
             f"{len(bad)} traffic shape{'s' if len(bad) != 1 else ''} the model cannot run eagerly (checked before "
@@ -236,7 +237,8 @@ def _unrunnable_left_out(spec: Any, traffic: _Traffic, skip: bool) -> Any:
         console.print(f"left out traffic shape {line}", markup=False)
     if len(bad) == len(spec.shapes.shapes):
         fail("no traffic shape runs eagerly with this model and inputs: fix the model or the inputs function")
-    return replace(spec, shapes=traffic.distribution(frozenset(s for s, _ in bad)))
+    # recorded in the signed report too: what the bundle was not qualified on, and why
+    return replace(spec, shapes=traffic.distribution(frozenset(s for s, _ in bad)), left_out_shapes=tuple(left_out))
 
 
 @bundle_app.command()
@@ -387,6 +389,8 @@ def verify(
                   f"{len(v.manifest.resources)} files match, compatible with this host")  # fmt: skip
     for line in _accuracy_warnings(v.directory):  # the report is a signed file, checked above
         console.print(line, markup=False)
+    for line in _left_out_of(v.directory):
+        console.print(line, markup=False)
     for c in v.manifest.identity.get("customisations", []):
         console.print(f"customisation: {_customisation_line(c)}", markup=False)
     console.print(kernel_evidence_line(v.manifest, evidence, device), markup=False)
@@ -428,6 +432,8 @@ def show(
         console.print(f"    {_customisation_line(c)}", markup=False)
     console.print(f"  accepted shapes: {m.accepted_shapes}")
     console.print(f"  {_accuracy_of(bundle)}", markup=False)
+    for line in _left_out_of(bundle):
+        console.print(f"  {line}", markup=False)
     console.print(f"  {_kernel_evidence_of(bundle, m)}", markup=False)
     for g in m.graphs:
         traced = f" traced from {g.code_location}" if g.code_location else ""
@@ -465,6 +471,20 @@ def _accuracy_of(bundle: Path) -> str:
     if not lines:
         return "accuracy: not recorded (built before qualification checked accuracy)"
     return "accuracy: " + lines[0].removeprefix("Accuracy: ")
+
+
+def _left_out_of(bundle: Path) -> list[str]:
+    """The traffic shapes a bundle's qualification report (a directory or a packed file) records as left out of
+    qualification (``--skip-unrunnable-shapes``), one line each."""
+    import tarfile
+
+    from inferensics.bundle.report import left_out_lines
+
+    try:
+        q = json.loads(_bundle_file(bundle, "report/qualification.json"))
+    except (OSError, KeyError, ValueError, tarfile.TarError):
+        return []  # the accuracy line says the report is unreadable
+    return [line[0].lower() + line[1:].removesuffix(".") for line in left_out_lines(q)]
 
 
 def _kernel_evidence_of(bundle: Path, manifest: Any) -> str:
@@ -744,10 +764,10 @@ def _sql_text(value: str) -> str:
 def _resolve_id(store: _Store, prefix: str) -> tuple[str, str]:
     """(full bundle id, model) of a known bundle id or unique prefix.
 
-    The model is the label the bundle's first state event carries (its push names the manifest's factory),
-    else the one its first host registration carries: every state event of a bundle carries the same label.
-    Taking whichever of the two tables answered first gave a bundle's first promotion (before any host
-    registered it) the factory and later ones the traffic label."""
+    The model is the label the traffic uses, the one the dashboard's bundle and canary views join requests on:
+    the label of the bundle's first host registration (what its hosts serve it as), else the one its first state
+    event carries (``bundle push --model``), else none. A push named the manifest's factory (``model:build``),
+    and every state event after it copied that label, so a promoted bundle's events never met its traffic."""
     p = prefix.strip().lower()
     if not p or any(c not in "0123456789abcdef" for c in p):
         fail(f"{prefix!r} is not a bundle id (hex digits of `bundle show`)")
@@ -762,7 +782,8 @@ def _resolve_id(store: _Store, prefix: str) -> tuple[str, str]:
     if len(ids) > 1:
         fail(f"bundle id prefix {prefix} matches {len(ids)} bundles: give more digits")
     full = ids.pop()
-    labels = sorted((int(source), str(model)) for i, model, source in rows if str(i) == full and model)
+    # registrations (source 1) first: the hosts' label is the traffic's
+    labels = sorted((-int(source), str(model)) for i, model, source in rows if str(i) == full and model)
     return full, labels[0][1] if labels else ""
 
 
@@ -956,7 +977,7 @@ def states(  # noqa: PLR0917 - one option each
 
 @bundle_app.command()
 @needs_extra("service", "bundle push")
-def push(
+def push(  # noqa: PLR0917 - one option each
     bundle: Annotated[Path, typer.Argument(help="Bundle directory.")],
     service: ServiceOption = None, token: TokenOption = None,
     keyring: Annotated[Path | None, typer.Option(
@@ -967,6 +988,11 @@ def push(
     replace: Annotated[bool, typer.Option(
         "--replace", help="Upload even when the service holds other bytes under this bundle id (pulls then "
                           "serve this copy).")] = False,
+    model: Annotated[str | None, typer.Option(
+        "--model", show_default=False,
+        help="The model label its hosts serve it under (instrument(model=...)), recorded on its push and states so "
+             "that the dashboard lists it with that model's traffic before a host registers it. Default: the "
+             "label hosts registered it with, else none (the manifest's factory is recorded apart).")] = None,
 ) -> None:  # fmt: skip
     """Upload a bundle (packed) through the service's blob API and record it. A bundle whose files do not match
     its manifest is refused, and so is one whose bytes differ from what the service already holds under the
@@ -1009,13 +1035,16 @@ def push(
             sha = client.put_blob(data, "bundle", "application/x-tar")
     except ServiceError as exc:
         fail(exc.message)
+    label = model.strip() if model is not None else _registered_model(store, m.bundle_id)
+    factory = str(m.identity.get("model", {}).get("factory", ""))
     store.record(
         BundleStateEvent(
             ts=datetime.now(UTC),
             bundle_id=m.bundle_id,
             state="pushed",
-            attrs={"pack_blob": sha, "bundle_name": m.name},  # named before any host registers it
-            model=str(m.identity.get("model", {}).get("factory", "")),
+            # named before any host registers it; the factory beside, never as the model label
+            attrs={"pack_blob": sha, "bundle_name": m.name, "factory": factory},
+            model=label,
         )
     )
     checked = (
@@ -1024,6 +1053,16 @@ def push(
         else f"{len(m.resources)} files match; signature not checked (no --keyring or ${KEYRING_ENV})"
     )
     console.print(f"pushed {m.name} {m.bundle_id} as blob {sha} ({checked})", markup=False)
+    if not label:
+        console.print("no model label recorded (no host has registered this bundle): pass --model NAME, the name "
+                      "its hosts serve it under, to list it with that model's traffic before one does",
+                      markup=False)  # fmt: skip
+
+
+def _registered_model(store: _Store, bundle_id: str) -> str:
+    """The model label the first host that registered the bundle gave it (the traffic's), or ``""``."""
+    rows = store.rows(f"SELECT argMinIf(model, ts, model != '') FROM bundles WHERE bundle_id = '{bundle_id}'")
+    return str(rows[0][0] or "") if rows else ""
 
 
 def _promoted_on(store: _Store, channel: str) -> str:

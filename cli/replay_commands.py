@@ -32,11 +32,13 @@ KEYRING_ENV: Final = "INFERENSICS_BUNDLE_KEYRING"
 """``inferensics.bundle.keys.KEYRING_ENV``, spelled here so that a replay without a keyring is refused before the
 bundle part (which imports torch) loads; tests/replay/test_replay_paths.py pins that the two agree."""
 ROLES_NEEDED: Final = (
-    "`inferensics replay REQUEST_ID` needs a token with the 'read' role (the request's row and captured inputs), "
-    "'admin' to fetch a bundle pushed to the service (unless --bundle DIR or $INFERENSICS_BUNDLES) and 'ingest' to "
-    "record the verdict (unless --no-record); admin holds them all"
+    "`inferensics replay REQUEST_ID` needs a token with the 'read' role (the request's row) and the 'replay' role "
+    "(its captured inputs), 'admin' to fetch a bundle pushed to the service (unless --bundle DIR or "
+    "$INFERENSICS_BUNDLES) and 'ingest' to record the verdict (unless --no-record); admin holds them all"
 )
 """The roles a replay through the service uses, as its refusals say them (README, step 4)."""
+OCCURRENCES_LISTED: Final = 10
+"""Requests sharing an id that a refusal lists at most (the earliest ones; ``--occurrence`` reaches them all)."""
 BUNDLES_ENV = "INFERENSICS_BUNDLES"
 """A folder of bundles (``<bundle_id>/`` or ``<bundle_id>.tar``) replay may take a request's bundle from."""
 
@@ -53,12 +55,24 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
         str | None,
         typer.Option(
             "--service",
-            help="Service URL (default $INFERENSICS_SERVICE_URL). With --pack, the pack's inputs are checked against "
-            "the digest its store recorded for the request (without one, against the pack's own copy only, as the "
-            "output says).",
+            help="Service URL (default $INFERENSICS_SERVICE_URL). A --pack replay asks no service unless this flag "
+            "is given ($INFERENSICS_SERVICE_URL alone does not: a pack runs offline); with it, the pack's inputs "
+            "are checked against the digest its store recorded for the request (without it, against the pack's own "
+            "copy only, as the output says).",
         ),
     ] = None,
     token: Annotated[str | None, typer.Option("--token", envvar="INFERENSICS_TOKEN", help="Bearer token.")] = None,
+    occurrence: Annotated[
+        int | None,
+        typer.Option(
+            "--occurrence",
+            metavar="N",
+            help="Which of the requests that share REQUEST_ID to replay, 1 for the earliest (a client re-run reuses "
+            "its ids; the dashboard's request page numbers them the same way, ?occurrence=N). An id shared by several "
+            "requests is refused without it, listing each one's time, host and model.",
+            show_default=False,
+        ),
+    ] = None,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
     out: Annotated[
         Path | None,
@@ -110,11 +124,15 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
         fail("give a REQUEST_ID or --pack DIR (one of them)")
     if export is not None and (pack is not None or out is not None):
         fail("--export writes a request's pack and stops: give it a REQUEST_ID, without --pack or --out")
-    from inferensics.collector.service_url import SERVICE_URL_ENV
-
-    # A pack's inputs are checked against the digest the store recorded for its request wherever a service is
-    # named: pack.json is not signed, so its own copy of that digest proves nothing against an editor.
-    ask_store = pack is None or bool(service or os.environ.get(SERVICE_URL_ENV))
+    if occurrence is not None and pack is not None:
+        fail("--occurrence picks one of the requests that share a REQUEST_ID: a pack holds one request, so it takes "
+             "no --occurrence")  # fmt: skip
+    if occurrence is not None and occurrence < 1:
+        fail(f"--occurrence {occurrence}: requests that share an id are numbered from 1 (the earliest)")
+    # A pack is self-contained: it runs on a host that reaches no service, whatever $INFERENSICS_SERVICE_URL says
+    # there. Its inputs are checked against the digest the store recorded for its request when --service asks for
+    # it (pack.json is not signed, so its own copy of that digest proves nothing against an editor).
+    ask_store = pack is None or bool(service)
     if ask_store:
         require_extra("service", "replay")  # the pack, or its request's row, comes through the service's client
     if export is None:  # an exported pack's bundle is verified where it is replayed, with the keyring given there
@@ -136,7 +154,13 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
                 assert client is not None
                 target = export or Path(scratch) / "pack"
                 pack, origin, recorded = _assemble(
-                    client, request_id, target, bundle=bundle, scratch=Path(scratch), source=_source_of(service)
+                    client,
+                    request_id,
+                    target,
+                    bundle=bundle,
+                    scratch=Path(scratch),
+                    source=_source_of(service),
+                    occurrence=occurrence,
                 )
                 if export is not None:
                     command = _pack_command(export, keyring)
@@ -231,14 +255,31 @@ class _Origin(NamedTuple):
     """``label`` is a folder (its files are named inside it), else an archive or the service's copy."""
 
 
-def _request_row(client: Any, request_id: str, *, source: str, missing: str = "") -> dict[str, Any]:
-    """The request's row in the store, through the service (``missing``: what its absence means, and what to do)."""
+def _request_row(
+    client: Any, request_id: str, *, source: str, missing: str = "", occurrence: int | None = None
+) -> dict[str, Any]:
+    """The request's row in the store, through the service (``missing``: what its absence means, and what to do).
+
+    ``occurrence`` picks one of several requests that share the id (1 for the earliest); without it an id shared
+    by several is refused in one line listing them (a replay of the earliest, silently, was of the wrong one)."""
+    row = _occurrence_row(client, request_id, occurrence, source=source, missing=missing)
+    n = int(row.get("occurrences") or 1)
+    if n > 1 and occurrence is None:
+        fail(_shared_id_line(client, request_id, row, source=source, missing=missing))
+    return row
+
+
+def _occurrence_row(
+    client: Any, request_id: str, occurrence: int | None, *, source: str, missing: str = ""
+) -> dict[str, Any]:
+    """The ``occurrence``-th request of the id (the earliest when ``None``), or one line and exit 2."""
     from inferensics.collector.client import ServiceError
 
     asked = f"the service at {client.url} ({source})"
     elsewhere = "if the request went to another service, pass its URL with --service"
+    which = {"occurrence": occurrence} if occurrence is not None else {}
     try:
-        detail = client.query("request_detail", request_id=request_id)
+        detail = client.query("request_detail", request_id=request_id, **which)
     except ServiceError as exc:
         if exc.status == 403:
             fail(f"{asked} refused the token: {exc.detail}; {ROLES_NEEDED}")
@@ -249,6 +290,48 @@ def _request_row(client: Any, request_id: str, *, source: str, missing: str = ""
     if detail.is_empty():
         fail(f"no request {request_id!r} in the store of {asked}: {missing or 'check the id'}; {elsewhere}")
     return {k: _plain(v) for k, v in detail.row(0, named=True).items()}
+
+
+def _shared_id_line(client: Any, request_id: str, first: dict[str, Any], *, source: str, missing: str) -> str:
+    """The refusal of an id several requests share: how many, each one's time, host and model (the earliest
+    :data:`OCCURRENCES_LISTED`), and the flag that picks one."""
+    from inferensics.schema import columns as col
+
+    n = int(first["occurrences"])
+    rows = [first] + [
+        _occurrence_row(client, request_id, k, source=source, missing=missing)
+        for k in range(2, min(n, OCCURRENCES_LISTED) + 1)
+    ]
+    listed = "; ".join(
+        f"{k}: {r.get(col.TS)} on host {r.get(col.HOST) or '?'} (model {r.get(col.MODEL) or '?'}, "
+        f"{r.get(col.STATUS) or '?'}{', inputs captured' if r.get(col.CAPTURE_BLOB) else ''})"
+        for k, r in enumerate(rows, start=1)
+    )
+    more = f"; and {n - len(rows)} more" if n > len(rows) else ""
+    return (
+        f"request id {request_id!r} names {n} requests in the store of the service at {client.url} (a client re-run "
+        f"reuses its ids): {listed}{more}; pick one with --occurrence N (1 is the earliest, numbered as the "
+        "dashboard's request page numbers them)"
+    )
+
+
+def _pack_row(client: Any, request_id: str, pack_row: dict[str, Any], *, source: str, missing: str) -> dict[str, Any]:
+    """The store's row of the request a pack holds: where several requests share its id, the one with the pack's
+    host and start time (the earliest of them was taken, and a pack of another refused as altered)."""
+    from inferensics.schema import columns as col
+
+    row = _occurrence_row(client, request_id, None, source=source, missing=missing)
+    n = int(row.get("occurrences") or 1)
+    key = (str(pack_row.get(col.HOST, "")), str(pack_row.get(col.TS, "")))
+    k = 1
+    while n > 1 and (str(row.get(col.HOST, "")), str(row.get(col.TS, ""))) != key:
+        k += 1
+        if k > n:
+            fail(f"none of the {n} requests with id {request_id!r} in the store of the service at {client.url} "
+                 f"({source}) started on host {key[0] or '?'} at {key[1] or '?'} as the pack's did: "
+                 f"{missing}")  # fmt: skip
+        row = _occurrence_row(client, request_id, k, source=source, missing=missing)
+    return row
 
 
 def _recorded_inputs(client: Any, pack: Path, *, source: str) -> str:
@@ -263,12 +346,13 @@ def _recorded_inputs(client: Any, pack: Path, *, source: str) -> str:
     except ReplayError as exc:
         fail(str(exc))
     assert opened.inputs_bytes is not None
-    row = _request_row(
+    row = _pack_row(
         client,
         opened.request_id,
+        opened.meta["request"],
         source=source,
         missing="the pack's inputs cannot be checked against the digest recorded for them (to replay it against "
-        "its own pack.json alone, name no service: neither --service nor $INFERENSICS_SERVICE_URL)",
+        "its own pack.json alone, leave out --service)",
     )
     recorded = str(row.get(col.CAPTURE_BLOB) or "")
     in_pack = str(opened.meta["request"].get(col.CAPTURE_BLOB) or "")
@@ -280,7 +364,14 @@ def _recorded_inputs(client: Any, pack: Path, *, source: str) -> str:
 
 
 def _assemble(
-    client: Any, request_id: str, target: Path, *, bundle: Path | None, scratch: Path, source: str
+    client: Any,
+    request_id: str,
+    target: Path,
+    *,
+    bundle: Path | None,
+    scratch: Path,
+    source: str,
+    occurrence: int | None = None,
 ) -> tuple[Path, _Origin, str]:
     """Build the pack from the service: the request record, its captured inputs, the bundle; with the digest the
     store recorded for the inputs."""
@@ -289,13 +380,16 @@ def _assemble(
     from inferensics.schema import columns as col
     from inferensics.schema.events import FP_UNSAMPLED
 
-    row = _request_row(client, request_id, source=source)
+    row = _request_row(client, request_id, source=source, occurrence=occurrence)
     if not row.get(col.CAPTURE_BLOB):
         why = UNSAMPLED_HINT if row.get(col.FP_STATUS) == FP_UNSAMPLED else CAPTURE_HINT
         fail(f"request {request_id} has no captured inputs; {why}")
     try:
         inputs = client.get_blob(row[col.CAPTURE_BLOB])
     except ServiceError as exc:
+        if exc.status == 403:  # not "expired": the token lacks the role that reads captured inputs
+            fail(f"the captured inputs of {request_id} cannot be fetched: {client.url} refused the token "
+                 f"({exc.detail}); {ROLES_NEEDED}")  # fmt: skip
         fail(f"the captured inputs of {request_id} cannot be fetched ({exc.message}): they may have expired")
     bundle_dir, origin = _bundle_dir(str(row.get("bundle_id", "")), bundle, scratch, client)
     try:

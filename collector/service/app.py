@@ -19,9 +19,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from inferensics.collector.service import queries
-from inferensics.collector.service.auth import AuthError
+from inferensics.collector.service.auth import REPLAY, AuthError
 from inferensics.collector.service.openapi import openapi_document
 from inferensics.collector.service.state import ServiceState, StoreUnavailableError
+from inferensics.schema import columns as col
+from inferensics.schema.events import BlobIndexEvent
 from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import StoreError
 
@@ -30,6 +32,14 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 log = logging.getLogger("inferensics.collector.service")
 
+REPLAY_BLOB_KINDS: Final = frozenset({"inputs"})
+"""Blob kinds only a token with the ``replay`` role (or admin) may read: the captured inputs of requests (users'
+tensors, tenant data), which the host SDK stores as kind ``inputs`` and ``inferensics replay`` fetches. Other blobs
+(generated code, pushed bundles) need ``read``: the dashboard shows them."""
+REPLAY_BLOB_WHY: Final = (
+    "this blob is a request's captured inputs (tenant data), which only a token with the 'replay' role (or admin) "
+    "may read: give the token the replay role ($INFERENSICS_TOKENS: token=read+replay)"
+)
 REFUSAL_LOG_EVERY_S: Final = 60.0
 """A refused token is logged once per client, path and reason in this many seconds (with how many since)."""
 
@@ -117,17 +127,25 @@ def create_app(state: ServiceState) -> PathLimit:
 
     refusals = RefusalLog()
 
+    def refused(request: Request, role: str, why: str = "") -> Response | None:
+        """The 401 or 403 to answer when the request's token does not hold ``role`` (logged and counted), else
+        ``None``; ``why`` is appended to a 403 (what the role guards and how to get it)."""
+        try:
+            state.auth.check(request.headers.get("authorization"), role)
+        except AuthError as exc:
+            client = request.client.host if request.client is not None else "unknown client"
+            refusals.refused(client, request.url.path, exc.status, exc.message)
+            state.metrics.inc("unauthorized")
+            state.metrics.inc("rejected", label="unauthorized" if exc.status == 401 else "forbidden")
+            headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+            message = f"{exc.message}: {why}" if why and exc.status == 403 else exc.message
+            return _error(exc.status, message, headers)
+        return None
+
     def guarded(role: str, handler: Handler) -> Handler:
         async def wrapped(request: Request) -> Response:
-            try:
-                state.auth.check(request.headers.get("authorization"), role)
-            except AuthError as exc:
-                client = request.client.host if request.client is not None else "unknown client"
-                refusals.refused(client, request.url.path, exc.status, exc.message)
-                state.metrics.inc("unauthorized")
-                state.metrics.inc("rejected", label="unauthorized" if exc.status == 401 else "forbidden")
-                headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-                return _error(exc.status, exc.message, headers)
+            if (refusal := refused(request, role)) is not None:
+                return refusal
             try:
                 return await handler(request)
             except BodyTooLargeError as exc:
@@ -218,6 +236,10 @@ def create_app(state: ServiceState) -> PathLimit:
         if isinstance(digest, Response):
             return digest
         try:
+            kinds = await run_in_threadpool(_blob_kinds, state, digest)
+            # Captured inputs are users' tensors (tenant data): only replay reads them, so only its role may.
+            if kinds & REPLAY_BLOB_KINDS and (refusal := refused(request, REPLAY, REPLAY_BLOB_WHY)) is not None:
+                return refusal
             data = await run_in_threadpool(_get_blob, state, digest)
         except StoreUnavailableError as exc:
             return _error(503, queries.unavailable(exc), retry)
@@ -309,6 +331,18 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def _put_blob(state: ServiceState, data: bytes, kind: str, media_type: str) -> None:
     with state.query_lock:
         state.query_store().put_blob(data, kind, media_type=media_type)
+
+
+def _blob_kinds(state: ServiceState, digest: str) -> frozenset[str]:
+    """The kinds the blob was stored as (empty when it is not indexed)."""
+    with state.query_lock:
+        store = state.query_store()
+        rows = store.query_rows(
+            f"SELECT DISTINCT {col.KIND} FROM {store.database}.{BlobIndexEvent.TABLE.name} "
+            f"WHERE {col.SHA256} = {{h:String}}",
+            {"h": digest},
+        )
+    return frozenset(str(r[0]) for r in rows)
 
 
 def _get_blob(state: ServiceState, digest: str) -> bytes | None:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from typing import Final
 
 ADMIN: Final = "admin"
+REPLAY: Final = "replay"
+"""The role that reads what replay re-executes: requests' captured inputs (tenant data)."""
 
 
 class AuthError(Exception):

@@ -93,7 +93,8 @@ def openapi_document() -> dict[str, Any]:
                     },
                 },
                 "get": {
-                    "summary": "Read a blob, verified against its digest (role read)",
+                    "summary": "Read a blob, verified against its digest (role read; a request's captured inputs, kind "
+                    "inputs: role replay)",
                     "parameters": [_SHA],
                     "responses": {
                         "200": _r("200", "the bytes", {"application/octet-stream": {"schema": {"type": "string"}}}),

@@ -58,23 +58,35 @@ def test_a_channel_not_in_use_is_refused_unless_new_channel(store: Store) -> Non
     assert out == f"promoted {B[:16]} on production (previous {A[:12]} kept for rollback)"
 
 
-def test_every_state_event_of_a_bundle_carries_one_model_label(store: Store) -> None:
-    """A bundle pushed (its state names the manifest's factory) before any host registered it (the registration
-    names the traffic label): its first promotion carried ``model:build`` and later ones either label, as the
-    set of both tables' answers happened to iterate (eight bundles: every one must keep its first label)."""
+def test_state_events_carry_the_traffic_model_label(store: Store) -> None:
+    """A bundle's push recorded the manifest's factory (``model:build``) as its model and every state event after
+    it copied that label, so its promotions never met its traffic's (``llama``), the label the dashboard's
+    release and canary views join on. A state event carries the label hosts registered the bundle with; before
+    any has, the push's (``bundle push --model``), else none (eight bundles: the answers of both tables come in
+    no fixed order)."""
     ids = [f"{i:02x}" * 32 for i in range(16, 24)]
     t0 = datetime.now(UTC) - timedelta(minutes=5)
+    # pushed by a push that recorded the factory as the model
     store.insert_events([BundleStateEvent(ts=t0, bundle_id=i, state="pushed", model="model:build") for i in ids])
-    dsn = f"chdb://{store.dsn.path}?database={store.database}"
-    _ok(["bundle", "promote", ids[0][:8], "--channel", "canary", "--new-channel", "--dsn", dsn])  # no host yet
     store.insert_events([BundleEvent(ts=t0 + timedelta(minutes=1), bundle_id=i, model="llama", host="h")
                          for i in ids])  # fmt: skip
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    _ok(["bundle", "promote", ids[0][:8], "--channel", "canary", "--new-channel", "--dsn", dsn])
     for i in ids:
         _ok(["bundle", "promote", i[:8], "--channel", "canary", "--dsn", dsn])
     _ok(["bundle", "quarantine", ids[0][:8], "--dsn", dsn])
     rows = store.query_rows(f"SELECT state, model FROM {store.database}.bundle_states WHERE state != 'pushed'")
     assert len(rows) == 10
-    assert {str(m) for _, m in rows} == {"model:build"}, rows
+    assert {str(m) for _, m in rows} == {"llama"}, rows
+    # No host yet: the label the push was given, and the same once a host registers it so.
+    pushed = "9e" * 32
+    store.insert_events([BundleStateEvent(ts=t0, bundle_id=pushed, state="pushed", model="qwen",
+                                          attrs={"factory": "model:build"})])  # fmt: skip
+    _ok(["bundle", "promote", pushed[:8], "--channel", "canary", "--dsn", dsn])
+    store.insert_events([BundleEvent(ts=t0 + timedelta(minutes=1), bundle_id=pushed, model="qwen", host="h")])
+    _ok(["bundle", "revoke", pushed[:8], "--dsn", dsn])
+    rows = store.query_rows(f"SELECT model FROM {store.database}.bundle_states WHERE bundle_id = '{pushed}'")
+    assert sorted(str(r[0]) for r in rows) == ["qwen"] * 3
     # A bundle no push named takes its host registration's label.
     dsn = _dsn(store, B)
     _ok(["bundle", "promote", B[:8], "--channel", "canary", "--dsn", dsn])

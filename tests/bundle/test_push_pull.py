@@ -39,6 +39,7 @@ def test_push_pull_promote_through_the_service(built: b.BuildResult, keys: Keys,
         # The push names the bundle: the Bundles page's picker shows it before any host registers it.
         name = service.client().sql("SELECT attrs['bundle_name'] FROM bundle_states WHERE state = 'pushed'").item()
         assert name == b.read_manifest(built.directory).name == "tiny"
+        assert "no model label recorded (no host has registered this bundle): pass --model NAME" in pushed.output
         promoted = runner.invoke(
             app, ["bundle", "promote", built.bundle_id[:12], "--channel", "prod", "--new-channel", *args]
         )
@@ -46,6 +47,33 @@ def test_push_pull_promote_through_the_service(built: b.BuildResult, keys: Keys,
         unknown = runner.invoke(app, ["bundle", "pull", "fff", "--out", str(tmp_path / "x"), *args])
         assert unknown.exit_code != 0
         assert unknown.output.strip().startswith("error: unknown bundle id fff")
+    finally:
+        service.stop()
+
+
+def test_a_pushed_bundles_states_carry_the_traffic_model_label(built: b.BuildResult, tmp_path: Path) -> None:
+    """The push recorded the manifest's factory (``tests.bundle.models:tiny_mlp``) as the bundle's model, and its
+    promotion copied it: the dashboard's release table (``bundle_release``) listed the bundle under a model no
+    request has. The push records the label its hosts serve it under (``--model``), the factory apart."""
+    from datetime import UTC, datetime, timedelta
+
+    (tmp_path / "service").mkdir()
+    service = new_service(tmp_path / "service").start()
+    try:
+        args = ["--service", service.url, "--token", ADMIN]
+        pushed = runner.invoke(app, ["bundle", "push", str(built.directory), "--model", "tiny-traffic", *args])
+        assert pushed.exit_code == 0, pushed.output
+        assert "no model label" not in pushed.output
+        promoted = runner.invoke(
+            app, ["bundle", "promote", built.bundle_id[:12], "--channel", "prod", "--new-channel", *args]
+        )
+        assert promoted.exit_code == 0, promoted.output
+        client = service.client()
+        rows = client.sql("SELECT state, model, attrs['factory'] FROM bundle_states ORDER BY ts").rows()
+        assert rows == [("pushed", "tiny-traffic", "tests.bundle.models:tiny_mlp"), ("promoted", "tiny-traffic", "")]
+        now = datetime.now(UTC)
+        release = client.query("bundle_release", start=now - timedelta(days=1), end=now + timedelta(minutes=1))
+        assert release.select("bundle_id", "model").rows() == [(built.bundle_id, "tiny-traffic")]
     finally:
         service.stop()
 

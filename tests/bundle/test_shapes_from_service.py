@@ -5,7 +5,6 @@ traffic-weighted, within ``--since`` and for the named model only."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,49 +14,29 @@ import pytest
 
 from inferensics import bundle as b
 from tests.bundle.conftest import INPUTS, MODEL, Keys
-from tests.collector.service.harness import ADMIN, RunningService, new_service
+from tests.bundle.traffic import ROOT, clean_env, traffic_service
+from tests.collector.service.harness import ADMIN, RunningService
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
-SEED = """
-import sys
-from datetime import UTC, datetime, timedelta
-from inferensics.schema.events import RequestEvent
-from inferensics.schema.store import Store
-
-now = datetime.now(UTC)
-rows = [("tiny", "2x8", 6, 1), ("tiny", "4x8", 2, 1), ("tiny", "2x8x3", 1, 1), ("tiny", "5x8", 9, 72),
-        ("other", "7x8", 9, 1)]
-with Store.open(sys.argv[1]) as store:
-    store.migrate()
-    store.insert_events([
-        RequestEvent(request_id=f"{model}-{shape}-{i}", ts=now - timedelta(hours=hours, minutes=i), host="h1",
-                     model=model, hw_pool="cpu", traffic_class="interactive", shape=shape)
-        for model, shape, n, hours in rows for i in range(n)
-    ])
-"""
-"""Recorded traffic: model ``tiny`` served 2x8 six times and 4x8 twice in the last day, one request of
-another rank (2x8x3), and 5x8 nine times three days ago; model ``other`` served 7x8."""
+TRAFFIC = [("tiny", "2x8", 6, 1), ("tiny", "4x8", 2, 1), ("tiny", "2x8x3", 1, 1), ("tiny", "5x8", 9, 72),
+           ("other", "7x8", 9, 1)]  # fmt: skip
+"""Recorded traffic (model, shape, requests, hours ago): model ``tiny`` served 2x8 six times and 4x8 twice in the
+last day, one request of another rank (2x8x3), and 5x8 nine times three days ago; model ``other`` served 7x8."""
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    """A service whose store holds the recorded requests (seeded by a child: chDB locks its directory)."""
-    root = tmp_path_factory.mktemp("shapes-service")
-    svc = new_service(root)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
-    subprocess.run([sys.executable, "-c", SEED, svc.dsn], cwd=ROOT, env=env, check=True, timeout=300)
-    svc.start()
-    try:
+    """A service whose store holds the recorded requests."""
+    rows = [{"request_id": f"{model}-{shape}-{i}", "minutes_ago": hours * 60 + i, "model": model, "shape": shape}
+            for model, shape, n, hours in TRAFFIC for i in range(n)]  # fmt: skip
+    with traffic_service(tmp_path_factory.mktemp("shapes-service"), rows) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def _build(service: RunningService, keys: Keys, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     # The traffic is read through the service's SQL endpoint, which takes an admin token (as push and promote do).
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
+    env = clean_env()
     command = [sys.executable, "-m", "inferensics.cli", "bundle", "build", "--model", MODEL, "--inputs", INPUTS,
                "--key", str(keys.private), "--out", str(out), "--shapes-from-service", service.url,
                "--token", ADMIN, "--name", "from-traffic", "--no-advise", *extra]  # fmt: skip

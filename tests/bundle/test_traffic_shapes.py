@@ -6,7 +6,6 @@ a real service (embedded chDB store) holding recorded requests."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,45 +17,25 @@ from typer.testing import CliRunner
 from inferensics import bundle as b
 from inferensics.cli.app import app
 from tests.bundle.conftest import INPUTS, MODEL, Keys, one_line_error
-from tests.collector.service.harness import ADMIN, RunningService, new_service
+from tests.bundle.traffic import ROOT, clean_env, traffic_service
+from tests.collector.service.harness import ADMIN, RunningService
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
-SEED = """
-import sys
-from datetime import UTC, datetime, timedelta
-from inferensics.schema.events import RequestEvent
-from inferensics.schema.store import Store
-
-now = datetime.now(UTC)
-rows = [("2x8", "ok", 3), ("2x8", "error", 1), ("3x17", "error", 2), ("5x9", "ok", 2)]
-with Store.open(sys.argv[1]) as store:
-    store.migrate()
-    store.insert_events([
-        RequestEvent(request_id=f"req-{shape}-{status}-{i}", ts=now - timedelta(minutes=10 + i), host="h1",
-                     model="tiny", hw_pool="cpu", traffic_class="interactive", shape=shape, status=status,
-                     outcome="error" if status == "error" else "hit",
-                     error="ValueError: bad request" if status == "error" else "")
-        for shape, status, n in rows for i in range(n)
-    ])
-"""
+TRAFFIC = [("2x8", "ok", 3), ("2x8", "error", 1), ("3x17", "error", 2), ("5x9", "ok", 2)]
 """Model ``tiny`` (8 features) served 2x8 three times (and once it failed), 3x17 only on two failed requests, and
 5x9, which the model cannot run (9 features), on two requests the host says succeeded."""
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    """A service whose store holds the recorded requests (seeded by a child: chDB locks its directory)."""
-    root = tmp_path_factory.mktemp("traffic-service")
-    svc = new_service(root)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
-    subprocess.run([sys.executable, "-c", SEED, svc.dsn], cwd=ROOT, env=env, check=True, timeout=300)
-    svc.start()
-    try:
+    """A service whose store holds the recorded requests."""
+    rows = [{"request_id": f"req-{shape}-{status}-{i}", "minutes_ago": 10 + i, "model": "tiny", "shape": shape,
+             "status": status, "outcome": "error" if status == "error" else "hit",
+             "error": "ValueError: bad request" if status == "error" else ""}
+            for shape, status, n in TRAFFIC for i in range(n)]  # fmt: skip
+    with traffic_service(tmp_path_factory.mktemp("traffic-service"), rows) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def _args(service: RunningService, keys: Keys, out: Path, *extra: str) -> list[str]:
@@ -96,10 +75,12 @@ def test_an_unrunnable_traffic_shape_is_named_with_its_requests_before_compiling
 
 
 def test_skip_unrunnable_shapes_builds_on_the_rest(service: RunningService, keys: Keys, tmp_path: Path) -> None:
+    """The shapes left out were printed, and the signed report said nothing of them: a bundle built on part of
+    its traffic read as qualified on all of it. They are recorded in the report (shape, reason, requests), which
+    the signature covers, and ``bundle verify`` and ``bundle show`` say them."""
     out = tmp_path / "bundle"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERENSICS_")}
     command = [sys.executable, "-m", "inferensics.cli", *_args(service, keys, out, "--skip-unrunnable-shapes")]
-    res = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    res = subprocess.run(command, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=600, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "1 shape seen only on failed requests left out (2 requests): 3x17 (2 requests)" in res.stdout
     assert "left out traffic shape 5x9 (the model cannot run shape [5, 9]" in res.stdout, res.stdout
@@ -108,7 +89,27 @@ def test_skip_unrunnable_shapes_builds_on_the_rest(service: RunningService, keys
     assert manifest.identity["accepted_shapes"]["shapes"] == [[2, 8]]
     report = json.loads((out / "report" / "qualification.json").read_text())
     assert [s["shape"] for s in report["shapes"]] == [[2, 8]]
+    [left_out] = report["left_out_shapes"]
+    assert left_out["shape"] == [5, 9]
+    assert left_out["reason"].startswith("the model cannot run shape [5, 9] with "), left_out
+    assert left_out["requests"] == "from 2 requests: req-5x9-ok-0, req-5x9-ok-1"
+    said = "left out of qualification: shape 5x9 (the model cannot run shape [5, 9] with "
+    markdown = (out / "report" / "qualification.md").read_text()
+    assert "Left out of qualification: shape 5x9 (the model cannot run shape [5, 9] with " in markdown
     b.verify(out, keys.keyring)
+    runner = CliRunner()
+    verified = runner.invoke(app, ["bundle", "verify", str(out), "--keyring", str(keys.public)], env={"COLUMNS": "400"})
+    assert verified.exit_code == 0, verified.output
+    assert said in verified.output, verified.output
+    assert "from 2 requests: req-5x9-ok-0, req-5x9-ok-1)" in verified.output
+    shown = runner.invoke(app, ["bundle", "show", str(out)], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0, shown.output
+    assert f"  {said}" in shown.output, shown.output
+    # The signature covers the record: a report without it does not verify.
+    del report["left_out_shapes"]
+    (out / "report" / "qualification.json").write_text(json.dumps(report, indent=1, sort_keys=True))
+    with pytest.raises(b.BundleError, match=r"qualification\.json"):
+        b.verify(out, keys.keyring)
 
 
 def test_skip_unrunnable_shapes_goes_with_traffic_shapes(keys: Keys, tmp_path: Path) -> None:

@@ -22,13 +22,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from inferensics import bundle as b
 from inferensics.bundle.keys import KEYRING_ENV
 from inferensics.bundle.states import STATES_ENV
 from inferensics.cli.app import app
-from inferensics.replay._internal.pack import write_safetensors
 from inferensics.schema.events import RequestEvent
-from tests.collector.service.harness import ADMIN, INGEST, RunningService, new_service
+from tests.collector.service.harness import ADMIN, INGEST, RunningService
+from tests.replay.served import build_bundle, put_inputs, running_service, seed_requests
 
 runner = CliRunner()
 pytestmark = pytest.mark.slow
@@ -56,43 +55,22 @@ class Project:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    import sys
-
     folder = tmp_path_factory.mktemp("proj")
     (folder / "walkmodel.py").write_text(MODEL)
-    priv, pub, _ = b.generate_key(folder / "builder")
-    sys.path.insert(0, str(folder))
-    try:
-        spec = b.BuildSpec(model="walkmodel:build", inputs="walkmodel:inputs", shapes=b.ShapeDistribution.of([(4, 8)]),
-                           advise=False, name="walk", repeats=1)  # fmt: skip
-        result = b.build(spec, b.load_signing_key(priv), folder / "bundle")
-    finally:
-        sys.path.remove(str(folder))
-        sys.modules.pop("walkmodel", None)
-    return Project(folder, result.directory, pub, result.bundle_id)
+    built = build_bundle(folder, model="walkmodel:build", inputs="walkmodel:inputs", name="walk", import_path=folder)
+    return Project(folder, built.bundle, built.keyring, built.bundle_id)
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory, project: Project) -> Iterator[RunningService]:
-    from inferensics.collector.host.otlp_exporter import OtlpExporter
-
     tokens = f"{INGEST}=ingest,{READ_REPLAY}=read+replay,{REPLAY_ONLY}=replay,{ADMIN}=admin"
-    with new_service(tmp_path_factory.mktemp("svc"), via_cli=True, tokens=tokens) as svc:
-        client = svc.client(ADMIN)
-        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3))
-        blob = client.put_blob(write_safetensors({"x": x}), "inputs")
-        exporter = OtlpExporter(svc.url, host="h1", token=INGEST)
-        for request_id, bundle_id in (("b-1", project.bundle_id), ("nb-1", "")):
-            request = RequestEvent(request_id=request_id, ts=datetime.now(UTC), host="h1", model="walk",
-                                   hw_pool="cpu", traffic_class="batch", status="ok", capture_blob=blob,
-                                   bundle_id=bundle_id)  # fmt: skip
-            exporter.export_request(request, [])
-        exporter.flush()
-        exporter.shutdown()
-        deadline = time.monotonic() + 60
-        while client.sql("SELECT request_id FROM requests WHERE request_id IN ('b-1', 'nb-1')").height < 2:
-            assert time.monotonic() < deadline, "the requests never reached the store"
-            time.sleep(0.3)
+    with running_service(tmp_path_factory.mktemp("svc"), tokens=tokens) as svc:
+        blob = put_inputs(svc, x=torch.randn(4, 8, generator=torch.Generator().manual_seed(3)))
+        seed_requests(svc, [
+            RequestEvent(request_id=request_id, ts=datetime.now(UTC), host="h1", model="walk", hw_pool="cpu",
+                         traffic_class="batch", status="ok", capture_blob=blob, bundle_id=bundle_id)
+            for request_id, bundle_id in (("b-1", project.bundle_id), ("nb-1", ""))
+        ])  # fmt: skip
         yield svc
 
 

@@ -217,3 +217,30 @@ def test_a_keyring_that_does_not_exist_is_refused_in_keyring_loads_words(tmp_pat
         Keyring.load(str(missing))
     assert said == str(loaded.value)
     assert replay_commands.KEYRING_ENV == KEYRING_ENV  # spelled in the CLI to be read before the bundle part loads
+
+
+def test_a_pack_replay_asks_no_service_that_only_the_environment_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`replay --pack` asked the service whenever $INFERENSICS_SERVICE_URL was set, so on a GPU host that reaches
+    none (the variable set for the serving process) it failed naming the unreachable service. A pack is
+    self-contained: only --service asks the store (to check the pack's inputs against the digest it recorded)."""
+    ran: dict[str, object] = {}
+
+    def fresh(pack: Path, **kwargs: object) -> dict[str, object]:
+        ran.update(kwargs, pack=pack)
+        return Verdict(category="none", evidence={"request_id": "req-1"}).to_dict()
+
+    monkeypatch.setattr(replay_commands, "_run_fresh", fresh)
+    pack = _pack(tmp_path)
+    offline = {"COLUMNS": "400", "INFERENSICS_SERVICE_URL": NOWHERE}  # set, as for the serving process
+    res = runner.invoke(app, ["replay", "--pack", str(pack)], env=offline)
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("verdict: none"), res.output
+    assert ran["pack"] == pack
+    assert ran["recorded_inputs"] is None  # the store was not asked
+    # Asked for with --service, it is asked, and a service that does not answer is said in one line.
+    ran.clear()
+    said = _one_line_error(*_replay("--pack", str(pack), "--service", NOWHERE))
+    assert "127.0.0.1:9" in said, said
+    assert ran == {}

@@ -13,9 +13,7 @@ import hashlib
 import json
 import stat
 import tempfile
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,51 +29,32 @@ from inferensics.cli.app import app
 from inferensics.replay import write_pack
 from inferensics.replay._internal.pack import write_safetensors
 from inferensics.schema.events import RequestEvent
-from tests.collector.service.harness import ADMIN, INGEST, RunningService, new_service
+from tests.collector.service.harness import ADMIN, RunningService
+from tests.replay.served import Built, build_bundle, put_inputs, running_service, seed_requests
 
 runner = CliRunner()
 pytestmark = pytest.mark.slow
 ELSEWHERE = "c" * 64  # the bundle of a request that no folder here holds
 
 
-@dataclass(frozen=True)
-class Built:
-    bundle: Path
-    keyring: Path
-    bundle_id: str
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    d = tmp_path_factory.mktemp("cli-bundle")
-    priv, pub, _ = b.generate_key(d / "builder")
-    spec = b.BuildSpec(model="tests.bundle.models:tiny_mlp", inputs="tests.bundle.models:inputs",
-                       shapes=b.ShapeDistribution.of([(4, 8)]), advise=False, name="cli", repeats=1)  # fmt: skip
-    result = b.build(spec, b.load_signing_key(priv), d / "bundle")
-    return Built(result.directory, pub, result.bundle_id)
+    return build_bundle(tmp_path_factory.mktemp("cli-bundle"), model="tests.bundle.models:tiny_mlp",
+                        inputs="tests.bundle.models:inputs", name="cli")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory, built: Built) -> Iterator[RunningService]:
-    from inferensics.collector.host.otlp_exporter import OtlpExporter
-
-    with new_service(tmp_path_factory.mktemp("svc"), via_cli=True) as svc:
-        client = svc.client(ADMIN)
-        blob = client.put_blob(write_safetensors({"x": torch.ones(4, 8)}), "inputs")
-        exporter = OtlpExporter(svc.url, host="h1", token=INGEST)
+    with running_service(tmp_path_factory.mktemp("svc")) as svc:
+        blob = put_inputs(svc, x=torch.ones(4, 8))
         # req-old: a row of a request whose captured inputs were recorded without their digest (an older row).
-        for request_id, bundle_id, capture in (("req-cli", built.bundle_id, blob), ("req-elsewhere", ELSEWHERE, blob),
-                                               ("req-old", built.bundle_id, "")):  # fmt: skip
-            request = RequestEvent(request_id=request_id, ts=datetime.now(UTC), host="h1", model="m", hw_pool="cpu",
-                                   traffic_class="batch", status="error", error="nan logits", capture_blob=capture,
-                                   bundle_id=bundle_id)  # fmt: skip
-            exporter.export_request(request, [])
-        exporter.flush()
-        exporter.shutdown()
-        deadline = time.monotonic() + 60
-        while client.sql("SELECT request_id FROM requests WHERE request_id IN ('req-elsewhere', 'req-old')").height < 2:
-            assert time.monotonic() < deadline, "the requests never reached the store"
-            time.sleep(0.3)
+        seed_requests(svc, [
+            RequestEvent(request_id=request_id, ts=datetime.now(UTC), host="h1", model="m", hw_pool="cpu",
+                         traffic_class="batch", status="error", error="nan logits", capture_blob=capture,
+                         bundle_id=bundle_id)
+            for request_id, bundle_id, capture in (("req-cli", built.bundle_id, blob),
+                                                   ("req-elsewhere", ELSEWHERE, blob), ("req-old", built.bundle_id, ""))
+        ])  # fmt: skip
         yield svc
 
 
@@ -157,9 +136,10 @@ def test_a_pack_whose_inputs_the_store_did_not_record_is_refused(
 ) -> None:
     """A pack's inputs swapped, and pack.json's hash of them and its copy of the request row's capture digest
     edited to match: ``replay --pack`` ran the other inputs as the request's. pack.json is not signed, so with a
-    service named (``--service`` or ``$INFERENSICS_SERVICE_URL``) the inputs are checked against the digest the
+    service named (``--service``) the inputs are checked against the digest the
     store recorded for the request; with none, the printed verdict says once that they were checked against the
-    pack's own copy only."""
+    pack's own copy only. ``$INFERENSICS_SERVICE_URL`` alone asks no service (a pack runs offline): only
+    ``--service`` does."""
     from tests.replay.test_pack import swap_inputs, swapped
 
     pack = tmp_path / "pack"
@@ -171,7 +151,6 @@ def test_a_pack_whose_inputs_the_store_did_not_record_is_refused(
     swap_inputs(pack, other, row_too=True)
     refusal = swapped("req-cli", other, recorded, "the store")
     assert _replay("--pack", str(pack), "--service", service.url) == refusal
-    assert _replay("--pack", str(pack), env={"INFERENSICS_SERVICE_URL": service.url}) == refusal
     # A pack of a request the store does not hold cannot be checked against it: said, not passed.
     meta = json.loads((pack / "pack.json").read_text())
     meta["request"]["request_id"] = "req-nowhere"
@@ -182,13 +161,14 @@ def test_a_pack_whose_inputs_the_store_did_not_record_is_refused(
     ), said
     assert said.endswith(
         "; the pack's inputs cannot be checked against the digest recorded for them (to replay it against its own "
-        "pack.json alone, name no service: neither --service nor $INFERENSICS_SERVICE_URL); if the request went to "
-        "another service, pass its URL with --service"
+        "pack.json alone, leave out --service); if the request went to another service, pass its URL with --service"
     ), said
-    # Unasked, the store cannot tell: the replay runs, and says once what the inputs were checked against.
+    # Unasked, the store cannot tell: the replay runs, and says once what the inputs were checked against. The
+    # variable alone asks nothing (here it names a closed port, as on a GPU host that reaches no service).
     meta["request"]["request_id"] = "req-cli"
     (pack / "pack.json").write_text(json.dumps(meta))
-    ran = runner.invoke(app, ["replay", "--pack", str(pack)], env={"COLUMNS": "400", "INFERENSICS_SERVICE_URL": None})
+    offline = {"COLUMNS": "400", "INFERENSICS_SERVICE_URL": "http://127.0.0.1:9"}
+    ran = runner.invoke(app, ["replay", "--pack", str(pack)], env=offline)
     assert ran.exit_code == 0, ran.output
     note = (
         f"inputs: the pack's inputs (sha256 {_sha(other)[:12]}) were checked against request req-cli's row as "
