@@ -24,6 +24,7 @@ from inferensics.analytics.drilldown import (
     request_detail,
     request_graph_calls,
     request_graphs,
+    request_kernel_decisions,
     request_kernels,
 )
 from inferensics.analytics.errors import AnalyticsError, NotFound, UnknownFilterValue, UnsupportedFilter
@@ -82,6 +83,7 @@ __all__ = [
     "request_detail",
     "request_graph_calls",
     "request_graphs",
+    "request_kernel_decisions",
     "request_kernels",
     "request_recompiles",
     "slow_compiles",

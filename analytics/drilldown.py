@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.errors import NotFound
 from inferensics.analytics.filters import TIME_TYPE, SliceParams, check_filter_values, slice_where
+from inferensics.analytics.kernel_fleet import SHAPE_BUCKET
 from inferensics.analytics.request_list import ERRORED, FELL_BACK, NONFINITE
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
@@ -194,6 +195,63 @@ def request_graphs(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     return graphs.join(compiles, on=col.ARTIFACT_ID, how="left").sort("position")
 
 
+RAISED: Final = ": raised "
+"""What a skipped entry (``provider: reason``) of a provider that raised holds (``inferensics.kernels.op``): the
+provider was taken out for that signature."""
+DECISION_COLUMNS: Final = (
+    "this_request", col.COMPILED, "position", col.OP, col.PROVIDER, col.SIGNATURE, SHAPE_BUCKET, col.SKIPPED,
+    "raised", col.FALLBACK, col.GRAPH_KEY, col.TS,
+)  # fmt: skip
+"""The columns of :func:`request_kernel_decisions`, in order."""
+
+
+def request_kernel_decisions(client: QueryClient, params: RequestParams) -> pl.DataFrame:
+    """The kernel-registry decisions behind the request: which provider computed each registry op it called, and
+    why the providers before it were skipped (a provider that raised was taken out for that signature).
+
+    Two kinds of ``kernel_decisions`` rows: the request's own (``this_request``: the eager calls whose signature
+    its process met first in it, and the traces of the compiles it triggered; where requests share the id, its
+    host's from its start to the next one's), and the compiled decisions of the graphs that served it that its host
+    recorded before it ended, in another request's compile (a cache hit decides nothing anew). A process records
+    an eager decision once per op signature, with the request that made it first: a later request served by it
+    has none of its own.
+
+    Columns: this_request, compiled, position (the graph's place in :func:`request_graphs`; null for an eager
+    decision), op, provider, signature, bucket, skipped (``provider: reason`` in priority order), raised (the
+    skipped entries whose provider raised), fallback, graph_key, ts. One row per graph, op, signature and provider
+    (the newest); sorted by compiled first, position, op, signature.
+    """
+    row = _request(client, params)
+    mine, values = _children(row)
+    keys = [str(k) for k in row.item(0, col.GRAPH_KEYS) if k]
+    ended = row.item(0, col.TS) + timedelta(milliseconds=float(row.item(0, col.LATENCY_MS) or 0.0))
+    served = (
+        f"{col.MODEL} = {{m:String}} AND {col.HOST} = {{req_host:String}} AND {col.COMPILED} "
+        f"AND {col.GRAPH_KEY} IN {{keys:Array(String)}} AND {col.TS} <= {{ended:{TIME_TYPE}}}"
+    )
+    frame = client.query_frame(
+        f"SELECT {mine} AS this_request, {col.COMPILED}, {col.GRAPH_KEY}, toString({col.OP}) AS {col.OP}, "
+        f"toString({col.PROVIDER}) AS {col.PROVIDER}, {col.SIGNATURE}, toString({SHAPE_BUCKET}) AS {SHAPE_BUCKET}, "
+        f"{col.SKIPPED}, {col.FALLBACK}, {col.TS} FROM {client.database}.kernel_decisions "
+        f"WHERE ({mine}) OR ({served}) ORDER BY this_request DESC, {col.TS} DESC "
+        f"LIMIT 1 BY {col.COMPILED}, {col.GRAPH_KEY}, {col.OP}, {col.SIGNATURE}, {col.PROVIDER}",
+        {**values, "req_host": row.item(0, col.HOST), "keys": keys, "ended": ended},
+    )
+    position = {k: i for i, k in reversed(list(enumerate(row.item(0, col.GRAPH_KEYS))))}
+    return (
+        frame.with_columns(
+            pl.col("this_request").cast(pl.Boolean),
+            pl.col(col.GRAPH_KEY).replace_strict(position, default=None, return_dtype=pl.UInt32).alias("position"),
+            pl.col(col.SKIPPED).list.eval(pl.element().filter(pl.element().str.contains(RAISED, literal=True)))
+            .alias("raised"),
+            pl.col(col.TS).dt.cast_time_unit("us").dt.convert_time_zone("UTC"),
+        )
+        .sort([col.COMPILED, "position", col.OP, col.SIGNATURE], descending=[True, False, False, False],
+              nulls_last=True)
+        .select(DECISION_COLUMNS)
+    )  # fmt: skip
+
+
 _GRAPH_CALL_SQL = f"(startsWith({col.KERNEL_NAME}, {{gp:String}}) AND endsWith({col.KERNEL_NAME}, {{gs:String}}))"
 """A ``kernel_timings`` row that is a whole compiled-graph call range (:mod:`inferensics.schema.graph_calls`)."""
 
@@ -366,21 +424,50 @@ NONFINITE_BY_PATH: Final = "nonfinite_by_path"
 """Column of :func:`request_replays`: the verdict's non-finite counts per path, as JSON text."""
 
 
+REPLAYED_INPUTS: Final = "replayed_inputs"
+"""Column of :func:`request_replays`: the sha256 of the inputs the verdict's replay ran (its evidence's
+``captured_inputs``), the ``capture_blob`` of the request it replayed."""
+SAME_REQUEST: Final = "same_request"
+"""Column of :func:`request_replays`: whether the verdict is the request's own (true), or cannot be told apart
+from another request's of the same id (null: it names no inputs digest)."""
+
+
 def request_replays(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     """Replay verdicts recorded for the request (``inferensics replay``), newest first.
+
+    A ``replay_results`` row names the request by its id only, and a client re-run reuses its ids. Where requests
+    share the id, a verdict is this request's when the inputs it replayed (their sha256, in its evidence) are this
+    request's captured inputs and its bundle is this request's; verdicts of the others are left out. A verdict that
+    names no inputs digest is kept with ``same_request`` null: nothing in its row tells which request it replayed.
 
     Columns: ts, replay_id, bundle_id, device_name, attribution, op, fx_node, kernel, source_file,
     source_line, source_text, error_ratio, detail, summary (the verdict's sentence for people, from its JSON),
     nonfinite_by_path (the non-finite elements of each path's output the verdict counted, as the JSON object of
     its evidence: ``{"fp64": {"nan": 8, "inf": 0, "total": 8}, "eager float32": ..., "served": ...}``; empty
-    when it counted none). Empty when it was never replayed.
+    when it counted none), replayed_inputs (:data:`REPLAYED_INPUTS`), same_request (:data:`SAME_REQUEST`). Empty
+    when it was never replayed.
     """
     names = (col.TS, col.REPLAY_ID, col.BUNDLE_ID, col.DEVICE_NAME, col.ATTRIBUTION, col.OP, col.FX_NODE, col.KERNEL,
              col.SOURCE_FILE, col.SOURCE_LINE, col.SOURCE_TEXT, col.ERROR_RATIO, col.DETAIL)  # fmt: skip
     summary = f"JSONExtractString({col.VERDICT_JSON}, 'summary') AS summary"
     nonfinite = f"JSONExtractRaw({col.VERDICT_JSON}, 'evidence', 'nonfinite') AS {NONFINITE_BY_PATH}"
-    return client.query_frame(
-        f"SELECT {', '.join(f'`{n}`' for n in names)}, {summary}, {nonfinite} FROM {client.database}.replay_results "
+    digest = f"JSONExtractString({col.VERDICT_JSON}, 'evidence', 'captured_inputs', 'sha256')"
+    inputs = f"lower({digest}) AS {REPLAYED_INPUTS}"
+    verdicts = client.query_frame(
+        f"SELECT {', '.join(f'`{n}`' for n in names)}, {summary}, {nonfinite}, {inputs} "
+        f"FROM {client.database}.replay_results "
         f"WHERE {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS} DESC LIMIT 20",
         {"rid": params.request_id},
+    )
+    try:
+        row = _request(client, params) if verdicts.height else None
+    except NotFound:  # verdicts of an id whose requests have expired: nothing to tell them apart by
+        row = None
+    if row is None or int(row.item(0, "occurrences")) < 2:
+        return verdicts.with_columns(pl.lit(True).alias(SAME_REQUEST))
+    blob, bundle = str(row.item(0, col.CAPTURE_BLOB) or "").lower(), str(row.item(0, col.BUNDLE_ID) or "")
+    named = pl.col(REPLAYED_INPUTS) != ""
+    own = (pl.col(REPLAYED_INPUTS) == blob) & (pl.lit(not bundle) | (pl.col(col.BUNDLE_ID) == bundle))
+    return verdicts.filter(~named | (own & pl.lit(bool(blob)))).with_columns(
+        pl.when(named).then(pl.lit(True)).otherwise(pl.lit(None, pl.Boolean)).alias(SAME_REQUEST)
     )

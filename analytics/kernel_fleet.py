@@ -11,9 +11,10 @@ Rules:
 * **Why providers were skipped** (:func:`kernel_skips`): each decision keeps the providers tried before the one
   chosen as ``provider: reason``; one row per op, skipped provider and reason.
 * **Qualification evidence** (:func:`kernel_qualifications`): the newest record in the range for each device,
-  op, shape bucket, dtype and provider, with ``vs_best``: its median over the fastest measured median of the same
-  device, op, bucket and dtype (1.0 for the fastest). Qualification records name the host they ran on but no
-  model or pool: those filters do not apply.
+  op, shape bucket, dtype, shape and provider, with ``vs_best``: its median over the fastest measured median of
+  the same device, op, bucket, dtype and shape (1.0 for the fastest). Several shapes can share a bucket (tokens 3
+  and 4 both fall in ``t4``): each keeps its records, and a median is only ever compared with one measured at the
+  same shape. Qualification records name the host they ran on but no model or pool: those filters do not apply.
 """
 
 from __future__ import annotations
@@ -37,11 +38,15 @@ PROVIDER_COLUMNS: Final = (
     "example_signature", "example_request", "skipped_before",
 )  # fmt: skip
 SKIP_COLUMNS: Final = (col.OP, "skipped_provider", "reason", "decisions", "chosen", "models", "pools", "hosts")
-QUALIFICATION_KEYS: Final = (col.DEVICE_NAME, col.OP, SHAPE_BUCKET, col.DTYPE, col.PROVIDER)
+QUALIFICATION_KEYS: Final = (col.DEVICE_NAME, col.OP, SHAPE_BUCKET, col.DTYPE, col.SHAPE, col.PROVIDER)
+"""One qualification row each: the shape too, since the records of one run share their time and a bucket can
+hold several shapes (keyed without it, one shape of the bucket was kept at random and the others dropped)."""
+COMPARED: Final = (col.DEVICE_NAME, col.OP, SHAPE_BUCKET, col.DTYPE, col.SHAPE)
+"""What ``vs_best`` compares a median within: medians of one shape only."""
 TIMES: Final = (col.MEDIAN_US, col.CI_LOW_US, col.CI_HIGH_US, col.TB_S)
 """What only a measured record has (null otherwise: an unsupported or refused provider was not timed)."""
 QUALIFICATION_COLUMNS: Final = (
-    *QUALIFICATION_KEYS, col.SHAPE, col.STATUS, col.DECISION, col.MEDIAN_US, col.CI_LOW_US, col.CI_HIGH_US,
+    *QUALIFICATION_KEYS, col.STATUS, col.DECISION, col.MEDIAN_US, col.CI_LOW_US, col.CI_HIGH_US,
     "vs_best", col.TB_S, col.TIMING, col.ACCURACY_PASSED, col.MAX_ABS_ERR, col.RULE, col.TRIALS, col.DETAIL,
     col.HOST, col.TS, col.EVIDENCE_DIGEST,
 )  # fmt: skip
@@ -108,14 +113,14 @@ def kernel_skips(client: QueryClient, params: SliceParams) -> pl.DataFrame:
 
 
 def kernel_qualifications(client: QueryClient, params: SliceParams) -> pl.DataFrame:
-    """The newest qualification record in the range per device, op, shape bucket, dtype and provider.
+    """The newest qualification record in the range per device, op, shape bucket, dtype, shape and provider.
 
-    Columns: device_name, op, bucket, dtype, provider, shape, status (``measured``, ``unsupported``,
+    Columns: device_name, op, bucket, dtype, shape, provider, status (``measured``, ``unsupported``,
     ``refused`` by the accuracy gate, ``error``), decision (``incumbent``, ``promoted``, ``kept``, ``refused``),
-    median_us, ci_low_us, ci_high_us, vs_best (median over the fastest measured median of its device, op, bucket
-    and dtype), tb_s (these five null unless measured), timing, accuracy_passed, max_abs_err, rule, trials,
-    detail, host, ts, evidence_digest. Sorted by device, op, bucket, dtype, then measured ones fastest first, then
-    provider.
+    median_us, ci_low_us, ci_high_us, vs_best (median over the fastest measured median of its device, op, bucket,
+    dtype and shape), tb_s (these five null unless measured), timing, accuracy_passed, max_abs_err, rule, trials,
+    detail, host, ts, evidence_digest. Sorted by device, op, bucket, dtype, shape, then measured ones fastest
+    first, then provider.
 
     Raises:
         UnsupportedFilter: model, hw_pool, traffic_class or bundle is set (qualification records name only the
@@ -134,7 +139,7 @@ def kernel_qualifications(client: QueryClient, params: SliceParams) -> pl.DataFr
     frame = client.query_frame(sql, where.params)
     measured = pl.col(col.STATUS) == "measured"
     timed = measured & (pl.col(col.MEDIAN_US) > 0)
-    group = [col.DEVICE_NAME, col.OP, SHAPE_BUCKET, col.DTYPE]
+    group = list(COMPARED)
     best = pl.col(col.MEDIAN_US).filter(timed).min().over(group)
     return (
         frame.with_columns(

@@ -155,6 +155,12 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
             drilldown.request_graph_calls,
             "Drill-down, one request id: profiled whole compiled-graph calls.",
         ),
+        _q(
+            "request_kernel_decisions",
+            drilldown.RequestParams,
+            drilldown.request_kernel_decisions,
+            "Drill-down, one request id: the kernel-registry decisions behind it (eager and compiled) and the skips.",
+        ),
         _q("notable_requests", SliceParams, drilldown.notable_requests, _ALL + " For the drill-down's picker."),
         _q("request_replays", drilldown.RequestParams, drilldown.request_replays, "Replay verdicts of one request id."),
         _q("request_list", request_list.RequestListParams, request_list.request_list, _LIST),

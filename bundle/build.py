@@ -96,7 +96,8 @@ class BuildSpec:
             (the report still records it); by default such a build is refused.
         kernel_evidence: An evidence file ``inferensics kernels qualify`` wrote on the target device: the build
             compiles with its selection policy, records its registry state and carries the file, and hosts
-            that load the bundle follow it.
+            that load the bundle follow it (CPU evidence measured in Triton's interpreter: only hosts that run it;
+            :func:`~inferensics.bundle.load.kernel_evidence_carried_line` says which).
         left_out_shapes: Shapes of the traffic left out of ``shapes`` before the build (``bundle build
             --skip-unrunnable-shapes``), each with why: the signed report records them.
     """
@@ -334,16 +335,48 @@ def _build_with_evidence(spec: BuildSpec, key: SigningKey, out: Path, *, now: da
     if recorded.get("digest") != doc["registry"]["digest"]:
         why = "; ".join(kev.state_differences(recorded, doc["registry"]))
         raise BundleError("bad_input", f"--kernel-evidence {path}: the registry state given is not its ({why})")
+    # The model's modules may register providers of their own at import, as the process that qualified them did:
+    # imported only when the build made the model, they were missing from the registry checked here.
+    resolve(spec.model, "--model")
+    if spec.inputs:
+        resolve(spec.inputs, "--inputs")
     with kev.following(doc) as (_, refused):
         here = default_registry().state()
         if refused or here["digest"] != doc["registry"]["digest"]:
-            why = "; ".join(refused[:3] or kev.state_differences(here, doc["registry"]))
-            raise BundleError(
-                "bad_input",
-                f"--kernel-evidence {path}: this registry, with its policy applied, is not the one it records "
-                f"({why}); qualify again with this code and these versions",
-            )
+            raise BundleError("bad_input", _registry_mismatch(spec, path, doc["registry"], here, refused))
         return _build(spec, key, out, now=now, evidence=(data, str(doc["digest"])))
+
+
+def _registry_mismatch(
+    spec: BuildSpec, path: Path, recorded: Mapping[str, Any], here: Mapping[str, Any], refused: Sequence[str]
+) -> str:
+    """Why this process's registry, following the evidence, is not the one it records, and what to do: register
+    the providers it names that this process lacks, else qualify again here."""
+    from inferensics.kernels import evidence as kev
+
+    missing = sorted(
+        f"{op}: {name}"
+        for op, entry in (recorded.get("ops") or {}).items()
+        for name in _provider_names(entry) - _provider_names((here.get("ops") or {}).get(op))
+    )
+    if missing:
+        return (
+            f"--kernel-evidence {path} names kernel providers this process does not register, even with --model "
+            f"{spec.model}'s module imported ({', '.join(missing[:6])}): register them when that module (or one it "
+            "imports) is imported, as the process that ran `kernels qualify` did, and build again"
+        )
+    why = "; ".join(refused[:3] or kev.state_differences(here, recorded))
+    return (
+        f"--kernel-evidence {path}: this registry, with its policy applied, is not the one it records ({why}); "
+        "qualify again with this code and these versions (`inferensics kernels qualify --out FILE` in this "
+        "environment, with the same providers registered)"
+    )
+
+
+def _provider_names(op_state: Any) -> set[str]:
+    """The provider names of one op of a registry state (:meth:`Registry.state`)."""
+    providers = op_state.get("providers") if isinstance(op_state, Mapping) else None
+    return {str(p["name"]) for p in providers or [] if isinstance(p, Mapping) and "name" in p}
 
 
 def _build(

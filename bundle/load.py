@@ -159,6 +159,25 @@ def kernel_evidence_line(manifest: Manifest, evidence: Mapping[str, Any] | None,
     return f"{head}: measured on {measured_device(evidence)}, this host's device: a load here follows its priorities"
 
 
+def kernel_evidence_carried_line(evidence: Mapping[str, Any], origin: str) -> str:
+    """What ``bundle build`` says of the evidence it carried (``evidence``, parsed; ``origin``, where it came from):
+    which hosts that load the bundle follow it, decided as :func:`load` decides there. The build has refused
+    evidence of another device than the bundle's, so what is left to say is the interpreter's rule: CPU evidence
+    measured in Triton's interpreter holds only where the interpreter runs."""
+    from inferensics.kernels.evidence import measured_device, measured_in_interpreter
+    from inferensics.kernels.requirements import INTERPRETER_ENV, interpreter_enabled
+
+    head = f"kernel evidence {str(evidence.get('digest', ''))[:16]} from {origin} carried"
+    if not measured_in_interpreter(evidence):
+        return f"{head}: measured on {measured_device(evidence)}: hosts that load the bundle follow its priorities"
+    here = "as this one does" if interpreter_enabled() else "this one does not: `bundle verify` here says so"
+    return (
+        f"{head}, but measured in Triton's interpreter: only hosts that run it (TRITON_INTERPRET=1 "
+        f"{INTERPRETER_ENV}=1) follow its kernel priorities; a CPU host without it applies none of it and the bundle "
+        f"still loads ({here})"
+    )
+
+
 def _evidence_device(manifest: Manifest, device: str | None) -> str:
     """What a load applies evidence for: ``device``, else the device type the bundle was built for."""
     compatibility = manifest.identity.get("compatibility")  # a dict once verified; `bundle show` reads unverified

@@ -281,7 +281,8 @@ def build(  # noqa: PLR0917 - one option each
     kernel_evidence: Annotated[Path | None, typer.Option("--kernel-evidence", metavar="FILE",
                                help="Evidence `inferensics kernels qualify --out FILE` wrote on this device: the "
                                     "build compiles with its kernel priorities and carries it, and hosts that load "
-                                    "the bundle follow it.")] = None,
+                                    "the bundle follow it (evidence measured in Triton's interpreter: only hosts "
+                                    "that run it).")] = None,
     allow_inaccurate: Annotated[bool, typer.Option("--allow-inaccurate",
                                 help="Sign even when a shape's compiled output is outside tolerance against eager "
                                      "and fp64 (refused by default; the report records it).")] = False,
@@ -342,9 +343,13 @@ def build(  # noqa: PLR0917 - one option each
     else:
         console.print(f"built {result.directory}\nbundle id {result.bundle_id}\nsigned by {signing.keyid}")
     console.print(f"report {result.directory / 'report' / 'qualification.html'}")
-    if kernel_evidence is not None:
-        console.print(f"kernel evidence {result.manifest.build.get('kernel_evidence', '')} from {kernel_evidence} "
-                      "carried: hosts that load the bundle follow its kernel priorities")  # fmt: skip
+    if kernel_evidence is not None:  # the bundle's copy: the checked bytes, as hosts will read them
+        from inferensics.bundle.build import KERNEL_EVIDENCE
+        from inferensics.bundle.load import kernel_evidence_carried_line
+        from inferensics.kernels.evidence import parse_evidence
+
+        carried = parse_evidence((result.directory / KERNEL_EVIDENCE).read_bytes(), KERNEL_EVIDENCE)
+        console.print(kernel_evidence_carried_line(carried, str(kernel_evidence)), markup=False)
     for line in _accuracy_warnings(result.directory):
         console.print(line, markup=False)
 

@@ -1,8 +1,10 @@
 """``inferensics requests``: the newest requests of a slice, or with ``--failing`` those that errored, produced
-non-finite output or fell back to eager, from a store or through the service.
+non-finite output or fell back to eager, from a store or through the service; ``--id ID`` shows one request: how it
+was served (compile, guards, fallback), its graphs and the kernel-registry providers behind it.
 
-It reads through the named queries ``request_list`` and ``request_kinds`` (:mod:`inferensics.analytics.request_list`),
-so a token with only the ``read`` role lists them through ``--service``, where SQL needs ``admin``.
+It reads through named queries (``request_list`` and ``request_kinds`` of :mod:`inferensics.analytics.request_list`;
+``request_detail``, ``request_graphs`` and ``request_kernel_decisions`` of :mod:`inferensics.analytics.drilldown`),
+so a token with only the ``read`` role reads them through ``--service``, where SQL needs ``admin``.
 """
 
 from __future__ import annotations
@@ -78,6 +80,18 @@ def requests(  # noqa: PLR0917 (typer options)
         str | None, typer.Option(help="End (excluded): a time ago or an ISO 8601 time, UTC [default: now].")
     ] = None,
     limit: Annotated[int, typer.Option(help="Newest this many requests are listed (1 to 10000).")] = 50,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--id",
+            help="Show this one request instead of a list: outcome, compile, guards, fallback, its graphs and the "
+            "kernel-registry providers behind it (eager and compiled, with why others were skipped or taken out).",
+        ),
+    ] = None,
+    occurrence: Annotated[
+        int | None,
+        typer.Option(help="With --id: which of the requests sharing the id (1 for the earliest) [default: 1]."),
+    ] = None,
     dsn: DsnOption = None,
     data_dir: DataDirOption = None,
     service: ServiceOption = None,
@@ -88,10 +102,24 @@ def requests(  # noqa: PLR0917 (typer options)
 
     One table (request id, time, model, pool, host, what failed, detail), then the count of each kind over the
     whole window (not only the listed ones) and how to open one: `inferensics replay ID` or the dashboard's
-    request page. Through --service a token with the read role is enough."""
+    request page. With --id ID, one request instead. Through --service a token with the read role is enough."""
     from inferensics.analytics.request_list import MAX_LIMIT
 
     dsn = dsn_from(ctx, dsn, data_dir)
+    if request_id is not None:
+        listing = {"--failing": failing, "--model": model, "--hw-pool": hw_pool, "--since": since, "--until": until}
+        narrowing = [name for name, value in listing.items() if value] + (["--limit"] if limit != 50 else [])
+        if narrowing:
+            one = len(narrowing) == 1
+            fail(f"--id shows one request: {', '.join(narrowing)} narrow{'s' if one else ''} a list; leave "
+                 f"{'it' if one else 'them'} out")  # fmt: skip
+        if occurrence is not None and occurrence < 1:
+            fail(f"--occurrence {occurrence}: requests that share an id are numbered from 1 (the earliest)")
+        with query_runner(dsn, data_dir, service, token) as runner:
+            _show_request(runner, request_id.strip(), occurrence)
+        return
+    if occurrence is not None:
+        fail("--occurrence picks one of the requests that share an --id: give --id ID with it")
     if not 1 <= limit <= MAX_LIMIT:
         fail(f"--limit {limit}: list at least 1 and at most {MAX_LIMIT:,} requests")
     for option, value in (("--model", model), ("--hw-pool", hw_pool)):
@@ -123,6 +151,42 @@ def requests(  # noqa: PLR0917 (typer options)
     first = str(listed.item(0, "request_id"))
     replay = f"inferensics replay {first}" + (f" --service {service}" if service else "")
     console.print(f"open one: {replay}, or the dashboard's request page /{REQUEST_PAGE}{first}")
+
+
+def _show_request(runner: object, request_id: str, occurrence: int | None) -> None:
+    """One request's lines: which one, how it was served, its graphs, its kernel-registry decisions."""
+    which = {"request_id": request_id, **({"occurrence": occurrence} if occurrence is not None else {})}
+    d = runner.query("request_detail", **which).row(0, named=True)  # type: ignore[attr-defined]
+    graphs = runner.query("request_graphs", **which)  # type: ignore[attr-defined]
+    decisions = runner.query("request_kernel_decisions", **which)  # type: ignore[attr-defined]
+    n, k = int(d["occurrences"]), int(d["occurrence"])
+    shared = f" (request {k} of {n} sharing the id; --occurrence N shows another)" if n > 1 else ""
+    lines = [
+        f"request {request_id}{shared}: {d['ts']:%Y-%m-%d %H:%M:%S} UTC · model {d['model']} · pool {d['hw_pool']} · "
+        f"host {d['host']} · traffic {d['traffic_class'] or '-'} · bundle {d['bundle_id'] or 'none'}",
+        f"outcome {d['outcome']} · status {d['status']} · latency {float(d['latency_ms'] or 0):.1f} ms · compile in "
+        f"request {float(d['compile_ms'] or 0):.1f} ms · guards {d['guard_outcome']} · graph cache {d['cache_status']}",
+    ]
+    if d["fallback_reason"]:
+        lines.append(f"fallback: {d['fallback_reason']}")
+    if d["error"]:
+        lines.append(f"error: {str(d['error']).strip().splitlines()[0]}")
+    lines += [f"guard failure: {r}" for r in d.get("guard_failure_reasons") or []]
+    lines += [f"recompile: {r}" for r in d.get("recompile_reasons") or []]
+    for g in graphs.iter_rows(named=True):
+        providers = ", ".join(dict.fromkeys(g.get("kernel_providers") or [])) or "none recorded"
+        lines.append(f"graph {g['position']}: {g['graph_key'][:16]} · {g['calls']} calls · providers: {providers}")
+    if decisions.is_empty():
+        lines.append("kernel providers: no kernel-registry decision recorded for this request")
+    for r in decisions.iter_rows(named=True):
+        where = "eager" if not r["compiled"] else f"graph {r['position']}"
+        if r["compiled"] and not r["this_request"]:
+            where += " (traced in an earlier request's compile)"
+        skipped = f" · skipped {'; '.join(r['skipped'])}" if r["skipped"] else ""
+        lines.append(f"kernel {where}: {r['op']}={r['provider']} at {r['signature']}{skipped}")
+        lines += [f"  {e.partition(': ')[0]} raised and was taken out for that signature" for e in r["raised"]]
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_table(listed: pl.DataFrame) -> None:

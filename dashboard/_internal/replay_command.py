@@ -34,7 +34,9 @@ class ReplayCommand:
     fill_in: tuple[str, ...] = ()
 
 
-def replay_command(request_id: str, *, service_url: str, keyring: str | None, token: bool) -> ReplayCommand:
+def replay_command(
+    request_id: str, *, service_url: str, keyring: str | None, token: bool, occurrence: int | None = None
+) -> ReplayCommand:
     """The command that replays ``request_id`` through the service at ``service_url``.
 
     Args:
@@ -42,11 +44,14 @@ def replay_command(request_id: str, *, service_url: str, keyring: str | None, to
         service_url: The service the dashboard reads from (replay fetches the pack there).
         keyring: The trusted builders' keys the dashboard's process was given, ``None`` for none.
         token: Whether the dashboard reads with a token (the service then asks replay for one too).
+        occurrence: Which of the requests sharing the id (1 for the earliest), ``None`` when the id names one:
+            replay refuses an id several requests share unless ``--occurrence`` picks one.
 
     >>> replay_command("req-7", service_url="http://127.0.0.1:4318", keyring="/keys/b.pub", token=False).command
     'inferensics replay req-7 --service http://127.0.0.1:4318 --keyring /keys/b.pub'
     """
     words = ["inferensics", "replay", request_id, "--service", service_url]
+    words += ["--occurrence", str(occurrence)] if occurrence is not None else []
     words += ["--keyring", keyring or KEYRING_PLACEHOLDER]
     fill_in: list[str] = []
     if not keyring:

@@ -3,7 +3,8 @@
 
 A warning per op whose provider raised (each failure took its provider out for that signature), the op signatures
 served per op and provider, the providers serving each op per model and pool (with a request whose compile chose
-them), the reasons providers were skipped, then the newest qualification evidence per device, op and shape bucket."""
+them), the reasons providers were skipped, then the newest qualification evidence per device, op, shape bucket and
+shape."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def alerts(raised: list[Mapping[str, Any]]) -> None:
 
 
 def qualification_section(filters: Filters) -> None:
-    """The newest evidence per device, op, bucket, dtype and provider in the range (no model or pool filter:
+    """The newest evidence per device, op, bucket, dtype, shape and provider in the range (no model or pool filter:
     qualification records name only their host)."""
     st.subheader("Qualification evidence")
     if filters.model is not None or filters.hw_pool is not None:

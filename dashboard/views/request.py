@@ -12,11 +12,12 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from inferensics.analytics.drilldown import NONFINITE_BY_PATH
+from inferensics.analytics.drilldown import NONFINITE_BY_PATH, SAME_REQUEST
 from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import now
+from inferensics.dashboard._internal.kernel_decisions import decisions_section
 from inferensics.dashboard._internal.links import REQUEST_ID_PARAM, bundle_link
 from inferensics.dashboard._internal.replay_command import replay_command
 from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, said, service_errors
@@ -302,21 +303,44 @@ def nonfinite_by_path(raw: str | None) -> str | None:
     return " · ".join(shown(p, counts[p]) for p in order)
 
 
-def replay_command_block(request_id: str) -> None:
-    """The replay command of ``request_id`` as a code block to copy, with what to put in place of each placeholder
-    it holds (:mod:`inferensics.dashboard._internal.replay_command`)."""
+def replay_command_block(request_id: str, occurrence: int | None = None) -> None:
+    """The replay command of ``request_id`` (its ``occurrence``-th request where several share the id) as a code
+    block to copy, with what to put in place of each placeholder it holds
+    (:mod:`inferensics.dashboard._internal.replay_command`)."""
     settings = current_settings()
     shown = replay_command(
-        request_id, service_url=settings.service_url, keyring=settings.keyring, token=bool(settings.token)
-    )
+        request_id, service_url=settings.service_url, keyring=settings.keyring, token=bool(settings.token),
+        occurrence=occurrence,
+    )  # fmt: skip
     st.code(shown.command, language="bash", wrap_lines=True)
     if shown.fill_in:
         st.caption("Fill in " + " ".join(shown.fill_in))
 
 
+def shared_id_replays_note(d: dict[str, Any], replays: pl.DataFrame) -> None:
+    """Where requests share the id: how the verdicts shown were told apart from the other requests' (a verdict
+    names the request by its id only), and which of them cannot be."""
+    if int(d.get("occurrences") or 1) < 2:
+        return
+    blob = _text(d.get(col.CAPTURE_BLOB))
+    untied = int(replays.get_column(SAME_REQUEST).is_null().sum()) if replays.height else 0
+    st.caption(
+        "A replay verdict names its request by id alone, and requests share this id: the verdicts shown are the "
+        + (f"ones that replayed this request's inputs (sha256 `{blob[:12]}…`) against its bundle"
+           if blob else "ones that can be tied to no request (this request's inputs were not captured)")
+        + (f"; {untied:,} of them name{'s' if untied == 1 else ''} no inputs digest and may be another request's "
+           "of the id (telling them apart would need the replayed request's host and start time in replay_results)"
+           if untied else "")
+        + "."
+    )  # fmt: skip
+
+
 def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
     """The latest replay verdict (what it names: category, op, source line, kernel, or the input), or, for a
     request that failed or gave non-finite output, the command that produces one."""
+    shared = int(d.get("occurrences") or 1) > 1
+    occurrence = int(d.get("occurrence") or 1) if shared else None
+    shared_id_replays_note(d, replays)
     if not replays.height:
         faulty = d[col.STATUS] == "error" or int(d.get(col.FP_NAN) or 0) + int(d.get(col.FP_INF) or 0) > 0
         if d.get("inputs_captured"):
@@ -328,7 +352,7 @@ def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
                     "and fp64 if you want to check its numbers."
                 )
             st.info(hint, icon=":material/history:")
-            replay_command_block(str(d[col.REQUEST_ID]))
+            replay_command_block(str(d[col.REQUEST_ID]), occurrence)
         elif faulty:  # replay re-executes captured inputs: without them it has nothing to run
             st.info(
                 "**Cannot be replayed:** its inputs were not captured (with capture on, a host captures the inputs "
@@ -497,12 +521,7 @@ def render() -> None:
         occurrence_chooser(d)
         summary(d)
         inputs_panel(d)
-        if int(d.get("occurrence") or 1) > 1:
-            st.caption(
-                f"The replay command below takes a request id only: it replays the earliest request of "
-                f"{_code(request_id)}, not the one shown."
-            )
-        replay_panel(d, run_query(queries.REQUEST_REPLAYS, "replays", request_id=request_id))
+        replay_panel(d, run_query(queries.REQUEST_REPLAYS, "replays", request_id=request_id, **which))
         graphs = run_query(queries.REQUEST_GRAPHS, "graphs", request_id=request_id, **which)
         st.subheader("Compiled graphs that served it")
         if graphs.height:
@@ -529,6 +548,8 @@ def render() -> None:
             },
         )
         providers_section(graphs)
+        decided = run_query(queries.REQUEST_KERNEL_DECISIONS, "kernel decisions", request_id=request_id, **which)
+        decisions_section(decided)
         if d.get(col.SAMPLED):  # only a profiled request has whole-graph call times
             graph_calls_section(run_query(queries.REQUEST_GRAPH_CALLS, "graph calls", request_id=request_id, **which))
         kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id, **which)

@@ -133,3 +133,32 @@ def test_the_named_queries_answer_through_the_runner(kernel_store: Store) -> Non
     assert runner.query("kernel_providers", **window).height == 7
     assert runner.query("kernel_skips", **window).height == 3
     assert runner.query("kernel_qualifications", **window).height == 6
+
+
+def test_every_shape_of_a_bucket_keeps_its_records_and_vs_best_compares_one_shape(chdb_dir: Path) -> None:
+    """Tokens 3 and 4 share the bucket ``t4``, measured in one run (one ``ts``): keyed by bucket alone, one shape's
+    records were kept at random and ``vs_best`` divided a median at 4 rows by one at 3 (issue walk41 #11)."""
+    from inferensics.schema.events import KernelQualificationEvent
+
+    t = NOW - timedelta(minutes=10)
+
+    def record(tokens: int, provider: str, median: float) -> KernelQualificationEvent:
+        return KernelQualificationEvent(
+            ts=t, host="c1", device_name="cpu", op="rms_norm", provider=provider, bucket="float32/n64/t4",
+            shape=f"tokens={tokens},hidden=64", dtype="float32", status="measured", accuracy_passed=True,
+            median_us=median, ci_low_us=median, ci_high_us=median, trials=3, timing="wall", evidence_digest="d" * 64,
+        )  # fmt: skip
+
+    run = [record(3, "a", 10.0), record(3, "reference", 20.0), record(4, "a", 50.0), record(4, "b", 12.5),
+           record(4, "reference", 25.0)]  # fmt: skip
+    with scratch_store(chdb_dir, "kshapes") as store:
+        store.insert_events(run)
+        frame = kernel_qualifications(store, HOUR)
+    assert frame.columns == list(QUALIFICATION_COLUMNS)
+    assert _rows(frame, "shape", "provider", "median_us", "vs_best") == [
+        ("tokens=3,hidden=64", "a", 10.0, 1.0),
+        ("tokens=3,hidden=64", "reference", 20.0, 2.0),
+        ("tokens=4,hidden=64", "b", 12.5, 1.0),
+        ("tokens=4,hidden=64", "reference", 25.0, 2.0),
+        ("tokens=4,hidden=64", "a", 50.0, 4.0),
+    ]

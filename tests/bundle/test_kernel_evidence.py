@@ -320,3 +320,73 @@ def test_interpreter_evidence_is_not_followed_by_a_host_without_the_interpreter(
         "timings and accuracy verdicts hold only with TRITON_INTERPRET=1 INFERENSICS_KERNELS_INTERPRET=1: a load here "
         "applies none of it (the bundle still loads)"
     ]
+
+
+OWN_MODEL = "tests.bundle.own_provider_model:silu_mlp"
+QUALIFY_OWN = """
+import json, sys, torch
+import tests.bundle.own_provider_model  # registers the provider `mine`
+from inferensics import kernels
+opts = kernels.QualifyOptions(ops=("silu_mul",), shapes={"silu_mul": [{"tokens": 2, "hidden": 8}]},
+                              dtype=torch.float32, trials=2, iters=1, warmup=0)
+open(sys.argv[1], "w").write(json.dumps(kernels.qualify(kernels.registry(), opts).to_json()))
+"""
+
+
+def _cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "inferensics.cli", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=_env(tmp), capture_output=True, text=True, check=False, timeout=600)
+
+
+def test_evidence_naming_a_provider_the_model_module_registers_builds_and_one_it_lacks_says_what_to_do(
+    keys: Keys, tmp_path: Path
+) -> None:
+    """The build checked the evidence before it imported the model, so a provider the model's module registers at
+    import was unknown ("qualify again with this code and these versions", which changes nothing)."""
+    ev = tmp_path / "own.json"
+    done = subprocess.run([sys.executable, "-c", QUALIFY_OWN, str(ev)], cwd=ROOT, env=_env(tmp_path),
+                          capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = [p["name"] for p in json.loads(ev.read_text())["registry"]["ops"]["silu_mul"]["providers"]]
+    assert "mine" in names
+    (tmp_path / "shapes.json").write_text(json.dumps({"shapes": [{"shape": [2, 8]}]}))
+    built = _cli(tmp_path, "bundle", "build", "--model", OWN_MODEL, "--inputs", INPUTS, "--key", str(keys.private),
+                 "--out", str(tmp_path / "own"), "--shapes", str(tmp_path / "shapes.json"), "--no-advise",
+                 "--kernel-evidence", str(ev))  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr[-3000:]
+    assert f"from {ev} carried: measured on cpu: hosts that load the bundle follow its priorities" in built.stdout
+    # A model whose module does not register it: the advice names the provider and where to register it.
+    with pytest.raises(b.BundleError) as refused:
+        b.build(spec(model=MODEL, inputs=INPUTS, shapes=SHAPES, kernel_evidence=ev), keys.key, tmp_path / "not")
+    assert str(refused.value).startswith(
+        f"--kernel-evidence {ev} names kernel providers this process does not register, even with --model {MODEL}'s "
+        "module imported (silu_mul: mine): register them when that module (or one it imports) is imported"
+    ), str(refused.value)
+    assert not (tmp_path / "not").exists()
+
+
+def test_build_says_interpreter_evidence_is_followed_only_where_the_interpreter_runs(
+    evidence: Path, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built on a host without the interpreter, the build said "hosts that load the bundle follow its kernel
+    priorities" and the `bundle verify` after it said a load there applies none of it."""
+    for name in INTERPRETER:
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "shapes.json").write_text(json.dumps({"shapes": [{"shape": [2, 8]}]}))
+    out = tmp_path / "interp"
+    built = CliRunner().invoke(app, [
+        "bundle", "build", "--model", MODEL, "--inputs", INPUTS, "--key", str(keys.private), "--out", str(out),
+        "--shapes", str(tmp_path / "shapes.json"), "--no-advise", "--kernel-evidence", str(evidence),
+    ])  # fmt: skip
+    assert built.exit_code == 0, built.output
+    digest = json.loads(evidence.read_text())["digest"][:16]
+    assert built.output.splitlines()[-1] == (
+        f"kernel evidence {digest} from {evidence} carried, but measured in Triton's interpreter: only hosts that run "
+        "it (TRITON_INTERPRET=1 INFERENSICS_KERNELS_INTERPRET=1) follow its kernel priorities; a CPU host without it "
+        "applies none of it and the bundle still loads (this one does not: `bundle verify` here says so)"
+    )
+    assert "hosts that load the bundle follow" not in built.output
+    verified = CliRunner().invoke(app, ["bundle", "verify", str(out), "--keyring", str(keys.public)])
+    assert verified.exit_code == 0, verified.output
+    assert "measured in Triton's interpreter, which this host does not run" in verified.output
+    assert "a load here applies none of it" in verified.output

@@ -140,3 +140,37 @@ def test_through_a_running_service_with_a_read_only_token(tmp_path: Path) -> Non
         refused = runner.invoke(app, [*args[:-1], "wrong-token"], env=ENV)
         assert refused.exit_code == 2
         assert len(refused.output.strip().splitlines()) == 1, refused.output
+
+
+def test_one_request_with_its_kernel_providers(store: Store) -> None:
+    """``--id``: how one request was served and the providers behind it, a provider that raised named (walk 41 #10:
+    no command showed a request's providers)."""
+    from tests.dashboard.request_kernels import COMPILED_ID, EAGER_ID, HIT_ID, SIGNATURE, events
+
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    seed(store, events=events(now))
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    res = runner.invoke(app, ["requests", "--id", EAGER_ID, "--dsn", dsn], env=ENV)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0].startswith(f"request {EAGER_ID}: ")
+    assert lines[1].startswith("outcome eager · status ok · ")
+    assert lines[2:] == [
+        f"kernel eager: rms_norm=reference at {SIGNATURE} · skipped picky: raised RuntimeError: picky kernel failed; "
+        "triton: platform cpu not in ['cuda', 'interpreter']",
+        "  picky raised and was taken out for that signature",
+        f"kernel eager: silu_mul=reference at {SIGNATURE} · skipped triton: platform cpu not in ['cuda', "
+        "'interpreter']",
+    ]
+    hit = runner.invoke(app, ["requests", "--id", HIT_ID, "--dsn", dsn], env=ENV)
+    assert hit.exit_code == 0, hit.output
+    assert f"graph 0: {'c' * 16} · 1 calls · providers: none recorded" in hit.output
+    assert "kernel graph 0 (traced in an earlier request's compile): rms_norm=inductor" in hit.output
+    assert COMPILED_ID not in hit.output
+    refused = runner.invoke(app, ["requests", "--id", EAGER_ID, "--failing", "--dsn", dsn], env=ENV)
+    assert (refused.exit_code, refused.output.strip()) == (
+        2, "error: --id shows one request: --failing narrows a list; leave it out"
+    )  # fmt: skip
+    missing = runner.invoke(app, ["requests", "--id", "nope", "--dsn", dsn], env=ENV)
+    assert missing.exit_code == 2
+    assert "no request 'nope' in the store" in missing.output

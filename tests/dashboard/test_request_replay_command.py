@@ -70,6 +70,15 @@ def test_what_the_dashboard_cannot_know_is_a_placeholder_it_explains(monkeypatch
     assert token.startswith(f"`{TOKEN_PLACEHOLDER}`: a token of this service with the `admin` role")
 
 
+def test_a_shared_id_is_replayed_with_the_occurrence_the_page_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay refuses an id several requests share unless ``--occurrence`` picks one; the page said the command
+    "replays the earliest request", and gave none."""
+    monkeypatch.delenv("INFERENSICS_TOKEN", raising=False)
+    shared = replay_command("b-002", service_url=URL, keyring="/k.pub", token=False, occurrence=2)
+    assert shared.command == f"inferensics replay b-002 --service {URL} --occurrence 2 --keyring /k.pub"
+    assert replay_params(shared.command)["occurrence"] == 2
+
+
 def test_the_modules_example_runs() -> None:
     result = doctest.testmod(module)
     assert result.attempted > 0

@@ -13,7 +13,16 @@ import pytest
 from tests.collector.service.harness import READ, new_service
 from tests.dashboard.apptest import assert_clean, open_page, texts
 from tests.dashboard.conftest import SeededService, seed_store
-from tests.dashboard.reused_ids import FIRST_REASON, RAISED_ID, RERUN_REASON, REUSED_ID, starts
+from tests.dashboard.reused_ids import (
+    FIRST_REASON,
+    INPUTS,
+    RAISED_ID,
+    RERUN_REASON,
+    REUSED_ID,
+    UNTIED,
+    VERDICTS,
+    starts,
+)
 from tests.dashboard.seed import SeedFacts
 
 PAGE = "views/request.py"
@@ -49,7 +58,27 @@ def test_two_requests_sharing_an_id_are_shown_apart(reused: SeededService) -> No
     assert f"Showing request 2 of 2, started {rerun:%Y-%m-%d %H:%M:%S} UTC" in shown, shown
     assert RERUN_REASON in shown, shown
     assert FIRST_REASON not in shown, shown
-    assert "it replays the earliest request" in shown, shown
+
+
+def test_each_request_of_a_shared_id_shows_the_replay_verdicts_of_its_own_inputs(reused: SeededService) -> None:
+    """A verdict names its request by id only: every request of the id listed every verdict (the newest, the
+    re-run's, on the first request's page). Tied by the digest of the inputs it replayed, each shows its own; one
+    that names no digest is counted and said to be of either."""
+    at = open_page(reused, PAGE, **{"drill.request_id": REUSED_ID})
+    assert_clean(at)
+    for k, (own, other) in enumerate(((0, 1), (1, 0))):
+        if k:
+            _, rerun = starts(reused.facts.now)
+            pick = f"2 of 2 · started {rerun:%Y-%m-%d %H:%M:%S} UTC"
+            at.selectbox(key="drill.occurrence_pick").select(pick).run()
+            assert_clean(at)
+        shown = texts(at)
+        assert f"**Replay verdict: {VERDICTS[own]}**" in shown, shown
+        assert "(2 replays)" in shown, shown
+        assert f"Replay verdict: {VERDICTS[other]}" not in shown, shown
+        assert f"replayed this request's inputs (sha256 `{INPUTS[own][:12]}…`)" in shown, shown
+        assert "1 of them names no inputs digest and may be another request's of the id" in shown, shown
+    assert UNTIED not in shown, shown  # the newest verdict is shown; the untied one is older
 
 
 def test_a_request_whose_compile_failed_is_said_to_have_raised(reused: SeededService) -> None:
