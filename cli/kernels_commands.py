@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import socket
+import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 from rich.markup import escape
@@ -18,6 +22,7 @@ from inferensics.cli.extras import missing_modules, require_extra
 from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption
+from inferensics.collector.service_url import service_url_problem
 
 app = command_app("The kernel registry: ops, providers, evidence.")
 
@@ -40,6 +45,35 @@ TIMED_AS = {
     "": "not recorded (evidence written before qualify recorded its timing method)",
 }
 """How each timing method reads (``kernels.qualify.TIMING_METHODS``, with the empty one of older files)."""
+
+
+ImportOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--import",
+        metavar="MODULE",
+        help="Import MODULE first (repeatable; the current folder is searched too): a module of your own that "
+        "registers providers or ops (`kernels.registry().op(NAME).register(...)`, `kernels.registry().add(...)`), "
+        "so they are listed and qualified with the built-in ones.",
+    ),
+]
+
+
+def _import_modules(modules: list[str] | None) -> None:
+    """Import the ``--import`` modules (which register providers and ops at import), each failure one line."""
+    if not modules:
+        return
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # as `python -m` would: a module next to the user, after every installed one
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # the user's module: whatever it raises is said, not a traceback
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            fail(
+                f"--import {name}: cannot import it ({type(exc).__name__}: {first}); run from the folder that holds "
+                "it, or put that folder on PYTHONPATH"
+            )
 
 
 def _requirements(req: dict[str, Any]) -> str:
@@ -131,6 +165,7 @@ def _policy_lines(policy: dict[str, Any], priority: list[str]) -> list[str]:
 @app.command("list")
 def list_ops(
     as_json: Annotated[bool, typer.Option("--json", help="Print the registry state as JSON instead.")] = False,
+    modules: ImportOption = None,
     evidence: Annotated[
         Path | None,
         typer.Option(
@@ -145,6 +180,7 @@ def list_ops(
     from inferensics.kernels.evidence import device_label, measured_device, refusal_reason
     from inferensics.kernels.requirements import INTERPRETER_ENV
 
+    _import_modules(modules)
     reg = kernels.registry()
     doc = _load_evidence(evidence) if evidence else None
     # The loader's rule: evidence holds only on the device it was measured on; from another one it applies nothing.
@@ -204,6 +240,10 @@ def list_ops(
             )
             if here[name][p["name"]]:
                 console.print(f"  {'':<10} {here[name][p['name']]}")
+            out_of = [b for b, order in op["bucket_priority"].items() if p["name"] not in order]
+            if p["name"] in op["priority"] and out_of:
+                # Its status is the op's; evidence took it out of these buckets' lists, where it serves no call.
+                console.print(f"  {'':<10} not serving bucket{'s' if len(out_of) > 1 else ''} {', '.join(out_of)}")
         console.print(f"  tolerance: {_tolerance(op['tolerance'])}")
         for bucket, order in op["bucket_priority"].items():
             console.print(f"  evidence: bucket {bucket} -> {' > '.join(order)}")
@@ -231,15 +271,42 @@ def list_ops(
         console.print("evidence: `inferensics kernels list --evidence FILE` shows what `kernels qualify` measured")
 
 
-def _load_shapes(path: Path, known: list[str]) -> dict[str, list[dict[str, int]]]:
-    from inferensics.kernels.samples import SHAPE_FIELDS
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's keys and values, refusing a key given twice (``json`` would keep only the last)."""
+    keys = [k for k, _ in pairs]
+    if twice := sorted({k for k in keys if keys.count(k) > 1}):
+        raise _RepeatedKeyError(twice)
+    return dict(pairs)
+
+
+class _RepeatedKeyError(ValueError):
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__(", ".join(keys))
+        self.keys = keys
+
+
+def _load_shapes(path: Path, reg: Any) -> dict[str, list[dict[str, int]]]:
+    from inferensics.kernels.samples import shape_fields
+
+    known = sorted(reg.ops)
+
+    def takes(op: str) -> str:
+        fields = shape_fields(op, reg.ops[op].samples)
+        return f"{op} takes {', '.join(fields)}" if fields else f"{op} has no sample arguments"
 
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         fail(f"--shapes {path}: cannot read it ({exc.strerror or exc})")
+    except UnicodeDecodeError as exc:
+        fail(f"--shapes {path}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected a JSON file of shapes")
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _RepeatedKeyError as exc:
+        fail(
+            f"--shapes {path}: {', '.join(exc.keys)} given twice in one object (JSON keeps only the last, so the "
+            "first would be dropped unmeasured); merge them into one"
+        )
     except ValueError as exc:
         fail(f'--shapes {path}: cannot read it as JSON ({exc}); expected {{"op": [{{"tokens": 8, ...}}]}}')
     if not isinstance(data, dict):
@@ -252,12 +319,9 @@ def _load_shapes(path: Path, known: list[str]) -> dict[str, list[dict[str, int]]
         if op not in known:
             fail(f"--shapes {path}: unknown op {op!r}; known: {', '.join(known)}")
         if not isinstance(items, list):
-            fail(f"--shapes {path}: {op} must map to a list of shapes ({op} takes {', '.join(SHAPE_FIELDS[op])})")
+            fail(f"--shapes {path}: {op} must map to a list of shapes ({takes(op)})")
         if not items:
-            fail(
-                f"--shapes {path}: {op} lists no shapes; list at least one ({op} takes "
-                f"{', '.join(SHAPE_FIELDS[op])}), or leave {op} out"
-            )
+            fail(f"--shapes {path}: {op} lists no shapes; list at least one ({takes(op)}), or leave {op} out")
     return data  # each shape's fields are checked by qualify, before anything is measured
 
 
@@ -354,6 +418,7 @@ def qualify(  # noqa: PLR0917 (typer options)
     ] = False,
     service: ServiceOption = None,
     token: TokenOption = None,
+    modules: ImportOption = None,
     from_evidence: Annotated[
         Path | None,
         typer.Option(
@@ -378,6 +443,7 @@ def qualify(  # noqa: PLR0917 (typer options)
 
     from inferensics import kernels
 
+    _import_modules(modules)
     reg = kernels.registry()
     known = sorted(reg.ops)
     for name in op or []:
@@ -390,7 +456,7 @@ def qualify(  # noqa: PLR0917 (typer options)
     if repeated := [name for name, n in Counter(op or []).items() if n > 1]:
         console.print(f"--op {', '.join(repeated)} given more than once; each op is qualified once")
         op = list(dict.fromkeys(op or []))
-    shape_map = _load_shapes(shapes, known) if shapes else None
+    shape_map = _load_shapes(shapes, reg) if shapes else None
     for line in _repeats(shapes, shape_map) if shapes and shape_map else []:
         console.print(line)
     if op and shape_map is not None:
@@ -411,6 +477,7 @@ def qualify(  # noqa: PLR0917 (typer options)
         fail(f"--out {out} exists: pass --force to overwrite it, or name another file{previewed}")
     if store_events and not service:
         require_extra("service", "kernels qualify --store")
+    store = _store_reached(dsn, service) if store_events and not dry_run else None
     ops = tuple(op) if op else (tuple(shape_map) if shape_map else None)
     opts = kernels.QualifyOptions(
         ops=ops,
@@ -424,18 +491,38 @@ def qualify(  # noqa: PLR0917 (typer options)
         timing=timing,
     )
     try:
-        result = kernels.qualify(reg, opts)
-    except ValueError as exc:
-        fail(f"--shapes {shapes}: {exc}" if shapes else str(exc))
-    _print_result(result, dry_run)
+        try:
+            result = kernels.qualify(reg, opts)
+        except ValueError as exc:
+            fail(f"--shapes {shapes}: {exc}" if shapes else str(exc))
+        _print_result(result, dry_run)
+        _after_measuring(result, out, dry_run, store_events, store, dsn, service, token)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _after_measuring(  # noqa: PLR0917 (the command's options)
+    result: Any,
+    out: Path,
+    dry_run: bool,
+    store_events: bool,
+    store: Any,
+    dsn: str | None,
+    service: str | None,
+    token: str | None,
+) -> None:
+    from inferensics import kernels
+
     rejected = sorted(
         {(r.op, r.shape) for r in result.records if r.provider == kernels.REFERENCE and r.status == "error"}
     )
     if rejected:
         total = len({(r.op, r.shape) for r in result.records})
         console.print(
-            f"{len(rejected)} of {total} shapes rejected: the op's reference cannot take them "
-            f"({', '.join(f'{o} {s}' for o, s in rejected)}); their rows say why, and the evidence keeps them"
+            f"{len(rejected)} of {total} shapes rejected: the op's reference cannot take them, or their arguments "
+            f"could not be allocated here ({', '.join(f'{o} {s}' for o, s in rejected)}); their rows say why, and the "
+            "evidence keeps them"
         )
     if dry_run:
         # --dry-run promises to change nothing: no evidence file, no store rows (the registry was left as is).
@@ -444,9 +531,45 @@ def qualify(  # noqa: PLR0917 (typer options)
             console.print(f"dry run: would store {len(result.records)} qualification records")
         console.print("nothing written; run again without --dry-run to apply")
     else:
-        _write_evidence(result, out, store_events, dsn, service, token)
+        _write_evidence(result, out, store_events, dsn, service, token, store)
     if rejected:
         raise typer.Exit(1)
+
+
+def _service_unreachable(service: str, timeout_s: float = 3.0) -> str:
+    """Why nothing answers at ``service``'s host and port (connection refused, no answer in time, no such host), or
+    ``""`` when a connection opens."""
+    parts = urlsplit(service)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return ""
+    except ConnectionRefusedError:
+        return f"connection refused at {host}:{port}: nothing listens there (is `inferensics serve` running?)"
+    except TimeoutError:
+        return f"no answer from {host}:{port} within {timeout_s:g} s (timed out: a firewall, or the wrong host?)"
+    except OSError as exc:  # no such host, network unreachable
+        return f"cannot connect to {host}:{port} ({exc.strerror or exc})"
+
+
+def _store_reached(dsn: str | None, service: str | None) -> Any:
+    """Checked before measuring, not after: the store ``--store`` writes to opens (the open store, kept for the
+    records), or the service's port answers (``None``); else one line, nothing measured and nothing written."""
+    before = "checked before measuring: nothing measured, no evidence written"
+    if service:
+        if problem := service_url_problem(service):
+            fail(f"--service {service}: {problem} ({before})")
+        if problem := _service_unreachable(service):
+            fail(f"--service {service}: {problem} ({before}); start the service, or leave --store out")
+        return None
+    from inferensics.schema.store import Store, StoreError
+
+    try:
+        store = Store.open(dsn)
+        store.migrate()
+    except StoreError as exc:
+        fail(f"{exc} ({before}); or leave --store out and store the evidence file later with --from-evidence")
+    return store
 
 
 def _print_result(result: Any, dry_run: bool) -> None:
@@ -473,6 +596,10 @@ def _print_result(result: Any, dry_run: bool) -> None:
     for c in result.changes:
         verb = "would change" if dry_run else "changed"
         console.print(f"{c.op} {c.bucket}: {verb} {' > '.join(c.before)} -> {' > '.join(c.after)} ({c.reason})")
+    disagree = {(r.op, r.bucket, r.provider): r.detail.split("shapes disagree: ", 1)[1] for r in result.records
+                if "shapes disagree: " in r.detail}  # fmt: skip
+    for (o, bucket, provider), note in disagree.items():
+        console.print(f"{o} {bucket}: shapes disagree for {provider}: {note}")
     if not result.changes:
         measured = Counter((r.op, r.shape) for r in result.records if r.status == "measured")
         if any(n > 1 for n in measured.values()):
@@ -482,7 +609,13 @@ def _print_result(result: Any, dry_run: bool) -> None:
 
 
 def _write_evidence(  # noqa: PLR0917 (the command's options)
-    result: Any, out: Path, store_events: bool, dsn: str | None, service: str | None, token: str | None
+    result: Any,
+    out: Path,
+    store_events: bool,
+    dsn: str | None,
+    service: str | None,
+    token: str | None,
+    store: Any = None,
 ) -> None:
     try:
         out.write_text(json.dumps(result.to_json(), indent=1, sort_keys=True))
@@ -490,7 +623,7 @@ def _write_evidence(  # noqa: PLR0917 (the command's options)
         fail(f"--out {out}: cannot write the evidence ({exc.strerror or exc})")
     console.print(f"evidence {result.digest()} written to {out}; `inferensics kernels list --evidence {out}` shows it")
     if store_events:
-        _store_records(result, out, dsn, service, token, retry=False)
+        _store_records(result, out, dsn, service, token, retry=False, opened=store)
 
 
 def _store_evidence_file(
@@ -523,11 +656,13 @@ _KEY = ("op", "provider", "bucket", "shape", "dtype")
 
 
 def _store_records(
-    result: Any, out: Path, dsn: str | None, service: str | None, token: str | None, *, retry: bool
+    result: Any, out: Path, dsn: str | None, service: str | None, token: str | None, *, retry: bool, opened: Any = None
 ) -> None:
-    """Store ``result``'s records (written to ``out``); on a retry, only those the store does not hold yet.
+    """Store ``result``'s records (written to ``out``); on a retry, only those the store does not hold yet; in
+    ``opened`` when that store is open already.
 
-    A failure is one line that says how to store the evidence file later without measuring again."""
+    A failure is one line that says how to store the evidence file later without measuring again (running the
+    command again would be refused: its ``--out`` exists)."""
     from inferensics.schema.events import KernelQualificationEvent
 
     rows, table, digest = result.events(socket.gethostname()), KernelQualificationEvent.TABLE.name, result.digest()
@@ -543,13 +678,17 @@ def _store_records(
             return
         ok, line = record_through_service(service, token, rows, table)
         if not ok:
+            if line.endswith("the service did not answer in time; run the command again"):
+                # Said of any silence, a refused connection too; and running again would be refused (--out exists).
+                silent = _service_unreachable(service) or "the service did not answer in time"
+                line = f"{line.split(':', 1)[0]}: {silent}"
             fail(f"{len(rows)} qualification records {line} (the evidence file {out} is written): {later}")
         console.print(f"{len(rows)} qualification records {line} through {service} (evidence_digest {digest})")
         return
     from inferensics.schema.store import Store, StoreError
 
     try:
-        with Store.open(dsn) as store:
+        with opened or Store.open(dsn) as store:
             store.migrate()
             if retry:
                 keys = {tuple(r) for r in store.query_rows(held.format(table=f"{store.database}.{table}"))}

@@ -13,8 +13,11 @@ Example:
     >>> x = torch.ones(2, 8)
     >>> kernels.rms_norm(x, torch.ones(8), 1e-6).shape
     torch.Size([2, 8])
-    >>> kernels.registry().decisions()[-1].op
-    'rms_norm'
+    >>> decision = kernels.registry().op("rms_norm").select((x, torch.ones(8), 1e-6))  # what that call got
+    >>> decision.op, decision.signature
+    ('rms_norm', 'float32[2,8]@cpu float32[8]@cpu')
+
+    ``kernels.registry().decisions()`` lists every decision kept, ordered by op and signature (not by time).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from inferensics.kernels.provider import Provider
 from inferensics.kernels.qualify import QualifyOptions, QualifyResult, qualify
 from inferensics.kernels.registry import Registry, canonical_digest, default_registry, environment
 from inferensics.kernels.requirements import CallContext, Requirements
+from inferensics.kernels.samples import Samples
 from inferensics.kernels.signatures import signature
 from inferensics.kernels.tolerance import Rule, ToleranceSpec, Verdict, compare
 
@@ -109,6 +113,7 @@ __all__ = [
     "Registry",
     "Requirements",
     "Rule",
+    "Samples",
     "SemanticOp",
     "ToleranceSpec",
     "Verdict",

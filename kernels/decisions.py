@@ -68,6 +68,7 @@ class EvidenceApplication:
         refused: One line per entry not applied, each with why.
         reason: Why nothing was applied (another device, another registry state); empty when it was.
         follows: Whether the registry's state digest now equals the one the evidence records.
+        interpreter: Whether it was measured on CPU tensors in Triton's interpreter (``measured_on`` is ``cpu``).
     """
 
     digest: str
@@ -78,6 +79,7 @@ class EvidenceApplication:
     refused: tuple[str, ...] = ()
     reason: str = ""
     follows: bool = False
+    interpreter: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -87,7 +89,8 @@ class EvidenceApplication:
 
     def summary(self) -> str:
         """One line: the evidence, where it came from, what was applied and refused (and why none was)."""
-        head = f"evidence {self.digest[:12]} ({self.origin}) measured on {self.measured_on}"
+        where = f"{self.measured_on} (Triton interpreter)" if self.interpreter else self.measured_on
+        head = f"evidence {self.digest[:12]} ({self.origin}) measured on {where}"
         why = f": not applied, {self.reason}" if self.reason else ""
         return f"{head}: {len(self.applied)} applied, {len(self.refused)} refused{why}"
 
@@ -107,6 +110,9 @@ class DecisionLog:
         dispatcher, so its calls are not counted here; its decisions (``compiled``) say what it holds."""
         self.failures: Counter[tuple[str, str]] = Counter()
         """Exceptions raised per ``(op, provider)``; each took the provider out for that signature."""
+        self.untraceable: Counter[tuple[str, str]] = Counter()
+        """Providers per ``(op, provider)`` that raised while a compiler traced them (or their requirement check did):
+        each left compiled graphs for that signature, not eager calls, and is not counted in ``failures``."""
         self.unproven: Counter[tuple[str, str]] = Counter()
         """Compile-time probes per ``(op, provider)`` that could not be made (no memory for a copy of the arguments,
         a data-dependent size): the provider went into the graph without a run on real tensors."""
@@ -148,6 +154,11 @@ class DecisionLog:
         with self._lock:
             self.failures[(op, provider)] += 1
 
+    def count_untraceable(self, op: str, provider: str) -> None:
+        """Count one provider (or its check) that raised while a compiler traced it."""
+        with self._lock:
+            self.untraceable[(op, provider)] += 1
+
     def count_unproven(self, op: str, provider: str) -> None:
         """Count one compile-time probe of ``provider`` that could not be made."""
         with self._lock:
@@ -176,6 +187,7 @@ class DecisionLog:
             return {
                 "calls": {f"{o}/{p}": n for (o, p), n in sorted(self.calls.items())},
                 "failures": {f"{o}/{p}": n for (o, p), n in sorted(self.failures.items())},
+                "untraceable": {f"{o}/{p}": n for (o, p), n in sorted(self.untraceable.items())},
                 "unproven": {f"{o}/{p}": n for (o, p), n in sorted(self.unproven.items())},
                 "fallbacks": dict(sorted(self.fallbacks.items())),
                 "unrecorded": dict(sorted(self.unrecorded.items())),
@@ -189,6 +201,7 @@ class DecisionLog:
             self.decisions.clear()
             self.calls.clear()
             self.failures.clear()
+            self.untraceable.clear()
             self.unproven.clear()
             self.fallbacks.clear()
             self.unrecorded.clear()

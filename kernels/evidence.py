@@ -262,6 +262,7 @@ def apply_evidence(
         refused=tuple(refused),
         reason=reason,
         follows=not reason and reg.state()["digest"] == doc["registry"]["digest"],
+        interpreter=measured_in_interpreter(doc),
     )
     reg.log.record_evidence(result)
     return result

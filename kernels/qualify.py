@@ -2,12 +2,19 @@
 
 For each op and shape: every provider the arguments allow is checked against the reference on several
 seeded inputs (the op's tolerance rule for the provider's accuracy mode; batch-invariant providers also
-give a row the same bits alone as in the batch). A provider that fails is refused for the bucket, whatever
-its speed. Providers that pass are timed: warm-ups, then ``trials`` rounds, each round running every
-provider once in a freshly shuffled order (``iters`` calls timed together), so drift in clocks or load
-falls on all of them alike. Each provider's median gets a bootstrap 95 % confidence interval. The
-bucket's priority changes only when a challenger's interval lies wholly below the incumbent's, by the
-margin: ``ci_high(challenger) < ci_low(incumbent) * (1 - margin)``.
+give a row the same bits alone as in the batch). Provider and reference each run on their own copy of the
+arguments, and a provider that writes into its inputs is refused, naming them (the ops' schemas declare no
+input mutable). A provider that fails, or raises, is refused for the bucket, whatever its speed. Providers
+that pass are timed: warm-ups, then ``trials`` rounds, each round running every provider once in a freshly
+shuffled order (``iters`` calls timed together), so drift in clocks or load falls on all of them alike. Each
+provider's median gets a bootstrap 95 % confidence interval. The bucket's priority changes only when a
+challenger's interval lies wholly below the incumbent's, by the margin:
+``ci_high(challenger) < ci_low(incumbent) * (1 - margin)``.
+
+Several shapes of one bucket are decided together, after all of them are measured (so the order they are listed
+in changes nothing): a provider refused at any of them is refused for the bucket, and a challenger is promoted
+only if it clears the margin over the provider serving each shape at every shape where it runs; where it clears
+it at some and not others, its records say so (``shapes disagree``) and the bucket keeps its order.
 
 What a sample measures (each record's ``timing``): on CUDA (``timing="auto"``), each provider's ``iters``
 calls are captured once into a CUDA graph (after the warm-ups, on a side stream) and a sample is one replay
@@ -36,7 +43,15 @@ import torch
 from inferensics.kernels.op import REFERENCE, SemanticOp
 from inferensics.kernels.registry import INTERPRETED_CPU, Registry, canonical_digest, environment, state_problem
 from inferensics.kernels.requirements import CallContext, interpreter_enabled
-from inferensics.kernels.samples import bytes_moved, default_shapes, make_args, shape_label, shape_problem
+from inferensics.kernels.samples import (
+    bytes_moved,
+    default_shapes,
+    make_args,
+    no_samples,
+    shape_fields,
+    shape_label,
+    shape_problem,
+)
 from inferensics.kernels.tolerance import compare
 from inferensics.schema.events import KernelQualificationEvent
 
@@ -119,8 +134,8 @@ class Evidence:
     decision: str = ""
     """``incumbent`` (served the bucket and still does), ``promoted`` (serves the bucket now and did not before:
     its interval cleared the incumbent's by the margin, or the provider before it was refused), ``demoted``
-    (served the bucket and no longer does), ``kept`` (neither before nor after), ``refused`` (accuracy gate) or
-    empty (not measured)."""
+    (served the bucket and no longer does), ``kept`` (neither before nor after), ``refused`` (accuracy gate, or it
+    raised: status ``error``) or empty (not measured)."""
     timing: str = ""
     """How the median was measured: ``cuda_graph`` (replays of a captured CUDA graph, device time), ``events``
     (CUDA events around back-to-back eager calls), ``wall`` (CPU wall time) or empty (not measured; or an
@@ -354,6 +369,35 @@ def _first_row(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(a[:1] if isinstance(a, torch.Tensor) and a.dim() > 1 and a.shape[0] == rows else a for a in args)
 
 
+def _copy(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def arg_names(schema: str) -> list[str]:
+    """The argument names of a ``torch.library`` schema after the op's name: ``(Tensor x, float eps) -> Tensor`` gives
+    ``["x", "eps"]``."""
+    inside = schema[schema.index("(") + 1 : schema.index(")")] if "(" in schema and ")" in schema else ""
+    return [part.split("=")[0].split()[-1] for part in inside.split(",") if part.strip() and part.strip() != "*"]
+
+
+def _mutated(op: SemanticOp, before: tuple[Any, ...], after: tuple[Any, ...]) -> list[str]:
+    """The names of the tensor arguments a provider changed (``after`` its call) from their copy ``before``."""
+    names = arg_names(op.schema)
+    return [
+        names[i] if i < len(names) else f"argument {i}"
+        for i, (b, a) in enumerate(zip(before, after, strict=True))
+        if isinstance(a, torch.Tensor) and not _same(a, b)
+    ]
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if torch.equal(a, b):
+        return True
+    return a.is_floating_point() and bool(torch.isclose(a, b, rtol=0.0, atol=0.0, equal_nan=True).all())  # NaNs
+
+
 def _check_accuracy(
     op: SemanticOp, provider: str, shape: dict[str, int], opts: QualifyOptions, device: torch.device
 ) -> tuple[bool, str, float, str]:
@@ -361,8 +405,16 @@ def _check_accuracy(
     rule = op.tolerance.rule(opts.dtype, p.requirements.accuracy)
     worst = 0.0
     for seed in range(opts.accuracy_seeds):
-        args = make_args(op.name, shape, opts.dtype, device, seed=1000 + seed)
-        outs, refs = p.fn(*args), op.reference(*args)
+        args = _make_args(op, shape, opts.dtype, device, seed=1000 + seed)
+        # The provider on a copy: one that writes into its inputs must not hand the reference other inputs (the
+        # reference, the op's definition, writes into none: it takes the originals, and no second copy is made).
+        theirs = _copy(args)
+        outs = p.fn(*theirs)
+        if p.kind != "reference" and (changed := _mutated(op, args, theirs)):
+            what = f"input{'s' if len(changed) > 1 else ''} {', '.join(changed)}"
+            return False, rule.describe(), worst, f"seed {seed}: writes into its {what} (no input of the op is mutable)"
+        del theirs
+        refs = op.reference(*args)
         ref64s = op.reference(*_to64(args)) if rule.kind == "rmse" else None
         outs_t = outs if isinstance(outs, tuple) else (outs,)
         refs_t = refs if isinstance(refs, tuple) else (refs,)
@@ -373,7 +425,7 @@ def _check_accuracy(
             if not verdict.passed:
                 return False, rule.describe(), worst, f"seed {seed}: {verdict.detail}"
         if p.requirements.accuracy == "batch_invariant" and op.name in BATCH_INVARIANT_OPS:
-            alone = p.fn(*_first_row(args))
+            alone = p.fn(*_copy(_first_row(args)))
             alone_t = alone if isinstance(alone, tuple) else (alone,)
             for a, o in zip(alone_t, outs_t, strict=True):
                 if not torch.equal(a, o[:1]):
@@ -386,18 +438,36 @@ def _check_accuracy(
     return True, rule.describe(), worst, ""
 
 
+def _make_args(op: SemanticOp, shape: dict[str, int], dtype: torch.dtype, device: torch.device, seed: int) -> Any:
+    return make_args(op.name, shape, dtype, device, seed=seed, samples=op.samples)
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
+
+
 def _qualify_shape(
     op: SemanticOp, shape: dict[str, int], opts: QualifyOptions, device: torch.device, rng: random.Random
-) -> tuple[list[Evidence], PriorityChange | None]:
-    args = make_args(op.name, shape, opts.dtype, device, seed=opts.seed)
+) -> dict[str, Evidence]:
+    """Every provider's record at ``shape`` (undecided: :func:`_decide_bucket` labels them with their bucket's)."""
+    label, dt = shape_label(shape), str(opts.dtype).removeprefix("torch.")
+    try:
+        args = _make_args(op, shape, opts.dtype, device, seed=opts.seed)
+    except (RuntimeError, MemoryError) as exc:  # too large for this device: counted as the shape's, nobody refused
+        detail = f"cannot allocate the arguments here ({_why(exc)}): nothing measured at this shape"
+        blank = Evidence(op=op.name, provider="", bucket="", shape=label, dtype=dt, status="error", detail=detail)
+        return {name: replace(blank, provider=name) for name in op.providers}
     ctx = CallContext.of(args)
     bucket = op.bucket(args)
-    label, dt = shape_label(shape), str(opts.dtype).removeprefix("torch.")
     base = Evidence(op=op.name, provider="", bucket=bucket, shape=label, dtype=dt, status="")
     records: dict[str, Evidence] = {}
     runnable: list[str] = []
     for name, p in op.providers.items():
-        ok, why = p.supports(args, ctx)
+        try:
+            ok, why = p.supports(args, ctx)
+        except Exception as exc:  # the provider's own check: it raised, as its function might
+            records[name] = replace(base, provider=name, status="error", detail=f"requirement check raised {_why(exc)}")
+            continue
         if not ok:
             records[name] = replace(base, provider=name, status="unsupported", detail=why)
             continue
@@ -415,19 +485,30 @@ def _qualify_shape(
             base, provider=name, status="measured", accuracy_passed=True, rule=rule, max_abs_err=err
         )
         runnable.append(name)
-    samples: dict[str, list[float]] = {n: [] for n in runnable}
     calls: dict[str, Callable[[], Any]] = {n: functools.partial(op.providers[n].fn, *args) for n in runnable}
-    for n in runnable:
-        for _ in range(opts.warmup):
-            calls[n]()
+
+    def failed(n: str, exc: Exception, when: str) -> None:  # raised while timed: out of the timing, refused
+        records[n] = replace(records[n], status="error", accuracy_passed=False, detail=f"{when}: {_why(exc)}")
+        runnable.remove(n)
+
+    for n in list(runnable):
+        try:
+            for _ in range(opts.warmup):
+                calls[n]()
+        except Exception as exc:
+            failed(n, exc, "raised while warming up")
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    method, timers, uncaptured = _timers(calls, opts, device)
+    method, timers, uncaptured = _timers({n: calls[n] for n in runnable}, opts, device)
+    samples: dict[str, list[float]] = {n: [] for n in runnable}
     for _ in range(opts.trials):
         order = list(runnable)
         rng.shuffle(order)
         for n in order:
-            samples[n].append(timers[n]())
+            try:
+                samples[n].append(timers[n]())
+            except Exception as exc:
+                failed(n, exc, "raised while timed")
     del timers  # the shape's graphs go with their timers
     moved = bytes_moved(op.name, args, op.reference(*args)) if runnable else 0
     for n in runnable:
@@ -443,64 +524,127 @@ def _qualify_shape(
                 records[n],
                 detail=f"not capturable in a CUDA graph ({uncaptured[n]}): this shape was timed with events",
             )
-    change = _decide(op, bucket, records, opts)
-    return list(records.values()), change
+    return records
 
 
 def _decide(op: SemanticOp, bucket: str, records: dict[str, Evidence], opts: QualifyOptions) -> PriorityChange | None:
+    """:func:`_decide_bucket` for a bucket measured at one shape."""
+    return _decide_bucket(op, bucket, [records], opts)
+
+
+def _decide_bucket(
+    op: SemanticOp, bucket: str, shapes: list[dict[str, Evidence]], opts: QualifyOptions
+) -> PriorityChange | None:
+    """Decide ``bucket`` on the records of all its shapes (each ``{provider: record}``, labelled in place): a provider
+    refused, or raising, at any shape is refused; a challenger is promoted only if it clears the margin over the
+    provider serving each shape at every shape where it runs (whatever order the shapes were listed in)."""
     before = op.priority_for(bucket)
-    refused = [n for n, r in records.items() if r.status == "refused" and n != REFERENCE]
-    measured = {n: r for n, r in records.items() if r.status == "measured"}
+    # A shape whose arguments the reference rejects (or that could not be made) tells nothing about the providers.
+    usable = sorted(
+        (recs for recs in shapes if recs[REFERENCE].status != "error"), key=lambda recs: recs[REFERENCE].shape
+    )
+    many = len(usable) > 1
+    refusals: dict[str, str] = {}
+    raised: set[str] = set()  # refused for raising, not by the accuracy gate
+    for recs in usable:
+        for n, r in recs.items():
+            if n == REFERENCE or n in refusals or r.status not in {"refused", "error"}:
+                continue
+            detail = r.detail
+            if r.status == "error":
+                raised.add(n)
+                detail = detail if detail.startswith(("raised", "requirement check raised")) else f"raised {detail}"
+            refusals[n] = f"at {r.shape}: {detail}" if many else detail
+    refused = [n for n in op.providers if n in refusals]
+    measured = [{n: r for n, r in recs.items() if r.status == "measured" and n not in refusals} for recs in usable]
     current = [n for n in before if n not in refused]
     if current[-1:] != [REFERENCE]:
         current.append(REFERENCE)
-    incumbent = next((n for n in current if n in measured), None)
+    serving = [next((n for n in current if n in m), None) for m in measured]
     reason = ""
     after = list(current)
-    if incumbent is not None:
-        inc = measured[incumbent]
-        challengers = [r for n, r in measured.items() if n != incumbent and _beats(r, inc, opts.margin)]
-        if challengers:
-            best = min(challengers, key=lambda r: r.median_us)
+    if any(serving):
+        names = dict.fromkeys(n for m in measured for n in m)
+        verdicts = {n: _verdict(n, measured, serving, opts.margin) for n in names}
+        winners = {n: v[0] for n, v in verdicts.items() if v is not None and v[0] is not None}
+        if winners:
+            best = min(winners, key=lambda n: (winners[n], n))
             # The reference stays last: when it is the clear winner, every provider it beats as clearly leaves the
             # bucket's list (the incumbent first among them), so none slower than it is left to serve ahead of it.
-            if best.provider == REFERENCE:
-                after = [n for n in current if n not in measured or not _beats(best, measured[n], opts.margin)]
+            if best == REFERENCE:
+                after = [n for n in current if not _outrun(REFERENCE, n, measured, opts.margin)]
             else:
-                after = [best.provider, *[n for n in current if n != best.provider]]
-            reason = (
-                f"{best.provider} {best.median_us:.2f} us [{best.ci_low_us:.2f}, {best.ci_high_us:.2f}] beats "
-                f"{incumbent} {inc.median_us:.2f} us [{inc.ci_low_us:.2f}, {inc.ci_high_us:.2f}] by > {opts.margin:.0%}"
+                after = [best, *[n for n in current if n != best]]
+            reason = "; ".join(
+                f"{'at ' + m[best].shape + ': ' if many else ''}{best} {_us(m[best])} beats {s} {_us(m[s])} by > "
+                f"{opts.margin:.0%}"
+                for m, s in zip(measured, serving, strict=True)
+                if s is not None and best in m and s != best
             )
-            if also := [n for n in current if n != incumbent and n in measured and n not in after]:
+            if also := [n for n in current if n not in after and not any(n == s for s in serving)]:
                 reason += f", and {', '.join(also)} as clearly (out of the bucket's list)"
+        for n, v in verdicts.items():  # cleared the margin at some shapes, not all: said, not promoted
+            if v is not None and v[0] is None and v[1]:
+                note = (
+                    f"shapes disagree: clears the margin at {', '.join(v[1])} but not at {', '.join(v[2])}; not "
+                    "promoted (a provider must clear it at every shape of its bucket)"
+                )
+                for recs in usable:
+                    if n in recs and recs[n].status == "measured":
+                        recs[n] = replace(recs[n], detail="; ".join(filter(None, (recs[n].detail, note))))
         after = [n for n in after if n != REFERENCE] + [REFERENCE]
-        # Labelled by who serves the bucket before and after: the first provider that could run here. A refused
-        # first provider hands the bucket to the next, a promotion though nothing was timed against it.
-        ran = {n for n, r in records.items() if r.status in {"measured", "refused"}}
-        served_before = next((n for n in [*before, REFERENCE] if n in ran), None)
-        served_after = next((n for n in after if n in measured), None)
-        for n, r in measured.items():
-            if n == served_after:
-                decision = "incumbent" if n == served_before else "promoted"
-            else:
-                decision = "demoted" if n == served_before else "kept"
-            records[n] = replace(r, decision=decision)
+        # Labelled by who serves each shape before and after: the first provider that could run there. A refused first
+        # provider hands the bucket to the next, a promotion though nothing was timed against it.
+        for recs, m in zip(usable, measured, strict=True):
+            ran = {n for n, r in recs.items() if r.status in {"measured", "refused", "error"}}
+            served_before = next((n for n in [*before, REFERENCE] if n in ran), None)
+            served_after = next((n for n in after if n in m), None)
+            for n in m:
+                if n == served_after:
+                    decision = "incumbent" if n == served_before else "promoted"
+                else:
+                    decision = "demoted" if n == served_before else "kept"
+                recs[n] = replace(recs[n], decision=decision)
+    for recs in usable:
+        for n in refused:
+            if n in recs and recs[n].status in {"refused", "error"}:
+                recs[n] = replace(recs[n], decision="refused")
     if refused:
-        reason = "; ".join(
-            [
-                *(f"{n} refused by the accuracy gate: {records[n].detail}" for n in refused),
-                *([reason] if reason else []),
-            ]
-        )
+        why = [f"{n} {'refused' if n in raised else 'refused by the accuracy gate'}: {refusals[n]}" for n in refused]
+        reason = "; ".join([*why, *([reason] if reason else [])])
     if opts.apply:
         for n in refused:  # refused providers stay listed, so each decision says why they were skipped
-            op.refuse(bucket, n, records[n].detail)
+            op.refuse(bucket, n, refusals[n])
         if after != current:
             op.set_priority([*after[:-1], *refused], bucket)
     if after == before and not refused:
         return None
     return PriorityChange(op.name, bucket, list(before), after, reason)
+
+
+def _us(r: Evidence) -> str:
+    return f"{r.median_us:.2f} us [{r.ci_low_us:.2f}, {r.ci_high_us:.2f}]"
+
+
+def _verdict(
+    n: str, measured: list[dict[str, Evidence]], serving: list[str | None], margin: float
+) -> tuple[float | None, list[str], list[str]] | None:
+    """How ``n`` fares against the provider serving each shape where it runs and another serves: ``None`` when there is
+    none; else its worst ratio to that provider's median if it clears the margin at all of them (``None`` if not),
+    the shapes where it does and those where it does not."""
+    contested = [(m[n], m[s]) for m, s in zip(measured, serving, strict=True) if n in m and s is not None and s != n]
+    if not contested:
+        return None
+    wins = [c.shape for c, o in contested if _beats(c, o, margin)]
+    losses = [c.shape for c, o in contested if not _beats(c, o, margin)]
+    worst = max(c.median_us / o.median_us if o.median_us > 0 else float("inf") for c, o in contested)
+    return (None if losses else worst), wins, losses
+
+
+def _outrun(winner: str, n: str, measured: list[dict[str, Evidence]], margin: float) -> bool:
+    """Whether ``winner`` clears the margin over ``n`` at every shape where both were measured (one at least)."""
+    where = [m for m in measured if n in m and winner in m]
+    return bool(where) and n != winner and all(_beats(m[winner], m[n], margin) for m in where)
 
 
 def _beats(challenger: Evidence, other: Evidence, margin: float) -> bool:
@@ -521,7 +665,8 @@ def qualify(registry: Registry, opts: QualifyOptions | None = None) -> QualifyRe
     """Qualify the registry's providers on this machine; apply the changes the evidence supports.
 
     An op or shape given twice is qualified once; an op given an empty list of shapes is refused
-    (``ValueError``), as is a shape that is not one of its op's (each named, before anything is measured).
+    (``ValueError``), as is a shape that is not one of its op's, and an op with no shapes to measure (no sample
+    arguments, or none by default) (each named, before anything is measured).
     """
     opts = opts or QualifyOptions()
     if opts.timing not in TIMING_OPTIONS:
@@ -533,13 +678,23 @@ def qualify(registry: Registry, opts: QualifyOptions | None = None) -> QualifyRe
             f"no shapes listed for {', '.join(empty)}: list at least one, or leave the op out for its default shapes"
         )
     names = list(dict.fromkeys(opts.ops)) if opts.ops else sorted(registry.ops)
-    plan = [(registry.op(name), (opts.shapes or {}).get(name) or default_shapes(name, device)) for name in names]
+    ops = [registry.op(name) for name in names]
+    plan = [(op, (opts.shapes or {}).get(op.name) or default_shapes(op.name, device, op.samples)) for op in ops]
+    if nothing := [op.name for op, shapes in plan if not shapes]:  # before: measured nothing, and said nothing
+        raise ValueError(
+            "; ".join(
+                no_samples(name)
+                if shape_fields(name, registry.op(name).samples) is None
+                else f"op {name!r} has no default shapes: list its shapes"
+                for name in nothing
+            )
+        )
     # Every shape is checked before any is measured: a typo in the last one must not cost the run before it.
     rejects = [
         f"{op.name}[{i}] {shape_label(shape) if isinstance(shape, dict) else repr(shape)}: {why}"
         for op, shapes in plan
         for i, shape in enumerate(shapes)
-        if (why := shape_problem(op.name, shape)) is not None
+        if (why := shape_problem(op.name, shape, op.samples)) is not None
     ]
     if rejects:
         total = sum(len(shapes) for _, shapes in plan)
@@ -559,11 +714,18 @@ def qualify(registry: Registry, opts: QualifyOptions | None = None) -> QualifyRe
     }
     result.options["device"] = str(device)
     for op, shapes in plan:
-        for shape in shapes:
-            records, change = _qualify_shape(op, shape, opts, device, rng)
-            result.records.extend(records)
-            if change is not None:
+        # Every shape of the op is measured before any bucket is decided, so each is measured under the same policy
+        # and a bucket's shapes are decided together.
+        measured = [_qualify_shape(op, shape, opts, device, rng) for shape in shapes]
+        buckets: dict[str, list[dict[str, Evidence]]] = {}
+        for records in measured:
+            if bucket := records[REFERENCE].bucket:
+                buckets.setdefault(bucket, []).append(records)
+        for bucket, group in buckets.items():
+            if (change := _decide_bucket(op, bucket, group, opts)) is not None:
                 result.changes.append(change)
+        for records in measured:
+            result.records.extend(records.values())
     if opts.apply and result.changes:
         registry.evidence.append(result.digest())  # the digest the evidence file and the stored records carry
     result.state = registry.state()

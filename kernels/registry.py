@@ -52,6 +52,14 @@ class Registry:
         """Digests of the qualification evidence that changed the policy, in order (each the ``digest`` of its
         evidence file and the ``evidence_digest`` of its stored records)."""
 
+    def add(self, op: SemanticOp) -> SemanticOp:
+        """Add an op of your own (made with this registry's :attr:`log`, so its decisions are recorded with the
+        others'); returns it. ``ValueError`` when an op of that name is here already."""
+        if op.name in self.ops:
+            raise ValueError(f"kernel op {op.name!r} is already in the registry")
+        self.ops[op.name] = op
+        return op
+
     def op(self, name: str) -> SemanticOp:
         """The op called ``name``; ``KeyError`` names the known ones."""
         try:
@@ -123,6 +131,7 @@ class Registry:
         )
         for op in body["ops"].values():
             op.pop("quarantined")  # runtime state of this process, not policy
+            op.pop("untraceable")
         digest = canonical_digest(body)
         return {**body, "environment": environment(), "digest": digest}
 

@@ -74,7 +74,16 @@ class Requirements:
         compiled: ``eager`` (never inside a compiled graph), ``compiled`` (only there) or ``any``.
         accuracy: ``exact`` (bit-identical to the reference), ``tolerant`` (within the op's dtype
             tolerance) or ``batch_invariant`` (tolerant, and a row's result does not depend on the batch).
-        checks: Shape, layout and stride checks, each returning a reason or ``None``.
+        checks: Checks of the call's arguments (all of them, scalars included), each returning a reason or
+            ``None``. A decision is held per what a check may read: each tensor's dtype, sizes, strides, device and
+            pointer alignment modulo 16 bytes (:data:`~inferensics.kernels.op.ALIGNMENT`), and the other
+            arguments' values (an ``eps`` or ``scale`` a kernel was built for); a check that reads anything else
+            (a tensor's values) runs once per such key. Under ``torch.compile`` the tensors are fake (no data,
+            perhaps symbolic sizes) and the graph holds the decision for every call it serves. A check that raises
+            takes its provider out for that signature, counted as a failure, as the provider raising would.
+        signature_checks: The checks read only what a signature holds (dtypes, sizes, strides, devices): an op
+            whose providers all declare it holds eager decisions per signature alone, which spares its hot path
+            reading pointers and the other arguments (our providers do; leave it ``False`` unless sure).
         notes: What the checks demand, in words (shown by ``inferensics kernels list``).
     """
 
@@ -85,6 +94,7 @@ class Requirements:
     accuracy: AccuracyMode = "tolerant"
     checks: tuple[ShapeCheck, ...] = field(default_factory=tuple)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    signature_checks: bool = False
 
     def platform_problem(self, ctx: CallContext) -> str | None:
         """Why no call in ``ctx`` can meet the platform and capability requirements, or ``None`` (what

@@ -3,14 +3,38 @@
 Shared by qualification, the benchmark and the differential tests, so all three measure the same thing.
 A shape is a small dict: ``{"tokens": 8, "hidden": 4096}`` for the row ops, ``{"tokens", "heads",
 "head_dim"}`` for rotary, ``{"batch", "context", "q_heads", "kv_heads", "head_dim", "page"}`` for paged
-attention.
+attention. An op of your own gives its fields and how to make its arguments as :class:`Samples`
+(``SemanticOp(..., samples=Samples(...))``); an op without them cannot be qualified, and says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+MAX_SIZE = 2**31 - 1
+"""The largest size a shape field takes: past int32's range no kernel here indexes it, and the arguments would not
+fit in any device's memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Samples:
+    """How qualification makes the arguments of an op of your own at a named shape.
+
+    Attributes:
+        fields: The shape's fields, all required, each a positive integer (``("tokens", "hidden")``).
+        make: ``make(shape, dtype, device, seed)``: the op's arguments at ``shape`` (floating tensors in ``dtype``,
+            on ``device``, reproducible from ``seed``).
+        shapes: The shapes qualified when none are given (none: the op is qualified only at shapes given).
+    """
+
+    fields: tuple[str, ...]
+    make: Callable[[dict[str, int], torch.dtype, torch.device, int], tuple[Any, ...]]
+    shapes: tuple[dict[str, int], ...] = field(default_factory=tuple)
+
 
 PAGE = 16
 """Tokens per KV page in the default shapes."""
@@ -49,12 +73,25 @@ SHAPE_FIELDS: dict[str, tuple[str, ...]] = {
 """The fields of each op's shape, all of them required (``make_args`` reads these and nothing else)."""
 
 
-def shape_problem(op: str, shape: Any) -> str | None:
-    """Why ``shape`` is not a shape of ``op`` (a missing or unknown field, or one that is not a positive integer), or
-    ``None``."""
-    fields = SHAPE_FIELDS.get(op)
+def shape_fields(op: str, samples: Samples | None = None) -> tuple[str, ...] | None:
+    """The fields of ``op``'s shapes (``samples``' for an op of your own), or ``None``: it has no sample arguments."""
+    return samples.fields if samples is not None else SHAPE_FIELDS.get(op)
+
+
+def no_samples(op: str) -> str:
+    """Why ``op`` cannot be qualified: it has no sample arguments (and how to give it some)."""
+    return (
+        f"no sample arguments for op {op!r}: qualification cannot make its arguments; give it "
+        "SemanticOp(..., samples=kernels.Samples(fields, make)) to qualify it"
+    )
+
+
+def shape_problem(op: str, shape: Any, samples: Samples | None = None) -> str | None:
+    """Why ``shape`` is not a shape of ``op`` (a missing or unknown field, or one that is not a positive integer up to
+    :data:`MAX_SIZE`), or ``None``."""
+    fields = shape_fields(op, samples)
     if fields is None:
-        return f"no sample arguments for op {op!r}"
+        return no_samples(op)
     if not isinstance(shape, dict):
         return f"expected an object with {', '.join(fields)}, got {type(shape).__name__}"
     problems = []
@@ -69,11 +106,17 @@ def shape_problem(op: str, shape: Any) -> str | None:
     if bad:
         what = " is not a positive integer" if len(bad) == 1 else " are not positive integers"
         problems.append(", ".join(bad) + what)
+    huge = [f"{k}={v}" for k, v in shape.items() if k in fields and type(v) is int and v > MAX_SIZE]
+    if huge:
+        problems.append(f"{', '.join(huge)} {'is' if len(huge) == 1 else 'are'} above {MAX_SIZE} (2**31 - 1)")
     return f"{' and '.join(problems)} ({op} takes {', '.join(fields)})" if problems else None
 
 
-def default_shapes(op: str, device: torch.device) -> list[dict[str, int]]:
-    """The shapes qualification uses for ``op`` on ``device`` when none are given."""
+def default_shapes(op: str, device: torch.device, samples: Samples | None = None) -> list[dict[str, int]]:
+    """The shapes qualification uses for ``op`` on ``device`` when none are given (``samples``' for an op of your
+    own)."""
+    if samples is not None:
+        return [dict(s) for s in samples.shapes]
     return (GPU_SHAPES if device.type == "cuda" else CPU_SHAPES).get(op, [])
 
 
@@ -90,10 +133,21 @@ def _need(op: str, shape: dict[str, int]) -> list[int]:
 
 
 def make_args(
-    op: str, shape: dict[str, int], dtype: torch.dtype, device: torch.device, seed: int = 0
+    op: str,
+    shape: dict[str, int],
+    dtype: torch.dtype,
+    device: torch.device,
+    seed: int = 0,
+    *,
+    samples: Samples | None = None,
 ) -> tuple[Any, ...]:
     """Random arguments of ``op`` at ``shape`` (normal values; reproducible from ``seed`` on one kind of device:
-    paged attention's caches are drawn on the GPU when ``device`` is one)."""
+    paged attention's caches are drawn on the GPU when ``device`` is one); ``samples`` makes an op of your own's."""
+    if samples is not None:
+        problem = shape_problem(op, shape, samples)
+        if problem is not None:
+            raise ValueError(f"shape {shape_label(shape)}: {problem}")
+        return tuple(samples.make(dict(shape), dtype, device, seed))
     g = torch.Generator(device="cpu").manual_seed(seed)
 
     def randn(*size: int, scale: float = 1.0) -> torch.Tensor:
@@ -136,7 +190,7 @@ def make_args(
             lens.to(device),
             d**-0.5,
         )
-    raise ValueError(f"no sample arguments for op {op!r}")
+    raise ValueError(no_samples(op))
 
 
 def bytes_moved(op: str, args: tuple[Any, ...], out: Any) -> int:

@@ -10,7 +10,14 @@ from torch.nn import functional as F  # noqa: N812 - the conventional alias
 
 from inferensics.kernels.decisions import DecisionLog
 from inferensics.kernels.op import SemanticOp
-from inferensics.kernels.ops.common import TRITON_PLATFORMS, pow2_bucket, same_device, triton_available, triton_fn
+from inferensics.kernels.ops.common import (
+    TRITON_PLATFORMS,
+    exact_bucket,
+    pow2_bucket,
+    same_device,
+    triton_available,
+    triton_fn,
+)
 from inferensics.kernels.provider import Provider
 from inferensics.kernels.requirements import Requirements
 from inferensics.kernels.tolerance import NORM_TOLERANCES, ToleranceSpec
@@ -100,7 +107,8 @@ def attention_bucket(args: Sequence[Any]) -> str:
     group = q.shape[1] // max(1, k_cache.shape[2])
     ctx = table.shape[-1] * k_cache.shape[1]
     dt = str(q.dtype).removeprefix("torch.")
-    return f"{dt}/g{group}/d{q.shape[-1]}/b{pow2_bucket(q.shape[0])}/ctx{pow2_bucket(ctx)}"
+    head = f"{dt}/g{exact_bucket(group)}/d{exact_bucket(q.shape[-1])}"
+    return f"{head}/b{pow2_bucket(q.shape[0])}/ctx{pow2_bucket(ctx)}"
 
 
 def _paged_layout(args: Sequence[Any]) -> str | None:
@@ -153,6 +161,7 @@ def register(log: DecisionLog) -> list[SemanticOp]:
         dtypes=frozenset({torch.float16, torch.bfloat16, torch.float32}),
         accuracy="tolerant",
         checks=(_paged_layout,),
+        signature_checks=True,  # read dtypes, sizes, strides and devices only
         notes=("copies the pages into a dense KV first",),
     )
     op.register(Provider("sdpa", "vendor", sdpa_dense, dense, "dense copy + scaled_dot_product_attention"))
@@ -163,6 +172,7 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             dtypes=frozenset({torch.float16, torch.bfloat16, torch.float32}),
             accuracy="tolerant",
             checks=(_paged_layout,),
+            signature_checks=True,  # read dtypes, sizes, strides and devices only
             notes=("head_dim 64/128/256, page 8/16/32, GQA", "contiguous head_dim"),
         )
         op.register(

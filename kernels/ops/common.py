@@ -27,13 +27,18 @@ def pow2_bucket(n: Any) -> str:
     return "0" if n <= 0 else str(1 << (n - 1).bit_length())
 
 
+def exact_bucket(n: Any) -> str:
+    """``n`` as a bucket writes an exact size; ``*`` for a symbolic one (as :func:`pow2_bucket`)."""
+    return str(n) if isinstance(n, int) else "*"
+
+
 def rows_bucket(args: Sequence[Any]) -> str:
     """``dtype/n<last dim>/t<rows rounded up to a power of two>`` of the first argument."""
     x = args[0]
     n = x.shape[-1] if x.dim() else 1
     # The leading sizes, not numel // n: an empty last dimension leaves the rows there (``[4, 0]`` is t4).
     rows = math.prod(x.shape[:-1]) if isinstance(n, int) else x.numel()
-    return f"{str(x.dtype).removeprefix('torch.')}/n{n}/t{pow2_bucket(rows)}"
+    return f"{str(x.dtype).removeprefix('torch.')}/n{exact_bucket(n)}/t{pow2_bucket(rows)}"
 
 
 def triton_available() -> bool:

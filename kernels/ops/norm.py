@@ -110,6 +110,7 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             dtypes=FLOATS,
             accuracy="batch_invariant",
             checks=(_rows_layout,),
+            signature_checks=True,  # read dtypes, sizes, strides and devices only
             notes=("rows of contiguous columns, last dim <= 32768", "weight a contiguous vector"),
         )
         rms.register(Provider("triton", "triton", triton_fn("norm", "rms_norm_triton"), req, "one program per row"))

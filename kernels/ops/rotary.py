@@ -13,6 +13,7 @@ from inferensics.kernels.op import SemanticOp
 from inferensics.kernels.ops.common import (
     FLOATS,
     TRITON_PLATFORMS,
+    exact_bucket,
     inductor_provider,
     pow2_bucket,
     same_device,
@@ -78,7 +79,8 @@ def rotary_bucket(args: Sequence[Any]) -> str:
     heads = x.shape[1]
     per_row = heads * x.shape[-1]
     rows = x.numel() // per_row if isinstance(per_row, int) and per_row > 0 else x.numel()
-    return f"{str(x.dtype).removeprefix('torch.')}/h{heads}/d{x.shape[-1]}/t{pow2_bucket(rows)}"
+    dims = f"h{exact_bucket(heads)}/d{exact_bucket(x.shape[-1])}"
+    return f"{str(x.dtype).removeprefix('torch.')}/{dims}/t{pow2_bucket(rows)}"
 
 
 def _layout(args: Sequence[Any]) -> str | None:
@@ -117,6 +119,7 @@ def register(log: DecisionLog) -> list[SemanticOp]:
             dtypes=FLOATS,
             accuracy="tolerant",
             checks=(_layout,),
+            signature_checks=True,  # read dtypes, sizes, strides and devices only
             notes=(
                 "x [T,H,D] or [B,H,S,D], last dim contiguous",
                 "cos/sin [T, D/2] ([S, D/2] for [B,H,S,D]), rows contiguous",

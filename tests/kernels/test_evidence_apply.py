@@ -62,7 +62,8 @@ def test_applied_evidence_changes_dispatch_and_says_what_it_applied(evidence: Pa
     assert applied.refused == ()
     assert applied.follows  # the registry now reads as the qualifying process left it, down to the digest
     assert kernels.registry_state()["digest"] == doc["registry"]["digest"]
-    assert applied.summary() == f"evidence {doc['digest'][:12]} ({evidence}) measured on cpu: 1 applied, 0 refused"
+    where = "cpu (Triton interpreter)" if applied.interpreter else "cpu"  # the head names it, as the reason would
+    assert applied.summary() == f"evidence {doc['digest'][:12]} ({evidence}) measured on {where}: 1 applied, 0 refused"
     kernels.silu_mul(*ARGS)
     decision = next(d for d in reg.decisions() if d.op == "silu_mul" and d.signature == "float32[2,16]@cpu")
     assert (decision.provider, decision.skipped) == ("reference", (("triton", refusal),))

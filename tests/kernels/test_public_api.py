@@ -13,10 +13,10 @@ def test_all_is_pinned() -> None:
     assert sorted(kernels.__all__) == sorted(
         [
             "REFERENCE", "CallContext", "Decision", "DecisionLog", "EvidenceApplication", "EvidenceError", "Provider",
-            "QualifyOptions", "QualifyResult", "Registry", "Requirements", "Rule", "SemanticOp", "ToleranceSpec",
-            "Verdict", "apply_evidence", "canonical_digest", "compare", "environment", "fused_add_rms_norm",
-            "paged_decode_attention", "qualify", "registry", "registry_state", "rms_norm", "rotary_embedding",
-            "signature", "silu_mul",
+            "QualifyOptions", "QualifyResult", "Registry", "Requirements", "Rule", "Samples", "SemanticOp",
+            "ToleranceSpec", "Verdict", "apply_evidence", "canonical_digest", "compare", "environment",
+            "fused_add_rms_norm", "paged_decode_attention", "qualify", "registry", "registry_state", "rms_norm",
+            "rotary_embedding", "signature", "silu_mul",
         ]
     )  # fmt: skip
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner, Result
 
 from inferensics import kernels
 from inferensics.cli.app import app
-from inferensics.schema.store import Store
+from inferensics.schema.store import Store, StoreError
 
 pytestmark = [
     # Raised inside Inductor's own imports (torch 2.11 and 2.13); fatal under filterwarnings=error.
@@ -23,8 +23,6 @@ pytestmark = [
 ]
 
 runner = CliRunner()
-UNREACHABLE = "http://127.0.0.1:1"
-"""A ClickHouse DSN nothing listens on: the store cannot be opened."""
 
 
 def _one_line_error(result: Result) -> str:
@@ -45,6 +43,10 @@ def _stored(dsn: str) -> list[tuple[Any, ...]]:
         )
 
 
+def _store_lost(*_: object, **__: object) -> None:
+    raise StoreError("store lost (planted)")
+
+
 def _no_measuring(*_: object, **__: object) -> None:
     raise AssertionError("--from-evidence measured again")
 
@@ -60,10 +62,13 @@ def test_a_store_that_failed_is_stored_later_from_the_evidence_file(
     out = tmp_path / "evidence.json"
     measure = ["kernels", "qualify", "--op", "rms_norm", "--shapes", str(shapes), "--trials", "2", "--warmup", "0",
                "--iters", "1", "--out", str(out)]  # fmt: skip
-    failed = runner.invoke(app, [*measure, "--store", "--dsn", UNREACHABLE])
+    # The store answers before measuring (checked then), and fails when the records come: lost meanwhile.
+    with monkeypatch.context() as lost:
+        lost.setattr(Store, "insert_events", _store_lost)
+        failed = runner.invoke(app, [*measure, "--store", "--dsn", store_dsn])
     text = failed.output.strip().splitlines()[-1]
     assert failed.exit_code == 2, failed.output
-    assert text.startswith("error: cannot open store"), text
+    assert text.startswith("error: store lost (planted)"), text
     assert f"the evidence file {out} is written; nothing was stored" in text
     assert f"`inferensics kernels qualify --store --from-evidence {out}`" in text
     doc = json.loads(out.read_text())
