@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+from typing import Annotated
+
+import typer
+
 from inferensics.cli import (
     bundle_commands,
     dashboard_commands,
@@ -22,6 +27,29 @@ app = command_app(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        try:
+            version = importlib.metadata.version("inferensics")
+        except importlib.metadata.PackageNotFoundError:  # a source tree on PYTHONPATH, not installed
+            version = "unknown (not installed)"
+        typer.echo(f"inferensics {version}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the installed version and exit."),
+    ] = False,
+) -> None:
+    # no docstring: the app's help stays the one given above
+    pass
+
+
 store_commands.register(app)
 trace_commands.register(app)
 service_commands.register(app)

@@ -163,10 +163,15 @@ def print_service_status(url: str, token: str | None) -> None:
     reason = store.get("last_error") or store.get("error") or ""
     if not store["ok"] and reason:
         console.print(f"last error   {reason}")
-    behind = "schema_version" in store and store["schema_version"] != store["latest_version"]
+    newer = "schema_version" in store and store["schema_version"] > store["latest_version"]
+    behind = "schema_version" in store and store["schema_version"] < store["latest_version"]
     if "schema_version" in store:
         latest = store["latest_version"]
-        state = "behind, run `inferensics init`" if behind else "current"
+        state = (
+            "newer than the service's release, which must not write to it"
+            if newer
+            else ("behind, run `inferensics init`" if behind else "current")
+        )
         console.print(f"schema       version {store['schema_version']} (latest {latest}: {state})")
     full = spool["bytes"] >= spool["max_bytes"]
     console.print(
@@ -191,6 +196,12 @@ def print_service_status(url: str, token: str | None) -> None:
         problems.append(
             "the store is unavailable: the service acknowledges into its spool until the spool is full; bring the "
             "store its DSN names back (see 'last error' above, and the service's log)"
+        )
+    if newer:
+        from inferensics.schema.migrations import newer_store_text
+
+        problems.append(
+            newer_store_text(where, store["schema_version"], store["latest_version"], release="the service's release")
         )
     if behind:
         problems.append(

@@ -11,7 +11,7 @@ from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.service_commands import ServiceOption, TokenOption, print_service_status
 from inferensics.cli.store_paths import existing_store, writable_store
-from inferensics.schema.migrations import LATEST_VERSION
+from inferensics.schema.migrations import LATEST_VERSION, newer_store_text
 
 
 def _human(n: int) -> str:
@@ -25,8 +25,10 @@ def _human(n: int) -> str:
 
 @needs_extra("service", "init")
 def init(ctx: typer.Context, dsn: DsnOption = None, data_dir: DataDirOption = None) -> None:
-    """Create the store, or migrate it to the latest schema, and print the schema version."""
-    from inferensics.schema.store import Store, StoreError
+    """Create the store, or migrate it to the latest schema, and print the schema version.
+
+    A store a later release migrated is refused (exit 1): this release must not write to it."""
+    from inferensics.schema.store import Store, StoreError, StoreNewerError, error_line
 
     dsn = dsn_from(ctx, dsn, data_dir)
     writable_store(dsn, "`inferensics init` makes a store")
@@ -34,8 +36,12 @@ def init(ctx: typer.Context, dsn: DsnOption = None, data_dir: DataDirOption = No
         with Store.open(dsn) as store:
             before = store.schema_version()
             version = store.migrate()
+    except StoreNewerError as exc:
+        fail(str(exc), code=1)  # the store's state, as `status` says it: not a usage error
     except StoreError as exc:
         fail(str(exc))
+    except Exception as exc:  # the driver's own, reading the version before migrating
+        fail(f"cannot read store {dsn or 'the default store'}: {error_line(exc)}")
     action = "created" if before == 0 else ("migrated" if version != before else "up to date")
     console.print(f"store {store.dsn}: {action}, schema version {version}")
 
@@ -69,15 +75,14 @@ def status(
     except StoreError as exc:
         fail(str(exc), code=1)  # unavailable (refused, held by a service, ...): a monitoring check's 1, not usage
     console.print(f"store        {store.dsn}")
-    state = (
-        "not initialised: run `inferensics init`"
-        if version == 0
-        else (
-            f"latest {LATEST_VERSION}: current"
-            if version == LATEST_VERSION
-            else f"latest {LATEST_VERSION}: behind, run `inferensics init`"
-        )
-    )
+    if version == 0:
+        state = "not initialised: run `inferensics init`"
+    elif version > LATEST_VERSION:
+        state = f"latest {LATEST_VERSION}: newer than this release, which must not write to it"
+    elif version == LATEST_VERSION:
+        state = f"latest {LATEST_VERSION}: current"
+    else:
+        state = f"latest {LATEST_VERSION}: behind, run `inferensics init`"
     console.print(f"schema       version {version} ({state})")
     if size is not None:
         console.print(f"folder       {store.dsn.path}: {folder_size_text(size, sum(disk.values()))}")
@@ -86,6 +91,8 @@ def status(
         for name, n in counts.items():
             table.add_row(name, f"{n:,}", _human(disk.get(name, 0)))
         console.print(table)
+    if version > LATEST_VERSION:  # the rollback case: `init` refuses it too, in the same words
+        fail(newer_store_text(store.dsn, version), code=1)
     if version != LATEST_VERSION:
         # A monitoring script reads the exit code: a store the service cannot write to is not fine.
         fail(f"the store's schema is version {version}, this inferensics needs {LATEST_VERSION}: run "

@@ -16,12 +16,12 @@ from urllib.parse import quote
 import httpx
 import pyarrow as pa
 
-from inferensics.collector.service_url import DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
+from inferensics.collector.service_url import CA_FILE_ENV, DEFAULT_URL, SERVICE_URL_ENV, TOKEN_ENV
 
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["DEFAULT_URL", "SERVICE_URL_ENV", "TOKEN_ENV", "ServiceClient", "ServiceError"]
+__all__ = ["CA_FILE_ENV", "DEFAULT_URL", "SERVICE_URL_ENV", "TOKEN_ENV", "ServiceClient", "ServiceError"]
 
 
 class ServiceError(RuntimeError):
@@ -47,7 +47,10 @@ class ServiceClient:
         url: Base URL; defaults to ``$INFERENSICS_SERVICE_URL``, then ``http://127.0.0.1:4318``.
         token: Bearer token; defaults to ``$INFERENSICS_TOKEN``.
         timeout: Seconds per request.
-        verify: TLS verification (``False`` or a CA bundle path for self-signed certificates).
+        verify: TLS verification: ``True`` checks an ``https://`` service's certificate against
+            ``$INFERENSICS_CA_FILE`` when it is set (a PEM file of CA certificates; for a self-signed certificate,
+            that certificate), else the system's CAs (``$SSL_CERT_FILE`` replaces those); a path does the same
+            with that file; ``False`` checks nothing.
         url_source: Where the user gave the URL, named in the unreachable message (a command whose flag is not
             ``--service`` passes its own, e.g. ``--shapes-from-service``).
     """
@@ -65,7 +68,19 @@ class ServiceClient:
         self.url_source = url_source
         token = token if token is not None else os.environ.get(TOKEN_ENV)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        tls: bool | ssl.SSLContext = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+        if verify is True and os.environ.get(CA_FILE_ENV):
+            verify = os.environ[CA_FILE_ENV]
+        self.ca_file = verify if isinstance(verify, str) else ""
+        try:
+            tls: bool | ssl.SSLContext = (
+                ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+            )
+        except (OSError, ssl.SSLError) as exc:
+            where = f"${CA_FILE_ENV}" if verify == os.environ.get(CA_FILE_ENV) else "the CA file"
+            raise ServiceError(
+                f"cannot read the CA certificates {verify} ({where}): {getattr(exc, 'strerror', None) or exc}; "
+                "give a readable PEM file"
+            ) from None
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, verify=tls)
 
     def close(self) -> None:
@@ -79,6 +94,15 @@ class ServiceClient:
         self.close()
 
     def _unreachable(self, exc: Exception) -> str:
+        untrusted = _certificate_failure(exc)
+        if untrusted is not None:
+            checked = f"the CA certificates in {self.ca_file}" if self.ca_file else "this machine's CA certificates"
+            return (
+                f"cannot reach the inferensics service at {self.url}: its TLS certificate is not trusted "
+                f"({untrusted.verify_message or untrusted.reason}; checked against {checked}): set "
+                f"${CA_FILE_ENV} to a PEM file of the CA that signed it (a self-signed certificate: the certificate "
+                "file itself), or use a URL whose host name the certificate holds"
+            )
         return (
             f"cannot reach the inferensics service at {self.url}: {exc}; is it running (`inferensics serve`)? "
             f"Pass its URL with {self.url_source}"
@@ -172,6 +196,18 @@ class ServiceClient:
             name, _, value = line.rpartition(" ")
             out[name] = float(value)
         return out
+
+
+def _certificate_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate check that failed under an httpx error (a self-signed or unknown CA, a name mismatch)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # httpx wraps httpcore's error, which wraps the ssl module's
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _not_the_service(response: httpx.Response) -> bool:

@@ -13,6 +13,9 @@ SERVICE_URL_ENV: Final = "INFERENSICS_SERVICE_URL"
 """Environment variable naming the collector service when no URL is given."""
 TOKEN_ENV: Final = "INFERENSICS_TOKEN"
 """Environment variable holding the bearer token when none is given."""
+CA_FILE_ENV: Final = "INFERENSICS_CA_FILE"
+"""Environment variable naming a PEM file of the CA certificates that an ``https://`` service's certificate is
+checked against (a self-signed certificate: that certificate), instead of the system's."""
 DEFAULT_URL: Final = "http://127.0.0.1:4318"
 """Where the service's client and the dashboard look when neither a URL nor ``$INFERENSICS_SERVICE_URL`` is given."""
 

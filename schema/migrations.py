@@ -51,6 +51,10 @@ def _has_column(db: str, table: str, column: str) -> str:
     return f"SELECT count() FROM system.columns WHERE database = '{db}' AND table = '{table}' AND name = '{column}'"
 
 
+def _has_table(db: str, table: str) -> str:
+    return f"SELECT count() FROM system.tables WHERE database = '{db}' AND name = '{table}'"
+
+
 def _sorted_otherwise(db: str, table: str, sorting_key: tuple[str, ...]) -> str:
     return (
         f"SELECT count() FROM system.tables WHERE database = '{db}' AND name = '{table}' "
@@ -94,26 +98,31 @@ def migrations_table_sql(target: Target) -> str:
     )
 
 
-def _compact_insert_parts(target: Target) -> list[str]:
+def _setting_step(target: Target, name: str, setting: str) -> Step:
+    """``MODIFY SETTING setting`` of table ``name``, run only where the table exists without that setting.
+
+    A settings migration lists today's tables, and a store that reaches it from an earlier version has only the
+    tables its own version had: a table a later migration creates is created with the setting already."""
+    db = target.database
+    return Step(
+        f"ALTER TABLE {db}.{name}{target.on_cluster} MODIFY SETTING {setting}",
+        when=f"{_has_table(db, name)} AND position(engine_full, {sql_string(setting)}) = 0",
+    )
+
+
+def _compact_insert_parts(target: Target) -> list[str | Step]:
     # Stores created before version 2 write every insert-sized part wide; the setting is idempotent.
     names = [m.TABLE.name for m in EVENT_MODELS] + [r.name for r in ROLLUPS]
-    return [
-        f"ALTER TABLE {target.database}.{target.local(name)}{target.on_cluster} "
-        f"MODIFY SETTING min_bytes_for_wide_part = {WIDE_PART_MIN_BYTES}"
-        for name in names
-    ]
+    return [_setting_step(target, target.local(n), f"min_bytes_for_wide_part = {WIDE_PART_MIN_BYTES}") for n in names]
 
 
-def _rollups_skip_replayed_batches(target: Target) -> list[str]:
+def _rollups_skip_replayed_batches(target: Target) -> list[str | Step]:
     # Before version 3 a batch replayed with the same token was dropped from the event table but still
     # added to the rollups: a non-replicated rollup kept no block tokens to recognise the view's block by.
     # Replicated rollups (the cluster) always keep them.
     if target.backend == "cluster":
         return []
-    return [
-        f"ALTER TABLE {target.database}.{r.name} MODIFY SETTING non_replicated_deduplication_window = {DEDUP_WINDOW}"
-        for r in ROLLUPS
-    ]
+    return [_setting_step(target, r.name, f"non_replicated_deduplication_window = {DEDUP_WINDOW}") for r in ROLLUPS]
 
 
 def _drop_views(rollups: Sequence[Rollup], target: Target) -> list[str | Step]:
@@ -124,11 +133,19 @@ def _create_views(rollups: Sequence[Rollup], target: Target) -> list[str | Step]
     # Views are rendered from today's definitions: the request views read the fingerprint's status (16)
     # and feed the rollups' ``fingerprinted`` (17), so a store migrating from before those versions gets
     # the columns first (each step idempotent: it runs only where its column is missing).
+    # Every request rollup gains the column, not only those whose views are recreated: the hourly view
+    # reads the per-minute rollup's ``fingerprinted`` (migration 8 recreates it alone).
     first: list[str | Step] = []
-    requests = [r for r in rollups if r.source == RequestEvent.TABLE.name or r.name in _REQUEST_ROLLUP_NAMES]
-    if requests:
-        first = [*_request_fingerprint_status(target), *_fingerprinted_rollup_columns(requests, target)]
+    if any(r.source == RequestEvent.TABLE.name or r.name in _REQUEST_ROLLUP_NAMES for r in rollups):
+        first = _request_columns_of_today(target)
     return first + [s for r in rollups for s in render_rollup(r, target) if s.startswith("CREATE MATERIALIZED VIEW")]
+
+
+def _request_columns_of_today(target: Target) -> list[str | Step]:
+    """Raw requests gain the fingerprint's status and rate (16), the request rollups ``fingerprinted`` (17),
+    where missing. A migration before 16 that copies or rebuilds those tables in today's form (5, 6, 7), or
+    recreates their views, needs them first; each step runs only where its column is missing."""
+    return [*_request_fingerprint_status(target), *_fingerprinted_rollup_columns(_REQUEST_ROLLUPS, target)]
 
 
 def _quantile_point_hist(state: str) -> str:
@@ -151,7 +168,9 @@ def _request_rollups_keep_histograms(target: Target) -> list[str | Step]:
     # return in their current form.
     db, on = target.database, target.on_cluster
     rollups = (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D)
-    out = _drop_views(rollups, target)
+    # Stores created by version 1's first release have no daily rollup (it came without a migration): it is
+    # created in today's form and filled from the hourly rollup once that holds histograms.
+    out = _drop_views(rollups, target) + [s for s in render_rollup(REQUESTS_1D, target) if "MATERIALIZED" not in s]
     for r in rollups:
         local = target.local(r.name)
         tables = [local, r.name] if target.backend == "cluster" else [local]
@@ -168,7 +187,25 @@ def _request_rollups_keep_histograms(target: Target) -> list[str | Step]:
             )
         )
         out.extend(f"ALTER TABLE {db}.{t}{on} DROP COLUMN IF EXISTS `{col.LATENCY_STATE}`" for t in tables)
-    return out + _create_views(rollups, target)
+    return out + _request_columns_of_today(target) + _daily_rollup_filled(target) + _create_views(rollups, target)
+
+
+def _daily_rollup_filled(target: Target) -> list[str | Step]:
+    """Fill an empty daily request rollup from the hourly one with its own view's query (what the view would
+    have inserted); nothing where it has rows, or where the hourly one has none."""
+    db, cluster = target.database, target.backend == "cluster"
+    view = render_rollup(REQUESTS_1D, target)[1]
+    select = view[view.index("AS SELECT") + 3 :]
+    # On a cluster through the Distributed tables: rollups are sharded at random.
+    hourly = REQUESTS_1H.name if cluster else target.local(REQUESTS_1H.name)
+    daily = REQUESTS_1D.name if cluster else target.local(REQUESTS_1D.name)
+    select = select.replace(f"FROM {db}.{target.local(REQUESTS_1H.name)}\n", f"FROM {db}.{hourly}\n")
+    return [
+        Step(
+            f"INSERT INTO {db}.{daily} {select} SETTINGS insert_deduplicate = 0",
+            when=f"SELECT (SELECT count() FROM {db}.{daily}) = 0 AND (SELECT count() FROM {db}.{hourly}) > 0",
+        )
+    ]
 
 
 def _copy_and_exchange(
@@ -234,7 +271,9 @@ def _rollups_ordered_by_time(target: Target) -> list[str | Step]:
     # keys), the two are exchanged and the old one dropped. Each step is idempotent: a rerun after an
     # interruption empties the copy before filling it, and a rollup already in its new order is skipped.
     db = target.database
-    out = _drop_views(ROLLUPS, target)
+    # The copies are today's tables, filled with today's values: the old request rollups gain the columns
+    # added since (their defaults are what old rows read) before they are read.
+    out = _drop_views(ROLLUPS, target) + _request_columns_of_today(target)
     cluster = target.backend == "cluster"
     for r in ROLLUPS:
         table, *distributed = [s for s in render_rollup(r, target) if s.startswith("CREATE TABLE")]
@@ -294,6 +333,7 @@ def _requests_ordered_by_class_then_pool(target: Target) -> list[str | Step]:
     old = _sorted_otherwise(db, target.local(spec.name), spec.order_by)
     return [
         *_drop_views(views, target),
+        *_request_columns_of_today(target),  # the copy is today's table: ``SELECT *`` must match its columns
         *_copy_and_exchange(
             target,
             spec.name,
@@ -350,6 +390,7 @@ def _minute_rollup_covers_raw_retention(target: Target) -> list[str | Step]:
 
     return [
         *_drop_views(views, target),
+        *_request_columns_of_today(target),  # today's view query reads the fingerprint's status
         *_copy_and_exchange(
             target,
             r.name,
@@ -380,11 +421,7 @@ def _replicated_tables_remember_segments(target: Target) -> list[str | Step]:
     if target.backend != "cluster":
         return []
     names = [m.TABLE.name for m in EVENT_MODELS] + [r.name for r in ROLLUPS]
-    return [
-        f"ALTER TABLE {target.database}.{target.local(name)}{target.on_cluster} "
-        f"MODIFY SETTING {dedup_window_setting(target)}"
-        for name in names
-    ]
+    return [_setting_step(target, target.local(name), dedup_window_setting(target)) for name in names]
 
 
 def _sdk_health_table(target: Target) -> list[str]:
@@ -455,6 +492,35 @@ def _column_comments(target: Target, model: type[Event], *names: str) -> list[st
 def _compile_outcome_comment(target: Target) -> list[str | Step]:
     # A compile whose log ended before it did is stored ``incomplete``: the outcome column's comment lists it.
     return _column_comments(target, CompileEvent, col.OUTCOME)
+
+
+def _columns_as_fresh(target: Target) -> list[str | Step]:
+    # A column added by a migration before its model had a docstring or codec for it (bundles' signer columns
+    # (12), replay verdict columns (13)) had neither, and sat after ``attrs`` where a fresh table has it before;
+    # a docstring changed without a migration (``requests.status``, ``graph_ms``) left the old comment. A table
+    # where any model column differs from a fresh table's in comment, codec or place has every model column
+    # given its definition and place, in one ALTER: metadata only (each keeps its type, so no part is
+    # rewritten); a column the model no longer has stays, after them.
+    db, out = target.database, list[str | Step]()
+    for model in EVENT_MODELS:
+        columns = columns_of(model)
+        differs = " OR ".join(
+            f"(name = '{c.name}' AND (comment != {sql_string(c.comment)} OR compression_codec != "
+            f"'{f'CODEC({c.type.codec})' if c.type.codec else ''}' OR position != {i + 1}))"
+            for i, c in enumerate(columns)
+        )
+        clauses = ", ".join(
+            f"MODIFY COLUMN {column_sql(c).strip()}" + (f" AFTER `{columns[i - 1].name}`" if i else " FIRST")
+            for i, c in enumerate(columns)
+        )
+        out.extend(
+            Step(
+                f"ALTER TABLE {db}.{t}{target.on_cluster} {clauses}",
+                when=f"SELECT count() FROM system.columns WHERE database = '{db}' AND table = '{t}' AND ({differs})",
+            )
+            for t in _model_tables(target, model.TABLE.name)
+        )
+    return out
 
 
 def _model_tables(target: Target, name: str) -> list[str]:
@@ -532,7 +598,8 @@ def _request_fingerprint_status(target: Target) -> list[str | Step]:
     return _add_model_columns(target, RequestEvent, (col.FP_STATUS, col.FP_ABSMAX), (col.FP_RATE, col.FP_STATUS))
 
 
-_REQUEST_ROLLUP_NAMES: Final = frozenset(r.name for r in (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D))
+_REQUEST_ROLLUPS: Final = (REQUESTS_1M, REQUESTS_1H, REQUESTS_1D)
+_REQUEST_ROLLUP_NAMES: Final = frozenset(r.name for r in _REQUEST_ROLLUPS)
 
 
 def _fingerprinted_rollup_columns(rollups: Sequence[Rollup], target: Target) -> list[str | Step]:
@@ -591,7 +658,33 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(20, "host SDK health records carry their interval", _sdk_health_interval),
     Migration(21, "host SDK health records name their process", _sdk_health_process),
     Migration(22, "a compile's outcome comment lists incomplete", _compile_outcome_comment),
+    Migration(23, "every model column in a fresh table's place, with its comment and codec", _columns_as_fresh),
 )
 """Every migration, in version order."""
 
 LATEST_VERSION: int = MIGRATIONS[-1].version
+
+_NEWER: Final = (
+    "newer than {latest}, the newest {release} knows: a later inferensics migrated it and {release} must not "
+    "write to it"
+)
+
+
+def newer_store_text(store: object, version: int, latest: int = LATEST_VERSION, release: str = "this release") -> str:
+    """One line for ``store`` at schema ``version``, newer than ``latest`` (what ``release`` knows): the rollback
+    case. ``init``, ``status``, ``status --service`` and ``serve`` all say it in these words."""
+    return (
+        f"store {store} is at schema version {version}, {_NEWER.format(release=release, latest=latest)}; run the "
+        "release that migrated it (upgrade inferensics again), or restore the backup taken before that upgrade"
+    )
+
+
+COPY_SUFFIXES: tuple[str, ...] = (V5_SUFFIX, V6_SUFFIX, V7_SUFFIX)
+"""Suffixes of the copies migrations fill before exchanging them with a table (a failed run's copy is dropped)."""
+
+
+def view_statements(target: Target, view_name: str) -> list[str | Step]:
+    """The statements that create the materialized view ``view_name`` as this release defines it, the columns it
+    reads and feeds first (empty for a view this release does not define)."""
+    rollups = [r for r in ROLLUPS if r.view_name == view_name]
+    return _create_views(rollups, target) if rollups else []

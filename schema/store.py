@@ -42,7 +42,8 @@ from inferensics.schema.arrow import arrow_to_events, conform, events_to_arrow
 from inferensics.schema.ddl import Target
 from inferensics.schema.dsn import Dsn, DsnError, resolve_dsn
 from inferensics.schema.events import EVENT_MODELS
-from inferensics.schema.migrations import MIGRATIONS, Step, migrations_table_sql
+from inferensics.schema.migrations import LATEST_VERSION, newer_store_text
+from inferensics.schema.migrator import MigrationFailedError, apply_migrations, recorded_version
 from inferensics.schema.rollups import ROLLUPS
 from inferensics.schema.table import Event
 
@@ -71,6 +72,11 @@ def _arrow_file(table: pa.Table) -> pa.Buffer:
 
 class StoreError(RuntimeError):
     """The store cannot be opened or used; the message is one line that says what to do."""
+
+
+class StoreNewerError(StoreError):
+    """The store's schema is newer than this release's: a later inferensics migrated it, and this one must not
+    write to it (the message says what to do)."""
 
 
 def error_line(exc: BaseException, limit: int = 300) -> str:
@@ -248,19 +254,18 @@ class Store:
 
     def schema_version(self) -> int:
         """The highest applied migration version, 0 for an empty store."""
-        exists = self.client.query(
-            "SELECT count() FROM system.tables WHERE database = {db:String} AND name = 'schema_migrations'",
-            parameters={"db": self.database},
-        ).result_rows[0][0]
-        if not exists:
-            return 0
-        rows = self.client.query(f"SELECT max(version) FROM {self.database}.schema_migrations").result_rows
-        return int(rows[0][0] or 0)
+        return recorded_version(self.client, self.database)
 
     def create_if_empty(self) -> int:
         """Create an empty store's tables (what ``inferensics init`` does on a fresh store); a store that has
-        a schema is left as it is. Returns the schema version."""
+        a schema is left as it is. Returns the schema version.
+
+        Raises:
+            StoreNewerError: the store's schema is newer than this release's, which must not write to it.
+        """
         version = self.schema_version()
+        if version > LATEST_VERSION:
+            raise StoreNewerError(newer_store_text(self.dsn, version))
         return self.migrate() if version == 0 else version
 
     def migrate(self) -> int:
@@ -269,43 +274,54 @@ class Store:
         A store already at the latest version runs no DDL at all, so a user without DDL rights (a cluster's
         ingest writer) opens a migrated store; one that is behind gets a :class:`StoreError` saying to run
         ``inferensics init`` as a user that may migrate.
+
+        Raises:
+            StoreNewerError: the store's schema is newer than this release's (nothing is run).
+            StoreError: reading the store failed, or a migration failed: one line naming the migration, the
+                engine's reason, and what was put back (the views that feed the rollups; see
+                :mod:`inferensics.schema.migrator`) so that running ``inferensics init`` again completes it.
         """
-        if self.schema_version() >= MIGRATIONS[-1].version:
-            return self.schema_version()
         try:
-            return self._apply_migrations()
-        except StoreError:
-            raise
-        except Exception as exc:
-            text = " ".join(str(exc).split())
-            if "ACCESS_DENIED" not in text:
-                raise
+            start = self.schema_version()
+        except Exception as exc:  # the driver's own (connection, grants) while reading the version
+            raise StoreError(f"cannot read the schema version of store {self.dsn}: {error_line(exc)}") from None
+        if start > LATEST_VERSION:
+            raise StoreNewerError(newer_store_text(self.dsn, start))
+        if start == LATEST_VERSION:
+            return start
+        try:
+            return apply_migrations(self.client, self.target)
+        except MigrationFailedError as failed:
+            raise StoreError(self._migration_failed_text(start, failed)) from None
+        except Exception as exc:  # creating the bookkeeping table or reading it
+            raise StoreError(self._migration_failed_text(start, exc)) from None
+
+    def _migration_failed_text(self, start: int, failure: Exception) -> str:
+        cause = failure.cause if isinstance(failure, MigrationFailedError) else failure
+        text = " ".join(str(cause).split())
+        if "ACCESS_DENIED" in text:
             # the server's own sentence: "<user>: Not enough privileges. ... the grant X ON Y. (ACCESS_DENIED)"
             reason = text[text.find("DB::Exception: ") + 15 :] if "DB::Exception: " in text else text
             reason = reason[: reason.find("(ACCESS_DENIED)") + len("(ACCESS_DENIED)")]
-            raise StoreError(
-                f"store {self.dsn} is at schema version {self.schema_version()}, behind {MIGRATIONS[-1].version}, "
+            return (
+                f"store {self.dsn} is at schema version {start}, behind {LATEST_VERSION}, "
                 f"and its user may not migrate it ({reason}); run `inferensics init --dsn ...` as the migrating "
                 "user (the deployment's schema-migrator job)"
-            ) from None
-
-    def _apply_migrations(self) -> int:
-        self.client.command(migrations_table_sql(self.target))
-        current = self.schema_version()
-        for m in MIGRATIONS:
-            if m.version <= current:
-                continue
-            for stmt in m.statements(self.target):
-                if isinstance(stmt, Step) and not self.client.query(stmt.when).result_rows[0][0]:
-                    continue
-                self.client.command(str(stmt))
-            self.client.insert(
-                f"{self.database}.schema_migrations",
-                [[m.version, m.name, m.checksum(self.target), datetime.now(UTC)]],
-                column_names=["version", "name", "checksum", "applied_at"],
             )
-            current = m.version
-        return current
+        head = f"cannot migrate store {self.dsn} from schema version {start} to {LATEST_VERSION}"
+        if not isinstance(failure, MigrationFailedError):
+            return f"{head}: {error_line(cause)}; nothing was recorded: fix the cause and run `inferensics init` again"
+        where = f"migration {failure.version} ({failure.name}) failed: {error_line(cause)}"
+        if failure.unrestored:
+            return (
+                f"{head}: {where}; the views {', '.join(failure.unrestored)} that fed its rollups could not be "
+                "put back: stop every writer and restore the backup taken before the upgrade"
+            )
+        return (
+            f"{head}: {where}; the store stays at version {failure.left_at} with the views that feed its rollups "
+            "in place, so the previous release can keep writing to it: fix the cause and run `inferensics init` "
+            "again (it completes the migration)"
+        )
 
     def table_names(self) -> list[str]:
         """Names of the event and rollup tables, in creation order."""

@@ -10,7 +10,8 @@ one table per concern only in the reader's mind: keys are the setting names at t
     "s3cret-ingest" = ["ingest"]
     "s3cret-admin" = ["admin"]
 
-Tokens also come from ``$INFERENSICS_TOKENS`` as ``token=role+role,token=role``.
+Tokens also come from ``$INFERENSICS_TOKENS`` as ``token=role+role,token=role``. A running service reads the
+config file's ``[tokens]`` again on SIGHUP (:func:`reload_tokens`); its environment is fixed at its start.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from inferensics.collector.errors import ConfigError
+from inferensics.collector.service.spool import holds_segments
 from inferensics.schema.dsn import DSN_ENV, STORE_FOLDER, DsnError, default_data_dir, resolve_dsn
 
 ROLES: Final = ("ingest", "read", "replay", "admin")
@@ -189,6 +191,9 @@ class ServiceConfig:
     sql_max_memory: int = 2 << 30
     fault_control: bool = False
     tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    config_file: str = ""
+    """The config file the settings were read from (``--config`` or ``$INFERENSICS_CONFIG``; ``""``: none): SIGHUP
+    reads its ``[tokens]`` again."""
 
     def resolved_spool_dir(self) -> Path:
         """The spool directory: the setting, else the data directory's ``spool/`` beside its ``store/`` (the store
@@ -197,17 +202,27 @@ class ServiceConfig:
         another name.
 
         A spool an earlier release left at the sibling ``<data dir>/store-spool`` is still used while it holds
-        anything (spans it acknowledged and had not yet written); the service says so when it starts."""
+        segments (spans it acknowledged and had not yet written); the service says so when it starts, and retires
+        the folder once it holds none. Its own files there (the lock, the engine's scratch folder) are no spans."""
         if self.spool_dir:
             return Path(self.spool_dir).expanduser().absolute()
         dsn = resolve_dsn(self.dsn or None)
         base = (dsn.path if dsn.path is not None else default_data_dir()).absolute()
         if base.name != STORE_FOLDER:
             return base.parent / f"{base.name}-spool"
-        legacy = base.parent / LEGACY_SPOOL
-        if legacy.is_dir() and any(legacy.iterdir()):
+        legacy = self.legacy_spool_dir()
+        if legacy is not None and holds_segments(legacy):
             return legacy
         return base.parent / "spool"
+
+    def legacy_spool_dir(self) -> Path | None:
+        """Where an earlier release kept this configuration's spool (``<data dir>/store-spool``), or ``None`` where
+        that cannot apply (a ``spool_dir`` is set, or the store folder is not named ``store``)."""
+        if self.spool_dir:
+            return None
+        dsn = resolve_dsn(self.dsn or None)
+        base = (dsn.path if dsn.path is not None else default_data_dir()).absolute()
+        return base.parent / LEGACY_SPOOL if base.name == STORE_FOLDER else None
 
 
 def _convert(setting: Setting, raw: object, origin: str) -> object:
@@ -329,23 +344,8 @@ def load_config(
     """
     env = os.environ if environ is None else environ
     args = {k: v for k, v in (arguments or {}).items() if v is not None}
-    file_values: dict[str, Any] = {}
-    path = config_file or env.get(CONFIG_ENV)
-    if path:
-        try:
-            file_values = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ConfigError(
-                f"config file {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
-                "TOML files are UTF-8: save it as UTF-8"
-            ) from None
-        except OSError as exc:
-            raise ConfigError(
-                f"config file {path}: cannot read it ({exc.strerror or exc}); give a readable TOML file with "
-                f"--config or ${CONFIG_ENV}"
-            ) from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {path}: not valid TOML ({exc}); correct the file") from None
+    path = str(config_file or env.get(CONFIG_ENV) or "")
+    file_values = _read_file(path) if path else {}
     unknown = sorted(set(file_values) - set(BY_NAME) - {"tokens"})
     if unknown:
         raise ConfigError(f"config file {path}: unknown settings {unknown}; known: {sorted(BY_NAME)}")
@@ -357,20 +357,11 @@ def load_config(
             values[s.name] = _convert(s, env[s.env], f"${s.env}")
         elif s.name in file_values:
             values[s.name] = _convert(s, file_values[s.name], f"config file {path}")
-    tokens: dict[str, frozenset[str]] = {}
-    file_tokens = file_values.get("tokens", {})
-    if not isinstance(file_tokens, dict):
-        raise ConfigError(f"config file {path}: [tokens] must be a table of token = [roles]")
-    for token, roles in file_tokens.items():
-        where = f"tokens (config file {path}): token {_masked(str(token))}"
-        check_token(str(token), where)
-        tokens[str(token)] = _roles(roles, where, TOKENS_TABLE_FORM)
-    if TOKENS_ENV in env:
-        tokens.update(parse_tokens(env[TOKENS_ENV], f"${TOKENS_ENV}"))
+    tokens = _tokens(file_values, path, env)
     if "tokens" in args:
         raw = args["tokens"]
         tokens.update(parse_tokens(raw, "argument") if isinstance(raw, str) else dict(raw))  # type: ignore[call-overload]
-    config = ServiceConfig(**values, tokens=tokens)  # type: ignore[arg-type]
+    config = ServiceConfig(**values, tokens=tokens, config_file=path)  # type: ignore[arg-type]
     if not config.host.strip():
         # An unset variable in a unit's `--host ${VAR}` arrives as "", which would bind every interface.
         raise ConfigError(
@@ -386,6 +377,53 @@ def load_config(
     except DsnError as exc:
         raise ConfigError(f"setting dsn: {exc}") from None
     return config
+
+
+def reload_tokens(config: ServiceConfig, environ: Mapping[str, str] | None = None) -> dict[str, frozenset[str]]:
+    """The tokens a start would read now: the config file's ``[tokens]`` read again, then ``$INFERENSICS_TOKENS``.
+
+    A process's environment is fixed when it starts, so only the file can bring new tokens to a running service
+    (a changed ``$INFERENSICS_TOKENS`` needs a restart). ``environ`` defaults to this process's environment.
+
+    Raises:
+        ConfigError: the file cannot be read, is not TOML, or holds a bad token (the running tokens stay).
+    """
+    env = os.environ if environ is None else environ
+    file_values = _read_file(config.config_file) if config.config_file else {}
+    return _tokens(file_values, config.config_file, env)
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    """A config file's TOML, or one line saying why it cannot be read."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "TOML files are UTF-8: save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"config file {path}: cannot read it ({exc.strerror or exc}); give a readable TOML file with "
+            f"--config or ${CONFIG_ENV}"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: not valid TOML ({exc}); correct the file") from None
+
+
+def _tokens(file_values: Mapping[str, Any], path: str, env: Mapping[str, str]) -> dict[str, frozenset[str]]:
+    """The config file's ``[tokens]``, then ``$INFERENSICS_TOKENS`` over them."""
+    tokens: dict[str, frozenset[str]] = {}
+    file_tokens = file_values.get("tokens", {})
+    if not isinstance(file_tokens, dict):
+        raise ConfigError(f"config file {path}: [tokens] must be a table of token = [roles]")
+    for token, roles in file_tokens.items():
+        where = f"tokens (config file {path}): token {_masked(str(token))}"
+        check_token(str(token), where)
+        tokens[str(token)] = _roles(roles, where, TOKENS_TABLE_FORM)
+    if TOKENS_ENV in env:
+        tokens.update(parse_tokens(env[TOKENS_ENV], f"${TOKENS_ENV}"))
+    return tokens
 
 
 def _check_tls(cert: str, key: str) -> None:

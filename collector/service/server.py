@@ -1,4 +1,8 @@
-"""Run the service: listen, build the state, serve the app with uvicorn, drain and seal on shutdown."""
+"""Run the service: listen, build the state, serve the app with uvicorn, drain and seal on shutdown.
+
+SIGHUP reads the tokens again (the config file's ``[tokens]`` and ``$INFERENSICS_TOKENS``, see
+:func:`~inferensics.collector.service.config.reload_tokens`) and swaps them in; it never stops the service.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,21 @@ import errno
 import logging
 import os
 import re
+import signal
 import socket
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+from inferensics.collector.errors import ConfigError
 from inferensics.collector.service.app import create_app
-from inferensics.collector.service.config import LEGACY_SPOOL, ServiceConfig
-from inferensics.collector.service.state import build_state
+from inferensics.collector.service.auth import TokenAuth
+from inferensics.collector.service.config import LEGACY_SPOOL, ServiceConfig, reload_tokens
+from inferensics.collector.service.spool import retire
+from inferensics.collector.service.state import ServiceState, StartError, build_state
 from inferensics.schema.dsn import DATA_DIR_ENV, DsnError, resolve_dsn
 
 log = logging.getLogger("inferensics.collector.service")
@@ -77,10 +86,69 @@ def masked_dsn(dsn: str) -> str:
         return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
 
 
+def reload_auth(state: ServiceState) -> bool:
+    """Read the tokens again and give the service the new set; on a bad file or an empty set keep the old one.
+
+    Returns whether the new tokens are in use. Each outcome is one log line (counts and origins, never a token).
+    """
+    config = state.config
+    if not config.config_file:
+        log.warning(
+            "SIGHUP: tokens not reloaded: they come from $INFERENSICS_TOKENS, which a running process cannot see "
+            "change; restart the collector to rotate them (systemctl restart inferensics-collector), or keep them "
+            "in a config file's [tokens] (--config, $INFERENSICS_CONFIG), which SIGHUP reads again"
+        )
+        return False
+    try:
+        tokens = reload_tokens(config)
+    except ConfigError as exc:
+        log.error("SIGHUP: tokens not reloaded, the previous ones stay in use: %s", exc)
+        return False
+    if config.auth and not tokens:
+        log.error("SIGHUP: tokens not reloaded: the config file and $INFERENSICS_TOKENS give none; the previous "
+                  "ones stay in use")  # fmt: skip
+        return False
+    # The handlers read state.auth on every request: one assignment swaps the whole set at once.
+    state.auth = TokenAuth(tokens, enabled=config.auth)
+    log.info(
+        "SIGHUP: %d tokens in use, read again from config file %s (and $INFERENSICS_TOKENS as the process started "
+        "with it)",
+        len(tokens),
+        config.config_file,
+    )
+    return True
+
+
+def _on_sighup(state: ServiceState) -> Any:
+    """Reload the tokens on SIGHUP (whose default action ends the process); returns the handler it replaced
+    (``None`` off the main thread, which cannot take signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    # the reload reads a file: off the signal handler, so the event loop is not held up by it
+    return signal.signal(
+        signal.SIGHUP, lambda *_: threading.Thread(target=reload_auth, args=(state,), daemon=True).start()
+    )
+
+
+def retire_legacy_spool(config: ServiceConfig) -> None:
+    """Remove the spool folder an earlier release kept beside the store once it holds no spans (one log line)."""
+    legacy = config.legacy_spool_dir()
+    if legacy is None:
+        return
+    try:
+        done = retire(legacy)
+    except OSError as exc:
+        log.warning("the spool folder %s of an earlier release holds no spans; cannot retire it: %s", legacy, exc)
+        return
+    if done:
+        log.info("the spool folder of an earlier release holds no spans any more: %s", done)
+
+
 def serve(
     config: ServiceConfig, sock: socket.socket | None = None, *, named_queries: Mapping[str, Any] | None = None
 ) -> None:
-    """Serve until SIGINT/SIGTERM; on the way out, try to drain the spool, then seal what is left.
+    """Serve until SIGINT/SIGTERM; on the way out, try to drain the spool, then seal what is left. SIGHUP reloads
+    the tokens (:func:`reload_auth`).
 
     ``sock`` is a socket :func:`listen` made (the CLI binds before it starts anything else); without one
     the address is bound here, before the store is opened. ``named_queries`` are the queries the service
@@ -88,17 +156,23 @@ def serve(
 
     Raises:
         ListenError: the address cannot be listened on (nothing was opened).
-        StartError: the spool directory cannot be used or is another service's, or another process holds the
-            embedded store (the socket is closed, nothing else was kept open).
+        StartError: the store's schema is newer than this release's, the spool directory cannot be used or is
+            another service's, or another process holds the embedded store (the socket is closed, nothing else
+            was kept open).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if sock is None:
         sock = listen(config.host, config.port)
     try:
+        retire_legacy_spool(config)
         state = build_state(config, named_queries=named_queries)
     except BaseException:
         sock.close()
         raise
+    if state.writer.store_newer:
+        state.close()  # a store a later release migrated: this release must not write to it (nor spool for it)
+        sock.close()
+        raise StartError(state.writer.last_error)
     app = create_app(state)
     tls = {}
     if config.tls_cert:
@@ -114,9 +188,13 @@ def serve(
     if Path(state.spool.directory).name == LEGACY_SPOOL:
         log.warning(
             "inferensics collector: the spool %s is where an earlier release kept it, and it holds spans not yet "
-            "written: it is used until it is empty; then the data directory's spool/ beside store/ is",
+            "written: this collector writes them and spools there until it holds none; the next stop or start "
+            "then removes it, and the spool is %s (back up %s until then)",
+            state.spool.directory,
+            Path(state.spool.directory).with_name("spool"),
             state.spool.directory,
         )
+    previous_hup = _on_sighup(state)
     server = uvicorn.Server(
         uvicorn.Config(
             app,
@@ -132,11 +210,15 @@ def serve(
     try:
         server.run(sockets=[sock])
     finally:
+        if previous_hup is not None:
+            signal.signal(signal.SIGHUP, previous_hup)
         sock.close()
         log.info("inferensics collector stopping: writing what the spool holds (10 s at most), then closing the store")
         if state.writer.store_ok:
             state.writer.drain(timeout=10)
         state.close()
+        if Path(state.spool.directory).name == LEGACY_SPOOL:
+            retire_legacy_spool(config)
         log.info("inferensics collector stopped")
     if not server.started:
         raise SystemExit(3)  # what uvicorn.run exits with when the app did not start

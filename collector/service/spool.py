@@ -21,6 +21,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import shutil
 import struct
 import threading
 import time
@@ -42,6 +43,9 @@ QUARANTINE: Final = "quarantine"
 LOCK_FILE: Final = "spool.lock"
 """File in the spool directory that an exclusive spool holds an ``flock`` on (it names the holder's pid): a
 second service on the same folder would replay, write and delete the first one's segments."""
+ENGINE_DIR: Final = "engine"
+"""Folder (inside the spool directory) where the service's engine decoder writes its schema and a segment's input
+files while it decodes them: scratch, rebuilt at every start."""
 _FIX_DIR: Final = (
     "give the service a folder it can create and write with --spool-dir (or spool_dir in --config, "
     "$INFERENSICS_SPOOL_DIR)"
@@ -371,6 +375,53 @@ class Spool:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # closing the descriptor releases its flock
             self._lock_fd = -1
+
+
+def holds_segments(directory: Path) -> bool:
+    """Whether ``directory`` holds spans not yet in the store: a segment file with bytes in it, there or in its
+    :data:`QUARANTINE`. The service's own files (:data:`LOCK_FILE`, :data:`ENGINE_DIR`) are no spans; a folder
+    that cannot be read counts as holding some (it is kept)."""
+    try:
+        return any(
+            p.is_file() and p.stat().st_size > 0
+            for folder in (directory, directory / QUARANTINE)
+            for p in folder.glob(f"*{SUFFIX}")
+        )
+    except OSError:
+        return True
+
+
+def retire(directory: Path) -> str:
+    """Retire a spool folder no service uses any more (an earlier release's), once it holds no spans.
+
+    The service's own files in it are removed, then the folder; a folder that still holds other files is
+    renamed ``<name>.retired`` (nothing it does not know is deleted). Returns what was done, for one log line, or
+    ``""`` when nothing was: the folder is gone, holds segments, or another process holds its lock.
+    """
+    if not directory.is_dir() or holds_segments(directory):
+        return ""
+    try:
+        fd = _lock_dir(directory)
+    except SpoolDirError:
+        return ""
+    try:
+        if holds_segments(directory):
+            return ""
+        (directory / LOCK_FILE).unlink(missing_ok=True)
+        shutil.rmtree(directory / ENGINE_DIR, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (directory / QUARANTINE).rmdir()  # only when empty
+        try:
+            directory.rmdir()
+        except OSError:
+            target = directory.with_name(f"{directory.name}.retired")
+            if target.exists():
+                target = directory.with_name(f"{directory.name}.retired-{int(time.time())}")
+            directory.rename(target)
+            return f"moved {directory} to {target} (it holds files the service did not write: look, then delete it)"
+        return f"removed {directory}"
+    finally:
+        os.close(fd)
 
 
 def _make_dir(directory: Path) -> None:

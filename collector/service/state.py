@@ -16,7 +16,7 @@ from inferensics.collector.service.config import ServiceConfig
 from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.ingest import Ingest
 from inferensics.collector.service.metrics import Metrics
-from inferensics.collector.service.spool import Spool, SpoolDirError
+from inferensics.collector.service.spool import ENGINE_DIR, Spool, SpoolDirError
 from inferensics.collector.service.writer import Faults, StoreWriter
 from inferensics.schema.dsn import DsnError, resolve_dsn
 from inferensics.schema.store import Store, StoreError
@@ -142,7 +142,7 @@ def build_state(
         opener = open_store or (lambda: Store.open(config.dsn or None))
         faults = Faults()
         decoder = EngineDecoder(
-            config.resolved_spool_dir() / "engine",
+            config.resolved_spool_dir() / ENGINE_DIR,
             {"max_threads": config.engine_max_threads} if config.engine_max_threads else None,
             parse_files=config.engine_parse_files,
         )
@@ -172,7 +172,16 @@ def build_state(
     )
     metrics.gauge("spool_bytes", "Bytes in spool segment files.", lambda: float(spool.bytes))
     metrics.gauge("spool_files", "Spool segment files (open and sealed).", lambda: float(spool.files()))
-    metrics.gauge("store_up", "1 when the last insert or connect succeeded.", lambda: float(writer.store_ok))
+    metrics.gauge(
+        "spool_max_bytes",
+        "The spool's cap (setting spool_max_bytes): above it ingest answers 429 or 503.",
+        lambda: float(spool.max_bytes),
+    )
+    metrics.gauge(
+        "store_up",
+        "1 when the writer's last insert or connect succeeded (it keeps its value while no segment is written).",
+        lambda: float(writer.store_ok),
+    )
     if start_writer:
         writer.start()
     return state

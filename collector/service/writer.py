@@ -23,7 +23,7 @@ from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.refusals import is_content_refusal
 from inferensics.collector.service.spool import Segment, Spool, read_segment
-from inferensics.schema.store import Store, StoreError, error_line
+from inferensics.schema.store import Store, StoreError, StoreNewerError, error_line
 
 log = logging.getLogger("inferensics.collector.service")
 
@@ -105,6 +105,7 @@ class StoreWriter(threading.Thread):
         self.store: Store | None = None
         self.store_ok = False
         self.last_error = ""
+        self.store_newer = False  # the store's schema is a later release's: this one must not write to it
         self._halt = threading.Event()
         self.store_lock = threading.Lock()
         self._connect_lock = threading.Lock()
@@ -127,6 +128,7 @@ class StoreWriter(threading.Thread):
                     store = self._open_store()
                     store.migrate()
                 except Exception as exc:  # StoreError, or the driver's own while migrating
+                    self.store_newer = isinstance(exc, StoreNewerError)
                     self.metrics.inc("store_errors")
                     self._failed(
                         str(exc) if isinstance(exc, StoreError) else f"cannot migrate the store: {error_line(exc)}",

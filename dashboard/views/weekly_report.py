@@ -34,6 +34,8 @@ REPORT_KEY = "weekly.report"
 PRODUCE_KEY = "weekly.produce"
 FLOORS_PAGE = "weekly"  # the page's storm-rule inputs are keyed weekly.min_recompiles, weekly.min_compile_seconds
 WEEKS_OFFERED = 9
+
+
 def reports(folder: Path) -> list[Path]:
     """The HTML reports in ``folder``, newest first."""
     if not folder.is_dir():

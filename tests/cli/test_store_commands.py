@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -211,3 +212,157 @@ def test_no_store_named_at_all_points_at_the_service_too(tmp_path: Path) -> None
     assert "(the default place: no --dsn, --data-dir or $INFERENSICS_DSN given)" in res.output
     assert "pass --service URL" in res.output
     assert not (tmp_path / "inferensics").exists()
+
+
+def test_init_migrates_a_store_an_older_release_made(chdb_dir: Path) -> None:
+    """A store release 56894e5 made (schema 4): `init` died with a traceback ("Unknown identifier
+    `fingerprinted`") after dropping the views that feed the rollups; it migrates, and `status` says current."""
+    from tests.schema.test_old_store_upgrades import load_old_store
+
+    dsn = scratch_dsn(chdb_dir)
+    s = Store.open(dsn)
+    try:
+        load_old_store(s, 4)
+        res = runner.invoke(app, ["init", "--dsn", dsn], env={"COLUMNS": "400"})
+        assert res.exit_code == 0, res.output
+        assert res.output.strip().splitlines() == [f"store {s.dsn}: migrated, schema version {LATEST_VERSION}"]
+        res = runner.invoke(app, ["status", "--dsn", dsn], env={"COLUMNS": "400"})
+        assert res.exit_code == 0, res.output
+        assert f"(latest {LATEST_VERSION}: current)" in res.output
+    finally:
+        s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
+        s.close()
+
+
+def test_init_whose_migration_fails_says_what_to_do_in_one_line(
+    chdb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A migration that fails (here the engine refuses its first statement) is one line naming the migration, the
+    engine's reason and what to do, exit 2: no traceback in the journal of a unit that retries every 2 s."""
+    from inferensics.schema import migrator
+    from inferensics.schema.migrations import MIGRATIONS, Migration
+    from tests.schema.test_old_store_upgrades import load_old_store
+
+    dsn = scratch_dsn(chdb_dir)
+    s = Store.open(dsn)
+    try:
+        load_old_store(s, 6)
+        seventh = MIGRATIONS[6]
+        failing = Migration(7, seventh.name, lambda t: ["SELECT throwIf(1, 'disk full (injected)')"])
+        monkeypatch.setattr(migrator, "MIGRATIONS", (*MIGRATIONS[:6], failing, *MIGRATIONS[7:]))
+        res = runner.invoke(app, ["init", "--dsn", dsn], env={"COLUMNS": "600"})
+        assert res.exit_code == 2, res.output
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1, res.output
+        assert lines[0].startswith(f"error: cannot migrate store {s.dsn} from schema version 6 to {LATEST_VERSION}: ")
+        assert f"migration 7 ({seventh.name}) failed: " in lines[0]
+        assert "disk full (injected)" in lines[0]
+        assert "run `inferensics init` again" in lines[0]
+        assert s.schema_version() == 6
+    finally:
+        s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
+        s.close()
+
+
+def _newer(store: Store) -> int:
+    """Record a migration past this release's last, as a later release's `init` would; return its version."""
+    from datetime import UTC, datetime
+
+    newer = LATEST_VERSION + 1
+    store.client.insert(
+        f"{store.database}.schema_migrations",
+        [[newer, "from a newer release", "x", datetime.now(UTC)]],
+        column_names=["version", "name", "checksum", "applied_at"],
+    )
+    return newer
+
+
+def test_a_store_newer_than_this_release_is_refused_by_init_and_status_alike(store: Store) -> None:
+    """The rollback case (the previous release's code on a store the new one migrated): `init` said "up to date"
+    and exited 0 while `status` said "behind, run `inferensics init`" and exited 1 forever. Both now say the same
+    line: the store is newer, this release must not write to it, what to do; both exit 1."""
+    newer = _newer(store)
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    said = (
+        f"error: store {store.dsn} is at schema version {newer}, newer than {LATEST_VERSION}, the newest this "
+        "release knows: a later inferensics migrated it and this release must not write to it; run the release "
+        "that migrated it (upgrade inferensics again), or restore the backup taken before that upgrade"
+    )
+    init = runner.invoke(app, ["init", "--dsn", dsn], env={"COLUMNS": "600"})
+    assert init.exit_code == 1, init.output
+    assert init.output.strip().splitlines() == [said]
+    status = runner.invoke(app, ["status", "--dsn", dsn], env={"COLUMNS": "600"})
+    assert status.exit_code == 1, status.output
+    assert (
+        f"schema       version {newer} (latest {LATEST_VERSION}: newer than this release, which must not write to it)"
+        in status.output
+    )
+    assert "behind" not in status.output
+    assert status.output.strip().splitlines()[-1] == said
+    assert store.schema_version() == newer  # nothing was run
+
+
+def test_status_service_on_a_store_newer_than_the_service_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service whose store a later release migrated while it ran: `status --service` said "behind"."""
+    import inferensics.collector.client as client_module
+
+    class FakeClient:
+        def __init__(self, *args: object, **kwargs: object) -> None: ...
+
+        def __enter__(self) -> FakeClient:
+            return self
+
+        def __exit__(self, *exc: object) -> None: ...
+
+        def status(self) -> dict[str, object]:
+            return {
+                "uptime_s": 5,
+                "store": {"ok": False, "dsn": "chdb:///srv/store", "schema_version": 30, "latest_version": 29},
+                "spool": {"dir": "/srv/spool", "files": 0, "bytes": 0, "max_bytes": 1 << 30},
+                "counters": {},
+            }
+
+    monkeypatch.setattr(client_module, "ServiceClient", FakeClient)
+    res = runner.invoke(app, ["status", "--service", "http://127.0.0.1:4318", "--token", "t"], env={"COLUMNS": "600"})
+    assert res.exit_code == 1, res.output
+    assert "schema       version 30 (latest 29: newer than the service's release, which must not write to it)" in (
+        res.output
+    )
+    assert "behind" not in res.output
+    assert (
+        "store chdb:///srv/store is at schema version 30, newer than 29, the newest the service's release knows: a "
+        "later inferensics migrated it and the service's release must not write to it; run the release that "
+        "migrated it (upgrade inferensics again), or restore the backup taken before that upgrade"
+    ) in res.output
+
+
+@pytest.mark.slow
+def test_serve_refuses_to_start_on_a_store_newer_than_this_release(tmp_path: Path) -> None:
+    """`serve` on such a store answered /readyz ready and wrote into a schema it was not written for; it now stops
+    before listening for spans, with the same line as `init`, exit 2."""
+    store = tmp_path / "data" / "store"
+    make = (
+        "import sys; from datetime import UTC, datetime; from inferensics.schema.store import Store; "
+        "from inferensics.schema.migrations import LATEST_VERSION as L; s = Store.open(sys.argv[1]); s.migrate(); "
+        "s.client.insert(f'{s.database}.schema_migrations', [[L + 1, 'newer', 'x', datetime.now(UTC)]], "
+        "column_names=['version', 'name', 'checksum', 'applied_at'])"
+    )
+    subprocess.run([sys.executable, "-c", make, f"chdb://{store}"], check=True, timeout=120, capture_output=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["--port", str(port), "--dsn", f"chdb://{store}", "--spool-dir", str(tmp_path / "spool")]
+    env = {**os.environ, "INFERENSICS_TOKENS": "t=admin", "COLUMNS": "600"}
+    done = subprocess.run(
+        [sys.executable, "-m", "inferensics.cli", "serve", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: store chdb://{store} is at schema version {LATEST_VERSION + 1}, newer than "), last
+    assert "must not write to it" in last
+    assert "Traceback" not in done.stderr

@@ -9,7 +9,9 @@ data directory that `inferensics status` then reads.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -22,10 +24,11 @@ from inferensics.collector.service.testing import encode_request
 from inferensics.schema.migrations import LATEST_VERSION
 from tests.collector.service.harness import ADMIN, INGEST, new_service
 from tests.collector.service.otel import request
-from tests.deploy.layout import SERVER_CONFIG
+from tests.deploy.layout import DEPLOY, SERVER_CONFIG
 from tests.polling import poll
 
 ROWS = 12
+README = DEPLOY / "README.md"
 
 
 def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -109,3 +112,58 @@ def test_a_server_backup_restores_into_a_fresh_store(stopped_store: Path, tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"version {LATEST_VERSION} (latest {LATEST_VERSION}: current)" in done.stdout
     assert _requests_in(done.stdout) == ROWS
+
+
+def _listed(name: str) -> list[str]:
+    """A shell variable's words in deploy/README.md's move to a cluster (``VIEWS="..."``, ``TABLES="..."``)."""
+    found = re.search(rf'^{name}="([^"]*)"', README.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    assert found, f"deploy/README.md sets no {name}"
+    return found.group(1).split()
+
+
+COPY = """
+import json, sys, chdb
+c = chdb.connect(sys.argv[1])
+views, tables = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+one = lambda sql: c.query(sql, "CSV").data().strip()
+c.query("RESTORE DATABASE inferensics AS inferensics_import FROM Disk('backups', 'move-1')")
+for v in views:
+    c.query(f"DETACH TABLE inferensics.{v}")
+for t in tables:
+    c.query(f"INSERT INTO inferensics.{t} SELECT * FROM inferensics_import.{t} SETTINGS insert_deduplicate = 0")
+for v in views:
+    c.query(f"ATTACH TABLE inferensics.{v}")
+counts = {t: [one(f"SELECT count() FROM {db}.{t}") for db in ("inferensics_import", "inferensics")] for t in tables}
+sums = {t: [one(f"SELECT sum(requests) FROM {db}.{t}") for db in ("inferensics_import", "inferensics")]
+        for t in ("requests_1m", "requests_1h", "requests_1d")}
+kinds = one("SELECT groupArray((name, engine)) FROM system.tables WHERE database = 'inferensics' FORMAT JSONEachRow")
+print(json.dumps({"counts": counts, "sums": sums, "tables": json.loads(kinds)}))
+"""
+
+
+def test_the_documented_copy_to_a_cluster_keeps_every_row_and_counts_rollups_once(
+    stopped_store: Path, tmp_path: Path
+) -> None:
+    """deploy/README.md, "Moving ... to a cluster": views detached, every table copied as it is, views attached.
+    Run on the embedded engine with a restored copy as the source (no cluster here): no table left out, no rollup
+    counted twice (a copy with the views attached doubles them), the views fed again after the copy."""
+    views, tables = _listed("VIEWS"), _listed("TABLES")
+    backups = tmp_path / "backups"
+    config = _engine_config(tmp_path, backups)
+    assert "BACKUP_CREATED" in _engine(
+        stopped_store / "db", config, "BACKUP DATABASE inferensics TO Disk('backups', 'move-1')"
+    )
+    target = tmp_path / "cluster-stand-in"
+    assert _cli("init", "--dsn", f"chdb://{target}", home=tmp_path).returncode == 0
+    argv = [sys.executable, "-c", COPY, f"file:{target}?config-file={config}", json.dumps(views), json.dumps(tables)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert all(a == b for a, b in result["counts"].values()), result["counts"]
+    assert int(result["counts"]["requests"][1]) == ROWS
+    assert all(a == b == str(ROWS) for a, b in result["sums"].values()), result["sums"]
+    engines = dict(result["tables"]["groupArray((name, engine))"])
+    assert {n for n, e in engines.items() if e == "MaterializedView"} == set(views)
+    stored = {n for n, e in engines.items() if e != "MaterializedView"}
+    assert stored - set(tables) == {"schema_migrations", "ingest_seen"}, "a table the move leaves behind"
+    assert set(tables) <= stored

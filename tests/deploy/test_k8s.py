@@ -252,3 +252,29 @@ def test_the_build_mounts_the_generated_config_maps_and_the_image(built: list[di
             assert container["image"].startswith(("inferensics:", "clickhouse/")), container["image"]
     generated = {Path(f).name for gen in _kustomization()["configMapGenerator"] for f in gen["files"]}
     assert {k for m in maps.values() for k in m["data"]} == generated
+
+
+def test_a_collector_stays_ready_while_the_store_is_down() -> None:
+    """Readiness on /readyz (the store's health) took every collector out of the Service during a ClickHouse
+    outage, so senders met refused connections while the spool sized for the outage stood empty. Ready is
+    /healthz: the process takes and spools OTLP (tests/collector/service/test_faults.py: 200 while the store is
+    down)."""
+    container = _named("StatefulSet")["collector"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_clickhouse_pods_get_only_the_secrets_their_files_read() -> None:
+    """The ClickHouse pods took the whole Secret (envFrom), collector bearer tokens (admin) included."""
+    (secret,) = _named("Secret").values()
+    checked = 0
+    for name, spec in _pod_specs():
+        for container in spec["containers"]:
+            if not container["image"].startswith("clickhouse/"):
+                continue
+            assert not container.get("envFrom"), f"{name}: envFrom hands the pod every key of the Secret"
+            given = {e["name"] for e in container.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
+            assert not given & {"INFERENSICS_TOKENS", "INFERENSICS_DASHBOARD_TOKEN"}, name
+            assert given <= set(secret["stringData"])
+            checked += 1
+    assert checked == 3  # ch-s1, ch-s2, keeper

@@ -141,8 +141,9 @@ def test_no_command_line_overrides_the_environment_file(unit: Path) -> None:
 def _store_one_release_behind(path: Path) -> None:
     """A store the release before the latest migration made (its migrations less the last one)."""
     script = (
-        "import sys; import inferensics.schema.store as s; s.MIGRATIONS = s.MIGRATIONS[:-1]\n"
-        "with s.Store.open(sys.argv[1]) as st: print(st.migrate())"
+        "import sys; import inferensics.schema.migrator as m; m.MIGRATIONS = m.MIGRATIONS[:-1]\n"
+        "from inferensics.schema.store import Store\n"
+        "with Store.open(sys.argv[1]) as st: print(st.migrate())"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, f"chdb://{path}"], capture_output=True, text=True, timeout=300, check=False

@@ -173,8 +173,8 @@ def test_bad_bodies(api: TestClient, app_state: ServiceState) -> None:
         assert "\n" not in message
     assert app_state.spool.bytes == 0
     rejected = app_state.metrics.render()
-    assert 'rejected_total{reason="too_large"} 2' in rejected
-    assert 'rejected_total{reason="malformed"} 3' in rejected
+    assert 'rejected_total{reason="too_large",unit="request"} 2' in rejected
+    assert 'rejected_total{reason="malformed",unit="request"} 3' in rejected
 
 
 def wait_metric(state: ServiceState, name: str, value: float, label: str = "", timeout: float = 20) -> float:
@@ -302,7 +302,7 @@ def test_decode_workers_give_the_same_answers(store_dsn: str, tmp_path: Path) ->
             assert not response.HasField("partial_success")
             assert wait_count(state, 3) == 3
             assert wait_metric(state, "rejected", 1, "invalid_row") == 1
-            assert 'rejected_total{reason="malformed"} 1' in state.metrics.render()
+            assert 'rejected_total{reason="malformed",unit="request"} 1' in state.metrics.render()
             # A decode process that dies (killed here) costs no request: the pool starts again.
             pool = state.ingest._pool
             assert pool is not None

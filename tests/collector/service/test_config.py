@@ -8,7 +8,7 @@ import pytest
 
 from inferensics.collector.errors import ConfigError
 from inferensics.collector.service.auth import AuthError, TokenAuth
-from inferensics.collector.service.config import SETTINGS, ServiceConfig, load_config
+from inferensics.collector.service.config import SETTINGS, ServiceConfig, load_config, reload_tokens
 
 
 def test_precedence(tmp_path: Path) -> None:
@@ -27,7 +27,7 @@ def test_precedence(tmp_path: Path) -> None:
 def test_every_setting_is_declared_once_with_a_meaning() -> None:
     assert len({s.name for s in SETTINGS}) == len({s.env for s in SETTINGS}) == len(SETTINGS)
     assert all(s.meaning and s.env.startswith("INFERENSICS_") for s in SETTINGS)
-    assert {s.name for s in SETTINGS} == set(ServiceConfig.__dataclass_fields__) - {"tokens"}
+    assert {s.name for s in SETTINGS} == set(ServiceConfig.__dataclass_fields__) - {"tokens", "config_file"}
 
 
 @pytest.mark.parametrize(
@@ -142,9 +142,47 @@ def test_every_way_of_naming_a_data_directory_gives_one_spool(tmp_path: Path, mo
     legacy = data / "store-spool"
     legacy.mkdir(parents=True)
     assert ServiceConfig(dsn=f"chdb://{data / 'store'}").resolved_spool_dir() == data / "spool"
-    (legacy / "segment-00000001.spool").write_bytes(b"x")
+    (legacy / "000000000001-0123456789ab.seg").write_bytes(b"x")
     assert ServiceConfig(dsn=f"chdb://{data / 'store'}").resolved_spool_dir() == legacy
     assert ServiceConfig(dsn="", spool_dir=str(tmp_path / "mine")).resolved_spool_dir() == tmp_path / "mine"
+
+
+def test_an_earlier_releases_spool_counts_only_its_segments(tmp_path: Path) -> None:
+    """The service's own files in the old `store-spool` (its `spool.lock`, the engine's `engine/` folder, an empty
+    `quarantine/`) kept it "non-empty" for ever: the new `spool/` was never used, the start warned of unwritten
+    spans every time, and the documented backup of `store spool` failed on the missing `spool`."""
+    data = tmp_path / "data"
+    legacy = data / "store-spool"
+    (legacy / "engine").mkdir(parents=True)
+    (legacy / "engine" / "inferensics_otlp_trace.proto").write_text("syntax")
+    (legacy / "quarantine").mkdir()
+    (legacy / "spool.lock").write_text("123\n")
+    (legacy / "000000000007-0123456789ab.seg").write_bytes(b"")  # an empty segment holds nothing
+    config = ServiceConfig(dsn=f"chdb://{data / 'store'}")
+    assert config.legacy_spool_dir() == legacy
+    assert config.resolved_spool_dir() == data / "spool"
+    (legacy / "quarantine" / "000000000003-0123456789ab.seg").write_bytes(b"INFS")  # quarantined spans count
+    assert config.resolved_spool_dir() == legacy
+    assert ServiceConfig(dsn=f"chdb://{data / 'store'}", spool_dir=str(legacy)).legacy_spool_dir() is None
+
+
+def test_tokens_are_read_again_from_the_config_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[tokens]\n"old-read" = ["read"]\n')
+    env = {"INFERENSICS_TOKENS": "ingest-tok=ingest"}
+    config = load_config(config_file=cfg, environ=env)
+    assert config.config_file == str(cfg)
+    assert set(config.tokens) == {"old-read", "ingest-tok"}
+    cfg.write_text('[tokens]\n"new-read" = "read+replay"\n')
+    assert reload_tokens(config, env) == {
+        "new-read": frozenset({"read", "replay"}),
+        "ingest-tok": frozenset({"ingest"}),
+    }
+    cfg.write_text('[tokens]\n"bad tok" = ["read"]\n')
+    with pytest.raises(ConfigError, match="a space or a character"):
+        reload_tokens(config, env)
+    cfg.write_text("port = 4400\n")
+    assert load_config(environ={"INFERENSICS_CONFIG": str(cfg), "INFERENSICS_AUTH": "0"}).config_file == str(cfg)
 
 
 def test_a_tokens_table_takes_roles_as_a_list_or_joined_and_says_its_own_form(tmp_path: Path) -> None:

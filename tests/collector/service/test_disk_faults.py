@@ -123,7 +123,7 @@ def test_spool_disk_full_answers_503_and_loses_nothing_acknowledged(tmp_path: Pa
         assert stored == Counter(acked)
         assert not set(refused) & set(stored)
         metrics = client.metrics()
-        assert metrics['inferensics_collector_rejected_total{reason="spool_full"}'] == len(refused) // 50
+        assert metrics['inferensics_collector_rejected_total{reason="spool_full",unit="request"}'] == len(refused) // 50
         assert metrics["inferensics_collector_spool_damaged_bytes_total"] == 0  # the partial records were cut
     finally:
         svc.stop()

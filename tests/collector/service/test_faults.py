@@ -168,7 +168,7 @@ def test_spool_at_cap_answers_retry_after_and_loses_nothing_acknowledged(tmp_pat
         wait_drained(client)
         assert stored_ids(client) == Counter(acked)
         assert not set(refused_ids) & set(stored_ids(client))
-        assert client.metrics()['inferensics_collector_rejected_total{reason="spool_full"}'] == 3
+        assert client.metrics()['inferensics_collector_rejected_total{reason="spool_full",unit="request"}'] == 3
         with httpx.Client(timeout=30) as http:  # room again
             assert post(http, svc.url, batch("cap-after", 0, 10)[1]).status_code == 200
     finally:
@@ -202,7 +202,7 @@ def test_wrong_token_is_401_counted_and_writes_nothing(service: RunningService) 
     assert not any("wrong" in line or "not-a-token" in line for line in logged)
     metrics = client.metrics()
     assert metrics["inferensics_collector_unauthorized_total"] >= 4  # the exporter's request(s) + 3 here
-    assert metrics['inferensics_collector_rejected_total{reason="unauthorized"}'] >= 3
+    assert metrics['inferensics_collector_rejected_total{reason="unauthorized",unit="request"}'] >= 3
     assert metrics["inferensics_collector_received_spans_total"] == 0
     bad = ServiceClient(service.url, token="wrong")
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 from collections import Counter
 from pathlib import Path
@@ -15,7 +16,15 @@ from inferensics.collector.service.config import ServiceConfig
 from inferensics.collector.service.engine_decoder import EngineDecoder, SegmentResult
 from inferensics.collector.service.ingest import Ingest
 from inferensics.collector.service.metrics import Metrics
-from inferensics.collector.service.spool import Spool, SpoolDirError, SpoolFullError, encode_record, read_segment
+from inferensics.collector.service.server import retire_legacy_spool
+from inferensics.collector.service.spool import (
+    Spool,
+    SpoolDirError,
+    SpoolFullError,
+    encode_record,
+    read_segment,
+    retire,
+)
 from inferensics.collector.service.testing import encode_request
 from inferensics.collector.service.writer import Faults, StoreWriter
 from inferensics.schema.dedup import SEEN_TABLE
@@ -86,6 +95,42 @@ def test_an_exclusive_spool_locks_its_folder_until_closed(tmp_path: Path) -> Non
         spool(tmp_path, exclusive=True)
     first.close()
     spool(tmp_path, exclusive=True).close()
+
+
+def _legacy_with_service_files(data: Path) -> Path:
+    legacy = data / "store-spool"
+    (legacy / "engine").mkdir(parents=True)
+    (legacy / "engine" / "inferensics_otlp_trace.proto").write_text("syntax")
+    (legacy / "quarantine").mkdir()
+    (legacy / "spool.lock").write_text("123\n")
+    return legacy
+
+
+def test_an_earlier_releases_spool_is_retired_once_it_holds_no_spans(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An old `store-spool` holding only the service's own files stayed for ever (and was used as the spool)."""
+    caplog.set_level(logging.INFO, logger="inferensics.collector.service")
+    config = ServiceConfig(dsn=f"chdb://{tmp_path / 'data' / 'store'}")
+    legacy = _legacy_with_service_files(tmp_path / "data")
+    segment = legacy / "quarantine" / "000000000001-0123456789ab.seg"
+    segment.write_bytes(b"INFS")
+    assert retire(legacy) == ""  # quarantined spans are spans: kept
+    segment.unlink()
+    held = spool(legacy, exclusive=True)
+    assert retire(legacy) == ""  # a service has it open
+    held.close()
+    retire_legacy_spool(config)
+    retire_legacy_spool(config)
+    assert not legacy.exists()
+    lines = [r.getMessage() for r in caplog.records if "earlier release" in r.getMessage()]
+    assert lines == [f"the spool folder of an earlier release holds no spans any more: removed {legacy}"]
+    # a file the service did not write is not deleted: the folder is moved aside
+    legacy = _legacy_with_service_files(tmp_path / "data")
+    (legacy / "notes.txt").write_text("mine")
+    assert retire(legacy).startswith(f"moved {legacy} to {legacy}.retired")
+    assert (tmp_path / "data" / "store-spool.retired" / "notes.txt").read_text() == "mine"
+    assert not legacy.exists()
 
 
 def test_a_replayed_segment_is_deduplicated_by_its_token(tmp_path: Path, store_dsn: str, store: Store) -> None:

@@ -1,0 +1,140 @@
+"""Applying the migrations to a store, and what a migration that fails half-way leaves behind.
+
+Each migration not yet recorded in ``schema_migrations`` runs in turn and is recorded once all its statements
+ran. A migration that raises is not recorded, and before the error goes up the store is put back in a state the
+release that wrote it can keep using: the materialized views it had when the migration began are there again
+(a migration drops the views that feed the rollups before it rebuilds them; without them the previous release
+keeps writing raw rows while its rollups stop filling), and a half-filled copy of a table is dropped. What
+the migration already changed stays (every step is idempotent), so running it again completes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from inferensics.schema.ddl import Target
+from inferensics.schema.migrations import COPY_SUFFIXES, MIGRATIONS, Step, migrations_table_sql, view_statements
+
+__all__ = ["MIGRATIONS", "MigrationFailedError", "apply_migrations", "recorded_version"]
+
+if TYPE_CHECKING:
+    from clickhouse_connect.driver.client import Client
+
+log = logging.getLogger(__name__)
+
+
+class MigrationFailedError(Exception):
+    """Migration ``version`` (``name``) raised ``cause``; the store is recorded at ``left_at``. ``unrestored``
+    names the views that fed the store before and could not be put back (empty when all are in place)."""
+
+    def __init__(self, version: int, name: str, left_at: int, cause: BaseException, unrestored: list[str]) -> None:
+        super().__init__(f"migration {version} ({name}) failed: {cause}")
+        self.version = version
+        self.name = name
+        self.left_at = left_at
+        self.cause = cause
+        self.unrestored = unrestored
+
+
+def recorded_version(client: Client, database: str) -> int:
+    """The highest version recorded in ``schema_migrations``, 0 where that table is missing or empty."""
+    exists = client.query(
+        "SELECT count() FROM system.tables WHERE database = {db:String} AND name = 'schema_migrations'",
+        parameters={"db": database},
+    ).result_rows[0][0]
+    if not exists:
+        return 0
+    rows = client.query(f"SELECT max(version) FROM {database}.schema_migrations").result_rows
+    return int(rows[0][0] or 0)
+
+
+def apply_migrations(client: Client, target: Target) -> int:
+    """Apply every migration not yet recorded, in order; return the version reached.
+
+    Raises:
+        MigrationFailedError: a statement failed; the store was put back as described in the module's docstring.
+    """
+    client.command(migrations_table_sql(target))
+    current = recorded_version(client, target.database)
+    for m in MIGRATIONS:
+        if m.version <= current:
+            continue
+        views, tables = _views(client, target.database), _tables(client, target.database)
+        try:
+            for stmt in m.statements(target):
+                _run(client, stmt)
+            client.insert(
+                f"{target.database}.schema_migrations",
+                [[m.version, m.name, m.checksum(target), datetime.now(UTC)]],
+                column_names=["version", "name", "checksum", "applied_at"],
+            )
+        except Exception as exc:
+            unrestored = _put_back(client, target, views, tables)
+            raise MigrationFailedError(m.version, m.name, current, exc, unrestored) from exc
+        current = m.version
+    return current
+
+
+def _run(client: Client, stmt: str | Step) -> None:
+    if isinstance(stmt, Step) and not client.query(stmt.when).result_rows[0][0]:
+        return
+    client.command(str(stmt))
+
+
+def _views(client: Client, database: str) -> dict[str, str]:
+    rows = client.query(
+        "SELECT name, create_table_query FROM system.tables WHERE database = {db:String} "
+        "AND engine = 'MaterializedView'",
+        parameters={"db": database},
+    ).result_rows
+    return {str(name): str(query) for name, query in rows}
+
+
+def _tables(client: Client, database: str) -> set[str]:
+    rows = client.query(
+        "SELECT name FROM system.tables WHERE database = {db:String}", parameters={"db": database}
+    ).result_rows
+    return {str(name) for (name,) in rows}
+
+
+def _put_back(client: Client, target: Target, views: dict[str, str], tables: set[str]) -> list[str]:
+    """Drop the copies the failed migration made, recreate the views it dropped; return the views that could not
+    be recreated. Never raises: the migration's own error is the one to report."""
+    db, on = target.database, target.on_cluster
+    for _ in range(2):  # chDB's client can answer the query after a failed one with what is left of the error
+        try:
+            client.query("SELECT 1")
+            break
+        except Exception:
+            continue
+    try:
+        now = _tables(client, db)
+    except Exception:  # the store went away: nothing can be put back, nor checked
+        return sorted(views)
+    for name in sorted(now - tables):
+        if name.removesuffix("_local").endswith(COPY_SUFFIXES):
+            try:
+                client.command(f"DROP TABLE IF EXISTS {db}.{name}{on} SYNC")
+            except Exception as exc:
+                log.warning("could not drop the copy %s.%s a failed migration left: %s", db, name, exc)
+    unrestored: list[str] = []
+    for name, query in sorted(views.items()):
+        if name in now:
+            continue
+        # The view as it was; where its table has already changed form, the view as this release defines it.
+        as_it_was: list[str | Step] = [query.replace(f"VIEW {db}.{name}", f"VIEW {db}.{name}{on}", 1)]
+        attempts = [as_it_was, view_statements(target, name)]
+        for statements in attempts:
+            if not statements:  # a view this release does not define
+                continue
+            try:
+                for stmt in statements:
+                    _run(client, stmt)
+                break
+            except Exception as exc:
+                log.warning("could not recreate the view %s.%s: %s", db, name, exc)
+        else:
+            unrestored.append(name)
+    return unrestored
