@@ -39,7 +39,7 @@ def spool_figures(rates: list[int]) -> None:
     print("spool bytes per span (protobuf body + 12-byte frame per request):")
     for per_request in (1, 64, 512, 2000):
         bodies = make_bodies(4, per_request, seed=per_request)
-        total = sum(len(encode_record(b)) for b in bodies)
+        total = sum(len(encode_record(b.data)) for b in bodies)
         per_span = total / (4 * per_request)
         minutes = ", ".join(f"{r:,} spans/s: {per_span * r * 60 / 2**20:,.0f} MiB" for r in rates)
         print(f"  {per_request:>5} spans/request: {per_span:7.0f} B/span; per minute of outage at {minutes}")
@@ -54,7 +54,8 @@ def disk_figures(spans: int, requests: int) -> None:
         t0 = time.perf_counter()
         landed = 0
         for i in range(0, len(bodies), 10):  # segments of 10 requests, as the spool seals them
-            landed += decoder.insert(store, f"{i:012d}-sizing", bodies[i : i + 10], possibly_seen=False).landed
+            payloads = [b.data for b in bodies[i : i + 10]]
+            landed += decoder.insert(store, f"{i:012d}-sizing", payloads, possibly_seen=False).landed
         elapsed = time.perf_counter() - t0
         rows = store.row_counts()["requests"]
         print(f"disk: {rows:,} request rows inserted ({landed:,} rows in all tables) in {elapsed:.1f} s")
