@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any, Final, cast
 
-import httpx
 import polars as pl
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
@@ -204,10 +203,11 @@ def _health(url: str, token: str | None) -> dict[str, Any]:
     # /readyz (no token) then says whether the store is up.
     queries = service.queries()
     try:
-        ready: dict[str, Any] = httpx.get(f"{url}/readyz", timeout=10).json()
-    except (httpx.HTTPError, ValueError) as exc:
+        # Through the client, so an HTTPS service's CA file ($INFERENSICS_CA_FILE) holds for this call too.
+        ready = service.health()
+    except ValueError as exc:  # /readyz answered something other than JSON
         raise ServiceError(f"cannot reach the inferensics service at {url}: {exc}") from None
-    return {"alive": True, **ready, "queries": sorted(queries)}
+    return {**ready, "queries": sorted(queries)}
 
 
 def check_service() -> dict[str, Any]:
