@@ -138,9 +138,12 @@ def test_cli_report_weekly_writes_where_the_dashboard_lists_reports(
     fleet_store: Store, chdb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without --out the report goes to the folder the dashboard's Weekly report page lists
-    ($INFERENSICS_REPORT_DIR, else reports/ beside the default store); it went to ./reports, so the report the
-    demo's printed command made never showed on the page."""
+    ($INFERENSICS_REPORT_DIR, else reports/ beside the default store), in that folder the store's own
+    (``store_folder``, as the page keeps them); it went to ./reports, so the report the demo's printed command made
+    never showed on the page."""
+    from inferensics.analytics.report import store_folder
     from inferensics.dashboard._internal.settings import current_settings
+    from inferensics.schema.dsn import resolve_dsn
 
     monkeypatch.delenv(REPORT_DIR_ENV, raising=False)
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
@@ -152,13 +155,14 @@ def test_cli_report_weekly_writes_where_the_dashboard_lists_reports(
     assert result.exit_code == 0, result.output
     listed = current_settings().report_dir
     assert listed == tmp_path / "xdg" / "inferensics" / "reports"
-    assert (listed / "weekly-2026-W10.md").is_file(), result.output
+    own = str(resolve_dsn(_dsn(chdb_dir, fleet_store)))
+    assert (store_folder(listed, own) / "weekly-2026-W10.md").is_file(), result.output
     assert not (tmp_path / "cwd" / "reports").exists()
     monkeypatch.setenv(REPORT_DIR_ENV, str(tmp_path / "team-reports"))
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0, result.output
     assert current_settings().report_dir == tmp_path / "team-reports"
-    assert (tmp_path / "team-reports" / "weekly-2026-W10.html").is_file()
+    assert (store_folder(tmp_path / "team-reports", own) / "weekly-2026-W10.html").is_file()
 
 
 def test_cli_report_weekly_takes_the_storm_rule(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -> None:
