@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -121,13 +122,13 @@ def test_the_demos_dashboard_is_given_the_builders_keys(tmp_path: Path, monkeypa
     assert keyring == cache / f"{release.BUILDER_KEY}.pub"  # where the build makes it (_make_key)
     assert release.keyring_path(tmp_path, None) == tmp_path / "bundles" / "builder-key.pub"
     given: list[dict[str, str]] = []
-    real_popen = processes.subprocess.Popen
+    real_popen = subprocess.Popen
 
     def popen(*args: Any, **kwargs: Any) -> Any:
         given.append(dict(kwargs["env"]))
         return real_popen(*args, **kwargs)
 
-    monkeypatch.setattr(processes.subprocess, "Popen", popen)
+    monkeypatch.setattr(subprocess, "Popen", popen)  # the module demo.processes starts its children with
     child = processes.start_dashboard(tmp_path, "http://127.0.0.1:9", processes.free_port(8650), None, keyring=keyring)
     try:
         assert [env[KEYRING_ENV] for env in given] == [str(keyring)]
