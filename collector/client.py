@@ -138,12 +138,17 @@ class ServiceClient:
     def health(self) -> dict[str, Any]:
         """Liveness and readiness: ``{"alive": True, "ready": bool, ...}``; raises when unreachable."""
         self._call("GET", "/healthz")
+        return {"alive": True, **self.ready()}
+
+    def ready(self) -> dict[str, Any]:
+        """Readiness alone (``/readyz``, no token): ``{"ready": bool, ...}``, answered 503 while the store is down;
+        raises when unreachable, ``ValueError`` when the answer is not JSON."""
         try:
             ready = self._http.get("/readyz")
         except httpx.HTTPError as exc:
             raise ServiceError(self._unreachable(exc)) from None
         body: dict[str, Any] = ready.json()
-        return {"alive": True, **body}
+        return body
 
     def status(self) -> dict[str, Any]:
         """Store DSN, schema version, row counts, spool bytes and files, uptime and counters."""

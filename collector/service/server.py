@@ -24,7 +24,7 @@ from inferensics.collector.service.app import create_app
 from inferensics.collector.service.auth import TokenAuth
 from inferensics.collector.service.config import LEGACY_SPOOL, ServiceConfig, reload_tokens
 from inferensics.collector.service.spool import retire
-from inferensics.collector.service.state import ServiceState, StartError, build_state
+from inferensics.collector.service.state import ServiceState, build_state
 from inferensics.schema.dsn import DATA_DIR_ENV, DsnError, resolve_dsn
 
 log = logging.getLogger("inferensics.collector.service")
@@ -169,10 +169,6 @@ def serve(
     except BaseException:
         sock.close()
         raise
-    if state.writer.store_newer:
-        state.close()  # a store a later release migrated: this release must not write to it (nor spool for it)
-        sock.close()
-        raise StartError(state.writer.last_error)
     app = create_app(state)
     tls = {}
     if config.tls_cert:

@@ -123,8 +123,9 @@ def build_state(
     an embedded one that another process holds: that is another service's store, and this one refuses to start.
 
     Raises:
-        StartError: the spool directory cannot be used or another process's spool holds it, or another process
-            holds the embedded store (checked when ``open_store`` is not given: the store is ``config.dsn``'s).
+        StartError: the spool directory cannot be used or another process's spool holds it, the store's schema is
+            newer than this release's, or another process holds the embedded store (checked when ``open_store`` is
+            not given: the store is ``config.dsn``'s).
     """
     metrics = Metrics()
     try:
@@ -148,6 +149,8 @@ def build_state(
         )
         writer = StoreWriter(spool, opener, metrics, faults, decoder=decoder)
         if start_writer and writer.connect(quiet=True) is None:
+            if writer.store_newer:  # a store a later release migrated: this release must not write (nor spool) for it
+                raise StartError(writer.last_error)
             held = _held_by_another_process(config.dsn) if open_store is None else None
             if held is not None:
                 raise StartError(

@@ -199,12 +199,12 @@ def fetch_blob(sha256: str, what: str) -> bytes:
 @st.cache_data(ttl=10, show_spinner=False, max_entries=8)
 def _health(url: str, token: str | None) -> dict[str, Any]:
     service = _client(url, token)
-    # The query list needs a read token, so one call shows an unreachable service and a wrong token alike;
-    # /readyz (no token) then says whether the store is up.
+    # The query list needs a read token, so one call shows an unreachable service and a wrong token alike (and
+    # that it is alive); /readyz (no token) then says whether the store is up: two requests.
     queries = service.queries()
     try:
         # Through the client, so an HTTPS service's CA file ($INFERENSICS_CA_FILE) holds for this call too.
-        ready = service.health()
+        ready = {"alive": True, **service.ready()}
     except ValueError as exc:  # /readyz answered something other than JSON
         raise ServiceError(f"cannot reach the inferensics service at {url}: {exc}") from None
     return {**ready, "queries": sorted(queries)}

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +15,7 @@ from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import now
-from inferensics.dashboard._internal.kernel_decisions import decisions_section
+from inferensics.dashboard._internal.kernel_decisions import provider_decisions, providers_section
 from inferensics.dashboard._internal.links import REQUEST_ID_PARAM, bundle_link
 from inferensics.dashboard._internal.replay_command import replay_command
 from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, said, service_errors
@@ -223,34 +221,6 @@ def inputs_panel(d: dict[str, Any]) -> None:
         st.info(
             "**Inputs not captured** for this request (capture is on for failing or sampled requests).",
             icon=":material/inbox:",
-        )
-
-
-def provider_decisions(entries: Sequence[str] | None) -> list[str]:
-    """A graph's ``kernel_providers`` as read: each distinct ``op=provider`` once, in recorded order, with how
-    many argument signatures it was chosen for when more than one.
-
-    The compile record keeps one entry per op signature (one per ``kernel_decisions`` row, which holds the
-    signature and why the other providers were skipped), so an op traced at four shapes read
-    ``rms_norm=inductor`` four times. An op served by two providers at different signatures keeps both.
-    """
-    counts = Counter(entries or ())
-    return [f"{d} ×{n}" if n > 1 else d for d, n in counts.items()]
-
-
-def providers_section(graphs: pl.DataFrame) -> None:
-    """Which kernel provider computed each registry op of each serving graph (the compile's decisions)."""
-    if col.KERNEL_PROVIDERS not in graphs.columns:
-        return
-    lines = [
-        f"- graph {g['position']}: " + ", ".join(f"`{p}`" for p in provider_decisions(g[col.KERNEL_PROVIDERS]))
-        for g in graphs.iter_rows(named=True)
-        if g[col.KERNEL_PROVIDERS]
-    ]
-    if lines:
-        st.markdown(
-            "**Kernel providers** (registry op = provider that computed it; ×N: chosen at N argument signatures, "
-            "each a dtype, shape and strides):\n" + "\n".join(lines)
         )
 
 
@@ -547,9 +517,8 @@ def render() -> None:
                 )
             },
         )
-        providers_section(graphs)
         decided = run_query(queries.REQUEST_KERNEL_DECISIONS, "kernel decisions", request_id=request_id, **which)
-        decisions_section(decided)
+        providers_section(graphs, decided)
         if d.get(col.SAMPLED):  # only a profiled request has whole-graph call times
             graph_calls_section(run_query(queries.REQUEST_GRAPH_CALLS, "graph calls", request_id=request_id, **which))
         kernels = run_query(queries.REQUEST_KERNELS, "kernels", request_id=request_id, **which)

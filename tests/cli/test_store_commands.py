@@ -366,3 +366,18 @@ def test_serve_refuses_to_start_on_a_store_newer_than_this_release(tmp_path: Pat
     assert last.startswith(f"error: store chdb://{store} is at schema version {LATEST_VERSION + 1}, newer than "), last
     assert "must not write to it" in last
     assert "Traceback" not in done.stderr
+
+
+def test_the_service_state_refuses_a_newer_store_and_releases_its_spool(store: Store, tmp_path: Path) -> None:
+    """`build_state` itself refuses such a store (it started the writer's spool for it and left `serve` to notice
+    afterwards, so any other caller of it spooled for a store it must not write to); its spool is let go."""
+    from inferensics.collector.service.config import ServiceConfig
+    from inferensics.collector.service.state import StartError, build_state
+
+    newer = _newer(store)
+    config = ServiceConfig(
+        dsn=f"chdb://{store.dsn.path}?database={store.database}", spool_dir=str(tmp_path / "spool"), auth=False
+    )
+    for _ in range(2):  # the second is refused on the store again, not on a spool the first left held
+        with pytest.raises(StartError, match=f"is at schema version {newer}, newer than {LATEST_VERSION}"):
+            build_state(config)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from inferensics.dashboard._internal.kernel_decisions import NONE_RECORDED
+from inferensics.dashboard._internal.kernel_decisions import HEADING, NONE_RECORDED
 from tests.collector.service.harness import READ, new_service
 from tests.dashboard.apptest import assert_clean, open_page, texts
 from tests.dashboard.conftest import SeededService, seed_store
@@ -49,6 +49,9 @@ def test_an_eager_requests_page_lists_its_decisions_and_the_provider_that_raised
     shown = texts(at)
     assert PICKY.format(served="reference", where="an eager call") in shown, shown
     assert "2 eager and 0 compiled decisions" in shown, shown
+    # One section names what computed each op, the eager calls included (the list read only compiled graphs).
+    (listed,) = [str(m.value) for m in at.markdown if str(m.value).startswith("**Kernel providers**")]
+    assert listed == HEADING + "\n- eager calls: `rms_norm=reference`, `silu_mul=reference`"
     assert _decisions(at) == [(True, False, "rms_norm", "reference"), (True, False, "silu_mul", "reference")]
 
 

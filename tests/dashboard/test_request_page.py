@@ -12,6 +12,7 @@ import torch
 import torch._dynamo
 
 from inferensics.collector.host import SdkConfig, instrument
+from inferensics.dashboard._internal.kernel_decisions import NONE_RECORDED, REASONS_MISSING
 from tests.collector.service.harness import INGEST, READ, new_service
 from tests.dashboard.apptest import assert_clean, metric, open_page, texts
 from tests.dashboard.conftest import SeededService
@@ -57,6 +58,11 @@ def test_drilldown_shows_the_request_its_kernels_code_and_inputs(seeded: SeededS
     # Which kernel provider computed each registry op of the graph (its compile's decisions).
     assert "Kernel providers" in shown
     assert all(f"`{p}" in shown for p in PROVIDERS)
+    # The compile record names the providers, the store holds no decision rows for them: the page says the reasons
+    # are missing, not that the request "called no op of the registry" under the list of its ops (one section).
+    assert REASONS_MISSING in shown
+    assert NONE_RECORDED not in shown
+    assert "Kernel-registry decisions" not in shown
     kernels = next(d.value for d in at.dataframe if "post_grad_nodes" in d.value.columns)
     by_name = {row["kernel_name"]: row for _, row in kernels.iterrows()}
     assert set(by_name) == {k[0] for k in KERNELS}
