@@ -435,10 +435,12 @@ from another request's of the same id (null: it names no inputs digest)."""
 def request_replays(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     """Replay verdicts recorded for the request (``inferensics replay``), newest first.
 
-    A ``replay_results`` row names the request by its id only, and a client re-run reuses its ids. Where requests
-    share the id, a verdict is this request's when the inputs it replayed (their sha256, in its evidence) are this
-    request's captured inputs and its bundle is this request's; verdicts of the others are left out. A verdict that
-    names no inputs digest is kept with ``same_request`` null: nothing in its row tells which request it replayed.
+    A client re-run reuses its ids. Where requests share the id, a verdict is this request's when it names this
+    request's host and start time (``request_host``, ``request_ts``: verdicts recorded since schema version 24); a
+    verdict stored before, which names neither, is this request's when the inputs it replayed (their sha256, in its
+    evidence) are this request's captured inputs and its bundle is this request's. Verdicts of the others are left
+    out. A verdict that names neither the request nor an inputs digest is kept with ``same_request`` null: nothing
+    in its row tells which request it replayed.
 
     Columns: ts, replay_id, bundle_id, device_name, attribution, op, fx_node, kernel, source_file,
     source_line, source_text, error_ratio, detail, summary (the verdict's sentence for people, from its JSON),
@@ -453,8 +455,9 @@ def request_replays(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     nonfinite = f"JSONExtractRaw({col.VERDICT_JSON}, 'evidence', 'nonfinite') AS {NONFINITE_BY_PATH}"
     digest = f"JSONExtractString({col.VERDICT_JSON}, 'evidence', 'captured_inputs', 'sha256')"
     inputs = f"lower({digest}) AS {REPLAYED_INPUTS}"
+    which = (col.REQUEST_HOST, col.REQUEST_TS)  # the request a verdict replayed; read here, not returned
     verdicts = client.query_frame(
-        f"SELECT {', '.join(f'`{n}`' for n in names)}, {summary}, {nonfinite}, {inputs} "
+        f"SELECT {', '.join(f'`{n}`' for n in (*names, *which))}, {summary}, {nonfinite}, {inputs} "
         f"FROM {client.database}.replay_results "
         f"WHERE {col.REQUEST_ID} = {{rid:String}} ORDER BY {col.TS} DESC LIMIT 20",
         {"rid": params.request_id},
@@ -464,10 +467,18 @@ def request_replays(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     except NotFound:  # verdicts of an id whose requests have expired: nothing to tell them apart by
         row = None
     if row is None or int(row.item(0, "occurrences")) < 2:
-        return verdicts.with_columns(pl.lit(True).alias(SAME_REQUEST))
+        return verdicts.drop(which).with_columns(pl.lit(True).alias(SAME_REQUEST))
     blob, bundle = str(row.item(0, col.CAPTURE_BLOB) or "").lower(), str(row.item(0, col.BUNDLE_ID) or "")
+    placed = pl.col(col.REQUEST_HOST) != ""  # stored before version 24: '' and the epoch
+    start = row.get_column(col.TS).dt.epoch("us").item()
+    here = (pl.col(col.REQUEST_HOST) == str(row.item(0, col.HOST))) & (pl.col(col.REQUEST_TS).dt.epoch("us") == start)
     named = pl.col(REPLAYED_INPUTS) != ""
     own = (pl.col(REPLAYED_INPUTS) == blob) & (pl.lit(not bundle) | (pl.col(col.BUNDLE_ID) == bundle))
-    return verdicts.filter(~named | (own & pl.lit(bool(blob)))).with_columns(
-        pl.when(named).then(pl.lit(True)).otherwise(pl.lit(None, pl.Boolean)).alias(SAME_REQUEST)
+    keep = pl.when(placed).then(here).otherwise(~named | (own & pl.lit(bool(blob))))
+    return (
+        verdicts.filter(keep)
+        .with_columns(
+            pl.when(placed | named).then(pl.lit(True)).otherwise(pl.lit(None, pl.Boolean)).alias(SAME_REQUEST)
+        )
+        .drop(which)
     )

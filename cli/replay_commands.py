@@ -145,6 +145,7 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
         with tempfile.TemporaryDirectory(prefix="inferensics-pack-") as scratch:
             origin = None
             recorded: str | None = None  # the store's digest of the request's inputs; None: the store not asked
+            replayed: dict[str, Any] = {}  # the store's row of the request replayed (its host and start time)
             if ask_store:
                 from inferensics.collector.client import ServiceClient
 
@@ -153,7 +154,7 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
                 assert request_id is not None
                 assert client is not None
                 target = export or Path(scratch) / "pack"
-                pack, origin, recorded = _assemble(
+                pack, origin, recorded, replayed = _assemble(
                     client,
                     request_id,
                     target,
@@ -191,7 +192,7 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
         if record and client is not None and v.evidence.get("what_if"):
             typer.echo(f"not recorded in replay_results: a what-if replay ({v.evidence['what_if']})")
         elif record and client is not None:
-            _record(client, v, token)
+            _record(client, v, token, replayed)
     finally:
         if client is not None:
             client.close()
@@ -372,9 +373,9 @@ def _assemble(
     scratch: Path,
     source: str,
     occurrence: int | None = None,
-) -> tuple[Path, _Origin, str]:
+) -> tuple[Path, _Origin, str, dict[str, Any]]:
     """Build the pack from the service: the request record, its captured inputs, the bundle; with the digest the
-    store recorded for the inputs."""
+    store recorded for the inputs, and the request's row."""
     from inferensics.collector.client import ServiceError
     from inferensics.replay import ReplayError, write_pack
     from inferensics.schema import columns as col
@@ -393,9 +394,10 @@ def _assemble(
         fail(f"the captured inputs of {request_id} cannot be fetched ({exc.message}): they may have expired")
     bundle_dir, origin = _bundle_dir(str(row.get("bundle_id", "")), bundle, scratch, client)
     try:
-        return write_pack(target, request=row, inputs=inputs, bundle_dir=bundle_dir), origin, row[col.CAPTURE_BLOB]
+        pack = write_pack(target, request=row, inputs=inputs, bundle_dir=bundle_dir)
     except ReplayError as exc:  # an --export folder inside the bundle from $INFERENSICS_BUNDLES
         fail(str(exc))
+    return pack, origin, row[col.CAPTURE_BLOB], row
 
 
 def _pulled(client: Any, bundle_id: str, scratch: Path) -> Path | None:
@@ -536,12 +538,14 @@ def verdict_of(stdout: str) -> dict[str, Any] | None:
     return None
 
 
-def _record(client: Any, verdict: Any, token: str | None) -> None:
-    """One replay_results row through the service's OTLP endpoint (a refusal is one line on stderr)."""
+def _record(client: Any, verdict: Any, token: str | None, request: dict[str, Any]) -> None:
+    """One replay_results row through the service's OTLP endpoint (a refusal is one line on stderr); ``request`` is
+    the store's row of the request replayed, whose host and start time tell it apart from others of its id."""
     import socket
 
     from inferensics.cli.service_records import record_through_service
-    from inferensics.schema.events import ReplayResultEvent
+    from inferensics.schema import columns as col
+    from inferensics.schema.events import NO_TS, ReplayResultEvent
 
     ev = verdict.evidence
     ratios = [float(r["ratio"]) for r in ev.get("rungs", []) if isinstance(r.get("ratio"), int | float)]
@@ -563,6 +567,8 @@ def _record(client: Any, verdict: Any, token: str | None) -> None:
         source_line=verdict.source_line,
         source_text=verdict.source_text,
         verdict_json=verdict.to_json(),
+        request_host=str(request.get(col.HOST) or ""),
+        request_ts=_started(request.get(col.TS)) or NO_TS,
     )
     ok, line = record_through_service(client.url, token, [row], "replay_results")
     if not ok:  # the verdict above stands; the request's page will not show it
@@ -571,6 +577,15 @@ def _record(client: Any, verdict: Any, token: str | None) -> None:
             "'ingest' role (or admin); pass --no-record to replay without recording"
         )
     typer.echo(f"replay {row.replay_id} {line}")
+
+
+def _started(value: Any) -> datetime | None:
+    """A request row's start time (an ISO-8601 text after :func:`_plain`) as an aware UTC datetime; None without."""
+    if isinstance(value, str) and value:
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def _plain(value: Any) -> Any:

@@ -12,6 +12,7 @@ drift from the models (regenerate with ``python -m inferensics.schema.ddl``).
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,6 +71,13 @@ def columns_of(model: type[Event]) -> list[Column]:
     for name, field in model.model_fields.items():
         out.append(Column(name, ch_type_of(field), (field.description or "").strip()))
     return out
+
+
+def table_comment(model: type[Event]) -> str:
+    """The comment of ``model``'s table: the first paragraph of its docstring, its lines joined into one (a first
+    line alone can stop mid-sentence)."""
+    paragraph = inspect.cleandoc(model.__doc__ or "").split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in paragraph.splitlines())
 
 
 def _quote(text: str) -> str:
@@ -141,7 +149,7 @@ def render_event_table(model: type[Event], target: Target) -> list[str]:
         f"ORDER BY ({', '.join(spec.order_by)})"
         f"{_ttl(spec.time_column, spec.ttl_days)}\n"
         f"{_settings(target)}\n"
-        f"COMMENT {_quote((model.__doc__ or '').strip().splitlines()[0])}"
+        f"COMMENT {_quote(table_comment(model))}"
     )
     out = [stmt]
     if target.backend == "cluster":

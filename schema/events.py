@@ -9,6 +9,7 @@ manifest. ``compile_id`` is kept for reading a host's own logs, not for joining.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import ClassVar, Final, Literal
 
 from pydantic import Field, model_validator
@@ -53,6 +54,8 @@ FP_STATUSES: tuple[str, ...] = (FP_OK, FP_UNSAMPLED, FP_FAILED, FP_NONE)
 FP_COMPARABLE: tuple[str, ...] = (FP_OK, "")
 """``fp_status`` values whose ``fp_*`` columns may be compared: fingerprinted, or written before the column
 existed (every request with an output was fingerprinted then)."""
+NO_TS: Final = datetime(1970, 1, 1, tzinfo=UTC)
+"""What a timestamp column that was not recorded holds (the engine's default: rows stored before it existed)."""
 KERNEL_DECISIONS_ARTIFACT = "inferensics_kernel_providers"
 """Structured-trace artifact in which the kernel registry writes a compile's provider decisions (a JSON list
 of ``{op, provider, signature, bucket, skipped: [{provider, reason}], compiled, fallback, compile_id}``); the
@@ -706,6 +709,11 @@ class ReplayResultEvent(Event):
     """That line's code, stripped."""
     verdict_json: Text = ""
     """The whole verdict as JSON (evidence included), as ``inferensics replay`` wrote it."""
+    request_host: Dim = ""
+    """Host that served the replayed request (``host`` is the one the replay ran on); with ``request_ts`` it tells
+    apart requests that share ``request_id``. Empty in verdicts stored before it was kept."""
+    request_ts: Timestamp = NO_TS
+    """When the replayed request started (UTC); the epoch (:data:`NO_TS`) in verdicts stored before it was kept."""
     attrs: Attrs = Field(default_factory=dict)
     """Attributes with no column of their own."""
 
@@ -800,6 +808,10 @@ class SdkHealthEvent(Event):
     """The serving process: ``<pid>@<start, ms since the epoch>``. Two processes of one host serving the same
     model in the same pool, or a process and the one that replaced it, differ here; empty in records stored
     before it was kept."""
+    kernel_untraceable: U64 = 0
+    """Kernel-registry providers (or their requirement checks) that raised while a compiler traced them: each left
+    compiled graphs for its signature, not eager calls, and is not counted in ``kernel_failures``. 0 in records
+    stored before it was kept."""
 
 
 class KernelDecisionEvent(Event):

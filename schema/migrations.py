@@ -27,11 +27,12 @@ from inferensics.schema.ddl import (
     render_event_table,
     render_rollup,
     render_schema,
+    table_comment,
 )
 from inferensics.schema.ddl import _column_sql as column_sql
 from inferensics.schema.ddl import _quote as sql_string
 from inferensics.schema.dedup import seen_table_sql
-from inferensics.schema.events import EVENT_MODELS, CompileEvent, RequestEvent, SdkHealthEvent
+from inferensics.schema.events import EVENT_MODELS, CompileEvent, ReplayResultEvent, RequestEvent, SdkHealthEvent
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 from inferensics.schema.table import Event
 
@@ -500,8 +501,9 @@ def _columns_as_fresh(target: Target) -> list[str | Step]:
     # a docstring changed without a migration (``requests.status``, ``graph_ms``) left the old comment. A table
     # where any model column differs from a fresh table's in comment, codec or place has every model column
     # given its definition and place, in one ALTER: metadata only (each keeps its type, so no part is
-    # rewritten); a column the model no longer has stays, after them.
-    db, out = target.database, list[str | Step]()
+    # rewritten); a column the model no longer has stays, after them. Every model column is named, so the columns
+    # a later migration adds (24) are added first where missing.
+    db, out = target.database, _columns_added_in_24(target)
     for model in EVENT_MODELS:
         columns = columns_of(model)
         differs = " OR ".join(
@@ -521,6 +523,38 @@ def _columns_as_fresh(target: Target) -> list[str | Step]:
             for t in _model_tables(target, model.TABLE.name)
         )
     return out
+
+
+def _columns_added_in_24(target: Target) -> list[str | Step]:
+    """Replay verdicts gain their request's host and start time after ``verdict_json``, health records the count of
+    untraceable kernel providers at the end (as a fresh table has them), where missing. Rows stored before read ''
+    and the epoch (nothing tells which request of a shared id they replayed), and 0."""
+    replay = _add_model_columns(
+        target, ReplayResultEvent, (col.REQUEST_HOST, col.VERDICT_JSON), (col.REQUEST_TS, col.REQUEST_HOST)
+    )
+    return [*replay, *_sdk_health_columns(target, col.KERNEL_UNTRACEABLE)]
+
+
+def _table_comments(target: Target) -> list[str | Step]:
+    """Give each model's tables the comment a fresh one has (:func:`~inferensics.schema.ddl.table_comment`), where
+    they have another: metadata only. A cluster's Distributed table took its local table's comment when created."""
+    db = target.database
+    return [
+        Step(
+            f"ALTER TABLE {db}.{t}{target.on_cluster} MODIFY COMMENT {sql_string(table_comment(model))}",
+            when=f"{_has_table(db, t)} AND comment != {sql_string(table_comment(model))}",
+        )
+        for model in EVENT_MODELS
+        for t in _model_tables(target, model.TABLE.name)
+    ]
+
+
+def _replay_request_untraceable_whole_comments(target: Target) -> list[str | Step]:
+    # Three gaps in one version. A replay verdict names the replayed request's host and start time, so verdicts of
+    # requests that share an id are told apart by more than their inputs' digest. A health record counts the kernel
+    # providers a compiler could not trace. A table's comment is its docstring's whole first paragraph (it was the
+    # first line, which stopped mid-sentence for ``shape_guards`` and ``sdk_health``).
+    return [*_columns_added_in_24(target), *_table_comments(target)]
 
 
 def _model_tables(target: Target, name: str) -> list[str]:
@@ -659,6 +693,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(21, "host SDK health records name their process", _sdk_health_process),
     Migration(22, "a compile's outcome comment lists incomplete", _compile_outcome_comment),
     Migration(23, "every model column in a fresh table's place, with its comment and codec", _columns_as_fresh),
+    Migration(
+        24,
+        "replay verdicts name their request's host and start; host SDK health counts untraceable kernel providers; "
+        "table comments are whole first paragraphs",
+        _replay_request_untraceable_whole_comments,
+    ),
 )
 """Every migration, in version order."""
 

@@ -12,13 +12,14 @@ from typing import Final
 
 from inferensics.schema import columns as col
 
-KERNEL_COUNTERS: Final = (col.KERNEL_FAILURES, col.KERNEL_FALLBACKS, col.KERNEL_UNPROVEN)
+KERNEL_COUNTERS: Final = (col.KERNEL_FAILURES, col.KERNEL_FALLBACKS, col.KERNEL_UNPROVEN, col.KERNEL_UNTRACEABLE)
 """The ``stats()`` keys (and ``sdk_health`` columns) this module fills."""
 
 
 def kernel_registry_counts() -> dict[str, int]:
-    """Provider exceptions, fallbacks to the reference and unproven compile-time choices, summed over the
-    process's kernel registry (all zero when the process has not built one)."""
+    """Provider exceptions, fallbacks to the reference, unproven compile-time choices and providers that raised while
+    a compiler traced them, summed over the process's kernel registry (all zero when the process has not built
+    one)."""
     out = dict.fromkeys(KERNEL_COUNTERS, 0)
     module = sys.modules.get("inferensics.kernels.registry")
     registry = module.built_registry() if module is not None else None
@@ -28,4 +29,5 @@ def kernel_registry_counts() -> dict[str, int]:
     out[col.KERNEL_FAILURES] = sum(stats["failures"].values())
     out[col.KERNEL_FALLBACKS] = sum(stats["fallbacks"].values())
     out[col.KERNEL_UNPROVEN] = sum(stats["unproven"].values())
+    out[col.KERNEL_UNTRACEABLE] = sum(stats["untraceable"].values())
     return out

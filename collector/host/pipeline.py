@@ -241,6 +241,7 @@ class Pipeline:
                 kernel_failures=s.get(col.KERNEL_FAILURES, 0),
                 kernel_fallbacks=s.get(col.KERNEL_FALLBACKS, 0),
                 kernel_unproven=s.get(col.KERNEL_UNPROVEN, 0),
+                kernel_untraceable=s.get(col.KERNEL_UNTRACEABLE, 0),
                 stopped=stopped,
                 interval_s=self.config.health_interval_s,
                 process=f"{os.getpid()}@{self._started_ms}",  # a forked child is another process

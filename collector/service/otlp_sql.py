@@ -30,6 +30,7 @@ with duplicate attribute keys (which OTLP forbids) the first wins here and the l
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC
 from typing import Final
 
 import pyarrow as pa
@@ -192,8 +193,8 @@ def _default(model: type[Event], name: str, kind: str, ch_type: str, bits: int) 
         return "true" if value else "false"
     if kind in ("str", "bytes"):
         return _q(str(value.hex() if isinstance(value, bytes) else value))
-    if kind == "ts":
-        raise ValueError(f"{model.TABLE.name}.{name}: a timestamp column needs no default here")
+    if kind == "ts":  # a time column other than the row's own (``ts`` is the span's time when unset)
+        return f"toDateTime64({_q(value.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S.%f'))}, 6, 'UTC')"
     if kind == "int":
         return f"toUInt{bits}({int(value)})"
     return f"toFloat64({float(value)!r})"

@@ -66,6 +66,8 @@ class Plan:
                 defaults.append(None)
             else:
                 d = info.get_default(call_default_factory=True)
+                if isinstance(d, datetime):  # a time column's values are microseconds (``ColumnBuffer.to_arrow``)
+                    d = _micros(d)
                 defaults.append(list(d) if isinstance(d, tuple) else d)
         bounds = {}
         for i, f in enumerate(schema):

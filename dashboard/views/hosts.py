@@ -33,6 +33,9 @@ TROUBLE: Final[Mapping[str, str]] = {
     col.KERNEL_FAILURES: "kernel-registry provider failures (each took its provider out for that signature; the "
     "Kernels page names the provider, the op and what it raised)",
     col.KERNEL_UNPROVEN: "kernel-registry providers compiled in without the run that proves them",
+    col.KERNEL_UNTRACEABLE: "kernel-registry providers a compiler could not trace (left out of compiled graphs for "
+    "that signature, eager calls keep them: declare `Requirements(compiled='eager')` or give the kernel a fake "
+    "implementation)",
 }
 """Counters whose growth in the range gets a warning, and what each says. Kernel-registry fallbacks to the
 reference are in the table, not warned about: a CPU host falls back on every signature by design (the Triton

@@ -375,6 +375,8 @@ CREATE TABLE IF NOT EXISTS inferensics.replay_results_local ON CLUSTER '{cluster
     `source_line` UInt32 CODEC(T64, ZSTD(1)) COMMENT 'Its line number (0 when unknown).',
     `source_text` String CODEC(ZSTD(1)) COMMENT 'That line\'s code, stripped.',
     `verdict_json` String CODEC(ZSTD(1)) COMMENT 'The whole verdict as JSON (evidence included), as ``inferensics replay`` wrote it.',
+    `request_host` LowCardinality(String) COMMENT 'Host that served the replayed request (``host`` is the one the replay ran on); with ``request_ts`` it tells apart requests that share ``request_id``. Empty in verdicts stored before it was kept.',
+    `request_ts` DateTime64(6, 'UTC') CODEC(Delta(8), ZSTD(1)) COMMENT 'When the replayed request started (UTC); the epoch (:data:`NO_TS`) in verdicts stored before it was kept.',
     `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own.'
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/replay_results_local', '{replica}')
@@ -432,14 +434,15 @@ CREATE TABLE IF NOT EXISTS inferensics.sdk_health_local ON CLUSTER '{cluster}'
     `kernel_unproven` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Providers a compile put into a graph without the run on real tensors that proves them (no memory for a copy of the arguments, a data-dependent size).',
     `stopped` Bool COMMENT 'The last record of a process that shut down cleanly (``tracker.shutdown()``, at exit): it stopped reporting on purpose, where a process that only goes silent has gone quiet.',
     `interval_s` Float64 CODEC(ZSTD(1)) COMMENT 'Seconds between this process\'s health records (its ``health_interval_s``): it is quiet after three of them without one (and never sooner than the reader\'s threshold). 0 in records stored before it was kept.',
-    `process` String CODEC(ZSTD(1)) COMMENT 'The serving process: ``<pid>@<start, ms since the epoch>``. Two processes of one host serving the same model in the same pool, or a process and the one that replaced it, differ here; empty in records stored before it was kept.'
+    `process` String CODEC(ZSTD(1)) COMMENT 'The serving process: ``<pid>@<start, ms since the epoch>``. Two processes of one host serving the same model in the same pool, or a process and the one that replaced it, differ here; empty in records stored before it was kept.',
+    `kernel_untraceable` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Kernel-registry providers (or their requirement checks) that raised while a compiler traced them: each left compiled graphs for its signature, not eager calls, and is not counted in ``kernel_failures``. 0 in records stored before it was kept.'
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/sdk_health_local', '{replica}')
 PARTITION BY toDate(ts)
 ORDER BY (host, ts)
 TTL toDateTime(ts) + toIntervalDay(30)
 SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
-COMMENT 'The host SDK\'s own health, exported by each serving process at a fixed interval: a host whose rows';
+COMMENT 'The host SDK\'s own health, exported by each serving process at a fixed interval: a host whose rows stop arriving has gone quiet, and the counters say what it could not deliver. Counters are cumulative since the process started (a restart starts them again).';
 
 CREATE TABLE IF NOT EXISTS inferensics.sdk_health ON CLUSTER '{cluster}' AS inferensics.sdk_health_local
 ENGINE = Distributed('{cluster}', inferensics, sdk_health_local, cityHash64(host));
@@ -527,7 +530,7 @@ PARTITION BY toDate(ts)
 ORDER BY (model, hw_pool, ts)
 TTL toDateTime(ts) + toIntervalDay(180)
 SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, replicated_deduplication_window = 10000
-COMMENT 'A symbolic-shape guard added while tracing: a condition on input sizes that the exported program or';
+COMMENT 'A symbolic-shape guard added while tracing: a condition on input sizes that the exported program or compiled graph assumes (the guards ``torch.export`` and Dynamo\'s dynamic shapes add while tracing). Imported from TORCH_TRACE logs (``guard_added`` / ``guard_added_fast`` records). A dimension\'s declared range alone (a non-strict export\'s ``Dim(min=, max=)``, logged as a ``create_symbol`` record) adds no guard and is not stored; a guard that fails at run time is a ``guard_failures`` row instead.';
 
 CREATE TABLE IF NOT EXISTS inferensics.shape_guards ON CLUSTER '{cluster}' AS inferensics.shape_guards_local
 ENGINE = Distributed('{cluster}', inferensics, shape_guards_local, rand());

@@ -103,3 +103,23 @@ def test_replay_verdicts_of_a_shared_id_are_tied_to_the_request_whose_inputs_the
     assert frame.get_column("attribution").to_list() == expected  # newest first
     # The verdict that names no inputs digest cannot be tied to either request: kept, and said so.
     assert frame.get_column(SAME_REQUEST).to_list() == [None, True]
+
+
+@pytest.mark.parametrize(
+    ("occurrence", "expected"), [(None, ["none", "source_op"]), (2, ["placed", "none", "lowering"])]
+)
+def test_a_verdict_that_names_its_request_shows_on_that_occurrence_whatever_inputs_it_names(
+    store: Store, occurrence: int | None, expected: list[str]
+) -> None:
+    """A verdict recorded since schema version 24 names the request it replayed by host and start time: that decides,
+    even where the inputs digest in its evidence is another occurrence's (a re-run that sent the same inputs)."""
+    _seed(store)
+    placed = ReplayResultEvent(
+        ts=T0 + timedelta(hours=2), replay_id="r4", request_id="b-002", bundle_id="B", attribution="placed",
+        request_host=REQUEST["host"], request_ts=T0 + timedelta(minutes=10),
+        verdict_json=json.dumps({"summary": "placed", "evidence": {"captured_inputs": {"sha256": "a" * 64}}}),
+    )  # fmt: skip
+    store.insert_events([placed])
+    frame = request_replays(store, RequestParams(request_id="b-002", occurrence=occurrence))
+    assert frame.get_column("attribution").to_list() == expected  # newest first
+    assert frame.get_column(SAME_REQUEST).to_list() == [True, None, True][-len(expected) :]

@@ -51,19 +51,20 @@ def _engine_parts(engine_full: str) -> tuple[str, frozenset[str], str]:
 
 
 def schema_of(s: Store) -> dict[str, object]:
-    """What a migrated store must share with a fresh one: each table's engine (keys, TTL, settings, comment), its
-    columns in order (type, default, codec, comment) and each view's query, the database name written ``DB``."""
+    """What a migrated store must share with a fresh one: each table's engine (keys, TTL, settings) and comment
+    (``engine_full`` no longer holds it), its columns in order (type, default, codec, comment) and each view's
+    query, the database name written ``DB``."""
     out: dict[str, object] = {}
     tables = s.query_rows(
-        "SELECT name, engine, engine_full, create_table_query FROM system.tables WHERE database = {db:String} "
+        "SELECT name, engine, engine_full, create_table_query, comment FROM system.tables WHERE database = {db:String} "
         "AND name != 'schema_migrations'",
         {"db": s.database},
     )
-    for name, engine, engine_full, query in tables:
+    for name, engine, engine_full, query, comment in tables:
         if engine == "MaterializedView":
             out[name] = query.replace(f"{s.database}.", "DB.")
         else:
-            out[name] = _engine_parts(engine_full.replace(f"{s.database}.", "DB."))
+            out[name] = (*_engine_parts(engine_full.replace(f"{s.database}.", "DB.")), comment)
     columns = s.query_rows(
         "SELECT table, name, type, default_kind, default_expression, compression_codec, comment FROM system.columns "
         "WHERE database = {db:String} AND table != 'schema_migrations' ORDER BY table, position",

@@ -1,5 +1,5 @@
-"""The host SDK health migrations add its table, and later its kernel-registry counters, to a store that the schema
-version before each left without them."""
+"""The host SDK health migrations add its table, and later its kernel-registry counters (untraceable providers last,
+in migration 24), to a store that the schema version before each left without them."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from inferensics.schema.store import Store
 from tests.collector.migration_check import roll_back_before, table_columns, table_exists
 
 TABLE = SdkHealthEvent.TABLE.name
+MIGRATION_24 = next(m.name for m in MIGRATIONS if m.version == 24)
+"""The migration that adds ``kernel_untraceable`` (with two other gaps)."""
 
 
 def test_the_sdk_health_migration_adds_its_table(store_dsn: str) -> None:
@@ -70,11 +72,22 @@ def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(s
 @pytest.mark.parametrize(
     ("migration", "dropped", "new", "old"),
     [
-        ("host SDK health records carry their interval", (col.INTERVAL_S, col.PROCESS), {"interval_s": 300.0}, 0.0),
-        ("host SDK health records name their process", (col.PROCESS,), {"process": "42@1764950400000"}, ""),
+        (
+            "host SDK health records carry their interval",
+            (col.INTERVAL_S, col.PROCESS, col.KERNEL_UNTRACEABLE),
+            {"interval_s": 300.0},
+            0.0,
+        ),
+        (
+            "host SDK health records name their process",
+            (col.PROCESS, col.KERNEL_UNTRACEABLE),
+            {"process": "42@1764950400000"},
+            "",
+        ),
+        (MIGRATION_24, (col.KERNEL_UNTRACEABLE,), {"kernel_untraceable": 3}, 0),
     ],
 )
-def test_the_interval_and_process_migrations_add_their_column_and_older_rows_read_the_default(
+def test_the_interval_process_and_untraceable_migrations_add_their_column_and_older_rows_read_the_default(
     store_dsn: str, migration: str, dropped: tuple[str, ...], new: dict[str, object], old: object
 ) -> None:
     s = Store.open(store_dsn)
