@@ -1,15 +1,22 @@
-"""Which hardware pool a canary comparison compares: where both bundles served.
+"""Which hardware pools a canary comparison compares: those where both bundles served, each alone.
 
 A canary usually serves in one pool while its baseline serves in several; over every pool the baseline's
 requests come partly from other hardware than the candidate's, and a latency or rate difference may then be
-the hardware's, not the bundle's. The dashboard's canary page and ``inferensics canary compare`` both compare
-the pool both bundles served (the candidate's busiest such pool) unless told otherwise, and name what they
-left out.
+the hardware's, not the bundle's. The dashboard's canary page and ``inferensics canary compare`` both judge
+each pool both bundles served on its own unless told otherwise, name what they left out, and give the worst
+of the pools' verdicts (:func:`worst_verdict`). Judging only the candidate's busiest shared pool hid a
+regression of one pool (walk 42: INCONCLUSIVE on h100-a while h200-b failed), and which pool was busiest
+turned on a couple of requests.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
+
+VERDICT_RANK: Final = {"fail": 0, "inconclusive": 1, "pass": 2}
+"""The verdicts from worst to best: the worst pool's verdict is the comparison's."""
 
 
 @dataclass(frozen=True)
@@ -44,3 +51,30 @@ class PoolSplit:
             f"{name}: " + (", ".join(f"{p} ({n:,})" for p, n in counts.items() if n) or "no requests")
             for name, counts in (("baseline", self.baseline), ("candidate", self.candidate))
         )
+
+
+@dataclass(frozen=True)
+class PoolVerdict:
+    """One pool's verdict in a comparison of several pools."""
+
+    pool: str
+    verdict: str
+    """``pass``, ``fail`` or ``inconclusive``."""
+    rule: str
+    """What decided it (the verdict row's rule)."""
+
+
+def worst_verdict(verdicts: Sequence[PoolVerdict]) -> tuple[str, str]:
+    """The comparison's verdict over ``verdicts`` (fail before inconclusive before pass) and its rule, naming the
+    pool or pools that decided it (``on hardware pool h200-b (failed: p50_ms)``).
+
+    >>> undecided, failed = PoolVerdict("a", "inconclusive", "undecided: p99_ms"), PoolVerdict("b", "fail", "failed: x")
+    >>> worst_verdict([undecided, failed])
+    ('fail', 'on hardware pool b (failed: x)')
+    """
+    if not verdicts:
+        raise ValueError("no pool was judged")
+    worst = min(verdicts, key=lambda v: VERDICT_RANK.get(v.verdict, len(VERDICT_RANK))).verdict
+    deciding = [v for v in verdicts if v.verdict == worst]
+    pools = "hardware pool" if len(deciding) == 1 else "hardware pools"
+    return worst, f"on {pools} " + "; ".join(f"{v.pool} ({v.rule})" for v in deciding)

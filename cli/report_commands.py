@@ -10,7 +10,7 @@ import enum
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +21,9 @@ from inferensics.cli.options import DataDirOption, DsnOption, MinCompileSecondsO
 from inferensics.cli.query_runner import query_runner, store_text
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 from inferensics.schema.dsn import default_report_dir
+
+if TYPE_CHECKING:
+    import polars as pl
 
 report_app = command_app("Weekly recompilation and cache reports.")
 canary_app = command_app("Canary comparisons of two bundles or two windows.")
@@ -169,8 +172,9 @@ def compare(  # noqa: PLR0917 (typer options)
     hw_pool: Annotated[
         str | None,
         typer.Option(
-            help="Hardware pool to compare, or 'all' for every pool at once [default: the pool both bundles served, "
-            "as the dashboard's canary page picks it; refused when they served none in common].",
+            help="Hardware pool to compare, or 'all' for every pool at once [default: each pool both bundles "
+            "served, judged alone (the worst pool's verdict decides), as the dashboard's canary page does; refused "
+            "when they served none in common].",
         ),
     ] = None,
     start: Annotated[datetime | None, typer.Option(help="Window start, UTC [default: end - 24 h].")] = None,
@@ -194,9 +198,11 @@ def compare(  # noqa: PLR0917 (typer options)
     """Compare a candidate with a baseline and print the verdict table.
 
     Exit status: 0 pass, 1 fail, 3 inconclusive, 2 usage or connection error. The rule is printed with
-    the verdict (see `inferensics.analytics.canary`).
+    the verdict (see `inferensics.analytics.canary`). Where the bundles served several pools in common, each is
+    judged alone and the worst verdict (fail, then inconclusive) decides, naming its pool.
     """
     from inferensics.analytics.canary import CanaryParams, verdict_event
+    from inferensics.analytics.canary_pools import PoolVerdict, worst_verdict
     from inferensics.analytics.local_runner import LocalRunner
     from inferensics.analytics.report.canary import render_canary_text, verdict_of, write_canary_report
     from inferensics.schema.store import Store
@@ -231,52 +237,78 @@ def compare(  # noqa: PLR0917 (typer options)
                     "that loaded it registers it): pass --model"
                 )
             model = str(match.item(0, "model"))
-        pool, pool_note = _choose_pool(runner, hw_pool, model, traffic_class, (base, cand), (lo, hi),
-                                       (_utc(baseline_start), _utc(baseline_end)))  # fmt: skip
-        params = {
-            "model": model,
-            "baseline": base,
-            "candidate": cand,
-            "start": lo,
-            "end": hi,
-            "traffic_class": traffic_class,
-            "hw_pool": pool,
-            "baseline_start": baseline_start,
-            "baseline_end": baseline_end,
-            "min_requests": min_requests,
-            "min_pairs": min_pairs,
-        }
-        given = {k: v for k, v in params.items() if v is not None}
-        frame = runner.query("canary_compare", **given)  # type: ignore[attr-defined]
-        row = verdict_event(frame, CanaryParams(**given), now=datetime.now(UTC))
+        pools, pool_note = _choose_pools(runner, hw_pool, model, traffic_class, (base, cand), (lo, hi),
+                                         (_utc(baseline_start), _utc(baseline_end)))  # fmt: skip
+        judged: list[tuple[str | None, pl.DataFrame]] = []
+        rows = []
+        for pool in pools:
+            params = {
+                "model": model,
+                "baseline": base,
+                "candidate": cand,
+                "start": lo,
+                "end": hi,
+                "traffic_class": traffic_class,
+                "hw_pool": pool,
+                "baseline_start": baseline_start,
+                "baseline_end": baseline_end,
+                "min_requests": min_requests,
+                "min_pairs": min_pairs,
+            }
+            given = {k: v for k, v in params.items() if v is not None}
+            frame = runner.query("canary_compare", **given)  # type: ignore[attr-defined]
+            judged.append((pool, frame))
+            # One row per pool judged, its pool in attrs: a row without one reads as every pool at once.
+            rows.append(verdict_event(frame, CanaryParams(**given), now=datetime.now(UTC)))
         store = runner.client if isinstance(runner, LocalRunner) else None
+        verdicts = "verdict" if len(rows) == 1 else f"{len(rows)} verdicts (one per hardware pool)"
         if isinstance(store, Store):
-            store.insert_events([row])
-            recorded = f"verdict recorded in {store.database}.canary_verdicts"
+            store.insert_events(rows)
+            recorded = f"{verdicts} recorded in {store.database}.canary_verdicts"
         else:
             from inferensics.cli.service_records import record_through_service
 
-            recorded = "verdict " + record_through_service(str(service), token, [row], "canary_verdicts")[1]
-    where = f"hardware pool {pool}" if pool else "every hardware pool"
-    label = f"{model}: {base or 'any'} → {cand or 'any'}, {where} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
-    typer.echo(f"canary {label}")
+            recorded = f"{verdicts} " + record_through_service(str(service), token, rows, "canary_verdicts")[1]
+    several = len(judged) > 1
+
+    def label(where: str) -> str:
+        return f"{model}: {base or 'any'} → {cand or 'any'}, {where} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
+
+    pools_judged = ", ".join(str(p) for p, _ in judged)
+    typer.echo("canary " + label(f"hardware pools {pools_judged}, each judged alone" if several else _where(pools[0])))
     if pool_note:
         typer.echo(pool_note)
-    typer.echo(render_canary_text(frame), nl=False)
-    if out is not None:
-        md, page = write_canary_report(frame, label, _make_out(out), f"canary-{model}-{lo:%Y%m%dT%H%M}")
-        typer.echo(f"wrote {md} and {page}")
+    for pool, frame in judged:
+        if several:
+            typer.echo(f"\nhardware pool {pool}:")
+        typer.echo(render_canary_text(frame), nl=False)
+        if out is not None:
+            stem = f"canary-{model}{f'-{pool}' if several else ''}-{lo:%Y%m%dT%H%M}"
+            md, page = write_canary_report(frame, label(_where(pool)), _make_out(out), stem)
+            typer.echo(f"wrote {md} and {page}")
+    verdict, _ = verdict_of(judged[0][1])
+    if several:
+        per_pool = [PoolVerdict(str(p), *verdict_of(f)) for p, f in judged]
+        typer.echo("\nverdict per hardware pool:")
+        for v in per_pool:
+            typer.echo(f"  {v.pool}: {v.verdict.upper()} ({v.rule})")
+        verdict, rule = worst_verdict(per_pool)
+        typer.echo(f"verdict: {verdict.upper()} {rule}")
     typer.echo(recorded)
-    verdict, _ = verdict_of(frame)
     if verdict != "pass":
         raise typer.Exit(EXIT_FAIL if verdict == "fail" else EXIT_INCONCLUSIVE)
+
+
+def _where(pool: str | None) -> str:
+    """The pool a comparison judged, in words."""
+    return f"hardware pool {pool}" if pool else "every hardware pool"
 
 
 ALL_POOLS = "all"
 """``--hw-pool all``: compare every pool at once (the dashboard's *All*)."""
 
 
-def _choose_pool(  # noqa: PLR0917 (the comparison's parts)
+def _choose_pools(  # noqa: PLR0917 (the comparison's parts)
     runner: object,
     given: str | None,
     model: str,
@@ -284,18 +316,18 @@ def _choose_pool(  # noqa: PLR0917 (the comparison's parts)
     bundles: tuple[str | None, str | None],
     window: tuple[datetime, datetime],
     baseline_window: tuple[datetime | None, datetime | None],
-) -> tuple[str | None, str]:
-    """The pool to compare (``None``: every pool) and a line saying which and why.
+) -> tuple[list[str | None], str]:
+    """The pools to judge, each alone (``None``: every pool at once), and a line saying which and why.
 
-    Without ``--hw-pool`` it is the pool both bundles served (the candidate's busiest such pool), as the
-    dashboard's canary page picks it, and the line names the pools left out: over every pool a baseline that
+    Without ``--hw-pool`` they are the pools both bundles served (the candidate's busiest first), as the
+    dashboard's canary page judges them, and the line names the pools left out: over every pool a baseline that
     also served elsewhere is measured partly on other hardware than the candidate. Where they served no pool
     in common it refuses, naming each side's pools. ``--hw-pool all`` compares every pool at once.
     """
     from inferensics.analytics.canary_pools import PoolSplit
 
     if given is not None and given != ALL_POOLS:
-        return given, ""
+        return [given], ""
     windows = {"baseline": baseline_window if baseline_window[0] is not None else window, "candidate": window}
     counts: dict[str, dict[str, int]] = {}
     for side, bundle in zip(("baseline", "candidate"), bundles, strict=True):
@@ -309,24 +341,36 @@ def _choose_pool(  # noqa: PLR0917 (the comparison's parts)
     if given == ALL_POOLS:
         one_sided = [split.describe(p) for p in split.pools() if p not in split.shared()]
         mixed = f": mixed, {'; '.join(one_sided)}" if one_sided else ""
-        return None, f"hardware pools: every pool at once (--hw-pool all){mixed}"
+        return [None], f"hardware pools: every pool at once (--hw-pool all){mixed}"
     if not any(split.baseline.values()) or not any(split.candidate.values()):
-        return None, ""  # a side without requests: the verdict says so
+        return [None], ""  # a side without requests: the verdict says so
     shared = split.shared()
     if not shared:
         fail(
             f"the bundles served no hardware pool in common ({split.sides()} requests): pass --hw-pool POOL to "
             "compare one, or --hw-pool all to compare across pools (the hardware's difference then counts)"
         )
-    pool = shared[0]
-    left = [split.describe(p) for p in split.pools() if p != pool]
-    note = (
-        f"hardware pool {pool}: where both bundles served (baseline {split.baseline[pool]:,}, candidate "
-        f"{split.candidate[pool]:,} requests)"
-    )
+    left = [split.describe(p) for p in split.pools() if p not in shared]
+    if len(shared) == 1:
+        (pool,) = shared
+        note = (
+            f"hardware pool {pool}: where both bundles served (baseline {split.baseline[pool]:,}, candidate "
+            f"{split.candidate[pool]:,} requests)"
+        )
+    else:
+        counts = "; ".join(
+            f"{p}: baseline {split.baseline[p]:,}, candidate {split.candidate[p]:,} requests" for p in shared
+        )
+        note = (
+            f"hardware pools {', '.join(shared)}: where both bundles served, each judged alone and the worst "
+            f"verdict decides ({counts})"
+        )
     if left:
         note += f"; left out: {'; '.join(left)}; --hw-pool chooses another, --hw-pool all compares every pool"
-    return pool, note
+    elif len(shared) > 1:
+        note += "; --hw-pool POOL judges one pool, --hw-pool all compares every pool at once"
+    judged: list[str | None] = [*shared]
+    return judged, note
 
 
 def register(app: typer.Typer) -> None:

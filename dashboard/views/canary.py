@@ -1,8 +1,10 @@
 """Canary comparison: pick a model, a baseline and a candidate bundle; see the verdict, evidence, charts.
 
-The comparison is like for like by default: on the hardware pool where both bundles served (Hardware pool
-*Where both served*), naming the pools it leaves out and why. Over every pool, the baseline's requests from a
-pool the canary never ran on made a latency check "fail" on hardware, not on the bundle.
+The comparison is like for like by default: on each hardware pool where both bundles served (Hardware pool
+*Where both served*), each judged alone, the worst pool's verdict the headline (a table gives every pool's),
+naming the pools it leaves out and why. Over every pool, the baseline's requests from a pool the canary never ran
+on made a latency check "fail" on hardware, not on the bundle; and judging only the candidate's busiest shared
+pool hid a failure on another (walk 42).
 
 A link can fill the form in (``/canary?model=...&candidate=...&baseline=...&min_pairs=12``, built by
 :func:`inferensics.dashboard._internal.links.canary_link`): the page then opens on that comparison's verdict. A
@@ -11,6 +13,7 @@ parameter it cannot use gets one warning naming it and what is expected; its fie
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -18,7 +21,7 @@ import polars as pl
 import streamlit as st
 
 from inferensics.analytics import canary as canary_rules
-from inferensics.analytics.canary_pools import PoolSplit
+from inferensics.analytics.canary_pools import PoolSplit, PoolVerdict, worst_verdict
 from inferensics.analytics.report import charts as report_charts
 from inferensics.analytics.report.canary import render_canary_markdown, verdict_of
 from inferensics.analytics.report.evidence import evidence_table
@@ -119,10 +122,21 @@ class LinkedForm:
         return default
 
 
+DIGEST_PATTERN = r"^[0-9a-fA-F]{32,}$"
+"""A bundle id that is a hex digest (the schema's sha256 of the manifest): shown as its first 12 digits."""
+DIGEST_SHOWN = 12
+
+
+def shown_id(bundle_id: str) -> str:
+    """``bundle_id`` as the page shows it: a hex digest's first 12 digits, any other id whole (named ids such as
+    ``bnd-llama-70b-canary`` and ``bnd-llama-70b-prod`` share their first 12 characters)."""
+    return bundle_id[:DIGEST_SHOWN] if re.match(DIGEST_PATTERN, bundle_id) else bundle_id
+
+
 def bundle_label(bundles: pl.DataFrame) -> dict[str, str]:
-    """Bundle id → ``name (id prefix)`` for the pickers."""
+    """Bundle id → ``name (id as shown)`` for the pickers (:func:`shown_id`)."""
     return {
-        str(r[col.BUNDLE_ID]): f"{r[col.BUNDLE_NAME] or 'unnamed'} ({str(r[col.BUNDLE_ID])[:12]})"
+        str(r[col.BUNDLE_ID]): f"{r[col.BUNDLE_NAME] or 'unnamed'} ({shown_id(str(r[col.BUNDLE_ID]))})"
         for r in bundles.iter_rows(named=True)
     }
 
@@ -210,38 +224,51 @@ Note = tuple[Literal["info", "warning"], str]
 MIXED_POOLS = "a latency or rate difference may then be the hardware's, not the bundle's"
 
 
-def like_for_like(choice: str, split: PoolSplit) -> tuple[str | None, Note | None]:
-    """The pool to compare for the Hardware pool ``choice`` (:data:`SHARED` or :data:`ALL`; ``None``: every
-    pool) and what the page says about it.
+def like_for_like(choice: str, split: PoolSplit) -> tuple[list[str | None], Note | None]:
+    """The pools to judge, each alone, for the Hardware pool ``choice`` (:data:`SHARED` or :data:`ALL`; ``None``:
+    every pool at once) and what the page says about them.
 
-    :data:`SHARED` compares the pool where both bundles served (the candidate's busiest such pool), and names
-    the pools it leaves out and why: a canary usually serves in one pool while its baseline serves in several,
-    and over all of them the baseline's requests came from other hardware than the candidate's (on the demo's
-    run a p50 "failed" only so). Where the bundles share no pool it compares them all, and warns. :data:`ALL`
-    compares every pool, with a warning when a pool served only one side.
+    :data:`SHARED` judges each pool where both bundles served (the candidate's busiest first; the worst verdict
+    is the comparison's), and names the pools it leaves out and why: a canary usually serves in one pool while
+    its baseline serves in several, and over all of them the baseline's requests came from other hardware than
+    the candidate's (on the demo's run a p50 "failed" only so). Where the bundles share no pool it compares them
+    all, and warns. :data:`ALL` compares every pool at once, with a warning when a pool served only one side.
     """
     shared, pools = split.shared(), split.pools()
     one_sided = [p for p in pools if p not in shared]
     if not any(split.baseline.values()) or not any(split.candidate.values()):
-        return None, None  # a side without requests: the verdict says so
+        return [None], None  # a side without requests: the verdict says so
     if not shared:
-        return None, ("warning", f"**The bundles served no hardware pool in common** in this window ({split.sides()} "
-                                 f"requests): the comparison is across pools, and {MIXED_POOLS}.")  # fmt: skip
+        apart = f"({split.sides()} requests): the comparison is across pools, and {MIXED_POOLS}."
+        return [None], ("warning", f"**The bundles served no hardware pool in common** in this window {apart}")
     if choice == SHARED:
-        pool = shared[0]
-        text = (
-            f"**Hardware pool {pool}**, where both bundles served in this window (baseline "
-            f"{split.baseline[pool]:,}, candidate {split.candidate[pool]:,} requests): both sides ran on the same "
-            "hardware."
-        )
-        left = [split.describe(p) for p in pools if p != pool]
+        if len(shared) == 1:
+            (pool,) = shared
+            text = (
+                f"**Hardware pool {pool}**, where both bundles served in this window (baseline "
+                f"{split.baseline[pool]:,}, candidate {split.candidate[pool]:,} requests): both sides ran on the "
+                "same hardware."
+            )
+        else:
+            counts = "; ".join(
+                f"{p}: baseline {split.baseline[p]:,}, candidate {split.candidate[p]:,} requests" for p in shared
+            )
+            text = (
+                f"**Hardware pools {', '.join(shared)}**, where both bundles served in this window, each judged "
+                f"alone ({counts}): in each both sides ran on the same hardware, and the worst pool's verdict is "
+                "the comparison's."
+            )
+        left = [split.describe(p) for p in one_sided]
         if left:
-            text += f" Left out: {'; '.join(left)}. *All* under Hardware pool compares every pool at once."
-        return pool, ("info", text)
+            text += f" Left out: {'; '.join(left)}."
+        text += " *All* under Hardware pool compares every pool at once." if left or len(shared) > 1 else ""
+        judged: list[str | None] = [*shared]
+        return judged, ("info", text)
     if one_sided:
-        return None, ("warning", f"**All pools, mixed:** {'; '.join(split.describe(p) for p in one_sided)}; "
-                                 f"{MIXED_POOLS}. *{SHARED}* compares {shared[0]} alone.")  # fmt: skip
-    return None, None
+        alone = f"judges {', '.join(shared)} each alone" if len(shared) > 1 else f"compares {shared[0]} alone"
+        return [None], ("warning", f"**All pools, mixed:** {'; '.join(split.describe(p) for p in one_sided)}; "
+                                   f"{MIXED_POOLS}. *{SHARED}* {alone}.")  # fmt: skip
+    return [None], None
 
 
 def pool_split(params: Mapping[str, Any]) -> PoolSplit:
@@ -302,40 +329,82 @@ def render() -> None:
         if picked is None:
             return
         params, pool_choice = picked
-        if pool_choice in (SHARED, ALL):
-            params["hw_pool"] = compared_pool(pool_choice, params)
-        frame = section_query(queries.CANARY, "canary comparison", **params)
-        if frame is None:
-            return
-        st.caption(
-            f"{params['model']} · candidate `{params['candidate'][:12]}` vs baseline `{params['baseline'][:12]}` · "
-            f"{params['start']:%Y-%m-%d %H:%M} – {params['end']:%H:%M} UTC · pool {params['hw_pool'] or 'all'}"
-        )
-        verdict_banner(frame)
-        too_few_hint(frame, int(params["min_requests"]))
-        evidence = frame.filter(pl.col("check") != "verdict")
-        left, right = st.columns(2)
-        charts.draw(left, charts.canary_latency(evidence))
-        charts.draw(right, report_charts.canary_rates(evidence))
-        st.subheader("Evidence")
-        st.caption(
-            "Each value in its unit: latency in ms, its interval that of the ratio candidate / baseline (the "
-            "number the threshold bounds, in multiples of the baseline), never of the candidate's latency; rates "
-            "and agreement as a share, argmax agreement's baseline in input-matched pairs, output drift as medians "
-            "and the KS distance D. The Markdown download has the numbers as computed."
-        )
-        show_table(evidence_table(frame), key="canary_evidence")
+        pools = compared_pools(pool_choice, params) if pool_choice in (SHARED, ALL) else [params["hw_pool"]]
+        frames: dict[str | None, pl.DataFrame] = {}
+        for pool in pools:
+            what = f"canary comparison on hardware pool {pool}" if len(pools) > 1 else "canary comparison"
+            frame = section_query(queries.CANARY, what, **{**params, "hw_pool": pool})
+            if frame is None:
+                return
+            frames[pool] = frame
+        if len(frames) > 1:
+            pool_verdicts(frames)
+        for pool, frame in frames.items():
+            if len(frames) > 1:
+                st.header(f"Hardware pool {pool}: {verdict_of(frame)[0].upper()}")
+            comparison({**params, "hw_pool": pool}, frame, several=len(frames) > 1)
         with st.expander("How the verdict is decided"):
             st.markdown("\n\n".join((canary_rules.__doc__ or "").split("\n\n")[1:4]))
-        label = f"{params['model']}: {params['candidate'][:12]} vs {params['baseline'][:12]}"
-        st.download_button(
-            "Download Markdown", render_canary_markdown(frame, label), file_name="canary.md", mime="text/markdown"
-        )
         recorded_verdicts(params["model"])
 
 
-def compared_pool(choice: str, params: Mapping[str, Any]) -> str | None:
-    """The pool :func:`like_for_like` picks for ``choice`` (``None``: every pool), after saying which and why."""
+def comparison(params: Mapping[str, Any], frame: pl.DataFrame, *, several: bool) -> None:
+    """One comparison's caption, verdict, charts, evidence and download (one per pool when ``several``)."""
+    pool = params["hw_pool"]
+    candidate, baseline = shown_id(params["candidate"]), shown_id(params["baseline"])
+    st.caption(
+        f"{params['model']} · candidate `{candidate}` vs baseline `{baseline}` · "
+        f"{params['start']:%Y-%m-%d %H:%M} – {params['end']:%H:%M} UTC · pool {pool or 'all'}"
+    )
+    verdict_banner(frame)
+    too_few_hint(frame, int(params["min_requests"]))
+    evidence = frame.filter(pl.col("check") != "verdict")
+    left, right = st.columns(2)
+    charts.draw(left, charts.canary_latency(evidence))
+    charts.draw(right, report_charts.canary_rates(evidence))
+    st.subheader("Evidence")
+    st.caption(
+        "Each value in its unit: latency in ms (over the requests that did not compile in the request, as each "
+        "latency rule says), its interval that of the ratio candidate / baseline (the number the threshold "
+        "bounds, in multiples of the baseline), never of the candidate's latency; rates and agreement as a "
+        "share, argmax agreement's baseline in input-matched pairs, output drift as medians and the KS distance "
+        "D. The Markdown download has the numbers as computed."
+    )
+    suffix = f".{pool}" if several else ""
+    show_table(evidence_table(frame), key=f"canary_evidence{suffix}")
+    label = f"{params['model']}: {candidate} vs {baseline}" + (f" on hardware pool {pool}" if several else "")
+    st.download_button(
+        "Download Markdown" + (f" ({pool})" if several else ""),
+        render_canary_markdown(frame, label),
+        file_name=f"canary{'-' + str(pool) if several else ''}.md",
+        mime="text/markdown",
+        key=f"canary_download{suffix}",
+    )
+
+
+def pool_verdicts(frames: Mapping[str | None, pl.DataFrame]) -> None:
+    """The worst pool's verdict as the headline, naming its pool, and every pool's verdict in a table."""
+    per_pool = [PoolVerdict(str(pool), *verdict_of(frame)) for pool, frame in frames.items()]
+    verdict, rule = worst_verdict(per_pool)
+    show, icon = VERDICT_STYLE.get(verdict, (st.info, ":material/info:"))
+    show(f"**Verdict: {verdict.upper()}** — {rule}", icon=icon)
+    sizes = [frame.filter(pl.col("check") == "verdict").row(0, named=True) for frame in frames.values()]
+    table = pl.DataFrame(
+        {
+            "hardware pool": [v.pool for v in per_pool],
+            "verdict": [v.verdict.upper() for v in per_pool],
+            "rule": [v.rule for v in per_pool],
+            "baseline requests": [int(r["baseline"] or 0) for r in sizes],
+            "candidate requests": [int(r["candidate"] or 0) for r in sizes],
+        }
+    )
+    st.subheader("Verdict per hardware pool")
+    show_table(table, key="canary_pool_verdicts")
+
+
+def compared_pools(choice: str, params: Mapping[str, Any]) -> list[str | None]:
+    """The pools :func:`like_for_like` judges for ``choice`` (``None``: every pool at once), after saying which
+    and why."""
     try:
         split = pool_split(params)
     except ServiceError as exc:
@@ -345,15 +414,15 @@ def compared_pool(choice: str, params: Mapping[str, Any]) -> str | None:
             f"**Which pools each bundle served could not be read** ({said(exc)}): every pool is compared.",
             icon=":material/warning:",
         )
-        return None
-    pool, note = like_for_like(choice, split)
+        return [None]
+    pools, note = like_for_like(choice, split)
     if note is not None:
         kind, text = note
         if kind == "info":
             st.info(text, icon=":material/memory:")
         else:
             st.warning(text, icon=":material/warning:")
-    return pool
+    return pools
 
 
 def recorded_verdicts(model: str) -> None:
@@ -367,8 +436,10 @@ def recorded_verdicts(model: str) -> None:
         f"verdict it gives; the last {RECORDED_SHOWN})."
     )
     # Which pool each verdict compared: it may not be the one compared above.
+    ids = pl.col(col.BASELINE, col.CANDIDATE)
     shown = frame.with_columns(
-        pl.col(col.BASELINE, col.CANDIDATE).str.slice(0, 12), pl.col(col.HW_POOL).replace("", "all")
+        pl.when(ids.str.contains(DIGEST_PATTERN)).then(ids.str.slice(0, DIGEST_SHOWN)).otherwise(ids),
+        pl.col(col.HW_POOL).replace("", "all"),
     )
     order = (col.TS, col.CANDIDATE, col.BASELINE, col.TRAFFIC_CLASS, col.HW_POOL, col.WINDOW_START, col.WINDOW_END,
              col.VERDICT)  # fmt: skip

@@ -13,9 +13,12 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from inferensics.analytics.canary_history import VerdictHistoryParams, recorded_verdicts
 from inferensics.cli.app import app
+from inferensics.schema import RequestEvent
+from inferensics.schema import columns as col
 from inferensics.schema.store import Store
-from tests.dashboard.canary_pools import BASELINE, BASELINE_ONLY_POOL, CANDIDATE, SHARED_POOL, build
+from tests.dashboard.canary_pools import BASELINE, BASELINE_ONLY_POOL, CANDIDATE, MODEL, SHARED_POOL, build
 from tests.seeding import seed
 
 NOW = datetime.now(UTC).replace(second=0, microsecond=0)
@@ -61,7 +64,12 @@ def test_the_terminal_shows_the_rule_of_each_outcome(store: Store, chdb_dir: Pat
     _, output = _compare(store, chdb_dir, "--hw-pool", SHARED_POOL)
     assert "rules (each outcome above follows its metric's):" in output
     assert "  fp_mean_ks, fp_std_ks: KS D > 0.1 with p < 0.01 fails" in output
-    assert "  p50_ms, p95_ms, p99_ms: ratio CI low > 1.1 fails; CI high <= 1.1 passes" in output
+    latency_rule = "ratio CI low > 1.1 fails; CI high <= 1.1 passes"
+    n = facts.served(BASELINE, SHARED_POOL)
+    assert (
+        f"  p50_ms, p95_ms, p99_ms: latency over requests that did not compile: baseline {n} of {n}, candidate "
+        f"{facts.served(CANDIDATE, SHARED_POOL)} of {facts.served(CANDIDATE, SHARED_POOL)}; {latency_rule}" in output
+    )
 
 
 def test_bundles_that_share_no_pool_are_refused_in_one_line(store: Store, chdb_dir: Path) -> None:
@@ -80,3 +88,58 @@ def test_bundles_that_share_no_pool_are_refused_in_one_line(store: Store, chdb_d
             "compare one, or --hw-pool all to compare across pools (the hardware's difference then counts)"
         )
     )
+
+
+SLOW_POOL = "cpu-c"
+"""A second pool both bundles served, where the candidate is twice as slow (and serves fewer requests)."""
+
+
+def _with_a_slow_pool(facts_now: datetime) -> list[RequestEvent]:
+    """The walk's requests plus :data:`SLOW_POOL`: 100 baseline requests at 20 ms, 99 candidate ones at 40 ms."""
+    extra = [
+        RequestEvent(request_id=f"req-slow-{bundle[0]}{i:03d}", ts=facts_now - timedelta(minutes=50 - i * 0.4),
+                     host=f"{SLOW_POOL}-{bundle[0]}-0", model=MODEL, hw_pool=SLOW_POOL, traffic_class="interactive",
+                     bundle_id=bundle, latency_ms=20.0 if bundle == BASELINE else 40.0)
+        for bundle, n in ((BASELINE, 100), (CANDIDATE, 99))
+        for i in range(n)
+    ]  # fmt: skip
+    return extra
+
+
+def test_each_pool_both_bundles_served_is_judged_and_the_worst_decides(store: Store, chdb_dir: Path) -> None:
+    """Walk 42 (D1): with two pools in common, the candidate's busiest (cpu-b, where it is as fast as the
+    baseline) was judged alone and passed (exit 0), while on cpu-c the candidate took twice as long; which pool
+    was judged turned on a request or two. Now each is judged, the worst verdict gates the exit status naming its
+    pool, and one verdict per pool is recorded."""
+    facts = build(NOW)
+    seed(store, events=[*facts.requests, *_with_a_slow_pool(NOW), *facts.others])
+    few = ("--min-requests", "50")  # the candidate's 99 requests on cpu-c get a verdict
+    code, output = _compare(store, chdb_dir, *few)
+    assert code == 1, output
+    assert f"hardware pools {SHARED_POOL}, {SLOW_POOL}, each judged alone" in output.splitlines()[0]
+    assert (
+        f"hardware pools {SHARED_POOL}, {SLOW_POOL}: where both bundles served, each judged alone and the worst "
+        f"verdict decides ({SHARED_POOL}: baseline 100, candidate 100 requests; {SLOW_POOL}: baseline 100, "
+        f"candidate 99 requests); left out: {BASELINE_ONLY_POOL} (only the baseline served there" in output
+    )
+    lines = output.splitlines()
+    assert f"hardware pool {SHARED_POOL}:" in lines
+    assert f"hardware pool {SLOW_POOL}:" in lines
+    verdicts = lines[lines.index("verdict per hardware pool:") :]
+    assert verdicts[1] == f"  {SHARED_POOL}: PASS (every check passed)"
+    assert verdicts[2].startswith(f"  {SLOW_POOL}: FAIL (failed: p50_ms")
+    assert verdicts[3].startswith(f"verdict: FAIL on hardware pool {SLOW_POOL} (failed: p50_ms")
+    assert verdicts[4] == f"2 verdicts (one per hardware pool) recorded in {store.database}.canary_verdicts"
+    recorded = recorded_verdicts(store, VerdictHistoryParams(model=MODEL))
+    assert sorted(zip(recorded[col.HW_POOL], recorded[col.VERDICT], strict=True)) == [
+        (SHARED_POOL, "pass"),
+        (SLOW_POOL, "fail"),
+    ]
+
+    code, one = _compare(store, chdb_dir, *few, "--hw-pool", SHARED_POOL)  # one pool named: that pool alone
+    assert code == 0, one
+    assert "verdict per hardware pool:" not in one
+    assert one.splitlines()[-2] == "verdict: PASS (every check passed)"
+    code, every = _compare(store, chdb_dir, *few, "--hw-pool", "all")  # every pool at once, as before
+    assert code == 1, every
+    assert "every hardware pool" in every.splitlines()[0]

@@ -14,16 +14,19 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import polars as pl
 import pytest
 from playwright.sync_api import Page, expect
 from streamlit.testing.v1 import AppTest
 
+from inferensics.analytics.canary import EVIDENCE_SCHEMA
 from inferensics.analytics.canary_pools import PoolSplit
 from inferensics.dashboard._internal.filters import ALL, NOW_KEY
 from inferensics.dashboard._internal.replay_command import KEYRING_ENV
 from inferensics.dashboard._internal.settings import TOKEN_STATE_KEY, URL_STATE_KEY
 from inferensics.dashboard.launcher import APP_FILE
-from inferensics.dashboard.views.canary import SHARED, like_for_like
+from inferensics.dashboard.views.canary import SHARED, bundle_label, like_for_like
+from inferensics.schema import columns as col
 from tests.collector.service.harness import READ, RunningService
 from tests.dashboard.apptest import TIMEOUT_S, assert_clean, metric
 from tests.dashboard.browser import PAGE_TIMEOUT_MS, range_end, screenshot, settle
@@ -41,39 +44,95 @@ from tests.dashboard.conftest import running_dashboard, seeded_service
 from tests.dashboard.test_request_replay_command import replay_params
 
 
-def test_the_pool_both_bundles_served_is_compared_and_the_others_are_named() -> None:
+def test_each_pool_both_bundles_served_is_judged_and_the_others_are_named() -> None:
+    """Walk 42 (D1): only the candidate's busiest shared pool (cpu-c) was compared, cpu-b "left out", though a
+    regression there was as much the release's."""
     split = PoolSplit(baseline={"cpu-a": 201, "cpu-b": 100, "cpu-c": 40}, candidate={"cpu-b": 60, "cpu-c": 70})
-    pool, note = like_for_like(SHARED, split)
-    assert pool == "cpu-c"  # the candidate's busiest pool of those both served
+    pools, note = like_for_like(SHARED, split)
+    assert pools == ["cpu-c", "cpu-b"]  # every pool both served, the candidate's busiest first
     assert note is not None
     kind, text = note
     assert kind == "info"
     assert text.startswith(
-        "**Hardware pool cpu-c**, where both bundles served in this window (baseline 40, candidate 70"
+        "**Hardware pools cpu-c, cpu-b**, where both bundles served in this window, each judged alone (cpu-c: "
+        "baseline 40, candidate 70 requests; cpu-b: baseline 100, candidate 60 requests)"
     )
-    assert "cpu-a (only the baseline served there: 201 requests)" in text
-    assert "cpu-b (both served there, baseline 100 and candidate 60 requests: pick it to compare it)" in text
+    assert "the worst pool's verdict is the comparison's" in text
+    assert "Left out: cpu-a (only the baseline served there: 201 requests)." in text
+    one, _ = like_for_like(SHARED, PoolSplit(baseline={"cpu-a": 201, "cpu-b": 100}, candidate={"cpu-b": 60}))
+    assert one == ["cpu-b"]
+
+
+def _verdict_frame(verdict: str, rule: str, baseline: int, candidate: int) -> pl.DataFrame:
+    sizes = {"baseline": float(baseline), "candidate": float(candidate)}
+    row = {k: None for k in EVIDENCE_SCHEMA} | {
+        "check": "verdict",
+        "metric": "requests",
+        "outcome": verdict,
+        "rule": rule,
+    }
+    return pl.DataFrame([row | sizes], schema=EVIDENCE_SCHEMA)
+
+
+def _pool_verdicts_page() -> None:
+    from inferensics.dashboard.views.canary import pool_verdicts
+    from tests.dashboard.test_canary_pools import _verdict_frame  # AppTest runs this function's source alone
+
+    pool_verdicts({
+        "cpu-b": _verdict_frame("inconclusive", "undecided: p99_ms", 3729, 418),
+        "cpu-c": _verdict_frame("fail", "failed: p50_ms, error_rate", 3500, 416),
+        "cpu-d": _verdict_frame("pass", "every check passed", 900, 120),
+    })  # fmt: skip
+
+
+def test_the_page_headlines_the_worst_pool_and_shows_every_pools_verdict() -> None:
+    """Walk 42 (D1 addendum): the page showed one pool's verdict, and which pool turned on two requests."""
+    at = AppTest.from_function(_pool_verdicts_page, default_timeout=TIMEOUT_S).run()
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == ["**Verdict: FAIL** — on hardware pool cpu-c (failed: p50_ms, error_rate)"]
+    (table,) = at.dataframe
+    shown = pl.from_pandas(table.value)
+    assert shown.rows() == [
+        ("cpu-b", "INCONCLUSIVE", "undecided: p99_ms", 3729, 418),
+        ("cpu-c", "FAIL", "failed: p50_ms, error_rate", 3500, 416),
+        ("cpu-d", "PASS", "every check passed", 900, 120),
+    ]
+
+
+def test_named_bundle_ids_are_shown_whole_and_digests_shortened() -> None:
+    """Walk 42 (D11): the pickers cut ids to 12 characters, so ``bnd-llama-70b-canary`` and ``bnd-llama-70b-prod``
+    both read ``bnd-llama-70``."""
+    digest = "ab" * 32
+    bundles = pl.DataFrame({
+        col.BUNDLE_ID: ["bnd-llama-70b-canary", "bnd-llama-70b-prod", digest],
+        col.BUNDLE_NAME: ["llama-70b-canary", "llama-70b-prod", "built"],
+    })  # fmt: skip
+    assert bundle_label(bundles) == {
+        "bnd-llama-70b-canary": "llama-70b-canary (bnd-llama-70b-canary)",
+        "bnd-llama-70b-prod": "llama-70b-prod (bnd-llama-70b-prod)",
+        digest: f"built ({digest[:12]})",
+    }
 
 
 def test_all_pools_is_a_choice_and_a_split_without_a_shared_pool_is_a_warning() -> None:
     split = PoolSplit(baseline={"cpu-a": 201, "cpu-b": 100}, candidate={"cpu-b": 100})
-    pool, note = like_for_like(ALL, split)
-    assert pool is None
+    pools, note = like_for_like(ALL, split)
+    assert pools == [None]
     assert note is not None
     assert note[0] == "warning"
     assert note[1].startswith("**All pools, mixed:** cpu-a (only the baseline served there: 201 requests);")
     assert note[1].endswith(f"*{SHARED}* compares cpu-b alone.")
     apart = PoolSplit(baseline={"cpu-a": 5}, candidate={"cpu-b": 7})
     for choice in (SHARED, ALL):
-        pool, note = like_for_like(choice, apart)
-        assert pool is None
+        pools, note = like_for_like(choice, apart)
+        assert pools == [None]
         assert note is not None
         assert note[0] == "warning"
         assert "served no hardware pool in common" in note[1]
         assert "baseline: cpu-a (5); candidate: cpu-b (7) requests" in note[1]
-    assert like_for_like(SHARED, PoolSplit({}, {"cpu-b": 3})) == (None, None)  # a side without requests
+    assert like_for_like(SHARED, PoolSplit({}, {"cpu-b": 3})) == ([None], None)  # a side without requests
     same = PoolSplit(baseline={"cpu-b": 3}, candidate={"cpu-b": 4})
-    assert like_for_like(ALL, same) == (None, None)  # every pool is shared: nothing to warn of
+    assert like_for_like(ALL, same) == ([None], None)  # every pool is shared: nothing to warn of
 
 
 @dataclass(frozen=True)
