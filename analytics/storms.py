@@ -14,10 +14,20 @@ recompiles are the request recompiles of the bundle's requests
 carry no traffic class: under that filter the compiles outside requests are left out. An hour is a storm when
 
 * ``recompiles >= max(min_recompiles, factor × baseline_recompiles)``, or
-* ``compile_seconds >= max(min_compile_seconds, factor × baseline_compile_seconds)``.
+* ``recompiles >= min_recompiles`` and ``compile_seconds >= max(min_compile_seconds, factor ×
+  baseline_compile_seconds)``.
 
-Defaults: 24 hours, factor 3, at least 10 recompiles or 60 compile seconds. The median ignores a short
-earlier storm; the floors stop a quiet pool's single recompile from counting. Each storm lists its top
+Defaults: 24 hours, factor 3, at least 10 recompiles; 60 compile seconds. The median ignores a short
+earlier storm; the floors stop a quiet pool's single recompile from counting. The compile seconds include
+first compiles (a request's compile time is not split by what started it), and one cold compile of a large
+model takes one to two minutes: without the recompile floor, every hour with one recompile and a cold start
+was a storm (a slow first compile is :func:`slow_compiles`' finding, not a storm). With it, the compile-seconds
+condition finds an hour whose recompiles reach the floor and cost far more than usual, though their number
+stays under ``factor`` times the usual.
+
+The range's first and last hours are clipped to it: a range from 06:30 counts the 06:00 hour's events from
+06:30 on, and lists its storm under the hour's start, 06:00. Only hours with data are computed (memory follows
+the data, not the range: a range from 1970 costs what its hours with data cost). Each storm lists its top
 recompile reasons (their patterns: :mod:`~inferensics.analytics.reasons`) and the requests that triggered
 them (from the ``recompiles`` table).
 
@@ -33,7 +43,7 @@ from typing import Final
 import polars as pl
 from pydantic import BaseModel, Field
 
-from inferensics.analytics._requests import request_source, time_bucket
+from inferensics.analytics._requests import aggregate_sql, time_bucket
 from inferensics.analytics.cache import lookups_by_result
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import (
@@ -64,22 +74,24 @@ class StormRule(BaseModel):
     min_recompiles: int = Field(10, ge=1)
     """Recompiles an hour needs at least to be a storm."""
     min_compile_seconds: float = Field(60.0, gt=0)
-    """Compile seconds an hour needs at least to be a storm."""
+    """Compile seconds an hour needs at least to be a storm by its compile time (its recompiles still reach
+    ``min_recompiles``)."""
 
     def describe(self) -> str:
         """The rule in one sentence, with these numbers."""
         return (
             f"An hour is a storm when its recompiles reach max({self.min_recompiles:g}, {self.factor:g} × the median "
-            f"of the {self.baseline_hours} hours before) or its compile seconds reach max({self.min_compile_seconds:g}"
-            f", {self.factor:g} × their median)."
+            f"of the {self.baseline_hours} hours before), or they reach {self.min_recompiles:g} and its compile "
+            f"seconds reach max({self.min_compile_seconds:g}, {self.factor:g} × their median)."
         )
 
     def thresholds(self) -> str:
         """The rule's two thresholds in a phrase, with these numbers (beside a storm's figures and its baseline;
         :meth:`describe` says what the baseline is)."""
         return (
-            f"recompiles ≥ max({self.min_recompiles:g}, {self.factor:g} × baseline) or compile seconds ≥ "
-            f"max({self.min_compile_seconds:g}, {self.factor:g} × baseline)"
+            f"recompiles ≥ max({self.min_recompiles:g}, {self.factor:g} × baseline), or recompiles ≥ "
+            f"{self.min_recompiles:g} and compile seconds ≥ max({self.min_compile_seconds:g}, {self.factor:g} × "
+            "baseline)"
         )
 
 
@@ -88,10 +100,11 @@ class StormParams(StormRule, SliceParams):
 
 
 def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
-    """Storm hours in the slice, newest first. A storm is recompiles: an hour without any is never one (a
-    slow first compile is :func:`slow_compiles`).
+    """Storm hours in the slice, newest first. A storm is recompiles: an hour with fewer than ``min_recompiles``
+    is never one, however long its compiles took (a slow first compile is :func:`slow_compiles`).
 
-    Columns: bucket, model, hw_pool, requests, recompiles, compile_seconds, baseline_recompiles,
+    Columns: bucket (the hour's start; the range's first and last hours count only their part inside the range),
+    model, hw_pool, requests, recompiles, compile_seconds, baseline_recompiles,
     baseline_compile_seconds, trigger (``recompiles``, ``compile_seconds`` or ``both``), top_reasons
     (up to 3 recompile reasons, most frequent first), top_reason_counts (their recompiles: the recompile limit's
     hits, which compiled nothing, are left out, as from ``recompiles``; under a bundle filter, the records of the
@@ -102,7 +115,9 @@ def recompile_storms(client: QueryClient, params: StormParams) -> pl.DataFrame:
     if base is None:
         return empty
     by_recompiles, by_seconds = _rules(params)
-    storms = base.filter((by_recompiles | by_seconds) & (pl.col(col.RECOMPILES) > 0)).with_columns(
+    # Compile seconds count first compiles too: a storm by them needs the recompile floor as well.
+    by_seconds = by_seconds & (pl.col(col.RECOMPILES) >= params.min_recompiles)
+    storms = base.filter(by_recompiles | by_seconds).with_columns(
         pl.when(by_recompiles & by_seconds)
         .then(pl.lit("both"))
         .when(by_recompiles)
@@ -156,7 +171,10 @@ def _with_cache_lookups(client: QueryClient, params: StormParams, hours: pl.Data
     if hours.is_empty() or not filters_apply(params, "cache_events"):
         return _unknown_lookups(hours)
     buckets = hours.get_column("bucket").to_list()
-    span = params.model_copy(update={"start": min(buckets), "end": max(buckets) + timedelta(hours=1)})
+    # The edge hours are clipped to the range, as their compile seconds are.
+    span = params.model_copy(
+        update={"start": max(min(buckets), params.start), "end": min(max(buckets) + timedelta(hours=1), params.end)}
+    )
     lookups = lookups_by_result(client, span, list(_KEYS), unit="hour").rename(
         dict(zip(("lookups", "hits", "misses", "bypasses"), CACHE_LOOKUP_COLUMNS, strict=True))
     )
@@ -177,50 +195,38 @@ def _rules(params: StormParams) -> tuple[pl.Expr, pl.Expr]:
 
 
 def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
-    """Per model × pool × hour of the slice: requests, recompiles, compile seconds and their baselines (the
-    medians of the ``baseline_hours`` before); ``None`` when the slice has no traffic."""
+    """Per model × pool × hour of the slice that holds any request, recompile or compile: requests, recompiles,
+    compile seconds and their baselines (the medians of the ``baseline_hours`` before, hours without any
+    counting as zero); ``None`` when the slice has no traffic. An hour without any is left out: neither rule
+    can hold there (both floors are above zero).
+
+    The range's first and last hours are clipped to it: a range starting at 06:30 counts its 06:00 hour's
+    events from 06:30 on (the whole hours before it are the baseline's). Memory is bounded by the hours with
+    data, never by the range's length: the baselines are computed on the hours the slice's hours look back on
+    (:func:`_lookback_grid`), not on every hour of the range."""
     check_filter_values(client, params, ("requests_1h", "requests", "recompiles", "compiles"))
-    start = params.start.replace(minute=0, second=0, microsecond=0)
-    end = (
-        params.end
-        if params.end == params.end.replace(minute=0, second=0, microsecond=0)
-        else (params.end.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))
-    )
-    lo = start - timedelta(hours=params.baseline_hours)
-    source = request_source(params, lo, end, unit="hour")
-    where = slice_where(params, source.table, time_column=source.time_column, start=lo, end=end)
-    sums = {name: s for s in source.sums() for name in (col.REQUESTS, col.COMPILE_SECONDS) if s.endswith(f" AS {name}")}
-    paid = client.query_frame(
-        f"SELECT {source.bucket('hour')} AS bucket, {col.MODEL}, {col.HW_POOL}, {', '.join(sums.values())} "
-        f"FROM {client.database}.{source.table} WHERE {where.sql} GROUP BY bucket, {col.MODEL}, {col.HW_POOL}",
-        where.params,
-    )
-    # The hour's recompiles are its recompile records; under a filter they carry no column for (the bundle),
-    # the request recompiles of the slice's requests (a recompile whose compile failed counts none there).
-    recompiles = (
-        recompile_records(client, params, lo, end, unit="hour")
-        if filters_apply(params, "recompiles")
-        else request_recompiles(client, params, lo, end, unit="hour")
-    )
-    hourly = _summed(paid, recompiles, _unpaid_compiles(client, params, lo, end))
-    if hourly.is_empty():
+    first_hour = _hour_floor(params.start)
+    lo = first_hour - timedelta(hours=params.baseline_hours)
+    # Two reads: the whole hours before the range (the baseline's) and the range itself, ends clipped.
+    before = _hourly(client, params, lo, first_hour)
+    inside = _hourly(client, params, params.start, params.end)
+    if inside.is_empty():
         return None
-    hours = pl.datetime_range(lo, end, interval="1h", closed="left", time_zone="UTC", eager=True).alias("bucket")
-    grid = (
-        hourly.select(_KEYS)
-        .unique()
-        .join(pl.DataFrame(hours).with_columns(pl.col("bucket").dt.cast_time_unit("ms")), how="cross")
-    )
+    hourly = pl.concat([f for f in (before, inside) if not f.is_empty()], how="vertical_relaxed")
+    hourly = hourly.group_by("bucket", *_KEYS).agg(pl.col(c).sum() for c in _COUNTS)
+    grid = _lookback_grid(inside.select(*_KEYS, "bucket"), params.baseline_hours)
     filled = (
-        grid.join(hourly.with_columns(pl.col("bucket").dt.cast_time_unit("ms")), on=[*_KEYS, "bucket"], how="left")
+        grid.join(hourly, on=[*_KEYS, "bucket"], how="left")
         .with_columns(
-            pl.col(col.REQUESTS).cast(pl.UInt64).fill_null(0),
-            pl.col(col.RECOMPILES).cast(pl.UInt64).fill_null(0),
-            pl.col(col.COMPILE_SECONDS).cast(pl.Float64).fill_null(0.0),
+            pl.col(col.REQUESTS).fill_null(0),
+            pl.col(col.RECOMPILES).fill_null(0),
+            pl.col(col.COMPILE_SECONDS).fill_null(0.0),
         )
         .sort([*_KEYS, "bucket"])
     )
     n = params.baseline_hours
+    # Every hour of ``inside`` has its n hours before it in the grid, consecutively: the n rows before its row
+    # are those hours (a gap in the grid lies before them), so the rolling median over rows is over hours.
     base = filled.with_columns(
         pl.col(col.RECOMPILES)
         .cast(pl.Float64)
@@ -233,8 +239,63 @@ def _hours(client: QueryClient, params: StormParams) -> pl.DataFrame | None:
         .rolling_median(n, min_samples=n)
         .over(_KEYS)
         .alias("baseline_compile_seconds"),
-    ).filter((pl.col("bucket") >= start) & (pl.col("bucket") < end))
-    return base
+    )
+    return base.join(inside.select(*_KEYS, "bucket"), on=[*_KEYS, "bucket"], how="semi")
+
+
+_COUNTS: Final = {col.REQUESTS: pl.UInt64, col.RECOMPILES: pl.UInt64, col.COMPILE_SECONDS: pl.Float64}
+"""The hourly figures the storm rule reads, and their types."""
+
+
+def _hour_floor(value: datetime) -> datetime:
+    return value.replace(minute=0, second=0, microsecond=0)
+
+
+def _hourly(client: QueryClient, params: StormParams, start: datetime, end: datetime) -> pl.DataFrame:
+    """Per model × pool × hour bucket with data in ``[start, end)`` (its edge hours clipped to it): requests,
+    recompiles and compile seconds (module docstring), each bucket at its hour's start."""
+    if end <= start:
+        return pl.DataFrame()
+    inner, values = aggregate_sql(
+        client.database, params, start, end, keys={k: k for k in _KEYS}, unit="hour",
+        sums=(col.REQUESTS, col.COMPILE_SECONDS), quantiles=False,
+    )  # fmt: skip
+    paid = client.query_frame(inner, values)
+    # The hour's recompiles are its recompile records; under a filter they carry no column for (the bundle),
+    # the request recompiles of the slice's requests (a recompile whose compile failed counts none there).
+    recompiles = (
+        recompile_records(client, params, start, end, unit="hour")
+        if filters_apply(params, "recompiles")
+        else request_recompiles(client, params, start, end, unit="hour")
+    )
+    return _summed(paid, recompiles, _unpaid_compiles(client, params, start, end))
+
+
+def _lookback_grid(hours: pl.DataFrame, n: int) -> pl.DataFrame:
+    """Every hour that ``hours`` (model, hw_pool, bucket) covers or looks back on (the ``n`` hours before each),
+    once per model × pool: overlapping look-backs merge into one run of hours. At most ``n + 1`` rows per row of
+    ``hours``, however long the range they lie in."""
+    back = timedelta(hours=n)
+    runs = (
+        hours.unique()
+        .sort([*_KEYS, "bucket"])
+        .with_columns((pl.col("bucket") - back).alias("_from"))
+        .with_columns(
+            # A new run where this look-back starts after the previous hour of the same model and pool.
+            (pl.col("_from") > pl.col("bucket").shift(1).over(_KEYS) + timedelta(hours=1))
+            .fill_null(True)
+            .cum_sum()
+            .over(_KEYS)
+            .alias("_run")
+        )
+        .group_by(*_KEYS, "_run")
+        .agg(pl.col("_from").min(), pl.col("bucket").max().alias("_to"))
+    )
+    return (
+        runs.select(*_KEYS, pl.datetime_ranges("_from", "_to", interval="1h", closed="both").alias("bucket"))
+        .explode("bucket")
+        .with_columns(pl.col("bucket").dt.cast_time_unit("ms"))
+    )
 
 
 def _unpaid_compiles(client: QueryClient, params: StormParams, lo: datetime, end: datetime) -> pl.DataFrame:
@@ -254,7 +315,7 @@ def _unpaid_compiles(client: QueryClient, params: StormParams, lo: datetime, end
 def _summed(*parts: pl.DataFrame) -> pl.DataFrame:
     """The hourly parts (the requests' sums, the recompiles, the compiles no request paid) added up, one row per
     model × pool × hour; a part without a column adds 0 to it."""
-    types = {col.REQUESTS: pl.UInt64, col.RECOMPILES: pl.UInt64, col.COMPILE_SECONDS: pl.Float64}
+    types = _COUNTS
     frames = [f for f in parts if not f.is_empty()]
     if not frames:
         return pl.DataFrame()
@@ -279,10 +340,11 @@ def _storm_reasons(client: QueryClient, params: StormParams, storms: pl.DataFram
     bundle), the records are those of the slice's requests: the requests whose own rows counted the storm's
     recompiles, and those whose recompile failed."""
     hours = storms.get_column("bucket").unique().sort().to_list()
-    end = hours[-1] + timedelta(hours=1)
+    # The edge hours are clipped to the range, as their counts are.
+    start, end = max(hours[0], params.start), min(hours[-1] + timedelta(hours=1), params.end)
     columns = table_columns("recompiles")
     unsupported = {name: None for name in params.active() if FILTER_COLUMNS[name] not in columns}
-    where = slice_where(params.model_copy(update=unsupported), "recompiles", start=hours[0], end=end)
+    where = slice_where(params.model_copy(update=unsupported), "recompiles", start=start, end=end)
     of_requests, values = "", dict(where.params)
     if unsupported:
         # A request starts before its recompiles: its row may lie in the hour before the first storm hour.
@@ -291,7 +353,7 @@ def _storm_reasons(client: QueryClient, params: StormParams, storms: pl.DataFram
             f"AND {col.REQUEST_ID} IN (SELECT {col.REQUEST_ID} FROM {client.database}.requests WHERE {requests.sql} "
             f"AND {col.TS} >= {{r_start:{TIME_TYPE}}} AND {col.TS} < {{r_end:{TIME_TYPE}}}) "
         )
-        values |= {**requests.params, "r_start": hours[0] - timedelta(hours=1), "r_end": end}
+        values |= {**requests.params, "r_start": start - timedelta(hours=1), "r_end": end}
     values |= {
         "s_models": storms.get_column(col.MODEL).unique().sort().to_list(),
         "s_pools": storms.get_column(col.HW_POOL).unique().sort().to_list(),

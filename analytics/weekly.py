@@ -144,6 +144,11 @@ class WeeklyReport:
     storms: pl.DataFrame
     storm_rule: StormRule
     """The storm rule ``storms`` was found with (the report states it)."""
+    hours_with_requests: int
+    """Hours of the week (``fleet_timeseries``' hourly buckets) holding a request."""
+    last_hours_with_requests: int
+    """Hours of last week's compared span holding a request: far fewer than this week's (a store that started
+    late last week) makes every change look huge, and the report says so beside it."""
 
     def frames(self) -> dict[str, pl.DataFrame]:
         """Every frame by field name."""
@@ -299,4 +304,6 @@ def build_weekly_report(
         new_graph_keys=runner.query("new_graph_keys", **rng),
         storms=runner.query("recompile_storms", **rng, **rule.model_dump()),
         storm_rule=rule,
+        hours_with_requests=runner.query("fleet_timeseries", **rng, unit="hour").height,
+        last_hours_with_requests=runner.query("fleet_timeseries", **last_rng, unit="hour").height,
     )

@@ -38,11 +38,27 @@ BUNDLE_ID_DIGITS: Final = 12
 """Bundle ids in the report's tables are shortened to this many digits (the commands take such a prefix)."""
 
 
-def _change(this: float, last: float) -> str:
-    """This week against last (the same span of it while the week is in progress)."""
+def _change(this: float, last: float, report: WeeklyReport) -> str:
+    """This week against last (the same span of it while the week is in progress), saying beside it when last
+    week holds requests in far fewer hours (:func:`partial_last_week`)."""
     if last == 0:
         return "none last week" if this else "none last week either"
-    return f"{(this / last - 1) * 100:+.1f}% vs last week"
+    partial = partial_last_week(report)
+    return f"{(this / last - 1) * 100:+.1f}% vs last week{f'; {partial}' if partial else ''}"
+
+
+PARTIAL_COVERAGE: Final = 0.5
+"""Last week's hours with requests, as a share of this week's, under which a change is flagged: a store that
+started late last week (or a collector that was down) makes any change look huge."""
+
+
+def partial_last_week(report: WeeklyReport) -> str | None:
+    """``last week has requests in 3 h only, this week in 168 h`` when last week's hours with requests are fewer
+    than :data:`PARTIAL_COVERAGE` of this week's; else ``None``."""
+    this, last = report.hours_with_requests, report.last_hours_with_requests
+    if last >= PARTIAL_COVERAGE * this:
+        return None
+    return f"last week has requests in {last:,} h only, this week in {this:,} h"
 
 
 def _weeks(wow: pl.DataFrame, metric: str) -> tuple[float, float]:
@@ -52,10 +68,10 @@ def _weeks(wow: pl.DataFrame, metric: str) -> tuple[float, float]:
     return this, last
 
 
-def _counted(wow: pl.DataFrame, metric: str) -> str:
+def _counted(report: WeeklyReport, metric: str) -> str:
     """``metric``'s week as ``N (change)``."""
-    this, last = _weeks(wow, metric)
-    return f"{this:,.0f} ({_change(this, last)})"
+    this, last = _weeks(report.week_over_week, metric)
+    return f"{this:,.0f} ({_change(this, last, report)})"
 
 
 def _where(row: dict[str, object]) -> str:
@@ -67,7 +83,7 @@ def _fallback_line(report: WeeklyReport) -> str:
     this, last = _weeks(report.week_over_week, col.FALLBACKS)
     requests, _ = _weeks(report.week_over_week, col.REQUESTS)
     share = f", {this / requests:.1%} of requests" if requests else ""
-    line = f"Eager fallbacks: {this:,.0f} requests{share} ({_change(this, last)})"
+    line = f"Eager fallbacks: {this:,.0f} requests{share} ({_change(this, last, report)})"
     if report.fallbacks.height:
         top = report.fallbacks.row(0, named=True)
         reason = top[col.FALLBACK_REASON] or "(no reason recorded)"
@@ -89,7 +105,7 @@ def _records_line(report: WeeklyReport) -> str | None:
 
     def counted(this: int, metric: str) -> str:
         _, last = _weeks(wow, metric)
-        return f"{this:,} ({_change(this, last)})"
+        return f"{this:,} ({_change(this, last, report)})"
 
     line = f"Compile records: {counted(compiles, 'compile_records')}"
     if col.RECOMPILES in specs.columns:
@@ -104,7 +120,7 @@ def _records_line(report: WeeklyReport) -> str | None:
 
 
 def _failures_line(report: WeeklyReport) -> str:
-    line = f"Failed compiles: {_counted(report.week_over_week, 'failed_compiles')}, {_INSIDE_OR_NOT}"
+    line = f"Failed compiles: {_counted(report, 'failed_compiles')}, {_INSIDE_OR_NOT}"
     if report.compile_failures.height:
         top = report.compile_failures.row(0, named=True)
         reason = f" {top['top_reasons'][0]!r}" if top["top_reasons"] else ""
@@ -114,7 +130,7 @@ def _failures_line(report: WeeklyReport) -> str:
 
 def _misses_line(report: WeeklyReport) -> str:
     misses = report.bundle_misses
-    counted = _counted(report.week_over_week, "bundle_misses")
+    counted = _counted(report, "bundle_misses")
     line = f"Bundle misses (graphs a host's bundle did not hold, whatever the compile cache served): {counted}"
     if misses.height:
         actions = (
@@ -153,7 +169,7 @@ def _graph_break_label(row: dict[str, object]) -> str:
 def summary_lines(report: WeeklyReport) -> list[str]:
     """The headline figures, one sentence each (the same in Markdown, HTML and JSON)."""
     wow = report.week_over_week
-    lines = [f"{label}: {_counted(wow, metric)}." for metric, label in _COUNTED.items()]
+    lines = [f"{label}: {_counted(report, metric)}." for metric, label in _COUNTED.items()]
     lines.append(_fallback_line(report))
     # The figures above are what requests paid; compiles outside requests have no request to count them on. The
     # week's compile seconds are every compile's, as the dashboard's headline; what requests paid is beside them.
@@ -165,7 +181,7 @@ def summary_lines(report: WeeklyReport) -> list[str]:
             "page totals them."
         )
     this, last = _weeks(wow, col.COMPILE_SECONDS)
-    lines.append(f"{_PAID_COMPILE_SECONDS}: {this:,.1f} s ({_change(this, last)}).")
+    lines.append(f"{_PAID_COMPILE_SECONDS}: {this:,.1f} s ({_change(this, last, report)}).")
     if (records := _records_line(report)) is not None:
         lines.append(records)
     lines.append(_failures_line(report))
@@ -183,6 +199,12 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     lines.append(f"Compile-cache hit ratio: {ratio}{''.join(f'; {p}' for p in parts)}.")
     lines.append(_misses_line(report))
     lines.append(f"Recompile storms: {report.storms.height}; new specializations: {report.new_graph_keys.height}.")
+    if report.storms.height:
+        worst = ranked_storms(report.storms).row(0, named=True)
+        lines.append(
+            f"Worst recompile storm: {worst[col.RECOMPILES]:,} recompiles against a baseline of "
+            f"{worst['baseline_recompiles'] or 0:g} in {_where(worst)}, {worst['bucket']:%Y-%m-%d %H:00} UTC."
+        )
     if report.recompile_reasons.height:
         top = report.recompile_reasons.row(0, named=True)
         limit = f" + {top['limit_hits']:,} at the recompile limit" if top["limit_hits"] else ""
@@ -233,15 +255,28 @@ def _compile_seconds_by_model(series: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def ranked_storms(storms: pl.DataFrame) -> pl.DataFrame:
+    """``recompile_storms``' hours, most severe first: by recompiles over their baseline
+    (``over_baseline``), then by recompiles, then newest first."""
+    over = (pl.col(col.RECOMPILES).cast(pl.Float64) - pl.col("baseline_recompiles").fill_null(0.0)).alias(
+        "over_baseline"
+    )
+    return storms.with_columns(over).sort(
+        ["over_baseline", col.RECOMPILES, "bucket", col.MODEL, col.HW_POOL],
+        descending=[True, True, True, False, False],
+    )
+
+
 def sections(report: WeeklyReport) -> list[Section]:
     """The report's sections, charts included."""
     per = report.by_model_pool
-    storms = report.storms.select(
+    storms = ranked_storms(report.storms).select(
         "bucket",
         col.MODEL,
         col.HW_POOL,
         col.RECOMPILES,
         "baseline_recompiles",
+        "over_baseline",
         col.COMPILE_SECONDS,
         "trigger",
         "top_reasons",
@@ -301,7 +336,8 @@ def sections(report: WeeklyReport) -> list[Section]:
                 "requests, compiling_requests, request_recompiles, fallbacks, compile_seconds, recompile_rate and "
                 "cache_hit_ratio are what requests paid, as in the table above (rows for a model with requests); "
                 "compile_records, recompile_records, compile_record_seconds, failed_compiles and bundle_misses count "
-                "every record, inside requests or not (rows for a model with records, imported logs' too)."
+                "every record, inside requests or not (rows for a model with records, imported logs' too).",
+                *([f"Read the changes with care: {partial}."] if (partial := partial_last_week(report)) else []),
             ],
             [],
             [(_week_over_week_shown(report.week_over_week), [col.MODEL, "metric", "this_week", "last_week", "change"])],
@@ -412,7 +448,10 @@ def sections(report: WeeklyReport) -> list[Section]:
         ),
         Section(
             "Recompile storms",
-            [report.storm_rule.describe()],
+            [
+                report.storm_rule.describe(),
+                "One row per storm hour, most severe first: by over_baseline (recompiles minus their baseline).",
+            ],
             [],
             [(storms, list(storms.columns))],
         ),

@@ -111,7 +111,8 @@ def floor_inputs(page: str, cells: Sequence[DeltaGenerator]) -> dict[str, float]
             key=key,
             on_change=_adopt,
             args=(page,),
-            help="The storm rule's floor: an hour of one model and pool needs at least this many to be a storm. "
+            help="The storm rule's floor: an hour of one model and pool needs at least this many to be a storm "
+            "(a storm by its compile seconds needs the recompile floor too: first compiles count in them). "
             "A small fleet or a short demo lowers it (as `inferensics report weekly`'s option does); the on-call "
             "overview and the Weekly report page apply the same rule.",
         )

@@ -55,8 +55,8 @@ def expected_storms(fleet: Fleet, p: StormParams) -> set[tuple[datetime, str, st
             before = [table.get((m, hp, hour - timedelta(hours=k)), (0, 0.0)) for k in range(1, p.baseline_hours + 1)]
             base_r = statistics.median(b[0] for b in before)
             base_s = statistics.median(b[1] for b in before)
-            rule = r >= max(p.min_recompiles, p.factor * base_r) or s >= max(p.min_compile_seconds, p.factor * base_s)
-            if rule and r > 0:  # an hour without a recompile is a slow compile, never a storm
+            by_seconds = r >= p.min_recompiles and s >= max(p.min_compile_seconds, p.factor * base_s)
+            if r >= max(p.min_recompiles, p.factor * base_r) or by_seconds:  # compile seconds alone: no storm
                 out.add((hour, m, hp))
         hour += timedelta(hours=1)
     return out
