@@ -265,6 +265,33 @@ def unrunnable_shapes(spec: BuildSpec) -> list[tuple[tuple[int, ...], str]]:
     return [(shape, why) for shape, why in found if why is not None]
 
 
+def _uncarried_graph(spec: BuildSpec, main: PolicyRun) -> str | None:
+    """Why the bundle could not carry the graph of a shape ``main`` served compiled, or ``None``.
+
+    A graph is carried as its FX-graph cache entry (in the Mega-Cache blob) and keyed by it; a graph Inductor
+    compiled past its cache has neither, and signing the shape as accepted anyway would send every host to
+    compile it with whatever compiler it has.
+    """
+    for r in main.shapes:
+        for g in (main.graphs[i] for i in r.graphs):
+            if g.fx_key:
+                continue
+            head = f"cannot sign: shape {list(r.shape)}'s compiled graph is not in Inductor's FX-graph cache"
+            tail = "nothing was signed"
+            for c in (c for c in spec.customisations if c.kind == "fx_pass"):
+                problem = custom.fx_pass_problem(c, custom.resolve_checked(c))
+                if problem is not None:
+                    return f"{head}: {problem}: {tail}"
+            if g.fx_status == "bypass":
+                why = f"Inductor bypassed it ({g.fx_bypass_reason or 'no reason given'})"
+                fix = "remove what makes Inductor bypass its cache and build again"
+            else:
+                why = "the cache is off"
+                fix = "turn Inductor's FX-graph cache on (fx_graph_cache, not force_disable_caches) and build again"
+            return f"{head}: {why}, so the bundle cannot carry the graph; {fix}: {tail}"
+    return None
+
+
 def _aoti_members(path: Path) -> dict[str, str]:
     try:
         with zipfile.ZipFile(path) as z:
@@ -308,9 +335,11 @@ def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None =
 
     Raises:
         BundleError: bad input (factory, inputs, output folder, AOTI package, a kernel evidence file that is
-            damaged, from another device or not this registry's); ``inaccurate`` when a shape's compiled output
-            is outside tolerance (unless ``spec.allow_inaccurate``).
+            damaged, from another device or not this registry's; an FX pass without a ``uuid()``, or any other
+            cause that left a shape's graph out of Inductor's cache, so that the bundle could not carry it);
+            ``inaccurate`` when a shape's compiled output is outside tolerance (unless ``spec.allow_inaccurate``).
     """
+    custom.refuse_uncarried_fx_passes(spec.customisations)  # before minutes of compiling
     slots = [c.target for c in spec.customisations if c.kind == "fx_pass"]
     with torch_adapter.compiler_state_restored(slots):
         return _build_with_evidence(spec, key, out, now=now)
@@ -426,6 +455,9 @@ def _compile_and_sign(
     finally:
         reference.release()
     runs.append(main)
+    uncarried = _uncarried_graph(spec, main)
+    if uncarried is not None:
+        raise BundleError("bad_input", uncarried)
     inaccurate = accuracy.refusal(
         [(r.shape, r.accuracy) for r in main.shapes], [f"{c.target}={c.import_path}" for c in spec.customisations]
     )

@@ -90,7 +90,9 @@ class GraphCapture:
     fx_key: str = ""
     aot_key: str = ""
     fx_status: str = ""
-    """``hit``, ``miss`` or ``bypass`` of the FX-graph cache."""
+    """``hit``, ``miss`` or ``bypass`` of the FX-graph cache (empty: the cache was off or said nothing)."""
+    fx_bypass_reason: str = ""
+    """Why Inductor bypassed its FX-graph cache for this graph, as it said (``bypass`` only)."""
     output_code: str = ""
     compile_s: float = 0.0
     calls: int = 0
@@ -117,8 +119,10 @@ def fill_from_trace(g: GraphCapture, events: list[tuple[str, dict[str, Any], str
     """Set the FX and AOTAutograd cache keys, FX-cache status and output code from a compile's trace events."""
     for name, _md, payload in events:
         if name.startswith("fx_graph_cache_"):
-            g.fx_key = str(torch_adapter.payload_json(payload).get("key", g.fx_key))
+            info = torch_adapter.payload_json(payload)
+            g.fx_key = str(info.get("key", g.fx_key))
             g.fx_status = name.removeprefix("fx_graph_cache_")
+            g.fx_bypass_reason = str(info.get("cache_bypass_reason", ""))
         elif name.startswith("aotautograd_cache_"):
             g.aot_key = str(torch_adapter.payload_json(payload).get("key", g.aot_key))
         elif name == "inductor_output_code":

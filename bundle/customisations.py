@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal
 
@@ -46,7 +47,9 @@ def _resolve(import_path: str) -> Any:
 
 
 def code_digest(obj: Any) -> str:
-    """sha256 of an object's source code (a function, class or module)."""
+    """sha256 of an object's source code (a function, class or module; a ``CustomGraphPass`` object: its class's)."""
+    if torch_adapter.is_custom_graph_pass(obj):
+        obj = type(obj)  # an instance has no source of its own: its class is the code that runs
     try:
         return sha256_hex(inspect.getsource(obj).encode())
     except (OSError, TypeError):  # no source (a builtin, code built at run time): digest the bytecode
@@ -60,12 +63,71 @@ def describe(kind: Kind, target: str, obj: Callable[..., Any] | Any) -> Customis
     Args:
         kind: ``decomposition``, ``fx_pass`` or ``custom_op``.
         target: Op name (``aten.silu.default``) or FX pass slot (``post_grad_custom_post_pass``).
-        obj: The function (decomposition, pass) or the module that registers a custom op.
+        obj: The function (decomposition), the pass (a module-level ``CustomGraphPass`` instance with a
+            ``uuid()``) or the module that registers a custom op.
+
+    Raises:
+        BundleError: ``bad_input`` when it is not importable by a module-level name, or is an FX pass the bundle
+            could not carry the graphs of (:func:`fx_pass_problem`).
     """
-    path = f"{obj.__name__}:" if inspect.ismodule(obj) else f"{obj.__module__}:{obj.__qualname__}"
+    path = _import_path(obj)
     if "<locals>" in path or "<lambda>" in path:
         raise BundleError("bad_input", f"customisation {path} is not importable: define it at module level")
-    return Customisation(kind=kind, target=target, import_path=path, code_digest=code_digest(obj))
+    c = Customisation(kind=kind, target=target, import_path=path, code_digest=code_digest(obj))
+    problem = fx_pass_problem(c, obj)
+    if problem is not None:
+        raise BundleError("bad_input", problem)
+    return c
+
+
+def _import_path(obj: Any) -> str:
+    """``module:qualname`` of a function or class, ``module:`` of a module, ``module:name`` of an object (a
+    ``CustomGraphPass`` instance) bound to ``name`` at its class's module level."""
+    if inspect.ismodule(obj):
+        return f"{obj.__name__}:"
+    qualname = getattr(obj, "__qualname__", None)
+    if isinstance(qualname, str):
+        return f"{obj.__module__}:{qualname}"
+    cls = type(obj)
+    module = getattr(sys.modules.get(cls.__module__), "__dict__", {})
+    names = sorted(n for n, v in module.items() if v is obj)
+    if not names:
+        raise BundleError(
+            "bad_input",
+            f"customisation {cls.__module__}:{cls.__qualname__} (an instance) is not importable: bind it to a "
+            f"module-level name in {cls.__module__} (my_pass = {cls.__qualname__}()) and pass that",
+        )
+    return f"{cls.__module__}:{names[0]}"
+
+
+def fx_pass_problem(c: Customisation, obj: Any) -> str | None:
+    """Why the bundle cannot carry the graphs compiled with ``obj`` (``c``'s resolved FX pass), or ``None``.
+
+    Inductor keys its FX-graph cache by a pass's ``uuid()``; a pass without one makes it compile every graph
+    past the cache, so the build has no cache entry to carry and every host would compile the graph itself.
+    """
+    why = torch_adapter.fx_pass_cache_bypass(c.target, obj) if c.kind == "fx_pass" else None
+    if why is None:
+        return None
+    return (
+        f"the FX pass {c.import_path} {why}: Inductor bypasses its cache for it, so the bundle cannot carry the "
+        "graph; give it a uuid() by subclassing torch._inductor.custom_graph_pass.CustomGraphPass (and pass a "
+        "module-level instance of it)"
+    )
+
+
+def refuse_uncarried_fx_passes(customisations: Iterable[Customisation]) -> None:
+    """Refuse, before anything is compiled, an FX pass whose graphs a bundle could not carry (:func:`fx_pass_problem`).
+
+    Raises:
+        BundleError: ``bad_input`` naming the pass, the cause and the fix; ``customisation`` when a pass cannot
+            be imported or changed since it was recorded.
+    """
+    for c in customisations:
+        if c.kind == "fx_pass":
+            problem = fx_pass_problem(c, resolve_checked(c))
+            if problem is not None:
+                raise BundleError("bad_input", f"{problem}: nothing was compiled or signed")
 
 
 def resolve_checked(c: Customisation) -> Any:

@@ -72,7 +72,10 @@ def generate_key(out: Path) -> tuple[Path, Path, str]:
             f.write(pem)
         pub_path.write_bytes(public_pem(private.public_key()))
     except OSError as exc:
-        raise BundleError("bad_input", f"cannot write the key to {out}: {exc.strerror}") from None
+        # mkdir of a folder whose parent is a file says "File exists" (or "Not a directory"): name the file.
+        blocking = next((p for p in (out.parent, *out.parent.parents) if p.exists() and not p.is_dir()), None)
+        why = f"{blocking} is a file, not a folder" if blocking is not None else exc.strerror
+        raise BundleError("bad_input", f"cannot write the key to {out}: {why}") from None
     return out, pub_path, key_id(private.public_key())
 
 

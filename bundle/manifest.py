@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import tarfile
 from pathlib import Path, PurePosixPath
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -49,8 +49,9 @@ class Resource(BaseModel):
 
     name: str
     """Path relative to the bundle directory, ``/``-separated."""
-    algorithm: str = "sha256"
-    """Digest algorithm."""
+    algorithm: Literal["sha256"] = "sha256"
+    """Digest algorithm: sha256, the only one verification computes (a manifest naming another is damaged, never
+    checked as if it said sha256). Every bundle written so far says sha256."""
     digest: str
     """Hex digest of the file's bytes."""
     size: int

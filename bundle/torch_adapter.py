@@ -2,9 +2,9 @@
 
 Used here: Inductor's ``compile_fx`` (with ``config_patches``), ``torch_key``/``triton_key``, the config
 modules' entries and defaults, the ``torch.__trace`` logger (FX-graph-cache keys, output code, guards, graph
-breaks as they are emitted), ``CacheArtifactManager.clear``, the decomposition
-tables, and ``aoti_load_package``. All exist in torch 2.11 and 2.13 (see the hook table in
-shared/research/torch-compile-internals.md).
+breaks as they are emitted), ``CacheArtifactManager.clear``, the decomposition tables, the FX-graph cache's rule
+for custom passes (``CustomGraphPass`` and its ``uuid()``), and ``aoti_load_package``. All exist in torch 2.11
+and 2.13 (see the hook table in shared/research/torch-compile-internals.md).
 """
 
 from __future__ import annotations
@@ -340,6 +340,38 @@ def install_fx_pass(slot: str, fn: Any) -> None:
     import torch._inductor.config as inductor
 
     setattr(inductor, slot, fn)
+
+
+# The slots whose pass Inductor's FX-graph cache must key by its uuid(): while one holds a pass that is not a
+# CustomGraphPass with a truthy uuid(), every graph is compiled past the cache (``_check_custom_passes`` in
+# torch/_inductor/codecache.py), so no cache entry, no key and nothing for a Mega-Cache blob. A pre-grad pass
+# without a uuid() runs before the lookup instead (its "early" timing) and is covered by the cache-key salt.
+_KEYED_FX_PASS_SLOTS: Final = frozenset(
+    {"post_grad_custom_pre_pass", "post_grad_custom_post_pass", "joint_custom_pre_pass", "joint_custom_post_pass"}
+)
+
+
+def fx_pass_cache_bypass(slot: str, fn: Any) -> str | None:
+    """Why Inductor bypasses its FX-graph cache for every graph compiled with ``fn`` in the FX pass ``slot``
+    (``has no uuid()``, ``has a uuid() that returns None`` …), or ``None`` when the cache keys it."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    if slot not in _KEYED_FX_PASS_SLOTS:
+        return None
+    if not isinstance(fn, CustomGraphPass):
+        return "has no uuid()"
+    try:
+        uuid = fn.uuid()
+    except Exception as exc:  # the user's code: Inductor would raise it from inside the compile
+        return f"has a uuid() that raises {type(exc).__name__}"
+    return None if uuid else f"has a uuid() that returns {uuid!r}"
+
+
+def is_custom_graph_pass(obj: Any) -> bool:
+    """Whether ``obj`` is an instance of Inductor's ``CustomGraphPass`` (a pass object whose class is its code)."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    return isinstance(obj, CustomGraphPass)
 
 
 def aoti_compile_and_package(exported: Any, path: str) -> str:

@@ -10,7 +10,9 @@ recorded customisation imports with the same code digest (``customisation``). Ea
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import os
+import stat
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,14 +51,18 @@ class VerifiedBundle:
 
 
 def check_files(directory: Path, manifest: Manifest, keep: Collection[str] = ()) -> dict[str, bytes]:
-    """Every resource is present with its sha256, and no file is there that the manifest does not list.
+    """Every resource is present with its sha256, no file is there that the manifest does not list, and the
+    directory holds regular files and folders only (no symlink, wherever it points).
 
     Returns:
         The bytes of each listed resource named in ``keep``, the very bytes whose sha256 was checked.
 
     Raises:
-        BundleError: ``tampered`` naming the first file that differs.
+        BundleError: ``tampered`` naming the first file that differs or is not a regular file.
     """
+    irregular = irregular_entry(directory)
+    if irregular is not None:
+        raise BundleError("tampered", f"{directory}: {irregular}: a bundle holds regular files only")
     listed = {r.name for r in manifest.resources}
     kept: dict[str, bytes] = {}
     for r in manifest.resources:
@@ -88,6 +94,50 @@ def check_files(directory: Path, manifest: Manifest, keep: Collection[str] = ())
         if members != aoti["members"]:
             raise BundleError("tampered", f"{directory}: the members of {aoti['package']} differ from the manifest")
     return kept
+
+
+def irregular_entry(directory: Path) -> str | None:
+    """``<name> is a symlink (to <target>)`` (or another kind of non-regular file) for the first entry under
+    ``directory``, in name order, that is neither a regular file nor a folder; ``None`` when there is none.
+
+    A symlink is refused wherever it points, even at a file of the same bytes: a check hashes what the link
+    reads now, and whoever can write its target can change the code after the check (``unpack`` refuses link
+    members for the same reason, and ``pack`` would pack the target's bytes). Nothing is followed here.
+
+    Raises:
+        BundleError: ``damaged`` when a folder of the bundle cannot be listed.
+    """
+    for path, entry in _entries(directory):
+        name = path.relative_to(directory).as_posix()
+        if entry.is_symlink():
+            return f"{name} is a symlink (to {os.readlink(path)})"
+        if not entry.is_file(follow_symlinks=False) and not entry.is_dir(follow_symlinks=False):
+            return f"{name} is {_kind(entry.stat(follow_symlinks=False).st_mode)}, not a regular file"
+    return None
+
+
+def _entries(folder: Path) -> Iterator[tuple[Path, os.DirEntry[str]]]:
+    """Every entry under ``folder`` in name order, folders before their contents, symlinks not followed."""
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        raise BundleError("damaged", f"cannot list {folder}: {exc.strerror or exc}") from None
+    for e in entries:
+        yield Path(e.path), e
+        if e.is_dir(follow_symlinks=False):
+            yield from _entries(Path(e.path))
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular, non-folder file is, as a message names it."""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
 
 
 def compatibility_problems(manifest: Manifest, device: str | None = None) -> list[str]:

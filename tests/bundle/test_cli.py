@@ -54,6 +54,9 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
                  "--out", str(tmp_path / "o")]  # fmt: skip
     _one_line_error(bad_model, "must be module:function")
     _one_line_error(["bundle", "keygen", "--out", str(tmp_path / "k")], "already exists")
+    # A folder in the path that is a file: mkdir said "File exists" of a key that does not exist.
+    (tmp_path / "afile").write_text("")
+    _one_line_error(["bundle", "keygen", "--out", str(tmp_path / "afile" / "k")], f"{tmp_path / 'afile'} is a file")
 
 
 def test_a_shape_the_model_cannot_take_is_one_line(tmp_path: Path) -> None:

@@ -139,6 +139,25 @@ def test_a_signed_resource_outside_the_bundle_is_refused(bundle_copy: Path, keys
         (bundle_copy / MANIFEST_FILE).write_bytes(original)
 
 
+def test_a_signed_digest_algorithm_other_than_sha256_is_refused(bundle_copy: Path, keys: Keys) -> None:
+    """Verification computes sha256 only: a resource signed as ``md5`` (its digest left the sha256) is a damaged
+    manifest naming the field, never checked as if it said sha256 (fuzz walk #9)."""
+    original = (bundle_copy / MANIFEST_FILE).read_bytes()
+    try:
+        statement = _statement(bundle_copy)
+        statement["predicate"]["resources"][0]["algorithm"] = "md5"
+        (bundle_copy / MANIFEST_FILE).write_bytes(canonical_json(sign_envelope(canonical_json(statement), keys.key)))
+        for read in (lambda: b.verify(bundle_copy, keys.keyring), lambda: b.read_manifest(bundle_copy)):
+            with pytest.raises(b.BundleError) as info:
+                read()
+            assert info.value.cause == "damaged", str(info.value)
+            assert "resources.0.algorithm: Input should be 'sha256'" in str(info.value), str(info.value)
+            assert "\n" not in str(info.value)
+    finally:
+        (bundle_copy / MANIFEST_FILE).write_bytes(original)
+    assert all(r.algorithm == "sha256" for r in b.verify(bundle_copy, keys.keyring).manifest.resources)
+
+
 @pytest.mark.parametrize(
     ("package", "cause"), [("artifacts/aoti/absent.pt2", "tampered"), ("artifacts/megacache.bin", "damaged")]
 )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from inferensics import bundle as b
 from inferensics.bundle.manifest import MANIFEST_FILE
-from tests.bundle.conftest import Keys, copy_bundle
+from tests.bundle.conftest import Keys, copy_bundle, one_line_error
 from tests.bundle.resign import resign
 
 pytestmark = pytest.mark.slow
@@ -149,6 +150,62 @@ def test_packed_bundle_round_trips(built: b.BuildResult, keys: Keys, tmp_path: P
     assert one.read_bytes() == two.read_bytes()
     out = b.unpack(one, tmp_path / "unpacked")
     assert b.verify(out, keys.keyring).bundle_id == built.bundle_id
+
+
+def _symlinked_artifact(d: Path, outside: Path) -> tuple[str, Path]:
+    """Replace one of ``d``'s CPU kernels by a symlink to a copy of it outside the bundle (the same bytes)."""
+    lib = next((d / "artifacts" / "cpu_kernels").glob("*/*.so"))
+    outside.write_bytes(lib.read_bytes())
+    lib.unlink()
+    lib.symlink_to(outside)
+    return lib.relative_to(d).as_posix(), outside
+
+
+def _symlinked_manifest(d: Path, outside: Path) -> tuple[str, Path]:
+    outside.write_bytes((d / MANIFEST_FILE).read_bytes())
+    (d / MANIFEST_FILE).unlink()
+    (d / MANIFEST_FILE).symlink_to(outside)
+    return MANIFEST_FILE, outside
+
+
+def _added_folder_link(d: Path, outside: Path) -> tuple[str, Path]:
+    outside.mkdir()
+    (outside / "code.py").write_text("print('hi')\n")
+    (d / "artifacts" / "more").symlink_to(outside, target_is_directory=True)
+    return "artifacts/more", outside
+
+
+@pytest.mark.parametrize("make", [_symlinked_artifact, _symlinked_manifest, _added_folder_link])
+def test_a_symlink_in_the_bundle_is_refused_by_verify_load_and_pack(
+    built: b.BuildResult, keys: Keys, tmp_path: Path, load_spy: list[str], make: object
+) -> None:
+    """A symlink is refused wherever it points, even at the same bytes: whoever can write its target could change
+    the code after the check, and ``pack`` packed the target's bytes (fuzz walk #8; ``unpack`` refuses links)."""
+    d = copy_bundle(built, tmp_path)
+    name, target = make(d, tmp_path / "outside")  # type: ignore[operator]
+    line = f"{name} is a symlink (to {target}): a bundle holds regular files only"
+    with pytest.raises(b.BundleError) as info:
+        b.verify(d, keys.keyring)
+    assert (info.value.cause, str(info.value)) == ("tampered", f"{d}: {line}")
+    assert line in _refused(d, keys.keyring, load_spy, "tampered")
+    with pytest.raises(b.BundleError) as packed:
+        b.pack(d, tmp_path / "x.bundle")
+    assert packed.value.cause == "tampered", str(packed.value)
+    assert line in str(packed.value), str(packed.value)
+    assert "nothing was packed" in str(packed.value)
+    assert not (tmp_path / "x.bundle").exists()
+    one_line_error(["bundle", "verify", str(d), "--keyring", str(keys.public)], line)
+
+
+def test_a_named_pipe_in_the_bundle_is_refused(built: b.BuildResult, keys: Keys, tmp_path: Path) -> None:
+    d = copy_bundle(built, tmp_path)
+    os.mkfifo(d / "artifacts" / "pipe")
+    with pytest.raises(b.BundleError) as info:
+        b.verify(d, keys.keyring)  # never opened: a read would block
+    assert info.value.cause == "tampered"
+    assert (
+        str(info.value) == f"{d}: artifacts/pipe is a named pipe, not a regular file: a bundle holds regular files only"
+    )
 
 
 def _import_fast_gelu() -> object:
