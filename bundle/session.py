@@ -201,6 +201,13 @@ class BundleSession:
             qualified = sorted({r.inputs for r in same_code})
             shown = " | ".join(qualified[:3]) + (" …" if len(qualified) > 3 else "")
             out.append(f"accepted_shapes: inputs {g.inputs} not qualified (bundle: {shown})")
+        elif not self._by_signature:
+            # A bundle signed before `bundle build` refused graphs it could not carry (an FX pass without uuid()
+            # made Inductor bypass its cache): the same model and code path miss, whatever they are.
+            out.append(
+                f"code: the bundle holds no compiled graph at all (it was signed without one), inputs {g.inputs}: "
+                "rebuild it with this release's `inferensics bundle build`, which names why a graph cannot be carried"
+            )
         else:
             out.append(f"code: a graph the bundle does not hold (another model or code path), inputs {g.inputs}")
         out.extend(self.process_factors())

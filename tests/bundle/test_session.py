@@ -154,3 +154,23 @@ def test_compile_seconds_budget() -> None:
     assert budget.refusal() == ""
     budget.charge(2.5)
     assert "compile-seconds" in budget.refusal()
+
+
+def test_a_bundle_signed_without_any_graph_says_so_on_a_miss(loaded: b.LoadedBundle) -> None:
+    """A bundle an older `bundle build` signed with no graph (an FX pass without uuid() bypassed Inductor's cache)
+    misses its own model at its qualified shape: the miss said "a graph the bundle does not hold (another model or
+    code path)", which sent the reader to look for another model. It says the bundle holds no graph at all."""
+    import copy
+    import dataclasses
+
+    identity = copy.deepcopy(loaded.manifest.identity)
+    identity.setdefault("artifacts", {})["graphs"] = []
+    empty = dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"identity": identity}))
+    assert empty.manifest.graphs == []
+    session = empty.session(on_bundle_miss="eager")
+    compiled = empty.compile(tiny_mlp(), session)
+    with torch.inference_mode():
+        compiled(*inputs((2, 8)))
+    factors = session.matches[0].factors
+    assert factors[0].startswith("code: the bundle holds no compiled graph at all (it was signed without one)"), factors
+    assert not any("another model or code path" in f for f in factors), factors
