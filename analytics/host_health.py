@@ -9,8 +9,10 @@ read as one process per host, model and pool, as before.
 Rules:
 
 * **Listed:** a process with a record in the range, or one whose last record lies within ``lookback_s``
-  before the range end (it stopped reporting: that is what the page is for). A process silent for longer is
-  taken as retired; widen the range to see it.
+  (7 days by default) before the range end: it stopped reporting, and that is what the page is for, so a host
+  dead for two days is listed as quiet whatever the range (a one-day lookback dropped it from "last hour"). A
+  process silent for longer is taken as retired; widen the range to see it. ``lookback_s`` is at most
+  :data:`MAX_LOOKBACK_S`, the records' retention: a longer one would find nothing more.
 * **Quiet:** no record for more than its threshold before ``as_of``, the range end or, for a range that
   ends in the future (the dashboard's "last hour" ends at the next minute), the current time, unless its
   last record says it stopped (``stopped``: a clean shutdown, which sends a last record; a crash, a hang or
@@ -90,9 +92,16 @@ BUNDLE_REFUSALS: Final = "bundle_refusals"
 cause}``."""
 ACCEPTED: Final = ("verified", "unverified", "")
 """A registration's ``signature_state`` that is no refusal: any other value is the cause of one."""
-_REFUSAL: Final = pl.Struct(
+REFUSAL: Final = pl.Struct(
     {col.TS: pl.Datetime("us", "UTC"), col.BUNDLE_ID: pl.String, col.BUNDLE_NAME: pl.String, "cause": pl.String}
 )
+"""The type of one element of :data:`BUNDLE_REFUSALS`."""
+DEFAULT_LOOKBACK_S: Final = 7 * 86_400.0
+"""How long a silent process stays listed (as quiet) by default: a host dead over a weekend is still on the page
+on Monday, whatever range is chosen."""
+MAX_LOOKBACK_S: Final = SdkHealthEvent.TABLE.ttl_days * 86_400.0
+"""The longest ``lookback_s``: the health records' retention (a longer lookback finds nothing more, and a huge one
+overflowed the date arithmetic into an HTTP 500)."""
 COLUMNS: Final = (
     *PROCESS_KEYS, MODELS_SERVED, BUNDLE_REFUSALS, "started", "last_seen", "silent_s", "quiet", "replaced",
     "quiet_after_s", col.INTERVAL_S, col.STOPPED, "records", "restarts",
@@ -105,11 +114,12 @@ COLUMNS: Final = (
 class HostHealthParams(SliceParams):
     """A slice (filters: model, hw_pool, host) and the quiet rule's knobs."""
 
-    quiet_after_s: float = Field(180.0, gt=0)
+    quiet_after_s: float = Field(180.0, gt=0, allow_inf_nan=False)
     """Seconds without a health record after which a process is quiet (three default health intervals); a
     process whose records say a longer interval gets three of its own."""
-    lookback_s: float = Field(86_400.0, gt=0)
-    """How long before the range end a process that sent nothing in the range is still listed (as quiet)."""
+    lookback_s: float = Field(DEFAULT_LOOKBACK_S, gt=0, le=MAX_LOOKBACK_S, allow_inf_nan=False)
+    """How long before the range end a process that sent nothing in the range is still listed (as quiet); at
+    most :data:`MAX_LOOKBACK_S`."""
 
 
 def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime | None = None) -> pl.DataFrame:
@@ -266,7 +276,7 @@ def _models_served(client: QueryClient, frame: pl.DataFrame, end: datetime) -> p
 def _bundle_refusals(client: QueryClient, frame: pl.DataFrame, since: datetime, until: datetime) -> pl.DataFrame:
     """``frame`` with :data:`BUNDLE_REFUSALS`: the refused registrations from ``since`` to ``until`` of each
     process's host and pool, given to processes by the rule of the module docstring."""
-    empty = pl.lit([], pl.List(_REFUSAL))
+    empty = pl.lit([], pl.List(REFUSAL))
     if frame.is_empty():
         return frame.with_columns(empty.alias(BUNDLE_REFUSALS))
     refused = client.query_frame(

@@ -1,9 +1,11 @@
 """``inferensics requests``: the newest requests of a slice, or with ``--failing`` those that errored, produced
-non-finite output or fell back to eager, from a store or through the service; ``--id ID`` shows one request: how it
-was served (compile, guards, fallback), its graphs and the kernel-registry providers behind it.
+non-finite output or fell back to eager, from a store or through the service, narrowed like every named query (model,
+pool, traffic class, host, bundle); ``--id ID`` shows one request: how it was served (compile, guards, fallback), its
+graphs, the kernel-registry providers behind it and its newest replay verdicts.
 
 It reads through named queries (``request_list`` and ``request_kinds`` of :mod:`inferensics.analytics.request_list`;
-``request_detail``, ``request_graphs`` and ``request_kernel_decisions`` of :mod:`inferensics.analytics.drilldown`),
+``request_detail``, ``request_graphs``, ``request_kernel_decisions`` and ``request_replays`` of
+:mod:`inferensics.analytics.drilldown`),
 so a token with only the ``read`` role reads them through ``--service``, where SQL needs ``admin``.
 """
 
@@ -29,6 +31,12 @@ DEFAULT_SINCE: Final = timedelta(hours=24)
 """How far back the list reaches without ``--since``."""
 _AGO = re.compile(r"(\d+)([mhd])")
 _UNITS: Final = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
+VERDICTS_SHOWN: Final = 3
+"""Replay verdicts ``--id`` prints, newest first (the dashboard's request page shows the newest)."""
+DETAIL_MIN: Final = 24
+"""Columns the detail needs in the table; with fewer left the details follow the table, one line each."""
+DETAIL_MAX: Final = 100
+"""Characters of a detail shown in the table (an error's first line can be long)."""
 REQUEST_PAGE: Final = "request?request_id="
 """The dashboard's request drill-down (``inferensics.dashboard._internal.links``' ``REQUEST_PATH`` and
 ``REQUEST_ID_PARAM``; a test keeps them equal)."""
@@ -72,6 +80,11 @@ def requests(  # noqa: PLR0917 (typer options)
     ] = False,
     model: Annotated[str | None, typer.Option(help="Model [default: all].")] = None,
     hw_pool: Annotated[str | None, typer.Option(help="Hardware pool [default: all].")] = None,
+    traffic_class: Annotated[str | None, typer.Option(help="Traffic class [default: all].")] = None,
+    host: Annotated[str | None, typer.Option(help="Serving host [default: all].")] = None,
+    bundle: Annotated[
+        str | None, typer.Option(help="Bundle id, whole (as `--id` shows it) [default: all].", show_default=False)
+    ] = None,
     since: Annotated[
         str | None,
         typer.Option(help="Start: a time ago (30m, 6h, 7d) or an ISO 8601 time, UTC [default: 24h]."),
@@ -84,8 +97,9 @@ def requests(  # noqa: PLR0917 (typer options)
         str | None,
         typer.Option(
             "--id",
-            help="Show this one request instead of a list: outcome, compile, guards, fallback, its graphs and the "
-            "kernel-registry providers behind it (eager and compiled, with why others were skipped or taken out).",
+            help="Show this one request instead of a list: outcome, compile, guards, fallback, its graphs, the "
+            "kernel-registry providers behind it (eager and compiled, with why others were skipped or taken out) "
+            "and its newest replay verdicts (`inferensics replay`).",
         ),
     ] = None,
     occurrence: Annotated[
@@ -102,12 +116,15 @@ def requests(  # noqa: PLR0917 (typer options)
 
     One table (request id, time, model, pool, host, what failed, detail), then the count of each kind over the
     whole window (not only the listed ones) and how to open one: `inferensics replay ID` or the dashboard's
-    request page. With --id ID, one request instead. Through --service a token with the read role is enough."""
+    request page. --model, --hw-pool, --traffic-class, --host and --bundle narrow the list. With --id ID, one
+    request instead, with its newest replay verdicts. Through --service a token with the read role is enough."""
     from inferensics.analytics.request_list import MAX_LIMIT
 
     dsn = dsn_from(ctx, dsn, data_dir)
+    narrow = {"--model": model, "--hw-pool": hw_pool, "--traffic-class": traffic_class, "--host": host,
+              "--bundle": bundle}  # fmt: skip
     if request_id is not None:
-        listing = {"--failing": failing, "--model": model, "--hw-pool": hw_pool, "--since": since, "--until": until}
+        listing = {"--failing": failing, **narrow, "--since": since, "--until": until}
         narrowing = [name for name, value in listing.items() if value] + (["--limit"] if limit != 50 else [])
         if narrowing:
             one = len(narrowing) == 1
@@ -122,7 +139,7 @@ def requests(  # noqa: PLR0917 (typer options)
         fail("--occurrence picks one of the requests that share an --id: give --id ID with it")
     if not 1 <= limit <= MAX_LIMIT:
         fail(f"--limit {limit}: list at least 1 and at most {MAX_LIMIT:,} requests")
-    for option, value in (("--model", model), ("--hw-pool", hw_pool)):
+    for option, value in narrow.items():
         if value is not None and not value.strip():
             fail(f"{option}: empty; give a value, or leave {option} out for all")
     now = datetime.now(UTC)
@@ -131,13 +148,16 @@ def requests(  # noqa: PLR0917 (typer options)
     if hi <= lo:
         fail(f"--since {lo:%Y-%m-%d %H:%M:%S} is not before --until {hi:%Y-%m-%d %H:%M:%S} (UTC): give a window "
              "whose end comes after its start")  # fmt: skip
-    given = {k: v for k, v in {"model": model, "hw_pool": hw_pool}.items() if v is not None}
+    slice_ = {"model": model, "hw_pool": hw_pool, "traffic_class": traffic_class, "host": host, "bundle": bundle}
+    given = {k: v for k, v in slice_.items() if v is not None}
     window = {"start": lo, "end": hi, **given, "failing": failing}
     with query_runner(dsn, data_dir, service, token) as runner:
         listed = runner.query("request_list", **window, limit=limit)  # type: ignore[attr-defined]
         kinds = runner.query("request_kinds", **window)  # type: ignore[attr-defined]
     what = "failing requests" if failing else "requests"
-    scope = "".join(f"{label} {v}, " for label, v in (("model", model), ("hardware pool", hw_pool)) if v is not None)
+    labels = {"model": "model", "hw_pool": "hardware pool", "traffic_class": "traffic class", "host": "host",
+              "bundle": "bundle"}  # fmt: skip
+    scope = "".join(f"{labels[k]} {v}, " for k, v in given.items())
     span = f"{scope}{lo:%Y-%m-%d %H:%M:%S} to {hi:%Y-%m-%d %H:%M:%S} UTC"
     if listed.is_empty():
         console.print(f"no {what} matched ({span})")
@@ -159,6 +179,7 @@ def _show_request(runner: object, request_id: str, occurrence: int | None) -> No
     d = runner.query("request_detail", **which).row(0, named=True)  # type: ignore[attr-defined]
     graphs = runner.query("request_graphs", **which)  # type: ignore[attr-defined]
     decisions = runner.query("request_kernel_decisions", **which)  # type: ignore[attr-defined]
+    replays = runner.query("request_replays", **which)  # type: ignore[attr-defined]
     n, k = int(d["occurrences"]), int(d["occurrence"])
     shared = f" (request {k} of {n} sharing the id; --occurrence N shows another)" if n > 1 else ""
     lines = [
@@ -185,22 +206,65 @@ def _show_request(runner: object, request_id: str, occurrence: int | None) -> No
         skipped = f" · skipped {'; '.join(r['skipped'])}" if r["skipped"] else ""
         lines.append(f"kernel {where}: {r['op']}={r['provider']} at {r['signature']}{skipped}")
         lines += [f"  {e.partition(': ')[0]} raised and was taken out for that signature" for e in r["raised"]]
+    lines += verdict_lines(replays)
     for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+def verdict_lines(replays: pl.DataFrame) -> list[str]:
+    """The newest :data:`VERDICTS_SHOWN` replay verdicts of a request (``request_replays``, newest first), one line
+    each: attribution, op, node, source line, kernel, when and where it ran, the replay id; then how many older ones
+    there are. None for a request never replayed."""
+    from inferensics.analytics.drilldown import SAME_REQUEST
+
+    lines: list[str] = []
+    for r in replays.head(VERDICTS_SHOWN).iter_rows(named=True):
+        fields = [f"{label} {r[key]}" for label, key in (("op", "op"), ("node", "fx_node")) if r[key]]
+        if r["source_file"]:
+            text = f" {r['source_text']}" if r["source_text"] else ""
+            fields.append(f"{r['source_file']}:{r['source_line']}{text}")
+        if r["kernel"]:
+            fields.append(f"kernel {r['kernel']}")
+        if r["detail"] and r["detail"] != r["attribution"]:
+            fields.append(str(r["detail"]))
+        device = f" on {r['device_name']}" if r["device_name"] else ""
+        fields.append(f"{r['ts']:%Y-%m-%d %H:%M:%S} UTC{device} (replay {r['replay_id']})")
+        untied = " (may be another request's: it names neither this request's inputs nor its start)"
+        lines.append(f"replay verdict: {' · '.join([str(r['attribution']), *fields])}"
+                     + (untied if SAME_REQUEST in r and r[SAME_REQUEST] is None else ""))  # fmt: skip
+    if replays.height > VERDICTS_SHOWN:
+        lines.append(f"  and {replays.height - VERDICTS_SHOWN:,} older replay verdict(s)")
+    return lines
+
+
 def _print_table(listed: pl.DataFrame) -> None:
+    """The list as a table as wide as the terminal: id, time and host whole (which request, when, which of a pool's
+    hosts), the detail in what width is left, cut to one line; where less than :data:`DETAIL_MIN` is left (80
+    columns, a pipe), the details follow the table instead, one line each, rather than a word a line."""
+    from rich.cells import cell_len
     from rich.table import Table
 
-    table = Table("request id", "time (UTC)", "model", "pool", "host", "what failed", "detail")
-    for row in listed.iter_rows(named=True):
-        table.add_row(
-            str(row["request_id"]),
-            f"{row['ts']:%Y-%m-%d %H:%M:%S}",
-            str(row["model"]),
-            str(row["hw_pool"]),
-            str(row["host"]),
-            str(row["kind"]),
-            _cell(row["detail"], 100),
-        )
+    headers = ("request id", "time (UTC)", "model", "pool", "host", "what failed")
+    whole = (True, True, False, False, True, False)
+    rows = [
+        (str(r["request_id"]), f"{r['ts']:%Y-%m-%d %H:%M:%S}", str(r["model"]), str(r["hw_pool"]), str(r["host"]),
+         str(r["kind"]))
+        for r in listed.iter_rows(named=True)
+    ]  # fmt: skip
+    details = [" ".join(str(r["detail"] or "").split()) for r in listed.iter_rows(named=True)]
+    widths = [max(cell_len(h), *(cell_len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    # A boxed table of n columns takes 3 n + 1 columns besides its cells (a rule and a space each side of each).
+    left = console.width - sum(widths) - 3 * (len(headers) + 1) - 1
+    inline = left >= DETAIL_MIN
+    table = Table(pad_edge=inline)  # narrow, the two edge spaces go to the cells
+    for header, width, keep in zip(headers, widths, whole, strict=True):
+        table.add_column(header, no_wrap=keep, min_width=width if keep else None, overflow="fold")
+    if inline:
+        table.add_column("detail", no_wrap=True, overflow="ellipsis")
+    for row, detail in zip(rows, details, strict=True):
+        table.add_row(*row, *([_cell(detail, min(max(left, 1), DETAIL_MAX))] if inline else []))
     console.print(table)
+    if not inline:
+        for (request_id, *_), detail in zip(rows, details, strict=True):
+            if detail:
+                console.print(f"{request_id}: {_cell(detail, DETAIL_MAX * 3)}")

@@ -14,7 +14,15 @@ from typing import Any, Final
 import polars as pl
 import streamlit as st
 
-from inferensics.analytics.host_health import BUNDLE_REFUSALS, COUNTERS, IN_RANGE, MODELS_SERVED, HostHealthParams
+from inferensics.analytics.host_health import (
+    BUNDLE_REFUSALS,
+    COUNTERS,
+    DEFAULT_LOOKBACK_S,
+    IN_RANGE,
+    MODELS_SERVED,
+    REFUSAL,
+    HostHealthParams,
+)
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import queries
 from inferensics.dashboard._internal.filters import PROCESS_LEVEL, current_filters, describe
@@ -51,6 +59,19 @@ TABLE_COLUMNS: Final = (
     col.QUEUE_DEPTH, "queue_depth_max", *COUNTERS, col.LAST_ERROR,
 )  # fmt: skip
 
+
+NEWER_COLUMNS: Final[Mapping[str, pl.DataType]] = {
+    col.PROCESS: pl.String(), MODELS_SERVED: pl.List(pl.String()), BUNDLE_REFUSALS: pl.List(REFUSAL),
+    "started": pl.Datetime("us", "UTC"), col.STOPPED: pl.Boolean(), "replaced": pl.Boolean(),
+    "quiet_after_s": pl.Float64(), col.INTERVAL_S: pl.Float64(), "restarts": pl.UInt64(),
+    col.QUEUE_DEPTH: pl.UInt32(), "queue_depth_max": pl.UInt32(), col.LAST_ERROR: pl.String(),
+    **{c: pl.UInt64() for c in COUNTERS}, **{c + IN_RANGE: pl.UInt64() for c in COUNTERS},
+}  # fmt: skip
+"""The columns of ``host_health`` the page reads beyond those every service answered with (host, model, hw_pool,
+quiet, last_seen, silent_s, records), each with its type: a service older than the dashboard may lack some (a
+counter added later), and the page reads a missing one as unknown (null) rather than failing."""
+LONG_SILENCE_S: Final = 86_400.0
+"""A quiet process silent longer than this may have been retired without a clean shutdown: its banner says so."""
 
 STOPPED_HELP: Final = (
     "Processes whose last health record was a clean shutdown's (tracker.shutdown(), or the process exiting): "
@@ -136,15 +157,33 @@ def troubles(row: Mapping[str, Any]) -> str:
     return "; ".join(refused or grew)
 
 
+def long_silence(silent_s: float) -> str:
+    """What a banner adds for a process silent more than :data:`LONG_SILENCE_S`: it may have been retired, and
+    until when it stays listed.
+
+    >>> long_silence(600)
+    ''
+    >>> long_silence(2 * 86_400)[:70]
+    ' Silent for more than a day: retired? It is listed until 7 d 0 h after'
+    """
+    if silent_s <= LONG_SILENCE_S:
+        return ""
+    return (
+        f" Silent for more than a day: retired? It is listed until {ago(DEFAULT_LOOKBACK_S)} after its last record; "
+        "a process that shuts down cleanly (`tracker.shutdown()`) is listed as stopped instead."
+    )
+
+
 def alerts(health: pl.DataFrame) -> None:
     """A red banner per quiet process (with the threshold it crossed: three of its own health intervals, at
     least the page's), then a warning per process with problems in the range."""
     for row in health.filter(pl.col("quiet")).iter_rows(named=True):
         error = f" Last error: `{row[col.LAST_ERROR]}`" if row[col.LAST_ERROR] else ""
         refused = "".join(f" It {r}." for r in refusals(row))
+        after = f" (quiet after {ago(row['quiet_after_s'])})" if row["quiet_after_s"] is not None else ""
         st.error(
             f"**Quiet:** {process_name(row)} last reported {row['last_seen']:%Y-%m-%d %H:%M:%S} UTC, "
-            f"{ago(row['silent_s'])} ago (quiet after {ago(row['quiet_after_s'])}).{refused}{error}",
+            f"{ago(row['silent_s'])} ago{after}.{refused}{error}{long_silence(row['silent_s'])}",
             icon=":material/cloud_off:",
         )
     for row in health.iter_rows(named=True):
@@ -153,6 +192,20 @@ def alerts(health: pl.DataFrame) -> None:
             error = f" Last error: `{row[col.LAST_ERROR]}`" if row[col.LAST_ERROR] else ""
             where = "" if refusals(row) else " in this range"
             st.warning(f"**{process_name(row)}**{where}: {said}.{error}", icon=":material/warning:")
+
+
+def with_missing_columns(health: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """``health`` with every column of :data:`NEWER_COLUMNS` it lacks added as null (unknown), and what the service
+    does not report, each counter once (``kernel_untraceable`` for it and its ``_in_range`` growth).
+
+    >>> frame, missing = with_missing_columns(pl.DataFrame({"host": ["h1"]}).with_columns(
+    ...     pl.lit(0, pl.UInt64).alias(c) for c in NEWER_COLUMNS if "untraceable" not in c))
+    >>> missing, frame.get_column("kernel_untraceable_in_range").to_list()
+    (['kernel_untraceable'], [None])
+    """
+    missing = [c for c in NEWER_COLUMNS if c not in health.columns]
+    filled = health.with_columns(pl.lit(None, NEWER_COLUMNS[c]).alias(c) for c in missing)
+    return filled, list(dict.fromkeys(c.removesuffix(IN_RANGE) for c in missing))
 
 
 def with_refusals_shown(health: pl.DataFrame) -> pl.DataFrame:
@@ -186,6 +239,10 @@ def render() -> None:
         "compiles served (`tracker.compile(..., name=...)`): empty when it compiled nothing, – when its records "
         "predate naming their process. A model filter lists the processes that served that model."
     )
+    st.caption(
+        f"A process that stopped reporting stays listed, as quiet, for {ago(DEFAULT_LOOKBACK_S)} after its last "
+        "record, whatever the range; one silent for longer is taken as retired and not listed."
+    )
     if filters.any_set(PROCESS_LEVEL):
         st.caption("Health records carry no traffic class or bundle: those filters are not applied here.")
     default = HostHealthParams.model_fields["quiet_after_s"].default
@@ -200,14 +257,20 @@ def render() -> None:
         if health is None:
             return
         if health.is_empty():
-            hours = HostHealthParams.model_fields["lookback_s"].default / 3600
             st.info(
-                f"No serving process sent a health record in this range or the {hours:g} hours before its end. "
+                f"No serving process sent a health record in this range or the {ago(DEFAULT_LOOKBACK_S)} before its "
+                "end. "
                 "A process sends one every `health_interval_s` once the host SDK exports to this service "
                 f"(`${SERVICE_URL_ENV}`).",
                 icon=":material/info:",
             )
             return
+        health, missing = with_missing_columns(health)
+        if missing:
+            st.caption(
+                f"The service is older than this dashboard: it does not report {', '.join(missing)} (shown empty, "
+                "and not warned about); upgrade the service to see them."
+            )
         headline(health)
         alerts(health)
         show_table(with_refusals_shown(health), columns=TABLE_COLUMNS, key="hosts_table")

@@ -8,7 +8,7 @@ import polars as pl
 import streamlit as st
 
 from inferensics.analytics import spikes
-from inferensics.analytics.host_health import HostHealthParams
+from inferensics.analytics.host_health import DEFAULT_LOOKBACK_S, HostHealthParams
 from inferensics.analytics.storms import StormRule
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import (
@@ -44,10 +44,26 @@ FLEET_COLUMNS = (
 # health page and the weekly report count cache lookups; one figure under one name (issue 20).
 
 
+HEADLINE_COLUMNS = 4  # metrics a row: seven in one row were cut at laptop width ("Compile time 10,03…")
+
+
+def compact_seconds(seconds: float) -> str:
+    """A duration in the unit that keeps it short: seconds below a minute, minutes below an hour, then hours.
+
+    >>> compact_seconds(42.25), compact_seconds(754.0), compact_seconds(10_034.8), compact_seconds(3_600_000.0)
+    ('42.2 s', '12.6 min', '2.8 h', '1,000.0 h')
+    """
+    if seconds < 60:
+        return f"{seconds:,.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
 def headline(fleet: pl.DataFrame) -> None:
-    """The range's totals as metrics."""
+    """The range's totals as metrics, in two rows so that each value and label is read whole at laptop width."""
     requests = total(fleet, col.REQUESTS)
-    cells = st.columns(7)
+    cells = [*st.columns(HEADLINE_COLUMNS), *st.columns(HEADLINE_COLUMNS)]
     cells[0].metric("Requests", count(requests))
     cells[1].metric("Error rate", percent(ratio(total(fleet, col.ERRORS), requests)))
     cells[2].metric("Eager fallback rate", percent(ratio(total(fleet, col.FALLBACKS), requests)))
@@ -61,14 +77,15 @@ def headline(fleet: pl.DataFrame) -> None:
     )
     worst = fleet.get_column("p95_ms").max() if "p95_ms" in fleet.columns and fleet.height else None
     cells[4].metric("Worst slice p95", duration_ms(None if worst is None else float(worst)))  # type: ignore[arg-type]
-    # Short labels: seven metrics share the row, and a longer label is cut ("Compile time in se…").
-    cells[5].metric("Compile time", f"{total(fleet, col.COMPILE_SECONDS):,.1f} s", help="In the serving path.")
+    # Short labels and compact units: a cell is a quarter of the page ("Compile time in se…", "10,03…" were cut).
+    compile_s = total(fleet, col.COMPILE_SECONDS)
+    cells[5].metric("Compile time", compact_seconds(compile_s), help=f"In the serving path: {compile_s:,.1f} s.")
     nonfinite, fingerprinted = total(fleet, col.NONFINITE), total(fleet, col.FINGERPRINTED)
     # The rate is over the fingerprinted requests: the host SDK fingerprints a sample of CPU outputs.
     cells[6].metric(
         "Non-finite",
         count(nonfinite),
-        # Short: seven metrics share the row and a longer delta is cut ("0.49 % of 205 fin…").
+        # Short: a longer delta is cut ("0.49 % of 205 fin…").
         delta=f"{percent(ratio(nonfinite, fingerprinted))} of {count(fingerprinted)}",
         delta_color="off",
         delta_arrow="off",
@@ -245,7 +262,8 @@ def highlight_section(
             "**Non-finite outputs:** requests whose output fingerprint counted a NaN or inf "
             "(analytics `notable_requests`).\n\n"
             "**Hosts gone quiet:** serving processes whose host SDK sent no health record for "
-            f"{ago(HostHealthParams.model_fields['quiet_after_s'].default)} (analytics `host_health`; the Hosts "
+            f"{ago(HostHealthParams.model_fields['quiet_after_s'].default)}, up to {ago(DEFAULT_LOOKBACK_S)} after "
+            "their last record whatever the range (analytics `host_health`, as the Hosts page lists them; the Hosts "
             "page sets its own threshold).\n\n"
             "**Kernel provider failures:** kernel-registry providers that raised for an op signature; each was "
             "taken out for that signature and the next provider served the call (analytics `kernel_skips`; the "
@@ -255,7 +273,8 @@ def highlight_section(
             "and pool with recompiles, inside requests or not (warm-up, imported TORCH_TRACE logs), counted as "
             "recompile records: a recompile whose compile failed (its request raised) counts, though its request's "
             "row counts none, so a storm may count more than the Request recompiles above. "
-            f"{rule.describe()}\n\n"
+            f"{rule.describe()} The range's first and last hours count only their minutes inside the range "
+            "(a storm is listed under its hour's start).\n\n"
             "**Slow compiles:** an hour whose compile seconds reach that threshold without any recompile, not a "
             "storm (analytics `slow_compiles`). Each names that hour's compile-cache lookups of its model and pool, "
             "every cache, as the Compile & cache health page's hit ratio counts them: a cold cache where lookups "

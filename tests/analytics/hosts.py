@@ -25,7 +25,7 @@ QUIET = ("h-quiet", "llama", "h100")
 GONE = ("h-gone", "llama", "a100")
 """Stopped reporting 3 hours ago: nothing in the range, still listed (quiet)."""
 RETIRED = ("h-retired", "llama", "a100")
-"""Last reported 2 days ago: past the default lookback, not listed."""
+"""Last reported 8 days ago: past the default lookback (7 days), taken as retired, not listed."""
 AUTH = ("h-auth", "llama", "h100")
 """Its token is refused: 3 spans a record for 30 records in the range (5 refused before it), kernel failures."""
 BUSY = ("h-busy", "qwen", "h100")
@@ -59,7 +59,7 @@ def health_events(now: datetime) -> list[SdkHealthEvent]:
         events.append(_event(QUIET, ts, requests_seen=20 * i, spans_sent=20 * i))
     for i, ts in enumerate(_every_minute(now - 3 * timedelta(hours=1), 5)):
         events.append(_event(GONE, ts, requests_seen=i))
-    events.append(_event(RETIRED, now - timedelta(days=2), requests_seen=9))
+    events.append(_event(RETIRED, now - timedelta(days=8), requests_seen=9))
     events.append(_event(AUTH, now - 2 * timedelta(hours=1), refused_auth=5, spans_refused=5))
     for i, ts in enumerate(_every_minute(now - HALF, 30)):
         refused = 5 + 3 * (i + 1)

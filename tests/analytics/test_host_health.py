@@ -50,7 +50,7 @@ def test_every_process_reporting_or_recently_quiet_is_one_row(health_store: Stor
     frame = host_health(health_store, HOUR)
     assert frame.columns == list(COLUMNS)
     rows = _rows(frame)
-    assert sorted(rows) == sorted([OK, OK_MISTRAL, QUIET, GONE, AUTH, BUSY, RESTART])  # not RETIRED (2 days)
+    assert sorted(rows) == sorted([OK, OK_MISTRAL, QUIET, GONE, AUTH, BUSY, RESTART])  # not RETIRED (8 days)
     assert RETIRED not in rows
     assert {k: r["records"] for k, r in rows.items()} == {
         OK: 60, OK_MISTRAL: 10, QUIET: 20, GONE: 0, AUTH: 30, BUSY: 5, RESTART: 60,
@@ -150,6 +150,50 @@ def test_the_named_query_runs_and_an_empty_range_is_an_empty_frame(health_store:
     empty = runner.query("host_health", start="2020-01-01", end="2020-01-02")
     assert empty.is_empty()
     assert empty.columns == list(COLUMNS)
+
+
+def test_a_host_silent_for_days_stays_listed_as_quiet_whatever_the_range(store: Store) -> None:
+    """Walk 42 (fleet D3): a host that stopped exporting 2 days before was left out of "last hour" and "last 24
+    hours" (a one-day lookback took it as retired): the host the page exists to show was simply absent. It stays
+    listed as quiet for 7 days after its last record; a process silent 8 days is taken as retired."""
+    from inferensics.schema.events import SdkHealthEvent
+
+    dead = NOW - timedelta(days=2, hours=6)
+    events = [
+        SdkHealthEvent(ts=dead - i * timedelta(minutes=1), host="h200-b-07", model="llama-70b", hw_pool="h200-b",
+                       requests_seen=100 - i)
+        for i in range(5)
+    ]  # fmt: skip
+    events.append(SdkHealthEvent(ts=NOW - timedelta(days=8), host="h-retired", model="llama-70b", hw_pool="h200-b"))
+    events.append(SdkHealthEvent(ts=NOW - timedelta(seconds=30), host="h-live", model="llama-70b", hw_pool="h200-b"))
+    store.insert_events(events)
+    for span in (timedelta(hours=1), timedelta(hours=24), timedelta(days=3)):
+        frame = host_health(store, HostHealthParams(start=NOW - span, end=NOW))
+        rows = {r["host"]: r for r in frame.iter_rows(named=True)}
+        assert list(rows) == ["h200-b-07", "h-live"], span  # quiet first
+        dead_row = rows["h200-b-07"]
+        assert (dead_row["quiet"], dead_row["silent_s"], dead_row["requests_seen"]) == (True, (2 * 24 + 6) * 3600, 100)
+        assert dead_row["last_seen"] == dead
+    assert HostHealthParams.model_fields["lookback_s"].default == 7 * 86_400
+
+
+@pytest.mark.parametrize(
+    ("lookback_s", "message"),
+    [
+        (1e300, "less than or equal to 2592000"),  # walk 42 fuzz #3: an HTTP 500 "Python int too large ..."
+        (31 * 86_400.0, "less than or equal to 2592000"),
+        (float("inf"), "finite number"),
+        (float("nan"), "finite number"),
+    ],
+)
+def test_the_lookback_is_at_most_the_records_retention(health_store: Store, lookback_s: float, message: str) -> None:
+    """A lookback past the 30 days the health records are kept finds nothing more; a huge one overflowed the date
+    arithmetic (a 500 from the service). The parameters refuse it, naming the bound (the service answers 400)."""
+    runner = LocalRunner(health_store)
+    with pytest.raises(ValidationError, match=rf"lookback_s\n  Input should be (a )?{message}"):
+        runner.query("host_health", start=(NOW - RANGE).isoformat(), end=NOW.isoformat(), lookback_s=lookback_s)
+    month = runner.query("host_health", start=(NOW - RANGE).isoformat(), end=NOW.isoformat(), lookback_s=30 * 86_400)
+    assert RETIRED in _rows(month)  # 8 days silent: listed by a 30-day lookback
 
 
 def test_a_process_that_shut_down_cleanly_is_stopped_not_quiet(store: Store) -> None:

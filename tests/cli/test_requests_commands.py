@@ -174,3 +174,88 @@ def test_one_request_with_its_kernel_providers(store: Store) -> None:
     missing = runner.invoke(app, ["requests", "--id", "nope", "--dsn", dsn], env=ENV)
     assert missing.exit_code == 2
     assert "no request 'nope' in the store" in missing.output
+
+
+BATCH_ERROR = RequestEvent(
+    request_id="r-batch", ts=T + timedelta(minutes=10), host="h200-b-07", model="m", hw_pool="p1",
+    traffic_class="batch", bundle_id="bnd-canary", status="error", outcome="error", error="RuntimeError: boom",
+)  # fmt: skip
+"""A failing request of another host, traffic class and bundle than the others of the window."""
+
+
+def test_host_traffic_class_and_bundle_narrow_the_list(store: Store) -> None:
+    """Walk 42 (fleet D12): ``requests`` had no ``--host``, ``--traffic-class`` or ``--bundle``, though the named query
+    takes them ("what failed on h200-b-07 this morning?" needed the raw query)."""
+    seed(store, events=[*failing_requests(), BATCH_ERROR])
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    listed = {}
+    for option, value in (("--host", "h2"), ("--host", "h200-b-07"), ("--traffic-class", "batch"),
+                          ("--bundle", "bnd-canary")):  # fmt: skip
+        res = runner.invoke(app, ["requests", "--failing", option, value, *WINDOW, "--dsn", dsn], env=ENV)
+        assert res.exit_code == 0, res.output
+        listed[option, value] = [r[0] for r in _table_rows(res.output)]
+        label = option.removeprefix("--").replace("-", " ")
+        assert f"failing requests ({label} {value}, 2026-03-03 12:00:00 to" in res.output
+    assert listed == {
+        ("--host", "h2"): ["r-nan"],
+        ("--host", "h200-b-07"): ["r-batch"],
+        ("--traffic-class", "batch"): ["r-batch"],
+        ("--bundle", "bnd-canary"): ["r-batch"],
+    }
+    typo = runner.invoke(app, ["requests", "--host", "h3", *WINDOW, "--dsn", dsn], env=ENV)
+    assert (typo.exit_code, typo.output.strip().splitlines()[0][:24]) == (2, "error: unknown host 'h3'")
+    empty = runner.invoke(app, ["requests", "--bundle", " ", "--dsn", dsn], env=ENV)
+    assert empty.output.strip() == "error: --bundle: empty; give a value, or leave --bundle out for all"
+    one = runner.invoke(app, ["requests", "--id", "r-batch", "--host", "h1", "--dsn", dsn], env=ENV)
+    assert (one.exit_code, one.output.strip()) == (
+        2,
+        "error: --id shows one request: --host narrows a list; leave it out",
+    )
+
+
+def test_a_narrow_terminal_keeps_id_time_and_host_whole(seeded: str) -> None:
+    """Walk 42 (fleet D9): piped (80 columns) the table cut the host and the time (``h200-b-…``, ``2026-12-…``) and
+    wrapped the error a word a line. The id, time and host stay whole; the details follow the table, a line each."""
+    res = runner.invoke(app, ["requests", "--failing", "--model", "m", *WINDOW, "--dsn", seeded], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert max(len(line) for line in lines if line[:1] in set("┏┃┡│└")) <= 80, res.output  # the summary lines soft-wrap
+    rows: list[list[str]] = []
+    for cells in _table_rows(res.output):  # a request's row and its wrapped lines, joined
+        if cells[0]:
+            rows.append(cells)
+        else:
+            rows[-1] = [" ".join(filter(None, pair)) for pair in zip(rows[-1], cells, strict=True)]
+    assert rows == [row[:6] for row in _expected_rows(T)], res.output
+    expected = _expected_rows(T)
+    details = [line for line in lines if line.startswith("r-") and ": " in line]
+    assert details == [f"{rid}: {detail}" for rid, *_, detail in expected], res.output
+
+
+def test_one_request_shows_its_newest_replay_verdicts(store: Store) -> None:
+    """Walk 42 (replay D8): ``requests --id`` said nothing of the request's recorded replay verdicts."""
+    from inferensics.schema.events import ReplayResultEvent
+
+    verdicts = [
+        ReplayResultEvent(
+            ts=END + timedelta(minutes=i), replay_id=f"rp-{i}", request_id="r-error", device_name="cpu",
+            attribution="decomposition", op="aten.silu", fx_node="silu", kernel="triton_poi_fused_silu_0",
+            source_file="model.py", source_line=26, source_text="y = F.silu(x)", detail="aten.silu decomposition",
+            request_host="h1", request_ts=T + timedelta(minutes=1),
+        )
+        for i in range(5)
+    ]  # fmt: skip
+    seed(store, events=[*failing_requests(), *verdicts])
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    res = runner.invoke(app, ["requests", "--id", "r-error", "--dsn", dsn], env=ENV)
+    assert res.exit_code == 0, res.output
+    shown = [line for line in res.output.splitlines() if "replay" in line]
+    assert shown == [
+        f"replay verdict: decomposition · op aten.silu · node silu · model.py:26 y = F.silu(x) · kernel "
+        f"triton_poi_fused_silu_0 · aten.silu decomposition · {END + timedelta(minutes=i):%Y-%m-%d %H:%M:%S} UTC on "
+        f"cpu (replay rp-{i})"
+        for i in (4, 3, 2)
+    ] + ["  and 2 older replay verdict(s)"], res.output
+    never = runner.invoke(app, ["requests", "--id", "r-nan", "--dsn", dsn], env=ENV)
+    assert never.exit_code == 0, never.output
+    assert "replay" not in never.output

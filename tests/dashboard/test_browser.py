@@ -186,7 +186,7 @@ def test_hosts_in_the_browser(dashboard: str, seeded: SeededService, page: Page,
     open_page(page, dashboard, seeded.facts.now, "hosts")
     settle(page)
     health = [e for e in seeded.facts.others if isinstance(e, SdkHealthEvent)]
-    hosts = {e.host for e in health if e.ts >= seeded.facts.now - timedelta(days=1)}  # the default lookback
+    hosts = {e.host for e in health if e.ts >= seeded.facts.now - timedelta(days=7)}  # the default lookback
     assert metric(page, "Hosts") == str(len(hosts))
     assert metric(page, "Quiet") == "2"
     alerts = page.locator('[data-testid="stAlertContentError"]')

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import polars as pl
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from inferensics.collector.host.otlp_exporter import OtlpExporter
 from inferensics.dashboard._internal.filters import MODEL_KEY, TRAFFIC_KEY
@@ -14,7 +17,7 @@ from inferensics.dashboard.views.hosts import QUIET_KEY
 from inferensics.schema import BundleEvent, Event, SdkHealthEvent
 from tests.analytics.hosts import AUTH_ERROR, health_events
 from tests.collector.service.harness import INGEST, READ, RunningService, new_service
-from tests.dashboard.apptest import assert_clean, metric, open_page, texts
+from tests.dashboard.apptest import TIMEOUT_S, assert_clean, metric, open_page, texts
 from tests.dashboard.conftest import SeededService
 from tests.dashboard.seed import SeedFacts
 from tests.polling import poll
@@ -168,3 +171,56 @@ def test_a_range_without_health_records_says_so(hosts: SeededService) -> None:
     assert next(str(i.value) for i in at.info).startswith("No serving process sent a health record in this range")
     assert not at.error
     assert not at.metric
+
+
+def _page_over(answer: str) -> None:
+    """The Hosts page drawn over ``answer`` (a parquet file) as its service's ``host_health`` answer."""
+    import polars as pl
+
+    from inferensics.dashboard.views import hosts
+
+    health = pl.read_parquet(answer)
+    asked = hosts.section_query
+    hosts.section_query = lambda *_, **__: health  # type: ignore[assignment]
+    try:
+        hosts.render()
+    finally:
+        hosts.section_query = asked
+
+
+def _answer(hosts: SeededService, **params: object) -> pl.DataFrame:
+    """The service's ``host_health`` answer over the seed's hour."""
+    end = hosts.facts.now + timedelta(minutes=1)
+    return hosts.service.client(READ).query(
+        "host_health", start=(end - timedelta(hours=1)).isoformat(), end=end.isoformat(), **params
+    )
+
+
+def test_a_service_older_than_the_dashboard_is_said_not_a_traceback(hosts: SeededService, tmp_path: Path) -> None:
+    """Walk 42 (fleet D5): a dashboard upgraded before its service drew a ``KeyError: 'kernel_untraceable_in_range'``
+    traceback for the whole page. The counter it lacks reads as unknown, in one caption line."""
+    answer = tmp_path / "host_health.parquet"
+    _answer(hosts).drop("kernel_untraceable", "kernel_untraceable_in_range").write_parquet(answer)
+    at = AppTest.from_function(_page_over, args=(str(answer),), default_timeout=TIMEOUT_S).run()
+    assert_clean(at)
+    older = [str(c.value) for c in at.caption if "older than this dashboard" in str(c.value)]
+    assert older == [
+        "The service is older than this dashboard: it does not report kernel_untraceable (shown empty, and not "
+        "warned about); upgrade the service to see them."
+    ]
+    assert (metric(at, "Processes"), metric(at, "Quiet"), metric(at, "With problems")) == ("7", "2", "3")
+    table = next(d.value for d in at.dataframe if "silent_s" in d.value.columns)
+    assert table["kernel_untraceable_in_range"].isna().all()
+
+
+def test_a_host_silent_for_days_is_asked_whether_it_was_retired(hosts: SeededService, tmp_path: Path) -> None:
+    """Walk 42 (fleet D3): a process silent for days is listed as quiet (up to 7 days); its banner asks whether it
+    was retired and says until when it stays listed, and the page says what is not listed."""
+    answer = tmp_path / "host_health.parquet"
+    _answer(hosts, lookback_s=10 * 86_400).write_parquet(answer)  # the seed's retired host: 8 days
+    at = AppTest.from_function(_page_over, args=(str(answer),), default_timeout=TIMEOUT_S).run()
+    assert_clean(at)
+    (retired,) = [str(e.value) for e in at.error if "h-retired" in str(e.value)]
+    assert "8 d 0 h ago (quiet after 3 min). Silent for more than a day: retired? It is listed until 7 d 0 h" in retired
+    assert not [e for e in at.error if "h-gone" in str(e.value) and "retired?" in str(e.value)]  # 3 h: not asked
+    assert any("stays listed, as quiet, for 7 d 0 h after its last record" in str(c.value) for c in at.caption)

@@ -49,7 +49,9 @@ def assert_headline(at: AppTest, requests: list[RequestEvent]) -> None:
     assert metric(at, "Error rate") == f"{100 * sum(r.status == 'error' for r in requests) / n:.2f} %"
     assert metric(at, "Eager fallback rate") == f"{100 * sum(r.outcome == 'fallback' for r in requests) / n:.2f} %"
     assert metric(at, "Request recompiles") == f"{sum(r.recompiles for r in requests):,}"
-    assert metric(at, "Compile time") == f"{sum(r.compile_ms for r in requests) / 1000:,.1f} s"
+    seconds = sum(r.compile_ms for r in requests) / 1000
+    shown = f"{seconds:,.1f} s" if seconds < 60 else f"{seconds / 60:,.1f} min" if seconds < 3600 else None
+    assert metric(at, "Compile time") == (shown or f"{seconds / 3600:,.1f} h")
 
 
 def test_overview_headline_matches_the_seed(seeded: SeededService) -> None:
@@ -66,6 +68,33 @@ def test_overview_headline_matches_the_seed(seeded: SeededService) -> None:
         f"{bad:,}",
         f"{100 * bad / fingerprinted:.2f} % of {fingerprinted:,}",
     )
+
+
+def _fleet_scale_headline() -> None:
+    import polars as pl
+
+    from inferensics.dashboard.views.overview import headline
+    from inferensics.schema import columns as col
+
+    headline(pl.DataFrame({
+        col.REQUESTS: [1_534_210], col.ERRORS: [1_811], col.FALLBACKS: [402], col.RECOMPILES: [12_345],
+        "p95_ms": [122.6], col.COMPILE_SECONDS: [10_034.8], col.NONFINITE: [37], col.FINGERPRINTED: [47_900],
+    }))  # fmt: skip
+
+
+def test_headline_values_fit_a_laptop_at_fleet_scale() -> None:
+    """Walk 42 (fleet D4): seven metrics in one row were cut at 1440 px ("Compile time 10,03…", "Request recom…"),
+    hiding the magnitude. Two rows of four, and compile time in hours past one (the exact seconds in its help)."""
+    at = AppTest.from_function(_fleet_scale_headline, default_timeout=60).run()
+    assert_clean(at)
+    assert [len(row.children) for row in at.main.children.values()] == [4, 4]  # two rows of st.columns(4)
+    assert [(m.label, m.value) for m in at.metric] == [
+        ("Requests", "1,534,210"), ("Error rate", "0.12 %"), ("Eager fallback rate", "0.03 %"),
+        ("Request recompiles", "12,345"), ("Worst slice p95", "122.6 ms"), ("Compile time", "2.8 h"),
+        ("Non-finite", "37"),
+    ]  # fmt: skip
+    (compile_time,) = [m for m in at.metric if m.label == "Compile time"]
+    assert "10,034.8 s" in compile_time.proto.help
 
 
 def test_overview_draws_its_title_first_and_charts_with_named_records(seeded: SeededService) -> None:
