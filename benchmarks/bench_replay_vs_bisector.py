@@ -31,9 +31,10 @@ import torch
 import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
 
+from inferensics.bundle.tolerance import fp64_model, to_fp64
 from inferensics.replay import investigate
 from inferensics.replay._internal import torch_adapter as ta
-from inferensics.replay._internal.ladder import as_call, call_model, fp64_model, to_fp64
+from inferensics.replay._internal.ladder import as_call, call_model
 from inferensics.replay._internal.tolerance import compare
 from tests.replay.faults import PlantedFault, build_suite, fault_line, on_device
 
@@ -136,14 +137,14 @@ def demo_times(device: str) -> None:
         )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[], help="run faults whose name contains one of these")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (Triton kernels)")
     parser.add_argument("--demo", action="store_true", help="also time replay on the demo decoder's failing requests")
     parser.add_argument("--demo-only", action="store_true", help="only time the demo decoder's failing requests")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     print(f"torch {torch.__version__}  device {name}  load average {os.getloadavg()}")
     inductor_config.fx_graph_cache = False

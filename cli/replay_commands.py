@@ -3,6 +3,7 @@ process, print the verdict, write the reports and record a ``replay_results`` ro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -27,6 +28,9 @@ UNSAMPLED_HINT = (
     "its output was not fingerprinted (fp_status unsampled: a host fingerprints one CPU output in 32 unless "
     "SdkConfig(fingerprint_rate=1.0)), so a non-finite output could not be seen to capture it: serve with "
     "SdkConfig(capture=CaptureRules(enabled=True), fingerprint_rate=1.0) to capture such requests"
+)
+CAPTURE_SETTING = (
+    "instrument(..., config=SdkConfig(capture=CaptureRules(enabled=True, rate=0.01))), both from inferensics.collector"
 )
 KEYRING_ENV: Final = "INFERENSICS_BUNDLE_KEYRING"
 """``inferensics.bundle.keys.KEYRING_ENV``, spelled here so that a replay without a keyring is refused before the
@@ -113,7 +117,9 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
         bool,
         typer.Option(
             "--record/--no-record",
-            help="Write a replay_results row through the service (a token with the 'ingest' role).",
+            help="Write a replay_results row through the service (a token with the 'ingest' role). A --pack replay "
+            "records only with --service (its request's row is looked up there); without it, it says it recorded "
+            "nothing.",
         ),
     ] = True,
 ) -> None:
@@ -135,8 +141,16 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
     ask_store = pack is None or bool(service)
     if ask_store:
         require_extra("service", "replay")  # the pack, or its request's row, comes through the service's client
-    if export is None:  # an exported pack's bundle is verified where it is replayed, with the keyring given there
-        _check_keyring(keyring)
+    keyring_problem = _keyring_problem(keyring) if export is None else ""
+    if keyring_problem and request_id is not None and not what_if:
+        # A request served without a bundle (or never captured) has no signed code to verify: asking for a keyring
+        # first sent on-call round in circles. Its row is looked up (no torch, no bundle part); any failure to
+        # look it up leaves the keyring refusal as it was.
+        unreplayable = _unreplayable_quietly(service, token, request_id, occurrence)
+        if unreplayable:
+            fail(unreplayable)
+    if keyring_problem:
+        fail(keyring_problem)
     _check_paths(request_id, out=out, export=export, bundle=bundle)
     client = None
     try:
@@ -162,15 +176,16 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
                     scratch=Path(scratch),
                     source=_source_of(service),
                     occurrence=occurrence,
+                    what_if=what_if,
+                    exporting=export is not None,
                 )
                 if export is not None:
-                    command = _pack_command(export, keyring)
-                    typer.echo(f"wrote pack {export}: replay it with `{command}` (needs torch and pydantic only)")
+                    typer.echo(_exported_line(export, keyring))
                     return
             elif client is not None:
-                recorded = _recorded_inputs(client, pack, source=_source_of(service))
-                client.close()
-                client = None  # a --pack replay records no replay_results row, as before
+                # The store's row of the pack's request: its inputs are checked against it here, and the verdict
+                # is recorded against it (its host and start time), as an online replay's is.
+                recorded, replayed = _recorded_inputs(client, pack, source=_source_of(service))
             verdict = _run_fresh(
                 pack,
                 device=device,
@@ -193,21 +208,123 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
             typer.echo(f"not recorded in replay_results: a what-if replay ({v.evidence['what_if']})")
         elif record and client is not None:
             _record(client, v, token, replayed)
+        elif record:
+            typer.echo("not recorded in replay_results: a --pack replay without --service asks no service (pass "
+                       "--service URL to record it against its request's row)")  # fmt: skip
     finally:
         if client is not None:
             client.close()
 
 
-def _check_keyring(keyring: str | None) -> None:
-    """Refuse, before the bundle part, torch or the service is reached, a replay that could not verify its bundle:
-    the fresh process said so only after its imports (16 s on a 2-core machine). The words are those of
+def _keyring_problem(keyring: str | None) -> str:
+    """Why a replay could not verify its bundle, said before the bundle part or torch is reached (the fresh process
+    said so only after its imports, 16 s on a 2-core machine), or ``""``. The words are those of
     ``inferensics.bundle.Keyring.load``, which checks the keys themselves there."""
     chosen = keyring if keyring is not None else os.environ.get(KEYRING_ENV)
     if not chosen:
-        fail(f"no keyring of trusted builders: pass --keyring (in Python, keyring=) or set ${KEYRING_ENV} to a .pub "
-             "file or folder")  # fmt: skip
+        return (f"no keyring of trusted builders: pass --keyring (in Python, keyring=) or set ${KEYRING_ENV} to a .pub "
+                "file or folder")  # fmt: skip
     if not (ring := Path(chosen)).exists():
-        fail(f"keyring {ring} does not exist: pass a .pub file or a folder of them")
+        return f"keyring {ring} does not exist: pass a .pub file or a folder of them"
+    return ""
+
+
+def _unreplayable_quietly(service: str | None, token: str | None, request_id: str, occurrence: int | None) -> str:
+    """Why the request cannot be replayed against a bundle whatever the keyring (no captured inputs, or served
+    without a bundle), from its row; ``""`` when it can, or when its row cannot be read (the caller's next refusal
+    stands then)."""
+    try:
+        from inferensics.collector.client import ServiceClient
+
+        with contextlib.closing(ServiceClient(service, token, timeout=10.0)) as client:
+            which = {"occurrence": occurrence} if occurrence is not None else {}
+            detail = client.query("request_detail", request_id=request_id, **which)
+            if detail.is_empty():
+                return ""
+            row = {k: _plain(v) for k, v in detail.row(0, named=True).items()}
+    except Exception:  # unreachable, refused, no such query: the keyring refusal is said instead
+        return ""
+    if int(row.get("occurrences") or 1) > 1 and occurrence is None:
+        return ""
+    return _uncaptured_line(request_id, row) or _served_without_bundle_line(request_id, row)
+
+
+def _served_without_bundle_line(request_id: str, row: dict[str, Any]) -> str:
+    """The options for a request served without a bundle (``""`` when a bundle served it)."""
+    if str(row.get("bundle_id") or ""):
+        return ""
+    return (
+        f"request {request_id} was served without a bundle, so there is no signed code to re-execute; options: "
+        "(a) `--bundle DIR --what-if` replays it against a bundle of the same model (a what-if: its verdict is not "
+        "recorded); (b) `--export DIR` writes its captured inputs, then run "
+        "`inferensics.replay.investigate(model, inferensics.replay.read_pack(DIR).inputs())` with your model in "
+        "Python; (c) serve from a bundle (tracker.compile(..., bundle=...)) so that the next occurrence is replayable"
+    )
+
+
+def _uncaptured_line(request_id: str, row: dict[str, Any]) -> str:
+    """Why a request has no captured inputs, from its row (``""`` when it has them): its output was not
+    fingerprinted, it failed on a host with capture off, or it did not fail and was not sampled."""
+    from inferensics.schema import columns as col
+    from inferensics.schema.events import FP_UNSAMPLED
+
+    if row.get(col.CAPTURE_BLOB):
+        return ""
+    nan, inf = int(row.get(col.FP_NAN) or 0), int(row.get(col.FP_INF) or 0)
+    error = str(row.get(col.ERROR) or "") if row.get(col.STATUS) == "error" else ""
+    failed = [f"raised {error}"] if error else []
+    if nan or inf:
+        counts = ", ".join(f"{label} {n}" for label, n in (("NaN", nan), ("inf", inf)) if n)
+        failed.append(f"gave non-finite output ({counts})")
+    if failed:
+        host, model = str(row.get(col.HOST) or "?"), str(row.get(col.MODEL) or "")
+        siblings = "`inferensics requests --failing" + (f" --model {model}" if model else "") + "`"
+        return (
+            f"request {request_id} has no captured inputs, although it {' and '.join(failed)}: its host ({host}) "
+            "did not capture it, most likely because capture was off there (a host captures the inputs of requests "
+            "that raise or give non-finite output, and a rate= sample of the rest, once capture is on: "
+            f"{CAPTURE_SETTING}); turn it on and replay the next occurrence; meanwhile {siblings} lists its siblings"
+        )
+    why = UNSAMPLED_HINT if row.get(col.FP_STATUS) == FP_UNSAMPLED else CAPTURE_HINT
+    return f"request {request_id} has no captured inputs; {why}"
+
+
+def _exported_line(export: Path, keyring: str | None) -> str:
+    """What an export wrote and what replaying it needs beside torch and pydantic: the model's factory and inputs
+    function and the bundle's customisations, imported by module name where it is replayed."""
+    from inferensics.replay import read_pack
+
+    pack = read_pack(export)
+    if pack.bundle_dir is None:
+        return (
+            f"wrote pack {export}: the request was served without a bundle, so the pack holds its captured inputs "
+            "only: run `inferensics.replay.investigate(model, inferensics.replay.read_pack"
+            f"({str(export)!r}).inputs())` with your model"
+        )
+    modules = _modules_needed(pack.bundle_dir)
+    needs = "torch and pydantic"
+    if modules:
+        files = ", ".join(f"{m.replace('.', '/')}.py" for m in modules)
+        needs += (
+            f", and the modules it imports by name: {', '.join(modules)} (copy {files} beside where you replay it, "
+            "or put their folder on PYTHONPATH)"
+        )
+    return f"wrote pack {export}: replay it with `{_pack_command(export, keyring)}` (needs {needs})"
+
+
+def _modules_needed(bundle_dir: Path) -> list[str]:
+    """The modules a bundle's replay imports by name (the model's factory and inputs function, the customisations),
+    read from its manifest without verifying it (the replay verifies it); ``inferensics`` ones left out."""
+    from inferensics.bundle.manifest import read_manifest_unverified
+
+    try:
+        identity = read_manifest_unverified(bundle_dir)[0].identity
+    except Exception:  # not a readable manifest: the replay says what is wrong with it
+        return []
+    targets = [identity.get("model", {}).get("factory", ""), identity.get("model", {}).get("inputs", "")]
+    targets += [str(c.get("import_path", "")) for c in identity.get("customisations", [])]
+    found = [str(t).partition(":")[0] for t in targets if t and ":" in str(t)]
+    return [m for m in dict.fromkeys(found) if m and not m.startswith("inferensics.")]
 
 
 def _check_paths(request_id: str | None, *, out: Path | None, export: Path | None, bundle: Path | None) -> None:
@@ -335,9 +452,9 @@ def _pack_row(client: Any, request_id: str, pack_row: dict[str, Any], *, source:
     return row
 
 
-def _recorded_inputs(client: Any, pack: Path, *, source: str) -> str:
+def _recorded_inputs(client: Any, pack: Path, *, source: str) -> tuple[str, dict[str, Any]]:
     """The digest the store recorded for the captured inputs of the pack's request (``""`` when its row records
-    none), after checking the pack's inputs against it here, before the fresh process starts."""
+    none), after checking the pack's inputs against it here, before the fresh process starts; and that row."""
     from inferensics.replay import ReplayError, read_pack
     from inferensics.replay._internal.pack import check_inputs
     from inferensics.schema import columns as col
@@ -361,7 +478,7 @@ def _recorded_inputs(client: Any, pack: Path, *, source: str) -> str:
         check_inputs(opened.request_id, opened.inputs_bytes, in_pack, recorded)
     except ReplayError as exc:
         fail(str(exc))
-    return recorded
+    return recorded, row
 
 
 def _assemble(
@@ -373,18 +490,21 @@ def _assemble(
     scratch: Path,
     source: str,
     occurrence: int | None = None,
-) -> tuple[Path, _Origin, str, dict[str, Any]]:
-    """Build the pack from the service: the request record, its captured inputs, the bundle; with the digest the
-    store recorded for the inputs, and the request's row."""
+    what_if: bool = False,
+    exporting: bool = False,
+) -> tuple[Path, _Origin | None, str, dict[str, Any]]:
+    """Build the pack from the service: the request record, its captured inputs, the bundle (none in an export of
+    a request served without one); with the digest the store recorded for the inputs, and the request's row."""
     from inferensics.collector.client import ServiceError
     from inferensics.replay import ReplayError, write_pack
     from inferensics.schema import columns as col
-    from inferensics.schema.events import FP_UNSAMPLED
 
     row = _request_row(client, request_id, source=source, occurrence=occurrence)
-    if not row.get(col.CAPTURE_BLOB):
-        why = UNSAMPLED_HINT if row.get(col.FP_STATUS) == FP_UNSAMPLED else CAPTURE_HINT
-        fail(f"request {request_id} has no captured inputs; {why}")
+    if uncaptured := _uncaptured_line(request_id, row):
+        fail(uncaptured)
+    no_bundle = _served_without_bundle_line(request_id, row)
+    if no_bundle and not what_if and not exporting:
+        fail(no_bundle)
     try:
         inputs = client.get_blob(row[col.CAPTURE_BLOB])
     except ServiceError as exc:
@@ -392,7 +512,10 @@ def _assemble(
             fail(f"the captured inputs of {request_id} cannot be fetched: {client.url} refused the token "
                  f"({exc.detail}); {ROLES_NEEDED}")  # fmt: skip
         fail(f"the captured inputs of {request_id} cannot be fetched ({exc.message}): they may have expired")
-    bundle_dir, origin = _bundle_dir(str(row.get("bundle_id", "")), bundle, scratch, client)
+    bundle_dir: Path | None = None
+    origin: _Origin | None = None
+    if not (no_bundle and exporting and bundle is None):  # an export of a request served without one: inputs only
+        bundle_dir, origin = _bundle_dir(str(row.get("bundle_id", "")), bundle, scratch, client)
     try:
         pack = write_pack(target, request=row, inputs=inputs, bundle_dir=bundle_dir)
     except ReplayError as exc:  # an --export folder inside the bundle from $INFERENSICS_BUNDLES
@@ -452,7 +575,8 @@ def _bundle_dir(bundle_id: str, given: Path | None, scratch: Path, client: Any) 
             return pulled, _Origin(f"bundle {bundle_id[:16]} as pushed to {client.url}", folder=False)
     if not bundle_id:
         fail(
-            "the request names no bundle (it was served without one): replay needs the served bundle; pass --bundle DIR"
+            "the request was served without a bundle: a --what-if replay needs a bundle of the same model; pass "
+            "--bundle DIR"
         )
     if root:
         there = "" if Path(root).is_dir() else ", which is not a folder"

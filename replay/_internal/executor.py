@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import torch
 
@@ -140,7 +140,7 @@ def replay_pack(
             hint = (
                 " (or pass --allow-incompatible to recompile from the recorded configuration)"
                 if exc.cause == "incompatible"
-                else ""
+                else _copy_hint(str(exc))
             )
             raise ReplayError(f"{exc}{hint}") from None
         try:
@@ -160,9 +160,10 @@ def replay_pack(
     try:
         factory = resolve(model_rec["factory"], "model")
     except b.BundleError as exc:  # the build's import path is not this process's
+        module = str(model_rec["factory"]).partition(":")[0]
         raise ReplayError(
             f"{exc}: replay imports the model's factory as the build did; run it from the directory the bundle was "
-            "built in, or put the factory's folder on PYTHONPATH"
+            f"built in, copy {module.replace('.', '/')}.py here, or put its folder on PYTHONPATH"
         ) from None
     model = factory(**dict(model_rec.get("args", {})))
     if isinstance(model, torch.nn.Module):
@@ -219,13 +220,20 @@ def replay_pack(
                     served_code = code.read_text()
                     break
             torch._dynamo.reset()
+        # The bundle's graphs were compiled by its build, which ran its qualified shapes in order before any
+        # request: a dynamic graph's size hints are the first of them, not the request's. Every fresh compile of
+        # the ladder runs the same history first, or a fault specialised to those hints does not reproduce.
+        history, qualified = _build_history(manifest, pack.bundle_dir, model, device, compile_kwargs.get("dynamic"))
+        verified = loaded is not None and bool(matches) and all(m["status"] == "hit" for m in matches)
         verdict, graph = investigate_keeping_graph(
             model,
             call,
             compile_kwargs=compile_kwargs,
+            warmup_inputs=history,
             device=device,
             served_output=served_output,
             served_code=served_code,
+            served_verified=verified,
         )
     recorded = [k for k in pack.meta.get("graph_keys", []) if k]
     bundle_keys = sorted(g.fx_key for g in manifest.graphs)
@@ -249,6 +257,21 @@ def replay_pack(
         seconds_to_verdict=round(time.perf_counter() - start, 3),
     )
     summary = verdict.summary + (f" [{recompiled}]" if recompiled else "")
+    next_steps: list[str] = list(evidence.get("next_steps", []))
+    evidence["bundle_build_history"] = [s for s, _ in qualified]
+    unqualified = _unqualified_shape(call, qualified)
+    if unqualified:
+        evidence["unqualified_shape"] = {"request": unqualified[0], "qualified": unqualified[1]}
+        said = (
+            f"request shape {_shape_text(unqualified[0])} was never qualified by this bundle (qualified: "
+            f"{', '.join(_shape_text(q) for q in unqualified[1]) or 'none'})"
+        )
+        summary += f" [{said}]"
+        next_steps.insert(
+            0,
+            f"{said}: add it to the build's --shapes and rebuild (or serve it from a bundle built on it) so that "
+            "qualification checks it",
+        )
     if state:
         evidence["bundle_state"] = state
         summary += f" [bundle {manifest.bundle_id[:12]} is {state}: replayed to investigate it]"
@@ -267,7 +290,14 @@ def replay_pack(
             f" [the bundle's customisation {reinstalled['import_path']}, reinstalled from its manifest: "
             f"{reinstalled['source_file']}:{reinstalled['source_line']}: {reinstalled['source_text']}]"
         )
-    final = Verdict(**{**verdict.to_dict(), "evidence": evidence, "summary": summary})
+    culprit = verdict.culprit
+    recorded_outcome = _recorded_outcome(pack.meta.get("request", {}))
+    if verdict.category == "none" and recorded_outcome and not not_as_served:
+        culprit, summary = _not_reproduced(recorded_outcome, evidence, summary)
+        next_steps = [*_not_reproduced_steps(pack), *next_steps]
+    if next_steps:
+        evidence["next_steps"] = next_steps
+    final = Verdict(**{**verdict.to_dict(), "evidence": evidence, "summary": summary, "culprit": culprit})
     if out is not None:
         report.write_reports(out, final, request_id=pack.request_id, bundle_id=manifest.bundle_id)
         report.write_repro(
@@ -280,6 +310,158 @@ def replay_pack(
             customisations=manifest.identity.get("customisations", []),
         )
     return final
+
+
+def _copy_hint(message: str) -> str:
+    """For a customisation the bundle records that cannot be imported here, the way out: its module's file beside
+    the replay, or its folder on PYTHONPATH (``""`` for any other refusal)."""
+    import re
+
+    found = re.search(r"customisation ([\w.]+):\S+ cannot be imported here", message)
+    if found is None:
+        return ""
+    module = found.group(1)
+    return f": copy {module.replace('.', '/')}.py here (where you replay it) or put its folder on PYTHONPATH"
+
+
+RE_EXECUTED: Final = "re-executed bundle"
+"""The rung of the bundle's code run again here: what it gives is this replay's output, never the served one."""
+
+
+def _recorded_outcome(row: dict[str, Any]) -> dict[str, Any]:
+    """What the request's row recorded going wrong when it was served: its error, or the NaN and inf its output's
+    fingerprint counted (``{}`` when it recorded neither)."""
+    from inferensics.schema import columns as col
+
+    error = str(row.get(col.ERROR) or "") if str(row.get(col.STATUS) or "") == "error" else ""
+    nan, inf = int(row.get(col.FP_NAN) or 0), int(row.get(col.FP_INF) or 0)
+    if not (error or nan or inf):
+        return {}
+    return {"error": error, "nan": nan, "inf": inf}
+
+
+def _not_reproduced(recorded: dict[str, Any], evidence: dict[str, Any], summary: str) -> tuple[str, str]:
+    """The culprit and summary of a request whose row recorded an error or non-finite output that re-executing the
+    bundle on its captured inputs does not give; the bundle's rung relabelled as the re-execution it is."""
+    counts = " and ".join(f"{n} {label}" for n, label in ((recorded["nan"], "NaN"), (recorded["inf"], "inf")) if n)
+    said = [f"the request raised {recorded['error']}"] if recorded["error"] else []
+    said += [f"the served output had {counts}"] if counts else []
+    ratio = ""
+    for rung in evidence.get("rungs", []):
+        if str(rung.get("rung", "")).startswith("served"):
+            rung["rung"] = RE_EXECUTED
+            if isinstance(rung.get("ratio"), int | float):
+                ratio = f" (ratio {rung['ratio']:.4g} against eager's own error)"
+    evidence["not_reproduced"] = {"recorded": recorded, "re_executed": "finite and within tolerance"}
+    what = " and ".join(said)
+    culprit = f"not reproduced: {what}; the re-executed bundle is finite and within tolerance"
+    return culprit, (
+        f"not reproduced: {what}; re-executing the same bundle on the captured inputs is finite and within "
+        f"tolerance{ratio}: suspect nondeterminism, hardware, concurrency or code outside the compiled graph "
+        "(post-processing, the serving loop)"
+    )
+
+
+def _not_reproduced_steps(pack: ReplayPack) -> list[str]:
+    """What on-call does next about a failure the replay did not reproduce."""
+    from inferensics.schema import columns as col
+
+    row = pack.meta.get("request", {})
+    host, ts, model = str(row.get(col.HOST) or "?"), str(row.get(col.TS) or "?"), str(row.get(col.MODEL) or "")
+    return [
+        f"replay it a few more times (`inferensics replay {pack.request_id} --no-record`): a fault that comes and goes "
+        "is nondeterministic",
+        f"check the health of host {host} and its device around {ts} (ECC and Xid errors, thermal throttling)",
+        f"look for other failing requests on host {host} at that time (`inferensics requests --failing"
+        + (f" --model {model}" if model else "")
+        + "`): several at once point at the host or at concurrency",
+        "check the code around the compiled graph (pre- and post-processing, in-place changes of the output)",
+    ]
+
+
+def _qualified_in_build_order(manifest: Any, directory: Path) -> list[list[int]]:
+    """The bundle's accepted shapes in the order its build ran them: its qualification report (a signed file of the
+    bundle) lists them so; the manifest's list is sorted. The manifest's list when the report says nothing."""
+    accepted = [list(s) for s in manifest.accepted_shapes]
+    try:
+        report_file = directory / "report" / "qualification.json"
+        rows = json.loads(report_file.read_text()).get("shapes", [])
+        ordered = [list(r["shape"]) for r in rows if r.get("compiled") and list(r["shape"]) in accepted]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        ordered = []
+    return ordered + [s for s in accepted if s not in ordered]
+
+
+def _build_history(
+    manifest: Any, directory: Path, model: Any, device: str, dynamic: Any
+) -> tuple[list[tuple[Any, ...]], list[tuple[list[int], tuple[tuple[int, ...], ...]]]]:
+    """The calls the bundle's build made before serving (its qualified shapes, in build order, through the inputs
+    function it recorded), and each qualified shape with the tensor shapes of its inputs.
+
+    The history is empty for a static bundle (``dynamic=False``: each shape is a graph of its own, which no other
+    shape's compile changes) and when the inputs cannot be made here (then the shapes are listed without
+    tensors)."""
+    shapes = _qualified_in_build_order(manifest, directory)
+    make = _inputs_function(manifest, model)
+    calls: list[tuple[Any, ...]] = []
+    qualified: list[tuple[list[int], tuple[tuple[int, ...], ...]]] = []
+    for shape in shapes:
+        try:
+            made = make(tuple(shape)) if make is not None else None
+        except Exception:  # the user's inputs function: the history is a help, not a requirement
+            made = None
+        if made is None:
+            qualified.append((shape, ()))
+            continue
+        made = made if isinstance(made, tuple) else (made,)
+        made = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in made)
+        calls.append(made)
+        qualified.append((shape, tuple(tuple(x.shape) for x in made if isinstance(x, torch.Tensor))))
+    return ([] if dynamic is False else calls), qualified
+
+
+def _inputs_function(manifest: Any, model: Any) -> Any:
+    """The inputs function the build made each shape's inputs with (``bundle build``'s order: ``--inputs``, the
+    model's ``example_inputs``, ``torch.randn`` of the shape), or ``None`` when it cannot be imported here."""
+    from inferensics import bundle as b
+    from inferensics.bundle.build import resolve
+
+    recorded = str(manifest.identity.get("model", {}).get("inputs", "") or "")
+    if recorded:
+        try:
+            return resolve(recorded, "--inputs")
+        except b.BundleError:
+            return None
+    method = getattr(model, "example_inputs", None)
+    if callable(method):
+        return lambda shape: tuple(method(shape))
+    gen = torch.Generator().manual_seed(0)
+    return lambda shape: (torch.randn(shape, generator=gen),)
+
+
+def _unqualified_shape(
+    call: tuple[Any, ...], qualified: list[tuple[list[int], tuple[tuple[int, ...], ...]]]
+) -> tuple[Any, list[list[int]]] | None:
+    """The request's shape (each tensor's, where several) and the bundle's qualified ones when no qualified shape's
+    inputs have the request's tensor shapes (the first tensor's shape against the shapes themselves where no inputs
+    could be made); ``None`` when one has, or the bundle records no qualified shape."""
+    if not qualified:
+        return None
+    tensors = tuple(tuple(x.shape) for x in call if isinstance(x, torch.Tensor))
+    if not tensors:
+        return None
+    for shape, made in qualified:
+        if (made and made == tensors) or (not made and tuple(shape) == tensors[0]):
+            return None
+    request: Any = list(tensors[0]) if len(tensors) == 1 else [list(t) for t in tensors]
+    return request, [s for s, _ in qualified]
+
+
+def _shape_text(shape: Any) -> str:
+    """``[2,11,16]`` (nested for several tensors)."""
+    if isinstance(shape, list | tuple) and shape and isinstance(shape[0], list | tuple):
+        return "(" + ", ".join(_shape_text(s) for s in shape) + ")"
+    return "[" + ",".join(str(int(d)) for d in shape) + "]"
 
 
 def _check_weights(model: Any, manifest: Any) -> None:

@@ -103,15 +103,21 @@ def investigate_keeping_graph(
     device: str = "cpu",
     served_output: Any = None,
     served_code: str | None = None,
+    served_verified: bool = False,
 ) -> tuple[Verdict, gp.GraphCall | None]:
-    """:func:`investigate`, also returning the request's Dynamo graph and its arguments (for the repro)."""
+    """:func:`investigate`, also returning the request's Dynamo graph and its arguments (for the repro).
+
+    ``served_verified``: ``served_output`` came from a signed bundle whose every graph key hit (its artifact is
+    exactly the signed one), so a fresh compile that is right never makes it a stale cache entry."""
     start = time.perf_counter()
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
     request = to_device(as_call(inputs), device)
     history = [to_device(as_call(w), device) for w in warmup_inputs]
     case = Case(model, request, history, dict(compile_kwargs or {}), serving_dtype(model, request))
-    inv = _Investigation(case, to_device(served_output, device) if served_output is not None else None, served_code)
+    inv = _Investigation(
+        case, to_device(served_output, device) if served_output is not None else None, served_code, served_verified
+    )
     with ta.quiet_meta_failures():
         verdict = inv.run()
     verdict.evidence["seconds"] = round(time.perf_counter() - start, 3)
@@ -119,8 +125,9 @@ def investigate_keeping_graph(
 
 
 class _Investigation:
-    def __init__(self, case: Case, served_output: Any, served_code: str | None) -> None:
+    def __init__(self, case: Case, served_output: Any, served_code: str | None, served_verified: bool = False) -> None:
         self.case = case
+        self.served_verified = served_verified
         self.served_output = served_output
         self.served_code = served_code
         self.rungs: list[dict[str, Any]] = []
@@ -211,6 +218,8 @@ class _Investigation:
 
         fresh_cmp, fresh_run = self._rung(Variation(label="inductor (fresh compile, same history)"))
         self._fresh_trace = fresh_run.trace
+        if fresh_cmp.passed and self.served_verified:
+            return self._signed_artifact_diverges(served, fresh_run)
         if fresh_cmp.passed:
             return self._artifact_mismatch(served, fresh_run)
         provider = self._kernel_provider(compiled=True)
@@ -545,11 +554,27 @@ class _Investigation:
         return compare(label, out, ref, anchor)
 
     def _source_op(self, ratio: float) -> Verdict:
+        """Eager in the serving dtype is already wrong against fp64: the model's own arithmetic, said in words with
+        each path's non-finite counts (fp64 may be non-finite too, on other elements)."""
         node, check = self._first_wrong_eager_node()
         ops: list[Any] = []
         if node is not None and self.graph is not None and self.ref_nodes is not None:
             ops = gp.aten_ops_of(self.graph.gm, node, self.ref_nodes.values | self._placeholder_values(fp64=True))
         src = gp.source_of(node) if node is not None else gp.SourceLine()
+        dtype = str(self.case.dtype).removeprefix("torch.")
+        counts = {"fp64": _nonfinite_counts(self.ref), f"eager {dtype}": _nonfinite_counts(self.eager)}
+        size = _numel(self.eager)
+        eager_bad, ref_bad = counts[f"eager {dtype}"], counts["fp64"]
+        where = f" at {src.file}:{src.line}" + (f" (`{src.text}`)" if src.text else "") if src.file else ""
+        if eager_bad["total"]:
+            ref_said = (
+                f"fp64 {_share(ref_bad, size, like=eager_bad)}" if ref_bad["total"] else "fp64 is finite everywhere"
+            )
+            said = f"overflows{where}: eager {dtype} gives {_share(eager_bad, size)} and {ref_said}"
+        else:
+            said = (
+                f"loses precision{where}: eager {dtype} is {_num(ratio)} rounding units from fp64 (limit {EAGER_LIMIT})"
+            )
         return Verdict(
             "source_op",
             op=ta.op_name(ops[0]) if ops else "",
@@ -557,10 +582,14 @@ class _Investigation:
             source_file=src.file,
             source_line=src.line,
             source_text=src.text,
-            culprit="eager",
-            summary=f"eager in {str(self.case.dtype).removeprefix('torch.')} is {_num(ratio)} rounding units from fp64"
+            culprit="model code",
+            summary=f"your model's own math {said} — not a compiler fault"
             + (f"; the first wrong op is {node.name}" if node is not None else ""),
-            evidence=self._evidence(node_rounding_units=_num(check) if check is not None else None),
+            evidence=self._evidence(
+                node_rounding_units=_num(check) if check is not None else None,
+                nonfinite=counts,
+                outputs=size,
+            ),
         )
 
     def _nonfinite_everywhere(self, served: Comparison) -> Verdict:
@@ -630,7 +659,16 @@ class _Investigation:
             evidence=self._evidence(),
         )
 
-    def _artifact_mismatch(self, served: Comparison, fresh: RungRun) -> Verdict:
+    def _artifact_mismatch(
+        self,
+        served: Comparison,
+        fresh: RungRun,
+        *,
+        category: str = "artifact_mismatch",
+        culprit: str = "served artifact",
+        summary: str = "the served artifact diverges while the same compiler, compiling now, is right: "
+        "a stale or poisoned cache entry",
+    ) -> Verdict:
         served_code = getattr(self, "_served_code", "")
         fresh_code = fresh.trace.output_code[-1] if fresh.trace.output_code else ""
         differing = oc.differing_kernels(served_code, fresh_code) if served_code and fresh_code else []
@@ -656,14 +694,7 @@ class _Investigation:
                 if constant and not exact:
                     constants = {"kernel": kernel, "served": stale, "fresh": now}
                 break
-        verdict = self._located(
-            "artifact_mismatch",
-            node_name,
-            fresh.trace,
-            culprit="served artifact",
-            summary="the served artifact diverges while the same compiler, compiling now, is right: "
-            "a stale or poisoned cache entry",
-        )
+        verdict = self._located(category, node_name, fresh.trace, culprit=culprit, summary=summary)
         evidence = dict(verdict.evidence)
         evidence.update(
             served_code_sha256=oc.code_digest(served_code) if served_code else "",
@@ -674,6 +705,32 @@ class _Investigation:
         )
         kernel = differing[0] if differing else verdict.kernel
         return Verdict(**{**verdict.to_dict(), "evidence": evidence, "kernel": kernel})
+
+    def _signed_artifact_diverges(self, served: Comparison, fresh: RungRun) -> Verdict:
+        """The served output came from a verified bundle hit (exactly the signed artifact) and is wrong, while a
+        fresh compile after the same history is right. Not a stale cache entry: the bundle's build compiled it. At
+        a shape none of the history ran (the bundle's qualified shapes), the artifact is specialised to the shapes
+        it was compiled on; at one of them, the build's code generation is one this compiler does not reproduce."""
+        ran = {_shapes_of(call) for call in self.case.history}
+        if ran and _shapes_of(self.case.request) not in ran:
+            return self._artifact_mismatch(
+                served,
+                fresh,
+                category="shape_specialization",
+                culprit="the bundle's artifact, compiled for other shapes (its qualified shapes)",
+                summary="the bundle's signed artifact (a verified hit) diverges at this shape, which its build "
+                "never ran; a compile here is right: the artifact is specialised to the shapes it was built on",
+            )
+        return self._artifact_mismatch(
+            served,
+            fresh,
+            category="lowering",
+            culprit="code generation of the bundle's build, not reproduced by this compiler",
+            summary="the bundle's signed artifact (a verified hit, not a stale cache entry) diverges, while this "
+            "compiler, after the bundle's build history, generates code that is right: the build's compiler "
+            "differed (another torch build, or a compiler patch or setting the manifest does not record); the "
+            "differing kernels are in the evidence",
+        )
 
     def _decomposition(self) -> Verdict:
         table = ta.inductor_decompositions()
@@ -1038,10 +1095,35 @@ def _nonfinite_counts(value: Any) -> dict[str, int]:
     return {"nan": nan, "inf": inf, "total": nan + inf}
 
 
+def _numel(value: Any) -> int:
+    """Elements of an output's floating leaves."""
+    from inferensics.replay._internal.tolerance import float_leaves
+
+    return sum(t.numel() for t in float_leaves(value)) if value is not None else 0
+
+
+def _share(counts: dict[str, int], size: int, *, like: dict[str, int] | None = None) -> str:
+    """``NaN in 256/256 outputs``; ``in 192/256`` when ``like`` is non-finite the same way (``and fp64 in …``)."""
+    kinds = [label for key, label in (("nan", "NaN"), ("inf", "inf")) if counts[key]]
+    same = like is not None and kinds == [label for key, label in (("nan", "NaN"), ("inf", "inf")) if like[key]]
+    if same:
+        return f"in {counts['total']}/{size}"
+    what = " or ".join(kinds)
+    detail = f" (NaN {counts['nan']}, inf {counts['inf']})" if len(kinds) > 1 else ""
+    return f"{what} in {counts['total']}/{size} outputs{detail}"
+
+
 def _said(counts: dict[str, int]) -> str:
     """``8 NaN``, ``2 inf``, ``8 NaN and 2 inf`` or ``none``."""
     parts = [f"{counts[k]} {label}" for k, label in (("nan", "NaN"), ("inf", "inf")) if counts[k]]
     return " and ".join(parts) or "none"
+
+
+def _shapes_of(call: Any) -> tuple[tuple[int, ...], ...]:
+    """The shapes of a call's tensors, in argument order."""
+    from torch.utils._pytree import tree_leaves
+
+    return tuple(tuple(t.shape) for t in tree_leaves(call) if isinstance(t, torch.Tensor))
 
 
 def _positions(mask: torch.Tensor) -> list[list[int]]:

@@ -70,6 +70,8 @@ def render_text(verdict: Verdict) -> str:
             f"  provider: {served['provider']} ({served['kind']}) of {served['op']}, bucket {served['bucket']}, "
             f"{served['provider_function']} at {served['provider_file']}:{served['provider_line']}"
         )
+    for step in verdict.evidence.get("next_steps", []):
+        lines.append(f"  next: {step}")
     tolerance = verdict.evidence.get("tolerance", {})
     for rung in verdict.evidence.get("rungs", []):
         lines.append(
@@ -100,6 +102,7 @@ def render_markdown(verdict: Verdict, *, request_id: str = "", bundle_id: str = 
         "",
         verdict.summary,
         "",
+        *_next_steps(verdict),
         *_inputs_note(verdict),
         "## Rungs",
         "",
@@ -119,6 +122,12 @@ def render_markdown(verdict: Verdict, *, request_id: str = "", bundle_id: str = 
             f"{_figure(tol.get('eager_limit_rounding_units', EAGER_LIMIT))} rounding units of its dtype from fp64.",
         ]
     return "\n".join(out) + "\n"
+
+
+def _next_steps(verdict: Verdict) -> list[str]:
+    """The verdict's next steps as a list, first the one to take first (none when it has none)."""
+    steps = verdict.evidence.get("next_steps", [])
+    return ["## Next steps", "", *(f"{i}. {step}" for i, step in enumerate(steps, start=1)), ""] if steps else []
 
 
 def _inputs_note(verdict: Verdict) -> list[str]:

@@ -68,13 +68,19 @@ class Verdict:
         return cls(**{k: v for k, v in data.items() if k in names})
 
     @property
+    def not_reproduced(self) -> bool:
+        """The request's row recorded an error or non-finite output that re-executing it did not give (the stored
+        category stays ``none``: the schema has no other word for it)."""
+        return bool(self.evidence.get("not_reproduced"))
+
+    @property
     def location(self) -> str:
         """``file:line`` or ``""``."""
         return f"{self.source_file}:{self.source_line}" if self.source_file else ""
 
     def headline(self) -> str:
         """The verdict in one line: category, op, node, source line, kernel."""
-        parts = [self.category]
+        parts = ["NOT REPRODUCED (none)" if self.not_reproduced else self.category]
         if self.op:
             parts.append(f"op {self.op}")
         if self.fx_node:

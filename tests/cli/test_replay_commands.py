@@ -51,6 +51,10 @@ def recorded(service: RunningService) -> dict[str, str]:
     exporter.export_request(_request("req-captured", blob, "b" * 64), [])
     unsampled = _request("req-unsampled", "", fp_status="unsampled").model_copy(update={"status": "ok", "error": ""})
     exporter.export_request(unsampled, [])
+    nan_uncaptured = _request("req-nan-uncaptured", "").model_copy(
+        update={"status": "ok", "error": "", "fp_status": "ok", "fp_nan": 1}
+    )
+    exporter.export_request(nan_uncaptured, [])
     exporter.export_request(_request("req-uncaptured", ""), [])
     exporter.flush()
     exporter.shutdown()
@@ -126,6 +130,57 @@ def test_request_whose_output_was_not_fingerprinted_says_so(service: RunningServ
     config = eval(setting.group(1), {name: getattr(sdk, name) for name in sdk.__all__})
     assert config.capture.enabled
     assert config.fingerprint_rate == 1.0
+
+
+def test_a_failed_request_on_a_host_with_capture_off_says_it_failed(
+    service: RunningService, recorded: dict[str, str]
+) -> None:
+    """Its row says NaN 1, as `requests --failing` lists it; replay said "this request was none of those"."""
+    code, out = _invoke(service, "req-nan-uncaptured")
+    assert code == 2, out
+    assert out.strip().count("\n") == 0, out
+    assert "none of those" not in out
+    assert "request req-nan-uncaptured has no captured inputs, although it gave non-finite output (NaN 1): its " \
+        "host (h1) did not capture it, most likely because capture was off there" in out  # fmt: skip
+    assert "turn it on and replay the next occurrence; meanwhile `inferensics requests --failing --model m` lists " \
+        "its siblings" in out  # fmt: skip
+    code, out = _invoke(service, "req-uncaptured")  # status error: it raised
+    assert "although it raised nan logits: its host (h1) did not capture it" in out, out
+
+
+def test_a_pack_replay_through_the_service_is_recorded_against_its_request(
+    service: RunningService, recorded: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`replay --pack DIR --service URL` printed the verdict and recorded nothing, silently."""
+    from inferensics.cli import replay_commands
+    from inferensics.replay import Verdict
+
+    bundles = tmp_path / "bundles"
+    (bundles / ("b" * 64)).mkdir(parents=True)
+    (bundles / ("b" * 64) / "manifest.json").write_text("{}")
+    pack = tmp_path / "pack"
+    res = runner.invoke(app, ["replay", "req-captured", "--service", service.url, "--token", ADMIN, "--export",
+                              str(pack)], env={"COLUMNS": "400", "INFERENSICS_BUNDLES": str(bundles)})  # fmt: skip
+    assert res.exit_code == 0, res.output
+
+    def fresh(pack: Path, **kwargs: object) -> dict[str, object]:
+        return Verdict(category="lowering", op="aten.cos", culprit="lowering of aten.cos",
+                       evidence={"request_id": "req-captured", "bundle_id": "b" * 64}).to_dict()  # fmt: skip
+
+    monkeypatch.setattr(replay_commands, "_run_fresh", fresh)
+    offline = runner.invoke(app, ["replay", "--pack", str(pack)], env={"COLUMNS": "400"})
+    assert offline.exit_code == 0, offline.output
+    assert "not recorded in replay_results: a --pack replay without --service asks no service" in offline.output
+    code, out = _invoke(service, "--pack", str(pack))
+    assert code == 0, out
+    assert "recorded in replay_results" in out, out
+    client = service.client(ADMIN)
+    deadline = time.monotonic() + 60
+    query = "SELECT attribution, request_host FROM replay_results WHERE request_id = 'req-captured'"
+    while (rows := client.sql(query)).height == 0:
+        assert time.monotonic() < deadline, "the verdict never reached the store"
+        time.sleep(0.3)
+    assert rows.row(0) == ("lowering", "h1")
 
 
 def test_export_writes_a_verified_pack(service: RunningService, recorded: dict[str, str], tmp_path: Path) -> None:

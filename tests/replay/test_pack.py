@@ -329,7 +329,8 @@ def test_a_wrong_shape_request_names_its_op_and_line_as_a_wrong_dtype_one_does(b
     assert shape["fx_node"] == ""
     assert shape["summary"] == (
         "eager raised on this request, in fp64 too: RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x5 "
-        "and 8x16); located by running it eagerly (no FX node: Dynamo could not trace the request with these inputs)"
+        "and 8x16); located by running it eagerly (no FX node: Dynamo could not trace the request with these inputs) "
+        "[request shape [4,5] was never qualified by this bundle (qualified: [4,8])]"
     )
 
 
@@ -478,8 +479,8 @@ def test_a_factory_beside_the_user_is_found_by_the_cli_replay(tmp_path: Path, mo
     assert elsewhere.stderr.count("\n") == 1, elsewhere.stderr
     assert "cannot import walk_user_model" in elsewhere.stderr
     assert (
-        "run it from the directory the bundle was built in, or put the factory's folder on PYTHONPATH"
-        in elsewhere.stderr
+        "run it from the directory the bundle was built in, copy walk_user_model.py here, or put its folder on "
+        "PYTHONPATH" in elsewhere.stderr
     )
     assert "BundleError" not in elsewhere.stderr
     # A request whose inputs make the eager model raise (integers where it takes floats: a client's bug) raised

@@ -32,6 +32,7 @@ from tests.replay.served import build_bundle, put_inputs, running_service, seed_
 runner = CliRunner()
 pytestmark = pytest.mark.slow
 READ_REPLAY, REPLAY_ONLY = "rr-token", "rp-token"
+RAISED = "RuntimeError: CUDA error: an illegal memory access was encountered"
 MODEL = """import torch
 
 
@@ -70,6 +71,13 @@ def service(tmp_path_factory: pytest.TempPathFactory, project: Project) -> Itera
             RequestEvent(request_id=request_id, ts=datetime.now(UTC), host="h1", model="walk", hw_pool="cpu",
                          traffic_class="batch", status="ok", capture_blob=blob, bundle_id=bundle_id)
             for request_id, bundle_id in (("b-1", project.bundle_id), ("nb-1", ""))
+        ] + [  # served by the bundle, NaN once or raised once: neither comes back when the bundle runs again
+            RequestEvent(request_id="nan-1", ts=datetime.now(UTC), host="h1", model="walk", hw_pool="cpu",
+                         traffic_class="batch", status="ok", capture_blob=blob, bundle_id=project.bundle_id,
+                         fp_status="ok", fp_nan=1),
+            RequestEvent(request_id="raise-1", ts=datetime.now(UTC), host="h1", model="walk", hw_pool="cpu",
+                         traffic_class="batch", status="error", capture_blob=blob, bundle_id=project.bundle_id,
+                         error=RAISED),
         ])  # fmt: skip
         yield svc
 
@@ -120,8 +128,8 @@ def test_a_verdict_the_service_refuses_to_record_exits_non_zero(service: Running
 def test_bundle_for_a_request_served_without_one_is_a_what_if(service: RunningService, project: Project) -> None:
     code, out = _invoke(ADMIN, "nb-1", "--service", service.url, "--bundle", str(project.bundle))
     assert code == 2, out
-    assert out.startswith("error: request nb-1 was served without a bundle"), out
-    assert "pass --what-if to run it (its verdict is not recorded)" in out
+    assert out.startswith("error: request nb-1 was served without a bundle, so there is no signed code"), out
+    assert "`--bundle DIR --what-if` replays it against a bundle of the same model" in out
     code, out = _invoke(ADMIN, "nb-1", "--service", service.url, "--bundle", str(project.bundle), "--what-if")
     assert code == 0, out
     assert "what-if, not the request as served (request nb-1 was served without a bundle)" in out, out
@@ -163,3 +171,74 @@ def test_a_revoked_bundle_is_replayed_and_its_state_said(
     code, out = _invoke(ADMIN, "b-1", "--service", service.url, "--bundle", str(project.bundle), "--no-record")
     assert code == 0, out
     assert f"[bundle {project.bundle_id[:12]} is revoked: replayed to investigate it]" in out, out
+
+
+def test_a_request_served_without_a_bundle_gets_its_options_before_any_keyring(
+    service: RunningService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It asked for a keyring first, then said "pass --bundle DIR", then refused --bundle as a what-if."""
+    monkeypatch.delenv(KEYRING_ENV)
+    code, out = _invoke(ADMIN, "nb-1", "--service", service.url, "--no-record")
+    assert code == 2, out
+    assert out.strip().count("\n") == 0, out
+    assert out.startswith("error: request nb-1 was served without a bundle, so there is no signed code to "
+                          "re-execute; options: (a) `--bundle DIR --what-if`"), out  # fmt: skip
+    assert "keyring" not in out
+    assert "(b) `--export DIR` writes its captured inputs" in out
+    # Option (b) works as said: the export holds the inputs only, and says how to investigate them.
+    code, out = _invoke(ADMIN, "nb-1", "--service", service.url, "--export", str(tmp_path / "nb"))
+    assert code == 0, out
+    assert "the request was served without a bundle, so the pack holds its captured inputs only" in out, out
+    from inferensics.replay import read_pack
+
+    assert read_pack(tmp_path / "nb").inputs()["x"].shape == (4, 8)
+
+
+def test_a_nan_the_bundle_does_not_give_again_is_not_reproduced(service: RunningService, project: Project) -> None:
+    """A request whose row recorded NaN, re-executed finite, was "verdict: none", "the served output is within
+    tolerance", and recorded so on the request's page."""
+    code, out = _invoke(ADMIN, "nan-1", "--service", service.url, "--bundle", str(project.bundle))
+    assert code == 0, out
+    assert out.startswith("verdict: NOT REPRODUCED (none)"), out
+    assert ("not reproduced: the served output had 1 NaN; re-executing the same bundle on the captured inputs is "
+            "finite and within tolerance") in out  # fmt: skip
+    assert "suspect nondeterminism, hardware, concurrency or code outside the compiled graph" in out
+    assert "the served output is within tolerance" not in out
+    assert "rung re-executed bundle: pass" in out, out
+    assert "rung served" not in out
+    assert "next: replay it a few more times" in out
+    time.sleep(1.0)
+    rows = service.client(ADMIN).sql("SELECT attribution, reproduced, detail FROM replay_results "
+                                     "WHERE request_id = 'nan-1'")  # fmt: skip
+    assert rows.height == 1
+    assert rows.item(0, "attribution") == "none"
+    assert not rows.item(0, "reproduced")
+    assert str(rows.item(0, "detail")).startswith("not reproduced: the served output had 1 NaN")
+
+
+def test_a_request_that_raised_and_runs_clean_again_is_not_reproduced(
+    service: RunningService, project: Project
+) -> None:
+    code, out = _invoke(ADMIN, "raise-1", "--service", service.url, "--bundle", str(project.bundle), "--no-record")
+    assert code == 0, out
+    assert out.startswith("verdict: NOT REPRODUCED (none)"), out
+    assert f"not reproduced: the request raised {RAISED}; re-executing the same bundle" in out, out
+    assert "the served output had" not in out
+    assert "the served output is within tolerance" not in out
+
+
+def test_an_export_names_the_modules_it_needs_and_a_replay_without_them_says_how(
+    service: RunningService, project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The export line said the pack "needs torch and pydantic only"; elsewhere it failed on the model's module."""
+    pack = tmp_path / "pack"
+    code, out = _invoke(ADMIN, "b-1", "--service", service.url, "--bundle", str(project.bundle), "--export", str(pack))
+    assert code == 0, out
+    assert ("(needs torch and pydantic, and the modules it imports by name: walkmodel (copy walkmodel.py beside "
+            "where you replay it, or put their folder on PYTHONPATH))") in out, out  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    res = runner.invoke(app, ["replay", "--pack", str(pack)], env={"COLUMNS": "400"})
+    assert res.exit_code == 2, res.output
+    assert "copy walkmodel.py here, or put its folder on PYTHONPATH" in res.output, res.output

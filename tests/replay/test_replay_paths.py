@@ -207,7 +207,9 @@ def test_no_keyring_is_refused_before_the_bundle_part_torch_or_the_service(
     with pytest.raises(BundleError) as loaded:
         Keyring.load(None)
     assert proc.stderr == f"error: {loaded.value}\n"
-    assert proc.stdout == "exit 2 []\n"
+    # A request's row is looked up first (a request served without a bundle needs no keyring: its refusal says what
+    # it needs instead); a service that does not answer leaves the keyring refusal, still before torch and bundle.
+    assert proc.stdout == ("exit 2 ['httpx']\n" if where == "req-1" else "exit 2 []\n")
 
 
 def test_a_keyring_that_does_not_exist_is_refused_in_keyring_loads_words(tmp_path: Path) -> None:
@@ -244,3 +246,13 @@ def test_a_pack_replay_asks_no_service_that_only_the_environment_names(
     said = _one_line_error(*_replay("--pack", str(pack), "--service", NOWHERE))
     assert "127.0.0.1:9" in said, said
     assert ran == {}
+
+
+def test_a_customisation_that_cannot_be_imported_says_how_to_make_it_importable() -> None:
+    """A pack replayed in a folder without the customisation's module said "No module named 'faults_mod'" only."""
+    from inferensics.replay._internal.executor import _copy_hint
+
+    said = "customisation faults_mod:silu_off cannot be imported here: No module named 'faults_mod'"
+    assert _copy_hint(said) == ": copy faults_mod.py here (where you replay it) or put its folder on PYTHONPATH"
+    assert _copy_hint("customisation pkg.mod:fn cannot be imported here: x").startswith(": copy pkg/mod.py here")
+    assert _copy_hint("bundle abc is revoked") == ""
