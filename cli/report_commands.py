@@ -358,12 +358,12 @@ def _choose_pools(  # noqa: PLR0917 (the comparison's parts)
             f"{split.candidate[pool]:,} requests)"
         )
     else:
-        counts = "; ".join(
+        per_pool = "; ".join(
             f"{p}: baseline {split.baseline[p]:,}, candidate {split.candidate[p]:,} requests" for p in shared
         )
         note = (
             f"hardware pools {', '.join(shared)}: where both bundles served, each judged alone and the worst "
-            f"verdict decides ({counts})"
+            f"verdict decides ({per_pool})"
         )
     if left:
         note += f"; left out: {'; '.join(left)}; --hw-pool chooses another, --hw-pool all compares every pool"
