@@ -40,6 +40,10 @@ REPLAY_BLOB_WHY: Final = (
     "this blob is a request's captured inputs (tenant data), which only a token with the 'replay' role (or admin) "
     "may read: give the token the replay role ($INFERENSICS_TOKENS: token=read+replay)"
 )
+BAD_QUERY: Final = "bad_query"
+"""The ``rejected`` reason of a named query refused with 400 or 404 (no such query, parameters that do not fit)."""
+SQL_REFUSED: Final = "sql_refused"
+"""The ``rejected`` reason of admin SQL refused with 400 (not read-only, not UTF-8, or the engine refused it)."""
 REFUSAL_LOG_EVERY_S: Final = 60.0
 """A refused token is logged once per client, path and reason in this many seconds (with how many since)."""
 
@@ -122,7 +126,13 @@ def create_app(state: ServiceState) -> PathLimit:
     cfg = state.config
     retry = {"Retry-After": str(cfg.retry_after_s)}
 
-    def query_error(exc: queries.QueryError) -> Response:
+    def query_error(exc: queries.QueryError, refused_as: str = "") -> Response:
+        """The answer to a failed query; with ``refused_as`` (the API's reason) a refusal (4xx) is counted
+        under it and a query that failed (500) in ``query_errors`` (503, the store down, has its own series)."""
+        if refused_as and 400 <= exc.status < 500:
+            state.metrics.inc("rejected", label=refused_as)
+        elif refused_as and exc.status == 500:
+            state.metrics.inc("query_errors")
         return _error(exc.status, exc.message, retry if exc.status == 503 else None)
 
     refusals = RefusalLog()
@@ -193,13 +203,14 @@ def create_app(state: ServiceState) -> PathLimit:
         try:
             params: Any = json.loads(_utf8_text(raw) or "{}")
         except _NotUtf8Error as exc:
-            return _error(400, f"parameters must be a JSON object in UTF-8 text: {exc}")
+            return query_error(queries.QueryError(400, f"parameters must be a JSON object in UTF-8 text: {exc}"),
+                               BAD_QUERY)  # fmt: skip
         except ValueError as exc:
-            return _error(400, f"parameters must be a JSON object: {exc}")
+            return query_error(queries.QueryError(400, f"parameters must be a JSON object: {exc}"), BAD_QUERY)
         try:
             data = await run_in_threadpool(queries.run_named, state, request.path_params["name"], params)
         except queries.QueryError as exc:
-            return query_error(exc)
+            return query_error(exc, BAD_QUERY)
         return Response(data, media_type=ARROW_STREAM)
 
     async def sql(request: Request) -> Response:
@@ -207,11 +218,11 @@ def create_app(state: ServiceState) -> PathLimit:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            return _error(400, "SQL must be UTF-8 text")
+            return query_error(queries.QueryError(400, "SQL must be UTF-8 text"), SQL_REFUSED)
         try:
             data = await run_in_threadpool(queries.run_sql, state, text)
         except queries.QueryError as exc:
-            return query_error(exc)
+            return query_error(exc, SQL_REFUSED)
         return Response(data, media_type=ARROW_STREAM)
 
     async def put_blob(request: Request) -> Response:

@@ -39,6 +39,14 @@ SPOOL_MIN_BYTES: Final = 64 << 10
 BODY_MIN_BYTES: Final = 64 << 10
 """The smallest request body limit: 0 answered 413 to every non-empty export, and one host's export of a few
 spans is kilobytes."""
+DECODE_WORKERS_MAX: Final = 64
+"""The most decode processes: each is a spawned interpreter with its own memory, started before the service
+listens, so a typo such as ``1e9`` would start forever and never answer."""
+ENGINE_PARSE_FILES_MAX: Final = 256
+"""The most files a spool segment is split into (one engine parsing thread and one open file each)."""
+ENGINE_MAX_THREADS_MAX: Final = 1024
+"""The largest ``max_threads`` handed to the engine (far above any machine's cores; a bigger value only
+multiplies the engine's per-thread buffers)."""
 SQL_MIN_MEMORY: Final = 16 << 20
 """The smallest admin SQL memory limit: below it the engine refuses every query (0 would mean no limit)."""
 TOKENS_TABLE_FORM: Final = '"token" = ["read", "replay"] in the [tokens] table (roles: ingest, read, replay, admin)'
@@ -119,6 +127,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         int,
         "Processes that parse OTLP bodies at ingest (0: in the service process). Experimental: ingest only "
         "parses and spools (the engine maps spans to rows), so workers mostly add pickling.",
+        DECODE_WORKERS_MAX,
     ),
     Setting(
         "engine_parse_files",
@@ -126,6 +135,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         2,
         int,
         "Files a spool segment is split into for the engine's Protobuf parser (one parsing thread each).",
+        ENGINE_PARSE_FILES_MAX,
         minimum=1,
     ),
     Setting(
@@ -134,6 +144,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         0,
         int,
         "max_threads of the engine's decode and insert queries (0: the engine's default, one per core).",
+        ENGINE_MAX_THREADS_MAX,
     ),
     Setting("retry_after_s", "INFERENSICS_RETRY_AFTER_S", 5, int, "Retry-After seconds sent with 429/503.", minimum=1),
     Setting(
@@ -238,8 +249,11 @@ def _convert(setting: Setting, raw: object, origin: str) -> object:
             raise ValueError(text)
         if setting.type is int and isinstance(raw, bool):
             raise ValueError(raw)
+        if setting.type is int and isinstance(raw, float) and not raw.is_integer():
+            # int() would cut 4318.9 to 4318 (and raise OverflowError, not ValueError, for inf)
+            raise ValueError(raw)
         value = setting.type(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ConfigError(
             f"setting {setting.name} ({origin}): {raw!r} is not a valid {setting.type.__name__}{_range(setting)}; "
             f"{setting.meaning}"

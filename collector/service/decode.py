@@ -30,17 +30,22 @@ from inferensics.collector.service.otlp_body import BadRequestError, decompress,
 from inferensics.collector.service.otlp_sql import (
     ISO_PATTERN,
     MAX_ID_BYTES,
+    MAX_MAP_ENTRIES,
     MAX_TEXT_CHARS,
     OUT_OF_RANGE_TIME,
+    TOO_MANY_ENTRIES,
+    UNSUPPORTED_VALUE,
     YEARS,
     cut_columns,
     is_id_column,
     time_window_us,
 )
 from inferensics.collector.service.row_plan import ColumnBuffer, Plan, event_row, fast_row, plan_for
+from inferensics.collector.service.value_checks import value_checks
 from inferensics.schema import columns as col
 from inferensics.schema.otlp import (
     INHERITED,
+    MAP_COLUMNS,
     PREFIX,
     RESOURCE_HOST,
     attributes_to_record,
@@ -64,6 +69,8 @@ class Decoded:
     duplicate_spans: int = 0
     truncated: int = 0
     """String values cut to :data:`~inferensics.collector.service.otlp_sql.MAX_TEXT_CHARS`."""
+    dropped: Counter[str] = field(default_factory=Counter)
+    """Values not stored, by the engine's ``dropped`` reason (``unsupported_value``, ``too_many_entries``)."""
     rejected_rows: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     now_us: int = field(default_factory=lambda: time.time_ns() // 1000)
@@ -82,19 +89,23 @@ class Decoded:
         if wrong is not None:
             _reject(self, "invalid_row", f"{where or model.TABLE.name}: {wrong}")
             return False
+        if plan.ts >= 0:
+            low, high = time_window_us(model.TABLE.ttl_days, self.now_us)
+            if not low <= row[plan.ts] <= high:
+                _reject(self, OUT_OF_RANGE_TIME, f"{where or model.TABLE.name}: ts outside the table's window")
+                return False
+        # what is cut or dropped is counted for kept rows only, as the engine does
         for i, kind in _cuts(plan):
             value = row[i]
+            if kind == "map" and len(value) > MAX_MAP_ENTRIES:
+                self.dropped[TOO_MANY_ENTRIES] += len(value) - MAX_MAP_ENTRIES
+                value = row[i] = dict(list(value.items())[:MAX_MAP_ENTRIES])
             if kind == "str" and len(value) > MAX_TEXT_CHARS:
                 row[i] = value[:MAX_TEXT_CHARS]
                 self.truncated += 1
             elif kind == "map" and any(len(v) > MAX_TEXT_CHARS for v in value.values()):
                 self.truncated += sum(len(v) > MAX_TEXT_CHARS for v in value.values())
                 row[i] = {k: v[:MAX_TEXT_CHARS] for k, v in value.items()}
-        if plan.ts >= 0:
-            low, high = time_window_us(model.TABLE.ttl_days, self.now_us)
-            if not low <= row[plan.ts] <= high:
-                _reject(self, OUT_OF_RANGE_TIME, f"{where or model.TABLE.name}: ts outside the table's window")
-                return False
         buffer = self.buffers.get(model)
         if buffer is None:
             buffer = self.buffers[model] = ColumnBuffer(plan_for(model))
@@ -134,6 +145,42 @@ def _value(v: Any) -> object:
 
 def _attributes(kvs: Any) -> dict[str, object]:
     return {kv.key: _value(kv.value) for kv in kvs}
+
+
+def _unsupported(v: Any) -> bool:
+    """Whether an AnyValue has no text form in the engine: a kvlist, or an array holding arrays or kvlists."""
+    which = v.WhichOneof("value")
+    if which == "kvlist_value":
+        return True
+    nested = ("array_value", "kvlist_value")
+    return which == "array_value" and any(x.WhichOneof("value") in nested for x in v.array_value.values)
+
+
+def _to_map(model: type[Event], key: str) -> bool:
+    """Whether attribute ``key`` of a ``model`` row lands in a map column (``attrs``, a map's entry), as the
+    engine's ``_codes`` decides: not a column's own key."""
+    fields = model.model_fields
+    if key.startswith(PREFIX):
+        name = key[len(PREFIX) :]
+        head, _, tail = name.partition(".")
+        if tail and head in MAP_COLUMNS and head in fields:
+            return True
+        if name in fields:
+            return False
+    return col.ATTRS in fields
+
+
+def _row_attributes(model: type[Event], kvs: Any) -> tuple[dict[str, object], int]:
+    """A row's own attributes without the values bound for a map that have no text form, and how many those were
+    (:data:`~inferensics.collector.service.otlp_sql.UNSUPPORTED_VALUE`)."""
+    out: dict[str, object] = {}
+    left_out = 0
+    for kv in kvs:
+        if _unsupported(kv.value) and _to_map(model, kv.key):
+            left_out += 1
+            continue
+        out[kv.key] = _value(kv.value)
+    return out, left_out
 
 
 def decode_request(message: ExportTraceServiceRequest, *, fast: bool = True, now_us: int | None = None) -> Decoded:
@@ -184,10 +231,11 @@ def _decode_span(span: Any, resource: dict[str, object], host: object, out: Deco
             ok = out.add(model, row, name)
             inherited = {n: row[i] for i, n in plan.inherited if i in seen}
         else:
-            record = attributes_to_record(
-                model, _attributes(span.attributes), time=nanos_to_datetime(start), resource=resource
-            )
+            attributes, left_out = _row_attributes(model, span.attributes)
+            record = attributes_to_record(model, attributes, time=nanos_to_datetime(start), resource=resource)
             ok = _accept(model, record, out, name)
+            if ok and left_out:
+                out.dropped[UNSUPPORTED_VALUE] += left_out
             inherited = {c: record[c] for c in INHERITED if c in record}
     elif name.startswith(PREFIX):
         _reject(out, "unknown_table", f"span {name!r}: no table of that name")
@@ -210,14 +258,14 @@ def _decode_span(span: Any, resource: dict[str, object], host: object, out: Deco
         if ev_result is not None:
             ok = out.add(ev_model, ev_result[0], event.name) and ok
             continue
+        attributes, left_out = _row_attributes(ev_model, event.attributes)
         record = attributes_to_record(
-            ev_model,
-            _attributes(event.attributes),
-            time=nanos_to_datetime(nanos),
-            inherited=inherited,
-            resource=resource,
+            ev_model, attributes, time=nanos_to_datetime(nanos), inherited=inherited, resource=resource
         )
-        ok = _accept(ev_model, record, out, event.name) and ok
+        kept = _accept(ev_model, record, out, event.name)
+        if kept and left_out:
+            out.dropped[UNSUPPORTED_VALUE] += left_out
+        ok = kept and ok
     return ok
 
 
@@ -303,6 +351,11 @@ def _bounds_error(plan: Plan, row: list[Any]) -> str | None:
             )
         ):
             return f"{name}: an id must be 1 to {MAX_ID_BYTES} bytes"
+    index = plan.schema.get_field_index
+    for check in value_checks(plan.model):
+        value = row[index(check.column)]
+        if check.breaks(value, to_float32(value) if check.float32 else None):
+            return check.message
     return None
 
 

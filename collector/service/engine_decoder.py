@@ -33,12 +33,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from inferensics.collector.service.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
 from inferensics.collector.service.otlp_sql import (
+    MAX_MAP_ENTRIES,
     MAX_TEXT_CHARS,
     OUT_OF_RANGE_TIME,
     REJECT,
     SPAN_KEY,
     SPAN_SECOND,
+    TOO_MANY_ENTRIES,
     TRUNCATED_VALUE,
+    UNSUPPORTED,
+    UNSUPPORTED_VALUE,
     dropped_sql,
     insert_columns_sql,
     known_names,
@@ -281,17 +285,26 @@ class EngineDecoder:
                 # settings inline: the client applies per-call settings with a query per SET and per restore
                 client.command(f"CREATE OR REPLACE TABLE {db}.{ROWS} ENGINE = Memory AS {pivot}{_inline(settings)}")
                 late = out_of_range_code(model)
-                select, cut = insert_columns_sql(model)
+                select, cut, over = insert_columns_sql(model)
                 # every reason with its rows (a reason is a code: the table's checks, a few dozen at most)
                 counts = (
                     f"countIf({REJECT} = 0), countIf({REJECT} != 0), countIf({REJECT} = {late}), "
-                    f"sumMapIf([{REJECT}], [toUInt64(1)], {REJECT} != 0), sumIf({cut}, {REJECT} = 0)"
+                    f"sumMapIf([{REJECT}], [toUInt64(1)], {REJECT} != 0), sumIf({cut}, {REJECT} = 0), "
+                    f"sumIf({over}, {REJECT} = 0), sumIf({UNSUPPORTED}, {REJECT} = 0)"
                 )
-                good, bad, oor, reasons, cuts = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
+                row = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
+                good, bad, oor, reasons, cuts, entries, unsupported = row
                 lap("pivot")
                 if cuts:
                     out.dropped[TRUNCATED_VALUE] += int(cuts)
                     _note(out, f"{span}: {int(cuts)} string value(s) longer than {MAX_TEXT_CHARS} characters cut")
+                if entries:
+                    out.dropped[TOO_MANY_ENTRIES] += int(entries)
+                    _note(out, f"{span}: {int(entries)} map entries past {MAX_MAP_ENTRIES} a row dropped")
+                if unsupported:
+                    out.dropped[UNSUPPORTED_VALUE] += int(unsupported)
+                    _note(out, f"{span}: {int(unsupported)} attribute(s) whose value is a kvlist or nested array "
+                               "dropped (send them as strings, e.g. JSON text)")  # fmt: skip
                 if bad:
                     if int(bad) - int(oor):
                         out.rejected["invalid_row"] += int(bad) - int(oor)
@@ -322,7 +335,7 @@ class EngineDecoder:
                     "max_block_size": 1 << 30,
                 }
                 # the cutting select list only when a value is over the limit (it copies every string)
-                select = select if cuts else columns
+                select = select if cuts or entries else columns
                 client.command(f"INSERT INTO {db}.{table} ({columns}){_inline(insert)} "
                                f"SELECT {select} FROM {db}.{ROWS} WHERE {REJECT} = 0")  # fmt: skip
                 landed = _count(store, table) - before if possibly_seen else int(good)

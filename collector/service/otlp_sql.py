@@ -21,9 +21,14 @@ table's span and event rows into its columns plus ``_reject``. The pivot looks e
 engine's analysis of the generated query is a fixed cost per segment of the same order as the work on
 20k rows, so the query is kept as small as the checks allow (see benchmarks/bench_collector_load.py).
 
+Both decoders also apply :mod:`inferensics.collector.service.value_checks` (closed vocabularies, signs, hex
+digests, no NUL in a dimension), leave out of ``attrs`` (and count as :data:`UNSUPPORTED_VALUE`) a value with no
+text form, and keep at most :data:`MAX_MAP_ENTRIES` entries of a map (the rest counted as
+:data:`TOO_MANY_ENTRIES`).
+
 Known differences from the Python reference: a float stringified into ``attrs`` uses the engine's
 shortest form (``1e+20`` in Python is ``100000000000000000000`` here, ``5.0`` is ``5``); a ``kvlist``
-value, which the reference renders as JSON, is an empty string in ``attrs`` and rejected in a column;
+value in a column, which the reference renders as JSON, is rejected here;
 with duplicate attribute keys (which OTLP forbids) the first wins here and the last in Python.
 """
 
@@ -36,6 +41,7 @@ from typing import Final
 import pyarrow as pa
 
 from inferensics.collector.service.otlp_proto import KIND
+from inferensics.collector.service.value_checks import value_checks
 from inferensics.schema import columns as col
 from inferensics.schema.arrow import arrow_schema, column_kind
 from inferensics.schema.events import EVENT_MODELS
@@ -76,6 +82,17 @@ MAX_TEXT_CHARS: Final = 65_536
 """Longest other string (and ``Map`` value) stored; longer ones are cut to this many characters, counted."""
 TRUNCATED_VALUE: Final = "truncated_value"
 """The ``dropped`` reason counting string values cut to :data:`MAX_TEXT_CHARS`."""
+MAX_MAP_ENTRIES: Final = 1024
+"""Most entries a row's map column (``attrs``) keeps; the ones past it are dropped and counted. OpenTelemetry's
+SDKs keep 128 attributes a span by default, so only a sender that lifted its limits, or a hostile one, meets this."""
+TOO_MANY_ENTRIES: Final = "too_many_entries"
+"""The ``dropped`` reason counting map entries past :data:`MAX_MAP_ENTRIES`."""
+UNSUPPORTED_VALUE: Final = "unsupported_value"
+"""The ``dropped`` reason counting attributes bound for a map column (``attrs``) whose value has no text form the
+engine can read: a ``kvlist``, or an array holding arrays or kvlists (the engine's Protobuf structure reads one
+level of array). They were stored as empty strings."""
+UNSUPPORTED: Final = "_unsupported"
+"""The column of :func:`rows_sql` that counts a row's :data:`UNSUPPORTED_VALUE` attributes."""
 
 
 def is_id_column(name: str) -> bool:
@@ -93,21 +110,25 @@ def cut_columns(model: type[Event]) -> list[tuple[str, str]]:
     return out
 
 
-def insert_columns_sql(model: type[Event]) -> tuple[str, str]:
-    """The select list that inserts a pivot's good rows (long strings cut), and the count of values cut."""
+def insert_columns_sql(model: type[Event]) -> tuple[str, str, str]:
+    """The select list that inserts a pivot's good rows (long strings cut, maps cut to :data:`MAX_MAP_ENTRIES`),
+    the count of values cut and the count of map entries dropped."""
     cut = dict(cut_columns(model))
-    exprs, counts = [], []
+    exprs, counts, over = [], [], []
+    n = MAX_MAP_ENTRIES
     for name in model.model_fields:
         kind = cut.get(name)
         if kind == "str":
             exprs.append(f"substringUTF8({name}, 1, {MAX_TEXT_CHARS}) AS {name}")
             counts.append(f"(lengthUTF8({name}) > {MAX_TEXT_CHARS})")
         elif kind == "map":
-            exprs.append(f"mapApply((k, v) -> (k, substringUTF8(v, 1, {MAX_TEXT_CHARS})), {name}) AS {name}")
-            counts.append(f"arrayCount(v -> lengthUTF8(v) > {MAX_TEXT_CHARS}, mapValues({name}))")
+            kept = f"mapFromArrays(arraySlice(mapKeys({name}), 1, {n}), arraySlice(mapValues({name}), 1, {n}))"
+            exprs.append(f"mapApply((k, v) -> (k, substringUTF8(v, 1, {MAX_TEXT_CHARS})), {kept}) AS {name}")
+            counts.append(f"arrayCount(v -> lengthUTF8(v) > {MAX_TEXT_CHARS}, arraySlice(mapValues({name}), 1, {n}))")
+            over.append(f"greatest(length({name}), {n}) - {n}")
         else:
             exprs.append(name)
-    return ", ".join(exprs), " + ".join(counts) if counts else "0"
+    return ", ".join(exprs), " + ".join(counts) if counts else "0", " + ".join(over) if over else "0"
 
 
 def time_window_us(ttl_days: int, now_us: int) -> tuple[int, int]:
@@ -173,6 +194,12 @@ def _scalar_text(v: Field) -> str:
         f"if({v('bool_value')}, 'True', 'False'), {k} = 'bytes_value', lower(hex({v('bytes_value')})), "
         f"{k} IN ('array_value', 'kvlist_value'), '', 'None')"
     )
+
+
+def _unsupported(v: Field) -> str:
+    """Whether an AnyValue has no text form here: a kvlist, or an array holding arrays or kvlists."""
+    nested = f"arrayExists(x -> x.{KIND} IN ('array_value', 'kvlist_value'), {v('array_value')}.values)"
+    return f"({v(KIND)} = 'kvlist_value' OR ({v(KIND)} = 'array_value' AND {nested}))"
 
 
 def _text(v: Field) -> str:
@@ -345,7 +372,8 @@ def rows_sql(
 ) -> str:
     """``model``'s rows from the spans in ``records`` (a table or subquery of :func:`records_sql`).
 
-    Columns: the model's fields in order, then ``_reject`` (see :data:`REJECT`). ``spans`` / ``events``
+    Columns: the model's fields in order, then ``_reject`` (see :data:`REJECT`) and ``_unsupported`` (see
+    :data:`UNSUPPORTED`). ``spans`` / ``events``
     choose where rows come from (spans named after the table, span events named after it): leaving out a
     source that has no rows in ``records`` saves a pass over it. ``now_us`` is the clock the time window
     (:func:`time_window_us`) is measured from, the engine's own when ``None`` (tests inject one).
@@ -390,9 +418,19 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool, now_u
     value = tuple_value("v")
 
     def picked(code: int) -> tuple[str, str]:
-        keys = f"arrayFilter((k, c) -> c = {code}, _a.key, _c)"
-        texts = f"arrayMap(v -> {_text(value)}, arrayFilter((v, c) -> c = {code}, _a.value, _c))"
+        """The keys and texts of the attributes with ``code`` (bound for a map column: values with no text form
+        are left out, and counted in :data:`UNSUPPORTED`)."""
+        keep = f"c = {code} AND NOT {_unsupported(value)}"
+        keys = f"arrayFilter((k, v, c) -> {keep}, _a.key, _a.value, _c)"
+        texts = f"arrayMap(v -> {_text(value)}, arrayFilter((v, c) -> {keep}, _a.value, _c))"
         return keys, texts
+
+    to_maps = [*entry.values(), *([0] if col.ATTRS in column else [])]
+    unsupported = (
+        f"arrayCount((v, c) -> c IN ({', '.join(map(str, to_maps))}) AND {_unsupported(value)}, _a.value, _c)"
+        if to_maps
+        else "0"
+    )
 
     for h, code in entry.items():
         keys, texts = picked(code)
@@ -459,6 +497,8 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool, now_u
             bad.append((f"{g} AND (length({taken}) > {MAX_ID_BYTES}{empty})",
                         f"{name}: an id must be 1 to {MAX_ID_BYTES} bytes"))  # fmt: skip
     bad += _validators(model)
+    # the values' meaning, on the columns as computed above (a missing attribute's default always passes)
+    bad += [(check.sql(check.column), check.message) for check in value_checks(model)]
     now = NOW_US if now_us is None else str(int(now_us))
     ttl = model.TABLE.ttl_days
     low = f"greatest(0, {now} - {ttl * 86_400_000_000})" if ttl else "0"
@@ -474,9 +514,9 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool, now_u
     codes_sql = ", ".join(f"{cond}, {i + 1}" for i, (cond, _) in enumerate(bad))
     reject = f"toUInt16(multiIf({codes_sql}, 0)) AS {REJECT}"
     names = ", ".join(schema.names)
-    inner = ", ".join(select + outputs + [reject])
+    inner = ", ".join([*select, *outputs, reject, f"toUInt32({unsupported}) AS {UNSUPPORTED}"])
     source = _candidates(model, records, spans=spans, events=events)
-    sql = f"SELECT {names}, {REJECT} FROM (SELECT {inner} FROM ({source}))"
+    sql = f"SELECT {names}, {REJECT}, {UNSUPPORTED} FROM (SELECT {inner} FROM ({source}))"
     return sql, [message for _, message in bad]
 
 

@@ -75,6 +75,9 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
         raise QueryError(404, f"unknown query {name!r}; {known}")
     if not isinstance(params, dict):
         raise QueryError(400, "parameters must be a JSON object")
+    where = lone_surrogate(params)
+    if where is not None:
+        raise QueryError(400, f"bad parameters for {name}: {where} is not valid UTF-8 text (a lone surrogate)")
     try:
         parsed = query.params.model_validate(params)
     except ValidationError as exc:
@@ -93,6 +96,32 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
     except Exception as exc:
         raise QueryError(500, f"{name} failed: {error_line(exc)}") from None
     return to_ipc(frame.to_arrow())
+
+
+def lone_surrogate(value: object, path: str = "") -> str | None:
+    """Where in a decoded JSON value a string holds a lone UTF-16 surrogate (JSON's ``"\\udcff"``), else ``None``.
+
+    Such a string is valid JSON but no UTF-8 text: the engine's binding cannot take it (it failed a query with a
+    500 about casting to a C++ type). ``path`` is the dotted key path, ``parameters`` at the top level."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path or "parameters"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = lone_surrogate(key, f"{path}.{key!a}" if path else "a parameter name")
+            if where is None:
+                where = lone_surrogate(item, f"{path}.{key}" if path else str(key))
+            if where is not None:
+                return where
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            where = lone_surrogate(item, f"{path or 'parameters'}.{i}")
+            if where is not None:
+                return where
+    return None
 
 
 TIME_RANGE: Final = (datetime(1970, 1, 1, tzinfo=UTC), datetime(2106, 2, 7, 6, 28, 15, tzinfo=UTC))

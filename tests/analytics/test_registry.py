@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -146,3 +147,23 @@ def test_service_reports_unknown_filter_as_400(service_client: ServiceClient) ->
     with pytest.raises(ServiceError, match="unknown model 'lama'") as info:
         service_client.query("fleet_overview", **WEEK, model="lama")
     assert info.value.status == 400
+
+
+def test_a_lone_surrogate_in_any_string_parameter_is_a_400(service_client: ServiceClient) -> None:
+    """JSON ``"\\udcff"`` is valid JSON but no UTF-8 text: every named query answered it with a 500 naming a
+    pybind11 cast (93 cases of a fuzz walk); each string parameter of each query must be a one-line 400."""
+    http: TestClient = service_client._http  # type: ignore[assignment]
+    checked = 0
+    for name, query in sorted(NAMED_QUERIES.items()):
+        for field, schema in query.params.model_json_schema().get("properties", {}).items():
+            kinds = {schema.get("type")} | {s.get("type") for s in schema.get("anyOf", [])}
+            if "string" not in kinds or schema.get("format") in ("date-time", "date"):
+                continue
+            params = {**PARAMS.get(name, WEEK), field: "\udcff"}
+            r = http.post(f"/api/v1/query/{name}", content=json.dumps(params).encode())  # \udcff escaped
+            assert (r.status_code, r.json()["error"]) == (
+                400,
+                f"bad parameters for {name}: {field} is not valid UTF-8 text (a lone surrogate)",
+            ), (name, field)
+            checked += 1
+    assert checked > 20

@@ -21,10 +21,11 @@ from starlette.testclient import TestClient
 
 from inferensics.collector.service import ServiceState, build_state, create_app, load_config
 from inferensics.collector.service.engine_decoder import STAGES
-from inferensics.collector.service.testing import build_request, encode_request
+from inferensics.collector.service.testing import any_value, build_request, encode_request
 from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import Store, StoreError
 from tests.collector.service.harness import ADMIN, INGEST, READ, TOKENS
+from tests.collector.service.named import TEST_QUERIES
 from tests.collector.service.otel import request
 from tests.polling import poll
 
@@ -90,6 +91,53 @@ def test_query_parameters_that_are_not_utf8_are_refused_as_such(api: TestClient,
         400,
         f"parameters must be a JSON object in UTF-8 text: byte {byte} is not UTF-8",
     )
+
+
+def test_a_lone_surrogate_in_a_string_parameter_is_refused_not_a_500(api: TestClient) -> None:
+    """JSON ``"\\udcff"`` decodes to a str that is no UTF-8 text; the engine's binding failed the query with
+    a 500 about casting to a C++ type."""
+    for params, where in (({"model": "\udcff"}, "model"), ({"model": "m", "order": ["\ud800"]}, "order.0")):
+        r = api.post("/api/v1/query/request_count", content=json.dumps(params).encode(), headers=auth(READ))
+        assert (r.status_code, r.json()["error"]) == (
+            400,
+            f"bad parameters for request_count: {where} is not valid UTF-8 text (a lone surrogate)",
+        )
+
+
+def _counts(api: TestClient) -> dict[str, float]:
+    out = {}
+    for line in api.get("/metrics", headers=auth(READ)).text.splitlines():
+        if line.startswith(("inferensics_collector_rejected_total", "inferensics_collector_query_errors_total")):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def test_refused_and_failed_queries_are_counted(
+    api: TestClient, app_state: ServiceState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refusals of the query and SQL APIs left no trace in /metrics (only a log line for the 500s)."""
+
+    def broken(client: Any, params: Any) -> Any:
+        raise RuntimeError("the engine fell over")
+
+    query = TEST_QUERIES["request_count"]
+    failing = type(query)("broken", query.params, broken, "Always fails.")
+    monkeypatch.setattr(app_state, "named_queries", {**TEST_QUERIES, "broken": failing})
+    bad_query = 'inferensics_collector_rejected_total{reason="bad_query",unit="request"}'
+    refused = 'inferensics_collector_rejected_total{reason="sql_refused",unit="request"}'
+    errors = "inferensics_collector_query_errors_total"
+    assert _counts(api).get(errors) == 0
+    for body in (b"not json", b"\xff", b'{"modle": "m"}', b'{"model": "\\udcff"}'):
+        assert api.post("/api/v1/query/request_count", content=body, headers=auth(READ)).status_code == 400
+    assert api.post("/api/v1/query/nope", json={}, headers=auth(READ)).status_code == 404
+    assert api.post("/api/v1/query/broken", json={"model": "m"}, headers=auth(READ)).status_code == 500
+    for text in (b"DROP TABLE requests", b"SELEKT", b"\xff", b"SELECT 1 FORMAT JSON", b"\xed\xb3\xbf"):
+        assert api.post("/api/v1/sql", content=text, headers=auth(ADMIN)).status_code == 400, text
+    assert api.post("/api/v1/query/request_count", json={"model": "m"}, headers=auth(READ)).status_code == 200
+    counts = _counts(api)
+    assert (counts.get(bad_query), counts.get(refused), counts.get(errors)) == (5, 5, 1), counts
+    assert app_state.metrics.by_label("rejected") == {"bad_query": 5, "sql_refused": 5}
 
 
 def test_admin_sql_is_read_only_and_limited(api: TestClient, app_state: ServiceState) -> None:
@@ -201,6 +249,30 @@ def test_json_gzip_and_rejections_counted_after_the_engine_decodes(api: TestClie
     assert wait_metric(app_state, "rejected", 1, "invalid_row") == 1
     assert app_state.metrics.get("decoded_rows") == 4  # the 2 written and the 2 rejected, as its help says
     assert app_state.metrics.get("received_spans") == app_state.metrics.get("spooled_spans") == 5
+
+
+def test_meaningless_values_and_attributes_without_text_are_counted_in_metrics(
+    api: TestClient, app_state: ServiceState
+) -> None:
+    """A negative latency, an unknown outcome and a path in a digest column were stored silently, and a kvlist
+    attribute as an empty string; each is now counted where /metrics shows it, and the good row is kept."""
+    message = build_request([request(i, run="m") for i in range(4)])
+    good, negative, word, digest = message.resource_spans[0].scope_spans[0].spans
+    for span, key, value in (
+        (negative, "latency_ms", -5.0),
+        (word, "outcome", "bogus"),
+        (digest, "capture_blob", ".."),
+    ):
+        held = [kv for kv in span.attributes if kv.key == f"inferensics.{key}"]
+        (held[0] if held else span.attributes.add(key=f"inferensics.{key}")).value.CopyFrom(any_value(value))
+    good.attributes.add(key="user.kv").value.kvlist_value.values.add(key="k").value.string_value = "v"
+    assert ingest(api, message.SerializeToString())[0] == 200
+    assert wait_count(app_state, 1) == 1
+    assert wait_metric(app_state, "rejected", 3, "invalid_row") == 3
+    assert wait_metric(app_state, "dropped", 1, "unsupported_value") == 1
+    text = api.get("/metrics", headers=auth(READ)).text
+    assert 'inferensics_collector_rejected_total{reason="invalid_row",unit="row"} 3' in text
+    assert 'inferensics_collector_dropped_total{reason="unsupported_value"} 1' in text
 
 
 def test_the_rejection_warning_names_every_reason_with_its_count(

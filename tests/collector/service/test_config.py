@@ -99,7 +99,7 @@ def test_roles() -> None:
         ("batch_max_rows", "0", "1 or more"),
         ("batch_max_bytes", "0", "1 or more"),
         ("batch_max_age_s", "0", "0.01 or more"),
-        ("engine_parse_files", "0", "1 or more"),
+        ("engine_parse_files", "0", "1 to 256"),
         ("retry_after_s", "0", "1 or more"),  # Retry-After: 0 asks senders to hammer a full spool
         ("sql_max_rows", "0", "1 or more"),  # the engine reads 0 as "no limit"
         ("sql_max_seconds", "0", "1 or more"),
@@ -198,3 +198,51 @@ def test_a_tokens_table_takes_roles_as_a_list_or_joined_and_says_its_own_form(tm
     assert "unknown roles ['reply']" in str(info.value)
     assert '"token" = ["read", "replay"] in the [tokens] table' in str(info.value)
     assert "token=role+role" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("retry_after_s = inf", "inf is not a valid int"),  # int(inf) raised OverflowError: a traceback
+        ("decode_workers = -inf", "-inf is not a valid int"),
+        ("port = 4318.9", "4318.9 is not a valid int"),  # int() cut it to 4318
+        ("spool_max_bytes = nan", "nan is not a valid int"),
+    ],
+)
+def test_an_int_setting_written_as_a_float_that_is_no_integer_is_one_line(
+    tmp_path: Path, line: str, shown: str
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(line + "\n")
+    name = line.split(" ", 1)[0]
+    with pytest.raises(ConfigError) as info:
+        load_config(config_file=path, environ={})
+    message = str(info.value)
+    assert message.startswith(f"setting {name} (config file {path}): {shown}"), message
+    assert "\n" not in message
+
+
+def test_an_integral_float_is_taken_for_an_int_setting(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("port = 4319.0\n")
+    assert load_config(config_file=path, environ={}).port == 4319
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "most"),
+    [
+        ("decode_workers", "1e9", 64),  # one spawned interpreter each, before listening: serve hung silently
+        ("decode_workers", "65", 64),
+        ("engine_parse_files", "100000", 256),
+        ("engine_max_threads", "1000000", 1024),
+    ],
+)
+def test_settings_that_start_processes_or_threads_are_bounded(tmp_path: Path, name: str, value: str, most: int) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f"{name} = {value}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(config_file=path, environ={})
+    message = str(info.value)
+    assert message.startswith(f"setting {name} (config file {path}): at most {most}, got "), message
+    assert "\n" not in message
+    assert load_config(config_file=None, environ={f"INFERENSICS_{name.upper()}": str(most)}) is not None

@@ -28,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from inferensics.collector.service.decode import decode_request
 from inferensics.collector.service.engine_decoder import MAX_MESSAGES, EngineDecoder, delimited
+from inferensics.collector.service.otlp_sql import reject_messages
 from inferensics.collector.service.testing import any_value, build_request
 from inferensics.schema.arrow import arrow_schema
 from inferensics.schema.dedup import SEEN_TABLE
@@ -45,8 +46,7 @@ from inferensics.schema.table import Event
 from tests.collector.service.otel import BASE, request
 from tests.collector.service.test_decode_fuzz import requests, values
 from tests.collector.service.test_omit_defaults import NOW_US as SDK_NOW_US
-from tests.collector.service.test_omit_defaults import sdk_request
-from tests.schema.samples import sample
+from tests.collector.service.test_omit_defaults import sdk_request, sent
 
 NOW_US = 1_700_000_000_000_000
 """The clock both decoders measure the time window from: the fixed span times below are inside it, the
@@ -245,9 +245,9 @@ def test_columns_the_sdk_leaves_at_their_default_are_filled_like_the_reference(p
     """The host SDK's encoding (``omit_defaults=True``) through the engine: the same rows as the reference, which
     decodes it as it decodes every column sent (test_omit_defaults.py), an event's inherited columns included."""
     pair.now_us = SDK_NOW_US
-    pair.compare(sdk_request([sample(m, variant) for m in EVENT_MODELS], [], omit=True))
-    child = RecompileEvent.model_validate({**sample(RecompileEvent, variant).model_dump(), "traffic_class": ""})
-    pair.compare(sdk_request([sample(RequestEvent, "typical")], [child], omit=True))
+    pair.compare(sdk_request([sent(m, variant) for m in EVENT_MODELS], [], omit=True))
+    child = RecompileEvent.model_validate({**sent(RecompileEvent, variant).model_dump(), "traffic_class": ""})
+    pair.compare(sdk_request([sent(RequestEvent, "typical")], [child], omit=True))
 
 
 def test_engine_sql_exists_for_every_model_and_refuses_a_validator_it_does_not_know() -> None:
@@ -256,7 +256,7 @@ def test_engine_sql_exists_for_every_model_and_refuses_a_validator_it_does_not_k
     from inferensics.collector.service.otlp_sql import REJECT, rows_sql
 
     for model in EVENT_MODELS:
-        assert rows_sql(model, "records").startswith("SELECT " + ", ".join(model.model_fields) + f", {REJECT} ")
+        assert rows_sql(model, "records").startswith("SELECT " + ", ".join(model.model_fields) + f", {REJECT}, ")
 
     class Checked(RecompileEvent):
         @model_validator(mode="after")
@@ -419,3 +419,97 @@ def test_reasons_past_the_message_cap_are_counted(pair: Pair) -> None:
     assert len(result.messages) == MAX_MESSAGES + 1
     assert result.messages[0].endswith(f"{wrong[-1]}: expected an OTLP string (2 rows)")  # the most rows first
     assert result.messages[-1] == "and 2 more reasons (2 rows)"
+
+
+def _set(span: Any, key: str, value: object) -> None:
+    """Set attribute ``key`` of ``span`` (replacing the one the builder wrote, if any)."""
+    held = [kv for kv in span.attributes if kv.key == key]
+    (held[0] if held else span.attributes.add(key=key)).value.CopyFrom(any_value(value))
+
+
+MEANINGLESS: list[tuple[str, object]] = [
+    ("latency_ms", -5.0),
+    ("compile_ms", -1),
+    ("outcome", "bogus"),
+    ("guard_outcome", "sideways"),
+    ("cache_status", "warm"),
+    ("status", "fine"),
+    ("fp_status", "maybe"),
+    ("capture_blob", "../../etc/passwd"),
+    ("input_digest", "zz"),
+    ("fp_argmax_digest", "ab" * 65),
+    ("model", "a\x00b"),
+    ("host", "h\x00"),
+]
+"""Values of the right OTLP kind that no sender means (the fuzz walk stored each of them silently)."""
+
+
+def test_values_outside_a_columns_meaning_are_rejected_like_the_reference(pair: Pair) -> None:
+    pair.now_us = time.time_ns() // 1000  # request() times are a day before now
+    message = build_request([request(i, run="meaning") for i in range(len(MEANINGLESS) + 1)])
+    spans = message.resource_spans[0].scope_spans[0].spans
+    for span, (column, value) in zip(spans, MEANINGLESS, strict=False):
+        _set(span, PREFIX + column, value)
+    good = spans[len(MEANINGLESS)]  # every checked column at a value senders do send: kept
+    for column, value in [("latency_ms", 0.0), ("outcome", "recompile"), ("guard_outcome", "unknown"),
+                          ("cache_status", "mixed"), ("status", "error"), ("fp_status", "unsampled"),
+                          ("capture_blob", "ab" * 32), ("input_digest", "AB" * 32), ("model", "m-1")]:  # fmt: skip
+        _set(good, PREFIX + column, value)
+    result = pair.decoder.insert(pair.engine, uuid.uuid4().hex, [message.SerializeToString()], possibly_seen=False)
+    assert result.rejected == Counter({"invalid_row": len(MEANINGLESS)})
+    assert result.sent == result.landed == 1
+    named = " ".join(result.messages)  # the warning names the first reasons and counts the rest
+    assert sum(f"requests: {column}: " in named for column, _ in MEANINGLESS) == MAX_MESSAGES, result.messages
+    assert result.messages[-1] == f"and {len(MEANINGLESS) - MAX_MESSAGES} more reasons (2 rows)"
+    messages = reject_messages(RequestEvent)
+    assert "latency_ms: negative (it must be 0 or more)" in messages
+    assert "outcome: not one of 'hit', 'compile', 'recompile', 'fallback', 'eager', 'error'" in messages
+    assert "capture_blob: not a hex digest (0-9 and a-f, at most 128 digits, or empty)" in messages
+    ref = decode_request(message, now_us=pair.now_us)
+    assert ref.rejected_rows == Counter({"invalid_row": len(MEANINGLESS)})
+    pair.compare(message)  # the same rows and counts from both decoders
+
+
+def test_event_rows_and_other_tables_check_values_too(pair: Pair) -> None:
+    pair.now_us = time.time_ns() // 1000
+    base = request(0, run="ev")
+    compile_row = sent(CompileEvent, "typical").model_copy(update={"ts": base.ts, "entire_frame_s": -0.5})
+    ok_row = sent(CompileEvent, "typical").model_copy(update={"ts": base.ts, "artifact_id": "0f" * 32})
+    bad_digest = sent(CompileEvent, "typical").model_copy(update={"ts": base.ts, "artifact_id": "not-hex"})
+    message = build_request([base], events={0: [compile_row, ok_row, bad_digest]})
+    result = pair.decoder.insert(pair.engine, uuid.uuid4().hex, [message.SerializeToString()], possibly_seen=False)
+    assert result.rejected == Counter({"invalid_row": 2}), result.messages
+    assert any("entire_frame_s: negative" in m for m in result.messages), result.messages
+    assert any("artifact_id: not a hex digest" in m for m in result.messages), result.messages
+    pair.compare(message)
+
+
+def test_attributes_with_no_text_form_and_past_the_cap_are_dropped_and_counted(pair: Pair) -> None:
+    """A kvlist or nested array in ``attrs`` was stored as an empty string, and a row kept 200,000 attributes."""
+    from inferensics.collector.service.otlp_sql import MAX_MAP_ENTRIES, TOO_MANY_ENTRIES, UNSUPPORTED_VALUE
+
+    pair.now_us = time.time_ns() // 1000
+    message = build_request([request(i, run="attrs") for i in range(3)])
+    odd, many, bad = message.resource_spans[0].scope_spans[0].spans
+    _set(odd, "user.list", ["a", "b"])  # one level of array: joined, as before
+    for key in ("user.kv", "inferensics.attrs.kv"):
+        value = odd.attributes.add(key=key).value
+        value.kvlist_value.values.add(key="k").value.string_value = "v"
+    deep = odd.attributes.add(key="user.deep").value
+    deep.array_value.values.add().array_value.values.add().string_value = "x"
+    for i in range(MAX_MAP_ENTRIES + 5):
+        many.attributes.add(key=f"user.a{i:05d}").value.string_value = "v"
+    bad.attributes.add(key="user.kv").value.kvlist_value.values.add(key="k").value.int_value = 1
+    _set(bad, PREFIX + "outcome", "bogus")  # a rejected row's dropped values are not counted
+    result = pair.decoder.insert(pair.engine, uuid.uuid4().hex, [message.SerializeToString()], possibly_seen=False)
+    over = MAX_MAP_ENTRIES + 5 + 1 - MAX_MAP_ENTRIES  # request() sends one attrs entry of its own
+    assert result.dropped == Counter({UNSUPPORTED_VALUE: 3, TOO_MANY_ENTRIES: over}), result.messages
+    assert result.rejected == Counter({"invalid_row": 1})
+    ref = decode_request(message, now_us=pair.now_us)
+    assert ref.dropped == result.dropped
+    rows = pair.engine.query_rows(f"SELECT attrs FROM {pair.engine.database}.requests ORDER BY request_id")
+    stored = [dict(r[0]) for r in rows]
+    assert any(a.get("user.list") == "a,b" and "user.kv" not in a and "user.deep" not in a for a in stored), stored
+    assert len(stored) == 2  # the third row was rejected
+    assert max(len(a) for a in stored) == MAX_MAP_ENTRIES
+    pair.compare(message)

@@ -103,3 +103,16 @@ def test_a_second_serve_on_a_held_store_or_spool_refuses_to_start(tmp_path: Path
         assert httpx.get(f"{first.url}/readyz").status_code == 200
     # The lock goes with its service: the folder is free again.
     Spool(first.spool_dir, max_bytes=1 << 20, seal_rows=10, seal_bytes=1 << 20, seal_age_s=1, exclusive=True).close()
+
+
+@pytest.mark.parametrize("line", ["retry_after_s = inf", "decode_workers = 1e9"])
+def test_an_int_setting_it_cannot_use_is_refused_in_one_line_before_starting(tmp_path: Path, line: str) -> None:
+    """``inf`` for an int setting ended in an OverflowError traceback; ``decode_workers = 1e9`` hung silently."""
+    cfg = tmp_path / "serve.toml"
+    cfg.write_text(line + "\n")
+    done = _serve(tmp_path, "--config", str(cfg))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"setting {line.split(' ', 1)[0]} (config file {cfg}): " in lines[0]
