@@ -23,7 +23,7 @@ from inferensics.collector.service.auth import REPLAY, AuthError
 from inferensics.collector.service.openapi import openapi_document
 from inferensics.collector.service.state import ServiceState, StoreUnavailableError
 from inferensics.schema import columns as col
-from inferensics.schema.events import BlobIndexEvent
+from inferensics.schema.events import BlobIndexEvent, RequestEvent
 from inferensics.schema.migrations import LATEST_VERSION
 from inferensics.schema.store import StoreError
 
@@ -40,6 +40,12 @@ REPLAY_BLOB_WHY: Final = (
     "this blob is a request's captured inputs (tenant data), which only a token with the 'replay' role (or admin) "
     "may read: give the token the replay role ($INFERENSICS_TOKENS: token=read+replay)"
 )
+BLOB_KIND: Final = re.compile(r"[a-z0-9][a-z0-9_.:-]{0,63}")
+"""A blob's ``kind`` as stored, after case folding: a short name (``inputs``, ``output_code``, ``bundle``)."""
+MEDIA_TYPE: Final = re.compile(r"[\x21-\x7e][\x20-\x7e]{0,254}")
+"""A blob's ``media_type``: printable ASCII, at most 255 characters."""
+BAD_BLOB: Final = "bad_blob_kind"
+"""The ``rejected`` reason of a blob upload whose ``kind`` or ``media_type`` is not a short name."""
 BAD_QUERY: Final = "bad_query"
 """The ``rejected`` reason of a named query refused with 400 or 404 (no such query, parameters that do not fit)."""
 SQL_REFUSED: Final = "sql_refused"
@@ -152,6 +158,14 @@ def create_app(state: ServiceState) -> PathLimit:
             return _error(exc.status, message, headers)
         return None
 
+    def holds(request: Request, role: str) -> bool:
+        """Whether the request's token holds ``role`` (nothing logged or counted: :func:`refused` does that)."""
+        try:
+            state.auth.check(request.headers.get("authorization"), role)
+        except AuthError:
+            return False
+        return True
+
     def guarded(role: str, handler: Handler) -> Handler:
         async def wrapped(request: Request) -> Response:
             if (refusal := refused(request, role)) is not None:
@@ -234,8 +248,16 @@ def create_app(state: ServiceState) -> PathLimit:
         if actual != digest:
             state.metrics.inc("rejected", label="blob_digest")
             return _error(400, f"body hashes to sha256 {actual}, not the {digest} named in the path")
-        kind = request.query_params.get("kind", "")
+        # Folded: which blobs need the replay role is decided on the kind, and "Inputs" is the captured inputs too.
+        kind = request.query_params.get("kind", "").strip().lower()
         media = request.query_params.get("media_type", "application/octet-stream")
+        if (kind and not BLOB_KIND.fullmatch(kind)) or not MEDIA_TYPE.fullmatch(media):
+            state.metrics.inc("rejected", label=BAD_BLOB)
+            return _error(
+                400,
+                "kind must be a short name (letters, digits, _ . : -, at most 64) and media_type printable ASCII "
+                "(at most 255 characters), such as ?kind=inputs&media_type=application/octet-stream",
+            )
         try:
             await run_in_threadpool(_put_blob, state, data, kind, media)
         except StoreError as exc:
@@ -247,10 +269,13 @@ def create_app(state: ServiceState) -> PathLimit:
         if isinstance(digest, Response):
             return digest
         try:
-            kinds = await run_in_threadpool(_blob_kinds, state, digest)
-            # Captured inputs are users' tensors (tenant data): only replay reads them, so only its role may.
-            if kinds & REPLAY_BLOB_KINDS and (refusal := refused(request, REPLAY, REPLAY_BLOB_WHY)) is not None:
-                return refusal
+            # Captured inputs are users' tensors (tenant data): only replay reads them, so only its role may. A
+            # blob is captured inputs when it was stored as such, or when a request names it as its capture,
+            # whatever kind its uploader gave it.
+            if not holds(request, REPLAY) and await run_in_threadpool(_captured_inputs, state, digest):
+                refusal = refused(request, REPLAY, REPLAY_BLOB_WHY)
+                if refusal is not None:
+                    return refusal
             data = await run_in_threadpool(_get_blob, state, digest)
         except StoreUnavailableError as exc:
             return _error(503, queries.unavailable(exc), retry)
@@ -269,11 +294,19 @@ def create_app(state: ServiceState) -> PathLimit:
             return _error(400, f'send a JSON object such as {{"store_down": true}}: {exc}')
         if not isinstance(body, dict):
             return _error(400, 'send a JSON object such as {"store_down": true}')
-        state.faults.store_down = bool(body.get("store_down", state.faults.store_down))
+        # Checked whole before anything is applied: a refused request changes nothing ("false" is no boolean).
+        unknown = sorted(set(body) - {"store_down", "kill_inserts"})
+        if unknown:
+            return _error(400, f"unknown fault {unknown[0]!r}: the faults are store_down (true or false) and "
+                          "kill_inserts (a count)")  # fmt: skip
+        down = body.get("store_down", state.faults.store_down)
+        if not isinstance(down, bool):
+            return _error(400, f"store_down takes true or false, not {down!r}")
         kills = body.get("kill_inserts", 0)
+        if isinstance(kills, bool) or not isinstance(kills, int) or kills < 0:
+            return _error(400, "kill_inserts takes a count of inserts to cancel")
+        state.faults.store_down = down
         if kills:
-            if not isinstance(kills, int) or kills < 0:
-                return _error(400, "kill_inserts takes a count of inserts to cancel")
             state.faults.cancel_inserts(state.open_store, kills, lambda: state.metrics.get("store_errors"))
         return JSONResponse({"store_down": state.faults.store_down, "kill_inserts": kills})
 
@@ -344,16 +377,19 @@ def _put_blob(state: ServiceState, data: bytes, kind: str, media_type: str) -> N
         state.query_store().put_blob(data, kind, media_type=media_type)
 
 
-def _blob_kinds(state: ServiceState, digest: str) -> frozenset[str]:
-    """The kinds the blob was stored as (empty when it is not indexed)."""
+def _captured_inputs(state: ServiceState, digest: str) -> bool:
+    """Whether the blob is a request's captured inputs: stored under a kind of :data:`REPLAY_BLOB_KINDS` (case
+    folded: older releases stored the kind as sent), or named by a request row as its ``capture_blob``."""
     with state.query_lock:
         store = state.query_store()
+        db = store.database
         rows = store.query_rows(
-            f"SELECT DISTINCT {col.KIND} FROM {store.database}.{BlobIndexEvent.TABLE.name} "
-            f"WHERE {col.SHA256} = {{h:String}}",
-            {"h": digest},
+            f"SELECT (SELECT count() FROM {db}.{BlobIndexEvent.TABLE.name} WHERE {col.SHA256} = {{h:String}} "
+            f"AND lower({col.KIND}) IN {{kinds:Array(String)}}) + (SELECT count() FROM {db}.{RequestEvent.TABLE.name} "
+            f"WHERE {col.CAPTURE_BLOB} = {{h:String}})",
+            {"h": digest, "kinds": sorted(REPLAY_BLOB_KINDS)},
         )
-    return frozenset(str(r[0]) for r in rows)
+    return bool(rows and rows[0][0])
 
 
 def _get_blob(state: ServiceState, digest: str) -> bytes | None:

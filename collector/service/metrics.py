@@ -156,7 +156,7 @@ _COUNTERS: Final = {
     "map entries past 1024 a row).",
     "rejected": "Refused items by reason and unit: unit=request counts HTTP requests refused (unauthorized, "
     "forbidden, malformed, too_large, unsupported_media, spool_full, uri_too_long, bad_digest, blob_digest, "
-    "bad_query, sql_refused), "
+    "bad_blob_kind, bad_query, sql_refused), "
     "unit=row rows the engine refused after the acknowledgement (invalid_row, out_of_range_time, unknown_table).",
     "query_errors": "Named queries that failed with HTTP 500 (the service's or the engine's fault, not the "
     'caller\'s: refusals are rejected_total{reason="bad_query"|"sql_refused"}).',

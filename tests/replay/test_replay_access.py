@@ -88,6 +88,44 @@ def test_captured_inputs_need_the_replay_role(service: RunningService) -> None:
     assert get(inputs, INGEST).status_code == 403
 
 
+def test_captured_inputs_need_the_replay_role_whatever_kind_they_were_uploaded_as(service: RunningService) -> None:
+    """The role was decided on the uploader's free-text ``?kind=``: inputs uploaded as ``Inputs``, or with no kind
+    and named by a request as its capture, were readable with a ``read`` token (walk 42). A kind that is no short
+    name is refused and counted."""
+    admin = service.client(ADMIN)
+    upper = admin.put_blob(b"captured tensor X", "Inputs")
+    unnamed = admin.put_blob(b"captured tensor Y", "")
+    seed_requests(service, [RequestEvent(request_id="nokind-1", ts=T0 + timedelta(minutes=40), host="h1",
+                                         capture_blob=unnamed, model="m", hw_pool="cpu", traffic_class="batch",
+                                         status="error")])  # fmt: skip
+
+    def get(sha: str, token: str) -> httpx.Response:
+        return httpx.get(f"{service.url}/api/v1/blobs/{sha}", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    for sha in (upper, unnamed):
+        refused = get(sha, READ)
+        assert refused.status_code == 403, (sha, refused.text)
+        assert "captured inputs" in refused.json()["error"]
+        assert get(sha, READ_REPLAY).status_code == 200
+    before = _rejected(service, "bad_blob_kind")
+    for kind in ("x" * 300, "in puts", "inputs\x00"):
+        data = f"blob of kind {kind[:8]!r}".encode()
+        answer = httpx.put(f"{service.url}/api/v1/blobs/{_sha(data)}", params={"kind": kind}, content=data,
+                           headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)  # fmt: skip
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"].startswith("kind must be a short name"), answer.text
+    assert _rejected(service, "bad_blob_kind") == before + 3
+
+
+def _rejected(service: RunningService, reason: str) -> float:
+    """The service's ``rejected_total`` count for ``reason`` (unit ``request``)."""
+    text = httpx.get(f"{service.url}/metrics", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30).text
+    for line in text.splitlines():
+        if line.startswith("inferensics_collector_rejected_total{") and f'reason="{reason}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def test_replay_with_a_read_token_is_told_the_replay_role(service: RunningService, tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     bundle.mkdir()  # an export copies the bundle as it is: it is verified where the pack is replayed

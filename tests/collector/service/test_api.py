@@ -405,6 +405,14 @@ def test_fault_control_refuses_a_body_that_is_not_an_object(store_dsn: str, tmp_
                 assert "JSON object" in r.json()["error"]
             assert api.post("/api/v1/_faults", json={"store_down": True}, headers=auth(ADMIN)).status_code == 200
             assert state.faults.store_down
+            # A refused request changes nothing: "false" is no boolean, and a bad count refused the request only
+            # after store_down had been applied (walk 42: the store stayed down after a 400).
+            assert api.post("/api/v1/_faults", json={"store_down": False}, headers=auth(ADMIN)).status_code == 200
+            for body in ({"store_down": "false"}, {"store_down": True, "kill_inserts": "x"},
+                         {"store_down": True, "kill_inserts": True}, {"store_dwn": True}):  # fmt: skip
+                r = api.post("/api/v1/_faults", json=body, headers=auth(ADMIN))
+                assert r.status_code == 400, (body, r.text)
+                assert not state.faults.store_down, body
     finally:
         state.close()
 
