@@ -5,8 +5,11 @@ Ingest imports only this module; the Python reference decoder (``decode.py``, a 
 
 from __future__ import annotations
 
+import base64
+import json
+import string
 import zlib
-from typing import Final
+from typing import Any, Final
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -76,8 +79,54 @@ def parse_request(body: bytes, content_type: str | None) -> ExportTraceServiceRe
                 400, "malformed OTLP JSON: the body must be a JSON object (ExportTraceServiceRequest)"
             )
         try:
-            json_format.Parse(body.decode("utf-8"), message, ignore_unknown_fields=True)
+            tree = json.loads(body.decode("utf-8"), object_pairs_hook=_object)
+            _ids_as_protobuf_json(tree)
+            json_format.ParseDict(tree, message, ignore_unknown_fields=True)
         except (json_format.ParseError, UnicodeDecodeError, RecursionError, ValueError) as exc:
             raise BadRequestError(400, f"malformed OTLP JSON: {str(exc)[:300]}") from None
         return message
     raise BadRequestError(415, f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused when it names a field twice (as protobuf's JSON parser refuses it)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"the field {twice!r} is given twice in one object")
+    return out
+
+
+_ID_BYTES: Final = {"traceId": 16, "trace_id": 16, "spanId": 8, "span_id": 8, "parentSpanId": 8, "parent_span_id": 8}
+"""The OTLP id fields of a span and of its links, and their lengths in bytes."""
+
+
+def _ids_as_protobuf_json(tree: Any) -> None:
+    """Turn the hex ids of OTLP/JSON into the base64 that protobuf's JSON mapping reads, in place.
+
+    OTLP/JSON encodes trace and span ids as hex (32 and 16 digits), unlike protobuf's generic JSON mapping of bytes
+    (base64), which read a hex trace id as 24 bytes of something else. An id that is not hex of its length is left
+    to that mapping (base64, as earlier releases' own JSON sent them; anything else is malformed).
+    """
+    if not isinstance(tree, dict):
+        return
+    for resource in _items(tree, "resourceSpans", "resource_spans"):
+        for scope in _items(resource, "scopeSpans", "scope_spans"):
+            for span in _items(scope, "spans"):
+                _convert_ids(span)
+                for link in _items(span, "links"):
+                    _convert_ids(link)
+
+
+def _items(parent: dict[str, Any], *keys: str) -> list[dict[str, Any]]:
+    """The objects of the first of ``keys`` that ``parent`` holds as a list (the others are the mapping's to refuse)."""
+    value = next((parent[k] for k in keys if k in parent), None)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _convert_ids(item: dict[str, Any]) -> None:
+    for key, size in _ID_BYTES.items():
+        value = item.get(key)
+        if isinstance(value, str) and len(value) == 2 * size and all(c in string.hexdigits for c in value):
+            item[key] = base64.b64encode(bytes.fromhex(value)).decode()
