@@ -408,11 +408,14 @@ def test_fault_control_refuses_a_body_that_is_not_an_object(store_dsn: str, tmp_
             # A refused request changes nothing: "false" is no boolean, and a bad count refused the request only
             # after store_down had been applied (walk 42: the store stayed down after a 400).
             assert api.post("/api/v1/_faults", json={"store_down": False}, headers=auth(ADMIN)).status_code == 200
-            for body in ({"store_down": "false"}, {"store_down": True, "kill_inserts": "x"},
-                         {"store_down": True, "kill_inserts": True}, {"store_dwn": True}):  # fmt: skip
-                r = api.post("/api/v1/_faults", json=body, headers=auth(ADMIN))
-                assert r.status_code == 400, (body, r.text)
-                assert not state.faults.store_down, body
+            refused: list[dict[str, object]] = [
+                {"store_down": "false"}, {"store_down": True, "kill_inserts": "x"},
+                {"store_down": True, "kill_inserts": True}, {"store_dwn": True},
+            ]  # fmt: skip
+            for fault in refused:
+                r = api.post("/api/v1/_faults", json=fault, headers=auth(ADMIN))
+                assert r.status_code == 400, (fault, r.text)
+                assert not state.faults.store_down, fault
     finally:
         state.close()
 

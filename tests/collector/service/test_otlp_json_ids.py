@@ -27,7 +27,7 @@ def test_hex_ids_are_read_as_the_ids_they_spell_and_base64_still_is() -> None:
     tree = json_format.MessageToDict(message)
     as_base64 = parse_request(_as_json(tree), JSON)
     assert as_base64 == message
-    wire = tree["resourceSpans"][0]["scopeSpans"][0]["spans"][0]  # type: ignore[index]
+    wire = tree["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     wire["traceId"], wire["spanId"] = span.trace_id.hex(), span.span_id.hex()
     wire["parentSpanId"] = span.parent_span_id.hex()
     wire["links"][0]["traceId"], wire["links"][0]["spanId"] = link.trace_id.hex(), link.span_id.hex()
