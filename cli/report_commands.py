@@ -272,7 +272,11 @@ def compare(  # noqa: PLR0917 (typer options)
     several = len(judged) > 1
 
     def label(where: str) -> str:
-        return f"{model}: {base or 'any'} → {cand or 'any'}, {where} ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC)"
+        window = f"{lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC"
+        if baseline_start is not None and baseline_end is not None:  # two windows: both named, or it reads as one
+            b_lo, b_hi = _utc(baseline_start), _utc(baseline_end)
+            window = f"baseline {b_lo:%Y-%m-%d %H:%M} to {b_hi:%Y-%m-%d %H:%M}, candidate {window}"
+        return f"{model}: {base or 'any'} → {cand or 'any'}, {where} ({window})"
 
     pools_judged = ", ".join(str(p) for p, _ in judged)
     typer.echo("canary " + label(f"hardware pools {pools_judged}, each judged alone" if several else _where(pools[0])))

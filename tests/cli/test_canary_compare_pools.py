@@ -143,3 +143,17 @@ def test_each_pool_both_bundles_served_is_judged_and_the_worst_decides(store: St
     code, every = _compare(store, chdb_dir, *few, "--hw-pool", "all")  # every pool at once, as before
     assert code == 1, every
     assert "every hardware pool" in every.splitlines()[0]
+
+
+def test_two_windows_are_both_named_in_the_header(store: Store, chdb_dir: Path) -> None:
+    """With --baseline-start/--baseline-end the header named the candidate's window only, so a bundle compared
+    with itself over two weeks read as one window (walk 42)."""
+    facts = build(NOW)
+    seed(store, events=[*facts.requests, *facts.others])
+    b_lo, b_hi = NOW - timedelta(hours=2), NOW - timedelta(hours=1)
+    window = ["--baseline-start", f"{b_lo:%Y-%m-%dT%H:%M}", "--baseline-end", f"{b_hi:%Y-%m-%dT%H:%M}"]
+    _, output = _compare(store, chdb_dir, "--hw-pool", SHARED_POOL, *window)
+    header = output.splitlines()[0]
+    c_lo = NOW - timedelta(hours=2)
+    named = f"(baseline {b_lo:%Y-%m-%d %H:%M} to {b_hi:%Y-%m-%d %H:%M}, candidate {c_lo:%Y-%m-%d %H:%M} to "
+    assert named in header, header
