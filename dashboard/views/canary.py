@@ -122,7 +122,7 @@ class LinkedForm:
         return default
 
 
-DIGEST_PATTERN = r"^[0-9a-fA-F]{32,}$"
+DIGEST_PATTERN = r"^[0-9a-fA-F]{13,}$"
 """A bundle id that is a hex digest (the schema's sha256 of the manifest): shown as its first 12 digits."""
 DIGEST_SHOWN = 12
 

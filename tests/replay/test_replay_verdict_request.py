@@ -45,7 +45,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningS
     service and that digest."""
     with running_service(tmp_path_factory.mktemp("svc")) as svc:
         inputs = put_inputs(svc, x=torch.ones(4, 8))
-        where = {"model": "m", "hw_pool": "cpu", "traffic_class": "batch", "status": "error", "error": "nan"}
+        where = {
+            "model": "m",
+            "hw_pool": "cpu",
+            "traffic_class": "batch",
+            "status": "error",
+            "error": "nan",
+            "bundle_id": "b" * 64,
+        }  # served from a bundle: replay refuses a request served without one
         seed_requests(svc, [RequestEvent(request_id=RID, ts=ts, host=host, capture_blob=inputs, **where)
                             for host, ts in (FIRST, SECOND)])  # fmt: skip
         yield svc, inputs
