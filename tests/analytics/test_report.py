@@ -215,16 +215,21 @@ def test_cli_canary_compare(fleet_store: Store, chdb_dir: Path, tmp_path: Path) 
         ],
     )
     assert result.exit_code == 1, result.output  # model taken from the candidate bundle; verdict fail → 1
-    assert "verdict: FAIL (failed: p50_ms, p95_ms, error_rate, nonfinite_rate" in result.output
-    assert len(list(tmp_path.glob("canary-llama-*.html"))) == 1
-    assert f"verdict recorded in {fleet_store.database}.canary_verdicts" in result.output
+    # Both bundles served h200-a and h200-b: each pool is judged alone, the worst verdict decides (walk 42).
+    assert (
+        "verdict: FAIL on hardware pools h200-a (failed: p50_ms, error_rate, nonfinite_rate, argmax_agreement, "
+        "fp_mean_ks); h200-b (failed: p50_ms, error_rate, nonfinite_rate" in result.output
+    )
+    assert len(list(tmp_path.glob("canary-llama-h200-*.html"))) == 2
+    assert f"2 verdicts (one per hardware pool) recorded in {fleet_store.database}.canary_verdicts" in result.output
     recorded = fleet_store.query_frame(
         f"SELECT {col.MODEL}, {col.TRAFFIC_CLASS}, {col.BASELINE}, {col.CANDIDATE}, {col.WINDOW_START}, "
-        f"{col.WINDOW_END}, {col.VERDICT}, {col.RULE}, {col.EVIDENCE} FROM {fleet_store.database}.canary_verdicts "
-        f"WHERE {col.CANDIDATE} = {{c:String}} AND {col.WINDOW_END} = {{e:DateTime64(6, 'UTC')}}",
+        f"{col.WINDOW_END}, {col.VERDICT}, {col.RULE}, {col.EVIDENCE}, attrs['hw_pool'] AS pool "
+        f"FROM {fleet_store.database}.canary_verdicts "
+        f"WHERE {col.CANDIDATE} = {{c:String}} AND {col.WINDOW_END} = {{e:DateTime64(6, 'UTC')}} ORDER BY pool",
         {"c": CANDIDATE, "e": datetime(2026, 3, 9, tzinfo=UTC)},
     )
-    assert recorded.height == 1
+    assert recorded.get_column("pool").to_list() == ["h200-a", "h200-b"]
     row = recorded.row(0, named=True)
     assert (row[col.MODEL], row[col.TRAFFIC_CLASS], row[col.BASELINE], row[col.VERDICT]) == (
         "llama",
@@ -232,7 +237,7 @@ def test_cli_canary_compare(fleet_store: Store, chdb_dir: Path, tmp_path: Path) 
         BASELINE,
         "fail",
     )
-    assert row[col.RULE].startswith("failed: p50_ms, p95_ms, error_rate, nonfinite_rate")
+    assert row[col.RULE].startswith("failed: p50_ms, error_rate, nonfinite_rate")
     assert row[col.WINDOW_START] == datetime(2026, 3, 2, tzinfo=UTC)
     evidence = pl.read_json(io.StringIO(row[col.EVIDENCE]))
     assert "verdict" not in evidence.get_column("check").to_list()
