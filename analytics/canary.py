@@ -92,6 +92,12 @@ COMPILED_SQL: Final = f"({col.COMPILE_MS} > 0 OR {col.OUTCOME} IN ('compile', 'r
 """A request that compiled in the request (its latency holds compile time): left out of the latency checks."""
 
 
+DEFAULT_ALPHA: Final = 0.01
+"""The significance level of the proportion and KS tests unless :attr:`CanaryParams.alpha` says otherwise."""
+TRUNCATED_NOTE: Final = " (rows truncated at max_rows)"
+"""Appended to the verdict row's rule when a side was truncated at ``max_rows``."""
+
+
 class CanaryParams(_Filters):
     """What to compare: a model (and traffic class), two bundles, and the window(s).
 
@@ -116,7 +122,7 @@ class CanaryParams(_Filters):
     """Baseline window end when comparing two windows."""
     latency_tolerance: float = Field(0.10, ge=0)
     """Relative latency regression tolerated (0.10: 10 %)."""
-    alpha: float = Field(0.01, gt=0, lt=1)
+    alpha: float = Field(DEFAULT_ALPHA, gt=0, lt=1)
     """Significance level of the proportion and KS tests."""
     min_rate_increase: float = Field(0.005, ge=0)
     """Smallest absolute rate increase that can fail a rate check (0.005: half a percentage point)."""
@@ -186,7 +192,7 @@ class CanaryResult:
             "baseline": float(self.baseline_requests),
             "candidate": float(self.candidate_requests),
             "outcome": self.verdict,
-            "rule": self.rule + (" (rows truncated at max_rows)" if self.truncated else ""),
+            "rule": self.rule + (TRUNCATED_NOTE if self.truncated else ""),
         }
         return pl.concat([self.evidence, pl.DataFrame([row], schema=EVIDENCE_SCHEMA)])
 
@@ -546,25 +552,41 @@ def canary_compare(client: QueryClient, params: CanaryParams) -> CanaryResult:
         )
         rows = [*latency, *rates, _agreement_row(*pairs.result(), params), *drift]
     evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
-    outcomes = evidence.get_column("outcome").to_list()
     if min(base.requests, cand.requests) < params.min_requests:
         verdict, rule = "inconclusive", f"fewer than {params.min_requests} requests on a side"
-    elif "fail" in outcomes:
-        failed = evidence.filter(pl.col("outcome") == "fail").get_column("metric").to_list()
-        verdict, rule = "fail", "failed: " + ", ".join(failed)
-    elif "inconclusive" in outcomes:
-        open_ = evidence.filter(pl.col("outcome") == "inconclusive").get_column("metric").to_list()
-        verdict, rule = "inconclusive", "undecided: " + ", ".join(open_)
     else:
-        verdict, rule = "pass", "every check passed"
+        verdict, rule = decide(evidence)
     return CanaryResult(verdict, rule, evidence, base.requests, cand.requests, truncated)  # type: ignore[arg-type]
 
 
-def verdict_event(frame: pl.DataFrame, params: CanaryParams, *, now: datetime) -> CanaryVerdictEvent:
+def decide(evidence: pl.DataFrame) -> tuple[str, str]:
+    """The verdict and its rule from the checks' outcomes (rules 2 to 4 of the module docstring: both sides
+    served enough requests)."""
+    outcomes = evidence.get_column("outcome").to_list()
+    if "fail" in outcomes:
+        failed = evidence.filter(pl.col("outcome") == "fail").get_column("metric").to_list()
+        return "fail", "failed: " + ", ".join(failed)
+    if "inconclusive" in outcomes:
+        open_ = evidence.filter(pl.col("outcome") == "inconclusive").get_column("metric").to_list()
+        return "inconclusive", "undecided: " + ", ".join(open_)
+    return "pass", "every check passed"
+
+
+POOLS_CORRECTED_FOR: Final = "pools_corrected_for"
+"""The ``attrs`` key of a recorded verdict whose p-value checks were corrected for the hardware pools judged with
+it (:func:`~inferensics.analytics.canary_pools.correct_for_pools`): how many pools, as text."""
+
+
+def verdict_event(
+    frame: pl.DataFrame, params: CanaryParams, *, now: datetime, pools_judged: int = 1
+) -> CanaryVerdictEvent:
     """The verdict of a :func:`canary_compare` frame as the row ``canary_verdicts`` stores.
 
     ``baseline``/``candidate`` are the bundle ids (``any`` when a side is not narrowed to a bundle); in
     two-window mode ``attrs`` holds the baseline window. ``evidence`` is the evidence rows as JSON.
+    ``pools_judged`` above 1 says the frame is one of that many pools' frames judged together, its p-value checks
+    corrected for them (:func:`~inferensics.analytics.canary_pools.correct_for_pools`): ``attrs`` then holds that
+    number under :data:`POOLS_CORRECTED_FOR`.
     """
     verdicts = frame.filter(pl.col("check") == "verdict")
     if verdicts.height != 1:
@@ -575,6 +597,8 @@ def verdict_event(frame: pl.DataFrame, params: CanaryParams, *, now: datetime) -
         attrs["baseline_window"] = f"{params.baseline_start.isoformat()}/{params.baseline_end.isoformat()}"
     if params.hw_pool is not None:
         attrs["hw_pool"] = params.hw_pool
+    if pools_judged > 1:
+        attrs[POOLS_CORRECTED_FOR] = str(pools_judged)
     return CanaryVerdictEvent(
         ts=now,
         model=params.model,

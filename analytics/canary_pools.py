@@ -7,13 +7,27 @@ each pool both bundles served on its own unless told otherwise, name what they l
 of the pools' verdicts (:func:`worst_verdict`). Judging only the candidate's busiest shared pool hid a
 regression of one pool (walk 42: INCONCLUSIVE on h100-a while h200-b failed), and which pool was busiest
 turned on a couple of requests.
+
+Judging ``N`` pools is ``N`` tests of each metric, and the worst verdict wins: at ``alpha`` 0.01 a candidate
+no worse than its baseline would fail some pool's error-rate test about ``N`` times in 100. So before the worst
+verdict is taken, :func:`correct_for_pools` corrects the p-value checks (the rates' z-tests, the output
+drift's KS tests) for the pools, per metric, by Holm–Bonferroni: the chance that any pool fails a metric by
+chance stays at most ``alpha``. The latency checks (a bootstrap interval of the ratio against a tolerance) and
+argmax agreement (a floor on a share) test no null hypothesis of no difference and are left as they are: a
+false fail needs the interval to clear the tolerance, not merely to exclude no change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
+
+import polars as pl
+
+from inferensics.analytics.canary import DEFAULT_ALPHA, TRUNCATED_NOTE, decide
+from inferensics.analytics.stats import holm_adjusted
 
 VERDICT_RANK: Final = {"fail": 0, "inconclusive": 1, "pass": 2}
 """The verdicts from worst to best: the worst pool's verdict is the comparison's."""
@@ -78,3 +92,59 @@ def worst_verdict(verdicts: Sequence[PoolVerdict]) -> tuple[str, str]:
     deciding = [v for v in verdicts if v.verdict == worst]
     pools = "hardware pool" if len(deciding) == 1 else "hardware pools"
     return worst, f"on {pools} " + "; ".join(f"{v.pool} ({v.rule})" for v in deciding)
+
+
+def correction_note(pools: int) -> str:
+    """What :func:`correct_for_pools` appends to the rules it corrected, for ``pools`` pools."""
+    return f"p Holm–Bonferroni-adjusted for the {pools} hardware pools judged"
+
+
+def correct_for_pools(frames: Mapping[str, pl.DataFrame], *, alpha: float = DEFAULT_ALPHA) -> dict[str, pl.DataFrame]:
+    """The ``canary_compare`` frames of the pools judged together, each with its p-value checks corrected for the
+    pools (see the module docstring); ``alpha`` is the level the frames were computed with.
+
+    Per metric with a p-value (rows whose ``p_value`` is set), the pools' p-values are Holm-adjusted
+    (:func:`~inferensics.analytics.stats.holm_adjusted`) and ``p_value`` holds the adjusted one; a check that
+    failed passes when its adjusted p-value is no longer below ``alpha`` (its other condition, the size of the
+    increase or of the distance, held already). Each corrected row's rule, and every verdict row's, says so
+    (:func:`correction_note`); a verdict that was ``fail`` is decided again from the corrected outcomes. One
+    frame, or none, is returned as given.
+    """
+    if len(frames) < 2:
+        return dict(frames)
+    tested: dict[str, dict[str, float]] = {}  # metric -> pool -> p-value
+    for pool, frame in frames.items():
+        rows = frame.filter((pl.col("check") != "verdict") & pl.col("p_value").is_not_null())
+        for metric, p in rows.select("metric", "p_value").iter_rows():
+            if not math.isnan(p):
+                tested.setdefault(metric, {})[pool] = p
+    adjusted = {
+        metric: dict(zip(by_pool, holm_adjusted(list(by_pool.values())), strict=True))
+        for metric, by_pool in tested.items()
+    }
+    note = correction_note(len(frames))
+    return {pool: _corrected(frame, {m: a[pool] for m, a in adjusted.items() if pool in a}, alpha, note)
+            for pool, frame in frames.items()}  # fmt: skip
+
+
+def _corrected(frame: pl.DataFrame, adjusted: dict[str, float], alpha: float, note: str) -> pl.DataFrame:
+    """One pool's frame with its p-values replaced by ``adjusted`` (by metric), its failed checks decided again
+    and its verdict row redone."""
+    p_adj = pl.col("metric").replace_strict(adjusted, default=None, return_dtype=pl.Float64)
+    is_check = (pl.col("check") != "verdict") & pl.col("metric").is_in(list(adjusted))
+    evidence = frame.filter(pl.col("check") != "verdict").with_columns(
+        pl.when(is_check & (pl.col("outcome") == "fail") & (p_adj >= alpha))
+        .then(pl.lit("pass"))
+        .otherwise(pl.col("outcome"))
+        .alias("outcome"),
+        pl.when(is_check).then(p_adj).otherwise(pl.col("p_value")).alias("p_value"),
+        pl.when(is_check).then(pl.col("rule") + f"; {note}").otherwise(pl.col("rule")).alias("rule"),
+    )
+    verdict = frame.filter(pl.col("check") == "verdict").row(0, named=True)
+    rule = str(verdict["rule"])
+    truncated = rule.endswith(TRUNCATED_NOTE)
+    rule = rule.removesuffix(TRUNCATED_NOTE)
+    if verdict["outcome"] == "fail":  # only a failed check can change, and only to pass
+        verdict["outcome"], rule = decide(evidence)
+    verdict["rule"] = f"{rule}; {note}" + (TRUNCATED_NOTE if truncated else "")
+    return pl.concat([evidence, pl.DataFrame([verdict], schema=frame.schema)])

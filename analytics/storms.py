@@ -25,6 +25,12 @@ was a storm (a slow first compile is :func:`slow_compiles`' finding, not a storm
 condition finds an hour whose recompiles reach the floor and cost far more than usual, though their number
 stays under ``factor`` times the usual.
 
+**Slow compile rule.** An hour whose compile seconds reach the same threshold, ``max(min_compile_seconds,
+factor × baseline_compile_seconds)``, with fewer than ``min_recompiles`` recompiles (none, or a few under the
+floor) is a slow compile hour (:func:`slow_compiles`): one 60 s cold compile of a new graph, with or without a
+recompile or two beside it. So every hour whose compile seconds reach the threshold is in exactly one of the two
+lists: a storm when its recompiles reach the floor, else a slow compile hour.
+
 The range's first and last hours are clipped to it: a range from 06:30 counts the 06:00 hour's events from
 06:30 on, and lists its storm under the hour's start, 06:00. Only hours with data are computed (memory follows
 the data, not the range: a range from 1970 costs what its hours with data cost). Each storm lists its top
@@ -85,6 +91,14 @@ class StormRule(BaseModel):
             f"seconds reach max({self.min_compile_seconds:g}, {self.factor:g} × their median)."
         )
 
+    def describe_slow(self) -> str:
+        """The slow compile rule (module docstring) in one sentence, with these numbers."""
+        return (
+            f"An hour is a slow compile hour when its compile seconds reach max({self.min_compile_seconds:g}, "
+            f"{self.factor:g} × the median of the {self.baseline_hours} hours before) with fewer than "
+            f"{self.min_recompiles:g} recompiles (too few for a storm): a cold compile of a new graph or model."
+        )
+
     def thresholds(self) -> str:
         """The rule's two thresholds in a phrase, with these numbers (beside a storm's figures and its baseline;
         :meth:`describe` says what the baseline is)."""
@@ -141,24 +155,53 @@ CACHE_LOOKUP_COLUMNS: Final = ("cache_lookups", "cache_hits", "cache_misses", "c
 
 
 def slow_compiles(client: QueryClient, params: StormParams) -> pl.DataFrame:
-    """Hours whose compile seconds reach the storm rule's compile-time threshold without a single recompile
-    (first compiles of a model, cold caches), newest first: a finding of its own, never a storm.
+    """Hours whose compile seconds reach the storm rule's compile-time threshold with fewer recompiles than a
+    storm needs (none: first compiles of a model, cold caches; or a few under ``min_recompiles``: a new graph's
+    cold compile beside them), newest first: the slow compile rule of the module docstring, a finding of its own,
+    never a storm. Each hour says why it is listed (``why``).
 
     Whether a cold cache was in it is not guessed: each hour carries its model and pool's compile-cache
     lookups of that hour, every cache, counted as ``cache_health`` counts them (its hit ratio's hits and
     lookups), so an hour of first compiles whose lookups all hit reads as that, not as a cold cache.
 
-    Columns: bucket, model, hw_pool, requests, compile_seconds, baseline_compile_seconds, cache_lookups,
-    cache_hits, cache_misses, cache_bypasses (0 when the hour had no lookup; null under a filter cache events
-    carry no column for: traffic class).
+    Columns: bucket, model, hw_pool, requests, recompiles (under ``min_recompiles``), compile_seconds,
+    baseline_compile_seconds, why (the threshold reached and the recompiles, in words), cache_lookups, cache_hits,
+    cache_misses, cache_bypasses (0 when the hour had no lookup; null under a filter cache events carry no column
+    for: traffic class).
     """
-    columns = ["bucket", *_KEYS, col.REQUESTS, col.COMPILE_SECONDS, "baseline_compile_seconds"]
     base = _hours(client, params)
     if base is None:
-        return _unknown_lookups(_empty().select(columns))
+        return _unknown_lookups(_empty().select(SLOW_COLUMNS[:-1]).with_columns(pl.lit(None, pl.String).alias("why")))
     _, by_seconds = _rules(params)
-    slow = base.filter(by_seconds & (pl.col(col.RECOMPILES) == 0)).select(columns)
-    return _with_cache_lookups(client, params, slow).sort(["bucket", *_KEYS], descending=[True, False, False])
+    # Compile seconds over the threshold with recompiles at the floor make a storm: the rest are slow compiles.
+    slow = base.filter(by_seconds & (pl.col(col.RECOMPILES) < params.min_recompiles))
+    why = pl.Series("why", [_slow_why(params, row) for row in slow.iter_rows(named=True)], pl.String)
+    return _with_cache_lookups(client, params, slow.with_columns(why).select(SLOW_COLUMNS)).sort(
+        ["bucket", *_KEYS], descending=[True, False, False]
+    )
+
+
+SLOW_COLUMNS: Final = (
+    "bucket", col.MODEL, col.HW_POOL, col.REQUESTS, col.RECOMPILES, col.COMPILE_SECONDS, "baseline_compile_seconds",
+    "why",
+)  # fmt: skip
+""":func:`slow_compiles`' columns before the cache lookups (:data:`CACHE_LOOKUP_COLUMNS`)."""
+
+
+def _slow_why(rule: StormRule, hour: dict[str, object]) -> str:
+    """Why a slow compile hour is listed, in words: the threshold its compile seconds reached, and its recompiles
+    (none, or too few for a storm)."""
+    seconds, baseline = float(hour[col.COMPILE_SECONDS]), float(hour["baseline_compile_seconds"] or 0.0)  # type: ignore[arg-type]
+    recompiles = int(hour[col.RECOMPILES])  # type: ignore[call-overload]
+    threshold = max(rule.min_compile_seconds, rule.factor * baseline)
+    how = (
+        f"{seconds:,.1f} compile s reach max({rule.min_compile_seconds:g}, {rule.factor:g} × baseline {baseline:,.1f}) "
+        f"= {threshold:,.1f} s"
+    )
+    if not recompiles:
+        return f"{how}, without a recompile (first compiles)"
+    some = f"{recompiles} recompile{'s' if recompiles > 1 else ''}"
+    return f"{how}, with {some}: under the storm floor of {rule.min_recompiles}"
 
 
 def _unknown_lookups(frame: pl.DataFrame) -> pl.DataFrame:

@@ -142,8 +142,11 @@ class WeeklyReport:
     specializations: pl.DataFrame
     new_graph_keys: pl.DataFrame
     storms: pl.DataFrame
+    slow_compiles: pl.DataFrame
+    """``slow_compiles``: hours whose compile seconds reach the storm rule's compile-time threshold with too few
+    recompiles for a storm (a cold compile of a new graph), each with why it is listed."""
     storm_rule: StormRule
-    """The storm rule ``storms`` was found with (the report states it)."""
+    """The storm rule ``storms`` and ``slow_compiles`` were found with (the report states it)."""
     hours_with_requests: int
     """Hours of the week (``fleet_timeseries``' hourly buckets) holding a request."""
     last_hours_with_requests: int
@@ -303,6 +306,7 @@ def build_weekly_report(
         specializations=specs,
         new_graph_keys=runner.query("new_graph_keys", **rng),
         storms=runner.query("recompile_storms", **rng, **rule.model_dump()),
+        slow_compiles=runner.query("slow_compiles", **rng, **rule.model_dump()),
         storm_rule=rule,
         hours_with_requests=runner.query("fleet_timeseries", **rng, unit="hour").height,
         last_hours_with_requests=runner.query("fleet_timeseries", **last_rng, unit="hour").height,

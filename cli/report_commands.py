@@ -202,7 +202,7 @@ def compare(  # noqa: PLR0917 (typer options)
     judged alone and the worst verdict (fail, then inconclusive) decides, naming its pool.
     """
     from inferensics.analytics.canary import CanaryParams, verdict_event
-    from inferensics.analytics.canary_pools import PoolVerdict, worst_verdict
+    from inferensics.analytics.canary_pools import PoolVerdict, correct_for_pools, worst_verdict
     from inferensics.analytics.local_runner import LocalRunner
     from inferensics.analytics.report.canary import render_canary_text, verdict_of, write_canary_report
     from inferensics.schema.store import Store
@@ -240,7 +240,7 @@ def compare(  # noqa: PLR0917 (typer options)
         pools, pool_note = _choose_pools(runner, hw_pool, model, traffic_class, (base, cand), (lo, hi),
                                          (_utc(baseline_start), _utc(baseline_end)))  # fmt: skip
         judged: list[tuple[str | None, pl.DataFrame]] = []
-        rows = []
+        asked: list[dict[str, object]] = []
         for pool in pools:
             params = {
                 "model": model,
@@ -258,8 +258,15 @@ def compare(  # noqa: PLR0917 (typer options)
             given = {k: v for k, v in params.items() if v is not None}
             frame = runner.query("canary_compare", **given)  # type: ignore[attr-defined]
             judged.append((pool, frame))
-            # One row per pool judged, its pool in attrs: a row without one reads as every pool at once.
-            rows.append(verdict_event(frame, CanaryParams(**given), now=datetime.now(UTC)))
+            asked.append(given)
+        if len(judged) > 1:  # one test per pool and metric: the p-value checks corrected for the pools
+            corrected = correct_for_pools({str(p): f for p, f in judged})
+            judged = [(p, corrected[str(p)]) for p, _ in judged]
+        # One row per pool judged, its pool in attrs: a row without one reads as every pool at once.
+        rows = [
+            verdict_event(f, CanaryParams(**given), now=datetime.now(UTC), pools_judged=len(judged))  # type: ignore[arg-type]
+            for (_, f), given in zip(judged, asked, strict=True)
+        ]
         store = runner.client if isinstance(runner, LocalRunner) else None
         verdicts = "verdict" if len(rows) == 1 else f"{len(rows)} verdicts (one per hardware pool)"
         if isinstance(store, Store):

@@ -1,17 +1,24 @@
-"""Rendering a canary verdict: a plain-text table for the terminal, Markdown, and an HTML page."""
+"""Rendering a canary verdict: a plain-text table for the terminal, Markdown, and an HTML page.
+
+The page's modules (Altair) are imported only where a page or a chart is drawn: the terminal table and the
+Markdown need none of them.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import altair as alt
 import polars as pl
 
 from inferensics.analytics import canary as canary_rules
-from inferensics.analytics.report import charts
 from inferensics.analytics.report.evidence import SHOWN, evidence_table
-from inferensics.analytics.report.page import Section, render_page
 from inferensics.analytics.report.tables import cell, markdown_table
+
+if TYPE_CHECKING:
+    import altair as alt
+
+    from inferensics.analytics.report.page import Section
 
 COLUMNS = [c for c in SHOWN if c != "rule"]
 """The terminal table's columns: the evidence with each value in its unit (:mod:`.evidence`), without the rule."""
@@ -53,6 +60,9 @@ def rule_lines(frame: pl.DataFrame) -> list[str]:
 
 def canary_sections(frame: pl.DataFrame) -> list[Section]:
     """The page's sections."""
+    from inferensics.analytics.report import charts
+    from inferensics.analytics.report.page import Section
+
     verdict, rule = verdict_of(frame)
     evidence = frame.filter(pl.col("check") != "verdict")
     rules = (canary_rules.__doc__ or "").split("\n\n")[1:4]
@@ -79,6 +89,8 @@ def render_canary_markdown(frame: pl.DataFrame, label: str) -> str:
 
 def write_canary_report(frame: pl.DataFrame, label: str, out_dir: Path, stem: str) -> tuple[Path, Path]:
     """Write ``<stem>.md`` and ``<stem>.html`` into ``out_dir``; return their paths."""
+    from inferensics.analytics.report.page import render_page
+
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page = out_dir / f"{stem}.md", out_dir / f"{stem}.html"
     md.write_text(render_canary_markdown(frame, label), encoding="utf-8")

@@ -198,12 +198,22 @@ def summary_lines(report: WeeklyReport) -> list[str]:
         parts.append(f"{not_priced(unpriced)} (no hit of the same model and cache)")
     lines.append(f"Compile-cache hit ratio: {ratio}{''.join(f'; {p}' for p in parts)}.")
     lines.append(_misses_line(report))
-    lines.append(f"Recompile storms: {report.storms.height}; new specializations: {report.new_graph_keys.height}.")
+    lines.append(
+        f"Recompile storms: {report.storms.height}; slow compile hours: {report.slow_compiles.height}; new "
+        f"specializations: {report.new_graph_keys.height}."
+    )
     if report.storms.height:
         worst = ranked_storms(report.storms).row(0, named=True)
         lines.append(
             f"Worst recompile storm: {worst[col.RECOMPILES]:,} recompiles against a baseline of "
             f"{worst['baseline_recompiles'] or 0:g} in {_where(worst)}, {worst['bucket']:%Y-%m-%d %H:00} UTC."
+        )
+    if report.slow_compiles.height:
+        slowest = report.slow_compiles.sort(
+            [col.COMPILE_SECONDS, "bucket"], descending=[True, True], maintain_order=True
+        ).row(0, named=True)
+        lines.append(
+            f"Slowest compile hour: {_where(slowest)}, {slowest['bucket']:%Y-%m-%d %H:00} UTC: {slowest['why']}."
         )
     if report.recompile_reasons.height:
         top = report.recompile_reasons.row(0, named=True)
@@ -253,6 +263,13 @@ def _compile_seconds_by_model(series: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col(col.COMPILE_SECONDS).sum())
         .sort(col.BUCKET, "group")
     )
+
+
+SLOW_COMPILE_COLUMNS: Final = (
+    "bucket", col.MODEL, col.HW_POOL, col.RECOMPILES, col.COMPILE_SECONDS, "baseline_compile_seconds", "why",
+    "cache_lookups", "cache_misses",
+)  # fmt: skip
+"""The slow compile hours' columns the report shows."""
 
 
 def ranked_storms(storms: pl.DataFrame) -> pl.DataFrame:
@@ -454,6 +471,17 @@ def sections(report: WeeklyReport) -> list[Section]:
             ],
             [],
             [(storms, list(storms.columns))],
+        ),
+        Section(
+            "Slow compile hours",
+            [
+                report.storm_rule.describe_slow(),
+                "One row per hour, newest first; why says which threshold its compile seconds reached and how many "
+                "recompiles it had. The compile-cache lookups of its model and pool that hour say whether a cold "
+                "cache was in it.",
+            ],
+            [],
+            [(report.slow_compiles, list(SLOW_COMPILE_COLUMNS))],
         ),
         Section(
             "Cache health",

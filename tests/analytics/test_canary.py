@@ -14,11 +14,12 @@ import pytest
 
 from inferensics.analytics import CanaryParams, UnknownFilterValue, canary_compare, stats
 from inferensics.schema import columns as col
-from inferensics.schema.events import FP_OK, FP_UNSAMPLED, RequestEvent
+from inferensics.schema.events import FP_OK, FP_UNSAMPLED
 from inferensics.schema.rollups import LATENCY_CODE_MAX, latency_code, latency_decode
 from inferensics.schema.store import Store
-from tests.analytics.fleet import BASELINE, CANDIDATE, T0, W10, Fleet, _complete
-from tests.seeding import scratch_store, stop_ttl
+from tests.analytics.canary_requests import insert_requests, request_frame
+from tests.analytics.fleet import BASELINE, CANDIDATE, T0, W10, Fleet
+from tests.seeding import scratch_store
 
 WEEK = dict(start=W10, end=W10 + timedelta(days=7))
 
@@ -148,23 +149,18 @@ def test_a_canary_drawn_from_the_baselines_distribution_passes_despite_compiles(
         compiled_per_side[bundle] = int(compiled.sum())
         serving = rng.lognormal(np.log(1000), 0.05, n)
         frames.append(
-            pl.DataFrame(
+            request_frame(
+                bundle,
+                n,
+                t,
                 {
-                    col.REQUEST_ID: [f"{bundle}-{i}" for i in range(n)],
-                    col.TS: [t + timedelta(seconds=i) for i in range(n)],
-                    col.HOST: "h",
-                    col.MODEL: "m",
-                    col.HW_POOL: "p",
-                    col.TRAFFIC_CLASS: "t",
-                    col.BUNDLE_ID: bundle,
                     col.LATENCY_MS: np.where(compiled, rng.uniform(20_000, 90_000, n), serving).astype(np.float32),
                     col.COMPILE_MS: np.where(compiled, rng.uniform(19_000, 89_000, n), 0).astype(np.float32),
                     col.OUTCOME: np.where(compiled, "compile", "hit"),
-                }
+                },
             )
         )
-    stop_ttl(store)
-    store.insert_frame(RequestEvent, _complete(RequestEvent, pl.concat(frames)))
+    insert_requests(store, *frames)
     window = dict(start=t, end=t + timedelta(days=1))
     params = CanaryParams(model="m", baseline="prod", candidate="canary", **window)
     scope = (
@@ -229,21 +225,8 @@ def test_an_unknown_bundle_names_only_bundles_that_exist(store: Store) -> None:
     """Requests served without a bundle carry an empty id, which the message listed as known: ''."""
     t = datetime(2026, 3, 2, tzinfo=UTC)
     window = dict(start=t, end=t + timedelta(days=1))
-    stop_ttl(store)
     for bundle, message in (("", "known: none"), ("b1", "known: 'b1'")):
-        frame = pl.DataFrame(
-            {
-                col.REQUEST_ID: [f"{bundle}-{i}" for i in range(2)],
-                col.TS: [t + timedelta(seconds=i) for i in range(2)],
-                col.HOST: "h",
-                col.MODEL: "m",
-                col.HW_POOL: "p",
-                col.TRAFFIC_CLASS: "t",
-                col.BUNDLE_ID: bundle,
-                col.LATENCY_MS: 1.0,
-            }
-        )
-        store.insert_frame(RequestEvent, _complete(RequestEvent, frame))
+        insert_requests(store, request_frame(bundle, 2, t, {col.LATENCY_MS: 1.0}))
         with pytest.raises(UnknownFilterValue) as info:
             canary_compare(store, CanaryParams(model="m", baseline="b-typo", candidate="b2", **window))
         assert str(info.value) == f"unknown bundle 'b-typo': it matches nothing in the store; {message}"
@@ -258,24 +241,19 @@ def test_equal_bundles_pass_and_two_windows(store: Store) -> None:
     frames = []
     for bundle, offset in (("b1", timedelta(0)), ("b2", timedelta(hours=1))):
         frames.append(
-            pl.DataFrame(
+            request_frame(
+                bundle,
+                n,
+                t + offset,
                 {
-                    col.REQUEST_ID: [f"{bundle}-{i}" for i in range(n)],
-                    col.TS: [t + offset + timedelta(seconds=i) for i in range(n)],
-                    col.HOST: "h",
-                    col.MODEL: "m",
-                    col.HW_POOL: "p",
-                    col.TRAFFIC_CLASS: "t",
-                    col.BUNDLE_ID: bundle,
                     col.LATENCY_MS: lat,
                     col.INPUT_DIGEST: digests,
                     col.FP_ARGMAX_DIGEST: digests,
                     col.FP_MEAN: rng.normal(0, 1, n).astype(np.float32),
-                }
+                },
             )
         )
-    stop_ttl(store)
-    store.insert_frame(RequestEvent, _complete(RequestEvent, pl.concat(frames)))
+    insert_requests(store, *frames)
     window = dict(start=t, end=t + timedelta(days=1))
     result = canary_compare(store, CanaryParams(model="m", traffic_class="t", baseline="b1", candidate="b2", **window))
     assert result.verdict == "pass", result.evidence
@@ -360,15 +338,11 @@ def test_output_checks_read_only_fingerprinted_requests(store: Store) -> None:
     for bundle, every, rate in (("b1", 1, 1.0), ("b2", 16, 1 / 16)):
         chosen = np.arange(n) % every == 0
         frames.append(
-            pl.DataFrame(
+            request_frame(
+                bundle,
+                n,
+                t,
                 {
-                    col.REQUEST_ID: [f"{bundle}-{i}" for i in range(n)],
-                    col.TS: [t + timedelta(seconds=i) for i in range(n)],
-                    col.HOST: "h",
-                    col.MODEL: "m",
-                    col.HW_POOL: "p",
-                    col.TRAFFIC_CLASS: "t",
-                    col.BUNDLE_ID: bundle,
                     col.LATENCY_MS: rng.lognormal(np.log(20), 0.3, n).astype(np.float32),
                     col.INPUT_DIGEST: digests,
                     col.FP_ARGMAX_DIGEST: [d if c else "" for d, c in zip(digests, chosen, strict=True)],
@@ -377,11 +351,10 @@ def test_output_checks_read_only_fingerprinted_requests(store: Store) -> None:
                     col.FP_NAN: np.where(chosen & nonfinite, 3, 0).astype(np.uint32),
                     col.FP_STATUS: np.where(chosen, FP_OK, FP_UNSAMPLED),
                     col.FP_RATE: np.full(n, rate, dtype=np.float32),
-                }
+                },
             )
         )
-    stop_ttl(store)
-    store.insert_frame(RequestEvent, _complete(RequestEvent, pl.concat(frames)))
+    insert_requests(store, *frames)
     window = dict(start=t, end=t + timedelta(days=1))
     params = CanaryParams(model="m", baseline="b1", candidate="b2", **window)
     for p in (params, params.model_copy(update={"max_rows": n - 1})):  # the full scan and the truncated path

@@ -125,7 +125,7 @@ def test_cli_report_weekly(fleet_store: Store, chdb_dir: Path, tmp_path: Path) -
         app, ["report", "weekly", "--week", "2026-W10", "--out", str(tmp_path), "--dsn", _dsn(chdb_dir, fleet_store)]
     )
     assert result.exit_code == 0, result.output
-    assert "Recompile storms: 1; new specializations: 3." in result.output
+    assert "Recompile storms: 1; slow compile hours: 0; new specializations: 3." in result.output
     md = (tmp_path / "weekly-2026-W10.md").read_text()
     assert md.startswith("# Weekly recompilation and cache report 2026-W10")
     assert (tmp_path / "weekly-2026-W10.html").stat().st_size > 500_000  # the Vega libraries are inlined
@@ -172,7 +172,7 @@ def test_cli_report_weekly_takes_the_storm_rule(fleet_store: Store, chdb_dir: Pa
     base = ["report", "weekly", "--week", "2026-W10", "--out", str(tmp_path), "--dsn", dsn]
     raised = CliRunner().invoke(app, [*base, "--min-recompiles", "100000", "--min-compile-seconds", "1e9"])
     assert raised.exit_code == 0, raised.output
-    assert "Recompile storms: 0; new specializations: 3." in raised.output  # 1 at the default floors
+    assert "Recompile storms: 0; slow compile hours: 0; new specializations: 3." in raised.output  # 1 at the defaults
     md = (tmp_path / "weekly-2026-W10.md").read_text()
     assert "recompiles reach max(100000, 3 × the median of the 24 hours before)" in md
     assert "compile seconds reach max(1e+09, 3 × their median)" in md

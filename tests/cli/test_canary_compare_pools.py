@@ -126,7 +126,10 @@ def test_each_pool_both_bundles_served_is_judged_and_the_worst_decides(store: St
     assert f"hardware pool {SHARED_POOL}:" in lines
     assert f"hardware pool {SLOW_POOL}:" in lines
     verdicts = lines[lines.index("verdict per hardware pool:") :]
-    assert verdicts[1] == f"  {SHARED_POOL}: PASS (every check passed)"
+    assert (
+        verdicts[1]
+        == f"  {SHARED_POOL}: PASS (every check passed; p Holm–Bonferroni-adjusted for the 2 hardware pools judged)"
+    )
     assert verdicts[2].startswith(f"  {SLOW_POOL}: FAIL (failed: p50_ms")
     assert verdicts[3].startswith(f"verdict: FAIL on hardware pool {SLOW_POOL} (failed: p50_ms")
     assert verdicts[4] == f"2 verdicts (one per hardware pool) recorded in {store.database}.canary_verdicts"
