@@ -31,9 +31,11 @@ FILTER_COLUMNS: Final[Mapping[str, str]] = {
 }
 """Filter name → column it compares."""
 
-FLEET_TABLES: Final = ("requests_1d", "requests_1h")
-"""The request rollups: a filter value some request carries is a value of the fleet, known to every query
-(:func:`check_filter_values`); the daily rollup holds model, pool and class, the hourly one the bundle too."""
+FLEET_TABLES: Final = ("requests_1d", "requests_1h", "sdk_health")
+"""The request rollups and the serving processes' health records: a filter value some request carries, or a serving
+process reports, is a value of the fleet, known to every query (:func:`check_filter_values`); the daily rollup holds
+model, pool and class, the hourly one the bundle too, the health records the host (the Hosts page links each host
+to its requests: one that served none in the store is an empty list, not an unknown host)."""
 
 TIME_TYPE: Final = "DateTime64(6, 'UTC')"
 
@@ -53,6 +55,18 @@ class Filters(BaseModel):
     """Serving host (forces raw-table reads: the rollups are not keyed by host)."""
     bundle: str | None = None
     """Bundle id."""
+
+    @field_validator(*FILTER_COLUMNS)
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        # A command-line argument whose bytes are not UTF-8 reaches Python as lone surrogates: no query can carry
+        # them (chDB failed with a cast error, an HTTP server with a 500), so they are refused as the caller's error.
+        if value is not None:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("not UTF-8 text: filter values are the store's UTF-8 text") from None
+        return value
 
     def active(self) -> dict[str, str]:
         """The filters that are set, by filter name."""
@@ -171,7 +185,7 @@ def check_filter_values(
     up in the others, then in the request rollups (:data:`FLEET_TABLES`), before it is reported. So a model
     that serves requests but never broke a graph is an empty answer of the graph-break queries, not an
     unknown model; a typo is still reported, with the values the queried tables know. ``host`` is checked
-    on the raw tables.
+    on the raw tables, then on the health records.
     """
     tables = list(tables)
     checks: list[tuple[str, str, str, list[str]]] = []  # (filter, value, column, tables holding it)

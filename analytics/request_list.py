@@ -1,10 +1,16 @@
 """The newest requests of a slice, each with what went wrong: the on-call list of ``inferensics requests``.
 
 A request failed when it errored (``status`` ``error``), produced non-finite output (NaN or inf counted by its
-output fingerprint) or fell back to eager (``outcome`` ``fallback``). Each request is listed once, under the first
-of those that applies in that order, so the counts per kind add up to the requests listed. Reads raw ``requests``
-rows (the rollups count errors and fallbacks, not which request they were), narrowed by the slice's filters and
-range.
+output fingerprint), fell back to eager (``outcome`` ``fallback``) or was replayed (``inferensics replay``) with a
+verdict that named a fault (an attribution other than ``none``: an output that was wrong but finite). Each request is
+listed once, under the first of those that applies in that order, so the counts per kind add up to the requests
+listed; its newest replay verdict is listed beside it whatever its kind. Reads raw ``requests`` rows (the rollups
+count errors and fallbacks, not which request they were), narrowed by the slice's filters and range.
+
+A verdict is a request's when it names the request's id, host and start (``request_host``, ``request_ts``: verdicts
+recorded since schema version 24). A verdict stored before names the id only: it is the request's when the inputs it
+replayed (their sha256, in its evidence) are the request's captured inputs, or when it names no inputs (nothing then
+tells apart requests that share the id: the request drill-down marks such a verdict).
 """
 
 from __future__ import annotations
@@ -33,10 +39,20 @@ KIND_NON_FINITE: Final = "non-finite output"
 KIND_FALLBACK: Final = "eager fallback"
 """``kind`` of a request that ran eagerly after a graph break, the recompile limit or an error; its detail is
 the reason."""
+KIND_REPLAYED_FAULT: Final = "replayed fault"
+"""``kind`` of a request whose replay verdict named a fault (its output was wrong, though finite); its detail is that
+verdict: attribution, op, FX node, source line."""
 KIND_OK: Final = "ok"
 """``kind`` of any other request (listed only when not asking for failing requests)."""
-KINDS: Final = (KIND_ERROR, KIND_NON_FINITE, KIND_FALLBACK, KIND_OK)
+KINDS: Final = (KIND_ERROR, KIND_NON_FINITE, KIND_FALLBACK, KIND_REPLAYED_FAULT, KIND_OK)
 """Every kind, in the order a request is tested for them (the first that applies is its kind)."""
+
+NO_FAULT: Final = ("none", "")
+"""Replay attributions that name no fault (``none``: the replay found the compiled output right; empty: none
+recorded)."""
+VERDICT: Final = "verdict"
+"""Column: the request's newest replay verdict that named a fault, else its newest verdict (``none``), as one line:
+attribution · op · FX node · source line; empty for a request never replayed."""
 
 DEFAULT_LIMIT: Final = 50
 """Requests :func:`request_list` returns unless told otherwise."""
@@ -48,7 +64,7 @@ class RequestKindParams(SliceParams):
     """A slice and whether only failing requests count."""
 
     failing: bool = False
-    """Only requests that errored, produced non-finite output or fell back to eager."""
+    """Only requests that errored, produced non-finite output, fell back to eager or whose replay named a fault."""
 
 
 class RequestListParams(RequestKindParams):
@@ -58,45 +74,86 @@ class RequestListParams(RequestKindParams):
     """The newest this many requests are listed."""
 
 
+_FAULT: Final = "replayed_fault"
+"""Column of the joined rows: whether a verdict of the request named a fault (read here, not returned)."""
 _KIND_SQL = (
     f"multiIf({ERRORED}, {{k_error:String}}, {NONFINITE}, {{k_non_finite:String}}, "
-    f"{FELL_BACK}, {{k_fallback:String}}, {{k_ok:String}})"
+    f"{FELL_BACK}, {{k_fallback:String}}, {_FAULT}, {{k_replayed:String}}, {{k_ok:String}})"
 )
-_KIND_VALUES = {"k_error": KIND_ERROR, "k_non_finite": KIND_NON_FINITE, "k_fallback": KIND_FALLBACK, "k_ok": KIND_OK}
+_KIND_VALUES = {"k_error": KIND_ERROR, "k_non_finite": KIND_NON_FINITE, "k_fallback": KIND_FALLBACK,
+                "k_replayed": KIND_REPLAYED_FAULT, "k_ok": KIND_OK}  # fmt: skip
 _DETAIL_SQL = (
     f"multiIf(kind = {{k_error:String}}, "
     f"if(trimBoth({col.ERROR}) = '', '(no error message recorded)', "
     f"trimBoth(splitByChar('\\n', trimLeft({col.ERROR}))[1])), "
     f"kind = {{k_non_finite:String}}, concat('NaN ', toString({col.FP_NAN}), ', inf ', toString({col.FP_INF})), "
     f"kind = {{k_fallback:String}}, if({col.FALLBACK_REASON} = '', '(no reason recorded)', {col.FALLBACK_REASON}), "
+    f"kind = {{k_replayed:String}}, {VERDICT}, "
     f"'')"
 )
+_VERDICT_TEXT = (
+    f"arrayStringConcat(arrayFilter(x -> x != '', [toString({col.ATTRIBUTION}), "
+    f"if({col.OP} = '', '', concat('op ', toString({col.OP}))), "
+    f"if({col.FX_NODE} = '', '', concat('node ', {col.FX_NODE})), "
+    f"if({col.SOURCE_FILE} = '', '', concat({col.SOURCE_FILE}, ':', toString({col.SOURCE_LINE})))]), ' · ')"
+)
+_REPLAYED_INPUTS = f"lower(JSONExtractString({col.VERDICT_JSON}, 'evidence', 'captured_inputs', 'sha256'))"
+_LISTED = (col.TS, col.REQUEST_ID, col.MODEL, col.HW_POOL, col.HOST, col.TRAFFIC_CLASS, col.STATUS, col.ERROR,
+           col.FP_NAN, col.FP_INF, col.OUTCOME, col.FALLBACK_REASON)  # fmt: skip
+"""The ``requests`` columns the list reads."""
 
 
-def _slice(client: QueryClient, params: RequestKindParams) -> tuple[str, dict[str, object]]:
-    """The WHERE condition of the slice's requests (only failing ones when ``params.failing``) and its values."""
+def _verdicts_sql(database: str, where: str) -> str:
+    """One row per request of the slice that has replay verdicts (module docstring: which are its): its id, host
+    and start (``v_id``, ``v_host``, ``v_ts``), :data:`VERDICT` and whether one named a fault."""
+    replays = f"{database}.replay_results"
+    fault = f"{col.ATTRIBUTION} NOT IN ({', '.join(repr(a) for a in NO_FAULT)})"
+    return (
+        f"SELECT r.{col.REQUEST_ID} AS v_id, r.{col.HOST} AS v_host, r.{col.TS} AS v_ts, "
+        f"argMax(v.text, (v.fault, v.{col.TS})) AS {VERDICT}, max(v.fault) AS {_FAULT} "
+        f"FROM (SELECT {col.REQUEST_ID}, {col.HOST}, {col.TS}, lower({col.CAPTURE_BLOB}) AS blob "
+        f"FROM {database}.requests WHERE ({where}) "
+        f"AND {col.REQUEST_ID} IN (SELECT {col.REQUEST_ID} FROM {replays})) AS r "
+        f"INNER JOIN (SELECT {col.REQUEST_ID}, {col.REQUEST_HOST}, {col.REQUEST_TS}, {col.TS}, {fault} AS fault, "
+        f"{_VERDICT_TEXT} AS text, {_REPLAYED_INPUTS} AS inputs FROM {replays}) AS v "
+        f"ON r.{col.REQUEST_ID} = v.{col.REQUEST_ID} "
+        f"WHERE if(v.{col.REQUEST_HOST} != '', "
+        f"v.{col.REQUEST_HOST} = r.{col.HOST} AND v.{col.REQUEST_TS} = r.{col.TS}, "
+        f"v.inputs = '' OR v.inputs = r.blob) "
+        f"GROUP BY v_id, v_host, v_ts"
+    )
+
+
+def _rows(client: QueryClient, params: RequestKindParams) -> tuple[str, dict[str, object]]:
+    """SQL of the slice's requests (only failing ones when ``params.failing``), each with its kind, detail and
+    verdict, and its parameter values."""
     check_filter_values(client, params, ("requests_1h", "requests"))
     where = slice_where(params, "requests", what="the request list")
-    sql = where.sql + (" AND kind != {k_ok:String}" if params.failing else "")
-    return sql, {**where.params, **_KIND_VALUES}
+    db = client.database
+    rows = (
+        f"SELECT {col.TS}, {col.REQUEST_ID}, toString({col.MODEL}) AS {col.MODEL}, "
+        f"toString({col.HW_POOL}) AS {col.HW_POOL}, toString({col.HOST}) AS {col.HOST}, "
+        f"toString({col.TRAFFIC_CLASS}) AS {col.TRAFFIC_CLASS}, {_KIND_SQL} AS kind, {_DETAIL_SQL} AS detail, "
+        f"{VERDICT} "
+        f"FROM (SELECT {', '.join(_LISTED)} FROM {db}.requests WHERE {where.sql}) AS q "
+        f"LEFT JOIN ({_verdicts_sql(db, where.sql)}) AS m "
+        f"ON q.{col.REQUEST_ID} = m.v_id AND q.{col.HOST} = m.v_host AND q.{col.TS} = m.v_ts"
+    )
+    failing = " WHERE kind != {k_ok:String}" if params.failing else ""
+    return f"SELECT * FROM ({rows}){failing}", {**where.params, **_KIND_VALUES}
 
 
 def request_list(client: QueryClient, params: RequestListParams) -> pl.DataFrame:
     """The slice's newest requests (only failing ones when ``failing``), newest first, at most ``limit``.
 
     Columns: ts, request_id, model, hw_pool, host, traffic_class, kind (``error``, ``non-finite output``,
-    ``eager fallback``: the first that applies, in that order; else ``ok``), detail (the error's first line, the
-    NaN and inf counts, or the fallback reason; empty for ``ok``). Ties in time are ordered by request id, then
-    host.
+    ``eager fallback``, ``replayed fault``: the first that applies, in that order; else ``ok``), detail (the error's
+    first line, the NaN and inf counts, the fallback reason or the verdict; empty for ``ok``), verdict
+    (:data:`VERDICT`). Ties in time are ordered by request id, then host.
     """
-    where, values = _slice(client, params)
+    rows, values = _rows(client, params)
     return client.query_frame(
-        f"SELECT {col.TS}, {col.REQUEST_ID}, toString({col.MODEL}) AS {col.MODEL}, "
-        f"toString({col.HW_POOL}) AS {col.HW_POOL}, toString({col.HOST}) AS {col.HOST}, "
-        f"toString({col.TRAFFIC_CLASS}) AS {col.TRAFFIC_CLASS}, {_KIND_SQL} AS kind, {_DETAIL_SQL} AS detail "
-        f"FROM {client.database}.requests WHERE {where} "
-        f"ORDER BY {col.TS} DESC, {col.REQUEST_ID}, {col.HOST} LIMIT {int(params.limit)}",
-        values,
+        f"{rows} ORDER BY {col.TS} DESC, {col.REQUEST_ID}, {col.HOST} LIMIT {int(params.limit)}", values
     )
 
 
@@ -106,12 +163,8 @@ def request_kinds(client: QueryClient, params: RequestKindParams) -> pl.DataFram
 
     Columns: kind, requests. One row per kind that occurs, in :data:`KINDS` order.
     """
-    where, values = _slice(client, params)
-    counts = client.query_frame(
-        f"SELECT {_KIND_SQL} AS kind, toUInt64(count()) AS requests FROM {client.database}.requests "
-        f"WHERE {where} GROUP BY kind",
-        values,
-    )
+    rows, values = _rows(client, params)
+    counts = client.query_frame(f"SELECT kind, toUInt64(count()) AS requests FROM ({rows}) GROUP BY kind", values)
     order = {kind: i for i, kind in enumerate(KINDS)}
     return (
         counts.with_columns(pl.col("kind").replace_strict(order, return_dtype=pl.UInt8).alias("_order"))

@@ -12,8 +12,9 @@ so a token with only the ``read`` role reads them through ``--service``, where S
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -57,6 +58,43 @@ def parse_moment(text: str, option: str, now: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+def not_utf8(option: str, value: str) -> str | None:
+    """What is wrong with ``value`` when it is not UTF-8 text (an argument's bytes that do not decode reach Python
+    as lone surrogates, which no query can carry); ``None`` when it is text.
+
+    >>> not_utf8("--host", "h1") is None
+    True
+    >>> print(not_utf8("--model", "m\\udcff")[:44])
+    --model 'm\\xff': not UTF-8 text; the store's
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+        return (f"{option} '{shown}': not UTF-8 text; the store's models, hosts, pools, classes and bundle ids are "
+                "UTF-8: check the shell's quoting or the terminal's encoding")  # fmt: skip
+    return None
+
+
+def shown_detail(row: Mapping[str, Any]) -> str:
+    """A listed request's detail with its replay verdict after it, unless the detail is the verdict (kind
+    ``replayed fault``).
+
+    >>> shown_detail({"kind": "error", "detail": "RuntimeError: boom", "verdict": "schedule"})
+    'RuntimeError: boom · replay verdict schedule'
+    >>> shown_detail({"kind": "replayed fault", "detail": "lowering · op aten.mm", "verdict": "lowering · op aten.mm"})
+    'replay verdict lowering · op aten.mm'
+    """
+    from inferensics.analytics.request_list import KIND_REPLAYED_FAULT
+
+    detail, verdict = " ".join(str(row.get("detail") or "").split()), str(row.get("verdict") or "")
+    if not verdict:
+        return detail
+    if row["kind"] == KIND_REPLAYED_FAULT:
+        return f"replay verdict {verdict}"
+    return f"{detail} · replay verdict {verdict}" if detail else f"replay verdict {verdict}"
+
+
 def _cell(value: object, width: int) -> str:
     text = " ".join(str(value).split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -75,7 +113,8 @@ def requests(  # noqa: PLR0917 (typer options)
         typer.Option(
             "--failing",
             help="Only requests that errored (with the error's first line), produced non-finite output (NaN/inf "
-            "counts of the output fingerprint) or fell back to eager (with the reason).",
+            "counts of the output fingerprint), fell back to eager (with the reason) or whose replay verdict "
+            "(`inferensics replay`) named a fault (with the verdict).",
         ),
     ] = False,
     model: Annotated[str | None, typer.Option(help="Model [default: all].")] = None,
@@ -112,17 +151,20 @@ def requests(  # noqa: PLR0917 (typer options)
     token: TokenOption = None,
 ) -> None:
     """List the newest requests, newest first, with what failed and its detail: with --failing only those that
-    errored, produced non-finite output or fell back to eager.
+    errored, produced non-finite output, fell back to eager or whose replay verdict named a fault.
 
-    One table (request id, time, model, pool, host, what failed, detail), then the count of each kind over the
-    whole window (not only the listed ones) and how to open one: `inferensics replay ID` or the dashboard's
-    request page. --model, --hw-pool, --traffic-class, --host and --bundle narrow the list. With --id ID, one
-    request instead, with its newest replay verdicts. Through --service a token with the read role is enough."""
+    One table (request id, time, model, pool, host, what failed, detail and any replay verdict), then the count of
+    each kind over the whole window (not only the listed ones) and how to open one: `inferensics replay ID` or the
+    dashboard's request page. --model, --hw-pool, --traffic-class, --host and --bundle narrow the list. With --id ID,
+    one request instead, with its newest replay verdicts. Through --service a token with the read role is enough."""
     from inferensics.analytics.request_list import MAX_LIMIT
 
     dsn = dsn_from(ctx, dsn, data_dir)
     narrow = {"--model": model, "--hw-pool": hw_pool, "--traffic-class": traffic_class, "--host": host,
               "--bundle": bundle}  # fmt: skip
+    for option, value in {**narrow, "--id": request_id}.items():
+        if value is not None and (problem := not_utf8(option, value)) is not None:
+            fail(problem)
     if request_id is not None:
         listing = {"--failing": failing, **narrow, "--since": since, "--until": until}
         narrowing = [name for name, value in listing.items() if value] + (["--limit"] if limit != 50 else [])
@@ -251,7 +293,7 @@ def _print_table(listed: pl.DataFrame) -> None:
          str(r["kind"]))
         for r in listed.iter_rows(named=True)
     ]  # fmt: skip
-    details = [" ".join(str(r["detail"] or "").split()) for r in listed.iter_rows(named=True)]
+    details = [shown_detail(r) for r in listed.iter_rows(named=True)]
     widths = [max(cell_len(h), *(cell_len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     # A boxed table of n columns takes 3 n + 1 columns besides its cells (a rule and a space each side of each).
     left = console.width - sum(widths) - 3 * (len(headers) + 1) - 1

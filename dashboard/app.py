@@ -13,12 +13,13 @@ import streamlit as st
 from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import queries
 from inferensics.dashboard._internal.filters import (
+    apply_linked_filters,
     apply_pending_filters,
     current_filters,
     end_param_problem,
     filter_sidebar,
 )
-from inferensics.dashboard._internal.options import filter_options
+from inferensics.dashboard._internal.options import filter_options, hosts_call
 from inferensics.dashboard._internal.service import (
     QueryCall,
     check_service,
@@ -51,12 +52,14 @@ navigation = st.navigation(sections)
 settings = current_settings()
 with st.sidebar:
     st.caption(f"Service `{settings.service_url}` · token {token_fingerprint(settings.token)}")
-apply_pending_filters()
 current = next((p for p in PAGES if p.url_path == navigation.url_path), PAGES[0])
+if current.filtered:
+    apply_linked_filters()  # a link's ?host=...; a button's pending filters (next line) come after, and win
+apply_pending_filters()
 # Everything the run will ask the service goes out now, at once: the service check, the filter values and
 # the page's own queries (the calls below wait for the answers in flight instead of asking one after the
 # other, and the page draws its title meanwhile).
-calls: list[QueryCall] = [(queries.DIMENSION_VALUES, {})] if current.filtered else []
+calls: list[QueryCall] = [(queries.DIMENSION_VALUES, {}), hosts_call(current_filters())] if current.filtered else []
 if current.queries is not None:
     calls.extend(current.queries(current_filters()).values())
 prefetch(*calls, health=True, wait=False)
@@ -77,6 +80,6 @@ if (end_problem := end_param_problem()) is not None:
 
 if current.filtered:
     with service_errors():
-        options = filter_options()
-    filter_sidebar(options.models, options.pools, options.traffic_classes, options.bundles)
+        options = filter_options(current_filters())
+    filter_sidebar(options.models, options.pools, options.traffic_classes, options.bundles, options.hosts)
 navigation.run()

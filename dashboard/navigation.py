@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from inferensics.dashboard._internal.filters import Filters
-from inferensics.dashboard._internal.links import BUNDLES_PATH, CANARY_PATH, HOSTS_PATH, KERNELS_PATH, REQUEST_PATH
+from inferensics.dashboard._internal.links import (
+    BUNDLES_PATH,
+    CANARY_PATH,
+    HOSTS_PATH,
+    KERNELS_PATH,
+    REQUEST_PATH,
+    REQUESTS_PATH,
+)
 from inferensics.dashboard._internal.service import QueryCall
 from inferensics.dashboard.views import overview
 
@@ -25,7 +32,7 @@ class PageSpec:
     icon: str
     section: str
     filtered: bool
-    """Whether the sidebar slice filters (model, pool, traffic class, bundle) apply."""
+    """Whether the sidebar slice filters (model, pool, traffic class, host, bundle) apply."""
     queries: Callable[[Filters], Mapping[str, QueryCall]] | None = None
     """The page's named queries for the selected filters, when they are known before it runs: the app asks
     for them together with the service check and the filter values, in one round."""
@@ -41,6 +48,7 @@ PAGES: Final[tuple[PageSpec, ...]] = (
         True,
         overview.page_queries,
     ),
+    PageSpec("views/requests.py", "Requests", REQUESTS_PATH, ":material/list_alt:", "On call", True),
     PageSpec("views/request.py", "Request drill-down", REQUEST_PATH, ":material/search:", "On call", False),
     PageSpec("views/hosts.py", "Hosts", HOSTS_PATH, ":material/dns:", "On call", True),
     PageSpec("views/canary.py", "Canary comparison", CANARY_PATH, ":material/compare_arrows:", "Releases", False),

@@ -1,7 +1,8 @@
-"""The sidebar filters shared by the slice pages: time range, model, hardware pool, traffic class, bundle.
+"""The sidebar filters shared by the slice pages: time range, model, hardware pool, traffic class, host, bundle.
 
 Widgets live in the app's entry script, so their values persist when the user moves between pages. The
-end of every range is the current minute, so cached answers are reused within a minute.
+end of every range is the current minute, so cached answers are reused within a minute. A link may set them
+(``?host=h1&window=24h``, :func:`apply_linked_filters`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Final
 import streamlit as st
 
 from inferensics.analytics.filters import SliceParams
-from inferensics.dashboard._internal.links import END_PARAM
+from inferensics.dashboard._internal.links import END_PARAM, FILTER_PARAMS, WINDOW_PARAM, parse_duration
 from inferensics.schema.types import as_utc
 
 ALL: Final = "All"
@@ -33,6 +34,7 @@ RANGE_KEY: Final = "filter.range"
 MODEL_KEY: Final = "filter.model"
 POOL_KEY: Final = "filter.hw_pool"
 TRAFFIC_KEY: Final = "filter.traffic_class"
+HOST_KEY: Final = "filter.host"
 BUNDLE_KEY: Final = "filter.bundle_id"
 PROCESS_LEVEL: Final = ("traffic_class", "bundle")
 """Filters that records of a serving process rather than of a request (SDK health, kernel-registry decisions) carry
@@ -127,6 +129,7 @@ def current_filters() -> Filters:
         model=_choice(MODEL_KEY),
         hw_pool=_choice(POOL_KEY),
         traffic_class=_choice(TRAFFIC_KEY),
+        host=_choice(HOST_KEY),
         bundle=_choice(BUNDLE_KEY),
     )
 
@@ -136,14 +139,17 @@ _KEYS_BY_DIMENSION: Final = {
     "model": MODEL_KEY,
     "hw_pool": POOL_KEY,
     "traffic_class": TRAFFIC_KEY,
+    "host": HOST_KEY,
     "bundle": BUNDLE_KEY,
 }
+LINKED_KEY: Final = "filter.linked"
+"""Session State key holding the filters of the link last applied (so a later change in the sidebar sticks)."""
 
 
 def request_filters(**dimensions: str | None) -> None:
     """Ask for these filter values on the next run (a widget's value cannot change after it is drawn).
 
-    Keys are ``model``, ``hw_pool``, ``traffic_class``, ``bundle``; ``None`` means all.
+    Keys are ``model``, ``hw_pool``, ``traffic_class``, ``host``, ``bundle``; ``None`` means all.
     """
     st.session_state[PENDING_KEY] = {k: v for k, v in dimensions.items() if k in _KEYS_BY_DIMENSION}
 
@@ -157,6 +163,30 @@ def apply_pending_filters() -> None:
         st.session_state[_KEYS_BY_DIMENSION[name]] = value if value is not None else ALL
 
 
+def linked_range(window: timedelta) -> str:
+    """The shortest sidebar range that holds a link's ``window`` (the longest when none does).
+
+    >>> linked_range(timedelta(hours=1)), linked_range(timedelta(hours=2)), linked_range(timedelta(days=90))
+    ('Last hour', 'Last 6 hours', 'Last 30 days')
+    """
+    return next((label for label, span in TIME_RANGES.items() if span >= window), list(TIME_RANGES)[-1])
+
+
+def apply_linked_filters() -> None:
+    """Set the filters a link names (``?host=h1``, ``?window=24h``: :data:`FILTER_PARAMS`, :data:`WINDOW_PARAM`)
+    before the widgets are drawn, once per link: what the reader then picks in the sidebar stays picked. A filter
+    the link leaves out keeps its value."""
+    linked = {name: st.query_params[name] for name in (*FILTER_PARAMS, WINDOW_PARAM) if st.query_params.get(name)}
+    if not linked or st.session_state.get(LINKED_KEY) == linked:
+        return
+    st.session_state[LINKED_KEY] = linked
+    for name, value in linked.items():
+        if name in _KEYS_BY_DIMENSION:
+            st.session_state[_KEYS_BY_DIMENSION[name]] = value
+        elif (window := parse_duration(value)) is not None:
+            st.session_state[RANGE_KEY] = linked_range(window)
+
+
 def describe(filters: Filters) -> str:
     """One line naming the range and the set filters, for page captions."""
     span = f"{filters.start:%Y-%m-%d %H:%M} – {filters.end:%H:%M} UTC"
@@ -165,6 +195,12 @@ def describe(filters: Filters) -> str:
     dims = filters.dimensions()
     shown = " · ".join(f"{k.replace('_', ' ')} **{v}**" for k, v in dims.items()) or "all models, pools and traffic"
     return f"{span} · {shown}"
+
+
+HOST_HELP: Final = (
+    "The serving host. Offered: the hosts whose SDK sent health records in the range or the week before (the Hosts "
+    "page's); type another to pick it."
+)
 
 
 def _select(label: str, key: str, values: Sequence[str], **kwargs: Any) -> None:
@@ -176,9 +212,14 @@ def _select(label: str, key: str, values: Sequence[str], **kwargs: Any) -> None:
 
 
 def filter_sidebar(
-    models: Sequence[str], pools: Sequence[str], traffic_classes: Sequence[str], bundles: Sequence[str]
+    models: Sequence[str],
+    pools: Sequence[str],
+    traffic_classes: Sequence[str],
+    bundles: Sequence[str],
+    hosts: Sequence[str] = (),
 ) -> None:
-    """Draw the filter widgets in the sidebar with the values seen in the selected time range."""
+    """Draw the filter widgets in the sidebar with the values the store knows; the host box also takes a host
+    typed in (``hosts`` are those with health records, a host may serve without them)."""
     with st.sidebar:
         st.subheader("Filters")
         if RANGE_KEY not in st.session_state:
@@ -187,4 +228,5 @@ def filter_sidebar(
         _select("Model", MODEL_KEY, models)
         _select("Hardware pool", POOL_KEY, pools)
         _select("Traffic class", TRAFFIC_KEY, traffic_classes)
+        _select("Host", HOST_KEY, sorted(hosts), accept_new_options=True, help=HOST_HELP)
         _select("Bundle", BUNDLE_KEY, bundles)

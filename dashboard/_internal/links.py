@@ -20,6 +20,12 @@ KERNELS_PATH: Final = "kernels"
 BUNDLE_ID_PARAM: Final = "bundle_id"
 """The Bundles page's parameter (``/bundles?bundle_id=...``): the pushed bundle whose manifest and report it
 opens on."""
+REQUESTS_PATH: Final = "requests"
+"""The request list (``/requests?host=h1``): the slice's newest requests, failing ones first of all."""
+FILTER_PARAMS: Final = ("model", "hw_pool", "traffic_class", "host", "bundle")
+"""Parameters that set the sidebar filters of a filtered page (``?host=h1``), named as the analytics' filters."""
+WINDOW_PARAM: Final = "window"
+"""Sets a filtered page's time range (``?window=24h``): the shortest of the sidebar's ranges that holds it."""
 REQUEST_PATH: Final = "request"
 REQUEST_ID_PARAM: Final = "request_id"
 """The request drill-down's parameter (``/request?request_id=...``)."""
@@ -140,3 +146,28 @@ def canary_link(
     if end is not None:
         params[END_PARAM] = end_text(end)
     return page_link(base_url, CANARY_PATH, params)
+
+
+def requests_link(
+    base_url: str,
+    *,
+    window: timedelta | None = None,
+    end: datetime | None = None,
+    **filters: str | None,
+) -> str:
+    """The request list narrowed to ``filters`` (keys of :data:`FILTER_PARAMS`; ``None`` means all), over the
+    ``window`` before ``end`` (default: the page's range, ending now); with ``base_url`` ``"."`` a link relative to
+    the page that shows it.
+
+    >>> requests_link(".", host="h200-b-07", window=timedelta(hours=6))
+    './requests?host=h200-b-07&window=6h'
+    """
+    unknown = set(filters) - set(FILTER_PARAMS)
+    if unknown:
+        raise TypeError(f"not a filter of the request list: {', '.join(sorted(unknown))}")
+    params = {name: str(filters[name]) for name in FILTER_PARAMS if filters.get(name) is not None}
+    if window is not None:
+        params[WINDOW_PARAM] = duration_text(window)
+    if end is not None:
+        params[END_PARAM] = end_text(end)
+    return page_link(base_url, REQUESTS_PATH, params)

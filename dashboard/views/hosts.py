@@ -25,7 +25,8 @@ from inferensics.analytics.host_health import (
 )
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV
 from inferensics.dashboard._internal import queries
-from inferensics.dashboard._internal.filters import PROCESS_LEVEL, current_filters, describe
+from inferensics.dashboard._internal.filters import PROCESS_LEVEL, Filters, current_filters, describe
+from inferensics.dashboard._internal.links import END_PARAM, requests_link
 from inferensics.dashboard._internal.service import section_query, service_errors
 from inferensics.dashboard._internal.tables import count, show_table
 from inferensics.schema import columns as col
@@ -52,9 +53,11 @@ REFUSED: Final = "bundles_refused"
 """Table column: each bundle the process refused, as ``<cause> <bundle id's first 16 digits>``."""
 BUNDLE_ID_SHOWN: Final = 16
 """Digits of a bundle id shown (``inferensics bundle`` commands take such a prefix)."""
+REQUESTS_LINK: Final = "requests"
+"""Table column: the request list of the row's host over the page's range and filters (:func:`with_request_links`)."""
 TABLE_COLUMNS: Final = (
-    col.HOST, col.MODEL, MODELS_SERVED, col.HW_POOL, "quiet", REFUSED, col.STOPPED, "replaced", "last_seen", "silent_s",
-    "quiet_after_s", col.INTERVAL_S, col.PROCESS, "started", "records", "restarts",
+    REQUESTS_LINK, col.HOST, col.MODEL, MODELS_SERVED, col.HW_POOL, "quiet", REFUSED, col.STOPPED, "replaced",
+    "last_seen", "silent_s", "quiet_after_s", col.INTERVAL_S, col.PROCESS, "started", "records", "restarts",
     *(c + IN_RANGE for c in COUNTERS),
     col.QUEUE_DEPTH, "queue_depth_max", *COUNTERS, col.LAST_ERROR,
 )  # fmt: skip
@@ -215,6 +218,19 @@ def with_refusals_shown(health: pl.DataFrame) -> pl.DataFrame:
     return health.with_columns(pl.col(BUNDLE_REFUSALS).list.eval(shown).list.join(", ").alias(REFUSED))
 
 
+def with_request_links(health: pl.DataFrame, filters: Filters) -> pl.DataFrame:
+    """``health`` with :data:`REQUESTS_LINK`: each row's host's requests, over the page's range (its end pinned
+    where the page's is) and the sidebar's other filters, which a link opened in a new tab would otherwise lose."""
+    pinned = filters.end if st.query_params.get(END_PARAM) else None
+    links = [
+        requests_link(
+            ".", **{**filters.dimensions(), "host": str(host)}, window=filters.end - filters.start, end=pinned
+        )
+        for host in health.get_column(col.HOST).to_list()
+    ]
+    return health.with_columns(pl.Series(REQUESTS_LINK, links, dtype=pl.String))
+
+
 def headline(health: pl.DataFrame) -> None:
     """Processes, hosts, quiet ones, stopped ones, replaced ones and ones with problems."""
     cells = st.columns(6)
@@ -273,7 +289,17 @@ def render() -> None:
             )
         headline(health)
         alerts(health)
-        show_table(with_refusals_shown(health), columns=TABLE_COLUMNS, key="hosts_table")
+        show_table(
+            with_request_links(with_refusals_shown(health), filters),
+            columns=TABLE_COLUMNS,
+            key="hosts_table",
+            overrides={
+                REQUESTS_LINK: st.column_config.LinkColumn(
+                    "requests", display_text="requests ›", width="small",
+                    help="This host's requests over the page's range and filters, failing ones first of all",
+                )
+            },
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

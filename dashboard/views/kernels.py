@@ -87,13 +87,13 @@ def alerts(raised: list[Mapping[str, Any]]) -> None:
 
 
 def qualification_section(filters: Filters) -> None:
-    """The newest evidence per device, op, bucket, dtype, shape and provider in the range (no model or pool filter:
-    qualification records name only their host)."""
+    """The newest evidence per device, op, bucket, dtype, shape and provider in the range, of the selected host (no
+    model or pool filter: qualification records name only their host)."""
     st.subheader("Qualification evidence")
     if filters.model is not None or filters.hw_pool is not None:
         st.caption("Qualification records name the host they ran on, no model or pool: the whole fleet is shown.")
     evidence = section_query(
-        queries.KERNEL_QUALIFICATIONS, "qualification evidence", start=filters.start, end=filters.end
+        queries.KERNEL_QUALIFICATIONS, "qualification evidence", start=filters.start, end=filters.end, host=filters.host
     )
     if evidence is None:
         return

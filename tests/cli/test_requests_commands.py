@@ -259,3 +259,44 @@ def test_one_request_shows_its_newest_replay_verdicts(store: Store) -> None:
     never = runner.invoke(app, ["requests", "--id", "r-nan", "--dsn", dsn], env=ENV)
     assert never.exit_code == 0, never.output
     assert "replay" not in never.output
+
+
+@pytest.mark.parametrize("option", ["--model", "--host", "--traffic-class", "--bundle", "--id"])
+def test_an_argument_that_is_not_utf8_is_one_line(option: str, seeded: str) -> None:
+    """``--model $'\\xff'`` reaches Python as a lone surrogate, which no query can carry: it raised a chDB cast error
+    with its traceback (``--id`` said "unable to parse raw data as a unicode string")."""
+    res = runner.invoke(app, ["requests", "--failing", option, "h\udcff", "--dsn", seeded], env=ENV)
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert res.output.strip() == (
+        f"error: {option} 'h\\xff': not UTF-8 text; the store's models, hosts, pools, classes and bundle ids are "
+        "UTF-8: check the shell's quoting or the terminal's encoding"
+    )
+
+
+def test_a_request_whose_replay_named_a_fault_is_listed_with_its_verdict(store: Store) -> None:
+    """``--failing`` left out a request whose output was wrong but finite and whose replay named the fault; a verdict
+    of a request listed for another reason follows its detail."""
+    from inferensics.schema.events import ReplayResultEvent
+
+    wrong = RequestEvent(request_id="r-wrong", ts=T + timedelta(minutes=20), host="h1", model="m", hw_pool="p1",
+                         traffic_class="interactive")  # fmt: skip
+    verdicts = [
+        ReplayResultEvent(ts=END, replay_id="rp-1", request_id="r-wrong", attribution="decomposition", op="aten.silu",
+                          fx_node="silu", request_host="h1", request_ts=wrong.ts),
+        ReplayResultEvent(ts=END, replay_id="rp-2", request_id="r-error", attribution="schedule", request_host="h1",
+                          request_ts=T + timedelta(minutes=1)),
+        ReplayResultEvent(ts=END, replay_id="rp-3", request_id="r-ok-1", attribution="none", request_host="h1",
+                          request_ts=T),
+    ]  # fmt: skip
+    seed(store, events=[*failing_requests(), wrong, *verdicts])
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    res = runner.invoke(app, ["requests", "--failing", "--model", "m", *WINDOW, "--dsn", dsn], env=ENV)
+    assert res.exit_code == 0, res.output
+    rows = {r[0]: r[5:] for r in _table_rows(res.output)}
+    assert rows["r-wrong"] == ["replayed fault", "replay verdict decomposition · op aten.silu · node silu"]
+    assert rows["r-error"] == [
+        "error", "RuntimeError: CUDA error: an illegal memory access · replay verdict schedule"
+    ]  # fmt: skip
+    assert "r-ok-1" not in rows
+    assert "all 8 (error 3, non-finite output 2, eager fallback 2, replayed fault 1)" in res.output

@@ -144,7 +144,7 @@ def test_quiet_hosts_are_red_and_troubled_ones_warned(hosts: SeededService) -> N
     assert "**2** errors caught by the SDK" in restart
     assert "**3** records dropped before export" in restart
     table = next(d.value for d in at.dataframe if "silent_s" in d.value.columns)
-    assert list(table.columns[:5]) == ["host", "model", "models_served", "hw_pool", "quiet"]
+    assert list(table.columns[:6]) == ["requests", "host", "model", "models_served", "hw_pool", "quiet"]
     assert table["models_served"].isna().all()  # the seed's records name no process: what each served is unknown
     assert len(table) == 7
     assert table["quiet"].tolist()[:2] == [True, True]
