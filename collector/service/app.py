@@ -19,23 +19,18 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from inferensics.collector.service import queries
-from inferensics.collector.service.auth import REPLAY, AuthError
+from inferensics.collector.service.auth import METRICS, REPLAY, AuthError
+from inferensics.collector.service.capture_index import backfill_sql, captured_inputs
 from inferensics.collector.service.openapi import openapi_document
 from inferensics.collector.service.state import ServiceState, StoreUnavailableError
-from inferensics.schema import columns as col
-from inferensics.schema.events import BlobIndexEvent, RequestEvent
 from inferensics.schema.migrations import LATEST_VERSION
-from inferensics.schema.store import StoreError
+from inferensics.schema.store import StoreError, error_line
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 Handler = Callable[[Request], Awaitable[Response]]
 
 log = logging.getLogger("inferensics.collector.service")
 
-REPLAY_BLOB_KINDS: Final = frozenset({"inputs"})
-"""Blob kinds only a token with the ``replay`` role (or admin) may read: the captured inputs of requests (users'
-tensors, tenant data), which the host SDK stores as kind ``inputs`` and ``inferensics replay`` fetches. Other blobs
-(generated code, pushed bundles) need ``read``: the dashboard shows them."""
 REPLAY_BLOB_WHY: Final = (
     "this blob is a request's captured inputs (tenant data), which only a token with the 'replay' role (or admin) "
     "may read: give the token the replay role ($INFERENSICS_TOKENS: token=read+replay)"
@@ -47,7 +42,8 @@ MEDIA_TYPE: Final = re.compile(r"[\x21-\x7e][\x20-\x7e]{0,254}")
 BAD_BLOB: Final = "bad_blob_kind"
 """The ``rejected`` reason of a blob upload whose ``kind`` or ``media_type`` is not a short name."""
 BAD_QUERY: Final = "bad_query"
-"""The ``rejected`` reason of a named query refused with 400 or 404 (no such query, parameters that do not fit)."""
+"""The ``rejected`` reason of a named query refused with 400 or 404 (no such query, parameters that do not fit);
+the named-query routes (the listing too) count their 500s in ``query_errors``."""
 SQL_REFUSED: Final = "sql_refused"
 """The ``rejected`` reason of admin SQL refused with 400 (not read-only, not UTF-8, or the engine refused it)."""
 REFUSAL_LOG_EVERY_S: Final = 60.0
@@ -142,6 +138,7 @@ def create_app(state: ServiceState) -> PathLimit:
         return _error(exc.status, exc.message, retry if exc.status == 503 else None)
 
     refusals = RefusalLog()
+    backfilled = threading.Event()  # the capture markers of request rows stored before markers existed
 
     def refused(request: Request, role: str, why: str = "") -> Response | None:
         """The 401 or 403 to answer when the request's token does not hold ``role`` (logged and counted), else
@@ -210,7 +207,7 @@ def create_app(state: ServiceState) -> PathLimit:
         try:
             return JSONResponse(queries.describe(state))
         except queries.QueryError as exc:
-            return query_error(exc)
+            return query_error(exc, BAD_QUERY)
 
     async def run_query(request: Request) -> Response:
         raw = await _body(request, 1 << 20)
@@ -272,7 +269,7 @@ def create_app(state: ServiceState) -> PathLimit:
             # Captured inputs are users' tensors (tenant data): only replay reads them, so only its role may. A
             # blob is captured inputs when it was stored as such, or when a request names it as its capture,
             # whatever kind its uploader gave it.
-            if not holds(request, REPLAY) and await run_in_threadpool(_captured_inputs, state, digest):
+            if not holds(request, REPLAY) and await run_in_threadpool(_captured_inputs, state, digest, backfilled):
                 refusal = refused(request, REPLAY, REPLAY_BLOB_WHY)
                 if refusal is not None:
                     return refusal
@@ -323,7 +320,7 @@ def create_app(state: ServiceState) -> PathLimit:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
-        Route("/metrics", guarded("read", metrics), methods=["GET"]),
+        Route("/metrics", guarded(METRICS, metrics), methods=["GET"]),
         Route("/api/v1/status", guarded("read", status), methods=["GET"]),
         Route("/api/v1/queries", guarded("read", list_queries), methods=["GET"]),
         Route("/api/v1/query/{name}", guarded("read", run_query), methods=["POST"]),
@@ -377,19 +374,21 @@ def _put_blob(state: ServiceState, data: bytes, kind: str, media_type: str) -> N
         state.query_store().put_blob(data, kind, media_type=media_type)
 
 
-def _captured_inputs(state: ServiceState, digest: str) -> bool:
-    """Whether the blob is a request's captured inputs: stored under a kind of :data:`REPLAY_BLOB_KINDS` (case
-    folded: older releases stored the kind as sent), or named by a request row as its ``capture_blob``."""
+def _captured_inputs(state: ServiceState, digest: str, backfilled: threading.Event) -> bool:
+    """Whether the blob is a request's captured inputs (:func:`~inferensics.collector.service.capture_index.
+    captured_inputs`); the first check of a process first writes the markers of request rows stored without
+    them (``backfilled`` is set once that succeeded)."""
     with state.query_lock:
         store = state.query_store()
-        db = store.database
-        rows = store.query_rows(
-            f"SELECT (SELECT count() FROM {db}.{BlobIndexEvent.TABLE.name} WHERE {col.SHA256} = {{h:String}} "
-            f"AND lower({col.KIND}) IN {{kinds:Array(String)}}) + (SELECT count() FROM {db}.{RequestEvent.TABLE.name} "
-            f"WHERE {col.CAPTURE_BLOB} = {{h:String}})",
-            {"h": digest, "kinds": sorted(REPLAY_BLOB_KINDS)},
-        )
-    return bool(rows and rows[0][0])
+        if not backfilled.is_set():
+            try:
+                store.client.command(backfill_sql(store.database))
+            except Exception as exc:  # refused rather than answered without them: the check would be incomplete
+                raise StoreUnavailableError(
+                    f"cannot index the captured inputs of the stored requests: {error_line(exc)}"
+                ) from None
+            backfilled.set()
+        return captured_inputs(store, digest)
 
 
 def _get_blob(state: ServiceState, digest: str) -> bytes | None:

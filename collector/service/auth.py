@@ -1,4 +1,4 @@
-"""Bearer-token authentication with roles (ingest, read, replay, admin)."""
+"""Bearer-token authentication with roles (ingest, read, metrics, replay, admin)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,27 @@ import hmac
 from collections.abc import Mapping
 from typing import Final
 
-ADMIN: Final = "admin"
+INGEST: Final = "ingest"
+"""The role that sends: OTLP exports and blob uploads."""
+READ: Final = "read"
+"""The role that reads: status, named queries, blobs other than captured inputs (the dashboard's); it holds
+:data:`METRICS` too."""
+METRICS: Final = "metrics"
+"""The role that scrapes ``/metrics`` and nothing else: a Prometheus token, useless to whoever reads it from the
+scraper's configuration."""
 REPLAY: Final = "replay"
 """The role that reads what replay re-executes: requests' captured inputs (tenant data)."""
+ADMIN: Final = "admin"
+"""Every role, and admin SQL and the fault control besides."""
+ROLES: Final = (INGEST, READ, METRICS, REPLAY, ADMIN)
+"""Roles a token can hold, in the order the configuration's messages list them."""
+IMPLIED: Final[Mapping[str, frozenset[str]]] = {READ: frozenset({METRICS}), ADMIN: frozenset(ROLES)}
+"""Roles a role holds besides itself: ``read`` scraped ``/metrics`` before ``metrics`` existed, and still does."""
+
+
+def granted(roles: frozenset[str]) -> frozenset[str]:
+    """``roles`` with every role they imply (:data:`IMPLIED`)."""
+    return roles.union(*(IMPLIED.get(role, frozenset()) for role in roles))
 
 
 class AuthError(Exception):
@@ -27,11 +45,12 @@ class TokenAuth:
     """
 
     def __init__(self, tokens: Mapping[str, frozenset[str]], *, enabled: bool = True) -> None:
-        self._tokens = dict(tokens)
+        self._tokens = {token: granted(roles) for token, roles in tokens.items()}
         self.enabled = enabled
 
     def check(self, authorization: str | None, role: str) -> None:
-        """Raise :class:`AuthError` unless the header carries a token holding ``role`` (or admin)."""
+        """Raise :class:`AuthError` unless the header carries a token holding ``role`` (itself, or through a role
+        that implies it: admin implies every role, read implies metrics)."""
         if not self.enabled:
             return
         if not authorization:
@@ -42,7 +61,7 @@ class TokenAuth:
         roles = self._lookup(token.strip())
         if roles is None:
             raise AuthError(401, "unknown bearer token")
-        if role not in roles and ADMIN not in roles:
+        if role not in roles:
             raise AuthError(403, f"token lacks the {role!r} role")
 
     def _lookup(self, token: str) -> frozenset[str] | None:

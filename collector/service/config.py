@@ -8,10 +8,13 @@ one table per concern only in the reader's mind: keys are the setting names at t
     spool_dir = "/var/lib/inferensics/spool"
     [tokens]
     "s3cret-ingest" = ["ingest"]
+    "s3cret-scrape" = ["metrics"]
     "s3cret-admin" = ["admin"]
 
-Tokens also come from ``$INFERENSICS_TOKENS`` as ``token=role+role,token=role``. A running service reads the
-config file's ``[tokens]`` again on SIGHUP (:func:`reload_tokens`); its environment is fixed at its start.
+Tokens also come from ``$INFERENSICS_TOKENS`` as ``token=role+role,token=role``. The roles are
+:data:`~inferensics.collector.service.auth.ROLES` (``metrics`` scrapes ``/metrics`` only: a Prometheus token). A
+running service reads the config file's ``[tokens]`` again on SIGHUP (:func:`reload_tokens`); its environment is
+fixed at its start.
 """
 
 from __future__ import annotations
@@ -27,11 +30,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from inferensics.collector.errors import ConfigError
+from inferensics.collector.service.auth import ROLES
 from inferensics.collector.service.spool import holds_segments
 from inferensics.schema.dsn import DSN_ENV, STORE_FOLDER, DsnError, default_data_dir, resolve_dsn
 
-ROLES: Final = ("ingest", "read", "replay", "admin")
-"""Roles a token can hold; ``admin`` implies every other role."""
 TOKENS_ENV: Final = "INFERENSICS_TOKENS"
 CONFIG_ENV: Final = "INFERENSICS_CONFIG"
 SPOOL_MIN_BYTES: Final = 64 << 10
@@ -49,9 +51,9 @@ ENGINE_MAX_THREADS_MAX: Final = 1024
 multiplies the engine's per-thread buffers)."""
 SQL_MIN_MEMORY: Final = 16 << 20
 """The smallest admin SQL memory limit: below it the engine refuses every query (0 would mean no limit)."""
-TOKENS_TABLE_FORM: Final = '"token" = ["read", "replay"] in the [tokens] table (roles: ingest, read, replay, admin)'
+TOKENS_TABLE_FORM: Final = f'"token" = ["read", "replay"] in the [tokens] table (roles: {", ".join(ROLES)})'
 """How a config file's ``[tokens]`` table gives a token its roles (a string ``"read+replay"`` is taken too)."""
-TOKENS_FORM: Final = "token=role+role,token=role (roles: ingest, read, replay, admin; no spaces inside an entry)"
+TOKENS_FORM: Final = f"token=role+role,token=role (roles: {', '.join(ROLES)}; no spaces inside an entry)"
 _TOKEN_CHARS: Final = re.compile(r"[A-Za-z0-9._~+/-]+=*")
 """RFC 6750's token68: the characters a bearer token can carry in an Authorization header."""
 

@@ -26,8 +26,10 @@ import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import ValidationError
 
+from inferensics.collector.service.capture_index import CAPTURE_COLUMNS, marker_row
 from inferensics.collector.service.otlp_body import BadRequestError, decompress, parse_request
 from inferensics.collector.service.otlp_sql import (
+    DUPLICATE_KEY,
     ISO_PATTERN,
     MAX_ID_BYTES,
     MAX_MAP_ENTRIES,
@@ -43,6 +45,7 @@ from inferensics.collector.service.otlp_sql import (
 from inferensics.collector.service.row_plan import ColumnBuffer, Plan, event_row, fast_row, plan_for
 from inferensics.collector.service.value_checks import value_checks
 from inferensics.schema import columns as col
+from inferensics.schema.events import BlobIndexEvent
 from inferensics.schema.otlp import (
     INHERITED,
     MAP_COLUMNS,
@@ -70,7 +73,11 @@ class Decoded:
     truncated: int = 0
     """String values cut to :data:`~inferensics.collector.service.otlp_sql.MAX_TEXT_CHARS`."""
     dropped: Counter[str] = field(default_factory=Counter)
-    """Values not stored, by the engine's ``dropped`` reason (``unsupported_value``, ``too_many_entries``)."""
+    """Values not stored, by the engine's ``dropped`` reason (``unsupported_value``, ``too_many_entries``,
+    ``duplicate_key``)."""
+    markers: ColumnBuffer | None = None
+    """The blob index's capture markers of the kept rows that name a captured-inputs blob
+    (:mod:`inferensics.collector.service.capture_index`): index rows, not decoded rows."""
     rejected_rows: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     now_us: int = field(default_factory=lambda: time.time_ns() // 1000)
@@ -110,11 +117,22 @@ class Decoded:
         if buffer is None:
             buffer = self.buffers[model] = ColumnBuffer(plan_for(model))
         buffer.append(row)
+        capture = CAPTURE_COLUMNS.get(model)
+        if capture is not None and row[plan.schema.get_field_index(capture)]:
+            if self.markers is None:
+                self.markers = ColumnBuffer(plan_for(BlobIndexEvent))
+            marker = marker_row(row[plan.schema.get_field_index(capture)], row[plan.ts])
+            self.markers.append([marker[n] for n in self.markers.plan.names])
         return True
 
     def tables(self) -> dict[type[Event], pa.Table]:
-        """The accepted rows as one Arrow table per model."""
-        return {m: b.to_arrow() for m, b in self.buffers.items() if b.rows}
+        """The accepted rows as one Arrow table per model, the capture markers with the blob index's rows."""
+        out = {m: b.to_arrow() for m, b in self.buffers.items() if b.rows}
+        if self.markers is not None:
+            markers = self.markers.to_arrow()
+            index = out.get(BlobIndexEvent)
+            out[BlobIndexEvent] = markers if index is None else pa.concat_tables([index, markers])
+        return out
 
     def error_message(self) -> str:
         """A short summary of the rejections (the reference decoder's messages)."""
@@ -144,7 +162,12 @@ def _value(v: Any) -> object:
 
 
 def _attributes(kvs: Any) -> dict[str, object]:
-    return {kv.key: _value(kv.value) for kv in kvs}
+    """Attributes by key; of a key repeated (OTLP forbids it) the first value, as the engine reads them."""
+    out: dict[str, object] = {}
+    for kv in kvs:
+        if kv.key not in out:
+            out[kv.key] = _value(kv.value)
+    return out
 
 
 def _unsupported(v: Any) -> bool:
@@ -170,17 +193,23 @@ def _to_map(model: type[Event], key: str) -> bool:
     return col.ATTRS in fields
 
 
-def _row_attributes(model: type[Event], kvs: Any) -> tuple[dict[str, object], int]:
-    """A row's own attributes without the values bound for a map that have no text form, and how many those were
-    (:data:`~inferensics.collector.service.otlp_sql.UNSUPPORTED_VALUE`)."""
+def _row_attributes(model: type[Event], kvs: Any) -> tuple[dict[str, object], Counter[str]]:
+    """A row's own attributes without the values bound for a map that have no text form and without the repeats
+    of a key (the first value is kept), and how many of each were dropped
+    (:data:`~inferensics.collector.service.otlp_sql.UNSUPPORTED_VALUE`, :data:`DUPLICATE_KEY`)."""
     out: dict[str, object] = {}
-    left_out = 0
+    seen: set[str] = set()
+    dropped: Counter[str] = Counter()
     for kv in kvs:
+        if kv.key in seen:
+            dropped[DUPLICATE_KEY] += 1
+            continue
+        seen.add(kv.key)
         if _unsupported(kv.value) and _to_map(model, kv.key):
-            left_out += 1
+            dropped[UNSUPPORTED_VALUE] += 1
             continue
         out[kv.key] = _value(kv.value)
-    return out, left_out
+    return out, dropped
 
 
 def decode_request(message: ExportTraceServiceRequest, *, fast: bool = True, now_us: int | None = None) -> Decoded:
@@ -234,8 +263,8 @@ def _decode_span(span: Any, resource: dict[str, object], host: object, out: Deco
             attributes, left_out = _row_attributes(model, span.attributes)
             record = attributes_to_record(model, attributes, time=nanos_to_datetime(start), resource=resource)
             ok = _accept(model, record, out, name)
-            if ok and left_out:
-                out.dropped[UNSUPPORTED_VALUE] += left_out
+            if ok:
+                out.dropped.update(left_out)
             inherited = {c: record[c] for c in INHERITED if c in record}
     elif name.startswith(PREFIX):
         _reject(out, "unknown_table", f"span {name!r}: no table of that name")
@@ -263,8 +292,8 @@ def _decode_span(span: Any, resource: dict[str, object], host: object, out: Deco
             ev_model, attributes, time=nanos_to_datetime(nanos), inherited=inherited, resource=resource
         )
         kept = _accept(ev_model, record, out, event.name)
-        if kept and left_out:
-            out.dropped[UNSUPPORTED_VALUE] += left_out
+        if kept:
+            out.dropped.update(left_out)
         ok = kept and ok
     return ok
 

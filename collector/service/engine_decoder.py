@@ -31,8 +31,11 @@ from typing import Any, Final
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from inferensics.collector.service.capture_index import CAPTURE_COLUMNS, markers_insert_sql
 from inferensics.collector.service.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
 from inferensics.collector.service.otlp_sql import (
+    DUPLICATE_KEY,
+    DUPLICATES,
     MAX_MAP_ENTRIES,
     MAX_TEXT_CHARS,
     OUT_OF_RANGE_TIME,
@@ -287,13 +290,16 @@ class EngineDecoder:
                 late = out_of_range_code(model)
                 select, cut, over = insert_columns_sql(model)
                 # every reason with its rows (a reason is a code: the table's checks, a few dozen at most)
+                capture = CAPTURE_COLUMNS.get(model)
                 counts = (
                     f"countIf({REJECT} = 0), countIf({REJECT} != 0), countIf({REJECT} = {late}), "
                     f"sumMapIf([{REJECT}], [toUInt64(1)], {REJECT} != 0), sumIf({cut}, {REJECT} = 0), "
-                    f"sumIf({over}, {REJECT} = 0), sumIf({UNSUPPORTED}, {REJECT} = 0)"
+                    f"sumIf({over}, {REJECT} = 0), sumIf({UNSUPPORTED}, {REJECT} = 0), "
+                    f"sumIf({DUPLICATES}, {REJECT} = 0), "
+                    + (f"countIf({REJECT} = 0 AND {capture} != '')" if capture else "0")
                 )
                 row = client.query(f"SELECT {counts} FROM {db}.{ROWS}").result_rows[0]
-                good, bad, oor, reasons, cuts, entries, unsupported = row
+                good, bad, oor, reasons, cuts, entries, unsupported, duplicates, captures = row
                 lap("pivot")
                 if cuts:
                     out.dropped[TRUNCATED_VALUE] += int(cuts)
@@ -305,6 +311,10 @@ class EngineDecoder:
                     out.dropped[UNSUPPORTED_VALUE] += int(unsupported)
                     _note(out, f"{span}: {int(unsupported)} attribute(s) whose value is a kvlist or nested array "
                                "dropped (send them as strings, e.g. JSON text)")  # fmt: skip
+                if duplicates:
+                    out.dropped[DUPLICATE_KEY] += int(duplicates)
+                    _note(out, f"{span}: {int(duplicates)} attribute(s) whose key the span or event already had "
+                               "dropped (OTLP forbids duplicate keys; the first is kept)")  # fmt: skip
                 if bad:
                     if int(bad) - int(oor):
                         out.rejected["invalid_row"] += int(bad) - int(oor)
@@ -319,6 +329,13 @@ class EngineDecoder:
                     continue
                 if before_insert is not None:
                     before_insert()
+                if captures:
+                    # before the rows: a request row is never stored without its marker (a crash in between
+                    # replays the segment, and a marker alone only refuses a blob to a token without replay)
+                    marker_settings = {**self.insert_settings, "async_insert": 0, "insert_deduplicate": 1,
+                                       "insert_deduplication_token": f"{name}:{table}:captures"}  # fmt: skip
+                    client.command(markers_insert_sql(db, model, f"{db}.{ROWS}", f"{REJECT} = 0",
+                                                      _inline(marker_settings)))  # fmt: skip
                 columns = ", ".join(model.model_fields)
                 before = _count(store, table) if possibly_seen else 0
                 insert = {

@@ -153,13 +153,14 @@ _COUNTERS: Final = {
     "dropped": "Items dropped without being stored, by reason (sdk_attributes, sdk_events: what senders' SDKs "
     "reported dropping through OTLP's dropped_*_count fields; truncated_value: a value cut, its row kept; "
     "unsupported_value: an attribute bound for attrs whose value is a kvlist or nested array; too_many_entries: "
-    "map entries past 1024 a row).",
+    "map entries past 1024 a row; duplicate_key: an attribute whose key its span or event already had, which "
+    "OTLP forbids: the first value is kept).",
     "rejected": "Refused items by reason and unit: unit=request counts HTTP requests refused (unauthorized, "
     "forbidden, malformed, too_large, unsupported_media, spool_full, uri_too_long, bad_digest, blob_digest, "
     "bad_blob_kind, bad_query, sql_refused), "
     "unit=row rows the engine refused after the acknowledgement (invalid_row, out_of_range_time, unknown_table).",
-    "query_errors": "Named queries that failed with HTTP 500 (the service's or the engine's fault, not the "
-    'caller\'s: refusals are rejected_total{reason="bad_query"|"sql_refused"}).',
+    "query_errors": "Named queries (and the listing of them) that failed with HTTP 500 (the service's or the "
+    'engine\'s fault, not the caller\'s: refusals are rejected_total{reason="bad_query"|"sql_refused"}).',
     "unauthorized": "Requests refused with 401 (missing or unknown token) or 403 (role).",
     "store_errors": "Failed batch inserts and failed attempts to open or migrate the store (retried from the spool).",
     "spool_damaged_bytes": "Bytes of damaged spool records skipped on read (appends never acknowledged).",

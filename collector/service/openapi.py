@@ -157,7 +157,7 @@ def openapi_document() -> dict[str, Any]:
             },
             "/metrics": {
                 "get": {
-                    "summary": "Prometheus metrics (role read)",
+                    "summary": "Prometheus metrics (role metrics; read and admin hold it)",
                     "responses": {
                         "200": _r("200", "text exposition", {"text/plain": {"schema": {"type": "string"}}}),
                         **_AUTH_ERRORS,

@@ -26,10 +26,12 @@ digests, no NUL in a dimension), leave out of ``attrs`` (and count as :data:`UNS
 text form, and keep at most :data:`MAX_MAP_ENTRIES` entries of a map (the rest counted as
 :data:`TOO_MANY_ENTRIES`).
 
+Attribute keys that a span, event or resource repeats (which OTLP forbids) keep their first value in both
+decoders; the repeats of a row's own attributes are dropped and counted as :data:`DUPLICATE_KEY`.
+
 Known differences from the Python reference: a float stringified into ``attrs`` uses the engine's
 shortest form (``1e+20`` in Python is ``100000000000000000000`` here, ``5.0`` is ``5``); a ``kvlist``
-value in a column, which the reference renders as JSON, is rejected here;
-with duplicate attribute keys (which OTLP forbids) the first wins here and the last in Python.
+value in a column, which the reference renders as JSON, is rejected here.
 """
 
 from __future__ import annotations
@@ -93,6 +95,11 @@ engine can read: a ``kvlist``, or an array holding arrays or kvlists (the engine
 level of array). They were stored as empty strings."""
 UNSUPPORTED: Final = "_unsupported"
 """The column of :func:`rows_sql` that counts a row's :data:`UNSUPPORTED_VALUE` attributes."""
+DUPLICATE_KEY: Final = "duplicate_key"
+"""The ``dropped`` reason counting a row's own attributes whose key an earlier attribute of the same span or event
+had (OTLP forbids repeated keys): the first value is kept, the repeats are dropped."""
+DUPLICATES: Final = "_duplicates"
+"""The column of :func:`rows_sql` that counts a row's :data:`DUPLICATE_KEY` attributes."""
 
 
 def is_id_column(name: str) -> bool:
@@ -343,13 +350,14 @@ def known_names() -> list[str]:
 
 
 def _candidates(model: type[Event], records: str, *, spans: bool, events: bool) -> str:
-    """The model's span rows and/or event rows as (_t, _a, _r): ``_a`` is the row's own attributes followed
-    by those it may inherit from its span (only inheritable column keys, so every unknown key is its own)."""
+    """The model's span rows and/or event rows as (_t, _a, _r, _own): ``_a`` is the row's own attributes (the
+    first ``_own``) followed by those it may inherit from its span (only inheritable column keys, so every unknown
+    key is its own)."""
     name = _q(span_name(model))
     mine = [c for c in INHERITED if c in model.model_fields]
     branches = []
     if spans:
-        branches.append(f"SELECT _t, _a, _r FROM {records} WHERE {NAME} = {name}")
+        branches.append(f"SELECT _t, _a, _r, length(_a) AS _own FROM {records} WHERE {NAME} = {name}")
     if events:
         inherit = []
         for parent in EVENT_MODELS:
@@ -359,7 +367,7 @@ def _candidates(model: type[Event], records: str, *, spans: bool, events: bool) 
         allowed = f"multiIf({', '.join(inherit)}, kv.key IN {_set([PREFIX + c for c in mine])})"
         branches.append(
             f"SELECT if(e.time_unix_nano = 0, _t, e.time_unix_nano) AS _t, "
-            f"arrayConcat(e.attributes, arrayFilter(kv -> {allowed}, _a)) AS _a, _r "
+            f"arrayConcat(e.attributes, arrayFilter(kv -> {allowed}, _a)) AS _a, _r, length(e.attributes) AS _own "
             f"FROM {records} ARRAY JOIN _ev AS e WHERE e.name = {name}"
         )
     if not branches:
@@ -372,8 +380,8 @@ def rows_sql(
 ) -> str:
     """``model``'s rows from the spans in ``records`` (a table or subquery of :func:`records_sql`).
 
-    Columns: the model's fields in order, then ``_reject`` (see :data:`REJECT`) and ``_unsupported`` (see
-    :data:`UNSUPPORTED`). ``spans`` / ``events``
+    Columns: the model's fields in order, then ``_reject`` (see :data:`REJECT`), ``_unsupported`` (see
+    :data:`UNSUPPORTED`) and ``_duplicates`` (see :data:`DUPLICATES`). ``spans`` / ``events``
     choose where rows come from (spans named after the table, span events named after it): leaving out a
     source that has no rows in ``records`` saves a pass over it. ``now_us`` is the clock the time window
     (:func:`time_window_us`) is measured from, the engine's own when ``None`` (tests inject one).
@@ -414,23 +422,28 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool, now_u
     schema = arrow_schema(model)
     fields = model.model_fields
     codes, column, entry = _codes(model)
-    select: list[str] = [f"{codes} AS _c"]
+    # _u: 1 for the first attribute of each key, 2 for its first repeat...: only first ones are read (a column's
+    # indexOf finds the first anyway; a map would keep every repeat)
+    select: list[str] = [f"{codes} AS _c", "arrayEnumerateUniq(_a.key) AS _u"]
     value = tuple_value("v")
 
     def picked(code: int) -> tuple[str, str]:
         """The keys and texts of the attributes with ``code`` (bound for a map column: values with no text form
         are left out, and counted in :data:`UNSUPPORTED`)."""
-        keep = f"c = {code} AND NOT {_unsupported(value)}"
-        keys = f"arrayFilter((k, v, c) -> {keep}, _a.key, _a.value, _c)"
-        texts = f"arrayMap(v -> {_text(value)}, arrayFilter((v, c) -> {keep}, _a.value, _c))"
+        keep = f"c = {code} AND u = 1 AND NOT {_unsupported(value)}"
+        keys = f"arrayFilter((k, v, c, u) -> {keep}, _a.key, _a.value, _c, _u)"
+        texts = f"arrayMap(v -> {_text(value)}, arrayFilter((v, c, u) -> {keep}, _a.value, _c, _u))"
         return keys, texts
 
     to_maps = [*entry.values(), *([0] if col.ATTRS in column else [])]
     unsupported = (
-        f"arrayCount((v, c) -> c IN ({', '.join(map(str, to_maps))}) AND {_unsupported(value)}, _a.value, _c)"
+        f"arrayCount((v, c, u) -> c IN ({', '.join(map(str, to_maps))}) AND u = 1 AND {_unsupported(value)}, "
+        "_a.value, _c, _u)"
         if to_maps
         else "0"
     )
+    # repeats among the row's own attributes (an event's inherited ones after them are overridden, not repeats)
+    duplicates = "arrayCount((u, i) -> u > 1 AND i <= _own, _u, arrayEnumerate(_u))"
 
     for h, code in entry.items():
         keys, texts = picked(code)
@@ -514,9 +527,10 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool, now_u
     codes_sql = ", ".join(f"{cond}, {i + 1}" for i, (cond, _) in enumerate(bad))
     reject = f"toUInt16(multiIf({codes_sql}, 0)) AS {REJECT}"
     names = ", ".join(schema.names)
-    inner = ", ".join([*select, *outputs, reject, f"toUInt32({unsupported}) AS {UNSUPPORTED}"])
+    inner = ", ".join([*select, *outputs, reject, f"toUInt32({unsupported}) AS {UNSUPPORTED}",
+                       f"toUInt32({duplicates}) AS {DUPLICATES}"])  # fmt: skip
     source = _candidates(model, records, spans=spans, events=events)
-    sql = f"SELECT {names}, {REJECT}, {UNSUPPORTED} FROM (SELECT {inner} FROM ({source}))"
+    sql = f"SELECT {names}, {REJECT}, {UNSUPPORTED}, {DUPLICATES} FROM (SELECT {inner} FROM ({source}))"
     return sql, [message for _, message in bad]
 
 

@@ -50,11 +50,18 @@ def registry(state: ServiceState) -> Mapping[str, Any]:
 
 
 def describe(state: ServiceState) -> dict[str, Any]:
-    """Names, descriptions and JSON schemas of the parameters of every named query."""
+    """Names, descriptions and JSON schemas of the parameters of every named query.
+
+    Raises:
+        QueryError: 500 naming a query that cannot be described (its parameters have no JSON schema).
+    """
     out = {}
     for name, q in sorted(registry(state).items()):
-        params: type[BaseModel] = q.params
-        out[name] = {"description": q.description, "parameters": params.model_json_schema()}
+        try:
+            params: type[BaseModel] = q.params
+            out[name] = {"description": q.description, "parameters": params.model_json_schema()}
+        except Exception as exc:  # a query the starting command handed over broken: the service's fault
+            raise QueryError(500, f"the named query {name} cannot be described: {error_line(exc)}") from None
     return {"queries": out}
 
 
@@ -88,7 +95,15 @@ def run_named(state: ServiceState, name: str, params: object) -> bytes:
     check_times(name, parsed)
     try:
         with state.query_lock:
-            frame = query.run(state.query_store(), parsed)
+            store = state.query_store()
+            try:
+                frame = query.run(store, parsed)
+            except Exception:
+                # A query the engine stopped midway leaves chDB's session a broken answer for the next
+                # statement (as in run_sql); a plain query in between clears it.
+                with contextlib.suppress(Exception):
+                    store.client.command("SELECT 1")
+                raise
     except StoreUnavailableError as exc:
         raise QueryError(503, unavailable(exc)) from None
     except ValueError as exc:  # AnalyticsError subclasses ValueError: a bad filter value

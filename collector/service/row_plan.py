@@ -3,7 +3,7 @@
 For the common case (every attribute of the exact OTLP type its column expects, the time taken from the
 span) a row goes from protobuf attributes straight into per-column lists, without building a record dict or
 a model instance. Anything unusual (a value of another type that pydantic might coerce, a time set as an
-attribute, a map column set whole) returns ``None`` and the caller takes the slow path:
+attribute, a map column set whole, a key repeated) returns ``None`` and the caller takes the slow path:
 ``schema.otlp.attributes_to_record`` and the model's own validation, which decides acceptance and writes
 the rejection message. ``tests/collector/service/test_decode_fuzz.py`` checks that both paths produce the
 same rows for the same spans.
@@ -151,6 +151,8 @@ def fast_row(
     """The row's column values and the columns it set, or ``None`` when it needs the slow path."""
     if not plan.fast:
         return None
+    if len({kv.key for kv in attributes}) != len(attributes):
+        return None  # a key repeated (OTLP forbids it): the slow path keeps the first and counts the rest
     row = list(plan.defaults)
     seen: set[int] = set()
     index, kinds, bounds = plan.index, plan.kinds, plan.bounds

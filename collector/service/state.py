@@ -17,7 +17,7 @@ from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.ingest import Ingest
 from inferensics.collector.service.metrics import Metrics
 from inferensics.collector.service.spool import ENGINE_DIR, Spool, SpoolDirError
-from inferensics.collector.service.writer import Faults, StoreWriter
+from inferensics.collector.service.writer import PROBE_EVERY_S, Faults, StoreWriter
 from inferensics.schema.dsn import DsnError, resolve_dsn
 from inferensics.schema.store import Store, StoreError
 
@@ -96,7 +96,7 @@ class ServiceState:
         return self._sql_store
 
     def store_ok(self) -> bool:
-        """Whether the writer's last contact with the store succeeded."""
+        """Whether the writer's last contact with the store (an insert, or its probe while idle) succeeded."""
         return self.writer.store_ok
 
     def close(self) -> None:
@@ -182,7 +182,8 @@ def build_state(
     )
     metrics.gauge(
         "store_up",
-        "1 when the writer's last insert or connect succeeded (it keeps its value while no segment is written).",
+        f"1 while the store answers: the writer's last insert, or its probe (SELECT 1 every {PROBE_EVERY_S:g} s "
+        "while it has nothing to write), succeeded.",
         lambda: float(writer.store_ok),
     )
     if start_writer:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -25,17 +25,55 @@ import pyarrow as pa
 from inferensics.schema import columns as col
 from inferensics.schema.arrow import arrow_schema, dimension_fields
 from inferensics.schema.events import (
+    CACHE_RESULTS,
     CACHE_STATUSES,
+    CACHES,
     FP_STATUSES,
     GUARD_OUTCOMES,
     OUTCOMES,
     BundleMissEvent,
+    BundleStateEvent,
+    CacheEvent,
+    CanaryVerdictEvent,
     CompileEvent,
+    GraphBreakEvent,
+    KernelQualificationEvent,
     KernelTimingEvent,
+    ReplayResultEvent,
     RequestEvent,
     SdkHealthEvent,
+    ShapeGuardEvent,
 )
 from inferensics.schema.table import Event
+
+COMPILE_OUTCOMES: Final = ("ok", "failed", "recompile_limit", "incomplete")
+COMPILE_TRIGGERS: Final = ("", "first", "recompile", "import")
+SOURCES: Final = ("live", "trace")
+"""Where a compile-side row came from: the host SDK (``live``) or an imported TORCH_TRACE log (``trace``)."""
+BUNDLE_STATES: Final = ("promoted", "demoted", "revoked", "quarantined", "released", "pushed")
+"""What ``inferensics bundle`` records (``cli/bundle_commands.py``'s ``STATES``; ``pushed`` is missing from the
+column's docstring)."""
+MISS_ACTIONS: Final = ("", "compiled", "eager", "refused")
+ATTRIBUTIONS: Final = (
+    "",
+    "source_op",
+    "kernel_provider",
+    "decomposition",
+    "lowering",
+    "graph_pass",
+    "schedule",
+    "shape_specialization",
+    "artifact_mismatch",
+    "inputs",
+    "none",
+)
+"""Replay's verdict categories (ARCHITECTURE decision 11; ``replay/_internal/verdict.py``'s ``CATEGORIES``, which
+the collector may not import); empty before a verdict."""
+CANARY_VERDICTS: Final = ("pass", "fail", "inconclusive")
+QUALIFICATION_STATUSES: Final = ("", "measured", "unsupported", "refused", "error")
+QUALIFICATION_DECISIONS: Final = ("", "incumbent", "promoted", "demoted", "kept", "refused")
+"""What ``kernels/qualify.py`` decides (``demoted`` is missing from the column's docstring)."""
+QUALIFICATION_TIMINGS: Final = ("", "cuda_graph", "events", "wall")
 
 VOCABULARIES: Final[Mapping[type[Event], Mapping[str, tuple[str, ...]]]] = {
     RequestEvent: {
@@ -45,9 +83,30 @@ VOCABULARIES: Final[Mapping[type[Event], Mapping[str, tuple[str, ...]]]] = {
         col.CACHE_STATUS: CACHE_STATUSES,
         col.FP_STATUS: ("", *FP_STATUSES),  # empty: a sender older than the column
     },
+    CompileEvent: {
+        col.TRIGGER: COMPILE_TRIGGERS,
+        col.OUTCOME: COMPILE_OUTCOMES,
+        col.CACHE_STATUS: CACHE_STATUSES,  # the trace assembler writes "mixed" too (fx_graph hits and misses)
+        col.SOURCE: SOURCES,
+    },
+    GraphBreakEvent: {col.SOURCE: SOURCES},
+    ShapeGuardEvent: {col.SOURCE: SOURCES},
+    CacheEvent: {col.CACHE: CACHES, col.RESULT: CACHE_RESULTS, col.SOURCE: SOURCES},
+    BundleStateEvent: {col.STATE: BUNDLE_STATES},
+    BundleMissEvent: {col.ACTION: MISS_ACTIONS},
+    ReplayResultEvent: {col.ATTRIBUTION: ATTRIBUTIONS},
+    CanaryVerdictEvent: {col.VERDICT: CANARY_VERDICTS},
+    KernelQualificationEvent: {
+        col.STATUS: QUALIFICATION_STATUSES,
+        col.DECISION: QUALIFICATION_DECISIONS,
+        col.TIMING: QUALIFICATION_TIMINGS,
+    },
 }
-"""Columns with a closed vocabulary (the words their docstrings in ``schema/events.py`` list), per model. The
-dashboards and views classify requests by these words: another word would fall out of every count."""
+"""Columns with a closed vocabulary (the words their docstrings in ``schema/events.py`` list, and the words their
+writers in this repository write), per model; every word list holds the column's default. The dashboards, views
+and reports classify rows by these words: another word would fall out of every count. Columns whose words are
+open (a kernel's backend is whatever ``async_compile`` names, a bundle's ``signature_state`` any refusal cause, a
+request's ``fallback_reason`` a graph-break id) are not checked."""
 NON_NEGATIVE: Final[Mapping[type[Event], tuple[str, ...]]] = {
     RequestEvent: (col.LATENCY_MS, col.COMPILE_MS, col.FP_STD, col.FP_ABSMAX, col.FP_RATE),
     CompileEvent: (col.ENTIRE_FRAME_S, col.BACKEND_S, col.INDUCTOR_S, col.CODEGEN_S),
@@ -69,44 +128,77 @@ Rule = Literal["vocabulary", "non_negative", "digest", "no_nul"]
 
 
 @dataclass(frozen=True, slots=True)
+class RuleForms:
+    """What a rule is in each place it is applied: the message, the engine's SQL and the Python test.
+
+    ``message`` and ``sql`` are templates: ``{column}`` is the column's name, ``{value}`` its SQL expression,
+    ``{words}`` and ``{quoted}`` a vocabulary as the message and the SQL write it, ``{float32}`` the cast of a
+    ``Float32`` column, ``{pattern}`` the digest pattern and ``{max_digest}`` :data:`MAX_DIGEST_CHARS`.
+    ``breaks(check, value, stored)`` says whether ``value`` (``stored``: a float as its column keeps it) breaks it.
+    """
+
+    message: str
+    sql: str
+    breaks: Callable[[ValueCheck, object, float | None], bool]
+
+
+RULES: Final[Mapping[Rule, RuleForms]] = {
+    "vocabulary": RuleForms(
+        "{column}: not one of {words}",
+        "{value} NOT IN ({quoted})",
+        lambda check, value, _: value not in check.words,
+    ),
+    "non_negative": RuleForms(
+        "{column}: negative (it must be 0 or more)",
+        "{float32}({value}) < 0",
+        lambda _, value, stored: (stored if stored is not None else float(value)) < 0,  # type: ignore[arg-type]
+    ),
+    "digest": RuleForms(
+        "{column}: not a hex digest (0-9 and a-f, at most {max_digest} digits, or empty)",
+        "NOT match({value}, {pattern})",
+        lambda _, value, __: _DIGEST.fullmatch(str(value)) is None,
+    ),
+    "no_nul": RuleForms(
+        "{column}: holds a NUL character",
+        "position({value}, char(0)) > 0",
+        lambda _, value, __: "\x00" in str(value),
+    ),
+}
+"""Each rule defined once, in every form it takes."""
+
+
+@dataclass(frozen=True, slots=True)
 class ValueCheck:
-    """One column's rule, with its SQL twin and its message."""
+    """One column's rule (:data:`RULES`), with its SQL twin and its message."""
 
     column: str
     rule: Rule
     words: tuple[str, ...] = ()
     float32: bool = False
 
+    def _fill(self, template: str, value: str = "") -> str:
+        return template.format(
+            column=self.column,
+            value=value,
+            words=", ".join(repr(w) for w in self.words),
+            quoted=", ".join(_quote(w) for w in self.words),
+            float32="toFloat32" if self.float32 else "",
+            pattern=_quote("^" + DIGEST_CHARS + "$"),
+            max_digest=MAX_DIGEST_CHARS,
+        )
+
     @property
     def message(self) -> str:
         """Why a row is rejected (after the row's table or span name)."""
-        if self.rule == "vocabulary":
-            return f"{self.column}: not one of {', '.join(repr(w) for w in self.words)}"
-        if self.rule == "non_negative":
-            return f"{self.column}: negative (it must be 0 or more)"
-        if self.rule == "digest":
-            return f"{self.column}: not a hex digest (0-9 and a-f, at most {MAX_DIGEST_CHARS} digits, or empty)"
-        return f"{self.column}: holds a NUL character"
+        return self._fill(RULES[self.rule].message)
 
     def sql(self, value: str) -> str:
         """The engine condition that ``value`` (the column's expression) breaks the rule."""
-        if self.rule == "vocabulary":
-            return f"{value} NOT IN ({', '.join(_quote(w) for w in self.words)})"
-        if self.rule == "non_negative":
-            return f"{'toFloat32' if self.float32 else ''}({value}) < 0"
-        if self.rule == "digest":
-            return f"NOT match({value}, {_quote('^' + DIGEST_CHARS + '$')})"
-        return f"position({value}, char(0)) > 0"
+        return self._fill(RULES[self.rule].sql, value)
 
     def breaks(self, value: object, stored: float | None = None) -> bool:
         """Whether ``value`` (``stored``: a float as its column keeps it) breaks the rule."""
-        if self.rule == "vocabulary":
-            return value not in self.words
-        if self.rule == "non_negative":
-            return (stored if stored is not None else float(value)) < 0  # type: ignore[arg-type]
-        if self.rule == "digest":
-            return _DIGEST.fullmatch(str(value)) is None
-        return "\x00" in str(value)
+        return RULES[self.rule].breaks(self, value, stored)
 
 
 @functools.cache

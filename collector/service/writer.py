@@ -8,6 +8,12 @@ retries with backoff; ingest keeps acknowledging into the spool until its cap. O
 data itself (``refusals.py``), repeated while the store answers, moves a segment to quarantine; quarantined
 segments are re-driven automatically (after a store outage ends, and on a growing interval otherwise), so
 one whose refusal passed is written without a person moving files.
+
+With nothing to write the writer probes the store (``SELECT 1`` every :data:`PROBE_EVERY_S`, on its own thread and
+connection), so ``store_up`` and ``/readyz`` follow an outage that begins or ends while no span arrives. chDB's
+session can hand the statement after a failed one what the failed one left (its header and blocks, no error: a
+``command`` returns them as its result, a ``query`` fails on them); the probe and the check after a refused insert
+ask twice, as the schema migrator does after a failed migration, so leftovers are never read as the store's answer.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ REDRIVE_FIRST_S: Final = 30.0
 """Seconds after a quarantine before its segment is first tried again; the interval doubles per refusal."""
 REDRIVE_MAX_S: Final = 3600.0
 """The longest wait between two tries of a quarantined segment."""
+PROBE_EVERY_S: Final = 5.0
+"""Seconds between two probes of the store while the writer has nothing to write (a scrape interval or less)."""
 
 
 @dataclass
@@ -88,6 +96,7 @@ class StoreWriter(threading.Thread):
         max_backoff_s: float = 2.0,
         quarantine_after: int = QUARANTINE_AFTER,
         redrive_first_s: float = REDRIVE_FIRST_S,
+        probe_every_s: float = PROBE_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(name="inferensics-store-writer", daemon=True)
@@ -102,6 +111,8 @@ class StoreWriter(threading.Thread):
         self._clock = clock
         self._redrive_wait = redrive_first_s
         self._redrive_at = clock() + redrive_first_s
+        self.probe_every_s = probe_every_s
+        self._probed_at = clock()
         self.store: Store | None = None
         self.store_ok = False
         self.last_error = ""
@@ -111,9 +122,10 @@ class StoreWriter(threading.Thread):
         self._connect_lock = threading.Lock()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Ask the thread to finish its current segment and exit."""
+        """Ask the thread to finish its current segment and exit (a writer never started has nothing to finish)."""
         self._halt.set()
-        self.join(timeout)
+        if self.ident is not None:
+            self.join(timeout)
 
     def connect(self, *, quiet: bool = False) -> Store | None:
         """Open and migrate the store once; on failure remember why and return ``None``.
@@ -146,6 +158,7 @@ class StoreWriter(threading.Thread):
             self.spool.seal_if_due()
             seg = self.spool.next_sealed(timeout=0.05)
             if seg is None:
+                self._probe_due()
                 self._redrive_due()
                 continue
             if self._write(seg):
@@ -209,6 +222,56 @@ class StoreWriter(threading.Thread):
             log.info("re-driven spool segment %s is in the store", seg.name)
         return True
 
+    def _probe_due(self) -> None:
+        """With nothing to write, probe the store when :attr:`probe_every_s` has passed since the last probe."""
+        now = self._clock()
+        if now - self._probed_at < self.probe_every_s:
+            return
+        self._probed_at = now
+        self.probe()
+
+    def probe(self) -> bool:
+        """Whether the store answers now; ``store_ok`` (``store_up``, ``/readyz``) follows the answer.
+
+        A store not yet open (down at start-up) is opened and migrated. An outage that ends re-drives the
+        quarantine first, as after a write. Called on the writer's thread (``run``) or before it starts.
+        """
+        store = self.connect()
+        if store is None:
+            return False
+        try:
+            self._check_faults()
+            self._answers(store)
+        except Exception as exc:  # the engine's or the driver's: the store does not answer
+            self._failed(f"the store does not answer: {error_line(exc)}")
+            return False
+        if not self.store_ok:
+            log.info("the store answers again")
+            self._redrive_at = self._clock()  # an outage ended: what it may have quarantined goes first
+            self.last_error = ""
+        self.store_ok = True
+        return True
+
+    def _answers(self, store: Store) -> None:
+        """``SELECT 1`` on the writer's connection, asked twice when the first answer is wrong or fails: it can be
+        what a failed statement left on chDB's session (``schema/migrator.py`` clears it the same way).
+
+        Raises:
+            Exception: the second answer failed too (the driver's error), or ``StoreError`` when it was not 1.
+        """
+        with self.store_lock:
+            for last in (False, True):
+                try:
+                    rows = store.client.query("SELECT 1").result_rows
+                except Exception:
+                    if last:
+                        raise
+                    continue
+                if rows == [(1,)]:
+                    return
+                if last:
+                    raise StoreError(f"SELECT 1 answered {str(rows)[:80]}")
+
     def _redrive_due(self) -> None:
         """With nothing else to write, move the oldest quarantined segment back when its time has come."""
         if self._clock() < self._redrive_at:
@@ -234,8 +297,7 @@ class StoreWriter(threading.Thread):
         if self.faults.store_down:
             return
         try:
-            with self.store_lock:
-                store.client.command("SELECT 1")
+            self._answers(store)
         except Exception:
             seg.refused = 0  # the store itself is failing: not this segment's fault
             return
