@@ -15,7 +15,8 @@ API (stable; replay builds on it):
   → :class:`CachedBuild` reuses the verified bundle of an unchanged build (``.reused``) or builds it.
 - :func:`verify` → :class:`VerifiedBundle`; :func:`load` → :class:`LoadedBundle` (``.compile(model)``,
   ``.session(on_bundle_miss=..., budget=...)``, ``.compile_args``, ``.config_patches``).
-- :class:`BundleSession`, :class:`CompileBudget`, :class:`BundleMatch`, :class:`BundleMissRefusedError`.
+- :class:`BundleSession` (``.stats()``), :class:`CompileBudget`, :class:`BundleMatch`,
+  :class:`BundleMissRefusedError`, :class:`UnqualifiedShape` (a hit served at sizes the bundle never qualified).
 - :func:`read_manifest` (unverified, for show/diff), :class:`Manifest`, :class:`GraphRecord`,
   :func:`diff` → list of :class:`FactorChange`, :func:`render_diff`.
 - :func:`pack` / :func:`unpack`; :class:`BundleStates` (``$INFERENSICS_BUNDLE_STATES``).
@@ -41,7 +42,13 @@ from inferensics.bundle.keys import Keyring, SigningKey, generate_key, load_sign
 from inferensics.bundle.load import LoadedBundle, load
 from inferensics.bundle.manifest import FACTOR_GROUPS, GraphRecord, Manifest, read_manifest_unverified
 from inferensics.bundle.pack import pack, unpack
-from inferensics.bundle.session import BundleMatch, BundleMissRefusedError, BundleSession, CompileBudget
+from inferensics.bundle.session import (
+    BundleMatch,
+    BundleMissRefusedError,
+    BundleSession,
+    CompileBudget,
+    UnqualifiedShape,
+)
 from inferensics.bundle.shapes import ShapeDistribution
 from inferensics.bundle.states import BundleStates
 from inferensics.bundle.verify import VerifiedBundle, verify
@@ -77,6 +84,7 @@ __all__ = [
     "Manifest",
     "ShapeDistribution",
     "SigningKey",
+    "UnqualifiedShape",
     "VerifiedBundle",
     "build",
     "describe_customisation",

@@ -256,8 +256,7 @@ def unrunnable_shapes(spec: BuildSpec) -> list[tuple[tuple[int, ...], str]]:
         BundleError: ``bad_input`` when the factory or the inputs function cannot be resolved or the factory
             fails.
     """
-    slots = [c.target for c in spec.customisations if c.kind == "fx_pass"]
-    with torch_adapter.compiler_state_restored(slots):
+    with custom.build_scope(spec.customisations):
         custom.install(spec.customisations)
         model, make_inputs = make_model(spec)
         source = _inputs_source(spec, model)
@@ -329,19 +328,22 @@ class BuildResult:
 def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None = None) -> BuildResult:
     """Build, qualify and sign a bundle into ``out`` (which must not exist or be empty).
 
-    The build's customisations are installed for the build alone: afterwards this process's decomposition
-    table, FX pass slots and cache key tag are as before (a later build, or the caller's own compiles, would
-    otherwise compile with them while their manifests record none).
+    The build compiles with its own customisations only: those a bundle load installed in this process are set
+    aside for it, and a pass or decomposition that other code set and the spec does not record refuses the build
+    (the signed identity says what compiled). The build's customisations are installed for the build alone:
+    afterwards this process's decomposition table, FX pass slots and cache key tag are as before (a later build,
+    or the caller's own compiles, would otherwise compile with them while their manifests record none; a serving
+    host keeps its loaded bundle's).
 
     Raises:
         BundleError: bad input (factory, inputs, output folder, AOTI package, a kernel evidence file that is
-            damaged, from another device or not this registry's; an FX pass without a ``uuid()``, or any other
+            damaged, from another device or not this registry's; an FX pass or decomposition set in this process
+            that the spec does not record; an FX pass without a ``uuid()``, or any other
             cause that left a shape's graph out of Inductor's cache, so that the bundle could not carry it);
             ``inaccurate`` when a shape's compiled output is outside tolerance (unless ``spec.allow_inaccurate``).
     """
     custom.refuse_uncarried_fx_passes(spec.customisations)  # before minutes of compiling
-    slots = [c.target for c in spec.customisations if c.kind == "fx_pass"]
-    with torch_adapter.compiler_state_restored(slots):
+    with custom.build_scope(spec.customisations):
         return _build_with_evidence(spec, key, out, now=now)
 
 
@@ -440,6 +442,7 @@ def _compile_and_sign(
     t_start = time.perf_counter()
     custom.install(spec.customisations)
     model, make_inputs = make_model(spec)
+    custom.refuse_undeclared(spec.customisations)  # once the model's module (which may set one) is imported
     patches = {**torch_adapter.mode_options(spec.mode), **dict(spec.options)}
     compile_args = spec.compile_args()
     shapes = [(s.shape, s.shape) for s in spec.shapes.shapes]
@@ -511,6 +514,7 @@ def _compile_and_sign(
                     inputs=g.inputs,
                     graph_code=g.graph_code,
                     code_location=g.code_location,
+                    qualified_shapes=sorted(g.served_shapes),
                 )
             )
         artifacts: dict[str, Any] = {"graphs": [g.model_dump() for g in sorted(graphs, key=lambda g: g.fx_key)]}

@@ -136,22 +136,26 @@ def input_groups(identity: Mapping[str, Any]) -> dict[str, Any]:
 def build_key(spec: BuildSpec, signer: str) -> BuildKey:
     """The cache key of building ``spec`` signed by key id ``signer``, in this process.
 
-    Installs the spec's customisations and makes the model, as :func:`~inferensics.bundle.build` does first.
+    Installs the spec's customisations and makes the model, as :func:`~inferensics.bundle.build` does first (in its
+    :func:`~inferensics.bundle.customisations.build_scope`: afterwards the process's compiler is as before).
 
     Raises:
-        BundleError: bad input (factory, inputs function, AOTInductor package).
+        BundleError: bad input (factory, inputs function, AOTInductor package, a pass or decomposition set in this
+            process that the spec does not record).
     """
-    custom.install(spec.customisations)
-    model, _ = make_model(spec)
-    identity, extra = factors.collect(
-        model,
-        factory=spec.model,
-        factory_args=spec.model_args,
-        device=spec.device,
-        compile_args=spec.compile_args(),
-        customisations=spec.customisations,
-        registry=spec.registry,
-    )
+    with custom.build_scope(spec.customisations):  # the process's compiler as the build compiles with it
+        custom.install(spec.customisations)
+        model, _ = make_model(spec)
+        custom.refuse_undeclared(spec.customisations)
+        identity, extra = factors.collect(
+            model,
+            factory=spec.model,
+            factory_args=spec.model_args,
+            device=spec.device,
+            compile_args=spec.compile_args(),
+            customisations=spec.customisations,
+            registry=spec.registry,
+        )
     if spec.inputs:
         identity["model"]["inputs"] = spec.inputs
     aoti = ""

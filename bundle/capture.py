@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,36 @@ def graph_input_values(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> l
     if len(values) == len(example_inputs) and all(v is not None for v in values):
         return values
     return example_inputs
+
+
+_SYMBOLIC_SIZES = re.compile(r"\[([^\]]*)\]")
+
+
+def dynamic_positions(inputs: str) -> tuple[int, ...]:
+    """The positions of a graph's inputs (:func:`graph_inputs` of its traced values) whose size is symbolic: each
+    tensor with a symbol among its sizes, and each ``sym:`` input whose symbol no such tensor has (a dynamic integer
+    of its own; one that is a tensor's size adds nothing). Empty for a static graph."""
+    entries = inputs.split(";") if inputs else []
+    tensors: dict[int, set[str]] = {}
+    for i, entry in enumerate(entries):
+        sizes = _SYMBOLIC_SIZES.search(entry) if not entry.startswith("sym:") else None
+        symbols = {d.strip() for d in sizes.group(1).split(",") if not d.strip().isdigit()} if sizes else set()
+        symbols.discard("")
+        if symbols:
+            tensors[i] = symbols
+    in_tensors = set().union(*tensors.values()) if tensors else set()
+    own = {i for i, e in enumerate(entries) if e.startswith("sym:") and e.removeprefix("sym:") not in in_tensors}
+    return tuple(sorted({*tensors, *own}))
+
+
+def call_shape(args: Sequence[Any], positions: Sequence[int]) -> str:
+    """The concrete sizes of a call's inputs at ``positions`` (:func:`dynamic_positions`): ``[5,8]`` per tensor,
+    the value of an integer, ``;`` between them."""
+    out = []
+    for i in positions:
+        x = args[i] if i < len(args) else None
+        out.append(f"[{','.join(map(str, x.shape))}]" if isinstance(x, torch.Tensor) else repr(x))
+    return ";".join(out)
 
 
 def _code(gm: torch.fx.GraphModule) -> str:
@@ -99,19 +129,26 @@ class GraphCapture:
     guards: str = ""
     code_location: str = ""
     """``path:line:name`` of the frame Dynamo traced (``inferensics.bundle.locations``)."""
+    dynamic: tuple[int, ...] = ()
+    """The positions of its inputs with a symbolic size (:func:`dynamic_positions`); empty for a static graph."""
+    served_shapes: set[str] = field(default_factory=set)
+    """The concrete sizes at those positions of each call it served (:func:`call_shape`), when the backend
+    records them (a build's qualification)."""
 
 
 def new_capture(
     gm: torch.fx.GraphModule, example_inputs: list[Any], index: int = -1, entries: dict[Any, Entry] | None = None
 ) -> GraphCapture:
     """The record of a graph about to be compiled: its signature, input metadata and frame's location."""
+    inputs = graph_inputs(graph_input_values(gm, example_inputs))
     return GraphCapture(
         index=index,
         signature=graph_signature(gm, example_inputs),
-        inputs=graph_inputs(graph_input_values(gm, example_inputs)),
+        inputs=inputs,
         compile_id=torch_adapter.current_compile_id(),
         graph_code=graph_code_digest(gm),
         code_location=code_location(torch_adapter.compiling_code(), entries),
+        dynamic=dynamic_positions(inputs),
     )
 
 
@@ -144,8 +181,11 @@ class RecordingBackend:
     gate: Callable[[GraphCapture, Any], Callable[..., Any] | None] | None = None
     """Called with the graph and its ``GraphModule`` before compiling; a callable it returns serves the graph
     instead (eager, refusal)."""
-    on_compiled: Callable[[GraphCapture], None] | None = None
-    """Called after each compile with its keys and time filled in."""
+    on_compiled: Callable[[GraphCapture, Callable[..., Any]], Callable[..., Any]] | None = None
+    """Called after each compile with its keys and time filled in and what it compiled; returns what serves the
+    graph (that, or a wrapper of it)."""
+    record_shapes: bool = False
+    """Keep the concrete sizes each call of a dynamic graph served (:attr:`GraphCapture.served_shapes`)."""
     entries: dict[Any, Entry] = field(default_factory=dict)
     """The compiled model's decorated ``forward``, if any (:func:`~inferensics.schema.locations.entry_codes`)."""
 
@@ -163,11 +203,20 @@ class RecordingBackend:
         g.compile_s = time.perf_counter() - t0
         fill_from_trace(g, cap.events, self.cache_dir)
         if self.on_compiled is not None:
-            self.on_compiled(g)
-        return _counting(compiled, g)
+            compiled = self.on_compiled(g, compiled)
+        return _counting(compiled, g, record_shapes=self.record_shapes and bool(g.dynamic))
 
 
-def _counting(compiled: Callable[..., Any], g: GraphCapture) -> Callable[..., Any]:
+def _counting(compiled: Callable[..., Any], g: GraphCapture, *, record_shapes: bool = False) -> Callable[..., Any]:
+    if record_shapes:
+
+        def recording(*args: Any) -> Any:
+            g.calls += 1
+            g.served_shapes.add(call_shape(args, g.dynamic))
+            return compiled(*args)
+
+        return recording
+
     def run(*args: Any) -> Any:
         g.calls += 1
         return compiled(*args)

@@ -3,14 +3,20 @@
 A fresh process reinstalls exactly the recorded compiler: it imports each customisation by its import
 path, refuses it when the code's digest differs from the manifest's, and installs it (a decomposition into
 Inductor's table, an FX pass into its config slot, a custom op by importing the module that registers it).
+
+What a bundle load installs stays for the process (its graphs compile with it); a build in that process
+compiles with its own customisations only: :func:`build_scope` sets the loads' aside for the build and puts
+them back after, and :func:`refuse_undeclared` refuses a pass or decomposition set by other code that the
+build does not record (the signed identity would not say what compiled).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -150,8 +156,13 @@ def resolve_checked(c: Customisation) -> Any:
     return obj
 
 
-def install(customisations: Iterable[Customisation]) -> list[str]:
+def install(customisations: Iterable[Customisation], *, lasting: bool = False) -> list[str]:
     """Check every customisation first, then install them all; returns their import paths.
+
+    Args:
+        customisations: What to install.
+        lasting: Installed for the process (a bundle load): remembered, so that a build in this process sets it
+            aside (:func:`build_scope`).
 
     Raises:
         BundleError: ``customisation`` when one is missing or changed (nothing is installed then).
@@ -159,10 +170,15 @@ def install(customisations: Iterable[Customisation]) -> list[str]:
     resolved = [(c, resolve_checked(c)) for c in customisations]
     for c, obj in resolved:
         if c.kind == "decomposition":
+            previous = torch_adapter.inductor_decompositions().get(c.target)
             torch_adapter.install_decomposition(c.target, obj)
         elif c.kind == "fx_pass":
+            previous = torch_adapter.fx_pass_slots().get(c.target)
             torch_adapter.install_fx_pass(c.target, obj)
-        # custom_op: importing its module registered it
+        else:  # custom_op: importing its module registered it
+            continue
+        if lasting and previous is not obj:
+            torch_adapter.remember_lasting(torch_adapter.LastingInstall(c.kind, c.target, obj, previous))
     if resolved:
         # The FX-graph-cache key does not cover decompositions or passes: salt it with the customisations'
         # digests, so graphs compiled with them never share cache entries with graphs compiled without.
@@ -170,3 +186,69 @@ def install(customisations: Iterable[Customisation]) -> list[str]:
         torch_adapter.salt_cache_key(f"customisations-{salt}")
         torch_adapter.reset_compiler()
     return [c.import_path for c, _ in resolved]
+
+
+@contextlib.contextmanager
+def build_scope(customisations: Iterable[Customisation] = ()) -> Iterator[None]:
+    """The compiler state of a build for the block: what bundle loads installed in this process (FX passes,
+    decompositions, the cache-key salt) is set aside, so the build compiles with its own ``customisations`` only
+    (installed inside the block); on exit every slot, the decomposition table and the cache-key tag are as on
+    entry (a serving host keeps its loaded bundle's compiler)."""
+    slots = [c.target for c in customisations if c.kind == "fx_pass"]
+    with torch_adapter.compiler_state_restored(slots):
+        _set_aside_loaded()
+        yield
+
+
+def _set_aside_loaded() -> None:
+    """Put back what each place held before a load installed into it, latest load first, where the load's
+    customisation is still what it holds (one the user replaced since is theirs), and drop the loads' salt."""
+    for record in reversed(torch_adapter.lasting_installs()):
+        if record.kind == "fx_pass" and torch_adapter.fx_pass_slots().get(record.target) is record.installed:
+            torch_adapter.install_fx_pass(record.target, record.previous)
+        elif (
+            record.kind == "decomposition"
+            and torch_adapter.inductor_decompositions().get(record.target) is record.installed
+        ):
+            torch_adapter.restore_decomposition(record.target, record.previous)
+    torch_adapter.unsalt_cache_key()
+    torch_adapter.reset_compiler()
+
+
+def refuse_undeclared(customisations: Iterable[Customisation]) -> None:
+    """Refuse a build in a process whose compiler holds an FX pass or a decomposition that the build does not
+    record among its ``customisations`` (set by serving code, the model's module, or by hand): it would compile
+    with it while the signed identity does not say so, and hosts would not install it. Call it inside
+    :func:`build_scope`, once the model is made (its module's import may set one), before compiling.
+
+    Raises:
+        BundleError: ``bad_input`` naming the slot or op, what holds it, and what to do.
+    """
+    declared = {(c.kind, c.target): resolve_checked(c) for c in customisations}
+    for slot, value in sorted(torch_adapter.fx_pass_slots().items()):
+        if value is not None and declared.get(("fx_pass", slot)) is not value:
+            raise _undeclared(
+                f"Inductor's FX pass slot {slot} holds {_held_name(value)}",
+                f"describe_customisation('fx_pass', '{slot}', the pass)",
+            )
+    for op, fn in sorted(torch_adapter.foreign_decompositions().items()):
+        if declared.get(("decomposition", op)) is not fn:
+            raise _undeclared(
+                f"Inductor's decomposition of {op} is {_held_name(fn)}", f"--decomposition {op}=module:function"
+            )
+
+
+def _undeclared(what: str, declare: str) -> BundleError:
+    return BundleError(
+        "bad_input",
+        f"{what} in this process, which this build does not record among its customisations: declare it ({declare}) "
+        "or unset it before building, so that the signed identity says what compiled: nothing was compiled or signed",
+    )
+
+
+def _held_name(obj: Any) -> str:
+    """``module:name`` of what a slot or table entry holds, as a message names it."""
+    try:
+        return _import_path(obj)
+    except BundleError:
+        return f"an instance of {type(obj).__module__}.{type(obj).__qualname__}"

@@ -1,7 +1,8 @@
 """``load``: verify, then install the recorded compiler and the bundle's compile-cache artifacts.
 
 Nothing of the bundle is loaded before :func:`~inferensics.bundle.verify.verify` has passed. Then, in order:
-the recorded customisations are installed, the recorded non-default compiler settings (and, for a CPU
+the recorded customisations are installed (for the process: a build in it sets them aside,
+:func:`~inferensics.bundle.customisations.build_scope`), the recorded non-default compiler settings (and, for a CPU
 bundle, the intra-op thread count its kernels were generated for) are applied, the
 compiled CPU kernels and the Mega-Cache blob are installed into the local caches, and an AOTInductor
 package is loaded, if the bundle has one. A bundle built with ``--kernel-evidence`` carries its qualification
@@ -66,10 +67,19 @@ class LoadedBundle:
         return {**torch_adapter.mode_options(args.get("mode")), **dict(args.get("options") or {})}
 
     def session(
-        self, *, on_bundle_miss: MissPolicy = "compile", budget: CompileBudget | None = None, listener: Any = None
+        self,
+        *,
+        on_bundle_miss: MissPolicy = "compile",
+        budget: CompileBudget | None = None,
+        listener: Any = None,
+        on_unqualified_shape: Any = None,
     ) -> BundleSession:
-        """A :class:`BundleSession` gating compiles through this bundle."""
-        return BundleSession(self, on_bundle_miss=on_bundle_miss, budget=budget, listener=listener)
+        """A :class:`BundleSession` gating compiles through this bundle (``on_unqualified_shape``: told of each call
+        a hit serves at sizes the bundle never qualified)."""
+        return BundleSession(
+            self, on_bundle_miss=on_bundle_miss, budget=budget, listener=listener,
+            on_unqualified_shape=on_unqualified_shape,
+        )  # fmt: skip
 
     def compile(self, model: Any, session: BundleSession | None = None) -> Any:
         """``torch.compile`` the model the way the bundle was built, gated by ``session`` (default: compile
@@ -98,7 +108,7 @@ def load(
     verified = verify(directory, keyring, states=states, device=device)
     manifest = verified.manifest
     evidence = kernel_evidence_of(verified)
-    custom.install(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
+    custom.install((custom.Customisation(**c) for c in manifest.identity.get("customisations", [])), lasting=True)
     skipped: list[str] = []
     if apply_settings:
         changed: Mapping[str, Any] = manifest.identity.get("settings", {}).get("changed", {})

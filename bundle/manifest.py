@@ -82,6 +82,11 @@ class GraphRecord(BaseModel):
     """sha256 of the Dynamo FX graph's code alone: a miss with the same code differs only in its inputs."""
     code_location: str = ""
     """``file:line:function`` of the traced frame, file relative to its package."""
+    qualified_shapes: list[str] = Field(default_factory=list)
+    """For a graph with symbolic sizes: the concrete sizes of those inputs in each call qualification served it
+    (``[3,8]``, as :func:`~inferensics.bundle.capture.call_shape` writes them), sorted; a host that serves it at
+    other sizes serves a shape the bundle never qualified. Empty for a static graph (its guards admit its own
+    sizes only) and in bundles built before it was recorded."""
 
 
 class Manifest(BaseModel):

@@ -137,7 +137,8 @@ def _run_policy(
         if blob is not None:
             torch_adapter.load_cache_artifacts(blob)
         entries = entry_codes(model, torch_adapter.inline_wrapper_code())
-        backend = RecordingBackend(config_patches=config_patches, cache_dir=cache_dir, entries=entries)
+        backend = RecordingBackend(config_patches=config_patches, cache_dir=cache_dir, entries=entries,
+                                   record_shapes=True)  # fmt: skip
         compiled: Callable[..., Any] = torch.compile(
             model, backend=backend, dynamic=compile_args.get("dynamic"), fullgraph=bool(compile_args.get("fullgraph"))
         )

@@ -7,6 +7,12 @@ filled (a **bundle hit**; a cache miss there is still a bundle miss). A graph th
 versions, customisations), and handled by ``on_bundle_miss``: ``compile`` (within the compile budget; past
 it the graph runs eagerly and the miss says why), ``eager``, or ``refuse`` (calls raise
 :class:`BundleMissRefusedError`).
+
+A hit on a graph with symbolic sizes serves every size its guards admit, while the bundle qualified it only at
+the sizes its build ran (:attr:`~inferensics.bundle.manifest.GraphRecord.qualified_shapes`). Each call at other
+sizes is an :class:`UnqualifiedShape`: counted by shape (:meth:`BundleSession.stats`) and handed to
+``on_unqualified_shape`` (the host SDK marks the request with it), so that a request served at a shape the bundle
+never qualified says so at serve time, not only when replay names it ``shape_specialization``.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import contextlib
 import re
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -23,7 +29,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import torch
 
 from inferensics.bundle import factors, torch_adapter
-from inferensics.bundle.capture import GraphCapture, RecordingBackend, fill_from_trace, new_capture
+from inferensics.bundle.capture import (
+    GraphCapture,
+    RecordingBackend,
+    call_shape,
+    dynamic_positions,
+    fill_from_trace,
+    new_capture,
+)
 
 if TYPE_CHECKING:
     from inferensics.bundle.load import LoadedBundle
@@ -89,6 +102,20 @@ class BundleMatch:
     compile_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class UnqualifiedShape:
+    """One call that a bundle hit served at sizes the bundle never qualified for its graph."""
+
+    signature: str
+    """The graph's signature."""
+    fx_key: str
+    """The graph's FX-graph-cache key (the bundle's artifact that served)."""
+    shape: str
+    """The call's sizes where the graph's are symbolic (``[5,8]``; ``;`` between inputs)."""
+    qualified: tuple[str, ...]
+    """The sizes the bundle qualified the graph at."""
+
+
 class BundleSession:
     """Gate compiles through a loaded bundle.
 
@@ -97,6 +124,8 @@ class BundleSession:
         on_bundle_miss: ``compile``, ``eager`` or ``refuse``.
         budget: Compile budget for misses under ``compile``.
         listener: Called with each :class:`BundleMatch` (the host SDK records them).
+        on_unqualified_shape: Called (on the serving thread, inside the call) with each :class:`UnqualifiedShape`
+            (the host SDK marks the request being served).
     """
 
     def __init__(
@@ -106,6 +135,7 @@ class BundleSession:
         on_bundle_miss: MissPolicy = "compile",
         budget: CompileBudget | None = None,
         listener: Callable[[BundleMatch], None] | None = None,
+        on_unqualified_shape: Callable[[UnqualifiedShape], None] | None = None,
     ) -> None:
         if on_bundle_miss not in MISS_POLICIES:
             raise ValueError(f"on_bundle_miss must be one of {MISS_POLICIES}, not {on_bundle_miss!r}")
@@ -118,6 +148,15 @@ class BundleSession:
         self._by_signature = {g.signature: g for g in bundle.manifest.graphs}
         self._keys = {g.fx_key for g in bundle.manifest.graphs}
         self._differing: list[str] | None = None
+        self.on_unqualified_shape = on_unqualified_shape
+        self.unqualified_shapes: Counter[str] = Counter()
+        """Calls served by a bundle hit at sizes the bundle never qualified, by shape."""
+        # Graphs with symbolic sizes whose qualified sizes the bundle records (older bundles record none).
+        self._qualified = {
+            g.signature: (positions, frozenset(g.qualified_shapes))
+            for g in bundle.manifest.graphs
+            if g.qualified_shapes and (positions := dynamic_positions(g.inputs))
+        }
 
     # --- the gate ------------------------------------------------------------------------------------
 
@@ -179,7 +218,46 @@ class BundleSession:
         fill_from_trace(g, cap.events)
         match = self.compiled(g)
         self.record(match)
-        return compiled, match
+        return self.watch(match, compiled), match
+
+    def watch(self, match: BundleMatch, compiled: Callable[..., Any]) -> Callable[..., Any]:
+        """What serves a compiled graph: ``compiled`` itself, or, for a hit on a graph with symbolic sizes, a
+        wrapper that checks each call's sizes against those the bundle qualified (:class:`UnqualifiedShape`)."""
+        qualified = self._qualified.get(match.signature) if match.status == "hit" else None
+        if qualified is None:
+            return compiled
+        positions, shapes = qualified
+        session = self
+
+        def serve(*args: Any) -> Any:
+            shape = call_shape(args, positions)
+            if shape not in shapes:
+                session.served_unqualified(match, shape, shapes)
+            return compiled(*args)
+
+        return serve
+
+    def served_unqualified(self, match: BundleMatch, shape: str, qualified: frozenset[str]) -> None:
+        """Count a call ``match``'s graph served at ``shape``, outside its ``qualified`` sizes, and tell
+        ``on_unqualified_shape`` (never raises into the call)."""
+        with self._lock:
+            self.unqualified_shapes[shape] += 1
+        if self.on_unqualified_shape is not None:
+            served = UnqualifiedShape(match.signature, match.fx_key, shape, tuple(sorted(qualified)))
+            with contextlib.suppress(Exception):
+                self.on_unqualified_shape(served)
+
+    def stats(self) -> dict[str, Any]:
+        """Graph hits and misses so far, and the calls bundle hits served at sizes the bundle never qualified
+        (``unqualified_shape_calls``, and by shape in ``unqualified_shapes``)."""
+        with self._lock:
+            unqualified = dict(self.unqualified_shapes)
+        return {
+            "bundle_hit_graphs": self.hits,
+            "bundle_miss_graphs": self.misses,
+            "unqualified_shape_calls": sum(unqualified.values()),
+            "unqualified_shapes": unqualified,
+        }
 
     # --- the factors of a miss -----------------------------------------------------------------------
 
@@ -261,8 +339,13 @@ class BundleSession:
                 session.record(match)
             return replacement
 
+        def compiled(g: GraphCapture, fn: Callable[..., Any]) -> Callable[..., Any]:
+            match = session.compiled(g)
+            session.record(match)
+            return session.watch(match, fn)
+
         backend.gate = gate
-        backend.on_compiled = lambda g: session.record(session.compiled(g))
+        backend.on_compiled = compiled
         return backend
 
     @property

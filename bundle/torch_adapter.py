@@ -277,21 +277,70 @@ def reset_compiler() -> None:
         decomposition.fast_random_decomps.cache_clear()
 
 
+_FX_PASS_SLOTS: Final = (
+    "pre_grad_custom_pass",
+    "post_grad_custom_pre_pass",
+    "post_grad_custom_post_pass",
+    "joint_custom_pre_pass",
+    "joint_custom_post_pass",
+    "_pre_fusion_custom_pass",
+    "_post_fusion_custom_pass",
+)
+"""Inductor's config slots that hold a user's FX pass (``None`` when empty); those this torch lacks are skipped."""
+
+
+def fx_pass_slots() -> dict[str, Any]:
+    """Each custom FX pass slot this torch's Inductor has, with what it holds now (``None``: empty)."""
+    import torch._inductor.config as inductor
+
+    return {slot: getattr(inductor, slot) for slot in _FX_PASS_SLOTS if hasattr(inductor, slot)}
+
+
+@dataclass(frozen=True)
+class LastingInstall:
+    """A decomposition or FX pass installed for the process (a bundle load's), and what its place held before."""
+
+    kind: str
+    """``decomposition`` or ``fx_pass``."""
+    target: str
+    """The op (``aten.gelu.default``) or the slot (``post_grad_custom_post_pass``)."""
+    installed: Any
+    previous: Any
+    """What the table entry or slot held before (``None``: nothing)."""
+
+
+_LASTING: list[LastingInstall] = []
+
+
+def remember_lasting(record: LastingInstall) -> None:
+    """Note an install made for the process (:func:`lasting_installs` lists them, oldest first)."""
+    _LASTING.append(record)
+
+
+def lasting_installs() -> list[LastingInstall]:
+    """The installs made for the process, oldest first; those made inside a :func:`compiler_state_restored`
+    block are forgotten with the state it puts back."""
+    return list(_LASTING)
+
+
 @contextlib.contextmanager
 def compiler_state_restored(fx_slots: Iterable[str] = ()) -> Iterator[None]:
-    """On exit, Inductor's decomposition table, the named custom FX pass slots and the compile cache's key tag
-    are as they were on entry, and the frames compiled meanwhile are dropped: customisations installed inside
-    (a bundle build's) reach neither a later build in this process nor its caller's compiles."""
+    """On exit, Inductor's decomposition table, its custom FX pass slots (every one of :data:`_FX_PASS_SLOTS`
+    and the named ``fx_slots``) and the compile cache's key tag are as they were on entry, and the frames compiled
+    meanwhile are dropped: customisations installed inside (a bundle build's) reach neither a later build in this
+    process nor its caller's compiles, and what was set aside inside comes back."""
     import torch._inductor.config as inductor
     import torch.compiler.config as compiler
     from torch._inductor import decomposition
 
     table = dict(decomposition.decompositions)
-    slots = {s: getattr(inductor, s) for s in set(fx_slots) if hasattr(inductor, s)}
+    slots = {s: getattr(inductor, s) for s in {*fx_pass_slots(), *fx_slots} if hasattr(inductor, s)}
     tag = compiler.cache_key_tag
+    lasting = list(_LASTING)
     try:
         yield
     finally:
+        _LASTING[:] = lasting
         decomposition.decompositions.clear()
         decomposition.decompositions.update(table)
         for slot, value in slots.items():
@@ -318,6 +367,44 @@ def salt_cache_key(salt: str) -> None:
 
     base = str(compiler.cache_key_tag or "").split(_SALT_SEP)[0]
     compiler.cache_key_tag = f"{base}{_SALT_SEP}{salt}"
+
+
+def unsalt_cache_key() -> None:
+    """Put ``torch.compiler.config.cache_key_tag`` back to the user's own tag (no salt of :func:`salt_cache_key`)."""
+    import torch.compiler.config as compiler
+
+    tag = str(compiler.cache_key_tag or "")
+    if _SALT_SEP in tag:
+        compiler.cache_key_tag = tag.split(_SALT_SEP, maxsplit=1)[0]
+
+
+def restore_decomposition(op_name: str, fn: Callable[..., Any] | None) -> None:
+    """Make ``fn`` Inductor's decomposition of ``op_name`` again, or drop the entry when ``fn`` is ``None``."""
+    from torch._inductor import decomposition
+
+    op = resolve_op(op_name)
+    if fn is None:
+        decomposition.decompositions.pop(op, None)
+    else:
+        decomposition.decompositions[op] = fn
+    with contextlib.suppress(AttributeError):
+        decomposition.fast_random_decomps.cache_clear()
+
+
+def foreign_decompositions() -> dict[str, Callable[..., Any]]:
+    """The entries of Inductor's decomposition table whose function is not PyTorch's own (a partial's function
+    counts), by op name: what serving code or a bundle installed in this process."""
+    import functools
+
+    out: dict[str, Callable[..., Any]] = {}
+    for op, fn in inductor_decompositions().items():
+        inner: Any = fn
+        while isinstance(inner, functools.partial):
+            inner = inner.func
+        module = str(getattr(inner, "__module__", "") or "")
+        if module != "torch" and not module.startswith("torch."):
+            out[op] = fn
+    return out
 
 
 def inductor_decompositions() -> dict[str, Callable[..., Any]]:

@@ -15,7 +15,7 @@ import stat
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import torch
 
@@ -31,6 +31,7 @@ from inferensics.bundle.states import BundleStates
 
 # Compiler-version factors that must match for the artifacts to be usable here.
 _VERSION_KEYS = ("torch", "torch_key", "triton", "triton_key", "python", "cuda_runtime")
+_REGULAR_ONLY: Final = "a bundle holds regular files only"
 
 
 @dataclass(frozen=True)
@@ -52,17 +53,17 @@ class VerifiedBundle:
 
 def check_files(directory: Path, manifest: Manifest, keep: Collection[str] = ()) -> dict[str, bytes]:
     """Every resource is present with its sha256, no file is there that the manifest does not list, and the
-    directory holds regular files and folders only (no symlink, wherever it points).
+    directory holds regular files of one link and folders only (no symlink, wherever it points; no hard link).
 
     Returns:
         The bytes of each listed resource named in ``keep``, the very bytes whose sha256 was checked.
 
     Raises:
-        BundleError: ``tampered`` naming the first file that differs or is not a regular file.
+        BundleError: ``tampered`` naming the first file that differs, is not a regular file or has another name.
     """
     irregular = irregular_entry(directory)
     if irregular is not None:
-        raise BundleError("tampered", f"{directory}: {irregular}: a bundle holds regular files only")
+        raise BundleError("tampered", f"{directory}: {irregular}")
     listed = {r.name for r in manifest.resources}
     kept: dict[str, bytes] = {}
     for r in manifest.resources:
@@ -97,12 +98,15 @@ def check_files(directory: Path, manifest: Manifest, keep: Collection[str] = ())
 
 
 def irregular_entry(directory: Path) -> str | None:
-    """``<name> is a symlink (to <target>)`` (or another kind of non-regular file) for the first entry under
-    ``directory``, in name order, that is neither a regular file nor a folder; ``None`` when there is none.
+    """Why the first entry under ``directory``, in name order, may not be in a bundle, with what to do
+    (``<name> is a symlink (to <target>): a bundle holds regular files only``), or ``None`` when every entry is a
+    folder or a regular file of one link.
 
     A symlink is refused wherever it points, even at a file of the same bytes: a check hashes what the link
     reads now, and whoever can write its target can change the code after the check (``unpack`` refuses link
-    members for the same reason, and ``pack`` would pack the target's bytes). Nothing is followed here.
+    members for the same reason, and ``pack`` would pack the target's bytes). A hard link (a regular file with
+    more than one name) is refused for the same reason: its other name may lie outside the bundle, and a write
+    through it changes the file that was checked. Nothing is followed here.
 
     Raises:
         BundleError: ``damaged`` when a folder of the bundle cannot be listed.
@@ -110,9 +114,17 @@ def irregular_entry(directory: Path) -> str | None:
     for path, entry in _entries(directory):
         name = path.relative_to(directory).as_posix()
         if entry.is_symlink():
-            return f"{name} is a symlink (to {os.readlink(path)})"
-        if not entry.is_file(follow_symlinks=False) and not entry.is_dir(follow_symlinks=False):
-            return f"{name} is {_kind(entry.stat(follow_symlinks=False).st_mode)}, not a regular file"
+            return f"{name} is a symlink (to {os.readlink(path)}): {_REGULAR_ONLY}"
+        if entry.is_dir(follow_symlinks=False):
+            continue
+        st = entry.stat(follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            return f"{name} is {_kind(st.st_mode)}, not a regular file: {_REGULAR_ONLY}"
+        if st.st_nlink > 1:
+            return (
+                f"{name} has {st.st_nlink} hard links (a write through another name changes it after the check): "
+                "copy the bundle's files in as files of their own (cp -r --no-preserve=links) or rebuild the bundle"
+            )
     return None
 
 

@@ -33,3 +33,21 @@ class NoneUuidPass(NoOpPass):
 
 no_op_pass = NoOpPass()
 none_uuid_pass = NoneUuidPass()
+
+
+class CountingPass(NoOpPass):
+    """A pass that changes nothing and counts the graphs it ran on (``runs``), with a stable ``uuid()``."""
+
+    runs = 0
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        """Count the graph."""
+        del graph
+        CountingPass.runs += 1
+
+    def uuid(self) -> str:
+        """The pass's cache identity."""
+        return "tests.bundle.fx_passes.CountingPass/1"
+
+
+counting_pass = CountingPass()

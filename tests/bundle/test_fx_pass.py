@@ -91,8 +91,8 @@ def test_a_pass_with_a_uuid_is_carried_and_loads(keys: Keys, tmp_path: Path) -> 
     assert graphs
     assert all(g.fx_key for g in graphs)
     assert result.manifest.accepted_shapes == [[2, 8]]
-    # A load installs the pass in this process for good: restored after, or the session's later builds compile
-    # with it while their manifests record none.
+    # A load installs the pass in this process for good (a later build sets it aside: test_build_compiler_state.py):
+    # restored after, or this session's later compiles outside a build run with it.
     with torch_adapter.compiler_state_restored([SLOT]):
         loaded = b.load(result.directory, keys.keyring)  # the pass imports by its name with the same code digest
     assert {g.fx_key for g in graphs} <= set(loaded.cache_keys["inductor"])

@@ -15,8 +15,8 @@ def test_all_is_pinned() -> None:
         "FACTOR_GROUPS", "PROVENANCE_OPTIONS", "BuildResult", "BuildSpec", "BundleCache", "BundleError", "BundleMatch",
         "BundleMissRefusedError", "BundleSession", "BundleStates", "CachedBuild", "CompileBudget", "Customisation",
         "FactorChange", "GraphRecord", "Keyring", "LoadedBundle", "Manifest", "ShapeDistribution", "SigningKey",
-        "VerifiedBundle", "build", "describe_customisation", "diff", "generate_key", "load", "load_signing_key",
-        "pack", "read_manifest", "render_diff", "unpack", "verify",
+        "UnqualifiedShape", "VerifiedBundle", "build", "describe_customisation", "diff", "generate_key", "load",
+        "load_signing_key", "pack", "read_manifest", "render_diff", "unpack", "verify",
     ])  # fmt: skip
     assert all(hasattr(bundle, name) for name in bundle.__all__)
 

@@ -197,6 +197,35 @@ def test_a_symlink_in_the_bundle_is_refused_by_verify_load_and_pack(
     one_line_error(["bundle", "verify", str(d), "--keyring", str(keys.public)], line)
 
 
+@pytest.mark.parametrize("within", [False, True], ids=["outside", "within"])
+def test_a_hard_link_in_the_bundle_is_refused_by_verify_load_pack_and_diff(
+    built: b.BuildResult, keys: Keys, tmp_path: Path, load_spy: list[str], within: bool
+) -> None:
+    """A file with another name (a hard link) is refused as a symlink is, with the same bytes: a write through the
+    other name, outside the bundle or inside it, changes the file after it was checked."""
+    d = copy_bundle(built, tmp_path)
+    lib = next((d / "artifacts" / "cpu_kernels").glob("*/*.so"))
+    os.link(lib, (d / "report" / "kept.so") if within else (tmp_path / "outside.so"))
+    name = lib.relative_to(d).as_posix()
+    line = (
+        f"{name} has 2 hard links (a write through another name changes it after the check): copy the bundle's "
+        "files in as files of their own (cp -r --no-preserve=links) or rebuild the bundle"
+    )
+    with pytest.raises(b.BundleError) as info:
+        b.verify(d, keys.keyring)
+    assert (info.value.cause, str(info.value)) == ("tampered", f"{d}: {line}")
+    assert line in _refused(d, keys.keyring, load_spy, "tampered")
+    with pytest.raises(b.BundleError) as packed:
+        b.pack(d, tmp_path / "x.bundle")
+    assert packed.value.cause == "tampered", str(packed.value)
+    assert line in str(packed.value), str(packed.value)
+    assert "nothing was packed" in str(packed.value)
+    assert not (tmp_path / "x.bundle").exists()
+    one_line_error(["bundle", "verify", str(d), "--keyring", str(keys.public)], line)
+    one_line_error(["bundle", "diff", str(built.directory), str(d)], line)
+    one_line_error(["bundle", "pack", str(d), "--out", str(tmp_path / "y.bundle")], line)
+
+
 def test_a_named_pipe_in_the_bundle_is_refused(built: b.BuildResult, keys: Keys, tmp_path: Path) -> None:
     d = copy_bundle(built, tmp_path)
     os.mkfifo(d / "artifacts" / "pipe")
