@@ -20,7 +20,8 @@ from inferensics.collector.host.backend import InductorBackend
 from inferensics.collector.host.config import CaptureRules, SdkConfig
 from inferensics.collector.host.exporter import Exporter, NullExporter
 from inferensics.collector.host.instrument import instrument
-from inferensics.collector.host.request_tracker import RequestScope, Tracker, active_tracker
+from inferensics.collector.host.process_lifecycle import active_tracker
+from inferensics.collector.host.request_tracker import RequestScope, Tracker
 from inferensics.collector.host.shape_policy import ShapePolicy
 from inferensics.collector.host.torch_adapter import Capability, probe_capabilities
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from inferensics.collector.errors import ConfigError
 from inferensics.collector.host.config import SdkConfig
 from inferensics.collector.host.exporter import Exporter
-from inferensics.collector.host.request_tracker import Tracker, replace_active
+from inferensics.collector.host.process_lifecycle import replace_active
+from inferensics.collector.host.request_tracker import Tracker
 from inferensics.collector.service_url import SERVICE_URL_ENV, TOKEN_ENV, service_url_problem
 
 if TYPE_CHECKING:

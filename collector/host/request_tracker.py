@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import atexit
 import functools
 import json
 import logging
@@ -42,6 +41,7 @@ from inferensics.collector.host.journal import (
 )
 from inferensics.collector.host.kernel_counts import kernel_registry_counts
 from inferensics.collector.host.pipeline import Pipeline
+from inferensics.collector.host.process_lifecycle import deactivate
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, CompileOrigin, RawRequest
 from inferensics.collector.host.trace_sink import TraceSink
@@ -138,6 +138,13 @@ class RequestScope(RawRequest):
             CURRENT.reset(token)
         except (ValueError, RuntimeError):  # exited in another thread or context than it was entered in
             tracker.counters_local["scope_errors"] += 1
+        else:
+            # The scope this one was entered in has ended already: it was exited out of order (two requests'
+            # generators interleaved on one thread) or on another thread, which cannot reset this thread's value.
+            # Restored, it would collect every later call and compile on this thread: none is current instead.
+            previous = token.old_value
+            if previous.__class__ is RequestScope and previous._token is None:
+                CURRENT.set(None)
         if exc is not None:
             self.error = _describe(exc)
         if self._jslot:
@@ -161,6 +168,8 @@ class RequestScope(RawRequest):
             queue.accepted += 1
         else:
             queue.dropped["request"] += 1
+            if not queue.capacity:
+                _say_unrecorded(tracker, self.request_id)
 
 
 class Tracker:
@@ -206,6 +215,9 @@ class Tracker:
         self._guard_lock = threading.Lock()
         self._unregister_context: Callable[[], None] | None = None
         self._closed = False
+        self._forked = False  # the parent's tracker, in a forked child (after_fork_in_child)
+        self.successor: Tracker | None = None  # the tracker that replaced this one (hand_over)
+        self.said_unrecorded = False  # logged that a request came after the end (_say_unrecorded)
         self.profiling = self.config.sample_rate > 0  # read by every request scope's entry
         # The serving path's one Python frame per request is RequestScope's constructor (see request()).
         self.request = functools.partial(RequestScope, self)  # type: ignore[method-assign]
@@ -244,12 +256,41 @@ class Tracker:
                     ", ".join(r.request_id for r in dead.rows[:5]) + (" ..." if len(dead.rows) > 5 else ""),
                 )  # fmt: skip
 
-    def journal_after_fork(self) -> None:
-        """In a forked child: let go of the parent's journal (:meth:`Journal.forget_in_child`)."""
+    # --- process lifecycle (process_lifecycle.py calls these) -----------------------------------------
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: this tracker is the parent's. Its threads (the SDK's, the exporter's) did not come
+        along, what it holds (queued and waiting records) is the parent's to export, and a lock the parent's
+        thread held at the fork stays held. It stops draining and exporting here: the requests it scopes are
+        dropped and counted until the child calls ``instrument()``, which it then hands them to
+        (:func:`~inferensics.collector.host.process_lifecycle.replace_active`). Runs between fork and the child's
+        first line: no lock is taken, nothing is logged."""
+        self._forked = True
         journal, self.journal = self.journal, None
         self.pipeline.journal = None
         if journal is not None:
             journal.forget_in_child()
+        self.queue.items.clear()
+        self.queue.capacity = 0  # RequestScope.__exit__ counts what it then turns away (dropped_request)
+        pipeline = self.pipeline
+        pipeline.waiting.clear()
+        pipeline.pending.clear()
+        pipeline.unmarked = []
+        pipeline._lock = threading.Lock()
+        self._guard_lock = threading.Lock()
+
+    def hand_over(self, successor: Tracker) -> None:
+        """Send what this replaced tracker's request scopes record to ``successor``, the process's tracker now.
+
+        A server that calls ``instrument()`` once per model, or a forked worker that makes its own tracker and
+        still serves through the parent's tracker object, scopes requests with a tracker nothing drains any more:
+        their records go through the successor's pipeline (its compile state classifies them) and exporter."""
+        late = self.queue.drain() if self.queue is not successor.queue else []
+        self.queue, self.pipeline, self.exporter = successor.queue, successor.pipeline, successor.exporter
+        self.counters_local = successor.counters_local
+        self.successor = successor
+        for kind, item in late:
+            successor.queue.put(kind, item)
 
     # --- hooks ---------------------------------------------------------------------------------------
 
@@ -399,13 +440,41 @@ class Tracker:
 
     def flush(self) -> None:
         """Process and export everything recorded so far (blocks the caller, not the serving path)."""
+        if self._forked and self.successor is None:  # the parent's pipeline: nothing of it runs here
+            return
         self.pipeline.flush()
 
     def shutdown(self) -> None:
-        """Flush, remove every hook and stop the background thread. Idempotent."""
+        """Flush, remove every hook and stop the background thread. Idempotent.
+
+        Requests that end afterwards are dropped and counted (``dropped_request``), not queued for nobody."""
+        self._end(close_journal=True)
+
+    def _end(self, *, close_journal: bool) -> None:
+        """:meth:`shutdown`; ``close_journal=False`` (a process about to be killed, process_lifecycle's SIGTERM) keeps
+        the crash journal going, so that the requests still in flight when the process ends are recovered as
+        error rows by the next tracker, as those of a process that died."""
         if self._closed:
             return
         self._closed = True
+        if self._forked:  # the parent's threads and records: only the hooks are this process's to remove
+            self._remove_hooks()
+            deactivate(self)
+            return
+        self._remove_hooks()
+        self.pipeline.stop()
+        if close_journal:
+            journal, self.journal = self.journal, None
+            if journal is not None:
+                self.pipeline.journal = None
+                journal.close()
+        queue = self.queue
+        queue.capacity = 0
+        for kind, _ in queue.drain():  # ended between the last drain and now
+            queue.dropped[kind] += 1
+        deactivate(self)
+
+    def _remove_hooks(self) -> None:
         if self._sink is not None:
             torch_adapter.remove_trace_handler(self._sink)
         if self._guard_installed:
@@ -415,13 +484,6 @@ class Tracker:
                 self.degrade("guard_complete_hook", exc)
         if self._unregister_context is not None:
             self._unregister_context()
-        self.pipeline.stop()
-        journal, self.journal = self.journal, None
-        if journal is not None:
-            self.pipeline.journal = None
-            journal.close()
-        if _REGISTRY.active is self:
-            _REGISTRY.active = None
 
     def stats(self) -> dict[str, int]:
         """Drop and activity counters: queue drops by kind, processed records, errors."""
@@ -497,37 +559,6 @@ ALWAYS_COUNTED: Final = (
 """Keys ``Tracker.stats()`` always has (0 until counted), whichever exporter: code can index them."""
 
 
-class _Registry:
-    """The process's one tracker (the guard hook and the trace logger are process-global)."""
-
-    active: Tracker | None = None
-    exit_hook: bool = False
-
-
-_REGISTRY = _Registry()
-
-
-def _journal_after_fork() -> None:
-    tracker = _REGISTRY.active
-    if tracker is not None:
-        tracker.journal_after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_journal_after_fork)
-
-
-def _shutdown_at_exit() -> None:
-    # A script that serves a few requests and ends would lose what the background thread had not yet
-    # exported, without a word: the active tracker is flushed (bounded) and shut down at exit.
-    tracker = _REGISTRY.active
-    if tracker is not None:
-        try:
-            tracker.shutdown()
-        except Exception as exc:  # never raise from an exit hook
-            log.warning("inferensics: shutdown at exit failed (%s: %s)", type(exc).__name__, exc)
-
-
 def _guard_hook(cache_hit: bool) -> bool:
     """Dynamo's guard-complete hook: count the frame's guard hit or miss into the current request.
 
@@ -571,24 +602,20 @@ def _describe(exc: BaseException) -> str:
         return f"{type(exc).__name__}: <unprintable>"
 
 
+def _say_unrecorded(tracker: Tracker, request_id: str) -> None:
+    """Log once per tracker that it records nothing any more (shut down, or the parent's in a forked child)."""
+    if tracker.said_unrecorded:
+        return
+    tracker.said_unrecorded = True
+    where = "the parent's tracker in a forked child" if tracker._forked else "shut down"
+    log.warning(
+        "inferensics: request %s was scoped with a tracker that records nothing (%s): not recorded, counted in "
+        "stats() as dropped_request. Call instrument() in this process (each forked worker makes its own).",
+        request_id[:100],
+        where,
+    )
+
+
 def _user_context() -> str:
     request = CURRENT.get()
     return f"request_id={request.request_id}"[:256] if request is not None else ""
-
-
-def active_tracker() -> Tracker | None:
-    """The process's tracker, if one is installed."""
-    return _REGISTRY.active
-
-
-def replace_active(factory: Callable[[], Tracker]) -> Tracker:
-    """Shut down the active tracker (hooks are process-global), then build and activate a new one."""
-    if _REGISTRY.active is not None:
-        log.warning("inferensics: a second instrument() call replaces the active tracker")
-        _REGISTRY.active.shutdown()
-    tracker = factory()
-    _REGISTRY.active = tracker
-    if not _REGISTRY.exit_hook:
-        atexit.register(_shutdown_at_exit)
-        _REGISTRY.exit_hook = True
-    return tracker

@@ -350,6 +350,29 @@ def emit_node_stack_traces(gm: Any, name: str) -> None:
     emit_trace_artifact(name, payload)
 
 
+def soft_failure(fail_type: str) -> bool:
+    """Whether a compile that failed with ``fail_type`` (the exception's class name in the compile's metrics) was
+    suppressed whatever ``suppress_errors`` says: Dynamo suppresses ``Unsupported`` and ``UserError`` (a construct
+    it cannot trace, such as an exception the compiled function raises with no handler in it) and skips the frame
+    from then on. ``False`` for a name this torch does not define there."""
+    known = _SOFT_FAILURES.get(fail_type)
+    if known is None:
+        try:
+            import torch._dynamo.exc as dynamo_exc
+
+            cls = getattr(dynamo_exc, fail_type, None)
+            soft = (dynamo_exc.Unsupported, dynamo_exc.UserError)
+            known = isinstance(cls, type) and issubclass(cls, soft)
+        except Exception:
+            known = False
+        if len(_SOFT_FAILURES) < 256:  # failure types are few; a flood of odd names is not kept
+            _SOFT_FAILURES[fail_type] = known
+    return known
+
+
+_SOFT_FAILURES: dict[str, bool] = {}
+
+
 def errors_suppressed() -> bool:
     """Whether Dynamo now turns a failed compile into an eager run (``torch._dynamo.config.suppress_errors``);
     ``False`` when the setting cannot be read. A frame whose compile failed so is skipped from then on."""

@@ -67,9 +67,13 @@ UNATTRIBUTED: Final[Origin] = ("", False, "")
 """A compile not made through ``tracker.compile`` (a plain ``torch.compile`` elsewhere in the process)."""
 
 
-def _failed(metadata: dict[str, object]) -> bool:
+def _suppressed_failure(metadata: dict[str, object]) -> bool:
+    """Whether the compile these metrics end failed and Dynamo suppressed the failure (then it skips the frame)."""
     metrics = metadata.get("compilation_metrics")
-    return isinstance(metrics, dict) and bool(metrics.get("fail_type"))
+    fail_type = metrics.get("fail_type") if isinstance(metrics, dict) else None
+    if not fail_type:
+        return False
+    return torch_adapter.errors_suppressed() or torch_adapter.soft_failure(str(fail_type))
 
 
 class TraceSink(logging.Handler):
@@ -138,7 +142,7 @@ class TraceSink(logging.Handler):
             rid = request.request_id if request is not None else ""
             # Whether a failed compile was suppressed is known here only (the caller's setting, often a
             # patch scope): Dynamo then skips the frame for good, and later requests run it eagerly.
-            suppressed = kind == "compilation_metrics" and _failed(metadata) and torch_adapter.errors_suppressed()
+            suppressed = kind == "compilation_metrics" and _suppressed_failure(metadata)
             text = payload if isinstance(payload, str) else None
             self.queue.put("trace", (metadata, text, rid, time.time(), suppressed, origin))
             if kind == "dynamo_start":  # an id left from before torch._dynamo.reset() is not this compile's

@@ -171,3 +171,39 @@ def test_a_suppressed_failure_outside_requests_marks_later_requests(tracker: Tra
     r = _by_id(store)
     assert _dispatch(r["after-raise"]) == ("eager", "none", "none", "", 0, ())
     assert _dispatch(r["after-warmup"]) == ("fallback", "none", "none", "compile_error", 0, ())
+
+
+class _RaisesOnFlag(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, fail: bool = False) -> torch.Tensor:
+        y = self.lin(x)
+        if fail:  # a bad request: the model raises with no handler in the compiled frame
+            raise ValueError("bad request")
+        return y
+
+
+def test_requests_after_one_that_raised_in_the_model_are_fallbacks(tracker: Tracker, store: Store) -> None:
+    """A request whose model raises fails that frame's compile softly (Dynamo's ``Unsupported``: it suppresses it
+    whatever ``suppress_errors`` says) and Dynamo skips the frame from then on: every later request runs the model
+    eagerly, a fallback with the failure's reason, not ``eager``."""
+    compiled = tracker.compile(_RaisesOnFlag().eval())
+    x = torch.ones(2, 4)
+    with torch.inference_mode():
+        with tracker.request("ok-0"):
+            compiled(x)
+        with pytest.raises(ValueError, match="bad request"), tracker.request("bad"):
+            compiled(x, True)
+        for i in (1, 2):
+            with tracker.request(f"ok-{i}"):
+                compiled(x)
+    tracker.shutdown()
+
+    r = _by_id(store)
+    assert (r["ok-0"].outcome, r["ok-0"].graph_calls) == ("compile", (1,))  # cache hit or miss: the session's cache
+    assert (r["bad"].outcome, r["bad"].fallback_reason) == ("error", "compile_error")
+    for i in (1, 2):  # no graph call: the model really ran eagerly
+        assert _dispatch(r[f"ok-{i}"]) == ("fallback", "none", "none", "compile_error", 0, ())
+    assert [c.fail_type for c in store.select_events(CompileEvent, order_by=col.TS)] == ["", "Unsupported"]

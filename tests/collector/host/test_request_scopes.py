@@ -1,0 +1,83 @@
+"""Request scopes that do not nest as a ``with`` block does: two requests' generators interleaved on one thread (a
+streaming server), a scope exited on another thread than it was entered on. A request that has ended never collects
+later calls of the thread it ran on."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from inferensics.collector.host import SdkConfig, Tracker, instrument
+from inferensics.collector.host.records import CURRENT
+from inferensics.collector.testing import InMemoryExporter
+
+
+@pytest.fixture
+def exporter() -> InMemoryExporter:
+    return InMemoryExporter()
+
+
+@pytest.fixture
+def quiet_tracker(exporter: InMemoryExporter) -> Iterator[Tracker]:
+    """A tracker whose thread drains only at flush: a request's record stays open to later calls until then."""
+    t = instrument(exporter=exporter, host="h", model="m",
+                   config=SdkConfig(flush_interval_s=3600.0, health_interval_s=0, journal_dir="off"))  # fmt: skip
+    try:
+        yield t
+    finally:
+        t.shutdown()
+
+
+def _calls(exporter: InMemoryExporter) -> dict[str, int]:
+    return {r.request_id: sum(r.graph_calls) for r in exporter.requests}
+
+
+def test_interleaved_streams_leave_no_ended_request_current(quiet_tracker: Tracker, exporter: InMemoryExporter) -> None:
+    compiled = quiet_tracker.compile(torch.nn.Linear(4, 4).eval(), name="m")
+    x = torch.ones(2, 4)
+
+    def stream(request_id: str, steps: int) -> Iterator[None]:
+        with quiet_tracker.request(request_id):
+            for _ in range(steps):
+                compiled(x)
+                yield
+
+    with torch.inference_mode():
+        a, b = stream("a", 1), stream("b", 1)
+        next(a)  # a enters and calls
+        next(b)  # b enters inside a's scope and calls
+        next(a, None)  # a ends first
+        next(b, None)  # b ends: a, ended, is what its entry found current
+        current = CURRENT.get()
+        for _ in range(3):
+            compiled(x)  # outside any request
+    quiet_tracker.flush()
+    assert _calls(exporter) == {"a": 1, "b": 1}
+    assert current is None
+
+
+def test_a_scope_exited_on_another_thread_stops_collecting_at_the_next_request(
+    quiet_tracker: Tracker, exporter: InMemoryExporter
+) -> None:
+    compiled = quiet_tracker.compile(torch.nn.Linear(4, 4).eval(), name="m")
+    x = torch.ones(2, 4)
+    with torch.inference_mode():
+        scope = quiet_tracker.request("handed-off")
+        scope.__enter__()
+        compiled(x)
+        closer = threading.Thread(target=scope.__exit__, args=(None, None, None))
+        closer.start()
+        closer.join()
+        with quiet_tracker.request("next"):
+            compiled(x)
+        current = CURRENT.get()
+        for _ in range(3):
+            compiled(x)  # outside any request
+    quiet_tracker.flush()
+    # the calls after "next" ended are outside any request, not handed-off's (which ended before them)
+    assert _calls(exporter) == {"handed-off": 1, "next": 1}
+    assert quiet_tracker.stats()["scope_errors"] == 1
+    assert current is None
