@@ -113,6 +113,16 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
             "or the model's code here differs from the build's); the verdict is printed, never recorded.",
         ),
     ] = False,
+    import_path: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--import-path",
+            metavar="DIR",
+            help="A folder the bundle's model factory, customisations and --inputs function are imported from, as "
+            "`bundle build` imported them (repeatable; the working directory is searched too). Without the --inputs "
+            "function the bundle's build history is not replayed, and the verdict says so.",
+        ),
+    ] = None,
     record: Annotated[
         bool,
         typer.Option(
@@ -151,7 +161,7 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
             fail(unreplayable)
     if keyring_problem:
         fail(keyring_problem)
-    _check_paths(request_id, out=out, export=export, bundle=bundle)
+    _check_paths(request_id, out=out, export=export, bundle=bundle, import_paths=import_path or [])
     client = None
     try:
         # The pack holds the request's captured inputs (tenant data): private (0700), and gone after the replay,
@@ -195,6 +205,7 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
                 origin=origin,
                 recorded_inputs=recorded,
                 what_if=what_if,
+                import_paths=import_path or [],
             )
         from inferensics.replay import Verdict
         from inferensics.replay._internal.report import REPORT_FILES, render_text
@@ -327,7 +338,9 @@ def _modules_needed(bundle_dir: Path) -> list[str]:
     return [m for m in dict.fromkeys(found) if m and not m.startswith("inferensics.")]
 
 
-def _check_paths(request_id: str | None, *, out: Path | None, export: Path | None, bundle: Path | None) -> None:
+def _check_paths(
+    request_id: str | None, *, out: Path | None, export: Path | None, bundle: Path | None, import_paths: list[Path]
+) -> None:
     """Refuse, before anything is fetched or run, a path option the replay would fail on (or destroy) at its end.
     Of a --pack replay, the executor checks --out against the pack's request before it replays."""
     from inferensics.replay._internal.pack import export_problem
@@ -341,6 +354,9 @@ def _check_paths(request_id: str | None, *, out: Path | None, export: Path | Non
         fail(f"--bundle {bundle} does not exist: pass the bundle folder or .tar that served the request")
     if bundle is not None and export is not None and export.resolve().is_relative_to(bundle.resolve()):
         fail(f"--export {export} is inside the bundle folder {bundle}: choose an --export folder outside it")
+    for folder in import_paths:
+        if not folder.is_dir():
+            fail(f"--import-path {folder} is not a folder: pass the folder that holds the bundle's modules")
 
 
 def _source_of(service: str | None) -> str:
@@ -600,14 +616,17 @@ def _run_fresh(
     origin: _Origin | None,
     recorded_inputs: str | None = None,
     what_if: bool = False,
+    import_paths: list[Path] | None = None,
 ) -> dict[str, Any]:
     """Run the executor in a fresh interpreter and return the verdict dict (``origin``: where the bundle of a
     pack assembled here came from; its refusals name that, not the temporary copy; ``recorded_inputs``: the
-    digest the store recorded for the request's captured inputs, ``None`` when the store was not asked)."""
+    digest the store recorded for the request's captured inputs, ``None`` when the store was not asked;
+    ``import_paths``: folders the bundle's modules are imported from, before the working directory)."""
     # -P: nothing in the working directory shadows an installed module in the executor (see demo/processes.py);
     # the directory is still searched after them, as `bundle build` searched it, for the model's factory.
     cmd = [sys.executable, "-P", "-m", "inferensics.replay", "--pack", str(pack), "--device", device, "--json"]
-    cmd += ["--import-path", os.getcwd()]
+    for folder in [*(import_paths or []), Path.cwd()]:
+        cmd += ["--import-path", str(folder.absolute())]
     if out is not None:
         cmd += ["--out", str(out)]
     if keyring is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import sys
@@ -17,12 +18,15 @@ from typing import Any, Final
 
 import torch
 
+from inferensics.bundle.errors import error_line
 from inferensics.replay._internal import providers as pv
 from inferensics.replay._internal import report
 from inferensics.replay._internal import torch_adapter as ta
 from inferensics.replay._internal.investigate import investigate_keeping_graph
+from inferensics.replay._internal.next_steps import Replayed, next_steps
 from inferensics.replay._internal.pack import ReplayError, ReplayPack, read_pack
 from inferensics.replay._internal.verdict import Verdict
+from inferensics.replay._internal.verdict_text import HISTORY_MISSING_NOTE, not_reproduced_text, unqualified_shape_text
 
 
 def _model_call(model: Any, inputs: dict[str, torch.Tensor]) -> tuple[Any, ...]:
@@ -96,6 +100,10 @@ def replay_pack(
     compile the bundle does not cover: the model's code or settings changed since the build) is refused unless
     ``what_if``; then it runs, and its verdict says so in ``evidence["what_if"]`` (never recorded as the
     request's verdict). A revoked or quarantined bundle is replayed, its state in ``evidence["bundle_state"]``.
+    The bundle's build history (its qualified shapes, through the build's ``--inputs`` function) runs before every
+    fresh compile; when that function cannot be imported or raises, the other rungs run without it and
+    ``evidence["build_history_not_replayed"]`` says why and what to do. ``evidence["next_steps"]`` holds what
+    on-call does next about the verdict (:mod:`inferensics.replay._internal.next_steps`).
 
     Raises:
         ReplayError: an ``out`` that is a file or holds another request's report, a bundle that fails
@@ -163,7 +171,8 @@ def replay_pack(
         module = str(model_rec["factory"]).partition(":")[0]
         raise ReplayError(
             f"{exc}: replay imports the model's factory as the build did; run it from the directory the bundle was "
-            f"built in, copy {module.replace('.', '/')}.py here, or put its folder on PYTHONPATH"
+            f"built in, copy {module.replace('.', '/')}.py here, or put its folder on PYTHONPATH (or pass "
+            "--import-path DIR)"
         ) from None
     model = factory(**dict(model_rec.get("args", {})))
     if isinstance(model, torch.nn.Module):
@@ -223,7 +232,9 @@ def replay_pack(
         # The bundle's graphs were compiled by its build, which ran its qualified shapes in order before any
         # request: a dynamic graph's size hints are the first of them, not the request's. Every fresh compile of
         # the ladder runs the same history first, or a fault specialised to those hints does not reproduce.
-        history, qualified = _build_history(manifest, pack.bundle_dir, model, device, compile_kwargs.get("dynamic"))
+        history, qualified, history_missing = _build_history(
+            manifest, pack.bundle_dir, model, device, compile_kwargs.get("dynamic")
+        )
         verified = loaded is not None and bool(matches) and all(m["status"] == "hit" for m in matches)
         verdict, graph = investigate_keeping_graph(
             model,
@@ -234,6 +245,7 @@ def replay_pack(
             served_output=served_output,
             served_code=served_code,
             served_verified=verified,
+            history_missing=history_missing,
         )
     recorded = [k for k in pack.meta.get("graph_keys", []) if k]
     bundle_keys = sorted(g.fx_key for g in manifest.graphs)
@@ -257,21 +269,14 @@ def replay_pack(
         seconds_to_verdict=round(time.perf_counter() - start, 3),
     )
     summary = verdict.summary + (f" [{recompiled}]" if recompiled else "")
-    next_steps: list[str] = list(evidence.get("next_steps", []))
     evidence["bundle_build_history"] = [s for s, _ in qualified]
+    if history_missing:
+        evidence["build_history_not_replayed"] = history_missing
+        summary += f" {HISTORY_MISSING_NOTE}"
     unqualified = _unqualified_shape(call, qualified)
     if unqualified:
         evidence["unqualified_shape"] = {"request": unqualified[0], "qualified": unqualified[1]}
-        said = (
-            f"request shape {_shape_text(unqualified[0])} was never qualified by this bundle (qualified: "
-            f"{', '.join(_shape_text(q) for q in unqualified[1]) or 'none'})"
-        )
-        summary += f" [{said}]"
-        next_steps.insert(
-            0,
-            f"{said}: add it to the build's --shapes and rebuild (or serve it from a bundle built on it) so that "
-            "qualification checks it",
-        )
+        summary += f" [{unqualified_shape_text(*unqualified)}]"
     if state:
         evidence["bundle_state"] = state
         summary += f" [bundle {manifest.bundle_id[:12]} is {state}: replayed to investigate it]"
@@ -294,10 +299,17 @@ def replay_pack(
     recorded_outcome = _recorded_outcome(pack.meta.get("request", {}))
     if verdict.category == "none" and recorded_outcome and not not_as_served:
         culprit, summary = _not_reproduced(recorded_outcome, evidence, summary)
-        next_steps = [*_not_reproduced_steps(pack), *next_steps]
-    if next_steps:
-        evidence["next_steps"] = next_steps
-    final = Verdict(**{**verdict.to_dict(), "evidence": evidence, "summary": summary, "culprit": culprit})
+    said = Verdict(**{**verdict.to_dict(), "evidence": evidence, "summary": summary, "culprit": culprit})
+    replayed = Replayed(
+        request_id=pack.request_id,
+        request=pack.meta.get("request", {}),
+        out=str(out) if out is not None else "",
+        repro=graph is not None,
+        torch_version=torch.__version__,
+        dynamic=compile_kwargs.get("dynamic"),
+        customisations=manifest.identity.get("customisations", []),
+    )
+    final = dataclasses.replace(said, evidence={**evidence, "next_steps": next_steps(said, replayed)})
     if out is not None:
         report.write_reports(out, final, request_id=pack.request_id, bundle_id=manifest.bundle_id)
         report.write_repro(
@@ -343,9 +355,6 @@ def _recorded_outcome(row: dict[str, Any]) -> dict[str, Any]:
 def _not_reproduced(recorded: dict[str, Any], evidence: dict[str, Any], summary: str) -> tuple[str, str]:
     """The culprit and summary of a request whose row recorded an error or non-finite output that re-executing the
     bundle on its captured inputs does not give; the bundle's rung relabelled as the re-execution it is."""
-    counts = " and ".join(f"{n} {label}" for n, label in ((recorded["nan"], "NaN"), (recorded["inf"], "inf")) if n)
-    said = [f"the request raised {recorded['error']}"] if recorded["error"] else []
-    said += [f"the served output had {counts}"] if counts else []
     ratio = ""
     for rung in evidence.get("rungs", []):
         if str(rung.get("rung", "")).startswith("served"):
@@ -353,30 +362,7 @@ def _not_reproduced(recorded: dict[str, Any], evidence: dict[str, Any], summary:
             if isinstance(rung.get("ratio"), int | float):
                 ratio = f" (ratio {rung['ratio']:.4g} against eager's own error)"
     evidence["not_reproduced"] = {"recorded": recorded, "re_executed": "finite and within tolerance"}
-    what = " and ".join(said)
-    culprit = f"not reproduced: {what}; the re-executed bundle is finite and within tolerance"
-    return culprit, (
-        f"not reproduced: {what}; re-executing the same bundle on the captured inputs is finite and within "
-        f"tolerance{ratio}: suspect nondeterminism, hardware, concurrency or code outside the compiled graph "
-        "(post-processing, the serving loop)"
-    )
-
-
-def _not_reproduced_steps(pack: ReplayPack) -> list[str]:
-    """What on-call does next about a failure the replay did not reproduce."""
-    from inferensics.schema import columns as col
-
-    row = pack.meta.get("request", {})
-    host, ts, model = str(row.get(col.HOST) or "?"), str(row.get(col.TS) or "?"), str(row.get(col.MODEL) or "")
-    return [
-        f"replay it a few more times (`inferensics replay {pack.request_id} --no-record`): a fault that comes and goes "
-        "is nondeterministic",
-        f"check the health of host {host} and its device around {ts} (ECC and Xid errors, thermal throttling)",
-        f"look for other failing requests on host {host} at that time (`inferensics requests --failing"
-        + (f" --model {model}" if model else "")
-        + "`): several at once point at the host or at concurrency",
-        "check the code around the compiled graph (pre- and post-processing, in-place changes of the output)",
-    ]
+    return not_reproduced_text(recorded, ratio)
 
 
 def _qualified_in_build_order(manifest: Any, directory: Path) -> list[list[int]]:
@@ -394,22 +380,28 @@ def _qualified_in_build_order(manifest: Any, directory: Path) -> list[list[int]]
 
 def _build_history(
     manifest: Any, directory: Path, model: Any, device: str, dynamic: Any
-) -> tuple[list[tuple[Any, ...]], list[tuple[list[int], tuple[tuple[int, ...], ...]]]]:
+) -> tuple[list[tuple[Any, ...]], list[tuple[list[int], tuple[tuple[int, ...], ...]]], str]:
     """The calls the bundle's build made before serving (its qualified shapes, in build order, through the inputs
-    function it recorded), and each qualified shape with the tensor shapes of its inputs.
+    function it recorded), each qualified shape with the tensor shapes of its inputs, and why that history is not
+    replayed in full (``""`` when it is, or when none is needed).
 
     The history is empty for a static bundle (``dynamic=False``: each shape is a graph of its own, which no other
-    shape's compile changes) and when the inputs cannot be made here (then the shapes are listed without
-    tensors)."""
+    shape's compile changes). When the inputs cannot be made here (the inputs function cannot be imported, or it
+    raises) the shapes are listed without tensors and the reason says what failed and what to do: the other rungs
+    run without it, and the verdict says so."""
     shapes = _qualified_in_build_order(manifest, directory)
-    make = _inputs_function(manifest, model)
+    make, missing = _inputs_function(manifest, model)
     calls: list[tuple[Any, ...]] = []
     qualified: list[tuple[list[int], tuple[tuple[int, ...], ...]]] = []
     for shape in shapes:
         try:
             made = make(tuple(shape)) if make is not None else None
-        except Exception:  # the user's inputs function: the history is a help, not a requirement
+        except Exception as exc:  # the user's inputs function: said in the verdict, the other rungs go on
             made = None
+            missing = missing or (
+                f"the build's inputs function {_inputs_name(manifest, model)} raised {error_line(exc)} on shape "
+                f"{list(shape)}: fix it so that it makes the inputs it made for the build"
+            )
         if made is None:
             qualified.append((shape, ()))
             continue
@@ -417,26 +409,43 @@ def _build_history(
         made = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in made)
         calls.append(made)
         qualified.append((shape, tuple(tuple(x.shape) for x in made if isinstance(x, torch.Tensor))))
-    return ([] if dynamic is False else calls), qualified
+    if dynamic is False or not shapes:
+        return [], qualified, ""
+    return calls, qualified, missing
 
 
-def _inputs_function(manifest: Any, model: Any) -> Any:
+def _inputs_name(manifest: Any, model: Any) -> str:
+    """The build's inputs function as ``bundle build`` chose it."""
+    recorded = str(manifest.identity.get("model", {}).get("inputs", "") or "")
+    if recorded:
+        return recorded
+    return "example_inputs" if callable(getattr(model, "example_inputs", None)) else "torch.randn"
+
+
+def _inputs_function(manifest: Any, model: Any) -> tuple[Any, str]:
     """The inputs function the build made each shape's inputs with (``bundle build``'s order: ``--inputs``, the
-    model's ``example_inputs``, ``torch.randn`` of the shape), or ``None`` when it cannot be imported here."""
+    model's ``example_inputs``, ``torch.randn`` of the shape); ``None`` and why, in one line that says what to do,
+    when it cannot be imported here."""
     from inferensics import bundle as b
     from inferensics.bundle.build import resolve
 
     recorded = str(manifest.identity.get("model", {}).get("inputs", "") or "")
     if recorded:
         try:
-            return resolve(recorded, "--inputs")
-        except b.BundleError:
-            return None
+            return resolve(recorded, "--inputs"), ""
+        except b.BundleError as exc:
+            module, why = recorded.partition(":")[0], str(exc).split(": ", 1)[-1]
+            if not why.startswith("cannot import"):  # imported, but not the build's module: no path fixes it
+                return None, f"the build's --inputs {recorded} is not here ({why}): replay from the build's code"
+            return None, (
+                f"the build's --inputs {recorded} cannot be imported here ({why}): put the folder that holds "
+                f"{module.replace('.', '/')}.py on PYTHONPATH or pass --import-path DIR"
+            )
     method = getattr(model, "example_inputs", None)
     if callable(method):
-        return lambda shape: tuple(method(shape))
+        return (lambda shape: tuple(method(shape))), ""
     gen = torch.Generator().manual_seed(0)
-    return lambda shape: (torch.randn(shape, generator=gen),)
+    return (lambda shape: (torch.randn(shape, generator=gen),)), ""
 
 
 def _unqualified_shape(
@@ -455,13 +464,6 @@ def _unqualified_shape(
             return None
     request: Any = list(tensors[0]) if len(tensors) == 1 else [list(t) for t in tensors]
     return request, [s for s, _ in qualified]
-
-
-def _shape_text(shape: Any) -> str:
-    """``[2,11,16]`` (nested for several tensors)."""
-    if isinstance(shape, list | tuple) and shape and isinstance(shape[0], list | tuple):
-        return "(" + ", ".join(_shape_text(s) for s in shape) + ")"
-    return "[" + ",".join(str(int(d)) for d in shape) + "]"
 
 
 def _check_weights(model: Any, manifest: Any) -> None:

@@ -29,6 +29,7 @@ from inferensics.replay._internal import graph_probe as gp
 from inferensics.replay._internal import output_code as oc
 from inferensics.replay._internal import providers as pv
 from inferensics.replay._internal import torch_adapter as ta
+from inferensics.replay._internal import verdict_text as vt
 from inferensics.replay._internal.ladder import (
     Case,
     RungRun,
@@ -43,6 +44,7 @@ from inferensics.replay._internal.ladder import (
 )
 from inferensics.replay._internal.tolerance import EAGER_LIMIT, RATIO_LIMIT, Comparison, check_eager, compare
 from inferensics.replay._internal.verdict import Verdict
+from inferensics.replay._internal.verdict_text import num
 
 _FRAME_LOCAL = re.compile(r"L\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 """Dynamo's source of a placeholder that is a plain local of the compiled frame: ``L['tokens']``."""
@@ -104,20 +106,22 @@ def investigate_keeping_graph(
     served_output: Any = None,
     served_code: str | None = None,
     served_verified: bool = False,
+    history_missing: str = "",
 ) -> tuple[Verdict, gp.GraphCall | None]:
     """:func:`investigate`, also returning the request's Dynamo graph and its arguments (for the repro).
 
     ``served_verified``: ``served_output`` came from a signed bundle whose every graph key hit (its artifact is
-    exactly the signed one), so a fresh compile that is right never makes it a stale cache entry."""
+    exactly the signed one), so a fresh compile that is right never makes it a stale cache entry.
+    ``history_missing``: why the serving history that produced the served artifact (a bundle's build history) is
+    not in ``warmup_inputs``, or ``""``; without it no verdict is a shape specialisation to that history."""
     start = time.perf_counter()
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
     request = to_device(as_call(inputs), device)
     history = [to_device(as_call(w), device) for w in warmup_inputs]
     case = Case(model, request, history, dict(compile_kwargs or {}), serving_dtype(model, request))
-    inv = _Investigation(
-        case, to_device(served_output, device) if served_output is not None else None, served_code, served_verified
-    )
+    served = to_device(served_output, device) if served_output is not None else None
+    inv = _Investigation(case, served, served_code, served_verified, history_missing=history_missing)
     with ta.quiet_meta_failures():
         verdict = inv.run()
     verdict.evidence["seconds"] = round(time.perf_counter() - start, 3)
@@ -125,9 +129,18 @@ def investigate_keeping_graph(
 
 
 class _Investigation:
-    def __init__(self, case: Case, served_output: Any, served_code: str | None, served_verified: bool = False) -> None:
+    def __init__(
+        self,
+        case: Case,
+        served_output: Any,
+        served_code: str | None,
+        served_verified: bool = False,
+        *,
+        history_missing: str = "",
+    ) -> None:
         self.case = case
         self.served_verified = served_verified
+        self.history_missing = history_missing
         self.served_output = served_output
         self.served_code = served_code
         self.rungs: list[dict[str, Any]] = []
@@ -198,7 +211,7 @@ class _Investigation:
             {
                 "rung": "eager",
                 "dtype": str(case.dtype).removeprefix("torch."),
-                "rounding_units": _num(eager_check.ratio),
+                "rounding_units": num(eager_check.ratio),
                 "nonfinite_new": eager_check.nonfinite_new,
                 "passed": not eager_check.wrong,
                 "seconds": round(time.perf_counter() - t0, 3),
@@ -232,16 +245,12 @@ class _Investigation:
             here_cmp, _ = self._rung(
                 Variation(history=False, dynamic=False, label="inductor (compiled at this shape only)")
             )
-            shape_fault = here_cmp.passed
+            # Without the serving history, a compile at this shape that is right tells nothing of that history.
+            shape_fault = here_cmp.passed and not self.history_missing
 
         aot_cmp, _ = self._rung(Variation(backend="aot_eager", label="aot_eager"))
         if not aot_cmp.passed:
-            return self._finish(
-                "graph_pass",
-                failing,
-                culprit="Dynamo/AOTAutograd tracing (aot_eager)",
-                summary="aot_eager already diverges: the traced graph differs from eager",
-            )
+            return self._finish("graph_pass", failing, culprit=vt.AOT_EAGER_CULPRIT, summary=vt.AOT_EAGER_SUMMARY)
         decomp_cmp, _ = self._rung(Variation(backend="aot_eager_decomp_partition", label="aot_eager_decomp_partition"))
         if not decomp_cmp.passed and not shape_fault:
             return self._decomposition()
@@ -249,12 +258,7 @@ class _Investigation:
         culprit, ops, category = self._bisect_inductor(failing)
         if shape_fault:
             return self._finish(
-                "shape_specialization",
-                failing,
-                culprit=culprit,
-                ops=ops,
-                summary="the artifact compiled for the serving history diverges at this shape; "
-                "a compile at this shape is right",
+                "shape_specialization", failing, culprit=culprit, ops=ops, summary=vt.SHAPE_SPECIALISED_SUMMARY
             )
         return self._finish(category, failing, culprit=culprit, ops=ops)
 
@@ -319,8 +323,7 @@ class _Investigation:
             source_line=src.line,
             source_text=src.text,
             culprit=f"input {first['tensor']}",
-            summary=f"input {first['tensor']} holds {first['count']} non-finite values at {first['positions']}; "
-            f"fp64 eager gives non-finite output too, so no compiler path is at fault",
+            summary=vt.nonfinite_input_summary(first),
             evidence=self._evidence(bad_inputs=bad, served_agrees_nonfinite=served.nonfinite_new == 0),
         )
 
@@ -374,12 +377,7 @@ class _Investigation:
             source_line=src.line,
             source_text=src.text,
             culprit=f"input {culprit}" if culprit else "inputs",
-            summary=(
-                f"input {culprit} holds {detail['count']} values outside {detail['valid_range']} "
-                f"at {detail['positions']}"
-                if detail
-                else f"every path raises on this request: {error}"
-            ),
+            summary=vt.raised_input_summary(detail, error),
             evidence=self._evidence(bad_inputs=[detail] if detail else [], error=error),
         )
 
@@ -395,27 +393,6 @@ class _Investigation:
             at = gp.locate_raise(lambda: call_model(model, call), [*call[0], *call[1].values()])
         op = ta.op_name(at.op) if at is not None and at.op is not None else ""
         src = at.source if at is not None else gp.SourceLine()
-        no_node = (
-            "no FX node: Dynamo could not trace the request with these inputs"
-            if self.graph is None
-            else "no FX node: it raised outside the graph Dynamo traced"
-        )
-        if at is None:
-            where = f"not located: {no_node}, and running it eagerly again did not raise"
-        elif op and src.file:
-            where = f"located by running it eagerly ({no_node})"
-        elif op:
-            where = (
-                f"located by running it eagerly ({no_node}); {op} was reached through torch's own modules only, "
-                "from no line of the model's code"
-            )
-        elif src.file:
-            where = f"raised outside any operator, at the model's line ({no_node})"
-        else:
-            where = (
-                f"not located: {no_node}, no operator raised when it ran eagerly, and no frame of the traceback is "
-                "the model's own code"
-            )
         return Verdict(
             "inputs",
             op=op,
@@ -423,7 +400,15 @@ class _Investigation:
             source_line=src.line,
             source_text=src.text,
             culprit=f"{raised} raised",
-            summary=f"{raised} raised on this request{'' if fp64_only else ', in fp64 too'}: {error}; {where}",
+            summary=vt.raised_without_node_summary(
+                raised,
+                fp64_only=fp64_only,
+                error=error,
+                traced=self.graph is not None,
+                located=at is not None,
+                op=op,
+                src=src,
+            ),
             evidence=self._evidence(error=error, located_by="eager run" if at is not None else ""),
         )
 
@@ -500,7 +485,6 @@ class _Investigation:
             self.rungs.append({**alone.to_dict(), "note": "provider right alone: not blamed"})
             return None
         src = gp.source_of(node)
-        where = f"{served.source.file}:{served.source.line}" if served.source.file else "unknown file"
         return Verdict(
             "kernel_provider",
             op=served.op,
@@ -509,10 +493,8 @@ class _Investigation:
             source_file=src.file,
             source_line=src.line,
             source_text=src.text,
-            culprit=f"provider {served.provider} ({served.kind}) of {served.op}, bucket {served.bucket}",
-            summary=f"{served.op} was served by provider {served.provider} ({served.source.function} at {where})"
-            f"{' in the compiled graph' if compiled else ''}; with the reference provider the request is right"
-            + (f"; called at {src.file}:{src.line}" if src.file else ""),
+            culprit=vt.provider_culprit(served.to_dict()),
+            summary=vt.provider_summary(served.to_dict(), compiled=compiled, src=src),
             evidence=self._evidence(
                 provider={**served.to_dict(), "alone": alone.to_dict()},
                 ops_forced=suspects,
@@ -533,7 +515,7 @@ class _Investigation:
         self.rungs.append(
             {
                 "rung": f"eager, {label}",
-                "rounding_units": _num(check.ratio),
+                "rounding_units": num(check.ratio),
                 "nonfinite_new": check.nonfinite_new,
                 "passed": not check.wrong,
                 "seconds": round(time.perf_counter() - start, 3),
@@ -564,17 +546,6 @@ class _Investigation:
         dtype = str(self.case.dtype).removeprefix("torch.")
         counts = {"fp64": _nonfinite_counts(self.ref), f"eager {dtype}": _nonfinite_counts(self.eager)}
         size = _numel(self.eager)
-        eager_bad, ref_bad = counts[f"eager {dtype}"], counts["fp64"]
-        where = f" at {src.file}:{src.line}" + (f" (`{src.text}`)" if src.text else "") if src.file else ""
-        if eager_bad["total"]:
-            ref_said = (
-                f"fp64 {_share(ref_bad, size, like=eager_bad)}" if ref_bad["total"] else "fp64 is finite everywhere"
-            )
-            said = f"overflows{where}: eager {dtype} gives {_share(eager_bad, size)} and {ref_said}"
-        else:
-            said = (
-                f"loses precision{where}: eager {dtype} is {_num(ratio)} rounding units from fp64 (limit {EAGER_LIMIT})"
-            )
         return Verdict(
             "source_op",
             op=ta.op_name(ops[0]) if ops else "",
@@ -582,11 +553,12 @@ class _Investigation:
             source_file=src.file,
             source_line=src.line,
             source_text=src.text,
-            culprit="model code",
-            summary=f"your model's own math {said} — not a compiler fault"
-            + (f"; the first wrong op is {node.name}" if node is not None else ""),
+            culprit=vt.SOURCE_OP_CULPRIT,
+            summary=vt.source_op_summary(
+                src, dtype, ratio, counts, size=size, node_name=node.name if node is not None else ""
+            ),
             evidence=self._evidence(
-                node_rounding_units=_num(check) if check is not None else None,
+                node_rounding_units=num(check) if check is not None else None,
                 nonfinite=counts,
                 outputs=size,
             ),
@@ -608,13 +580,6 @@ class _Investigation:
             if path in (f"eager {dtype}", served.rung):
                 rung["nonfinite_as_fp64"] = counts[path]["total"]
         node_name, op, src = self._first_nonfinite()
-        described = ", ".join(f"{path} {_said(c)}" for path, c in counts.items())
-        served_has = counts[served.rung]["total"] > 0
-        where = (
-            f"first non-finite value from {op or 'an op'}"
-            + (f" (node {node_name})" if node_name else "")
-            + (f" at {src.file}:{src.line}: {src.text}" if src.file else "")
-        )
         return Verdict(
             "inputs",
             op=op,
@@ -622,13 +587,10 @@ class _Investigation:
             source_file=src.file,
             source_line=src.line,
             source_text=src.text,
-            culprit="the model on these inputs (non-finite in fp64 eager too)",
-            summary=(
-                "non-finite output in every path, fp64 eager included"
-                if served_has
-                else "non-finite output in fp64 and eager (the served output has none)"
-            )
-            + f" ({described}): not the compiler, the inputs and the model produce it; {where}",
+            culprit=vt.NONFINITE_EVERYWHERE_CULPRIT,
+            summary=vt.nonfinite_everywhere_summary(
+                counts, served_has=counts[served.rung]["total"] > 0, node_name=node_name, op=op, src=src
+            ),
             evidence=self._evidence(nonfinite=counts, first_nonfinite={"op": op, "fx_node": node_name}),
         )
 
@@ -651,13 +613,8 @@ class _Investigation:
         return "", ta.op_name(at.op) if at.op is not None else "", at.source
 
     def _none(self, served: Comparison) -> Verdict:
-        return Verdict(
-            "none",
-            summary=f"the served output is within tolerance of fp64 (ratio {_num(served.ratio)} against eager's own "
-            f"error, limit {RATIO_LIMIT}); compared: eager fp64, "
-            f"eager {str(self.case.dtype).removeprefix('torch.')}, served",
-            evidence=self._evidence(),
-        )
+        dtype = str(self.case.dtype).removeprefix("torch.")
+        return Verdict("none", summary=vt.none_summary(served.ratio, dtype), evidence=self._evidence())
 
     def _artifact_mismatch(
         self,
@@ -665,9 +622,8 @@ class _Investigation:
         fresh: RungRun,
         *,
         category: str = "artifact_mismatch",
-        culprit: str = "served artifact",
-        summary: str = "the served artifact diverges while the same compiler, compiling now, is right: "
-        "a stale or poisoned cache entry",
+        culprit: str = vt.STALE_ENTRY_CULPRIT,
+        summary: str = vt.STALE_ENTRY_SUMMARY,
     ) -> Verdict:
         served_code = getattr(self, "_served_code", "")
         fresh_code = fresh.trace.output_code[-1] if fresh.trace.output_code else ""
@@ -711,25 +667,25 @@ class _Investigation:
         fresh compile after the same history is right. Not a stale cache entry: the bundle's build compiled it. At
         a shape none of the history ran (the bundle's qualified shapes), the artifact is specialised to the shapes
         it was compiled on; at one of them, the build's code generation is one this compiler does not reproduce."""
+        if self.history_missing:
+            return self._artifact_mismatch(
+                served,
+                fresh,
+                category="lowering",
+                culprit=vt.SIGNED_UNTOLD_CULPRIT,
+                summary=vt.SIGNED_UNTOLD_SUMMARY,
+            )
         ran = {_shapes_of(call) for call in self.case.history}
         if ran and _shapes_of(self.case.request) not in ran:
             return self._artifact_mismatch(
                 served,
                 fresh,
                 category="shape_specialization",
-                culprit="the bundle's artifact, compiled for other shapes (its qualified shapes)",
-                summary="the bundle's signed artifact (a verified hit) diverges at this shape, which its build "
-                "never ran; a compile here is right: the artifact is specialised to the shapes it was built on",
+                culprit=vt.SIGNED_SHAPE_CULPRIT,
+                summary=vt.SIGNED_SHAPE_SUMMARY,
             )
         return self._artifact_mismatch(
-            served,
-            fresh,
-            category="lowering",
-            culprit="code generation of the bundle's build, not reproduced by this compiler",
-            summary="the bundle's signed artifact (a verified hit, not a stale cache entry) diverges, while this "
-            "compiler, after the bundle's build history, generates code that is right: the build's compiler "
-            "differed (another torch build, or a compiler patch or setting the manifest does not record); the "
-            "differing kernels are in the evidence",
+            served, fresh, category="lowering", culprit=vt.SIGNED_CODEGEN_CULPRIT, summary=vt.SIGNED_CODEGEN_SUMMARY
         )
 
     def _decomposition(self) -> Verdict:
@@ -859,6 +815,7 @@ class _Investigation:
         chosen = [o for o in ops if o in node_ops] or list(ops) or node_ops
         if chosen:
             op = ta.op_name(chosen[0])
+        overload = str(chosen[0]) if chosen and isinstance(chosen[0], torch._ops.OpOverload) else ""
         kernels = oc.kernels_of_node(trace.node_mappings, node_name) if node_name else []
         code = trace.output_code[-1] if trace.output_code else ""
         line = oc.kernel_line(code, kernels[0]) if kernels and code else 0
@@ -871,9 +828,8 @@ class _Investigation:
             source_line=src.line,
             source_text=src.text,
             culprit=culprit,
-            summary=summary
-            or f"{category}: {culprit}" + (f", first diverging node {node_name} ({op})" if node_name else ""),
-            evidence=self._evidence(kernels=kernels, output_code_line=line),
+            summary=summary or vt.located_summary(category, culprit, node_name, op),
+            evidence=self._evidence(kernels=kernels, output_code_line=line, op_overload=overload),
         )
 
     def _first_diverging_node(self, failing: Variation) -> tuple[str, ta.CompileTrace]:
@@ -1102,23 +1058,6 @@ def _numel(value: Any) -> int:
     return sum(t.numel() for t in float_leaves(value)) if value is not None else 0
 
 
-def _share(counts: dict[str, int], size: int, *, like: dict[str, int] | None = None) -> str:
-    """``NaN in 256/256 outputs``; ``in 192/256`` when ``like`` is non-finite the same way (``and fp64 in …``)."""
-    kinds = [label for key, label in (("nan", "NaN"), ("inf", "inf")) if counts[key]]
-    same = like is not None and kinds == [label for key, label in (("nan", "NaN"), ("inf", "inf")) if like[key]]
-    if same:
-        return f"in {counts['total']}/{size}"
-    what = " or ".join(kinds)
-    detail = f" (NaN {counts['nan']}, inf {counts['inf']})" if len(kinds) > 1 else ""
-    return f"{what} in {counts['total']}/{size} outputs{detail}"
-
-
-def _said(counts: dict[str, int]) -> str:
-    """``8 NaN``, ``2 inf``, ``8 NaN and 2 inf`` or ``none``."""
-    parts = [f"{counts[k]} {label}" for k, label in (("nan", "NaN"), ("inf", "inf")) if counts[k]]
-    return " and ".join(parts) or "none"
-
-
 def _shapes_of(call: Any) -> tuple[tuple[int, ...], ...]:
     """The shapes of a call's tensors, in argument order."""
     from torch.utils._pytree import tree_leaves
@@ -1128,7 +1067,3 @@ def _shapes_of(call: Any) -> tuple[tuple[int, ...], ...]:
 
 def _positions(mask: torch.Tensor) -> list[list[int]]:
     return [list(map(int, p)) for p in mask.nonzero()[:POSITIONS_KEPT].tolist()]
-
-
-def _num(x: float) -> float | str:
-    return round(x, 3) if math.isfinite(x) else str(x)

@@ -64,6 +64,9 @@ def render_text(verdict: Verdict) -> str:
     note = verdict.evidence.get("captured_inputs", {}).get("note")
     if note:
         lines.append(f"  inputs: {note}")
+    history = verdict.evidence.get("build_history_not_replayed")
+    if history:
+        lines.append(f"  build history: not replayed: {history}")
     served = verdict.evidence.get("provider")
     if served:
         lines.append(
@@ -103,7 +106,7 @@ def render_markdown(verdict: Verdict, *, request_id: str = "", bundle_id: str = 
         verdict.summary,
         "",
         *_next_steps(verdict),
-        *_inputs_note(verdict),
+        *_notes(verdict),
         "## Rungs",
         "",
         "| rung | passed | error (limit) | seconds |",
@@ -130,10 +133,17 @@ def _next_steps(verdict: Verdict) -> list[str]:
     return ["## Next steps", "", *(f"{i}. {step}" for i, step in enumerate(steps, start=1)), ""] if steps else []
 
 
-def _inputs_note(verdict: Verdict) -> list[str]:
-    """What the captured inputs were not checked against, as a paragraph (none when the store's digest was)."""
+def _notes(verdict: Verdict) -> list[str]:
+    """What the captured inputs were not checked against, and why the bundle's build history was not replayed,
+    as paragraphs (none when neither applies)."""
+    out = []
     note = verdict.evidence.get("captured_inputs", {}).get("note")
-    return [f"Inputs: {note}.", ""] if note else []
+    if note:
+        out += [f"Inputs: {note}.", ""]
+    history = verdict.evidence.get("build_history_not_replayed")
+    if history:
+        out += [f"Build history: not replayed: {history}.", ""]
+    return out
 
 
 _REPRO = '''"""Standalone repro of request {request_id!r}: {headline}

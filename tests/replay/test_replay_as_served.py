@@ -94,10 +94,18 @@ def _invoke(token: str, *args: str) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
-def _recorded(service: RunningService, request_id: str) -> int:
-    time.sleep(1.0)  # the service's batch age is 0.2 s
-    rows = service.client(ADMIN).sql(f"SELECT replay_id FROM replay_results WHERE request_id = '{request_id}'")
-    return int(rows.height)
+def _recorded(service: RunningService, request_id: str, *, awaited: int = 0) -> int:
+    """The replay_results rows of ``request_id``, once ``awaited`` of them are there (the store writes in batches:
+    polled, a minute at most); with none awaited, after the service's batch age (0.2 s) has passed five times over
+    (a later replay of the same request that is recorded, counted exactly, shows that none came late)."""
+    client = service.client(ADMIN)
+    query = f"SELECT replay_id FROM replay_results WHERE request_id = '{request_id}'"
+    if not awaited:
+        time.sleep(1.0)
+    deadline = time.monotonic() + 60
+    while (found := int(client.sql(query).height)) < awaited and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
 
 
 def test_a_token_without_admin_is_told_the_role_not_not_pushed(service: RunningService) -> None:
@@ -159,7 +167,7 @@ def test_changed_model_code_is_refused_and_a_what_if_is_not_recorded(
     assert code == 0, out
     assert "recorded in replay_results" in out, out
     assert "what-if" not in out, out
-    assert _recorded(service, "b-1") == 1
+    assert _recorded(service, "b-1", awaited=1) == 1
 
 
 def test_a_revoked_bundle_is_replayed_and_its_state_said(
@@ -207,7 +215,7 @@ def test_a_nan_the_bundle_does_not_give_again_is_not_reproduced(service: Running
     assert "rung re-executed bundle: pass" in out, out
     assert "rung served" not in out
     assert "next: replay it a few more times" in out
-    time.sleep(1.0)
+    assert _recorded(service, "nan-1", awaited=1) == 1
     rows = service.client(ADMIN).sql("SELECT attribution, reproduced, detail FROM replay_results "
                                      "WHERE request_id = 'nan-1'")  # fmt: skip
     assert rows.height == 1

@@ -115,6 +115,13 @@ def test_export_into_a_folder_with_files_is_refused_before_any_work(
     _kept(work, "notes.txt")
 
 
+def test_an_import_path_that_is_no_folder_is_refused_before_any_work(tmp_path: Path) -> None:
+    """``--import-path DIR`` names where the bundle's modules (its --inputs function too) are imported from."""
+    absent = tmp_path / "absent"
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--import-path", str(absent)))
+    assert said == f"--import-path {absent} is not a folder: pass the folder that holds the bundle's modules"
+
+
 def test_out_that_cannot_be_a_folder_is_refused_before_the_replay(tmp_path: Path) -> None:
     shapes = _folder_with(tmp_path / "work", "shapes.json") / "shapes.json"
     said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--out", str(shapes)))

@@ -1,0 +1,365 @@
+"""What on-call does next about a verdict: 2–4 steps for its category, naming the verdict's own op, node, pass,
+shape or kernel, with the torch.compile/Inductor setting that works around or confirms it, the inferensics command
+that confirms it, and what to attach to a bug report.
+
+Every setting named here exists in the torch this was written against (2.13): ``torch._inductor.config``'s
+``emulate_precision_casts``, ``pattern_matcher``, ``max_fusion_size``, ``epilogue_fusion``, ``aggressive_fusion``
+and the ``post_grad_custom_*_pass`` slots; ``torch._inductor.lowering.make_fallback``;
+``torch._inductor.decomposition.decompositions``; ``TORCH_LOGS`` artifacts ``output_code``, ``fusion``,
+``post_grad_graphs``, ``graph_code``, ``aot_graphs``, ``dynamic``, ``guards``; ``TORCHINDUCTOR_FORCE_DISABLE_CACHES``;
+``TORCHDYNAMO_REPRO_AFTER``/``TORCHDYNAMO_REPRO_LEVEL`` (the accuracy minifier). tests/replay/test_next_steps.py
+checks them against the installed torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from inferensics.replay._internal import verdict_text as vt
+from inferensics.replay._internal.verdict import Verdict
+from inferensics.schema import columns as col
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What the steps need beyond the verdict: the request and the bundle it was replayed against."""
+
+    request_id: str
+    """The request's id (the inferensics commands name it)."""
+    request: Mapping[str, Any]
+    """The store's row of the request (its host, start time and model)."""
+    out: str = ""
+    """The ``--out`` folder the reports went to, or ``""``."""
+    repro: bool = False
+    """Whether a ``repro.py`` is written for this verdict (a graph diverged)."""
+    torch_version: str = ""
+    """The torch this replay ran."""
+    dynamic: Any = None
+    """The bundle's ``torch.compile(dynamic=...)``."""
+    customisations: Sequence[Mapping[str, Any]] = ()
+    """The bundle's recorded compiler customisations (its manifest's)."""
+
+
+def next_steps(verdict: Verdict, replayed: Replayed) -> list[str]:
+    """The verdict's next steps, the one to take first first: the build history to replay when it was not, the
+    request's shape to qualify when the bundle never did, then the category's own."""
+    steps = _by_category(verdict, replayed)
+    unqualified = verdict.evidence.get("unqualified_shape")
+    if unqualified:
+        said = vt.unqualified_shape_text(unqualified["request"], unqualified["qualified"])
+        steps.insert(
+            0,
+            f"{said}: add it to the build's --shapes and rebuild (or serve it from a bundle built on it) so that "
+            "qualification checks it",
+        )
+    missing = verdict.evidence.get("build_history_not_replayed")
+    if missing:
+        steps.insert(
+            0,
+            f"make the build's inputs function importable and replay it again with the bundle's build history "
+            f"(`{_replay(replayed)} --import-path DIR`, DIR the folder that holds it): without that history a fault "
+            "specialised to the bundle's built shapes is not told apart",
+        )
+    return steps
+
+
+def _by_category(v: Verdict, r: Replayed) -> list[str]:
+    if v.category == "none":
+        return _none(v, r)
+    if v.category == "inputs":
+        return _inputs(v, r)
+    if v.category == "source_op":
+        return _source_op(v, r)
+    if v.category == "kernel_provider":
+        return _kernel_provider(v, r)
+    if v.category == "decomposition":
+        return _decomposition(v, r)
+    if v.category == "graph_pass":
+        return _graph_pass(v, r)
+    if v.category == "schedule":
+        return _schedule(v, r)
+    if v.category == "shape_specialization":
+        return _shape_specialization(v, r)
+    if v.category == "artifact_mismatch":
+        return _artifact_mismatch(v, r)
+    return _lowering(v, r)
+
+
+# -- shared wording --------------------------------------------------------------------------------------------------
+def _replay(r: Replayed) -> str:
+    return f"inferensics replay {r.request_id}"
+
+
+def _at(v: Verdict) -> str:
+    """``node mul_1 (aten.mul) at model.py:12``, as much of it as the verdict knows."""
+    parts = [f"node {v.fx_node}" if v.fx_node else "", f"({v.op})" if v.op and v.fx_node else v.op]
+    where = " ".join(p for p in parts if p)
+    return where + (f" at {v.location}" if v.location else "")
+
+
+def _kernel(v: Verdict) -> str:
+    line = v.evidence.get("output_code_line") or 0
+    return f"kernel {v.kernel}" + (f" (output code line {line})" if line else "") if v.kernel else "the generated code"
+
+
+def _overload(v: Verdict) -> str:
+    """The op as Python names it: ``torch.ops.aten.sum.dim_IntList`` (its overload where the ladder found it)."""
+    found = str(v.evidence.get("op_overload") or v.op or "aten.OP")
+    return f"torch.ops.{found.replace('::', '.')}"
+
+
+def _bug_report(v: Verdict, r: Replayed, to: str, *, first: str = "") -> str:
+    """Where to report it, what to attach, and where those files come from; ``first``: the shapes the compiled
+    graph must be called at before the request's for the repro (which compiles at the request's alone) to fail."""
+    folder = r.out or "DIR"
+    files = (
+        f"{folder}/repro.py, {folder}/repro_inputs.pt, {folder}/verdict.json" if r.repro else f"{folder}/verdict.json"
+    )
+    made = "" if r.out else f" (`{_replay(r)} --no-record --out DIR` writes them)"
+    run = f"; `python {folder}/repro.py` exits 1 while the fault is there" if r.repro else ""
+    if r.repro and first:
+        run = f"; {folder}/repro.py compiles at the request's shape alone: call its compiled module at {first} first"
+    torch_said = f"torch {r.torch_version}" if r.torch_version else "the torch version"
+    about = f" about {_at(v)}" if _at(v) else ""
+    return f"report it to {to}{about}: attach {files}{made} and say {torch_said}{run}"
+
+
+def _minifier(r: Replayed) -> str:
+    folder = r.out or "DIR"
+    return (
+        f"shrink it with Inductor's accuracy minifier: `TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4 "
+        f"python {folder}/repro.py` writes a minimal repro of the diverging subgraph"
+    )
+
+
+# -- per category ----------------------------------------------------------------------------------------------------
+def _none(v: Verdict, r: Replayed) -> list[str]:
+    if v.not_reproduced:
+        return _not_reproduced(r)
+    model = str(r.request.get(col.MODEL) or "")
+    return [
+        f"nothing to fix in the compiled path: request {r.request_id} re-executed against its bundle agrees with fp64 "
+        "within tolerance",
+        "if it was reported wrong, check the code around the compiled graph (pre- and post-processing, in-place "
+        "changes of the output) and that its captured inputs are what the client sent",
+        "`inferensics requests --failing" + (f" --model {model}" if model else "") + "` lists the requests that did "
+        "fail",
+    ]
+
+
+def _not_reproduced(r: Replayed) -> list[str]:
+    """A failure the replay did not reproduce."""
+    host, ts = str(r.request.get(col.HOST) or "?"), str(r.request.get(col.TS) or "?")
+    model = str(r.request.get(col.MODEL) or "")
+    return [
+        f"replay it a few more times (`{_replay(r)} --no-record`): a fault that comes and goes is nondeterministic",
+        f"check the health of host {host} and its device around {ts} (ECC and Xid errors, thermal throttling)",
+        f"look for other failing requests on host {host} at that time (`inferensics requests --failing"
+        + (f" --model {model}" if model else "")
+        + "`): several at once point at the host or at concurrency",
+        "check the code around the compiled graph (pre- and post-processing, in-place changes of the output)",
+    ]
+
+
+def _inputs(v: Verdict, r: Replayed) -> list[str]:
+    if v.culprit == vt.NONFINITE_EVERYWHERE_CULPRIT:
+        return [
+            f"the model's math turns non-finite on these inputs, in fp64 too: {_at(v) or 'its first op'} is the first "
+            "to; guard it there (clamp its input, subtract the row max before exp) or reject such inputs upstream",
+            "nothing to change in the compiler or the bundle: eager in fp64 gives the same non-finite values",
+            f"`{_replay(r)} --export DIR` writes the captured inputs, to see which values do it",
+        ]
+    bad = (v.evidence.get("bad_inputs") or [{}])[0]
+    if bad.get("valid_range"):
+        what = f"input {bad['tensor']} holds {bad['count']} values outside {bad['valid_range']} at {bad['positions']}"
+    elif bad.get("tensor"):
+        what = f"input {bad['tensor']} holds {bad['count']} non-finite values at {bad['positions']}"
+    else:
+        what = v.culprit + (f" ({v.evidence['error']})" if v.evidence.get("error") else "")
+    return [
+        f"fix the caller: {what}; validate it where requests enter the service"
+        + (f" (the model reads it at {v.location}: `{v.source_text}`)" if v.location else ""),
+        "nothing to change in the compiler or the bundle: eager in fp64 fails the same way on these inputs",
+        f"`{_replay(r)} --export DIR` writes the captured inputs, to hand to whoever sent them",
+    ]
+
+
+def _source_op(v: Verdict, r: Replayed) -> list[str]:
+    dtype = str(v.evidence.get("serving_dtype") or "the serving dtype")
+    eager = v.evidence.get("nonfinite", {}).get(f"eager {dtype}", {})
+    how = "overflows" if eager.get("total") else "loses precision"
+    line = f" at {v.location} (`{v.source_text}`)" if v.location else ""
+    return [
+        f"fix the model's code{line}: {v.op or 'its op'} {how} in {dtype}; compute that line in float32 "
+        "(`.float()` on its inputs, the result cast back) or rewrite it to stay in range",
+        f"no compiler setting changes this: eager {dtype} is already wrong against fp64 (rung eager), so there is "
+        "nothing to report to PyTorch and no bundle to rebuild for it",
+        f"after the fix, `{_replay(r)} --what-if --no-record` from the changed code replays the request against "
+        "the same bundle (a what-if: the code differs from the build's) to confirm",
+    ]
+
+
+def _kernel_provider(v: Verdict, r: Replayed) -> list[str]:
+    p = v.evidence.get("provider") or {}
+    op, provider = p.get("op", v.op), p.get("provider", "its provider")
+    where = f"{p.get('provider_function', '')} at {p.get('provider_file', '')}:{p.get('provider_line', '')}"
+    return [
+        f"confirm: `inferensics kernels list` shows {op}'s providers in order; {provider} ({where}) is wrong on "
+        f"this call (bucket {p.get('bucket', '?')}) and {op}'s reference is right",
+        f"work around it: `inferensics kernels qualify --op {op} --out EVIDENCE` on this device (its accuracy gate "
+        f"refuses a wrong provider per bucket), then `inferensics bundle build ... --kernel-evidence EVIDENCE` so "
+        f"hosts serve {op} without {provider}",
+        _bug_report(v, r, f"the owner of provider {provider}"),
+    ]
+
+
+def _decomposition(v: Verdict, r: Replayed) -> list[str]:
+    custom = v.evidence.get("customisation") or {}
+    if custom:
+        fix = (
+            f"the bundle's customisation {custom['import_path']} replaces {custom['target']}'s decomposition"
+            + (f" ({custom['source_file']}:{custom['source_line']})" if custom.get("source_file") else "")
+            + f": fix it and rebuild, or rebuild without `--decomposition {custom['target']}=...`"
+        )
+    else:
+        fix = (
+            f"work around it: before the first compile, `torch._inductor.decomposition.decompositions.pop("
+            f"{_overload(v)}, None)` (Inductor then lowers {v.op} or calls ATen's kernel), or give a correct one "
+            f"with `inferensics bundle build ... --decomposition {_overload(v).removeprefix('torch.ops.')}="
+            "module:function`"
+        )
+    return [
+        f'confirm: `torch.compile(model, backend="aot_eager_decomp_partition")` reproduces it and '
+        f'`backend="aot_eager"` does not (as its rungs did): the decomposition of {v.op or "an op"} is wrong '
+        f"at {_at(v)}",
+        fix,
+        _bug_report(v, r, "PyTorch (torch._decomp / torch._refs)" if not custom else "the customisation's owner"),
+    ]
+
+
+def _graph_pass(v: Verdict, r: Replayed) -> list[str]:
+    if v.culprit == vt.AOT_EAGER_CULPRIT:
+        return [
+            'confirm: `torch.compile(model, backend="aot_eager")` reproduces it; `backend="eager"` tells '
+            "Dynamo's capture from AOTAutograd's",
+            f"`TORCH_LOGS=graph_code,aot_graphs` prints both graphs; compare them around {_at(v)}",
+            _bug_report(v, r, "PyTorch (Dynamo/AOTAutograd)"),
+        ]
+    slot, _, name = v.culprit.partition("=")
+    if slot.startswith("pattern_matcher"):
+        return [
+            "work around it: `torch._inductor.config.pattern_matcher = False` (in a bundle: `inferensics bundle "
+            "build ... --option pattern_matcher=false`); the rung `inductor pattern_matcher=False` passed",
+            f"`TORCH_LOGS=post_grad_graphs` prints the graph after the pattern passes: look at {_at(v)}",
+            _bug_report(v, r, "PyTorch (Inductor pattern matcher)"),
+        ]
+    recorded = next((c for c in r.customisations if c.get("kind") == "fx_pass" and c.get("target") == slot), None)
+    owner = (
+        f"the bundle's customisation {recorded['import_path']} runs as {slot}: fix it and rebuild the bundle"
+        if recorded
+        else f"{name or 'the pass'} is installed as {slot} by the serving code: fix it there"
+    )
+    return [
+        f"work around it: compile without it (`torch._inductor.config.{slot} = None`); the rung "
+        f"`inductor without {v.culprit}` passed",
+        f"`TORCH_LOGS=post_grad_graphs` prints the graph after {name or slot}: see what it rewrote at {_at(v)}",
+        owner,
+    ]
+
+
+def _schedule(v: Verdict, r: Replayed) -> list[str]:
+    return [
+        'work around it: compile with fusion off, `options={"max_fusion_size": 1, "epilogue_fusion": False, '
+        '"aggressive_fusion": False}` (in a bundle: `inferensics bundle build ... --option max_fusion_size=1 '
+        "--option epilogue_fusion=false --option aggressive_fusion=false`); that rung passed",
+        f"`TORCH_LOGS=fusion,output_code` shows what {_kernel(v)} fused around {_at(v)}",
+        _minifier(r),
+        _bug_report(v, r, "PyTorch (Inductor scheduler)"),
+    ]
+
+
+def _lowering(v: Verdict, r: Replayed) -> list[str]:
+    if v.culprit == vt.SIGNED_CODEGEN_CULPRIT:
+        differing = ", ".join(v.evidence.get("differing_kernels") or []) or "none named"
+        return [
+            "compare the build's compiler with this one: `inferensics bundle show BUNDLE` lists the torch version and "
+            f"settings the bundle was built with; this replay ran torch {r.torch_version or '?'}",
+            f"the kernels that differ from a fresh compile: {differing} (both codes' sha256 are in the evidence)",
+            "rebuild the bundle with the compiler the hosts run (`inferensics bundle build ...`); its qualification "
+            "checks every shape against fp64",
+        ]
+    if v.culprit == vt.SIGNED_UNTOLD_CULPRIT:
+        differing = ", ".join(v.evidence.get("differing_kernels") or []) or "none named"
+        return [
+            f"meanwhile: {_kernel(v)} of the signed artifact computes {_at(v) or 'the request'} wrong at this shape",
+            f"the kernels that differ from a fresh compile without the build history: {differing}",
+        ]
+    if "emulate_precision_casts" in v.culprit:
+        return [
+            "work around it: `torch._inductor.config.emulate_precision_casts = True` (in a bundle: `inferensics "
+            "bundle build ... --option emulate_precision_casts=true`); the rung with it passed",
+            f"`TORCH_LOGS=output_code` prints {_kernel(v)}, which computes {_at(v)} without the intermediate casts",
+            _bug_report(v, r, "PyTorch (Inductor codegen)"),
+        ]
+    steps = []
+    if v.culprit.startswith("lowering of "):
+        steps.append(
+            f"work around it: before compiling, make Inductor call ATen's kernel for {v.op} instead of its lowering: "
+            f"`torch._inductor.lowering.make_fallback({_overload(v)}, warn=False, override_decomp=True)`; the rung "
+            f"with {v.op} as a fallback passed"
+        )
+    steps.append(f"`TORCH_LOGS=output_code` prints {_kernel(v)}, which computes {_at(v) or 'the diverging node'}")
+    if not v.culprit.startswith("lowering of "):
+        steps.append(_minifier(r))
+    steps.append(_bug_report(v, r, "PyTorch (Inductor lowering)"))
+    return steps
+
+
+def _shape_specialization(v: Verdict, r: Replayed) -> list[str]:
+    unqualified = v.evidence.get("unqualified_shape") or {}
+    request = unqualified.get("request")
+    built = unqualified.get("qualified") or v.evidence.get("bundle_build_history") or []
+    shape = vt.shape_text(request) if request else "the request's shape"
+    on = ", ".join(vt.shape_text(s) for s in built) or "its qualified shapes"
+    steps = (
+        []
+        if unqualified
+        else [
+            f"confirm: `inferensics bundle build ... --shapes FILE` with the build's shapes ({on}) in that order and "
+            f"{shape} last: its qualification compiles them in order and refuses to sign when {shape} is wrong "
+            "against fp64",
+        ]
+    )
+    steps += [
+        f"`TORCH_LOGS=dynamic,guards` shows the size hints and the guards that let {shape} through the graph compiled "
+        f"at {on}; {_kernel(v)} computes {_at(v)}",
+    ]
+    if r.dynamic is not False:
+        fallback = (
+            f", or make Inductor call ATen's kernel for {v.op}, whose lowering the ladder found at fault "
+            f"(`torch._inductor.lowering.make_fallback({_overload(v)}, warn=False, override_decomp=True)`)"
+            if v.culprit.startswith("lowering of ")
+            else ""
+        )
+        steps.append(
+            f"work around it: build the bundle `--static` (a graph per shape, {shape} compiled for itself){fallback}"
+        )
+    steps.append(_bug_report(v, r, "PyTorch (Inductor dynamic shapes)", first=on))
+    return steps
+
+
+def _artifact_mismatch(v: Verdict, r: Replayed) -> list[str]:
+    host = str(r.request.get(col.HOST) or "the serving host")
+    keys = ", ".join(str(k)[:16] for k in (v.evidence.get("served_fx_cache_keys") or [])[:2])
+    differing = ", ".join(v.evidence.get("differing_kernels") or []) or v.kernel or "none named"
+    constants = v.evidence.get("differing_constants") or {}
+    changed = f" (constants {constants['served']} served, {constants['fresh']} now)" if constants else ""
+    return [
+        f"confirm and work around it: serve on host {host} with `TORCHINDUCTOR_FORCE_DISABLE_CACHES=1` (or purge its "
+        "$TORCHINDUCTOR_CACHE_DIR)" + (f"; the served FX graph cache keys: {keys}" if keys else ""),
+        f"the kernels that differ from a fresh compile: {differing}{changed}, at {_at(v) or 'the request graph'}",
+        "serve from a signed bundle (`inferensics bundle build`, then `inferensics bundle verify BUNDLE` on hosts): "
+        "a verified bundle hit runs exactly the signed artifact, never a local cache entry",
+    ]

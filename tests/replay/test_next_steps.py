@@ -1,0 +1,204 @@
+"""Every verdict gets 2–4 next steps that name its own op, node, pass, shape or kernel, with settings and commands
+that exist.
+
+What it got wrong: only a verdict of a failure not reproduced, or of a shape never qualified, had next steps; "a
+decomposition of aten.hardsigmoid diverges" at 3 a.m. left on-call to find the workaround, the confirming command
+and what to attach to a bug report alone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import torch
+import typer
+
+from inferensics.cli.app import app
+from inferensics.replay import CATEGORIES, Verdict, investigate
+from inferensics.replay._internal import verdict_text as vt
+from inferensics.replay._internal.next_steps import Replayed, next_steps
+from tests.replay.faults import HERE, build_suite
+
+REQUEST = {"host": "gpu-7", "ts": "2026-03-01T03:12:00", "model": "chat"}
+REPLAYED = Replayed("req-9", REQUEST, repro=True, torch_version=torch.__version__)
+SUITE = {f.name: f for f in build_suite()}
+
+
+def _located(category: str, **fields: Any) -> Verdict:
+    evidence = {"kernels": ["cpp_fused_mul_0"], "output_code_line": 41, **fields.pop("evidence", {})}
+    return Verdict(category, source_file="model.py", source_line=12, source_text="y = x * 0.375", evidence=evidence,
+                   **{"op": "aten.mul", "fx_node": "mul_1", "kernel": "cpp_fused_mul_0", **fields})  # fmt: skip
+
+
+VERDICTS = {
+    "source_op": Verdict(
+        "source_op", op="aten.exp", fx_node="exp", source_file="model.py", source_line=7,
+        source_text="e = torch.exp(x * 40.0)", culprit=vt.SOURCE_OP_CULPRIT,
+        evidence={"serving_dtype": "bfloat16", "nonfinite": {"eager bfloat16": {"nan": 8, "inf": 0, "total": 8}}},
+    ),
+    "kernel_provider": Verdict(
+        "kernel_provider", op="rms_norm", fx_node="rms_norm", source_file="model.py", source_line=9,
+        evidence={"provider": {"op": "rms_norm", "provider": "fast_rms", "kind": "vendor", "bucket": "le4096",
+                               "provider_function": "fast.rms", "provider_file": "fast.py", "provider_line": 3}},
+    ),
+    "decomposition": _located("decomposition", op="aten.silu", culprit="decomposition of aten.silu",
+                              evidence={"op_overload": "aten.silu.default"}),
+    "lowering": _located("lowering", op="aten.cos", culprit="lowering of aten.cos",
+                         evidence={"op_overload": "aten.cos.default"}),
+    "graph_pass": _located("graph_pass", op="aten.sub", culprit="post_grad_custom_post_pass=swap_sub_args"),
+    "schedule": _located("schedule", culprit="fusion"),
+    "shape_specialization": _located(
+        "shape_specialization", op="aten.sum", culprit=vt.SIGNED_SHAPE_CULPRIT,
+        evidence={"unqualified_shape": {"request": [4, 13], "qualified": [[4, 8]]}},
+    ),
+    "artifact_mismatch": _located(
+        "artifact_mismatch", culprit=vt.STALE_ENTRY_CULPRIT,
+        evidence={"differing_kernels": ["cpp_fused_mul_0"], "served_fx_cache_keys": ["fabc123def4567890aa"],
+                  "differing_constants": {"served": [0.125], "fresh": [0.625]}},
+    ),
+    "inputs": Verdict(
+        "inputs", op="aten.embedding", fx_node="embedding", source_file="model.py", source_line=5,
+        source_text="h = self.embed(ids)", culprit="input ids",
+        evidence={"bad_inputs": [{"tensor": "ids", "count": 1, "positions": [[1, 1]], "valid_range": [0, 31]}]},
+    ),
+    "none": Verdict("none", summary="within tolerance"),
+}  # fmt: skip
+"""One verdict of each category as the ladder words it."""
+
+SPECIFICS = {
+    "source_op": ["model.py:7", "aten.exp", "overflows in bfloat16", "inferensics replay req-9 --what-if"],
+    "kernel_provider": ["fast_rms", "fast.rms at fast.py:3", "--op rms_norm", "bucket le4096"],
+    "decomposition": ["node mul_1 (aten.silu) at model.py:12", "torch.ops.aten.silu.default",
+                      "--decomposition aten.silu.default=", 'backend="aot_eager_decomp_partition"'],
+    "lowering": ["make_fallback(torch.ops.aten.cos.default", "kernel cpp_fused_mul_0 (output code line 41)",
+                 "node mul_1 (aten.cos) at model.py:12"],
+    "graph_pass": ["torch._inductor.config.post_grad_custom_post_pass = None", "swap_sub_args",
+                   "node mul_1 (aten.sub)"],
+    "schedule": ['"max_fusion_size": 1', "kernel cpp_fused_mul_0", "node mul_1 (aten.mul) at model.py:12"],
+    "shape_specialization": ["request shape [4,13] was never qualified", "--static", "guards that let [4,13]"],
+    "artifact_mismatch": ["host gpu-7", "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1", "fabc123def456789",
+                          "constants [0.125] served, [0.625] now"],
+    "inputs": ["input ids holds 1 values outside [0, 31] at [[1, 1]]", "model.py:5", "--export DIR"],
+    "none": ["request req-9", "--failing --model chat"],
+}  # fmt: skip
+"""What each category's steps must name of its verdict."""
+
+
+def test_every_category_is_covered() -> None:
+    assert set(VERDICTS) == set(SPECIFICS) == set(CATEGORIES)
+
+
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_each_category_gets_two_to_four_steps_naming_its_verdict(category: str) -> None:
+    steps = next_steps(VERDICTS[category], REPLAYED)
+    assert 2 <= len(steps) <= 4, steps
+    said = " ".join(steps)
+    for specific in SPECIFICS[category]:
+        assert specific in said, (specific, steps)
+
+
+def test_a_compiler_fault_says_what_to_attach_to_a_bug_report() -> None:
+    for category in ("decomposition", "lowering", "schedule"):
+        report = next_steps(VERDICTS[category], REPLAYED)[-1]
+        assert report.startswith("report it to PyTorch"), report
+        assert "DIR/repro.py, DIR/repro_inputs.pt, DIR/verdict.json" in report
+        assert "`inferensics replay req-9 --no-record --out DIR` writes them" in report
+        assert f"torch {torch.__version__}" in report
+    given = Replayed("req-9", REQUEST, out="/srv/replays/req-9", repro=True)
+    assert "/srv/replays/req-9/repro.py" in next_steps(VERDICTS["lowering"], given)[-1]
+
+
+def test_a_build_history_not_replayed_comes_first() -> None:
+    missing = {"build_history_not_replayed": "the build's --inputs m:f cannot be imported here"}
+    verdict = _located("lowering", culprit=vt.SIGNED_UNTOLD_CULPRIT, evidence=missing)
+    steps = next_steps(verdict, REPLAYED)
+    assert steps[0].startswith("make the build's inputs function importable"), steps
+    assert "`inferensics replay req-9 --import-path DIR`" in steps[0]
+    assert 2 <= len(steps) - 1 <= 4, steps
+
+
+# -- the names the steps give exist ---------------------------------------------------------------------------------
+def _all_steps() -> str:
+    extra = [
+        _located("lowering", culprit="precision casts elided by codegen (emulate_precision_casts fixes it)"),
+        _located("lowering", culprit=vt.SIGNED_CODEGEN_CULPRIT),
+        _located("lowering", culprit="no single variation fixed it"),
+        _located("graph_pass", culprit="pattern_matcher (built-in pattern passes)"),
+        _located("graph_pass", culprit=vt.AOT_EAGER_CULPRIT),
+        _located("graph_pass", culprit="joint_custom_post_pass=cube_squares"),
+        _located("inputs", culprit=vt.NONFINITE_EVERYWHERE_CULPRIT),
+        _located("lowering", culprit=vt.SIGNED_UNTOLD_CULPRIT, evidence={"build_history_not_replayed": "m:f"}),
+    ]
+    return "\n".join(s for v in [*VERDICTS.values(), *extra] for s in next_steps(v, REPLAYED))
+
+
+def test_every_inductor_setting_named_exists_in_the_installed_torch() -> None:
+    import torch._inductor.config as inductor_config
+    import torch._inductor.decomposition
+    import torch._inductor.lowering
+
+    said = _all_steps()
+    settings = set(re.findall(r"torch\._inductor\.config\.(\w+)", said))
+    settings |= set(re.findall(r"--option (\w+)=", said))
+    settings |= set(re.findall(r'"(\w+)": (?:1|False)', said))
+    assert {"emulate_precision_casts", "pattern_matcher", "max_fusion_size", "post_grad_custom_post_pass"} <= settings
+    for name in settings:
+        assert hasattr(inductor_config, name), name
+    assert callable(torch._inductor.lowering.make_fallback)
+    assert isinstance(torch._inductor.decomposition.decompositions, dict)
+    for backend in re.findall(r'backend="(\w+)"', said):
+        assert backend in torch._dynamo.list_backends(exclude_tags=()), backend
+
+
+def test_every_log_artifact_named_exists_in_the_installed_torch() -> None:
+    from torch._logging._internal import log_registry
+
+    known = set(log_registry.artifact_names) | set(log_registry.log_alias_to_log_qnames)
+    named = {a for group in re.findall(r"TORCH_LOGS=([\w,]+)", _all_steps()) for a in group.split(",")}
+    assert {"output_code", "fusion", "post_grad_graphs", "dynamic", "guards"} <= named
+    assert named <= known, named - known
+
+
+def test_every_inferensics_command_named_takes_the_options_given() -> None:
+    root = typer.main.get_command(app)
+    commands = re.findall(r"`inferensics ([^`]+)`", _all_steps())
+    assert len(commands) > 10, commands
+    for line in commands:
+        words = line.split()
+        command: Any = root  # typer's own click: its groups hold their subcommands in ``commands``
+        while words and words[0] in getattr(command, "commands", {}):
+            command = command.commands[words.pop(0)]
+        assert command is not root, line
+        options = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+        for word in words:
+            if word.startswith("--"):
+                assert word in options, (line, word)
+
+
+# -- on real verdicts -----------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_compile_caches")
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("hardsigmoid decomposition /5", ["decompositions.pop(torch.ops.aten.hardsigmoid.default, None)",
+                                          "decomposition of aten.hardsigmoid is wrong at node"]),
+        ("cos lowered as sin", ["make_fallback(torch.ops.aten.cos.default, warn=False, override_decomp=True)",
+                                "computes node c (aten.cos)"]),
+        ("post-grad pass swaps sub operands", ["torch._inductor.config.post_grad_custom_pre_pass = None",
+                                               "after swap_sub_args: see what it rewrote at node sub (aten.sub)"]),
+    ],
+)  # fmt: skip
+def test_a_real_verdicts_steps_name_its_op_node_and_line(fault: str, expected: list[str]) -> None:
+    planted = SUITE[fault]
+    with planted.planted():
+        verdict = investigate(planted.model, planted.inputs, compile_kwargs=planted.compile_kwargs)
+    steps = next_steps(verdict, REPLAYED)
+    assert 2 <= len(steps) <= 4, steps
+    said = " ".join(steps)
+    for specific in [*expected, f"{HERE}:{planted.line}"]:
+        assert specific in said, (specific, steps)
+    if verdict.category == "lowering":  # the generated code is where a lowering is wrong
+        assert f"kernel {verdict.kernel} (output code line" in said
