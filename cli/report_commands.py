@@ -10,7 +10,7 @@ import enum
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -240,7 +240,7 @@ def compare(  # noqa: PLR0917 (typer options)
         pools, pool_note = _choose_pools(runner, hw_pool, model, traffic_class, (base, cand), (lo, hi),
                                          (_utc(baseline_start), _utc(baseline_end)))  # fmt: skip
         judged: list[tuple[str | None, pl.DataFrame]] = []
-        asked: list[dict[str, object]] = []
+        asked: list[dict[str, Any]] = []
         for pool in pools:
             params = {
                 "model": model,
@@ -264,7 +264,7 @@ def compare(  # noqa: PLR0917 (typer options)
             judged = [(p, corrected[str(p)]) for p, _ in judged]
         # One row per pool judged, its pool in attrs: a row without one reads as every pool at once.
         rows = [
-            verdict_event(f, CanaryParams(**given), now=datetime.now(UTC), pools_judged=len(judged))  # type: ignore[arg-type]
+            verdict_event(f, CanaryParams(**given), now=datetime.now(UTC), pools_judged=len(judged))
             for (_, f), given in zip(judged, asked, strict=True)
         ]
         store = runner.client if isinstance(runner, LocalRunner) else None

@@ -179,7 +179,7 @@ class _RaisesOnFlag(torch.nn.Module):
         self.lin = torch.nn.Linear(4, 4)
 
     def forward(self, x: torch.Tensor, fail: bool = False) -> torch.Tensor:
-        y = self.lin(x)
+        y: torch.Tensor = self.lin(x)
         if fail:  # a bad request: the model raises with no handler in the compiled frame
             raise ValueError("bad request")
         return y
