@@ -6,28 +6,41 @@ compiles with the bundle's recorded options through a gate: a graph the bundle h
 cache (a bundle hit); any other graph is a bundle miss, recorded as a ``bundle_misses`` row naming the
 differing factors, and handled by ``on_bundle_miss`` (``compile`` within the compile budget, ``eager``,
 ``refuse``). Each request's ``attrs['bundle_status']`` says ``hit`` (every graph that served it came from
-the bundle) or ``miss``. The registration (``bundles`` row) records the signer and ``signature_state``;
-a refused bundle is registered with the refusal cause, then the refusal is raised. A bundle that carries
-kernel qualification evidence makes the kernel registry follow it on load: ``stats()`` counts the policy
-entries applied (``kernel_evidence_applied``) and refused (``kernel_evidence_refused``: measured on another
-device, or a provider this process lacks), and a refusal is logged once with why.
+the bundle) or ``miss``. A hit on a graph with symbolic sizes that serves a call at sizes the bundle never
+qualified it at is counted (``stats()['bundle_unqualified_shape_calls']``), puts those sizes on the request
+(``attrs['bundle_unqualified_shape']``, ``[5,8]``) and is logged once per shape. The registration
+(``bundles`` row) records the signer and ``signature_state``; a refused bundle is registered with the
+refusal cause, then the refusal is raised. A bundle that carries kernel qualification evidence makes the
+kernel registry follow it on load: ``stats()`` counts the policy entries applied
+(``kernel_evidence_applied``) and refused (``kernel_evidence_refused``: measured on another device, or a
+provider this process lacks), and a refusal is logged once with why.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from inferensics.bundle import BundleError, BundleMatch, BundleStates, CompileBudget, Keyring, LoadedBundle, load
+from inferensics.bundle import (
+    BundleError,
+    BundleMatch,
+    BundleStates,
+    CompileBudget,
+    Keyring,
+    LoadedBundle,
+    UnqualifiedShape,
+    load,
+)
 from inferensics.bundle.canonical import sha256_file
 from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
 from inferensics.bundle.session import BundleSession, MissPolicy
-from inferensics.collector.host.records import CURRENT
+from inferensics.collector.host.records import BUNDLE_UNQUALIFIED_SHAPE, CURRENT
 from inferensics.schema.events import BundleEvent, BundleMissEvent
 
 if TYPE_CHECKING:
@@ -35,8 +48,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("inferensics.collector.host")
 
-BUNDLE_STATUS: Final = "bundle_status"
-"""Request attribute: ``hit`` or ``miss``."""
+LOGGED_SHAPES_LIMIT: Final = 64
+"""Unqualified shapes logged per bundle: one line each, then only counted (a host serving every size is not
+flooded)."""
 
 
 class BundleGuard:
@@ -52,8 +66,12 @@ class BundleGuard:
     ) -> None:
         self.tracker = tracker
         self.loaded = loaded
-        self.session: BundleSession = loaded.session(on_bundle_miss=on_bundle_miss, budget=budget, listener=self._on)
+        self.session: BundleSession = loaded.session(
+            on_bundle_miss=on_bundle_miss, budget=budget, listener=self._on, on_unqualified_shape=self._unqualified
+        )
         self._logged_reasons: set[str] = set()
+        self._logged_shapes: set[str] = set()
+        self._shapes_lock = threading.Lock()  # serving threads count concurrently (only at unqualified sizes)
 
     def gate(self, gm: Any, example_inputs: list[Any], compile_graph: Callable[[], Any]) -> Callable[..., Any]:
         """The backend's compile step under the bundle."""
@@ -92,6 +110,29 @@ class BundleGuard:
             compile_s=match.compile_s,
         )
         t.queue.put("record", event)
+
+    def _unqualified(self, served: UnqualifiedShape) -> None:
+        """A bundle hit served a call at sizes the bundle never qualified: count it, mark the request (its first
+        such shape) and say so once per shape. Runs on the serving thread inside the call (``_marking`` wraps
+        the session's callable, so ``CURRENT`` is the request), and only at unqualified sizes."""
+        request = CURRENT.get()
+        if request is not None and not request.bundle_unqualified_shape:
+            request.bundle_unqualified_shape = served.shape
+        with self._shapes_lock:
+            self.tracker.counters_local["bundle_unqualified_shape_calls"] += 1
+            new = served.shape not in self._logged_shapes and len(self._logged_shapes) < LOGGED_SHAPES_LIMIT
+            if new:
+                self._logged_shapes.add(served.shape)
+        if new:
+            log.warning(
+                "inferensics: bundle %s served a call at shape %s, which it never qualified (qualified: %s); counted "
+                "in stats() as bundle_unqualified_shape_calls and stored on the request as attrs['%s']. Rebuild "
+                "the bundle with this shape in its shape distribution to qualify it",
+                self.loaded.bundle_id[:16],
+                served.shape,
+                ", ".join(served.qualified),
+                BUNDLE_UNQUALIFIED_SHAPE,
+            )
 
 
 def _marking(fn: Callable[..., Any], status: str) -> Callable[..., Any]:

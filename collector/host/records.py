@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Final
 
 
 class GraphSlot:
@@ -49,6 +49,14 @@ installs that hook then (``Tracker._count_guards``). Frames compiled by other ba
 ``torch.compile`` elsewhere in the process) are not the tracker's: their guards count in no request until
 the hook is in for a frame of ours."""
 
+BUNDLE_STATUS: Final = "bundle_status"
+"""Request attribute under a release bundle: ``hit`` (every graph that served the request came from the bundle) or
+``miss`` (set by :mod:`~inferensics.collector.host.bundle_guard`)."""
+
+BUNDLE_UNQUALIFIED_SHAPE: Final = "bundle_unqualified_shape"
+"""Request attribute under a release bundle: the sizes (``[5,8]``) at which a bundle hit served the request that the
+bundle never qualified its graph at (the first such call's, set by :mod:`~inferensics.collector.host.bundle_guard`)."""
+
 ORIGIN_ATTR = "inferensics_origin"
 """The attribute of a compile backend that carries its :class:`CompileOrigin` (looked up by the trace sink)."""
 
@@ -69,6 +77,7 @@ class RawRequest:
         "_token",
         "_tracker",
         "bundle_status",
+        "bundle_unqualified_shape",
         "compile_ids",
         "compile_ns",
         "cpu_output",
@@ -145,6 +154,7 @@ class RawRequest:
         self.sampled = False  # chosen for the profiler (decided on entering the scope)
         self.profile: Any = None
         self.bundle_status = ""  # "hit" / "miss" under a release bundle (bundle_guard)
+        self.bundle_unqualified_shape = ""  # "[5,8]": a bundle hit served it at sizes never qualified (bundle_guard)
 
     def count_call(self, slot: GraphSlot) -> bool:
         """Count one call of ``slot``; whether to time it (see :data:`TIMED_FIRST`): then :meth:`add_ns`."""

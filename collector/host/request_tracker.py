@@ -552,6 +552,7 @@ ALWAYS_COUNTED: Final = (
     "bundle_hit_graphs",
     "bundle_miss_graphs",
     *(f"bundle_miss_{action}" for action in ("compiled", "eager", "refused")),
+    "bundle_unqualified_shape_calls",
     "kernel_evidence_applied",
     "kernel_evidence_refused",
     "kernel_decisions",
