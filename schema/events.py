@@ -233,7 +233,8 @@ class CompileEvent(Event):
     fx_cache_key: Text = ""
     """Inductor FX-graph-cache key of the compiled graph."""
     cache_status: Dim = "none"
-    """FX-graph-cache status of this compile: ``hit``, ``miss``, ``bypass`` or ``none``."""
+    """FX-graph-cache status of this compile: ``hit``, ``miss``, ``bypass``, ``mixed`` (an imported trace's compile
+    whose lookups gave different results) or ``none``."""
     guard_tree_digest: Digest = ""
     """sha256 of the C++ guard tree text."""
     dynamo_config_digest: Digest = ""
@@ -546,7 +547,8 @@ class BundleEvent(Event):
 
 
 class BundleStateEvent(Event):
-    """A change of a bundle's release state: promoted to a channel, demoted, revoked, quarantined, released."""
+    """A change of a bundle's release state: promoted to a channel, demoted, revoked, quarantined, released, or
+    pushed to the service."""
 
     TABLE: ClassVar[TableSpec] = TableSpec(
         name="bundle_states",
@@ -561,7 +563,8 @@ class BundleStateEvent(Event):
     bundle_id: Dim
     """The bundle."""
     state: Dim
-    """``promoted``, ``demoted``, ``revoked``, ``quarantined`` or ``released``."""
+    """``promoted``, ``demoted``, ``revoked``, ``quarantined``, ``released`` or ``pushed`` (its files packed and
+    uploaded as a blob, named in ``attrs['pack_blob']``)."""
     channel: Dim = ""
     """Release channel of a promotion (``production``, ``canary``)."""
     previous_bundle_id: Dim = ""
@@ -635,7 +638,10 @@ class BlobIndexEvent(Event):
     size_bytes: U64
     """Size of the blob in bytes."""
     kind: Dim
-    """``output_code``, ``guard_tree``, ``inputs``, ``manifest``, ``graph``, ``config``."""
+    """What the blob is, as its uploader named it (lower case): ``output_code``, ``guard_tree``, ``inputs`` (a
+    request's captured inputs), ``manifest``, ``graph``, ``config``, ``bundle``. ``inputs_ref`` is a capture marker,
+    not a blob: the collector's row saying a request names the blob ``attrs['capture_of']`` as its captured inputs,
+    under a key derived from that digest, never under the blob's own."""
     media_type: Dim = "application/octet-stream"
     """Media type of the content."""
     host: Dim = ""
@@ -906,7 +912,8 @@ class KernelQualificationEvent(Event):
     tb_s: F64 = 0.0
     """Bandwidth over the bytes the op must move, TB/s."""
     decision: Dim = ""
-    """``incumbent``, ``promoted``, ``kept`` or ``refused``."""
+    """``incumbent`` (served the bucket and still does), ``promoted`` (serves it now, did not before), ``demoted``
+    (served it and no longer does), ``kept`` (neither before nor after) or ``refused``; empty when not measured."""
     evidence_digest: Digest = ""
     """Digest of the whole qualification run's evidence file."""
     torch_version: Dim = ""

@@ -32,7 +32,16 @@ from inferensics.schema.ddl import (
 from inferensics.schema.ddl import _column_sql as column_sql
 from inferensics.schema.ddl import _quote as sql_string
 from inferensics.schema.dedup import seen_table_sql
-from inferensics.schema.events import EVENT_MODELS, CompileEvent, ReplayResultEvent, RequestEvent, SdkHealthEvent
+from inferensics.schema.events import (
+    EVENT_MODELS,
+    BlobIndexEvent,
+    BundleStateEvent,
+    CompileEvent,
+    KernelQualificationEvent,
+    ReplayResultEvent,
+    RequestEvent,
+    SdkHealthEvent,
+)
 from inferensics.schema.rollups import HIST_TYPE, QUANTILES, REQUESTS_1D, REQUESTS_1H, REQUESTS_1M, ROLLUPS, Rollup
 from inferensics.schema.table import Event
 
@@ -557,6 +566,19 @@ def _replay_request_untraceable_whole_comments(target: Target) -> list[str | Ste
     return [*_columns_added_in_24(target), *_table_comments(target)]
 
 
+def _vocabulary_comments(target: Target) -> list[str | Step]:
+    # Three column comments lacked a word their writers write (a compile's ``mixed`` cache status, a bundle's
+    # ``pushed`` state, a qualification's ``demoted`` decision; bundle_states' table comment too), and the blob
+    # index's ``kind`` did not say what a capture marker (``inputs_ref``) is: metadata only.
+    return [
+        *_column_comments(target, CompileEvent, col.CACHE_STATUS),
+        *_column_comments(target, BundleStateEvent, col.STATE),
+        *_column_comments(target, KernelQualificationEvent, col.DECISION),
+        *_column_comments(target, BlobIndexEvent, col.KIND),
+        *_table_comments(target),
+    ]
+
+
 def _model_tables(target: Target, name: str) -> list[str]:
     """The tables an event model's rows live in: its local table, and on a cluster the Distributed one too."""
     return [target.local(name), *([name] if target.backend == "cluster" else [])]
@@ -699,6 +721,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "table comments are whole first paragraphs",
         _replay_request_untraceable_whole_comments,
     ),
+    Migration(25, "column comments name every word their columns take; capture markers named", _vocabulary_comments),
 )
 """Every migration, in version order."""
 

@@ -11,6 +11,8 @@
   ``inferensics.compiler_config.<key>`` (values stringified); bytes as hex strings. Timestamps travel as
   the span's (or event's) time unless the record sets ``inferensics.<column>`` itself as an ISO-8601
   string.
+* The blob tables (:data:`API_ONLY_MODELS`) travel in no span: blobs come in only through the service's blob
+  API, which hashes the bytes and checks the uploader's role. A span or span event named after one is refused.
 * Resource attribute ``host.name`` fills ``host`` when the record leaves it unset. Attributes outside the
   ``inferensics.`` namespace are kept in the row's ``attrs`` map, never dropped.
 * A column that is not required, not inherited (:data:`INHERITED`) and holds its model's default may be
@@ -30,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from inferensics.schema import columns as col
-from inferensics.schema.events import MODELS_BY_TABLE
+from inferensics.schema.events import MODELS_BY_TABLE, BlobContentEvent, BlobIndexEvent
 from inferensics.schema.table import Event
 
 PREFIX: Final = "inferensics."
@@ -38,6 +40,11 @@ MAP_COLUMNS: Final = (col.ATTRS, col.COMPILER_CONFIG)
 INHERITED: Final = (col.REQUEST_ID, col.HOST, col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS, col.BUNDLE_ID)
 """Columns an event's row takes from its enclosing span when it does not set them."""
 RESOURCE_HOST: Final = "host.name"
+API_ONLY_MODELS: Final[frozenset[type[Event]]] = frozenset({BlobIndexEvent, BlobContentEvent})
+"""Models whose rows no span carries: the blob index and the blobs' bytes are written by ``PUT /api/v1/blobs``
+alone. ``blobs`` is a ``ReplacingMergeTree`` keyed on the digest, so an index row sent as a span with a later
+time would replace a real upload's row at the next merge (turning captured inputs into a kind any ``read`` token
+may fetch); the collector's decoders refuse such spans and events (reason ``api_only_table``)."""
 
 AttrValue = str | bool | int | float | Sequence[str] | Sequence[bool] | Sequence[int] | Sequence[float]
 

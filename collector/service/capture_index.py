@@ -11,7 +11,9 @@ digest itself: ``blobs`` is a ``ReplacingMergeTree`` ordered by ``sha256`` alone
 key would be merged away by the upload's row (or replace it, losing its size and media type), and the
 drill-down's ``any(size_bytes)`` over the digest would read the marker's 0. Under its own key nothing but markers
 of the same blob ever replaces it, whichever arrives first, the blob or the request row; the read counts any row
-under the marker key, whatever its columns, so a forged ``inferensics.blobs`` span there only refuses more.
+under the marker key, whatever its columns. Nothing but the decoders (and :func:`backfill_sql`) writes a marker:
+both refuse ``inferensics.blobs`` spans (``schema/otlp.py``'s ``API_ONLY_MODELS``), and a blob uploaded under a
+marker's key (its bytes the key's preimage) only adds a row there, which refuses more.
 
 Request rows stored before markers existed have none: :func:`backfill_sql` writes theirs, once per service
 process (one scan of ``capture_blob``, not one per read).

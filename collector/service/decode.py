@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from inferensics.collector.service.capture_index import CAPTURE_COLUMNS, marker_row
 from inferensics.collector.service.otlp_body import BadRequestError, decompress, parse_request
 from inferensics.collector.service.otlp_sql import (
+    API_ONLY_TABLE,
     DUPLICATE_KEY,
     ISO_PATTERN,
     MAX_ID_BYTES,
@@ -38,6 +39,7 @@ from inferensics.collector.service.otlp_sql import (
     TOO_MANY_ENTRIES,
     UNSUPPORTED_VALUE,
     YEARS,
+    api_only_text,
     cut_columns,
     is_id_column,
     time_window_us,
@@ -47,6 +49,7 @@ from inferensics.collector.service.value_checks import value_checks
 from inferensics.schema import columns as col
 from inferensics.schema.events import BlobIndexEvent
 from inferensics.schema.otlp import (
+    API_ONLY_MODELS,
     INHERITED,
     MAP_COLUMNS,
     PREFIX,
@@ -251,7 +254,12 @@ def _decode_span(span: Any, resource: dict[str, object], host: object, out: Deco
     name = span.name
     model = model_for_name(name)
     inherited: dict[str, object] = {}
-    if model is not None:
+    if model in API_ONLY_MODELS:
+        _reject(out, API_ONLY_TABLE, f"span {name!r}: {api_only_text(name)}")
+        ok = False
+        # its events inherit what the engine passes them from a span of this table: its attributes as sent
+        inherited = {k: v for k, v in _own_inherited(span.attributes).items() if k in model.model_fields}
+    elif model is not None:
         start = span.start_time_unix_nano
         plan = plan_for(model)
         fast_result = fast_row(plan, span.attributes, start // 1000, None, host) if fast else None
@@ -273,14 +281,17 @@ def _decode_span(span: Any, resource: dict[str, object], host: object, out: Deco
         return ok
     if model is None:
         # A foreign span (e.g. an HTTP server span) carrying inferensics events: inherit from its attributes.
-        attributes = _attributes(span.attributes)
-        inherited = {k[len(PREFIX) :]: v for k, v in attributes.items() if k[len(PREFIX) :] in INHERITED}
+        inherited = _own_inherited(span.attributes)
     for event in span.events:
         ev_model = model_for_name(event.name)
         if ev_model is None:
             if event.name.startswith(PREFIX):
                 _reject(out, "unknown_table", f"span event {event.name!r}: no table of that name")
                 ok = False
+            continue
+        if ev_model in API_ONLY_MODELS:
+            _reject(out, API_ONLY_TABLE, f"span event {event.name!r}: {api_only_text(event.name)}")
+            ok = False
             continue
         nanos = event.time_unix_nano or span.start_time_unix_nano
         ev_result = fast_row(plan_for(ev_model), event.attributes, nanos // 1000, inherited, host) if fast else None
@@ -296,6 +307,14 @@ def _decode_span(span: Any, resource: dict[str, object], host: object, out: Deco
             out.dropped.update(left_out)
         ok = kept and ok
     return ok
+
+
+def _own_inherited(kvs: Any) -> dict[str, object]:
+    """The inheritable columns (:data:`~inferensics.schema.otlp.INHERITED`) among a span's attributes, as sent."""
+    attributes = _attributes(kvs)
+    return {
+        k[len(PREFIX) :]: v for k, v in attributes.items() if k.startswith(PREFIX) and k[len(PREFIX) :] in INHERITED
+    }
 
 
 def exact_kind_error(model: type[Event], record: dict[str, object]) -> str | None:

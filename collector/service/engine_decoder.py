@@ -34,6 +34,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from inferensics.collector.service.capture_index import CAPTURE_COLUMNS, markers_insert_sql
 from inferensics.collector.service.otlp_proto import PROTO_FILE, format_schema, structure, write_proto
 from inferensics.collector.service.otlp_sql import (
+    API_ONLY_TABLE,
     DUPLICATE_KEY,
     DUPLICATES,
     MAX_MAP_ENTRIES,
@@ -46,6 +47,7 @@ from inferensics.collector.service.otlp_sql import (
     TRUNCATED_VALUE,
     UNSUPPORTED,
     UNSUPPORTED_VALUE,
+    api_only_text,
     dropped_sql,
     insert_columns_sql,
     known_names,
@@ -57,6 +59,7 @@ from inferensics.collector.service.otlp_sql import (
 )
 from inferensics.schema.dedup import KEY, SECOND, SEEN_TABLE
 from inferensics.schema.events import MODELS_BY_TABLE
+from inferensics.schema.otlp import API_ONLY_MODELS, span_name
 from inferensics.schema.store import Store, StoreError, error_line
 
 log = logging.getLogger("inferensics.collector.service")
@@ -160,6 +163,7 @@ class EngineDecoder:
         self.now_us = now_us
         """The clock of the rows' time window in microseconds (``None``: the engine's); tests inject one."""
         self._known = set(known_names())
+        self._api_only = {span_name(m) for m in API_ONLY_MODELS}
         # Where a segment's input files go when the work directory's filesystem refuses them (the spool's
         # own disk full: the writer must still drain it).
         self._fallback = Path(tempfile.gettempdir()) / f"inferensics-engine-{os.getpid()}"
@@ -281,6 +285,10 @@ class EngineDecoder:
                 if span not in self._known:
                     out.rejected["unknown_table"] += n
                     _note(out, f"{n} span(s) or event(s) named {span!r}: no table of that name", rows=n)
+                    continue
+                if span in self._api_only:  # blobs come in only through the blob API (schema/otlp.py)
+                    out.rejected[API_ONLY_TABLE] += n
+                    _note(out, f"{n} span(s) or event(s) named {span!r}: {api_only_text(span)}", rows=n)
                     continue
                 model = MODELS_BY_TABLE[span.split(".", 1)[1]]
                 table = model.TABLE.name

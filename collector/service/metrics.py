@@ -22,7 +22,7 @@ from inferensics.schema.migrations import LATEST_VERSION
 
 PREFIX: Final = "inferensics_collector_"
 LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-ROW_REASONS: Final = frozenset({"invalid_row", "out_of_range_time", "unknown_table"})
+ROW_REASONS: Final = frozenset({"invalid_row", "out_of_range_time", "unknown_table", "api_only_table"})
 """Reasons of ``rejected`` that count rows the engine refused after the acknowledgement; every other reason counts
 HTTP requests refused. Exported as the ``unit`` label (``row`` or ``request``), so a sum by unit means something."""
 
@@ -158,7 +158,8 @@ _COUNTERS: Final = {
     "rejected": "Refused items by reason and unit: unit=request counts HTTP requests refused (unauthorized, "
     "forbidden, malformed, too_large, unsupported_media, spool_full, uri_too_long, bad_digest, blob_digest, "
     "bad_blob_kind, bad_query, sql_refused), "
-    "unit=row rows the engine refused after the acknowledgement (invalid_row, out_of_range_time, unknown_table).",
+    "unit=row rows the engine refused after the acknowledgement (invalid_row, out_of_range_time, unknown_table, "
+    "api_only_table: a span or span event of a table only the API writes, blobs or blob_contents).",
     "query_errors": "Named queries (and the listing of them) that failed with HTTP 500 (the service's or the "
     'engine\'s fault, not the caller\'s: refusals are rejected_total{reason="bad_query"|"sql_refused"}).',
     "unauthorized": "Requests refused with 401 (missing or unknown token) or 403 (role).",

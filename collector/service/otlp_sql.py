@@ -11,6 +11,8 @@ the contract of :mod:`inferensics.schema.otlp`, with the same validation as the 
 * a required column that is missing, a whole map set as one attribute, parallel graph arrays of different
   lengths: the row is rejected, with the code of its reason in ``_reject`` (0 for good rows);
 * unknown keys go into ``attrs`` as strings, ``inferensics.attrs.<k>`` entries override them;
+* a span or span event of a table only the service's API writes
+  (:data:`~inferensics.schema.otlp.API_ONLY_MODELS`) is refused (:data:`API_ONLY_TABLE`), the rest kept;
 * an event row inherits :data:`~inferensics.schema.otlp.INHERITED` columns from its span; ``host`` falls
   back to the resource's ``host.name`` when empty.
 
@@ -71,6 +73,9 @@ YEARS: Final = (1900, 2299)
 
 OUT_OF_RANGE_TIME: Final = "out_of_range_time"
 """The reject reason of a row whose time the table cannot keep (see :func:`time_window_us`)."""
+API_ONLY_TABLE: Final = "api_only_table"
+"""The reject reason of a span or span event named after a table that only the service's API writes
+(:data:`~inferensics.schema.otlp.API_ONLY_MODELS`: the blob index and contents): counted, never stored."""
 FUTURE_SKEW_S: Final = 86_400
 """How far ahead of the collector's clock a row's time may be (hosts' clock skew)."""
 NOW_US: Final = "toUnixTimestamp64Micro(now64(6))"
@@ -342,6 +347,11 @@ def names_sql(records: str) -> str:
         f"WHERE startsWith({NAME}, {prefix}) UNION ALL SELECT ev.name AS name, 0 AS s, 1 AS e FROM {records} "
         "ARRAY JOIN _ev AS ev) GROUP BY name"
     )
+
+
+def api_only_text(name: str) -> str:
+    """Why a span or span event called ``name`` (of an :data:`API_ONLY_TABLE` table) was refused: one line."""
+    return f"{name.removeprefix(PREFIX)} is written only through the blob API (PUT /api/v1/blobs), never as spans"
 
 
 def known_names() -> list[str]:

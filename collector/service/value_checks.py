@@ -1,10 +1,11 @@
 """Values a column's type admits but its meaning does not: checked at ingest by both decoders.
 
 The models type a column (a string, a float); some columns mean more than their type says: an ``outcome`` is one
-word of a closed vocabulary, a latency is never negative, a ``Digest`` column holds a hex content hash (the blob
-API refuses anything else, so any other value is a reference that can never resolve), and a dimension is a label
-that a NUL would make unreadable in every tool downstream. The checks live at the receiver, not in the models:
-rows built in Python (tests, fixtures, the trace importer writing to a store) are not the wire's hostile input.
+word of a closed vocabulary (:data:`~inferensics.schema.vocabularies.VOCABULARIES`), a latency is never negative, a
+``Digest`` column holds a hex content hash (the blob API refuses anything else, so any other value is a reference
+that can never resolve), and a dimension is a label that a NUL would make unreadable in every tool downstream. The
+checks live at the receiver, not in the models: rows built in Python (tests, fixtures, the trace importer writing
+to a store) are not the wire's hostile input.
 
 A row that fails one is rejected as ``invalid_row`` with the column named, and the rest of its request is kept.
 :mod:`inferensics.collector.service.otlp_sql` (the engine) and :mod:`inferensics.collector.service.decode` (the
@@ -25,88 +26,15 @@ import pyarrow as pa
 from inferensics.schema import columns as col
 from inferensics.schema.arrow import arrow_schema, dimension_fields
 from inferensics.schema.events import (
-    CACHE_RESULTS,
-    CACHE_STATUSES,
-    CACHES,
-    FP_STATUSES,
-    GUARD_OUTCOMES,
-    OUTCOMES,
     BundleMissEvent,
-    BundleStateEvent,
-    CacheEvent,
-    CanaryVerdictEvent,
     CompileEvent,
-    GraphBreakEvent,
-    KernelQualificationEvent,
     KernelTimingEvent,
-    ReplayResultEvent,
     RequestEvent,
     SdkHealthEvent,
-    ShapeGuardEvent,
 )
 from inferensics.schema.table import Event
+from inferensics.schema.vocabularies import VOCABULARIES
 
-COMPILE_OUTCOMES: Final = ("ok", "failed", "recompile_limit", "incomplete")
-COMPILE_TRIGGERS: Final = ("", "first", "recompile", "import")
-SOURCES: Final = ("live", "trace")
-"""Where a compile-side row came from: the host SDK (``live``) or an imported TORCH_TRACE log (``trace``)."""
-BUNDLE_STATES: Final = ("promoted", "demoted", "revoked", "quarantined", "released", "pushed")
-"""What ``inferensics bundle`` records (``cli/bundle_commands.py``'s ``STATES``; ``pushed`` is missing from the
-column's docstring)."""
-MISS_ACTIONS: Final = ("", "compiled", "eager", "refused")
-ATTRIBUTIONS: Final = (
-    "",
-    "source_op",
-    "kernel_provider",
-    "decomposition",
-    "lowering",
-    "graph_pass",
-    "schedule",
-    "shape_specialization",
-    "artifact_mismatch",
-    "inputs",
-    "none",
-)
-"""Replay's verdict categories (ARCHITECTURE decision 11; ``replay/_internal/verdict.py``'s ``CATEGORIES``, which
-the collector may not import); empty before a verdict."""
-CANARY_VERDICTS: Final = ("pass", "fail", "inconclusive")
-QUALIFICATION_STATUSES: Final = ("", "measured", "unsupported", "refused", "error")
-QUALIFICATION_DECISIONS: Final = ("", "incumbent", "promoted", "demoted", "kept", "refused")
-"""What ``kernels/qualify.py`` decides (``demoted`` is missing from the column's docstring)."""
-QUALIFICATION_TIMINGS: Final = ("", "cuda_graph", "events", "wall")
-
-VOCABULARIES: Final[Mapping[type[Event], Mapping[str, tuple[str, ...]]]] = {
-    RequestEvent: {
-        col.STATUS: ("ok", "error"),
-        col.OUTCOME: OUTCOMES,
-        col.GUARD_OUTCOME: GUARD_OUTCOMES,
-        col.CACHE_STATUS: CACHE_STATUSES,
-        col.FP_STATUS: ("", *FP_STATUSES),  # empty: a sender older than the column
-    },
-    CompileEvent: {
-        col.TRIGGER: COMPILE_TRIGGERS,
-        col.OUTCOME: COMPILE_OUTCOMES,
-        col.CACHE_STATUS: CACHE_STATUSES,  # the trace assembler writes "mixed" too (fx_graph hits and misses)
-        col.SOURCE: SOURCES,
-    },
-    GraphBreakEvent: {col.SOURCE: SOURCES},
-    ShapeGuardEvent: {col.SOURCE: SOURCES},
-    CacheEvent: {col.CACHE: CACHES, col.RESULT: CACHE_RESULTS, col.SOURCE: SOURCES},
-    BundleStateEvent: {col.STATE: BUNDLE_STATES},
-    BundleMissEvent: {col.ACTION: MISS_ACTIONS},
-    ReplayResultEvent: {col.ATTRIBUTION: ATTRIBUTIONS},
-    CanaryVerdictEvent: {col.VERDICT: CANARY_VERDICTS},
-    KernelQualificationEvent: {
-        col.STATUS: QUALIFICATION_STATUSES,
-        col.DECISION: QUALIFICATION_DECISIONS,
-        col.TIMING: QUALIFICATION_TIMINGS,
-    },
-}
-"""Columns with a closed vocabulary (the words their docstrings in ``schema/events.py`` list, and the words their
-writers in this repository write), per model; every word list holds the column's default. The dashboards, views
-and reports classify rows by these words: another word would fall out of every count. Columns whose words are
-open (a kernel's backend is whatever ``async_compile`` names, a bundle's ``signature_state`` any refusal cause, a
-request's ``fallback_reason`` a graph-break id) are not checked."""
 NON_NEGATIVE: Final[Mapping[type[Event], tuple[str, ...]]] = {
     RequestEvent: (col.LATENCY_MS, col.COMPILE_MS, col.FP_STD, col.FP_ABSMAX, col.FP_RATE),
     CompileEvent: (col.ENTIRE_FRAME_S, col.BACKEND_S, col.INDUCTOR_S, col.CODEGEN_S),

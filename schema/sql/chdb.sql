@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS inferensics.compiles
     `graph_break_count` UInt16 COMMENT 'Graph breaks met while compiling this frame.',
     `artifact_id` String CODEC(ZSTD(1)) COMMENT 'sha256 of the generated output code (its blob\'s key).',
     `fx_cache_key` String CODEC(ZSTD(1)) COMMENT 'Inductor FX-graph-cache key of the compiled graph.',
-    `cache_status` LowCardinality(String) COMMENT 'FX-graph-cache status of this compile: ``hit``, ``miss``, ``bypass`` or ``none``.',
+    `cache_status` LowCardinality(String) COMMENT 'FX-graph-cache status of this compile: ``hit``, ``miss``, ``bypass``, ``mixed`` (an imported trace\'s compile whose lookups gave different results) or ``none``.',
     `guard_tree_digest` String CODEC(ZSTD(1)) COMMENT 'sha256 of the C++ guard tree text.',
     `dynamo_config_digest` String CODEC(ZSTD(1)) COMMENT 'sha256 of the Dynamo config snapshot.',
     `inductor_config_digest` String CODEC(ZSTD(1)) COMMENT 'sha256 of the Inductor config snapshot.',
@@ -251,7 +251,7 @@ CREATE TABLE IF NOT EXISTS inferensics.bundle_states
 (
     `ts` DateTime64(6, 'UTC') CODEC(Delta(8), ZSTD(1)) COMMENT 'When the state changed (UTC).',
     `bundle_id` LowCardinality(String) COMMENT 'The bundle.',
-    `state` LowCardinality(String) COMMENT '``promoted``, ``demoted``, ``revoked``, ``quarantined`` or ``released``.',
+    `state` LowCardinality(String) COMMENT '``promoted``, ``demoted``, ``revoked``, ``quarantined``, ``released`` or ``pushed`` (its files packed and uploaded as a blob, named in ``attrs[\'pack_blob\']``).',
     `channel` LowCardinality(String) COMMENT 'Release channel of a promotion (``production``, ``canary``).',
     `previous_bundle_id` LowCardinality(String) COMMENT 'The bundle the promotion replaced on the channel (kept for rollback).',
     `model` LowCardinality(String) COMMENT 'Model the bundle serves.',
@@ -263,7 +263,7 @@ ENGINE = MergeTree()
 PARTITION BY tuple()
 ORDER BY (bundle_id, ts)
 SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, min_bytes_for_wide_part = 134217728, non_replicated_deduplication_window = 10000
-COMMENT 'A change of a bundle\'s release state: promoted to a channel, demoted, revoked, quarantined, released.';
+COMMENT 'A change of a bundle\'s release state: promoted to a channel, demoted, revoked, quarantined, released, or pushed to the service.';
 
 CREATE TABLE IF NOT EXISTS inferensics.bundle_misses
 (
@@ -294,7 +294,7 @@ CREATE TABLE IF NOT EXISTS inferensics.blobs
     `ts` DateTime64(6, 'UTC') CODEC(Delta(8), ZSTD(1)) COMMENT 'When the blob was first stored (UTC).',
     `sha256` String CODEC(ZSTD(1)) COMMENT 'Hex sha256 of the blob\'s bytes: its only key.',
     `size_bytes` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Size of the blob in bytes.',
-    `kind` LowCardinality(String) COMMENT '``output_code``, ``guard_tree``, ``inputs``, ``manifest``, ``graph``, ``config``.',
+    `kind` LowCardinality(String) COMMENT 'What the blob is, as its uploader named it (lower case): ``output_code``, ``guard_tree``, ``inputs`` (a request\'s captured inputs), ``manifest``, ``graph``, ``config``, ``bundle``. ``inputs_ref`` is a capture marker, not a blob: the collector\'s row saying a request names the blob ``attrs[\'capture_of\']`` as its captured inputs, under a key derived from that digest, never under the blob\'s own.',
     `media_type` LowCardinality(String) COMMENT 'Media type of the content.',
     `host` LowCardinality(String) COMMENT 'Host that stored it first.',
     `attrs` Map(LowCardinality(String), String) CODEC(ZSTD(1)) COMMENT 'Attributes with no column of their own (e.g. ``artifact_id``).'
@@ -445,7 +445,7 @@ CREATE TABLE IF NOT EXISTS inferensics.kernel_qualifications
     `trials` UInt32 CODEC(T64, ZSTD(1)) COMMENT 'Timed rounds (random order each).',
     `timing` LowCardinality(String) COMMENT 'How the median was measured: ``cuda_graph`` (CUDA-graph replays, device time), ``events`` (CUDA events around back-to-back eager calls, host overhead included), ``wall`` (CPU wall time); empty before it was recorded.',
     `tb_s` Float64 CODEC(ZSTD(1)) COMMENT 'Bandwidth over the bytes the op must move, TB/s.',
-    `decision` LowCardinality(String) COMMENT '``incumbent``, ``promoted``, ``kept`` or ``refused``.',
+    `decision` LowCardinality(String) COMMENT '``incumbent`` (served the bucket and still does), ``promoted`` (serves it now, did not before), ``demoted`` (served it and no longer does), ``kept`` (neither before nor after) or ``refused``; empty when not measured.',
     `evidence_digest` String CODEC(ZSTD(1)) COMMENT 'Digest of the whole qualification run\'s evidence file.',
     `torch_version` LowCardinality(String) COMMENT 'torch version.',
     `triton_version` LowCardinality(String) COMMENT 'triton version.',

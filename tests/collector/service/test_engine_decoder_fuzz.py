@@ -46,7 +46,7 @@ from inferensics.schema.table import Event
 from tests.collector.service.otel import BASE, request
 from tests.collector.service.test_decode_fuzz import requests, values
 from tests.collector.service.test_omit_defaults import NOW_US as SDK_NOW_US
-from tests.collector.service.test_omit_defaults import sdk_request, sent
+from tests.collector.service.test_omit_defaults import SPAN_MODELS, sdk_request, sent
 
 NOW_US = 1_700_000_000_000_000
 """The clock both decoders measure the time window from: the fixed span times below are inside it, the
@@ -245,7 +245,7 @@ def test_columns_the_sdk_leaves_at_their_default_are_filled_like_the_reference(p
     """The host SDK's encoding (``omit_defaults=True``) through the engine: the same rows as the reference, which
     decodes it as it decodes every column sent (test_omit_defaults.py), an event's inherited columns included."""
     pair.now_us = SDK_NOW_US
-    pair.compare(sdk_request([sent(m, variant) for m in EVENT_MODELS], [], omit=True))
+    pair.compare(sdk_request([sent(m, variant) for m in SPAN_MODELS], [], omit=True))
     child = RecompileEvent.model_validate({**sent(RecompileEvent, variant).model_dump(), "traffic_class": ""})
     pair.compare(sdk_request([sent(RequestEvent, "typical")], [child], omit=True))
 

@@ -118,3 +118,22 @@ def test_large_values_are_written_in_full() -> None:
     assert "inferensics_collector_written_rows_total 1234567\n" in metrics.render()
     assert samples["inferensics_collector_spool_max_bytes"] == 8 << 30
     assert samples["inferensics_collector_batch_latency_seconds_sum"] == 0.125
+
+
+def _readme_row(series: str) -> str:
+    section = README.read_text(encoding="utf-8").split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    return next(line for line in section.splitlines() if line.startswith(f"| `inferensics_collector_{series}_total`"))
+
+
+def test_every_reason_a_decoder_counts_is_in_deploy_readme() -> None:
+    """The README's metrics table lacked ``duplicate_key`` (dropped) and said nothing of the query listing's
+    errors; a reason added to the decoders must be added to the table too."""
+    from inferensics.collector.service import otlp_sql
+
+    dropped = {"sdk_attributes", "sdk_events", otlp_sql.TRUNCATED_VALUE, otlp_sql.UNSUPPORTED_VALUE,
+               otlp_sql.TOO_MANY_ENTRIES, otlp_sql.DUPLICATE_KEY}  # fmt: skip
+    row = _readme_row("dropped")
+    assert {r for r in dropped if f"`{r}`" not in row} == set()
+    row = _readme_row("rejected")
+    assert {r for r in ROW_REASONS if f"`{r}`" not in row} == set()
+    assert "listing" in _readme_row("query_errors")

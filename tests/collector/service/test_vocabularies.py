@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from inferensics.collector.service.capture_index import MARKER_KIND
 from inferensics.collector.service.decode import decode_request
 from inferensics.collector.service.testing import build_request
-from inferensics.collector.service.value_checks import VOCABULARIES
+from inferensics.schema.ddl import columns_of
 from inferensics.schema.events import (
+    BlobIndexEvent,
     BundleMissEvent,
     BundleStateEvent,
     CacheEvent,
@@ -31,6 +33,7 @@ from inferensics.schema.events import (
     ShapeGuardEvent,
 )
 from inferensics.schema.table import Event
+from inferensics.schema.vocabularies import VOCABULARIES
 from tests.collector.service.otel import BASE
 from tests.collector.service.test_engine_decoder_fuzz import Pair
 from tests.collector.service.test_omit_defaults import sent
@@ -108,3 +111,17 @@ def test_vocabularies_hold_every_word_their_writers_write() -> None:
 
     assert set(CATEGORIES) <= set(VOCABULARIES[ReplayResultEvent]["attribution"])
     assert set(STATES) <= set(VOCABULARIES[BundleStateEvent]["state"])
+
+
+def test_every_vocabulary_word_is_named_in_its_columns_docstring() -> None:
+    """The column's docstring is its comment in the store: three of them lacked a word their writers write
+    (``compiles.cache_status`` ``mixed``, ``bundle_states.state`` ``pushed``, ``kernel_qualifications.decision``
+    ``demoted``), and the blob index's ``kind`` did not say that capture markers are ``inputs_ref`` rows."""
+    missing = []
+    for model, columns in VOCABULARIES.items():
+        comments = {c.name: c.comment for c in columns_of(model)}
+        missing += [(model.TABLE.name, column, w) for column, words in columns.items()
+                    for w in words if w and f"``{w}``" not in comments[column]]  # fmt: skip
+    assert missing == []
+    kind = next(c.comment for c in columns_of(BlobIndexEvent) if c.name == "kind")
+    assert f"``{MARKER_KIND}``" in kind
