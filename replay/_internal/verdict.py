@@ -6,18 +6,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-CATEGORIES: Final = (
-    "source_op",
-    "kernel_provider",
-    "decomposition",
-    "lowering",
-    "graph_pass",
-    "schedule",
-    "shape_specialization",
-    "artifact_mismatch",
-    "inputs",
-    "none",
-)
+from inferensics.schema.vocabularies import ATTRIBUTIONS
+
+CATEGORIES: Final = tuple(a for a in ATTRIBUTIONS if a)
 """Every verdict category, in the order the ladder tests them (ARCHITECTURE decision 11)."""
 
 
