@@ -53,7 +53,16 @@ def _alias(expression: str) -> str:
 
 _UNNAMED = f"{col.REGISTRY_ID} = '' AND {col.BREAK_TYPE} = ''"
 """SQL: a break whose message named no registry id and no type (older logs): its reason text is all it says."""
-_FIRST_LINE = f"trimBoth(splitByChar('\\n', {col.REASON})[1])"
+
+
+def _first_line(column: str) -> str:
+    """SQL: the first line of ``column``'s text, trimmed."""
+    return f"trimBoth(splitByChar('\\n', {column})[1])"
+
+
+_FIRST_LINE = _first_line(col.REASON)
+_SHOWN = "shown_reason"
+"""Column of :func:`graph_breaks`' query: the ``reason`` it shows (read here, not returned)."""
 BREAK_REASON = f"if({_UNNAMED}, {reason_pattern_sql(_FIRST_LINE)}, '')"
 """SQL: what groups a break with neither registry id nor type: its reason's first line as a pattern (values read
 N, as :mod:`~inferensics.analytics.reasons` groups them); empty for a break that names an id or a type."""
@@ -64,10 +73,10 @@ def graph_breaks(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     (older logs) is grouped by its reason instead, so two different unnamed breaks are two rows.
 
     Columns: registry_id (empty when the message names none), break_type, reason (the first line of the reason
-    text as a pattern, values read N, for a break with neither id nor type; empty otherwise), events, requests
-    (touched), models (sorted list), example_reason (the latest reason text), top_user_frames (up to 3 most
-    frequent ``file:line in function`` frames, else compiled frames ``file:line:function`` for breaks that
-    recorded no user frame; ties in name order).
+    text as a pattern, values read N: for a break with neither id nor type, the one its row groups; else its latest
+    text's, what the break said beside its id and type), events, requests (touched), models (sorted list),
+    example_reason (the latest reason text), top_user_frames (up to 3 most frequent ``file:line in function``
+    frames, else compiled frames ``file:line:function`` for breaks that recorded no user frame; ties in name order).
     """
     check_filter_values(client, params, ("graph_breaks",))
     where = slice_where(params, "graph_breaks", what="graph breaks")
@@ -75,7 +84,8 @@ def graph_breaks(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     frame = client.query_frame(
         f"SELECT {col.REGISTRY_ID}, {col.BREAK_TYPE}, {BREAK_REASON} AS {PATTERN}, toUInt64(count()) AS events, "
         f"{_touched()} AS requests, arraySort(groupUniqArray(toString({col.MODEL}))) AS models, "
-        f"argMax({col.REASON}, ({col.TS}, {col.REASON})) AS example_reason "
+        f"argMax({col.REASON}, ({col.TS}, {col.REASON})) AS example_reason, "
+        f"if({PATTERN} = '', {reason_pattern_sql(_first_line('example_reason'))}, {PATTERN}) AS {_SHOWN} "
         f"FROM {client.database}.graph_breaks WHERE {where.sql} GROUP BY {col.REGISTRY_ID}, {col.BREAK_TYPE}, "
         f"{PATTERN}",
         where.params,
@@ -85,9 +95,9 @@ def graph_breaks(client: QueryClient, params: SliceParams) -> pl.DataFrame:
         client, where.sql, where.params, [col.REGISTRY_ID, col.BREAK_TYPE, f"{BREAK_REASON} AS {PATTERN}"],
         value=f"{frames} AS top_user_frames", k=3,
     ).pipe(as_reason)  # fmt: skip
-    return frame.join(top, on=keys, how="left").sort(
-        ["events", "requests", *keys], descending=[True, True, False, False, False]
-    )
+    # Grouped by the pattern (empty for a named break), shown with the named break's own words.
+    shown = frame.join(top, on=keys, how="left").with_columns(pl.col(_SHOWN).alias(col.REASON)).drop(_SHOWN)
+    return shown.sort(["events", "requests", *keys], descending=[True, True, False, False, False])
 
 
 def graph_break_sites(client: QueryClient, params: SliceParams) -> pl.DataFrame:

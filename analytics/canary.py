@@ -553,10 +553,14 @@ def canary_compare(client: QueryClient, params: CanaryParams) -> CanaryResult:
         rows = [*latency, *rates, _agreement_row(*pairs.result(), params), *drift]
     evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
     if min(base.requests, cand.requests) < params.min_requests:
-        verdict, rule = "inconclusive", f"fewer than {params.min_requests} requests on a side"
+        verdict, rule = "inconclusive", f"{TOO_FEW} {params.min_requests} requests on a side"
     else:
         verdict, rule = decide(evidence)
     return CanaryResult(verdict, rule, evidence, base.requests, cand.requests, truncated)  # type: ignore[arg-type]
+
+
+TOO_FEW: Final = "fewer than"
+"""How the rule of a verdict left inconclusive for too few requests begins (no check decided it)."""
 
 
 def decide(evidence: pl.DataFrame) -> tuple[str, str]:

@@ -26,7 +26,7 @@ from typing import Final
 
 import polars as pl
 
-from inferensics.analytics.canary import DEFAULT_ALPHA, TRUNCATED_NOTE, decide
+from inferensics.analytics.canary import DEFAULT_ALPHA, TOO_FEW, TRUNCATED_NOTE, decide
 from inferensics.analytics.stats import holm_adjusted
 
 VERDICT_RANK: Final = {"fail": 0, "inconclusive": 1, "pass": 2}
@@ -146,5 +146,6 @@ def _corrected(frame: pl.DataFrame, adjusted: dict[str, float], alpha: float, no
     rule = rule.removesuffix(TRUNCATED_NOTE)
     if verdict["outcome"] == "fail":  # only a failed check can change, and only to pass
         verdict["outcome"], rule = decide(evidence)
-    verdict["rule"] = f"{rule}; {note}" + (TRUNCATED_NOTE if truncated else "")
+    decided_by_checks = not rule.startswith(TOO_FEW)  # too few requests: no check, corrected or not, decided it
+    verdict["rule"] = (f"{rule}; {note}" if decided_by_checks else rule) + (TRUNCATED_NOTE if truncated else "")
     return pl.concat([evidence, pl.DataFrame([verdict], schema=frame.schema)])

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.filters import TIME_TYPE
 from inferensics.schema import columns as col
+from inferensics.schema.events import SdkHealthEvent
 from inferensics.schema.processes import recorded_compiles_sql
 from inferensics.schema.rollups import REQUESTS_1H
 from inferensics.schema.types import as_utc
@@ -29,21 +30,34 @@ class CatalogParams(BaseModel):
 
 
 def dimension_values(client: QueryClient, params: CatalogParams) -> pl.DataFrame:
-    """Values of each filter dimension with their request counts, from the hourly rollup.
+    """Values of each filter dimension with their request counts: models, pools, classes and bundles from the hourly
+    rollup; hosts (which the rollups are not keyed by) from the serving processes' health records, each with the
+    requests its processes reported seeing (a host is a value of the fleet once its SDK reported, as
+    :func:`~inferensics.analytics.filters.check_filter_values` knows it), a far lighter read than the Hosts page's
+    ``host_health``.
 
-    Columns: dimension (``model``, ``hw_pool``, ``traffic_class``, ``bundle``), value, requests. Sorted by
-    dimension, then requests descending. Hosts are not listed (the rollups are not keyed by host).
+    Columns: dimension (``bundle``, ``host``, ``hw_pool``, ``model``, ``traffic_class``), value, requests. Sorted by
+    dimension, then requests descending, then value.
     """
-    where, values = "1", {}
+    rollup, health, values = "1", "1", {}
     if params.start is not None and params.end is not None:
-        where = f"{col.BUCKET} >= {{s:{TIME_TYPE}}} AND {col.BUCKET} < {{e:{TIME_TYPE}}}"
+        rollup = f"{col.BUCKET} >= {{s:{TIME_TYPE}}} AND {col.BUCKET} < {{e:{TIME_TYPE}}}"
+        health = f"{col.TS} >= {{s:{TIME_TYPE}}} AND {col.TS} < {{e:{TIME_TYPE}}}"
         values = {"s": as_utc(params.start), "e": as_utc(params.end)}
     union = " UNION ALL ".join(
         f"SELECT '{name}' AS dimension, toString({column}) AS value, toUInt64(sum({col.REQUESTS})) AS requests "
-        f"FROM {client.database}.{REQUESTS_1H.name} WHERE {where} GROUP BY value"
+        f"FROM {client.database}.{REQUESTS_1H.name} WHERE {rollup} GROUP BY value"
         for name, column in _DIMENSIONS.items()
     )
-    return client.query_frame(f"SELECT * FROM ({union}) ORDER BY dimension, requests DESC, value", values)
+    # requests_seen is a process's running count: its latest (largest) value is what the process saw.
+    hosts = (
+        f"SELECT 'host' AS dimension, value, toUInt64(sum(seen)) AS requests FROM (SELECT toString({col.HOST}) AS "
+        f"value, max({col.REQUESTS_SEEN}) AS seen FROM {client.database}.{SdkHealthEvent.TABLE.name} "
+        f"WHERE {health} AND {col.HOST} != '' GROUP BY value, {col.PROCESS}) GROUP BY value"
+    )
+    return client.query_frame(
+        f"SELECT * FROM ({union} UNION ALL {hosts}) ORDER BY dimension, requests DESC, value", values
+    )
 
 
 def bundles(client: QueryClient, params: CatalogParams) -> pl.DataFrame:

@@ -6,9 +6,10 @@ primary keys and the request-id bloom filter keep each read small.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final
+from typing import Any, Final
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,7 +18,14 @@ from inferensics.analytics.client import QueryClient
 from inferensics.analytics.errors import NotFound
 from inferensics.analytics.filters import TIME_TYPE, SliceParams, check_filter_values, slice_where
 from inferensics.analytics.kernel_fleet import SHAPE_BUCKET
-from inferensics.analytics.request_list import ERRORED, FELL_BACK, NONFINITE
+from inferensics.analytics.request_list import (
+    ERRORED,
+    FAULT,
+    FELL_BACK,
+    KIND_REPLAYED_FAULT,
+    NONFINITE,
+    verdicts_sql,
+)
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.graph_calls import GRAPH_CALL_PREFIX, GRAPH_CALL_SUFFIX, graph_call_key
@@ -101,8 +109,11 @@ def request_detail(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     order), guard_failure_reasons (list, in time order), recompile_reasons (list), bundle_name,
     bundle_torch_version, bundle_device_name (empty when the bundle is not registered), inputs_captured
     (bool), capture_bytes (null when not captured or the blob is missing), kernel_timings_sampled (rows in
-    ``kernel_timings``). The reasons and timings are this request's own: where requests share the id, those of
-    its host from its start to the next one's.
+    ``kernel_timings``), graph_break_type, graph_break_reason (its first line), graph_break_frame (the user frame,
+    else the compiled frame) of the graph break its ``fallback_reason`` names (``graph_break:<registry id>``: this
+    request's record of that break, else the model's latest; empty when it names none or none is stored). The
+    reasons and timings are this request's own: where requests share the id, those of its host from its start to the
+    next one's.
     """
     row = _request(client, params)
     mine, rid = _children(row)
@@ -127,13 +138,93 @@ def request_detail(client: QueryClient, params: RequestParams) -> pl.DataFrame:
         f"SELECT toUInt64(any({col.SIZE_BYTES})) AS s, count() AS n FROM {db}.blobs WHERE {col.SHA256} = {{h:String}}",
         {"h": capture},
     )
+    broke = _graph_break(client, row)
     return row.hstack(extra).with_columns(
+        *(pl.lit(value, pl.String).alias(name) for name, value in broke.items()),
         pl.lit(str(bundle.item(0, 0)) if bundle.height else "").alias("bundle_name"),
         pl.lit(str(bundle.item(0, 1)) if bundle.height else "").alias("bundle_torch_version"),
         pl.lit(str(bundle.item(0, 2)) if bundle.height else "").alias("bundle_device_name"),
         pl.lit(bool(capture)).alias("inputs_captured"),
         pl.lit(int(size.item(0, "s")) if capture and size.item(0, "n") else None, pl.UInt64).alias("capture_bytes"),
     )
+
+
+GRAPH_BREAK_PREFIX: Final = "graph_break:"
+"""What a ``fallback_reason`` naming a graph break starts with (``graph_break:<registry id>``,
+:mod:`inferensics.collector.host.classify`)."""
+BREAK_COLUMNS: Final = ("graph_break_type", "graph_break_reason", "graph_break_frame")
+"""The columns :func:`request_detail` adds about the graph break its ``fallback_reason`` names."""
+
+
+def graph_break_id(fallback_reason: object) -> str | None:
+    """The registry id a ``fallback_reason`` names (``unknown`` when the break named none); ``None`` when the reason
+    is not a graph break.
+
+    >>> graph_break_id("graph_break:GB0124"), graph_break_id("recompile_limit")
+    ('GB0124', None)
+    """
+    text = str(fallback_reason or "")
+    return (text.removeprefix(GRAPH_BREAK_PREFIX) or "unknown") if text.startswith(GRAPH_BREAK_PREFIX) else None
+
+
+def _graph_break(client: QueryClient, row: pl.DataFrame) -> dict[str, str]:
+    """:data:`BREAK_COLUMNS` of the request ``row``: the break its fallback reason names, the request's own record
+    of it first (a request served by cached graphs compiled nothing: it has none), else the model's latest."""
+    found = dict.fromkeys(BREAK_COLUMNS, "")
+    registry_id = graph_break_id(row.item(0, col.FALLBACK_REASON))
+    if registry_id is None or registry_id == "unknown":
+        return found
+    frame = f"if({col.USER_FRAME} != '', {col.USER_FRAME}, {col.CODE_LOCATION})"
+    breaks = client.query_frame(
+        f"SELECT {col.BREAK_TYPE}, trimBoth(splitByChar('\\n', trimLeft({col.REASON}))[1]) AS first_line, "
+        f"{frame} AS frame FROM {client.database}.graph_breaks "
+        f"WHERE {col.MODEL} = {{m:String}} AND {col.REGISTRY_ID} = {{gb:String}} "
+        f"ORDER BY {col.REQUEST_ID} = {{rid:String}} DESC, {col.TS} DESC LIMIT 1",
+        {"m": row.item(0, col.MODEL), "gb": registry_id, "rid": row.item(0, col.REQUEST_ID)},
+    )
+    if breaks.height:
+        found |= dict(zip(BREAK_COLUMNS, (str(v or "") for v in breaks.row(0)), strict=True))
+    return found
+
+
+def shown_status(detail: Mapping[str, Any]) -> str:
+    """A request's status as the drill-downs show it: ``non-finite`` for a request that returned (``ok``) an output
+    whose fingerprint counted NaN or inf values, else its ``status``.
+
+    >>> shown_status({"status": "ok", "fp_nan": 3, "fp_inf": 0}), shown_status({"status": "error", "fp_nan": 3})
+    ('non-finite', 'error')
+    """
+    nonfinite = int(detail.get(col.FP_NAN) or 0) + int(detail.get(col.FP_INF) or 0)
+    return "non-finite" if nonfinite and detail[col.STATUS] == "ok" else str(detail[col.STATUS])
+
+
+def graph_break_text(detail: Mapping[str, Any]) -> str | None:
+    """What the graph break a request's ``fallback_reason`` names did to it, in one sentence (plain text); ``None``
+    when the reason names no graph break.
+
+    A request that compiled graphs served (outcome ``hit``, ``compile``, ``recompile``) ran its frame split at the
+    break: compiled graphs, with the code at the break run eagerly between them. That is not an eager fallback
+    (the overview's rate leaves it out); only a break that left nothing to compile (outcome ``fallback``) ran the
+    whole frame eagerly.
+
+    >>> print(graph_break_text({"outcome": "hit", "fallback_reason": "graph_break:GB0124", "graph_break_type":
+    ...                         "Unsupported Tensor.item() call", "graph_break_frame": "model.py:34"}))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    split at graph break GB0124 (Unsupported Tensor.item() call; at model.py:34): compiled graphs ran, with the code
+    at the break run eagerly between them; not an eager fallback
+    """
+    registry_id = graph_break_id(detail.get(col.FALLBACK_REASON))
+    if registry_id is None:
+        return None
+    said = [str(detail.get(k) or "").strip() for k in BREAK_COLUMNS]
+    kind, reason, frame = said
+    what = "; ".join(filter(None, [kind, reason if reason != kind else ""]))
+    where = f"at {frame}" if frame else ""
+    named = f"graph break {registry_id}" + (f" ({'; '.join(filter(None, [what, where]))})" if what or where else "")
+    if detail.get(col.OUTCOME) == "fallback":
+        return f"ran eagerly: {named} left nothing to compile, so the whole frame ran eagerly (an eager fallback)"
+    return (f"split at {named}: compiled graphs ran, with the code at the break run eagerly between them; not an "
+            "eager fallback")  # fmt: skip
 
 
 COMPILE_ORIGIN_HERE: Final = "request's host"
@@ -399,24 +490,29 @@ NOTABLE_LIMIT = 50
 
 def notable_requests(client: QueryClient, params: SliceParams) -> pl.DataFrame:
     """The slice's requests worth opening, newest first (at most 50): failed, non-finite outputs (NaN or
-    inf), eager fallbacks, recompiles and first compiles.
+    inf), eager fallbacks, requests whose replay verdict named a fault (``inferensics replay``: an output wrong
+    though finite; which verdicts are a request's: :mod:`~inferensics.analytics.request_list`), recompiles and
+    first compiles.
 
     Columns: ts, request_id, model, hw_pool, traffic_class, why (``failed``, ``non-finite output``,
-    ``eager fallback``, ``recompile``, ``first compile``: the first that applies, in that order), outcome,
-    status, latency_ms.
+    ``eager fallback``, ``replayed fault``, ``recompile``, ``first compile``: the first that applies, in that
+    order), outcome, status, latency_ms.
     """
     check_filter_values(client, params, ("requests_1h", "requests"))
     where = slice_where(params, "requests", what="notable requests")
     why = (
         f"multiIf({ERRORED}, 'failed', {NONFINITE}, 'non-finite output', "
-        f"{FELL_BACK}, 'eager fallback', {col.OUTCOME} = 'recompile', 'recompile', "
-        f"{col.OUTCOME} = 'compile', 'first compile', '')"
+        f"{FELL_BACK}, 'eager fallback', m.{FAULT} = 1, {{replayed:String}}, {col.OUTCOME} = 'recompile', "
+        f"'recompile', {col.OUTCOME} = 'compile', 'first compile', '')"
     )
+    db = client.database
     return client.query_frame(
         f"SELECT {col.TS}, {col.REQUEST_ID}, {col.MODEL}, {col.HW_POOL}, {col.TRAFFIC_CLASS}, {why} AS why, "
-        f"{col.OUTCOME}, {col.STATUS}, {col.LATENCY_MS} FROM {client.database}.requests "
+        f"{col.OUTCOME}, {col.STATUS}, {col.LATENCY_MS} FROM {db}.requests AS q "
+        f"LEFT JOIN ({verdicts_sql(db, where.sql)}) AS m "
+        f"ON q.{col.REQUEST_ID} = m.v_id AND q.{col.HOST} = m.v_host AND q.{col.TS} = m.v_ts "
         f"WHERE {where.sql} AND why != '' ORDER BY {col.TS} DESC, {col.REQUEST_ID} LIMIT {NOTABLE_LIMIT}",
-        where.params,
+        {**where.params, "replayed": KIND_REPLAYED_FAULT},
     )
 
 

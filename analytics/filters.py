@@ -8,7 +8,8 @@ like a quiet fleet); a known value with no rows in the range gives an empty fram
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -16,7 +17,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from inferensics.analytics.client import QueryClient
-from inferensics.analytics.errors import UnknownFilterValue, UnsupportedFilter
+from inferensics.analytics.errors import AnalyticsError, UnknownFilterValue, UnsupportedFilter
 from inferensics.schema import columns as col
 from inferensics.schema.events import MODELS_BY_TABLE
 from inferensics.schema.rollups import ROLLUPS
@@ -38,6 +39,37 @@ model, pool and class, the hourly one the bundle too, the health records the hos
 to its requests: one that served none in the store is an empty list, not an unknown host)."""
 
 TIME_TYPE: Final = "DateTime64(6, 'UTC')"
+
+BUNDLE_PREFIX: Final = re.compile(r"[0-9a-f]{4,63}")
+"""A ``bundle`` filter value read as a prefix of bundle ids (hex digits, shorter than a sha256's 64), as the bundle
+commands take one (``bundle promote b1045dcf``); a whole id, or any other text, is compared whole. A prefix must
+name one bundle: :func:`check_filter_values` refuses one that names several, naming them."""
+
+
+class AmbiguousFilterValue(AnalyticsError):  # noqa: N818 (named as UnknownFilterValue)
+    """A bundle-id prefix that names several bundles.
+
+    Attributes:
+        dimension: The filter (``bundle``).
+        value: The prefix given.
+        candidates: The ids it names.
+    """
+
+    def __init__(self, dimension: str, value: str, candidates: list[str]) -> None:
+        shown = ", ".join(repr(c) for c in candidates[:20]) + (" ..." if len(candidates) > 20 else "")
+        super().__init__(f"{dimension} id prefix {value!r} names {len(candidates)} bundles: {shown}; give more digits")
+        self.dimension = dimension
+        self.value = value
+        self.candidates = candidates
+
+
+def bundle_prefix(filter_name: str, value: str) -> bool:
+    """Whether filter ``filter_name``'s ``value`` is read as a bundle-id prefix (:data:`BUNDLE_PREFIX`).
+
+    >>> bundle_prefix("bundle", "b1045dcf"), bundle_prefix("bundle", "bnd-canary"), bundle_prefix("model", "beef")
+    (True, False, False)
+    """
+    return filter_name == "bundle" and BUNDLE_PREFIX.fullmatch(value) is not None
 
 
 class Filters(BaseModel):
@@ -156,7 +188,10 @@ def slice_where(
                 f"the {name} filter does not apply to {what or table}: those events carry no {column}; "
                 "drop the filter for this view"
             )
-        parts.append(f"{column} = {{f_{name}:String}}")
+        if bundle_prefix(name, value):
+            parts.append(f"startsWith({column}, {{f_{name}:String}})")
+        else:
+            parts.append(f"{column} = {{f_{name}:String}}")
         values[f"f_{name}"] = value
     lo = start if start is not None else getattr(params, "start", None)
     hi = end if end is not None else getattr(params, "end", None)
@@ -184,15 +219,20 @@ def check_filter_values(
     column, all in one round trip (a rollup answers in milliseconds); only a value missing there is looked
     up in the others, then in the request rollups (:data:`FLEET_TABLES`), before it is reported. So a model
     that serves requests but never broke a graph is an empty answer of the graph-break queries, not an
-    unknown model; a typo is still reported, with the values the queried tables know. ``host`` is checked
-    on the raw tables, then on the health records.
+    unknown model; a typo is still reported, with the values the queried tables know (empty ones left out).
+    ``host`` is checked on the raw tables, then on the health records. A ``bundle`` given as a prefix of hex digits
+    (:data:`BUNDLE_PREFIX`) must name exactly one bundle id: none is unknown, several raise
+    :class:`AmbiguousFilterValue` naming them.
     """
     tables = list(tables)
     checks: list[tuple[str, str, str, list[str]]] = []  # (filter, value, column, tables holding it)
-    for name, value in [*params.active().items(), *also]:
+    own = params.active().items()
+    for i, (name, value) in enumerate([*own, *also]):
         column = FILTER_COLUMNS[name]
         holders = [t for t in tables if column in table_columns(t)]
-        if holders:
+        if holders and i < len(own) and bundle_prefix(name, value):  # the slice's own bundle, not a canary's two
+            _check_unique_prefix(client, value, column, holders)
+        elif holders:
             checks.append((name, value, column, holders))
     first = _found(client, [(value, column, holders[:1]) for _, value, column, holders in checks])
     known = {i for i, hit in enumerate(first) if hit}
@@ -208,10 +248,32 @@ def check_filter_values(
         if i in known:
             continue
         known_sql = " UNION DISTINCT ".join(
-            f"SELECT DISTINCT toString({column}) AS v FROM {client.database}.{t}" for t in holders
+            f"SELECT DISTINCT toString({column}) AS v FROM {client.database}.{t} WHERE {column} != ''" for t in holders
         )
         values = client.query_frame(f"SELECT v FROM ({known_sql}) ORDER BY v LIMIT 100")
         raise UnknownFilterValue(name, value, [str(v) for v in values.get_column("v").to_list()])
+
+
+def _check_unique_prefix(client: QueryClient, prefix: str, column: str, tables: Sequence[str]) -> None:
+    """Raise :class:`UnknownFilterValue` unless exactly one bundle id of ``tables`` starts with ``prefix``: none (the
+    known ids named), or several (those named: give more digits). The first table and the fleet's rollups are read
+    first (milliseconds); the others only when they name none."""
+    cheap = [t for t in dict.fromkeys([*tables[:1], *FLEET_TABLES]) if column in table_columns(t)]
+    every = [t for t in dict.fromkeys([*cheap, *tables]) if column in table_columns(t)]
+    for holders in (cheap, every) if len(every) > len(cheap) else (every,):
+        ids_sql = " UNION DISTINCT ".join(
+            f"SELECT DISTINCT toString({column}) AS v FROM {client.database}.{t} WHERE {column} != ''" for t in holders
+        )
+        ids = client.query_frame(
+            f"SELECT v, startsWith(v, {{p:String}}) AS hit FROM ({ids_sql}) ORDER BY hit DESC, v LIMIT 100",
+            {"p": prefix},
+        )
+        matched = [str(v) for v, hit in ids.iter_rows() if hit]
+        if len(matched) == 1:
+            return
+        if matched:
+            raise AmbiguousFilterValue("bundle", prefix, matched)
+    raise UnknownFilterValue("bundle", prefix, [str(v) for v in ids.get_column("v").to_list()])
 
 
 def _found(client: QueryClient, lookups: list[tuple[str, str, list[str]]]) -> list[bool]:

@@ -98,12 +98,22 @@ _ALL = "Filters: model, hw_pool, traffic_class, host, bundle."
 _NO_TC = "Filters: model, hw_pool, host, bundle (no traffic_class)."
 _POOL = "Filters: model, hw_pool, host (no traffic_class, no bundle)."
 _NO_BUNDLE = "Filters: model, hw_pool, traffic_class, host."
-_LIST = _ALL + " For `inferensics requests`."
+_LIST = (
+    _ALL + " For `inferensics requests` and the dashboard's Requests page: each request's kind is `error`, "
+    "`non-finite output`, `eager fallback`, `replayed fault` (its replay verdict named a fault: wrong though "
+    "finite) or `ok`; `failing` keeps all but `ok`, `outcome` and `min_latency_ms` narrow by how it was served "
+    "and how long it took; a unique bundle-id prefix names its bundle."
+)
 
 NAMED_QUERIES: Mapping[str, NamedQuery] = {
     q.name: q
     for q in (
-        _q("dimension_values", catalog.CatalogParams, catalog.dimension_values, "For filter pickers."),
+        _q(
+            "dimension_values",
+            catalog.CatalogParams,
+            catalog.dimension_values,
+            "For filter pickers: models, pools, traffic classes, bundles and hosts.",
+        ),
         _q("bundles", catalog.CatalogParams, catalog.bundles, "Bundle pickers."),
         _q("recorded_compiles", catalog.ProcessParams, catalog.recorded_compiles, "For import-trace."),
         _q("bundles_seen", SliceParams, bundles.bundles_seen, _ALL + " For the dashboard's Bundles page."),
@@ -161,7 +171,13 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
             drilldown.request_kernel_decisions,
             "Drill-down, one request id: the kernel-registry decisions behind it (eager and compiled) and the skips.",
         ),
-        _q("notable_requests", SliceParams, drilldown.notable_requests, _ALL + " For the drill-down's picker."),
+        _q(
+            "notable_requests",
+            SliceParams,
+            drilldown.notable_requests,
+            _ALL + " For the drill-down's picker: failed, non-finite, eager fallback, replayed fault (a replay verdict "
+            "named a fault), recompile, first compile.",
+        ),
         _q("request_replays", drilldown.RequestParams, drilldown.request_replays, "Replay verdicts of one request id."),
         _q("request_list", request_list.RequestListParams, request_list.request_list, _LIST),
         _q("request_kinds", request_list.RequestKindParams, request_list.request_kinds, _LIST),

@@ -15,7 +15,7 @@ tells apart requests that share the id: the request drill-down marks such a verd
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 import polars as pl
 from pydantic import Field
@@ -54,6 +54,12 @@ VERDICT: Final = "verdict"
 """Column: the request's newest replay verdict that named a fault, else its newest verdict (``none``), as one line:
 attribution · op · FX node · source line; empty for a request never replayed."""
 
+Outcome = Literal["hit", "compile", "recompile", "fallback", "eager", "error"]
+"""A request's ``outcome`` (:data:`~inferensics.schema.events.OUTCOMES`; a test keeps them equal)."""
+
+INPUTS_CAPTURED: Final = "inputs_captured"
+"""Column: whether the request's inputs were captured (its ``capture_blob`` is set), which replay needs."""
+
 DEFAULT_LIMIT: Final = 50
 """Requests :func:`request_list` returns unless told otherwise."""
 MAX_LIMIT: Final = 10_000
@@ -61,10 +67,15 @@ MAX_LIMIT: Final = 10_000
 
 
 class RequestKindParams(SliceParams):
-    """A slice and whether only failing requests count."""
+    """A slice, whether only failing requests count, and which outcomes and latencies."""
 
     failing: bool = False
     """Only requests that errored, produced non-finite output, fell back to eager or whose replay named a fault."""
+    outcome: tuple[Outcome, ...] | None = None
+    """Only requests served this way (``hit``, ``compile``, ``recompile``, ``fallback``, ``eager``, ``error``: how
+    the compiled program served it); ``None`` for every outcome."""
+    min_latency_ms: float | None = Field(None, ge=0)
+    """Only requests that took at least this long (ms); ``None`` for any latency."""
 
 
 class RequestListParams(RequestKindParams):
@@ -74,11 +85,12 @@ class RequestListParams(RequestKindParams):
     """The newest this many requests are listed."""
 
 
-_FAULT: Final = "replayed_fault"
-"""Column of the joined rows: whether a verdict of the request named a fault (read here, not returned)."""
+FAULT: Final = "replayed_fault"
+"""Column of :func:`verdicts_sql`' rows: whether a verdict of the request named a fault (read here and by the
+drill-down's notable requests, not returned)."""
 _KIND_SQL = (
     f"multiIf({ERRORED}, {{k_error:String}}, {NONFINITE}, {{k_non_finite:String}}, "
-    f"{FELL_BACK}, {{k_fallback:String}}, {_FAULT}, {{k_replayed:String}}, {{k_ok:String}})"
+    f"{FELL_BACK}, {{k_fallback:String}}, {FAULT}, {{k_replayed:String}}, {{k_ok:String}})"
 )
 _KIND_VALUES = {"k_error": KIND_ERROR, "k_non_finite": KIND_NON_FINITE, "k_fallback": KIND_FALLBACK,
                 "k_replayed": KIND_REPLAYED_FAULT, "k_ok": KIND_OK}  # fmt: skip
@@ -99,18 +111,19 @@ _VERDICT_TEXT = (
 )
 _REPLAYED_INPUTS = f"lower(JSONExtractString({col.VERDICT_JSON}, 'evidence', 'captured_inputs', 'sha256'))"
 _LISTED = (col.TS, col.REQUEST_ID, col.MODEL, col.HW_POOL, col.HOST, col.TRAFFIC_CLASS, col.STATUS, col.ERROR,
-           col.FP_NAN, col.FP_INF, col.OUTCOME, col.FALLBACK_REASON)  # fmt: skip
+           col.FP_NAN, col.FP_INF, col.OUTCOME, col.FALLBACK_REASON, col.LATENCY_MS, col.BUNDLE_ID,
+           col.CAPTURE_BLOB)  # fmt: skip
 """The ``requests`` columns the list reads."""
 
 
-def _verdicts_sql(database: str, where: str) -> str:
+def verdicts_sql(database: str, where: str) -> str:
     """One row per request of the slice that has replay verdicts (module docstring: which are its): its id, host
     and start (``v_id``, ``v_host``, ``v_ts``), :data:`VERDICT` and whether one named a fault."""
     replays = f"{database}.replay_results"
     fault = f"{col.ATTRIBUTION} NOT IN ({', '.join(repr(a) for a in NO_FAULT)})"
     return (
         f"SELECT r.{col.REQUEST_ID} AS v_id, r.{col.HOST} AS v_host, r.{col.TS} AS v_ts, "
-        f"argMax(v.text, (v.fault, v.{col.TS})) AS {VERDICT}, max(v.fault) AS {_FAULT} "
+        f"argMax(v.text, (v.fault, v.{col.TS})) AS {VERDICT}, max(v.fault) AS {FAULT} "
         f"FROM (SELECT {col.REQUEST_ID}, {col.HOST}, {col.TS}, lower({col.CAPTURE_BLOB}) AS blob "
         f"FROM {database}.requests WHERE ({where}) "
         f"AND {col.REQUEST_ID} IN (SELECT {col.REQUEST_ID} FROM {replays})) AS r "
@@ -130,17 +143,25 @@ def _rows(client: QueryClient, params: RequestKindParams) -> tuple[str, dict[str
     check_filter_values(client, params, ("requests_1h", "requests"))
     where = slice_where(params, "requests", what="the request list")
     db = client.database
+    narrow, values = where.sql, dict(where.params)
+    if params.outcome is not None:
+        narrow += f" AND {col.OUTCOME} IN {{outcomes:Array(String)}}"
+        values["outcomes"] = list(params.outcome)
+    if params.min_latency_ms is not None:
+        narrow += f" AND {col.LATENCY_MS} >= {{min_latency:Float64}}"
+        values["min_latency"] = float(params.min_latency_ms)
     rows = (
         f"SELECT {col.TS}, {col.REQUEST_ID}, toString({col.MODEL}) AS {col.MODEL}, "
         f"toString({col.HW_POOL}) AS {col.HW_POOL}, toString({col.HOST}) AS {col.HOST}, "
         f"toString({col.TRAFFIC_CLASS}) AS {col.TRAFFIC_CLASS}, {_KIND_SQL} AS kind, {_DETAIL_SQL} AS detail, "
-        f"{VERDICT} "
-        f"FROM (SELECT {', '.join(_LISTED)} FROM {db}.requests WHERE {where.sql}) AS q "
-        f"LEFT JOIN ({_verdicts_sql(db, where.sql)}) AS m "
+        f"{VERDICT}, toString({col.OUTCOME}) AS {col.OUTCOME}, toFloat64({col.LATENCY_MS}) AS {col.LATENCY_MS}, "
+        f"toString({col.BUNDLE_ID}) AS {col.BUNDLE_ID}, toBool({col.CAPTURE_BLOB} != '') AS {INPUTS_CAPTURED} "
+        f"FROM (SELECT {', '.join(_LISTED)} FROM {db}.requests WHERE {narrow}) AS q "
+        f"LEFT JOIN ({verdicts_sql(db, narrow)}) AS m "
         f"ON q.{col.REQUEST_ID} = m.v_id AND q.{col.HOST} = m.v_host AND q.{col.TS} = m.v_ts"
     )
     failing = " WHERE kind != {k_ok:String}" if params.failing else ""
-    return f"SELECT * FROM ({rows}){failing}", {**where.params, **_KIND_VALUES}
+    return f"SELECT * FROM ({rows}){failing}", {**values, **_KIND_VALUES}
 
 
 def request_list(client: QueryClient, params: RequestListParams) -> pl.DataFrame:
@@ -149,7 +170,10 @@ def request_list(client: QueryClient, params: RequestListParams) -> pl.DataFrame
     Columns: ts, request_id, model, hw_pool, host, traffic_class, kind (``error``, ``non-finite output``,
     ``eager fallback``, ``replayed fault``: the first that applies, in that order; else ``ok``), detail (the error's
     first line, the NaN and inf counts, the fallback reason or the verdict; empty for ``ok``), verdict
-    (:data:`VERDICT`). Ties in time are ordered by request id, then host.
+    (:data:`VERDICT`), outcome (how it was served: ``hit``, ``compile``, ``recompile``...), latency_ms, bundle_id
+    (empty when served without a bundle), inputs_captured (:data:`INPUTS_CAPTURED`). ``outcome`` and
+    ``min_latency_ms`` narrow the list (a recompile storm's requests, the slow ones). Ties in time are ordered by
+    request id, then host.
     """
     rows, values = _rows(client, params)
     return client.query_frame(

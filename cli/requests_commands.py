@@ -122,7 +122,11 @@ def requests(  # noqa: PLR0917 (typer options)
     traffic_class: Annotated[str | None, typer.Option(help="Traffic class [default: all].")] = None,
     host: Annotated[str | None, typer.Option(help="Serving host [default: all].")] = None,
     bundle: Annotated[
-        str | None, typer.Option(help="Bundle id, whole (as `--id` shows it) [default: all].", show_default=False)
+        str | None,
+        typer.Option(
+            help="Bundle id, or a unique prefix of its hex digits (as `bundle promote` takes) [default: all].",
+            show_default=False,
+        ),
     ] = None,
     since: Annotated[
         str | None,
@@ -130,6 +134,20 @@ def requests(  # noqa: PLR0917 (typer options)
     ] = None,
     until: Annotated[
         str | None, typer.Option(help="End (excluded): a time ago or an ISO 8601 time, UTC [default: now].")
+    ] = None,
+    outcome: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only requests served this way: hit, compile, recompile, fallback, eager or error (how the compiled "
+            "program served it); repeat for several [default: all].",
+            show_default=False,
+        ),
+    ] = None,
+    slower_than: Annotated[
+        float | None,
+        typer.Option(
+            "--slower-than", help="Only requests that took at least this many ms [default: any].", show_default=False
+        ),
     ] = None,
     limit: Annotated[int, typer.Option(help="Newest this many requests are listed (1 to 10000).")] = 50,
     request_id: Annotated[
@@ -153,11 +171,15 @@ def requests(  # noqa: PLR0917 (typer options)
     """List the newest requests, newest first, with what failed and its detail: with --failing only those that
     errored, produced non-finite output, fell back to eager or whose replay verdict named a fault.
 
-    One table (request id, time, model, pool, host, what failed, detail and any replay verdict), then the count of
-    each kind over the whole window (not only the listed ones) and how to open one: `inferensics replay ID` or the
-    dashboard's request page. --model, --hw-pool, --traffic-class, --host and --bundle narrow the list. With --id ID,
-    one request instead, with its newest replay verdicts. Through --service a token with the read role is enough."""
+    One table (request id, time, model, pool, host, what failed, outcome, latency, detail and any replay verdict),
+    then the count of each kind over the whole window (not only the listed ones) and how to open one: `inferensics
+    requests --id ID` or the dashboard's request page, and `inferensics replay ID` for a failing one served from a
+    bundle with its inputs captured. --model, --hw-pool, --traffic-class, --host, --bundle, --outcome (hit, compile,
+    recompile, fallback, eager, error) and --slower-than narrow the list. With --id ID, one request instead: its
+    output's NaN/inf counts, whether its inputs were captured, a graph break or fallback, its newest replay verdicts.
+    Through --service a token with the read role is enough."""
     from inferensics.analytics.request_list import MAX_LIMIT
+    from inferensics.schema.events import OUTCOMES
 
     dsn = dsn_from(ctx, dsn, data_dir)
     narrow = {"--model": model, "--hw-pool": hw_pool, "--traffic-class": traffic_class, "--host": host,
@@ -166,8 +188,10 @@ def requests(  # noqa: PLR0917 (typer options)
         if value is not None and (problem := not_utf8(option, value)) is not None:
             fail(problem)
     if request_id is not None:
-        listing = {"--failing": failing, **narrow, "--since": since, "--until": until}
-        narrowing = [name for name, value in listing.items() if value] + (["--limit"] if limit != 50 else [])
+        listing = {"--failing": failing, **narrow, "--outcome": outcome, "--slower-than": slower_than,
+                   "--since": since, "--until": until}  # fmt: skip
+        narrowing = [name for name, value in listing.items() if value is not None and value is not False]
+        narrowing += ["--limit"] if limit != 50 else []
         if narrowing:
             one = len(narrowing) == 1
             fail(f"--id shows one request: {', '.join(narrowing)} narrow{'s' if one else ''} a list; leave "
@@ -184,6 +208,12 @@ def requests(  # noqa: PLR0917 (typer options)
     for option, value in narrow.items():
         if value is not None and not value.strip():
             fail(f"{option}: empty; give a value, or leave {option} out for all")
+    outcomes = tuple(dict.fromkeys(o.strip().lower() for o in outcome)) if outcome else None
+    unknown = [o for o in outcomes or () if o not in OUTCOMES]
+    if unknown:
+        fail(f"--outcome {unknown[0]!r}: not an outcome; give one of {', '.join(OUTCOMES)} (repeat for several)")
+    if slower_than is not None and not slower_than >= 0:
+        fail(f"--slower-than {slower_than:g}: give a latency in ms, 0 or more")
     now = datetime.now(UTC)
     hi = parse_moment(until, "--until", now) if until is not None else now
     lo = parse_moment(since, "--since", now) if since is not None else hi - DEFAULT_SINCE
@@ -193,6 +223,10 @@ def requests(  # noqa: PLR0917 (typer options)
     slice_ = {"model": model, "hw_pool": hw_pool, "traffic_class": traffic_class, "host": host, "bundle": bundle}
     given = {k: v for k, v in slice_.items() if v is not None}
     window = {"start": lo, "end": hi, **given, "failing": failing}
+    if outcomes is not None:
+        window["outcome"] = list(outcomes)
+    if slower_than is not None:
+        window["min_latency_ms"] = slower_than
     with query_runner(dsn, data_dir, service, token) as runner:
         listed = runner.query("request_list", **window, limit=limit)  # type: ignore[attr-defined]
         kinds = runner.query("request_kinds", **window)  # type: ignore[attr-defined]
@@ -200,6 +234,8 @@ def requests(  # noqa: PLR0917 (typer options)
     labels = {"model": "model", "hw_pool": "hardware pool", "traffic_class": "traffic class", "host": "host",
               "bundle": "bundle"}  # fmt: skip
     scope = "".join(f"{labels[k]} {v}, " for k, v in given.items())
+    scope += f"outcome {' or '.join(outcomes)}, " if outcomes else ""
+    scope += f"at least {slower_than:g} ms, " if slower_than is not None else ""
     span = f"{scope}{lo:%Y-%m-%d %H:%M:%S} to {hi:%Y-%m-%d %H:%M:%S} UTC"
     if listed.is_empty():
         console.print(f"no {what} matched ({span})")
@@ -210,13 +246,37 @@ def requests(  # noqa: PLR0917 (typer options)
     counts = ", ".join(f"{kind} {int(n):,}" for kind, n in kinds.iter_rows())
     shown = f"newest {listed.height:,} of {total:,}" if total > listed.height else f"all {total:,}"
     console.print(f"{heading}: {shown} ({counts})")
+    for line in next_steps(listed, service):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def next_steps(listed: pl.DataFrame, service: str | None) -> list[str]:
+    """How to open a listed request: ``requests --id`` and the dashboard's page for the newest listed; and
+    ``inferensics replay`` for the newest listed failing one that replay can take (served from a bundle, inputs
+    captured), else why none can be replayed when failing ones are listed."""
+    import polars as pl
+
+    from inferensics.analytics.request_list import INPUTS_CAPTURED, KIND_OK
+
+    through = f" --service {service}" if service else ""
     first = str(listed.item(0, "request_id"))
-    replay = f"inferensics replay {first}" + (f" --service {service}" if service else "")
-    console.print(f"open one: {replay}, or the dashboard's request page /{REQUEST_PAGE}{first}")
+    lines = [f"open one: inferensics requests --id {first}{through}, or the dashboard's request page "
+             f"/{REQUEST_PAGE}{first}"]  # fmt: skip
+    failed = listed.filter(pl.col("kind") != KIND_OK)
+    replayable = failed.filter((pl.col("bundle_id") != "") & pl.col(INPUTS_CAPTURED))
+    if replayable.height:
+        lines.append(f"replay a failing one: inferensics replay {replayable.item(0, 'request_id')}{through}")
+    elif failed.height:
+        lines.append("none listed can be replayed: replay needs a request served from a bundle with its inputs "
+                     "captured (serve from a bundle with SdkConfig(capture=CaptureRules(enabled=True)))")  # fmt: skip
+    return lines
 
 
 def _show_request(runner: object, request_id: str, occurrence: int | None) -> None:
-    """One request's lines: which one, how it was served, its graphs, its kernel-registry decisions."""
+    """One request's lines: which one, how it was served, its output's fingerprint and input capture, a graph break
+    or fallback, its graphs, its kernel-registry decisions."""
+    from inferensics.analytics.drilldown import graph_break_text, shown_status
+
     which = {"request_id": request_id, **({"occurrence": occurrence} if occurrence is not None else {})}
     d = runner.query("request_detail", **which).row(0, named=True)  # type: ignore[attr-defined]
     graphs = runner.query("request_graphs", **which)  # type: ignore[attr-defined]
@@ -227,11 +287,18 @@ def _show_request(runner: object, request_id: str, occurrence: int | None) -> No
     lines = [
         f"request {request_id}{shared}: {d['ts']:%Y-%m-%d %H:%M:%S} UTC · model {d['model']} · pool {d['hw_pool']} · "
         f"host {d['host']} · traffic {d['traffic_class'] or '-'} · bundle {d['bundle_id'] or 'none'}",
-        f"outcome {d['outcome']} · status {d['status']} · latency {float(d['latency_ms'] or 0):.1f} ms · compile in "
-        f"request {float(d['compile_ms'] or 0):.1f} ms · guards {d['guard_outcome']} · graph cache {d['cache_status']}",
+        f"outcome {d['outcome']} · status {shown_status(d)} · latency {float(d['latency_ms'] or 0):.1f} ms · compile "
+        f"in request {float(d['compile_ms'] or 0):.1f} ms · guards {d['guard_outcome']} · graph cache "
+        f"{d['cache_status']}",
+        output_line(d),
+        capture_line(d),
     ]
-    if d["fallback_reason"]:
-        lines.append(f"fallback: {d['fallback_reason']}")
+    broke = graph_break_text(d)
+    if broke is not None:
+        lines.append(f"graph break: {broke}")
+    elif d["fallback_reason"]:
+        ran = "ran eagerly" if d["outcome"] == "fallback" else "did not run eagerly"
+        lines.append(f"fallback reason: {d['fallback_reason']} ({ran})")
     if d["error"]:
         lines.append(f"error: {str(d['error']).strip().splitlines()[0]}")
     lines += [f"guard failure: {r}" for r in d.get("guard_failure_reasons") or []]
@@ -251,6 +318,48 @@ def _show_request(runner: object, request_id: str, occurrence: int | None) -> No
     lines += verdict_lines(replays)
     for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+FP_WORDS: Final = {
+    "unsampled": "not fingerprinted (the sampling rule, fp_rate, skipped it)",
+    "failed": "not fingerprinted (the SDK could not read it)",
+    "none": "none given to set_output",
+}
+"""What ``--id`` says of an output whose ``fp_status`` holds no fingerprint."""
+
+
+def output_line(d: Mapping[str, Any]) -> str:
+    """The verdict of the request's output fingerprint, as the failing list and the dashboard give it: its NaN and inf
+    counts when it counted any.
+
+    >>> output_line({"fp_status": "ok", "fp_nan": 16384, "fp_inf": 0})
+    'output: non-finite (NaN 16384, inf 0)'
+    >>> output_line({"fp_status": "ok", "fp_nan": 0, "fp_inf": 0})
+    'output: finite (fingerprinted: no NaN, no inf)'
+    >>> output_line({"fp_status": "unsampled"})
+    'output: not fingerprinted (the sampling rule, fp_rate, skipped it)'
+    """
+    nan, inf = int(d.get("fp_nan") or 0), int(d.get("fp_inf") or 0)
+    if nan or inf:
+        return f"output: non-finite (NaN {nan}, inf {inf})"
+    status = str(d.get("fp_status") or "")
+    return f"output: {FP_WORDS.get(status, 'finite (fingerprinted: no NaN, no inf)')}"
+
+
+def capture_line(d: Mapping[str, Any]) -> str:
+    """Whether the request's inputs were captured (what ``inferensics replay`` needs), with the blob's digest and
+    size.
+
+    >>> capture_line({"inputs_captured": True, "capture_blob": "ab" * 32, "capture_bytes": 2048})
+    'inputs captured (blob abababababababababababababababababababababababababababababababab, 2,048 bytes stored)'
+    >>> capture_line({"inputs_captured": False})
+    'inputs not captured (replay needs them; capture is on for failing or sampled requests)'
+    """
+    if not d.get("inputs_captured"):
+        return "inputs not captured (replay needs them; capture is on for failing or sampled requests)"
+    size = d.get("capture_bytes")
+    stored = f"{int(size):,} bytes stored" if size is not None else "blob not found in the store"
+    return f"inputs captured (blob {d['capture_blob']}, {stored})"
 
 
 def verdict_lines(replays: pl.DataFrame) -> list[str]:
@@ -281,16 +390,17 @@ def verdict_lines(replays: pl.DataFrame) -> list[str]:
 
 def _print_table(listed: pl.DataFrame) -> None:
     """The list as a table as wide as the terminal: id, time and host whole (which request, when, which of a pool's
-    hosts), the detail in what width is left, cut to one line; where less than :data:`DETAIL_MIN` is left (80
-    columns, a pipe), the details follow the table instead, one line each, rather than a word a line."""
+    hosts), how it was served (outcome, latency), the detail in what width is left, cut to one line; where less than
+    :data:`DETAIL_MIN` is left (80 columns, a pipe), the outcome, latency and detail follow the table instead, one
+    line each, rather than a word a line."""
     from rich.cells import cell_len
     from rich.table import Table
 
-    headers = ("request id", "time (UTC)", "model", "pool", "host", "what failed")
-    whole = (True, True, False, False, True, False)
+    headers = ("request id", "time (UTC)", "model", "pool", "host", "what failed", "outcome", "latency ms")
+    whole = (True, True, False, False, True, False, True, True)
     rows = [
         (str(r["request_id"]), f"{r['ts']:%Y-%m-%d %H:%M:%S}", str(r["model"]), str(r["hw_pool"]), str(r["host"]),
-         str(r["kind"]))
+         str(r["kind"]), str(r["outcome"]), f"{float(r['latency_ms'] or 0):,.1f}")
         for r in listed.iter_rows(named=True)
     ]  # fmt: skip
     details = [shown_detail(r) for r in listed.iter_rows(named=True)]
@@ -298,15 +408,16 @@ def _print_table(listed: pl.DataFrame) -> None:
     # A boxed table of n columns takes 3 n + 1 columns besides its cells (a rule and a space each side of each).
     left = console.width - sum(widths) - 3 * (len(headers) + 1) - 1
     inline = left >= DETAIL_MIN
+    shown = len(headers) if inline else len(headers) - 2  # narrow, outcome and latency follow the table
     table = Table(pad_edge=inline)  # narrow, the two edge spaces go to the cells
-    for header, width, keep in zip(headers, widths, whole, strict=True):
+    for header, width, keep in zip(headers[:shown], widths, whole, strict=False):
         table.add_column(header, no_wrap=keep, min_width=width if keep else None, overflow="fold")
     if inline:
         table.add_column("detail", no_wrap=True, overflow="ellipsis")
     for row, detail in zip(rows, details, strict=True):
-        table.add_row(*row, *([_cell(detail, min(max(left, 1), DETAIL_MAX))] if inline else []))
+        table.add_row(*row[:shown], *([_cell(detail, min(max(left, 1), DETAIL_MAX))] if inline else []))
     console.print(table)
     if not inline:
-        for (request_id, *_), detail in zip(rows, details, strict=True):
-            if detail:
-                console.print(f"{request_id}: {_cell(detail, DETAIL_MAX * 3)}")
+        for (request_id, *_, outcome, latency), detail in zip(rows, details, strict=True):
+            served = f"{outcome} · {latency} ms"
+            console.print(f"{request_id}: {served}" + (f" · {_cell(detail, DETAIL_MAX * 3)}" if detail else ""))

@@ -19,7 +19,7 @@ from inferensics.dashboard._internal.filters import (
     end_param_problem,
     filter_sidebar,
 )
-from inferensics.dashboard._internal.options import filter_options, hosts_call
+from inferensics.dashboard._internal.options import filter_options
 from inferensics.dashboard._internal.service import (
     QueryCall,
     check_service,
@@ -59,7 +59,7 @@ apply_pending_filters()
 # Everything the run will ask the service goes out now, at once: the service check, the filter values and
 # the page's own queries (the calls below wait for the answers in flight instead of asking one after the
 # other, and the page draws its title meanwhile).
-calls: list[QueryCall] = [(queries.DIMENSION_VALUES, {}), hosts_call(current_filters())] if current.filtered else []
+calls: list[QueryCall] = [(queries.DIMENSION_VALUES, {})] if current.filtered else []
 if current.queries is not None:
     calls.extend(current.queries(current_filters()).values())
 prefetch(*calls, health=True, wait=False)
@@ -80,6 +80,6 @@ if (end_problem := end_param_problem()) is not None:
 
 if current.filtered:
     with service_errors():
-        options = filter_options(current_filters())
+        options = filter_options()
     filter_sidebar(options.models, options.pools, options.traffic_classes, options.bundles, options.hosts)
 navigation.run()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
 from functools import cache
+from itertools import accumulate
 from typing import Any, Final, TypeVar
 
 from inferensics.schema.install_hint import pip_install_hint
@@ -81,7 +83,12 @@ def arrow_schema(model: type[Event]) -> pa.Schema:
 
 
 def events_to_arrow(model: type[E], events: Iterable[E]) -> pa.Table:
-    """Build one Arrow table from validated events of one kind."""
+    """Build one Arrow table from validated events of one kind.
+
+    The columns are built from buffers (:func:`values_array`), not by ``pa.array`` over Python lists: that
+    converter imports pandas on its first call (to recognise pandas' missing values), which a serving host would
+    pay on the first verdict or record it stores, though nothing here is a pandas object.
+    """
     schema = arrow_schema(model)
     names = schema.names
     columns: dict[str, list[Any]] = {n: [] for n in names}
@@ -91,7 +98,56 @@ def events_to_arrow(model: type[E], events: Iterable[E]) -> pa.Table:
             if isinstance(value, dict):
                 value = list(value.items())  # pyright: ignore[reportUnknownArgumentType]
             columns[n].append(value)
-    return pa.table({n: pa.array(columns[n], type=schema.field(n).type) for n in names}, schema=schema)
+    return pa.Table.from_arrays([values_array(columns[n], schema.field(n).type) for n in names], schema=schema)
+
+
+_ARRAY_CODES: Final = {"uint8": "B", "uint16": "H", "uint32": "I" if array("I").itemsize == 4 else "L", "uint64": "Q",
+                       "float": "f", "double": "d"}  # fmt: skip
+"""The ``array`` module's type code of each fixed-width Arrow type of :data:`_ARROW_TYPES` (bool and timestamps
+aside)."""
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = timedelta(microseconds=1)
+
+
+def values_array(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
+    """An Arrow array of ``values`` (Python values of one column of :data:`_ARROW_TYPES`' types: a map's as lists
+    of key-value pairs), as ``pa.array(values, type=type_)`` gives it, built from buffers.
+
+    >>> values_array([[("k", "v")], []], pa.map_(pa.string(), pa.string())).to_pylist()
+    [[('k', 'v')], []]
+    >>> values_array([datetime(2026, 3, 3, 12, tzinfo=UTC)], pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
+    [1772539200000000]
+    """
+    n = len(values)
+    if pa.types.is_string(type_) or pa.types.is_binary(type_):
+        data = [v.encode() if isinstance(v, str) else bytes(v) for v in values]
+        return pa.Array.from_buffers(type_, n, [None, _offsets(len(d) for d in data), pa.py_buffer(b"".join(data))])
+    if pa.types.is_map(type_):
+        pairs = [pair for v in values for pair in v]
+        entries = pa.StructArray.from_arrays(
+            [values_array([k for k, _ in pairs], type_.key_type), values_array([i for _, i in pairs], type_.item_type)],
+            fields=[type_.key_field, type_.item_field],
+        )
+        return pa.Array.from_buffers(type_, n, [None, _offsets(len(v) for v in values)], children=[entries])
+    if pa.types.is_list(type_):
+        child = values_array([x for v in values for x in v], type_.value_type)
+        return pa.Array.from_buffers(type_, n, [None, _offsets(len(v) for v in values)], children=[child])
+    if pa.types.is_boolean(type_):
+        bits = sum(1 << i for i, v in enumerate(values) if v)
+        return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(bits.to_bytes((n + 7) // 8, "little"))])
+    if pa.types.is_timestamp(type_):
+        micros = [((v if v.tzinfo else v.replace(tzinfo=UTC)) - _EPOCH) // _MICROSECOND for v in values]
+        return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(array("q", micros))])
+    try:
+        fixed = array(_ARRAY_CODES[str(type_)], values)
+    except OverflowError as exc:  # what pa.array raises for a value its type cannot hold
+        raise pa.ArrowInvalid(f"a value too large to fit in {type_}: {exc}") from None
+    return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(fixed)])
+
+
+def _offsets(lengths: Iterable[int]) -> pa.Buffer:
+    """The int32 offsets buffer of a string, binary, list or map array whose elements have ``lengths``."""
+    return pa.py_buffer(array("i", [0, *accumulate(lengths)]))
 
 
 def conform(model: type[Event], table: pa.Table, *, omit_type_defaults: bool = False) -> pa.Table:

@@ -21,7 +21,7 @@ import polars as pl
 import streamlit as st
 
 from inferensics.analytics import canary as canary_rules
-from inferensics.analytics.canary_pools import PoolSplit, PoolVerdict, worst_verdict
+from inferensics.analytics.canary_pools import PoolSplit, PoolVerdict, correct_for_pools, worst_verdict
 from inferensics.analytics.report import charts as report_charts
 from inferensics.analytics.report.canary import render_canary_markdown, verdict_of
 from inferensics.analytics.report.evidence import evidence_table
@@ -338,7 +338,7 @@ def render() -> None:
                 return
             frames[pool] = frame
         if len(frames) > 1:
-            pool_verdicts(frames)
+            frames = pool_verdicts(frames)
         for pool, frame in frames.items():
             if len(frames) > 1:
                 st.header(f"Hardware pool {pool}: {verdict_of(frame)[0].upper()}")
@@ -382,8 +382,13 @@ def comparison(params: Mapping[str, Any], frame: pl.DataFrame, *, several: bool)
     )
 
 
-def pool_verdicts(frames: Mapping[str | None, pl.DataFrame]) -> None:
-    """The worst pool's verdict as the headline, naming its pool, and every pool's verdict in a table."""
+def pool_verdicts(frames: Mapping[str | None, pl.DataFrame]) -> dict[str | None, pl.DataFrame]:
+    """The worst pool's verdict as the headline, naming its pool, and every pool's verdict in a table, each pool's
+    p-value checks first corrected for the pools judged (Holm–Bonferroni,
+    :func:`~inferensics.analytics.canary_pools.correct_for_pools`, as ``inferensics canary compare`` corrects them,
+    so the page and the command give the same verdicts). Returns the corrected frames, for the pools' sections."""
+    corrected = correct_for_pools({str(pool): frame for pool, frame in frames.items()})
+    frames = {pool: corrected[str(pool)] for pool in frames}
     per_pool = [PoolVerdict(str(pool), *verdict_of(frame)) for pool, frame in frames.items()]
     verdict, rule = worst_verdict(per_pool)
     show, icon = VERDICT_STYLE.get(verdict, (st.info, ":material/info:"))
@@ -400,6 +405,7 @@ def pool_verdicts(frames: Mapping[str | None, pl.DataFrame]) -> None:
     )
     st.subheader("Verdict per hardware pool")
     show_table(table, key="canary_pool_verdicts")
+    return frames
 
 
 def compared_pools(choice: str, params: Mapping[str, Any]) -> list[str | None]:

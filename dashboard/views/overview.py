@@ -126,33 +126,47 @@ def slow_compile_cause(row: dict[str, object]) -> str:
     "a cold compile cache: of that hour's 3 compile-cache lookups, 1 missed and 1 bypassed the cache"
     """
     lookups = row.get("cache_lookups")
+    # An hour listed with a few recompiles (under the storm floor) compiled more than first compiles.
+    first = "first compiles" if not row.get(col.RECOMPILES) else "first compiles and recompiles"
     if lookups is None:
         return (
-            "first compiles or a cold compile cache: cache lookups carry no traffic class, so this filter leaves "
+            f"{first} or a cold compile cache: cache lookups carry no traffic class, so this filter leaves "
             "them uncounted"
         )
     if not lookups:
-        return "first compiles: no compile-cache lookup was recorded in that hour"
+        return f"{first}: no compile-cache lookup was recorded in that hour"
     missed = [
         f"{n:,} {what}"
         for n, what in ((row["cache_misses"], "missed"), (row["cache_bypasses"], "bypassed the cache"))
         if n
     ]
     if not missed:
-        return f"not a cold cache: all {lookups:,} of that hour's compile-cache lookups hit (first compiles)"
+        return f"not a cold cache: all {lookups:,} of that hour's compile-cache lookups hit ({first})"
     return f"a cold compile cache: of that hour's {lookups:,} compile-cache lookups, {' and '.join(missed)}"
 
 
 def slow_compile_alerts(slow: pl.DataFrame) -> int:
-    """One note per hour of slow compiles without a recompile (not a storm), naming what its compile-cache
-    lookups say of it (:func:`slow_compile_cause`)."""
+    """One note per hour of slow compiles with fewer recompiles than a storm needs (none, or a few: analytics
+    ``slow_compiles``), saying why it is listed (its ``why``: the threshold reached and its recompiles) and what its
+    compile-cache lookups say of it (:func:`slow_compile_cause`)."""
     for row in slow.iter_rows(named=True):
         st.warning(
             f"**Slow compiles** · {_slice_name(row)} · hour of {row['bucket']:%Y-%m-%d %H:%M} UTC: "
-            f"{row[col.COMPILE_SECONDS]:,.1f} compile s without a recompile; {slow_compile_cause(row)}.",
+            f"{_escaped_why(row)}; {slow_compile_cause(row)}.",
             icon=":material/hourglass_top:",
         )
     return slow.height
+
+
+def _escaped_why(row: dict[str, object]) -> str:
+    """Why a slow hour is listed (analytics ``slow_compiles``' ``why``), its ``×`` and ``*`` shown as written; worded
+    from its recompiles where the service gave none."""
+    why = str(row.get("why") or "")
+    if not why:
+        recompiles = int(row.get(col.RECOMPILES) or 0)  # type: ignore[call-overload]
+        some = f"with {recompiles} recompile{'s' if recompiles > 1 else ''}" if recompiles else "without a recompile"
+        why = f"{float(row[col.COMPILE_SECONDS]):,.1f} compile s {some}"  # type: ignore[arg-type]
+    return why.replace("*", "\\*")
 
 
 def nonfinite_alert(notable: pl.DataFrame) -> int:

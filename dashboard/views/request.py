@@ -10,7 +10,13 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from inferensics.analytics.drilldown import NONFINITE_BY_PATH, SAME_REQUEST
+from inferensics.analytics.drilldown import (
+    NONFINITE_BY_PATH,
+    SAME_REQUEST,
+    graph_break_id,
+    graph_break_text,
+    shown_status,
+)
 from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.codemap import kernel_lines
@@ -145,7 +151,7 @@ def summary(d: dict[str, Any]) -> None:
     cells = st.columns([1.5, 1.5, 1.2, 1.2, 0.9, 1])  # "non-finite" needs the wider status cell
     nonfinite = int(d.get(col.FP_NAN) or 0) + int(d.get(col.FP_INF) or 0)
     cells[0].metric("Outcome", str(d[col.OUTCOME]))
-    cells[1].metric("Status", "non-finite" if nonfinite and d[col.STATUS] == "ok" else str(d[col.STATUS]))
+    cells[1].metric("Status", shown_status(d))
     cells[2].metric("Latency", duration_ms(d[col.LATENCY_MS]))
     cells[3].metric("Compile in request", duration_ms(d[col.COMPILE_MS]))
     cells[4].metric("Guards", str(d[col.GUARD_OUTCOME]))
@@ -180,7 +186,9 @@ def summary(d: dict[str, Any]) -> None:
         st.error(f"**Error:** {_escaped(first)}", icon=":material/error:")
         if rest.strip():
             st.code(str(d[col.ERROR]).strip(), language=None, wrap_lines=True)
-    if d[col.FALLBACK_REASON]:
+    if d[col.FALLBACK_REASON] and d[col.OUTCOME] != "fallback" and graph_break_id(d[col.FALLBACK_REASON]):
+        st.info(fallback_text(d), icon=":material/call_split:")  # compiled graphs served it: no fallback to warn of
+    elif d[col.FALLBACK_REASON]:
         st.warning(fallback_text(d), icon=":material/slow_motion_video:")
     for label, key in (("Guard failures", "guard_failure_reasons"), ("Recompile reasons", "recompile_reasons")):
         reasons = d.get(key) or []
@@ -190,17 +198,25 @@ def summary(d: dict[str, Any]) -> None:
 
 def fallback_text(d: dict[str, Any]) -> str:
     """What the request's ``fallback_reason`` says happened: an eager run only where the request was served by
-    one (outcome ``fallback``, as the overview's eager fallback rate counts); a request that raised was not.
+    one (outcome ``fallback``, as the overview's eager fallback rate counts); a request that raised was not. A graph
+    break is worded as what it did (:func:`~inferensics.analytics.drilldown.graph_break_text`): a request that
+    compiled graphs served ran its frame split at the break, which is no fallback.
 
     >>> fallback_text({"outcome": "fallback", "status": "ok", "fallback_reason": "recompile_limit"})
     '**Ran eagerly:** recompile_limit'
     >>> fallback_text({"outcome": "error", "status": "error", "fallback_reason": "compile_error"})[:60]
     '**The compile failed and the request raised** (`compile_erro'
+    >>> fallback_text({"outcome": "hit", "status": "ok", "fallback_reason": "graph_break:GB0124"})[:72]
+    '**Split at graph break GB0124:** compiled graphs ran, with the code at t'
     """
     reason = str(d[col.FALLBACK_REASON])
+    broke = graph_break_text(d)
+    if broke is not None:
+        head, _, rest = broke.partition(": ")
+        return f"**{_escaped(head[:1].upper() + head[1:])}:** {_escaped(rest)}."
     if d[col.OUTCOME] == "fallback":
         return f"**Ran eagerly:** {reason}"
-    what = "The compile failed" if reason == "compile_error" else f"The compiled path gave up ({reason})"
+    what = "The compile failed" if reason == "compile_error" else "The compiled path gave up"
     raised = "and the request raised" if d[col.STATUS] != "ok" else "and no eager run served the request"
     return (
         f"**{what} {raised}** (`{reason}`): it did not run eagerly, so the overview's eager fallback rate leaves it "

@@ -22,7 +22,8 @@ LIMIT: Final = 200
 """Requests listed at most (the newest); the counts above the table cover the whole slice."""
 DRILL_DOWN: Final = "drill_down"
 COLUMNS: Final = (
-    DRILL_DOWN, col.TS, col.REQUEST_ID, col.HOST, col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS, "kind", "detail", VERDICT,
+    DRILL_DOWN, col.TS, col.REQUEST_ID, col.HOST, col.MODEL, col.HW_POOL, col.TRAFFIC_CLASS, "kind", col.OUTCOME,
+    col.LATENCY_MS, "detail", VERDICT,
 )  # fmt: skip
 FAILING_HELP: Final = (
     "Requests that errored, produced NaN or inf (counted by their output fingerprint), fell back to eager, or "

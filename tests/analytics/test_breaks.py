@@ -80,3 +80,24 @@ def test_unknown_model_and_empty_range(fleet_store: Store) -> None:
     empty = WEEK.model_copy(update={"start": W10 - timedelta(days=400), "end": W10 - timedelta(days=399)})
     assert graph_breaks(fleet_store, empty).is_empty()
     assert guard_failures(fleet_store, empty).is_empty()
+
+
+def test_a_named_break_shows_what_it_said_as_its_reason(store: Store) -> None:
+    """newuser note: the graph-break tables' ``reason`` read empty (the query blanked it for a break with a registry
+    id or type, though the store holds its text); a named break now shows its latest text's first line as a pattern,
+    an unnamed one is still grouped by its own."""
+    from inferensics.schema.events import GraphBreakEvent
+    from tests.seeding import seed
+
+    said = "Dynamo does not support tracing `Tensor.item()` with config.capture_scalar_outputs=False."
+    brk = {"host": "h1", "model": "m", "hw_pool": "p1"}
+    seed(store, events=[
+        GraphBreakEvent(ts=W10, registry_id="GB0124", break_type="Unsupported Tensor.item() call",
+                        reason="old text 1\n  detail", **brk),
+        GraphBreakEvent(ts=W10 + timedelta(hours=1), registry_id="GB0124", break_type="Unsupported Tensor.item() call",
+                        reason=f"{said}\n  Hint: set capture_scalar_outputs", **brk),
+        GraphBreakEvent(ts=W10, reason="data-dependent branching at 12\nmore", **brk),
+    ])  # fmt: skip
+    got = graph_breaks(store, WEEK)
+    rows = {r[col.REGISTRY_ID]: (r[col.REASON], r["events"]) for r in got.iter_rows(named=True)}
+    assert rows == {"GB0124": (said, 2), "": ("data-dependent branching at N", 1)}

@@ -205,3 +205,25 @@ def test_a_graphs_compile_is_its_own_hosts_and_another_hosts_is_named(store: Sto
         ("a5", None, None, None, None),  # no compile of it stored: nulls, as before
     ]
     assert graphs.get_column("compile_ts").to_list()[0] == t0
+
+
+def test_a_request_whose_replay_named_a_fault_is_notable(store: Store) -> None:
+    """The drill-down's picker and the overview read ``notable_requests``, which left out a request whose output was
+    wrong though finite and whose replay verdict named the fault (the request list counts it: ``replayed fault``)."""
+    from inferensics.analytics import SliceParams, notable_requests
+    from inferensics.schema.events import ReplayResultEvent
+    from tests.seeding import seed
+
+    t = datetime(2026, 3, 3, 12, tzinfo=UTC)
+    base = {"host": "h1", "model": "m", "hw_pool": "p1", "traffic_class": "interactive"}
+    wrong = RequestEvent(request_id="r-wrong", ts=t + timedelta(minutes=2), **base)
+    fine = RequestEvent(request_id="r-fine", ts=t + timedelta(minutes=1), **base)
+    seed(store, events=[
+        wrong, fine, RequestEvent(request_id="r-plain", ts=t, **base),
+        ReplayResultEvent(ts=t + timedelta(minutes=5), replay_id="rp-1", request_id="r-wrong",
+                          attribution="decomposition", op="aten.silu", request_host="h1", request_ts=wrong.ts),
+        ReplayResultEvent(ts=t + timedelta(minutes=5), replay_id="rp-2", request_id="r-fine", attribution="none",
+                          request_host="h1", request_ts=fine.ts),
+    ])  # fmt: skip
+    notable = notable_requests(store, SliceParams(start=t, end=t + timedelta(hours=1)))
+    assert list(notable.select(col.REQUEST_ID, "why").iter_rows()) == [("r-wrong", "replayed fault")]

@@ -218,7 +218,8 @@ def test_cli_canary_compare(fleet_store: Store, chdb_dir: Path, tmp_path: Path) 
     # Both bundles served h200-a and h200-b: each pool is judged alone, the worst verdict decides (walk 42).
     assert (
         "verdict: FAIL on hardware pools h200-a (failed: p50_ms, error_rate, nonfinite_rate, argmax_agreement, "
-        "fp_mean_ks); h200-b (failed: p50_ms, error_rate, nonfinite_rate" in result.output
+        "fp_mean_ks; p Holm–Bonferroni-adjusted for the 2 hardware pools judged); h200-b (failed: p50_ms, "
+        "error_rate, nonfinite_rate" in result.output
     )
     assert len(list(tmp_path.glob("canary-llama-h200-*.html"))) == 2
     assert f"2 verdicts (one per hardware pool) recorded in {fleet_store.database}.canary_verdicts" in result.output
@@ -396,7 +397,7 @@ def test_weekly_summary_counts_compiles_no_request_paid_for(weekly: WeeklyReport
         {col.MODEL: ["", "m"], "compiles": [15, 3], "compile_seconds": [17.5, 2.25], col.RECOMPILES: [13, 0]}
     )
     breaks = weekly.graph_breaks.head(1).with_columns(
-        pl.lit("").alias(col.REGISTRY_ID), pl.lit("").alias(col.BREAK_TYPE)
+        pl.lit("").alias(col.REGISTRY_ID), pl.lit("").alias(col.BREAK_TYPE), pl.lit("").alias(col.REASON)
     )
     lines = summary_lines(replace(weekly, specializations=specs, graph_breaks=breaks))
     records = next(x for x in lines if x.startswith("Compile records"))

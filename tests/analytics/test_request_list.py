@@ -44,6 +44,10 @@ def test_failing_requests_newest_first_with_their_kind_and_detail(seeded: LocalR
         "kind",
         "detail",
         "verdict",
+        col.OUTCOME,
+        col.LATENCY_MS,
+        col.BUNDLE_ID,
+        "inputs_captured",
     ]
     assert got.get_column(col.TS).to_list() == sorted(got.get_column(col.TS).to_list(), reverse=True)
     assert got.filter(pl.col(col.REQUEST_ID) == "r-nan").get_column(col.HOST).to_list() == ["h2"]
@@ -202,3 +206,19 @@ def test_a_filter_value_that_is_not_utf8_is_refused(name: str, seeded: LocalRunn
     """Lone surrogates (an argument's bytes that are not UTF-8) reached chDB, which failed with a cast error."""
     with pytest.raises(ValueError, match=f"{name}\n  Value error, not UTF-8 text"):
         seeded.query("request_list", **WINDOW, **{name: "h\udcff"})
+
+
+def test_the_outcome_filter_takes_every_outcome_and_narrows_list_and_counts(seeded: LocalRunner) -> None:
+    """newuser finding 7: the list could not be narrowed to the requests that recompiled."""
+    from typing import get_args
+
+    from inferensics.analytics.request_list import Outcome
+    from inferensics.schema.events import OUTCOMES
+
+    assert get_args(Outcome) == OUTCOMES
+    got = seeded.query("request_list", **WINDOW, outcome=["recompile", "fallback"])
+    assert got.get_column(col.REQUEST_ID).to_list() == ["r-ok-2", "r-fallback-no-reason", "r-inf-and-fallback",
+                                                        "r-fallback"]  # fmt: skip
+    assert got.get_column(col.OUTCOME).to_list() == ["recompile", "fallback", "fallback", "fallback"]
+    kinds = seeded.query("request_kinds", **WINDOW, outcome=["recompile"])
+    assert list(kinds.iter_rows()) == [("ok", 1)]

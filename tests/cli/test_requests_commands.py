@@ -40,21 +40,24 @@ def _table_rows(output: str) -> list[list[str]]:
 def _expected_rows(start: datetime) -> list[list[str]]:
     minutes = {e.request_id: e for e in failing_requests(start)}
     return [
-        [rid, f"{minutes[rid].ts:%Y-%m-%d %H:%M:%S}", model, pool, minutes[rid].host, kind, detail]
+        [rid, f"{minutes[rid].ts:%Y-%m-%d %H:%M:%S}", model, pool, minutes[rid].host, kind, minutes[rid].outcome,
+         f"{minutes[rid].latency_ms:,.1f}", detail]
         for rid, model, pool, kind, detail in FAILING_NEWEST_FIRST
-    ]
+    ]  # fmt: skip
 
 
 def test_failing_requests_of_an_embedded_store(seeded: str) -> None:
     res = runner.invoke(app, ["requests", "--failing", "--model", "m", *WINDOW, "--dsn", seeded], env=ENV)
     assert res.exit_code == 0, res.output
     assert _table_rows(res.output) == _expected_rows(T)
-    tail = res.output.strip().splitlines()[-2:]
+    tail = res.output.strip().splitlines()[-3:]
     assert tail == [
         "failing requests (model m, 2026-03-03 12:00:00 to 2026-03-03 13:00:00 UTC): all 7 (error 3, "
         "non-finite output 2, eager fallback 2)",
-        "open one: inferensics replay r-fallback-no-reason, or the dashboard's request page "
+        "open one: inferensics requests --id r-fallback-no-reason, or the dashboard's request page "
         "/request?request_id=r-fallback-no-reason",
+        "none listed can be replayed: replay needs a request served from a bundle with its inputs captured (serve "
+        "from a bundle with SdkConfig(capture=CaptureRules(enabled=True)))",
     ]
 
 
@@ -72,7 +75,7 @@ def test_without_failing_ok_requests_are_listed_too(seeded: str) -> None:
     res = runner.invoke(app, ["requests", *WINDOW, "--dsn", seeded], env=ENV)
     assert res.exit_code == 0, res.output
     rows = _table_rows(res.output)
-    assert (rows[0][0], rows[0][5], rows[0][6]) == ("r-ok-2", "ok", "")
+    assert (rows[0][0], rows[0][5], rows[0][6], rows[0][8]) == ("r-ok-2", "ok", "recompile", "")
     assert len(rows) == 10
     assert "all 10 (error 4, non-finite output 2, eager fallback 2, ok 2)" in res.output
 
@@ -136,7 +139,7 @@ def test_through_a_running_service_with_a_read_only_token(tmp_path: Path) -> Non
         assert res.exit_code == 0, res.output
         assert _table_rows(res.output) == _expected_rows(start)
         assert "all 7 (error 3, non-finite output 2, eager fallback 2)" in res.output
-        assert f"open one: inferensics replay r-fallback-no-reason --service {svc.url}, or" in res.output
+        assert f"open one: inferensics requests --id r-fallback-no-reason --service {svc.url}, or" in res.output
         refused = runner.invoke(app, [*args[:-1], "wrong-token"], env=ENV)
         assert refused.exit_code == 2
         assert len(refused.output.strip().splitlines()) == 1, refused.output
@@ -155,7 +158,11 @@ def test_one_request_with_its_kernel_providers(store: Store) -> None:
     lines = res.output.splitlines()
     assert lines[0].startswith(f"request {EAGER_ID}: ")
     assert lines[1].startswith("outcome eager · status ok · ")
-    assert lines[2:] == [
+    assert lines[2:4] == [
+        "output: finite (fingerprinted: no NaN, no inf)",
+        "inputs not captured (replay needs them; capture is on for failing or sampled requests)",
+    ]
+    assert lines[4:] == [
         f"kernel eager: rms_norm=reference at {SIGNATURE} · skipped picky: raised RuntimeError: picky kernel failed; "
         "triton: platform cpu not in ['cuda', 'interpreter']",
         "  picky raised and was taken out for that signature",
@@ -229,7 +236,10 @@ def test_a_narrow_terminal_keeps_id_time_and_host_whole(seeded: str) -> None:
     assert rows == [row[:6] for row in _expected_rows(T)], res.output
     expected = _expected_rows(T)
     details = [line for line in lines if line.startswith("r-") and ": " in line]
-    assert details == [f"{rid}: {detail}" for rid, *_, detail in expected], res.output
+    assert details == [
+        f"{rid}: {outcome} · {latency} ms" + (f" · {detail}" if detail else "")
+        for rid, *_, outcome, latency, detail in expected
+    ], res.output
 
 
 def test_one_request_shows_its_newest_replay_verdicts(store: Store) -> None:
@@ -249,7 +259,7 @@ def test_one_request_shows_its_newest_replay_verdicts(store: Store) -> None:
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     res = runner.invoke(app, ["requests", "--id", "r-error", "--dsn", dsn], env=ENV)
     assert res.exit_code == 0, res.output
-    shown = [line for line in res.output.splitlines() if "replay" in line]
+    shown = [line for line in res.output.splitlines() if line.startswith(("replay verdict", "  and"))]
     assert shown == [
         f"replay verdict: decomposition · op aten.silu · node silu · model.py:26 y = F.silu(x) · kernel "
         f"triton_poi_fused_silu_0 · aten.silu decomposition · {END + timedelta(minutes=i):%Y-%m-%d %H:%M:%S} UTC on "
@@ -258,7 +268,7 @@ def test_one_request_shows_its_newest_replay_verdicts(store: Store) -> None:
     ] + ["  and 2 older replay verdict(s)"], res.output
     never = runner.invoke(app, ["requests", "--id", "r-nan", "--dsn", dsn], env=ENV)
     assert never.exit_code == 0, never.output
-    assert "replay" not in never.output
+    assert "replay verdict" not in never.output
 
 
 @pytest.mark.parametrize("option", ["--model", "--host", "--traffic-class", "--bundle", "--id"])
@@ -293,10 +303,110 @@ def test_a_request_whose_replay_named_a_fault_is_listed_with_its_verdict(store: 
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     res = runner.invoke(app, ["requests", "--failing", "--model", "m", *WINDOW, "--dsn", dsn], env=ENV)
     assert res.exit_code == 0, res.output
-    rows = {r[0]: r[5:] for r in _table_rows(res.output)}
+    rows = {r[0]: [r[5], r[8]] for r in _table_rows(res.output)}
     assert rows["r-wrong"] == ["replayed fault", "replay verdict decomposition · op aten.silu · node silu"]
     assert rows["r-error"] == [
         "error", "RuntimeError: CUDA error: an illegal memory access · replay verdict schedule"
     ]  # fmt: skip
     assert "r-ok-1" not in rows
     assert "all 8 (error 3, non-finite output 2, eager fallback 2, replayed fault 1)" in res.output
+
+
+BREAK_REASON = "Dynamo does not support tracing `Tensor.item()` with config.capture_scalar_outputs=False."
+"""The first line of the seeded graph break's reason (newuser finding 2: a Tensor.item() break)."""
+
+
+def _split_requests() -> list[object]:
+    """Requests of a model with a graph break: one compiled (its record of the break), one served by the cached
+    graphs with a NaN output, inputs captured, from a bundle, one slow recompile, one run wholly eagerly."""
+    from inferensics.schema.events import GraphBreakEvent
+
+    def req(request_id: str, minute: int, **fields: object) -> RequestEvent:
+        base: dict[str, object] = {"host": "h1", "model": "m", "hw_pool": "p1", "traffic_class": "interactive",
+                                   "fallback_reason": "graph_break:GB0124", "latency_ms": 20.0}  # fmt: skip
+        return RequestEvent(request_id=request_id, ts=T + timedelta(minutes=minute), **{**base, **fields})
+
+    brk = GraphBreakEvent(
+        ts=T, host="h1", model="m", hw_pool="p1", request_id="r-compile", registry_id="GB0124",
+        break_type="Unsupported Tensor.item() call", reason=f"{BREAK_REASON}\n  more",
+        user_frame="model.py:34 in forward", code_location="model.py:30:forward",
+    )  # fmt: skip
+    return [
+        brk,
+        req("r-compile", 0, outcome="compile", latency_ms=900.0),
+        req("r-nan", 1, outcome="hit", fp_status="ok", fp_nan=16384, capture_blob="ab" * 32, bundle_id="bnd-1"),
+        req("r-slow", 2, outcome="recompile", recompiles=1, latency_ms=54414.9),
+        req("r-eager", 3, outcome="fallback"),
+        req("r-ok", 4, outcome="hit", fp_status="unsampled"),
+    ]
+
+
+def test_one_request_shows_its_output_verdict_its_capture_and_its_graph_break_as_a_split(store: Store) -> None:
+    """newuser findings 1 and 2: ``--id`` said ``status ok`` of a NaN output, never said whether its inputs were
+    captured, and printed ``fallback: graph_break:GB0124`` for a request that compiled graphs served."""
+    seed(store, events=_split_requests())  # type: ignore[arg-type]
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    res = runner.invoke(app, ["requests", "--id", "r-nan", "--dsn", dsn], env=ENV)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[1].startswith("outcome hit · status non-finite · ")
+    assert lines[2:5] == [
+        "output: non-finite (NaN 16384, inf 0)",
+        f"inputs captured (blob {'ab' * 32}, blob not found in the store)",
+        "graph break: split at graph break GB0124 (Unsupported Tensor.item() call; "
+        + BREAK_REASON
+        + "; at model.py:34 in forward): compiled graphs ran, with the code at the break run eagerly between them; "
+        "not an eager fallback",
+    ]
+    assert "fallback:" not in res.output
+    eager = runner.invoke(app, ["requests", "--id", "r-eager", "--dsn", dsn], env=ENV)
+    assert eager.exit_code == 0, eager.output
+    assert "graph break: ran eagerly: graph break GB0124 (Unsupported Tensor.item() call; " in eager.output
+    assert "left nothing to compile, so the whole frame ran eagerly (an eager fallback)" in eager.output
+    unsampled = runner.invoke(app, ["requests", "--id", "r-ok", "--dsn", dsn], env=ENV)
+    assert "output: not fingerprinted (the sampling rule, fp_rate, skipped it)" in unsampled.output
+    assert "inputs not captured" in unsampled.output
+
+
+def test_the_footer_suggests_replay_only_for_a_failing_request_replay_can_take(store: Store) -> None:
+    """newuser finding 6: the footer said ``inferensics replay <newest>`` of a healthy request served without a
+    bundle, which replay refuses (rc 2)."""
+    seed(store, events=_split_requests())  # type: ignore[arg-type]
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    res = runner.invoke(app, ["requests", *WINDOW, "--dsn", dsn], env=ENV)
+    assert res.exit_code == 0, res.output
+    assert res.output.strip().splitlines()[-2:] == [
+        "open one: inferensics requests --id r-ok, or the dashboard's request page /request?request_id=r-ok",
+        "replay a failing one: inferensics replay r-nan",
+    ]
+    assert "inferensics replay r-ok" not in res.output
+    healthy = runner.invoke(app, ["requests", "--outcome", "compile", *WINDOW, "--dsn", dsn], env=ENV)
+    assert healthy.output.strip().splitlines()[-1] == (
+        "open one: inferensics requests --id r-compile, or the dashboard's request page /request?request_id=r-compile"
+    )
+
+
+def test_requests_are_listed_by_outcome_and_latency(store: Store) -> None:
+    """newuser finding 7: no column or filter told the requests that recompiled or were slow."""
+    seed(store, events=_split_requests())  # type: ignore[arg-type]
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    res = runner.invoke(app, ["requests", "--outcome", "recompile", "--outcome", "compile", *WINDOW, "--dsn", dsn],
+                        env=ENV)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    rows = _table_rows(res.output)
+    assert [(r[0], r[6], r[7]) for r in rows] == [
+        ("r-slow", "recompile", "54,414.9"),
+        ("r-compile", "compile", "900.0"),
+    ]
+    assert "requests (outcome recompile or compile, 2026-03-03 12:00:00 to" in res.output
+    slow = runner.invoke(app, ["requests", "--slower-than", "1000", *WINDOW, "--dsn", dsn], env=ENV)
+    assert [r[0] for r in _table_rows(slow.output)] == ["r-slow"]
+    assert "at least 1000 ms" in slow.output
+    bad = runner.invoke(app, ["requests", "--outcome", "recomp", "--dsn", dsn], env=ENV)
+    assert (bad.exit_code, bad.output.strip()) == (
+        2,
+        "error: --outcome 'recomp': not an outcome; give one of hit, compile, recompile, fallback, eager, error "
+        "(repeat for several)",
+    )
+    one = runner.invoke(app, ["requests", "--id", "r-slow", "--outcome", "hit", "--dsn", dsn], env=ENV)
+    assert one.output.strip() == "error: --id shows one request: --outcome narrows a list; leave it out"

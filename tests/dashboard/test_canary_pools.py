@@ -64,6 +64,8 @@ def test_each_pool_both_bundles_served_is_judged_and_the_others_are_named() -> N
 
 
 def _verdict_frame(verdict: str, rule: str, baseline: int, candidate: int) -> pl.DataFrame:
+    """A pool's frame: the checks its rule names (a failed error rate with p 1e-6, which no correction for three
+    pools passes) and its verdict row."""
     sizes = {"baseline": float(baseline), "candidate": float(candidate)}
     row = {k: None for k in EVIDENCE_SCHEMA} | {
         "check": "verdict",
@@ -71,7 +73,14 @@ def _verdict_frame(verdict: str, rule: str, baseline: int, candidate: int) -> pl
         "outcome": verdict,
         "rule": rule,
     }
-    return pl.DataFrame([row | sizes], schema=EVIDENCE_SCHEMA)
+    named = rule.partition(": ")[2].split(", ") if ": " in rule else []
+    checks = [
+        {k: None for k in EVIDENCE_SCHEMA}
+        | {"check": "rate" if m.endswith("_rate") else "latency", "metric": m, "outcome": verdict, "rule": "r"}
+        | ({"p_value": 1e-6} if m.endswith("_rate") else {})
+        for m in named
+    ]
+    return pl.DataFrame([*checks, row | sizes], schema=EVIDENCE_SCHEMA)
 
 
 def _pool_verdicts_page() -> None:
@@ -89,13 +98,16 @@ def test_the_page_headlines_the_worst_pool_and_shows_every_pools_verdict() -> No
     """Walk 42 (D1 addendum): the page showed one pool's verdict, and which pool turned on two requests."""
     at = AppTest.from_function(_pool_verdicts_page, default_timeout=TIMEOUT_S).run()
     assert not at.exception, at.exception
-    assert [e.value for e in at.error] == ["**Verdict: FAIL** — on hardware pool cpu-c (failed: p50_ms, error_rate)"]
+    holm = "; p Holm–Bonferroni-adjusted for the 3 hardware pools judged"
+    assert [e.value for e in at.error] == [
+        f"**Verdict: FAIL** — on hardware pool cpu-c (failed: p50_ms, error_rate{holm})"
+    ]
     (table,) = at.dataframe
     shown = pl.from_pandas(table.value)
     assert shown.rows() == [
-        ("cpu-b", "INCONCLUSIVE", "undecided: p99_ms", 3729, 418),
-        ("cpu-c", "FAIL", "failed: p50_ms, error_rate", 3500, 416),
-        ("cpu-d", "PASS", "every check passed", 900, 120),
+        ("cpu-b", "INCONCLUSIVE", f"undecided: p99_ms{holm}", 3729, 418),
+        ("cpu-c", "FAIL", f"failed: p50_ms, error_rate{holm}", 3500, 416),
+        ("cpu-d", "PASS", f"every check passed{holm}", 900, 120),
     ]
 
 
@@ -242,3 +254,42 @@ def test_the_request_page_gives_a_replay_command_that_runs_as_shown(
     expect(fill_in).to_have_count(1)
     assert READ not in code + fill_in.inner_text()
     screenshot(page, tmp_path, "request-replay-command")
+
+
+def _corrected_pools_page() -> None:
+    import streamlit as st
+
+    from inferensics.dashboard.views.canary import pool_verdicts
+
+    pool_verdicts(st.session_state["frames"])
+
+
+def test_the_page_and_the_cli_give_the_same_pool_verdicts_on_one_store(chdb_dir: Path) -> None:
+    """The CLI corrects each pool's p-value checks for the pools judged (Holm–Bonferroni); the page judged each pool
+    uncorrected, so ten pools with chance-sized increases in errors failed on the page and passed in the CLI."""
+    from inferensics.analytics.canary_pools import correct_for_pools
+    from inferensics.analytics.report.canary import verdict_of
+    from tests.analytics.canary_requests import insert_requests
+    from tests.analytics.test_canary_pools import BASELINE_ERRORS, MILD, T, _judged, _side
+    from tests.seeding import scratch_store
+
+    with scratch_store(chdb_dir, "page_pools") as store:  # the CLI test's ten pools (tests/analytics)
+        sides = []
+        for i, (pool, errors) in enumerate(MILD.items()):
+            start = T + timedelta(hours=i)
+            sides += [_side("base", pool, BASELINE_ERRORS, start), _side("cand", pool, errors, start)]
+        insert_requests(store, *sides)
+        frames = _judged(store, list(MILD))
+    cli = {pool: verdict_of(frame) for pool, frame in correct_for_pools(frames).items()}  # cli/report_commands.py
+    assert {v for v, _ in cli.values()} == {"pass"}
+    at = AppTest.from_function(_corrected_pools_page, default_timeout=TIMEOUT_S)
+    at.session_state["frames"] = frames
+    at.run()
+    assert not at.exception, at.exception
+    (table,) = at.dataframe
+    page = {pool: (verdict.lower(), rule) for pool, verdict, rule, *_ in pl.from_pandas(table.value).rows()}
+    assert page == cli
+    assert not at.error
+    assert [s.value for s in at.success] == ["**Verdict: PASS** — on hardware pools " + "; ".join(
+        f"{pool} ({rule})" for pool, (_, rule) in cli.items()
+    )]  # fmt: skip
