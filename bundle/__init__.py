@@ -10,7 +10,7 @@ API (stable; replay builds on it):
 
 - :func:`generate_key`, :func:`load_signing_key`, :class:`Keyring` (``$INFERENSICS_BUNDLE_KEYRING``).
 - :class:`BuildSpec`, :class:`ShapeDistribution`, :func:`build` → :class:`BuildResult` (``.directory``,
-  ``.manifest``, ``.bundle_id``).
+  ``.manifest``, ``.bundle_id``); ``progress=`` a :data:`Progress` is told each stage as it goes.
 - :class:`BundleCache` (``$INFERENSICS_BUNDLE_CACHE``): ``.build(spec, key, out, rebuild=False)``
   → :class:`CachedBuild` reuses the verified bundle of an unchanged build (``.reused``) or builds it.
 - :func:`verify` → :class:`VerifiedBundle`; :func:`load` → :class:`LoadedBundle` (``.compile(model)``,
@@ -42,6 +42,7 @@ from inferensics.bundle.keys import Keyring, SigningKey, generate_key, load_sign
 from inferensics.bundle.load import LoadedBundle, load
 from inferensics.bundle.manifest import FACTOR_GROUPS, GraphRecord, Manifest, read_manifest_unverified
 from inferensics.bundle.pack import pack, unpack
+from inferensics.bundle.progress import Progress
 from inferensics.bundle.session import (
     BundleMatch,
     BundleMissRefusedError,
@@ -82,6 +83,7 @@ __all__ = [
     "Keyring",
     "LoadedBundle",
     "Manifest",
+    "Progress",
     "ShapeDistribution",
     "SigningKey",
     "UnqualifiedShape",

@@ -36,6 +36,7 @@ from inferensics.bundle.canonical import canonical_json, sha256_file, sha256_hex
 from inferensics.bundle.errors import BundleError, error_line
 from inferensics.bundle.keys import SigningKey
 from inferensics.bundle.manifest import MANIFEST_FILE, GraphRecord, Manifest, Resource, group_digests
+from inferensics.bundle.progress import Progress, shape_line, silent
 from inferensics.bundle.qualify import PolicyRun, run_policy
 from inferensics.bundle.shapes import ShapeDistribution
 
@@ -325,8 +326,11 @@ class BuildResult:
         return self.manifest.bundle_id
 
 
-def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None = None) -> BuildResult:
-    """Build, qualify and sign a bundle into ``out`` (which must not exist or be empty).
+def build(
+    spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None = None, progress: Progress = silent
+) -> BuildResult:
+    """Build, qualify and sign a bundle into ``out`` (which must not exist or be empty); ``progress`` is told one
+    line per stage as the build goes (:mod:`inferensics.bundle.progress`).
 
     The build compiles with its own customisations only: those a bundle load installed in this process are set
     aside for it, and a pass or decomposition that other code set and the spec does not record refuses the build
@@ -344,16 +348,19 @@ def build(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None =
     """
     custom.refuse_uncarried_fx_passes(spec.customisations)  # before minutes of compiling
     with custom.build_scope(spec.customisations):
-        return _build_with_evidence(spec, key, out, now=now)
+        return _build_with_evidence(spec, key, out, now=now, progress=progress)
 
 
-def _build_with_evidence(spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None) -> BuildResult:
+def _build_with_evidence(
+    spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None, progress: Progress
+) -> BuildResult:
     if spec.kernel_evidence is None:
-        return _build(spec, key, out, now=now)
+        return _build(spec, key, out, now=now, progress=progress)
     from inferensics.kernels import evidence as kev
     from inferensics.kernels.registry import default_registry
 
     path = spec.kernel_evidence
+    progress(f"checking the kernel evidence {path}")
     data, doc = read_kernel_evidence(path)
     measured, target = kev.measured_device(doc), kev.device_label(spec.device)
     if measured != target:
@@ -375,7 +382,8 @@ def _build_with_evidence(spec: BuildSpec, key: SigningKey, out: Path, *, now: da
         here = default_registry().state()
         if refused or here["digest"] != doc["registry"]["digest"]:
             raise BundleError("bad_input", _registry_mismatch(spec, path, doc["registry"], here, refused))
-        return _build(spec, key, out, now=now, evidence=(data, str(doc["digest"])))
+        progress(f"kernel evidence {str(doc['digest'])[:16]} checked: measured on {measured}, this registry's state")
+        return _build(spec, key, out, now=now, evidence=(data, str(doc["digest"])), progress=progress)
 
 
 def _registry_mismatch(
@@ -411,11 +419,17 @@ def _provider_names(op_state: Any) -> set[str]:
 
 
 def _build(
-    spec: BuildSpec, key: SigningKey, out: Path, *, now: datetime | None, evidence: tuple[bytes, str] | None = None
+    spec: BuildSpec,
+    key: SigningKey,
+    out: Path,
+    *,
+    now: datetime | None,
+    evidence: tuple[bytes, str] | None = None,
+    progress: Progress,
 ) -> BuildResult:
     runs: list[PolicyRun] = []
     try:
-        return _compile_and_sign(spec, key, out, now=now, evidence=evidence, runs=runs)
+        return _compile_and_sign(spec, key, out, now=now, evidence=evidence, runs=runs, progress=progress)
     finally:  # each run's compile cache, whether the build was signed or failed on the way
         for run in runs:
             if run.cache_dir:
@@ -430,6 +444,7 @@ def _compile_and_sign(
     now: datetime | None,
     evidence: tuple[bytes, str] | None,
     runs: list[PolicyRun],
+    progress: Progress,
 ) -> BuildResult:
     """The build; every policy run it makes goes into ``runs`` as soon as it exists (the caller removes their
     cache folders)."""
@@ -441,16 +456,19 @@ def _compile_and_sign(
         raise BundleError("incompatible", "--device cuda but no CUDA device is visible here")
     t_start = time.perf_counter()
     custom.install(spec.customisations)
+    progress(f"importing the model {spec.model}")
     model, make_inputs = make_model(spec)
     custom.refuse_undeclared(spec.customisations)  # once the model's module (which may set one) is imported
     patches = {**torch_adapter.mode_options(spec.mode), **dict(spec.options)}
     compile_args = spec.compile_args()
     shapes = [(s.shape, s.shape) for s in spec.shapes.shapes]
     reference = accuracy.Reference(model)
+    n = f"{len(shapes)} shape{'s' if len(shapes) != 1 else ''}"
+    progress(f"compiling {n} from an empty cache and checking each against eager and fp64 (as built)")
     try:
         main = run_policy(
             "as built", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches,
-            repeats=spec.repeats, check=reference.check,
+            repeats=spec.repeats, check=reference.check, on_shape=lambda r: progress(shape_line("as built", r)),
         )  # fmt: skip
     except Exception:
         refuse_unrunnable_shapes(spec, model, make_inputs)
@@ -466,13 +484,26 @@ def _compile_and_sign(
     )
     if inaccurate is not None and not spec.allow_inaccurate:
         raise inaccurate
+    progress(f"serving {n} from the bundle's cache (warm start)")
     warm = run_policy(
         "with bundle", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches,
-        repeats=1, blob=main.blob,
+        repeats=1, blob=main.blob, on_shape=lambda r: progress(shape_line("with bundle", r)),
     )  # fmt: skip
     runs.append(warm)
+    if spec.advise:
+        progress("comparing shape policies (static, dynamic, bucketed), each from an empty cache, then timed "
+                 "interleaved")  # fmt: skip
     policies = (
-        advice.compare_policies(model, make_inputs, spec.shapes, compile_args, patches, main, spec.repeats)
+        advice.compare_policies(
+            model,
+            make_inputs,
+            spec.shapes,
+            compile_args,
+            patches,
+            main,
+            spec.repeats,
+            on_shape=lambda name, r: progress(shape_line(name, r)),
+        )
         if spec.advise
         else [main]
     )
@@ -531,6 +562,7 @@ def _compile_and_sign(
         report.write(qual, tmp / "report")
         if evidence is not None:  # the checked bytes, not the file again: it may have changed since
             (tmp / KERNEL_EVIDENCE).write_bytes(evidence[0])
+        progress(f"signing the manifest with key {key.keyid[:16]}")
         manifest = Manifest(
             name=spec.name,
             identity=identity,

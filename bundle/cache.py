@@ -40,6 +40,7 @@ from inferensics.bundle.canonical import canonical_json, digest_json, sha256_fil
 from inferensics.bundle.errors import BundleError
 from inferensics.bundle.keys import Keyring, SigningKey
 from inferensics.bundle.manifest import Manifest
+from inferensics.bundle.progress import Progress, silent
 from inferensics.bundle.verify import verify
 
 CACHE_ENV: Final = "INFERENSICS_BUNDLE_CACHE"
@@ -303,7 +304,14 @@ class BundleCache:
         shutil.rmtree(self.root / key.digest, ignore_errors=True)
 
     def build(
-        self, spec: BuildSpec, key: SigningKey, out: Path, *, keyring: Keyring | None = None, rebuild: bool = False
+        self,
+        spec: BuildSpec,
+        key: SigningKey,
+        out: Path,
+        *,
+        keyring: Keyring | None = None,
+        rebuild: bool = False,
+        progress: Progress = silent,
     ) -> CachedBuild:
         """Copy the verified cached bundle of this build into ``out``, or build it there and cache it.
 
@@ -313,6 +321,7 @@ class BundleCache:
             keyring: Keys a cached bundle's signature is verified against (default: the signer's public key).
             out: The bundle's folder (must not exist or be empty).
             rebuild: Build even when a cached bundle exists (and replace it).
+            progress: Told one line per stage of a build (:func:`~inferensics.bundle.build.build`).
 
         Raises:
             BundleError: bad input, or the build failed.
@@ -331,7 +340,7 @@ class BundleCache:
                 (cached.parent / KEY_FILE).touch()  # recently used: kept longest
             # The copy is what hosts load: verify it too (a file changed between the check and the copy).
             return CachedBuild(out, verify(out, keyring).manifest, bkey, reused=True)
-        result = build(spec, key, out)
+        result = build(spec, key, out, progress=progress)
         not_stored = ""
         try:
             self.store(bkey, out)

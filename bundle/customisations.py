@@ -4,7 +4,8 @@ A fresh process reinstalls exactly the recorded compiler: it imports each custom
 path, refuses it when the code's digest differs from the manifest's, and installs it (a decomposition into
 Inductor's table, an FX pass into its config slot, a custom op by importing the module that registers it).
 
-What a bundle load installs stays for the process (its graphs compile with it); a build in that process
+What a bundle load installs stays for the process (its graphs compile with it) until the next load, which
+replaces it (:func:`install_loaded`: exactly the last loaded bundle's customisations); a build in that process
 compiles with its own customisations only: :func:`build_scope` sets the loads' aside for the build and puts
 them back after, and :func:`refuse_undeclared` refuses a pass or decomposition set by other code that the
 build does not record (the signed identity would not say what compiled).
@@ -198,6 +199,25 @@ def build_scope(customisations: Iterable[Customisation] = ()) -> Iterator[None]:
     with torch_adapter.compiler_state_restored(slots):
         _set_aside_loaded()
         yield
+
+
+def install_loaded(customisations: Iterable[Customisation]) -> list[str]:
+    """Install a bundle load's ``customisations`` for the process in place of the earlier loads': what an earlier
+    load installed and this one does not (a pass in another slot, a decomposition of another op) is put back to
+    what its place held before that load, so the compiler holds exactly this bundle's customisations (what its
+    graphs were compiled with); returns their import paths.
+
+    Raises:
+        BundleError: ``customisation`` when one is missing or changed (checked first: the earlier load's
+            customisations then stay installed).
+    """
+    recorded = list(customisations)
+    for c in recorded:
+        resolve_checked(c)
+    if torch_adapter.lasting_installs() or torch_adapter.cache_key_salted():  # else nothing to replace: no reset
+        _set_aside_loaded()
+        torch_adapter.forget_lasting()
+    return install(recorded, lasting=True)
 
 
 def _set_aside_loaded() -> None:

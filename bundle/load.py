@@ -1,9 +1,9 @@
 """``load``: verify, then install the recorded compiler and the bundle's compile-cache artifacts.
 
 Nothing of the bundle is loaded before :func:`~inferensics.bundle.verify.verify` has passed. Then, in order:
-the recorded customisations are installed (for the process: a build in it sets them aside,
-:func:`~inferensics.bundle.customisations.build_scope`), the recorded non-default compiler settings (and, for a CPU
-bundle, the intra-op thread count its kernels were generated for) are applied, the
+the recorded customisations are installed for the process in place of an earlier load's (a later load replaces
+them and a build sets them aside, :func:`~inferensics.bundle.customisations.build_scope`), the recorded non-default
+compiler settings (and, for a CPU bundle, the intra-op thread count its kernels were generated for) are applied, the
 compiled CPU kernels and the Mega-Cache blob are installed into the local caches, and an AOTInductor
 package is loaded, if the bundle has one. A bundle built with ``--kernel-evidence`` carries its qualification
 evidence (checked before anything loads): the kernel registry then follows that evidence's selection policy
@@ -108,7 +108,7 @@ def load(
     verified = verify(directory, keyring, states=states, device=device)
     manifest = verified.manifest
     evidence = kernel_evidence_of(verified)
-    custom.install((custom.Customisation(**c) for c in manifest.identity.get("customisations", [])), lasting=True)
+    custom.install_loaded(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
     skipped: list[str] = []
     if apply_settings:
         changed: Mapping[str, Any] = manifest.identity.get("settings", {}).get("changed", {})

@@ -20,9 +20,10 @@ from typing import Any
 
 import torch
 
-from inferensics.bundle import torch_adapter
+from inferensics.bundle import graph_breaks, torch_adapter
 from inferensics.bundle.accuracy import ShapeAccuracy, copy_tensors
 from inferensics.bundle.capture import GraphCapture, RecordingBackend
+from inferensics.bundle.latency import LatencyEstimate, synchronised
 from inferensics.schema.locations import entry_codes
 
 MakeInputs = Callable[[tuple[int, ...]], tuple[Any, ...]]
@@ -43,7 +44,7 @@ class ShapeRun:
     compile_s: float = 0.0
     """Compile seconds spent during that first request."""
     latency_s: float = 0.0
-    """Median steady-state latency."""
+    """Median steady-state latency (calls that compiled left out)."""
     graphs: list[int] = field(default_factory=list)
     """Indices of the graphs that served it (empty: it ran eagerly)."""
     new_graphs: int = 0
@@ -63,6 +64,10 @@ class PolicyRun:
     graph_breaks: list[dict[str, str]]
     guard_failures: list[str]
     cache_dir: str
+    latency: LatencyEstimate | None = None
+    """Traffic-weighted steady latency measured interleaved with the other policies (``None``: not compared)."""
+    same_as: str = ""
+    """The policy this one is identical to (bucketed where every shape sits on an edge: static)."""
 
     @property
     def compile_s(self) -> float:
@@ -71,26 +76,19 @@ class PolicyRun:
 
 
 def _median_latency(fn: Callable[[], Any], repeats: int, output: Any) -> tuple[float, Any]:
-    """The median of ``repeats`` timed calls, and the last call's output (``output`` when none ran)."""
-    times = []
-    for _ in range(repeats):
+    """The median of ``repeats`` timed calls that compiled nothing (a call that did is repeated, up to ``repeats``
+    more times), and the last call's output (``output`` when none ran)."""
+    times: list[float] = []
+    for _ in range(2 * repeats):
+        if len(times) >= repeats:
+            break
+        before = torch_adapter.frames_compiled()
         t0 = time.perf_counter()
         output = fn()
-        times.append(time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
+        if torch_adapter.frames_compiled() == before:
+            times.append(elapsed)
     return (statistics.median(times) if times else 0.0), output
-
-
-def _break_record(payload: str) -> dict[str, str]:
-    """(file:line, reason) of a ``dynamo_graph_break_reason`` payload."""
-    lines = [ln for ln in payload.splitlines() if ln.strip()]
-    reason = lines[0].strip() if lines else ""
-    where = ""
-    for ln in lines:
-        s = ln.strip()
-        if s.startswith('File "'):
-            path, _, rest = s[6:].partition('", line ')
-            where = f"{path.rsplit('/', 1)[-1]}:{rest.split(',')[0]}"
-    return {"where": where, "reason": reason[:300]}
 
 
 def run_policy(
@@ -104,14 +102,16 @@ def run_policy(
     repeats: int = 3,
     blob: bytes | None = None,
     check: CheckOutput | None = None,
+    on_shape: Callable[[ShapeRun], None] | None = None,
 ) -> PolicyRun:
     """Compile ``model`` from an empty cache (or from ``blob``) and serve each ``(shape, served_as)``; with
-    ``check``, judge each shape's last compiled output on the same inputs (outside the timed calls)."""
+    ``check``, judge each shape's last compiled output on the same inputs (outside the timed calls); ``on_shape``
+    is told of each shape once it is served."""
     cache_dir = tempfile.mkdtemp(prefix="inferensics-bundle-cache-")
     try:
         return _run_policy(
             name, model, make_inputs, shapes, compile_args=compile_args, config_patches=config_patches,
-            repeats=repeats, blob=blob, check=check, cache_dir=cache_dir,
+            repeats=repeats, blob=blob, check=check, cache_dir=cache_dir, on_shape=on_shape,
         )  # fmt: skip
     except BaseException:  # a failed run returns no PolicyRun to clean up after: its cache goes here
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -130,6 +130,7 @@ def _run_policy(
     blob: bytes | None,
     check: CheckOutput | None,
     cache_dir: str,
+    on_shape: Callable[[ShapeRun], None] | None,
 ) -> PolicyRun:
     with torch_adapter.temporary_cache_dir(cache_dir):
         torch_adapter.reset_compiler()
@@ -159,7 +160,8 @@ def _run_policy(
                     for g in backend.graphs
                     if g.calls > (calls_before[g.index] if g.index < len(calls_before) else 0)
                 ]
-                latency, output = _median_latency(functools.partial(compiled, *inputs), repeats, output)
+                call = synchronised(functools.partial(compiled, *inputs), inputs)
+                latency, output = _median_latency(call, repeats, output)
                 accuracy = None
                 if check is not None:
                     # A steady call's output, judged before the next compiled call can reuse its buffers (CUDA
@@ -170,7 +172,7 @@ def _run_policy(
                     accuracy = check(output, before)
                 del output
                 runs.append(
-                    ShapeRun(
+                    run := ShapeRun(
                         shape=shape,
                         served_as=served,
                         first_s=first,
@@ -181,10 +183,12 @@ def _run_policy(
                         accuracy=accuracy,
                     )
                 )
+                if on_shape is not None:
+                    on_shape(run)
             saved = torch_adapter.save_cache_artifacts()
         for event, md, payload in cap.events:
             if event == "dynamo_graph_break_reason":
-                breaks.append(_break_record(payload))
+                breaks.append(graph_breaks.break_record(payload))
             elif event == "recompile_reasons":
                 failures.extend(str(r) for r in (torch_adapter.payload_json(payload) or {}).get("reasons", []) or [])
                 if not torch_adapter.payload_json(payload):
@@ -194,4 +198,4 @@ def _run_policy(
                 for g in backend.graphs:
                     if g.compile_id == cid and not g.guards:
                         g.guards = payload
-    return PolicyRun(name, runs, backend.graphs, saved, breaks, failures, cache_dir)
+    return PolicyRun(name, runs, backend.graphs, saved, graph_breaks.distinct(breaks), failures, cache_dir)

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inferensics.bundle import accuracy, advice
+from inferensics.bundle import accuracy, advice, latency
 from inferensics.bundle.qualify import PolicyRun
 from inferensics.bundle.tolerance import EAGER_LIMIT, RATIO_LIMIT
 
@@ -60,7 +60,7 @@ def qualification(
     ]
     artifacts.append({"artifact": "megacache.bin", "bytes": len(main.blob)})
     summaries = [advice.summarise(p, spec.shapes) for p in policies]
-    best = advice.recommend(summaries) if summaries else None
+    best, why = advice.recommend(summaries)
     return {
         "bundle": name,
         "model": spec.model,
@@ -85,8 +85,11 @@ def qualification(
         "policies": [s.__dict__ for s in summaries],
         "bucket_edges": advice.bucket_edges(spec.shapes),
         "recommendation": best.name if best else "",
+        "recommendation_reason": why,
         "recommendation_rule": (
-            f"lowest compile seconds + {advice.REQUESTS_PER_WINDOW:,} requests × traffic-weighted latency"
+            f"lowest compile seconds + {advice.REQUESTS_PER_WINDOW:,} requests × traffic-weighted latency (latency: "
+            f"median of at least {advice.ADVICE_ROUNDS} interleaved rounds, with its {latency.CONFIDENCE:.0%} "
+            "interval); no clear winner when the cheapest policy's cost interval overlaps another's"
         ),
     }
 
@@ -123,16 +126,18 @@ def _fmt(v: Any) -> str:
 def _tables(q: dict[str, Any]) -> list[tuple[str, list[str], list[list[Any]]]]:
     shape_cols = ["shape", "share", "compiled", "graphs", "compile_s", "first_request_cold_s", "first_request_bundle_s",
                   "latency_ms"]  # fmt: skip
-    policy_cols = ["name", "specializations", "compile_s", "cache_bytes", "latency_ms", "padding_waste", "cost_s"]
+    policy_cols = ["name", "specializations", "compile_s", "cache_bytes", "latency_ms", "latency_low_ms",
+                   "latency_high_ms", "latency_samples", "padding_waste", "cost_s"]  # fmt: skip
     return [
         ("Accepted shapes, compile time and cold-miss cost", shape_cols,
          [[s[c] for c in shape_cols] for s in q["shapes"]]),
-        ("Graph breaks", ["where", "reason"], [[b["where"], b["reason"]] for b in q["graph_breaks"]]),
+        ("Graph breaks", ["where", "reason", "id", "explanation"],
+         [[b["where"], b["reason"], b.get("registry_id", ""), b.get("explanation", "")] for b in q["graph_breaks"]]),
         ("Accuracy against eager and fp64", ACCURACY_COLS, _accuracy_rows(q)),
         ("Guard failures", ["reason"], [[r] for r in q["guard_failures"]]),
         ("Cache size", ["artifact", "bytes"],
          [[a["artifact"], a["bytes"]] for a in q["cache_bytes"]["artifacts"]] + [["total", q["cache_bytes"]["total"]]]),
-        ("Shape-policy advice", policy_cols, [[p[c] for c in policy_cols] for p in q["policies"]]),
+        ("Shape-policy advice", policy_cols, [[p.get(c, "") for c in policy_cols] for p in q["policies"]]),
     ]  # fmt: skip
 
 
@@ -213,12 +218,17 @@ def to_markdown(q: dict[str, Any]) -> str:
         lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         lines += ["| " + " | ".join(_fmt(v).replace("|", "\\|") for v in row) + " |" for row in rows]
         lines.append("")
-    lines += [
-        f"**Recommended shape policy: {q['recommendation']}** ({q['recommendation_rule']}). "
-        f"Proposed bucket edges per dimension: {q['bucket_edges']}.",
-        "",
-    ]
+    lines += [f"**{advice_line(q)}** ({q['recommendation_rule']}). Proposed bucket edges per dimension: "
+              f"{q['bucket_edges']}.", ""]  # fmt: skip
     return "\n".join(lines)
+
+
+def advice_line(q: dict[str, Any]) -> str:
+    """The shape-policy advice in one sentence: the recommended policy, or no clear winner, with why."""
+    why = q.get("recommendation_reason", "")
+    if q["recommendation"]:
+        return f"Recommended shape policy: {q['recommendation']}" + (f": {why}" if why else "")
+    return f"Shape policy: {why or advice.NO_CLEAR_WINNER}"
 
 
 def to_html(q: dict[str, Any]) -> str:
@@ -243,7 +253,7 @@ def to_html(q: dict[str, Any]) -> str:
         body = "".join("<tr>" + "".join(f"<td>{e(_fmt(v))}</td>" for v in row) + "</tr>" for row in rows)
         parts.append(f"<table><tr>{head}</tr>{body}</table>")
     parts.append(
-        f"<p class='rec'><b>Recommended shape policy: {e(q['recommendation'])}</b> ({e(q['recommendation_rule'])}). "
+        f"<p class='rec'><b>{e(advice_line(q))}</b> ({e(q['recommendation_rule'])}). "
         f"Proposed bucket edges per dimension: {e(str(q['bucket_edges']))}.</p></body></html>"
     )
     return "".join(parts)

@@ -277,6 +277,24 @@ def reset_compiler() -> None:
         decomposition.fast_random_decomps.cache_clear()
 
 
+def frames_compiled() -> int:
+    """Frames Dynamo has compiled (or tried to) in this process: a call during which it moves compiled."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["frames"]["total"])
+
+
+@contextlib.contextmanager
+def recompile_limit_raised(limit: int) -> Iterator[None]:
+    """Dynamo keeps up to ``limit`` compiled entries per frame for the block (several policies' compiles of one
+    model, alive at once, would otherwise hit its limit and run eagerly)."""
+    import torch._dynamo.config as dynamo
+
+    name = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"  # its older name
+    with dynamo.patch(name, max(limit, int(getattr(dynamo, name)))):
+        yield
+
+
 _FX_PASS_SLOTS: Final = (
     "pre_grad_custom_pass",
     "post_grad_custom_pre_pass",
@@ -315,6 +333,11 @@ _LASTING: list[LastingInstall] = []
 def remember_lasting(record: LastingInstall) -> None:
     """Note an install made for the process (:func:`lasting_installs` lists them, oldest first)."""
     _LASTING.append(record)
+
+
+def forget_lasting() -> None:
+    """Forget every install made for the process (a new load replaced them)."""
+    _LASTING.clear()
 
 
 def lasting_installs() -> list[LastingInstall]:
@@ -376,6 +399,13 @@ def unsalt_cache_key() -> None:
     tag = str(compiler.cache_key_tag or "")
     if _SALT_SEP in tag:
         compiler.cache_key_tag = tag.split(_SALT_SEP, maxsplit=1)[0]
+
+
+def cache_key_salted() -> bool:
+    """Whether ``torch.compiler.config.cache_key_tag`` carries a salt of :func:`salt_cache_key`."""
+    import torch.compiler.config as compiler
+
+    return _SALT_SEP in str(compiler.cache_key_tag or "")
 
 
 def restore_decomposition(op_name: str, fn: Callable[..., Any] | None) -> None:

@@ -15,7 +15,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from inferensics.cli.console import console
+from inferensics.cli.console import console, err_console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra, require_extra
 from inferensics.cli.help_format import command_app
@@ -289,10 +289,13 @@ def build(  # noqa: PLR0917 - one option each
     skip_unrunnable_shapes: Annotated[bool, typer.Option("--skip-unrunnable-shapes",
                                       help="With --shapes-from-service: leave out (and list) traffic shapes the "
                                            "model cannot run eagerly, instead of refusing the build.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines on stderr (each stage of the build, "
+                     "with its time).")] = False,
 ) -> None:  # fmt: skip
     """Compile against a shape distribution, qualify, collect the artifacts, write and sign the manifest."""
     from inferensics import bundle as b
     from inferensics.bundle.build import resolve
+    from inferensics.bundle.progress import silent
 
     if (shapes is None) == (shapes_from_service is None):
         fail("pass exactly one of --shapes FILE and --shapes-from-service URL")
@@ -329,10 +332,11 @@ def build(  # noqa: PLR0917 - one option each
         )  # fmt: skip
         if traffic is not None:
             spec = _unrunnable_left_out(spec, traffic, skip_unrunnable_shapes)
+        progress = silent if quiet else _progress_printer()
         if cache is None:
-            result: b.BuildResult | b.CachedBuild = b.build(spec, signing, out)
+            result: b.BuildResult | b.CachedBuild = b.build(spec, signing, out, progress=progress)
         else:
-            result = b.BundleCache(cache).build(spec, signing, out, rebuild=rebuild)
+            result = b.BundleCache(cache).build(spec, signing, out, rebuild=rebuild, progress=progress)
     if isinstance(result, b.CachedBuild) and result.rejected:
         console.print(f"not reusing the cached bundle: {result.rejected}")
     if isinstance(result, b.CachedBuild) and result.not_stored:
@@ -352,6 +356,17 @@ def build(  # noqa: PLR0917 - one option each
         console.print(kernel_evidence_carried_line(carried, str(kernel_evidence)), markup=False)
     for line in _accuracy_warnings(result.directory):
         console.print(line, markup=False)
+
+
+def _progress_printer() -> Callable[[str], None]:
+    """A build's progress lines on stderr, each after the seconds since the build started (stdout keeps the
+    result, for scripts)."""
+    start = time.perf_counter()
+
+    def say(line: str) -> None:
+        err_console.print(f"[{time.perf_counter() - start:6.1f} s] {line}", markup=False)
+
+    return say
 
 
 def _accuracy_warnings(directory: Path) -> list[str]:

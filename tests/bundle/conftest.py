@@ -6,6 +6,7 @@ alter a bundle work on a copy (:func:`copy_bundle`).
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,13 +123,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.filterwarnings(warning))
 
 
+PROGRESS_LINE = re.compile(r"^\[ *\d+\.\d s\] ")
+"""A progress line of ``bundle build`` on stderr (``[  12.3 s] importing the model ...``)."""
+
+
+def without_progress(output: str) -> str:
+    """A command's output without ``bundle build``'s progress lines."""
+    return "\n".join(line for line in output.splitlines() if not PROGRESS_LINE.match(line))
+
+
 def one_line_error(args: list[str], needle: str) -> str:
-    """Run ``inferensics ARGS`` and check it failed with one ``error:`` line containing ``needle`` (no traceback)."""
+    """Run ``inferensics ARGS`` and check it failed with one ``error:`` line containing ``needle`` (no traceback;
+    a build's progress lines before it aside)."""
     from inferensics.cli.app import app
 
     res = CliRunner().invoke(app, args)
     assert res.exit_code != 0, res.output
-    text = res.output.strip()
+    text = without_progress(res.output).strip()
     assert "Traceback" not in text, text
     assert len(text.splitlines()) == 1, text
     assert text.startswith("error:"), text

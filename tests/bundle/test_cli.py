@@ -17,7 +17,7 @@ from inferensics.bundle.manifest import MANIFEST_FILE
 from inferensics.cli.app import app
 from inferensics.cli.bundle_commands import _factor_lines
 from inferensics.schema.store import Store
-from tests.bundle.conftest import Keys, copy_bundle
+from tests.bundle.conftest import Keys, copy_bundle, without_progress
 from tests.bundle.resign import resign
 
 runner = CliRunner()
@@ -26,7 +26,7 @@ runner = CliRunner()
 def _one_line_error(args: list[str], needle: str) -> None:
     res = runner.invoke(app, args)
     assert res.exit_code != 0, res.output
-    text = res.output.strip()
+    text = without_progress(res.output).strip()
     assert "Traceback" not in text
     assert len(text.splitlines()) == 1, text
     assert text.startswith("error:"), text

@@ -71,7 +71,7 @@ def test_bundles_page_lights_up_a_revoked_bundle_still_serving(
             page.get_by_role("heading", name="Qualification report: tiny").wait_for()
             body = page.locator("body").inner_text()
             assert "signature state on hosts: verified" in body
-            assert "Recommended shape policy" in body
+            assert "Recommended shape policy" in body or "Shape policy: no clear winner" in body
             assert "Shape-policy advice" in body
             screenshot(page, tmp_path, "bundles-release")
         finally:

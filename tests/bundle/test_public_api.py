@@ -14,9 +14,9 @@ def test_all_is_pinned() -> None:
     assert sorted(bundle.__all__) == sorted([
         "FACTOR_GROUPS", "PROVENANCE_OPTIONS", "BuildResult", "BuildSpec", "BundleCache", "BundleError", "BundleMatch",
         "BundleMissRefusedError", "BundleSession", "BundleStates", "CachedBuild", "CompileBudget", "Customisation",
-        "FactorChange", "GraphRecord", "Keyring", "LoadedBundle", "Manifest", "ShapeDistribution", "SigningKey",
-        "UnqualifiedShape", "VerifiedBundle", "build", "describe_customisation", "diff", "generate_key", "load",
-        "load_signing_key", "pack", "read_manifest", "render_diff", "unpack", "verify",
+        "FactorChange", "GraphRecord", "Keyring", "LoadedBundle", "Manifest", "Progress", "ShapeDistribution",
+        "SigningKey", "UnqualifiedShape", "VerifiedBundle", "build", "describe_customisation", "diff", "generate_key",
+        "load", "load_signing_key", "pack", "read_manifest", "render_diff", "unpack", "verify",
     ])  # fmt: skip
     assert all(hasattr(bundle, name) for name in bundle.__all__)
 

@@ -8,6 +8,8 @@ import json
 import pytest
 
 from inferensics import bundle as b
+from inferensics.bundle import advice
+from inferensics.bundle.report import advice_line
 
 pytestmark = pytest.mark.slow
 
@@ -31,10 +33,18 @@ def test_report_covers_the_distribution_and_advises_a_policy(built: b.BuildResul
     assert policies["dynamic"]["specializations"] == 1
     assert policies["bucketed"]["padding_waste"] == pytest.approx(0.25 * (1 - 3 / 4))  # (3, 8) padded to (4, 8)
     assert all(p["compile_s"] > 0 and p["cache_bytes"] > 0 and p["latency_ms"] > 0 for p in policies.values())
-    assert q["recommendation"] in policies
+    for p in policies.values():  # timed interleaved, each with the interval of its median
+        assert p["latency_samples"] == advice.ADVICE_ROUNDS
+        assert 0 < p["latency_low_ms"] <= p["latency_ms"] <= p["latency_high_ms"]
+        assert p["cost_low_s"] <= p["cost_s"] <= p["cost_high_s"]
+    if q["recommendation"]:
+        assert q["recommendation"] in policies
+        assert q["recommendation_reason"].startswith("lowest window cost, ")
+    else:
+        assert q["recommendation_reason"].startswith("no clear winner: ")
     assert q["bucket_edges"] == [[2, 4], [8]]
     md = (report / "qualification.md").read_text()
-    assert f"**Recommended shape policy: {q['recommendation']}**" in md
+    assert f"**{advice_line(q)}** (" in md
     html = (report / "qualification.html").read_text()
     assert "<script" not in html
     assert "http://" not in html
