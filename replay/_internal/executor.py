@@ -155,7 +155,7 @@ def replay_pack(
             manifest = _verified_ignoring_target(pack.bundle_dir, ring)
         except b.BundleError as again:
             raise ReplayError(str(again)) from None
-        custom.install((custom.Customisation(**c) for c in manifest.identity.get("customisations", [])), lasting=True)
+        custom.install_loaded(custom.Customisation(**c) for c in manifest.identity.get("customisations", []))
         recompiled = f"recompiled from the recorded configuration (--allow-incompatible): {exc}"
     state = _release_state(manifest.bundle_id)
     served_by = str(pack.meta.get("bundle_id") or "")
