@@ -13,9 +13,9 @@ checks them against the installed torch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from inferensics.replay._internal import verdict_text as vt
 from inferensics.replay._internal.verdict import Verdict
@@ -66,25 +66,7 @@ def next_steps(verdict: Verdict, replayed: Replayed) -> list[str]:
 
 
 def _by_category(v: Verdict, r: Replayed) -> list[str]:
-    if v.category == "none":
-        return _none(v, r)
-    if v.category == "inputs":
-        return _inputs(v, r)
-    if v.category == "source_op":
-        return _source_op(v, r)
-    if v.category == "kernel_provider":
-        return _kernel_provider(v, r)
-    if v.category == "decomposition":
-        return _decomposition(v, r)
-    if v.category == "graph_pass":
-        return _graph_pass(v, r)
-    if v.category == "schedule":
-        return _schedule(v, r)
-    if v.category == "shape_specialization":
-        return _shape_specialization(v, r)
-    if v.category == "artifact_mismatch":
-        return _artifact_mismatch(v, r)
-    return _lowering(v, r)
+    return _STEPS_BY_CATEGORY.get(v.category, _lowering)(v, r)
 
 
 # -- shared wording --------------------------------------------------------------------------------------------------
@@ -363,3 +345,18 @@ def _artifact_mismatch(v: Verdict, r: Replayed) -> list[str]:
         "serve from a signed bundle (`inferensics bundle build`, then `inferensics bundle verify BUNDLE` on hosts): "
         "a verified bundle hit runs exactly the signed artifact, never a local cache entry",
     ]
+
+
+_STEPS_BY_CATEGORY: Final[dict[str, Callable[[Verdict, Replayed], list[str]]]] = {
+    "none": _none,
+    "inputs": _inputs,
+    "source_op": _source_op,
+    "kernel_provider": _kernel_provider,
+    "decomposition": _decomposition,
+    "graph_pass": _graph_pass,
+    "schedule": _schedule,
+    "shape_specialization": _shape_specialization,
+    "artifact_mismatch": _artifact_mismatch,
+    "lowering": _lowering,
+}
+"""Each verdict category's next steps (a category without an entry reads as a lowering fault)."""
