@@ -12,6 +12,7 @@ from inferensics.collector.service import ServiceState, build_state, create_app,
 from inferensics.schema.store import Store
 from tests.collector.service.harness import TOKENS, RunningService, new_service
 from tests.collector.service.named import TEST_QUERIES
+from tests.collector.service.test_engine_decoder_fuzz import Pair
 
 
 @pytest.fixture
@@ -46,3 +47,13 @@ def api(app_state: ServiceState) -> Iterator[TestClient]:
     """A Starlette test client over the in-process app (no token set; tests pass headers)."""
     with TestClient(create_app(app_state)) as client:
         yield client
+
+
+@pytest.fixture
+def pair(store_dsn: str, tmp_path: Path) -> Iterator[Pair]:
+    """The engine decoder and the Python decoder over one store, for comparing what each stores."""
+    p = Pair(store_dsn, tmp_path / "engine")
+    try:
+        yield p
+    finally:
+        p.close()

@@ -13,11 +13,8 @@ import hashlib
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
 from starlette.testclient import TestClient
 
 from inferensics.collector.service import ServiceState
@@ -33,15 +30,6 @@ from tests.polling import poll
 
 API_ONLY_TABLE = "api_only_table"
 INPUTS = b"captured user tensors, uploaded as inputs\n"
-
-
-@pytest.fixture
-def pair(store_dsn: str, tmp_path: Path) -> Iterator[Pair]:
-    p = Pair(store_dsn, tmp_path / "engine")
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def _auth(token: str) -> dict[str, str]:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
@@ -112,15 +110,6 @@ def test_request_rows_stored_before_capture_markers_are_indexed_once(app_state: 
     _take_requests_away(app_state)
     assert api.get(f"/api/v1/blobs/{digest}", headers=_auth(READ)).status_code == 403
     assert api.get(f"/api/v1/blobs/{digest}", headers=_auth(ADMIN)).content == b"captured long ago"
-
-
-@pytest.fixture
-def pair(store_dsn: str, tmp_path: Path) -> Iterator[Pair]:
-    p = Pair(store_dsn, tmp_path / "engine")
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def test_both_decoders_write_the_same_capture_markers(pair: Pair) -> None:

@@ -10,11 +10,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -32,15 +29,6 @@ from tests.collector.service.test_engine_decoder_fuzz import DIFF, Pair
 from tests.polling import poll
 
 DUPLICATE_KEY = "duplicate_key"
-
-
-@pytest.fixture
-def pair(store_dsn: str, tmp_path: Path) -> Iterator[Pair]:
-    p = Pair(store_dsn, tmp_path / "engine")
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def _add(attributes: Any, key: str, value: object) -> None:

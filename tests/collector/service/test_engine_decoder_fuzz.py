@@ -13,7 +13,6 @@ import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
@@ -138,15 +137,6 @@ def _rows(store: Store, model: type[Event]) -> Counter[str]:
                   for v in row.values()]  # fmt: skip
         out[repr(values)] += 1
     return out
-
-
-@pytest.fixture
-def pair(store_dsn: str, tmp_path: Path) -> Iterator[Pair]:
-    p = Pair(store_dsn, tmp_path / "engine")
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def _foreign_twice() -> ExportTraceServiceRequest:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -57,15 +55,6 @@ WRONG: list[tuple[type[Event], str]] = [
     (KernelQualificationEvent, "timing"),
 ]
 """Every table other than ``requests`` with a column of closed vocabulary, and that column."""
-
-
-@pytest.fixture
-def pair(store_dsn: str, tmp_path: Path) -> Iterator[Pair]:
-    p = Pair(store_dsn, tmp_path / "engine")
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def _row(model: type[Event], **update: object) -> Event:
