@@ -2,7 +2,10 @@
 
     python tests/run_parts.py [--jobs N] [PART ...]
 
-A part is a folder of ``tests/`` with an ``__init__.py``, or a top-level ``tests/test_*.py``. Each part runs in its
+A part is a folder of ``tests/`` with an ``__init__.py``, or a top-level ``tests/test_*.py``. A folder named in
+``SPLIT`` runs as one part per subfolder that holds tests (``collector/host``) and one for its own test files
+(``collector``), so that no part is most of the suite's time; naming ``collector`` on the command line runs all of
+them. Each part runs in its
 own process, so a part that changes process-wide compiler state (a decomposition table, a cache salt, Dynamo
 settings) cannot leak it into another part's compiles. Parts run ``--jobs`` at a time (default: the CPUs this
 process may use; ``$TEST_JOBS`` overrides), the longest first so the lanes finish together. Each part's output is
@@ -26,7 +29,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-LONGEST_FIRST = ("collector", "demo", "bundle", "kernels", "replay", "dashboard", "test_slim_install.py", "schema")
+SPLIT = ("collector",)
+"""Folders whose subfolders run as parts of their own (each subfolder's tests still see the folder's conftest)."""
+
+LONGEST_FIRST = (
+    "collector/service",
+    "collector/host",
+    "bundle",
+    "demo",
+    "replay",
+    "collector/trace",
+    "dashboard",
+    "kernels",
+    "schema",
+    "cli",
+    "analytics",
+    "test_slim_install.py",
+)
 """Parts in the order of their running time in CI, longest first (the rest follow in name order): with two lanes
 the longest part starts at once and the others fill the second lane."""
 
@@ -41,13 +60,22 @@ class Outcome:
     summary: str
 
 
+def _has_tests(folder: Path) -> bool:
+    return any(folder.rglob("test_*.py"))
+
+
 def discover(root: Path = ROOT) -> list[str]:
     """Every part of the suite under ``root``, longest first."""
     tests = root / "tests"
-    found = sorted(
-        [p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
-        + [p.name for p in tests.glob("test_*.py")]
-    )
+    found = [p.name for p in tests.glob("test_*.py")]
+    for folder in (p for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        if folder.name not in SPLIT:
+            found.append(folder.name)
+            continue
+        found += [f"{folder.name}/{sub.name}" for sub in folder.iterdir() if sub.is_dir() and _has_tests(sub)]
+        if any(folder.glob("test_*.py")):
+            found.append(folder.name)
+    found.sort()
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     return sorted(found, key=lambda name: (rank.get(name, len(rank)), name))
 
@@ -75,12 +103,18 @@ class Runner:
         with self.lock:
             return None if self.stopping or not self.queue else self.queue.pop(0)
 
+    def _targets(self, part: str) -> list[str]:
+        """pytest's arguments for ``part``: a split folder's own part is its top-level test files."""
+        if part in SPLIT:
+            return sorted(f"tests/{part}/{f.name}" for f in (self.root / "tests" / part).glob("test_*.py"))
+        return [f"tests/{part}" + ("" if part.endswith(".py") else "/")]
+
     def _run(self, part: str) -> None:
-        target = f"tests/{part}" + ("" if part.endswith(".py") else "/")
+        targets = self._targets(part)
         with tempfile.TemporaryFile() as out:
             start = time.monotonic()
             child = subprocess.Popen(  # its own process group: a stop reaches the services it started
-                [sys.executable, "-m", "pytest", target, *self.pytest_args],
+                [sys.executable, "-m", "pytest", *targets, *self.pytest_args],
                 cwd=self.root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
             with self.lock:
@@ -133,6 +167,20 @@ class Runner:
         return failed[0].returncode if failed else 0
 
 
+def select(known: list[str], asked: list[str]) -> list[str]:
+    """The parts of ``known`` that ``asked`` names (all when it names none); a split folder's name stands for all of
+    its parts. Raises ``LookupError`` naming what matches no part."""
+    names = {q.rstrip("/") for q in asked}
+
+    def wanted(part: str, name: str) -> bool:
+        return part == name or part.startswith(name + "/")
+
+    unknown = sorted(q for q in names if not any(wanted(p, q) for p in known))
+    if unknown:
+        raise LookupError(", ".join(unknown))
+    return [p for p in known if any(wanted(p, q) for q in names)] if names else known
+
+
 def _default_jobs() -> int:
     env = os.environ.get("TEST_JOBS", "")
     if env:
@@ -148,11 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("parts", nargs="*", help="parts to run (default: all), e.g. collector test_readme.py")
     args, pytest_args = ap.parse_known_args(argv)
     known = discover()
-    unknown = [p for p in args.parts if p.rstrip("/") not in known]
-    if unknown:
-        print(f"no such part: {', '.join(unknown)}; the parts are {', '.join(known)}", file=sys.stderr)
+    try:
+        parts = select(known, args.parts)
+    except LookupError as e:
+        print(f"no such part: {e.args[0]}; the parts are {', '.join(known)}", file=sys.stderr)
         return 2
-    parts = [p for p in known if p in {q.rstrip("/") for q in args.parts}] if args.parts else known
     jobs = args.jobs if args.jobs is not None else _default_jobs()
     if jobs < 1:
         print(f"--jobs must be >= 1, got {jobs}", file=sys.stderr)
