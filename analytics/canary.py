@@ -38,11 +38,16 @@ traffic class), which the table's primary key serves directly, in two scans that
 codes (the histogram the bootstrap resamples) and gathers the two output statistics the KS tests compare;
 the other groups both sides' rows by input digest for the argmax pairs. Only those small results reach
 Python. A side over ``max_rows`` is read again, ordered and limited, and then paired with a join.
+
+Several hardware pools judged each alone (:func:`canary_compare_pools`) share those scans: each groups by
+pool as well as by side, so ten pools cost the three queries one pool costs (the filter check, the sides, the
+pairs), and every pool's numbers are those :func:`canary_compare` gives it alone.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -218,10 +223,28 @@ class _Side:
     """Parameters of ``rows_sql`` (named apart from the other side's)."""
 
 
-def _common_where(params: CanaryParams, values: dict[str, Any]) -> str:
-    """What both sides share: the model and the optional traffic class, pool and host."""
+Pools = tuple[str | None, ...]
+"""The hardware pools compared, each alone: ``(None,)`` is one comparison of the requests of every pool (or of
+``hw_pool``'s when it is set), named pools one comparison each."""
+
+
+def _every_pool(pools: Pools) -> bool:
+    return pools == (None,)
+
+
+def _pool_key(pools: Pools) -> str:
+    """The SQL of the pool a row is judged in: its hardware pool, or ``''`` when one comparison takes every row."""
+    return "''" if _every_pool(pools) else col.HW_POOL
+
+
+def _common_where(params: CanaryParams, values: dict[str, Any], pools: Pools = (None,)) -> str:
+    """What both sides share: the model and the optional traffic class, pool and host (``pools`` named: the rows
+    of those pools)."""
     where = [f"{col.MODEL} = {{m:String}}"]
     values["m"] = params.model
+    if not _every_pool(pools):
+        where.append(f"{col.HW_POOL} IN {{hps:Array(String)}}")
+        values["hps"] = list(pools)
     for key, column, value in (
         ("tc", col.TRAFFIC_CLASS, params.traffic_class),
         ("hp", col.HW_POOL, params.hw_pool),
@@ -260,9 +283,10 @@ def _disjoint(params: CanaryParams) -> bool:
     return b_hi <= c_lo or c_hi <= b_lo
 
 
-def _both_rows(client: QueryClient, params: CanaryParams, values: dict[str, Any]) -> str:
+def _both_rows(client: QueryClient, params: CanaryParams, values: dict[str, Any], pools: Pools) -> str:
     """SQL of both sides' requests in one scan, each row with ``side`` ``'b'`` or ``'c'`` (a request on
-    both sides, possible only when the windows overlap and a bundle is shared, appears once per side)."""
+    both sides, possible only when the windows overlap and a bundle is shared, appears once per side) and the
+    ``pool`` it is judged in (:func:`_pool_key`)."""
     b, c = _own_where(params, "baseline", values), _own_where(params, "candidate", values)
     side = (
         f"if({b}, 'b', 'c')"
@@ -270,8 +294,8 @@ def _both_rows(client: QueryClient, params: CanaryParams, values: dict[str, Any]
         else f"arrayJoin(arrayFilter(s -> s != '', [if({b}, 'b', ''), if({c}, 'c', '')]))"
     )
     return (
-        f"SELECT *, {side} AS side FROM {client.database}.requests "
-        f"WHERE {_common_where(params, values)} AND (({b}) OR ({c}))"
+        f"SELECT *, {side} AS side, {_pool_key(pools)} AS pool FROM {client.database}.requests "
+        f"WHERE {_common_where(params, values, pools)} AND (({b}) OR ({c}))"
     )
 
 
@@ -280,44 +304,55 @@ _COUNTS = ", ".join(
 )
 
 
-def _sides(client: QueryClient, params: CanaryParams) -> tuple[_Side, _Side, str, dict[str, Any]]:
-    """Both sides from one scan of the raw rows: per side the request count, the rate numerators, and (at
-    most ``max_rows`` + 1 of each) the latency codes and the output statistics. A side with more than
-    ``max_rows`` requests is read again by :func:`_truncated_side`. Also returns the both-sides SQL and its
-    parameters (for the agreement check)."""
+def _sides(
+    client: QueryClient, params: CanaryParams, pools: Pools
+) -> tuple[dict[str | None, tuple[_Side, _Side]], str, dict[str, Any]]:
+    """Every pool's two sides from one scan of the raw rows: per pool and side the request count, the rate
+    numerators, and (at most ``max_rows`` + 1 of each) the latency codes and the output statistics. A side with
+    more than ``max_rows`` requests is read again by :func:`_truncated_side`. Also returns the both-sides SQL and
+    its parameters (for the agreement check)."""
     values: dict[str, Any] = {}
-    both = _both_rows(client, params, values)
+    both = _both_rows(client, params, values, pools)
     cap = params.max_rows + 1
     code = latency_code_sql(col.LATENCY_MS)
     arrays = ", ".join(f"groupArrayIf({cap})({c}, {FINGERPRINTED_SQL}) AS {c}" for c in _DRIFT_COLUMNS)
     frame = client.query_frame(
-        f"SELECT side, count() AS n, {_COUNTS}, groupArrayIf({cap})({code}, NOT {COMPILED_SQL}) AS codes, {arrays} "
-        f"FROM ({both}) GROUP BY side",
+        f"SELECT pool, side, count() AS n, {_COUNTS}, groupArrayIf({cap})({code}, NOT {COMPILED_SQL}) AS codes, "
+        f"{arrays} FROM ({both}) GROUP BY pool, side",
         values,
     )
-    at = {str(side): i for i, side in enumerate(frame.get_column("side").to_list())}
-    sides = []
-    for side in ("baseline", "candidate"):
-        i = at.get(side[0])
-        n = int(frame.item(i, "n")) if i is not None else 0
-        if n > params.max_rows:
-            sides.append(_truncated_side(client, params, side))
-            continue
-        hist = np.zeros(LATENCY_CODE_MAX + 1, dtype=np.int64)
-        drift = {c: np.zeros(0, dtype=np.float64) for c in _DRIFT_COLUMNS}
-        rates = dict.fromkeys((m for m, _, _ in _RATE_SQL), 0)
-        fingerprinted = 0
-        if i is not None:
-            # The gathered arrays go to NumPy straight from Arrow (no Python lists).
-            codes = frame.get_column("codes")[i].to_numpy().astype(np.int64)
-            hist += np.bincount(codes, minlength=LATENCY_CODE_MAX + 1)
-            drift = {c: frame.get_column(c)[i].cast(pl.Float64).to_numpy() for c in _DRIFT_COLUMNS}
-            rates = {m: int(frame.item(i, f"r{j}")) for j, (m, _, _) in enumerate(_RATE_SQL)}
-            fingerprinted = int(frame.item(i, "fp_n"))
-        own: dict[str, Any] = {}
-        rows = _side_rows(client, params, side, own)
-        sides.append(_Side(n, False, hist, rates, fingerprinted, drift, rows, own))
-    return sides[0], sides[1], both, values
+    at = {(str(p), str(s)): i for i, (p, s) in enumerate(frame.select("pool", "side").iter_rows())}
+    out: dict[str | None, tuple[_Side, _Side]] = {}
+    for pool in pools:
+        alone = _alone(params, pool)
+        sides = []
+        for side in ("baseline", "candidate"):
+            i = at.get((pool or "", side[0]))
+            n = int(frame.item(i, "n")) if i is not None else 0
+            if n > params.max_rows:
+                sides.append(_truncated_side(client, alone, side))
+                continue
+            hist = np.zeros(LATENCY_CODE_MAX + 1, dtype=np.int64)
+            drift = {c: np.zeros(0, dtype=np.float64) for c in _DRIFT_COLUMNS}
+            rates = dict.fromkeys((m for m, _, _ in _RATE_SQL), 0)
+            fingerprinted = 0
+            if i is not None:
+                # The gathered arrays go to NumPy straight from Arrow (no Python lists).
+                codes = frame.get_column("codes")[i].to_numpy().astype(np.int64)
+                hist += np.bincount(codes, minlength=LATENCY_CODE_MAX + 1)
+                drift = {c: frame.get_column(c)[i].cast(pl.Float64).to_numpy() for c in _DRIFT_COLUMNS}
+                rates = {m: int(frame.item(i, f"r{j}")) for j, (m, _, _) in enumerate(_RATE_SQL)}
+                fingerprinted = int(frame.item(i, "fp_n"))
+            own: dict[str, Any] = {}
+            rows = _side_rows(client, alone, side, own)
+            sides.append(_Side(n, False, hist, rates, fingerprinted, drift, rows, own))
+        out[pool] = (sides[0], sides[1])
+    return out, both, values
+
+
+def _alone(params: CanaryParams, pool: str | None) -> CanaryParams:
+    """``params`` narrowed to ``pool`` (``None``: as they are)."""
+    return params if pool is None else params.model_copy(update={"hw_pool": pool})
 
 
 def _truncated_side(client: QueryClient, params: CanaryParams, side: str) -> _Side:
@@ -452,33 +487,40 @@ def _first_argmax(side: str = "") -> str:
     return f"argMin{if_}({col.FP_ARGMAX_DIGEST}, {key}{cond})"
 
 
-def _pairs(client: QueryClient, base: _Side, cand: _Side, both: str, values: dict[str, Any]) -> tuple[int, int]:
-    """Input-matched pairs and how many of them agree on the argmax digest."""
+def _pairs(
+    client: QueryClient, sides: dict[str | None, tuple[_Side, _Side]], both: str, values: dict[str, Any]
+) -> dict[str | None, tuple[int, int]]:
+    """Per pool, the input-matched pairs and how many of them agree on the argmax digest."""
     matched = f"WHERE {col.INPUT_DIGEST} != '' AND {col.FP_ARGMAX_DIGEST} != '' AND {FINGERPRINTED_SQL} "
-    if not (base.truncated or cand.truncated):
-        # One scan of both sides, one GROUP BY over the input digests of either.
+    out: dict[str | None, tuple[int, int]] = {}
+    whole = [pool for pool, (base, cand) in sides.items() if not (base.truncated or cand.truncated)]
+    if whole:
+        # One scan of both sides, one GROUP BY over the pools and the input digests of either.
         pairs = client.query_frame(
-            f"SELECT count() AS n, countIf(ab = ac) AS agree FROM ("
-            f"SELECT {_first_argmax('b')} AS ab, {_first_argmax('c')} AS ac FROM ({both}) {matched}"
-            f"GROUP BY {col.INPUT_DIGEST} HAVING countIf(side = 'b') > 0 AND countIf(side = 'c') > 0)",
+            f"SELECT pool, count() AS n, countIf(ab = ac) AS agree FROM ("
+            f"SELECT pool, {_first_argmax('b')} AS ab, {_first_argmax('c')} AS ac FROM ({both}) {matched}"
+            f"GROUP BY pool, {col.INPUT_DIGEST} HAVING countIf(side = 'b') > 0 AND countIf(side = 'c') > 0) "
+            "GROUP BY pool",
             values,
         )
-    else:
+        found = {str(p): (int(n), int(a)) for p, n, a in pairs.select("pool", "n", "agree").iter_rows()}
+        out |= {pool: found.get(pool or "", (0, 0)) for pool in whole}
 
-        def first(rows: str, also: str = "") -> str:
-            return (
-                f"SELECT {col.INPUT_DIGEST}, {_first_argmax()} AS a FROM ({rows}) {matched}{also}"
-                f"GROUP BY {col.INPUT_DIGEST}"
-            )
+    def first(rows: str, also: str = "") -> str:
+        digest = col.INPUT_DIGEST
+        return f"SELECT {digest}, {_first_argmax()} AS a FROM ({rows}) {matched}{also}GROUP BY {digest}"
 
+    for pool in (p for p in sides if p not in out):
+        base, cand = sides[pool]
         narrowed = f"AND {col.INPUT_DIGEST} IN (SELECT {col.INPUT_DIGEST} FROM ({cand.rows_sql})) "
-        pairs = client.query_frame(
+        joined = client.query_frame(
             # The baseline side is narrowed to the candidate's digests first: only rows that can pair are grouped.
             f"SELECT count() AS n, countIf(b.a = c.a) AS agree FROM ({first(base.rows_sql, also=narrowed)}) AS b "
             f"INNER JOIN ({first(cand.rows_sql)}) AS c ON b.{col.INPUT_DIGEST} = c.{col.INPUT_DIGEST}",
             base.values | cand.values,
         )
-    return int(pairs.item(0, "n")), int(pairs.item(0, "agree"))
+        out[pool] = int(joined.item(0, "n")), int(joined.item(0, "agree"))
+    return out
 
 
 def _agreement_row(n: int, agree: int, params: CanaryParams) -> dict[str, Any]:
@@ -531,32 +573,54 @@ def canary_compare(client: QueryClient, params: CanaryParams) -> CanaryResult:
     in ms, and ``ci_low``/``ci_high`` the 95 % interval of the ratio candidate / baseline, the number the rule
     compares with ``1 + latency_tolerance``; for argmax agreement ``baseline`` holds the number of pairs).
     """
+    return _compare(client, params, (None,))[None]
+
+
+def canary_compare_pools(client: QueryClient, params: CanaryParams, pools: Sequence[str]) -> dict[str, CanaryResult]:
+    """:func:`canary_compare` of each of ``pools`` alone (``params`` with its ``hw_pool``), from the queries that
+    one comparison runs (each groups by pool): the results, by pool in the order given, are those
+    :func:`canary_compare` gives each pool. ``params.hw_pool`` must be unset; an unknown pool raises
+    :class:`~inferensics.analytics.errors.UnknownFilterValue` as it does there."""
+    if params.hw_pool is not None:
+        raise ValueError("give the pools to compare as pools, not hw_pool")
+    if not pools:
+        raise ValueError("no hardware pool to compare: give at least one")
+    named = tuple(dict.fromkeys(pools))
+    return {str(pool): result for pool, result in _compare(client, params, named).items()}
+
+
+def _compare(client: QueryClient, params: CanaryParams, pools: Pools) -> dict[str | None, CanaryResult]:
     bundles = [("bundle", b) for b in (params.baseline, params.candidate) if b is not None]
+    also = bundles if _every_pool(pools) else [*(("hw_pool", str(p)) for p in pools), *bundles]
     try:
-        check_filter_values(client, params, ("requests_1h", "requests"), also=bundles)
+        check_filter_values(client, params, ("requests_1h", "requests"), also=also)
     except UnknownFilterValue as exc:
         if exc.dimension != "bundle" or "" not in exc.known:
             raise
         # Requests served without a bundle carry an empty id: not a bundle the message can offer.
         raise UnknownFilterValue(exc.dimension, exc.value, [k for k in exc.known if k]) from None
-    base, cand, both, values = _sides(client, params)
-    truncated = base.truncated or cand.truncated
+    sides, both, values = _sides(client, params, pools)
     # The engine pairs the sides while this thread resamples and runs the KS tests (the engine releases
     # the GIL; only one query is in flight at a time, so the client is never used concurrently).
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="canary-pairs") as pool:
-        pairs = pool.submit(_pairs, client, base, cand, both, values)
-        latency, rates, drift = (
-            _latency_rows(base, cand, params),
-            _rate_rows(base, cand, params),
-            _drift_rows(base, cand, params),
-        )
-        rows = [*latency, *rates, _agreement_row(*pairs.result(), params), *drift]
-    evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
-    if min(base.requests, cand.requests) < params.min_requests:
-        verdict, rule = "inconclusive", f"{TOO_FEW} {params.min_requests} requests on a side"
-    else:
-        verdict, rule = decide(evidence)
-    return CanaryResult(verdict, rule, evidence, base.requests, cand.requests, truncated)  # type: ignore[arg-type]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="canary-pairs") as pool_:
+        pairs = pool_.submit(_pairs, client, sides, both, values)
+        checks = {
+            pool: (_latency_rows(base, cand, params), _rate_rows(base, cand, params), _drift_rows(base, cand, params))
+            for pool, (base, cand) in sides.items()
+        }
+        paired = pairs.result()
+    results = {}
+    for pool, (latency, rates, drift) in checks.items():
+        base, cand = sides[pool]
+        rows = [*latency, *rates, _agreement_row(*paired[pool], params), *drift]
+        evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
+        if min(base.requests, cand.requests) < params.min_requests:
+            verdict, rule = "inconclusive", f"{TOO_FEW} {params.min_requests} requests on a side"
+        else:
+            verdict, rule = decide(evidence)
+        truncated = base.truncated or cand.truncated
+        results[pool] = CanaryResult(verdict, rule, evidence, base.requests, cand.requests, truncated)  # type: ignore[arg-type]
+    return results
 
 
 TOO_FEW: Final = "fewer than"

@@ -25,8 +25,17 @@ from dataclasses import dataclass
 from typing import Final
 
 import polars as pl
+from pydantic import Field, model_validator
 
-from inferensics.analytics.canary import DEFAULT_ALPHA, TOO_FEW, TRUNCATED_NOTE, decide
+from inferensics.analytics.canary import (
+    DEFAULT_ALPHA,
+    TOO_FEW,
+    TRUNCATED_NOTE,
+    CanaryParams,
+    canary_compare_pools,
+    decide,
+)
+from inferensics.analytics.client import QueryClient
 from inferensics.analytics.stats import holm_adjusted
 
 VERDICT_RANK: Final = {"fail": 0, "inconclusive": 1, "pass": 2}
@@ -92,6 +101,39 @@ def worst_verdict(verdicts: Sequence[PoolVerdict]) -> tuple[str, str]:
     deciding = [v for v in verdicts if v.verdict == worst]
     pools = "hardware pool" if len(deciding) == 1 else "hardware pools"
     return worst, f"on {pools} " + "; ".join(f"{v.pool} ({v.rule})" for v in deciding)
+
+
+class CanaryPoolsParams(CanaryParams):
+    """A comparison of several hardware pools, each judged alone: :class:`CanaryParams` and the pools."""
+
+    hw_pools: list[str] = Field(min_length=1)
+    """The pools compared, each alone (``hw_pool`` stays unset)."""
+
+    @model_validator(mode="after")
+    def _pools_not_pool(self) -> CanaryPoolsParams:
+        if self.hw_pool is not None:
+            raise ValueError("give the pools to compare as hw_pools, not hw_pool")
+        return self
+
+
+POOL: Final = "hw_pool"
+"""The column of :func:`canary_compare_pools_frame` that names each row's pool."""
+
+
+def canary_compare_pools_frame(client: QueryClient, params: CanaryPoolsParams) -> pl.DataFrame:
+    """Each pool's ``canary_compare`` frame (its evidence and its verdict row), one after the other in the order of
+    ``hw_pools``, with a first column ``hw_pool`` naming it: the ``canary_compare_pools`` named query. The pools share
+    the comparison's queries (:func:`~inferensics.analytics.canary.canary_compare_pools`); :func:`pool_frames` splits
+    the frame again. Not corrected for the pools: :func:`correct_for_pools` does that."""
+    alone = CanaryParams(**params.model_dump(exclude={"hw_pools"}))
+    results = canary_compare_pools(client, alone, params.hw_pools)
+    return pl.concat([result.to_frame().select(pl.lit(pool).alias(POOL), pl.all()) for pool, result in results.items()])
+
+
+def pool_frames(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """A :func:`canary_compare_pools_frame` frame as each pool's ``canary_compare`` frame, by pool in its order."""
+    pools = frame.get_column(POOL).unique(maintain_order=True).to_list()
+    return {str(pool): frame.filter(pl.col(POOL) == pool).drop(POOL) for pool in pools}
 
 
 def correction_note(pools: int) -> str:

@@ -22,6 +22,7 @@ from inferensics.analytics import (
     cache,
     canary,
     canary_history,
+    canary_pools,
     catalog,
     compile_time,
     drilldown,
@@ -192,6 +193,12 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
             canary.CanaryParams,
             _canary_compare,
             canary.__doc__.split("\n\n")[1].strip() if canary.__doc__ else "",
+        ),
+        _q(
+            "canary_compare_pools",
+            canary_pools.CanaryPoolsParams,
+            canary_pools.canary_compare_pools_frame,
+            "canary_compare of each of hw_pools alone, from the queries of one comparison:",
         ),
     )
 }

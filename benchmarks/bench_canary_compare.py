@@ -38,7 +38,7 @@ from typing import Any
 
 import polars as pl
 
-from inferensics.analytics.canary import CanaryParams, canary_compare
+from inferensics.analytics.canary import CanaryParams, canary_compare, canary_compare_pools
 from inferensics.schema import columns as col
 from inferensics.schema.store import Store
 
@@ -104,13 +104,12 @@ def _split(store: Store, start: datetime, end: datetime) -> None:
     canary_compare(timed, CanaryParams(model=MODEL, baseline=BASELINE, candidate=CANDIDATE, start=start, end=end))
     timed.cpu, timed.queries = 0.0, 0  # the first call warmed the engine's caches
     started, cpu = time.perf_counter(), time.thread_time()
-    for pool in pools:
-        params = CanaryParams(model=MODEL, baseline=BASELINE, candidate=CANDIDATE, start=start, end=end, hw_pool=pool)
-        canary_compare(timed, params)
+    params = CanaryParams(model=MODEL, baseline=BASELINE, candidate=CANDIDATE, start=start, end=end)
+    canary_compare_pools(timed, params, pools)
     wall, python = time.perf_counter() - started, time.thread_time() - cpu - timed.cpu
     print(
-        f"in process, {len(pools)} pools one by one ({timed.queries} queries): {wall:.2f} s wall; the calling "
-        f"thread's CPU outside the queries {python:.2f} s ({_load()})"
+        f"in process, {len(pools)} pools each alone, sharing queries ({timed.queries} queries): {wall:.2f} s wall; "
+        f"the calling thread's CPU outside the queries {python:.2f} s ({_load()})"
     )
 
 

@@ -10,7 +10,7 @@ import enum
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -202,7 +202,7 @@ def compare(  # noqa: PLR0917 (typer options)
     judged alone and the worst verdict (fail, then inconclusive) decides, naming its pool.
     """
     from inferensics.analytics.canary import CanaryParams, verdict_event
-    from inferensics.analytics.canary_pools import PoolVerdict, correct_for_pools, worst_verdict
+    from inferensics.analytics.canary_pools import PoolVerdict, correct_for_pools, pool_frames, worst_verdict
     from inferensics.analytics.local_runner import LocalRunner
     from inferensics.analytics.report.canary import render_canary_text, verdict_of, write_canary_report
     from inferensics.schema.store import Store
@@ -239,26 +239,26 @@ def compare(  # noqa: PLR0917 (typer options)
             model = str(match.item(0, "model"))
         pools, pool_note = _choose_pools(runner, hw_pool, model, traffic_class, (base, cand), (lo, hi),
                                          (_utc(baseline_start), _utc(baseline_end)))  # fmt: skip
-        judged: list[tuple[str | None, pl.DataFrame]] = []
-        asked: list[dict[str, Any]] = []
-        for pool in pools:
-            params = {
-                "model": model,
-                "baseline": base,
-                "candidate": cand,
-                "start": lo,
-                "end": hi,
-                "traffic_class": traffic_class,
-                "hw_pool": pool,
-                "baseline_start": baseline_start,
-                "baseline_end": baseline_end,
-                "min_requests": min_requests,
-                "min_pairs": min_pairs,
-            }
-            given = {k: v for k, v in params.items() if v is not None}
-            frame = runner.query("canary_compare", **given)  # type: ignore[attr-defined]
-            judged.append((pool, frame))
-            asked.append(given)
+        params = {
+            "model": model,
+            "baseline": base,
+            "candidate": cand,
+            "start": lo,
+            "end": hi,
+            "traffic_class": traffic_class,
+            "baseline_start": baseline_start,
+            "baseline_end": baseline_end,
+            "min_requests": min_requests,
+            "min_pairs": min_pairs,
+        }
+        given = {k: v for k, v in params.items() if v is not None}
+        asked = [given | ({"hw_pool": pool} if pool is not None else {}) for pool in pools]
+        judged: list[tuple[str | None, pl.DataFrame]]
+        if len(pools) > 1:  # several pools, each alone, from the queries of one comparison
+            frames = pool_frames(runner.query("canary_compare_pools", **given, hw_pools=pools))  # type: ignore[attr-defined]
+            judged = [(pool, frames[str(pool)]) for pool in pools]
+        else:
+            judged = [(pools[0], runner.query("canary_compare", **asked[0]))]  # type: ignore[attr-defined]
         if len(judged) > 1:  # one test per pool and metric: the p-value checks corrected for the pools
             corrected = correct_for_pools({str(p): f for p, f in judged})
             judged = [(p, corrected[str(p)]) for p, _ in judged]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -24,12 +23,12 @@ import torch
 
 from inferensics.bundle.errors import error_line
 from inferensics.bundle.tolerance import fp64_model, to_fp64
-from inferensics.kernels.op import REFERENCE
 from inferensics.replay._internal import graph_probe as gp
 from inferensics.replay._internal import output_code as oc
 from inferensics.replay._internal import providers as pv
 from inferensics.replay._internal import torch_adapter as ta
 from inferensics.replay._internal import verdict_text as vt
+from inferensics.replay._internal.compiler_bisection import CompilerBisection
 from inferensics.replay._internal.ladder import (
     Case,
     RungRun,
@@ -37,21 +36,18 @@ from inferensics.replay._internal.ladder import (
     as_call,
     call_model,
     input_names,
-    run_rung,
     run_served,
     serving_dtype,
     to_device,
 )
-from inferensics.replay._internal.tolerance import EAGER_LIMIT, RATIO_LIMIT, Comparison, check_eager, compare
+from inferensics.replay._internal.node_search import NodeSearch
+from inferensics.replay._internal.registry_checks import RegistryChecks
+from inferensics.replay._internal.tolerance import Comparison, check_eager, compare
 from inferensics.replay._internal.verdict import Verdict
 from inferensics.replay._internal.verdict_text import num
 
-_FRAME_LOCAL = re.compile(r"L\['([A-Za-z_][A-Za-z0-9_]*)'\]")
-"""Dynamo's source of a placeholder that is a plain local of the compiled frame: ``L['tokens']``."""
-
 POSITIONS_KEPT = 8
 """Positions of bad input elements listed in a verdict."""
-FUSION_OFF = {"max_fusion_size": 1, "epilogue_fusion": False, "aggressive_fusion": False}
 
 
 def investigate(
@@ -128,59 +124,9 @@ def investigate_keeping_graph(
     return verdict, inv.graph
 
 
-class _Investigation:
-    def __init__(
-        self,
-        case: Case,
-        served_output: Any,
-        served_code: str | None,
-        served_verified: bool = False,
-        *,
-        history_missing: str = "",
-    ) -> None:
-        self.case = case
-        self.served_verified = served_verified
-        self.history_missing = history_missing
-        self.served_output = served_output
-        self.served_code = served_code
-        self.rungs: list[dict[str, Any]] = []
-        self.compiles = 0
-        self.ref: Any = None
-        self.eager: Any = None
-        self.graph: gp.GraphCall | None = None
-        self.ref_nodes: gp.NodeRun | None = None
-        self.eager_nodes: gp.NodeRun | None = None
-
-    # -- evidence -------------------------------------------------------------------------
-    def _evidence(self, **extra: Any) -> dict[str, Any]:
-        return {
-            "serving_dtype": str(self.case.dtype).removeprefix("torch."),
-            "tolerance": {
-                "rule": "candidate error vs fp64 over eager's own error vs fp64, RMSE and max-abs",
-                "ratio_limit": RATIO_LIMIT,
-                "eager_limit_rounding_units": EAGER_LIMIT,
-            },
-            "rungs": self.rungs,
-            "compiles": self.compiles,
-            **extra,
-        }
-
-    def _record(self, comparison: Comparison, seconds: float, error: str = "") -> Comparison:
-        entry = comparison.to_dict()
-        entry["seconds"] = round(seconds, 3)
-        if error:
-            entry["error"] = error
-        self.rungs.append(entry)
-        return comparison
-
-    def _rung(self, variation: Variation, **kw: Any) -> tuple[Comparison, RungRun]:
-        run = run_rung(self.case, variation, **kw)
-        self.compiles += 1
-        if run.error:
-            cmp = Comparison(variation.name(), math.inf, math.inf, math.inf, 0.0, 0.0, 0, [{"error": run.error}])
-        else:
-            cmp = compare(variation.name(), run.output, self.ref, self.eager)
-        return self._record(cmp, run.seconds, run.error), run
+class _Investigation(RegistryChecks, CompilerBisection, NodeSearch):
+    """The ladder (the module docstring's order) and the verdict of each category; the registry rung, the
+    compiler bisection and the diverging-node search are its bases'."""
 
     # -- the ladder -----------------------------------------------------------------------
     def run(self) -> Verdict:
@@ -412,129 +358,6 @@ class _Investigation:
             evidence=self._evidence(error=error, located_by="eager run" if at is not None else ""),
         )
 
-    # -- kernel registry -------------------------------------------------------------------
-    def _fp64_values_cast_to_serving(self) -> tuple[dict[str, Any], Any]:
-        """The fp64 run's node values, and a cast that brings one back to the dtype eager computed it in."""
-        assert self.ref_nodes is not None
-        assert self.eager_nodes is not None
-        env64 = self.ref_nodes.values | self._placeholder_values(fp64=True)
-        envd = self.eager_nodes.values | self._placeholder_values(fp64=False)
-
-        def cast(name: str, value: Any) -> Any:
-            like = envd.get(name)
-            if isinstance(value, torch.Tensor) and isinstance(like, torch.Tensor) and value.is_floating_point():
-                return value.to(like.dtype)
-            return value
-
-        return env64, cast
-
-    def _registry_calls(self, *, compiled: bool) -> list[tuple[torch.fx.Node, Any, list[Any], pv.Served]]:
-        """Registry nodes of the request's graph with their arguments (serving dtype) and the provider each
-        call gets, eager or while compiling."""
-        if self.graph is None or self.ref_nodes is None or self.eager_nodes is None:
-            return []
-        env64, cast = self._fp64_values_cast_to_serving()
-
-        out = []
-        for node, op in pv.registry_nodes(self.graph.gm):
-            try:
-                args = gp.node_args(node, env64, cast)
-                served = pv.served_by(op, args, compiled=compiled)
-            except Exception:
-                continue
-            out.append((node, op, args, served))
-        return out
-
-    def _kernel_provider(self, *, compiled: bool) -> Verdict | None:
-        """Force the registry's reference providers (all suspects, then one op at a time); when that fixes
-        the request, name the op, the provider that served it, its kernel function and the calling line."""
-        calls = self._registry_calls(compiled=compiled)
-        # Suspects: ops served by something other than their definition at this call (or, for a compile
-        # with symbolic sizes, ops whose default list puts a non-reference provider first).
-        suspects: list[str] = []
-        dynamic = compiled and bool(self.case.compile_kwargs.get("dynamic") or self.case.history)
-        for i, (node, op, args, served) in enumerate(calls):
-            first = op.priority[0] if op.priority else REFERENCE
-            open_default = dynamic and first != REFERENCE and op.providers[first].kind != "inductor"
-            if open_default and _is_definition(served):
-                # Traced with symbolic sizes the call took the default list, not this shape's bucket.
-                calls[i] = (node, op, args, pv.served_by(op, args, compiled=True, provider=first))
-            if not _is_definition(calls[i][3]) and op.name not in suspects:
-                suspects.append(op.name)
-        if not suspects:
-            return None
-        if not self._forced_passes(tuple(suspects), compiled):
-            return None
-        culprit = suspects[0]
-        if len(suspects) > 1:
-            culprit = next((n for n in suspects if self._forced_passes((n,), compiled)), suspects[0])
-        mine = [c for c in calls if c[1].name == culprit and not _is_definition(c[3])]
-        chosen: tuple[torch.fx.Node, Any, list[Any], pv.Served] | None = None
-        alone: Comparison | None = None
-        for node, op, args, served in mine:
-            cmp = self._provider_alone(op, served.provider, args)
-            if chosen is None or (alone is not None and alone.passed and not cmp.passed):
-                chosen, alone = (node, op, args, served), cmp
-            if not cmp.passed:
-                break
-        if chosen is None or alone is None:
-            return None
-        node, op, _args, served = chosen
-        if compiled and alone.passed:
-            # The provider is right on its own at this call: the compiler mishandles its code; go on down.
-            self.rungs.append({**alone.to_dict(), "note": "provider right alone: not blamed"})
-            return None
-        src = gp.source_of(node)
-        return Verdict(
-            "kernel_provider",
-            op=served.op,
-            fx_node=node.name,
-            kernel=served.source.function,
-            source_file=src.file,
-            source_line=src.line,
-            source_text=src.text,
-            culprit=vt.provider_culprit(served.to_dict()),
-            summary=vt.provider_summary(served.to_dict(), compiled=compiled, src=src),
-            evidence=self._evidence(
-                provider={**served.to_dict(), "alone": alone.to_dict()},
-                ops_forced=suspects,
-                kernels=[],
-                output_code_line=0,
-            ),
-        )
-
-    def _forced_passes(self, names: tuple[str, ...], compiled: bool) -> bool:
-        label = f"kernel registry: {', '.join(names)} forced to the reference provider"
-        if compiled:
-            cmp, _ = self._rung(Variation(forced=names, label=f"inductor, {label}"), provenance=False)
-            return cmp.passed
-        start = time.perf_counter()
-        with pv.forced_reference(names):
-            out = call_model(self.case.model, self.case.request)
-        check = check_eager(out, self.ref)
-        self.rungs.append(
-            {
-                "rung": f"eager, {label}",
-                "rounding_units": num(check.ratio),
-                "nonfinite_new": check.nonfinite_new,
-                "passed": not check.wrong,
-                "seconds": round(time.perf_counter() - start, 3),
-            }
-        )
-        return not check.wrong
-
-    def _provider_alone(self, op: Any, provider: str, args: list[Any]) -> Comparison:
-        """The provider on this call's arguments against the op's reference in fp64, anchored on the reference
-        in the serving dtype."""
-        label = f"{op.name}: provider {provider} alone"
-        try:
-            out = pv.run_provider(op, provider, args)
-            anchor = pv.run_provider(op, REFERENCE, args)
-            ref = pv.run_provider(op, REFERENCE, [to_fp64(a) for a in args])
-        except Exception as exc:
-            return Comparison(label, math.inf, math.inf, math.inf, 0.0, 0.0, 0, [{"error": f"{type(exc).__name__}"}])
-        return compare(label, out, ref, anchor)
-
     def _source_op(self, ratio: float) -> Verdict:
         """Eager in the serving dtype is already wrong against fp64: the model's own arithmetic, said in words with
         each path's non-finite counts (fp64 may be non-finite too, on other elements)."""
@@ -715,324 +538,6 @@ class _Investigation:
             culprit=f"decomposition of {ta.op_name(culprit_op)}" if culprit_op else "a decomposition",
             ops=ops,
         )
-
-    def _bisect_table(self, table: dict[Any, Any]) -> Any:
-        keys = list(table)
-        while len(keys) > 1:
-            half = keys[: len(keys) // 2]
-            trial = {k: v for k, v in table.items() if k not in set(half)}
-            cmp, _ = self._rung(
-                Variation(
-                    backend="aot_eager_decomp_partition",
-                    decompositions=trial,
-                    label=f"aot_eager_decomp_partition without {len(half)} decompositions",
-                ),
-                provenance=False,
-            )
-            keys = half if cmp.passed else keys[len(keys) // 2 :]
-        return keys[0] if keys else None
-
-    def _bisect_inductor(self, failing: Variation) -> tuple[str, list[Any], str]:
-        for slot in ta.active_custom_passes():
-            name = ta.custom_pass_name(slot)
-            cmp, _ = self._rung(Variation(config={slot: None}, label=f"inductor without {name}"), provenance=False)
-            if cmp.passed:
-                return name, self._ops_changed_by_pass(slot), "graph_pass"
-        cmp, _ = self._rung(
-            Variation(config={"pattern_matcher": False}, label="inductor pattern_matcher=False"), provenance=False
-        )
-        if cmp.passed:
-            return "pattern_matcher (built-in pattern passes)", [], "graph_pass"
-        fusion = {k: v for k, v in FUSION_OFF.items() if _has_config(k)}
-        cmp, _ = self._rung(
-            Variation(
-                config=fusion, no_fusion=True, label="inductor fusion off (max_fusion_size=1, no scheduler fusion)"
-            ),
-            provenance=False,
-        )
-        if cmp.passed:
-            return "fusion", [], "schedule"
-        if torch.finfo(self.case.dtype).bits < 32:
-            cmp, _ = self._rung(
-                Variation(config={"emulate_precision_casts": True}, label="inductor emulate_precision_casts=True"),
-                provenance=False,
-            )
-            if cmp.passed:
-                return "precision casts elided by codegen (emulate_precision_casts fixes it)", [], "lowering"
-        lowered = [op for op in self._graph_ops(None, decomposed=True) if ta.has_lowering(op)]
-        if lowered:
-            cmp, _ = self._rung(
-                Variation(fallbacks=tuple(lowered), label=f"inductor with {len(lowered)} lowerings as fallbacks"),
-                provenance=False,
-            )
-            if cmp.passed:
-                found = self._bisect_lowerings(lowered)
-                if found is not None:
-                    return f"lowering of {ta.op_name(found)}", [found], "lowering"
-        return "no single variation fixed it", [], "lowering"
-
-    def _bisect_lowerings(self, ops: list[Any]) -> Any:
-        while len(ops) > 1:
-            half = ops[: len(ops) // 2]
-            cmp, _ = self._rung(
-                Variation(
-                    fallbacks=tuple(half), label=f"inductor with {', '.join(ta.op_name(o) for o in half)} as fallbacks"
-                ),
-                provenance=False,
-            )
-            ops = half if cmp.passed else ops[len(ops) // 2 :]
-        return ops[0] if ops else None
-
-    def _ops_changed_by_pass(self, slot: str) -> list[Any]:
-        with_pass = self._graph_ops(None, decomposed=True, post_grad=True)
-        with ta.inductor_config({slot: None}):
-            without = self._graph_ops(None, decomposed=True, post_grad=True)
-        return [op for op in without if op not in with_pass] + [op for op in with_pass if op not in without]
-
-    # -- localisation --------------------------------------------------------------------
-    def _finish(
-        self, category: str, failing: Variation, *, culprit: str, ops: Sequence[Any] = (), summary: str = ""
-    ) -> Verdict:
-        node_name, trace = self._first_diverging_node(failing)
-        return self._located(category, node_name, trace, culprit=culprit, ops=ops, summary=summary)
-
-    def _located(
-        self,
-        category: str,
-        node_name: str,
-        trace: ta.CompileTrace,
-        *,
-        culprit: str,
-        ops: Sequence[Any] = (),
-        summary: str = "",
-    ) -> Verdict:
-        node = self._node(node_name)
-        src = gp.source_of(node) if node is not None else gp.SourceLine()
-        node_ops: list[Any] = []
-        if node is not None and self.graph is not None and self.ref_nodes is not None:
-            node_ops = gp.aten_ops_of(self.graph.gm, node, self.ref_nodes.values | self._placeholder_values(fp64=True))
-        op = ""
-        chosen = [o for o in ops if o in node_ops] or list(ops) or node_ops
-        if chosen:
-            op = ta.op_name(chosen[0])
-        overload = str(chosen[0]) if chosen and isinstance(chosen[0], torch._ops.OpOverload) else ""
-        kernels = oc.kernels_of_node(trace.node_mappings, node_name) if node_name else []
-        code = trace.output_code[-1] if trace.output_code else ""
-        line = oc.kernel_line(code, kernels[0]) if kernels and code else 0
-        return Verdict(
-            category,
-            op=op,
-            fx_node=node_name,
-            kernel=kernels[0] if kernels else "",
-            source_file=src.file,
-            source_line=src.line,
-            source_text=src.text,
-            culprit=culprit,
-            summary=summary or vt.located_summary(category, culprit, node_name, op),
-            evidence=self._evidence(kernels=kernels, output_code_line=line, op_overload=overload),
-        )
-
-    def _first_diverging_node(self, failing: Variation) -> tuple[str, ta.CompileTrace]:
-        if self.graph is None or self.ref_nodes is None or self.eager_nodes is None:
-            return "", ta.CompileTrace()
-        order = [n.name for n in gp.compute_nodes(self.graph.gm)]
-        sink: dict[str, Any] = {}
-        run = run_rung(
-            self.case, failing, wrap=lambda inner: gp.exposing_backend(inner, None, sink), before_request=sink.clear
-        )
-        self.compiles += 1
-        first = self._first_bad(order, sink)
-        trace = getattr(self, "_fresh_trace", None) or run.trace
-        if first:
-            return first, trace
-        # Exposing every node hid the fault (a pass no longer matched): bisect on one exposed node at a time.
-        lo, hi = 0, len(order) - 1
-        found = ""
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            sink = {}
-            run_rung(
-                self.case,
-                failing,
-                wrap=lambda inner, s=sink, n=order[mid]: gp.exposing_backend(inner, {n}, s),
-                before_request=sink.clear,
-                provenance=False,
-            )
-            self.compiles += 1
-            if self._first_bad([order[mid]], sink):
-                found, hi = order[mid], mid - 1
-            else:
-                lo = mid + 1
-        return found, trace
-
-    def _first_bad(self, order: list[str], sink: dict[str, Any]) -> str:
-        assert self.ref_nodes is not None
-        assert self.eager_nodes is not None
-        for name in order:
-            if name not in sink or name not in self.ref_nodes.values or name not in self.eager_nodes.values:
-                continue
-            cmp = compare(name, sink[name], self.ref_nodes.values[name], self.eager_nodes.values[name])
-            if not cmp.passed:
-                return name
-        return ""
-
-    def _first_wrong_eager_node(self) -> tuple[torch.fx.Node | None, float | None]:
-        if self.graph is None or self.ref_nodes is None or self.eager_nodes is None:
-            return None, None
-        gm = self.graph.gm
-        env64, cast = self._fp64_values_cast_to_serving()
-
-        for node in gp.compute_nodes(gm):
-            if node.name not in env64:
-                continue
-            try:
-                local = gp.run_node_alone(gm, node, env64, cast)
-            except Exception:
-                continue
-            check = check_eager(local, env64[node.name])
-            if check.wrong:
-                return node, check.ratio
-        return None, None
-
-    def _first_node_consuming(self, input_name: str) -> tuple[str, gp.SourceLine]:
-        if self.graph is None:
-            return "", gp.SourceLine()
-        names = self._placeholder_user_names()
-        for node in self.graph.gm.graph.nodes:
-            if node.op == "placeholder" and names.get(node.name) == input_name:
-                users = [u for u in self.graph.gm.graph.nodes if node in u.all_input_nodes]
-                if users:
-                    return users[0].name, gp.source_of(users[0])
-        return "", gp.SourceLine()
-
-    def _placeholder_values(self, *, fp64: bool) -> dict[str, Any]:
-        assert self.graph is not None
-        names = [n.name for n in self.graph.gm.graph.nodes if n.op == "placeholder"]
-        return {
-            n: (v.double() if fp64 and isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-            for n, v in zip(names, self.graph.args, strict=False)
-        }
-
-    def _placeholder_user_names(self) -> dict[str, str]:
-        """Placeholder name → the user's argument name, matched by tensor identity; a placeholder that is no
-        tensor the request passed (the compiled frame is called with one the model derived, e.g. padded token
-        ids) is named by its local in the compiled frame (Dynamo's source ``L['tokens']``: ``tokens``, not
-        the graph's ``l_tokens_``)."""
-        assert self.graph is not None
-        user = input_names(self.case.model, self.case.request)
-        out: dict[str, str] = {}
-        placeholders = [n for n in self.graph.gm.graph.nodes if n.op == "placeholder"]
-        for node, value in zip(placeholders, self.graph.args, strict=False):
-            for name, tensor in user:
-                if value is tensor or (
-                    isinstance(value, torch.Tensor)
-                    and isinstance(tensor, torch.Tensor)
-                    and value.data_ptr() == tensor.data_ptr()
-                    and value.shape == tensor.shape
-                ):
-                    out[node.name] = name
-        for node, source in zip(placeholders, self.graph.sources, strict=False):
-            local = _FRAME_LOCAL.fullmatch(source)
-            if node.name not in out and local is not None:
-                out[node.name] = local.group(1)
-        return out
-
-    def _nodes_with_constant(self, names: list[str], values: list[float]) -> list[str]:
-        """Those of ``names`` whose node takes one of ``values`` as a scalar argument."""
-        if not values:
-            return []
-
-        def scalars(node: torch.fx.Node) -> list[float]:
-            out: list[float] = []
-            torch.fx.node.map_aggregate(
-                (node.args, node.kwargs),
-                lambda a: out.append(float(a)) if isinstance(a, int | float) and not isinstance(a, bool) else None,
-            )
-            return out
-
-        found = []
-        for name in names:
-            node = self._node(name)
-            if node is not None and any(math.isclose(s, v, rel_tol=1e-6) for s in scalars(node) for v in values):
-                found.append(name)
-        return found
-
-    def _op_words(self, name: str) -> set[str]:
-        node = self._node(name)
-        if node is None or self.graph is None or self.ref_nodes is None:
-            return set()
-        ops = gp.aten_ops_of(self.graph.gm, node, self.ref_nodes.values | self._placeholder_values(fp64=True))
-        return {ta.op_name(op).split(".")[-1].split("::")[-1] for op in ops[:1]}
-
-    def _node(self, name: str) -> torch.fx.Node | None:
-        if self.graph is None or not name:
-            return None
-        return next((n for n in self.graph.gm.graph.nodes if n.name == name), None)
-
-    def _in_graph_order(self, names: list[str]) -> list[str]:
-        if self.graph is None:
-            return names
-        order = [n.name for n in self.graph.gm.graph.nodes]
-        return sorted([n for n in names if n in order], key=order.index)
-
-    def _graph_ops(
-        self, table: dict[Any, Any] | None, *, decomposed: bool = False, post_grad: bool = False
-    ) -> list[Any]:
-        """Ops in the request's ATen graph: before decomposition (keys of ``table``), after, or post-grad."""
-        graphs: list[torch.fx.GraphModule] = []
-
-        def record(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-            graphs.append(gm)
-            return gm
-
-        if post_grad:
-
-            def capture(graph: torch.fx.Graph) -> None:
-                graphs.append(torch.fx.GraphModule({}, graph))
-
-            # Appended after the user's own post pass, so the graph seen is what lowering receives.
-            user = ta.inductor_config_value("post_grad_custom_post_pass")
-
-            def chained(graph: torch.fx.Graph) -> None:
-                if user is not None:
-                    user(graph)
-                capture(graph)
-
-            run_rung(self.case, Variation(config={"post_grad_custom_post_pass": chained}), provenance=False)
-        else:
-            from torch._dynamo.backends.common import aot_autograd
-
-            decomps = ta.inductor_decompositions() if decomposed else None
-            backend = (
-                aot_autograd(fw_compiler=record, decompositions=decomps)
-                if decomps
-                else aot_autograd(fw_compiler=record)
-            )
-            run_rung(self.case, Variation(backend="aot_eager"), wrap=lambda _inner: backend, provenance=False)
-        self.compiles += 1
-        ops: list[Any] = []
-        for gm in graphs[-1:]:
-            for node in gm.graph.nodes:
-                if (
-                    node.op == "call_function"
-                    and isinstance(node.target, torch._ops.OpOverload)
-                    and node.target not in ops
-                ) and (table is None or node.target in table):
-                    ops.append(node.target)
-        return ops
-
-
-def _is_definition(served: pv.Served) -> bool:
-    """Whether a call was served by the op's definition (the reference, or the reference left to Inductor)."""
-    return served.provider == REFERENCE or served.kind == "inductor"
-
-
-def _has_config(name: str) -> bool:
-    try:
-        ta.inductor_config_value(name)
-    except AttributeError:
-        return False
-    return True
 
 
 def _has_nonfinite(value: Any) -> bool:

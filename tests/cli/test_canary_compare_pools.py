@@ -8,9 +8,12 @@ cpu-b, the candidate cpu-b only, as fast as the baseline there.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from inferensics.analytics.canary_history import VerdictHistoryParams, recorded_verdicts
@@ -18,10 +21,12 @@ from inferensics.cli.app import app
 from inferensics.schema import RequestEvent
 from inferensics.schema import columns as col
 from inferensics.schema.store import Store
+from tests.collector.service.harness import ADMIN, new_service
 from tests.dashboard.canary_pools import BASELINE, BASELINE_ONLY_POOL, CANDIDATE, MODEL, SHARED_POOL, build
 from tests.seeding import seed
 
 NOW = datetime.now(UTC).replace(second=0, microsecond=0)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _compare(store: Store, chdb_dir: Path, *extra: str) -> tuple[int, str]:
@@ -160,3 +165,40 @@ def test_two_windows_are_both_named_in_the_header(store: Store, chdb_dir: Path) 
     c_lo = NOW - timedelta(hours=2)
     named = f"(baseline {b_lo:%Y-%m-%d %H:%M} to {b_hi:%Y-%m-%d %H:%M}, candidate {c_lo:%Y-%m-%d %H:%M} to "
     assert named in header, header
+
+
+def _seed_in_own_process(dsn: str) -> None:
+    """Seed the service's store before it starts (chDB opens one data directory per process)."""
+    code = (
+        "import sys; from datetime import datetime; "
+        "from inferensics.schema.store import Store; from tests.seeding import seed; "
+        "from tests.dashboard.canary_pools import build; "
+        "from tests.cli.test_canary_compare_pools import _with_a_slow_pool; "
+        "now = datetime.fromisoformat(sys.argv[2]); facts = build(now); "
+        "store = Store.open(sys.argv[1]); "
+        "seed(store, events=[*facts.requests, *_with_a_slow_pool(now), *facts.others]); store.close()"
+    )
+    subprocess.run([sys.executable, "-c", code, dsn, NOW.isoformat()], check=True, cwd=ROOT, timeout=300)
+
+
+@pytest.mark.slow
+def test_each_pool_is_judged_through_the_service_as_in_the_store(tmp_path: Path) -> None:
+    """Several pools go to the service as one named query (``canary_compare_pools``, its ``hw_pools`` a list in
+    the JSON body); the verdicts read as they do from the store."""
+    svc = new_service(tmp_path)
+    _seed_in_own_process(svc.dsn)
+    window = ["--start", f"{NOW - timedelta(hours=2):%Y-%m-%dT%H:%M}", "--end", f"{NOW:%Y-%m-%dT%H:%M}"]
+    args = ["canary", "compare", "--baseline", BASELINE[:12], "--candidate", CANDIDATE[:12], *window]
+    with svc:
+        result = CliRunner().invoke(
+            app, [*args, "--min-requests", "50", "--service", svc.url, "--token", ADMIN], env={"COLUMNS": "300"}
+        )
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    verdicts = lines[lines.index("verdict per hardware pool:") :]
+    assert (
+        verdicts[1]
+        == f"  {SHARED_POOL}: PASS (every check passed; p Holm–Bonferroni-adjusted for the 2 hardware pools judged)"
+    )
+    assert verdicts[2].startswith(f"  {SLOW_POOL}: FAIL (failed: p50_ms")
+    assert verdicts[3].startswith(f"verdict: FAIL on hardware pool {SLOW_POOL} (failed: p50_ms")
