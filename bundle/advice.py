@@ -1,6 +1,8 @@
 """Shape-policy advice: all-static, all-dynamic and bucketed policies measured on the same distribution.
 
-Each policy is compiled from an empty cache and serves every shape of the distribution (its compile figures).
+Each policy is compiled from an empty cache and serves every shape of the distribution (its compile figures),
+after the build warmed the compiler up (:func:`~inferensics.bundle.qualify.warm_up`): the as-built run, reused
+here for the policy it is, would otherwise carry the compiler's one-time start in its compile seconds.
 Then all of them, compiled again from their own caches and alive at once, are timed interleaved
 (:mod:`inferensics.bundle.latency`): their steady latencies, each with the interval of its median, are
 measured under the same load, with no compile in any timed call. Bucketed rounds every dimension up to the

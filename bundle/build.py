@@ -37,7 +37,7 @@ from inferensics.bundle.errors import BundleError, error_line
 from inferensics.bundle.keys import SigningKey
 from inferensics.bundle.manifest import MANIFEST_FILE, GraphRecord, Manifest, Resource, group_digests
 from inferensics.bundle.progress import Progress, shape_line, silent
-from inferensics.bundle.qualify import PolicyRun, run_policy
+from inferensics.bundle.qualify import PolicyRun, run_policy, warm_up
 from inferensics.bundle.shapes import ShapeDistribution
 
 MEGACACHE = "artifacts/megacache.bin"
@@ -131,6 +131,7 @@ class BuildSpec:
                 + (f" (did you mean {similar}?)" if (similar := _similar_option(unknown[0])) else "")
                 + ": see torch._inductor.config for the names",
             )
+        _refuse_shared_places(self.customisations)
         if self.kernel_evidence is not None and self.registry is None:
             # Recorded as the evidence's registry state, so the bundle cache's build key covers the evidence too.
             object.__setattr__(self, "registry", read_kernel_evidence(self.kernel_evidence)[1]["registry"])
@@ -143,6 +144,27 @@ class BuildSpec:
             "dynamic": self.dynamic,
             "fullgraph": self.fullgraph,
         }
+
+
+def _refuse_shared_places(customisations: Sequence[custom.Customisation]) -> None:
+    """Refuse two customisations for one place: Inductor's FX pass slot holds one pass and its table one
+    decomposition per op, so the second would replace the first while the identity records both."""
+    held: dict[tuple[str, str], str] = {}
+    for c in customisations:
+        if c.kind == "custom_op":
+            continue
+        first = held.get((c.kind, c.target))
+        held[(c.kind, c.target)] = c.import_path
+        if first is None:
+            continue
+        place = f"FX pass slot {c.target}" if c.kind == "fx_pass" else f"decomposition of {c.target}"
+        if first == c.import_path:
+            raise BundleError("bad_input", f"{first} is given twice for Inductor's {place}: give it once")
+        raise BundleError(
+            "bad_input",
+            f"two customisations for Inductor's {place} ({first} and {c.import_path}): it holds one; combine "
+            "them into one function (or put a pass in another slot)",
+        )
 
 
 def _similar_option(key: str) -> str:
@@ -466,6 +488,9 @@ def _compile_and_sign(
     n = f"{len(shapes)} shape{'s' if len(shapes) != 1 else ''}"
     progress(f"compiling {n} from an empty cache and checking each against eager and fp64 (as built)")
     try:
+        if spec.advise:  # the policies' compile seconds are compared: none of them pays the compiler's start
+            progress(f"warming up the compiler on shape {'x'.join(map(str, shapes[0][0]))} (not measured)")
+            warm_up(model, make_inputs, shapes[0][0], compile_args=compile_args, config_patches=patches)
         main = run_policy(
             "as built", model, make_inputs, shapes, compile_args=compile_args, config_patches=patches,
             repeats=spec.repeats, check=reference.check, on_shape=lambda r: progress(shape_line("as built", r)),

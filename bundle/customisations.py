@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Literal
 
+import torch
 from pydantic import BaseModel, ConfigDict
 
 from inferensics.bundle import torch_adapter
@@ -28,6 +29,8 @@ from inferensics.bundle.errors import BundleError
 
 Kind = Literal["decomposition", "fx_pass", "custom_op"]
 KINDS: Final = ("decomposition", "fx_pass", "custom_op")
+DEFAULT_FX_PASS_SLOT: Final = "post_grad_custom_post_pass"
+"""The Inductor slot an FX pass goes into when none is named (``bundle build --fx-pass module:name``)."""
 
 
 class Customisation(BaseModel):
@@ -74,9 +77,11 @@ def describe(kind: Kind, target: str, obj: Callable[..., Any] | Any) -> Customis
             ``uuid()``) or the module that registers a custom op.
 
     Raises:
-        BundleError: ``bad_input`` when it is not importable by a module-level name, or is an FX pass the bundle
-            could not carry the graphs of (:func:`fx_pass_problem`).
+        BundleError: ``bad_input`` when it is not importable by a module-level name, or is an FX pass for a slot
+            this torch's Inductor does not have or whose graphs the bundle could not carry (:func:`fx_pass_problem`).
     """
+    if kind == "fx_pass":
+        refuse_unknown_slot(target)
     path = _import_path(obj)
     if "<locals>" in path or "<lambda>" in path:
         raise BundleError("bad_input", f"customisation {path} is not importable: define it at module level")
@@ -105,6 +110,22 @@ def _import_path(obj: Any) -> str:
             f"module-level name in {cls.__module__} (my_pass = {cls.__qualname__}()) and pass that",
         )
     return f"{cls.__module__}:{names[0]}"
+
+
+def refuse_unknown_slot(slot: str) -> None:
+    """Refuse an FX pass slot this torch's Inductor does not have (installing into it would set a config name that
+    nothing reads, or raise from inside Inductor's config).
+
+    Raises:
+        BundleError: ``bad_input`` naming the slot and the slots there are.
+    """
+    slots = torch_adapter.fx_pass_slots()
+    if slot not in slots:
+        raise BundleError(
+            "bad_input",
+            f"FX pass slot {slot!r}: Inductor (torch {torch.__version__}) has no such slot; name one of "
+            f"{', '.join(slots)} (default {DEFAULT_FX_PASS_SLOT})",
+        )
 
 
 def fx_pass_problem(c: Customisation, obj: Any) -> str | None:
@@ -248,8 +269,7 @@ def refuse_undeclared(customisations: Iterable[Customisation]) -> None:
     for slot, value in sorted(torch_adapter.fx_pass_slots().items()):
         if value is not None and declared.get(("fx_pass", slot)) is not value:
             raise _undeclared(
-                f"Inductor's FX pass slot {slot} holds {_held_name(value)}",
-                f"describe_customisation('fx_pass', '{slot}', the pass)",
+                f"Inductor's FX pass slot {slot} holds {_held_name(value)}", f"--fx-pass {slot}=module:name"
             )
     for op, fn in sorted(torch_adapter.foreign_decompositions().items()):
         if declared.get(("decomposition", op)) is not fn:

@@ -91,6 +91,38 @@ def _median_latency(fn: Callable[[], Any], repeats: int, output: Any) -> tuple[f
     return (statistics.median(times) if times else 0.0), output
 
 
+def warm_up(
+    model: Any,
+    make_inputs: MakeInputs,
+    shape: tuple[int, ...],
+    *,
+    compile_args: Mapping[str, Any],
+    config_patches: Mapping[str, Any],
+) -> None:
+    """Compile and call ``model`` once at ``shape`` into a scratch cache that is then dropped, Dynamo reset after.
+
+    The first compile in a process also pays the compiler's one-time start (its imports, the compile worker pool,
+    the C++ or Triton toolchain): run before the policy runs, it charges that to none of them, so the first policy
+    measured (the as-built one, which the advice reuses) compiles in the same state as the others.
+    """
+    scratch = tempfile.mkdtemp(prefix="inferensics-bundle-warmup-")
+    try:
+        with torch_adapter.temporary_cache_dir(scratch):
+            torch_adapter.reset_compiler()
+            backend = functools.partial(torch_adapter.compile_fx, config_patches=config_patches)
+            compiled: Callable[..., Any] = torch.compile(
+                model,
+                backend=backend,
+                dynamic=compile_args.get("dynamic"),
+                fullgraph=bool(compile_args.get("fullgraph")),
+            )
+            with torch.inference_mode():
+                compiled(*make_inputs(shape))
+    finally:
+        torch_adapter.reset_compiler()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def run_policy(
     name: str,
     model: Any,

@@ -2,7 +2,8 @@
 
 Traffic-weighted over the shape distribution: accepted shapes, graph coverage (share of traffic served by
 compiled graphs), graph-break locations, guard failures, specialization count, cache size per artifact and
-in total, compile time per shape, eager fallbacks, the cold-miss cost (time to first served request from an
+in total, compile time per shape, eager fallbacks, value guards (graphs pinned to one value of a Python number they
+receive, which recompile for another), the cold-miss cost (time to first served request from an
 empty cache against with the bundle), each shape's accuracy (its compiled output against eager and fp64, by
 the error-ratio rule of :mod:`inferensics.bundle.tolerance`), and the shape-policy advice.
 """
@@ -14,7 +15,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inferensics.bundle import accuracy, advice, latency
+from inferensics.bundle import accuracy, advice, latency, torch_adapter
 from inferensics.bundle.qualify import PolicyRun
 from inferensics.bundle.tolerance import EAGER_LIMIT, RATIO_LIMIT
 
@@ -71,6 +72,7 @@ def qualification(
         "specializations": len(main.graphs),
         "graph_breaks": main.graph_breaks,
         "guard_failures": main.guard_failures,
+        "value_guards": value_guards(main),
         "eager_fallbacks": [s["shape"] for s in shapes if not s["compiled"]],
         "cache_bytes": {"artifacts": artifacts, "total": sum(a["bytes"] for a in artifacts)},
         "compile_s_total": round(main.compile_s, 4),
@@ -92,6 +94,37 @@ def qualification(
             "interval); no clear winner when the cheapest policy's cost interval overlaps another's"
         ),
     }
+
+
+def value_guards(run: PolicyRun) -> list[dict[str, Any]]:
+    """The values the run's compiled graphs are pinned to (:func:`~inferensics.bundle.torch_adapter.value_guards`),
+    one entry per guarded local and source line: the values qualification saw there and the shapes whose graphs
+    hold them. Qualification serves one input per shape, so it never sees such a graph recompile; a host does,
+    for every request whose value differs."""
+    shapes_of: dict[int, list[list[int]]] = {}
+    for r in run.shapes:
+        for i in r.graphs:
+            shapes_of.setdefault(i, []).append(list(r.shape))
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for g in run.graphs:
+        for local, value, source in torch_adapter.value_guards(g.guards):
+            entry = found.setdefault((local, source), {"local": local, "source": source, "values": [], "shapes": []})
+            if value not in entry["values"]:
+                entry["values"].append(value)
+            entry["shapes"] += [s for s in shapes_of.get(g.index, []) if s not in entry["shapes"]]
+    return [found[k] for k in sorted(found)]
+
+
+def value_guard_lines(q: dict[str, Any]) -> list[str]:
+    """One line per value guard of the report (``[]`` when none, or for a report written before builds recorded
+    them)."""
+    return [
+        f"Value guard: a compiled graph is pinned to {v['local']} == {' or '.join(v['values'])}"
+        + (f" (from {v['source']})" if v["source"] else "")
+        + (f" at {', '.join(_fmt(s) for s in v['shapes'])}" if v["shapes"] else "")
+        + ": a request with another value recompiles on the host (a bundle miss); keep such a value in a tensor."
+        for v in q.get("value_guards") or []
+    ]
 
 
 def _accuracy_summary(shapes: list[dict[str, Any]], *, allow_inaccurate: bool) -> dict[str, Any]:
@@ -203,6 +236,7 @@ def _summary_lines(q: dict[str, Any]) -> list[str]:
         f"Warm start from the bundle: {warm['cache_hits']} of {warm['graphs']} graph keys were cache hits.",
         f"Customisations: {', '.join(c['import_path'] for c in q['customisations']) or 'none'}.",
         *left_out_lines(q),
+        *value_guard_lines(q),
         *accuracy_line(q),
     ]
 

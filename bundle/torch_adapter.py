@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -568,6 +569,24 @@ def capture_compiles() -> Iterator[CompileCapture]:
             _HANDLER_USERS[0] -= 1
             if _HANDLER_USERS[0] == 0:
                 logger.removeHandler(_HANDLER)
+
+
+_VALUE_GUARD = re.compile(r"\bEQUALS_MATCH: L\['([^'\]]+)'\] == (.+)$")
+
+
+def value_guards(guard_tree: str) -> list[tuple[str, str, str]]:
+    """The guards of a Dynamo guard tree (``dynamo_cpp_guards_str``) that pin a frame local to one value: ``(local,
+    value, the source it came from)`` each, such as ``("___stack1", "0.66", "k = int(x[0, 0].item() > 0) + 1  #
+    m.py:8 in forward")``. A Python number the frame receives (an argument, or a ``.item()`` result carried over a
+    graph break) is specialised on its value: a call with another value fails the guard and recompiles."""
+    found = []
+    for line in guard_tree.splitlines():
+        m = _VALUE_GUARD.search(line)
+        if m is None:
+            continue
+        value, _, where = m.group(2).partition("  # ")
+        found.append((m.group(1), value.strip(), where.strip()))
+    return found
 
 
 def payload_json(payload: str) -> dict[str, Any]:

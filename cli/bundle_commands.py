@@ -46,7 +46,6 @@ StatesOption = Annotated[
     typer.Option("--states", help="Revoked/quarantined list (from `bundle states`; or $INFERENSICS_BUNDLE_STATES).",
                  show_default=False),
 ]  # fmt: skip
-STATES = ("promoted", "demoted", "revoked", "quarantined", "released", "pushed")
 
 
 @contextlib.contextmanager
@@ -271,6 +270,9 @@ def build(  # noqa: PLR0917 - one option each
     fullgraph: Annotated[bool, typer.Option("--fullgraph", help="torch.compile fullgraph.")] = False,
     decomposition: Annotated[list[str] | None, typer.Option("--decomposition",
                              help="Custom decomposition OP=module:function (aten.silu.default=pkg.mod:fn).")] = None,
+    fx_pass: Annotated[list[str] | None, typer.Option("--fx-pass", metavar="[SLOT=]module:name",
+                       help="Custom FX pass: a module-level CustomGraphPass instance (it needs a uuid()), in "
+                            "Inductor's SLOT (default post_grad_custom_post_pass); repeat for other slots.")] = None,
     advise: Annotated[bool, typer.Option("--advise/--no-advise", help="Compare shape policies in the report.")] = True,
     aoti_package: Annotated[Path | None, typer.Option("--aoti-package", help="An AOTInductor .pt2 to carry.")] = None,
     cache: Annotated[Path | None, typer.Option("--cache",
@@ -323,6 +325,7 @@ def build(  # noqa: PLR0917 - one option each
             if not sep:
                 fail(f"--decomposition {d!r}: expected OP=module:function")
             customs.append(b.describe_customisation("decomposition", op, resolve(target, "--decomposition")))
+        customs += [_fx_pass(f) for f in fx_pass or []]
         options = {**b.PROVENANCE_OPTIONS, **_pairs(option or [], "--option")}
         spec = b.BuildSpec(
             model=model, shapes=dist, model_args=_pairs(model_arg or [], "--model-arg"), inputs=inputs,
@@ -354,8 +357,27 @@ def build(  # noqa: PLR0917 - one option each
 
         carried = parse_evidence((result.directory / KERNEL_EVIDENCE).read_bytes(), KERNEL_EVIDENCE)
         console.print(kernel_evidence_carried_line(carried, str(kernel_evidence)), markup=False)
-    for line in _accuracy_warnings(result.directory):
+    for line in [*_accuracy_warnings(result.directory), *_value_guard_warnings(result.directory)]:
         console.print(line, markup=False)
+
+
+def _fx_pass(value: str) -> Any:
+    """The customisation ``--fx-pass [SLOT=]module:name`` names, checked as ``describe_customisation`` checks it.
+
+    Raises:
+        BundleError: ``bad_input`` for an unknown slot, a name that does not import, or a pass without a uuid().
+    """
+    from inferensics import bundle as b
+    from inferensics.bundle.build import resolve
+    from inferensics.bundle.customisations import DEFAULT_FX_PASS_SLOT, refuse_unknown_slot
+
+    slot, sep, target = value.partition("=")
+    if not sep:
+        slot, target = DEFAULT_FX_PASS_SLOT, value
+    if not slot or not target:
+        fail(f"--fx-pass {value!r}: expected [SLOT=]module:name (post_grad_custom_post_pass=mypkg.passes:my_pass)")
+    refuse_unknown_slot(slot)  # before importing the user's module
+    return b.describe_customisation("fx_pass", slot, resolve(target, "--fx-pass"))
 
 
 def _progress_printer() -> Callable[[str], None]:
@@ -390,6 +412,18 @@ def _accuracy_warnings(directory: Path) -> list[str]:
     return lines
 
 
+def _value_guard_warnings(directory: Path) -> list[str]:
+    """The report's value guards, one warning each: graphs that recompile on hosts for a value qualification did
+    not serve (it serves one input per shape)."""
+    from inferensics.bundle.report import value_guard_lines
+
+    try:
+        q = json.loads((directory / "report" / "qualification.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [f"warning: {line[0].lower()}{line[1:].removesuffix('.')}" for line in value_guard_lines(q)]
+
+
 @bundle_app.command()
 def verify(
     bundle: Annotated[Path, typer.Argument(help="Bundle directory.")],
@@ -407,7 +441,7 @@ def verify(
         evidence = kernel_evidence_of(v)  # a load refuses a bundle whose evidence is damaged: so does verify
     console.print(f"verified {v.manifest.name} {v.bundle_id}: signed by {v.builder_keyid[:16]}, "
                   f"{len(v.manifest.resources)} files match, compatible with this host")  # fmt: skip
-    for line in _accuracy_warnings(v.directory):  # the report is a signed file, checked above
+    for line in [*_accuracy_warnings(v.directory), *_value_guard_warnings(v.directory)]:  # signed, checked above
         console.print(line, markup=False)
     for line in _left_out_of(v.directory):
         console.print(line, markup=False)

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
 from inferensics import bundle as b
 from inferensics.bundle import torch_adapter
 from inferensics.bundle.cache import build_key
+from inferensics.cli.app import app
 from tests.bundle import fx_passes
 from tests.bundle.conftest import Keys, one_line_error, spec
 from tests.bundle.models import fast_gelu
@@ -89,7 +91,7 @@ _SET_BY_OTHER_CODE: dict[str, tuple[Callable[[], None], str, str]] = {
     "fx_pass": (
         lambda: torch_adapter.install_fx_pass(SLOT, fx_passes.counting_pass),
         f"Inductor's FX pass slot {SLOT} holds tests.bundle.fx_passes:counting_pass in this process",
-        f"describe_customisation('fx_pass', '{SLOT}', the pass)",
+        f"--fx-pass {SLOT}=module:name",
     ),
     "decomposition": (
         lambda: torch_adapter.install_decomposition("aten.gelu.default", fast_gelu),
@@ -126,3 +128,27 @@ def test_a_pass_or_decomposition_set_by_other_code_and_not_declared_refuses_the_
         )  # fmt: skip
         assert not (tmp_path / "out").exists()
         assert not (tmp_path / "cli").exists()
+
+
+def test_the_refusal_of_an_undeclared_pass_names_the_option_that_declares_it(keys: Keys, tmp_path: Path) -> None:
+    """What the refusal tells the user to pass is a `bundle build` option, and passing it builds with the pass."""
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps(ONE_SHAPE.to_json()))
+    args = ["bundle", "build", "--model", spec().model, "--inputs", str(spec().inputs), "--shapes", str(shapes),
+            "--key", str(keys.private), "--no-advise", "--quiet"]  # fmt: skip
+    with torch_adapter.compiler_state_restored():
+        torch_adapter.install_fx_pass(SLOT, fx_passes.counting_pass)  # set by other code in this process
+        one_line_error([*args, "--out", str(tmp_path / "refused")], f"declare it (--fx-pass {SLOT}=module:name)")
+        declared = [
+            *args,
+            "--out",
+            str(tmp_path / "declared"),
+            "--fx-pass",
+            f"{SLOT}=tests.bundle.fx_passes:counting_pass",
+        ]
+        res = CliRunner().invoke(app, declared)
+        assert res.exit_code == 0, res.output
+    recorded = b.read_manifest(tmp_path / "declared").identity["customisations"]
+    assert [(c["kind"], c["target"], c["import_path"]) for c in recorded] == [
+        ("fx_pass", SLOT, "tests.bundle.fx_passes:counting_pass")
+    ]

@@ -8,13 +8,18 @@ the cheapest: 1.23 ms against 11.27 ms decided "dynamic" on noise. A fake clock 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from inferensics.bundle import advice
+from inferensics import bundle as b
+from inferensics.bundle import advice, capture, torch_adapter
 from inferensics.bundle.latency import WARMUP_ROUNDS, LatencyEstimate, interleaved_latencies, median_interval
 from inferensics.bundle.qualify import PolicyRun, ShapeRun
 from inferensics.bundle.shapes import ShapeDistribution
+from tests.bundle.conftest import Keys, spec
 
 DIST = ShapeDistribution.of([(2, 8), (3, 8)], [3, 1])
 JITTER = (0.0, 0.3, -0.2, 0.1, -0.3, 0.2, -0.1)
@@ -98,3 +103,37 @@ def test_the_median_interval_is_the_binomial_order_statistics() -> None:
     samples = [float(i) for i in range(1, 16)]  # n = 15: the 4th and the 12th cover the median with 96.5%
     assert median_interval(samples) == (8.0, 4.0, 12.0)
     assert median_interval([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)  # too few for 95%: the whole range
+
+
+WARM_UP_S = 30.0
+"""The compiler's one-time start, on the fake clock: paid by the first compile in a process."""
+COMPILE_S = 1.0
+"""Each graph's compile, on the fake clock."""
+
+
+@pytest.mark.slow
+def test_the_first_policy_measured_is_not_charged_the_compilers_warm_up(
+    keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The as-built run compiles first and the advice reuses it for the policy it is (static here): its compile
+    seconds used to carry the compiler's one-time start, so static looked 30 s dearer than it is. Real compiles;
+    the compile clock is fake (every compile takes 1 s on it, the first in the process 30 s more)."""
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(capture, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    real = torch_adapter.compile_fx
+    compiles: list[int] = []
+
+    def compile_fx(gm: Any, example_inputs: list[Any], config_patches: Any) -> Any:
+        if not compiles:
+            clock.now += WARM_UP_S
+        compiles.append(1)
+        clock.now += COMPILE_S
+        return real(gm, example_inputs, config_patches)
+
+    monkeypatch.setattr(torch_adapter, "compile_fx", compile_fx)
+    result = b.build(spec(advise=True), keys.key, tmp_path / "out")
+    assert compiles
+    figures = {p.name: (p.compile_s, len(p.graphs)) for p in [result.main, *result.policies]}
+    assert set(figures) == {"as built", "static", "dynamic", "bucketed"}
+    assert all(n > 0 for _, n in figures.values()), figures
+    assert all(seconds == pytest.approx(COMPILE_S * n) for seconds, n in figures.values()), figures
