@@ -47,6 +47,9 @@ TIMED_AS = {
 """How each timing method reads (``kernels.qualify.TIMING_METHODS``, with the empty one of older files)."""
 
 
+OWN_OPS_HINT = "; an op or provider of your own is known once the module that registers it is imported: --import MODULE"
+"""Said after an unknown op or provider: the likeliest cause is a module of the user's not imported."""
+
 ImportOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -70,10 +73,22 @@ def _import_modules(modules: list[str] | None) -> None:
             importlib.import_module(name)
         except Exception as exc:  # the user's module: whatever it raises is said, not a traceback
             first = (str(exc).strip().splitlines() or [""])[0][:300]
+            missing = isinstance(exc, ModuleNotFoundError) and exc.name is not None and _names_a_part(name, exc.name)
             fail(
-                f"--import {name}: cannot import it ({type(exc).__name__}: {first}); run from the folder that holds "
-                "it, or put that folder on PYTHONPATH"
+                f"--import {name}: cannot import it ({type(exc).__name__}: {first}); "
+                + (
+                    "run from the folder that holds it, or put that folder on PYTHONPATH"
+                    if missing
+                    else f"{name} was found, and importing it raised: fix the module (run `python -c 'import {name}'` "
+                    "to see where)"
+                )
             )
+
+
+def _names_a_part(module: str, missing: str) -> bool:
+    """Whether ``missing`` (a module that could not be found) is ``module`` or a package above it, not something
+    ``module`` imports."""
+    return module == missing or module.startswith(missing + ".")
 
 
 def _requirements(req: dict[str, Any]) -> str:
@@ -192,6 +207,8 @@ def list_ops(
     # stdout carries the report (with --json, nothing but the JSON); what could not be applied is said on stderr
     for problem in problems:
         err_console.print(f"--evidence {evidence}: not applied: {problem}", markup=False)
+    if any(p.startswith("unknown op") or "unknown providers" in p for p in problems):
+        err_console.print(f"--evidence {evidence}: {OWN_OPS_HINT.removeprefix('; ')}", markup=False)
     state = kernels.registry_state()
     here = _availability(reg)
     if as_json:
@@ -285,7 +302,9 @@ class _RepeatedKeyError(ValueError):
         self.keys = keys
 
 
-def _load_shapes(path: Path, reg: Any) -> dict[str, list[dict[str, int]]]:
+def _load_shapes(path: Path, reg: Any, only: list[str] | None = None) -> dict[str, list[dict[str, int]]]:
+    """The shapes file at ``path``, each op's entry checked; with ``only`` (the ``--op`` names), the file's other ops
+    are left out unchecked (the caller says so), so one file may serve runs that import different modules."""
     from inferensics.kernels.samples import shape_fields
 
     known = sorted(reg.ops)
@@ -316,8 +335,10 @@ def _load_shapes(path: Path, reg: Any) -> dict[str, list[dict[str, int]]]:
             f'--shapes {path}: names no op; list each op to qualify with its shapes ({{"op": [{{"tokens": 8, ...}}]}})'
         )
     for op, items in data.items():
+        if only and op not in only:
+            continue
         if op not in known:
-            fail(f"--shapes {path}: unknown op {op!r}; known: {', '.join(known)}")
+            fail(f"--shapes {path}: unknown op {op!r}; known: {', '.join(known)}{OWN_OPS_HINT}")
         if not isinstance(items, list):
             fail(f"--shapes {path}: {op} must map to a list of shapes ({takes(op)})")
         if not items:
@@ -448,7 +469,7 @@ def qualify(  # noqa: PLR0917 (typer options)
     known = sorted(reg.ops)
     for name in op or []:
         if name not in known:
-            fail(f"--op {name}: unknown op; known: {', '.join(known)}")
+            fail(f"--op {name}: unknown op; known: {', '.join(known)}{OWN_OPS_HINT}")
     if dtype not in DTYPES:
         fail(f"--dtype {dtype}: expected one of {', '.join(sorted(DTYPES))}")
     if timing not in TIMING:
@@ -456,18 +477,19 @@ def qualify(  # noqa: PLR0917 (typer options)
     if repeated := [name for name, n in Counter(op or []).items() if n > 1]:
         console.print(f"--op {', '.join(repeated)} given more than once; each op is qualified once")
         op = list(dict.fromkeys(op or []))
-    shape_map = _load_shapes(shapes, reg) if shapes else None
-    for line in _repeats(shapes, shape_map) if shapes and shape_map else []:
-        console.print(line)
+    shape_map = _load_shapes(shapes, reg, op) if shapes else None
     if op and shape_map is not None:
         if left_out := sorted(set(shape_map) - set(op)):
             console.print(f"--shapes {shapes}: {', '.join(left_out)} left out (not among --op)")
+            shape_map = {name: items for name, items in shape_map.items() if name in op}
         # Measuring shapes nobody listed beside the file's would write evidence for buckets nobody asked about.
         if defaults := [name for name in op if name not in shape_map]:
             fail(
                 f"--op {', '.join(defaults)}: the --shapes file {shapes} lists no shapes for "
                 f"{'it' if len(defaults) == 1 else 'them'}; add them, or leave --shapes out to measure the defaults"
             )
+    for line in _repeats(shapes, shape_map) if shapes and shape_map else []:
+        console.print(line)
     # Checked before measuring, not after, and on a dry run too: it previews the run, refusals included.
     previewed = " (the run this --dry-run previews would be refused)" if dry_run else ""
     if out.is_dir() or not out.parent.is_dir():
@@ -513,9 +535,10 @@ def _after_measuring(  # noqa: PLR0917 (the command's options)
     token: str | None,
 ) -> None:
     from inferensics import kernels
+    from inferensics.kernels.qualify import ERROR
 
     rejected = sorted(
-        {(r.op, r.shape) for r in result.records if r.provider == kernels.REFERENCE and r.status == "error"}
+        {(r.op, r.shape) for r in result.records if r.provider == kernels.REFERENCE and r.status == ERROR}
     )
     if rejected:
         total = len({(r.op, r.shape) for r in result.records})
@@ -573,6 +596,8 @@ def _store_reached(dsn: str | None, service: str | None) -> Any:
 
 
 def _print_result(result: Any, dry_run: bool) -> None:
+    from inferensics.kernels.qualify import MEASURED
+
     console.print(f"qualification on {result.environment.get('device')} · torch {result.environment.get('torch')}")
     if timed := [r.timing for r in result.records if r.trials]:
         console.print(_timed_as(timed))
@@ -601,7 +626,7 @@ def _print_result(result: Any, dry_run: bool) -> None:
     for (o, bucket, provider), note in disagree.items():
         console.print(f"{o} {bucket}: shapes disagree for {provider}: {note}")
     if not result.changes:
-        measured = Counter((r.op, r.shape) for r in result.records if r.status == "measured")
+        measured = Counter((r.op, r.shape) for r in result.records if r.status == MEASURED)
         if any(n > 1 for n in measured.values()):
             console.print("no priority changed: no provider's evidence cleared the margin")
         else:

@@ -109,7 +109,8 @@ class DecisionLog:
         """Eager calls served per ``(op, provider)``. A compiled graph runs its provider's code without the
         dispatcher, so its calls are not counted here; its decisions (``compiled``) say what it holds."""
         self.failures: Counter[tuple[str, str]] = Counter()
-        """Exceptions raised per ``(op, provider)``; each took the provider out for that signature."""
+        """Exceptions raised per ``(op, provider)``; each took the provider out for that signature. The provider
+        ``<bucket>`` (``op.UNBUCKETED``) counts the op's own ``bucket`` function raising: the reference served."""
         self.untraceable: Counter[tuple[str, str]] = Counter()
         """Providers per ``(op, provider)`` that raised while a compiler traced them (or their requirement check did):
         each left compiled graphs for that signature, not eager calls, and is not counted in ``failures``."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from inferensics.kernels.decisions import EvidenceApplication
+from inferensics.kernels.qualify import UNSUPPORTED
 from inferensics.kernels.registry import INTERPRETED_CPU, STATE_BODY, Registry, default_registry, environment
 from inferensics.kernels.requirements import INTERPRETER_ENV, interpreter_enabled
 
@@ -96,7 +97,7 @@ def measured_in_interpreter(doc: Mapping[str, Any]) -> bool:
         providers = op.get("providers") if isinstance(op, dict) else None
         for p in providers if isinstance(providers, list) else []:
             platforms = p.get("requirements", {}).get("platforms", []) if isinstance(p, dict) else []
-            ran = r.get("status") != "unsupported" and p.get("name") == r.get("provider")
+            ran = r.get("status") != UNSUPPORTED and p.get("name") == r.get("provider")
             if ran and isinstance(platforms, list) and "interpreter" in platforms and "cpu" not in platforms:
                 return True
     return False

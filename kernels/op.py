@@ -6,7 +6,8 @@ signature, run the first that remains. The reference is always last and supports
 never goes unserved; when it lands there because nothing else could serve it, the decision says so
 (``fallback``) and why each other provider was skipped. A provider that raises is quarantined for that
 signature, counted, and the call moves on down the list: the serving call never sees the exception; so is one
-whose requirement check raises.
+whose requirement check raises. An op whose ``bucket`` function raises for a call has no priority list for it: the
+reference serves it, and the raise is counted (:data:`UNBUCKETED`).
 
 A decision is held per argument signature, the non-tensor arguments' values and each tensor's data-pointer
 alignment (:data:`ALIGNMENT`), so a requirement check may read any of those (an ``eps`` or ``scale`` a kernel was
@@ -54,6 +55,9 @@ from inferensics.kernels.tolerance import ToleranceSpec
 
 REFERENCE = "reference"
 """Name of every op's reference provider."""
+UNBUCKETED = "<bucket>"
+"""The bucket of a decision whose op's ``bucket`` function raised, and the provider its failure is counted under
+(``DecisionLog.failures``): such a call is served by the reference (see :meth:`SemanticOp.select`)."""
 NAMESPACE = "inferensics"
 """``torch.library`` namespace of the semantic ops."""
 
@@ -137,6 +141,24 @@ def _call_key(args: Sequence[Any], compiling: bool) -> tuple[Any, ...]:
     return tuple(key)
 
 
+def _define(name: str, schema: str) -> None:
+    """Define ``torch.ops.inferensics.<name>``; ``ValueError`` in one line when the name is taken (by another op in
+    this process) or ``schema`` is not a ``torch.library`` schema (torch says either in several lines)."""
+    try:
+        _LIBRARY.define(f"{name}{schema}")  # type: ignore[no-untyped-call]
+    except RuntimeError as exc:
+        if "multiple times" in str(exc):
+            raise ValueError(
+                f"kernel op {name!r} is already defined in this process ({NAMESPACE}::{name}): give yours another "
+                f"name, or add providers to the one there (kernels.registry().op({name!r}).register(...))"
+            ) from None
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ValueError(
+            f"kernel op {name!r}: schema {schema!r} is not a torch.library schema ({first}); write it as "
+            "'(Tensor x, float eps) -> Tensor'"
+        ) from None
+
+
 def bucket_covers(bucket: str, concrete: str) -> bool:
     """Whether ``bucket`` (with a symbolic size written ``*``, as ``float32/n64/t*``) covers ``concrete`` (``t*``
     matches ``t4``; every other part must be equal)."""
@@ -216,16 +238,27 @@ class SemanticOp:
         self._generation = 0
         """Counts policy changes and quarantines: a decision made before one is not kept after it."""
         self._lock = threading.Lock()
-        _LIBRARY.define(f"{name}{schema}")  # type: ignore[no-untyped-call]
+        _define(name, schema)
         _LIBRARY.impl(name, self._dispatch, "CompositeImplicitAutograd")  # type: ignore[no-untyped-call]
         self.overload: Any = getattr(getattr(torch.ops, NAMESPACE), name).default
 
     # --- registration and policy ---------------------------------------------------------------------------
 
     def register(self, provider: Provider, *, before: str = REFERENCE, enabled: bool = True) -> None:
-        """Add ``provider``; when ``enabled`` it enters the default priority list just before ``before``."""
+        """Add ``provider``; when ``enabled`` it enters the default priority list just before ``before``.
+
+        Raises:
+            ValueError: a provider of that name is registered already, or ``before`` is not in the default priority
+                list (a provider not registered on this host, such as ``triton`` where Triton does not import); the
+                op is left as it was.
+        """
         if provider.name in self.providers:
             raise ValueError(f"{self.name}: provider {provider.name!r} is already registered")
+        if enabled and before not in self.priority:
+            raise ValueError(
+                f"{self.name}: cannot register {provider.name!r} before {before!r}, which is not in the default "
+                f"priority list ({' > '.join(self.priority)}): name one of those"
+            )
         self.providers[provider.name] = provider
         if enabled:
             self.priority.insert(self.priority.index(before), provider.name)
@@ -319,7 +352,10 @@ class SemanticOp:
                 with self._lock:
                     self._cache[key] = hit
             return hit
-        bucket = self.bucket(args)
+        try:
+            bucket = self.bucket(args)
+        except Exception as exc:  # the op's own code, as a provider's is: it must not fail the call
+            return self._keep(key, self._unbucketed(sig, ctx, exc))
         skipped: list[tuple[str, str]] = []
         chosen = REFERENCE
         for name in self.priority_for(bucket):
@@ -358,11 +394,37 @@ class SemanticOp:
             fallback=fallback,
             compile_id=_torch_adapter.compile_id() if ctx.compiling else "",
         )
+        return self._keep(key, decision)
+
+    def _keep(self, key: tuple[Any, ...], decision: Decision) -> Decision:
         with self._lock:
             if len(self._cache) >= MAX_SIGNATURES:
                 self._cache.clear()
             self._cache[key] = decision
         return decision
+
+    def _unbucketed(self, sig: str, ctx: CallContext, exc: Exception) -> Decision:
+        """The decision for a call whose shape bucket the op's ``bucket`` function could not name (it raised): the
+        reference (or Inductor, traced in), since every priority list and refusal is per bucket; each provider
+        listed before it is skipped with why, and the raise is counted (:data:`UNBUCKETED`)."""
+        message = str(exc).splitlines()[0][:200] if str(exc).strip() else ""
+        reason = (
+            f"the op's bucket function raised {type(exc).__name__}: {message}; priorities and evidence are per "
+            "bucket, so the reference serves: make the bucket function name a bucket for these arguments"
+        )
+        self.log.count_failure(self.name, UNBUCKETED)
+        skipped = tuple((p, reason) for p in self.priority if p != REFERENCE)
+        chosen = "inductor" if ctx.compiling and "inductor" in self.providers else REFERENCE
+        return Decision(
+            op=self.name,
+            provider=chosen,
+            signature=sig,
+            bucket=UNBUCKETED,
+            skipped=skipped,
+            compiled=ctx.compiling,
+            fallback=bool(skipped),
+            compile_id=_torch_adapter.compile_id() if ctx.compiling else "",
+        )
 
     def _serve_held(self, key: tuple[Any, ...], args: Sequence[Any], *, plain_eager: bool = False) -> Any:
         """The eager hot path: serve a signature that ran before with its held decision (it holds until the policy

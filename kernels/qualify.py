@@ -54,6 +54,13 @@ from inferensics.kernels.samples import (
 )
 from inferensics.kernels.tolerance import compare
 from inferensics.schema.events import KernelQualificationEvent
+from inferensics.schema.vocabularies import QUALIFICATION_DECISIONS, QUALIFICATION_STATUSES, QUALIFICATION_TIMINGS
+
+# The words of the records' closed columns, defined once in the schema (the collector refuses any other); unpacked in
+# full, so a word added there or taken away fails this import instead of falling out of every count.
+_UNMEASURED, MEASURED, UNSUPPORTED, REFUSED, ERROR = QUALIFICATION_STATUSES
+_UNDECIDED, INCUMBENT, PROMOTED, DEMOTED, KEPT, DECISION_REFUSED = QUALIFICATION_DECISIONS
+_UNTIMED, CUDA_GRAPH, EVENTS, WALL = QUALIFICATION_TIMINGS
 
 EVIDENCE_KIND = "inferensics.kernels.qualification"
 """``kind`` of an evidence file (:meth:`QualifyResult.to_json`), which ``inferensics kernels list --evidence`` reads."""
@@ -62,12 +69,12 @@ EVIDENCE_BODY: Final = ("kind", "ts", "environment", "options", "records", "chan
 
 BATCH_INVARIANT_OPS = frozenset({"rms_norm", "fused_add_rms_norm"})
 """Ops whose rows are independent, so a batch-invariant provider must give row 0 the same bits alone."""
-TIMING_OPTIONS: Final = ("auto", "events")
+TIMING_OPTIONS: Final = ("auto", EVENTS)
 """What :attr:`QualifyOptions.timing` takes."""
 TIMING_METHODS: Final = {
-    "cuda_graph": "CUDA-graph replay (device time)",
-    "events": "CUDA events around back-to-back eager calls (host overhead included)",
-    "wall": "wall time of back-to-back eager calls",
+    CUDA_GRAPH: "CUDA-graph replay (device time)",
+    EVENTS: "CUDA events around back-to-back eager calls (host overhead included)",
+    WALL: "wall time of back-to-back eager calls",
 }
 """How a record's median was measured (:attr:`Evidence.timing`), each described."""
 OPTIONAL_RECORD_FIELDS: Final = frozenset({"timing"})
@@ -344,9 +351,9 @@ def _timers(
         n: functools.partial(_time_calls, c, opts.iters, device) for n, c in calls.items()
     }
     if device.type != "cuda":
-        return "wall", loop, {}
-    if opts.timing == "events":
-        return "events", loop, {}
+        return WALL, loop, {}
+    if opts.timing == EVENTS:
+        return EVENTS, loop, {}
     graphs: dict[str, torch.cuda.CUDAGraph] = {}
     failed: dict[str, str] = {}
     for n, c in calls.items():
@@ -356,8 +363,8 @@ def _timers(
             failed[n] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
     if failed:
         graphs.clear()
-        return "events", loop, failed
-    return "cuda_graph", {n: functools.partial(_time_replay, g, opts.iters, device) for n, g in graphs.items()}, {}
+        return EVENTS, loop, failed
+    return CUDA_GRAPH, {n: functools.partial(_time_replay, g, opts.iters, device) for n, g in graphs.items()}, {}
 
 
 def _to64(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -453,12 +460,18 @@ def _qualify_shape(
     label, dt = shape_label(shape), str(opts.dtype).removeprefix("torch.")
     try:
         args = _make_args(op, shape, opts.dtype, device, seed=opts.seed)
-    except (RuntimeError, MemoryError) as exc:  # too large for this device: counted as the shape's, nobody refused
-        detail = f"cannot allocate the arguments here ({_why(exc)}): nothing measured at this shape"
-        blank = Evidence(op=op.name, provider="", bucket="", shape=label, dtype=dt, status="error", detail=detail)
+        bucket = op.bucket(args)
+    except Exception as exc:  # counted as the shape's, nobody refused
+        if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
+            isinstance(exc, RuntimeError) and op.samples is None
+        ):  # too large for this device
+            what = f"cannot allocate the arguments here ({_why(exc)})"
+        else:  # an op of your own: its Samples.make or its bucket function raised
+            what = f"the op's own code raised making its arguments or naming their bucket ({_why(exc)})"
+        detail = f"{what}: nothing measured at this shape"
+        blank = Evidence(op=op.name, provider="", bucket="", shape=label, dtype=dt, status=ERROR, detail=detail)
         return {name: replace(blank, provider=name) for name in op.providers}
     ctx = CallContext.of(args)
-    bucket = op.bucket(args)
     base = Evidence(op=op.name, provider="", bucket=bucket, shape=label, dtype=dt, status="")
     records: dict[str, Evidence] = {}
     runnable: list[str] = []
@@ -466,29 +479,33 @@ def _qualify_shape(
         try:
             ok, why = p.supports(args, ctx)
         except Exception as exc:  # the provider's own check: it raised, as its function might
-            records[name] = replace(base, provider=name, status="error", detail=f"requirement check raised {_why(exc)}")
+            records[name] = replace(base, provider=name, status=ERROR, detail=f"requirement check raised {_why(exc)}")
             continue
         if not ok:
-            records[name] = replace(base, provider=name, status="unsupported", detail=why)
+            records[name] = replace(base, provider=name, status=UNSUPPORTED, detail=why)
             continue
         try:
             passed, rule, err, detail = _check_accuracy(op, name, shape, opts, device)
         except Exception as exc:
-            records[name] = replace(base, provider=name, status="error", detail=f"{type(exc).__name__}: {exc}")
+            records[name] = replace(base, provider=name, status=ERROR, detail=f"{type(exc).__name__}: {exc}")
             continue
         if not passed:
             records[name] = replace(
-                base, provider=name, status="refused", rule=rule, max_abs_err=err, detail=detail, decision="refused"
+                base,
+                provider=name,
+                status=REFUSED,
+                rule=rule,
+                max_abs_err=err,
+                detail=detail,
+                decision=DECISION_REFUSED,
             )
             continue
-        records[name] = replace(
-            base, provider=name, status="measured", accuracy_passed=True, rule=rule, max_abs_err=err
-        )
+        records[name] = replace(base, provider=name, status=MEASURED, accuracy_passed=True, rule=rule, max_abs_err=err)
         runnable.append(name)
     calls: dict[str, Callable[[], Any]] = {n: functools.partial(op.providers[n].fn, *args) for n in runnable}
 
     def failed(n: str, exc: Exception, when: str) -> None:  # raised while timed: out of the timing, refused
-        records[n] = replace(records[n], status="error", accuracy_passed=False, detail=f"{when}: {_why(exc)}")
+        records[n] = replace(records[n], status=ERROR, accuracy_passed=False, detail=f"{when}: {_why(exc)}")
         runnable.remove(n)
 
     for n in list(runnable):
@@ -541,22 +558,22 @@ def _decide_bucket(
     before = op.priority_for(bucket)
     # A shape whose arguments the reference rejects (or that could not be made) tells nothing about the providers.
     usable = sorted(
-        (recs for recs in shapes if recs[REFERENCE].status != "error"), key=lambda recs: recs[REFERENCE].shape
+        (recs for recs in shapes if recs[REFERENCE].status != ERROR), key=lambda recs: recs[REFERENCE].shape
     )
     many = len(usable) > 1
     refusals: dict[str, str] = {}
     raised: set[str] = set()  # refused for raising, not by the accuracy gate
     for recs in usable:
         for n, r in recs.items():
-            if n == REFERENCE or n in refusals or r.status not in {"refused", "error"}:
+            if n == REFERENCE or n in refusals or r.status not in {REFUSED, ERROR}:
                 continue
             detail = r.detail
-            if r.status == "error":
+            if r.status == ERROR:
                 raised.add(n)
                 detail = detail if detail.startswith(("raised", "requirement check raised")) else f"raised {detail}"
             refusals[n] = f"at {r.shape}: {detail}" if many else detail
     refused = [n for n in op.providers if n in refusals]
-    measured = [{n: r for n, r in recs.items() if r.status == "measured" and n not in refusals} for recs in usable]
+    measured = [{n: r for n, r in recs.items() if r.status == MEASURED and n not in refusals} for recs in usable]
     current = [n for n in before if n not in refused]
     if current[-1:] != [REFERENCE]:
         current.append(REFERENCE)
@@ -590,27 +607,27 @@ def _decide_bucket(
                     "promoted (a provider must clear it at every shape of its bucket)"
                 )
                 for recs in usable:
-                    if n in recs and recs[n].status == "measured":
+                    if n in recs and recs[n].status == MEASURED:
                         recs[n] = replace(recs[n], detail="; ".join(filter(None, (recs[n].detail, note))))
         after = [n for n in after if n != REFERENCE] + [REFERENCE]
         # Labelled by who serves each shape before and after: the first provider that could run there. A refused first
         # provider hands the bucket to the next, a promotion though nothing was timed against it.
         for recs, m in zip(usable, measured, strict=True):
-            ran = {n for n, r in recs.items() if r.status in {"measured", "refused", "error"}}
+            ran = {n for n, r in recs.items() if r.status in {MEASURED, REFUSED, ERROR}}
             served_before = next((n for n in [*before, REFERENCE] if n in ran), None)
             served_after = next((n for n in after if n in m), None)
             for n in m:
                 if n == served_after:
-                    decision = "incumbent" if n == served_before else "promoted"
+                    decision = INCUMBENT if n == served_before else PROMOTED
                 else:
-                    decision = "demoted" if n == served_before else "kept"
+                    decision = DEMOTED if n == served_before else KEPT
                 recs[n] = replace(recs[n], decision=decision)
     for recs in usable:
         for n in refused:
-            if n in recs and recs[n].status in {"refused", "error"}:
-                recs[n] = replace(recs[n], decision="refused")
+            if n in recs and recs[n].status in {REFUSED, ERROR}:
+                recs[n] = replace(recs[n], decision=DECISION_REFUSED)
     if refused:
-        why = [f"{n} {'refused' if n in raised else 'refused by the accuracy gate'}: {refusals[n]}" for n in refused]
+        why = [f"{n} refused{'' if n in raised else ' by the accuracy gate'}: {refusals[n]}" for n in refused]
         reason = "; ".join([*why, *([reason] if reason else [])])
     if opts.apply:
         for n in refused:  # refused providers stay listed, so each decision says why they were skipped

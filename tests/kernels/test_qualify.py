@@ -143,24 +143,25 @@ def test_the_reference_winning_demotes_the_incumbent_and_stays_last(silu_mul: ke
 
 
 def test_the_reference_winning_takes_every_provider_it_clearly_beats_out(silu_mul: kernels.SemanticOp) -> None:
+    # Planted names: the fixture takes them off silu_mul after (left there, they were in every later test's state).
     # Before: only the incumbent left, so `slow`, which the reference beats as clearly, came to serve the bucket.
-    silu_mul.register(Provider("slow", "vendor", F.silu, Requirements()), enabled=False)
-    silu_mul.register(Provider("close", "vendor", F.silu, Requirements()), enabled=False)
-    silu_mul.set_priority(["triton", "slow", "close", "reference"], "b6")
+    silu_mul.register(Provider("planted_slow", "vendor", F.silu, Requirements()), enabled=False)
+    silu_mul.register(Provider("planted_close", "vendor", F.silu, Requirements()), enabled=False)
+    silu_mul.set_priority(["triton", "planted_slow", "planted_close", "reference"], "b6")
     records = {
         "triton": _ev("triton", 50.0, 48.0, 52.0),
-        "slow": _ev("slow", 40.0, 38.0, 42.0),
-        "close": _ev("close", 20.5, 19.5, 21.5),  # overlaps the reference: no evidence against it
+        "planted_slow": _ev("planted_slow", 40.0, 38.0, 42.0),
+        "planted_close": _ev("planted_close", 20.5, 19.5, 21.5),  # overlaps the reference: no evidence against it
         "reference": _ev("reference", 20.0, 19.0, 21.0),
     }
     change = _decide(silu_mul, "b6", records, QualifyOptions())
     assert change is not None
-    assert change.after == ["close", "reference"]
-    assert change.reason.endswith("by > 5%, and slow as clearly (out of the bucket's list)")
-    assert silu_mul.priority_for("b6") == ["close", "reference"]
-    assert records["close"].decision == "promoted"
+    assert change.after == ["planted_close", "reference"]
+    assert change.reason.endswith("by > 5%, and planted_slow as clearly (out of the bucket's list)")
+    assert silu_mul.priority_for("b6") == ["planted_close", "reference"]
+    assert records["planted_close"].decision == "promoted"
     assert records["triton"].decision == "demoted"
-    assert records["slow"].decision == "kept"
+    assert records["planted_slow"].decision == "kept"
 
 
 def test_a_bucket_whose_first_provider_changes_labels_the_new_one_promoted(silu_mul: kernels.SemanticOp) -> None:
