@@ -2,7 +2,8 @@
 
 **Verdict rule** (applied in this order):
 
-1. *inconclusive* when either side served fewer than ``min_requests`` requests;
+1. *inconclusive* when either side served fewer than ``min_requests`` requests (the rule says why: its raw
+   requests expired, it had none in its window, or too few);
 2. *fail* when any check fails;
 3. *inconclusive* when any check is inconclusive;
 4. *pass* otherwise.
@@ -59,6 +60,7 @@ import polars as pl
 from pydantic import Field, field_validator, model_validator
 
 from inferensics.analytics import stats
+from inferensics.analytics.canary_shortfall import SIDES, may_have_expired, rollup_counts, shortfall_rule
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.errors import UnknownFilterValue
 from inferensics.analytics.filters import Filters as _Filters
@@ -566,17 +568,21 @@ def _drift_rows(base: _Side, cand: _Side, params: CanaryParams) -> list[dict[str
     return rows
 
 
-def canary_compare(client: QueryClient, params: CanaryParams) -> CanaryResult:
+def canary_compare(client: QueryClient, params: CanaryParams, *, now: datetime | None = None) -> CanaryResult:
     """Compare the candidate with the baseline and decide (rules in the module docstring).
 
     ``baseline``/``candidate`` values of the evidence are the two sides' values (for latency the quantile
     in ms, and ``ci_low``/``ci_high`` the 95 % interval of the ratio candidate / baseline, the number the rule
     compares with ``1 + latency_tolerance``; for argmax agreement ``baseline`` holds the number of pairs).
+    ``now`` (default: the clock) dates the raw requests the store still keeps, for the rule of a side short of
+    requests (:mod:`~inferensics.analytics.canary_shortfall`).
     """
-    return _compare(client, params, (None,))[None]
+    return _compare(client, params, (None,), now)[None]
 
 
-def canary_compare_pools(client: QueryClient, params: CanaryParams, pools: Sequence[str]) -> dict[str, CanaryResult]:
+def canary_compare_pools(
+    client: QueryClient, params: CanaryParams, pools: Sequence[str], *, now: datetime | None = None
+) -> dict[str, CanaryResult]:
     """:func:`canary_compare` of each of ``pools`` alone (``params`` with its ``hw_pool``), from the queries that
     one comparison runs (each groups by pool): the results, by pool in the order given, are those
     :func:`canary_compare` gives each pool. ``params.hw_pool`` must be unset; an unknown pool raises
@@ -586,10 +592,30 @@ def canary_compare_pools(client: QueryClient, params: CanaryParams, pools: Seque
     if not pools:
         raise ValueError("no hardware pool to compare: give at least one")
     named = tuple(dict.fromkeys(pools))
-    return {str(pool): result for pool, result in _compare(client, params, named).items()}
+    return {str(pool): result for pool, result in _compare(client, params, named, now).items()}
 
 
-def _compare(client: QueryClient, params: CanaryParams, pools: Pools) -> dict[str | None, CanaryResult]:
+def _counted(
+    client: QueryClient, params: CanaryParams, sides: dict[str | None, tuple[_Side, _Side]], now: datetime | None
+) -> dict[str | None, dict[str, int]]:
+    """Per pool, the rollups' count of each side short of requests whose window reaches back past the raw requests
+    kept (one query per such side, every pool's count at once): what tells expired rows from no requests."""
+    short = {
+        side: [pool for pool, pair in sides.items() if pair[i].requests < params.min_requests]
+        for i, side in enumerate(SIDES)
+        if may_have_expired(params, side, now)
+    }
+    out: dict[str | None, dict[str, int]] = {pool: {} for pool in sides}
+    for side, pools in short.items():
+        if pools:
+            for pool, n in rollup_counts(client, params, side, pools, now=now).items():
+                out[pool][side] = n
+    return out
+
+
+def _compare(
+    client: QueryClient, params: CanaryParams, pools: Pools, now: datetime | None
+) -> dict[str | None, CanaryResult]:
     bundles = [("bundle", b) for b in (params.baseline, params.candidate) if b is not None]
     also = bundles if _every_pool(pools) else [*(("hw_pool", str(p)) for p in pools), *bundles]
     try:
@@ -609,22 +635,20 @@ def _compare(client: QueryClient, params: CanaryParams, pools: Pools) -> dict[st
             for pool, (base, cand) in sides.items()
         }
         paired = pairs.result()
+    counted = _counted(client, params, sides, now)
     results = {}
     for pool, (latency, rates, drift) in checks.items():
         base, cand = sides[pool]
         rows = [*latency, *rates, _agreement_row(*paired[pool], params), *drift]
         evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
         if min(base.requests, cand.requests) < params.min_requests:
-            verdict, rule = "inconclusive", f"{TOO_FEW} {params.min_requests} requests on a side"
+            served = {"baseline": base.requests, "candidate": cand.requests}
+            verdict, rule = "inconclusive", shortfall_rule(params, served, counted[pool])
         else:
             verdict, rule = decide(evidence)
         truncated = base.truncated or cand.truncated
         results[pool] = CanaryResult(verdict, rule, evidence, base.requests, cand.requests, truncated)  # type: ignore[arg-type]
     return results
-
-
-TOO_FEW: Final = "fewer than"
-"""How the rule of a verdict left inconclusive for too few requests begins (no check decided it)."""
 
 
 def decide(evidence: pl.DataFrame) -> tuple[str, str]:

@@ -29,12 +29,12 @@ from pydantic import Field, model_validator
 
 from inferensics.analytics.canary import (
     DEFAULT_ALPHA,
-    TOO_FEW,
     TRUNCATED_NOTE,
     CanaryParams,
     canary_compare_pools,
     decide,
 )
+from inferensics.analytics.canary_shortfall import short_of_requests
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.stats import holm_adjusted
 
@@ -188,6 +188,6 @@ def _corrected(frame: pl.DataFrame, adjusted: dict[str, float], alpha: float, no
     rule = rule.removesuffix(TRUNCATED_NOTE)
     if verdict["outcome"] == "fail":  # only a failed check can change, and only to pass
         verdict["outcome"], rule = decide(evidence)
-    decided_by_checks = not rule.startswith(TOO_FEW)  # too few requests: no check, corrected or not, decided it
+    decided_by_checks = not short_of_requests(rule)  # too few requests: no check, corrected or not, decided it
     verdict["rule"] = (f"{rule}; {note}" if decided_by_checks else rule) + (TRUNCATED_NOTE if truncated else "")
     return pl.concat([evidence, pl.DataFrame([verdict], schema=frame.schema)])

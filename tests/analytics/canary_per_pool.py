@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from inferensics.analytics import canary as c
+from inferensics.analytics.canary_shortfall import shortfall_rule
 from inferensics.analytics.client import QueryClient
 from inferensics.schema import columns as col
 from inferensics.schema.rollups import FINGERPRINTED_SQL, LATENCY_CODE_MAX, latency_code_sql
@@ -118,7 +119,9 @@ def canary_compare_alone(client: QueryClient, params: c.CanaryParams) -> c.Canar
     ]
     evidence = pl.DataFrame(rows, schema=c.EVIDENCE_SCHEMA)
     if min(base.requests, cand.requests) < params.min_requests:
-        verdict, rule = "inconclusive", f"{c.TOO_FEW} {params.min_requests} requests on a side"
+        # The rule of a short side is not the grouping's: shared (this store's raw rows are all kept).
+        served = {"baseline": base.requests, "candidate": cand.requests}
+        verdict, rule = "inconclusive", shortfall_rule(params, served, {})
     else:
         verdict, rule = c.decide(evidence)
     truncated = base.truncated or cand.truncated

@@ -198,6 +198,10 @@ def test_empty_window_is_inconclusive(fleet_store: Store) -> None:
     )
     assert result.verdict == "inconclusive"
     assert result.baseline_requests == result.candidate_requests == 0
+    assert result.rule == (
+        "no requests of the baseline or the candidate in the window 2026-01-24 00:00 – 2026-01-25 00:00 UTC: widen "
+        "the window, or check the bundle ids"
+    )
 
 
 def test_unknown_bundle_and_same_sides(fleet_store: Store) -> None:

@@ -34,6 +34,8 @@ DAY = dict(start=T, end=T + timedelta(days=1))
 SIZES = {"pool-a": (3000, 600), "pool-b": (2000, 400), "pool-c": (500, 80), "pool-d": (300, 0)}
 """Requests per pool: baseline, candidate (pool-c's candidate is under ``min_requests``; pool-d has none)."""
 POOLS = list(SIZES)
+NOW = T + timedelta(days=2)
+"""The comparisons' clock: every seeded request is within the raw requests the store keeps."""
 
 
 def _side(rng: np.random.Generator, bundle: str, pool: str, n: int, *, slow: float, worse: float) -> pl.DataFrame:
@@ -104,7 +106,7 @@ CASES = {
 def test_grouped_pools_equal_each_pool_alone(pools_store: Store, case: str) -> None:
     params = CanaryParams(**CASES[case])
     counting = _Counting(pools_store)
-    grouped = canary_compare_pools(counting, params, POOLS)
+    grouped = canary_compare_pools(counting, params, POOLS, now=NOW)
     assert list(grouped) == POOLS
     for pool in POOLS:
         alone = canary_compare_alone(pools_store, params.model_copy(update={"hw_pool": pool}))
@@ -141,8 +143,24 @@ def test_the_store_gives_each_verdict(pools_store: Store) -> None:
     verdicts = {pool: (r.verdict, r.rule.split(":")[0]) for pool, r in grouped.items()}
     assert verdicts["pool-b"][0] == "fail", grouped["pool-b"].evidence
     assert verdicts["pool-c"] == ("inconclusive", "fewer than 100 requests on a side")
-    assert verdicts["pool-d"] == ("inconclusive", "fewer than 100 requests on a side")
+    assert grouped["pool-d"].verdict == "inconclusive"
+    assert grouped["pool-d"].rule == (
+        "no requests of the candidate in the window 2026-03-02 00:00 – 2026-03-03 00:00 UTC (baseline 300): widen "
+        "the window, or check the candidate bundle id"
+    )
     assert verdicts["pool-a"] == ("pass", "every check passed"), grouped["pool-a"].evidence
+
+
+def test_short_sides_past_the_kept_raw_requests_are_counted_in_the_rollups_in_one_query(pools_store: Store) -> None:
+    """Whether a short side's raw requests expired is asked of the rollups only where its window reaches back past
+    the kept days, once for every pool: here the candidate is short in pool-c and pool-d, and its rows are all kept,
+    so the rules stay those of the raw rows."""
+    params = CanaryParams(**CASES["two bundles"])
+    recent, late = _Counting(pools_store), _Counting(pools_store)
+    kept = canary_compare_pools(recent, params, POOLS, now=NOW)
+    later = canary_compare_pools(late, params, POOLS, now=T + timedelta(days=60))
+    assert (recent.queries, late.queries) == (3, 4)
+    assert {p: r.rule for p, r in later.items()} == {p: r.rule for p, r in kept.items()}
 
 
 def test_unknown_pool_is_refused_as_alone(pools_store: Store) -> None:

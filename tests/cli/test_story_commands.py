@@ -47,6 +47,7 @@ def test_canary_compare_counts_requests_up_to_now(served_now: str) -> None:
     verdict = next(line for line in res.output.splitlines() if line.startswith("verdict  requests"))
     assert verdict.split()[2:6] == ["3", "requests", "3", "requests"], res.output
     assert "fewer than" not in res.output
+    assert "no requests of" not in res.output
 
 
 def test_report_weekly_writes_the_current_week_so_far(served_now: str, tmp_path: Path) -> None:
