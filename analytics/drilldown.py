@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import polars as pl
@@ -54,6 +54,26 @@ class RequestDrillDown:
     graph_calls: pl.DataFrame
 
 
+BUNDLE_STATUS: Final = "bundle_status"
+"""Request attribute under a release bundle, and a column of :func:`request_detail`: ``hit`` (every graph that
+served the request came from its bundle), ``miss`` (a graph that served it is not in the bundle), empty when no
+graph gated by a bundle served it. The host SDK records it under this name
+(``inferensics.collector.host.records.BUNDLE_STATUS``)."""
+BUNDLE_UNQUALIFIED_SHAPE: Final = "bundle_unqualified_shape"
+"""Request attribute under a release bundle, and a column of :func:`request_detail`: the sizes (``[5,8]``) at which a
+bundle hit served the request that the bundle never qualified its graph at; empty when none
+(``inferensics.collector.host.records.BUNDLE_UNQUALIFIED_SHAPE``)."""
+BUNDLE_ATTRS: Final = (BUNDLE_STATUS, BUNDLE_UNQUALIFIED_SHAPE)
+"""The request attributes :func:`request_detail` returns as columns of their own (empty when not recorded)."""
+BUNDLE_MISS_COLUMNS: Final = (
+    "bundle_miss_actions", "bundle_miss_factors", "bundle_miss_reasons", "bundle_miss_this_request",
+)  # fmt: skip
+"""The list columns :func:`request_detail` adds about the bundle misses behind the request, one entry per miss:
+what the host did (``compiled``, ``eager``, ``refused``), the factors that differ from the bundle (a list each),
+why that action, and whether the miss happened in this request (else in an earlier request's compile of a
+graph that served it, on its host)."""
+
+
 MAX_OCCURRENCES: Final = 100
 """Requests sharing one id that the drill-down tells apart at most (the earliest ones)."""
 
@@ -62,10 +82,11 @@ def _request(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     """The request row ``params`` pick, with ``occurrences`` (requests sharing its id), ``occurrence`` (which
     one, 1 for the earliest) and ``occurrence_starts`` (their start times, in order)."""
     names = ", ".join(f"`{n}`" for n in RequestEvent.model_fields if n != col.ATTRS)
+    bundle_attrs = ", ".join(f"{col.ATTRS}[{{{name}:String}}] AS `{name}`" for name in BUNDLE_ATTRS)
     rows = client.query_frame(
-        f"SELECT {names} FROM {client.database}.requests WHERE {col.REQUEST_ID} = {{rid:String}} "
+        f"SELECT {names}, {bundle_attrs} FROM {client.database}.requests WHERE {col.REQUEST_ID} = {{rid:String}} "
         f"ORDER BY {col.TS}, {col.HOST} LIMIT {MAX_OCCURRENCES}",
-        {"rid": params.request_id},
+        {"rid": params.request_id, **{name: name for name in BUNDLE_ATTRS}},
     )
     if rows.is_empty():
         raise NotFound(f"no request {params.request_id!r} in the store (requests are kept 30 days); check the id")
@@ -101,13 +122,59 @@ def _children(row: pl.DataFrame, table: str = "") -> tuple[str, dict[str, object
     return where, values
 
 
+def _request_end(row: pl.DataFrame) -> datetime:
+    """When the request ``row`` ended: a compile inside it starts after it did, so its end bounds its host's."""
+    start: datetime = row.item(0, col.TS)
+    return start + timedelta(milliseconds=float(row.item(0, col.LATENCY_MS) or 0.0))
+
+
+BUNDLE_MISSES_SHOWN: Final = 20
+"""Bundle misses :func:`request_detail` lists at most for one request."""
+
+
+def _bundle_misses(client: QueryClient, row: pl.DataFrame) -> list[tuple[list[Any], pl.DataType]]:
+    """:data:`BUNDLE_MISS_COLUMNS` of the request ``row`` (values and element type of each): the misses it triggered
+    itself, then, of the graphs that served it, those its host recorded before it ended (a later request served by
+    a graph compiled on a miss records none of its own; a miss names the graph by its FX-graph-cache key, which the
+    graph's compile record holds), once per graph."""
+    found: list[tuple[list[Any], pl.DataType]] = [([], pl.String()), ([], pl.List(pl.String)), ([], pl.String()),
+                                                   ([], pl.Boolean())]  # fmt: skip
+    bundle = str(row.item(0, col.BUNDLE_ID) or "")
+    if not bundle:
+        return found
+    db = client.database
+    mine, values = _children(row)
+    artifacts = [str(a) for a in row.item(0, col.GRAPH_ARTIFACTS) if a]
+    served = (
+        f"{col.MODEL} = {{m:String}} AND {col.HOST} = {{req_host:String}} AND {col.TS} <= {{ended:{TIME_TYPE}}} "
+        f"AND {col.GRAPH_KEY} != '' AND {col.GRAPH_KEY} IN (SELECT {col.FX_CACHE_KEY} FROM {db}.compiles "
+        f"WHERE {col.MODEL} = {{m:String}} AND {col.ARTIFACT_ID} IN {{ids:Array(String)}} AND {col.FX_CACHE_KEY} != '')"
+        if artifacts
+        else "0"
+    )
+    misses = client.query_frame(
+        f"SELECT toBool({mine}) AS this_request, toString({col.ACTION}) AS action, "
+        f"{col.FACTORS} AS factors, {col.REASON} FROM {db}.bundle_misses "
+        f"WHERE {col.BUNDLE_ID} = {{b:String}} AND (({mine}) OR ({served})) "
+        f"ORDER BY this_request DESC, {col.TS} LIMIT 1 BY this_request, {col.GRAPH_SIGNATURE} "
+        f"LIMIT {BUNDLE_MISSES_SHOWN}",
+        {**values, "b": bundle, "req_host": row.item(0, col.HOST), "ended": _request_end(row), "ids": artifacts},
+    )
+    names = ("action", "factors", col.REASON, "this_request")
+    return [(misses.get_column(n).to_list(), dtype) for n, (_, dtype) in zip(names, found, strict=True)]
+
+
 def request_detail(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     """One row: every request column (but ``attrs``) plus what other tables add.
 
     Added columns: occurrences (requests that share the id: a re-run client reuses its ids), occurrence (which
     of them this row is, 1 for the earliest: ``params.occurrence``), occurrence_starts (their start times, in
     order), guard_failure_reasons (list, in time order), recompile_reasons (list), bundle_name,
-    bundle_torch_version, bundle_device_name (empty when the bundle is not registered), inputs_captured
+    bundle_torch_version, bundle_device_name, bundle_signature_state (the registration of the request's host first,
+    else the latest; ``verified`` where that host checked the bundle's signature; empty when the bundle is not
+    registered), bundle_status and bundle_unqualified_shape (:data:`BUNDLE_ATTRS`: the request's attributes; empty
+    when not recorded), bundle_miss_actions, bundle_miss_factors, bundle_miss_reasons, bundle_miss_this_request
+    (:data:`BUNDLE_MISS_COLUMNS`: up to :data:`BUNDLE_MISSES_SHOWN` misses, the request's own first), inputs_captured
     (bool), capture_bytes (null when not captured or the blob is missing), kernel_timings_sampled (rows in
     ``kernel_timings``), graph_break_type, graph_break_reason (its first line), graph_break_frame (the user frame,
     else the compiled frame) of the graph break its ``fallback_reason`` names (``graph_break:<registry id>``: this
@@ -128,10 +195,12 @@ def request_detail(client: QueryClient, params: RequestParams) -> pl.DataFrame:
         f"(SELECT toUInt64(count()) FROM {db}.kernel_timings WHERE {mine}) AS kernel_timings_sampled",
         rid,
     )
+    # The registration of the request's own host first: its signature_state is what that host verified.
     bundle = client.query_frame(
-        f"SELECT {col.BUNDLE_NAME}, {col.TORCH_VERSION}, {col.DEVICE_NAME} FROM {db}.bundles "
-        f"WHERE {col.BUNDLE_ID} = {{b:String}} ORDER BY {col.TS} DESC LIMIT 1",
-        {"b": row.item(0, col.BUNDLE_ID)},
+        f"SELECT {col.BUNDLE_NAME}, {col.TORCH_VERSION}, {col.DEVICE_NAME}, toString({col.SIGNATURE_STATE}) "
+        f"FROM {db}.bundles WHERE {col.BUNDLE_ID} = {{b:String}} "
+        f"ORDER BY {col.HOST} = {{h:String}} DESC, {col.TS} DESC LIMIT 1",
+        {"b": row.item(0, col.BUNDLE_ID), "h": row.item(0, col.HOST)},
     )
     capture = row.item(0, col.CAPTURE_BLOB)
     size = client.query_frame(
@@ -144,6 +213,11 @@ def request_detail(client: QueryClient, params: RequestParams) -> pl.DataFrame:
         pl.lit(str(bundle.item(0, 0)) if bundle.height else "").alias("bundle_name"),
         pl.lit(str(bundle.item(0, 1)) if bundle.height else "").alias("bundle_torch_version"),
         pl.lit(str(bundle.item(0, 2)) if bundle.height else "").alias("bundle_device_name"),
+        pl.lit(str(bundle.item(0, 3)) if bundle.height else "").alias("bundle_signature_state"),
+        *(
+            pl.Series(name, [values], dtype=pl.List(dtype))
+            for name, (values, dtype) in zip(BUNDLE_MISS_COLUMNS, _bundle_misses(client, row), strict=True)
+        ),
         pl.lit(bool(capture)).alias("inputs_captured"),
         pl.lit(int(size.item(0, "s")) if capture and size.item(0, "n") else None, pl.UInt64).alias("capture_bytes"),
     )
@@ -227,6 +301,73 @@ def graph_break_text(detail: Mapping[str, Any]) -> str | None:
             "eager fallback")  # fmt: skip
 
 
+COMPILED_OUTCOMES: Final = ("hit", "compile", "recompile")
+"""Outcomes of a request that compiled graphs served (``fallback``, ``eager`` and ``error`` ran none or raised)."""
+VERIFIED: Final = "verified"
+"""``signature_state`` of a bundle whose host checked its signature, keyring, hashes and compatibility."""
+
+
+FACTOR_SHOWN: Final = 160
+"""Characters of a bundle miss's differing factor :func:`bundle_lines` shows (an ``accepted_shapes`` factor names
+every input of the graph and the bundle's, over a thousand characters; the request's stored row keeps it whole)."""
+
+
+def _shortened(text: str) -> str:
+    """``text`` cut to :data:`FACTOR_SHOWN` characters, saying how many more there are."""
+    return text if len(text) <= FACTOR_SHOWN else f"{text[:FACTOR_SHOWN]}… ({len(text) - FACTOR_SHOWN:,} more)"
+
+
+def bundle_lines(detail: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What a request's bundle did for it, one ``(level, sentence)`` per fact (plain text; level ``ok``, ``warn`` or
+    ``info``): whether it ran from its verified bundle, a bundle miss (each miss's action, differing factors and
+    why), or at sizes the bundle never qualified; none for a request served without a bundle.
+
+    >>> bundle_lines({"bundle_id": "ab" * 32, "bundle_name": "baseline", "bundle_signature_state": "verified",
+    ...               "bundle_status": "hit", "bundle_unqualified_shape": "[5,8]"})  # doctest: +NORMALIZE_WHITESPACE
+    [('ok', 'ran from bundle baseline, verified on its host: every graph that served it came from the bundle'),
+     ('warn', 'a graph of bundle baseline served it at sizes [5,8], which the bundle never qualified that graph at
+       (its qualification checked neither accuracy nor latency there); rebuild the bundle with these sizes in its
+       shape distribution')]
+    """
+    bundle_id = str(detail.get(col.BUNDLE_ID) or "")
+    if not bundle_id:
+        return []
+    name = str(detail.get("bundle_name") or "") or bundle_id[:16]
+    state = str(detail.get("bundle_signature_state") or "")
+    checked = (
+        "verified on its host" if state == VERIFIED
+        else f"registered {state} on its host, not verified" if state
+        else "no registration of it stored"
+    )  # fmt: skip
+    status = str(detail.get(BUNDLE_STATUS) or "")
+    lines: list[tuple[str, str]] = []
+    if status == "hit":
+        ran = f"ran from bundle {name}, {checked}: every graph that served it came from the bundle"
+        lines.append(("ok" if state == VERIFIED else "warn", ran))
+    elif status == "miss":
+        misses = list(zip(*(detail.get(c) or [] for c in BUNDLE_MISS_COLUMNS), strict=True))
+        said = [
+            f"{action}" + (f" ({'; '.join(map(_shortened, factors))})" if factors else "")
+            + (f": {reason}" if reason else "")
+            + ("" if own else " (in an earlier request's compile on its host)")
+            for action, factors, reason, own in misses
+        ]  # fmt: skip
+        why = "; ".join(said) if said else "no bundle_misses row of it is stored"
+        lines.append(("warn", f"bundle miss: a graph that served it is not in bundle {name} ({checked}): {why}"))
+    elif detail.get(col.GRAPH_KEYS) or detail.get(col.OUTCOME) in COMPILED_OUTCOMES:
+        lines.append(("info", f"no bundle status recorded (bundle {name}, {checked}): whether the compiled graphs that "
+                              "served it came from the bundle is not known (its host's SDK records none)"))  # fmt: skip
+    else:
+        lines.append(("info", f"no graph of bundle {name} served it ({checked}): it raised or ran eagerly before "
+                              "calling one"))  # fmt: skip
+    shape = str(detail.get(BUNDLE_UNQUALIFIED_SHAPE) or "")
+    if shape:
+        lines.append(("warn", f"a graph of bundle {name} served it at sizes {shape}, which the bundle never qualified "
+                              "that graph at (its qualification checked neither accuracy nor latency there); rebuild "
+                              "the bundle with these sizes in its shape distribution"))  # fmt: skip
+    return lines
+
+
 COMPILE_ORIGIN_HERE: Final = "request's host"
 """``compile_origin`` of a graph whose compile is its own host's: the latest compile of the artifact that the
 request's host started before the request ended (the compile its process did, or loaded from a cache)."""
@@ -262,7 +403,7 @@ def request_graphs(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     )
     host = str(row.item(0, col.HOST))
     # A compile inside the request starts after the request did: the request's end bounds its own host's.
-    ended = row.item(0, col.TS) + timedelta(milliseconds=float(row.item(0, col.LATENCY_MS) or 0.0))
+    ended = _request_end(row)
     mine = f"{col.HOST} = {{h:String}}"
     compiles = client.query_frame(
         f"SELECT {col.ARTIFACT_ID}, {col.CODE_LOCATION}, toString({col.HOST}) AS compile_host, "
@@ -315,7 +456,7 @@ def request_kernel_decisions(client: QueryClient, params: RequestParams) -> pl.D
     row = _request(client, params)
     mine, values = _children(row)
     keys = [str(k) for k in row.item(0, col.GRAPH_KEYS) if k]
-    ended = row.item(0, col.TS) + timedelta(milliseconds=float(row.item(0, col.LATENCY_MS) or 0.0))
+    ended = _request_end(row)
     served = (
         f"{col.MODEL} = {{m:String}} AND {col.HOST} = {{req_host:String}} AND {col.COMPILED} "
         f"AND {col.GRAPH_KEY} IN {{keys:Array(String)}} AND {col.TS} <= {{ended:{TIME_TYPE}}}"

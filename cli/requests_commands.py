@@ -11,6 +11,7 @@ so a token with only the ``read`` role reads them through ``--service``, where S
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,7 @@ from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
 from inferensics.cli.query_runner import query_runner
 from inferensics.cli.service_commands import ServiceOption, TokenOption
+from inferensics.collector.service_url import TOKEN_ENV
 
 if TYPE_CHECKING:
     import polars as pl
@@ -246,14 +248,46 @@ def requests(  # noqa: PLR0917 (typer options)
     counts = ", ".join(f"{kind} {int(n):,}" for kind, n in kinds.iter_rows())
     shown = f"newest {listed.height:,} of {total:,}" if total > listed.height else f"all {total:,}"
     console.print(f"{heading}: {shown} ({counts})")
-    for line in next_steps(listed, service):
+    for line in next_steps(listed, service, token):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def next_steps(listed: pl.DataFrame, service: str | None) -> list[str]:
+SERVICE_PLACEHOLDER: Final = "SERVICE_URL"
+"""Stands for the service replay reads through in the replay hint of a list read from a store (``--dsn``)."""
+
+
+def replay_hint(request_id: str, service: str | None, token: str | None) -> list[str]:
+    """The replay command of ``request_id`` as it runs (the request page's, :mod:`~inferensics.dashboard._internal.
+    replay_command`): the service the list was read through, the trusted builders' keys from
+    ``$INFERENSICS_BUNDLE_KEYRING``, each placeholder it cannot fill explained on a line of its own. A bare
+    ``inferensics replay ID`` stopped at once (no keyring of trusted builders), and a list read from a store names no
+    service to fetch the request's pack through.
+
+    >>> replay_hint("r-1", "http://127.0.0.1:4318", None)[0]
+    'replay a failing one: inferensics replay r-1 --service http://127.0.0.1:4318 --keyring BUILDER.pub'
+    """
+    from inferensics.dashboard._internal.replay_command import KEYRING_ENV, KEYRING_PLACEHOLDER, replay_command
+
+    keyring = os.environ.get(KEYRING_ENV) or None
+    typed_token = token is not None and not os.environ.get(TOKEN_ENV)  # replay reads $INFERENSICS_TOKEN itself
+    shown = replay_command(request_id, service_url=service or SERVICE_PLACEHOLDER, keyring=keyring, token=typed_token)
+    lines = [f"replay a failing one: {shown.command}"]
+    if not service:
+        lines.append(f"  {SERVICE_PLACEHOLDER}: replay fetches the request through a collector service; while "
+                     "none owns this store, start one on it (inferensics serve --dsn DSN: it holds the store until "
+                     "stopped)")  # fmt: skip
+    if not keyring:
+        lines.append(f"  {KEYRING_PLACEHOLDER}: the trusted builders' public keys, a .pub file or a folder of them "
+                     f"(the one inferensics bundle keygen wrote), or set ${KEYRING_ENV}")  # fmt: skip
+    if typed_token:
+        lines.append(f"  TOKEN: a token of the service with the admin role, or set ${TOKEN_ENV}")
+    return lines
+
+
+def next_steps(listed: pl.DataFrame, service: str | None, token: str | None = None) -> list[str]:
     """How to open a listed request: ``requests --id`` and the dashboard's page for the newest listed; and
     ``inferensics replay`` for the newest listed failing one that replay can take (served from a bundle, inputs
-    captured), else why none can be replayed when failing ones are listed."""
+    captured; :func:`replay_hint`), else why none can be replayed when failing ones are listed."""
     import polars as pl
 
     from inferensics.analytics.request_list import INPUTS_CAPTURED, KIND_OK
@@ -265,7 +299,7 @@ def next_steps(listed: pl.DataFrame, service: str | None) -> list[str]:
     failed = listed.filter(pl.col("kind") != KIND_OK)
     replayable = failed.filter((pl.col("bundle_id") != "") & pl.col(INPUTS_CAPTURED))
     if replayable.height:
-        lines.append(f"replay a failing one: inferensics replay {replayable.item(0, 'request_id')}{through}")
+        lines += replay_hint(str(replayable.item(0, "request_id")), service, token)
     elif failed.height:
         lines.append("none listed can be replayed: replay needs a request served from a bundle with its inputs "
                      "captured (serve from a bundle with SdkConfig(capture=CaptureRules(enabled=True)))")  # fmt: skip
@@ -273,9 +307,10 @@ def next_steps(listed: pl.DataFrame, service: str | None) -> list[str]:
 
 
 def _show_request(runner: object, request_id: str, occurrence: int | None) -> None:
-    """One request's lines: which one, how it was served, its output's fingerprint and input capture, a graph break
+    """One request's lines: which one, how it was served, what its bundle did (verified hit, miss and why, unqualified
+    shape), its output's fingerprint and input capture, a graph break
     or fallback, its graphs, its kernel-registry decisions."""
-    from inferensics.analytics.drilldown import graph_break_text, shown_status
+    from inferensics.analytics.drilldown import bundle_lines, graph_break_text, shown_status
 
     which = {"request_id": request_id, **({"occurrence": occurrence} if occurrence is not None else {})}
     d = runner.query("request_detail", **which).row(0, named=True)  # type: ignore[attr-defined]
@@ -290,6 +325,7 @@ def _show_request(runner: object, request_id: str, occurrence: int | None) -> No
         f"outcome {d['outcome']} · status {shown_status(d)} · latency {float(d['latency_ms'] or 0):.1f} ms · compile "
         f"in request {float(d['compile_ms'] or 0):.1f} ms · guards {d['guard_outcome']} · graph cache "
         f"{d['cache_status']}",
+        *(f"bundle: {text}" for _, text in bundle_lines(d)),
         output_line(d),
         capture_line(d),
     ]

@@ -13,6 +13,7 @@ import streamlit as st
 from inferensics.analytics.drilldown import (
     NONFINITE_BY_PATH,
     SAME_REQUEST,
+    bundle_lines,
     graph_break_id,
     graph_break_text,
     shown_status,
@@ -222,6 +223,22 @@ def fallback_text(d: dict[str, Any]) -> str:
         f"**{what} {raised}** (`{reason}`): it did not run eagerly, so the overview's eager fallback rate leaves it "
         "out" + ("; its error rate counts it." if d[col.STATUS] != "ok" else ".")
     )
+
+
+_BUNDLE_ALERTS = {
+    "ok": (st.success, ":material/verified:"),
+    "warn": (st.warning, ":material/package_2:"),
+    "info": (st.info, ":material/package_2:"),
+}
+"""How each level of :func:`~inferensics.analytics.drilldown.bundle_lines` is shown."""
+
+
+def bundle_panel(d: dict[str, Any]) -> None:
+    """What the request's bundle did for it: ran from the verified bundle, a bundle miss (each miss's action,
+    differing factors and why), or a shape the bundle never qualified; nothing for a request served without one."""
+    for level, text in bundle_lines(d):
+        alert, icon = _BUNDLE_ALERTS[level]
+        alert(_escaped(text[:1].upper() + text[1:]), icon=icon)
 
 
 def inputs_panel(d: dict[str, Any]) -> None:
@@ -506,6 +523,7 @@ def render() -> None:
         d = detail.row(0, named=True)
         occurrence_chooser(d)
         summary(d)
+        bundle_panel(d)
         inputs_panel(d)
         replay_panel(d, run_query(queries.REQUEST_REPLAYS, "replays", request_id=request_id, **which))
         graphs = run_query(queries.REQUEST_GRAPHS, "graphs", request_id=request_id, **which)

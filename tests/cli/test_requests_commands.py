@@ -350,7 +350,9 @@ def test_one_request_shows_its_output_verdict_its_capture_and_its_graph_break_as
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert lines[1].startswith("outcome hit · status non-finite · ")
-    assert lines[2:5] == [
+    assert lines[2:6] == [
+        "bundle: no bundle status recorded (bundle bnd-1, no registration of it stored): whether the compiled graphs "
+        "that served it came from the bundle is not known (its host's SDK records none)",
         "output: non-finite (NaN 16384, inf 0)",
         f"inputs captured (blob {'ab' * 32}, blob not found in the store)",
         "graph break: split at graph break GB0124 (Unsupported Tensor.item() call; "
@@ -373,11 +375,13 @@ def test_the_footer_suggests_replay_only_for_a_failing_request_replay_can_take(s
     bundle, which replay refuses (rc 2)."""
     seed(store, events=_split_requests())  # type: ignore[arg-type]
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
-    res = runner.invoke(app, ["requests", *WINDOW, "--dsn", dsn], env=ENV)
+    res = runner.invoke(app, ["requests", *WINDOW, "--dsn", dsn], env={**ENV, "INFERENSICS_BUNDLE_KEYRING": "/k.pub"})
     assert res.exit_code == 0, res.output
-    assert res.output.strip().splitlines()[-2:] == [
+    assert res.output.strip().splitlines()[-3:] == [
         "open one: inferensics requests --id r-ok, or the dashboard's request page /request?request_id=r-ok",
-        "replay a failing one: inferensics replay r-nan",
+        "replay a failing one: inferensics replay r-nan --service SERVICE_URL --keyring /k.pub",
+        "  SERVICE_URL: replay fetches the request through a collector service; while none owns this store, start "
+        "one on it (inferensics serve --dsn DSN: it holds the store until stopped)",
     ]
     assert "inferensics replay r-ok" not in res.output
     healthy = runner.invoke(app, ["requests", "--outcome", "compile", *WINDOW, "--dsn", dsn], env=ENV)
@@ -410,3 +414,36 @@ def test_requests_are_listed_by_outcome_and_latency(store: Store) -> None:
     )
     one = runner.invoke(app, ["requests", "--id", "r-slow", "--outcome", "hit", "--dsn", dsn], env=ENV)
     assert one.output.strip() == "error: --id shows one request: --outcome narrows a list; leave it out"
+
+
+def test_the_replay_hint_runs_as_printed(tmp_path: Path) -> None:
+    """Walk (oncall): the footer's bare ``inferensics replay ID`` stopped at once ("no keyring of trusted builders",
+    rc 2), and from a store it named no service to fetch the request through. Through a service it names that
+    service, and the keyring from ``$INFERENSICS_BUNDLE_KEYRING``, else a placeholder it explains; the command parses
+    as replay's."""
+    import shlex
+
+    from typer.main import get_command
+
+    start = (datetime.now(UTC) - timedelta(hours=2)).replace(second=0, microsecond=0)  # within the store's TTL
+    split = [e.model_copy(update={"ts": start + (e.ts - T)}) for e in _split_requests() if isinstance(e, RequestEvent)]
+    with new_service(tmp_path) as svc:
+        ok, line = record_through_service(svc.url, INGEST, split, RequestEvent.TABLE.name)
+        assert ok, line
+        rows = lambda: svc.client(ADMIN).status()["store"]["row_counts"][RequestEvent.TABLE.name]  # noqa: E731
+        assert poll(rows, lambda n: n >= len(split), timeout=60, interval=0.2) == len(split)
+        window = ["--since", f"{start:%Y-%m-%dT%H:%M}", "--until", f"{start + timedelta(hours=1):%Y-%m-%dT%H:%M}"]
+        args = ["requests", *window, "--service", svc.url, "--token", READ]
+        res = runner.invoke(app, args, env={**ENV, "INFERENSICS_BUNDLE_KEYRING": "", "INFERENSICS_TOKEN": ""})
+        assert res.exit_code == 0, res.output
+        hint = res.output.strip().splitlines()[-3:]
+        assert hint == [
+            f"replay a failing one: inferensics replay r-nan --service {svc.url} --keyring BUILDER.pub --token TOKEN",
+            "  BUILDER.pub: the trusted builders' public keys, a .pub file or a folder of them (the one inferensics "
+            "bundle keygen wrote), or set $INFERENSICS_BUNDLE_KEYRING",
+            "  TOKEN: a token of the service with the admin role, or set $INFERENSICS_TOKEN",
+        ], res.output
+        words = shlex.split(hint[0].partition(": ")[2])
+        replay = get_command(app).commands["replay"]  # type: ignore[attr-defined]
+        params = replay.make_context("replay", words[2:]).params
+        assert (params["request_id"], params["service"], params["keyring"]) == ("r-nan", svc.url, "BUILDER.pub")

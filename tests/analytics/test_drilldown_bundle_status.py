@@ -1,0 +1,104 @@
+"""A request's bundle status in its drill-down: whether it ran from its verified bundle, a bundle miss (and why), or
+at a shape the bundle never qualified (the host SDK's ``attrs['bundle_status']`` and
+``attrs['bundle_unqualified_shape']``, which ``request_detail`` left out with the rest of ``attrs``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from inferensics.analytics import RequestParams, request_detail
+from inferensics.analytics.drilldown import (
+    BUNDLE_ATTRS,
+    BUNDLE_STATUS,
+    BUNDLE_UNQUALIFIED_SHAPE,
+    FACTOR_SHOWN,
+    bundle_lines,
+)
+from inferensics.collector.host import records
+from inferensics.schema.events import RequestEvent
+from inferensics.schema.store import Store
+from tests.dashboard.bundle_statuses import (
+    BUNDLE_NAME,
+    HIT,
+    LATER,
+    LONG_FACTOR,
+    MISS,
+    MISS_FACTOR,
+    MISS_REASON,
+    NONE,
+    REFUSED_STATE,
+    SHAPE,
+    UNQUALIFIED,
+    UNTRUSTED,
+    events,
+)
+from tests.seeding import seed
+
+NOW = datetime(2026, 3, 4, 10, tzinfo=UTC)
+
+
+def _detail(store: Store, rid: str) -> dict[str, Any]:
+    return request_detail(store, RequestParams(request_id=rid)).row(0, named=True)
+
+
+def test_the_attribute_names_are_the_host_sdks() -> None:
+    assert (BUNDLE_STATUS, BUNDLE_UNQUALIFIED_SHAPE) == (records.BUNDLE_STATUS, records.BUNDLE_UNQUALIFIED_SHAPE)
+    assert BUNDLE_ATTRS == (BUNDLE_STATUS, BUNDLE_UNQUALIFIED_SHAPE)
+
+
+def test_each_bundle_status_is_in_the_detail_and_said(store: Store) -> None:
+    seed(store, events=events(NOW))
+
+    hit = _detail(store, HIT)
+    assert (hit[BUNDLE_STATUS], hit[BUNDLE_UNQUALIFIED_SHAPE], hit["bundle_signature_state"]) == ("hit", "", "verified")
+    assert bundle_lines(hit) == [
+        ("ok", f"ran from bundle {BUNDLE_NAME}, verified on its host: every graph that served it came from the bundle")
+    ]
+
+    shape = _detail(store, SHAPE)
+    assert shape[BUNDLE_UNQUALIFIED_SHAPE] == UNQUALIFIED
+    assert [level for level, _ in bundle_lines(shape)] == ["ok", "warn"]
+    assert (
+        f"a graph of bundle {BUNDLE_NAME} served it at sizes {UNQUALIFIED}, which the bundle never qualified"
+        in bundle_lines(shape)[1][1]
+    )
+
+    miss = _detail(store, MISS)
+    assert miss[BUNDLE_STATUS] == "miss"
+    assert (miss["bundle_miss_actions"], miss["bundle_miss_factors"], miss["bundle_miss_reasons"]) == (
+        ["compiled"], [[MISS_FACTOR, LONG_FACTOR]], [MISS_REASON]
+    )  # fmt: skip
+    assert miss["bundle_miss_this_request"] == [True]
+    assert bundle_lines(miss) == [
+        ("warn", f"bundle miss: a graph that served it is not in bundle {BUNDLE_NAME} (verified on its host): "
+                 f"compiled ({MISS_FACTOR}; {LONG_FACTOR[:FACTOR_SHOWN]}… ({len(LONG_FACTOR) - FACTOR_SHOWN:,} more)): "
+                 f"{MISS_REASON}")
+    ]  # fmt: skip
+
+    # Served later by the graph that missed: no miss of its own; the graph's miss (tied by its FX-graph-cache key)
+    later = _detail(store, LATER)
+    assert (later["bundle_miss_factors"], later["bundle_miss_this_request"]) == ([[MISS_FACTOR, LONG_FACTOR]], [False])
+    assert bundle_lines(later)[0][1].endswith(f"{MISS_REASON} (in an earlier request's compile on its host)")
+
+    none = _detail(store, NONE)
+    assert (none[BUNDLE_STATUS], none["bundle_miss_actions"]) == ("", [])
+    assert bundle_lines(none)[0][0] == "info"
+    assert bundle_lines(none)[0][1].startswith(f"no graph of bundle {BUNDLE_NAME} served it")
+
+    # The request's own host's registration, never another host's later one
+    untrusted = _detail(store, UNTRUSTED)
+    assert untrusted["bundle_signature_state"] == REFUSED_STATE
+    assert bundle_lines(untrusted) == [
+        ("warn", f"ran from bundle {BUNDLE_NAME}, registered {REFUSED_STATE} on its host, not verified: every graph "
+                 "that served it came from the bundle")
+    ]  # fmt: skip
+
+
+def test_a_request_without_a_bundle_says_nothing_of_one(store: Store) -> None:
+    seed(store, events=events(NOW))
+    (hit,) = [e for e in events(NOW) if isinstance(e, RequestEvent) and e.request_id == HIT]
+    store.insert_events([hit.model_copy(update={"request_id": "plain", "bundle_id": "", "attrs": {}})])
+    plain = _detail(store, "plain")
+    assert (plain[BUNDLE_STATUS], plain["bundle_signature_state"], plain["bundle_miss_actions"]) == ("", "", [])
+    assert bundle_lines(plain) == []
