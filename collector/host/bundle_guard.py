@@ -8,7 +8,9 @@ differing factors, and handled by ``on_bundle_miss`` (``compile`` within the com
 ``refuse``). Each request's ``attrs['bundle_status']`` says ``hit`` (every graph that served it came from
 the bundle) or ``miss``. A hit on a graph with symbolic sizes that serves a call at sizes the bundle never
 qualified it at is counted (``stats()['bundle_unqualified_shape_calls']``), puts those sizes on the request
-(``attrs['bundle_unqualified_shape']``, ``[5,8]``) and is logged once per shape. The registration
+(``attrs['bundle_unqualified_shape']``: each shape once, ``[5,8], [7,8]``, up to
+:data:`~inferensics.collector.host.records.REQUEST_UNQUALIFIED_SHAPES`; ``attrs['bundle_unqualified_calls']``: the
+request's calls at them) and is logged once per shape. The registration
 (``bundles`` row) records the signer and ``signature_state``; a refused bundle is registered with the
 refusal cause, then the refusal is raised. A bundle that carries kernel qualification evidence makes the
 kernel registry follow it on load: ``stats()`` counts the policy entries applied
@@ -40,7 +42,7 @@ from inferensics.bundle import (
 from inferensics.bundle.canonical import sha256_file
 from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
 from inferensics.bundle.session import BundleSession, MissPolicy
-from inferensics.collector.host.records import BUNDLE_UNQUALIFIED_SHAPE, CURRENT
+from inferensics.collector.host.records import BUNDLE_UNQUALIFIED_SHAPE, CURRENT, UnqualifiedCalls
 from inferensics.schema.events import BundleEvent, BundleMissEvent
 
 if TYPE_CHECKING:
@@ -112,12 +114,16 @@ class BundleGuard:
         t.queue.put("record", event)
 
     def _unqualified(self, served: UnqualifiedShape) -> None:
-        """A bundle hit served a call at sizes the bundle never qualified: count it, mark the request (its first
-        such shape) and say so once per shape. Runs on the serving thread inside the call (``_marking`` wraps
-        the session's callable, so ``CURRENT`` is the request), and only at unqualified sizes."""
+        """A bundle hit served a call at sizes the bundle never qualified: count it, on the request too (each
+        shape, bounded, and each call: :class:`~inferensics.collector.host.records.UnqualifiedCalls`) and say so
+        once per shape. Runs on the serving thread inside the call (``_marking`` wraps the session's callable, so
+        ``CURRENT`` is the request), and only at unqualified sizes."""
         request = CURRENT.get()
-        if request is not None and not request.bundle_unqualified_shape:
-            request.bundle_unqualified_shape = served.shape
+        if request is not None:
+            calls = request.bundle_unqualified
+            if not calls:
+                calls = request.bundle_unqualified = UnqualifiedCalls()
+            calls.add(served.shape)
         with self._shapes_lock:
             self.tracker.counters_local["bundle_unqualified_shape_calls"] += 1
             new = served.shape not in self._logged_shapes and len(self._logged_shapes) < LOGGED_SHAPES_LIMIT

@@ -20,6 +20,9 @@ QUEUE_CAPACITY_ENV: Final = "INFERENSICS_QUEUE_CAPACITY"
 FINGERPRINT_RATE_ENV: Final = "INFERENSICS_FINGERPRINT_RATE"
 """Fraction of requests whose output is fingerprinted, CPU and device outputs alike (unset: the defaults of
 :data:`CPU_FINGERPRINT_RATE` and :data:`DEVICE_FINGERPRINT_RATE`)."""
+SIGTERM_HANDLER_ENV: Final = "INFERENSICS_SIGTERM_HANDLER"
+"""Whether the SDK shuts the tracker down on SIGTERM (``SdkConfig.sigterm_handler``): ``1``/``true``/``on`` (the
+default) or ``0``/``false``/``off``."""
 CPU_FINGERPRINT_RATE: Final = 1 / 32
 """Default fraction of requests with a CPU output that are fingerprinted. On a CPU server the fingerprint
 is read by the same cores that serve, and costs about as much as a small model's whole request
@@ -88,6 +91,12 @@ class SdkConfig:
             process was running when it died, exported as ``error`` rows by the next tracker started on the
             host. ``None`` (default): ``$INFERENSICS_JOURNAL_DIR``, else ``$XDG_STATE_HOME/inferensics/journal``;
             ``"off"`` turns it off.
+        sigterm_handler: Shut the tracker down on SIGTERM where the process left SIGTERM's default action
+            (:mod:`inferensics.collector.host.process_lifecycle`: what the background thread
+            has not exported yet is flushed, then the process ends by SIGTERM as before). ``False`` (or
+            ``$INFERENSICS_SIGTERM_HANDLER=0``) leaves SIGTERM alone, and removes the SDK's handler if an earlier
+            tracker of the process set it: a process that installs its own handler later, or wants SIGTERM to end
+            it at once. What was not exported is then lost, as on SIGKILL.
     """
 
     sample_rate: float = 0.0
@@ -102,6 +111,7 @@ class SdkConfig:
     trace_compiles: bool = True
     health_interval_s: float = 60.0
     journal_dir: str | None = None
+    sigterm_handler: bool = True
 
     def __post_init__(self) -> None:
         for name, kind in _NUMBERS.items():
@@ -131,6 +141,8 @@ class SdkConfig:
             raise ConfigError(f"fingerprint_rate must be within [0, 1], got {self.fingerprint_rate}")
         if self.fingerprint_head < 0:
             raise ConfigError(f"fingerprint_head must not be negative, got {self.fingerprint_head}")
+        if not isinstance(self.sigterm_handler, bool):
+            raise ConfigError(f"sigterm_handler must be True or False, got {self.sigterm_handler!r}")
         if not self.shape_buckets or any(
             isinstance(e, bool) or not isinstance(e, int) or e < 1 for e in self.shape_buckets
         ):
@@ -146,7 +158,8 @@ class SdkConfig:
                 try:
                     values[name] = kind(source[env_name])
                 except ValueError:
-                    raise ConfigError(f"${env_name}: {source[env_name]!r} is not a valid {kind.__name__}") from None
+                    what = _SWITCH_WORDS if kind is parse_switch else f"a valid {kind.__name__}"
+                    raise ConfigError(f"${env_name}: {source[env_name]!r} is not {what}") from None
         from_env = {name: env_name for name, env_name, _ in _FROM_ENV if name in values and name not in overrides}
         values.update(overrides)
         try:
@@ -158,10 +171,27 @@ class SdkConfig:
             raise
 
 
+def parse_switch(text: str) -> bool:
+    """An on/off environment value: ``1``, ``true``, ``on``, ``yes`` or ``0``, ``false``, ``off``, ``no`` (any case).
+
+    Raises:
+        ValueError: any other text.
+    """
+    word = text.strip().lower()
+    if word in ("1", "true", "on", "yes"):
+        return True
+    if word in ("0", "false", "off", "no"):
+        return False
+    raise ValueError(text)
+
+
+_SWITCH_WORDS: Final = "on or off (1/0, true/false, on/off, yes/no)"
+
 _FROM_ENV: Final = (
     ("sample_rate", SAMPLE_RATE_ENV, float),
     ("queue_capacity", QUEUE_CAPACITY_ENV, int),
     ("fingerprint_rate", FINGERPRINT_RATE_ENV, float),
+    ("sigterm_handler", SIGTERM_HANDLER_ENV, parse_switch),
 )
 """The settings :meth:`SdkConfig.from_env` reads: field, environment variable, type."""
 _NUMBERS: Final[dict[str, type | tuple[type, ...]]] = {

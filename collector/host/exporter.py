@@ -1,4 +1,9 @@
-"""What the background thread hands finished records to: the exporter protocol and the null exporter."""
+"""What the background thread hands finished records to: the exporter protocol and the null exporter.
+
+An exporter may also have an ``on_requests_delivered`` attribute (``None`` until the tracker sets it): it calls it
+with the number of request rows each write delivered, as the store and OTLP exporters do. The tracker then counts
+them in its crash journal, and a process killed before it exported everything (SIGKILL, the out-of-memory killer)
+tells the next tracker how many finished requests it lost (``stats()['requests_lost']``)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,16 @@ Only the id is written on the serving path: between two model runs each Python o
 and formatting the request's labels, start time and thread cost a small CPU model's request 1-2 % more
 (benchmarks/results/sdk-cpu/README.md, session 27). A recovered row has the process's own labels.
 
-The next tracker started on the host reads the journals whose owner is gone (:mod:`.journal_recovery`) and
-exports each request left in flight as an ``error`` row. A clean shutdown removes the files. The owner holds
+The journal also tells what a death lost besides: each slot carries the lap of the ring it was written in (by
+the same C call as the id; the lap changes once every :data:`SLOTS` requests), so the requests begun are known, and
+the requests in flight among them; an exporter
+that reports its deliveries (``on_requests_delivered``: the store exporter, the OTLP exporter) has the request rows
+it delivered counted in the header, off the serving path. Finished less delivered is what was still queued,
+buffered or held for export when the process died.
+
+The next tracker started on the host reads the journals whose owner is gone (:mod:`.journal_recovery`),
+exports each request left in flight as an ``error`` row and counts the finished requests whose rows were lost
+(``stats()['requests_lost']``, one log line). A clean shutdown removes the files. The owner holds
 an advisory lock on its journal for as long as it lives: the kernel releases it when the process ends,
 which is how a reader tells a dead process from a live one (a pid can be reused).
 """
@@ -38,16 +46,27 @@ OFF: Final = "off"
 SLOTS: Final = 256
 """Requests in flight the ring holds at once; a slot is reused after this many newer requests began."""
 SLOT_BYTES: Final = 256
-"""A slot: the request id's UTF-8 bytes, cut to this length or padded with NUL bytes; a first byte of 0 marks it
-free (a request's end clears that byte alone). An id that starts with a NUL character is not journaled."""
-write_slot: Final = struct.Struct(f"{SLOT_BYTES}s").pack_into
-"""``write_slot(buffer, offset, id_bytes)``: one C call writes the id and pads the slot (the request scope
-inlines :meth:`Journal.begin`; two slice writes, the id and a length byte, cost it about a microsecond more
-between two model runs, ``benchmarks/results/sdk-cpu/README.md``)."""
+"""A slot: the request id's UTF-8 bytes, cut to :data:`ID_BYTES` or padded with NUL bytes, then the lap of the ring
+it was written in (from 1, little-endian u64: the request's ordinal in the process is ``(lap - 1) * SLOTS + its
+slot's index + 1``); a first byte of 0 marks it free (a request's end clears that byte alone). An id that starts with
+a NUL character is not journaled."""
+ID_BYTES: Final = SLOT_BYTES - 8
+write_slot: Final = struct.Struct(f"<{ID_BYTES}sQ").pack_into
+"""``write_slot(buffer, offset, id_bytes, lap)``: one C call writes the id, pads it and writes the lap (the request
+scope inlines :meth:`Journal.begin`; two slice writes, the id and a length byte, cost it about a microsecond more
+between two model runs, ``benchmarks/results/sdk-cpu/README.md``). The lap rather than a per-request counter: the
+counter's arithmetic cost the entry several times more."""
 HEADER_BYTES: Final = 4096
-"""The header: the process's labels as JSON, then, in its last 8 bytes, the background thread's last wake."""
+"""The header: the process's labels as JSON, then, in its last 24 bytes, the request rows recovered from dead
+processes' journals and queued (u64), the request rows its exporter delivered (u64, recovered ones included) and
+the background thread's last wake (f64)."""
+RECOVERED_AT: Final = HEADER_BYTES - 24
+DELIVERED_AT: Final = HEADER_BYTES - 16
 HEARTBEAT_AT: Final = HEADER_BYTES - 8
+DELIVERIES: Final = "deliveries"
+"""Header key: true where the process's exporter reported its deliveries (else what a death lost is unknown)."""
 RING_END: Final = HEADER_BYTES + SLOTS * SLOT_BYTES
+LAST_SLOT: Final = RING_END - SLOT_BYTES
 SUFFIX: Final = ".journal"
 STACKS_SUFFIX: Final = ".stacks"
 GRAPHS_SUFFIX: Final = ".graphs"
@@ -111,20 +130,44 @@ class Journal:
             faulthandler.enable(self._stacks, all_threads=True)
             self.faulthandler_ours = True
         self.header["stacks"] = "ours" if self.faulthandler_ours else "elsewhere"
-        head = json.dumps({**self.header, "pid": os.getpid()}).encode()[: HEARTBEAT_AT - 1]
+        head = json.dumps({**self.header, "pid": os.getpid()}).encode()[: RECOVERED_AT - 1]
         self.mm[: len(head)] = head
         # The request scope writes through the memoryview (the cheapest write from Python) and takes the next
-        # slot without a lock: two threads entering at once may share one, and a request can go unjournaled.
+        # slot without a lock: two threads entering at once may share one, and a request can go unjournaled (and
+        # one finished request uncounted).
         self.view = memoryview(self.mm)
         self.next_slot = HEADER_BYTES
+        self.lap = 0  # laps of the ring begun: the request that takes its first slot starts the next one
+        self.delivered_rows = 0
         self.beat()
 
     def begin(self, request_id: bytes) -> int:
         """Journal one request in flight and return its slot (the request scope inlines this)."""
         slot = self.next_slot
-        self.next_slot = slot + SLOT_BYTES if slot + SLOT_BYTES < RING_END else HEADER_BYTES
-        write_slot(self.view, slot, request_id)
+        self.next_slot = slot + SLOT_BYTES if slot < LAST_SLOT else HEADER_BYTES
+        if slot == HEADER_BYTES:
+            self.lap += 1
+        write_slot(self.view, slot, request_id, self.lap)
         return slot
+
+    @property
+    def begun(self) -> int:
+        """Requests journaled so far, as a reader of the file counts them."""
+        if not self.lap:
+            return 0
+        in_lap = (self.next_slot - HEADER_BYTES) // SLOT_BYTES or SLOTS  # a lap just completed: next_slot is back
+        return (self.lap - 1) * SLOTS + in_lap
+
+    def delivered(self, rows: int) -> None:
+        """The exporter delivered ``rows`` more request rows (its own thread, or the SDK's). Never raises: after a
+        shutdown the mapping is closed, and nothing is lost any more."""
+        self.delivered_rows += rows
+        with contextlib.suppress(ValueError, TypeError, struct.error):
+            struct.pack_into("<Q", self.mm, DELIVERED_AT, self.delivered_rows)
+
+    def note_recovered(self, rows: int) -> None:
+        """``rows`` request rows of dead processes were queued for export by this process's tracker."""
+        struct.pack_into("<Q", self.mm, RECOVERED_AT, rows)
 
     def end(self, slot: int) -> None:
         """The request of ``slot`` ended (the request scope inlines this)."""

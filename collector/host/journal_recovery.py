@@ -7,6 +7,10 @@ kernel the crashed thread was in: a module Inductor wrote is named by its sha256
 record carries, so the request page shows that graph's kernels and source lines. Its time is the time of
 death (the report's file time), else the background thread's last wake: when the request started is not
 journaled, so its latency is unknown (0).
+
+Besides, where the dead process's exporter reported its deliveries, the requests it finished whose rows it had not
+delivered (still queued, buffered or held for export when it died, or dropped): ``Recovered.lost``, the requests it
+began less those in flight, plus the rows it had itself recovered and queued, less the request rows delivered.
 """
 
 from __future__ import annotations
@@ -26,11 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from inferensics.collector.host.journal import (
+    DELIVERED_AT,
+    DELIVERIES,
     GRAPHS_SUFFIX,
     HEADER_BYTES,
     HEARTBEAT_AT,
+    ID_BYTES,
+    RECOVERED_AT,
     RING_END,
     SLOT_BYTES,
+    SLOTS,
     STACKS_SUFFIX,
     SUFFIX,
 )
@@ -68,6 +77,9 @@ class Recovered:
     rows: list[RequestEvent]
     process: str
     died: str
+    lost: int | None = None
+    """Requests it finished whose rows it had not delivered; ``None``: unknown (its exporter reported no
+    deliveries)."""
 
 
 def parse_fatal_report(text: str) -> FatalReport:
@@ -139,7 +151,7 @@ def _recover_one(path: Path, destination: str) -> Recovered | None:
         if not same:  # another tracker read and removed it between our open and our lock
             return None
         data = os.pread(fd, RING_END, 0)
-        header: dict[str, Any] = json.loads(data[:HEARTBEAT_AT].split(b"\0", 1)[0] or b"{}")
+        header: dict[str, Any] = json.loads(data[:RECOVERED_AT].split(b"\0", 1)[0] or b"{}")
         if header.get("destination", "") != destination:
             age = time.time() - os.fstat(fd).st_mtime
             if age > STALE_AFTER_S:
@@ -165,10 +177,19 @@ def _rows(
 ) -> Recovered:  # fmt: skip
     report = parse_fatal_report(stacks)
     in_flight = []
-    for slot in range(HEADER_BYTES, len(data) - SLOT_BYTES + 1, SLOT_BYTES):
+    begun = 0
+    for index, slot in enumerate(range(HEADER_BYTES, len(data) - SLOT_BYTES + 1, SLOT_BYTES)):
+        (lap,) = struct.unpack_from("<Q", data, slot + ID_BYTES)
+        if lap:  # the request's ordinal in the process: the last one begun has the highest
+            begun = max(begun, (lap - 1) * SLOTS + index + 1)
         if data[slot]:
-            rid = data[slot : slot + SLOT_BYTES].rstrip(b"\0")
+            rid = data[slot : slot + ID_BYTES].rstrip(b"\0")
             in_flight.append(rid.decode("utf-8", errors="replace"))
+    lost = None
+    if header.get(DELIVERIES) is True:
+        (recovered,) = struct.unpack_from("<Q", data, RECOVERED_AT)
+        (delivered,) = struct.unpack_from("<Q", data, DELIVERED_AT)
+        lost = max(begun - len(in_flight) + recovered - delivered, 0)
     died = report.error or "no report"
     when = died_at if died_at is not None else last_beat
     labels = {
@@ -204,7 +225,7 @@ def _rows(
         )
         for rid in in_flight
     ]
-    return Recovered(rows, attrs["process"], died)
+    return Recovered(rows, attrs["process"], died, lost)
 
 
 def _error(

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from inferensics.collector.host.blob_sender import BlobSender
@@ -78,7 +78,8 @@ class OtlpExporter:
         self.blobs = BlobSender(service_url, token, health=self.health)
         self._queue: deque[Item] = deque()
         self.hold_bytes = hold_bytes
-        self._held: deque[tuple[bytes, int]] = deque()  # (encoded batch, spans): the service was unreachable
+        # (encoded batch, spans, request spans among them): the service was unreachable
+        self._held: deque[tuple[bytes, int, int]] = deque()
         self._held_bytes = 0
         self._held_spans = 0
         self._held_lock = threading.Lock()  # shutdown settles what is held while the thread may still hold more
@@ -88,6 +89,9 @@ class OtlpExporter:
         self._settled_cond = threading.Condition()
         self._wake = threading.Event()
         self._stopping = False
+        self.on_requests_delivered: Callable[[int], None] | None = None
+        """Called (on the export thread) with the number of request spans each batch the service took carried (the
+        tracker counts them in its crash journal, :mod:`inferensics.collector.host.journal`)."""
         self._thread = threading.Thread(target=self._run, name="inferensics-otlp-export", daemon=True)
         self._thread.start()
 
@@ -150,34 +154,41 @@ class OtlpExporter:
         body, n = self.encoder.encode(items, self._span_error, self._attribute_error)
         if not n:
             return
+        requests = sum([children is not None for _, children in items])  # a request's span carries its sub-records
         if self._held:  # behind batches held in an outage: in their order, and not tried while it lasts
-            self._hold(body, n, "the service was unreachable at the last try")
+            self._hold(body, n, requests, "the service was unreachable at the last try")
             return
-        self._deliver(body, n)
+        self._deliver(body, n, requests)
 
-    def _deliver(self, body: bytes, n: int) -> bool:
-        """POST one batch; held when the service cannot be reached, else counted delivered or refused by cause.
-        Whether the service answered."""
+    def _deliver(self, body: bytes, n: int, requests: int) -> bool:
+        """POST one batch (``n`` spans, ``requests`` of them requests'); held when the service cannot be reached,
+        else counted delivered or refused by cause. Whether the service answered."""
         cause, detail = self.poster.post(body)
         if cause == "down":
-            self._hold(body, n, detail)
+            self._hold(body, n, requests, detail)
             return False
         if cause:
             self.health.refuse(cause, "spans", n, detail)
         else:
             self.health.delivered("spans", n)
+            self._requests_delivered(requests)
         return True
 
-    def _hold(self, body: bytes, n: int, detail: str) -> None:
+    def _requests_delivered(self, requests: int) -> None:
+        listener = self.on_requests_delivered
+        if requests and listener is not None:
+            listener(requests)
+
+    def _hold(self, body: bytes, n: int, requests: int, detail: str) -> None:
         """Keep a batch the service could not take for the next try; beyond ``hold_bytes`` the oldest held are
         dropped and counted as refused (``down``)."""
         dropped = 0
         with self._held_lock:
-            self._held.append((body, n))
+            self._held.append((body, n, requests))
             self._held_bytes += len(body)
             self._held_spans += n
             while self._held_bytes > self.hold_bytes and len(self._held) > 1:
-                old, k = self._held.popleft()
+                old, k, _ = self._held.popleft()
                 self._held_bytes -= len(old)
                 self._held_spans -= k
                 dropped += k
@@ -218,6 +229,7 @@ class OtlpExporter:
                 self.health.refuse(cause, "spans", item[1], detail)
             else:
                 self.health.delivered("spans", item[1])
+                self._requests_delivered(item[2])
 
     def _settle_held(self, why: str) -> None:
         """Count what is still held as refused (``down``): the exporter stops."""

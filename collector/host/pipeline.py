@@ -32,7 +32,7 @@ from inferensics.collector.host.journal import Journal
 from inferensics.collector.host.kernel_decisions import KIND as KERNEL_DECISION
 from inferensics.collector.host.kernel_decisions import EagerDecisions
 from inferensics.collector.host.queueing import BoundedQueue
-from inferensics.collector.host.records import BUNDLE_STATUS, BUNDLE_UNQUALIFIED_SHAPE, GraphSlot, RawRequest
+from inferensics.collector.host.records import BUNDLE_STATUS, GraphSlot, RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy, shape_signature
 from inferensics.collector.host.trusted_records import f32, trusted_request, u8, u32
 from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
@@ -573,8 +573,8 @@ class Pipeline:
         attrs = dispatch["attrs"]
         if raw.bundle_status:
             attrs = {**attrs, BUNDLE_STATUS: raw.bundle_status}
-            if raw.bundle_unqualified_shape:  # set only inside a call that set bundle_status first (bundle_guard)
-                attrs[BUNDLE_UNQUALIFIED_SHAPE] = raw.bundle_unqualified_shape
+            if raw.bundle_unqualified:  # set only inside a call that set bundle_status first (bundle_guard)
+                attrs.update(raw.bundle_unqualified.attrs())
             values["attrs"] = attrs
         else:  # every record its own dict (the base's and the dispatch's are shared)
             values["attrs"] = attrs.copy() if attrs else {}

@@ -1,5 +1,5 @@
 """The process's one tracker through the process's life: replaced by a second ``instrument()``, copied into a
-forked child, shut down at interpreter exit or on SIGTERM.
+forked child, shut down at interpreter exit or on SIGTERM (``SdkConfig.sigterm_handler``).
 
 The hooks a tracker installs (the trace logger's handler, Dynamo's guard hook) are process-global, so one tracker
 is active at a time. A tracker that stops being the active one while code still holds it (a server that calls
@@ -48,9 +48,13 @@ def active_tracker() -> Tracker | None:
 
 
 def deactivate(tracker: Tracker) -> None:
-    """``tracker`` is shut down: no longer the process's tracker."""
+    """``tracker`` is shut down: no longer the process's tracker. The trackers it replaced journal their scopes'
+    requests in its journal (``Tracker.hand_over``): none where it closed it."""
     if _REGISTRY.active is tracker:
         _REGISTRY.active = None
+    for replaced in list(_REGISTRY.replaced):
+        if replaced.successor is tracker:
+            replaced.journal = tracker.journal
 
 
 def replace_active(factory: Callable[[], Tracker]) -> Tracker:
@@ -73,7 +77,9 @@ def replace_active(factory: Callable[[], Tracker]) -> Tracker:
     if not _REGISTRY.exit_hook:
         atexit.register(_shutdown_at_exit)
         _REGISTRY.exit_hook = True
-    if not _REGISTRY.sigterm_hook:
+    if not tracker.config.sigterm_handler:
+        _leave_sigterm_alone()
+    elif not _REGISTRY.sigterm_hook:
         _REGISTRY.sigterm_hook = True
         _flush_on_sigterm()
     return tracker
@@ -84,7 +90,7 @@ def _after_fork_in_child() -> None:
     if tracker is not None:
         tracker.after_fork_in_child()
     for replaced in list(_REGISTRY.replaced):  # they send to the parent's tracker: dropped here too
-        replaced._forked, replaced.successor = True, None
+        replaced._forked, replaced.successor, replaced.journal = True, None, None
 
 
 if hasattr(os, "register_at_fork"):
@@ -107,12 +113,28 @@ def _flush_on_sigterm() -> None:
     """Shut the tracker down on SIGTERM, where the process left SIGTERM's default action (which ends it without
     running exit hooks): a server stopped by its supervisor (Kubernetes, systemd) would lose every record the
     background thread had not exported yet, uncounted. A handler the process set itself (uvicorn's, gunicorn's)
-    is left alone: it exits through the exit hooks. Only the main thread can set one."""
+    is left alone: it exits through the exit hooks. Only the main thread can set one.
+
+    ``SdkConfig(sigterm_handler=False)`` or ``$INFERENSICS_SIGTERM_HANDLER=0`` turns this off
+    (:func:`_leave_sigterm_alone`): SIGTERM then ends the process at once, as SIGKILL does for the SDK."""
     try:
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _on_sigterm)
     except (ValueError, OSError, AttributeError) as exc:  # no SIGTERM here (Windows), or an embedding forbids it
         log.debug("inferensics: no SIGTERM handler (%s)", exc)
+
+
+def _leave_sigterm_alone() -> None:
+    """The active tracker's ``SdkConfig.sigterm_handler`` is off: set no SIGTERM handler, and put SIGTERM's default
+    action back where an earlier tracker of the process set the SDK's (a handler set by anyone else stays)."""
+    if not _REGISTRY.sigterm_hook:
+        return
+    try:
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            _REGISTRY.sigterm_hook = False  # a later tracker with the setting on sets it again
+    except (ValueError, OSError, AttributeError) as exc:
+        log.debug("inferensics: SIGTERM handler not removed (%s)", exc)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -54,8 +54,14 @@ BUNDLE_STATUS: Final = "bundle_status"
 ``miss`` (set by :mod:`~inferensics.collector.host.bundle_guard`)."""
 
 BUNDLE_UNQUALIFIED_SHAPE: Final = "bundle_unqualified_shape"
-"""Request attribute under a release bundle: the sizes (``[5,8]``) at which a bundle hit served the request that the
-bundle never qualified its graph at (the first such call's, set by :mod:`~inferensics.collector.host.bundle_guard`)."""
+"""Request attribute under a release bundle: the sizes at which a bundle hit served the request that the bundle never
+qualified its graph at, each once in the order of their first call, ``", "`` between them (``[5,8]``;
+``[9,8], [7,8]``); past :data:`REQUEST_UNQUALIFIED_SHAPES` of them, ``(+N calls at other shapes)`` (set by
+:mod:`~inferensics.collector.host.bundle_guard`)."""
+BUNDLE_UNQUALIFIED_CALLS: Final = "bundle_unqualified_calls"
+"""Request attribute beside :data:`BUNDLE_UNQUALIFIED_SHAPE`: how many of the request's calls ran at those sizes."""
+REQUEST_UNQUALIFIED_SHAPES: Final = 8
+"""Unqualified shapes stored on one request; calls at further shapes are counted, not named."""
 
 ORIGIN_ATTR = "inferensics_origin"
 """The attribute of a compile backend that carries its :class:`CompileOrigin` (looked up by the trace sink)."""
@@ -77,7 +83,7 @@ class RawRequest:
         "_token",
         "_tracker",
         "bundle_status",
-        "bundle_unqualified_shape",
+        "bundle_unqualified",
         "compile_ids",
         "compile_ns",
         "cpu_output",
@@ -154,7 +160,8 @@ class RawRequest:
         self.sampled = False  # chosen for the profiler (decided on entering the scope)
         self.profile: Any = None
         self.bundle_status = ""  # "hit" / "miss" under a release bundle (bundle_guard)
-        self.bundle_unqualified_shape = ""  # "[5,8]": a bundle hit served it at sizes never qualified (bundle_guard)
+        # "" until a bundle hit serves it at sizes never qualified: then an UnqualifiedCalls (bundle_guard)
+        self.bundle_unqualified: Any = ""
 
     def count_call(self, slot: GraphSlot) -> bool:
         """Count one call of ``slot``; whether to time it (see :data:`TIMED_FIRST`): then :meth:`add_ns`."""
@@ -196,6 +203,33 @@ TIMED_EVERY = 16
 (counting from 0) are timed and the others only counted: two clock reads on every call were most of the
 per-call cost inside a request (benchmarks/results/sdk-h200/README.md). A power of two."""
 TIMED_MASK = TIMED_EVERY - 1
+
+
+class UnqualifiedCalls:
+    """A request's calls that a bundle hit served at sizes the bundle never qualified (``bundle_guard`` fills it on
+    the serving thread, inside such a call; the pipeline reads :meth:`attrs`)."""
+
+    __slots__ = ("calls", "more", "shapes")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.shapes: list[str] = []  # in the order of their first call, at most REQUEST_UNQUALIFIED_SHAPES
+        self.more = 0  # calls at further shapes, not stored (a decode loop can grow its sizes at every call)
+
+    def add(self, shape: str) -> None:
+        """Count one call at ``shape``."""
+        self.calls += 1
+        shapes = self.shapes
+        if shape not in shapes:
+            if len(shapes) < REQUEST_UNQUALIFIED_SHAPES:
+                shapes.append(shape)
+            else:
+                self.more += 1
+
+    def attrs(self) -> dict[str, str]:
+        """The request's attributes: :data:`BUNDLE_UNQUALIFIED_SHAPE` and :data:`BUNDLE_UNQUALIFIED_CALLS`."""
+        shapes = ", ".join(self.shapes) + (f" (+{self.more} calls at other shapes)" if self.more else "")
+        return {BUNDLE_UNQUALIFIED_SHAPE: shapes, BUNDLE_UNQUALIFIED_CALLS: str(self.calls)}
 
 
 def frozen_shape(shape: Any) -> Any:

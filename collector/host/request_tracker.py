@@ -14,10 +14,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Final
+from typing import Any
 from zlib import crc32 as _crc32
 
 import torch
@@ -26,35 +26,27 @@ from inferensics.collector.errors import ConfigError
 from inferensics.collector.host import profiling, torch_adapter
 from inferensics.collector.host.backend import InductorBackend
 from inferensics.collector.host.config import SdkConfig
-from inferensics.collector.host.export_health import CAUSES
+from inferensics.collector.host.dynamo_hooks import chained_guard_hook, guard_hook, root_locations, user_context
 from inferensics.collector.host.exporter import Exporter
 from inferensics.collector.host.fingerprint import start_fingerprint
 from inferensics.collector.host.fingerprint_sampling import HASH_MASK, HASH_MIX, fingerprint_rules
-from inferensics.collector.host.journal import (
-    HEADER_BYTES,
-    JOURNAL_DIR_ENV,
-    RING_END,
-    SLOT_BYTES,
-    Journal,
-    journal_dir,
-    write_slot,
-)
-from inferensics.collector.host.kernel_counts import kernel_registry_counts
+from inferensics.collector.host.journal import HEADER_BYTES, LAST_SLOT, SLOT_BYTES, Journal, write_slot
 from inferensics.collector.host.pipeline import Pipeline
 from inferensics.collector.host.process_lifecycle import deactivate
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, CompileOrigin, RawRequest
 from inferensics.collector.host.trace_sink import TraceSink
+from inferensics.collector.host.tracker_journal import JOURNAL, open_journal
+from inferensics.collector.host.tracker_stats import ALWAYS_COUNTED, collect_stats
 from inferensics.collector.trace.artifacts import PROCESS_ARTIFACT
 from inferensics.collector.trace.assembler import AssemblyContext
 from inferensics.schema.events import FP_FAILED, FP_UNSAMPLED
-from inferensics.schema.locations import entry_codes
 from inferensics.schema.processes import PROCESS_ATTR
 
 log = logging.getLogger("inferensics.collector.host")
 
-JOURNAL = "crash_journal"
-"""The capability name of the crash journal (:mod:`inferensics.collector.host.journal`)."""
+__all__ = ["ALWAYS_COUNTED", "JOURNAL", "RequestScope", "Tracker"]
+_guard_hook = guard_hook  # the name benchmarks/bench_sdk_overhead.py --hooks times it by
 
 
 class RequestScope(RawRequest):
@@ -63,6 +55,19 @@ class RequestScope(RawRequest):
     The scope is the request's :class:`RawRequest` itself (one object per request on the serving thread,
     handed to the background thread as it is at exit). Its methods are the serving path: each does its work
     in its own frame, with no further Python call on the common path (``records.RawRequest``).
+
+    Which request a call counts in: the one the calling code's context (``contextvars``) holds, set by the
+    scope's ``with`` line and put back by its end. Each thread and each ``asyncio`` task has its own context.
+    Generators do not: two streams (generators that each keep a scope open across their ``yield``) stepped
+    in turn by one thread or task share one context, and a call counts in the scope whose ``with`` line ran
+    last there, whichever stream makes it. After stream A entered its scope and then B entered its own,
+    A's calls count in B's request; when A's scope ends first, its end puts back what its entry found (no
+    request, or an outer scope), and B's further calls count there; a scope's end that would put back a
+    request that has ended puts back none. The SDK cannot tell the streams apart without work on every
+    compiled call (a resumed generator runs no code of the SDK's; naming the caller would take a walk of the
+    stack per call), so it does not. Step each stream in a context of its own instead, as an ``asyncio``
+    task is: ``context = contextvars.copy_context()`` once per stream, then ``context.run(next, stream)``
+    for each step (``tests/collector/host/test_request_scopes.py`` pins both behaviours).
     """
 
     __slots__ = ()
@@ -82,12 +87,14 @@ class RequestScope(RawRequest):
                 tracker.counters_local["profiler_errors"] += 1
         journal = tracker.journal
         if journal is not None:
-            # Journal.begin inlined: the id of a request in flight, for a process that dies in it.
+            # Journal.begin inlined: the id of a request in flight, for a process that dies in it, and the ring's lap.
             try:
                 slot = journal.next_slot
-                journal.next_slot = slot + SLOT_BYTES if slot + SLOT_BYTES < RING_END else HEADER_BYTES
+                journal.next_slot = slot + SLOT_BYTES if slot < LAST_SLOT else HEADER_BYTES
+                if slot == HEADER_BYTES:
+                    journal.lap += 1
                 rid = self.rid_bytes = self.request_id.encode()  # set_output's sampling hash reads it too
-                write_slot(journal.view, slot, rid)
+                write_slot(journal.view, slot, rid, journal.lap)
                 self._jslot = slot
             except Exception:  # an id that is not UTF-8, or closed by a shutdown on another thread
                 tracker.counters_local["journal_errors"] += 1
@@ -208,7 +215,7 @@ class Tracker:
         self.pipeline.health_source = self.stats
         self.exporter = exporter
         self.journal: Journal | None = None
-        self._open_journal(traffic_class)
+        open_journal(self, traffic_class)  # sets self.journal
         self._sink: TraceSink | None = None
         self._previous_guard_hook: Any = None
         self._guard_installed = False
@@ -222,39 +229,6 @@ class Tracker:
         # The serving path's one Python frame per request is RequestScope's constructor (see request()).
         self.request = functools.partial(RequestScope, self)  # type: ignore[method-assign]
         self._install()
-
-    # --- crash journal -------------------------------------------------------------------------------
-
-    def _open_journal(self, traffic_class: str) -> None:
-        """Start this process's crash journal, then export what dead processes' journals left in flight."""
-        directory = journal_dir(self.config.journal_dir)
-        if directory is None:
-            self.capabilities[JOURNAL] = torch_adapter.Capability(JOURNAL, False, "off (SdkConfig.journal_dir)")
-            return
-        destination = str(getattr(self.exporter, "destination", ""))
-        header = {"process": self.process, "host": self.host, "hw_pool": self.hw_pool, "model": self.model,
-                  "bundle_id": self.bundle_id, "traffic_class": traffic_class, "destination": destination}  # fmt: skip
-        try:
-            self.journal = Journal(directory, header)
-        except OSError as exc:
-            self.capabilities[JOURNAL] = torch_adapter.Capability(JOURNAL, False, f"{directory}: {exc}")
-            log.warning("inferensics: no crash journal in %s (%s); set $%s to a writable folder", directory, exc,
-                        JOURNAL_DIR_ENV)  # fmt: skip
-        else:
-            self.capabilities[JOURNAL] = torch_adapter.Capability(JOURNAL, True)
-            self.pipeline.journal = self.journal
-        from inferensics.collector.host.journal_recovery import recover_dead
-
-        for dead in recover_dead(directory, destination):
-            self.counters_local["dead_processes"] += 1
-            for row in dead.rows:
-                self.queue.put("recovered", row)
-            if dead.rows:
-                log.warning(
-                    "inferensics: %s died (%s) with %d request(s) in flight: %s; exported as error rows",
-                    dead.process or "a serving process", dead.died, len(dead.rows),
-                    ", ".join(r.request_id for r in dead.rows[:5]) + (" ..." if len(dead.rows) > 5 else ""),
-                )  # fmt: skip
 
     # --- process lifecycle (process_lifecycle.py calls these) -----------------------------------------
 
@@ -288,6 +262,7 @@ class Tracker:
         late = self.queue.drain() if self.queue is not successor.queue else []
         self.queue, self.pipeline, self.exporter = successor.queue, successor.pipeline, successor.exporter
         self.counters_local = successor.counters_local
+        self.journal = successor.journal  # its scopes' requests are the successor's to deliver, and to journal
         self.successor = successor
         for kind, item in late:
             successor.queue.put(kind, item)
@@ -320,7 +295,7 @@ class Tracker:
                     self._sink.on_graphless_compile = self._count_guards
         if caps["recompile_user_context"].available:
             try:
-                self._unregister_context = torch_adapter.register_recompile_context(_user_context)
+                self._unregister_context = torch_adapter.register_recompile_context(user_context)
             except Exception as exc:
                 self.degrade("recompile_user_context", exc)
 
@@ -333,10 +308,10 @@ class Tracker:
             if self._guard_installed or self._closed:
                 return
             try:
-                self._previous_guard_hook = torch_adapter.set_guard_hook(_guard_hook)
+                self._previous_guard_hook = torch_adapter.set_guard_hook(guard_hook)
                 if self._previous_guard_hook is not None:
                     # Another tool's hook was there: chain it (the common case has none and stays lean).
-                    torch_adapter.set_guard_hook(_chained_guard_hook(self._previous_guard_hook))
+                    torch_adapter.set_guard_hook(chained_guard_hook(self._previous_guard_hook))
                 self._guard_installed = True
             except Exception as exc:
                 self.degrade("guard_complete_hook", exc)
@@ -412,7 +387,7 @@ class Tracker:
             args = guard.loaded.compile_args
             mode, options = args.get("mode"), dict(args.get("options") or {})
             dynamic, fullgraph, gate = args.get("dynamic"), bool(args.get("fullgraph")), guard.gate
-        origin = CompileOrigin(str(name or self.model), _root_locations(model_or_fn))
+        origin = CompileOrigin(str(name or self.model), root_locations(model_or_fn))
         # The provenance level is part of the FX-graph cache key: under a bundle the host compiles with the
         # bundle's recorded options only (which carry the level it was built with), or no graph key would hit.
         provenance = self.config.provenance_level if bundle is None else 0
@@ -429,7 +404,8 @@ class Tracker:
         shape: str | Sequence[int] | None = None,
         inputs: dict[str, torch.Tensor] | None = None,
     ) -> RequestScope:
-        """Scope one request: graphs, guards, compiles and fallbacks inside are attributed to it.
+        """Scope one request: graphs, guards, compiles and fallbacks inside are attributed to it (the calls its
+        context makes: for streams interleaved on one thread, see :class:`RequestScope`).
 
         (Each tracker replaces this method by ``functools.partial(RequestScope, tracker)``, the same call
         without this frame: see :class:`~inferensics.collector.host.records.RawRequest`.)
@@ -486,31 +462,13 @@ class Tracker:
             self._unregister_context()
 
     def stats(self) -> dict[str, int]:
-        """Drop and activity counters: queue drops by kind, processed records, errors."""
-        out: dict[str, int] = dict.fromkeys(ALWAYS_COUNTED, 0)  # every documented counter, 0 until it counts
-        out.update(queued=self.queue.accepted, queue_len=len(self.queue))
-        out.update({f"dropped_{k}": v for k, v in self.queue.dropped.items()})
-        out["dropped"] = sum(self.queue.dropped.values())
-        out.update(self.pipeline.counters)
-        for name, count in self.counters_local.items():  # both threads count e.g. fingerprint errors
-            out[name] = out.get(name, 0) + count
-        out["trace_sink_errors"] = self._sink.errors if self._sink is not None else 0
-        out["guard_hook_installed"] = int(self._guard_installed)
-        # The kernel registry's provider exceptions, fallbacks to the reference and unproven compile-time choices.
-        out.update(kernel_registry_counts())
-        # Kernel source lines from a cache hit that named a file this process did not compile (see assembler).
-        out["stale_source_lines"] = self.pipeline.assembler.stats.stale_source_lines
-        # Rows an exporter could not write and dropped, per table (the store exporter keeps the rest).
-        rejected: Mapping[str, int] = getattr(self.exporter, "rejected", {})
-        out.update({f"export_rejected_{table}": n for table, n in rejected.items()})
-        # What the service refused, by cause (auth, down, back_pressure, rejected): OTLP exporter only.
-        exporter_stats = getattr(self.exporter, "stats", None)
-        if callable(exporter_stats):
-            try:
-                out.update(exporter_stats())
-            except Exception:
-                out["exporter_stats_errors"] = out.get("exporter_stats_errors", 0) + 1
-        return out
+        """Drop and activity counters: queue drops by kind, processed records, errors (every key of
+        :data:`~inferensics.collector.host.tracker_stats.ALWAYS_COUNTED` at least)."""
+        return collect_stats(
+            self,
+            trace_sink_errors=self._sink.errors if self._sink is not None else 0,
+            guard_hook_installed=self._guard_installed,
+        )
 
     @property
     def last_error(self) -> str:
@@ -522,77 +480,6 @@ class Tracker:
     def capability_report(self) -> dict[str, str]:
         """``name → "ok"`` or the reason a hook is degraded."""
         return {n: ("ok" if c.available else c.reason) for n, c in self.capabilities.items()}
-
-
-ALWAYS_COUNTED: Final = (
-    "dropped",
-    "requests",
-    "requests_recovered",
-    "fingerprint_unsampled",
-    "fingerprint_errors",
-    "fingerprint_output_modified",
-    "fingerprint_backlogged",
-    "captures",
-    "capture_over_cap",
-    "capture_errors",
-    "shape_errors",
-    "scope_errors",
-    "process_errors",
-    "export_errors",
-    "journal_errors",
-    "profiler_errors",
-    "health_records",
-    "health_errors",
-    "export_spans_sent",
-    "export_spans_held",
-    *(f"export_refused_{cause}" for cause in CAUSES),
-    "blobs_sent",
-    "blobs_held",
-    *(f"blobs_refused_{cause}" for cause in CAUSES),
-    "bundle_hit_graphs",
-    "bundle_miss_graphs",
-    *(f"bundle_miss_{action}" for action in ("compiled", "eager", "refused")),
-    "bundle_unqualified_shape_calls",
-    "kernel_evidence_applied",
-    "kernel_evidence_refused",
-    "kernel_decisions",
-)
-"""Keys ``Tracker.stats()`` always has (0 until counted), whichever exporter: code can index them."""
-
-
-def _guard_hook(cache_hit: bool) -> bool:
-    """Dynamo's guard-complete hook: count the frame's guard hit or miss into the current request.
-
-    Runs once per compiled-frame call, from C: a plain function (no bound method, no chaining) so the
-    call stays as cheap as a Python call from C can be.
-    """
-    request = _current()
-    if request is not None:
-        if cache_hit:
-            request.guard_hits += 1
-        else:
-            request.guard_misses += 1
-    return cache_hit
-
-
-def _chained_guard_hook(previous: Callable[[bool], bool]) -> Callable[[bool], bool]:
-    def hook(cache_hit: bool) -> bool:
-        _guard_hook(cache_hit)
-        return bool(previous(cache_hit))
-
-    return hook
-
-
-_current = CURRENT.get
-
-
-def _root_locations(model_or_fn: Any) -> dict[Any, str]:
-    """``{wrapper code: location of the model's own forward}`` for a decorator's wrapper (Hugging Face decorates
-    every model's ``forward``) and Dynamo's inline wrapper (the frame of a torch-owned module)."""
-    return {
-        wrapper: f"{own.co_filename}:{own.co_firstlineno}:{name}"
-        for wrapper, (own, name) in entry_codes(model_or_fn, torch_adapter.inline_wrapper_code()).items()
-    }
 
 
 def _describe(exc: BaseException) -> str:
@@ -615,8 +502,3 @@ def _say_unrecorded(tracker: Tracker, request_id: str) -> None:
         request_id[:100],
         where,
     )
-
-
-def _user_context() -> str:
-    request = CURRENT.get()
-    return f"request_id={request.request_id}"[:256] if request is not None else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from inferensics.schema.arrow import events_to_arrow
 from inferensics.schema.events import RequestEvent
@@ -43,6 +43,9 @@ class StoreExporter:
         """Rows dropped because they cannot be written, per table."""
         self.last_error = ""
         """Why the last rejected row was dropped: table, row, error."""
+        self.on_requests_delivered: Callable[[int], None] | None = None
+        """Called with the number of request rows each insert wrote (the tracker counts them in its crash journal,
+        :mod:`inferensics.collector.host.journal`)."""
 
     def _add(self, record: Event) -> None:
         buf = self._buffers.setdefault(type(record), [])
@@ -63,6 +66,9 @@ class StoreExporter:
             _log.debug("%s: batch of %d refused (%s); retrying without the bad rows", model.TABLE.name, len(rows), exc)
             if good:
                 self.inserted += self.store.insert_events(good)
+            rows = good
+        if model is RequestEvent and rows and self.on_requests_delivered is not None:
+            self.on_requests_delivered(len(rows))
 
     def _drop_unwritable(self, model: type[Event], rows: list[Event]) -> list[Event]:
         """The rows that convert to the table's Arrow schema; the others are counted and dropped.

@@ -9,6 +9,9 @@ that embedded store, chDB loaded in the serving process (``instrument(store=...)
   the process aborts inside the request.
 - ``killed``: two requests served, one left in flight on a second thread, then SIGKILL inside a request on
   the main thread (what the out-of-memory killer does).
+- ``unexported``: two requests served and flushed, then five served and not exported yet (over OTLP: still in the
+  SDK's queue, its background thread draining only in an hour; into a store: handed to the store exporter, which
+  buffers them for a batch insert), then SIGKILL inside a request.
 - ``forked``: a request served, then ``fork``: the child enters a request and lives on (its pid printed),
   while the parent dies by SIGKILL inside a request of its own.
 - ``recover``: starts a tracker with the same service and journal folder (as a restarted server does),
@@ -31,8 +34,9 @@ from inferensics.schema.store import Store
 
 
 def main(destination: str, journal: str, mode: str) -> None:
-    config = SdkConfig(journal_dir=journal, fingerprint_rate=1.0)
     store = Store.open(destination) if destination.startswith("chdb://") else None
+    drain_s = 3600.0 if mode == "unexported" and store is None else 0.25
+    config = SdkConfig(journal_dir=journal, fingerprint_rate=1.0, flush_interval_s=drain_s)
     service_url = None if store is not None else destination
     if mode == "recover":
         tracker = instrument(service_url, store, host="restarted", model="other", config=config)
@@ -69,6 +73,19 @@ def main(destination: str, journal: str, mode: str) -> None:
         threading.Thread(target=other, daemon=True).start()
         started.wait(10)
         with tracker.request("big-1", traffic_class="interactive", shape=[64, 8192]):
+            os.kill(os.getpid(), signal.SIGKILL)
+    elif mode == "unexported":
+        for i in range(2):
+            with tracker.request(f"ok-{i}", shape=(1, 4)):
+                pass
+        tracker.flush()  # delivered
+        for i in range(5):
+            with tracker.request(f"lost-{i}", shape=(1, 4)):
+                pass
+        deadline = time.monotonic() + 60
+        while store is not None and tracker.stats()["requests"] < 7 and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the background thread has handed them to the store exporter's buffer
+        with tracker.request("big-1", shape=(1, 4)):
             os.kill(os.getpid(), signal.SIGKILL)
     elif mode == "forked":
         with tracker.request("parent-0"):

@@ -2,9 +2,9 @@
 
 A graph compiled with symbolic sizes serves every size its guards admit, so a call at a size the build never ran
 is a bundle hit like any other. The bundle session reports each such call; the host SDK counts it in ``stats()``,
-stores the sizes on the request (``attrs['bundle_unqualified_shape']``, the first such call's) and logs each shape
-once, up to a bound. Real parts: a dynamic bundle built on batch sizes 2 and 3, ``tracker.compile(bundle=...)``,
-a real chDB store.
+stores the sizes on the request (``attrs['bundle_unqualified_shape']``: every such shape once, up to a bound;
+``attrs['bundle_unqualified_calls']``: the request's calls at them) and logs each shape once, up to a bound. Real
+parts: a dynamic bundle built on batch sizes 2 and 3, ``tracker.compile(bundle=...)``, a real chDB store.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import torch
 
 from inferensics import bundle as b
 from inferensics.bundle import torch_adapter
-from inferensics.collector.host import SdkConfig, bundle_guard, instrument
-from inferensics.collector.host.records import BUNDLE_STATUS, BUNDLE_UNQUALIFIED_SHAPE
+from inferensics.collector.host import SdkConfig, bundle_guard, instrument, records
+from inferensics.collector.host.records import BUNDLE_STATUS, BUNDLE_UNQUALIFIED_CALLS, BUNDLE_UNQUALIFIED_SHAPE
 from inferensics.schema.store import Store
 from tests.bundle.models import inputs, tiny_mlp
 
@@ -60,6 +60,7 @@ def test_a_request_served_at_an_unqualified_shape_is_counted_marked_and_logged_o
     (graph,) = built.manifest.graphs
     assert graph.qualified_shapes == ["[2,8]", "[3,8]"]
     monkeypatch.setattr(bundle_guard, "LOGGED_SHAPES_LIMIT", 2)  # the third new shape is counted, not logged
+    monkeypatch.setattr(records, "REQUEST_UNQUALIFIED_SHAPES", 2)  # a request's third shape: its calls counted
     caplog.set_level(logging.WARNING, logger="inferensics.collector.host")
     tracker = instrument(store=store, host="h", hw_pool="cpu", model="tiny", config=SdkConfig(batch_rows=10))
     try:
@@ -70,7 +71,9 @@ def test_a_request_served_at_an_unqualified_shape_is_counted_marked_and_logged_o
             "r3": [(3, 8)],
             "r5-again": [(5, 8)],
             "r7": [(7, 8)],
-            "r-mixed": [(3, 8), (9, 8), (7, 8)],  # the first unqualified call's sizes are the request's
+            "r-mixed": [(3, 8), (9, 8), (7, 8)],  # every unqualified shape, in the order of its first call
+            "r-again": [(5, 8), (3, 8), (5, 8)],  # each call counted, each shape named once
+            "r-many": [(4, 8), (5, 8), (6, 8), (5, 8), (4, 8), (6, 8)],  # two named, the other's calls counted
         }
         with torch.inference_mode():
             for rid, shapes in requests.items():
@@ -85,20 +88,23 @@ def test_a_request_served_at_an_unqualified_shape_is_counted_marked_and_logged_o
         tracker.shutdown()
 
     rows = store.query_rows(
-        f"SELECT request_id, attrs[%(status)s], mapContains(attrs, %(shape)s), attrs[%(shape)s] "
+        f"SELECT request_id, attrs[%(status)s], mapContains(attrs, %(shape)s), attrs[%(shape)s], attrs[%(calls)s] "
         f"FROM {store.database}.requests WHERE bundle_id = %(b)s",
-        {"status": BUNDLE_STATUS, "shape": BUNDLE_UNQUALIFIED_SHAPE, "b": built.bundle_id},
-    )
+        {"status": BUNDLE_STATUS, "shape": BUNDLE_UNQUALIFIED_SHAPE, "calls": BUNDLE_UNQUALIFIED_CALLS,
+         "b": built.bundle_id},
+    )  # fmt: skip
     assert {r[0]: r[1:] for r in rows} == {
-        "r2": ("hit", False, ""),
-        "r5": ("hit", True, "[5,8]"),
-        "r3": ("hit", False, ""),
-        "r5-again": ("hit", True, "[5,8]"),
-        "r7": ("hit", True, "[7,8]"),
-        "r-mixed": ("hit", True, "[9,8]"),
+        "r2": ("hit", False, "", ""),
+        "r5": ("hit", True, "[5,8]", "1"),
+        "r3": ("hit", False, "", ""),
+        "r5-again": ("hit", True, "[5,8]", "1"),
+        "r7": ("hit", True, "[7,8]", "1"),
+        "r-mixed": ("hit", True, "[9,8], [7,8]", "2"),
+        "r-again": ("hit", True, "[5,8]", "2"),
+        "r-many": ("hit", True, "[4,8], [5,8] (+2 calls at other shapes)", "6"),
     }
     assert (stats["bundle_hit_graphs"], stats["bundle_miss_graphs"]) == (1, 0)  # one artifact served every size
-    assert stats["bundle_unqualified_shape_calls"] == 6  # 5, 5, 7, 9, 7 in requests; 6 outside one
+    assert stats["bundle_unqualified_shape_calls"] == 14  # 5, 5, 7, 9, 7, 5, 5, six in r-many in requests; 6 outside
     said = [r.getMessage() for r in caplog.records if "never qualified" in r.getMessage()]
     assert len(said) == 2, said
     assert "shape [5,8]" in said[0], said

@@ -24,7 +24,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferensics.collector.host.journal import (
+    DELIVERIES,
     HEADER_BYTES,
+    ID_BYTES,
     JOURNAL_DIR_ENV,
     SLOT_BYTES,
     SLOTS,
@@ -185,6 +187,45 @@ def test_a_killed_process_leaves_every_request_in_flight_and_none_it_finished(
     assert service.client().sql(finished).height == 0
 
 
+def test_a_killed_process_says_how_many_finished_requests_it_had_not_exported(
+    service: RunningService, tmp_path: Path, inductor_cache: Path
+) -> None:
+    """SIGKILL (the out-of-memory killer) takes the rows the process finished but had not exported yet with it; the
+    next tracker counts them from the dead process's journal (requests begun, less in flight, less delivered)."""
+    journal, _, _ = _die(service, tmp_path, "unexported", inductor_cache, signal.SIGKILL)
+    done = _run(service, journal, "recover", inductor_cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stats = json.loads(done.stdout.strip().splitlines()[-1])["stats"]
+    assert (stats["requests_lost"], stats["requests_recovered"], stats["dead_processes"]) == (5, 1, 1)
+    (line,) = [x for x in done.stderr.splitlines() if "requests_lost" in x]
+    assert "died (no report) with 1 request(s) in flight: big-1; exported as error rows; and 5 finished" in line
+    rows = _requests(service, ["ok-0", "ok-1", "big-1"])
+    assert sorted(rows) == ["big-1", "ok-0", "ok-1"]
+    lost = "SELECT 1 FROM inferensics.requests WHERE request_id LIKE 'lost-%'"
+    assert service.client().sql(lost).height == 0  # they are lost indeed
+
+
+def test_rows_a_killed_process_held_in_its_store_buffer_are_counted_lost(tmp_path: Path, inductor_cache: Path) -> None:
+    """Single-process mode: the store exporter buffers request rows for a batch insert (``batch_rows``); the ones a
+    SIGKILL took from its buffer are counted by the next tracker, and the rows it recovered and delivered itself are
+    not counted again when it is killed in turn."""
+    dsn = f"chdb://{tmp_path / 'store'}"
+    journal = tmp_path / "journal"
+    died = _run(dsn, journal, "unexported", inductor_cache, timeout=300)
+    assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
+    died = _run(dsn, journal, "unexported", inductor_cache, timeout=300)  # recovers the first, then is killed too
+    assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
+    assert "big-1; exported as error rows; and 5 finished request(s)" in died.stderr
+    done = _run(dsn, journal, "recover", inductor_cache, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stats = json.loads(done.stdout.strip().splitlines()[-1])["stats"]
+    # The second process's five: the first's big-1, which the second recovered, went out with its ok-0 and ok-1.
+    assert (stats["requests_lost"], stats["requests_recovered"], stats["dead_processes"]) == (5, 1, 1)
+    with Store.open(dsn) as store:
+        rows = store.query_rows("SELECT request_id, status FROM requests ORDER BY request_id, status")
+    assert [tuple(r) for r in rows] == [("big-1", "error")] * 2 + [("ok-0", "ok")] * 2 + [("ok-1", "ok")] * 2
+
+
 def test_a_forked_child_leaves_the_parents_journal_alone(
     service: RunningService, tmp_path: Path, inductor_cache: Path
 ) -> None:
@@ -220,9 +261,9 @@ def test_a_live_process_journal_is_left_alone(tmp_path: Path) -> None:
 
 
 def test_a_journal_reads_back_exactly_the_ids_in_flight(tmp_path: Path) -> None:
-    """A slot reused by a shorter id keeps nothing of the longer one before it; an id longer than a slot is cut
-    to it; a non-ASCII id comes back whole. The file copied while its process lives is what a death leaves
-    (a copy holds no lock), and each recovered row says its guards are unknown."""
+    """A slot reused by a shorter id keeps nothing of the longer one before it; an id longer than a slot's id
+    bytes is cut to them; a non-ASCII id comes back whole. The file copied while its process lives is what a death
+    leaves (a copy holds no lock), and each recovered row says its guards are unknown."""
     live = Journal(tmp_path / "live", {"process": "p", "destination": "store a"})
     try:
         for i in range(SLOTS):  # every slot once, each with a long id, each ended
@@ -238,11 +279,39 @@ def test_a_journal_reads_back_exactly_the_ids_in_flight(tmp_path: Path) -> None:
     finally:
         live.close()
     (recovered,) = recover_dead(dead, "store a")
-    assert [r.request_id for r in recovered.rows] == ["r1", "req-é-2", "x" * SLOT_BYTES]
+    assert [r.request_id for r in recovered.rows] == ["r1", "req-é-2", "x" * ID_BYTES]
     assert {r.guard_outcome for r in recovered.rows} == {"unknown"}
     assert {r.outcome for r in recovered.rows} == {"error"}
     assert recovered.rows[0].attrs["in_flight"] == "3"
     assert not (dead / "1-dead.journal").exists()
+
+
+def test_a_journal_counts_the_finished_requests_its_exporter_had_not_delivered(tmp_path: Path) -> None:
+    """Requests begun (over more than one lap of the ring), less those in flight, plus the dead process's own
+    recovered rows, less the request rows delivered; unknown where its exporter reported no deliveries."""
+    live = Journal(tmp_path / "live", {"process": "p", "destination": "store a", DELIVERIES: True})
+    blind = Journal(tmp_path / "blind", {"process": "q", "destination": "store a"})
+    try:
+        for i in range(SLOTS + 44):
+            slot = live.begin(f"r{i}".encode())
+            if i not in (7, SLOTS + 40):  # two left in flight: r7's slot was taken again since, r296 was not
+                live.end(slot)
+            blind.end(blind.begin(f"r{i}".encode()))
+        live.note_recovered(3)
+        live.delivered(200)
+        live.delivered(50)
+        assert live.begun == SLOTS + 44
+        dead = tmp_path / "dead"
+        dead.mkdir()
+        (dead / "1-dead.journal").write_bytes(live.path.read_bytes())
+        (dead / "2-dead.journal").write_bytes(blind.path.read_bytes())
+    finally:
+        live.close()
+        blind.close()
+    first, second = recover_dead(dead, "store a")
+    assert [r.request_id for r in first.rows] == [f"r{SLOTS + 40}"]
+    assert first.lost == SLOTS + 44 - 1 + 3 - 250
+    assert (second.rows, second.lost) == ([], None)
 
 
 def test_a_damaged_journal_is_removed_and_recovery_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

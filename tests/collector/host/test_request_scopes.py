@@ -1,9 +1,12 @@
 """Request scopes that do not nest as a ``with`` block does: two requests' generators interleaved on one thread (a
 streaming server), a scope exited on another thread than it was entered on. A request that has ended never collects
-later calls of the thread it ran on."""
+later calls of the thread it ran on. Interleaved generators share the thread's context, so a call counts in the scope
+that context holds (``RequestScope``'s docstring says which); each stream stepped in its own context is counted
+right."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Iterator
 
@@ -80,4 +83,51 @@ def test_a_scope_exited_on_another_thread_stops_collecting_at_the_next_request(
     # the calls after "next" ended are outside any request, not handed-off's (which ended before them)
     assert _calls(exporter) == {"handed-off": 1, "next": 1}
     assert quiet_tracker.stats()["scope_errors"] == 1
+    assert current is None
+
+
+def _stream(tracker: Tracker, compiled: torch.nn.Module, request_id: str, steps: int) -> Iterator[None]:
+    """A streaming response: the request's scope stays open across its yields."""
+    x = torch.ones(2, 4)
+    with tracker.request(request_id):
+        for _ in range(steps):
+            compiled(x)
+            yield
+
+
+def test_interleaved_streams_count_in_the_scope_their_context_holds(
+    quiet_tracker: Tracker, exporter: InMemoryExporter
+) -> None:
+    """The behaviour ``RequestScope`` documents: generators stepped by one thread share its context, so a call
+    counts in the scope whose ``with`` line ran last there, whichever generator makes it; after the scopes end out
+    of order, the other stream's calls count in no request."""
+    compiled = quiet_tracker.compile(torch.nn.Linear(4, 4).eval(), name="m")
+    with torch.inference_mode():
+        a, b = _stream(quiet_tracker, compiled, "a", 3), _stream(quiet_tracker, compiled, "b", 3)
+        next(a)  # a enters, calls: a's
+        next(b)  # b enters, calls: b's
+        next(a)  # a's call, while b's scope is current: b's
+        next(a)  # a's call: b's
+        next(a, None)  # a ends: its exit puts back what its entry found (no request)
+        next(b)  # b's call: no request's
+        next(b)  # b's call: no request's
+        next(b, None)  # b ends
+    quiet_tracker.flush()
+    assert _calls(exporter) == {"a": 1, "b": 3}
+
+
+def test_streams_stepped_each_in_its_own_context_are_counted_right(
+    quiet_tracker: Tracker, exporter: InMemoryExporter
+) -> None:
+    """The documented remedy: each stream's steps run in a context of its own (``contextvars.copy_context()``
+    once per stream, then ``context.run(next, stream)``), as each ``asyncio`` task's do."""
+    compiled = quiet_tracker.compile(torch.nn.Linear(4, 4).eval(), name="m")
+    streams = {rid: (_stream(quiet_tracker, compiled, rid, 3), contextvars.copy_context()) for rid in ("a", "b")}
+    with torch.inference_mode():
+        for _ in range(4):  # three calls each, then both end: a first
+            for stream, context in streams.values():
+                context.run(next, stream, None)
+        current = CURRENT.get()
+    quiet_tracker.flush()
+    assert _calls(exporter) == {"a": 3, "b": 3}
     assert current is None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 import torch
@@ -64,3 +65,26 @@ def test_a_request_that_ends_after_shutdown_is_counted_dropped_and_said(caplog: 
     assert len(said) == 1
     assert "in-flight" in said[0]
     assert "dropped_request" in said[0]
+
+
+def test_requests_scoped_with_a_replaced_tracker_are_journaled_by_its_successor(tmp_path: Path) -> None:
+    """Their rows are the successor's to deliver, so they count among the requests its journal says it began (a
+    process killed later counts its lost requests right); once the successor has closed its journal, none."""
+    config = SdkConfig(health_interval_s=0, journal_dir=str(tmp_path))
+    a = instrument(exporter=InMemoryExporter(), host="h", model="A", config=config)
+    b = instrument(exporter=InMemoryExporter(), host="h", model="B", config=config)
+    try:
+        assert b.journal is not None
+        for i in range(3):
+            with a.request(f"A-{i}"):
+                pass
+        with b.request("B-0"):
+            pass
+        begun = b.journal.begun
+    finally:
+        b.shutdown()
+    assert begun == 4
+    assert a.journal is None
+    with a.request("late"):  # after the end: dropped and counted, and no journal error
+        pass
+    assert b.stats()["journal_errors"] == 0
