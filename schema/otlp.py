@@ -26,7 +26,6 @@ This module is pure (no OpenTelemetry import) so both sides and the tests share 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Final
@@ -156,11 +155,7 @@ def attributes_to_record(
                 maps.setdefault(head, {})[tail] = _stringify(value)
                 continue
             if name in fields:
-                if fields[name].annotation is bytes and isinstance(value, str):
-                    # strict hex (no spaces, as the engine decoder checks); else validation names the column
-                    record[name] = bytes.fromhex(value) if _HEX.fullmatch(value) else value
-                else:
-                    record[name] = value
+                record[name] = value
                 continue
         extra[key] = _stringify(value)
     for name, m in maps.items():
@@ -193,4 +188,3 @@ def nanos_to_datetime(nanos: int) -> datetime:
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_HEX: Final = re.compile(r"(?:[0-9a-fA-F]{2})*")

@@ -343,9 +343,13 @@ class Store:
         return {str(t).removesuffix("_local") if self.target.backend == "cluster" else str(t): int(n) for t, n in rows}
 
     def row_counts(self) -> dict[str, int]:
-        """Rows per table (rollups count their merged-or-not rows) from ``system.parts``."""
+        """Rows per table (rollups count their merged-or-not rows) from ``system.parts``: the event and rollup tables,
+        then the store's own tables that hold rows (``schema_migrations``, the collector's ``ingest_seen``), so that
+        every table :meth:`disk_bytes` sums is listed."""
         counts = self._parts_sum("rows")
-        return {name: counts.get(name, 0) for name in self.table_names()}
+        names = self.table_names()
+        own = {name: n for name, n in sorted(counts.items()) if name not in names}
+        return {**{name: counts.get(name, 0) for name in names}, **own}
 
     def disk_bytes(self) -> dict[str, int]:
         """Compressed bytes on disk per table."""

@@ -334,8 +334,6 @@ def exact_kind_error(model: type[Event], record: dict[str, object]) -> str | Non
             ok = t is datetime or (t is str and _iso_ok(value))  # type: ignore[arg-type]
         elif kind == "map":
             ok = t is dict
-        elif kind == "bytes":
-            ok = t is bytes
         elif kind == "strlist":
             ok = t is list and all(type(x) is str for x in value)  # type: ignore[attr-defined]
         elif kind == "intlist":

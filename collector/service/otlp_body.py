@@ -70,7 +70,7 @@ def parse_request(body: bytes, content_type: str | None) -> ExportTraceServiceRe
         try:
             message.ParseFromString(body)
         except (DecodeError, RuntimeError, ValueError) as exc:
-            raise BadRequestError(400, f"malformed OTLP protobuf: {exc or 'cannot parse'}") from None
+            raise BadRequestError(400, f"malformed OTLP protobuf: {_one_line(str(exc)) or 'cannot parse'}") from None
         return message
     if media == JSON:
         if body.lstrip()[:1] != b"{":
@@ -83,9 +83,15 @@ def parse_request(body: bytes, content_type: str | None) -> ExportTraceServiceRe
             _ids_as_protobuf_json(tree)
             json_format.ParseDict(tree, message, ignore_unknown_fields=True)
         except (json_format.ParseError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-            raise BadRequestError(400, f"malformed OTLP JSON: {str(exc)[:300]}") from None
+            raise BadRequestError(400, f"malformed OTLP JSON: {_one_line(str(exc))[:300]}") from None
         return message
     raise BadRequestError(415, f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}")
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its unprintable characters escaped: a parser's message quotes what the sender sent (a value with
+    a newline in it), and a refusal is one line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -6,8 +6,9 @@ the contract of :mod:`inferensics.schema.otlp`, with the same validation as the 
 
 * a column's attribute must carry the exact OTLP kind of the column (string, int, double, bool, array of
   strings or ints); a float column also takes an int; unsigned ints must fit their width; OTLP bytes
-  count as their hex string; a bytes column takes bytes or a hex string; timestamps other than the
-  span's time travel as ISO-8601 strings (:data:`ISO_PATTERN`, years :data:`YEARS`);
+  count as their hex string; timestamps other than the span's time travel as ISO-8601 strings
+  (:data:`ISO_PATTERN`, years :data:`YEARS`); no model a span carries has a bytes column (the only one,
+  ``blob_contents.data``, is written by the blob API alone), so no bytes column is decoded here;
 * a required column that is missing, a whole map set as one attribute, parallel graph arrays of different
   lengths: the row is rejected, with the code of its reason in ``_reject`` (0 for good rows);
 * unknown keys go into ``attrs`` as strings, ``inferensics.attrs.<k>`` entries override them;
@@ -45,6 +46,7 @@ from typing import Final
 import pyarrow as pa
 
 from inferensics.collector.service.otlp_proto import KIND
+from inferensics.collector.service.row_plan import no_bytes_column
 from inferensics.collector.service.value_checks import value_checks
 from inferensics.schema import columns as col
 from inferensics.schema.arrow import arrow_schema, column_kind
@@ -66,8 +68,6 @@ DROPPED_EVENTS: Final = "_dropped_events"
 
 ISO_PATTERN: Final = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?$"
 """Timestamps set as attributes must match this (ISO-8601, at most microseconds, optional offset)."""
-HEX_PATTERN: Final = r"^([0-9a-fA-F]{2})*$"
-"""Bytes columns travel as hex strings matching this."""
 YEARS: Final = (1900, 2299)
 """The years a ``DateTime64(6)`` column holds."""
 
@@ -230,8 +230,8 @@ def _default(model: type[Event], name: str, kind: str, ch_type: str, bits: int) 
         return f"CAST([] AS {ch_type})"
     if kind == "bool":
         return "true" if value else "false"
-    if kind in ("str", "bytes"):
-        return _q(str(value.hex() if isinstance(value, bytes) else value))
+    if kind == "str":
+        return _q(str(value))
     if kind == "ts":  # a time column other than the row's own (``ts`` is the span's time when unset)
         return f"toDateTime64({_q(value.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S.%f'))}, 6, 'UTC')"
     if kind == "int":
@@ -244,7 +244,6 @@ _CH_OF_KIND: Final = {
     "strlist": "Array(String)",
     "intlist": "Array(UInt32)",
     "bool": "Bool",
-    "bytes": "String",
 }
 
 
@@ -275,11 +274,6 @@ def _check(kind: str, v: Field, bits: int) -> tuple[str, str]:
             f"arrayMap(x -> toUInt{bits}(x.int_value), {values})",
         )
     text = v("string_value")
-    if kind == "bytes":
-        return (
-            f"({k} = 'bytes_value' OR ({k} = 'string_value' AND match({text}, {_q(HEX_PATTERN)})))",
-            f"if({k} = 'bytes_value', {v('bytes_value')}, unhex({text}))",
-        )
     if kind == "ts":
         parsed = f"parseDateTime64BestEffortOrNull({text}, 6, 'UTC')"
         year = f"toInt32OrZero(substring({text}, 1, 4))"
@@ -466,6 +460,8 @@ def _pivot(model: type[Event], records: str, *, spans: bool, events: bool, now_u
         name, kind = f.name, column_kind(f.type)
         if kind == "floatlist":
             raise NotImplementedError(f"{model.__name__}.{name}: no SQL decoding for lists of floats yet")
+        if kind == "bytes":
+            raise NotImplementedError(no_bytes_column(model, name))
         required = fields[name].is_required()
         bits = _INT_BITS.get(str(f.type.value_type if pa.types.is_list(f.type) else f.type), 0)
         ch_type = _CH_OF_KIND.get(kind, "")
@@ -551,6 +547,5 @@ _EXPECTED: Final = {
     "bool": "an OTLP bool",
     "strlist": "an OTLP array of strings",
     "intlist": "an OTLP array of ints",
-    "bytes": "a hex string",
     "ts": "an ISO-8601 string",
 }
