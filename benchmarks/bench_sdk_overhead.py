@@ -471,7 +471,8 @@ def run_hooks(args: argparse.Namespace) -> None:
     """The SDK's own code paths timed in isolation, in thread CPU time (robust to other load): the
     request scope with ``set_output`` on the served model's output, the per compiled-graph call wrapper
     and the guard hook, and the background thread's record building per request (drained here)."""
-    from inferensics.collector.host import backend, request_tracker
+    from inferensics.collector.host import backend
+    from inferensics.collector.host.dynamo_hooks import guard_hook
 
     model, x = served_model(args.served or "demo", 2, 32)
     with torch.no_grad():
@@ -501,7 +502,6 @@ def run_hooks(args: argparse.Namespace) -> None:
         return a
 
     wrapped = backend._counting(identity, backend.GraphSlot(0, "0/0"))
-    guard = request_tracker._guard_hook
 
     def per_call(fn: Callable[..., Any], in_request: bool, arg: Any = x) -> float:
         scope = tracker.request("calls") if in_request else None
@@ -525,7 +525,7 @@ def run_hooks(args: argparse.Namespace) -> None:
         rows["bg_fp"].append(b)
         rows["call"].append(per_call(identity, True))
         rows["wrapped"].append(per_call(wrapped, True))
-        rows["guard"].append(per_call(guard, True, True))
+        rows["guard"].append(per_call(guard_hook, True, True))
     rate = tracker.fingerprint_cpu.rate
     tracker.shutdown()
     best = {k: min(v) for k, v in rows.items()}

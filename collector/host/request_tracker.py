@@ -46,7 +46,6 @@ from inferensics.schema.processes import PROCESS_ATTR
 log = logging.getLogger("inferensics.collector.host")
 
 __all__ = ["ALWAYS_COUNTED", "JOURNAL", "RequestScope", "Tracker"]
-_guard_hook = guard_hook  # the name benchmarks/bench_sdk_overhead.py --hooks times it by
 
 
 class RequestScope(RawRequest):
