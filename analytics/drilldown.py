@@ -29,6 +29,7 @@ from inferensics.analytics.request_list import (
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.graph_calls import GRAPH_CALL_PREFIX, GRAPH_CALL_SUFFIX, graph_call_key
+from inferensics.schema.request_attrs import BUNDLE_STATUS, BUNDLE_UNQUALIFIED_CALLS, BUNDLE_UNQUALIFIED_SHAPE
 
 
 class RequestParams(BaseModel):
@@ -54,17 +55,9 @@ class RequestDrillDown:
     graph_calls: pl.DataFrame
 
 
-BUNDLE_STATUS: Final = "bundle_status"
-"""Request attribute under a release bundle, and a column of :func:`request_detail`: ``hit`` (every graph that
-served the request came from its bundle), ``miss`` (a graph that served it is not in the bundle), empty when no
-graph gated by a bundle served it. The host SDK records it under this name
-(``inferensics.collector.host.records.BUNDLE_STATUS``)."""
-BUNDLE_UNQUALIFIED_SHAPE: Final = "bundle_unqualified_shape"
-"""Request attribute under a release bundle, and a column of :func:`request_detail`: the sizes (``[5,8]``) at which a
-bundle hit served the request that the bundle never qualified its graph at; empty when none
-(``inferensics.collector.host.records.BUNDLE_UNQUALIFIED_SHAPE``)."""
-BUNDLE_ATTRS: Final = (BUNDLE_STATUS, BUNDLE_UNQUALIFIED_SHAPE)
-"""The request attributes :func:`request_detail` returns as columns of their own (empty when not recorded)."""
+BUNDLE_ATTRS: Final = (BUNDLE_STATUS, BUNDLE_UNQUALIFIED_SHAPE, BUNDLE_UNQUALIFIED_CALLS)
+"""The request attributes (:mod:`inferensics.schema.request_attrs`, as the host SDK records them) that
+:func:`request_detail` returns as columns of their own (empty when not recorded)."""
 BUNDLE_MISS_COLUMNS: Final = (
     "bundle_miss_actions", "bundle_miss_factors", "bundle_miss_reasons", "bundle_miss_this_request",
 )  # fmt: skip
@@ -172,15 +165,15 @@ def request_detail(client: QueryClient, params: RequestParams) -> pl.DataFrame:
     order), guard_failure_reasons (list, in time order), recompile_reasons (list), bundle_name,
     bundle_torch_version, bundle_device_name, bundle_signature_state (the registration of the request's host first,
     else the latest; ``verified`` where that host checked the bundle's signature; empty when the bundle is not
-    registered), bundle_status and bundle_unqualified_shape (:data:`BUNDLE_ATTRS`: the request's attributes; empty
-    when not recorded), bundle_miss_actions, bundle_miss_factors, bundle_miss_reasons, bundle_miss_this_request
-    (:data:`BUNDLE_MISS_COLUMNS`: up to :data:`BUNDLE_MISSES_SHOWN` misses, the request's own first), inputs_captured
-    (bool), capture_bytes (null when not captured or the blob is missing), kernel_timings_sampled (rows in
-    ``kernel_timings``), graph_break_type, graph_break_reason (its first line), graph_break_frame (the user frame,
-    else the compiled frame) of the graph break its ``fallback_reason`` names (``graph_break:<registry id>``: this
-    request's record of that break, else the model's latest; empty when it names none or none is stored). The
-    reasons and timings are this request's own: where requests share the id, those of its host from its start to the
-    next one's.
+    registered), bundle_status, bundle_unqualified_shape and bundle_unqualified_calls (:data:`BUNDLE_ATTRS`: the
+    request's attributes; empty when not recorded), bundle_miss_actions, bundle_miss_factors, bundle_miss_reasons,
+    bundle_miss_this_request (:data:`BUNDLE_MISS_COLUMNS`: up to :data:`BUNDLE_MISSES_SHOWN` misses, the request's
+    own first), inputs_captured (bool), capture_bytes (null when not captured or the blob is missing),
+    kernel_timings_sampled (rows in ``kernel_timings``), graph_break_type, graph_break_reason (its first line),
+    graph_break_frame (the user frame, else the compiled frame) of the graph break its ``fallback_reason`` names
+    (``graph_break:<registry id>``: this request's record of that break, else the model's latest; empty when it
+    names none or none is stored). The reasons and timings are this request's own: where requests share the id,
+    those of its host from its start to the next one's.
     """
     row = _request(client, params)
     mine, rid = _children(row)
@@ -323,11 +316,12 @@ def bundle_lines(detail: Mapping[str, Any]) -> list[tuple[str, str]]:
     why), or at sizes the bundle never qualified; none for a request served without a bundle.
 
     >>> bundle_lines({"bundle_id": "ab" * 32, "bundle_name": "baseline", "bundle_signature_state": "verified",
-    ...               "bundle_status": "hit", "bundle_unqualified_shape": "[5,8]"})  # doctest: +NORMALIZE_WHITESPACE
+    ...               "bundle_status": "hit", "bundle_unqualified_shape": "[9,8], [7,8]",
+    ...               "bundle_unqualified_calls": "6"})  # doctest: +NORMALIZE_WHITESPACE
     [('ok', 'ran from bundle baseline, verified on its host: every graph that served it came from the bundle'),
-     ('warn', 'a graph of bundle baseline served it at sizes [5,8], which the bundle never qualified that graph at
-       (its qualification checked neither accuracy nor latency there); rebuild the bundle with these sizes in its
-       shape distribution')]
+     ('warn', 'a graph of bundle baseline served 6 of its calls at sizes the bundle never qualified that graph at:
+       [9,8], [7,8] (its qualification checked neither accuracy nor latency there); rebuild the bundle with these
+       sizes in its shape distribution')]
     """
     bundle_id = str(detail.get(col.BUNDLE_ID) or "")
     if not bundle_id:
@@ -362,8 +356,10 @@ def bundle_lines(detail: Mapping[str, Any]) -> list[tuple[str, str]]:
                               "calling one"))  # fmt: skip
     shape = str(detail.get(BUNDLE_UNQUALIFIED_SHAPE) or "")
     if shape:
-        lines.append(("warn", f"a graph of bundle {name} served it at sizes {shape}, which the bundle never qualified "
-                              "that graph at (its qualification checked neither accuracy nor latency there); rebuild "
+        calls = str(detail.get(BUNDLE_UNQUALIFIED_CALLS) or "")
+        which = f"{int(calls):,} of its calls" if calls.isdigit() else "it"  # an older SDK recorded no count
+        lines.append(("warn", f"a graph of bundle {name} served {which} at sizes the bundle never qualified that graph "
+                              f"at: {shape} (its qualification checked neither accuracy nor latency there); rebuild "
                               "the bundle with these sizes in its shape distribution"))  # fmt: skip
     return lines
 

@@ -8,11 +8,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from inferensics.cli.errors import fail
 from inferensics.cli.store_paths import existing_store
+
+if TYPE_CHECKING:
+    from inferensics.collector.client import ServiceError
 
 
 @contextlib.contextmanager
@@ -36,9 +40,17 @@ def query_runner(dsn: str | None, data_dir: Path | None, service: str | None, to
     except (StoreError, AnalyticsError) as exc:
         fail(str(exc))
     except ServiceError as exc:
-        fail(exc.message)
+        fail(service_line(exc))
     except ValidationError as exc:
         fail("; ".join(f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg']}" for e in exc.errors()[:3]))
+
+
+def service_line(exc: ServiceError) -> str:
+    """The line a failed call to the service gives: a refused named query (400: a bad parameter or filter value) in
+    the service's own words, as the same query on a store says them (no method, path, status or query name: the user
+    fixes the value, not the plumbing); other failures (5xx, unreachable, a refused token) with what the client
+    says, where the URL, path and status help."""
+    return exc.detail if exc.status == 400 else exc.message
 
 
 def store_text(runner: object) -> str:

@@ -43,6 +43,8 @@ ROLES_NEEDED: Final = (
 """The roles a replay through the service uses, as its refusals say them (README, step 4)."""
 OCCURRENCES_LISTED: Final = 10
 """Requests sharing an id that a refusal lists at most (the earliest ones; ``--occurrence`` reaches them all)."""
+ELSEWHERE: Final = "if the request went to another service, pass its URL with --service"
+"""What a refusal of a request id the service does not hold (or refused to look up) suggests."""
 BUNDLES_ENV = "INFERENSICS_BUNDLES"
 """A folder of bundles (``<bundle_id>/`` or ``<bundle_id>.tar``) replay may take a request's bundle from."""
 
@@ -151,11 +153,14 @@ def replay(  # noqa: PLR0917 - typer maps each parameter to an option
     ask_store = pack is None or bool(service)
     if ask_store:
         require_extra("service", "replay")  # the pack, or its request's row, comes through the service's client
+    if pack is not None and (problem := _pack_problem(pack)):
+        fail(problem)  # what the user named first: a keyring would not make a missing pack replayable
     keyring_problem = _keyring_problem(keyring) if export is None else ""
     if keyring_problem and request_id is not None and not what_if:
         # A request served without a bundle (or never captured) has no signed code to verify: asking for a keyring
-        # first sent on-call round in circles. Its row is looked up (no torch, no bundle part); any failure to
-        # look it up leaves the keyring refusal as it was.
+        # first sent on-call round in circles. Its row is looked up (no torch, no bundle part); a service that
+        # cannot be asked, or refuses the id or the token, is said; a failure inside the service leaves the keyring
+        # refusal as it was.
         unreplayable = _unreplayable_quietly(service, token, request_id, occurrence)
         if unreplayable:
             fail(unreplayable)
@@ -240,20 +245,47 @@ def _keyring_problem(keyring: str | None) -> str:
     return ""
 
 
-def _unreplayable_quietly(service: str | None, token: str | None, request_id: str, occurrence: int | None) -> str:
-    """Why the request cannot be replayed against a bundle whatever the keyring (no captured inputs, or served
-    without a bundle), from its row; ``""`` when it can, or when its row cannot be read (the caller's next refusal
-    stands then)."""
-    try:
-        from inferensics.collector.client import ServiceClient
+PACK_FILE: Final = "pack.json"
+"""``inferensics.replay._internal.pack.PACK_FILE``, spelled here so that a --pack that is no pack is refused before
+the replay part (which imports torch) loads; tests/replay/test_replay_paths.py pins that the two agree."""
 
-        with contextlib.closing(ServiceClient(service, token, timeout=10.0)) as client:
+
+def _pack_problem(pack: Path) -> str:
+    """Why ``--pack`` names no pack (``""`` when it holds a ``pack.json``; its files are checked where it is read)."""
+    export = "export one with `inferensics replay REQUEST_ID --export DIR`"
+    if not pack.exists():
+        return f"--pack {pack} does not exist: pass the folder a replay's --export wrote, or {export}"
+    if not pack.is_dir():
+        return f"--pack {pack} is not a folder: pass the folder a replay's --export wrote, or {export}"
+    if not (pack / PACK_FILE).is_file():
+        return f"--pack {pack} is not a replay pack (no {PACK_FILE}): {export}"
+    return ""
+
+
+def _unreplayable_quietly(service: str | None, token: str | None, request_id: str, occurrence: int | None) -> str:
+    """Why the request cannot be replayed whatever the keyring, from its row: the service cannot be asked
+    (unreachable, not the service, the token refused), it holds no such request, it has no captured inputs or was
+    served without a bundle; ``""`` when it can be replayed, or when the service failed to read its row (5xx: the
+    caller's next refusal stands then)."""
+    from inferensics.collector.client import ServiceClient, ServiceError
+
+    try:
+        client = ServiceClient(service, token, timeout=10.0)
+    except ServiceError as exc:  # its CA file cannot be read
+        return exc.message
+    try:
+        with contextlib.closing(client):
             which = {"occurrence": occurrence} if occurrence is not None else {}
             detail = client.query("request_detail", request_id=request_id, **which)
             if detail.is_empty():
-                return ""
+                return _no_request_line(client.url, request_id, _source_of(service))
             row = {k: _plain(v) for k, v in detail.row(0, named=True).items()}
-    except Exception:  # unreachable, refused, no such query: the keyring refusal is said instead
+    except ServiceError as exc:
+        # The service cannot be asked, or refused the id or the token: said as the lookup after the keyring says it.
+        # A failure inside the service (5xx) leaves the keyring refusal.
+        failed_inside = exc.status is not None and exc.status >= 500 and client.url not in exc.message
+        return "" if failed_inside else _lookup_refusal(client.url, exc, _source_of(service))
+    except Exception:  # an answer that is no frame: the keyring refusal is said instead
         return ""
     if int(row.get("occurrences") or 1) > 1 and occurrence is None:
         return ""
@@ -409,21 +441,32 @@ def _occurrence_row(
     """The ``occurrence``-th request of the id (the earliest when ``None``), or one line and exit 2."""
     from inferensics.collector.client import ServiceError
 
-    asked = f"the service at {client.url} ({source})"
-    elsewhere = "if the request went to another service, pass its URL with --service"
     which = {"occurrence": occurrence} if occurrence is not None else {}
     try:
         detail = client.query("request_detail", request_id=request_id, **which)
     except ServiceError as exc:
-        if exc.status == 403:
-            fail(f"{asked} refused the token: {exc.detail}; {ROLES_NEEDED}")
-        said = exc.detail.removeprefix("request_detail: ")  # the service's words, without its query's name
-        if client.url in exc.message:
-            fail(exc.message)
-        fail(f"{asked} answered: {said}; {f'{missing}; ' if missing else ''}{elsewhere}")
+        fail(_lookup_refusal(client.url, exc, source, missing))
     if detail.is_empty():
-        fail(f"no request {request_id!r} in the store of {asked}: {missing or 'check the id'}; {elsewhere}")
+        fail(_no_request_line(client.url, request_id, source, missing))
     return {k: _plain(v) for k, v in detail.row(0, named=True).items()}
+
+
+def _lookup_refusal(url: str, exc: Any, source: str, missing: str = "") -> str:
+    """Why the service at ``url`` did not give the request's row (``exc``, a ``ServiceError``): it cannot be asked,
+    it refused the token, or it answered that it holds no such request (``missing``: what that absence means)."""
+    asked = f"the service at {url} ({source})"
+    if exc.status == 403:
+        return f"{asked} refused the token: {exc.detail}; {ROLES_NEEDED}"
+    if url in exc.message:  # unreachable, not the service, the token unknown: the client's own words
+        return str(exc.message)
+    said = exc.detail.removeprefix("request_detail: ")  # the service's words, without its query's name
+    return f"{asked} answered: {said}; {f'{missing}; ' if missing else ''}{ELSEWHERE}"
+
+
+def _no_request_line(url: str, request_id: str, source: str, missing: str = "") -> str:
+    """The refusal of a request id the service's store does not hold (``missing``: what its absence means)."""
+    return (f"no request {request_id!r} in the store of the service at {url} ({source}): "
+            f"{missing or 'check the id'}; {ELSEWHERE}")  # fmt: skip
 
 
 def _shared_id_line(client: Any, request_id: str, first: dict[str, Any], *, source: str, missing: str) -> str:

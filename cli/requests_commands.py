@@ -349,13 +349,17 @@ def _show_request(runner: object, request_id: str, occurrence: int | None) -> No
         if r["compiled"] and not r["this_request"]:
             where += " (traced in an earlier request's compile)"
         skipped = f" · skipped {'; '.join(r['skipped'])}" if r["skipped"] else ""
-        lines.append(f"kernel {where}: {r['op']}={r['provider']} at {r['signature']}{skipped}")
+        fell_back = f" · {FALLBACK_WORDS}" if r["fallback"] else ""
+        lines.append(f"kernel {where}: {r['op']}={r['provider']} at {r['signature']}{fell_back}{skipped}")
         lines += [f"  {e.partition(': ')[0]} raised and was taken out for that signature" for e in r["raised"]]
     lines += verdict_lines(replays)
     for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+FALLBACK_WORDS: Final = "fallback: no provider before it could serve this signature"
+"""What ``--id`` says of a kernel decision that fell back (``kernel_decisions.fallback``: the reference served, or
+Inductor's code traced in, because every provider ahead of it was skipped; the request page's ``fallback`` column)."""
 FP_WORDS: Final = {
     "unsampled": "not fingerprinted (the sampling rule, fp_rate, skipped it)",
     "failed": "not fingerprinted (the SDK could not read it)",
@@ -424,11 +428,17 @@ def verdict_lines(replays: pl.DataFrame) -> list[str]:
     return lines
 
 
+FOLLOWING: Final = ("model", "what failed", "outcome", "latency ms")
+"""The columns that follow a narrow table (80 columns, a pipe) on each request's own line instead: in the table,
+model and what failed folded into pieces (``tiny-`` / ``decod`` / ``er``) and outcome and latency left the detail no
+room."""
+
+
 def _print_table(listed: pl.DataFrame) -> None:
     """The list as a table as wide as the terminal: id, time and host whole (which request, when, which of a pool's
     hosts), how it was served (outcome, latency), the detail in what width is left, cut to one line; where less than
-    :data:`DETAIL_MIN` is left (80 columns, a pipe), the outcome, latency and detail follow the table instead, one
-    line each, rather than a word a line."""
+    :data:`DETAIL_MIN` is left (80 columns, a pipe), the table keeps id, time, pool and host and the rest
+    (:data:`FOLLOWING`, then the detail) follows it, one line each, rather than a word or a piece a line."""
     from rich.cells import cell_len
     from rich.table import Table
 
@@ -444,16 +454,18 @@ def _print_table(listed: pl.DataFrame) -> None:
     # A boxed table of n columns takes 3 n + 1 columns besides its cells (a rule and a space each side of each).
     left = console.width - sum(widths) - 3 * (len(headers) + 1) - 1
     inline = left >= DETAIL_MIN
-    shown = len(headers) if inline else len(headers) - 2  # narrow, outcome and latency follow the table
+    shown = [i for i, h in enumerate(headers) if inline or h not in FOLLOWING]
     table = Table(pad_edge=inline)  # narrow, the two edge spaces go to the cells
-    for header, width, keep in zip(headers[:shown], widths, whole, strict=False):
-        table.add_column(header, no_wrap=keep, min_width=width if keep else None, overflow="fold")
+    for i in shown:
+        table.add_column(headers[i], no_wrap=whole[i], min_width=widths[i] if whole[i] else None, overflow="fold")
     if inline:
         table.add_column("detail", no_wrap=True, overflow="ellipsis")
     for row, detail in zip(rows, details, strict=True):
-        table.add_row(*row[:shown], *([_cell(detail, min(max(left, 1), DETAIL_MAX))] if inline else []))
+        cells = [row[i] for i in shown]
+        table.add_row(*cells, *([_cell(detail, min(max(left, 1), DETAIL_MAX))] if inline else []))
     console.print(table)
     if not inline:
-        for (request_id, *_, outcome, latency), detail in zip(rows, details, strict=True):
-            served = f"{outcome} · {latency} ms"
-            console.print(f"{request_id}: {served}" + (f" · {_cell(detail, DETAIL_MAX * 3)}" if detail else ""))
+        for (request_id, _, model, _, _, kind, outcome, latency), detail in zip(rows, details, strict=True):
+            served = f"{kind} · model {model} · outcome {outcome} · {latency} ms"
+            console.print(f"{request_id}: {served}" + (f" · {_cell(detail, DETAIL_MAX * 3)}" if detail else ""),
+                          markup=False, highlight=False, soft_wrap=True)  # fmt: skip

@@ -30,7 +30,8 @@ class ServiceError(RuntimeError):
     Attributes:
         status: The HTTP status, or ``None`` when the service could not be reached.
         message: The server's message (or the connection failure).
-        detail: The server's own words without the method, path and status (``message`` when none).
+        detail: The server's own words without the method, path and status (``message`` when none); of a named
+            query's refusal (400), without the query's name either (:meth:`ServiceClient.query`).
     """
 
     def __init__(self, message: str, status: int | None = None, detail: str | None = None) -> None:
@@ -161,11 +162,25 @@ class ServiceClient:
         return result
 
     def query(self, name: str, **params: Any) -> pl.DataFrame:
-        """Run a named query with typed parameters and return its rows."""
+        """Run a named query with typed parameters and return its rows.
+
+        Raises:
+            ServiceError: a refused query (400: a bad parameter or filter value) with ``detail`` the service's words
+                without the query's name in front (as a store read in-process says them: a command shows them alone,
+                they are the user's to fix); ``message`` keeps the method, path and status.
+        """
         body = json.dumps(params, default=str)
-        response = self._call(
-            "POST", f"/api/v1/query/{quote(name, safe='')}", content=body, headers={"Content-Type": "application/json"}
-        )
+        try:
+            response = self._call(
+                "POST",
+                f"/api/v1/query/{quote(name, safe='')}",
+                content=body,
+                headers={"Content-Type": "application/json"},
+            )
+        except ServiceError as exc:
+            if exc.status != 400:
+                raise
+            raise ServiceError(exc.message, 400, exc.detail.removeprefix(f"{name}: ")) from None
         return _frame(response.content)
 
     def sql(self, text: str) -> pl.DataFrame:

@@ -170,12 +170,13 @@ def drill_ids(record: RunRecord) -> dict[str, list[str]]:
 def commands(
     service_url: str, record: RunRecord, dashboard_url: str, keyring: Path, *, store_dsn: str = ""
 ) -> list[str]:
-    """The commands to try next, each runnable as printed: the weekly report of the current week (its storm rule
-    lowered to the run's storm when that is under the rule's floor), the canary
-    comparison over the last 24 hours up to now (with the thresholds the summary's verdict used), status, and
-    the replay of the NaN request (trusting the run's builder key).
+    """The commands to try next, each runnable as printed: first the on-call ones the README starts with, the run's
+    failing requests (``requests --failing``) and one of them opened (``requests --id``, :func:`requests_commands`);
+    then the weekly report of the current week (its storm rule lowered to the run's storm when that is under the
+    rule's floor), the canary comparison over the last 24 hours up to now (with the thresholds the summary's
+    verdict used), status, and the replay of the NaN request (trusting the run's builder key).
 
-    With ``store_dsn`` (the demo's own service stops when the demo exits) the report, canary and status
+    With ``store_dsn`` (the demo's own service stops when the demo exits) the requests, report, canary and status
     commands read that store directly (``--dsn``); replay and the dashboard need a service, so
     :func:`service_commands` gives those, after the command that starts one on the store. Without it they all
     go through the running service at ``service_url``.
@@ -185,6 +186,7 @@ def commands(
     storm_floor = storm_floor_option(record)
     thresholds = "".join(f" --{k.replace('_', '-')} {v}" for k, v in lowered.items())
     out = [
+        *requests_commands(target, record),
         f"inferensics report weekly {target}{storm_floor}",
         f"inferensics canary compare --baseline {record.bundle_ids.get('baseline', '?')} "
         f"--candidate {record.bundle_ids.get(CANDIDATE, '?')} --model {DECODER_MODEL} --hw-pool {POOL_B}"
@@ -194,6 +196,15 @@ def commands(
     if store_dsn:
         return out
     return out + service_commands(service_url, record, dashboard_url, keyring)
+
+
+def requests_commands(target: str, record: RunRecord) -> list[str]:
+    """Where on-call starts (the README's first step): the failing requests of the last 24 hours, the run's among
+    them, and the drill-down of its first NaN request (else its first failed one) in the terminal; ``target`` is
+    the ``--service URL`` or ``--dsn DSN`` they read through."""
+    out = [f"inferensics requests --failing {target}"]
+    picks = record.ids(lambda r: r["nan"] > 0)[:1] or record.ids(lambda r: bool(r["error"]))[:1]
+    return out + [f"inferensics requests --id {rid} {target}" for rid in picks]
 
 
 def storm_floor_option(record: RunRecord) -> str:

@@ -1,7 +1,7 @@
 """Hot-path state: the in-flight request record and the compiled-graph slots.
 
-Import-light on purpose (stdlib only): the per-call hooks touch nothing else, so the serving path on a
-bare GPU host needs neither pydantic nor OpenTelemetry. Everything heavier happens on the SDK's
+Import-light on purpose (stdlib and the schema's attribute names only): the per-call hooks touch nothing else, so
+the serving path on a bare GPU host needs no OpenTelemetry. Everything heavier happens on the SDK's
 background thread.
 """
 
@@ -11,6 +11,12 @@ import time
 from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any, Final
+
+# The request attributes bundle_guard sets are the schema's (the drill-down reads them under the same names); the
+# pipeline and bundle_guard import them from here.
+from inferensics.schema.request_attrs import BUNDLE_STATUS as BUNDLE_STATUS  # noqa: PLC0414 (re-exported)
+from inferensics.schema.request_attrs import BUNDLE_UNQUALIFIED_CALLS as BUNDLE_UNQUALIFIED_CALLS  # noqa: PLC0414
+from inferensics.schema.request_attrs import BUNDLE_UNQUALIFIED_SHAPE as BUNDLE_UNQUALIFIED_SHAPE  # noqa: PLC0414
 
 
 class GraphSlot:
@@ -49,17 +55,6 @@ installs that hook then (``Tracker._count_guards``). Frames compiled by other ba
 ``torch.compile`` elsewhere in the process) are not the tracker's: their guards count in no request until
 the hook is in for a frame of ours."""
 
-BUNDLE_STATUS: Final = "bundle_status"
-"""Request attribute under a release bundle: ``hit`` (every graph that served the request came from the bundle) or
-``miss`` (set by :mod:`~inferensics.collector.host.bundle_guard`)."""
-
-BUNDLE_UNQUALIFIED_SHAPE: Final = "bundle_unqualified_shape"
-"""Request attribute under a release bundle: the sizes at which a bundle hit served the request that the bundle never
-qualified its graph at, each once in the order of their first call, ``", "`` between them (``[5,8]``;
-``[9,8], [7,8]``); past :data:`REQUEST_UNQUALIFIED_SHAPES` of them, ``(+N calls at other shapes)`` (set by
-:mod:`~inferensics.collector.host.bundle_guard`)."""
-BUNDLE_UNQUALIFIED_CALLS: Final = "bundle_unqualified_calls"
-"""Request attribute beside :data:`BUNDLE_UNQUALIFIED_SHAPE`: how many of the request's calls ran at those sizes."""
 REQUEST_UNQUALIFIED_SHAPES: Final = 8
 """Unqualified shapes stored on one request; calls at further shapes are counted, not named."""
 

@@ -4,19 +4,16 @@ at a shape the bundle never qualified (the host SDK's ``attrs['bundle_status']``
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from inferensics.analytics import RequestParams, request_detail
-from inferensics.analytics.drilldown import (
-    BUNDLE_ATTRS,
-    BUNDLE_STATUS,
-    BUNDLE_UNQUALIFIED_SHAPE,
-    FACTOR_SHOWN,
-    bundle_lines,
-)
-from inferensics.collector.host import records
+from inferensics.analytics.drilldown import BUNDLE_ATTRS, FACTOR_SHOWN, bundle_lines
+from inferensics.schema import request_attrs
 from inferensics.schema.events import RequestEvent
+from inferensics.schema.request_attrs import BUNDLE_STATUS, BUNDLE_UNQUALIFIED_CALLS, BUNDLE_UNQUALIFIED_SHAPE
 from inferensics.schema.store import Store
 from tests.dashboard.bundle_statuses import (
     BUNDLE_NAME,
@@ -30,6 +27,7 @@ from tests.dashboard.bundle_statuses import (
     REFUSED_STATE,
     SHAPE,
     UNQUALIFIED,
+    UNQUALIFIED_CALLS,
     UNTRUSTED,
     events,
 )
@@ -42,9 +40,22 @@ def _detail(store: Store, rid: str) -> dict[str, Any]:
     return request_detail(store, RequestParams(request_id=rid)).row(0, named=True)
 
 
-def test_the_attribute_names_are_the_host_sdks() -> None:
-    assert (BUNDLE_STATUS, BUNDLE_UNQUALIFIED_SHAPE) == (records.BUNDLE_STATUS, records.BUNDLE_UNQUALIFIED_SHAPE)
-    assert BUNDLE_ATTRS == (BUNDLE_STATUS, BUNDLE_UNQUALIFIED_SHAPE)
+def test_the_attribute_names_are_defined_once_in_the_schema() -> None:
+    """The host SDK (``collector/host/records.py``) and the drill-down each spelled them (analytics may import only
+    the schema): the schema's module holds them, and no other source file of the host SDK or the analytics spells
+    one as a literal."""
+    names = {v for k, v in vars(request_attrs).items() if k.isupper()}
+    assert names == {BUNDLE_STATUS, BUNDLE_UNQUALIFIED_SHAPE, BUNDLE_UNQUALIFIED_CALLS}
+    assert set(BUNDLE_ATTRS) == names
+    root = Path(request_attrs.__file__).resolve().parents[1]
+    spelled = sorted(
+        f"{path.relative_to(root)}: {name}"
+        for part in ("analytics", "collector/host")
+        for path in (root / part).rglob("*.py")
+        for name in names
+        if re.search(rf"""=\s*["']{name}["']""", path.read_text(encoding="utf-8"))
+    )
+    assert spelled == []
 
 
 def test_each_bundle_status_is_in_the_detail_and_said(store: Store) -> None:
@@ -57,12 +68,17 @@ def test_each_bundle_status_is_in_the_detail_and_said(store: Store) -> None:
     ]
 
     shape = _detail(store, SHAPE)
-    assert shape[BUNDLE_UNQUALIFIED_SHAPE] == UNQUALIFIED
+    assert (shape[BUNDLE_UNQUALIFIED_SHAPE], shape[BUNDLE_UNQUALIFIED_CALLS]) == (UNQUALIFIED, str(UNQUALIFIED_CALLS))
     assert [level for level, _ in bundle_lines(shape)] == ["ok", "warn"]
-    assert (
-        f"a graph of bundle {BUNDLE_NAME} served it at sizes {UNQUALIFIED}, which the bundle never qualified"
-        in bundle_lines(shape)[1][1]
+    # Several shapes and the request's calls at them read as one sentence (it read "served it at sizes [9,8],
+    # [7,8], which the bundle never qualified", with no count).
+    assert bundle_lines(shape)[1][1] == (
+        f"a graph of bundle {BUNDLE_NAME} served {UNQUALIFIED_CALLS} of its calls at sizes the bundle never qualified "
+        f"that graph at: {UNQUALIFIED} (its qualification checked neither accuracy nor latency there); rebuild the "
+        "bundle with these sizes in its shape distribution"
     )
+    older_sdk = {**shape, BUNDLE_UNQUALIFIED_CALLS: ""}  # no count recorded
+    assert bundle_lines(older_sdk)[1][1].startswith(f"a graph of bundle {BUNDLE_NAME} served it at sizes the bundle")
 
     miss = _detail(store, MISS)
     assert miss[BUNDLE_STATUS] == "miss"

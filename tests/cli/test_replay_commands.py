@@ -96,6 +96,20 @@ def test_unknown_request_id_is_one_line(service: RunningService, recorded: dict[
     assert "no-such-request" in out
 
 
+def test_an_unknown_request_id_is_said_before_the_keyring(
+    service: RunningService, recorded: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a keyring an id the store does not hold was answered "no keyring of trusted builders": the request
+    the user named is looked up first (a keyring would not make it replayable)."""
+    with_keyring = _invoke(service, "no-such-request")
+    monkeypatch.delenv(KEYRING_ENV)
+    code, out = _invoke(service, "no-such-request")
+    assert (code, out) == with_keyring  # the same line, as the lookup after the keyring says it
+    assert out.startswith(
+        f"error: the service at {service.url} (given by --service) answered: no request 'no-such-request' in the store"
+    ), out
+
+
 def test_request_without_captured_inputs_says_which_setting(service: RunningService, recorded: dict[str, str]) -> None:
     code, out = _invoke(service, "req-uncaptured")
     assert code == 2, out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -143,6 +144,11 @@ def test_through_a_running_service_with_a_read_only_token(tmp_path: Path) -> Non
         refused = runner.invoke(app, [*args[:-1], "wrong-token"], env=ENV)
         assert refused.exit_code == 2
         assert len(refused.output.strip().splitlines()) == 1, refused.output
+        # A refused filter value reads as from a store (it read "error: POST /api/v1/query/request_list: 400
+        # request_list: unknown model ..."): the service's words, without the HTTP plumbing or the query's name.
+        typo = runner.invoke(app, [a if a != "m" else "mm" for a in args], env=ENV)
+        assert typo.exit_code == 2, typo.output
+        assert typo.output.strip() == "error: unknown model 'mm': it matches nothing in the store; known: 'm', 'other'"
 
 
 def test_one_request_with_its_kernel_providers(store: Store) -> None:
@@ -162,12 +168,14 @@ def test_one_request_with_its_kernel_providers(store: Store) -> None:
         "output: finite (fingerprinted: no NaN, no inf)",
         "inputs not captured (replay needs them; capture is on for failing or sampled requests)",
     ]
+    # Each decision that fell back to the reference says so, as the request page's fallback column does.
+    fell_back = "fallback: no provider before it could serve this signature"
     assert lines[4:] == [
-        f"kernel eager: rms_norm=reference at {SIGNATURE} · skipped picky: raised RuntimeError: picky kernel failed; "
-        "triton: platform cpu not in ['cuda', 'interpreter']",
+        f"kernel eager: rms_norm=reference at {SIGNATURE} · {fell_back} · skipped picky: raised RuntimeError: picky "
+        "kernel failed; triton: platform cpu not in ['cuda', 'interpreter']",
         "  picky raised and was taken out for that signature",
-        f"kernel eager: silu_mul=reference at {SIGNATURE} · skipped triton: platform cpu not in ['cuda', "
-        "'interpreter']",
+        f"kernel eager: silu_mul=reference at {SIGNATURE} · {fell_back} · skipped triton: platform cpu not in "
+        "['cuda', 'interpreter']",
     ]
     hit = runner.invoke(app, ["requests", "--id", HIT_ID, "--dsn", dsn], env=ENV)
     assert hit.exit_code == 0, hit.output
@@ -233,12 +241,39 @@ def test_a_narrow_terminal_keeps_id_time_and_host_whole(seeded: str) -> None:
             rows.append(cells)
         else:
             rows[-1] = [" ".join(filter(None, pair)) for pair in zip(rows[-1], cells, strict=True)]
-    assert rows == [row[:6] for row in _expected_rows(T)], res.output
+    assert rows == [[rid, ts, pool, host] for rid, ts, _, pool, host, *_ in _expected_rows(T)], res.output
     expected = _expected_rows(T)
     details = [line for line in lines if line.startswith("r-") and ": " in line]
     assert details == [
-        f"{rid}: {outcome} · {latency} ms" + (f" · {detail}" if detail else "")
-        for rid, *_, outcome, latency, detail in expected
+        f"{rid}: {kind} · model {model} · outcome {outcome} · {latency} ms" + (f" · {detail}" if detail else "")
+        for rid, _, model, _, _, kind, outcome, latency, detail in expected
+    ], res.output
+
+
+def test_a_narrow_terminal_moves_model_and_what_failed_to_the_follow_up_lines(store: Store) -> None:
+    """Walk (oncall): at 80 columns, or piped, the demo's failing requests folded the model and what failed into
+    5-character pieces (``tiny-`` / ``decod`` / ``er``, ``non-f`` / ``inite``). They follow the table whole, on each
+    request's own line, as outcome and latency do."""
+    start = T + timedelta(minutes=1)
+    demo_like = [
+        RequestEvent(request_id=f"req-03-{i:05d}", ts=start + timedelta(seconds=i), host="demo-host-b",
+                     model="tiny-decoder", hw_pool="cpu-b", traffic_class="chat", **failed)
+        for i, failed in enumerate([
+            dict[str, Any](status="error", outcome="error", error="IndexError: index out of range in self"),
+            dict[str, Any](fp_nan=3, fp_status="ok"),
+        ])
+    ]  # fmt: skip
+    seed(store, events=demo_like)
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    res = runner.invoke(app, ["requests", "--failing", *WINDOW, "--dsn", dsn], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert _table_rows(res.output) == [  # one table line a request: nothing in it folded
+        [e.request_id, f"{e.ts:%Y-%m-%d %H:%M:%S}", "cpu-b", "demo-host-b"] for e in reversed(demo_like)
+    ], res.output
+    follow = [line for line in res.output.splitlines() if line.startswith("req-03-")]
+    assert follow == [
+        "req-03-00001: non-finite output · model tiny-decoder · outcome hit · 0.0 ms · NaN 3, inf 0",
+        "req-03-00000: error · model tiny-decoder · outcome error · 0.0 ms · IndexError: index out of range in self",
     ], res.output
 
 

@@ -20,7 +20,10 @@ BUNDLE = "b0" * 32
 BUNDLE_NAME = "baseline"
 WHERE = dict(model="tiny-decoder", hw_pool="cpu-a", traffic_class="chat")
 HIT, SHAPE, MISS, LATER, NONE, UNTRUSTED = "bs-hit", "bs-shape", "bs-miss", "bs-later", "bs-none", "bs-untrusted"
-UNQUALIFIED = "[5,8]"
+UNQUALIFIED = "[9,8], [7,8]"
+"""Two shapes the bundle never qualified, as the host SDK joins them (``attrs['bundle_unqualified_shape']``)."""
+UNQUALIFIED_CALLS = 6
+"""The request's calls at them (``attrs['bundle_unqualified_calls']``)."""
 MISS_FACTOR = "accepted_shapes: 1x7 not in [1x16, 1x32]"
 LONG_FACTOR = "accepted_shapes: inputs " + ";".join(["float32[176,64]/64,1@cpu"] * 40) + " not qualified"
 """A differing factor as long as the demo's (every input of the graph): shown cut to ``FACTOR_SHOWN`` characters."""
@@ -50,7 +53,8 @@ def events(now: datetime) -> list[Event]:
         BundleEvent(ts=t, bundle_id=BUNDLE, bundle_name=BUNDLE_NAME, host="h2", signature_state=REFUSED_STATE,
                     **{k: WHERE[k] for k in ("model", "hw_pool")}),
         req(HIT, 1, attrs={"bundle_status": "hit"}),
-        req(SHAPE, 2, attrs={"bundle_status": "hit", "bundle_unqualified_shape": UNQUALIFIED}),
+        req(SHAPE, 2, attrs={"bundle_status": "hit", "bundle_unqualified_shape": UNQUALIFIED,
+                             "bundle_unqualified_calls": str(UNQUALIFIED_CALLS)}),
         req(MISS, 3, attrs={"bundle_status": "miss"}, outcome="compile", compile_ms=900.0, **missed),
         BundleMissEvent(ts=t + timedelta(minutes=3, milliseconds=5), bundle_id=BUNDLE, host="h1", request_id=MISS,
                         graph_signature="s1", graph_key=MISSED_FX_KEY, action="compiled",

@@ -20,6 +20,7 @@ from tests.dashboard.bundle_statuses import (
     NONE,
     SHAPE,
     UNQUALIFIED,
+    UNQUALIFIED_CALLS,
     events,
 )
 from tests.dashboard.conftest import SeededService, seeded_service
@@ -50,9 +51,11 @@ def test_each_bundle_status_is_on_the_request_page(statuses: SeededService) -> N
 
     shape = open_page(statuses, PAGE, **{"drill.request_id": SHAPE})
     assert_clean(shape)
+    shown = UNQUALIFIED.replace("[", r"\[").replace("]", r"\]")  # Markdown's brackets shown as themselves
     assert any(
         w.startswith(
-            rf"A graph of bundle {BUNDLE_NAME} served it at sizes \[{UNQUALIFIED[1:-1]}\], which the bundle never"
+            rf"A graph of bundle {BUNDLE_NAME} served {UNQUALIFIED_CALLS} of its calls at sizes the bundle never "
+            rf"qualified that graph at: {shown} \(its"
         )
         for w in _alerts(shape, "warning")
     ), _alerts(shape, "warning")

@@ -110,11 +110,13 @@ def restarted(printed: dict[str, str], tmp_path_factory: pytest.TempPathFactory)
 
 
 def test_the_demos_own_service_is_gone_after_it_exits(own_run: dict[str, Any], printed: dict[str, str]) -> None:
-    assert set(printed) == {"report", "canary", "status", "serve", "replay", "dashboard"}, own_run["stdout"][-2500:]
+    assert set(printed) == {"requests", "report", "canary", "status", "serve", "replay", "dashboard"}, own_run[
+        "stdout"
+    ][-2500:]
     with pytest.raises(ServiceError, match="cannot reach"), ServiceClient(own_run["url"], timeout=5) as client:
         client.health()
     # Nothing printed sends the reader to a service that no longer runs, but for the lines that start one first.
-    store_commands = [printed[name] for name in ("report", "canary", "status")]
+    store_commands = [printed[name] for name in ("requests", "report", "canary", "status")]
     assert all("--service" not in c and "--dsn chdb://" in c for c in store_commands), store_commands
 
 
@@ -124,6 +126,9 @@ def test_the_printed_store_commands_work_after_the_demo_exited(
     status = _run(printed["status"], tmp_path)
     assert status.returncode == 0, status.stdout + status.stderr
     assert "requests" in status.stdout
+    opened = _run(printed["requests"], tmp_path)  # the last requests command printed: requests --id of the NaN one
+    assert opened.returncode == 0, opened.stdout + opened.stderr
+    assert opened.stdout.startswith(f"request {shlex.split(printed['requests'])[3]}"), opened.stdout
     report = _run(printed["report"], tmp_path)
     assert report.returncode == 0, report.stdout + report.stderr
     assert list((tmp_path / "reports").glob("store-*/weekly-*.html")), report.stdout

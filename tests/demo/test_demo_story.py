@@ -109,7 +109,7 @@ def run_printed(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def commands(demo_run: dict[str, Any]) -> dict[str, str]:
     """The printed commands; the demo ran without a dashboard, so it printed the one that starts it."""
     found = printed_commands(demo_run)
-    assert set(found) == {"report", "canary", "status", "dashboard", "replay"}, demo_run["stdout"][-2000:]
+    assert set(found) == {"requests", "report", "canary", "status", "dashboard", "replay"}, demo_run["stdout"][-2000:]
     return found
 
 

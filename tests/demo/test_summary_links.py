@@ -178,3 +178,31 @@ def test_the_readme_documents_what_the_demo_prints() -> None:
     for name, value in processes.SERVICE_ENV.items():
         (said,) = [line for line in readme.splitlines() if f"`{name}={value}`" in line]
         assert "turns tokens off" in said, said
+
+
+@pytest.mark.parametrize("store", [False, True], ids=["service stays up", "exit when done"])
+def test_the_try_list_starts_where_on_call_starts(tmp_path: Path, store: bool) -> None:
+    """Walk (oncall): the README sends on-call to ``inferensics requests --failing`` first, then ``requests --id``;
+    the demo's "try:" list named neither. They come first now, through the target the other commands read (the
+    running service, or the store when the demo's service stopped), each parsing as the CLI's ``requests``."""
+    from typer.main import get_command
+
+    from inferensics.cli.app import app
+
+    out = io.StringIO()
+    record = short_run()
+    runner._report(
+        cast(ServiceClient, _Unreachable()), "http://127.0.0.1:4318", "", record, keyring=tmp_path / "k.pub",
+        console=Console(file=out, width=60, highlight=False, soft_wrap=True), store=tmp_path if store else None,
+    )  # fmt: skip
+    lines = out.getvalue().splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("try")]
+    target = ["--dsn", processes.store_dsn(tmp_path)] if store else ["--service", "http://127.0.0.1:4318"]
+    printed = [shlex.split(line) for line in lines[at + 1 : at + 3]]
+    assert printed == [
+        ["inferensics", "requests", "--failing", *target],
+        ["inferensics", "requests", "--id", "req-07", *target],  # the NaN request, as the replay command's
+    ], lines
+    requests = get_command(app).commands["requests"]  # type: ignore[attr-defined]
+    assert requests.make_context("requests", printed[1][2:]).params["request_id"] == "req-07"
+    assert requests.make_context("requests", printed[0][2:]).params["failing"] is True

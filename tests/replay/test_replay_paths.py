@@ -14,6 +14,7 @@ import os
 import stat
 import subprocess
 import sys
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,8 @@ from inferensics.cli import replay_commands
 from inferensics.cli.app import app
 from inferensics.replay import ReplayError, Verdict, write_pack
 from inferensics.replay._internal import report
-from inferensics.replay._internal.pack import write_safetensors
+from inferensics.replay._internal.pack import PACK_FILE, write_safetensors
+from tests.loopback import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 NOWHERE = "http://127.0.0.1:9"  # a closed port: a refusal that came after asking it would say so
@@ -189,6 +191,21 @@ def test_the_service_asked_is_named_with_where_its_url_came_from(monkeypatch: py
     assert _source_of(None) == "from $INFERENSICS_SERVICE_URL"
 
 
+class _FailingQueries(BaseHTTPRequestHandler):
+    """A service whose named queries fail (500): the request's row cannot be read, so the keyring refusal stands."""
+
+    def do_POST(self) -> None:
+        body = b'{"error": "request_detail failed: the engine stopped"}'
+        self.send_response(500)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:  # quiet
+        pass
+
+
 @pytest.mark.parametrize("where", ["req-1", "--pack"])
 def test_no_keyring_is_refused_before_the_bundle_part_torch_or_the_service(
     where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -197,31 +214,61 @@ def test_no_keyring_is_refused_before_the_bundle_part_torch_or_the_service(
     after some 16 s of imports. Now it is the first refusal, in Keyring.load's words, in a process that has not
     imported torch or the bundle part (a child process: this one has both)."""
     monkeypatch.delenv(KEYRING_ENV)
-    args = ["req-1", "--service", NOWHERE] if where == "req-1" else ["--pack", str(tmp_path / "pack")]
-    code = (
-        "import sys\n"
-        "from inferensics.cli.app import app\n"
-        "try:\n"
-        f"    app({['replay', *args]!r})\n"
-        "except SystemExit as done:\n"
-        "    print('exit', done.code, sorted(m for m in ('torch', 'inferensics.bundle', 'inferensics.replay', "
-        "'httpx') if m in sys.modules))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != KEYRING_ENV} | {"COLUMNS": "400"}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False
-    )
+    pack = _pack(tmp_path)
+    with serving(_FailingQueries) as failing:
+        args = ["req-1", "--service", failing] if where == "req-1" else ["--pack", str(pack)]
+        code = (
+            "import sys\n"
+            "from inferensics.cli.app import app\n"
+            "try:\n"
+            f"    app({['replay', *args]!r})\n"
+            "except SystemExit as done:\n"
+            "    print('exit', done.code, sorted(m for m in ('torch', 'inferensics.bundle', 'inferensics.replay', "
+            "'httpx') if m in sys.modules))\n"
+        )
+        env = {k: v for k, v in os.environ.items() if k != KEYRING_ENV} | {"COLUMNS": "400"}
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
     with pytest.raises(BundleError) as loaded:
         Keyring.load(None)
     assert proc.stderr == f"error: {loaded.value}\n"
     # A request's row is looked up first (a request served without a bundle needs no keyring: its refusal says what
-    # it needs instead); a service that does not answer leaves the keyring refusal, still before torch and bundle.
+    # it needs instead); a service that fails to answer leaves the keyring refusal, still before torch and bundle.
     assert proc.stdout == ("exit 2 ['httpx']\n" if where == "req-1" else "exit 2 []\n")
+
+
+def test_a_pack_that_is_not_there_is_said_before_the_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`replay --pack /nonexistent` answered "no keyring of trusted builders": what the user named is checked first,
+    and a keyring would not have made it replayable."""
+    monkeypatch.delenv(KEYRING_ENV)
+    missing = tmp_path / "nonexistent"
+    said = _one_line_error(*_replay("--pack", str(missing)))
+    assert said.startswith(f"--pack {missing} does not exist: pass the folder a replay's --export wrote"), said
+    a_file = _folder_with(tmp_path / "files", "notes.txt") / "notes.txt"
+    said = _one_line_error(*_replay("--pack", str(a_file)))
+    assert said.startswith(f"--pack {a_file} is not a folder"), said
+    said = _one_line_error(*_replay("--pack", str(tmp_path / "files")))
+    assert said == (
+        f"--pack {tmp_path / 'files'} is not a replay pack (no pack.json): export one with `inferensics replay "
+        "REQUEST_ID --export DIR`"
+    )
+    assert replay_commands.PACK_FILE == PACK_FILE  # spelled in the CLI to be read before the replay part loads
+
+
+def test_an_unreachable_service_is_said_before_the_keyring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`replay ID` against a service that does not answer said "no keyring of trusted builders"; with one, the
+    next try said the service was unreachable. The service the user named is checked first."""
+    monkeypatch.delenv(KEYRING_ENV)
+    said = _one_line_error(*_replay("req-1", "--service", NOWHERE))
+    assert said.startswith(f"cannot reach the inferensics service at {NOWHERE}: "), said
+    assert "is it running (`inferensics serve`)? Pass its URL with --service" in said
 
 
 def test_a_keyring_that_does_not_exist_is_refused_in_keyring_loads_words(tmp_path: Path) -> None:
     missing = tmp_path / "keys" / "builder.pub"
-    said = _one_line_error(*_replay("req-1", "--service", NOWHERE, "--keyring", str(missing)))
+    with serving(_FailingQueries) as failing:  # the request's row is looked up first; one that cannot be read
+        said = _one_line_error(*_replay("req-1", "--service", failing, "--keyring", str(missing)))
     with pytest.raises(BundleError) as loaded:
         Keyring.load(str(missing))
     assert said == str(loaded.value)
