@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from inferensics.analytics import (
     breaks,
     bundle_release,
+    bundle_unqualified,
     bundles,
     cache,
     canary,
@@ -139,6 +140,7 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
         _q("compile_timeseries", BucketParams, _compile_timeseries, _NO_TC),
         _q("compile_failures", SliceParams, compile_time.compile_failures, _NO_TC),
         _q("bundle_misses", SliceParams, bundles.bundle_misses, _NO_TC),
+        _q("bundle_unqualified_sizes", SliceParams, bundle_unqualified.bundle_unqualified_sizes, _ALL),
         _q("cache_health", SliceParams, cache.cache_health, _NO_TC),
         _q("cache_trend", SliceParams, cache.cache_trend, _NO_TC),
         _q("cache_reasons", SliceParams, cache.cache_reasons, _NO_TC),

@@ -16,6 +16,7 @@ from typing import Final
 
 import polars as pl
 
+from inferensics.analytics.bundle_unqualified import SCHEMA as UNQUALIFIED_SCHEMA
 from inferensics.analytics.cache import hit_ratio
 from inferensics.analytics.client import QueryRunner
 from inferensics.analytics.errors import AnalyticsError
@@ -53,6 +54,10 @@ RECORD_METRICS: Final = (
 )  # fmt: skip
 """The week-over-week metrics counted from the records themselves, inside requests or not: a fleet that only
 imports TORCH_TRACE logs has these and no request figures."""
+
+
+UNQUALIFIED_QUERY: Final = "bundle_unqualified_sizes"
+"""The named query of :func:`~inferensics.analytics.bundle_unqualified.bundle_unqualified_sizes`."""
 
 
 def parse_week(text: str, *, now: datetime | None = None) -> datetime:
@@ -136,6 +141,9 @@ class WeeklyReport:
     """``fallback_reasons``: requests that ran eagerly, per model, pool, traffic class and reason."""
     bundle_misses: pl.DataFrame
     """``bundle_misses``: compiles served outside their bundle, per bundle, model, pool and action."""
+    bundle_unqualified: pl.DataFrame
+    """``bundle_unqualified_sizes``: per model and bundle, requests a bundle hit served at sizes the bundle was never
+    qualified at, and the most common of those sizes (empty where the runner does not know the query)."""
     cache_health: pl.DataFrame
     cache_trend: pl.DataFrame
     cache_growth: pl.DataFrame
@@ -284,6 +292,13 @@ def build_weekly_report(
         runner.query("bundle_misses", **last_rng),
     )
     reasons = runner.query("recompile_reasons", **rng)
+    from inferensics.analytics.registry import NAMED_QUERIES  # here: the registry imports every query module
+
+    unqualified = (
+        runner.query(UNQUALIFIED_QUERY, **rng)
+        if UNQUALIFIED_QUERY in NAMED_QUERIES
+        else pl.DataFrame(schema=UNQUALIFIED_SCHEMA)
+    )
     return WeeklyReport(
         week=week,
         start=start,
@@ -300,6 +315,7 @@ def build_weekly_report(
         compile_failures=failures,
         fallbacks=runner.query("fallback_reasons", **rng),
         bundle_misses=misses,
+        bundle_unqualified=unqualified,
         cache_health=health,
         cache_trend=runner.query("cache_trend", **rng),
         cache_growth=runner.query("cache_growth", **rng),

@@ -192,6 +192,7 @@ KERNEL_UNTRACEABLE: Final = "kernel_untraceable"
 STOPPED: Final = "stopped"
 INTERVAL_S: Final = "interval_s"
 PROCESS: Final = "process"
+REQUESTS_LOST: Final = "requests_lost"
 
 # --- rollups ------------------------------------------------------------------------------------------
 BUCKET: Final = "bucket"

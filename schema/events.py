@@ -818,6 +818,10 @@ class SdkHealthEvent(Event):
     """Kernel-registry providers (or their requirement checks) that raised while a compiler traced them: each left
     compiled graphs for its signature, not eager calls, and is not counted in ``kernel_failures``. 0 in records
     stored before it was kept."""
+    requests_lost: U64 = 0
+    """Finished requests of processes that died on this host (SIGKILL, the out-of-memory killer) whose rows were
+    never exported, counted by this process from their crash journals when it started (its ``stats()``'s
+    ``requests_lost``): the dead processes' loss, not this one's. 0 in records stored before it was kept."""
 
 
 class KernelDecisionEvent(Event):

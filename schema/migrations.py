@@ -511,8 +511,8 @@ def _columns_as_fresh(target: Target) -> list[str | Step]:
     # where any model column differs from a fresh table's in comment, codec or place has every model column
     # given its definition and place, in one ALTER: metadata only (each keeps its type, so no part is
     # rewritten); a column the model no longer has stays, after them. Every model column is named, so the columns
-    # a later migration adds (24) are added first where missing.
-    db, out = target.database, _columns_added_in_24(target)
+    # later migrations add (24, 26) are added first where missing.
+    db, out = target.database, [*_columns_added_in_24(target), *_columns_added_in_26(target)]
     for model in EVENT_MODELS:
         columns = columns_of(model)
         differs = " OR ".join(
@@ -542,6 +542,12 @@ def _columns_added_in_24(target: Target) -> list[str | Step]:
         target, ReplayResultEvent, (col.REQUEST_HOST, col.VERDICT_JSON), (col.REQUEST_TS, col.REQUEST_HOST)
     )
     return [*replay, *_sdk_health_columns(target, col.KERNEL_UNTRACEABLE)]
+
+
+def _columns_added_in_26(target: Target) -> list[str | Step]:
+    """Health records count the finished requests that dead processes of the host never exported (``requests_lost``),
+    at the end as a fresh table has it, where missing. Rows stored before read 0."""
+    return _sdk_health_columns(target, col.REQUESTS_LOST)
 
 
 def _table_comments(target: Target) -> list[str | Step]:
@@ -722,6 +728,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         _replay_request_untraceable_whole_comments,
     ),
     Migration(25, "column comments name every word their columns take; capture markers named", _vocabulary_comments),
+    Migration(26, "host SDK health records count the requests dead processes lost", _columns_added_in_26),
 )
 """Every migration, in version order."""
 

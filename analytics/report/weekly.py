@@ -16,6 +16,7 @@ from inferensics.analytics.reasons import PATTERN_NOTE
 from inferensics.analytics.report import charts
 from inferensics.analytics.report.page import Section, render_page
 from inferensics.analytics.report.tables import cell, markdown_table
+from inferensics.analytics.report.unqualified import unqualified_line, unqualified_section
 from inferensics.analytics.weekly import COMPILING_REQUESTS, REQUEST_RECOMPILES, WeeklyReport
 from inferensics.schema import columns as col
 
@@ -198,6 +199,8 @@ def summary_lines(report: WeeklyReport) -> list[str]:
         parts.append(f"{not_priced(unpriced)} (no hit of the same model and cache)")
     lines.append(f"Compile-cache hit ratio: {ratio}{''.join(f'; {p}' for p in parts)}.")
     lines.append(_misses_line(report))
+    if (unqualified := unqualified_line(report.bundle_unqualified)) is not None:
+        lines.append(unqualified)
     lines.append(
         f"Recompile storms: {report.storms.height}; slow compile hours: {report.slow_compiles.height}; new "
         f"specializations: {report.new_graph_keys.height}."
@@ -433,6 +436,7 @@ def sections(report: WeeklyReport) -> list[Section]:
                 )
             ],
         ),
+        *unqualified_section(report.bundle_unqualified),
         Section(
             "Top recompile reasons",
             [

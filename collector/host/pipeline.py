@@ -245,6 +245,7 @@ class Pipeline:
                 stopped=stopped,
                 interval_s=self.config.health_interval_s,
                 process=f"{os.getpid()}@{self._started_ms}",  # a forked child is another process
+                requests_lost=s.get(col.REQUESTS_LOST, 0),  # dead processes' unexported requests (tracker_journal)
             )
             with self._lock:
                 self.exporter.export_records([record])

@@ -455,6 +455,7 @@ class Tracker:
         if self._guard_installed:
             try:
                 torch_adapter.set_guard_hook(self._previous_guard_hook)
+                self._guard_installed = False  # stats() says what the process has
             except Exception as exc:
                 self.degrade("guard_complete_hook", exc)
         if self._unregister_context is not None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 from inferensics.collector.host import torch_adapter
 from inferensics.collector.host.journal import DELIVERIES, JOURNAL_DIR_ENV, Journal, journal_dir
+from inferensics.schema import columns as col
 
 if TYPE_CHECKING:
     from inferensics.collector.host.journal_recovery import Recovered
@@ -57,7 +58,7 @@ def open_journal(tracker: Tracker, traffic_class: str) -> None:
         tracker.counters_local["dead_processes"] += 1
         queued += sum(tracker.queue.put("recovered", row) for row in dead.rows)
         if dead.lost:
-            tracker.counters_local["requests_lost"] += dead.lost
+            tracker.counters_local[col.REQUESTS_LOST] += dead.lost
         if dead.rows or dead.lost:
             log.warning("inferensics: %s", death_line(dead))
     if queued and tracker.journal is not None:  # delivered with this process's own rows: counted apart in its journal

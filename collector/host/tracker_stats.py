@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final
 
 from inferensics.collector.host.export_health import CAUSES
 from inferensics.collector.host.kernel_counts import kernel_registry_counts
+from inferensics.schema import columns as col
 
 if TYPE_CHECKING:
     from inferensics.collector.host.request_tracker import Tracker
@@ -16,7 +17,7 @@ ALWAYS_COUNTED: Final = (
     "dropped",
     "requests",
     "requests_recovered",
-    "requests_lost",
+    col.REQUESTS_LOST,  # also in the SDK's health records
     "fingerprint_unsampled",
     "fingerprint_errors",
     "fingerprint_output_modified",
@@ -50,7 +51,16 @@ ALWAYS_COUNTED: Final = (
 
 
 def collect_stats(tracker: Tracker, *, trace_sink_errors: int, guard_hook_installed: bool) -> dict[str, int]:
-    """``tracker``'s drop and activity counters (``Tracker.stats``)."""
+    """``tracker``'s drop and activity counters (``Tracker.stats``); a replaced tracker's are its successor's.
+
+    ``guard_hook_installed`` is 1 once Dynamo's guard-complete hook is in. While it is 0, guard hits and misses are
+    still counted, from graph calls and recompiles (every compile so far gave a graph of the tracker's backend).
+    """
+    successor = tracker.successor
+    if successor is not None and successor is not tracker:
+        # A replaced tracker's scopes feed its successor's queue, pipeline and exporter, and the process's guard
+        # hook is the successor's to install: its own hook state and sink are gone with its shutdown.
+        return successor.stats()
     queue, pipeline, exporter = tracker.queue, tracker.pipeline, tracker.exporter
     out: dict[str, int] = dict.fromkeys(ALWAYS_COUNTED, 0)  # every documented counter, 0 until it counts
     out.update(queued=queue.accepted, queue_len=len(queue))

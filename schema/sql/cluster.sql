@@ -435,7 +435,8 @@ CREATE TABLE IF NOT EXISTS inferensics.sdk_health_local ON CLUSTER '{cluster}'
     `stopped` Bool COMMENT 'The last record of a process that shut down cleanly (``tracker.shutdown()``, at exit): it stopped reporting on purpose, where a process that only goes silent has gone quiet.',
     `interval_s` Float64 CODEC(ZSTD(1)) COMMENT 'Seconds between this process\'s health records (its ``health_interval_s``): it is quiet after three of them without one (and never sooner than the reader\'s threshold). 0 in records stored before it was kept.',
     `process` String CODEC(ZSTD(1)) COMMENT 'The serving process: ``<pid>@<start, ms since the epoch>``. Two processes of one host serving the same model in the same pool, or a process and the one that replaced it, differ here; empty in records stored before it was kept.',
-    `kernel_untraceable` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Kernel-registry providers (or their requirement checks) that raised while a compiler traced them: each left compiled graphs for its signature, not eager calls, and is not counted in ``kernel_failures``. 0 in records stored before it was kept.'
+    `kernel_untraceable` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Kernel-registry providers (or their requirement checks) that raised while a compiler traced them: each left compiled graphs for its signature, not eager calls, and is not counted in ``kernel_failures``. 0 in records stored before it was kept.',
+    `requests_lost` UInt64 CODEC(T64, ZSTD(1)) COMMENT 'Finished requests of processes that died on this host (SIGKILL, the out-of-memory killer) whose rows were never exported, counted by this process from their crash journals when it started (its ``stats()``\'s ``requests_lost``): the dead processes\' loss, not this one\'s. 0 in records stored before it was kept.'
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/inferensics/sdk_health_local', '{replica}')
 PARTITION BY toDate(ts)

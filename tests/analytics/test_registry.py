@@ -53,6 +53,7 @@ def test_named_query_names_are_pinned() -> None:
     assert sorted(NAMED_QUERIES) == sorted(
         [
             "bundle_misses",
+            "bundle_unqualified_sizes",
             "bundle_release",
             "bundles",
             "bundles_seen",

@@ -224,3 +224,22 @@ def test_a_host_silent_for_days_is_asked_whether_it_was_retired(hosts: SeededSer
     assert "8 d 0 h ago (quiet after 3 min). Silent for more than a day: retired? It is listed until 7 d 0 h" in retired
     assert not [e for e in at.error if "h-gone" in str(e.value) and "retired?" in str(e.value)]  # 3 h: not asked
     assert any("stays listed, as quiet, for 7 d 0 h after its last record" in str(c.value) for c in at.caption)
+
+
+def test_requests_a_killed_process_lost_are_warned_with_what_to_do(hosts: SeededService, tmp_path: Path) -> None:
+    """A process that counted, at its start, the finished requests a SIGKILLed process of its host never exported
+    (``requests_lost`` in its health records) is warned about, not only logged on the host."""
+    answer = tmp_path / "host_health.parquet"
+    frame = _answer(hosts)
+    assert "requests_lost_in_range" in frame.columns  # the service's query reads the health records' column
+    lost = (pl.col("host") == "h-ok") & (pl.col("model") == "llama")
+    frame.with_columns(
+        pl.when(lost).then(pl.lit(5, pl.UInt64)).otherwise(pl.col(c)).alias(c)
+        for c in ("requests_lost", "requests_lost_in_range")
+    ).write_parquet(answer)
+    at = AppTest.from_function(_page_over, args=(str(answer),), default_timeout=TIMEOUT_S).run()
+    assert_clean(at)
+    (warning,) = [str(w.value) for w in at.warning if "h-ok" in str(w.value)]
+    assert "**5** finished requests lost by a process of this host that died before exporting them" in warning
+    assert "`dmesg` names the out-of-memory killer" in warning
+    assert metric(at, "With problems") == "4"

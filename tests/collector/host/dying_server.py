@@ -15,7 +15,7 @@ that embedded store, chDB loaded in the serving process (``instrument(store=...)
 - ``forked``: a request served, then ``fork``: the child enters a request and lives on (its pid printed),
   while the parent dies by SIGKILL inside a request of its own.
 - ``recover``: starts a tracker with the same service and journal folder (as a restarted server does),
-  flushes, shuts down and prints its stats and what is left in the journal folder as JSON.
+  flushes, shuts down and prints its stats, what is left in the journal folder and its pid as JSON.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main(destination: str, journal: str, mode: str) -> None:
         tracker = instrument(service_url, store, host="restarted", model="other", config=config)
         tracker.flush()
         tracker.shutdown()
-        print(json.dumps({"stats": tracker.stats(), "left": sorted(os.listdir(journal))}))
+        print(json.dumps({"stats": tracker.stats(), "left": sorted(os.listdir(journal)), "pid": os.getpid()}))
         return
     tracker = instrument(
         service_url, store, host="h1", hw_pool="cpu-a", model="emb", traffic_class="interactive", config=config

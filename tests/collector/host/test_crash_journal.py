@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from inferensics.collector.host.journal import (
     journal_dir,
 )
 from inferensics.collector.host.journal_recovery import parse_fatal_report, recover_dead
+from inferensics.schema.events import SdkHealthEvent
 from inferensics.schema.store import Store
 from tests import conftest
 from tests.collector.service.harness import INGEST, RunningService, new_service
@@ -203,6 +205,22 @@ def test_a_killed_process_says_how_many_finished_requests_it_had_not_exported(
     assert sorted(rows) == ["big-1", "ok-0", "ok-1"]
     lost = "SELECT 1 FROM inferensics.requests WHERE request_id LIKE 'lost-%'"
     assert service.client().sql(lost).height == 0  # they are lost indeed
+    # The recovering process says so in its health records (its last, at its shutdown), and the Hosts page's
+    # query reads them: the host's loss is not only a log line.
+    process = f"{json.loads(done.stdout.strip().splitlines()[-1])['pid']}@"
+    health = _rows(
+        service,
+        f"SELECT requests_lost, stopped FROM inferensics.{SdkHealthEvent.TABLE.name} "
+        f"WHERE host = 'restarted' AND startsWith(process, '{process}') ORDER BY ts DESC LIMIT 1",
+        1,
+    )
+    assert health.rows() == [(5, True)]
+    end = datetime.now(UTC) + timedelta(minutes=1)
+    frame = service.client().query(
+        "host_health", start=(end - timedelta(hours=1)).isoformat(), end=end.isoformat(), host="restarted"
+    )
+    (row,) = frame.filter(pl.col("process").str.starts_with(process)).iter_rows(named=True)
+    assert (row["requests_lost"], row["requests_lost_in_range"], row["quiet"]) == (5, 5, False)
 
 
 def test_rows_a_killed_process_held_in_its_store_buffer_are_counted_lost(tmp_path: Path, inductor_cache: Path) -> None:

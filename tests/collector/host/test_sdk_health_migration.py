@@ -1,5 +1,6 @@
 """The host SDK health migrations add its table, and later its kernel-registry counters (untraceable providers last,
-in migration 24), to a store that the schema version before each left without them."""
+in migration 24) and the requests dead processes lost (26), to a store that the schema version before each left
+without them."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from tests.collector.migration_check import roll_back_before, table_columns, tab
 TABLE = SdkHealthEvent.TABLE.name
 MIGRATION_24 = next(m.name for m in MIGRATIONS if m.version == 24)
 """The migration that adds ``kernel_untraceable`` (with two other gaps)."""
+MIGRATION_26 = next(m.name for m in MIGRATIONS if m.version == 26)
+"""The migration that adds ``requests_lost``."""
 
 
 def test_the_sdk_health_migration_adds_its_table(store_dsn: str) -> None:
@@ -45,7 +48,8 @@ def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(s
             if m.name == "host SDK health: kernel-registry failures, fallbacks and unproven providers; clean stops"
         )
         fresh = _columns(s)
-        added = (*KERNEL_COUNTERS, col.STOPPED, col.INTERVAL_S, col.PROCESS)  # none at the version before
+        # None of them at the version before.
+        added = (*KERNEL_COUNTERS, col.STOPPED, col.INTERVAL_S, col.PROCESS, col.REQUESTS_LOST)
         for name in added:
             s.client.command(f"ALTER TABLE {s.database}.{TABLE} DROP COLUMN {name}")
         s.client.command(
@@ -74,20 +78,21 @@ def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(s
     [
         (
             "host SDK health records carry their interval",
-            (col.INTERVAL_S, col.PROCESS, col.KERNEL_UNTRACEABLE),
+            (col.INTERVAL_S, col.PROCESS, col.KERNEL_UNTRACEABLE, col.REQUESTS_LOST),
             {"interval_s": 300.0},
             0.0,
         ),
         (
             "host SDK health records name their process",
-            (col.PROCESS, col.KERNEL_UNTRACEABLE),
+            (col.PROCESS, col.KERNEL_UNTRACEABLE, col.REQUESTS_LOST),
             {"process": "42@1764950400000"},
             "",
         ),
-        (MIGRATION_24, (col.KERNEL_UNTRACEABLE,), {"kernel_untraceable": 3}, 0),
+        (MIGRATION_24, (col.KERNEL_UNTRACEABLE, col.REQUESTS_LOST), {"kernel_untraceable": 3}, 0),
+        (MIGRATION_26, (col.REQUESTS_LOST,), {"requests_lost": 5}, 0),
     ],
 )
-def test_the_interval_process_and_untraceable_migrations_add_their_column_and_older_rows_read_the_default(
+def test_the_interval_process_untraceable_and_lost_migrations_add_their_column_and_older_rows_read_the_default(
     store_dsn: str, migration: str, dropped: tuple[str, ...], new: dict[str, object], old: object
 ) -> None:
     s = Store.open(store_dsn)
