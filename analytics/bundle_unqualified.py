@@ -76,6 +76,6 @@ def bundle_unqualified_sizes(client: QueryClient, params: SliceParams) -> pl.Dat
     return (
         totals.join(top, on=[col.MODEL, col.BUNDLE_ID], how="left")
         .select(list(schema))
-        .cast(dict(schema))
+        .cast(pl.Schema(schema))
         .sort([UNQUALIFIED_REQUESTS, col.MODEL, col.BUNDLE_ID], descending=[True, False, False])
     )

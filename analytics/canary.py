@@ -25,6 +25,10 @@
   outputs: any significant increase fails); else pass.
 * Argmax agreement over requests with equal ``input_digest`` on both sides (earliest request per digest
   and side): fail below ``min_agreement``, pass at or above it, skipped with fewer than ``min_pairs`` pairs.
+  The check keeps the disagreeing pairs (:attr:`CanaryResult.disagreements`, at most
+  :data:`DISAGREEMENTS_KEPT`): the worst first, by how many of the first argmax ids (``fp_argmax_head``)
+  differ, then the earliest candidate request (rows without argmax ids are ordered by time alone), so that
+  on-call can open one (``inferensics requests --id``, ``inferensics replay``).
 * Output-statistic drift: two-sample Kolmogorov–Smirnov on ``fp_mean`` and on ``fp_std``. Fail when
   ``D > max_ks_distance`` and ``p < alpha``; else pass.
 
@@ -37,8 +41,9 @@ Per-request facts live only in raw rows, so the comparison reads ``requests`` na
 traffic class), which the table's primary key serves directly, in two scans that cover both sides at once
 (each row tagged with its side): one counts, per side, the requests, the rate numerators and the latency
 codes (the histogram the bootstrap resamples) and gathers the two output statistics the KS tests compare;
-the other groups both sides' rows by input digest for the argmax pairs. Only those small results reach
-Python. A side over ``max_rows`` is read again, ordered and limited, and then paired with a join.
+the other groups both sides' rows by input digest for the argmax pairs (and picks the worst disagreeing
+pairs in the same query). Only those small results reach Python. A side over ``max_rows`` is read again,
+ordered and limited, and then paired with a join.
 
 Several hardware pools judged each alone (:func:`canary_compare_pools`) share those scans: each groups by
 pool as well as by side, so ten pools cost the three queries one pool costs (the filter check, the sides, the
@@ -48,9 +53,9 @@ pairs), and every pool's numbers are those :func:`canary_compare` gives it alone
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -98,6 +103,25 @@ _DRIFT_COLUMNS = (col.FP_MEAN, col.FP_STD)
 COMPILED_SQL: Final = f"({col.COMPILE_MS} > 0 OR {col.OUTCOME} IN ('compile', 'recompile'))"
 """A request that compiled in the request (its latency holds compile time): left out of the latency checks."""
 
+
+DISAGREEMENTS_KEPT: Final = 10
+"""Disagreeing input-matched pairs the agreement check keeps, the worst first."""
+BASELINE_REQUEST: Final = "baseline_request_id"
+CANDIDATE_REQUEST: Final = "candidate_request_id"
+ARGMAX_DIFFERING: Final = "argmax_differing"
+"""How many of the first argmax ids (``fp_argmax_head``, at most 16) of a disagreeing pair differ, a position
+only one side has counting as differing: 0 when neither side recorded them (or they differ only further on)."""
+DISAGREEMENT_SCHEMA: dict[str, Any] = {
+    BASELINE_REQUEST: pl.String,
+    CANDIDATE_REQUEST: pl.String,
+    col.INPUT_DIGEST: pl.String,
+    ARGMAX_DIFFERING: pl.UInt32,
+}
+"""Columns of :attr:`CanaryResult.disagreements`: one input-matched pair whose argmax digests differ."""
+DISAGREEMENTS: Final = "disagreements"
+"""The column of a :meth:`CanaryResult.to_frame` frame holding, in the ``argmax_agreement`` row, the disagreeing
+pairs (a list of :data:`DISAGREEMENT_SCHEMA` structs; null in every other row)."""
+AGREEMENT_METRIC: Final = "argmax_agreement"
 
 DEFAULT_ALPHA: Final = 0.01
 """The significance level of the proportion and KS tests unless :attr:`CanaryParams.alpha` says otherwise."""
@@ -190,9 +214,12 @@ class CanaryResult:
     baseline_requests: int
     candidate_requests: int
     truncated: bool
+    disagreements: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=DISAGREEMENT_SCHEMA))
+    """The agreement check's disagreeing pairs, the worst first (columns: :data:`DISAGREEMENT_SCHEMA`)."""
 
     def to_frame(self) -> pl.DataFrame:
-        """The evidence with a final ``verdict`` row (what the ``canary_compare`` named query returns)."""
+        """The evidence with a final ``verdict`` row (what the ``canary_compare`` named query returns), and the
+        :data:`DISAGREEMENTS` column (:func:`disagreements_of` reads it back)."""
         row = {k: None for k in EVIDENCE_SCHEMA} | {
             "check": "verdict",
             "metric": "requests",
@@ -201,7 +228,21 @@ class CanaryResult:
             "outcome": self.verdict,
             "rule": self.rule + (TRUNCATED_NOTE if self.truncated else ""),
         }
-        return pl.concat([self.evidence, pl.DataFrame([row], schema=EVIDENCE_SCHEMA)])
+        frame = pl.concat([self.evidence, pl.DataFrame([row], schema=EVIDENCE_SCHEMA)])
+        pairs = self.disagreements.select(list(DISAGREEMENT_SCHEMA)).to_dicts()
+        listed = [pairs if m == AGREEMENT_METRIC else None for m in frame.get_column("metric").to_list()]
+        return frame.with_columns(pl.Series(DISAGREEMENTS, listed, dtype=pl.List(pl.Struct(DISAGREEMENT_SCHEMA))))
+
+
+def disagreements_of(frame: pl.DataFrame) -> pl.DataFrame:
+    """The disagreeing pairs of a ``canary_compare`` frame (:meth:`CanaryResult.to_frame`), the worst first; empty
+    when it has none or predates the :data:`DISAGREEMENTS` column."""
+    if DISAGREEMENTS not in frame.columns:
+        return pl.DataFrame(schema=DISAGREEMENT_SCHEMA)
+    pairs = frame.filter(pl.col("metric") == AGREEMENT_METRIC).get_column(DISAGREEMENTS).drop_nulls()
+    if pairs.is_empty():
+        return pl.DataFrame(schema=DISAGREEMENT_SCHEMA)
+    return pairs.explode().drop_nulls().struct.unnest().select(list(DISAGREEMENT_SCHEMA))
 
 
 @dataclass(frozen=True)
@@ -475,53 +516,112 @@ _TS_OFFSET_US = 1 << 62
 """Added to a timestamp in microseconds so that every DateTime64 (1900 on) is positive in the sort key."""
 
 
-def _first_argmax(side: str = "") -> str:
-    """The argmax digest of the earliest request per input digest, of the rows whose ``side`` is ``side``
-    when given. Ties in time go to the argmax digest whose first 8 bytes are smallest.
+def _first(value: str, side: str = "") -> str:
+    """``value`` of the earliest request per input digest, of the rows whose ``side`` is ``side`` when given. Ties
+    in time go to the argmax digest whose first 8 bytes are smallest.
 
     The order is one UInt128 (the time in microseconds, then those 8 bytes read big-endian): ``argMin``
     compares it as a number, where a (time, digest) tuple is compared field by field as generic values
-    (pairs of a 7-day canary on the 10^8-row store: 127 against 217 ms of engine time)."""
+    (pairs of a 7-day canary on the 10^8-row store: 127 against 217 ms of engine time). Every value taken
+    with this order is of the same request."""
     if_ = "If" if side else ""
     cond = f", side = '{side}'" if side else ""
     prefix = f"reinterpretAsUInt64(reverse(substring(rightPad({col.FP_ARGMAX_DIGEST}, 8, '\\0'), 1, 8)))"
     key = f"bitShiftLeft(toUInt128(toUnixTimestamp64Micro({col.TS}) + {_TS_OFFSET_US}), 64) + {prefix}"
-    return f"argMin{if_}({col.FP_ARGMAX_DIGEST}, {key}{cond})"
+    return f"argMin{if_}({value}, {key}{cond})"
+
+
+def _first_argmax(side: str = "") -> str:
+    """The argmax digest of the earliest request per input digest (:func:`_first`)."""
+    return _first(col.FP_ARGMAX_DIGEST, side)
+
+
+_FIRST_FACTS: Final = ((col.REQUEST_ID, "r"), (col.FP_ARGMAX_HEAD, "h"), (f"toUnixTimestamp64Micro({col.TS})", "t"))
+"""What :func:`_first_request` takes of a request, and the column name of each."""
+
+
+def _first_request(side: str = "", suffix: str = "") -> str:
+    """The earliest request per input digest (:func:`_first`): its id ``r``, its first argmax ids ``h`` and its time in
+    microseconds ``t``, each name followed by ``suffix``. Each is an ``argMin`` of its own: one of a tuple holding the
+    array is compared and copied as a generic value, slower than the three."""
+    return ", ".join(f"{_first(value, side)} AS {name}{suffix}" for value, name in _FIRST_FACTS)
+
+
+def _differing(head_b: str, head_c: str) -> str:
+    """SQL of :data:`ARGMAX_DIFFERING`: the positions of two argmax-id heads that differ, or that one lacks."""
+    return (
+        f"arrayCount(i -> i > length({head_b}) OR i > length({head_c}) OR {head_b}[i] != {head_c}[i], "
+        f"range(1, greatest(length({head_b}), length({head_c})) + 1))"
+    )
+
+
+def _worst(agree: str, b: Callable[[str], str], c: Callable[[str], str], digest: str) -> str:
+    """The aggregates of the :data:`DISAGREEMENTS_KEPT` worst disagreeing pairs (the pairs where ``agree`` is false;
+    ``b``/``c`` name a :func:`_first_request` column of each side): most argmax ids differing first, then the
+    earliest candidate request; one array per :data:`DISAGREEMENT_SCHEMA` column."""
+    order = f"(-toInt64({_differing(b('h'), c('h'))}), {c('t')}, {b('r')}, {c('r')}, {digest})"
+    return (
+        f"groupArraySortedIf({DISAGREEMENTS_KEPT})({order}, NOT ({agree})) AS worst, "
+        f"arrayMap(t -> t.3, worst) AS {BASELINE_REQUEST}, arrayMap(t -> t.4, worst) AS {CANDIDATE_REQUEST}, "
+        f"arrayMap(t -> t.5, worst) AS {col.INPUT_DIGEST}, arrayMap(t -> toUInt32(-t.1), worst) AS {ARGMAX_DIFFERING}"
+    )
+
+
+def _disagreeing(frame: pl.DataFrame, i: int) -> pl.DataFrame:
+    """Row ``i``'s disagreeing pairs (the arrays of :func:`_worst`) as a frame of :data:`DISAGREEMENT_SCHEMA`."""
+    return pl.DataFrame({c: frame.get_column(c)[i] for c in DISAGREEMENT_SCHEMA}, schema=DISAGREEMENT_SCHEMA)
+
+
+Paired = tuple[int, int, pl.DataFrame]
+"""A pool's input-matched pairs, how many agree, and the worst disagreeing ones (:data:`DISAGREEMENT_SCHEMA`)."""
 
 
 def _pairs(
     client: QueryClient, sides: dict[str | None, tuple[_Side, _Side]], both: str, values: dict[str, Any]
-) -> dict[str | None, tuple[int, int]]:
-    """Per pool, the input-matched pairs and how many of them agree on the argmax digest."""
+) -> dict[str | None, Paired]:
+    """Per pool, the input-matched pairs, how many of them agree on the argmax digest, and the worst that do not."""
     matched = f"WHERE {col.INPUT_DIGEST} != '' AND {col.FP_ARGMAX_DIGEST} != '' AND {FINGERPRINTED_SQL} "
-    out: dict[str | None, tuple[int, int]] = {}
+    out: dict[str | None, Paired] = {}
+
+    def by(suffix: str) -> Callable[[str], str]:
+        return lambda name: f"{name}{suffix}"
+
     whole = [pool for pool, (base, cand) in sides.items() if not (base.truncated or cand.truncated)]
     if whole:
         # One scan of both sides, one GROUP BY over the pools and the input digests of either.
         pairs = client.query_frame(
-            f"SELECT pool, count() AS n, countIf(ab = ac) AS agree FROM ("
-            f"SELECT pool, {_first_argmax('b')} AS ab, {_first_argmax('c')} AS ac FROM ({both}) {matched}"
+            f"SELECT pool, count() AS n, countIf(ab = ac) AS agree, {_worst('ab = ac', by('b'), by('c'), 'digest')} "
+            f"FROM (SELECT pool, {_first_argmax('b')} AS ab, {_first_argmax('c')} AS ac, {_first_request('b', 'b')}, "
+            f"{_first_request('c', 'c')}, {col.INPUT_DIGEST} AS digest FROM ({both}) {matched}"
             f"GROUP BY pool, {col.INPUT_DIGEST} HAVING countIf(side = 'b') > 0 AND countIf(side = 'c') > 0) "
             "GROUP BY pool",
             values,
         )
-        found = {str(p): (int(n), int(a)) for p, n, a in pairs.select("pool", "n", "agree").iter_rows()}
-        out |= {pool: found.get(pool or "", (0, 0)) for pool in whole}
+        found = {
+            str(p): (int(n), int(a), _disagreeing(pairs, i))
+            for i, (p, n, a) in enumerate(pairs.select("pool", "n", "agree").iter_rows())
+        }
+        none = (0, 0, pl.DataFrame(schema=DISAGREEMENT_SCHEMA))
+        out |= {pool: found.get(pool or "", none) for pool in whole}
 
     def first(rows: str, also: str = "") -> str:
         digest = col.INPUT_DIGEST
-        return f"SELECT {digest}, {_first_argmax()} AS a FROM ({rows}) {matched}{also}GROUP BY {digest}"
+        return (
+            f"SELECT {digest}, {_first_argmax()} AS a, {_first_request()} FROM ({rows}) {matched}{also}"
+            f"GROUP BY {digest}"
+        )
 
     for pool in (p for p in sides if p not in out):
         base, cand = sides[pool]
         narrowed = f"AND {col.INPUT_DIGEST} IN (SELECT {col.INPUT_DIGEST} FROM ({cand.rows_sql})) "
+        worst = _worst("b.a = c.a", lambda name: f"b.{name}", lambda name: f"c.{name}", f"b.{col.INPUT_DIGEST}")
         joined = client.query_frame(
             # The baseline side is narrowed to the candidate's digests first: only rows that can pair are grouped.
-            f"SELECT count() AS n, countIf(b.a = c.a) AS agree FROM ({first(base.rows_sql, also=narrowed)}) AS b "
-            f"INNER JOIN ({first(cand.rows_sql)}) AS c ON b.{col.INPUT_DIGEST} = c.{col.INPUT_DIGEST}",
+            f"SELECT count() AS n, countIf(b.a = c.a) AS agree, {worst} FROM ({first(base.rows_sql, also=narrowed)}) "
+            f"AS b INNER JOIN ({first(cand.rows_sql)}) AS c ON b.{col.INPUT_DIGEST} = c.{col.INPUT_DIGEST}",
             base.values | cand.values,
         )
-        out[pool] = int(joined.item(0, "n")), int(joined.item(0, "agree"))
+        out[pool] = int(joined.item(0, "n")), int(joined.item(0, "agree")), _disagreeing(joined, 0)
     return out
 
 
@@ -531,7 +631,7 @@ def _agreement_row(n: int, agree: int, params: CanaryParams) -> dict[str, Any]:
     outcome: Outcome = "skipped" if n < params.min_pairs else ("fail" if agree / n < params.min_agreement else "pass")
     return _row(
         "output",
-        "argmax_agreement",
+        AGREEMENT_METRIC,
         float(n),
         agree / n if n else math.nan,
         lo,
@@ -639,7 +739,8 @@ def _compare(
     results = {}
     for pool, (latency, rates, drift) in checks.items():
         base, cand = sides[pool]
-        rows = [*latency, *rates, _agreement_row(*paired[pool], params), *drift]
+        n, agree, disagreeing = paired[pool]
+        rows = [*latency, *rates, _agreement_row(n, agree, params), *drift]
         evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
         if min(base.requests, cand.requests) < params.min_requests:
             served = {"baseline": base.requests, "candidate": cand.requests}
@@ -647,7 +748,15 @@ def _compare(
         else:
             verdict, rule = decide(evidence)
         truncated = base.truncated or cand.truncated
-        results[pool] = CanaryResult(verdict, rule, evidence, base.requests, cand.requests, truncated)  # type: ignore[arg-type]
+        results[pool] = CanaryResult(
+            verdict,  # type: ignore[arg-type]
+            rule,
+            evidence,
+            base.requests,
+            cand.requests,
+            truncated,
+            disagreeing,
+        )
     return results
 
 

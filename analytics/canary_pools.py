@@ -116,6 +116,9 @@ class CanaryPoolsParams(CanaryParams):
         return self
 
 
+QUERY_NAME: Final = "canary_compare_pools"
+"""The named query of :func:`canary_compare_pools_frame` (what ``inferensics canary compare`` and the dashboard's
+canary page ask the service for when they judge several pools)."""
 POOL: Final = "hw_pool"
 """The column of :func:`canary_compare_pools_frame` that names each row's pool."""
 

@@ -197,7 +197,7 @@ NAMED_QUERIES: Mapping[str, NamedQuery] = {
             canary.__doc__.split("\n\n")[1].strip() if canary.__doc__ else "",
         ),
         _q(
-            "canary_compare_pools",
+            canary_pools.QUERY_NAME,
             canary_pools.CanaryPoolsParams,
             canary_pools.canary_compare_pools_frame,
             "canary_compare of each of hw_pools alone, from the queries of one comparison:",

@@ -202,7 +202,13 @@ def compare(  # noqa: PLR0917 (typer options)
     judged alone and the worst verdict (fail, then inconclusive) decides, naming its pool.
     """
     from inferensics.analytics.canary import CanaryParams, verdict_event
-    from inferensics.analytics.canary_pools import PoolVerdict, correct_for_pools, pool_frames, worst_verdict
+    from inferensics.analytics.canary_pools import (
+        QUERY_NAME,
+        PoolVerdict,
+        correct_for_pools,
+        pool_frames,
+        worst_verdict,
+    )
     from inferensics.analytics.local_runner import LocalRunner
     from inferensics.analytics.report.canary import render_canary_text, verdict_of, write_canary_report
     from inferensics.schema.store import Store
@@ -255,7 +261,7 @@ def compare(  # noqa: PLR0917 (typer options)
         asked = [given | ({"hw_pool": pool} if pool is not None else {}) for pool in pools]
         judged: list[tuple[str | None, pl.DataFrame]]
         if len(pools) > 1:  # several pools, each alone, from the queries of one comparison
-            frames = pool_frames(runner.query("canary_compare_pools", **given, hw_pools=pools))  # type: ignore[attr-defined]
+            frames = pool_frames(runner.query(QUERY_NAME, **given, hw_pools=pools))  # type: ignore[attr-defined]
             judged = [(pool, frames[str(pool)]) for pool in pools]
         else:
             judged = [(pools[0], runner.query("canary_compare", **asked[0]))]  # type: ignore[attr-defined]
@@ -293,6 +299,8 @@ def compare(  # noqa: PLR0917 (typer options)
         if several:
             typer.echo(f"\nhardware pool {pool}:")
         typer.echo(render_canary_text(frame), nl=False)
+        for line in _disagreeing(frame, service, token):
+            typer.echo(line)
         if out is not None:
             stem = f"canary-{model}{f'-{pool}' if several else ''}-{lo:%Y%m%dT%H%M}"
             md, page = write_canary_report(frame, label(_where(pool)), _make_out(out), stem)
@@ -308,6 +316,27 @@ def compare(  # noqa: PLR0917 (typer options)
     typer.echo(recorded)
     if verdict != "pass":
         raise typer.Exit(EXIT_FAIL if verdict == "fail" else EXIT_INCONCLUSIVE)
+
+
+def _disagreeing(frame: pl.DataFrame, service: str | None, token: str | None) -> list[str]:
+    """Under an argmax-agreement check that did not pass: the worst disagreeing pairs and how to open and replay the
+    worst candidate request (a FAIL on agreement named no request, and ``requests --failing`` cannot list a finite
+    output); ``[]`` when the check passed or names no pair."""
+    from inferensics.analytics.canary import CANDIDATE_REQUEST, disagreements_of
+    from inferensics.analytics.report.canary import disagreement_lines
+    from inferensics.cli.requests_commands import REQUEST_PAGE, replay_hint
+
+    lines = disagreement_lines(frame)
+    if not lines:
+        return []
+    worst = str(disagreements_of(frame).item(0, CANDIDATE_REQUEST))
+    through = f" --service {service}" if service else ""
+    return [
+        *lines,
+        f"open the worst: inferensics requests --id {worst}{through}, or the dashboard's request page /{REQUEST_PAGE}"
+        f"{worst}",
+        *replay_hint(worst, service, token),
+    ]
 
 
 def _where(pool: str | None) -> str:

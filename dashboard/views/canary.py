@@ -21,14 +21,15 @@ import polars as pl
 import streamlit as st
 
 from inferensics.analytics import canary as canary_rules
-from inferensics.analytics.canary_pools import PoolSplit, PoolVerdict, correct_for_pools, worst_verdict
+from inferensics.analytics.canary_pools import QUERY_NAME as POOLS_QUERY
+from inferensics.analytics.canary_pools import PoolSplit, PoolVerdict, correct_for_pools, pool_frames, worst_verdict
 from inferensics.analytics.report import charts as report_charts
-from inferensics.analytics.report.canary import render_canary_markdown, verdict_of
+from inferensics.analytics.report.canary import DISAGREEING, disagreement_summary, render_canary_markdown, verdict_of
 from inferensics.analytics.report.evidence import evidence_table
 from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
 from inferensics.dashboard._internal.filters import ALL, TIME_RANGES, now
-from inferensics.dashboard._internal.links import CANARY_PARAMS, END_PARAM, duration_text, parse_duration
+from inferensics.dashboard._internal.links import CANARY_PARAMS, END_PARAM, duration_text, parse_duration, request_link
 from inferensics.dashboard._internal.options import filter_options
 from inferensics.dashboard._internal.service import fetch_queries, run_query, said, section_query, service_errors
 from inferensics.dashboard._internal.tables import show_table
@@ -330,13 +331,9 @@ def render() -> None:
             return
         params, pool_choice = picked
         pools = compared_pools(pool_choice, params) if pool_choice in (SHARED, ALL) else [params["hw_pool"]]
-        frames: dict[str | None, pl.DataFrame] = {}
-        for pool in pools:
-            what = f"canary comparison on hardware pool {pool}" if len(pools) > 1 else "canary comparison"
-            frame = section_query(queries.CANARY, what, **{**params, "hw_pool": pool})
-            if frame is None:
-                return
-            frames[pool] = frame
+        frames = compared_frames(pools, params)
+        if frames is None:
+            return
         if len(frames) > 1:
             frames = pool_verdicts(frames)
         for pool, frame in frames.items():
@@ -346,6 +343,48 @@ def render() -> None:
         with st.expander("How the verdict is decided"):
             st.markdown("\n\n".join((canary_rules.__doc__ or "").split("\n\n")[1:4]))
         recorded_verdicts(params["model"])
+
+
+def compared_frames(pools: list[str | None], params: Mapping[str, Any]) -> dict[str | None, pl.DataFrame] | None:
+    """Each of ``pools``' ``canary_compare`` frame (``None``: every pool at once), by pool in their order: several
+    pools from one ``canary_compare_pools`` query, whose pools share the comparison's scans (as ``inferensics
+    canary compare`` asks for them); ``None`` when the service rejected the comparison (its section says why)."""
+    if len(pools) == 1:
+        frame = section_query(queries.CANARY, "canary comparison", **{**params, "hw_pool": pools[0]})
+        return None if frame is None else {pools[0]: frame}
+    asked = {k: v for k, v in params.items() if k != "hw_pool"}
+    frame = section_query(POOLS_QUERY, "canary comparison of each hardware pool", **asked, hw_pools=pools)
+    if frame is None:
+        return None
+    split = pool_frames(frame)
+    return {pool: split[str(pool)] for pool in pools}
+
+
+PAIR_LINKS_NOTE = (
+    "The argmax-agreement check's disagreeing input-matched pairs, the worst first (most of their first argmax ids "
+    "differing, then the earliest): open a request for its graphs, kernels and bundle, and the replay command that "
+    "names its fault."
+)
+
+
+def disagreeing_pairs(frame: pl.DataFrame) -> None:
+    """The disagreeing pairs of the argmax-agreement check, each request a link to its request page (nothing when
+    no pair disagrees)."""
+    summary = disagreement_summary(frame)
+    if not summary:
+        return
+    st.subheader(DISAGREEING)
+    st.caption(f"{summary}. {PAIR_LINKS_NOTE}")
+    lines = []
+    for r in canary_rules.disagreements_of(frame).iter_rows(named=True):
+        cand, base = str(r[canary_rules.CANDIDATE_REQUEST]), str(r[canary_rules.BASELINE_REQUEST])
+        differing = int(r[canary_rules.ARGMAX_DIFFERING])
+        how = f"{differing} of the first argmax ids differ" if differing else "first argmax ids agree or unknown"
+        lines.append(
+            f"- candidate [`{cand}`]({request_link('.', cand)}) · baseline [`{base}`]({request_link('.', base)}) · "
+            f"input `{r[col.INPUT_DIGEST]}` · {how}"
+        )
+    st.markdown("\n".join(lines))
 
 
 def comparison(params: Mapping[str, Any], frame: pl.DataFrame, *, several: bool) -> None:
@@ -372,6 +411,7 @@ def comparison(params: Mapping[str, Any], frame: pl.DataFrame, *, several: bool)
     )
     suffix = f".{pool}" if several else ""
     show_table(evidence_table(frame), key=f"canary_evidence{suffix}")
+    disagreeing_pairs(frame)
     label = f"{params['model']}: {candidate} vs {baseline}" + (f" on hardware pool {pool}" if several else "")
     st.download_button(
         "Download Markdown" + (f" ({pool})" if several else ""),

@@ -25,7 +25,7 @@ def runner(store: Store, monkeypatch: pytest.MonkeyPatch) -> LocalRunner:
     named = registry.NAMED_QUERIES.get(UNQUALIFIED_QUERY) or registry._q(
         UNQUALIFIED_QUERY, SliceParams, bundle_unqualified_sizes, registry._ALL
     )
-    monkeypatch.setitem(registry.NAMED_QUERIES, UNQUALIFIED_QUERY, named)  # type: ignore[index]
+    monkeypatch.setitem(registry.NAMED_QUERIES, UNQUALIFIED_QUERY, named)
     seed(store, events=unqualified_requests())
     return LocalRunner(store)
 
