@@ -177,6 +177,63 @@ def kernel_registry() -> dict[str, Any]:
     return {"state": "none"}
 
 
+def registry_differences(bundle: Mapping[str, Any], here: Mapping[str, Any], limit: int = 3) -> list[str]:
+    """Where this process's kernel registry state (:func:`kernel_registry`) differs from the one a bundle
+    recorded, in words (``silu_mul priority: triton > reference in the bundle, reference here``), at most ``limit``
+    and then how many more; empty when the digests agree or the bundle recorded no registry."""
+    if not bundle.get("digest") or bundle.get("digest") == here.get("digest"):
+        return []
+    out: list[str] = []
+    ops_b, ops_h = dict(bundle.get("ops") or {}), dict(here.get("ops") or {})
+    policy_b, policy_h = dict(bundle.get("policy") or {}), dict(here.get("policy") or {})
+    for name in sorted(set(ops_b) | set(ops_h) | set(policy_b) | set(policy_h)):
+        if name not in ops_b or name not in ops_h:
+            out.append(f"op {name} only {'here' if name not in ops_b else 'in the bundle'}")
+            continue
+        pb, ph = dict(policy_b.get(name) or {}), dict(policy_h.get(name) or {})
+        for field_ in _POLICY_FIELDS:
+            if pb.get(field_) != ph.get(field_):
+                out.append(f"{name} {field_}: {_policy_text(pb.get(field_))} in the bundle, "
+                           f"{_policy_text(ph.get(field_))} here")  # fmt: skip
+        providers_b = [p.get("name") for p in ops_b[name].get("providers", [])]
+        providers_h = [p.get("name") for p in ops_h[name].get("providers", [])]
+        if providers_b != providers_h:
+            out.append(f"{name} providers: {', '.join(map(str, providers_b))} in the bundle, "
+                       f"{', '.join(map(str, providers_h))} here")  # fmt: skip
+        elif _definition(ops_b[name]) != _definition(ops_h[name]):
+            out.append(f"{name}: its definition (schema, tolerance or a provider's requirements) differs")
+    if bundle.get("evidence") != here.get("evidence"):
+        out.append(f"kernel evidence applied: {_evidence_text(bundle.get('evidence'))} in the bundle, "
+                   f"{_evidence_text(here.get('evidence'))} here")  # fmt: skip
+    if not out:
+        out.append(f"digest {str(bundle.get('digest'))[:12]} in the bundle, {str(here.get('digest'))[:12]} here")
+    more = len(out) - limit
+    return out[:limit] + ([f"{more} more"] if more > 0 else [])
+
+
+def _policy_text(value: Any) -> str:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return " > ".join(value) if value else "(none)"
+    if not value:
+        return "(none)"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+_POLICY_FIELDS = ("priority", "bucket_priority", "refused")
+
+
+def _definition(op: Mapping[str, Any]) -> dict[str, Any]:
+    """An op's description without what its policy decides (the order, refusals, each provider's status)."""
+    providers = [{k: v for k, v in p.items() if k != "status"} for p in op.get("providers", [])]
+    return {**{k: v for k, v in op.items() if k not in _POLICY_FIELDS}, "providers": providers}
+
+
+def _evidence_text(value: Any) -> str:
+    items = [str(v)[:12] for v in value] if isinstance(value, list) else []
+    return ", ".join(items) if items else "none"
+
+
 def collect(
     model: Any,
     *,

@@ -135,5 +135,8 @@ def unpack(archive: Path, out: Path) -> Path:
     except (OSError, tarfile.TarError) as exc:
         if isinstance(exc, FileNotFoundError) and not archive.exists():
             raise BundleError("missing", f"{archive} does not exist") from None
-        raise BundleError("damaged", f"{archive} is not a packed bundle ({exc})") from None
+        why = "not a tar file" if isinstance(exc, tarfile.ReadError) else str(exc)  # ReadError lists every codec tried
+        raise BundleError(
+            "damaged", f"{archive} is not a packed bundle ({why}; `inferensics bundle pack` writes one)"
+        ) from None
     return out

@@ -37,6 +37,7 @@ from inferensics.bundle.capture import (
     fill_from_trace,
     new_capture,
 )
+from inferensics.bundle.shape_factor import accepted_shapes_factor
 
 if TYPE_CHECKING:
     from inferensics.bundle.load import LoadedBundle
@@ -48,6 +49,11 @@ MISS_POLICIES: Final = ("compile", "eager", "refuse")
 CODE_CHANGED: Final = "code: the bundle holds another graph for these inputs (the model's code changed since the build)"
 """The miss factor of a graph whose inputs the bundle qualified but which traced to another graph: replay refuses to
 record such a replay as the request's verdict (it is not of what served)."""
+
+
+REGISTRY_DIFFERS: Final = "kernel_registry: kernel registry state differs: "
+"""Opens the miss factor of a host whose kernel registry (ops, providers, selection policy, applied evidence) is not
+the one the bundle was built with, followed by where it differs."""
 
 
 class BundleMissRefusedError(RuntimeError):
@@ -276,9 +282,7 @@ class BundleSession:
             # Inputs the bundle qualified, traced to another graph: the shapes are not what differs.
             out.append(CODE_CHANGED)
         elif same_code:
-            qualified = sorted({r.inputs for r in same_code})
-            shown = " | ".join(qualified[:3]) + (" …" if len(qualified) > 3 else "")
-            out.append(f"accepted_shapes: inputs {g.inputs} not qualified (bundle: {shown})")
+            out.append(accepted_shapes_factor(g.inputs, [r.inputs for r in same_code]))
         elif not self._by_signature:
             # A bundle signed before `bundle build` refused graphs it could not carry (an FX pass without uuid()
             # made Inductor bypass its cache): the same model and code path miss, whatever they are.
@@ -292,7 +296,8 @@ class BundleSession:
         return tuple(out)
 
     def process_factors(self) -> list[str]:
-        """Settings, compiler versions, customisations and compatibility that differ here (computed once)."""
+        """Settings, compiler versions, customisations, compatibility and the kernel registry's state that differ
+        here (computed once)."""
         if self._differing is None:
             ident = self.bundle.manifest.identity
             diffs: list[str] = []
@@ -323,6 +328,9 @@ class BundleSession:
                     path = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', '')}" if fn else "none"
                     if path != c["import_path"]:
                         diffs.append(f"customisations.{c['target']}: {c['import_path']} → {path}")
+            registry = factors.registry_differences(ident.get("kernel_registry", {}), factors.kernel_registry())
+            if registry:  # its graphs' registry ops may compile with other providers here (another cache key)
+                diffs.append(f"{REGISTRY_DIFFERS}{'; '.join(registry)}")
             self._differing = diffs
         return list(self._differing)
 

@@ -91,3 +91,23 @@ class ShapeDistribution:
         """Shape → share of traffic (sums to 1)."""
         total = sum(s.weight for s in self.shapes)
         return {s.shape: s.weight / total for s in self.shapes}
+
+
+def input_shape_text(shape: Sequence[int]) -> str:
+    """A model input shape of a shape distribution as people read it (``2x48``, as the request page writes a
+    request's shape)."""
+    return "x".join(map(str, shape))
+
+
+def qualified_text(input_shapes: Iterable[Sequence[int]], graph_sizes: Iterable[str] = ()) -> str:
+    """The shapes a bundle qualified, in one notation wherever the bundle's words show them: the model's input
+    shapes (``2x48``), then a dynamic graph's own sizes (``[2,48]``: its symbolic sizes as the calls bound them,
+    one list per input with a symbol, after any padding the model does; what a host's unqualified-shape count and
+    ``attrs['bundle_unqualified_shape']`` compare).
+
+    >>> qualified_text([[1, 20], [2, 48]], ["[2,32]", "[2,48]"])
+    'input shapes 1x20, 2x48; graph sizes [2,32], [2,48]'
+    """
+    text = "input shapes " + (", ".join(input_shape_text(s) for s in input_shapes) or "(none)")
+    sizes = list(graph_sizes)
+    return f"{text}; graph sizes {', '.join(sizes)}" if sizes else text

@@ -97,9 +97,18 @@ _LOCAL_ONLY: Final = frozenset(
 )
 
 
+_CACHE_KEY_TAG: Final = "compiler.cache_key_tag"
+
+
 def compiler_settings() -> tuple[dict[str, Any], dict[str, Any]]:
-    """(settings that differ from their defaults, every setting), ``section.name → value``."""
+    """(settings that differ from their defaults, every setting), ``section.name → value``.
+
+    ``compiler.cache_key_tag`` is read without the kernel registry's salt (:func:`~inferensics.kernels.cache_salt.
+    user_tag`): inside a compile that traced registry ops it holds a digest of that graph's provider decisions, which
+    no build outside that compile records; the registry's state is a factor of its own (``kernel_registry``)."""
     import warnings
+
+    from inferensics.kernels.cache_salt import user_tag
 
     changed: dict[str, Any] = {}
     everything: dict[str, Any] = {}
@@ -114,6 +123,8 @@ def compiler_settings() -> tuple[dict[str, Any], dict[str, Any]]:
                 try:
                     value = _render(getattr(module, name))
                     default = _render(entry.default)
+                    if key == _CACHE_KEY_TAG and isinstance(value, str):
+                        value = user_tag(value)
                 except Exception:
                     continue
                 everything[key] = value

@@ -322,8 +322,8 @@ def build(  # noqa: PLR0917 - one option each
         customs = []
         for d in decomposition or []:
             op, sep, target = d.partition("=")
-            if not sep:
-                fail(f"--decomposition {d!r}: expected OP=module:function")
+            if not sep or ":" not in target:
+                fail(f"--decomposition {d!r}: expected OP=module:function (aten.gelu.default=mypkg.decomps:fast_gelu)")
             customs.append(b.describe_customisation("decomposition", op, resolve(target, "--decomposition")))
         customs += [_fx_pass(f) for f in fx_pass or []]
         options = {**b.PROVENANCE_OPTIONS, **_pairs(option or [], "--option")}
@@ -374,7 +374,7 @@ def _fx_pass(value: str) -> Any:
     slot, sep, target = value.partition("=")
     if not sep:
         slot, target = DEFAULT_FX_PASS_SLOT, value
-    if not slot or not target:
+    if not slot or ":" not in target:
         fail(f"--fx-pass {value!r}: expected [SLOT=]module:name (post_grad_custom_post_pass=mypkg.passes:my_pass)")
     refuse_unknown_slot(slot)  # before importing the user's module
     return b.describe_customisation("fx_pass", slot, resolve(target, "--fx-pass"))
@@ -445,9 +445,18 @@ def verify(
         console.print(line, markup=False)
     for line in _left_out_of(v.directory):
         console.print(line, markup=False)
+    console.print(f"qualified: {_qualified_of(v.manifest)}", markup=False)
     for c in v.manifest.identity.get("customisations", []):
         console.print(f"customisation: {_customisation_line(c)}", markup=False)
     console.print(kernel_evidence_line(v.manifest, evidence, device), markup=False)
+
+
+def _qualified_of(manifest: Any) -> str:
+    """The shapes the bundle qualified: its input shapes, then its dynamic graphs' sizes (what a host compares)."""
+    from inferensics.bundle.shapes import qualified_text
+
+    sizes = dict.fromkeys(s for g in manifest.graphs for s in g.qualified_shapes)
+    return qualified_text(manifest.accepted_shapes, sizes)
 
 
 def _customisation_line(c: dict[str, Any]) -> str:
@@ -484,14 +493,16 @@ def show(
     console.print("  customisations:" + ("" if customs else " (none)"))
     for c in customs:
         console.print(f"    {_customisation_line(c)}", markup=False)
-    console.print(f"  accepted shapes: {m.accepted_shapes}")
+    console.print(f"  qualified: {_qualified_of(m)}", markup=False)
     console.print(f"  {_accuracy_of(bundle)}", markup=False)
     for line in _left_out_of(bundle):
         console.print(f"  {line}", markup=False)
     console.print(f"  {_kernel_evidence_of(bundle, m)}", markup=False)
     for g in m.graphs:
         traced = f" traced from {g.code_location}" if g.code_location else ""
-        console.print(f"  graph {g.fx_key[:16]} code {g.output_code_sha256[:12]}{traced} inputs {g.inputs}")
+        sizes = f" qualified at graph sizes {', '.join(g.qualified_shapes)}" if g.qualified_shapes else ""
+        console.print(f"  graph {g.fx_key[:16]} code {g.output_code_sha256[:12]}{traced}{sizes} inputs {g.inputs}",
+                      markup=False)  # fmt: skip
     console.print(f"  {len(m.resources)} files, {sum(r.size for r in m.resources):,} bytes")
 
 

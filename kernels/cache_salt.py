@@ -18,6 +18,7 @@ change nothing.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import weakref
 from collections.abc import Callable
@@ -29,6 +30,22 @@ from inferensics.kernels.decisions import Decision
 
 MARK: Final = "inferensics-providers:"
 """Precedes the digest of a graph's provider decisions in the tag."""
+
+_SALT: Final = re.compile(rf"\|?{re.escape(MARK)}[0-9a-f]{{32}}$")
+
+
+def user_tag(tag: str) -> str:
+    """``tag`` without the salt this module adds during a compile: the tag the user (or other code) set.
+
+    The salt is a digest of one compile's provider decisions, so it differs from graph to graph and is no
+    setting of the process: what decides it is the registry's state, which a bundle records on its own.
+
+    >>> user_tag("mine|inferensics-providers:" + "0" * 32)
+    'mine'
+    >>> user_tag("mine")
+    'mine'
+    """
+    return _SALT.sub("", tag)
 
 
 @dataclass

@@ -8,7 +8,9 @@ differing factors, and handled by ``on_bundle_miss`` (``compile`` within the com
 ``refuse``). Each request's ``attrs['bundle_status']`` says ``hit`` (every graph that served it came from
 the bundle) or ``miss``. A hit on a graph with symbolic sizes that serves a call at sizes the bundle never
 qualified it at is counted (``stats()['bundle_unqualified_shape_calls']``), puts those sizes on the request
-(``attrs['bundle_unqualified_shape']``: each shape once, ``[5,8], [7,8]``, up to
+(``attrs['bundle_unqualified_shape']``: the graph's dynamic sizes, one list per input with a symbol, as the call bound
+them, after any padding the model does, so not the request's input shape: ``[4,128]`` for a request of ``4x120``;
+each shape once, ``[5,8], [7,8]``, up to
 :data:`~inferensics.collector.host.records.REQUEST_UNQUALIFIED_SHAPES`; ``attrs['bundle_unqualified_calls']``: the
 request's calls at them) and is logged once per shape. The registration
 (``bundles`` row) records the signer and ``signature_state``; a refused bundle is registered with the
@@ -42,6 +44,7 @@ from inferensics.bundle import (
 from inferensics.bundle.canonical import sha256_file
 from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
 from inferensics.bundle.session import BundleSession, MissPolicy
+from inferensics.bundle.shapes import qualified_text
 from inferensics.collector.host.records import BUNDLE_UNQUALIFIED_SHAPE, CURRENT, UnqualifiedCalls
 from inferensics.schema.events import BundleEvent, BundleMissEvent
 
@@ -131,12 +134,13 @@ class BundleGuard:
                 self._logged_shapes.add(served.shape)
         if new:
             log.warning(
-                "inferensics: bundle %s served a call at shape %s, which it never qualified (qualified: %s); counted "
-                "in stats() as bundle_unqualified_shape_calls and stored on the request as attrs['%s']. Rebuild "
-                "the bundle with this shape in its shape distribution to qualify it",
+                "inferensics: bundle %s served a call at graph sizes %s (the graph's dynamic sizes, not the "
+                "request's input shape), which it never qualified (qualified: %s); counted in stats() as "
+                "bundle_unqualified_shape_calls and stored on the request as attrs['%s']. Rebuild the bundle with "
+                "this request's input shape in its shape distribution to qualify it",
                 self.loaded.bundle_id[:16],
                 served.shape,
-                ", ".join(served.qualified),
+                qualified_text(self.loaded.manifest.accepted_shapes, served.qualified),
                 BUNDLE_UNQUALIFIED_SHAPE,
             )
 

@@ -1,12 +1,20 @@
 """The bundle cache: an unchanged build is reused (verified, same bundle id), a changed input or signer is
-another key, a damaged cached bundle is dropped and said why, and ``rebuild`` builds anew."""
+another key, a damaged cached bundle is dropped and said why, and ``rebuild`` builds anew.
+
+The model here is a standalone module written to the test's folder: a model in the ``tests`` package would key
+every file under ``tests/`` (a build keys its model's whole package), so an edit anywhere in the suite changed the
+key, and the key would cover far more than the build reads.
+"""
 
 from __future__ import annotations
 
 import importlib
 import json
 import os
+import sys
+import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +31,53 @@ from inferensics.bundle.cache import (
     source_digests,
 )
 from inferensics.cli.app import app
-from tests.bundle.conftest import INPUTS, MODEL, SHAPES, Keys, spec
+from tests.bundle.conftest import SHAPES, Keys
+from tests.bundle.conftest import spec as tiny_spec
+
+MODULE = "bundle_cache_model"
+MODEL, INPUTS = f"{MODULE}:tiny_mlp", f"{MODULE}:inputs"
+SOURCE = textwrap.dedent('''
+    """The tiny MLP, as a user's model module outside any package."""
+
+    import torch
+    from torch import nn
+
+
+    class TinyMLP(nn.Module):
+        def __init__(self, seed: int = 0) -> None:
+            super().__init__()
+            torch.manual_seed(seed)
+            self.fc1 = nn.Linear(8, 16)
+            self.fc2 = nn.Linear(16, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc2(torch.nn.functional.gelu(self.fc1(x)))
+
+
+    def tiny_mlp(seed: int = 0) -> TinyMLP:
+        return TinyMLP(seed)
+
+
+    def inputs(shape: tuple[int, ...]) -> tuple[torch.Tensor]:
+        return (torch.randn(shape, generator=torch.Generator().manual_seed(1)),)
+''')
+
+
+@pytest.fixture(autouse=True)
+def standalone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The model module, importable as :data:`MODULE` for this test (and forgotten after it)."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / f"{MODULE}.py").write_text(SOURCE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, MODULE, raising=False)
+    yield folder / f"{MODULE}.py"
+    sys.modules.pop(MODULE, None)
+
+
+def spec(**overrides: object) -> b.BuildSpec:
+    """The conftest's tiny-MLP build spec, of the standalone module."""
+    return tiny_spec(**{"model": MODEL, "inputs": INPUTS, **overrides})
 
 
 def test_build_key_covers_inputs_and_signer(keys: Keys, tmp_path: Path) -> None:
@@ -38,9 +92,19 @@ def test_build_key_covers_inputs_and_signer(keys: Keys, tmp_path: Path) -> None:
         "name": build_key(spec(name="other"), keys.key.keyid),
     }
     assert all(k.digest != base.digest for k in changed.values()), changed
-    # The model's package and the builder's own source are keyed, file by file.
-    assert "tests/bundle/models.py" in base.inputs["source"]
-    assert "inferensics.bundle/build.py" in base.inputs["source"]
+    # The model's module and the builder's own source are keyed, file by file, and nothing else.
+    source = base.inputs["source"]
+    assert MODULE in source
+    assert "inferensics.bundle/build.py" in source
+    assert sorted(k for k in source if not k.startswith("inferensics.")) == [MODULE], source
+
+
+def test_the_key_follows_the_model_module_alone(keys: Keys, standalone: Path) -> None:
+    """An edit of the model's module is another key; an edit of a test file is not (it is not read)."""
+    base = build_key(spec(), keys.key.keyid)
+    standalone.write_text(SOURCE + "\n# edited\n", encoding="utf-8")
+    assert build_key(spec(), keys.key.keyid).inputs["source"][MODULE] != base.inputs["source"][MODULE]
+    assert not any(k.startswith("tests/") for k in base.inputs["source"])
 
 
 def test_source_follows_what_the_model_module_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,7 +148,7 @@ def test_reuse_verified_and_rebuild(keys: Keys, tmp_path: Path) -> None:
 
 def test_damaged_cached_bundle_is_dropped(keys: Keys, built: b.BuildResult, tmp_path: Path) -> None:
     cache = BundleCache(tmp_path / "cache")
-    key = build_key(spec(advise=True), keys.key.keyid)
+    key = build_key(tiny_spec(advise=True), keys.key.keyid)  # the session's bundle, of the tests package's model
     entry = cache.store(key, built.directory)
     assert cache.lookup(key, keys.keyring) == (entry, "")
     blob = entry / "artifacts" / "megacache.bin"

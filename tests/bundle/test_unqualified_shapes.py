@@ -138,3 +138,22 @@ def test_a_failing_callback_does_not_fail_the_request(loaded: b.LoadedBundle) ->
         out = compiled(*inputs((6, 8)))
     assert out.shape == (6, 4)
     assert session.stats()["unqualified_shapes"] == {"[6,8]": 1}
+
+
+def test_show_and_verify_write_the_qualified_shapes_in_the_hosts_notation(dynamic: b.BuildResult, keys: Keys) -> None:
+    """Input shapes as the request page writes them (``2x8``), a dynamic graph's sizes as a host's unqualified-shape
+    count and ``attrs['bundle_unqualified_shape']`` do (``[2,8]``), each named for what it is."""
+    from typer.testing import CliRunner
+
+    from inferensics.cli.app import app
+
+    qualified = "qualified: input shapes 2x8, 3x8; graph sizes [2,8], [3,8]"
+    shown = CliRunner().invoke(app, ["bundle", "show", str(dynamic.directory)])
+    assert shown.exit_code == 0, shown.output
+    assert f"  {qualified}" in shown.output.splitlines(), shown.output
+    (graph,) = dynamic.manifest.graphs
+    assert f"graph {graph.fx_key[:16]} code " in shown.output
+    assert f" qualified at graph sizes [2,8], [3,8] inputs {graph.inputs}" in shown.output, shown.output
+    verified = CliRunner().invoke(app, ["bundle", "verify", str(dynamic.directory), "--keyring", str(keys.public)])
+    assert verified.exit_code == 0, verified.output
+    assert qualified in verified.output.splitlines(), verified.output

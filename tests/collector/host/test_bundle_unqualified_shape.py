@@ -107,9 +107,10 @@ def test_a_request_served_at_an_unqualified_shape_is_counted_marked_and_logged_o
     assert stats["bundle_unqualified_shape_calls"] == 14  # 5, 5, 7, 9, 7, 5, 5, six in r-many in requests; 6 outside
     said = [r.getMessage() for r in caplog.records if "never qualified" in r.getMessage()]
     assert len(said) == 2, said
-    assert "shape [5,8]" in said[0], said
-    assert "shape [7,8]" in said[1], said  # [9,8] was the third new shape: over the bound, counted only
-    assert all("(qualified: [2,8], [3,8])" in line and built.bundle_id[:16] in line for line in said), said
+    assert "at graph sizes [5,8] (the graph's dynamic sizes, not the request's input shape)" in said[0], said
+    assert "at graph sizes [7,8]" in said[1], said  # [9,8] was the third new shape: over the bound, counted only
+    qualified = "(qualified: input shapes 2x8, 3x8; graph sizes [2,8], [3,8])"
+    assert all(qualified in line and built.bundle_id[:16] in line for line in said), said
     assert all(f"attrs['{BUNDLE_UNQUALIFIED_SHAPE}']" in line for line in said), said
 
 
