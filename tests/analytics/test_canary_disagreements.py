@@ -10,10 +10,9 @@ time later, agreeing (the pair is of the earliest request). ``pool-b`` agrees ev
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
@@ -34,6 +33,7 @@ from inferensics.schema import columns as col
 from inferensics.schema.events import FP_OK
 from inferensics.schema.store import Store
 from tests.analytics.canary_requests import insert_requests, request_frame
+from tests.analytics.counting_store import CountingStore
 from tests.seeding import scratch_store
 
 T = datetime(2026, 3, 2, tzinfo=UTC)
@@ -103,19 +103,8 @@ def _expected() -> pl.DataFrame:
     )
 
 
-class _Counting:
-    """A store that counts the queries it answers."""
-
-    def __init__(self, store: Store) -> None:
-        self.store, self.database, self.queries = store, store.database, 0
-
-    def query_frame(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pl.DataFrame:
-        self.queries += 1
-        return self.store.query_frame(sql, parameters)
-
-
 def test_the_failing_agreement_names_its_worst_disagreeing_pairs_from_the_pairs_query(store: Store) -> None:
-    counting = _Counting(store)
+    counting = CountingStore(store)
     result = canary_compare(counting, CanaryParams(**DAY, hw_pool="pool-a"))
     agreement = result.evidence.filter(pl.col("metric") == "argmax_agreement").row(0, named=True)
     assert (agreement["baseline"], agreement["candidate"], agreement["outcome"]) == (40.0, 27 / 40, "fail")

@@ -9,10 +9,9 @@ not), and two overlapping windows of every bundle.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -27,6 +26,7 @@ from inferensics.schema.events import FP_OK, FP_UNSAMPLED
 from inferensics.schema.store import Store
 from tests.analytics.canary_per_pool import canary_compare_alone
 from tests.analytics.canary_requests import MODEL, insert_requests, request_frame
+from tests.analytics.counting_store import CountingStore
 from tests.seeding import scratch_store
 
 T = datetime(2026, 3, 2, tzinfo=UTC)
@@ -81,17 +81,6 @@ def pools_store(chdb_dir: Path) -> Iterator[Store]:
         yield store
 
 
-class _Counting:
-    """A store that counts the queries it answers."""
-
-    def __init__(self, store: Store) -> None:
-        self.store, self.database, self.queries = store, store.database, 0
-
-    def query_frame(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pl.DataFrame:
-        self.queries += 1
-        return self.store.query_frame(sql, parameters)
-
-
 CASES = {
     "two bundles": dict(model=MODEL, baseline="base", candidate="cand", **DAY),
     "two bundles truncated": dict(model=MODEL, baseline="base", candidate="cand", max_rows=1000, **DAY),
@@ -105,7 +94,7 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_grouped_pools_equal_each_pool_alone(pools_store: Store, case: str) -> None:
     params = CanaryParams(**CASES[case])
-    counting = _Counting(pools_store)
+    counting = CountingStore(pools_store)
     grouped = canary_compare_pools(counting, params, POOLS, now=NOW)
     assert list(grouped) == POOLS
     for pool in POOLS:
@@ -156,7 +145,7 @@ def test_short_sides_past_the_kept_raw_requests_are_counted_in_the_rollups_in_on
     the kept days, once for every pool: here the candidate is short in pool-c and pool-d, and its rows are all kept,
     so the rules stay those of the raw rows."""
     params = CanaryParams(**CASES["two bundles"])
-    recent, late = _Counting(pools_store), _Counting(pools_store)
+    recent, late = CountingStore(pools_store), CountingStore(pools_store)
     kept = canary_compare_pools(recent, params, POOLS, now=NOW)
     later = canary_compare_pools(late, params, POOLS, now=T + timedelta(days=60))
     assert (recent.queries, late.queries) == (3, 4)

@@ -4,7 +4,7 @@ its window, or too few. Real chDB; the expired rows are dropped by the ``request
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.store import Store
 from tests.analytics.canary_requests import MODEL, POOL, insert_requests, request_frame
+from tests.analytics.counting_store import CountingStore
 from tests.seeding import scratch_store
 
 T = datetime(2026, 1, 5, tzinfo=UTC)
@@ -93,15 +94,6 @@ def test_the_command_prints_pool_counts_and_a_verdict_that_agree(expired_store: 
     assert "Traceback" not in out.output
 
 
-class _Counting:
-    def __init__(self, store: Store) -> None:
-        self.store, self.database, self.queries = store, store.database, 0
-
-    def query_frame(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pl.DataFrame:
-        self.queries += 1
-        return self.store.query_frame(sql, parameters)
-
-
 def test_a_window_without_requests_says_so_and_what_to_do(expired_store: Store) -> None:
     """Nothing was served that day, kept or expired; the rollups are asked only of a window past the kept days."""
     empty = dict(start=T + timedelta(days=10), end=T + timedelta(days=11))
@@ -110,7 +102,7 @@ def test_a_window_without_requests_says_so_and_what_to_do(expired_store: Store) 
         "no requests of the baseline or the candidate in the window 2026-01-15 00:00 – 2026-01-16 00:00 UTC: widen "
         "the window, or check the bundle ids"
     )
-    recent, late = _Counting(expired_store), _Counting(expired_store)
+    recent, late = CountingStore(expired_store), CountingStore(expired_store)
     assert canary_compare(recent, params, now=empty["end"]).rule == rule
     assert canary_compare(late, params, now=LATER).rule == rule
     assert (recent.queries, late.queries) == (3, 5)  # one rollup count per short side past the kept days
