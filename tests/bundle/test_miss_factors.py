@@ -10,7 +10,6 @@ differ.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,17 +42,9 @@ def silu(keys: Keys, tmp_path_factory: pytest.TempPathFactory) -> b.BuildResult:
 @pytest.fixture
 def fresh(tmp_path: Path) -> Iterator[None]:
     """An empty compile cache and this test's compiler state kept in this test."""
-    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "cache")
-    try:
-        with torch_adapter.compiler_state_restored():
-            torch_adapter.reset_compiler()
-            yield
-    finally:
-        if saved is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+    with torch_adapter.temporary_cache_dir(str(tmp_path / "cache")), torch_adapter.compiler_state_restored():
+        torch_adapter.reset_compiler()
+        yield
 
 
 def _serve(built: b.BuildResult, keys: Keys) -> list[b.BundleMatch]:
