@@ -230,7 +230,8 @@ def test_verify_and_show_say_a_bundle_was_signed_outside_tolerance_and_what_its_
     assert lines[0].startswith(f"verified tiny {result.bundle_id}")
     assert lines[1].startswith("warning: signed with compiled output outside tolerance at 2x8, 3x8 "
                                "(--allow-inaccurate; worst error ratio ")  # fmt: skip
-    assert lines[2] == f"customisation: {replaces}"
+    assert lines[2] == "qualified: input shapes 2x8, 3x8"
+    assert lines[3] == f"customisation: {replaces}"
     shown = runner.invoke(app, ["bundle", "show", str(result.directory)])
     assert shown.exit_code == 0, shown.output
     assert f"  customisations:\n    {replaces}\n" in shown.output

@@ -130,7 +130,7 @@ def test_cli_build_carries_a_pass_given_by_fx_pass(keys: Keys, tmp_path: Path) -
     [
         ("tests.bundle.fx_passes:plain_pass", "the FX pass tests.bundle.fx_passes:plain_pass has no uuid(): "),
         ("no_such_slot=tests.bundle.fx_passes:no_op_pass", "FX pass slot 'no_such_slot': Inductor (torch "),
-        ("tests.bundle.fx_passes", "--fx-pass 'tests.bundle.fx_passes' must be module:function"),
+        ("tests.bundle.fx_passes", "--fx-pass 'tests.bundle.fx_passes': expected [SLOT=]module:name"),
         ("tests.bundle.no_such_module:p", "--fx-pass 'tests.bundle.no_such_module:p': cannot import"),
         ("tests.bundle.fx_passes:missing", "--fx-pass 'tests.bundle.fx_passes:missing': tests.bundle.fx_passes has no"),
         ("=tests.bundle.fx_passes:no_op_pass", "expected [SLOT=]module:name"),

@@ -242,7 +242,9 @@ def test_verify_and_show_say_what_evidence_the_bundle_carries_and_whether_a_load
     for bundle, line in ((carried.directory, follows), (other, refused)):
         result = CliRunner().invoke(app, ["bundle", "verify", str(bundle), "--keyring", str(keys.public)])
         assert result.exit_code == 0, result.output
-        assert result.output.splitlines()[1:] == [line]
+        lines = result.output.splitlines()
+        assert lines[1].startswith("qualified: input shapes "), result.output
+        assert lines[2:] == [line]
     for bundle, line in ((carried.directory, follows), (other, refused), (packed, refused)):
         result = CliRunner().invoke(app, ["bundle", "show", str(bundle)])
         assert result.exit_code == 0, result.output
@@ -315,7 +317,9 @@ def test_interpreter_evidence_is_not_followed_by_a_host_without_the_interpreter(
     here = json.loads((carried.directory / KERNEL_EVIDENCE).read_text())
     result = CliRunner().invoke(app, ["bundle", "verify", str(carried.directory), "--keyring", str(keys.public)])
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[1:] == [
+    lines = result.output.splitlines()
+    assert lines[1].startswith("qualified: input shapes "), result.output
+    assert lines[2:] == [
         f"kernel evidence {here['digest'][:16]}: measured in Triton's interpreter, which this host does not run: its "
         "timings and accuracy verdicts hold only with TRITON_INTERPRET=1 INFERENSICS_KERNELS_INTERPRET=1: a load here "
         "applies none of it (the bundle still loads)"
