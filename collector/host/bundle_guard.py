@@ -45,8 +45,9 @@ from inferensics.bundle.canonical import sha256_file
 from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
 from inferensics.bundle.session import BundleSession, MissPolicy
 from inferensics.bundle.shapes import qualified_text
-from inferensics.collector.host.records import BUNDLE_UNQUALIFIED_SHAPE, CURRENT, UnqualifiedCalls
+from inferensics.collector.host.records import CURRENT, UnqualifiedCalls
 from inferensics.schema.events import BundleEvent, BundleMissEvent
+from inferensics.schema.request_attrs import BUNDLE_UNQUALIFIED_SHAPE
 
 if TYPE_CHECKING:
     from inferensics.collector.host.request_tracker import Tracker

@@ -32,7 +32,7 @@ from inferensics.collector.host.journal import Journal
 from inferensics.collector.host.kernel_decisions import KIND as KERNEL_DECISION
 from inferensics.collector.host.kernel_decisions import EagerDecisions
 from inferensics.collector.host.queueing import BoundedQueue
-from inferensics.collector.host.records import BUNDLE_STATUS, GraphSlot, RawRequest
+from inferensics.collector.host.records import GraphSlot, RawRequest
 from inferensics.collector.host.shape_policy import ShapePolicy, shape_signature
 from inferensics.collector.host.trusted_records import f32, trusted_request, u8, u32
 from inferensics.collector.trace.assembler import AssemblyContext, CompileAssembler
@@ -51,6 +51,7 @@ from inferensics.schema.events import (
     SdkHealthEvent,
 )
 from inferensics.schema.graph_calls import graph_call_name
+from inferensics.schema.request_attrs import BUNDLE_STATUS
 from inferensics.schema.table import Event
 
 log = logging.getLogger("inferensics.collector.host")

@@ -14,9 +14,7 @@ from typing import Any, Final
 
 # The request attributes bundle_guard sets are the schema's (the drill-down reads them under the same names); the
 # pipeline and bundle_guard import them from here.
-from inferensics.schema.request_attrs import BUNDLE_STATUS as BUNDLE_STATUS  # noqa: PLC0414 (re-exported)
-from inferensics.schema.request_attrs import BUNDLE_UNQUALIFIED_CALLS as BUNDLE_UNQUALIFIED_CALLS  # noqa: PLC0414
-from inferensics.schema.request_attrs import BUNDLE_UNQUALIFIED_SHAPE as BUNDLE_UNQUALIFIED_SHAPE  # noqa: PLC0414
+from inferensics.schema.request_attrs import BUNDLE_UNQUALIFIED_CALLS, BUNDLE_UNQUALIFIED_SHAPE
 
 
 class GraphSlot:

@@ -19,7 +19,7 @@ import torch
 from inferensics import bundle as b
 from inferensics.bundle import torch_adapter
 from inferensics.collector.host import SdkConfig, bundle_guard, instrument, records
-from inferensics.collector.host.records import BUNDLE_STATUS, BUNDLE_UNQUALIFIED_CALLS, BUNDLE_UNQUALIFIED_SHAPE
+from inferensics.schema.request_attrs import BUNDLE_STATUS, BUNDLE_UNQUALIFIED_CALLS, BUNDLE_UNQUALIFIED_SHAPE
 from inferensics.schema.store import Store
 from tests.bundle.models import inputs, tiny_mlp
 
