@@ -16,6 +16,7 @@ from inferensics.analytics.filters import SliceParams, check_filter_values, slic
 from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.request_attrs import BUNDLE_STATUS, BUNDLE_UNQUALIFIED_CALLS, BUNDLE_UNQUALIFIED_SHAPE
+from inferensics.schema.shape_text import MORE_SIZES, SIZES_SEPARATOR
 
 TOP_SHAPES: Final = 3
 """The most common unqualified sizes listed per model and bundle."""
@@ -26,7 +27,9 @@ BUNDLE_REQUESTS: Final = "bundle_requests"
 UNQUALIFIED_CALLS: Final = "unqualified_calls"
 """Column: the graph calls of those requests that ran at unqualified sizes."""
 TOP_SIZES: Final = "top_sizes"
-"""Column: the most common unqualified sizes (``[9,8]``), most requests first."""
+"""Column: the most common unqualified sizes, most requests first: one call's sizes each, as the host stored them
+(``[9,8]``; ``[9,1];[2,9,4,64,16]`` for a graph with several inputs with a symbol: a report shows them with
+:func:`~inferensics.schema.shape_text.graph_size_text`)."""
 TOP_SIZE_REQUESTS: Final = "top_size_requests"
 """Column: the requests at each of :data:`TOP_SIZES`."""
 SCHEMA: Final = pl.Schema(
@@ -35,8 +38,8 @@ SCHEMA: Final = pl.Schema(
      TOP_SIZE_REQUESTS: pl.List(pl.UInt64())}
 )  # fmt: skip
 """The columns of :func:`bundle_unqualified_sizes`' answer."""
-_SHAPE: Final = r"\[[^\]]*\]"
-"""One size in ``attrs['bundle_unqualified_shape']`` (``[9,8], [7,8] (+3 calls at other shapes)``)."""
+_MORE: Final = MORE_SIZES.pattern.replace("\\", "\\\\")
+""":data:`~inferensics.schema.shape_text.MORE_SIZES` as a ClickHouse string literal's content."""
 
 
 def bundle_unqualified_sizes(client: QueryClient, params: SliceParams) -> pl.DataFrame:
@@ -60,7 +63,8 @@ def bundle_unqualified_sizes(client: QueryClient, params: SliceParams) -> pl.Dat
         where.params,
     )
     sizes = client.query_frame(
-        f"SELECT {keys}, arrayJoin(arrayDistinct(extractAll({shape}, '{_SHAPE.replace(chr(92), chr(92) * 2)}'))) "
+        f"SELECT {keys}, arrayJoin(arrayDistinct(splitByString('{SIZES_SEPARATOR}', "
+        f"replaceRegexpOne({shape}, '{_MORE}', '')))) "
         f"AS size, toUInt64(count()) AS n FROM {db}.{table} WHERE ({where.sql}) AND {shape} != '' "
         f"GROUP BY {col.MODEL}, {col.BUNDLE_ID}, size",
         where.params,

@@ -30,6 +30,7 @@ from inferensics.schema import columns as col
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.graph_calls import GRAPH_CALL_PREFIX, GRAPH_CALL_SUFFIX, graph_call_key
 from inferensics.schema.request_attrs import BUNDLE_STATUS, BUNDLE_UNQUALIFIED_CALLS, BUNDLE_UNQUALIFIED_SHAPE
+from inferensics.schema.shape_text import stored_sizes_text
 
 
 class RequestParams(BaseModel):
@@ -316,12 +317,12 @@ def bundle_lines(detail: Mapping[str, Any]) -> list[tuple[str, str]]:
     why), or at sizes the bundle never qualified; none for a request served without a bundle.
 
     >>> bundle_lines({"bundle_id": "ab" * 32, "bundle_name": "baseline", "bundle_signature_state": "verified",
-    ...               "bundle_status": "hit", "bundle_unqualified_shape": "[9,8], [7,8]",
-    ...               "bundle_unqualified_calls": "6"})  # doctest: +NORMALIZE_WHITESPACE
+    ...               "bundle_status": "hit", "shape": "7x120", "bundle_unqualified_calls": "6",
+    ...               "bundle_unqualified_shape": "[8,128], [8,1];[2,8,4,128,16]"})  # doctest: +NORMALIZE_WHITESPACE
     [('ok', 'ran from bundle baseline, verified on its host: every graph that served it came from the bundle'),
-     ('warn', 'a graph of bundle baseline served 6 of its calls at sizes the bundle never qualified that graph at:
-       [9,8], [7,8] (its qualification checked neither accuracy nor latency there); rebuild the bundle with these
-       sizes in its shape distribution')]
+     ('warn', 'a graph of bundle baseline served 6 of its calls at graph sizes [8,128], ([8,1], [2,8,4,128,16])
+       (request 7x120), which the bundle never qualified that graph at (its qualification checked neither accuracy
+       nor latency there); rebuild the bundle with the request shape 7x120 in its shape distribution')]
     """
     bundle_id = str(detail.get(col.BUNDLE_ID) or "")
     if not bundle_id:
@@ -354,13 +355,18 @@ def bundle_lines(detail: Mapping[str, Any]) -> list[tuple[str, str]]:
     else:
         lines.append(("info", f"no graph of bundle {name} served it ({checked}): it raised or ran eagerly before "
                               "calling one"))  # fmt: skip
-    shape = str(detail.get(BUNDLE_UNQUALIFIED_SHAPE) or "")
-    if shape:
+    sizes = str(detail.get(BUNDLE_UNQUALIFIED_SHAPE) or "")
+    if sizes:
         calls = str(detail.get(BUNDLE_UNQUALIFIED_CALLS) or "")
         which = f"{int(calls):,} of its calls" if calls.isdigit() else "it"  # an older SDK recorded no count
-        lines.append(("warn", f"a graph of bundle {name} served {which} at sizes the bundle never qualified that graph "
-                              f"at: {shape} (its qualification checked neither accuracy nor latency there); rebuild "
-                              "the bundle with these sizes in its shape distribution"))  # fmt: skip
+        # Graph sizes are what the graph saw after the model padded the request, so they are not the request's
+        # shape; what qualifies them is the request's shape in the build's shape distribution, which the line names.
+        request = str(detail.get(col.SHAPE) or "")
+        lines.append(("warn", f"a graph of bundle {name} served {which} at graph sizes {stored_sizes_text(sizes)} "
+                              f"(request {request or 'shape not recorded'}), which the bundle never qualified that "
+                              "graph at (its qualification checked neither accuracy nor latency there); rebuild the "
+                              f"bundle with {f'the request shape {request}' if request else 'the request shapes'} in "
+                              "its shape distribution"))  # fmt: skip
     return lines
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from inferensics.bundle.errors import BundleError
+from inferensics.schema.shape_text import graph_sizes_text, input_shape_text
+
+__all__ = ["ShapeDistribution", "WeightedShape", "input_shape_text", "qualified_text"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,7 @@ class WeightedShape:
     @property
     def label(self) -> str:
         """``2x16``."""
-        return "x".join(map(str, self.shape))
+        return input_shape_text(self.shape)
 
 
 @dataclass(frozen=True)
@@ -93,21 +96,16 @@ class ShapeDistribution:
         return {s.shape: s.weight / total for s in self.shapes}
 
 
-def input_shape_text(shape: Sequence[int]) -> str:
-    """A model input shape of a shape distribution as people read it (``2x48``, as the request page writes a
-    request's shape)."""
-    return "x".join(map(str, shape))
-
-
 def qualified_text(input_shapes: Iterable[Sequence[int]], graph_sizes: Iterable[str] = ()) -> str:
-    """The shapes a bundle qualified, in one notation wherever the bundle's words show them: the model's input
-    shapes (``2x48``), then a dynamic graph's own sizes (``[2,48]``: its symbolic sizes as the calls bound them,
-    one list per input with a symbol, after any padding the model does; what a host's unqualified-shape count and
-    ``attrs['bundle_unqualified_shape']`` compare).
+    """The shapes a bundle qualified, in one notation wherever the bundle's words show them
+    (:mod:`inferensics.schema.shape_text`): the model's input shapes (``2x48``), then a dynamic graph's own sizes
+    (``[2,48]``: its symbolic sizes as the calls bound them, one list per input with a symbol, after any padding the
+    model does; what a host's unqualified-shape count and ``attrs['bundle_unqualified_shape']`` compare), a call's
+    lists in a tuple where the graph has several such inputs (``([2,1], [2,2,4,64,16])``).
 
-    >>> qualified_text([[1, 20], [2, 48]], ["[2,32]", "[2,48]"])
-    'input shapes 1x20, 2x48; graph sizes [2,32], [2,48]'
+    >>> qualified_text([[1, 20], [2, 48]], ["[2,32]", "[2,48]", "[2,1];[2,2,4,64,16]"])
+    'input shapes 1x20, 2x48; graph sizes [2,32], [2,48], ([2,1], [2,2,4,64,16])'
     """
     text = "input shapes " + (", ".join(input_shape_text(s) for s in input_shapes) or "(none)")
     sizes = list(graph_sizes)
-    return f"{text}; graph sizes {', '.join(sizes)}" if sizes else text
+    return f"{text}; graph sizes {graph_sizes_text(sizes)}" if sizes else text

@@ -17,6 +17,7 @@ from inferensics.analytics.bundle_unqualified import (
 )
 from inferensics.analytics.report.page import Section
 from inferensics.schema import columns as col
+from inferensics.schema.shape_text import graph_size_text
 
 BUNDLE_ID_DIGITS: Final = 12
 """Digits of a bundle id shown (as the report's bundle misses show them)."""
@@ -38,7 +39,7 @@ def rebuild_command(model: str) -> str:
 
 def _sizes(row: dict[str, object]) -> str:
     sizes, counts = row[TOP_SIZES] or [], row[TOP_SIZE_REQUESTS] or []
-    return ", ".join(f"{s} in {n:,}" for s, n in zip(sizes, counts, strict=True))  # type: ignore[call-overload]
+    return ", ".join(f"{graph_size_text(s)} in {n:,}" for s, n in zip(sizes, counts, strict=True))  # type: ignore[call-overload]
 
 
 def unqualified_line(frame: pl.DataFrame) -> str | None:
@@ -64,16 +65,25 @@ def unqualified_section(frame: pl.DataFrame) -> list[Section]:
     """The section (none when no request ran at an unqualified size)."""
     if frame.is_empty():
         return []
-    shown = frame.with_columns(pl.col(col.BUNDLE_ID).str.head(BUNDLE_ID_DIGITS))
+    shown = frame.with_columns(
+        pl.col(col.BUNDLE_ID).str.head(BUNDLE_ID_DIGITS),
+        pl.Series(
+            TOP_SIZES,
+            [[graph_size_text(s) for s in sizes or []] for sizes in frame.get_column(TOP_SIZES).to_list()],
+            dtype=pl.List(pl.String()),
+        ),
+    )
     return [
         Section(
             TITLE,
             [
                 "Requests a bundle hit served at sizes the bundle never qualified its graph at (the host SDK's "
                 "attrs['bundle_unqualified_shape']): unqualified_requests of bundle_requests (every request a graph "
-                "of the bundle served), unqualified_calls (their calls at those sizes), top_sizes (most requests "
-                f"first, top_size_requests each). Bundle ids show their first {BUNDLE_ID_DIGITS} digits. Rebuild "
-                f"the bundle with those shapes (`{rebuild_command('<model>')}`) or add them to its --shapes file."
+                "of the bundle served), unqualified_calls (their calls at those sizes), top_sizes (the graph's sizes "
+                "at one call each, one list per input with a symbol, a tuple of them where it has several; most "
+                f"requests first, top_size_requests each). Bundle ids show their first {BUNDLE_ID_DIGITS} digits. "
+                "Rebuild the bundle with those shapes "
+                f"(`{rebuild_command('<model>')}`) or add them to its --shapes file."
             ],
             [],
             [

@@ -48,6 +48,7 @@ from inferensics.bundle.shapes import qualified_text
 from inferensics.collector.host.records import CURRENT, UnqualifiedCalls
 from inferensics.schema.events import BundleEvent, BundleMissEvent
 from inferensics.schema.request_attrs import BUNDLE_UNQUALIFIED_SHAPE
+from inferensics.schema.shape_text import graph_size_text
 
 if TYPE_CHECKING:
     from inferensics.collector.host.request_tracker import Tracker
@@ -140,7 +141,7 @@ class BundleGuard:
                 "bundle_unqualified_shape_calls and stored on the request as attrs['%s']. Rebuild the bundle with "
                 "this request's input shape in its shape distribution to qualify it",
                 self.loaded.bundle_id[:16],
-                served.shape,
+                graph_size_text(served.shape),
                 qualified_text(self.loaded.manifest.accepted_shapes, served.qualified),
                 BUNDLE_UNQUALIFIED_SHAPE,
             )

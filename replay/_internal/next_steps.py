@@ -49,9 +49,13 @@ def next_steps(verdict: Verdict, replayed: Replayed) -> list[str]:
     unqualified = verdict.evidence.get("unqualified_shape")
     if unqualified:
         said = vt.unqualified_shape_text(unqualified["request"], unqualified["qualified"])
+        # A shapes file holds the request's shape as its host recorded it (what --shapes-from-service reads), which
+        # a request of several tensors (a KV cache beside the tokens) does not spell out.
+        recorded = str(replayed.request.get(col.SHAPE) or "")
+        add = f"add the request's shape {recorded}" if recorded else "add it"
         steps.insert(
             0,
-            f"{said}: add it to the build's --shapes and rebuild (or serve it from a bundle built on it) so that "
+            f"{said}: {add} to the build's --shapes and rebuild (or serve it from a bundle built on it) so that "
             "qualification checks it",
         )
     missing = verdict.evidence.get("build_history_not_replayed")

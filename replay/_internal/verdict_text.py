@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+from inferensics.bundle.shapes import input_shape_text, qualified_text
 from inferensics.replay._internal.graph_probe import SourceLine
 from inferensics.replay._internal.tolerance import EAGER_LIMIT, RATIO_LIMIT
 
@@ -205,15 +206,22 @@ def not_reproduced_text(recorded: Mapping[str, Any], ratio: str) -> tuple[str, s
 
 
 def shape_text(shape: Any) -> str:
-    """``[2,11,16]`` (nested for several tensors)."""
+    """A request's input shape as a shape distribution and the request page write it (``2x11x16``); a tuple of them
+    where it has several tensors (``(4x120, 2x4x4x128x16)``), as a graph's sizes at one call read
+    (:mod:`inferensics.schema.shape_text`)."""
     if isinstance(shape, list | tuple) and shape and isinstance(shape[0], list | tuple):
         return "(" + ", ".join(shape_text(s) for s in shape) + ")"
-    return "[" + ",".join(str(int(d)) for d in shape) + "]"
+    return input_shape_text(shape)
 
 
 def unqualified_shape_text(request: Any, qualified: list[list[int]]) -> str:
-    """The request's shape was never qualified by the bundle: ``request shape [4,13] was never qualified …``."""
-    return (
-        f"request shape {shape_text(request)} was never qualified by this bundle (qualified: "
-        f"{', '.join(shape_text(q) for q in qualified) or 'none'})"
+    """The request's input shape was never qualified by the bundle: ``request input shape 4x13 was never qualified by
+    this bundle (qualified: input shapes 4x8)``, the bundle's input shapes as ``bundle verify``'s ``qualified:``
+    line writes them."""
+    several = bool(request) and isinstance(request[0], list | tuple)
+    said = (
+        f"request input shapes {shape_text(request)} were"
+        if several
+        else f"request input shape {shape_text(request)} was"
     )
+    return f"{said} never qualified by this bundle (qualified: {qualified_text(qualified)})"

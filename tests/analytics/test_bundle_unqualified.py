@@ -54,3 +54,30 @@ def test_requests_at_unqualified_sizes_are_counted_per_model_and_bundle_with_the
     ]
     qwen = SliceParams(start=NOW, end=NOW + timedelta(hours=1), model="qwen")
     assert bundle_unqualified_sizes(store, qwen).is_empty()  # its bundle served every request at qualified sizes
+
+
+B3 = "b3" * 32
+DECODER_SIZES = ["[8,128], [8,1];[2,8,4,128,16]", "[8,1];[2,8,4,128,16]",
+                 "[8,1];[2,8,4,192,16], [8,1];[2,8,4,128,16] (+1 calls at other shapes)"]  # fmt: skip
+"""A decoder's requests on bundle B3, as its host SDK stores them: a prefill graph's sizes (one input with a symbol)
+and a decode step's (two: ``;`` between them), ``", "`` between calls."""
+
+
+def decoder_requests() -> list[RequestEvent]:
+    """Three requests of ``decoder`` on B3 at unqualified sizes (:data:`DECODER_SIZES`)."""
+    return [
+        RequestEvent(request_id=f"d{i}", ts=NOW + timedelta(minutes=i), host="h", model="decoder", bundle_id=B3,
+                     attrs={BUNDLE_STATUS: "hit", BUNDLE_UNQUALIFIED_SHAPE: s, BUNDLE_UNQUALIFIED_CALLS: "3"}, **WHERE)
+        for i, s in enumerate(DECODER_SIZES)
+    ]  # fmt: skip
+
+
+def test_a_graph_with_several_inputs_with_a_symbol_counts_each_calls_sizes_whole(store: Store) -> None:
+    """One call's sizes are one size, however many inputs with a symbol its graph has: it counted each input's list
+    on its own (``[8,1]`` in 3 and ``[2,8,4,128,16]`` in 3, as if they were sizes of their own)."""
+    seed(store, events=decoder_requests())
+    frame = bundle_unqualified_sizes(store, SliceParams(start=NOW, end=NOW + timedelta(hours=1), model="decoder"))
+    (row,) = frame.to_dicts()
+    assert (row["unqualified_requests"], row["unqualified_calls"]) == (3, 9)
+    assert row["top_sizes"] == ["[8,1];[2,8,4,128,16]", "[8,128]", "[8,1];[2,8,4,192,16]"]
+    assert row["top_size_requests"] == [3, 1, 1]

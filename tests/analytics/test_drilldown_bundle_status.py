@@ -25,9 +25,11 @@ from tests.dashboard.bundle_statuses import (
     MISS_REASON,
     NONE,
     REFUSED_STATE,
+    REQUEST_SHAPE,
     SHAPE,
     UNQUALIFIED,
     UNQUALIFIED_CALLS,
+    UNQUALIFIED_SHOWN,
     UNTRUSTED,
     events,
 )
@@ -71,14 +73,17 @@ def test_each_bundle_status_is_in_the_detail_and_said(store: Store) -> None:
     assert (shape[BUNDLE_UNQUALIFIED_SHAPE], shape[BUNDLE_UNQUALIFIED_CALLS]) == (UNQUALIFIED, str(UNQUALIFIED_CALLS))
     assert [level for level, _ in bundle_lines(shape)] == ["ok", "warn"]
     # Several shapes and the request's calls at them read as one sentence (it read "served it at sizes [9,8],
-    # [7,8], which the bundle never qualified", with no count).
+    # [7,8], which the bundle never qualified", with no count). Each call's graph sizes read apart, a tuple of one
+    # list per input (it read "[8,128], [8,1];[2,8,4,128,16]"), beside the request's own shape, which is what the
+    # shape distribution takes (it said to rebuild "with these sizes", which no shapes file holds).
     assert bundle_lines(shape)[1][1] == (
-        f"a graph of bundle {BUNDLE_NAME} served {UNQUALIFIED_CALLS} of its calls at sizes the bundle never qualified "
-        f"that graph at: {UNQUALIFIED} (its qualification checked neither accuracy nor latency there); rebuild the "
-        "bundle with these sizes in its shape distribution"
+        f"a graph of bundle {BUNDLE_NAME} served {UNQUALIFIED_CALLS} of its calls at graph sizes {UNQUALIFIED_SHOWN} "
+        f"(request {REQUEST_SHAPE}), which the bundle never qualified that graph at (its qualification checked "
+        f"neither accuracy nor latency there); rebuild the bundle with the request shape {REQUEST_SHAPE} in its shape "
+        "distribution"
     )
     older_sdk = {**shape, BUNDLE_UNQUALIFIED_CALLS: ""}  # no count recorded
-    assert bundle_lines(older_sdk)[1][1].startswith(f"a graph of bundle {BUNDLE_NAME} served it at sizes the bundle")
+    assert bundle_lines(older_sdk)[1][1].startswith(f"a graph of bundle {BUNDLE_NAME} served it at graph sizes ")
 
     miss = _detail(store, MISS)
     assert miss[BUNDLE_STATUS] == "miss"

@@ -15,7 +15,7 @@ from inferensics.analytics.report import unqualified
 from inferensics.analytics.report.weekly import render_weekly_markdown, summary_lines
 from inferensics.analytics.weekly import UNQUALIFIED_QUERY, build_weekly_report
 from inferensics.schema.store import Store
-from tests.analytics.test_bundle_unqualified import B1, NOW, unqualified_requests
+from tests.analytics.test_bundle_unqualified import B1, B3, NOW, decoder_requests, unqualified_requests
 from tests.seeding import seed
 
 
@@ -54,3 +54,19 @@ def test_a_week_without_unqualified_sizes_says_nothing_of_them(runner: LocalRunn
 def test_the_rebuild_command_example_stays_true() -> None:
     result = doctest.testmod(unqualified, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert (result.attempted, result.failed) == (1, 0)
+
+
+def test_each_calls_graph_sizes_read_apart_in_the_summary_and_the_table(runner: LocalRunner, store: Store) -> None:
+    """A graph with several inputs with a symbol reads as a tuple of one list per input, as ``bundle verify``'s
+    ``qualified:`` line writes it: the report ran each input's list into the next call's
+    (``[8,128], [8,1];[2,8,4,128,16];…``)."""
+    seed(store, events=decoder_requests())
+    report = build_weekly_report(runner, "2026-W10", now=NOW + timedelta(days=2))
+    (line,) = [x for x in summary_lines(report) if "not qualified" in x]
+    assert (
+        f"3 of 3 requests of decoder on bundle {B3[:12]} (most common: ([8,1], [2,8,4,128,16]) in 3, "
+        "[8,128] in 1, ([8,1], [2,8,4,192,16]) in 1)"
+    ) in line
+    markdown = render_weekly_markdown(report)
+    sizes = "([8,1], [2,8,4,128,16]), [8,128], ([8,1], [2,8,4,192,16])"
+    assert f"| decoder | {B3[:12]} | 3 | 3 | 9 | {sizes} | 3, 1, 1 |" in markdown, markdown

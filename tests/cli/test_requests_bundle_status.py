@@ -18,9 +18,10 @@ from tests.dashboard.bundle_statuses import (
     MISS,
     MISS_FACTOR,
     MISS_REASON,
+    REQUEST_SHAPE,
     SHAPE,
-    UNQUALIFIED,
     UNQUALIFIED_CALLS,
+    UNQUALIFIED_SHOWN,
 )
 from tests.dashboard.bundle_statuses import events as bundle_events
 from tests.seeding import seed
@@ -46,8 +47,8 @@ def test_one_request_says_what_its_bundle_did(store: Store) -> None:
     shape = _bundle_lines(dsn, SHAPE)
     assert len(shape) == 2
     assert shape[1].startswith(
-        f"bundle: a graph of bundle {BUNDLE_NAME} served {UNQUALIFIED_CALLS} of its calls at sizes the bundle never "
-        f"qualified that graph at: {UNQUALIFIED} (its"
+        f"bundle: a graph of bundle {BUNDLE_NAME} served {UNQUALIFIED_CALLS} of its calls at graph sizes "
+        f"{UNQUALIFIED_SHOWN} (request {REQUEST_SHAPE}), which the bundle never qualified that graph at (its"
     )
     assert _bundle_lines(dsn, MISS) == [
         f"bundle: bundle miss: a graph that served it is not in bundle {BUNDLE_NAME} (verified on its host): compiled "

@@ -20,8 +20,13 @@ BUNDLE = "b0" * 32
 BUNDLE_NAME = "baseline"
 WHERE = dict(model="tiny-decoder", hw_pool="cpu-a", traffic_class="chat")
 HIT, SHAPE, MISS, LATER, NONE, UNTRUSTED = "bs-hit", "bs-shape", "bs-miss", "bs-later", "bs-none", "bs-untrusted"
-UNQUALIFIED = "[9,8], [7,8]"
-"""Two shapes the bundle never qualified, as the host SDK joins them (``attrs['bundle_unqualified_shape']``)."""
+UNQUALIFIED = "[8,128], [8,1];[2,8,4,128,16]"
+"""Two calls' graph sizes the bundle never qualified, as the host SDK joins them
+(``attrs['bundle_unqualified_shape']``): a prefill graph's (one input with a symbol) and a decode step's (two)."""
+UNQUALIFIED_SHOWN = "[8,128], ([8,1], [2,8,4,128,16])"
+""":data:`UNQUALIFIED` as people read it: each call's sizes apart, a tuple of one list per input."""
+REQUEST_SHAPE = "7x120"
+"""The request's own input shape (the model padded it to the graph sizes above)."""
 UNQUALIFIED_CALLS = 6
 """The request's calls at them (``attrs['bundle_unqualified_calls']``)."""
 MISS_FACTOR = "accepted_shapes: 1x7 not in [1x16, 1x32]"
@@ -54,7 +59,7 @@ def events(now: datetime) -> list[Event]:
                     **{k: WHERE[k] for k in ("model", "hw_pool")}),
         req(HIT, 1, attrs={"bundle_status": "hit"}),
         req(SHAPE, 2, attrs={"bundle_status": "hit", "bundle_unqualified_shape": UNQUALIFIED,
-                             "bundle_unqualified_calls": str(UNQUALIFIED_CALLS)}),
+                             "bundle_unqualified_calls": str(UNQUALIFIED_CALLS)}, shape=REQUEST_SHAPE),
         req(MISS, 3, attrs={"bundle_status": "miss"}, outcome="compile", compile_ms=900.0, **missed),
         BundleMissEvent(ts=t + timedelta(minutes=3, milliseconds=5), bundle_id=BUNDLE, host="h1", request_id=MISS,
                         graph_signature="s1", graph_key=MISSED_FX_KEY, action="compiled",

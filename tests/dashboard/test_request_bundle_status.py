@@ -18,9 +18,10 @@ from tests.dashboard.bundle_statuses import (
     MISS_FACTOR,
     MISS_REASON,
     NONE,
+    REQUEST_SHAPE,
     SHAPE,
-    UNQUALIFIED,
     UNQUALIFIED_CALLS,
+    UNQUALIFIED_SHOWN,
     events,
 )
 from tests.dashboard.conftest import SeededService, seeded_service
@@ -51,11 +52,11 @@ def test_each_bundle_status_is_on_the_request_page(statuses: SeededService) -> N
 
     shape = open_page(statuses, PAGE, **{"drill.request_id": SHAPE})
     assert_clean(shape)
-    shown = UNQUALIFIED.replace("[", r"\[").replace("]", r"\]")  # Markdown's brackets shown as themselves
-    assert any(
+    shown = UNQUALIFIED_SHOWN.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")
+    assert any(  # Markdown's brackets and parentheses shown as themselves
         w.startswith(
-            rf"A graph of bundle {BUNDLE_NAME} served {UNQUALIFIED_CALLS} of its calls at sizes the bundle never "
-            rf"qualified that graph at: {shown} \(its"
+            rf"A graph of bundle {BUNDLE_NAME} served {UNQUALIFIED_CALLS} of its calls at graph sizes {shown} "
+            rf"\(request {REQUEST_SHAPE}\), which the bundle never qualified that graph at \(its"
         )
         for w in _alerts(shape, "warning")
     ), _alerts(shape, "warning")

@@ -77,7 +77,8 @@ SPECIFICS = {
     "graph_pass": ["torch._inductor.config.post_grad_custom_post_pass = None", "swap_sub_args",
                    "node mul_1 (aten.sub)"],
     "schedule": ['"max_fusion_size": 1', "kernel cpp_fused_mul_0", "node mul_1 (aten.mul) at model.py:12"],
-    "shape_specialization": ["request shape [4,13] was never qualified", "--static", "guards that let [4,13]"],
+    "shape_specialization": ["request input shape 4x13 was never qualified by this bundle (qualified: input shapes "
+                             "4x8)", "--static", "guards that let 4x13 through the graph compiled at 4x8"],
     "artifact_mismatch": ["host gpu-7", "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1", "fabc123def456789",
                           "constants [0.125] served, [0.625] now"],
     "inputs": ["input ids holds 1 values outside [0, 31] at [[1, 1]]", "model.py:5", "--export DIR"],
@@ -97,6 +98,27 @@ def test_each_category_gets_two_to_four_steps_naming_its_verdict(category: str) 
     said = " ".join(steps)
     for specific in SPECIFICS[category]:
         assert specific in said, (specific, steps)
+
+
+def test_a_request_of_several_tensors_names_each_shape_as_the_bundle_names_its_own() -> None:
+    """A request's tensors and the bundle's qualified shapes read as a shape distribution writes them (``4x120``),
+    as ``bundle verify``'s ``qualified:`` line does: it read ``request shape ([4,120], [2,4,4,128,16]) ...
+    (qualified: [2,48])``, the notation of a graph's sizes, which they are not."""
+    said = vt.unqualified_shape_text([[4, 120], [2, 4, 4, 128, 16]], [[2, 48], [1, 20]])
+    assert said == (
+        "request input shapes (4x120, 2x4x4x128x16) were never qualified by this bundle (qualified: input shapes "
+        "2x48, 1x20)"
+    )
+    verdict = _located(
+        "shape_specialization", op="aten.sum", culprit=vt.SIGNED_SHAPE_CULPRIT,
+        evidence={"unqualified_shape": {"request": [[4, 120], [2, 4, 4, 128, 16]], "qualified": [[2, 48]]}},
+    )  # fmt: skip
+    steps = next_steps(verdict, Replayed("req-9", {**REQUEST, "shape": "4x120x1"}))
+    assert steps[0].startswith(
+        "request input shapes (4x120, 2x4x4x128x16) were never qualified by this bundle (qualified: input shapes "
+        "2x48): add the request's shape 4x120x1 to the build's --shapes and rebuild"
+    ), steps
+    assert any("guards that let (4x120, 2x4x4x128x16) through the graph compiled at 2x48" in s for s in steps), steps
 
 
 def test_a_compiler_fault_says_what_to_attach_to_a_bug_report() -> None:

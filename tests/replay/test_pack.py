@@ -330,7 +330,7 @@ def test_a_wrong_shape_request_names_its_op_and_line_as_a_wrong_dtype_one_does(b
     assert shape["summary"] == (
         "eager raised on this request, in fp64 too: RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x5 "
         "and 8x16); located by running it eagerly (no FX node: Dynamo could not trace the request with these inputs) "
-        "[request shape [4,5] was never qualified by this bundle (qualified: [4,8])]"
+        "[request input shape 4x5 was never qualified by this bundle (qualified: input shapes 4x8)]"
     )
 
 
