@@ -11,6 +11,10 @@ writes a required argument as ``{path}`` in the usage line; and it keeps a docst
 first paragraph, so the source's wrap and the terminal's cut the prose into ragged lines. The app's group
 class turns every command it hands out into these classes and rejoins those paragraphs, so each command module
 registers its commands as usual.
+
+A usage error (a missing argument or option, an unknown option, a bad value, an unknown command) prints as the
+command's other errors do: one line, what is wrong and where the command's help is. Click printed the usage
+line, a hint and the error: four lines, the error last.
 """
 
 from __future__ import annotations
@@ -19,8 +23,29 @@ import inspect
 from typing import Any
 
 import typer
+from rich.markup import escape
 from typer._click.core import Context
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+from inferensics.cli.console import err_console
+
+
+class OneLineUsageError(UsageError):
+    """A usage error shown as one line: ``error: <click's words>; see `<command> --help```."""
+
+    def show(self, file: Any = None) -> None:
+        """Print the line on standard error (as :func:`~inferensics.cli.errors.fail` prints)."""
+        where = self.ctx.command_path if self.ctx is not None else "inferensics"
+        said = self.format_message().strip().rstrip(".")
+        err_console.print(f"[bold red]error:[/] {escape(said)}; see `{escape(where)} --help`")
+
+
+def _one_line(exc: UsageError, ctx: Context) -> UsageError:
+    """``exc`` as a :class:`OneLineUsageError` (a request for help, ``no_args_is_help``, stays as it is)."""
+    if isinstance(exc, NoArgsIsHelpError | OneLineUsageError):
+        return exc
+    return OneLineUsageError(exc.format_message(), exc.ctx or ctx)
 
 
 def _tidy(params: list[Any]) -> list[Any]:
@@ -48,6 +73,13 @@ class HelpCommand(TyperCommand):
         """The parameters, tidied for help (see the module docstring)."""
         return _tidy(super().get_params(ctx))
 
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        """The arguments parsed; a usage error is one line (see the module docstring)."""
+        try:
+            return super().parse_args(ctx, args)
+        except UsageError as exc:
+            raise _one_line(exc, ctx) from None
+
     def collect_usage_pieces(self, ctx: Context) -> list[str]:
         """``[OPTIONS] PATH``: required arguments bare, optional ones in brackets."""
         pieces = [self.options_metavar] if self.options_metavar else []
@@ -64,6 +96,20 @@ class HelpGroup(TyperGroup):
     def get_params(self, ctx: Context) -> list[Any]:
         """The parameters, tidied for help."""
         return _tidy(super().get_params(ctx))
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        """The arguments parsed; a usage error is one line (see the module docstring)."""
+        try:
+            return super().parse_args(ctx, args)
+        except UsageError as exc:
+            raise _one_line(exc, ctx) from None
+
+    def resolve_command(self, ctx: Context, args: list[str]) -> Any:
+        """The subcommand ``args`` name; an unknown one is one line."""
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as exc:
+            raise _one_line(exc, ctx) from None
 
     def get_command(self, ctx: Context, cmd_name: str) -> Any:
         """The subcommand, as a :class:`HelpGroup` or :class:`HelpCommand`."""

@@ -46,11 +46,10 @@ def query_runner(dsn: str | None, data_dir: Path | None, service: str | None, to
 
 
 def service_line(exc: ServiceError) -> str:
-    """The line a failed call to the service gives: a refused named query (400: a bad parameter or filter value) in
-    the service's own words, as the same query on a store says them (no method, path, status or query name: the user
-    fixes the value, not the plumbing); other failures (5xx, unreachable, a refused token) with what the client
-    says, where the URL, path and status help."""
-    return exc.detail if exc.status == 400 else exc.message
+    """The line a failed call to the service gives (:attr:`ServiceError.line
+    <inferensics.collector.client.ServiceError.line>`, the dashboard's too): a refused request (400) in the
+    service's own words, other failures as the client says them."""
+    return exc.line
 
 
 def store_text(runner: object) -> str:
@@ -66,7 +65,7 @@ def store_text(runner: object) -> str:
     try:
         store = runner.status().get("store") or {}
     except ServiceError as exc:
-        fail(exc.message)
+        fail(service_line(exc))
     if not store.get("dsn"):
         fail(f"the service did not say which store it owns ({store.get('error') or 'its status names none'}): pass "
              "--out DIR to say where the report goes")  # fmt: skip

@@ -40,6 +40,14 @@ class ServiceError(RuntimeError):
         self.message = message
         self.detail = detail if detail is not None else message
 
+    @property
+    def line(self) -> str:
+        """The line a command or a dashboard page shows: a refused request (400: a bad parameter or filter value)
+        in the service's own words, as the same query on a store says them (no method, path, status or query
+        name: the user fixes the value, not the plumbing); other failures (5xx, unreachable, a refused token) as
+        the client says them, where the URL, path and status help."""
+        return self.detail if self.status == 400 else self.message
+
 
 class ServiceClient:
     """Talks to one collector service over HTTP(S).
@@ -65,8 +73,15 @@ class ServiceClient:
         verify: bool | str = True,
         url_source: str = f"--service or ${SERVICE_URL_ENV}",
     ) -> None:
-        self.url = (url or os.environ.get(SERVICE_URL_ENV) or DEFAULT_URL).rstrip("/")
+        given = url or os.environ.get(SERVICE_URL_ENV) or DEFAULT_URL
+        self.url = given.rstrip("/")
         self.url_source = url_source
+        wrong = _not_a_url(self.url)
+        if wrong:  # httpx raised InvalidURL (no ServiceError: a traceback) or said "cannot reach ... is it running?"
+            raise ServiceError(
+                f"{given!r} is not a service URL ({wrong}): pass http(s)://HOST:PORT with {url_source}, "
+                f"e.g. {DEFAULT_URL}"
+            )
         token = token if token is not None else os.environ.get(TOKEN_ENV)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if verify is True and os.environ.get(CA_FILE_ENV):
@@ -216,6 +231,24 @@ class ServiceClient:
             name, _, value = line.rpartition(" ")
             out[name] = float(value)
         return out
+
+
+def _not_a_url(url: str) -> str:
+    """What makes ``url`` no URL of a service, or ``""``."""
+    try:
+        parsed = httpx.URL(url)
+        port = parsed.port
+    except (httpx.InvalidURL, ValueError) as exc:
+        return str(exc).rstrip(".")
+    if parsed.scheme not in ("http", "https"):
+        return (
+            f"the scheme is {parsed.scheme}://, not http:// or https://" if parsed.scheme else "no http:// or https://"
+        )
+    if not parsed.host:
+        return "no host"
+    if port is not None and not 0 < port < 65536:
+        return f"port {port} is not 1-65535"
+    return ""
 
 
 def _certificate_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -187,7 +188,7 @@ def _release(client: ServiceClient, data_dir: Path, opts: DemoOptions, console: 
         try:
             release.publish(client, built, opts.token)
         except ServiceError as exc:
-            raise DemoError(f"could not push the release bundles: {exc.message}") from None
+            raise DemoError(f"could not push the release bundles: {exc.line}") from None
     for name, b in built.bundles.items():
         if b.rejected:
             console.print(f"[yellow]not reusing the cached {name} bundle:[/] {b.rejected}; built anew")
@@ -215,7 +216,7 @@ def _check_token(url: str, token: str | None) -> None:
             client.sql("SELECT 1")
     except ServiceError as exc:
         raise DemoError(
-            f"{exc.message}; the demo sends, pushes and reads its run back through the admin SQL API: "
+            f"{exc.line}; the demo sends, pushes and reads its run back through the admin SQL API: "
             "pass --token (or $INFERENSICS_TOKEN) with the admin role"
         ) from None
 
@@ -406,7 +407,7 @@ def _report(
         console.print(f"canary verdict for {record.bundle_ids[CANDIDATE]}: [bold]{verdict['outcome']}[/] "
                       f"({verdict['rule']}){'; ' + note if note else ''}")  # fmt: skip
     except ServiceError as exc:
-        console.print(f"[yellow]could not read the results back:[/] {exc.message}")
+        console.print(f"[yellow]could not read the results back:[/] {escape(exc.line)}")
     console.print(
         "expected outcomes        " + ", ".join(f"{k} {v}" for k, v in sorted(record.expected_outcomes().items()))
     )

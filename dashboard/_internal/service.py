@@ -12,7 +12,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime
@@ -146,8 +145,11 @@ def _json_value(value: object) -> str:
 
 
 def said(exc: ServiceError) -> str:
-    """What the service said, in its own words: no method, path, HTTP status or query name in front."""
-    return re.sub(r"^[a-z][a-z0-9_]*: ", "", exc.detail, count=1)
+    """What the service said, in its own words: no method, path, HTTP status or query name in front. The client
+    takes a refused query's name off (:meth:`ServiceClient.query`), so a refusal (400) reads here as the command
+    line says it (:attr:`ServiceError.line <inferensics.collector.client.ServiceError.line>`); nothing more is cut:
+    a message that opens with a word and a colon keeps that word."""
+    return exc.detail
 
 
 def section_query(name: str, what: str, **params: Any) -> pl.DataFrame | None:

@@ -67,21 +67,23 @@ def test_a_priority_change_compiles_the_new_provider_and_the_old_one_hits_again(
     assert _aot_hits() == hits + 1  # the same graph with the same providers: a cache hit
 
 
-def test_a_users_cache_key_tag_is_kept(
-    providers: tuple[kernels.SemanticOp, str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_users_cache_key_tag_is_kept(providers: tuple[kernels.SemanticOp, str, str]) -> None:
     op, twice, _ = providers
     planted.first(op, twice)
     x = torch.randn(3, 8)
     assert _compile_and_run(x) == 2.0
     assert torch.compiler.config.cache_key_tag == ""  # put back when the compile ended
-    monkeypatch.setattr(torch.compiler.config, "cache_key_tag", "user-tag")
-    hits = _aot_hits()
-    assert _compile_and_run(x) == 2.0
-    assert _aot_hits() == hits  # the user's tag still keys the graph: another entry
-    assert torch.compiler.config.cache_key_tag == "user-tag"
-    assert _compile_and_run(x) == 2.0
-    assert _aot_hits() == hits + 1
+    # The config's own patch, not monkeypatch.setattr: monkeypatch's undo deleted the setting, so every later
+    # read of it in the process raised "torch.compiler.config.cache_key_tag does not exist".
+    # (patch is added at run time, install_config_module; torch.compiler.config lacks _config_typing's stub)
+    with torch.compiler.config.patch(cache_key_tag="user-tag"):  # type: ignore[attr-defined]
+        hits = _aot_hits()
+        assert _compile_and_run(x) == 2.0
+        assert _aot_hits() == hits  # the user's tag still keys the graph: another entry
+        assert torch.compiler.config.cache_key_tag == "user-tag"
+        assert _compile_and_run(x) == 2.0
+        assert _aot_hits() == hits + 1
+    assert torch.compiler.config.cache_key_tag == ""
 
 
 def test_a_fresh_process_hits_the_graph_another_process_saved(tmp_path: Path) -> None:
