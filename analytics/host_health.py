@@ -39,7 +39,8 @@ Rules:
 * **Latest counters** (``requests_seen`` ... ``requests_lost``, ``last_error``) are those of the process's
   newest record before the range end: since that process started. ``requests_lost`` is another process's loss: the
   finished requests that processes which died on the host (SIGKILL) never exported, counted by this process from
-  their crash journals when it started.
+  their crash journals when it started; so are ``dead_processes`` (those processes) and ``requests_recovered``
+  (the requests they had in flight, exported by this process as error rows).
 * **Growth in the range** (``<counter>_in_range``): the sum of the increases between consecutive records,
   the first one measured from the process's last record before the range (within ``lookback_s``). A record
   with any counter below its predecessor's is a restart (counted in ``restarts``; only records that name no
@@ -136,8 +137,8 @@ def host_health(client: QueryClient, params: HostHealthParams, *, now: datetime 
     it), stopped (its last record was a clean shutdown's), records (in the range), restarts (in the range), the
     latest counters since the process started (requests_seen, records_dropped,
     spans_sent, spans_refused, refused_auth, refused_down, refused_back_pressure, sdk_errors, kernel_failures,
-    kernel_fallbacks, kernel_unproven, kernel_untraceable, requests_lost), queue_depth (latest), queue_depth_max (in
-    the range),
+    kernel_fallbacks, kernel_unproven, kernel_untraceable, requests_lost, dead_processes, requests_recovered),
+    queue_depth (latest), queue_depth_max (in the range),
     last_error (latest), and each counter's growth in the range (``<counter>_in_range``). Quiet processes first, longest
     silent first, then by host, model, pool, process.
 

@@ -193,6 +193,8 @@ STOPPED: Final = "stopped"
 INTERVAL_S: Final = "interval_s"
 PROCESS: Final = "process"
 REQUESTS_LOST: Final = "requests_lost"
+DEAD_PROCESSES: Final = "dead_processes"
+REQUESTS_RECOVERED: Final = "requests_recovered"
 
 # --- rollups ------------------------------------------------------------------------------------------
 BUCKET: Final = "bucket"

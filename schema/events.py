@@ -822,6 +822,12 @@ class SdkHealthEvent(Event):
     """Finished requests of processes that died on this host (SIGKILL, the out-of-memory killer) whose rows were
     never exported, counted by this process from their crash journals when it started (its ``stats()``'s
     ``requests_lost``): the dead processes' loss, not this one's. 0 in records stored before it was kept."""
+    dead_processes: U64 = 0
+    """Processes that died on this host (a fatal error, SIGKILL, the out-of-memory killer) whose crash journals this
+    process read when it started (its ``stats()``'s ``dead_processes``). 0 in records stored before it was kept."""
+    requests_recovered: U64 = 0
+    """Requests those dead processes had in flight, exported by this process as ``error`` rows from their crash
+    journals (its ``stats()``'s ``requests_recovered``). 0 in records stored before it was kept."""
 
 
 class KernelDecisionEvent(Event):

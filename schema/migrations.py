@@ -57,6 +57,48 @@ class Step:
         return self.sql
 
 
+@dataclass(frozen=True, slots=True)
+class KeepTtl:
+    """Give table ``dest`` the TTL table ``source`` has when this runs: the one an operator set (``MODIFY TTL``,
+    the README's "Retention"), or none where they removed it, instead of the schema's default that ``dest`` was
+    created with. The migrator reads ``source``'s TTL from ``system.tables`` (``engine_full``, :attr:`sql`) and
+    alters ``dest`` where it differs (:func:`~inferensics.schema.migrator.keep_ttl`); with ``when``, only while that
+    query answers more than zero. A migration that fills a new table to exchange with an old one (a copy and
+    exchange) keeps the old table's TTL with it: :func:`_copy_and_exchange` adds this step before the copy fills.
+
+    A TTL in ``replaced`` (one an earlier release's schema gave the table, which the migration means to replace) is
+    not carried: ``dest`` keeps the schema's. Its text (the checksum's, and what the engine's parser sees) is the
+    query that reads the TTL."""
+
+    database: str
+    source: str
+    dest: str
+    on_cluster: str = ""
+    when: str | None = None
+    replaced: tuple[str, ...] = ()
+
+    @property
+    def sql(self) -> str:
+        """The query that reads ``source``'s engine clause (its TTL among the rest)."""
+        return engine_full_query(self.database, self.source)
+
+    def __str__(self) -> str:
+        return self.sql
+
+
+EARLIER_TTLS: Final[Mapping[str, tuple[str, ...]]] = {
+    REQUESTS_1M.name: ("toDateTime(bucket) + toIntervalDay(7)",),
+}
+"""TTLs an earlier release's schema gave a table (as ``engine_full`` writes them) and a later one changed: a copy
+and exchange of that table does not carry them over (:class:`KeepTtl`), the store takes today's. Before version 7
+the per-minute request rollup kept 7 days; migration 7 rebuilds it for 32."""
+
+
+def engine_full_query(db: str, table: str) -> str:
+    """The query of a table's ``engine_full`` (no row: no such table)."""
+    return f"SELECT engine_full FROM system.tables WHERE database = '{db}' AND name = '{table}'"
+
+
 def _has_column(db: str, table: str, column: str) -> str:
     return f"SELECT count() FROM system.columns WHERE database = '{db}' AND table = '{table}' AND name = '{column}'"
 
@@ -78,7 +120,7 @@ class Migration:
 
     version: int
     name: str
-    statements: Callable[[Target], Sequence[str | Step]]
+    statements: Callable[[Target], Sequence[str | Step | KeepTtl]]
 
     def checksum(self, target: Target) -> str:
         """sha256 of the statements for ``target`` as applied, recorded with the version (an audit trail of
@@ -228,7 +270,7 @@ def _copy_and_exchange(
     shard_key: str,
     fill: Callable[[str], Sequence[str]],
     when: str | None,
-) -> list[str | Step]:
+) -> list[str | Step | KeepTtl]:
     """Give table ``name`` a form ``ALTER`` cannot reach (a sorting key, a rebuilt content): fill a copy
     ``name + suffix`` in that form, exchange the two, drop the old one.
 
@@ -238,6 +280,9 @@ def _copy_and_exchange(
     every step up to the exchange runs only while ``when`` says there is work, and a rerun empties the copy
     before filling it; without, the copy is dropped and created anew, so an interrupted run starts again
     from nothing (a copy left from one is never reused, whatever its form).
+
+    The copy is created with the schema's TTL; before it fills it takes the TTL ``name`` has then
+    (:class:`KeepTtl`), so a TTL the operator set survives the exchange.
     """
     db, on = target.database, target.on_cluster
     cluster = target.backend == "cluster"
@@ -247,7 +292,7 @@ def _copy_and_exchange(
     def step(sql: str) -> str | Step:
         return sql if when is None else Step(sql, when)
 
-    out: list[str | Step] = []
+    out: list[str | Step | KeepTtl] = []
     if when is None:
         if cluster:
             out.append(f"DROP TABLE IF EXISTS {db}.{copy}{on} SYNC")
@@ -257,6 +302,8 @@ def _copy_and_exchange(
         out.append(step(distributed_sql(copy, copy_local, shard_key, target)))
     if when is not None:
         out.append(step(f"TRUNCATE TABLE IF EXISTS {db}.{copy_local}{on}"))
+    # The shard tables hold the rows and the TTL (a Distributed table takes none).
+    out.append(KeepTtl(db, local, copy_local, on, when, EARLIER_TTLS.get(name, ())))
     out.extend(step(sql) for sql in fill(copy if cluster else copy_local))
     out.append(step(f"EXCHANGE TABLES {db}.{local} AND {db}.{copy_local}{on}"))
     if cluster:
@@ -272,7 +319,7 @@ V5_SUFFIX = "__v5"
 """Suffix of the tables migration 5 fills before exchanging them with the old ones."""
 
 
-def _rollups_ordered_by_time(target: Target) -> list[str | Step]:
+def _rollups_ordered_by_time(target: Target) -> list[str | Step | KeepTtl]:
     # Before version 5 every rollup was ordered by its keys, then the bucket: each granule held a few
     # series' whole history, so any time range read the whole table (the hourly request rollup's 27 edge
     # hours of a 7-day overview read all 1.4M rows, 0.67 s). From 5 on a coarser time bucket leads the key,
@@ -283,7 +330,7 @@ def _rollups_ordered_by_time(target: Target) -> list[str | Step]:
     db = target.database
     # The copies are today's tables, filled with today's values: the old request rollups gain the columns
     # added since (their defaults are what old rows read) before they are read.
-    out = _drop_views(ROLLUPS, target) + _request_columns_of_today(target)
+    out: list[str | Step | KeepTtl] = [*_drop_views(ROLLUPS, target), *_request_columns_of_today(target)]
     cluster = target.backend == "cluster"
     for r in ROLLUPS:
         table, *distributed = [s for s in render_rollup(r, target) if s.startswith("CREATE TABLE")]
@@ -310,14 +357,14 @@ def _rollups_ordered_by_time(target: Target) -> list[str | Step]:
             fill=fill,
             when=old,
         )
-    return out + _create_views(ROLLUPS, target)
+    return [*out, *_create_views(ROLLUPS, target)]
 
 
 V6_SUFFIX = "__v6"
 """Suffix of the table migration 6 fills before exchanging it with ``requests``."""
 
 
-def _requests_ordered_by_class_then_pool(target: Target) -> list[str | Step]:
+def _requests_ordered_by_class_then_pool(target: Target) -> list[str | Step | KeepTtl]:
     # Before version 6 raw requests were ordered by model, pool, traffic class, time. A canary compares one
     # model and traffic class across every pool, so each part held one short run of its rows per pool
     # (~800 rows of a 3.3M-row day at 10^8 rows a month) and every run cost a whole 8192-row granule: a
@@ -364,7 +411,7 @@ REBUILD_DAYS = 32
 """Days of raw requests (counted back from the newest) migration 7 rebuilds the per-minute rollup from."""
 
 
-def _minute_rollup_covers_raw_retention(target: Target) -> list[str | Step]:
+def _minute_rollup_covers_raw_retention(target: Target) -> list[str | Step | KeepTtl]:
     # Before version 7 the per-minute request rollup kept 7 days, so a dashboard range of 7 or 30 days
     # (ending on a whole minute) read its first minutes from raw rows: 17 minutes of every model's
     # requests read a whole day's partition (raw rows are not ordered by time), 140-210 ms of the 10^8-row
@@ -511,8 +558,9 @@ def _columns_as_fresh(target: Target) -> list[str | Step]:
     # where any model column differs from a fresh table's in comment, codec or place has every model column
     # given its definition and place, in one ALTER: metadata only (each keeps its type, so no part is
     # rewritten); a column the model no longer has stays, after them. Every model column is named, so the columns
-    # later migrations add (24, 26) are added first where missing.
-    db, out = target.database, [*_columns_added_in_24(target), *_columns_added_in_26(target)]
+    # later migrations add (24, 26, 27) are added first where missing.
+    db = target.database
+    out = [*_columns_added_in_24(target), *_columns_added_in_26(target), *_columns_added_in_27(target)]
     for model in EVENT_MODELS:
         columns = columns_of(model)
         differs = " OR ".join(
@@ -548,6 +596,13 @@ def _columns_added_in_26(target: Target) -> list[str | Step]:
     """Health records count the finished requests that dead processes of the host never exported (``requests_lost``),
     at the end as a fresh table has it, where missing. Rows stored before read 0."""
     return _sdk_health_columns(target, col.REQUESTS_LOST)
+
+
+def _columns_added_in_27(target: Target) -> list[str | Step]:
+    """Health records count the dead processes of the host whose crash journals the process read, and the requests
+    they had in flight that it exported (``dead_processes``, ``requests_recovered``), at the end as a fresh table has
+    them, where missing. Rows stored before read 0."""
+    return _sdk_health_columns(target, col.DEAD_PROCESSES, col.REQUESTS_RECOVERED)
 
 
 def _table_comments(target: Target) -> list[str | Step]:
@@ -729,6 +784,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(25, "column comments name every word their columns take; capture markers named", _vocabulary_comments),
     Migration(26, "host SDK health records count the requests dead processes lost", _columns_added_in_26),
+    Migration(
+        27, "host SDK health records count dead processes and the requests recovered from them", _columns_added_in_27
+    ),
 )
 """Every migration, in version order."""
 

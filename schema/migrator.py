@@ -12,12 +12,20 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from inferensics.schema.ddl import Target
-from inferensics.schema.migrations import COPY_SUFFIXES, MIGRATIONS, Step, migrations_table_sql, view_statements
+from inferensics.schema.migrations import (
+    COPY_SUFFIXES,
+    MIGRATIONS,
+    KeepTtl,
+    Step,
+    engine_full_query,
+    migrations_table_sql,
+    view_statements,
+)
 
-__all__ = ["MIGRATIONS", "MigrationFailedError", "apply_migrations", "recorded_version"]
+__all__ = ["MIGRATIONS", "MigrationFailedError", "apply_migrations", "keep_ttl", "recorded_version", "ttl_clause"]
 
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
@@ -77,10 +85,67 @@ def apply_migrations(client: Client, target: Target) -> int:
     return current
 
 
-def _run(client: Client, stmt: str | Step) -> None:
+def _run(client: Client, stmt: str | Step | KeepTtl) -> None:
+    if isinstance(stmt, KeepTtl):
+        keep_ttl(client, stmt)
+        return
     if isinstance(stmt, Step) and not client.query(stmt.when).result_rows[0][0]:
         return
     client.command(str(stmt))
+
+
+def keep_ttl(client: Client, step: KeepTtl) -> None:
+    """Give ``step.dest`` the TTL ``step.source`` has now (``MODIFY TTL``), or none where it has none (``REMOVE
+    TTL``); nothing where they agree, where the source's is one the schema replaces (``step.replaced``), where
+    ``step.when`` answers zero, or where either table is missing."""
+    if step.when is not None and not client.query(step.when).result_rows[0][0]:
+        return
+    source = client.query(engine_full_query(step.database, step.source)).result_rows
+    dest = client.query(engine_full_query(step.database, step.dest)).result_rows
+    if not source or not dest:
+        return
+    want, have = ttl_clause(str(source[0][0])), ttl_clause(str(dest[0][0]))
+    if want == have or (want and want in step.replaced):  # the schema's TTL, or an earlier one it replaces
+        return
+    table = f"{step.database}.{step.dest}{step.on_cluster}"
+    client.command(f"ALTER TABLE {table} MODIFY TTL {want}" if want else f"ALTER TABLE {table} REMOVE TTL")
+    log.info("kept the TTL of %s.%s on its copy %s: %s", step.database, step.source, step.dest, want or "none")
+
+
+_ENDS_TTL: Final = ("SETTINGS", "COMMENT")
+"""The clauses that may follow a table's TTL in ``engine_full`` or ``create_table_query``."""
+
+
+def ttl_clause(engine: str) -> str:
+    """The TTL expressions of a table's ``engine_full`` (or ``create_table_query``) as ClickHouse formats it,
+    ``""`` where it has none: the text between the ``TTL`` keyword and the ``SETTINGS`` (or ``COMMENT``) that follows,
+    each found outside quotes and brackets (a string or a column may hold those words)."""
+    start = end = -1
+    depth, quote, i = 0, "", 0
+    while i < len(engine):
+        ch = engine[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'`\"":
+            quote = ch
+        elif ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif depth == 0 and (i == 0 or engine[i - 1] == " "):
+            word = engine[i:].split(" ", 1)[0]
+            if start < 0 and word == "TTL":
+                start = i + len(word)
+            elif start >= 0 and word in _ENDS_TTL:
+                end = i
+                break
+        i += 1
+    if start < 0:
+        return ""
+    return engine[start : end if end >= 0 else len(engine)].strip()
 
 
 def _views(client: Client, database: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from starlette.routing import Route
 from inferensics.collector.service import queries
 from inferensics.collector.service.auth import METRICS, REPLAY, AuthError
 from inferensics.collector.service.capture_index import backfill_sql, captured_inputs
+from inferensics.collector.service.ingest import error as otlp_error
 from inferensics.collector.service.openapi import openapi_document
 from inferensics.collector.service.state import ServiceState, StoreUnavailableError
 from inferensics.schema.migrations import LATEST_VERSION
@@ -105,6 +106,21 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+ErrorAnswer = Callable[[Request, int, str, dict[str, str] | None], Response]
+"""How a route answers a refusal made before its handler runs: status, one-line message, extra headers."""
+
+
+def _api_error(_: Request, status: int, message: str, headers: dict[str, str] | None) -> Response:
+    """The API's error answer, ``{"error": message}``."""
+    return _error(status, message, headers)
+
+
+def _otlp_error(request: Request, status: int, message: str, headers: dict[str, str] | None) -> Response:
+    """``/v1/traces``'s error answer: a ``google.rpc.Status`` encoded as the request was (OTLP/HTTP)."""
+    result = otlp_error(status, message, headers, media=request.headers.get("content-type"))
+    return Response(result.body, status_code=result.status, media_type=result.media_type, headers=result.headers)
+
+
 class BodyTooLargeError(Exception):
     """The body is over the configured limit."""
 
@@ -140,9 +156,9 @@ def create_app(state: ServiceState) -> PathLimit:
     refusals = RefusalLog()
     backfilled = threading.Event()  # the capture markers of request rows stored before markers existed
 
-    def refused(request: Request, role: str, why: str = "") -> Response | None:
+    def refused(request: Request, role: str, why: str = "", answer: ErrorAnswer = _api_error) -> Response | None:
         """The 401 or 403 to answer when the request's token does not hold ``role`` (logged and counted), else
-        ``None``; ``why`` is appended to a 403 (what the role guards and how to get it)."""
+        ``None``; ``why`` is appended to a 403 (what the role guards and how to get it); ``answer`` encodes it."""
         try:
             state.auth.check(request.headers.get("authorization"), role)
         except AuthError as exc:
@@ -152,7 +168,7 @@ def create_app(state: ServiceState) -> PathLimit:
             state.metrics.inc("rejected", label="unauthorized" if exc.status == 401 else "forbidden")
             headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
             message = f"{exc.message}: {why}" if why and exc.status == 403 else exc.message
-            return _error(exc.status, message, headers)
+            return answer(request, exc.status, message, headers)
         return None
 
     def holds(request: Request, role: str) -> bool:
@@ -163,15 +179,17 @@ def create_app(state: ServiceState) -> PathLimit:
             return False
         return True
 
-    def guarded(role: str, handler: Handler) -> Handler:
+    def guarded(role: str, handler: Handler, answer: ErrorAnswer = _api_error) -> Handler:
+        """``handler`` behind the token check; ``answer`` encodes the refusals made here (401, 403, 413)."""
+
         async def wrapped(request: Request) -> Response:
-            if (refusal := refused(request, role)) is not None:
+            if (refusal := refused(request, role, answer=answer)) is not None:
                 return refusal
             try:
                 return await handler(request)
             except BodyTooLargeError as exc:
                 state.metrics.inc("rejected", label="too_large")
-                return _error(413, str(exc))
+                return answer(request, 413, str(exc), None)
 
         return wrapped
 
@@ -316,7 +334,7 @@ def create_app(state: ServiceState) -> PathLimit:
         return digest
 
     routes = [
-        Route("/v1/traces", guarded("ingest", traces), methods=["POST"]),
+        Route("/v1/traces", guarded("ingest", traces, _otlp_error), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),

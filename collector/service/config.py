@@ -207,6 +207,9 @@ class ServiceConfig:
     config_file: str = ""
     """The config file the settings were read from (``--config`` or ``$INFERENSICS_CONFIG``; ``""``: none): SIGHUP
     reads its ``[tokens]`` again."""
+    argument_tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """The tokens given as an argument (``load_config({"tokens": ...})``): part of :attr:`tokens`, kept over a
+    SIGHUP's reload as ``$INFERENSICS_TOKENS`` is."""
 
     def resolved_spool_dir(self) -> Path:
         """The spool directory: the setting, else the data directory's ``spool/`` beside its ``store/`` (the store
@@ -313,14 +316,15 @@ def parse_tokens(text: str, origin: str) -> dict[str, frozenset[str]]:
     return out
 
 
-def check_token(token: str, where: str) -> None:
-    """Refuse a token no client could send as ``Authorization: Bearer <token>``, in one line."""
+def check_token(token: str, where: str, form: str = TOKENS_FORM) -> None:
+    """Refuse a token no client could send as ``Authorization: Bearer <token>``, in one line ending with ``form``
+    (how the place it was read from writes a token: :data:`TOKENS_FORM` or :data:`TOKENS_TABLE_FORM`)."""
     if token != token.strip():
-        raise ConfigError(f"{where}: the token has spaces around it; the form is {TOKENS_FORM}")
+        raise ConfigError(f"{where}: the token has spaces around it; the form is {form}")
     if not _TOKEN_CHARS.fullmatch(token):
         raise ConfigError(
             f"{where}: the token has a space or a character a bearer token cannot carry (use letters, digits "
-            f"and - . _ ~ + /); the form is {TOKENS_FORM}"
+            f"and - . _ ~ + /); the form is {form}"
         )
 
 
@@ -374,10 +378,12 @@ def load_config(
         elif s.name in file_values:
             values[s.name] = _convert(s, file_values[s.name], f"config file {path}")
     tokens = _tokens(file_values, path, env)
+    given: dict[str, frozenset[str]] = {}
     if "tokens" in args:
         raw = args["tokens"]
-        tokens.update(parse_tokens(raw, "argument") if isinstance(raw, str) else dict(raw))  # type: ignore[call-overload]
-    config = ServiceConfig(**values, tokens=tokens, config_file=path)  # type: ignore[arg-type]
+        given = parse_tokens(raw, "argument") if isinstance(raw, str) else dict(raw)  # type: ignore[call-overload]
+        tokens.update(given)
+    config = ServiceConfig(**values, tokens=tokens, config_file=path, argument_tokens=given)  # type: ignore[arg-type]
     if not config.host.strip():
         # An unset variable in a unit's `--host ${VAR}` arrives as "", which would bind every interface.
         raise ConfigError(
@@ -406,7 +412,28 @@ def reload_tokens(config: ServiceConfig, environ: Mapping[str, str] | None = Non
     """
     env = os.environ if environ is None else environ
     file_values = _read_file(config.config_file) if config.config_file else {}
-    return _tokens(file_values, config.config_file, env)
+    return {**_tokens(file_values, config.config_file, env), **config.argument_tokens}
+
+
+def token_sources(
+    config: ServiceConfig, tokens: Mapping[str, frozenset[str]], environ: Mapping[str, str] | None = None
+) -> list[tuple[str, int]]:
+    """Where ``tokens`` (what a start or :func:`reload_tokens` read) came from: ``(place, count)`` for the config
+    file (named even when it gives none), ``$INFERENSICS_TOKENS`` and the arguments, those the service was started
+    with. A token given in two counts where it was read last (the variable over the file, an argument over both).
+    ``environ`` as in :func:`reload_tokens`."""
+    env = os.environ if environ is None else environ
+    from_env = set(parse_tokens(env[TOKENS_ENV], f"${TOKENS_ENV}")) if TOKENS_ENV in env else set()
+    from_args = set(config.argument_tokens) & set(tokens)
+    from_env -= from_args
+    out: list[tuple[str, int]] = []
+    if config.config_file:
+        out.append((f"config file {config.config_file}", len(set(tokens) - from_env - from_args)))
+    if TOKENS_ENV in env:
+        out.append((f"${TOKENS_ENV}", len(from_env)))
+    if config.argument_tokens:
+        out.append(("the arguments the service started with", len(from_args)))
+    return out
 
 
 def _read_file(path: str) -> dict[str, Any]:
@@ -435,7 +462,7 @@ def _tokens(file_values: Mapping[str, Any], path: str, env: Mapping[str, str]) -
         raise ConfigError(f"config file {path}: [tokens] must be a table of token = [roles]")
     for token, roles in file_tokens.items():
         where = f"tokens (config file {path}): token {_masked(str(token))}"
-        check_token(str(token), where)
+        check_token(str(token), where, TOKENS_TABLE_FORM)
         tokens[str(token)] = _roles(roles, where, TOKENS_TABLE_FORM)
     if TOKENS_ENV in env:
         tokens.update(parse_tokens(env[TOKENS_ENV], f"${TOKENS_ENV}"))

@@ -5,11 +5,14 @@ counts the spans and spools the request's protobuf bytes (OTLP/JSON is converted
 engine maps spans to rows later, when the writer inserts a sealed segment (``writer.py``); rows that fail
 validation there are counted in ``rejected{reason=...}`` and logged, the rest of the batch is kept. The
 OTLP response therefore carries no row-level ``partial_success`` (a MAY in the OTLP specification).
+
+Every answer is encoded as the request was (OTLP/HTTP): an ``ExportTraceServiceResponse`` on success, a
+``google.rpc.Status`` on a 4xx or 5xx, each as protobuf for ``application/x-protobuf`` and as JSON for
+``application/json``, with that ``Content-Type`` (:func:`error`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import multiprocessing
 import threading
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from google.protobuf import json_format
+from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from inferensics.collector.service.config import ServiceConfig
@@ -62,9 +66,7 @@ def prepare(raw: bytes, content_type: str | None, content_encoding: str | None, 
     if not spans:
         return Prepared(0, b"")
     # Protobuf is spooled as received (re-encoding would cost more than the parse); JSON is converted.
-    payload = (
-        body if (content_type or PROTOBUF).split(";")[0].strip().lower() == PROTOBUF else message.SerializeToString()
-    )
+    payload = body if otlp_media(content_type) == PROTOBUF else message.SerializeToString()
     return Prepared(spans, encode_record(payload))
 
 
@@ -140,7 +142,7 @@ class Ingest:
 
     def handle(self, raw: bytes, content_type: str | None, content_encoding: str | None) -> IngestResult:
         """Handle one export request body."""
-        media = (content_type or PROTOBUF).split(";")[0].strip().lower()
+        media = otlp_media(content_type)
         answer_json = media == JSON
         limit = self.config.max_body_bytes
         hint = record_size_hint(raw, media, content_encoding)
@@ -151,13 +153,13 @@ class Ingest:
             try:
                 self.spool.check_room(hint)
             except SpoolFullError as exc:
-                return self._spool_full(exc)
+                return self._spool_full(exc, content_type)
         try:
             prepared = self._prepare(raw, content_type, content_encoding, limit)
         except BadRequestError as exc:
             reason = {413: "too_large", 415: "unsupported_media"}.get(exc.status, "malformed")
             self.metrics.inc("rejected", label=reason)
-            return error(exc.status, exc.message)
+            return error(exc.status, exc.message, media=content_type)
         self.metrics.inc("received_spans", prepared.spans)
         if prepared.spans:
             if len(prepared.record) > self.spool.max_bytes:
@@ -167,18 +169,19 @@ class Ingest:
                     413,
                     f"request of {len(prepared.record)} bytes is larger than the whole spool "
                     f"({self.spool.max_bytes} bytes, setting spool_max_bytes): send smaller batches or raise the cap",
+                    media=content_type,
                 )
             try:
                 self.spool.append(prepared.record, prepared.spans)
             except SpoolFullError as exc:
-                return self._spool_full(exc)
+                return self._spool_full(exc, content_type)
             self.metrics.inc("spooled_spans", prepared.spans)
         response = ExportTraceServiceResponse()
         if answer_json:
             return IngestResult(200, json_format.MessageToJson(response).encode(), JSON, {})
         return IngestResult(200, response.SerializeToString(), PROTOBUF, {})
 
-    def _spool_full(self, exc: SpoolFullError) -> IngestResult:
+    def _spool_full(self, exc: SpoolFullError, content_type: str | None) -> IngestResult:
         """429 (the store is catching up) or 503 (the store is down), with Retry-After; counted."""
         self.metrics.inc("rejected", label="spool_full")
         disk = isinstance(exc, SpoolDiskError)
@@ -189,9 +192,29 @@ class Ingest:
             status,
             f"{why}{exc}; retry after {self.config.retry_after_s} s",
             {"Retry-After": str(self.config.retry_after_s)},
+            media=content_type,
         )
 
 
-def error(status: int, message: str, headers: dict[str, str] | None = None) -> IngestResult:
-    """A JSON error body ``{"error": message}``."""
-    return IngestResult(status, json.dumps({"error": message}).encode(), "application/json", headers or {})
+RPC_CODES: Final = {400: 3, 401: 16, 403: 7, 404: 5, 413: 3, 415: 3, 429: 8, 500: 13, 503: 14}
+"""The ``google.rpc.Code`` an error answer's ``Status.code`` carries for its HTTP status (google/rpc/code.proto's
+mapping: INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, RESOURCE_EXHAUSTED, INTERNAL,
+UNAVAILABLE). OTLP clients do not act on it (the HTTP status decides a retry) but may log it."""
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None, *, media: str | None) -> IngestResult:
+    """An OTLP/HTTP error answer: a ``google.rpc.Status`` carrying ``message``, encoded as the request was.
+
+    ``media`` is the request's ``Content-Type``: protobuf for ``application/x-protobuf`` (and for none, OTLP/HTTP's
+    default), JSON (``{"code": 3, "message": "..."}``) for ``application/json``. A request of another type is
+    answered in JSON, which a person reading the refusal can read.
+    """
+    answer = Status(code=RPC_CODES.get(status, 2), message=message)  # 2: UNKNOWN
+    if otlp_media(media) == PROTOBUF:
+        return IngestResult(status, answer.SerializeToString(), PROTOBUF, headers or {})
+    return IngestResult(status, json_format.MessageToJson(answer, indent=None).encode(), JSON, headers or {})
+
+
+def otlp_media(content_type: str | None) -> str:
+    """The media type of an OTLP/HTTP request's ``Content-Type`` (none: protobuf, the default)."""
+    return (content_type or PROTOBUF).split(";")[0].strip().lower()

@@ -5,6 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+_OTLP_ERROR = {
+    "application/x-protobuf": {
+        "schema": {"type": "string", "format": "binary", "description": "google.rpc.Status (for a protobuf request)"}
+    },
+    "application/json": {"schema": {"$ref": "#/components/schemas/Status"}},
+}
+"""``/v1/traces``'s refusals: a ``google.rpc.Status`` encoded as the request was (OTLP/HTTP); JSON for a request
+of another Content-Type."""
 _ARROW = {"application/vnd.apache.arrow.stream": {"schema": {"type": "string", "format": "binary"}}}
 _SHA = {
     "name": "sha256",
@@ -37,6 +45,12 @@ def openapi_document() -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
                 "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
+                "Status": {
+                    "type": "object",
+                    "description": "google.rpc.Status in protobuf's JSON mapping",
+                    "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+                    "required": ["message"],
+                },
             },
         },
         "security": [{"bearer": []}],
@@ -57,17 +71,18 @@ def openapi_document() -> dict[str, Any]:
                             "ExportTraceServiceResponse (rows are validated later, when the engine decodes the "
                             "spooled batch: rejections are counted in /metrics, not reported here)",
                         ),
-                        "400": _r("400", "malformed body", _ERROR),
-                        "413": _r("413", "body too large", _ERROR),
-                        "415": _r("415", "unsupported media type or encoding", _ERROR),
-                        "429": _r("429", "spool at its cap while the store catches up; see Retry-After", _ERROR),
+                        "400": _r("400", "malformed body", _OTLP_ERROR),
+                        "413": _r("413", "body too large", _OTLP_ERROR),
+                        "415": _r("415", "unsupported media type or encoding", _OTLP_ERROR),
+                        "429": _r("429", "spool at its cap while the store catches up; see Retry-After", _OTLP_ERROR),
                         "503": _r(
                             "503",
                             "spool at its cap and the store is down, or the spool's filesystem is full or failing; "
                             "see Retry-After",
-                            _ERROR,
+                            _OTLP_ERROR,
                         ),
-                        **_AUTH_ERRORS,
+                        "401": _r("401", "missing or unknown bearer token", _OTLP_ERROR),
+                        "403": _r("403", "role missing", _OTLP_ERROR),
                     },
                 }
             },

@@ -1,7 +1,8 @@
 """Run the service: listen, build the state, serve the app with uvicorn, drain and seal on shutdown.
 
-SIGHUP reads the tokens again (the config file's ``[tokens]`` and ``$INFERENSICS_TOKENS``, see
-:func:`~inferensics.collector.service.config.reload_tokens`) and swaps them in; it never stops the service.
+SIGHUP reads the config file's ``[tokens]`` again (``$INFERENSICS_TOKENS`` and the arguments stay as the process
+started, see :func:`~inferensics.collector.service.config.reload_tokens`) and swaps them in; it never stops the
+service. Its log line names where the tokens in use were read from.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import uvicorn
 from inferensics.collector.errors import ConfigError
 from inferensics.collector.service.app import create_app
 from inferensics.collector.service.auth import TokenAuth
-from inferensics.collector.service.config import LEGACY_SPOOL, ServiceConfig, reload_tokens
+from inferensics.collector.service.config import LEGACY_SPOOL, ServiceConfig, reload_tokens, token_sources
 from inferensics.collector.service.spool import retire
 from inferensics.collector.service.state import ServiceState, build_state
 from inferensics.schema.dsn import DATA_DIR_ENV, DsnError, resolve_dsn
@@ -89,14 +90,25 @@ def masked_dsn(dsn: str) -> str:
 def reload_auth(state: ServiceState) -> bool:
     """Read the tokens again and give the service the new set; on a bad file or an empty set keep the old one.
 
-    Returns whether the new tokens are in use. Each outcome is one log line (counts and origins, never a token).
+    Returns whether the new tokens are in use. Each outcome is one log line naming where the tokens were read from
+    (the config file, ``$INFERENSICS_TOKENS``, the arguments), never a token.
     """
     config = state.config
     if not config.config_file:
+        sources = token_sources(config, config.tokens)
+        if not sources:
+            log.warning(
+                "SIGHUP: tokens not reloaded: the service started without a config file and without tokens%s; to "
+                "rotate tokens without a restart, keep them in a config file's [tokens] (--config, "
+                "$INFERENSICS_CONFIG), which SIGHUP reads again",
+                "" if config.auth else " (authentication is off)",
+            )
+            return False
         log.warning(
-            "SIGHUP: tokens not reloaded: they come from $INFERENSICS_TOKENS, which a running process cannot see "
-            "change; restart the collector to rotate them (systemctl restart inferensics-collector), or keep them "
-            "in a config file's [tokens] (--config, $INFERENSICS_CONFIG), which SIGHUP reads again"
+            "SIGHUP: tokens not reloaded: they come from %s, which a running process cannot see change; restart the "
+            "collector to rotate them (systemctl restart inferensics-collector), or keep them in a config file's "
+            "[tokens] (--config, $INFERENSICS_CONFIG), which SIGHUP reads again",
+            _and([place for place, _ in sources]),
         )
         return False
     try:
@@ -104,19 +116,26 @@ def reload_auth(state: ServiceState) -> bool:
     except ConfigError as exc:
         log.error("SIGHUP: tokens not reloaded, the previous ones stay in use: %s", exc)
         return False
+    sources = token_sources(config, tokens)
     if config.auth and not tokens:
-        log.error("SIGHUP: tokens not reloaded: the config file and $INFERENSICS_TOKENS give none; the previous "
-                  "ones stay in use")  # fmt: skip
+        log.error(
+            "SIGHUP: tokens not reloaded: %s %s none; the previous ones stay in use",
+            _and([place for place, _ in sources]),
+            "give" if len(sources) > 1 else "gives",
+        )
         return False
     # The handlers read state.auth on every request: one assignment swaps the whole set at once.
     state.auth = TokenAuth(tokens, enabled=config.auth)
-    log.info(
-        "SIGHUP: %d tokens in use, read again from config file %s (and $INFERENSICS_TOKENS as the process started "
-        "with it)",
-        len(tokens),
-        config.config_file,
-    )
+    read = [f"{n} from {place}{'' if place.startswith('config file') else ' as the process started'}"
+            for place, n in sources]  # fmt: skip
+    many = "" if len(tokens) == 1 else "s"
+    log.info("SIGHUP: %d token%s in use, the config file read again: %s", len(tokens), many, _and(read))
     return True
+
+
+def _and(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _on_sighup(state: ServiceState) -> Any:
@@ -161,6 +180,9 @@ def serve(
             was kept open).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # A server store that is down: the HTTP client's pool logged a "Retrying (...) after connection broken by
+    # NewConnectionError(...)" line on every attempt, beside the service's own one line saying what to do.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     if sock is None:
         sock = listen(config.host, config.port)
     try:

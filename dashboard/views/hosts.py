@@ -3,8 +3,8 @@ has gone quiet, or one that cannot deliver what it records, is seen (rules: ``in
 
 A red banner per quiet process, a warning per process that refused a release bundle (the bundle and the cause:
 revoked, quarantined, tampered, ...) or lost or could not deliver records in the range (refused exports by cause,
-dropped records, SDK errors, kernel-registry trouble, requests a killed process of its host never exported), then
-every process. A refused bundle is named first: it is
+dropped records, SDK errors, kernel-registry trouble, processes of its host that died and the requests they lost),
+then every process. A refused bundle is named first: it is
 the cause, and what the process then failed to deliver (records it left unsent as it raised) follows from it."""
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ TROUBLE: Final[Mapping[str, str]] = {
     col.REQUESTS_LOST: "finished requests lost by a process of this host that died before exporting them (killed: "
     "SIGKILL, the out-of-memory killer; counted from its crash journal as this process started): find why it was "
     "killed (`dmesg` names the out-of-memory killer); a process stopped with SIGTERM exports them first",
+    col.DEAD_PROCESSES: "processes of this host that died (a fatal error, SIGKILL, the out-of-memory killer), read "
+    "from their crash journals as this process started: the requests they had in flight are error rows "
+    "(requests_recovered) that say how each died; open this host's requests with status error",
 }
 """Counters whose growth in the range gets a warning, and what each says. Kernel-registry fallbacks to the
 reference are in the table, not warned about: a CPU host falls back on every signature by design (the Triton

@@ -243,3 +243,31 @@ def test_requests_a_killed_process_lost_are_warned_with_what_to_do(hosts: Seeded
     assert "**5** finished requests lost by a process of this host that died before exporting them" in warning
     assert "`dmesg` names the out-of-memory killer" in warning
     assert metric(at, "With problems") == "4"
+
+
+def test_processes_of_the_host_that_died_are_warned_and_their_recovered_requests_shown(
+    hosts: SeededService, tmp_path: Path
+) -> None:
+    """A process that read, at its start, the crash journals of processes of its host that died (``dead_processes``)
+    and exported their requests in flight as error rows (``requests_recovered``): warned about, both in the table."""
+    answer = tmp_path / "host_health.parquet"
+    frame = _answer(hosts)
+    assert {"dead_processes_in_range", "requests_recovered_in_range"} <= set(frame.columns)  # the service reads them
+    died = (pl.col("host") == "h-ok") & (pl.col("model") == "llama")
+    counts = {
+        "dead_processes": 1,
+        "dead_processes_in_range": 1,
+        "requests_recovered": 2,
+        "requests_recovered_in_range": 2,
+    }
+    frame.with_columns(
+        pl.when(died).then(pl.lit(n, pl.UInt64)).otherwise(pl.col(c)).alias(c) for c, n in counts.items()
+    ).write_parquet(answer)
+    at = AppTest.from_function(_page_over, args=(str(answer),), default_timeout=TIMEOUT_S).run()
+    assert_clean(at)
+    (warning,) = [str(w.value) for w in at.warning if "h-ok" in str(w.value)]
+    assert "**1** processes of this host that died (a fatal error, SIGKILL, the out-of-memory killer)" in warning
+    assert "open this host's requests with status error" in warning
+    table = next(d.value for d in at.dataframe if "silent_s" in d.value.columns)
+    assert sorted(table["requests_recovered"].dropna().tolist())[-1] == 2
+    assert metric(at, "With problems") == "4"

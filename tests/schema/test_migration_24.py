@@ -24,8 +24,8 @@ ADDED = {
     SdkHealthEvent.TABLE.name: (col.KERNEL_UNTRACEABLE,),
 }
 """The columns migration 24 adds, by table."""
-LATER = {SdkHealthEvent.TABLE.name: (col.REQUESTS_LOST,)}
-"""Columns later migrations add (26): a store of the version before has none of them either."""
+LATER = {SdkHealthEvent.TABLE.name: (col.REQUESTS_LOST, col.DEAD_PROCESSES, col.REQUESTS_RECOVERED)}
+"""Columns later migrations add (26, 27): a store of the version before has none of them either."""
 
 
 def _comments(s: Store) -> dict[str, str]:

@@ -15,7 +15,7 @@ import pytest
 
 from inferensics.schema import RequestEvent
 from inferensics.schema import columns as c
-from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, Migration, Step
+from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, KeepTtl, Migration, Step
 from inferensics.schema.rollups import ROLLUPS
 from inferensics.schema.store import Store, StoreError
 from tests.seeding import scratch_dsn
@@ -186,8 +186,8 @@ def _failing_after_first_copy(m: Migration) -> Migration:
     """``m`` with a statement that fails right after its first ``INSERT INTO`` a copy (views dropped, the copy
     half-filled): what a full disk or a killed server does to it."""
 
-    def statements(target: object) -> list[str | Step]:
-        out: list[str | Step] = []
+    def statements(target: object) -> list[str | Step | KeepTtl]:
+        out: list[str | Step | KeepTtl] = []
         failed = False
         for stmt in m.statements(target):  # type: ignore[arg-type]
             out.append(stmt)

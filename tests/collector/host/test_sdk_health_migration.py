@@ -1,6 +1,6 @@
 """The host SDK health migrations add its table, and later its kernel-registry counters (untraceable providers last,
-in migration 24) and the requests dead processes lost (26), to a store that the schema version before each left
-without them."""
+in migration 24), the requests dead processes lost (26) and the dead processes and their requests recovered (27), to
+a store that the schema version before each left without them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ MIGRATION_24 = next(m.name for m in MIGRATIONS if m.version == 24)
 """The migration that adds ``kernel_untraceable`` (with two other gaps)."""
 MIGRATION_26 = next(m.name for m in MIGRATIONS if m.version == 26)
 """The migration that adds ``requests_lost``."""
+MIGRATION_27 = next(m.name for m in MIGRATIONS if m.version == 27)
+"""The migration that adds ``dead_processes`` and ``requests_recovered``."""
+LATER_27 = (col.DEAD_PROCESSES, col.REQUESTS_RECOVERED)
 
 
 def test_the_sdk_health_migration_adds_its_table(store_dsn: str) -> None:
@@ -49,7 +52,7 @@ def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(s
         )
         fresh = _columns(s)
         # None of them at the version before.
-        added = (*KERNEL_COUNTERS, col.STOPPED, col.INTERVAL_S, col.PROCESS, col.REQUESTS_LOST)
+        added = (*KERNEL_COUNTERS, col.STOPPED, col.INTERVAL_S, col.PROCESS, col.REQUESTS_LOST, *LATER_27)
         for name in added:
             s.client.command(f"ALTER TABLE {s.database}.{TABLE} DROP COLUMN {name}")
         s.client.command(
@@ -78,18 +81,20 @@ def test_the_kernel_counts_migration_adds_its_columns_to_an_older_health_table(s
     [
         (
             "host SDK health records carry their interval",
-            (col.INTERVAL_S, col.PROCESS, col.KERNEL_UNTRACEABLE, col.REQUESTS_LOST),
+            (col.INTERVAL_S, col.PROCESS, col.KERNEL_UNTRACEABLE, col.REQUESTS_LOST, *LATER_27),
             {"interval_s": 300.0},
             0.0,
         ),
         (
             "host SDK health records name their process",
-            (col.PROCESS, col.KERNEL_UNTRACEABLE, col.REQUESTS_LOST),
+            (col.PROCESS, col.KERNEL_UNTRACEABLE, col.REQUESTS_LOST, *LATER_27),
             {"process": "42@1764950400000"},
             "",
         ),
-        (MIGRATION_24, (col.KERNEL_UNTRACEABLE, col.REQUESTS_LOST), {"kernel_untraceable": 3}, 0),
-        (MIGRATION_26, (col.REQUESTS_LOST,), {"requests_lost": 5}, 0),
+        (MIGRATION_24, (col.KERNEL_UNTRACEABLE, col.REQUESTS_LOST, *LATER_27), {"kernel_untraceable": 3}, 0),
+        (MIGRATION_26, (col.REQUESTS_LOST, *LATER_27), {"requests_lost": 5}, 0),
+        (MIGRATION_27, LATER_27, {"dead_processes": 2}, 0),
+        (MIGRATION_27, LATER_27, {"requests_recovered": 3}, 0),
     ],
 )
 def test_the_interval_process_untraceable_and_lost_migrations_add_their_column_and_older_rows_read_the_default(

@@ -27,6 +27,7 @@ from inferensics.schema.store import Store, StoreError
 from tests.collector.service.harness import ADMIN, INGEST, READ, TOKENS
 from tests.collector.service.named import TEST_QUERIES
 from tests.collector.service.otel import request
+from tests.collector.service.test_otlp_answers import otlp_refusal
 from tests.polling import poll
 
 PROTO = "application/x-protobuf"
@@ -214,9 +215,9 @@ def test_bad_bodies(api: TestClient, app_state: ServiceState) -> None:
         (b"\0" * (limit + 1), {}, 413, f"limit of {limit} bytes"),
     ]
     for body, headers, status, words in cases:
-        got, content = ingest(api, body, **headers)
-        assert got == status, words
-        message = json.loads(content)["error"]
+        r = api.post("/v1/traces", content=body, headers={"Content-Type": PROTO, **auth(INGEST), **headers})
+        assert r.status_code == status, words
+        message = otlp_refusal(r)  # a google.rpc.Status, protobuf as the request was (JSON for text/plain)
         assert words in message
         assert "\n" not in message
     assert app_state.spool.bytes == 0

@@ -24,6 +24,7 @@ from inferensics.schema.dsn import DSN_ENV
 from inferensics.schema.store import Store, StoreError
 from tests.collector.service.harness import ADMIN, INGEST, READ, TOKENS, RunningService
 from tests.collector.service.otel import request
+from tests.collector.service.test_otlp_answers import otlp_refusal
 
 PROTO = "application/x-protobuf"
 
@@ -218,7 +219,7 @@ def test_masked_dsn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_otlp_json_that_is_not_an_object_is_400(api: TestClient, body: bytes) -> None:
     r = api.post("/v1/traces", content=body, headers={"Content-Type": "application/json", **auth(INGEST)})
     assert r.status_code == 400
-    assert "JSON object" in r.json()["error"]
+    assert "JSON object" in otlp_refusal(r)  # a google.rpc.Status in JSON, as the request was
 
 
 def test_openapi_lists_401_and_optional_bodies(api: TestClient) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from inferensics.collector.errors import ConfigError
 from inferensics.collector.service.auth import AuthError, TokenAuth
-from inferensics.collector.service.config import SETTINGS, ServiceConfig, load_config, reload_tokens
+from inferensics.collector.service.config import SETTINGS, ServiceConfig, load_config, reload_tokens, token_sources
 
 
 def test_precedence(tmp_path: Path) -> None:
@@ -27,7 +27,11 @@ def test_precedence(tmp_path: Path) -> None:
 def test_every_setting_is_declared_once_with_a_meaning() -> None:
     assert len({s.name for s in SETTINGS}) == len({s.env for s in SETTINGS}) == len(SETTINGS)
     assert all(s.meaning and s.env.startswith("INFERENSICS_") for s in SETTINGS)
-    assert {s.name for s in SETTINGS} == set(ServiceConfig.__dataclass_fields__) - {"tokens", "config_file"}
+    assert {s.name for s in SETTINGS} == set(ServiceConfig.__dataclass_fields__) - {
+        "tokens",
+        "config_file",
+        "argument_tokens",
+    }
 
 
 @pytest.mark.parametrize(
@@ -246,3 +250,35 @@ def test_settings_that_start_processes_or_threads_are_bounded(tmp_path: Path, na
     assert message.startswith(f"setting {name} (config file {path}): at most {most}, got "), message
     assert "\n" not in message
     assert load_config(config_file=None, environ={f"INFERENSICS_{name.upper()}": str(most)}) is not None
+
+
+def test_a_reload_keeps_the_tokens_given_as_arguments_and_says_where_each_came_from(tmp_path: Path) -> None:
+    """Tokens handed to load_config as an argument were dropped by a SIGHUP's reload of the config file."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[tokens]\n"file-tok" = ["read"]\n')
+    env = {"INFERENSICS_TOKENS": "env-tok=ingest"}
+    config = load_config({"tokens": "arg-tok=admin"}, config_file=cfg, environ=env)
+    cfg.write_text('[tokens]\n"new-file-tok" = ["read"]\n')
+    tokens = reload_tokens(config, env)
+    assert set(tokens) == {"new-file-tok", "env-tok", "arg-tok"}
+    assert token_sources(config, tokens, env) == [
+        (f"config file {cfg}", 1),
+        ("$INFERENSICS_TOKENS", 1),
+        ("the arguments the service started with", 1),
+    ]
+    assert token_sources(load_config(config_file=cfg, environ={}), {"new-file-tok": frozenset({"read"})}, {}) == [
+        (f"config file {cfg}", 1)
+    ]
+
+
+def test_a_bad_token_in_the_tokens_table_is_shown_the_tables_form(tmp_path: Path) -> None:
+    """A token with a space in a config file's [tokens] was told the environment variable's form (token=role+role),
+    which a TOML table cannot take."""
+    cfg = tmp_path / "c.toml"
+    for token in ("to k", " tok"):
+        cfg.write_text(f'[tokens]\n"{token}" = ["read"]\n')
+        with pytest.raises(ConfigError) as err:
+            load_config(config_file=cfg, environ={})
+        assert str(err.value).endswith('the form is "token" = ["read", "replay"] in the [tokens] table '
+                                       "(roles: ingest, read, metrics, replay, admin)")  # fmt: skip
+        assert "token=role" not in str(err.value)

@@ -26,6 +26,7 @@ import pytest
 
 from tests.collector.service.harness import ADMIN, RunningService, new_service
 from tests.collector.service.test_faults import batch, post, set_store_down, stored_ids, wait_drained
+from tests.collector.service.test_otlp_answers import otlp_refusal
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +106,7 @@ def test_spool_disk_full_answers_503_and_loses_nothing_acknowledged(tmp_path: Pa
                     continue
                 assert r.status_code == 503, r.text
                 assert r.headers["Retry-After"] == "2"
-                assert "filesystem is full" in r.json()["error"]
+                assert "filesystem is full" in otlp_refusal(r)
                 refused += ids
                 if len(refused) >= 150:
                     break

@@ -20,6 +20,7 @@ from inferensics.collector.client import ServiceClient
 from inferensics.collector.service.testing import encode_request
 from tests.collector.service.harness import ADMIN, INGEST, RunningService, new_service
 from tests.collector.service.otel import request, tracer
+from tests.collector.service.test_otlp_answers import otlp_refusal
 from tests.polling import poll
 
 pytestmark = pytest.mark.slow
@@ -162,7 +163,7 @@ def test_spool_at_cap_answers_retry_after_and_loses_nothing_acknowledged(tmp_pat
         for r in refused:
             assert r.status_code == 503  # store down: 503 (a healthy but lagging store gets 429)
             assert r.headers["Retry-After"] == "3"
-            assert "cap" in r.json()["error"]
+            assert "cap" in otlp_refusal(r)
         assert client.status()["spool"]["bytes"] <= 400000
         set_store_down(svc.url, False)
         wait_drained(client)

@@ -40,6 +40,7 @@ from inferensics.schema import columns as col
 from inferensics.schema.otlp import PREFIX
 from tests.collector.service.harness import ADMIN, INGEST, RunningService
 from tests.collector.service.otel import emit, request
+from tests.collector.service.test_otlp_answers import otlp_refusal
 from tests.loopback import serving
 from tests.polling import poll
 
@@ -307,7 +308,7 @@ def test_mutated_exported_bodies_are_kept_or_refused_in_one_counted_line(service
                     taken.append(mutant)
                     continue
                 assert r.status_code in REFUSALS, (family, r.status_code, r.text)
-                line = r.json()["error"]
+                line = otlp_refusal(r)
                 assert line.splitlines() == [line], (family, line)  # one line, not empty
                 assert "Traceback" not in line, (family, line)
                 assert after - before == Counter({REFUSALS[r.status_code]: 1}), (family, line)
@@ -349,7 +350,7 @@ def test_a_refusal_quoting_what_the_sender_sent_stays_one_line(service: RunningS
             headers={"Content-Type": JSON, "Authorization": f"Bearer {INGEST}"},
         )
     assert r.status_code == 400
-    line = r.json()["error"]
+    line = otlp_refusal(r)
     assert line.splitlines() == [line]
     assert line.startswith("malformed OTLP JSON: ")
     assert "Couldn't parse float: 1\\n2\\r\\u2028 at " in line

@@ -3,12 +3,16 @@ serving. It used to end the process (the signal's default action), without the g
 
 from __future__ import annotations
 
+import logging
 import signal
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
+from inferensics.collector.service.config import load_config
+from inferensics.collector.service.server import reload_auth
 from tests.collector.service.harness import READ, RunningService, new_service
 from tests.polling import poll
 
@@ -48,3 +52,35 @@ def test_sighup_without_a_config_file_says_how_to_rotate(tmp_path: Path) -> None
         _hup(svc, "SIGHUP: tokens not reloaded: they come from $INFERENSICS_TOKENS")
         assert _answer(svc, READ) == 200
     assert "restart the collector to rotate them" in svc.log.read_text()
+
+
+def test_sighup_names_where_the_tokens_were_read_from(tmp_path: Path) -> None:
+    """Tokens from the config file alone: the line named $INFERENSICS_TOKENS all the same."""
+    cfg = tmp_path / "collector.toml"
+    cfg.write_text('[tokens]\n"file-read-token" = ["read"]\n"file-admin-token" = ["admin"]\n')
+    svc = new_service(tmp_path, config=str(cfg))
+    del svc.env["INFERENSICS_TOKENS"]
+    with svc:
+        cfg.write_text('[tokens]\n"file-read-token" = ["read"]\n')
+        _hup(svc, "SIGHUP: 1 token in use")
+        assert (_answer(svc, "file-read-token"), _answer(svc, READ)) == (200, 401)
+    lines = [ln for ln in svc.log.read_text().splitlines() if "SIGHUP" in ln]
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(f"SIGHUP: 1 token in use, the config file read again: 1 from config file {cfg}")
+    assert "INFERENSICS_TOKENS" not in lines[0]
+
+
+def test_sighup_without_a_config_file_names_the_arguments(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tokens handed as an argument (no config file, no $INFERENSICS_TOKENS): the line said they came from
+    $INFERENSICS_TOKENS."""
+    monkeypatch.delenv("INFERENSICS_TOKENS", raising=False)
+    config = load_config({"tokens": "arg-token=read"}, environ={})
+    state = SimpleNamespace(config=config, auth=None)
+    with caplog.at_level(logging.WARNING, logger="inferensics.collector.service"):
+        assert reload_auth(state) is False  # type: ignore[arg-type]
+    (line,) = [r.getMessage() for r in caplog.records if "SIGHUP" in r.getMessage()]
+    assert line.startswith("SIGHUP: tokens not reloaded: they come from the arguments the service started with, ")
+    assert "INFERENSICS_TOKENS" not in line
+    assert state.auth is None

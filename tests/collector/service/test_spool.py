@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import gzip
-import json
 import logging
 import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from inferensics.collector.service.config import ServiceConfig
@@ -205,7 +205,7 @@ def test_spool_at_cap_answers_429_while_the_store_is_up_and_503_while_it_is_down
         answer = Ingest(config, s, metrics, (lambda: True) if store_up else (lambda: False)).handle(body, proto, None)
         assert answer.status == status
         assert answer.headers == {"Retry-After": "7"}
-        message = json.loads(answer.body)["error"]
+        message = Status.FromString(answer.body).message  # protobuf, as asked
         assert "cap" in message
         assert "retry after 7 s" in message
         assert ("store is unavailable" in message) is (status == 503)
@@ -244,7 +244,7 @@ def test_a_request_larger_than_the_whole_spool_is_413_not_a_retry(tmp_path: Path
     answer = Ingest(ServiceConfig(), s, metrics, lambda: True).handle(body, "application/x-protobuf", None)
     assert answer.status == 413
     assert "Retry-After" not in answer.headers
-    message = json.loads(answer.body)["error"]
+    message = Status.FromString(answer.body).message  # protobuf, as asked
     assert "larger than the whole spool" in message
     assert "spool_max_bytes" in message
     assert metrics.get("rejected", "too_large") == 1
