@@ -177,13 +177,31 @@ class OtlpPoster:
 
 
 def _answer(response: requests.Response) -> str:
-    """``HTTP <status> <reason>``, and the start of the body when the service said why."""
+    """``HTTP <status> <reason>``, and the start of the body when the service said why: the message of the
+    ``google.rpc.Status`` an OTLP/HTTP error answer carries (protobuf or JSON), else the body's text."""
     detail = f"HTTP {response.status_code} {(response.reason or '').strip()}".strip()
     try:
-        text = response.text.strip()
+        text = _said(response)
     except Exception:  # an undecodable body says nothing more
         text = ""
     return f"{detail}: {text[:200]}" if text and response.status_code not in (401, 403) else detail
+
+
+def _said(response: requests.Response) -> str:
+    """What an error answer's body says: a ``google.rpc.Status``'s message (OTLP/HTTP answers a protobuf request
+    with a protobuf Status, a JSON one with its JSON form), else the body as text."""
+    media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media == "application/x-protobuf":
+        from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]  # OTLPSpanExporter's dependency
+
+        status = Status()
+        status.ParseFromString(response.content)
+        return str(status.message).strip()
+    if media == "application/json":
+        answer = response.json()
+        if isinstance(answer, dict) and isinstance(answer.get("message"), str):
+            return answer["message"].strip()
+    return response.text.strip()
 
 
 def _retry_after(response: requests.Response) -> float | None:

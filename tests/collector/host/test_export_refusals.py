@@ -300,3 +300,17 @@ def test_a_collector_restart_loses_no_request(tmp_path: Any) -> None:
         assert len(blobs) == 6
         for digest in blobs:  # the captured inputs came through too
             assert client.get_blob(digest)
+
+
+def test_a_refusal_of_the_real_service_reads_as_its_message(service: RunningService) -> None:
+    # The service answers a protobuf request's refusal with a protobuf google.rpc.Status: the reason the SDK
+    # keeps (last_error, its one log line) is that Status's message, not its raw bytes.
+    from inferensics.collector.host.otlp_poster import OtlpPoster
+
+    poster = OtlpPoster(f"{service.url}/v1/traces", headers={"authorization": f"Bearer {INGEST}"}, timeout_s=10)
+    cause, reason = poster.post(b"\xff\xff not a protobuf message")
+    assert cause == "rejected"
+    assert reason.startswith("HTTP 400 Bad Request: ")
+    said = reason.removeprefix("HTTP 400 Bad Request: ")
+    assert said.isprintable(), reason
+    assert len(said) > 10, reason
