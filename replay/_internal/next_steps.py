@@ -1,6 +1,8 @@
 """What on-call does next about a verdict: 2–4 steps for its category, naming the verdict's own op, node, pass,
 shape or kernel, with the torch.compile/Inductor setting that works around or confirms it, the inferensics command
-that confirms it, and what to attach to a bug report.
+that confirms it, and what to attach to a bug report. A fault of the model's own math (non-finite in fp64 too, or
+wrong in the serving dtype alone) gets the guard of its op: the denominator of a division, the row max before an exp,
+a clamp before a log or sqrt; a wider dtype only where the serving dtype is at fault, and one wider than it.
 
 Every setting named here exists in the torch this was written against (2.13): ``torch._inductor.config``'s
 ``emulate_precision_casts``, ``pattern_matcher``, ``max_fusion_size``, ``epilogue_fusion``, ``aggressive_fusion``
@@ -112,12 +114,141 @@ def _bug_report(v: Verdict, r: Replayed, to: str, *, first: str = "") -> str:
     return f"report it to {to}{about}: attach {files}{made} and say {torch_said}{run}"
 
 
-def _minifier(r: Replayed) -> str:
+def _minifier(r: Replayed) -> list[str]:
+    """The accuracy minifier run on ``repro.py``; none where no repro is written (no graph was captured)."""
     folder = r.out or "DIR"
     return (
-        f"shrink it with Inductor's accuracy minifier: `TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4 "
-        f"python {folder}/repro.py` writes a minimal repro of the diverging subgraph"
+        [
+            f"shrink it with Inductor's accuracy minifier: `TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4 "
+            f"python {folder}/repro.py` writes a minimal repro of the diverging subgraph"
+        ]
+        if r.repro
+        else []
     )
+
+
+# -- the model's own math: what guards its op ------------------------------------------------------------------------
+_FAMILIES: Final[dict[str, frozenset[str]]] = {
+    "division": frozenset({"div", "divide", "true_divide", "floor_divide", "reciprocal", "rsqrt", "remainder", "fmod"}),
+    "exp": frozenset({"exp", "exp2", "expm1"}),
+    "softmax": frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax", "logsumexp"}),
+    "domain": frozenset({"log", "log2", "log10", "log1p", "logit", "sqrt", "acos", "asin", "acosh", "atanh"}),
+    "pow": frozenset({"pow", "float_power"}),
+    "matmul": frozenset(
+        {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "einsum", "mv", "addmv", "dot"}
+    ),
+    "fill": frozenset({"masked_fill", "where", "full", "full_like", "new_full", "fill", "index_put", "scatter"}),
+    "variance": frozenset({"var", "std", "var_mean", "std_mean"}),
+}
+"""The ops whose non-finite values one guard prevents, by the name :func:`_op_base` gives them."""
+
+_DOMAIN_GUARD: Final = {
+    "sqrt": "sqrt of a negative is NaN: clamp its input (`torch.sqrt(x.clamp_min(0))`)",
+    "log1p": "log1p of -1 is -inf and below it NaN: clamp its input (`torch.log1p(x.clamp_min(-1 + 1e-6))`)",
+    "acos": "acos outside [-1, 1] is NaN: clamp its input (`x.clamp(-1, 1)`)",
+    "asin": "asin outside [-1, 1] is NaN: clamp its input (`x.clamp(-1, 1)`)",
+    "atanh": "atanh of ±1 is inf and outside [-1, 1] NaN: clamp its input (`x.clamp(-1 + 1e-6, 1 - 1e-6)`)",
+    "acosh": "acosh below 1 is NaN: clamp its input (`x.clamp_min(1)`)",
+    "logit": "logit of 0 or 1 is inf and outside [0, 1] NaN: pass it an eps (`torch.logit(x, eps=1e-6)`)",
+}
+"""What clamps each op of the ``domain`` family; the logs (the rest) take the log's."""
+
+
+def _op_base(op: str) -> str:
+    """``div`` of ``aten.div``, ``aten.div.Tensor``, ``aten::div_`` or ``torch.ops.aten.div``; ``""`` for an op
+    outside ATen (a custom op's name says nothing sure of its math) or none."""
+    namespace, _, rest = op.removeprefix("torch.ops.").replace("::", ".").partition(".")
+    if namespace not in ("aten", "prims"):
+        return ""
+    base = rest.split(".")[0]
+    return base[:-1] if base.endswith("_") and not base.endswith("__") else base
+
+
+def _op_family(op: str) -> str:
+    """The key of :data:`_FAMILIES` that holds ``op`` (scaled dot-product attention is a softmax), or ``""``."""
+    base = _op_base(op)
+    if base.startswith("_scaled_dot_product") or base == "scaled_dot_product_attention":
+        return "softmax"
+    return next((family for family, names in _FAMILIES.items() if base in names), "")
+
+
+def _denominator_example(op: str) -> str:
+    base = _op_base(op)
+    if base == "rsqrt":
+        return "`torch.rsqrt(x + eps)`"
+    if base == "reciprocal":
+        return "`torch.reciprocal(x.clamp_min(eps))`"
+    return "`x / d.clamp_min(1e-12)` or `x / (d + eps)`; torch.nn.functional.normalize does so for a row's norm"
+
+
+def _guard_everywhere(op: str) -> str:
+    """Why ``op`` turns non-finite where it does in fp64 too, and the guard: its inputs' values are the fault, not
+    the dtype, so the guard is on those values (a wider dtype would not help)."""
+    family = _op_family(op)
+    if family == "division":
+        return (
+            "a zero denominator, such as an all-zero row's norm, gives inf, and 0/0 NaN: guard the denominator there, "
+            f"add an eps or clamp_min it ({_denominator_example(op)})"
+        )
+    if family == "exp":
+        return (
+            "exp overflows past about 709, in fp64 too: subtract the row max before exp there "
+            "(`torch.exp(x - x.amax(dim=-1, keepdim=True))`), or call torch.softmax / torch.logsumexp, which do"
+        )
+    if family == "softmax":
+        return (
+            f"{op} subtracts the row max itself, so only a row that is all -inf (fully masked) or holds inf gives "
+            "NaN: mask with torch.finfo(dtype).min instead of -inf, which leaves no row all -inf"
+        )
+    if family == "domain":
+        return _DOMAIN_GUARD.get(
+            _op_base(op), "log of 0 is -inf and of a negative NaN: clamp its input (`torch.log(x.clamp_min(1e-12))`)"
+        )
+    if family == "pow":
+        return (
+            "a negative base to a fractional power is NaN and a large power overflows, in fp64 too: clamp the base "
+            "there (`x.clamp_min(0) ** p`) or bound the exponent"
+        )
+    if family == "matmul":
+        return "its inputs are large enough that the product overflows, in fp64 too: normalise or scale them down"
+    if family == "fill":
+        return (
+            f"{op} writes a non-finite constant there (a -inf attention mask, say) that reaches the output (a softmax "
+            "over a fully masked row gives NaN): fill with torch.finfo(dtype).min instead"
+        )
+    if family == "variance":
+        return (
+            "a var or std with correction=1 over a single element divides by zero: pass correction=0 "
+            "(unbiased=False) or reduce over more than one element"
+        )
+    return "guard it there: keep its input in the op's domain and range (clamp it, or add an eps to a denominator)"
+
+
+def _guard_in_dtype(op: str, dtype: str, how: str) -> str:
+    """How to keep ``op`` right in the serving ``dtype`` where fp64 is right (``how``: ``overflows`` or ``loses
+    precision``): the dtype's range or precision is the fault, so a wider dtype fixes it, or a rewrite that stays
+    in range. Wider than float32 is float64: telling a float32 model to compute in float32 changes nothing."""
+    wider, cast = ("float64", ".double()") if dtype == "float32" else ("float32", ".float()")
+    upcast = f"compute that line in {wider} (`{cast}` on its inputs, the result cast back)"
+    if how != "overflows":
+        return f"{upcast} or rewrite it to lose less precision"
+    family = _op_family(op)
+    if family == "exp":
+        return (
+            "subtract the row max before exp (`torch.exp(x - x.amax(dim=-1, keepdim=True))`), or call torch.softmax "
+            f"/ torch.logsumexp, which do; or {upcast}"
+        )
+    if family == "matmul" and dtype == "float16":
+        return (
+            "scale an operand down before the product (q by 1/sqrt(d) before q @ k.T, not the product after), "
+            f"or {upcast}: float16 overflows past 65504"
+        )
+    if family == "division":
+        tiny = "; an eps of 1e-8 is 0 in float16" if dtype == "float16" else ""
+        return f"guard the denominator (add an eps or clamp_min it{tiny}), or {upcast}"
+    if family == "domain":
+        return f"clamp its input into the op's domain (a value that rounds to 0 or below in {dtype}), or {upcast}"
+    return f"{upcast} or rewrite it to stay in range"
 
 
 # -- per category ----------------------------------------------------------------------------------------------------
@@ -153,7 +284,7 @@ def _inputs(v: Verdict, r: Replayed) -> list[str]:
     if v.culprit == vt.NONFINITE_EVERYWHERE_CULPRIT:
         return [
             f"the model's math turns non-finite on these inputs, in fp64 too: {_at(v) or 'its first op'} is the first "
-            "to; guard it there (clamp its input, subtract the row max before exp) or reject such inputs upstream",
+            f"to; {_guard_everywhere(v.op)}, or reject such inputs upstream",
             "nothing to change in the compiler or the bundle: eager in fp64 gives the same non-finite values",
             f"`{_replay(r)} --export DIR` writes the captured inputs, to see which values do it",
         ]
@@ -178,8 +309,7 @@ def _source_op(v: Verdict, r: Replayed) -> list[str]:
     how = "overflows" if eager.get("total") else "loses precision"
     line = f" at {v.location} (`{v.source_text}`)" if v.location else ""
     return [
-        f"fix the model's code{line}: {v.op or 'its op'} {how} in {dtype}; compute that line in float32 "
-        "(`.float()` on its inputs, the result cast back) or rewrite it to stay in range",
+        f"fix the model's code{line}: {v.op or 'its op'} {how} in {dtype}; {_guard_in_dtype(v.op, dtype, how)}",
         f"no compiler setting changes this: eager {dtype} is already wrong against fp64 (rung eager), so there is "
         "nothing to report to PyTorch and no bundle to rebuild for it",
         f"after the fix, `{_replay(r)} --what-if --no-record` from the changed code replays the request against "
@@ -256,12 +386,15 @@ def _graph_pass(v: Verdict, r: Replayed) -> list[str]:
 
 
 def _schedule(v: Verdict, r: Replayed) -> list[str]:
+    # The rung that passed also refused every fusion in Inductor's scheduler (ta.fusion_disabled), which these
+    # options alone leave on in places: the step says so rather than claim the options were what passed.
     return [
         'work around it: compile with fusion off, `options={"max_fusion_size": 1, "epilogue_fusion": False, '
         '"aggressive_fusion": False}` (in a bundle: `inferensics bundle build ... --option max_fusion_size=1 '
-        "--option epilogue_fusion=false --option aggressive_fusion=false`); that rung passed",
+        "--option epilogue_fusion=false --option aggressive_fusion=false`); the rung that passed had these and "
+        "every scheduler fusion refused, which they alone do not do everywhere: check the request with them",
         f"`TORCH_LOGS=fusion,output_code` shows what {_kernel(v)} fused around {_at(v)}",
-        _minifier(r),
+        *_minifier(r),
         _bug_report(v, r, "PyTorch (Inductor scheduler)"),
     ]
 
@@ -297,9 +430,12 @@ def _lowering(v: Verdict, r: Replayed) -> list[str]:
             f"with {v.op} as a fallback passed"
         )
     steps.append(f"`TORCH_LOGS=output_code` prints {_kernel(v)}, which computes {_at(v) or 'the diverging node'}")
-    if not v.culprit.startswith("lowering of "):
-        steps.append(_minifier(r))
-    steps.append(_bug_report(v, r, "PyTorch (Inductor lowering)"))
+    if v.culprit.startswith("lowering of "):
+        steps.append(_bug_report(v, r, "PyTorch (Inductor lowering)"))
+        return steps
+    # No rung fixed it: the ladder ruled out what it switched off, and named no part of Inductor.
+    steps += _minifier(r)
+    steps.append(_bug_report(v, r, "PyTorch (Inductor)"))
     return steps
 
 

@@ -121,6 +121,126 @@ def test_a_request_of_several_tensors_names_each_shape_as_the_bundle_names_its_o
     assert any("guards that let (4x120, 2x4x4x128x16) through the graph compiled at 2x48" in s for s in steps), steps
 
 
+# -- the model's own math: the guard fits the op ---------------------------------------------------------------------
+GUARDS = {
+    "aten.div": ["guard the denominator there, add an eps or clamp_min it", "x / d.clamp_min(1e-12)",
+                 "an all-zero row's norm"],
+    "aten::div_": ["guard the denominator there"],
+    "aten.reciprocal": ["guard the denominator there", "torch.reciprocal(x.clamp_min(eps))"],
+    "aten.rsqrt": ["guard the denominator there", "torch.rsqrt(x + eps)"],
+    "aten.exp": ["subtract the row max before exp there", "torch.softmax / torch.logsumexp, which do"],
+    "aten._softmax": ["aten._softmax subtracts the row max itself", "torch.finfo(dtype).min instead of -inf"],
+    "aten.logsumexp": ["aten.logsumexp subtracts the row max itself"],
+    "aten._scaled_dot_product_flash_attention_for_cpu": ["a row that is all -inf (fully masked)"],
+    "aten.log": ["log of 0 is -inf", "torch.log(x.clamp_min(1e-12))"],
+    "aten.sqrt": ["sqrt of a negative is NaN", "torch.sqrt(x.clamp_min(0))"],
+    "aten.acos": ["x.clamp(-1, 1)"],
+    "aten.logit": ["torch.logit(x, eps=1e-6)"],
+    "aten.pow": ["a negative base to a fractional power is NaN", "clamp the base"],
+    "aten.mm": ["the product overflows, in fp64 too"],
+    "aten.masked_fill": ["aten.masked_fill writes a non-finite constant", "torch.finfo(dtype).min instead"],
+    "aten.var": ["correction=0"],
+    "mylib::rms_norm": ["keep its input in the op's domain and range"],
+    "": ["keep its input in the op's domain and range"],
+}  # fmt: skip
+"""What a verdict of non-finite output in fp64 too says to guard, by the first op that turned non-finite."""
+
+
+@pytest.mark.parametrize("op", GUARDS)
+def test_a_model_that_turns_non_finite_in_fp64_too_is_told_the_guard_of_its_op(op: str) -> None:
+    """It said "clamp its input, subtract the row max before exp" whatever the op: for an all-zero row divided by
+    its L2 norm (aten.div) the exp advice does not apply. A wider dtype is never the fix here: fp64 is non-finite
+    too."""
+    verdict = Verdict("inputs", op=op, fx_node="x", source_file="model.py", source_line=16,
+                      culprit=vt.NONFINITE_EVERYWHERE_CULPRIT)  # fmt: skip
+    steps = next_steps(verdict, REPLAYED)
+    first = steps[0]
+    assert first.startswith("the model's math turns non-finite on these inputs, in fp64 too: node x"), first
+    assert first.endswith(", or reject such inputs upstream"), first
+    for specific in GUARDS[op]:
+        assert specific in first, (specific, first)
+    if op != "aten.exp":
+        assert "before exp" not in first, first
+    assert "float32" not in first, first
+    assert "float64" not in first, first
+    assert 2 <= len(steps) <= 4, steps
+
+
+IN_DTYPE = {
+    ("aten.exp", "float32"): ["aten.exp overflows in float32; subtract the row max before exp",
+                              "or compute that line in float64 (`.double()` on its inputs"],
+    ("aten.exp", "bfloat16"): ["subtract the row max before exp", "compute that line in float32 (`.float()`"],
+    ("aten.mm", "float16"): ["scale an operand down before the product", "compute that line in float32",
+                             "float16 overflows past 65504"],
+    ("aten.bmm", "float32"): ["compute that line in float64 (`.double()`"],
+    ("aten.pow", "float16"): ["aten.pow overflows in float16; compute that line in float32 (`.float()` on its inputs"],
+    ("aten.div", "float16"): ["guard the denominator (add an eps or clamp_min it; an eps of 1e-8 is 0 in float16)"],
+    ("aten.div", "bfloat16"): ["guard the denominator (add an eps or clamp_min it), or compute that line in float32"],
+    ("aten.log", "float16"): ["clamp its input into the op's domain (a value that rounds to 0 or below in float16)"],
+    ("aten.cos", "float32"): ["compute that line in float64", "or rewrite it to stay in range"],
+}  # fmt: skip
+"""What a ``source_op`` verdict (eager in the serving dtype overflows where fp64 does not) says to do."""
+
+
+@pytest.mark.parametrize(("op", "dtype"), IN_DTYPE)
+def test_an_op_that_overflows_in_the_serving_dtype_is_told_its_fix(op: str, dtype: str) -> None:
+    """It said "compute that line in float32" for every op and dtype: for a float32 model that changes nothing, and
+    an exp that overflows wants the row max subtracted."""
+    verdict = Verdict("source_op", op=op, fx_node="y", source_file="model.py", source_line=7, source_text="y = f(x)",
+                      culprit=vt.SOURCE_OP_CULPRIT,
+                      evidence={"serving_dtype": dtype, "nonfinite": {f"eager {dtype}": {"nan": 2, "inf": 0,
+                                                                                          "total": 2}}})  # fmt: skip
+    first = next_steps(verdict, REPLAYED)[0]
+    assert first.startswith(f"fix the model's code at model.py:7 (`y = f(x)`): {op} overflows in {dtype}; "), first
+    for specific in IN_DTYPE[op, dtype]:
+        assert specific in first, (specific, first)
+    if dtype == "float32":
+        assert "in float32 (" not in first, first
+    if op != "aten.exp":
+        assert "before exp" not in first, first
+
+
+def test_precision_lost_in_float32_is_told_to_widen_to_float64() -> None:
+    verdict = Verdict("source_op", op="aten.sum", fx_node="s", source_file="model.py", source_line=3,
+                      culprit=vt.SOURCE_OP_CULPRIT, evidence={"serving_dtype": "float32", "nonfinite": {}})  # fmt: skip
+    first = next_steps(verdict, REPLAYED)[0]
+    assert first.endswith(
+        "aten.sum loses precision in float32; compute that line in float64 (`.double()` on its inputs, the result "
+        "cast back) or rewrite it to lose less precision"
+    ), first
+
+
+# -- the other categories: each step follows from what the ladder found ----------------------------------------------
+def test_without_a_repro_no_step_runs_one() -> None:
+    """Without a captured graph no repro.py is written; the minifier step ran `python DIR/repro.py` all the same."""
+    without = Replayed("req-9", REQUEST, repro=False)
+    for verdict in (VERDICTS["schedule"], _located("lowering", culprit="no single variation fixed it")):
+        steps = next_steps(verdict, without)
+        assert not any("repro.py" in s or "TORCHDYNAMO_REPRO_AFTER" in s for s in steps), steps
+        assert 2 <= len(steps) <= 4, steps
+    with_repro = next_steps(VERDICTS["schedule"], REPLAYED)
+    assert any("TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4 python DIR/repro.py" in s for s in with_repro)
+
+
+def test_fusion_off_says_the_rung_that_passed_did_more_than_its_options() -> None:
+    """The rung that passed refused every scheduler fusion besides these options (which alone leave some on, on
+    CPU): "that rung passed" claimed the options alone had been shown to fix it."""
+    first = next_steps(VERDICTS["schedule"], REPLAYED)[0]
+    assert "that rung passed" not in first, first
+    assert first.endswith(
+        "the rung that passed had these and every scheduler fusion refused, which they alone do not do everywhere: "
+        "check the request with them"
+    ), first
+
+
+def test_no_single_variation_is_not_reported_as_a_lowering_fault() -> None:
+    """No rung fixed it, so no lowering was found at fault: the report goes to Inductor, not its lowering."""
+    report = next_steps(_located("lowering", culprit="no single variation fixed it"), REPLAYED)[-1]
+    assert report.startswith("report it to PyTorch (Inductor) about node mul_1"), report
+    found = next_steps(VERDICTS["lowering"], REPLAYED)[-1]
+    assert found.startswith("report it to PyTorch (Inductor lowering)"), found
+
+
 def test_a_compiler_fault_says_what_to_attach_to_a_bug_report() -> None:
     for category in ("decomposition", "lowering", "schedule"):
         report = next_steps(VERDICTS[category], REPLAYED)[-1]

@@ -24,6 +24,7 @@ import torch
 
 from inferensics import bundle as b
 from inferensics.replay import investigate, write_pack
+from inferensics.replay._internal.next_steps import Replayed, next_steps
 from inferensics.replay._internal.pack import write_safetensors
 from inferensics.replay._internal.report import render_text
 from tests.replay import nonfinite_models as nm
@@ -69,6 +70,11 @@ def test_nan_in_every_path_names_the_model_op_and_the_counts() -> None:
     assert "rung eager: pass (4 non-finite values, only where fp64 has them too; " in text, text
     assert "rung served: pass (4 non-finite values, only where fp64 has them too; " in text, text
     assert "within tolerance" not in text
+    # The guard fits the op: a sqrt wants its input clamped (it said "subtract the row max before exp" whatever the
+    # op was).
+    guard = next_steps(verdict, Replayed("req-1", {}))[0]
+    assert f"node scale (aten.sqrt) at {MODELS}:{SQRT_LINE} is the first to; sqrt of a negative is NaN: clamp" in guard
+    assert "row max" not in guard, guard
 
 
 @pytest.mark.usefixtures("no_compile_caches")
@@ -119,3 +125,4 @@ def test_a_bundle_replay_of_a_nan_request_names_it(tmp_path: Path) -> None:
     assert verdict["evidence"]["nonfinite"]["served (bundle)"] == {"nan": 4, "inf": 0, "total": 4}
     served = next(r for r in verdict["evidence"]["rungs"] if r["rung"] == "served (bundle)")
     assert served["nonfinite_as_fp64"] == 4
+    assert "sqrt of a negative is NaN: clamp its input" in verdict["evidence"]["next_steps"][0]

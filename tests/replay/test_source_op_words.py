@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from inferensics.replay import investigate
+from inferensics.replay._internal.next_steps import Replayed, next_steps
 
 HERE = Path(__file__)
 EXP_LINE = next(i for i, t in enumerate(HERE.read_text().splitlines(), 1) if t.rstrip().endswith("# overflows"))
@@ -43,3 +44,11 @@ def test_overflow_in_the_model_is_said_with_every_paths_counts() -> None:
         "fp64": {"nan": 4, "inf": 0, "total": 4},
         "eager float32": {"nan": 8, "inf": 0, "total": 8},
     }
+    # The fix fits the op and the dtype: the row max subtracted before exp; float32 is the dtype that overflows, so
+    # "compute that line in float32" (what it said) changes nothing.
+    fix = next_steps(verdict, Replayed("req-1", {}))[0]
+    assert fix.startswith(
+        f"fix the model's code at {HERE}:{EXP_LINE} (`e = torch.exp(x * 40.0)  # overflows`): aten.exp overflows in "
+        "float32; subtract the row max before exp"
+    ), fix
+    assert "in float32 (" not in fix, fix
