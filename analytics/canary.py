@@ -65,7 +65,13 @@ import polars as pl
 from pydantic import Field, field_validator, model_validator
 
 from inferensics.analytics import stats
-from inferensics.analytics.canary_shortfall import SIDES, may_have_expired, rollup_counts, shortfall_rule
+from inferensics.analytics.canary_shortfall import (
+    SIDES,
+    may_have_expired,
+    partly_expired_note,
+    rollup_counts,
+    shortfall_rule,
+)
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.errors import UnknownFilterValue
 from inferensics.analytics.filters import Filters as _Filters
@@ -111,11 +117,15 @@ CANDIDATE_REQUEST: Final = "candidate_request_id"
 ARGMAX_DIFFERING: Final = "argmax_differing"
 """How many of the first argmax ids (``fp_argmax_head``, at most 16) of a disagreeing pair differ, a position
 only one side has counting as differing: 0 when neither side recorded them (or they differ only further on)."""
+CANDIDATE_REPLAYABLE: Final = "candidate_replayable"
+"""Whether replay can take the candidate request of a disagreeing pair: served from a bundle, its inputs captured
+(``inferensics replay`` refuses any other)."""
 DISAGREEMENT_SCHEMA: dict[str, Any] = {
     BASELINE_REQUEST: pl.String,
     CANDIDATE_REQUEST: pl.String,
     col.INPUT_DIGEST: pl.String,
     ARGMAX_DIFFERING: pl.UInt32,
+    CANDIDATE_REPLAYABLE: pl.Boolean,
 }
 """Columns of :attr:`CanaryResult.disagreements`: one input-matched pair whose argmax digests differ."""
 DISAGREEMENTS: Final = "disagreements"
@@ -242,7 +252,10 @@ def disagreements_of(frame: pl.DataFrame) -> pl.DataFrame:
     pairs = frame.filter(pl.col("metric") == AGREEMENT_METRIC).get_column(DISAGREEMENTS).drop_nulls()
     if pairs.is_empty():
         return pl.DataFrame(schema=DISAGREEMENT_SCHEMA)
-    return pairs.explode().drop_nulls().struct.unnest().select(list(DISAGREEMENT_SCHEMA))
+    unnested = pairs.explode().drop_nulls().struct.unnest()
+    # A frame of a service older than a column lacks it: null, not known.
+    missing = [pl.lit(None, dtype=t).alias(c) for c, t in DISAGREEMENT_SCHEMA.items() if c not in unnested.columns]
+    return unnested.with_columns(missing).select(list(DISAGREEMENT_SCHEMA))
 
 
 @dataclass(frozen=True)
@@ -536,14 +549,20 @@ def _first_argmax(side: str = "") -> str:
     return _first(col.FP_ARGMAX_DIGEST, side)
 
 
-_FIRST_FACTS: Final = ((col.REQUEST_ID, "r"), (col.FP_ARGMAX_HEAD, "h"), (f"toUnixTimestamp64Micro({col.TS})", "t"))
-"""What :func:`_first_request` takes of a request, and the column name of each."""
+_FIRST_FACTS: Final = (
+    (col.REQUEST_ID, "r"),
+    (col.FP_ARGMAX_HEAD, "h"),
+    (f"toUnixTimestamp64Micro({col.TS})", "t"),
+    (f"toBool({col.CAPTURE_BLOB} != '' AND {col.BUNDLE_ID} != '')", "k"),
+)
+"""What :func:`_first_request` takes of a request (its id, first argmax ids, time, whether replay can take it), and
+the column name of each."""
 
 
 def _first_request(side: str = "", suffix: str = "") -> str:
-    """The earliest request per input digest (:func:`_first`): its id ``r``, its first argmax ids ``h`` and its time in
-    microseconds ``t``, each name followed by ``suffix``. Each is an ``argMin`` of its own: one of a tuple holding the
-    array is compared and copied as a generic value, slower than the three."""
+    """The earliest request per input digest (:func:`_first`): its id ``r``, its first argmax ids ``h``, its time in
+    microseconds ``t`` and whether replay can take it ``k``, each name followed by ``suffix``. Each is an ``argMin``
+    of its own: one of a tuple holding the array is compared and copied as a generic value, slower than these."""
     return ", ".join(f"{_first(value, side)} AS {name}{suffix}" for value, name in _FIRST_FACTS)
 
 
@@ -559,11 +578,12 @@ def _worst(agree: str, b: Callable[[str], str], c: Callable[[str], str], digest:
     """The aggregates of the :data:`DISAGREEMENTS_KEPT` worst disagreeing pairs (the pairs where ``agree`` is false;
     ``b``/``c`` name a :func:`_first_request` column of each side): most argmax ids differing first, then the
     earliest candidate request; one array per :data:`DISAGREEMENT_SCHEMA` column."""
-    order = f"(-toInt64({_differing(b('h'), c('h'))}), {c('t')}, {b('r')}, {c('r')}, {digest})"
+    order = f"(-toInt64({_differing(b('h'), c('h'))}), {c('t')}, {b('r')}, {c('r')}, {digest}, {c('k')})"
     return (
         f"groupArraySortedIf({DISAGREEMENTS_KEPT})({order}, NOT ({agree})) AS worst, "
         f"arrayMap(t -> t.3, worst) AS {BASELINE_REQUEST}, arrayMap(t -> t.4, worst) AS {CANDIDATE_REQUEST}, "
-        f"arrayMap(t -> t.5, worst) AS {col.INPUT_DIGEST}, arrayMap(t -> toUInt32(-t.1), worst) AS {ARGMAX_DIFFERING}"
+        f"arrayMap(t -> t.5, worst) AS {col.INPUT_DIGEST}, arrayMap(t -> toUInt32(-t.1), worst) AS {ARGMAX_DIFFERING}, "
+        f"arrayMap(t -> t.6, worst) AS {CANDIDATE_REPLAYABLE}"
     )
 
 
@@ -698,17 +718,13 @@ def canary_compare_pools(
 def _counted(
     client: QueryClient, params: CanaryParams, sides: dict[str | None, tuple[_Side, _Side]], now: datetime | None
 ) -> dict[str | None, dict[str, int]]:
-    """Per pool, the rollups' count of each side short of requests whose window reaches back past the raw requests
-    kept (one query per such side, every pool's count at once): what tells expired rows from no requests."""
-    short = {
-        side: [pool for pool, pair in sides.items() if pair[i].requests < params.min_requests]
-        for i, side in enumerate(SIDES)
-        if may_have_expired(params, side, now)
-    }
+    """Per pool, the rollups' count of each side whose window reaches back past the raw requests kept (one query per
+    such side, every pool's count at once): what tells expired rows from no requests, and a side judged over the
+    rows left from one judged whole."""
     out: dict[str | None, dict[str, int]] = {pool: {} for pool in sides}
-    for side, pools in short.items():
-        if pools:
-            for pool, n in rollup_counts(client, params, side, pools, now=now).items():
+    for side in SIDES:
+        if may_have_expired(params, side, now):
+            for pool, n in rollup_counts(client, params, side, list(sides), now=now).items():
                 out[pool][side] = n
     return out
 
@@ -742,11 +758,15 @@ def _compare(
         n, agree, disagreeing = paired[pool]
         rows = [*latency, *rates, _agreement_row(n, agree, params), *drift]
         evidence = pl.DataFrame(rows, schema=EVIDENCE_SCHEMA)
+        served = {"baseline": base.requests, "candidate": cand.requests}
         if min(base.requests, cand.requests) < params.min_requests:
-            served = {"baseline": base.requests, "candidate": cand.requests}
             verdict, rule = "inconclusive", shortfall_rule(params, served, counted[pool])
         else:
             verdict, rule = decide(evidence)
+            # A side truncated at max_rows was not read whole: fewer rows than the rollups count is not expiry.
+            read = {"baseline": base, "candidate": cand}
+            whole = {side: n for side, n in counted[pool].items() if not read[side].truncated}
+            rule += partly_expired_note(params, served, whole)
         truncated = base.truncated or cand.truncated
         results[pool] = CanaryResult(
             verdict,  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ from inferensics.analytics.canary import (
     canary_compare_pools,
     decide,
 )
-from inferensics.analytics.canary_shortfall import short_of_requests
+from inferensics.analytics.canary_shortfall import PARTLY_EXPIRED, short_of_requests
 from inferensics.analytics.client import QueryClient
 from inferensics.analytics.stats import holm_adjusted
 
@@ -188,9 +188,10 @@ def _corrected(frame: pl.DataFrame, adjusted: dict[str, float], alpha: float, no
     verdict = frame.filter(pl.col("check") == "verdict").row(0, named=True)
     rule = str(verdict["rule"])
     truncated = rule.endswith(TRUNCATED_NOTE)
-    rule = rule.removesuffix(TRUNCATED_NOTE)
+    rule, expired, left = rule.removesuffix(TRUNCATED_NOTE).partition(PARTLY_EXPIRED)  # kept past a new decision
     if verdict["outcome"] == "fail":  # only a failed check can change, and only to pass
         verdict["outcome"], rule = decide(evidence)
     decided_by_checks = not short_of_requests(rule)  # too few requests: no check, corrected or not, decided it
-    verdict["rule"] = (f"{rule}; {note}" if decided_by_checks else rule) + (TRUNCATED_NOTE if truncated else "")
+    verdict["rule"] = ((f"{rule}; {note}" if decided_by_checks else rule) + expired + left
+                       + (TRUNCATED_NOTE if truncated else ""))  # fmt: skip
     return pl.concat([evidence, pl.DataFrame([verdict], schema=frame.schema)])

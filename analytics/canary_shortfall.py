@@ -8,8 +8,10 @@ fewer than ``min_requests`` requests. Three causes call for different fixes, and
   counts far longer. A window reaching back further can then hold requests the rollups count and the canary no
   longer sees: compare a window within the kept days. Told apart by counting the side in the rollups through the
   planner the overview reads (:func:`~inferensics.analytics._requests.aggregate_sql`), so the counts named are the
-  pool note's. Only a short side whose window reaches back past the kept days is counted there (rows younger
-  than the TTL cannot have expired): a recent comparison runs no query more.
+  pool note's. Only a side whose window reaches back past the kept days is counted there (rows younger than the
+  TTL cannot have expired): a recent comparison runs no query more. A side that still served enough requests is
+  judged over those left, and the verdict's rule says so (:func:`partly_expired_note`): the checks read fewer
+  requests than the window held, and the oldest not at all.
 * **No request of a side in its window:** widen the window, or check the bundle id.
 * **Fewer than ``min_requests``:** the rule says so (lower it to what was served, or widen the window).
 """
@@ -38,6 +40,9 @@ NO_REQUESTS: Final = "no requests of the"
 """How the rule begins when a side had no request in its window."""
 EXPIRED: Final = "raw requests expired"
 """How the rule begins when a side's raw requests are past the store's TTL while the rollups still count them."""
+PARTLY_EXPIRED: Final = "; judged over the raw requests left:"
+"""How the note begins that follows the rule of a verdict judged over a window partly past the raw requests kept
+(:func:`partly_expired_note`)."""
 SHORT_OF_REQUESTS: Final = (TOO_FEW, NO_REQUESTS, EXPIRED)
 """The beginnings of every rule of rule 1 (see :func:`short_of_requests`)."""
 
@@ -88,6 +93,29 @@ def _window(params: CanaryParams, sides: Sequence[str]) -> str:
     if len(sides) == 1:
         return f"the {sides[0]}'s window {spans[sides[0]]}"
     return "their windows (" + ", ".join(f"{side} {span}" for side, span in spans.items()) + ")"
+
+
+def partly_expired_note(params: CanaryParams, served: Mapping[str, int], counted: Mapping[str, int]) -> str:
+    """What follows the rule of a verdict the checks decided when a side's window reaches back past the raw requests
+    the store keeps and the rollups count more of its requests than are left (``served`` and ``counted`` as
+    :func:`shortfall_rule` takes them); empty when nothing expired.
+
+    >>> from inferensics.analytics.canary import CanaryParams
+    >>> from datetime import datetime, UTC
+    >>> p = CanaryParams(model="m", baseline="b", candidate="c", start=datetime(2026, 1, 5, tzinfo=UTC),
+    ...                  end=datetime(2026, 1, 7, tzinfo=UTC))
+    >>> partly_expired_note(p, {"baseline": 150, "candidate": 200}, {"baseline": 300})[:72]
+    '; judged over the raw requests left: the window 2026-01-05 00:00 – 2026-'
+    """
+    expired = [side for side in SIDES if counted.get(side, 0) > served[side]]
+    if not expired:
+        return ""
+    left = ", ".join(f"{side} {served[side]:,} of {counted[side]:,}" for side in expired)
+    return (
+        f"{PARTLY_EXPIRED} {_window(params, expired)} reaches back past the {RAW_DAYS} days of raw requests the store "
+        f"keeps ({left} left): its oldest requests were not judged; compare a window within the last {RAW_DAYS} "
+        "days to judge them all"
+    )
 
 
 def shortfall_rule(params: CanaryParams, served: Mapping[str, int], counted: Mapping[str, int]) -> str:

@@ -15,7 +15,8 @@ tells apart requests that share the id: the request drill-down marks such a verd
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from collections.abc import Mapping
+from typing import Any, Final, Literal
 
 import polars as pl
 from pydantic import Field
@@ -59,6 +60,11 @@ Outcome = Literal["hit", "compile", "recompile", "fallback", "eager", "error"]
 
 INPUTS_CAPTURED: Final = "inputs_captured"
 """Column: whether the request's inputs were captured (its ``capture_blob`` is set), which replay needs."""
+
+RAN_COMPILED: Final = "ran_compiled"
+"""Column: whether the request entered a compiled frame (its ``guard_outcome`` is not ``none``, or a compiled graph
+ran for it). An error of a request that entered none was raised before any compiled code ran (by the server's
+validation of its inputs, most often): replay has no compiled fault to find in it."""
 
 DEFAULT_LIMIT: Final = 50
 """Requests :func:`request_list` returns unless told otherwise."""
@@ -112,7 +118,7 @@ _VERDICT_TEXT = (
 _REPLAYED_INPUTS = f"lower(JSONExtractString({col.VERDICT_JSON}, 'evidence', 'captured_inputs', 'sha256'))"
 _LISTED = (col.TS, col.REQUEST_ID, col.MODEL, col.HW_POOL, col.HOST, col.TRAFFIC_CLASS, col.STATUS, col.ERROR,
            col.FP_NAN, col.FP_INF, col.OUTCOME, col.FALLBACK_REASON, col.LATENCY_MS, col.BUNDLE_ID,
-           col.CAPTURE_BLOB)  # fmt: skip
+           col.CAPTURE_BLOB, col.GUARD_OUTCOME, col.GRAPH_KEYS)  # fmt: skip
 """The ``requests`` columns the list reads."""
 
 
@@ -155,7 +161,8 @@ def _rows(client: QueryClient, params: RequestKindParams) -> tuple[str, dict[str
         f"toString({col.HW_POOL}) AS {col.HW_POOL}, toString({col.HOST}) AS {col.HOST}, "
         f"toString({col.TRAFFIC_CLASS}) AS {col.TRAFFIC_CLASS}, {_KIND_SQL} AS kind, {_DETAIL_SQL} AS detail, "
         f"{VERDICT}, toString({col.OUTCOME}) AS {col.OUTCOME}, toFloat64({col.LATENCY_MS}) AS {col.LATENCY_MS}, "
-        f"toString({col.BUNDLE_ID}) AS {col.BUNDLE_ID}, toBool({col.CAPTURE_BLOB} != '') AS {INPUTS_CAPTURED} "
+        f"toString({col.BUNDLE_ID}) AS {col.BUNDLE_ID}, toBool({col.CAPTURE_BLOB} != '') AS {INPUTS_CAPTURED}, "
+        f"toBool(toString({col.GUARD_OUTCOME}) != 'none' OR notEmpty({col.GRAPH_KEYS})) AS {RAN_COMPILED} "
         f"FROM (SELECT {', '.join(_LISTED)} FROM {db}.requests WHERE {narrow}) AS q "
         f"LEFT JOIN ({verdicts_sql(db, narrow)}) AS m "
         f"ON q.{col.REQUEST_ID} = m.v_id AND q.{col.HOST} = m.v_host AND q.{col.TS} = m.v_ts"
@@ -171,7 +178,8 @@ def request_list(client: QueryClient, params: RequestListParams) -> pl.DataFrame
     ``eager fallback``, ``replayed fault``: the first that applies, in that order; else ``ok``), detail (the error's
     first line, the NaN and inf counts, the fallback reason or the verdict; empty for ``ok``), verdict
     (:data:`VERDICT`), outcome (how it was served: ``hit``, ``compile``, ``recompile``...), latency_ms, bundle_id
-    (empty when served without a bundle), inputs_captured (:data:`INPUTS_CAPTURED`). ``outcome`` and
+    (empty when served without a bundle), inputs_captured (:data:`INPUTS_CAPTURED`), ran_compiled
+    (:data:`RAN_COMPILED`). ``outcome`` and
     ``min_latency_ms`` narrow the list (a recompile storm's requests, the slow ones). Ties in time are ordered by
     request id, then host.
     """
@@ -195,3 +203,46 @@ def request_kinds(client: QueryClient, params: RequestKindParams) -> pl.DataFram
         .sort("_order")
         .drop("_order")
     )
+
+
+NUMERIC_FAULT: Final = 0
+"""Replay worth (:func:`replay_worth`) of a listed request whose output the compiled code got wrong: non-finite,
+or a replay verdict named a fault: what replay attributes to an op, a decomposition, the schedule."""
+COMPILED_ERROR: Final = 1
+"""Replay worth of a request that errored while compiled code ran."""
+EAGER_RUN: Final = 2
+"""Replay worth of a request that ran eagerly (a fallback, or non-finite output with no compiled graph run)."""
+INPUT_FAULT: Final = 3
+"""Replay worth of a request whose fault lies in its inputs: it errored before any compiled graph ran (the
+server's validation of its inputs, most often), or a replay verdict already blamed its inputs."""
+
+
+def replay_worth(row: Mapping[str, Any]) -> tuple[int, str]:
+    """How worth replaying a listed failing request is (a :func:`request_list` row): its rank, lower first
+    (:data:`NUMERIC_FAULT` to :data:`INPUT_FAULT`), and why, in words that follow its id.
+
+    >>> replay_worth({"kind": KIND_NON_FINITE, "detail": "NaN 12, inf 0", "verdict": "", RAN_COMPILED: True})
+    (0, 'produced non-finite output (NaN 12, inf 0) where compiled code ran')
+    >>> replay_worth({"kind": KIND_ERROR, "detail": "ValueError: x", "verdict": "", RAN_COMPILED: False})[0]
+    3
+    """
+    kind, detail = str(row.get("kind") or ""), " ".join(str(row.get("detail") or "").split())
+    verdict = str(row.get(VERDICT) or "")
+    attribution = verdict.split(" · ", 1)[0]
+    ran = bool(row.get(RAN_COMPILED, True))
+    if attribution == col.INPUTS:
+        return INPUT_FAULT, f"was replayed already, and the verdict blamed its inputs ({verdict})"
+    if kind == KIND_REPLAYED_FAULT or (attribution and attribution not in NO_FAULT):
+        return NUMERIC_FAULT, f"has a replay verdict that named a fault ({verdict})"
+    if kind == KIND_NON_FINITE:
+        if ran:
+            return NUMERIC_FAULT, f"produced non-finite output ({detail}) where compiled code ran"
+        return EAGER_RUN, f"produced non-finite output ({detail}) though no compiled graph ran"
+    if kind == KIND_ERROR:
+        if ran:
+            return COMPILED_ERROR, f"errored while compiled code ran: {detail}"
+        return (
+            INPUT_FAULT,
+            f"errored before any compiled graph ran (its inputs failed validation, most likely): {detail}",
+        )
+    return EAGER_RUN, f"fell back to eager ({detail})" if detail else "fell back to eager"

@@ -319,24 +319,36 @@ def compare(  # noqa: PLR0917 (typer options)
 
 
 def _disagreeing(frame: pl.DataFrame, service: str | None, token: str | None) -> list[str]:
-    """Under an argmax-agreement check that did not pass: the worst disagreeing pairs and how to open and replay the
-    worst candidate request (a FAIL on agreement named no request, and ``requests --failing`` cannot list a finite
-    output); ``[]`` when the check passed or names no pair."""
-    from inferensics.analytics.canary import CANDIDATE_REQUEST, disagreements_of
+    """Under an argmax-agreement check that did not pass: the worst disagreeing pairs, how to open the worst candidate
+    request, and how to replay the worst that replay can take (served from a bundle, inputs captured), saying why when
+    it is not the worst, or why none can be replayed (a FAIL on agreement named no request, and ``requests --failing``
+    cannot list a finite output); ``[]`` when the check passed or names no pair."""
+    from inferensics.analytics.canary import CANDIDATE_REPLAYABLE, CANDIDATE_REQUEST, disagreements_of
     from inferensics.analytics.report.canary import disagreement_lines
     from inferensics.cli.requests_commands import REQUEST_PAGE, replay_hint
 
     lines = disagreement_lines(frame)
     if not lines:
         return []
-    worst = str(disagreements_of(frame).item(0, CANDIDATE_REQUEST))
+    pairs = disagreements_of(frame)
+    worst = str(pairs.item(0, CANDIDATE_REQUEST))
     through = f" --service {service}" if service else ""
-    return [
-        *lines,
-        f"open the worst: inferensics requests --id {worst}{through}, or the dashboard's request page /{REQUEST_PAGE}"
-        f"{worst}",
-        *replay_hint(worst, service, token),
-    ]
+    lines += [f"open the worst: inferensics requests --id {worst}{through}, or the dashboard's request page "
+              f"/{REQUEST_PAGE}{worst}"]  # fmt: skip
+    replayable = pairs.get_column(CANDIDATE_REPLAYABLE).to_list()
+    at = next((i for i, ok in enumerate(replayable) if ok is not False), None)  # null: an older service, not known
+    if at is None:
+        return [*lines, f"none of the {pairs.height:,} worst candidate requests can be replayed: replay needs a "
+                        "request served from a bundle with its inputs captured (serve the candidate with "
+                        "SdkConfig(capture=CaptureRules(enabled=True)), or capture a sample of its "
+                        "requests)"]  # fmt: skip
+    chosen = str(pairs.item(at, CANDIDATE_REQUEST))
+    lines += replay_hint(chosen, service, token)
+    if at:
+        worse = "the worse one was" if at == 1 else f"the {at:,} worse ones were"
+        lines.append(f"  {chosen} is the worst disagreeing candidate request replay can take (served from a bundle, "
+                     f"its inputs captured); {worse} not")  # fmt: skip
+    return lines
 
 
 def _where(pool: str | None) -> str:

@@ -51,7 +51,10 @@ def parse_moment(text: str, option: str, now: datetime) -> datetime:
     given = text.strip()
     ago = _AGO.fullmatch(given)
     if ago:
-        return now - int(ago.group(1)) * _UNITS[ago.group(2)]
+        try:
+            return now - int(ago.group(1)) * _UNITS[ago.group(2)]
+        except OverflowError:  # it was a traceback
+            fail(f"{option} {text!r} reaches back past year 1: give a time ago such as 7d or 30d")
     try:
         moment = datetime.fromisoformat(given)
     except ValueError:
@@ -286,20 +289,37 @@ def replay_hint(request_id: str, service: str | None, token: str | None) -> list
 
 def next_steps(listed: pl.DataFrame, service: str | None, token: str | None = None) -> list[str]:
     """How to open a listed request: ``requests --id`` and the dashboard's page for the newest listed; and
-    ``inferensics replay`` for the newest listed failing one that replay can take (served from a bundle, inputs
-    captured; :func:`replay_hint`), else why none can be replayed when failing ones are listed."""
+    ``inferensics replay`` for the listed failing one most worth replaying that replay can take (served from a bundle,
+    inputs captured; :func:`replay_hint`): a numeric fault of the compiled code before an error it raised, before an
+    eager run, before a fault of the inputs (an error raised before any compiled graph ran, a verdict that blamed
+    them), the newest of its rank (:func:`~inferensics.analytics.request_list.replay_worth`), with a line saying why
+    when newer ones were passed over, or that every one failed on its inputs; else why none can be replayed when
+    failing ones are listed."""
     import polars as pl
 
-    from inferensics.analytics.request_list import INPUTS_CAPTURED, KIND_OK
+    from inferensics.analytics.request_list import INPUT_FAULT, INPUTS_CAPTURED, KIND_OK, replay_worth
 
     through = f" --service {service}" if service else ""
     first = str(listed.item(0, "request_id"))
     lines = [f"open one: inferensics requests --id {first}{through}, or the dashboard's request page "
              f"/{REQUEST_PAGE}{first}"]  # fmt: skip
     failed = listed.filter(pl.col("kind") != KIND_OK)
-    replayable = failed.filter((pl.col("bundle_id") != "") & pl.col(INPUTS_CAPTURED))
-    if replayable.height:
-        lines += replay_hint(str(replayable.item(0, "request_id")), service, token)
+    replayable = failed.filter((pl.col("bundle_id") != "") & pl.col(INPUTS_CAPTURED)).to_dicts()
+    if replayable:
+        worth = [replay_worth(r) for r in replayable]  # newest first: min() keeps the newest of the best rank
+        best = min(range(len(replayable)), key=lambda i: worth[i][0])
+        chosen = str(replayable[best]["request_id"])
+        hint = replay_hint(chosen, service, token)
+        if best:  # why, beside the command it explains (the placeholders' lines follow)
+            newest = str(replayable[0]["request_id"])
+            newer = f"{best} newer replayable ones" if best > 1 else "a newer replayable one"
+            hint.insert(1, f"  {chosen} chosen over {newer}: it {_cell(worth[best][1], 2 * DETAIL_MAX)}, while "
+                           f"{newest} (the newest) {_cell(worth[0][1], 2 * DETAIL_MAX)}")  # fmt: skip
+        elif worth[0][0] == INPUT_FAULT:
+            hint.insert(1, f"  every replayable one listed failed on its inputs: the newest, {chosen}, "
+                           f"{_cell(worth[0][1], 2 * DETAIL_MAX)}; replay shows which input, not a fault of the "
+                           "compiled code")  # fmt: skip
+        lines += hint
     elif failed.height:
         lines.append("none listed can be replayed: replay needs a request served from a bundle with its inputs "
                      "captured (serve from a bundle with SdkConfig(capture=CaptureRules(enabled=True)))")  # fmt: skip

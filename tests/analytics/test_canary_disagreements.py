@@ -22,6 +22,7 @@ from inferensics.analytics import CanaryParams, canary_compare
 from inferensics.analytics.canary import (
     ARGMAX_DIFFERING,
     BASELINE_REQUEST,
+    CANDIDATE_REPLAYABLE,
     CANDIDATE_REQUEST,
     DISAGREEMENT_SCHEMA,
     DISAGREEMENTS_KEPT,
@@ -59,6 +60,8 @@ def _candidate_head(i: int) -> list[int]:
 
 
 DISAGREEING = [i for i in range(INPUTS) if i % 3 == 2]
+CAPTURED = 8
+"""The disagreeing input whose candidate request's inputs were captured (from a bundle: replay can take it)."""
 
 
 def _requests(pool: str) -> list[pl.DataFrame]:
@@ -73,6 +76,7 @@ def _requests(pool: str) -> list[pl.DataFrame]:
         col.INPUT_DIGEST: ids, col.FP_STATUS: FP_OK,
         col.FP_ARGMAX_DIGEST: [f"x-{d}" if i in wrong else f"a-{d}" for i, d in enumerate(ids)],
         col.FP_ARGMAX_HEAD: [_candidate_head(i) if i in wrong else HEAD for i in range(n)],
+        col.CAPTURE_BLOB: ["ab" * 32 if i == CAPTURED else "" for i in range(n)],
     }, pool=pool)  # fmt: skip
     # Input 2 again, later and agreeing: the pair is of the earliest candidate request, which disagrees.
     again = request_frame("cand-again", 1, T + timedelta(hours=1), {
@@ -98,6 +102,7 @@ def _expected() -> pl.DataFrame:
             CANDIDATE_REQUEST: [f"cand-pool-a-{i}" for i in ranked],
             col.INPUT_DIGEST: [f"in-{i:02d}" for i in ranked],
             ARGMAX_DIFFERING: [_differing(i) for i in ranked],
+            CANDIDATE_REPLAYABLE: [i == CAPTURED for i in ranked],
         },
         schema=DISAGREEMENT_SCHEMA,
     )
@@ -105,7 +110,8 @@ def _expected() -> pl.DataFrame:
 
 def test_the_failing_agreement_names_its_worst_disagreeing_pairs_from_the_pairs_query(store: Store) -> None:
     counting = CountingStore(store)
-    result = canary_compare(counting, CanaryParams(**DAY, hw_pool="pool-a"))
+    # Compared the day after (a window past the raw requests kept would add the rollups' count of each side).
+    result = canary_compare(counting, CanaryParams(**DAY, hw_pool="pool-a"), now=T + timedelta(days=1))
     agreement = result.evidence.filter(pl.col("metric") == "argmax_agreement").row(0, named=True)
     assert (agreement["baseline"], agreement["candidate"], agreement["outcome"]) == (40.0, 27 / 40, "fail")
     assert_frame_equal(result.disagreements, _expected())

@@ -148,3 +148,63 @@ def test_the_rule_names_the_short_side_and_its_cause(
 ) -> None:
     assert shortfall_rule(CanaryParams(model=MODEL, **params), served, counted) == rule
     assert short_of_requests(rule)
+
+
+NOW = datetime.now(UTC)
+"""The clock of the partly expired comparison: the table's TTL drops rows by the real clock, so its days are counted
+back from it (whole days, far from the TTL's edge)."""
+MIDNIGHT = NOW.replace(hour=0, minute=0, second=0, microsecond=0)
+PARTLY = dict(start=MIDNIGHT - timedelta(days=33), end=MIDNIGHT - timedelta(days=27))
+"""A window whose first days lie past the raw requests the store keeps."""
+
+
+@pytest.fixture(scope="module")
+def partly_expired_store(chdb_dir: Path) -> Iterator[Store]:
+    """The baseline's requests on a day past the kept raw requests (200, dropped by the TTL) and on a kept day (300);
+    the candidate's on the kept day only."""
+    gone, kept = MIDNIGHT - timedelta(days=32, hours=-1), MIDNIGHT - timedelta(days=28, hours=-1)
+    with scratch_store(chdb_dir, "canary_partly_expired") as store:
+        insert_requests(
+            store,
+            request_frame("base", 200, gone, {col.LATENCY_MS: 10.0, col.REQUEST_ID: [f"old-{i}" for i in range(200)]}),
+            *(request_frame(b, 300, kept, {col.LATENCY_MS: 10.0}) for b in SERVED),
+        )
+        store.client.command(f"SYSTEM START TTL MERGES {store.database}.{RequestEvent.TABLE.name}")
+        store.client.command(f"OPTIMIZE TABLE {store.database}.{RequestEvent.TABLE.name} FINAL")
+        raw = store.query_frame(f"SELECT count() AS n FROM {store.database}.requests").item()
+        assert raw == 600
+        yield store
+
+
+def test_a_window_partly_past_the_kept_raw_requests_says_its_oldest_were_not_judged(
+    partly_expired_store: Store, chdb_dir: Path
+) -> None:
+    """Walk (failing): a window partly past the 30 days of raw requests was judged over the rows left and said
+    nothing (the fully expired case says so); the rule now names the side, its requests left and how many the rollups
+    count, through a correction for several pools and in the command's verdict."""
+    params = CanaryParams(model=MODEL, baseline="base", candidate="cand", **PARTLY)
+    result = canary_compare(partly_expired_store, params, now=NOW)
+    assert (result.baseline_requests, result.candidate_requests) == (300, 300)
+    window = f"{PARTLY['start']:%Y-%m-%d %H:%M} – {PARTLY['end']:%Y-%m-%d %H:%M} UTC"
+    note = (
+        f"; judged over the raw requests left: the window {window} reaches back past the 30 days of raw requests the "
+        "store keeps (baseline 300 of 500 left): its oldest requests were not judged; compare a window within the "
+        "last 30 days to judge them all"
+    )
+    assert result.rule.endswith(note), result.rule
+    assert not short_of_requests(result.rule)
+    frames = correct_for_pools({"p": result.to_frame(), "q": result.to_frame()})
+    assert frames["p"].filter(pl.col("check") == "verdict").item(0, "rule").endswith(note)
+    out = CliRunner().invoke(
+        app,
+        [
+            "canary", "compare", "--baseline", "base", "--candidate", "cand", "--model", MODEL,
+            "--start", f"{PARTLY['start']:%Y-%m-%dT%H:%M:%S}", "--end", f"{PARTLY['end']:%Y-%m-%dT%H:%M:%S}",
+            "--dsn", f"chdb://{chdb_dir}?database={partly_expired_store.database}",
+        ],
+    )  # fmt: skip
+    assert note in out.output, out.output
+    within = dict(start=MIDNIGHT - timedelta(days=29), end=PARTLY["end"])
+    kept = canary_compare(partly_expired_store, CanaryParams(model=MODEL, baseline="base", candidate="cand", **within),
+                          now=NOW)  # fmt: skip
+    assert "judged over the raw requests left" not in kept.rule

@@ -48,6 +48,7 @@ def test_failing_requests_newest_first_with_their_kind_and_detail(seeded: LocalR
         col.LATENCY_MS,
         col.BUNDLE_ID,
         "inputs_captured",
+        "ran_compiled",
     ]
     assert got.get_column(col.TS).to_list() == sorted(got.get_column(col.TS).to_list(), reverse=True)
     assert got.filter(pl.col(col.REQUEST_ID) == "r-nan").get_column(col.HOST).to_list() == ["h2"]

@@ -65,7 +65,13 @@ def test_a_failing_agreement_names_the_worst_pairs_and_how_to_open_one(compared:
         f"open the worst: inferensics requests --id {first}, or the dashboard's request page "
         f"/request?request_id={first}"
     )
-    assert failing[at + 7].startswith(f"replay a failing one: inferensics replay {first} --service SERVICE_URL")
+    # No candidate request's inputs were captured: no replay command that replay refuses (walk "failing").
+    assert failing[at + 7] == (
+        "none of the 10 worst candidate requests can be replayed: replay needs a request served from a bundle with "
+        "its inputs captured (serve the candidate with SdkConfig(capture=CaptureRules(enabled=True)), or capture a "
+        "sample of its requests)"
+    )
+    assert "inferensics replay" not in "\n".join(failing)
     # The pool whose agreement passed lists none.
     passing = lines[lines.index(f"hardware pool {AGREEING_POOL}:") : lines.index(f"hardware pool {DISAGREEING_POOL}:")]
     assert not [line for line in passing if "disagree" in line or "inferensics requests" in line], passing
@@ -86,3 +92,31 @@ def test_the_report_lists_the_disagreeing_pairs(compared: tuple[int, str], tmp_p
     assert all(f"<td>{c}</td><td>{b}</td>" in html for c, b, _, _ in worst)
     (agreeing,) = tmp_path.glob(f"*-{AGREEING_POOL}-*.md")
     assert "Disagreeing" not in agreeing.read_text()
+
+
+def test_the_replay_hint_names_the_worst_candidate_request_replay_can_take(
+    store: Store, chdb_dir: Path, tmp_path: Path
+) -> None:
+    """Walk (failing): the hint named the worst disagreeing candidate request whatever its capture, and replay refuses
+    one whose inputs were not captured. It names the worst one replay can take, and says why it is not the worst."""
+    facts = build(NOW)
+    worst = facts.worst(5)
+    third = worst[2][0]
+    captured = [
+        e.model_copy(update={"capture_blob": "ab" * 32}) if e.request_id == third else e for e in facts.requests
+    ]
+    seed(store, events=[*captured, *facts.others])
+    code, output = _compare(store, chdb_dir, tmp_path)
+    assert code == 1, output
+    lines = output.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("open the worst: "))
+    assert lines[at] == (
+        f"open the worst: inferensics requests --id {worst[0][0]}, or the dashboard's request page "
+        f"/request?request_id={worst[0][0]}"
+    )
+    assert lines[at + 1].startswith(f"replay a failing one: inferensics replay {third} --service SERVICE_URL")
+    hint = [line for line in lines[at + 2 :] if line.startswith(f"  {third} ")]
+    assert hint == [
+        f"  {third} is the worst disagreeing candidate request replay can take (served from a bundle, its inputs "
+        "captured); the 2 worse ones were not"
+    ]

@@ -482,3 +482,72 @@ def test_the_replay_hint_runs_as_printed(tmp_path: Path) -> None:
         replay = get_command(app).commands["replay"]  # type: ignore[attr-defined]
         params = replay.make_context("replay", words[2:]).params
         assert (params["request_id"], params["service"], params["keyring"]) == ("r-nan", svc.url, "BUILDER.pub")
+
+
+def _replayable_failures() -> list[object]:
+    """Failing requests served from a bundle with their inputs captured, newest last: a NaN output from the compiled
+    code, an error raised while compiled code ran, a fallback, one whose replay blamed its inputs and, newest, an
+    error raised before any compiled graph ran (the server's input validation, as the demo's ``invalid`` incident)."""
+    from inferensics.schema.events import ReplayResultEvent
+
+    def req(request_id: str, minute: int, **fields: object) -> RequestEvent:
+        base: dict[str, object] = {"host": "h1", "model": "m", "hw_pool": "p1", "traffic_class": "interactive",
+                                   "bundle_id": "bnd-1", "capture_blob": "ab" * 32}  # fmt: skip
+        return RequestEvent(request_id=request_id, ts=T + timedelta(minutes=minute), **{**base, **fields})
+
+    blamed = req("r-blamed", 4, fp_status="ok", fp_nan=5)
+    return [
+        req("r-nan", 1, outcome="hit", guard_outcome="hit", graph_keys=("g1",), graph_artifacts=("a1",),
+            graph_calls=(1,), graph_us=(10,), fp_status="ok", fp_nan=12),
+        req("r-kernel-error", 2, status="error", outcome="error", guard_outcome="hit", error="RuntimeError: CUDA"),
+        req("r-fallback", 3, outcome="fallback", fallback_reason="recompile_limit"),
+        blamed,
+        ReplayResultEvent(ts=END, replay_id="rp-1", request_id="r-blamed", attribution="inputs", request_host="h1",
+                          request_ts=blamed.ts),
+        req("r-invalid", 5, status="error", outcome="error", guard_outcome="none",
+            error="InvalidRequestError: token id 70000 is outside the vocabulary of 32000\n  more"),
+    ]  # fmt: skip
+
+
+def test_the_replay_hint_names_the_request_that_shows_the_fault_and_says_why(store: Store) -> None:
+    """Walk (failing): the hint named the newest replayable failing request, in the demo an input-validation error
+    raised before any compiled graph ran, not the request whose compiled code produced NaN. It prefers a numeric fault
+    of the compiled code, then an error it raised, then a fallback, then a fault of the inputs, the newest of a rank,
+    and says why when it passes newer ones over."""
+    seed(store, events=_replayable_failures())  # type: ignore[arg-type]
+    dsn = f"chdb://{store.dsn.path}?database={store.database}"
+    env = {**ENV, "INFERENSICS_BUNDLE_KEYRING": "/k.pub"}
+
+    def hint(*narrow: str) -> list[str]:
+        res = runner.invoke(app, ["requests", "--failing", *WINDOW, *narrow, "--dsn", dsn], env=env)
+        assert res.exit_code == 0, res.output
+        lines = res.output.strip().splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("replay a failing one: "))
+        return [lines[at], *(line for line in lines[at + 1 :] if not line.startswith("  SERVICE_URL"))]
+
+    assert hint() == [
+        "replay a failing one: inferensics replay r-nan --service SERVICE_URL --keyring /k.pub",
+        "  r-nan chosen over 4 newer replayable ones: it produced non-finite output (NaN 12, inf 0) where compiled "
+        "code ran, while r-invalid (the newest) errored before any compiled graph ran (its inputs failed validation, "
+        "most likely): InvalidRequestError: token id 70000 is outside the vocabulary of 32000",
+    ]
+    assert hint("--outcome", "error")[:2] == [
+        "replay a failing one: inferensics replay r-kernel-error --service SERVICE_URL --keyring /k.pub",
+        "  r-kernel-error chosen over a newer replayable one: it errored while compiled code ran: RuntimeError: "
+        "CUDA, while r-invalid (the newest) errored before any compiled graph ran (its inputs failed validation, "
+        "most likely): InvalidRequestError: token id 70000 is outside the vocabulary of 32000",
+    ]
+    fallback_or_blamed = hint("--since", f"{T + timedelta(minutes=3):%Y-%m-%dT%H:%M}")
+    assert fallback_or_blamed[0] == (
+        "replay a failing one: inferensics replay r-fallback --service SERVICE_URL --keyring /k.pub"
+    )
+    assert "while r-invalid (the newest) errored before" in fallback_or_blamed[1]
+    inputs_only = hint("--since", f"{T + timedelta(minutes=4):%Y-%m-%dT%H:%M}")
+    assert inputs_only == [
+        "replay a failing one: inferensics replay r-invalid --service SERVICE_URL --keyring /k.pub",
+        "  every replayable one listed failed on its inputs: the newest, r-invalid, errored before any compiled graph "
+        "ran (its inputs failed validation, most likely): InvalidRequestError: token id 70000 is outside the "
+        "vocabulary of 32000; replay shows which input, not a fault of the compiled code",
+    ]
+    newest_is_best = hint("--until", f"{T + timedelta(minutes=1, seconds=30):%Y-%m-%dT%H:%M:%S}")
+    assert newest_is_best == ["replay a failing one: inferensics replay r-nan --service SERVICE_URL --keyring /k.pub"]
