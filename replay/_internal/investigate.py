@@ -8,7 +8,8 @@ alone (shape specialisation), AOTAutograd with Inductor's decompositions (decomp
 Inductor with one thing switched off at a time: each custom pass and the pattern matcher (graph pass),
 fusion (schedule), precision-cast emulation and each lowering (lowering). The first diverging Dynamo
 node under the failing configuration names the op, the user's line and, through Inductor's
-provenance, the kernel.
+provenance, the kernel. Where the fp64 reference cannot run and eager in the serving dtype can (an op with no
+float64 path), every rung is judged against that eager run instead, and the verdict says so.
 """
 
 from __future__ import annotations
@@ -144,13 +145,13 @@ class _Investigation(RegistryChecks, CompilerBisection, NodeSearch):
             ref_error = error_line(exc)
         if ref_error:
             # The request's own dtypes name the error the served request met (fp64 says DoubleTensor where the
-            # request sent floats); fp64's stands when eager runs.
+            # request sent floats). Where eager runs, the inputs are not at fault: the model has no float64 path.
             try:
                 with ta.index_bounds_checked([*case.request[0], *case.request[1].values()]):
-                    call_model(case.model, case.request)
+                    eager = call_model(case.model, case.request)
             except Exception as exc:
                 return self._inputs_from_exception(error_line(exc), fp64_only=False)
-            return self._inputs_from_exception(ref_error)
+            return self._without_fp64(ref_error, eager, time.perf_counter() - t0)
         self.eager = call_model(case.model, case.request)
         eager_check = check_eager(self.eager, self.ref)
         self.rungs.append(
@@ -174,7 +175,11 @@ class _Investigation(RegistryChecks, CompilerBisection, NodeSearch):
             return self._nonfinite_everywhere(served)
         if served.passed:
             return self._none(served)
+        return self._compiled_ladder(served)
 
+    def _compiled_ladder(self, served: Comparison) -> Verdict:
+        """The rungs after a served output that fails: artifact, registry, shape, then the compiler bisection."""
+        case = self.case
         fresh_cmp, fresh_run = self._rung(Variation(label="inductor (fresh compile, same history)"))
         self._fresh_trace = fresh_run.trace
         if fresh_cmp.passed and self.served_verified:
@@ -207,6 +212,54 @@ class _Investigation(RegistryChecks, CompilerBisection, NodeSearch):
                 "shape_specialization", failing, culprit=culprit, ops=ops, summary=vt.SHAPE_SPECIALISED_SUMMARY
             )
         return self._finish(category, failing, culprit=culprit, ops=ops)
+
+    def _without_fp64(self, ref_error: str, eager: Any, seconds: float) -> Verdict:
+        """The fp64 reference raised while eager in the serving dtype ran the request: an op or the model has no
+        float64 path (a custom op registered for the serving dtypes only, an integer-only kernel), not the caller's
+        inputs. What ran is judged instead: the served output, and every later rung, against eager in the serving
+        dtype (its reference and its anchor both, so a rung passes within :data:`RATIO_LIMIT` units of the dtype's
+        rounding of eager), and eager's own accuracy is left unchecked. A served output that agrees is ``none``
+        with :data:`~verdict_text.NO_FP64_CULPRIT`; one that does not climbs the rest of the ladder, its verdict's
+        summary saying what it was judged against."""
+        dtype = str(self.case.dtype).removeprefix("torch.")
+        self.fp64_error = ref_error
+        self.eager = self.ref = eager
+        self.ref_nodes = self.eager_nodes  # the node search compares the compiled nodes with eager's
+        self.rungs.append({"rung": "eager fp64", "passed": False, "error": ref_error, "seconds": round(seconds, 3)})
+        served = self._served()
+        node_name, op, src = self._fp64_raised_at()
+        raised_at = {"op": op, "fx_node": node_name}
+        if served.passed:
+            return Verdict(
+                "none",
+                op=op,
+                fx_node=node_name,
+                source_file=src.file,
+                source_line=src.line,
+                source_text=src.text,
+                culprit=vt.NO_FP64_CULPRIT,
+                summary=vt.no_fp64_agrees_summary(ref_error, dtype, served.ratio, op=op, node_name=node_name, src=src),
+                evidence=self._evidence(fp64_raised_at=raised_at),
+            )
+        verdict = self._compiled_ladder(served)
+        evidence = {**verdict.evidence, "fp64_raised_at": raised_at}
+        summary = vt.no_fp64_note(ref_error, dtype) + verdict.summary
+        return Verdict(**{**verdict.to_dict(), "summary": summary, "evidence": evidence})
+
+    def _fp64_raised_at(self) -> tuple[str, str, gp.SourceLine]:
+        """Where the fp64 reference raised: the request graph's node (its name, op and user line) where Dynamo traced
+        it, else the operator and model line an fp64 eager run raised at (no node name), else nothing."""
+        failed = self._fp64_failed_node
+        if self.graph is not None and failed:
+            node = next(n for n in self.graph.gm.graph.nodes if n.name == failed)
+            ops = gp.aten_ops_of(self.graph.gm, node, self._placeholder_values(fp64=True) | self._fp64_node_values)
+            return failed, ta.op_name(ops[0]) if ops else "", gp.source_of(node)
+        call = to_fp64(self.case.request)
+        with pv.forced_reference():
+            at = gp.locate_raise(lambda: call_model(fp64_model(self.case.model), call), [*call[0], *call[1].values()])
+        if at is None:
+            return "", "", gp.SourceLine()
+        return "", ta.op_name(at.op) if at.op is not None else "", at.source
 
     # -- rungs ---------------------------------------------------------------------------
     def _served(self) -> Comparison:
@@ -246,6 +299,7 @@ class _Investigation(RegistryChecks, CompilerBisection, NodeSearch):
             self.graph = calls[0]
             with pv.forced_reference():
                 self.ref_nodes = gp.interpret(self.graph.gm, self.graph.args, fp64=True)
+            self._fp64_failed_node, self._fp64_node_values = self.ref_nodes.failed_node, self.ref_nodes.values
             self.eager_nodes = gp.interpret(self.graph.gm, self.graph.args, fp64=False)
 
     def _nonfinite_inputs(self) -> list[dict[str, Any]]:
@@ -403,6 +457,9 @@ class _Investigation(RegistryChecks, CompilerBisection, NodeSearch):
             if path in (f"eager {dtype}", served.rung):
                 rung["nonfinite_as_fp64"] = counts[path]["total"]
         node_name, op, src = self._first_nonfinite()
+        located = bool(node_name or op or src.file)
+        traced = self.graph is not None and self.ref_nodes is not None
+        checked = [] if located else [vt.NONFINITE_CHECKED_GRAPH] * traced + [vt.NONFINITE_CHECKED_EAGER]
         return Verdict(
             "inputs",
             op=op,
@@ -412,9 +469,17 @@ class _Investigation(RegistryChecks, CompilerBisection, NodeSearch):
             source_text=src.text,
             culprit=vt.NONFINITE_EVERYWHERE_CULPRIT,
             summary=vt.nonfinite_everywhere_summary(
-                counts, served_has=counts[served.rung]["total"] > 0, node_name=node_name, op=op, src=src
+                counts,
+                served_has=counts[served.rung]["total"] > 0,
+                node_name=node_name,
+                op=op,
+                src=src,
+                checked=checked,
             ),
-            evidence=self._evidence(nonfinite=counts, first_nonfinite={"op": op, "fx_node": node_name}),
+            evidence=self._evidence(
+                nonfinite=counts,
+                first_nonfinite={"op": op, "fx_node": node_name, **({"checked": checked} if checked else {})},
+            ),
         )
 
     def _first_nonfinite(self) -> tuple[str, str, gp.SourceLine]:

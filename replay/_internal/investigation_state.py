@@ -55,16 +55,30 @@ class InvestigationState:
         self.graph: gp.GraphCall | None = None
         self.ref_nodes: gp.NodeRun | None = None
         self.eager_nodes: gp.NodeRun | None = None
+        self.fp64_error = ""
+        """The fp64 reference's error where it could not run (every rung is then judged against eager), or ``""``."""
+        self._fp64_failed_node = ""
+        self._fp64_node_values: dict[str, Any] = {}
 
     # -- evidence -------------------------------------------------------------------------
     def _evidence(self, **extra: Any) -> dict[str, Any]:
-        return {
-            "serving_dtype": str(self.case.dtype).removeprefix("torch."),
-            "tolerance": {
-                "rule": "candidate error vs fp64 over eager's own error vs fp64, RMSE and max-abs",
+        dtype = str(self.case.dtype).removeprefix("torch.")
+        tolerance: dict[str, Any] = {
+            "rule": "candidate error vs fp64 over eager's own error vs fp64, RMSE and max-abs",
+            "ratio_limit": RATIO_LIMIT,
+            "eager_limit_rounding_units": EAGER_LIMIT,
+        }
+        if self.fp64_error:
+            tolerance = {
+                "rule": f"candidate error vs eager {dtype} (fp64 could not run) over {dtype}'s rounding of eager, "
+                "RMSE and max-abs",
                 "ratio_limit": RATIO_LIMIT,
-                "eager_limit_rounding_units": EAGER_LIMIT,
-            },
+                "ratio_unit": f"{dtype} rounding of eager {dtype}",
+            }
+        return {
+            "serving_dtype": dtype,
+            "tolerance": tolerance,
+            **({"fp64_error": self.fp64_error} if self.fp64_error else {}),
             "rungs": self.rungs,
             "compiles": self.compiles,
             **extra,

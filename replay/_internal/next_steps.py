@@ -48,6 +48,8 @@ def next_steps(verdict: Verdict, replayed: Replayed) -> list[str]:
     """The verdict's next steps, the one to take first first: the build history to replay when it was not, the
     request's shape to qualify when the bundle never did, then the category's own."""
     steps = _by_category(verdict, replayed)
+    if verdict.evidence.get("fp64_error") and verdict.category != "none":
+        steps.insert(0, _judged_without_fp64(verdict, replayed))
     unqualified = verdict.evidence.get("unqualified_shape")
     if unqualified:
         said = vt.unqualified_shape_text(unqualified["request"], unqualified["qualified"])
@@ -253,8 +255,13 @@ def _guard_in_dtype(op: str, dtype: str, how: str) -> str:
 
 # -- per category ----------------------------------------------------------------------------------------------------
 def _none(v: Verdict, r: Replayed) -> list[str]:
+    if v.not_reproduced and v.evidence.get("fp64_error"):
+        # Re-executed "within tolerance" of eager in the serving dtype, fp64 having no path: the steps say so.
+        return [*_not_reproduced(r)[:3], _no_fp64_path(v, r)]
     if v.not_reproduced:
         return _not_reproduced(r)
+    if v.culprit == vt.NO_FP64_CULPRIT:
+        return _no_fp64(v, r)
     model = str(r.request.get(col.MODEL) or "")
     return [
         f"nothing to fix in the compiled path: request {r.request_id} re-executed against its bundle agrees with fp64 "
@@ -263,6 +270,42 @@ def _none(v: Verdict, r: Replayed) -> list[str]:
         "changes of the output) and that its captured inputs are what the client sent",
         "`inferensics requests --failing" + (f" --model {model}" if model else "") + "` lists the requests that did "
         "fail",
+    ]
+
+
+def _no_fp64_path(v: Verdict, r: Replayed) -> str:
+    """The step that gives the model the float64 path its fp64 reference lacked, so a replay can check eager."""
+    dtype = str(v.evidence.get("serving_dtype") or "the serving dtype")
+    at = v.evidence.get("fp64_raised_at") or {}
+    op, node = str(at.get("op") or ""), str(at.get("fx_node") or "")
+    what = (op + (f" (node {node})" if node else "")) if op else (f"node {node}" if node else "the model")
+    where = f" at {v.location}" if v.location and v.culprit == vt.NO_FP64_CULPRIT else ""
+    return (
+        f"{what}{where} has no float64 path (eager fp64 raised {v.evidence.get('fp64_error')}): give it one (a "
+        f"float64 kernel, or a cast to {dtype} and back around it) and `{_replay(r)} --what-if --no-record` checks "
+        f"eager {dtype} itself against fp64, which this replay could not"
+    )
+
+
+def _judged_without_fp64(v: Verdict, r: Replayed) -> str:
+    dtype = str(v.evidence.get("serving_dtype") or "the serving dtype")
+    return (
+        f"every rung was judged against eager {dtype}, not fp64, which could not run; the compiled path diverges "
+        f"from eager {dtype}, which the steps below follow. {_no_fp64_path(v, r)}"
+    )
+
+
+def _no_fp64(v: Verdict, r: Replayed) -> list[str]:
+    """fp64 could not run and the served output agrees with eager in the serving dtype."""
+    dtype = str(v.evidence.get("serving_dtype") or "the serving dtype")
+    model = str(r.request.get(col.MODEL) or "")
+    return [
+        _no_fp64_path(v, r),
+        f"nothing to change in the compiler or the bundle: the served output agrees with eager {dtype} (rung "
+        "served), and the inputs are not at fault (eager ran them)",
+        f"if it was reported wrong, eager {dtype} may be wrong itself: check the model's math there against a "
+        "reference, and the code around the compiled graph (pre- and post-processing); `inferensics requests "
+        "--failing" + (f" --model {model}" if model else "") + "` lists the requests that did fail",
     ]
 
 
@@ -281,6 +324,16 @@ def _not_reproduced(r: Replayed) -> list[str]:
 
 
 def _inputs(v: Verdict, r: Replayed) -> list[str]:
+    if v.culprit == vt.NONFINITE_EVERYWHERE_CULPRIT and not _at(v):
+        checked = (v.evidence.get("first_nonfinite") or {}).get("checked") or ["the fp64 run"]
+        return [
+            "the model's math turns non-finite on these inputs, in fp64 too, but no single op was located: "
+            f"neither {' nor '.join(checked)} turned non-finite, so the output's non-finite values come from code "
+            "outside the ops looked at (a Python constant, code after the graph); guard them there, or reject such "
+            "inputs upstream",
+            "nothing to change in the compiler or the bundle: eager in fp64 gives the same non-finite values",
+            f"`{_replay(r)} --export DIR` writes the captured inputs, to see which values do it",
+        ]
     if v.culprit == vt.NONFINITE_EVERYWHERE_CULPRIT:
         return [
             f"the model's math turns non-finite on these inputs, in fp64 too: {_at(v) or 'its first op'} is the first "

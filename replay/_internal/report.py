@@ -37,9 +37,12 @@ def _rung_error(rung: Mapping[str, Any], tolerance: Mapping[str, Any]) -> str:
     if "rounding_units" in rung:
         limit = tolerance.get("eager_limit_rounding_units", EAGER_LIMIT)
         figure = f"{_figure(rung['rounding_units'])} rounding units from fp64, limit {_figure(limit)}"
-    else:
+    elif "ratio" in rung:
         limit = tolerance.get("ratio_limit", RATIO_LIMIT)
-        figure = f"{_figure(rung.get('ratio', ''))} × eager's error, limit {_figure(limit)}"
+        unit = tolerance.get("ratio_unit", "eager's error")
+        figure = f"{_figure(rung['ratio'])} × {unit}, limit {_figure(limit)}"
+    else:  # a reference that could not run (fp64 without a float64 path): its error is all there is
+        return f"raised {rung.get('error', '')}"
     new = rung.get("nonfinite_new") or 0
     alike = rung.get("nonfinite_as_fp64") or 0
     if alike:
@@ -116,7 +119,13 @@ def render_markdown(verdict: Verdict, *, request_id: str = "", bundle_id: str = 
     for rung in verdict.evidence.get("rungs", []):
         error = _rung_error(rung, tol).replace("|", "\\|")
         out.append(f"| {rung['rung']} | {rung.get('passed')} | {error} | {rung.get('seconds', '')} |")
-    if tol:
+    if tol.get("ratio_unit"):  # no fp64 reference: the rungs were judged against eager in the serving dtype
+        out += [
+            "",
+            f"Tolerance: {tol.get('rule', '')}; a compiled rung passes at most "
+            f"{_figure(tol.get('ratio_limit', RATIO_LIMIT))} × {tol['ratio_unit']}.",
+        ]
+    elif tol:
         out += [
             "",
             f"Tolerance: {tol.get('rule', '')}; a compiled rung passes at most "

@@ -7,7 +7,7 @@ it. What to do about each verdict lives beside it, in :mod:`inferensics.replay._
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from inferensics.bundle.shapes import input_shape_text, qualified_text
@@ -114,19 +114,66 @@ def raised_without_node_summary(
     return f"{raised} raised on this request{'' if fp64_only else ', in fp64 too'}: {error}; {where}"
 
 
+# -- no fp64 reference -----------------------------------------------------------------------------------------------
+NO_FP64_CULPRIT: Final = "no fp64 reference (the model has no float64 path); the served output agrees with eager"
+"""A request whose fp64 reference raised while eager in the serving dtype ran it, and whose served output agrees
+with that eager run: no compiler fault found, eager's own accuracy unchecked."""
+
+
+def _raised_at(op: str, node_name: str, src: SourceLine) -> str:
+    """`` at aten.foo (node x, model.py:12)``, as much as is known, or ``""``."""
+    said = ", ".join(
+        p for p in (f"node {node_name}" if node_name else "", f"{src.file}:{src.line}" if src.file else "") if p
+    )
+    return (f" at {op}" if op else "") + (f" ({said})" if said else "")
+
+
+def no_fp64_note(error: str, dtype: str) -> str:
+    """The bracket before the summary of a verdict judged against eager in ``dtype`` because fp64 could not run."""
+    return (
+        f"[no fp64 reference: eager fp64 raised {error}; every rung was judged against eager {dtype}, whose own "
+        "accuracy is unchecked] "
+    )
+
+
+def no_fp64_agrees_summary(error: str, dtype: str, ratio: float, *, op: str, node_name: str, src: SourceLine) -> str:
+    """The fp64 reference could not run, eager in ``dtype`` did, and the served output agrees with it."""
+    return (
+        f"the fp64 reference could not run: eager fp64 raised {error}{_raised_at(op, node_name, src)}, while eager "
+        f"{dtype} ran the request: the model has no float64 path there, and the inputs are not at fault; judged "
+        f"against eager {dtype} instead, the served output agrees with it ({num(ratio)} × {dtype} rounding, limit "
+        f"{RATIO_LIMIT}): no compiler fault found; eager {dtype}'s own accuracy is not checked"
+    )
+
+
 NONFINITE_EVERYWHERE_CULPRIT: Final = "the model on these inputs (non-finite in fp64 eager too)"
 
 
+NONFINITE_CHECKED_GRAPH: Final = "the fp64 value of each node of the request's graph"
+NONFINITE_CHECKED_EAGER: Final = "each operator's result in an fp64 eager run"
+"""What the search for the first non-finite op looks at: the request graph's nodes (where Dynamo traced it), then the
+operators of an fp64 eager run."""
+
+
 def nonfinite_everywhere_summary(
-    counts: Mapping[str, Mapping[str, int]], *, served_has: bool, node_name: str, op: str, src: SourceLine
+    counts: Mapping[str, Mapping[str, int]],
+    *,
+    served_has: bool,
+    node_name: str,
+    op: str,
+    src: SourceLine,
+    checked: Sequence[str] = (),
 ) -> str:
-    """Non-finite output where fp64 has it too: every path's counts and the first op that turned non-finite."""
+    """Non-finite output where fp64 has it too: every path's counts and the first op that turned non-finite, or,
+    where none was located, what was checked (``checked``)."""
     described = ", ".join(f"{path} {said(c)}" for path, c in counts.items())
     where = (
         f"first non-finite value from {op or 'an op'}"
         + (f" (node {node_name})" if node_name else "")
         + (f" at {src.file}:{src.line}: {src.text}" if src.file else "")
     )
+    if checked:
+        where = f"no single op was located: neither {' nor '.join(checked)} turned non-finite"
     return (
         "non-finite output in every path, fp64 eager included"
         if served_has

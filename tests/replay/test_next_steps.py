@@ -18,6 +18,7 @@ import typer
 from inferensics.cli.app import app
 from inferensics.replay import CATEGORIES, Verdict, investigate
 from inferensics.replay._internal import verdict_text as vt
+from inferensics.replay._internal.graph_probe import SourceLine
 from inferensics.replay._internal.next_steps import Replayed, next_steps
 from tests.replay.faults import HERE, build_suite
 
@@ -164,6 +165,54 @@ def test_a_model_that_turns_non_finite_in_fp64_too_is_told_the_guard_of_its_op(o
     assert "float32" not in first, first
     assert "float64" not in first, first
     assert 2 <= len(steps) <= 4, steps
+
+
+def test_non_finite_in_fp64_too_with_no_op_located_says_so_and_what_was_checked() -> None:
+    """Nothing located (no op, node or line): it read "its first op is the first to; guard it there"."""
+    checked = ["the fp64 value of each node of the request's graph", "each operator's result in an fp64 eager run"]
+    verdict = Verdict("inputs", culprit=vt.NONFINITE_EVERYWHERE_CULPRIT,
+                      evidence={"first_nonfinite": {"op": "", "fx_node": "", "checked": checked}})  # fmt: skip
+    steps = next_steps(verdict, REPLAYED)
+    assert steps[0].startswith(
+        "the model's math turns non-finite on these inputs, in fp64 too, but no single op was located: neither the "
+        "fp64 value of each node of the request's graph nor each operator's result in an fp64 eager run turned "
+        "non-finite"
+    ), steps
+    assert "its first op" not in " ".join(steps), steps
+    assert 2 <= len(steps) <= 4, steps
+
+
+def test_the_summary_of_non_finite_with_no_op_located_says_what_was_checked() -> None:
+    """It read "first non-finite value from an op" when no op was found."""
+    checked = [vt.NONFINITE_CHECKED_GRAPH, vt.NONFINITE_CHECKED_EAGER]
+    counts = {"fp64": {"nan": 2, "inf": 0, "total": 2}}
+    summary = vt.nonfinite_everywhere_summary(counts, served_has=True, node_name="", op="", src=SourceLine(),
+                                              checked=checked)  # fmt: skip
+    assert summary.endswith(
+        "; no single op was located: neither the fp64 value of each node of the request's graph nor each operator's "
+        "result in an fp64 eager run turned non-finite"
+    ), summary
+    assert "from an op" not in summary, summary
+
+
+def test_a_verdict_judged_without_fp64_says_so_first_and_names_the_op_without_float64() -> None:
+    """fp64 could not run (the op has no float64 kernel): a compiler verdict found against eager says so first; a
+    request not reproduced is not told the compiled path diverges."""
+    no_fp64 = {"fp64_error": "RuntimeError: no Double", "serving_dtype": "float32",
+               "fp64_raised_at": {"op": "mylib::gelu", "fx_node": "h"}}  # fmt: skip
+    steps = next_steps(_located("lowering", culprit="lowering of aten.mul", evidence=no_fp64), REPLAYED)
+    assert steps[0].startswith(
+        "every rung was judged against eager float32, not fp64, which could not run; the compiled path diverges from "
+        "eager float32, which the steps below follow. mylib::gelu (node h) has no float64 path (eager fp64 raised "
+        "RuntimeError: no Double): give it one"
+    ), steps
+    assert steps[1].startswith("work around it: before compiling, make Inductor call ATen's kernel for aten.mul"), steps
+    recorded = {**no_fp64, "not_reproduced": {"recorded": {"error": "", "nan": 3, "inf": 0}}}
+    quiet = next_steps(Verdict("none", culprit="not reproduced: ...", evidence=recorded), REPLAYED)
+    assert quiet[0].startswith("replay it a few more times"), quiet
+    assert quiet[-1].startswith("mylib::gelu (node h) has no float64 path"), quiet
+    assert "diverges" not in " ".join(quiet), quiet
+    assert 2 <= len(quiet) <= 4, quiet
 
 
 IN_DTYPE = {
