@@ -134,6 +134,9 @@ class GraphCapture:
     served_shapes: set[str] = field(default_factory=set)
     """The concrete sizes at those positions of each call it served (:func:`call_shape`), when the backend
     records them (a build's qualification)."""
+    sources: tuple[str, ...] = ()
+    """Where Dynamo took each input from (``L['x']``, or the module's ``L['self']...`` parameters and buffers), in
+    the order of :attr:`inputs` (``""`` where it recorded none): a miss names the model's inputs apart from them."""
 
 
 def new_capture(
@@ -149,6 +152,7 @@ def new_capture(
         graph_code=graph_code_digest(gm),
         code_location=code_location(torch_adapter.compiling_code(), entries),
         dynamic=dynamic_positions(inputs),
+        sources=tuple(torch_adapter.graph_input_sources(gm)),
     )
 
 

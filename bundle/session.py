@@ -282,7 +282,9 @@ class BundleSession:
             # Inputs the bundle qualified, traced to another graph: the shapes are not what differs.
             out.append(CODE_CHANGED)
         elif same_code:
-            out.append(accepted_shapes_factor(g.inputs, [r.inputs for r in same_code]))
+            static = self.bundle.compile_args.get("dynamic") is False  # built without --dynamic: advise it
+            qualified = [r.inputs for r in same_code]
+            out.append(accepted_shapes_factor(g.inputs, qualified, sources=g.sources, static=static))
         elif not self._by_signature:
             # A bundle signed before `bundle build` refused graphs it could not carry (an FX pass without uuid()
             # made Inductor bypass its cache): the same model and code path miss, whatever they are.

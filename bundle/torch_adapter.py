@@ -189,6 +189,19 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], config_patch
     return _compile_fx(gm, example_inputs, config_patches=dict(config_patches) or None)
 
 
+def graph_input_sources(gm: torch.fx.GraphModule) -> list[str]:
+    """Where Dynamo took each placeholder of its graph from (``L['x']``, ``L['self']._modules['lin']._parameters
+    ['weight']``), ``""`` where it recorded none (a graph not traced by Dynamo)."""
+    out: list[str] = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        name = getattr(getattr(node.meta.get("grapharg"), "source", None), "name", None)
+        name = name() if callable(name) else name  # a method on older torch, a property now
+        out.append(name if isinstance(name, str) else "")
+    return out
+
+
 def current_compile_id() -> str:
     """Dynamo's compile id of the frame being compiled (``"0/1"``), or ``""``."""
     try:

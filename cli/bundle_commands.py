@@ -29,6 +29,7 @@ from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra, require_extra
 from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
+from inferensics.cli.query_runner import service_line
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ class _Traffic:
             with ServiceClient(self.service, token=self.token, url_source="--shapes-from-service") as client:
                 ids = client.sql(f"SELECT request_id FROM requests WHERE {where} ORDER BY ts DESC LIMIT {shown}")
         except ServiceError as exc:
-            return f"its requests could not be read: {exc.message}"
+            return f"its requests could not be read: {service_line(exc)}"
         n = int(self.weights[shape])
         more = " …" if n > ids.height else ""
         return f"from {n} request{'s' if n != 1 else ''}: {', '.join(str(r[0]) for r in ids.iter_rows())}{more}"
@@ -147,10 +148,14 @@ def _shapes_from_service(service: str, token: str | None, model: str, since: str
     units = {"d": 86400, "h": 3600, "m": 60}
     if not since or since[-1] not in units or not since[:-1].isdigit():
         fail(f"--since {since!r}: expected a number and d, h or m (7d)")
-    start = datetime.now(UTC) - timedelta(seconds=int(since[:-1]) * units[since[-1]])
-    where = "model = '{m}' AND ts >= toDateTime64('{t}', 6, 'UTC') AND shape != ''".format(
+    try:
+        start = datetime.now(UTC) - timedelta(seconds=int(since[:-1]) * units[since[-1]])
+    except OverflowError:  # it was a traceback
+        fail(f"--since {since!r} reaches back past year 1: give a window such as 7d or 30d")
+    window = "model = '{m}' AND ts >= toDateTime64('{t}', 6, 'UTC')".format(
         m=_sql_text(model), t=start.strftime("%Y-%m-%d %H:%M:%S")
     )
+    where = f"{window} AND shape != ''"
     # A shape seen only on requests that raised is no shape the model serves: often the very input that made
     # them fail. Building on it failed the whole build ("cannot run shape ... not even eagerly").
     per_shape = (
@@ -166,22 +171,22 @@ def _shapes_from_service(service: str, token: str | None, model: str, since: str
                 f"FROM ({per_shape})"
             )
             failed_only = client.sql(f"SELECT shape, n FROM ({per_shape}) WHERE ok = 0 ORDER BY n DESC, shape LIMIT 5")
+            unshaped = client.sql(f"SELECT count() FROM requests WHERE {window} AND shape = ''")
     except ServiceError as exc:
-        fail(exc.message)
+        fail(service_line(exc))
     in_window, failed, failed_n = (int(v or 0) for v in totals.row(0)) if totals.height else (0, 0, 0)
-    if failed:  # counted and named: shapes left out on purpose
-        shown = ", ".join(f"{shape} ({n} request{'s' if n != 1 else ''})" for shape, n in failed_only.iter_rows())
-        console.print(
-            f"{failed} shape{'s' if failed != 1 else ''} seen only on failed requests left out ({failed_n} "
-            f"request{'s' if failed_n != 1 else ''}): {shown}{' …' if failed > failed_only.height else ''}",
-            markup=False,
-        )
+    # What the one line below says was left out, each counted and named (shapes left out on purpose).
+    left_out: list[str] = []
+    if failed:
+        shown = ", ".join(f"{shape} ({_requests(n)})" for shape, n in failed_only.iter_rows())
+        left_out.append(f"{failed} shape{'s' if failed != 1 else ''} seen only on failed requests (raised; "
+                        f"{_requests(failed_n)}): {shown}{' …' if failed > failed_only.height else ''}")  # fmt: skip
     in_top = int(sum(n for _, n in frame.iter_rows()))
     if in_window > in_top:
-        console.print(
-            f"the {MAX_TRAFFIC_SHAPES} most common shapes cover {in_top} of {in_window} requests; "
-            "the rarest shapes are left out"
-        )
+        left_out.append(f"{_requests(in_window - in_top)} of shapes rarer than the {MAX_TRAFFIC_SHAPES} most common")
+    no_shape = int(unshaped.item(0, 0) or 0) if unshaped.height else 0
+    if no_shape:
+        left_out.append(f"{_requests(no_shape)} that recorded no shape")
     parsed: list[tuple[str, tuple[int, ...], float]] = []
     for shape, n in frame.iter_rows():
         dims = str(shape).split("x")
@@ -197,19 +202,30 @@ def _shapes_from_service(service: str, token: str | None, model: str, since: str
     if skipped:  # counted and named: traffic the bundle will not be qualified on
         total = int(sum(n for _, n in skipped))
         shown = ", ".join(label for label, _ in skipped[:5]) + (" …" if len(skipped) > 5 else "")
-        console.print(
-            f"skipped {total} request{'s' if total != 1 else ''} whose shape is not {rank} positive sizes "
-            f"(AxB...): {shown}"
-        )
+        left_out.append(f"{_requests(total)} whose shape is not {rank} positive sizes (AxB...): {shown}")
     if not kept:
         only_failed = " but on failed requests" if failed else ""
-        fail(f"the service has no request shapes for model {model!r} since {since}{only_failed}: pass --shapes FILE")
+        said = f" (left out: {'; '.join(left_out)})" if left_out else ""
+        fail(f"the service has no request shapes for model {model!r} since {since}{only_failed}{said}: pass --shapes "
+             "FILE")  # fmt: skip
     labels: dict[tuple[int, ...], str] = {}
     weights: dict[tuple[int, ...], float] = {}
     for label, dims_, n in kept:  # "02x8" and "2x8" are one shape
         labels.setdefault(dims_, label)
         weights[dims_] = weights.get(dims_, 0.0) + n
+    read = in_window + failed_n + no_shape
+    console.print(
+        f"traffic shapes from {service}: {_requests(read)} of model {model!r} since "
+        f"{start.strftime('%Y-%m-%d %H:%M')} UTC (--since {since}); kept {len(weights)} "
+        f"shape{'s' if len(weights) != 1 else ''} of {_requests(int(sum(weights.values())))}, weighted by request "
+        f"count; left out: {'; '.join(left_out) or 'none'}",
+        markup=False,
+    )
     return _Traffic(service, token, where, labels, weights)
+
+
+def _requests(n: int) -> str:
+    return f"{n} request{'s' if n != 1 else ''}"
 
 
 def _unrunnable_left_out(spec: Any, traffic: _Traffic, skip: bool) -> Any:
@@ -498,9 +514,11 @@ def show(
     for line in _left_out_of(bundle):
         console.print(f"  {line}", markup=False)
     console.print(f"  {_kernel_evidence_of(bundle, m)}", markup=False)
+    from inferensics.schema.shape_text import graph_sizes_text
+
     for g in m.graphs:
         traced = f" traced from {g.code_location}" if g.code_location else ""
-        sizes = f" qualified at graph sizes {', '.join(g.qualified_shapes)}" if g.qualified_shapes else ""
+        sizes = f" qualified at graph sizes {graph_sizes_text(g.qualified_shapes)}" if g.qualified_shapes else ""
         console.print(f"  graph {g.fx_key[:16]} code {g.output_code_sha256[:12]}{traced}{sizes} inputs {g.inputs}",
                       markup=False)  # fmt: skip
     console.print(f"  {len(m.resources)} files, {sum(r.size for r in m.resources):,} bytes")
@@ -745,9 +763,18 @@ class _Store:
         try:
             return self.query(sql)
         except ServiceError as exc:
-            fail(exc.message)
+            fail(self._refused_line(exc))
         except StoreError as exc:
             fail(str(exc))
+
+    def _refused_line(self, exc: Any, written: str = "") -> str:
+        """The line of a failed read: a token the SQL API refuses (403) named with the role it needs (it read
+        ``POST /api/v1/sql: 403 token lacks the 'admin' role``), else :func:`service_line`."""
+        if exc.status != 403:
+            return service_line(exc)
+        return (f"the service at {self.service} refused this token its SQL API ({exc.detail}): the bundle commands "
+                "read and confirm releases there, so they need a token with the admin role (--token or "
+                f"$INFERENSICS_TOKEN){written}")  # fmt: skip
 
     def require_sql(self) -> None:
         """Refuse, before anything is written, a token the service's SQL API refuses: a write through the
@@ -759,11 +786,7 @@ class _Store:
         try:
             self.query("SELECT 1")
         except ServiceError as exc:
-            if exc.status == 403:
-                fail(f"the service at {self.service} refused this token its SQL API ({exc.detail}): this command "
-                     "confirms its write there, so it needs a token with the admin role (--token or "
-                     "$INFERENSICS_TOKEN); nothing was written")  # fmt: skip
-            fail(exc.message)
+            fail(self._refused_line(exc, "; nothing was written"))
 
     def record(self, event: Any) -> None:
         from inferensics.schema.store import StoreError
@@ -808,7 +831,7 @@ class _Store:
             except ServiceError as exc:
                 console.print(
                     f"warning: the service took the {event.state} record of bundle {event.bundle_id[:12]}, but "
-                    f"its write could not be confirmed ({exc.message}): check `inferensics status --service "
+                    f"its write could not be confirmed ({service_line(exc)}): check `inferensics status --service "
                     f"{self.service}`",
                     markup=False,
                 )
@@ -822,7 +845,14 @@ class _Store:
 
 
 def _sql_text(value: str) -> str:
-    """``value`` as a ClickHouse string literal's contents (quotes and backslashes escaped)."""
+    """``value`` as a ClickHouse string literal's contents (quotes and backslashes escaped); text that is not UTF-8
+    (an argument's bytes that do not decode) is one line, not the client's UnicodeEncodeError."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        fail(f"'{shown}' is not UTF-8 text: the store's names are UTF-8; check the shell's quoting or the terminal's "
+             "encoding")  # fmt: skip
     return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
@@ -1099,7 +1129,7 @@ def push(  # noqa: PLR0917 - one option each
         with ServiceClient(service, token=token) as client:
             sha = client.put_blob(data, "bundle", "application/x-tar")
     except ServiceError as exc:
-        fail(exc.message)
+        fail(service_line(exc))
     label = model.strip() if model is not None else _registered_model(store, m.bundle_id)
     factory = str(m.identity.get("model", {}).get("factory", ""))
     store.record(
@@ -1183,7 +1213,7 @@ def pull(
         with ServiceClient(service, token=token) as client:
             data = client.get_blob(str(rows[0][0]))
     except ServiceError as exc:
-        fail(exc.message)
+        fail(service_line(exc))
     with tempfile.TemporaryDirectory(prefix="inferensics-pull-") as tmp:
         archive = Path(tmp) / "bundle.tar"
         archive.write_bytes(data)

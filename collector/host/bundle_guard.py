@@ -14,8 +14,11 @@ each shape once, ``[5,8], [7,8]``, up to
 :data:`~inferensics.collector.host.records.REQUEST_UNQUALIFIED_SHAPES`; ``attrs['bundle_unqualified_calls']``: the
 request's calls at them) and is logged once per shape. The registration
 (``bundles`` row) records the signer and ``signature_state``; a refused bundle is registered with the
-refusal cause, then the refusal is raised. A bundle that carries kernel qualification evidence makes the
-kernel registry follow it on load: ``stats()`` counts the policy entries applied
+refusal cause, then the refusal is raised. The bundle's recorded compile options win over the caller's:
+``tracker.compile(dynamic=True)`` with a bundle built static is logged once and counted
+(``stats()['bundle_dynamic_overridden']``). A miss on the graph's inputs logs which differ and how to cover them
+(``--dynamic`` too, for a static bundle that missed on sizes alone). A bundle that carries kernel qualification
+evidence makes the kernel registry follow it on load: ``stats()`` counts the policy entries applied
 (``kernel_evidence_applied``) and refused (``kernel_evidence_refused``: measured on another device, or a
 provider this process lacks), and a refusal is logged once with why.
 """
@@ -44,11 +47,13 @@ from inferensics.bundle import (
 from inferensics.bundle.canonical import sha256_file
 from inferensics.bundle.manifest import MANIFEST_FILE, read_manifest_unverified
 from inferensics.bundle.session import BundleSession, MissPolicy
+from inferensics.bundle.shape_factor import STATIC_ADVICE
 from inferensics.bundle.shapes import qualified_text
 from inferensics.collector.host.records import CURRENT, UnqualifiedCalls
+from inferensics.collector.host.shape_policy import shape_signature
 from inferensics.schema.events import BundleEvent, BundleMissEvent
 from inferensics.schema.request_attrs import BUNDLE_UNQUALIFIED_SHAPE
-from inferensics.schema.shape_text import graph_size_text
+from inferensics.schema.shape_text import INPUT_SEPARATOR, graph_size_text
 
 if TYPE_CHECKING:
     from inferensics.collector.host.request_tracker import Tracker
@@ -95,10 +100,11 @@ class BundleGuard:
             self._logged_reasons.add(match.reason)
             log.warning(
                 "inferensics: a graph of bundle %s's model is not in the bundle (%s): %s; counted in stats() as "
-                "bundle_miss_graphs and stored as a bundle_misses row",
+                "bundle_miss_graphs and stored as a bundle_misses row%s",
                 self.loaded.bundle_id[:16],
                 match.reason,
                 {"compiled": "compiled here", "eager": "run eagerly"}.get(match.action, match.action),
+                _shape_advice(match.factors),
             )
         request = CURRENT.get()
         event = BundleMissEvent(
@@ -136,15 +142,41 @@ class BundleGuard:
                 self._logged_shapes.add(served.shape)
         if new:
             log.warning(
-                "inferensics: bundle %s served a call at graph sizes %s (the graph's dynamic sizes, not the "
-                "request's input shape), which it never qualified (qualified: %s); counted in stats() as "
-                "bundle_unqualified_shape_calls and stored on the request as attrs['%s']. Rebuild the bundle with "
-                "this request's input shape in its shape distribution to qualify it",
+                "inferensics: bundle %s served a call at graph sizes %s%s, which it never qualified (qualified: %s); "
+                "counted in stats() as bundle_unqualified_shape_calls and stored on the request as attrs['%s']. "
+                "Rebuild the bundle with this request's input shape in its shape distribution to qualify it",
                 self.loaded.bundle_id[:16],
                 graph_size_text(served.shape),
+                _request_shape_note(served.shape, request.shape if request is not None else None),
                 qualified_text(self.loaded.manifest.accepted_shapes, served.qualified),
                 BUNDLE_UNQUALIFIED_SHAPE,
             )
+
+
+def _request_shape_note(sizes: str, shape: Any) -> str:
+    """What to say of a request's input shape beside a call's graph sizes (stored form): nothing where they are the
+    same numbers, the request's shape where they differ (the model padded it, or the graph sees another tensor), and
+    what graph sizes are where the request recorded no shape."""
+    try:
+        request = shape_signature(shape)
+    except ValueError:
+        request = ""
+    if not request:
+        return " (its dynamic inputs' sizes, after any padding the model does)"
+    if INPUT_SEPARATOR not in sizes and sizes.strip("[]").replace(",", "x") == request:
+        return ""
+    return f" (the graph's dynamic sizes; the request's input shape is {request})"
+
+
+def _shape_advice(factors: tuple[str, ...]) -> str:
+    """The end of a miss's log line when the graph's inputs are what differs: which, and how to cover them."""
+    shape = next((f for f in factors if f.startswith("accepted_shapes: inputs not qualified")), "")
+    if not shape:
+        return ""
+    said = shape.removeprefix("accepted_shapes: ")
+    if STATIC_ADVICE in said:  # the factor ends with both ways: this shape, or --dynamic
+        return f"; {said}"
+    return f"; {said}; rebuild the bundle with this request's input shape in its shape distribution to cover it"
 
 
 def _marking(fn: Callable[..., Any], status: str) -> Callable[..., Any]:
@@ -200,9 +232,12 @@ def install_bundle(
     states: BundleStates | None = None,
     on_bundle_miss: MissPolicy = "compile",
     budget: CompileBudget | None = None,
+    dynamic: bool | None = None,
 ) -> BundleGuard:
     """Verify and load ``bundle`` (a directory or an already loaded bundle), stamp the tracker's records with
-    its id, register it, and return the guard for the backend.
+    its id, register it, and return the guard for the backend. ``dynamic``: what the caller asked of
+    ``torch.compile``; the bundle's recorded options win, and ``dynamic=True`` with a bundle built static is said
+    once (logged, and counted in ``stats()`` as ``bundle_dynamic_overridden``).
 
     Raises:
         BundleError: the bundle is refused (registered with the cause first) or an input is bad.
@@ -237,4 +272,13 @@ def install_bundle(
     event = _registration(tracker, loaded.directory, "verified", loaded, loaded.builder_keyid)
     if event is not None:
         tracker.queue.put("record", event)
+    if dynamic is True and loaded.compile_args.get("dynamic") is False:
+        tracker.counters_local["bundle_dynamic_overridden"] += 1
+        log.warning(
+            "inferensics: tracker.compile(dynamic=True) with bundle %s, which was built static: the bundle's compile "
+            "options win over dynamic=True, so each size it did not qualify is a bundle miss (a compile here); "
+            "rebuild it with `inferensics bundle build --dynamic` for a batch size that varies; counted in stats() "
+            "as bundle_dynamic_overridden",
+            loaded.bundle_id[:16],
+        )
     return BundleGuard(tracker, loaded, on_bundle_miss=on_bundle_miss, budget=budget)

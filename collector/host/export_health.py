@@ -10,6 +10,7 @@ export is the last answer of :class:`~inferensics.collector.host.otlp_poster.Otl
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections import Counter
 from typing import Final
@@ -33,6 +34,27 @@ def cause_of_status(status: int) -> str:
     return "rejected"
 
 
+TRANSIENT_STATUS: Final = frozenset({401, 403, 404, 405, 408, 409, 413, 429})
+"""4xx answers that a later try may pass: the token (an operator fixes it), the endpoint (a URL or a service being
+deployed), a timeout or conflict, a body too large (another batch may be smaller), back-pressure."""
+_HTTP_STATUS: Final = re.compile(r"^HTTP (\d{3})\b")
+
+
+def refused_for_good(cause: str, detail: str) -> bool:
+    """Whether a refusal (``cause``, ``detail`` as :class:`ExportHealth` gets them) is final for the records refused:
+    sent again they would be refused again (a record not encodable, an HTTP 4xx other than
+    :data:`TRANSIENT_STATUS`, such as a 400 for a malformed body). The service down, shedding load (429, 5xx),
+    refusing the token (401/403) or an answer that says nothing (no HTTP status) may pass on a later try."""
+    if cause != "rejected":
+        return False
+    if detail.startswith(SPAN_NOT_BUILT):
+        return True
+    status = _HTTP_STATUS.match(detail)
+    return status is not None and 400 <= int(status.group(1)) < 500 and int(status.group(1)) not in TRANSIENT_STATUS
+
+
+SPAN_NOT_BUILT: Final = "span not built"
+"""The detail's start of a record refused (``rejected``) because it could not be encoded as a span."""
 HELD_AT_EXIT: Final = "held for the service, which did not answer again before the exporter stopped"
 """The detail of records an exporter held in an outage and counted as refused when it stopped."""
 
@@ -100,6 +122,17 @@ class ExportHealth:
         if first:
             log.error("inferensics: %s", self.advice(cause, detail))
 
+    def not_encoded(self, what: str, n: int, detail: str) -> None:
+        """``n`` items of ``what`` could not be encoded here and were never sent: refused (``rejected``), logged the
+        first time, but no sign of the service (the next delivery does not say it accepts exports again)."""
+        with self._lock:
+            self.refused[f"{what}_rejected"] += n
+            self.last_error = f"{what} refused (rejected): {detail}"[:500]
+            first = SPAN_NOT_BUILT not in self._logged
+            self._logged.add(SPAN_NOT_BUILT)
+        if first:
+            log.error("inferensics: %s", self.advice("rejected", detail))
+
     def advice(self, cause: str, detail: str) -> str:
         """One line: what happened and what to do."""
         url = self.service_url
@@ -128,6 +161,11 @@ class ExportHealth:
             return (
                 f"the collector service at {url} is shedding load ({detail}); records are being dropped. "
                 "Give the service more capacity or spool room, or export less (sample_rate, capture)."
+            )
+        if detail.startswith(SPAN_NOT_BUILT):
+            return (
+                f"a record could not be encoded as an OTLP span for {url} ({detail[:300]}); it is dropped, counted in "
+                "stats() as export_refused_rejected and export_span_errors. Report it with the record's values."
             )
         if any(f"{kind} {code}" in detail for kind in ("HTTP", "Error") for code in (404, 405)):
             return (

@@ -3,7 +3,11 @@
 An exporter may also have an ``on_requests_delivered`` attribute (``None`` until the tracker sets it): it calls it
 with the number of request rows each write delivered, as the store and OTLP exporters do. The tracker then counts
 them in its crash journal, and a process killed before it exported everything (SIGKILL, the out-of-memory killer)
-tells the next tracker how many finished requests it lost (``stats()['requests_lost']``)."""
+tells the next tracker how many finished requests it lost (``stats()['requests_lost']``).
+
+It may also have a ``delivery_watch`` (:class:`~inferensics.collector.host.delivery.DeliveryWatch`), settling each
+watched request row once, delivered or not, as the store and OTLP exporters do: a dead process's crash journal is then
+removed only once the rows recovered from it were delivered. Without one, the journal goes as its rows are queued."""
 
 from __future__ import annotations
 

@@ -21,9 +21,10 @@ buffered or held for export when the process died.
 
 The next tracker started on the host reads the journals whose owner is gone (:mod:`.journal_recovery`),
 exports each request left in flight as an ``error`` row and counts the finished requests whose rows were lost
-(``stats()['requests_lost']``, one log line). A clean shutdown removes the files. The owner holds
-an advisory lock on its journal for as long as it lives: the kernel releases it when the process ends,
-which is how a reader tells a dead process from a live one (a pid can be reused).
+(``stats()['requests_lost']``, one log line); it removes the dead journal once those rows were delivered, and leaves
+the ones it could not deliver in it for the next tracker. A clean shutdown removes the process's own files. The owner
+holds an advisory lock on its journal for as long as it lives: the kernel releases it when the process ends, which is
+how a reader tells a dead process from a live one (a pid can be reused).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ between two model runs, ``benchmarks/results/sdk-cpu/README.md``). The lap rathe
 counter's arithmetic cost the entry several times more."""
 HEADER_BYTES: Final = 4096
 """The header: the process's labels as JSON, then, in its last 24 bytes, the request rows recovered from dead
-processes' journals and queued (u64), the request rows its exporter delivered (u64, recovered ones included) and
+processes' journals and delivered (u64; queued, where the exporter cannot tell), the request rows its exporter
+delivered (u64, recovered ones included) and
 the background thread's last wake (f64)."""
 RECOVERED_AT: Final = HEADER_BYTES - 24
 DELIVERED_AT: Final = HEADER_BYTES - 16
@@ -139,6 +141,7 @@ class Journal:
         self.next_slot = HEADER_BYTES
         self.lap = 0  # laps of the ring begun: the request that takes its first slot starts the next one
         self.delivered_rows = 0
+        self.recovered_rows = 0
         self.beat()
 
     def begin(self, request_id: bytes) -> int:
@@ -166,8 +169,10 @@ class Journal:
             struct.pack_into("<Q", self.mm, DELIVERED_AT, self.delivered_rows)
 
     def note_recovered(self, rows: int) -> None:
-        """``rows`` request rows of dead processes were queued for export by this process's tracker."""
-        struct.pack_into("<Q", self.mm, RECOVERED_AT, rows)
+        """``rows`` more request rows of dead processes were delivered by this process's exporter (with an exporter
+        that cannot tell which rows it delivered: queued)."""
+        self.recovered_rows += rows
+        struct.pack_into("<Q", self.mm, RECOVERED_AT, self.recovered_rows)
 
     def end(self, slot: int) -> None:
         """The request of ``slot`` ended (the request scope inlines this)."""

@@ -10,7 +10,20 @@ journaled, so its latency is unknown (0).
 
 Besides, where the dead process's exporter reported its deliveries, the requests it finished whose rows it had not
 delivered (still queued, buffered or held for export when it died, or dropped): ``Recovered.lost``, the requests it
-began less those in flight, plus the rows it had itself recovered and queued, less the request rows delivered.
+began less those in flight, plus the rows it had itself recovered and delivered, less the request rows delivered.
+
+A journal with rows is not removed when read: the recovering tracker holds it (:class:`DeadJournal`, locked, so no
+other tracker reads it meanwhile) until its exporter settles every row (:mod:`.delivery`). A delivered row's slot is
+cleared in the file (and counted delivered in its header, so that what the death lost still reads the same); once all
+are delivered the files go. A row not delivered (the service down until the exporter stopped, a refusal, a full
+queue), or a recovering process that dies in turn, leaves the journal with the rows still undelivered for the next
+tracker. Reading it sets its delivered count so that its loss reads 0 afterwards: counted once, by the first reader.
+
+A row the destination refuses for good (:class:`~.delivery.Outcome`: not encodable, not writable, a 400) is settled
+as done: cleared like a delivered one and counted (``DeadJournal.rejected``), never exported again. The retries are
+bounded: each reader counts itself in the journal's header (``recoveries``), and a journal read
+:data:`MAX_RECOVERIES` times already, or whose process died more than :data:`GIVE_UP_AFTER_S` ago, is given up:
+removed, its rows counted in ``Recovered.given_up`` instead of exported.
 """
 
 from __future__ import annotations
@@ -23,12 +36,14 @@ import logging
 import os
 import re
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from inferensics.collector.host.delivery import Outcome
 from inferensics.collector.host.journal import (
     DELIVERED_AT,
     DELIVERIES,
@@ -80,6 +95,87 @@ class Recovered:
     lost: int | None = None
     """Requests it finished whose rows it had not delivered; ``None``: unknown (its exporter reported no
     deliveries)."""
+    slots: list[int] = field(default_factory=list)
+    """Each row's slot in the journal (its offset)."""
+    journal: DeadJournal | None = None
+    """The journal, held until its rows are settled (None once removed: it had no rows, or was given up)."""
+    recoveries: int = 0
+    """Trackers that read it before this one."""
+    given_up: list[str] = field(default_factory=list)
+    """The ids of the rows still undelivered in a journal given up (read :data:`MAX_RECOVERIES` times already, or
+    older than :data:`GIVE_UP_AFTER_S`): removed, not exported (``rows`` is then empty)."""
+    since: float = 0.0
+    """When it died (the time of its rows)."""
+    why_given_up: str = ""
+
+
+class DeadJournal:
+    """A dead process's journal whose rows this process exports: held (its lock, an open descriptor) until each row
+    is settled (:meth:`settled`); removed once all were delivered, else released with the undelivered rows in it for
+    the next tracker. Thread-safe (the exporter's thread settles, the tracker's shutdown releases)."""
+
+    def __init__(self, path: Path, fd: int, rows: int, delivered: int | None) -> None:
+        self.path = path
+        self.pending = rows
+        self.undelivered = 0
+        self.rejected = 0
+        self._fd: int | None = fd
+        self._delivered = delivered  # the header's delivered count; None: the dead process reported none
+        self._lock = threading.Lock()
+
+    def settled(self, slot: int, outcome: Outcome) -> None:
+        """The row of ``slot`` was delivered, or refused for good (its slot is cleared and counted delivered in the
+        file: done), or not delivered this time (it stays)."""
+        with self._lock:
+            fd = self._fd
+            if fd is None:  # released (a fork): the row stays in the file
+                return
+            try:
+                if outcome.delivered or outcome.refused:
+                    if outcome.refused:
+                        self.rejected += 1
+                    if self._delivered is not None:  # first: a death in between reads one fewer lost, never more
+                        self._delivered += 1
+                        os.pwrite(fd, struct.pack("<Q", self._delivered), DELIVERED_AT)
+                    os.pwrite(fd, b"\0", slot)
+                else:
+                    self.undelivered += 1
+            except OSError as exc:
+                log.warning("inferensics: crash journal %s not updated (%s); its rows may be exported again", self.path,
+                            exc)  # fmt: skip
+            self.pending -= 1
+            if self.pending <= 0:
+                if not self.undelivered:
+                    _remove(self.path)
+                self._close()
+
+    def discard(self) -> None:
+        """Remove the files now (its rows' delivery cannot be told: an exporter without a delivery watch)."""
+        with self._lock:
+            _remove(self.path)
+            self._close()
+
+    def release(self) -> int:
+        """Let go of the journal (the tracker stops), leaving its unsettled rows in it; how many there were."""
+        with self._lock:
+            if self._fd is None:
+                return 0
+            self._close()
+            return self.pending
+
+    def forget_in_child(self) -> None:
+        """After ``fork``, in the child: close the inherited descriptor (the lock stays the parent's)."""
+        self._close()
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def _close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def parse_fatal_report(text: str) -> FatalReport:
@@ -111,10 +207,18 @@ def parse_fatal_report(text: str) -> FatalReport:
 
 STALE_AFTER_S = 30 * 86400
 """A dead process's journal for another destination is left for a tracker exporting there, up to this age."""
+MAX_RECOVERIES: Final = 10
+"""Trackers that may read a dead process's journal and fail to deliver its rows; the next one gives it up."""
+GIVE_UP_AFTER_S: Final = 7 * 86400
+"""A dead process's rows that a tracker already failed to deliver are given up this long after it died (a first
+reader always tries: a host that was off for longer still sends what its dead process left)."""
+RECOVERIES: Final = "recoveries"
+"""Header key: how many trackers read the journal (written by each reader)."""
 
 
 def recover_dead(directory: Path, destination: str) -> list[Recovered]:
-    """Read, then remove, every journal in ``directory`` whose process is gone and whose rows were bound for
+    """Read, and hold until its rows are delivered (``Recovered.journal``), every journal in ``directory`` whose
+    process is gone and whose rows were bound for
     ``destination`` (the exporter's: a store's DSN, a service's URL): a recovered row goes where its own
     process would have sent it. Never raises for one bad journal: it is removed, logged once and skipped."""
     out: list[Recovered] = []
@@ -139,6 +243,7 @@ def _recover_one(path: Path, destination: str) -> Recovered | None:
         fd = os.open(path, os.O_RDWR)
     except OSError:  # taken by another recovering tracker, or removed by its clean owner
         return None
+    kept = False
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -165,10 +270,31 @@ def _recover_one(path: Path, destination: str) -> Recovered | None:
         died_at = _mtime(path.with_name(stem + STACKS_SUFFIX)) if stacks.strip() else None
         (last_beat,) = struct.unpack_from("<d", data, HEARTBEAT_AT)
         recovered = _rows(header, data, stacks, graphs=graphs, died_at=died_at, last_beat=last_beat)
-        _remove(path)
+        recovered.recoveries = recoveries = _count(header.get(RECOVERIES))
+        head = json.dumps({**header, RECOVERIES: recoveries + 1}).encode()
+        if recoveries >= MAX_RECOVERIES:
+            _give_up(recovered, f"{recoveries} trackers could not deliver them")
+        elif recoveries and time.time() - recovered.since > GIVE_UP_AFTER_S:  # a first reader always tries
+            when = datetime.fromtimestamp(recovered.since, UTC).isoformat(timespec="seconds")
+            _give_up(recovered, f"the process died at {when}, over {GIVE_UP_AFTER_S // 86400} days ago")
+        elif len(head) >= RECOVERED_AT:  # this read cannot be counted: given up rather than retried without bound
+            _give_up(recovered, "its journal's header has no room to count the trackers that read it")
+        if not recovered.rows:
+            _remove(path)
+            return recovered
+        os.pwrite(fd, head + b"\0", 0)
+        delivered = None
+        if header.get(DELIVERIES) is True:
+            # its loss is counted now, by this reader: a later reader of what is left reads none
+            (delivered,) = struct.unpack_from("<Q", data, DELIVERED_AT)
+            delivered += recovered.lost or 0
+            os.pwrite(fd, struct.pack("<Q", delivered), DELIVERED_AT)
+        recovered.journal = DeadJournal(path, fd, len(recovered.rows), delivered)
+        kept = True
         return recovered
     finally:
-        os.close(fd)
+        if not kept:
+            os.close(fd)
 
 
 def _rows(
@@ -177,6 +303,7 @@ def _rows(
 ) -> Recovered:  # fmt: skip
     report = parse_fatal_report(stacks)
     in_flight = []
+    slots = []
     begun = 0
     for index, slot in enumerate(range(HEADER_BYTES, len(data) - SLOT_BYTES + 1, SLOT_BYTES)):
         (lap,) = struct.unpack_from("<Q", data, slot + ID_BYTES)
@@ -185,6 +312,7 @@ def _rows(
         if data[slot]:
             rid = data[slot : slot + ID_BYTES].rstrip(b"\0")
             in_flight.append(rid.decode("utf-8", errors="replace"))
+            slots.append(slot)
     lost = None
     if header.get(DELIVERIES) is True:
         (recovered,) = struct.unpack_from("<Q", data, RECOVERED_AT)
@@ -225,7 +353,7 @@ def _rows(
         )
         for rid in in_flight
     ]
-    return Recovered(rows, attrs["process"], died, lost)
+    return Recovered(rows, attrs["process"], died, lost, slots, since=when)
 
 
 def _error(
@@ -281,6 +409,15 @@ def _callee(line_text: str) -> str:
         return ""
     name = match.group(1)
     return name.removesuffix(".run")
+
+
+def _give_up(recovered: Recovered, why: str) -> None:
+    recovered.given_up = [r.request_id for r in recovered.rows]
+    recovered.rows, recovered.slots, recovered.why_given_up = [], [], why
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _read_text(path: Path) -> str:

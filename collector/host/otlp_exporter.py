@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from inferensics.collector.host.blob_sender import BlobSender
-from inferensics.collector.host.export_health import HELD_AT_EXIT, ExportHealth
+from inferensics.collector.host.delivery import DELIVERED, NOT_DELIVERED, DeliveryWatch, Outcome, Settled, settle
+from inferensics.collector.host.export_health import HELD_AT_EXIT, SPAN_NOT_BUILT, ExportHealth, refused_for_good
 from inferensics.collector.host.otlp_poster import OtlpPoster
 from inferensics.collector.host.otlp_spans import SCOPE_NAME, host_resource
 from inferensics.collector.host.otlp_wire import Item, TraceRequestEncoder
@@ -78,20 +79,28 @@ class OtlpExporter:
         self.blobs = BlobSender(service_url, token, health=self.health)
         self._queue: deque[Item] = deque()
         self.hold_bytes = hold_bytes
-        # (encoded batch, spans, request spans among them): the service was unreachable
-        self._held: deque[tuple[bytes, int, int]] = deque()
+        # (encoded batch, spans, request spans among them, their watched rows' watchers): the service was unreachable
+        self._held: deque[tuple[bytes, int, int, list[Settled]]] = deque()
         self._held_bytes = 0
         self._held_spans = 0
         self._held_lock = threading.Lock()  # shutdown settles what is held while the thread may still hold more
+        self._posting: tuple[bytes, int, int, list[Settled]] | None = None  # the held batch being posted again
         self._retry_at = 0.0  # monotonic time of the next try of the held batches
         self._held_passes = 0  # tries of the held batches so far (a flush waits for one)
         self._settled = 0  # items taken from the queue and exported (or refused, or failed)
         self._settled_cond = threading.Condition()
         self._wake = threading.Event()
         self._stopping = False
+        self._end_lock = threading.Lock()
+        self._shut_down = False  # shutdown() returned
+        self._thread_ended = False
+        self._span_error_detail = ""
         self.on_requests_delivered: Callable[[int], None] | None = None
         """Called (on the export thread) with the number of request spans each batch the service took carried (the
         tracker counts them in its crash journal, :mod:`inferensics.collector.host.journal`)."""
+        self.delivery_watch = DeliveryWatch()
+        """Request rows whose delivery is waited on (a dead process's recovered rows): each is settled once, delivered
+        or not (:mod:`inferensics.collector.host.delivery`)."""
         self._thread = threading.Thread(target=self._run, name="inferensics-otlp-export", daemon=True)
         self._thread.start()
 
@@ -126,15 +135,22 @@ class OtlpExporter:
     # --- the export thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
-            self._wake.wait(self.schedule_delay_s)
-            self._wake.clear()
-            stopping = self._stopping
-            if self._held and (stopping or time.monotonic() >= self._retry_at):
-                self._send_held()
-            self._export_queued()
-            if stopping:
-                return
+        try:
+            while True:
+                self._wake.wait(self.schedule_delay_s)
+                self._wake.clear()
+                stopping = self._stopping
+                if self._held and (stopping or time.monotonic() >= self._retry_at):
+                    self._send_held()
+                self._export_queued()
+                if stopping:
+                    return
+        finally:
+            with self._end_lock:
+                self._thread_ended = True
+                late = self._shut_down
+            if late:  # it outlived shutdown() (a post under way): what it did not deliver is settled now
+                self._settle_rest()
 
     def _export_queued(self) -> None:
         queue, size = self._queue, self.max_batch_size
@@ -151,27 +167,36 @@ class OtlpExporter:
     def export_batch(self, items: Sequence[Item]) -> None:
         """Encode the records as one request and POST it; the spans delivered or refused (by cause) are
         counted, a record that could not be encoded too."""
-        body, n = self.encoder.encode(items, self._span_error, self._attribute_error)
+        failed: list[int] = []
+        body, n = self.encoder.encode(items, self._span_error, self._attribute_error, failed)
+        if failed:  # a record that is no span is not delivered: neither counted so nor told so to its watcher
+            refused = Outcome(False, self._span_error_detail)  # for good: it would fail again
+            settle(self.delivery_watch.take(items[i][0] for i in failed), refused)
+            gone = set(failed)
+            items = [item for i, item in enumerate(items) if i not in gone]
+        watchers = self.delivery_watch.take(record for record, _ in items)
         if not n:
             return
         requests = sum([children is not None for _, children in items])  # a request's span carries its sub-records
         if self._held:  # behind batches held in an outage: in their order, and not tried while it lasts
-            self._hold(body, n, requests, "the service was unreachable at the last try")
+            self._hold(body, n, requests, "the service was unreachable at the last try", watchers)
             return
-        self._deliver(body, n, requests)
+        self._deliver(body, n, requests, watchers)
 
-    def _deliver(self, body: bytes, n: int, requests: int) -> bool:
+    def _deliver(self, body: bytes, n: int, requests: int, watchers: list[Settled]) -> bool:
         """POST one batch (``n`` spans, ``requests`` of them requests'); held when the service cannot be reached,
         else counted delivered or refused by cause. Whether the service answered."""
         cause, detail = self.poster.post(body)
         if cause == "down":
-            self._hold(body, n, requests, detail)
+            self._hold(body, n, requests, detail, watchers)
             return False
         if cause:
             self.health.refuse(cause, "spans", n, detail)
+            settle(watchers, _refusal(cause, detail))
         else:
             self.health.delivered("spans", n)
             self._requests_delivered(requests)
+            settle(watchers, DELIVERED)
         return True
 
     def _requests_delivered(self, requests: int) -> None:
@@ -179,16 +204,18 @@ class OtlpExporter:
         if requests and listener is not None:
             listener(requests)
 
-    def _hold(self, body: bytes, n: int, requests: int, detail: str) -> None:
+    def _hold(self, body: bytes, n: int, requests: int, detail: str, watchers: list[Settled]) -> None:
         """Keep a batch the service could not take for the next try; beyond ``hold_bytes`` the oldest held are
         dropped and counted as refused (``down``)."""
         dropped = 0
+        undelivered: list[Settled] = []
         with self._held_lock:
-            self._held.append((body, n, requests))
+            self._held.append((body, n, requests, watchers))
             self._held_bytes += len(body)
             self._held_spans += n
             while self._held_bytes > self.hold_bytes and len(self._held) > 1:
-                old, k, _ = self._held.popleft()
+                old, k, _, gone = self._held.popleft()
+                undelivered += gone
                 self._held_bytes -= len(old)
                 self._held_spans -= k
                 dropped += k
@@ -197,6 +224,7 @@ class OtlpExporter:
         self.health.held("spans", n, detail, f"up to {self.hold_bytes // (1024 * 1024)} MiB of spans")
         if dropped:
             self.health.refuse("down", "spans", dropped, f"held longer than {self.hold_bytes} bytes allow")
+            settle(undelivered, NOT_DELIVERED)
 
     def _send_held(self) -> None:
         """Try the held batches, oldest first, until one finds the service still unreachable."""
@@ -208,43 +236,53 @@ class OtlpExporter:
                 self._settled_cond.notify_all()
 
     def _try_held(self) -> None:
-        # The batch stays held (and counted so) while it is posted: stats() never sees it in neither place.
+        # The batch stays held (and counted so) while it is posted: stats() never sees it in neither place. A shutdown
+        # meanwhile leaves it to this post (_settle_held): the service may take it yet.
         while True:
             with self._held_lock:
                 if not self._held:
                     return
-                item = self._held[0]
-            cause, detail = self.poster.post(item[0])
-            if cause == "down":
-                with self._held_lock:
-                    self._retry_at = time.monotonic() + RETRY_HELD_S
-                return
+                item = self._posting = self._held[0]
+            cause, detail = self.poster.post(item[0])  # never raises
             with self._held_lock:
-                if not self._held or self._held[0] is not item:  # settled by a shutdown meanwhile
+                self._posting = None
+                if cause == "down":
+                    self._retry_at = time.monotonic() + RETRY_HELD_S
+                    return
+                if not self._held or self._held[0] is not item:  # settled meanwhile (never while it is posted)
                     return
                 self._held.popleft()
                 self._held_bytes -= len(item[0])
                 self._held_spans -= item[1]
             if cause:
                 self.health.refuse(cause, "spans", item[1], detail)
+                settle(item[3], _refusal(cause, detail))
             else:
                 self.health.delivered("spans", item[1])
                 self._requests_delivered(item[2])
+                settle(item[3], DELIVERED)
 
     def _settle_held(self, why: str) -> None:
-        """Count what is still held as refused (``down``): the exporter stops."""
+        """Count what is still held as refused (``down``): the exporter stops. A batch being posted is left to its
+        post (the thread settles it when the service answers, or when it ends)."""
         with self._held_lock:
-            n, self._held_spans = self._held_spans, 0
-            self._held.clear()
-            self._held_bytes = 0
+            posting = self._posting
+            gone = [held for held in self._held if held is not posting]
+            self._held = deque(held for held in self._held if held is posting)
+            n = sum(held[1] for held in gone)
+            self._held_spans -= n
+            self._held_bytes -= sum(len(held[0]) for held in gone)
         if n:
             self.health.refuse("down", "spans", n, why)
+        settle([w for held in gone for w in held[3]], NOT_DELIVERED)
 
     def _span_error(self, exc: Exception) -> None:
-        """A record that could not be made into a span (times OTLP cannot carry, or a bug): counted, its error
-        kept, never raised."""
+        """A record that could not be made into a span (times OTLP cannot carry, or a bug): never raised, never
+        delivered; counted as refused (``rejected``: ``export_refused_rejected``, and apart as ``export_span_errors``),
+        its reason in ``health.last_error`` and, the first time, in the log."""
         self.span_errors += 1
-        self.health.last_error = f"span not built: {type(exc).__name__}: {exc}"[:500]
+        self._span_error_detail = f"{SPAN_NOT_BUILT}: {type(exc).__name__}: {exc}"[:500]
+        self.health.not_encoded("spans", 1, self._span_error_detail)
 
     def _attribute_error(self, key: str, exc: Exception) -> None:
         """An attribute left out of its span (a value OTLP cannot carry): counted, the first one logged."""
@@ -289,7 +327,8 @@ class OtlpExporter:
 
     def stats(self) -> dict[str, int]:
         """Deliveries and refusals by cause; ``export_spans_dropped``: records the full queue turned away;
-        ``export_span_errors``: records that could not be made into spans; ``export_spans_held`` and
+        ``export_span_errors``: records that could not be made into spans (also in ``export_refused_rejected``, the
+        reason in ``health.last_error``); ``export_spans_held`` and
         ``blobs_held``: spans and blobs held while the service is unreachable, sent when it answers again;
         ``export_attributes_dropped``: attributes left out of their spans (values OTLP cannot carry);
         ``export_spans_unaccounted``: spans started but neither delivered, refused, held nor failed (still queued,
@@ -301,13 +340,16 @@ class OtlpExporter:
         out["export_attributes_dropped"] = self.attribute_errors
         out["export_spans_held"] = held = self._held_spans
         out["blobs_held"] = self.blobs.held
-        out["export_spans_unaccounted"] = max(0, self.spans_started - settled - self.span_errors - held)
+        # a record that could not become a span is among the refused (rejected)
+        out["export_spans_unaccounted"] = max(0, self.spans_started - settled - held)
         return out
 
     def shutdown(self) -> None:
         """Export what is queued and stop the export thread, waiting at most ``flush_timeout_s``; then
         close the poster (which cuts short a retry still under way: what it held is counted as refused), and
-        stop the blob uploads within the same time (blobs still waiting are counted as refused)."""
+        stop the blob uploads within the same time (blobs still waiting are counted as refused). Every watched row
+        (``delivery_watch``) is settled by the time it returns, or, where a post is still under way
+        (:attr:`delivering`), by the time the thread ends."""
         deadline = time.monotonic() + self.flush_timeout_s
         self._stopping = True
         self._wake.set()
@@ -315,4 +357,28 @@ class OtlpExporter:
         self.poster.shutdown()
         self._thread.join(timeout=0.5)  # a post the poster's shutdown cut short returns at once
         self._settle_held(HELD_AT_EXIT)
+        with self._end_lock:
+            self._shut_down = True
+            ended = self._thread_ended
+        if ended:
+            self._settle_rest()
         self.blobs.shutdown(max(deadline - time.monotonic(), 0.0))
+
+    @property
+    def delivering(self) -> bool:
+        """The export thread outlived :meth:`shutdown` (a post still under way, which the service may yet take): it
+        settles each watched row when its post ends, and every row it did not deliver (``delivery_watch``) when the
+        thread ends. Until then a dead process's journal stays held (:mod:`~.tracker_journal`)."""
+        with self._end_lock:
+            return self._shut_down and not self._thread_ended
+
+    def _settle_rest(self) -> None:
+        """The exporter stopped and its thread ended: what is still held is refused (``down``), and every watched row
+        not settled yet (queued too late, never exported) was not delivered."""
+        self._settle_held(HELD_AT_EXIT)
+        settle(self.delivery_watch.take_all(), NOT_DELIVERED)
+
+
+def _refusal(cause: str, detail: str) -> Outcome:
+    """A refused batch's watched rows: refused for good (with the service's answer) or to be tried later."""
+    return Outcome(False, detail) if refused_for_good(cause, detail) else NOT_DELIVERED

@@ -199,8 +199,9 @@ def _said(response: requests.Response) -> str:
         return str(status.message).strip()
     if media == "application/json":
         answer = response.json()
-        if isinstance(answer, dict) and isinstance(answer.get("message"), str):
-            return answer["message"].strip()
+        message = answer.get("message") if isinstance(answer, dict) else None
+        if isinstance(message, str):
+            return message.strip()
     return response.text.strip()
 
 

@@ -254,15 +254,18 @@ class TraceRequestEncoder:
         items: Iterable[Item],
         on_error: Callable[[Exception], None],
         on_attribute_error: Callable[[str, Exception], None],
+        failed: list[int] | None = None,
     ) -> tuple[bytes, int]:
-        """The request's bytes and the number of spans in it; a record that cannot be encoded is left out
-        and passed to ``on_error``."""
+        """The request's bytes and the number of spans in it; a record that cannot be encoded is left out,
+        passed to ``on_error`` and its item's index appended to ``failed``."""
         spans: list[bytes] = []
-        for record, children in items:
+        for index, (record, children) in enumerate(items):
             try:
                 span = self.span(record, children, on_attribute_error)
             except Exception as exc:  # one bad record never costs the batch
                 on_error(exc)
+                if failed is not None:
+                    failed.append(index)
                 continue
             spans.append(_field(b"\x12", span))  # ScopeSpans.spans (2)
         if not spans:

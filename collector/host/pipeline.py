@@ -247,6 +247,8 @@ class Pipeline:
                 interval_s=self.config.health_interval_s,
                 process=f"{os.getpid()}@{self._started_ms}",  # a forked child is another process
                 requests_lost=s.get(col.REQUESTS_LOST, 0),  # dead processes' unexported requests (tracker_journal)
+                dead_processes=s.get(col.DEAD_PROCESSES, 0),
+                requests_recovered=s.get(col.REQUESTS_RECOVERED, 0),  # their requests in flight, exported here
             )
             with self._lock:
                 self.exporter.export_records([record])

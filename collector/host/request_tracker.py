@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zlib import crc32 as _crc32
 
 import torch
@@ -36,12 +36,15 @@ from inferensics.collector.host.process_lifecycle import deactivate
 from inferensics.collector.host.queueing import BoundedQueue
 from inferensics.collector.host.records import CURRENT, CompileOrigin, RawRequest
 from inferensics.collector.host.trace_sink import TraceSink
-from inferensics.collector.host.tracker_journal import JOURNAL, open_journal
+from inferensics.collector.host.tracker_journal import JOURNAL, open_journal, release_dead_journals
 from inferensics.collector.host.tracker_stats import ALWAYS_COUNTED, collect_stats
 from inferensics.collector.trace.artifacts import PROCESS_ARTIFACT
 from inferensics.collector.trace.assembler import AssemblyContext
 from inferensics.schema.events import FP_FAILED, FP_UNSAMPLED
 from inferensics.schema.processes import PROCESS_ATTR
+
+if TYPE_CHECKING:
+    from inferensics.collector.host.journal_recovery import DeadJournal
 
 log = logging.getLogger("inferensics.collector.host")
 
@@ -67,6 +70,13 @@ class RequestScope(RawRequest):
     stack per call), so it does not. Step each stream in a context of its own instead, as an ``asyncio``
     task is: ``context = contextvars.copy_context()`` once per stream, then ``context.run(next, stream)``
     for each step (``tests/collector/host/test_request_scopes.py`` pins both behaviours).
+
+    Executor threads neither: ``loop.run_in_executor(pool, fn)`` runs ``fn`` on a pool thread in that thread's own
+    context (asyncio copies the caller's context to tasks and callbacks, not to executors), so the compiled calls
+    ``fn`` makes inside a request's scope count in no request (a pool thread holds none). Copying the context on
+    every compiled call would cost the serving path; the SDK does not. Hand the context over where the work moves:
+    ``loop.run_in_executor(pool, contextvars.copy_context().run, fn, *args)``, or ``asyncio.to_thread(fn, *args)``,
+    which does that (the same test module pins both behaviours).
     """
 
     __slots__ = ()
@@ -214,7 +224,8 @@ class Tracker:
         self.pipeline.health_source = self.stats
         self.exporter = exporter
         self.journal: Journal | None = None
-        open_journal(self, traffic_class)  # sets self.journal
+        self.dead_journals: list[DeadJournal] = []  # held until their recovered rows are delivered (tracker_journal)
+        open_journal(self, traffic_class)  # sets self.journal and self.dead_journals
         self._sink: TraceSink | None = None
         self._previous_guard_hook: Any = None
         self._guard_installed = False
@@ -243,6 +254,9 @@ class Tracker:
         self.pipeline.journal = None
         if journal is not None:
             journal.forget_in_child()
+        for dead in self.dead_journals:  # the parent's to settle: a child's copy would keep them locked
+            dead.forget_in_child()
+        self.dead_journals = []
         self.queue.items.clear()
         self.queue.capacity = 0  # RequestScope.__exit__ counts what it then turns away (dropped_request)
         pipeline = self.pipeline
@@ -350,8 +364,9 @@ class Tracker:
             dynamic: As ``torch.compile(dynamic=...)``.
             fullgraph: As ``torch.compile(fullgraph=...)``.
             bundle: A release bundle (directory or loaded bundle). It is verified before anything of it
-                loads; its recorded compile arguments replace ``mode``/``options``/``dynamic``/``fullgraph``,
-                and every compile is a recorded bundle hit or miss (see
+                loads; its recorded compile arguments replace ``mode``/``options``/``dynamic``/``fullgraph``
+                (``dynamic=True`` with a bundle built static is logged once and counted as
+                ``bundle_dynamic_overridden``), and every compile is a recorded bundle hit or miss (see
                 :mod:`inferensics.collector.host.bundle_guard`).
             keyring: The trusted builders' keys (default ``$INFERENSICS_BUNDLE_KEYRING``).
             on_bundle_miss: ``compile`` (within ``compile_budget``), ``eager`` or ``refuse``.
@@ -382,7 +397,7 @@ class Tracker:
             from inferensics.collector.host.bundle_guard import install_bundle
 
             guard = install_bundle(self, bundle, keyring=keyring, on_bundle_miss=on_bundle_miss,  # type: ignore[arg-type]
-                                   budget=compile_budget)  # fmt: skip
+                                   budget=compile_budget, dynamic=dynamic)  # fmt: skip
             args = guard.loaded.compile_args
             mode, options = args.get("mode"), dict(args.get("options") or {})
             dynamic, fullgraph, gate = args.get("dynamic"), bool(args.get("fullgraph")), guard.gate
@@ -438,6 +453,9 @@ class Tracker:
             return
         self._remove_hooks()
         self.pipeline.stop()
+        # After the exporter stopped and settled what it could (a post still under way settles its rows when it ends):
+        # what it did not deliver stays for the next tracker, and nothing it delivers is left in a journal.
+        release_dead_journals(self)
         if close_journal:
             journal, self.journal = self.journal, None
             if journal is not None:

@@ -11,6 +11,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
+from inferensics.collector.host.delivery import DELIVERED, NOT_DELIVERED, DeliveryWatch, Outcome, settle
 from inferensics.schema.arrow import events_to_arrow
 from inferensics.schema.events import RequestEvent
 from inferensics.schema.store import Store
@@ -46,6 +47,10 @@ class StoreExporter:
         self.on_requests_delivered: Callable[[int], None] | None = None
         """Called with the number of request rows each insert wrote (the tracker counts them in its crash journal,
         :mod:`inferensics.collector.host.journal`)."""
+        self._why: dict[int, str] = {}  # why each row of the batch being inserted cannot be written (by identity)
+        self.delivery_watch = DeliveryWatch()
+        """Request rows whose delivery is waited on (a dead process's recovered rows): each is settled once, inserted
+        or not (:mod:`inferensics.collector.host.delivery`)."""
 
     def _add(self, record: Event) -> None:
         buf = self._buffers.setdefault(type(record), [])
@@ -57,16 +62,32 @@ class StoreExporter:
         rows = self._buffers.pop(model, [])
         if not rows:
             return
+        watch = self.delivery_watch if model is RequestEvent else None
         try:
-            self.inserted += self.store.insert_events(rows)
-        except Exception as exc:
-            good = self._drop_unwritable(model, rows)
-            if len(good) == len(rows):
-                raise  # every row converts: the store refused the batch itself (unreachable, not migrated)
-            _log.debug("%s: batch of %d refused (%s); retrying without the bad rows", model.TABLE.name, len(rows), exc)
-            if good:
-                self.inserted += self.store.insert_events(good)
-            rows = good
+            try:
+                self.inserted += self.store.insert_events(rows)
+            except Exception as exc:
+                good = self._drop_unwritable(model, rows)
+                if len(good) == len(rows):
+                    raise  # every row converts: the store refused the batch itself (unreachable, not migrated)
+                _log.debug("%s: batch of %d refused (%s); retrying without the bad rows", model.TABLE.name, len(rows),
+                           exc)  # fmt: skip
+                if watch is not None:  # the rows that cannot be written are refused for good: they never will be
+                    kept = {id(row) for row in good}
+                    for row in rows:
+                        if id(row) not in kept:
+                            settle(watch.take([row]), Outcome(False, self._why.get(id(row), "cannot be written")))
+                self._why.clear()
+                if good:
+                    self.inserted += self.store.insert_events(good)
+                rows = good
+        except BaseException:
+            self._why.clear()
+            if watch is not None:  # the store refused the batch (unreachable, not migrated): a later try may pass
+                settle(watch.take(rows), NOT_DELIVERED)
+            raise
+        if watch is not None:
+            settle(watch.take(rows), DELIVERED)
         if model is RequestEvent and rows and self.on_requests_delivered is not None:
             self.on_requests_delivered(len(rows))
 
@@ -96,6 +117,7 @@ class StoreExporter:
         request_id = getattr(row, "request_id", "")
         which = f" (request {request_id})" if request_id else ""
         self.last_error = f"{table}: row{which} rejected: {type(exc).__name__}: {exc}"
+        self._why[id(row)] = f"{table}: rejected by the store: {type(exc).__name__}: {exc}"[:500]
 
     def export_request(self, request: RequestEvent, children: Sequence[Event]) -> None:
         """Buffer the request row and its sub-records."""
@@ -118,5 +140,8 @@ class StoreExporter:
             self._insert(model)
 
     def shutdown(self) -> None:
-        """Flush; the store stays open (its owner closes it)."""
-        self.flush()
+        """Flush; the store stays open (its owner closes it). A watched row not inserted by then was not delivered."""
+        try:
+            self.flush()
+        finally:
+            settle(self.delivery_watch.take_all(), NOT_DELIVERED)

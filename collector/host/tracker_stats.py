@@ -17,6 +17,10 @@ ALWAYS_COUNTED: Final = (
     "dropped",
     "requests",
     "requests_recovered",
+    "recovered_undelivered",  # left in their dead process's journal for the next tracker (tracker_journal)
+    "recovered_rejected",  # refused for good by the destination: cleared from their journal (tracker_journal)
+    "recovered_given_up",  # journals given up undelivered: too many recoveries, or too old (tracker_journal)
+    "dead_processes",
     col.REQUESTS_LOST,  # also in the SDK's health records
     "fingerprint_unsampled",
     "fingerprint_errors",
@@ -43,6 +47,7 @@ ALWAYS_COUNTED: Final = (
     "bundle_miss_graphs",
     *(f"bundle_miss_{action}" for action in ("compiled", "eager", "refused")),
     "bundle_unqualified_shape_calls",
+    "bundle_dynamic_overridden",  # dynamic=True given with a bundle built static: the bundle's options won
     "kernel_evidence_applied",
     "kernel_evidence_refused",
     "kernel_decisions",

@@ -19,7 +19,7 @@ import torch
 from inferensics import bundle as b
 from inferensics import kernels
 from inferensics.bundle import torch_adapter
-from inferensics.bundle.shape_factor import accepted_shapes_factor
+from inferensics.bundle.shape_factor import STATIC_ADVICE, accepted_shapes_factor
 from tests.bundle.conftest import Keys, spec
 from tests.bundle.kernel_models import inputs, silu_mlp
 
@@ -28,9 +28,12 @@ pytestmark = pytest.mark.slow
 MODEL, INPUTS = "tests.bundle.kernel_models:silu_mlp", "tests.bundle.kernel_models:inputs"
 SHAPES = b.ShapeDistribution.of([(2, 8)], [1])
 NOT_QUALIFIED = (
-    "accepted_shapes: inputs not qualified: input 3 of 3 is float32[5,8], the bundle qualified float32[2,8] "
-    "(2 inputs equal)"
+    "accepted_shapes: inputs not qualified: input 1 of 1 is float32[5,8], the bundle qualified float32[2,8] "
+    f"(2 parameters equal); {STATIC_ADVICE}"
 )
+"""The model has one input and one Linear layer, whose weight and bias Dynamo lifts to graph inputs: they are counted
+as parameters, not as inputs ("input 3 of 3 ... (2 inputs equal)" read as a model of three inputs). The bundle is
+static (the build's default) and only the batch size differs, so the factor names ``--dynamic`` too."""
 
 
 @pytest.fixture(scope="module")
@@ -109,17 +112,43 @@ def test_the_accepted_shapes_factor_names_only_the_inputs_that_differ() -> None:
     here, bundle = DECODER_STEP.format(q=3), DECODER_STEP.format(q=1)
     other = bundle.replace("float32[64]", "float32[65]").replace("int64[]/@cpu", "int64[7]/1@cpu")
     assert accepted_shapes_factor(here, [other, bundle]) == (
-        "accepted_shapes: inputs not qualified: input 2 of 32 is int64[s0,3], the bundle qualified int64[s0,1] "
-        "(31 inputs equal; closest of 2 input sets it qualified)"
-    )
+        "accepted_shapes: inputs not qualified: graph input 2 of 32 is int64[s0,3], the bundle qualified int64[s0,1] "
+        "(31 other graph inputs equal; closest of 2 input sets it qualified)"
+    )  # no sources: the model's inputs cannot be told from its parameters, so it says graph input
     strided = bundle.replace("int64[s0,1]/1,1@cpu", "int64[s0,1]/2,1@cpu")
     assert accepted_shapes_factor(bundle, [strided]) == (
-        "accepted_shapes: inputs not qualified: input 2 of 32 is int64[s0,1]/1,1@cpu, the bundle qualified "
-        "int64[s0,1]/2,1@cpu (31 inputs equal)"
+        "accepted_shapes: inputs not qualified: graph input 2 of 32 is int64[s0,1]/1,1@cpu, the bundle qualified "
+        "int64[s0,1]/2,1@cpu (31 other graph inputs equal)"
     )  # sizes alike: the whole input, strides and device with them
     many = ";".join(f"float32[{i}]/1@cpu" for i in range(7))
     assert accepted_shapes_factor(many, [many.replace("float32[", "float32[1")]) == (
-        "accepted_shapes: inputs not qualified: inputs 1, 2, 3, 4 and 3 more of 7 are float32[0], float32[1], "
+        "accepted_shapes: inputs not qualified: graph inputs 1, 2, 3, 4 and 3 more of 7 are float32[0], float32[1], "
         "float32[2], float32[3], the bundle qualified float32[10], float32[11], float32[12], float32[13] "
-        "(0 inputs equal)"
+        "(0 other graph inputs equal)"
     )
+
+
+DECODER_SOURCES = [
+    "L['input_ids'].size()[0]", "L['input_ids']", "L['pos']", "L['self']._modules['embed']._parameters['weight']",
+    "L['self']._modules['head']._parameters['weight']", "L['self']._buffers['inv_freq']",
+    *(f"L['past'][{i}]" for i in range(26)),
+]  # fmt: skip
+"""Where Dynamo took the decode graph's inputs from: a size, two inputs, two parameters, a buffer, 26 cache tensors."""
+
+
+def test_the_accepted_shapes_factor_numbers_the_models_inputs_apart_from_its_parameters() -> None:
+    here, bundle = DECODER_STEP.format(q=3), DECODER_STEP.format(q=1)
+    assert accepted_shapes_factor(here, [bundle], sources=DECODER_SOURCES) == (
+        "accepted_shapes: inputs not qualified: input 1 of 28 is int64[s0,3], the bundle qualified int64[s0,1] "
+        "(27 inputs, 2 parameters, 1 buffer, 1 size equal)"
+    )  # a dynamic bundle: no --dynamic advice
+    weight = bundle.replace("float32[2048,8]/8,1@cpu;float32[64]", "float32[2048,8]/8,1@cpu;float32[32]")
+    assert accepted_shapes_factor(here, [weight], sources=DECODER_SOURCES, static=True) == (
+        "accepted_shapes: inputs not qualified: input 1 of 28, buffer inv_freq are int64[s0,3], float32[64], the "
+        "bundle qualified int64[s0,1], float32[32] (27 inputs, 2 parameters, 1 size equal)"
+    )  # a buffer differs: no model of this one, so --dynamic would not cover it
+    assert accepted_shapes_factor(here, [bundle], sources=DECODER_SOURCES, static=True).endswith(
+        f"(27 inputs, 2 parameters, 1 buffer, 1 size equal); {STATIC_ADVICE}"
+    )
+    other_dtype = bundle.replace("int64[s0,1]/1,1", "int32[s0,3]/3,1")
+    assert STATIC_ADVICE not in accepted_shapes_factor(here, [other_dtype], sources=DECODER_SOURCES, static=True)

@@ -107,7 +107,8 @@ def test_a_request_served_at_an_unqualified_shape_is_counted_marked_and_logged_o
     assert stats["bundle_unqualified_shape_calls"] == 14  # 5, 5, 7, 9, 7, 5, 5, six in r-many in requests; 6 outside
     said = [r.getMessage() for r in caplog.records if "never qualified" in r.getMessage()]
     assert len(said) == 2, said
-    assert "at graph sizes [5,8] (the graph's dynamic sizes, not the request's input shape)" in said[0], said
+    # The request's shape was 5x8: saying the graph's sizes were "not the request's input shape" confused.
+    assert "at graph sizes [5,8], which it never qualified" in said[0], said
     assert "at graph sizes [7,8]" in said[1], said  # [9,8] was the third new shape: over the bound, counted only
     qualified = "(qualified: input shapes 2x8, 3x8; graph sizes [2,8], [3,8])"
     assert all(qualified in line and built.bundle_id[:16] in line for line in said), said
@@ -117,6 +118,17 @@ def test_a_request_served_at_an_unqualified_shape_is_counted_marked_and_logged_o
 def test_a_tracker_without_a_bundle_counts_no_unqualified_shape(store: Store) -> None:
     tracker = instrument(store=store, host="h", hw_pool="cpu", model="plain")
     try:
-        assert tracker.stats()["bundle_unqualified_shape_calls"] == 0  # always present, as every bundle counter
+        stats = tracker.stats()
+        assert stats["bundle_unqualified_shape_calls"] == 0  # always present, as every bundle counter
+        assert stats["bundle_dynamic_overridden"] == 0
     finally:
         tracker.shutdown()
+
+
+def test_the_request_shape_is_named_beside_graph_sizes_only_where_it_differs() -> None:
+    note = bundle_guard._request_shape_note
+    assert note("[5,8]", (5, 8)) == ""
+    assert note("[5,8]", "5x8") == ""
+    assert note("[4,128]", (4, 120)) == " (the graph's dynamic sizes; the request's input shape is 4x120)"
+    assert note("[4,1];[2,4,4,128,16]", (4, 1)) == " (the graph's dynamic sizes; the request's input shape is 4x1)"
+    assert note("[5,8]", None) == " (its dynamic inputs' sizes, after any padding the model does)"

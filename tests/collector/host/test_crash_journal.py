@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from inferensics.collector.host.delivery import DELIVERED
 from inferensics.collector.host.journal import (
     DELIVERIES,
     HEADER_BYTES,
@@ -301,6 +302,11 @@ def test_a_journal_reads_back_exactly_the_ids_in_flight(tmp_path: Path) -> None:
     assert {r.guard_outcome for r in recovered.rows} == {"unknown"}
     assert {r.outcome for r in recovered.rows} == {"error"}
     assert recovered.rows[0].attrs["in_flight"] == "3"
+    # Held until its rows are delivered (test_recovered_delivery.py), then removed.
+    assert recovered.journal is not None
+    assert (dead / "1-dead.journal").exists()
+    for slot in recovered.slots:
+        recovered.journal.settled(slot, DELIVERED)
     assert not (dead / "1-dead.journal").exists()
 
 
@@ -330,6 +336,8 @@ def test_a_journal_counts_the_finished_requests_its_exporter_had_not_delivered(t
     assert [r.request_id for r in first.rows] == [f"r{SLOTS + 40}"]
     assert first.lost == SLOTS + 44 - 1 + 3 - 250
     assert (second.rows, second.lost) == ([], None)
+    assert first.journal is not None
+    first.journal.release()
 
 
 def test_a_damaged_journal_is_removed_and_recovery_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

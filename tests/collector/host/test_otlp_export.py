@@ -14,7 +14,7 @@ import pytest
 import torch
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from inferensics.collector.host import ConfigError, instrument
+from inferensics.collector.host import ConfigError, delivery, instrument
 from inferensics.collector.host.otlp_exporter import OtlpExporter
 from inferensics.schema import RequestEvent
 from inferensics.schema.events import RecompileEvent, SdkHealthEvent
@@ -178,17 +178,25 @@ def test_a_full_queue_drops_counts_and_says_so(service: str, caplog: pytest.LogC
 
 
 def test_a_record_that_cannot_become_a_span_costs_only_itself(service: str) -> None:
-    """Spans are made as the encoder reads the batch: a record that fails is counted and left out, the
-    rest of its batch is delivered."""
+    """Spans are made as the encoder reads the batch: a record that fails is left out, the rest of its batch is
+    delivered. The one left out is counted as refused (rejected), never as delivered: not in the request rows the
+    exporter reports delivered (the crash journal's count), and its watcher is told it was not."""
     exporter = OtlpExporter(service, host="h")
+    delivered: list[int] = []
+    exporter.on_requests_delivered = delivered.append
+    settled: list[delivery.Outcome] = []
     good = sample(RequestEvent, "typical")
     broken = RequestEvent.model_construct(**{**good.model_dump(), "ts": None})  # no time: no span
+    exporter.delivery_watch.watch(broken, settled.append)
     for record in (good, broken, good):
         exporter.export_request(record, ())  # type: ignore[arg-type]
     assert exporter.wait_exported(10)
     stats = exporter.stats()
     assert (stats["export_spans_sent"], stats["export_span_errors"], stats["export_spans_unaccounted"]) == (2, 1, 0)
-    assert exporter.health.last_error.startswith("span not built: AttributeError")
+    assert stats["export_refused_rejected"] == 1
+    assert exporter.health.last_error.startswith("spans refused (rejected): span not built: AttributeError")
+    assert delivered == [2]
+    assert [(o.delivered, o.refused.split(":")[0]) for o in settled] == [(False, "span not built")]  # for good
     exporter.shutdown()
     assert len(_Sink.spans) == 2
 
@@ -217,8 +225,11 @@ def test_what_otlp_cannot_carry_costs_only_itself_and_is_counted(
         assert exporter.wait_exported(10)
     stats = exporter.stats()
     assert (stats["export_spans_sent"], stats["export_span_errors"], stats["export_attributes_dropped"]) == (3, 1, 2)
+    assert stats["export_refused_rejected"] == 1
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1
+    assert len(lines) == 2
     assert "inferensics.spans_sent left out" in lines[0]
+    assert lines[1].startswith("inferensics: a record could not be encoded as an OTLP span for ")
+    assert "counted in stats() as export_refused_rejected and export_span_errors" in lines[1]
     exporter.shutdown()
     assert len(_Sink.spans) == 3

@@ -6,6 +6,7 @@ right."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 from collections.abc import Iterator
@@ -131,3 +132,37 @@ def test_streams_stepped_each_in_its_own_context_are_counted_right(
     quiet_tracker.flush()
     assert _calls(exporter) == {"a": 3, "b": 3}
     assert current is None
+
+
+def test_a_call_in_an_executor_thread_counts_only_in_a_copied_context(
+    quiet_tracker: Tracker, exporter: InMemoryExporter
+) -> None:
+    """The behaviour ``RequestScope`` documents: ``loop.run_in_executor`` runs its function on a pool thread without
+    the caller's context (asyncio copies none there), so its compiled calls count in no request; run through
+    ``contextvars.copy_context().run`` (or ``asyncio.to_thread``, which does that) they count in the caller's."""
+    compiled = quiet_tracker.compile(torch.nn.Linear(4, 4).eval(), name="m")
+
+    def twice() -> None:
+        with torch.inference_mode():  # a thread-local mode: the pool thread sets its own
+            compiled(torch.randn(2, 4))
+            compiled(torch.randn(2, 4))
+
+    async def serve(rid: str, how: str) -> None:
+        loop = asyncio.get_running_loop()
+        with quiet_tracker.request(rid):
+            with torch.inference_mode():
+                compiled(torch.randn(2, 4))
+            if how == "executor":
+                await loop.run_in_executor(None, twice)
+            elif how == "copied":
+                await loop.run_in_executor(None, contextvars.copy_context().run, twice)
+            else:
+                await asyncio.to_thread(twice)
+
+    async def main() -> None:
+        for rid in ("executor", "copied", "to_thread"):
+            await serve(rid, rid)
+
+    asyncio.run(main())
+    quiet_tracker.flush()
+    assert _calls(exporter) == {"executor": 1, "copied": 3, "to_thread": 3}
