@@ -15,15 +15,16 @@ RATIO_COLUMNS = frozenset(
 """Columns that hold a share (0.0182): shown as a percentage (1.8 %), never as the raw ratio."""
 
 
-def cell(value: object, *, ratio: bool = False) -> str:
-    """One cell's text: a ``ratio`` as a percentage with one decimal; other floats get 4 significant digits."""
+def cell(value: object, *, ratio: bool = False, signed: bool = False) -> str:
+    """One cell's text: a ``ratio`` as a percentage with one decimal (``signed``: with its sign, + too); other
+    floats get 4 significant digits."""
     if value is None:
         return "–"
     if isinstance(value, float):
         if math.isnan(value):
             return "–"
         if ratio:
-            return f"{value * 100:+.1f} %" if value < 0 else f"{value * 100:.1f} %"
+            return f"{value * 100:+.1f} %" if value < 0 or signed else f"{value * 100:.1f} %"
         return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"

@@ -167,10 +167,29 @@ def _graph_break_label(row: dict[str, object]) -> str:
     return f"{row.get(col.REASON) or '(no reason recorded)'}"
 
 
+def _so_far_line(report: WeeklyReport) -> str | None:
+    """For a week in progress, how much of it the report covers and the command of the last whole week (on a
+    Monday morning the week so far is a few hours, which the title's "the week so far" alone leaves to be found
+    out from the figures); ``None`` for a whole week."""
+    if not in_progress(report):
+        return None
+    minutes = int((report.end - report.start).total_seconds() // 60)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(rest, 60)
+    covered = " ".join(p for p in (f"{days} d" if days else "", f"{hours} h", f"{minutes} min") if p)
+    year, week, _ = (report.start - timedelta(days=7)).isocalendar()
+    last = f"{year}-W{week:02d}"
+    return (
+        f"This is the week so far: {covered} of its 168 h. The last whole week is {last}: `inferensics report weekly "
+        f"--week {last}`, with the --dsn, --data-dir or --service this report was made with."
+    )
+
+
 def summary_lines(report: WeeklyReport) -> list[str]:
     """The headline figures, one sentence each (the same in Markdown, HTML and JSON)."""
     wow = report.week_over_week
-    lines = [f"{label}: {_counted(report, metric)}." for metric, label in _COUNTED.items()]
+    lines = [line] if (line := _so_far_line(report)) is not None else []
+    lines.extend(f"{label}: {_counted(report, metric)}." for metric, label in _COUNTED.items())
     lines.append(_fallback_line(report))
     # The figures above are what requests paid; compiles outside requests have no request to count them on. The
     # week's compile seconds are every compile's, as the dashboard's headline; what requests paid is beside them.
@@ -228,8 +247,14 @@ def summary_lines(report: WeeklyReport) -> list[str]:
     return lines
 
 
+def _short_bundles(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with its bundle ids cut to :data:`BUNDLE_ID_DIGITS` digits, as every table of the report shows
+    them."""
+    return frame.with_columns(pl.col(col.BUNDLE_ID).str.head(BUNDLE_ID_DIGITS))
+
+
 def _growth_totals(report: WeeklyReport) -> pl.DataFrame:
-    return (
+    return _short_bundles(
         report.cache_growth.group_by([col.BUNDLE_ID, col.HW_POOL])
         .agg(pl.col("entries").sum(), pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()))
         .sort(["bytes", col.BUNDLE_ID, col.HW_POOL], descending=[True, False, False])
@@ -242,20 +267,79 @@ _SECONDS_METRICS = (col.COMPILE_SECONDS, "compile_record_seconds")
 
 def _week_over_week_shown(frame: pl.DataFrame) -> pl.DataFrame:
     """The week-over-week rows with each week's value as text: a ratio metric as a percentage, a count as a
-    whole number, compile seconds with 4 significant digits (one column holds all three)."""
+    whole number, compile seconds with 4 significant digits (one column holds all three). The change carries its
+    sign either way (``+7.3 %``: unsigned, a rise read as a level beside the weeks' own percentages); a ratio
+    metric's change is the difference in percentage points (``-17.9 pp``: a hit ratio from 48.3 % to 30.4 % read
+    ``-37.0 %``, which reads as the ratio's own fall)."""
 
     def shown(value: float | None, metric: str) -> str:
         if value is None or metric in _RATIO_METRICS:
             return cell(value, ratio=True)
         return cell(value if metric in _SECONDS_METRICS else round(value))
 
+    def change(row: dict[str, Any]) -> str:
+        if row["metric"] in _RATIO_METRICS:
+            this, last = row["this_week"], row["last_week"]
+            return "–" if this is None or last is None else f"{(this - last) * 100:+.1f} pp"
+        return cell(row["change"], ratio=True, signed=True)
+
     rows = [
-        {**r, "this_week": shown(r["this_week"], r["metric"]), "last_week": shown(r["last_week"], r["metric"])}
+        {
+            **r,
+            "this_week": shown(r["this_week"], r["metric"]),
+            "last_week": shown(r["last_week"], r["metric"]),
+            "change": change(r),
+        }
         for r in frame.iter_rows(named=True)
     ]
     schema = frame.schema
-    schema.update({"this_week": pl.String(), "last_week": pl.String()})
+    schema.update({"this_week": pl.String(), "last_week": pl.String(), "change": pl.String()})
     return pl.DataFrame(rows, schema=schema)
+
+
+def last_week_empty(report: WeeklyReport) -> bool:
+    """Whether last week's compared span holds no request and no record at all (a store that started this
+    week): every change would be empty, and the table a page of dashes."""
+    last = report.week_over_week.get_column("last_week").fill_null(0)
+    return report.last_hours_with_requests == 0 and not bool((last != 0).any())
+
+
+def _compared_span(report: WeeklyReport) -> str:
+    """Last week's compared span in words: the whole week, or the same span of it."""
+    start, end = report.start - timedelta(days=7), report.end - timedelta(days=7)
+    if not in_progress(report):
+        return f"Monday {start:%Y-%m-%d} to Sunday {end - timedelta(days=1):%Y-%m-%d}"
+    return f"{start:%Y-%m-%d} 00:00 to {end:%Y-%m-%d %H:%M} UTC, the same span of it"
+
+
+def _week_over_week_section(report: WeeklyReport) -> Section:
+    """The week-over-week section: the table, or one sentence where last week holds nothing to compare."""
+    title_ = "Week over week"
+    if last_week_empty(report):
+        return Section(
+            title_,
+            [
+                f"Nothing to compare: last week ({_compared_span(report)}) holds no request and no compile, "
+                "recompile, failed-compile or bundle-miss record in this store."
+                + (" This week's figures are in the table above." if report.by_model_pool.height else "")
+            ],
+        )
+    return Section(
+        title_,
+        [
+            "change = this week / last week - 1 (empty when last week was 0); for recompile_rate and "
+            "cache_hit_ratio, this week minus last week in percentage points (pp). While the week is in progress, "
+            "last week is the same span of it (Monday 00:00 to the same weekday and time). "
+            "requests, compiling_requests, request_recompiles, fallbacks, compile_seconds, recompile_rate and "
+            "cache_hit_ratio are what requests paid, as in the table above (rows for a model with requests); "
+            "compile_records, recompile_records, compile_record_seconds, failed_compiles and bundle_misses count "
+            "every record, inside requests or not (rows for a model with records, imported logs' too).",
+            *([f"Read the changes with care: {partial}."] if (partial := partial_last_week(report)) else []),
+        ],
+        [],
+        [(_week_over_week_shown(report.week_over_week), [col.MODEL, "metric", "this_week", "last_week", "change"])],
+        limit=max(report.week_over_week.height, 1),  # every row is a figure of its own: none is cut
+    )
 
 
 def _compile_seconds_by_model(series: pl.DataFrame) -> pl.DataFrame:
@@ -348,21 +432,7 @@ def sections(report: WeeklyReport) -> list[Section]:
                 )
             ],
         ),
-        Section(
-            "Week over week",
-            [
-                "change = this week / last week - 1 (empty when last week was 0). While the week is in progress, "
-                "last week is the same span of it (Monday 00:00 to the same weekday and time). "
-                "requests, compiling_requests, request_recompiles, fallbacks, compile_seconds, recompile_rate and "
-                "cache_hit_ratio are what requests paid, as in the table above (rows for a model with requests); "
-                "compile_records, recompile_records, compile_record_seconds, failed_compiles and bundle_misses count "
-                "every record, inside requests or not (rows for a model with records, imported logs' too).",
-                *([f"Read the changes with care: {partial}."] if (partial := partial_last_week(report)) else []),
-            ],
-            [],
-            [(_week_over_week_shown(report.week_over_week), [col.MODEL, "metric", "this_week", "last_week", "change"])],
-            limit=max(report.week_over_week.height, 1),  # every row is a figure of its own: none is cut
-        ),
+        _week_over_week_section(report),
         Section(
             "Failed compiles",
             [
@@ -503,8 +573,11 @@ def sections(report: WeeklyReport) -> list[Section]:
         ),
         Section(
             "Cache growth",
-            ["A miss writes one entry; hits and bypasses write nothing."],
-            [charts.cache_growth(report.cache_growth)],
+            [
+                "A miss writes one entry; hits and bypasses write nothing. Bundle ids show their first "
+                f"{BUNDLE_ID_DIGITS} digits."
+            ],
+            [charts.cache_growth(_short_bundles(report.cache_growth))],
             [(_growth_totals(report), [col.BUNDLE_ID, col.HW_POOL, "entries", "bytes"])],
         ),
         Section(

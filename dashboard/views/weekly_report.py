@@ -55,8 +55,10 @@ def weeks(at: datetime) -> list[str]:
 def produce(week: str, folder: Path, dsn: str, rule: StormRule | None = None) -> Path:
     """Build the report for ``week`` with the storm ``rule`` (default: the analytics defaults) through the
     service and write it into ``folder``, the folder of the store at ``dsn`` (named in its ``store.txt``);
-    return the HTML path (the current week ends at the dashboard's "now": the week so far)."""
-    report = build_weekly_report(client(), week, now(), rule)
+    return the HTML path (the current week ends at the dashboard's "now": the week so far). That "now" is the
+    minute after the clock unless a page pinned it: the report would claim the minute to come (its title's end
+    after the time it was produced), so it is never later than the clock."""
+    report = build_weekly_report(client(), week, min(now(), datetime.now(UTC)), rule)
     _, html = write_weekly_report(report, folder)
     name_store(folder, dsn)
     return html

@@ -186,7 +186,17 @@ def test_a_quiet_last_week_reads_plainly_and_imported_fleets_get_week_over_week(
     empty = replace(report, week_over_week=report.week_over_week.clear())
     assert "Requests: 0 (none last week either)." in summary_lines(empty)
     assert not any("(new)" in line or "(no change)" in line for line in lines)
-    section = render_weekly_markdown(report).split("\n## Week over week\n", 1)[1].split("\n## ", 1)[0]
+
+    def section_of(shown: WeeklyReport) -> str:
+        return render_weekly_markdown(shown).split("\n## Week over week\n", 1)[1].split("\n## ", 1)[0]
+
+    # Last week holds nothing at all: one sentence, not a table whose every change is empty.
+    assert section_of(report).strip().startswith("Nothing to compare: last week (Monday 2026-11-23 to Sunday")
+    # With anything last week, the record metrics have their rows, an imported fleet's too.
+    wow = report.week_over_week.with_columns(
+        pl.when(pl.col("metric") == "requests").then(pl.lit(1.0)).otherwise(pl.col("last_week")).alias("last_week")
+    )
+    section = section_of(replace(report, week_over_week=wow, last_hours_with_requests=1))
     assert "| (none) | failed_compiles | 2 | 0 | – |" in section
     assert "more rows not shown" not in section
 

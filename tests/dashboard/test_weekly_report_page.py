@@ -3,7 +3,7 @@ floors as inputs."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from inferensics.analytics.report import STORE_FILE, store_folder
 from inferensics.analytics.storms import StormRule
+from inferensics.analytics.weekly import current_week
+from inferensics.dashboard._internal.filters import NOW_KEY
 from inferensics.dashboard._internal.settings import REPORT_DIR_STATE_KEY
 from inferensics.dashboard._internal.storm_rule import floor_key
 from inferensics.dashboard.views.weekly_report import (
@@ -201,3 +203,19 @@ def test_weekly_report_takes_the_storm_rule(small_storm: SeededService, tmp_path
         "Min compile seconds an hour: input should be greater than 0. Change it and press **Produce report**."
     ]
     assert (store_folder(folder, small_storm.service.dsn) / f"weekly-{week}.md").stat().st_mtime_ns == written
+
+
+def test_the_week_so_far_ends_no_later_than_the_clock(seeded: SeededService, tmp_path: Path) -> None:
+    """The page's "now" is the minute after the clock (so the last hour holds the newest events): a report of the
+    week so far produced at 09:43 said "to 09:44 UTC", a minute that had not come. It now ends at the clock."""
+    folder = tmp_path / "reports"
+    at = open_page(seeded, PAGE, **{REPORT_DIR_STATE_KEY: str(folder)})
+    at.session_state[NOW_KEY] = datetime.now(UTC) + timedelta(minutes=10)  # the page's "now", ahead of the clock
+    at.run()
+    week = current_week(datetime.now(UTC))
+    produce_week(at, week)
+    written = store_folder(folder, seeded.service.dsn) / f"weekly-{week}.md"
+    produced = datetime.fromtimestamp(written.stat().st_mtime, UTC).replace(second=0, microsecond=0)
+    title = written.read_text().splitlines()[0]
+    end = datetime.strptime(title.split(" to ")[1].split(" UTC")[0], "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+    assert end <= produced, title
