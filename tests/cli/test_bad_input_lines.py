@@ -7,9 +7,7 @@ OverflowError and a UnicodeEncodeError traceback), a token the bundle commands' 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from typer.testing import CliRunner
 
 from inferensics.cli.app import app
 from tests.collector.service.harness import READ, new_service
+from tests.loopback import refusing as refusing_service
 from tests.loopback import serving
 
 ENV = {"COLUMNS": "300", "INFERENSICS_SERVICE_URL": "", "INFERENSICS_TOKEN": ""}
@@ -100,25 +99,9 @@ def test_a_request_for_help_still_prints_the_help() -> None:
     assert "error" not in res.output, res.output
 
 
-class _Refusing(BaseHTTPRequestHandler):
-    """The SQL API refusing every query (400, the service's JSON error body)."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        body = json.dumps({"error": ENGINE_SAID}).encode()
-        self.send_response(400)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def refusing() -> Iterator[str]:
-    with serving(_Refusing) as url:
+    with serving(refusing_service(ENGINE_SAID)) as url:
         yield url
 
 
