@@ -255,6 +255,38 @@ def _graph_break(client: QueryClient, row: pl.DataFrame) -> dict[str, str]:
     return found
 
 
+def uncaptured_text(detail: Mapping[str, Any]) -> str:
+    """Why a request's inputs were not captured, as far as its row tells: it passed none (no ``input_digest``), or
+    its host took none of them: capture off there (the default), its rules leaving the request out, or a skipped
+    capture. The row does not record the host's rules, so a failing request names each; a request that completed
+    fine was, at most, not chosen by the sampling ``rate``. The request page says it (the page read "capture is on for
+    failing or sampled requests" of a request served with capture off) and so does ``inferensics requests --id``.
+
+    >>> uncaptured_text({"input_digest": ""})[:61]
+    'it passed no inputs to the tracker (tracker.request(inputs=..'
+    >>> uncaptured_text({"input_digest": "ab" * 32, "status": "ok", "fp_nan": 3})[:58]
+    'its host did not capture them: capture is off on that host'
+    >>> uncaptured_text({"input_digest": "ab" * 32, "status": "ok"})[:47]
+    'not chosen: it completed without a fault, which'
+    """
+    if not str(detail.get(col.INPUT_DIGEST) or ""):
+        return (
+            "it passed no inputs to the tracker (tracker.request(inputs=...)), or they could not be read (counted in "
+            "its host's stats() as capture_errors): there was nothing to capture"
+        )
+    nonfinite = int(detail.get(col.FP_NAN) or 0) + int(detail.get(col.FP_INF) or 0) > 0
+    if detail.get(col.STATUS) == "error" or nonfinite:
+        return (
+            "its host did not capture them: capture is off on that host (the default; SdkConfig(capture=CaptureRules("
+            "enabled=True)) turns it on), its CaptureRules leave out this model, traffic class or kind of failure, or "
+            "the capture was skipped (over max_bytes, a redaction hook or upload that failed: its stats() count them)"
+        )
+    return (
+        "not chosen: it completed without a fault, which capture takes only at its sampling rate "
+        "(CaptureRules(rate=...)), and only where capture is on on its host (it is off by default)"
+    )
+
+
 def shown_status(detail: Mapping[str, Any]) -> str:
     """A request's status as the drill-downs show it: ``non-finite`` for a request that returned (``ok``) an output
     whose fingerprint counted NaN or inf values, else its ``status``.
@@ -301,9 +333,10 @@ VERIFIED: Final = "verified"
 """``signature_state`` of a bundle whose host checked its signature, keyring, hashes and compatibility."""
 
 
-FACTOR_SHOWN: Final = 160
-"""Characters of a bundle miss's differing factor :func:`bundle_lines` shows (an ``accepted_shapes`` factor names
-every input of the graph and the bundle's, over a thousand characters; the request's stored row keeps it whole)."""
+FACTOR_SHOWN: Final = 280
+"""Characters of a bundle miss's differing factor :func:`bundle_lines` shows: a shape factor with its advice whole
+(the differing input, the parameters counted, and a static bundle's ``--dynamic``), while a factor naming every input of
+a graph (over a thousand characters) is cut; the request's stored row keeps it whole."""
 
 
 def _shortened(text: str) -> str:

@@ -25,6 +25,8 @@ from inferensics.schema.dsn import default_report_dir
 if TYPE_CHECKING:
     import polars as pl
 
+    from inferensics.dashboard._internal.replay_command import UnpushedBundle
+
 report_app = command_app("Weekly recompilation and cache reports.")
 canary_app = command_app("Canary comparisons of two bundles or two windows.")
 
@@ -273,6 +275,9 @@ def compare(  # noqa: PLR0917 (typer options)
             verdict_event(f, CanaryParams(**given), now=datetime.now(UTC), pools_judged=len(judged))
             for (_, f), given in zip(judged, asked, strict=True)
         ]
+        from inferensics.cli.requests_commands import bundle_pushes, unpushed_of
+
+        unpushed = unpushed_of(bundle_pushes(runner), cand) if cand else None  # replay's --bundle DIR, if needed
         store = runner.client if isinstance(runner, LocalRunner) else None
         verdicts = "verdict" if len(rows) == 1 else f"{len(rows)} verdicts (one per hardware pool)"
         if isinstance(store, Store):
@@ -299,7 +304,7 @@ def compare(  # noqa: PLR0917 (typer options)
         if several:
             typer.echo(f"\nhardware pool {pool}:")
         typer.echo(render_canary_text(frame), nl=False)
-        for line in _disagreeing(frame, service, token):
+        for line in _disagreeing(frame, service, token, unpushed):
             typer.echo(line)
         if out is not None:
             stem = f"canary-{model}{f'-{pool}' if several else ''}-{lo:%Y%m%dT%H%M}"
@@ -318,11 +323,14 @@ def compare(  # noqa: PLR0917 (typer options)
         raise typer.Exit(EXIT_FAIL if verdict == "fail" else EXIT_INCONCLUSIVE)
 
 
-def _disagreeing(frame: pl.DataFrame, service: str | None, token: str | None) -> list[str]:
+def _disagreeing(
+    frame: pl.DataFrame, service: str | None, token: str | None, unpushed: UnpushedBundle | None = None
+) -> list[str]:
     """Under an argmax-agreement check that did not pass: the worst disagreeing pairs, how to open the worst candidate
     request, and how to replay the worst that replay can take (served from a bundle, inputs captured), saying why when
     it is not the worst, or why none can be replayed (a FAIL on agreement named no request, and ``requests --failing``
-    cannot list a finite output); ``[]`` when the check passed or names no pair."""
+    cannot list a finite output); ``[]`` when the check passed or names no pair. ``unpushed``: the candidate bundle
+    when the service holds no push of it (the command then takes ``--bundle DIR``)."""
     from inferensics.analytics.canary import CANDIDATE_REPLAYABLE, CANDIDATE_REQUEST, disagreements_of
     from inferensics.analytics.report.canary import disagreement_lines
     from inferensics.cli.requests_commands import REQUEST_PAGE, replay_hint
@@ -343,7 +351,7 @@ def _disagreeing(frame: pl.DataFrame, service: str | None, token: str | None) ->
                         "SdkConfig(capture=CaptureRules(enabled=True)), or capture a sample of its "
                         "requests)"]  # fmt: skip
     chosen = str(pairs.item(at, CANDIDATE_REQUEST))
-    lines += replay_hint(chosen, service, token)
+    lines += replay_hint(chosen, service, token, unpushed)
     if at:
         worse = "the worse one was" if at == 1 else f"the {at:,} worse ones were"
         lines.append(f"  {chosen} is the worst disagreeing candidate request replay can take (served from a bundle, "

@@ -30,6 +30,8 @@ from inferensics.collector.service_url import TOKEN_ENV
 if TYPE_CHECKING:
     import polars as pl
 
+    from inferensics.dashboard._internal.replay_command import UnpushedBundle
+
 DEFAULT_SINCE: Final = timedelta(hours=24)
 """How far back the list reaches without ``--since``."""
 _AGO = re.compile(r"(\d+)([mhd])")
@@ -235,6 +237,8 @@ def requests(  # noqa: PLR0917 (typer options)
     with query_runner(dsn, data_dir, service, token) as runner:
         listed = runner.query("request_list", **window, limit=limit)  # type: ignore[attr-defined]
         kinds = runner.query("request_kinds", **window)  # type: ignore[attr-defined]
+        served_from_one = bool((listed.get_column("bundle_id") != "").any())  # else no replay command needs it
+        release = bundle_pushes(runner) if served_from_one else None
     what = "failing requests" if failing else "requests"
     labels = {"model": "model", "hw_pool": "hardware pool", "traffic_class": "traffic class", "host": "host",
               "bundle": "bundle"}  # fmt: skip
@@ -251,7 +255,7 @@ def requests(  # noqa: PLR0917 (typer options)
     counts = ", ".join(f"{kind} {int(n):,}" for kind, n in kinds.iter_rows())
     shown = f"newest {listed.height:,} of {total:,}" if total > listed.height else f"all {total:,}"
     console.print(f"{heading}: {shown} ({counts})")
-    for line in next_steps(listed, service, token):
+    for line in next_steps(listed, service, token, release):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -259,21 +263,52 @@ SERVICE_PLACEHOLDER: Final = "SERVICE_URL"
 """Stands for the service replay reads through in the replay hint of a list read from a store (``--dsn``)."""
 
 
-def replay_hint(request_id: str, service: str | None, token: str | None) -> list[str]:
+def bundle_pushes(runner: object) -> pl.DataFrame | None:
+    """Which bundles the service (or store) holds a push of (:data:`~inferensics.dashboard._internal.replay_command.
+    RELEASE_QUERY`, read role enough): a replay command of a request whose bundle was never pushed needs ``--bundle
+    DIR``. ``None`` when the query fails (an older service): the push state is then not known."""
+    from inferensics.analytics.errors import AnalyticsError
+    from inferensics.collector.client import ServiceError
+    from inferensics.dashboard._internal.replay_command import RELEASE_QUERY, release_window
+
+    try:
+        return runner.query(RELEASE_QUERY, **release_window(datetime.now(UTC)))  # type: ignore[attr-defined,no-any-return]
+    except (ServiceError, AnalyticsError):
+        return None
+
+
+def unpushed_of(release: pl.DataFrame | None, bundle_id: str) -> UnpushedBundle | None:
+    """The bundle ``bundle_id`` when ``release`` (:func:`bundle_pushes`) holds no push of it, else ``None``."""
+    from inferensics.dashboard._internal.replay_command import unpushed_bundle
+
+    return unpushed_bundle(release.iter_rows(named=True) if release is not None else None, bundle_id)
+
+
+def replay_hint(
+    request_id: str, service: str | None, token: str | None, unpushed: UnpushedBundle | None = None
+) -> list[str]:
     """The replay command of ``request_id`` as it runs (the request page's, :mod:`~inferensics.dashboard._internal.
     replay_command`): the service the list was read through, the trusted builders' keys from
     ``$INFERENSICS_BUNDLE_KEYRING``, each placeholder it cannot fill explained on a line of its own. A bare
     ``inferensics replay ID`` stopped at once (no keyring of trusted builders), and a list read from a store names no
-    service to fetch the request's pack through.
+    service to fetch the request's pack through. A request whose bundle the service holds no push of (``unpushed``)
+    gets ``--bundle DIR``: replay stopped with "bundle ... is not available here (not pushed to the service)".
 
     >>> replay_hint("r-1", "http://127.0.0.1:4318", None)[0]
     'replay a failing one: inferensics replay r-1 --service http://127.0.0.1:4318 --keyring BUILDER.pub'
     """
-    from inferensics.dashboard._internal.replay_command import KEYRING_ENV, KEYRING_PLACEHOLDER, replay_command
+    from inferensics.dashboard._internal.replay_command import (
+        BUNDLE_PLACEHOLDER,
+        KEYRING_ENV,
+        KEYRING_PLACEHOLDER,
+        bundle_folder_text,
+        replay_command,
+    )
 
     keyring = os.environ.get(KEYRING_ENV) or None
     typed_token = token is not None and not os.environ.get(TOKEN_ENV)  # replay reads $INFERENSICS_TOKEN itself
-    shown = replay_command(request_id, service_url=service or SERVICE_PLACEHOLDER, keyring=keyring, token=typed_token)
+    shown = replay_command(request_id, service_url=service or SERVICE_PLACEHOLDER, keyring=keyring, token=typed_token,
+                           unpushed=unpushed)  # fmt: skip
     lines = [f"replay a failing one: {shown.command}"]
     if not service:
         lines.append(f"  {SERVICE_PLACEHOLDER}: replay fetches the request through a collector service; while "
@@ -284,17 +319,22 @@ def replay_hint(request_id: str, service: str | None, token: str | None) -> list
                      f"(the one inferensics bundle keygen wrote), or set ${KEYRING_ENV}")  # fmt: skip
     if typed_token:
         lines.append(f"  TOKEN: a token of the service with the admin role, or set ${TOKEN_ENV}")
+    if unpushed is not None:
+        lines.append(f"  {BUNDLE_PLACEHOLDER}: {bundle_folder_text(unpushed, service or SERVICE_PLACEHOLDER, code='')}")
     return lines
 
 
-def next_steps(listed: pl.DataFrame, service: str | None, token: str | None = None) -> list[str]:
+def next_steps(
+    listed: pl.DataFrame, service: str | None, token: str | None = None, release: pl.DataFrame | None = None
+) -> list[str]:
     """How to open a listed request: ``requests --id`` and the dashboard's page for the newest listed; and
     ``inferensics replay`` for the listed failing one most worth replaying that replay can take (served from a bundle,
     inputs captured; :func:`replay_hint`): a numeric fault of the compiled code before an error it raised, before an
     eager run, before a fault of the inputs (an error raised before any compiled graph ran, a verdict that blamed
     them), the newest of its rank (:func:`~inferensics.analytics.request_list.replay_worth`), with a line saying why
     when newer ones were passed over, or that every one failed on its inputs; else why none can be replayed when
-    failing ones are listed."""
+    failing ones are listed. ``release`` (:func:`bundle_pushes`) tells whether the chosen one's bundle was pushed
+    (``None``: not known, the command as before)."""
     import polars as pl
 
     from inferensics.analytics.request_list import INPUT_FAULT, INPUTS_CAPTURED, KIND_OK, replay_worth
@@ -309,7 +349,7 @@ def next_steps(listed: pl.DataFrame, service: str | None, token: str | None = No
         worth = [replay_worth(r) for r in replayable]  # newest first: min() keeps the newest of the best rank
         best = min(range(len(replayable)), key=lambda i: worth[i][0])
         chosen = str(replayable[best]["request_id"])
-        hint = replay_hint(chosen, service, token)
+        hint = replay_hint(chosen, service, token, unpushed_of(release, str(replayable[best]["bundle_id"])))
         if best:  # why, beside the command it explains (the placeholders' lines follow)
             newest = str(replayable[0]["request_id"])
             newer = f"{best} newer replayable ones" if best > 1 else "a newer replayable one"
@@ -412,11 +452,13 @@ def capture_line(d: Mapping[str, Any]) -> str:
 
     >>> capture_line({"inputs_captured": True, "capture_blob": "ab" * 32, "capture_bytes": 2048})
     'inputs captured (blob abababababababababababababababababababababababababababababababab, 2,048 bytes stored)'
-    >>> capture_line({"inputs_captured": False})
-    'inputs not captured (replay needs them; capture is on for failing or sampled requests)'
+    >>> capture_line({"inputs_captured": False, "input_digest": ""})[:58]
+    'inputs not captured (replay needs them): it passed no inpu'
     """
+    from inferensics.analytics.drilldown import uncaptured_text
+
     if not d.get("inputs_captured"):
-        return "inputs not captured (replay needs them; capture is on for failing or sampled requests)"
+        return f"inputs not captured (replay needs them): {uncaptured_text(d)}"
     size = d.get("capture_bytes")
     stored = f"{int(size):,} bytes stored" if size is not None else "blob not found in the store"
     return f"inputs captured (blob {d['capture_blob']}, {stored})"

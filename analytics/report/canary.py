@@ -23,10 +23,28 @@ if TYPE_CHECKING:
 
 DISAGREEING: Final = "Disagreeing input-matched pairs"
 """The report's section of the argmax-agreement check's disagreeing pairs."""
-OPEN_ONE: Final = (
-    "Open one with `inferensics requests --id REQUEST_ID` (or the dashboard's request page), and name its fault with "
-    "`inferensics replay REQUEST_ID`."
-)
+OPEN_ONE: Final = "Open one with `inferensics requests --id REQUEST_ID` (or the dashboard's request page)."
+NOT_REPLAYABLE: Final = "served without a bundle or without its inputs captured, which replay needs"
+"""Why replay cannot take a candidate request (``candidate_replayable`` false: it tells the two apart no further)."""
+
+
+def open_one(frame: pl.DataFrame) -> str:
+    """How to open the listed pairs' requests, and which of their candidate requests replay can take
+    (``candidate_replayable``; a service that predates it: not known, replay offered as before)."""
+    pairs = canary_rules.disagreements_of(frame)
+    ids = pairs.get_column(canary_rules.CANDIDATE_REQUEST).cast(pl.String).to_list()
+    replayable = pairs.get_column(canary_rules.CANDIDATE_REPLAYABLE).to_list()
+    if all(ok is None for ok in replayable):
+        return f"{OPEN_ONE[:-1]}, and name its fault with `inferensics replay REQUEST_ID`."
+    can = [i for i, ok in zip(ids, replayable, strict=True) if ok]
+    if not can:
+        return f"{OPEN_ONE} None of their candidate requests can be replayed: each was {NOT_REPLAYABLE}."
+    rest = len(ids) - len(can)
+    others = f"; the other {rest:,} {'was' if rest == 1 else 'were'} {NOT_REPLAYABLE}" if rest else ""
+    named = ", ".join(f"`{i}`" for i in can)
+    return f"{OPEN_ONE} Name a fault with `inferensics replay REQUEST_ID` for the candidate requests {named}{others}."
+
+
 COLUMNS = [c for c in SHOWN if c != "rule"]
 """The terminal table's columns: the evidence with each value in its unit (:mod:`.evidence`), without the rule."""
 
@@ -139,7 +157,7 @@ def canary_sections(frame: pl.DataFrame) -> list[Section]:
     summary = disagreement_summary(frame)
     if summary:
         kept = f"{summary}; the {disagreement_table(frame).height:,} {WORST}."
-        sections.append(Section(DISAGREEING, [kept, OPEN_ONE], [], [(disagreement_table(frame), PAIR_COLUMNS)]))
+        sections.append(Section(DISAGREEING, [kept, open_one(frame)], [], [(disagreement_table(frame), PAIR_COLUMNS)]))
     return sections
 
 
@@ -157,7 +175,9 @@ def render_canary_markdown(frame: pl.DataFrame, label: str) -> str:
     summary = disagreement_summary(frame)
     if summary:
         kept = f"{summary}; the {disagreement_table(frame).height:,} {WORST}."
-        text += f"\n## {DISAGREEING}\n\n{kept} {OPEN_ONE}\n\n" + markdown_table(disagreement_table(frame), PAIR_COLUMNS)
+        text += f"\n## {DISAGREEING}\n\n{kept} {open_one(frame)}\n\n" + markdown_table(
+            disagreement_table(frame), PAIR_COLUMNS
+        )
     return text
 
 

@@ -24,7 +24,13 @@ from inferensics.analytics import canary as canary_rules
 from inferensics.analytics.canary_pools import QUERY_NAME as POOLS_QUERY
 from inferensics.analytics.canary_pools import PoolSplit, PoolVerdict, correct_for_pools, pool_frames, worst_verdict
 from inferensics.analytics.report import charts as report_charts
-from inferensics.analytics.report.canary import DISAGREEING, disagreement_summary, render_canary_markdown, verdict_of
+from inferensics.analytics.report.canary import (
+    DISAGREEING,
+    NOT_REPLAYABLE,
+    disagreement_summary,
+    render_canary_markdown,
+    verdict_of,
+)
 from inferensics.analytics.report.evidence import evidence_table
 from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
@@ -362,8 +368,8 @@ def compared_frames(pools: list[str | None], params: Mapping[str, Any]) -> dict[
 
 PAIR_LINKS_NOTE = (
     "The argmax-agreement check's disagreeing input-matched pairs, the worst first (most of their first argmax ids "
-    "differing, then the earliest): open a request for its graphs, kernels and bundle, and the replay command that "
-    "names its fault."
+    "differing, then the earliest): open a request for its graphs, kernels and bundle, and, where the candidate "
+    "request is replayable, the replay command that names its fault."
 )
 
 
@@ -380,9 +386,16 @@ def disagreeing_pairs(frame: pl.DataFrame) -> None:
         cand, base = str(r[canary_rules.CANDIDATE_REQUEST]), str(r[canary_rules.BASELINE_REQUEST])
         differing = int(r[canary_rules.ARGMAX_DIFFERING])
         how = f"{differing} of the first argmax ids differ" if differing else "first argmax ids agree or unknown"
+        replayable = r.get(canary_rules.CANDIDATE_REPLAYABLE)
+        # Replay refuses a candidate served without a bundle or without its inputs captured: say so, not offer it.
+        replay = (
+            "" if replayable is None  # an older service: not known
+            else " · replayable" if replayable
+            else f" · not replayable: the candidate was {NOT_REPLAYABLE}"
+        )  # fmt: skip
         lines.append(
             f"- candidate [`{cand}`]({request_link('.', cand)}) · baseline [`{base}`]({request_link('.', base)}) · "
-            f"input `{r[col.INPUT_DIGEST]}` · {how}"
+            f"input `{r[col.INPUT_DIGEST]}` · {how}{replay}"
         )
     st.markdown("\n".join(lines))
 

@@ -17,6 +17,7 @@ from inferensics.analytics.drilldown import (
     graph_break_id,
     graph_break_text,
     shown_status,
+    uncaptured_text,
 )
 from inferensics.collector.client import ServiceError
 from inferensics.dashboard._internal import charts, queries
@@ -24,7 +25,12 @@ from inferensics.dashboard._internal.codemap import kernel_lines
 from inferensics.dashboard._internal.filters import now
 from inferensics.dashboard._internal.kernel_decisions import provider_decisions, providers_section
 from inferensics.dashboard._internal.links import REQUEST_ID_PARAM, bundle_link
-from inferensics.dashboard._internal.replay_command import replay_command
+from inferensics.dashboard._internal.replay_command import (
+    RELEASE_QUERY,
+    release_window,
+    replay_command,
+    unpushed_bundle,
+)
 from inferensics.dashboard._internal.service import error_panel, fetch_blob, run_query, said, service_errors
 from inferensics.dashboard._internal.settings import current_settings
 from inferensics.dashboard._internal.tables import MISSING, byte_size, duration_ms, show_table
@@ -163,14 +169,9 @@ def summary(d: dict[str, Any]) -> None:
         "compiled; a compile with no cache lookup counts as one) or mixed (some of each). A hit still runs Dynamo "
         "and loads the cached kernels, so its compile time is the time in the request column beside it.",
     )
-    bundle = d.get("bundle_name") or "unregistered"
-    bundle_id = _text(d[col.BUNDLE_ID])
-    # The id opens the bundle's manifest and qualification report: the page named the bundle a request ran but
-    # gave no way to it (the Bundles page opened on whichever pushed bundle came first).
-    shown_id = MISSING if bundle_id is None else f"[{_code(bundle_id)}]({bundle_link('.', bundle_id)})"
     st.markdown(
         f"{_bold(d[col.MODEL])} on {_code(d[col.HOST])} · pool {_bold(d[col.HW_POOL])} · "
-        f"traffic {_bold(d[col.TRAFFIC_CLASS])} · bundle {_bold(bundle)} {shown_id} · "
+        f"traffic {_bold(d[col.TRAFFIC_CLASS])} · {bundle_words(d)} · "
         f"{d[col.TS]:%Y-%m-%d %H:%M:%S} UTC · shape {_code(d[col.SHAPE])}"
     )
     if nonfinite:
@@ -195,6 +196,22 @@ def summary(d: dict[str, Any]) -> None:
         reasons = d.get(key) or []
         if reasons:
             st.markdown(f"**{label}:**\n" + "\n".join(f"- `{r}`" for r in reasons))
+
+
+def bundle_words(d: dict[str, Any]) -> str:
+    """The headline's bundle: its name and id (the id opens the bundle's manifest and qualification report: the page
+    named the bundle a request ran but gave no way to it); **no bundle** for a request served without one (it read
+    "bundle unregistered –"); for an id no host registered (no ``bundles`` row: ``bundle_signature_state`` empty),
+    that it is not registered, and for a registration without a name, the id alone."""
+    bundle_id = _text(d[col.BUNDLE_ID])
+    if bundle_id is None:
+        return "**no bundle**"
+    shown_id = f"[{_code(bundle_id)}]({bundle_link('.', bundle_id)})"
+    name = _text(d.get("bundle_name"))
+    if name is not None:
+        return f"bundle {_bold(name)} {shown_id}"
+    registered = _text(d.get("bundle_signature_state")) is not None
+    return f"bundle {shown_id}" + ("" if registered else " (not registered by any host)")
 
 
 def fallback_text(d: dict[str, Any]) -> str:
@@ -251,10 +268,8 @@ def inputs_panel(d: dict[str, Any]) -> None:
             icon=":material/inventory_2:",
         )
     else:
-        st.info(
-            "**Inputs not captured** for this request (capture is on for failing or sampled requests).",
-            icon=":material/inbox:",
-        )
+        why = uncaptured_text(d)
+        st.info(f"**Inputs not captured** for this request: {_escaped(why)}.", icon=":material/inbox:")
 
 
 def _verdict_fields(r: dict[str, Any]) -> list[str]:
@@ -306,14 +321,25 @@ def nonfinite_by_path(raw: str | None) -> str | None:
     return " · ".join(shown(p, counts[p]) for p in order)
 
 
-def replay_command_block(request_id: str, occurrence: int | None = None) -> None:
+def replay_command_block(request_id: str, occurrence: int | None = None, d: dict[str, Any] | None = None) -> None:
     """The replay command of ``request_id`` (its ``occurrence``-th request where several share the id) as a code
     block to copy, with what to put in place of each placeholder it holds
-    (:mod:`inferensics.dashboard._internal.replay_command`)."""
+    (:mod:`inferensics.dashboard._internal.replay_command`). Where the request (its detail row ``d``) was served from
+    a bundle this service holds no push of, the command takes ``--bundle DIR``: replay could not pull it."""
     settings = current_settings()
+    bundle_id = str((d or {}).get(col.BUNDLE_ID) or "")
+    unpushed = None
+    if bundle_id:
+        try:  # not known (an older service): the command as before
+            release = run_query(RELEASE_QUERY, "the bundle's push", **release_window(now()))
+            unpushed = unpushed_bundle(
+                release.iter_rows(named=True), bundle_id, str((d or {}).get("bundle_name") or "")
+            )
+        except ServiceError:
+            unpushed = None
     shown = replay_command(
         request_id, service_url=settings.service_url, keyring=settings.keyring, token=bool(settings.token),
-        occurrence=occurrence,
+        occurrence=occurrence, unpushed=unpushed,
     )  # fmt: skip
     st.code(shown.command, language="bash", wrap_lines=True)
     if shown.fill_in:
@@ -355,7 +381,7 @@ def replay_panel(d: dict[str, Any], replays: pl.DataFrame) -> None:
                     "and fp64 if you want to check its numbers."
                 )
             st.info(hint, icon=":material/history:")
-            replay_command_block(str(d[col.REQUEST_ID]), occurrence)
+            replay_command_block(str(d[col.REQUEST_ID]), occurrence, d)
         elif faulty:  # replay re-executes captured inputs: without them it has nothing to run
             st.info(
                 "**Cannot be replayed:** its inputs were not captured (with capture on, a host captures the inputs "

@@ -123,3 +123,24 @@ def test_a_request_without_a_bundle_says_nothing_of_one(store: Store) -> None:
     plain = _detail(store, "plain")
     assert (plain[BUNDLE_STATUS], plain["bundle_signature_state"], plain["bundle_miss_actions"]) == ("", "", [])
     assert bundle_lines(plain) == []
+
+
+def test_a_static_bundles_shape_miss_shows_its_advice_whole() -> None:
+    # The factor the host writes for a static bundle's size miss ends with the --dynamic advice; cut at 160
+    # characters, the request page and `requests --id` lost it (the stored row kept it).
+    from inferensics.bundle.shape_factor import STATIC_ADVICE, accepted_shapes_factor
+
+    fc = "L['self']._modules['fc']._parameters"
+    sources = ["L['x']", f"{fc}['weight']", f"{fc}['bias']"]
+    factor = accepted_shapes_factor(
+        "float32[5,16]/16,1@cpu;float32[8,16]/16,1@cpu;float32[8]/1@cpu",
+        ["float32[2,16]/16,1@cpu;float32[8,16]/16,1@cpu;float32[8]/1@cpu"],
+        sources=sources,
+        static=True,
+    )
+    assert factor.endswith(STATIC_ADVICE)
+    detail = {"bundle_id": "ab" * 32, "bundle_name": "scorer", "bundle_signature_state": "verified",
+              "bundle_status": "miss", "bundle_miss_actions": ["compiled"], "bundle_miss_factors": [[factor]],
+              "bundle_miss_reasons": ["on_bundle_miss=compile"], "bundle_miss_this_request": [True]}  # fmt: skip
+    (line,) = bundle_lines(detail)
+    assert STATIC_ADVICE in line[1], line

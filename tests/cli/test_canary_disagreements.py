@@ -92,6 +92,12 @@ def test_the_report_lists_the_disagreeing_pairs(compared: tuple[int, str], tmp_p
     assert all(f"<td>{c}</td><td>{b}</td>" in html for c, b, _, _ in worst)
     (agreeing,) = tmp_path.glob(f"*-{AGREEING_POOL}-*.md")
     assert "Disagreeing" not in agreeing.read_text()
+    # No candidate request's inputs were captured: the report offers no replay that replay refuses (session 45).
+    assert (
+        "None of their candidate requests can be replayed: each was served without a bundle or without its inputs "
+        "captured, which replay needs."
+    ) in section
+    assert "inferensics replay" not in section
 
 
 def test_the_replay_hint_names_the_worst_candidate_request_replay_can_take(
@@ -114,7 +120,18 @@ def test_the_replay_hint_names_the_worst_candidate_request_replay_can_take(
         f"open the worst: inferensics requests --id {worst[0][0]}, or the dashboard's request page "
         f"/request?request_id={worst[0][0]}"
     )
-    assert lines[at + 1].startswith(f"replay a failing one: inferensics replay {third} --service SERVICE_URL")
+    # The candidate bundle was never pushed: replay cannot pull it, so the command takes its folder (session 45).
+    assert lines[at + 1] == (
+        f"replay a failing one: inferensics replay {third} --service SERVICE_URL --keyring BUILDER.pub --bundle DIR"
+    )
+    assert f"  DIR: the folder of bundle candidate {CANDIDATE[:16]} (the one inferensics bundle build wrote)" in (
+        "\n".join(lines)
+    )
+    (md,) = tmp_path.glob(f"*-{DISAGREEING_POOL}-*.md")
+    assert (
+        f"Name a fault with `inferensics replay REQUEST_ID` for the candidate requests `{third}`; the other 9 were "
+        "served without a bundle or without its inputs captured, which replay needs."
+    ) in md.read_text()
     hint = [line for line in lines[at + 2 :] if line.startswith(f"  {third} ")]
     assert hint == [
         f"  {third} is the worst disagreeing candidate request replay can take (served from a bundle, its inputs "

@@ -166,7 +166,8 @@ def test_one_request_with_its_kernel_providers(store: Store) -> None:
     assert lines[1].startswith("outcome eager · status ok · ")
     assert lines[2:4] == [
         "output: finite (fingerprinted: no NaN, no inf)",
-        "inputs not captured (replay needs them; capture is on for failing or sampled requests)",
+        "inputs not captured (replay needs them): it passed no inputs to the tracker (tracker.request(inputs=...)), "
+        "or they could not be read (counted in its host's stats() as capture_errors): there was nothing to capture",
     ]
     # Each decision that fell back to the reference says so, as the request page's fallback column does.
     fell_back = "fallback: no provider before it could serve this signature"
@@ -412,11 +413,13 @@ def test_the_footer_suggests_replay_only_for_a_failing_request_replay_can_take(s
     dsn = f"chdb://{store.dsn.path}?database={store.database}"
     res = runner.invoke(app, ["requests", *WINDOW, "--dsn", dsn], env={**ENV, "INFERENSICS_BUNDLE_KEYRING": "/k.pub"})
     assert res.exit_code == 0, res.output
-    assert res.output.strip().splitlines()[-3:] == [
+    assert res.output.strip().splitlines()[-4:] == [
         "open one: inferensics requests --id r-ok, or the dashboard's request page /request?request_id=r-ok",
-        "replay a failing one: inferensics replay r-nan --service SERVICE_URL --keyring /k.pub",
+        "replay a failing one: inferensics replay r-nan --service SERVICE_URL --keyring /k.pub --bundle DIR",
         "  SERVICE_URL: replay fetches the request through a collector service; while none owns this store, start "
         "one on it (inferensics serve --dsn DSN: it holds the store until stopped)",
+        "  DIR: the folder of bundle bnd-1 (the one inferensics bundle build wrote), which this service holds no push "
+        "of; or push it first with inferensics bundle push DIR --service SERVICE_URL and leave --bundle DIR out",
     ]
     assert "inferensics replay r-ok" not in res.output
     healthy = runner.invoke(app, ["requests", "--outcome", "compile", *WINDOW, "--dsn", dsn], env=ENV)
@@ -471,12 +474,16 @@ def test_the_replay_hint_runs_as_printed(tmp_path: Path) -> None:
         args = ["requests", *window, "--service", svc.url, "--token", READ]
         res = runner.invoke(app, args, env={**ENV, "INFERENSICS_BUNDLE_KEYRING": "", "INFERENSICS_TOKEN": ""})
         assert res.exit_code == 0, res.output
-        hint = res.output.strip().splitlines()[-3:]
-        assert hint == [
-            f"replay a failing one: inferensics replay r-nan --service {svc.url} --keyring BUILDER.pub --token TOKEN",
+        hint = res.output.strip().splitlines()[-4:]
+        assert hint == [  # bnd-1 was never pushed: replay takes its folder (session 45)
+            f"replay a failing one: inferensics replay r-nan --service {svc.url} --keyring BUILDER.pub --token TOKEN "
+            "--bundle DIR",
             "  BUILDER.pub: the trusted builders' public keys, a .pub file or a folder of them (the one inferensics "
             "bundle keygen wrote), or set $INFERENSICS_BUNDLE_KEYRING",
             "  TOKEN: a token of the service with the admin role, or set $INFERENSICS_TOKEN",
+            "  DIR: the folder of bundle bnd-1 (the one inferensics bundle build wrote), which this service holds no "
+            f"push of; or push it first with inferensics bundle push DIR --service {svc.url} and leave --bundle DIR "
+            "out",
         ], res.output
         words = shlex.split(hint[0].partition(": ")[2])
         replay = get_command(app).commands["replay"]  # type: ignore[attr-defined]
@@ -523,31 +530,79 @@ def test_the_replay_hint_names_the_request_that_shows_the_fault_and_says_why(sto
         assert res.exit_code == 0, res.output
         lines = res.output.strip().splitlines()
         at = next(i for i, line in enumerate(lines) if line.startswith("replay a failing one: "))
-        return [lines[at], *(line for line in lines[at + 1 :] if not line.startswith("  SERVICE_URL"))]
+        return [lines[at], *(line for line in lines[at + 1 :] if not line.startswith(("  SERVICE_URL", "  DIR")))]
 
     assert hint() == [
-        "replay a failing one: inferensics replay r-nan --service SERVICE_URL --keyring /k.pub",
+        "replay a failing one: inferensics replay r-nan --service SERVICE_URL --keyring /k.pub --bundle DIR",
         "  r-nan chosen over 4 newer replayable ones: it produced non-finite output (NaN 12, inf 0) where compiled "
         "code ran, while r-invalid (the newest) errored before any compiled graph ran (its inputs failed validation, "
         "most likely): InvalidRequestError: token id 70000 is outside the vocabulary of 32000",
     ]
     assert hint("--outcome", "error")[:2] == [
-        "replay a failing one: inferensics replay r-kernel-error --service SERVICE_URL --keyring /k.pub",
+        "replay a failing one: inferensics replay r-kernel-error --service SERVICE_URL --keyring /k.pub --bundle DIR",
         "  r-kernel-error chosen over a newer replayable one: it errored while compiled code ran: RuntimeError: "
         "CUDA, while r-invalid (the newest) errored before any compiled graph ran (its inputs failed validation, "
         "most likely): InvalidRequestError: token id 70000 is outside the vocabulary of 32000",
     ]
     fallback_or_blamed = hint("--since", f"{T + timedelta(minutes=3):%Y-%m-%dT%H:%M}")
     assert fallback_or_blamed[0] == (
-        "replay a failing one: inferensics replay r-fallback --service SERVICE_URL --keyring /k.pub"
+        "replay a failing one: inferensics replay r-fallback --service SERVICE_URL --keyring /k.pub --bundle DIR"
     )
     assert "while r-invalid (the newest) errored before" in fallback_or_blamed[1]
     inputs_only = hint("--since", f"{T + timedelta(minutes=4):%Y-%m-%dT%H:%M}")
     assert inputs_only == [
-        "replay a failing one: inferensics replay r-invalid --service SERVICE_URL --keyring /k.pub",
+        "replay a failing one: inferensics replay r-invalid --service SERVICE_URL --keyring /k.pub --bundle DIR",
         "  every replayable one listed failed on its inputs: the newest, r-invalid, errored before any compiled graph "
         "ran (its inputs failed validation, most likely): InvalidRequestError: token id 70000 is outside the "
         "vocabulary of 32000; replay shows which input, not a fault of the compiled code",
     ]
     newest_is_best = hint("--until", f"{T + timedelta(minutes=1, seconds=30):%Y-%m-%dT%H:%M:%S}")
-    assert newest_is_best == ["replay a failing one: inferensics replay r-nan --service SERVICE_URL --keyring /k.pub"]
+    assert newest_is_best == [
+        "replay a failing one: inferensics replay r-nan --service SERVICE_URL --keyring /k.pub --bundle DIR"
+    ]
+
+
+def test_the_replay_hint_passes_a_bundle_never_pushed_with_bundle_dir(tmp_path: Path) -> None:
+    """Session 45 (newuser D1): the hint of a request served from a bundle never pushed read ``inferensics replay
+    nu-b-2 --service URL --keyring BUILDER.pub``, which stopped with "bundle 892c... is not available here (not
+    pushed to the service)". It takes ``--bundle DIR`` and says what DIR is, or the push that makes it needless; a
+    pushed bundle's hint is unchanged. Read through the service with a read token (the push state is a named query)."""
+    from tests.dashboard.replay_pushes import PUSHED, R_NO_BUNDLE, R_PUSHED, R_UNPUSHED, UNPUSHED, UNPUSHED_NAME, events
+
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    seeded = events(now)
+    with new_service(tmp_path) as svc:
+        for table in {e.TABLE.name for e in seeded}:
+            ok, line = record_through_service(svc.url, INGEST, [e for e in seeded if e.TABLE.name == table], table)
+            assert ok, line
+        rows = lambda: svc.client(ADMIN).status()["store"]["row_counts"]  # noqa: E731
+        assert poll(rows, lambda n: n.get(RequestEvent.TABLE.name, 0) >= 5 and n.get("bundle_states", 0) >= 1,
+                    timeout=60, interval=0.2)  # fmt: skip
+        env = {**ENV, "INFERENSICS_BUNDLE_KEYRING": "/k.pub", "INFERENSICS_TOKEN": ""}
+        listing = ["requests", "--failing", "--since", "1h", "--service", svc.url, "--token", READ]
+
+        def hint(*narrow: str) -> list[str]:
+            res = runner.invoke(app, [*listing, *narrow], env=env)
+            assert res.exit_code == 0, res.output
+            lines = res.output.strip().splitlines()
+            return lines[next(i for i, line in enumerate(lines) if line.startswith("replay a failing one: ")) :]
+
+        assert hint() == [
+            f"replay a failing one: inferensics replay {R_UNPUSHED} --service {svc.url} --keyring /k.pub --token TOKEN "
+            "--bundle DIR",
+            "  TOKEN: a token of the service with the admin role, or set $INFERENSICS_TOKEN",
+            f"  DIR: the folder of bundle {UNPUSHED_NAME} {UNPUSHED[:16]} (the one inferensics bundle build wrote), "
+            f"which this service holds no push of; or push it first with inferensics bundle push DIR --service "
+            f"{svc.url} and leave --bundle DIR out",
+        ]
+        assert hint("--bundle", PUSHED[:12]) == [
+            f"replay a failing one: inferensics replay {R_PUSHED} --service {svc.url} --keyring /k.pub --token TOKEN",
+            "  TOKEN: a token of the service with the admin role, or set $INFERENSICS_TOKEN",
+        ]
+        one = runner.invoke(app, ["requests", "--id", R_NO_BUNDLE, "--service", svc.url, "--token", READ], env=env)
+        assert one.exit_code == 0, one.output
+        assert (
+            "inputs not captured (replay needs them): its host did not capture them: capture is off on that host (the "
+            "default; SdkConfig(capture=CaptureRules(enabled=True)) turns it on)"
+        ) in one.output
+        assert "bundle none" in one.output.splitlines()[0]

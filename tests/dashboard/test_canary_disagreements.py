@@ -71,12 +71,14 @@ def test_each_disagreeing_pair_links_to_its_requests(
     (pairs,) = [m.value for m in page.markdown if "request_id=" in str(m.value)]  # cpu-b agrees: no pairs there
     links = [
         f"- candidate [`{c}`](./request?request_id={c}) · baseline [`{b}`](./request?request_id={b}) · input `{d}` · "
-        f"{k} of the first argmax ids differ"
+        f"{k} of the first argmax ids differ · not replayable: the candidate was served without a bundle or without "
+        "its inputs captured, which replay needs"  # no candidate's inputs were captured: replay refuses each
         for c, b, d, k in facts.worst(10)
     ]
     assert pairs.splitlines() == links
     (said,) = [c.value for c in page.caption if "input-matched pairs disagree" in str(c.value)]
     assert said.startswith("argmax agreement FAIL: 10 of 100 input-matched pairs disagree.")
+    assert said.endswith("where the candidate request is replayable, the replay command that names its fault.")
 
 
 @pytest.mark.slow

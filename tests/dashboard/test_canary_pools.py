@@ -246,12 +246,16 @@ def test_the_request_page_gives_a_replay_command_that_runs_as_shown(
     settle(page)
     expect(page.get_by_text("Not replayed yet.")).to_be_visible()
     code = page.locator('[data-testid="stCode"] code').filter(has_text="inferensics replay").inner_text().strip()
-    assert code == f"inferensics replay {FAILED_ID} --service {walk.service.url} --keyring {keyring} --token TOKEN"
+    # Its bundle was never pushed: replay cannot pull it, so the command takes the bundle's folder (session 45).
+    assert code == (
+        f"inferensics replay {FAILED_ID} --service {walk.service.url} --keyring {keyring} --token TOKEN --bundle DIR"
+    )
     params = replay_params(code)
     assert (params["service"], params["keyring"]) == (walk.service.url, str(keyring))
     # The dashboard reads with a token, never shown: what to put in its place is.
     fill_in = page.locator('[data-testid="stCaptionContainer"]').filter(has_text="Fill in TOKEN: a token of this")
     expect(fill_in).to_have_count(1)
+    assert "DIR: the folder of bundle " in fill_in.inner_text()
     assert READ not in code + fill_in.inner_text()
     screenshot(page, tmp_path, "request-replay-command")
 

@@ -93,7 +93,11 @@ def test_without_a_keyring_the_page_shows_the_flag_to_fill_in(
     at = open_page(seeded, "views/request.py", **{ID_KEY: DRILL_ID})  # inputs captured, never replayed
     assert_clean(at)
     (code,) = [c.value for c in at.code if "inferensics replay" in c.value]
-    assert code == f"inferensics replay {DRILL_ID} --service {seeded.url} --keyring BUILDER.pub --token TOKEN"
+    # The seed's bundles were never pushed: replay cannot pull the request's, so the command takes its folder.
+    assert code == (
+        f"inferensics replay {DRILL_ID} --service {seeded.url} --keyring BUILDER.pub --token TOKEN --bundle DIR"
+    )
     (caption,) = [str(c.value) for c in at.caption if str(c.value).startswith("Fill in ")]
     assert f"`{KEYRING_PLACEHOLDER}`: the trusted builders' public keys" in caption
+    assert "`DIR`: the folder of bundle baseline " in caption
     assert seeded.token not in code + caption  # the dashboard's own token is never shown
