@@ -29,7 +29,7 @@ from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra, require_extra
 from inferensics.cli.help_format import command_app
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
-from inferensics.cli.query_runner import service_line
+from inferensics.cli.query_runner import service_line, undecodable
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 
 if TYPE_CHECKING:
@@ -847,10 +847,8 @@ class _Store:
 def _sql_text(value: str) -> str:
     """``value`` as a ClickHouse string literal's contents (quotes and backslashes escaped); text that is not UTF-8
     (an argument's bytes that do not decode) is one line, not the client's UnicodeEncodeError."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    shown = undecodable(value)
+    if shown is not None:
         fail(f"'{shown}' is not UTF-8 text: the store's names are UTF-8; check the shell's quoting or the terminal's "
              "encoding")  # fmt: skip
     return value.replace("\\", "\\\\").replace("'", "\\'")

@@ -70,3 +70,19 @@ def store_text(runner: object) -> str:
         fail(f"the service did not say which store it owns ({store.get('error') or 'its status names none'}): pass "
              "--out DIR to say where the report goes")  # fmt: skip
     return str(store["dsn"])
+
+
+def undecodable(value: str) -> str | None:
+    """``value`` as it can be shown when it is not UTF-8 text (an argument's bytes that do not decode reach Python as
+    lone surrogates, which no query can carry: each shows as ``\\xNN``); ``None`` when it is text.
+
+    >>> undecodable("h1") is None
+    True
+    >>> print(undecodable("m\\udcff"))
+    m\\xff
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return None

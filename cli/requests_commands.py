@@ -23,7 +23,7 @@ from inferensics.cli.console import console
 from inferensics.cli.errors import fail
 from inferensics.cli.extras import needs_extra
 from inferensics.cli.options import DataDirOption, DsnOption, dsn_from
-from inferensics.cli.query_runner import query_runner
+from inferensics.cli.query_runner import query_runner, undecodable
 from inferensics.cli.service_commands import ServiceOption, TokenOption
 from inferensics.collector.service_url import TOKEN_ENV
 
@@ -74,13 +74,11 @@ def not_utf8(option: str, value: str) -> str | None:
     >>> print(not_utf8("--model", "m\\udcff")[:44])
     --model 'm\\xff': not UTF-8 text; the store's
     """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = value.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
-        return (f"{option} '{shown}': not UTF-8 text; the store's models, hosts, pools, classes and bundle ids are "
-                "UTF-8: check the shell's quoting or the terminal's encoding")  # fmt: skip
-    return None
+    shown = undecodable(value)
+    if shown is None:
+        return None
+    return (f"{option} '{shown}': not UTF-8 text; the store's models, hosts, pools, classes and bundle ids are "
+            "UTF-8: check the shell's quoting or the terminal's encoding")  # fmt: skip
 
 
 def shown_detail(row: Mapping[str, Any]) -> str:
