@@ -15,7 +15,7 @@ from inferensics.collector.service.engine_decoder import EngineDecoder
 from inferensics.collector.service.testing import build_request
 from inferensics.schema.ddl import DEDUP_WINDOW, Target
 from inferensics.schema.dsn import DsnError, parse_dsn
-from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, migrations_table_sql
+from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, KeepTtl, migrations_table_sql
 from inferensics.schema.store import Store, StoreError
 from tests.collector.service.otel import request
 
@@ -41,8 +41,15 @@ def test_a_cluster_store_renders_the_cluster_schema_the_engine_parses(store: Sto
     # (executing ON CLUSTER needs the cluster; `make cluster-test` does that).
     cluster = Store(parse_dsn(CLUSTER_DSN), store.client)
     assert cluster.target == Target("cluster", database="inferensics", cluster="inferensics")
+    steps = [s for m in MIGRATIONS for s in m.statements(cluster.target)]
+    # A KeepTtl step's text is its read of the old table's TTL (system.tables, the same on every node); the ALTER it
+    # makes from it runs ON CLUSTER, like every statement that changes the schema.
+    kept = [s for s in steps if isinstance(s, KeepTtl)]
+    assert kept
+    assert all(s.on_cluster == " ON CLUSTER 'inferensics'" for s in kept), kept
+    assert all(str(s).startswith("SELECT engine_full FROM system.tables") for s in kept), kept
     statements = [migrations_table_sql(cluster.target)]
-    statements += [str(s) for m in MIGRATIONS for s in m.statements(cluster.target)]
+    statements += [str(s) for s in steps if not isinstance(s, KeepTtl)]
     for stmt in statements:
         assert "ON CLUSTER 'inferensics'" in stmt or stmt.startswith(("INSERT", "EXCHANGE", "ALTER TABLE"))
         formatted = store.query_rows("SELECT formatQuery({q:String})", {"q": stmt})[0][0]
