@@ -34,12 +34,15 @@ from inferensics.demo.workload import CANDIDATE, DECODER_MODEL, HF_MODEL, POOL_B
 from inferensics.schema.dsn import REPORT_DIR_ENV
 from tests.dashboard.browser import (
     PAGE_TIMEOUT_MS,
+    canvas_text,
     headless_chromium,
     laptop_tab,
     metric,
+    record_canvas_text,
     screenshot,
     settle,
     truncated_metrics,
+    wait_for_canvas_text,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -460,34 +463,25 @@ def test_the_canary_page_gives_the_demos_verdict(dashboard: str, demo_run: dict[
     shoot(page, "canary")
 
 
-DRAWN_TEXTS = """
-window.__drawnTexts = [];
-const fillText = CanvasRenderingContext2D.prototype.fillText;
-CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
-    window.__drawnTexts.push(String(text));
-    return fillText.call(this, text, ...rest);
-};
-"""
-"""Records every text a canvas draws (Vega draws a label it had to cut with an ellipsis)."""
-
-
 def test_the_bundles_page_shows_the_release(dashboard: str, demo_run: dict[str, Any], page: Page) -> None:
     """The demo's two real bundles: registered by the hosts serving them, their traffic per bundle under
     their names (on main the legend read "unnamed (candidat)"), pushed, signed, promoted, with their
     qualification reports."""
     ids = demo_run["bundle_ids"]
-    page.add_init_script(DRAWN_TEXTS)
+    record_canvas_text(page)  # the chart's legend and the bundles table's cells are drawn on canvases
     page.goto(f"{dashboard}/bundles")
     settle(page, charts=1)
     assert metric(page, "Bundles seen") == "2"
     assert metric(page, "Hosts registered") == "3"  # cpu-a and cpu-b baseline, cpu-b candidate
     assert metric(page, "Requests served") == f"{len(demo_run['served']):,}"
     page.get_by_role("heading", name="Manifest and qualification report").wait_for()
-    drawn: list[str] = page.evaluate("() => window.__drawnTexts")
-    for name in ("baseline", CANDIDATE):
-        assert f"{name} ({ids[name][:8]})" in drawn, drawn  # the legend, whole
-    workers = {r["worker"] for r in demo_run["served"].values()}
-    assert workers <= set(drawn), drawn  # the hosts on each bundle, in the bundles table's cells
+    # The legend, whole, and the hosts on each bundle in the bundles table's cells: a canvas draws them once
+    # the page has laid out, after the heading below them (waits fail after the page timeout).
+    legend = [f"{name} ({ids[name][:8]})" for name in ("baseline", CANDIDATE)]
+    workers = sorted({r["worker"] for r in demo_run["served"].values()})
+    for text in legend + workers:
+        wait_for_canvas_text(page, text)
+    drawn = canvas_text(page)
     assert not [t for t in drawn if t.startswith(("unnamed", "baseline", "candidate")) and "…" in t], drawn
     body = page.locator("body").inner_text()
     assert "signature state on hosts: verified" in body

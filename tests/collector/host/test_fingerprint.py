@@ -140,15 +140,18 @@ def test_cpu_fingerprint_runs_off_the_serving_thread() -> None:
 
 
 def test_tracker_counts_an_output_modified_in_place(store: Store) -> None:
-    # The background thread does not wake before flush(): the change lands before it reads the output.
+    # The change lands before the background thread reads the output: the pipeline's lock is held from the
+    # request to the change, so a drain (the thread's first pass, which may come after the request on a
+    # loaded machine, or flush's) reads the output only once it has changed.
     tracker = instrument(
         store=store, host="h", model="m", config=SdkConfig(flush_interval_s=60.0, fingerprint_rate=1.0)
     )
     try:
         x = torch.randn(2, 8)
-        with tracker.request("reused") as req:
-            req.set_output(x)
-        x.add_(1.0)
+        with tracker.pipeline._lock:
+            with tracker.request("reused") as req:
+                req.set_output(x)
+            x.add_(1.0)
         tracker.flush()
         assert tracker.stats()["fingerprint_output_modified"] == 1
     finally:
