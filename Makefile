@@ -20,9 +20,10 @@ setup: $(BIN)/python
 # The README's two commands: `make run` (set up, then the main job) and `make check` (set up, then tests).
 # One pytest process per part of the suite: a part that changes process-wide compiler state (a decomposition
 # table, a cache salt, Dynamo settings) cannot leak it into another part's compiles. Parts run as many at a time
-# as there are CPUs, longest first (TEST_JOBS=1 runs them one by one); tests/run_parts.py says how.
+# as there are CPUs, longest first (TEST_JOBS=1 runs them one by one); tests/run_parts.py says how. Each part
+# prints its 15 slowest test phases: where the suite's time goes, for whoever keeps it inside CI's limit.
 test: setup
-	$(BIN)/python tests/run_parts.py
+	$(BIN)/python tests/run_parts.py --durations=15
 
 # The property-based tests with fresh random examples (the suite itself draws the same ones every run).
 FUZZ_RUNS ?= 3

@@ -792,6 +792,21 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 LATEST_VERSION: int = MIGRATIONS[-1].version
 
+
+def fresh_schema(target: Target) -> list[str]:
+    """Every statement that creates the latest schema in a database holding no table yet: the models' tables,
+    rollups and views as they are today (migration 1's :func:`render_schema`) and the one table a migration adds
+    outside the models (the collector's dedup keys, migration 14). Every other migration finds nothing to do on
+    it: ``tests/schema/test_old_store_upgrades.py`` pins that the result equals an empty database taken through
+    every migration in turn."""
+    return [*render_schema(target), *seen_table_sql(target)]
+
+
+def fresh_checksum(target: Target) -> str:
+    """sha256 of :func:`fresh_schema` for ``target``: what a store created in one pass records for every version."""
+    return hashlib.sha256("\n;\n".join(fresh_schema(target)).encode()).hexdigest()
+
+
 _NEWER: Final = (
     "newer than {latest}, the newest {release} knows: a later inferensics migrated it and {release} must not "
     "write to it"

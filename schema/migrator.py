@@ -21,11 +21,21 @@ from inferensics.schema.migrations import (
     KeepTtl,
     Step,
     engine_full_query,
+    fresh_checksum,
+    fresh_schema,
     migrations_table_sql,
     view_statements,
 )
 
-__all__ = ["MIGRATIONS", "MigrationFailedError", "apply_migrations", "keep_ttl", "recorded_version", "ttl_clause"]
+__all__ = [
+    "MIGRATIONS",
+    "MigrationFailedError",
+    "apply_migrations",
+    "create_fresh",
+    "keep_ttl",
+    "recorded_version",
+    "ttl_clause",
+]
 
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
@@ -58,14 +68,19 @@ def recorded_version(client: Client, database: str) -> int:
     return int(rows[0][0] or 0)
 
 
-def apply_migrations(client: Client, target: Target) -> int:
+def apply_migrations(client: Client, target: Target, *, fresh_in_one_pass: bool = True) -> int:
     """Apply every migration not yet recorded, in order; return the version reached.
+
+    A database that holds no table yet (``fresh_in_one_pass``) gets the current schema in one pass instead: see
+    :func:`create_fresh`.
 
     Raises:
         MigrationFailedError: a statement failed; the store was put back as described in the module's docstring.
     """
     client.command(migrations_table_sql(target))
     current = recorded_version(client, target.database)
+    if fresh_in_one_pass and current == 0 and _tables(client, target.database) == {"schema_migrations"}:
+        return create_fresh(client, target)
     for m in MIGRATIONS:
         if m.version <= current:
             continue
@@ -83,6 +98,33 @@ def apply_migrations(client: Client, target: Target) -> int:
             raise MigrationFailedError(m.version, m.name, current, exc, unrestored) from exc
         current = m.version
     return current
+
+
+def create_fresh(client: Client, target: Target) -> int:
+    """Create the latest schema in a database that holds no table yet (:func:`~inferensics.schema.migrations.
+    fresh_schema`) and record every version with the checksum of what ran; return the latest version.
+
+    The models render today's tables, which already hold what every later migration reaches: their checks, copies
+    and view rebuilds would find nothing to do. On a cluster this spares the distributed DDL queue a round for each
+    of their statements.
+
+    Raises:
+        MigrationFailedError: a statement failed (reported as migration 1's); nothing is recorded, so the next run
+            applies every migration in turn over what was created (each statement is idempotent).
+    """
+    first = MIGRATIONS[0]
+    try:
+        for stmt in fresh_schema(target):
+            client.command(stmt)
+        checksum, now = fresh_checksum(target), datetime.now(UTC)
+        client.insert(
+            f"{target.database}.schema_migrations",
+            [[m.version, m.name, checksum, now] for m in MIGRATIONS],
+            column_names=["version", "name", "checksum", "applied_at"],
+        )
+    except Exception as exc:
+        raise MigrationFailedError(first.version, first.name, 0, exc, []) from exc
+    return MIGRATIONS[-1].version
 
 
 def _run(client: Client, stmt: str | Step | KeepTtl) -> None:

@@ -15,7 +15,16 @@ import pytest
 
 from inferensics.schema import RequestEvent
 from inferensics.schema import columns as c
-from inferensics.schema.migrations import LATEST_VERSION, MIGRATIONS, KeepTtl, Migration, Step
+from inferensics.schema.migrations import (
+    LATEST_VERSION,
+    MIGRATIONS,
+    KeepTtl,
+    Migration,
+    Step,
+    fresh_checksum,
+)
+from inferensics.schema.migrations import fresh_schema as fresh_statements
+from inferensics.schema.migrator import apply_migrations
 from inferensics.schema.rollups import ROLLUPS
 from inferensics.schema.store import Store, StoreError
 from tests.seeding import scratch_dsn
@@ -139,6 +148,64 @@ def _views(s: Store) -> set[str]:
         {"db": s.database},
     )
     return {str(name) for (name,) in rows}
+
+
+def test_a_fresh_store_made_in_one_pass_equals_one_made_by_every_migration_in_turn(
+    chdb_dir: Path, fresh_schema: dict[str, object]
+) -> None:
+    """A database with no table gets the current schema in one pass (migration 1's statements, every later version
+    recorded): the same tables, columns, codecs, comments, TTLs, settings and views as running every migration in
+    turn over an empty database, and nothing a later migration checks for is left to do. ``fresh_schema`` is the
+    one-pass store (``Store.migrate``)."""
+    client_store = Store.open(scratch_dsn(chdb_dir, "turn"))
+    try:
+        assert apply_migrations(client_store.client, client_store.target, fresh_in_one_pass=False) == LATEST_VERSION
+        assert schema_of(client_store) == fresh_schema
+        rows = client_store.query_rows(
+            f"SELECT version FROM {client_store.database}.schema_migrations ORDER BY version"
+        )
+        assert [r[0] for r in rows] == [m.version for m in MIGRATIONS]
+    finally:
+        client_store.client.command(f"DROP DATABASE IF EXISTS {client_store.database} SYNC")
+        client_store.close()
+    one_pass = Store.open(scratch_dsn(chdb_dir, "pass"))
+    try:
+        assert one_pass.migrate() == LATEST_VERSION
+        rows = one_pass.query_rows(
+            f"SELECT version, checksum FROM {one_pass.database}.schema_migrations ORDER BY version"
+        )
+        assert rows == [(m.version, fresh_checksum(one_pass.target)) for m in MIGRATIONS]
+        for m in MIGRATIONS:  # nothing conditional is left to do
+            for step in m.statements(one_pass.target):
+                if isinstance(step, Step):
+                    assert one_pass.query_rows(step.when) == [(0,)], (m.version, step.sql[:120])
+    finally:
+        one_pass.client.command(f"DROP DATABASE IF EXISTS {one_pass.database} SYNC")
+        one_pass.close()
+
+
+def test_a_one_pass_creation_that_fails_half_way_is_completed_by_the_migrations_in_turn(
+    chdb_dir: Path, fresh_schema: dict[str, object]
+) -> None:
+    """The one pass fails after some of its tables (a statement the engine refuses): nothing is recorded, the error
+    names migration 1, and the next ``migrate`` (the database no longer empty) applies every migration in turn over
+    what was created, reaching the same schema."""
+    s = Store.open(scratch_dsn(chdb_dir, "half"))
+    statements = fresh_statements(s.target)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(
+                "inferensics.schema.migrator.fresh_schema", lambda target: [*statements[:5], "CREATE TABLE broken (x"]
+            )
+            with pytest.raises(StoreError, match=r"migration 1 \(initial schema\) failed"):
+                s.migrate()
+        assert s.schema_version() == 0
+        assert len(s.query_rows("SELECT name FROM system.tables WHERE database = {db:String}", {"db": s.database})) > 2
+        assert s.migrate() == LATEST_VERSION
+        assert schema_of(s) == fresh_schema
+    finally:
+        s.client.command(f"DROP DATABASE IF EXISTS {s.database} SYNC")
+        s.close()
 
 
 @pytest.mark.parametrize("version", VERSIONS)
