@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+import polars as pl
 import streamlit as st
 
 from inferensics.analytics.filters import SliceParams
@@ -78,6 +79,19 @@ def bucket_unit(filters: Filters) -> str:
     """Chart buckets for the range: minutes up to 6 hours, hours up to 7 days, days beyond."""
     span = filters.end - filters.start
     return "minute" if span <= timedelta(hours=6) else ("hour" if span <= timedelta(days=7) else "day")
+
+
+UNIT_EVERY: Final[dict[str, str]] = {"minute": "1m", "hour": "1h", "day": "1d"}
+"""A bucket unit (:func:`bucket_unit`) as a Polars interval."""
+
+
+def with_quiet_buckets(counts: pl.DataFrame, bucket: str, unit: str) -> pl.DataFrame:
+    """``counts`` (one row per bucket of ``unit`` in column ``bucket``, sorted) with a row of zeros for each bucket
+    between its first and last that has none: a bucket without rows counted nothing. Drawn as lines, a gap joined
+    one busy minute to the next, a ramp of trouble through minutes that had none."""
+    if counts.height < 2:
+        return counts
+    return counts.upsample(bucket, every=UNIT_EVERY[unit]).fill_null(0)
 
 
 def time_format(unit: str) -> str:

@@ -19,6 +19,7 @@ from inferensics.dashboard._internal.filters import (
     describe,
     request_filters,
     time_format,
+    with_quiet_buckets,
 )
 from inferensics.dashboard._internal.links import HOSTS_PATH, KERNELS_PATH
 from inferensics.dashboard._internal.service import QueryCall, fetch_queries, service_errors
@@ -320,6 +321,7 @@ def trend_section(series: pl.DataFrame, unit: str) -> None:
         .agg(pl.col(col.REQUESTS, col.ERRORS, col.FALLBACKS, col.RECOMPILES).sum())
         .sort(col.BUCKET)
     )
+    totals = with_quiet_buckets(totals, col.BUCKET, unit)
     left, right = st.columns(2)
     fmt = time_format(unit)
     # The browser draws every bar: twenty models stacked per minute is 1,200 marks and twenty colours

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Title
@@ -19,6 +20,7 @@ from inferensics.dashboard._internal.filters import (
     POOL_KEY,
     RANGE_KEY,
     TRAFFIC_KEY,
+    with_quiet_buckets,
 )
 from inferensics.dashboard._internal.storm_rule import floor_key
 from inferensics.dashboard.views import overview, weekly_report
@@ -306,3 +308,19 @@ def test_kernel_provider_failures_are_a_highlight(seeded: SeededService) -> None
     at = open_page(seeded, **{MODEL_KEY: MISTRAL})  # its host falls back by design, nothing raised
     assert_clean(at)
     assert not [w.value for w in at.warning if w.value.startswith("**Kernel provider failures**")]
+
+
+@pytest.mark.parametrize(("unit", "step"), [("minute", timedelta(minutes=1)), ("hour", timedelta(hours=1)),
+                                            ("day", timedelta(days=1))])  # fmt: skip
+def test_buckets_without_requests_count_zero(unit: str, step: timedelta) -> None:
+    """A bucket that held no request is a zero between its neighbours, not a line drawn across it."""
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    counts = pl.DataFrame(
+        {"bucket": [start, start + step, start + 5 * step], "errors": [2, 0, 3], "fallbacks": [0, 1, 0]},
+        schema_overrides={"bucket": pl.Datetime("us", "UTC")},
+    )
+    filled = with_quiet_buckets(counts, "bucket", unit)
+    assert filled.get_column("bucket").to_list() == [start + i * step for i in range(6)]
+    assert filled.get_column("errors").to_list() == [2, 0, 0, 0, 0, 3]
+    assert filled.get_column("fallbacks").to_list() == [0, 1, 0, 0, 0, 0]
+    assert with_quiet_buckets(counts.head(1), "bucket", unit).equals(counts.head(1))
