@@ -318,7 +318,7 @@ def trend_section(series: pl.DataFrame, unit: str) -> None:
         return
     totals = (
         series.group_by(col.BUCKET)
-        .agg(pl.col(col.REQUESTS, col.ERRORS, col.FALLBACKS, col.RECOMPILES).sum())
+        .agg(pl.col(col.REQUESTS, col.ERRORS, col.FALLBACKS, col.RECOMPILES, col.NONFINITE).sum())
         .sort(col.BUCKET)
     )
     totals = with_quiet_buckets(totals, col.BUCKET, unit)
@@ -355,7 +355,7 @@ def trend_section(series: pl.DataFrame, unit: str) -> None:
         charts.time_series(
             totals,
             col.BUCKET,
-            (col.ERRORS, col.FALLBACKS, col.RECOMPILES),
+            (col.ERRORS, col.FALLBACKS, col.RECOMPILES, col.NONFINITE),  # a NaN output is trouble too
             f"Trouble per {unit}",
             value_title="count",
             time_format=fmt,
