@@ -33,18 +33,18 @@ SPLIT = ("collector",)
 """Folders whose subfolders run as parts of their own (each subfolder's tests still see the folder's conftest)."""
 
 LONGEST_FIRST = (
-    "collector/service",
-    "collector/host",
     "bundle",
     "demo",
     "replay",
-    "collector/trace",
+    "collector/service",
+    "collector/host",
     "dashboard",
     "kernels",
-    "schema",
     "cli",
+    "collector/trace",
     "analytics",
     "test_slim_install.py",
+    "schema",
 )
 """Parts in the order of their running time in CI, longest first (the rest follow in name order): with two lanes
 the longest part starts at once and the others fill the second lane."""
