@@ -312,6 +312,12 @@ class Store:
         if not isinstance(failure, MigrationFailedError):
             return f"{head}: {error_line(cause)}; nothing was recorded: fix the cause and run `inferensics init` again"
         where = f"migration {failure.version} ({failure.name}) failed: {error_line(cause)}"
+        if start == 0 and failure.left_at == 0:  # an empty database: no release wrote to it (create_fresh)
+            return (
+                f"cannot create the schema of store {self.dsn} (version {LATEST_VERSION}): {where}; nothing was "
+                "recorded: fix the cause and run `inferensics init` again (it completes the schema over the tables "
+                "already created)"
+            )
         if failure.unrestored:
             return (
                 f"{head}: {where}; the views {', '.join(failure.unrestored)} that fed its rollups could not be "
