@@ -114,6 +114,11 @@ def _sorted_otherwise(db: str, table: str, sorting_key: tuple[str, ...]) -> str:
     )
 
 
+def statements_checksum(statements: Sequence[object]) -> str:
+    """sha256 of ``statements`` as applied, one text each (the checksum ``schema_migrations`` records)."""
+    return hashlib.sha256("\n;\n".join(map(str, statements)).encode()).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     """One schema version: its number, a name, and the statements that reach it from the one before."""
@@ -126,7 +131,7 @@ class Migration:
         """sha256 of the statements for ``target`` as applied, recorded with the version (an audit trail of
         what ran). Not compared on later runs: the migrations render from the current models, so an earlier
         version's statements change whenever the models do."""
-        return hashlib.sha256("\n;\n".join(map(str, self.statements(target))).encode()).hexdigest()
+        return statements_checksum(self.statements(target))
 
 
 def migrations_table_sql(target: Target) -> str:
@@ -804,7 +809,7 @@ def fresh_schema(target: Target) -> list[str]:
 
 def fresh_checksum(target: Target) -> str:
     """sha256 of :func:`fresh_schema` for ``target``: what a store created in one pass records for every version."""
-    return hashlib.sha256("\n;\n".join(fresh_schema(target)).encode()).hexdigest()
+    return statements_checksum(fresh_schema(target))
 
 
 _NEWER: Final = (
